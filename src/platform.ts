@@ -1,0 +1,81 @@
+// The contract a runtime gives the core. Nothing else crosses the line between `src/` (identical on
+// every runtime) and `runtimes/<platform>.ts` (thin: bind, signal, count, cache).
+
+/** What the core knows about the downstream connection a request arrived on. */
+export interface ConnInfo {
+  /** Remote `address:port` of the downstream connection, when the runtime can tell. */
+  peer?: string;
+  /** `1.1` or `2`, when the runtime can tell. */
+  httpVersion?: string;
+}
+
+export type FetchHandler = (req: Request, conn: ConnInfo) => Response | Promise<Response>;
+
+export interface ListenSpec {
+  /** Which listener this is; used in log lines and error messages. */
+  name: 'proxy' | 'status' | 'admin';
+  host: string;
+  port: number;
+  /** HTTPS (and HTTP/2 by ALPN) with these PEM files; their bytes were read before anything bound. */
+  tls?: { cert: Uint8Array; key: Uint8Array; certFile: string; keyFile: string };
+  /** Also accept cleartext HTTP/2 (prior knowledge), where the runtime can. */
+  http2?: boolean;
+  /** Called for each connection accepted while the listener drains (the accept log line). */
+  onDrainAccept?: (peer: string | undefined, openConnections: number | undefined) => void;
+}
+
+/** One bound address. */
+export interface Listener {
+  /** The port actually bound (useful when the spec asked for port 0). */
+  readonly port: number;
+  /** From now on: `Connection: close` on HTTP/1.1 responses, GOAWAY on HTTP/2 connections. */
+  beginDrain(): void;
+  /** Open downstream connections, idle pooled ones included; undefined where the runtime cannot count. */
+  openConnections(): number | undefined;
+  /** Stop accepting; resolves when the listener's connections are gone. */
+  close(): Promise<void>;
+}
+
+export type SignalName = 'SIGTERM' | 'SIGINT' | 'SIGHUP';
+
+/** A request to an upstream provider. Bodies are already serialised. */
+export interface UpstreamRequest {
+  url: string;
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal;
+}
+
+/** The part of an upstream response the core reads. The body can be consumed once. */
+export interface UpstreamResponse {
+  status: number;
+  header(name: string): string | null;
+  /** Chunks as they arrive; iterating pulls from the network (used for SSE pass-through). */
+  body: AsyncIterable<Uint8Array>;
+  text(): Promise<string>;
+  /** Discard the body and release the connection. */
+  discard(): Promise<void>;
+}
+
+/** The runtime's fastest faithful HTTP client. Rejects on transport failure or abort. */
+export type UpstreamFetch = (req: UpstreamRequest) => Promise<UpstreamResponse>;
+
+export interface PlatformFiles {
+  read(path: string): Promise<Uint8Array>;
+  /** Write-temp, fsync, rename: a reader sees the old file or the new one, never a mix. */
+  writeAtomic(path: string, data: Uint8Array): Promise<void>;
+}
+
+export interface Platform {
+  /** `node`, `bun`, `deno`, `workers`: for log lines only, never for branching in `src/`. */
+  readonly name: string;
+  listen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener>;
+  onSignal(signal: SignalName, handler: () => void): void;
+  upstream: UpstreamFetch;
+  files?: PlatformFiles;
+  env: Record<string, string | undefined>;
+  /** Write one log line (no trailing newline) to stderr. */
+  writeLog(line: string): void;
+  exit(code: number): void;
+}
