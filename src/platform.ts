@@ -72,7 +72,8 @@ export interface Platform {
   readonly name: string;
   listen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener>;
   onSignal(signal: SignalName, handler: () => void): void;
-  upstream: UpstreamFetch;
+  /** The runtime's fastest faithful HTTP client, made once the configuration is known. */
+  upstream(opts: { connectTimeoutMs: number }): UpstreamFetch;
   files?: PlatformFiles;
   env: Record<string, string | undefined>;
   /** Write one log line (no trailing newline) to stderr. */

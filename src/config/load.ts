@@ -1,0 +1,119 @@
+// Load `config.yaml`: parse, apply `AISIX_<SECTION>__<KEY>` environment overrides, set aside the AISIX
+// keys Sluice ignores, validate, and resolve relative file paths against the config file's folder.
+import { parse as parseYamlScalar } from 'yaml';
+import { FileReport, formatPath, parseYaml } from '../util/report.ts';
+import { ConfigSchema, isIgnoredKey, type Config } from './schema.ts';
+
+export type ConfigResult =
+  | { ok: true; config: Config; ignoredKeys: string[] }
+  | { ok: false; report: FileReport };
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** `AISIX_PROXY__ADDR=0.0.0.0:3000` → proxy.addr. Values are read as YAML scalars (numbers, booleans, lists). */
+export function envOverrides(env: Record<string, string | undefined>): { path: string[]; value: unknown; name: string }[] {
+  const out: { path: string[]; value: unknown; name: string }[] = [];
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith('AISIX_') || name === 'AISIX_CONFIG' || raw === undefined) continue;
+    const path = name.slice('AISIX_'.length).split('__').map((s) => s.toLowerCase());
+    if (path.some((p) => p === '')) continue;
+    let value: unknown = raw;
+    try {
+      value = parseYamlScalar(raw);
+    } catch {
+      // Not valid YAML: keep the raw string and let the schema say what is wrong with it.
+    }
+    out.push({ path, value, name });
+  }
+  return out.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+function setPath(obj: Obj, path: string[], value: unknown): void {
+  let cur = obj;
+  for (const seg of path.slice(0, -1)) {
+    if (!isObj(cur[seg])) cur[seg] = {};
+    cur = cur[seg] as Obj;
+  }
+  cur[path[path.length - 1]!] = value;
+}
+
+/** Remove ignored AISIX keys from `obj` in place; returns their dotted paths. */
+function stripIgnored(obj: Obj, prefix = ''): string[] {
+  const found: string[] = [];
+  for (const key of Object.keys(obj)) {
+    const path = prefix ? `${prefix}.${key}` : key;
+    if (isIgnoredKey(path)) {
+      found.push(path);
+      delete obj[key];
+    } else if (isObj(obj[key])) {
+      found.push(...stripIgnored(obj[key] as Obj, path));
+    }
+  }
+  return found;
+}
+
+export function dirname(path: string): string {
+  const i = path.lastIndexOf('/');
+  return i < 0 ? '.' : i === 0 ? '/' : path.slice(0, i);
+}
+
+export function resolvePath(base: string, p: string): string {
+  return p.startsWith('/') ? p : `${base === '.' ? '.' : base}/${p}`;
+}
+
+export function loadConfig(file: string, text: string, env: Record<string, string | undefined>): ConfigResult {
+  const report = new FileReport('config file', file);
+  const src = parseYaml(text, report);
+  if (!src) return { ok: false, report };
+  const value = src.value ?? {};
+  if (!isObj(value)) {
+    report.add('file', 'the top level must be a mapping of sections (proxy, admin, …)', src.lineOf([]));
+    return { ok: false, report };
+  }
+  const fromEnv = new Map<string, string>();
+  for (const o of envOverrides(env)) {
+    setPath(value, o.path, o.value);
+    fromEnv.set(o.path.join('.'), o.name);
+  }
+  const ignoredKeys = stripIgnored(value);
+  const r = ConfigSchema.safeParse(value);
+  if (!r.success) {
+    for (const issue of r.error.issues) {
+      const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+      const dotted = formatPath(path);
+      const envName = fromEnv.get(dotted);
+      const msg = issue.code === 'unrecognized_keys'
+        ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`
+        : issue.message;
+      report.add(dotted || 'file', envName ? `${msg} (from environment variable ${envName})` : msg, envName ? undefined : src.lineOf(path));
+    }
+    return { ok: false, report };
+  }
+  const config = r.data;
+  const base = dirname(file);
+  if (config.resources_file) config.resources_file = resolvePath(base, config.resources_file);
+  if (config.proxy.tls) {
+    config.proxy.tls.cert_file = resolvePath(base, config.proxy.tls.cert_file);
+    config.proxy.tls.key_file = resolvePath(base, config.proxy.tls.key_file);
+  }
+  const etls = config.etcd.tls;
+  if (etls) {
+    for (const k of ['ca_cert_file', 'client_cert_file', 'client_key_file'] as const) {
+      if (etls[k]) etls[k] = resolvePath(base, etls[k]);
+    }
+  }
+  if (config.managed.snapshot_cache_path) config.managed.snapshot_cache_path = resolvePath(base, config.managed.snapshot_cache_path);
+  return { ok: true, config, ignoredKeys };
+}
+
+/** Split `host:port` (`[::1]:3000`, `:3000`). Validated by the schema already. */
+export function parseAddr(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  let host = addr.slice(0, i);
+  if (host.startsWith('[')) host = host.slice(1, -1);
+  return { host: host || '0.0.0.0', port: Number(addr.slice(i + 1)) };
+}

@@ -1,0 +1,96 @@
+// `config.yaml`, the bootstrap file (SPEC §3). Unknown keys are errors naming the key; AISIX keys that
+// Sluice does not implement are accepted and reported once as ignored, so an AISIX file boots unchanged.
+import { z } from 'zod';
+
+const port = z.number().int().min(0).max(65535);
+const nonNegInt = z.number().int().nonnegative();
+/** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
+const addr = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]*):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:3000');
+
+export const ConfigSchema = z.strictObject({
+  resources_file: z.string().min(1).optional(),
+  etcd: z.strictObject({
+    endpoints: z.array(z.string().min(1)).default([]),
+    prefix: z.string().min(1).default('/aisix'),
+    user: z.string().min(1).optional(),
+    password_env: z.string().min(1).optional(),
+    tls: z.strictObject({
+      ca_cert_file: z.string().optional(),
+      client_cert_file: z.string().optional(),
+      client_key_file: z.string().optional(),
+    }).optional(),
+    dial_timeout_ms: nonNegInt.default(5000),
+    request_timeout_ms: nonNegInt.default(5000),
+  }).prefault({}),
+  proxy: z.strictObject({
+    addr,
+    tls: z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) }).optional(),
+    http2: z.boolean().default(false),
+    request_body_limit_bytes: nonNegInt.default(0),
+    request_id: z.strictObject({
+      accept_headers: z.array(z.string().min(1)).default(['x-aisix-request-id']),
+    }).prefault({}),
+  }),
+  admin: z.strictObject({
+    enabled: z.boolean().default(true),
+    addr: addr.default('127.0.0.1:3001'),
+    admin_keys: z.array(z.string().min(1)).default([]),
+  }).prefault({}),
+  observability: z.strictObject({
+    log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error']).default('info'),
+    log_format: z.enum(['json', 'text']).default('json'),
+    access_log: z.boolean().default(true),
+    metrics: z.strictObject({
+      prometheus: z.strictObject({
+        enabled: z.boolean().default(true),
+        path: z.string().startsWith('/').default('/metrics'),
+        addr: addr.default('0.0.0.0:9090'),
+      }).prefault({}),
+    }).prefault({}),
+  }).prefault({}),
+  upstream: z.strictObject({
+    timeout_ms: nonNegInt.default(600_000),
+    stream_timeout_ms: nonNegInt.default(0),
+    connect_timeout_ms: nonNegInt.default(5000),
+    retries: nonNegInt.default(2),
+  }).prefault({}),
+  downstream: z.strictObject({
+    sse_keepalive_interval_secs: nonNegInt.default(15),
+  }).prefault({}),
+  shutdown: z.strictObject({
+    min_drain_secs: nonNegInt.default(30),
+  }).prefault({}),
+  managed: z.strictObject({
+    snapshot_cache_path: z.string().min(1).optional(),
+  }).prefault({}),
+}).superRefine((c, ctx) => {
+  if (c.resources_file && c.etcd.endpoints.length > 0) {
+    ctx.addIssue({ code: 'custom', path: ['resources_file'], message: 'resources_file and etcd.endpoints are mutually exclusive: choose one configuration source' });
+  }
+  if (!c.resources_file && c.etcd.endpoints.length === 0) {
+    ctx.addIssue({ code: 'custom', path: ['resources_file'], message: 'no configuration source: set resources_file or etcd.endpoints' });
+  }
+  if (c.admin.enabled && c.admin.admin_keys.length === 0) {
+    ctx.addIssue({ code: 'custom', path: ['admin', 'admin_keys'], message: 'required (non-empty) when admin.enabled is true; or set admin.enabled: false' });
+  }
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+/**
+ * AISIX keys Sluice accepts and ignores (SPEC §3). A path ending in `*` covers every key below it.
+ * `managed.snapshot_cache_path` is implemented, so `managed.*` is spelled out as "anything else".
+ */
+export const IGNORED_KEYS = [
+  'proxy.thread_per_core', 'proxy.workers', 'proxy.real_ip', 'proxy.url_rewrites',
+  'observability.service_name', 'observability.metrics.otlp', 'observability.metrics.buckets',
+  'observability.metrics.client_type_rules', 'observability.tracing', 'cache', 'ratelimit', 'upstream.tls',
+  'upstream.tcp_keepalive_*', 'upstream.pool_*', 'downstream.idle_timeout_secs', 'etcd.env_id', 'managed.*',
+  'bedrock_endpoint_url',
+] as const;
+
+/** Whether `path` (dotted) is an ignored AISIX key. */
+export function isIgnoredKey(path: string): boolean {
+  if (path === 'managed.snapshot_cache_path') return false;
+  return IGNORED_KEYS.some((k) => (k.endsWith('*') ? path.startsWith(k.slice(0, -1)) : path === k));
+}

@@ -1,0 +1,184 @@
+// The gateway's whole life, identical on every runtime with listeners: parse the command line, load the
+// configuration, bind listeners in the order of SPEC §6, reload on SIGHUP, drain on SIGTERM/SIGINT.
+import { createAdminApp } from './admin/app.ts';
+import { parseCli, USAGE } from './cli.ts';
+import { loadConfig, parseAddr } from './config/load.ts';
+import type { Config } from './config/schema.ts';
+import { Gateway } from './gateway.ts';
+import { runDrain } from './lifecycle/drain.ts';
+import { MSG } from './observability/messages.ts';
+import type { ListenSpec, Listener, Platform, SignalName } from './platform.ts';
+import { createProxyApp } from './proxy/app.ts';
+import { loadResourcesFile } from './resources/pipeline.ts';
+import { loadFromFile, reloadFile } from './sources/file.ts';
+import { createStatusApp } from './status/app.ts';
+import { VERSION } from './version.ts';
+
+const decoder = new TextDecoder();
+
+/** Print to stderr as-is (reports are multi-line and meant for a person). */
+function printErr(p: Platform, text: string): void {
+  for (const line of text.split('\n')) p.writeLog(line);
+}
+
+export async function main(platform: Platform, argv: readonly string[]): Promise<number> {
+  const cmd = parseCli(argv, platform.env);
+  switch (cmd.kind) {
+    case 'help': printErr(platform, cmd.text); return 0;
+    case 'version': printErr(platform, `sluice ${VERSION} (${platform.name})`); return 0;
+    case 'error': printErr(platform, cmd.message); return 2;
+    case 'validate': return validate(platform, cmd.resourcesPath);
+    case 'export': printErr(platform, 'export: the etcd source is not available in this build yet'); return 1;
+    case 'serve': return serve(platform, cmd.configPath);
+  }
+}
+
+async function readText(platform: Platform, path: string): Promise<string> {
+  if (!platform.files) throw new Error('this runtime has no file access');
+  return decoder.decode(await platform.files.read(path));
+}
+
+async function validate(platform: Platform, path: string): Promise<number> {
+  let text: string;
+  try {
+    text = await readText(platform, path);
+  } catch (e) {
+    printErr(platform, `resources file ${path}: cannot read it: ${(e as Error).message}`);
+    return 1;
+  }
+  const r = await loadResourcesFile(path, text, platform.env);
+  if (!r.ok) {
+    printErr(platform, r.report.format());
+    return 1;
+  }
+  printErr(platform, `OK: ${path} loaded ${r.resourceCount} resource(s)`);
+  return 0;
+}
+
+/** Load and check config.yaml, then everything that must be usable before anything binds. */
+export async function loadBootConfig(platform: Platform, path: string): Promise<{ config: Config; ignoredKeys: string[]; tls?: ListenSpec['tls'] } | string> {
+  let text: string;
+  try {
+    text = await readText(platform, path);
+  } catch (e) {
+    return `config file ${path}: cannot read it: ${(e as Error).message}`;
+  }
+  const r = loadConfig(path, text, platform.env);
+  if (!r.ok) return r.report.format();
+  const config = r.config;
+  for (const [name, addr] of listenerAddrs(config)) {
+    const { port } = parseAddr(addr);
+    if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
+  }
+  let tls: ListenSpec['tls'];
+  if (config.proxy.tls) {
+    const { cert_file, key_file } = config.proxy.tls;
+    const files = platform.files;
+    if (!files) return 'proxy.tls needs file access, which this runtime does not have';
+    const read = async (f: string, what: string) => {
+      try {
+        return await files.read(f);
+      } catch (e) {
+        throw new Error(`proxy.tls.${what}: cannot read ${f}: ${(e as Error).message}`);
+      }
+    };
+    try {
+      tls = { cert: await read(cert_file, 'cert_file'), key: await read(key_file, 'key_file'), certFile: cert_file, keyFile: key_file };
+    } catch (e) {
+      return `config file ${path}: ${(e as Error).message}`;
+    }
+  }
+  return { config, ignoredKeys: r.ignoredKeys, tls };
+}
+
+function listenerAddrs(c: Config): [string, string][] {
+  const out: [string, string][] = [['proxy.addr', c.proxy.addr]];
+  if (c.admin.enabled) out.push(['admin.addr', c.admin.addr]);
+  if (c.observability.metrics.prometheus.enabled) out.push(['observability.metrics.prometheus.addr', c.observability.metrics.prometheus.addr]);
+  return out;
+}
+
+async function serve(platform: Platform, configPath: string): Promise<number> {
+  // Signals first: one arriving during start-up must exit promptly, without binding anything.
+  let stopRequested: SignalName | undefined;
+  let onStop: ((s: SignalName) => void) | undefined;
+  for (const s of ['SIGTERM', 'SIGINT'] as const) {
+    platform.onSignal(s, () => {
+      if (onStop) onStop(s);
+      else stopRequested ??= s;
+    });
+  }
+  let onHup: (() => void) | undefined;
+  platform.onSignal('SIGHUP', () => onHup?.());
+
+  const boot = await loadBootConfig(platform, configPath);
+  if (typeof boot === 'string') {
+    printErr(platform, boot);
+    return 1;
+  }
+  const { config } = boot;
+  const gw = new Gateway(config, platform);
+  if (boot.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: boot.ignoredKeys });
+  if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
+
+  if (config.resources_file) {
+    const r = await loadFromFile(gw, config.resources_file);
+    if (!r.ok) {
+      printErr(platform, r.message);
+      return 1;
+    }
+    gw.log.info(MSG.resourcesLoaded, { file: config.resources_file, resources: r.resources });
+    onHup = () => void reloadFile(gw, config.resources_file!);
+  } else {
+    printErr(platform, 'etcd.endpoints: the etcd source is not available in this build yet; use resources_file');
+    return 1;
+  }
+  if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
+
+  const listeners: Listener[] = [];
+  const bind = async (spec: ListenSpec, fetch: Parameters<Platform['listen']>[1]): Promise<Listener> => {
+    const l = await platform.listen(spec, fetch);
+    listeners.push(l);
+    gw.log.info(MSG.listening, { listener: spec.name, addr: `${spec.host}:${l.port}`, tls: spec.tls !== undefined, http2: spec.http2 === true || spec.tls !== undefined });
+    return l;
+  };
+  try {
+    const prom = config.observability.metrics.prometheus;
+    if (prom.enabled) {
+      const app = createStatusApp(gw);
+      await bind({ name: 'status', ...parseAddr(prom.addr) }, (req) => app.fetch(req));
+    }
+    if (config.admin.enabled) {
+      const app = createAdminApp(gw);
+      await bind({ name: 'admin', ...parseAddr(config.admin.addr) }, (req) => app.fetch(req));
+    }
+    const proxyApp = createProxyApp(gw);
+    gw.proxyListener = await bind({
+      name: 'proxy', ...parseAddr(config.proxy.addr), tls: boot.tls, http2: config.proxy.http2,
+      onDrainAccept: (peer, open) => gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open }),
+    }, (req, conn) => proxyApp.fetch(req, conn));
+  } catch (e) {
+    printErr(platform, `cannot bind: ${(e as Error).message}`);
+    await Promise.allSettled(listeners.map((l) => l.close()));
+    return 1;
+  }
+  if (stopRequested) {
+    await Promise.allSettled(listeners.map((l) => l.close()));
+    return stoppedDuringStartup(gw, stopRequested);
+  }
+  gw.lifecycle.phase = 'serving';
+
+  const signal = stopRequested ?? (await new Promise<SignalName>((resolve) => { onStop = resolve; }));
+  onHup = undefined;
+  await runDrain(gw, signal, listeners);
+  return 0;
+}
+
+function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
+  gw.lifecycle.phase = 'stopped';
+  gw.log.info(MSG.receivedSignal(signal));
+  gw.log.info(MSG.shutDownCleanly);
+  return 0;
+}
+
+export { USAGE };

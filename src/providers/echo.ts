@@ -1,0 +1,77 @@
+// Sluice's built-in offline provider: answers chat completions by echoing the last user message, so the
+// bundled example serves a real answer with no network and no key. Never a stand-in for an HTTP upstream
+// in tests or benchmarks.
+import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
+
+const encoder = new TextEncoder();
+
+function lastUserText(body: Record<string, unknown>): string {
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as { role?: unknown; content?: unknown };
+    if (m?.role !== 'user') continue;
+    if (typeof m.content === 'string') return m.content;
+    if (Array.isArray(m.content)) {
+      return m.content.map((p: { type?: unknown; text?: unknown }) => (p?.type === 'text' && typeof p.text === 'string' ? p.text : '')).join('');
+    }
+  }
+  return '';
+}
+
+function countTokens(text: string): number {
+  return text.split(/\s+/).filter(Boolean).length;
+}
+
+function chatJson(model: string, text: string, prompt: string): string {
+  const p = countTokens(prompt);
+  const c = countTokens(text);
+  return JSON.stringify({
+    id: `chatcmpl-echo-${crypto.randomUUID()}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c },
+  });
+}
+
+async function* chatStream(model: string, text: string): AsyncGenerator<Uint8Array> {
+  const id = `chatcmpl-echo-${crypto.randomUUID()}`;
+  const created = Math.floor(Date.now() / 1000);
+  const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+    encoder.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+  yield chunk({ role: 'assistant', content: '' }, null);
+  for (const piece of text.match(/\S+\s*|\s+/g) ?? []) yield chunk({ content: piece }, null);
+  yield chunk({}, 'stop');
+  yield encoder.encode('data: [DONE]\n\n');
+}
+
+/** A deterministic 8-dimensional vector per input, so `/v1/embeddings` answers offline too. */
+function embed(text: string): number[] {
+  const v = new Array<number>(8).fill(0);
+  for (let i = 0; i < text.length; i++) v[i % 8]! += text.charCodeAt(i) / 1000;
+  const norm = Math.hypot(...v) || 1;
+  return v.map((x) => Number((x / norm).toFixed(6)));
+}
+
+export const echoAdapter: ProviderAdapter = {
+  name: 'echo',
+  supports: () => true,
+  async call(c: ProviderCall): Promise<ProviderResult> {
+    const model = String(c.body.model ?? 'echo');
+    if (c.endpoint === 'embeddings') {
+      const input = c.body.input;
+      const inputs = Array.isArray(input) ? input.map(String) : [String(input ?? '')];
+      const body = JSON.stringify({
+        object: 'list',
+        model,
+        data: inputs.map((t, index) => ({ object: 'embedding', index, embedding: embed(t) })),
+        usage: { prompt_tokens: inputs.reduce((n, t) => n + countTokens(t), 0), total_tokens: inputs.reduce((n, t) => n + countTokens(t), 0) },
+      });
+      return { kind: 'response', status: 200, body, contentType: 'application/json', retryAfter: null };
+    }
+    const text = lastUserText(c.body);
+    if (c.stream) return { kind: 'stream', chunks: chatStream(model, text), cancel: async () => {} };
+    return { kind: 'response', status: 200, body: chatJson(model, text, text), contentType: 'application/json', retryAfter: null };
+  },
+};

@@ -1,0 +1,34 @@
+// Any OpenAI-compatible upstream (`api_base` includes `/v1`). Bodies are forwarded as JSON and SSE bytes
+// are passed through untouched: no parse, no re-serialisation.
+import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
+
+const PATHS = { chat: '/chat/completions', embeddings: '/embeddings' } as const;
+
+export const openaiAdapter: ProviderAdapter = {
+  name: 'openai',
+  supports: () => true,
+  async call(c: ProviderCall): Promise<ProviderResult> {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: c.stream ? 'text/event-stream' : 'application/json',
+    };
+    if (c.key.api_key) headers.authorization = `Bearer ${c.key.api_key}`;
+    const res = await c.upstream({
+      url: `${c.key.api_base}${PATHS[c.endpoint]}`,
+      method: 'POST',
+      headers,
+      body: JSON.stringify(c.body),
+      signal: c.signal,
+    });
+    if (c.stream && res.status >= 200 && res.status < 300) {
+      return { kind: 'stream', chunks: res.body, cancel: () => res.discard() };
+    }
+    return {
+      kind: 'response',
+      status: res.status,
+      body: await res.text(),
+      contentType: res.header('content-type') ?? 'application/json',
+      retryAfter: res.header('retry-after'),
+    };
+  },
+};

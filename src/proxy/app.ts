@@ -1,0 +1,197 @@
+// The caller-facing app on the proxy listener: probes, `/v1/models`, chat completions, embeddings.
+// Every `/v1` request holds an in-flight slot until its last byte, gets a request id and one access-log
+// line; the drain's arrival line is written here too.
+import { Hono, type Context } from 'hono';
+import type { Gateway } from '../gateway.ts';
+import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
+import { MSG } from '../observability/messages.ts';
+import type { ConnInfo } from '../platform.ts';
+import type { Endpoint } from '../providers/types.ts';
+import type { ApiKey } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import { Dispatcher } from '../routing/dispatch.ts';
+import { VERSION } from '../version.ts';
+import { authenticate, modelAllowed } from './auth.ts';
+import { readJsonObject } from './body.ts';
+import { errorResponse, errors, ProxyError } from './errors.ts';
+import { requestIdFrom } from './request-id.ts';
+import { pumpSse, type StreamEnd } from './stream.ts';
+
+/** What the access log and metrics record of one request, filled in as it is served. */
+interface RequestRecord {
+  start: number;
+  method: string;
+  path: string;
+  endpoint: string;
+  requestId: string;
+  peer: string | undefined;
+  downstreamRequestId: string | undefined;
+  model?: string;
+  errorKind?: string;
+}
+
+type ProxyEnv = { Bindings: ConnInfo; Variables: { rec: RequestRecord } };
+
+const SERVER = `sluice/${VERSION}`;
+const ENDPOINTS: Record<string, string> = {
+  '/v1/chat/completions': 'chat_completions',
+  '/v1/embeddings': 'embeddings',
+  '/v1/models': 'models',
+  '/v1/messages': 'messages',
+};
+
+export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
+  const app = new Hono<ProxyEnv>();
+  const cfg = gw.config;
+  const dispatcher = new Dispatcher(cfg, gw.upstream);
+  const keepaliveMs = cfg.downstream.sse_keepalive_interval_secs * 1000;
+
+  const finish = (rec: RequestRecord, status: number) => {
+    const latency = Date.now() - rec.start;
+    const outcome = status < 400 ? 'success' : status < 500 ? 'client_error' : 'server_error';
+    gw.metrics.requests.inc([rec.endpoint, rec.model ?? '', String(status), outcome]);
+    gw.metrics.duration.observe([rec.endpoint, rec.model ?? ''], latency / 1000);
+    if (cfg.observability.access_log) {
+      gw.log.info(MSG.requestCompleted, {
+        method: rec.method, path: rec.path, status, latency_ms: latency, model: rec.model,
+        request_id: rec.requestId, peer: rec.peer, downstream_request_id: rec.downstreamRequestId, error_kind: rec.errorKind,
+      });
+    }
+  };
+
+  app.use('*', async function servedBySluice(c, next) {
+    await next();
+    c.res.headers.set('server', SERVER);
+  });
+
+  for (const [path, handler] of [['/livez', livez], ['/readyz', (c: Context) => readyz(c, gw)]] as const) {
+    app.get(path, handler);
+    app.all(path, methodNotAllowed);
+  }
+
+  app.use('/v1/*', async function trackRequest(c, next) {
+    const headers = c.req.raw.headers;
+    const rec: RequestRecord = {
+      start: Date.now(),
+      method: c.req.method,
+      path: c.req.path,
+      endpoint: ENDPOINTS[c.req.path] ?? 'other',
+      requestId: requestIdFrom(headers, cfg.proxy.request_id.accept_headers),
+      peer: c.env?.peer,
+      downstreamRequestId: headers.get('x-request-id') ?? undefined,
+    };
+    c.set('rec', rec);
+    if (gw.lifecycle.draining) {
+      gw.log.info(MSG.arrivedWhileDraining, {
+        method: rec.method, path: rec.path, request_id: rec.requestId, peer: rec.peer, downstream_request_id: rec.downstreamRequestId,
+      });
+    }
+    const release = gw.lifecycle.acquire();
+    try {
+      await next();
+    } catch (e) {
+      gw.log.error('unhandled error while serving a request', { request_id: rec.requestId, error: String(e) });
+      rec.errorKind = 'internal_error';
+      c.res = errorResponse(errors.internal());
+    }
+    const res = c.res;
+    res.headers.set('x-aisix-request-id', rec.requestId);
+    const tracked = trackedStreams.get(res);
+    if (tracked) {
+      // A streamed body holds the slot until its last byte; the pump reports the end.
+      tracked.onEnd = (end) => {
+        if (end !== 'complete') rec.errorKind = end;
+        release();
+        finish(rec, res.status);
+      };
+    } else {
+      release();
+      finish(rec, res.status);
+    }
+  });
+
+  const fail = (c: Context<ProxyEnv>, e: ProxyError): Response => {
+    c.get('rec').errorKind = e.type;
+    return errorResponse(e);
+  };
+
+  /** Auth (before the body is read), then the snapshot this request is served from. */
+  const caller = async (c: Context<ProxyEnv>): Promise<{ key: ApiKey; snapshot: Snapshot } | ProxyError> => {
+    const snapshot = gw.snapshot;
+    if (!snapshot) return errors.internal();
+    const key = await authenticate(c.req.raw.headers, snapshot, Date.now());
+    if (key instanceof ProxyError) return key;
+    return { key, snapshot };
+  };
+
+  app.get('/v1/models', async (c) => {
+    const who = await caller(c);
+    if (who instanceof ProxyError) return fail(c, who);
+    const created = Math.floor(Date.parse(gw.facts.applied?.applied_at ?? new Date().toISOString()) / 1000);
+    const data = who.snapshot.listableModels()
+      .filter((m) => modelAllowed(who.key, m.display_name))
+      .map((m) => ({ id: m.display_name, object: 'model', created, owned_by: m.kind === 'direct' ? (m.provider ?? who.snapshot.providerKeys.get(m.provider_key_id)?.provider ?? 'sluice') : 'sluice' }))
+      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return c.json({ object: 'list', data });
+  });
+
+  const complete = (endpoint: Endpoint) => async (c: Context<ProxyEnv>): Promise<Response> => {
+    const rec = c.get('rec');
+    const who = await caller(c);
+    if (who instanceof ProxyError) return fail(c, who);
+    const body = await readJsonObject(c.req.raw, cfg.proxy.request_body_limit_bytes);
+    if (body instanceof ProxyError) return fail(c, body);
+    const invalid = validateBody(endpoint, body);
+    if (invalid) return fail(c, errors.badRequest(invalid));
+    const name = body.model as string;
+    const resolved = who.snapshot.resolveModel(name);
+    if (!resolved) return fail(c, errors.unknownModel(name));
+    rec.model = resolved.model.display_name;
+    if (!modelAllowed(who.key, name)) return fail(c, errors.modelNotAllowed(name));
+    const stream = endpoint === 'chat' && body.stream === true;
+    const r = await dispatcher.dispatch({
+      snapshot: who.snapshot, model: resolved.model, upstreamModel: resolved.upstreamModel,
+      endpoint, body, stream, signal: c.req.raw.signal,
+    });
+    if (r.kind === 'error') return fail(c, r.error);
+    if (r.kind === 'response') {
+      if (r.status >= 400) rec.errorKind = 'upstream_status';
+      return new Response(r.body, { status: r.status, headers: { 'content-type': r.contentType } });
+    }
+    const tracker: StreamTracker = { onEnd: undefined };
+    const res = new Response(pumpSse({
+      chunks: r.chunks,
+      keepaliveMs,
+      silenceMs: r.silenceMs,
+      abortUpstream: r.abort,
+      onEnd: (end) => tracker.onEnd?.(end),
+    }), { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
+    trackedStreams.set(res, tracker);
+    return res;
+  };
+
+  app.post('/v1/chat/completions', complete('chat'));
+  app.post('/v1/embeddings', complete('embeddings'));
+  app.all('/v1/*', (c) => {
+    const known = ENDPOINTS[c.req.path];
+    return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
+  });
+  app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
+  return app;
+}
+
+interface StreamTracker {
+  onEnd: ((end: StreamEnd) => void) | undefined;
+}
+/** Streamed responses created by a handler, so the tracking middleware can release the slot at the end. */
+const trackedStreams = new WeakMap<Response, StreamTracker>();
+
+function validateBody(endpoint: Endpoint, body: Record<string, unknown>): string | undefined {
+  if (typeof body.model !== 'string' || body.model === '') return '`model` is required and must be a string';
+  if (endpoint === 'chat') {
+    if (!Array.isArray(body.messages) || body.messages.length === 0) return '`messages` is required and must be a non-empty array';
+    if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
+  }
+  if (endpoint === 'embeddings' && body.input === undefined) return '`input` is required';
+  return undefined;
+}

@@ -1,0 +1,48 @@
+// Caller authentication: `Authorization: Bearer <key>` or `x-api-key`, matched by SHA-256 against the
+// snapshot's api_keys. Checked before the body is parsed.
+import type { ApiKey } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import { globMatch } from '../resources/snapshot.ts';
+import { sha256Hex } from '../util/crypto.ts';
+import { errors, type ProxyError } from './errors.ts';
+
+/**
+ * token → SHA-256 hex. A hash is a pure function of the token, so caching it is safe across reloads; the
+ * cache is bounded and simply cleared when full (a caller population larger than this just re-hashes).
+ */
+const hashCache = new Map<string, string>();
+const HASH_CACHE_MAX = 10_000;
+
+async function hashToken(token: string): Promise<string> {
+  const cached = hashCache.get(token);
+  if (cached !== undefined) return cached;
+  const h = await sha256Hex(token);
+  if (hashCache.size >= HASH_CACHE_MAX) hashCache.clear();
+  hashCache.set(token, h);
+  return h;
+}
+
+export function bearerToken(headers: Headers): string | undefined {
+  const auth = headers.get('authorization');
+  if (auth !== null) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    return m ? m[1] : undefined;
+  }
+  const x = headers.get('x-api-key');
+  return x && x.trim() ? x.trim() : undefined;
+}
+
+export async function authenticate(headers: Headers, snapshot: Snapshot, now: number): Promise<ApiKey | ProxyError> {
+  const token = bearerToken(headers);
+  if (token === undefined) return errors.missingAuth();
+  const key = snapshot.apiKeyByHash(await hashToken(token));
+  if (!key) return errors.unknownKey();
+  if (key.disabled) return errors.disabledKey();
+  if (key.expires_at !== undefined && Date.parse(key.expires_at) <= now) return errors.expiredKey();
+  return key;
+}
+
+export function modelAllowed(key: ApiKey, model: string): boolean {
+  for (const p of key.allowed_models) if (globMatch(p, model)) return true;
+  return false;
+}

@@ -1,0 +1,98 @@
+// The immutable set of resources the gateway serves. Built once per applied configuration and swapped
+// atomically; request handlers read one snapshot from start to end, so a reload never mixes two.
+import type { ApiKey, Model, ProviderKey, ResourceKind } from './schema.ts';
+
+export interface ResourceSet {
+  provider_keys: ProviderKey[];
+  models: Model[];
+  api_keys: ApiKey[];
+}
+
+interface WildcardAlias {
+  prefix: string;
+  suffix: string;
+  model: Model;
+}
+
+export class Snapshot {
+  readonly providerKeys = new Map<string, ProviderKey>();
+  readonly models = new Map<string, Model>();
+  readonly apiKeys = new Map<string, ApiKey>();
+  private readonly modelsByName = new Map<string, Model>();
+  private readonly wildcards: WildcardAlias[] = [];
+  private readonly apiKeysByHash = new Map<string, ApiKey>();
+
+  constructor(readonly resources: ResourceSet) {
+    for (const k of resources.provider_keys) this.providerKeys.set(k.id, k);
+    for (const m of resources.models) {
+      this.models.set(m.id, m);
+      const star = m.display_name.indexOf('*');
+      if (star < 0) this.modelsByName.set(m.display_name, m);
+      else this.wildcards.push({ prefix: m.display_name.slice(0, star), suffix: m.display_name.slice(star + 1), model: m });
+    }
+    // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
+    this.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);
+    for (const k of resources.api_keys) this.apiKeysByHash.set(k.key_hash, k);
+  }
+
+  static empty(): Snapshot {
+    return new Snapshot({ provider_keys: [], models: [], api_keys: [] });
+  }
+
+  /** Exact name first, then wildcard aliases. `upstreamModel` fills a `*` in the alias's model_name. */
+  resolveModel(name: string): { model: Model; upstreamModel?: string } | undefined {
+    const exact = this.modelsByName.get(name);
+    if (exact) return { model: exact, upstreamModel: exact.kind === 'direct' ? exact.model_name : undefined };
+    for (const w of this.wildcards) {
+      if (name.length >= w.prefix.length + w.suffix.length && name.startsWith(w.prefix) && name.endsWith(w.suffix)) {
+        const matched = name.slice(w.prefix.length, name.length - w.suffix.length);
+        const m = w.model;
+        return { model: m, upstreamModel: m.kind === 'direct' ? m.model_name.replace('*', matched) : undefined };
+      }
+    }
+    return undefined;
+  }
+
+  modelByName(name: string): Model | undefined {
+    return this.modelsByName.get(name);
+  }
+
+  apiKeyByHash(hash: string): ApiKey | undefined {
+    return this.apiKeysByHash.get(hash);
+  }
+
+  /** Models listed by `/v1/models`: wildcard aliases are hidden. */
+  listableModels(): Model[] {
+    return [...this.modelsByName.values()];
+  }
+
+  counts(): Record<ResourceKind, number> {
+    return {
+      provider_keys: this.resources.provider_keys.length,
+      models: this.resources.models.length,
+      api_keys: this.resources.api_keys.length,
+    };
+  }
+
+  get size(): number {
+    return this.resources.provider_keys.length + this.resources.models.length + this.resources.api_keys.length;
+  }
+}
+
+/** `*` matches any run of characters; everything else is literal. */
+export function globMatch(pattern: string, name: string): boolean {
+  if (pattern === '*') return true;
+  if (!pattern.includes('*')) return pattern === name;
+  const parts = pattern.split('*');
+  const first = parts[0]!;
+  const last = parts[parts.length - 1]!;
+  if (!name.startsWith(first) || !name.endsWith(last) || name.length < first.length + last.length) return false;
+  let pos = first.length;
+  const end = name.length - last.length;
+  for (let i = 1; i < parts.length - 1; i++) {
+    const at = name.indexOf(parts[i]!, pos);
+    if (at < 0 || at + parts[i]!.length > end) return false;
+    pos = at + parts[i]!.length;
+  }
+  return true;
+}

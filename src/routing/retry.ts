@@ -1,0 +1,216 @@
+// Retries and failover (SPEC §7.4): how one upstream attempt's outcome is classified, how many retries a
+// target gets, how long to wait between them, and THE loop that runs retry-then-failover. The loop lives
+// here and nowhere else; it knows nothing about HTTP clients, metrics or health — it reports each attempt
+// to a callback and the caller does those.
+//
+// How the proxy calls it:
+//   const result = await runAttempts({
+//     targets: order,                                    // from pickTargets, or [directModel]
+//     attempt: (t, signal) => callUpstream(t, signal),   // must not throw: map errors to outcomes
+//     budget: (t) => retryBudget({ target: t.target, model: t.model, routing, upstreamRetries }),
+//     classify: classifyOptions(routing),
+//     signal: request.signal,
+//     onAttempt: (r) => { metrics; health.recordSuccess / recordFailure; if (r.next !== 'done') cancel body },
+//   });
+//   finished → answer from result.outcome (2xx, a passed-through 4xx, or the last failure → 502/504);
+//   aborted → the caller went away; nothing to answer.
+//
+// Classification: 2xx → success. 5xx, our timeout, transport error → retry (then fail over when the budget
+// is spent). 429 → retry only with `retry_on_429`. Any other status goes straight back to the caller — no
+// retry, no failover — unless it is in `fallback_on_statuses`: then the next target is tried at once,
+// without retrying the same one (its answer would not change). `fallback_on_statuses` only widens what
+// fails over; it never stops a 5xx from being retried.
+//
+// Retry-After: ≤ 5 s is honoured as the wait before retrying the same target. A longer one is not slept
+// on: the loop fails over to the next target straight away (the upstream told us it will not answer sooner,
+// and ModelHealth cools the model for that long).
+import type { Routing } from '../resources/schema.ts';
+
+/** What one attempt against one target produced. Callers may extend it (e.g. with the `Response`). */
+export type Outcome =
+  /** The upstream answered: success (2xx) or an upstream error status. `retryAfter` is the raw header. */
+  | { kind: 'response'; status: number; retryAfter?: string | null }
+  /** Our deadline (timeout / stream_timeout) expired before the upstream answered. */
+  | { kind: 'timeout' }
+  /** No HTTP answer at all: DNS, connect, TLS, reset. */
+  | { kind: 'transport'; message: string };
+
+/**
+ * success: done, answer it. retry: try the same target again if budget remains, else fail over.
+ * fallback: try the next target now. return: hand this upstream answer to the caller as it is.
+ */
+export type Verdict = 'success' | 'retry' | 'fallback' | 'return';
+
+export interface ClassifyOptions {
+  retryOn429: boolean;
+  /** Statuses that fail over to the next target instead of going back to the caller. */
+  fallbackOnStatuses?: readonly number[];
+}
+
+export const BACKOFF_BASE_MS = 250;
+export const BACKOFF_CAP_MS = 2000;
+/** Jitter added on top of the backoff, as a fraction of it (0–25 %). */
+export const BACKOFF_JITTER = 0.25;
+/** The longest upstream Retry-After the loop sleeps on before retrying the same target. */
+export const MAX_HONOURED_RETRY_AFTER_SECS = 5;
+
+/** The classification options of a routing model; a direct model requested by name has the defaults. */
+export function classifyOptions(routing?: Routing): ClassifyOptions {
+  return { retryOn429: routing?.retry_on_429 ?? false, fallbackOnStatuses: routing?.fallback_on_statuses };
+}
+
+export function classify(outcome: Outcome, opts: ClassifyOptions): Verdict {
+  if (outcome.kind !== 'response') return 'retry';
+  const { status } = outcome;
+  if (status >= 200 && status < 300) return 'success';
+  if (status >= 500) return 'retry';
+  if (status === 429 && opts.retryOn429) return 'retry';
+  if (opts.fallbackOnStatuses?.includes(status)) return 'fallback';
+  return 'return';
+}
+
+/** Retries (not attempts) a target gets: target → model → routing → `upstream.retries`, first one set. */
+export function retryBudget(from: {
+  target?: { retries?: number };
+  model?: { retries?: number };
+  routing?: { retries?: number };
+  upstreamRetries: number;
+}): number {
+  return from.target?.retries ?? from.model?.retries ?? from.routing?.retries ?? from.upstreamRetries;
+}
+
+/**
+ * Wait before retry number `attempt` (1 = the first retry) of the same target: an upstream Retry-After of
+ * at most 5 s exactly; otherwise 250 ms doubling to a 2 s cap, plus up to 25 % jitter from `random()`
+ * (in [0, 1)). `now` (ms) resolves an HTTP-date Retry-After.
+ */
+export function backoffMs(attempt: number, retryAfterHeader: string | null | undefined, random: () => number,
+  now: number): number {
+  const retryAfter = parseRetryAfter(retryAfterHeader, now);
+  if (retryAfter !== undefined && retryAfter <= MAX_HONOURED_RETRY_AFTER_SECS) return Math.ceil(retryAfter * 1000);
+  const base = Math.min(BACKOFF_BASE_MS * 2 ** Math.max(0, attempt - 1), BACKOFF_CAP_MS);
+  return base + Math.floor(random() * base * BACKOFF_JITTER);
+}
+
+/**
+ * A Retry-After value in seconds (≥ 0, fractional for dates): delta-seconds (`120`) or an HTTP-date
+ * (`Wed, 21 Oct 2015 07:28:00 GMT`, relative to `now` in ms; a past date is 0). Undefined when absent or
+ * unreadable.
+ */
+export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  const text = value.trim();
+  if (/^\d+(\.\d+)?$/.test(text)) return Number(text);
+  if (!/[a-z]/i.test(text)) return undefined;
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, (at - now) / 1000);
+}
+
+// ---- the loop ---------------------------------------------------------------------------------------------
+
+export interface AttemptReport<T, O extends Outcome = Outcome> {
+  target: T;
+  /** Position of the target in the order: 0 is the first pick, 1+ are fallbacks. */
+  targetIndex: number;
+  /** 0 for the first attempt on this target, n for its n-th retry. */
+  retry: number;
+  outcome: O;
+  verdict: Verdict;
+  /** The response's Retry-After in seconds, when it had a readable one (feeds ModelHealth's cooldown). */
+  retryAfterSecs?: number;
+  startedAt: number;
+  durationMs: number;
+  /**
+   * What the loop does after this attempt: `retry` the same target, `fallback` to the next one, or `done`
+   * (this outcome is the result, or the request was aborted). Not `done` → discard this outcome's body.
+   */
+  next: 'retry' | 'fallback' | 'done';
+}
+
+export interface RunOptions<T, O extends Outcome> {
+  /** Ordered, non-empty: the first pick then the fallbacks. */
+  targets: readonly [T, ...T[]];
+  /** One upstream attempt. Must not throw for upstream failures; map them to `timeout` / `transport`. */
+  attempt: (target: T, signal: AbortSignal | undefined) => Promise<O>;
+  /** Retries allowed on a target (see `retryBudget`). */
+  budget: (target: T) => number;
+  classify: ClassifyOptions;
+  /** The caller's request signal: once aborted, no further attempt starts and any backoff ends. */
+  signal?: AbortSignal;
+  /** Waits `ms`, resolving early (not rejecting) when `signal` aborts. Default: a timer. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  random?: () => number;
+  now?: () => number;
+  onAttempt?: (report: AttemptReport<T, O>) => void;
+}
+
+export type RunResult<T, O extends Outcome> =
+  /** `outcome` is the answer to give: a success, a `return`ed upstream status, or the last failure. */
+  | { kind: 'finished'; outcome: O; target: T; verdict: Verdict; attempts: AttemptReport<T, O>[] }
+  /** The caller's signal aborted; the last attempt's outcome (if any) still needs its body discarded. */
+  | { kind: 'aborted'; attempts: AttemptReport<T, O>[] };
+
+/** Retry-then-failover over `targets`; stops at the first success or non-retryable outcome. */
+export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>): Promise<RunResult<T, O>> {
+  const sleep = opts.sleep ?? sleepMs;
+  const random = opts.random ?? Math.random;
+  const now = opts.now ?? Date.now;
+  const { signal } = opts;
+  const attempts: AttemptReport<T, O>[] = [];
+  for (let targetIndex = 0; targetIndex < opts.targets.length; targetIndex++) {
+    const target = opts.targets[targetIndex]!;
+    const budget = opts.budget(target);
+    const isLastTarget = targetIndex === opts.targets.length - 1;
+    for (let retry = 0; ; retry++) {
+      if (signal?.aborted) return { kind: 'aborted', attempts };
+      const startedAt = now();
+      let outcome: O;
+      try {
+        outcome = await opts.attempt(target, signal);
+      } catch (err) {
+        if (signal?.aborted) return { kind: 'aborted', attempts };
+        throw err;
+      }
+      const verdict = classify(outcome, opts.classify);
+      const retryAfterSecs = outcome.kind === 'response' ? parseRetryAfter(outcome.retryAfter, now()) : undefined;
+      const next = nextStep(verdict, retry < budget, retryAfterSecs, isLastTarget, signal?.aborted === true);
+      const report: AttemptReport<T, O> = {
+        target, targetIndex, retry, outcome, verdict, startedAt, durationMs: now() - startedAt, next,
+        ...(retryAfterSecs === undefined ? {} : { retryAfterSecs }),
+      };
+      attempts.push(report);
+      opts.onAttempt?.(report);
+      if (signal?.aborted) return { kind: 'aborted', attempts };
+      if (next === 'done') return { kind: 'finished', outcome, target, verdict, attempts };
+      if (next === 'fallback') break;
+      const retryAfter = outcome.kind === 'response' ? outcome.retryAfter : undefined;
+      await sleep(backoffMs(retry + 1, retryAfter, random, now()), signal);
+    }
+  }
+  // Unreachable: the last target always ends in `done`.
+  throw new Error('runAttempts: fell off the end of the target list');
+}
+
+function nextStep(verdict: Verdict, budgetLeft: boolean, retryAfterSecs: number | undefined, isLastTarget: boolean,
+  aborted: boolean): AttemptReport<unknown>['next'] {
+  if (aborted || verdict === 'success' || verdict === 'return') return 'done';
+  const mayRetry = verdict === 'retry' && budgetLeft
+    && (retryAfterSecs === undefined || retryAfterSecs <= MAX_HONOURED_RETRY_AFTER_SECS);
+  if (mayRetry) return 'retry';
+  return isLastTarget ? 'done' : 'fallback';
+}
+
+/** A timer-based wait that ends early when `signal` aborts. Works on every runtime (global setTimeout). */
+export function sleepMs(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

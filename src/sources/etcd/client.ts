@@ -1,0 +1,518 @@
+// A small client for etcd's v3 HTTP/JSON gateway (etcd 3.4+ serves it under `/v3/`), using nothing but
+// an injectable `fetch`, so the same code runs on Node, Bun, Deno and Workers.
+//
+// Wire facts this file relies on (checked against etcd 3.4):
+// - keys and values travel base64-encoded; 64-bit integers (revisions, counts) travel as JSON strings;
+//   fields at their proto3 default (empty value, revision 0, PUT event type) are omitted entirely;
+// - errors come back as a non-200 status with `{"error","message","code"}` (`code` is the gRPC code);
+// - with auth enabled, POST /v3/auth/authenticate `{name,password}` returns `{token}`, which is sent
+//   verbatim as the `Authorization` header. A token the server no longer knows (TTL expiry, etcd
+//   restart with simple tokens) fails with 401 / gRPC 16 "invalid auth token": we re-authenticate once
+//   and retry.
+//
+// Timeouts. `fetch` exposes no separate connection phase, so:
+// - `dialTimeoutMs` bounds each attempt against one endpoint up to the arrival of the response headers
+//   (TCP/TLS connect + the server starting to answer). Expiry fails over to the next endpoint.
+// - `requestTimeoutMs` additionally bounds a unary request as a whole (headers and body), per endpoint
+//   attempt. Streams (watch) are not subject to it once their headers arrived: watch.ts runs its own
+//   idle watchdog instead.
+//
+// TLS: this file only needs the `fetch` it is given. The Node runtime passes an undici-based fetch with
+// a dispatcher carrying the CA and client certificate; endpoints without a scheme get `https://` when
+// `tls` is set, `http://` otherwise.
+//
+// Secrets: no error message built here contains the password or a token (they are never interpolated,
+// and every message goes through `redact` as a second line of defence).
+
+/** The subset of `fetch` we use. Any WHATWG-compatible fetch fits (global, undici, Workers). */
+export type EtcdFetch = (url: string, init: RequestInit) => Promise<Response>;
+
+export interface EtcdClientOptions {
+  endpoints: readonly string[];
+  user?: string;
+  password?: string;
+  /** Defaults to the global `fetch`. */
+  fetch?: EtcdFetch;
+  /** Scheme for endpoints given without one. */
+  tls?: boolean;
+  /** Per endpoint attempt, until response headers. Default 5000. */
+  dialTimeoutMs?: number;
+  /** Per endpoint attempt, whole unary exchange. Default 5000. */
+  requestTimeoutMs?: number;
+}
+
+export type EtcdErrorKind =
+  | 'transport' // could not talk to any endpoint, or a stream broke
+  | 'timeout' // dial or request timeout
+  | 'auth' // authentication failed or was refused
+  | 'server' // etcd answered with an error
+  | 'protocol' // etcd answered something we cannot read
+  | 'aborted'; // the caller's signal fired
+
+export class EtcdError extends Error {
+  override readonly name = 'EtcdError';
+  readonly kind: EtcdErrorKind;
+  /** HTTP status, when etcd answered. */
+  readonly status?: number;
+  /** gRPC status code from the gateway's error body, when present. */
+  readonly grpcCode?: number;
+  constructor(message: string, kind: EtcdErrorKind, extra: { status?: number; grpcCode?: number } = {}) {
+    super(message);
+    this.kind = kind;
+    if (extra.status !== undefined) this.status = extra.status;
+    if (extra.grpcCode !== undefined) this.grpcCode = extra.grpcCode;
+  }
+}
+
+export interface EtcdKv {
+  key: string;
+  /** UTF-8 decoded value (`''` for an empty value, and for delete events). */
+  value: string;
+  modRevision: number;
+  createRevision: number;
+  version: number;
+  /** Set when the key or value was not valid UTF-8 (decoded lossily with U+FFFD). */
+  invalidUtf8?: true;
+}
+
+export interface EtcdRangeResult {
+  /** Store revision at which the range was served. */
+  revision: number;
+  kvs: EtcdKv[];
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+/** An open streaming response (watch). `close()` aborts it and releases listeners; idempotent. */
+export interface EtcdStream {
+  response: Response;
+  endpoint: string;
+  close(): void;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Codecs (pure)
+
+const utf8Encoder = new TextEncoder();
+const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+const utf8Lossy = new TextDecoder('utf-8');
+
+export function encodeUtf8(s: string): Uint8Array {
+  return utf8Encoder.encode(s);
+}
+
+/** Decodes UTF-8; `lossy` is true when the bytes were not valid UTF-8. */
+export function decodeUtf8(bytes: Uint8Array): { text: string; lossy: boolean } {
+  try {
+    return { text: utf8Strict.decode(bytes), lossy: false };
+  } catch {
+    return { text: utf8Lossy.decode(bytes), lossy: true };
+  }
+}
+
+export function base64Encode(bytes: Uint8Array): string {
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin);
+}
+
+export function base64Decode(b64: string): Uint8Array {
+  let bin: string;
+  try {
+    bin = atob(b64);
+  } catch {
+    throw new EtcdError('etcd returned invalid base64', 'protocol');
+  }
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** etcd's prefix range end: the prefix with its last byte incremented (trailing 0xff bytes dropped). */
+export function prefixRangeEnd(prefix: Uint8Array): Uint8Array {
+  const end = prefix.slice();
+  for (let i = end.length - 1; i >= 0; i--) {
+    if (end[i] < 0xff) {
+      end[i] += 1;
+      return end.slice(0, i + 1);
+    }
+  }
+  // Empty prefix or all 0xff: "every key from `key` onwards".
+  return new Uint8Array([0]);
+}
+
+/** The `key`/`range_end` pair selecting every key under `prefix`. */
+export function prefixRange(prefix: string): { key: string; range_end: string } {
+  const bytes = encodeUtf8(prefix);
+  const key = bytes.length === 0 ? new Uint8Array([0]) : bytes;
+  return { key: base64Encode(key), range_end: base64Encode(prefixRangeEnd(bytes)) };
+}
+
+/**
+ * A 64-bit integer from the gateway (a JSON string, occasionally a number; absent means 0). Revisions
+ * are plain numbers in this codebase: a value beyond 2^53 would need ~9e15 writes, so we reject it
+ * rather than carry bigints everywhere.
+ */
+export function parseInt64(v: unknown, field: string): number {
+  if (v === undefined || v === null) return 0;
+  const n = typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : typeof v === 'number' ? v : NaN;
+  if (!Number.isSafeInteger(n)) throw new EtcdError(`etcd returned a bad ${field}`, 'protocol');
+  return n;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Decodes one gateway `mvccpb.KeyValue`. */
+export function decodeKv(raw: unknown): EtcdKv {
+  if (!isRecord(raw) || typeof raw.key !== 'string') throw new EtcdError('etcd returned a kv without a key', 'protocol');
+  const key = decodeUtf8(base64Decode(raw.key));
+  const value =
+    typeof raw.value === 'string' && raw.value !== '' ? decodeUtf8(base64Decode(raw.value)) : { text: '', lossy: false };
+  const kv: EtcdKv = {
+    key: key.text,
+    value: value.text,
+    modRevision: parseInt64(raw.mod_revision, 'mod_revision'),
+    createRevision: parseInt64(raw.create_revision, 'create_revision'),
+    version: parseInt64(raw.version, 'version'),
+  };
+  if (key.lossy || value.lossy) kv.invalidUtf8 = true;
+  return kv;
+}
+
+export function headerRevision(body: unknown): number {
+  const header = isRecord(body) ? body.header : undefined;
+  return parseInt64(isRecord(header) ? header.revision : undefined, 'header.revision');
+}
+
+/** Reads `{error|message, code}` (unary) or `{error:{message, grpc_code}}` (stream) error bodies. */
+export function gatewayError(body: unknown): { message: string; code?: number } | undefined {
+  if (!isRecord(body)) return undefined;
+  const err = body.error;
+  if (isRecord(err)) {
+    const message = typeof err.message === 'string' ? err.message : 'unknown error';
+    return typeof err.grpc_code === 'number' ? { message, code: err.grpc_code } : { message };
+  }
+  if (typeof err === 'string' || typeof body.message === 'string') {
+    const message = typeof body.message === 'string' ? body.message : String(err);
+    return typeof body.code === 'number' ? { message, code: body.code } : { message };
+  }
+  return undefined;
+}
+
+const AUTH_TOKEN_TROUBLE = /invalid auth token|auth store is old|token.*expired|Unauthenticated/i;
+
+/** True when a request failed because its token is missing, expired or unknown: re-authenticate. */
+export function isTokenError(status: number | undefined, code: number | undefined, message: string): boolean {
+  return status === 401 || code === 16 || AUTH_TOKEN_TROUBLE.test(message);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Signals and timers (web standard only)
+
+/** Makes `child` abort when `parent` does. Returns the unlink function. */
+export function linkAbort(parent: AbortSignal | undefined, child: AbortController): () => void {
+  if (!parent) return () => {};
+  if (parent.aborted) {
+    child.abort();
+    return () => {};
+  }
+  const onAbort = (): void => child.abort();
+  parent.addEventListener('abort', onAbort, { once: true });
+  return () => parent.removeEventListener('abort', onAbort);
+}
+
+export function abortedError(): EtcdError {
+  return new EtcdError('etcd request aborted', 'aborted');
+}
+
+function describeFetchError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  let msg = err.message || err.name;
+  const cause: unknown = (err as { cause?: unknown }).cause;
+  if (cause instanceof Error) {
+    const code = (cause as { code?: unknown }).code;
+    const detail = cause.message || (typeof code === 'string' ? code : '') || cause.name;
+    if (detail && !msg.includes(detail)) msg += `: ${detail}`;
+  }
+  return msg;
+}
+
+/** Drops userinfo from an endpoint URL for messages. */
+function displayEndpoint(endpoint: string): string {
+  try {
+    const u = new URL(endpoint);
+    return `${u.protocol}//${u.host}`;
+  } catch {
+    return endpoint;
+  }
+}
+
+export function normalizeEndpoint(endpoint: string, tls = false): string {
+  const trimmed = endpoint.trim().replace(/\/+$/, '');
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `${tls ? 'https' : 'http'}://${trimmed}`;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Client
+
+interface Exchange {
+  status: number;
+  body: unknown;
+  endpoint: string;
+}
+
+type AttemptResult =
+  | { ok: true; status: number; body: unknown; stream?: EtcdStream }
+  // `failover` errors try the next endpoint; others are final.
+  | { ok: false; error: EtcdError; failover: boolean };
+
+export class EtcdClient {
+  readonly endpoints: readonly string[];
+  readonly dialTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  private readonly fetchFn: EtcdFetch;
+  private readonly user: string | undefined;
+  private readonly password: string | undefined;
+  /** Index of the endpoint that answered last; attempts start there. */
+  private current = 0;
+  /** `''` = the server does not need a token (auth not enabled). */
+  private token: Promise<string> | undefined;
+  /** Every token ever received, for redaction. */
+  private readonly secrets = new Set<string>();
+
+  constructor(opts: EtcdClientOptions) {
+    if (opts.endpoints.length === 0) throw new EtcdError('etcd: no endpoints configured', 'transport');
+    this.endpoints = opts.endpoints.map((e) => normalizeEndpoint(e, opts.tls));
+    this.fetchFn = opts.fetch ?? ((url, init) => fetch(url, init));
+    this.user = opts.user || undefined;
+    this.password = opts.password;
+    if (opts.password) this.secrets.add(opts.password);
+    this.dialTimeoutMs = opts.dialTimeoutMs ?? 5000;
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? 5000;
+  }
+
+  /** Replaces any secret this client knows with `***`. */
+  redact(message: string): string {
+    let out = message;
+    for (const s of this.secrets) if (s) out = out.split(s).join('***');
+    return out;
+  }
+
+  /** Every key under `prefix` (one consistent read), with the store revision it was read at. */
+  async range(prefix: string, opts: RequestOptions = {}): Promise<EtcdRangeResult> {
+    const body = await this.unary('/v3/kv/range', prefixRange(prefix), opts.signal);
+    const kvs = isRecord(body) && Array.isArray(body.kvs) ? body.kvs.map(decodeKv) : [];
+    return { revision: headerRevision(body), kvs };
+  }
+
+  async put(key: string, value: string | Uint8Array, opts: RequestOptions = {}): Promise<{ revision: number }> {
+    const bytes = typeof value === 'string' ? encodeUtf8(value) : value;
+    const body = await this.unary('/v3/kv/put', { key: base64Encode(encodeUtf8(key)), value: base64Encode(bytes) }, opts.signal);
+    return { revision: headerRevision(body) };
+  }
+
+  /** Deletes `key`, or every key under it with `prefix: true`. */
+  async delete(key: string, opts: RequestOptions & { prefix?: boolean } = {}): Promise<{ revision: number; deleted: number }> {
+    const req = opts.prefix ? prefixRange(key) : { key: base64Encode(encodeUtf8(key)) };
+    const body = await this.unary('/v3/kv/deleterange', req, opts.signal);
+    return { revision: headerRevision(body), deleted: parseInt64(isRecord(body) ? body.deleted : undefined, 'deleted') };
+  }
+
+  /** Compacts the key-value history up to `revision` (tests, maintenance). */
+  async compact(revision: number, opts: RequestOptions & { physical?: boolean } = {}): Promise<void> {
+    await this.unary('/v3/kv/compaction', { revision: String(revision), physical: opts.physical ?? false }, opts.signal);
+  }
+
+  /** Forgets the current token (e.g. a watch was refused with "invalid auth token"). */
+  invalidateToken(): void {
+    this.token = undefined;
+  }
+
+  /** Any gateway call answered with JSON, with auth and endpoint failover. */
+  async unary(path: string, req: unknown, signal?: AbortSignal): Promise<unknown> {
+    const ex = await this.withAuth(path, req, signal, false);
+    return ex.body;
+  }
+
+  /**
+   * Opens a streaming call (POST `path`) and returns once the response headers (status 200) arrived.
+   * The caller reads `response.body` and must call `close()` when done.
+   */
+  async openStream(path: string, req: unknown, signal?: AbortSignal): Promise<EtcdStream> {
+    const ex = await this.withAuth(path, req, signal, true);
+    if (!ex.stream) throw new EtcdError(`etcd ${path}: no stream`, 'protocol');
+    return ex.stream;
+  }
+
+  // -- internals --------------------------------------------------------------------------------------
+
+  private async withAuth(
+    path: string,
+    req: unknown,
+    signal: AbortSignal | undefined,
+    stream: boolean,
+  ): Promise<Exchange & { stream?: EtcdStream }> {
+    for (let attempt = 0; ; attempt++) {
+      const token = await this.getToken(signal);
+      const res = await this.exchange(path, req, token, signal, stream);
+      if (res.status === 200) return res;
+      const err = gatewayError(res.body);
+      const message = err?.message ?? `HTTP ${res.status}`;
+      if (this.user && attempt === 0 && isTokenError(res.status, err?.code, message)) {
+        this.invalidateToken();
+        continue;
+      }
+      const kind = res.status === 401 || err?.code === 16 || err?.code === 7 ? 'auth' : 'server';
+      throw new EtcdError(
+        this.redact(`etcd ${path} on ${displayEndpoint(res.endpoint)}: ${message} (HTTP ${res.status}${err?.code !== undefined ? `, code ${err.code}` : ''})`),
+        kind,
+        err?.code !== undefined ? { status: res.status, grpcCode: err.code } : { status: res.status },
+      );
+    }
+  }
+
+  /** The token to send, authenticating first when needed; `''` when no auth is configured or needed. */
+  private getToken(signal: AbortSignal | undefined): Promise<string> {
+    if (!this.user) return Promise.resolve('');
+    if (!this.token) {
+      const p = this.authenticate(signal);
+      this.token = p;
+      // A failed authentication must not be cached.
+      p.catch(() => {
+        if (this.token === p) this.token = undefined;
+      });
+    }
+    return this.token;
+  }
+
+  private async authenticate(signal: AbortSignal | undefined): Promise<string> {
+    const res = await this.exchange('/v3/auth/authenticate', { name: this.user, password: this.password ?? '' }, '', signal, false);
+    if (res.status === 200 && isRecord(res.body) && typeof res.body.token === 'string') {
+      this.secrets.add(res.body.token);
+      return res.body.token;
+    }
+    const err = gatewayError(res.body);
+    const message = err?.message ?? `HTTP ${res.status}`;
+    // Like clientv3: credentials configured against a server without auth are not an error.
+    if (/authentication is not enabled/i.test(message)) return '';
+    throw new EtcdError(
+      this.redact(`etcd authentication as user "${this.user}" on ${displayEndpoint(res.endpoint)} failed: ${message}`),
+      'auth',
+      err?.code !== undefined ? { status: res.status, grpcCode: err.code } : { status: res.status },
+    );
+  }
+
+  /** One call, trying each endpoint (starting with the last good one) on transport failure. */
+  private async exchange(
+    path: string,
+    req: unknown,
+    token: string,
+    signal: AbortSignal | undefined,
+    stream: boolean,
+  ): Promise<Exchange & { stream?: EtcdStream }> {
+    const payload = JSON.stringify(req);
+    const failures: string[] = [];
+    let lastKind: EtcdErrorKind = 'transport';
+    for (let i = 0; i < this.endpoints.length; i++) {
+      const idx = (this.current + i) % this.endpoints.length;
+      const endpoint = this.endpoints[idx];
+      const r = await this.attempt(endpoint, path, payload, token, signal, stream);
+      if (r.ok) {
+        this.current = idx;
+        return r.stream ? { status: r.status, body: r.body, endpoint, stream: r.stream } : { status: r.status, body: r.body, endpoint };
+      }
+      if (!r.failover) throw r.error;
+      failures.push(r.error.message);
+      lastKind = r.error.kind;
+    }
+    const summary = this.endpoints.length === 1 ? failures[0] : `every endpoint failed: ${failures.join('; ')}`;
+    throw new EtcdError(this.redact(`etcd ${path}: ${summary}`), lastKind);
+  }
+
+  private async attempt(
+    endpoint: string,
+    path: string,
+    payload: string,
+    token: string,
+    signal: AbortSignal | undefined,
+    stream: boolean,
+  ): Promise<AttemptResult> {
+    if (signal?.aborted) return { ok: false, error: abortedError(), failover: false };
+    const where = displayEndpoint(endpoint);
+    const ctrl = new AbortController();
+    const unlink = linkAbort(signal, ctrl);
+    let fired: 'dial' | 'request' | undefined;
+    const dialTimer = setTimeout(() => {
+      fired = 'dial';
+      ctrl.abort();
+    }, this.dialTimeoutMs);
+    const requestTimer = stream
+      ? undefined
+      : setTimeout(() => {
+          fired ??= 'request';
+          ctrl.abort();
+        }, this.requestTimeoutMs);
+    let keepOpen = false;
+    const fail = (err: unknown): AttemptResult => {
+      if (signal?.aborted) return { ok: false, error: abortedError(), failover: false };
+      if (fired === 'dial') {
+        return { ok: false, error: new EtcdError(`${where}: no response within dial timeout ${this.dialTimeoutMs} ms`, 'timeout'), failover: true };
+      }
+      if (fired === 'request') {
+        return { ok: false, error: new EtcdError(`${where}: request timeout ${this.requestTimeoutMs} ms exceeded`, 'timeout'), failover: true };
+      }
+      return { ok: false, error: new EtcdError(this.redact(`${where}: ${describeFetchError(err)}`), 'transport'), failover: true };
+    };
+    try {
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (token) headers.authorization = token;
+      let res: Response;
+      try {
+        res = await this.fetchFn(`${endpoint}${path}`, { method: 'POST', headers, body: payload, signal: ctrl.signal });
+      } catch (err) {
+        return fail(err);
+      }
+      clearTimeout(dialTimer);
+      if (stream && res.status === 200 && res.body) {
+        keepOpen = true;
+        let closed = false;
+        const close = (): void => {
+          if (closed) return;
+          closed = true;
+          unlink();
+          ctrl.abort();
+        };
+        return { ok: true, status: 200, body: undefined, stream: { response: res, endpoint, close } };
+      }
+      let text: string;
+      try {
+        text = await res.text();
+      } catch (err) {
+        return fail(err);
+      }
+      let body: unknown;
+      try {
+        body = text === '' ? {} : JSON.parse(text);
+      } catch {
+        body = { message: `non-JSON response: ${text.slice(0, 200)}` };
+      }
+      // Proxies in front of etcd and "no leader"-style unavailability: another member may do better.
+      const code = gatewayError(body)?.code;
+      if (res.status === 502 || res.status === 503 || res.status === 504 || code === 14) {
+        const msg = gatewayError(body)?.message ?? `HTTP ${res.status}`;
+        return { ok: false, error: new EtcdError(this.redact(`${where}: ${msg}`), 'server', { status: res.status }), failover: true };
+      }
+      return { ok: true, status: res.status, body };
+    } finally {
+      clearTimeout(dialTimer);
+      if (requestTimer !== undefined) clearTimeout(requestTimer);
+      if (!keepOpen) unlink();
+    }
+  }
+}

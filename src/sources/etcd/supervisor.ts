@@ -1,0 +1,190 @@
+// The etcd source loop: full range → `onSnapshot` → watch from revision + 1 → `onEvents` batches.
+// - Compaction under the watch → full range again → `onSnapshot` (no backoff: nothing failed).
+// - Idle re-watches (see watch.ts) are invisible here apart from `onRewatch`: no snapshot, no error.
+// - Any error (transport, timeout, auth, a canceled watch, a throwing handler) → `onConnected(false)`,
+//   `onError(err)`, `onBackoff(err, ms)`, wait (1 s, 2 s, 4 s … capped at 60 s by default), then start
+//   over with a full range. Resuming the watch instead would save one range, but a full range is right in
+//   every case (etcd restored from backup, data dir wiped, another cluster behind the endpoint), and it
+//   happens at most once per backoff period. The backoff resets once a watch has been created again.
+// - `stop()` aborts any in-flight request and any wait at once, and resolves when the loop has exited.
+// Handlers may be async; they are awaited, so batches are delivered in order and never overlap.
+// Error messages given to callbacks never contain the password or a token.
+
+import { EtcdClient, EtcdError, type EtcdFetch, type EtcdKv } from './client.ts';
+import { watchPrefix, type WatchEvent } from './watch.ts';
+
+export interface EtcdSnapshot {
+  /** Store revision the range was read at. */
+  revision: number;
+  kvs: EtcdKv[];
+}
+
+export interface EtcdEventBatch {
+  /** mod_revision of the last event in the batch. */
+  revision: number;
+  events: WatchEvent[];
+}
+
+export interface BackoffPolicy {
+  initialMs: number;
+  maxMs: number;
+}
+
+export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 1000, maxMs: 60_000 };
+
+export interface EtcdSupervisorOptions {
+  endpoints: readonly string[];
+  /** Used verbatim: pass `/aisix/` (with the slash) so `/aisix2/…` is not included. */
+  prefix: string;
+  user?: string;
+  password?: string;
+  fetch?: EtcdFetch;
+  tls?: boolean;
+  dialTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  idleTimeoutMs?: number;
+  backoff?: BackoffPolicy;
+  onSnapshot(snapshot: EtcdSnapshot): void | Promise<void>;
+  onEvents(batch: EtcdEventBatch): void | Promise<void>;
+  onError?(error: EtcdError): void;
+  /** Log WARN `etcd watch failed; backing off before reconnect` with error and backoff_ms. */
+  onBackoff?(error: EtcdError, backoffMs: number): void;
+  /** Called when the connection state changes (true after a range or watch creation succeeded). */
+  onConnected?(connected: boolean): void;
+  /** Progress notification: everything up to `revision` has been delivered. */
+  onProgress?(revision: number): void;
+  /** The idle watchdog re-opened the watch from `fromRevision`. */
+  onRewatch?(fromRevision: number): void;
+}
+
+/** Delay before reconnect attempt `attempt` (0-based): initial·2^attempt, capped. Pure. */
+export function backoffDelay(attempt: number, policy: BackoffPolicy = DEFAULT_BACKOFF): number {
+  return Math.min(policy.maxMs, policy.initialMs * 2 ** Math.min(attempt, 52));
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+export class EtcdSupervisor {
+  private readonly opts: EtcdSupervisorOptions;
+  private readonly client: EtcdClient;
+  private readonly ctrl = new AbortController();
+  private loop: Promise<void> | undefined;
+  private isConnected = false;
+
+  constructor(opts: EtcdSupervisorOptions) {
+    this.opts = opts;
+    this.client = new EtcdClient({
+      endpoints: opts.endpoints,
+      ...(opts.user !== undefined ? { user: opts.user } : {}),
+      ...(opts.password !== undefined ? { password: opts.password } : {}),
+      ...(opts.fetch ? { fetch: opts.fetch } : {}),
+      ...(opts.tls !== undefined ? { tls: opts.tls } : {}),
+      ...(opts.dialTimeoutMs !== undefined ? { dialTimeoutMs: opts.dialTimeoutMs } : {}),
+      ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
+    });
+  }
+
+  get connected(): boolean {
+    return this.isConnected;
+  }
+
+  /** Starts the loop (idempotent). */
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Interrupts any wait or request; resolves once the loop has exited. */
+  async stop(): Promise<void> {
+    this.ctrl.abort();
+    await this.loop;
+  }
+
+  private setConnected(value: boolean): void {
+    if (this.isConnected === value) return;
+    this.isConnected = value;
+    this.notify(() => this.opts.onConnected?.(value));
+  }
+
+  /** Observer callbacks must not break the loop. */
+  private notify(fn: () => void): void {
+    try {
+      fn();
+    } catch {
+      // A throwing logger or metrics hook is the caller's bug; the source keeps running.
+    }
+  }
+
+  private toEtcdError(err: unknown): EtcdError {
+    if (err instanceof EtcdError) {
+      const message = this.client.redact(err.message);
+      return message === err.message ? err : new EtcdError(message, err.kind, { ...(err.status !== undefined ? { status: err.status } : {}), ...(err.grpcCode !== undefined ? { grpcCode: err.grpcCode } : {}) });
+    }
+    const detail = err instanceof Error ? err.message : String(err);
+    return new EtcdError(this.client.redact(`etcd source handler failed: ${detail}`), 'protocol');
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.ctrl.signal;
+    const policy = this.opts.backoff ?? DEFAULT_BACKOFF;
+    let attempt = 0;
+    while (!signal.aborted) {
+      try {
+        await this.syncAndWatch(signal, () => {
+          attempt = 0;
+        });
+      } catch (err) {
+        if (signal.aborted) break;
+        const error = this.toEtcdError(err);
+        this.setConnected(false);
+        this.notify(() => this.opts.onError?.(error));
+        const delay = backoffDelay(attempt++, policy);
+        this.notify(() => this.opts.onBackoff?.(error, delay));
+        await sleep(delay, signal);
+      }
+    }
+    this.setConnected(false);
+  }
+
+  /** One full range + watch. Returns after a compaction (caller loops into a new range); throws on error. */
+  private async syncAndWatch(signal: AbortSignal, onHealthy: () => void): Promise<void> {
+    const snapshot = await this.client.range(this.opts.prefix, { signal });
+    this.setConnected(true);
+    await this.opts.onSnapshot(snapshot);
+    const watchOpts = {
+      prefix: this.opts.prefix,
+      startRevision: snapshot.revision + 1,
+      signal,
+      ...(this.opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: this.opts.idleTimeoutMs } : {}),
+    };
+    for await (const msg of watchPrefix(this.client, watchOpts)) {
+      switch (msg.type) {
+        case 'created':
+          this.setConnected(true);
+          onHealthy();
+          break;
+        case 'events':
+          await this.opts.onEvents({ revision: msg.revision, events: msg.events });
+          break;
+        case 'progress':
+          this.notify(() => this.opts.onProgress?.(msg.revision));
+          break;
+        case 'rewatch':
+          this.notify(() => this.opts.onRewatch?.(msg.fromRevision));
+          break;
+        case 'compacted':
+          return;
+      }
+    }
+  }
+}

@@ -1,0 +1,263 @@
+// A watch on a key prefix over the etcd v3 JSON gateway: POST /v3/watch with one `create_request`; the
+// response is an endless stream of JSON objects `{"result":{header, events, created, canceled,
+// compact_revision, cancel_reason}}` (or `{"error":{...}}`), newline-delimited in practice. We do not rely
+// on the newlines: `JsonObjectSplitter` cuts the text at the end of each top-level object, so objects may
+// span chunks and several may share one.
+//
+// Surviving silence. Node's global fetch (undici) fails a response body that stays idle for 300 s
+// (UND_ERR_BODY_TIMEOUT), other runtimes and proxies have their own idle limits, and a half-open TCP
+// connection would otherwise hang the watch forever. We ask etcd for progress notifications
+// (`progress_notify: true`), but etcd sends those only every ~10 minutes by default, which is longer than
+// 300 s; and a client-initiated `progress_request` would need a full-duplex request body, which fetch
+// cannot do portably. So the watch also runs an idle watchdog: when no byte arrives for `idleTimeoutMs`
+// (default 120 s, well under 300 s), it aborts the stream and opens a new watch from the last revision it
+// has fully seen + 1. That is not a resync: no event can be lost or repeated, because
+// - after an events message, everything up to its last event's mod_revision has been delivered (etcd
+//   never splits one revision's events across messages);
+// - a progress notification is only sent to a synced watcher, so its header revision is fully delivered;
+// - the `created` message's header revision is NOT used: an unsynced watcher may still be catching up.
+// The watchdog is also what bounds the wait for `created` (using the client's request timeout): a watch
+// that is never created is an error, not a silent re-watch.
+//
+// Compaction: if the start revision has been compacted away, etcd answers `created` and then `canceled`
+// with `compact_revision` > 0; we yield `compacted` and end, and the caller does a full range.
+
+import {
+  EtcdClient,
+  EtcdError,
+  abortedError,
+  decodeKv,
+  gatewayError,
+  headerRevision,
+  isTokenError,
+  linkAbort,
+  parseInt64,
+  prefixRange,
+  type EtcdKv,
+} from './client.ts';
+
+export interface WatchEvent extends EtcdKv {
+  type: 'put' | 'delete';
+}
+
+export type WatchMessage =
+  /** A watch stream was created (also after each idle re-watch). */
+  | { type: 'created'; startRevision: number; headerRevision: number }
+  /** Events of one or more whole revisions; `revision` is the last event's mod_revision. */
+  | { type: 'events'; revision: number; events: WatchEvent[] }
+  /** A progress notification: every change up to `revision` has been delivered. */
+  | { type: 'progress'; revision: number }
+  /** The idle watchdog fired; a new watch starts at `fromRevision` (no resync needed). */
+  | { type: 'rewatch'; fromRevision: number; reason: 'idle' }
+  /** History before `compactRevision` is gone: do a full range. The generator ends after this. */
+  | { type: 'compacted'; compactRevision: number };
+
+export interface WatchOptions {
+  prefix: string;
+  /** First revision to deliver (range revision + 1). */
+  startRevision: number;
+  /** Re-watch after this long without a byte from etcd. Default 120_000. */
+  idleTimeoutMs?: number;
+  /** Fail when `created` does not arrive within this. Default: the client's request timeout. */
+  createTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+
+/** Splits a stream of text into top-level JSON object texts. Pure. */
+export class JsonObjectSplitter {
+  private buf = '';
+  private pos = 0; // next char of buf to scan
+  private start = -1; // start of the object being scanned, -1 between objects
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+
+  push(text: string): string[] {
+    this.buf += text;
+    const out: string[] = [];
+    const buf = this.buf;
+    for (let i = this.pos; i < buf.length; i++) {
+      const c = buf.charCodeAt(i);
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === 0x5c /* \ */) this.escaped = true;
+        else if (c === 0x22 /* " */) this.inString = false;
+        continue;
+      }
+      if (c === 0x22) {
+        if (this.depth === 0) throw new EtcdError('etcd watch stream: unexpected data between objects', 'protocol');
+        this.inString = true;
+      } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+        if (this.depth === 0) {
+          if (c === 0x5b) throw new EtcdError('etcd watch stream: unexpected data between objects', 'protocol');
+          this.start = i;
+        }
+        this.depth++;
+      } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+        if (this.depth === 0) throw new EtcdError('etcd watch stream: unbalanced JSON', 'protocol');
+        this.depth--;
+        if (this.depth === 0) {
+          out.push(buf.slice(this.start, i + 1));
+          this.start = -1;
+        }
+      } else if (this.depth === 0 && c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) {
+        throw new EtcdError('etcd watch stream: unexpected data between objects', 'protocol');
+      }
+    }
+    if (this.start === -1) {
+      this.buf = '';
+      this.pos = 0;
+    } else {
+      this.buf = buf.slice(this.start);
+      this.pos = this.buf.length;
+      this.start = 0;
+    }
+    return out;
+  }
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export function decodeEvent(raw: unknown): WatchEvent {
+  if (!isRecord(raw)) throw new EtcdError('etcd watch stream: malformed event', 'protocol');
+  // PUT is enum value 0, so the gateway usually omits it.
+  const t = raw.type;
+  let type: WatchEvent['type'];
+  if (t === undefined || t === 'PUT' || t === 0) type = 'put';
+  else if (t === 'DELETE' || t === 1) type = 'delete';
+  else throw new EtcdError(`etcd watch stream: unknown event type ${JSON.stringify(t)}`, 'protocol');
+  return { type, ...decodeKv(raw.kv) };
+}
+
+/** What one parsed stream object means. Pure. */
+export type WatchResponse =
+  | { kind: 'created'; headerRevision: number }
+  | { kind: 'events'; events: WatchEvent[] }
+  | { kind: 'progress'; revision: number }
+  | { kind: 'compacted'; compactRevision: number }
+  | { kind: 'canceled'; reason: string; created: boolean }
+  | { kind: 'error'; message: string; code?: number };
+
+export function interpretWatchResponse(obj: unknown): WatchResponse {
+  const err = isRecord(obj) && !('result' in obj) ? gatewayError(obj) : undefined;
+  if (err) return err.code !== undefined ? { kind: 'error', message: err.message, code: err.code } : { kind: 'error', message: err.message };
+  const r = isRecord(obj) ? obj.result : undefined;
+  if (!isRecord(r)) throw new EtcdError('etcd watch stream: object without result', 'protocol');
+  const compactRevision = parseInt64(r.compact_revision, 'compact_revision');
+  const reason = typeof r.cancel_reason === 'string' ? r.cancel_reason : '';
+  if (compactRevision > 0 || (r.canceled === true && /compacted/i.test(reason))) {
+    return { kind: 'compacted', compactRevision };
+  }
+  if (r.canceled === true) return { kind: 'canceled', reason: reason || 'no reason given', created: r.created === true };
+  if (r.created === true) return { kind: 'created', headerRevision: headerRevision(r) };
+  const events = Array.isArray(r.events) ? r.events : [];
+  if (events.length > 0) return { kind: 'events', events: events.map(decodeEvent) };
+  return { kind: 'progress', revision: headerRevision(r) };
+}
+
+/**
+ * Watches every key under `prefix` from `startRevision`, re-watching transparently after idle periods.
+ * Ends after yielding `compacted`; throws `EtcdError` on any other failure (or `aborted` on `signal`).
+ */
+export async function* watchPrefix(client: EtcdClient, opts: WatchOptions): AsyncGenerator<WatchMessage, void, undefined> {
+  const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+  const createMs = opts.createTimeoutMs ?? client.requestTimeoutMs;
+  /** First revision not yet fully delivered. */
+  let next = opts.startRevision;
+  let authRetried = false;
+  const range = prefixRange(opts.prefix);
+
+  sessions: for (;;) {
+    if (opts.signal?.aborted) throw abortedError();
+    const session = new AbortController();
+    const unlink = linkAbort(opts.signal, session);
+    let created = false;
+    let idleFired = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const arm = (): void => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = setTimeout(
+        () => {
+          idleFired = true;
+          session.abort();
+        },
+        created ? idleMs : createMs,
+      );
+    };
+    let close: (() => void) | undefined;
+    try {
+      const body = { create_request: { ...range, start_revision: String(next), progress_notify: true } };
+      const stream = await client.openStream('/v3/watch', body, session.signal);
+      close = stream.close;
+      const reader = stream.response.body!.getReader(); // non-null: openStream only returns streams with a body
+      session.signal.addEventListener('abort', () => void reader.cancel().catch(() => {}), { once: true });
+      arm();
+      const decoder = new TextDecoder();
+      const splitter = new JsonObjectSplitter();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) throw new EtcdError(`etcd watch stream from ${stream.endpoint.replace(/\/\/[^@/]*@/, '//')} ended`, 'transport');
+        arm();
+        for (const text of splitter.push(decoder.decode(value, { stream: true }))) {
+          let obj: unknown;
+          try {
+            obj = JSON.parse(text);
+          } catch {
+            throw new EtcdError('etcd watch stream: invalid JSON', 'protocol');
+          }
+          const r = interpretWatchResponse(obj);
+          switch (r.kind) {
+            case 'created':
+              created = true;
+              authRetried = false;
+              arm();
+              yield { type: 'created', startRevision: next, headerRevision: r.headerRevision };
+              break;
+            case 'events': {
+              const revision = r.events[r.events.length - 1].modRevision;
+              if (revision >= next) next = revision + 1;
+              yield { type: 'events', revision, events: r.events };
+              break;
+            }
+            case 'progress':
+              if (r.revision >= next) next = r.revision + 1;
+              yield { type: 'progress', revision: r.revision };
+              break;
+            case 'compacted':
+              yield { type: 'compacted', compactRevision: r.compactRevision };
+              return;
+            case 'canceled':
+              if (isTokenError(undefined, undefined, r.reason)) {
+                client.invalidateToken();
+                if (!authRetried) {
+                  authRetried = true;
+                  continue sessions;
+                }
+              }
+              throw new EtcdError(client.redact(`etcd watch canceled: ${r.reason}`), isTokenError(undefined, undefined, r.reason) ? 'auth' : 'server');
+            case 'error':
+              throw new EtcdError(client.redact(`etcd watch failed: ${r.message}`), 'server', r.code !== undefined ? { grpcCode: r.code } : {});
+          }
+        }
+      }
+    } catch (err) {
+      if (opts.signal?.aborted) throw abortedError();
+      if (idleFired && created) {
+        yield { type: 'rewatch', fromRevision: next, reason: 'idle' };
+        continue sessions;
+      }
+      if (idleFired) throw new EtcdError(`etcd watch: not created within ${createMs} ms`, 'timeout');
+      if (err instanceof EtcdError) throw err;
+      throw new EtcdError(client.redact(`etcd watch stream failed: ${err instanceof Error ? err.message : String(err)}`), 'transport');
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+      unlink();
+      session.abort();
+      close?.();
+    }
+  }
+}

@@ -1,0 +1,84 @@
+// The file source (SPEC §5.1): loaded before any listener binds; SIGHUP re-runs the whole pipeline and
+// either swaps the snapshot atomically or keeps every byte of the previous one.
+import type { Gateway } from '../gateway.ts';
+import { MSG } from '../observability/messages.ts';
+import { loadResourcesFile } from '../resources/pipeline.ts';
+import { sha256Hex, uuidV5 } from '../util/crypto.ts';
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+export type FileLoad = { ok: true; resources: number } | { ok: false; message: string };
+
+export async function loadFromFile(gw: Gateway, path: string): Promise<FileLoad> {
+  const files = gw.platform.files;
+  if (!files) return { ok: false, message: `resources file ${path}: this runtime has no file access` };
+  let bytes: Uint8Array;
+  try {
+    bytes = await files.read(path);
+  } catch (e) {
+    const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
+    gw.facts.latestLoadFailed = true;
+    gw.recordFailure('fetch', message);
+    return { ok: false, message };
+  }
+  const hash = await sha256Hex(bytes);
+  gw.facts.sourceHash = hash;
+  gw.facts.observedAt = gw.now().toISOString();
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch {
+    return fail(gw, 'parse', `resources file ${path}: not valid UTF-8`);
+  }
+  const r = await loadResourcesFile(path, text, gw.platform.env);
+  if (!r.ok) {
+    await recordRejected(gw, r.report.entries.map((e) => ({ scope: e.scope, message: e.message })));
+    return fail(gw, 'validate', r.report.format());
+  }
+  gw.facts.latestLoadFailed = false;
+  gw.facts.rejected = [];
+  gw.apply(r.snapshot, { configHash: hash });
+  return { ok: true, resources: r.resourceCount };
+}
+
+function fail(gw: Gateway, kind: 'parse' | 'validate', message: string): FileLoad {
+  gw.facts.latestLoadFailed = true;
+  gw.recordFailure(kind, message);
+  return { ok: false, message };
+}
+
+/** SIGHUP: reload all-or-nothing and log the outcome. */
+export async function reloadFile(gw: Gateway, path: string): Promise<void> {
+  const r = await loadFromFile(gw, path);
+  if (r.ok) gw.log.info(MSG.fileReloaded, { file: path, resources: r.resources, generation: gw.facts.applied?.apply_seq });
+  else gw.log.warn(MSG.fileReloadFailed, { file: path, error: r.message });
+}
+
+const ROW_SCOPE = /^(provider_keys|models|api_keys)\[(\d+)\](?: \("(.*)"\))?$/;
+
+/**
+ * A failed file load lists the rows it could not accept in `rejected[]` (one entry per row, its errors
+ * joined), so `/status/config` names them; `first_seen_at` survives repeated failures of the same row.
+ */
+async function recordRejected(gw: Gateway, entries: { scope: string; message: string }[]): Promise<void> {
+  const now = gw.now().toISOString();
+  const byRow = new Map<string, { kind: string; id: string; errors: string[] }>();
+  for (const e of entries) {
+    const m = ROW_SCOPE.exec(e.scope);
+    if (!m) continue;
+    const id = m[3] !== undefined ? await uuidV5(`${m[1]}/${m[3]}`) : `${m[1]}[${m[2]}]`;
+    const key = `${m[1]}/${id}`;
+    const row = byRow.get(key) ?? { kind: m[1]!, id, errors: [] };
+    row.errors.push(e.message);
+    byRow.set(key, row);
+  }
+  const previous = new Map(gw.facts.rejected.map((r) => [`${r.resource_kind}/${r.resource_id}`, r]));
+  gw.facts.rejected = [...byRow.entries()].map(([key, r]) => ({
+    resource_kind: r.kind,
+    resource_id: r.id,
+    last_error_kind: 'schema_failed',
+    last_error: r.errors.join('; '),
+    first_seen_at: previous.get(key)?.first_seen_at ?? now,
+    last_seen_at: now,
+  }));
+}

@@ -1,0 +1,30 @@
+// The metrics/status listener (SPEC §6.1, §8, §9): no authentication, and never a secret in any body.
+import { Hono, type Context } from 'hono';
+import type { Gateway } from '../gateway.ts';
+import { methodNotAllowed } from '../lifecycle/probes.ts';
+import { PROMETHEUS_CONTENT_TYPE } from '../observability/metrics.ts';
+import { configStatusBody } from './config-status.ts';
+
+const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
+
+export function createStatusApp(gw: Gateway): Hono {
+  const app = new Hono();
+  const metricsPath = gw.config.observability.metrics.prometheus.path;
+  const routes: [string, (c: Context) => Response][] = [
+    ['/status/ready', (c) => (gw.snapshot ? c.body('ok', 200, TEXT) : c.body('no configuration available', 503, TEXT))],
+    ['/status/config', (c) => c.json(configStatusBody(gw.facts, gw.now()))],
+    ['/status/models', () => modelsStatus(gw)],
+    [metricsPath, (c) => c.body(gw.metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE })],
+  ];
+  for (const [path, handler] of routes) {
+    app.get(path, handler);
+    app.all(path, methodNotAllowed);
+  }
+  return app;
+}
+
+/** `/status/models` body; the admin's `/admin/v1/models/status` serves the same bytes. */
+export function modelsStatus(gw: Gateway): Response {
+  const rows = gw.snapshot ? gw.models.statusRows(gw.snapshot) : [];
+  return new Response(JSON.stringify(rows), { headers: { 'content-type': 'application/json' } });
+}

@@ -1,0 +1,36 @@
+// The default upstream transport on the web `fetch` every runtime has. Node swaps in undici's `request`
+// (runtimes/node.ts), which is much faster there; Bun, Deno and Workers use this.
+import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
+
+const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
+
+export function fetchUpstream(fetchFn: typeof fetch = fetch): UpstreamFetch {
+  return async (req) => {
+    const res = await fetchFn(req.url, { method: req.method, headers: req.headers, body: req.body, signal: req.signal });
+    const body = res.body;
+    const out: UpstreamResponse = {
+      status: res.status,
+      header: (name) => res.headers.get(name),
+      body: body ? streamChunks(body) : empty,
+      text: () => res.text(),
+      discard: async () => {
+        await body?.cancel().catch(() => {});
+      },
+    };
+    return out;
+  };
+}
+
+async function* streamChunks(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      if (value) yield value;
+    }
+  } finally {
+    reader.releaseLock();
+    await stream.cancel().catch(() => {});
+  }
+}
