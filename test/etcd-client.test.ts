@@ -680,7 +680,7 @@ describe('basic auth', { timeout: 120_000 }, () => {
     assert.ok(rec.errors.every((e) => e.kind === 'auth'));
   });
 
-  after(() => {
+  test('no error message seen in this suite contains the password or a token', () => {
     assert.ok(messages.length >= 4, `collected ${messages.length} messages`);
     assert.ok(tokens.size >= 2, 'saw tokens');
     for (const m of messages) {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RoutingSchema, type Routing } from '../src/routing/../resources/schema.ts';
+import { RoutingSchema, type Routing } from '../src/resources/schema.ts';
 import {
   RoutingState, hash32, integerWeights, pickTargets, type Candidate, type HealthState, type PickContext,
 } from '../src/routing/strategies.ts';

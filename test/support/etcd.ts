@@ -51,6 +51,7 @@ export async function freePort(): Promise<number> {
 
 // Every etcd this process started, killed synchronously when the process exits for any reason.
 const live = new Set<ChildProcess>();
+const dataDirs = new Set<string>();
 let exitHookInstalled = false;
 function installExitHook(): void {
   if (exitHookInstalled) return;
@@ -63,6 +64,7 @@ function installExitHook(): void {
         // already gone
       }
     }
+    for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
   };
   process.on('exit', killAll);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
@@ -96,6 +98,7 @@ export async function startEtcd(opts: EtcdServerOptions = {}): Promise<EtcdServe
   let peerPort = await freePort();
   while (peerPort === clientPort) peerPort = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'sluice-etcd-'));
+  dataDirs.add(dataDir);
   const endpoint = `http://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [
@@ -182,6 +185,7 @@ export async function startEtcd(opts: EtcdServerOptions = {}): Promise<EtcdServe
       await halt('SIGTERM');
       if (!removed) {
         removed = true;
+        dataDirs.delete(dataDir);
         rmSync(dataDir, { recursive: true, force: true });
       }
     },

@@ -1,0 +1,58 @@
+// A Platform for unit tests through app.request(): no listeners, upstream over the real global fetch (so
+// adapters still talk HTTP to a mock upstream), files from an in-memory map, log lines captured.
+import type { Platform } from '../../src/platform.ts';
+import { fetchUpstream } from '../../src/upstream-fetch.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { Gateway } from '../../src/gateway.ts';
+import { loadResourcesFile } from '../../src/resources/pipeline.ts';
+import { sha256Hex } from '../../src/util/crypto.ts';
+
+export interface TestPlatform extends Platform {
+  logs: Record<string, unknown>[];
+  fileMap: Map<string, string>;
+}
+
+export function testPlatform(env: Record<string, string | undefined> = {}): TestPlatform {
+  const logs: Record<string, unknown>[] = [];
+  const fileMap = new Map<string, string>();
+  return {
+    name: 'test',
+    logs,
+    fileMap,
+    listen: () => Promise.reject(new Error('the test platform does not listen')),
+    onSignal: () => {},
+    upstream: () => fetchUpstream(),
+    files: {
+      read: async (p) => {
+        const v = fileMap.get(p);
+        if (v === undefined) throw new Error(`ENOENT: no such file or directory, open '${p}'`);
+        return new TextEncoder().encode(v);
+      },
+      writeAtomic: async (p, d) => { fileMap.set(p, new TextDecoder().decode(d)); },
+    },
+    env,
+    writeLog: (line) => { try { logs.push(JSON.parse(line)); } catch { logs.push({ raw: line }); } },
+    exit: () => {},
+  };
+}
+
+export const BASE_CONFIG = `
+resources_file: resources.yaml
+proxy: { addr: "127.0.0.1:0" }
+admin: { addr: "127.0.0.1:0", admin_keys: [admin-secret-1] }
+observability: { metrics: { prometheus: { addr: "127.0.0.1:0" } } }
+shutdown: { min_drain_secs: 0 }
+`;
+
+/** A Gateway with `resources` applied, ready for app.request(). */
+export async function gatewayWith(resources: string, opts: { config?: string; env?: Record<string, string> } = {}): Promise<{ gw: Gateway; platform: TestPlatform }> {
+  const platform = testPlatform(opts.env ?? {});
+  const c = loadConfig('/t/config.yaml', opts.config ?? BASE_CONFIG, platform.env);
+  if (!c.ok) throw new Error(c.report.format());
+  const gw = new Gateway(c.config, platform);
+  const r = await loadResourcesFile('/t/resources.yaml', resources, platform.env);
+  if (!r.ok) throw new Error(r.report.format());
+  gw.apply(r.snapshot, { configHash: await sha256Hex(resources) });
+  gw.lifecycle.phase = 'serving';
+  return { gw, platform };
+}
