@@ -129,15 +129,13 @@ async function collect<T extends { display_name: string; id: string }>(ctx: RowC
     const scope = rowScope(kind, index, raw);
     const unknown = Object.keys(raw).filter((k) => !(k in SHAPES[kind]) && !SUGAR[kind].includes(k));
     for (const k of unknown) ctx.report.add(scope, `${k}: unknown field`, ctx.src.lineOf([kind, index, k]));
+    // Duplicates are judged on the raw name, so a row that also fails validation is still reported.
+    const name = typeof raw.display_name === 'string' ? raw.display_name : undefined;
+    const prev = name === undefined ? undefined : seen.get(name);
+    if (prev !== undefined) ctx.report.add(scope, `duplicate display_name "${name}" (also ${kind}[${prev}])`, ctx.src.lineOf([kind, index, 'display_name']));
+    else if (name !== undefined) seen.set(name, index);
     const parsed = await parse(raw, scope, index);
-    if (!parsed) continue;
-    const prev = seen.get(parsed.display_name);
-    if (prev !== undefined) {
-      ctx.report.add(scope, `duplicate display_name "${parsed.display_name}" (also ${kind}[${prev}])`, ctx.src.lineOf([kind, index, 'display_name']));
-      continue;
-    }
-    seen.set(parsed.display_name, index);
-    out.push(parsed);
+    if (parsed && prev === undefined) out.push(parsed);
   }
   return out;
 }
