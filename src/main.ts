@@ -10,7 +10,10 @@ import { MSG } from './observability/messages.ts';
 import type { ListenSpec, Listener, Platform, SignalName } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
+import { runExport } from './sources/etcd/export.ts';
+import { createEtcdSource } from './sources/etcd/source.ts';
 import { loadFromFile, reloadFile } from './sources/file.ts';
+import type { ConfigSource } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
 import { VERSION } from './version.ts';
 
@@ -28,7 +31,7 @@ export async function main(platform: Platform, argv: readonly string[]): Promise
     case 'version': printErr(platform, `sluice ${VERSION} (${platform.name})`); return 0;
     case 'error': printErr(platform, cmd.message); return 2;
     case 'validate': return validate(platform, cmd.resourcesPath);
-    case 'export': printErr(platform, 'export: the etcd source is not available in this build yet'); return 1;
+    case 'export': return runExport(platform, cmd);
     case 'serve': return serve(platform, cmd.configPath);
   }
 }
@@ -121,20 +124,6 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   if (boot.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: boot.ignoredKeys });
   if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
 
-  if (config.resources_file) {
-    const r = await loadFromFile(gw, config.resources_file);
-    if (!r.ok) {
-      printErr(platform, r.message);
-      return 1;
-    }
-    gw.log.info(MSG.resourcesLoaded, { file: config.resources_file, resources: r.resources });
-    onHup = () => void reloadFile(gw, config.resources_file!);
-  } else {
-    printErr(platform, 'etcd.endpoints: the etcd source is not available in this build yet; use resources_file');
-    return 1;
-  }
-  if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
-
   const listeners: Listener[] = [];
   const bind = async (spec: ListenSpec, fetch: Parameters<Platform['listen']>[1]): Promise<Listener> => {
     const l = await platform.listen(spec, fetch);
@@ -152,6 +141,41 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       const app = createAdminApp(gw);
       await bind({ name: 'admin', ...parseAddr(config.admin.addr) }, (req) => app.fetch(req));
     }
+  } catch (e) {
+    printErr(platform, `cannot bind: ${(e as Error).message}`);
+    await Promise.allSettled(listeners.map((l) => l.close()));
+    return 1;
+  }
+
+  let source: ConfigSource | undefined;
+  if (config.resources_file) {
+    const r = await loadFromFile(gw, config.resources_file);
+    if (!r.ok) {
+      printErr(platform, r.message);
+      await Promise.allSettled(listeners.map((l) => l.close()));
+      return 1;
+    }
+    gw.log.info(MSG.resourcesLoaded, { file: config.resources_file, resources: r.resources });
+    onHup = () => void reloadFile(gw, config.resources_file!);
+  } else {
+    onHup = () => gw.log.info(MSG.sighupIgnoredEtcd);
+    source = createEtcdSource(gw);
+    gw.lifecycle.phase = 'waiting';
+    const stopped = await waitForFirstConfig(gw, source, () => stopRequested, (resolve) => { onStop = resolve; });
+    if (stopped) {
+      await source.stop();
+      await Promise.allSettled(listeners.map((l) => l.close()));
+      return stoppedDuringStartup(gw, stopped);
+    }
+    onStop = undefined;
+  }
+  if (stopRequested) {
+    await source?.stop();
+    await Promise.allSettled(listeners.map((l) => l.close()));
+    return stoppedDuringStartup(gw, stopRequested);
+  }
+
+  try {
     const proxyApp = createProxyApp(gw);
     gw.proxyListener = await bind({
       name: 'proxy', ...parseAddr(config.proxy.addr), tls: boot.tls, http2: config.proxy.http2,
@@ -159,19 +183,51 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     }, (req, conn) => proxyApp.fetch(req, conn));
   } catch (e) {
     printErr(platform, `cannot bind: ${(e as Error).message}`);
+    await source?.stop();
     await Promise.allSettled(listeners.map((l) => l.close()));
     return 1;
-  }
-  if (stopRequested) {
-    await Promise.allSettled(listeners.map((l) => l.close()));
-    return stoppedDuringStartup(gw, stopRequested);
   }
   gw.lifecycle.phase = 'serving';
 
   const signal = stopRequested ?? (await new Promise<SignalName>((resolve) => { onStop = resolve; }));
   onHup = undefined;
   await runDrain(gw, signal, listeners);
+  await source?.stop();
   return 0;
+}
+
+const STILL_WAITING_EVERY_MS = 10_000;
+
+/**
+ * SPEC §6.3: with nothing applied the proxy stays unbound; INFO once, WARN every 10 s, INFO on apply.
+ * Resolves undefined once a configuration is applied, or the signal that asked to stop meanwhile.
+ */
+async function waitForFirstConfig(gw: Gateway, source: ConfigSource, pending: () => SignalName | undefined,
+  listen: (resolve: (s: SignalName) => void) => void): Promise<SignalName | undefined> {
+  const stop = new Promise<SignalName>((resolve) => {
+    const already = pending();
+    if (already) resolve(already);
+    else listen(resolve);
+  });
+  source.start();
+  let waitingLogged = false;
+  const first = source.firstApplied.then(() => undefined);
+  // A usable snapshot cache applies synchronously with start(); give it one turn before logging a wait.
+  const quick = await Promise.race([first, stop, new Promise<'later'>((r) => setTimeout(r, 0, 'later'))]);
+  if (quick !== 'later') {
+    if (quick === undefined) gw.log.info(MSG.firstConfigApplied);
+    return quick;
+  }
+  gw.log.info(MSG.waitingFirstConfig);
+  waitingLogged = true;
+  const warn = setInterval(() => gw.log.warn(MSG.stillNotBound), STILL_WAITING_EVERY_MS);
+  try {
+    const r = await Promise.race([first, stop]);
+    if (r === undefined && waitingLogged) gw.log.info(MSG.firstConfigApplied);
+    return r;
+  } finally {
+    clearInterval(warn);
+  }
 }
 
 function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {

@@ -75,6 +75,11 @@ export interface Platform {
   /** The runtime's fastest faithful HTTP client, made once the configuration is known. */
   upstream(opts: { connectTimeoutMs: number }): UpstreamFetch;
   files?: PlatformFiles;
+  /**
+   * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd
+   * source. Absent where the runtime cannot (the global fetch is used, which trusts the system CAs).
+   */
+  fetchWithTls?(tls: { ca?: Uint8Array; cert?: Uint8Array; key?: Uint8Array }): typeof fetch;
   env: Record<string, string | undefined>;
   /** Write one log line (no trailing newline) to stderr. */
   writeLog(line: string): void;

@@ -1,0 +1,14 @@
+// What main.ts needs from a configuration source that is not the file: start it, learn when the first
+// configuration has been applied (from the source or from the snapshot cache), stop it on shutdown.
+import type { Gateway } from '../gateway.ts';
+
+export interface ConfigSource {
+  /** Start reading (restores the snapshot cache first, when configured). Never rejects. */
+  start(): void;
+  /** Resolves once a configuration has been applied (at once after a usable cache restore). */
+  readonly firstApplied: Promise<void>;
+  /** Stop watching; interrupts any wait or request in flight. */
+  stop(): Promise<void>;
+}
+
+export type SourceFactory = (gw: Gateway) => ConfigSource;
