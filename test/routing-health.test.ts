@@ -252,3 +252,16 @@ test('row keys come out in the wire order of SPEC §7.5', () => {
     'id', 'display_name', 'kind', 'status', 'cooldown_until', 'last_checked_at', 'last_check_status', 'status_reason',
   ]);
 });
+
+test('recordOutcome: 2xx clears, failures go through the trigger rules with the parsed Retry-After', () => {
+  const h = new ModelHealth({ now: () => T0 });
+  const m = direct();
+  assert.equal(h.recordOutcome(m, { kind: 'response', status: 400 }), false);
+  assert.equal(h.state(m), 'healthy');
+  assert.equal(h.recordOutcome(m, { kind: 'response', status: 429, retryAfter: '90' }, 90), true);
+  assert.deepEqual(h.statusRow(m).cooldown_until, epochTime(T0 + 90_000));
+  assert.equal(h.recordOutcome(m, { kind: 'response', status: 200 }), false);
+  assert.equal(h.state(m), 'healthy');
+  assert.equal(h.recordOutcome(m, { kind: 'transport', message: 'reset' }), true);
+  assert.equal(h.statusRow(m).status_reason, 'transport_error');
+});

@@ -197,3 +197,11 @@ test('RoutingState.retain forgets ids that left', () => {
   assert.equal(state.roundRobin.size, 0);
   assert.equal(state.latency('id-a'), undefined);
 });
+
+test('consistent hash: an empty header value counts as absent; no key at all → declaration order', () => {
+  const r = routing({ strategy: 'consistent_hash', hash_header: 'x-session' });
+  const cs = [cand('a'), cand('b'), cand('c')];
+  const viaKey = names(pickTargets(r, cs, ctx({ apiKeyId: 'k9' })));
+  assert.deepEqual(names(pickTargets(r, cs, ctx({ headers: new Headers({ 'x-session': '' }), apiKeyId: 'k9' }))), viaKey);
+  assert.deepEqual(names(pickTargets(r, cs, ctx())), ['a', 'b', 'c']);
+});

@@ -4,8 +4,8 @@
 //
 // How the proxy calls it (one `ModelHealth` per process, never rebuilt on reload):
 //   - routing: `health.state(model)` for each target → `Candidate.health` (strategies.ts);
-//   - after each upstream attempt (runAttempts' onAttempt): verdict `success` → `recordSuccess(model)`;
-//     a failure → `recordFailure(model, failure)` (it decides itself whether the failure triggers);
+//   - after each upstream attempt (runAttempts' onAttempt): `recordOutcome(model, r.outcome, r.retryAfterSecs)`
+//     (2xx → recordSuccess; else recordFailure, which decides itself whether the failure triggers);
 //   - background checks: background.ts calls `recordCheck(model, result)`;
 //   - `/status/models`: `statusRow(model)` per model of the snapshot; `/metrics`: `deploymentState(model)`
 //     and `cooledDownTotal(id)`;
@@ -22,6 +22,7 @@
 //     healthy model whose latest check was ignored — `ignored_transient_error`. Lapsed and stale reasons drop.
 //   - A model whose config no longer enables cooldown / background checks shows neither, whatever is stored.
 import { CooldownSchema, type Cooldown, type Model } from '../resources/schema.ts';
+import type { Outcome } from './retry.ts';
 
 export type HealthState = 'healthy' | 'cooldown' | 'unhealthy';
 
@@ -119,6 +120,21 @@ export class ModelHealth {
     return true;
   }
 
+  /**
+   * One request-path attempt's outcome, as runAttempts reports it (`retryAfterSecs` from the report):
+   * 2xx → `recordSuccess`, anything else → `recordFailure`. Returns whether a cooldown started.
+   */
+  recordOutcome(model: Model, outcome: Outcome, retryAfterSecs?: number): boolean {
+    if (outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300) {
+      this.recordSuccess(model);
+      return false;
+    }
+    const failure: UpstreamFailure = outcome.kind === 'response'
+      ? { kind: 'response', status: outcome.status, retryAfterSecs }
+      : { kind: outcome.kind };
+    return this.recordFailure(model, failure);
+  }
+
   /** A request-path attempt on `model` succeeded: its cooldown (if any) ends now. */
   recordSuccess(model: Pick<Model, 'id'>): void {
     const e = this.entries.get(model.id);
@@ -155,7 +171,9 @@ export class ModelHealth {
 
   /** The model's `/status/models` row (SPEC §7.5). */
   statusRow(model: Model, now = this.now()): ModelStatusRow {
-    const row: ModelStatusRow = { id: model.id, display_name: model.display_name, kind: model.kind, status: 'not_applicable' };
+    const row: ModelStatusRow = {
+      id: model.id, display_name: model.display_name, kind: model.kind, status: 'not_applicable',
+    };
     if (model.kind === 'routing') return row;
     const v = this.view(model, now);
     const e = this.entries.get(model.id);

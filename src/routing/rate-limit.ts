@@ -44,6 +44,11 @@ export interface SlotCounter {
   limit: number;
 }
 
+export interface ConsumeRequest {
+  windows: readonly WindowCounter[];
+  slots: readonly SlotCounter[];
+}
+
 export type ConsumeResult =
   | { ok: true }
   /** Indexes of the refusing counters; `resetAt` (ms) is when each refusing window ends. */
@@ -51,7 +56,7 @@ export type ConsumeResult =
 
 export interface RateLimitStore {
   /** All or nothing: if every window and slot admits, count them all; otherwise change nothing. */
-  consume(req: { windows: readonly WindowCounter[]; slots: readonly SlotCounter[] }, now: number): Promise<ConsumeResult>;
+  consume(req: ConsumeRequest, now: number): Promise<ConsumeResult>;
   /** Add `amount` to the current window of `key`, unchecked (tokens charged after a response). */
   add(key: string, windowMs: number, amount: number, now: number): Promise<void>;
   /** Give back one slot of each key. */
@@ -111,7 +116,9 @@ export class RateLimiter {
         windows.push({ key: key('tpm'), windowMs: MINUTE, limit: limits.tpm, cost: 0, ...label('tpm') });
         tokenKeys.push(key('tpm'));
       }
-      if (limits.concurrency) slots.push({ key: key('concurrency'), limit: limits.concurrency, ...label('concurrency') });
+      if (limits.concurrency) {
+        slots.push({ key: key('concurrency'), limit: limits.concurrency, ...label('concurrency') });
+      }
     }
     if (windows.length === 0 && slots.length === 0) return { allowed: true, permit: NO_OP_PERMIT };
     const now = this.now();
@@ -164,19 +171,22 @@ export class MemoryRateLimitStore implements RateLimitStore {
   /** Forget ended windows every this many operations, so idle keys do not accumulate. */
   static readonly SWEEP_EVERY = 1024;
 
-  async consume(req: { windows: readonly WindowCounter[]; slots: readonly SlotCounter[] }, now: number)
-    : Promise<ConsumeResult> {
+  async consume(req: ConsumeRequest, now: number): Promise<ConsumeResult> {
     this.maybeSweep(now);
     const refusedWindows: { index: number; resetAt: number }[] = [];
     const refusedSlots: number[] = [];
     req.windows.forEach((w, index) => {
       const count = this.count(w.key, w.windowMs, now);
-      if (count >= w.limit || count + w.cost > w.limit) refusedWindows.push({ index, resetAt: windowEnd(now, w.windowMs) });
+      if (count >= w.limit || count + w.cost > w.limit) {
+        refusedWindows.push({ index, resetAt: windowEnd(now, w.windowMs) });
+      }
     });
     req.slots.forEach((s, index) => {
       if ((this.slots.get(s.key) ?? 0) >= s.limit) refusedSlots.push(index);
     });
-    if (refusedWindows.length > 0 || refusedSlots.length > 0) return { ok: false, windows: refusedWindows, slots: refusedSlots };
+    if (refusedWindows.length > 0 || refusedSlots.length > 0) {
+      return { ok: false, windows: refusedWindows, slots: refusedSlots };
+    }
     for (const w of req.windows) if (w.cost > 0) this.bump(w.key, w.windowMs, w.cost, now);
     for (const s of req.slots) this.slots.set(s.key, (this.slots.get(s.key) ?? 0) + 1);
     return { ok: true };

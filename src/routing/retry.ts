@@ -10,7 +10,10 @@
 //     budget: (t) => retryBudget({ target: t.target, model: t.model, routing, upstreamRetries }),
 //     classify: classifyOptions(routing),
 //     signal: request.signal,
-//     onAttempt: (r) => { metrics; health.recordSuccess / recordFailure; if (r.next !== 'done') cancel body },
+//     onAttempt: (r) => {                                // metrics, health, discard a body not answered
+//       health.recordOutcome(r.target.model, r.outcome, r.retryAfterSecs);
+//       if (r.next !== 'done') cancelBody(r.outcome);
+//     },
 //   });
 //   finished → answer from result.outcome (2xx, a passed-through 4xx, or the last failure → 502/504);
 //   aborted → the caller went away; nothing to answer.

@@ -206,14 +206,16 @@ export function usableCandidates<C extends Candidate>(candidates: readonly C[],
     const pool = candidates.filter((c) => c.health === health);
     if (pool.length > 0) return { pool, health };
   }
-  if (whenAllUnavailable === 'try_anyway' && candidates.length > 0) return { pool: [...candidates], health: 'unhealthy' };
+  if (whenAllUnavailable === 'try_anyway' && candidates.length > 0) {
+    return { pool: [...candidates], health: 'unhealthy' };
+  }
   return undefined;
 }
 
 /** consistent_hash key: the `hash_header` value when the request has it, else the caller's API key id. */
 export function hashKeyOf(routing: Routing, ctx: Pick<PickContext, 'headers' | 'apiKeyId'>): string | undefined {
   const fromHeader = routing.hash_header ? ctx.headers?.get(routing.hash_header) : null;
-  return fromHeader ?? ctx.apiKeyId;
+  return fromHeader || ctx.apiKeyId; // an empty header value counts as absent
 }
 
 // ---- helpers --------------------------------------------------------------------------------------------
