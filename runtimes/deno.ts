@@ -1,38 +1,16 @@
-// Deno entrypoint: Deno.serve behind the core's Platform contract. `deno run -A runtimes/deno.ts --config x`.
+// Deno entrypoint: `deno run -A runtimes/deno.ts --config x`. Listeners use Deno's node:http/node:http2,
+// which keep Node's drain semantics; Deno.serve sends `Connection: close` but keeps the socket open until
+// shutdown() and cannot count connections, so pooled connections would not be retired during a drain.
+// The upstream client is Deno's native fetch.
 import { main } from '../src/main.ts';
-import type { FetchHandler, ListenSpec, Listener, Platform } from '../src/platform.ts';
+import type { Platform } from '../src/platform.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
-
-async function denoListen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener> {
-  let draining = false;
-  const { promise: listening, resolve } = Promise.withResolvers<void>();
-  const opts = {
-    hostname: spec.host,
-    port: spec.port,
-    onListen: () => resolve(),
-    ...(spec.tls ? { cert: new TextDecoder().decode(spec.tls.cert), key: new TextDecoder().decode(spec.tls.key) } : {}),
-  };
-  const server = Deno.serve(opts, async (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
-    const a = info.remoteAddr;
-    const peer = a.hostname.includes(':') ? `[${a.hostname}]:${a.port}` : `${a.hostname}:${a.port}`;
-    const res = await fetch(req, { peer });
-    // Deno sends the header; it keeps the socket until shutdown() (see the README's runtime table).
-    if (draining) res.headers.set('connection', 'close');
-    return res;
-  });
-  await listening;
-  return {
-    port: server.addr.port,
-    beginDrain() { draining = true; },
-    openConnections: () => undefined,
-    async close() { await server.shutdown(); },
-  };
-}
+import { nodeListen } from './node-listener.ts';
 
 function denoPlatform(): Platform {
   return {
     name: 'deno',
-    listen: denoListen,
+    listen: nodeListen,
     onSignal: (signal, handler) => Deno.addSignalListener(signal, handler),
     upstream: () => fetchUpstream(fetch),
     files: {

@@ -124,6 +124,20 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   if (boot.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: boot.ignoredKeys });
   if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
 
+  // File mode: the file is loaded before any listener binds (SPEC §5.1); etcd mode waits after binding
+  // status and admin (SPEC §6.3).
+  let source: ConfigSource | undefined;
+  if (config.resources_file) {
+    const r = await loadFromFile(gw, config.resources_file);
+    if (!r.ok) {
+      printErr(platform, r.message);
+      return 1;
+    }
+    gw.log.info(MSG.resourcesLoaded, { file: config.resources_file, resources: r.resources });
+    onHup = () => void reloadFile(gw, config.resources_file!);
+  }
+  if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
+
   const listeners: Listener[] = [];
   const bind = async (spec: ListenSpec, fetch: Parameters<Platform['listen']>[1]): Promise<Listener> => {
     const l = await platform.listen(spec, fetch);
@@ -147,17 +161,17 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     return 1;
   }
 
-  let source: ConfigSource | undefined;
-  if (config.resources_file) {
-    const r = await loadFromFile(gw, config.resources_file);
-    if (!r.ok) {
-      printErr(platform, r.message);
+  if (!config.resources_file) {
+    // The proxy address must be usable now, not when the first configuration arrives (SPEC §6.3):
+    // bind it once and let it go, so a port in use is a boot failure rather than a deferred one.
+    try {
+      const probe = await platform.listen({ name: 'proxy', ...parseAddr(config.proxy.addr), tls: boot.tls, http2: config.proxy.http2 }, () => new Response(null, { status: 503 }));
+      await probe.close();
+    } catch (e) {
+      printErr(platform, `cannot bind: ${(e as Error).message}`);
       await Promise.allSettled(listeners.map((l) => l.close()));
       return 1;
     }
-    gw.log.info(MSG.resourcesLoaded, { file: config.resources_file, resources: r.resources });
-    onHup = () => void reloadFile(gw, config.resources_file!);
-  } else {
     onHup = () => gw.log.info(MSG.sighupIgnoredEtcd);
     source = createEtcdSource(gw);
     gw.lifecycle.phase = 'waiting';

@@ -1,0 +1,110 @@
+// The node:http / node:http2 listener behind the Platform contract. Node uses it, and so can Bun and
+// Deno through their node:http compatibility (see the runtime table in the README for what each does).
+import { getRequestListener } from '@hono/node-server';
+import * as http from 'node:http';
+import * as http2 from 'node:http2';
+import * as net from 'node:net';
+import type { Socket } from 'node:net';
+import type { ConnInfo, FetchHandler, ListenSpec, Listener } from '../src/platform.ts';
+
+export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
+  if (!socket?.remoteAddress) return undefined;
+  const a = socket.remoteAddress;
+  return a.includes(':') ? `[${a}]:${socket.remotePort}` : `${a}:${socket.remotePort}`;
+}
+
+type AnyServer = http.Server | http2.Http2SecureServer | http2.Http2Server;
+
+/**
+ * One listener. HTTP/1.1 responses during the drain get `Connection: close` (Node adds it and closes the
+ * socket when `shouldKeepAlive` is false); HTTP/2 sessions get GOAWAY at drain start and finish their
+ * open streams. Connections are counted exactly, idle pooled ones included.
+ */
+export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener> {
+  let draining = false;
+  const sockets = new Set<Socket>();
+  const sessions = new Set<http2.Http2Session>();
+  const handle = getRequestListener((req, env: { incoming: http.IncomingMessage | http2.Http2ServerRequest }) => {
+    const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion };
+    return fetch(req, conn);
+  });
+  const onRequest = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+    if (draining && res instanceof http.ServerResponse) res.shouldKeepAlive = false;
+    // The two request/response pairs are interchangeable for the listener (it is written for both).
+    handle(req as http.IncomingMessage, res as http.ServerResponse);
+  };
+
+  let server: AnyServer;
+  let h1: http.Server | undefined;
+  if (spec.tls) {
+    server = http2.createSecureServer({ cert: Buffer.from(spec.tls.cert), key: Buffer.from(spec.tls.key), allowHTTP1: true }, onRequest);
+  } else if (spec.http2) {
+    // Cleartext: HTTP/1.1 and h2c prior knowledge on one port; the first bytes decide (see sniff below).
+    h1 = http.createServer(onRequest);
+    server = http2.createServer({}, onRequest);
+  } else {
+    server = http.createServer(onRequest);
+  }
+  server.on('session', (s: http2.Http2Session) => {
+    sessions.add(s);
+    s.once('close', () => sessions.delete(s));
+    if (draining) s.goaway();
+  });
+  const track = (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    if (draining) spec.onDrainAccept?.(peerOf(socket), sockets.size);
+  };
+
+  let listening: net.Server;
+  if (h1) {
+    const h2 = server as http2.Http2Server;
+    const front = net.createServer((socket) => {
+      track(socket);
+      socket.once('readable', () => {
+        const head: Buffer | null = socket.read(Math.min(socket.readableLength, 3));
+        if (head) socket.unshift(head);
+        (head?.toString('latin1') === 'PRI' ? h2 : h1!).emit('connection', socket);
+      });
+    });
+    listening = front;
+  } else {
+    server.on(spec.tls ? 'secureConnection' : 'connection', (socket: Socket) => track(socket));
+    listening = server as net.Server;
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    const onError = (e: Error) => reject(new Error(`${spec.name} listener on ${spec.host}:${spec.port}: ${e.message}`));
+    listening.once('error', onError);
+    listening.listen(spec.port, spec.host, () => {
+      listening.off('error', onError);
+      resolve();
+    });
+  });
+  const port = (listening.address() as net.AddressInfo).port;
+
+  return {
+    port,
+    beginDrain() {
+      draining = true;
+      for (const s of sessions) s.goaway();
+    },
+    openConnections: () => sockets.size,
+    close() {
+      return new Promise<void>((resolve) => {
+        listening.close(() => resolve());
+        // When the drain gets here in_flight is zero: what remains are idle pooled connections and, at
+        // most, a probe mid-response. HTTP/2 sessions close gracefully; idle HTTP/1.1 sockets close now,
+        // busy ones as soon as their response is written; anything left is cut after a short grace.
+        for (const s of sessions) s.close();
+        for (const socket of sockets) {
+          const busy = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+          // A busy socket's response already carries Connection: close (the drain began), so it closes itself.
+          if (!busy) socket.destroy();
+        }
+        setTimeout(() => { for (const socket of sockets) socket.destroy(); }, 2000).unref();
+      });
+    },
+  };
+}
+
