@@ -45,6 +45,8 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
   } else {
     server = http.createServer(onRequest);
   }
+  // Sockets carrying HTTP/2 (a session's `socket` is a Proxy, so they are marked where they are routed).
+  const h2Sockets = new WeakSet<Socket>();
   server.on('session', (s: http2.Http2Session) => {
     sessions.add(s);
     s.once('close', () => sessions.delete(s));
@@ -64,12 +66,17 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
       socket.once('readable', () => {
         const head: Buffer | null = socket.read(Math.min(socket.readableLength, 3));
         if (head) socket.unshift(head);
-        (head?.toString('latin1') === 'PRI' ? h2 : h1!).emit('connection', socket);
+        const isH2 = head?.toString('latin1') === 'PRI';
+        if (isH2) h2Sockets.add(socket);
+        (isH2 ? h2 : h1!).emit('connection', socket);
       });
     });
     listening = front;
   } else {
-    server.on(spec.tls ? 'secureConnection' : 'connection', (socket: Socket) => track(socket));
+    server.on(spec.tls ? 'secureConnection' : 'connection', (socket: Socket) => {
+      if ((socket as Socket & { alpnProtocol?: string | false }).alpnProtocol === 'h2') h2Sockets.add(socket);
+      track(socket);
+    });
     listening = server as net.Server;
   }
 
@@ -98,8 +105,10 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
         // busy ones as soon as their response is written; anything left is cut after a short grace.
         for (const s of sessions) s.close();
         for (const socket of sockets) {
+          // An HTTP/2 socket goes when its session has flushed and closed (session.close() above); a busy
+          // HTTP/1.1 socket's response already carries Connection: close, so it closes itself.
+          if (h2Sockets.has(socket)) continue;
           const busy = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
-          // A busy socket's response already carries Connection: close (the drain began), so it closes itself.
           if (!busy) socket.destroy();
         }
         setTimeout(() => { for (const socket of sockets) socket.destroy(); }, 2000).unref();
