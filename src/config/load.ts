@@ -62,7 +62,7 @@ export function dirname(path: string): string {
 }
 
 export function resolvePath(base: string, p: string): string {
-  return p.startsWith('/') ? p : `${base === '.' ? '.' : base}/${p}`;
+  return p.startsWith('/') ? p : `${base.endsWith('/') ? base.slice(0, -1) : base}/${p}`;
 }
 
 export function loadConfig(file: string, text: string, env: Record<string, string | undefined>): ConfigResult {
@@ -85,10 +85,17 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
     for (const issue of r.error.issues) {
       const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
       const dotted = formatPath(path);
+      if (issue.code === 'unrecognized_keys') {
+        // One entry per key, on the key's own line (or naming the environment variable that set it).
+        for (const k of issue.keys) {
+          const envName = fromEnv.get(formatPath([...path, k]));
+          const msg = `unknown key "${k}"`;
+          report.add(dotted || 'file', envName ? `${msg} (from environment variable ${envName})` : msg, envName ? undefined : src.lineOf([...path, k]));
+        }
+        continue;
+      }
       const envName = fromEnv.get(dotted);
-      const msg = issue.code === 'unrecognized_keys'
-        ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`
-        : issue.message;
+      const msg = issue.message;
       report.add(dotted || 'file', envName ? `${msg} (from environment variable ${envName})` : msg, envName ? undefined : src.lineOf(path));
     }
     return { ok: false, report };

@@ -61,6 +61,17 @@ export function rowScope(kind: string, index: number, row: unknown): string {
   return `${kind}[${index}]${name}`;
 }
 
+/** An interpolation error inside a row gets the row's scope (`models[2] ("gpt-4o")`), like every other row error. */
+function interpolationScope(src: YamlSource, path: (string | number)[], msg: string): [string, string] {
+  const [kind, index, ...rest] = path;
+  if (typeof kind === 'string' && (RESOURCE_KINDS as readonly string[]).includes(kind) && typeof index === 'number') {
+    const rows = (src.value as Record<string, unknown>)[kind];
+    const row = Array.isArray(rows) ? rows[index] : undefined;
+    return [rowScope(kind, index, row), rest.length > 0 ? `${formatPath(rest)}: ${msg}` : msg];
+  }
+  return [formatPath(path) || 'file', msg];
+}
+
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
 export async function loadResourcesFile(file: string, text: string, env: Env): Promise<LoadResult> {
   const report = new FileReport('resources file', file);
@@ -81,7 +92,7 @@ async function buildResourceSet(src: YamlSource, env: Env, report: FileReport): 
     report.add('file', 'the top level must be a mapping with _format_version and resource lists', src.lineOf([]));
     return undefined;
   }
-  const doc = interpolate(src.value, env, (path, msg) => report.add(formatPath(path), msg, src.lineOf(path))) as Record<string, unknown>;
+  const doc = interpolate(src.value, env, (path, msg) => report.add(...interpolationScope(src, path, msg), src.lineOf(path))) as Record<string, unknown>;
   const fv = doc._format_version;
   if (fv === undefined) report.add('file', 'missing mandatory _format_version');
   else if (String(fv) !== '1') report.add('_format_version', `unsupported format version "${String(fv)}" (Sluice reads "1")`, src.lineOf(['_format_version']));

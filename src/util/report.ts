@@ -28,6 +28,15 @@ export class FileReport {
   }
 }
 
+/**
+ * The first line of a yaml error, without the source text some messages quote (`Not a YAML token: sk-…`,
+ * `… token in YAML stream: "sk-…"`): it can be a secret, and the line number already says where to look.
+ */
+function yamlMessage(message: string): string {
+  const first = message.split('\n')[0] ?? message;
+  return first.replace(/^(Unexpected [\w-]+ token in YAML stream|Not a YAML token|Block scalar header includes extra characters): .*$/, '$1');
+}
+
 /** A parsed YAML document that can say on which line a path starts. */
 export interface YamlSource {
   value: unknown;
@@ -40,8 +49,9 @@ export function parseYaml(text: string, report: FileReport): YamlSource | undefi
   const doc: Document = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length > 0) {
     for (const e of doc.errors) {
-      const line = e.linePos?.[0]?.line;
-      report.add('yaml', e.message.split('\n')[0] ?? e.message, line);
+      // linePos is only filled in by prettyErrors (off: its context lines could echo a secret), so ask the counter.
+      const line = e.linePos?.[0]?.line ?? lineCounter.linePos(e.pos[0]).line;
+      report.add('yaml', yamlMessage(e.message), line);
     }
     return undefined;
   }
