@@ -440,3 +440,10 @@ describe('JSON', () => {
     assert.equal(out, 'config file /etc/sluice/config.json: 1 error(s):\n  - file: unknown key "extra" (line 5)');
   });
 });
+
+test('AISIX_ variables that are not <SECTION>__<KEY> overrides are left alone', () => {
+  const text = 'resources_file: r.yaml\nproxy: { addr: "127.0.0.1:3000" }\nadmin: { enabled: false }\n';
+  const r = loadConfig('/c/config.yaml', text, { AISIX_API_KEY: 'x', AISIX_LOG: 'debug', AISIX_RESOURCES_FILE: 'other.yaml' });
+  assert.ok(r.ok, r.ok ? '' : r.report.format());
+  if (r.ok) assert.equal(r.config.resources_file, '/c/other.yaml');
+});

@@ -14,6 +14,8 @@ function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+const TOP_LEVEL_SCALARS = new Set(['resources_file']);
+
 /** `AISIX_PROXY__ADDR=0.0.0.0:3000` → proxy.addr. Values are read as YAML scalars (numbers, booleans, lists). */
 export function envOverrides(env: Record<string, string | undefined>): { path: string[]; value: unknown; name: string }[] {
   const out: { path: string[]; value: unknown; name: string }[] = [];
@@ -21,6 +23,9 @@ export function envOverrides(env: Record<string, string | undefined>): { path: s
     if (!name.startsWith('AISIX_') || name === 'AISIX_CONFIG' || raw === undefined) continue;
     const path = name.slice('AISIX_'.length).split('__').map((s) => s.toLowerCase());
     if (path.some((p) => p === '')) continue;
+    // `AISIX_<SECTION>__<KEY>` is an override; a single-segment name only when it is a top-level key, so
+    // unrelated variables that happen to start with AISIX_ (AISIX_API_KEY…) never stop a boot.
+    if (path.length === 1 && !TOP_LEVEL_SCALARS.has(path[0]!)) continue;
     let value: unknown = raw;
     try {
       value = parseYamlScalar(raw);
