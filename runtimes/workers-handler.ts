@@ -1,0 +1,195 @@
+// The Cloudflare Workers fetch handler (SPEC §11): the proxy routes (`/livez`, `/readyz`, `/v1/*`) and,
+// behind a bearer token, the status routes (`/status/*`, `/metrics`) on one handler. Workers has no
+// listeners, no signals and no writable files: config.yaml and resources.yaml are text bundled at build
+// time, read through a read-only `files`. The env bindings (vars, secrets) that `${VAR}`, `key_env` and
+// the `AISIX_*` overrides read arrive only with a request, so the gateway is built on the first request of
+// an isolate and kept in module scope for the isolate's life. Drain is the platform's (docs/workers.md).
+//
+// Kept apart from runtimes/workers.ts (which imports the bundled `.yaml` files, something only the
+// Workers bundler understands) so that tests can run this handler on Node with a bundle of their own.
+import { loadConfig } from '../src/config/load.ts';
+import type { Config } from '../src/config/schema.ts';
+import { Gateway } from '../src/gateway.ts';
+import { MSG } from '../src/observability/messages.ts';
+import type { ConnInfo, Platform, PlatformFiles } from '../src/platform.ts';
+import { createProxyApp } from '../src/proxy/app.ts';
+import { checkedModels } from '../src/routing/model-check.ts';
+import { loadFromFile } from '../src/sources/file.ts';
+import { createStatusApp } from '../src/status/app.ts';
+import { fetchUpstream } from '../src/upstream-fetch.ts';
+import { sha256Hex } from '../src/util/crypto.ts';
+
+/** The Worker secret (or var) holding the bearer token of the status routes; unset = routes not mounted. */
+export const STATUS_TOKEN_VAR = 'SLUICE_STATUS_TOKEN';
+
+/** Files bundled into the Worker at build time, by the path the config refers to them with. */
+export interface WorkerBundle {
+  configPath: string;
+  /** path → text; must hold `configPath` and the config's `resources_file` (resolved against it). */
+  files: Record<string, string>;
+}
+
+/** The Worker's env bindings: vars and secrets are strings; other bindings (KV, R2 …) are ignored. */
+export type WorkerEnv = Record<string, unknown>;
+
+/** The module-worker shape (`export default { fetch }`). The ExecutionContext is not needed: no waitUntil. */
+export interface SluiceWorker {
+  fetch(req: Request, env: WorkerEnv): Promise<Response>;
+}
+
+type Serve = (req: Request) => Promise<Response>;
+
+const LOG = {
+  configFailed: 'bundled configuration failed to load — every request answers 503 until a fixed version is deployed',
+  resourcesFailed: 'bundled resources file failed to load — /readyz answers 503 until a fixed version is deployed',
+  ignoredOnWorkers: 'config keys that mean nothing on Workers are ignored',
+  noBackgroundChecks: 'background_model_check does not run on Workers (no work outside a request); these models are judged by caller traffic only',
+} as const;
+
+const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
+
+export function createWorker(bundle: WorkerBundle): SluiceWorker {
+  // One per isolate. A boot that threw (a bug, not a bad file: those are answered) is retried next request.
+  let booted: Promise<Serve> | undefined;
+  return {
+    async fetch(req, env) {
+      booted ??= boot(bundle, stringBindings(env)).catch((e: unknown) => {
+        booted = undefined;
+        throw e;
+      });
+      return (await booted)(req);
+    },
+  };
+}
+
+/** Vars and secrets only: what `${VAR}`, `key_env` and `AISIX_*` overrides may read. */
+function stringBindings(env: WorkerEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env ?? {})) if (typeof v === 'string') out[k] = v;
+  return out;
+}
+
+export function workersPlatform(files: Record<string, string>, env: Record<string, string>): Platform {
+  return {
+    name: 'workers',
+    listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
+    // Workers sends no signals: a deployment moves new requests to new isolates and drains the old ones itself.
+    onSignal: () => {},
+    upstream: () => fetchUpstream(fetch),
+    files: bundledFiles(files),
+    env,
+    writeLog: (line) => console.log(line),
+    exit: () => {},
+  };
+}
+
+/** The bundle as read-only files: the core's file source reads resources_file through this. */
+function bundledFiles(files: Record<string, string>): PlatformFiles {
+  const encoder = new TextEncoder();
+  return {
+    read: async (path) => {
+      const text = files[normalizePath(path)];
+      if (text === undefined) throw new Error(`not bundled into the Worker (bundled: ${Object.keys(files).join(', ')})`);
+      return encoder.encode(text);
+    },
+    writeAtomic: () => Promise.reject(new Error('Workers has no writable files')),
+  };
+}
+
+/** `examples/workers/../resources.yaml` → `examples/resources.yaml`, so bundle keys match resolved paths. */
+export function normalizePath(path: string): string {
+  const out: string[] = [];
+  for (const seg of path.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..' && out.length > 0 && out[out.length - 1] !== '..') out.pop();
+    else out.push(seg);
+  }
+  return (path.startsWith('/') ? '/' : '') + out.join('/');
+}
+
+async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<Serve> {
+  const platform = workersPlatform(bundle.files, env);
+  const text = bundle.files[normalizePath(bundle.configPath)];
+  if (text === undefined) return broken(platform, `config file ${bundle.configPath}: not bundled into the Worker`);
+  const r = loadConfig(bundle.configPath, text, env);
+  if (!r.ok) return broken(platform, r.report.format());
+  const config = r.config;
+  const unsupported = unsupportedOnWorkers(config);
+  if (unsupported) return broken(platform, `config file ${bundle.configPath}: ${unsupported}`);
+
+  const gw = new Gateway(config, platform);
+  if (r.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: r.ignoredKeys });
+  const meaningless = ignoredOnWorkers(config);
+  if (meaningless.length > 0) gw.log.warn(LOG.ignoredOnWorkers, { keys: meaningless });
+  const file = config.resources_file!;
+  const loaded = await loadFromFile(gw, file);
+  // A bad resources file still serves: /readyz says 503 and /status/config says why (out_of_sync).
+  if (loaded.ok) gw.log.info(MSG.resourcesLoaded, { file, resources: loaded.resources });
+  else gw.log.error(LOG.resourcesFailed, { file, error: loaded.message });
+  const checked = gw.snapshot ? checkedModels(gw.snapshot.resources.models) : [];
+  if (checked.length > 0) gw.log.warn(LOG.noBackgroundChecks, { models: checked.map((m) => m.display_name) });
+  gw.lifecycle.phase = 'serving';
+  return serve(gw, env[STATUS_TOKEN_VAR]);
+}
+
+/** What this runtime cannot do at all; a config asking for it is refused rather than half-served. */
+function unsupportedOnWorkers(config: Config): string | undefined {
+  if (!config.resources_file) {
+    return 'Workers serves bundled resources only: set resources_file (the etcd source needs a watch that outlives a request)';
+  }
+  if (config.managed.snapshot_cache_path) return 'managed.snapshot_cache_path: Workers has no files to cache a snapshot in';
+  return undefined;
+}
+
+/** Listener settings that exist in the file but do nothing on the edge (Cloudflare terminates TLS). */
+function ignoredOnWorkers(config: Config): string[] {
+  const keys: string[] = [];
+  if (config.admin.enabled) keys.push('admin');
+  if (config.proxy.tls) keys.push('proxy.tls');
+  if (config.proxy.http2) keys.push('proxy.http2');
+  return keys;
+}
+
+/** No usable configuration: log why once per isolate and refuse every request (the Worker's "exit 1"). */
+function broken(platform: Platform, report: string): Serve {
+  platform.writeLog(JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: LOG.configFailed, error: report }));
+  return async () => new Response('sluice: the bundled configuration failed to load; see the Worker logs\n', { status: 503, headers: TEXT });
+}
+
+function serve(gw: Gateway, statusToken: string | undefined): Serve {
+  const proxy = createProxyApp(gw);
+  const prom = gw.config.observability.metrics.prometheus;
+  // Without a token the status routes are not mounted at all (the proxy's 404), like a disabled listener.
+  const status = prom.enabled && statusToken ? createStatusApp(gw) : undefined;
+  const statusPaths = new Set(['/status/ready', '/status/config', '/status/models', prom.path]);
+  const tokenHash = statusToken ? sha256Hex(statusToken) : undefined;
+  return async (req) => {
+    if (status && tokenHash && statusPaths.has(new URL(req.url).pathname)) {
+      if (!(await bearerMatches(req, await tokenHash))) return unauthorized();
+      return status.fetch(req);
+    }
+    return proxy.fetch(req, connInfo(req));
+  };
+}
+
+/** Cloudflare names the client in `cf-connecting-ip` (no port: the edge does not say). */
+function connInfo(req: Request): ConnInfo {
+  return { peer: req.headers.get('cf-connecting-ip') ?? undefined };
+}
+
+/** Compares digests, in time independent of where they differ. */
+async function bearerMatches(req: Request, tokenHash: string): Promise<boolean> {
+  const m = /^Bearer +(\S+) *$/i.exec(req.headers.get('authorization') ?? '');
+  if (!m) return false;
+  const given = await sha256Hex(m[1]!);
+  let diff = 0;
+  for (let i = 0; i < tokenHash.length; i++) diff |= given.charCodeAt(i) ^ tokenHash.charCodeAt(i);
+  return diff === 0;
+}
+
+function unauthorized(): Response {
+  return new Response(`unauthorized: the status routes need Authorization: Bearer <${STATUS_TOKEN_VAR}>\n`, {
+    status: 401,
+    headers: { ...TEXT, 'www-authenticate': 'Bearer realm="sluice-status"' },
+  });
+}
