@@ -117,7 +117,7 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<
   const unsupported = unsupportedOnWorkers(config);
   if (unsupported) return broken(platform, `config file ${bundle.configPath}: ${unsupported}`);
 
-  const gw = new Gateway(config, platform);
+  const gw = new Gateway(config, platform, undefined, { backgroundChecks: false });
   if (r.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: r.ignoredKeys });
   const meaningless = ignoredOnWorkers(config);
   if (meaningless.length > 0) gw.log.warn(LOG.ignoredOnWorkers, { keys: meaningless });

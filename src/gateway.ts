@@ -3,12 +3,24 @@
 import type { Config } from './config/schema.ts';
 import { Lifecycle } from './lifecycle/state.ts';
 import type { ReadinessChecks } from './lifecycle/probes.ts';
-import { GatewayMetrics } from './observability/gateway-metrics.ts';
+import { deploymentLabels, GatewayMetrics, type DeploymentLabels } from './observability/gateway-metrics.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
 import type { ConfigFacts, FailureKind } from './status/config-status.ts';
-import { ModelRuntime } from './routing/runtime.ts';
+import { BackgroundChecker } from './routing/background.ts';
+import { ModelHealth } from './routing/health.ts';
+import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
+import { RateLimiter } from './routing/rate-limit.ts';
+import { RoutingState } from './routing/strategies.ts';
+
+export interface GatewayOptions {
+  /**
+   * Run background model checks (default true). A runtime whose timers and I/O do not outlive a request
+   * (Workers) turns them off; models then never read `unhealthy`, cooldowns still work.
+   */
+  backgroundChecks?: boolean;
+}
 
 export interface ApplyMeta {
   configHash: string;
@@ -19,7 +31,13 @@ export class Gateway implements ReadinessChecks {
   readonly log: Logger;
   readonly lifecycle = new Lifecycle();
   readonly metrics: GatewayMetrics;
-  readonly models: ModelRuntime;
+  /** Per-model runtime health (cooldowns, background-check marks), keyed by id across reloads. */
+  readonly health: ModelHealth;
+  /** Round-robin weights, latency and in-flight counts per target, keyed by id across reloads. */
+  readonly routingState = new RoutingState();
+  /** Caller rate limits (api keys, models), keyed by id across reloads. */
+  readonly rateLimiter = new RateLimiter();
+  private readonly checker: BackgroundChecker | undefined;
   /** The snapshot being served; undefined until the first configuration is applied. */
   snapshot: Snapshot | undefined;
   readonly facts: ConfigFacts;
@@ -27,7 +45,8 @@ export class Gateway implements ReadinessChecks {
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
 
-  constructor(readonly config: Config, readonly platform: Platform, readonly now: () => Date = () => new Date()) {
+  constructor(readonly config: Config, readonly platform: Platform, readonly now: () => Date = () => new Date(),
+    opts: GatewayOptions = {}) {
     this.log = createLogger({ level: config.observability.log_level, format: config.observability.log_format, write: platform.writeLog, now });
     this.facts = {
       sourceType: config.resources_file ? 'file' : 'etcd',
@@ -36,14 +55,19 @@ export class Gateway implements ReadinessChecks {
       rejected: [],
       partiallyCompatible: [],
     };
-    this.models = new ModelRuntime(now);
+    this.health = new ModelHealth({ now: () => this.now().getTime() });
     this.upstream = platform.upstream({ connectTimeoutMs: config.upstream.connect_timeout_ms });
+    this.checker = opts.backgroundChecks === false ? undefined : new BackgroundChecker({
+      health: this.health,
+      check: modelCheck({ snapshot: () => this.snapshot, upstream: this.upstream }),
+      timers: backgroundTimers,
+    });
     this.metrics = new GatewayMetrics({
       facts: () => this.facts,
       inFlight: () => this.lifecycle.inFlight,
       openConnections: () => this.proxyListener?.openConnections(),
       draining: () => this.lifecycle.draining,
-      deploymentStates: () => (this.snapshot ? this.models.deploymentStates(this.snapshot) : []),
+      deploymentStates: () => this.deploymentStates(),
     });
   }
 
@@ -58,7 +82,10 @@ export class Gateway implements ReadinessChecks {
   /** Swap in a new snapshot atomically and record the apply. */
   apply(snapshot: Snapshot, meta: ApplyMeta): void {
     this.snapshot = snapshot;
-    this.models.retain(snapshot);
+    const ids = snapshot.resources.models.map((m) => m.id);
+    this.health.retain(ids);
+    this.routingState.retain(ids);
+    this.checker?.update(checkedModels(snapshot.resources.models));
     const at = this.now().toISOString();
     this.applySeq++;
     this.facts.applied = {
@@ -70,6 +97,22 @@ export class Gateway implements ReadinessChecks {
     };
     this.facts.lastReload = { successful: true, at };
     this.metrics.reloadsTotal.inc();
+  }
+
+  /** Stop background work (model checks). Call once, after the drain; the gateway serves no more traffic. */
+  stop(): void {
+    this.checker?.stop();
+  }
+
+  /** `aisix_deployment_state`: one row per direct model of the served snapshot. */
+  private deploymentStates(): { labels: DeploymentLabels; value: number }[] {
+    const s = this.snapshot;
+    if (!s) return [];
+    const rows: { labels: DeploymentLabels; value: number }[] = [];
+    for (const m of s.resources.models) {
+      if (m.kind === 'direct') rows.push({ labels: deploymentLabels(m, s.providerKeys.get(m.provider_key_id)), value: this.health.deploymentState(m) ?? 0 });
+    }
+    return rows;
   }
 
   /** Record a failed load or fetch; the served snapshot is untouched. `last_failure` is sticky. */

@@ -1,7 +1,19 @@
 // Every metric family the gateway exposes (SPEC §9), declared in one place. Gauges that mirror state
 // (config status, in-flight, connections) are computed at scrape time from the one source of truth.
+import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import type { ConfigFacts } from '../status/config-status.ts';
 import { Counter, Gauge, Histogram, Registry } from './metrics.ts';
+
+/** Labels of every `aisix_deployment_*` series, in declaration order. */
+export type DeploymentLabels = [provider: string, model: string, upstream_model: string, provider_key_id: string];
+
+/**
+ * The deployment labels of a direct model. `upstream_model` is the configured `model_name` — for a
+ * wildcard alias its pattern, never the caller's name — so callers cannot grow the label set.
+ */
+export function deploymentLabels(model: DirectModel, key: ProviderKey | undefined): DeploymentLabels {
+  return [model.provider ?? key?.provider ?? '', model.display_name, model.model_name, model.provider_key_id];
+}
 
 export interface MetricsSources {
   facts(): ConfigFacts;
@@ -9,7 +21,7 @@ export interface MetricsSources {
   openConnections(): number | undefined;
   draining(): boolean;
   /** aisix_deployment_state rows; filled in by model health. */
-  deploymentStates?(): { labels: [string, string, string, string]; value: number }[];
+  deploymentStates?(): { labels: DeploymentLabels; value: number }[];
 }
 
 export class GatewayMetrics {
@@ -23,7 +35,7 @@ export class GatewayMetrics {
   readonly deploymentSuccess = this.registry.register(new Counter('aisix_deployment_success_responses_total', 'Successful upstream attempts per model.', ['provider', 'model', 'upstream_model', 'provider_key_id']));
   readonly deploymentFailure = this.registry.register(new Counter('aisix_deployment_failure_responses_total', 'Failed upstream attempts per model.', ['provider', 'model', 'upstream_model', 'provider_key_id']));
   readonly cooledDown = this.registry.register(new Counter('aisix_deployment_cooled_down_total', 'Times a model entered cooldown.', ['provider', 'model', 'upstream_model', 'provider_key_id']));
-  readonly fallbacks = this.registry.register(new Counter('aisix_proxy_fallbacks_total', 'Requests that moved on to another routing target.', ['model']));
+  readonly fallbacks = this.registry.register(new Counter('aisix_proxy_fallbacks_total', 'Failovers: times a request moved on from a routing target to the next one.', ['model']));
 
   constructor(src: MetricsSources) {
     const r = this.registry;
@@ -45,7 +57,7 @@ export class GatewayMetrics {
       (g) => { const f = src.facts(); g.reset(); if (f.sourceType === 'etcd' && f.applied?.applied_revision !== undefined) g.set([], f.applied.applied_revision); }));
     r.register(new Gauge('aisix_config_source_connected', 'etcd: whether the source is connected (1) or not (0).', [],
       (g) => { const f = src.facts(); g.reset(); if (f.sourceType === 'etcd') g.set([], f.connected ? 1 : 0); }));
-    r.register(new Gauge('aisix_deployment_state', 'Model health: 0 healthy, 1 cooldown, 2 down (unhealthy).', ['provider', 'model', 'upstream_model', 'provider_key_id'],
+    r.register(new Gauge('aisix_deployment_state', 'Model health: 0 healthy, 2 down (cooldown or unhealthy).', ['provider', 'model', 'upstream_model', 'provider_key_id'],
       (g) => { g.reset(); for (const row of src.deploymentStates?.() ?? []) g.set(row.labels, row.value); }));
     r.register(new Gauge('aisix_proxy_in_flight_requests', 'Requests being served on the proxy listener (a stream until its last byte).', [],
       (g) => g.set([], src.inFlight())));

@@ -35,14 +35,19 @@ function chatJson(model: string, text: string, prompt: string): string {
   });
 }
 
-async function* chatStream(model: string, text: string): AsyncGenerator<Uint8Array> {
+async function* chatStream(model: string, text: string, includeUsage: boolean): AsyncGenerator<Uint8Array> {
   const id = `chatcmpl-echo-${crypto.randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
+  const event = (payload: Record<string, unknown>) => encoder.encode(`data: ${JSON.stringify(payload)}\n\n`);
   const chunk = (delta: Record<string, unknown>, finish: string | null) =>
-    encoder.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+    event({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] });
   yield chunk({ role: 'assistant', content: '' }, null);
   for (const piece of text.match(/\S+\s*|\s+/g) ?? []) yield chunk({ content: piece }, null);
   yield chunk({}, 'stop');
+  if (includeUsage) {
+    const n = countTokens(text);
+    yield event({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: n, completion_tokens: n, total_tokens: 2 * n } });
+  }
   yield encoder.encode('data: [DONE]\n\n');
 }
 
@@ -56,7 +61,7 @@ function embed(text: string): number[] {
 
 export const echoAdapter: ProviderAdapter = {
   name: 'echo',
-  supports: () => true,
+  supports: (endpoint) => endpoint !== 'messages',
   async call(c: ProviderCall): Promise<ProviderResult> {
     const model = String(c.body.model ?? 'echo');
     if (c.endpoint === 'embeddings') {
@@ -71,7 +76,10 @@ export const echoAdapter: ProviderAdapter = {
       return { kind: 'response', status: 200, body, contentType: 'application/json', retryAfter: null };
     }
     const text = lastUserText(c.body);
-    if (c.stream) return { kind: 'stream', chunks: chatStream(model, text), cancel: async () => {} };
+    if (c.stream) {
+      const options = c.body.stream_options as { include_usage?: unknown } | undefined;
+      return { kind: 'stream', chunks: chatStream(model, text, options?.include_usage === true), cancel: async () => {} };
+    }
     return { kind: 'response', status: 200, body: chatJson(model, text, text), contentType: 'application/json', retryAfter: null };
   },
 };

@@ -6,7 +6,7 @@ const PATHS = { chat: '/chat/completions', embeddings: '/embeddings' } as const;
 
 export const openaiAdapter: ProviderAdapter = {
   name: 'openai',
-  supports: () => true,
+  supports: (endpoint) => endpoint !== 'messages',
   async call(c: ProviderCall): Promise<ProviderResult> {
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -14,7 +14,7 @@ export const openaiAdapter: ProviderAdapter = {
     };
     if (c.key.api_key) headers.authorization = `Bearer ${c.key.api_key}`;
     const res = await c.upstream({
-      url: `${c.key.api_base}${PATHS[c.endpoint]}`,
+      url: `${c.key.api_base}${PATHS[c.endpoint as keyof typeof PATHS]}`,
       method: 'POST',
       headers,
       body: JSON.stringify(c.body),

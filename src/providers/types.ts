@@ -3,11 +3,16 @@
 import type { UpstreamFetch } from '../platform.ts';
 import type { AdapterName, ProviderKey } from '../resources/schema.ts';
 
-export type Endpoint = 'chat' | 'embeddings';
+/**
+ * What the caller asked for, in the caller's wire: `chat` and `embeddings` are OpenAI's, `messages` is
+ * Anthropic's Messages API. An adapter that does not support `messages` is reached through the
+ * translation in `call.ts` (Anthropic wire ⇄ OpenAI chat), so it only ever sees `chat`.
+ */
+export type Endpoint = 'chat' | 'embeddings' | 'messages';
 
 export interface ProviderCall {
   endpoint: Endpoint;
-  /** The caller's OpenAI-shaped body with `model` already set to the upstream model name. */
+  /** The caller's body in the endpoint's wire shape, with `model` already set to the upstream model name. */
   body: Record<string, unknown>;
   stream: boolean;
   key: ProviderKey;
@@ -17,10 +22,25 @@ export interface ProviderCall {
 }
 
 export type ProviderResult =
-  /** A whole response: a 2xx body in OpenAI shape, or the upstream's error status and body as sent. */
+  /**
+   * A whole response in the endpoint's wire shape: a 2xx body, or the upstream's error status with its
+   * body (an error envelope of the caller's wire when the adapter translated).
+   */
   | { kind: 'response'; status: number; body: string; contentType: string; retryAfter: string | null }
-  /** A 2xx stream of OpenAI-shaped SSE bytes (`data: …\n\n`, ending with `data: [DONE]`). */
+  /**
+   * A 2xx stream of SSE bytes in the endpoint's wire shape: OpenAI's `data: …\n\n` ending with
+   * `data: [DONE]`, or Anthropic's named events ending with `message_stop`. Iterating may throw an
+   * `UpstreamStreamError` when the upstream reports a failure inside the stream.
+   */
   | { kind: 'stream'; chunks: AsyncIterable<Uint8Array>; cancel(): Promise<void> };
+
+/** A failure after a stream started: the caller sees it as an SSE error event of its wire. */
+export class UpstreamStreamError extends Error {
+  constructor(readonly kind: 'upstream_error' | 'upstream_timeout', message: string) {
+    super(message);
+    this.name = 'UpstreamStreamError';
+  }
+}
 
 export interface ProviderAdapter {
   readonly name: AdapterName;

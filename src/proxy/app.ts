@@ -1,4 +1,6 @@
-// The caller-facing app on the proxy listener: probes, `/v1/models`, chat completions, embeddings.
+// The caller-facing app on the proxy listener: probes, `/v1/models`, chat completions, embeddings and
+// Anthropic messages (errors in Anthropic's envelope there). Caller rate limits are admitted here, before
+// routing; their permits are released (and tokens charged) when the answer's body ends.
 // Every `/v1` request holds an in-flight slot until its last byte, gets a request id and one access-log
 // line; the drain's arrival line is written here too.
 import { Hono, type Context } from 'hono';
@@ -13,9 +15,10 @@ import { Dispatcher } from '../routing/dispatch.ts';
 import { VERSION } from '../version.ts';
 import { authenticate, modelAllowed } from './auth.ts';
 import { readJsonObject } from './body.ts';
-import { errorResponse, errors, ProxyError } from './errors.ts';
+import { anthropicEnvelope, errorResponse, errors, openaiEnvelope, ProxyError } from './errors.ts';
 import { requestIdFrom } from './request-id.ts';
-import { pumpSse, type StreamEnd } from './stream.ts';
+import { anthropicSseErrorEvent, pumpSse, type StreamEnd } from './stream.ts';
+import { meteredChunks, StreamUsage, usageOfBody } from './usage.ts';
 
 /** What the access log and metrics record of one request, filled in as it is served. */
 interface RequestRecord {
@@ -43,7 +46,7 @@ const ENDPOINTS: Record<string, string> = {
 export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
   const app = new Hono<ProxyEnv>();
   const cfg = gw.config;
-  const dispatcher = new Dispatcher(cfg, gw.upstream);
+  const dispatcher = new Dispatcher({ config: cfg, upstream: gw.upstream, health: gw.health, routing: gw.routingState, metrics: gw.metrics });
   const keepaliveMs = cfg.downstream.sse_keepalive_interval_secs * 1000;
 
   const finish = (rec: RequestRecord, status: number) => {
@@ -59,9 +62,22 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     }
   };
 
+  // Hono's compose hands a handler's throw to onError (its default answers a plain-text 500 and writes to
+  // console.error), so the middleware below never sees it: answer with the JSON envelope and log it here.
+  app.onError((e, c) => {
+    const rec = c.get('rec') as RequestRecord | undefined;
+    gw.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
+    if (rec) rec.errorKind = 'internal_error';
+    return errorResponse(errors.internal(), c.req.path === '/v1/messages' ? anthropicEnvelope : openaiEnvelope);
+  });
+
   app.use('*', async function servedBySluice(c, next) {
     await next();
     c.res.headers.set('server', SERVER);
+    // SPEC §7.1: every proxy response has a request id; `/v1/*` set theirs already (trackRequest).
+    if (!c.res.headers.has('x-aisix-request-id')) {
+      c.res.headers.set('x-aisix-request-id', requestIdFrom(c.req.raw.headers, cfg.proxy.request_id.accept_headers));
+    }
   });
 
   for (const [path, handler] of [['/livez', livez], ['/readyz', (c: Context) => readyz(c, gw)]] as const) {
@@ -112,7 +128,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
 
   const fail = (c: Context<ProxyEnv>, e: ProxyError): Response => {
     c.get('rec').errorKind = e.type;
-    return errorResponse(e);
+    return errorResponse(e, c.req.path === '/v1/messages' ? anthropicEnvelope : openaiEnvelope);
   };
 
   /** Auth (before the body is read), then the snapshot this request is served from. */
@@ -148,23 +164,55 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     if (!resolved) return fail(c, errors.unknownModel(name));
     rec.model = resolved.model.display_name;
     if (!modelAllowed(who.key, name)) return fail(c, errors.modelNotAllowed(name));
-    const stream = endpoint === 'chat' && body.stream === true;
-    const r = await dispatcher.dispatch({
-      snapshot: who.snapshot, model: resolved.model, upstreamModel: resolved.upstreamModel,
-      endpoint, body, stream, signal: c.req.raw.signal,
-    });
+    const admitted = await gw.rateLimiter.acquire([
+      { scope: 'api_key', id: who.key.id, limits: who.key.rate_limit },
+      { scope: 'model', id: resolved.model.id, limits: resolved.model.rate_limit },
+    ]);
+    if (!admitted.allowed) {
+      const what = `${admitted.scope === 'api_key' ? 'API key' : 'model'} ${admitted.dimension}`;
+      return fail(c, errors.rateLimited(admitted.retryAfterSecs, what));
+    }
+    const { permit } = admitted;
+    const chargesTokens = Boolean(who.key.rate_limit?.tpm || resolved.model.rate_limit?.tpm);
+    const stream = endpoint !== 'embeddings' && body.stream === true;
+    let r: Awaited<ReturnType<Dispatcher['dispatch']>>;
+    try {
+      r = await dispatcher.dispatch({
+        snapshot: who.snapshot, model: resolved.model, upstreamModel: resolved.upstreamModel,
+        endpoint, body, stream, signal: c.req.raw.signal, headers: c.req.raw.headers, apiKeyId: who.key.id,
+      });
+    } catch (e) {
+      void permit.release();
+      throw e;
+    }
+    if (r.kind !== 'stream') {
+      if (r.kind === 'response' && chargesTokens && r.status < 300) await permit.charge(usageOfBody(r.body) ?? 0);
+      void permit.release();
+    }
+    if (r.kind === 'aborted') {
+      rec.errorKind = 'client_closed';
+      return new Response(null, { status: 499 }); // nginx's "client closed request": nobody reads it
+    }
     if (r.kind === 'error') return fail(c, r.error);
     if (r.kind === 'response') {
       if (r.status >= 400) rec.errorKind = 'upstream_status';
-      return new Response(r.body, { status: r.status, headers: { 'content-type': r.contentType } });
+      return new Response(r.body, { status: r.status, headers: { 'content-type': r.contentType, ...r.headers } });
     }
+    const usage = chargesTokens ? new StreamUsage() : undefined;
+    const settle = r.settle;
     const tracker: StreamTracker = { onEnd: undefined };
     const res = new Response(pumpSse({
-      chunks: r.chunks,
+      chunks: usage ? meteredChunks(r.chunks, usage) : r.chunks,
       keepaliveMs,
-      silenceMs: r.silenceMs,
+      silenceMs: 0, // the dispatcher bounds the silence per model (stream_timeout)
       abortUpstream: r.abort,
-      onEnd: (end) => tracker.onEnd?.(end),
+      errorEvent: endpoint === 'messages' ? anthropicSseErrorEvent : undefined,
+      onEnd: (end) => {
+        settle(end);
+        const tokens = usage?.tokens();
+        void (tokens ? permit.charge(tokens) : Promise.resolve()).finally(() => permit.release());
+        tracker.onEnd?.(end);
+      },
     }), { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
     trackedStreams.set(res, tracker);
     return res;
@@ -172,6 +220,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
 
   app.post('/v1/chat/completions', complete('chat'));
   app.post('/v1/embeddings', complete('embeddings'));
+  app.post('/v1/messages', complete('messages'));
   app.all('/v1/*', (c) => {
     const known = ENDPOINTS[c.req.path];
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
@@ -193,5 +242,10 @@ function validateBody(endpoint: Endpoint, body: Record<string, unknown>): string
     if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
   }
   if (endpoint === 'embeddings' && body.input === undefined) return '`input` is required';
+  if (endpoint === 'messages') {
+    if (!Array.isArray(body.messages) || body.messages.length === 0) return '`messages` is required and must be a non-empty array';
+    if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) return '`max_tokens` is required and must be a positive integer';
+    if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
+  }
   return undefined;
 }

@@ -32,7 +32,10 @@ export class Snapshot {
     }
     // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
     this.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);
-    for (const k of resources.api_keys) this.apiKeysByHash.set(k.key_hash, k);
+    for (const k of resources.api_keys) {
+      this.apiKeys.set(k.id, k);
+      this.apiKeysByHash.set(k.key_hash, k);
+    }
   }
 
   static empty(): Snapshot {

@@ -25,6 +25,6 @@ export function createStatusApp(gw: Gateway): Hono {
 
 /** `/status/models` body; the admin's `/admin/v1/models/status` serves the same bytes. */
 export function modelsStatus(gw: Gateway): Response {
-  const rows = gw.snapshot ? gw.models.statusRows(gw.snapshot) : [];
+  const rows = gw.snapshot ? gw.snapshot.resources.models.map((m) => gw.health.statusRow(m)) : [];
   return new Response(JSON.stringify(rows), { headers: { 'content-type': 'application/json' } });
 }

@@ -1,0 +1,65 @@
+// Anthropic's Messages API (`adapter: anthropic`; `api_base` without `/v1`, e.g. https://api.anthropic.com).
+// A `/v1/messages` caller is passed through untouched — body, status, SSE bytes; an OpenAI chat caller is
+// translated both ways (translate/chat-via-messages.ts). Embeddings: Anthropic has none.
+import { openaiErrorBody, parseJsonObject, TranslationError } from './translate/shared.ts';
+import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
+import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
+
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+async function send(c: ProviderCall, body: Record<string, unknown>): Promise<ProviderResult> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: c.stream ? 'text/event-stream' : 'application/json',
+    'anthropic-version': ANTHROPIC_VERSION,
+  };
+  if (c.key.api_key) headers['x-api-key'] = c.key.api_key;
+  const res = await c.upstream({
+    url: `${c.key.api_base}/v1/messages`,
+    method: 'POST',
+    headers,
+    body: JSON.stringify(body),
+    signal: c.signal,
+  });
+  if (c.stream && res.status >= 200 && res.status < 300) {
+    return { kind: 'stream', chunks: res.body, cancel: () => res.discard() };
+  }
+  return {
+    kind: 'response',
+    status: res.status,
+    body: await res.text(),
+    contentType: res.header('content-type') ?? 'application/json',
+    retryAfter: res.header('retry-after'),
+  };
+}
+
+/** An OpenAI chat request to an Anthropic upstream, and its answer back in OpenAI's shape. */
+async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
+  let body: Record<string, unknown>;
+  try {
+    body = chatToMessagesRequest(c.body);
+  } catch (e) {
+    if (!(e instanceof TranslationError)) throw e;
+    const error = JSON.stringify({ error: { message: e.message, type: 'invalid_request_error' } });
+    return { kind: 'response', status: 400, body: error, contentType: 'application/json', retryAfter: null };
+  }
+  const model = String(c.body.model ?? '');
+  const r = await send(c, body);
+  if (r.kind === 'stream') {
+    const includeUsage = typeof c.body.stream_options === 'object' && c.body.stream_options !== null
+      && (c.body.stream_options as { include_usage?: unknown }).include_usage === true;
+    return { kind: 'stream', chunks: messagesStreamToChat(r.chunks, model, includeUsage), cancel: r.cancel };
+  }
+  if (r.status < 200 || r.status >= 300) return { ...r, body: openaiErrorBody(r.body), contentType: 'application/json' };
+  const json = parseJsonObject(r.body);
+  if (!json) return { ...r, status: 502, body: openaiErrorBody('the upstream answered 2xx with a body that is not JSON'), contentType: 'application/json' };
+  return { ...r, body: JSON.stringify(messagesToChatResponse(json, model)), contentType: 'application/json' };
+}
+
+export const anthropicAdapter: ProviderAdapter = {
+  name: 'anthropic',
+  supports: (endpoint) => endpoint === 'chat' || endpoint === 'messages',
+  call(c: ProviderCall): Promise<ProviderResult> {
+    return c.endpoint === 'messages' ? send(c, c.body) : chatViaMessages(c);
+  },
+};

@@ -1,0 +1,220 @@
+// An OpenAI chat-completions caller served by an Anthropic upstream: the request becomes a Messages
+// request, the answer — JSON or SSE — becomes a chat completion.
+//
+// Covered: system/developer messages (→ `system`), text and image content, tools (definitions,
+// tool_choice, assistant tool_calls, `tool` messages), max_tokens / max_completion_tokens (Anthropic
+// requires one: 4096 when the caller gives none), stop, temperature, top_p, user, stream (with
+// `stream_options.include_usage`). Not expressible (a 400 `invalid_request_error`): n > 1, a
+// response_format other than text, audio and file parts.
+import { DONE_EVENT, dataEvent, jsonData, parseSse } from '../sse.ts';
+import { UpstreamStreamError } from '../types.ts';
+import {
+  isRecord, num, openaiUsage, str, toFinishReason, translatedId, TranslationError, usageFromAnthropic,
+  type Json, type TokenUsage,
+} from './shared.ts';
+
+/** Anthropic requires `max_tokens`; an OpenAI caller may omit it. */
+export const DEFAULT_MAX_TOKENS = 4096;
+
+// ---- request ----------------------------------------------------------------------------------------------
+
+export function chatToMessagesRequest(body: Json): Json {
+  if (num(body.n) !== undefined && (body.n as number) > 1) throw new TranslationError('`n` > 1 cannot be sent to this model');
+  if (isRecord(body.response_format) && body.response_format.type !== 'text') {
+    throw new TranslationError('`response_format` cannot be sent to this model');
+  }
+  const system: string[] = [];
+  const messages: Json[] = [];
+  const input = Array.isArray(body.messages) ? body.messages : [];
+  input.forEach((m, i) => {
+    if (!isRecord(m)) throw new TranslationError(`messages[${i}] must be an object`);
+    if (m.role === 'system' || m.role === 'developer') system.push(plainText(m.content, `messages[${i}]`));
+    else if (m.role === 'user') messages.push({ role: 'user', content: userBlocks(m.content, i) });
+    else if (m.role === 'assistant') messages.push({ role: 'assistant', content: assistantBlocks(m, i) });
+    else if (m.role === 'tool') appendToolResult(messages, m, i);
+    else throw new TranslationError(`messages[${i}].role "${String(m.role)}" cannot be sent to this model`);
+  });
+  const out: Json = { model: body.model, messages, max_tokens: num(body.max_tokens) ?? num(body.max_completion_tokens) ?? DEFAULT_MAX_TOKENS };
+  if (system.length > 0) out.system = system.join('\n\n');
+  if (typeof body.stop === 'string') out.stop_sequences = [body.stop];
+  else if (Array.isArray(body.stop) && body.stop.length > 0) out.stop_sequences = body.stop;
+  for (const k of ['temperature', 'top_p'] as const) if (body[k] !== undefined && body[k] !== null) out[k] = body[k];
+  if (typeof body.user === 'string') out.metadata = { user_id: body.user };
+  if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(messagesTool);
+  const choice = messagesToolChoice(body.tool_choice, body.parallel_tool_calls === false);
+  if (choice !== undefined) out.tool_choice = choice;
+  if (body.stream === true) out.stream = true;
+  return out;
+}
+
+function plainText(content: unknown, where: string): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((p) => {
+    if (isRecord(p) && p.type === 'text') return str(p.text) ?? '';
+    throw new TranslationError(`${where}: only text content can be sent to this model here`);
+  }).join('');
+}
+
+function userBlocks(content: unknown, i: number): Json[] | string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) throw new TranslationError(`messages[${i}].content must be a string or an array of parts`);
+  return content.map((p, j) => {
+    const where = `messages[${i}].content[${j}]`;
+    if (!isRecord(p)) throw new TranslationError(`${where} must be an object`);
+    if (p.type === 'text') return { type: 'text', text: str(p.text) ?? '' };
+    if (p.type === 'image_url') return imageBlock(p, where);
+    throw new TranslationError(`${where}: parts of type "${String(p.type)}" cannot be sent to this model`);
+  });
+}
+
+function imageBlock(p: Json, where: string): Json {
+  const url = isRecord(p.image_url) ? str(p.image_url.url) : str(p.image_url);
+  if (!url) throw new TranslationError(`${where}: image_url.url is required`);
+  const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } };
+  return { type: 'image', source: { type: 'url', url } };
+}
+
+function assistantBlocks(m: Json, i: number): Json[] {
+  const blocks: Json[] = [];
+  const text = m.content === null || m.content === undefined ? '' : plainText(m.content, `messages[${i}]`);
+  if (text !== '') blocks.push({ type: 'text', text });
+  for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
+    if (!isRecord(call) || !isRecord(call.function)) continue;
+    blocks.push({ type: 'tool_use', id: str(call.id) ?? '', name: str(call.function.name) ?? '', input: parseArguments(call.function.arguments) });
+  }
+  return blocks;
+}
+
+/** Consecutive `tool` messages answer one assistant turn: one user message of tool_result blocks. */
+function appendToolResult(messages: Json[], m: Json, i: number): void {
+  const block = { type: 'tool_result', tool_use_id: str(m.tool_call_id) ?? '', content: plainText(m.content, `messages[${i}]`) };
+  const last = messages[messages.length - 1];
+  if (last?.role === 'user' && Array.isArray(last.content) && last.content.every((b) => isRecord(b) && b.type === 'tool_result')) {
+    last.content.push(block);
+  } else messages.push({ role: 'user', content: [block] });
+}
+
+function parseArguments(args: unknown): unknown {
+  if (typeof args !== 'string' || args === '') return {};
+  try {
+    return JSON.parse(args);
+  } catch {
+    return {};
+  }
+}
+
+function messagesTool(t: unknown): Json {
+  const fn = isRecord(t) && isRecord(t.function) ? t.function : {};
+  return {
+    name: str(fn.name) ?? '',
+    ...(fn.description !== undefined ? { description: fn.description } : {}),
+    input_schema: isRecord(fn.parameters) ? fn.parameters : { type: 'object', properties: {} },
+  };
+}
+
+function messagesToolChoice(c: unknown, noParallel: boolean): Json | undefined {
+  const extra = noParallel ? { disable_parallel_tool_use: true } : {};
+  if (c === 'auto') return { type: 'auto', ...extra };
+  if (c === 'required') return { type: 'any', ...extra };
+  if (c === 'none') return { type: 'none' };
+  if (isRecord(c) && isRecord(c.function)) return { type: 'tool', name: str(c.function.name) ?? '', ...extra };
+  return noParallel ? { type: 'auto', ...extra } : undefined;
+}
+
+// ---- JSON response -----------------------------------------------------------------------------------------
+
+export function messagesToChatResponse(msg: Json, model: string): Json {
+  let text = '';
+  const toolCalls: Json[] = [];
+  for (const b of Array.isArray(msg.content) ? msg.content : []) {
+    if (!isRecord(b)) continue;
+    if (b.type === 'text') text += str(b.text) ?? '';
+    else if (b.type === 'tool_use') {
+      toolCalls.push({ id: str(b.id) ?? '', type: 'function', function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) } });
+    }
+  }
+  const message: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
+  if (toolCalls.length > 0) message.tool_calls = toolCalls;
+  return {
+    id: `chatcmpl-${str(msg.id) ?? translatedId('')}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: str(msg.model) ?? model,
+    choices: [{ index: 0, message, finish_reason: toFinishReason(msg.stop_reason ?? 'end_turn') }],
+    usage: openaiUsage(usageFromAnthropic(msg.usage)),
+  };
+}
+
+// ---- SSE ---------------------------------------------------------------------------------------------------
+
+/**
+ * Anthropic Messages events → OpenAI chat chunks ending with `data: [DONE]`; a final usage chunk when the
+ * caller asked for `stream_options.include_usage`. An upstream `error` event, or a stream that ends before
+ * `message_stop`, throws: the caller gets an SSE error event rather than a silently truncated answer.
+ */
+export async function* messagesStreamToChat(chunks: AsyncIterable<Uint8Array>, model: string, includeUsage: boolean)
+  : AsyncGenerator<Uint8Array> {
+  let id = `chatcmpl-${translatedId('')}`;
+  let upstreamModel = model;
+  const created = Math.floor(Date.now() / 1000);
+  let usage: TokenUsage = { input: 0, output: 0 };
+  /** Anthropic block index → OpenAI tool-call index. */
+  const toolIndex = new Map<number, number>();
+  let started = false;
+  const chunk = (delta: Json, finish: string | null = null): Uint8Array =>
+    dataEvent({ id, object: 'chat.completion.chunk', created, model: upstreamModel, choices: [{ index: 0, delta, finish_reason: finish }] });
+
+  for await (const ev of parseSse(chunks)) {
+    const j = jsonData(ev);
+    if (!j) continue;
+    const type = str(j.type) ?? ev.event;
+    switch (type) {
+      case 'message_start': {
+        const msg = isRecord(j.message) ? j.message : {};
+        if (str(msg.id)) id = `chatcmpl-${msg.id as string}`;
+        upstreamModel = str(msg.model) ?? upstreamModel;
+        usage = usageFromAnthropic(msg.usage);
+        started = true;
+        yield chunk({ role: 'assistant', content: '' });
+        break;
+      }
+      case 'content_block_start': {
+        const block = isRecord(j.content_block) ? j.content_block : {};
+        if (block.type !== 'tool_use') break;
+        const index = toolIndex.size;
+        toolIndex.set(num(j.index) ?? 0, index);
+        yield chunk({ tool_calls: [{ index, id: str(block.id) ?? '', type: 'function', function: { name: str(block.name) ?? '', arguments: '' } }] });
+        break;
+      }
+      case 'content_block_delta': {
+        const delta = isRecord(j.delta) ? j.delta : {};
+        if (delta.type === 'text_delta' && typeof delta.text === 'string') yield chunk({ content: delta.text });
+        else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
+          const index = toolIndex.get(num(j.index) ?? 0) ?? 0;
+          yield chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
+        }
+        break;
+      }
+      case 'message_delta': {
+        const delta = isRecord(j.delta) ? j.delta : {};
+        const u = isRecord(j.usage) ? j.usage : {};
+        usage = { input: num(u.input_tokens) ?? usage.input, output: num(u.output_tokens) ?? usage.output };
+        if (delta.stop_reason !== undefined && delta.stop_reason !== null) yield chunk({}, toFinishReason(delta.stop_reason));
+        break;
+      }
+      case 'message_stop':
+        if (includeUsage) yield dataEvent({ id, object: 'chat.completion.chunk', created, model: upstreamModel, choices: [], usage: openaiUsage(usage) });
+        yield DONE_EVENT;
+        return;
+      case 'error': {
+        const err = isRecord(j.error) ? j.error : {};
+        throw new UpstreamStreamError('upstream_error', str(err.message) ?? 'upstream stream reported an error');
+      }
+      default:
+        break; // ping, content_block_stop, unknown events
+    }
+  }
+  if (started) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before message_stop');
+}

@@ -1,0 +1,245 @@
+// An Anthropic Messages caller (`POST /v1/messages`) served by an OpenAI-style target (openai, echo):
+// the request becomes a chat completion request, the answer — JSON or SSE — becomes a Messages answer.
+//
+// Covered: system (string or text blocks), text and image content, tools (definitions, tool_choice,
+// tool_use / tool_result turns), max_tokens, stop_sequences, temperature, top_p, metadata.user_id, stream.
+// Not expressible in chat completions (a 400 `invalid_request_error`): documents, and other block kinds.
+// Thinking blocks in earlier assistant turns are dropped (chat completions has no place for them).
+import { jsonData, namedEvent, parseSse } from '../sse.ts';
+import { UpstreamStreamError } from '../types.ts';
+import {
+  anthropicUsage, isRecord, num, str, toStopReason, translatedId, TranslationError, usageFromOpenai,
+  type Json, type TokenUsage,
+} from './shared.ts';
+
+// ---- request ----------------------------------------------------------------------------------------------
+
+export function messagesToChatRequest(body: Json): Json {
+  const out: Json = { model: body.model };
+  const messages: Json[] = [];
+  const system = systemText(body.system);
+  if (system) messages.push({ role: 'system', content: system });
+  const turns = Array.isArray(body.messages) ? body.messages : [];
+  turns.forEach((m, i) => {
+    if (!isRecord(m)) throw new TranslationError(`messages[${i}] must be an object`);
+    messages.push(...chatMessagesOf(m, i));
+  });
+  out.messages = messages;
+  if (body.max_tokens !== undefined) out.max_tokens = body.max_tokens;
+  if (Array.isArray(body.stop_sequences) && body.stop_sequences.length > 0) out.stop = body.stop_sequences;
+  for (const k of ['temperature', 'top_p'] as const) if (body[k] !== undefined) out[k] = body[k];
+  if (isRecord(body.metadata) && typeof body.metadata.user_id === 'string') out.user = body.metadata.user_id;
+  if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(chatTool);
+  const choice = chatToolChoice(body.tool_choice);
+  if (choice !== undefined) out.tool_choice = choice;
+  if (isRecord(body.tool_choice) && body.tool_choice.disable_parallel_tool_use === true) out.parallel_tool_calls = false;
+  if (body.stream === true) {
+    out.stream = true;
+    // The Messages stream ends with usage; ask for it (the caller never sees the extra chunk).
+    out.stream_options = { include_usage: true };
+  }
+  return out;
+}
+
+function systemText(system: unknown): string | undefined {
+  if (typeof system === 'string') return system || undefined;
+  if (!Array.isArray(system)) return undefined;
+  const parts = system.map((b) => (isRecord(b) && b.type === 'text' ? str(b.text) ?? '' : ''));
+  return parts.filter(Boolean).join('\n\n') || undefined;
+}
+
+function chatMessagesOf(m: Json, i: number): Json[] {
+  const role = m.role;
+  if (role !== 'user' && role !== 'assistant') throw new TranslationError(`messages[${i}].role must be "user" or "assistant"`);
+  if (typeof m.content === 'string') return [{ role, content: m.content }];
+  if (!Array.isArray(m.content)) throw new TranslationError(`messages[${i}].content must be a string or an array of blocks`);
+  return role === 'user' ? userMessages(m.content, i) : [assistantMessage(m.content, i)];
+}
+
+/** Tool results become `tool` messages (first: they answer the previous assistant turn); the rest one user message. */
+function userMessages(blocks: unknown[], i: number): Json[] {
+  const tools: Json[] = [];
+  const parts: Json[] = [];
+  blocks.forEach((b, j) => {
+    const where = `messages[${i}].content[${j}]`;
+    if (!isRecord(b)) throw new TranslationError(`${where} must be an object`);
+    if (b.type === 'text') parts.push({ type: 'text', text: str(b.text) ?? '' });
+    else if (b.type === 'image') parts.push(imagePart(b, where));
+    else if (b.type === 'tool_result') tools.push({ role: 'tool', tool_call_id: str(b.tool_use_id) ?? '', content: toolResultText(b.content, where) });
+    else throw new TranslationError(`${where}: content blocks of type "${String(b.type)}" cannot be sent to this model`);
+  });
+  const out = [...tools];
+  if (parts.length > 0) {
+    const textOnly = parts.every((p) => p.type === 'text');
+    out.push({ role: 'user', content: textOnly ? parts.map((p) => p.text as string).join('') : parts });
+  }
+  return out;
+}
+
+function assistantMessage(blocks: unknown[], i: number): Json {
+  let text = '';
+  const toolCalls: Json[] = [];
+  blocks.forEach((b, j) => {
+    if (!isRecord(b)) throw new TranslationError(`messages[${i}].content[${j}] must be an object`);
+    if (b.type === 'text') text += str(b.text) ?? '';
+    else if (b.type === 'tool_use') {
+      toolCalls.push({ id: str(b.id) ?? '', type: 'function', function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) } });
+    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
+      throw new TranslationError(`messages[${i}].content[${j}]: content blocks of type "${String(b.type)}" cannot be sent to this model`);
+    }
+  });
+  const msg: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
+  if (toolCalls.length > 0) msg.tool_calls = toolCalls;
+  return msg;
+}
+
+function imagePart(b: Json, where: string): Json {
+  const src = isRecord(b.source) ? b.source : {};
+  if (src.type === 'base64') return { type: 'image_url', image_url: { url: `data:${str(src.media_type) ?? 'image/png'};base64,${str(src.data) ?? ''}` } };
+  if (src.type === 'url') return { type: 'image_url', image_url: { url: str(src.url) ?? '' } };
+  throw new TranslationError(`${where}: image source "${String(src.type)}" cannot be sent to this model`);
+}
+
+function toolResultText(content: unknown, where: string): string {
+  if (content === undefined) return '';
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) throw new TranslationError(`${where}.content must be a string or text blocks`);
+  return content.map((c) => {
+    if (isRecord(c) && c.type === 'text') return str(c.text) ?? '';
+    throw new TranslationError(`${where}: only text tool results can be sent to this model`);
+  }).join('');
+}
+
+function chatTool(t: unknown): Json {
+  const tool = isRecord(t) ? t : {};
+  return {
+    type: 'function',
+    function: {
+      name: str(tool.name) ?? '',
+      ...(tool.description !== undefined ? { description: tool.description } : {}),
+      parameters: isRecord(tool.input_schema) ? tool.input_schema : { type: 'object' },
+    },
+  };
+}
+
+function chatToolChoice(c: unknown): unknown {
+  if (!isRecord(c)) return undefined;
+  switch (c.type) {
+    case 'auto': return 'auto';
+    case 'any': return 'required';
+    case 'none': return 'none';
+    case 'tool': return { type: 'function', function: { name: str(c.name) ?? '' } };
+    default: return undefined;
+  }
+}
+
+// ---- JSON response -----------------------------------------------------------------------------------------
+
+export function chatToMessagesResponse(chat: Json, model: string): Json {
+  const choice = Array.isArray(chat.choices) && isRecord(chat.choices[0]) ? chat.choices[0] : {};
+  const message = isRecord(choice.message) ? choice.message : {};
+  const content: Json[] = [];
+  const text = typeof message.content === 'string' ? message.content : '';
+  if (text !== '') content.push({ type: 'text', text });
+  for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
+    if (!isRecord(call) || !isRecord(call.function)) continue;
+    content.push({ type: 'tool_use', id: str(call.id) ?? translatedId('toolu_'), name: str(call.function.name) ?? '', input: parseArguments(call.function.arguments) });
+  }
+  const usage = usageFromOpenai(chat.usage) ?? { input: 0, output: 0 };
+  return {
+    id: translatedId('msg_'),
+    type: 'message',
+    role: 'assistant',
+    model: str(chat.model) ?? model,
+    content,
+    stop_reason: toStopReason(choice.finish_reason ?? 'stop'),
+    stop_sequence: null,
+    usage: anthropicUsage(usage),
+  };
+}
+
+function parseArguments(args: unknown): unknown {
+  if (typeof args !== 'string' || args === '') return {};
+  try {
+    return JSON.parse(args);
+  } catch {
+    return {};
+  }
+}
+
+// ---- SSE ---------------------------------------------------------------------------------------------------
+
+/**
+ * OpenAI chat chunks → Anthropic Messages events. Nothing is emitted before the upstream's first event, so
+ * a target that fails before sending anything can still be failed over.
+ */
+export async function* chatStreamToMessages(chunks: AsyncIterable<Uint8Array>, model: string): AsyncGenerator<Uint8Array> {
+  let started = false;
+  /** The open content block (Anthropic blocks are sequential: one open at a time). */
+  let open: { index: number; kind: 'text' | 'tool_use' } | undefined;
+  let nextIndex = 0;
+  /** OpenAI tool-call index → Anthropic block index. */
+  const toolBlocks = new Map<number, number>();
+  let stopReason: string | null = null;
+  let usage: TokenUsage = { input: 0, output: 0 };
+
+  const close = function* (): Generator<Uint8Array> {
+    if (!open) return;
+    yield namedEvent('content_block_stop', { type: 'content_block_stop', index: open.index });
+    open = undefined;
+  };
+  const start = function* (block: Json, kind: 'text' | 'tool_use'): Generator<Uint8Array, number> {
+    yield* close();
+    const index = nextIndex++;
+    open = { index, kind };
+    yield namedEvent('content_block_start', { type: 'content_block_start', index, content_block: block });
+    return index;
+  };
+
+  for await (const ev of parseSse(chunks)) {
+    if (ev.data === '[DONE]') break;
+    const j = jsonData(ev);
+    if (!j) continue;
+    if (isRecord(j.error)) throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
+    if (!started) {
+      started = true;
+      yield namedEvent('message_start', {
+        type: 'message_start',
+        message: {
+          id: translatedId('msg_'), type: 'message', role: 'assistant', model: str(j.model) ?? model, content: [],
+          stop_reason: null, stop_sequence: null, usage: anthropicUsage({ input: 0, output: 0 }),
+        },
+      });
+    }
+    usage = usageFromOpenai(j.usage) ?? usage;
+    const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
+    if (!choice) continue;
+    const delta = isRecord(choice.delta) ? choice.delta : {};
+    if (typeof delta.content === 'string' && delta.content !== '') {
+      const index = open?.kind === 'text' ? open.index : yield* start({ type: 'text', text: '' }, 'text');
+      yield namedEvent('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'text_delta', text: delta.content } });
+    }
+    for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
+      if (!isRecord(call)) continue;
+      const toolIndex = num(call.index) ?? 0;
+      const fn = isRecord(call.function) ? call.function : {};
+      let index = toolBlocks.get(toolIndex);
+      if (index === undefined) {
+        index = yield* start({ type: 'tool_use', id: str(call.id) ?? translatedId('toolu_'), name: str(fn.name) ?? '', input: {} }, 'tool_use');
+        toolBlocks.set(toolIndex, index);
+      }
+      if (typeof fn.arguments === 'string' && fn.arguments !== '') {
+        yield namedEvent('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: fn.arguments } });
+      }
+    }
+    if (choice.finish_reason !== null && choice.finish_reason !== undefined) stopReason = toStopReason(choice.finish_reason);
+  }
+  if (!started) return; // nothing arrived: the dispatcher treats an empty stream as a failed attempt
+  yield* close();
+  yield namedEvent('message_delta', {
+    type: 'message_delta',
+    delta: { stop_reason: stopReason ?? 'end_turn', stop_sequence: null },
+    usage: anthropicUsage(usage),
+  });
+  yield namedEvent('message_stop', { type: 'message_stop' });
+}

@@ -1,0 +1,53 @@
+// The background model check itself (SPEC §7.3): one small, real chat request — the model's `prompt`, at
+// most `max_tokens` — through the model's own adapter, so it exercises the same key, base URL and wire as
+// caller traffic. The BackgroundChecker (background.ts) schedules it, bounds it by `timeout_seconds` and
+// records the result in ModelHealth; checks are not caller traffic and feed no request metrics.
+import type { UpstreamFetch } from '../platform.ts';
+import { callProvider } from '../providers/call.ts';
+import { adapterFor } from '../providers/index.ts';
+import type { DirectModel, Model } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { ModelCheck, Timers } from './background.ts';
+
+export function modelCheck(deps: { snapshot: () => Snapshot | undefined; upstream: UpstreamFetch }): ModelCheck {
+  return async (model, signal) => {
+    const key = deps.snapshot()?.providerKeys.get(model.provider_key_id);
+    const adapter = key ? adapterFor(key.adapter) : undefined;
+    if (!key || !adapter) return { error: 'the model has no usable provider key' };
+    const check = model.background_model_check!;
+    const r = await callProvider(adapter, {
+      endpoint: 'chat',
+      body: { model: model.model_name, messages: [{ role: 'user', content: check.prompt }], max_tokens: check.max_tokens },
+      stream: false,
+      key,
+      upstream: deps.upstream,
+      signal,
+    });
+    if (r.kind === 'stream') {
+      await r.cancel();
+      return { status: 200 };
+    }
+    return { status: r.status };
+  };
+}
+
+/**
+ * The models the checker runs for: direct models with checks enabled, except wildcard aliases — their
+ * `model_name` is a pattern, not a model an upstream could answer for.
+ */
+export function checkedModels(models: readonly Model[]): DirectModel[] {
+  return models.filter((m): m is DirectModel => m.kind === 'direct' && m.background_model_check?.enabled === true && !m.model_name.includes('*'));
+}
+
+/**
+ * Global timers that do not keep a process alive on their own where the runtime can say so (`unref`):
+ * the listeners do that, and a stopped gateway must be able to exit.
+ */
+export const backgroundTimers: Timers = {
+  setTimeout: (fn, ms) => {
+    const handle = setTimeout(fn, ms);
+    (handle as { unref?: () => void }).unref?.();
+    return handle;
+  },
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};

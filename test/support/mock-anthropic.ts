@@ -1,0 +1,90 @@
+// A scriptable Anthropic Messages upstream (`POST /v1/messages`) on a real loopback socket: JSON answers,
+// named-event SSE streams (with a delay before the first event, for first-byte deadlines), error statuses.
+// Every request is recorded with its headers, so tests can check `x-api-key` and `anthropic-version`.
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface AnthropicReply {
+  status?: number;
+  /** JSON body; default: a message answering "hi from anthropic mock". */
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** SSE: send these events (`[name, payload]`), `eventDelayMs` apart. Default for stream requests: a short text answer. */
+  events?: [string, unknown][];
+  eventDelayMs?: number;
+  /** SSE: headers go out at once, the first event only after this long (a silent upstream). */
+  firstEventDelayMs?: number;
+}
+
+export interface AnthropicRecorded {
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  json: Record<string, unknown> | undefined;
+}
+
+export interface MockAnthropic {
+  /** What a provider key's `api_base` points at (no `/v1`). */
+  url: string;
+  requests: AnthropicRecorded[];
+  script(...r: AnthropicReply[]): void;
+  close(): Promise<void>;
+}
+
+export function anthropicMessage(model: string, text = 'hi from anthropic mock'): Record<string, unknown> {
+  return {
+    id: 'msg_mock', type: 'message', role: 'assistant', model, content: [{ type: 'text', text }],
+    stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 4 },
+  };
+}
+
+export function anthropicEvents(model: string, pieces: string[] = ['hello', ' world']): [string, unknown][] {
+  return [
+    ['message_start', { type: 'message_start', message: { ...anthropicMessage(model), content: [], stop_reason: null, usage: { input_tokens: 5, output_tokens: 1 } } }],
+    ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
+    ['ping', { type: 'ping' }],
+    ...pieces.map((text): [string, unknown] => ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }]),
+    ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+    ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 7 } }],
+    ['message_stop', { type: 'message_stop' }],
+  ];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function startMockAnthropic(): Promise<MockAnthropic> {
+  const queue: AnthropicReply[] = [];
+  const requests: AnthropicRecorded[] = [];
+  const server = http.createServer(async (req, res) => {
+    const parts: Buffer[] = [];
+    for await (const p of req) parts.push(p as Buffer);
+    let json: Record<string, unknown> | undefined;
+    try { json = JSON.parse(Buffer.concat(parts).toString('utf8')); } catch { json = undefined; }
+    requests.push({ url: req.url ?? '', headers: req.headers, json });
+    const reply = queue.shift() ?? {};
+    const model = typeof json?.model === 'string' ? json.model : 'unknown';
+    const status = reply.status ?? (req.url === '/v1/messages' ? 200 : 404);
+    if (status < 300 && (reply.events || json?.stream === true)) {
+      res.writeHead(status, { 'content-type': 'text/event-stream', ...reply.headers });
+      res.flushHeaders();
+      if (reply.firstEventDelayMs) await sleep(reply.firstEventDelayMs);
+      for (const [name, payload] of reply.events ?? anthropicEvents(model)) {
+        if (res.destroyed) return;
+        res.write(`event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`);
+        if (reply.eventDelayMs) await sleep(reply.eventDelayMs);
+      }
+      res.end();
+      return;
+    }
+    const body = reply.body ?? (status < 300 ? anthropicMessage(model) : { type: 'error', error: { type: 'overloaded_error', message: `mock ${status}` } });
+    res.writeHead(status, { 'content-type': 'application/json', ...reply.headers });
+    res.end(typeof body === 'string' ? body : JSON.stringify(body));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    requests,
+    script: (...r) => { queue.push(...r); },
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
