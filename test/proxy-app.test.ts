@@ -506,6 +506,8 @@ describe('errors (SPEC §7.2)', () => {
     await expectError(await post('/v1/chat/completions', { model: 'slow', messages: MESSAGES }, { key: CALLER.limited }), 403, 'permission_denied');
     await expectError(await post('/v1/chat/completions', { model: 'openai/o1', messages: MESSAGES }, { key: CALLER.limited }), 403, 'permission_denied');
     await expectError(await post('/v1/chat/completions', chat, { key: CALLER.none }), 403, 'permission_denied');
+    // A restricted key learns nothing about which other names exist: unknown and known both answer 403.
+    await expectError(await post('/v1/chat/completions', { model: 'no-such-model', messages: MESSAGES }, { key: CALLER.none }), 403, 'permission_denied');
     assert.equal(mock.requests.length, n, 'no upstream call');
   });
 

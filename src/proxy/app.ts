@@ -103,13 +103,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
       });
     }
     const release = gw.lifecycle.acquire();
-    try {
-      await next();
-    } catch (e) {
-      gw.log.error('unhandled error while serving a request', { request_id: rec.requestId, error: String(e) });
-      rec.errorKind = 'internal_error';
-      c.res = errorResponse(errors.internal());
-    }
+    await next(); // a throw below is turned into a response by onError before next() returns
     const res = c.res;
     res.headers.set('x-aisix-request-id', rec.requestId);
     const tracked = trackedStreams.get(res);
@@ -160,10 +154,11 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const invalid = validateBody(endpoint, body);
     if (invalid) return fail(c, errors.badRequest(invalid));
     const name = body.model as string;
+    // Permission first: a key must not learn which model names exist beyond the ones it may use.
+    if (!modelAllowed(who.key, name)) return fail(c, errors.modelNotAllowed(name));
     const resolved = who.snapshot.resolveModel(name);
     if (!resolved) return fail(c, errors.unknownModel(name));
     rec.model = resolved.model.display_name;
-    if (!modelAllowed(who.key, name)) return fail(c, errors.modelNotAllowed(name));
     const admitted = await gw.rateLimiter.acquire([
       { scope: 'api_key', id: who.key.id, limits: who.key.rate_limit },
       { scope: 'model', id: resolved.model.id, limits: resolved.model.rate_limit },
