@@ -1,6 +1,6 @@
 // Node entrypoint: implements the Platform contract with node:http(s)/http2, undici and node:fs, then
 // hands over to the runtime-agnostic core. Started by bin/sluice from the esbuild bundle.
-import { Agent, request } from 'undici';
+import { Agent, fetch as undiciFetch, request } from 'undici';
 import { main } from '../src/main.ts';
 import type { Platform, UpstreamFetch } from '../src/platform.ts';
 import { nodeFiles } from './node-files.ts';
@@ -33,6 +33,8 @@ export function nodePlatform(): Platform {
     files: nodeFiles,
     env: process.env,
     writeLog: (line) => void process.stderr.write(`${line}\n`),
+    writeOut: (text) => void process.stdout.write(text),
+    fetchWithTls: nodeFetchWithTls,
     exit: (code) => process.exit(code),
   };
 }
@@ -47,3 +49,15 @@ export function start(): void {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) start();
+
+/**
+ * The etcd source's TLS (private CA, client certificate): undici's fetch through an Agent carrying the
+ * PEM material. No body timeout: the watch stream is idle for long stretches and runs its own watchdog.
+ */
+export function nodeFetchWithTls(tls: { ca?: Uint8Array; cert?: Uint8Array; key?: Uint8Array }): typeof fetch {
+  const pem = (b: Uint8Array | undefined) => (b ? Buffer.from(b).toString('utf8') : undefined);
+  const agent = new Agent({ connect: { ca: pem(tls.ca), cert: pem(tls.cert), key: pem(tls.key) }, bodyTimeout: 0 });
+  // undici's fetch and the DOM `fetch` type describe the same WHATWG function with different type packages.
+  return ((input: Parameters<typeof fetch>[0], init?: RequestInit) =>
+    undiciFetch(input as never, { ...(init as object), dispatcher: agent } as never)) as unknown as typeof fetch;
+}

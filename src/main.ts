@@ -197,6 +197,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     }, (req, conn) => proxyApp.fetch(req, conn));
   } catch (e) {
     printErr(platform, `cannot bind: ${(e as Error).message}`);
+    gw.stop();
     await source?.stop();
     await Promise.allSettled(listeners.map((l) => l.close()));
     return 1;
@@ -206,6 +207,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   const signal = stopRequested ?? (await new Promise<SignalName>((resolve) => { onStop = resolve; }));
   onHup = undefined;
   await runDrain(gw, signal, listeners);
+  gw.stop();
   await source?.stop();
   return 0;
 }
@@ -226,8 +228,9 @@ async function waitForFirstConfig(gw: Gateway, source: ConfigSource, pending: ()
   source.start();
   let waitingLogged = false;
   const first = source.firstApplied.then(() => undefined);
-  // A usable snapshot cache applies synchronously with start(); give it one turn before logging a wait.
-  const quick = await Promise.race([first, stop, new Promise<'later'>((r) => setTimeout(r, 0, 'later'))]);
+  // A usable snapshot cache applies before the source reads the network: wait for that before logging a wait.
+  const local = source.localRestore ?? new Promise<void>((r) => setTimeout(r, 0));
+  const quick = await Promise.race([first, stop, local.then(() => 'later' as const)]);
   if (quick !== 'later') {
     if (quick === undefined) gw.log.info(MSG.firstConfigApplied);
     return quick;
@@ -245,6 +248,7 @@ async function waitForFirstConfig(gw: Gateway, source: ConfigSource, pending: ()
 }
 
 function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
+  gw.stop();
   gw.lifecycle.phase = 'stopped';
   gw.log.info(MSG.receivedSignal(signal));
   gw.log.info(MSG.shutDownCleanly);

@@ -83,5 +83,7 @@ export interface Platform {
   env: Record<string, string | undefined>;
   /** Write one log line (no trailing newline) to stderr. */
   writeLog(line: string): void;
+  /** Write command output (e.g. `sluice export` without `-o`) to stdout, where the runtime has one. */
+  writeOut?(text: string): void;
   exit(code: number): void;
 }

@@ -7,6 +7,11 @@ export interface ConfigSource {
   start(): void;
   /** Resolves once a configuration has been applied (at once after a usable cache restore). */
   readonly firstApplied: Promise<void>;
+  /**
+   * Resolves once a local restore (the snapshot cache) has been tried, after `firstApplied` when it
+   * applied something. Absent: nothing is restored locally.
+   */
+  readonly localRestore?: Promise<void>;
   /** Stop watching; interrupts any wait or request in flight. */
   stop(): Promise<void>;
 }

@@ -1,7 +1,462 @@
-// PLACEHOLDER — replaced by the etcd source implementation (issue 4).
+// The etcd configuration source (SPEC §5.2, §5.3, §8), on top of EtcdSupervisor (range → watch →
+// resync/backoff). This file keeps the per-key state and turns each delivery into an applied snapshot:
+//
+// - `observed`: the latest value of every key under `<prefix>/`, parsed once when it changes (rows.ts);
+// - `served`: the value each key serves (its latest, or a pinned last-known-good), decided after every
+//   batch from those maps with no re-parsing (rows.ts: `updateServing` re-judges only the touched keys
+//   when it can, `decideServing` all of them otherwise): a watch event on a 20,000-row prefix parses
+//   one row, then rebuilds the Snapshot and the two SPEC §8 hashes from what is already in memory;
+// - every range and every watch batch is one apply (`apply_seq` + 1, `applied_revision` = the batch's
+//   revision), rejected rows included, followed by a (coalesced) snapshot-cache write;
+// - the first apply needs at least one key under the prefix: an empty prefix is "no configuration yet",
+//   so the proxy stays unbound (SPEC §6.3) until the first put. After that an empty prefix applies (state
+//   `empty`);
+// - fetch errors (etcd unreachable, auth refused, missing TLS file …) set `connected=false` and
+//   `last_failure.last_error_kind="fetch"` and log the backoff WARN; what serves and readiness are untouched.
+//
+// Test knob: `SLUICE_ETCD_IDLE_TIMEOUT_MS` (environment) shortens the watch's idle watchdog (default
+// 120 s, see watch.ts), so a black-box test can prove that a put after a long silence still arrives.
 import type { Gateway } from '../../gateway.ts';
+import { MSG } from '../../observability/messages.ts';
+import { Snapshot } from '../../resources/snapshot.ts';
+import type { RejectedRow } from '../../status/config-status.ts';
+import { CACHE_FORMAT, CACHE_VERSION, SnapshotCache, encodeCache, type CacheHeader, type CachedPin } from '../cache.ts';
 import type { ConfigSource } from '../source.ts';
+import type { EtcdFetch, EtcdKv } from './client.ts';
+import {
+  compareKeys, decideServing, hashLines, normalizePrefix, partialCompatibility, resourceSet, rowValue, updateServing,
+  type Problem, type RowValue, type ServedValue, type ServingDecision,
+} from './rows.ts';
+import {
+  DEFAULT_BACKOFF, EtcdSupervisor, backoffDelay, type BackoffPolicy, type EtcdEventBatch, type EtcdSnapshot,
+  type EtcdSupervisorOptions,
+} from './supervisor.ts';
 
-export function createEtcdSource(_gw: Gateway): ConfigSource {
-  return { start() {}, firstApplied: new Promise(() => {}), stop: async () => {} };
+export interface EtcdSourceOptions {
+  /** Reconnect backoff (default 1 s doubling to 60 s). */
+  backoff?: BackoffPolicy;
+  /** Watch idle watchdog; default: `SLUICE_ETCD_IDLE_TIMEOUT_MS` from the environment, else 120 s. */
+  idleTimeoutMs?: number;
+  /** Called after every apply attempt (range, watch batch, cache restore); tests use it as a latch. */
+  onCommit?: () => void;
+  /** Replaces the transport (tests hold requests back with it); TLS settings are then ignored. */
+  fetch?: EtcdFetch;
+}
+
+export interface EtcdConfigSource extends ConfigSource {
+  /** Resolves once every scheduled snapshot-cache write has finished. */
+  flushCache(): Promise<void>;
+}
+
+export function createEtcdSource(gw: Gateway, opts: EtcdSourceOptions = {}): EtcdConfigSource {
+  return new EtcdSource(gw, opts);
+}
+
+const NO_TIMEOUT_MS = 2 ** 31 - 1;
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Index of `key` in sorted `keys`, or of where it would be inserted. */
+function lowerBound(keys: readonly string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareKeys(keys[mid]!, key) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+class EtcdSource implements EtcdConfigSource {
+  readonly firstApplied: Promise<void>;
+  readonly localRestore: Promise<void>;
+  private readonly first = deferred();
+  private readonly restored = deferred();
+  private readonly prefix: string;
+  private readonly cache: SnapshotCache | undefined;
+  private readonly ctrl = new AbortController();
+  private supervisor: EtcdSupervisor | undefined;
+  private loop: Promise<void> | undefined;
+
+  /** key → latest observed value; `keys` is the same set in etcd key order. */
+  private readonly observed = new Map<string, RowValue>();
+  private keys: string[] = [];
+  /** key → the value it serves (latest or pinned); the latest decision, which the next batch updates. */
+  private served = new Map<string, ServedValue>();
+  private decision: ServingDecision | undefined;
+  /** Keys in the order `served` was decided over (equal to `keys` once etcd has been read). */
+  private servedOrder: readonly string[] = [];
+  private rejected = new Map<string, RejectedRow>();
+  private snapshot: Snapshot | undefined;
+  private configHash: string | undefined;
+  private appliedRevision = 0;
+  private everApplied = false;
+
+  constructor(private readonly gw: Gateway, private readonly opts: EtcdSourceOptions) {
+    this.firstApplied = this.first.promise;
+    this.localRestore = this.restored.promise;
+    this.prefix = normalizePrefix(gw.config.etcd.prefix);
+    this.cache = SnapshotCache.open(gw.platform.files, gw.config.managed.snapshot_cache_path, gw.log);
+    gw.facts.connected = false;
+  }
+
+  start(): void {
+    this.loop ??= this.run().catch((e: unknown) => {
+      // A bug here must not take the gateway down: it keeps serving what it has.
+      this.gw.log.error(MSG.etcdSourceFailed, { error: (e as Error)?.message ?? String(e) });
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.ctrl.abort();
+    this.restored.resolve();
+    await this.loop;
+    await this.supervisor?.stop();
+    await this.cache?.flush();
+  }
+
+  async flushCache(): Promise<void> {
+    await this.cache?.flush();
+  }
+
+  private async run(): Promise<void> {
+    try {
+      await this.restoreCache();
+    } finally {
+      // main.ts waits for this before deciding whether to log the wait for a first configuration.
+      this.restored.resolve();
+    }
+    const supervisor = await this.connectable();
+    if (!supervisor) return;
+    this.supervisor = supervisor;
+    supervisor.start();
+  }
+
+  // -- connecting ------------------------------------------------------------------------------------
+
+  /**
+   * Reads the credentials and TLS files and builds the supervisor. Anything missing is a fetch error,
+   * retried on the reconnect backoff (a certificate mounted late by a sidecar is picked up).
+   */
+  private async connectable(): Promise<EtcdSupervisor | undefined> {
+    const policy = this.opts.backoff ?? DEFAULT_BACKOFF;
+    for (let attempt = 0; !this.ctrl.signal.aborted; attempt++) {
+      try {
+        return new EtcdSupervisor(await this.supervisorOptions());
+      } catch (e) {
+        const message = (e as Error).message;
+        this.gw.recordFailure('fetch', message);
+        const delay = backoffDelay(attempt, policy);
+        this.gw.log.warn(MSG.etcdBackoff, { error: message, backoff_ms: delay });
+        await sleep(delay, this.ctrl.signal);
+      }
+    }
+    return undefined;
+  }
+
+  private async supervisorOptions(): Promise<EtcdSupervisorOptions> {
+    const c = this.gw.config.etcd;
+    const env = this.gw.platform.env;
+    let password: string | undefined;
+    if (c.password_env) {
+      password = env[c.password_env];
+      if (!password) throw new Error(`etcd.password_env: environment variable ${c.password_env} is ${password === undefined ? 'not set' : 'empty'}`);
+    }
+    const { fetch, tls } = this.opts.fetch ? { fetch: this.opts.fetch, tls: false } : await this.transport();
+    const idle = this.opts.idleTimeoutMs ?? positiveInt(env.SLUICE_ETCD_IDLE_TIMEOUT_MS);
+    return {
+      endpoints: c.endpoints,
+      prefix: `${this.prefix}/`,
+      ...(c.user !== undefined ? { user: c.user } : {}),
+      ...(password !== undefined ? { password } : {}),
+      ...(fetch ? { fetch } : {}),
+      tls,
+      dialTimeoutMs: c.dial_timeout_ms || NO_TIMEOUT_MS,
+      requestTimeoutMs: c.request_timeout_ms || NO_TIMEOUT_MS,
+      ...(idle !== undefined ? { idleTimeoutMs: idle } : {}),
+      backoff: this.opts.backoff ?? DEFAULT_BACKOFF,
+      onSnapshot: (s) => this.onSnapshot(s),
+      onEvents: (b) => this.onEvents(b),
+      onError: (e) => this.gw.recordFailure('fetch', e.message),
+      onBackoff: (e, ms) => this.gw.log.warn(MSG.etcdBackoff, { error: e.message, backoff_ms: ms }),
+      onConnected: (connected) => {
+        this.gw.facts.connected = connected;
+        // Userinfo in an endpoint URL would be a credential: never logged.
+        if (connected) this.gw.log.info(MSG.etcdConnected, { endpoints: c.endpoints.map((e) => e.replace(/\/\/[^@/]*@/, '//')), prefix: this.prefix });
+      },
+      onProgress: () => {
+        this.gw.facts.observedAt = this.gw.now().toISOString();
+      },
+      onRewatch: (from) => this.gw.log.debug(MSG.etcdRewatch, { from_revision: from }),
+    };
+  }
+
+  /** The fetch to talk to etcd with: the global one, or the platform's TLS fetch with the configured files. */
+  private async transport(): Promise<{ fetch?: EtcdFetch; tls: boolean }> {
+    const t = this.gw.config.etcd.tls;
+    if (!t) return { tls: false };
+    const paths = { ca: t.ca_cert_file, cert: t.client_cert_file, key: t.client_key_file };
+    if (!paths.ca && !paths.cert && !paths.key) return { tls: true };
+    if (Boolean(paths.cert) !== Boolean(paths.key)) throw new Error('etcd.tls: client_cert_file and client_key_file must be given together');
+    const files = this.gw.platform.files;
+    if (!files) throw new Error('etcd.tls: reading certificate files needs file access, which this runtime does not have');
+    const read = async (path: string | undefined, field: string): Promise<Uint8Array | undefined> => {
+      if (!path) return undefined;
+      try {
+        return await files.read(path);
+      } catch (e) {
+        throw new Error(`etcd.tls.${field}: cannot read ${path}: ${(e as Error).message}`);
+      }
+    };
+    const material = {
+      ca: await read(paths.ca, 'ca_cert_file'),
+      cert: await read(paths.cert, 'client_cert_file'),
+      key: await read(paths.key, 'client_key_file'),
+    };
+    const withTls = this.gw.platform.fetchWithTls;
+    if (!withTls) throw new Error(`etcd.tls: the ${this.gw.platform.name} runtime cannot use a private CA or client certificate for etcd`);
+    const fetch: EtcdFetch = withTls({
+      ...(material.ca ? { ca: material.ca } : {}),
+      ...(material.cert ? { cert: material.cert } : {}),
+      ...(material.key ? { key: material.key } : {}),
+    });
+    return { fetch, tls: true };
+  }
+
+  // -- deliveries ------------------------------------------------------------------------------------
+
+  /** Records a put; parses only when the value changed. Returns whether the key is new. */
+  private observe(kv: EtcdKv): boolean {
+    const old = this.observed.get(kv.key);
+    if (old && old.raw === kv.value && !kv.invalidUtf8) return false;
+    const serving = this.served.get(kv.key);
+    const value = serving && serving.raw === kv.value && !kv.invalidUtf8 ? serving
+      : rowValue(this.prefix, kv.key, kv.value, kv.invalidUtf8 ? { invalidUtf8: true } : {});
+    this.observed.set(kv.key, value);
+    return old === undefined;
+  }
+
+  /** Keeps `keys` sorted after membership changes of `changed` keys. */
+  private reindex(changed: readonly string[]): void {
+    if (changed.length > 64) {
+      this.keys = [...this.observed.keys()].sort(compareKeys);
+      return;
+    }
+    for (const key of changed) {
+      const i = lowerBound(this.keys, key);
+      const present = this.keys[i] === key;
+      if (this.observed.has(key) && !present) this.keys.splice(i, 0, key);
+      else if (!this.observed.has(key) && present) this.keys.splice(i, 1);
+    }
+  }
+
+  private async onSnapshot(s: EtcdSnapshot): Promise<void> {
+    const seen = new Set<string>();
+    const touched = new Set<string>();
+    const membership: string[] = [];
+    for (const kv of s.kvs) {
+      seen.add(kv.key);
+      const before = this.observed.get(kv.key);
+      if (this.observe(kv)) membership.push(kv.key);
+      if (this.observed.get(kv.key) !== before) touched.add(kv.key);
+    }
+    for (const key of [...this.observed.keys()]) {
+      if (seen.has(key)) continue;
+      this.observed.delete(key);
+      membership.push(key);
+      touched.add(key);
+    }
+    this.reindex(membership);
+    await this.commit(s.revision, touched, true);
+  }
+
+  private async onEvents(b: EtcdEventBatch): Promise<void> {
+    const touched = new Set<string>();
+    const membership: string[] = [];
+    for (const ev of b.events) {
+      touched.add(ev.key);
+      if (ev.type === 'put') {
+        if (this.observe(ev)) membership.push(ev.key);
+      } else if (this.observed.delete(ev.key)) {
+        membership.push(ev.key);
+      }
+    }
+    this.reindex(membership);
+    await this.commit(b.revision, touched, false);
+  }
+
+  private async commit(revision: number, touched: ReadonlySet<string>, fullRead: boolean): Promise<void> {
+    const latest = (k: string): RowValue | undefined => this.observed.get(k);
+    // Only the touched keys are judged again, unless one of them changes what other rows depend on.
+    const decision = (this.decision && updateServing(this.decision, touched, latest)) ?? decideServing(this.keys, latest, this.served);
+    this.decision = undefined; // consumed: `publish` installs the new one
+    const applies = this.everApplied || this.observed.size > 0;
+    await this.publish(decision, this.keys, revision, {
+      touched, allSeen: fullRead, sourceLines: this.keys.map((k) => this.observed.get(k)!.line), // non-null: keys mirrors observed
+      apply: applies, writeCache: applies, logLevel: fullRead ? 'info' : 'debug',
+    });
+  }
+
+  /**
+   * Swaps in a decision: hashes first (the only awaits), then every fact and the snapshot in one
+   * synchronous step, so `/status/config` never shows half of an apply.
+   */
+  private async publish(decision: ServingDecision, order: readonly string[], revision: number, o: {
+    touched: ReadonlySet<string>; allSeen: boolean; sourceLines?: Uint8Array[]; apply: boolean; writeCache: boolean; logLevel: 'info' | 'debug';
+  }): Promise<void> {
+    const changed = !this.snapshot || this.configHash === undefined || (decision.changedKeys
+      ? decision.changedKeys.size > 0
+      : decision.served.size !== this.served.size || [...decision.served].some(([k, v]) => this.served.get(k) !== v));
+    let snapshot = this.snapshot;
+    let configHash = this.configHash;
+    // Both digests run off the main thread where the runtime's Web Crypto does (Node: the libuv pool).
+    const [sourceHash, newConfigHash] = await Promise.all([
+      o.sourceLines ? hashLines(o.sourceLines) : undefined,
+      changed ? hashLines(order.filter((k) => decision.served.has(k)).map((k) => decision.served.get(k)!.line)) : undefined,
+    ]);
+    if (changed || !snapshot || configHash === undefined) {
+      snapshot = new Snapshot(resourceSet(order, decision.served));
+      configHash = newConfigHash;
+    }
+    const now = this.gw.now().toISOString();
+    const rejected = this.rejectedRows(decision.problems, o.touched, o.allSeen, now);
+
+    // Synchronous from here on.
+    const facts = this.gw.facts;
+    if (changed) facts.partiallyCompatible = partialCompatibility(decision.served.values());
+    this.served = decision.served;
+    this.decision = decision;
+    this.servedOrder = order;
+    this.rejected = rejected;
+    facts.rejected = [...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r);
+    if (sourceHash !== undefined) {
+      facts.sourceHash = sourceHash;
+      facts.observedRevision = revision;
+      facts.observedAt = now;
+    }
+    if (o.apply) {
+      this.snapshot = snapshot;
+      this.configHash = configHash;
+      this.appliedRevision = revision;
+      this.gw.apply(snapshot, { configHash: configHash!, revision }); // non-null: computed above whenever unset
+      this.everApplied = true;
+      this.gw.log.log(o.logLevel, MSG.etcdApplied, {
+        revision, apply_seq: facts.applied?.apply_seq, resources: snapshot.size, rejected: rejected.size, config_hash: configHash,
+      });
+      if (o.writeCache) this.cache?.schedule(() => this.encodeCacheDocument());
+      this.first.resolve();
+    }
+    this.opts.onCommit?.();
+  }
+
+  /** `rejected[]` rows with their timestamps; logs each row that is newly rejected or fails differently. */
+  private rejectedRows(problems: ReadonlyMap<string, Problem>, touched: ReadonlySet<string>, allSeen: boolean, now: string): Map<string, RejectedRow> {
+    const out = new Map<string, RejectedRow>();
+    for (const [key, p] of problems) {
+      const old = this.rejected.get(key);
+      const same = old !== undefined && old.last_error === p.error && old.last_error_kind === p.errorKind;
+      const row: RejectedRow = {
+        resource_kind: p.kind,
+        resource_id: p.id,
+        last_error_kind: p.errorKind,
+        last_error: p.error,
+        first_seen_at: old?.first_seen_at ?? now,
+        last_seen_at: !same || allSeen || touched.has(key) ? now : old.last_seen_at,
+      };
+      if (p.pinned) row.serving_stale_since = old?.serving_stale_since ?? now;
+      out.set(key, row);
+      if (!same || p.pinned !== (old.serving_stale_since !== undefined)) {
+        this.gw.log.warn(MSG.etcdRowRejected, {
+          key, resource_kind: p.kind, resource_id: p.id, error_kind: p.errorKind, error: p.error, serving_stale: p.pinned,
+        });
+      }
+    }
+    return out;
+  }
+
+  // -- snapshot cache --------------------------------------------------------------------------------
+
+  /** The cache file's bytes for what serves now; each row's JSON text is memoised on its value. */
+  private encodeCacheDocument(): Uint8Array {
+    const pins: Record<string, CachedPin> = {};
+    const served = this.served;
+    for (const [key, r] of this.rejected) {
+      if (r.serving_stale_since === undefined || !served.has(key)) continue;
+      pins[key] = {
+        since: r.serving_stale_since, resource_kind: r.resource_kind, resource_id: r.resource_id, last_error_kind: r.last_error_kind,
+        last_error: r.last_error, first_seen_at: r.first_seen_at, last_seen_at: r.last_seen_at,
+      };
+    }
+    const header: CacheHeader = {
+      format: CACHE_FORMAT, version: CACHE_VERSION, prefix: this.prefix, revision: this.appliedRevision,
+      written_at: this.gw.now().toISOString(), config_hash: this.configHash ?? '', pins,
+    };
+    const order = this.servedOrder;
+    function* rows(): Generator<[string, string]> {
+      for (const key of order) {
+        const v = served.get(key);
+        if (v) yield [key, (v.json ??= JSON.stringify(v.raw))];
+      }
+    }
+    return encodeCache(header, rows());
+  }
+
+  /** Boot: a usable cache is applied before etcd is read (the proxy binds at once); anything else is ignored. */
+  private async restoreCache(): Promise<void> {
+    if (!this.cache) return;
+    let values = new Map<string, ServedValue>();
+    let keys: string[] = [];
+    const doc = await this.cache.read(this.prefix, async (d) => {
+      values = new Map();
+      for (const [key, raw] of Object.entries(d.rows)) {
+        const v = rowValue(this.prefix, key, raw);
+        if (!v.parsed.ok) return `corrupt: row ${key} does not validate (${v.parsed.error})`;
+        values.set(key, v as ServedValue);
+      }
+      keys = [...values.keys()].sort(compareKeys);
+      const hash = await hashLines(keys.map((k) => values.get(k)!.line));
+      return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
+    });
+    if (!doc || this.ctrl.signal.aborted) return;
+    // A pinned key's latest value was rejected: stand it in with what the cache says about it.
+    const stand = new Map<string, RowValue>();
+    for (const [key, p] of Object.entries(doc.pins)) {
+      stand.set(key, {
+        key, raw: '', line: new Uint8Array(0),
+        parsed: { ok: false, kind: p.resource_kind, id: p.resource_id, errorKind: p.last_error_kind as Problem['errorKind'], error: p.last_error },
+      });
+      this.rejected.set(key, {
+        resource_kind: p.resource_kind, resource_id: p.resource_id, last_error_kind: p.last_error_kind, last_error: p.last_error,
+        first_seen_at: p.first_seen_at, last_seen_at: p.last_seen_at, serving_stale_since: p.since,
+      });
+    }
+    const decision = decideServing(keys, (k) => stand.get(k) ?? values.get(k), values);
+    this.served = values;
+    this.gw.log.info(MSG.cacheRestored, { path: this.cache.path, revision: doc.revision, written_at: doc.written_at, resources: decision.served.size });
+    await this.publish(decision, keys, doc.revision, { touched: new Set(), allSeen: false, apply: true, writeCache: false, logLevel: 'debug' });
+  }
+}
+
+function positiveInt(v: string | undefined): number | undefined {
+  if (v === undefined || !/^\d+$/.test(v.trim())) return undefined;
+  const n = Number(v.trim());
+  return n > 0 ? n : undefined;
 }
