@@ -17,6 +17,13 @@ export function bunPlatform(): Platform {
     files: nodeFiles,
     env: process.env,
     writeLog: (line) => void process.stderr.write(`${line}\n`),
+    writeOut: (text) => void process.stdout.write(text),
+    // Bun's fetch takes the TLS material per request.
+    fetchWithTls: (tls) => {
+      const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
+      const options = { ca: pem(tls.ca), cert: pem(tls.cert), key: pem(tls.key) };
+      return ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, { ...init, tls: options } as RequestInit)) as typeof fetch;
+    },
     exit: (code) => process.exit(code),
   };
 }

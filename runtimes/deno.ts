@@ -30,6 +30,14 @@ function denoPlatform(): Platform {
     },
     env: Deno.env.toObject(),
     writeLog: (line) => void Deno.stderr.writeSync(new TextEncoder().encode(`${line}\n`)),
+    writeOut: (text) => void Deno.stdout.writeSync(new TextEncoder().encode(text)),
+    // Deno's fetch takes a client carrying the TLS material.
+    fetchWithTls: (tls) => {
+      const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
+      const ca = pem(tls.ca);
+      const client = Deno.createHttpClient({ caCerts: ca ? [ca] : undefined, cert: pem(tls.cert), key: pem(tls.key) });
+      return ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, { ...init, client } as RequestInit)) as typeof fetch;
+    },
     exit: (code) => Deno.exit(code),
   };
 }

@@ -299,10 +299,12 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       const client = new EtcdClient({ endpoints: [tls.endpoint], fetch: tls.fetch });
       for (const [k, v] of trio('/bb-tls', mock.base, CALLER_HASH)) await client.put(k, JSON.stringify(v));
       const files = `ca_cert_file: ${join(tls.dir, 'ca.pem')}, client_cert_file: ${join(tls.dir, 'client.pem')}, client_key_file: ${join(tls.dir, 'client.key')}`;
-      const g = await spawn({ config: config(tls.endpoint, '/bb-tls').replace(/^etcd: \{ (.*) \}$/m, `etcd: { $1, tls: { ${files} } }`) });
-      await g.waitReady('/readyz');
-      assert.equal((await chat(g)).status, 200);
-      assert.equal(await stop(g), 0);
+      for (const runtime of ['node', 'bun', 'deno'] as const) {
+        const g = await spawn({ runtime, config: config(tls.endpoint, '/bb-tls').replace(/^etcd: \{ (.*) \}$/m, `etcd: { $1, tls: { ${files} } }`) });
+        await g.waitReady('/readyz', 'proxy', 30_000);
+        assert.equal((await chat(g)).status, 200, runtime);
+        assert.equal(await stop(g), 0, runtime);
+      }
       // Without the client certificate etcd refuses: a fetch failure, retried, never a crash.
       const bare = await spawn({ config: config(tls.endpoint, '/bb-tls').replace(/^etcd: \{ (.*) \}$/m, `etcd: { $1, tls: { ca_cert_file: ${join(tls.dir, 'ca.pem')} } }`) });
       const warn = await bare.waitForLog(MSG.etcdBackoff);
