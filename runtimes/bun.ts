@@ -5,10 +5,13 @@
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
+import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
 
 export function bunPlatform(): Platform {
+  const logs = batchedSink((text) => void process.stderr.write(text));
+  process.on('exit', () => logs.flush());
   return {
     name: 'bun',
     listen: nodeListen,
@@ -16,7 +19,7 @@ export function bunPlatform(): Platform {
     upstream: () => fetchUpstream(fetch),
     files: nodeFiles,
     env: process.env,
-    writeLog: (line) => void process.stderr.write(`${line}\n`),
+    writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),
     // Bun's fetch takes the TLS material per request.
     fetchWithTls: (tls) => {
@@ -24,7 +27,10 @@ export function bunPlatform(): Platform {
       const options = { ca: pem(tls.ca), cert: pem(tls.cert), key: pem(tls.key) };
       return ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, { ...init, tls: options } as RequestInit)) as typeof fetch;
     },
-    exit: (code) => process.exit(code),
+    exit: (code) => {
+      logs.flush();
+      process.exit(code);
+    },
   };
 }
 

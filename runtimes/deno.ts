@@ -5,9 +5,11 @@
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
+import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeListen } from './node-listener.ts';
 
 function denoPlatform(): Platform {
+  const logs = batchedSink((text) => writeAll(Deno.stderr, new TextEncoder().encode(text)));
   return {
     name: 'deno',
     listen: nodeListen,
@@ -29,7 +31,7 @@ function denoPlatform(): Platform {
       },
     },
     env: Deno.env.toObject(),
-    writeLog: (line) => void Deno.stderr.writeSync(new TextEncoder().encode(`${line}\n`)),
+    writeLog: (line) => logs.write(line),
     writeOut: (text) => void Deno.stdout.writeSync(new TextEncoder().encode(text)),
     // Deno's fetch takes a client carrying the TLS material.
     fetchWithTls: (tls) => {
@@ -38,7 +40,10 @@ function denoPlatform(): Platform {
       const client = Deno.createHttpClient({ caCerts: ca ? [ca] : undefined, cert: pem(tls.cert), key: pem(tls.key) });
       return ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, { ...init, client } as RequestInit)) as typeof fetch;
     },
-    exit: (code) => Deno.exit(code),
+    exit: (code) => {
+      logs.flush();
+      Deno.exit(code);
+    },
   };
 }
 
@@ -47,3 +52,9 @@ main(platform, Deno.args).then((code) => platform.exit(code), (e) => {
   console.error(`sluice: fatal: ${(e as Error)?.stack ?? String(e)}`);
   platform.exit(1);
 });
+
+/** writeSync may write less than asked (a pipe that is nearly full): loop until every byte is out. */
+function writeAll(w: { writeSync(p: Uint8Array): number }, data: Uint8Array): void {
+  let off = 0;
+  while (off < data.length) off += w.writeSync(data.subarray(off));
+}

@@ -2,6 +2,7 @@
 // hands over to the runtime-agnostic core. Started by bin/sluice from the esbuild bundle.
 import { Agent, fetch as undiciFetch, request } from 'undici';
 import { main } from '../src/main.ts';
+import { batchedSink } from '../src/observability/log-sink.ts';
 import type { Platform, UpstreamFetch } from '../src/platform.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
@@ -25,6 +26,8 @@ export function undiciUpstream(connectTimeoutMs: number): UpstreamFetch {
 }
 
 export function nodePlatform(): Platform {
+  const logs = batchedSink((text) => void process.stderr.write(text));
+  process.on('exit', () => logs.flush());
   return {
     name: 'node',
     listen: nodeListen,
@@ -32,10 +35,13 @@ export function nodePlatform(): Platform {
     upstream: (o) => undiciUpstream(o.connectTimeoutMs),
     files: nodeFiles,
     env: process.env,
-    writeLog: (line) => void process.stderr.write(`${line}\n`),
+    writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),
     fetchWithTls: nodeFetchWithTls,
-    exit: (code) => process.exit(code),
+    exit: (code) => {
+      logs.flush();
+      process.exit(code);
+    },
   };
 }
 
