@@ -1,0 +1,153 @@
+// Mock OpenAI-compatible upstream for the benchmark. Runs on Node (node:http) or on Bun (Bun.serve), so the
+// harness can pick whichever is faster on the machine; both serve byte-identical answers.
+//
+//   node bench/mock-upstream.mjs --port 18090 [--chunk-delay-ms 5] [--chunks 20]
+//   bun  bench/mock-upstream.mjs --port 18090
+//
+// POST /v1/chat/completions
+//   JSON (no `"stream":true` in the body): a fixed small `chat.completion`, precomputed, with content-length.
+//   SSE  (`"stream":true`): response headers at once, then `--chunks` chunks `--chunk-delay-ms` apart (the
+//        first one after one delay, as a model's first token would be), then `data: [DONE]`.
+//        The first chunk carries its send time as `"system_fingerprint":"fp_t<epoch ms with µs>"` so that a
+//        client can compute how long a gateway took to forward it (bench/ttfb.ts); every other chunk is
+//        precomputed.
+// GET /livez → 200 `ok` (readiness of the mock itself). Anything else → 404.
+// Talks only to 127.0.0.1. Prints `mock-upstream listening <port> <runtime>` once bound.
+
+const args = process.argv.slice(2);
+function flag(name, dflt) {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
+}
+const PORT = Number(flag('port', '18090'));
+const DELAY_MS = Number(flag('chunk-delay-ms', '5'));
+const CHUNKS = Number(flag('chunks', '20'));
+const HOST = '127.0.0.1';
+
+const enc = new TextEncoder();
+const CREATED = 1_700_000_000;
+const JSON_BODY = enc.encode(JSON.stringify({
+  id: 'chatcmpl-bench0000000000000000000000',
+  object: 'chat.completion',
+  created: CREATED,
+  model: 'mock-model',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello! This is a fixed answer from the benchmark upstream.' }, logprobs: null, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 12, completion_tokens: 12, total_tokens: 24 },
+  system_fingerprint: 'fp_bench',
+}));
+
+function chunkJson(i, fingerprint) {
+  const last = i === CHUNKS - 1;
+  return `data: ${JSON.stringify({
+    id: 'chatcmpl-bench0000000000000000000000',
+    object: 'chat.completion.chunk',
+    created: CREATED,
+    model: 'mock-model',
+    system_fingerprint: fingerprint,
+    choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: 'tok0 ' } : last ? {} : { content: `tok${i} ` }, logprobs: null, finish_reason: last ? 'stop' : null }],
+  })}\n\n`;
+}
+// Chunk 0 is built per stream (it carries the send time); chunks 1..N-1 and [DONE] are precomputed.
+const CHUNK_BYTES = Array.from({ length: CHUNKS }, (_, i) => enc.encode(chunkJson(i, 'fp_bench')));
+const DONE = enc.encode('data: [DONE]\n\n');
+const wallMs = () => performance.timeOrigin + performance.now();
+const firstChunk = () => enc.encode(chunkJson(0, `fp_t${wallMs().toFixed(3)}`));
+
+/** Delay until event i (chunk i, or [DONE] at i = CHUNKS) is due at t0 + (i + 1) × DELAY_MS: no drift. */
+const due = (t0, i) => Math.max(0, t0 + (i + 1) * DELAY_MS - performance.now());
+
+const STREAM_MARK = /"stream"\s*:\s*true/;
+const NOT_FOUND = enc.encode('{"error":{"message":"not found","type":"not_found"}}');
+
+if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
+  // ---------------------------------------------------------------------------------------------- Bun
+  const jsonHeaders = { 'content-type': 'application/json' };
+  const sseHeaders = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+  const server = Bun.serve({
+    hostname: HOST,
+    port: PORT,
+    idleTimeout: 0,
+    async fetch(req) {
+      const path = new URL(req.url).pathname;
+      if (req.method === 'GET' && path === '/livez') return new Response('ok');
+      if (req.method !== 'POST' || path !== '/v1/chat/completions') return new Response(NOT_FOUND, { status: 404, headers: jsonHeaders });
+      const body = await req.text();
+      if (!STREAM_MARK.test(body)) return new Response(JSON_BODY, { headers: jsonHeaders });
+      // A plain (pull) ReadableStream: Bun sends the response headers at once (a `direct` stream would hold
+      // them back until the first chunk).
+      let i = 0;
+      let timer;
+      const t0 = performance.now();
+      const stream = new ReadableStream({
+        pull(ctrl) {
+          return new Promise((resolve) => {
+            timer = setTimeout(() => {
+              try {
+                if (i < CHUNKS) {
+                  ctrl.enqueue(i === 0 ? firstChunk() : CHUNK_BYTES[i]);
+                  i++;
+                } else {
+                  ctrl.enqueue(DONE);
+                  ctrl.close();
+                }
+              } catch { /* cancelled */ }
+              resolve();
+            }, due(t0, i));
+          });
+        },
+        cancel() { clearTimeout(timer); },
+      });
+      return new Response(stream, { headers: sseHeaders });
+    },
+  });
+  console.log(`mock-upstream listening ${server.port} bun`);
+} else {
+  // --------------------------------------------------------------------------------------------- Node
+  const http = await import('node:http');
+  const jsonHead = { 'content-type': 'application/json', 'content-length': String(JSON_BODY.byteLength) };
+  const sseHead = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+  const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0, headersTimeout: 0 }, (req, res) => {
+    if (req.method === 'GET' && req.url === '/livez') {
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
+      res.end('ok');
+      return;
+    }
+    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+      res.writeHead(404, { 'content-type': 'application/json', 'content-length': String(NOT_FOUND.byteLength) });
+      res.end(NOT_FOUND);
+      req.resume();
+      return;
+    }
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      if (!STREAM_MARK.test(body)) {
+        res.writeHead(200, jsonHead);
+        res.end(JSON_BODY);
+        return;
+      }
+      res.writeHead(200, sseHead);
+      res.flushHeaders();
+      let i = 0;
+      let timer;
+      const t0 = performance.now();
+      const tick = () => {
+        if (res.destroyed) return;
+        if (i < CHUNKS) {
+          res.write(i === 0 ? firstChunk() : CHUNK_BYTES[i]);
+          i++;
+          timer = setTimeout(tick, due(t0, i));
+        } else {
+          res.end(DONE);
+        }
+      };
+      timer = setTimeout(tick, due(t0, 0));
+      res.on('close', () => clearTimeout(timer));
+    });
+  });
+  server.keepAliveTimeout = 120_000;
+  server.listen(PORT, HOST, () => console.log(`mock-upstream listening ${server.address().port} node`));
+}
+
+for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0));

@@ -1,0 +1,768 @@
+// Sluice benchmark harness: one command, one table. See bench/README.md.
+//
+//   npm run bench                      # full run (~6-8 min on 2 cores)
+//   npm run bench -- --quick           # one round, 3 s runs (~2-3 min)
+//   npm run bench -- --scenarios json50,json1 --targets direct,node,portkey --rounds 3
+//   npm run bench -- --profile         # Node gateway under JSON/50 with --cpu-prof, then the top functions
+//
+// Everything runs on 127.0.0.1: a mock OpenAI upstream (bench/mock-upstream.mjs), Sluice on Node (the
+// esbuild bundle via bin/sluice), Bun and Deno with bench/config/, and the Portkey gateway (installed into
+// bench/.portkey on first use). Load comes from wrk (bench/wrk/*.lua); SSE first-byte timing from
+// bench/ttfb.ts; /readyz latency under load from bench/probe.ts. Targets alternate within every scenario
+// and the whole sequence repeats for --rounds; each cell is the median over rounds.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runProbe, type ProbeResult } from './probe.ts';
+import { cpuSeconds, freePort, launch, machineBusySeconds, onInterrupt, peakRssMb, resetPeakRss, rssMb, selfAndReapedChildrenSeconds, sleep, stop, stopAll, waitFor200, type Spawned } from './proc.ts';
+import { formatSummary, summarizeProfile } from './profile-summary.ts';
+import { median } from './stats.ts';
+import { runTtfb, type TtfbResult } from './ttfb.ts';
+
+const BENCH = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(BENCH, '..');
+const BIN = path.join(ROOT, 'node_modules', '.bin');
+const PORTKEY_DIR = path.join(BENCH, '.portkey');
+const PORTKEY_VERSION = '1.15.2';
+/**
+ * Portkey 1.15.2 breaks on @hono/node-server ≥ 1.14.2 (`TypeError: immutable` from
+ * ResponseService.updateHeaders — Portkey-AI/gateway#1389; on every streamed chat completion here), and npm
+ * resolves its `^1.3.3` range to 1.19.x. 1.14.1 is the newest release it works with.
+ */
+const PORTKEY_NODE_SERVER = '1.14.1';
+const SLUICE_KEY = 'sk-sluice-bench';
+const UPSTREAM_KEY = 'sk-bench-upstream';
+
+// ------------------------------------------------------------------------------------------- options
+
+const SCENARIOS = ['startup', 'json50', 'json1', 'sse200', 'sse4', 'readyz'] as const;
+type ScenarioId = (typeof SCENARIOS)[number];
+const TARGETS = ['direct', 'node', 'bun', 'deno', 'portkey', 'node-nolog', 'bun-nolog', 'deno-nolog'] as const;
+type TargetId = (typeof TARGETS)[number];
+
+interface Options {
+  rounds: number;
+  durationS: number;
+  warmupS: number;
+  startupTrials: number;
+  scenarios: ScenarioId[];
+  targets: TargetId[];
+  upstream: 'bun' | 'node';
+  chunkDelayMs: number;
+  build: boolean;
+  keep: boolean;
+  primeS: number;
+  profile: boolean;
+  profileSeconds: number;
+  profileLoad: 'json50' | 'sse200';
+  profileAccessLog: boolean;
+}
+
+const HELP = `usage: npm run bench -- [options]
+  --quick                 1 round, 3 s runs, 3 start-up trials
+  --rounds N              repeat the alternating sequence N times; cells are medians (default 2)
+  --duration S            measured seconds per wrk run (default 5)
+  --warmup S              warm-up seconds before each measured run (default 1)
+  --startup-trials N      timed start-ups per runtime (default 5)
+  --prime S               untimed JSON/50 load per target once everything is up, so every JIT starts the
+                          rounds warm (default 3; Portkey needs several seconds to reach its pace)
+  --scenarios a,b         of ${SCENARIOS.join(',')} (default all)
+  --targets a,b           of ${TARGETS.join(',')} (default all)
+  --upstream bun|node     runtime of the mock upstream (default bun: the faster one here)
+  --chunk-delay-ms N      delay between the mock's SSE chunks (default 5)
+  --no-build              do not rebuild dist/node.mjs first
+  --keep                  keep the run directory (configs, logs) under /tmp
+  --profile [--profile-seconds S] [--profile-load json50|sse200] [--profile-no-access-log]
+                          instead of the table: Node gateway under that load with node --cpu-prof, then the
+                          top self-time functions (bench/profile-summary.ts)`;
+
+function parseOptions(argv: string[]): Options {
+  const o: Options = {
+    rounds: 2, durationS: 5, warmupS: 1, startupTrials: 5, scenarios: [...SCENARIOS], targets: [...TARGETS],
+    upstream: 'bun', chunkDelayMs: 5, build: true, keep: false, primeS: 3, profile: false, profileSeconds: 10, profileLoad: 'json50', profileAccessLog: true,
+  };
+  const list = <T extends string>(v: string, allowed: readonly T[], what: string): T[] => {
+    const xs = v.split(',').map((s) => s.trim()).filter(Boolean);
+    for (const x of xs) if (!allowed.includes(x as T)) throw new Error(`unknown ${what} "${x}" (one of ${allowed.join(', ')})`);
+    return xs as T[];
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const val = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    switch (a) {
+      case '--quick': o.rounds = 1; o.durationS = 3; o.warmupS = 1; o.startupTrials = 3; o.primeS = 2; break;
+      case '--prime': o.primeS = Number(val()); break;
+      case '--rounds': o.rounds = Number(val()); break;
+      case '--duration': o.durationS = Number(val()); break;
+      case '--warmup': o.warmupS = Number(val()); break;
+      case '--startup-trials': o.startupTrials = Number(val()); break;
+      case '--scenarios': o.scenarios = list(val(), SCENARIOS, 'scenario'); break;
+      case '--targets': o.targets = list(val(), TARGETS, 'target'); break;
+      case '--upstream': { const v = val(); if (v !== 'bun' && v !== 'node') throw new Error('--upstream is bun or node'); o.upstream = v; break; }
+      case '--chunk-delay-ms': o.chunkDelayMs = Number(val()); break;
+      case '--no-build': o.build = false; break;
+      case '--keep': o.keep = true; break;
+      case '--profile': o.profile = true; break;
+      case '--profile-seconds': o.profileSeconds = Number(val()); break;
+      case '--profile-load': { const v = val(); if (v !== 'json50' && v !== 'sse200') throw new Error('--profile-load is json50 or sse200'); o.profileLoad = v; o.profile = true; break; }
+      case '--profile-no-access-log': o.profileAccessLog = false; o.profile = true; break;
+      case '--help': case '-h': process.stdout.write(`${HELP}\n`); process.exit(0);
+      default: throw new Error(`unknown option ${a}\n${HELP}`);
+    }
+  }
+  return o;
+}
+
+const log = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
+
+// ------------------------------------------------------------------------------------------- targets
+
+type Kind = 'direct' | 'sluice' | 'portkey';
+type Runtime = 'node' | 'bun' | 'deno';
+
+interface Target {
+  id: TargetId;
+  label: string;
+  kind: Kind;
+  runtime?: Runtime;
+  accessLog?: boolean;
+  port: number;
+  proc?: Spawned;
+  /** Request headers (besides content-type). */
+  headers: Record<string, string>;
+  model: string;
+  /** Per-run peaks of VmHWM, for the memory row. */
+  peaks: number[];
+}
+
+interface Ctx {
+  opt: Options;
+  runDir: string;
+  mock: Spawned;
+  mockPort: number;
+  targets: Map<TargetId, Target>;
+  /** Measurements that started without the machine going quiet first. */
+  noisyWaits: number;
+}
+
+function baseEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('AISIX_') && k !== 'NODE_OPTIONS') env[k] = v;
+  return env;
+}
+
+function sluiceCommand(runtime: Runtime, nodeFlags: string[] = []): [string, string[]] {
+  const config = path.join(BENCH, 'config', 'config.yaml');
+  switch (runtime) {
+    case 'node': return [process.execPath, [...nodeFlags, path.join(ROOT, 'bin', 'sluice'), '--config', config]];
+    case 'bun': return [path.join(BIN, 'bun'), [path.join(ROOT, 'runtimes', 'bun.ts'), '--config', config]];
+    case 'deno': return [path.join(BIN, 'deno'), ['run', '-A', path.join(ROOT, 'runtimes', 'deno.ts'), '--config', config]];
+  }
+}
+
+/** Start one Sluice process on fresh ports; resolves once its /readyz answers 200. */
+async function startSluice(ctx: Ctx, runtime: Runtime, accessLog: boolean, name: string, nodeFlags: string[] = []): Promise<{ proc: Spawned; port: number; startMs: number }> {
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const env = {
+    ...baseEnv(),
+    SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${ctx.mockPort}/v1`,
+    AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
+    AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${metricsPort}`,
+    AISIX_OBSERVABILITY__ACCESS_LOG: accessLog ? 'true' : 'false',
+  };
+  const [cmd, args] = sluiceCommand(runtime, nodeFlags);
+  const t0 = performance.now();
+  const proc = launch(cmd, args, { cwd: ROOT, env, logFile: path.join(ctx.runDir, `${name}.log`) });
+  const startMs = await waitFor200(`http://127.0.0.1:${port}/livez`, t0, { exited: proc.exited, timeoutMs: 60_000 })
+    .catch((e: Error) => { throw new Error(`${name}: ${e.message} (log: ${path.join(ctx.runDir, `${name}.log`)})`); });
+  await waitFor200(`http://127.0.0.1:${port}/readyz`, performance.now(), { exited: proc.exited, timeoutMs: 30_000 });
+  return { proc, port, startMs };
+}
+
+function ensurePortkey(): string {
+  const entry = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
+  const pinned = path.join(PORTKEY_DIR, 'node_modules', '@hono', 'node-server', 'package.json');
+  const ok = existsSync(entry) && existsSync(pinned)
+    && (JSON.parse(readFileSync(pinned, 'utf8')) as { version: string }).version === PORTKEY_NODE_SERVER
+    && (JSON.parse(readFileSync(path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'package.json'), 'utf8')) as { version: string }).version === PORTKEY_VERSION;
+  if (ok) return entry;
+  log(`installing @portkey-ai/gateway@${PORTKEY_VERSION} into bench/.portkey (first use) …`);
+  mkdirSync(PORTKEY_DIR, { recursive: true });
+  writeFileSync(path.join(PORTKEY_DIR, 'package.json'), `${JSON.stringify({
+    private: true,
+    description: 'Benchmark peer for bench/run.ts (gitignored). @hono/node-server pinned: see PORTKEY_NODE_SERVER in bench/run.ts.',
+    overrides: { '@hono/node-server': PORTKEY_NODE_SERVER },
+  }, null, 2)}\n`);
+  const r = spawnSync('npm', ['install', '--prefix', PORTKEY_DIR, '--no-audit', '--no-fund', '--save-exact', `@portkey-ai/gateway@${PORTKEY_VERSION}`], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+  if (r.status !== 0 || !existsSync(entry)) throw new Error('npm install of @portkey-ai/gateway failed');
+  return entry;
+}
+
+async function startPortkey(ctx: Ctx, name: string): Promise<{ proc: Spawned; port: number; startMs: number }> {
+  const entry = ensurePortkey();
+  const port = await freePort();
+  const t0 = performance.now();
+  // `--headless`: no UI routes. It listens on every interface (its CLI has no host option); we only ever
+  // talk to it on 127.0.0.1.
+  const proc = launch(process.execPath, [entry, `--port=${port}`, '--headless'], { cwd: PORTKEY_DIR, env: baseEnv(), logFile: path.join(ctx.runDir, `${name}.log`) });
+  const startMs = await waitFor200(`http://127.0.0.1:${port}/`, t0, { exited: proc.exited, timeoutMs: 60_000 });
+  return { proc, port, startMs };
+}
+
+async function startMock(runDir: string, upstream: 'bun' | 'node', chunkDelayMs: number): Promise<{ proc: Spawned; port: number }> {
+  const port = await freePort();
+  const script = path.join(BENCH, 'mock-upstream.mjs');
+  const args = [script, '--port', String(port), '--chunk-delay-ms', String(chunkDelayMs)];
+  const proc = upstream === 'bun'
+    ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile: path.join(runDir, 'mock-upstream.log') })
+    : launch(process.execPath, args, { cwd: ROOT, env: { ...baseEnv(), MOCK_FORCE_NODE: '1' }, logFile: path.join(runDir, 'mock-upstream.log') });
+  await waitFor200(`http://127.0.0.1:${port}/livez`, performance.now(), { exited: proc.exited, timeoutMs: 30_000 });
+  return { proc, port };
+}
+
+function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
+  const upstreamBase = `http://127.0.0.1:${ctx.mockPort}/v1`;
+  const sluice = (id: TargetId, runtime: Runtime, accessLog: boolean): Omit<Target, 'port' | 'peaks'> => ({
+    id, runtime, accessLog, kind: 'sluice',
+    label: `Sluice ${runtime[0]!.toUpperCase()}${runtime.slice(1)}${accessLog ? '' : ' (no access log)'}`,
+    headers: { authorization: `Bearer ${SLUICE_KEY}` }, model: 'bench-route',
+  });
+  return [
+    { id: 'direct', kind: 'direct', label: `direct (mock on ${ctx.opt.upstream})`, headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
+    sluice('node', 'node', true), sluice('bun', 'bun', true), sluice('deno', 'deno', true),
+    { id: 'portkey', kind: 'portkey', label: `Portkey ${PORTKEY_VERSION} (Node)`, model: 'mock-model',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamBase } },
+    sluice('node-nolog', 'node', false), sluice('bun-nolog', 'bun', false), sluice('deno-nolog', 'deno', false),
+  ];
+}
+
+const pidOf = (ctx: Ctx, t: Target) => (t.kind === 'direct' ? ctx.mock.pid : t.proc!.pid);
+const chatUrl = (t: Target) => `http://127.0.0.1:${t.port}/v1/chat/completions`;
+const bodyFor = (t: Target, stream: boolean) => JSON.stringify({ model: t.model, messages: [{ role: 'user', content: 'Say hello.' }], ...(stream ? { stream: true } : {}) });
+
+// ----------------------------------------------------------------------------------------------- wrk
+
+interface WrkResult {
+  requests: number;
+  duration_us: number;
+  errors: { connect: number; read: number; write: number; status: number; timeout: number };
+  latency_us: { min: number; mean: number; p50: number; p90: number; p99: number; p999: number; max: number };
+  rps: number;
+}
+
+async function wrk(o: { url: string; connections: number; durationS: number; body?: string; headers: Record<string, string>; timeoutS?: number; method?: 'GET' | 'POST' }): Promise<WrkResult> {
+  const script = path.join(BENCH, 'wrk', o.method === 'GET' ? 'get.lua' : 'post.lua');
+  const env = {
+    ...baseEnv(),
+    BENCH_WRK_DIR: path.join(BENCH, 'wrk'),
+    BENCH_HEADERS: Object.entries(o.headers).map(([k, v]) => `${k}: ${v}`).join('|'),
+    BENCH_BODY: o.body ?? '',
+  };
+  const args = ['-t1', `-c${o.connections}`, `-d${o.durationS}s`, `--timeout`, `${o.timeoutS ?? 10}s`, '-s', script, o.url];
+  const p = launch('wrk', args, { env, stdout: 'pipe' });
+  let out = '';
+  p.child.stdout!.setEncoding('utf8');
+  p.child.stdout!.on('data', (d: string) => { out += d; });
+  const code = await p.exited;
+  const line = out.split('\n').find((l) => l.startsWith('BENCH_WRK '));
+  if (code !== 0 || !line) throw new Error(`wrk failed (exit ${code}): ${out.slice(0, 500)}`);
+  const r = JSON.parse(line.slice('BENCH_WRK '.length)) as Omit<WrkResult, 'rps'>;
+  return { ...r, rps: r.requests / (r.duration_us / 1e6) };
+}
+
+// ------------------------------------------------------------------------------------------ measuring
+
+/** One measured cell of one round. Latencies in ms. */
+interface Sample {
+  rps: number;
+  p50: number;
+  p99: number;
+  cpuS: number;
+  peakMb: number;
+  errors: number;
+  requests: number;
+  extra: Record<string, number>;
+  note?: string;
+}
+
+/** Warm-up, then the measured run with CPU and peak-RSS bookkeeping around it. */
+async function measured(ctx: Ctx, t: Target, warm: () => Promise<unknown>, run: () => Promise<Omit<Sample, 'cpuS' | 'peakMb'>>): Promise<Sample> {
+  if (ctx.opt.warmupS > 0) {
+    await warm();
+    await sleep(250); // let streams cut by the end of the warm-up wind down
+  }
+  await waitForQuiet(ctx);
+  const pid = pidOf(ctx, t);
+  resetPeakRss(pid);
+  const cpu0 = cpuSeconds(pid);
+  const mock0 = cpuSeconds(ctx.mock.pid);
+  const own0 = selfAndReapedChildrenSeconds();
+  const busy0 = machineBusySeconds();
+  const s = await run();
+  const busy = machineBusySeconds() - busy0;
+  const own1 = selfAndReapedChildrenSeconds();
+  const cpuS = cpuSeconds(pid) - cpu0;
+  const mockCpuS = t.kind === 'direct' ? cpuS : cpuSeconds(ctx.mock.pid) - mock0;
+  // What wrk (reaped child) and this harness (its clients) used; the rest of the machine's busy time is
+  // other processes: noise from outside the benchmark.
+  const loadCpuS = own1.children - own0.children + own1.self - own0.self;
+  const otherCpuS = Math.max(0, busy - cpuS - (t.kind === 'direct' ? 0 : mockCpuS) - loadCpuS);
+  const peakMb = peakRssMb(pid);
+  t.peaks.push(peakMb);
+  await sleep(250);
+  return { ...s, cpuS, peakMb, extra: { ...s.extra, mockCpuS, loadCpuS, otherCpuS } };
+}
+
+/**
+ * Wait (up to 5 s) until processes outside the benchmark use less than a quarter of a core, so that a
+ * test suite running next door does not land in the middle of a measurement. The gateways are idle here.
+ */
+async function waitForQuiet(ctx: Ctx): Promise<void> {
+  const deadline = performance.now() + 5000;
+  for (;;) {
+    const b0 = machineBusySeconds();
+    const o0 = selfAndReapedChildrenSeconds();
+    await sleep(300);
+    const used = machineBusySeconds() - b0 - (selfAndReapedChildrenSeconds().self - o0.self);
+    if (used < 0.3 * 0.25 || performance.now() > deadline) {
+      if (used >= 0.3 * 0.25) ctx.noisyWaits++;
+      return;
+    }
+  }
+}
+
+function wrkSample(r: WrkResult, extra: Record<string, number> = {}): Omit<Sample, 'cpuS' | 'peakMb'> {
+  const e = r.errors;
+  return {
+    rps: r.rps, p50: r.latency_us.p50 / 1000, p99: r.latency_us.p99 / 1000, requests: r.requests,
+    errors: e.connect + e.read + e.write + e.status + e.timeout,
+    note: e.status ? `${e.status} non-2xx` : undefined,
+    extra,
+  };
+}
+
+async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample> {
+  const { durationS, warmupS } = ctx.opt;
+  const json = bodyFor(t, false);
+  const sse = bodyFor(t, true);
+  switch (sc) {
+    case 'json50':
+    case 'json1': {
+      const c = sc === 'json50' ? 50 : 1;
+      return measured(ctx, t,
+        () => wrk({ url: chatUrl(t), connections: c, durationS: warmupS, body: json, headers: t.headers }),
+        async () => wrkSample(await wrk({ url: chatUrl(t), connections: c, durationS, body: json, headers: t.headers })));
+    }
+    case 'sse200':
+      return measured(ctx, t,
+        () => wrk({ url: chatUrl(t), connections: 200, durationS: warmupS, body: sse, headers: t.headers }),
+        async () => {
+          // wrk holds 200 streams open; alongside, 8 more streams from the first-byte client.
+          const [w, tt] = await Promise.all([
+            wrk({ url: chatUrl(t), connections: 200, durationS, body: sse, headers: t.headers }),
+            runTtfb({ url: chatUrl(t), headers: t.headers, body: sse, concurrency: 8, durationMs: durationS * 1000 - 300 }),
+          ]);
+          return withTtfb(wrkSample(w), tt);
+        });
+    case 'sse4':
+      return measured(ctx, t,
+        () => runTtfb({ url: chatUrl(t), headers: t.headers, body: sse, concurrency: 4, durationMs: warmupS * 1000 }),
+        async () => {
+          const tt = await runTtfb({ url: chatUrl(t), headers: t.headers, body: sse, concurrency: 4, durationMs: durationS * 1000 });
+          return withTtfb({
+            rps: tt.streams / (tt.elapsedMs / 1000), p50: tt.total.p50, p99: tt.total.p99, requests: tt.streams,
+            errors: tt.errors + tt.incomplete, extra: {}, note: tt.firstError,
+          }, tt);
+        });
+    case 'readyz':
+      return measured(ctx, t,
+        () => wrk({ url: chatUrl(t), connections: 50, durationS: warmupS, body: json, headers: t.headers }),
+        async () => {
+          const [w, pr] = await Promise.all([
+            wrk({ url: chatUrl(t), connections: 50, durationS, body: json, headers: t.headers }),
+            // Start a little after wrk and stop a little before it, so every probe meets a saturated proxy.
+            sleep(300).then(() => runProbe({ url: `http://127.0.0.1:${t.port}/readyz`, intervalMs: 10, durationMs: durationS * 1000 - 600 })),
+          ]);
+          return withProbe(wrkSample(w), pr);
+        });
+    case 'startup':
+      throw new Error('startup is not a load scenario');
+  }
+}
+
+function withTtfb(s: Omit<Sample, 'cpuS' | 'peakMb'>, tt: TtfbResult): Omit<Sample, 'cpuS' | 'peakMb'> {
+  return {
+    ...s,
+    errors: s.errors + tt.errors + tt.incomplete,
+    note: s.note ?? (tt.errors || tt.incomplete ? `ttfb client: ${tt.errors} errors, ${tt.incomplete} incomplete${tt.firstError ? ` (${tt.firstError})` : ''}` : undefined),
+    extra: { ...s.extra, ttfbP50: tt.ttfb.p50, ttfbP99: tt.ttfb.p99, fwdP50: tt.forward.p50, fwdP99: tt.forward.p99, streams: tt.streams },
+  };
+}
+
+function withProbe(s: Omit<Sample, 'cpuS' | 'peakMb'>, pr: ProbeResult): Omit<Sample, 'cpuS' | 'peakMb'> {
+  return {
+    ...s,
+    note: s.note ?? (pr.failures ? `${pr.failures} probe failures (${pr.firstFailure})` : undefined),
+    extra: { ...s.extra, probeP50: pr.latency.p50, probeP99: pr.latency.p99, probeMax: pr.latency.max, probes: pr.probes, probeFailures: pr.failures },
+  };
+}
+
+/** Which targets a scenario runs on. */
+function scenarioTargets(sc: ScenarioId, all: TargetId[]): TargetId[] {
+  switch (sc) {
+    case 'json50': case 'json1': return all;
+    case 'sse200': case 'sse4': return all.filter((t) => !t.endsWith('-nolog'));
+    case 'readyz': return all.filter((t) => t === 'node' || t === 'bun' || t === 'deno');
+    case 'startup': return [];
+  }
+}
+
+// ----------------------------------------------------------------------------------------- start-up
+
+interface StartupResult { runtime: Runtime | 'portkey'; trials: number[]; idleRssMb: number }
+
+async function startupPhase(ctx: Ctx): Promise<StartupResult[]> {
+  const runtimes: (Runtime | 'portkey')[] = [];
+  for (const r of ['node', 'bun', 'deno'] as const) if (ctx.opt.targets.includes(r)) runtimes.push(r);
+  if (ctx.opt.targets.includes('portkey')) runtimes.push('portkey');
+  const res = new Map(runtimes.map((r) => [r, { runtime: r, trials: [] as number[], idleRssMb: NaN }]));
+  const once = async (r: Runtime | 'portkey', name: string) => (r === 'portkey' ? startPortkey(ctx, name) : startSluice(ctx, r, true, name));
+  // One untimed start each (Deno and Bun fill their transpile caches), then timed trials, alternating.
+  for (const r of runtimes) await stop((await once(r, `startup-${r}-warm`)).proc);
+  for (let i = 0; i < ctx.opt.startupTrials; i++) {
+    const order = i % 2 ? [...runtimes].reverse() : runtimes;
+    for (const r of order) {
+      const s = await once(r, `startup-${r}-${i}`);
+      res.get(r)!.trials.push(s.startMs);
+      if (i === ctx.opt.startupTrials - 1) {
+        await sleep(2000); // settle: what an idle gateway holds, not its start-up transient
+        res.get(r)!.idleRssMb = rssMb(s.proc.pid);
+      }
+      await stop(s.proc);
+      await sleep(100);
+    }
+    log(`start-up trial ${i + 1}/${ctx.opt.startupTrials}: ${runtimes.map((r) => `${r} ${res.get(r)!.trials.at(-1)!.toFixed(0)} ms`).join(', ')}`);
+  }
+  return [...res.values()];
+}
+
+// ------------------------------------------------------------------------------------------- report
+
+const GOALS = {
+  json50Ratio: { node: 0.25, bun: 0.45, deno: 0.25 } as Record<Runtime, number>,
+  json50VsPortkey: 3,
+  addedP50Us: { node: 250, bun: 150 } as Partial<Record<Runtime, number>>,
+  sseRatio: 0.9,
+  forwardMs: 1,
+  readyzP99Ms: 10,
+  nodeStartupMs: 300,
+  idleRssMb: 80,
+};
+
+interface Cell { sc: ScenarioId; t: Target; samples: Sample[] }
+
+const fmtMs = (ms: number) => (!Number.isFinite(ms) ? '—' : ms < 1 ? `${(ms * 1000).toFixed(0)} µs` : ms < 10 ? `${ms.toFixed(2)} ms` : ms < 100 ? `${ms.toFixed(1)} ms` : `${ms.toFixed(0)} ms`);
+const fmtRps = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '—');
+const fmtX = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}×` : '—');
+const fmtMb = (x: number) => (Number.isFinite(x) ? `${x.toFixed(0)} MB` : '—');
+const med = (c: Cell | undefined, f: (s: Sample) => number) => (c ? median(c.samples.map(f)) : NaN);
+const spread = (c: Cell) => {
+  const xs = c.samples.map((s) => s.rps);
+  const m = median(xs);
+  return xs.length > 1 && m > 0 ? (Math.max(...xs) - Math.min(...xs)) / m : NaN;
+};
+
+function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[]): string {
+  const get = (sc: ScenarioId, id: TargetId) => cells.find((c) => c.sc === sc && c.t.id === id);
+  const rows: string[][] = [];
+  const SC_LABEL: Record<ScenarioId, string> = {
+    startup: 'start-up + memory', json50: 'JSON, 50 conn', json1: 'JSON, 1 conn', sse200: 'SSE 20×5 ms, 200 conn', sse4: 'SSE, 4 streams (first chunk)', readyz: '/readyz under JSON/50',
+  };
+  for (const sc of ctx.opt.scenarios) {
+    if (sc === 'startup') continue;
+    for (const id of TARGETS) {
+      const c = get(sc, id);
+      if (!c) continue;
+      const t = c.t;
+      const rps = med(c, (s) => s.rps);
+      const direct = med(get(sc, 'direct'), (s) => s.rps);
+      const portkey = med(get(sc, 'portkey'), (s) => s.rps);
+      const xDirect = id === 'direct' ? NaN : rps / direct;
+      const xPortkey = id === 'portkey' ? NaN : rps / portkey;
+      const errs = c.samples.reduce((a, s) => a + s.errors, 0);
+      const reqs = c.samples.reduce((a, s) => a + s.requests, 0);
+      let p50 = med(c, (s) => s.p50);
+      let p99 = med(c, (s) => s.p99);
+      const detail: string[] = [];
+      let goal = '';
+      let result = '';
+      const rt = t.runtime;
+      const sp = spread(c);
+      if (Number.isFinite(sp) && sp > 0.15) detail.push(`rounds spread ±${((sp * 100) / 2).toFixed(0)}%`);
+      const other = Math.max(...c.samples.map((s) => s.extra.otherCpuS ?? 0));
+      if (other > 0.5) detail.push(`⚠ other processes used up to ${other.toFixed(1)} CPU s`);
+      switch (sc) {
+        case 'json50':
+          if (t.kind === 'sluice' && rt) {
+            goal = `≥${GOALS.json50Ratio[rt]}× direct, ≥${GOALS.json50VsPortkey}× Portkey`;
+            const a = xDirect >= GOALS.json50Ratio[rt];
+            const b = xPortkey >= GOALS.json50VsPortkey;
+            result = !Number.isFinite(xDirect) || !Number.isFinite(xPortkey) ? '—' : a && b ? 'PASS' : `MISS${a ? '' : ' (×direct)'}${b ? '' : ' (×Portkey)'}`;
+          }
+          break;
+        case 'json1': {
+          const added = (p50 - med(get(sc, 'direct'), (s) => s.p50)) * 1000;
+          if (id !== 'direct' && Number.isFinite(added)) detail.push(`added p50 ${added.toFixed(0)} µs`);
+          const g = rt && t.kind === 'sluice' ? GOALS.addedP50Us[rt] : undefined;
+          if (g !== undefined) {
+            goal = `added p50 ≤ ${g} µs`;
+            result = Number.isFinite(added) ? (added <= g ? 'PASS' : 'MISS') : '—';
+          }
+          break;
+        }
+        case 'sse200': {
+          const tp50 = med(c, (s) => s.extra.ttfbP50 ?? NaN);
+          const tp99 = med(c, (s) => s.extra.ttfbP99 ?? NaN);
+          const fwd = med(c, (s) => s.extra.fwdP50 ?? NaN) - (id === 'direct' ? 0 : med(get(sc, 'direct'), (s) => s.extra.fwdP50 ?? NaN));
+          detail.push(`TTFB p50 ${fmtMs(tp50)}, p99 ${fmtMs(tp99)}`);
+          detail.push(id === 'direct' ? `1st chunk transit p50 ${fmtMs(fwd)}` : `1st chunk held p50 ${fmtMs(fwd)} (under load)`);
+          if (t.kind === 'sluice') {
+            goal = `≥${GOALS.sseRatio}× direct`;
+            result = Number.isFinite(xDirect) ? (xDirect >= GOALS.sseRatio ? 'PASS' : 'MISS') : '—';
+          }
+          break;
+        }
+        case 'sse4': {
+          const d50 = med(get(sc, 'direct'), (s) => s.extra.fwdP50 ?? NaN);
+          const d99 = med(get(sc, 'direct'), (s) => s.extra.fwdP99 ?? NaN);
+          const f50 = med(c, (s) => s.extra.fwdP50 ?? NaN);
+          const f99 = med(c, (s) => s.extra.fwdP99 ?? NaN);
+          // This scenario's p50/p99 columns are time to first byte; the whole stream goes in the detail.
+          detail.push(`stream p50 ${fmtMs(p50)}`);
+          p50 = med(c, (s) => s.extra.ttfbP50 ?? NaN);
+          p99 = med(c, (s) => s.extra.ttfbP99 ?? NaN);
+          // p99s of a few hundred streams on a shared machine are noise-dominated: not subtracted.
+          if (id === 'direct') detail.push(`1st chunk transit p50 ${fmtMs(f50)}, p99 ${fmtMs(f99)}`);
+          else detail.push(`1st chunk held p50 ${fmtMs(f50 - d50)}; transit p99 ${fmtMs(f99)} (direct ${fmtMs(d99)})`);
+          if (t.kind === 'sluice') {
+            goal = `1st chunk held p50 ≤ ${GOALS.forwardMs} ms`;
+            result = Number.isFinite(f50 - d50) ? (f50 - d50 <= GOALS.forwardMs ? 'PASS' : 'MISS') : '—';
+          }
+          break;
+        }
+        case 'readyz': {
+          // This scenario's p50/p99 columns are the probe's; the proxy's own p99 goes in the detail.
+          detail.push(`proxy p99 ${fmtMs(p99)}; /readyz max ${fmtMs(med(c, (s) => s.extra.probeMax ?? NaN))}, ${c.samples.reduce((a, s) => a + (s.extra.probes ?? 0), 0)} probes`);
+          const pf = c.samples.reduce((a, s) => a + (s.extra.probeFailures ?? 0), 0);
+          if (pf) detail.push(`${pf} probe failures`);
+          p50 = med(c, (s) => s.extra.probeP50 ?? NaN);
+          p99 = med(c, (s) => s.extra.probeP99 ?? NaN);
+          goal = `/readyz p99 ≤ ${GOALS.readyzP99Ms} ms`;
+          result = Number.isFinite(p99) ? (p99 <= GOALS.readyzP99Ms && !pf ? 'PASS' : 'MISS') : '—';
+          break;
+        }
+        default: break;
+      }
+      if (errs) {
+        detail.push(`⚠ ${errs} errors of ${reqs}${c.samples.find((s) => s.note)?.note ? ` (${c.samples.find((s) => s.note)!.note})` : ''}`);
+        if (errs > reqs * 0.001 && result) result = `ERR ${result}`;
+      }
+      const cpu = med(c, (s) => s.cpuS);
+      rows.push([
+        SC_LABEL[sc], t.label, fmtRps(rps), fmtMs(p50), fmtMs(p99), fmtX(xDirect), fmtX(xPortkey),
+        Number.isFinite(cpu) ? `${cpu.toFixed(2)}${id === 'direct' ? ' (mock)' : ''}${sc === 'json50' || sc === 'json1' || sc === 'readyz' ? ` · ${med(c, (s) => (1e6 * s.cpuS) / Math.max(1, s.requests)).toFixed(0)} µs/req` : ''}` : '—',
+        fmtMb(med(c, (s) => s.peakMb)), detail.join('; '), goal, result,
+      ]);
+    }
+  }
+  if (ctx.opt.scenarios.includes('startup')) {
+    for (const s of startup) {
+      const tid = s.runtime as TargetId;
+      const t = ctx.targets.get(tid);
+      const label = t?.label ?? (s.runtime === 'portkey' ? `Portkey ${PORTKEY_VERSION} (Node)` : `Sluice ${s.runtime}`);
+      const start = median(s.trials);
+      const mem = memAfter.get(tid);
+      const detail = [`start-up median of ${s.trials.length}, max ${fmtMs(Math.max(...s.trials))}`, s.runtime === 'node' ? 'from the bundle (bin/sluice)' : ''];
+      if (mem) detail.push(`RSS after all load ${fmtMb(mem.after)}, peak under load ${fmtMb(mem.peak)}`);
+      let goal = '';
+      let result = '';
+      if (s.runtime === 'node') {
+        goal = `start ≤ ${GOALS.nodeStartupMs} ms, idle RSS ≤ ${GOALS.idleRssMb} MB`;
+        const a = start <= GOALS.nodeStartupMs;
+        const b = s.idleRssMb <= GOALS.idleRssMb;
+        result = a && b ? 'PASS' : `MISS${a ? '' : ' (start)'}${b ? '' : ' (RSS)'}`;
+      }
+      rows.push(['start-up + memory', label, '—', `${fmtMs(start)} start`, '—', '—', '—', '—', `${fmtMb(s.idleRssMb)} idle`, detail.filter(Boolean).join('; '), goal, result]);
+    }
+  }
+  const head = ['scenario', 'target', 'req/s', 'p50', 'p99', '×direct', '×Portkey', 'CPU s', 'peak RSS', 'detail', 'goal', 'result'];
+  const table = [
+    `| ${head.join(' | ')} |`,
+    `|${head.map((h) => (['req/s', 'p50', 'p99', '×direct', '×Portkey', 'CPU s', 'peak RSS'].includes(h) ? '---:' : '---')).join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
+  return [`# Sluice benchmark — ${new Date().toISOString()}`, '', ...meta.map((m) => `- ${m}`), '', table, '',
+    'Columns: bench/README.md. Ratios are medians over rounds from the same run; CPU s and peak RSS are the gateway process (for "direct": the mock) during the measured seconds only.', ''].join('\n');
+}
+
+const memAfter = new Map<TargetId, { after: number; peak: number }>();
+
+// ------------------------------------------------------------------------------------------- profile
+
+async function profileMode(ctx: Ctx): Promise<void> {
+  const { profileLoad: load, profileSeconds: secs, profileAccessLog: accessLog } = ctx.opt;
+  const dir = path.join(ctx.runDir, 'prof');
+  mkdirSync(dir, { recursive: true });
+  const s = await startSluice(ctx, 'node', accessLog, 'profile-node', ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-interval=250']);
+  const t: Target = { id: 'node', label: 'Sluice Node', kind: 'sluice', runtime: 'node', accessLog, port: s.port, proc: s.proc, headers: { authorization: `Bearer ${SLUICE_KEY}` }, model: 'bench-route', peaks: [] };
+  const connections = load === 'json50' ? 50 : 200;
+  const body = bodyFor(t, load === 'sse200');
+  const what = `${load === 'json50' ? 'JSON/50' : 'SSE/200'}, access log ${accessLog ? 'on' : 'off'}`;
+  log(`profiling the Node gateway (pid ${s.proc.pid}) under ${what} for ${secs} s …`);
+  await wrk({ url: chatUrl(t), connections, durationS: 2, body, headers: t.headers });
+  const cpu0 = cpuSeconds(s.proc.pid);
+  const w = await wrk({ url: chatUrl(t), connections, durationS: secs, body, headers: t.headers });
+  const cpu = cpuSeconds(s.proc.pid) - cpu0;
+  await stop(s.proc, 15_000); // SIGTERM → drain → exit(0), which writes the profile
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  if (files.length === 0) throw new Error(`no .cpuprofile written in ${dir}`);
+  const file = path.join(dir, files[0]!);
+  const name = `node-${load}${accessLog ? '' : '-nolog'}`;
+  const keep = path.join(BENCH, 'results', `${name}.cpuprofile`);
+  mkdirSync(path.dirname(keep), { recursive: true });
+  writeFileSync(keep, readFileSync(file));
+  const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 15);
+  const text = [`# Node gateway CPU profile under ${what} — ${new Date().toISOString()}`, '',
+    `- ${fmtRps(w.rps)} req/s while profiling (the profiler costs some throughput), p50 ${fmtMs(w.latency_us.p50 / 1000)}, p99 ${fmtMs(w.latency_us.p99 / 1000)}; gateway CPU ${cpu.toFixed(2)} s in ${secs} s`,
+    `- profile: bench/results/${name}.cpuprofile (open in Chrome DevTools or speedscope)`, '', formatSummary(summary), ''].join('\n');
+  writeFileSync(path.join(BENCH, 'results', `profile-${name}.md`), text);
+  process.stdout.write(`${text}\n`);
+}
+
+// ---------------------------------------------------------------------------------------------- main
+
+/** The commit measured, with `+dirty` when src/ or runtimes/ have uncommitted changes. */
+function gitRevision(): string {
+  const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' });
+  if (head.status !== 0) return 'outside git';
+  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'runtimes', 'build.mjs', 'package.json'], { cwd: ROOT, encoding: 'utf8' });
+  return `${head.stdout.trim()}${dirty.stdout.trim() ? ' + uncommitted changes in src/runtimes' : ''}`;
+}
+
+/** First line a tool prints for its version (wrk prints it and exits 1, so the exit code is ignored). */
+function toolVersion(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return r.error ? `${path.basename(cmd)} unavailable` : `${r.stdout}${r.stderr}`.split('\n')[0]!.trim();
+}
+
+async function main(): Promise<void> {
+  const opt = parseOptions(process.argv.slice(2));
+  if (spawnSync('wrk', ['--version']).error) throw new Error('wrk is not installed: apt-get install -y wrk');
+  if (opt.build) {
+    log('building dist/node.mjs (node build.mjs) …');
+    execFileSync(process.execPath, ['build.mjs'], { cwd: ROOT, stdio: 'inherit' });
+  }
+  const revision = gitRevision();
+  const runDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-'));
+  if (!opt.keep) onInterrupt(() => rmSync(runDir, { recursive: true, force: true }));
+  const started = performance.now();
+  const { proc: mock, port: mockPort } = await startMock(runDir, opt.upstream, opt.chunkDelayMs);
+  const ctx: Ctx = { opt, runDir, mock, mockPort, targets: new Map(), noisyWaits: 0 };
+  log(`run directory ${runDir}; mock upstream (${opt.upstream}) on 127.0.0.1:${mockPort}`);
+  try {
+    if (opt.profile) {
+      await profileMode(ctx);
+      return;
+    }
+    if (opt.targets.includes('portkey')) ensurePortkey();
+
+    const startup = opt.scenarios.includes('startup') ? await startupPhase(ctx) : [];
+
+    // Long-lived targets for the load scenarios, all up at once (idle ones cost nothing) so the scenarios
+    // can alternate between them.
+    const loadScenarios = opt.scenarios.filter((s) => s !== 'startup');
+    const needed = new Set(loadScenarios.flatMap((sc) => scenarioTargets(sc, opt.targets)));
+    for (const def of targetDefs(ctx)) {
+      if (!needed.has(def.id)) continue;
+      const t: Target = { ...def, port: mockPort, peaks: [] };
+      if (def.kind === 'sluice') {
+        const s = await startSluice(ctx, def.runtime!, def.accessLog!, def.id);
+        t.proc = s.proc;
+        t.port = s.port;
+      } else if (def.kind === 'portkey') {
+        const s = await startPortkey(ctx, def.id);
+        t.proc = s.proc;
+        t.port = s.port;
+      }
+      ctx.targets.set(def.id, t);
+    }
+    if (ctx.targets.size) log(`targets up: ${[...ctx.targets.values()].map((t) => `${t.id}:${t.port}`).join(' ')}`);
+    if (opt.primeS > 0) {
+      for (const t of ctx.targets.values()) {
+        if (t.kind === 'direct') continue;
+        const r = await wrk({ url: chatUrl(t), connections: 50, durationS: opt.primeS, body: bodyFor(t, false), headers: t.headers });
+        log(`primed ${t.id}: ${fmtRps(r.rps)} req/s over ${opt.primeS} s (untimed)`);
+      }
+    }
+
+    const cells: Cell[] = [];
+    for (let round = 0; round < opt.rounds; round++) {
+      for (const sc of loadScenarios) {
+        let ids = scenarioTargets(sc, opt.targets).filter((id) => ctx.targets.has(id));
+        if (round % 2) ids = [...ids].reverse();
+        for (const id of ids) {
+          const t = ctx.targets.get(id)!;
+          const s = await runScenario(ctx, sc, t);
+          let cell = cells.find((c) => c.sc === sc && c.t.id === id);
+          if (!cell) cells.push((cell = { sc, t, samples: [] }));
+          cell.samples.push(s);
+          log(`[round ${round + 1}/${opt.rounds}] ${sc.padEnd(6)} ${id.padEnd(10)} ${fmtRps(s.rps).padStart(7)} req/s  p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  cpu ${s.cpuS.toFixed(2)} s${s.errors ? `  errors ${s.errors}` : ''}  (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+        }
+      }
+    }
+
+    // Resident memory after all that load (let timers and GC settle first).
+    if (ctx.targets.size) await sleep(1500);
+    for (const t of ctx.targets.values()) {
+      if (t.kind === 'direct') continue;
+      const id = t.accessLog === false ? undefined : t.id;
+      if (id) memAfter.set(id, { after: rssMb(t.proc!.pid), peak: t.peaks.length ? Math.max(...t.peaks) : NaN });
+    }
+
+    const meta = [
+      `sluice ${revision} (as built at the start of the run)`,
+      `machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; ${os.type()} ${os.release()}`,
+      `node ${process.version}, bun ${toolVersion(path.join(BIN, 'bun'), ['--version'])}, ${toolVersion(path.join(BIN, 'deno'), ['--version'])}, ${toolVersion('wrk', ['--version']).replace(/ Copyright.*/, '')}`,
+      `rounds ${opt.rounds} (targets alternate; cells are medians), ${opt.warmupS} s warm-up + ${opt.durationS} s measured per run, wrk -t1; mock upstream on ${opt.upstream}, SSE ${20} chunks ${opt.chunkDelayMs} ms apart`,
+      `Sluice: bench/config (auth on, routing model bench-route → bench-direct, metrics listener on, access log to a file; "no access log" rows set observability.access_log=false); Portkey ${PORTKEY_VERSION} with @hono/node-server ${PORTKEY_NODE_SERVER}, x-portkey-provider: openai + x-portkey-custom-host`,
+      `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${ctx.noisyWaits ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)` : ''}`,
+    ];
+    const md = report(ctx, cells, startup, meta);
+    mkdirSync(path.join(BENCH, 'results'), { recursive: true });
+    writeFileSync(path.join(BENCH, 'results', 'latest.md'), md);
+    writeFileSync(path.join(BENCH, 'results', 'latest.json'), `${JSON.stringify({
+      options: opt, meta, startup,
+      cells: cells.map((c) => ({ scenario: c.sc, target: c.t.id, samples: c.samples })),
+      memory: Object.fromEntries(memAfter),
+    }, null, 2)}\n`);
+    process.stdout.write(`\n${md}\n`);
+    log('written to bench/results/latest.md (raw samples: bench/results/latest.json)');
+  } finally {
+    await stopAll(5000);
+    if (!opt.keep) rmSync(runDir, { recursive: true, force: true });
+    else log(`kept ${runDir}`);
+  }
+}
+
+main().catch(async (e: unknown) => {
+  process.stderr.write(`bench: ${(e as Error)?.stack ?? String(e)}\n`);
+  await stopAll(2000);
+  process.exit(1);
+});
