@@ -785,7 +785,7 @@ describe('pumpSse timers', () => {
     // 1. the upstream fails after one chunk
     const failing = await liveTimersAfter(async () => {
       async function* chunks() { yield enc.encode('data: 1\n\n'); await sleep(20); throw new Error('socket hang up'); }
-      const text = await new Response(pumpSse({ chunks: chunks(), keepaliveMs: 15000, silenceMs: 0, abortUpstream: () => { aborts++; }, onEnd: (e) => ends.push(e) })).text();
+      const text = await new Response(pumpSse({ chunks: chunks(), keepaliveMs: 15000, abortUpstream: () => { aborts++; }, onEnd: (e) => ends.push(e) })).text();
       assert.match(text, /^data: 1\n\ndata: \{"error":\{"message":"upstream stream failed: socket hang up","type":"upstream_error"\}\}\n\n$/);
     });
     assert.equal(failing, 0, 'a timer outlived the failed stream');
@@ -793,7 +793,7 @@ describe('pumpSse timers', () => {
     let release!: () => void;
     const cancelled = await liveTimersAfter(async () => {
       async function* chunks() { yield enc.encode('data: 1\n\n'); await new Promise<void>((r) => { release = r; }); }
-      const reader = pumpSse({ chunks: chunks(), keepaliveMs: 15000, silenceMs: 0, abortUpstream: () => { aborts++; release(); }, onEnd: (e) => ends.push(e) }).getReader();
+      const reader = pumpSse({ chunks: chunks(), keepaliveMs: 15000, abortUpstream: () => { aborts++; release(); }, onEnd: (e) => ends.push(e) }).getReader();
       assert.equal(new TextDecoder().decode((await reader.read()).value), 'data: 1\n\n');
       const next = reader.read();
       await sleep(20);

@@ -27,17 +27,36 @@ function textValue(v: unknown): string {
   return JSON.stringify(v) ?? 'undefined';
 }
 
+/** The ISO time string, formatted once per millisecond (an access log writes many lines per ms). */
+function isoClock(now: () => Date): () => string {
+  let lastMs = -1;
+  let last = '';
+  return () => {
+    const d = now();
+    const ms = d.getTime();
+    if (ms !== lastMs) {
+      lastMs = ms;
+      last = d.toISOString();
+    }
+    return last;
+  };
+}
+
+const UPPER: Record<Level, string> = { trace: 'TRACE', debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR' };
+
 export function createLogger(opts: LoggerOptions): Logger {
   const min = RANK[opts.level];
-  const now = opts.now ?? (() => new Date());
+  const time = isoClock(opts.now ?? (() => new Date()));
   const log = (level: Level, msg: string, fields?: Fields): void => {
     if (RANK[level] < min) return;
     let line: string;
-    const time = now().toISOString();
     if (opts.format === 'json') {
-      line = JSON.stringify({ time, level: level.toUpperCase(), msg, ...fields });
+      // `{"time","level","msg"` then the fields' own object body: no merged copy of the fields.
+      const head = `{"time":"${time()}","level":"${UPPER[level]}","msg":${JSON.stringify(msg)}`;
+      const rest = fields ? JSON.stringify(fields) : '{}';
+      line = rest.length > 2 ? `${head},${rest.slice(1)}` : `${head}}`;
     } else {
-      line = `${time} ${level.toUpperCase().padEnd(5)} ${msg}`;
+      line = `${time()} ${UPPER[level].padEnd(5)} ${msg}`;
       if (fields) for (const [k, v] of Object.entries(fields)) if (v !== undefined) line += ` ${k}=${textValue(v)}`;
     }
     try {

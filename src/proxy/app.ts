@@ -199,7 +199,6 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const res = new Response(pumpSse({
       chunks: usage ? meteredChunks(r.chunks, usage) : r.chunks,
       keepaliveMs,
-      silenceMs: 0, // the dispatcher bounds the silence per model (stream_timeout)
       abortUpstream: r.abort,
       errorEvent: endpoint === 'messages' ? anthropicSseErrorEvent : undefined,
       onEnd: (end) => {

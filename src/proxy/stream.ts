@@ -1,9 +1,10 @@
 // SSE pass-through: upstream chunks are forwarded as they arrive (pull-based, so the first chunk reaches
 // the caller before the upstream finishes and a slow caller slows the upstream read), with `:\n\n`
-// keep-alive comments while the upstream is silent, a silence deadline, and a proper SSE error event when
-// the upstream fails after the first byte — never a silently truncated stream.
+// keep-alive comments while the upstream is silent, and a proper SSE error event when the upstream fails
+// after the first byte — never a silently truncated stream.
 
 import { UpstreamStreamError } from '../providers/types.ts';
+import { IdleTimer } from '../util/idle-timer.ts';
 
 const encoder = new TextEncoder();
 const KEEPALIVE = encoder.encode(':\n\n');
@@ -12,11 +13,9 @@ export type StreamEnd = 'complete' | 'upstream_timeout' | 'upstream_error' | 'cl
 
 export interface PumpOptions {
   chunks: AsyncIterable<Uint8Array>;
-  /** 0 = no keep-alive comments. */
+  /** 0 = no keep-alive comments. The silence deadline between chunks is the dispatcher's (stream_timeout). */
   keepaliveMs: number;
-  /** Max silence between upstream chunks; 0 = none. */
-  silenceMs: number;
-  /** Abort the upstream request (client went away, or silence deadline). */
+  /** Abort the upstream request (the caller went away). */
   abortUpstream(): void;
   /** Called exactly once, when the last byte was handed over or the stream ended otherwise. */
   onEnd(end: StreamEnd): void;
@@ -33,70 +32,48 @@ export function anthropicSseErrorEvent(type: string, message: string): Uint8Arra
   return encoder.encode(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type, message } })}\n\n`);
 }
 
-const TICK = Symbol('tick');
-
 export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   const it = o.chunks[Symbol.asyncIterator]();
-  let pending: Promise<IteratorResult<Uint8Array>> | undefined;
-  let lastChunkAt = Date.now();
   let ended = false;
   const end = (why: StreamEnd) => {
     if (ended) return;
     ended = true;
+    keepalive?.stop();
     o.onEnd(why);
   };
-  const timed = o.keepaliveMs > 0 || o.silenceMs > 0;
-  const tickMs = Math.min(...[o.keepaliveMs, o.silenceMs].filter((x) => x > 0));
-  /** The keep-alive/silence tick being waited on; cleared on cancel so it does not outlive the stream. */
-  let timer: ReturnType<typeof setTimeout> | undefined;
+  let ctrl: ReadableStreamDefaultController<Uint8Array> | undefined;
+  // One timer for the stream's life: a comment goes out only while the caller waits on a silent upstream.
+  const keepalive = o.keepaliveMs > 0 ? new IdleTimer(o.keepaliveMs, () => { if (!ended) ctrl?.enqueue(KEEPALIVE); }) : undefined;
+  keepalive?.pause();
 
   return new ReadableStream<Uint8Array>({
-    async pull(ctrl) {
-      pending ??= it.next();
-      let r: IteratorResult<Uint8Array> | typeof TICK;
+    start(c) {
+      ctrl = c;
+    },
+    async pull(c) {
+      let r: IteratorResult<Uint8Array>;
+      keepalive?.touch();
       try {
-        if (!timed) r = await pending;
-        else {
-          const wait = Math.max(1, Math.min(tickMs, o.silenceMs > 0 ? lastChunkAt + o.silenceMs - Date.now() : tickMs));
-          r = await Promise.race([pending, new Promise<typeof TICK>((res) => { timer = setTimeout(res, wait, TICK); })]);
-          clearTimeout(timer);
-        }
+        r = await it.next();
       } catch (e) {
-        clearTimeout(timer);
         // A typed failure (a silence deadline, an error the upstream reported in-stream) keeps its kind.
-        pending = undefined;
         const kind = e instanceof UpstreamStreamError ? e.kind : 'upstream_error';
         const message = e instanceof UpstreamStreamError ? e.message : `upstream stream failed: ${(e as Error)?.message ?? 'error'}`;
-        ctrl.enqueue((o.errorEvent ?? sseErrorEvent)(kind, message));
-        ctrl.close();
+        c.enqueue((o.errorEvent ?? sseErrorEvent)(kind, message));
+        c.close();
         end(kind);
         return;
       }
-      if (r === TICK) {
-        if (o.silenceMs > 0 && Date.now() - lastChunkAt >= o.silenceMs) {
-          o.abortUpstream();
-          pending?.catch(() => {});
-          ctrl.enqueue((o.errorEvent ?? sseErrorEvent)('upstream_timeout', `upstream sent nothing for ${o.silenceMs} ms`));
-          ctrl.close();
-          end('upstream_timeout');
-        } else if (o.keepaliveMs > 0) {
-          ctrl.enqueue(KEEPALIVE);
-        }
-        return;
-      }
-      pending = undefined;
+      keepalive?.pause();
       if (r.done) {
-        ctrl.close();
+        c.close();
         end('complete');
         return;
       }
-      lastChunkAt = Date.now();
-      ctrl.enqueue(r.value);
+      c.enqueue(r.value);
     },
     async cancel() {
-      clearTimeout(timer);
       o.abortUpstream();
-      pending?.catch(() => {});
       end('client_closed');
       await it.return?.().catch(() => {});
     },

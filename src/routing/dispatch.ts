@@ -27,6 +27,7 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth, UpstreamFailure } from './health.ts';
 import { classifyOptions, retryBudget, runAttempts, type AttemptReport, type RunResult } from './retry.ts';
 import { pickTargets, usableCandidates, type Candidate, type HeaderReader, type RoutingState } from './strategies.ts';
+import { IdleTimer } from '../util/idle-timer.ts';
 
 export interface DispatchInput {
   snapshot: Snapshot;
@@ -106,13 +107,19 @@ export class Dispatcher {
   async dispatch(input: DispatchInput): Promise<DispatchResult> {
     const plan = this.plan(input);
     if (plan.kind === 'error') return { kind: 'error', error: plan.error };
-    // One signal for the whole request: the caller going away (the runtime aborts the request's signal
-    // only when the connection closes before the response finished), or the stream's consumer aborting it.
+    if (!input.stream) {
+      // JSON: the caller's own signal is the only one the loop needs (the runtime aborts it when the
+      // connection closes before the response finished).
+      const a = this.answer(await this.run(input, plan, input.signal));
+      if (a.kind === 'live') throw new Error('unreachable: only a streamed request produces a live stream');
+      return a;
+    }
+    // A stream's consumer can also stop the loop (the caller left while it was still failing over).
     const controller = new AbortController();
     if (input.signal.aborted) controller.abort();
     else input.signal.addEventListener('abort', () => controller.abort(), { once: true });
     const run = this.run(input, plan, controller.signal);
-    const commitAfterMs = input.stream ? this.d.config.downstream.sse_keepalive_interval_secs * 1000 : 0;
+    const commitAfterMs = this.d.config.downstream.sse_keepalive_interval_secs * 1000;
     const early = commitAfterMs > 0 ? await settledWithin(run, commitAfterMs) : { value: await run };
     if (early) {
       const a = this.answer(early.value);
@@ -314,16 +321,32 @@ export class Dispatcher {
 
 /** The rest of a live stream; a silence longer than `silenceMs` (0 = none) aborts it with `upstream_timeout`. */
 async function* readWithSilenceLimit(live: LiveStream, silenceMs: number): AsyncGenerator<Uint8Array> {
-  for (;;) {
-    const next = live.rest.next();
-    const r = silenceMs > 0 ? await settledWithin(next, silenceMs) : { value: await next };
-    if (!r) {
-      next.catch(() => {});
-      live.abort();
-      throw new UpstreamStreamError('upstream_timeout', `upstream sent nothing for ${silenceMs} ms`);
+  if (silenceMs <= 0) {
+    for (let r = await live.rest.next(); !r.done; r = await live.rest.next()) yield r.value;
+    return;
+  }
+  let timedOut = false;
+  const silence = new IdleTimer(silenceMs, () => {
+    timedOut = true;
+    live.abort();
+  });
+  const timeout = () => new UpstreamStreamError('upstream_timeout', `upstream sent nothing for ${silenceMs} ms`);
+  try {
+    for (;;) {
+      silence.touch(); // only time spent waiting on the upstream counts as silence
+      let r: IteratorResult<Uint8Array>;
+      try {
+        r = await live.rest.next();
+      } catch (e) {
+        throw timedOut ? timeout() : e;
+      }
+      if (timedOut) throw timeout();
+      if (r.done) return;
+      silence.pause(); // a slow caller is not a silent upstream
+      yield r.value;
     }
-    if (r.value.done) return;
-    yield r.value.value;
+  } finally {
+    silence.stop();
   }
 }
 
