@@ -3,7 +3,7 @@
 // translated both ways (translate/chat-via-messages.ts). Embeddings: Anthropic has none.
 import { openaiErrorBody, parseJsonObject, TranslationError } from './translate/shared.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
-import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
+import { upstreamResult, type ProviderAdapter, type ProviderCall, type ProviderResult } from './types.ts';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 
@@ -21,16 +21,7 @@ async function send(c: ProviderCall, body: Record<string, unknown>): Promise<Pro
     body: JSON.stringify(body),
     signal: c.signal,
   });
-  if (c.stream && res.status >= 200 && res.status < 300) {
-    return { kind: 'stream', chunks: res.body, cancel: () => res.discard() };
-  }
-  return {
-    kind: 'response',
-    status: res.status,
-    body: await res.text(),
-    contentType: res.header('content-type') ?? 'application/json',
-    retryAfter: res.header('retry-after'),
-  };
+  return upstreamResult(res, c.stream);
 }
 
 /** An OpenAI chat request to an Anthropic upstream, and its answer back in OpenAI's shape. */

@@ -1,6 +1,6 @@
 // Any OpenAI-compatible upstream (`api_base` includes `/v1`). Bodies are forwarded as JSON and SSE bytes
 // are passed through untouched: no parse, no re-serialisation.
-import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
+import { upstreamResult, type ProviderAdapter, type ProviderCall, type ProviderResult } from './types.ts';
 
 const PATHS = { chat: '/chat/completions', embeddings: '/embeddings' } as const;
 
@@ -20,15 +20,6 @@ export const openaiAdapter: ProviderAdapter = {
       body: JSON.stringify(c.body),
       signal: c.signal,
     });
-    if (c.stream && res.status >= 200 && res.status < 300) {
-      return { kind: 'stream', chunks: res.body, cancel: () => res.discard() };
-    }
-    return {
-      kind: 'response',
-      status: res.status,
-      body: await res.text(),
-      contentType: res.header('content-type') ?? 'application/json',
-      retryAfter: res.header('retry-after'),
-    };
+    return upstreamResult(res, c.stream);
   },
 };

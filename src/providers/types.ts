@@ -1,6 +1,6 @@
 // The one interface every provider adapter implements. Adding a provider never touches routing or
 // handlers: the handler resolves a target, the adapter speaks the vendor's wire.
-import type { UpstreamFetch } from '../platform.ts';
+import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { AdapterName, ProviderKey } from '../resources/schema.ts';
 
 /**
@@ -47,4 +47,18 @@ export interface ProviderAdapter {
   supports(endpoint: Endpoint): boolean;
   /** Rejects on transport failure or abort; never on an upstream HTTP status. */
   call(call: ProviderCall): Promise<ProviderResult>;
+}
+
+/** An HTTP adapter's answer: a 2xx stream passes through as it arrives; anything else is read whole. */
+export async function upstreamResult(res: UpstreamResponse, stream: boolean): Promise<ProviderResult> {
+  if (stream && res.status >= 200 && res.status < 300) {
+    return { kind: 'stream', chunks: res.body, cancel: () => res.discard() };
+  }
+  return {
+    kind: 'response',
+    status: res.status,
+    body: await res.text(),
+    contentType: res.header('content-type') ?? 'application/json',
+    retryAfter: res.header('retry-after'),
+  };
 }

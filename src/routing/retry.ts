@@ -28,6 +28,7 @@
 // on: the loop fails over to the next target straight away (the upstream told us it will not answer sooner,
 // and ModelHealth cools the model for that long).
 import type { Routing } from '../resources/schema.ts';
+import { sleep as sleepMs } from '../util/sleep.ts';
 
 /** What one attempt against one target produced. Callers may extend it (e.g. with the `Response`). */
 export type Outcome =
@@ -204,16 +205,5 @@ function nextStep(verdict: Verdict, budgetLeft: boolean, retryAfterSecs: number 
   return isLastTarget ? 'done' : 'fallback';
 }
 
-/** A timer-based wait that ends early when `signal` aborts. Works on every runtime (global setTimeout). */
-export function sleepMs(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
+/** A timer-based wait that ends early when `signal` aborts (re-exported for callers of this module). */
+export { sleepMs };

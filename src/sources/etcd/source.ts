@@ -31,6 +31,7 @@ import {
   DEFAULT_BACKOFF, EtcdSupervisor, backoffDelay, type BackoffPolicy, type EtcdEventBatch, type EtcdSnapshot,
   type EtcdSupervisorOptions,
 } from './supervisor.ts';
+import { sleep } from '../../util/sleep.ts';
 
 export interface EtcdSourceOptions {
   /** Reconnect backoff (default 1 s doubling to 60 s). */
@@ -52,6 +53,22 @@ export function createEtcdSource(gw: Gateway, opts: EtcdSourceOptions = {}): Etc
   return new EtcdSource(gw, opts);
 }
 
+/**
+ * The etcd source's per-key state and row rules without its watch: each `applyRange` is one full-range
+ * delivery, judged, hashed, pinned and applied exactly as a range of the watch source (the same
+ * `onSnapshot` → commit → publish path; an empty prefix before anything applied is "no configuration
+ * yet"). For runtimes that cannot hold a watch and poll with ranges instead (Workers, see poll.ts).
+ * Nothing is started; connection facts and fetch failures are the caller's to record.
+ */
+export interface EtcdRangeApplier {
+  applyRange(range: EtcdSnapshot): Promise<void>;
+}
+
+export function createEtcdRangeApplier(gw: Gateway, opts: Pick<EtcdSourceOptions, 'onCommit'> = {}): EtcdRangeApplier {
+  const source = new EtcdSource(gw, opts);
+  return { applyRange: (range) => source.applyRange(range) };
+}
+
 const NO_TIMEOUT_MS = 2 ** 31 - 1;
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
@@ -60,18 +77,6 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 /** Index of `key` in sorted `keys`, or of where it would be inserted. */
 function lowerBound(keys: readonly string[], key: string): number {
@@ -242,6 +247,11 @@ class EtcdSource implements EtcdConfigSource {
   }
 
   // -- deliveries ------------------------------------------------------------------------------------
+
+  /** A full range from outside the supervisor (range polling, `createEtcdRangeApplier`). */
+  applyRange(range: EtcdSnapshot): Promise<void> {
+    return this.onSnapshot(range);
+  }
 
   /** Records a put; parses only when the value changed. Returns whether the key is new. */
   private observe(kv: EtcdKv): boolean {

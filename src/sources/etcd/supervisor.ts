@@ -12,6 +12,7 @@
 
 import { EtcdClient, EtcdError, type EtcdFetch, type EtcdKv } from './client.ts';
 import { watchPrefix, type WatchEvent } from './watch.ts';
+import { sleep } from '../../util/sleep.ts';
 
 export interface EtcdSnapshot {
   /** Store revision the range was read at. */
@@ -62,18 +63,6 @@ export function backoffDelay(attempt: number, policy: BackoffPolicy = DEFAULT_BA
   return Math.min(policy.maxMs, policy.initialMs * 2 ** Math.min(attempt, 52));
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 export class EtcdSupervisor {
   private readonly opts: EtcdSupervisorOptions;

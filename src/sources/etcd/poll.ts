@@ -1,0 +1,118 @@
+// The etcd source by range polling, for runtimes whose I/O cannot outlive a request (Cloudflare Workers):
+// no watch, no timers. The runtime calls `refresh()` when a request arrives and the last read is older
+// than the interval (`due()`); each refresh is one full range (EtcdClient.range) handed to the watch
+// source's own row state (source.ts `createEtcdRangeApplier`), so rows, pins, rejected[],
+// partially_compatible[] and the hashes follow exactly the rules of the watch source.
+//
+// - A range at the revision already applied is not applied again (no `apply_seq` churn, no log line every
+//   interval); it only refreshes `observed_at`. After a failed read the next good one applies regardless,
+//   so `last_reload.successful` turns true again.
+// - A failed range (etcd unreachable, auth refused …) sets `connected=false` and
+//   `last_failure.last_error_kind="fetch"`, logs the WARN of the watch source (with `backoff_ms` = the
+//   poll interval: the next read is the next due refresh) and leaves what serves untouched.
+// - Concurrent callers share the read in flight.
+import type { Gateway } from '../../gateway.ts';
+import { MSG } from '../../observability/messages.ts';
+import { EtcdClient, EtcdError, type EtcdFetch } from './client.ts';
+import { normalizePrefix } from './rows.ts';
+import { createEtcdRangeApplier, type EtcdRangeApplier } from './source.ts';
+
+export const DEFAULT_POLL_INTERVAL_MS = 10_000;
+
+export interface EtcdPollSourceOptions {
+  /** Minimum time between two reads (default 10 s). */
+  intervalMs?: number;
+  /** Replaces the transport (default: the global `fetch`). */
+  fetch?: EtcdFetch;
+  /** Clock for `due()` (default `Date.now`). */
+  now?: () => number;
+  /** Called after every apply attempt (tests). */
+  onCommit?: () => void;
+}
+
+const NO_TIMEOUT_MS = 2 ** 31 - 1;
+
+export class EtcdPollSource {
+  readonly intervalMs: number;
+  private readonly client: EtcdClient;
+  private readonly applier: EtcdRangeApplier;
+  private readonly prefix: string;
+  private readonly now: () => number;
+  private inFlight: Promise<void> | undefined;
+  /** When the last read started; undefined before the first. */
+  private lastStart: number | undefined;
+  private appliedRevision: number | undefined;
+  private lastFailed = false;
+  private announced = false;
+
+  /** Throws (a message naming the setting, never a secret) when the credentials are not available. */
+  constructor(private readonly gw: Gateway, opts: EtcdPollSourceOptions = {}) {
+    const c = gw.config.etcd;
+    this.intervalMs = opts.intervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    this.now = opts.now ?? Date.now;
+    this.prefix = normalizePrefix(c.prefix);
+    let password: string | undefined;
+    if (c.password_env) {
+      password = gw.platform.env[c.password_env];
+      if (!password) throw new Error(`etcd.password_env: variable ${c.password_env} is ${password === undefined ? 'not set' : 'empty'}`);
+    }
+    this.client = new EtcdClient({
+      endpoints: c.endpoints,
+      ...(c.user !== undefined ? { user: c.user } : {}),
+      ...(password !== undefined ? { password } : {}),
+      ...(opts.fetch ? { fetch: opts.fetch } : {}),
+      tls: c.tls !== undefined,
+      dialTimeoutMs: c.dial_timeout_ms || NO_TIMEOUT_MS,
+      requestTimeoutMs: c.request_timeout_ms || NO_TIMEOUT_MS,
+    });
+    this.applier = createEtcdRangeApplier(gw, opts.onCommit ? { onCommit: opts.onCommit } : {});
+  }
+
+  /** True when no read has started yet or the last one started at least `intervalMs` ago. */
+  due(): boolean {
+    return this.lastStart === undefined || this.now() - this.lastStart >= this.intervalMs;
+  }
+
+  /** One full range and apply; callers arriving while it runs share it. Never rejects. */
+  refresh(): Promise<void> {
+    this.inFlight ??= this.read().finally(() => {
+      this.inFlight = undefined;
+    });
+    return this.inFlight;
+  }
+
+  private async read(): Promise<void> {
+    this.lastStart = this.now();
+    const gw = this.gw;
+    let range;
+    try {
+      range = await this.client.range(`${this.prefix}/`);
+    } catch (e) {
+      const message = e instanceof EtcdError ? e.message : this.client.redact(`etcd range failed: ${(e as Error)?.message ?? String(e)}`);
+      gw.facts.connected = false;
+      this.lastFailed = true;
+      gw.recordFailure('fetch', message);
+      gw.log.warn(MSG.etcdBackoff, { error: message, backoff_ms: this.intervalMs });
+      return;
+    }
+    gw.facts.connected = true;
+    if (!this.announced) {
+      this.announced = true;
+      // Userinfo in an endpoint URL would be a credential: never logged.
+      gw.log.info(MSG.etcdConnected, { endpoints: gw.config.etcd.endpoints.map((e) => e.replace(/\/\/[^@/]*@/, '//')), prefix: this.prefix, mode: 'poll', interval_ms: this.intervalMs });
+    }
+    if (range.revision === this.appliedRevision && !this.lastFailed) {
+      gw.facts.observedAt = gw.now().toISOString();
+      return;
+    }
+    try {
+      await this.applier.applyRange(range);
+    } catch (e) {
+      // A bug in the row code must not take the isolate down: what serves keeps serving.
+      gw.log.error(MSG.etcdSourceFailed, { error: (e as Error)?.message ?? String(e) });
+      return;
+    }
+    this.appliedRevision = range.revision;
+    this.lastFailed = false;
+  }
+}

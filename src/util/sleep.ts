@@ -1,0 +1,14 @@
+// A sleep that an AbortSignal cuts short (it resolves, never rejects): retry backoff, reconnect backoff
+// and shutdown all wait with it.
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
