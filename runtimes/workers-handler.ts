@@ -5,6 +5,12 @@
 // the `AISIX_*` overrides read arrive only with a request, so the gateway is built on the first request of
 // an isolate and kept in module scope for the isolate's life. Drain is the platform's (docs/workers.md).
 //
+// etcd mode (`etcd.endpoints` instead of `resources_file`): a watch cannot outlive the request that opened
+// it, so the isolate reads etcd by range polling (src/sources/etcd/poll.ts, the watch source's row rules):
+// a full range on the first request (which waits for it), then at most every `SLUICE_ETCD_POLL_SECS`
+// (default 10) on a later request, in `ctx.waitUntil` so no caller waits for it. Until a configuration is
+// applied `/readyz` and `/v1/*` answer 503 (elsewhere the proxy listener is simply not bound).
+//
 // Kept apart from runtimes/workers.ts (which imports the bundled `.yaml` files, something only the
 // Workers bundler understands) so that tests can run this handler on Node with a bundle of their own.
 import { loadConfig } from '../src/config/load.ts';
@@ -14,6 +20,7 @@ import { MSG } from '../src/observability/messages.ts';
 import type { ConnInfo, Platform, PlatformFiles } from '../src/platform.ts';
 import { createProxyApp } from '../src/proxy/app.ts';
 import { checkedModels } from '../src/routing/model-check.ts';
+import { EtcdPollSource } from '../src/sources/etcd/poll.ts';
 import { loadFromFile } from '../src/sources/file.ts';
 import { createStatusApp } from '../src/status/app.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
@@ -21,6 +28,9 @@ import { sha256Hex } from '../src/util/crypto.ts';
 
 /** The Worker secret (or var) holding the bearer token of the status routes; unset = routes not mounted. */
 export const STATUS_TOKEN_VAR = 'SLUICE_STATUS_TOKEN';
+/** The Worker var with the etcd poll interval in seconds (etcd mode); default 10. */
+export const ETCD_POLL_VAR = 'SLUICE_ETCD_POLL_SECS';
+const DEFAULT_ETCD_POLL_SECS = 10;
 
 /** Files bundled into the Worker at build time, by the path the config refers to them with. */
 export interface WorkerBundle {
@@ -32,17 +42,23 @@ export interface WorkerBundle {
 /** The Worker's env bindings: vars and secrets are strings; other bindings (KV, R2 …) are ignored. */
 export type WorkerEnv = Record<string, unknown>;
 
-/** The module-worker shape (`export default { fetch }`). The ExecutionContext is not needed: no waitUntil. */
-export interface SluiceWorker {
-  fetch(req: Request, env: WorkerEnv): Promise<Response>;
+/** The part of the Workers ExecutionContext used here: etcd polls run in `waitUntil` after the response. */
+export interface WorkerContext {
+  waitUntil(promise: Promise<unknown>): void;
 }
 
-type Serve = (req: Request) => Promise<Response>;
+/** The module-worker shape (`export default { fetch }`). */
+export interface SluiceWorker {
+  fetch(req: Request, env: WorkerEnv, ctx?: WorkerContext): Promise<Response>;
+}
+
+type Serve = (req: Request, ctx?: WorkerContext) => Promise<Response>;
 
 const LOG = {
   configFailed: 'bundled configuration failed to load — every request answers 503 until a fixed version is deployed',
   resourcesFailed: 'bundled resources file failed to load — /readyz answers 503 until a fixed version is deployed',
   ignoredOnWorkers: 'config keys that mean nothing on Workers are ignored',
+  etcdWaiting: 'no etcd configuration yet — /readyz and /v1/* answer 503 until the first key appears under the prefix',
   noBackgroundChecks: 'background_model_check does not run on Workers (no work outside a request); these models are judged by caller traffic only',
 } as const;
 
@@ -52,12 +68,12 @@ export function createWorker(bundle: WorkerBundle): SluiceWorker {
   // One per isolate. A boot that threw (a bug, not a bad file: those are answered) is retried next request.
   let booted: Promise<Serve> | undefined;
   return {
-    async fetch(req, env) {
+    async fetch(req, env, ctx) {
       booted ??= boot(bundle, stringBindings(env)).catch((e: unknown) => {
         booted = undefined;
         throw e;
       });
-      return (await booted)(req);
+      return (await booted)(req, ctx);
     },
   };
 }
@@ -117,11 +133,21 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<
   const unsupported = unsupportedOnWorkers(config);
   if (unsupported) return broken(platform, `config file ${bundle.configPath}: ${unsupported}`);
 
+  let pollSecs = DEFAULT_ETCD_POLL_SECS;
+  if (!config.resources_file) {
+    const v = env[ETCD_POLL_VAR];
+    if (v !== undefined) {
+      pollSecs = Number(v.trim());
+      if (!/^\d+(\.\d+)?$/.test(v.trim()) || !(pollSecs > 0)) return broken(platform, `${ETCD_POLL_VAR}: "${v}" is not a positive number of seconds`);
+    }
+  }
+
   const gw = new Gateway(config, platform, undefined, { backgroundChecks: false });
   if (r.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: r.ignoredKeys });
   const meaningless = ignoredOnWorkers(config);
   if (meaningless.length > 0) gw.log.warn(LOG.ignoredOnWorkers, { keys: meaningless });
-  const file = config.resources_file!;
+  if (!config.resources_file) return bootEtcd(gw, pollSecs * 1000, env[STATUS_TOKEN_VAR]);
+  const file = config.resources_file;
   const loaded = await loadFromFile(gw, file);
   // A bad resources file still serves: /readyz says 503 and /status/config says why (out_of_sync).
   if (loaded.ok) gw.log.info(MSG.resourcesLoaded, { file, resources: loaded.resources });
@@ -132,12 +158,51 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<
   return serve(gw, env[STATUS_TOKEN_VAR]);
 }
 
+/**
+ * etcd mode: one range now (the first request waits for it), then a poll at most every `intervalMs`, on
+ * a later request, in `ctx.waitUntil`. While nothing has been applied a due poll is awaited instead, so
+ * the first configuration is served by the first request after it appears.
+ */
+async function bootEtcd(gw: Gateway, intervalMs: number, statusToken: string | undefined): Promise<Serve> {
+  let poller: EtcdPollSource;
+  try {
+    poller = new EtcdPollSource(gw, { intervalMs });
+  } catch (e) {
+    return broken(gw.platform, (e as Error).message);
+  }
+  await poller.refresh();
+  if (!gw.snapshot) gw.log.info(LOG.etcdWaiting, { interval_ms: intervalMs });
+  gw.lifecycle.phase = 'serving';
+  const inner = serve(gw, statusToken);
+  const retryAfter = String(Math.max(1, Math.ceil(intervalMs / 1000)));
+  return async (req, ctx) => {
+    if (poller.due()) {
+      const polled = poller.refresh();
+      if (!gw.snapshot) await polled;
+      else if (ctx) ctx.waitUntil(polled);
+    }
+    if (!gw.snapshot && new URL(req.url).pathname.startsWith('/v1/')) return notConfigured(req, retryAfter);
+    return inner(req, ctx);
+  };
+}
+
+/** `/v1/*` before the first etcd configuration: 503 in the caller's envelope (elsewhere: no listener). */
+function notConfigured(req: Request, retryAfter: string): Response {
+  const message = 'no configuration has been applied yet: the etcd source has not delivered one';
+  const type = 'service_unavailable';
+  const body = new URL(req.url).pathname === '/v1/messages'
+    ? { type: 'error', error: { type, message } }
+    : { error: { message, type } };
+  return new Response(JSON.stringify(body), { status: 503, headers: { 'content-type': 'application/json', 'retry-after': retryAfter } });
+}
+
 /** What this runtime cannot do at all; a config asking for it is refused rather than half-served. */
 function unsupportedOnWorkers(config: Config): string | undefined {
-  if (!config.resources_file) {
-    return 'Workers serves bundled resources only: set resources_file (the etcd source needs a watch that outlives a request)';
-  }
   if (config.managed.snapshot_cache_path) return 'managed.snapshot_cache_path: Workers has no files to cache a snapshot in';
+  const t = config.etcd.tls;
+  if (!config.resources_file && t && (t.ca_cert_file || t.client_cert_file || t.client_key_file)) {
+    return 'etcd.tls: Workers cannot read certificate files nor present a client certificate; use an https:// endpoint with a publicly trusted certificate';
+  }
   return undefined;
 }
 

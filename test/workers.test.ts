@@ -5,16 +5,20 @@
 // Two layers: the handler in-process on Node (fast; every choice of runtimes/workers-handler.ts), then
 // black-box under `wrangler dev --local` (workerd, offline): the shipped wrangler.toml + runtimes/workers.ts
 // with its bundled examples/workers/ pair, and a generated Worker whose resources point at a mock upstream
-// on loopback, so workerd's own fetch carries a real upstream call (JSON and SSE).
+// on loopback, so workerd's own fetch carries a real upstream call (JSON and SSE). etcd mode (range polling,
+// src/sources/etcd/poll.ts) runs against a real etcd (`startEtcd()`) in both layers.
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createWorker, STATUS_TOKEN_VAR, type WorkerBundle, type WorkerEnv } from '../runtimes/workers-handler.ts';
+import { createWorker, ETCD_POLL_VAR, STATUS_TOKEN_VAR, type WorkerBundle, type WorkerContext, type WorkerEnv } from '../runtimes/workers-handler.ts';
+import { sha256Hex } from '../src/util/crypto.ts';
 import { freePort } from './support/process.ts';
 import { startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
+import { startEtcd, type EtcdServer } from './support/etcd.ts';
+import { seeder, trio } from './support/etcd-gateway.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const DEMO_KEY = 'sk-sluice-demo';
@@ -40,6 +44,34 @@ api_keys:
 
 function bundle(config: string, resources: string): WorkerBundle {
   return { configPath: 'bundle/config.yaml', files: { 'bundle/config.yaml': config, 'bundle/resources.yaml': resources } };
+}
+
+function etcdConfig(endpoint: string, prefix: string, extra = ''): string {
+  return `etcd: { endpoints: ["${endpoint}"], prefix: "${prefix}" }
+proxy: { addr: "0.0.0.0:8787" }
+admin: { enabled: false }
+${extra}`;
+}
+
+/** An ExecutionContext that keeps what was handed to `waitUntil`, so a test can wait for the poll. */
+function execCtx(): WorkerContext & { settled(): Promise<void> } {
+  const pending: Promise<unknown>[] = [];
+  return {
+    waitUntil: (p) => void pending.push(p),
+    settled: async () => { await Promise.all(pending.splice(0)); },
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface ConfigStatus {
+  state: string;
+  source: { type: string; connected?: boolean; observed_revision?: number };
+  applied?: { apply_seq: number; applied_revision?: number; resource_counts: Record<string, number> };
+  last_reload?: { successful: boolean };
+  last_failure: null | { last_error_kind: string; last_error: string };
+  rejected: { resource_id: string; last_error_kind: string; serving_stale_since?: string }[];
+  partially_compatible: { resource_kind: string; field: string; count: number }[];
 }
 
 const chatBody = (model: string, stream = false) =>
@@ -166,7 +198,8 @@ describe('Workers handler (in-process)', () => {
   test('a config Workers cannot serve (etcd, snapshot cache, bad YAML) answers 503 everywhere and logs why', async (t) => {
     const logs = captureLogs(t);
     const cases: [string, RegExp][] = [
-      ['proxy: { addr: ":1" }\nadmin: { enabled: false }\netcd: { endpoints: ["http://127.0.0.1:2379"] }\n', /set resources_file/],
+      ['proxy: { addr: ":1" }\nadmin: { enabled: false }\netcd: { endpoints: ["http://127.0.0.1:2379"], tls: { ca_cert_file: /ca.pem } }\n', /etcd.tls: Workers cannot read certificate files/],
+      ['proxy: { addr: ":1" }\nadmin: { enabled: false }\netcd: { endpoints: ["http://127.0.0.1:2379"], user: u, password_env: ETCD_PW }\n', /etcd.password_env: variable ETCD_PW is not set/],
       [`${WORKER_CONFIG}managed: { snapshot_cache_path: /tmp/x.json }\n`, /snapshot_cache_path/],
       [`${WORKER_CONFIG}proxy: [\n`, /config file bundle\/config.yaml/],
     ];
@@ -175,6 +208,13 @@ describe('Workers handler (in-process)', () => {
       for (const path of ['/livez', '/readyz', '/v1/models']) assert.equal((await call(w, env(), path)).status, 503, path);
       assert.match(String(logs.at(-1)?.error), why);
     }
+  });
+
+  test('etcd mode: an invalid SLUICE_ETCD_POLL_SECS is refused', async (t) => {
+    const logs = captureLogs(t);
+    const w = createWorker(bundle(etcdConfig('http://127.0.0.1:9', '/x'), ''));
+    assert.equal((await call(w, { [ETCD_POLL_VAR]: 'soon' }, '/livez')).status, 503);
+    assert.match(String(logs.at(-1)?.error), /SLUICE_ETCD_POLL_SECS: "soon" is not a positive number/);
   });
 
   test('resources_file must be bundled; ../ paths resolve', async (t) => {
@@ -186,6 +226,103 @@ describe('Workers handler (in-process)', () => {
       files: { 'a/b/config.yaml': WORKER_CONFIG.replace('resources.yaml', '../resources.yaml'), 'a/resources.yaml': upstreamResources() },
     });
     assert.equal((await call(up, env(), '/readyz')).status, 200);
+  });
+});
+
+describe('Workers handler in etcd mode (in-process, real etcd)', () => {
+  let etcd: EtcdServer;
+  let upstream: MockUpstream;
+  before(async () => { [etcd, upstream] = await Promise.all([startEtcd(), startMockUpstream()]); });
+  after(async () => { await Promise.all([etcd?.stop(), upstream?.close()]); });
+
+  const POLL_MS = 200;
+  const env = (extra: WorkerEnv = {}): WorkerEnv => ({ [STATUS_TOKEN_VAR]: STATUS_TOKEN, [ETCD_POLL_VAR]: String(POLL_MS / 1000), ...extra });
+  const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
+
+  test('range polling: 503 until the first key, then the row rules of the watch source; polls in waitUntil; fetch failures keep serving', async (t) => {
+    const logs = captureLogs(t);
+    const P = '/wk-inproc';
+    const s = seeder(etcd.endpoint);
+    const w = createWorker(bundle(etcdConfig(etcd.endpoint, P), ''));
+    const e = env();
+    const ctx = execCtx();
+    const call = (path: string, init: RequestInit = {}) => w.fetch(new Request(`https://sluice.example${path}`, init), e, ctx);
+    const status = async () => (await (await call('/status/config', auth)).json()) as ConfigStatus;
+    const chatReq = (): RequestInit => ({
+      method: 'POST', headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' }, body: chatBody('gpt-test'),
+    });
+
+    // Nothing under the prefix: not ready, /v1/* 503, never_loaded, connected.
+    const ready = await call('/readyz');
+    assert.equal(ready.status, 503);
+    assert.equal(await ready.text(), '[+]shutdown ok\n[-]config failed: not ready\nreadyz check failed');
+    const refused = await call('/v1/chat/completions', chatReq());
+    assert.equal(refused.status, 503);
+    assert.equal(((await refused.json()) as { error: { type: string } }).error.type, 'service_unavailable');
+    assert.equal((await call('/livez')).status, 200);
+    let st = await status();
+    assert.equal(st.state, 'never_loaded');
+    assert.equal(st.source.type, 'etcd');
+    assert.equal(st.source.connected, true);
+
+    // The trio appears: the next due request (nothing applied yet: it waits for the poll) serves it.
+    for (const [k, v] of trio(P, upstream.base, await sha256Hex(CALLER_KEY))) await s.put(k, v);
+    await sleep(POLL_MS);
+    assert.equal((await call('/readyz')).status, 200);
+    const ok = await call('/v1/chat/completions', chatReq());
+    assert.equal(ok.status, 200);
+    assert.equal(((await ok.json()) as { model: string }).model, 'gpt-upstream');
+    st = await status();
+    assert.equal(st.state, 'synced');
+    assert.deepEqual(st.applied?.resource_counts, { provider_keys: 1, models: 1, api_keys: 1 });
+    const seq = st.applied!.apply_seq;
+
+    // Unchanged revision: a poll does not apply again.
+    await sleep(POLL_MS);
+    await call('/livez');
+    await ctx.settled();
+    assert.equal((await status()).applied?.apply_seq, seq);
+
+    // A change, an unknown field and a rejected value: same rules as the watch source (pin, rejected[], partially_compatible[]).
+    await s.put(`${P}/models/m1`, { display_name: 'gpt-test', model_name: 'gpt-upstream-2', provider_key_id: 'pk1', shiny: true });
+    await sleep(POLL_MS);
+    await call('/livez'); // this request starts the poll in waitUntil, and does not wait for it
+    await ctx.settled();
+    const changed = await call('/v1/chat/completions', chatReq());
+    assert.equal(((await changed.json()) as { model: string }).model, 'gpt-upstream-2');
+    st = await status();
+    assert.deepEqual(st.partially_compatible, [{ resource_kind: 'models', field: 'shiny', count: 1 }]);
+    await s.put(`${P}/models/m1`, '{not json');
+    await sleep(POLL_MS);
+    await call('/livez');
+    await ctx.settled();
+    st = await status();
+    assert.equal(st.state, 'degraded');
+    assert.equal(st.rejected[0]?.last_error_kind, 'non_json');
+    assert.ok(st.rejected[0]?.serving_stale_since, 'the last-known-good value keeps serving');
+    assert.equal((await call('/v1/chat/completions', chatReq())).status, 200);
+    assert.ok(logs.some((l) => l.msg === 'etcd resource rejected'));
+
+    // etcd goes away: keep serving, connected=false, last_failure fetch; back: connected again.
+    await etcd.kill();
+    await sleep(POLL_MS);
+    await call('/livez');
+    await ctx.settled();
+    st = await status();
+    assert.equal(st.source.connected, false);
+    assert.equal(st.last_failure?.last_error_kind, 'fetch');
+    assert.equal(st.last_reload?.successful, false);
+    assert.equal(st.state, 'degraded');
+    assert.equal((await call('/readyz')).status, 200);
+    assert.equal((await call('/v1/chat/completions', chatReq())).status, 200);
+    assert.ok(logs.some((l) => l.msg === 'etcd watch failed; backing off before reconnect' && l.backoff_ms === POLL_MS));
+    await etcd.restart();
+    await sleep(POLL_MS);
+    await call('/livez');
+    await ctx.settled();
+    st = await status();
+    assert.equal(st.source.connected, true);
+    assert.equal(st.last_reload?.successful, true);
   });
 });
 
@@ -276,10 +413,13 @@ describe('wrangler dev --local (workerd, offline)', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'sluice-workers-'));
   let shipped: WranglerDev | undefined;
   let generated: WranglerDev | undefined;
+  let etcdWorker: WranglerDev | undefined;
   let upstream: MockUpstream;
+  let etcd: EtcdServer;
+  const ETCD_PREFIX = '/wk-edge';
 
   before(async () => {
-    upstream = await startMockUpstream();
+    [upstream, etcd] = await Promise.all([startMockUpstream(), startEtcd()]);
     // A Worker of the same shape as runtimes/workers.ts, with a bundle pointing at the mock upstream.
     const compatibilityDate = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'))?.[1];
     assert.ok(compatibilityDate, 'wrangler.toml has a compatibility_date');
@@ -288,19 +428,28 @@ describe('wrangler dev --local (workerd, offline)', () => {
 export default createWorker(${JSON.stringify(bundle(WORKER_CONFIG, upstreamResources()))});
 `);
     writeFileSync(join(scratch, 'wrangler.toml'), `name = "sluice-test"\nmain = "worker.ts"\ncompatibility_date = "${compatibilityDate}"\n`);
+    // The same shape in etcd mode: the bundled config names the real etcd; no resources file.
+    const etcdDir = join(scratch, 'etcd-worker');
+    mkdirSync(etcdDir);
+    writeFileSync(join(etcdDir, 'worker.ts'), `import { createWorker } from ${JSON.stringify(join(ROOT, 'runtimes/workers-handler.ts'))};
+export default createWorker(${JSON.stringify({ configPath: 'bundle/config.yaml', files: { 'bundle/config.yaml': etcdConfig(etcd.endpoint, ETCD_PREFIX) } })});
+`);
+    writeFileSync(join(etcdDir, 'wrangler.toml'), `name = "sluice-test-etcd"\nmain = "worker.ts"\ncompatibility_date = "${compatibilityDate}"\n`);
     const started = await Promise.allSettled([
       startWranglerDev(['--var', `${STATUS_TOKEN_VAR}:${STATUS_TOKEN}`], ROOT, join(scratch, 'state-shipped')),
       startWranglerDev(['--var', `UPSTREAM_BASE:${upstream.base}`, '--var', `UPSTREAM_KEY:${UPSTREAM_KEY}`, '--var', `CALLER_KEY:${CALLER_KEY}`],
         scratch, join(scratch, 'state-generated')),
+      startWranglerDev(['--var', `${STATUS_TOKEN_VAR}:${STATUS_TOKEN}`, '--var', `${ETCD_POLL_VAR}:1`], etcdDir, join(scratch, 'state-etcd')),
     ]);
     if (started[0].status === 'fulfilled') shipped = started[0].value;
     if (started[1].status === 'fulfilled') generated = started[1].value;
+    if (started[2].status === 'fulfilled') etcdWorker = started[2].value;
     for (const s of started) if (s.status === 'rejected') throw s.reason;
   });
 
   after(async () => {
-    await Promise.all([shipped?.stop(), generated?.stop()]);
-    await upstream?.close();
+    await Promise.all([shipped?.stop(), generated?.stop(), etcdWorker?.stop()]);
+    await Promise.all([upstream?.close(), etcd?.stop()]);
     rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -367,5 +516,53 @@ export default createWorker(${JSON.stringify(bundle(WORKER_CONFIG, upstreamResou
     assert.equal(sseContent(text), 'hello world');
     assert.ok(text.trimEnd().endsWith('data: [DONE]'));
     for (const secret of [UPSTREAM_KEY, CALLER_KEY]) assert.ok(!generated!.output.join('\n').includes(secret), 'no secret in the Worker output');
+  });
+
+  test('etcd Worker: range polling over workerd fetch — 503 before any key, the trio within a poll, a change after the next', async () => {
+    const base = etcdWorker!.base;
+    const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
+    const s = seeder(etcd.endpoint);
+    const ready = await fetch(`${base}/readyz`);
+    assert.equal(ready.status, 503);
+    assert.equal(await ready.text(), '[+]shutdown ok\n[-]config failed: not ready\nreadyz check failed');
+    const early = await chat(base, CALLER_KEY, 'gpt-test');
+    assert.equal(early.status, 503);
+    await early.arrayBuffer();
+    let st = (await (await fetch(`${base}/status/config`, auth)).json()) as ConfigStatus;
+    assert.equal(st.state, 'never_loaded');
+    assert.equal(st.source.type, 'etcd');
+
+    for (const [k, v] of trio(ETCD_PREFIX, upstream.base, await sha256Hex(CALLER_KEY))) await s.put(k, v);
+    const until = async (what: string, pred: () => Promise<boolean>, ms = 5000) => {
+      const deadline = Date.now() + ms;
+      while (!(await pred())) {
+        if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}\n${etcdWorker!.output.join('\n')}`);
+        await sleep(100);
+      }
+    };
+    // Poll interval 1 s: visible within it (plus one request to start the poll).
+    await until('/readyz 200', async () => {
+      const r = await fetch(`${base}/readyz`);
+      await r.arrayBuffer();
+      return r.status === 200;
+    }, 3000);
+    const res = await chat(base, CALLER_KEY, 'gpt-test');
+    assert.equal(res.status, 200);
+    assert.equal(((await res.json()) as { model: string }).model, 'gpt-upstream');
+
+    await s.put(`${ETCD_PREFIX}/models/m1`, { display_name: 'gpt-test', model_name: 'gpt-upstream-2', provider_key_id: 'pk1' });
+    await until('the changed model', async () => {
+      const r = await chat(base, CALLER_KEY, 'gpt-test');
+      return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream-2';
+    }, 3000);
+
+    st = (await (await fetch(`${base}/status/config`, auth)).json()) as ConfigStatus;
+    assert.equal(st.state, 'synced');
+    assert.equal(st.source.type, 'etcd');
+    assert.equal(st.source.connected, true);
+    assert.ok((st.applied?.applied_revision ?? 0) > 0);
+    assert.ok(!etcdWorker!.output.join('\n').includes(CALLER_KEY), 'no secret in the Worker output');
+    // Every poll resolves only promises of its own request (workerd flags any other as an error).
+    assert.ok(!etcdWorker!.output.join('\n').includes('different request context'), etcdWorker!.output.join('\n'));
   });
 });

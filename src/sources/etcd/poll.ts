@@ -13,7 +13,7 @@
 // - Concurrent callers share the read in flight.
 import type { Gateway } from '../../gateway.ts';
 import { MSG } from '../../observability/messages.ts';
-import { EtcdClient, EtcdError, type EtcdFetch } from './client.ts';
+import { EtcdClient, EtcdError, type EtcdFetch, type EtcdRangeResult } from './client.ts';
 import { normalizePrefix } from './rows.ts';
 import { createEtcdRangeApplier, type EtcdRangeApplier } from './source.ts';
 
@@ -41,7 +41,8 @@ export class EtcdPollSource {
   private inFlight: Promise<void> | undefined;
   /** When the last read started; undefined before the first. */
   private lastStart: number | undefined;
-  private appliedRevision: number | undefined;
+  /** Revision of the last range handed to the applier. */
+  private readRevision: number | undefined;
   private lastFailed = false;
   private announced = false;
 
@@ -84,7 +85,7 @@ export class EtcdPollSource {
   private async read(): Promise<void> {
     this.lastStart = this.now();
     const gw = this.gw;
-    let range;
+    let range: EtcdRangeResult;
     try {
       range = await this.client.range(`${this.prefix}/`);
     } catch (e) {
@@ -101,7 +102,7 @@ export class EtcdPollSource {
       // Userinfo in an endpoint URL would be a credential: never logged.
       gw.log.info(MSG.etcdConnected, { endpoints: gw.config.etcd.endpoints.map((e) => e.replace(/\/\/[^@/]*@/, '//')), prefix: this.prefix, mode: 'poll', interval_ms: this.intervalMs });
     }
-    if (range.revision === this.appliedRevision && !this.lastFailed) {
+    if (range.revision === this.readRevision && !this.lastFailed) {
       gw.facts.observedAt = gw.now().toISOString();
       return;
     }
@@ -112,7 +113,7 @@ export class EtcdPollSource {
       gw.log.error(MSG.etcdSourceFailed, { error: (e as Error)?.message ?? String(e) });
       return;
     }
-    this.appliedRevision = range.revision;
+    this.readRevision = range.revision;
     this.lastFailed = false;
   }
 }

@@ -66,6 +66,9 @@ export interface EtcdRangeApplier {
 
 export function createEtcdRangeApplier(gw: Gateway, opts: Pick<EtcdSourceOptions, 'onCommit'> = {}): EtcdRangeApplier {
   const source = new EtcdSource(gw, opts);
+  // Settled at once, in the creator's context: nothing awaits them here, and on Workers a later apply
+  // would otherwise resolve a promise of a request that has finished (workerd logs that as an error).
+  source.settleLatches();
   return { applyRange: (range) => source.applyRange(range) };
 }
 
@@ -247,6 +250,12 @@ class EtcdSource implements EtcdConfigSource {
   }
 
   // -- deliveries ------------------------------------------------------------------------------------
+
+  /** `firstApplied` and `localRestore` resolve now (range polling has no start-up sequence to wait for). */
+  settleLatches(): void {
+    this.restored.resolve();
+    this.first.resolve();
+  }
 
   /** A full range from outside the supervisor (range polling, `createEtcdRangeApplier`). */
   applyRange(range: EtcdSnapshot): Promise<void> {
