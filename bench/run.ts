@@ -39,8 +39,10 @@ const UPSTREAM_KEY = 'sk-bench-upstream';
 
 const SCENARIOS = ['startup', 'json50', 'json1', 'sse200', 'sse4', 'readyz'] as const;
 type ScenarioId = (typeof SCENARIOS)[number];
-const TARGETS = ['direct', 'node', 'bun', 'deno', 'portkey', 'node-nolog', 'bun-nolog', 'deno-nolog'] as const;
+const TARGETS = ['direct', 'direct-node', 'undici', 'node', 'bun', 'deno', 'bare-node', 'bare-bun', 'bare-deno', 'portkey', 'node-nolog', 'bun-nolog', 'deno-nolog'] as const;
 type TargetId = (typeof TARGETS)[number];
+/** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
+const JSON_ONLY: readonly TargetId[] = ['direct-node', 'undici', 'bare-node', 'bare-bun', 'bare-deno', 'node-nolog', 'bun-nolog', 'deno-nolog'];
 
 interface Options {
   rounds: number;
@@ -70,7 +72,9 @@ const HELP = `usage: npm run bench -- [options]
                           rounds warm (default 3; Portkey needs several seconds to reach its pace)
   --scenarios a,b         of ${SCENARIOS.join(',')} (default all)
   --targets a,b           of ${TARGETS.join(',')} (default all)
-  --upstream bun|node     runtime of the mock upstream (default bun: the faster one here)
+  --upstream bun|node     runtime of the mock upstream (default bun: the faster one here); target
+                          direct-node reaches a second mock on node:http directly (the same mock with
+                          --upstream node)
   --chunk-delay-ms N      delay between the mock's SSE chunks (default 5)
   --no-build              do not rebuild dist/node.mjs first
   --keep                  keep the run directory (configs, logs) under /tmp
@@ -123,7 +127,8 @@ const log = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
 
 // ------------------------------------------------------------------------------------------- targets
 
-type Kind = 'direct' | 'sluice' | 'portkey';
+/** `bare`: bench/bare-proxy.ts; `client`: bench/undici-client.ts at the mock, no server in between. */
+type Kind = 'direct' | 'sluice' | 'portkey' | 'bare' | 'client';
 type Runtime = 'node' | 'bun' | 'deno';
 
 interface Target {
@@ -216,14 +221,36 @@ async function startPortkey(ctx: Ctx, name: string): Promise<{ proc: Spawned; po
   return { proc, port, startMs };
 }
 
-async function startMock(runDir: string, upstream: 'bun' | 'node', chunkDelayMs: number): Promise<{ proc: Spawned; port: number }> {
+async function startMock(runDir: string, upstream: 'bun' | 'node', chunkDelayMs: number, name = 'mock-upstream'): Promise<{ proc: Spawned; port: number }> {
   const port = await freePort();
   const script = path.join(BENCH, 'mock-upstream.mjs');
   const args = [script, '--port', String(port), '--chunk-delay-ms', String(chunkDelayMs)];
   const proc = upstream === 'bun'
-    ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile: path.join(runDir, 'mock-upstream.log') })
-    : launch(process.execPath, args, { cwd: ROOT, env: { ...baseEnv(), MOCK_FORCE_NODE: '1' }, logFile: path.join(runDir, 'mock-upstream.log') });
+    ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile: path.join(runDir, `${name}.log`) })
+    : launch(process.execPath, args, { cwd: ROOT, env: { ...baseEnv(), MOCK_FORCE_NODE: '1' }, logFile: path.join(runDir, `${name}.log`) });
   await waitFor200(`http://127.0.0.1:${port}/livez`, performance.now(), { exited: proc.exited, timeoutMs: 30_000 });
+  return { proc, port };
+}
+
+/**
+ * The bare Hono proxy (bench/bare-proxy.ts) on one runtime, forwarding to the same mock as Sluice. It has
+ * no GET route, so readiness is its `listening` line in the log.
+ */
+async function startBare(ctx: Ctx, runtime: Runtime, name: string): Promise<{ proc: Spawned; port: number }> {
+  const port = await freePort();
+  const script = path.join(BENCH, 'bare-proxy.ts');
+  const args = [script, '--port', String(port), '--upstream', `http://127.0.0.1:${ctx.mockPort}`];
+  const logFile = path.join(ctx.runDir, `${name}.log`);
+  const proc = runtime === 'node' ? launch(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
+    : runtime === 'bun' ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile })
+    : launch(path.join(BIN, 'deno'), ['run', '-A', ...args], { cwd: ROOT, env: baseEnv(), logFile });
+  let gone = false;
+  void proc.exited.then(() => { gone = true; });
+  const deadline = performance.now() + 60_000;
+  while (!(existsSync(logFile) && readFileSync(logFile, 'utf8').includes(`bare-proxy listening ${port}`))) {
+    if (gone || performance.now() > deadline) throw new Error(`${name}: ${gone ? 'exited' : 'not listening after 60 s'} (log: ${logFile})`);
+    await sleep(20);
+  }
   return { proc, port };
 }
 
@@ -236,14 +263,21 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
   });
   return [
     { id: 'direct', kind: 'direct', label: `direct (mock on ${ctx.opt.upstream})`, headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
+    { id: 'direct-node', kind: 'direct', label: 'direct (mock on node)', headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
+    { id: 'undici', kind: 'client', runtime: 'node', label: 'undici.request client alone (Node)', headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
     sluice('node', 'node', true), sluice('bun', 'bun', true), sluice('deno', 'deno', true),
+    ...(['node', 'bun', 'deno'] as const).map((rt): Omit<Target, 'port' | 'peaks'> => ({
+      id: `bare-${rt}`, kind: 'bare', runtime: rt, label: `bare Hono proxy ${rt[0]!.toUpperCase()}${rt.slice(1)}`,
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model',
+    })),
     { id: 'portkey', kind: 'portkey', label: `Portkey ${PORTKEY_VERSION} (Node)`, model: 'mock-model',
       headers: { authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamBase } },
     sluice('node-nolog', 'node', false), sluice('bun-nolog', 'bun', false), sluice('deno-nolog', 'deno', false),
   ];
 }
 
-const pidOf = (ctx: Ctx, t: Target) => (t.kind === 'direct' ? ctx.mock.pid : t.proc!.pid);
+/** The process whose CPU and RSS a row reports: the gateway, or for direct rows the mock reached. */
+const pidOf = (ctx: Ctx, t: Target) => (t.kind === 'direct' ? (t.proc ?? ctx.mock).pid : t.proc!.pid);
 const chatUrl = (t: Target) => `http://127.0.0.1:${t.port}/v1/chat/completions`;
 const bodyFor = (t: Target, stream: boolean) => JSON.stringify({ model: t.model, messages: [{ role: 'user', content: 'Say hello.' }], ...(stream ? { stream: true } : {}) });
 
@@ -299,22 +333,23 @@ async function measured(ctx: Ctx, t: Target, warm: () => Promise<unknown>, run: 
     await sleep(250); // let streams cut by the end of the warm-up wind down
   }
   await waitForQuiet(ctx);
-  const pid = pidOf(ctx, t);
-  resetPeakRss(pid);
-  const cpu0 = cpuSeconds(pid);
+  // The client-alone row starts its own process per run, which reports its CPU and RSS itself.
+  const pid = t.kind === 'client' ? undefined : pidOf(ctx, t);
+  if (pid !== undefined) resetPeakRss(pid);
+  const cpu0 = pid === undefined ? 0 : cpuSeconds(pid);
   const mock0 = cpuSeconds(ctx.mock.pid);
   const own0 = selfAndReapedChildrenSeconds();
   const busy0 = machineBusySeconds();
   const s = await run();
   const busy = machineBusySeconds() - busy0;
   const own1 = selfAndReapedChildrenSeconds();
-  const cpuS = cpuSeconds(pid) - cpu0;
+  const cpuS = pid === undefined ? s.extra.clientCpuS ?? NaN : cpuSeconds(pid) - cpu0;
   const mockCpuS = t.kind === 'direct' ? cpuS : cpuSeconds(ctx.mock.pid) - mock0;
   // What wrk (reaped child) and this harness (its clients) used; the rest of the machine's busy time is
-  // other processes: noise from outside the benchmark.
+  // other processes: noise from outside the benchmark. (The client-alone process is a reaped child too.)
   const loadCpuS = own1.children - own0.children + own1.self - own0.self;
-  const otherCpuS = Math.max(0, busy - cpuS - (t.kind === 'direct' ? 0 : mockCpuS) - loadCpuS);
-  const peakMb = peakRssMb(pid);
+  const otherCpuS = Math.max(0, busy - (pid === undefined ? 0 : cpuS) - (t.kind === 'direct' ? 0 : mockCpuS) - loadCpuS);
+  const peakMb = pid === undefined ? s.extra.clientMaxRssMb ?? NaN : peakRssMb(pid);
   t.peaks.push(peakMb);
   await sleep(250);
   return { ...s, cpuS, peakMb, extra: { ...s.extra, mockCpuS, loadCpuS, otherCpuS } };
@@ -348,6 +383,24 @@ function wrkSample(r: WrkResult, extra: Record<string, number> = {}): Omit<Sampl
   };
 }
 
+/**
+ * bench/undici-client.ts in its own process: `c` concurrent requests at the mock for the warm-up (untimed,
+ * inside the same process so its JIT is warm) and then the measured seconds.
+ */
+async function undiciClient(ctx: Ctx, t: Target, c: number): Promise<Omit<Sample, 'cpuS' | 'peakMb'>> {
+  const args = ['--import', 'tsx', path.join(BENCH, 'undici-client.ts'), '--url', chatUrl(t), '--connections', String(c),
+    '--warmup', String(ctx.opt.warmupS), '--duration', String(ctx.opt.durationS), '--authorization', t.headers.authorization!, '--body', bodyFor(t, false)];
+  const p = launch(process.execPath, args, { cwd: ROOT, env: baseEnv(), stdout: 'pipe' });
+  let out = '';
+  p.child.stdout!.setEncoding('utf8');
+  p.child.stdout!.on('data', (d: string) => { out += d; });
+  const code = await p.exited;
+  const line = out.split('\n').find((l) => l.startsWith('BENCH_CLIENT '));
+  if (code !== 0 || !line) throw new Error(`undici-client failed (exit ${code}): ${out.slice(0, 500)}`);
+  const r = JSON.parse(line.slice('BENCH_CLIENT '.length)) as { requests: number; errors: number; elapsedMs: number; p50: number; p99: number; cpuS: number; maxRssMb: number };
+  return { rps: r.requests / (r.elapsedMs / 1000), p50: r.p50, p99: r.p99, requests: r.requests, errors: r.errors, extra: { clientCpuS: r.cpuS, clientMaxRssMb: r.maxRssMb } };
+}
+
 async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample> {
   const { durationS, warmupS } = ctx.opt;
   const json = bodyFor(t, false);
@@ -356,6 +409,7 @@ async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample>
     case 'json50':
     case 'json1': {
       const c = sc === 'json50' ? 50 : 1;
+      if (t.kind === 'client') return measured(ctx, t, async () => {}, () => undiciClient(ctx, t, c));
       return measured(ctx, t,
         () => wrk({ url: chatUrl(t), connections: c, durationS: warmupS, body: json, headers: t.headers }),
         async () => wrkSample(await wrk({ url: chatUrl(t), connections: c, durationS, body: json, headers: t.headers })));
@@ -418,7 +472,7 @@ function withProbe(s: Omit<Sample, 'cpuS' | 'peakMb'>, pr: ProbeResult): Omit<Sa
 function scenarioTargets(sc: ScenarioId, all: TargetId[]): TargetId[] {
   switch (sc) {
     case 'json50': case 'json1': return all;
-    case 'sse200': case 'sse4': return all.filter((t) => !t.endsWith('-nolog'));
+    case 'sse200': case 'sse4': return all.filter((t) => !JSON_ONLY.includes(t));
     case 'readyz': return all.filter((t) => t === 'node' || t === 'bun' || t === 'deno');
     case 'startup': return [];
   }
@@ -491,11 +545,14 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
       const c = get(sc, id);
       if (!c) continue;
       const t = c.t;
+      const rt = t.runtime;
       const rps = med(c, (s) => s.rps);
       const direct = med(get(sc, 'direct'), (s) => s.rps);
       const portkey = med(get(sc, 'portkey'), (s) => s.rps);
       const xDirect = id === 'direct' ? NaN : rps / direct;
       const xPortkey = id === 'portkey' ? NaN : rps / portkey;
+      // Sluice ÷ the bare Hono proxy of the same runtime: the share of that runtime's proxy ceiling it reaches.
+      const xBare = t.kind === 'sluice' && rt ? rps / med(get(sc, `bare-${rt}` as TargetId), (s) => s.rps) : NaN;
       const errs = c.samples.reduce((a, s) => a + s.errors, 0);
       const reqs = c.samples.reduce((a, s) => a + s.requests, 0);
       let p50 = med(c, (s) => s.p50);
@@ -503,11 +560,14 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
       const detail: string[] = [];
       let goal = '';
       let result = '';
-      const rt = t.runtime;
       const sp = spread(c);
       if (Number.isFinite(sp) && sp > 0.15) detail.push(`rounds spread ±${((sp * 100) / 2).toFixed(0)}%`);
       const other = Math.max(...c.samples.map((s) => s.extra.otherCpuS ?? 0));
       if (other > 0.5) detail.push(`⚠ other processes used up to ${other.toFixed(1)} CPU s`);
+      const directNode = med(get(sc, 'direct-node'), (s) => s.rps);
+      if ((sc === 'json50' || sc === 'json1') && id !== 'direct' && id !== 'direct-node' && Number.isFinite(directNode)) {
+        detail.push(`${fmtX(rps / directNode)} direct (mock on node)`);
+      }
       switch (sc) {
         case 'json50':
           if (t.kind === 'sluice' && rt) {
@@ -519,7 +579,9 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
           break;
         case 'json1': {
           const added = (p50 - med(get(sc, 'direct'), (s) => s.p50)) * 1000;
-          if (id !== 'direct' && Number.isFinite(added)) detail.push(`added p50 ${added.toFixed(0)} µs`);
+          if (t.kind !== 'direct' && t.kind !== 'client' && Number.isFinite(added)) detail.push(`added p50 ${added.toFixed(0)} µs`);
+          const bare = t.kind === 'sluice' && rt ? med(get(sc, `bare-${rt}` as TargetId), (s) => s.p50) : NaN;
+          if (Number.isFinite(bare)) detail.push(`${((p50 - bare) * 1000).toFixed(0)} µs over the bare proxy`);
           const g = rt && t.kind === 'sluice' ? GOALS.addedP50Us[rt] : undefined;
           if (g !== undefined) {
             goal = `added p50 ≤ ${g} µs`;
@@ -576,8 +638,8 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
       }
       const cpu = med(c, (s) => s.cpuS);
       rows.push([
-        SC_LABEL[sc], t.label, fmtRps(rps), fmtMs(p50), fmtMs(p99), fmtX(xDirect), fmtX(xPortkey),
-        Number.isFinite(cpu) ? `${cpu.toFixed(2)}${id === 'direct' ? ' (mock)' : ''}${sc === 'json50' || sc === 'json1' || sc === 'readyz' ? ` · ${med(c, (s) => (1e6 * s.cpuS) / Math.max(1, s.requests)).toFixed(0)} µs/req` : ''}` : '—',
+        SC_LABEL[sc], t.label, fmtRps(rps), fmtMs(p50), fmtMs(p99), fmtX(xDirect), fmtX(xPortkey), fmtX(xBare),
+        Number.isFinite(cpu) ? `${cpu.toFixed(2)}${t.kind === 'direct' ? ' (mock)' : t.kind === 'client' ? ' (client)' : ''}${sc === 'json50' || sc === 'json1' || sc === 'readyz' ? ` · ${med(c, (s) => (1e6 * s.cpuS) / Math.max(1, s.requests)).toFixed(0)} µs/req` : ''}` : '—',
         fmtMb(med(c, (s) => s.peakMb)), detail.join('; '), goal, result,
       ]);
     }
@@ -599,13 +661,13 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
         const b = s.idleRssMb <= GOALS.idleRssMb;
         result = a && b ? 'PASS' : `MISS${a ? '' : ' (start)'}${b ? '' : ' (RSS)'}`;
       }
-      rows.push(['start-up + memory', label, '—', `${fmtMs(start)} start`, '—', '—', '—', '—', `${fmtMb(s.idleRssMb)} idle`, detail.filter(Boolean).join('; '), goal, result]);
+      rows.push(['start-up + memory', label, '—', `${fmtMs(start)} start`, '—', '—', '—', '—', '—', `${fmtMb(s.idleRssMb)} idle`, detail.filter(Boolean).join('; '), goal, result]);
     }
   }
-  const head = ['scenario', 'target', 'req/s', 'p50', 'p99', '×direct', '×Portkey', 'CPU s', 'peak RSS', 'detail', 'goal', 'result'];
+  const head = ['scenario', 'target', 'req/s', 'p50', 'p99', '×direct', '×Portkey', '×bare', 'CPU s', 'peak RSS', 'detail', 'goal', 'result'];
   const table = [
     `| ${head.join(' | ')} |`,
-    `|${head.map((h) => (['req/s', 'p50', 'p99', '×direct', '×Portkey', 'CPU s', 'peak RSS'].includes(h) ? '---:' : '---')).join('|')}|`,
+    `|${head.map((h) => (['req/s', 'p50', 'p99', '×direct', '×Portkey', '×bare', 'CPU s', 'peak RSS'].includes(h) ? '---:' : '---')).join('|')}|`,
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ].join('\n');
   return [`# Sluice benchmark — ${new Date().toISOString()}`, '', ...meta.map((m) => `- ${m}`), '', table, '',
@@ -689,10 +751,19 @@ async function main(): Promise<void> {
     // can alternate between them.
     const loadScenarios = opt.scenarios.filter((s) => s !== 'startup');
     const needed = new Set(loadScenarios.flatMap((sc) => scenarioTargets(sc, opt.targets)));
+    if (opt.upstream === 'node' && needed.delete('direct-node')) log('--upstream node: "direct" already reaches the node:http mock; direct-node skipped');
     for (const def of targetDefs(ctx)) {
       if (!needed.has(def.id)) continue;
       const t: Target = { ...def, port: mockPort, peaks: [] };
-      if (def.kind === 'sluice') {
+      if (def.id === 'direct-node') {
+        const m = await startMock(runDir, 'node', opt.chunkDelayMs, 'mock-upstream-node');
+        t.proc = m.proc;
+        t.port = m.port;
+      } else if (def.kind === 'bare') {
+        const s = await startBare(ctx, def.runtime!, def.id);
+        t.proc = s.proc;
+        t.port = s.port;
+      } else if (def.kind === 'sluice') {
         const s = await startSluice(ctx, def.runtime!, def.accessLog!, def.id);
         t.proc = s.proc;
         t.port = s.port;
@@ -706,7 +777,7 @@ async function main(): Promise<void> {
     if (ctx.targets.size) log(`targets up: ${[...ctx.targets.values()].map((t) => `${t.id}:${t.port}`).join(' ')}`);
     if (opt.primeS > 0) {
       for (const t of ctx.targets.values()) {
-        if (t.kind === 'direct') continue;
+        if (t.kind === 'direct' || t.kind === 'client') continue;
         const r = await wrk({ url: chatUrl(t), connections: 50, durationS: opt.primeS, body: bodyFor(t, false), headers: t.headers });
         log(`primed ${t.id}: ${fmtRps(r.rps)} req/s over ${opt.primeS} s (untimed)`);
       }
@@ -731,7 +802,7 @@ async function main(): Promise<void> {
     // Resident memory after all that load (let timers and GC settle first).
     if (ctx.targets.size) await sleep(1500);
     for (const t of ctx.targets.values()) {
-      if (t.kind === 'direct') continue;
+      if (t.kind !== 'sluice' && t.kind !== 'portkey') continue;
       const id = t.accessLog === false ? undefined : t.id;
       if (id) memAfter.set(id, { after: rssMb(t.proc!.pid), peak: t.peaks.length ? Math.max(...t.peaks) : NaN });
     }
@@ -741,6 +812,7 @@ async function main(): Promise<void> {
       `machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; ${os.type()} ${os.release()}`,
       `node ${process.version}, bun ${toolVersion(path.join(BIN, 'bun'), ['--version'])}, ${toolVersion(path.join(BIN, 'deno'), ['--version'])}, ${toolVersion('wrk', ['--version']).replace(/ Copyright.*/, '')}`,
       `rounds ${opt.rounds} (targets alternate; cells are medians), ${opt.warmupS} s warm-up + ${opt.durationS} s measured per run, wrk -t1; mock upstream on ${opt.upstream}, SSE ${20} chunks ${opt.chunkDelayMs} ms apart`,
+      `ceilings: "bare Hono proxy" rows are bench/bare-proxy.ts (one POST route forwarding to the same mock: @hono/node-server + undici.request on Node, Bun.serve/Deno.serve + fetch on Bun/Deno), ×bare = Sluice ÷ the bare proxy of its runtime; "undici.request client alone" is bench/undici-client.ts at the mock, no server in between; "direct (mock on node)" is a second mock on node:http`,
       `Sluice: bench/config (auth on, routing model bench-route → bench-direct, metrics listener on, access log to a file; "no access log" rows set observability.access_log=false); Portkey ${PORTKEY_VERSION} with @hono/node-server ${PORTKEY_NODE_SERVER}, x-portkey-provider: openai + x-portkey-custom-host`,
       `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${ctx.noisyWaits ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)` : ''}`,
     ];

@@ -1,0 +1,61 @@
+// The ceiling a Hono proxy reaches on each runtime here: one POST /v1/chat/completions route that forwards
+// the request body to the mock upstream and returns its body. No auth, routing, metrics or logs, so the
+// difference to a Sluice row of the same runtime is what Sluice itself costs.
+//
+//   node --import tsx bench/bare-proxy.ts --port N --upstream http://127.0.0.1:M   # @hono/node-server + undici.request (keep-alive Agent)
+//   bun bench/bare-proxy.ts …                                                      # Bun.serve(app.fetch) + global fetch
+//   deno run -A bench/bare-proxy.ts …                                              # Deno.serve(app.fetch) + global fetch
+//
+// Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.
+import { Hono } from 'hono';
+
+declare const Bun: { serve(o: { port: number; hostname: string; fetch: (r: Request) => Response | Promise<Response> }): unknown } | undefined;
+declare const Deno: { serve(o: { port: number; hostname: string; onListen?: () => void }, h: (r: Request) => Response | Promise<Response>): unknown } | undefined;
+
+const args = process.argv.slice(2);
+const flag = (name: string, dflt?: string) => {
+  const i = args.indexOf(`--${name}`);
+  const v = i >= 0 ? args[i + 1] : undefined;
+  if (v === undefined && dflt === undefined) throw new Error(`--${name} is required`);
+  return v ?? dflt!;
+};
+const PORT = Number(flag('port'));
+const UPSTREAM = `${flag('upstream').replace(/\/$/, '')}/v1/chat/completions`;
+const HOST = '127.0.0.1';
+const runtime = typeof Bun !== 'undefined' ? 'bun' : typeof Deno !== 'undefined' ? 'deno' : 'node';
+
+type Forward = (body: ArrayBuffer, authorization: string) => Promise<{ status: number; body: ArrayBuffer }>;
+
+async function nodeForward(): Promise<Forward> {
+  // The same client and Agent settings as Sluice's Node runtime (runtimes/node.ts).
+  const { Agent, request } = await import('undici');
+  const agent = new Agent({ keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
+  return async (body, authorization) => {
+    const res = await request(UPSTREAM, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: Buffer.from(body), dispatcher: agent });
+    return { status: res.statusCode, body: await res.body.arrayBuffer() };
+  };
+}
+
+const fetchForward: Forward = async (body, authorization) => {
+  const res = await fetch(UPSTREAM, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body });
+  return { status: res.status, body: await res.arrayBuffer() };
+};
+
+const forward = runtime === 'node' ? await nodeForward() : fetchForward;
+
+const app = new Hono();
+app.post('/v1/chat/completions', async (c) => {
+  const r = await forward(await c.req.arrayBuffer(), c.req.header('authorization') ?? '');
+  return c.body(r.body, r.status as 200, { 'content-type': 'application/json' });
+});
+
+const ready = () => console.log(`bare-proxy listening ${PORT} ${runtime}`);
+if (runtime === 'bun') {
+  Bun!.serve({ port: PORT, hostname: HOST, fetch: app.fetch });
+  ready();
+} else if (runtime === 'deno') {
+  Deno!.serve({ port: PORT, hostname: HOST, onListen: ready }, app.fetch);
+} else {
+  const { serve } = await import('@hono/node-server');
+  serve({ fetch: app.fetch, port: PORT, hostname: HOST }, ready);
+}
