@@ -5,12 +5,12 @@
 //
 // Run: node build.mjs && node --import tsx bench/etcd-scale.ts [models]
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { base64Encode, encodeUtf8, prefixRange } from '../src/sources/etcd/client.ts';
 import { startEtcd } from '../test/support/etcd.ts';
 import { spawnGateway, type GatewayProcess } from '../test/support/process.ts';
+import { deadEndpoint } from '../test/support/process.ts';
 
 const MODELS = Number(process.argv[2] ?? 20_000);
 const PREFIX = '/aisix';
@@ -74,14 +74,6 @@ async function livez(g: GatewayProcess): Promise<boolean> {
   return r.status === 200;
 }
 
-async function deadEndpoint(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `http://127.0.0.1:${port}`;
-}
 
 function config(endpoint: string, cache: string): string {
   return `etcd: { endpoints: ["${endpoint}"], prefix: ${PREFIX} }

@@ -24,6 +24,7 @@ import {
   type EtcdSupervisorOptions,
 } from '../src/sources/etcd/supervisor.ts';
 import { startEtcd, type EtcdServer } from './support/etcd.ts';
+import { deadEndpoint } from './support/process.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // helpers
@@ -186,14 +187,6 @@ async function badServer(behaviour: 'silent' | 'headers-only'): Promise<{ endpoi
   };
 }
 
-async function deadEndpoint(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `http://127.0.0.1:${port}`;
-}
 
 async function collect(gen: AsyncGenerator<WatchMessage>, until: (m: WatchMessage, all: WatchMessage[]) => boolean): Promise<WatchMessage[]> {
   const out: WatchMessage[] = [];

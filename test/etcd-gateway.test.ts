@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,6 +15,7 @@ import { seeder, startTlsEtcd, trio } from './support/etcd-gateway.ts';
 import { startEtcd, type EtcdServer } from './support/etcd.ts';
 import { startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
 import { CALLER_KEY, spawnGateway, type GatewayProcess } from './support/process.ts';
+import { deadEndpoint } from './support/process.ts';
 
 const CALLER_HASH = createHash('sha256').update(CALLER_KEY).digest('hex');
 const SECRETS = ['sk-upstream-SECRET-value', CALLER_KEY, CALLER_HASH, 'admin-key-SECRET'];
@@ -79,14 +79,6 @@ async function stop(g: GatewayProcess): Promise<number | null> {
   return g.waitForExit(10_000);
 }
 
-async function deadEndpoint(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `http://127.0.0.1:${port}`;
-}
 
 function proxyBound(g: GatewayProcess): boolean {
   return g.logs.some((l) => l.msg === MSG.listening && l.listener === 'proxy');

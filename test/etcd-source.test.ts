@@ -4,7 +4,6 @@
 // Run: node --import tsx --test test/etcd-source.test.ts
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { loadResourcesFile } from '../src/resources/pipeline.ts';
 import type { EtcdFetch } from '../src/sources/etcd/client.ts';
@@ -15,6 +14,7 @@ import { createStatusApp } from '../src/status/app.ts';
 import { seeder, startEtcdGateway, type EtcdTestGateway } from './support/etcd-gateway.ts';
 import { startEtcd, type EtcdServer } from './support/etcd.ts';
 import { testPlatform } from './support/platform.ts';
+import { deadEndpoint } from './support/process.ts';
 
 const UPSTREAM_SECRET = 'sk-upstream-SECRET-value';
 const CALLER_HASH = createHash('sha256').update('sk-caller-test-key').digest('hex');
@@ -76,14 +76,6 @@ function assertNoSecrets(text: string, extra: string[] = []): void {
   }
 }
 
-async function deadEndpoint(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `http://127.0.0.1:${port}`;
-}
 
 function latch(): { promise: Promise<void>; resolve(): void } {
   let resolve!: () => void;

@@ -13,20 +13,13 @@
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { PlatformFiles } from '../platform.ts';
+import type { RejectedRow } from '../status/config-status.ts';
 
 export const CACHE_FORMAT = 'sluice-etcd-snapshot-cache' as const;
 export const CACHE_VERSION = 1 as const;
 
 /** A last-known-good pin: the key serves its cached row while its current value is rejected. */
-export interface CachedPin {
-  since: string;
-  resource_kind: string;
-  resource_id: string;
-  last_error_kind: string;
-  last_error: string;
-  first_seen_at: string;
-  last_seen_at: string;
-}
+export type CachedPin = Omit<RejectedRow, 'serving_stale_since'> & { since: string };
 
 export interface CacheDocument {
   format: typeof CACHE_FORMAT;

@@ -3,9 +3,9 @@
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './process.ts';
 
 export interface EtcdServer {
   /** `http://127.0.0.1:<port>` */
@@ -36,18 +36,7 @@ function assertEtcdInstalled(): void {
   if (r.error || r.status !== 0) throw new Error(INSTALL_HINT);
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 // Every etcd this process started, killed synchronously when the process exits for any reason.
 const live = new Set<ChildProcess>();

@@ -20,6 +20,11 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** `http://127.0.0.1:<port>` where nothing listens (a port that was free a moment ago). */
+export async function deadEndpoint(): Promise<string> {
+  return `http://127.0.0.1:${await freePort()}`;
+}
+
 export function runtimeCommand(runtime: RuntimeName, args: string[]): [string, string[]] {
   switch (runtime) {
     case 'node': {

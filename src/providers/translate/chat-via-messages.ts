@@ -10,7 +10,7 @@ import { DONE_EVENT, dataEvent, jsonData, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
   isRecord, num, openaiUsage, str, toFinishReason, translatedId, TranslationError, usageFromAnthropic,
-  type Json, type TokenUsage,
+  parseArguments, type Json, type TokenUsage,
 } from './shared.ts';
 
 /** Anthropic requires `max_tokens`; an OpenAI caller may omit it. */
@@ -96,14 +96,6 @@ function appendToolResult(messages: Json[], m: Json, i: number): void {
   } else messages.push({ role: 'user', content: [block] });
 }
 
-function parseArguments(args: unknown): unknown {
-  if (typeof args !== 'string' || args === '') return {};
-  try {
-    return JSON.parse(args);
-  } catch {
-    return {};
-  }
-}
 
 function messagesTool(t: unknown): Json {
   const fn = isRecord(t) && isRecord(t.function) ? t.function : {};

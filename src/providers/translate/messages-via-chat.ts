@@ -9,7 +9,7 @@ import { jsonData, namedEvent, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
   anthropicUsage, isRecord, num, str, toStopReason, translatedId, TranslationError, usageFromOpenai,
-  type Json, type TokenUsage,
+  parseArguments, type Json, type TokenUsage,
 } from './shared.ts';
 
 // ---- request ----------------------------------------------------------------------------------------------
@@ -158,14 +158,6 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
   };
 }
 
-function parseArguments(args: unknown): unknown {
-  if (typeof args !== 'string' || args === '') return {};
-  try {
-    return JSON.parse(args);
-  } catch {
-    return {};
-  }
-}
 
 // ---- SSE ---------------------------------------------------------------------------------------------------
 

@@ -109,3 +109,13 @@ export function translatedId(prefix: string): string {
   idCounter = (idCounter + 1) % 1e9;
   return `${prefix}${Date.now().toString(36)}${idCounter.toString(36)}`;
 }
+
+/** A tool call's `arguments` string as JSON; an empty or malformed one is `{}`. */
+export function parseArguments(args: unknown): unknown {
+  if (typeof args !== 'string' || args === '') return {};
+  try {
+    return JSON.parse(args);
+  } catch {
+    return {};
+  }
+}

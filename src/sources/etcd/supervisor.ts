@@ -10,7 +10,7 @@
 // Handlers may be async; they are awaited, so batches are delivered in order and never overlap.
 // Error messages given to callbacks never contain the password or a token.
 
-import { EtcdClient, EtcdError, type EtcdFetch, type EtcdKv } from './client.ts';
+import { EtcdClient, EtcdError, type EtcdClientOptions, type EtcdKv } from './client.ts';
 import { watchPrefix, type WatchEvent } from './watch.ts';
 import { sleep } from '../../util/sleep.ts';
 
@@ -33,16 +33,10 @@ export interface BackoffPolicy {
 
 export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 1000, maxMs: 60_000 };
 
-export interface EtcdSupervisorOptions {
-  endpoints: readonly string[];
+/** The client's own options (endpoints, auth, transport, timeouts) plus what the watch loop needs. */
+export interface EtcdSupervisorOptions extends EtcdClientOptions {
   /** Used verbatim: pass `/aisix/` (with the slash) so `/aisix2/…` is not included. */
   prefix: string;
-  user?: string;
-  password?: string;
-  fetch?: EtcdFetch;
-  tls?: boolean;
-  dialTimeoutMs?: number;
-  requestTimeoutMs?: number;
   idleTimeoutMs?: number;
   backoff?: BackoffPolicy;
   onSnapshot(snapshot: EtcdSnapshot): void | Promise<void>;
