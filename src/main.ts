@@ -126,7 +126,6 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
 
   // File mode: the file is loaded before any listener binds (SPEC §5.1); etcd mode waits after binding
   // status and admin (SPEC §6.3).
-  let source: ConfigSource | undefined;
   if (config.resources_file) {
     const r = await loadFromFile(gw, config.resources_file);
     if (!r.ok) {
@@ -145,6 +144,14 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     gw.log.info(MSG.listening, { listener: spec.name, addr: `${spec.host}:${l.port}`, tls: spec.tls !== undefined, http2: spec.http2 === true || spec.tls !== undefined });
     return l;
   };
+  let source: ConfigSource | undefined;
+  /** Leave before serving: background work, the source and whatever is bound all go. */
+  const abandon = async (message?: string): Promise<void> => {
+    if (message) printErr(platform, message);
+    gw.stop();
+    await source?.stop();
+    await Promise.allSettled(listeners.map((l) => l.close()));
+  };
   try {
     const prom = config.observability.metrics.prometheus;
     if (prom.enabled) {
@@ -156,8 +163,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       await bind({ name: 'admin', ...parseAddr(config.admin.addr) }, (req) => app.fetch(req));
     }
   } catch (e) {
-    printErr(platform, `cannot bind: ${(e as Error).message}`);
-    await Promise.allSettled(listeners.map((l) => l.close()));
+    await abandon(`cannot bind: ${(e as Error).message}`);
     return 1;
   }
 
@@ -168,8 +174,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       const probe = await platform.listen({ name: 'proxy', ...parseAddr(config.proxy.addr), tls: boot.tls, http2: config.proxy.http2 }, () => new Response(null, { status: 503 }));
       await probe.close();
     } catch (e) {
-      printErr(platform, `cannot bind: ${(e as Error).message}`);
-      await Promise.allSettled(listeners.map((l) => l.close()));
+      await abandon(`cannot bind: ${(e as Error).message}`);
       return 1;
     }
     onHup = () => gw.log.info(MSG.sighupIgnoredEtcd);
@@ -177,15 +182,13 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     gw.lifecycle.phase = 'waiting';
     const stopped = await waitForFirstConfig(gw, source, () => stopRequested, (resolve) => { onStop = resolve; });
     if (stopped) {
-      await source.stop();
-      await Promise.allSettled(listeners.map((l) => l.close()));
+      await abandon();
       return stoppedDuringStartup(gw, stopped);
     }
     onStop = undefined;
   }
   if (stopRequested) {
-    await source?.stop();
-    await Promise.allSettled(listeners.map((l) => l.close()));
+    await abandon();
     return stoppedDuringStartup(gw, stopRequested);
   }
 
@@ -196,10 +199,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       onDrainAccept: (peer, open) => gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open }),
     }, (req, conn) => proxyApp.fetch(req, conn));
   } catch (e) {
-    printErr(platform, `cannot bind: ${(e as Error).message}`);
-    gw.stop();
-    await source?.stop();
-    await Promise.allSettled(listeners.map((l) => l.close()));
+    await abandon(`cannot bind: ${(e as Error).message}`);
     return 1;
   }
   gw.lifecycle.phase = 'serving';
