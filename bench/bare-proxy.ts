@@ -6,6 +6,9 @@
 //   bun bench/bare-proxy.ts …                                                      # Bun.serve(app.fetch) + global fetch
 //   deno run -A bench/bare-proxy.ts …                                              # Deno.serve(app.fetch) + global fetch
 //
+//   … --listener node   on Bun or Deno: bind through their node:http layer (@hono/node-server), the listener
+//                       Sluice uses there for its drain guarantees, to separate the listener's cost from Sluice's
+//
 // Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.
 import { Hono } from 'hono';
 
@@ -50,7 +53,10 @@ app.post('/v1/chat/completions', async (c) => {
 });
 
 const ready = () => console.log(`bare-proxy listening ${PORT} ${runtime}`);
-if (runtime === 'bun') {
+if (flag('listener', 'native') === 'node') {
+  const { serve } = await import('@hono/node-server');
+  serve({ fetch: app.fetch, port: PORT, hostname: HOST }, ready);
+} else if (runtime === 'bun') {
   Bun!.serve({ port: PORT, hostname: HOST, fetch: app.fetch });
   ready();
 } else if (runtime === 'deno') {
