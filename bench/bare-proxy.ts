@@ -11,17 +11,11 @@
 //
 // Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.
 import { Hono } from 'hono';
+import { flag } from './flags.ts';
 
 declare const Bun: { serve(o: { port: number; hostname: string; fetch: (r: Request) => Response | Promise<Response> }): unknown } | undefined;
 declare const Deno: { serve(o: { port: number; hostname: string; onListen?: () => void }, h: (r: Request) => Response | Promise<Response>): unknown } | undefined;
 
-const args = process.argv.slice(2);
-const flag = (name: string, dflt?: string) => {
-  const i = args.indexOf(`--${name}`);
-  const v = i >= 0 ? args[i + 1] : undefined;
-  if (v === undefined && dflt === undefined) throw new Error(`--${name} is required`);
-  return v ?? dflt!;
-};
 const PORT = Number(flag('port'));
 const UPSTREAM = `${flag('upstream').replace(/\/$/, '')}/v1/chat/completions`;
 const HOST = '127.0.0.1';

@@ -9,14 +9,8 @@
 // RSS of this process over the measured seconds / its life).
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
+import { flag } from './flags.ts';
 
-const args = process.argv.slice(2);
-const flag = (name: string, dflt?: string) => {
-  const i = args.indexOf(`--${name}`);
-  const v = i >= 0 ? args[i + 1] : undefined;
-  if (v === undefined && dflt === undefined) throw new Error(`--${name} is required`);
-  return v ?? dflt!;
-};
 const url = flag('url');
 const connections = Number(flag('connections', '50'));
 const warmupS = Number(flag('warmup', '1'));

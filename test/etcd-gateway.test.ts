@@ -73,11 +73,7 @@ async function chat(g: GatewayProcess, model = 'gpt-test'): Promise<{ status: nu
   return { status: r.status, text: await r.text() };
 }
 
-async function stop(g: GatewayProcess): Promise<number | null> {
-  if (g.exited) return g.exitCode;
-  g.signal('SIGTERM');
-  return g.waitForExit(10_000);
-}
+const stop = (g: GatewayProcess): Promise<number | null> => g.stop(10_000);
 
 
 function proxyBound(g: GatewayProcess): boolean {

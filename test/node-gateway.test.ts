@@ -29,10 +29,7 @@ describe('node gateway process', () => {
     await gw.waitReady();
   });
   after(async () => {
-    if (!gw.exited) {
-      gw.signal('SIGTERM');
-      await gw.waitForExit();
-    }
+    await gw.stop();
     await mock.close();
   });
 

@@ -37,10 +37,7 @@ api_keys:
 });
 
 after(async () => {
-  if (!gw.exited) {
-    gw.signal('SIGTERM');
-    await gw.waitForExit();
-  }
+  await gw.stop();
   await mock.close();
 });
 

@@ -41,10 +41,7 @@ api_keys:
 });
 
 after(async () => {
-  if (!gw.exited) {
-    gw.signal('SIGTERM');
-    await gw.waitForExit();
-  }
+  await gw.stop();
   await Promise.all([oai.close(), ant.close()]);
 });
 

@@ -59,6 +59,8 @@ export interface GatewayProcess {
   /** Poll until `path` on `listener` answers 200 (bounded). */
   waitReady(path?: string, listener?: 'proxy' | 'status' | 'admin', timeoutMs?: number): Promise<void>;
   signal(sig: NodeJS.Signals): void;
+  /** SIGTERM unless it already exited; resolves with the exit code (bounded wait). */
+  stop(timeoutMs?: number): Promise<number | null>;
   kill(): void;
   exited: boolean;
   exitCode: number | null;
@@ -141,6 +143,11 @@ export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
       throw new Error(`${path} on ${listener} not 200 within ${timeoutMs} ms (last: ${last})`);
     },
     signal: (sig) => { proc.kill(sig); },
+    stop(timeoutMs = 15_000) {
+      if (g.exited) return Promise.resolve(g.exitCode);
+      proc.kill('SIGTERM');
+      return g.waitForExit(timeoutMs);
+    },
     kill: () => { proc.kill('SIGKILL'); },
   };
   proc.once('exit', (code) => { g.exited = true; g.exitCode = code; live.delete(proc); });
