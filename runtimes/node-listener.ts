@@ -6,6 +6,7 @@ import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import type { Socket } from 'node:net';
 import type { ConnInfo, FetchHandler, ListenSpec, Listener } from '../src/platform.ts';
+import { Cancel } from '../src/util/cancel.ts';
 
 export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
   if (!socket?.remoteAddress) return undefined;
@@ -24,8 +25,16 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
   let draining = false;
   const sockets = new Set<Socket>();
   const sessions = new Set<http2.Http2Session>();
-  const handle = getRequestListener((req, env: { incoming: http.IncomingMessage | http2.Http2ServerRequest }) => {
-    const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion };
+  const handle = getRequestListener((req, env: { incoming: http.IncomingMessage | http2.Http2ServerRequest; outgoing: http.ServerResponse | http2.Http2ServerResponse }) => {
+    // The caller left before its response was written: what @hono/node-server's `request.signal` says, without
+    // the AbortController it allocates for every request whose `.signal` is read (src/util/cancel.ts).
+    const closed = new Cancel();
+    const res = env.outgoing;
+    res.once('close', () => {
+      // The same test as @hono/node-server's own close handler (an HTTP/2 response has no writableFinished).
+      if (env.incoming.errored || !res.writableFinished) closed.abort(new Error('the client closed the connection'));
+    });
+    const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion, closed };
     return fetch(req, conn);
   });
   const onRequest = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {

@@ -11,7 +11,10 @@ import { nodeListen } from './node-listener.ts';
 export function undiciUpstream(connectTimeoutMs: number): UpstreamFetch {
   const agent = new Agent({ connect: { timeout: connectTimeoutMs || undefined }, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
   return async (r) => {
-    const res = await request(r.url, { method: r.method, headers: r.headers, body: r.body, signal: r.signal, dispatcher: agent });
+    // undici duck-types `signal` (reads `aborted`/`reason`, calls add/removeEventListener: lib/api/abort-signal.js,
+    // lib/core/util.js addAbortListener), so the core's `Cancel` goes in as it is; its types only name AbortSignal.
+    const signal = r.signal as AbortSignal | undefined;
+    const res = await request(r.url, { method: r.method, headers: r.headers, body: r.body, signal, dispatcher: agent });
     return {
       status: res.statusCode,
       header: (name) => {

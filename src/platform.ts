@@ -1,5 +1,6 @@
 // The contract a runtime gives the core. Nothing else crosses the line between `src/` (identical on
 // every runtime) and `runtimes/<platform>.ts` (thin: bind, signal, count, cache).
+import type { CancelSignal } from './util/cancel.ts';
 
 /** What the core knows about the downstream connection a request arrived on. */
 export interface ConnInfo {
@@ -7,6 +8,12 @@ export interface ConnInfo {
   peer?: string;
   /** `1.1` or `2`, when the runtime can tell. */
   httpVersion?: string;
+  /**
+   * Aborted when the caller goes away before its response has been written. A listener gives this instead
+   * of the core reading `request.signal` (on @hono/node-server that allocates an AbortController per
+   * request); without it the core follows `request.signal`.
+   */
+  closed?: CancelSignal;
 }
 
 export type FetchHandler = (req: Request, conn: ConnInfo) => Response | Promise<Response>;
@@ -44,7 +51,8 @@ export interface UpstreamRequest {
   method: 'GET' | 'POST';
   headers: Record<string, string>;
   body?: string;
-  signal?: AbortSignal;
+  /** A `Cancel` on the proxy path (not an AbortSignal: see src/util/cancel.ts). */
+  signal?: CancelSignal;
 }
 
 /** The part of an upstream response the core reads. The body can be consumed once. */

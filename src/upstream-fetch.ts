@@ -1,12 +1,13 @@
 // The default upstream transport on the web `fetch` every runtime has. Node swaps in undici's `request`
 // (runtimes/node.ts), which is much faster there; Bun, Deno and Workers use this.
 import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
+import { toAbortSignal } from './util/cancel.ts';
 
 const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
 
 export function fetchUpstream(fetchFn: typeof fetch = fetch): UpstreamFetch {
   return async (req) => {
-    const res = await fetchFn(req.url, { method: req.method, headers: req.headers, body: req.body, signal: req.signal });
+    const res = await fetchFn(req.url, { method: req.method, headers: req.headers, body: req.body, signal: req.signal && toAbortSignal(req.signal) });
     const body = res.body;
     const out: UpstreamResponse = {
       status: res.status,

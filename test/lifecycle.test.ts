@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chunk, startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
 import { CALLER_KEY, resourcesFor, spawnGateway, type GatewayProcess, type RuntimeName } from './support/process.ts';
+import { until } from './support/until.ts';
 
 const RUNTIMES: RuntimeName[] = ['node', 'bun', 'deno'];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -205,6 +206,36 @@ for (const runtime of RUNTIMES) {
       const arrivals = gw.logs.filter((l) => l.msg === 'request arrived while draining');
       assert.ok(arrivals.every((l) => l.path !== '/livez' && l.path !== '/readyz'), 'probes must not produce arrival lines');
       agent.destroy();
+    });
+
+    test('a caller that hangs up mid-request: the upstream request is aborted (JSON and SSE), logged as client_closed', async () => {
+      const gw = await start(runtime, mock, { minDrain: 0 });
+      const hold = deferred();
+      const slowStream = Array.from({ length: 100 }, (_, i) => chunk('gpt-upstream', `c${i}`));
+      mock.script({ hold: hold.promise }, { sse: slowStream, chunkDelayMs: 50 });
+      const abortedBefore = mock.aborted;
+      const post = (body: string, onResponse?: (res: http.IncomingMessage) => void) => {
+        const req = http.request(gw.url('/v1/chat/completions'), { method: 'POST', agent: false, headers: { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` } }, onResponse);
+        req.on('error', () => {}); // the test hangs up on purpose
+        req.end(body);
+        return req;
+      };
+      // JSON: hang up while the upstream still works on the answer.
+      const arrived = mock.waitForRequests(1);
+      const json = post(CHAT);
+      await arrived;
+      json.destroy();
+      await until(() => mock.aborted === abortedBefore + 1, 5000, 'the held JSON upstream request to be aborted');
+      // SSE: hang up after the first chunk, while the upstream has 99 more to send.
+      const firstChunk = new Promise<void>((resolve) => {
+        const req = post(STREAM, (res) => res.once('data', () => { req.destroy(); resolve(); }));
+      });
+      await firstChunk;
+      await until(() => mock.aborted === abortedBefore + 2, 5000, 'the streaming upstream request to be aborted');
+      await until(() => gw.logs.filter((l) => l.msg === 'proxy request completed' && l.error_kind === 'client_closed').length === 2, 5000,
+        'two access-log lines with error_kind client_closed');
+      hold.resolve();
+      assert.equal(await gw.stop(), 0);
     });
 
     test('a second signal does not cut the drain short', async () => {

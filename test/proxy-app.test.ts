@@ -11,6 +11,7 @@ import { loadConfig } from '../src/config/load.ts';
 import { VERSION } from '../src/version.ts';
 import { chunk, startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
 import { gatewayWith, testPlatform, type TestPlatform } from './support/platform.ts';
+import { until } from './support/until.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
 const UPSTREAM_KEY = 'sk-upstream-SECRET-7f3a9c';
@@ -76,14 +77,6 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 /** Poll `cond` every 10 ms until it holds, failing after `ms`. */
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
 /** A loopback port with nothing listening on it. */
 async function closedPort(): Promise<number> {
   const s = net.createServer();

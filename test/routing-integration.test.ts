@@ -10,6 +10,7 @@ import { createStatusApp } from '../src/status/app.ts';
 import { chunk, startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
 import { anthropicEvents, anthropicMessage, startMockAnthropic, type MockAnthropic } from './support/mock-anthropic.ts';
 import { BASE_CONFIG, gatewayWith } from './support/platform.ts';
+import { until } from './support/until.ts';
 
 const CALLER = 'sk-caller-routing-SECRET-1';
 const LIMITED = 'sk-caller-limited-SECRET-2';
@@ -83,14 +84,6 @@ async function harness(models: string, opts: { config?: string; directExtra?: st
 }
 
 /** Poll `cond` until it holds (bounded). */
-async function until(cond: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 /** The sample value of the series of `name` whose labels contain every `label="value"` given. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   for (const line of text.split('\n')) {

@@ -2,6 +2,7 @@
 // handlers: the handler resolves a target, the adapter speaks the vendor's wire.
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { AdapterName, ProviderKey } from '../resources/schema.ts';
+import type { CancelSignal } from '../util/cancel.ts';
 
 /**
  * What the caller asked for, in the caller's wire: `chat` and `embeddings` are OpenAI's, `messages` is
@@ -18,7 +19,7 @@ export interface ProviderCall {
   key: ProviderKey;
   upstream: UpstreamFetch;
   /** Aborted on client disconnect, on the model's deadline, or on a stream's silence timeout. */
-  signal: AbortSignal;
+  signal: CancelSignal;
 }
 
 export type ProviderResult =

@@ -174,7 +174,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     try {
       r = await dispatcher.dispatch({
         snapshot: who.snapshot, model: resolved.model, upstreamModel: resolved.upstreamModel,
-        endpoint, body, stream, signal: c.req.raw.signal, headers: c.req.raw.headers, apiKeyId: who.key.id,
+        endpoint, body, stream, signal: c.env?.closed ?? c.req.raw.signal, headers: c.req.raw.headers, apiKeyId: who.key.id,
       });
     } catch (e) {
       void permit.release();

@@ -28,6 +28,7 @@ import type { ModelHealth, UpstreamFailure } from './health.ts';
 import { classifyOptions, retryBudget, runAttempts, type AttemptReport, type RunResult } from './retry.ts';
 import { pickTargets, usableCandidates, type Candidate, type HeaderReader, type RoutingState } from './strategies.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
+import { Cancel, type CancelSignal } from '../util/cancel.ts';
 
 export interface DispatchInput {
   snapshot: Snapshot;
@@ -38,7 +39,7 @@ export interface DispatchInput {
   body: Record<string, unknown>;
   stream: boolean;
   /** Aborted when the caller goes away. */
-  signal: AbortSignal;
+  signal: CancelSignal;
   /** consistent_hash: the request headers (`hash_header`) and the caller's API key id. */
   headers?: HeaderReader;
   apiKeyId?: string;
@@ -115,10 +116,10 @@ export class Dispatcher {
       return a;
     }
     // A stream's consumer can also stop the loop (the caller left while it was still failing over).
-    const controller = new AbortController();
+    const controller = new Cancel();
     if (input.signal.aborted) controller.abort();
     else input.signal.addEventListener('abort', () => controller.abort(), { once: true });
-    const run = this.run(input, plan, controller.signal);
+    const run = this.run(input, plan, controller);
     const commitAfterMs = this.d.config.downstream.sse_keepalive_interval_secs * 1000;
     const early = commitAfterMs > 0 ? await settledWithin(run, commitAfterMs) : { value: await run };
     if (early) {
@@ -167,7 +168,7 @@ export class Dispatcher {
 
   // ---- the loop -----------------------------------------------------------------------------------------------
 
-  private run(input: DispatchInput, plan: Extract<Plan, { kind: 'ok' }>, signal: AbortSignal): Promise<Run> {
+  private run(input: DispatchInput, plan: Extract<Plan, { kind: 'ok' }>, signal: CancelSignal): Promise<Run> {
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
       attempt: (t) => this.attempt(input, t, signal),
@@ -179,8 +180,8 @@ export class Dispatcher {
   }
 
   /** One upstream call under the target's deadline. Never throws: failures become outcomes. */
-  private async attempt(input: DispatchInput, t: Target, signal: AbortSignal): Promise<AttemptOutcome> {
-    const ac = new AbortController();
+  private async attempt(input: DispatchInput, t: Target, signal: CancelSignal): Promise<AttemptOutcome> {
+    const ac = new Cancel();
     const onCallerGone = () => ac.abort(CALLER_GONE);
     signal.addEventListener('abort', onCallerGone, { once: true });
     const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
@@ -202,7 +203,7 @@ export class Dispatcher {
         stream: input.stream,
         key: t.key,
         upstream: this.d.upstream,
-        signal: ac.signal,
+        signal: ac,
       });
       if (r.kind === 'response') {
         end();
@@ -219,13 +220,13 @@ export class Dispatcher {
       return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort: () => ac.abort(CALLER_GONE), end } };
     } catch (e) {
       end();
-      if (ac.signal.reason === TIMED_OUT) return { kind: 'timeout' };
+      if (ac.reason === TIMED_OUT) return { kind: 'timeout' };
       return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
     }
   }
 
   /** Health, deployment metrics and routing state for one finished attempt. */
-  private recordAttempt(r: AttemptReport<Target, AttemptOutcome>, signal: AbortSignal, routingName?: string): void {
+  private recordAttempt(r: AttemptReport<Target, AttemptOutcome>, signal: CancelSignal, routingName?: string): void {
     const { target: t, outcome } = r;
     const ok = outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300;
     // A caller who went away interrupted the attempt: that says nothing about the upstream.
@@ -267,7 +268,7 @@ export class Dispatcher {
    * The SSE body of a streamed request, whether the loop has already produced a live stream or is still
    * failing over behind keep-alive comments.
    */
-  private streamResult(run: Promise<Run>, controller: AbortController): DispatchResult {
+  private streamResult(run: Promise<Run>, controller: Cancel): DispatchResult {
     let live: { target: Target; live: LiveStream } | undefined;
     let settled = false;
     // A stream the loop produced after the caller's body had already ended is nobody's: close it.

@@ -29,6 +29,7 @@
 // and ModelHealth cools the model for that long).
 import type { Routing } from '../resources/schema.ts';
 import { sleep as sleepMs } from '../util/sleep.ts';
+import type { CancelSignal } from '../util/cancel.ts';
 
 /** What one attempt against one target produced. Callers may extend it (e.g. with the `Response`). */
 export type Outcome =
@@ -136,14 +137,14 @@ export interface RunOptions<T, O extends Outcome> {
   /** Ordered, non-empty: the first pick then the fallbacks. */
   targets: readonly [T, ...T[]];
   /** One upstream attempt. Must not throw for upstream failures; map them to `timeout` / `transport`. */
-  attempt: (target: T, signal: AbortSignal | undefined) => Promise<O>;
+  attempt: (target: T, signal: CancelSignal | undefined) => Promise<O>;
   /** Retries allowed on a target (see `retryBudget`). */
   budget: (target: T) => number;
   classify: ClassifyOptions;
   /** The caller's request signal: once aborted, no further attempt starts and any backoff ends. */
-  signal?: AbortSignal;
+  signal?: CancelSignal;
   /** Waits `ms`, resolving early (not rejecting) when `signal` aborts. Default: a timer. */
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  sleep?: (ms: number, signal?: CancelSignal) => Promise<void>;
   random?: () => number;
   now?: () => number;
   onAttempt?: (report: AttemptReport<T, O>) => void;

@@ -1,6 +1,8 @@
 // A sleep that an AbortSignal cuts short (it resolves, never rejects): retry backoff, reconnect backoff
 // and shutdown all wait with it.
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+import type { CancelSignal } from './cancel.ts';
+
+export function sleep(ms: number, signal?: CancelSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const done = (): void => {

@@ -1,0 +1,67 @@
+// Cancellation on the request path without AbortController.
+//
+// Why: on Node, every AbortController allocates an EventTarget-backed AbortSignal, and each
+// addEventListener/removeEventListener on it goes through Node's EventTarget machinery. The proxy path used
+// two per request (the caller's disconnect signal, which @hono/node-server only creates when `.signal` is
+// read, and one per upstream attempt) plus the listeners linking them and undici's own listener. Measured on
+// the benchmark (JSON, 50 connections, Node): removing them took the gateway from ~88 to ~66 µs of CPU per
+// request. `Cancel` is a plain object with the same shape, so an AbortSignal is accepted wherever a
+// `CancelSignal` is expected, and undici (which duck-types its `signal` option: `aborted`, `reason`,
+// `addEventListener`/`removeEventListener`) takes a `Cancel` directly.
+
+/** The part of AbortSignal the request path uses. Any AbortSignal is one. */
+export interface CancelSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/** A one-shot cancellation: `abort(reason)` runs every listener once, in order, then forgets them. */
+export class Cancel implements CancelSignal {
+  aborted = false;
+  reason: unknown = undefined;
+  // Most have zero or one listener: an array only when a second one arrives.
+  private listeners: (() => void) | (() => void)[] | undefined;
+
+  /** The signal side, for code written against AbortController (`controller.signal`). */
+  get signal(): this {
+    return this;
+  }
+
+  abort(reason: unknown = new Error('aborted')): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    const l = this.listeners;
+    this.listeners = undefined;
+    if (typeof l === 'function') l();
+    else if (l) for (const fn of l) fn();
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    if (this.aborted) return; // like AbortSignal: an aborted signal does not fire again
+    const l = this.listeners;
+    if (l === undefined) this.listeners = listener;
+    else if (typeof l === 'function') this.listeners = [l, listener];
+    else l.push(listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    const l = this.listeners;
+    if (l === listener) this.listeners = undefined;
+    else if (Array.isArray(l)) {
+      const i = l.indexOf(listener);
+      if (i >= 0) l.splice(i, 1);
+    }
+  }
+}
+
+/** A real AbortSignal following `s`, for APIs that need one (the web `fetch`). */
+export function toAbortSignal(s: CancelSignal): AbortSignal {
+  if (s instanceof AbortSignal) return s;
+  const ac = new AbortController();
+  if (s.aborted) ac.abort(s.reason);
+  else s.addEventListener('abort', () => ac.abort(s.reason), { once: true });
+  return ac.signal;
+}
