@@ -73,6 +73,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
 
   app.use('*', async function servedBySluice(c, next) {
     await next();
+    if (stamped.has(c.res)) return;
     c.res.headers.set('server', SERVER);
     // SPEC §7.1: every proxy response has a request id; `/v1/*` set theirs already (trackRequest).
     if (!c.res.headers.has('x-aisix-request-id')) {
@@ -105,7 +106,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const release = gw.lifecycle.acquire();
     await next(); // a throw below is turned into a response by onError before next() returns
     const res = c.res;
-    res.headers.set('x-aisix-request-id', rec.requestId);
+    if (!stamped.has(res)) res.headers.set('x-aisix-request-id', rec.requestId);
     const tracked = trackedStreams.get(res);
     if (tracked) {
       // A streamed body holds the slot until its last byte; the pump reports the end.
@@ -191,12 +192,12 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     if (r.kind === 'error') return fail(c, r.error);
     if (r.kind === 'response') {
       if (r.status >= 400) rec.errorKind = 'upstream_status';
-      return new Response(r.body, { status: r.status, headers: { 'content-type': r.contentType, ...r.headers } });
+      return stampedResponse(r.body, r.status, rec, { 'content-type': r.contentType, ...r.headers });
     }
     const usage = chargesTokens ? new StreamUsage() : undefined;
     const settle = r.settle;
     const tracker: StreamTracker = { onEnd: undefined };
-    const res = new Response(pumpSse({
+    const res = stampedResponse(pumpSse({
       chunks: usage ? meteredChunks(r.chunks, usage) : r.chunks,
       keepaliveMs,
       abortUpstream: r.abort,
@@ -207,7 +208,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
         void (tokens ? permit.charge(tokens) : Promise.resolve()).finally(() => permit.release());
         tracker.onEnd?.(end);
       },
-    }), { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
+    }), 200, rec, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     trackedStreams.set(res, tracker);
     return res;
   };
@@ -228,6 +229,19 @@ interface StreamTracker {
 }
 /** Streamed responses created by a handler, so the tracking middleware can release the slot at the end. */
 const trackedStreams = new WeakMap<Response, StreamTracker>();
+
+/**
+ * Responses built with every header they need (`Server` and the request id included), which the middlewares
+ * leave alone: reading `res.headers` makes @hono/node-server turn the plain header object into a `Headers`
+ * and back, a cost on every proxied answer.
+ */
+const stamped = new WeakSet<Response>();
+
+function stampedResponse(body: BodyInit | null, status: number, rec: RequestRecord, headers: Record<string, string>): Response {
+  const res = new Response(body, { status, headers: { ...headers, server: SERVER, 'x-aisix-request-id': rec.requestId } });
+  stamped.add(res);
+  return res;
+}
 
 function validateBody(endpoint: Endpoint, body: Record<string, unknown>): string | undefined {
   if (typeof body.model !== 'string' || body.model === '') return '`model` is required and must be a string';
