@@ -1,20 +1,21 @@
 // Deno entrypoint: `deno run -A runtimes/deno.ts --config x`. Listeners use Deno's node:http/node:http2,
 // which keep Node's drain semantics; Deno.serve sends `Connection: close` but keeps the socket open until
 // shutdown() and cannot count connections, so pooled connections would not be retired during a drain.
-// The upstream client is Deno's native fetch.
+// The upstream client is undici, as on Node (runtimes/undici-upstream.ts says why).
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
-import { fetchUpstream } from '../src/upstream-fetch.ts';
+import { undiciUpstream } from './undici-upstream.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeListen } from './node-listener.ts';
 
 function denoPlatform(): Platform {
+  const upstreamCa = extraCa();
   const logs = batchedSink((text) => writeAll(Deno.stderr, new TextEncoder().encode(text)));
   return {
     name: 'deno',
     listen: nodeListen,
     onSignal: (signal, handler) => Deno.addSignalListener(signal, handler),
-    upstream: () => fetchUpstream(fetch),
+    upstream: (o) => undiciUpstream(o.connectTimeoutMs, upstreamCa),
     files: {
       read: (p) => Deno.readFile(p),
       async writeAtomic(p, data) {
@@ -47,11 +48,31 @@ function denoPlatform(): Platform {
   };
 }
 
-const platform = denoPlatform();
+let platform: Platform;
+try {
+  platform = denoPlatform();
+} catch (e) {
+  console.error(`sluice: ${(e as Error).message}`);
+  Deno.exit(1);
+}
 main(platform, Deno.args).then((code) => platform.exit(code), (e) => {
   console.error(`sluice: fatal: ${(e as Error)?.stack ?? String(e)}`);
   platform.exit(1);
 });
+
+/**
+ * DENO_CERT (Deno's own variable for a CA file to trust) for the upstream client: Deno's fetch honours it, but
+ * undici connects through node:tls, which does not.
+ */
+function extraCa(): string | undefined {
+  const file = Deno.env.get('DENO_CERT');
+  if (!file) return undefined;
+  try {
+    return Deno.readTextFileSync(file);
+  } catch (e) {
+    throw new Error(`DENO_CERT=${file} cannot be read (${(e as Error).message}); fix the path or unset DENO_CERT`);
+  }
+}
 
 /** writeSync may write less than asked (a pipe that is nearly full): loop until every byte is out. */
 function writeAll(w: { writeSync(p: Uint8Array): number }, data: Uint8Array): void {

@@ -1,32 +1,12 @@
 // Node entrypoint: implements the Platform contract with node:http(s)/http2, undici and node:fs, then
 // hands over to the runtime-agnostic core. Started by bin/sluice from the esbuild bundle.
-import { Agent, fetch as undiciFetch, request } from 'undici';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { main } from '../src/main.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
-import type { Platform, UpstreamFetch } from '../src/platform.ts';
+import type { Platform } from '../src/platform.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
-
-/** undici's `request` (about 1.9× the global fetch on a proxy here), behind the core's UpstreamFetch. */
-export function undiciUpstream(connectTimeoutMs: number): UpstreamFetch {
-  const agent = new Agent({ connect: { timeout: connectTimeoutMs || undefined }, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
-  return async (r) => {
-    // undici duck-types `signal` (reads `aborted`/`reason`, calls add/removeEventListener: lib/api/abort-signal.js,
-    // lib/core/util.js addAbortListener), so the core's `Cancel` goes in as it is; its types only name AbortSignal.
-    const signal = r.signal as AbortSignal | undefined;
-    const res = await request(r.url, { method: r.method, headers: r.headers, body: r.body, signal, dispatcher: agent });
-    return {
-      status: res.statusCode,
-      header: (name) => {
-        const v = res.headers[name];
-        return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
-      },
-      body: res.body,
-      text: () => res.body.text(),
-      discard: () => res.body.dump().then(() => {}),
-    };
-  };
-}
+import { undiciUpstream } from './undici-upstream.ts';
 
 export function nodePlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));

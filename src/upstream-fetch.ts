@@ -1,5 +1,5 @@
-// The default upstream transport on the web `fetch` every runtime has. Node swaps in undici's `request`
-// (runtimes/node.ts), which is much faster there; Bun, Deno and Workers use this.
+// The default upstream transport on the web `fetch` every runtime has. undici's `request` replaces it
+// (runtimes/undici-upstream.ts) on Node and Deno, which is faster there; Bun and Workers use this.
 import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
 import { toAbortSignal } from './util/cancel.ts';
 
