@@ -8,6 +8,9 @@
 //
 //   … --listener node   on Bun or Deno: bind through their node:http layer (@hono/node-server), the listener
 //                       Sluice uses there for its drain guarantees, to separate the listener's cost from Sluice's
+//   … --client undici   on Deno: undici.request instead of fetch (what Sluice uses on Deno)
+//   … --framework none  on Node: a plain node:http handler and undici.request, no Hono: the ceiling of any
+//                       Node proxy built on these two here
 //
 // Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.
 import { Hono } from 'hono';
@@ -38,7 +41,8 @@ const fetchForward: Forward = async (body, authorization) => {
   return { status: res.status, body: await res.arrayBuffer() };
 };
 
-const forward = runtime === 'node' ? await nodeForward() : fetchForward;
+const forward = runtime === 'node' || flag('client', 'fetch') === 'undici' ? await nodeForward() : fetchForward;
+
 
 const app = new Hono();
 app.post('/v1/chat/completions', async (c) => {
@@ -50,7 +54,23 @@ app.post('/v1/chat/completions', async (c) => {
 });
 
 const ready = () => console.log(`bare-proxy listening ${PORT} ${runtime}`);
-if (flag('listener', 'native') === 'node') {
+if (flag('framework', 'hono') === 'none') {
+  const http = await import('node:http');
+  http.createServer((req, res) => {
+    const parts: Buffer[] = [];
+    req.on('data', (d: Buffer) => parts.push(d));
+    req.on('end', () => {
+      const body = Buffer.concat(parts);
+      forward(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength), req.headers.authorization ?? '').then((r) => {
+        res.writeHead(r.status, { 'content-type': 'application/json', 'content-length': r.body.byteLength });
+        res.end(new Uint8Array(r.body));
+      }, () => {
+        res.writeHead(502);
+        res.end();
+      });
+    });
+  }).listen(PORT, HOST, ready);
+} else if (flag('listener', 'native') === 'node') {
   const { serve } = await import('@hono/node-server');
   serve({ fetch: app.fetch, port: PORT, hostname: HOST }, ready);
 } else if (runtime === 'bun') {

@@ -39,10 +39,10 @@ const UPSTREAM_KEY = 'sk-bench-upstream';
 
 const SCENARIOS = ['startup', 'json50', 'json1', 'sse200', 'sse4', 'readyz'] as const;
 type ScenarioId = (typeof SCENARIOS)[number];
-const TARGETS = ['direct', 'direct-node', 'undici', 'node', 'bun', 'deno', 'bare-node', 'bare-bun', 'bare-deno', 'portkey', 'node-nolog', 'bun-nolog', 'deno-nolog'] as const;
+const TARGETS = ['direct', 'direct-node', 'undici', 'node', 'bun', 'deno', 'bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node', 'portkey', 'node-nolog', 'bun-nolog', 'deno-nolog'] as const;
 type TargetId = (typeof TARGETS)[number];
 /** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
-const JSON_ONLY: readonly TargetId[] = ['direct-node', 'undici', 'bare-node', 'bare-bun', 'bare-deno', 'node-nolog', 'bun-nolog', 'deno-nolog'];
+const JSON_ONLY: readonly TargetId[] = ['direct-node', 'undici', 'bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node', 'node-nolog', 'bun-nolog', 'deno-nolog'];
 
 interface Options {
   rounds: number;
@@ -137,6 +137,8 @@ interface Target {
   kind: Kind;
   runtime?: Runtime;
   accessLog?: boolean;
+  /** bare proxies only: extra bench/bare-proxy.ts flags (node:http listener, undici client, no framework). */
+  bareArgs?: string[];
   port: number;
   proc?: Spawned;
   /** Request headers (besides content-type). */
@@ -236,10 +238,10 @@ async function startMock(runDir: string, upstream: 'bun' | 'node', chunkDelayMs:
  * The bare Hono proxy (bench/bare-proxy.ts) on one runtime, forwarding to the same mock as Sluice. It has
  * no GET route, so readiness is its `listening` line in the log.
  */
-async function startBare(ctx: Ctx, runtime: Runtime, name: string): Promise<{ proc: Spawned; port: number }> {
+async function startBare(ctx: Ctx, runtime: Runtime, name: string, extra: string[]): Promise<{ proc: Spawned; port: number }> {
   const port = await freePort();
   const script = path.join(BENCH, 'bare-proxy.ts');
-  const args = [script, '--port', String(port), '--upstream', `http://127.0.0.1:${ctx.mockPort}`];
+  const args = [script, '--port', String(port), '--upstream', `http://127.0.0.1:${ctx.mockPort}`, ...extra];
   const logFile = path.join(ctx.runDir, `${name}.log`);
   const proc = runtime === 'node' ? launch(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
     : runtime === 'bun' ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile })
@@ -270,6 +272,13 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
       id: `bare-${rt}`, kind: 'bare', runtime: rt, label: `bare Hono proxy ${rt[0]!.toUpperCase()}${rt.slice(1)}`,
       headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model',
     })),
+    // What Sluice is built from on Bun and Deno: the node:http listener, and on Deno the undici client.
+    { id: 'bare-bun-nodehttp', kind: 'bare', runtime: 'bun', bareArgs: ['--listener', 'node'], label: 'bare Hono proxy Bun via node:http',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
+    { id: 'bare-deno-nodehttp', kind: 'bare', runtime: 'deno', bareArgs: ['--listener', 'node', '--client', 'undici'], label: 'bare Hono proxy Deno via node:http + undici',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
+    { id: 'raw-node', kind: 'bare', runtime: 'node', bareArgs: ['--framework', 'none'], label: 'node:http + undici.request, no framework (Node)',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
     { id: 'portkey', kind: 'portkey', label: `Portkey ${PORTKEY_VERSION} (Node)`, model: 'mock-model',
       headers: { authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamBase } },
     sluice('node-nolog', 'node', false), sluice('bun-nolog', 'bun', false), sluice('deno-nolog', 'deno', false),
@@ -568,6 +577,9 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
       if ((sc === 'json50' || sc === 'json1') && id !== 'direct' && id !== 'direct-node' && Number.isFinite(directNode)) {
         detail.push(`${fmtX(rps / directNode)} direct (mock on node)`);
       }
+      // Sluice listens through node:http on Bun and Deno (for its drain guarantees): its ceiling there.
+      const bareNodeHttp = t.kind === 'sluice' && (rt === 'bun' || rt === 'deno') ? med(get(sc, `bare-${rt}-nodehttp` as TargetId), (s) => s.rps) : NaN;
+      if (Number.isFinite(bareNodeHttp)) detail.push(`${fmtX(rps / bareNodeHttp)} bare via node:http${rt === 'deno' ? ' + undici' : ''}`);
       switch (sc) {
         case 'json50':
           if (t.kind === 'sluice' && rt) {
@@ -760,7 +772,7 @@ async function main(): Promise<void> {
         t.proc = m.proc;
         t.port = m.port;
       } else if (def.kind === 'bare') {
-        const s = await startBare(ctx, def.runtime!, def.id);
+        const s = await startBare(ctx, def.runtime!, def.id, def.bareArgs ?? []);
         t.proc = s.proc;
         t.port = s.port;
       } else if (def.kind === 'sluice') {
@@ -812,7 +824,7 @@ async function main(): Promise<void> {
       `machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; ${os.type()} ${os.release()}`,
       `node ${process.version}, bun ${toolVersion(path.join(BIN, 'bun'), ['--version'])}, ${toolVersion(path.join(BIN, 'deno'), ['--version'])}, ${toolVersion('wrk', ['--version']).replace(/ Copyright.*/, '')}`,
       `rounds ${opt.rounds} (targets alternate; cells are medians), ${opt.warmupS} s warm-up + ${opt.durationS} s measured per run, wrk -t1; mock upstream on ${opt.upstream}, SSE ${20} chunks ${opt.chunkDelayMs} ms apart`,
-      `ceilings: "bare Hono proxy" rows are bench/bare-proxy.ts (one POST route forwarding to the same mock: @hono/node-server + undici.request on Node, Bun.serve/Deno.serve + fetch on Bun/Deno), ×bare = Sluice ÷ the bare proxy of its runtime; "undici.request client alone" is bench/undici-client.ts at the mock, no server in between; "direct (mock on node)" is a second mock on node:http`,
+      `ceilings: "bare Hono proxy" rows are bench/bare-proxy.ts (one POST route forwarding to the same mock: @hono/node-server + undici.request on Node, Bun.serve/Deno.serve + fetch on Bun/Deno), ×bare = Sluice ÷ the bare proxy of its runtime; "via node:http" rows bind the bare proxy through the runtime's node:http layer, as Sluice does on Bun and Deno (on Deno with undici as Sluice's client there); "no framework" is a plain node:http handler with undici.request, the ceiling of any Node proxy made of those two; "undici.request client alone" is bench/undici-client.ts at the mock, no server in between; "direct (mock on node)" is a second mock on node:http`,
       `Sluice: bench/config (auth on, routing model bench-route → bench-direct, metrics listener on, access log to a file; "no access log" rows set observability.access_log=false); Portkey ${PORTKEY_VERSION} with @hono/node-server ${PORTKEY_NODE_SERVER}, x-portkey-provider: openai + x-portkey-custom-host`,
       `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${ctx.noisyWaits ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)` : ''}`,
     ];
