@@ -42,6 +42,7 @@ type ScenarioId = (typeof SCENARIOS)[number];
 const TARGETS = ['direct', 'direct-node', 'undici', 'node', 'bun', 'deno', 'bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node', 'portkey', 'node-nolog', 'bun-nolog', 'deno-nolog'] as const;
 type TargetId = (typeof TARGETS)[number];
 /** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
+const SSE_CEILINGS: readonly TargetId[] = ['bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node'];
 const JSON_ONLY: readonly TargetId[] = ['direct-node', 'undici', 'bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node', 'node-nolog', 'bun-nolog', 'deno-nolog'];
 
 interface Options {
@@ -481,7 +482,9 @@ function withProbe(s: Omit<Sample, 'cpuS' | 'peakMb'>, pr: ProbeResult): Omit<Sa
 function scenarioTargets(sc: ScenarioId, all: TargetId[]): TargetId[] {
   switch (sc) {
     case 'json50': case 'json1': return all;
-    case 'sse200': case 'sse4': return all.filter((t) => !JSON_ONLY.includes(t));
+    // The bare proxies stream too (bench/bare-proxy.ts): under SSE/200 they are the streaming ceiling.
+    case 'sse200': return all.filter((t) => !JSON_ONLY.includes(t) || SSE_CEILINGS.includes(t));
+    case 'sse4': return all.filter((t) => !JSON_ONLY.includes(t));
     case 'readyz': return all.filter((t) => t === 'node' || t === 'bun' || t === 'deno');
     case 'startup': return [];
   }
