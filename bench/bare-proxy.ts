@@ -61,6 +61,7 @@ const forward = runtime === 'node' || flag('client', 'fetch') === 'undici' ? awa
 
 
 const app = new Hono();
+app.get('/readyz', (c) => c.text('ok')); // for the /readyz-under-load scenario
 app.post('/v1/chat/completions', async (c) => {
   const body = await c.req.arrayBuffer();
   const r = await forward(body, c.req.header('authorization') ?? '', isStream(body));
@@ -75,6 +76,11 @@ const ready = () => console.log(`bare-proxy listening ${PORT} ${runtime}`);
 if (flag('framework', 'hono') === 'none') {
   const http = await import('node:http');
   http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/readyz') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('ok');
+      return;
+    }
     const parts: Buffer[] = [];
     req.on('data', (d: Buffer) => parts.push(d));
     req.on('end', () => {
