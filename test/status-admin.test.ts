@@ -485,6 +485,28 @@ describe('/metrics', () => {
     checkExposition(r.render());
     assert.throws(() => r.register(new Counter('t_total', 'again')), /registered twice/);
   });
+
+  test('multi-label series: shared prefixes stay apart, creation order is kept, reset forgets every series', () => {
+    const r = new Registry();
+    const c = r.register(new Counter('m_total', 'help', ['a', 'b', 'c']));
+    c.inc(['x', 'y', '1']);
+    c.inc(['x', 'y', '2'], 3);
+    c.inc(['x', 'z', '1']);
+    c.inc(['x', 'y', '1'], 4);
+    c.inc(['', '', '']);
+    assert.equal(c.get(['x', 'y', '1']), 5);
+    assert.equal(c.get(['x', 'y', '2']), 3);
+    assert.equal(c.get(['x', 'z', '1']), 1);
+    assert.deepEqual(r.render().split('\n').slice(2, -1), [
+      'm_total{a="x",b="y",c="1"} 5', 'm_total{a="x",b="y",c="2"} 3', 'm_total{a="x",b="z",c="1"} 1', 'm_total{a="",b="",c=""} 1',
+    ]);
+    const g = r.register(new Gauge('m_gauge', 'help', ['k']));
+    g.set(['p'], 1);
+    g.set(['q'], 2);
+    g.reset();
+    g.set(['q'], 7);
+    assert.ok(r.render().endsWith('# TYPE m_gauge gauge\nm_gauge{k="q"} 7\n'));
+  });
 });
 
 describe('no secret in any status or metrics body', () => {

@@ -26,28 +26,55 @@ interface Metric {
   render(out: string[]): void;
 }
 
+interface Series<T> {
+  values: LabelValues;
+  data: T;
+}
+
+/** One level of the series index per label: label value → the next level, or the series at the last one. */
+type Level<T> = Map<string, Level<T> | Series<T>>;
+
 abstract class Family<T> implements Metric {
-  protected readonly series = new Map<string, { values: LabelValues; data: T }>();
+  // Series are found through one Map per label value rather than by a key joined from the values: the
+  // request path updates several series per request, and a joined key is a new string to build and hash
+  // each time (label values are mostly strings from the configuration, whose hashes V8 keeps).
+  private index: Level<T> = new Map();
+  /** Every series, in creation order (the exposition's order). */
+  private series: Series<T>[] = [];
   constructor(readonly name: string, readonly help: string, readonly type: string, readonly labelNames: readonly string[]) {}
 
-  protected entry(values: LabelValues, init: () => T): T {
-    const key = values.length === 0 ? '' : values.length === 1 ? values[0]! : values.join('\u0000');
-    let e = this.series.get(key);
-    if (!e) {
-      e = { values: [...values], data: init() };
-      this.series.set(key, e);
+  protected abstract init(): T;
+
+  protected entry(values: LabelValues): T {
+    let level = this.index;
+    const last = values.length - 1;
+    for (let i = 0; i < last; i++) {
+      let next = level.get(values[i]!) as Level<T> | undefined;
+      if (next === undefined) {
+        next = new Map();
+        level.set(values[i]!, next);
+      }
+      level = next;
+    }
+    const leafKey = last >= 0 ? values[last]! : '';
+    let e = level.get(leafKey) as Series<T> | undefined;
+    if (e === undefined) {
+      e = { values: [...values], data: this.init() };
+      level.set(leafKey, e);
+      this.series.push(e);
     }
     return e.data;
   }
 
   /** Forget every series (used by gauges whose label sets follow the configuration). */
   reset(): void {
-    this.series.clear();
+    this.index = new Map();
+    this.series = [];
   }
 
   render(out: string[]): void {
     out.push(`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${this.type}`);
-    for (const { values, data } of this.series.values()) this.renderSeries(out, values, data);
+    for (const { values, data } of this.series) this.renderSeries(out, values, data);
   }
 
   protected abstract renderSeries(out: string[], values: LabelValues, data: T): void;
@@ -57,11 +84,14 @@ export class Counter extends Family<{ v: number }> {
   constructor(name: string, help: string, labelNames: readonly string[] = []) {
     super(name, help, 'counter', labelNames);
   }
+  protected init(): { v: number } {
+    return { v: 0 };
+  }
   inc(values: LabelValues = [], by = 1): void {
-    this.entry(values, () => ({ v: 0 })).v += by;
+    this.entry(values).v += by;
   }
   get(values: LabelValues = []): number {
-    return this.entry(values, () => ({ v: 0 })).v;
+    return this.entry(values).v;
   }
   protected renderSeries(out: string[], values: LabelValues, d: { v: number }): void {
     out.push(`${this.name}${labelString(this.labelNames, values)} ${formatValue(d.v)}`);
@@ -73,11 +103,14 @@ export class Gauge extends Family<{ v: number }> {
     private readonly collect?: (g: Gauge) => void) {
     super(name, help, 'gauge', labelNames);
   }
+  protected init(): { v: number } {
+    return { v: 0 };
+  }
   set(values: LabelValues, v: number): void {
-    this.entry(values, () => ({ v: 0 })).v = v;
+    this.entry(values).v = v;
   }
   inc(values: LabelValues = [], by = 1): void {
-    this.entry(values, () => ({ v: 0 })).v += by;
+    this.entry(values).v += by;
   }
   override render(out: string[]): void {
     this.collect?.(this);
@@ -100,8 +133,11 @@ export class Histogram extends Family<HistogramData> {
   constructor(name: string, help: string, labelNames: readonly string[] = [], readonly buckets = DEFAULT_SECONDS_BUCKETS) {
     super(name, help, 'histogram', labelNames);
   }
+  protected init(): HistogramData {
+    return { counts: new Float64Array(this.buckets.length), sum: 0, count: 0 };
+  }
   observe(values: LabelValues, v: number): void {
-    const d = this.entry(values, () => ({ counts: new Float64Array(this.buckets.length), sum: 0, count: 0 }));
+    const d = this.entry(values);
     for (let i = 0; i < this.buckets.length; i++) if (v <= this.buckets[i]!) d.counts[i]! += 1;
     d.sum += v;
     d.count += 1;
