@@ -30,4 +30,3 @@ export function undiciUpstream(connectTimeoutMs: number, extraCaPem?: string): U
     };
   };
 }
-
