@@ -181,11 +181,11 @@ export class Dispatcher {
 
   /** One upstream call under the target's deadline. Never throws: failures become outcomes. */
   private async attempt(input: DispatchInput, t: Target, signal: CancelSignal): Promise<AttemptOutcome> {
-    const ac = new Cancel();
-    const onCallerGone = () => ac.abort(CALLER_GONE);
+    const cancel = new Cancel();
+    const onCallerGone = () => cancel.abort(CALLER_GONE);
     signal.addEventListener('abort', onCallerGone, { once: true });
     const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
-    const timer = deadlineMs > 0 ? setTimeout(() => ac.abort(TIMED_OUT), deadlineMs) : undefined;
+    const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
     this.d.metrics.deploymentRequests.inc(t.labels);
     const releaseInFlight = this.d.routing.begin(t.model.id);
     let ended = false;
@@ -203,7 +203,7 @@ export class Dispatcher {
         stream: input.stream,
         key: t.key,
         upstream: this.d.upstream,
-        signal: ac,
+        signal: cancel,
       });
       if (r.kind === 'response') {
         end();
@@ -217,10 +217,10 @@ export class Dispatcher {
         return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
       }
       clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
-      return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort: () => ac.abort(CALLER_GONE), end } };
+      return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort: () => cancel.abort(CALLER_GONE), end } };
     } catch (e) {
       end();
-      if (ac.reason === TIMED_OUT) return { kind: 'timeout' };
+      if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
       return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
     }
   }

@@ -24,11 +24,6 @@ export class Cancel implements CancelSignal {
   // Most have zero or one listener: an array only when a second one arrives.
   private listeners: (() => void) | (() => void)[] | undefined;
 
-  /** The signal side, for code written against AbortController (`controller.signal`). */
-  get signal(): this {
-    return this;
-  }
-
   abort(reason: unknown = new Error('aborted')): void {
     if (this.aborted) return;
     this.aborted = true;
