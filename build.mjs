@@ -14,5 +14,8 @@ await build({
   legalComments: 'none',
   logLevel: 'warning',
   // Some bundled CommonJS dependencies call require() for Node built-ins.
-  banner: { js: "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);" },
+  banner: {
+    js:
+      "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
+  },
 });

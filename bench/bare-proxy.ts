@@ -16,8 +16,15 @@
 import { Hono } from 'hono';
 import { flag } from './flags.ts';
 
-declare const Bun: { serve(o: { port: number; hostname: string; fetch: (r: Request) => Response | Promise<Response> }): unknown } | undefined;
-declare const Deno: { serve(o: { port: number; hostname: string; onListen?: () => void }, h: (r: Request) => Response | Promise<Response>): unknown } | undefined;
+declare const Bun: {
+  serve(o: { port: number; hostname: string; fetch: (r: Request) => Response | Promise<Response> }): unknown;
+} | undefined;
+declare const Deno: {
+  serve(
+    o: { port: number; hostname: string; onListen?: () => void },
+    h: (r: Request) => Response | Promise<Response>,
+  ): unknown;
+} | undefined;
 
 const PORT = Number(flag('port'));
 const UPSTREAM = `${flag('upstream').replace(/\/$/, '')}/v1/chat/completions`;
@@ -25,14 +32,23 @@ const HOST = '127.0.0.1';
 const runtime = typeof Bun !== 'undefined' ? 'bun' : typeof Deno !== 'undefined' ? 'deno' : 'node';
 
 /** `stream`: hand back the upstream's body as it arrives (SSE) instead of reading it whole. */
-type Forward = (body: ArrayBuffer, authorization: string, stream: boolean) => Promise<{ status: number; body: ArrayBuffer | ReadableStream<Uint8Array> }>;
+type Forward = (
+  body: ArrayBuffer,
+  authorization: string,
+  stream: boolean,
+) => Promise<{ status: number; body: ArrayBuffer | ReadableStream<Uint8Array> }>;
 
 async function nodeForward(): Promise<Forward> {
   // The same client and Agent settings as Sluice's Node runtime (runtimes/undici-upstream.ts).
   const { Agent, request } = await import('undici');
   const agent = new Agent({ keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
   return async (body, authorization, stream) => {
-    const res = await request(UPSTREAM, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: Buffer.from(body), dispatcher: agent });
+    const res = await request(UPSTREAM, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization },
+      body: Buffer.from(body),
+      dispatcher: agent,
+    });
     if (!stream) return { status: res.statusCode, body: await res.body.arrayBuffer() };
     // Pulled chunk by chunk, as Sluice's pump does.
     const it = res.body[Symbol.asyncIterator]();
@@ -51,14 +67,17 @@ async function nodeForward(): Promise<Forward> {
 }
 
 const fetchForward: Forward = async (body, authorization, stream) => {
-  const res = await fetch(UPSTREAM, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body });
+  const res = await fetch(UPSTREAM, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization },
+    body,
+  });
   return { status: res.status, body: stream && res.body ? res.body : await res.arrayBuffer() };
 };
 
 const isStream = (body: ArrayBuffer) => new TextDecoder().decode(body).includes('"stream":true');
 
 const forward = runtime === 'node' || flag('client', 'fetch') === 'undici' ? await nodeForward() : fetchForward;
-
 
 const app = new Hono();
 app.get('/readyz', (c) => c.text('ok')); // for the /readyz-under-load scenario

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { base64Encode, encodeUtf8, prefixRange } from '../src/sources/etcd/client.ts';
 import { startEtcd } from '../test/support/etcd.ts';
-import { spawnGateway, type GatewayProcess } from '../test/support/process.ts';
+import { type GatewayProcess, spawnGateway } from '../test/support/process.ts';
 import { deadEndpoint } from '../test/support/process.ts';
 
 const MODELS = Number(process.argv[2] ?? 20_000);
@@ -32,7 +32,9 @@ function modelRow(i: number, extra: Record<string, unknown> = {}): string {
 
 async function txnPut(endpoint: string, entries: [string, string][]): Promise<void> {
   for (let i = 0; i < entries.length; i += 128) {
-    const success = entries.slice(i, i + 128).map(([k, v]) => ({ request_put: { key: base64Encode(encodeUtf8(k)), value: base64Encode(encodeUtf8(v)) } }));
+    const success = entries.slice(i, i + 128).map(([k, v]) => ({
+      request_put: { key: base64Encode(encodeUtf8(k)), value: base64Encode(encodeUtf8(v)) },
+    }));
     const res = await fetch(`${endpoint}/v3/kv/txn`, { method: 'POST', body: JSON.stringify({ success }) });
     if (res.status !== 200) throw new Error(`txn: ${res.status} ${await res.text()}`);
     await res.arrayBuffer();
@@ -40,7 +42,10 @@ async function txnPut(endpoint: string, entries: [string, string][]): Promise<vo
 }
 
 async function put(endpoint: string, key: string, value: string): Promise<void> {
-  const res = await fetch(`${endpoint}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: base64Encode(encodeUtf8(key)), value: base64Encode(encodeUtf8(value)) }) });
+  const res = await fetch(`${endpoint}/v3/kv/put`, {
+    method: 'POST',
+    body: JSON.stringify({ key: base64Encode(encodeUtf8(key)), value: base64Encode(encodeUtf8(value)) }),
+  });
   if (res.status !== 200) throw new Error(`put: ${res.status}`);
   await res.arrayBuffer();
 }
@@ -63,7 +68,9 @@ async function until(what: string, check: () => Promise<boolean>, ms: number, ev
   throw new Error(`bench: ${what} not within ${ms} ms`);
 }
 
-async function statusConfig(g: GatewayProcess): Promise<{ applied?: { apply_seq: number; resource_counts: Record<string, number> } }> {
+async function statusConfig(
+  g: GatewayProcess,
+): Promise<{ applied?: { apply_seq: number; resource_counts: Record<string, number> } }> {
   const r = await fetch(g.url('/status/config', 'status'));
   return (await r.json()) as { applied?: { apply_seq: number; resource_counts: Record<string, number> } };
 }
@@ -73,7 +80,6 @@ async function livez(g: GatewayProcess): Promise<boolean> {
   await r.arrayBuffer();
   return r.status === 200;
 }
-
 
 function config(endpoint: string, cache: string): string {
   return `etcd: { endpoints: ["${endpoint}"], prefix: ${PREFIX} }
@@ -94,12 +100,26 @@ async function main(): Promise<void> {
   const rows: string[][] = [];
   try {
     const entries: [string, string][] = [
-      [`${PREFIX}/provider_keys/pk1`, JSON.stringify({ display_name: 'openai', provider: 'openai', api_key: 'sk-bench', api_base: 'http://127.0.0.1:9/v1' })],
-      [`${PREFIX}/api_keys/k1`, JSON.stringify({ display_name: 'caller', key_hash: 'a'.repeat(64), allowed_models: ['*'] })],
+      [
+        `${PREFIX}/provider_keys/pk1`,
+        JSON.stringify({
+          display_name: 'openai',
+          provider: 'openai',
+          api_key: 'sk-bench',
+          api_base: 'http://127.0.0.1:9/v1',
+        }),
+      ],
+      [
+        `${PREFIX}/api_keys/k1`,
+        JSON.stringify({ display_name: 'caller', key_hash: 'a'.repeat(64), allowed_models: ['*'] }),
+      ],
     ];
     for (let i = 0; i < MODELS; i++) entries.push([`${PREFIX}/models/m${i}`, modelRow(i)]);
     await txnPut(etcd.endpoint, entries);
-    const range = await fetch(`${etcd.endpoint}/v3/kv/range`, { method: 'POST', body: JSON.stringify(prefixRange(`${PREFIX}/`)) });
+    const range = await fetch(`${etcd.endpoint}/v3/kv/range`, {
+      method: 'POST',
+      body: JSON.stringify(prefixRange(`${PREFIX}/`)),
+    });
     const rangeBytes = (await range.arrayBuffer()).byteLength;
     rows.push(['etcd range response', `${(rangeBytes / 1048576).toFixed(2)} MiB (${entries.length} keys)`]);
 
@@ -127,7 +147,10 @@ async function main(): Promise<void> {
         rssAfterOne = rssMiB(g.proc.pid!);
       }
     }
-    rows.push([`put → applied, one change (median of ${CHANGES})`, `${median(times).toFixed(1)} ms (min ${Math.min(...times).toFixed(1)}, max ${Math.max(...times).toFixed(1)})`]);
+    rows.push([
+      `put → applied, one change (median of ${CHANGES})`,
+      `${median(times).toFixed(1)} ms (min ${Math.min(...times).toFixed(1)}, max ${Math.max(...times).toFixed(1)})`,
+    ]);
     rows.push(['RSS after one change', `${rssAfterOne.toFixed(0)} MiB`]);
     await new Promise((r) => setTimeout(r, 1000));
     rows.push([`RSS after ${CHANGES} changes`, `${rssMiB(g.proc.pid!).toFixed(0)} MiB`]);

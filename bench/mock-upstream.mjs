@@ -31,21 +31,33 @@ const JSON_BODY = enc.encode(JSON.stringify({
   object: 'chat.completion',
   created: CREATED,
   model: 'mock-model',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello! This is a fixed answer from the benchmark upstream.' }, logprobs: null, finish_reason: 'stop' }],
+  choices: [{
+    index: 0,
+    message: { role: 'assistant', content: 'Hello! This is a fixed answer from the benchmark upstream.' },
+    logprobs: null,
+    finish_reason: 'stop',
+  }],
   usage: { prompt_tokens: 12, completion_tokens: 12, total_tokens: 24 },
   system_fingerprint: 'fp_bench',
 }));
 
 function chunkJson(i, fingerprint) {
   const last = i === CHUNKS - 1;
-  return `data: ${JSON.stringify({
-    id: 'chatcmpl-bench0000000000000000000000',
-    object: 'chat.completion.chunk',
-    created: CREATED,
-    model: 'mock-model',
-    system_fingerprint: fingerprint,
-    choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: 'tok0 ' } : last ? {} : { content: `tok${i} ` }, logprobs: null, finish_reason: last ? 'stop' : null }],
-  })}\n\n`;
+  return `data: ${
+    JSON.stringify({
+      id: 'chatcmpl-bench0000000000000000000000',
+      object: 'chat.completion.chunk',
+      created: CREATED,
+      model: 'mock-model',
+      system_fingerprint: fingerprint,
+      choices: [{
+        index: 0,
+        delta: i === 0 ? { role: 'assistant', content: 'tok0 ' } : last ? {} : { content: `tok${i} ` },
+        logprobs: null,
+        finish_reason: last ? 'stop' : null,
+      }],
+    })
+  }\n\n`;
 }
 // Chunk 0 is built per stream (it carries the send time); chunks 1..N-1 and [DONE] are precomputed.
 const CHUNK_BYTES = Array.from({ length: CHUNKS }, (_, i) => enc.encode(chunkJson(i, 'fp_bench')));
@@ -70,7 +82,9 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
     async fetch(req) {
       const path = new URL(req.url).pathname;
       if (req.method === 'GET' && path === '/livez') return new Response('ok');
-      if (req.method !== 'POST' || path !== '/v1/chat/completions') return new Response(NOT_FOUND, { status: 404, headers: jsonHeaders });
+      if (req.method !== 'POST' || path !== '/v1/chat/completions') {
+        return new Response(NOT_FOUND, { status: 404, headers: jsonHeaders });
+      }
       const body = await req.text();
       if (!STREAM_MARK.test(body)) return new Response(JSON_BODY, { headers: jsonHeaders });
       // A plain (pull) ReadableStream: Bun sends the response headers at once (a `direct` stream would hold
@@ -95,7 +109,9 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
             }, due(t0, i));
           });
         },
-        cancel() { clearTimeout(timer); },
+        cancel() {
+          clearTimeout(timer);
+        },
       });
       return new Response(stream, { headers: sseHeaders });
     },
@@ -120,7 +136,9 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
     }
     let body = '';
     req.setEncoding('utf8');
-    req.on('data', (d) => { body += d; });
+    req.on('data', (d) => {
+      body += d;
+    });
     req.on('end', () => {
       if (!STREAM_MARK.test(body)) {
         res.writeHead(200, jsonHead);

@@ -13,7 +13,9 @@ export interface ProbeResult {
   firstFailure?: string;
 }
 
-export async function runProbe(o: { url: string; intervalMs: number; durationMs: number; timeoutMs?: number }): Promise<ProbeResult> {
+export async function runProbe(
+  o: { url: string; intervalMs: number; durationMs: number; timeoutMs?: number },
+): Promise<ProbeResult> {
   const lat: number[] = [];
   let failures = 0;
   let firstFailure: string | undefined;
@@ -40,12 +42,19 @@ export async function runProbe(o: { url: string; intervalMs: number; durationMs:
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const args = process.argv.slice(2);
-  const get = (name: string) => { const i = args.indexOf(`--${name}`); return i >= 0 ? args[i + 1] : undefined; };
+  const get = (name: string) => {
+    const i = args.indexOf(`--${name}`);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
   const url = get('url');
   if (!url) {
     process.stderr.write('usage: bench/probe.ts --url <url> [--interval ms] [--duration s]\n');
     process.exit(2);
   }
-  const r = await runProbe({ url, intervalMs: Number(get('interval') ?? 10), durationMs: Number(get('duration') ?? 5) * 1000 });
+  const r = await runProbe({
+    url,
+    intervalMs: Number(get('interval') ?? 10),
+    durationMs: Number(get('duration') ?? 5) * 1000,
+  });
   process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
 }

@@ -1,7 +1,7 @@
 // Process plumbing for the benchmark harness: spawn and always clean up children, free ports, readiness
 // polling, and the /proc readers behind the CPU-seconds and RSS columns (Linux only).
-import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { openSync, readFileSync, writeFileSync, closeSync } from 'node:fs';
+import { type ChildProcess, spawn, type SpawnOptions } from 'node:child_process';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
 
@@ -18,13 +18,23 @@ function installCleanup(): void {
   cleanupInstalled = true;
   // Last resort on any exit path: synchronous SIGKILL of whatever is left.
   process.on('exit', () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) try { c.kill('SIGKILL'); } catch { /* gone */ }
+    for (const c of children) {
+      if (c.exitCode === null && c.signalCode === null) {
+        try {
+          c.kill('SIGKILL');
+        } catch { /* gone */ }
+      }
+    }
   });
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.once(sig, () => {
       process.stderr.write(`\nbench: ${sig} — stopping ${children.size} child process(es)\n`);
       void stopAll(1500).finally(() => {
-        for (const fn of interruptHooks) try { fn(); } catch { /* best effort */ }
+        for (const fn of interruptHooks) {
+          try {
+            fn();
+          } catch { /* best effort */ }
+        }
         process.exit(130);
       });
     });
@@ -48,7 +58,11 @@ export interface Spawned {
  * Spawn a child that the harness owns: stdout/stderr go to `logFile` (or are ignored), and it is stopped
  * on exit, Ctrl-C or SIGTERM of the harness.
  */
-export function launch(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; logFile?: string; stdout?: 'pipe' } = {}): Spawned {
+export function launch(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; logFile?: string; stdout?: 'pipe' } = {},
+): Spawned {
   installCleanup();
   const fd = opts.logFile ? openSync(opts.logFile, 'a') : 'ignore';
   const stdio: SpawnOptions['stdio'] = ['ignore', opts.stdout === 'pipe' ? 'pipe' : fd, fd];
@@ -72,10 +86,15 @@ export function launch(cmd: string, args: string[], opts: { cwd?: string; env?: 
 /** SIGTERM, wait up to `graceMs`, then SIGKILL. Only ever signals this one child, by its pid. */
 export async function stop(c: ChildProcess | Spawned, graceMs = 3000): Promise<void> {
   const child = 'child' in c ? c.child : c;
-  if (child.exitCode !== null || child.signalCode !== null) { children.delete(child); return; }
+  if (child.exitCode !== null || child.signalCode !== null) {
+    children.delete(child);
+    return;
+  }
   const done = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');
-  const t = setTimeout(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); }, graceMs);
+  const t = setTimeout(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }, graceMs);
   await done;
   clearTimeout(t);
   children.delete(child);
@@ -99,7 +118,9 @@ export function getOnce(url: string, timeoutMs = 2000): Promise<{ status: number
     const req = http.get(url, { agent: false, timeout: timeoutMs, headers: { connection: 'close' } }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (d: string) => { body += d; });
+      res.on('data', (d: string) => {
+        body += d;
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
       res.on('error', reject);
     });
@@ -112,11 +133,17 @@ export function getOnce(url: string, timeoutMs = 2000): Promise<{ status: number
  * Poll `url` every `everyMs` until it answers 200; resolves with the milliseconds since `t0`
  * (performance.now() time). Rejects when the process exits first or after `timeoutMs`.
  */
-export async function waitFor200(url: string, t0: number, o: { everyMs?: number; timeoutMs?: number; exited?: Promise<unknown> } = {}): Promise<number> {
+export async function waitFor200(
+  url: string,
+  t0: number,
+  o: { everyMs?: number; timeoutMs?: number; exited?: Promise<unknown> } = {},
+): Promise<number> {
   const every = o.everyMs ?? 2;
   const deadline = t0 + (o.timeoutMs ?? 30_000);
   let gone = false;
-  void o.exited?.then(() => { gone = true; });
+  void o.exited?.then(() => {
+    gone = true;
+  });
   for (;;) {
     try {
       const r = await getOnce(url, 1000);
@@ -168,7 +195,10 @@ export function selfAndReapedChildrenSeconds(): { self: number; children: number
   const stat = readFileSync('/proc/self/stat', 'utf8');
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // fields 14-17: utime stime cutime cstime
-  return { self: (Number(rest[11]) + Number(rest[12])) / CLK_TCK, children: (Number(rest[13]) + Number(rest[14])) / CLK_TCK };
+  return {
+    self: (Number(rest[11]) + Number(rest[12])) / CLK_TCK,
+    children: (Number(rest[13]) + Number(rest[14])) / CLK_TCK,
+  };
 }
 
 /** Reset VmHWM to the current RSS (`echo 5 > /proc/<pid>/clear_refs`; needs owner or root). */

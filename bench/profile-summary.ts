@@ -10,13 +10,38 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 
-interface CallFrame { functionName: string; url: string; lineNumber: number; columnNumber: number }
-interface ProfileNode { id: number; callFrame: CallFrame; children?: number[] }
-interface CpuProfile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number }
+interface CallFrame {
+  functionName: string;
+  url: string;
+  lineNumber: number;
+  columnNumber: number;
+}
+interface ProfileNode {
+  id: number;
+  callFrame: CallFrame;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
 
-export interface Row { fn: string; file: string; line: number; selfMs: number; pct: number; totalMs: number; totalPct: number }
+export interface Row {
+  fn: string;
+  file: string;
+  line: number;
+  selfMs: number;
+  pct: number;
+  totalMs: number;
+  totalPct: number;
+}
 export interface Summary {
-  totalMs: number; sampledMs: number; idleMs: number;
+  totalMs: number;
+  sampledMs: number;
+  idleMs: number;
   byFunction: Row[];
   byFile: { file: string; selfMs: number; pct: number }[];
   /** Functions of this project (src/, runtimes/) by inclusive time: what each step costs with its callees. */
@@ -68,7 +93,11 @@ class SourceMap {
   private readonly lines: Segments[];
   private readonly sources: string[];
   constructor(mapFile: string) {
-    const map = JSON.parse(readFileSync(mapFile, 'utf8')) as { sources: string[]; sourceRoot?: string; mappings: string };
+    const map = JSON.parse(readFileSync(mapFile, 'utf8')) as {
+      sources: string[];
+      sourceRoot?: string;
+      mappings: string;
+    };
     const root = path.dirname(mapFile);
     this.sources = map.sources.map((s) => path.relative(process.cwd(), path.resolve(root, map.sourceRoot ?? '', s)));
     this.lines = decodeMappings(map.mappings);
@@ -80,7 +109,10 @@ class SourceMap {
     let lo = 0, hi = segs.length - 1, best = -1;
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
-      if (segs[mid]![0]! <= col) { best = mid; lo = mid + 1; } else hi = mid - 1;
+      if (segs[mid]![0]! <= col) {
+        best = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
     }
     const s = segs[best < 0 ? 0 : best]!;
     return { file: this.sources[s[1]!]!, line: s[2]! + 1 };
@@ -94,7 +126,9 @@ function mapFor(url: string): SourceMap | null {
   try {
     const file = url.startsWith('file://') ? fileURLToPath(url) : url;
     if (file && existsSync(`${file}.map`)) sm = new SourceMap(`${file}.map`);
-  } catch { sm = null; }
+  } catch {
+    sm = null;
+  }
   maps.set(url, sm);
   return sm;
 }
@@ -138,7 +172,10 @@ export function summarizeProfile(profile: CpuProfile, top = 15): Summary {
     const sm = cf.url ? mapFor(cf.url) : null;
     if (sm && cf.lineNumber >= 0) {
       const o = sm.lookup(cf.lineNumber, cf.columnNumber);
-      if (o) { file = o.file; line = o.line; }
+      if (o) {
+        file = o.file;
+        line = o.line;
+      }
     }
     const fn = cf.functionName || '(anonymous)';
     k = { key: `${fn}\u0000${file}\u0000${line}`, fn, file, line };
@@ -148,14 +185,19 @@ export function summarizeProfile(profile: CpuProfile, top = 15): Summary {
   const rowOf = (id: number) => {
     const k = ident(id);
     let row = fnAgg.get(k.key);
-    if (!row) fnAgg.set(k.key, (row = { fn: k.fn, file: k.file, line: k.line, selfMs: 0, pct: 0, totalMs: 0, totalPct: 0 }));
+    if (!row) {
+      fnAgg.set(k.key, row = { fn: k.fn, file: k.file, line: k.line, selfMs: 0, pct: 0, totalMs: 0, totalPct: 0 });
+    }
     return row;
   };
   let total = 0, idle = 0;
   for (const [id, us] of selfUs) {
     const { fn, file } = ident(id);
     total += us;
-    if (fn === '(idle)') { idle += us; continue; }
+    if (fn === '(idle)') {
+      idle += us;
+      continue;
+    }
     rowOf(id).selfMs += us / 1000;
     const b = fn.startsWith('(') && !file ? fn : bucketOf(file);
     fileAgg.set(b, (fileAgg.get(b) ?? 0) + us / 1000);
@@ -179,14 +221,33 @@ export function summarizeProfile(profile: CpuProfile, top = 15): Summary {
   }
   const busyMs = (total - idle) / 1000;
   const rows = [...fnAgg.values()].filter((r) => r.selfMs > 0).sort((a, b) => b.selfMs - a.selfMs);
-  for (const r of fnAgg.values()) { r.pct = (100 * r.selfMs) / busyMs; r.totalPct = (100 * r.totalMs) / busyMs; }
-  const files = [...fileAgg].map(([file, selfMs]) => ({ file, selfMs, pct: (100 * selfMs) / busyMs })).sort((a, b) => b.selfMs - a.selfMs);
-  const inclusive = [...fnAgg.values()].filter((r) => r.file.startsWith('src/') || r.file.startsWith('runtimes/')).sort((a, b) => b.totalMs - a.totalMs);
-  return { totalMs: (profile.endTime - profile.startTime) / 1000, sampledMs: total / 1000, idleMs: idle / 1000, byFunction: rows.slice(0, top), byFile: files.slice(0, top), projectInclusive: inclusive.slice(0, top) };
+  for (const r of fnAgg.values()) {
+    r.pct = (100 * r.selfMs) / busyMs;
+    r.totalPct = (100 * r.totalMs) / busyMs;
+  }
+  const files = [...fileAgg].map(([file, selfMs]) => ({ file, selfMs, pct: (100 * selfMs) / busyMs })).sort((a, b) =>
+    b.selfMs - a.selfMs
+  );
+  const inclusive = [...fnAgg.values()].filter((r) => r.file.startsWith('src/') || r.file.startsWith('runtimes/')).sort(
+    (a, b) => b.totalMs - a.totalMs,
+  );
+  return {
+    totalMs: (profile.endTime - profile.startTime) / 1000,
+    sampledMs: total / 1000,
+    idleMs: idle / 1000,
+    byFunction: rows.slice(0, top),
+    byFile: files.slice(0, top),
+    projectInclusive: inclusive.slice(0, top),
+  };
 }
 
 /** Self time of frames named `name`, by their nearest `depth` JavaScript callers. */
-export function callersOf(profile: CpuProfile, name: string, depth = 3, top = 10): { path: string; selfMs: number; pct: number }[] {
+export function callersOf(
+  profile: CpuProfile,
+  name: string,
+  depth = 3,
+  top = 10,
+): { path: string; selfMs: number; pct: number }[] {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -215,17 +276,29 @@ export function callersOf(profile: CpuProfile, name: string, depth = 3, top = 10
     const key = chain.join(' ← ') || '(no JavaScript caller)';
     agg.set(key, (agg.get(key) ?? 0) + dt);
   }
-  return [...agg].map(([p, us]) => ({ path: p, selfMs: us / 1000, pct: (100 * us) / total })).sort((a, b) => b.selfMs - a.selfMs).slice(0, top);
+  return [...agg].map(([p, us]) => ({ path: p, selfMs: us / 1000, pct: (100 * us) / total })).sort((a, b) =>
+    b.selfMs - a.selfMs
+  ).slice(0, top);
 }
 
 export function formatSummary(s: Summary): string {
   const busy = s.sampledMs - s.idleMs;
   const out: string[] = [];
-  out.push(`profile: ${(s.totalMs / 1000).toFixed(1)} s wall, ${(busy / 1000).toFixed(2)} s on-CPU (main thread), ${(s.idleMs / 1000).toFixed(2)} s idle; percentages are of on-CPU time`);
+  out.push(
+    `profile: ${(s.totalMs / 1000).toFixed(1)} s wall, ${(busy / 1000).toFixed(2)} s on-CPU (main thread), ${
+      (s.idleMs / 1000).toFixed(2)
+    } s idle; percentages are of on-CPU time`,
+  );
   out.push('');
   out.push('| # | self ms | self % | total % | function | source |');
   out.push('|---:|---:|---:|---:|---|---|');
-  s.byFunction.forEach((r, i) => out.push(`| ${i + 1} | ${r.selfMs.toFixed(0)} | ${r.pct.toFixed(1)} | ${r.totalPct.toFixed(1)} | \`${r.fn}\` | ${r.file ? `${r.file}:${r.line}` : ''} |`));
+  s.byFunction.forEach((r, i) =>
+    out.push(
+      `| ${i + 1} | ${r.selfMs.toFixed(0)} | ${r.pct.toFixed(1)} | ${r.totalPct.toFixed(1)} | \`${r.fn}\` | ${
+        r.file ? `${r.file}:${r.line}` : ''
+      } |`,
+    )
+  );
   out.push('');
   out.push('| self by file / package | self ms | self % |');
   out.push('|---|---:|---:|');
@@ -234,7 +307,13 @@ export function formatSummary(s: Summary): string {
     out.push('');
     out.push('| project function (src/, runtimes/) | total ms | total % | self % | source |');
     out.push('|---|---:|---:|---:|---|');
-    for (const r of s.projectInclusive) out.push(`| \`${r.fn}\` | ${r.totalMs.toFixed(0)} | ${r.totalPct.toFixed(1)} | ${r.pct.toFixed(1)} | ${r.file}:${r.line} |`);
+    for (const r of s.projectInclusive) {
+      out.push(
+        `| \`${r.fn}\` | ${r.totalMs.toFixed(0)} | ${r.totalPct.toFixed(1)} | ${
+          r.pct.toFixed(1)
+        } | ${r.file}:${r.line} |`,
+      );
+    }
   }
   return out.join('\n');
 }
@@ -255,6 +334,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const name = args[ci + 1]!;
     process.stdout.write(`\n| callers of \`${name}\` (innermost first) | self ms | % of on-CPU |\n|---|---:|---:|\n`);
     const di = args.indexOf('--depth');
-    for (const r of callersOf(profile, name, di >= 0 ? Number(args[di + 1]) : 3)) process.stdout.write(`| ${r.path} | ${r.selfMs.toFixed(0)} | ${r.pct.toFixed(1)} |\n`);
+    for (const r of callersOf(profile, name, di >= 0 ? Number(args[di + 1]) : 3)) {
+      process.stdout.write(`| ${r.path} | ${r.selfMs.toFixed(0)} | ${r.pct.toFixed(1)} |\n`);
+    }
   }
 }

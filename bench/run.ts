@@ -11,12 +11,27 @@
 // bench/ttfb.ts; /readyz latency under load from bench/probe.ts. Targets alternate within every scenario
 // and the whole sequence repeats for --rounds; each cell is the median over rounds.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runProbe, type ProbeResult } from './probe.ts';
-import { cpuSeconds, freePort, launch, machineBusySeconds, onInterrupt, peakRssMb, resetPeakRss, rssMb, selfAndReapedChildrenSeconds, sleep, stop, stopAll, waitFor200, type Spawned } from './proc.ts';
+import { type ProbeResult, runProbe } from './probe.ts';
+import {
+  cpuSeconds,
+  freePort,
+  launch,
+  machineBusySeconds,
+  onInterrupt,
+  peakRssMb,
+  resetPeakRss,
+  rssMb,
+  selfAndReapedChildrenSeconds,
+  sleep,
+  type Spawned,
+  stop,
+  stopAll,
+  waitFor200,
+} from './proc.ts';
 import { formatSummary, summarizeProfile } from './profile-summary.ts';
 import { median } from './stats.ts';
 import { runTtfb, type TtfbResult } from './ttfb.ts';
@@ -39,11 +54,47 @@ const UPSTREAM_KEY = 'sk-bench-upstream';
 
 const SCENARIOS = ['startup', 'json50', 'json1', 'sse200', 'sse4', 'readyz'] as const;
 type ScenarioId = (typeof SCENARIOS)[number];
-const TARGETS = ['direct', 'direct-node', 'undici', 'node', 'bun', 'deno', 'bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node', 'portkey', 'node-nolog', 'bun-nolog', 'deno-nolog'] as const;
+const TARGETS = [
+  'direct',
+  'direct-node',
+  'undici',
+  'node',
+  'bun',
+  'deno',
+  'bare-node',
+  'bare-bun',
+  'bare-deno',
+  'bare-bun-nodehttp',
+  'bare-deno-nodehttp',
+  'raw-node',
+  'portkey',
+  'node-nolog',
+  'bun-nolog',
+  'deno-nolog',
+] as const;
 type TargetId = (typeof TARGETS)[number];
 /** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
-const SSE_CEILINGS: readonly TargetId[] = ['bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node'];
-const JSON_ONLY: readonly TargetId[] = ['direct-node', 'undici', 'bare-node', 'bare-bun', 'bare-deno', 'bare-bun-nodehttp', 'bare-deno-nodehttp', 'raw-node', 'node-nolog', 'bun-nolog', 'deno-nolog'];
+const SSE_CEILINGS: readonly TargetId[] = [
+  'bare-node',
+  'bare-bun',
+  'bare-deno',
+  'bare-bun-nodehttp',
+  'bare-deno-nodehttp',
+  'raw-node',
+];
+const JSON_ONLY: readonly TargetId[] = [
+  'direct-node',
+  'undici',
+  'bare-node',
+  'bare-bun',
+  'bare-deno',
+  'bare-bun-nodehttp',
+  'bare-deno-nodehttp',
+  'raw-node',
+  'node-nolog',
+  'bun-nolog',
+  'deno-nolog',
+];
 
 interface Options {
   rounds: number;
@@ -85,12 +136,27 @@ const HELP = `usage: npm run bench -- [options]
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
-    rounds: 2, durationS: 5, warmupS: 1, startupTrials: 5, scenarios: [...SCENARIOS], targets: [...TARGETS],
-    upstream: 'bun', chunkDelayMs: 5, build: true, keep: false, primeS: 3, profile: false, profileSeconds: 10, profileLoad: 'json50', profileAccessLog: true,
+    rounds: 2,
+    durationS: 5,
+    warmupS: 1,
+    startupTrials: 5,
+    scenarios: [...SCENARIOS],
+    targets: [...TARGETS],
+    upstream: 'bun',
+    chunkDelayMs: 5,
+    build: true,
+    keep: false,
+    primeS: 3,
+    profile: false,
+    profileSeconds: 10,
+    profileLoad: 'json50',
+    profileAccessLog: true,
   };
   const list = <T extends string>(v: string, allowed: readonly T[], what: string): T[] => {
     const xs = v.split(',').map((s) => s.trim()).filter(Boolean);
-    for (const x of xs) if (!allowed.includes(x as T)) throw new Error(`unknown ${what} "${x}" (one of ${allowed.join(', ')})`);
+    for (const x of xs) {
+      if (!allowed.includes(x as T)) throw new Error(`unknown ${what} "${x}" (one of ${allowed.join(', ')})`);
+    }
     return xs as T[];
   };
   for (let i = 0; i < argv.length; i++) {
@@ -101,24 +167,73 @@ function parseOptions(argv: string[]): Options {
       return v;
     };
     switch (a) {
-      case '--quick': o.rounds = 1; o.durationS = 3; o.warmupS = 1; o.startupTrials = 3; o.primeS = 2; break;
-      case '--prime': o.primeS = Number(val()); break;
-      case '--rounds': o.rounds = Number(val()); break;
-      case '--duration': o.durationS = Number(val()); break;
-      case '--warmup': o.warmupS = Number(val()); break;
-      case '--startup-trials': o.startupTrials = Number(val()); break;
-      case '--scenarios': o.scenarios = list(val(), SCENARIOS, 'scenario'); break;
-      case '--targets': o.targets = list(val(), TARGETS, 'target'); break;
-      case '--upstream': { const v = val(); if (v !== 'bun' && v !== 'node') throw new Error('--upstream is bun or node'); o.upstream = v; break; }
-      case '--chunk-delay-ms': o.chunkDelayMs = Number(val()); break;
-      case '--no-build': o.build = false; break;
-      case '--keep': o.keep = true; break;
-      case '--profile': o.profile = true; break;
-      case '--profile-seconds': o.profileSeconds = Number(val()); break;
-      case '--profile-load': { const v = val(); if (v !== 'json50' && v !== 'sse200') throw new Error('--profile-load is json50 or sse200'); o.profileLoad = v; o.profile = true; break; }
-      case '--profile-no-access-log': o.profileAccessLog = false; o.profile = true; break;
-      case '--help': case '-h': process.stdout.write(`${HELP}\n`); process.exit(0);
-      default: throw new Error(`unknown option ${a}\n${HELP}`);
+      case '--quick':
+        o.rounds = 1;
+        o.durationS = 3;
+        o.warmupS = 1;
+        o.startupTrials = 3;
+        o.primeS = 2;
+        break;
+      case '--prime':
+        o.primeS = Number(val());
+        break;
+      case '--rounds':
+        o.rounds = Number(val());
+        break;
+      case '--duration':
+        o.durationS = Number(val());
+        break;
+      case '--warmup':
+        o.warmupS = Number(val());
+        break;
+      case '--startup-trials':
+        o.startupTrials = Number(val());
+        break;
+      case '--scenarios':
+        o.scenarios = list(val(), SCENARIOS, 'scenario');
+        break;
+      case '--targets':
+        o.targets = list(val(), TARGETS, 'target');
+        break;
+      case '--upstream': {
+        const v = val();
+        if (v !== 'bun' && v !== 'node') throw new Error('--upstream is bun or node');
+        o.upstream = v;
+        break;
+      }
+      case '--chunk-delay-ms':
+        o.chunkDelayMs = Number(val());
+        break;
+      case '--no-build':
+        o.build = false;
+        break;
+      case '--keep':
+        o.keep = true;
+        break;
+      case '--profile':
+        o.profile = true;
+        break;
+      case '--profile-seconds':
+        o.profileSeconds = Number(val());
+        break;
+      case '--profile-load': {
+        const v = val();
+        if (v !== 'json50' && v !== 'sse200') throw new Error('--profile-load is json50 or sse200');
+        o.profileLoad = v;
+        o.profile = true;
+        break;
+      }
+      case '--profile-no-access-log':
+        o.profileAccessLog = false;
+        o.profile = true;
+        break;
+      case '--help':
+      case '-h':
+        process.stdout.write(`${HELP}\n`);
+        process.exit(0);
+        break; // unreachable: exit() does not return
+      default:
+        throw new Error(`unknown option ${a}\n${HELP}`);
     }
   }
   return o;
@@ -168,14 +283,23 @@ function baseEnv(): NodeJS.ProcessEnv {
 function sluiceCommand(runtime: Runtime, nodeFlags: string[] = []): [string, string[]] {
   const config = path.join(BENCH, 'config', 'config.yaml');
   switch (runtime) {
-    case 'node': return [process.execPath, [...nodeFlags, path.join(ROOT, 'bin', 'sluice'), '--config', config]];
-    case 'bun': return [path.join(BIN, 'bun'), [path.join(ROOT, 'runtimes', 'bun.ts'), '--config', config]];
-    case 'deno': return [path.join(BIN, 'deno'), ['run', '-A', path.join(ROOT, 'runtimes', 'deno.ts'), '--config', config]];
+    case 'node':
+      return [process.execPath, [...nodeFlags, path.join(ROOT, 'bin', 'sluice'), '--config', config]];
+    case 'bun':
+      return [path.join(BIN, 'bun'), [path.join(ROOT, 'runtimes', 'bun.ts'), '--config', config]];
+    case 'deno':
+      return [path.join(BIN, 'deno'), ['run', '-A', path.join(ROOT, 'runtimes', 'deno.ts'), '--config', config]];
   }
 }
 
 /** Start one Sluice process on fresh ports; resolves once its /readyz answers 200. */
-async function startSluice(ctx: Ctx, runtime: Runtime, accessLog: boolean, name: string, nodeFlags: string[] = []): Promise<{ proc: Spawned; port: number; startMs: number }> {
+async function startSluice(
+  ctx: Ctx,
+  runtime: Runtime,
+  accessLog: boolean,
+  name: string,
+  nodeFlags: string[] = [],
+): Promise<{ proc: Spawned; port: number; startMs: number }> {
   const port = await freePort();
   const metricsPort = await freePort();
   const env = {
@@ -189,7 +313,9 @@ async function startSluice(ctx: Ctx, runtime: Runtime, accessLog: boolean, name:
   const t0 = performance.now();
   const proc = launch(cmd, args, { cwd: ROOT, env, logFile: path.join(ctx.runDir, `${name}.log`) });
   const startMs = await waitFor200(`http://127.0.0.1:${port}/livez`, t0, { exited: proc.exited, timeoutMs: 60_000 })
-    .catch((e: Error) => { throw new Error(`${name}: ${e.message} (log: ${path.join(ctx.runDir, `${name}.log`)})`); });
+    .catch((e: Error) => {
+      throw new Error(`${name}: ${e.message} (log: ${path.join(ctx.runDir, `${name}.log`)})`);
+    });
   await waitFor200(`http://127.0.0.1:${port}/readyz`, performance.now(), { exited: proc.exited, timeoutMs: 30_000 });
   return { proc, port, startMs };
 }
@@ -197,18 +323,38 @@ async function startSluice(ctx: Ctx, runtime: Runtime, accessLog: boolean, name:
 function ensurePortkey(): string {
   const entry = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
   const pinned = path.join(PORTKEY_DIR, 'node_modules', '@hono', 'node-server', 'package.json');
-  const ok = existsSync(entry) && existsSync(pinned)
-    && (JSON.parse(readFileSync(pinned, 'utf8')) as { version: string }).version === PORTKEY_NODE_SERVER
-    && (JSON.parse(readFileSync(path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'package.json'), 'utf8')) as { version: string }).version === PORTKEY_VERSION;
+  const ok = existsSync(entry) && existsSync(pinned) &&
+    (JSON.parse(readFileSync(pinned, 'utf8')) as { version: string }).version === PORTKEY_NODE_SERVER &&
+    (JSON.parse(
+        readFileSync(path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'package.json'), 'utf8'),
+      ) as { version: string }).version === PORTKEY_VERSION;
   if (ok) return entry;
   log(`installing @portkey-ai/gateway@${PORTKEY_VERSION} into bench/.portkey (first use) …`);
   mkdirSync(PORTKEY_DIR, { recursive: true });
-  writeFileSync(path.join(PORTKEY_DIR, 'package.json'), `${JSON.stringify({
-    private: true,
-    description: 'Benchmark peer for bench/run.ts (gitignored). @hono/node-server pinned: see PORTKEY_NODE_SERVER in bench/run.ts.',
-    overrides: { '@hono/node-server': PORTKEY_NODE_SERVER },
-  }, null, 2)}\n`);
-  const r = spawnSync('npm', ['install', '--prefix', PORTKEY_DIR, '--no-audit', '--no-fund', '--save-exact', `@portkey-ai/gateway@${PORTKEY_VERSION}`], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+  writeFileSync(
+    path.join(PORTKEY_DIR, 'package.json'),
+    `${
+      JSON.stringify(
+        {
+          private: true,
+          description:
+            'Benchmark peer for bench/run.ts (gitignored). @hono/node-server pinned: see PORTKEY_NODE_SERVER in bench/run.ts.',
+          overrides: { '@hono/node-server': PORTKEY_NODE_SERVER },
+        },
+        null,
+        2,
+      )
+    }\n`,
+  );
+  const r = spawnSync('npm', [
+    'install',
+    '--prefix',
+    PORTKEY_DIR,
+    '--no-audit',
+    '--no-fund',
+    '--save-exact',
+    `@portkey-ai/gateway@${PORTKEY_VERSION}`,
+  ], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
   if (r.status !== 0 || !existsSync(entry)) throw new Error('npm install of @portkey-ai/gateway failed');
   return entry;
 }
@@ -219,18 +365,31 @@ async function startPortkey(ctx: Ctx, name: string): Promise<{ proc: Spawned; po
   const t0 = performance.now();
   // `--headless`: no UI routes. It listens on every interface (its CLI has no host option); we only ever
   // talk to it on 127.0.0.1.
-  const proc = launch(process.execPath, [entry, `--port=${port}`, '--headless'], { cwd: PORTKEY_DIR, env: baseEnv(), logFile: path.join(ctx.runDir, `${name}.log`) });
+  const proc = launch(process.execPath, [entry, `--port=${port}`, '--headless'], {
+    cwd: PORTKEY_DIR,
+    env: baseEnv(),
+    logFile: path.join(ctx.runDir, `${name}.log`),
+  });
   const startMs = await waitFor200(`http://127.0.0.1:${port}/`, t0, { exited: proc.exited, timeoutMs: 60_000 });
   return { proc, port, startMs };
 }
 
-async function startMock(runDir: string, upstream: 'bun' | 'node', chunkDelayMs: number, name = 'mock-upstream'): Promise<{ proc: Spawned; port: number }> {
+async function startMock(
+  runDir: string,
+  upstream: 'bun' | 'node',
+  chunkDelayMs: number,
+  name = 'mock-upstream',
+): Promise<{ proc: Spawned; port: number }> {
   const port = await freePort();
   const script = path.join(BENCH, 'mock-upstream.mjs');
   const args = [script, '--port', String(port), '--chunk-delay-ms', String(chunkDelayMs)];
   const proc = upstream === 'bun'
     ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile: path.join(runDir, `${name}.log`) })
-    : launch(process.execPath, args, { cwd: ROOT, env: { ...baseEnv(), MOCK_FORCE_NODE: '1' }, logFile: path.join(runDir, `${name}.log`) });
+    : launch(process.execPath, args, {
+      cwd: ROOT,
+      env: { ...baseEnv(), MOCK_FORCE_NODE: '1' },
+      logFile: path.join(runDir, `${name}.log`),
+    });
   await waitFor200(`http://127.0.0.1:${port}/livez`, performance.now(), { exited: proc.exited, timeoutMs: 30_000 });
   return { proc, port };
 }
@@ -239,19 +398,30 @@ async function startMock(runDir: string, upstream: 'bun' | 'node', chunkDelayMs:
  * The bare Hono proxy (bench/bare-proxy.ts) on one runtime, forwarding to the same mock as Sluice. It has
  * no GET route, so readiness is its `listening` line in the log.
  */
-async function startBare(ctx: Ctx, runtime: Runtime, name: string, extra: string[]): Promise<{ proc: Spawned; port: number }> {
+async function startBare(
+  ctx: Ctx,
+  runtime: Runtime,
+  name: string,
+  extra: string[],
+): Promise<{ proc: Spawned; port: number }> {
   const port = await freePort();
   const script = path.join(BENCH, 'bare-proxy.ts');
   const args = [script, '--port', String(port), '--upstream', `http://127.0.0.1:${ctx.mockPort}`, ...extra];
   const logFile = path.join(ctx.runDir, `${name}.log`);
-  const proc = runtime === 'node' ? launch(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
-    : runtime === 'bun' ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile })
+  const proc = runtime === 'node'
+    ? launch(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
+    : runtime === 'bun'
+    ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile })
     : launch(path.join(BIN, 'deno'), ['run', '-A', ...args], { cwd: ROOT, env: baseEnv(), logFile });
   let gone = false;
-  void proc.exited.then(() => { gone = true; });
+  void proc.exited.then(() => {
+    gone = true;
+  });
   const deadline = performance.now() + 60_000;
   while (!(existsSync(logFile) && readFileSync(logFile, 'utf8').includes(`bare-proxy listening ${port}`))) {
-    if (gone || performance.now() > deadline) throw new Error(`${name}: ${gone ? 'exited' : 'not listening after 60 s'} (log: ${logFile})`);
+    if (gone || performance.now() > deadline) {
+      throw new Error(`${name}: ${gone ? 'exited' : 'not listening after 60 s'} (log: ${logFile})`);
+    }
     await sleep(20);
   }
   return { proc, port };
@@ -260,36 +430,102 @@ async function startBare(ctx: Ctx, runtime: Runtime, name: string, extra: string
 function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
   const upstreamBase = `http://127.0.0.1:${ctx.mockPort}/v1`;
   const sluice = (id: TargetId, runtime: Runtime, accessLog: boolean): Omit<Target, 'port' | 'peaks'> => ({
-    id, runtime, accessLog, kind: 'sluice',
+    id,
+    runtime,
+    accessLog,
+    kind: 'sluice',
     label: `Sluice ${runtime[0]!.toUpperCase()}${runtime.slice(1)}${accessLog ? '' : ' (no access log)'}`,
-    headers: { authorization: `Bearer ${SLUICE_KEY}` }, model: 'bench-route',
+    headers: { authorization: `Bearer ${SLUICE_KEY}` },
+    model: 'bench-route',
   });
   return [
-    { id: 'direct', kind: 'direct', label: `direct (mock on ${ctx.opt.upstream})`, headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
-    { id: 'direct-node', kind: 'direct', label: 'direct (mock on node)', headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
-    { id: 'undici', kind: 'client', runtime: 'node', label: 'undici.request client alone (Node)', headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
-    sluice('node', 'node', true), sluice('bun', 'bun', true), sluice('deno', 'deno', true),
+    {
+      id: 'direct',
+      kind: 'direct',
+      label: `direct (mock on ${ctx.opt.upstream})`,
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+    },
+    {
+      id: 'direct-node',
+      kind: 'direct',
+      label: 'direct (mock on node)',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+    },
+    {
+      id: 'undici',
+      kind: 'client',
+      runtime: 'node',
+      label: 'undici.request client alone (Node)',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+    },
+    sluice('node', 'node', true),
+    sluice('bun', 'bun', true),
+    sluice('deno', 'deno', true),
     ...(['node', 'bun', 'deno'] as const).map((rt): Omit<Target, 'port' | 'peaks'> => ({
-      id: `bare-${rt}`, kind: 'bare', runtime: rt, label: `bare Hono proxy ${rt[0]!.toUpperCase()}${rt.slice(1)}`,
-      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model',
+      id: `bare-${rt}`,
+      kind: 'bare',
+      runtime: rt,
+      label: `bare Hono proxy ${rt[0]!.toUpperCase()}${rt.slice(1)}`,
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
     })),
     // What Sluice is built from on Bun and Deno: the node:http listener, and on Deno the undici client.
-    { id: 'bare-bun-nodehttp', kind: 'bare', runtime: 'bun', bareArgs: ['--listener', 'node'], label: 'bare Hono proxy Bun via node:http',
-      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
-    { id: 'bare-deno-nodehttp', kind: 'bare', runtime: 'deno', bareArgs: ['--listener', 'node', '--client', 'undici'], label: 'bare Hono proxy Deno via node:http + undici',
-      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
-    { id: 'raw-node', kind: 'bare', runtime: 'node', bareArgs: ['--framework', 'none'], label: 'node:http + undici.request, no framework (Node)',
-      headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, model: 'mock-model' },
-    { id: 'portkey', kind: 'portkey', label: `Portkey ${PORTKEY_VERSION} (Node)`, model: 'mock-model',
-      headers: { authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamBase } },
-    sluice('node-nolog', 'node', false), sluice('bun-nolog', 'bun', false), sluice('deno-nolog', 'deno', false),
+    {
+      id: 'bare-bun-nodehttp',
+      kind: 'bare',
+      runtime: 'bun',
+      bareArgs: ['--listener', 'node'],
+      label: 'bare Hono proxy Bun via node:http',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+    },
+    {
+      id: 'bare-deno-nodehttp',
+      kind: 'bare',
+      runtime: 'deno',
+      bareArgs: ['--listener', 'node', '--client', 'undici'],
+      label: 'bare Hono proxy Deno via node:http + undici',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+    },
+    {
+      id: 'raw-node',
+      kind: 'bare',
+      runtime: 'node',
+      bareArgs: ['--framework', 'none'],
+      label: 'node:http + undici.request, no framework (Node)',
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+    },
+    {
+      id: 'portkey',
+      kind: 'portkey',
+      label: `Portkey ${PORTKEY_VERSION} (Node)`,
+      model: 'mock-model',
+      headers: {
+        authorization: `Bearer ${UPSTREAM_KEY}`,
+        'x-portkey-provider': 'openai',
+        'x-portkey-custom-host': upstreamBase,
+      },
+    },
+    sluice('node-nolog', 'node', false),
+    sluice('bun-nolog', 'bun', false),
+    sluice('deno-nolog', 'deno', false),
   ];
 }
 
 /** The process whose CPU and RSS a row reports: the gateway, or for direct rows the mock reached. */
 const pidOf = (ctx: Ctx, t: Target) => (t.kind === 'direct' ? (t.proc ?? ctx.mock).pid : t.proc!.pid);
 const chatUrl = (t: Target) => `http://127.0.0.1:${t.port}/v1/chat/completions`;
-const bodyFor = (t: Target, stream: boolean) => JSON.stringify({ model: t.model, messages: [{ role: 'user', content: 'Say hello.' }], ...(stream ? { stream: true } : {}) });
+const bodyFor = (t: Target, stream: boolean) =>
+  JSON.stringify({
+    model: t.model,
+    messages: [{ role: 'user', content: 'Say hello.' }],
+    ...(stream ? { stream: true } : {}),
+  });
 
 // ----------------------------------------------------------------------------------------------- wrk
 
@@ -301,7 +537,17 @@ interface WrkResult {
   rps: number;
 }
 
-async function wrk(o: { url: string; connections: number; durationS: number; body?: string; headers: Record<string, string>; timeoutS?: number; method?: 'GET' | 'POST' }): Promise<WrkResult> {
+async function wrk(
+  o: {
+    url: string;
+    connections: number;
+    durationS: number;
+    body?: string;
+    headers: Record<string, string>;
+    timeoutS?: number;
+    method?: 'GET' | 'POST';
+  },
+): Promise<WrkResult> {
   const script = path.join(BENCH, 'wrk', o.method === 'GET' ? 'get.lua' : 'post.lua');
   const env = {
     ...baseEnv(),
@@ -309,11 +555,22 @@ async function wrk(o: { url: string; connections: number; durationS: number; bod
     BENCH_HEADERS: Object.entries(o.headers).map(([k, v]) => `${k}: ${v}`).join('|'),
     BENCH_BODY: o.body ?? '',
   };
-  const args = ['-t1', `-c${o.connections}`, `-d${o.durationS}s`, `--timeout`, `${o.timeoutS ?? 10}s`, '-s', script, o.url];
+  const args = [
+    '-t1',
+    `-c${o.connections}`,
+    `-d${o.durationS}s`,
+    `--timeout`,
+    `${o.timeoutS ?? 10}s`,
+    '-s',
+    script,
+    o.url,
+  ];
   const p = launch('wrk', args, { env, stdout: 'pipe' });
   let out = '';
   p.child.stdout!.setEncoding('utf8');
-  p.child.stdout!.on('data', (d: string) => { out += d; });
+  p.child.stdout!.on('data', (d: string) => {
+    out += d;
+  });
   const code = await p.exited;
   const line = out.split('\n').find((l) => l.startsWith('BENCH_WRK '));
   if (code !== 0 || !line) throw new Error(`wrk failed (exit ${code}): ${out.slice(0, 500)}`);
@@ -337,7 +594,12 @@ interface Sample {
 }
 
 /** Warm-up, then the measured run with CPU and peak-RSS bookkeeping around it. */
-async function measured(ctx: Ctx, t: Target, warm: () => Promise<unknown>, run: () => Promise<Omit<Sample, 'cpuS' | 'peakMb'>>): Promise<Sample> {
+async function measured(
+  ctx: Ctx,
+  t: Target,
+  warm: () => Promise<unknown>,
+  run: () => Promise<Omit<Sample, 'cpuS' | 'peakMb'>>,
+): Promise<Sample> {
   if (ctx.opt.warmupS > 0) {
     await warm();
     await sleep(250); // let streams cut by the end of the warm-up wind down
@@ -358,7 +620,10 @@ async function measured(ctx: Ctx, t: Target, warm: () => Promise<unknown>, run: 
   // What wrk (reaped child) and this harness (its clients) used; the rest of the machine's busy time is
   // other processes: noise from outside the benchmark. (The client-alone process is a reaped child too.)
   const loadCpuS = own1.children - own0.children + own1.self - own0.self;
-  const otherCpuS = Math.max(0, busy - (pid === undefined ? 0 : cpuS) - (t.kind === 'direct' ? 0 : mockCpuS) - loadCpuS);
+  const otherCpuS = Math.max(
+    0,
+    busy - (pid === undefined ? 0 : cpuS) - (t.kind === 'direct' ? 0 : mockCpuS) - loadCpuS,
+  );
   const peakMb = pid === undefined ? s.extra.clientMaxRssMb ?? NaN : peakRssMb(pid);
   t.peaks.push(peakMb);
   await sleep(250);
@@ -386,7 +651,10 @@ async function waitForQuiet(ctx: Ctx): Promise<void> {
 function wrkSample(r: WrkResult, extra: Record<string, number> = {}): Omit<Sample, 'cpuS' | 'peakMb'> {
   const e = r.errors;
   return {
-    rps: r.rps, p50: r.latency_us.p50 / 1000, p99: r.latency_us.p99 / 1000, requests: r.requests,
+    rps: r.rps,
+    p50: r.latency_us.p50 / 1000,
+    p99: r.latency_us.p99 / 1000,
+    requests: r.requests,
     errors: e.connect + e.read + e.write + e.status + e.timeout,
     note: e.status ? `${e.status} non-2xx` : undefined,
     extra,
@@ -398,17 +666,49 @@ function wrkSample(r: WrkResult, extra: Record<string, number> = {}): Omit<Sampl
  * inside the same process so its JIT is warm) and then the measured seconds.
  */
 async function undiciClient(ctx: Ctx, t: Target, c: number): Promise<Omit<Sample, 'cpuS' | 'peakMb'>> {
-  const args = ['--import', 'tsx', path.join(BENCH, 'undici-client.ts'), '--url', chatUrl(t), '--connections', String(c),
-    '--warmup', String(ctx.opt.warmupS), '--duration', String(ctx.opt.durationS), '--authorization', t.headers.authorization!, '--body', bodyFor(t, false)];
+  const args = [
+    '--import',
+    'tsx',
+    path.join(BENCH, 'undici-client.ts'),
+    '--url',
+    chatUrl(t),
+    '--connections',
+    String(c),
+    '--warmup',
+    String(ctx.opt.warmupS),
+    '--duration',
+    String(ctx.opt.durationS),
+    '--authorization',
+    t.headers.authorization!,
+    '--body',
+    bodyFor(t, false),
+  ];
   const p = launch(process.execPath, args, { cwd: ROOT, env: baseEnv(), stdout: 'pipe' });
   let out = '';
   p.child.stdout!.setEncoding('utf8');
-  p.child.stdout!.on('data', (d: string) => { out += d; });
+  p.child.stdout!.on('data', (d: string) => {
+    out += d;
+  });
   const code = await p.exited;
   const line = out.split('\n').find((l) => l.startsWith('BENCH_CLIENT '));
   if (code !== 0 || !line) throw new Error(`undici-client failed (exit ${code}): ${out.slice(0, 500)}`);
-  const r = JSON.parse(line.slice('BENCH_CLIENT '.length)) as { requests: number; errors: number; elapsedMs: number; p50: number; p99: number; cpuS: number; maxRssMb: number };
-  return { rps: r.requests / (r.elapsedMs / 1000), p50: r.p50, p99: r.p99, requests: r.requests, errors: r.errors, extra: { clientCpuS: r.cpuS, clientMaxRssMb: r.maxRssMb } };
+  const r = JSON.parse(line.slice('BENCH_CLIENT '.length)) as {
+    requests: number;
+    errors: number;
+    elapsedMs: number;
+    p50: number;
+    p99: number;
+    cpuS: number;
+    maxRssMb: number;
+  };
+  return {
+    rps: r.requests / (r.elapsedMs / 1000),
+    p50: r.p50,
+    p99: r.p99,
+    requests: r.requests,
+    errors: r.errors,
+    extra: { clientCpuS: r.cpuS, clientMaxRssMb: r.maxRssMb },
+  };
 }
 
 async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample> {
@@ -420,42 +720,74 @@ async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample>
     case 'json1': {
       const c = sc === 'json50' ? 50 : 1;
       if (t.kind === 'client') return measured(ctx, t, async () => {}, () => undiciClient(ctx, t, c));
-      return measured(ctx, t,
+      return measured(
+        ctx,
+        t,
         () => wrk({ url: chatUrl(t), connections: c, durationS: warmupS, body: json, headers: t.headers }),
-        async () => wrkSample(await wrk({ url: chatUrl(t), connections: c, durationS, body: json, headers: t.headers })));
+        async () =>
+          wrkSample(await wrk({ url: chatUrl(t), connections: c, durationS, body: json, headers: t.headers })),
+      );
     }
     case 'sse200':
-      return measured(ctx, t,
+      return measured(
+        ctx,
+        t,
         () => wrk({ url: chatUrl(t), connections: 200, durationS: warmupS, body: sse, headers: t.headers }),
         async () => {
           // wrk holds 200 streams open; alongside, 8 more streams from the first-byte client.
           const [w, tt] = await Promise.all([
             wrk({ url: chatUrl(t), connections: 200, durationS, body: sse, headers: t.headers }),
-            runTtfb({ url: chatUrl(t), headers: t.headers, body: sse, concurrency: 8, durationMs: durationS * 1000 - 300 }),
+            runTtfb({
+              url: chatUrl(t),
+              headers: t.headers,
+              body: sse,
+              concurrency: 8,
+              durationMs: durationS * 1000 - 300,
+            }),
           ]);
           return withTtfb(wrkSample(w), tt);
-        });
+        },
+      );
     case 'sse4':
-      return measured(ctx, t,
+      return measured(
+        ctx,
+        t,
         () => runTtfb({ url: chatUrl(t), headers: t.headers, body: sse, concurrency: 4, durationMs: warmupS * 1000 }),
         async () => {
-          const tt = await runTtfb({ url: chatUrl(t), headers: t.headers, body: sse, concurrency: 4, durationMs: durationS * 1000 });
+          const tt = await runTtfb({
+            url: chatUrl(t),
+            headers: t.headers,
+            body: sse,
+            concurrency: 4,
+            durationMs: durationS * 1000,
+          });
           return withTtfb({
-            rps: tt.streams / (tt.elapsedMs / 1000), p50: tt.total.p50, p99: tt.total.p99, requests: tt.streams,
-            errors: tt.errors + tt.incomplete, extra: {}, note: tt.firstError,
+            rps: tt.streams / (tt.elapsedMs / 1000),
+            p50: tt.total.p50,
+            p99: tt.total.p99,
+            requests: tt.streams,
+            errors: tt.errors + tt.incomplete,
+            extra: {},
+            note: tt.firstError,
           }, tt);
-        });
+        },
+      );
     case 'readyz':
-      return measured(ctx, t,
+      return measured(
+        ctx,
+        t,
         () => wrk({ url: chatUrl(t), connections: 50, durationS: warmupS, body: json, headers: t.headers }),
         async () => {
           const [w, pr] = await Promise.all([
             wrk({ url: chatUrl(t), connections: 50, durationS, body: json, headers: t.headers }),
             // Start a little after wrk and stop a little before it, so every probe meets a saturated proxy.
-            sleep(300).then(() => runProbe({ url: `http://127.0.0.1:${t.port}/readyz`, intervalMs: 10, durationMs: durationS * 1000 - 600 })),
+            sleep(300).then(() =>
+              runProbe({ url: `http://127.0.0.1:${t.port}/readyz`, intervalMs: 10, durationMs: durationS * 1000 - 600 })
+            ),
           ]);
           return withProbe(wrkSample(w), pr);
-        });
+        },
+      );
     case 'startup':
       throw new Error('startup is not a load scenario');
   }
@@ -465,8 +797,18 @@ function withTtfb(s: Omit<Sample, 'cpuS' | 'peakMb'>, tt: TtfbResult): Omit<Samp
   return {
     ...s,
     errors: s.errors + tt.errors + tt.incomplete,
-    note: s.note ?? (tt.errors || tt.incomplete ? `ttfb client: ${tt.errors} errors, ${tt.incomplete} incomplete${tt.firstError ? ` (${tt.firstError})` : ''}` : undefined),
-    extra: { ...s.extra, ttfbP50: tt.ttfb.p50, ttfbP99: tt.ttfb.p99, fwdP50: tt.forward.p50, fwdP99: tt.forward.p99, streams: tt.streams },
+    note: s.note ??
+      (tt.errors || tt.incomplete
+        ? `ttfb client: ${tt.errors} errors, ${tt.incomplete} incomplete${tt.firstError ? ` (${tt.firstError})` : ''}`
+        : undefined),
+    extra: {
+      ...s.extra,
+      ttfbP50: tt.ttfb.p50,
+      ttfbP99: tt.ttfb.p99,
+      fwdP50: tt.forward.p50,
+      fwdP99: tt.forward.p99,
+      streams: tt.streams,
+    },
   };
 }
 
@@ -474,34 +816,54 @@ function withProbe(s: Omit<Sample, 'cpuS' | 'peakMb'>, pr: ProbeResult): Omit<Sa
   return {
     ...s,
     note: s.note ?? (pr.failures ? `${pr.failures} probe failures (${pr.firstFailure})` : undefined),
-    extra: { ...s.extra, probeP50: pr.latency.p50, probeP99: pr.latency.p99, probeMax: pr.latency.max, probes: pr.probes, probeFailures: pr.failures },
+    extra: {
+      ...s.extra,
+      probeP50: pr.latency.p50,
+      probeP99: pr.latency.p99,
+      probeMax: pr.latency.max,
+      probes: pr.probes,
+      probeFailures: pr.failures,
+    },
   };
 }
 
 /** Which targets a scenario runs on. */
 function scenarioTargets(sc: ScenarioId, all: TargetId[]): TargetId[] {
   switch (sc) {
-    case 'json50': case 'json1': return all;
+    case 'json50':
+    case 'json1':
+      return all;
     // The bare proxies stream too (bench/bare-proxy.ts): under SSE/200 they are the streaming ceiling.
-    case 'sse200': return all.filter((t) => !JSON_ONLY.includes(t) || SSE_CEILINGS.includes(t));
-    case 'sse4': return all.filter((t) => !JSON_ONLY.includes(t));
+    case 'sse200':
+      return all.filter((t) => !JSON_ONLY.includes(t) || SSE_CEILINGS.includes(t));
+    case 'sse4':
+      return all.filter((t) => !JSON_ONLY.includes(t));
     // The bare proxies answer GET /readyz too: under the same load they show what any proxy on that runtime,
     // listener and client gets.
-    case 'readyz': return all.filter((t) => t === 'node' || t === 'bun' || t === 'deno' || SSE_CEILINGS.includes(t));
-    case 'startup': return [];
+    case 'readyz':
+      return all.filter((t) => t === 'node' || t === 'bun' || t === 'deno' || SSE_CEILINGS.includes(t));
+    case 'startup':
+      return [];
   }
 }
 
 // ----------------------------------------------------------------------------------------- start-up
 
-interface StartupResult { runtime: Runtime | 'portkey'; trials: number[]; idleRssMb: number }
+interface StartupResult {
+  runtime: Runtime | 'portkey';
+  trials: number[];
+  idleRssMb: number;
+}
 
 async function startupPhase(ctx: Ctx): Promise<StartupResult[]> {
   const runtimes: (Runtime | 'portkey')[] = [];
   for (const r of ['node', 'bun', 'deno'] as const) if (ctx.opt.targets.includes(r)) runtimes.push(r);
   if (ctx.opt.targets.includes('portkey')) runtimes.push('portkey');
   const res = new Map(runtimes.map((r) => [r, { runtime: r, trials: [] as number[], idleRssMb: NaN }]));
-  const once = async (r: Runtime | 'portkey', name: string) => (r === 'portkey' ? startPortkey(ctx, name) : startSluice(ctx, r, true, name));
+  const once = async (
+    r: Runtime | 'portkey',
+    name: string,
+  ) => (r === 'portkey' ? startPortkey(ctx, name) : startSluice(ctx, r, true, name));
   // One untimed start each (Deno and Bun fill their transpile caches), then timed trials, alternating.
   for (const r of runtimes) await stop((await once(r, `startup-${r}-warm`)).proc);
   for (let i = 0; i < ctx.opt.startupTrials; i++) {
@@ -516,7 +878,11 @@ async function startupPhase(ctx: Ctx): Promise<StartupResult[]> {
       await stop(s.proc);
       await sleep(100);
     }
-    log(`start-up trial ${i + 1}/${ctx.opt.startupTrials}: ${runtimes.map((r) => `${r} ${res.get(r)!.trials.at(-1)!.toFixed(0)} ms`).join(', ')}`);
+    log(
+      `start-up trial ${i + 1}/${ctx.opt.startupTrials}: ${
+        runtimes.map((r) => `${r} ${res.get(r)!.trials.at(-1)!.toFixed(0)} ms`).join(', ')
+      }`,
+    );
   }
   return [...res.values()];
 }
@@ -534,9 +900,23 @@ const GOALS = {
   idleRssMb: 80,
 };
 
-interface Cell { sc: ScenarioId; t: Target; samples: Sample[] }
+interface Cell {
+  sc: ScenarioId;
+  t: Target;
+  samples: Sample[];
+}
 
-const fmtMs = (ms: number) => (!Number.isFinite(ms) ? '—' : ms < 1 ? `${(ms * 1000).toFixed(0)} µs` : ms < 10 ? `${ms.toFixed(2)} ms` : ms < 100 ? `${ms.toFixed(1)} ms` : `${ms.toFixed(0)} ms`);
+const fmtMs = (
+  ms: number,
+) => (!Number.isFinite(ms)
+  ? '—'
+  : ms < 1
+  ? `${(ms * 1000).toFixed(0)} µs`
+  : ms < 10
+  ? `${ms.toFixed(2)} ms`
+  : ms < 100
+  ? `${ms.toFixed(1)} ms`
+  : `${ms.toFixed(0)} ms`);
 const fmtRps = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '—');
 const fmtX = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}×` : '—');
 const fmtMb = (x: number) => (Number.isFinite(x) ? `${x.toFixed(0)} MB` : '—');
@@ -551,7 +931,12 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
   const get = (sc: ScenarioId, id: TargetId) => cells.find((c) => c.sc === sc && c.t.id === id);
   const rows: string[][] = [];
   const SC_LABEL: Record<ScenarioId, string> = {
-    startup: 'start-up + memory', json50: 'JSON, 50 conn', json1: 'JSON, 1 conn', sse200: 'SSE 20×5 ms, 200 conn', sse4: 'SSE, 4 streams (first chunk)', readyz: '/readyz under JSON/50',
+    startup: 'start-up + memory',
+    json50: 'JSON, 50 conn',
+    json1: 'JSON, 1 conn',
+    sse200: 'SSE 20×5 ms, 200 conn',
+    sse4: 'SSE, 4 streams (first chunk)',
+    readyz: '/readyz under JSON/50',
   };
   for (const sc of ctx.opt.scenarios) {
     if (sc === 'startup') continue;
@@ -579,24 +964,36 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
       const other = Math.max(...c.samples.map((s) => s.extra.otherCpuS ?? 0));
       if (other > 0.5) detail.push(`⚠ other processes used up to ${other.toFixed(1)} CPU s`);
       const directNode = med(get(sc, 'direct-node'), (s) => s.rps);
-      if ((sc === 'json50' || sc === 'json1') && id !== 'direct' && id !== 'direct-node' && Number.isFinite(directNode)) {
+      if (
+        (sc === 'json50' || sc === 'json1') && id !== 'direct' && id !== 'direct-node' && Number.isFinite(directNode)
+      ) {
         detail.push(`${fmtX(rps / directNode)} direct (mock on node)`);
       }
       // Sluice listens through node:http on Bun and Deno (for its drain guarantees): its ceiling there.
-      const bareNodeHttp = t.kind === 'sluice' && (rt === 'bun' || rt === 'deno') ? med(get(sc, `bare-${rt}-nodehttp` as TargetId), (s) => s.rps) : NaN;
-      if (Number.isFinite(bareNodeHttp)) detail.push(`${fmtX(rps / bareNodeHttp)} bare via node:http${rt === 'deno' ? ' + undici' : ''}`);
+      const bareNodeHttp = t.kind === 'sluice' && (rt === 'bun' || rt === 'deno')
+        ? med(get(sc, `bare-${rt}-nodehttp` as TargetId), (s) => s.rps)
+        : NaN;
+      if (Number.isFinite(bareNodeHttp)) {
+        detail.push(`${fmtX(rps / bareNodeHttp)} bare via node:http${rt === 'deno' ? ' + undici' : ''}`);
+      }
       switch (sc) {
         case 'json50':
           if (t.kind === 'sluice' && rt) {
             goal = `≥${GOALS.json50Ratio[rt]}× direct, ≥${GOALS.json50VsPortkey}× Portkey`;
             const a = xDirect >= GOALS.json50Ratio[rt];
             const b = xPortkey >= GOALS.json50VsPortkey;
-            result = !Number.isFinite(xDirect) || !Number.isFinite(xPortkey) ? '—' : a && b ? 'PASS' : `MISS${a ? '' : ' (×direct)'}${b ? '' : ' (×Portkey)'}`;
+            result = !Number.isFinite(xDirect) || !Number.isFinite(xPortkey)
+              ? '—'
+              : a && b
+              ? 'PASS'
+              : `MISS${a ? '' : ' (×direct)'}${b ? '' : ' (×Portkey)'}`;
           }
           break;
         case 'json1': {
           const added = (p50 - med(get(sc, 'direct'), (s) => s.p50)) * 1000;
-          if (t.kind !== 'direct' && t.kind !== 'client' && Number.isFinite(added)) detail.push(`added p50 ${added.toFixed(0)} µs`);
+          if (t.kind !== 'direct' && t.kind !== 'client' && Number.isFinite(added)) {
+            detail.push(`added p50 ${added.toFixed(0)} µs`);
+          }
           const bare = t.kind === 'sluice' && rt ? med(get(sc, `bare-${rt}` as TargetId), (s) => s.p50) : NaN;
           if (Number.isFinite(bare)) detail.push(`${((p50 - bare) * 1000).toFixed(0)} µs over the bare proxy`);
           const g = rt && t.kind === 'sluice' ? GOALS.addedP50Us[rt] : undefined;
@@ -609,9 +1006,12 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
         case 'sse200': {
           const tp50 = med(c, (s) => s.extra.ttfbP50 ?? NaN);
           const tp99 = med(c, (s) => s.extra.ttfbP99 ?? NaN);
-          const fwd = med(c, (s) => s.extra.fwdP50 ?? NaN) - (id === 'direct' ? 0 : med(get(sc, 'direct'), (s) => s.extra.fwdP50 ?? NaN));
+          const fwd = med(c, (s) => s.extra.fwdP50 ?? NaN) -
+            (id === 'direct' ? 0 : med(get(sc, 'direct'), (s) => s.extra.fwdP50 ?? NaN));
           detail.push(`TTFB p50 ${fmtMs(tp50)}, p99 ${fmtMs(tp99)}`);
-          detail.push(id === 'direct' ? `1st chunk transit p50 ${fmtMs(fwd)}` : `1st chunk held p50 ${fmtMs(fwd)} (under load)`);
+          detail.push(
+            id === 'direct' ? `1st chunk transit p50 ${fmtMs(fwd)}` : `1st chunk held p50 ${fmtMs(fwd)} (under load)`,
+          );
           if (t.kind === 'sluice') {
             goal = `≥${GOALS.sseRatio}× direct`;
             result = Number.isFinite(xDirect) ? (xDirect >= GOALS.sseRatio ? 'PASS' : 'MISS') : '—';
@@ -638,7 +1038,11 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
         }
         case 'readyz': {
           // This scenario's p50/p99 columns are the probe's; the proxy's own p99 goes in the detail.
-          detail.push(`proxy p99 ${fmtMs(p99)}; /readyz max ${fmtMs(med(c, (s) => s.extra.probeMax ?? NaN))}, ${c.samples.reduce((a, s) => a + (s.extra.probes ?? 0), 0)} probes`);
+          detail.push(
+            `proxy p99 ${fmtMs(p99)}; /readyz max ${fmtMs(med(c, (s) => s.extra.probeMax ?? NaN))}, ${
+              c.samples.reduce((a, s) => a + (s.extra.probes ?? 0), 0)
+            } probes`,
+          );
           const pf = c.samples.reduce((a, s) => a + (s.extra.probeFailures ?? 0), 0);
           if (pf) detail.push(`${pf} probe failures`);
           p50 = med(c, (s) => s.extra.probeP50 ?? NaN);
@@ -649,17 +1053,38 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
           }
           break;
         }
-        default: break;
+        default:
+          break;
       }
       if (errs) {
-        detail.push(`⚠ ${errs} errors of ${reqs}${c.samples.find((s) => s.note)?.note ? ` (${c.samples.find((s) => s.note)!.note})` : ''}`);
+        detail.push(
+          `⚠ ${errs} errors of ${reqs}${
+            c.samples.find((s) => s.note)?.note ? ` (${c.samples.find((s) => s.note)!.note})` : ''
+          }`,
+        );
         if (errs > reqs * 0.001 && result) result = `ERR ${result}`;
       }
       const cpu = med(c, (s) => s.cpuS);
       rows.push([
-        SC_LABEL[sc], t.label, fmtRps(rps), fmtMs(p50), fmtMs(p99), fmtX(xDirect), fmtX(xPortkey), fmtX(xBare),
-        Number.isFinite(cpu) ? `${cpu.toFixed(2)}${t.kind === 'direct' ? ' (mock)' : t.kind === 'client' ? ' (client)' : ''}${sc === 'json50' || sc === 'json1' || sc === 'readyz' ? ` · ${med(c, (s) => (1e6 * s.cpuS) / Math.max(1, s.requests)).toFixed(0)} µs/req` : ''}` : '—',
-        fmtMb(med(c, (s) => s.peakMb)), detail.join('; '), goal, result,
+        SC_LABEL[sc],
+        t.label,
+        fmtRps(rps),
+        fmtMs(p50),
+        fmtMs(p99),
+        fmtX(xDirect),
+        fmtX(xPortkey),
+        fmtX(xBare),
+        Number.isFinite(cpu)
+          ? `${cpu.toFixed(2)}${t.kind === 'direct' ? ' (mock)' : t.kind === 'client' ? ' (client)' : ''}${
+            sc === 'json50' || sc === 'json1' || sc === 'readyz'
+              ? ` · ${med(c, (s) => (1e6 * s.cpuS) / Math.max(1, s.requests)).toFixed(0)} µs/req`
+              : ''
+          }`
+          : '—',
+        fmtMb(med(c, (s) => s.peakMb)),
+        detail.join('; '),
+        goal,
+        result,
       ]);
     }
   }
@@ -670,7 +1095,10 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
       const label = t?.label ?? (s.runtime === 'portkey' ? `Portkey ${PORTKEY_VERSION} (Node)` : `Sluice ${s.runtime}`);
       const start = median(s.trials);
       const mem = memAfter.get(tid);
-      const detail = [`start-up median of ${s.trials.length}, max ${fmtMs(Math.max(...s.trials))}`, s.runtime === 'node' ? 'from the bundle (bin/sluice)' : ''];
+      const detail = [
+        `start-up median of ${s.trials.length}, max ${fmtMs(Math.max(...s.trials))}`,
+        s.runtime === 'node' ? 'from the bundle (bin/sluice)' : '',
+      ];
       if (mem) detail.push(`RSS after all load ${fmtMb(mem.after)}, peak under load ${fmtMb(mem.peak)}`);
       let goal = '';
       let result = '';
@@ -680,17 +1108,58 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
         const b = s.idleRssMb <= GOALS.idleRssMb;
         result = a && b ? 'PASS' : `MISS${a ? '' : ' (start)'}${b ? '' : ' (RSS)'}`;
       }
-      rows.push(['start-up + memory', label, '—', `${fmtMs(start)} start`, '—', '—', '—', '—', '—', `${fmtMb(s.idleRssMb)} idle`, detail.filter(Boolean).join('; '), goal, result]);
+      rows.push([
+        'start-up + memory',
+        label,
+        '—',
+        `${fmtMs(start)} start`,
+        '—',
+        '—',
+        '—',
+        '—',
+        '—',
+        `${fmtMb(s.idleRssMb)} idle`,
+        detail.filter(Boolean).join('; '),
+        goal,
+        result,
+      ]);
     }
   }
-  const head = ['scenario', 'target', 'req/s', 'p50', 'p99', '×direct', '×Portkey', '×bare', 'CPU s', 'peak RSS', 'detail', 'goal', 'result'];
+  const head = [
+    'scenario',
+    'target',
+    'req/s',
+    'p50',
+    'p99',
+    '×direct',
+    '×Portkey',
+    '×bare',
+    'CPU s',
+    'peak RSS',
+    'detail',
+    'goal',
+    'result',
+  ];
   const table = [
     `| ${head.join(' | ')} |`,
-    `|${head.map((h) => (['req/s', 'p50', 'p99', '×direct', '×Portkey', '×bare', 'CPU s', 'peak RSS'].includes(h) ? '---:' : '---')).join('|')}|`,
+    `|${
+      head.map((
+        h,
+      ) => (['req/s', 'p50', 'p99', '×direct', '×Portkey', '×bare', 'CPU s', 'peak RSS'].includes(h) ? '---:' : '---'))
+        .join('|')
+    }|`,
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ].join('\n');
-  return [`# Sluice benchmark — ${new Date().toISOString()}`, '', ...meta.map((m) => `- ${m}`), '', table, '',
-    'Columns: bench/README.md. Ratios are medians over rounds from the same run; CPU s and peak RSS are the gateway process (for "direct": the mock) during the measured seconds only.', ''].join('\n');
+  return [
+    `# Sluice benchmark — ${new Date().toISOString()}`,
+    '',
+    ...meta.map((m) => `- ${m}`),
+    '',
+    table,
+    '',
+    'Columns: bench/README.md. Ratios are medians over rounds from the same run; CPU s and peak RSS are the gateway process (for "direct": the mock) during the measured seconds only.',
+    '',
+  ].join('\n');
 }
 
 const memAfter = new Map<TargetId, { after: number; peak: number }>();
@@ -701,8 +1170,23 @@ async function profileMode(ctx: Ctx): Promise<void> {
   const { profileLoad: load, profileSeconds: secs, profileAccessLog: accessLog } = ctx.opt;
   const dir = path.join(ctx.runDir, 'prof');
   mkdirSync(dir, { recursive: true });
-  const s = await startSluice(ctx, 'node', accessLog, 'profile-node', ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-interval=250']);
-  const t: Target = { id: 'node', label: 'Sluice Node', kind: 'sluice', runtime: 'node', accessLog, port: s.port, proc: s.proc, headers: { authorization: `Bearer ${SLUICE_KEY}` }, model: 'bench-route', peaks: [] };
+  const s = await startSluice(ctx, 'node', accessLog, 'profile-node', [
+    '--cpu-prof',
+    `--cpu-prof-dir=${dir}`,
+    '--cpu-prof-interval=250',
+  ]);
+  const t: Target = {
+    id: 'node',
+    label: 'Sluice Node',
+    kind: 'sluice',
+    runtime: 'node',
+    accessLog,
+    port: s.port,
+    proc: s.proc,
+    headers: { authorization: `Bearer ${SLUICE_KEY}` },
+    model: 'bench-route',
+    peaks: [],
+  };
   const connections = load === 'json50' ? 50 : 200;
   const body = bodyFor(t, load === 'sse200');
   const what = `${load === 'json50' ? 'JSON/50' : 'SSE/200'}, access log ${accessLog ? 'on' : 'off'}`;
@@ -720,9 +1204,17 @@ async function profileMode(ctx: Ctx): Promise<void> {
   mkdirSync(path.dirname(keep), { recursive: true });
   writeFileSync(keep, readFileSync(file));
   const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 15);
-  const text = [`# Node gateway CPU profile under ${what} — ${new Date().toISOString()}`, '',
-    `- ${fmtRps(w.rps)} req/s while profiling (the profiler costs some throughput), p50 ${fmtMs(w.latency_us.p50 / 1000)}, p99 ${fmtMs(w.latency_us.p99 / 1000)}; gateway CPU ${cpu.toFixed(2)} s in ${secs} s`,
-    `- profile: bench/results/${name}.cpuprofile (open in Chrome DevTools or speedscope)`, '', formatSummary(summary), ''].join('\n');
+  const text = [
+    `# Node gateway CPU profile under ${what} — ${new Date().toISOString()}`,
+    '',
+    `- ${fmtRps(w.rps)} req/s while profiling (the profiler costs some throughput), p50 ${
+      fmtMs(w.latency_us.p50 / 1000)
+    }, p99 ${fmtMs(w.latency_us.p99 / 1000)}; gateway CPU ${cpu.toFixed(2)} s in ${secs} s`,
+    `- profile: bench/results/${name}.cpuprofile (open in Chrome DevTools or speedscope)`,
+    '',
+    formatSummary(summary),
+    '',
+  ].join('\n');
   writeFileSync(path.join(BENCH, 'results', `profile-${name}.md`), text);
   process.stdout.write(`${text}\n`);
 }
@@ -733,7 +1225,10 @@ async function profileMode(ctx: Ctx): Promise<void> {
 function gitRevision(): string {
   const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' });
   if (head.status !== 0) return 'outside git';
-  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'runtimes', 'build.mjs', 'package.json'], { cwd: ROOT, encoding: 'utf8' });
+  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'runtimes', 'build.mjs', 'package.json'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
   return `${head.stdout.trim()}${dirty.stdout.trim() ? ' + uncommitted changes in src/runtimes' : ''}`;
 }
 
@@ -770,7 +1265,9 @@ async function main(): Promise<void> {
     // can alternate between them.
     const loadScenarios = opt.scenarios.filter((s) => s !== 'startup');
     const needed = new Set(loadScenarios.flatMap((sc) => scenarioTargets(sc, opt.targets)));
-    if (opt.upstream === 'node' && needed.delete('direct-node')) log('--upstream node: "direct" already reaches the node:http mock; direct-node skipped');
+    if (opt.upstream === 'node' && needed.delete('direct-node')) {
+      log('--upstream node: "direct" already reaches the node:http mock; direct-node skipped');
+    }
     for (const def of targetDefs(ctx)) {
       if (!needed.has(def.id)) continue;
       const t: Target = { ...def, port: mockPort, peaks: [] };
@@ -797,7 +1294,13 @@ async function main(): Promise<void> {
     if (opt.primeS > 0) {
       for (const t of ctx.targets.values()) {
         if (t.kind === 'direct' || t.kind === 'client') continue;
-        const r = await wrk({ url: chatUrl(t), connections: 50, durationS: opt.primeS, body: bodyFor(t, false), headers: t.headers });
+        const r = await wrk({
+          url: chatUrl(t),
+          connections: 50,
+          durationS: opt.primeS,
+          body: bodyFor(t, false),
+          headers: t.headers,
+        });
         log(`primed ${t.id}: ${fmtRps(r.rps)} req/s over ${opt.primeS} s (untimed)`);
       }
     }
@@ -811,9 +1314,15 @@ async function main(): Promise<void> {
           const t = ctx.targets.get(id)!;
           const s = await runScenario(ctx, sc, t);
           let cell = cells.find((c) => c.sc === sc && c.t.id === id);
-          if (!cell) cells.push((cell = { sc, t, samples: [] }));
+          if (!cell) cells.push(cell = { sc, t, samples: [] });
           cell.samples.push(s);
-          log(`[round ${round + 1}/${opt.rounds}] ${sc.padEnd(6)} ${id.padEnd(10)} ${fmtRps(s.rps).padStart(7)} req/s  p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  cpu ${s.cpuS.toFixed(2)} s${s.errors ? `  errors ${s.errors}` : ''}  (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+          log(
+            `[round ${round + 1}/${opt.rounds}] ${sc.padEnd(6)} ${id.padEnd(10)} ${
+              fmtRps(s.rps).padStart(7)
+            } req/s  p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  cpu ${s.cpuS.toFixed(2)} s${
+              s.errors ? `  errors ${s.errors}` : ''
+            }  (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+          );
         }
       }
     }
@@ -828,21 +1337,40 @@ async function main(): Promise<void> {
 
     const meta = [
       `sluice ${revision} (as built at the start of the run)`,
-      `machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; ${os.type()} ${os.release()}`,
-      `node ${process.version}, bun ${toolVersion(path.join(BIN, 'bun'), ['--version'])}, ${toolVersion(path.join(BIN, 'deno'), ['--version'])}, ${toolVersion('wrk', ['--version']).replace(/ Copyright.*/, '')}`,
+      `machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${
+        Math.round(os.totalmem() / 2 ** 30)
+      } GiB; ${os.type()} ${os.release()}`,
+      `node ${process.version}, bun ${toolVersion(path.join(BIN, 'bun'), ['--version'])}, ${
+        toolVersion(path.join(BIN, 'deno'), ['--version'])
+      }, ${toolVersion('wrk', ['--version']).replace(/ Copyright.*/, '')}`,
       `rounds ${opt.rounds} (targets alternate; cells are medians), ${opt.warmupS} s warm-up + ${opt.durationS} s measured per run, wrk -t1; mock upstream on ${opt.upstream}, SSE ${20} chunks ${opt.chunkDelayMs} ms apart`,
       `ceilings: "bare Hono proxy" rows are bench/bare-proxy.ts (one POST route forwarding to the same mock: @hono/node-server + undici.request on Node, Bun.serve/Deno.serve + fetch on Bun/Deno), ×bare = Sluice ÷ the bare proxy of its runtime; "via node:http" rows bind the bare proxy through the runtime's node:http layer, as Sluice does on Bun and Deno (on Deno with undici as Sluice's client there); "no framework" is a plain node:http handler with undici.request, the ceiling of any Node proxy made of those two; "undici.request client alone" is bench/undici-client.ts at the mock, no server in between; "direct (mock on node)" is a second mock on node:http`,
       `Sluice: bench/config (auth on, routing model bench-route → bench-direct, metrics listener on, access log to a file; "no access log" rows set observability.access_log=false); Portkey ${PORTKEY_VERSION} with @hono/node-server ${PORTKEY_NODE_SERVER}, x-portkey-provider: openai + x-portkey-custom-host`,
-      `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${ctx.noisyWaits ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)` : ''}`,
+      `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${
+        ctx.noisyWaits
+          ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)`
+          : ''
+      }`,
     ];
     const md = report(ctx, cells, startup, meta);
     mkdirSync(path.join(BENCH, 'results'), { recursive: true });
     writeFileSync(path.join(BENCH, 'results', 'latest.md'), md);
-    writeFileSync(path.join(BENCH, 'results', 'latest.json'), `${JSON.stringify({
-      options: opt, meta, startup,
-      cells: cells.map((c) => ({ scenario: c.sc, target: c.t.id, samples: c.samples })),
-      memory: Object.fromEntries(memAfter),
-    }, null, 2)}\n`);
+    writeFileSync(
+      path.join(BENCH, 'results', 'latest.json'),
+      `${
+        JSON.stringify(
+          {
+            options: opt,
+            meta,
+            startup,
+            cells: cells.map((c) => ({ scenario: c.sc, target: c.t.id, samples: c.samples })),
+            memory: Object.fromEntries(memAfter),
+          },
+          null,
+          2,
+        )
+      }\n`,
+    );
     process.stdout.write(`\n${md}\n`);
     log('written to bench/results/latest.md (raw samples: bench/results/latest.json)');
   } finally {

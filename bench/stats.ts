@@ -17,7 +17,19 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
-export interface Summary { n: number; p50: number; p90: number; p99: number; max: number }
+export interface Summary {
+  n: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
 export function summarize(xs: readonly number[]): Summary {
-  return { n: xs.length, p50: percentile(xs, 50), p90: percentile(xs, 90), p99: percentile(xs, 99), max: xs.length ? xs.reduce((a, b) => (b > a ? b : a), -Infinity) : NaN };
+  return {
+    n: xs.length,
+    p50: percentile(xs, 50),
+    p90: percentile(xs, 90),
+    p99: percentile(xs, 99),
+    max: xs.length ? xs.reduce((a, b) => (b > a ? b : a), -Infinity) : NaN,
+  };
 }

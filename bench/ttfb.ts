@@ -54,51 +54,58 @@ export async function runTtfb(o: TtfbOptions): Promise<TtfbResult> {
   const start = performance.now();
   const end = start + o.durationMs;
 
-  const one = () => new Promise<void>((resolve) => {
-    const t0 = performance.now();
-    let tFirst = -1;
-    let text = '';
-    let sawStamp = false;
-    const fail = (e: unknown) => {
-      errors++;
-      firstError ??= String((e as Error)?.message ?? e);
-      resolve();
-    };
-    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent, headers }, (res) => {
-      hdr.push(performance.now() - t0);
-      if (res.statusCode !== 200) {
-        res.resume();
-        res.on('end', () => fail(new Error(`status ${res.statusCode}`)));
-        return;
-      }
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => {
-        const now = performance.now();
-        if (tFirst < 0) {
-          tFirst = now;
-          ttfb.push(now - t0);
-        }
-        if (!sawStamp) {
-          text += d;
-          const m = FP.exec(text);
-          if (m) {
-            sawStamp = true;
-            forward.push(wallMs() - Number(m[1]));
-          }
-        }
-        // Keep only a tail, enough to see `[DONE]` arrive across chunk boundaries.
-        else text = (text + d).slice(-64);
-      });
-      res.on('end', () => {
-        total.push(performance.now() - t0);
-        if (!text.includes('[DONE]')) incomplete++;
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const t0 = performance.now();
+      let tFirst = -1;
+      let text = '';
+      let sawStamp = false;
+      const fail = (e: unknown) => {
+        errors++;
+        firstError ??= String((e as Error)?.message ?? e);
         resolve();
+      };
+      const req = http.request({
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent,
+        headers,
+      }, (res) => {
+        hdr.push(performance.now() - t0);
+        if (res.statusCode !== 200) {
+          res.resume();
+          res.on('end', () => fail(new Error(`status ${res.statusCode}`)));
+          return;
+        }
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          const now = performance.now();
+          if (tFirst < 0) {
+            tFirst = now;
+            ttfb.push(now - t0);
+          }
+          if (!sawStamp) {
+            text += d;
+            const m = FP.exec(text);
+            if (m) {
+              sawStamp = true;
+              forward.push(wallMs() - Number(m[1]));
+            }
+          } // Keep only a tail, enough to see `[DONE]` arrive across chunk boundaries.
+          else text = (text + d).slice(-64);
+        });
+        res.on('end', () => {
+          total.push(performance.now() - t0);
+          if (!text.includes('[DONE]')) incomplete++;
+          resolve();
+        });
+        res.on('error', fail);
       });
-      res.on('error', fail);
+      req.on('error', fail);
+      req.end(body);
     });
-    req.on('error', fail);
-    req.end(body);
-  });
 
   await Promise.all(Array.from({ length: o.concurrency }, async () => {
     while (performance.now() < end) await one();
@@ -120,7 +127,10 @@ export async function runTtfb(o: TtfbOptions): Promise<TtfbResult> {
 // CLI
 if (import.meta.url === `file://${process.argv[1]}`) {
   const args = process.argv.slice(2);
-  const get = (name: string) => { const i = args.indexOf(`--${name}`); return i >= 0 ? args[i + 1] : undefined; };
+  const get = (name: string) => {
+    const i = args.indexOf(`--${name}`);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
   const headers: Record<string, string> = {};
   args.forEach((a, i) => {
     if (a === '--header' && args[i + 1]) {
@@ -130,7 +140,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   });
   const url = get('url');
   if (!url) {
-    process.stderr.write('usage: bench/ttfb.ts --url <chat completions URL> [--header "k: v"]… [--concurrency 4] [--duration 5] [--body JSON]\n');
+    process.stderr.write(
+      'usage: bench/ttfb.ts --url <chat completions URL> [--header "k: v"]… [--concurrency 4] [--duration 5] [--body JSON]\n',
+    );
     process.exit(2);
   }
   const r = await runTtfb({

@@ -50,5 +50,15 @@ const r = await drive(durationS * 1000, lat);
 const cpu = process.cpuUsage(cpu0);
 lat.sort((a, b) => a - b);
 const q = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]! : NaN);
-process.stdout.write(`BENCH_CLIENT ${JSON.stringify({ ...r, p50: q(0.5), p99: q(0.99), cpuS: (cpu.user + cpu.system) / 1e6, maxRssMb: process.resourceUsage().maxRSS / 1024 })}\n`);
+process.stdout.write(
+  `BENCH_CLIENT ${
+    JSON.stringify({
+      ...r,
+      p50: q(0.5),
+      p99: q(0.99),
+      cpuS: (cpu.user + cpu.system) / 1e6,
+      maxRssMb: process.resourceUsage().maxRSS / 1024,
+    })
+  }\n`,
+);
 await agent.close();

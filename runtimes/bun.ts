@@ -25,7 +25,8 @@ export function bunPlatform(): Platform {
     fetchWithTls: (tls) => {
       const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
       const options = { ca: pem(tls.ca), cert: pem(tls.cert), key: pem(tls.key) };
-      return ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, { ...init, tls: options } as RequestInit)) as typeof fetch;
+      return ((input: RequestInfo | URL, init?: RequestInit) =>
+        fetch(input, { ...init, tls: options } as RequestInit)) as typeof fetch;
     },
     exit: (code) => {
       logs.flush();

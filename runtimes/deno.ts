@@ -39,7 +39,8 @@ function denoPlatform(): Platform {
       const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
       const ca = pem(tls.ca);
       const client = Deno.createHttpClient({ caCerts: ca ? [ca] : undefined, cert: pem(tls.cert), key: pem(tls.key) });
-      return ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, { ...init, client } as RequestInit)) as typeof fetch;
+      return ((input: RequestInfo | URL, init?: RequestInit) =>
+        fetch(input, { ...init, client } as RequestInit)) as typeof fetch;
     },
     exit: (code) => {
       logs.flush();

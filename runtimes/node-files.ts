@@ -18,4 +18,3 @@ export const nodeFiles: PlatformFiles = {
     await rename(tmp, path);
   },
 };
-

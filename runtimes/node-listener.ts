@@ -5,7 +5,7 @@ import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import type { Socket } from 'node:net';
-import type { ConnInfo, FetchHandler, ListenSpec, Listener } from '../src/platform.ts';
+import type { ConnInfo, FetchHandler, Listener, ListenSpec } from '../src/platform.ts';
 import { Cancel } from '../src/util/cancel.ts';
 
 export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
@@ -25,19 +25,30 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
   let draining = false;
   const sockets = new Set<Socket>();
   const sessions = new Set<http2.Http2Session>();
-  const handle = getRequestListener((req, env: { incoming: http.IncomingMessage | http2.Http2ServerRequest; outgoing: http.ServerResponse | http2.Http2ServerResponse }) => {
-    // The caller left before its response was written: what @hono/node-server's `request.signal` says, without
-    // the AbortController it allocates for every request whose `.signal` is read (src/util/cancel.ts).
-    const closed = new Cancel();
-    const res = env.outgoing;
-    res.once('close', () => {
-      // The same test as @hono/node-server's own close handler (an HTTP/2 response has no writableFinished).
-      if (env.incoming.errored || !res.writableFinished) closed.abort(new Error('the client closed the connection'));
-    });
-    const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion, closed };
-    return fetch(req, conn);
-  });
-  const onRequest = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+  const handle = getRequestListener(
+    (
+      req,
+      env: {
+        incoming: http.IncomingMessage | http2.Http2ServerRequest;
+        outgoing: http.ServerResponse | http2.Http2ServerResponse;
+      },
+    ) => {
+      // The caller left before its response was written: what @hono/node-server's `request.signal` says, without
+      // the AbortController it allocates for every request whose `.signal` is read (src/util/cancel.ts).
+      const closed = new Cancel();
+      const res = env.outgoing;
+      res.once('close', () => {
+        // The same test as @hono/node-server's own close handler (an HTTP/2 response has no writableFinished).
+        if (env.incoming.errored || !res.writableFinished) closed.abort(new Error('the client closed the connection'));
+      });
+      const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion, closed };
+      return fetch(req, conn);
+    },
+  );
+  const onRequest = (
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ) => {
     if (draining && res instanceof http.ServerResponse) res.shouldKeepAlive = false;
     // The two request/response pairs are interchangeable for the listener (it is written for both).
     handle(req as http.IncomingMessage, res as http.ServerResponse);
@@ -46,7 +57,11 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
   let server: AnyServer;
   let h1: http.Server | undefined;
   if (spec.tls) {
-    server = http2.createSecureServer({ cert: Buffer.from(spec.tls.cert), key: Buffer.from(spec.tls.key), allowHTTP1: true }, onRequest);
+    server = http2.createSecureServer({
+      cert: Buffer.from(spec.tls.cert),
+      key: Buffer.from(spec.tls.key),
+      allowHTTP1: true,
+    }, onRequest);
   } else if (spec.http2) {
     // Cleartext: HTTP/1.1 and h2c prior knowledge on one port; the first bytes decide (see sniff below).
     h1 = http.createServer(onRequest);
@@ -120,9 +135,10 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
           const busy = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
           if (!busy) socket.destroy();
         }
-        setTimeout(() => { for (const socket of sockets) socket.destroy(); }, 2000).unref();
+        setTimeout(() => {
+          for (const socket of sockets) socket.destroy();
+        }, 2000).unref();
       });
     },
   };
 }
-

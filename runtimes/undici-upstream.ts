@@ -11,7 +11,10 @@ import type { UpstreamFetch } from '../src/platform.ts';
  * Deno's node:tls does not read DENO_CERT, so runtimes/deno.ts passes that file here.
  */
 export function undiciUpstream(connectTimeoutMs: number, extraCaPem?: string): UpstreamFetch {
-  const connect = { timeout: connectTimeoutMs || undefined, ca: extraCaPem ? [...rootCertificates, extraCaPem] : undefined };
+  const connect = {
+    timeout: connectTimeoutMs || undefined,
+    ca: extraCaPem ? [...rootCertificates, extraCaPem] : undefined,
+  };
   const agent = new Agent({ connect, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
   return async (r) => {
     // undici duck-types `signal` (reads `aborted`/`reason`, calls add/removeEventListener: lib/api/abort-signal.js,

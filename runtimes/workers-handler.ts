@@ -59,7 +59,8 @@ const LOG = {
   resourcesFailed: 'bundled resources file failed to load — /readyz answers 503 until a fixed version is deployed',
   ignoredOnWorkers: 'config keys that mean nothing on Workers are ignored',
   etcdWaiting: 'no etcd configuration yet — /readyz and /v1/* answer 503 until the first key appears under the prefix',
-  noBackgroundChecks: 'background_model_check does not run on Workers (no work outside a request); these models are judged by caller traffic only',
+  noBackgroundChecks:
+    'background_model_check does not run on Workers (no work outside a request); these models are judged by caller traffic only',
 } as const;
 
 const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
@@ -105,7 +106,9 @@ function bundledFiles(files: Record<string, string>): PlatformFiles {
   return {
     read: async (path) => {
       const text = files[normalizePath(path)];
-      if (text === undefined) throw new Error(`not bundled into the Worker (bundled: ${Object.keys(files).join(', ')})`);
+      if (text === undefined) {
+        throw new Error(`not bundled into the Worker (bundled: ${Object.keys(files).join(', ')})`);
+      }
       return encoder.encode(text);
     },
     writeAtomic: () => Promise.reject(new Error('Workers has no writable files')),
@@ -138,7 +141,9 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<
     const v = env[ETCD_POLL_VAR];
     if (v !== undefined) {
       pollSecs = Number(v.trim());
-      if (!/^\d+(\.\d+)?$/.test(v.trim()) || !(pollSecs > 0)) return broken(platform, `${ETCD_POLL_VAR}: "${v}" is not a positive number of seconds`);
+      if (!/^\d+(\.\d+)?$/.test(v.trim()) || !(pollSecs > 0)) {
+        return broken(platform, `${ETCD_POLL_VAR}: "${v}" is not a positive number of seconds`);
+      }
     }
   }
 
@@ -193,12 +198,17 @@ function notConfigured(req: Request, retryAfter: string): Response {
   const body = new URL(req.url).pathname === '/v1/messages'
     ? { type: 'error', error: { type, message } }
     : { error: { message, type } };
-  return new Response(JSON.stringify(body), { status: 503, headers: { 'content-type': 'application/json', 'retry-after': retryAfter } });
+  return new Response(JSON.stringify(body), {
+    status: 503,
+    headers: { 'content-type': 'application/json', 'retry-after': retryAfter },
+  });
 }
 
 /** What this runtime cannot do at all; a config asking for it is refused rather than half-served. */
 function unsupportedOnWorkers(config: Config): string | undefined {
-  if (config.managed.snapshot_cache_path) return 'managed.snapshot_cache_path: Workers has no files to cache a snapshot in';
+  if (config.managed.snapshot_cache_path) {
+    return 'managed.snapshot_cache_path: Workers has no files to cache a snapshot in';
+  }
   const t = config.etcd.tls;
   if (!config.resources_file && t && (t.ca_cert_file || t.client_cert_file || t.client_key_file)) {
     return 'etcd.tls: Workers cannot read certificate files nor present a client certificate; use an https:// endpoint with a publicly trusted certificate';
@@ -217,8 +227,14 @@ function ignoredOnWorkers(config: Config): string[] {
 
 /** No usable configuration: log why once per isolate and refuse every request (the Worker's "exit 1"). */
 function broken(platform: Platform, report: string): Serve {
-  platform.writeLog(JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: LOG.configFailed, error: report }));
-  return async () => new Response('sluice: the bundled configuration failed to load; see the Worker logs\n', { status: 503, headers: TEXT });
+  platform.writeLog(
+    JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: LOG.configFailed, error: report }),
+  );
+  return async () =>
+    new Response('sluice: the bundled configuration failed to load; see the Worker logs\n', {
+      status: 503,
+      headers: TEXT,
+    });
 }
 
 function serve(gw: Gateway, statusToken: string | undefined): Serve {

@@ -3,7 +3,15 @@
 export type Command =
   | { kind: 'serve'; configPath: string }
   | { kind: 'validate'; resourcesPath: string }
-  | { kind: 'export'; endpoints: string[]; prefix: string; output?: string; withSecrets: boolean; user?: string; passwordEnv?: string }
+  | {
+    kind: 'export';
+    endpoints: string[];
+    prefix: string;
+    output?: string;
+    withSecrets: boolean;
+    user?: string;
+    passwordEnv?: string;
+  }
   | { kind: 'help'; text: string }
   | { kind: 'version' }
   | { kind: 'error'; message: string };
@@ -29,15 +37,25 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
   const opts = new Map<string, string>();
   const flags = new Set<string>();
   const VALUE_FLAGS: Record<string, string> = {
-    '--config': 'config', '-c': 'config', '--resources': 'resources', '--etcd': 'etcd', '--prefix': 'prefix',
-    '-o': 'output', '--output': 'output', '--user': 'user', '--password-env': 'password-env',
+    '--config': 'config',
+    '-c': 'config',
+    '--resources': 'resources',
+    '--etcd': 'etcd',
+    '--prefix': 'prefix',
+    '-o': 'output',
+    '--output': 'output',
+    '--user': 'user',
+    '--password-env': 'password-env',
   };
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     const name = a.includes('=') ? a.slice(0, a.indexOf('=')) : a;
     if (name === '--help' || name === '-h') return { kind: 'help', text: USAGE };
     if (name === '--version' || name === '-V') return { kind: 'version' };
-    if (name === '--with-secrets') { flags.add('with-secrets'); continue; }
+    if (name === '--with-secrets') {
+      flags.add('with-secrets');
+      continue;
+    }
     const key = VALUE_FLAGS[name];
     if (!key) return { kind: 'error', message: `unknown argument "${a}"\n${USAGE}` };
     const v = takeValue(args, i, name);
@@ -48,7 +66,9 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
   switch (sub) {
     case 'serve': {
       const configPath = opts.get('config') ?? env.AISIX_CONFIG;
-      if (!configPath) return { kind: 'error', message: `no configuration file: pass --config <path> or set AISIX_CONFIG\n${USAGE}` };
+      if (!configPath) {
+        return { kind: 'error', message: `no configuration file: pass --config <path> or set AISIX_CONFIG\n${USAGE}` };
+      }
       return { kind: 'serve', configPath };
     }
     case 'validate': {
@@ -60,8 +80,13 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
       const etcd = opts.get('etcd');
       if (!etcd) return { kind: 'error', message: `export needs --etcd <endpoints>\n${USAGE}` };
       return {
-        kind: 'export', endpoints: etcd.split(',').map((s) => s.trim()).filter(Boolean), prefix: opts.get('prefix') ?? '/aisix',
-        output: opts.get('output'), withSecrets: flags.has('with-secrets'), user: opts.get('user'), passwordEnv: opts.get('password-env'),
+        kind: 'export',
+        endpoints: etcd.split(',').map((s) => s.trim()).filter(Boolean),
+        prefix: opts.get('prefix') ?? '/aisix',
+        output: opts.get('output'),
+        withSecrets: flags.has('with-secrets'),
+        user: opts.get('user'),
+        passwordEnv: opts.get('password-env'),
       };
     }
     default:

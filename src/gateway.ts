@@ -3,7 +3,7 @@
 import type { Config } from './config/schema.ts';
 import { Lifecycle } from './lifecycle/state.ts';
 import type { ReadinessChecks } from './lifecycle/probes.ts';
-import { deploymentLabels, GatewayMetrics, type DeploymentLabels } from './observability/gateway-metrics.ts';
+import { type DeploymentLabels, deploymentLabels, GatewayMetrics } from './observability/gateway-metrics.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
@@ -45,9 +45,18 @@ export class Gateway implements ReadinessChecks {
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
 
-  constructor(readonly config: Config, readonly platform: Platform, readonly now: () => Date = () => new Date(),
-    opts: GatewayOptions = {}) {
-    this.log = createLogger({ level: config.observability.log_level, format: config.observability.log_format, write: platform.writeLog, now });
+  constructor(
+    readonly config: Config,
+    readonly platform: Platform,
+    readonly now: () => Date = () => new Date(),
+    opts: GatewayOptions = {},
+  ) {
+    this.log = createLogger({
+      level: config.observability.log_level,
+      format: config.observability.log_format,
+      write: platform.writeLog,
+      now,
+    });
     this.facts = {
       sourceType: config.resources_file ? 'file' : 'etcd',
       latestLoadFailed: false,
@@ -110,7 +119,12 @@ export class Gateway implements ReadinessChecks {
     if (!s) return [];
     const rows: { labels: DeploymentLabels; value: number }[] = [];
     for (const m of s.resources.models) {
-      if (m.kind === 'direct') rows.push({ labels: deploymentLabels(m, s.providerKeys.get(m.provider_key_id)), value: this.health.deploymentState(m) ?? 0 });
+      if (m.kind === 'direct') {
+        rows.push({
+          labels: deploymentLabels(m, s.providerKeys.get(m.provider_key_id)),
+          value: this.health.deploymentState(m) ?? 0,
+        });
+      }
     }
     return rows;
   }

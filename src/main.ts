@@ -7,7 +7,7 @@ import type { Config } from './config/schema.ts';
 import { Gateway } from './gateway.ts';
 import { runDrain } from './lifecycle/drain.ts';
 import { MSG } from './observability/messages.ts';
-import type { ListenSpec, Listener, Platform, SignalName } from './platform.ts';
+import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
 import { runExport } from './sources/etcd/export.ts';
@@ -27,12 +27,21 @@ function printErr(p: Platform, text: string): void {
 export async function main(platform: Platform, argv: readonly string[]): Promise<number> {
   const cmd = parseCli(argv, platform.env);
   switch (cmd.kind) {
-    case 'help': printErr(platform, cmd.text); return 0;
-    case 'version': printErr(platform, `sluice ${VERSION} (${platform.name})`); return 0;
-    case 'error': printErr(platform, cmd.message); return 2;
-    case 'validate': return validate(platform, cmd.resourcesPath);
-    case 'export': return runExport(platform, cmd);
-    case 'serve': return serve(platform, cmd.configPath);
+    case 'help':
+      printErr(platform, cmd.text);
+      return 0;
+    case 'version':
+      printErr(platform, `sluice ${VERSION} (${platform.name})`);
+      return 0;
+    case 'error':
+      printErr(platform, cmd.message);
+      return 2;
+    case 'validate':
+      return validate(platform, cmd.resourcesPath);
+    case 'export':
+      return runExport(platform, cmd);
+    case 'serve':
+      return serve(platform, cmd.configPath);
   }
 }
 
@@ -59,7 +68,10 @@ async function validate(platform: Platform, path: string): Promise<number> {
 }
 
 /** Load and check config.yaml, then everything that must be usable before anything binds. */
-export async function loadBootConfig(platform: Platform, path: string): Promise<{ config: Config; ignoredKeys: string[]; tls?: ListenSpec['tls'] } | string> {
+export async function loadBootConfig(
+  platform: Platform,
+  path: string,
+): Promise<{ config: Config; ignoredKeys: string[]; tls?: ListenSpec['tls'] } | string> {
   let text: string;
   try {
     text = await readText(platform, path);
@@ -86,7 +98,12 @@ export async function loadBootConfig(platform: Platform, path: string): Promise<
       }
     };
     try {
-      tls = { cert: await read(cert_file, 'cert_file'), key: await read(key_file, 'key_file'), certFile: cert_file, keyFile: key_file };
+      tls = {
+        cert: await read(cert_file, 'cert_file'),
+        key: await read(key_file, 'key_file'),
+        certFile: cert_file,
+        keyFile: key_file,
+      };
     } catch (e) {
       return `config file ${path}: ${(e as Error).message}`;
     }
@@ -97,7 +114,9 @@ export async function loadBootConfig(platform: Platform, path: string): Promise<
 function listenerAddrs(c: Config): [string, string][] {
   const out: [string, string][] = [['proxy.addr', c.proxy.addr]];
   if (c.admin.enabled) out.push(['admin.addr', c.admin.addr]);
-  if (c.observability.metrics.prometheus.enabled) out.push(['observability.metrics.prometheus.addr', c.observability.metrics.prometheus.addr]);
+  if (c.observability.metrics.prometheus.enabled) {
+    out.push(['observability.metrics.prometheus.addr', c.observability.metrics.prometheus.addr]);
+  }
   return out;
 }
 
@@ -141,7 +160,12 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   const bind = async (spec: ListenSpec, fetch: Parameters<Platform['listen']>[1]): Promise<Listener> => {
     const l = await platform.listen(spec, fetch);
     listeners.push(l);
-    gw.log.info(MSG.listening, { listener: spec.name, addr: `${spec.host}:${l.port}`, tls: spec.tls !== undefined, http2: spec.http2 === true || spec.tls !== undefined });
+    gw.log.info(MSG.listening, {
+      listener: spec.name,
+      addr: `${spec.host}:${l.port}`,
+      tls: spec.tls !== undefined,
+      http2: spec.http2 === true || spec.tls !== undefined,
+    });
     return l;
   };
   let source: ConfigSource | undefined;
@@ -171,7 +195,12 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     // The proxy address must be usable now, not when the first configuration arrives (SPEC §6.3):
     // bind it once and let it go, so a port in use is a boot failure rather than a deferred one.
     try {
-      const probe = await platform.listen({ name: 'proxy', ...parseAddr(config.proxy.addr), tls: boot.tls, http2: config.proxy.http2 }, () => new Response(null, { status: 503 }));
+      const probe = await platform.listen({
+        name: 'proxy',
+        ...parseAddr(config.proxy.addr),
+        tls: boot.tls,
+        http2: config.proxy.http2,
+      }, () => new Response(null, { status: 503 }));
       await probe.close();
     } catch (e) {
       await abandon(`cannot bind: ${(e as Error).message}`);
@@ -180,7 +209,9 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     onHup = () => gw.log.info(MSG.sighupIgnoredEtcd);
     source = createEtcdSource(gw);
     gw.lifecycle.phase = 'waiting';
-    const stopped = await waitForFirstConfig(gw, source, () => stopRequested, (resolve) => { onStop = resolve; });
+    const stopped = await waitForFirstConfig(gw, source, () => stopRequested, (resolve) => {
+      onStop = resolve;
+    });
     if (stopped) {
       await abandon();
       return stoppedDuringStartup(gw, stopped);
@@ -195,7 +226,10 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   try {
     const proxyApp = createProxyApp(gw);
     gw.proxyListener = await bind({
-      name: 'proxy', ...parseAddr(config.proxy.addr), tls: boot.tls, http2: config.proxy.http2,
+      name: 'proxy',
+      ...parseAddr(config.proxy.addr),
+      tls: boot.tls,
+      http2: config.proxy.http2,
       onDrainAccept: (peer, open) => gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open }),
     }, (req, conn) => proxyApp.fetch(req, conn));
   } catch (e) {
@@ -204,7 +238,9 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   }
   gw.lifecycle.phase = 'serving';
 
-  const signal = stopRequested ?? (await new Promise<SignalName>((resolve) => { onStop = resolve; }));
+  const signal = stopRequested ?? (await new Promise<SignalName>((resolve) => {
+    onStop = resolve;
+  }));
   onHup = undefined;
   await runDrain(gw, signal, listeners);
   gw.stop();
@@ -218,8 +254,12 @@ const STILL_WAITING_EVERY_MS = 10_000;
  * SPEC §6.3: with nothing applied the proxy stays unbound; INFO once, WARN every 10 s, INFO on apply.
  * Resolves undefined once a configuration is applied, or the signal that asked to stop meanwhile.
  */
-async function waitForFirstConfig(gw: Gateway, source: ConfigSource, pending: () => SignalName | undefined,
-  listen: (resolve: (s: SignalName) => void) => void): Promise<SignalName | undefined> {
+async function waitForFirstConfig(
+  gw: Gateway,
+  source: ConfigSource,
+  pending: () => SignalName | undefined,
+  listen: (resolve: (s: SignalName) => void) => void,
+): Promise<SignalName | undefined> {
   const stop = new Promise<SignalName>((resolve) => {
     const already = pending();
     if (already) resolve(already);

@@ -7,7 +7,12 @@ const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
 
 export function fetchUpstream(fetchFn: typeof fetch = fetch): UpstreamFetch {
   return async (req) => {
-    const res = await fetchFn(req.url, { method: req.method, headers: req.headers, body: req.body, signal: req.signal && toAbortSignal(req.signal) });
+    const res = await fetchFn(req.url, {
+      method: req.method,
+      headers: req.headers,
+      body: req.body,
+      signal: req.signal && toAbortSignal(req.signal),
+    });
     const body = res.body;
     const out: UpstreamResponse = {
       status: res.status,

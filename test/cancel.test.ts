@@ -51,13 +51,22 @@ test('sleep ends early when a Cancel aborts', async () => {
 test('undici takes a Cancel as its signal: aborting it aborts the request in flight', async () => {
   const mock = await startMockUpstream();
   let release!: () => void;
-  mock.script({ hold: new Promise<void>((r) => { release = r; }) });
+  mock.script({
+    hold: new Promise<void>((r) => {
+      release = r;
+    }),
+  });
   const agent = new Agent();
   try {
     const c = new Cancel();
     const arrived = mock.waitForRequests(1);
     // undici's types name AbortSignal; it duck-types the object (see runtimes/node.ts).
-    const pending = request(`${mock.base}/chat/completions`, { method: 'POST', body: '{}', signal: c as unknown as AbortSignal, dispatcher: agent });
+    const pending = request(`${mock.base}/chat/completions`, {
+      method: 'POST',
+      body: '{}',
+      signal: c as unknown as AbortSignal,
+      dispatcher: agent,
+    });
     await arrived;
     c.abort('sluice:caller-gone');
     await assert.rejects(pending, (e: unknown) => e === 'sluice:caller-gone');

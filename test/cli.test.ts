@@ -7,35 +7,59 @@ import { VERSION } from '../src/version.ts';
 
 describe('serve', () => {
   test('--config, -c, --config=, -c=', () => {
-    for (const argv of [['--config', 'a.yaml'], ['-c', 'a.yaml'], ['--config=a.yaml'], ['-c=a.yaml'], ['serve', '--config', 'a.yaml']]) {
+    for (
+      const argv of [['--config', 'a.yaml'], ['-c', 'a.yaml'], ['--config=a.yaml'], ['-c=a.yaml'], [
+        'serve',
+        '--config',
+        'a.yaml',
+      ]]
+    ) {
       assert.deepEqual(parseCli(argv, {}), { kind: 'serve', configPath: 'a.yaml' }, argv.join(' '));
     }
   });
 
   test('a value with = and spaces is kept whole', () => {
-    assert.deepEqual(parseCli(['--config=/etc/x=y/conf file.yaml'], {}), { kind: 'serve', configPath: '/etc/x=y/conf file.yaml' });
+    assert.deepEqual(parseCli(['--config=/etc/x=y/conf file.yaml'], {}), {
+      kind: 'serve',
+      configPath: '/etc/x=y/conf file.yaml',
+    });
   });
 
   test('AISIX_CONFIG when no flag is given; the flag wins over the env', () => {
-    assert.deepEqual(parseCli([], { AISIX_CONFIG: '/etc/sluice/config.yaml' }), { kind: 'serve', configPath: '/etc/sluice/config.yaml' });
-    assert.deepEqual(parseCli(['-c', 'flag.yaml'], { AISIX_CONFIG: 'env.yaml' }), { kind: 'serve', configPath: 'flag.yaml' });
+    assert.deepEqual(parseCli([], { AISIX_CONFIG: '/etc/sluice/config.yaml' }), {
+      kind: 'serve',
+      configPath: '/etc/sluice/config.yaml',
+    });
+    assert.deepEqual(parseCli(['-c', 'flag.yaml'], { AISIX_CONFIG: 'env.yaml' }), {
+      kind: 'serve',
+      configPath: 'flag.yaml',
+    });
   });
 
   test('no config at all is an error', () => {
     const r = parseCli([], {});
     assert.equal(r.kind, 'error');
-    assert.equal(r.kind === 'error' && r.message, `no configuration file: pass --config <path> or set AISIX_CONFIG\n${USAGE}`);
+    assert.equal(
+      r.kind === 'error' && r.message,
+      `no configuration file: pass --config <path> or set AISIX_CONFIG\n${USAGE}`,
+    );
     assert.equal(parseCli([], { AISIX_CONFIG: '' }).kind, 'error');
   });
 
   test('the last of repeated flags wins', () => {
-    assert.deepEqual(parseCli(['-c', 'one.yaml', '--config', 'two.yaml'], {}), { kind: 'serve', configPath: 'two.yaml' });
+    assert.deepEqual(parseCli(['-c', 'one.yaml', '--config', 'two.yaml'], {}), {
+      kind: 'serve',
+      configPath: 'two.yaml',
+    });
   });
 });
 
 describe('validate', () => {
   test('validate --resources <file>', () => {
-    assert.deepEqual(parseCli(['validate', '--resources', 'r.yaml'], {}), { kind: 'validate', resourcesPath: 'r.yaml' });
+    assert.deepEqual(parseCli(['validate', '--resources', 'r.yaml'], {}), {
+      kind: 'validate',
+      resourcesPath: 'r.yaml',
+    });
     assert.deepEqual(parseCli(['validate', '--resources=r.yaml'], {}), { kind: 'validate', resourcesPath: 'r.yaml' });
   });
 
@@ -49,15 +73,41 @@ describe('validate', () => {
 describe('export', () => {
   test('--etcd with a list of endpoints, defaults', () => {
     assert.deepEqual(parseCli(['export', '--etcd', 'http://a:2379, http://b:2379,'], {}), {
-      kind: 'export', endpoints: ['http://a:2379', 'http://b:2379'], prefix: '/aisix',
-      output: undefined, withSecrets: false, user: undefined, passwordEnv: undefined,
+      kind: 'export',
+      endpoints: ['http://a:2379', 'http://b:2379'],
+      prefix: '/aisix',
+      output: undefined,
+      withSecrets: false,
+      user: undefined,
+      passwordEnv: undefined,
     });
   });
 
   test('every option', () => {
-    assert.deepEqual(parseCli(['export', '--etcd=http://a:2379', '--prefix', '/custom', '-o', 'out.yaml', '--with-secrets', '--user', 'root', '--password-env', 'ETCD_PW'], {}), {
-      kind: 'export', endpoints: ['http://a:2379'], prefix: '/custom', output: 'out.yaml', withSecrets: true, user: 'root', passwordEnv: 'ETCD_PW',
-    });
+    assert.deepEqual(
+      parseCli([
+        'export',
+        '--etcd=http://a:2379',
+        '--prefix',
+        '/custom',
+        '-o',
+        'out.yaml',
+        '--with-secrets',
+        '--user',
+        'root',
+        '--password-env',
+        'ETCD_PW',
+      ], {}),
+      {
+        kind: 'export',
+        endpoints: ['http://a:2379'],
+        prefix: '/custom',
+        output: 'out.yaml',
+        withSecrets: true,
+        user: 'root',
+        passwordEnv: 'ETCD_PW',
+      },
+    );
     const long = parseCli(['export', '--etcd', 'http://a:2379', '--output', 'o.yaml'], {});
     assert.equal(long.kind === 'export' && long.output, 'o.yaml');
   });
@@ -70,7 +120,14 @@ describe('export', () => {
 
 describe('errors, help and version', () => {
   test('an unknown flag is an error naming it', () => {
-    for (const [argv, name] of [[['--bogus'], '--bogus'], [['-c', 'a.yaml', '--port', '80'], '--port'], [['validate', '--resources', 'r', '-x'], '-x'], [['--bogus=1'], '--bogus=1']] as const) {
+    for (
+      const [argv, name] of [[['--bogus'], '--bogus'], [['-c', 'a.yaml', '--port', '80'], '--port'], [[
+        'validate',
+        '--resources',
+        'r',
+        '-x',
+      ], '-x'], [['--bogus=1'], '--bogus=1']] as const
+    ) {
       const r = parseCli(argv, {});
       assert.equal(r.kind, 'error', argv.join(' '));
       assert.equal(r.kind === 'error' && r.message, `unknown argument "${name}"\n${USAGE}`);
@@ -83,8 +140,16 @@ describe('errors, help and version', () => {
   });
 
   test('a flag with a missing value is an error', () => {
-    for (const [argv, flag] of [[['--config'], '--config'], [['-c'], '-c'], [['-c', '--other'], '-c'], [['validate', '--resources'], '--resources'],
-      [['export', '--etcd'], '--etcd'], [['export', '--etcd', 'e', '--prefix'], '--prefix']] as const) {
+    for (
+      const [argv, flag] of [
+        [['--config'], '--config'],
+        [['-c'], '-c'],
+        [['-c', '--other'], '-c'],
+        [['validate', '--resources'], '--resources'],
+        [['export', '--etcd'], '--etcd'],
+        [['export', '--etcd', 'e', '--prefix'], '--prefix'],
+      ] as const
+    ) {
       const r = parseCli(argv, { AISIX_CONFIG: 'env.yaml' });
       assert.equal(r.kind, 'error', argv.join(' '));
       assert.equal(r.kind === 'error' && r.message, `${flag} needs a value\n${USAGE}`);

@@ -2,7 +2,7 @@
 // rules, addresses, relative paths, JSON.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { envOverrides, loadConfig, parseAddr, resolvePath, type ConfigResult } from '../src/config/load.ts';
+import { type ConfigResult, envOverrides, loadConfig, parseAddr, resolvePath } from '../src/config/load.ts';
 import { IGNORED_KEYS, isIgnoredKey } from '../src/config/schema.ts';
 import { loadBootConfig } from '../src/main.ts';
 import { testPlatform } from './support/platform.ts';
@@ -33,12 +33,16 @@ describe('defaults', () => {
       resources_file: '/etc/sluice/resources.yaml',
       etcd: { endpoints: [], prefix: '/aisix', dial_timeout_ms: 5000, request_timeout_ms: 5000 },
       proxy: {
-        addr: '0.0.0.0:3000', http2: false, request_body_limit_bytes: 0,
+        addr: '0.0.0.0:3000',
+        http2: false,
+        request_body_limit_bytes: 0,
         request_id: { accept_headers: ['x-aisix-request-id'] },
       },
       admin: { enabled: true, addr: '127.0.0.1:3001', admin_keys: ['adm-1'] },
       observability: {
-        log_level: 'info', log_format: 'json', access_log: true,
+        log_level: 'info',
+        log_format: 'json',
+        access_log: true,
         metrics: { prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' } },
       },
       upstream: { timeout_ms: 600000, stream_timeout_ms: 0, connect_timeout_ms: 5000, retries: 2 },
@@ -50,14 +54,18 @@ describe('defaults', () => {
   });
 
   test('explicit values override the defaults', () => {
-    const r = ok(loadConfig(FILE, `resources_file: r.yaml
+    const r = ok(loadConfig(
+      FILE,
+      `resources_file: r.yaml
 proxy: { addr: "127.0.0.1:8080", http2: true, request_body_limit_bytes: 1024, request_id: { accept_headers: [x-request-id] } }
 admin: { enabled: false }
 observability: { log_level: debug, log_format: text, access_log: false, metrics: { prometheus: { enabled: false, path: /m, addr: "127.0.0.1:9999" } } }
 upstream: { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0 }
 downstream: { sse_keepalive_interval_secs: 0 }
 shutdown: { min_drain_secs: 0 }
-`, {}));
+`,
+      {},
+    ));
     const c = r.config;
     assert.equal(c.proxy.http2, true);
     assert.equal(c.proxy.request_body_limit_bytes, 1024);
@@ -65,7 +73,9 @@ shutdown: { min_drain_secs: 0 }
     assert.equal(c.admin.enabled, false);
     assert.deepEqual(c.admin.admin_keys, []);
     assert.deepEqual(c.observability, {
-      log_level: 'debug', log_format: 'text', access_log: false,
+      log_level: 'debug',
+      log_format: 'text',
+      access_log: false,
       metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' } },
     });
     assert.deepEqual(c.upstream, { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0 });
@@ -74,26 +84,40 @@ shutdown: { min_drain_secs: 0 }
   });
 
   test('etcd source: endpoints and prefix, no resources_file', () => {
-    const r = ok(loadConfig(FILE, `etcd: { endpoints: ["http://127.0.0.1:2379"], prefix: /custom, user: root, password_env: ETCD_PW }
+    const r = ok(
+      loadConfig(
+        FILE,
+        `etcd: { endpoints: ["http://127.0.0.1:2379"], prefix: /custom, user: root, password_env: ETCD_PW }
 proxy: { addr: ":3000" }
 admin: { admin_keys: [a] }
-`, {}));
+`,
+        {},
+      ),
+    );
     assert.equal(r.config.resources_file, undefined);
     assert.deepEqual(r.config.etcd, {
-      endpoints: ['http://127.0.0.1:2379'], prefix: '/custom', user: 'root', password_env: 'ETCD_PW',
-      dial_timeout_ms: 5000, request_timeout_ms: 5000,
+      endpoints: ['http://127.0.0.1:2379'],
+      prefix: '/custom',
+      user: 'root',
+      password_env: 'ETCD_PW',
+      dial_timeout_ms: 5000,
+      request_timeout_ms: 5000,
     });
   });
 
   test('bad values are reported with the path and line', () => {
-    const out = failed(loadConfig(FILE, `resources_file: r.yaml
+    const out = failed(loadConfig(
+      FILE,
+      `resources_file: r.yaml
 proxy:
   addr: "0.0.0.0:3000"
   request_body_limit_bytes: -1
 admin: { admin_keys: [a] }
 observability:
   log_level: loud
-`, {}));
+`,
+      {},
+    ));
     assert.match(out, /^config file \/etc\/sluice\/config\.yaml: 2 error\(s\):\n/);
     assert.match(out, /\n {2}- proxy\.request_body_limit_bytes: .* \(line 4\)/);
     assert.match(out, /\n {2}- observability\.log_level: .* \(line 7\)/);
@@ -102,32 +126,44 @@ observability:
 
 describe('unknown keys', () => {
   test('an unknown key in a section is an error naming the key, with its line', () => {
-    const out = failed(loadConfig(FILE, `resources_file: r.yaml
+    const out = failed(loadConfig(
+      FILE,
+      `resources_file: r.yaml
 proxy:
   addr: "0.0.0.0:3000"
   bogus: 1
 admin: { admin_keys: [a] }
-`, {}));
+`,
+      {},
+    ));
     assert.equal(out, 'config file /etc/sluice/config.yaml: 1 error(s):\n  - proxy: unknown key "bogus" (line 4)');
   });
 
   test('an unknown top-level key is an error naming it, with its line', () => {
-    const out = failed(loadConfig(FILE, `resources_file: r.yaml
+    const out = failed(loadConfig(
+      FILE,
+      `resources_file: r.yaml
 frobnicate: true
 proxy: { addr: "0.0.0.0:3000" }
 admin: { admin_keys: [a] }
-`, {}));
+`,
+      {},
+    ));
     assert.equal(out, 'config file /etc/sluice/config.yaml: 1 error(s):\n  - file: unknown key "frobnicate" (line 2)');
   });
 
   test('several unknown keys are each reported', () => {
-    const out = failed(loadConfig(FILE, `resources_file: r.yaml
+    const out = failed(loadConfig(
+      FILE,
+      `resources_file: r.yaml
 proxy:
   addr: "0.0.0.0:3000"
   one: 1
   two: 2
 admin: { admin_keys: [a] }
-`, {}));
+`,
+      {},
+    ));
     assert.match(out, /: 2 error\(s\):/);
     assert.match(out, /- proxy: unknown key "one" \(line 4\)/);
     assert.match(out, /- proxy: unknown key "two" \(line 5\)/);
@@ -139,7 +175,10 @@ admin: { admin_keys: [a] }
       ['proxy: { addr: "0.0.0.0:3000" }\nupstream: { pool: 1 }', 'upstream: unknown key "pool"'],
       ['proxy: { addr: "0.0.0.0:3000" }\nupstream: { tcp_keepalive: 1 }', 'upstream: unknown key "tcp_keepalive"'],
       ['proxy: { addr: "0.0.0.0:3000" }\netcd: { env: 1 }', 'etcd: unknown key "env"'],
-      ['proxy: { addr: "0.0.0.0:3000" }\nobservability: { metrics: { otlpx: 1 } }', 'observability.metrics: unknown key "otlpx"'],
+      [
+        'proxy: { addr: "0.0.0.0:3000" }\nobservability: { metrics: { otlpx: 1 } }',
+        'observability.metrics: unknown key "otlpx"',
+      ],
     ];
     for (const [yaml, want] of cases) {
       const out = failed(loadConfig(FILE, `resources_file: r.yaml\nadmin: { admin_keys: [a] }\n${yaml}\n`, {}));
@@ -189,11 +228,27 @@ managed:
   test('are accepted, removed from the config and returned in ignoredKeys', () => {
     const r = ok(loadConfig(FILE, AISIX, {}));
     assert.deepEqual([...r.ignoredKeys].sort(), [
-      'bedrock_endpoint_url', 'cache', 'downstream.idle_timeout_secs', 'etcd.env_id', 'managed.control_plane_url',
-      'managed.instance_token_env', 'observability.metrics.buckets', 'observability.metrics.client_type_rules',
-      'observability.metrics.otlp', 'observability.service_name', 'observability.tracing', 'proxy.real_ip',
-      'proxy.thread_per_core', 'proxy.url_rewrites', 'proxy.workers', 'ratelimit', 'upstream.pool_idle_timeout_secs',
-      'upstream.pool_max_idle_per_host', 'upstream.tcp_keepalive_interval_secs', 'upstream.tcp_keepalive_secs', 'upstream.tls',
+      'bedrock_endpoint_url',
+      'cache',
+      'downstream.idle_timeout_secs',
+      'etcd.env_id',
+      'managed.control_plane_url',
+      'managed.instance_token_env',
+      'observability.metrics.buckets',
+      'observability.metrics.client_type_rules',
+      'observability.metrics.otlp',
+      'observability.service_name',
+      'observability.tracing',
+      'proxy.real_ip',
+      'proxy.thread_per_core',
+      'proxy.url_rewrites',
+      'proxy.workers',
+      'ratelimit',
+      'upstream.pool_idle_timeout_secs',
+      'upstream.pool_max_idle_per_host',
+      'upstream.tcp_keepalive_interval_secs',
+      'upstream.tcp_keepalive_secs',
+      'upstream.tls',
     ]);
     // The keys that Sluice implements next to them still apply.
     assert.equal(r.config.observability.log_level, 'warn');
@@ -217,21 +272,26 @@ managed:
 describe('environment overrides', () => {
   test('AISIX_PROXY__ADDR and AISIX_SHUTDOWN__MIN_DRAIN_SECS override the file', () => {
     const r = ok(loadConfig(FILE, `${MINIMAL}shutdown: { min_drain_secs: 30 }\n`, {
-      AISIX_PROXY__ADDR: '127.0.0.1:4000', AISIX_SHUTDOWN__MIN_DRAIN_SECS: '10',
+      AISIX_PROXY__ADDR: '127.0.0.1:4000',
+      AISIX_SHUTDOWN__MIN_DRAIN_SECS: '10',
     }));
     assert.equal(r.config.proxy.addr, '127.0.0.1:4000');
     assert.equal(r.config.shutdown.min_drain_secs, 10);
   });
 
   test('values are read as YAML scalars: booleans, numbers, lists; sections are created', () => {
-    const r = ok(loadConfig(FILE, `resources_file: r.yaml
+    const r = ok(loadConfig(
+      FILE,
+      `resources_file: r.yaml
 proxy: { addr: "0.0.0.0:3000" }
-`, {
-      AISIX_ADMIN__ENABLED: 'false',
-      AISIX_UPSTREAM__RETRIES: '5',
-      AISIX_PROXY__REQUEST_ID__ACCEPT_HEADERS: '[x-request-id, x-trace]',
-      AISIX_OBSERVABILITY__LOG_FORMAT: 'text',
-    }));
+`,
+      {
+        AISIX_ADMIN__ENABLED: 'false',
+        AISIX_UPSTREAM__RETRIES: '5',
+        AISIX_PROXY__REQUEST_ID__ACCEPT_HEADERS: '[x-request-id, x-trace]',
+        AISIX_OBSERVABILITY__LOG_FORMAT: 'text',
+      },
+    ));
     assert.equal(r.config.admin.enabled, false);
     assert.equal(r.config.upstream.retries, 5);
     assert.deepEqual(r.config.proxy.request_id.accept_headers, ['x-request-id', 'x-trace']);
@@ -239,24 +299,36 @@ proxy: { addr: "0.0.0.0:3000" }
   });
 
   test('envOverrides: AISIX_CONFIG and unrelated variables are not overrides', () => {
-    assert.deepEqual(envOverrides({ AISIX_CONFIG: '/x', PATH: '/bin', AISIX_PROXY__ADDR: ':1', AISIX___X: '1', AISIX_B: undefined }), [
-      { path: ['proxy', 'addr'], value: ':1', name: 'AISIX_PROXY__ADDR' },
-    ]);
+    assert.deepEqual(
+      envOverrides({ AISIX_CONFIG: '/x', PATH: '/bin', AISIX_PROXY__ADDR: ':1', AISIX___X: '1', AISIX_B: undefined }),
+      [
+        { path: ['proxy', 'addr'], value: ':1', name: 'AISIX_PROXY__ADDR' },
+      ],
+    );
   });
 
   test('a bad override names the environment variable (and no line)', () => {
     const out = failed(loadConfig(FILE, MINIMAL, { AISIX_SHUTDOWN__MIN_DRAIN_SECS: 'soon' }));
-    assert.equal(out, 'config file /etc/sluice/config.yaml: 1 error(s):\n'
-      + '  - shutdown.min_drain_secs: Invalid input: expected number, received string (from environment variable AISIX_SHUTDOWN__MIN_DRAIN_SECS)');
+    assert.equal(
+      out,
+      'config file /etc/sluice/config.yaml: 1 error(s):\n' +
+        '  - shutdown.min_drain_secs: Invalid input: expected number, received string (from environment variable AISIX_SHUTDOWN__MIN_DRAIN_SECS)',
+    );
     const addr = failed(loadConfig(FILE, MINIMAL, { AISIX_PROXY__ADDR: 'not-an-addr' }));
-    assert.equal(addr, 'config file /etc/sluice/config.yaml: 1 error(s):\n'
-      + '  - proxy.addr: must be host:port, e.g. 0.0.0.0:3000 (from environment variable AISIX_PROXY__ADDR)');
+    assert.equal(
+      addr,
+      'config file /etc/sluice/config.yaml: 1 error(s):\n' +
+        '  - proxy.addr: must be host:port, e.g. 0.0.0.0:3000 (from environment variable AISIX_PROXY__ADDR)',
+    );
   });
 
   test('an override of an unknown key names the environment variable', () => {
     const out = failed(loadConfig(FILE, MINIMAL, { AISIX_PROXY__BOGUS: '1' }));
-    assert.equal(out, 'config file /etc/sluice/config.yaml: 1 error(s):\n'
-      + '  - proxy: unknown key "bogus" (from environment variable AISIX_PROXY__BOGUS)');
+    assert.equal(
+      out,
+      'config file /etc/sluice/config.yaml: 1 error(s):\n' +
+        '  - proxy: unknown key "bogus" (from environment variable AISIX_PROXY__BOGUS)',
+    );
   });
 
   test('an override that sets etcd.endpoints next to resources_file is the mutual-exclusion error', () => {
@@ -273,41 +345,62 @@ proxy: { addr: "0.0.0.0:3000" }
 
 describe('configuration source and admin rules', () => {
   test('resources_file and etcd.endpoints both set: one error naming both', () => {
-    const out = failed(loadConfig(FILE, `resources_file: r.yaml
+    const out = failed(loadConfig(
+      FILE,
+      `resources_file: r.yaml
 etcd: { endpoints: ["http://127.0.0.1:2379"] }
 proxy: { addr: "0.0.0.0:3000" }
 admin: { admin_keys: [a] }
-`, {}));
+`,
+      {},
+    ));
     assert.match(out, /: 1 error\(s\):\n/);
     assert.ok(out.includes('resources_file') && out.includes('etcd.endpoints'), out);
     assert.match(out, /- resources_file: resources_file and etcd\.endpoints are mutually exclusive/);
   });
 
   test('neither resources_file nor etcd.endpoints: error', () => {
-    const out = failed(loadConfig(FILE, `proxy: { addr: "0.0.0.0:3000" }
+    const out = failed(loadConfig(
+      FILE,
+      `proxy: { addr: "0.0.0.0:3000" }
 admin: { admin_keys: [a] }
-`, {}));
-    assert.equal(out, 'config file /etc/sluice/config.yaml: 1 error(s):\n'
-      + '  - resources_file: no configuration source: set resources_file or etcd.endpoints (line 1)');
+`,
+      {},
+    ));
+    assert.equal(
+      out,
+      'config file /etc/sluice/config.yaml: 1 error(s):\n' +
+        '  - resources_file: no configuration source: set resources_file or etcd.endpoints (line 1)',
+    );
   });
 
   test('an empty etcd.endpoints list counts as no source', () => {
-    const out = failed(loadConfig(FILE, `etcd: { endpoints: [] }
+    const out = failed(loadConfig(
+      FILE,
+      `etcd: { endpoints: [] }
 proxy: { addr: "0.0.0.0:3000" }
 admin: { admin_keys: [a] }
-`, {}));
+`,
+      {},
+    ));
     assert.match(out, /no configuration source/);
   });
 
   test('admin enabled (the default) with no admin_keys: error', () => {
     for (const admin of ['', 'admin: { enabled: true }\n', 'admin: { admin_keys: [] }\n']) {
       const out = failed(loadConfig(FILE, `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000" }\n${admin}`, {}));
-      assert.match(out, /: 1 error\(s\):\n {2}- admin\.admin_keys: required \(non-empty\) when admin\.enabled is true/, admin);
+      assert.match(
+        out,
+        /: 1 error\(s\):\n {2}- admin\.admin_keys: required \(non-empty\) when admin\.enabled is true/,
+        admin,
+      );
     }
   });
 
   test('admin disabled needs no admin_keys', () => {
-    const r = ok(loadConfig(FILE, `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000" }\nadmin: { enabled: false }\n`, {}));
+    const r = ok(
+      loadConfig(FILE, `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000" }\nadmin: { enabled: false }\n`, {}),
+    );
     assert.equal(r.config.admin.enabled, false);
   });
 
@@ -331,24 +424,47 @@ describe('addresses', () => {
   const withAddr = (addr: string, where: 'proxy' | 'admin' | 'metrics' = 'proxy') => {
     const proxy = where === 'proxy' ? addr : '0.0.0.0:3000';
     const admin = where === 'admin' ? `, addr: ${JSON.stringify(addr)}` : '';
-    const metrics = where === 'metrics' ? `observability: { metrics: { prometheus: { addr: ${JSON.stringify(addr)} } } }\n` : '';
-    return loadConfig(FILE, `resources_file: r.yaml\nproxy: { addr: ${JSON.stringify(proxy)} }\nadmin: { admin_keys: [a]${admin} }\n${metrics}`, {});
+    const metrics = where === 'metrics'
+      ? `observability: { metrics: { prometheus: { addr: ${JSON.stringify(addr)} } } }\n`
+      : '';
+    return loadConfig(
+      FILE,
+      `resources_file: r.yaml\nproxy: { addr: ${
+        JSON.stringify(proxy)
+      } }\nadmin: { admin_keys: [a]${admin} }\n${metrics}`,
+      {},
+    );
   };
 
   test('valid forms', () => {
-    for (const a of ['0.0.0.0:3000', '127.0.0.1:0', ':3000', 'localhost:80', '[::1]:3000', '[::]:443', 'gw.example.com:8443']) {
+    for (
+      const a of [
+        '0.0.0.0:3000',
+        '127.0.0.1:0',
+        ':3000',
+        'localhost:80',
+        '[::1]:3000',
+        '[::]:443',
+        'gw.example.com:8443',
+      ]
+    ) {
       assert.equal(ok(withAddr(a)).config.proxy.addr, a);
     }
   });
 
   test('bad forms are errors naming the key', () => {
-    for (const a of ['nope', '0.0.0.0', '0.0.0.0:', 'host:port', '0.0.0.0:3000 ', 'a b:80', '::1:3000', '0.0.0.0:123456']) {
+    for (
+      const a of ['nope', '0.0.0.0', '0.0.0.0:', 'host:port', '0.0.0.0:3000 ', 'a b:80', '::1:3000', '0.0.0.0:123456']
+    ) {
       const out = failed(withAddr(a));
       assert.match(out, /- proxy\.addr: must be host:port, e\.g\. 0\.0\.0\.0:3000 \(line 2\)/, a);
     }
     assert.match(failed(withAddr('nope', 'admin')), /- admin\.addr: must be host:port/);
     assert.match(failed(withAddr('nope', 'metrics')), /- observability\.metrics\.prometheus\.addr: must be host:port/);
-    assert.match(failed(loadConfig(FILE, `resources_file: r.yaml\nproxy: { addr: 3000 }\nadmin: { admin_keys: [a] }\n`, {})), /- proxy\.addr: /);
+    assert.match(
+      failed(loadConfig(FILE, `resources_file: r.yaml\nproxy: { addr: 3000 }\nadmin: { admin_keys: [a] }\n`, {})),
+      /- proxy\.addr: /,
+    );
   });
 
   test('parseAddr', () => {
@@ -360,10 +476,22 @@ describe('addresses', () => {
 
   test('a port over 65535 is a boot error (loadBootConfig)', async () => {
     const p = testPlatform();
-    p.fileMap.set('/c/config.yaml', `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:70000" }\nadmin: { admin_keys: [a] }\n`);
-    assert.equal(await loadBootConfig(p, '/c/config.yaml'), 'config file /c/config.yaml: proxy.addr: port 70000 is out of range (0-65535)');
-    p.fileMap.set('/c/config.yaml', `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000" }\nadmin: { admin_keys: [a], addr: "127.0.0.1:99999" }\n`);
-    assert.equal(await loadBootConfig(p, '/c/config.yaml'), 'config file /c/config.yaml: admin.addr: port 99999 is out of range (0-65535)');
+    p.fileMap.set(
+      '/c/config.yaml',
+      `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:70000" }\nadmin: { admin_keys: [a] }\n`,
+    );
+    assert.equal(
+      await loadBootConfig(p, '/c/config.yaml'),
+      'config file /c/config.yaml: proxy.addr: port 70000 is out of range (0-65535)',
+    );
+    p.fileMap.set(
+      '/c/config.yaml',
+      `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000" }\nadmin: { admin_keys: [a], addr: "127.0.0.1:99999" }\n`,
+    );
+    assert.equal(
+      await loadBootConfig(p, '/c/config.yaml'),
+      'config file /c/config.yaml: admin.addr: port 99999 is out of range (0-65535)',
+    );
   });
 
   test('loadBootConfig: unreadable config and unreadable TLS material are boot errors', async () => {
@@ -371,9 +499,15 @@ describe('addresses', () => {
     const missing = await loadBootConfig(p, '/c/none.yaml');
     assert.equal(typeof missing, 'string');
     assert.match(missing as string, /^config file \/c\/none\.yaml: cannot read it: /);
-    p.fileMap.set('/c/config.yaml', `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000", tls: { cert_file: tls/cert.pem, key_file: tls/key.pem } }\nadmin: { admin_keys: [a] }\n`);
+    p.fileMap.set(
+      '/c/config.yaml',
+      `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000", tls: { cert_file: tls/cert.pem, key_file: tls/key.pem } }\nadmin: { admin_keys: [a] }\n`,
+    );
     const noCert = await loadBootConfig(p, '/c/config.yaml');
-    assert.match(noCert as string, /^config file \/c\/config\.yaml: proxy\.tls\.cert_file: cannot read \/c\/tls\/cert\.pem: /);
+    assert.match(
+      noCert as string,
+      /^config file \/c\/config\.yaml: proxy\.tls\.cert_file: cannot read \/c\/tls\/cert\.pem: /,
+    );
     p.fileMap.set('/c/tls/cert.pem', 'CERT');
     p.fileMap.set('/c/tls/key.pem', 'KEY');
     const good = await loadBootConfig(p, '/c/config.yaml');
@@ -387,24 +521,36 @@ describe('addresses', () => {
 
 describe('paths', () => {
   test('relative paths are resolved against the config file folder; absolute ones are kept', () => {
-    const r = ok(loadConfig('/srv/gw/conf/config.yaml', `resources_file: ../data/resources.yaml
+    const r = ok(loadConfig(
+      '/srv/gw/conf/config.yaml',
+      `resources_file: ../data/resources.yaml
 proxy: { addr: "0.0.0.0:3000", tls: { cert_file: tls/cert.pem, key_file: /abs/key.pem } }
 admin: { admin_keys: [a] }
 managed: { snapshot_cache_path: cache.json }
-`, {}));
+`,
+      {},
+    ));
     assert.equal(r.config.resources_file, '/srv/gw/conf/../data/resources.yaml');
     assert.deepEqual(r.config.proxy.tls, { cert_file: '/srv/gw/conf/tls/cert.pem', key_file: '/abs/key.pem' });
     assert.equal(r.config.managed.snapshot_cache_path, '/srv/gw/conf/cache.json');
   });
 
   test('etcd TLS files are resolved too', () => {
-    const r = ok(loadConfig('/srv/config.yaml', `etcd:
+    const r = ok(loadConfig(
+      '/srv/config.yaml',
+      `etcd:
   endpoints: ["https://etcd:2379"]
   tls: { ca_cert_file: ca.pem, client_cert_file: /pki/c.pem, client_key_file: k.pem }
 proxy: { addr: "0.0.0.0:3000" }
 admin: { admin_keys: [a] }
-`, {}));
-    assert.deepEqual(r.config.etcd.tls, { ca_cert_file: '/srv/ca.pem', client_cert_file: '/pki/c.pem', client_key_file: '/srv/k.pem' });
+`,
+      {},
+    ));
+    assert.deepEqual(r.config.etcd.tls, {
+      ca_cert_file: '/srv/ca.pem',
+      client_cert_file: '/pki/c.pem',
+      client_key_file: '/srv/k.pem',
+    });
   });
 
   test('a config file given without a folder resolves against the current folder', () => {
@@ -423,12 +569,16 @@ admin: { admin_keys: [a] }
 
 describe('JSON', () => {
   test('a JSON config file loads the same as YAML', () => {
-    const json = JSON.stringify({
-      resources_file: 'resources.yaml',
-      proxy: { addr: '0.0.0.0:3000' },
-      admin: { admin_keys: ['adm-1'] },
-      shutdown: { min_drain_secs: 5 },
-    }, null, 2);
+    const json = JSON.stringify(
+      {
+        resources_file: 'resources.yaml',
+        proxy: { addr: '0.0.0.0:3000' },
+        admin: { admin_keys: ['adm-1'] },
+        shutdown: { min_drain_secs: 5 },
+      },
+      null,
+      2,
+    );
     const r = ok(loadConfig('/etc/sluice/config.json', json, {}));
     const y = ok(loadConfig('/etc/sluice/config.yaml', `${MINIMAL}shutdown: { min_drain_secs: 5 }\n`, {}));
     assert.deepEqual(r.config, y.config);
@@ -436,14 +586,24 @@ describe('JSON', () => {
   });
 
   test('JSON errors: unknown key with its line', () => {
-    const out = failed(loadConfig('/etc/sluice/config.json', '{\n  "resources_file": "r.yaml",\n  "proxy": { "addr": "0.0.0.0:3000" },\n  "admin": { "admin_keys": ["a"] },\n  "extra": 1\n}\n', {}));
+    const out = failed(
+      loadConfig(
+        '/etc/sluice/config.json',
+        '{\n  "resources_file": "r.yaml",\n  "proxy": { "addr": "0.0.0.0:3000" },\n  "admin": { "admin_keys": ["a"] },\n  "extra": 1\n}\n',
+        {},
+      ),
+    );
     assert.equal(out, 'config file /etc/sluice/config.json: 1 error(s):\n  - file: unknown key "extra" (line 5)');
   });
 });
 
 test('AISIX_ variables that are not <SECTION>__<KEY> overrides are left alone', () => {
   const text = 'resources_file: r.yaml\nproxy: { addr: "127.0.0.1:3000" }\nadmin: { enabled: false }\n';
-  const r = loadConfig('/c/config.yaml', text, { AISIX_API_KEY: 'x', AISIX_LOG: 'debug', AISIX_RESOURCES_FILE: 'other.yaml' });
+  const r = loadConfig('/c/config.yaml', text, {
+    AISIX_API_KEY: 'x',
+    AISIX_LOG: 'debug',
+    AISIX_RESOURCES_FILE: 'other.yaml',
+  });
   assert.ok(r.ok, r.ok ? '' : r.report.format());
   if (r.ok) assert.equal(r.config.resources_file, '/c/other.yaml');
 });

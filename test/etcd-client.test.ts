@@ -6,24 +6,29 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server, type Socket } from 'node:net';
 import {
-  EtcdClient,
-  EtcdError,
   base64Encode,
   encodeUtf8,
+  EtcdClient,
+  EtcdError,
+  type EtcdFetch,
   parseInt64,
   prefixRange,
   prefixRangeEnd,
-  type EtcdFetch,
 } from '../src/sources/etcd/client.ts';
-import { JsonObjectSplitter, interpretWatchResponse, watchPrefix, type WatchMessage } from '../src/sources/etcd/watch.ts';
 import {
-  EtcdSupervisor,
+  interpretWatchResponse,
+  JsonObjectSplitter,
+  type WatchMessage,
+  watchPrefix,
+} from '../src/sources/etcd/watch.ts';
+import {
   backoffDelay,
   type EtcdEventBatch,
   type EtcdSnapshot,
+  EtcdSupervisor,
   type EtcdSupervisorOptions,
 } from '../src/sources/etcd/supervisor.ts';
-import { startEtcd, type EtcdServer } from './support/etcd.ts';
+import { type EtcdServer, startEtcd } from './support/etcd.ts';
 import { deadEndpoint } from './support/process.ts';
 
 // ---------------------------------------------------------------------------------------------------
@@ -70,7 +75,10 @@ class Recorder {
     for (const w of [...this.waiters]) w();
   }
 
-  callbacks(): Pick<EtcdSupervisorOptions, 'onSnapshot' | 'onEvents' | 'onError' | 'onBackoff' | 'onConnected' | 'onRewatch'> {
+  callbacks(): Pick<
+    EtcdSupervisorOptions,
+    'onSnapshot' | 'onEvents' | 'onError' | 'onBackoff' | 'onConnected' | 'onRewatch'
+  > {
     return {
       onSnapshot: (s) => {
         this.snapshots.push(s);
@@ -171,7 +179,11 @@ async function badServer(behaviour: 'silent' | 'headers-only'): Promise<{ endpoi
     s.on('close', () => sockets.delete(s));
     s.on('error', () => {});
     if (behaviour === 'headers-only') {
-      s.once('data', () => s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n'));
+      s.once(
+        'data',
+        () =>
+          s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n'),
+      );
     }
   });
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
@@ -187,8 +199,10 @@ async function badServer(behaviour: 'silent' | 'headers-only'): Promise<{ endpoi
   };
 }
 
-
-async function collect(gen: AsyncGenerator<WatchMessage>, until: (m: WatchMessage, all: WatchMessage[]) => boolean): Promise<WatchMessage[]> {
+async function collect(
+  gen: AsyncGenerator<WatchMessage>,
+  until: (m: WatchMessage, all: WatchMessage[]) => boolean,
+): Promise<WatchMessage[]> {
   const out: WatchMessage[] = [];
   for await (const m of gen) {
     out.push(m);
@@ -223,7 +237,9 @@ describe('codecs and parsing (no etcd)', () => {
     for (let size = 1; size <= text.length; size++) {
       const s = new JsonObjectSplitter();
       const out: unknown[] = [];
-      for (let i = 0; i < text.length; i += size) out.push(...s.push(text.slice(i, i + size)).map((t) => JSON.parse(t)));
+      for (let i = 0; i < text.length; i += size) {
+        out.push(...s.push(text.slice(i, i + size)).map((t) => JSON.parse(t)));
+      }
       assert.deepEqual(out, objs, `chunk size ${size}`);
     }
     // No newline between objects is fine too.
@@ -233,7 +249,10 @@ describe('codecs and parsing (no etcd)', () => {
 
   test('watch responses: created, PUT without type, DELETE, progress, compaction, cancel, error', () => {
     const k = btoa('/p/k');
-    assert.deepEqual(interpretWatchResponse({ result: { header: { revision: '5' }, created: true } }), { kind: 'created', headerRevision: 5 });
+    assert.deepEqual(interpretWatchResponse({ result: { header: { revision: '5' }, created: true } }), {
+      kind: 'created',
+      headerRevision: 5,
+    });
     const ev = interpretWatchResponse({
       result: {
         header: { revision: '7' },
@@ -253,10 +272,24 @@ describe('codecs and parsing (no etcd)', () => {
         ],
       );
     }
-    assert.deepEqual(interpretWatchResponse({ result: { header: { revision: '9' } } }), { kind: 'progress', revision: 9 });
-    assert.deepEqual(interpretWatchResponse({ result: { header: {}, canceled: true, compact_revision: '3' } }), { kind: 'compacted', compactRevision: 3 });
-    assert.deepEqual(interpretWatchResponse({ result: { canceled: true, cancel_reason: 'boom' } }), { kind: 'canceled', reason: 'boom', created: false });
-    assert.deepEqual(interpretWatchResponse({ error: { grpc_code: 14, message: 'unavailable' } }), { kind: 'error', message: 'unavailable', code: 14 });
+    assert.deepEqual(interpretWatchResponse({ result: { header: { revision: '9' } } }), {
+      kind: 'progress',
+      revision: 9,
+    });
+    assert.deepEqual(interpretWatchResponse({ result: { header: {}, canceled: true, compact_revision: '3' } }), {
+      kind: 'compacted',
+      compactRevision: 3,
+    });
+    assert.deepEqual(interpretWatchResponse({ result: { canceled: true, cancel_reason: 'boom' } }), {
+      kind: 'canceled',
+      reason: 'boom',
+      created: false,
+    });
+    assert.deepEqual(interpretWatchResponse({ error: { grpc_code: 14, message: 'unavailable' } }), {
+      kind: 'error',
+      message: 'unavailable',
+      code: 14,
+    });
   });
 
   test('watch parses a chunked stream whose UTF-8 characters straddle chunk boundaries', async () => {
@@ -264,8 +297,22 @@ describe('codecs and parsing (no etcd)', () => {
     const key = (s: string): string => base64Encode(encodeUtf8(s));
     const lines = [
       { result: { header: { revision: '10' }, watch_id: '0', created: true } },
-      { result: { header: { revision: '11' }, events: [{ kv: { key: key('/p/é'), mod_revision: '11', create_revision: '11', version: '1', value: key('{"v":"😀"}') } }] } },
-      { result: { header: { revision: '13' }, events: [{ type: 'DELETE', kv: { key: key('/p/é'), mod_revision: '12' } }, { kv: { key: key('/p/x'), mod_revision: '13' } }] } },
+      {
+        result: {
+          header: { revision: '11' },
+          events: [{
+            kv: { key: key('/p/é'), mod_revision: '11', create_revision: '11', version: '1', value: key('{"v":"😀"}') },
+          }],
+        },
+      },
+      {
+        result: {
+          header: { revision: '13' },
+          events: [{ type: 'DELETE', kv: { key: key('/p/é'), mod_revision: '12' } }, {
+            kv: { key: key('/p/x'), mod_revision: '13' },
+          }],
+        },
+      },
       { result: { header: { revision: '20' } } },
       { result: { header: {}, canceled: true, compact_revision: '15' } },
     ];
@@ -287,7 +334,12 @@ describe('codecs and parsing (no etcd)', () => {
       create_request: { key: btoa('/p/'), range_end: btoa('/p0'), start_revision: '11', progress_notify: true },
     });
     assert.deepEqual(
-      msgs.map((m) => (m.type === 'events' ? { type: m.type, revision: m.revision, ev: m.events.map((e) => `${e.type} ${e.key} ${e.value}`) } : m)),
+      msgs.map((
+        m,
+      ) => (m.type === 'events'
+        ? { type: m.type, revision: m.revision, ev: m.events.map((e) => `${e.type} ${e.key} ${e.value}`) }
+        : m)
+      ),
       [
         { type: 'created', startRevision: 11, headerRevision: 10 },
         { type: 'events', revision: 11, ev: ['put /p/é {"v":"😀"}'] },
@@ -348,7 +400,10 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
 
   test('a 20,000-key range (one response > 4 MiB) loads', async (t) => {
     const value = JSON.stringify({ display_name: 'm', provider: 'openai', model_name: 'gpt-4o', pad: 'x'.repeat(180) });
-    const entries: [string, string][] = Array.from({ length: 20_000 }, (_, i) => [`/big/models/${String(i).padStart(6, '0')}`, value]);
+    const entries: [string, string][] = Array.from(
+      { length: 20_000 },
+      (_, i) => [`/big/models/${String(i).padStart(6, '0')}`, value],
+    );
     const t0 = performance.now();
     await bulkPut(etcd.endpoint, entries);
     const loadMs = performance.now() - t0;
@@ -356,11 +411,15 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     const res = await client.range('/big/');
     const rangeMs = performance.now() - t1;
     assert.equal(res.kvs.length, 20_000);
-    assert.equal(res.kvs[19_999].key, '/big/models/019999');
-    assert.equal(res.kvs[0].value, value);
+    assert.equal(res.kvs[19_999]!.key, '/big/models/019999');
+    assert.equal(res.kvs[0]!.value, value);
     const bytes = res.kvs.reduce((n, kv) => n + kv.key.length + kv.value.length, 0);
     assert.ok(bytes > 4 * 1024 * 1024, `payload ${bytes} bytes`);
-    t.diagnostic(`20k keys, ${(bytes / 1048576).toFixed(1)} MiB decoded: bulk load ${loadMs.toFixed(0)} ms, range ${rangeMs.toFixed(0)} ms`);
+    t.diagnostic(
+      `20k keys, ${(bytes / 1048576).toFixed(1)} MiB decoded: bulk load ${loadMs.toFixed(0)} ms, range ${
+        rangeMs.toFixed(0)
+      } ms`,
+    );
     await client.delete('/big/', { prefix: true });
   });
 
@@ -368,14 +427,18 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     const { revision } = await client.range('/w/');
     const ctrl = new AbortController();
     const gen = watchPrefix(client, { prefix: '/w/', startRevision: revision + 1, signal: ctrl.signal });
-    const seen = collect(gen, (_m, all) => all.filter((x) => x.type === 'events').flatMap((x) => (x.type === 'events' ? x.events : [])).length >= 3);
+    const seen = collect(
+      gen,
+      (_m, all) =>
+        all.filter((x) => x.type === 'events').flatMap((x) => (x.type === 'events' ? x.events : [])).length >= 3,
+    );
     const p1 = await client.put('/w/a', '1');
     await client.put('/w0', 'outside');
     const p2 = await client.put('/w/a', '2');
     const d = await client.delete('/w/a');
     const msgs = await within(seen, 10_000, 'three watch events');
     ctrl.abort();
-    assert.equal(msgs[0].type, 'created');
+    assert.equal(msgs[0]!.type, 'created');
     const events = msgs.flatMap((m) => (m.type === 'events' ? m.events : []));
     assert.deepEqual(
       events.map((e) => [e.type, e.key, e.value, e.modRevision]),
@@ -392,7 +455,11 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     await client.put('/c/k', '2');
     const last = await client.put('/c/k', '3');
     await client.compact(last.revision);
-    const msgs = await within(collect(watchPrefix(client, { prefix: '/c/', startRevision: first.revision }), () => false), 10_000, 'compaction');
+    const msgs = await within(
+      collect(watchPrefix(client, { prefix: '/c/', startRevision: first.revision }), () => false),
+      10_000,
+      'compaction',
+    );
     assert.deepEqual(msgs.at(-1), { type: 'compacted', compactRevision: last.revision });
   });
 
@@ -400,7 +467,13 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     await client.put('/s/one', '1');
     const gate = gatedFetch('/v3/watch', 1);
     const rec = new Recorder();
-    const sup = new EtcdSupervisor({ endpoints: [etcd.endpoint], prefix: '/s/', fetch: gate.fetch, dialTimeoutMs: 10_000, ...rec.callbacks() });
+    const sup = new EtcdSupervisor({
+      endpoints: [etcd.endpoint],
+      prefix: '/s/',
+      fetch: gate.fetch,
+      dialTimeoutMs: 10_000,
+      ...rec.callbacks(),
+    });
     sup.start();
     try {
       await rec.until(() => rec.snapshots.length === 1, 10_000, 'first snapshot');
@@ -412,7 +485,7 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
       await client.compact(last.revision);
       gate.release();
       await rec.until(() => rec.snapshots.length === 2, 10_000, 'resync snapshot');
-      assert.equal(rec.snapshots[1].revision >= last.revision, true);
+      assert.equal(rec.snapshots[1]!.revision >= last.revision, true);
       assert.deepEqual([...rec.view].sort(), [
         ['/s/one', '1'],
         ['/s/two', '22'],
@@ -443,7 +516,7 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     sup.start();
     try {
       await rec.until(() => rec.snapshots.length === 1, 10_000, 'snapshot');
-      const s = rec.snapshots[0].revision;
+      const s = rec.snapshots[0]!.revision;
       await rec.until(() => rec.rewatches.length === 1, 6_000, 'first idle re-watch');
       assert.equal(rec.rewatches[0], s + 1);
       const a = await client.put('/idle/a', 'A');
@@ -485,15 +558,25 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     const silent = await badServer('silent');
     const stalled = await badServer('headers-only');
     try {
-      const c = new EtcdClient({ endpoints: [silent.endpoint, stalled.endpoint, etcd.endpoint], dialTimeoutMs: 300, requestTimeoutMs: 600 });
+      const c = new EtcdClient({
+        endpoints: [silent.endpoint, stalled.endpoint, etcd.endpoint],
+        dialTimeoutMs: 300,
+        requestTimeoutMs: 600,
+      });
       const t0 = performance.now();
       await c.put('/t/k', 'v');
       const ms = performance.now() - t0;
       assert.ok(ms >= 800 && ms < 5000, `took ${ms} ms`);
       const only = new EtcdClient({ endpoints: [silent.endpoint], dialTimeoutMs: 300 });
-      await assert.rejects(only.range('/t/'), (e: unknown) => e instanceof EtcdError && e.kind === 'timeout' && /dial timeout 300 ms/.test(e.message));
+      await assert.rejects(
+        only.range('/t/'),
+        (e: unknown) => e instanceof EtcdError && e.kind === 'timeout' && /dial timeout 300 ms/.test(e.message),
+      );
       const onlyStalled = new EtcdClient({ endpoints: [stalled.endpoint], dialTimeoutMs: 300, requestTimeoutMs: 600 });
-      await assert.rejects(onlyStalled.range('/t/'), (e: unknown) => e instanceof EtcdError && e.kind === 'timeout' && /request timeout 600 ms/.test(e.message));
+      await assert.rejects(
+        onlyStalled.range('/t/'),
+        (e: unknown) => e instanceof EtcdError && e.kind === 'timeout' && /request timeout 600 ms/.test(e.message),
+      );
     } finally {
       await silent.close();
       await stalled.close();
@@ -509,7 +592,14 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
         sent.resolve();
         return fetch(url, init);
       };
-      const sup = new EtcdSupervisor({ endpoints: [silent.endpoint], prefix: '/x/', fetch: f, dialTimeoutMs: 60_000, requestTimeoutMs: 60_000, ...rec.callbacks() });
+      const sup = new EtcdSupervisor({
+        endpoints: [silent.endpoint],
+        prefix: '/x/',
+        fetch: f,
+        dialTimeoutMs: 60_000,
+        requestTimeoutMs: 60_000,
+        ...rec.callbacks(),
+      });
       sup.start();
       await within(sent.promise, 2000, 'request sent'); // it would hang for 60 s
       let t0 = performance.now();
@@ -519,10 +609,15 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
 
       const dead = await deadEndpoint();
       const rec2 = new Recorder();
-      const sup2 = new EtcdSupervisor({ endpoints: [dead], prefix: '/x/', backoff: { initialMs: 60_000, maxMs: 60_000 }, ...rec2.callbacks() });
+      const sup2 = new EtcdSupervisor({
+        endpoints: [dead],
+        prefix: '/x/',
+        backoff: { initialMs: 60_000, maxMs: 60_000 },
+        ...rec2.callbacks(),
+      });
       sup2.start();
       await rec2.until(() => rec2.backoffs.length === 1, 5000, 'backoff');
-      assert.equal(rec2.backoffs[0].ms, 60_000);
+      assert.equal(rec2.backoffs[0]!.ms, 60_000);
       t0 = performance.now();
       await within(sup2.stop(), 2000, 'stop during backoff');
       assert.ok(performance.now() - t0 < 1000);
@@ -564,7 +659,11 @@ describe('etcd killed and restarted under a running supervisor', { timeout: 120_
       assert.ok(rec.errors.length >= 4 && rec.errors.every((e) => e instanceof EtcdError && e.message.length > 0));
       await etcd.restart();
       await client.put('/k/after-restart', '2');
-      await rec.until(() => rec.view.get('/k/after-restart') === '2' && rec.connected.at(-1) === true, 15_000, 'catch-up');
+      await rec.until(
+        () => rec.view.get('/k/after-restart') === '2' && rec.connected.at(-1) === true,
+        15_000,
+        'catch-up',
+      );
       assert.equal(rec.view.get('/k/before'), '1');
       // And the live watch works again.
       await client.put('/k/live', '3');
@@ -611,8 +710,16 @@ describe('basic auth', { timeout: 120_000 }, () => {
   });
 
   test('wrong password and missing credentials are refused; error messages carry no secret', async () => {
-    const bad = new EtcdClient({ endpoints: [etcd.endpoint], user: 'root', password: 'wrong-' + PASSWORD, fetch: spyFetch });
-    await assert.rejects(bad.range('/a/'), (e: unknown) => record(e) && e instanceof EtcdError && e.kind === 'auth' && /authentication/.test(e.message));
+    const bad = new EtcdClient({
+      endpoints: [etcd.endpoint],
+      user: 'root',
+      password: 'wrong-' + PASSWORD,
+      fetch: spyFetch,
+    });
+    await assert.rejects(
+      bad.range('/a/'),
+      (e: unknown) => record(e) && e instanceof EtcdError && e.kind === 'auth' && /authentication/.test(e.message),
+    );
     const anon = new EtcdClient({ endpoints: [etcd.endpoint] });
     await assert.rejects(anon.range('/a/'), record);
   });
@@ -633,12 +740,22 @@ describe('basic auth', { timeout: 120_000 }, () => {
     // The first watch goes out with a token etcd does not know: etcd creates and cancels it.
     const f: EtcdFetch = (url, init) => {
       if (url.endsWith('/v3/watch') && corrupted++ === 0) {
-        return spyFetch(url, { ...init, headers: { ...(init.headers as Record<string, string>), authorization: 'bogus.1' } });
+        return spyFetch(url, {
+          ...init,
+          headers: { ...(init.headers as Record<string, string>), authorization: 'bogus.1' },
+        });
       }
       return spyFetch(url, init);
     };
     const rec = new Recorder();
-    const sup = new EtcdSupervisor({ endpoints: [etcd.endpoint], prefix: '/a/', user: 'root', password: PASSWORD, fetch: f, ...rec.callbacks() });
+    const sup = new EtcdSupervisor({
+      endpoints: [etcd.endpoint],
+      prefix: '/a/',
+      user: 'root',
+      password: PASSWORD,
+      fetch: f,
+      ...rec.callbacks(),
+    });
     sup.start();
     try {
       await rec.until(() => rec.snapshots.length === 1, 10_000, 'snapshot');

@@ -12,9 +12,9 @@ import { after, before, describe, test } from 'node:test';
 import { MSG } from '../src/observability/messages.ts';
 import { EtcdClient } from '../src/sources/etcd/client.ts';
 import { seeder, startTlsEtcd, trio } from './support/etcd-gateway.ts';
-import { startEtcd, type EtcdServer } from './support/etcd.ts';
-import { startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { CALLER_KEY, spawnGateway, type GatewayProcess } from './support/process.ts';
+import { type EtcdServer, startEtcd } from './support/etcd.ts';
+import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { CALLER_KEY, type GatewayProcess, spawnGateway } from './support/process.ts';
 import { deadEndpoint } from './support/process.ts';
 
 const CALLER_HASH = createHash('sha256').update(CALLER_KEY).digest('hex');
@@ -41,10 +41,12 @@ async function get(url: string, headers: Record<string, string> = {}): Promise<A
   }
 }
 
-async function json(url: string): Promise<Record<string, any>> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
+// deno-lint-ignore no-explicit-any -- JSON under test
+async function json(url: string): Promise<Record<string, any>> {
   const a = await get(url);
   assert.ok('status' in a && a.status === 200, `${url}: ${JSON.stringify(a)}`);
-  return JSON.parse(a.text) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
+  // deno-lint-ignore no-explicit-any -- JSON under test
+  return JSON.parse(a.text) as Record<string, any>;
 }
 
 /** Polls `check` every 50 ms until it returns true; fails after `ms` with the last value seen. */
@@ -74,7 +76,6 @@ async function chat(g: GatewayProcess, model = 'gpt-test'): Promise<{ status: nu
 }
 
 const stop = (g: GatewayProcess): Promise<number | null> => g.stop(10_000);
-
 
 function proxyBound(g: GatewayProcess): boolean {
   return g.logs.some((l) => l.msg === MSG.listening && l.listener === 'proxy');
@@ -110,7 +111,9 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
   test('cold start: proxy unbound until the first put, then serves; bad value pinned; delete clears it; SIGHUP ignored; no secrets', async () => {
     const P = '/bb-cold';
-    const g = await spawn({ config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${join(dir, 'cold.json')} }`) });
+    const g = await spawn({
+      config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${join(dir, 'cold.json')} }`),
+    });
     await g.waitForLog(MSG.waitingFirstConfig);
     await g.waitForLog((l) => l.msg === MSG.etcdConnected);
 
@@ -149,7 +152,10 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
     // A bad value keeps the old one serving, and says so.
     await s.put(`${P}/models/m1`, '{"display_name": "gpt-test", "model_name": ');
-    await eventually('pin reported', async () => (await json(g.url('/status/config', 'status'))).rejected?.[0]?.serving_stale_since !== undefined);
+    await eventually(
+      'pin reported',
+      async () => (await json(g.url('/status/config', 'status'))).rejected?.[0]?.serving_stale_since !== undefined,
+    );
     const body = await json(g.url('/status/config', 'status'));
     assert.equal(body.state, 'degraded');
     assert.equal(body.rejected[0].resource_kind, 'models');
@@ -158,7 +164,10 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     r = await chat(g);
     assert.equal(r.status, 200, 'the last-known-good model still serves');
     assert.equal(mock.requests.at(-1)!.json!.model, 'gpt-upstream');
-    assert.match((await get(g.url('/metrics', 'status')) as { text: string }).text, /aisix_config_stale_served_resources\{kind="models"\} 1/);
+    assert.match(
+      (await get(g.url('/metrics', 'status')) as { text: string }).text,
+      /aisix_config_stale_served_resources\{kind="models"\} 1/,
+    );
     assert.ok(g.logs.some((l) => l.msg === MSG.etcdRowRejected && l.level === 'WARN'));
 
     // Delete: the pin is gone with the key.
@@ -170,8 +179,11 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     // Nothing an operator can read holds a secret.
     const admin = { authorization: 'Bearer admin-key-SECRET' };
     const seen = [
-      await get(g.url('/status/config', 'status')), await get(g.url('/metrics', 'status')), await get(g.url('/status/models', 'status')),
-      await get(g.url('/admin/v1/provider_keys', 'admin'), admin), await get(g.url('/admin/v1/api_keys', 'admin'), admin),
+      await get(g.url('/status/config', 'status')),
+      await get(g.url('/metrics', 'status')),
+      await get(g.url('/status/models', 'status')),
+      await get(g.url('/admin/v1/provider_keys', 'admin'), admin),
+      await get(g.url('/admin/v1/api_keys', 'admin'), admin),
       await get(g.url('/admin/v1/health', 'admin'), admin),
     ].map((a) => JSON.stringify(a)).join('\n');
     assert.equal(await stop(g), 0);
@@ -209,7 +221,10 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     const a = await spawn({ config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${cache} }`) });
     await a.waitReady('/readyz');
     // The range is read at the store's revision, which other tests' writes may have moved past `rev`.
-    await eventually('cache written', async () => existsSync(cache) && JSON.parse(readFileSync(cache, 'utf8')).revision >= rev);
+    await eventually(
+      'cache written',
+      async () => existsSync(cache) && JSON.parse(readFileSync(cache, 'utf8')).revision >= rev,
+    );
     assert.equal(await stop(a), 0);
     const cached = JSON.parse(readFileSync(cache, 'utf8')) as { revision: number };
 
@@ -250,10 +265,21 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       })();
       await own.kill();
       await g.waitForLog(MSG.etcdBackoff);
-      await eventually('disconnected', async () => (await json(g.url('/status/config', 'status'))).source.connected === false);
+      await eventually(
+        'disconnected',
+        async () => (await json(g.url('/status/config', 'status'))).source.connected === false,
+      );
       await own.restart();
-      await eventually('reconnected', async () => (await json(g.url('/status/config', 'status'))).source.connected === true, 20_000);
-      await seeder(own.endpoint).put(`${P}/models/m2`, { display_name: 'gpt-two', model_name: 'two', provider_key_id: 'pk1' });
+      await eventually(
+        'reconnected',
+        async () => (await json(g.url('/status/config', 'status'))).source.connected === true,
+        20_000,
+      );
+      await seeder(own.endpoint).put(`${P}/models/m2`, {
+        display_name: 'gpt-two',
+        model_name: 'two',
+        provider_key_id: 'pk1',
+      });
       await eventually('caught up', async () => (await listedModels(g))?.includes('gpt-two') === true);
       polling = false;
       await poller;
@@ -275,9 +301,16 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     });
     await g.waitReady('/readyz');
     // Two idle re-watches: the silence lasted longer than the watchdog interval, twice.
-    await g.waitForLog((l) => l.msg === MSG.etcdRewatch && g.logs.filter((x) => x.msg === MSG.etcdRewatch).length >= 2, 5000);
+    await g.waitForLog(
+      (l) => l.msg === MSG.etcdRewatch && g.logs.filter((x) => x.msg === MSG.etcdRewatch).length >= 2,
+      5000,
+    );
     await s.put(`${P}/models/m3`, { display_name: 'gpt-after-silence', model_name: 'x', provider_key_id: 'pk1' });
-    await eventually('put after silence applied', async () => (await listedModels(g))?.includes('gpt-after-silence') === true, 5000);
+    await eventually(
+      'put after silence applied',
+      async () => (await listedModels(g))?.includes('gpt-after-silence') === true,
+      5000,
+    );
     assert.equal(g.logs.some((l) => l.msg === MSG.etcdBackoff), false, 'an idle re-watch is not a failure');
     assert.equal(await stop(g), 0);
   });
@@ -286,15 +319,25 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     try {
       const client = new EtcdClient({ endpoints: [tls.endpoint], fetch: tls.fetch });
       for (const [k, v] of trio('/bb-tls', mock.base, CALLER_HASH)) await client.put(k, JSON.stringify(v));
-      const files = `ca_cert_file: ${join(tls.dir, 'ca.pem')}, client_cert_file: ${join(tls.dir, 'client.pem')}, client_key_file: ${join(tls.dir, 'client.key')}`;
+      const files = `ca_cert_file: ${join(tls.dir, 'ca.pem')}, client_cert_file: ${
+        join(tls.dir, 'client.pem')
+      }, client_key_file: ${join(tls.dir, 'client.key')}`;
       for (const runtime of ['node', 'bun', 'deno'] as const) {
-        const g = await spawn({ runtime, config: config(tls.endpoint, '/bb-tls').replace(/^etcd: \{ (.*) \}$/m, `etcd: { $1, tls: { ${files} } }`) });
+        const g = await spawn({
+          runtime,
+          config: config(tls.endpoint, '/bb-tls').replace(/^etcd: \{ (.*) \}$/m, `etcd: { $1, tls: { ${files} } }`),
+        });
         await g.waitReady('/readyz', 'proxy', 30_000);
         assert.equal((await chat(g)).status, 200, runtime);
         assert.equal(await stop(g), 0, runtime);
       }
       // Without the client certificate etcd refuses: a fetch failure, retried, never a crash.
-      const bare = await spawn({ config: config(tls.endpoint, '/bb-tls').replace(/^etcd: \{ (.*) \}$/m, `etcd: { $1, tls: { ca_cert_file: ${join(tls.dir, 'ca.pem')} } }`) });
+      const bare = await spawn({
+        config: config(tls.endpoint, '/bb-tls').replace(
+          /^etcd: \{ (.*) \}$/m,
+          `etcd: { $1, tls: { ca_cert_file: ${join(tls.dir, 'ca.pem')} } }`,
+        ),
+      });
       const warn = await bare.waitForLog(MSG.etcdBackoff);
       assert.match(String(warn.error), /fetch failed/);
       assert.equal(proxyBound(bare), false);
@@ -309,17 +352,30 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     await s.put(`${P}/models/broken`, 'nope');
     const bin = resolve(import.meta.dirname, '../bin/sluice');
     const out = join(dir, 'exported.yaml');
-    const ex = spawnSync(bin, ['export', '--etcd', etcd.endpoint, '--prefix', P, '-o', out], { encoding: 'utf8', timeout: 10_000 });
+    const ex = spawnSync(bin, ['export', '--etcd', etcd.endpoint, '--prefix', P, '-o', out], {
+      encoding: 'utf8',
+      timeout: 10_000,
+    });
     assert.equal(ex.status, 0, ex.stderr);
     assert.match(ex.stderr, /export: skipped \/bb-export\/models\/broken: non_json/);
-    assert.match(ex.stderr, /wrote 3 resource\(s\) from \/bb-export\/ at revision \d+ to .*; set SLUICE_PK_MOCK before loading/);
+    assert.match(
+      ex.stderr,
+      /wrote 3 resource\(s\) from \/bb-export\/ at revision \d+ to .*; set SLUICE_PK_MOCK before loading/,
+    );
     const text = readFileSync(out, 'utf8');
     assert.ok(!text.includes('sk-upstream-SECRET-value'));
-    const v = spawnSync(bin, ['validate', '--resources', out], { encoding: 'utf8', timeout: 10_000, env: { ...process.env, SLUICE_PK_MOCK: 'sk-upstream-SECRET-value' } });
+    const v = spawnSync(bin, ['validate', '--resources', out], {
+      encoding: 'utf8',
+      timeout: 10_000,
+      env: { ...process.env, SLUICE_PK_MOCK: 'sk-upstream-SECRET-value' },
+    });
     assert.equal(v.status, 0, v.stderr);
     assert.match(v.stderr, /^OK: .* loaded 3 resource\(s\)/);
     // To stdout.
-    const std = spawnSync(bin, ['export', '--etcd', etcd.endpoint, '--prefix', P], { encoding: 'utf8', timeout: 10_000 });
+    const std = spawnSync(bin, ['export', '--etcd', etcd.endpoint, '--prefix', P], {
+      encoding: 'utf8',
+      timeout: 10_000,
+    });
     assert.equal(std.status, 0, std.stderr);
     // The header names the store revision, which other tests' writes move: compare the rest.
     const body = (t: string): string => t.split('\n').filter((l) => !l.startsWith('# Exported by')).join('\n');

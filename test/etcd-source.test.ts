@@ -8,11 +8,18 @@ import { after, before, describe, test } from 'node:test';
 import { loadResourcesFile } from '../src/resources/pipeline.ts';
 import type { EtcdFetch } from '../src/sources/etcd/client.ts';
 import { runExport } from '../src/sources/etcd/export.ts';
-import { compareKeys, decideServing, rowValue, updateServing, type RowValue, type ServingDecision } from '../src/sources/etcd/rows.ts';
+import {
+  compareKeys,
+  decideServing,
+  type RowValue,
+  rowValue,
+  type ServingDecision,
+  updateServing,
+} from '../src/sources/etcd/rows.ts';
 import { canonicalJson } from '../src/util/crypto.ts';
 import { createStatusApp } from '../src/status/app.ts';
-import { seeder, startEtcdGateway, type EtcdTestGateway } from './support/etcd-gateway.ts';
-import { startEtcd, type EtcdServer } from './support/etcd.ts';
+import { type EtcdTestGateway, seeder, startEtcdGateway } from './support/etcd-gateway.ts';
+import { type EtcdServer, startEtcd } from './support/etcd.ts';
 import { testPlatform } from './support/platform.ts';
 import { deadEndpoint } from './support/process.ts';
 
@@ -49,10 +56,12 @@ function expectedHash(entries: [string, string][]): string {
 
 // -- helpers ---------------------------------------------------------------------------------------
 
-async function statusConfig(t: EtcdTestGateway): Promise<Record<string, any>> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
+// deno-lint-ignore no-explicit-any -- JSON under test
+async function statusConfig(t: EtcdTestGateway): Promise<Record<string, any>> {
   const res = await createStatusApp(t.gw).request('/status/config');
   assert.equal(res.status, 200);
-  return (await res.json()) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
+  // deno-lint-ignore no-explicit-any -- JSON under test
+  return (await res.json()) as Record<string, any>;
 }
 
 async function metrics(t: EtcdTestGateway): Promise<string> {
@@ -75,7 +84,6 @@ function assertNoSecrets(text: string, extra: string[] = []): void {
     assert.ok(!text.includes(s), `a secret (${s.slice(0, 8)}…) is visible`);
   }
 }
-
 
 function latch(): { promise: Promise<void>; resolve(): void } {
   let resolve!: () => void;
@@ -128,8 +136,19 @@ function cuttableFetch(): { fetch: EtcdFetch; cut(): void; heal(): void } {
   };
 }
 
-const pk = (name = 'mock', extra: Record<string, unknown> = {}) => ({ display_name: name, provider: 'openai', api_key: UPSTREAM_SECRET, api_base: 'http://127.0.0.1:9/v1', ...extra });
-const model = (name: string, pkId = 'pk1', extra: Record<string, unknown> = {}) => ({ display_name: name, model_name: `${name}-upstream`, provider_key_id: pkId, ...extra });
+const pk = (name = 'mock', extra: Record<string, unknown> = {}) => ({
+  display_name: name,
+  provider: 'openai',
+  api_key: UPSTREAM_SECRET,
+  api_base: 'http://127.0.0.1:9/v1',
+  ...extra,
+});
+const model = (name: string, pkId = 'pk1', extra: Record<string, unknown> = {}) => ({
+  display_name: name,
+  model_name: `${name}-upstream`,
+  provider_key_id: pkId,
+  ...extra,
+});
 
 describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
   let etcd: EtcdServer;
@@ -271,9 +290,16 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
 
     // Routing target and allowed_models must name served models.
     await s.put(`${P}/models/r1`, { display_name: 'r1', routing: { targets: [{ model: 'm1' }, { model: 'ghost' }] } });
-    await s.put(`${P}/api_keys/k1`, { display_name: 'caller', key_hash: CALLER_HASH, allowed_models: ['m1', 'r1', 'openai/*'] });
+    await s.put(`${P}/api_keys/k1`, {
+      display_name: 'caller',
+      key_hash: CALLER_HASH,
+      allowed_models: ['m1', 'r1', 'openai/*'],
+    });
     await t.until(() => rejectedByKey(t).has('api_keys/k1'), 'api key judged');
-    assert.match(rejectedByKey(t).get('models/r1')!.last_error, /routing\.targets\[1\]\.model: no direct model named "ghost"/);
+    assert.match(
+      rejectedByKey(t).get('models/r1')!.last_error,
+      /routing\.targets\[1\]\.model: no direct model named "ghost"/,
+    );
     assert.match(rejectedByKey(t).get('api_keys/k1')!.last_error, /allowed_models\[1\]: no model named "r1"/);
     await s.put(`${P}/models/r1`, { display_name: 'r1', routing: { targets: [{ model: 'm1' }] } });
     await t.until(() => t.gw.facts.rejected.length === 0, 'routing model and api key load');
@@ -282,13 +308,19 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     // A duplicate display_name loses to the row already serving.
     await s.put(`${P}/models/m9`, model('m1'));
     await t.until(() => rejectedByKey(t).has('models/m9'), 'duplicate rejected');
-    assert.match(rejectedByKey(t).get('models/m9')!.last_error, /duplicate display_name "m1" \(also \/xref\/models\/m1\)/);
+    assert.match(
+      rejectedByKey(t).get('models/m9')!.last_error,
+      /duplicate display_name "m1" \(also \/xref\/models\/m1\)/,
+    );
     assert.equal(t.gw.snapshot!.modelByName('m1')!.id, 'm1');
     await s.del(`${P}/models/m9`);
 
     // Deleting the provider key does not withdraw the model that serves: it stays, pinned and listed.
     await s.del(`${P}/provider_keys/pk1`);
-    await t.until(() => rejectedByKey(t).get('models/m1')?.serving_stale_since !== undefined, 'dangling reference pinned');
+    await t.until(
+      () => rejectedByKey(t).get('models/m1')?.serving_stale_since !== undefined,
+      'dangling reference pinned',
+    );
     assert.equal(t.gw.snapshot!.models.has('m1'), true);
     assert.equal((await statusConfig(t)).state, 'degraded');
     await s.put(`${P}/provider_keys/pk1`, pk());
@@ -306,7 +338,15 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const P = '/hash';
     const rows: [string, string][] = [
       [`${P}/provider_keys/pk1`, `{ "provider": "openai",  "display_name": "pk", "api_key": "${UPSTREAM_SECRET}" }`],
-      [`${P}/models/m1`, JSON.stringify({ model_name: 'x', display_name: 'm1', provider_key_id: 'pk1', cost: { output: 2, input: 1.5 } })],
+      [
+        `${P}/models/m1`,
+        JSON.stringify({
+          model_name: 'x',
+          display_name: 'm1',
+          provider_key_id: 'pk1',
+          cost: { output: 2, input: 1.5 },
+        }),
+      ],
       [`${P}/models/bad`, 'not json at all'],
       // Code point order differs from UTF-16 order here: U+FF21 < U+1F600, but 0xFF21 > 0xD83D.
       [`${P}/models/\uFF21`, 'fullwidth'],
@@ -358,7 +398,11 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const m2 = t.gw.snapshot!.models.get('m2');
     assert.equal(m2?.kind === 'direct' && m2.model_name, 'final');
     assert.equal(t.gw.facts.lastFailure, null);
-    assert.equal(t.platform.logs.filter((l) => l.msg === 'etcd configuration applied' && l.level === 'INFO').length, 2, 'two full reads');
+    assert.equal(
+      t.platform.logs.filter((l) => l.msg === 'etcd configuration applied' && l.level === 'INFO').length,
+      2,
+      'two full reads',
+    );
     // The new watch delivers events.
     await s.del(`${P}/models/m1`);
     await t.until(() => !t.gw.snapshot!.models.has('m1'), 'event after resync');
@@ -382,7 +426,10 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     assert.deepEqual(body.applied, before.applied, 'what serves is untouched');
     assert.equal((await createStatusApp(t.gw).request('/status/ready')).status, 200);
     const warn = t.platform.logs.find((l) => l.msg === 'etcd watch failed; backing off before reconnect');
-    assert.ok(warn && warn.level === 'WARN' && typeof warn.backoff_ms === 'number' && typeof warn.error === 'string', JSON.stringify(warn));
+    assert.ok(
+      warn && warn.level === 'WARN' && typeof warn.backoff_ms === 'number' && typeof warn.error === 'string',
+      JSON.stringify(warn),
+    );
     assert.match(await metrics(t), /aisix_config_reload_failures_total\{reason="fetch"\} [1-9]/);
 
     cut.heal();
@@ -395,20 +442,40 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
 
   test('unreachable etcd before anything applied; missing TLS file and password variable are fetch errors naming them', async () => {
     const dead = await deadEndpoint();
-    const t = open({ endpoint: dead, prefix: '/none', etcdBlock: `etcd: { endpoints: ["${dead}"], prefix: /none, user: root, password_env: ETCD_PW }`, env: { ETCD_PW: ETCD_PASSWORD } });
+    const t = open({
+      endpoint: dead,
+      prefix: '/none',
+      etcdBlock: `etcd: { endpoints: ["${dead}"], prefix: /none, user: root, password_env: ETCD_PW }`,
+      env: { ETCD_PW: ETCD_PASSWORD },
+    });
     await t.until(() => t.gw.facts.lastFailure?.last_error_kind === 'fetch', 'fetch failure');
     assert.equal((await statusConfig(t)).state, 'never_loaded');
     assert.equal((await createStatusApp(t.gw).request('/status/ready')).status, 503);
 
-    const tls = open({ endpoint: etcd.endpoint, prefix: '/tls', etcdBlock: `etcd: { endpoints: ["${etcd.endpoint}"], prefix: /tls, tls: { ca_cert_file: /nope/ca.pem } }` });
+    const tls = open({
+      endpoint: etcd.endpoint,
+      prefix: '/tls',
+      etcdBlock: `etcd: { endpoints: ["${etcd.endpoint}"], prefix: /tls, tls: { ca_cert_file: /nope/ca.pem } }`,
+    });
     await tls.until(() => tls.gw.facts.lastFailure !== null, 'tls failure');
     assert.match(tls.gw.facts.lastFailure!.last_error, /etcd\.tls\.ca_cert_file: cannot read \/nope\/ca\.pem/);
     assert.equal(tls.gw.facts.lastFailure!.last_error_kind, 'fetch');
-    assert.ok(tls.platform.logs.some((l) => l.msg === 'etcd watch failed; backing off before reconnect' && String(l.error).includes('/nope/ca.pem')));
+    assert.ok(
+      tls.platform.logs.some((l) =>
+        l.msg === 'etcd watch failed; backing off before reconnect' && String(l.error).includes('/nope/ca.pem')
+      ),
+    );
 
-    const pw = open({ endpoint: etcd.endpoint, prefix: '/pw', etcdBlock: `etcd: { endpoints: ["${etcd.endpoint}"], prefix: /pw, user: root, password_env: NOT_SET_ANYWHERE }` });
+    const pw = open({
+      endpoint: etcd.endpoint,
+      prefix: '/pw',
+      etcdBlock: `etcd: { endpoints: ["${etcd.endpoint}"], prefix: /pw, user: root, password_env: NOT_SET_ANYWHERE }`,
+    });
     await pw.until(() => pw.gw.facts.lastFailure !== null, 'password failure');
-    assert.match(pw.gw.facts.lastFailure!.last_error, /etcd\.password_env: environment variable NOT_SET_ANYWHERE is not set/);
+    assert.match(
+      pw.gw.facts.lastFailure!.last_error,
+      /etcd\.password_env: environment variable NOT_SET_ANYWHERE is not set/,
+    );
     for (const g of [t, tls, pw]) assertNoSecrets(await visibleText(g));
   });
 
@@ -437,7 +504,9 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await t1.until(() => t1.gw.facts.rejected[0]?.serving_stale_since !== undefined, 'pin');
     // A burst of 40 puts.
     let last = 0;
-    for (let i = 0; i < 40; i++) last = await s.put(`${P}/models/burst${i % 4}`, model(`burst${i % 4}`, 'pk1', { timeout: 1000 + i }));
+    for (let i = 0; i < 40; i++) {
+      last = await s.put(`${P}/models/burst${i % 4}`, model(`burst${i % 4}`, 'pk1', { timeout: 1000 + i }));
+    }
     await t1.until(() => t1.gw.facts.applied?.applied_revision === last, 'burst applied');
     await t1.source.flushCache();
     assert.equal(maxInFlight, 1, 'cache writes never overlap');
@@ -447,7 +516,11 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     assert.equal(doc.version, 1);
     assert.equal(doc.prefix, P);
     assert.equal(doc.revision, last);
-    assert.equal(JSON.parse(doc.rows[`${P}/models/m1`]).model_name, 'v1', 'the pinned key holds its last-known-good value');
+    assert.equal(
+      JSON.parse(doc.rows[`${P}/models/m1`]).model_name,
+      'v1',
+      'the pinned key holds its last-known-good value',
+    );
     assert.equal(doc.pins[`${P}/models/m1`].last_error_kind, 'non_json');
     const stale = t1.gw.facts.rejected[0]!.serving_stale_since;
     const hash = t1.gw.facts.applied!.config_hash;
@@ -462,7 +535,9 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const m1 = t2.gw.snapshot!.models.get('m1');
     assert.equal(m1?.kind === 'direct' && m1.model_name, 'v1');
     assert.equal(t2.gw.facts.rejected[0]!.serving_stale_since, stale);
-    assert.ok(t2.platform.logs.some((l) => l.msg === 'configuration restored from the snapshot cache' && l.path === path));
+    assert.ok(
+      t2.platform.logs.some((l) => l.msg === 'configuration restored from the snapshot cache' && l.path === path),
+    );
     const body = await statusConfig(t2);
     assert.equal(body.state, 'degraded');
     assert.equal(body.source.connected, false);
@@ -475,7 +550,11 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const good = platform.fileMap.get(path)!;
     const cases: [string, string, RegExp][] = [
       ['corrupt', '{"format": "sluice-etcd-snap', /corrupt/],
-      ['foreign', JSON.stringify({ ...JSON.parse(good), prefix: '/other' }), /foreign: written for etcd prefix "\/other"/],
+      [
+        'foreign',
+        JSON.stringify({ ...JSON.parse(good), prefix: '/other' }),
+        /foreign: written for etcd prefix "\/other"/,
+      ],
       ['unknown version', JSON.stringify({ ...JSON.parse(good), version: 99 }), /unknown version 99/],
       ['tampered', good.replace('v1', 'v9'), /config_hash does not match/],
     ];
@@ -494,14 +573,35 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
   test('export: the YAML loads back through the file pipeline to the same resources; secrets as ${VAR}', async () => {
     const P = '/export';
     const rows: [string, unknown][] = [
-      [`${P}/provider_keys/pk1`, { display_name: 'Open AI main', provider: 'openai', api_key: 'sk-$dollar-SECRET', api_base: 'http://127.0.0.1:9/v1/' }],
+      [`${P}/provider_keys/pk1`, {
+        display_name: 'Open AI main',
+        provider: 'openai',
+        api_key: 'sk-$dollar-SECRET',
+        api_base: 'http://127.0.0.1:9/v1/',
+      }],
       [`${P}/provider_keys/pk2`, { display_name: 'echo', provider: 'echo' }],
       [`${P}/provider_keys/pk3`, { display_name: 'open-ai main', provider: 'openai', api_key: UPSTREAM_SECRET }],
-      [`${P}/models/m1`, { display_name: 'gpt-$cheap', model_name: 'gpt-4o-mini', provider_key_id: 'pk1', cooldown: { default_seconds: 5 }, cost: { input: 0.15 }, new_field: 1 }],
+      [`${P}/models/m1`, {
+        display_name: 'gpt-$cheap',
+        model_name: 'gpt-4o-mini',
+        provider_key_id: 'pk1',
+        cooldown: { default_seconds: 5 },
+        cost: { input: 0.15 },
+        new_field: 1,
+      }],
       [`${P}/models/m2`, { display_name: 'openai/*', model_name: '*', provider_key_id: 'pk3' }],
       [`${P}/models/m3`, { display_name: 'echo-model', model_name: 'echo', provider_key_id: 'pk2', timeout: 1000 }],
-      [`${P}/models/r1`, { display_name: 'smart', routing: { strategy: 'round_robin', targets: [{ model: 'gpt-$cheap', weight: 3 }, { model: 'echo-model' }] } }],
-      [`${P}/api_keys/k1`, { display_name: 'caller', key_hash: CALLER_HASH, allowed_models: ['smart', 'openai/*'], expires_at: '2999-01-01T00:00:00Z', rate_limit: { rpm: 60 } }],
+      [`${P}/models/r1`, {
+        display_name: 'smart',
+        routing: { strategy: 'round_robin', targets: [{ model: 'gpt-$cheap', weight: 3 }, { model: 'echo-model' }] },
+      }],
+      [`${P}/api_keys/k1`, {
+        display_name: 'caller',
+        key_hash: CALLER_HASH,
+        allowed_models: ['smart', 'openai/*'],
+        expires_at: '2999-01-01T00:00:00Z',
+        rate_limit: { rpm: 60 },
+      }],
       [`${P}/api_keys/k2`, { display_name: 'disabled', key_hash: 'a'.repeat(64), disabled: true }],
       [`${P}/models/bad`, 'not json'],
     ];
@@ -513,7 +613,13 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
 
     // Placeholders.
     const platform = testPlatform();
-    const cmd = { kind: 'export' as const, endpoints: [etcd.endpoint], prefix: P, output: '/out/resources.yaml', withSecrets: false };
+    const cmd = {
+      kind: 'export' as const,
+      endpoints: [etcd.endpoint],
+      prefix: P,
+      output: '/out/resources.yaml',
+      withSecrets: false,
+    };
     assert.equal(await runExport(platform, cmd), 0);
     const text = platform.fileMap.get('/out/resources.yaml')!;
     assert.ok(!text.includes('sk-$dollar-SECRET') && !text.includes(UPSTREAM_SECRET), 'no plaintext api key');
@@ -530,7 +636,12 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
 
     // --with-secrets, to stdout.
     let out = '';
-    const p2 = { ...testPlatform(), writeOut: (x: string) => { out += x; } };
+    const p2 = {
+      ...testPlatform(),
+      writeOut: (x: string) => {
+        out += x;
+      },
+    };
     assert.equal(await runExport(p2, { ...cmd, output: undefined, withSecrets: true }), 0);
     const plain = await loadResourcesFile('/stdout.yaml', out, {});
     assert.ok(plain.ok, plain.ok ? '' : plain.report.format());
@@ -568,17 +679,30 @@ describe('serving decision (pure)', () => {
       if (rand(8) === 0) return undefined; // deleted
       if (rand(7) === 0) return 'not json';
       if (key.includes('/provider_keys/')) return JSON.stringify({ display_name: pick(names), provider: 'openai' });
-      if (key.includes('/api_keys/')) return JSON.stringify({ display_name: pick(names), key_hash: pick(hashes), allowed_models: rand(2) ? ['*'] : [pick(names)] });
-      if (rand(3) === 0) return JSON.stringify({ display_name: pick(names), routing: { targets: [{ model: pick(names) }] } });
-      return JSON.stringify({ display_name: pick(names), model_name: 'x', provider_key_id: pick(['pk1', 'pk2', 'pk9']) });
+      if (key.includes('/api_keys/')) {
+        return JSON.stringify({
+          display_name: pick(names),
+          key_hash: pick(hashes),
+          allowed_models: rand(2) ? ['*'] : [pick(names)],
+        });
+      }
+      if (rand(3) === 0) {
+        return JSON.stringify({ display_name: pick(names), routing: { targets: [{ model: pick(names) }] } });
+      }
+      return JSON.stringify({
+        display_name: pick(names),
+        model_name: 'x',
+        provider_key_id: pick(['pk1', 'pk2', 'pk9']),
+      });
     };
     const observed = new Map<string, RowValue>();
     const latest = (k: string): RowValue | undefined => observed.get(k);
     const sorted = (): string[] => [...observed.keys()].sort(compareKeys);
-    const view = (d: ServingDecision): string => JSON.stringify({
-      served: [...d.served].sort(([a], [b]) => compareKeys(a, b)).map(([k, v]) => [k, v.raw]),
-      problems: [...d.problems].sort(([a], [b]) => compareKeys(a, b)),
-    });
+    const view = (d: ServingDecision): string =>
+      JSON.stringify({
+        served: [...d.served].sort(([a], [b]) => compareKeys(a, b)).map(([k, v]) => [k, v.raw]),
+        problems: [...d.problems].sort(([a], [b]) => compareKeys(a, b)),
+      });
     let current = decideServing(sorted(), latest, new Map());
     let incremental = 0;
     for (let step = 0; step < 6000; step++) {
@@ -595,10 +719,19 @@ describe('serving decision (pure)', () => {
       if (inc) {
         incremental++;
         if (view(inc) !== view(full)) {
-          const diff = (d: ServingDecision) => new Map([...sorted(), ...touched].map((k) => [k, JSON.stringify([d.served.get(k)?.raw ?? null, d.problems.get(k) ?? null])]));
+          const diff = (d: ServingDecision) =>
+            new Map(
+              [...sorted(), ...touched].map((
+                k,
+              ) => [k, JSON.stringify([d.served.get(k)?.raw ?? null, d.problems.get(k) ?? null])]),
+            );
           const a = diff(inc);
           const b = diff(full);
-          const lines = [...b.keys()].filter((k) => a.get(k) !== b.get(k)).map((k) => `${k}\n  before:      ${JSON.stringify([current.served.get(k)?.raw ?? null, current.problems.get(k) ?? null])}\n  latest:      ${observed.get(k)?.raw}\n  incremental: ${a.get(k)}\n  full:        ${b.get(k)}`);
+          const lines = [...b.keys()].filter((k) => a.get(k) !== b.get(k)).map((k) =>
+            `${k}\n  before:      ${
+              JSON.stringify([current.served.get(k)?.raw ?? null, current.problems.get(k) ?? null])
+            }\n  latest:      ${observed.get(k)?.raw}\n  incremental: ${a.get(k)}\n  full:        ${b.get(k)}`
+          );
           assert.fail(`step ${step}: touched ${[...touched].join(', ')}\n${lines.join('\n')}`);
         }
       }

@@ -9,8 +9,8 @@ import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { chunk, startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { CALLER_KEY, resourcesFor, spawnGateway, type GatewayProcess, type RuntimeName } from './support/process.ts';
+import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { CALLER_KEY, type GatewayProcess, resourcesFor, type RuntimeName, spawnGateway } from './support/process.ts';
 import { until } from './support/until.ts';
 
 const RUNTIMES: RuntimeName[] = ['node', 'bun', 'deno'];
@@ -34,15 +34,35 @@ function selfSigned(): { cert: string; key: string } {
   if (certs) return certs;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-tls-'));
   try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=localhost'], { stdio: 'ignore' });
+    execFileSync('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+    ], { stdio: 'ignore' });
   } catch (e) {
-    throw new Error(`openssl is needed to make a test certificate: apt-get install -y openssl (${(e as Error).message})`);
+    throw new Error(
+      `openssl is needed to make a test certificate: apt-get install -y openssl (${(e as Error).message})`,
+    );
   }
   certs = { cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), key: readFileSync(join(dir, 'key.pem'), 'utf8') };
   return certs;
 }
 
-async function start(runtime: RuntimeName, mock: MockUpstream, o: { minDrain: number; http2?: boolean; tls?: boolean }): Promise<GatewayProcess> {
+async function start(
+  runtime: RuntimeName,
+  mock: MockUpstream,
+  o: { minDrain: number; http2?: boolean; tls?: boolean },
+): Promise<GatewayProcess> {
   const files: Record<string, string> = { 'resources.yaml': resourcesFor(mock.base) };
   if (o.tls) Object.assign(files, { 'cert.pem': selfSigned().cert, 'key.pem': selfSigned().key });
   const gw = await spawnGateway({ runtime, config: config(o), files, env: { CALLER_KEY } });
@@ -52,18 +72,35 @@ async function start(runtime: RuntimeName, mock: MockUpstream, o: { minDrain: nu
 }
 
 /** One HTTP/1.1 request with its own agent settings; resolves with status, headers and body. */
-function request(url: string, o: { method?: string; body?: string; agent?: http.Agent; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string; socketReused: boolean }> {
+function request(
+  url: string,
+  o: { method?: string; body?: string; agent?: http.Agent; headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string; socketReused: boolean }> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, {
       method: o.method ?? (o.body ? 'POST' : 'GET'),
       agent: o.agent ?? false,
-      headers: { ...(o.body ? { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` } : {}), ...o.headers },
+      headers: {
+        ...(o.body ? { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` } : {}),
+        ...o.headers,
+      },
       timeout: o.timeoutMs ?? 10_000,
     }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (d) => { body += d; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, socketReused: (req as http.ClientRequest & { reusedSocket: boolean }).reusedSocket }));
+      res.on('data', (d) => {
+        body += d;
+      });
+      res.on(
+        'end',
+        () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body,
+            socketReused: (req as http.ClientRequest & { reusedSocket: boolean }).reusedSocket,
+          }),
+      );
       res.on('error', reject);
     });
     req.on('timeout', () => req.destroy(new Error('request timed out')));
@@ -84,15 +121,21 @@ async function probe(url: string): Promise<string> {
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
-  const promise = new Promise<void>((r) => { resolve = r; });
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
   return { promise, resolve };
 }
 
 for (const runtime of RUNTIMES) {
   describe(`lifecycle on ${runtime}`, { concurrency: false }, () => {
     let mock: MockUpstream;
-    before(async () => { mock = await startMockUpstream(); });
-    after(async () => { await mock.close(); });
+    before(async () => {
+      mock = await startMockUpstream();
+    });
+    after(async () => {
+      await mock.close();
+    });
 
     test('the lab timeline: refused → 200/200 → 200/503 with the route serving → refused, exit 0', async () => {
       const minDrain = 2;
@@ -105,8 +148,16 @@ for (const runtime of RUNTIMES) {
       const poller = (async () => {
         while (!stop && Date.now() - t0 < 40_000) {
           const [livez, readyz, route] = await Promise.all([
-            probe(gw.url('/livez')), probe(gw.url('/readyz')),
-            request(gw.url('/v1/chat/completions'), { body: CHAT, timeoutMs: 2000 }).then((r) => String(r.status), (e) => ((e as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? 'refused' : String((e as NodeJS.ErrnoException).code ?? e))),
+            probe(gw.url('/livez')),
+            probe(gw.url('/readyz')),
+            request(gw.url('/v1/chat/completions'), { body: CHAT, timeoutMs: 2000 }).then(
+              (r) => String(r.status),
+              (
+                e,
+              ) => ((e as NodeJS.ErrnoException).code === 'ECONNREFUSED'
+                ? 'refused'
+                : String((e as NodeJS.ErrnoException).code ?? e)),
+            ),
           ]);
           rows.push({ t: Date.now() - t0, livez, readyz, route });
           if (gw.exited && livez === 'refused') break;
@@ -121,7 +172,11 @@ for (const runtime of RUNTIMES) {
       await sleep(300);
       stop = true;
       await poller;
-      const table = rows.map((r) => `${(r.t / 1000).toFixed(1).padStart(6)} s  livez=${r.livez.padEnd(8)} readyz=${r.readyz.padEnd(8)} route=${r.route}`).join('\n');
+      const table = rows.map((r) =>
+        `${(r.t / 1000).toFixed(1).padStart(6)} s  livez=${r.livez.padEnd(8)} readyz=${
+          r.readyz.padEnd(8)
+        } route=${r.route}`
+      ).join('\n');
       const msg = `timeline (SIGTERM at ${(sigAt / 1000).toFixed(1)} s):\n${table}`;
       assert.equal(code, 0, msg);
       // Collapse into phases.
@@ -136,7 +191,10 @@ for (const runtime of RUNTIMES) {
       const firstNotReady = rows.find((r) => r.t > sigAt && r.readyz === '503')!;
       assert.ok(firstNotReady.t - sigAt < 500, `readyz failed ${firstNotReady.t - sigAt} ms after SIGTERM\n${msg}`);
       const lastServed = [...rows].reverse().find((r) => r.route === '200')!;
-      assert.ok(lastServed.t - sigAt >= minDrain * 1000 - 150, `the route stopped ${lastServed.t - sigAt} ms after SIGTERM, before the ${minDrain} s window\n${msg}`);
+      assert.ok(
+        lastServed.t - sigAt >= minDrain * 1000 - 150,
+        `the route stopped ${lastServed.t - sigAt} ms after SIGTERM, before the ${minDrain} s window\n${msg}`,
+      );
     });
 
     test('in flight at SIGTERM completes; SSE keeps the process past the window; new connection gets Connection: close; pooled connection retired; drain logs', async () => {
@@ -150,7 +208,10 @@ for (const runtime of RUNTIMES) {
 
       const holdJson = deferred();
       const holdSse = deferred();
-      mock.script({ hold: holdJson.promise }, { hold: holdSse.promise, sse: [chunk('gpt-upstream', 'a'), chunk('gpt-upstream', 'b')] });
+      mock.script({ hold: holdJson.promise }, {
+        hold: holdSse.promise,
+        sse: [chunk('gpt-upstream', 'a'), chunk('gpt-upstream', 'b')],
+      });
       const arrived = mock.waitForRequests(2);
       const inflight = request(gw.url('/v1/chat/completions'), { body: CHAT, headers: { 'x-request-id': 'lb-req-1' } });
       const sse = request(gw.url('/v1/chat/completions'), { body: STREAM });
@@ -160,16 +221,23 @@ for (const runtime of RUNTIMES) {
       const draining = await gw.waitForLog('draining — /readyz now reports 503, still accepting new connections');
       assert.equal(draining.min_drain_secs, minDrain);
       assert.equal(draining.in_flight, 2);
-      if (runtime === 'node' || runtime === 'bun' || runtime === 'deno') assert.equal(typeof draining.open_connections, 'number');
+      if (runtime === 'node' || runtime === 'bun' || runtime === 'deno') {
+        assert.equal(typeof draining.open_connections, 'number');
+      }
 
       // A new connection during the window is served, with Connection: close.
-      const fresh = await request(gw.url('/v1/chat/completions'), { body: CHAT, headers: { 'x-request-id': 'lb-req-2' } });
+      const fresh = await request(gw.url('/v1/chat/completions'), {
+        body: CHAT,
+        headers: { 'x-request-id': 'lb-req-2' },
+      });
       assert.equal(fresh.status, 200);
       assert.equal(fresh.headers.connection, 'close');
       const accept = await gw.waitForLog('accepted a new downstream connection while draining');
       assert.match(String(accept.peer), /^127\.0\.0\.1:\d+$/);
       assert.equal(typeof accept.open_connections, 'number');
-      const arrival = await gw.waitForLog((l) => l.msg === 'request arrived while draining' && l.downstream_request_id === 'lb-req-2');
+      const arrival = await gw.waitForLog((l) =>
+        l.msg === 'request arrived while draining' && l.downstream_request_id === 'lb-req-2'
+      );
       assert.equal(arrival.method, 'POST');
       assert.equal(arrival.path, '/v1/chat/completions');
       assert.match(String(arrival.request_id), /^[0-9a-f-]{36}$/);
@@ -204,7 +272,10 @@ for (const runtime of RUNTIMES) {
       assert.ok(msgs.includes('received SIGTERM'));
       assert.ok(msgs.indexOf('drain complete — closing listeners') < msgs.indexOf('sluice shut down cleanly'));
       const arrivals = gw.logs.filter((l) => l.msg === 'request arrived while draining');
-      assert.ok(arrivals.every((l) => l.path !== '/livez' && l.path !== '/readyz'), 'probes must not produce arrival lines');
+      assert.ok(
+        arrivals.every((l) => l.path !== '/livez' && l.path !== '/readyz'),
+        'probes must not produce arrival lines',
+      );
       agent.destroy();
     });
 
@@ -215,7 +286,11 @@ for (const runtime of RUNTIMES) {
       mock.script({ hold: hold.promise }, { sse: slowStream, chunkDelayMs: 50 });
       const abortedBefore = mock.aborted;
       const post = (body: string, onResponse?: (res: http.IncomingMessage) => void) => {
-        const req = http.request(gw.url('/v1/chat/completions'), { method: 'POST', agent: false, headers: { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` } }, onResponse);
+        const req = http.request(gw.url('/v1/chat/completions'), {
+          method: 'POST',
+          agent: false,
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` },
+        }, onResponse);
         req.on('error', () => {}); // the test hangs up on purpose
         req.end(body);
         return req;
@@ -228,12 +303,20 @@ for (const runtime of RUNTIMES) {
       await until(() => mock.aborted === abortedBefore + 1, 5000, 'the held JSON upstream request to be aborted');
       // SSE: hang up after the first chunk, while the upstream has 99 more to send.
       const firstChunk = new Promise<void>((resolve) => {
-        const req = post(STREAM, (res) => res.once('data', () => { req.destroy(); resolve(); }));
+        const req = post(STREAM, (res) =>
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          }));
       });
       await firstChunk;
       await until(() => mock.aborted === abortedBefore + 2, 5000, 'the streaming upstream request to be aborted');
-      await until(() => gw.logs.filter((l) => l.msg === 'proxy request completed' && l.error_kind === 'client_closed').length === 2, 5000,
-        'two access-log lines with error_kind client_closed');
+      await until(
+        () =>
+          gw.logs.filter((l) => l.msg === 'proxy request completed' && l.error_kind === 'client_closed').length === 2,
+        5000,
+        'two access-log lines with error_kind client_closed',
+      );
       hold.resolve();
       assert.equal(await gw.stop(), 0);
     });
@@ -264,7 +347,12 @@ for (const runtime of RUNTIMES) {
         session.on('error', () => {});
         const goaway = new Promise<number>((resolve) => session.once('goaway', () => resolve(Date.now())));
         mock.script({ sse: Array.from({ length: 10 }, (_, i) => chunk('gpt-upstream', `c${i}`)), chunkDelayMs: 150 });
-        const stream = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` });
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': '/v1/chat/completions',
+          'content-type': 'application/json',
+          authorization: `Bearer ${CALLER_KEY}`,
+        });
         stream.end(STREAM);
         const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
           stream.once('response', resolve);
@@ -272,8 +360,13 @@ for (const runtime of RUNTIMES) {
         });
         let body = '';
         stream.setEncoding('utf8');
-        stream.on('data', (d: string) => { body += d; });
-        const ended = new Promise<void>((resolve, reject) => { stream.once('end', resolve); stream.once('error', reject); });
+        stream.on('data', (d: string) => {
+          body += d;
+        });
+        const ended = new Promise<void>((resolve, reject) => {
+          stream.once('end', resolve);
+          stream.once('error', reject);
+        });
         await new Promise<void>((resolve) => stream.once('data', () => resolve()));
         const tSig = Date.now();
         gw.signal('SIGTERM');
@@ -312,7 +405,10 @@ for (const runtime of RUNTIMES) {
           try {
             const r = await request(gw.url('/v1/chat/completions'), { body: CHAT, agent });
             if (r.status === 200) counts.ok++;
-            else { counts.failed++; failures.push(`status ${r.status}`); }
+            else {
+              counts.failed++;
+              failures.push(`status ${r.status}`);
+            }
           } catch (e) {
             counts.failed++;
             failures.push(String((e as NodeJS.ErrnoException).code ?? e));
@@ -339,12 +435,22 @@ for (const runtime of RUNTIMES) {
       const busy = http.createServer();
       await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
       const port = (busy.address() as { port: number }).port;
-      const inUse = await spawnGateway({ runtime, config: config({ minDrain: 0 }).replace('127.0.0.1:{{proxy}}', `127.0.0.1:${port}`), files: { 'resources.yaml': resourcesFor(mock.base) }, env: { CALLER_KEY } });
+      const inUse = await spawnGateway({
+        runtime,
+        config: config({ minDrain: 0 }).replace('127.0.0.1:{{proxy}}', `127.0.0.1:${port}`),
+        files: { 'resources.yaml': resourcesFor(mock.base) },
+        env: { CALLER_KEY },
+      });
       assert.equal(await inUse.waitForExit(20_000), 1);
       assert.match(inUse.rawErr.join('\n'), /cannot bind: proxy listener on 127\.0\.0\.1:\d+: .*(EADDRINUSE|in use)/i);
       busy.close();
 
-      const noCert = await spawnGateway({ runtime, config: config({ minDrain: 0, tls: true }), files: { 'resources.yaml': resourcesFor(mock.base), 'key.pem': selfSigned().key }, env: { CALLER_KEY } });
+      const noCert = await spawnGateway({
+        runtime,
+        config: config({ minDrain: 0, tls: true }),
+        files: { 'resources.yaml': resourcesFor(mock.base), 'key.pem': selfSigned().key },
+        env: { CALLER_KEY },
+      });
       assert.equal(await noCert.waitForExit(20_000), 1);
       assert.match(noCert.rawErr.join('\n'), /proxy\.tls\.cert_file: cannot read .*cert\.pem/);
       assert.ok(!noCert.logs.some((l) => l.msg === 'listening'), 'nothing may bind before the certificate is read');

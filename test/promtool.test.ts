@@ -4,11 +4,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { baseConfig, CALLER_KEY, spawnGateway, type GatewayProcess } from './support/process.ts';
+import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { baseConfig, CALLER_KEY, type GatewayProcess, spawnGateway } from './support/process.ts';
 
-const INSTALL_HINT = 'promtool is not installed: run `apt-get install -y prometheus` (Debian/Ubuntu; it provides /usr/bin/promtool), '
-  + 'or put the promtool binary from a Prometheus release on PATH';
+const INSTALL_HINT =
+  'promtool is not installed: run `apt-get install -y prometheus` (Debian/Ubuntu; it provides /usr/bin/promtool), ' +
+  'or put the promtool binary from a Prometheus release on PATH';
 
 let mock: MockUpstream;
 let gw: GatewayProcess;
@@ -65,13 +66,29 @@ test('the /metrics exposition of a gateway that served traffic passes `promtool 
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
   const body = await res.text();
-  for (const family of ['aisix_deployment_state', 'aisix_deployment_requests_total', 'aisix_deployment_failure_responses_total',
-    'aisix_deployment_success_responses_total', 'aisix_deployment_cooled_down_total', 'aisix_proxy_requests_total',
-    'aisix_proxy_request_duration_seconds_bucket', 'aisix_proxy_fallbacks_total']) {
+  for (
+    const family of [
+      'aisix_deployment_state',
+      'aisix_deployment_requests_total',
+      'aisix_deployment_failure_responses_total',
+      'aisix_deployment_success_responses_total',
+      'aisix_deployment_cooled_down_total',
+      'aisix_proxy_requests_total',
+      'aisix_proxy_request_duration_seconds_bucket',
+      'aisix_proxy_fallbacks_total',
+    ]
+  ) {
     assert.match(body, new RegExp(`^${family}\\{`, 'm'), `${family} has a sample`);
   }
-  assert.match(body, /^aisix_deployment_state\{provider="openai",model="flaky",upstream_model="flaky-up",provider_key_id="[^"]+"\} 2$/m);
+  assert.match(
+    body,
+    /^aisix_deployment_state\{provider="openai",model="flaky",upstream_model="flaky-up",provider_key_id="[^"]+"\} 2$/m,
+  );
 
   const check = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8' });
-  assert.equal(check.status, 0, `promtool check metrics failed:\n${check.stdout}${check.stderr}\n--- exposition ---\n${body}`);
+  assert.equal(
+    check.status,
+    0,
+    `promtool check metrics failed:\n${check.stdout}${check.stderr}\n--- exposition ---\n${body}`,
+  );
 });

@@ -9,8 +9,8 @@ import { createProxyApp } from '../src/proxy/app.ts';
 import { Gateway } from '../src/gateway.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { VERSION } from '../src/version.ts';
-import { chunk, startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { gatewayWith, testPlatform, type TestPlatform } from './support/platform.ts';
+import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
 import { until } from './support/until.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
@@ -68,7 +68,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Resolve `p`, or fail after `ms`. */
 async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms); });
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
   try {
     return await Promise.race([p, timeout]);
   } finally {
@@ -99,8 +101,12 @@ before(async () => {
   ({ gw, platform } = await gatewayWith(resources(mock.base, `http://127.0.0.1:${dead}/v1`), {
     config: CONFIG,
     env: {
-      UPSTREAM_KEY, CALLER_ALL: CALLER.all, CALLER_LIMITED: CALLER.limited, CALLER_EXPIRED: CALLER.expired,
-      CALLER_DISABLED: CALLER.disabled, CALLER_NONE: CALLER.none,
+      UPSTREAM_KEY,
+      CALLER_ALL: CALLER.all,
+      CALLER_LIMITED: CALLER.limited,
+      CALLER_EXPIRED: CALLER.expired,
+      CALLER_DISABLED: CALLER.disabled,
+      CALLER_NONE: CALLER.none,
     },
   }));
   app = createProxyApp(gw);
@@ -116,7 +122,11 @@ function call(path: string, init: Init = {}): Promise<Response> {
   return Promise.resolve(app.request(path, init, PEER));
 }
 
-function post(path: string, body: unknown, opts: { key?: string | null; headers?: Record<string, string> } = {}): Promise<Response> {
+function post(
+  path: string,
+  body: unknown,
+  opts: { key?: string | null; headers?: Record<string, string> } = {},
+): Promise<Response> {
   const headers: Record<string, string> = { 'content-type': 'application/json', ...opts.headers };
   const key = opts.key === undefined ? CALLER.all : opts.key;
   if (key !== null) headers.authorization = `Bearer ${key}`;
@@ -126,7 +136,12 @@ function post(path: string, body: unknown, opts: { key?: string | null; headers?
 const MESSAGES = [{ role: 'user', content: 'hello there' }];
 
 /** Assert an OpenAI error envelope; returns it. */
-async function expectError(res: Response, status: number, type: string, code?: string): Promise<{ message: string; type: string; code?: string }> {
+async function expectError(
+  res: Response,
+  status: number,
+  type: string,
+  code?: string,
+): Promise<{ message: string; type: string; code?: string }> {
   const text = await within(res.text(), 5000, 'error body');
   errorBodies.push(text);
   assert.equal(res.status, status, text);
@@ -147,7 +162,8 @@ function assertCommonHeaders(res: Response): void {
   assert.match(res.headers.get('x-aisix-request-id') ?? '', /^[\x21-\x7e]{1,256}$/);
 }
 
-const completedLog = (requestId: string) => platform.logs.find((l) => l.msg === 'proxy request completed' && l.request_id === requestId);
+const completedLog = (requestId: string) =>
+  platform.logs.find((l) => l.msg === 'proxy request completed' && l.request_id === requestId);
 
 describe('/livez', () => {
   test('200 ok, plain text, nosniff', async () => {
@@ -235,12 +251,18 @@ describe('/readyz', () => {
   test('an unknown exclude name adds the warn line', async () => {
     const res = await call('/readyz?exclude=foo');
     assert.equal(res.status, 200);
-    assert.equal(await res.text(), '[+]shutdown ok\n[+]config ok\nwarn: some health checks cannot be excluded: no matches for "foo"\nreadyz check passed\n');
+    assert.equal(
+      await res.text(),
+      '[+]shutdown ok\n[+]config ok\nwarn: some health checks cannot be excluded: no matches for "foo"\nreadyz check passed\n',
+    );
     gw.lifecycle.phase = 'draining';
     try {
       const d = await call('/readyz?exclude=foo&exclude=config');
       assert.equal(d.status, 503);
-      assert.equal(await d.text(), '[-]shutdown failed: draining\n[+]config excluded: ok\nwarn: some health checks cannot be excluded: no matches for "foo"\nreadyz check failed');
+      assert.equal(
+        await d.text(),
+        '[-]shutdown failed: draining\n[+]config excluded: ok\nwarn: some health checks cannot be excluded: no matches for "foo"\nreadyz check failed',
+      );
     } finally {
       gw.lifecycle.phase = 'serving';
     }
@@ -268,7 +290,10 @@ describe('GET /v1/models', () => {
     const res = await call('/v1/models', { headers: { authorization: `Bearer ${CALLER.all}` } });
     assert.equal(res.status, 200);
     assertCommonHeaders(res);
-    const body = await res.json() as { object: string; data: { id: string; object: string; created: number; owned_by: string }[] };
+    const body = await res.json() as {
+      object: string;
+      data: { id: string; object: string; created: number; owned_by: string }[];
+    };
     assert.deepEqual(Object.keys(body), ['object', 'data']);
     assert.equal(body.object, 'list');
     assert.deepEqual(body.data.map((m) => m.id), ['dead', 'embed', 'gpt-4o', 'gpt-4o-mini', 'quiet', 'slow', 'smart']);
@@ -281,7 +306,7 @@ describe('GET /v1/models', () => {
     }
   });
 
-  test('filtered by the key\'s allowed_models globs', async () => {
+  test("filtered by the key's allowed_models globs", async () => {
     const res = await call('/v1/models', { headers: { 'x-api-key': CALLER.limited } });
     const body = await res.json() as { data: { id: string }[] };
     assert.deepEqual(body.data.map((m) => m.id), ['embed', 'gpt-4o', 'gpt-4o-mini']);
@@ -297,10 +322,16 @@ describe('GET /v1/models', () => {
 
 describe('POST /v1/chat/completions (JSON)', () => {
   test('the upstream gets model_name and the provider key; the caller gets the upstream body as sent', async () => {
-    const upstreamBody = '{"id":"chatcmpl-1",  "object":"chat.completion", "model":"gpt-4o-upstream", "choices":[{"index":0,"message":{"role":"assistant","content":"hey"},"finish_reason":"stop"}]}';
+    const upstreamBody =
+      '{"id":"chatcmpl-1",  "object":"chat.completion", "model":"gpt-4o-upstream", "choices":[{"index":0,"message":{"role":"assistant","content":"hey"},"finish_reason":"stop"}]}';
     mock.script({ body: upstreamBody });
     const n = mock.requests.length;
-    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, temperature: 0.2, user: 'u-1' });
+    const res = await post('/v1/chat/completions', {
+      model: 'gpt-4o',
+      messages: MESSAGES,
+      temperature: 0.2,
+      user: 'u-1',
+    });
     assert.equal(res.status, 200);
     assert.equal(await res.text(), upstreamBody);
     assert.equal(res.headers.get('content-type'), 'application/json');
@@ -319,7 +350,10 @@ describe('POST /v1/chat/completions (JSON)', () => {
   });
 
   test('x-api-key auth works', async () => {
-    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, { key: null, headers: { 'x-api-key': CALLER.all } });
+    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, {
+      key: null,
+      headers: { 'x-api-key': CALLER.all },
+    });
     assert.equal(res.status, 200);
     const body = await res.json() as { model: string; object: string };
     assert.equal(body.object, 'chat.completion');
@@ -327,7 +361,10 @@ describe('POST /v1/chat/completions (JSON)', () => {
   });
 
   test('the Bearer scheme is case-insensitive', async () => {
-    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, { key: null, headers: { authorization: `bearer ${CALLER.all}` } });
+    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, {
+      key: null,
+      headers: { authorization: `bearer ${CALLER.all}` },
+    });
     assert.equal(res.status, 200);
     await res.text();
   });
@@ -342,7 +379,11 @@ describe('POST /v1/chat/completions (JSON)', () => {
 
   test('in flight while the upstream holds the answer; back to 0 after', async () => {
     let release!: () => void;
-    mock.script({ hold: new Promise<void>((r) => { release = r; }) });
+    mock.script({
+      hold: new Promise<void>((r) => {
+        release = r;
+      }),
+    });
     const waiting = mock.waitForRequests(1);
     const pending = post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES });
     await waiting;
@@ -364,7 +405,12 @@ describe('POST /v1/chat/completions (SSE)', () => {
     assertCommonHeaders(res);
     assert.equal(gw.lifecycle.inFlight, 1, 'a stream holds its slot until its last byte');
     const text = await within(res.text(), 5000, 'the whole stream');
-    assert.equal(text, `data: ${JSON.stringify(chunk('gpt-4o-upstream', 'hello'))}\n\ndata: ${JSON.stringify(chunk('gpt-4o-upstream', ' world'))}\n\ndata: [DONE]\n\n`);
+    assert.equal(
+      text,
+      `data: ${JSON.stringify(chunk('gpt-4o-upstream', 'hello'))}\n\ndata: ${
+        JSON.stringify(chunk('gpt-4o-upstream', ' world'))
+      }\n\ndata: [DONE]\n\n`,
+    );
     assert.equal(gw.lifecycle.inFlight, 0);
     const r = mock.requests[n]!;
     assert.equal(r.json?.stream, true);
@@ -376,7 +422,9 @@ describe('POST /v1/chat/completions (SSE)', () => {
     const abortedBefore = mock.aborted;
     mock.script({ sse: [chunk('gpt-4o-upstream', 'first'), chunk('gpt-4o-upstream', 'second')], chunkDelayMs: 3000 });
     const started = Date.now();
-    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }, { headers: { 'x-aisix-request-id': 'stream-cancel-1' } });
+    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }, {
+      headers: { 'x-aisix-request-id': 'stream-cancel-1' },
+    });
     assert.equal(res.status, 200);
     const reader = res.body!.getReader();
     let got = '';
@@ -399,8 +447,14 @@ describe('POST /v1/chat/completions (SSE)', () => {
   });
 
   test('an upstream failure after the first chunk ends the stream with an SSE error event', async () => {
-    mock.script({ sse: [chunk('gpt-4o-upstream', 'part'), chunk('gpt-4o-upstream', 'never')], chunkDelayMs: 300, dropAfterChunks: 1 });
-    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }, { headers: { 'x-aisix-request-id': 'stream-drop-1' } });
+    mock.script({
+      sse: [chunk('gpt-4o-upstream', 'part'), chunk('gpt-4o-upstream', 'never')],
+      chunkDelayMs: 300,
+      dropAfterChunks: 1,
+    });
+    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }, {
+      headers: { 'x-aisix-request-id': 'stream-drop-1' },
+    });
     assert.equal(res.status, 200);
     const text = await within(res.text(), 5000, 'the broken stream');
     const events = text.split('\n\n').filter(Boolean);
@@ -418,7 +472,9 @@ describe('POST /v1/chat/completions (SSE)', () => {
     mock.script({ sse: [chunk('quiet-upstream', 'one'), chunk('quiet-upstream', 'two')], chunkDelayMs: 2000 });
     const abortedBefore = mock.aborted;
     const started = Date.now();
-    const res = await post('/v1/chat/completions', { model: 'quiet', messages: MESSAGES, stream: true }, { headers: { 'x-aisix-request-id': 'stream-quiet-1' } });
+    const res = await post('/v1/chat/completions', { model: 'quiet', messages: MESSAGES, stream: true }, {
+      headers: { 'x-aisix-request-id': 'stream-quiet-1' },
+    });
     assert.equal(res.status, 200);
     const text = await within(res.text(), 3000, 'the timed-out stream');
     assert.ok(Date.now() - started < 1500, `took ${Date.now() - started} ms`);
@@ -436,17 +492,30 @@ describe('POST /v1/chat/completions (SSE)', () => {
     assert.equal(res.status, 429);
     assert.equal(await res.text(), '{"error":{"message":"slow down","type":"rate_limit"}}');
     mock.script({ status: 503 });
-    await expectError(await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }), 502, 'upstream_error');
+    await expectError(
+      await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }),
+      502,
+      'upstream_error',
+    );
   });
 
   test('stream: true with a wrong model is still a JSON error', async () => {
-    await expectError(await post('/v1/chat/completions', { model: 'nope', messages: MESSAGES, stream: true }), 404, 'model_not_found');
+    await expectError(
+      await post('/v1/chat/completions', { model: 'nope', messages: MESSAGES, stream: true }),
+      404,
+      'model_not_found',
+    );
   });
 });
 
 describe('POST /v1/embeddings', () => {
   test('forwarded with model_name; the body comes back as sent', async () => {
-    const upstreamBody = { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.25, -0.5] }], model: 'text-embedding-3-small', usage: { prompt_tokens: 2, total_tokens: 2 } };
+    const upstreamBody = {
+      object: 'list',
+      data: [{ object: 'embedding', index: 0, embedding: [0.25, -0.5] }],
+      model: 'text-embedding-3-small',
+      usage: { prompt_tokens: 2, total_tokens: 2 },
+    };
     mock.script({ body: upstreamBody });
     const n = mock.requests.length;
     const res = await post('/v1/embeddings', { model: 'embed', input: 'hello world' }, { key: CALLER.limited });
@@ -475,37 +544,96 @@ describe('errors (SPEC §7.2)', () => {
   });
 
   test('malformed Authorization: 401 invalid_api_key', async () => {
-    for (const authorization of ['Basic dXNlcjpwdw==', 'Bearer', 'Bearer ', `Bearer ${CALLER.all} extra`, CALLER.all, `Token ${CALLER.all}`]) {
-      await expectError(await post('/v1/chat/completions', chat, { key: null, headers: { authorization } }), 401, 'invalid_api_key');
+    for (
+      const authorization of [
+        'Basic dXNlcjpwdw==',
+        'Bearer',
+        'Bearer ',
+        `Bearer ${CALLER.all} extra`,
+        CALLER.all,
+        `Token ${CALLER.all}`,
+      ]
+    ) {
+      await expectError(
+        await post('/v1/chat/completions', chat, { key: null, headers: { authorization } }),
+        401,
+        'invalid_api_key',
+      );
     }
     // A malformed Authorization is not rescued by x-api-key.
-    await expectError(await post('/v1/chat/completions', chat, { key: null, headers: { authorization: 'Basic x', 'x-api-key': CALLER.all } }), 401, 'invalid_api_key');
-    await expectError(await post('/v1/chat/completions', chat, { key: null, headers: { 'x-api-key': '   ' } }), 401, 'invalid_api_key');
+    await expectError(
+      await post('/v1/chat/completions', chat, {
+        key: null,
+        headers: { authorization: 'Basic x', 'x-api-key': CALLER.all },
+      }),
+      401,
+      'invalid_api_key',
+    );
+    await expectError(
+      await post('/v1/chat/completions', chat, { key: null, headers: { 'x-api-key': '   ' } }),
+      401,
+      'invalid_api_key',
+    );
   });
 
   test('unknown key: 401 invalid_api_key', async () => {
     await expectError(await post('/v1/chat/completions', chat, { key: 'sk-not-a-key' }), 401, 'invalid_api_key');
-    await expectError(await post('/v1/chat/completions', chat, { key: null, headers: { 'x-api-key': 'sk-not-a-key' } }), 401, 'invalid_api_key');
+    await expectError(
+      await post('/v1/chat/completions', chat, { key: null, headers: { 'x-api-key': 'sk-not-a-key' } }),
+      401,
+      'invalid_api_key',
+    );
   });
 
   test('expired and disabled keys: 401 with api_key_expired / api_key_disabled', async () => {
-    await expectError(await post('/v1/chat/completions', chat, { key: CALLER.expired }), 401, 'invalid_api_key', 'api_key_expired');
-    await expectError(await post('/v1/chat/completions', chat, { key: CALLER.disabled }), 401, 'invalid_api_key', 'api_key_disabled');
-    await expectError(await call('/v1/models', { headers: { authorization: `Bearer ${CALLER.expired}` } }), 401, 'invalid_api_key', 'api_key_expired');
+    await expectError(
+      await post('/v1/chat/completions', chat, { key: CALLER.expired }),
+      401,
+      'invalid_api_key',
+      'api_key_expired',
+    );
+    await expectError(
+      await post('/v1/chat/completions', chat, { key: CALLER.disabled }),
+      401,
+      'invalid_api_key',
+      'api_key_disabled',
+    );
+    await expectError(
+      await call('/v1/models', { headers: { authorization: `Bearer ${CALLER.expired}` } }),
+      401,
+      'invalid_api_key',
+      'api_key_expired',
+    );
   });
 
   test('model not allowed for the key: 403 permission_denied', async () => {
     const n = mock.requests.length;
-    await expectError(await post('/v1/chat/completions', { model: 'slow', messages: MESSAGES }, { key: CALLER.limited }), 403, 'permission_denied');
-    await expectError(await post('/v1/chat/completions', { model: 'openai/o1', messages: MESSAGES }, { key: CALLER.limited }), 403, 'permission_denied');
+    await expectError(
+      await post('/v1/chat/completions', { model: 'slow', messages: MESSAGES }, { key: CALLER.limited }),
+      403,
+      'permission_denied',
+    );
+    await expectError(
+      await post('/v1/chat/completions', { model: 'openai/o1', messages: MESSAGES }, { key: CALLER.limited }),
+      403,
+      'permission_denied',
+    );
     await expectError(await post('/v1/chat/completions', chat, { key: CALLER.none }), 403, 'permission_denied');
     // A restricted key learns nothing about which other names exist: unknown and known both answer 403.
-    await expectError(await post('/v1/chat/completions', { model: 'no-such-model', messages: MESSAGES }, { key: CALLER.none }), 403, 'permission_denied');
+    await expectError(
+      await post('/v1/chat/completions', { model: 'no-such-model', messages: MESSAGES }, { key: CALLER.none }),
+      403,
+      'permission_denied',
+    );
     assert.equal(mock.requests.length, n, 'no upstream call');
   });
 
   test('unknown model: 404 model_not_found', async () => {
-    const e = await expectError(await post('/v1/chat/completions', { model: 'gpt-9', messages: MESSAGES }), 404, 'model_not_found');
+    const e = await expectError(
+      await post('/v1/chat/completions', { model: 'gpt-9', messages: MESSAGES }),
+      404,
+      'model_not_found',
+    );
     assert.match(e.message, /gpt-9/);
   });
 
@@ -538,7 +666,11 @@ describe('errors (SPEC §7.2)', () => {
   test('auth is checked before the body is parsed', async () => {
     await expectError(await post('/v1/chat/completions', '{not json', { key: null }), 401, 'invalid_api_key');
     await expectError(await post('/v1/chat/completions', '{not json', { key: 'sk-wrong' }), 401, 'invalid_api_key');
-    await expectError(await post('/v1/chat/completions', 'x'.repeat(BODY_LIMIT + 1), { key: null }), 401, 'invalid_api_key');
+    await expectError(
+      await post('/v1/chat/completions', 'x'.repeat(BODY_LIMIT + 1), { key: null }),
+      401,
+      'invalid_api_key',
+    );
   });
 
   test('body over the limit with a content-length: 413', async () => {
@@ -546,7 +678,11 @@ describe('errors (SPEC §7.2)', () => {
     const n = mock.requests.length;
     const res = await call('/v1/chat/completions', {
       method: 'POST',
-      headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json', 'content-length': String(new TextEncoder().encode(big).byteLength) },
+      headers: {
+        authorization: `Bearer ${CALLER.all}`,
+        'content-type': 'application/json',
+        'content-length': String(new TextEncoder().encode(big).byteLength),
+      },
       body: big,
     });
     const e = await expectError(res, 413, 'invalid_request_error');
@@ -556,19 +692,29 @@ describe('errors (SPEC §7.2)', () => {
 
   test('body over the limit as a chunked stream: 413; under the limit: served', async () => {
     const enc = new TextEncoder();
-    const streamOf = (parts: string[]) => new ReadableStream<Uint8Array>({
-      start(ctrl) { for (const p of parts) ctrl.enqueue(enc.encode(p)); ctrl.close(); },
-    });
+    const streamOf = (parts: string[]) =>
+      new ReadableStream<Uint8Array>({
+        start(ctrl) {
+          for (const p of parts) ctrl.enqueue(enc.encode(p));
+          ctrl.close();
+        },
+      });
     const head = '{"model":"gpt-4o","messages":[{"role":"user","content":"';
     const big = [head, 'y'.repeat(1000), 'y'.repeat(1000), 'y'.repeat(1000), '"}]}'];
     const res = await call('/v1/chat/completions', {
-      method: 'POST', headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' }, body: streamOf(big), duplex: 'half',
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' },
+      body: streamOf(big),
+      duplex: 'half',
     });
     await expectError(res, 413, 'invalid_request_error');
 
     const small = [head, 'hi', '"}]}'];
     const ok = await call('/v1/chat/completions', {
-      method: 'POST', headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' }, body: streamOf(small), duplex: 'half',
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' },
+      body: streamOf(small),
+      duplex: 'half',
     });
     assert.equal(ok.status, 200, await ok.clone().text());
     await ok.text();
@@ -587,27 +733,43 @@ describe('errors (SPEC §7.2)', () => {
   test('upstream timeout: 504 upstream_timeout', async () => {
     mock.script({ delayMs: 1000 });
     const started = Date.now();
-    await expectError(await post('/v1/chat/completions', { model: 'slow', messages: MESSAGES }), 504, 'upstream_timeout');
+    await expectError(
+      await post('/v1/chat/completions', { model: 'slow', messages: MESSAGES }),
+      504,
+      'upstream_timeout',
+    );
     assert.ok(Date.now() - started < 900, 'the 200 ms model timeout was not honoured');
   });
 
   test('upstream 4xx: same status and body passed through', async () => {
-    const upstreamBody = '{"error":{"message":"Invalid value for temperature","type":"invalid_request_error","param":"temperature","code":null}}';
+    const upstreamBody =
+      '{"error":{"message":"Invalid value for temperature","type":"invalid_request_error","param":"temperature","code":null}}';
     mock.script({ status: 400, body: upstreamBody });
     const res = await post('/v1/chat/completions', { ...chat, temperature: 9 });
     assert.equal(res.status, 400);
     assert.equal(await res.text(), upstreamBody);
     assert.equal(res.headers.get('content-type'), 'application/json');
     assertCommonHeaders(res);
-    mock.script({ status: 404, body: '{"error":{"message":"The model does not exist","type":"invalid_request_error"}}' });
+    mock.script({
+      status: 404,
+      body: '{"error":{"message":"The model does not exist","type":"invalid_request_error"}}',
+    });
     const nf = await post('/v1/chat/completions', chat);
     assert.equal(nf.status, 404);
     assert.equal(await nf.text(), '{"error":{"message":"The model does not exist","type":"invalid_request_error"}}');
   });
 
   test('unknown path 404 not_found; wrong method on a known endpoint 405', async () => {
-    await expectError(await call('/v1/nothing', { headers: { authorization: `Bearer ${CALLER.all}` } }), 404, 'not_found');
-    await expectError(await call('/v1/chat/completions', { headers: { authorization: `Bearer ${CALLER.all}` } }), 405, 'method_not_allowed');
+    await expectError(
+      await call('/v1/nothing', { headers: { authorization: `Bearer ${CALLER.all}` } }),
+      404,
+      'not_found',
+    );
+    await expectError(
+      await call('/v1/chat/completions', { headers: { authorization: `Bearer ${CALLER.all}` } }),
+      405,
+      'method_not_allowed',
+    );
     const other = await call('/elsewhere');
     assert.equal(other.status, 404);
     assertCommonHeaders(other);
@@ -621,7 +783,9 @@ describe('errors (SPEC §7.2)', () => {
 describe('request ids and the Server header', () => {
   test('a caller-supplied id of at most 256 visible ASCII characters is honoured', async () => {
     for (const id of ['req-abc-123', 'x'.repeat(256), '!~{}[]"\'']) {
-      const res = await post('/v1/chat/completions', { model: 'nope', messages: MESSAGES }, { headers: { 'x-aisix-request-id': id } });
+      const res = await post('/v1/chat/completions', { model: 'nope', messages: MESSAGES }, {
+        headers: { 'x-aisix-request-id': id },
+      });
       assert.equal(res.headers.get('x-aisix-request-id'), id);
       await res.text();
     }
@@ -647,8 +811,12 @@ describe('request ids and the Server header', () => {
     const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
     assert.equal(VERSION, pkg.version);
     const responses = [
-      await call('/livez'), await call('/readyz'), await call('/livez', { method: 'POST' }), await call('/nowhere'),
-      await call('/v1/models'), await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }),
+      await call('/livez'),
+      await call('/readyz'),
+      await call('/livez', { method: 'POST' }),
+      await call('/nowhere'),
+      await call('/v1/models'),
+      await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }),
       await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }),
     ];
     for (const res of responses) {
@@ -664,11 +832,22 @@ describe('request ids and the Server header', () => {
 describe('request id accept headers', () => {
   test('proxy.request_id.accept_headers chooses which caller headers are honoured, in order', async () => {
     const { gw: g2 } = await gatewayWith(resources(mock.base, mock.base), {
-      config: CONFIG.replace(`request_body_limit_bytes: ${BODY_LIMIT}`, 'request_id: { accept_headers: [x-request-id, x-correlation-id] }'),
-      env: { UPSTREAM_KEY, CALLER_ALL: CALLER.all, CALLER_LIMITED: CALLER.limited, CALLER_EXPIRED: CALLER.expired, CALLER_DISABLED: CALLER.disabled, CALLER_NONE: CALLER.none },
+      config: CONFIG.replace(
+        `request_body_limit_bytes: ${BODY_LIMIT}`,
+        'request_id: { accept_headers: [x-request-id, x-correlation-id] }',
+      ),
+      env: {
+        UPSTREAM_KEY,
+        CALLER_ALL: CALLER.all,
+        CALLER_LIMITED: CALLER.limited,
+        CALLER_EXPIRED: CALLER.expired,
+        CALLER_DISABLED: CALLER.disabled,
+        CALLER_NONE: CALLER.none,
+      },
     });
     const a2 = createProxyApp(g2);
-    const id = async (headers: Record<string, string>) => (await a2.request('/v1/models', { headers }, PEER)).headers.get('x-aisix-request-id');
+    const id = async (headers: Record<string, string>) =>
+      (await a2.request('/v1/models', { headers }, PEER)).headers.get('x-aisix-request-id');
     assert.equal(await id({ 'x-request-id': 'lb-1', 'x-correlation-id': 'corr-1' }), 'lb-1');
     assert.equal(await id({ 'x-correlation-id': 'corr-1' }), 'corr-1');
     assert.equal(await id({ 'x-request-id': 'bad id', 'x-correlation-id': 'corr-2' }), 'corr-2');
@@ -680,11 +859,21 @@ describe('internal errors', () => {
   test('a throw inside a handler is a 500 JSON envelope, logged, with the slot released', async () => {
     const { gw: g2, platform: p2 } = await gatewayWith(resources(mock.base, mock.base), {
       config: CONFIG,
-      env: { UPSTREAM_KEY, CALLER_ALL: CALLER.all, CALLER_LIMITED: CALLER.limited, CALLER_EXPIRED: CALLER.expired, CALLER_DISABLED: CALLER.disabled, CALLER_NONE: CALLER.none },
+      env: {
+        UPSTREAM_KEY,
+        CALLER_ALL: CALLER.all,
+        CALLER_LIMITED: CALLER.limited,
+        CALLER_EXPIRED: CALLER.expired,
+        CALLER_DISABLED: CALLER.disabled,
+        CALLER_NONE: CALLER.none,
+      },
     });
-    g2.snapshot!.resolveModel = () => { throw new Error('boom'); };
+    g2.snapshot!.resolveModel = () => {
+      throw new Error('boom');
+    };
     const res = await createProxyApp(g2).request('/v1/chat/completions', {
-      method: 'POST', headers: { authorization: `Bearer ${CALLER.all}`, 'x-aisix-request-id': 'internal-1' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER.all}`, 'x-aisix-request-id': 'internal-1' },
       body: JSON.stringify({ model: 'gpt-4o', messages: MESSAGES }),
     }, PEER);
     assert.equal(res.headers.get('x-aisix-request-id'), 'internal-1');
@@ -703,15 +892,24 @@ describe('internal errors', () => {
 describe('client disconnect', () => {
   test('aborting a JSON request while the upstream works aborts the upstream request', async () => {
     let release!: () => void;
-    mock.script({ hold: new Promise<void>((r) => { release = r; }) });
+    mock.script({
+      hold: new Promise<void>((r) => {
+        release = r;
+      }),
+    });
     const abortedBefore = mock.aborted;
     const ac = new AbortController();
     const waiting = mock.waitForRequests(1);
-    const pending = app.request(new Request('http://localhost/v1/chat/completions', {
-      method: 'POST', signal: ac.signal,
-      headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'gpt-4o', messages: MESSAGES }),
-    }), undefined, PEER);
+    const pending = app.request(
+      new Request('http://localhost/v1/chat/completions', {
+        method: 'POST',
+        signal: ac.signal,
+        headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o', messages: MESSAGES }),
+      }),
+      undefined,
+      PEER,
+    );
     await waiting;
     ac.abort();
     try {
@@ -730,7 +928,9 @@ describe('draining', () => {
     const before = platform.logs.length;
     gw.lifecycle.phase = 'draining';
     try {
-      const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, { headers: { 'x-aisix-request-id': 'drain-1', 'x-request-id': 'lb-77' } });
+      const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, {
+        headers: { 'x-aisix-request-id': 'drain-1', 'x-request-id': 'lb-77' },
+      });
       assert.equal(res.status, 200);
       await res.text();
     } finally {
@@ -753,13 +953,27 @@ describe('pumpSse timers', () => {
     const live = new Set<unknown>();
     const origSet = globalThis.setTimeout;
     const origClear = globalThis.clearTimeout;
-    (globalThis as { setTimeout: unknown }).setTimeout = (cb: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
-      const t = origSet((...a: unknown[]) => { live.delete(t); cb(...a); }, ms, ...args);
+    (globalThis as { setTimeout: unknown }).setTimeout = (
+      cb: (...a: unknown[]) => void,
+      ms?: number,
+      ...args: unknown[]
+    ) => {
+      const t = origSet(
+        (...a: unknown[]) => {
+          live.delete(t);
+          cb(...a);
+        },
+        ms,
+        ...args,
+      );
       // Only the pump's timers: other work of this process (the mock's sleeps) may run meanwhile.
       if (new Error().stack?.includes('src/proxy/stream.ts')) live.add(t);
       return t;
     };
-    (globalThis as { clearTimeout: unknown }).clearTimeout = (t: ReturnType<typeof setTimeout> | undefined) => { live.delete(t); origClear(t); };
+    (globalThis as { clearTimeout: unknown }).clearTimeout = (t: ReturnType<typeof setTimeout> | undefined) => {
+      live.delete(t);
+      origClear(t);
+    };
     try {
       await fn();
     } finally {
@@ -777,16 +991,43 @@ describe('pumpSse timers', () => {
     let aborts = 0;
     // 1. the upstream fails after one chunk
     const failing = await liveTimersAfter(async () => {
-      async function* chunks() { yield enc.encode('data: 1\n\n'); await sleep(20); throw new Error('socket hang up'); }
-      const text = await new Response(pumpSse({ chunks: chunks(), keepaliveMs: 15000, abortUpstream: () => { aborts++; }, onEnd: (e) => ends.push(e) })).text();
-      assert.match(text, /^data: 1\n\ndata: \{"error":\{"message":"upstream stream failed: socket hang up","type":"upstream_error"\}\}\n\n$/);
+      async function* chunks() {
+        yield enc.encode('data: 1\n\n');
+        await sleep(20);
+        throw new Error('socket hang up');
+      }
+      const text = await new Response(pumpSse({
+        chunks: chunks(),
+        keepaliveMs: 15000,
+        abortUpstream: () => {
+          aborts++;
+        },
+        onEnd: (e) => ends.push(e),
+      })).text();
+      assert.match(
+        text,
+        /^data: 1\n\ndata: \{"error":\{"message":"upstream stream failed: socket hang up","type":"upstream_error"\}\}\n\n$/,
+      );
     });
     assert.equal(failing, 0, 'a timer outlived the failed stream');
     // 2. the caller cancels while the pump waits for the upstream
     let release!: () => void;
     const cancelled = await liveTimersAfter(async () => {
-      async function* chunks() { yield enc.encode('data: 1\n\n'); await new Promise<void>((r) => { release = r; }); }
-      const reader = pumpSse({ chunks: chunks(), keepaliveMs: 15000, abortUpstream: () => { aborts++; release(); }, onEnd: (e) => ends.push(e) }).getReader();
+      async function* chunks() {
+        yield enc.encode('data: 1\n\n');
+        await new Promise<void>((r) => {
+          release = r;
+        });
+      }
+      const reader = pumpSse({
+        chunks: chunks(),
+        keepaliveMs: 15000,
+        abortUpstream: () => {
+          aborts++;
+          release();
+        },
+        onEnd: (e) => ends.push(e),
+      }).getReader();
       assert.equal(new TextDecoder().decode((await reader.read()).value), 'data: 1\n\n');
       const next = reader.read();
       await sleep(20);
@@ -801,7 +1042,9 @@ describe('pumpSse timers', () => {
 
 describe('access log and secrets', () => {
   test('one "proxy request completed" line per request, with its fields', async () => {
-    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, { headers: { 'x-aisix-request-id': 'log-ok-1', 'x-request-id': 'lb-1' } });
+    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, {
+      headers: { 'x-aisix-request-id': 'log-ok-1', 'x-request-id': 'lb-1' },
+    });
     assert.equal(res.status, 200);
     await res.text();
     const lines = platform.logs.filter((l) => l.msg === 'proxy request completed' && l.request_id === 'log-ok-1');
@@ -820,7 +1063,10 @@ describe('access log and secrets', () => {
     assert.equal(l.downstream_request_id, 'lb-1');
     assert.equal(l.error_kind, undefined);
 
-    const bad = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, { key: 'sk-wrong', headers: { 'x-aisix-request-id': 'log-err-1' } });
+    const bad = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, {
+      key: 'sk-wrong',
+      headers: { 'x-aisix-request-id': 'log-err-1' },
+    });
     await bad.text();
     const e = completedLog('log-err-1');
     assert.ok(e);
@@ -830,14 +1076,18 @@ describe('access log and secrets', () => {
     assert.equal(e.downstream_request_id, undefined);
 
     mock.script({ status: 400 });
-    const up = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, { headers: { 'x-aisix-request-id': 'log-up-1' } });
+    const up = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, {
+      headers: { 'x-aisix-request-id': 'log-up-1' },
+    });
     await up.text();
     assert.equal(completedLog('log-up-1')?.error_kind, 'upstream_status');
     assert.equal(completedLog('log-up-1')?.status, 400);
   });
 
   test('a streamed request is logged once its body is fully read', async () => {
-    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }, { headers: { 'x-aisix-request-id': 'log-stream-1' } });
+    const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true }, {
+      headers: { 'x-aisix-request-id': 'log-stream-1' },
+    });
     assert.equal(completedLog('log-stream-1'), undefined, 'logged before the body was sent');
     await within(res.text(), 5000, 'stream');
     const l = completedLog('log-stream-1');
@@ -848,10 +1098,14 @@ describe('access log and secrets', () => {
 
   test('no error body and no log line contains a secret', () => {
     assert.ok(errorBodies.length > 30, `only ${errorBodies.length} error bodies were collected`);
-    for (const body of errorBodies) for (const s of SECRETS) assert.equal(body.includes(s), false, `error body contains a secret: ${body}`);
+    for (const body of errorBodies) {
+      for (const s of SECRETS) assert.equal(body.includes(s), false, `error body contains a secret: ${body}`);
+    }
     assert.ok(platform.logs.length > 30);
     const all = platform.logs.map((l) => JSON.stringify(l));
-    for (const line of all) for (const s of SECRETS) assert.equal(line.includes(s), false, `log line contains a secret: ${line}`);
+    for (const line of all) {
+      for (const s of SECRETS) assert.equal(line.includes(s), false, `log line contains a secret: ${line}`);
+    }
     assert.equal(gw.lifecycle.inFlight, 0);
   });
 });

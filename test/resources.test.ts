@@ -3,7 +3,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { interpolate, loadResourcesFile, rowScope, type LoadResult } from '../src/resources/pipeline.ts';
+import { interpolate, loadResourcesFile, type LoadResult, rowScope } from '../src/resources/pipeline.ts';
 import { globMatch, Snapshot } from '../src/resources/snapshot.ts';
 import type { DirectModel, RoutingModel } from '../src/resources/schema.ts';
 import { RESOURCE_ID_NAMESPACE, sha256Hex, uuidV5 } from '../src/util/crypto.ts';
@@ -99,7 +99,8 @@ describe('a valid file', () => {
   test('ids are deterministic UUIDv5 of <kind>/<display_name>', async () => {
     const a = await ok(VALID);
     const b = await ok(VALID);
-    const ids = (s: Snapshot) => [...s.resources.provider_keys, ...s.resources.models, ...s.resources.api_keys].map((x) => x.id);
+    const ids = (s: Snapshot) =>
+      [...s.resources.provider_keys, ...s.resources.models, ...s.resources.api_keys].map((x) => x.id);
     assert.deepEqual(ids(a), ids(b));
     for (const id of ids(a)) assert.match(id, UUID_V5);
     assert.equal(new Set(ids(a)).size, 9);
@@ -120,7 +121,10 @@ api_keys: [{ display_name: same, key_hash: ${sha256('x')}, allowed_models: [same
   });
 
   test('uuidV5 matches the RFC test vector', async () => {
-    assert.equal(await uuidV5('www.example.com', '6ba7b810-9dad-11d1-80b4-00c04fd430c8'), '2ed6657d-e927-568b-95e1-2665a8aea6a2');
+    assert.equal(
+      await uuidV5('www.example.com', '6ba7b810-9dad-11d1-80b4-00c04fd430c8'),
+      '2ed6657d-e927-568b-95e1-2665a8aea6a2',
+    );
   });
 
   test('an explicit id is kept', async () => {
@@ -155,7 +159,9 @@ models: [{ display_name: m, provider_key: pk, model_name: x, id: m-fixed }]
     const smart = s.modelByName('smart') as RoutingModel;
     assert.equal(smart.kind, 'routing');
     assert.deepEqual(smart.routing, {
-      strategy: 'round_robin', retry_on_429: false, when_all_unavailable: 'fail',
+      strategy: 'round_robin',
+      retry_on_429: false,
+      when_all_unavailable: 'fail',
       targets: [{ model: 'gpt-4o', weight: 3, priority: 0 }, { model: 'claude', weight: 1, priority: 0 }],
     });
 
@@ -172,9 +178,12 @@ models: [{ display_name: m, provider_key: pk, model_name: x, id: m-fixed }]
   });
 
   test('key_env: key_hash is the SHA-256 of the environment value', async () => {
-    const s = await ok(`_format_version: "1"
+    const s = await ok(
+      `_format_version: "1"
 api_keys: [{ display_name: k, key_env: CALLER_KEY }]
-`, { CALLER_KEY: 'my caller key ✓' });
+`,
+      { CALLER_KEY: 'my caller key ✓' },
+    );
     const k = s.resources.api_keys[0]!;
     assert.equal(k.key_hash, sha256('my caller key ✓'));
     assert.equal(k.key_hash, await sha256Hex('my caller key ✓'));
@@ -200,7 +209,8 @@ api_keys: [{ display_name: k, key_env: CALLER_KEY }]
 
 describe('${VAR} interpolation', () => {
   test('replaces variables in every string scalar; $$ is a literal $; a lone $ stays', async () => {
-    const s = await ok(`_format_version: "1"
+    const s = await ok(
+      `_format_version: "1"
 provider_keys:
   - display_name: \${PK_NAME}
     provider: openai
@@ -214,7 +224,9 @@ models:
     provider_key: \${PK_NAME}
     model_name: "\${MODEL}"
     timeout: 5000
-`, { PK_NAME: 'main', A: 'aa', B: 'bb', HOST: 'upstream.local', MODEL: 'gpt-x' });
+`,
+      { PK_NAME: 'main', A: 'aa', B: 'bb', HOST: 'upstream.local', MODEL: 'gpt-x' },
+    );
     const [main, dollars] = s.resources.provider_keys;
     assert.equal(main!.display_name, 'main');
     assert.equal(main!.api_key, 'pre-aa-bb-post');
@@ -226,8 +238,11 @@ models:
 
   test('interpolate() leaves non-strings alone and reports unset, empty and invalid references', () => {
     const errs: string[] = [];
-    const out = interpolate({ a: 1, b: true, c: null, d: ['${X}', '$${X}'], e: { f: '${MISSING}', g: '${EMPTY}', h: '${1BAD}' } },
-      { X: 'x', EMPTY: '' }, (path, msg) => errs.push(`${path.join('.')}: ${msg}`));
+    const out = interpolate(
+      { a: 1, b: true, c: null, d: ['${X}', '$${X}'], e: { f: '${MISSING}', g: '${EMPTY}', h: '${1BAD}' } },
+      { X: 'x', EMPTY: '' },
+      (path, msg) => errs.push(`${path.join('.')}: ${msg}`),
+    );
     assert.deepEqual(out, { a: 1, b: true, c: null, d: ['x', '${X}'], e: { f: '', g: '', h: '' } });
     assert.deepEqual(errs, [
       'e.f: environment variable MISSING is not set',
@@ -238,19 +253,28 @@ models:
 
   test('an unset variable is an error with the row scope and line', async () => {
     const out = await report(`${PK.replace('api_key: sk-x', 'api_key: ${NOT_SET}')}`, {});
-    assert.equal(out, `resources file ${FILE}: 1 error(s):\n  - provider_keys[0] ("pk"): api_key: environment variable NOT_SET is not set (line 5)`);
+    assert.equal(
+      out,
+      `resources file ${FILE}: 1 error(s):\n  - provider_keys[0] ("pk"): api_key: environment variable NOT_SET is not set (line 5)`,
+    );
   });
 
   test('an empty variable is an error', async () => {
     const out = await report(`${PK.replace('api_key: sk-x', 'api_key: "${EMPTY_ONE}"')}`, { EMPTY_ONE: '' });
-    assert.equal(out, `resources file ${FILE}: 1 error(s):\n  - provider_keys[0] ("pk"): api_key: environment variable EMPTY_ONE is empty (line 5)`);
+    assert.equal(
+      out,
+      `resources file ${FILE}: 1 error(s):\n  - provider_keys[0] ("pk"): api_key: environment variable EMPTY_ONE is empty (line 5)`,
+    );
   });
 
   test('an interpolation error outside a row names its path', async () => {
     const out = await report('_format_version: "${FV}"\n', {});
-    assert.equal(out, `resources file ${FILE}: 2 error(s):\n`
-      + '  - _format_version: environment variable FV is not set (line 1)\n'
-      + '  - _format_version: unsupported format version "" (Sluice reads "1") (line 1)');
+    assert.equal(
+      out,
+      `resources file ${FILE}: 2 error(s):\n` +
+        '  - _format_version: environment variable FV is not set (line 1)\n' +
+        '  - _format_version: unsupported format version "" (Sluice reads "1") (line 1)',
+    );
   });
 });
 
@@ -260,14 +284,23 @@ describe('errors', () => {
       const r = await load(text);
       assert.equal(r.ok, false, JSON.stringify(text));
       if (r.ok) continue;
-      assert.deepEqual(r.report.entries.map((e) => e.message), ['missing mandatory _format_version'], JSON.stringify(text));
-      assert.equal(r.report.format(), `resources file ${FILE}: 1 error(s):\n  - file: missing mandatory _format_version`);
+      assert.deepEqual(
+        r.report.entries.map((e) => e.message),
+        ['missing mandatory _format_version'],
+        JSON.stringify(text),
+      );
+      assert.equal(
+        r.report.format(),
+        `resources file ${FILE}: 1 error(s):\n  - file: missing mandatory _format_version`,
+      );
     }
   });
 
   test('an unsupported _format_version', async () => {
-    assert.equal(await report('_format_version: "2"\n'),
-      `resources file ${FILE}: 1 error(s):\n  - _format_version: unsupported format version "2" (Sluice reads "1") (line 1)`);
+    assert.equal(
+      await report('_format_version: "2"\n'),
+      `resources file ${FILE}: 1 error(s):\n  - _format_version: unsupported format version "2" (Sluice reads "1") (line 1)`,
+    );
   });
 
   test('the top level must be a mapping', async () => {
@@ -275,8 +308,10 @@ describe('errors', () => {
   });
 
   test('an unknown top-level key', async () => {
-    assert.equal(await report('_format_version: "1"\nplugins: []\n'),
-      `resources file ${FILE}: 1 error(s):\n  - plugins: unknown top-level key (expected one of: _format_version, provider_keys, models, api_keys) (line 2)`);
+    assert.equal(
+      await report('_format_version: "1"\nplugins: []\n'),
+      `resources file ${FILE}: 1 error(s):\n  - plugins: unknown top-level key (expected one of: _format_version, provider_keys, models, api_keys) (line 2)`,
+    );
   });
 
   test('a collection that is not a list, a row that is not a mapping', async () => {
@@ -294,9 +329,12 @@ models:
     model_name: x
     max_tokenz: 5
 `);
-    assert.equal(out, `resources file ${FILE}: 2 error(s):\n`
-      + '  - provider_keys[0] ("pk"): colour: unknown field (line 6)\n'
-      + '  - models[0] ("m"): max_tokenz: unknown field (line 11)');
+    assert.equal(
+      out,
+      `resources file ${FILE}: 2 error(s):\n` +
+        '  - provider_keys[0] ("pk"): colour: unknown field (line 6)\n' +
+        '  - models[0] ("m"): max_tokenz: unknown field (line 11)',
+    );
   });
 
   test('wrong types', async () => {
@@ -319,16 +357,19 @@ api_keys:
 `);
     assert.match(out, /^resources file \/etc\/sluice\/resources\.yaml: 8 error\(s\):\n/);
     const lines = out.split('\n').slice(1);
-    assert.deepEqual([...lines].sort(), [
-      '  - provider_keys[1] ("pk2"): adapter: Invalid option: expected one of "openai"|"anthropic"|"echo" (line 9)',
-      '  - provider_keys[1] ("pk2"): api_base: must be an http(s) URL (line 8)',
-      '  - models[0] ("m"): timeout: Invalid input: expected number, received string (line 14)',
-      '  - models[0] ("m"): retries: Too small: expected number to be >=0 (line 15)',
-      '  - api_keys[0] ("k"): key_hash: must be a lowercase hex SHA-256 (64 characters) (line 18)',
-      '  - api_keys[0] ("k"): allowed_models: Invalid input: expected array, received string (line 19)',
-      '  - api_keys[0] ("k"): expires_at: must be an RFC 3339 timestamp (line 20)',
-      '  - api_keys[0] ("k"): disabled: Invalid input: expected boolean, received string (line 21)',
-    ].sort());
+    assert.deepEqual(
+      [...lines].sort(),
+      [
+        '  - provider_keys[1] ("pk2"): adapter: Invalid option: expected one of "openai"|"anthropic"|"echo" (line 9)',
+        '  - provider_keys[1] ("pk2"): api_base: must be an http(s) URL (line 8)',
+        '  - models[0] ("m"): timeout: Invalid input: expected number, received string (line 14)',
+        '  - models[0] ("m"): retries: Too small: expected number to be >=0 (line 15)',
+        '  - api_keys[0] ("k"): key_hash: must be a lowercase hex SHA-256 (64 characters) (line 18)',
+        '  - api_keys[0] ("k"): allowed_models: Invalid input: expected array, received string (line 19)',
+        '  - api_keys[0] ("k"): expires_at: must be an RFC 3339 timestamp (line 20)',
+        '  - api_keys[0] ("k"): disabled: Invalid input: expected boolean, received string (line 21)',
+      ].sort(),
+    );
   });
 
   test('a duplicate display_name', async () => {
@@ -340,9 +381,15 @@ api_keys:
     provider_key: pk
     model_name: y
 `);
-    assert.equal(out, `resources file ${FILE}: 1 error(s):\n  - models[1] ("m"): duplicate display_name "m" (also models[0]) (line 10)`);
+    assert.equal(
+      out,
+      `resources file ${FILE}: 1 error(s):\n  - models[1] ("m"): duplicate display_name "m" (also models[0]) (line 10)`,
+    );
     const pk = await report(`${PK}  - display_name: pk\n    provider: openai\n`);
-    assert.equal(pk, `resources file ${FILE}: 1 error(s):\n  - provider_keys[1] ("pk"): duplicate display_name "pk" (also provider_keys[0]) (line 6)`);
+    assert.equal(
+      pk,
+      `resources file ${FILE}: 1 error(s):\n  - provider_keys[1] ("pk"): duplicate display_name "pk" (also provider_keys[0]) (line 6)`,
+    );
   });
 
   test('a dangling provider_key / provider_key_id', async () => {
@@ -354,21 +401,29 @@ api_keys:
     provider_key_id: 00000000-0000-5000-8000-000000000000
     model_name: x
 `);
-    assert.equal(out, `resources file ${FILE}: 2 error(s):\n`
-      + '  - models[0] ("m"): provider_key: no provider key named "nope" in provider_keys (line 8)\n'
-      + '  - models[1] ("m2"): provider_key_id: no provider key with id "00000000-0000-5000-8000-000000000000" (line 11)');
+    assert.equal(
+      out,
+      `resources file ${FILE}: 2 error(s):\n` +
+        '  - models[0] ("m"): provider_key: no provider key named "nope" in provider_keys (line 8)\n' +
+        '  - models[1] ("m2"): provider_key_id: no provider key with id "00000000-0000-5000-8000-000000000000" (line 11)',
+    );
   });
 
   test('provider_key and provider_key_id together', async () => {
-    assert.match(await report(`${PK}models:\n  - { display_name: m, provider_key: pk, provider_key_id: abc, model_name: x }\n`),
-      /- models\[0\] \("m"\): give provider_key \(a name\) or provider_key_id, not both \(line 7\)/);
+    assert.match(
+      await report(`${PK}models:\n  - { display_name: m, provider_key: pk, provider_key_id: abc, model_name: x }\n`),
+      /- models\[0\] \("m"\): give provider_key \(a name\) or provider_key_id, not both \(line 7\)/,
+    );
   });
 
   test('a direct model needs model_name and a provider key', async () => {
     const out = await report(`${PK}models:\n  - display_name: m\n`);
-    assert.equal(out, `resources file ${FILE}: 2 error(s):\n`
-      + '  - models[0] ("m"): model_name: required for a direct model (or give `routing`) (line 7)\n'
-      + '  - models[0] ("m"): provider_key_id: required for a direct model (`provider_key` by name in a file) (line 7)');
+    assert.equal(
+      out,
+      `resources file ${FILE}: 2 error(s):\n` +
+        '  - models[0] ("m"): model_name: required for a direct model (or give `routing`) (line 7)\n' +
+        '  - models[0] ("m"): provider_key_id: required for a direct model (`provider_key` by name in a file) (line 7)',
+    );
   });
 
   test('routing targets must exist and must be direct models', async () => {
@@ -385,9 +440,12 @@ api_keys:
         - model: r1
         - model: a
 `);
-    assert.equal(out, `resources file ${FILE}: 2 error(s):\n`
-      + '  - models[2] ("r2"): routing.targets[0].model: no model named "ghost" (line 15)\n'
-      + '  - models[2] ("r2"): routing.targets[1].model: "r1" is a routing model; targets must be direct models (line 16)');
+    assert.equal(
+      out,
+      `resources file ${FILE}: 2 error(s):\n` +
+        '  - models[2] ("r2"): routing.targets[0].model: no model named "ghost" (line 15)\n' +
+        '  - models[2] ("r2"): routing.targets[1].model: "r1" is a routing model; targets must be direct models (line 16)',
+    );
   });
 
   test('routing block validation: at least one target, known strategy', async () => {
@@ -410,10 +468,13 @@ api_keys:
     cooldown: { enabled: false }
     routing: { targets: [{ model: a }] }
 `);
-    assert.equal(out, `resources file ${FILE}: 3 error(s):\n`
-      + '  - models[1] ("r"): model_name: not allowed on a routing model (line 11)\n'
-      + '  - models[1] ("r"): timeout: not allowed on a routing model (line 12)\n'
-      + '  - models[1] ("r"): cooldown: not allowed on a routing model (line 13)');
+    assert.equal(
+      out,
+      `resources file ${FILE}: 3 error(s):\n` +
+        '  - models[1] ("r"): model_name: not allowed on a routing model (line 11)\n' +
+        '  - models[1] ("r"): timeout: not allowed on a routing model (line 12)\n' +
+        '  - models[1] ("r"): cooldown: not allowed on a routing model (line 13)',
+    );
   });
 
   test('allowed_models naming an unknown model is an error; globs are not checked', async () => {
@@ -424,22 +485,37 @@ api_keys:
     key_hash: ${sha256('k')}
     allowed_models: [gpt-4o, "gpt-*", "*", "nothing-matches-*", ghost]
 `);
-    assert.equal(out, `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): allowed_models[4]: no model named "ghost" (line 11)`);
+    assert.equal(
+      out,
+      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): allowed_models[4]: no model named "ghost" (line 11)`,
+    );
   });
 
   test('key_env unset or empty; neither key_env nor key_hash; both', async () => {
     const base = '_format_version: "1"\napi_keys:\n';
-    assert.equal(await report(`${base}  - { display_name: k, key_env: CALLER }\n`, {}),
-      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): key_env: environment variable CALLER is not set (line 3)`);
-    assert.equal(await report(`${base}  - { display_name: k, key_env: CALLER }\n`, { CALLER: '' }),
-      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): key_env: environment variable CALLER is empty (line 3)`);
-    assert.match(await report(`${base}  - { display_name: k }\n`), /- api_keys\[0\] \("k"\): needs key_env .* or key_hash/);
-    assert.match(await report(`${base}  - { display_name: k, key_env: CALLER, key_hash: ${sha256('x')} }\n`, { CALLER: 'c' }),
-      /- api_keys\[0\] \("k"\): give key_env or key_hash, not both/);
+    assert.equal(
+      await report(`${base}  - { display_name: k, key_env: CALLER }\n`, {}),
+      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): key_env: environment variable CALLER is not set (line 3)`,
+    );
+    assert.equal(
+      await report(`${base}  - { display_name: k, key_env: CALLER }\n`, { CALLER: '' }),
+      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): key_env: environment variable CALLER is empty (line 3)`,
+    );
+    assert.match(
+      await report(`${base}  - { display_name: k }\n`),
+      /- api_keys\[0\] \("k"\): needs key_env .* or key_hash/,
+    );
+    assert.match(
+      await report(`${base}  - { display_name: k, key_env: CALLER, key_hash: ${sha256('x')} }\n`, { CALLER: 'c' }),
+      /- api_keys\[0\] \("k"\): give key_env or key_hash, not both/,
+    );
   });
 
   test('api_key and its alias secret together', async () => {
-    assert.match(await report(`${PK}    secret: sk-y\n`), /- provider_keys\[0\] \("pk"\): give api_key or its alias secret, not both \(line 6\)/);
+    assert.match(
+      await report(`${PK}    secret: sk-y\n`),
+      /- provider_keys\[0\] \("pk"\): give api_key or its alias secret, not both \(line 6\)/,
+    );
   });
 
   test('a YAML syntax error is reported with its line', async () => {
@@ -454,7 +530,8 @@ models:
   });
 
   test('the aggregated report: every error of the file, in one report, in the documented format', async () => {
-    const out = await report(`_format_version: "1"
+    const out = await report(
+      `_format_version: "1"
 provider_keys:
   - display_name: pk
     provider: openai
@@ -474,7 +551,9 @@ api_keys:
   - display_name: k
     key_env: NOPE
 extra: true
-`, {});
+`,
+      {},
+    );
     const lines = out.split('\n');
     assert.equal(lines[0], `resources file ${FILE}: 5 error(s):`);
     assert.equal(lines.length, 6);
@@ -497,8 +576,14 @@ extra: true
 
 describe('no secret in any message', () => {
   test('interpolated and literal secrets never appear in the report', async () => {
-    const secrets = { S1: 'sk-live-AAAA1111secret', S2: 'sk-live-BBBB2222secret', S3: 'caller-CCCC3333secret', S4: 'sk-live-DDDD4444secret' };
-    const out = await report(`_format_version: "1"
+    const secrets = {
+      S1: 'sk-live-AAAA1111secret',
+      S2: 'sk-live-BBBB2222secret',
+      S3: 'caller-CCCC3333secret',
+      S4: 'sk-live-DDDD4444secret',
+    };
+    const out = await report(
+      `_format_version: "1"
 provider_keys:
   - display_name: pk
     provider: openai
@@ -527,14 +612,33 @@ api_keys:
     key_env: S3
     key_hash: \${S3}
     disabled: \${S3}
-`, secrets);
+`,
+      secrets,
+    );
     assert.equal(out.includes('- yaml:'), false, `the file must reach validation:\n${out}`);
-    for (const want of ['("pk"): api_base: must be an http(s) URL', '("pk"): adapter: Invalid option', '("pk2"): provider: Invalid input',
-      '("pk3"): api_key: Invalid input', '("m"): timeout: Invalid input', '("m"): cost.input: Invalid input',
-      '("k"): key_hash: must be a lowercase hex', '("k"): expires_at: must be an RFC 3339', '("k2"): give key_env or key_hash, not both']) {
+    for (
+      const want of [
+        '("pk"): api_base: must be an http(s) URL',
+        '("pk"): adapter: Invalid option',
+        '("pk2"): provider: Invalid input',
+        '("pk3"): api_key: Invalid input',
+        '("m"): timeout: Invalid input',
+        '("m"): cost.input: Invalid input',
+        '("k"): key_hash: must be a lowercase hex',
+        '("k"): expires_at: must be an RFC 3339',
+        '("k2"): give key_env or key_hash, not both',
+      ]
+    ) {
       assert.ok(out.includes(want), `missing "${want}" in:\n${out}`);
     }
-    for (const s of [...Object.values(secrets), 'sk-literal-EEEE5555secret', 'sk-literal-FFFF6666secret', sha256(secrets.S3)]) {
+    for (
+      const s of [
+        ...Object.values(secrets),
+        'sk-literal-EEEE5555secret',
+        'sk-literal-FFFF6666secret',
+        sha256(secrets.S3),
+      ]
+    ) {
       assert.equal(out.includes(s), false, `report contains ${s}:\n${out}`);
       assert.equal(out.includes(s.slice(0, 12)), false, `report contains a prefix of ${s}:\n${out}`);
     }

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ModelSchema, type DirectModel, type Model } from '../src/resources/schema.ts';
+import { type DirectModel, type Model, ModelSchema } from '../src/resources/schema.ts';
 import { BackgroundChecker, type Timers } from '../src/routing/background.ts';
-import { ModelHealth, type CheckResult } from '../src/routing/health.ts';
+import { type CheckResult, ModelHealth } from '../src/routing/health.ts';
 
 /** Hand-driven timers: `advance(ms)` fires what falls due, in order. */
 class FakeTimers implements Timers {
@@ -19,7 +19,9 @@ class FakeTimers implements Timers {
     const end = this.now + ms;
     for (;;) {
       await flush();
-      const due = [...this.pending.entries()].filter(([, t]) => t.at <= end).sort((a, b) => a[1].at - b[1].at || a[0] - b[0]);
+      const due = [...this.pending.entries()].filter(([, t]) => t.at <= end).sort((a, b) =>
+        a[1].at - b[1].at || a[0] - b[0]
+      );
       if (due.length === 0) break;
       const [id, t] = due[0]!;
       this.pending.delete(id);
@@ -39,9 +41,14 @@ async function flush(): Promise<void> {
   for (let i = 0; i < 5; i++) await Promise.resolve();
 }
 
-function model(id: string, check: Record<string, unknown> | null = { interval_seconds: 10, timeout_seconds: 2 }): DirectModel {
+function model(
+  id: string,
+  check: Record<string, unknown> | null = { interval_seconds: 10, timeout_seconds: 2 },
+): DirectModel {
   const parsed = ModelSchema.parse({
-    display_name: `model-${id}`, model_name: 'gpt-4o', provider_key_id: 'pk',
+    display_name: `model-${id}`,
+    model_name: 'gpt-4o',
+    provider_key_id: 'pk',
     ...(check ? { background_model_check: check } : {}),
   });
   return { ...parsed, id, kind: 'direct' } as DirectModel;
@@ -150,7 +157,9 @@ test('a check that throws is recorded as a failure without a status', async () =
   const timers = new FakeTimers();
   const health = new ModelHealth({ now: () => timers.now });
   const checker = new BackgroundChecker({
-    health, timers, check: async () => {
+    health,
+    timers,
+    check: async () => {
       throw new Error('ECONNREFUSED');
     },
   });
@@ -185,7 +194,7 @@ test('update keeps the schedule of unchanged ids, reschedules changed intervals,
   checker.stop();
 });
 
-test('a removed model\'s in-flight check is aborted and its result discarded', async () => {
+test("a removed model's in-flight check is aborted and its result discarded", async () => {
   const { health, checker, calls } = setup();
   const m = model('a');
   checker.update([m]);

@@ -1,12 +1,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ModelSchema, type DirectModel, type Model, type RoutingModel } from '../src/resources/schema.ts';
-import { ModelHealth, epochTime, failureReason } from '../src/routing/health.ts';
+import { type DirectModel, type Model, ModelSchema, type RoutingModel } from '../src/resources/schema.ts';
+import { epochTime, failureReason, ModelHealth } from '../src/routing/health.ts';
 
 const T0 = Date.parse('2025-06-01T12:00:00.250Z');
 
 function direct(extra: Record<string, unknown> = {}, id = 'm1'): DirectModel {
-  const parsed = ModelSchema.parse({ display_name: `model-${id}`, model_name: 'gpt-4o', provider_key_id: 'pk', ...extra });
+  const parsed = ModelSchema.parse({
+    display_name: `model-${id}`,
+    model_name: 'gpt-4o',
+    provider_key_id: 'pk',
+    ...extra,
+  });
   return { ...parsed, id, kind: 'direct' } as DirectModel;
 }
 
@@ -57,7 +62,10 @@ test('Retry-After: 180 → cooldown_until ≈ now + 180 s; capped at max_seconds
   const m = direct();
   h.recordFailure(m, { kind: 'response', status: 429, retryAfterSecs: 180 });
   const row = h.statusRow(m);
-  assert.deepEqual(row.cooldown_until, { secs_since_epoch: Math.floor(T0 / 1000) + 180, nanos_since_epoch: 250_000_000 });
+  assert.deepEqual(row.cooldown_until, {
+    secs_since_epoch: Math.floor(T0 / 1000) + 180,
+    nanos_since_epoch: 250_000_000,
+  });
   assert.equal(row.status_reason, 'upstream_rate_limited');
 
   const capped = direct({ cooldown: { max_seconds: 60 } }, 'm2');
@@ -143,8 +151,13 @@ test('background check 503 → unhealthy with last_check_status; success clears 
   h.recordCheck(m, { status: 503 });
   assert.equal(h.state(m), 'unhealthy');
   assert.deepEqual(h.statusRow(m), {
-    id: 'm1', display_name: 'model-m1', kind: 'direct', status: 'unhealthy',
-    last_checked_at: epochTime(T0), last_check_status: 503, status_reason: 'background_check_failed',
+    id: 'm1',
+    display_name: 'model-m1',
+    kind: 'direct',
+    status: 'unhealthy',
+    last_checked_at: epochTime(T0),
+    last_check_status: 503,
+    status_reason: 'background_check_failed',
   });
   assert.equal(h.deploymentState(m), 2);
   // A request success does not clear a background mark.
@@ -153,8 +166,12 @@ test('background check 503 → unhealthy with last_check_status; success clears 
   c.advance(30);
   h.recordCheck(m, { status: 200 });
   assert.deepEqual(h.statusRow(m), {
-    id: 'm1', display_name: 'model-m1', kind: 'direct', status: 'healthy',
-    last_checked_at: epochTime(T0 + 30_000), last_check_status: 200,
+    id: 'm1',
+    display_name: 'model-m1',
+    kind: 'direct',
+    status: 'healthy',
+    last_checked_at: epochTime(T0 + 30_000),
+    last_check_status: 200,
   });
 });
 
@@ -175,8 +192,13 @@ test('an ignored 429 stays healthy with reason ignored_transient_error', () => {
   const m = direct({ background_model_check: { ignore_statuses: [429, 408] } });
   h.recordCheck(m, { status: 429 });
   assert.deepEqual(h.statusRow(m), {
-    id: 'm1', display_name: 'model-m1', kind: 'direct', status: 'healthy',
-    last_checked_at: epochTime(T0), last_check_status: 429, status_reason: 'ignored_transient_error',
+    id: 'm1',
+    display_name: 'model-m1',
+    kind: 'direct',
+    status: 'healthy',
+    last_checked_at: epochTime(T0),
+    last_check_status: 429,
+    status_reason: 'ignored_transient_error',
   });
   h.recordCheck(m, { timeout: true });
   assert.equal(h.state(m), 'healthy');
@@ -203,8 +225,12 @@ test('a stale unhealthy mark reads healthy and drops the reason', () => {
   c.advance(1);
   assert.equal(h.state(m), 'healthy');
   assert.deepEqual(h.statusRow(m), {
-    id: 'm1', display_name: 'model-m1', kind: 'direct', status: 'healthy',
-    last_checked_at: epochTime(T0), last_check_status: 503,
+    id: 'm1',
+    display_name: 'model-m1',
+    kind: 'direct',
+    status: 'healthy',
+    last_checked_at: epochTime(T0),
+    last_check_status: 503,
   });
   assert.equal(h.deploymentState(m), 0);
 });
@@ -249,7 +275,14 @@ test('row keys come out in the wire order of SPEC §7.5', () => {
   h.recordFailure(m, { kind: 'response', status: 500 });
   h.recordCheck(m, { status: 429 });
   assert.deepEqual(Object.keys(JSON.parse(JSON.stringify(h.statusRow(m)))), [
-    'id', 'display_name', 'kind', 'status', 'cooldown_until', 'last_checked_at', 'last_check_status', 'status_reason',
+    'id',
+    'display_name',
+    'kind',
+    'status',
+    'cooldown_until',
+    'last_checked_at',
+    'last_check_status',
+    'status_reason',
   ]);
 });
 

@@ -7,8 +7,8 @@ import { createAdminApp } from '../src/admin/app.ts';
 import type { Gateway } from '../src/gateway.ts';
 import { createProxyApp } from '../src/proxy/app.ts';
 import { createStatusApp } from '../src/status/app.ts';
-import { chunk, startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { anthropicEvents, anthropicMessage, startMockAnthropic, type MockAnthropic } from './support/mock-anthropic.ts';
+import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { anthropicEvents, anthropicMessage, type MockAnthropic, startMockAnthropic } from './support/mock-anthropic.ts';
 import { BASE_CONFIG, gatewayWith } from './support/platform.ts';
 import { until } from './support/until.ts';
 
@@ -25,7 +25,12 @@ let c: MockUpstream;
 let anth: MockAnthropic;
 
 before(async () => {
-  [a, b, c, anth] = await Promise.all([startMockUpstream(), startMockUpstream(), startMockUpstream(), startMockAnthropic()]);
+  [a, b, c, anth] = await Promise.all([
+    startMockUpstream(),
+    startMockUpstream(),
+    startMockUpstream(),
+    startMockAnthropic(),
+  ]);
 });
 after(async () => {
   await Promise.all([a.close(), b.close(), c.close(), anth.close()]);
@@ -65,15 +70,17 @@ async function harness(models: string, opts: { config?: string; directExtra?: st
   const { gw } = await gatewayWith(resources(models, opts), { env: ENV, config: BASE_CONFIG + (opts.config ?? '') });
   const proxy = createProxyApp(gw);
   const status = createStatusApp(gw);
-  const post = (path: string, body: unknown, headers: Record<string, string> = {}) => Promise.resolve(proxy.request(path, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${CALLER}`, 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  }));
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    Promise.resolve(proxy.request(path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER}`, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    }));
   return {
     gw,
     post,
-    chat: (model, extra = {}, headers = {}) => post('/v1/chat/completions', { model, messages: MESSAGES, ...extra }, headers),
+    chat: (model, extra = {}, headers = {}) =>
+      post('/v1/chat/completions', { model, messages: MESSAGES, ...extra }, headers),
     async rows() {
       const res = await status.request('/status/models');
       const list = await res.json() as Record<string, unknown>[];
@@ -88,7 +95,9 @@ async function harness(models: string, opts: { config?: string; directExtra?: st
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   for (const line of text.split('\n')) {
     if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) return Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) {
+      return Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
   }
   return undefined;
 }
@@ -128,7 +137,12 @@ describe('failover and cooldown', () => {
     const until = rows['m-a']!.cooldown_until as { secs_since_epoch: number; nanos_since_epoch: number };
     assert.ok(Math.abs(until.secs_since_epoch - (nowSecs() + 30)) < 3, 'default cooldown is 30 s');
     assert.equal(rows['m-b']!.status, 'healthy');
-    assert.deepEqual(rows.smart, { id: rows.smart!.id, display_name: 'smart', kind: 'routing', status: 'not_applicable' });
+    assert.deepEqual(rows.smart, {
+      id: rows.smart!.id,
+      display_name: 'smart',
+      kind: 'routing',
+      status: 'not_applicable',
+    });
 
     const again = await h.chat('smart');
     assert.equal(again.status, 200);
@@ -144,14 +158,18 @@ describe('failover and cooldown', () => {
     assert.equal(sample(m, 'aisix_deployment_state', { model: 'm-b' }), 0);
     assert.equal(sample(m, 'aisix_deployment_success_responses_total', { model: 'm-b' }), 2);
     assert.equal(sample(m, 'aisix_proxy_fallbacks_total', { model: 'smart' }), 1);
-    assert.match(m, /aisix_deployment_state\{provider="openai",model="m-a",upstream_model="up-a",provider_key_id="[0-9a-f-]{36}"\} 2/);
+    assert.match(
+      m,
+      /aisix_deployment_state\{provider="openai",model="m-a",upstream_model="up-a",provider_key_id="[0-9a-f-]{36}"\} 2/,
+    );
   });
 
   test('/admin/v1/models/status serves the same bytes as /status/models', async () => {
     const admin = createAdminApp(h.gw);
     const [s, ad] = await Promise.all([
       Promise.resolve(createStatusApp(h.gw).request('/status/models')).then((r) => r.text()),
-      Promise.resolve(admin.request('/admin/v1/models/status', { headers: { authorization: 'Bearer admin-secret-1' } })).then((r) => r.text()),
+      Promise.resolve(admin.request('/admin/v1/models/status', { headers: { authorization: 'Bearer admin-secret-1' } }))
+        .then((r) => r.text()),
     ]);
     assert.equal(ad, s);
   });
@@ -189,7 +207,10 @@ describe('failover and cooldown', () => {
     assert.equal(row.status, 'cooldown');
     assert.equal(row.status_reason, 'upstream_rate_limited');
     const until = row.cooldown_until as { secs_since_epoch: number };
-    assert.ok(Math.abs(until.secs_since_epoch - (nowSecs() + 180)) < 3, `cooldown_until ${until.secs_since_epoch} vs now ${nowSecs()}`);
+    assert.ok(
+      Math.abs(until.secs_since_epoch - (nowSecs() + 180)) < 3,
+      `cooldown_until ${until.secs_since_epoch} vs now ${nowSecs()}`,
+    );
     b.script({});
     await (await h.chat('m-b')).text();
   });
@@ -216,7 +237,7 @@ describe('failover and cooldown', () => {
     assert.equal(upstreamModel(await res.json()), 'up-b');
   });
 
-  test('max_fallbacks: 0 → the first target\'s failure is the answer (502), the second is never called', async () => {
+  test("max_fallbacks: 0 → the first target's failure is the answer (502), the second is never called", async () => {
     const nb = b.requests.length;
     a.script({ status: 503 });
     const res = await h.chat('strict');
@@ -252,7 +273,9 @@ describe('background checks and unavailability', () => {
     c.setDefault({ status: 429 });
     const na = a.requests.length;
     const nc = c.requests.length;
-    h = await harness(`  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }`, { directExtra: check });
+    h = await harness(`  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }`, {
+      directExtra: check,
+    });
     await a.waitForRequests(1).catch(() => {});
     await until(async () => (await h.rows())['m-a']!.status === 'unhealthy', 3000, 'm-a unhealthy');
     await until(async () => (await h.rows())['m-c']!.last_check_status === 429, 3000, 'm-c checked');
@@ -266,7 +289,7 @@ describe('background checks and unavailability', () => {
     c.setDefault({});
   });
 
-  test('the check is a small real chat request: prompt, max_tokens, the model\'s key', () => {
+  test("the check is a small real chat request: prompt, max_tokens, the model's key", () => {
     const req = a.requests.find((r) => r.json?.max_tokens === 1)!;
     assert.deepEqual(req.json, { model: 'up-a', messages: [{ role: 'user', content: 'ping' }], max_tokens: 1 });
     assert.equal(req.headers.authorization, `Bearer ${ENV.UPSTREAM_KEY}`);
@@ -307,10 +330,20 @@ describe('background checks and unavailability', () => {
   test('all targets unhealthy: fail → 503 + Retry-After: 30 and zero upstream calls; try_anyway calls them', async () => {
     b.setDefault({ status: 503 });
     const nb = b.requests.length;
-    hAll = await harness(`  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }
+    hAll = await harness(
+      `  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: anyway, routing: { targets: [{ model: m-a }, { model: m-b }], when_all_unavailable: try_anyway } }`,
-    { directExtra: 'background_model_check: { interval_seconds: 60, timeout_seconds: 2 }' });
-    await until(async () => { const r = await hAll.rows(); return r['m-a']!.status === 'unhealthy' && r['m-b']!.status === 'unhealthy' && r['m-c']!.last_checked_at !== undefined; }, 3000, 'checks');
+      { directExtra: 'background_model_check: { interval_seconds: 60, timeout_seconds: 2 }' },
+    );
+    await until(
+      async () => {
+        const r = await hAll.rows();
+        return r['m-a']!.status === 'unhealthy' && r['m-b']!.status === 'unhealthy' &&
+          r['m-c']!.last_checked_at !== undefined;
+      },
+      3000,
+      'checks',
+    );
     assert.ok(b.requests.length > nb);
     const before = [a.requests.length, b.requests.length, c.requests.length];
     const res = await hAll.chat('smart');
@@ -331,12 +364,14 @@ describe('background checks and unavailability', () => {
 describe('strategies through the proxy', () => {
   let h: Harness;
   before(async () => {
-    h = await harness(`  - { display_name: rr, routing: { strategy: round_robin, targets: [{ model: m-a, weight: 70 }, { model: m-b, weight: 30 }] } }
+    h = await harness(
+      `  - { display_name: rr, routing: { strategy: round_robin, targets: [{ model: m-a, weight: 70 }, { model: m-b, weight: 30 }] } }
   - { display_name: sticky, routing: { strategy: consistent_hash, hash_header: x-session, targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
   - { display_name: busy, routing: { strategy: least_busy, targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: lat-a, provider_key: pa, model_name: up-a, retries: 0 }
   - { display_name: lat-b, provider_key: pb, model_name: up-b, retries: 0 }
-  - { display_name: fast, routing: { strategy: least_latency, targets: [{ model: lat-a }, { model: lat-b }] } }`);
+  - { display_name: fast, routing: { strategy: least_latency, targets: [{ model: lat-a }, { model: lat-b }] } }`,
+    );
   });
   after(() => h.gw.stop());
 
@@ -355,7 +390,9 @@ describe('strategies through the proxy', () => {
     const seen = new Set<string>();
     for (const session of ['s-1', 's-2', 's-3', 's-4', 's-5', 's-6', 's-7', 's-8']) {
       const picks = new Set<string>();
-      for (let i = 0; i < 4; i++) picks.add(upstreamModel(await (await h.chat('sticky', {}, { 'x-session': session })).json()));
+      for (let i = 0; i < 4; i++) {
+        picks.add(upstreamModel(await (await h.chat('sticky', {}, { 'x-session': session })).json()));
+      }
       assert.equal(picks.size, 1, `session ${session} moved between ${[...picks].join(', ')}`);
       seen.add([...picks][0]!);
     }
@@ -367,7 +404,11 @@ describe('strategies through the proxy', () => {
 
   test('least_busy sends the next request to the target with fewer requests in flight', async () => {
     let release!: () => void;
-    a.script({ hold: new Promise<void>((r) => { release = r; }) });
+    a.script({
+      hold: new Promise<void>((r) => {
+        release = r;
+      }),
+    });
     const held = h.chat('busy');
     await a.waitForRequests(1);
     const res = await h.chat('busy');
@@ -387,10 +428,12 @@ describe('strategies through the proxy', () => {
 describe('streaming', () => {
   let h: Harness;
   before(async () => {
-    h = await harness(`  - { display_name: quick, provider_key: pa, model_name: up-a, retries: 0, stream_timeout: 300 }
+    h = await harness(
+      `  - { display_name: quick, provider_key: pa, model_name: up-a, retries: 0, stream_timeout: 300 }
   - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: smart-quick, routing: { targets: [{ model: quick }, { model: m-b }] } }`,
-    { config: 'downstream: { sse_keepalive_interval_secs: 1 }\n' });
+      { config: 'downstream: { sse_keepalive_interval_secs: 1 }\n' },
+    );
   });
   after(() => h.gw.stop());
 
@@ -417,7 +460,12 @@ describe('streaming', () => {
     a.script({ status: 500 });
     const res = await h.chat('smart', { stream: true });
     assert.equal(res.status, 200);
-    assert.equal(await res.text(), `data: ${JSON.stringify(chunk('up-b', 'hello'))}\n\ndata: ${JSON.stringify(chunk('up-b', ' world'))}\n\ndata: [DONE]\n\n`);
+    assert.equal(
+      await res.text(),
+      `data: ${JSON.stringify(chunk('up-b', 'hello'))}\n\ndata: ${
+        JSON.stringify(chunk('up-b', ' world'))
+      }\n\ndata: [DONE]\n\n`,
+    );
     h.gw.health.recordSuccess({ id: (await h.rows())['m-a']!.id as string });
   });
 
@@ -470,7 +518,9 @@ describe('streaming', () => {
 describe('caller rate limits', () => {
   let h: Harness;
   before(async () => {
-    h = await harness(`  - { display_name: one-at-a-time, provider_key: pa, model_name: up-a, retries: 0, rate_limit: { concurrency: 1 } }`);
+    h = await harness(
+      `  - { display_name: one-at-a-time, provider_key: pa, model_name: up-a, retries: 0, rate_limit: { concurrency: 1 } }`,
+    );
   });
   after(() => h.gw.stop());
 
@@ -492,7 +542,11 @@ describe('caller rate limits', () => {
 
   test('concurrency on a model: a second request while one is in flight gets 429; the permit returns when the body ends', async () => {
     let release!: () => void;
-    a.script({ hold: new Promise<void>((r) => { release = r; }) });
+    a.script({
+      hold: new Promise<void>((r) => {
+        release = r;
+      }),
+    });
     const first = h.chat('one-at-a-time');
     await a.waitForRequests(1);
     const second = await h.chat('one-at-a-time');
@@ -537,7 +591,13 @@ describe('POST /v1/messages and Anthropic targets', () => {
   after(() => h.gw.stop());
 
   const msg = (model: string, extra: Record<string, unknown> = {}) =>
-    h.post('/v1/messages', { model, max_tokens: 50, system: 'be brief', messages: [{ role: 'user', content: 'hello there' }], ...extra });
+    h.post('/v1/messages', {
+      model,
+      max_tokens: 50,
+      system: 'be brief',
+      messages: [{ role: 'user', content: 'hello there' }],
+      ...extra,
+    });
 
   test('JSON to the echo target (translated): a Messages answer', async () => {
     const res = await msg('echo');
@@ -556,13 +616,18 @@ describe('POST /v1/messages and Anthropic targets', () => {
     assert.equal(res.headers.get('content-type'), 'text/event-stream');
     const events = (await res.text()).split('\n\n').filter(Boolean).map((e) => {
       const [ev, data] = e.split('\n');
-      return { event: ev!.slice('event: '.length), data: JSON.parse(data!.slice('data: '.length)) as Record<string, unknown> };
+      return {
+        event: ev!.slice('event: '.length),
+        data: JSON.parse(data!.slice('data: '.length)) as Record<string, unknown>,
+      };
     });
     const names = events.map((e) => e.event);
     assert.equal(names[0], 'message_start');
     assert.equal(names[1], 'content_block_start');
     assert.deepEqual(names.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
-    const text = events.filter((e) => e.event === 'content_block_delta').map((e) => (e.data.delta as { text: string }).text).join('');
+    const text = events.filter((e) => e.event === 'content_block_delta').map((e) =>
+      (e.data.delta as { text: string }).text
+    ).join('');
     assert.equal(text, 'hello there');
     const delta = events.find((e) => e.event === 'message_delta')!.data;
     assert.deepEqual(delta.delta, { stop_reason: 'end_turn', stop_sequence: null });
@@ -575,7 +640,10 @@ describe('POST /v1/messages and Anthropic targets', () => {
     const up = a.requests.at(-1)!;
     assert.equal(up.url, '/v1/chat/completions');
     assert.deepEqual(up.json, {
-      model: 'up-a', max_tokens: 50, stop: ['END'], temperature: 0.2,
+      model: 'up-a',
+      max_tokens: 50,
+      stop: ['END'],
+      temperature: 0.2,
       messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hello there' }],
     });
     const body = await res.json() as Record<string, unknown>;
@@ -597,11 +665,16 @@ describe('POST /v1/messages and Anthropic targets', () => {
     a.script({ status: 400, body: { error: { message: 'context too long', type: 'invalid_request_error' } } });
     const res = await msg('m-a');
     assert.equal(res.status, 400);
-    assert.deepEqual(await res.json(), { type: 'error', error: { type: 'invalid_request_error', message: 'context too long' } });
+    assert.deepEqual(await res.json(), {
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'context too long' },
+    });
   });
 
   test('gateway errors on /v1/messages use the Anthropic envelope', async () => {
-    const res = await h.post('/v1/messages', { model: 'echo', max_tokens: 5, messages: MESSAGES }, { authorization: 'Bearer nope' });
+    const res = await h.post('/v1/messages', { model: 'echo', max_tokens: 5, messages: MESSAGES }, {
+      authorization: 'Bearer nope',
+    });
     assert.equal(res.status, 401);
     const body = await res.json() as { type: string; error: { type: string } };
     assert.equal(body.type, 'error');
@@ -620,23 +693,45 @@ describe('POST /v1/messages and Anthropic targets', () => {
     assert.equal(up.headers['x-api-key'], ENV.ANTHROPIC_KEY);
     assert.equal(up.headers['anthropic-version'], '2023-06-01');
     assert.equal(up.headers.authorization, undefined);
-    assert.deepEqual(up.json, { model: 'claude-up', max_tokens: 50, system: 'be brief', messages: [{ role: 'user', content: 'hello there' }], metadata: { user_id: 'u1' } });
+    assert.deepEqual(up.json, {
+      model: 'claude-up',
+      max_tokens: 50,
+      system: 'be brief',
+      messages: [{ role: 'user', content: 'hello there' }],
+      metadata: { user_id: 'u1' },
+    });
   });
 
   test('passthrough to an Anthropic target: SSE bytes untouched', async () => {
     const res = await msg('claude', { stream: true });
-    const expected = anthropicEvents('claude-up').map(([n, p]) => `event: ${n}\ndata: ${JSON.stringify(p)}\n\n`).join('');
+    const expected = anthropicEvents('claude-up').map(([n, p]) => `event: ${n}\ndata: ${JSON.stringify(p)}\n\n`).join(
+      '',
+    );
     assert.equal(await res.text(), expected);
   });
 
   test('/v1/chat/completions to an Anthropic target: translated both ways (JSON)', async () => {
     const res = await h.post('/v1/chat/completions', {
-      model: 'claude', messages: [{ role: 'system', content: 'sys' }, { role: 'user', content: 'hi' }], stop: 'X', user: 'u2',
+      model: 'claude',
+      messages: [{ role: 'system', content: 'sys' }, { role: 'user', content: 'hi' }],
+      stop: 'X',
+      user: 'u2',
     });
     assert.equal(res.status, 200);
     const up = anth.requests.at(-1)!.json!;
-    assert.deepEqual(up, { model: 'claude-up', max_tokens: 4096, system: 'sys', messages: [{ role: 'user', content: 'hi' }], stop_sequences: ['X'], metadata: { user_id: 'u2' } });
-    const body = await res.json() as { object: string; choices: { message: { content: string }; finish_reason: string }[]; usage: Record<string, number> };
+    assert.deepEqual(up, {
+      model: 'claude-up',
+      max_tokens: 4096,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'hi' }],
+      stop_sequences: ['X'],
+      metadata: { user_id: 'u2' },
+    });
+    const body = await res.json() as {
+      object: string;
+      choices: { message: { content: string }; finish_reason: string }[];
+      usage: Record<string, number>;
+    };
     assert.equal(body.object, 'chat.completion');
     assert.equal(body.choices[0]!.message.content, 'hi from anthropic mock');
     assert.equal(body.choices[0]!.finish_reason, 'stop');
@@ -644,19 +739,29 @@ describe('POST /v1/messages and Anthropic targets', () => {
   });
 
   test('/v1/chat/completions to an Anthropic target: translated both ways (SSE, with usage when asked)', async () => {
-    const res = await h.post('/v1/chat/completions', { model: 'claude', messages: MESSAGES, stream: true, stream_options: { include_usage: true } });
+    const res = await h.post('/v1/chat/completions', {
+      model: 'claude',
+      messages: MESSAGES,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     assert.equal(res.status, 200);
     const events = (await res.text()).split('\n\n').filter(Boolean).map((e) => e.slice('data: '.length));
     assert.equal(events.at(-1), '[DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as { choices: { delta: Record<string, unknown>; finish_reason: string | null }[]; usage?: unknown });
+    const chunks = events.slice(0, -1).map((e) =>
+      JSON.parse(e) as { choices: { delta: Record<string, unknown>; finish_reason: string | null }[]; usage?: unknown }
+    );
     assert.deepEqual(chunks[0]!.choices[0]!.delta, { role: 'assistant', content: '' });
     assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'hello world');
-    assert.equal(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0]!.finish_reason, 'stop');
+    assert.equal(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0]?.finish_reason, 'stop');
     assert.deepEqual(chunks.at(-1)!.usage, { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 });
   });
 
   test('an Anthropic upstream error status reaches an OpenAI caller in the OpenAI envelope', async () => {
-    anth.script({ status: 400, body: { type: 'error', error: { type: 'invalid_request_error', message: 'bad thing' } } });
+    anth.script({
+      status: 400,
+      body: { type: 'error', error: { type: 'invalid_request_error', message: 'bad thing' } },
+    });
     const res = await h.chat('claude');
     assert.equal(res.status, 400);
     assert.deepEqual(await res.json(), { error: { message: 'bad thing', type: 'invalid_request_error' } });
@@ -665,11 +770,14 @@ describe('POST /v1/messages and Anthropic targets', () => {
   test('a mid-stream failure on /v1/messages is an Anthropic `event: error`', async () => {
     a.script({ sse: [chunk('up-a', 'part'), chunk('up-a', 'never')], chunkDelayMs: 200, dropAfterChunks: 1 });
     const text = await (await msg('m-a', { stream: true })).text();
-    assert.match(text, /event: error\ndata: \{"type":"error","error":\{"type":"upstream_error","message":"[^"]+"\}\}\n\n$/);
+    assert.match(
+      text,
+      /event: error\ndata: \{"type":"error","error":\{"type":"upstream_error","message":"[^"]+"\}\}\n\n$/,
+    );
     assert.ok(!text.includes('message_stop'));
   });
 
-  test('embeddings on an Anthropic target: 400 in the caller\'s wire, no upstream call', async () => {
+  test("embeddings on an Anthropic target: 400 in the caller's wire, no upstream call", async () => {
     const n = anth.requests.length;
     const res = await h.post('/v1/embeddings', { model: 'claude', input: 'x' });
     assert.equal(res.status, 400);
@@ -682,4 +790,3 @@ describe('POST /v1/messages and Anthropic targets', () => {
     for (const s of Object.values(ENV)) assert.ok(!text.includes(s));
   });
 });
-

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MemoryRateLimitStore, RateLimiter, windowEnd, type RateLimitSubject } from '../src/routing/rate-limit.ts';
+import { MemoryRateLimitStore, RateLimiter, type RateLimitSubject, windowEnd } from '../src/routing/rate-limit.ts';
 
 function setup(start = 1_000_000_000_000) {
   const c = { t: start };
@@ -63,7 +63,13 @@ test('concurrency: acquire/release, Retry-After 1, release is idempotent', async
   const a = await limiter.acquire(s);
   const b = await limiter.acquire(s);
   assert.ok(a.allowed && b.allowed);
-  assert.deepEqual(await limiter.acquire(s), { allowed: false, retryAfterSecs: 1, scope: 'api_key', id: 'k1', dimension: 'concurrency' });
+  assert.deepEqual(await limiter.acquire(s), {
+    allowed: false,
+    retryAfterSecs: 1,
+    scope: 'api_key',
+    id: 'k1',
+    dimension: 'concurrency',
+  });
   await a.permit.release();
   await a.permit.release();
   const c2 = await limiter.acquire(s);
@@ -104,7 +110,11 @@ test('memory store: fixed windows aligned to the epoch, old windows swept', asyn
   const store = new MemoryRateLimitStore();
   const w = { key: 'k', windowMs: 1000, limit: 1, cost: 1 };
   assert.deepEqual(await store.consume({ windows: [w], slots: [] }, 100), { ok: true });
-  assert.deepEqual(await store.consume({ windows: [w], slots: [] }, 900), { ok: false, windows: [{ index: 0, resetAt: 1000 }], slots: [] });
+  assert.deepEqual(await store.consume({ windows: [w], slots: [] }, 900), {
+    ok: false,
+    windows: [{ index: 0, resetAt: 1000 }],
+    slots: [],
+  });
   assert.deepEqual(await store.consume({ windows: [w], slots: [] }, 1000), { ok: true });
   for (let i = 0; i < MemoryRateLimitStore.SWEEP_EVERY; i++) await store.consume({ windows: [], slots: [] }, 10_000);
   assert.deepEqual(await store.consume({ windows: [w], slots: [] }, 10_000), { ok: true });

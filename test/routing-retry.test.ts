@@ -2,8 +2,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RoutingSchema } from '../src/resources/schema.ts';
 import {
-  backoffMs, classify, classifyOptions, parseRetryAfter, retryBudget, runAttempts, sleepMs,
-  type AttemptReport, type ClassifyOptions, type Outcome,
+  type AttemptReport,
+  backoffMs,
+  classify,
+  type ClassifyOptions,
+  classifyOptions,
+  type Outcome,
+  parseRetryAfter,
+  retryBudget,
+  runAttempts,
+  sleepMs,
 } from '../src/routing/retry.ts';
 
 const plain: ClassifyOptions = { retryOn429: false };
@@ -33,7 +41,9 @@ test('classification table', () => {
     [{ kind: 'timeout' }, plain, 'retry'],
     [{ kind: 'transport', message: 'ECONNRESET' }, plain, 'retry'],
   ];
-  for (const [outcome, opts, want] of rows) assert.equal(classify(outcome, opts), want, JSON.stringify([outcome, opts]));
+  for (const [outcome, opts, want] of rows) {
+    assert.equal(classify(outcome, opts), want, JSON.stringify([outcome, opts]));
+  }
 });
 
 test('classifyOptions from a routing block, defaults for a direct model', () => {
@@ -43,7 +53,10 @@ test('classifyOptions from a routing block, defaults for a direct model', () => 
 });
 
 test('retry budget: target → model → routing → upstream.retries', () => {
-  assert.equal(retryBudget({ target: { retries: 0 }, model: { retries: 3 }, routing: { retries: 4 }, upstreamRetries: 2 }), 0);
+  assert.equal(
+    retryBudget({ target: { retries: 0 }, model: { retries: 3 }, routing: { retries: 4 }, upstreamRetries: 2 }),
+    0,
+  );
   assert.equal(retryBudget({ target: {}, model: { retries: 3 }, routing: { retries: 4 }, upstreamRetries: 2 }), 3);
   assert.equal(retryBudget({ target: {}, model: {}, routing: { retries: 4 }, upstreamRetries: 2 }), 4);
   assert.equal(retryBudget({ upstreamRetries: 2 }), 2);
@@ -89,8 +102,11 @@ interface Script {
   calls: string[];
 }
 
-async function run(targets: [string, ...string[]], outcomes: Record<string, Outcome[]>,
-  opts: { budget?: number; classify?: ClassifyOptions; signal?: AbortSignal } = {}) {
+async function run(
+  targets: [string, ...string[]],
+  outcomes: Record<string, Outcome[]>,
+  opts: { budget?: number; classify?: ClassifyOptions; signal?: AbortSignal } = {},
+) {
   const s: Script = { sleeps: [], reports: [], calls: [] };
   const result = await runAttempts<string, Outcome>({
     targets,
@@ -120,7 +136,10 @@ test('runAttempts: success on the first try', async () => {
 });
 
 test('runAttempts: retries a 5xx with backoff, then fails over when the budget is spent', async () => {
-  const { result, calls, sleeps, reports } = await run(['a', 'b'], { a: [res(500), res(502), res(503)], b: [res(200)] });
+  const { result, calls, sleeps, reports } = await run(['a', 'b'], {
+    a: [res(500), res(502), res(503)],
+    b: [res(200)],
+  });
   assert.deepEqual(calls, ['a', 'a', 'a', 'b']);
   assert.deepEqual(sleeps, [250, 500]);
   assert.deepEqual(reports.map((r) => r.next), ['retry', 'retry', 'fallback', 'done']);
@@ -129,7 +148,9 @@ test('runAttempts: retries a 5xx with backoff, then fails over when the budget i
 });
 
 test('runAttempts: timeout and transport errors are retried', async () => {
-  const { calls, result } = await run(['a'], { a: [{ kind: 'timeout' }, { kind: 'transport', message: 'reset' }, res(200)] });
+  const { calls, result } = await run(['a'], {
+    a: [{ kind: 'timeout' }, { kind: 'transport', message: 'reset' }, res(200)],
+  });
   assert.deepEqual(calls, ['a', 'a', 'a']);
   assert.equal(result.kind === 'finished' && result.verdict, 'success');
 });
@@ -160,8 +181,9 @@ test('runAttempts: a Retry-After over 5 s fails over at once instead of sleeping
 });
 
 test('runAttempts: fallback_on_statuses moves to the next target without retrying', async () => {
-  const { calls, sleeps } = await run(['a', 'b'], { a: [res(404)], b: [res(200)] },
-    { classify: { retryOn429: false, fallbackOnStatuses: [404] } });
+  const { calls, sleeps } = await run(['a', 'b'], { a: [res(404)], b: [res(200)] }, {
+    classify: { retryOn429: false, fallbackOnStatuses: [404] },
+  });
   assert.deepEqual(calls, ['a', 'b']);
   assert.deepEqual(sleeps, []);
 });

@@ -1,8 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RoutingSchema, type Routing } from '../src/resources/schema.ts';
+import { type Routing, RoutingSchema } from '../src/resources/schema.ts';
 import {
-  RoutingState, hash32, integerWeights, pickTargets, type Candidate, type HealthState, type PickContext,
+  type Candidate,
+  hash32,
+  type HealthState,
+  integerWeights,
+  type PickContext,
+  pickTargets,
+  RoutingState,
 } from '../src/routing/strategies.ts';
 
 interface C extends Candidate {
@@ -14,7 +20,13 @@ function routing(fields: Partial<Routing> & { targets?: Routing['targets'] }): R
 }
 
 function cand(name: string, opts: { weight?: number; priority?: number; health?: HealthState } = {}): C {
-  return { name, modelId: `id-${name}`, weight: opts.weight ?? 1, priority: opts.priority ?? 0, health: opts.health ?? 'healthy' };
+  return {
+    name,
+    modelId: `id-${name}`,
+    weight: opts.weight ?? 1,
+    priority: opts.priority ?? 0,
+    health: opts.health ?? 'healthy',
+  };
 }
 
 function ctx(extra: Partial<PickContext> = {}): PickContext {
@@ -33,7 +45,12 @@ test('failover keeps declaration order', () => {
 
 test('priority tiers: lower value first, then the next tier as fallbacks', () => {
   const r = routing({ strategy: 'failover' });
-  const cs = [cand('low', { priority: 5 }), cand('a', { priority: 0 }), cand('neg', { priority: -1 }), cand('b', { priority: 0 })];
+  const cs = [
+    cand('low', { priority: 5 }),
+    cand('a', { priority: 0 }),
+    cand('neg', { priority: -1 }),
+    cand('b', { priority: 0 }),
+  ];
   assert.deepEqual(names(pickTargets(r, cs, ctx())), ['neg', 'a', 'b', 'low']);
 });
 
@@ -173,7 +190,11 @@ test('health: cooled and unhealthy targets are skipped while a healthy one exist
 
 test('health: only cooled ones left → they are used', () => {
   const r = routing({});
-  const cs = [cand('sick', { health: 'unhealthy' }), cand('c1', { health: 'cooldown' }), cand('c2', { health: 'cooldown' })];
+  const cs = [
+    cand('sick', { health: 'unhealthy' }),
+    cand('c1', { health: 'cooldown' }),
+    cand('c2', { health: 'cooldown' }),
+  ];
   const res = pickTargets(r, cs, ctx());
   assert.deepEqual(names(res), ['c1', 'c2']);
   assert.equal(res.kind === 'ok' && res.pool, 'cooldown');
@@ -202,6 +223,9 @@ test('consistent hash: an empty header value counts as absent; no key at all →
   const r = routing({ strategy: 'consistent_hash', hash_header: 'x-session' });
   const cs = [cand('a'), cand('b'), cand('c')];
   const viaKey = names(pickTargets(r, cs, ctx({ apiKeyId: 'k9' })));
-  assert.deepEqual(names(pickTargets(r, cs, ctx({ headers: new Headers({ 'x-session': '' }), apiKeyId: 'k9' }))), viaKey);
+  assert.deepEqual(
+    names(pickTargets(r, cs, ctx({ headers: new Headers({ 'x-session': '' }), apiKeyId: 'k9' }))),
+    viaKey,
+  );
   assert.deepEqual(names(pickTargets(r, cs, ctx())), ['a', 'b', 'c']);
 });

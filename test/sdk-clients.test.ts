@@ -5,9 +5,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { chunk, startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { anthropicEvents, startMockAnthropic, type MockAnthropic } from './support/mock-anthropic.ts';
-import { baseConfig, CALLER_KEY, spawnGateway, type GatewayProcess } from './support/process.ts';
+import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { anthropicEvents, type MockAnthropic, startMockAnthropic } from './support/mock-anthropic.ts';
+import { baseConfig, CALLER_KEY, type GatewayProcess, spawnGateway } from './support/process.ts';
 
 let oai: MockUpstream;
 let ant: MockAnthropic;
@@ -50,20 +50,32 @@ describe('the openai client', () => {
     const r = await openai.chat.completions.create({ model: 'gpt', messages: [{ role: 'user', content: 'hello' }] });
     assert.equal(r.choices[0]!.message.content, 'hi from mock');
     oai.script({ sse: [chunk('gpt-up', 'one'), chunk('gpt-up', ' two')], chunkDelayMs: 10 });
-    const stream = await openai.chat.completions.create({ model: 'gpt', stream: true, messages: [{ role: 'user', content: 'hello' }] });
+    const stream = await openai.chat.completions.create({
+      model: 'gpt',
+      stream: true,
+      messages: [{ role: 'user', content: 'hello' }],
+    });
     let text = '';
     for await (const c of stream) text += c.choices[0]?.delta?.content ?? '';
     assert.equal(text, 'one two');
   });
 
   test('chat to an Anthropic model (translated), JSON and streaming with usage', async () => {
-    const r = await openai.chat.completions.create({ model: 'claude', messages: [{ role: 'system', content: 'brief' }, { role: 'user', content: 'hello' }] });
+    const r = await openai.chat.completions.create({
+      model: 'claude',
+      messages: [{ role: 'system', content: 'brief' }, { role: 'user', content: 'hello' }],
+    });
     assert.equal(r.choices[0]!.message.content, 'hi from anthropic mock');
     assert.equal(r.choices[0]!.finish_reason, 'stop');
     assert.equal(r.usage?.total_tokens, 9);
     assert.equal(ant.requests.at(-1)!.json!.system, 'brief');
 
-    const stream = await openai.chat.completions.create({ model: 'claude', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hello' }] });
+    const stream = await openai.chat.completions.create({
+      model: 'claude',
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'hello' }],
+    });
     let text = '';
     let finish: string | null | undefined;
     let total: number | undefined;
@@ -79,14 +91,24 @@ describe('the openai client', () => {
 
   test('a mid-stream failure reaches the client as an error, not a silent end', async () => {
     oai.script({ sse: [chunk('gpt-up', 'part'), chunk('gpt-up', 'never')], chunkDelayMs: 150, dropAfterChunks: 1 });
-    const stream = await openai.chat.completions.create({ model: 'gpt', stream: true, messages: [{ role: 'user', content: 'x' }] });
-    await assert.rejects(async () => { for await (const c of stream) void c; }, /upstream stream failed/);
+    const stream = await openai.chat.completions.create({
+      model: 'gpt',
+      stream: true,
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    await assert.rejects(async () => {
+      for await (const c of stream) void c;
+    }, /upstream stream failed/);
   });
 });
 
 describe('the @anthropic-ai/sdk client', () => {
   test('messages to an Anthropic model (passthrough), JSON and streaming', async () => {
-    const m = await anthropic.messages.create({ model: 'claude', max_tokens: 64, messages: [{ role: 'user', content: 'hello' }] });
+    const m = await anthropic.messages.create({
+      model: 'claude',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hello' }],
+    });
     assert.equal(m.content[0]!.type, 'text');
     assert.equal((m.content[0] as Anthropic.TextBlock).text, 'hi from anthropic mock');
     const up = ant.requests.at(-1)!;
@@ -94,34 +116,62 @@ describe('the @anthropic-ai/sdk client', () => {
     assert.equal(up.headers['anthropic-version'], '2023-06-01');
 
     ant.script({ events: anthropicEvents('claude-up', ['str', 'eam']), eventDelayMs: 5 });
-    const stream = anthropic.messages.stream({ model: 'claude', max_tokens: 64, messages: [{ role: 'user', content: 'hello' }] });
+    const stream = anthropic.messages.stream({
+      model: 'claude',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hello' }],
+    });
     let text = '';
-    stream.on('text', (t) => { text += t; });
+    stream.on('text', (t) => {
+      text += t;
+    });
     const final = await stream.finalMessage();
     assert.equal(text, 'stream');
     assert.equal(final.stop_reason, 'end_turn');
   });
 
   test('messages to an OpenAI-style model (translated), JSON and streaming', async () => {
-    const m = await anthropic.messages.create({ model: 'gpt', max_tokens: 64, system: 'be brief', messages: [{ role: 'user', content: 'hello' }] });
+    const m = await anthropic.messages.create({
+      model: 'gpt',
+      max_tokens: 64,
+      system: 'be brief',
+      messages: [{ role: 'user', content: 'hello' }],
+    });
     assert.equal((m.content[0] as Anthropic.TextBlock).text, 'hi from mock');
     assert.equal(m.stop_reason, 'end_turn');
     assert.equal(m.usage.output_tokens, 3);
-    assert.deepEqual(oai.requests.at(-1)!.json!.messages, [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hello' }]);
+    assert.deepEqual(oai.requests.at(-1)!.json!.messages, [{ role: 'system', content: 'be brief' }, {
+      role: 'user',
+      content: 'hello',
+    }]);
 
     oai.script({ sse: [chunk('gpt-up', 'tr'), chunk('gpt-up', 'anslated')], chunkDelayMs: 5 });
-    const stream = anthropic.messages.stream({ model: 'gpt', max_tokens: 64, messages: [{ role: 'user', content: 'hello' }] });
+    const stream = anthropic.messages.stream({
+      model: 'gpt',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hello' }],
+    });
     let text = '';
-    stream.on('text', (t) => { text += t; });
+    stream.on('text', (t) => {
+      text += t;
+    });
     const final = await stream.finalMessage();
     assert.equal(text, 'translated');
     assert.equal((final.content[0] as Anthropic.TextBlock).text, 'translated');
   });
 
   test('messages to the echo model, JSON and streaming', async () => {
-    const m = await anthropic.messages.create({ model: 'echo', max_tokens: 64, messages: [{ role: 'user', content: 'say this back' }] });
+    const m = await anthropic.messages.create({
+      model: 'echo',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'say this back' }],
+    });
     assert.equal((m.content[0] as Anthropic.TextBlock).text, 'say this back');
-    const stream = anthropic.messages.stream({ model: 'echo', max_tokens: 64, messages: [{ role: 'user', content: 'say this back' }] });
+    const stream = anthropic.messages.stream({
+      model: 'echo',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'say this back' }],
+    });
     const final = await stream.finalMessage();
     assert.equal((final.content[0] as Anthropic.TextBlock).text, 'say this back');
     assert.equal(final.usage.output_tokens, 3);
@@ -129,9 +179,13 @@ describe('the @anthropic-ai/sdk client', () => {
 
   test('errors reach the client with their status and the Anthropic envelope', async () => {
     const bad = new Anthropic({ apiKey: 'sk-wrong', baseURL: gw.url(''), maxRetries: 0 });
-    await assert.rejects(bad.messages.create({ model: 'echo', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }),
-      (e: { status?: number; error?: { type?: string } }) => e.status === 401 && e.error?.type === 'error');
-    await assert.rejects(anthropic.messages.create({ model: 'nope', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }),
-      (e: { status?: number }) => e.status === 404);
+    await assert.rejects(
+      bad.messages.create({ model: 'echo', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }),
+      (e: { status?: number; error?: { type?: string } }) => e.status === 401 && e.error?.type === 'error',
+    );
+    await assert.rejects(
+      anthropic.messages.create({ model: 'nope', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }),
+      (e: { status?: number }) => e.status === 404,
+    );
   });
 });

@@ -10,10 +10,10 @@ import { Counter, Gauge, Histogram, Registry } from '../src/observability/metric
 import { createProxyApp } from '../src/proxy/app.ts';
 import { loadFromFile } from '../src/sources/file.ts';
 import { createStatusApp } from '../src/status/app.ts';
-import { configStatusBody, deriveConfigState, type ConfigFacts } from '../src/status/config-status.ts';
+import { type ConfigFacts, configStatusBody, deriveConfigState } from '../src/status/config-status.ts';
 import { uuidV5 } from '../src/util/crypto.ts';
-import { startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { gatewayWith, testPlatform, type TestPlatform } from './support/platform.ts';
+import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
 
 const sha256 = (s: string | Uint8Array) => createHash('sha256').update(s).digest('hex');
 
@@ -62,7 +62,9 @@ function clock(start = '2025-03-01T10:00:00.000Z') {
   let t = Date.parse(start);
   return {
     now: () => new Date(t),
-    set: (iso: string) => { t = Date.parse(iso); },
+    set: (iso: string) => {
+      t = Date.parse(iso);
+    },
   };
 }
 
@@ -74,13 +76,19 @@ function bareGateway(now: () => Date = () => new Date()): { gw: Gateway; platfor
   return { gw: new Gateway(c.config, platform, now), platform };
 }
 
-async function get(app: { request: (p: string, i?: RequestInit) => Response | Promise<Response> }, path: string, init?: RequestInit): Promise<{ res: Response; text: string }> {
+async function get(
+  app: { request: (p: string, i?: RequestInit) => Response | Promise<Response> },
+  path: string,
+  init?: RequestInit,
+): Promise<{ res: Response; text: string }> {
   const res = await app.request(path, init);
   return { res, text: await res.text() };
 }
 
 function assertNoSecret(where: string, text: string): void {
-  for (const s of SECRETS) assert.equal(text.includes(s), false, `${where} contains a secret (${s.slice(0, 8)}…):\n${text}`);
+  for (const s of SECRETS) {
+    assert.equal(text.includes(s), false, `${where} contains a secret (${s.slice(0, 8)}…):\n${text}`);
+  }
 }
 
 /** Minimal Prometheus text-format 0.0.4 check: every sample belongs to a family declared by # TYPE before it. */
@@ -89,7 +97,10 @@ function checkExposition(text: string): Map<string, string> {
   const types = new Map<string, string>();
   const helps = new Set<string>();
   for (const line of text.slice(0, -1).split('\n')) {
-    if (line.startsWith('# HELP ')) { helps.add(line.split(' ')[2]!); continue; }
+    if (line.startsWith('# HELP ')) {
+      helps.add(line.split(' ')[2]!);
+      continue;
+    }
     if (line.startsWith('# TYPE ')) {
       const [, , name, type] = line.split(' ');
       assert.ok(!types.has(name!), `family ${name} declared twice`);
@@ -98,7 +109,9 @@ function checkExposition(text: string): Map<string, string> {
       types.set(name!, type!);
       continue;
     }
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*\})? (\S+)$/.exec(line);
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*\})? (\S+)$/.exec(
+      line,
+    );
     assert.ok(m, `not a valid sample line: ${JSON.stringify(line)}`);
     const name = m[1]!;
     const family = types.has(name) ? name : name.replace(/_(bucket|sum|count)$/, '');
@@ -158,7 +171,11 @@ describe('/status/config', () => {
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
     assert.deepEqual(JSON.parse(text), {
-      state: 'never_loaded', source: { type: 'file' }, last_failure: null, rejected: [], partially_compatible: [],
+      state: 'never_loaded',
+      source: { type: 'file' },
+      last_failure: null,
+      rejected: [],
+      partially_compatible: [],
     });
   });
 
@@ -168,6 +185,7 @@ describe('/status/config', () => {
     platform.fileMap.set(RES_PATH, BAD_FILE);
     const r = await loadFromFile(gw, RES_PATH);
     assert.equal(r.ok, false);
+    // deno-lint-ignore no-explicit-any -- JSON under test
     const body = configStatusBody(gw.facts, c.now()) as Record<string, any>;
     assert.equal(body.state, 'never_loaded');
     assert.equal(body.applied, undefined);
@@ -181,6 +199,7 @@ describe('/status/config', () => {
     const c = clock('2025-03-01T10:00:00.000Z');
     const { gw, platform } = bareGateway(c.now);
     const app = createStatusApp(gw);
+    // deno-lint-ignore no-explicit-any -- JSON under test
     const status = async () => JSON.parse((await get(app, '/status/config')).text) as Record<string, any>;
 
     // 1. a good file
@@ -192,7 +211,9 @@ describe('/status/config', () => {
       state: 'synced',
       source: { type: 'file', source_hash: sha256(good), observed_at: '2025-03-01T10:00:00.000Z' },
       applied: {
-        config_hash: sha256(good), apply_seq: 1, applied_at: '2025-03-01T10:00:00.000Z',
+        config_hash: sha256(good),
+        apply_seq: 1,
+        applied_at: '2025-03-01T10:00:00.000Z',
         resource_counts: { provider_keys: 1, models: 3, api_keys: 1 },
       },
       last_reload: { successful: true, at: '2025-03-01T10:00:00.000Z' },
@@ -208,23 +229,35 @@ describe('/status/config', () => {
     assert.equal(bad.ok, false);
     const s2 = await status();
     assert.equal(s2.state, 'out_of_sync');
-    assert.deepEqual(s2.source, { type: 'file', source_hash: sha256(BAD_FILE), observed_at: '2025-03-01T10:05:00.000Z' });
+    assert.deepEqual(s2.source, {
+      type: 'file',
+      source_hash: sha256(BAD_FILE),
+      observed_at: '2025-03-01T10:05:00.000Z',
+    });
     assert.deepEqual(s2.applied, s1.applied, 'the applied snapshot is untouched');
     assert.deepEqual(s2.last_reload, { successful: false, at: '2025-03-01T10:05:00.000Z' });
     assert.deepEqual(s2.last_failure, {
-      at: '2025-03-01T10:05:00.000Z', last_error_kind: 'validate', last_error: bad.ok ? '' : bad.message,
+      at: '2025-03-01T10:05:00.000Z',
+      last_error_kind: 'validate',
+      last_error: bad.ok ? '' : bad.message,
     });
     assert.match(s2.last_failure.last_error, /^resources file \/srv\/sluice\/resources\.yaml: 2 error\(s\):/);
     assert.deepEqual(s2.rejected, [
       {
-        resource_kind: 'models', resource_id: await uuidV5('models/gpt-4o'), last_error_kind: 'schema_failed',
+        resource_kind: 'models',
+        resource_id: await uuidV5('models/gpt-4o'),
+        last_error_kind: 'schema_failed',
         last_error: 'timeout: Invalid input: expected number, received string',
-        first_seen_at: '2025-03-01T10:05:00.000Z', last_seen_at: '2025-03-01T10:05:00.000Z',
+        first_seen_at: '2025-03-01T10:05:00.000Z',
+        last_seen_at: '2025-03-01T10:05:00.000Z',
       },
       {
-        resource_kind: 'models', resource_id: await uuidV5('models/orphan'), last_error_kind: 'schema_failed',
+        resource_kind: 'models',
+        resource_id: await uuidV5('models/orphan'),
+        last_error_kind: 'schema_failed',
         last_error: 'provider_key: no provider key named "nope" in provider_keys',
-        first_seen_at: '2025-03-01T10:05:00.000Z', last_seen_at: '2025-03-01T10:05:00.000Z',
+        first_seen_at: '2025-03-01T10:05:00.000Z',
+        last_seen_at: '2025-03-01T10:05:00.000Z',
       },
     ]);
     assert.equal(gw.snapshot?.modelByName('we"ird\\model')?.display_name, 'we"ird\\model', 'old snapshot still serves');
@@ -287,9 +320,27 @@ describe('/status/config', () => {
   });
 
   test('deriveConfigState: first match wins', () => {
-    const base: ConfigFacts = { sourceType: 'etcd', latestLoadFailed: false, lastFailure: null, rejected: [], partiallyCompatible: [] };
-    const applied = (n: number) => ({ config_hash: 'h', apply_seq: 1, applied_at: 'x', resource_counts: { provider_keys: 0, models: n, api_keys: 0 } });
-    const row = { resource_kind: 'models', resource_id: 'm', last_error_kind: 'schema_failed', last_error: 'e', first_seen_at: 'x', last_seen_at: 'x' };
+    const base: ConfigFacts = {
+      sourceType: 'etcd',
+      latestLoadFailed: false,
+      lastFailure: null,
+      rejected: [],
+      partiallyCompatible: [],
+    };
+    const applied = (n: number) => ({
+      config_hash: 'h',
+      apply_seq: 1,
+      applied_at: 'x',
+      resource_counts: { provider_keys: 0, models: n, api_keys: 0 },
+    });
+    const row = {
+      resource_kind: 'models',
+      resource_id: 'm',
+      last_error_kind: 'schema_failed',
+      last_error: 'e',
+      first_seen_at: 'x',
+      last_seen_at: 'x',
+    };
     assert.equal(deriveConfigState(base), 'never_loaded');
     assert.equal(deriveConfigState({ ...base, latestLoadFailed: true, rejected: [row] }), 'never_loaded');
     assert.equal(deriveConfigState({ ...base, applied: applied(1), latestLoadFailed: true }), 'out_of_sync');
@@ -298,24 +349,73 @@ describe('/status/config', () => {
     assert.equal(deriveConfigState({ ...base, applied: applied(0) }), 'empty');
     assert.equal(deriveConfigState({ ...base, applied: applied(2) }), 'synced');
     // an unreachable source does not change the state
-    assert.equal(deriveConfigState({ ...base, applied: applied(2), connected: false, lastFailure: { at: 'x', last_error_kind: 'fetch', last_error: 'down' } }), 'synced');
+    assert.equal(
+      deriveConfigState({
+        ...base,
+        applied: applied(2),
+        connected: false,
+        lastFailure: { at: 'x', last_error_kind: 'fetch', last_error: 'down' },
+      }),
+      'synced',
+    );
   });
 
   test('configStatusBody: etcd fields and serving_stale_age_seconds', () => {
     const f: ConfigFacts = {
-      sourceType: 'etcd', connected: true, observedRevision: 42, sourceHash: 'src', observedAt: '2025-01-01T00:00:00Z',
-      applied: { applied_revision: 40, config_hash: 'cfg', apply_seq: 7, applied_at: '2025-01-01T00:00:00Z', resource_counts: { provider_keys: 1, models: 1, api_keys: 0 } },
-      latestLoadFailed: false, lastReload: { successful: true, at: '2025-01-01T00:00:00Z' }, lastFailure: null,
-      rejected: [{ resource_kind: 'models', resource_id: 'm1', last_error_kind: 'schema_failed', last_error: 'bad', first_seen_at: '2025-01-01T00:00:00Z', last_seen_at: '2025-01-01T00:01:00Z', serving_stale_since: '2025-01-01T00:00:00Z' }],
+      sourceType: 'etcd',
+      connected: true,
+      observedRevision: 42,
+      sourceHash: 'src',
+      observedAt: '2025-01-01T00:00:00Z',
+      applied: {
+        applied_revision: 40,
+        config_hash: 'cfg',
+        apply_seq: 7,
+        applied_at: '2025-01-01T00:00:00Z',
+        resource_counts: { provider_keys: 1, models: 1, api_keys: 0 },
+      },
+      latestLoadFailed: false,
+      lastReload: { successful: true, at: '2025-01-01T00:00:00Z' },
+      lastFailure: null,
+      rejected: [{
+        resource_kind: 'models',
+        resource_id: 'm1',
+        last_error_kind: 'schema_failed',
+        last_error: 'bad',
+        first_seen_at: '2025-01-01T00:00:00Z',
+        last_seen_at: '2025-01-01T00:01:00Z',
+        serving_stale_since: '2025-01-01T00:00:00Z',
+      }],
       partiallyCompatible: [{ resource_kind: 'models', field: 'extra', count: 2 }],
     };
     assert.deepEqual(configStatusBody(f, new Date('2025-01-01T00:02:05Z')), {
       state: 'degraded',
-      source: { type: 'etcd', connected: true, observed_revision: 42, source_hash: 'src', observed_at: '2025-01-01T00:00:00Z' },
-      applied: { applied_revision: 40, config_hash: 'cfg', apply_seq: 7, applied_at: '2025-01-01T00:00:00Z', resource_counts: { provider_keys: 1, models: 1, api_keys: 0 } },
+      source: {
+        type: 'etcd',
+        connected: true,
+        observed_revision: 42,
+        source_hash: 'src',
+        observed_at: '2025-01-01T00:00:00Z',
+      },
+      applied: {
+        applied_revision: 40,
+        config_hash: 'cfg',
+        apply_seq: 7,
+        applied_at: '2025-01-01T00:00:00Z',
+        resource_counts: { provider_keys: 1, models: 1, api_keys: 0 },
+      },
       last_reload: { successful: true, at: '2025-01-01T00:00:00Z' },
       last_failure: null,
-      rejected: [{ resource_kind: 'models', resource_id: 'm1', last_error_kind: 'schema_failed', last_error: 'bad', first_seen_at: '2025-01-01T00:00:00Z', last_seen_at: '2025-01-01T00:01:00Z', serving_stale_since: '2025-01-01T00:00:00Z', serving_stale_age_seconds: 125 }],
+      rejected: [{
+        resource_kind: 'models',
+        resource_id: 'm1',
+        last_error_kind: 'schema_failed',
+        last_error: 'bad',
+        first_seen_at: '2025-01-01T00:00:00Z',
+        last_seen_at: '2025-01-01T00:01:00Z',
+        serving_stale_since: '2025-01-01T00:00:00Z',
+        serving_stale_age_seconds: 125,
+      }],
       partially_compatible: [{ resource_kind: 'models', field: 'extra', count: 2 }],
     });
   });
@@ -342,14 +442,25 @@ describe('/status/models', () => {
 
 describe('/metrics', () => {
   let mock: MockUpstream;
-  before(async () => { mock = await startMockUpstream(); });
-  after(async () => { await mock.close(); });
+  before(async () => {
+    mock = await startMockUpstream();
+  });
+  after(async () => {
+    await mock.close();
+  });
 
   const CONFIG_FAMILIES = [
-    'aisix_config_last_reload_successful', 'aisix_config_last_reload_success_timestamp_seconds', 'aisix_config_reloads_total',
-    'aisix_config_reload_failures_total', 'aisix_config_rejected_resources', 'aisix_config_partially_compatible_resources',
-    'aisix_config_stale_served_resources', 'aisix_config_hash_info', 'aisix_config_observed_revision',
-    'aisix_config_applied_revision', 'aisix_config_source_connected',
+    'aisix_config_last_reload_successful',
+    'aisix_config_last_reload_success_timestamp_seconds',
+    'aisix_config_reloads_total',
+    'aisix_config_reload_failures_total',
+    'aisix_config_rejected_resources',
+    'aisix_config_partially_compatible_resources',
+    'aisix_config_stale_served_resources',
+    'aisix_config_hash_info',
+    'aisix_config_observed_revision',
+    'aisix_config_applied_revision',
+    'aisix_config_source_connected',
   ];
 
   test('every family of SPEC §9 is declared; the exposition is well-formed', async () => {
@@ -361,9 +472,21 @@ describe('/metrics', () => {
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
     const types = checkExposition(text);
-    for (const f of [...CONFIG_FAMILIES, 'aisix_deployment_state', 'aisix_deployment_cooled_down_total', 'aisix_deployment_requests_total',
-      'aisix_deployment_success_responses_total', 'aisix_deployment_failure_responses_total', 'aisix_proxy_requests_total',
-      'aisix_proxy_request_duration_seconds', 'aisix_proxy_in_flight_requests', 'sluice_open_connections', 'sluice_draining']) {
+    for (
+      const f of [
+        ...CONFIG_FAMILIES,
+        'aisix_deployment_state',
+        'aisix_deployment_cooled_down_total',
+        'aisix_deployment_requests_total',
+        'aisix_deployment_success_responses_total',
+        'aisix_deployment_failure_responses_total',
+        'aisix_proxy_requests_total',
+        'aisix_proxy_request_duration_seconds',
+        'aisix_proxy_in_flight_requests',
+        'sluice_open_connections',
+        'sluice_draining',
+      ]
+    ) {
       assert.ok(types.has(f), `family ${f} is missing`);
     }
     assert.equal(types.get('aisix_config_reloads_total'), 'counter');
@@ -373,7 +496,10 @@ describe('/metrics', () => {
     for (const t of ['counter']) for (const [name, type] of types) if (type === t) assert.match(name, /_total$/, name);
 
     assert.equal(sample(text, 'aisix_config_last_reload_successful'), 1);
-    assert.equal(sample(text, 'aisix_config_last_reload_success_timestamp_seconds'), Date.parse('2025-03-01T10:00:00.000Z') / 1000);
+    assert.equal(
+      sample(text, 'aisix_config_last_reload_success_timestamp_seconds'),
+      Date.parse('2025-03-01T10:00:00.000Z') / 1000,
+    );
     assert.equal(sample(text, 'aisix_config_reloads_total'), 1);
     assert.equal(sample(text, `aisix_config_hash_info{hash="${sha256(goodFile())}"}`), 1);
     for (const k of ['provider_keys', 'models', 'api_keys']) {
@@ -385,10 +511,20 @@ describe('/metrics', () => {
     const open = text.split('\n').filter((l) => l.startsWith('sluice_open_connections'));
     assert.ok(open.length === 0 || /^sluice_open_connections \d+$/.test(open[0]!), open.join('\n'));
     // file mode: no etcd samples
-    for (const f of ['aisix_config_observed_revision', 'aisix_config_applied_revision', 'aisix_config_source_connected']) {
+    for (
+      const f of ['aisix_config_observed_revision', 'aisix_config_applied_revision', 'aisix_config_source_connected']
+    ) {
       assert.equal(text.split('\n').some((l) => l.startsWith(`${f} `) || l.startsWith(`${f}{`)), false, f);
     }
-    assert.equal(sample(text, `aisix_deployment_state{provider="openai",model="gpt-4o",upstream_model="gpt-4o-upstream",provider_key_id="${await uuidV5('provider_keys/mock')}"}`), 0);
+    assert.equal(
+      sample(
+        text,
+        `aisix_deployment_state{provider="openai",model="gpt-4o",upstream_model="gpt-4o-upstream",provider_key_id="${await uuidV5(
+          'provider_keys/mock',
+        )}"}`,
+      ),
+      0,
+    );
   });
 
   test('reload failures, rejected rows, hash and sluice_draining follow the gateway', async () => {
@@ -414,15 +550,42 @@ describe('/metrics', () => {
 
   test('etcd mode: revisions, connection and stale-served rows', async () => {
     const platform = testPlatform();
-    const c = loadConfig('/c.yaml', `etcd: { endpoints: ["http://127.0.0.1:2379"] }\nproxy: { addr: ":0" }\nadmin: { enabled: false }\n`, {});
+    const c = loadConfig(
+      '/c.yaml',
+      `etcd: { endpoints: ["http://127.0.0.1:2379"] }\nproxy: { addr: ":0" }\nadmin: { enabled: false }\n`,
+      {},
+    );
     assert.ok(c.ok);
     const gw = new Gateway(c.config, platform);
     Object.assign(gw.facts, {
-      connected: true, observedRevision: 42, lastReload: { successful: true, at: '2025-01-01T00:00:00Z' },
-      applied: { applied_revision: 40, config_hash: 'abc', apply_seq: 1, applied_at: '2025-01-01T00:00:00Z', resource_counts: { provider_keys: 0, models: 1, api_keys: 0 } },
+      connected: true,
+      observedRevision: 42,
+      lastReload: { successful: true, at: '2025-01-01T00:00:00Z' },
+      applied: {
+        applied_revision: 40,
+        config_hash: 'abc',
+        apply_seq: 1,
+        applied_at: '2025-01-01T00:00:00Z',
+        resource_counts: { provider_keys: 0, models: 1, api_keys: 0 },
+      },
       rejected: [
-        { resource_kind: 'models', resource_id: 'a', last_error_kind: 'schema_failed', last_error: 'x', first_seen_at: 'x', last_seen_at: 'x', serving_stale_since: '2025-01-01T00:00:00Z' },
-        { resource_kind: 'api_keys', resource_id: 'b', last_error_kind: 'non_json', last_error: 'x', first_seen_at: 'x', last_seen_at: 'x' },
+        {
+          resource_kind: 'models',
+          resource_id: 'a',
+          last_error_kind: 'schema_failed',
+          last_error: 'x',
+          first_seen_at: 'x',
+          last_seen_at: 'x',
+          serving_stale_since: '2025-01-01T00:00:00Z',
+        },
+        {
+          resource_kind: 'api_keys',
+          resource_id: 'b',
+          last_error_kind: 'non_json',
+          last_error: 'x',
+          first_seen_at: 'x',
+          last_seen_at: 'x',
+        },
       ],
       partiallyCompatible: [{ resource_kind: 'models', field: 'f', count: 3 }],
     });
@@ -444,10 +607,12 @@ describe('/metrics', () => {
     const { gw } = await gatewayWith(goodFile(mock.base), { config: CONFIG, env: ENV });
     const proxy = createProxyApp(gw);
     const status = createStatusApp(gw);
-    const chat = (model: string, key = CALLER_KEY) => proxy.request('/v1/chat/completions', {
-      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
-    }, { peer: '127.0.0.1:1' });
+    const chat = (model: string, key = CALLER_KEY) =>
+      proxy.request('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+      }, { peer: '127.0.0.1:1' });
     const ok = 'aisix_proxy_requests_total{endpoint="chat_completions",model="gpt-4o",status="200",outcome="success"}';
     const before = (await get(status, '/metrics')).text;
     assert.equal(sample(before, ok), undefined);
@@ -457,11 +622,34 @@ describe('/metrics', () => {
     const { text } = await get(status, '/metrics');
     checkExposition(text);
     assert.equal(sample(text, ok), 2);
-    assert.equal(sample(text, 'aisix_proxy_requests_total{endpoint="chat_completions",model="",status="401",outcome="client_error"}'), 1);
-    assert.equal(sample(text, 'aisix_proxy_requests_total{endpoint="chat_completions",model="we\\"ird\\\\model",status="200",outcome="success"}'), 1);
-    assert.equal(sample(text, 'aisix_proxy_request_duration_seconds_count{endpoint="chat_completions",model="gpt-4o"}'), 2);
-    assert.equal(sample(text, 'aisix_proxy_request_duration_seconds_bucket{endpoint="chat_completions",model="gpt-4o",le="+Inf"}'), 2);
-    assert.ok(text.includes('aisix_deployment_state{provider="openai",model="we\\"ird\\\\model",upstream_model="weird-upstream",'), 'deployment labels escaped');
+    assert.equal(
+      sample(
+        text,
+        'aisix_proxy_requests_total{endpoint="chat_completions",model="",status="401",outcome="client_error"}',
+      ),
+      1,
+    );
+    assert.equal(
+      sample(
+        text,
+        'aisix_proxy_requests_total{endpoint="chat_completions",model="we\\"ird\\\\model",status="200",outcome="success"}',
+      ),
+      1,
+    );
+    assert.equal(
+      sample(text, 'aisix_proxy_request_duration_seconds_count{endpoint="chat_completions",model="gpt-4o"}'),
+      2,
+    );
+    assert.equal(
+      sample(text, 'aisix_proxy_request_duration_seconds_bucket{endpoint="chat_completions",model="gpt-4o",le="+Inf"}'),
+      2,
+    );
+    assert.ok(
+      text.includes(
+        'aisix_deployment_state{provider="openai",model="we\\"ird\\\\model",upstream_model="weird-upstream",',
+      ),
+      'deployment labels escaped',
+    );
     assert.equal(mock.requests.length, 3);
   });
 
@@ -475,13 +663,25 @@ describe('/metrics', () => {
     h.observe(['x'], 0.05);
     h.observe(['x'], 0.5);
     h.observe(['x'], 5);
-    assert.equal(r.render(), [
-      '# HELP t_total help', '# TYPE t_total counter', 't_total{l="a\\\\b\\"c\\nd"} 2',
-      '# HELP t_gauge help', '# TYPE t_gauge gauge', 't_gauge 1.5',
-      '# HELP t_seconds help', '# TYPE t_seconds histogram',
-      't_seconds_bucket{e="x",le="0.1"} 1', 't_seconds_bucket{e="x",le="1"} 2', 't_seconds_bucket{e="x",le="+Inf"} 3',
-      't_seconds_sum{e="x"} 5.55', 't_seconds_count{e="x"} 3', '',
-    ].join('\n'));
+    assert.equal(
+      r.render(),
+      [
+        '# HELP t_total help',
+        '# TYPE t_total counter',
+        't_total{l="a\\\\b\\"c\\nd"} 2',
+        '# HELP t_gauge help',
+        '# TYPE t_gauge gauge',
+        't_gauge 1.5',
+        '# HELP t_seconds help',
+        '# TYPE t_seconds histogram',
+        't_seconds_bucket{e="x",le="0.1"} 1',
+        't_seconds_bucket{e="x",le="1"} 2',
+        't_seconds_bucket{e="x",le="+Inf"} 3',
+        't_seconds_sum{e="x"} 5.55',
+        't_seconds_count{e="x"} 3',
+        '',
+      ].join('\n'),
+    );
     checkExposition(r.render());
     assert.throws(() => r.register(new Counter('t_total', 'again')), /registered twice/);
   });
@@ -498,7 +698,10 @@ describe('/metrics', () => {
     assert.equal(c.get(['x', 'y', '2']), 3);
     assert.equal(c.get(['x', 'z', '1']), 1);
     assert.deepEqual(r.render().split('\n').slice(2, -1), [
-      'm_total{a="x",b="y",c="1"} 5', 'm_total{a="x",b="y",c="2"} 3', 'm_total{a="x",b="z",c="1"} 1', 'm_total{a="",b="",c=""} 1',
+      'm_total{a="x",b="y",c="1"} 5',
+      'm_total{a="x",b="y",c="2"} 3',
+      'm_total{a="x",b="z",c="1"} 1',
+      'm_total{a="",b="",c=""} 1',
     ]);
     const g = r.register(new Gauge('m_gauge', 'help', ['k']));
     g.set(['p'], 1);
@@ -519,22 +722,46 @@ describe('no secret in any status or metrics body', () => {
       await loadFromFile(gw, RES_PATH);
       const proxy = createProxyApp(gw);
       await (await proxy.request('/v1/chat/completions', {
-        method: 'POST', headers: { authorization: `Bearer ${CALLER_KEY}` }, body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }),
+        method: 'POST',
+        headers: { authorization: `Bearer ${CALLER_KEY}` },
+        body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }),
       }, {})).text();
       // a failed reload whose rows carry secrets
-      platform.fileMap.set(RES_PATH, `${goodFile(mock.base)}  - { display_name: broken, key_hash: ${sha256(CALLER_KEY)}, allowed_models: [ghost] }\n`);
+      platform.fileMap.set(
+        RES_PATH,
+        `${goodFile(mock.base)}  - { display_name: broken, key_hash: ${
+          sha256(CALLER_KEY)
+        }, allowed_models: [ghost] }\n`,
+      );
       assert.equal((await loadFromFile(gw, RES_PATH)).ok, false);
       const status = createStatusApp(gw);
       const admin = createAdminApp(gw);
       const auth = { headers: { authorization: `Bearer ${ADMIN_KEY}` } };
       const bodies: [string, string][] = [];
-      for (const p of ['/status/ready', '/status/config', '/status/models', '/metrics']) bodies.push([p, (await get(status, p)).text]);
-      for (const p of ['/admin/v1/models', '/admin/v1/provider_keys', '/admin/v1/api_keys', '/admin/v1/models/status', '/admin/v1/health', '/admin/v1/nothing']) {
+      for (const p of ['/status/ready', '/status/config', '/status/models', '/metrics']) {
+        bodies.push([p, (await get(status, p)).text]);
+      }
+      for (
+        const p of [
+          '/admin/v1/models',
+          '/admin/v1/provider_keys',
+          '/admin/v1/api_keys',
+          '/admin/v1/models/status',
+          '/admin/v1/health',
+          '/admin/v1/nothing',
+        ]
+      ) {
         bodies.push([p, (await get(admin, p, auth)).text]);
       }
-      bodies.push(['admin 401', (await get(admin, '/admin/v1/models', { headers: { authorization: 'Bearer wrong-admin' } })).text]);
+      bodies.push([
+        'admin 401',
+        (await get(admin, '/admin/v1/models', { headers: { authorization: 'Bearer wrong-admin' } })).text,
+      ]);
       bodies.push(['admin 405', (await get(admin, '/admin/v1/models', { method: 'POST', ...auth })).text]);
-      assert.ok(bodies.find(([p]) => p === '/status/config')![1].includes('"rejected":[{'), 'the failed reload is reported');
+      assert.ok(
+        bodies.find(([p]) => p === '/status/config')![1].includes('"rejected":[{'),
+        'the failed reload is reported',
+      );
       for (const [p, body] of bodies) assertNoSecret(p, body);
       for (const l of platform.logs) assertNoSecret('log', JSON.stringify(l));
     } finally {
@@ -575,12 +802,24 @@ describe('admin app', () => {
       admin = createAdminApp(gw);
     });
 
-    const PATHS = ['/admin/v1/models', '/admin/v1/provider_keys', '/admin/v1/api_keys', '/admin/v1/models/status', '/admin/v1/health'];
+    const PATHS = [
+      '/admin/v1/models',
+      '/admin/v1/provider_keys',
+      '/admin/v1/api_keys',
+      '/admin/v1/models/status',
+      '/admin/v1/health',
+    ];
 
     test('401 without a key, with a wrong key, or with a malformed header', async () => {
       for (const p of PATHS) {
-        const variants: Record<string, string>[] = [{}, { authorization: 'Bearer nope' }, { 'x-api-key': 'nope' }, { authorization: `Basic ${ADMIN_KEY}` },
-          { authorization: `Bearer ${ADMIN_KEY}x` }, { authorization: `Bearer ${ADMIN_KEY.slice(0, -1)}` }];
+        const variants: Record<string, string>[] = [
+          {},
+          { authorization: 'Bearer nope' },
+          { 'x-api-key': 'nope' },
+          { authorization: `Basic ${ADMIN_KEY}` },
+          { authorization: `Bearer ${ADMIN_KEY}x` },
+          { authorization: `Bearer ${ADMIN_KEY.slice(0, -1)}` },
+        ];
         for (const headers of variants) {
           const { res, text } = await get(admin, p, { headers });
           assert.equal(res.status, 401, `${p} ${JSON.stringify(headers)}`);
@@ -591,9 +830,15 @@ describe('admin app', () => {
     });
 
     test('Authorization: Bearer and x-api-key both work, with any configured admin key', async () => {
-      const variants: Record<string, string>[] = [{ authorization: `Bearer ${ADMIN_KEY}` }, { 'x-api-key': ADMIN_KEY }, { authorization: 'Bearer second-admin-key' }];
+      const variants: Record<string, string>[] = [
+        { authorization: `Bearer ${ADMIN_KEY}` },
+        { 'x-api-key': ADMIN_KEY },
+        { authorization: 'Bearer second-admin-key' },
+      ];
       for (const headers of variants) {
-        for (const p of PATHS) assert.equal((await admin.request(p, { headers })).status, 200, `${p} ${JSON.stringify(headers)}`);
+        for (const p of PATHS) {
+          assert.equal((await admin.request(p, { headers })).status, 200, `${p} ${JSON.stringify(headers)}`);
+        }
       }
     });
 
@@ -602,7 +847,11 @@ describe('admin app', () => {
     test('/admin/v1/models lists the models', async () => {
       const body = JSON.parse((await get(admin, '/admin/v1/models', auth)).text);
       assert.equal(body.total, 3);
-      assert.deepEqual(body.list.map((m: { display_name: string }) => m.display_name), ['gpt-4o', 'we"ird\\model', 'smart']);
+      assert.deepEqual(body.list.map((m: { display_name: string }) => m.display_name), [
+        'gpt-4o',
+        'we"ird\\model',
+        'smart',
+      ]);
       assert.equal(body.list[0].id, await uuidV5('models/gpt-4o'));
       assert.equal(body.list[0].provider_key_id, await uuidV5('provider_keys/mock'));
     });
@@ -612,8 +861,12 @@ describe('admin app', () => {
       const body = JSON.parse(text);
       assert.equal(body.total, 1);
       assert.deepEqual(body.list[0], {
-        id: await uuidV5('provider_keys/mock'), display_name: 'mock', provider: 'openai', adapter: 'openai',
-        api_key: '[redacted]', api_base: 'http://127.0.0.1:9/v1',
+        id: await uuidV5('provider_keys/mock'),
+        display_name: 'mock',
+        provider: 'openai',
+        adapter: 'openai',
+        api_key: '[redacted]',
+        api_base: 'http://127.0.0.1:9/v1',
       });
       assertNoSecret('provider_keys', text);
     });
@@ -623,7 +876,11 @@ describe('admin app', () => {
       const body = JSON.parse(text);
       assert.equal(body.total, 1);
       assert.deepEqual(body.list[0], {
-        id: await uuidV5('api_keys/caller'), display_name: 'caller', key_hash: '[redacted]', allowed_models: ['*'], disabled: false,
+        id: await uuidV5('api_keys/caller'),
+        display_name: 'caller',
+        key_hash: '[redacted]',
+        allowed_models: ['*'],
+        disabled: false,
       });
       assertNoSecret('api_keys', text);
     });
@@ -659,7 +916,9 @@ describe('admin app', () => {
 
     test('an admin with no configuration lists nothing', async () => {
       const { gw: bare } = bareGateway();
-      const body = JSON.parse((await get(createAdminApp(bare), '/admin/v1/models', { headers: { 'x-api-key': ADMIN_KEY } })).text);
+      const body = JSON.parse(
+        (await get(createAdminApp(bare), '/admin/v1/models', { headers: { 'x-api-key': ADMIN_KEY } })).text,
+      );
       assert.deepEqual(body, { list: [], total: 0 });
     });
   });

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { baseConfig, CALLER_KEY, resourcesFor, spawnGateway, type RuntimeName } from './support/process.ts';
+import { baseConfig, CALLER_KEY, resourcesFor, type RuntimeName, spawnGateway } from './support/process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-upstream-tls-'));
 const certFile = join(dir, 'cert.pem');
@@ -18,14 +18,33 @@ let base = '';
 
 before(async () => {
   try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', certFile, '-days', '1',
-      '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost'], { stdio: 'ignore' });
+    execFileSync('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      certFile,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost',
+    ], { stdio: 'ignore' });
   } catch (e) {
-    throw new Error(`openssl is needed to make a test certificate: apt-get install -y openssl (${(e as Error).message})`);
+    throw new Error(
+      `openssl is needed to make a test certificate: apt-get install -y openssl (${(e as Error).message})`,
+    );
   }
   server = https.createServer({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(certFile) }, (req, res) => {
     let body = '';
-    req.on('data', (d) => { body += d; });
+    req.on('data', (d) => {
+      body += d;
+    });
     req.on('end', () => {
       if (JSON.parse(body).stream === true) {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -34,7 +53,13 @@ before(async () => {
         return;
       }
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'over tls' }, finish_reason: 'stop' }] }));
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'over tls' }, finish_reason: 'stop' }],
+        }),
+      );
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -46,7 +71,11 @@ after(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const CA_ENV: Record<RuntimeName, string> = { node: 'NODE_EXTRA_CA_CERTS', bun: 'NODE_EXTRA_CA_CERTS', deno: 'DENO_CERT' };
+const CA_ENV: Record<RuntimeName, string> = {
+  node: 'NODE_EXTRA_CA_CERTS',
+  bun: 'NODE_EXTRA_CA_CERTS',
+  deno: 'DENO_CERT',
+};
 
 async function chat(url: string, stream: boolean): Promise<{ status: number; text: string }> {
   const res = await fetch(url, {
@@ -60,7 +89,12 @@ async function chat(url: string, stream: boolean): Promise<{ status: number; tex
 for (const runtime of ['node', 'bun', 'deno'] as const) {
   describe(`HTTPS upstream with a private CA on ${runtime}`, { concurrency: false }, () => {
     test(`trusted through ${CA_ENV[runtime]}: JSON and SSE pass; without it: 502 upstream_error`, async () => {
-      const trusted = await spawnGateway({ runtime, config: baseConfig(), files: { 'resources.yaml': resourcesFor(base) }, env: { CALLER_KEY, [CA_ENV[runtime]]: certFile } });
+      const trusted = await spawnGateway({
+        runtime,
+        config: baseConfig(),
+        files: { 'resources.yaml': resourcesFor(base) },
+        env: { CALLER_KEY, [CA_ENV[runtime]]: certFile },
+      });
       try {
         await trusted.waitReady('/readyz', 'proxy', 30_000);
         const json = await chat(trusted.url('/v1/chat/completions'), false);
@@ -72,7 +106,12 @@ for (const runtime of ['node', 'bun', 'deno'] as const) {
       } finally {
         assert.equal(await trusted.stop(), 0);
       }
-      const untrusted = await spawnGateway({ runtime, config: baseConfig(), files: { 'resources.yaml': resourcesFor(base) }, env: { CALLER_KEY } });
+      const untrusted = await spawnGateway({
+        runtime,
+        config: baseConfig(),
+        files: { 'resources.yaml': resourcesFor(base) },
+        env: { CALLER_KEY },
+      });
       try {
         await untrusted.waitReady('/readyz', 'proxy', 30_000);
         const r = await chat(untrusted.url('/v1/chat/completions'), false);

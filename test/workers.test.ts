@@ -9,15 +9,22 @@
 // src/sources/etcd/poll.ts) runs against a real etcd (`startEtcd()`) in both layers.
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createWorker, ETCD_POLL_VAR, STATUS_TOKEN_VAR, type WorkerBundle, type WorkerContext, type WorkerEnv } from '../runtimes/workers-handler.ts';
+import {
+  createWorker,
+  ETCD_POLL_VAR,
+  STATUS_TOKEN_VAR,
+  type WorkerBundle,
+  type WorkerContext,
+  type WorkerEnv,
+} from '../runtimes/workers-handler.ts';
 import { sha256Hex } from '../src/util/crypto.ts';
 import { freePort } from './support/process.ts';
-import { startMockUpstream, type MockUpstream } from './support/mock-upstream.ts';
-import { startEtcd, type EtcdServer } from './support/etcd.ts';
+import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
+import { type EtcdServer, startEtcd } from './support/etcd.ts';
 import { seeder, trio } from './support/etcd-gateway.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -43,7 +50,10 @@ api_keys:
 }
 
 function bundle(config: string, resources: string): WorkerBundle {
-  return { configPath: 'bundle/config.yaml', files: { 'bundle/config.yaml': config, 'bundle/resources.yaml': resources } };
+  return {
+    configPath: 'bundle/config.yaml',
+    files: { 'bundle/config.yaml': config, 'bundle/resources.yaml': resources },
+  };
 }
 
 function etcdConfig(endpoint: string, prefix: string, extra = ''): string {
@@ -58,7 +68,9 @@ function execCtx(): WorkerContext & { settled(): Promise<void> } {
   const pending: Promise<unknown>[] = [];
   return {
     waitUntil: (p) => void pending.push(p),
-    settled: async () => { await Promise.all(pending.splice(0)); },
+    settled: async () => {
+      await Promise.all(pending.splice(0));
+    },
   };
 }
 
@@ -102,14 +114,23 @@ function captureLogs(t: TestContext): Record<string, unknown>[] {
 
 describe('Workers handler (in-process)', () => {
   let upstream: MockUpstream;
-  before(async () => { upstream = await startMockUpstream(); });
+  before(async () => {
+    upstream = await startMockUpstream();
+  });
   after(() => upstream.close());
 
-  const env = (extra: WorkerEnv = {}): WorkerEnv => ({ UPSTREAM_BASE: upstream.base, UPSTREAM_KEY, CALLER_KEY, ...extra });
+  const env = (extra: WorkerEnv = {}): WorkerEnv => ({
+    UPSTREAM_BASE: upstream.base,
+    UPSTREAM_KEY,
+    CALLER_KEY,
+    ...extra,
+  });
   const call = (w: ReturnType<typeof createWorker>, e: WorkerEnv, path: string, init: RequestInit = {}) =>
     w.fetch(new Request(`https://sluice.example${path}`, init), e);
   const chatInit = (key: string, stream = false): RequestInit => ({
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: chatBody('gpt-test', stream),
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: chatBody('gpt-test', stream),
   });
 
   test('${VAR} and key_env come from string bindings; other bindings are ignored; peer is cf-connecting-ip', async (t) => {
@@ -118,7 +139,13 @@ describe('Workers handler (in-process)', () => {
     const e = env({ SOME_KV: { get() {} } });
     const before = upstream.requests.length;
     const init = chatInit(CALLER_KEY);
-    const res = await w.fetch(new Request('https://sluice.example/v1/chat/completions', { ...init, headers: { ...(init.headers as Record<string, string>), 'cf-connecting-ip': '203.0.113.9' } }), e);
+    const res = await w.fetch(
+      new Request('https://sluice.example/v1/chat/completions', {
+        ...init,
+        headers: { ...(init.headers as Record<string, string>), 'cf-connecting-ip': '203.0.113.9' },
+      }),
+      e,
+    );
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as { model: string }).model, 'gpt-upstream');
     assert.equal(upstream.requests[before]!.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
@@ -137,7 +164,10 @@ describe('Workers handler (in-process)', () => {
     const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
     await Promise.all(Array.from({ length: 5 }, () => call(w, e, '/readyz')));
     await call(w, e, '/livez');
-    const body = (await (await call(w, e, '/status/config', auth)).json()) as { state: string; applied: { apply_seq: number } };
+    const body = (await (await call(w, e, '/status/config', auth)).json()) as {
+      state: string;
+      applied: { apply_seq: number };
+    };
     assert.equal(body.state, 'synced');
     assert.equal(body.applied.apply_seq, 1);
   });
@@ -169,7 +199,10 @@ describe('Workers handler (in-process)', () => {
     captureLogs(t);
     const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
     const moved = createWorker(bundle(WORKER_CONFIG, upstreamResources()));
-    const e = env({ [STATUS_TOKEN_VAR]: STATUS_TOKEN, AISIX_OBSERVABILITY__METRICS__PROMETHEUS__PATH: '/edge-metrics' });
+    const e = env({
+      [STATUS_TOKEN_VAR]: STATUS_TOKEN,
+      AISIX_OBSERVABILITY__METRICS__PROMETHEUS__PATH: '/edge-metrics',
+    });
     const m = await call(moved, e, '/edge-metrics', auth);
     assert.equal(m.status, 200);
     assert.match(await m.text(), /aisix_config_reloads_total 1/);
@@ -191,21 +224,33 @@ describe('Workers handler (in-process)', () => {
     const body = (await status.json()) as { state: string; last_failure: { last_error: string } };
     assert.equal(body.state, 'never_loaded');
     assert.match(body.last_failure.last_error, /environment variable UPSTREAM_KEY is not set/);
-    assert.ok(logs.some((l) => l.level === 'ERROR' && typeof l.error === 'string' && l.error.includes('UPSTREAM_KEY is not set')));
+    assert.ok(
+      logs.some((l) =>
+        l.level === 'ERROR' && typeof l.error === 'string' && l.error.includes('UPSTREAM_KEY is not set')
+      ),
+    );
     assert.ok(!JSON.stringify(logs).includes(CALLER_KEY));
   });
 
   test('a config Workers cannot serve (etcd, snapshot cache, bad YAML) answers 503 everywhere and logs why', async (t) => {
     const logs = captureLogs(t);
     const cases: [string, RegExp][] = [
-      ['proxy: { addr: ":1" }\nadmin: { enabled: false }\netcd: { endpoints: ["http://127.0.0.1:2379"], tls: { ca_cert_file: /ca.pem } }\n', /etcd.tls: Workers cannot read certificate files/],
-      ['proxy: { addr: ":1" }\nadmin: { enabled: false }\netcd: { endpoints: ["http://127.0.0.1:2379"], user: u, password_env: ETCD_PW }\n', /etcd.password_env: variable ETCD_PW is not set/],
+      [
+        'proxy: { addr: ":1" }\nadmin: { enabled: false }\netcd: { endpoints: ["http://127.0.0.1:2379"], tls: { ca_cert_file: /ca.pem } }\n',
+        /etcd.tls: Workers cannot read certificate files/,
+      ],
+      [
+        'proxy: { addr: ":1" }\nadmin: { enabled: false }\netcd: { endpoints: ["http://127.0.0.1:2379"], user: u, password_env: ETCD_PW }\n',
+        /etcd.password_env: variable ETCD_PW is not set/,
+      ],
       [`${WORKER_CONFIG}managed: { snapshot_cache_path: /tmp/x.json }\n`, /snapshot_cache_path/],
       [`${WORKER_CONFIG}proxy: [\n`, /config file bundle\/config.yaml/],
     ];
     for (const [config, why] of cases) {
       const w = createWorker(bundle(config, upstreamResources()));
-      for (const path of ['/livez', '/readyz', '/v1/models']) assert.equal((await call(w, env(), path)).status, 503, path);
+      for (const path of ['/livez', '/readyz', '/v1/models']) {
+        assert.equal((await call(w, env(), path)).status, 503, path);
+      }
       assert.match(String(logs.at(-1)?.error), why);
     }
   });
@@ -223,7 +268,10 @@ describe('Workers handler (in-process)', () => {
     assert.equal((await call(missing, env(), '/readyz')).status, 503);
     const up = createWorker({
       configPath: 'a/b/config.yaml',
-      files: { 'a/b/config.yaml': WORKER_CONFIG.replace('resources.yaml', '../resources.yaml'), 'a/resources.yaml': upstreamResources() },
+      files: {
+        'a/b/config.yaml': WORKER_CONFIG.replace('resources.yaml', '../resources.yaml'),
+        'a/resources.yaml': upstreamResources(),
+      },
     });
     assert.equal((await call(up, env(), '/readyz')).status, 200);
   });
@@ -232,11 +280,19 @@ describe('Workers handler (in-process)', () => {
 describe('Workers handler in etcd mode (in-process, real etcd)', () => {
   let etcd: EtcdServer;
   let upstream: MockUpstream;
-  before(async () => { [etcd, upstream] = await Promise.all([startEtcd(), startMockUpstream()]); });
-  after(async () => { await Promise.all([etcd?.stop(), upstream?.close()]); });
+  before(async () => {
+    [etcd, upstream] = await Promise.all([startEtcd(), startMockUpstream()]);
+  });
+  after(async () => {
+    await Promise.all([etcd?.stop(), upstream?.close()]);
+  });
 
   const POLL_MS = 200;
-  const env = (extra: WorkerEnv = {}): WorkerEnv => ({ [STATUS_TOKEN_VAR]: STATUS_TOKEN, [ETCD_POLL_VAR]: String(POLL_MS / 1000), ...extra });
+  const env = (extra: WorkerEnv = {}): WorkerEnv => ({
+    [STATUS_TOKEN_VAR]: STATUS_TOKEN,
+    [ETCD_POLL_VAR]: String(POLL_MS / 1000),
+    ...extra,
+  });
   const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
 
   test('range polling: 503 until the first key, then the row rules of the watch source; polls in waitUntil; fetch failures keep serving', async (t) => {
@@ -246,10 +302,13 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     const w = createWorker(bundle(etcdConfig(etcd.endpoint, P), ''));
     const e = env();
     const ctx = execCtx();
-    const call = (path: string, init: RequestInit = {}) => w.fetch(new Request(`https://sluice.example${path}`, init), e, ctx);
+    const call = (path: string, init: RequestInit = {}) =>
+      w.fetch(new Request(`https://sluice.example${path}`, init), e, ctx);
     const status = async () => (await (await call('/status/config', auth)).json()) as ConfigStatus;
     const chatReq = (): RequestInit => ({
-      method: 'POST', headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' }, body: chatBody('gpt-test'),
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+      body: chatBody('gpt-test'),
     });
 
     // Nothing under the prefix: not ready, /v1/* 503, never_loaded, connected.
@@ -284,7 +343,12 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     assert.equal((await status()).applied?.apply_seq, seq);
 
     // A change, an unknown field and a rejected value: same rules as the watch source (pin, rejected[], partially_compatible[]).
-    await s.put(`${P}/models/m1`, { display_name: 'gpt-test', model_name: 'gpt-upstream-2', provider_key_id: 'pk1', shiny: true });
+    await s.put(`${P}/models/m1`, {
+      display_name: 'gpt-test',
+      model_name: 'gpt-upstream-2',
+      provider_key_id: 'pk1',
+      shiny: true,
+    });
     await sleep(POLL_MS);
     await call('/livez'); // this request starts the poll in waitUntil, and does not wait for it
     await ctx.settled();
@@ -315,7 +379,9 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     assert.equal(st.state, 'degraded');
     assert.equal((await call('/readyz')).status, 200);
     assert.equal((await call('/v1/chat/completions', chatReq())).status, 200);
-    assert.ok(logs.some((l) => l.msg === 'etcd watch failed; backing off before reconnect' && l.backoff_ms === POLL_MS));
+    assert.ok(
+      logs.some((l) => l.msg === 'etcd watch failed; backing off before reconnect' && l.backoff_ms === POLL_MS),
+    );
     await etcd.restart();
     await sleep(POLL_MS);
     await call('/livez');
@@ -334,7 +400,13 @@ const WORKERD = join(ROOT, 'node_modules/.bin/workerd');
 const START_TIMEOUT_MS = 60_000;
 
 /** Offline: no telemetry; NODE_ENV=test makes wrangler 3's miniflare skip fetching the `Request.cf` data. */
-const OFFLINE_ENV = { WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NODE_ENV: 'test', NO_COLOR: '1', CI: 'true' };
+const OFFLINE_ENV = {
+  WRANGLER_SEND_METRICS: 'false',
+  CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+  NODE_ENV: 'test',
+  NO_COLOR: '1',
+  CI: 'true',
+};
 
 interface WranglerDev {
   base: string;
@@ -348,18 +420,39 @@ interface WranglerDev {
 
 async function startWranglerDev(args: string[], cwd: string, persistTo: string): Promise<WranglerDev> {
   if (!existsSync(WRANGLER) || !existsSync(WORKERD)) {
-    throw new Error('wrangler (and the workerd binary it runs) is not installed: run `npm ci` (wrangler is a devDependency)');
+    throw new Error(
+      'wrangler (and the workerd binary it runs) is not installed: run `npm ci` (wrangler is a devDependency)',
+    );
   }
   const port = await freePort();
   // detached: its own process group, so stop() ends wrangler, its esbuild and its workerd together.
-  const proc: ChildProcess = spawn(WRANGLER, ['dev', ...args, '--local', '--ip', '127.0.0.1', '--port', String(port),
-    '--inspector-port', String(await freePort()), '--persist-to', persistTo], {
-    cwd, env: { ...process.env, ...OFFLINE_ENV }, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+  const proc: ChildProcess = spawn(WRANGLER, [
+    'dev',
+    ...args,
+    '--local',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--inspector-port',
+    String(await freePort()),
+    '--persist-to',
+    persistTo,
+  ], {
+    cwd,
+    env: { ...process.env, ...OFFLINE_ENV },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   const output: string[] = [];
   const logs: Record<string, unknown>[] = [];
   let exited: number | null | undefined;
-  const exitedP = new Promise<void>((r) => proc.once('exit', (code) => { exited = code; r(); }));
+  const exitedP = new Promise<void>((r) =>
+    proc.once('exit', (code) => {
+      exited = code;
+      r();
+    })
+  );
   for (const stream of [proc.stdout!, proc.stderr!]) {
     let buf = '';
     stream.setEncoding('utf8');
@@ -371,15 +464,25 @@ async function startWranglerDev(args: string[], cwd: string, persistTo: string):
         buf = buf.slice(i + 1);
         output.push(line);
         if (line.startsWith('{')) {
-          try { logs.push(JSON.parse(line) as Record<string, unknown>); } catch { /* not a log line */ }
+          try {
+            logs.push(JSON.parse(line) as Record<string, unknown>);
+          } catch { /* not a log line */ }
         }
       }
     });
   }
   const stop = async () => {
     if (exited !== undefined) return;
-    try { process.kill(-proc.pid!, 'SIGTERM'); } catch { return; }
-    const killed = setTimeout(() => { try { process.kill(-proc.pid!, 'SIGKILL'); } catch { /* gone */ } }, 5000);
+    try {
+      process.kill(-proc.pid!, 'SIGTERM');
+    } catch {
+      return;
+    }
+    const killed = setTimeout(() => {
+      try {
+        process.kill(-proc.pid!, 'SIGKILL');
+      } catch { /* gone */ }
+    }, 5000);
     await exitedP;
     clearTimeout(killed);
   };
@@ -395,7 +498,9 @@ async function startWranglerDev(args: string[], cwd: string, persistTo: string):
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
-    if (exited !== undefined) throw new Error(`wrangler dev exited (${exited}) before /livez answered:\n${output.join('\n')}`);
+    if (exited !== undefined) {
+      throw new Error(`wrangler dev exited (${exited}) before /livez answered:\n${output.join('\n')}`);
+    }
     try {
       const r = await fetch(`${base}/livez`, { signal: AbortSignal.timeout(2000) });
       await r.arrayBuffer();
@@ -421,25 +526,58 @@ describe('wrangler dev --local (workerd, offline)', () => {
   before(async () => {
     [upstream, etcd] = await Promise.all([startMockUpstream(), startEtcd()]);
     // A Worker of the same shape as runtimes/workers.ts, with a bundle pointing at the mock upstream.
-    const compatibilityDate = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'))?.[1];
+    const compatibilityDate = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(
+      readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'),
+    )?.[1];
     assert.ok(compatibilityDate, 'wrangler.toml has a compatibility_date');
     const entry = join(scratch, 'worker.ts');
-    writeFileSync(entry, `import { createWorker } from ${JSON.stringify(join(ROOT, 'runtimes/workers-handler.ts'))};
+    writeFileSync(
+      entry,
+      `import { createWorker } from ${JSON.stringify(join(ROOT, 'runtimes/workers-handler.ts'))};
 export default createWorker(${JSON.stringify(bundle(WORKER_CONFIG, upstreamResources()))});
-`);
-    writeFileSync(join(scratch, 'wrangler.toml'), `name = "sluice-test"\nmain = "worker.ts"\ncompatibility_date = "${compatibilityDate}"\n`);
+`,
+    );
+    writeFileSync(
+      join(scratch, 'wrangler.toml'),
+      `name = "sluice-test"\nmain = "worker.ts"\ncompatibility_date = "${compatibilityDate}"\n`,
+    );
     // The same shape in etcd mode: the bundled config names the real etcd; no resources file.
     const etcdDir = join(scratch, 'etcd-worker');
     mkdirSync(etcdDir);
-    writeFileSync(join(etcdDir, 'worker.ts'), `import { createWorker } from ${JSON.stringify(join(ROOT, 'runtimes/workers-handler.ts'))};
-export default createWorker(${JSON.stringify({ configPath: 'bundle/config.yaml', files: { 'bundle/config.yaml': etcdConfig(etcd.endpoint, ETCD_PREFIX) } })});
-`);
-    writeFileSync(join(etcdDir, 'wrangler.toml'), `name = "sluice-test-etcd"\nmain = "worker.ts"\ncompatibility_date = "${compatibilityDate}"\n`);
+    writeFileSync(
+      join(etcdDir, 'worker.ts'),
+      `import { createWorker } from ${JSON.stringify(join(ROOT, 'runtimes/workers-handler.ts'))};
+export default createWorker(${
+        JSON.stringify({
+          configPath: 'bundle/config.yaml',
+          files: { 'bundle/config.yaml': etcdConfig(etcd.endpoint, ETCD_PREFIX) },
+        })
+      });
+`,
+    );
+    writeFileSync(
+      join(etcdDir, 'wrangler.toml'),
+      `name = "sluice-test-etcd"\nmain = "worker.ts"\ncompatibility_date = "${compatibilityDate}"\n`,
+    );
     const started = await Promise.allSettled([
       startWranglerDev(['--var', `${STATUS_TOKEN_VAR}:${STATUS_TOKEN}`], ROOT, join(scratch, 'state-shipped')),
-      startWranglerDev(['--var', `UPSTREAM_BASE:${upstream.base}`, '--var', `UPSTREAM_KEY:${UPSTREAM_KEY}`, '--var', `CALLER_KEY:${CALLER_KEY}`],
-        scratch, join(scratch, 'state-generated')),
-      startWranglerDev(['--var', `${STATUS_TOKEN_VAR}:${STATUS_TOKEN}`, '--var', `${ETCD_POLL_VAR}:1`], etcdDir, join(scratch, 'state-etcd')),
+      startWranglerDev(
+        [
+          '--var',
+          `UPSTREAM_BASE:${upstream.base}`,
+          '--var',
+          `UPSTREAM_KEY:${UPSTREAM_KEY}`,
+          '--var',
+          `CALLER_KEY:${CALLER_KEY}`,
+        ],
+        scratch,
+        join(scratch, 'state-generated'),
+      ),
+      startWranglerDev(
+        ['--var', `${STATUS_TOKEN_VAR}:${STATUS_TOKEN}`, '--var', `${ETCD_POLL_VAR}:1`],
+        etcdDir,
+        join(scratch, 'state-etcd'),
+      ),
     ]);
     if (started[0].status === 'fulfilled') shipped = started[0].value;
     if (started[1].status === 'fulfilled') generated = started[1].value;
@@ -488,7 +626,11 @@ export default createWorker(${JSON.stringify({ configPath: 'bundle/config.yaml',
     const cfg = await fetch(`${shipped!.base}/status/config`, auth);
     assert.equal(cfg.status, 200);
     assert.match(cfg.headers.get('content-type') ?? '', /application\/json/);
-    const body = (await cfg.json()) as { state: string; source: { type: string }; applied: { resource_counts: Record<string, number> } };
+    const body = (await cfg.json()) as {
+      state: string;
+      source: { type: string };
+      applied: { resource_counts: Record<string, number> };
+    };
     assert.equal(body.state, 'synced');
     assert.equal(body.source.type, 'file');
     assert.deepEqual(body.applied.resource_counts, { provider_keys: 1, models: 1, api_keys: 1 });
@@ -498,7 +640,10 @@ export default createWorker(${JSON.stringify({ configPath: 'bundle/config.yaml',
     assert.equal(metrics.status, 200);
     const text = await metrics.text();
     assert.match(text, /^aisix_config_reloads_total 1$/m);
-    assert.match(text, /aisix_proxy_requests_total\{endpoint="chat_completions",model="echo",status="200",outcome="success"\} 2/);
+    assert.match(
+      text,
+      /aisix_proxy_requests_total\{endpoint="chat_completions",model="echo",status="200",outcome="success"\} 2/,
+    );
     assert.equal((await fetch(`${shipped!.base}/metrics`, { headers: { authorization: 'Bearer wrong' } })).status, 401);
   });
 
@@ -515,7 +660,9 @@ export default createWorker(${JSON.stringify({ configPath: 'bundle/config.yaml',
     const text = await sse.text();
     assert.equal(sseContent(text), 'hello world');
     assert.ok(text.trimEnd().endsWith('data: [DONE]'));
-    for (const secret of [UPSTREAM_KEY, CALLER_KEY]) assert.ok(!generated!.output.join('\n').includes(secret), 'no secret in the Worker output');
+    for (const secret of [UPSTREAM_KEY, CALLER_KEY]) {
+      assert.ok(!generated!.output.join('\n').includes(secret), 'no secret in the Worker output');
+    }
   });
 
   test('etcd Worker: range polling over workerd fetch — 503 before any key, the trio within a poll, a change after the next', async () => {
@@ -550,7 +697,11 @@ export default createWorker(${JSON.stringify({ configPath: 'bundle/config.yaml',
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as { model: string }).model, 'gpt-upstream');
 
-    await s.put(`${ETCD_PREFIX}/models/m1`, { display_name: 'gpt-test', model_name: 'gpt-upstream-2', provider_key_id: 'pk1' });
+    await s.put(`${ETCD_PREFIX}/models/m1`, {
+      display_name: 'gpt-test',
+      model_name: 'gpt-upstream-2',
+      provider_key_id: 'pk1',
+    });
     await until('the changed model', async () => {
       const r = await chat(base, CALLER_KEY, 'gpt-test');
       return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream-2';

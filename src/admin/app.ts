@@ -1,6 +1,6 @@
 // The admin listener: its own probes (live from process start, ready once a configuration is applied)
 // and read-only resources behind an admin key, secrets redacted.
-import { Hono, type Context, type Next } from 'hono';
+import { type Context, Hono, type Next } from 'hono';
 import type { Gateway } from '../gateway.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken } from '../proxy/auth.ts';
@@ -40,20 +40,24 @@ export function createAdminApp(gw: Gateway): Hono {
     if (!keys.some((k) => constantTimeEqual(k, token))) return errorResponse(errors.unknownKey());
     await next();
   });
-  const list = <T>(rows: (s: NonNullable<Gateway['snapshot']>) => T[]) => (c: Context) => c.json({ list: gw.snapshot ? rows(gw.snapshot) : [], total: gw.snapshot ? rows(gw.snapshot).length : 0 });
+  const list = <T>(rows: (s: NonNullable<Gateway['snapshot']>) => T[]) => (c: Context) =>
+    c.json({ list: gw.snapshot ? rows(gw.snapshot) : [], total: gw.snapshot ? rows(gw.snapshot).length : 0 });
   app.get('/admin/v1/models', list((s) => s.resources.models));
   app.get('/admin/v1/provider_keys', list((s) => s.resources.provider_keys.map(redactProviderKey)));
   app.get('/admin/v1/api_keys', list((s) => s.resources.api_keys.map(redactApiKey)));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
-  app.get('/admin/v1/health', (c) => c.json({
-    phase: gw.lifecycle.phase,
-    ready: gw.snapshot !== undefined && !gw.lifecycle.draining,
-    in_flight: gw.lifecycle.inFlight,
-    open_connections: gw.proxyListener?.openConnections() ?? null,
-    config: configStatusBody(gw.facts, gw.now()),
-  }));
+  app.get('/admin/v1/health', (c) =>
+    c.json({
+      phase: gw.lifecycle.phase,
+      ready: gw.snapshot !== undefined && !gw.lifecycle.draining,
+      in_flight: gw.lifecycle.inFlight,
+      open_connections: gw.proxyListener?.openConnections() ?? null,
+      config: configStatusBody(gw.facts, gw.now()),
+    }));
   app.all('/admin/*', (c) => {
-    const e = c.req.method === 'GET' ? errors.notFound(c.req.path) : new ProxyError(405, 'method_not_allowed', 'the admin API is read-only in this version');
+    const e = c.req.method === 'GET'
+      ? errors.notFound(c.req.path)
+      : new ProxyError(405, 'method_not_allowed', 'the admin API is read-only in this version');
     return errorResponse(e);
   });
   return app;

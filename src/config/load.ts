@@ -2,7 +2,7 @@
 // keys Sluice ignores, validate, and resolve relative file paths against the config file's folder.
 import { parse as parseYamlScalar } from 'yaml';
 import { FileReport, formatPath, parseYaml } from '../util/report.ts';
-import { ConfigSchema, isIgnoredKey, type Config } from './schema.ts';
+import { type Config, ConfigSchema, isIgnoredKey } from './schema.ts';
 
 export type ConfigResult =
   | { ok: true; config: Config; ignoredKeys: string[] }
@@ -17,7 +17,9 @@ function isObj(v: unknown): v is Obj {
 const TOP_LEVEL_SCALARS = new Set(['resources_file']);
 
 /** `AISIX_PROXY__ADDR=0.0.0.0:3000` → proxy.addr. Values are read as YAML scalars (numbers, booleans, lists). */
-export function envOverrides(env: Record<string, string | undefined>): { path: string[]; value: unknown; name: string }[] {
+export function envOverrides(
+  env: Record<string, string | undefined>,
+): { path: string[]; value: unknown; name: string }[] {
   const out: { path: string[]; value: unknown; name: string }[] = [];
   for (const [name, raw] of Object.entries(env)) {
     if (!name.startsWith('AISIX_') || name === 'AISIX_CONFIG' || raw === undefined) continue;
@@ -95,13 +97,21 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
         for (const k of issue.keys) {
           const envName = fromEnv.get(formatPath([...path, k]));
           const msg = `unknown key "${k}"`;
-          report.add(dotted || 'file', envName ? `${msg} (from environment variable ${envName})` : msg, envName ? undefined : src.lineOf([...path, k]));
+          report.add(
+            dotted || 'file',
+            envName ? `${msg} (from environment variable ${envName})` : msg,
+            envName ? undefined : src.lineOf([...path, k]),
+          );
         }
         continue;
       }
       const envName = fromEnv.get(dotted);
       const msg = issue.message;
-      report.add(dotted || 'file', envName ? `${msg} (from environment variable ${envName})` : msg, envName ? undefined : src.lineOf(path));
+      report.add(
+        dotted || 'file',
+        envName ? `${msg} (from environment variable ${envName})` : msg,
+        envName ? undefined : src.lineOf(path),
+      );
     }
     return { ok: false, report };
   }
@@ -118,7 +128,9 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
       if (etls[k]) etls[k] = resolvePath(base, etls[k]);
     }
   }
-  if (config.managed.snapshot_cache_path) config.managed.snapshot_cache_path = resolvePath(base, config.managed.snapshot_cache_path);
+  if (config.managed.snapshot_cache_path) {
+    config.managed.snapshot_cache_path = resolvePath(base, config.managed.snapshot_cache_path);
+  }
   return { ok: true, config, ignoredKeys };
 }
 

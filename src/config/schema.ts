@@ -2,7 +2,6 @@
 // Sluice does not implement are accepted and reported once as ignored, so an AISIX file boots unchanged.
 import { z } from 'zod';
 
-const port = z.number().int().min(0).max(65535);
 const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
 const addr = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]*):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:3000');
@@ -65,13 +64,25 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
 }).superRefine((c, ctx) => {
   if (c.resources_file && c.etcd.endpoints.length > 0) {
-    ctx.addIssue({ code: 'custom', path: ['resources_file'], message: 'resources_file and etcd.endpoints are mutually exclusive: choose one configuration source' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['resources_file'],
+      message: 'resources_file and etcd.endpoints are mutually exclusive: choose one configuration source',
+    });
   }
   if (!c.resources_file && c.etcd.endpoints.length === 0) {
-    ctx.addIssue({ code: 'custom', path: ['resources_file'], message: 'no configuration source: set resources_file or etcd.endpoints' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['resources_file'],
+      message: 'no configuration source: set resources_file or etcd.endpoints',
+    });
   }
   if (c.admin.enabled && c.admin.admin_keys.length === 0) {
-    ctx.addIssue({ code: 'custom', path: ['admin', 'admin_keys'], message: 'required (non-empty) when admin.enabled is true; or set admin.enabled: false' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['admin', 'admin_keys'],
+      message: 'required (non-empty) when admin.enabled is true; or set admin.enabled: false',
+    });
   }
 });
 
@@ -82,10 +93,23 @@ export type Config = z.infer<typeof ConfigSchema>;
  * `managed.snapshot_cache_path` is implemented, so `managed.*` is spelled out as "anything else".
  */
 export const IGNORED_KEYS = [
-  'proxy.thread_per_core', 'proxy.workers', 'proxy.real_ip', 'proxy.url_rewrites',
-  'observability.service_name', 'observability.metrics.otlp', 'observability.metrics.buckets',
-  'observability.metrics.client_type_rules', 'observability.tracing', 'cache', 'ratelimit', 'upstream.tls',
-  'upstream.tcp_keepalive_*', 'upstream.pool_*', 'downstream.idle_timeout_secs', 'etcd.env_id', 'managed.*',
+  'proxy.thread_per_core',
+  'proxy.workers',
+  'proxy.real_ip',
+  'proxy.url_rewrites',
+  'observability.service_name',
+  'observability.metrics.otlp',
+  'observability.metrics.buckets',
+  'observability.metrics.client_type_rules',
+  'observability.tracing',
+  'cache',
+  'ratelimit',
+  'upstream.tls',
+  'upstream.tcp_keepalive_*',
+  'upstream.pool_*',
+  'downstream.idle_timeout_secs',
+  'etcd.env_id',
+  'managed.*',
   'bedrock_endpoint_url',
 ] as const;
 

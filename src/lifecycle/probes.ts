@@ -32,7 +32,9 @@ export function readyz(c: Context, r: ReadinessChecks): Response {
     }
   }
   if (excluded.size > 0) {
-    lines.push(`warn: some health checks cannot be excluded: no matches for ${[...excluded].map((n) => `"${n}"`).join(',')}`);
+    lines.push(
+      `warn: some health checks cannot be excluded: no matches for ${[...excluded].map((n) => `"${n}"`).join(',')}`,
+    );
   }
   if (failed) return plain(c, 503, `${lines.join('\n')}\nreadyz check failed`);
   // Detailed on request, and whenever an exclusion was asked for (so the caller sees it took effect).

@@ -57,7 +57,7 @@ export function createLogger(opts: LoggerOptions): Logger {
       line = rest.length > 2 ? `${head},${rest.slice(1)}` : `${head}}`;
     } else {
       line = `${time()} ${UPPER[level].padEnd(5)} ${msg}`;
-      if (fields) for (const [k, v] of Object.entries(fields)) if (v !== undefined) line += ` ${k}=${textValue(v)}`;
+      if (fields) { for (const [k, v] of Object.entries(fields)) if (v !== undefined) line += ` ${k}=${textValue(v)}`; }
     }
     try {
       opts.write(line);

@@ -41,7 +41,12 @@ abstract class Family<T> implements Metric {
   private index: Level<T> = new Map();
   /** Every series, in creation order (the exposition's order). */
   private series: Series<T>[] = [];
-  constructor(readonly name: string, readonly help: string, readonly type: string, readonly labelNames: readonly string[]) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: string,
+    readonly labelNames: readonly string[],
+  ) {}
 
   protected abstract init(): T;
 
@@ -99,8 +104,12 @@ export class Counter extends Family<{ v: number }> {
 }
 
 export class Gauge extends Family<{ v: number }> {
-  constructor(name: string, help: string, labelNames: readonly string[] = [],
-    private readonly collect?: (g: Gauge) => void) {
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[] = [],
+    private readonly collect?: (g: Gauge) => void,
+  ) {
     super(name, help, 'gauge', labelNames);
   }
   protected init(): { v: number } {
@@ -130,7 +139,12 @@ interface HistogramData {
 export const DEFAULT_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 export class Histogram extends Family<HistogramData> {
-  constructor(name: string, help: string, labelNames: readonly string[] = [], readonly buckets = DEFAULT_SECONDS_BUCKETS) {
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[] = [],
+    readonly buckets = DEFAULT_SECONDS_BUCKETS,
+  ) {
     super(name, help, 'histogram', labelNames);
   }
   protected init(): HistogramData {
@@ -144,7 +158,11 @@ export class Histogram extends Family<HistogramData> {
   }
   protected renderSeries(out: string[], values: LabelValues, d: HistogramData): void {
     for (let i = 0; i < this.buckets.length; i++) {
-      out.push(`${this.name}_bucket${labelString(this.labelNames, values, `le="${formatValue(this.buckets[i]!)}"`)} ${d.counts[i]}`);
+      out.push(
+        `${this.name}_bucket${labelString(this.labelNames, values, `le="${formatValue(this.buckets[i]!)}"`)} ${
+          d.counts[i]
+        }`,
+      );
     }
     out.push(`${this.name}_bucket${labelString(this.labelNames, values, 'le="+Inf"')} ${d.count}`);
     out.push(`${this.name}_sum${labelString(this.labelNames, values)} ${formatValue(d.sum)}`);

@@ -3,7 +3,7 @@
 // translated both ways (translate/chat-via-messages.ts). Embeddings: Anthropic has none.
 import { openaiErrorBody, parseJsonObject, TranslationError } from './translate/shared.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
-import { upstreamResult, type ProviderAdapter, type ProviderCall, type ProviderResult } from './types.ts';
+import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 
@@ -37,13 +37,22 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
   const model = String(c.body.model ?? '');
   const r = await send(c, body);
   if (r.kind === 'stream') {
-    const includeUsage = typeof c.body.stream_options === 'object' && c.body.stream_options !== null
-      && (c.body.stream_options as { include_usage?: unknown }).include_usage === true;
+    const includeUsage = typeof c.body.stream_options === 'object' && c.body.stream_options !== null &&
+      (c.body.stream_options as { include_usage?: unknown }).include_usage === true;
     return { kind: 'stream', chunks: messagesStreamToChat(r.chunks, model, includeUsage), cancel: r.cancel };
   }
-  if (r.status < 200 || r.status >= 300) return { ...r, body: openaiErrorBody(r.body), contentType: 'application/json' };
+  if (r.status < 200 || r.status >= 300) {
+    return { ...r, body: openaiErrorBody(r.body), contentType: 'application/json' };
+  }
   const json = parseJsonObject(r.body);
-  if (!json) return { ...r, status: 502, body: openaiErrorBody('the upstream answered 2xx with a body that is not JSON'), contentType: 'application/json' };
+  if (!json) {
+    return {
+      ...r,
+      status: 502,
+      body: openaiErrorBody('the upstream answered 2xx with a body that is not JSON'),
+      contentType: 'application/json',
+    };
+  }
   return { ...r, body: JSON.stringify(messagesToChatResponse(json, model)), contentType: 'application/json' };
 }
 

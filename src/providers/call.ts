@@ -23,9 +23,18 @@ async function messagesViaChat(adapter: ProviderAdapter, call: ProviderCall): Pr
   const model = String(call.body.model ?? '');
   const r = await adapter.call({ ...call, endpoint: 'chat', body });
   if (r.kind === 'stream') return { kind: 'stream', chunks: chatStreamToMessages(r.chunks, model), cancel: r.cancel };
-  if (r.status < 200 || r.status >= 300) return { ...r, body: anthropicErrorBody(r.body), contentType: 'application/json' };
+  if (r.status < 200 || r.status >= 300) {
+    return { ...r, body: anthropicErrorBody(r.body), contentType: 'application/json' };
+  }
   const json = parseJsonObject(r.body);
-  if (!json) return { ...r, status: 502, body: anthropicErrorBody('the upstream answered 2xx with a body that is not JSON'), contentType: 'application/json' };
+  if (!json) {
+    return {
+      ...r,
+      status: 502,
+      body: anthropicErrorBody('the upstream answered 2xx with a body that is not JSON'),
+      contentType: 'application/json',
+    };
+  }
   return { ...r, body: JSON.stringify(chatToMessagesResponse(json, model)), contentType: 'application/json' };
 }
 

@@ -12,7 +12,9 @@ function lastUserText(body: Record<string, unknown>): string {
     if (m?.role !== 'user') continue;
     if (typeof m.content === 'string') return m.content;
     if (Array.isArray(m.content)) {
-      return m.content.map((p: { type?: unknown; text?: unknown }) => (p?.type === 'text' && typeof p.text === 'string' ? p.text : '')).join('');
+      return m.content.map((
+        p: { type?: unknown; text?: unknown },
+      ) => (p?.type === 'text' && typeof p.text === 'string' ? p.text : '')).join('');
     }
   }
   return '';
@@ -40,13 +42,26 @@ async function* chatStream(model: string, text: string, includeUsage: boolean): 
   const created = Math.floor(Date.now() / 1000);
   const event = (payload: Record<string, unknown>) => encoder.encode(`data: ${JSON.stringify(payload)}\n\n`);
   const chunk = (delta: Record<string, unknown>, finish: string | null) =>
-    event({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] });
+    event({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
   yield chunk({ role: 'assistant', content: '' }, null);
   for (const piece of text.match(/\S+\s*|\s+/g) ?? []) yield chunk({ content: piece }, null);
   yield chunk({}, 'stop');
   if (includeUsage) {
     const n = countTokens(text);
-    yield event({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: n, completion_tokens: n, total_tokens: 2 * n } });
+    yield event({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      choices: [],
+      usage: { prompt_tokens: n, completion_tokens: n, total_tokens: 2 * n },
+    });
   }
   yield encoder.encode('data: [DONE]\n\n');
 }
@@ -71,15 +86,28 @@ export const echoAdapter: ProviderAdapter = {
         object: 'list',
         model,
         data: inputs.map((t, index) => ({ object: 'embedding', index, embedding: embed(t) })),
-        usage: { prompt_tokens: inputs.reduce((n, t) => n + countTokens(t), 0), total_tokens: inputs.reduce((n, t) => n + countTokens(t), 0) },
+        usage: {
+          prompt_tokens: inputs.reduce((n, t) => n + countTokens(t), 0),
+          total_tokens: inputs.reduce((n, t) => n + countTokens(t), 0),
+        },
       });
       return { kind: 'response', status: 200, body, contentType: 'application/json', retryAfter: null };
     }
     const text = lastUserText(c.body);
     if (c.stream) {
       const options = c.body.stream_options as { include_usage?: unknown } | undefined;
-      return { kind: 'stream', chunks: chatStream(model, text, options?.include_usage === true), cancel: async () => {} };
+      return {
+        kind: 'stream',
+        chunks: chatStream(model, text, options?.include_usage === true),
+        cancel: async () => {},
+      };
     }
-    return { kind: 'response', status: 200, body: chatJson(model, text, text), contentType: 'application/json', retryAfter: null };
+    return {
+      kind: 'response',
+      status: 200,
+      body: chatJson(model, text, text),
+      contentType: 'application/json',
+      retryAfter: null,
+    };
   },
 };

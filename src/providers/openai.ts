@@ -1,6 +1,6 @@
 // Any OpenAI-compatible upstream (`api_base` includes `/v1`). Bodies are forwarded as JSON and SSE bytes
 // are passed through untouched: no parse, no re-serialisation.
-import { upstreamResult, type ProviderAdapter, type ProviderCall, type ProviderResult } from './types.ts';
+import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
 
 const PATHS = { chat: '/chat/completions', embeddings: '/embeddings' } as const;
 

@@ -3,7 +3,7 @@
 // routing; their permits are released (and tokens charged) when the answer's body ends.
 // Every `/v1` request holds an in-flight slot until its last byte, gets a request id and one access-log
 // line; the drain's arrival line is written here too.
-import { Hono, type Context } from 'hono';
+import { type Context, Hono } from 'hono';
 import type { Gateway } from '../gateway.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { MSG } from '../observability/messages.ts';
@@ -46,7 +46,13 @@ const ENDPOINTS: Record<string, string> = {
 export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
   const app = new Hono<ProxyEnv>();
   const cfg = gw.config;
-  const dispatcher = new Dispatcher({ config: cfg, upstream: gw.upstream, health: gw.health, routing: gw.routingState, metrics: gw.metrics });
+  const dispatcher = new Dispatcher({
+    config: cfg,
+    upstream: gw.upstream,
+    health: gw.health,
+    routing: gw.routingState,
+    metrics: gw.metrics,
+  });
   const keepaliveMs = cfg.downstream.sse_keepalive_interval_secs * 1000;
 
   const finish = (rec: RequestRecord, status: number) => {
@@ -56,8 +62,15 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     gw.metrics.duration.observe([rec.endpoint, rec.model ?? ''], latency / 1000);
     if (cfg.observability.access_log) {
       gw.log.info(MSG.requestCompleted, {
-        method: rec.method, path: rec.path, status, latency_ms: latency, model: rec.model,
-        request_id: rec.requestId, peer: rec.peer, downstream_request_id: rec.downstreamRequestId, error_kind: rec.errorKind,
+        method: rec.method,
+        path: rec.path,
+        status,
+        latency_ms: latency,
+        model: rec.model,
+        request_id: rec.requestId,
+        peer: rec.peer,
+        downstream_request_id: rec.downstreamRequestId,
+        error_kind: rec.errorKind,
       });
     }
   };
@@ -100,7 +113,11 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     c.set('rec', rec);
     if (gw.lifecycle.draining) {
       gw.log.info(MSG.arrivedWhileDraining, {
-        method: rec.method, path: rec.path, request_id: rec.requestId, peer: rec.peer, downstream_request_id: rec.downstreamRequestId,
+        method: rec.method,
+        path: rec.path,
+        request_id: rec.requestId,
+        peer: rec.peer,
+        downstream_request_id: rec.downstreamRequestId,
       });
     }
     const release = gw.lifecycle.acquire();
@@ -141,7 +158,14 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const created = Math.floor(Date.parse(gw.facts.applied?.applied_at ?? new Date().toISOString()) / 1000);
     const data = who.snapshot.listableModels()
       .filter((m) => modelAllowed(who.key, m.display_name))
-      .map((m) => ({ id: m.display_name, object: 'model', created, owned_by: m.kind === 'direct' ? (m.provider ?? who.snapshot.providerKeys.get(m.provider_key_id)?.provider ?? 'sluice') : 'sluice' }))
+      .map((m) => ({
+        id: m.display_name,
+        object: 'model',
+        created,
+        owned_by: m.kind === 'direct'
+          ? (m.provider ?? who.snapshot.providerKeys.get(m.provider_key_id)?.provider ?? 'sluice')
+          : 'sluice',
+      }))
       .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return c.json({ object: 'list', data });
   });
@@ -174,8 +198,15 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     let r: Awaited<ReturnType<Dispatcher['dispatch']>>;
     try {
       r = await dispatcher.dispatch({
-        snapshot: who.snapshot, model: resolved.model, upstreamModel: resolved.upstreamModel,
-        endpoint, body, stream, signal: c.env?.closed ?? c.req.raw.signal, headers: c.req.raw.headers, apiKeyId: who.key.id,
+        snapshot: who.snapshot,
+        model: resolved.model,
+        upstreamModel: resolved.upstreamModel,
+        endpoint,
+        body,
+        stream,
+        signal: c.env?.closed ?? c.req.raw.signal,
+        headers: c.req.raw.headers,
+        apiKeyId: who.key.id,
       });
     } catch (e) {
       void permit.release();
@@ -197,18 +228,23 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const usage = chargesTokens ? new StreamUsage() : undefined;
     const settle = r.settle;
     const tracker: StreamTracker = { onEnd: undefined };
-    const res = stampedResponse(pumpSse({
-      chunks: usage ? meteredChunks(r.chunks, usage) : r.chunks,
-      keepaliveMs,
-      abortUpstream: r.abort,
-      errorEvent: endpoint === 'messages' ? anthropicSseErrorEvent : undefined,
-      onEnd: (end) => {
-        settle(end);
-        const tokens = usage?.tokens();
-        void (tokens ? permit.charge(tokens) : Promise.resolve()).finally(() => permit.release());
-        tracker.onEnd?.(end);
-      },
-    }), 200, rec, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const res = stampedResponse(
+      pumpSse({
+        chunks: usage ? meteredChunks(r.chunks, usage) : r.chunks,
+        keepaliveMs,
+        abortUpstream: r.abort,
+        errorEvent: endpoint === 'messages' ? anthropicSseErrorEvent : undefined,
+        onEnd: (end) => {
+          settle(end);
+          const tokens = usage?.tokens();
+          void (tokens ? permit.charge(tokens) : Promise.resolve()).finally(() => permit.release());
+          tracker.onEnd?.(end);
+        },
+      }),
+      200,
+      rec,
+      { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' },
+    );
     trackedStreams.set(res, tracker);
     return res;
   };
@@ -237,8 +273,16 @@ const trackedStreams = new WeakMap<Response, StreamTracker>();
  */
 const stamped = new WeakSet<Response>();
 
-function stampedResponse(body: BodyInit | null, status: number, rec: RequestRecord, headers: Record<string, string>): Response {
-  const res = new Response(body, { status, headers: { ...headers, server: SERVER, 'x-aisix-request-id': rec.requestId } });
+function stampedResponse(
+  body: BodyInit | null,
+  status: number,
+  rec: RequestRecord,
+  headers: Record<string, string>,
+): Response {
+  const res = new Response(body, {
+    status,
+    headers: { ...headers, server: SERVER, 'x-aisix-request-id': rec.requestId },
+  });
   stamped.add(res);
   return res;
 }
@@ -246,13 +290,19 @@ function stampedResponse(body: BodyInit | null, status: number, rec: RequestReco
 function validateBody(endpoint: Endpoint, body: Record<string, unknown>): string | undefined {
   if (typeof body.model !== 'string' || body.model === '') return '`model` is required and must be a string';
   if (endpoint === 'chat') {
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return '`messages` is required and must be a non-empty array';
+    if (!Array.isArray(body.messages) || body.messages.length === 0) {
+      return '`messages` is required and must be a non-empty array';
+    }
     if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
   }
   if (endpoint === 'embeddings' && body.input === undefined) return '`input` is required';
   if (endpoint === 'messages') {
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return '`messages` is required and must be a non-empty array';
-    if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) return '`max_tokens` is required and must be a positive integer';
+    if (!Array.isArray(body.messages) || body.messages.length === 0) {
+      return '`messages` is required and must be a non-empty array';
+    }
+    if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
+      return '`max_tokens` is required and must be a positive integer';
+    }
     if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
   }
   return undefined;

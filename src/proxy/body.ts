@@ -45,6 +45,8 @@ export async function readJsonObject(req: Request, limit: number): Promise<Recor
   } catch (e) {
     return errors.badRequest(`malformed JSON in request body: ${(e as Error).message}`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return errors.badRequest('request body must be a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return errors.badRequest('request body must be a JSON object');
+  }
   return value as Record<string, unknown>;
 }

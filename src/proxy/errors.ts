@@ -2,9 +2,17 @@
 // Anthropic's on `/v1/messages`; a caller never sees a stack trace or a secret.
 
 export type ErrorType =
-  | 'invalid_api_key' | 'permission_denied' | 'model_not_found' | 'invalid_request_error'
-  | 'rate_limit_exceeded' | 'all_candidates_unavailable' | 'upstream_error' | 'upstream_timeout'
-  | 'not_found' | 'method_not_allowed' | 'internal_error';
+  | 'invalid_api_key'
+  | 'permission_denied'
+  | 'model_not_found'
+  | 'invalid_request_error'
+  | 'rate_limit_exceeded'
+  | 'all_candidates_unavailable'
+  | 'upstream_error'
+  | 'upstream_timeout'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'internal_error';
 
 export class ProxyError {
   constructor(
@@ -17,20 +25,38 @@ export class ProxyError {
 }
 
 export const errors = {
-  missingAuth: () => new ProxyError(401, 'invalid_api_key', 'missing API key: send Authorization: Bearer <key> or x-api-key'),
+  missingAuth: () =>
+    new ProxyError(401, 'invalid_api_key', 'missing API key: send Authorization: Bearer <key> or x-api-key'),
   unknownKey: () => new ProxyError(401, 'invalid_api_key', 'invalid API key'),
   expiredKey: () => new ProxyError(401, 'invalid_api_key', 'API key has expired', 'api_key_expired'),
   disabledKey: () => new ProxyError(401, 'invalid_api_key', 'API key is disabled', 'api_key_disabled'),
-  modelNotAllowed: (model: string) => new ProxyError(403, 'permission_denied', `this API key may not use model "${model}"`),
+  modelNotAllowed: (model: string) =>
+    new ProxyError(403, 'permission_denied', `this API key may not use model "${model}"`),
   unknownModel: (model: string) => new ProxyError(404, 'model_not_found', `model "${model}" does not exist`),
   badRequest: (message: string) => new ProxyError(400, 'invalid_request_error', message),
-  tooLarge: (limit: number) => new ProxyError(413, 'invalid_request_error', `request body exceeds the limit of ${limit} bytes`),
-  rateLimited: (retryAfterSecs: number, what: string) => new ProxyError(429, 'rate_limit_exceeded', `rate limit exceeded (${what}); retry after ${retryAfterSecs} s`, undefined, { 'retry-after': String(retryAfterSecs) }),
-  allUnavailable: (model: string) => new ProxyError(503, 'all_candidates_unavailable', `every routing candidate of model "${model}" is unavailable`, undefined, { 'retry-after': '30' }),
+  tooLarge: (limit: number) =>
+    new ProxyError(413, 'invalid_request_error', `request body exceeds the limit of ${limit} bytes`),
+  rateLimited: (retryAfterSecs: number, what: string) =>
+    new ProxyError(
+      429,
+      'rate_limit_exceeded',
+      `rate limit exceeded (${what}); retry after ${retryAfterSecs} s`,
+      undefined,
+      { 'retry-after': String(retryAfterSecs) },
+    ),
+  allUnavailable: (model: string) =>
+    new ProxyError(
+      503,
+      'all_candidates_unavailable',
+      `every routing candidate of model "${model}" is unavailable`,
+      undefined,
+      { 'retry-after': '30' },
+    ),
   upstream: (message: string) => new ProxyError(502, 'upstream_error', message),
   timeout: (message = 'the upstream did not answer in time') => new ProxyError(504, 'upstream_timeout', message),
   notFound: (path: string) => new ProxyError(404, 'not_found', `no route for ${path}`),
-  methodNotAllowed: (method: string, path: string) => new ProxyError(405, 'method_not_allowed', `${method} is not allowed on ${path}`),
+  methodNotAllowed: (method: string, path: string) =>
+    new ProxyError(405, 'method_not_allowed', `${method} is not allowed on ${path}`),
   internal: () => new ProxyError(500, 'internal_error', 'internal error; see the gateway log for this request id'),
 };
 

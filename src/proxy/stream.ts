@@ -43,7 +43,11 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   };
   let ctrl: ReadableStreamDefaultController<Uint8Array> | undefined;
   // One timer for the stream's life: a comment goes out only while the caller waits on a silent upstream.
-  const keepalive = o.keepaliveMs > 0 ? new IdleTimer(o.keepaliveMs, () => { if (!ended) ctrl?.enqueue(KEEPALIVE); }) : undefined;
+  const keepalive = o.keepaliveMs > 0
+    ? new IdleTimer(o.keepaliveMs, () => {
+      if (!ended) ctrl?.enqueue(KEEPALIVE);
+    })
+    : undefined;
   keepalive?.pause();
 
   return new ReadableStream<Uint8Array>({
@@ -58,7 +62,9 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
       } catch (e) {
         // A typed failure (a silence deadline, an error the upstream reported in-stream) keeps its kind.
         const kind = e instanceof UpstreamStreamError ? e.kind : 'upstream_error';
-        const message = e instanceof UpstreamStreamError ? e.message : `upstream stream failed: ${(e as Error)?.message ?? 'error'}`;
+        const message = e instanceof UpstreamStreamError
+          ? e.message
+          : `upstream stream failed: ${(e as Error)?.message ?? 'error'}`;
         c.enqueue((o.errorEvent ?? sseErrorEvent)(kind, message));
         c.close();
         end(kind);

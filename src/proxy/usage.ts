@@ -18,7 +18,8 @@ function n(v: unknown): number | undefined {
 function fold(into: Counted, usage: unknown): void {
   if (typeof usage !== 'object' || usage === null) return;
   const u = usage as Record<string, unknown>;
-  const input = n(u.prompt_tokens) ?? sumDefined(n(u.input_tokens), n(u.cache_creation_input_tokens), n(u.cache_read_input_tokens));
+  const input = n(u.prompt_tokens) ??
+    sumDefined(n(u.input_tokens), n(u.cache_creation_input_tokens), n(u.cache_read_input_tokens));
   const output = n(u.completion_tokens) ?? n(u.output_tokens);
   if (input !== undefined) into.input = input;
   if (output !== undefined) into.output = output;
@@ -83,7 +84,10 @@ export class StreamUsage {
 }
 
 /** The same chunks, observed by `meter` on the way through. */
-export async function* meteredChunks(chunks: AsyncIterable<Uint8Array>, meter: StreamUsage): AsyncGenerator<Uint8Array> {
+export async function* meteredChunks(
+  chunks: AsyncIterable<Uint8Array>,
+  meter: StreamUsage,
+): AsyncGenerator<Uint8Array> {
   for await (const c of chunks) {
     meter.observe(c);
     yield c;

@@ -4,10 +4,19 @@ import type { z } from 'zod';
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { FileReport, formatPath, parseYaml, type YamlSource } from '../util/report.ts';
 import {
-  ApiKeySchema, DEFAULT_API_BASE, ModelSchema, ProviderKeySchema, RESOURCE_KINDS, SHAPES, defaultAdapter,
-  type ApiKey, type Model, type ProviderKey, type ResourceKind,
+  type ApiKey,
+  ApiKeySchema,
+  DEFAULT_API_BASE,
+  defaultAdapter,
+  type Model,
+  ModelSchema,
+  type ProviderKey,
+  ProviderKeySchema,
+  RESOURCE_KINDS,
+  type ResourceKind,
+  SHAPES,
 } from './schema.ts';
-import { Snapshot, type ResourceSet } from './snapshot.ts';
+import { type ResourceSet, Snapshot } from './snapshot.ts';
 
 export type Env = Record<string, string | undefined>;
 
@@ -24,8 +33,12 @@ const SUGAR: Record<ResourceKind, readonly string[]> = {
 };
 
 /** Replace `${VAR}` in every string scalar; `$$` is a literal `$`. Unset or empty variables are errors. */
-export function interpolate(value: unknown, env: Env, onError: (path: (string | number)[], msg: string) => void,
-  path: (string | number)[] = []): unknown {
+export function interpolate(
+  value: unknown,
+  env: Env,
+  onError: (path: (string | number)[], msg: string) => void,
+  path: (string | number)[] = [],
+): unknown {
   if (typeof value === 'string') {
     if (!value.includes('$')) return value;
     return value.replace(/\$\$|\$\{([^}]*)\}/g, (m, name: string | undefined) => {
@@ -92,12 +105,24 @@ async function buildResourceSet(src: YamlSource, env: Env, report: FileReport): 
     report.add('file', 'the top level must be a mapping with _format_version and resource lists', src.lineOf([]));
     return undefined;
   }
-  const doc = interpolate(src.value, env, (path, msg) => report.add(...interpolationScope(src, path, msg), src.lineOf(path))) as Record<string, unknown>;
+  const doc = interpolate(
+    src.value,
+    env,
+    (path, msg) => report.add(...interpolationScope(src, path, msg), src.lineOf(path)),
+  ) as Record<string, unknown>;
   const fv = doc._format_version;
   if (fv === undefined) report.add('file', 'missing mandatory _format_version');
-  else if (String(fv) !== '1') report.add('_format_version', `unsupported format version "${String(fv)}" (Sluice reads "1")`, src.lineOf(['_format_version']));
+  else if (String(fv) !== '1') {
+    report.add(
+      '_format_version',
+      `unsupported format version "${String(fv)}" (Sluice reads "1")`,
+      src.lineOf(['_format_version']),
+    );
+  }
   for (const k of Object.keys(doc)) {
-    if (!TOP_LEVEL.has(k)) report.add(k, `unknown top-level key (expected one of: ${[...TOP_LEVEL].join(', ')})`, src.lineOf([k]));
+    if (!TOP_LEVEL.has(k)) {
+      report.add(k, `unknown top-level key (expected one of: ${[...TOP_LEVEL].join(', ')})`, src.lineOf([k]));
+    }
   }
   const lists: Record<ResourceKind, Record<string, unknown>[]> = { provider_keys: [], models: [], api_keys: [] };
   for (const kind of RESOURCE_KINDS) {
@@ -114,9 +139,19 @@ async function buildResourceSet(src: YamlSource, env: Env, report: FileReport): 
   }
 
   const ctx: RowContext = { src, report, env };
-  const providerKeys = await collect(ctx, 'provider_keys', lists.provider_keys, (row, scope, i) => parseProviderKey(ctx, row, scope, i));
+  const providerKeys = await collect(
+    ctx,
+    'provider_keys',
+    lists.provider_keys,
+    (row, scope, i) => parseProviderKey(ctx, row, scope, i),
+  );
   const keyIdByName = new Map(providerKeys.map((k) => [k.display_name, k.id]));
-  const models = await collect(ctx, 'models', lists.models, (row, scope, i) => parseModel(ctx, row, scope, i, keyIdByName));
+  const models = await collect(
+    ctx,
+    'models',
+    lists.models,
+    (row, scope, i) => parseModel(ctx, row, scope, i, keyIdByName),
+  );
   const apiKeys = await collect(ctx, 'api_keys', lists.api_keys, (row, scope, i) => parseApiKey(ctx, row, scope, i));
   checkCrossReferences(ctx, providerKeys, models, apiKeys);
   return { provider_keys: providerKeys, models, api_keys: apiKeys };
@@ -128,10 +163,18 @@ interface RowContext {
   env: Env;
 }
 
-type RowParser<T> = (row: Record<string, unknown>, scope: string, index: number) => Promise<T | undefined> | T | undefined;
+type RowParser<T> = (
+  row: Record<string, unknown>,
+  scope: string,
+  index: number,
+) => Promise<T | undefined> | T | undefined;
 
-async function collect<T extends { display_name: string; id: string }>(ctx: RowContext, kind: ResourceKind,
-  rows: Record<string, unknown>[], parse: RowParser<T>): Promise<T[]> {
+async function collect<T extends { display_name: string; id: string }>(
+  ctx: RowContext,
+  kind: ResourceKind,
+  rows: Record<string, unknown>[],
+  parse: RowParser<T>,
+): Promise<T[]> {
   const out: T[] = [];
   const seen = new Map<string, number>();
   for (const raw of rows) {
@@ -143,8 +186,13 @@ async function collect<T extends { display_name: string; id: string }>(ctx: RowC
     // Duplicates are judged on the raw name, so a row that also fails validation is still reported.
     const name = typeof raw.display_name === 'string' ? raw.display_name : undefined;
     const prev = name === undefined ? undefined : seen.get(name);
-    if (prev !== undefined) ctx.report.add(scope, `duplicate display_name "${name}" (also ${kind}[${prev}])`, ctx.src.lineOf([kind, index, 'display_name']));
-    else if (name !== undefined) seen.set(name, index);
+    if (prev !== undefined) {
+      ctx.report.add(
+        scope,
+        `duplicate display_name "${name}" (also ${kind}[${prev}])`,
+        ctx.src.lineOf([kind, index, 'display_name']),
+      );
+    } else if (name !== undefined) seen.set(name, index);
     const parsed = await parse(raw, scope, index);
     if (parsed && prev === undefined) out.push(parsed);
   }
@@ -163,10 +211,21 @@ async function resourceId(kind: ResourceKind, row: { id?: string; display_name: 
   return row.id ?? (await uuidV5(`${kind}/${row.display_name}`));
 }
 
-async function parseProviderKey(ctx: RowContext, raw: Record<string, unknown>, scope: string, index: number): Promise<ProviderKey | undefined> {
+async function parseProviderKey(
+  ctx: RowContext,
+  raw: Record<string, unknown>,
+  scope: string,
+  index: number,
+): Promise<ProviderKey | undefined> {
   const row = { ...raw };
   if (row.secret !== undefined) {
-    if (row.api_key !== undefined) ctx.report.add(scope, 'give api_key or its alias secret, not both', ctx.src.lineOf(['provider_keys', index, 'secret']));
+    if (row.api_key !== undefined) {
+      ctx.report.add(
+        scope,
+        'give api_key or its alias secret, not both',
+        ctx.src.lineOf(['provider_keys', index, 'secret']),
+      );
+    }
     row.api_key = row.secret;
     delete row.secret;
   }
@@ -177,12 +236,19 @@ async function parseProviderKey(ctx: RowContext, raw: Record<string, unknown>, s
   return { ...r.data, adapter, api_base, id: await resourceId('provider_keys', r.data) };
 }
 
-async function parseModel(ctx: RowContext, raw: Record<string, unknown>, scope: string, index: number,
-  keyIdByName: Map<string, string>): Promise<Model | undefined> {
+async function parseModel(
+  ctx: RowContext,
+  raw: Record<string, unknown>,
+  scope: string,
+  index: number,
+  keyIdByName: Map<string, string>,
+): Promise<Model | undefined> {
   const row = { ...raw };
   if (row.provider_key !== undefined) {
     const line = ctx.src.lineOf(['models', index, 'provider_key']);
-    if (row.provider_key_id !== undefined) ctx.report.add(scope, 'give provider_key (a name) or provider_key_id, not both', line);
+    if (row.provider_key_id !== undefined) {
+      ctx.report.add(scope, 'give provider_key (a name) or provider_key_id, not both', line);
+    }
     const id = typeof row.provider_key === 'string' ? keyIdByName.get(row.provider_key) : undefined;
     if (id === undefined) {
       ctx.report.add(scope, `provider_key: no provider key named "${String(row.provider_key)}" in provider_keys`, line);
@@ -193,11 +259,17 @@ async function parseModel(ctx: RowContext, raw: Record<string, unknown>, scope: 
   const r = ModelSchema.safeParse(row);
   if (!r.success) return void zodErrors(ctx, 'models', index, scope, r.error);
   const id = await resourceId('models', r.data);
-  return r.data.routing ? { ...r.data, id, kind: 'routing', routing: r.data.routing } as Model
+  return r.data.routing
+    ? { ...r.data, id, kind: 'routing', routing: r.data.routing } as Model
     : { ...r.data, id, kind: 'direct' } as Model;
 }
 
-async function parseApiKey(ctx: RowContext, raw: Record<string, unknown>, scope: string, index: number): Promise<ApiKey | undefined> {
+async function parseApiKey(
+  ctx: RowContext,
+  raw: Record<string, unknown>,
+  scope: string,
+  index: number,
+): Promise<ApiKey | undefined> {
   const row = { ...raw };
   const line = ctx.src.lineOf(['api_keys', index, 'key_env']);
   if (row.key_env !== undefined) {
@@ -205,11 +277,21 @@ async function parseApiKey(ctx: RowContext, raw: Record<string, unknown>, scope:
     const name = row.key_env;
     const value = typeof name === 'string' ? ctx.env[name] : undefined;
     if (typeof name !== 'string') ctx.report.add(scope, 'key_env: must be the name of an environment variable', line);
-    else if (!value) ctx.report.add(scope, `key_env: environment variable ${name} is ${value === undefined ? 'not set' : 'empty'}`, line);
+    else if (!value) {
+      ctx.report.add(
+        scope,
+        `key_env: environment variable ${name} is ${value === undefined ? 'not set' : 'empty'}`,
+        line,
+      );
+    }
     row.key_hash = value ? await sha256Hex(value) : '0'.repeat(64);
     delete row.key_env;
   } else if (row.key_hash === undefined) {
-    ctx.report.add(scope, 'needs key_env (an environment variable holding the key) or key_hash (its SHA-256)', ctx.src.lineOf(['api_keys', index]));
+    ctx.report.add(
+      scope,
+      'needs key_env (an environment variable holding the key) or key_hash (its SHA-256)',
+      ctx.src.lineOf(['api_keys', index]),
+    );
     return undefined;
   }
   const r = ApiKeySchema.safeParse(row);
@@ -229,7 +311,11 @@ function checkCrossReferences(ctx: RowContext, keys: ProviderKey[], models: Mode
     const scope = `models[${i}] ("${m.display_name}")`;
     if (m.kind === 'direct') {
       if (m.provider_key_id !== '__unresolved__' && !keyIds.has(m.provider_key_id)) {
-        ctx.report.add(scope, `provider_key_id: no provider key with id "${m.provider_key_id}"`, ctx.src.lineOf(['models', i, 'provider_key_id']));
+        ctx.report.add(
+          scope,
+          `provider_key_id: no provider key with id "${m.provider_key_id}"`,
+          ctx.src.lineOf(['models', i, 'provider_key_id']),
+        );
       }
       continue;
     }
@@ -237,14 +323,24 @@ function checkCrossReferences(ctx: RowContext, keys: ProviderKey[], models: Mode
       const target = byName.get(t.model);
       const line = ctx.src.lineOf(['models', i, 'routing', 'targets', ti, 'model']);
       if (!target) ctx.report.add(scope, `routing.targets[${ti}].model: no model named "${t.model}"`, line);
-      else if (target.kind === 'routing') ctx.report.add(scope, `routing.targets[${ti}].model: "${t.model}" is a routing model; targets must be direct models`, line);
+      else if (target.kind === 'routing') {
+        ctx.report.add(
+          scope,
+          `routing.targets[${ti}].model: "${t.model}" is a routing model; targets must be direct models`,
+          line,
+        );
+      }
     });
   }
   for (const k of apiKeys) {
     const i = indexOf('api_keys', k.display_name);
     k.allowed_models.forEach((name, mi) => {
       if (!name.includes('*') && !byName.has(name)) {
-        ctx.report.add(`api_keys[${i}] ("${k.display_name}")`, `allowed_models[${mi}]: no model named "${name}"`, ctx.src.lineOf(['api_keys', i, 'allowed_models', mi]));
+        ctx.report.add(
+          `api_keys[${i}] ("${k.display_name}")`,
+          `allowed_models[${mi}]: no model named "${name}"`,
+          ctx.src.lineOf(['api_keys', i, 'allowed_models', mi]),
+        );
       }
     });
   }

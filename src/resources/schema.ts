@@ -87,8 +87,15 @@ export type Routing = z.infer<typeof RoutingSchema>;
 
 /** Fields only a direct model may carry (a routing model forbids them). */
 export const DIRECT_ONLY_FIELDS = [
-  'provider', 'model_name', 'provider_key_id', 'timeout', 'stream_timeout', 'retries', 'cooldown',
-  'background_model_check', 'cost',
+  'provider',
+  'model_name',
+  'provider_key_id',
+  'timeout',
+  'stream_timeout',
+  'retries',
+  'cooldown',
+  'background_model_check',
+  'cost',
 ] as const;
 
 export const modelShape = {
@@ -114,13 +121,27 @@ function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx:
     }
     return;
   }
-  if (m.model_name === undefined) ctx.addIssue({ code: 'custom', path: ['model_name'], message: 'required for a direct model (or give `routing`)' });
-  if (m.provider_key_id === undefined) ctx.addIssue({ code: 'custom', path: ['provider_key_id'], message: 'required for a direct model (`provider_key` by name in a file)' });
+  if (m.model_name === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['model_name'], message: 'required for a direct model (or give `routing`)' });
+  }
+  if (m.provider_key_id === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['provider_key_id'],
+      message: 'required for a direct model (`provider_key` by name in a file)',
+    });
+  }
 }
 
 export const ModelSchema = z.object(modelShape).superRefine(checkModelForm);
 type ModelRow = z.infer<typeof ModelSchema>;
-export type DirectModel = ModelRow & { id: string; kind: 'direct'; model_name: string; provider_key_id: string; routing?: undefined };
+export type DirectModel = ModelRow & {
+  id: string;
+  kind: 'direct';
+  model_name: string;
+  provider_key_id: string;
+  routing?: undefined;
+};
 export type RoutingModel = ModelRow & { id: string; kind: 'routing'; routing: Routing };
 export type Model = DirectModel | RoutingModel;
 

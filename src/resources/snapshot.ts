@@ -28,7 +28,11 @@ export class Snapshot {
       this.models.set(m.id, m);
       const star = m.display_name.indexOf('*');
       if (star < 0) this.modelsByName.set(m.display_name, m);
-      else this.wildcards.push({ prefix: m.display_name.slice(0, star), suffix: m.display_name.slice(star + 1), model: m });
+      else {this.wildcards.push({
+          prefix: m.display_name.slice(0, star),
+          suffix: m.display_name.slice(star + 1),
+          model: m,
+        });}
     }
     // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
     this.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);

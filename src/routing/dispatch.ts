@@ -15,18 +15,18 @@
 // comments, and keeps failing over behind them; a failure after that point (or after the first byte) is an
 // SSE error event. Between chunks the same deadline bounds the silence.
 import type { Config } from '../config/schema.ts';
-import { deploymentLabels, type DeploymentLabels, type GatewayMetrics } from '../observability/gateway-metrics.ts';
+import { type DeploymentLabels, deploymentLabels, type GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import { adapterFor } from '../providers/index.ts';
-import { UpstreamStreamError, type Endpoint, type ProviderAdapter } from '../providers/types.ts';
+import { type Endpoint, type ProviderAdapter, UpstreamStreamError } from '../providers/types.ts';
 import { errors, type ProxyError } from '../proxy/errors.ts';
 import type { StreamEnd } from '../proxy/stream.ts';
 import type { DirectModel, Model, ProviderKey, Routing, RoutingTarget } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth, UpstreamFailure } from './health.ts';
-import { classifyOptions, retryBudget, runAttempts, type AttemptReport, type RunResult } from './retry.ts';
-import { pickTargets, usableCandidates, type Candidate, type HeaderReader, type RoutingState } from './strategies.ts';
+import { type AttemptReport, classifyOptions, retryBudget, runAttempts, type RunResult } from './retry.ts';
+import { type Candidate, type HeaderReader, pickTargets, type RoutingState, usableCandidates } from './strategies.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 
@@ -47,7 +47,14 @@ export interface DispatchInput {
 
 export type DispatchResult =
   /** A whole upstream answer: 2xx, or a 4xx passed back as the upstream sent it (with its Retry-After). */
-  | { kind: 'response'; status: number; body: string; contentType: string; headers: Record<string, string>; target: DirectModel }
+  | {
+    kind: 'response';
+    status: number;
+    body: string;
+    contentType: string;
+    headers: Record<string, string>;
+    target: DirectModel;
+  }
   /**
    * A live SSE body. The caller must run it through the pump and call `settle` exactly once with how it
    * ended (health, metrics and in-flight counts are recorded then); `abort` stops the upstream.
@@ -97,7 +104,10 @@ type AttemptOutcome =
   | { kind: 'transport'; message: string };
 
 type Run = RunResult<Target, AttemptOutcome>;
-type Plan = { kind: 'ok'; order: [Target, ...Target[]]; routing?: Routing; routingName?: string } | { kind: 'error'; error: ProxyError };
+type Plan = { kind: 'ok'; order: [Target, ...Target[]]; routing?: Routing; routingName?: string } | {
+  kind: 'error';
+  error: ProxyError;
+};
 
 const TIMED_OUT = 'sluice:timeout';
 const CALLER_GONE = 'sluice:caller-gone';
@@ -145,24 +155,46 @@ export class Dispatcher {
       const t = tm?.kind === 'direct' ? this.target(input.snapshot, tm, tm.model_name, rt) : undefined;
       if (t) candidates.push(t);
     }
-    if (candidates.length === 0) return { kind: 'error', error: errors.upstream(`no target of model "${m.display_name}" has a usable provider key`) };
+    if (candidates.length === 0) {
+      return {
+        kind: 'error',
+        error: errors.upstream(`no target of model "${m.display_name}" has a usable provider key`),
+      };
+    }
     const picked = pickTargets(m.routing, candidates, {
-      routingModelId: m.id, state: this.d.routing, headers: input.headers, apiKeyId: input.apiKeyId,
+      routingModelId: m.id,
+      state: this.d.routing,
+      headers: input.headers,
+      apiKeyId: input.apiKeyId,
     });
     if (picked.kind === 'all_unavailable') return { kind: 'error', error: errors.allUnavailable(m.display_name) };
     return { kind: 'ok', order: picked.order, routing: m.routing, routingName: m.display_name };
   }
 
-  private target(snapshot: Snapshot, model: DirectModel, upstreamModel: string, rt?: RoutingTarget): Target | undefined {
+  private target(
+    snapshot: Snapshot,
+    model: DirectModel,
+    upstreamModel: string,
+    rt?: RoutingTarget,
+  ): Target | undefined {
     const key = snapshot.providerKeys.get(model.provider_key_id);
     const adapter = key ? adapterFor(key.adapter) : undefined;
     if (!key || !adapter) return undefined;
     const up = this.d.config.upstream;
     const timeoutMs = model.timeout ?? up.timeout_ms;
     return {
-      modelId: model.id, weight: rt?.weight ?? 1, priority: rt?.priority ?? 0, health: this.d.health.state(model),
-      model, upstreamModel, key, adapter, routingTarget: rt, labels: deploymentLabels(model, key),
-      timeoutMs, silenceMs: model.stream_timeout ?? (up.stream_timeout_ms || timeoutMs),
+      modelId: model.id,
+      weight: rt?.weight ?? 1,
+      priority: rt?.priority ?? 0,
+      health: this.d.health.state(model),
+      model,
+      upstreamModel,
+      key,
+      adapter,
+      routingTarget: rt,
+      labels: deploymentLabels(model, key),
+      timeoutMs,
+      silenceMs: model.stream_timeout ?? (up.stream_timeout_ms || timeoutMs),
     };
   }
 
@@ -172,7 +204,13 @@ export class Dispatcher {
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
       attempt: (t) => this.attempt(input, t, signal),
-      budget: (t) => retryBudget({ target: t.routingTarget, model: t.model, routing: plan.routing, upstreamRetries: this.d.config.upstream.retries }),
+      budget: (t) =>
+        retryBudget({
+          target: t.routingTarget,
+          model: t.model,
+          routing: plan.routing,
+          upstreamRetries: this.d.config.upstream.retries,
+        }),
       classify: classifyOptions(plan.routing),
       signal,
       onAttempt: (r) => this.recordAttempt(r, signal, plan.routingName),
@@ -207,7 +245,13 @@ export class Dispatcher {
       });
       if (r.kind === 'response') {
         end();
-        return { kind: 'response', status: r.status, retryAfter: r.retryAfter, body: r.body, contentType: r.contentType };
+        return {
+          kind: 'response',
+          status: r.status,
+          retryAfter: r.retryAfter,
+          body: r.body,
+          contentType: r.contentType,
+        };
       }
       const rest = r.chunks[Symbol.asyncIterator]();
       const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
@@ -217,7 +261,12 @@ export class Dispatcher {
         return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
       }
       clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
-      return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort: () => cancel.abort(CALLER_GONE), end } };
+      return {
+        kind: 'response',
+        status: 200,
+        retryAfter: null,
+        live: { first: first.value, rest, abort: () => cancel.abort(CALLER_GONE), end },
+      };
     } catch (e) {
       end();
       if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
@@ -234,15 +283,19 @@ export class Dispatcher {
     this.recordHealth(t, outcome, r.retryAfterSecs);
     if (ok) this.d.routing.observeLatency(t.model.id, r.durationMs);
     // A stream's success or failure is counted when it ends (settle); everything else now.
-    if (!(outcome.kind === 'response' && outcome.live)) (ok ? this.d.metrics.deploymentSuccess : this.d.metrics.deploymentFailure).inc(t.labels);
+    if (!(outcome.kind === 'response' && outcome.live)) {
+      (ok ? this.d.metrics.deploymentSuccess : this.d.metrics.deploymentFailure).inc(t.labels);
+    }
     if (r.next === 'fallback' && routingName !== undefined) this.d.metrics.fallbacks.inc([routingName]);
   }
 
   private recordHealth(t: Target, outcome: AttemptOutcome | UpstreamFailure, retryAfterSecs?: number): void {
     const before = this.d.health.cooledDownTotal(t.model.id);
-    if (outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300) this.d.health.recordSuccess(t.model);
-    else if (outcome.kind === 'response') this.d.health.recordFailure(t.model, { kind: 'response', status: outcome.status, retryAfterSecs });
-    else this.d.health.recordFailure(t.model, { kind: outcome.kind });
+    if (outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300) {
+      this.d.health.recordSuccess(t.model);
+    } else if (outcome.kind === 'response') {
+      this.d.health.recordFailure(t.model, { kind: 'response', status: outcome.status, retryAfterSecs });
+    } else this.d.health.recordFailure(t.model, { kind: outcome.kind });
     const started = this.d.health.cooledDownTotal(t.model.id) - before;
     if (started > 0) this.d.metrics.cooledDown.inc(t.labels, started);
   }
@@ -250,16 +303,28 @@ export class Dispatcher {
   // ---- answers --------------------------------------------------------------------------------------------------
 
   /** The caller's answer from the loop's result; a stream that started comes back as `live`. */
-  private answer(run: Run): Exclude<DispatchResult, { kind: 'stream' }> | { kind: 'live'; target: Target; live: LiveStream } {
+  private answer(
+    run: Run,
+  ): Exclude<DispatchResult, { kind: 'stream' }> | { kind: 'live'; target: Target; live: LiveStream } {
     if (run.kind === 'aborted') {
       for (const a of run.attempts) if (a.outcome.kind === 'response' && a.outcome.live) closeLive(a.outcome.live);
       return { kind: 'aborted' };
     }
     const { outcome: o, target: t } = run;
-    if (o.kind === 'timeout') return { kind: 'error', error: errors.timeout(`model "${t.model.display_name}" did not answer in time`), target: t.model };
-    if (o.kind === 'transport') return { kind: 'error', error: errors.upstream(`upstream request failed: ${o.message}`), target: t.model };
+    if (o.kind === 'timeout') {
+      return {
+        kind: 'error',
+        error: errors.timeout(`model "${t.model.display_name}" did not answer in time`),
+        target: t.model,
+      };
+    }
+    if (o.kind === 'transport') {
+      return { kind: 'error', error: errors.upstream(`upstream request failed: ${o.message}`), target: t.model };
+    }
     if (o.live) return { kind: 'live', target: t, live: o.live };
-    if (o.status >= 500) return { kind: 'error', error: errors.upstream(`upstream answered ${o.status}`), target: t.model };
+    if (o.status >= 500) {
+      return { kind: 'error', error: errors.upstream(`upstream answered ${o.status}`), target: t.model };
+    }
     const headers: Record<string, string> = o.retryAfter ? { 'retry-after': o.retryAfter } : {};
     return { kind: 'response', status: o.status, body: o.body, contentType: o.contentType, headers, target: t.model };
   }
@@ -285,8 +350,12 @@ export class Dispatcher {
     const first = async (): Promise<IteratorResult<Uint8Array>> => {
       const a = this.answer(await run);
       if (a.kind === 'aborted') return DONE;
-      if (a.kind === 'error') throw new UpstreamStreamError(a.error.status === 504 ? 'upstream_timeout' : 'upstream_error', a.error.message);
-      if (a.kind === 'response') throw new UpstreamStreamError('upstream_error', `upstream answered ${a.status}: ${a.body.slice(0, 500)}`);
+      if (a.kind === 'error') {
+        throw new UpstreamStreamError(a.error.status === 504 ? 'upstream_timeout' : 'upstream_error', a.error.message);
+      }
+      if (a.kind === 'response') {
+        throw new UpstreamStreamError('upstream_error', `upstream answered ${a.status}: ${a.body.slice(0, 500)}`);
+      }
       if (settled || over) {
         closeLive(a.live);
         return DONE;
@@ -296,7 +365,13 @@ export class Dispatcher {
       return { done: false, value: a.live.first };
     };
     const iterator: AsyncIterator<Uint8Array> = {
-      next: () => (rest ? rest.next() : over ? Promise.resolve(DONE) : first().then((r) => { if (r.done) over = true; return r; }, (e) => { over = true; throw e; })),
+      next: () => (rest ? rest.next() : over ? Promise.resolve(DONE) : first().then((r) => {
+        if (r.done) over = true;
+        return r;
+      }, (e) => {
+        over = true;
+        throw e;
+      })),
       return: () => {
         over = true;
         rest?.stop();
@@ -349,10 +424,10 @@ class SilenceLimited implements AsyncIterator<Uint8Array> {
     // Only time spent waiting on the upstream counts as silence; the timer starts with the first wait.
     if (this.silenceMs > 0) {
       if (this.silence) this.silence.touch();
-      else this.silence = new IdleTimer(this.silenceMs, () => {
-        this.timedOut = true;
-        this.live.abort();
-      });
+      else {this.silence = new IdleTimer(this.silenceMs, () => {
+          this.timedOut = true;
+          this.live.abort();
+        });}
     }
     let r: IteratorResult<Uint8Array>;
     try {
@@ -388,7 +463,9 @@ function closeLive(live: LiveStream): void {
 /** `{ value }` if `p` settles within `ms`, else undefined (the timer never outlives the race). */
 async function settledWithin<T>(p: Promise<T>, ms: number): Promise<{ value: T } | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<undefined>((resolve) => { timer = setTimeout(resolve, ms, undefined); });
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms, undefined);
+  });
   try {
     return await Promise.race([p.then((value) => ({ value })), late]);
   } finally {

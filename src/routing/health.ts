@@ -21,15 +21,21 @@
 //   - `status_reason` explains the status shown: the cooldown's cause, `background_check_failed`, or — for a
 //     healthy model whose latest check was ignored — `ignored_transient_error`. Lapsed and stale reasons drop.
 //   - A model whose config no longer enables cooldown / background checks shows neither, whatever is stored.
-import { CooldownSchema, type Cooldown, type Model } from '../resources/schema.ts';
+import { type Cooldown, CooldownSchema, type Model } from '../resources/schema.ts';
 import type { Outcome } from './retry.ts';
 
 export type HealthState = 'healthy' | 'cooldown' | 'unhealthy';
 
 /** `status_reason` values of `/status/models` (SPEC §7.5); the one place these strings live. */
 export const STATUS_REASONS = [
-  'upstream_auth_failure', 'upstream_request_timeout', 'upstream_rate_limited', 'upstream_server_error',
-  'upstream_status_failure', 'request_timeout', 'transport_error', 'background_check_failed',
+  'upstream_auth_failure',
+  'upstream_request_timeout',
+  'upstream_rate_limited',
+  'upstream_server_error',
+  'upstream_status_failure',
+  'request_timeout',
+  'transport_error',
+  'background_check_failed',
   'ignored_transient_error',
 ] as const;
 export type StatusReason = (typeof STATUS_REASONS)[number];
@@ -172,7 +178,10 @@ export class ModelHealth {
   /** The model's `/status/models` row (SPEC §7.5). */
   statusRow(model: Model, now = this.now()): ModelStatusRow {
     const row: ModelStatusRow = {
-      id: model.id, display_name: model.display_name, kind: model.kind, status: 'not_applicable',
+      id: model.id,
+      display_name: model.display_name,
+      kind: model.kind,
+      status: 'not_applicable',
     };
     if (model.kind === 'routing') return row;
     const v = this.view(model, now);
@@ -214,7 +223,7 @@ export class ModelHealth {
 
   private entry(id: string): Entry {
     let e = this.entries.get(id);
-    if (!e) this.entries.set(id, (e = { cooledDownTotal: 0 }));
+    if (!e) this.entries.set(id, e = { cooledDownTotal: 0 });
     return e;
   }
 }
@@ -228,9 +237,12 @@ export function cooldownOf(model: Model): Cooldown | undefined {
 
 function triggers(cfg: Cooldown, failure: UpstreamFailure): boolean {
   switch (failure.kind) {
-    case 'response': return cfg.trigger_statuses.includes(failure.status);
-    case 'timeout': return cfg.trigger_on_timeout;
-    case 'transport': return cfg.trigger_on_transport;
+    case 'response':
+      return cfg.trigger_statuses.includes(failure.status);
+    case 'timeout':
+      return cfg.trigger_on_timeout;
+    case 'transport':
+      return cfg.trigger_on_transport;
   }
 }
 

@@ -17,7 +17,11 @@ export function modelCheck(deps: { snapshot: () => Snapshot | undefined; upstrea
     const check = model.background_model_check!;
     const r = await callProvider(adapter, {
       endpoint: 'chat',
-      body: { model: model.model_name, messages: [{ role: 'user', content: check.prompt }], max_tokens: check.max_tokens },
+      body: {
+        model: model.model_name,
+        messages: [{ role: 'user', content: check.prompt }],
+        max_tokens: check.max_tokens,
+      },
       stream: false,
       key,
       upstream: deps.upstream,
@@ -36,7 +40,9 @@ export function modelCheck(deps: { snapshot: () => Snapshot | undefined; upstrea
  * `model_name` is a pattern, not a model an upstream could answer for.
  */
 export function checkedModels(models: readonly Model[]): DirectModel[] {
-  return models.filter((m): m is DirectModel => m.kind === 'direct' && m.background_model_check?.enabled === true && !m.model_name.includes('*'));
+  return models.filter((m): m is DirectModel =>
+    m.kind === 'direct' && m.background_model_check?.enabled === true && !m.model_name.includes('*')
+  );
 }
 
 /**

@@ -147,8 +147,12 @@ export class RateLimiter {
 const NO_OP_PERMIT: Permit = { charge: async () => {}, release: async () => {} };
 
 /** The refusal with the longest wait (ties: the first in subject and dimension order). */
-function refusal(result: Extract<ConsumeResult, { ok: false }>, windows: Labelled[], slots: Labelled[], now: number)
-  : RateLimitDecision {
+function refusal(
+  result: Extract<ConsumeResult, { ok: false }>,
+  windows: Labelled[],
+  slots: Labelled[],
+  now: number,
+): RateLimitDecision {
   const waits = [
     ...result.windows.map((w) => ({ ...windows[w.index]!, secs: Math.max(1, Math.ceil((w.resetAt - now) / 1000)) })),
     ...result.slots.map((i) => ({ ...slots[i]!, secs: CONCURRENCY_RETRY_AFTER_SECS })),

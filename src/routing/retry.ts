@@ -89,8 +89,12 @@ export function retryBudget(from: {
  * at most 5 s exactly; otherwise 250 ms doubling to a 2 s cap, plus up to 25 % jitter from `random()`
  * (in [0, 1)). `now` (ms) resolves an HTTP-date Retry-After.
  */
-export function backoffMs(attempt: number, retryAfterHeader: string | null | undefined, random: () => number,
-  now: number): number {
+export function backoffMs(
+  attempt: number,
+  retryAfterHeader: string | null | undefined,
+  random: () => number,
+  now: number,
+): number {
   const retryAfter = parseRetryAfter(retryAfterHeader, now);
   if (retryAfter !== undefined && retryAfter <= MAX_HONOURED_RETRY_AFTER_SECS) return Math.ceil(retryAfter * 1000);
   const base = Math.min(BACKOFF_BASE_MS * 2 ** Math.max(0, attempt - 1), BACKOFF_CAP_MS);
@@ -167,7 +171,7 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
     const target = opts.targets[targetIndex]!;
     const budget = opts.budget(target);
     const isLastTarget = targetIndex === opts.targets.length - 1;
-    for (let retry = 0; ; retry++) {
+    for (let retry = 0;; retry++) {
       if (signal?.aborted) return { kind: 'aborted', attempts };
       const startedAt = now();
       let outcome: O;
@@ -181,7 +185,14 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
       const retryAfterSecs = outcome.kind === 'response' ? parseRetryAfter(outcome.retryAfter, now()) : undefined;
       const next = nextStep(verdict, retry < budget, retryAfterSecs, isLastTarget, signal?.aborted === true);
       const report: AttemptReport<T, O> = {
-        target, targetIndex, retry, outcome, verdict, startedAt, durationMs: now() - startedAt, next,
+        target,
+        targetIndex,
+        retry,
+        outcome,
+        verdict,
+        startedAt,
+        durationMs: now() - startedAt,
+        next,
         ...(retryAfterSecs === undefined ? {} : { retryAfterSecs }),
       };
       attempts.push(report);
@@ -197,11 +208,16 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
   throw new Error('runAttempts: fell off the end of the target list');
 }
 
-function nextStep(verdict: Verdict, budgetLeft: boolean, retryAfterSecs: number | undefined, isLastTarget: boolean,
-  aborted: boolean): AttemptReport<unknown>['next'] {
+function nextStep(
+  verdict: Verdict,
+  budgetLeft: boolean,
+  retryAfterSecs: number | undefined,
+  isLastTarget: boolean,
+  aborted: boolean,
+): AttemptReport<unknown>['next'] {
   if (aborted || verdict === 'success' || verdict === 'return') return 'done';
-  const mayRetry = verdict === 'retry' && budgetLeft
-    && (retryAfterSecs === undefined || retryAfterSecs <= MAX_HONOURED_RETRY_AFTER_SECS);
+  const mayRetry = verdict === 'retry' && budgetLeft &&
+    (retryAfterSecs === undefined || retryAfterSecs <= MAX_HONOURED_RETRY_AFTER_SECS);
   if (mayRetry) return 'retry';
   return isLastTarget ? 'done' : 'fallback';
 }

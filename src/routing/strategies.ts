@@ -136,7 +136,7 @@ export const orderRoundRobin: TierOrder = (tier, ctx, first) => {
   const keys = tierKeys(tier);
   const weights = integerWeights(tier.map((c) => c.weight));
   let current = ctx.state.roundRobin.get(ctx.routingModelId);
-  if (!current) ctx.state.roundRobin.set(ctx.routingModelId, (current = new Map()));
+  if (!current) ctx.state.roundRobin.set(ctx.routingModelId, current = new Map());
   let total = 0;
   let best = -1;
   let bestWeight = 0;
@@ -187,8 +187,11 @@ const ORDERS: Record<Strategy, TierOrder> = {
 };
 
 /** The seam: the ordered targets to try for one request, or `all_unavailable`. */
-export function pickTargets<C extends Candidate>(routing: Routing, candidates: readonly C[], ctx: PickContext)
-  : PickResult<C> {
+export function pickTargets<C extends Candidate>(
+  routing: Routing,
+  candidates: readonly C[],
+  ctx: PickContext,
+): PickResult<C> {
   const usable = usableCandidates(candidates, routing.when_all_unavailable);
   if (!usable) return { kind: 'all_unavailable' };
   const order = ORDERS[routing.strategy];
@@ -200,8 +203,10 @@ export function pickTargets<C extends Candidate>(routing: Routing, candidates: r
 }
 
 /** The health filter of SPEC §7.3: healthy; else cooled; else (try_anyway) everything; else nothing. */
-export function usableCandidates<C extends Candidate>(candidates: readonly C[],
-  whenAllUnavailable: Routing['when_all_unavailable']): { pool: C[]; health: HealthState } | undefined {
+export function usableCandidates<C extends Candidate>(
+  candidates: readonly C[],
+  whenAllUnavailable: Routing['when_all_unavailable'],
+): { pool: C[]; health: HealthState } | undefined {
   for (const health of ['healthy', 'cooldown'] as const) {
     const pool = candidates.filter((c) => c.health === health);
     if (pool.length > 0) return { pool, health };

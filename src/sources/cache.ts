@@ -57,19 +57,35 @@ export function encodeCache(header: CacheHeader, rows: Iterable<[string, string]
 }
 
 /** Parses and checks a cache file's bytes. Returns the document or why it cannot be used. Pure. */
-export function decodeCache(bytes: Uint8Array, prefix: string): { ok: true; doc: CacheDocument } | { ok: false; reason: string } {
+export function decodeCache(
+  bytes: Uint8Array,
+  prefix: string,
+): { ok: true; doc: CacheDocument } | { ok: false; reason: string } {
   let value: unknown;
   try {
     value = JSON.parse(decoder.decode(bytes));
   } catch {
     return { ok: false, reason: 'corrupt: not a JSON document' };
   }
-  if (!isRecord(value) || value.format !== CACHE_FORMAT) return { ok: false, reason: `corrupt: not a Sluice snapshot cache (format is not "${CACHE_FORMAT}")` };
-  if (value.version !== CACHE_VERSION) return { ok: false, reason: `unknown version ${JSON.stringify(value.version)} (this Sluice reads version ${CACHE_VERSION})` };
+  if (!isRecord(value) || value.format !== CACHE_FORMAT) {
+    return { ok: false, reason: `corrupt: not a Sluice snapshot cache (format is not "${CACHE_FORMAT}")` };
+  }
+  if (value.version !== CACHE_VERSION) {
+    return {
+      ok: false,
+      reason: `unknown version ${JSON.stringify(value.version)} (this Sluice reads version ${CACHE_VERSION})`,
+    };
+  }
   if (typeof value.prefix !== 'string') return { ok: false, reason: 'corrupt: no prefix' };
-  if (value.prefix !== prefix) return { ok: false, reason: `foreign: written for etcd prefix "${value.prefix}", this gateway reads "${prefix}"` };
-  if (!Number.isSafeInteger(value.revision) || (value.revision as number) < 0) return { ok: false, reason: 'corrupt: bad revision' };
-  if (typeof value.config_hash !== 'string' || !/^[0-9a-f]{64}$/.test(value.config_hash)) return { ok: false, reason: 'corrupt: bad config_hash' };
+  if (value.prefix !== prefix) {
+    return { ok: false, reason: `foreign: written for etcd prefix "${value.prefix}", this gateway reads "${prefix}"` };
+  }
+  if (!Number.isSafeInteger(value.revision) || (value.revision as number) < 0) {
+    return { ok: false, reason: 'corrupt: bad revision' };
+  }
+  if (typeof value.config_hash !== 'string' || !/^[0-9a-f]{64}$/.test(value.config_hash)) {
+    return { ok: false, reason: 'corrupt: bad config_hash' };
+  }
   if (typeof value.written_at !== 'string') return { ok: false, reason: 'corrupt: bad written_at' };
   const rows = value.rows;
   if (!isRecord(rows)) return { ok: false, reason: 'corrupt: no rows' };
@@ -80,7 +96,17 @@ export function decodeCache(bytes: Uint8Array, prefix: string): { ok: true; doc:
   if (!isRecord(pins)) return { ok: false, reason: 'corrupt: no pins' };
   for (const [k, p] of Object.entries(pins)) {
     if (!(k in rows) || !isRecord(p)) return { ok: false, reason: 'corrupt: a pin without its row' };
-    for (const f of ['since', 'resource_kind', 'resource_id', 'last_error_kind', 'last_error', 'first_seen_at', 'last_seen_at']) {
+    for (
+      const f of [
+        'since',
+        'resource_kind',
+        'resource_id',
+        'last_error_kind',
+        'last_error',
+        'first_seen_at',
+        'last_seen_at',
+      ]
+    ) {
       if (typeof p[f] !== 'string') return { ok: false, reason: `corrupt: pin without ${f}` };
     }
   }
@@ -90,7 +116,8 @@ export function decodeCache(bytes: Uint8Array, prefix: string): { ok: true; doc:
 function isMissingFile(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   const name = (e as { name?: unknown } | null)?.name;
-  return code === 'ENOENT' || name === 'NotFound' || /ENOENT|no such file|not found/i.test(String((e as Error)?.message ?? e));
+  return code === 'ENOENT' || name === 'NotFound' ||
+    /ENOENT|no such file|not found/i.test(String((e as Error)?.message ?? e));
 }
 
 /** How long a write waits for more applies to coalesce with (a watch burst arrives as many batches). */
@@ -111,12 +138,17 @@ export class SnapshotCache {
    * The cached document, or undefined (no file yet, or unusable: WARN with path and reason). `verify`
    * recomputes what the document claims (rows valid, config_hash) and returns a reason when it does not hold.
    */
-  async read(prefix: string, verify: (doc: CacheDocument) => Promise<string | undefined>): Promise<CacheDocument | undefined> {
+  async read(
+    prefix: string,
+    verify: (doc: CacheDocument) => Promise<string | undefined>,
+  ): Promise<CacheDocument | undefined> {
     let bytes: Uint8Array;
     try {
       bytes = await this.files.read(this.path);
     } catch (e) {
-      if (!isMissingFile(e)) this.log.warn(MSG.cacheIgnored, { path: this.path, reason: `cannot read it: ${(e as Error).message}` });
+      if (!isMissingFile(e)) {
+        this.log.warn(MSG.cacheIgnored, { path: this.path, reason: `cannot read it: ${(e as Error).message}` });
+      }
       return undefined;
     }
     const r = decodeCache(bytes, prefix);

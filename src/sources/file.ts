@@ -50,8 +50,9 @@ function fail(gw: Gateway, kind: 'parse' | 'validate', message: string): FileLoa
 /** SIGHUP: reload all-or-nothing and log the outcome. */
 export async function reloadFile(gw: Gateway, path: string): Promise<void> {
   const r = await loadFromFile(gw, path);
-  if (r.ok) gw.log.info(MSG.fileReloaded, { file: path, resources: r.resources, generation: gw.facts.applied?.apply_seq });
-  else gw.log.warn(MSG.fileReloadFailed, { file: path, error: r.message });
+  if (r.ok) {
+    gw.log.info(MSG.fileReloaded, { file: path, resources: r.resources, generation: gw.facts.applied?.apply_seq });
+  } else gw.log.warn(MSG.fileReloadFailed, { file: path, error: r.message });
 }
 
 const ROW_SCOPE = /^(provider_keys|models|api_keys)\[(\d+)\](?: \("(.*)"\))?$/;

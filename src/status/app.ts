@@ -1,5 +1,5 @@
 // The metrics/status listener (SPEC §6.1, §8, §9): no authentication, and never a secret in any body.
-import { Hono, type Context } from 'hono';
+import { type Context, Hono } from 'hono';
 import type { Gateway } from '../gateway.ts';
 import { methodNotAllowed } from '../lifecycle/probes.ts';
 import { PROMETHEUS_CONTENT_TYPE } from '../observability/metrics.ts';

@@ -77,9 +77,15 @@ export function configStatusBody(f: ConfigFacts, now: Date): Record<string, unkn
   }
   if (f.lastReload) body.last_reload = f.lastReload;
   body.last_failure = f.lastFailure;
-  body.rejected = f.rejected.map((r) => (r.serving_stale_since
-    ? { ...r, serving_stale_age_seconds: Math.max(0, Math.floor((now.getTime() - Date.parse(r.serving_stale_since)) / 1000)) }
-    : r));
+  body.rejected = f.rejected.map((
+    r,
+  ) => (r.serving_stale_since
+    ? {
+      ...r,
+      serving_stale_age_seconds: Math.max(0, Math.floor((now.getTime() - Date.parse(r.serving_stale_since)) / 1000)),
+    }
+    : r)
+  );
   body.partially_compatible = f.partiallyCompatible;
   return body;
 }

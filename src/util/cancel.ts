@@ -31,7 +31,7 @@ export class Cancel implements CancelSignal {
     const l = this.listeners;
     this.listeners = undefined;
     if (typeof l === 'function') l();
-    else if (l) for (const fn of l) fn();
+    else if (l) { for (const fn of l) fn(); }
   }
 
   addEventListener(_type: 'abort', listener: () => void): void {

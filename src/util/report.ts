@@ -1,6 +1,6 @@
 // One aggregated error report for a file: every problem found, each with where it is and what is wrong,
 // so an operator fixes a file in one pass instead of one error per restart.
-import { type Document, LineCounter, isNode, parseDocument } from 'yaml';
+import { type Document, isNode, LineCounter, parseDocument } from 'yaml';
 
 export interface ReportEntry {
   /** Where: `models[2] ("gpt-4o")`, `proxy.addr`, `file`. */
@@ -34,7 +34,10 @@ export class FileReport {
  */
 function yamlMessage(message: string): string {
   const first = message.split('\n')[0] ?? message;
-  return first.replace(/^(Unexpected [\w-]+ token in YAML stream|Not a YAML token|Block scalar header includes extra characters): .*$/, '$1');
+  return first.replace(
+    /^(Unexpected [\w-]+ token in YAML stream|Not a YAML token|Block scalar header includes extra characters): .*$/,
+    '$1',
+  );
 }
 
 /** A parsed YAML document that can say on which line a path starts. */

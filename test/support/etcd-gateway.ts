@@ -9,7 +9,7 @@ import { Gateway } from '../../src/gateway.ts';
 import { EtcdClient, type EtcdFetch } from '../../src/sources/etcd/client.ts';
 import { createEtcdSource, type EtcdConfigSource, type EtcdSourceOptions } from '../../src/sources/etcd/source.ts';
 import { freePort } from './etcd.ts';
-import { testPlatform, type TestPlatform } from './platform.ts';
+import { type TestPlatform, testPlatform } from './platform.ts';
 
 export function etcdConfigYaml(endpoint: string, prefix: string, extra = '', etcdBlock?: string): string {
   return `
@@ -101,7 +101,8 @@ export function seeder(endpoint: string): {
   const client = new EtcdClient({ endpoints: [endpoint] });
   return {
     client,
-    put: async (key, value) => (await client.put(key, typeof value === 'string' ? value : JSON.stringify(value))).revision,
+    put: async (key, value) =>
+      (await client.put(key, typeof value === 'string' ? value : JSON.stringify(value))).revision,
     del: async (key) => (await client.delete(key)).revision,
   };
 }
@@ -109,7 +110,12 @@ export function seeder(endpoint: string): {
 /** A canonical provider key / model / api key trio under `prefix`, as etcd rows. */
 export function trio(prefix: string, apiBase: string, keyHash: string): [string, unknown][] {
   return [
-    [`${prefix}/provider_keys/pk1`, { display_name: 'mock', provider: 'openai', api_key: 'sk-upstream-SECRET-value', api_base: apiBase }],
+    [`${prefix}/provider_keys/pk1`, {
+      display_name: 'mock',
+      provider: 'openai',
+      api_key: 'sk-upstream-SECRET-value',
+      api_base: apiBase,
+    }],
     [`${prefix}/models/m1`, { display_name: 'gpt-test', model_name: 'gpt-upstream', provider_key_id: 'pk1' }],
     [`${prefix}/api_keys/k1`, { display_name: 'caller', key_hash: keyHash, allowed_models: ['*'] }],
   ];
@@ -127,18 +133,65 @@ export interface TlsEtcd {
 
 function openssl(args: string[], cwd: string): void {
   const r = spawnSync('openssl', args, { cwd, encoding: 'utf8' });
-  if (r.error || r.status !== 0) throw new Error(`openssl ${args[0]} failed (is openssl installed?): ${r.error?.message ?? r.stderr}`);
+  if (r.error || r.status !== 0) {
+    throw new Error(`openssl ${args[0]} failed (is openssl installed?): ${r.error?.message ?? r.stderr}`);
+  }
 }
 
 /** A throwaway CA, and server and client certificates for 127.0.0.1 signed by it. */
 export function makeCertificates(dir: string): void {
-  writeFileSync(join(dir, 'ext.cnf'), '[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n'
-    + 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n');
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=sluice-test-ca'], dir);
+  writeFileSync(
+    join(dir, 'ext.cnf'),
+    '[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' +
+      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n',
+  );
+  openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=sluice-test-ca',
+  ], dir);
   for (const who of ['server', 'client']) {
-    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${who}.key`, '-out', `${who}.csr`, '-subj', `/CN=${who}`], dir);
-    openssl(['x509', '-req', '-in', `${who}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${who}.pem`, '-days', '2',
-      '-extfile', 'ext.cnf', '-extensions', 'ext'], dir);
+    openssl([
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${who}.key`,
+      '-out',
+      `${who}.csr`,
+      '-subj',
+      `/CN=${who}`,
+    ], dir);
+    openssl([
+      'x509',
+      '-req',
+      '-in',
+      `${who}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${who}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      'ext.cnf',
+      '-extensions',
+      'ext',
+    ], dir);
   }
 }
 
@@ -148,24 +201,49 @@ export async function startTlsEtcd(): Promise<TlsEtcd> {
   const [client, peer] = [await freePort(), await freePort()];
   const endpoint = `https://127.0.0.1:${client}`;
   const proc = spawn('etcd', [
-    '--name', 'tls', '--data-dir', join(dir, 'data'),
-    '--listen-client-urls', endpoint, '--advertise-client-urls', endpoint,
-    '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
-    '--initial-cluster', `tls=http://127.0.0.1:${peer}`,
-    '--cert-file', join(dir, 'server.pem'), '--key-file', join(dir, 'server.key'),
-    '--trusted-ca-file', join(dir, 'ca.pem'), '--client-cert-auth', '--logger', 'zap', '--log-level', 'error',
+    '--name',
+    'tls',
+    '--data-dir',
+    join(dir, 'data'),
+    '--listen-client-urls',
+    endpoint,
+    '--advertise-client-urls',
+    endpoint,
+    '--listen-peer-urls',
+    `http://127.0.0.1:${peer}`,
+    '--initial-advertise-peer-urls',
+    `http://127.0.0.1:${peer}`,
+    '--initial-cluster',
+    `tls=http://127.0.0.1:${peer}`,
+    '--cert-file',
+    join(dir, 'server.pem'),
+    '--key-file',
+    join(dir, 'server.key'),
+    '--trusted-ca-file',
+    join(dir, 'ca.pem'),
+    '--client-cert-auth',
+    '--logger',
+    'zap',
+    '--log-level',
+    'error',
   ], { stdio: 'ignore' });
   const kill = (): void => void proc.kill('SIGKILL');
   process.once('exit', kill);
   // The Node runtime's own TLS fetch (imported here only, so the in-process tests do not load the runtime).
   const { nodeFetchWithTls } = await import('../../runtimes/node.ts');
   const tlsFetch = nodeFetchWithTls({
-    ca: readFileSync(join(dir, 'ca.pem')), cert: readFileSync(join(dir, 'client.pem')), key: readFileSync(join(dir, 'client.key')),
+    ca: readFileSync(join(dir, 'ca.pem')),
+    cert: readFileSync(join(dir, 'client.pem')),
+    key: readFileSync(join(dir, 'client.key')),
   });
   const deadline = Date.now() + 20_000;
   for (;;) {
     try {
-      const r = await tlsFetch(`${endpoint}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1000) });
+      const r = await tlsFetch(`${endpoint}/v3/maintenance/status`, {
+        method: 'POST',
+        body: '{}',
+        signal: AbortSignal.timeout(1000),
+      });
       await r.text();
       if (r.status === 200) break;
     } catch {

@@ -1,7 +1,7 @@
 // Starts a real single-member etcd on free loopback ports with a temporary data dir.
 // Never skips: a missing binary is an error telling how to install it.
 
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -91,16 +91,26 @@ export async function startEtcd(opts: EtcdServerOptions = {}): Promise<EtcdServe
   const endpoint = `http://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [
-    '--name', 'sluice-test',
-    '--data-dir', join(dataDir, 'data'),
-    '--listen-client-urls', endpoint,
-    '--advertise-client-urls', endpoint,
-    '--listen-peer-urls', peer,
-    '--initial-advertise-peer-urls', peer,
-    '--initial-cluster', `sluice-test=${peer}`,
-    '--initial-cluster-state', 'new',
-    '--logger', 'zap',
-    '--log-level', 'warn',
+    '--name',
+    'sluice-test',
+    '--data-dir',
+    join(dataDir, 'data'),
+    '--listen-client-urls',
+    endpoint,
+    '--advertise-client-urls',
+    endpoint,
+    '--listen-peer-urls',
+    peer,
+    '--initial-advertise-peer-urls',
+    peer,
+    '--initial-cluster',
+    `sluice-test=${peer}`,
+    '--initial-cluster-state',
+    'new',
+    '--logger',
+    'zap',
+    '--log-level',
+    'warn',
     ...(opts.extraArgs ?? []),
   ];
   const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
@@ -136,7 +146,11 @@ export async function startEtcd(opts: EtcdServerOptions = {}): Promise<EtcdServe
       if (spawnError) throw new Error(`${INSTALL_HINT} (${spawnError.message})`);
       if (exited) throw new Error(`etcd exited before it was ready:\n${log}`);
       try {
-        const res = await fetch(`${endpoint}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1000) });
+        const res = await fetch(`${endpoint}/v3/maintenance/status`, {
+          method: 'POST',
+          body: '{}',
+          signal: AbortSignal.timeout(1000),
+        });
         await res.text();
         if (res.status === 200) return;
       } catch {

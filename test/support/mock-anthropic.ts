@@ -32,19 +32,43 @@ export interface MockAnthropic {
 
 export function anthropicMessage(model: string, text = 'hi from anthropic mock'): Record<string, unknown> {
   return {
-    id: 'msg_mock', type: 'message', role: 'assistant', model, content: [{ type: 'text', text }],
-    stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 4 },
+    id: 'msg_mock',
+    type: 'message',
+    role: 'assistant',
+    model,
+    content: [{ type: 'text', text }],
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: 5, output_tokens: 4 },
   };
 }
 
 export function anthropicEvents(model: string, pieces: string[] = ['hello', ' world']): [string, unknown][] {
   return [
-    ['message_start', { type: 'message_start', message: { ...anthropicMessage(model), content: [], stop_reason: null, usage: { input_tokens: 5, output_tokens: 1 } } }],
+    ['message_start', {
+      type: 'message_start',
+      message: {
+        ...anthropicMessage(model),
+        content: [],
+        stop_reason: null,
+        usage: { input_tokens: 5, output_tokens: 1 },
+      },
+    }],
     ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
     ['ping', { type: 'ping' }],
-    ...pieces.map((text): [string, unknown] => ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }]),
+    ...pieces.map((
+      text,
+    ): [string, unknown] => ['content_block_delta', {
+      type: 'content_block_delta',
+      index: 0,
+      delta: { type: 'text_delta', text },
+    }]),
     ['content_block_stop', { type: 'content_block_stop', index: 0 }],
-    ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 7 } }],
+    ['message_delta', {
+      type: 'message_delta',
+      delta: { stop_reason: 'end_turn', stop_sequence: null },
+      usage: { output_tokens: 7 },
+    }],
     ['message_stop', { type: 'message_stop' }],
   ];
 }
@@ -58,7 +82,11 @@ export async function startMockAnthropic(): Promise<MockAnthropic> {
     const parts: Buffer[] = [];
     for await (const p of req) parts.push(p as Buffer);
     let json: Record<string, unknown> | undefined;
-    try { json = JSON.parse(Buffer.concat(parts).toString('utf8')); } catch { json = undefined; }
+    try {
+      json = JSON.parse(Buffer.concat(parts).toString('utf8'));
+    } catch {
+      json = undefined;
+    }
     requests.push({ url: req.url ?? '', headers: req.headers, json });
     const reply = queue.shift() ?? {};
     const model = typeof json?.model === 'string' ? json.model : 'unknown';
@@ -75,7 +103,10 @@ export async function startMockAnthropic(): Promise<MockAnthropic> {
       res.end();
       return;
     }
-    const body = reply.body ?? (status < 300 ? anthropicMessage(model) : { type: 'error', error: { type: 'overloaded_error', message: `mock ${status}` } });
+    const body = reply.body ??
+      (status < 300
+        ? anthropicMessage(model)
+        : { type: 'error', error: { type: 'overloaded_error', message: `mock ${status}` } });
     res.writeHead(status, { 'content-type': 'application/json', ...reply.headers });
     res.end(typeof body === 'string' ? body : JSON.stringify(body));
   });
@@ -84,7 +115,13 @@ export async function startMockAnthropic(): Promise<MockAnthropic> {
   return {
     url,
     requests,
-    script: (...r) => { queue.push(...r); },
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    script: (...r) => {
+      queue.push(...r);
+    },
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

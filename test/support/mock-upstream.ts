@@ -43,14 +43,23 @@ export interface MockUpstream {
 
 export function chatCompletion(model: string, content = 'hi from mock'): Record<string, unknown> {
   return {
-    id: 'chatcmpl-mock', object: 'chat.completion', created: 1, model,
+    id: 'chatcmpl-mock',
+    object: 'chat.completion',
+    created: 1,
+    model,
     choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
     usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 },
   };
 }
 
 export function chunk(model: string, content: string): Record<string, unknown> {
-  return { id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content }, finish_reason: null }] };
+  return {
+    id: 'chatcmpl-mock',
+    object: 'chat.completion.chunk',
+    created: 1,
+    model,
+    choices: [{ index: 0, delta: { content }, finish_reason: null }],
+  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -67,13 +76,26 @@ export async function startMockUpstream(): Promise<MockUpstream> {
     for await (const p of req) parts.push(p as Buffer);
     const body = Buffer.concat(parts).toString('utf8');
     let json: Record<string, unknown> | undefined;
-    try { json = JSON.parse(body); } catch { json = undefined; }
+    try {
+      json = JSON.parse(body);
+    } catch {
+      json = undefined;
+    }
     requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, json });
-    for (const w of [...waiters]) if (requests.length >= w.n) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
+    for (const w of [...waiters]) {
+      if (requests.length >= w.n) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
     const reply = queue.shift() ?? fallback;
     let finished = false;
-    res.on('finish', () => { finished = true; });
-    res.on('close', () => { if (!finished) state.aborted++; });
+    res.on('finish', () => {
+      finished = true;
+    });
+    res.on('close', () => {
+      if (!finished) state.aborted++;
+    });
     if (reply.delayMs) await sleep(reply.delayMs);
     if (reply.hold) await reply.hold;
     const model = typeof json?.model === 'string' ? json.model : 'unknown';
@@ -82,17 +104,25 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       res.writeHead(reply.status ?? 200, { 'content-type': 'text/event-stream', ...reply.headers });
       res.flushHeaders();
       for (let i = 0; i < events.length; i++) {
-        if (reply.dropAfterChunks !== undefined && i >= reply.dropAfterChunks) { res.socket?.destroy(); return; }
+        if (reply.dropAfterChunks !== undefined && i >= reply.dropAfterChunks) {
+          res.socket?.destroy();
+          return;
+        }
         if (res.destroyed) return;
         res.write(`data: ${JSON.stringify(events[i])}\n\n`);
         if (reply.chunkDelayMs) await sleep(reply.chunkDelayMs);
       }
-      if (reply.dropAfterChunks !== undefined && reply.dropAfterChunks >= events.length) { res.socket?.destroy(); return; }
+      if (reply.dropAfterChunks !== undefined && reply.dropAfterChunks >= events.length) {
+        res.socket?.destroy();
+        return;
+      }
       res.end('data: [DONE]\n\n');
       return;
     }
     const status = reply.status ?? 200;
-    const out = reply.body === undefined ? (status < 300 ? chatCompletion(model) : { error: { message: `mock ${status}`, type: 'mock_error' } }) : reply.body;
+    const out = reply.body === undefined
+      ? (status < 300 ? chatCompletion(model) : { error: { message: `mock ${status}`, type: 'mock_error' } })
+      : reply.body;
     res.writeHead(status, { 'content-type': 'application/json', ...reply.headers });
     res.end(typeof out === 'string' ? out : JSON.stringify(out));
   });
@@ -102,16 +132,36 @@ export async function startMockUpstream(): Promise<MockUpstream> {
     url,
     base: `${url}/v1`,
     requests,
-    get aborted() { return state.aborted; },
-    script: (...r) => { queue.push(...r); },
-    setDefault: (r) => { fallback = r; },
+    get aborted() {
+      return state.aborted;
+    },
+    script: (...r) => {
+      queue.push(...r);
+    },
+    setDefault: (r) => {
+      fallback = r;
+    },
     waitForRequests(n, timeoutMs = 5000) {
       const target = requests.length + n;
       return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`mock upstream: waited ${timeoutMs} ms for request #${target}, saw ${requests.length}`)), timeoutMs);
-        waiters.push({ n: target, resolve: () => { clearTimeout(t); resolve(); } });
+        const t = setTimeout(
+          () =>
+            reject(new Error(`mock upstream: waited ${timeoutMs} ms for request #${target}, saw ${requests.length}`)),
+          timeoutMs,
+        );
+        waiters.push({
+          n: target,
+          resolve: () => {
+            clearTimeout(t);
+            resolve();
+          },
+        });
       });
     },
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   } as MockUpstream;
 }

@@ -28,10 +28,18 @@ export function testPlatform(env: Record<string, string | undefined> = {}): Test
         if (v === undefined) throw new Error(`ENOENT: no such file or directory, open '${p}'`);
         return new TextEncoder().encode(v);
       },
-      writeAtomic: async (p, d) => { fileMap.set(p, new TextDecoder().decode(d)); },
+      writeAtomic: async (p, d) => {
+        fileMap.set(p, new TextDecoder().decode(d));
+      },
     },
     env,
-    writeLog: (line) => { try { logs.push(JSON.parse(line)); } catch { logs.push({ raw: line }); } },
+    writeLog: (line) => {
+      try {
+        logs.push(JSON.parse(line));
+      } catch {
+        logs.push({ raw: line });
+      }
+    },
     exit: () => {},
   };
 }
@@ -45,7 +53,10 @@ shutdown: { min_drain_secs: 0 }
 `;
 
 /** A Gateway with `resources` applied, ready for app.request(). */
-export async function gatewayWith(resources: string, opts: { config?: string; env?: Record<string, string> } = {}): Promise<{ gw: Gateway; platform: TestPlatform }> {
+export async function gatewayWith(
+  resources: string,
+  opts: { config?: string; env?: Record<string, string> } = {},
+): Promise<{ gw: Gateway; platform: TestPlatform }> {
   const platform = testPlatform(opts.env ?? {});
   const c = loadConfig('/t/config.yaml', opts.config ?? BASE_CONFIG, platform.env);
   if (!c.ok) throw new Error(c.report.format());

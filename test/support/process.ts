@@ -1,6 +1,6 @@
 // Black-box gateway processes: write a config folder, spawn a runtime's entrypoint as a real process,
 // read its JSON log lines as they come, poll its ports, send it real signals.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -28,23 +28,36 @@ export async function deadEndpoint(): Promise<string> {
 export function runtimeCommand(runtime: RuntimeName, args: string[]): [string, string[]] {
   switch (runtime) {
     case 'node': {
-      if (!existsSync(join(ROOT, 'dist/node.mjs'))) throw new Error('dist/node.mjs is missing: run `npm run build` (the test command does)');
+      if (!existsSync(join(ROOT, 'dist/node.mjs'))) {
+        throw new Error('dist/node.mjs is missing: run `npm run build` (the test command does)');
+      }
       return [join(ROOT, 'bin/sluice'), args];
     }
     case 'bun': {
       const bin = join(ROOT, 'node_modules/.bin/bun');
-      if (!existsSync(bin)) throw new Error('bun is not installed: run `npm ci` (bun is a devDependency; its postinstall must be allowed)');
+      if (!existsSync(bin)) {
+        throw new Error('bun is not installed: run `npm ci` (bun is a devDependency; its postinstall must be allowed)');
+      }
       return [bin, [join(ROOT, 'runtimes/bun.ts'), ...args]];
     }
     case 'deno': {
       const bin = join(ROOT, 'node_modules/.bin/deno');
-      if (!existsSync(bin)) throw new Error('deno is not installed: run `npm ci` (deno is a devDependency; its postinstall must be allowed)');
+      if (!existsSync(bin)) {
+        throw new Error(
+          'deno is not installed: run `npm ci` (deno is a devDependency; its postinstall must be allowed)',
+        );
+      }
       return [bin, ['run', '-A', '--quiet', join(ROOT, 'runtimes/deno.ts'), ...args]];
     }
   }
 }
 
-export interface LogLine { time?: string; level?: string; msg?: string; [k: string]: unknown }
+export interface LogLine {
+  time?: string;
+  level?: string;
+  msg?: string;
+  [k: string]: unknown;
+}
 
 export interface GatewayProcess {
   proc: ChildProcess;
@@ -77,7 +90,9 @@ export interface SpawnOptions {
 }
 
 const live = new Set<ChildProcess>();
-process.on('exit', () => { for (const p of live) p.kill('SIGKILL'); });
+process.on('exit', () => {
+  for (const p of live) p.kill('SIGKILL');
+});
 
 export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
@@ -86,7 +101,11 @@ export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
   writeFileSync(join(dir, 'config.yaml'), config);
   for (const [name, text] of Object.entries(o.files ?? {})) writeFileSync(join(dir, name), text);
   const [cmd, args] = runtimeCommand(o.runtime ?? 'node', o.args ?? ['--config', join(dir, 'config.yaml')]);
-  const proc = spawn(cmd, args, { cwd: dir, env: { ...process.env, NO_COLOR: '1', ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(cmd, args, {
+    cwd: dir,
+    env: { ...process.env, NO_COLOR: '1', ...o.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   live.add(proc);
   const logs: LogLine[] = [];
   const rawErr: string[] = [];
@@ -100,57 +119,107 @@ export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       let parsed: LogLine | undefined;
-      try { parsed = JSON.parse(line); } catch { rawErr.push(line); }
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        rawErr.push(line);
+      }
       if (parsed && typeof parsed === 'object') {
         logs.push(parsed);
-        for (const w of [...logWaiters]) if (w.test(parsed)) { logWaiters.splice(logWaiters.indexOf(w), 1); w.resolve(parsed); }
+        for (const w of [...logWaiters]) {
+          if (w.test(parsed)) {
+            logWaiters.splice(logWaiters.indexOf(w), 1);
+            w.resolve(parsed);
+          }
+        }
       }
     }
   });
   proc.stdout!.resume();
   const g: GatewayProcess = {
-    proc, dir, ports, logs, rawErr, exited: false, exitCode: null,
+    proc,
+    dir,
+    ports,
+    logs,
+    rawErr,
+    exited: false,
+    exitCode: null,
     url: (path, listener = 'proxy') => `http://127.0.0.1:${ports[listener]}${path}`,
     waitForLog(msg, timeoutMs = 10_000) {
       const test = typeof msg === 'string' ? (l: LogLine) => l.msg === msg : msg;
       const found = logs.find(test);
       if (found) return Promise.resolve(found);
       return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`no log line ${typeof msg === 'string' ? `"${msg}"` : 'matching'} within ${timeoutMs} ms; got:\n${logs.map((l) => JSON.stringify(l)).join('\n')}\n${rawErr.join('\n')}`)), timeoutMs);
-        logWaiters.push({ test, resolve: (l) => { clearTimeout(t); resolve(l); } });
+        const t = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `no log line ${typeof msg === 'string' ? `"${msg}"` : 'matching'} within ${timeoutMs} ms; got:\n${
+                  logs.map((l) => JSON.stringify(l)).join('\n')
+                }\n${rawErr.join('\n')}`,
+              ),
+            ),
+          timeoutMs,
+        );
+        logWaiters.push({
+          test,
+          resolve: (l) => {
+            clearTimeout(t);
+            resolve(l);
+          },
+        });
       });
     },
     waitForExit(timeoutMs = 15_000) {
       if (g.exited) return Promise.resolve(g.exitCode);
       return new Promise((resolve, reject) => {
         const t = setTimeout(() => reject(new Error(`gateway did not exit within ${timeoutMs} ms`)), timeoutMs);
-        proc.once('exit', (code) => { clearTimeout(t); resolve(code); });
+        proc.once('exit', (code) => {
+          clearTimeout(t);
+          resolve(code);
+        });
       });
     },
     async waitReady(path = '/readyz', listener = 'proxy', timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;
       let last = '';
       while (Date.now() < deadline) {
-        if (g.exited) throw new Error(`gateway exited (${g.exitCode}) before ${path} answered 200:\n${rawErr.join('\n')}\n${logs.map((l) => JSON.stringify(l)).join('\n')}`);
+        if (g.exited) {
+          throw new Error(
+            `gateway exited (${g.exitCode}) before ${path} answered 200:\n${rawErr.join('\n')}\n${
+              logs.map((l) => JSON.stringify(l)).join('\n')
+            }`,
+          );
+        }
         try {
           const r = await fetch(g.url(path, listener), { signal: AbortSignal.timeout(1000) });
           await r.arrayBuffer();
           if (r.status === 200) return;
           last = `status ${r.status}`;
-        } catch (e) { last = String((e as Error).cause ?? e); }
+        } catch (e) {
+          last = String((e as Error).cause ?? e);
+        }
         await new Promise((r) => setTimeout(r, 50));
       }
       throw new Error(`${path} on ${listener} not 200 within ${timeoutMs} ms (last: ${last})`);
     },
-    signal: (sig) => { proc.kill(sig); },
+    signal: (sig) => {
+      proc.kill(sig);
+    },
     stop(timeoutMs = 15_000) {
       if (g.exited) return Promise.resolve(g.exitCode);
       proc.kill('SIGTERM');
       return g.waitForExit(timeoutMs);
     },
-    kill: () => { proc.kill('SIGKILL'); },
+    kill: () => {
+      proc.kill('SIGKILL');
+    },
   };
-  proc.once('exit', (code) => { g.exited = true; g.exitCode = code; live.delete(proc); });
+  proc.once('exit', (code) => {
+    g.exited = true;
+    g.exitCode = code;
+    live.delete(proc);
+  });
   return g;
 }
 

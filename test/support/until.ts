@@ -2,7 +2,12 @@
 // log line, a metric): checks every `everyMs`, fails naming `what` after `ms`.
 import assert from 'node:assert/strict';
 
-export async function until(cond: () => boolean | Promise<boolean>, ms: number, what: string, everyMs = 10): Promise<void> {
+export async function until(
+  cond: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string,
+  everyMs = 10,
+): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await cond())) {
     if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`);

@@ -6,11 +6,20 @@
 // requires one: 4096 when the caller gives none), stop, temperature, top_p, user, stream (with
 // `stream_options.include_usage`). Not expressible (a 400 `invalid_request_error`): n > 1, a
 // response_format other than text, audio and file parts.
-import { DONE_EVENT, dataEvent, jsonData, parseSse } from '../sse.ts';
+import { dataEvent, DONE_EVENT, jsonData, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
-  isRecord, num, openaiUsage, str, toFinishReason, translatedId, TranslationError, usageFromAnthropic,
-  parseArguments, type Json, type TokenUsage,
+  isRecord,
+  type Json,
+  num,
+  openaiUsage,
+  parseArguments,
+  str,
+  toFinishReason,
+  type TokenUsage,
+  translatedId,
+  TranslationError,
+  usageFromAnthropic,
 } from './shared.ts';
 
 /** Anthropic requires `max_tokens`; an OpenAI caller may omit it. */
@@ -19,7 +28,9 @@ export const DEFAULT_MAX_TOKENS = 4096;
 // ---- request ----------------------------------------------------------------------------------------------
 
 export function chatToMessagesRequest(body: Json): Json {
-  if (num(body.n) !== undefined && (body.n as number) > 1) throw new TranslationError('`n` > 1 cannot be sent to this model');
+  if (num(body.n) !== undefined && (body.n as number) > 1) {
+    throw new TranslationError('`n` > 1 cannot be sent to this model');
+  }
   if (isRecord(body.response_format) && body.response_format.type !== 'text') {
     throw new TranslationError('`response_format` cannot be sent to this model');
   }
@@ -34,7 +45,11 @@ export function chatToMessagesRequest(body: Json): Json {
     else if (m.role === 'tool') appendToolResult(messages, m, i);
     else throw new TranslationError(`messages[${i}].role "${String(m.role)}" cannot be sent to this model`);
   });
-  const out: Json = { model: body.model, messages, max_tokens: num(body.max_tokens) ?? num(body.max_completion_tokens) ?? DEFAULT_MAX_TOKENS };
+  const out: Json = {
+    model: body.model,
+    messages,
+    max_tokens: num(body.max_tokens) ?? num(body.max_completion_tokens) ?? DEFAULT_MAX_TOKENS,
+  };
   if (system.length > 0) out.system = system.join('\n\n');
   if (typeof body.stop === 'string') out.stop_sequences = [body.stop];
   else if (Array.isArray(body.stop) && body.stop.length > 0) out.stop_sequences = body.stop;
@@ -58,7 +73,9 @@ function plainText(content: unknown, where: string): string {
 
 function userBlocks(content: unknown, i: number): Json[] | string {
   if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) throw new TranslationError(`messages[${i}].content must be a string or an array of parts`);
+  if (!Array.isArray(content)) {
+    throw new TranslationError(`messages[${i}].content must be a string or an array of parts`);
+  }
   return content.map((p, j) => {
     const where = `messages[${i}].content[${j}]`;
     if (!isRecord(p)) throw new TranslationError(`${where} must be an object`);
@@ -82,20 +99,31 @@ function assistantBlocks(m: Json, i: number): Json[] {
   if (text !== '') blocks.push({ type: 'text', text });
   for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
     if (!isRecord(call) || !isRecord(call.function)) continue;
-    blocks.push({ type: 'tool_use', id: str(call.id) ?? '', name: str(call.function.name) ?? '', input: parseArguments(call.function.arguments) });
+    blocks.push({
+      type: 'tool_use',
+      id: str(call.id) ?? '',
+      name: str(call.function.name) ?? '',
+      input: parseArguments(call.function.arguments),
+    });
   }
   return blocks;
 }
 
 /** Consecutive `tool` messages answer one assistant turn: one user message of tool_result blocks. */
 function appendToolResult(messages: Json[], m: Json, i: number): void {
-  const block = { type: 'tool_result', tool_use_id: str(m.tool_call_id) ?? '', content: plainText(m.content, `messages[${i}]`) };
+  const block = {
+    type: 'tool_result',
+    tool_use_id: str(m.tool_call_id) ?? '',
+    content: plainText(m.content, `messages[${i}]`),
+  };
   const last = messages[messages.length - 1];
-  if (last?.role === 'user' && Array.isArray(last.content) && last.content.every((b) => isRecord(b) && b.type === 'tool_result')) {
+  if (
+    last?.role === 'user' && Array.isArray(last.content) &&
+    last.content.every((b) => isRecord(b) && b.type === 'tool_result')
+  ) {
     last.content.push(block);
   } else messages.push({ role: 'user', content: [block] });
 }
-
 
 function messagesTool(t: unknown): Json {
   const fn = isRecord(t) && isRecord(t.function) ? t.function : {};
@@ -124,7 +152,11 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
     if (!isRecord(b)) continue;
     if (b.type === 'text') text += str(b.text) ?? '';
     else if (b.type === 'tool_use') {
-      toolCalls.push({ id: str(b.id) ?? '', type: 'function', function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) } });
+      toolCalls.push({
+        id: str(b.id) ?? '',
+        type: 'function',
+        function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) },
+      });
     }
   }
   const message: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
@@ -146,8 +178,11 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
  * caller asked for `stream_options.include_usage`. An upstream `error` event, or a stream that ends before
  * `message_stop`, throws: the caller gets an SSE error event rather than a silently truncated answer.
  */
-export async function* messagesStreamToChat(chunks: AsyncIterable<Uint8Array>, model: string, includeUsage: boolean)
-  : AsyncGenerator<Uint8Array> {
+export async function* messagesStreamToChat(
+  chunks: AsyncIterable<Uint8Array>,
+  model: string,
+  includeUsage: boolean,
+): AsyncGenerator<Uint8Array> {
   let id = `chatcmpl-${translatedId('')}`;
   let upstreamModel = model;
   const created = Math.floor(Date.now() / 1000);
@@ -156,7 +191,13 @@ export async function* messagesStreamToChat(chunks: AsyncIterable<Uint8Array>, m
   const toolIndex = new Map<number, number>();
   let started = false;
   const chunk = (delta: Json, finish: string | null = null): Uint8Array =>
-    dataEvent({ id, object: 'chat.completion.chunk', created, model: upstreamModel, choices: [{ index: 0, delta, finish_reason: finish }] });
+    dataEvent({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model: upstreamModel,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
 
   for await (const ev of parseSse(chunks)) {
     const j = jsonData(ev);
@@ -177,7 +218,14 @@ export async function* messagesStreamToChat(chunks: AsyncIterable<Uint8Array>, m
         if (block.type !== 'tool_use') break;
         const index = toolIndex.size;
         toolIndex.set(num(j.index) ?? 0, index);
-        yield chunk({ tool_calls: [{ index, id: str(block.id) ?? '', type: 'function', function: { name: str(block.name) ?? '', arguments: '' } }] });
+        yield chunk({
+          tool_calls: [{
+            index,
+            id: str(block.id) ?? '',
+            type: 'function',
+            function: { name: str(block.name) ?? '', arguments: '' },
+          }],
+        });
         break;
       }
       case 'content_block_delta': {
@@ -193,11 +241,22 @@ export async function* messagesStreamToChat(chunks: AsyncIterable<Uint8Array>, m
         const delta = isRecord(j.delta) ? j.delta : {};
         const u = isRecord(j.usage) ? j.usage : {};
         usage = { input: num(u.input_tokens) ?? usage.input, output: num(u.output_tokens) ?? usage.output };
-        if (delta.stop_reason !== undefined && delta.stop_reason !== null) yield chunk({}, toFinishReason(delta.stop_reason));
+        if (delta.stop_reason !== undefined && delta.stop_reason !== null) {
+          yield chunk({}, toFinishReason(delta.stop_reason));
+        }
         break;
       }
       case 'message_stop':
-        if (includeUsage) yield dataEvent({ id, object: 'chat.completion.chunk', created, model: upstreamModel, choices: [], usage: openaiUsage(usage) });
+        if (includeUsage) {
+          yield dataEvent({
+            id,
+            object: 'chat.completion.chunk',
+            created,
+            model: upstreamModel,
+            choices: [],
+            usage: openaiUsage(usage),
+          });
+        }
         yield DONE_EVENT;
         return;
       case 'error': {

@@ -8,8 +8,17 @@
 import { jsonData, namedEvent, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
-  anthropicUsage, isRecord, num, str, toStopReason, translatedId, TranslationError, usageFromOpenai,
-  parseArguments, type Json, type TokenUsage,
+  anthropicUsage,
+  isRecord,
+  type Json,
+  num,
+  parseArguments,
+  str,
+  type TokenUsage,
+  toStopReason,
+  translatedId,
+  TranslationError,
+  usageFromOpenai,
 } from './shared.ts';
 
 // ---- request ----------------------------------------------------------------------------------------------
@@ -32,7 +41,9 @@ export function messagesToChatRequest(body: Json): Json {
   if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(chatTool);
   const choice = chatToolChoice(body.tool_choice);
   if (choice !== undefined) out.tool_choice = choice;
-  if (isRecord(body.tool_choice) && body.tool_choice.disable_parallel_tool_use === true) out.parallel_tool_calls = false;
+  if (isRecord(body.tool_choice) && body.tool_choice.disable_parallel_tool_use === true) {
+    out.parallel_tool_calls = false;
+  }
   if (body.stream === true) {
     out.stream = true;
     // The Messages stream ends with usage; ask for it (the caller never sees the extra chunk).
@@ -50,9 +61,13 @@ function systemText(system: unknown): string | undefined {
 
 function chatMessagesOf(m: Json, i: number): Json[] {
   const role = m.role;
-  if (role !== 'user' && role !== 'assistant') throw new TranslationError(`messages[${i}].role must be "user" or "assistant"`);
+  if (role !== 'user' && role !== 'assistant') {
+    throw new TranslationError(`messages[${i}].role must be "user" or "assistant"`);
+  }
   if (typeof m.content === 'string') return [{ role, content: m.content }];
-  if (!Array.isArray(m.content)) throw new TranslationError(`messages[${i}].content must be a string or an array of blocks`);
+  if (!Array.isArray(m.content)) {
+    throw new TranslationError(`messages[${i}].content must be a string or an array of blocks`);
+  }
   return role === 'user' ? userMessages(m.content, i) : [assistantMessage(m.content, i)];
 }
 
@@ -65,8 +80,11 @@ function userMessages(blocks: unknown[], i: number): Json[] {
     if (!isRecord(b)) throw new TranslationError(`${where} must be an object`);
     if (b.type === 'text') parts.push({ type: 'text', text: str(b.text) ?? '' });
     else if (b.type === 'image') parts.push(imagePart(b, where));
-    else if (b.type === 'tool_result') tools.push({ role: 'tool', tool_call_id: str(b.tool_use_id) ?? '', content: toolResultText(b.content, where) });
-    else throw new TranslationError(`${where}: content blocks of type "${String(b.type)}" cannot be sent to this model`);
+    else if (b.type === 'tool_result') {
+      tools.push({ role: 'tool', tool_call_id: str(b.tool_use_id) ?? '', content: toolResultText(b.content, where) });
+    } else {throw new TranslationError(
+        `${where}: content blocks of type "${String(b.type)}" cannot be sent to this model`,
+      );}
   });
   const out = [...tools];
   if (parts.length > 0) {
@@ -83,9 +101,15 @@ function assistantMessage(blocks: unknown[], i: number): Json {
     if (!isRecord(b)) throw new TranslationError(`messages[${i}].content[${j}] must be an object`);
     if (b.type === 'text') text += str(b.text) ?? '';
     else if (b.type === 'tool_use') {
-      toolCalls.push({ id: str(b.id) ?? '', type: 'function', function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) } });
+      toolCalls.push({
+        id: str(b.id) ?? '',
+        type: 'function',
+        function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) },
+      });
     } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
-      throw new TranslationError(`messages[${i}].content[${j}]: content blocks of type "${String(b.type)}" cannot be sent to this model`);
+      throw new TranslationError(
+        `messages[${i}].content[${j}]: content blocks of type "${String(b.type)}" cannot be sent to this model`,
+      );
     }
   });
   const msg: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
@@ -95,7 +119,12 @@ function assistantMessage(blocks: unknown[], i: number): Json {
 
 function imagePart(b: Json, where: string): Json {
   const src = isRecord(b.source) ? b.source : {};
-  if (src.type === 'base64') return { type: 'image_url', image_url: { url: `data:${str(src.media_type) ?? 'image/png'};base64,${str(src.data) ?? ''}` } };
+  if (src.type === 'base64') {
+    return {
+      type: 'image_url',
+      image_url: { url: `data:${str(src.media_type) ?? 'image/png'};base64,${str(src.data) ?? ''}` },
+    };
+  }
   if (src.type === 'url') return { type: 'image_url', image_url: { url: str(src.url) ?? '' } };
   throw new TranslationError(`${where}: image source "${String(src.type)}" cannot be sent to this model`);
 }
@@ -125,11 +154,16 @@ function chatTool(t: unknown): Json {
 function chatToolChoice(c: unknown): unknown {
   if (!isRecord(c)) return undefined;
   switch (c.type) {
-    case 'auto': return 'auto';
-    case 'any': return 'required';
-    case 'none': return 'none';
-    case 'tool': return { type: 'function', function: { name: str(c.name) ?? '' } };
-    default: return undefined;
+    case 'auto':
+      return 'auto';
+    case 'any':
+      return 'required';
+    case 'none':
+      return 'none';
+    case 'tool':
+      return { type: 'function', function: { name: str(c.name) ?? '' } };
+    default:
+      return undefined;
   }
 }
 
@@ -143,7 +177,12 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
   if (text !== '') content.push({ type: 'text', text });
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
     if (!isRecord(call) || !isRecord(call.function)) continue;
-    content.push({ type: 'tool_use', id: str(call.id) ?? translatedId('toolu_'), name: str(call.function.name) ?? '', input: parseArguments(call.function.arguments) });
+    content.push({
+      type: 'tool_use',
+      id: str(call.id) ?? translatedId('toolu_'),
+      name: str(call.function.name) ?? '',
+      input: parseArguments(call.function.arguments),
+    });
   }
   const usage = usageFromOpenai(chat.usage) ?? { input: 0, output: 0 };
   return {
@@ -158,14 +197,16 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
   };
 }
 
-
 // ---- SSE ---------------------------------------------------------------------------------------------------
 
 /**
  * OpenAI chat chunks → Anthropic Messages events. Nothing is emitted before the upstream's first event, so
  * a target that fails before sending anything can still be failed over.
  */
-export async function* chatStreamToMessages(chunks: AsyncIterable<Uint8Array>, model: string): AsyncGenerator<Uint8Array> {
+export async function* chatStreamToMessages(
+  chunks: AsyncIterable<Uint8Array>,
+  model: string,
+): AsyncGenerator<Uint8Array> {
   let started = false;
   /** The open content block (Anthropic blocks are sequential: one open at a time). */
   let open: { index: number; kind: 'text' | 'tool_use' } | undefined;
@@ -192,14 +233,22 @@ export async function* chatStreamToMessages(chunks: AsyncIterable<Uint8Array>, m
     if (ev.data === '[DONE]') break;
     const j = jsonData(ev);
     if (!j) continue;
-    if (isRecord(j.error)) throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
+    if (isRecord(j.error)) {
+      throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
+    }
     if (!started) {
       started = true;
       yield namedEvent('message_start', {
         type: 'message_start',
         message: {
-          id: translatedId('msg_'), type: 'message', role: 'assistant', model: str(j.model) ?? model, content: [],
-          stop_reason: null, stop_sequence: null, usage: anthropicUsage({ input: 0, output: 0 }),
+          id: translatedId('msg_'),
+          type: 'message',
+          role: 'assistant',
+          model: str(j.model) ?? model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: anthropicUsage({ input: 0, output: 0 }),
         },
       });
     }
@@ -209,7 +258,11 @@ export async function* chatStreamToMessages(chunks: AsyncIterable<Uint8Array>, m
     const delta = isRecord(choice.delta) ? choice.delta : {};
     if (typeof delta.content === 'string' && delta.content !== '') {
       const index = open?.kind === 'text' ? open.index : yield* start({ type: 'text', text: '' }, 'text');
-      yield namedEvent('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'text_delta', text: delta.content } });
+      yield namedEvent('content_block_delta', {
+        type: 'content_block_delta',
+        index,
+        delta: { type: 'text_delta', text: delta.content },
+      });
     }
     for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
       if (!isRecord(call)) continue;
@@ -217,14 +270,25 @@ export async function* chatStreamToMessages(chunks: AsyncIterable<Uint8Array>, m
       const fn = isRecord(call.function) ? call.function : {};
       let index = toolBlocks.get(toolIndex);
       if (index === undefined) {
-        index = yield* start({ type: 'tool_use', id: str(call.id) ?? translatedId('toolu_'), name: str(fn.name) ?? '', input: {} }, 'tool_use');
+        index = yield* start({
+          type: 'tool_use',
+          id: str(call.id) ?? translatedId('toolu_'),
+          name: str(fn.name) ?? '',
+          input: {},
+        }, 'tool_use');
         toolBlocks.set(toolIndex, index);
       }
       if (typeof fn.arguments === 'string' && fn.arguments !== '') {
-        yield namedEvent('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: fn.arguments } });
+        yield namedEvent('content_block_delta', {
+          type: 'content_block_delta',
+          index,
+          delta: { type: 'input_json_delta', partial_json: fn.arguments },
+        });
       }
     }
-    if (choice.finish_reason !== null && choice.finish_reason !== undefined) stopReason = toStopReason(choice.finish_reason);
+    if (choice.finish_reason !== null && choice.finish_reason !== undefined) {
+      stopReason = toStopReason(choice.finish_reason);
+    }
   }
   if (!started) return; // nothing arrived: the dispatcher treats an empty stream as a failed attempt
   yield* close();

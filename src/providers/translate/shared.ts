@@ -35,22 +35,36 @@ export class TranslationError extends Error {
 /** OpenAI `finish_reason` → Anthropic `stop_reason`. */
 export function toStopReason(finish: unknown): string | null {
   switch (finish) {
-    case null: case undefined: return null;
-    case 'length': return 'max_tokens';
-    case 'tool_calls': case 'function_call': return 'tool_use';
-    case 'content_filter': return 'refusal';
-    default: return 'end_turn'; // 'stop' and anything unknown
+    case null:
+    case undefined:
+      return null;
+    case 'length':
+      return 'max_tokens';
+    case 'tool_calls':
+    case 'function_call':
+      return 'tool_use';
+    case 'content_filter':
+      return 'refusal';
+    default:
+      return 'end_turn'; // 'stop' and anything unknown
   }
 }
 
 /** Anthropic `stop_reason` → OpenAI `finish_reason`. */
 export function toFinishReason(stop: unknown): string | null {
   switch (stop) {
-    case null: case undefined: return null;
-    case 'max_tokens': case 'model_context_window_exceeded': return 'length';
-    case 'tool_use': return 'tool_calls';
-    case 'refusal': return 'content_filter';
-    default: return 'stop'; // end_turn, stop_sequence, pause_turn and anything unknown
+    case null:
+    case undefined:
+      return null;
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'length';
+    case 'tool_use':
+      return 'tool_calls';
+    case 'refusal':
+      return 'content_filter';
+    default:
+      return 'stop'; // end_turn, stop_sequence, pause_turn and anything unknown
   }
 }
 
@@ -72,7 +86,8 @@ export function openaiUsage(u: TokenUsage): Json {
 /** Anthropic counts cached input separately; all of it is input to an OpenAI caller. */
 export function usageFromAnthropic(u: unknown): TokenUsage {
   if (!isRecord(u)) return { input: 0, output: 0 };
-  const input = (num(u.input_tokens) ?? 0) + (num(u.cache_creation_input_tokens) ?? 0) + (num(u.cache_read_input_tokens) ?? 0);
+  const input = (num(u.input_tokens) ?? 0) + (num(u.cache_creation_input_tokens) ?? 0) +
+    (num(u.cache_read_input_tokens) ?? 0);
   return { input, output: num(u.output_tokens) ?? 0 };
 }
 

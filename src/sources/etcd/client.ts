@@ -136,8 +136,8 @@ export function base64Decode(b64: string): Uint8Array {
 export function prefixRangeEnd(prefix: Uint8Array): Uint8Array {
   const end = prefix.slice();
   for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i] < 0xff) {
-      end[i] += 1;
+    if (end[i]! < 0xff) {
+      end[i]! += 1;
       return end.slice(0, i + 1);
     }
   }
@@ -170,10 +170,13 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 /** Decodes one gateway `mvccpb.KeyValue`. */
 export function decodeKv(raw: unknown): EtcdKv {
-  if (!isRecord(raw) || typeof raw.key !== 'string') throw new EtcdError('etcd returned a kv without a key', 'protocol');
+  if (!isRecord(raw) || typeof raw.key !== 'string') {
+    throw new EtcdError('etcd returned a kv without a key', 'protocol');
+  }
   const key = decodeUtf8(base64Decode(raw.key));
-  const value =
-    typeof raw.value === 'string' && raw.value !== '' ? decodeUtf8(base64Decode(raw.value)) : { text: '', lossy: false };
+  const value = typeof raw.value === 'string' && raw.value !== ''
+    ? decodeUtf8(base64Decode(raw.value))
+    : { text: '', lossy: false };
   const kv: EtcdKv = {
     key: key.text,
     value: value.text,
@@ -313,20 +316,34 @@ export class EtcdClient {
 
   async put(key: string, value: string | Uint8Array, opts: RequestOptions = {}): Promise<{ revision: number }> {
     const bytes = typeof value === 'string' ? encodeUtf8(value) : value;
-    const body = await this.unary('/v3/kv/put', { key: base64Encode(encodeUtf8(key)), value: base64Encode(bytes) }, opts.signal);
+    const body = await this.unary(
+      '/v3/kv/put',
+      { key: base64Encode(encodeUtf8(key)), value: base64Encode(bytes) },
+      opts.signal,
+    );
     return { revision: headerRevision(body) };
   }
 
   /** Deletes `key`, or every key under it with `prefix: true`. */
-  async delete(key: string, opts: RequestOptions & { prefix?: boolean } = {}): Promise<{ revision: number; deleted: number }> {
+  async delete(
+    key: string,
+    opts: RequestOptions & { prefix?: boolean } = {},
+  ): Promise<{ revision: number; deleted: number }> {
     const req = opts.prefix ? prefixRange(key) : { key: base64Encode(encodeUtf8(key)) };
     const body = await this.unary('/v3/kv/deleterange', req, opts.signal);
-    return { revision: headerRevision(body), deleted: parseInt64(isRecord(body) ? body.deleted : undefined, 'deleted') };
+    return {
+      revision: headerRevision(body),
+      deleted: parseInt64(isRecord(body) ? body.deleted : undefined, 'deleted'),
+    };
   }
 
   /** Compacts the key-value history up to `revision` (tests, maintenance). */
   async compact(revision: number, opts: RequestOptions & { physical?: boolean } = {}): Promise<void> {
-    await this.unary('/v3/kv/compaction', { revision: String(revision), physical: opts.physical ?? false }, opts.signal);
+    await this.unary(
+      '/v3/kv/compaction',
+      { revision: String(revision), physical: opts.physical ?? false },
+      opts.signal,
+    );
   }
 
   /** Forgets the current token (e.g. a watch was refused with "invalid auth token"). */
@@ -358,7 +375,7 @@ export class EtcdClient {
     signal: AbortSignal | undefined,
     stream: boolean,
   ): Promise<Exchange & { stream?: EtcdStream }> {
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0;; attempt++) {
       const token = await this.getToken(signal);
       const res = await this.exchange(path, req, token, signal, stream);
       if (res.status === 200) return res;
@@ -370,7 +387,11 @@ export class EtcdClient {
       }
       const kind = res.status === 401 || err?.code === 16 || err?.code === 7 ? 'auth' : 'server';
       throw new EtcdError(
-        this.redact(`etcd ${path} on ${displayEndpoint(res.endpoint)}: ${message} (HTTP ${res.status}${err?.code !== undefined ? `, code ${err.code}` : ''})`),
+        this.redact(
+          `etcd ${path} on ${displayEndpoint(res.endpoint)}: ${message} (HTTP ${res.status}${
+            err?.code !== undefined ? `, code ${err.code}` : ''
+          })`,
+        ),
         kind,
         err?.code !== undefined ? { status: res.status, grpcCode: err.code } : { status: res.status },
       );
@@ -392,7 +413,13 @@ export class EtcdClient {
   }
 
   private async authenticate(signal: AbortSignal | undefined): Promise<string> {
-    const res = await this.exchange('/v3/auth/authenticate', { name: this.user, password: this.password ?? '' }, '', signal, false);
+    const res = await this.exchange(
+      '/v3/auth/authenticate',
+      { name: this.user, password: this.password ?? '' },
+      '',
+      signal,
+      false,
+    );
     if (res.status === 200 && isRecord(res.body) && typeof res.body.token === 'string') {
       this.secrets.add(res.body.token);
       return res.body.token;
@@ -421,11 +448,13 @@ export class EtcdClient {
     let lastKind: EtcdErrorKind = 'transport';
     for (let i = 0; i < this.endpoints.length; i++) {
       const idx = (this.current + i) % this.endpoints.length;
-      const endpoint = this.endpoints[idx];
+      const endpoint = this.endpoints[idx]!;
       const r = await this.attempt(endpoint, path, payload, token, signal, stream);
       if (r.ok) {
         this.current = idx;
-        return r.stream ? { status: r.status, body: r.body, endpoint, stream: r.stream } : { status: r.status, body: r.body, endpoint };
+        return r.stream
+          ? { status: r.status, body: r.body, endpoint, stream: r.stream }
+          : { status: r.status, body: r.body, endpoint };
       }
       if (!r.failover) throw r.error;
       failures.push(r.error.message);
@@ -452,22 +481,32 @@ export class EtcdClient {
       fired = 'dial';
       ctrl.abort();
     }, this.dialTimeoutMs);
-    const requestTimer = stream
-      ? undefined
-      : setTimeout(() => {
-          fired ??= 'request';
-          ctrl.abort();
-        }, this.requestTimeoutMs);
+    const requestTimer = stream ? undefined : setTimeout(() => {
+      fired ??= 'request';
+      ctrl.abort();
+    }, this.requestTimeoutMs);
     let keepOpen = false;
     const fail = (err: unknown): AttemptResult => {
       if (signal?.aborted) return { ok: false, error: abortedError(), failover: false };
       if (fired === 'dial') {
-        return { ok: false, error: new EtcdError(`${where}: no response within dial timeout ${this.dialTimeoutMs} ms`, 'timeout'), failover: true };
+        return {
+          ok: false,
+          error: new EtcdError(`${where}: no response within dial timeout ${this.dialTimeoutMs} ms`, 'timeout'),
+          failover: true,
+        };
       }
       if (fired === 'request') {
-        return { ok: false, error: new EtcdError(`${where}: request timeout ${this.requestTimeoutMs} ms exceeded`, 'timeout'), failover: true };
+        return {
+          ok: false,
+          error: new EtcdError(`${where}: request timeout ${this.requestTimeoutMs} ms exceeded`, 'timeout'),
+          failover: true,
+        };
       }
-      return { ok: false, error: new EtcdError(this.redact(`${where}: ${describeFetchError(err)}`), 'transport'), failover: true };
+      return {
+        ok: false,
+        error: new EtcdError(this.redact(`${where}: ${describeFetchError(err)}`), 'transport'),
+        failover: true,
+      };
     };
     try {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -506,7 +545,11 @@ export class EtcdClient {
       const code = gatewayError(body)?.code;
       if (res.status === 502 || res.status === 503 || res.status === 504 || code === 14) {
         const msg = gatewayError(body)?.message ?? `HTTP ${res.status}`;
-        return { ok: false, error: new EtcdError(this.redact(`${where}: ${msg}`), 'server', { status: res.status }), failover: true };
+        return {
+          ok: false,
+          error: new EtcdError(this.redact(`${where}: ${msg}`), 'server', { status: res.status }),
+          failover: true,
+        };
       }
       return { ok: true, status: res.status, body };
     } finally {

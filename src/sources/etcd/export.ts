@@ -18,7 +18,7 @@ import type { Command } from '../../cli.ts';
 import type { Platform } from '../../platform.ts';
 import type { ResourceKind } from '../../resources/schema.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
-import { compareKeys, decideServing, normalizePrefix, rowValue, type RowValue } from './rows.ts';
+import { compareKeys, decideServing, normalizePrefix, type RowValue, rowValue } from './rows.ts';
 
 export interface ExportResult {
   yaml: string;
@@ -52,10 +52,16 @@ function variableName(displayName: string, taken: Set<string>): string {
 }
 
 /** Builds the resources.yaml text for the rows of one range. Pure. */
-export function exportResources(kvs: readonly EtcdKv[], prefixIn: string, opts: { withSecrets: boolean; revision: number; source: string }): ExportResult {
+export function exportResources(
+  kvs: readonly EtcdKv[],
+  prefixIn: string,
+  opts: { withSecrets: boolean; revision: number; source: string },
+): ExportResult {
   const prefix = normalizePrefix(prefixIn);
   const values = new Map<string, RowValue>();
-  for (const kv of kvs) values.set(kv.key, rowValue(prefix, kv.key, kv.value, kv.invalidUtf8 ? { invalidUtf8: true } : {}));
+  for (const kv of kvs) {
+    values.set(kv.key, rowValue(prefix, kv.key, kv.value, kv.invalidUtf8 ? { invalidUtf8: true } : {}));
+  }
   const keys = [...values.keys()].sort(compareKeys);
   const decision = decideServing(keys, (k) => values.get(k), new Map());
 
@@ -92,7 +98,9 @@ export function exportResources(kvs: readonly EtcdKv[], prefixIn: string, opts: 
     header.push(' Provider api keys are ${VAR} placeholders; set these environment variables before loading:');
     for (const v of variables) header.push(`   ${v.name}  (${v.what})`);
   }
-  if (opts.withSecrets && lists.provider_keys.length > 0) header.push(' CONTAINS PLAINTEXT PROVIDER API KEYS (--with-secrets): protect this file.');
+  if (opts.withSecrets && lists.provider_keys.length > 0) {
+    header.push(' CONTAINS PLAINTEXT PROVIDER API KEYS (--with-secrets): protect this file.');
+  }
   if (dropped.size > 0) {
     header.push(' Unknown fields dropped (not part of format "1"):');
     for (const [f, n] of dropped) header.push(`   ${f} (${n} row(s))`);
@@ -112,7 +120,11 @@ export async function runExport(platform: Platform, cmd: Extract<Command, { kind
   if (cmd.passwordEnv) {
     password = platform.env[cmd.passwordEnv];
     if (!password) {
-      err(`export: --password-env: environment variable ${cmd.passwordEnv} is ${password === undefined ? 'not set' : 'empty'}`);
+      err(
+        `export: --password-env: environment variable ${cmd.passwordEnv} is ${
+          password === undefined ? 'not set' : 'empty'
+        }`,
+      );
       return 1;
     }
   }
@@ -137,7 +149,11 @@ export async function runExport(platform: Platform, cmd: Extract<Command, { kind
     err(`export: cannot read ${prefix}/ from etcd: ${client.redact((e as Error).message)}`);
     return 1;
   }
-  const r = exportResources(range.kvs, prefix, { withSecrets: cmd.withSecrets, revision: range.revision, source: cmd.endpoints.join(',') });
+  const r = exportResources(range.kvs, prefix, {
+    withSecrets: cmd.withSecrets,
+    revision: range.revision,
+    source: cmd.endpoints.join(','),
+  });
   for (const s of r.skipped) err(`export: skipped ${s.key}: ${s.error}`);
   if (cmd.output) {
     if (!platform.files) {
@@ -153,7 +169,11 @@ export async function runExport(platform: Platform, cmd: Extract<Command, { kind
   } else {
     platform.writeOut!(r.yaml); // non-null: checked above
   }
-  err(`export: wrote ${r.resources} resource(s) from ${prefix}/ at revision ${range.revision}${cmd.output ? ` to ${cmd.output}` : ''}`
-    + (r.variables.length > 0 ? `; set ${r.variables.join(', ')} before loading` : ''));
+  err(
+    `export: wrote ${r.resources} resource(s) from ${prefix}/ at revision ${range.revision}${
+      cmd.output ? ` to ${cmd.output}` : ''
+    }` +
+      (r.variables.length > 0 ? `; set ${r.variables.join(', ')} before loading` : ''),
+  );
   return 0;
 }

@@ -55,7 +55,11 @@ export class EtcdPollSource {
     let password: string | undefined;
     if (c.password_env) {
       password = gw.platform.env[c.password_env];
-      if (!password) throw new Error(`etcd.password_env: variable ${c.password_env} is ${password === undefined ? 'not set' : 'empty'}`);
+      if (!password) {
+        throw new Error(
+          `etcd.password_env: variable ${c.password_env} is ${password === undefined ? 'not set' : 'empty'}`,
+        );
+      }
     }
     this.client = new EtcdClient({
       endpoints: c.endpoints,
@@ -89,7 +93,9 @@ export class EtcdPollSource {
     try {
       range = await this.client.range(`${this.prefix}/`);
     } catch (e) {
-      const message = e instanceof EtcdError ? e.message : this.client.redact(`etcd range failed: ${(e as Error)?.message ?? String(e)}`);
+      const message = e instanceof EtcdError
+        ? e.message
+        : this.client.redact(`etcd range failed: ${(e as Error)?.message ?? String(e)}`);
       gw.facts.connected = false;
       this.lastFailed = true;
       gw.recordFailure('fetch', message);
@@ -100,7 +106,12 @@ export class EtcdPollSource {
     if (!this.announced) {
       this.announced = true;
       // Userinfo in an endpoint URL would be a credential: never logged.
-      gw.log.info(MSG.etcdConnected, { endpoints: gw.config.etcd.endpoints.map((e) => e.replace(/\/\/[^@/]*@/, '//')), prefix: this.prefix, mode: 'poll', interval_ms: this.intervalMs });
+      gw.log.info(MSG.etcdConnected, {
+        endpoints: gw.config.etcd.endpoints.map((e) => e.replace(/\/\/[^@/]*@/, '//')),
+        prefix: this.prefix,
+        mode: 'poll',
+        interval_ms: this.intervalMs,
+      });
     }
     if (range.revision === this.readRevision && !this.lastFailed) {
       gw.facts.observedAt = gw.now().toISOString();

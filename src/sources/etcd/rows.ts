@@ -27,8 +27,17 @@
 //   pin never breaks display-name uniqueness. A valid value that turns a direct model into a routing
 //   one (or back) repurposes the key and has no last-known-good fallback.
 import {
-  ApiKeySchema, DEFAULT_API_BASE, ModelSchema, ProviderKeySchema, RESOURCE_KINDS, SHAPES, defaultAdapter,
-  type ApiKey, type Model, type ProviderKey, type ResourceKind,
+  type ApiKey,
+  ApiKeySchema,
+  DEFAULT_API_BASE,
+  defaultAdapter,
+  type Model,
+  ModelSchema,
+  type ProviderKey,
+  ProviderKeySchema,
+  RESOURCE_KINDS,
+  type ResourceKind,
+  SHAPES,
 } from '../../resources/schema.ts';
 import type { ResourceSet } from '../../resources/snapshot.ts';
 import { canonicalJson } from '../../util/crypto.ts';
@@ -85,11 +94,23 @@ export function splitKey(prefix: string, key: string): { ok: true; kind: Resourc
   const rest = key.startsWith(root) ? key.slice(root.length) : key;
   const parts = rest.split('/');
   if (parts.length !== 2 || parts[0] === '' || parts[1] === '') {
-    return { ok: false, kind: parts.length > 1 ? parts[0]! : '', id: rest, errorKind: 'bad_key', error: `key "${key}" is not of the form ${root}<kind>/<id>` };
+    return {
+      ok: false,
+      kind: parts.length > 1 ? parts[0]! : '',
+      id: rest,
+      errorKind: 'bad_key',
+      error: `key "${key}" is not of the form ${root}<kind>/<id>`,
+    };
   }
   const [kind, id] = parts as [string, string];
   if (!(RESOURCE_KINDS as readonly string[]).includes(kind)) {
-    return { ok: false, kind, id, errorKind: 'unknown_kind', error: `unknown resource kind "${kind}" (expected one of: ${RESOURCE_KINDS.join(', ')})` };
+    return {
+      ok: false,
+      kind,
+      id,
+      errorKind: 'unknown_kind',
+      error: `unknown resource kind "${kind}" (expected one of: ${RESOURCE_KINDS.join(', ')})`,
+    };
   }
   return { ok: true, kind: kind as ResourceKind, id };
 }
@@ -122,22 +143,51 @@ function zodMessage(issues: readonly { path: readonly PropertyKey[]; message: st
 export function parseRow(prefix: string, key: string, raw: string, opts: { invalidUtf8?: boolean } = {}): ParsedRow {
   const k = splitKey(prefix, key);
   if (!k.ok) return k;
-  if (opts.invalidUtf8) return { ok: false, kind: k.kind, id: k.id, errorKind: key.includes('\uFFFD') ? 'bad_key' : 'non_json', error: 'not valid UTF-8' };
-  const reject = (errorKind: RejectKind, error: string): RejectedValue => ({ ok: false, kind: k.kind, id: k.id, errorKind, error });
+  if (opts.invalidUtf8) {
+    return {
+      ok: false,
+      kind: k.kind,
+      id: k.id,
+      errorKind: key.includes('\uFFFD') ? 'bad_key' : 'non_json',
+      error: 'not valid UTF-8',
+    };
+  }
+  const reject = (errorKind: RejectKind, error: string): RejectedValue => ({
+    ok: false,
+    kind: k.kind,
+    id: k.id,
+    errorKind,
+    error,
+  });
   let value: unknown;
   try {
     value = JSON.parse(raw);
   } catch (e) {
     // The parser's message quotes the input, which may be a secret: keep only the position.
     const at = /position (\d+)/.exec((e as Error).message);
-    return reject('non_json', raw.trim() === '' ? 'value is empty, not a JSON document' : `value is not valid JSON${at ? ` (at position ${at[1]})` : ''}`);
+    return reject(
+      'non_json',
+      raw.trim() === ''
+        ? 'value is empty, not a JSON document'
+        : `value is not valid JSON${at ? ` (at position ${at[1]})` : ''}`,
+    );
   }
-  if (!isRecord(value)) return reject('schema_failed', `value must be a JSON object, not ${Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`}`);
+  if (!isRecord(value)) {
+    return reject(
+      'schema_failed',
+      `value must be a JSON object, not ${
+        Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`
+      }`,
+    );
+  }
   const secrets = secretsOf(value);
   const shape: Record<string, unknown> = SHAPES[k.kind];
   const unknownFields = Object.keys(value).filter((f) => !(f in shape)).sort();
   if (value.id !== undefined && value.id !== k.id) {
-    return reject('schema_failed', scrub(`id: ${JSON.stringify(value.id)} does not match the key's id "${k.id}"`, secrets));
+    return reject(
+      'schema_failed',
+      scrub(`id: ${JSON.stringify(value.id)} does not match the key's id "${k.id}"`, secrets),
+    );
   }
   switch (k.kind) {
     case 'provider_keys': {
@@ -145,12 +195,21 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
       if (!r.success) return reject('schema_failed', scrub(zodMessage(r.error.issues), secrets));
       const adapter = r.data.adapter ?? defaultAdapter(r.data.provider);
       const api_base = (r.data.api_base ?? DEFAULT_API_BASE[adapter])?.replace(/\/+$/, '');
-      return { ok: true, kind: 'provider_keys', id: k.id, resource: { ...r.data, adapter, api_base, id: k.id }, unknownFields };
+      return {
+        ok: true,
+        kind: 'provider_keys',
+        id: k.id,
+        resource: { ...r.data, adapter, api_base, id: k.id },
+        unknownFields,
+      };
     }
     case 'models': {
       const r = ModelSchema.safeParse(value);
       if (!r.success) return reject('schema_failed', scrub(zodMessage(r.error.issues), secrets));
-      const resource = (r.data.routing ? { ...r.data, id: k.id, kind: 'routing', routing: r.data.routing } : { ...r.data, id: k.id, kind: 'direct' }) as Model;
+      const resource =
+        (r.data.routing
+          ? { ...r.data, id: k.id, kind: 'routing', routing: r.data.routing }
+          : { ...r.data, id: k.id, kind: 'direct' }) as Model;
       return { ok: true, kind: 'models', id: k.id, resource, unknownFields };
     }
     case 'api_keys': {
@@ -244,12 +303,20 @@ type CheckFailure = { kind: 'dup' | 'ref'; message: string };
 
 /** What serves so far in one decision: the names claimed and the ids references resolve against. */
 export class Claims {
-  private readonly names = { provider_keys: new Map<string, string>(), models: new Map<string, string>(), api_keys: new Map<string, string>() };
+  private readonly names = {
+    provider_keys: new Map<string, string>(),
+    models: new Map<string, string>(),
+    api_keys: new Map<string, string>(),
+  };
   private readonly keyHashes = new Map<string, string>();
   private readonly providerKeyIds = new Set<string>();
   private readonly modelKinds = new Map<string, 'direct' | 'routing'>();
 
-  private readonly reserved = { provider_keys: new Map<string, string>(), models: new Map<string, string>(), api_keys: new Map<string, string>() };
+  private readonly reserved = {
+    provider_keys: new Map<string, string>(),
+    models: new Map<string, string>(),
+    api_keys: new Map<string, string>(),
+  };
 
   /** Keeps `name` for `key` (a row that keeps serving under it) before anything is judged. */
   reserve(key: string, row: ValidRow): void {
@@ -272,19 +339,27 @@ export class Claims {
       case 'models': {
         const m = row.resource;
         if (m.kind === 'direct') {
-          if (!this.providerKeyIds.has(m.provider_key_id)) missing.push(`provider_key_id: no provider key with id "${m.provider_key_id}" is being served`);
+          if (!this.providerKeyIds.has(m.provider_key_id)) {
+            missing.push(`provider_key_id: no provider key with id "${m.provider_key_id}" is being served`);
+          }
         } else {
           m.routing.targets.forEach((t, i) => {
-            if (this.modelKinds.get(t.model) !== 'direct') missing.push(`routing.targets[${i}].model: no direct model named "${t.model}" is being served`);
+            if (this.modelKinds.get(t.model) !== 'direct') {
+              missing.push(`routing.targets[${i}].model: no direct model named "${t.model}" is being served`);
+            }
           });
         }
         break;
       }
       case 'api_keys': {
         const other = this.keyHashes.get(row.resource.key_hash);
-        if (!dup && other !== undefined && other !== key) dup = `key_hash: another api key (${other}) has the same key_hash`;
+        if (!dup && other !== undefined && other !== key) {
+          dup = `key_hash: another api key (${other}) has the same key_hash`;
+        }
         row.resource.allowed_models.forEach((n, i) => {
-          if (!n.includes('*') && !this.modelKinds.has(n)) missing.push(`allowed_models[${i}]: no model named "${n}" is being served`);
+          if (!n.includes('*') && !this.modelKinds.has(n)) {
+            missing.push(`allowed_models[${i}]: no model named "${n}" is being served`);
+          }
         });
         break;
       }
@@ -347,8 +422,14 @@ function fallbackOf(now: RowValue, prev: ServedValue | undefined): ServedValue |
  * Decides one key: its latest value if it passes against what serves so far, else its previous value
  * (last-known-good) unless that would break name uniqueness, else nothing.
  */
-function judge(key: string, now: RowValue, prev: ServedValue | undefined, claims: Claims,
-  served: Map<string, ServedValue>, problems: Map<string, Problem>): void {
+function judge(
+  key: string,
+  now: RowValue,
+  prev: ServedValue | undefined,
+  claims: Claims,
+  served: Map<string, ServedValue>,
+  problems: Map<string, Problem>,
+): void {
   const serve = (v: ServedValue): void => {
     claims.claim(key, v.parsed);
     served.set(key, v);
@@ -386,8 +467,11 @@ function judge(key: string, now: RowValue, prev: ServedValue | undefined, claims
  * result is a fixpoint: deciding again over what it serves, with nothing new observed, changes nothing
  * (which is what lets `updateServing` skip the rows a batch did not touch).
  */
-export function decideServing(keys: readonly string[], latest: (key: string) => RowValue | undefined,
-  previous: ReadonlyMap<string, ServedValue>): ServingDecision {
+export function decideServing(
+  keys: readonly string[],
+  latest: (key: string) => RowValue | undefined,
+  previous: ReadonlyMap<string, ServedValue>,
+): ServingDecision {
   const buckets: string[][] = Array.from({ length: 15 }, () => []);
   const claims = new Claims();
   for (const key of keys) {
@@ -418,7 +502,11 @@ export function decideServing(keys: readonly string[], latest: (key: string) => 
  * kind or key hash): then only a full `decideServing` is right. The common batches (a changed value
  * under the same name, a rejected value pinned) take this path. Consumes `current.claims` either way.
  */
-export function updateServing(current: ServingDecision, touched: Iterable<string>, latest: (key: string) => RowValue | undefined): ServingDecision | undefined {
+export function updateServing(
+  current: ServingDecision,
+  touched: Iterable<string>,
+  latest: (key: string) => RowValue | undefined,
+): ServingDecision | undefined {
   const { claims } = current;
   const served = new Map(current.served);
   const problems = new Map(current.problems);
@@ -454,7 +542,9 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
 }
 
 /** `partially_compatible[]`: per kind and unknown field, how many serving rows carry it. */
-export function partialCompatibility(served: Iterable<ServedValue>): { resource_kind: string; field: string; count: number }[] {
+export function partialCompatibility(
+  served: Iterable<ServedValue>,
+): { resource_kind: string; field: string; count: number }[] {
   const counts = new Map<string, { resource_kind: string; field: string; count: number }>();
   for (const v of served) {
     for (const field of v.parsed.unknownFields) {
@@ -464,5 +554,13 @@ export function partialCompatibility(served: Iterable<ServedValue>): { resource_
       else counts.set(id, { resource_kind: v.parsed.kind, field, count: 1 });
     }
   }
-  return [...counts.values()].sort((a, b) => (a.resource_kind === b.resource_kind ? (a.field < b.field ? -1 : 1) : a.resource_kind < b.resource_kind ? -1 : 1));
+  return [...counts.values()].sort((
+    a,
+    b,
+  ) => (a.resource_kind === b.resource_kind
+    ? (a.field < b.field ? -1 : 1)
+    : a.resource_kind < b.resource_kind
+    ? -1
+    : 1)
+  );
 }

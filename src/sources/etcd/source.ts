@@ -20,15 +20,30 @@ import type { Gateway } from '../../gateway.ts';
 import { MSG } from '../../observability/messages.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
 import type { RejectedRow } from '../../status/config-status.ts';
-import { CACHE_FORMAT, CACHE_VERSION, SnapshotCache, encodeCache, type CacheHeader, type CachedPin } from '../cache.ts';
+import { CACHE_FORMAT, CACHE_VERSION, type CachedPin, type CacheHeader, encodeCache, SnapshotCache } from '../cache.ts';
 import type { ConfigSource } from '../source.ts';
 import type { EtcdFetch, EtcdKv } from './client.ts';
 import {
-  compareKeys, decideServing, hashLines, normalizePrefix, partialCompatibility, resourceSet, rowValue, updateServing,
-  type Problem, type RowValue, type ServedValue, type ServingDecision,
+  compareKeys,
+  decideServing,
+  hashLines,
+  normalizePrefix,
+  partialCompatibility,
+  type Problem,
+  resourceSet,
+  type RowValue,
+  rowValue,
+  type ServedValue,
+  type ServingDecision,
+  updateServing,
 } from './rows.ts';
 import {
-  DEFAULT_BACKOFF, EtcdSupervisor, backoffDelay, type BackoffPolicy, type EtcdEventBatch, type EtcdSnapshot,
+  backoffDelay,
+  type BackoffPolicy,
+  DEFAULT_BACKOFF,
+  type EtcdEventBatch,
+  type EtcdSnapshot,
+  EtcdSupervisor,
   type EtcdSupervisorOptions,
 } from './supervisor.ts';
 import { sleep } from '../../util/sleep.ts';
@@ -79,7 +94,6 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
 }
-
 
 /** Index of `key` in sorted `keys`, or of where it would be inserted. */
 function lowerBound(keys: readonly string[], key: string): number {
@@ -186,7 +200,13 @@ class EtcdSource implements EtcdConfigSource {
     let password: string | undefined;
     if (c.password_env) {
       password = env[c.password_env];
-      if (!password) throw new Error(`etcd.password_env: environment variable ${c.password_env} is ${password === undefined ? 'not set' : 'empty'}`);
+      if (!password) {
+        throw new Error(
+          `etcd.password_env: environment variable ${c.password_env} is ${
+            password === undefined ? 'not set' : 'empty'
+          }`,
+        );
+      }
     }
     const { fetch, tls } = this.opts.fetch ? { fetch: this.opts.fetch, tls: false } : await this.transport();
     const idle = this.opts.idleTimeoutMs ?? positiveInt(env.SLUICE_ETCD_IDLE_TIMEOUT_MS);
@@ -208,7 +228,12 @@ class EtcdSource implements EtcdConfigSource {
       onConnected: (connected) => {
         this.gw.facts.connected = connected;
         // Userinfo in an endpoint URL would be a credential: never logged.
-        if (connected) this.gw.log.info(MSG.etcdConnected, { endpoints: c.endpoints.map((e) => e.replace(/\/\/[^@/]*@/, '//')), prefix: this.prefix });
+        if (connected) {
+          this.gw.log.info(MSG.etcdConnected, {
+            endpoints: c.endpoints.map((e) => e.replace(/\/\/[^@/]*@/, '//')),
+            prefix: this.prefix,
+          });
+        }
       },
       onProgress: () => {
         this.gw.facts.observedAt = this.gw.now().toISOString();
@@ -223,9 +248,13 @@ class EtcdSource implements EtcdConfigSource {
     if (!t) return { tls: false };
     const paths = { ca: t.ca_cert_file, cert: t.client_cert_file, key: t.client_key_file };
     if (!paths.ca && !paths.cert && !paths.key) return { tls: true };
-    if (Boolean(paths.cert) !== Boolean(paths.key)) throw new Error('etcd.tls: client_cert_file and client_key_file must be given together');
+    if (Boolean(paths.cert) !== Boolean(paths.key)) {
+      throw new Error('etcd.tls: client_cert_file and client_key_file must be given together');
+    }
     const files = this.gw.platform.files;
-    if (!files) throw new Error('etcd.tls: reading certificate files needs file access, which this runtime does not have');
+    if (!files) {
+      throw new Error('etcd.tls: reading certificate files needs file access, which this runtime does not have');
+    }
     const read = async (path: string | undefined, field: string): Promise<Uint8Array | undefined> => {
       if (!path) return undefined;
       try {
@@ -240,7 +269,11 @@ class EtcdSource implements EtcdConfigSource {
       key: await read(paths.key, 'client_key_file'),
     };
     const withTls = this.gw.platform.fetchWithTls;
-    if (!withTls) throw new Error(`etcd.tls: the ${this.gw.platform.name} runtime cannot use a private CA or client certificate for etcd`);
+    if (!withTls) {
+      throw new Error(
+        `etcd.tls: the ${this.gw.platform.name} runtime cannot use a private CA or client certificate for etcd`,
+      );
+    }
     const fetch: EtcdFetch = withTls({
       ...(material.ca ? { ca: material.ca } : {}),
       ...(material.cert ? { cert: material.cert } : {}),
@@ -267,7 +300,8 @@ class EtcdSource implements EtcdConfigSource {
     const old = this.observed.get(kv.key);
     if (old && old.raw === kv.value && !kv.invalidUtf8) return false;
     const serving = this.served.get(kv.key);
-    const value = serving && serving.raw === kv.value && !kv.invalidUtf8 ? serving
+    const value = serving && serving.raw === kv.value && !kv.invalidUtf8
+      ? serving
       : rowValue(this.prefix, kv.key, kv.value, kv.invalidUtf8 ? { invalidUtf8: true } : {});
     this.observed.set(kv.key, value);
     return old === undefined;
@@ -325,12 +359,17 @@ class EtcdSource implements EtcdConfigSource {
   private async commit(revision: number, touched: ReadonlySet<string>, fullRead: boolean): Promise<void> {
     const latest = (k: string): RowValue | undefined => this.observed.get(k);
     // Only the touched keys are judged again, unless one of them changes what other rows depend on.
-    const decision = (this.decision && updateServing(this.decision, touched, latest)) ?? decideServing(this.keys, latest, this.served);
+    const decision = (this.decision && updateServing(this.decision, touched, latest)) ??
+      decideServing(this.keys, latest, this.served);
     this.decision = undefined; // consumed: `publish` installs the new one
     const applies = this.everApplied || this.observed.size > 0;
     await this.publish(decision, this.keys, revision, {
-      touched, allSeen: fullRead, sourceLines: this.keys.map((k) => this.observed.get(k)!.line), // non-null: keys mirrors observed
-      apply: applies, writeCache: applies, logLevel: fullRead ? 'info' : 'debug',
+      touched,
+      allSeen: fullRead,
+      sourceLines: this.keys.map((k) => this.observed.get(k)!.line), // non-null: keys mirrors observed
+      apply: applies,
+      writeCache: applies,
+      logLevel: fullRead ? 'info' : 'debug',
     });
   }
 
@@ -339,17 +378,25 @@ class EtcdSource implements EtcdConfigSource {
    * synchronous step, so `/status/config` never shows half of an apply.
    */
   private async publish(decision: ServingDecision, order: readonly string[], revision: number, o: {
-    touched: ReadonlySet<string>; allSeen: boolean; sourceLines?: Uint8Array[]; apply: boolean; writeCache: boolean; logLevel: 'info' | 'debug';
+    touched: ReadonlySet<string>;
+    allSeen: boolean;
+    sourceLines?: Uint8Array[];
+    apply: boolean;
+    writeCache: boolean;
+    logLevel: 'info' | 'debug';
   }): Promise<void> {
-    const changed = !this.snapshot || this.configHash === undefined || (decision.changedKeys
-      ? decision.changedKeys.size > 0
-      : decision.served.size !== this.served.size || [...decision.served].some(([k, v]) => this.served.get(k) !== v));
+    const changed = !this.snapshot || this.configHash === undefined ||
+      (decision.changedKeys
+        ? decision.changedKeys.size > 0
+        : decision.served.size !== this.served.size || [...decision.served].some(([k, v]) => this.served.get(k) !== v));
     let snapshot = this.snapshot;
     let configHash = this.configHash;
     // Both digests run off the main thread where the runtime's Web Crypto does (Node: the libuv pool).
     const [sourceHash, newConfigHash] = await Promise.all([
       o.sourceLines ? hashLines(o.sourceLines) : undefined,
-      changed ? hashLines(order.filter((k) => decision.served.has(k)).map((k) => decision.served.get(k)!.line)) : undefined,
+      changed
+        ? hashLines(order.filter((k) => decision.served.has(k)).map((k) => decision.served.get(k)!.line))
+        : undefined,
     ]);
     if (changed || !snapshot || configHash === undefined) {
       snapshot = new Snapshot(resourceSet(order, decision.served));
@@ -378,7 +425,11 @@ class EtcdSource implements EtcdConfigSource {
       this.gw.apply(snapshot, { configHash: configHash!, revision }); // non-null: computed above whenever unset
       this.everApplied = true;
       this.gw.log.log(o.logLevel, MSG.etcdApplied, {
-        revision, apply_seq: facts.applied?.apply_seq, resources: snapshot.size, rejected: rejected.size, config_hash: configHash,
+        revision,
+        apply_seq: facts.applied?.apply_seq,
+        resources: snapshot.size,
+        rejected: rejected.size,
+        config_hash: configHash,
       });
       if (o.writeCache) this.cache?.schedule(() => this.encodeCacheDocument());
       this.first.resolve();
@@ -387,7 +438,12 @@ class EtcdSource implements EtcdConfigSource {
   }
 
   /** `rejected[]` rows with their timestamps; logs each row that is newly rejected or fails differently. */
-  private rejectedRows(problems: ReadonlyMap<string, Problem>, touched: ReadonlySet<string>, allSeen: boolean, now: string): Map<string, RejectedRow> {
+  private rejectedRows(
+    problems: ReadonlyMap<string, Problem>,
+    touched: ReadonlySet<string>,
+    allSeen: boolean,
+    now: string,
+  ): Map<string, RejectedRow> {
     const out = new Map<string, RejectedRow>();
     for (const [key, p] of problems) {
       const old = this.rejected.get(key);
@@ -404,7 +460,12 @@ class EtcdSource implements EtcdConfigSource {
       out.set(key, row);
       if (!same || p.pinned !== (old.serving_stale_since !== undefined)) {
         this.gw.log.warn(MSG.etcdRowRejected, {
-          key, resource_kind: p.kind, resource_id: p.id, error_kind: p.errorKind, error: p.error, serving_stale: p.pinned,
+          key,
+          resource_kind: p.kind,
+          resource_id: p.id,
+          error_kind: p.errorKind,
+          error: p.error,
+          serving_stale: p.pinned,
         });
       }
     }
@@ -420,19 +481,29 @@ class EtcdSource implements EtcdConfigSource {
     for (const [key, r] of this.rejected) {
       if (r.serving_stale_since === undefined || !served.has(key)) continue;
       pins[key] = {
-        since: r.serving_stale_since, resource_kind: r.resource_kind, resource_id: r.resource_id, last_error_kind: r.last_error_kind,
-        last_error: r.last_error, first_seen_at: r.first_seen_at, last_seen_at: r.last_seen_at,
+        since: r.serving_stale_since,
+        resource_kind: r.resource_kind,
+        resource_id: r.resource_id,
+        last_error_kind: r.last_error_kind,
+        last_error: r.last_error,
+        first_seen_at: r.first_seen_at,
+        last_seen_at: r.last_seen_at,
       };
     }
     const header: CacheHeader = {
-      format: CACHE_FORMAT, version: CACHE_VERSION, prefix: this.prefix, revision: this.appliedRevision,
-      written_at: this.gw.now().toISOString(), config_hash: this.configHash ?? '', pins,
+      format: CACHE_FORMAT,
+      version: CACHE_VERSION,
+      prefix: this.prefix,
+      revision: this.appliedRevision,
+      written_at: this.gw.now().toISOString(),
+      config_hash: this.configHash ?? '',
+      pins,
     };
     const order = this.servedOrder;
     function* rows(): Generator<[string, string]> {
       for (const key of order) {
         const v = served.get(key);
-        if (v) yield [key, (v.json ??= JSON.stringify(v.raw))];
+        if (v) yield [key, v.json ??= JSON.stringify(v.raw)];
       }
     }
     return encodeCache(header, rows());
@@ -459,18 +530,42 @@ class EtcdSource implements EtcdConfigSource {
     const stand = new Map<string, RowValue>();
     for (const [key, p] of Object.entries(doc.pins)) {
       stand.set(key, {
-        key, raw: '', line: new Uint8Array(0),
-        parsed: { ok: false, kind: p.resource_kind, id: p.resource_id, errorKind: p.last_error_kind as Problem['errorKind'], error: p.last_error },
+        key,
+        raw: '',
+        line: new Uint8Array(0),
+        parsed: {
+          ok: false,
+          kind: p.resource_kind,
+          id: p.resource_id,
+          errorKind: p.last_error_kind as Problem['errorKind'],
+          error: p.last_error,
+        },
       });
       this.rejected.set(key, {
-        resource_kind: p.resource_kind, resource_id: p.resource_id, last_error_kind: p.last_error_kind, last_error: p.last_error,
-        first_seen_at: p.first_seen_at, last_seen_at: p.last_seen_at, serving_stale_since: p.since,
+        resource_kind: p.resource_kind,
+        resource_id: p.resource_id,
+        last_error_kind: p.last_error_kind,
+        last_error: p.last_error,
+        first_seen_at: p.first_seen_at,
+        last_seen_at: p.last_seen_at,
+        serving_stale_since: p.since,
       });
     }
     const decision = decideServing(keys, (k) => stand.get(k) ?? values.get(k), values);
     this.served = values;
-    this.gw.log.info(MSG.cacheRestored, { path: this.cache.path, revision: doc.revision, written_at: doc.written_at, resources: decision.served.size });
-    await this.publish(decision, keys, doc.revision, { touched: new Set(), allSeen: false, apply: true, writeCache: false, logLevel: 'debug' });
+    this.gw.log.info(MSG.cacheRestored, {
+      path: this.cache.path,
+      revision: doc.revision,
+      written_at: doc.written_at,
+      resources: decision.served.size,
+    });
+    await this.publish(decision, keys, doc.revision, {
+      touched: new Set(),
+      allSeen: false,
+      apply: true,
+      writeCache: false,
+      logLevel: 'debug',
+    });
   }
 }
 

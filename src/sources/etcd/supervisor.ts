@@ -10,8 +10,8 @@
 // Handlers may be async; they are awaited, so batches are delivered in order and never overlap.
 // Error messages given to callbacks never contain the password or a token.
 
-import { EtcdClient, EtcdError, type EtcdClientOptions, type EtcdKv } from './client.ts';
-import { watchPrefix, type WatchEvent } from './watch.ts';
+import { EtcdClient, type EtcdClientOptions, EtcdError, type EtcdKv } from './client.ts';
+import { type WatchEvent, watchPrefix } from './watch.ts';
 import { sleep } from '../../util/sleep.ts';
 
 export interface EtcdSnapshot {
@@ -56,7 +56,6 @@ export interface EtcdSupervisorOptions extends EtcdClientOptions {
 export function backoffDelay(attempt: number, policy: BackoffPolicy = DEFAULT_BACKOFF): number {
   return Math.min(policy.maxMs, policy.initialMs * 2 ** Math.min(attempt, 52));
 }
-
 
 export class EtcdSupervisor {
   private readonly opts: EtcdSupervisorOptions;
@@ -111,7 +110,10 @@ export class EtcdSupervisor {
   private toEtcdError(err: unknown): EtcdError {
     if (err instanceof EtcdError) {
       const message = this.client.redact(err.message);
-      return message === err.message ? err : new EtcdError(message, err.kind, { ...(err.status !== undefined ? { status: err.status } : {}), ...(err.grpcCode !== undefined ? { grpcCode: err.grpcCode } : {}) });
+      return message === err.message ? err : new EtcdError(message, err.kind, {
+        ...(err.status !== undefined ? { status: err.status } : {}),
+        ...(err.grpcCode !== undefined ? { grpcCode: err.grpcCode } : {}),
+      });
     }
     const detail = err instanceof Error ? err.message : String(err);
     return new EtcdError(this.client.redact(`etcd source handler failed: ${detail}`), 'protocol');

@@ -23,17 +23,17 @@
 // with `compact_revision` > 0; we yield `compacted` and end, and the caller does a full range.
 
 import {
-  EtcdClient,
-  EtcdError,
   abortedError,
   decodeKv,
+  EtcdClient,
+  EtcdError,
+  type EtcdKv,
   gatewayError,
   headerRevision,
   isTokenError,
   linkAbort,
   parseInt64,
   prefixRange,
-  type EtcdKv,
 } from './client.ts';
 
 export interface WatchEvent extends EtcdKv {
@@ -144,7 +144,11 @@ export type WatchResponse =
 
 export function interpretWatchResponse(obj: unknown): WatchResponse {
   const err = isRecord(obj) && !('result' in obj) ? gatewayError(obj) : undefined;
-  if (err) return err.code !== undefined ? { kind: 'error', message: err.message, code: err.code } : { kind: 'error', message: err.message };
+  if (err) {
+    return err.code !== undefined
+      ? { kind: 'error', message: err.message, code: err.code }
+      : { kind: 'error', message: err.message };
+  }
   const r = isRecord(obj) ? obj.result : undefined;
   if (!isRecord(r)) throw new EtcdError('etcd watch stream: object without result', 'protocol');
   const compactRevision = parseInt64(r.compact_revision, 'compact_revision');
@@ -152,7 +156,9 @@ export function interpretWatchResponse(obj: unknown): WatchResponse {
   if (compactRevision > 0 || (r.canceled === true && /compacted/i.test(reason))) {
     return { kind: 'compacted', compactRevision };
   }
-  if (r.canceled === true) return { kind: 'canceled', reason: reason || 'no reason given', created: r.created === true };
+  if (r.canceled === true) {
+    return { kind: 'canceled', reason: reason || 'no reason given', created: r.created === true };
+  }
   if (r.created === true) return { kind: 'created', headerRevision: headerRevision(r) };
   const events = Array.isArray(r.events) ? r.events : [];
   if (events.length > 0) return { kind: 'events', events: events.map(decodeEvent) };
@@ -163,7 +169,10 @@ export function interpretWatchResponse(obj: unknown): WatchResponse {
  * Watches every key under `prefix` from `startRevision`, re-watching transparently after idle periods.
  * Ends after yielding `compacted`; throws `EtcdError` on any other failure (or `aborted` on `signal`).
  */
-export async function* watchPrefix(client: EtcdClient, opts: WatchOptions): AsyncGenerator<WatchMessage, void, undefined> {
+export async function* watchPrefix(
+  client: EtcdClient,
+  opts: WatchOptions,
+): AsyncGenerator<WatchMessage, void, undefined> {
   const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   const createMs = opts.createTimeoutMs ?? client.requestTimeoutMs;
   /** First revision not yet fully delivered. */
@@ -200,7 +209,12 @@ export async function* watchPrefix(client: EtcdClient, opts: WatchOptions): Asyn
       const splitter = new JsonObjectSplitter();
       for (;;) {
         const { done, value } = await reader.read();
-        if (done) throw new EtcdError(`etcd watch stream from ${stream.endpoint.replace(/\/\/[^@/]*@/, '//')} ended`, 'transport');
+        if (done) {
+          throw new EtcdError(
+            `etcd watch stream from ${stream.endpoint.replace(/\/\/[^@/]*@/, '//')} ended`,
+            'transport',
+          );
+        }
         arm();
         for (const text of splitter.push(decoder.decode(value, { stream: true }))) {
           let obj: unknown;
@@ -218,7 +232,7 @@ export async function* watchPrefix(client: EtcdClient, opts: WatchOptions): Asyn
               yield { type: 'created', startRevision: next, headerRevision: r.headerRevision };
               break;
             case 'events': {
-              const revision = r.events[r.events.length - 1].modRevision;
+              const revision = r.events[r.events.length - 1]!.modRevision;
               if (revision >= next) next = revision + 1;
               yield { type: 'events', revision, events: r.events };
               break;
@@ -238,9 +252,16 @@ export async function* watchPrefix(client: EtcdClient, opts: WatchOptions): Asyn
                   continue sessions;
                 }
               }
-              throw new EtcdError(client.redact(`etcd watch canceled: ${r.reason}`), isTokenError(undefined, undefined, r.reason) ? 'auth' : 'server');
+              throw new EtcdError(
+                client.redact(`etcd watch canceled: ${r.reason}`),
+                isTokenError(undefined, undefined, r.reason) ? 'auth' : 'server',
+              );
             case 'error':
-              throw new EtcdError(client.redact(`etcd watch failed: ${r.message}`), 'server', r.code !== undefined ? { grpcCode: r.code } : {});
+              throw new EtcdError(
+                client.redact(`etcd watch failed: ${r.message}`),
+                'server',
+                r.code !== undefined ? { grpcCode: r.code } : {},
+              );
           }
         }
       }
@@ -252,7 +273,10 @@ export async function* watchPrefix(client: EtcdClient, opts: WatchOptions): Asyn
       }
       if (idleFired) throw new EtcdError(`etcd watch: not created within ${createMs} ms`, 'timeout');
       if (err instanceof EtcdError) throw err;
-      throw new EtcdError(client.redact(`etcd watch stream failed: ${err instanceof Error ? err.message : String(err)}`), 'transport');
+      throw new EtcdError(
+        client.redact(`etcd watch stream failed: ${err instanceof Error ? err.message : String(err)}`),
+        'transport',
+      );
     } finally {
       if (timer !== undefined) clearTimeout(timer);
       unlink();
