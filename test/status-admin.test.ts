@@ -1,5 +1,6 @@
 // The status listener (SPEC §6.1, §7.5, §8, §9) and the admin listener (§6.1, §6.2): bodies, state
 // derivation, hashes, metrics families, and no secret anywhere.
+import { sumSamples } from './support/metrics.ts';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -613,35 +614,27 @@ describe('/metrics', () => {
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
         body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
       }, { peer: '127.0.0.1:1' });
-    const ok = 'aisix_proxy_requests_total{endpoint="chat_completions",model="gpt-4o",status="200",outcome="success"}';
+    const ok = { endpoint: '/v1/chat/completions', model: 'gpt-4o', status: '200', outcome: 'success' };
     const before = (await get(status, '/metrics')).text;
-    assert.equal(sample(before, ok), undefined);
+    assert.equal(sumSamples(before, 'aisix_proxy_requests_total', ok), undefined);
     for (let i = 0; i < 2; i++) await (await chat('gpt-4o')).text();
     await (await chat('gpt-4o', 'wrong-key')).text();
     await (await chat('we"ird\\model')).text();
     const { text } = await get(status, '/metrics');
     checkExposition(text);
-    assert.equal(sample(text, ok), 2);
+    assert.equal(sumSamples(text, 'aisix_proxy_requests_total', ok), 2);
     assert.equal(
-      sample(
-        text,
-        'aisix_proxy_requests_total{endpoint="chat_completions",model="",status="401",outcome="client_error"}',
-      ),
+      sumSamples(text, 'aisix_proxy_requests_total', { model: 'unresolved', status: '401', outcome: 'client_error' }),
       1,
     );
+    assert.ok(text.includes('model="we\\"ird\\\\model"'), 'label values escaped');
     assert.equal(
-      sample(
-        text,
-        'aisix_proxy_requests_total{endpoint="chat_completions",model="we\\"ird\\\\model",status="200",outcome="success"}',
-      ),
+      sumSamples(text, 'aisix_proxy_requests_total', { model: 'we"ird\\model', status: '200', outcome: 'success' }),
       1,
     );
+    assert.equal(sumSamples(text, 'aisix_proxy_request_duration_seconds_count', { model: 'gpt-4o' }), 2);
     assert.equal(
-      sample(text, 'aisix_proxy_request_duration_seconds_count{endpoint="chat_completions",model="gpt-4o"}'),
-      2,
-    );
-    assert.equal(
-      sample(text, 'aisix_proxy_request_duration_seconds_bucket{endpoint="chat_completions",model="gpt-4o",le="+Inf"}'),
+      sumSamples(text, 'aisix_proxy_request_duration_seconds_bucket', { model: 'gpt-4o', le: '+Inf' }),
       2,
     );
     assert.ok(

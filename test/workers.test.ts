@@ -7,6 +7,7 @@
 // with its bundled examples/workers/ pair, and a generated Worker whose resources point at a mock upstream
 // on loopback, so workerd's own fetch carries a real upstream call (JSON and SSE). etcd mode (range polling,
 // src/sources/etcd/poll.ts) runs against a real etcd (`startEtcd()`) in both layers.
+import { sumSamples } from './support/metrics.ts';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -640,9 +641,14 @@ export default createWorker(${
     assert.equal(metrics.status, 200);
     const text = await metrics.text();
     assert.match(text, /^aisix_config_reloads_total 1$/m);
-    assert.match(
-      text,
-      /aisix_proxy_requests_total\{endpoint="chat_completions",model="echo",status="200",outcome="success"\} 2/,
+    assert.equal(
+      sumSamples(text, 'aisix_proxy_requests_total', {
+        endpoint: '/v1/chat/completions',
+        model: 'echo',
+        status: '200',
+        outcome: 'success',
+      }),
+      2,
     );
     assert.equal((await fetch(`${shipped!.base}/metrics`, { headers: { authorization: 'Bearer wrong' } })).status, 401);
   });

@@ -15,6 +15,34 @@ export function deploymentLabels(model: DirectModel, key: ProviderKey | undefine
   return [model.provider ?? key?.provider ?? '', model.display_name, model.model_name, model.provider_key_id];
 }
 
+/**
+ * `aisix_proxy_requests_total` / `aisix_proxy_failed_requests_total` / `aisix_llm_requests_total` labels, in
+ * AISIX's order. Missing identity values are the string `unknown`; `endpoint` is the route path, `other` when unknown.
+ */
+export const REQUEST_LABELS = [
+  'endpoint',
+  'inbound_protocol',
+  'provider',
+  'model',
+  'upstream_model',
+  'provider_key_id',
+  'provider_key_name',
+  'api_key_id',
+  'team_id',
+  'user_id',
+  'user_name',
+  'stream',
+  'is_fallback',
+  'status',
+  'outcome',
+] as const;
+/** The duration families: the request labels without `is_fallback`. */
+export const DURATION_LABELS = REQUEST_LABELS.filter((l) => l !== 'is_fallback');
+/** The token families: the request labels up to `user_name`. */
+export const TOKEN_LABELS = REQUEST_LABELS.slice(0, REQUEST_LABELS.indexOf('stream'));
+export const LEGACY_REQUEST_LABELS = ['provider', 'model', 'status', 'outcome'] as const;
+export const LEGACY_DURATION_LABELS = ['provider', 'model', 'status'] as const;
+
 export interface MetricsSources {
   facts(): ConfigFacts;
   inFlight(): number;
@@ -32,15 +60,6 @@ export class GatewayMetrics {
   );
   readonly reloadFailures = this.registry.register(
     new Counter('aisix_config_reload_failures_total', 'Configuration loads that failed, by reason.', ['reason']),
-  );
-  readonly requests = this.registry.register(
-    new Counter('aisix_proxy_requests_total', 'Proxy requests completed.', ['endpoint', 'model', 'status', 'outcome']),
-  );
-  readonly duration = this.registry.register(
-    new Histogram('aisix_proxy_request_duration_seconds', 'Proxy request duration from arrival to last byte.', [
-      'endpoint',
-      'model',
-    ]),
   );
   readonly deploymentRequests = this.registry.register(
     new Counter('aisix_deployment_requests_total', 'Upstream attempts per model.', [
@@ -79,6 +98,85 @@ export class GatewayMetrics {
       'aisix_proxy_fallbacks_total',
       'Failovers: times a request moved on from a routing target to the next one.',
       ['model'],
+    ),
+  );
+
+  // ---- AISIX's request, LLM, token and usage families (aisix-contract.md §1 C, §2 L4) ----------------------
+  // One choke point records them per proxied request (src/proxy); usage events and fallbacks per upstream
+  // attempt (src/routing/dispatch.ts). Label names and their order are AISIX's.
+  readonly legacyRequests = this.registry.register(
+    new Counter('aisix_requests_total', 'Proxied requests (legacy family).', LEGACY_REQUEST_LABELS),
+  );
+  readonly legacyDuration = this.registry.register(
+    new Histogram(
+      'aisix_request_duration_seconds',
+      'Proxied request duration (legacy family).',
+      LEGACY_DURATION_LABELS,
+    ),
+  );
+  readonly proxyRequests = this.registry.register(
+    new Counter('aisix_proxy_requests_total', 'Proxied requests completed.', REQUEST_LABELS),
+  );
+  readonly proxyFailedRequests = this.registry.register(
+    new Counter('aisix_proxy_failed_requests_total', 'Proxied requests whose outcome is not success.', REQUEST_LABELS),
+  );
+  readonly proxyDuration = this.registry.register(
+    new Histogram(
+      'aisix_proxy_request_duration_seconds',
+      'Proxied request duration from arrival to last byte.',
+      DURATION_LABELS,
+    ),
+  );
+  readonly llmRequests = this.registry.register(
+    new Counter('aisix_llm_requests_total', 'Model-inference requests completed.', REQUEST_LABELS),
+  );
+  readonly llmDuration = this.registry.register(
+    new Histogram('aisix_llm_request_duration_seconds', 'Model-inference request duration.', DURATION_LABELS),
+  );
+  readonly llmInputTokens = this.registry.register(
+    new Counter('aisix_llm_input_tokens_total', 'Input (prompt) tokens reported by upstreams.', TOKEN_LABELS),
+  );
+  readonly llmOutputTokens = this.registry.register(
+    new Counter('aisix_llm_output_tokens_total', 'Output (completion) tokens reported by upstreams.', TOKEN_LABELS),
+  );
+  readonly llmTotalTokens = this.registry.register(
+    new Counter('aisix_llm_total_tokens_total', 'Total tokens reported by upstreams.', TOKEN_LABELS),
+  );
+  readonly llmSpend = this.registry.register(
+    new Counter('aisix_llm_spend_micro_usd_total', 'Spend in micro-USD, where the model has a cost.', TOKEN_LABELS),
+  );
+  readonly tokensConsumed = this.registry.register(
+    new Counter('aisix_tokens_consumed_total', 'Total tokens consumed (legacy family).', ['provider', 'model']),
+  );
+  readonly usageEvents = this.registry.register(
+    new Counter('aisix_usage_events_emitted_total', 'Usage records emitted, one per upstream attempt.', [
+      'handler',
+      'status_code',
+      'inbound_protocol',
+      'model',
+      'provider_key_id',
+      'provider_key_name',
+    ]),
+  );
+  readonly successfulFallbacks = this.registry.register(
+    new Counter(
+      'aisix_routing_successful_fallbacks_total',
+      'Attempts that moved to another target and served the request.',
+      ['model', 'fallback_model'],
+    ),
+  );
+  readonly failedFallbacks = this.registry.register(
+    new Counter(
+      'aisix_routing_failed_fallbacks_total',
+      'Attempts that moved to another target and did not serve the request.',
+      ['model', 'fallback_model'],
+    ),
+  );
+  readonly bodyLimitRejections = this.registry.register(
+    new Counter(
+      'aisix_proxy_request_body_limit_rejections_total',
+      'Requests refused with 413 for a body over proxy.request_body_limit_bytes.',
+      ['endpoint', 'inbound_protocol', 'outcome'],
     ),
   );
 

@@ -2,7 +2,7 @@
 // are passed through untouched: no parse, no re-serialisation.
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
 
-const PATHS = { chat: '/chat/completions', embeddings: '/embeddings' } as const;
+const PATHS = { chat: '/chat/completions', completions: '/completions', embeddings: '/embeddings' } as const;
 
 export const openaiAdapter: ProviderAdapter = {
   name: 'openai',

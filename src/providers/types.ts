@@ -9,7 +9,7 @@ import type { CancelSignal } from '../util/cancel.ts';
  * Anthropic's Messages API. An adapter that does not support `messages` is reached through the
  * translation in `call.ts` (Anthropic wire ⇄ OpenAI chat), so it only ever sees `chat`.
  */
-export type Endpoint = 'chat' | 'embeddings' | 'messages';
+export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'messages';
 
 export interface ProviderCall {
   endpoint: Endpoint;
@@ -17,6 +17,8 @@ export interface ProviderCall {
   body: Record<string, unknown>;
   stream: boolean;
   key: ProviderKey;
+  /** The caller's request headers, for the few an adapter forwards (e.g. `anthropic-beta`). */
+  callerHeaders?: { get(name: string): string | null };
   upstream: UpstreamFetch;
   /** Aborted on client disconnect, on the model's deadline, or on a stream's silence timeout. */
   signal: CancelSignal;

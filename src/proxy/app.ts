@@ -11,7 +11,7 @@ import type { ConnInfo } from '../platform.ts';
 import type { Endpoint } from '../providers/types.ts';
 import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import { Dispatcher } from '../routing/dispatch.ts';
+import { Dispatcher, type ServedBy } from '../routing/dispatch.ts';
 import { VERSION } from '../version.ts';
 import { authenticate, modelAllowed } from './auth.ts';
 import { readJsonObject } from './body.ts';
@@ -30,18 +30,33 @@ interface RequestRecord {
   peer: string | undefined;
   downstreamRequestId: string | undefined;
   model?: string;
+  apiKeyId?: string;
+  stream?: boolean;
+  /** The upstream that served the request (or failed it last), once the dispatcher has said. */
+  served?: ServedBy;
   errorKind?: string;
 }
 
 type ProxyEnv = { Bindings: ConnInfo; Variables: { rec: RequestRecord } };
 
 const SERVER = `sluice/${VERSION}`;
+/** Route templates: the `endpoint` label value (AISIX's convention); anything else is `other`. */
 const ENDPOINTS: Record<string, string> = {
-  '/v1/chat/completions': 'chat_completions',
-  '/v1/embeddings': 'embeddings',
-  '/v1/models': 'models',
-  '/v1/messages': 'messages',
+  '/v1/chat/completions': '/v1/chat/completions',
+  '/v1/completions': '/v1/completions',
+  '/v1/embeddings': '/v1/embeddings',
+  '/v1/models': '/v1/models',
+  '/v1/messages': '/v1/messages',
 };
+/** Model-inference endpoints: their requests are also counted in the `aisix_llm_*` families. */
+const INFERENCE = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/messages']);
+
+/** AISIX's outcome classes: 2xx/3xx success, 429 rate_limited, other 4xx client_error, the rest upstream_error. */
+function outcomeOf(status: number): string {
+  if (status < 400) return 'success';
+  if (status === 429) return 'rate_limited';
+  return status < 500 ? 'client_error' : 'upstream_error';
+}
 
 export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
   const app = new Hono<ProxyEnv>();
@@ -57,9 +72,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
 
   const finish = (rec: RequestRecord, status: number) => {
     const latency = Date.now() - rec.start;
-    const outcome = status < 400 ? 'success' : status < 500 ? 'client_error' : 'server_error';
-    gw.metrics.requests.inc([rec.endpoint, rec.model ?? '', String(status), outcome]);
-    gw.metrics.duration.observe([rec.endpoint, rec.model ?? ''], latency / 1000);
+    recordRequestMetrics(gw, rec, status, latency / 1000);
     if (cfg.observability.access_log) {
       gw.log.info(MSG.requestCompleted, {
         method: rec.method,
@@ -184,6 +197,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const resolved = who.snapshot.resolveModel(name);
     if (!resolved) return fail(c, errors.unknownModel(name));
     rec.model = resolved.model.display_name;
+    rec.apiKeyId = who.key.id;
     const admitted = await gw.rateLimiter.acquire([
       { scope: 'api_key', id: who.key.id, limits: who.key.rate_limit },
       { scope: 'model', id: resolved.model.id, limits: resolved.model.rate_limit },
@@ -195,6 +209,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const { permit } = admitted;
     const chargesTokens = Boolean(who.key.rate_limit?.tpm || resolved.model.rate_limit?.tpm);
     const stream = endpoint !== 'embeddings' && body.stream === true;
+    rec.stream = stream;
     let r: Awaited<ReturnType<Dispatcher['dispatch']>>;
     try {
       r = await dispatcher.dispatch({
@@ -212,6 +227,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
       void permit.release();
       throw e;
     }
+    if (r.kind !== 'aborted' && r.served) rec.served = r.served;
     if (r.kind !== 'stream') {
       if (r.kind === 'response' && chargesTokens && r.status < 300) await permit.charge(usageOfBody(r.body) ?? 0);
       void permit.release();
@@ -285,6 +301,41 @@ function stampedResponse(
   });
   stamped.add(res);
   return res;
+}
+
+/** One proxied request in every request family (aisix-contract.md §1 C); missing identity labels are `unknown`. */
+function recordRequestMetrics(gw: Gateway, rec: RequestRecord, status: number, seconds: number): void {
+  const m = gw.metrics;
+  const s = rec.served;
+  const provider = s ? (s.model.provider ?? (s.key.provider || 'unknown')) : 'unknown';
+  const model = rec.model ?? 'unresolved';
+  const outcome = outcomeOf(status);
+  const code = String(status);
+  const head = [
+    rec.endpoint,
+    rec.path === '/v1/messages' ? 'anthropic' : 'openai',
+    provider,
+    model,
+    s?.upstreamModel ?? 'unknown',
+    s?.model.provider_key_id ?? 'unknown',
+    s?.key.display_name ?? 'unknown',
+    rec.apiKeyId ?? 'unknown',
+    'unknown',
+    'unknown',
+    'unknown',
+    rec.stream ? 'true' : 'false',
+  ];
+  const labels = [...head, s?.isFallback ? 'true' : 'false', code, outcome];
+  const durationLabels = [...head, code, outcome];
+  m.legacyRequests.inc([provider, model, code, outcome]);
+  m.legacyDuration.observe([provider, model, code], seconds);
+  m.proxyRequests.inc(labels);
+  if (outcome !== 'success') m.proxyFailedRequests.inc(labels);
+  m.proxyDuration.observe(durationLabels, seconds);
+  if (INFERENCE.has(rec.endpoint)) {
+    m.llmRequests.inc(labels);
+    m.llmDuration.observe(durationLabels, seconds);
+  }
 }
 
 function validateBody(endpoint: Endpoint, body: Record<string, unknown>): string | undefined {

@@ -54,15 +54,40 @@ export type DispatchResult =
     contentType: string;
     headers: Record<string, string>;
     target: DirectModel;
+    served?: ServedBy;
   }
   /**
    * A live SSE body. The caller must run it through the pump and call `settle` exactly once with how it
    * ended (health, metrics and in-flight counts are recorded then); `abort` stops the upstream.
    */
-  | { kind: 'stream'; chunks: AsyncIterable<Uint8Array>; abort(): void; settle(end: StreamEnd): void }
-  | { kind: 'error'; error: ProxyError; target?: DirectModel }
+  | {
+    kind: 'stream';
+    chunks: AsyncIterable<Uint8Array>;
+    abort(): void;
+    settle(end: StreamEnd): void;
+    served?: ServedBy;
+  }
+  | { kind: 'error'; error: ProxyError; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
   | { kind: 'aborted' };
+
+/**
+ * Which upstream target served a request (or failed it last), for the request metrics and the access log
+ * (aisix-contract.md §1 C, D). For a stream it describes the target whose first chunk started the answer.
+ */
+export interface ServedBy {
+  /** The direct model (routing target) of the deciding attempt. */
+  model: DirectModel;
+  key: ProviderKey;
+  /** The model name sent upstream. */
+  upstreamModel: string;
+  /** Upstream attempts made for this request (`routing_attempt_count`). */
+  attempts: number;
+  /** Attempts that moved to a different target than the previous attempt (`routing_fallback_count`). */
+  fallbacks: number;
+  /** Whether the deciding attempt was on another target than the first one tried (`is_fallback`). */
+  isFallback: boolean;
+}
 
 export interface DispatcherDeps {
   config: Config;
@@ -242,6 +267,7 @@ export class Dispatcher {
         key: t.key,
         upstream: this.d.upstream,
         signal: cancel,
+        ...(input.headers ? { callerHeaders: input.headers } : {}),
       });
       if (r.kind === 'response') {
         end();
@@ -291,6 +317,7 @@ export class Dispatcher {
 
   private recordHealth(t: Target, outcome: AttemptOutcome | UpstreamFailure, retryAfterSecs?: number): void {
     const before = this.d.health.cooledDownTotal(t.model.id);
+    this.d.health.noteAttempt(t.model.id, outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300);
     if (outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300) {
       this.d.health.recordSuccess(t.model);
     } else if (outcome.kind === 'response') {

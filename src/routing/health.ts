@@ -99,6 +99,8 @@ interface View {
 
 export class ModelHealth {
   private readonly entries = new Map<string, Entry>();
+  /** model id → consecutive failed upstream attempts (see noteAttempt). */
+  private readonly consecutive = new Map<string, number>();
   private readonly now: () => number;
 
   constructor(opts: { now?: () => number } = {}) {
@@ -209,6 +211,21 @@ export class ModelHealth {
   retain(ids: Iterable<string>): void {
     const keep = new Set(ids);
     for (const id of this.entries.keys()) if (!keep.has(id)) this.entries.delete(id);
+    for (const id of this.consecutive.keys()) if (!keep.has(id)) this.consecutive.delete(id);
+  }
+
+  /**
+   * One upstream attempt on `modelId` ended: a success resets the model's run of consecutive failures, a
+   * failure extends it (AISIX's `/admin/v1/health` level: 4–7 degraded, ≥ 8 down).
+   */
+  noteAttempt(modelId: string, ok: boolean): void {
+    if (ok) this.consecutive.delete(modelId);
+    else this.consecutive.set(modelId, (this.consecutive.get(modelId) ?? 0) + 1);
+  }
+
+  /** Consecutive failed upstream attempts since the model's last success. */
+  consecutiveFailures(modelId: string): number {
+    return this.consecutive.get(modelId) ?? 0;
   }
 
   private view(model: Model, now: number): View {
