@@ -11,10 +11,9 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
 import { CALLER_KEY, type GatewayProcess, resourcesFor, type RuntimeName, spawnGateway } from './support/process.ts';
-import { until } from './support/until.ts';
+import { sleep, until } from './support/until.ts';
 
 const RUNTIMES: RuntimeName[] = ['node', 'bun', 'deno'];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const CHAT = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] });
 const STREAM = JSON.stringify({ model: 'gpt-test', stream: true, messages: [{ role: 'user', content: 'hi' }] });
 
@@ -213,8 +212,14 @@ for (const runtime of RUNTIMES) {
         sse: [chunk('gpt-upstream', 'a'), chunk('gpt-upstream', 'b')],
       });
       const arrived = mock.waitForRequests(2);
-      const inflight = request(gw.url('/v1/chat/completions'), { body: CHAT, headers: { 'x-request-id': 'lb-req-1' } });
-      const sse = request(gw.url('/v1/chat/completions'), { body: STREAM });
+      // Held on purpose until the drain's progress line (5 s into the drain): a socket timeout longer than the
+      // test's own bounds, so a slow machine cannot time the held request out first.
+      const inflight = request(gw.url('/v1/chat/completions'), {
+        body: CHAT,
+        headers: { 'x-request-id': 'lb-req-1' },
+        timeoutMs: 60_000,
+      });
+      const sse = request(gw.url('/v1/chat/completions'), { body: STREAM, timeoutMs: 60_000 });
       await arrived;
       const tSig = Date.now();
       gw.signal('SIGTERM');
@@ -251,10 +256,11 @@ for (const runtime of RUNTIMES) {
       await request(gw.url('/readyz'));
       await request(gw.url('/livez'));
 
-      // Past the window the process is still alive: two requests are in flight.
-      await sleep(minDrain * 1000 + 600);
+      // Past the window the process is still alive: two requests are in flight. The progress line is logged
+      // 5 s into the drain, well past the 1 s window: an observed event rather than a sleep.
+      const progress = await gw.waitForLog('still draining in-flight requests', 15_000);
+      assert.equal(progress.in_flight, 2);
       assert.equal(gw.exited, false, 'exited while requests were in flight');
-      await gw.waitForLog('still draining in-flight requests', 8000);
       holdJson.resolve();
       const r1 = await inflight;
       assert.equal(r1.status, 200);
@@ -326,13 +332,17 @@ for (const runtime of RUNTIMES) {
       const hold = deferred();
       mock.script({ hold: hold.promise });
       const arrived = mock.waitForRequests(1);
-      const inflight = request(gw.url('/v1/chat/completions'), { body: CHAT });
+      const inflight = request(gw.url('/v1/chat/completions'), { body: CHAT, timeoutMs: 60_000 });
       await arrived;
       gw.signal('SIGTERM');
       await gw.waitForLog('draining — /readyz now reports 503, still accepting new connections');
       gw.signal('SIGINT');
+      await gw.waitForLog((l) => l.msg === 'received SIGINT' && typeof l.note === 'string');
       gw.signal('SIGTERM');
-      await sleep(1500);
+      await gw.waitForLog((l) => l.msg === 'received SIGTERM' && typeof l.note === 'string');
+      // The progress line comes 5 s into the drain, past the 1 s window: the second and third signals did not
+      // end it.
+      await gw.waitForLog('still draining in-flight requests', 15_000);
       assert.equal(gw.exited, false);
       hold.resolve();
       assert.equal((await inflight).status, 200);
@@ -417,7 +427,8 @@ for (const runtime of RUNTIMES) {
           await sleep(20);
         }
       });
-      await sleep(1500);
+      // Under steady load before the signal: 200 requests served (the pool is warm on every worker).
+      await until(() => counts.ok >= 200, 15_000, '200 requests served before the signal');
       signalled = true;
       gw.signal('SIGTERM');
       await Promise.all([checker, ...workers]);
@@ -427,7 +438,7 @@ for (const runtime of RUNTIMES) {
       console.log(`# load across SIGTERM — ${line}`);
       assert.equal(code, 0);
       assert.equal(counts.failed, 0, `${line}\n${failures.slice(0, 10).join('\n')}`);
-      assert.ok(counts.ok > 200, line);
+      assert.ok(counts.ok > 200, `nothing was served after the signal: ${line}`);
       assert.ok(counts.afterSignal > 0, `no request was sent after the signal: ${line}`);
     });
 

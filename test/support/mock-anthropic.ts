@@ -1,6 +1,7 @@
 // A scriptable Anthropic Messages upstream (`POST /v1/messages`) on a real loopback socket: JSON answers,
 // named-event SSE streams (with a delay before the first event, for first-byte deadlines), error statuses.
 // Every request is recorded with its headers, so tests can check `x-api-key` and `anthropic-version`.
+import { sleep } from './until.ts';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -72,8 +73,6 @@ export function anthropicEvents(model: string, pieces: string[] = ['hello', ' wo
     ['message_stop', { type: 'message_stop' }],
   ];
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startMockAnthropic(): Promise<MockAnthropic> {
   const queue: AnthropicReply[] = [];

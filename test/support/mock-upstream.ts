@@ -1,5 +1,6 @@
 // A scriptable OpenAI-compatible upstream on a real loopback socket, in the test process. Each request
 // takes the next scripted reply (or the default one); every request is recorded.
+import { sleep } from './until.ts';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -61,8 +62,6 @@ export function chunk(model: string, content: string): Record<string, unknown> {
     choices: [{ index: 0, delta: { content }, finish_reason: null }],
   };
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startMockUpstream(): Promise<MockUpstream> {
   const queue: Reply[] = [];
