@@ -115,7 +115,7 @@ describe('failover and cooldown', () => {
   before(async () => {
     h = await harness(`  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: strict, routing: { targets: [{ model: m-a }, { model: m-b }], max_fallbacks: 0 } }
-  - { display_name: tiers, routing: { targets: [{ model: m-a, priority: 1 }, { model: m-b, priority: 0 }] } }
+  - { display_name: tiers, routing: { targets: [{ model: m-a, priority: -1 }, { model: m-b, priority: 0 }] } }
   - { display_name: on429, routing: { targets: [{ model: m-a }, { model: m-b }], retry_on_429: true, retries: 0 } }
   - { display_name: on404, routing: { targets: [{ model: m-a }, { model: m-b }], fallback_on_statuses: [404] } }
   - { display_name: retried, provider_key: pc, model_name: up-c, retries: 2 }`);
@@ -157,7 +157,8 @@ describe('failover and cooldown', () => {
     assert.equal(sample(m, 'aisix_deployment_state', la), 2);
     assert.equal(sample(m, 'aisix_deployment_state', { model: 'm-b' }), 0);
     assert.equal(sample(m, 'aisix_deployment_success_responses_total', { model: 'm-b' }), 2);
-    assert.equal(sample(m, 'aisix_proxy_fallbacks_total', { model: 'smart' }), 1);
+    assert.equal(sample(m, 'aisix_routing_successful_fallbacks_total', { model: 'smart', fallback_model: 'm-b' }), 1);
+    assert.equal(sample(m, 'aisix_routing_failed_fallbacks_total'), undefined);
     assert.match(
       m,
       /aisix_deployment_state\{provider="openai",model="m-a",upstream_model="up-a",provider_key_id="[0-9a-f-]{36}"\} 2/,
@@ -247,7 +248,7 @@ describe('failover and cooldown', () => {
     h.gw.health.recordSuccess({ id: (await h.rows())['m-a']!.id as string });
   });
 
-  test('priority tiers: a lower priority value is tried first', async () => {
+  test('priority tiers: a higher priority value is tried first', async () => {
     const res = await h.chat('tiers');
     assert.equal(upstreamModel(await res.json()), 'up-b');
   });
@@ -366,7 +367,7 @@ describe('strategies through the proxy', () => {
   before(async () => {
     h = await harness(
       `  - { display_name: rr, routing: { strategy: round_robin, targets: [{ model: m-a, weight: 70 }, { model: m-b, weight: 30 }] } }
-  - { display_name: sticky, routing: { strategy: consistent_hash, hash_header: x-session, targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
+  - { display_name: sticky, routing: { strategy: consistent_hash, hash_on: [{ type: header, name: x-session }, { type: api_key }], targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
   - { display_name: busy, routing: { strategy: least_busy, targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: lat-a, provider_key: pa, model_name: up-a, retries: 0 }
   - { display_name: lat-b, provider_key: pb, model_name: up-b, retries: 0 }
@@ -386,7 +387,7 @@ describe('strategies through the proxy', () => {
     assert.equal(b.requests.length - nb, 30);
   });
 
-  test('consistent hash is sticky per hash_header value, and per API key without it', async () => {
+  test('consistent hash is sticky per hash_on header value, and per API key without it', async () => {
     const seen = new Set<string>();
     for (const session of ['s-1', 's-2', 's-3', 's-4', 's-5', 's-6', 's-7', 's-8']) {
       const picks = new Set<string>();
