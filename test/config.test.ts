@@ -45,7 +45,7 @@ describe('defaults', () => {
         access_log: true,
         metrics: { prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' } },
       },
-      upstream: { timeout_ms: 600000, stream_timeout_ms: 0, connect_timeout_ms: 5000, retries: 2 },
+      upstream: { timeout_ms: 6000000, stream_timeout_ms: 0, connect_timeout_ms: 5000, retries: 2 },
       downstream: { sse_keepalive_interval_secs: 15 },
       shutdown: { min_drain_secs: 30 },
       managed: {},

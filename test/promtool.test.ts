@@ -75,7 +75,8 @@ test('the /metrics exposition of a gateway that served traffic passes `promtool 
       'aisix_deployment_cooled_down_total',
       'aisix_proxy_requests_total',
       'aisix_proxy_request_duration_seconds_bucket',
-      'aisix_proxy_fallbacks_total',
+      'aisix_routing_successful_fallbacks_total',
+      'aisix_usage_events_emitted_total',
     ]
   ) {
     assert.match(body, new RegExp(`^${family}\\{`, 'm'), `${family} has a sample`);

@@ -470,9 +470,8 @@ api_keys:
 `);
     assert.equal(
       out,
-      `resources file ${FILE}: 3 error(s):\n` +
+      `resources file ${FILE}: 2 error(s):\n` +
         '  - models[1] ("r"): model_name: not allowed on a routing model (line 11)\n' +
-        '  - models[1] ("r"): timeout: not allowed on a routing model (line 12)\n' +
         '  - models[1] ("r"): cooldown: not allowed on a routing model (line 13)',
     );
   });

@@ -7,10 +7,14 @@ import { createAdminApp } from '../src/admin/app.ts';
 import type { Gateway } from '../src/gateway.ts';
 import { createProxyApp } from '../src/proxy/app.ts';
 import { createStatusApp } from '../src/status/app.ts';
+import { Dispatcher, type DispatchInput, type DispatchResult } from '../src/routing/dispatch.ts';
+import { Cancel } from '../src/util/cancel.ts';
 import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
 import { anthropicEvents, anthropicMessage, type MockAnthropic, startMockAnthropic } from './support/mock-anthropic.ts';
 import { BASE_CONFIG, gatewayWith } from './support/platform.ts';
 import { until } from './support/until.ts';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 
 const CALLER = 'sk-caller-routing-SECRET-1';
 const LIMITED = 'sk-caller-limited-SECRET-2';
@@ -23,6 +27,37 @@ let a: MockUpstream;
 let b: MockUpstream;
 let c: MockUpstream;
 let anth: MockAnthropic;
+/** An SSE upstream that sends its 200 head at once and its first chunk only after `SLOW_FIRST_CHUNK_MS`. */
+let slow: { base: string; hits: number; close(): Promise<void> };
+const SLOW_FIRST_CHUNK_MS = 800;
+
+async function startSlowFirstChunk(): Promise<typeof slow> {
+  const state = { hits: 0 };
+  const server = http.createServer(async (req, res) => {
+    for await (const _ of req) { /* drain the body */ }
+    state.hits++;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.flushHeaders();
+    const timer = setTimeout(() => {
+      if (res.destroyed) return;
+      res.write(`data: ${JSON.stringify(chunk('up-slow', 'late'))}\n\n`);
+      res.end('data: [DONE]\n\n');
+    }, SLOW_FIRST_CHUNK_MS);
+    res.on('close', () => clearTimeout(timer));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    base: `${url}/v1`,
+    get hits() {
+      return state.hits;
+    },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
 
 before(async () => {
   [a, b, c, anth] = await Promise.all([
@@ -31,9 +66,10 @@ before(async () => {
     startMockUpstream(),
     startMockAnthropic(),
   ]);
+  slow = await startSlowFirstChunk();
 });
 after(async () => {
-  await Promise.all([a.close(), b.close(), c.close(), anth.close()]);
+  await Promise.all([a.close(), b.close(), c.close(), anth.close(), slow.close()]);
 });
 
 /** Provider keys pa/pb/pc (the three OpenAI mocks), pant (the Anthropic mock), echo; direct models m-a/m-b/m-c. */
@@ -46,6 +82,7 @@ provider_keys:
   - { display_name: pc, provider: openai, api_key: "\${UPSTREAM_KEY}", api_base: ${c.base} }
   - { display_name: pant, provider: anthropic, api_key: "\${ANTHROPIC_KEY}", api_base: ${anth.url} }
   - { display_name: offline, provider: echo }
+  - { display_name: pslow, provider: openai, api_key: "\${UPSTREAM_KEY}", api_base: ${slow.base} }
 models:
   - { display_name: m-a, provider_key: pa, model_name: up-a, retries: 0${extra} }
   - { display_name: m-b, provider_key: pb, model_name: up-b, retries: 0${extra} }
@@ -115,7 +152,7 @@ describe('failover and cooldown', () => {
   before(async () => {
     h = await harness(`  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: strict, routing: { targets: [{ model: m-a }, { model: m-b }], max_fallbacks: 0 } }
-  - { display_name: tiers, routing: { targets: [{ model: m-a, priority: 1 }, { model: m-b, priority: 0 }] } }
+  - { display_name: tiers, routing: { targets: [{ model: m-a, priority: -1 }, { model: m-b, priority: 0 }] } }
   - { display_name: on429, routing: { targets: [{ model: m-a }, { model: m-b }], retry_on_429: true, retries: 0 } }
   - { display_name: on404, routing: { targets: [{ model: m-a }, { model: m-b }], fallback_on_statuses: [404] } }
   - { display_name: retried, provider_key: pc, model_name: up-c, retries: 2 }`);
@@ -157,7 +194,8 @@ describe('failover and cooldown', () => {
     assert.equal(sample(m, 'aisix_deployment_state', la), 2);
     assert.equal(sample(m, 'aisix_deployment_state', { model: 'm-b' }), 0);
     assert.equal(sample(m, 'aisix_deployment_success_responses_total', { model: 'm-b' }), 2);
-    assert.equal(sample(m, 'aisix_proxy_fallbacks_total', { model: 'smart' }), 1);
+    assert.equal(sample(m, 'aisix_routing_successful_fallbacks_total', { model: 'smart', fallback_model: 'm-b' }), 1);
+    assert.equal(sample(m, 'aisix_routing_failed_fallbacks_total'), undefined);
     assert.match(
       m,
       /aisix_deployment_state\{provider="openai",model="m-a",upstream_model="up-a",provider_key_id="[0-9a-f-]{36}"\} 2/,
@@ -247,7 +285,7 @@ describe('failover and cooldown', () => {
     h.gw.health.recordSuccess({ id: (await h.rows())['m-a']!.id as string });
   });
 
-  test('priority tiers: a lower priority value is tried first', async () => {
+  test('priority tiers: a higher priority value is tried first', async () => {
     const res = await h.chat('tiers');
     assert.equal(upstreamModel(await res.json()), 'up-b');
   });
@@ -261,6 +299,200 @@ describe('failover and cooldown', () => {
     await res.text();
     assert.equal(c.requests.length, nc + 3);
     assert.ok(Date.now() - started >= 1150, 'backoff (≥ 250 ms) then the 1 s Retry-After');
+  });
+});
+
+describe('retry budgets as AISIX resolves them (aisix-contract.md §1 B)', () => {
+  // d-* carry no `retries`: their budget comes from the routing model, else the deployment default
+  // (upstream.retries: 2) — 0 while another target is queued behind, 2 on the last one.
+  let h: Harness;
+  before(async () => {
+    h = await harness(`  - { display_name: d-a, provider_key: pa, model_name: up-a, cooldown: { enabled: false } }
+  - { display_name: d-b, provider_key: pb, model_name: up-b, cooldown: { enabled: false } }
+  - { display_name: d-slow, provider_key: pa, model_name: up-a, timeout: 200, cooldown: { enabled: false } }
+  - { display_name: d-slow-r1, provider_key: pa, model_name: up-a, timeout: 200, retries: 1, cooldown: { enabled: false } }
+  - { display_name: pair, routing: { targets: [{ model: d-a }, { model: d-b }] } }
+  - { display_name: pair-slow, routing: { targets: [{ model: d-slow }, { model: d-b }] } }
+  - { display_name: pair-r1, routing: { targets: [{ model: d-a }, { model: d-b }], retries: 1 } }
+  - { display_name: pair-r0, routing: { targets: [{ model: d-a }, { model: d-b }], retries: 0 } }
+  - { display_name: pair-slow-r1, routing: { targets: [{ model: d-slow }, { model: d-b }], retries: 1 } }
+  - { display_name: pair-own, routing: { targets: [{ model: d-slow-r1 }, { model: d-b }], retries: 0 } }`);
+  });
+  after(() => h.gw.stop());
+
+  /** Upstream hits on a and b while `fn` runs. */
+  async function hits(fn: () => Promise<void>): Promise<[number, number]> {
+    const [na, nb] = [a.requests.length, b.requests.length];
+    await fn();
+    return [a.requests.length - na, b.requests.length - nb];
+  }
+  const served = async (model: string, status = 200, upstream?: string) => {
+    const res = await h.chat(model);
+    assert.equal(res.status, status);
+    const body = await res.json() as { model?: unknown };
+    if (upstream) assert.equal(upstreamModel(body), upstream);
+  };
+
+  test('a 5xx on the first of two targets: first hit once, second once', async () => {
+    a.script({ status: 500 });
+    assert.deepEqual(await hits(() => served('pair', 200, 'up-b')), [1, 1]);
+  });
+
+  test('a transport error on the first of two targets: first hit once, second once', async () => {
+    a.script({ sse: [], dropAfterChunks: 0 });
+    assert.deepEqual(await hits(() => served('pair', 200, 'up-b')), [1, 1]);
+  });
+
+  test('a timeout on the first of two targets: first hit once, second once', async () => {
+    a.script({ delayMs: 600 });
+    assert.deepEqual(await hits(() => served('pair-slow', 200, 'up-b')), [1, 1]);
+  });
+
+  test('every target fails with 5xx: the first is hit once, the last 1 + upstream.retries times', async () => {
+    a.script({ status: 500 });
+    b.script({ status: 502 }, { status: 503 }, { status: 500 });
+    assert.deepEqual(await hits(() => served('pair', 502)), [1, 3]);
+  });
+
+  test('every target fails with a transport error: the last target spends the default budget too', async () => {
+    a.script({ sse: [], dropAfterChunks: 0 });
+    b.script({ sse: [], dropAfterChunks: 0 }, { sse: [], dropAfterChunks: 0 }, { sse: [], dropAfterChunks: 0 });
+    assert.deepEqual(await hits(() => served('pair', 502)), [1, 3]);
+  });
+
+  test('a direct model is a lone last target: 5xx spends upstream.retries, a timeout is never retried', async () => {
+    a.script({ status: 500 }, { status: 500 }, { status: 500 });
+    assert.deepEqual(await hits(() => served('d-a', 502)), [3, 0]);
+    a.script({ delayMs: 600 });
+    assert.deepEqual(await hits(() => served('d-slow', 504)), [1, 0]);
+  });
+
+  test('a configured routing.retries is honoured as written: 1 retries the first target, 0 never retries', async () => {
+    a.script({ status: 500 }, { status: 500 });
+    assert.deepEqual(await hits(() => served('pair-r1', 200, 'up-b')), [2, 1]);
+    a.script({ status: 500 });
+    b.script({ status: 500 });
+    assert.deepEqual(await hits(() => served('pair-r0', 502)), [1, 1]);
+  });
+
+  test('a configured budget is spent on timeouts too (group level, and the target model beats the group)', async () => {
+    a.script({ delayMs: 600 }, { delayMs: 600 });
+    assert.deepEqual(await hits(() => served('pair-slow-r1', 200, 'up-b')), [2, 1]);
+    a.script({ delayMs: 600 }, { delayMs: 600 });
+    assert.deepEqual(await hits(() => served('pair-own', 200, 'up-b')), [2, 1]);
+  });
+});
+
+describe('AISIX routing shapes through the proxy (priority, least_cost, group timeouts, counters)', () => {
+  let h: Harness;
+  before(async () => {
+    h = await harness(
+      `  - { display_name: c-a, provider_key: pa, model_name: up-a, retries: 0, cost: { input_per_1k: 0.03, output_per_1k: 0.06 } }
+  - { display_name: c-b, provider_key: pb, model_name: up-b, retries: 0, cost: { input_per_1k: 0.0005, output_per_1k: 0.0015 } }
+  - { display_name: c-c, provider_key: pc, model_name: up-c, retries: 0 }
+  - { display_name: backups, routing: { targets: [{ model: m-a, priority: -2 }, { model: m-b, priority: 0 }, { model: m-c, priority: -1 }] } }
+  - { display_name: cheapest, routing: { strategy: least_cost, targets: [{ model: c-c }, { model: c-a }, { model: c-b }] } }
+  - { display_name: g-timeout, timeout: 200, routing: { targets: [{ model: m-a }, { model: m-b }] } }
+  - { display_name: g-nodeadline, timeout: 0, routing: { targets: [{ model: m-a }] } }
+  - { display_name: rescued, routing: { targets: [{ model: m-a }, { model: m-b }] } }`,
+      { config: 'upstream: { timeout_ms: 300 }\n' },
+    );
+  });
+  after(() => h.gw.stop());
+
+  const id = async (name: string) => (await h.rows())[name]!.id as string;
+  const clear = async (...names: string[]) => {
+    for (const n of names) h.gw.health.recordSuccess({ id: await id(n) });
+  };
+
+  test('priorities -2, 0, -1 are tried 0, then -1, then -2', async () => {
+    const counts = () => [a.requests.length, b.requests.length, c.requests.length];
+    let before = counts();
+    const ok = await h.chat('backups');
+    assert.equal(upstreamModel(await ok.json()), 'up-b', 'priority 0 serves while healthy');
+    assert.deepEqual(counts().map((n, i) => n - before[i]!), [0, 1, 0]);
+
+    before = counts();
+    b.script({ status: 500 });
+    const second = await h.chat('backups');
+    assert.equal(upstreamModel(await second.json()), 'up-c', 'then priority -1');
+    assert.deepEqual(counts().map((n, i) => n - before[i]!), [0, 1, 1]);
+    await clear('m-b');
+
+    before = counts();
+    b.script({ status: 500 });
+    c.script({ status: 500 });
+    const third = await h.chat('backups');
+    assert.equal(upstreamModel(await third.json()), 'up-a', 'then priority -2');
+    assert.deepEqual(counts().map((n, i) => n - before[i]!), [1, 1, 1]);
+    await clear('m-b', 'm-c');
+  });
+
+  test('least_cost: the cheapest input+output per 1K serves; a target without cost is tried last', async () => {
+    assert.equal(upstreamModel(await (await h.chat('cheapest')).json()), 'up-b');
+    b.script({ status: 500 });
+    assert.equal(upstreamModel(await (await h.chat('cheapest')).json()), 'up-a');
+    await clear('c-b');
+    b.script({ status: 500 });
+    a.script({ status: 500 });
+    assert.equal(upstreamModel(await (await h.chat('cheapest')).json()), 'up-c');
+    await clear('c-a', 'c-b');
+  });
+
+  test("a routing model's timeout is the deadline of its targets; timeout: 0 means no deadline", async () => {
+    a.script({ delayMs: 600 });
+    const started = Date.now();
+    const res = await h.chat('g-timeout');
+    assert.equal(res.status, 200);
+    assert.equal(upstreamModel(await res.json()), 'up-b');
+    assert.ok(Date.now() - started < 600, 'the group timeout (200 ms) cut the first target');
+    assert.equal((await h.rows())['m-a']!.status_reason, 'request_timeout');
+    await clear('m-a');
+    // The deployment default is 300 ms here; the group says 0: no deadline at all.
+    a.script({ delayMs: 500 });
+    const slow = await h.chat('g-nodeadline');
+    assert.equal(slow.status, 200);
+    await slow.text();
+  });
+
+  test('a rescued request: one 5xx and one 2xx usage event, one successful fallback', async () => {
+    const before = await h.metrics();
+    const ev = (m: string, code: string, key: string) =>
+      sample(m, 'aisix_usage_events_emitted_total', {
+        handler: 'chat',
+        status_code: code,
+        inbound_protocol: 'openai',
+        model: 'rescued',
+        provider_key_name: key,
+      }) ?? 0;
+    a.script({ status: 503 });
+    const res = await h.chat('rescued');
+    assert.equal(res.status, 200);
+    await res.text();
+    const m = await h.metrics();
+    assert.equal(ev(m, '5xx', 'pa') - ev(before, '5xx', 'pa'), 1);
+    assert.equal(ev(m, '2xx', 'pb') - ev(before, '2xx', 'pb'), 1);
+    assert.equal(
+      sample(m, 'aisix_routing_successful_fallbacks_total', { model: 'rescued', fallback_model: 'm-b' }),
+      1,
+    );
+    assert.match(
+      m,
+      /^aisix_usage_events_emitted_total\{handler="chat",status_code="5xx",inbound_protocol="openai",model="rescued",provider_key_id="[0-9a-f-]{36}",provider_key_name="pa"\} 1$/m,
+    );
+    assert.doesNotMatch(m, /aisix_proxy_fallbacks_total/);
+    await clear('m-a');
+
+    // Both fail: the move to m-b is a failed fallback; a timeout's usage event is a 5xx.
+    a.script({ status: 500 });
+    b.script({ status: 500 });
+    const failed = await h.chat('rescued');
+    assert.equal(failed.status, 502);
+    await failed.text();
+    const m2 = await h.metrics();
+    assert.equal(sample(m2, 'aisix_routing_failed_fallbacks_total', { model: 'rescued', fallback_model: 'm-b' }), 1);
+    assert.equal(ev(m2, '5xx', 'pb') - ev(m, '5xx', 'pb'), 1);
+    await clear('m-a', 'm-b');
   });
 });
 
@@ -366,7 +598,7 @@ describe('strategies through the proxy', () => {
   before(async () => {
     h = await harness(
       `  - { display_name: rr, routing: { strategy: round_robin, targets: [{ model: m-a, weight: 70 }, { model: m-b, weight: 30 }] } }
-  - { display_name: sticky, routing: { strategy: consistent_hash, hash_header: x-session, targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
+  - { display_name: sticky, routing: { strategy: consistent_hash, hash_on: [{ type: header, name: x-session }, { type: api_key }], targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
   - { display_name: busy, routing: { strategy: least_busy, targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: lat-a, provider_key: pa, model_name: up-a, retries: 0 }
   - { display_name: lat-b, provider_key: pb, model_name: up-b, retries: 0 }
@@ -386,7 +618,7 @@ describe('strategies through the proxy', () => {
     assert.equal(b.requests.length - nb, 30);
   });
 
-  test('consistent hash is sticky per hash_header value, and per API key without it', async () => {
+  test('consistent hash is sticky per hash_on header value, and per API key without it', async () => {
     const seen = new Set<string>();
     for (const session of ['s-1', 's-2', 's-3', 's-4', 's-5', 's-6', 's-7', 's-8']) {
       const picks = new Set<string>();
@@ -512,6 +744,155 @@ describe('streaming', () => {
     const text = await res.text();
     assert.ok(text.startsWith(':\n\n'), text);
     assert.ok(text.includes('"hello"') && text.endsWith('data: [DONE]\n\n'));
+  });
+});
+
+describe('the Dispatcher: hash_on client_ip and ServedBy', () => {
+  let h: Harness;
+  let d: Dispatcher;
+  before(async () => {
+    h = await harness(`  - { display_name: x-a, provider_key: pa, model_name: up-a, cooldown: { enabled: false } }
+  - { display_name: x-b, provider_key: pb, model_name: up-b, cooldown: { enabled: false } }
+  - { display_name: by-ip, routing: { strategy: consistent_hash, hash_on: [{ type: client_ip }], targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
+  - { display_name: by-cookie, routing: { strategy: consistent_hash, hash_on: [{ type: cookie, name: sid }, { type: client_ip }], targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
+  - { display_name: xpair, routing: { targets: [{ model: x-a }, { model: x-b }], retries: 1 } }`);
+    d = new Dispatcher({
+      config: h.gw.config,
+      upstream: h.gw.upstream,
+      health: h.gw.health,
+      routing: h.gw.routingState,
+      metrics: h.gw.metrics,
+    });
+  });
+  after(() => h.gw.stop());
+
+  function dispatch(name: string, extra: Partial<DispatchInput> = {}): Promise<DispatchResult> {
+    const snapshot = h.gw.snapshot!;
+    return d.dispatch({
+      snapshot,
+      model: snapshot.modelByName(name)!,
+      endpoint: 'chat',
+      body: { model: name, messages: MESSAGES },
+      stream: false,
+      signal: new Cancel(),
+      ...extra,
+    });
+  }
+  const picked = (r: DispatchResult) => (r.kind === 'response' ? r.served?.upstreamModel : `(${r.kind})`);
+
+  test('hash_on client_ip: one client IP sticks to one target; IPs spread', async () => {
+    const seen = new Set<string | undefined>();
+    for (const ip of ['198.51.100.1', '198.51.100.2', '198.51.100.3', '198.51.100.4', '2001:db8::5', '10.1.2.3']) {
+      const picks = new Set<string | undefined>();
+      for (let i = 0; i < 3; i++) picks.add(picked(await dispatch('by-ip', { clientIp: ip })));
+      assert.equal(picks.size, 1, `${ip} moved: ${[...picks].join(', ')}`);
+      seen.add([...picks][0]);
+    }
+    assert.ok(seen.size >= 2, 'different clients spread over the targets');
+  });
+
+  test('hash_on cookie then client_ip: the cookie decides when present, the IP otherwise', async () => {
+    const viaIp = picked(await dispatch('by-cookie', { clientIp: 'sess-77' }));
+    const viaCookie = picked(
+      await dispatch('by-cookie', { clientIp: '203.0.113.9', headers: new Headers({ cookie: 'a=1; sid=sess-77' }) }),
+    );
+    assert.equal(viaCookie, viaIp, 'the same key from either source ranks the targets the same way');
+    // And through the proxy: the caller's Cookie header reaches the strategy.
+    const proxied = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      proxied.add(upstreamModel(await (await h.chat('by-cookie', {}, { cookie: 'sid=sess-77' })).json()));
+    }
+    assert.deepEqual([...proxied], [viaIp]);
+  });
+
+  test('ServedBy: the deciding target, attempts, fallbacks and is_fallback on every kind of result', async () => {
+    const direct = await dispatch('x-a');
+    assert.ok(direct.kind === 'response');
+    assert.equal(direct.served?.model.display_name, 'x-a');
+    assert.equal(direct.served?.key.display_name, 'pa');
+    assert.deepEqual(
+      [direct.served?.upstreamModel, direct.served?.attempts, direct.served?.fallbacks, direct.served?.isFallback],
+      ['up-a', 1, 0, false],
+    );
+
+    a.script({ status: 500 }, { status: 502 });
+    const rescued = await dispatch('xpair');
+    assert.ok(rescued.kind === 'response' && rescued.status === 200);
+    assert.equal(rescued.served?.model.display_name, 'x-b');
+    assert.deepEqual([rescued.served?.attempts, rescued.served?.fallbacks, rescued.served?.isFallback], [3, 1, true]);
+
+    a.script({ status: 500 }, { status: 500 });
+    b.script({ status: 503 }, { status: 503 });
+    const failed = await dispatch('xpair');
+    assert.ok(failed.kind === 'error');
+    assert.equal(failed.error.status, 502);
+    assert.equal(failed.served?.model.display_name, 'x-b');
+    assert.deepEqual([failed.served?.attempts, failed.served?.fallbacks, failed.served?.isFallback], [4, 1, true]);
+
+    b.script({ status: 400, body: { error: { message: 'no', type: 'invalid_request_error' } } });
+    const passed = await dispatch('x-b');
+    assert.ok(passed.kind === 'response' && passed.status === 400);
+    assert.deepEqual([passed.served?.model.display_name, passed.served?.attempts], ['x-b', 1]);
+
+    a.script({ status: 500 });
+    const stream = await dispatch('xpair', {
+      stream: true,
+      body: { model: 'xpair', messages: MESSAGES, stream: true },
+    });
+    assert.ok(stream.kind === 'stream');
+    assert.deepEqual(
+      [stream.served?.model.display_name, stream.served?.attempts, stream.served?.isFallback],
+      ['x-a', 2, false],
+      'a retried first target that then served is not a fallback',
+    );
+    for await (const _ of stream.chunks) { /* drain */ }
+    stream.settle('complete');
+  });
+});
+
+describe('first-token failover only for a resource-configured stream budget (aisix-contract.md §2 L8)', () => {
+  let h: Harness;
+  before(async () => {
+    h = await harness(
+      `  - { display_name: s-conf, provider_key: pslow, model_name: up-slow, retries: 0, stream_timeout: 300 }
+  - { display_name: s-plain, provider_key: pslow, model_name: up-slow, retries: 0 }
+  - { display_name: own-budget, routing: { targets: [{ model: s-conf }, { model: m-b }] } }
+  - { display_name: group-budget, stream_timeout: 300, routing: { targets: [{ model: s-plain }, { model: m-b }] } }
+  - { display_name: group-timeout, timeout: 300, routing: { targets: [{ model: s-plain }, { model: m-b }] } }
+  - { display_name: default-budget, routing: { targets: [{ model: s-plain }, { model: m-b }] } }`,
+      { config: 'upstream: { stream_timeout_ms: 300 }\n' },
+    );
+  });
+  after(() => h.gw.stop());
+
+  const clear = async (name: string) => h.gw.health.recordSuccess({ id: (await h.rows())[name]!.id as string });
+
+  for (const model of ['own-budget', 'group-budget', 'group-timeout']) {
+    test(`${model}: the 200 is withheld until a first chunk; a slow first token fails over`, async () => {
+      const [ns, nb] = [slow.hits, b.requests.length];
+      const started = Date.now();
+      const res = await h.chat(model, { stream: true });
+      assert.equal(res.status, 200);
+      const text = await res.text();
+      assert.ok(Date.now() - started < SLOW_FIRST_CHUNK_MS, 'the budget (300 ms) cut the slow target');
+      assert.ok(text.startsWith('data: ') && text.includes('up-b') && !text.includes('late'), text);
+      assert.deepEqual([slow.hits - ns, b.requests.length - nb], [1, 1]);
+      const target = model === 'own-budget' ? 's-conf' : 's-plain';
+      assert.equal((await h.rows())[target]!.status_reason, 'request_timeout');
+      await clear(target);
+    });
+  }
+
+  test('the deployment default commits at the head: a first-chunk stall is an in-band timeout, no failover', async () => {
+    const [ns, nb] = [slow.hits, b.requests.length];
+    const res = await h.chat('default-budget', { stream: true });
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    const err = JSON.parse(text.trim().slice('data: '.length)) as { error: { type: string } };
+    assert.equal(err.error.type, 'upstream_timeout');
+    assert.deepEqual([slow.hits - ns, b.requests.length - nb], [1, 0]);
+    assert.equal((await h.rows())['s-plain']!.status_reason, 'request_timeout');
+    await clear('s-plain');
   });
 });
 

@@ -4,6 +4,7 @@ import { RoutingSchema } from '../src/resources/schema.ts';
 import {
   type AttemptReport,
   backoffMs,
+  budgetCovers,
   classify,
   type ClassifyOptions,
   classifyOptions,
@@ -52,14 +53,39 @@ test('classifyOptions from a routing block, defaults for a direct model', () => 
   assert.deepEqual(classifyOptions(r), { retryOn429: true, fallbackOnStatuses: [404] });
 });
 
-test('retry budget: target → model → routing → upstream.retries', () => {
-  assert.equal(
-    retryBudget({ target: { retries: 0 }, model: { retries: 3 }, routing: { retries: 4 }, upstreamRetries: 2 }),
-    0,
-  );
-  assert.equal(retryBudget({ target: {}, model: { retries: 3 }, routing: { retries: 4 }, upstreamRetries: 2 }), 3);
-  assert.equal(retryBudget({ target: {}, model: {}, routing: { retries: 4 }, upstreamRetries: 2 }), 4);
-  assert.equal(retryBudget({ upstreamRetries: 2 }), 2);
+test('retry budget (AISIX effective_retries): model → routing → 0 with a target queued behind, else upstream.retries', () => {
+  for (const queuedBehind of [false, true]) {
+    assert.deepEqual(
+      retryBudget({ model: { retries: 0 }, routing: { retries: 4 }, upstreamRetries: 2, queuedBehind }),
+      { retries: 0, configured: true },
+      'an explicit 0 is honoured as written',
+    );
+    assert.deepEqual(
+      retryBudget({ model: { retries: 3 }, routing: { retries: 4 }, upstreamRetries: 2, queuedBehind }),
+      { retries: 3, configured: true },
+    );
+    assert.deepEqual(
+      retryBudget({ model: {}, routing: { retries: 4 }, upstreamRetries: 2, queuedBehind }),
+      { retries: 4, configured: true },
+    );
+  }
+  assert.deepEqual(retryBudget({ model: {}, upstreamRetries: 2, queuedBehind: true }), {
+    retries: 0,
+    configured: false,
+  });
+  assert.deepEqual(retryBudget({ model: {}, upstreamRetries: 2, queuedBehind: false }), {
+    retries: 2,
+    configured: false,
+  });
+});
+
+test('budgetCovers: a default budget is never spent on a timeout; a configured one is', () => {
+  const dflt = { retries: 2, configured: false };
+  const conf = { retries: 2, configured: true };
+  assert.equal(budgetCovers(dflt, { kind: 'timeout' }), false);
+  assert.equal(budgetCovers(dflt, { kind: 'transport', message: 'reset' }), true);
+  assert.equal(budgetCovers(dflt, res(503)), true);
+  assert.equal(budgetCovers(conf, { kind: 'timeout' }), true);
 });
 
 test('parseRetryAfter: seconds, HTTP-date, garbage', () => {
@@ -105,7 +131,7 @@ interface Script {
 async function run(
   targets: [string, ...string[]],
   outcomes: Record<string, Outcome[]>,
-  opts: { budget?: number; classify?: ClassifyOptions; signal?: AbortSignal } = {},
+  opts: { budget?: number; configured?: boolean; classify?: ClassifyOptions; signal?: AbortSignal } = {},
 ) {
   const s: Script = { sleeps: [], reports: [], calls: [] };
   const result = await runAttempts<string, Outcome>({
@@ -116,7 +142,7 @@ async function run(
       assert.ok(next, `unexpected extra attempt on ${t}`);
       return next;
     },
-    budget: () => opts.budget ?? 2,
+    budget: () => ({ retries: opts.budget ?? 2, configured: opts.configured ?? true }),
     classify: opts.classify ?? plain,
     signal: opts.signal,
     sleep: async (ms) => void s.sleeps.push(ms),
@@ -147,12 +173,37 @@ test('runAttempts: retries a 5xx with backoff, then fails over when the budget i
   assert.equal(result.kind === 'finished' && result.verdict, 'success');
 });
 
-test('runAttempts: timeout and transport errors are retried', async () => {
+test('runAttempts: timeout and transport errors are retried under a configured budget', async () => {
   const { calls, result } = await run(['a'], {
     a: [{ kind: 'timeout' }, { kind: 'transport', message: 'reset' }, res(200)],
   });
   assert.deepEqual(calls, ['a', 'a', 'a']);
   assert.equal(result.kind === 'finished' && result.verdict, 'success');
+});
+
+test('runAttempts: a default budget retries a transport error but not a timeout (the timeout ends it)', async () => {
+  const { calls, result } = await run(['a'], {
+    a: [{ kind: 'transport', message: 'reset' }, { kind: 'timeout' }],
+  }, { configured: false });
+  assert.deepEqual(calls, ['a', 'a']);
+  assert.ok(result.kind === 'finished');
+  assert.deepEqual(result.outcome, { kind: 'timeout' });
+});
+
+test('runAttempts: the budget callback learns whether a target is queued behind', async () => {
+  const seen: [string, boolean][] = [];
+  await runAttempts<string, Outcome>({
+    targets: ['a', 'b', 'c'],
+    attempt: async () => res(500),
+    budget: (t, queuedBehind) => {
+      seen.push([t, queuedBehind]);
+      return { retries: 0, configured: false };
+    },
+    classify: plain,
+    sleep: async () => {},
+    now: () => 0,
+  });
+  assert.deepEqual(seen, [['a', true], ['b', true], ['c', false]]);
 });
 
 test('runAttempts: a plain 4xx goes straight back — no retry, no failover', async () => {
@@ -206,7 +257,7 @@ test('runAttempts: an aborted caller stops the loop', async () => {
       s.push(t);
       return res(500);
     },
-    budget: () => 3,
+    budget: () => ({ retries: 3, configured: true }),
     classify: plain,
     signal: ac.signal,
     sleep: async () => ac.abort(),

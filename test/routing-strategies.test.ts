@@ -3,7 +3,10 @@ import assert from 'node:assert/strict';
 import { type Routing, RoutingSchema } from '../src/resources/schema.ts';
 import {
   type Candidate,
+  cookieValue,
+  DEFAULT_HASH_ON,
   hash32,
+  hashKeyOf,
   type HealthState,
   integerWeights,
   type PickContext,
@@ -43,15 +46,23 @@ test('failover keeps declaration order', () => {
   assert.deepEqual(names(pickTargets(r, [cand('a'), cand('b'), cand('c')], ctx())), ['a', 'b', 'c']);
 });
 
-test('priority tiers: lower value first, then the next tier as fallbacks', () => {
+test('priority tiers: higher value first (AISIX/APISIX), then the lower tiers as fallbacks', () => {
   const r = routing({ strategy: 'failover' });
   const cs = [
-    cand('low', { priority: 5 }),
+    cand('high', { priority: 5 }),
     cand('a', { priority: 0 }),
     cand('neg', { priority: -1 }),
     cand('b', { priority: 0 }),
   ];
-  assert.deepEqual(names(pickTargets(r, cs, ctx())), ['neg', 'a', 'b', 'low']);
+  assert.deepEqual(names(pickTargets(r, cs, ctx())), ['high', 'a', 'b', 'neg']);
+  // The contract's example: priorities -2, 0, -1 are tried 0, then -1, then -2.
+  const backups = [cand('p-2', { priority: -2 }), cand('p0', { priority: 0 }), cand('p-1', { priority: -1 })];
+  assert.deepEqual(names(pickTargets(r, backups, ctx())), ['p0', 'p-1', 'p-2']);
+});
+
+test('max_fallbacks caps the walk across tiers', () => {
+  const cs = [cand('p-2', { priority: -2 }), cand('p0', { priority: 0 }), cand('p-1', { priority: -1 })];
+  assert.deepEqual(names(pickTargets(routing({ max_fallbacks: 1 }), cs, ctx())), ['p0', 'p-1']);
 });
 
 test('max_fallbacks caps how many follow the first pick', () => {
@@ -88,7 +99,7 @@ test('round robin is exact with fractional weights and three targets', () => {
 test('round robin fallbacks: the rest of the tier after the pick, then lower tiers', () => {
   const r = routing({ strategy: 'round_robin' });
   const c = ctx();
-  const cs = [cand('a'), cand('b'), cand('c'), cand('z', { priority: 1 })];
+  const cs = [cand('a'), cand('b'), cand('c'), cand('z', { priority: -1 })];
   assert.deepEqual(names(pickTargets(r, cs, c)), ['a', 'b', 'c', 'z']);
   assert.deepEqual(names(pickTargets(r, cs, c)), ['b', 'c', 'a', 'z']);
   assert.deepEqual(names(pickTargets(r, cs, c)), ['c', 'a', 'b', 'z']);
@@ -110,8 +121,11 @@ test('round robin: a weight-0 target is only a fallback', () => {
   for (let i = 0; i < 5; i++) assert.equal(names(pickTargets(r, cs, c))[0], 'a');
 });
 
-test('consistent hash on the header is sticky, and falls back to the API key id', () => {
-  const r = routing({ strategy: 'consistent_hash', hash_header: 'x-session' });
+test('consistent hash on a hash_on header is sticky, and falls back to the API key id', () => {
+  const r = routing({
+    strategy: 'consistent_hash',
+    hash_on: [{ type: 'header', name: 'x-session' }, { type: 'api_key' }],
+  });
   const cs = [cand('a'), cand('b'), cand('c')];
   const headers = new Headers({ 'x-session': 'user-42' });
   const first = names(pickTargets(r, cs, ctx({ headers, apiKeyId: 'k1' })));
@@ -219,13 +233,79 @@ test('RoutingState.retain forgets ids that left', () => {
   assert.equal(state.latency('id-a'), undefined);
 });
 
-test('consistent hash: an empty header value counts as absent; no key at all → declaration order', () => {
-  const r = routing({ strategy: 'consistent_hash', hash_header: 'x-session' });
+test('consistent hash: an empty header value counts as absent; no key at all hashes the empty string', () => {
+  const r = routing({
+    strategy: 'consistent_hash',
+    hash_on: [{ type: 'header', name: 'x-session' }, { type: 'api_key' }],
+  });
   const cs = [cand('a'), cand('b'), cand('c')];
   const viaKey = names(pickTargets(r, cs, ctx({ apiKeyId: 'k9' })));
   assert.deepEqual(
-    names(pickTargets(r, cs, ctx({ headers: new Headers({ 'x-session': '' }), apiKeyId: 'k9' }))),
+    names(pickTargets(r, cs, ctx({ headers: new Headers({ 'x-session': ' ' }), apiKeyId: 'k9' }))),
     viaKey,
   );
-  assert.deepEqual(names(pickTargets(r, cs, ctx())), ['a', 'b', 'c']);
+  const none = names(pickTargets(r, cs, ctx()));
+  assert.deepEqual(none, names(pickTargets(r, cs, ctx({ apiKeyId: '' }))));
+  assert.equal(new Set(none).size, 3);
+});
+
+test('hash_on: the default chain is the x-aisix-routing-key header, then the API key id', () => {
+  assert.deepEqual(DEFAULT_HASH_ON, [{ type: 'header', name: 'x-aisix-routing-key' }, { type: 'api_key' }]);
+  const r = routing({ strategy: 'consistent_hash' });
+  assert.equal(r.hash_on, undefined);
+  const headers = new Headers({ 'x-aisix-routing-key': ' tenant-7 ' });
+  assert.equal(hashKeyOf(r, { headers, apiKeyId: 'k1', clientIp: '10.0.0.1' }), 'tenant-7');
+  assert.equal(hashKeyOf(r, { headers: new Headers(), apiKeyId: 'k1', clientIp: '10.0.0.1' }), 'k1');
+  assert.equal(hashKeyOf(r, { clientIp: '10.0.0.1' }), undefined, 'client_ip is not in the default chain');
+});
+
+test('hash_on: header, cookie, api_key, client_ip — the first source that yields wins; then fallthrough', () => {
+  const r = routing({
+    strategy: 'consistent_hash',
+    hash_on: [
+      { type: 'header', name: 'x-user' },
+      { type: 'cookie', name: 'session' },
+      { type: 'client_ip' },
+      { type: 'api_key' },
+    ],
+  });
+  const all = {
+    headers: new Headers({ 'x-user': 'u1', cookie: 'theme=dark; session=s-9; other=1' }),
+    apiKeyId: 'k1',
+    clientIp: '192.0.2.7',
+  };
+  assert.equal(hashKeyOf(r, all), 'u1');
+  assert.equal(hashKeyOf(r, { ...all, headers: new Headers({ cookie: 'theme=dark; session=s-9' }) }), 's-9');
+  assert.equal(hashKeyOf(r, { ...all, headers: new Headers({ cookie: 'session=; theme=dark' }) }), '192.0.2.7');
+  assert.equal(hashKeyOf(r, { ...all, headers: undefined, clientIp: undefined }), 'k1');
+  assert.equal(hashKeyOf(r, {}), undefined);
+  // A header/cookie source without a name yields nothing.
+  assert.equal(hashKeyOf(routing({ hash_on: [{ type: 'header' }, { type: 'api_key' }] }), all), 'k1');
+  // Requests with the same key stick to the same order.
+  const cs = [cand('a'), cand('b'), cand('c')];
+  const byCookie = (v: string) => names(pickTargets(r, cs, ctx({ headers: new Headers({ cookie: `session=${v}` }) })));
+  assert.deepEqual(byCookie('s-1'), byCookie('s-1'));
+  assert.deepEqual(byCookie('s-1'), names(pickTargets(r, cs, ctx({ headers: new Headers({ 'x-user': 's-1' }) }))));
+});
+
+test('cookieValue parses a Cookie header: first non-empty match, trimmed, verbatim', () => {
+  assert.equal(cookieValue('a=1; b=2', 'b'), '2');
+  assert.equal(cookieValue('a=1;b= x=y ', 'b'), 'x=y');
+  assert.equal(cookieValue('b=; b=3', 'b'), '3');
+  assert.equal(cookieValue('ab=1', 'b'), undefined);
+  assert.equal(cookieValue(null, 'b'), undefined);
+});
+
+test('least_cost: cheapest input+output per 1K first, targets without cost last, tiers first', () => {
+  const r = routing({ strategy: 'least_cost' });
+  const cs = [
+    { ...cand('none'), cost: undefined },
+    { ...cand('pricey'), cost: 0.03 + 0.06 },
+    { ...cand('cheap'), cost: 0.0005 + 0.0015 },
+    { ...cand('mid'), cost: 0.01 + 0.03 },
+    { ...cand('also-none'), cost: undefined },
+  ];
+  assert.deepEqual(names(pickTargets(r, cs, ctx())), ['cheap', 'mid', 'pricey', 'none', 'also-none']);
+  const tiered = [{ ...cand('backup-cheap', { priority: -1 }), cost: 0.001 }, { ...cand('primary'), cost: 1 }];
+  assert.deepEqual(names(pickTargets(r, tiered, ctx())), ['primary', 'backup-cheap']);
 });

@@ -48,7 +48,7 @@ export const ConfigSchema = z.strictObject({
     }).prefault({}),
   }).prefault({}),
   upstream: z.strictObject({
-    timeout_ms: nonNegInt.default(600_000),
+    timeout_ms: nonNegInt.default(6_000_000),
     stream_timeout_ms: nonNegInt.default(0),
     connect_timeout_ms: nonNegInt.default(5000),
     retries: nonNegInt.default(2),

@@ -93,13 +93,6 @@ export class GatewayMetrics {
       'provider_key_id',
     ]),
   );
-  readonly fallbacks = this.registry.register(
-    new Counter(
-      'aisix_proxy_fallbacks_total',
-      'Failovers: times a request moved on from a routing target to the next one.',
-      ['model'],
-    ),
-  );
 
   // ---- AISIX's request, LLM, token and usage families (aisix-contract.md §1 C, §2 L4) ----------------------
   // One choke point records them per proxied request (src/proxy); usage events and fallbacks per upstream

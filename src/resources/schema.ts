@@ -61,7 +61,14 @@ export const providerKeyShape = {
 export const ProviderKeySchema = z.object(providerKeyShape);
 export type ProviderKey = z.infer<typeof ProviderKeySchema> & { id: string; adapter: AdapterName };
 
-export const STRATEGIES = ['failover', 'round_robin', 'consistent_hash', 'least_latency', 'least_busy'] as const;
+export const STRATEGIES = [
+  'failover',
+  'round_robin',
+  'consistent_hash',
+  'least_cost',
+  'least_latency',
+  'least_busy',
+] as const;
 export type Strategy = (typeof STRATEGIES)[number];
 
 export const RoutingTargetSchema = z.strictObject({
@@ -80,8 +87,11 @@ export const RoutingSchema = z.strictObject({
   retry_on_429: z.boolean().default(false),
   fallback_on_statuses: z.array(httpStatus).optional(),
   when_all_unavailable: z.enum(['fail', 'try_anyway']).default('fail'),
-  /** consistent_hash: hash this request header; absent → the caller's API key. */
-  hash_header: z.string().min(1).optional(),
+  /** consistent_hash key sources, first that yields wins; default header `x-aisix-routing-key`, then api key. */
+  hash_on: z.array(z.strictObject({
+    type: z.enum(['header', 'cookie', 'api_key', 'client_ip']),
+    name: z.string().min(1).optional(),
+  })).min(1).optional(),
 });
 export type Routing = z.infer<typeof RoutingSchema>;
 
@@ -90,8 +100,6 @@ export const DIRECT_ONLY_FIELDS = [
   'provider',
   'model_name',
   'provider_key_id',
-  'timeout',
-  'stream_timeout',
   'retries',
   'cooldown',
   'background_model_check',
@@ -104,8 +112,8 @@ export const modelShape = {
   provider: z.string().min(1).optional(),
   model_name: z.string().min(1).optional(),
   provider_key_id: z.string().min(1).optional(),
-  timeout: positiveInt.optional(),
-  stream_timeout: positiveInt.optional(),
+  timeout: nonNegInt.optional(),
+  stream_timeout: nonNegInt.optional(),
   retries: nonNegInt.optional(),
   cooldown: CooldownSchema.optional(),
   background_model_check: BackgroundCheckSchema.optional(),

@@ -8,12 +8,25 @@
 // ones remain); a model marked unhealthy by its background check answers 503 `all_candidates_unavailable`
 // without an upstream call, like a routing model whose targets are all unhealthy.
 //
-// Streams: the attempt's deadline (`stream_timeout`, else `upstream.stream_timeout_ms`, else the model's
-// `timeout`) covers the response head AND the first chunk, so a stream that fails before its first byte
-// fails over like JSON. The caller's response is held until that first chunk — unless none has arrived
-// within the SSE keep-alive interval: then the gateway commits to `200 text/event-stream`, sends keep-alive
-// comments, and keeps failing over behind them; a failure after that point (or after the first byte) is an
-// SSE error event. Between chunks the same deadline bounds the silence.
+// Deadlines (AISIX `effective_timeouts`, aisix-contract.md §2 L8): `timeout` resolves target model → routing
+// model (group) → `upstream.timeout_ms`, the first level that says anything wins and an explicit 0 means
+// no deadline. The stream budget resolves the resources' `stream_timeout` first (target, then group; 0 or
+// absent defers), then the resource-resolved `timeout`, then `upstream.stream_timeout_ms` || `timeout_ms`.
+//
+// Streams: the stream budget bounds the response head and then every silence between chunks. Only a budget
+// that came from the RESOURCES (`streamConfigured`) also covers the first chunk before the 200: the caller's
+// response is withheld until that chunk, so a slow first token fails over (first-token failover). With the
+// deployment default the attempt succeeds at the upstream's 2xx head; a first-chunk stall is then an in-band
+// SSE timeout error. A request none of whose targets has a resource budget may also commit early: if the
+// loop has no answer within the SSE keep-alive interval (retries, backoff, slow heads), the gateway commits
+// to `200 text/event-stream`, sends keep-alive comments and keeps failing over behind them; a failure after
+// that point (or after the first byte) is an SSE error event.
+//
+// Retries (AISIX `effective_retries`, §1 B): see `retryBudget`; the budget is resolved per target with
+// whether another target is queued behind it in this request's order.
+//
+// Per attempt (§1 C, §2 L4): `aisix_usage_events_emitted_total` +1, and for an attempt on another target than
+// the previous one `aisix_routing_{successful,failed}_fallbacks_total{model, fallback_model}` +1.
 import type { Config } from '../config/schema.ts';
 import { type DeploymentLabels, deploymentLabels, type GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
@@ -22,10 +35,17 @@ import { adapterFor } from '../providers/index.ts';
 import { type Endpoint, type ProviderAdapter, UpstreamStreamError } from '../providers/types.ts';
 import { errors, type ProxyError } from '../proxy/errors.ts';
 import type { StreamEnd } from '../proxy/stream.ts';
-import type { DirectModel, Model, ProviderKey, Routing, RoutingTarget } from '../resources/schema.ts';
+import type { DirectModel, Model, ProviderKey, Routing, RoutingModel, RoutingTarget } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth, UpstreamFailure } from './health.ts';
-import { type AttemptReport, classifyOptions, retryBudget, runAttempts, type RunResult } from './retry.ts';
+import {
+  type AttemptReport,
+  classifyOptions,
+  type Outcome,
+  retryBudget,
+  runAttempts,
+  type RunResult,
+} from './retry.ts';
 import { type Candidate, type HeaderReader, pickTargets, type RoutingState, usableCandidates } from './strategies.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
@@ -40,9 +60,11 @@ export interface DispatchInput {
   stream: boolean;
   /** Aborted when the caller goes away. */
   signal: CancelSignal;
-  /** consistent_hash: the request headers (`hash_header`) and the caller's API key id. */
+  /** consistent_hash `hash_on` sources: the request headers, the caller's API key id and the client's IP
+   *  (the connection's peer, or the address `proxy.real_ip` resolved). */
   headers?: HeaderReader;
   apiKeyId?: string;
+  clientIp?: string;
 }
 
 export type DispatchResult =
@@ -103,17 +125,55 @@ interface Target extends Candidate {
   upstreamModel: string;
   key: ProviderKey;
   adapter: ProviderAdapter;
-  routingTarget?: RoutingTarget;
   labels: DeploymentLabels;
   /** Non-stream deadline, ms (0 = none). */
   timeoutMs: number;
-  /** Stream deadline: head + first chunk, and the longest silence between chunks, ms (0 = none). */
+  /** Stream deadline: the head (and, when `streamConfigured`, the first chunk), then the longest silence
+   *  between chunks, ms (0 = none). */
   silenceMs: number;
+  /** `silenceMs` came from the resources (target or group), not the deployment default: withhold the 200
+   *  until the first chunk, so a slow first token fails over. */
+  streamConfigured: boolean;
 }
 
-/** A stream whose first chunk arrived: the attempt succeeded; the rest is read by the caller's pump. */
+/** Deadlines of one target (AISIX `effective_timeouts`); 0 = none. */
+export interface TimeoutBudget {
+  timeoutMs: number;
+  silenceMs: number;
+  streamConfigured: boolean;
+}
+
+/**
+ * Resolve a target's deadlines: `timeout` target → group → `upstream.timeout_ms` (an explicit 0 = no deadline
+ * and stops the chain); the stream budget from the resources' `stream_timeout` (0 or absent defers), else the
+ * resource-resolved `timeout`, else `upstream.stream_timeout_ms` || `upstream.timeout_ms`.
+ */
+export function timeoutBudget(
+  target: { timeout?: number; stream_timeout?: number },
+  group: { timeout?: number; stream_timeout?: number } | undefined,
+  upstream: { timeout_ms: number; stream_timeout_ms: number },
+): TimeoutBudget {
+  const requestLevel = target.timeout ?? group?.timeout;
+  const timeoutMs = requestLevel ?? upstream.timeout_ms;
+  const resourceStream = positive(target.stream_timeout) ?? positive(group?.stream_timeout);
+  if (resourceStream !== undefined) return { timeoutMs, silenceMs: resourceStream, streamConfigured: true };
+  if (requestLevel !== undefined) return { timeoutMs, silenceMs: requestLevel, streamConfigured: requestLevel > 0 };
+  return { timeoutMs, silenceMs: upstream.stream_timeout_ms || upstream.timeout_ms, streamConfigured: false };
+}
+
+const positive = (ms: number | undefined): number | undefined => (ms !== undefined && ms > 0 ? ms : undefined);
+
+/** `aisix_usage_events_emitted_total`'s `status_code`: 2xx|3xx|4xx|5xx|other. Our timeout counts as the 504 and
+ *  a transport error as the 502 the caller would get (AISIX maps them to those statuses before bucketing). */
+export function statusBucket(outcome: Outcome): string {
+  const status = outcome.kind === 'response' ? outcome.status : outcome.kind === 'timeout' ? 504 : 502;
+  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+}
+
+/** A stream whose upstream answered 2xx: the attempt succeeded; the rest is read by the caller's pump. */
 interface LiveStream {
-  first: Uint8Array;
+  /** The first chunk, when the attempt waited for it (a resource-configured stream budget). */
+  first?: Uint8Array;
   rest: AsyncIterator<Uint8Array>;
   /** Abort the upstream request. */
   abort(): void;
@@ -129,7 +189,12 @@ type AttemptOutcome =
   | { kind: 'transport'; message: string };
 
 type Run = RunResult<Target, AttemptOutcome>;
-type Plan = { kind: 'ok'; order: [Target, ...Target[]]; routing?: Routing; routingName?: string } | {
+type Plan = {
+  kind: 'ok';
+  order: [Target, ...Target[]];
+  /** The routing block of a routing model; undefined for a direct model requested by name. */
+  routing?: Routing;
+} | {
   kind: 'error';
   error: ProxyError;
 };
@@ -155,11 +220,14 @@ export class Dispatcher {
     if (input.signal.aborted) controller.abort();
     else input.signal.addEventListener('abort', () => controller.abort(), { once: true });
     const run = this.run(input, plan, controller);
-    const commitAfterMs = this.d.config.downstream.sse_keepalive_interval_secs * 1000;
+    // A resource-configured stream budget withholds the 200 until the first chunk: no early commit then.
+    const withhold = plan.order.some((t) => t.streamConfigured);
+    const commitAfterMs = withhold ? 0 : this.d.config.downstream.sse_keepalive_interval_secs * 1000;
     const early = commitAfterMs > 0 ? await settledWithin(run, commitAfterMs) : { value: await run };
     if (early) {
       const a = this.answer(early.value);
       if (a.kind !== 'live') return a;
+      return this.streamResult(run, controller, a.served);
     }
     return this.streamResult(run, controller);
   }
@@ -169,7 +237,7 @@ export class Dispatcher {
   private plan(input: DispatchInput): Plan {
     const m = input.model;
     if (m.kind === 'direct') {
-      const t = this.target(input.snapshot, m, input.upstreamModel ?? m.model_name);
+      const t = this.target(input.snapshot, m, input.upstreamModel ?? m.model_name, undefined);
       if (!t) return { kind: 'error', error: errors.upstream(`model "${m.display_name}" has no usable provider key`) };
       if (!usableCandidates([t], 'fail')) return { kind: 'error', error: errors.allUnavailable(m.display_name) };
       return { kind: 'ok', order: [t] };
@@ -177,7 +245,7 @@ export class Dispatcher {
     const candidates: Target[] = [];
     for (const rt of m.routing.targets) {
       const tm = input.snapshot.modelByName(rt.model);
-      const t = tm?.kind === 'direct' ? this.target(input.snapshot, tm, tm.model_name, rt) : undefined;
+      const t = tm?.kind === 'direct' ? this.target(input.snapshot, tm, tm.model_name, m, rt) : undefined;
       if (t) candidates.push(t);
     }
     if (candidates.length === 0) {
@@ -191,54 +259,58 @@ export class Dispatcher {
       state: this.d.routing,
       headers: input.headers,
       apiKeyId: input.apiKeyId,
+      clientIp: input.clientIp,
     });
     if (picked.kind === 'all_unavailable') return { kind: 'error', error: errors.allUnavailable(m.display_name) };
-    return { kind: 'ok', order: picked.order, routing: m.routing, routingName: m.display_name };
+    return { kind: 'ok', order: picked.order, routing: m.routing };
   }
 
   private target(
     snapshot: Snapshot,
     model: DirectModel,
     upstreamModel: string,
+    group: RoutingModel | undefined,
     rt?: RoutingTarget,
   ): Target | undefined {
     const key = snapshot.providerKeys.get(model.provider_key_id);
     const adapter = key ? adapterFor(key.adapter) : undefined;
     if (!key || !adapter) return undefined;
-    const up = this.d.config.upstream;
-    const timeoutMs = model.timeout ?? up.timeout_ms;
     return {
       modelId: model.id,
       weight: rt?.weight ?? 1,
       priority: rt?.priority ?? 0,
       health: this.d.health.state(model),
+      cost: costPer1k(model.cost),
       model,
       upstreamModel,
       key,
       adapter,
-      routingTarget: rt,
       labels: deploymentLabels(model, key),
-      timeoutMs,
-      silenceMs: model.stream_timeout ?? (up.stream_timeout_ms || timeoutMs),
+      ...timeoutBudget(model, group, this.d.config.upstream),
     };
   }
 
   // ---- the loop -----------------------------------------------------------------------------------------------
 
   private run(input: DispatchInput, plan: Extract<Plan, { kind: 'ok' }>, signal: CancelSignal): Promise<Run> {
+    let previous: Target | undefined;
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
       attempt: (t) => this.attempt(input, t, signal),
-      budget: (t) =>
+      budget: (t, queuedBehind) =>
         retryBudget({
-          target: t.routingTarget,
           model: t.model,
           routing: plan.routing,
           upstreamRetries: this.d.config.upstream.retries,
+          queuedBehind,
         }),
       classify: classifyOptions(plan.routing),
       signal,
-      onAttempt: (r) => this.recordAttempt(r, signal, plan.routingName),
+      onAttempt: (r) => {
+        const moved = previous !== undefined && previous.model.id !== r.target.model.id;
+        previous = r.target;
+        this.recordAttempt(input, r, signal, moved);
+      },
     });
   }
 
@@ -280,6 +352,12 @@ export class Dispatcher {
         };
       }
       const rest = r.chunks[Symbol.asyncIterator]();
+      const abort = () => cancel.abort(CALLER_GONE);
+      if (!t.streamConfigured) {
+        // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
+        clearTimeout(timer);
+        return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end } };
+      }
       const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
       if (first.done) {
         end();
@@ -287,12 +365,7 @@ export class Dispatcher {
         return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
       }
       clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
-      return {
-        kind: 'response',
-        status: 200,
-        retryAfter: null,
-        live: { first: first.value, rest, abort: () => cancel.abort(CALLER_GONE), end },
-      };
+      return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort, end } };
     } catch (e) {
       end();
       if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
@@ -300,8 +373,16 @@ export class Dispatcher {
     }
   }
 
-  /** Health, deployment metrics and routing state for one finished attempt. */
-  private recordAttempt(r: AttemptReport<Target, AttemptOutcome>, signal: CancelSignal, routingName?: string): void {
+  /**
+   * Health, deployment metrics, routing state, the usage event and the fallback counters for one finished
+   * attempt. `moved`: this attempt is on another target than the previous attempt of the request.
+   */
+  private recordAttempt(
+    input: DispatchInput,
+    r: AttemptReport<Target, AttemptOutcome>,
+    signal: CancelSignal,
+    moved: boolean,
+  ): void {
     const { target: t, outcome } = r;
     const ok = outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300;
     // A caller who went away interrupted the attempt: that says nothing about the upstream.
@@ -312,7 +393,18 @@ export class Dispatcher {
     if (!(outcome.kind === 'response' && outcome.live)) {
       (ok ? this.d.metrics.deploymentSuccess : this.d.metrics.deploymentFailure).inc(t.labels);
     }
-    if (r.next === 'fallback' && routingName !== undefined) this.d.metrics.fallbacks.inc([routingName]);
+    const asked = input.model.display_name;
+    this.d.metrics.usageEvents.inc([
+      input.endpoint,
+      statusBucket(outcome),
+      input.endpoint === 'messages' ? 'anthropic' : 'openai',
+      asked,
+      t.model.provider_key_id,
+      t.key.display_name,
+    ]);
+    if (moved) {
+      (ok ? this.d.metrics.successfulFallbacks : this.d.metrics.failedFallbacks).inc([asked, t.model.display_name]);
+    }
   }
 
   private recordHealth(t: Target, outcome: AttemptOutcome | UpstreamFailure, retryAfterSecs?: number): void {
@@ -332,35 +424,52 @@ export class Dispatcher {
   /** The caller's answer from the loop's result; a stream that started comes back as `live`. */
   private answer(
     run: Run,
-  ): Exclude<DispatchResult, { kind: 'stream' }> | { kind: 'live'; target: Target; live: LiveStream } {
+  ):
+    | Exclude<DispatchResult, { kind: 'stream' }>
+    | { kind: 'live'; target: Target; live: LiveStream; served: ServedBy } {
     if (run.kind === 'aborted') {
       for (const a of run.attempts) if (a.outcome.kind === 'response' && a.outcome.live) closeLive(a.outcome.live);
       return { kind: 'aborted' };
     }
     const { outcome: o, target: t } = run;
+    const served = servedBy(run);
     if (o.kind === 'timeout') {
       return {
         kind: 'error',
         error: errors.timeout(`model "${t.model.display_name}" did not answer in time`),
         target: t.model,
+        served,
       };
     }
     if (o.kind === 'transport') {
-      return { kind: 'error', error: errors.upstream(`upstream request failed: ${o.message}`), target: t.model };
+      return {
+        kind: 'error',
+        error: errors.upstream(`upstream request failed: ${o.message}`),
+        target: t.model,
+        served,
+      };
     }
-    if (o.live) return { kind: 'live', target: t, live: o.live };
+    if (o.live) return { kind: 'live', target: t, live: o.live, served };
     if (o.status >= 500) {
-      return { kind: 'error', error: errors.upstream(`upstream answered ${o.status}`), target: t.model };
+      return { kind: 'error', error: errors.upstream(`upstream answered ${o.status}`), target: t.model, served };
     }
     const headers: Record<string, string> = o.retryAfter ? { 'retry-after': o.retryAfter } : {};
-    return { kind: 'response', status: o.status, body: o.body, contentType: o.contentType, headers, target: t.model };
+    return {
+      kind: 'response',
+      status: o.status,
+      body: o.body,
+      contentType: o.contentType,
+      headers,
+      target: t.model,
+      served,
+    };
   }
 
   /**
    * The SSE body of a streamed request, whether the loop has already produced a live stream or is still
    * failing over behind keep-alive comments.
    */
-  private streamResult(run: Promise<Run>, controller: Cancel): DispatchResult {
+  private streamResult(run: Promise<Run>, controller: Cancel, served?: ServedBy): DispatchResult {
     let live: { target: Target; live: LiveStream } | undefined;
     let settled = false;
     // A stream the loop produced after the caller's body had already ended is nobody's: close it.
@@ -389,7 +498,14 @@ export class Dispatcher {
       }
       live = a;
       rest = new SilenceLimited(a.live, a.target.silenceMs);
-      return { done: false, value: a.live.first };
+      if (a.live.first) return { done: false, value: a.live.first };
+      // Committed at the head (deployment-default budget): the first chunk comes under the silence limit, and
+      // a stream that ends before sending anything is an upstream error, not an empty answer.
+      const r = await rest.next();
+      if (r.done) {
+        throw new UpstreamStreamError('upstream_error', 'the upstream closed the stream before sending anything');
+      }
+      return r;
     };
     const iterator: AsyncIterator<Uint8Array> = {
       next: () => (rest ? rest.next() : over ? Promise.resolve(DONE) : first().then((r) => {
@@ -407,6 +523,7 @@ export class Dispatcher {
     };
     return {
       kind: 'stream',
+      ...(served ? { served } : {}),
       chunks: { [Symbol.asyncIterator]: () => iterator },
       abort: () => {
         controller.abort();
@@ -480,6 +597,29 @@ class SilenceLimited implements AsyncIterator<Uint8Array> {
   private timeout(): UpstreamStreamError {
     return new UpstreamStreamError('upstream_timeout', `upstream sent nothing for ${this.silenceMs} ms`);
   }
+}
+
+/** The `ServedBy` of a finished loop: the deciding attempt's target and the request's attempt counts. */
+function servedBy(run: Extract<Run, { kind: 'finished' }>): ServedBy {
+  const { attempts, target: t } = run;
+  let fallbacks = 0;
+  for (let i = 1; i < attempts.length; i++) {
+    if (attempts[i]!.target.model.id !== attempts[i - 1]!.target.model.id) fallbacks++;
+  }
+  return {
+    model: t.model,
+    key: t.key,
+    upstreamModel: t.upstreamModel,
+    attempts: attempts.length,
+    fallbacks,
+    isFallback: attempts.length > 0 && attempts[0]!.target.model.id !== t.model.id,
+  };
+}
+
+/** least_cost's key: `cost.input_per_1k + cost.output_per_1k` (AISIX `cost_key`); undefined without a cost. */
+function costPer1k(cost: Record<string, number> | undefined): number | undefined {
+  if (!cost) return undefined;
+  return (cost.input_per_1k ?? 0) + (cost.output_per_1k ?? 0);
 }
 
 function closeLive(live: LiveStream): void {

@@ -7,7 +7,7 @@
 //   const result = await runAttempts({
 //     targets: order,                                    // from pickTargets, or [directModel]
 //     attempt: (t, signal) => callUpstream(t, signal),   // must not throw: map errors to outcomes
-//     budget: (t) => retryBudget({ target: t.target, model: t.model, routing, upstreamRetries }),
+//     budget: (t, queuedBehind) => retryBudget({ model: t.model, routing, upstreamRetries, queuedBehind }),
 //     classify: classifyOptions(routing),
 //     signal: request.signal,
 //     onAttempt: (r) => {                                // metrics, health, discard a body not answered
@@ -19,7 +19,7 @@
 //   aborted → the caller went away; nothing to answer.
 //
 // Classification: 2xx → success. 5xx, our timeout, transport error → retry (then fail over when the budget
-// is spent). 429 → retry only with `retry_on_429`. Any other status goes straight back to the caller — no
+// is spent; a timeout spends only a configured budget, see `retryBudget`). 429 → retry only with `retry_on_429`. Any other status goes straight back to the caller — no
 // retry, no failover — unless it is in `fallback_on_statuses`: then the next target is tried at once,
 // without retrying the same one (its answer would not change). `fallback_on_statuses` only widens what
 // fails over; it never stops a 5xx from being retried.
@@ -74,14 +74,39 @@ export function classify(outcome: Outcome, opts: ClassifyOptions): Verdict {
   return 'return';
 }
 
-/** Retries (not attempts) a target gets: target → model → routing → `upstream.retries`, first one set. */
+/** Same-target retries (not attempts) one target may spend, and whether the operator configured them. */
+export interface RetryBudget {
+  retries: number;
+  /** From the target model's `retries` or the routing model's `routing.retries` (not the deployment default). */
+  configured: boolean;
+}
+
+/**
+ * AISIX's `effective_retries` (aisix-contract.md §1 B): the target model's own `retries`, else the routing
+ * model's `routing.retries` — an explicit value, 0 included, is honoured as written; else, with nothing
+ * configured, 0 while another target is still queued behind this one in the request's attempt order (fail
+ * over rather than grind a failing upstream), and `upstream.retries` on the last one. A direct model
+ * requested by name is a lone last target.
+ */
 export function retryBudget(from: {
-  target?: { retries?: number };
   model?: { retries?: number };
   routing?: { retries?: number };
   upstreamRetries: number;
-}): number {
-  return from.target?.retries ?? from.model?.retries ?? from.routing?.retries ?? from.upstreamRetries;
+  /** Whether another target follows this one in the attempt order (after health filtering and the cap). */
+  queuedBehind: boolean;
+}): RetryBudget {
+  const explicit = from.model?.retries ?? from.routing?.retries;
+  if (explicit !== undefined) return { retries: explicit, configured: true };
+  return { retries: from.queuedBehind ? 0 : from.upstreamRetries, configured: false };
+}
+
+/**
+ * Whether `outcome` may spend `budget` (AISIX `RetryBudget::covers`): a budget from the deployment default is
+ * never spent on our own timeout — the operator bounded the wait, so the timeout fails over (or ends the
+ * request on the last target); 5xx and transport errors spend it. A configured budget covers everything.
+ */
+export function budgetCovers(budget: RetryBudget, outcome: Outcome): boolean {
+  return budget.configured || outcome.kind !== 'timeout';
 }
 
 /**
@@ -142,8 +167,8 @@ export interface RunOptions<T, O extends Outcome> {
   targets: readonly [T, ...T[]];
   /** One upstream attempt. Must not throw for upstream failures; map them to `timeout` / `transport`. */
   attempt: (target: T, signal: CancelSignal | undefined) => Promise<O>;
-  /** Retries allowed on a target (see `retryBudget`). */
-  budget: (target: T) => number;
+  /** Retries allowed on a target (see `retryBudget`); `queuedBehind`: another target follows it. */
+  budget: (target: T, queuedBehind: boolean) => RetryBudget;
   classify: ClassifyOptions;
   /** The caller's request signal: once aborted, no further attempt starts and any backoff ends. */
   signal?: CancelSignal;
@@ -169,8 +194,8 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
   const attempts: AttemptReport<T, O>[] = [];
   for (let targetIndex = 0; targetIndex < opts.targets.length; targetIndex++) {
     const target = opts.targets[targetIndex]!;
-    const budget = opts.budget(target);
     const isLastTarget = targetIndex === opts.targets.length - 1;
+    const budget = opts.budget(target, !isLastTarget);
     for (let retry = 0;; retry++) {
       if (signal?.aborted) return { kind: 'aborted', attempts };
       const startedAt = now();
@@ -183,7 +208,8 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
       }
       const verdict = classify(outcome, opts.classify);
       const retryAfterSecs = outcome.kind === 'response' ? parseRetryAfter(outcome.retryAfter, now()) : undefined;
-      const next = nextStep(verdict, retry < budget, retryAfterSecs, isLastTarget, signal?.aborted === true);
+      const budgetLeft = retry < budget.retries && budgetCovers(budget, outcome);
+      const next = nextStep(verdict, budgetLeft, retryAfterSecs, isLastTarget, signal?.aborted === true);
       const report: AttemptReport<T, O> = {
         target,
         targetIndex,

@@ -5,16 +5,17 @@
 //   1. Build one `Candidate` per `routing.targets[i]`: resolve `target.model` (a display name) to its direct
 //      model, and set `health` from `ModelHealth.state(model)`. Extra fields (the model, the target) ride
 //      along: `pickTargets` is generic and hands back the caller's own objects.
-//   2. `pickTargets(routing, candidates, { routingModelId, state, headers, apiKeyId })`.
+//   2. `pickTargets(routing, candidates, { routingModelId, state, headers, apiKeyId, clientIp })`.
 //      `{ kind: 'all_unavailable' }` → answer 503 `all_candidates_unavailable` without calling an upstream.
 //      `{ kind: 'ok', order }` → give `order` to `runAttempts` (retry.ts). `order[0]` is the pick; the rest
 //      are the fallbacks, already capped by `max_fallbacks`.
 //   3. Around each upstream attempt: `const done = state.begin(modelId)` (in-flight, for least_busy), and
 //      `done()` when the response body ends; on success `state.observeLatency(modelId, ms)` (least_latency).
 //
-// Priority: a LOWER `priority` value is tried FIRST (AISIX, LiteLLM). Targets with equal priority form a
-// tier; the strategy orders a tier. The first pick comes from the first tier that has a usable target;
-// the rest of that tier, then the later tiers, are the fallbacks.
+// Priority: a HIGHER `priority` value is tried FIRST (AISIX, following APISIX: backups get -1, -2, …).
+// Targets with equal priority form a tier; the strategy orders a tier. Tiers concatenate best-first: the
+// first pick comes from the highest tier that has a usable target; the rest of that tier, then the lower
+// tiers, are the fallbacks. `max_fallbacks` caps the whole walk, across tiers.
 //
 // Health: healthy targets only; if none is healthy, the cooled ones (a cooldown is short and the caller
 // asked for an answer); if every target is unhealthy, `when_all_unavailable` decides: `fail` →
@@ -31,9 +32,11 @@ export interface Candidate {
   /** `routing.targets[i].weight` (≥ 0); round_robin and consistent_hash only. Weight 0 is never their first
    *  pick while a weighted target of the tier is usable (a fallback-only target). */
   readonly weight: number;
-  /** `routing.targets[i].priority`; lower is tried first. */
+  /** `routing.targets[i].priority`; higher is tried first. */
   readonly priority: number;
   readonly health: HealthState;
+  /** least_cost: the target model's `cost.input_per_1k + cost.output_per_1k`; undefined (no cost) ranks last. */
+  readonly cost?: number;
 }
 
 /** A non-empty ordered list: what the caller tries, first to last. */
@@ -55,10 +58,11 @@ export interface PickContext {
   routingModelId: string;
   /** Owned by the caller, one per process, kept across config reloads. */
   state: RoutingState;
-  /** consistent_hash: the request headers, for `routing.hash_header`. */
+  /** consistent_hash `hash_on` sources: the request headers (`header`, `cookie`), the caller's API key id
+   *  (`api_key`) and the client's IP (`client_ip`). */
   headers?: HeaderReader;
-  /** consistent_hash: the caller's API key id, used when `hash_header` is unset or absent from the request. */
   apiKeyId?: string;
+  clientIp?: string;
 }
 
 /**
@@ -157,17 +161,21 @@ export const orderRoundRobin: TierOrder = (tier, ctx, first) => {
 /**
  * consistent_hash: weighted rendezvous (highest-random-weight) hashing of the request key against each
  * target. The same key always ranks the targets the same way, so it sticks to one first target; removing a
- * target moves only the keys it was first for. The ranking doubles as the fallback order. No key → failover.
+ * target moves only the keys it was first for. The ranking doubles as the fallback order. When no `hash_on`
+ * source yields a value the key is the empty string (AISIX: deterministic, never random).
  */
 export const orderConsistentHash: TierOrder = (tier, ctx) => {
-  const key = ctx.hashKey;
-  if (key === undefined) return [...tier];
+  const key = ctx.hashKey ?? '';
   const keys = tierKeys(tier);
   const weights = integerWeights(tier.map((c) => c.weight));
   const scored = tier.map((c, i) => ({ c, i, score: rendezvousScore(key, keys[i]!, weights[i]!) }));
   scored.sort((a, b) => b.score - a.score || a.i - b.i);
   return scored.map((s) => s.c);
 };
+
+/** least_cost: cheapest first by the target model's input + output price per 1K tokens (AISIX's key); targets
+ *  without a `cost` last; ties by declaration order. */
+export const orderLeastCost: TierOrder = (tier) => stableSortBy(tier, (c) => c.cost ?? Infinity);
 
 /** least_latency: targets never observed first (so they get measured), then lowest EWMA; ties by declaration. */
 export const orderLeastLatency: TierOrder = (tier, ctx) => {
@@ -182,6 +190,7 @@ const ORDERS: Record<Strategy, TierOrder> = {
   failover: orderFailover,
   round_robin: orderRoundRobin,
   consistent_hash: orderConsistentHash,
+  least_cost: orderLeastCost,
   least_latency: orderLeastLatency,
   least_busy: orderLeastBusy,
 };
@@ -195,7 +204,10 @@ export function pickTargets<C extends Candidate>(
   const usable = usableCandidates(candidates, routing.when_all_unavailable);
   if (!usable) return { kind: 'all_unavailable' };
   const order = ORDERS[routing.strategy];
-  const tierCtx: OrderContext = { ...ctx, hashKey: hashKeyOf(routing, ctx) };
+  const tierCtx: OrderContext = {
+    ...ctx,
+    hashKey: routing.strategy === 'consistent_hash' ? hashKeyOf(routing, ctx) : undefined,
+  };
   const ordered: C[] = [];
   tiersOf(usable.pool).forEach((tier, i) => ordered.push(...order(tier, tierCtx, i === 0)));
   const limit = routing.max_fallbacks === undefined ? ordered.length : 1 + routing.max_fallbacks;
@@ -217,15 +229,62 @@ export function usableCandidates<C extends Candidate>(
   return undefined;
 }
 
-/** consistent_hash key: the `hash_header` value when the request has it, else the caller's API key id. */
-export function hashKeyOf(routing: Routing, ctx: Pick<PickContext, 'headers' | 'apiKeyId'>): string | undefined {
-  const fromHeader = routing.hash_header ? ctx.headers?.get(routing.hash_header) : null;
-  return fromHeader || ctx.apiKeyId; // an empty header value counts as absent
+/** One `routing.hash_on` source. */
+export type HashSource = NonNullable<Routing['hash_on']>[number];
+
+/** AISIX's default `hash_on`: the `x-aisix-routing-key` header, then the caller's API key id. */
+export const DEFAULT_HASH_ON: readonly HashSource[] = [
+  { type: 'header', name: 'x-aisix-routing-key' },
+  { type: 'api_key' },
+];
+
+/**
+ * consistent_hash key (AISIX `resolve_hash_key`): the first `hash_on` source (default `DEFAULT_HASH_ON`)
+ * that yields a non-empty value, trimmed; `header`/`cookie` without a `name` yield nothing. Undefined when
+ * none does (the strategy then hashes the empty string).
+ */
+export function hashKeyOf(
+  routing: Pick<Routing, 'hash_on'>,
+  ctx: Pick<PickContext, 'headers' | 'apiKeyId' | 'clientIp'>,
+): string | undefined {
+  for (const source of routing.hash_on ?? DEFAULT_HASH_ON) {
+    let value: string | null | undefined;
+    switch (source.type) {
+      case 'header':
+        value = source.name === undefined ? undefined : ctx.headers?.get(source.name);
+        break;
+      case 'cookie':
+        value = source.name === undefined ? undefined : cookieValue(ctx.headers?.get('cookie'), source.name);
+        break;
+      case 'api_key':
+        value = ctx.apiKeyId;
+        break;
+      case 'client_ip':
+        value = ctx.clientIp;
+        break;
+    }
+    const trimmed = value?.trim();
+    if (trimmed) return trimmed;
+  }
+  return undefined;
+}
+
+/** A cookie's value from a `Cookie` header (`a=1; b=2`): the first pair named `name` with a non-empty value. */
+export function cookieValue(header: string | null | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const pair of header.split(';')) {
+    const eq = pair.indexOf('=');
+    const key = (eq < 0 ? pair : pair.slice(0, eq)).trim();
+    if (key !== name) continue;
+    const value = eq < 0 ? '' : pair.slice(eq + 1).trim();
+    if (value) return value;
+  }
+  return undefined;
 }
 
 // ---- helpers --------------------------------------------------------------------------------------------
 
-/** Group by priority, ascending (lower first); declaration order inside a tier. */
+/** Group by priority, descending (higher first, AISIX/APISIX); declaration order inside a tier. */
 function tiersOf<C extends Candidate>(pool: readonly C[]): C[][] {
   const byPriority = new Map<number, C[]>();
   for (const c of pool) {
@@ -233,7 +292,7 @@ function tiersOf<C extends Candidate>(pool: readonly C[]): C[][] {
     if (tier) tier.push(c);
     else byPriority.set(c.priority, [c]);
   }
-  return [...byPriority.keys()].sort((a, b) => a - b).map((p) => byPriority.get(p)!);
+  return [...byPriority.keys()].sort((a, b) => b - a).map((p) => byPriority.get(p)!);
 }
 
 /** Per-target keys, unique inside a tier even if a model is listed twice (`id`, `id#1`, …). */
