@@ -6,6 +6,7 @@ import { loadConfig, parseAddr } from './config/load.ts';
 import type { Config } from './config/schema.ts';
 import { Gateway } from './gateway.ts';
 import { runDrain } from './lifecycle/drain.ts';
+import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
@@ -140,6 +141,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   }
   const { config } = boot;
   const gw = new Gateway(config, platform);
+  registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
   if (boot.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: boot.ignoredKeys });
   if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
 
@@ -230,7 +232,10 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       ...parseAddr(config.proxy.addr),
       tls: boot.tls,
       http2: config.proxy.http2,
-      onDrainAccept: (peer, open) => gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open }),
+      onDrainAccept: (peer, open) => {
+        gw.lifecycle.recordConnection();
+        gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open });
+      },
     }, (req, conn) => proxyApp.fetch(req, conn));
   } catch (e) {
     await abandon(`cannot bind: ${(e as Error).message}`);
