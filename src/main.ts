@@ -16,6 +16,7 @@ import { createEtcdSource } from './sources/etcd/source.ts';
 import { loadFromFile, reloadFile } from './sources/file.ts';
 import type { ConfigSource } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
+import { runProbeTimeline } from './tools/probe-timeline.ts';
 import { VERSION } from './version.ts';
 
 const decoder = new TextDecoder();
@@ -43,6 +44,8 @@ export async function main(platform: Platform, argv: readonly string[]): Promise
       return runExport(platform, cmd);
     case 'serve':
       return serve(platform, cmd.configPath);
+    case 'probe-timeline':
+      return runProbeTimeline(platform, cmd);
   }
 }
 
