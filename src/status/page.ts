@@ -105,11 +105,12 @@ function table(head: string[], rows: Html[], empty: string): Html {
   `;
 }
 
-function dl(rows: [string, unknown][]): Html {
+/** Rows of a definition list; a row marked `wide` spans the whole width (hashes). */
+function dl(rows: [string, unknown, 'wide'?][]): Html {
   return html`<dl>${
-    rows.map(([k, v]) =>
+    rows.map(([k, v, wide]) =>
       html`
-        <div>
+        <div class="${wide ?? ''}">
           <dt>${k}</dt>
           <dd>${v === undefined || v === null || v === '' ? '—' : v}</dd>
         </div>
@@ -210,7 +211,7 @@ export function statusPageHtml(gw: Gateway, now = gw.now().getTime()): string {
           )}</div>
         </header>
         <main>
-          <section class="stats">${[
+          <section id="summary" class="stats">${[
             stat('phase', badge(phase, PHASE_TONE[phase] ?? 'idle')),
             stat(
               'readiness',
@@ -233,16 +234,23 @@ export function statusPageHtml(gw: Gateway, now = gw.now().getTime()): string {
             ),
             stat('models', `${models.length - down} / ${models.length}`, down > 0 ? `${down} down` : 'none down'),
           ]}</section>
-          <section><h2>Drain</h2>${drainSection(drain, now)}</section>
-          <section><h2>Configuration ${badge(state.replace('_', ' '), CONFIG_TONE[state] ?? 'idle')}</h2>${dl([
+          <section id="drain"><h2>Drain</h2>${drainSection(drain, now)}</section>
+          <section id="config"><h2>Configuration ${badge(
+            state.replace('_', ' '),
+            CONFIG_TONE[state] ?? 'idle',
+          )}</h2>${dl([
             [
               'source',
               `${source.type}${
                 source.connected === undefined ? '' : source.connected ? ' · connected' : ' · disconnected'
               }`,
             ],
-            ['config hash', applied ? html`<span class="mono">${applied.config_hash}</span>` : undefined],
-            ['source hash', source.source_hash ? html`<span class="mono">${source.source_hash}</span>` : undefined],
+            ['config hash', applied ? html`<span class="mono">${applied.config_hash}</span>` : undefined, 'wide'],
+            [
+              'source hash',
+              source.source_hash ? html`<span class="mono">${source.source_hash}</span>` : undefined,
+              'wide',
+            ],
             ['applied revision', applied?.applied_revision],
             ['observed revision', source.observed_revision],
             ['apply #', applied?.apply_seq],
@@ -269,7 +277,7 @@ export function statusPageHtml(gw: Gateway, now = gw.now().getTime()): string {
             rejected.map((r) => rejectedRow(r, now)),
             'None: every resource of the source is served.',
           )}</section>
-          <section><h2>Models</h2>${table(
+          <section id="models"><h2>Models</h2>${table(
             ['model', 'kind', 'status', 'reason', 'cooldown until', 'last check'],
             models.map((m) => modelRow(m, now)),
             'No configuration applied yet.',
@@ -280,7 +288,7 @@ export function statusPageHtml(gw: Gateway, now = gw.now().getTime()): string {
       </body>
     </html>
   `;
-  return page.text;
+  return `${page.text.trim()}\n`;
 }
 
 /** Headers of the page: no asset may load from anywhere, and nothing may frame it. */
@@ -317,6 +325,7 @@ h3{margin:18px 0 8px;font-size:14px;color:var(--muted);font-weight:600}
 .bad{color:var(--bad);background:var(--bad-bg)}.idle{color:var(--idle);background:var(--idle-bg)}
 dl{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:6px 24px;margin:0}
 dl div{display:flex;justify-content:space-between;gap:12px;border-bottom:1px dashed var(--line);padding:4px 0;min-width:0}
+dl div.wide{grid-column:1/-1}
 dt{color:var(--muted)}dd{margin:0;text-align:right;min-width:0;overflow-wrap:anywhere}
 .scroll{overflow-x:auto}
 table{width:100%;border-collapse:collapse;font-size:14px}
