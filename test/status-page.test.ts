@@ -191,7 +191,7 @@ shutdown: { min_drain_secs: 20 }
     assert.deepEqual(problems, []);
     // It fits a phone: no horizontal scrolling of the page (wide tables scroll inside their box).
     await page.setViewportSize({ width: 390, height: 844 });
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - globalThis.innerWidth);
     assert.ok(overflow <= 0, `the page is ${overflow} px wider than a phone`);
     await page.setViewportSize({ width: 1280, height: 900 });
     // It refreshes itself (meta refresh, every 5 s).
