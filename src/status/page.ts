@@ -158,7 +158,7 @@ function rejectedRow(r: RejectedRow & { serving_stale_age_seconds?: number }, no
 function modelRow(m: ModelStatusRow, now: number): Html {
   return html`
     <tr>
-      <td><strong>${m.display_name}</strong><div class="muted mono small">${m.id}</div></td>
+      <td><strong>${m.display_name}</strong><div class="muted mono small model-id">${m.id}</div></td>
       <td>${m.kind}</td>
       <td>${badge(m.status.replace('_', ' '), MODEL_TONE[m.status] ?? 'idle')}</td>
       <td>${m.status_reason ?? ''}</td>
@@ -338,5 +338,5 @@ tbody tr:hover{background:var(--bg)}
 footer{max-width:1200px;margin:0 auto;padding:4px 16px 24px;color:var(--muted);font-size:13px}
 a{color:var(--accent)}
 @media (max-width:640px){header{padding:12px 16px}main{padding:12px 10px}section{padding:14px}
-.stat .value{font-size:20px}td,th{padding:6px}}
+.stat .value{font-size:20px}td,th{padding:6px}table{min-width:520px}.model-id{display:none}}
 `;
