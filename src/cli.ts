@@ -1,4 +1,5 @@
 // Command-line parsing shared by every entrypoint (SPEC §2). Pure: argv and env in, a command out.
+import type { ProbeTimelineOptions } from './tools/probe-timeline.ts';
 
 export type Command =
   | { kind: 'serve'; configPath: string }
@@ -12,6 +13,7 @@ export type Command =
     user?: string;
     passwordEnv?: string;
   }
+  | ({ kind: 'probe-timeline' } & ProbeTimelineOptions)
   | { kind: 'help'; text: string }
   | { kind: 'version' }
   | { kind: 'error'; message: string };
@@ -21,6 +23,10 @@ export const USAGE = `usage:
   sluice validate --resources <file>     check a resources file; exit 0 when it loads
   sluice export --etcd <endpoints> [--prefix /aisix] [-o file] [--with-secrets]
                                          dump an etcd prefix as resources.yaml
+  sluice probe-timeline --proxy <url> [--status <url>] [--route /v1/models --key <caller key>]
+                        [--interval-ms 100] [--timeout-ms 1000] [--until-exit | --duration <secs>] [--json]
+                                         poll the probes and a route; one line per phase change;
+                                         exit 1 if a request failed while /readyz still said 200
   sluice --version`;
 
 function takeValue(args: string[], i: number, flag: string): string | { error: string } {
@@ -46,14 +52,26 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     '--output': 'output',
     '--user': 'user',
     '--password-env': 'password-env',
+    '--proxy': 'proxy',
+    '--status': 'status',
+    '--route': 'route',
+    '--key': 'key',
+    '--interval-ms': 'interval-ms',
+    '--timeout-ms': 'timeout-ms',
+    '--duration': 'duration',
+  };
+  const BOOLEAN_FLAGS: Record<string, string> = {
+    '--with-secrets': 'with-secrets',
+    '--json': 'json',
+    '--until-exit': 'until-exit',
   };
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     const name = a.includes('=') ? a.slice(0, a.indexOf('=')) : a;
     if (name === '--help' || name === '-h') return { kind: 'help', text: USAGE };
     if (name === '--version' || name === '-V') return { kind: 'version' };
-    if (name === '--with-secrets') {
-      flags.add('with-secrets');
+    if (BOOLEAN_FLAGS[name]) {
+      flags.add(BOOLEAN_FLAGS[name]);
       continue;
     }
     const key = VALUE_FLAGS[name];
@@ -89,7 +107,52 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
         passwordEnv: opts.get('password-env'),
       };
     }
+    case 'probe-timeline':
+      return probeTimelineCommand(opts, flags);
     default:
       return { kind: 'error', message: `unknown command "${sub}"\n${USAGE}` };
   }
+}
+
+function probeTimelineCommand(opts: Map<string, string>, flags: Set<string>): Command {
+  const fail = (message: string): Command => ({ kind: 'error', message: `probe-timeline: ${message}\n${USAGE}` });
+  const url = (name: string): string | undefined | { error: string } => {
+    const v = opts.get(name);
+    if (v === undefined) return undefined;
+    try {
+      const u = new URL(v);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') return { error: `--${name} must be an http(s) URL` };
+    } catch {
+      return { error: `--${name} must be a URL like http://127.0.0.1:3000` };
+    }
+    return v;
+  };
+  const num = (name: string, dflt: number | undefined, min: number): number | undefined | { error: string } => {
+    const v = opts.get(name);
+    if (v === undefined) return dflt;
+    const n = Number(v);
+    return Number.isFinite(n) && n >= min ? n : { error: `--${name} must be a number ≥ ${min}` };
+  };
+  const proxy = url('proxy');
+  const status = url('status');
+  const interval = num('interval-ms', 100, 10);
+  const timeout = num('timeout-ms', 1000, 10);
+  const duration = num('duration', undefined, 0);
+  for (const v of [proxy, status, interval, timeout, duration]) if (typeof v === 'object') return fail(v.error);
+  if (proxy === undefined) return fail('needs --proxy <url of the proxy listener>');
+  const route = opts.get('route');
+  if (route !== undefined && !route.startsWith('/')) return fail('--route must be a path like /v1/models');
+  if (opts.has('key') && route === undefined) return fail('--key goes with --route');
+  return {
+    kind: 'probe-timeline',
+    proxy: proxy as string,
+    ...(status !== undefined ? { status: status as string } : {}),
+    ...(route !== undefined ? { route } : {}),
+    ...(opts.has('key') ? { key: opts.get('key')! } : {}),
+    intervalMs: interval as number,
+    timeoutMs: timeout as number,
+    ...(duration !== undefined ? { durationSecs: duration as number } : {}),
+    untilExit: flags.has('until-exit'),
+    json: flags.has('json'),
+  };
 }

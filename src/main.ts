@@ -6,6 +6,7 @@ import { loadConfig, parseAddr } from './config/load.ts';
 import type { Config } from './config/schema.ts';
 import { Gateway } from './gateway.ts';
 import { runDrain } from './lifecycle/drain.ts';
+import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
@@ -15,6 +16,7 @@ import { createEtcdSource } from './sources/etcd/source.ts';
 import { loadFromFile, reloadFile } from './sources/file.ts';
 import type { ConfigSource } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
+import { runProbeTimeline } from './tools/probe-timeline.ts';
 import { VERSION } from './version.ts';
 
 const decoder = new TextDecoder();
@@ -42,6 +44,8 @@ export async function main(platform: Platform, argv: readonly string[]): Promise
       return runExport(platform, cmd);
     case 'serve':
       return serve(platform, cmd.configPath);
+    case 'probe-timeline':
+      return runProbeTimeline(platform, cmd);
   }
 }
 
@@ -140,6 +144,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   }
   const { config } = boot;
   const gw = new Gateway(config, platform);
+  registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
   if (boot.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: boot.ignoredKeys });
   if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
 
@@ -230,7 +235,10 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       ...parseAddr(config.proxy.addr),
       tls: boot.tls,
       http2: config.proxy.http2,
-      onDrainAccept: (peer, open) => gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open }),
+      onDrainAccept: (peer, open) => {
+        gw.lifecycle.recordConnection();
+        gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open });
+      },
     }, (req, conn) => proxyApp.fetch(req, conn));
   } catch (e) {
     await abandon(`cannot bind: ${(e as Error).message}`);

@@ -2,6 +2,7 @@
 // and read-only resources behind an admin key, secrets redacted.
 import { type Context, Hono, type Next } from 'hono';
 import type { Gateway } from '../gateway.ts';
+import { drainReportBody } from '../lifecycle/drain-report.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken } from '../proxy/auth.ts';
 import { errorResponse, errors, ProxyError } from '../proxy/errors.ts';
@@ -53,6 +54,7 @@ export function createAdminApp(gw: Gateway): Hono {
       in_flight: gw.lifecycle.inFlight,
       open_connections: gw.proxyListener?.openConnections() ?? null,
       config: configStatusBody(gw.facts, gw.now()),
+      drain: drainReportBody(gw),
     }));
   app.all('/admin/*', (c) => {
     const e = c.req.method === 'GET'

@@ -1,23 +1,25 @@
 // The shutdown sequence (SPEC §6.4): readiness fails at once, the proxy keeps accepting for at least
 // `min_drain_secs`, then the gateway waits with no deadline of its own for in-flight work to reach zero
 // (the platform's SIGKILL is the bound), closes its listeners and exits 0. Further signals are logged and
-// change nothing.
+// change nothing. Once the listeners are closed, one `drain report` line sizes the window from what this
+// drain saw (src/lifecycle/drain-report.ts).
 import type { Gateway } from '../gateway.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Listener, SignalName } from '../platform.ts';
+import { drainReport } from './drain-report.ts';
 
 const PROGRESS_EVERY_MS = 5000;
 
 export async function runDrain(gw: Gateway, signal: SignalName, listeners: Listener[]): Promise<void> {
   const { lifecycle, log } = gw;
-  lifecycle.phase = 'draining';
+  const minDrainSecs = gw.config.shutdown.min_drain_secs;
+  lifecycle.beginDrain(minDrainSecs);
   log.info(MSG.receivedSignal(signal));
   for (const s of ['SIGTERM', 'SIGINT'] as const) {
     gw.platform.onSignal(s, () => log.info(MSG.receivedSignal(s), { note: 'already draining; the drain continues' }));
   }
   gw.proxyListener?.beginDrain();
   const counts = () => ({ in_flight: lifecycle.inFlight, open_connections: gw.proxyListener?.openConnections() });
-  const minDrainSecs = gw.config.shutdown.min_drain_secs;
   log.info(MSG.draining, { min_drain_secs: minDrainSecs, ...counts() });
   const progress = setInterval(() => log.info(MSG.stillDraining, counts()), PROGRESS_EVERY_MS);
   try {
@@ -28,6 +30,9 @@ export async function runDrain(gw: Gateway, signal: SignalName, listeners: Liste
   }
   log.info(MSG.drainComplete, counts());
   await Promise.allSettled(listeners.map((l) => l.close()));
+  const facts = lifecycle.drain!; // non-null: beginDrain above
+  facts.endedAt = Date.now();
+  log.info(MSG.drainReport, { ...drainReport(facts, facts.endedAt) });
   lifecycle.phase = 'stopped';
   log.info(MSG.shutDownCleanly);
 }

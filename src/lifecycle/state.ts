@@ -4,27 +4,84 @@
 //   starting ──► waiting (etcd: no configuration yet, proxy not bound) ──► serving ──► draining ──► stopped
 //        └──────────────────────────────────────────────────────────────► serving
 //   A signal in `starting`/`waiting` goes straight to `stopped` (nothing to drain).
+//
+// While draining, the facts the drain report is derived from (src/lifecycle/drain-report.ts) are recorded
+// here, where the events are seen: probe answers, caller arrivals, new connections, in-flight durations.
 
 export type Phase = 'starting' | 'waiting' | 'serving' | 'draining' | 'stopped';
+
+/** What one drain observed; times are Unix milliseconds. The report is derived from these alone. */
+export interface DrainFacts {
+  signalAt: number;
+  minDrainSecs: number;
+  /** `/readyz` answers on the proxy listener that were 503 after the signal. */
+  readyzFailedProbes: number;
+  /** Caller requests (every `/v1/*`; probes excluded) that arrived after the signal. */
+  arrivals: number;
+  lastArrivalAt?: number;
+  /** Downstream connections accepted on the proxy listener after the signal (probes' included). */
+  newConnections: number;
+  /** The longest arrival-to-last-byte time of a request that finished after the signal. */
+  longestInFlightMs: number;
+  /** When the listeners were closed (the exit follows). */
+  endedAt?: number;
+}
 
 export class Lifecycle {
   phase: Phase = 'starting';
   /** Requests being served on the proxy listener; a streamed response holds its slot until its last byte. */
   inFlight = 0;
+  /** Set when a drain begins; undefined before. */
+  drain: DrainFacts | undefined;
   private idleWaiters: (() => void)[] = [];
+
+  constructor(private readonly clock: () => number = () => Date.now()) {}
 
   get draining(): boolean {
     return this.phase === 'draining' || this.phase === 'stopped';
   }
 
+  /** Enter `draining` and start recording its facts. */
+  beginDrain(minDrainSecs: number): void {
+    this.phase = 'draining';
+    this.drain = {
+      signalAt: this.clock(),
+      minDrainSecs,
+      readyzFailedProbes: 0,
+      arrivals: 0,
+      newConnections: 0,
+      longestInFlightMs: 0,
+    };
+  }
+
+  /** A caller request arrived (the `request arrived while draining` line). */
+  recordArrival(): void {
+    if (!this.drain) return;
+    this.drain.arrivals++;
+    this.drain.lastArrivalAt = this.clock();
+  }
+
+  /** A downstream connection was accepted (the `accepted a new downstream connection while draining` line). */
+  recordConnection(): void {
+    if (this.drain) this.drain.newConnections++;
+  }
+
+  /** A proxy-listener `/readyz` answer; returned as is, so the route can wrap its handler. */
+  recordReadyz<R extends { status: number }>(answer: R): R {
+    if (this.drain && answer.status === 503) this.drain.readyzFailedProbes++;
+    return answer;
+  }
+
   /** Take an in-flight slot; the returned release is idempotent (safe from close, error and cancel). */
   acquire(): () => void {
     this.inFlight++;
+    const start = this.clock();
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.inFlight--;
+      if (this.drain) this.drain.longestInFlightMs = Math.max(this.drain.longestInFlightMs, this.clock() - start);
       if (this.inFlight === 0 && this.idleWaiters.length > 0) {
         const waiters = this.idleWaiters;
         this.idleWaiters = [];

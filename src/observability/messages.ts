@@ -7,6 +7,7 @@ export const MSG = {
   arrivedWhileDraining: 'request arrived while draining',
   acceptedWhileDraining: 'accepted a new downstream connection while draining',
   drainComplete: 'drain complete — closing listeners',
+  drainReport: 'drain report',
   shutDownCleanly: 'sluice shut down cleanly',
   waitingFirstConfig: 'waiting for the first configuration before binding the proxy listener',
   stillNotBound: 'proxy listener still not bound: no configuration has been applied yet',

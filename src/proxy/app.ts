@@ -107,7 +107,8 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     }
   });
 
-  for (const [path, handler] of [['/livez', livez], ['/readyz', (c: Context) => readyz(c, gw)]] as const) {
+  const counted = (c: Context) => gw.lifecycle.recordReadyz(readyz(c, gw)); // a 503 while draining counts
+  for (const [path, handler] of [['/livez', livez], ['/readyz', counted]] as const) {
     app.get(path, handler);
     app.all(path, methodNotAllowed);
   }
@@ -125,6 +126,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     };
     c.set('rec', rec);
     if (gw.lifecycle.draining) {
+      gw.lifecycle.recordArrival();
       gw.log.info(MSG.arrivedWhileDraining, {
         method: rec.method,
         path: rec.path,

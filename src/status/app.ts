@@ -1,9 +1,11 @@
 // The metrics/status listener (SPEC §6.1, §8, §9): no authentication, and never a secret in any body.
 import { type Context, Hono } from 'hono';
 import type { Gateway } from '../gateway.ts';
+import { drainReportBody } from '../lifecycle/drain-report.ts';
 import { methodNotAllowed } from '../lifecycle/probes.ts';
 import { PROMETHEUS_CONTENT_TYPE } from '../observability/metrics.ts';
 import { configStatusBody } from './config-status.ts';
+import { STATUS_PAGE_HEADERS, statusPageHtml } from './page.ts';
 
 const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
 
@@ -14,6 +16,8 @@ export function createStatusApp(gw: Gateway): Hono {
     ['/status/ready', (c) => (gw.snapshot ? c.body('ok', 200, TEXT) : c.body('no configuration available', 503, TEXT))],
     ['/status/config', (c) => c.json(configStatusBody(gw.facts, gw.now()))],
     ['/status/models', () => modelsStatus(gw)],
+    ['/status/drain', (c) => c.json({ phase: gw.lifecycle.phase, drain: drainReportBody(gw) })],
+    ['/status', (c) => c.body(statusPageHtml(gw), 200, STATUS_PAGE_HEADERS)],
     [metricsPath, (c) => c.body(gw.metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE })],
   ];
   for (const [path, handler] of routes) {
