@@ -111,7 +111,7 @@ test('round robin: a weight-0 target is only a fallback', () => {
 });
 
 test('consistent hash on the header is sticky, and falls back to the API key id', () => {
-  const r = routing({ strategy: 'consistent_hash', hash_header: 'x-session' });
+  const r = routing({ strategy: 'consistent_hash', hash_on: [{ type: 'header', name: 'x-session' }] });
   const cs = [cand('a'), cand('b'), cand('c')];
   const headers = new Headers({ 'x-session': 'user-42' });
   const first = names(pickTargets(r, cs, ctx({ headers, apiKeyId: 'k1' })));
@@ -220,7 +220,7 @@ test('RoutingState.retain forgets ids that left', () => {
 });
 
 test('consistent hash: an empty header value counts as absent; no key at all → declaration order', () => {
-  const r = routing({ strategy: 'consistent_hash', hash_header: 'x-session' });
+  const r = routing({ strategy: 'consistent_hash', hash_on: [{ type: 'header', name: 'x-session' }] });
   const cs = [cand('a'), cand('b'), cand('c')];
   const viaKey = names(pickTargets(r, cs, ctx({ apiKeyId: 'k9' })));
   assert.deepEqual(

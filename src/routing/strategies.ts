@@ -182,6 +182,7 @@ const ORDERS: Record<Strategy, TierOrder> = {
   failover: orderFailover,
   round_robin: orderRoundRobin,
   consistent_hash: orderConsistentHash,
+  least_cost: orderFailover, // placeholder until the routing change implements least_cost
   least_latency: orderLeastLatency,
   least_busy: orderLeastBusy,
 };
@@ -219,7 +220,8 @@ export function usableCandidates<C extends Candidate>(
 
 /** consistent_hash key: the `hash_header` value when the request has it, else the caller's API key id. */
 export function hashKeyOf(routing: Routing, ctx: Pick<PickContext, 'headers' | 'apiKeyId'>): string | undefined {
-  const fromHeader = routing.hash_header ? ctx.headers?.get(routing.hash_header) : null;
+  const header = routing.hash_on?.find((h) => h.type === 'header')?.name; // placeholder until hash_on lands
+  const fromHeader = header ? ctx.headers?.get(header) : null;
   return fromHeader || ctx.apiKeyId; // an empty header value counts as absent
 }
 
