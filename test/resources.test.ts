@@ -261,7 +261,10 @@ models:
 
   test('only entries are interpolated (AISIX): `_format_version` is read as written', async () => {
     const out = await report('_format_version: "${FV}"\n', { FV: '1' });
-    assert.equal(out, `resources file ${FILE}: 1 error(s):\n  - (file): unrecognized _format_version "\${FV}" (supported: "1")`);
+    assert.equal(
+      out,
+      `resources file ${FILE}: 1 error(s):\n  - (file): unrecognized _format_version "\${FV}" (supported: "1")`,
+    );
   });
 
   test('an interpolation error in an entry: the first one, with the field path; the entry is not defined', async () => {
@@ -298,8 +301,14 @@ describe('errors (AISIX wording and staging, aisix-contract.md §1 F2)', () => {
   });
 
   test('_format_version must be the string "1"', async () => {
-    assert.equal(await report('_format_version: "2"\n'), one('(file)', 'unrecognized _format_version "2" (supported: "1")'));
-    assert.equal(await report('_format_version: 1\n'), one('(file)', '_format_version must be the string "1" (quote it)'));
+    assert.equal(
+      await report('_format_version: "2"\n'),
+      one('(file)', 'unrecognized _format_version "2" (supported: "1")'),
+    );
+    assert.equal(
+      await report('_format_version: 1\n'),
+      one('(file)', '_format_version must be the string "1" (quote it)'),
+    );
   });
 
   test('the top level must be a mapping', async () => {
@@ -430,7 +439,10 @@ models:
     );
     assert.equal(
       await report('_format_version: "1"\nmodels:\n  - { display_name: m, provider_key: nope, model_name: x }\n'),
-      one('models[0] ("m")', '`provider_key` references unknown provider key "nope" (no provider_keys are defined in this file)'),
+      one(
+        'models[0] ("m")',
+        '`provider_key` references unknown provider key "nope" (no provider_keys are defined in this file)',
+      ),
     );
   });
 
@@ -524,12 +536,15 @@ api_keys:
   });
 
   test('a duplicate key_hash is a duplicate api key credential', async () => {
-    const out = await report(`_format_version: "1"
+    const out = await report(
+      `_format_version: "1"
 api_keys:
   - { display_name: a, key_hash: same, allowed_models: [] }
   - { display_name: b, key_env: K, allowed_models: [] }
   - { display_name: c, key_hash: same, allowed_models: [] }
-`, { K: 'other' });
+`,
+      { K: 'other' },
+    );
     assert.equal(
       out,
       one(
@@ -591,7 +606,10 @@ models:
   - display_name: m
    provider: openai
 `);
-    assert.match(out, /^resources file \/etc\/sluice\/resources\.yaml: 1 error\(s\):\n {2}- \(file\): YAML parse error: .+ at line 4$/);
+    assert.match(
+      out,
+      /^resources file \/etc\/sluice\/resources\.yaml: 1 error\(s\):\n {2}- \(file\): YAML parse error: .+ at line 4$/,
+    );
     const dup = await report('_format_version: "1"\n_format_version: "1"\n');
     assert.equal(dup, one('(file)', 'YAML parse error: Map keys must be unique at line 2'));
   });

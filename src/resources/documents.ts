@@ -160,9 +160,10 @@ export function parseDocument(
       const r = parseWith(ModelSchema, doc, lenient, ignored);
       if (!r.ok) return fail(r.issues);
       const { id: _id, ...rest } = r.data;
-      const resource = (rest.routing
-        ? { ...rest, id, kind: 'routing', routing: rest.routing }
-        : { ...rest, id, kind: 'direct' }) as Model;
+      const resource =
+        (rest.routing
+          ? { ...rest, id, kind: 'routing', routing: rest.routing }
+          : { ...rest, id, kind: 'direct' }) as Model;
       return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
     }
     case 'api_keys': {

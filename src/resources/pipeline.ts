@@ -241,7 +241,10 @@ async function buildResourceSet(
       continue;
     }
     if ('id' in e.doc) {
-      report.add(e.scope, "the resources file does not accept `id` — ids are derived deterministically from the entry's name");
+      report.add(
+        e.scope,
+        "the resources file does not accept `id` — ids are derived deterministically from the entry's name",
+      );
       continue;
     }
     if (isNotServedKind(e.kind)) {
@@ -279,9 +282,11 @@ async function buildResourceSet(
     if (ref.includes('*') || modelSet.has(ref)) return;
     report.add(scope, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels})`);
   };
-  for (const { scope, r } of typed.api_keys) for (const m of r.allowed_models) checkModelRef(scope, 'allowed_models entry', m);
+  for (const { scope, r } of typed.api_keys) {
+    for (const m of r.allowed_models) checkModelRef(scope, 'allowed_models entry', m);
+  }
   for (const { scope, r } of typed.models) {
-    if (r.kind === 'routing') for (const t of r.routing.targets) checkModelRef(scope, 'routing target', t.model);
+    if (r.kind === 'routing') { for (const t of r.routing.targets) checkModelRef(scope, 'routing target', t.model); }
   }
   const seenHashes = new Map<string, string>();
   for (const { scope, r } of typed.api_keys) {
@@ -350,7 +355,9 @@ async function desugarApiKey(doc: Record<string, unknown>, env: Env): Promise<st
     return '`key_env` must be a non-empty string (an environment variable name)';
   }
   const plaintext = env[name];
-  if (plaintext === undefined || plaintext === '') return `\`key_env\` environment variable \`${name}\` is unset or empty`;
+  if (plaintext === undefined || plaintext === '') {
+    return `\`key_env\` environment variable \`${name}\` is unset or empty`;
+  }
   delete doc.key_env;
   doc.key_hash = await sha256Hex(plaintext);
   return undefined;

@@ -122,7 +122,10 @@ export function exportResources(
     const row = v.parsed;
     if (row.resource === undefined) continue;
     if (!winners.has(`${row.kind}/${row.id}`)) {
-      skipped.push({ key, error: 'not expressible in a file: a name or key hash another row holds, or an unserved reference' });
+      skipped.push({
+        key,
+        error: 'not expressible in a file: a name or key hash another row holds, or an unserved reference',
+      });
       continue;
     }
     const entry = JSON.parse(JSON.stringify(row.resource)) as Record<string, Json>;

@@ -302,7 +302,10 @@ class EtcdSource implements EtcdConfigSource {
     const serving = this.served.get(kv.key);
     const value = serving && serving.raw === kv.value && !kv.invalidUtf8
       ? serving
-      : rowValue(this.prefix, kv.key, kv.value, { ...(kv.invalidUtf8 ? { invalidUtf8: true } : {}), rev: kv.modRevision });
+      : rowValue(this.prefix, kv.key, kv.value, {
+        ...(kv.invalidUtf8 ? { invalidUtf8: true } : {}),
+        rev: kv.modRevision,
+      });
     this.observed.set(kv.key, value);
     return old === undefined;
   }
