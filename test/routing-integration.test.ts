@@ -267,7 +267,8 @@ describe('failover and cooldown', () => {
 describe('background checks and unavailability', () => {
   let h: Harness;
   let hAll: Harness;
-  const check = 'background_model_check: { interval_seconds: 60, timeout_seconds: 2, ignore_statuses: [429] }';
+  const check =
+    'background_model_check: { enabled: true, interval_seconds: 60, timeout_seconds: 2, prompt: ping, max_tokens: 1, stale_after_seconds: 31536000, ignore_statuses: [429] }';
   before(async () => {
     a.setDefault({ status: 503 });
     c.setDefault({ status: 429 });
@@ -333,7 +334,10 @@ describe('background checks and unavailability', () => {
     hAll = await harness(
       `  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: anyway, routing: { targets: [{ model: m-a }, { model: m-b }], when_all_unavailable: try_anyway } }`,
-      { directExtra: 'background_model_check: { interval_seconds: 60, timeout_seconds: 2 }' },
+      {
+        directExtra:
+          'background_model_check: { enabled: true, interval_seconds: 60, timeout_seconds: 2, prompt: ping, max_tokens: 1, stale_after_seconds: 31536000 }',
+      },
     );
     await until(
       async () => {
@@ -366,7 +370,7 @@ describe('strategies through the proxy', () => {
   before(async () => {
     h = await harness(
       `  - { display_name: rr, routing: { strategy: round_robin, targets: [{ model: m-a, weight: 70 }, { model: m-b, weight: 30 }] } }
-  - { display_name: sticky, routing: { strategy: consistent_hash, hash_header: x-session, targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
+  - { display_name: sticky, routing: { strategy: consistent_hash, hash_on: [{ type: header, name: x-session }], targets: [{ model: m-a }, { model: m-b }, { model: m-c }] } }
   - { display_name: busy, routing: { strategy: least_busy, targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: lat-a, provider_key: pa, model_name: up-a, retries: 0 }
   - { display_name: lat-b, provider_key: pb, model_name: up-b, retries: 0 }
