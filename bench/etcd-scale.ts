@@ -25,7 +25,7 @@ function modelRow(i: number, extra: Record<string, unknown> = {}): string {
     timeout: 30_000,
     retries: 1,
     cooldown: { enabled: true, default_seconds: 30, max_seconds: 600 },
-    cost: { input: 0.15, output: 0.6 },
+    cost: { input_per_1k: 0.15, output_per_1k: 0.6 },
     ...extra,
   });
 }

@@ -7,7 +7,7 @@ import { type DeploymentLabels, deploymentLabels, GatewayMetrics } from './obser
 import { createLogger, type Logger } from './observability/logger.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
-import type { ConfigFacts, FailureKind } from './status/config-status.ts';
+import { type ConfigFacts, type FailureKind, rfc3339 } from './status/config-status.ts';
 import { BackgroundChecker } from './routing/background.ts';
 import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
@@ -25,6 +25,11 @@ export interface GatewayOptions {
 export interface ApplyMeta {
   configHash: string;
   revision?: number;
+  /**
+   * A counted reload (`aisix_config_reloads_total`): a full sync of the source or a file load; an etcd
+   * watch event or a cache restore is not. Default true.
+   */
+  counted?: boolean;
 }
 
 export class Gateway implements ReadinessChecks {
@@ -63,6 +68,7 @@ export class Gateway implements ReadinessChecks {
       lastFailure: null,
       rejected: [],
       partiallyCompatible: [],
+      partiallyCompatibleRows: {},
     };
     this.health = new ModelHealth({ now: () => this.now().getTime() });
     this.upstream = platform.upstream({ connectTimeoutMs: config.upstream.connect_timeout_ms });
@@ -88,24 +94,41 @@ export class Gateway implements ReadinessChecks {
     ];
   }
 
-  /** Swap in a new snapshot atomically and record the apply. */
+  /**
+   * Swap in a new snapshot atomically and record the load (aisix-contract.md §1 G). The source sets
+   * `facts.rejected` first: the load is successful iff nothing is rejected. `apply_seq` / `applied_at` move
+   * only when the applied `config_hash` changes.
+   */
   apply(snapshot: Snapshot, meta: ApplyMeta): void {
     this.snapshot = snapshot;
     const ids = snapshot.resources.models.map((m) => m.id);
     this.health.retain(ids);
     this.routingState.retain(ids);
     this.checker?.update(checkedModels(snapshot.resources.models));
-    const at = this.now().toISOString();
-    this.applySeq++;
+    const at = rfc3339(this.now());
+    const prev = this.facts.applied;
+    const changed = prev?.config_hash !== meta.configHash;
+    if (changed) this.applySeq++;
     this.facts.applied = {
       ...(meta.revision !== undefined ? { applied_revision: meta.revision } : {}),
       config_hash: meta.configHash,
       apply_seq: this.applySeq,
-      applied_at: at,
+      applied_at: changed || !prev ? at : prev.applied_at,
       resource_counts: snapshot.counts(),
     };
-    this.facts.lastReload = { successful: true, at };
-    this.metrics.reloadsTotal.inc();
+    const rejected = this.facts.rejected;
+    const clean = rejected.length === 0;
+    this.facts.lastReload = { successful: clean, at };
+    if (clean) this.facts.lastSuccessAt = at;
+    else {
+      const first = rejected[0]!; // non-null: not clean
+      this.facts.lastFailure = { at, last_error_kind: first.last_error_kind, last_error: first.last_error };
+    }
+    if (meta.counted !== false) {
+      this.metrics.reloadsTotal.inc();
+      const reasons = new Set(rejected.map((r) => (r.last_error_kind === 'non_json' ? 'parse' : 'validate')));
+      for (const reason of reasons) this.metrics.reloadFailures.inc([reason]);
+    }
   }
 
   /** Stop background work (model checks). Call once, after the drain; the gateway serves no more traffic. */
@@ -131,7 +154,7 @@ export class Gateway implements ReadinessChecks {
 
   /** Record a failed load or fetch; the served snapshot is untouched. `last_failure` is sticky. */
   recordFailure(kind: FailureKind, error: string): void {
-    const at = this.now().toISOString();
+    const at = rfc3339(this.now());
     this.facts.lastReload = { successful: false, at };
     this.facts.lastFailure = { at, last_error_kind: kind, last_error: error };
     this.metrics.reloadsTotal.inc();

@@ -67,7 +67,10 @@ async function validate(platform: Platform, path: string): Promise<number> {
     printErr(platform, r.report.format());
     return 1;
   }
-  printErr(platform, `OK: ${path} loaded ${r.resourceCount} resource(s)`);
+  // AISIX: the OK line on stdout, the report (above) on stderr.
+  const ok = `OK: ${path} loaded ${r.resourceCount} resource(s)`;
+  if (platform.writeOut) platform.writeOut(`${ok}\n`);
+  else printErr(platform, ok);
   return 0;
 }
 
@@ -260,7 +263,9 @@ const STILL_WAITING_EVERY_MS = 10_000;
 
 /**
  * SPEC §6.3: with nothing applied the proxy stays unbound; INFO once, WARN every 10 s, INFO on apply.
- * Resolves undefined once a configuration is applied, or the signal that asked to stop meanwhile.
+ * The first successful read of the source is the first configuration, even of an empty prefix
+ * (aisix-contract.md §1 E: state `empty`, ready). Resolves undefined once a configuration is applied, or
+ * the signal that asked to stop meanwhile.
  */
 async function waitForFirstConfig(
   gw: Gateway,

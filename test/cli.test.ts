@@ -1,9 +1,13 @@
 // Command-line parsing (SPEC §2) and the version constant.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { parseCli, USAGE } from '../src/cli.ts';
 import { VERSION } from '../src/version.ts';
+import { GOOD, MALFORMED, MALFORMED_REPORT } from './support/aisix-fixtures.ts';
 
 describe('serve', () => {
   test('--config, -c, --config=, -c=', () => {
@@ -180,5 +184,31 @@ describe('version', () => {
     const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
     assert.equal(VERSION, pkg.version);
     assert.match(VERSION, /^\d+\.\d+\.\d+(-[\w.]+)?$/);
+  });
+});
+
+describe('sluice validate (the real binary; AISIX golden output, aisix-contract.md §1 F)', () => {
+  const ROOT = resolve(import.meta.dirname, '..');
+  const BIN = join(ROOT, 'bin/sluice');
+  const run = (file: string) =>
+    spawnSync(BIN, ['validate', '--resources', file], { encoding: 'utf8', timeout: 20_000 });
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-validate-'));
+
+  test('a good file: exit 0, exactly the OK line on stdout, nothing on stderr', () => {
+    const file = join(dir, 'good.yaml');
+    writeFileSync(file, GOOD);
+    const r = run(file);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, `OK: ${file} loaded 5 resource(s)\n`);
+    assert.equal(r.stderr, '');
+  });
+
+  test('the malformed file of §1 F2: exit 1, exactly its 4 errors on stderr, nothing on stdout', () => {
+    const file = join(dir, 'malformed.yaml');
+    writeFileSync(file, MALFORMED);
+    const r = run(file);
+    assert.equal(r.status, 1);
+    assert.equal(r.stdout, '');
+    assert.equal(r.stderr, `${MALFORMED_REPORT(file)}\n`);
   });
 });

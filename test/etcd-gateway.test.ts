@@ -109,34 +109,22 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('cold start: proxy unbound until the first put, then serves; bad value pinned; delete clears it; SIGHUP ignored; no secrets', async () => {
+  test('cold start: the first successful read binds the proxy even on an empty prefix; puts then serve; bad value pinned; delete clears it; SIGHUP ignored; no secrets', async () => {
     const P = '/bb-cold';
     const g = await spawn({
       config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${join(dir, 'cold.json')} }`),
     });
-    await g.waitForLog(MSG.waitingFirstConfig);
-    await g.waitForLog((l) => l.msg === MSG.etcdConnected);
-
-    // The wait: proxy refuses connections; status and admin explain it.
-    for (const path of ['/livez', '/readyz', '/v1/models']) {
-      const a = await get(g.url(path));
-      assert.deepEqual(a, { refused: 'ECONNREFUSED' }, `proxy ${path} during the wait`);
-    }
-    assert.deepEqual(await get(g.url('/status/ready', 'status')), { status: 503, text: 'no configuration available' });
-    assert.equal((await json(g.url('/status/config', 'status'))).state, 'never_loaded');
-    assert.deepEqual(await get(g.url('/livez', 'admin')), { status: 200, text: 'ok' });
-    assert.equal((await get(g.url('/readyz', 'admin')) as { status: number }).status, 503);
-    assert.equal(proxyBound(g), false);
-
-    // First put → first apply → bind.
-    const [first, ...rest] = trio(P, mock.base, CALLER_HASH);
-    await s.put(first![0], first![1]);
+    // An empty prefix read successfully is the first configuration (aisix-contract.md §1 E).
     await g.waitForLog(MSG.firstConfigApplied);
     await g.waitReady('/readyz');
-    const applied = g.logs.findIndex((l) => l.msg === MSG.firstConfigApplied);
-    const bound = g.logs.findIndex((l) => l.msg === MSG.listening && l.listener === 'proxy');
-    assert.ok(applied >= 0 && bound > applied, 'the proxy binds after the first apply');
-    assert.equal(g.logs.filter((l) => l.msg === MSG.waitingFirstConfig).length, 1);
+    const empty = await json(g.url('/status/config', 'status'));
+    assert.equal(empty.state, 'empty');
+    assert.deepEqual(empty.applied.resource_counts, {});
+    assert.deepEqual(await get(g.url('/status/ready', 'status')), { status: 200, text: 'ok' });
+    assert.equal((await get(g.url('/readyz', 'admin')) as { status: number }).status, 200);
+    assert.equal((await chat(g)).status, 401, 'nothing configured: no caller authenticates');
+
+    const rest = trio(P, mock.base, CALLER_HASH);
     for (const [k, v] of rest) await s.put(k, v);
     await eventually('model listed', async () => (await listedModels(g))?.includes('gpt-test') === true);
     let r = await chat(g);
@@ -191,9 +179,18 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     for (const secret of SECRETS) assert.ok(!all.includes(secret), `secret ${secret.slice(0, 6)}… visible`);
   });
 
-  test('SIGTERM during the wait exits 0 promptly without binding the proxy', async () => {
-    const g = await spawn({ config: config(etcd.endpoint, '/bb-never-term') });
+  test('while etcd cannot be read the proxy stays unbound; SIGTERM during the wait exits 0 promptly', async () => {
+    const g = await spawn({ config: config(await deadEndpoint(), '/bb-never-term') });
     await g.waitForLog(MSG.waitingFirstConfig);
+    // The wait: proxy refuses connections; status and admin explain it.
+    for (const path of ['/livez', '/readyz', '/v1/models']) {
+      const a = await get(g.url(path));
+      assert.deepEqual(a, { refused: 'ECONNREFUSED' }, `proxy ${path} during the wait`);
+    }
+    assert.deepEqual(await get(g.url('/status/ready', 'status')), { status: 503, text: 'no configuration available' });
+    assert.equal((await json(g.url('/status/config', 'status'))).state, 'never_loaded');
+    assert.deepEqual(await get(g.url('/livez', 'admin')), { status: 200, text: 'ok' });
+    assert.equal((await get(g.url('/readyz', 'admin')) as { status: number }).status, 503);
     const t0 = Date.now();
     g.signal('SIGTERM');
     assert.equal(await g.waitForExit(5000), 0);
@@ -204,7 +201,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
   });
 
   test('WARN "proxy listener still not bound" every 10 s while waiting', async () => {
-    const g = await spawn({ config: config(etcd.endpoint, '/bb-never-warn') });
+    const g = await spawn({ config: config(await deadEndpoint(), '/bb-never-warn') });
     const waiting = await g.waitForLog(MSG.waitingFirstConfig);
     const warn = await g.waitForLog(MSG.stillNotBound, 14_000);
     assert.equal(warn.level, 'WARN');
@@ -370,7 +367,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       env: { ...process.env, SLUICE_PK_MOCK: 'sk-upstream-SECRET-value' },
     });
     assert.equal(v.status, 0, v.stderr);
-    assert.match(v.stderr, /^OK: .* loaded 3 resource\(s\)/);
+    assert.match(v.stdout, /^OK: .* loaded 3 resource\(s\)/);
     // To stdout.
     const std = spawnSync(bin, ['export', '--etcd', etcd.endpoint, '--prefix', P], {
       encoding: 'utf8',

@@ -8,14 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { loadResourcesFile } from '../src/resources/pipeline.ts';
 import type { EtcdFetch } from '../src/sources/etcd/client.ts';
 import { runExport } from '../src/sources/etcd/export.ts';
-import {
-  compareKeys,
-  decideServing,
-  type RowValue,
-  rowValue,
-  type ServingDecision,
-  updateServing,
-} from '../src/sources/etcd/rows.ts';
+import type { ResourceSet } from '../src/resources/snapshot.ts';
 import { canonicalJson } from '../src/util/crypto.ts';
 import { createStatusApp } from '../src/status/app.ts';
 import { type EtcdTestGateway, seeder, startEtcdGateway } from './support/etcd-gateway.ts';
@@ -150,6 +143,26 @@ const model = (name: string, pkId = 'pk1', extra: Record<string, unknown> = {}) 
   ...extra,
 });
 
+/**
+ * A resource set with ids replaced by names (a file derives its ids from the names): what `export` must
+ * preserve. An api key's missing name is its id; `allowed_models` entries naming no model are dropped.
+ */
+function byName(set: ResourceSet): unknown {
+  const pkName = new Map(set.provider_keys.map((k) => [k.id, k.display_name]));
+  const models = new Set(set.models.map((m) => m.display_name));
+  return {
+    provider_keys: set.provider_keys.map(({ id: _id, ...k }) => k),
+    models: set.models.map(({ id: _id, ...m }) =>
+      m.kind === 'direct' ? { ...m, provider_key_id: pkName.get(m.provider_key_id) } : m
+    ),
+    api_keys: set.api_keys.map(({ id, ...k }) => ({
+      ...k,
+      display_name: k.display_name ?? id,
+      allowed_models: k.allowed_models.filter((n) => n.includes('*') || models.has(n)),
+    })),
+  };
+}
+
 describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
   let etcd: EtcdServer;
   let s: ReturnType<typeof seeder>;
@@ -169,11 +182,11 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await etcd?.stop();
   });
 
-  test('each kind of bad row is rejected alone; unknown top-level fields load and are counted', async () => {
+  test('each kind of bad row is rejected alone; unknown fields at any depth load and are counted', async () => {
     const P = '/rk';
     await s.put(`${P}/provider_keys/pk1`, pk());
     await s.put(`${P}/provider_keys/pk2`, { display_name: 'broken', provider: 7, api_key: UPSTREAM_SECRET });
-    await s.put(`${P}/models/m1`, model('m1', 'pk1', { future_field: 1, other: 'x' }));
+    await s.put(`${P}/models/m1`, model('m1', 'pk1', { future_field: 1, other: 'x', cooldown: { sticky: 1 } }));
     await s.put(`${P}/models/m3`, model('m3', 'pk1', { future_field: true }));
     await s.put(`${P}/models/a/b`, model('nested'));
     await s.put(`${P}/lonely`, '{}');
@@ -182,6 +195,8 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await s.put(`${P}/models/m4`, '[1,2]');
     await s.put(`${P}/api_keys/k1`, { display_name: 'k', key_hash: 'NOT-A-HASH' });
     await s.put(`${P}/models/m5`, { ...model('m5'), id: 'other-id' });
+    await s.put(`${P}/guardrails/g1`, { name: 'pii', kind: 'regex' });
+    await s.put(`${P}/cache_policies/c1`, { name: 'c' });
     await s.put(`${P}2/models/zz`, model('outside the prefix'));
 
     const t = open({ endpoint: etcd.endpoint, prefix: P });
@@ -190,34 +205,38 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const kinds = Object.fromEntries([...rejected].map(([k, r]) => [k, r.last_error_kind]));
     assert.deepEqual(kinds, {
       'provider_keys/pk2': 'schema_failed',
-      'models/models/a/b': 'bad_key',
       '/lonely': 'bad_key',
       'routes/r1': 'unknown_kind',
       'models/m2': 'non_json',
       'models/m4': 'schema_failed',
       'api_keys/k1': 'schema_failed',
-      'models/m5': 'schema_failed',
+      'guardrails/g1': 'unsupported',
     });
     assert.match(rejected.get('routes/r1')!.last_error, /unknown resource kind "routes"/);
-    assert.match(rejected.get('api_keys/k1')!.last_error, /key_hash/);
-    assert.match(rejected.get('models/m5')!.last_error, /does not match the key's id "m5"/);
+    assert.match(rejected.get('api_keys/k1')!.last_error, /^allowed_models: /, 'allowed_models is required');
     assert.match(rejected.get('provider_keys/pk2')!.last_error, /^provider: /);
+    assert.match(rejected.get('guardrails/g1')!.last_error, /Sluice does not implement guardrails/);
     for (const r of rejected.values()) {
-      assert.ok(!Number.isNaN(Date.parse(r.first_seen_at)) && !Number.isNaN(Date.parse(r.last_seen_at)));
+      assert.match(r.first_seen_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/, 'RFC 3339 UTC, whole seconds');
+      assert.match(r.last_seen_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
       assert.equal(r.serving_stale_since, undefined);
     }
     assert.deepEqual(t.gw.facts.partiallyCompatible, [
+      { resource_kind: 'cache_policies', field: '*', count: 1 },
+      { resource_kind: 'models', field: 'cooldown.sticky', count: 1 },
       { resource_kind: 'models', field: 'future_field', count: 2 },
       { resource_kind: 'models', field: 'other', count: 1 },
     ]);
     const body = await statusConfig(t);
     assert.equal(body.state, 'degraded');
-    assert.deepEqual(body.applied.resource_counts, { provider_keys: 1, models: 2, api_keys: 0 });
-    assert.equal(t.gw.snapshot!.models.has('m1'), true);
+    assert.deepEqual(body.applied.resource_counts, { provider_keys: 1, models: 4 });
+    assert.equal(t.gw.snapshot!.models.has('a/b'), true, 'a key id may contain /');
+    assert.equal(t.gw.snapshot!.models.get('m5')!.id, 'm5', 'an id member is ignored');
     assert.equal('future_field' in t.gw.snapshot!.models.get('m1')!, false, 'unknown fields are dropped');
     const m = await metrics(t);
-    assert.match(m, /aisix_config_rejected_resources\{kind="models"\} 4/);
-    assert.match(m, /aisix_config_partially_compatible_resources\{kind="models"\} 3/);
+    assert.match(m, /aisix_config_rejected_resources\{kind="models"\} 2/);
+    assert.match(m, /aisix_config_partially_compatible_resources\{kind="models"\} 2/, 'rows, not fields');
+    assert.match(m, /aisix_config_partially_compatible_resources\{kind="cache_policies"\} 1/);
     assert.ok(t.platform.logs.some((l) => l.msg === 'etcd resource rejected' && l.key === `${P}/routes/r1`));
     assertNoSecrets(await visibleText(t));
   });
@@ -266,75 +285,57 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     assertNoSecrets(await visibleText(t));
   });
 
-  test('state: never_loaded on an empty prefix, out_of_sync when nothing serves, references resolve in any order, empty', async () => {
+  test('state: an empty prefix is applied (empty, ready); rows are judged alone, with no cross-row rejection', async () => {
     const P = '/xref';
     const t = open({ endpoint: etcd.endpoint, prefix: P });
-    await t.until(() => t.gw.facts.connected === true && t.gw.facts.sourceHash !== undefined, 'first (empty) read');
-    let body = await statusConfig(t);
-    assert.equal(body.state, 'never_loaded');
-    assert.equal(body.applied, undefined);
-    assert.equal(body.source.source_hash, expectedHash([]));
-    assert.equal(t.gw.snapshot, undefined, 'an empty prefix is no configuration: nothing is applied');
-
-    // First put: a model whose provider key does not exist yet → applied, nothing serves.
-    await s.put(`${P}/models/m1`, model('m1'));
     await t.source.firstApplied;
-    assert.match(rejectedByKey(t).get('models/m1')!.last_error, /provider_key_id: no provider key with id "pk1"/);
-    body = await statusConfig(t);
-    assert.equal(body.state, 'out_of_sync');
+    let body = await statusConfig(t);
+    assert.equal(body.state, 'empty');
+    assert.deepEqual(body.applied.resource_counts, {});
+    assert.equal(body.source.source_hash, expectedHash([]));
+    assert.equal(body.last_reload.successful, true);
+    assert.equal(t.gw.snapshot?.size, 0);
+    assert.equal((await createStatusApp(t.gw).request('/status/ready')).status, 200);
 
-    // The key arrives: the model is judged again and loads.
-    await s.put(`${P}/provider_keys/pk1`, pk());
-    await t.until(() => t.gw.snapshot?.models.has('m1') === true, 'model loads once its key exists');
+    // A model whose provider key does not exist loads (it fails at dispatch).
+    await s.put(`${P}/models/m1`, model('m1'));
+    await t.until(() => t.gw.snapshot?.models.has('m1') === true, 'model with a dangling key loads');
+    assert.equal(t.gw.facts.rejected.length, 0);
     assert.equal((await statusConfig(t)).state, 'synced');
 
-    // Routing target and allowed_models must name served models.
+    // A routing target and an allowed_models entry naming nothing load too; api keys without a name, many.
     await s.put(`${P}/models/r1`, { display_name: 'r1', routing: { targets: [{ model: 'm1' }, { model: 'ghost' }] } });
-    await s.put(`${P}/api_keys/k1`, {
-      display_name: 'caller',
-      key_hash: CALLER_HASH,
-      allowed_models: ['m1', 'r1', 'openai/*'],
-    });
-    await t.until(() => rejectedByKey(t).has('api_keys/k1'), 'api key judged');
-    assert.match(
-      rejectedByKey(t).get('models/r1')!.last_error,
-      /routing\.targets\[1\]\.model: no direct model named "ghost"/,
-    );
-    assert.match(rejectedByKey(t).get('api_keys/k1')!.last_error, /allowed_models\[1\]: no model named "r1"/);
-    await s.put(`${P}/models/r1`, { display_name: 'r1', routing: { targets: [{ model: 'm1' }] } });
-    await t.until(() => t.gw.facts.rejected.length === 0, 'routing model and api key load');
-    assert.equal(t.gw.snapshot!.apiKeys.has('k1'), true);
+    await s.put(`${P}/api_keys/k1`, { key_hash: CALLER_HASH, allowed_models: ['m1', 'nope', 'openai/*'] });
+    await s.put(`${P}/api_keys/k2`, { key_hash: 'x', allowed_models: [], display_name: null });
+    await s.put(`${P}/api_keys/k3`, { key_hash: 'y', allowed_models: [] });
+    await t.until(() => t.gw.snapshot!.apiKeys.size === 3, 'api keys load');
+    assert.equal(t.gw.facts.rejected.length, 0);
+    assert.equal(t.gw.snapshot!.apiKeys.get('k2')!.display_name, undefined, 'null is absent');
 
-    // A duplicate display_name loses to the row already serving.
-    await s.put(`${P}/models/m9`, model('m1'));
-    await t.until(() => rejectedByKey(t).has('models/m9'), 'duplicate rejected');
-    assert.match(
-      rejectedByKey(t).get('models/m9')!.last_error,
-      /duplicate display_name "m1" \(also \/xref\/models\/m1\)/,
-    );
-    assert.equal(t.gw.snapshot!.modelByName('m1')!.id, 'm1');
-    await s.del(`${P}/models/m9`);
-
-    // Deleting the provider key does not withdraw the model that serves: it stays, pinned and listed.
-    await s.del(`${P}/provider_keys/pk1`);
-    await t.until(
-      () => rejectedByKey(t).get('models/m1')?.serving_stale_since !== undefined,
-      'dangling reference pinned',
-    );
-    assert.equal(t.gw.snapshot!.models.has('m1'), true);
-    assert.equal((await statusConfig(t)).state, 'degraded');
-    await s.put(`${P}/provider_keys/pk1`, pk());
-    await t.until(() => t.gw.facts.rejected.length === 0, 'reference resolves again');
+    // Duplicate display names and key hashes all load; the index keeps the row written last.
+    await s.put(`${P}/models/m9`, model('m1', 'pk1', { model_name: 'newer' }));
+    await t.until(() => t.gw.snapshot!.models.has('m9'), 'duplicate name loads');
+    const byName = t.gw.snapshot!.modelByName('m1');
+    assert.equal(byName?.kind === 'direct' && byName.model_name, 'newer');
+    await s.put(`${P}/models/m1`, model('m1', 'pk1', { model_name: 'newest' }));
+    await t.until(() => {
+      const m = t.gw.snapshot!.modelByName('m1');
+      return m?.kind === 'direct' && m.model_name === 'newest';
+    }, 'the row written last wins the name');
+    await s.put(`${P}/api_keys/k4`, { key_hash: CALLER_HASH, allowed_models: ['*'] });
+    await t.until(() => t.gw.snapshot!.apiKeyByHash(CALLER_HASH)?.id === 'k4', 'the key written last wins the hash');
+    assert.equal(t.gw.facts.rejected.length, 0);
 
     // Everything deleted: applied, zero resources.
     await s.client.delete(`${P}/`, { prefix: true });
     await t.until(() => t.gw.snapshot?.size === 0, 'all deleted');
     body = await statusConfig(t);
     assert.equal(body.state, 'empty');
+    assert.deepEqual(body.applied.resource_counts, {});
     assert.equal((await createStatusApp(t.gw).request('/status/ready')).status, 200, 'ready never goes back');
   });
 
-  test('hashes are exactly SPEC §8; apply_seq and applied_revision follow every batch', async () => {
+  test('hashes are exactly SPEC §8; applied_revision follows every batch, apply_seq the config_hash', async () => {
     const P = '/hash';
     const rows: [string, string][] = [
       [`${P}/provider_keys/pk1`, `{ "provider": "openai",  "display_name": "pk", "api_key": "${UPSTREAM_SECRET}" }`],
@@ -344,7 +345,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
           model_name: 'x',
           display_name: 'm1',
           provider_key_id: 'pk1',
-          cost: { output: 2, input: 1.5 },
+          cost: { output_per_1k: 2, input_per_1k: 1.5 },
         }),
       ],
       [`${P}/models/bad`, 'not json at all'],
@@ -377,7 +378,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const rev2 = await s.put(`${P}/models/m1`, 'broken');
     await t.until(() => t.gw.facts.applied?.applied_revision === rev2, 'pin applied');
     body = await statusConfig(t);
-    assert.equal(body.applied.apply_seq, seq + 2, 'a rejected put is an apply too');
+    assert.equal(body.applied.apply_seq, seq + 1, 'apply_seq moves only when config_hash does');
     assert.equal(body.applied.config_hash, expectedHash(now.slice(0, 2)));
     assert.equal(body.source.source_hash, expectedHash([rows[0]!, [`${P}/models/m1`, 'broken'], ...rows.slice(2)]));
   });
@@ -586,7 +587,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
         model_name: 'gpt-4o-mini',
         provider_key_id: 'pk1',
         cooldown: { default_seconds: 5 },
-        cost: { input: 0.15 },
+        cost: { input_per_1k: 0.15, output_per_1k: 0.6 },
         new_field: 1,
       }],
       [`${P}/models/m2`, { display_name: 'openai/*', model_name: '*', provider_key_id: 'pk3' }],
@@ -602,14 +603,15 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
         expires_at: '2999-01-01T00:00:00Z',
         rate_limit: { rpm: 60 },
       }],
-      [`${P}/api_keys/k2`, { display_name: 'disabled', key_hash: 'a'.repeat(64), disabled: true }],
+      [`${P}/api_keys/k2`, { display_name: 'disabled', key_hash: 'a'.repeat(64), disabled: true, allowed_models: [] }],
+      [`${P}/api_keys/k3`, { key_hash: 'no-name', allowed_models: ['ghost', 'smart'] }],
       [`${P}/models/bad`, 'not json'],
     ];
     for (const [k, v] of rows) await s.put(k, v);
     const t = open({ endpoint: etcd.endpoint, prefix: P });
     await t.source.firstApplied;
-    const served = canonicalJson(t.gw.snapshot!.resources);
-    assert.equal(t.gw.snapshot!.size, 9);
+    const served = canonicalJson(byName(t.gw.snapshot!.resources));
+    assert.equal(t.gw.snapshot!.size, 10);
 
     // Placeholders.
     const platform = testPlatform();
@@ -631,7 +633,8 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const env = { SLUICE_PK_OPEN_AI_MAIN: 'sk-$dollar-SECRET', SLUICE_PK_OPEN_AI_MAIN_2: UPSTREAM_SECRET };
     const loaded = await loadResourcesFile('/out/resources.yaml', text, env);
     assert.ok(loaded.ok, loaded.ok ? '' : loaded.report.format());
-    assert.equal(canonicalJson(loaded.snapshot.resources), served, 'same ids, same values, same order');
+    assert.equal(canonicalJson(byName(loaded.snapshot.resources)), served, 'same values, references by name');
+    assert.match(text, /display_name: k3\n/, 'an api key without a name is named by its id');
     assert.ok(platform.logs.some((l) => String(l.raw).startsWith('export: skipped /export/models/bad')));
 
     // --with-secrets, to stdout.
@@ -645,7 +648,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     assert.equal(await runExport(p2, { ...cmd, output: undefined, withSecrets: true }), 0);
     const plain = await loadResourcesFile('/stdout.yaml', out, {});
     assert.ok(plain.ok, plain.ok ? '' : plain.report.format());
-    assert.equal(canonicalJson(plain.snapshot.resources), served);
+    assert.equal(canonicalJson(byName(plain.snapshot.resources)), served);
     assert.match(out, /CONTAINS PLAINTEXT PROVIDER API KEYS/);
 
     // Unreachable etcd: exit 1, a message, no file.
@@ -653,92 +656,5 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     assert.equal(await runExport(p3, { ...cmd, endpoints: [await deadEndpoint()] }), 1);
     assert.match(String(p3.logs[0]?.raw), /^export: cannot read \/export\/ from etcd: /);
     assert.equal(p3.fileMap.size, 0);
-  });
-});
-
-describe('serving decision (pure)', () => {
-  test('the incremental update equals a full decision, and a decision is a fixpoint, over random batches of puts and deletes', () => {
-    // A small world with many collisions: few names, references among them, bad values, pins.
-    let seed = 42;
-    const rand = (n: number): number => { // mulberry32
-      seed = (seed + 0x6d2b79f5) | 0;
-      let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-      return ((x ^ (x >>> 14)) >>> 0) % n;
-    };
-    const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
-    const P = '/w';
-    const keys = [
-      ...['pk1', 'pk2'].map((id) => `${P}/provider_keys/${id}`),
-      ...['m1', 'm2', 'm3', 'm4', 'r1', 'r2'].map((id) => `${P}/models/${id}`),
-      ...['k1', 'k2'].map((id) => `${P}/api_keys/${id}`),
-    ];
-    const names = ['a', 'b', 'c'];
-    const hashes = ['1'.repeat(64), '2'.repeat(64)];
-    const value = (key: string): string | undefined => {
-      if (rand(8) === 0) return undefined; // deleted
-      if (rand(7) === 0) return 'not json';
-      if (key.includes('/provider_keys/')) return JSON.stringify({ display_name: pick(names), provider: 'openai' });
-      if (key.includes('/api_keys/')) {
-        return JSON.stringify({
-          display_name: pick(names),
-          key_hash: pick(hashes),
-          allowed_models: rand(2) ? ['*'] : [pick(names)],
-        });
-      }
-      if (rand(3) === 0) {
-        return JSON.stringify({ display_name: pick(names), routing: { targets: [{ model: pick(names) }] } });
-      }
-      return JSON.stringify({
-        display_name: pick(names),
-        model_name: 'x',
-        provider_key_id: pick(['pk1', 'pk2', 'pk9']),
-      });
-    };
-    const observed = new Map<string, RowValue>();
-    const latest = (k: string): RowValue | undefined => observed.get(k);
-    const sorted = (): string[] => [...observed.keys()].sort(compareKeys);
-    const view = (d: ServingDecision): string =>
-      JSON.stringify({
-        served: [...d.served].sort(([a], [b]) => compareKeys(a, b)).map(([k, v]) => [k, v.raw]),
-        problems: [...d.problems].sort(([a], [b]) => compareKeys(a, b)),
-      });
-    let current = decideServing(sorted(), latest, new Map());
-    let incremental = 0;
-    for (let step = 0; step < 6000; step++) {
-      const touched = new Set<string>();
-      for (let n = 1 + rand(2); n > 0; n--) {
-        const key = pick(keys);
-        touched.add(key);
-        const v = value(key);
-        if (v === undefined) observed.delete(key);
-        else observed.set(key, rowValue(P, key, v));
-      }
-      const full = decideServing(sorted(), latest, current.served);
-      const inc = updateServing(current, touched, latest); // consumes current.claims, which nothing reads again
-      if (inc) {
-        incremental++;
-        if (view(inc) !== view(full)) {
-          const diff = (d: ServingDecision) =>
-            new Map(
-              [...sorted(), ...touched].map((
-                k,
-              ) => [k, JSON.stringify([d.served.get(k)?.raw ?? null, d.problems.get(k) ?? null])]),
-            );
-          const a = diff(inc);
-          const b = diff(full);
-          const lines = [...b.keys()].filter((k) => a.get(k) !== b.get(k)).map((k) =>
-            `${k}\n  before:      ${
-              JSON.stringify([current.served.get(k)?.raw ?? null, current.problems.get(k) ?? null])
-            }\n  latest:      ${observed.get(k)?.raw}\n  incremental: ${a.get(k)}\n  full:        ${b.get(k)}`
-          );
-          assert.fail(`step ${step}: touched ${[...touched].join(', ')}\n${lines.join('\n')}`);
-        }
-      }
-      // A decision is a fixpoint: deciding again over what it serves changes nothing.
-      assert.equal(view(decideServing(sorted(), latest, full.served)), view(full), `step ${step}: not idempotent`);
-      current = full;
-    }
-    assert.ok(incremental > 300, `the incremental path was taken ${incremental} times`);
   });
 });

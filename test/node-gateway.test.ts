@@ -165,7 +165,7 @@ describe('node gateway boot and validate', () => {
       encoding: 'utf8',
     });
     assert.equal(ok.status, 0, ok.stderr);
-    assert.match(ok.stderr, /^OK: .*examples\/resources\.yaml loaded 3 resource\(s\)$/m);
+    assert.match(ok.stdout, /^OK: .*examples\/resources\.yaml loaded 3 resource\(s\)$/m, 'the OK line is on stdout');
 
     const dir = join(ROOT, '.tmp');
     spawnSync('mkdir', ['-p', dir]);
@@ -177,9 +177,9 @@ describe('node gateway boot and validate', () => {
     const r = spawnSync(join(ROOT, 'bin/sluice'), ['validate', '--resources', bad], { encoding: 'utf8' });
     assert.equal(r.status, 1);
     assert.match(r.stderr, /^resources file .*bad-resources\.yaml: \d+ error\(s\):$/m);
-    assert.match(r.stderr, / {2}- file: missing mandatory _format_version/);
-    assert.match(r.stderr, / {2}- models\[0\] \("a"\): provider_key: no provider key named "nope"/);
-    assert.match(r.stderr, /duplicate display_name "a"/);
+    assert.match(r.stderr, / {2}- \(file\): missing mandatory _format_version \(expected "1"\)/);
+    assert.match(r.stderr, / {2}- models\[0\] \("a"\): `provider_key` references unknown provider key "nope"/);
+    assert.match(r.stderr, /duplicate models entry: display_name "a" is already defined at models\[0\]/);
     assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
 
     const missing = spawnSync(join(ROOT, 'bin/sluice'), ['validate', '--resources', join(dir, 'nope.yaml')], {

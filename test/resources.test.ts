@@ -7,6 +7,7 @@ import { interpolate, loadResourcesFile, type LoadResult, rowScope } from '../sr
 import { globMatch, Snapshot } from '../src/resources/snapshot.ts';
 import type { DirectModel, RoutingModel } from '../src/resources/schema.ts';
 import { RESOURCE_ID_NAMESPACE, sha256Hex, uuidV5 } from '../src/util/crypto.ts';
+import { MALFORMED, MALFORMED_REPORT } from './support/aisix-fixtures.ts';
 
 const FILE = '/etc/sluice/resources.yaml';
 const UUID_V5 = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -127,15 +128,6 @@ api_keys: [{ display_name: same, key_hash: ${sha256('x')}, allowed_models: [same
     );
   });
 
-  test('an explicit id is kept', async () => {
-    const s = await ok(`${PK}    id: pk-fixed-id
-models: [{ display_name: m, provider_key: pk, model_name: x, id: m-fixed }]
-`);
-    assert.equal(s.resources.provider_keys[0]!.id, 'pk-fixed-id');
-    assert.equal(s.modelByName('m')!.id, 'm-fixed');
-    assert.equal((s.modelByName('m') as DirectModel).provider_key_id, 'pk-fixed-id');
-  });
-
   test('desugaring: provider_key → provider_key_id, secret → api_key, key_env → key_hash, adapters and bases', async () => {
     const s = await ok(VALID);
     const [openai, anthropic, offline] = s.resources.provider_keys;
@@ -180,20 +172,20 @@ models: [{ display_name: m, provider_key: pk, model_name: x, id: m-fixed }]
   test('key_env: key_hash is the SHA-256 of the environment value', async () => {
     const s = await ok(
       `_format_version: "1"
-api_keys: [{ display_name: k, key_env: CALLER_KEY }]
+api_keys: [{ display_name: k, key_env: CALLER_KEY, allowed_models: [] }]
 `,
       { CALLER_KEY: 'my caller key ✓' },
     );
     const k = s.resources.api_keys[0]!;
     assert.equal(k.key_hash, sha256('my caller key ✓'));
     assert.equal(k.key_hash, await sha256Hex('my caller key ✓'));
-    assert.deepEqual(k.allowed_models, [], 'allowed_models defaults to none');
+    assert.deepEqual(k.allowed_models, []);
   });
 
-  test('an empty file body with only _format_version is an empty snapshot; _format_version may be a number', async () => {
+  test('an empty file body with only _format_version is an empty snapshot', async () => {
     const r = await load('_format_version: "1"\n');
     assert.equal(r.ok && r.resourceCount, 0);
-    const n = await load('_format_version: 1\nmodels: []\n');
+    const n = await load('_format_version: "1"\nmodels: []\n');
     assert.equal(n.ok && n.resourceCount, 0);
   });
 
@@ -255,7 +247,7 @@ models:
     const out = await report(`${PK.replace('api_key: sk-x', 'api_key: ${NOT_SET}')}`, {});
     assert.equal(
       out,
-      `resources file ${FILE}: 1 error(s):\n  - provider_keys[0] ("pk"): api_key: environment variable NOT_SET is not set (line 5)`,
+      `resources file ${FILE}: 1 error(s):\n  - provider_keys[0]: field \`api_key\`: environment variable NOT_SET is not set`,
     );
   });
 
@@ -263,77 +255,109 @@ models:
     const out = await report(`${PK.replace('api_key: sk-x', 'api_key: "${EMPTY_ONE}"')}`, { EMPTY_ONE: '' });
     assert.equal(
       out,
-      `resources file ${FILE}: 1 error(s):\n  - provider_keys[0] ("pk"): api_key: environment variable EMPTY_ONE is empty (line 5)`,
+      `resources file ${FILE}: 1 error(s):\n  - provider_keys[0]: field \`api_key\`: environment variable EMPTY_ONE is empty`,
     );
   });
 
-  test('an interpolation error outside a row names its path', async () => {
-    const out = await report('_format_version: "${FV}"\n', {});
+  test('only entries are interpolated (AISIX): `_format_version` is read as written', async () => {
+    const out = await report('_format_version: "${FV}"\n', { FV: '1' });
+    assert.equal(
+      out,
+      `resources file ${FILE}: 1 error(s):\n  - (file): unrecognized _format_version "\${FV}" (supported: "1")`,
+    );
+  });
+
+  test('an interpolation error in an entry: the first one, with the field path; the entry is not defined', async () => {
+    const out = await report(
+      `_format_version: "1"
+models:
+  - display_name: m
+    model_name: \${A}
+    routing: { targets: [{ model: "\${B}" }] }
+api_keys:
+  - { display_name: k, key_hash: h, allowed_models: [m] }
+`,
+      {},
+    );
     assert.equal(
       out,
       `resources file ${FILE}: 2 error(s):\n` +
-        '  - _format_version: environment variable FV is not set (line 1)\n' +
-        '  - _format_version: unsupported format version "" (Sluice reads "1") (line 1)',
+        '  - models[0]: field `model_name`: environment variable A is not set\n' +
+        '  - api_keys[0] ("k"): allowed_models entry references unknown model "m" (defined models: none)',
     );
   });
 });
 
-describe('errors', () => {
-  test('a missing _format_version is exactly `missing mandatory _format_version`', async () => {
+describe('errors (AISIX wording and staging, aisix-contract.md §1 F2)', () => {
+  const one = (scope: string, msg: string) => `resources file ${FILE}: 1 error(s):\n  - ${scope}: ${msg}`;
+
+  test('a missing _format_version', async () => {
     for (const text of ['provider_keys: []\n', '', '# only a comment\n', 'models:\n']) {
       const r = await load(text);
       assert.equal(r.ok, false, JSON.stringify(text));
       if (r.ok) continue;
-      assert.deepEqual(
-        r.report.entries.map((e) => e.message),
-        ['missing mandatory _format_version'],
-        JSON.stringify(text),
-      );
-      assert.equal(
-        r.report.format(),
-        `resources file ${FILE}: 1 error(s):\n  - file: missing mandatory _format_version`,
-      );
+      assert.equal(r.report.format(), one('(file)', 'missing mandatory _format_version (expected "1")'));
     }
   });
 
-  test('an unsupported _format_version', async () => {
+  test('_format_version must be the string "1"', async () => {
     assert.equal(
       await report('_format_version: "2"\n'),
-      `resources file ${FILE}: 1 error(s):\n  - _format_version: unsupported format version "2" (Sluice reads "1") (line 1)`,
+      one('(file)', 'unrecognized _format_version "2" (supported: "1")'),
+    );
+    assert.equal(
+      await report('_format_version: 1\n'),
+      one('(file)', '_format_version must be the string "1" (quote it)'),
     );
   });
 
   test('the top level must be a mapping', async () => {
-    assert.match(await report('- a\n- b\n'), /- file: the top level must be a mapping/);
-  });
-
-  test('an unknown top-level key', async () => {
     assert.equal(
-      await report('_format_version: "1"\nplugins: []\n'),
-      `resources file ${FILE}: 1 error(s):\n  - plugins: unknown top-level key (expected one of: _format_version, provider_keys, models, api_keys) (line 2)`,
+      await report('- a\n- b\n'),
+      one('(file)', 'top level must be a mapping with `_format_version` and resource collections'),
     );
   });
 
-  test('a collection that is not a list, a row that is not a mapping', async () => {
-    const out = await report('_format_version: "1"\nmodels: { a: 1 }\napi_keys:\n  - just-a-string\n');
-    assert.match(out, /: 2 error\(s\):/);
-    assert.match(out, /- models: must be a list \(line 2\)/);
-    assert.match(out, /- api_keys\[0\]: must be a mapping \(line 4\)/);
+  test('an unknown top-level key names the 13 collections', async () => {
+    assert.equal(
+      await report('_format_version: "1"\nplugins: []\n'),
+      one(
+        '(file)',
+        'unknown top-level key `plugins` (expected _format_version and resource collections: provider_keys, models, api_keys, guardrails, mcp_servers, a2a_agents, cache_policies, observability_exporters, rate_limit_policies, oidc_providers, claim_mappings, passthrough_routes, mcp_auth_settings)',
+      ),
+    );
   });
 
-  test('an unknown field in a row', async () => {
-    const out = await report(`${PK}    colour: blue
+  test('a collection that is not a list, an entry that is not a mapping', async () => {
+    assert.equal(
+      await report('_format_version: "1"\nmodels: { a: 1 }\napi_keys:\n  - just-a-string\n'),
+      `resources file ${FILE}: 2 error(s):\n  - (file): \`models\` must be a sequence of maps\n  - api_keys[0]: entry must be a mapping`,
+    );
+  });
+
+  test('unknown fields at any depth; one error per entry', async () => {
+    assert.equal(
+      await report(`${PK}    colour: blue
 models:
   - display_name: m
     provider_key: pk
     model_name: x
     max_tokenz: 5
-`);
-    assert.equal(
-      out,
+    cooldown: { enabled: true, sticky: 1 }
+`),
       `resources file ${FILE}: 2 error(s):\n` +
-        '  - provider_keys[0] ("pk"): colour: unknown field (line 6)\n' +
-        '  - models[0] ("m"): max_tokenz: unknown field (line 11)',
+        '  - provider_keys[0] ("pk"): colour: unknown field\n' +
+        '  - models[0] ("m"): cooldown.sticky: unknown field; max_tokenz: unknown field',
+    );
+  });
+
+  test('an entry may not carry id', async () => {
+    assert.equal(
+      await report(`${PK}    id: pk-fixed-id\n`),
+      one(
+        'provider_keys[0] ("pk")',
+        "the resources file does not accept `id` — ids are derived deterministically from the entry's name",
+      ),
     );
   });
 
@@ -355,48 +379,54 @@ api_keys:
     expires_at: tomorrow
     disabled: "yes"
 `);
-    assert.match(out, /^resources file \/etc\/sluice\/resources\.yaml: 8 error\(s\):\n/);
-    const lines = out.split('\n').slice(1);
-    assert.deepEqual(
-      [...lines].sort(),
-      [
-        '  - provider_keys[1] ("pk2"): adapter: Invalid option: expected one of "openai"|"anthropic"|"echo" (line 9)',
-        '  - provider_keys[1] ("pk2"): api_base: must be an http(s) URL (line 8)',
-        '  - models[0] ("m"): timeout: Invalid input: expected number, received string (line 14)',
-        '  - models[0] ("m"): retries: Too small: expected number to be >=0 (line 15)',
-        '  - api_keys[0] ("k"): key_hash: must be a lowercase hex SHA-256 (64 characters) (line 18)',
-        '  - api_keys[0] ("k"): allowed_models: Invalid input: expected array, received string (line 19)',
-        '  - api_keys[0] ("k"): expires_at: must be an RFC 3339 timestamp (line 20)',
-        '  - api_keys[0] ("k"): disabled: Invalid input: expected boolean, received string (line 21)',
-      ].sort(),
+    assert.equal(
+      out,
+      `resources file ${FILE}: 3 error(s):\n` +
+        '  - provider_keys[1] ("pk2"): adapter: Invalid option: expected one of "openai"|"anthropic"|"echo"; api_base: must be an http(s) URL\n' +
+        '  - models[0] ("m"): timeout: Invalid input: expected number, received string; retries: Too small: expected number to be >=0\n' +
+        '  - api_keys[0] ("k"): allowed_models: Invalid input: expected array, received string; expires_at: must be an RFC 3339 timestamp; disabled: Invalid input: expected boolean, received string',
     );
   });
 
-  test('a duplicate display_name', async () => {
+  test('a duplicate identity: reported at pass 1 and dropped from every later check', async () => {
     const out = await report(`${PK}models:
   - display_name: m
     provider_key: pk
     model_name: x
   - display_name: m
-    provider_key: pk
-    model_name: y
+    provider_key: nope
+    colour: red
 `);
     assert.equal(
       out,
-      `resources file ${FILE}: 1 error(s):\n  - models[1] ("m"): duplicate display_name "m" (also models[0]) (line 10)`,
+      one(
+        'models[1] ("m")',
+        'duplicate models entry: display_name "m" is already defined at models[0] — identities must be unique within a kind',
+      ),
     );
-    const pk = await report(`${PK}  - display_name: pk\n    provider: openai\n`);
     assert.equal(
-      pk,
-      `resources file ${FILE}: 1 error(s):\n  - provider_keys[1] ("pk"): duplicate display_name "pk" (also provider_keys[0]) (line 6)`,
+      await report(`${PK}  - display_name: pk\n    provider: openai\n`),
+      one(
+        'provider_keys[1] ("pk")',
+        'duplicate provider_keys entry: display_name "pk" is already defined at provider_keys[0] — identities must be unique within a kind',
+      ),
     );
   });
 
-  test('a dangling provider_key / provider_key_id', async () => {
-    const out = await report(`${PK}models:
+  test('a missing identity', async () => {
+    assert.equal(
+      await report('_format_version: "1"\napi_keys:\n  - { key_hash: abc, allowed_models: [] }\n'),
+      one('api_keys[0]', "display_name is required and must be a non-empty string (it is the entry's identity)"),
+    );
+  });
+
+  test('a dangling provider_key (desugar: no schema check after it) / provider_key_id', async () => {
+    const out = await report(`${PK}  - display_name: other
+    provider: openai
+    api_key: k
+models:
   - display_name: m
     provider_key: nope
-    model_name: x
   - display_name: m2
     provider_key_id: 00000000-0000-5000-8000-000000000000
     model_name: x
@@ -404,60 +434,72 @@ api_keys:
     assert.equal(
       out,
       `resources file ${FILE}: 2 error(s):\n` +
-        '  - models[0] ("m"): provider_key: no provider key named "nope" in provider_keys (line 8)\n' +
-        '  - models[1] ("m2"): provider_key_id: no provider key with id "00000000-0000-5000-8000-000000000000" (line 11)',
+        '  - models[0] ("m"): `provider_key` references unknown provider key "nope" (defined provider_keys: other, pk)\n' +
+        '  - models[1] ("m2"): provider_key_id "00000000-0000-5000-8000-000000000000" does not match any provider key defined in this file — reference it by name with `provider_key` instead',
+    );
+    assert.equal(
+      await report('_format_version: "1"\nmodels:\n  - { display_name: m, provider_key: nope, model_name: x }\n'),
+      one(
+        'models[0] ("m")',
+        '`provider_key` references unknown provider key "nope" (no provider_keys are defined in this file)',
+      ),
     );
   });
 
   test('provider_key and provider_key_id together', async () => {
-    assert.match(
+    assert.equal(
       await report(`${PK}models:\n  - { display_name: m, provider_key: pk, provider_key_id: abc, model_name: x }\n`),
-      /- models\[0\] \("m"\): give provider_key \(a name\) or provider_key_id, not both \(line 7\)/,
+      one(
+        'models[0] ("m")',
+        '`provider_key` (a name reference) and `provider_key_id` are mutually exclusive — set exactly one',
+      ),
     );
   });
 
   test('a direct model needs model_name and a provider key', async () => {
-    const out = await report(`${PK}models:\n  - display_name: m\n`);
     assert.equal(
-      out,
-      `resources file ${FILE}: 2 error(s):\n` +
-        '  - models[0] ("m"): model_name: required for a direct model (or give `routing`) (line 7)\n' +
-        '  - models[0] ("m"): provider_key_id: required for a direct model (`provider_key` by name in a file) (line 7)',
+      await report(`${PK}models:\n  - display_name: m\n`),
+      one(
+        'models[0] ("m")',
+        'model_name: required for a direct model (or give `routing`); provider_key_id: required for a direct model (`provider_key` by name in a file)',
+      ),
     );
   });
 
-  test('routing targets must exist and must be direct models', async () => {
+  test('routing targets must name a model defined in the file (even one whose own schema failed)', async () => {
     const out = await report(`${PK}models:
   - display_name: a
     provider_key: pk
     model_name: x
-  - display_name: r1
-    routing: { targets: [{ model: a }] }
+  - display_name: broken
+    provider_key: pk
   - display_name: r2
     routing:
       targets:
         - model: ghost
-        - model: r1
+        - model: broken
         - model: a
 `);
     assert.equal(
       out,
       `resources file ${FILE}: 2 error(s):\n` +
-        '  - models[2] ("r2"): routing.targets[0].model: no model named "ghost" (line 15)\n' +
-        '  - models[2] ("r2"): routing.targets[1].model: "r1" is a routing model; targets must be direct models (line 16)',
+        '  - models[1] ("broken"): model_name: required for a direct model (or give `routing`)\n' +
+        '  - models[2] ("r2"): routing target references unknown model "ghost" (defined models: a, broken, r2)',
     );
   });
 
-  test('routing block validation: at least one target, known strategy', async () => {
+  test('routing block validation: at least one target, known strategy, hash_on', async () => {
     const out = await report(`${PK}models:
   - display_name: r
-    routing: { strategy: random, targets: [] }
+    routing: { strategy: random, targets: [], hash_on: [{ type: header }, { type: query }] }
 `);
-    assert.match(out, /- models\[0\] \("r"\): routing\.strategy: Invalid option/);
-    assert.match(out, /- models\[0\] \("r"\): routing\.targets: needs at least one target/);
+    assert.match(out, /routing\.strategy: Invalid option/);
+    assert.match(out, /routing\.targets: needs at least one target/);
+    assert.match(out, /routing\.hash_on\[0\]\.name: required for type "header"/);
+    assert.match(out, /routing\.hash_on\[1\]\.type: Invalid option/);
   });
 
-  test('direct-only fields on a routing model', async () => {
+  test('direct-only and kind-inapplicable fields on a routing model (strict: errors)', async () => {
     const out = await report(`${PK}models:
   - display_name: a
     provider_key: pk
@@ -465,14 +507,17 @@ api_keys:
   - display_name: r
     model_name: y
     timeout: 100
+    stream_timeout: 0
+    cost: { input_per_1k: 1, output_per_1k: 2 }
     cooldown: { enabled: false }
     routing: { targets: [{ model: a }] }
 `);
     assert.equal(
       out,
-      `resources file ${FILE}: 2 error(s):\n` +
-        '  - models[1] ("r"): model_name: not allowed on a routing model (line 11)\n' +
-        '  - models[1] ("r"): cooldown: not allowed on a routing model (line 13)',
+      one(
+        'models[1] ("r")',
+        'model_name: not allowed on a routing model; cooldown: not allowed on a routing model; cost: not allowed on a routing model',
+      ),
     );
   });
 
@@ -486,90 +531,138 @@ api_keys:
 `);
     assert.equal(
       out,
-      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): allowed_models[4]: no model named "ghost" (line 11)`,
+      one('api_keys[0] ("k")', 'allowed_models entry references unknown model "ghost" (defined models: gpt-4o)'),
+    );
+  });
+
+  test('a duplicate key_hash is a duplicate api key credential', async () => {
+    const out = await report(
+      `_format_version: "1"
+api_keys:
+  - { display_name: a, key_hash: same, allowed_models: [] }
+  - { display_name: b, key_env: K, allowed_models: [] }
+  - { display_name: c, key_hash: same, allowed_models: [] }
+`,
+      { K: 'other' },
+    );
+    assert.equal(
+      out,
+      one(
+        'api_keys[2] ("c")',
+        'duplicate api key credential: this entry\'s key resolves to the same key_hash as api_keys[0] ("a") — every api key must have a distinct plaintext',
+      ),
     );
   });
 
   test('key_env unset or empty; neither key_env nor key_hash; both', async () => {
     const base = '_format_version: "1"\napi_keys:\n';
     assert.equal(
-      await report(`${base}  - { display_name: k, key_env: CALLER }\n`, {}),
-      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): key_env: environment variable CALLER is not set (line 3)`,
+      await report(`${base}  - { display_name: k, key_env: CALLER, allowed_models: [] }\n`, {}),
+      one('api_keys[0] ("k")', '`key_env` environment variable `CALLER` is unset or empty'),
     );
     assert.equal(
-      await report(`${base}  - { display_name: k, key_env: CALLER }\n`, { CALLER: '' }),
-      `resources file ${FILE}: 1 error(s):\n  - api_keys[0] ("k"): key_env: environment variable CALLER is empty (line 3)`,
+      await report(`${base}  - { display_name: k, key_env: CALLER, allowed_models: [] }\n`, { CALLER: '' }),
+      one('api_keys[0] ("k")', '`key_env` environment variable `CALLER` is unset or empty'),
     );
-    assert.match(
-      await report(`${base}  - { display_name: k }\n`),
-      /- api_keys\[0\] \("k"\): needs key_env .* or key_hash/,
+    assert.equal(
+      await report(`${base}  - { display_name: k, allowed_models: [] }\n`),
+      one(
+        'api_keys[0] ("k")',
+        'one of `key_env` (environment variable holding the plaintext key) or `key_hash` (SHA-256 hex of the plaintext) is required',
+      ),
     );
-    assert.match(
+    assert.equal(
       await report(`${base}  - { display_name: k, key_env: CALLER, key_hash: ${sha256('x')} }\n`, { CALLER: 'c' }),
-      /- api_keys\[0\] \("k"\): give key_env or key_hash, not both/,
+      one('api_keys[0] ("k")', '`key_env` and `key_hash` are mutually exclusive — set exactly one'),
     );
   });
 
   test('api_key and its alias secret together', async () => {
-    assert.match(
+    assert.equal(
       await report(`${PK}    secret: sk-y\n`),
-      /- provider_keys\[0\] \("pk"\): give api_key or its alias secret, not both \(line 6\)/,
+      one(
+        'provider_keys[0] ("pk")',
+        'cannot decode canonical document: duplicate field `api_key`: `secret` is an alias of `api_key`; set exactly one',
+      ),
     );
   });
 
-  test('a YAML syntax error is reported with its line', async () => {
+  test('a provider key needs a credential (api_key or secret), except on the echo adapter', async () => {
+    assert.equal(
+      await report('_format_version: "1"\nprovider_keys:\n  - { display_name: pk, provider: openai }\n'),
+      one('provider_keys[0] ("pk")', 'api_key: required (or its alias `secret`)'),
+    );
+    const s = await ok(
+      '_format_version: "1"\nprovider_keys:\n  - { display_name: pk, secret: s }\n  - { display_name: e, provider: echo }\n',
+    );
+    assert.equal(s.resources.provider_keys[0]!.provider, '', 'provider defaults to ""');
+    assert.equal(s.resources.provider_keys[0]!.adapter, 'openai', 'the default adapter of "" is openai');
+    assert.equal(s.resources.provider_keys[0]!.api_key, 's');
+  });
+
+  test('a YAML syntax error is a (file) error with its line', async () => {
     const out = await report(`_format_version: "1"
 models:
   - display_name: m
    provider: openai
 `);
-    assert.match(out, /^resources file \/etc\/sluice\/resources\.yaml: 1 error\(s\):\n {2}- yaml: .+ \(line 4\)$/);
+    assert.match(
+      out,
+      /^resources file \/etc\/sluice\/resources\.yaml: 1 error\(s\):\n {2}- \(file\): YAML parse error: .+ at line 4$/,
+    );
     const dup = await report('_format_version: "1"\n_format_version: "1"\n');
-    assert.equal(dup, `resources file ${FILE}: 1 error(s):\n  - yaml: Map keys must be unique (line 2)`);
+    assert.equal(dup, one('(file)', 'YAML parse error: Map keys must be unique at line 2'));
   });
 
-  test('the aggregated report: every error of the file, in one report, in the documented format', async () => {
-    const out = await report(
-      `_format_version: "1"
-provider_keys:
-  - display_name: pk
-    provider: openai
-    api_key: \${MISSING_KEY}
-models:
-  - display_name: a
-    provider_key: pk
-    model_name: x
-  - display_name: b
-    provider_key: ghost
-    model_name: y
-  - display_name: gpt-4o
-    provider_key: pk
-    model_name: gpt-4o
-    timeout: "abc"
-api_keys:
-  - display_name: k
-    key_env: NOPE
-extra: true
-`,
-      {},
+  test('kinds Sluice does not implement: the gating ones are errors, the others are accepted and not served', async () => {
+    const gating = ['guardrails', 'rate_limit_policies', 'oidc_providers', 'claim_mappings'];
+    for (const kind of gating) {
+      assert.equal(
+        await report(`_format_version: "1"\n${kind}:\n  - { name: x }\n`),
+        one(
+          `${kind}[0] ("x")`,
+          `Sluice does not implement ${kind}: an entry of this kind would gate traffic, so the file is refused rather than served without it`,
+        ),
+      );
+    }
+    const r = await load(`_format_version: "1"
+cache_policies: [{ name: c1 }, { name: c2 }]
+observability_exporters: [{ name: o }]
+mcp_servers: [{ display_name: s }]
+a2a_agents: [{ name: a }]
+passthrough_routes: [{ name: p }]
+mcp_auth_settings: [{ resource_url: "https://x" }]
+`);
+    assert.equal(r.ok, true, r.ok ? '' : r.report.format());
+    if (!r.ok) return;
+    assert.equal(r.snapshot.size, 0);
+    assert.equal(r.resourceCount, 7);
+    assert.deepEqual(r.notServed, {
+      cache_policies: 2,
+      observability_exporters: 1,
+      mcp_servers: 1,
+      a2a_agents: 1,
+      passthrough_routes: 1,
+      mcp_auth_settings: 1,
+    });
+    assert.equal(
+      await report('_format_version: "1"\nmcp_auth_settings: [{ a: 1 }, { b: 2 }]\n'),
+      one(
+        'mcp_auth_settings[1] ("mcp_auth_settings")',
+        'duplicate mcp_auth_settings entry: name "mcp_auth_settings" is already defined at mcp_auth_settings[0] — identities must be unique within a kind',
+      ),
     );
-    const lines = out.split('\n');
-    assert.equal(lines[0], `resources file ${FILE}: 5 error(s):`);
-    assert.equal(lines.length, 6);
-    for (const l of lines.slice(1)) assert.match(l, /^ {2}- [^:]+: .+$/);
-    assert.deepEqual(lines.slice(1).sort(), [
-      '  - api_keys[0] ("k"): key_env: environment variable NOPE is not set (line 19)',
-      '  - extra: unknown top-level key (expected one of: _format_version, provider_keys, models, api_keys) (line 20)',
-      '  - models[1] ("b"): provider_key: no provider key named "ghost" in provider_keys (line 11)',
-      '  - models[2] ("gpt-4o"): timeout: Invalid input: expected number, received string (line 16)',
-      '  - provider_keys[0] ("pk"): api_key: environment variable MISSING_KEY is not set (line 5)',
-    ]);
+  });
+
+  test('the malformed file of aisix-contract.md §1 F2 yields exactly its 4 errors', async () => {
+    assert.equal(await report(MALFORMED), MALFORMED_REPORT(FILE));
   });
 
   test('rowScope', () => {
     assert.equal(rowScope('models', 2, { display_name: 'gpt-4o' }), 'models[2] ("gpt-4o")');
     assert.equal(rowScope('api_keys', 0, { display_name: 7 }), 'api_keys[0]');
     assert.equal(rowScope('api_keys', 1, 'x'), 'api_keys[1]');
+    assert.equal(rowScope('guardrails', 1, { name: 'g' }), 'guardrails[1] ("g")');
   });
 });
 
@@ -614,18 +707,19 @@ api_keys:
 `,
       secrets,
     );
-    assert.equal(out.includes('- yaml:'), false, `the file must reach validation:\n${out}`);
+    assert.equal(out.includes('YAML parse error'), false, `the file must reach validation:\n${out}`);
     for (
       const want of [
-        '("pk"): api_base: must be an http(s) URL',
         '("pk"): adapter: Invalid option',
+        'api_base: must be an http(s) URL',
+        'unknown_field: unknown field',
         '("pk2"): provider: Invalid input',
         '("pk3"): api_key: Invalid input',
         '("m"): timeout: Invalid input',
-        '("m"): cost.input: Invalid input',
-        '("k"): key_hash: must be a lowercase hex',
-        '("k"): expires_at: must be an RFC 3339',
-        '("k2"): give key_env or key_hash, not both',
+        'cost.input: unknown field',
+        '("k"): allowed_models: Invalid input',
+        'expires_at: must be an RFC 3339',
+        '("k2"): `key_env` and `key_hash` are mutually exclusive',
       ]
     ) {
       assert.ok(out.includes(want), `missing "${want}" in:\n${out}`);
@@ -653,7 +747,7 @@ api_keys:
     ];
     for (const text of cases) {
       const out = await report(text);
-      assert.match(out, /- yaml: .+ \(line \d+\)/);
+      assert.match(out, /- \(file\): YAML parse error: .+ at line \d+/);
       assert.equal(out.includes('GGGG7777'), false, out);
     }
   });

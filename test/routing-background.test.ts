@@ -41,6 +41,15 @@ async function flush(): Promise<void> {
   for (let i = 0; i < 5; i++) await Promise.resolve();
 }
 
+const FULL_CHECK = {
+  enabled: true,
+  interval_seconds: 60,
+  timeout_seconds: 10,
+  prompt: 'ping',
+  max_tokens: 1,
+  stale_after_seconds: 31_536_000,
+};
+
 function model(
   id: string,
   check: Record<string, unknown> | null = { interval_seconds: 10, timeout_seconds: 2 },
@@ -49,7 +58,8 @@ function model(
     display_name: `model-${id}`,
     model_name: 'gpt-4o',
     provider_key_id: 'pk',
-    ...(check ? { background_model_check: check } : {}),
+    // AISIX requires every member but ignore_statuses (aisix-contract.md §3.3): Sluice's former defaults.
+    ...(check ? { background_model_check: { ...FULL_CHECK, ...check } } : {}),
   });
   return { ...parsed, id, kind: 'direct' } as DirectModel;
 }

@@ -5,12 +5,24 @@ import { epochTime, failureReason, ModelHealth } from '../src/routing/health.ts'
 
 const T0 = Date.parse('2025-06-01T12:00:00.250Z');
 
+/** AISIX requires every background_model_check member but ignore_statuses (aisix-contract.md §3.3). */
+const FULL_CHECK = {
+  enabled: true,
+  interval_seconds: 60,
+  timeout_seconds: 10,
+  prompt: 'ping',
+  max_tokens: 1,
+  stale_after_seconds: 31_536_000,
+};
+
 function direct(extra: Record<string, unknown> = {}, id = 'm1'): DirectModel {
+  const check = extra.background_model_check as Record<string, unknown> | undefined;
   const parsed = ModelSchema.parse({
     display_name: `model-${id}`,
     model_name: 'gpt-4o',
     provider_key_id: 'pk',
     ...extra,
+    ...(check ? { background_model_check: { ...FULL_CHECK, ...check } } : {}),
   });
   return { ...parsed, id, kind: 'direct' } as DirectModel;
 }

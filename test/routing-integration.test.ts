@@ -499,7 +499,8 @@ describe('AISIX routing shapes through the proxy (priority, least_cost, group ti
 describe('background checks and unavailability', () => {
   let h: Harness;
   let hAll: Harness;
-  const check = 'background_model_check: { interval_seconds: 60, timeout_seconds: 2, ignore_statuses: [429] }';
+  const check =
+    'background_model_check: { enabled: true, interval_seconds: 60, timeout_seconds: 2, prompt: ping, max_tokens: 1, stale_after_seconds: 31536000, ignore_statuses: [429] }';
   before(async () => {
     a.setDefault({ status: 503 });
     c.setDefault({ status: 429 });
@@ -565,7 +566,10 @@ describe('background checks and unavailability', () => {
     hAll = await harness(
       `  - { display_name: smart, routing: { targets: [{ model: m-a }, { model: m-b }] } }
   - { display_name: anyway, routing: { targets: [{ model: m-a }, { model: m-b }], when_all_unavailable: try_anyway } }`,
-      { directExtra: 'background_model_check: { interval_seconds: 60, timeout_seconds: 2 }' },
+      {
+        directExtra:
+          'background_model_check: { enabled: true, interval_seconds: 60, timeout_seconds: 2, prompt: ping, max_tokens: 1, stale_after_seconds: 31536000 }',
+      },
     );
     await until(
       async () => {

@@ -296,7 +296,7 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
   });
   const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
 
-  test('range polling: 503 until the first key, then the row rules of the watch source; polls in waitUntil; fetch failures keep serving', async (t) => {
+  test('range polling: an empty prefix applies (empty, ready), then the row rules of the watch source; polls in waitUntil; fetch failures keep serving', async (t) => {
     const logs = captureLogs(t);
     const P = '/wk-inproc';
     const s = seeder(etcd.endpoint);
@@ -312,23 +312,24 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
       body: chatBody('gpt-test'),
     });
 
-    // Nothing under the prefix: not ready, /v1/* 503, never_loaded, connected.
+    // Nothing under the prefix: the first successful read is the first configuration (state empty, ready);
+    // no caller authenticates against an empty configuration.
     const ready = await call('/readyz');
-    assert.equal(ready.status, 503);
-    assert.equal(await ready.text(), '[+]shutdown ok\n[-]config failed: not ready\nreadyz check failed');
+    assert.equal(ready.status, 200);
     const refused = await call('/v1/chat/completions', chatReq());
-    assert.equal(refused.status, 503);
-    assert.equal(((await refused.json()) as { error: { type: string } }).error.type, 'service_unavailable');
+    assert.equal(refused.status, 401);
     assert.equal((await call('/livez')).status, 200);
     let st = await status();
-    assert.equal(st.state, 'never_loaded');
+    assert.equal(st.state, 'empty');
+    assert.deepEqual(st.applied?.resource_counts, {});
     assert.equal(st.source.type, 'etcd');
     assert.equal(st.source.connected, true);
 
-    // The trio appears: the next due request (nothing applied yet: it waits for the poll) serves it.
+    // The trio appears: the next due request starts a poll in waitUntil; once it settles, the trio serves.
     for (const [k, v] of trio(P, upstream.base, await sha256Hex(CALLER_KEY))) await s.put(k, v);
     await sleep(POLL_MS);
-    assert.equal((await call('/readyz')).status, 200);
+    assert.equal((await call('/readyz')).status, 200); // this request starts the poll in waitUntil
+    await ctx.settled();
     const ok = await call('/v1/chat/completions', chatReq());
     assert.equal(ok.status, 200);
     assert.equal(((await ok.json()) as { model: string }).model, 'gpt-upstream');
@@ -389,7 +390,13 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     await ctx.settled();
     st = await status();
     assert.equal(st.source.connected, true);
-    assert.equal(st.last_reload?.successful, true);
+    assert.equal(st.last_reload?.successful, false, 'm1 is still rejected: a load that leaves a row rejected fails');
+    await s.del(`${P}/models/m1`);
+    await sleep(POLL_MS);
+    await call('/livez');
+    await ctx.settled();
+    st = await status();
+    assert.equal(st.last_reload?.successful, true, 'nothing rejected: the load is successful');
   });
 });
 
@@ -671,18 +678,19 @@ export default createWorker(${
     }
   });
 
-  test('etcd Worker: range polling over workerd fetch — 503 before any key, the trio within a poll, a change after the next', async () => {
+  test('etcd Worker: range polling over workerd fetch — an empty prefix applies, the trio within a poll, a change after the next', async () => {
     const base = etcdWorker!.base;
     const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
     const s = seeder(etcd.endpoint);
+    // An empty prefix read successfully is the first configuration: ready, state empty.
     const ready = await fetch(`${base}/readyz`);
-    assert.equal(ready.status, 503);
-    assert.equal(await ready.text(), '[+]shutdown ok\n[-]config failed: not ready\nreadyz check failed');
+    assert.equal(ready.status, 200);
+    await ready.arrayBuffer();
     const early = await chat(base, CALLER_KEY, 'gpt-test');
-    assert.equal(early.status, 503);
+    assert.equal(early.status, 401, 'nothing configured yet: no caller authenticates');
     await early.arrayBuffer();
     let st = (await (await fetch(`${base}/status/config`, auth)).json()) as ConfigStatus;
-    assert.equal(st.state, 'never_loaded');
+    assert.equal(st.state, 'empty');
     assert.equal(st.source.type, 'etcd');
 
     for (const [k, v] of trio(ETCD_PREFIX, upstream.base, await sha256Hex(CALLER_KEY))) await s.put(k, v);
@@ -694,14 +702,10 @@ export default createWorker(${
       }
     };
     // Poll interval 1 s: visible within it (plus one request to start the poll).
-    await until('/readyz 200', async () => {
-      const r = await fetch(`${base}/readyz`);
-      await r.arrayBuffer();
-      return r.status === 200;
+    await until('the trio serves', async () => {
+      const r = await chat(base, CALLER_KEY, 'gpt-test');
+      return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream';
     }, 3000);
-    const res = await chat(base, CALLER_KEY, 'gpt-test');
-    assert.equal(res.status, 200);
-    assert.equal(((await res.json()) as { model: string }).model, 'gpt-upstream');
 
     await s.put(`${ETCD_PREFIX}/models/m1`, {
       display_name: 'gpt-test',

@@ -56,7 +56,10 @@ export class GatewayMetrics {
   readonly registry = new Registry();
 
   readonly reloadsTotal = this.registry.register(
-    new Counter('aisix_config_reloads_total', 'Configuration loads attempted (file loads and reloads, etcd applies).'),
+    new Counter(
+      'aisix_config_reloads_total',
+      'Configuration reloads: full syncs of the source, file loads and fetch failures (not watch events).',
+    ),
   );
   readonly reloadFailures = this.registry.register(
     new Counter('aisix_config_reload_failures_total', 'Configuration loads that failed, by reason.', ['reason']),
@@ -189,35 +192,33 @@ export class GatewayMetrics {
     r.register(
       new Gauge(
         'aisix_config_last_reload_success_timestamp_seconds',
-        'Unix time of the latest successful apply.',
+        'Unix time of the latest successful (nothing rejected) configuration load.',
         [],
         (g) => {
-          const a = src.facts().applied;
-          if (a) g.set([], Date.parse(a.applied_at) / 1000);
+          const at = src.facts().lastSuccessAt;
+          if (at) g.set([], Date.parse(at) / 1000);
         },
       ),
     );
+    // Per-kind gauges: a kind once reported stays, at 0, rather than disappearing (AISIX).
     r.register(
       new Gauge(
         'aisix_config_rejected_resources',
         'Resources rejected by validation, by kind.',
         ['kind'],
-        (g) =>
-          countBy(
-            g,
-            src.facts().rejected.map((x) => x.resource_kind),
-          ),
+        (g) => countBy(g, src.facts().rejected.map((x) => x.resource_kind)),
       ),
     );
     r.register(
-      new Gauge('aisix_config_partially_compatible_resources', 'Resources loaded with unknown fields, by kind.', [
-        'kind',
-      ], (g) => {
-        g.reset();
-        for (const p of src.facts().partiallyCompatible) {
-          g.inc([p.resource_kind], p.count);
-        }
-      }),
+      new Gauge(
+        'aisix_config_partially_compatible_resources',
+        'Served resources with ignored (unknown or inapplicable) fields, by kind; a row counts once.',
+        ['kind'],
+        (g) => {
+          g.zero();
+          for (const [kind, n] of Object.entries(src.facts().partiallyCompatibleRows)) g.set([kind], n);
+        },
+      ),
     );
     r.register(
       new Gauge(
@@ -306,8 +307,8 @@ export class GatewayMetrics {
   }
 }
 
+/** Counts per kind; kinds reported before and absent now stay at 0. */
 function countBy(g: Gauge, kinds: string[]): void {
-  g.reset();
-  for (const k of ['provider_keys', 'models', 'api_keys']) g.set([k], 0);
+  g.zero();
   for (const k of kinds) g.inc([k]);
 }

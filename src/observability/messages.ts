@@ -18,6 +18,9 @@ export const MSG = {
   etcdConnected: 'etcd source connected',
   etcdRowRejected: 'etcd resource rejected',
   etcdApplied: 'etcd configuration applied',
+  partiallyCompatibleRow:
+    'row loaded with unknown fields ignored (partially compatible; likely written by a newer control plane)',
+  kindNotServed: 'resources of an AISIX kind Sluice does not serve accepted and ignored (partially compatible)',
   etcdRewatch: 'etcd watch idle; re-watching',
   etcdSourceFailed: 'etcd source stopped unexpectedly; the configuration it applied keeps serving',
   cacheRestored: 'configuration restored from the snapshot cache',

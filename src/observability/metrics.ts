@@ -71,13 +71,31 @@ abstract class Family<T> implements Metric {
     return e.data;
   }
 
+  /** The series of `values`, if it exists (never creates one). */
+  protected find(values: LabelValues): T | undefined {
+    let level: Level<T> | Series<T> | undefined = this.index;
+    for (let i = 0; i < values.length - 1; i++) {
+      level = (level as Level<T>).get(values[i]!) as Level<T> | undefined;
+      if (level === undefined) return undefined;
+    }
+    const leaf = (level as Level<T>).get(values.length > 0 ? values[values.length - 1]! : '') as Series<T> | undefined;
+    return leaf?.data;
+  }
+
+  /** Every series' data, in creation order. */
+  protected all(): T[] {
+    return this.series.map((s) => s.data);
+  }
+
   /** Forget every series (used by gauges whose label sets follow the configuration). */
   reset(): void {
     this.index = new Map();
     this.series = [];
   }
 
+  /** A family with no series is not written at all, not even `# HELP`/`# TYPE` (as AISIX's exporter). */
   render(out: string[]): void {
+    if (this.series.length === 0) return;
     out.push(`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${this.type}`);
     for (const { values, data } of this.series) this.renderSeries(out, values, data);
   }
@@ -95,8 +113,9 @@ export class Counter extends Family<{ v: number }> {
   inc(values: LabelValues = [], by = 1): void {
     this.entry(values).v += by;
   }
+  /** The series' value; 0 (and no series created) when it does not exist. */
   get(values: LabelValues = []): number {
-    return this.entry(values).v;
+    return this.find(values)?.v ?? 0;
   }
   protected renderSeries(out: string[], values: LabelValues, d: { v: number }): void {
     out.push(`${this.name}${labelString(this.labelNames, values)} ${formatValue(d.v)}`);
@@ -120,6 +139,10 @@ export class Gauge extends Family<{ v: number }> {
   }
   inc(values: LabelValues = [], by = 1): void {
     this.entry(values).v += by;
+  }
+  /** Every existing series to 0 (series once reported stay, at 0). */
+  zero(): void {
+    for (const d of this.all()) d.v = 0;
   }
   override render(out: string[]): void {
     this.collect?.(this);

@@ -1,36 +1,44 @@
-// The resources-file pipeline (SPEC §4): YAML → `${VAR}` interpolation → desugar → zod → cross-references
-// → snapshot. Every error of the file is collected into one report; nothing is half-applied.
-import type { z } from 'zod';
+// The resources-file pipeline (SPEC §4, aisix-contract.md §1 F2), staged like AISIX's, with its wording:
+//
+//   YAML → file-level checks (`_format_version` must be the string "1", known collections only)
+//   → pass 1, per entry: `${VAR}` interpolation, identity present, duplicate identity (the duplicate is
+//     dropped from every later check)
+//   → pass 2, per entry: no `id`; kinds Sluice does not implement; desugar (`provider_key` by name,
+//     `key_env`); then the canonical strict schema (an entry that fails desugar is not schema-checked)
+//   → pass 3: cross references over the identities declared in pass 1 (an entry whose own schema failed
+//     still counts as defined), duplicate `key_hash`
+//   → snapshot.
+// Every error of the file is collected into one report (`resources file <path>: N error(s):`, scopes
+// `(file)` or `<kind>[<i>] ("<identity>")`); nothing is half-applied.
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
-import { FileReport, formatPath, parseYaml, type YamlSource } from '../util/report.ts';
+import { FileReport, parseYaml } from '../util/report.ts';
+import { type ParsedDocument, parseDocument } from './documents.ts';
 import {
   type ApiKey,
-  ApiKeySchema,
-  DEFAULT_API_BASE,
-  defaultAdapter,
+  FILE_COLLECTIONS,
+  isGatingKind,
+  isNotServedKind,
   type Model,
-  ModelSchema,
   type ProviderKey,
-  ProviderKeySchema,
-  RESOURCE_KINDS,
   type ResourceKind,
-  SHAPES,
 } from './schema.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
 
 export type Env = Record<string, string | undefined>;
 
 export type LoadResult =
-  | { ok: true; snapshot: Snapshot; resourceCount: number }
+  | {
+    ok: true;
+    snapshot: Snapshot;
+    /** Entries accepted: the served ones plus those of kinds Sluice accepts and does not serve. */
+    resourceCount: number;
+    /** Accepted entries of kinds Sluice does not serve (aisix-contract.md "Never fail open"), per kind. */
+    notServed: Record<string, number>;
+  }
   | { ok: false; report: FileReport };
 
-const TOP_LEVEL = new Set(['_format_version', ...RESOURCE_KINDS]);
-/** File-only sugar accepted on top of the canonical shape, per kind. */
-const SUGAR: Record<ResourceKind, readonly string[]> = {
-  provider_keys: ['secret'],
-  models: ['provider_key'],
-  api_keys: ['key_env'],
-};
+const FILE_SCOPE = '(file)';
+const FORMAT_VERSION = '1';
 
 /** Replace `${VAR}` in every string scalar; `$$` is a literal `$`. Unset or empty variables are errors. */
 export function interpolate(
@@ -68,280 +76,289 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** `models[2] ("gpt-4o")` */
+/** `models[2] ("gpt-4o")`: AISIX's entry scope (the identity quoted like a Rust `{:?}` string). */
 export function rowScope(kind: string, index: number, row: unknown): string {
-  const name = isRecord(row) && typeof row.display_name === 'string' ? ` ("${row.display_name}")` : '';
-  return `${kind}[${index}]${name}`;
+  const identity = identityOf(kind, row);
+  return identity === undefined ? `${kind}[${index}]` : `${kind}[${index}] (${JSON.stringify(identity)})`;
 }
 
-/** An interpolation error inside a row gets the row's scope (`models[2] ("gpt-4o")`), like every other row error. */
-function interpolationScope(src: YamlSource, path: (string | number)[], msg: string): [string, string] {
-  const [kind, index, ...rest] = path;
-  if (typeof kind === 'string' && (RESOURCE_KINDS as readonly string[]).includes(kind) && typeof index === 'number') {
-    const rows = (src.value as Record<string, unknown>)[kind];
-    const row = Array.isArray(rows) ? rows[index] : undefined;
-    return [rowScope(kind, index, row), rest.length > 0 ? `${formatPath(rest)}: ${msg}` : msg];
+/** The field naming an entry of `kind` (AISIX's `IdentityField`). */
+function identityField(kind: string): string {
+  if (kind === 'provider_keys' || kind === 'models' || kind === 'api_keys') return 'display_name';
+  if (kind === 'mcp_servers' || kind === 'a2a_agents' || kind === 'passthrough_routes') {
+    return 'name (or display_name)';
   }
-  return [formatPath(path) || 'file', msg];
+  return 'name';
+}
+
+function identityOf(kind: string, row: unknown): string | undefined {
+  if (!isRecord(row)) return undefined;
+  if (kind === 'mcp_auth_settings') return 'mcp_auth_settings'; // a singleton: a second entry is a duplicate
+  const field = (k: string) => (typeof row[k] === 'string' && row[k] !== '' ? row[k] as string : undefined);
+  const f = identityField(kind);
+  if (f === 'display_name') return field('display_name');
+  if (f === 'name') return field('name');
+  return field('name') ?? field('display_name');
+}
+
+/** `a.b[2].c` */
+function dotted(path: readonly (string | number)[]): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${p}` : p;
+  return out;
 }
 
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
 export async function loadResourcesFile(file: string, text: string, env: Env): Promise<LoadResult> {
   const report = new FileReport('resources file', file);
-  const src = parseYaml(text, report);
-  if (!src) return { ok: false, report };
-  const set = await buildResourceSet(src, env, report);
-  if (!set || !report.ok) return { ok: false, report };
-  const snapshot = new Snapshot(set);
-  return { ok: true, snapshot, resourceCount: snapshot.size };
+  const scratch = new FileReport('resources file', file);
+  const src = parseYaml(text, scratch);
+  if (!src) {
+    for (const e of scratch.entries) {
+      report.add(FILE_SCOPE, `YAML parse error: ${e.message}${e.line ? ` at line ${e.line}` : ''}`);
+    }
+    return { ok: false, report };
+  }
+  const built = await buildResourceSet(src.value, env, report);
+  if (!built || !report.ok) return { ok: false, report };
+  const snapshot = new Snapshot(built.set);
+  let notServedCount = 0;
+  for (const n of Object.values(built.notServed)) notServedCount += n;
+  return { ok: true, snapshot, resourceCount: snapshot.size + notServedCount, notServed: built.notServed };
 }
 
-async function buildResourceSet(src: YamlSource, env: Env, report: FileReport): Promise<ResourceSet | undefined> {
-  if (src.value === null || src.value === undefined) {
-    report.add('file', 'missing mandatory _format_version');
+interface Prepared {
+  kind: string;
+  index: number;
+  scope: string;
+  identity: string;
+  doc: Record<string, unknown>;
+}
+
+async function buildResourceSet(
+  value: unknown,
+  env: Env,
+  report: FileReport,
+): Promise<{ set: ResourceSet; notServed: Record<string, number> } | undefined> {
+  if (value === null || value === undefined) {
+    report.add(FILE_SCOPE, `missing mandatory _format_version (expected "${FORMAT_VERSION}")`);
     return undefined;
   }
-  if (!isRecord(src.value)) {
-    report.add('file', 'the top level must be a mapping with _format_version and resource lists', src.lineOf([]));
+  if (!isRecord(value)) {
+    report.add(FILE_SCOPE, 'top level must be a mapping with `_format_version` and resource collections');
     return undefined;
   }
-  const doc = interpolate(
-    src.value,
-    env,
-    (path, msg) => report.add(...interpolationScope(src, path, msg), src.lineOf(path)),
-  ) as Record<string, unknown>;
+  const doc = value;
+
+  // ── File level ──────────────────────────────────────────────────────────────
   const fv = doc._format_version;
-  if (fv === undefined) report.add('file', 'missing mandatory _format_version');
-  else if (String(fv) !== '1') {
-    report.add(
-      '_format_version',
-      `unsupported format version "${String(fv)}" (Sluice reads "1")`,
-      src.lineOf(['_format_version']),
-    );
+  if (fv === undefined) report.add(FILE_SCOPE, `missing mandatory _format_version (expected "${FORMAT_VERSION}")`);
+  else if (typeof fv !== 'string') {
+    report.add(FILE_SCOPE, `_format_version must be the string "${FORMAT_VERSION}" (quote it)`);
+  } else if (fv !== FORMAT_VERSION) {
+    report.add(FILE_SCOPE, `unrecognized _format_version ${JSON.stringify(fv)} (supported: "${FORMAT_VERSION}")`);
   }
-  for (const k of Object.keys(doc)) {
-    if (!TOP_LEVEL.has(k)) {
-      report.add(k, `unknown top-level key (expected one of: ${[...TOP_LEVEL].join(', ')})`, src.lineOf([k]));
+  for (const key of Object.keys(doc)) {
+    if (key !== '_format_version' && !(FILE_COLLECTIONS as readonly string[]).includes(key)) {
+      report.add(
+        FILE_SCOPE,
+        `unknown top-level key \`${key}\` (expected _format_version and resource collections: ${
+          FILE_COLLECTIONS.join(', ')
+        })`,
+      );
     }
   }
-  const lists: Record<ResourceKind, Record<string, unknown>[]> = { provider_keys: [], models: [], api_keys: [] };
-  for (const kind of RESOURCE_KINDS) {
-    const raw = doc[kind];
-    if (raw === undefined || raw === null) continue;
-    if (!Array.isArray(raw)) {
-      report.add(kind, 'must be a list', src.lineOf([kind]));
+
+  // ── Pass 1: interpolation, identity, duplicates ─────────────────────────────
+  const prepared: Prepared[] = [];
+  const identities = new Map<string, Map<string, number>>();
+  for (const kind of FILE_COLLECTIONS) {
+    const entries = doc[kind];
+    if (entries === undefined || entries === null) continue;
+    if (!Array.isArray(entries)) {
+      report.add(FILE_SCOPE, `\`${kind}\` must be a sequence of maps`);
       continue;
     }
-    raw.forEach((row, i) => {
-      if (isRecord(row)) lists[kind].push({ ...row, __index: i });
-      else report.add(`${kind}[${i}]`, 'must be a mapping', src.lineOf([kind, i]));
-    });
-  }
-
-  const ctx: RowContext = { src, report, env };
-  const providerKeys = await collect(
-    ctx,
-    'provider_keys',
-    lists.provider_keys,
-    (row, scope, i) => parseProviderKey(ctx, row, scope, i),
-  );
-  const keyIdByName = new Map(providerKeys.map((k) => [k.display_name, k.id]));
-  const models = await collect(
-    ctx,
-    'models',
-    lists.models,
-    (row, scope, i) => parseModel(ctx, row, scope, i, keyIdByName),
-  );
-  const apiKeys = await collect(ctx, 'api_keys', lists.api_keys, (row, scope, i) => parseApiKey(ctx, row, scope, i));
-  checkCrossReferences(ctx, providerKeys, models, apiKeys);
-  return { provider_keys: providerKeys, models, api_keys: apiKeys };
-}
-
-interface RowContext {
-  src: YamlSource;
-  report: FileReport;
-  env: Env;
-}
-
-type RowParser<T> = (
-  row: Record<string, unknown>,
-  scope: string,
-  index: number,
-) => Promise<T | undefined> | T | undefined;
-
-async function collect<T extends { display_name: string; id: string }>(
-  ctx: RowContext,
-  kind: ResourceKind,
-  rows: Record<string, unknown>[],
-  parse: RowParser<T>,
-): Promise<T[]> {
-  const out: T[] = [];
-  const seen = new Map<string, number>();
-  for (const raw of rows) {
-    const index = raw.__index as number;
-    delete raw.__index;
-    const scope = rowScope(kind, index, raw);
-    const unknown = Object.keys(raw).filter((k) => !(k in SHAPES[kind]) && !SUGAR[kind].includes(k));
-    for (const k of unknown) ctx.report.add(scope, `${k}: unknown field`, ctx.src.lineOf([kind, index, k]));
-    // Duplicates are judged on the raw name, so a row that also fails validation is still reported.
-    const name = typeof raw.display_name === 'string' ? raw.display_name : undefined;
-    const prev = name === undefined ? undefined : seen.get(name);
-    if (prev !== undefined) {
-      ctx.report.add(
-        scope,
-        `duplicate display_name "${name}" (also ${kind}[${prev}])`,
-        ctx.src.lineOf([kind, index, 'display_name']),
-      );
-    } else if (name !== undefined) seen.set(name, index);
-    const parsed = await parse(raw, scope, index);
-    if (parsed && prev === undefined) out.push(parsed);
-  }
-  return out;
-}
-
-function zodErrors(ctx: RowContext, kind: ResourceKind, index: number, scope: string, error: z.ZodError): void {
-  for (const issue of error.issues) {
-    const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
-    const field = formatPath(path);
-    ctx.report.add(scope, field ? `${field}: ${issue.message}` : issue.message, ctx.src.lineOf([kind, index, ...path]));
-  }
-}
-
-async function resourceId(kind: ResourceKind, row: { id?: string; display_name: string }): Promise<string> {
-  return row.id ?? (await uuidV5(`${kind}/${row.display_name}`));
-}
-
-async function parseProviderKey(
-  ctx: RowContext,
-  raw: Record<string, unknown>,
-  scope: string,
-  index: number,
-): Promise<ProviderKey | undefined> {
-  const row = { ...raw };
-  if (row.secret !== undefined) {
-    if (row.api_key !== undefined) {
-      ctx.report.add(
-        scope,
-        'give api_key or its alias secret, not both',
-        ctx.src.lineOf(['provider_keys', index, 'secret']),
-      );
+    const seen = new Map<string, number>();
+    identities.set(kind, seen);
+    for (let i = 0; i < entries.length; i++) {
+      const item: unknown = entries[i];
+      const indexScope = `${kind}[${i}]`;
+      if (!isRecord(item)) {
+        report.add(indexScope, 'entry must be a mapping');
+        continue;
+      }
+      let firstError: string | undefined;
+      const entry = interpolate(item, env, (path, msg) => {
+        firstError ??= `field \`${dotted(path)}\`: ${msg}`;
+      }) as Record<string, unknown>;
+      if (firstError !== undefined) {
+        report.add(indexScope, firstError);
+        continue;
+      }
+      const identity = identityOf(kind, entry);
+      if (identity === undefined) {
+        report.add(
+          indexScope,
+          `${identityField(kind)} is required and must be a non-empty string (it is the entry's identity)`,
+        );
+        continue;
+      }
+      const scope = `${kind}[${i}] (${JSON.stringify(identity)})`;
+      const first = seen.get(identity);
+      if (first !== undefined) {
+        report.add(
+          scope,
+          `duplicate ${kind} entry: ${identityField(kind)} ${
+            JSON.stringify(identity)
+          } is already defined at ${kind}[${first}] — identities must be unique within a kind`,
+        );
+        continue;
+      }
+      seen.set(identity, i);
+      prepared.push({ kind, index: i, scope, identity, doc: entry });
     }
-    row.api_key = row.secret;
-    delete row.secret;
   }
-  const r = ProviderKeySchema.safeParse(row);
-  if (!r.success) return void zodErrors(ctx, 'provider_keys', index, scope, r.error);
-  const adapter = r.data.adapter ?? defaultAdapter(r.data.provider);
-  const api_base = (r.data.api_base ?? DEFAULT_API_BASE[adapter])?.replace(/\/+$/, '');
-  return { ...r.data, adapter, api_base, id: await resourceId('provider_keys', r.data) };
-}
-
-async function parseModel(
-  ctx: RowContext,
-  raw: Record<string, unknown>,
-  scope: string,
-  index: number,
-  keyIdByName: Map<string, string>,
-): Promise<Model | undefined> {
-  const row = { ...raw };
-  if (row.provider_key !== undefined) {
-    const line = ctx.src.lineOf(['models', index, 'provider_key']);
-    if (row.provider_key_id !== undefined) {
-      ctx.report.add(scope, 'give provider_key (a name) or provider_key_id, not both', line);
-    }
-    const id = typeof row.provider_key === 'string' ? keyIdByName.get(row.provider_key) : undefined;
-    if (id === undefined) {
-      ctx.report.add(scope, `provider_key: no provider key named "${String(row.provider_key)}" in provider_keys`, line);
-      row.provider_key_id = '__unresolved__';
-    } else row.provider_key_id = id;
-    delete row.provider_key;
+  const derived = async (kind: string, identity: string) => uuidV5(`${kind}/${identity}`);
+  const providerKeyIds = new Map<string, string>();
+  for (const name of identities.get('provider_keys')?.keys() ?? []) {
+    providerKeyIds.set(name, await derived('provider_keys', name));
   }
-  const r = ModelSchema.safeParse(row);
-  if (!r.success) return void zodErrors(ctx, 'models', index, scope, r.error);
-  const id = await resourceId('models', r.data);
-  return r.data.routing
-    ? { ...r.data, id, kind: 'routing', routing: r.data.routing } as Model
-    : { ...r.data, id, kind: 'direct' } as Model;
-}
 
-async function parseApiKey(
-  ctx: RowContext,
-  raw: Record<string, unknown>,
-  scope: string,
-  index: number,
-): Promise<ApiKey | undefined> {
-  const row = { ...raw };
-  const line = ctx.src.lineOf(['api_keys', index, 'key_env']);
-  if (row.key_env !== undefined) {
-    if (row.key_hash !== undefined) ctx.report.add(scope, 'give key_env or key_hash, not both', line);
-    const name = row.key_env;
-    const value = typeof name === 'string' ? ctx.env[name] : undefined;
-    if (typeof name !== 'string') ctx.report.add(scope, 'key_env: must be the name of an environment variable', line);
-    else if (!value) {
-      ctx.report.add(
-        scope,
-        `key_env: environment variable ${name} is ${value === undefined ? 'not set' : 'empty'}`,
-        line,
-      );
-    }
-    row.key_hash = value ? await sha256Hex(value) : '0'.repeat(64);
-    delete row.key_env;
-  } else if (row.key_hash === undefined) {
-    ctx.report.add(
-      scope,
-      'needs key_env (an environment variable holding the key) or key_hash (its SHA-256)',
-      ctx.src.lineOf(['api_keys', index]),
-    );
-    return undefined;
-  }
-  const r = ApiKeySchema.safeParse(row);
-  if (!r.success) return void zodErrors(ctx, 'api_keys', index, scope, r.error);
-  return { ...r.data, id: await resourceId('api_keys', r.data) };
-}
-
-function checkCrossReferences(ctx: RowContext, keys: ProviderKey[], models: Model[], apiKeys: ApiKey[]): void {
-  const keyIds = new Set(keys.map((k) => k.id));
-  const byName = new Map(models.map((m) => [m.display_name, m]));
-  const indexOf = (kind: ResourceKind, name: string): number => {
-    const rows = (ctx.src.value as Record<string, unknown>)[kind];
-    return Array.isArray(rows) ? rows.findIndex((r) => isRecord(r) && r.display_name === name) : -1;
+  // ── Pass 2: id, unsupported kinds, desugar, strict schema ───────────────────
+  const typed = {
+    provider_keys: [] as { scope: string; r: ProviderKey }[],
+    models: [] as { scope: string; r: Model }[],
+    api_keys: [] as { scope: string; r: ApiKey }[],
   };
-  for (const m of models) {
-    const i = indexOf('models', m.display_name);
-    const scope = `models[${i}] ("${m.display_name}")`;
-    if (m.kind === 'direct') {
-      if (m.provider_key_id !== '__unresolved__' && !keyIds.has(m.provider_key_id)) {
-        ctx.report.add(
-          scope,
-          `provider_key_id: no provider key with id "${m.provider_key_id}"`,
-          ctx.src.lineOf(['models', i, 'provider_key_id']),
-        );
-      }
+  const notServed: Record<string, number> = {};
+  for (const e of prepared) {
+    if (isGatingKind(e.kind)) {
+      report.add(
+        e.scope,
+        `Sluice does not implement ${e.kind}: an entry of this kind would gate traffic, so the file is refused rather than served without it`,
+      );
       continue;
     }
-    m.routing.targets.forEach((t, ti) => {
-      const target = byName.get(t.model);
-      const line = ctx.src.lineOf(['models', i, 'routing', 'targets', ti, 'model']);
-      if (!target) ctx.report.add(scope, `routing.targets[${ti}].model: no model named "${t.model}"`, line);
-      else if (target.kind === 'routing') {
-        ctx.report.add(
-          scope,
-          `routing.targets[${ti}].model: "${t.model}" is a routing model; targets must be direct models`,
-          line,
-        );
-      }
-    });
+    if ('id' in e.doc) {
+      report.add(
+        e.scope,
+        "the resources file does not accept `id` — ids are derived deterministically from the entry's name",
+      );
+      continue;
+    }
+    if (isNotServedKind(e.kind)) {
+      notServed[e.kind] = (notServed[e.kind] ?? 0) + 1;
+      continue;
+    }
+    const kind = e.kind as ResourceKind;
+    const sugar = kind === 'models'
+      ? desugarModel(e.doc, providerKeyIds)
+      : kind === 'api_keys'
+      ? await desugarApiKey(e.doc, env)
+      : undefined;
+    if (sugar !== undefined) {
+      report.add(e.scope, sugar);
+      continue;
+    }
+    const parsed: ParsedDocument = parseDocument(kind, await derived(kind, e.identity), e.doc, 'strict');
+    if (!parsed.ok) {
+      report.add(
+        e.scope,
+        parsed.errorKind === 'parse_failed' ? `cannot decode canonical document: ${parsed.error}` : parsed.error,
+      );
+      continue;
+    }
+    if (parsed.kind === 'provider_keys') typed.provider_keys.push({ scope: e.scope, r: parsed.resource });
+    else if (parsed.kind === 'models') typed.models.push({ scope: e.scope, r: parsed.resource });
+    else typed.api_keys.push({ scope: e.scope, r: parsed.resource });
   }
-  for (const k of apiKeys) {
-    const i = indexOf('api_keys', k.display_name);
-    k.allowed_models.forEach((name, mi) => {
-      if (!name.includes('*') && !byName.has(name)) {
-        ctx.report.add(
-          `api_keys[${i}] ("${k.display_name}")`,
-          `allowed_models[${mi}]: no model named "${name}"`,
-          ctx.src.lineOf(['api_keys', i, 'allowed_models', mi]),
-        );
-      }
-    });
+
+  // ── Pass 3: cross references over the pass-1 identities ────────────────────
+  const modelNames = [...(identities.get('models')?.keys() ?? [])];
+  const modelSet = new Set(modelNames);
+  const definedModels = modelNames.length === 0 ? 'none' : [...modelNames].sort().join(', ');
+  const checkModelRef = (scope: string, field: string, ref: string) => {
+    if (ref.includes('*') || modelSet.has(ref)) return;
+    report.add(scope, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels})`);
+  };
+  for (const { scope, r } of typed.api_keys) {
+    for (const m of r.allowed_models) checkModelRef(scope, 'allowed_models entry', m);
   }
+  for (const { scope, r } of typed.models) {
+    if (r.kind === 'routing') { for (const t of r.routing.targets) checkModelRef(scope, 'routing target', t.model); }
+  }
+  const seenHashes = new Map<string, string>();
+  for (const { scope, r } of typed.api_keys) {
+    const first = seenHashes.get(r.key_hash);
+    if (first !== undefined) {
+      report.add(
+        scope,
+        `duplicate api key credential: this entry's key resolves to the same key_hash as ${first} — every api key must have a distinct plaintext`,
+      );
+    } else seenHashes.set(r.key_hash, scope);
+  }
+  const pkIds = new Set(providerKeyIds.values());
+  for (const { scope, r } of typed.models) {
+    if (r.kind === 'direct' && !pkIds.has(r.provider_key_id)) {
+      report.add(
+        scope,
+        `provider_key_id ${
+          JSON.stringify(r.provider_key_id)
+        } does not match any provider key defined in this file — reference it by name with \`provider_key\` instead`,
+      );
+    }
+  }
+  if (!report.ok) return undefined;
+  return {
+    set: {
+      provider_keys: typed.provider_keys.map((x) => x.r),
+      models: typed.models.map((x) => x.r),
+      api_keys: typed.api_keys.map((x) => x.r),
+    },
+    notServed,
+  };
+}
+
+/** `models[].provider_key` (a provider key's name) → `provider_key_id`. Returns the error, if any. */
+function desugarModel(doc: Record<string, unknown>, providerKeyIds: ReadonlyMap<string, string>): string | undefined {
+  if (!('provider_key' in doc)) return undefined;
+  const name = doc.provider_key;
+  if (typeof name !== 'string') return '`provider_key` must be a string (a provider key display_name)';
+  if ('provider_key_id' in doc) {
+    return '`provider_key` (a name reference) and `provider_key_id` are mutually exclusive — set exactly one';
+  }
+  const id = providerKeyIds.get(name);
+  if (id === undefined) {
+    const names = [...providerKeyIds.keys()].sort();
+    const known = names.length === 0
+      ? 'no provider_keys are defined in this file'
+      : `defined provider_keys: ${names.join(', ')}`;
+    return `\`provider_key\` references unknown provider key ${JSON.stringify(name)} (${known})`;
+  }
+  delete doc.provider_key;
+  doc.provider_key_id = id;
+  return undefined;
+}
+
+/** `api_keys[].key_env` (the name of a variable holding the plaintext key) → `key_hash`; exactly one of them. */
+async function desugarApiKey(doc: Record<string, unknown>, env: Env): Promise<string | undefined> {
+  const hasEnv = 'key_env' in doc;
+  const hasHash = 'key_hash' in doc;
+  if (hasEnv && hasHash) return '`key_env` and `key_hash` are mutually exclusive — set exactly one';
+  if (!hasEnv && !hasHash) {
+    return 'one of `key_env` (environment variable holding the plaintext key) or `key_hash` (SHA-256 hex of the plaintext) is required';
+  }
+  if (!hasEnv) return undefined;
+  const name = doc.key_env;
+  if (typeof name !== 'string' || name === '') {
+    return '`key_env` must be a non-empty string (an environment variable name)';
+  }
+  const plaintext = env[name];
+  if (plaintext === undefined || plaintext === '') {
+    return `\`key_env\` environment variable \`${name}\` is unset or empty`;
+  }
+  delete doc.key_env;
+  doc.key_hash = await sha256Hex(plaintext);
+  return undefined;
 }

@@ -1,12 +1,72 @@
 // Resource schemas (AISIX `resources.yaml` format "1" and the etcd row values). One zod shape per kind;
-// types come from the schemas (z.infer), never from hand-written twins.
+// types come from the schemas (z.infer), never from hand-written twins. The facts are AISIX's
+// (aisix-contract.md §3): required members, defaults, ranges, closed enums, and `null` = absent for
+// every member AISIX marks nullable.
+//
+// The schemas are strict (an unknown member is an `unrecognized_keys` issue at any depth): the file
+// pipeline reports those as errors, the etcd reader (`parseDocument`) drops and reports them.
 //
 // The canonical form is what etcd stores and what the snapshot holds: `provider_key_id`, `key_hash`.
-// File sugar (`provider_key` by name, `key_env`) is desugared into it by the file pipeline first.
+// File sugar (`provider_key` by name, `key_env`) is desugared into it by the file pipeline first;
+// `secret` is AISIX's alias of a provider key's `api_key` on every path.
 import { z } from 'zod';
 
+/** The kinds Sluice serves. */
 export const RESOURCE_KINDS = ['provider_keys', 'models', 'api_keys'] as const;
 export type ResourceKind = (typeof RESOURCE_KINDS)[number];
+
+/**
+ * AISIX kinds Sluice does not implement whose rows gate traffic (access, safety, limits): never ignored
+ * (aisix-contract.md "Never fail open"): an etcd row is rejected as `unsupported`, a file entry is an error.
+ */
+export const GATING_KINDS = [
+  'guardrails',
+  'guardrail_attachments',
+  'mcp_policies',
+  'rate_limit_policies',
+  'oidc_providers',
+  'claim_mappings',
+] as const;
+/**
+ * AISIX kinds Sluice does not implement whose absence only loses observability or optimisation, or that
+ * configure surfaces Sluice does not serve: accepted, not served, listed in `partially_compatible` (`*`).
+ */
+export const NOT_SERVED_KINDS = [
+  'observability_exporters',
+  'cache_policies',
+  'mcp_servers',
+  'mcp_auth_settings',
+  'a2a_agents',
+  'passthrough_routes',
+] as const;
+export type GatingKind = (typeof GATING_KINDS)[number];
+export type NotServedKind = (typeof NOT_SERVED_KINDS)[number];
+/** AISIX's 15 kinds (the etcd key segment). */
+export const AISIX_KINDS = [...RESOURCE_KINDS, ...GATING_KINDS, ...NOT_SERVED_KINDS] as const;
+export type AisixKind = (typeof AISIX_KINDS)[number];
+/** The collections of AISIX's resources file (13: no `guardrail_attachments`, no `mcp_policies`), in its order. */
+export const FILE_COLLECTIONS = [
+  'provider_keys',
+  'models',
+  'api_keys',
+  'guardrails',
+  'mcp_servers',
+  'a2a_agents',
+  'cache_policies',
+  'observability_exporters',
+  'rate_limit_policies',
+  'oidc_providers',
+  'claim_mappings',
+  'passthrough_routes',
+  'mcp_auth_settings',
+] as const;
+
+export function isGatingKind(kind: string): kind is GatingKind {
+  return (GATING_KINDS as readonly string[]).includes(kind);
+}
+export function isNotServedKind(kind: string): kind is NotServedKind {
+  return (NOT_SERVED_KINDS as readonly string[]).includes(kind);
+}
 
 const ADAPTERS = ['openai', 'anthropic', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
@@ -14,6 +74,13 @@ export type AdapterName = (typeof ADAPTERS)[number];
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
 const httpStatus = z.number().int().min(100).max(599);
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+
+/** An optional member AISIX also accepts as JSON `null`, which means absent. */
+function nullOk<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (v === null ? undefined : v), schema.optional());
+}
 
 /** Per-caller / per-model limits (SPEC §4 `rate_limit`). */
 export const RateLimitSchema = z.strictObject({
@@ -28,7 +95,7 @@ export type RateLimit = z.infer<typeof RateLimitSchema>;
 export const CooldownSchema = z.strictObject({
   enabled: z.boolean().default(true),
   default_seconds: nonNegInt.default(30),
-  max_seconds: nonNegInt.default(600),
+  max_seconds: positiveInt.default(600),
   honor_retry_after: z.boolean().default(true),
   trigger_statuses: z.array(httpStatus).default([401, 408, 429, 500, 502, 503, 504]),
   trigger_on_timeout: z.boolean().default(true),
@@ -36,30 +103,62 @@ export const CooldownSchema = z.strictObject({
 });
 export type Cooldown = z.infer<typeof CooldownSchema>;
 
+/** AISIX: every member required except `ignore_statuses`. */
 export const BackgroundCheckSchema = z.strictObject({
-  enabled: z.boolean().default(true),
-  interval_seconds: z.number().int().min(5, 'must be at least 5').default(60),
-  timeout_seconds: z.number().int().min(1, 'must be at least 1').default(10),
-  prompt: z.string().default('ping'),
-  max_tokens: positiveInt.default(1),
-  ignore_statuses: z.array(httpStatus).default([]),
-  stale_after_seconds: positiveInt.optional(),
+  enabled: z.boolean(),
+  interval_seconds: z.number().int().min(5, 'must be at least 5'),
+  timeout_seconds: z.number().int().min(1, 'must be at least 1'),
+  prompt: z.string().min(1, 'must not be empty'),
+  max_tokens: positiveInt,
+  stale_after_seconds: positiveInt,
+  ignore_statuses: z.array(httpStatus).optional(),
 });
 export type BackgroundCheck = z.infer<typeof BackgroundCheckSchema>;
 
-const idField = z.string().min(1).optional();
+/** USD per 1K tokens; both members required. */
+export const CostSchema = z.strictObject({
+  input_per_1k: z.number().nonnegative(),
+  output_per_1k: z.number().nonnegative(),
+});
+export type Cost = z.infer<typeof CostSchema>;
+
 const displayName = z.string().min(1, 'must not be empty');
 
+/** `a.b.c.d/len` (len 0–32) or an IPv6 address `/len` (0–128). */
+export function isCidr(s: string): boolean {
+  const slash = s.lastIndexOf('/');
+  if (slash < 0) return false;
+  const addr = s.slice(0, slash);
+  const lenText = s.slice(slash + 1);
+  if (!/^\d{1,3}$/.test(lenText)) return false;
+  const len = Number(lenText);
+  if (addr.includes(':')) return len <= 128 && z.ipv6().safeParse(addr).success;
+  return len <= 32 && z.ipv4().safeParse(addr).success;
+}
+const cidrList = z.array(z.string().refine(isCidr, 'must be a CIDR (`addr/len`, IPv4 or IPv6)'));
+
 export const providerKeyShape = {
-  id: idField,
+  /** AISIX ignores an `id` member (the id is the key's); kept as a known member so it is not reported. */
+  id: z.unknown().optional(),
   display_name: displayName,
-  provider: z.string().min(1),
-  adapter: z.enum(ADAPTERS).optional(),
-  api_key: z.string().optional(),
-  api_base: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  provider: z.string().default(''),
+  adapter: nullOk(z.enum(ADAPTERS)),
+  api_key: z.string().min(1, 'must not be empty').optional(),
+  /** AISIX's alias of `api_key` (serde alias): moved onto `api_key` by `desugarSecret`. */
+  secret: z.string().min(1, 'must not be empty').optional(),
+  api_base: nullOk(z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' })),
 };
-export const ProviderKeySchema = z.object(providerKeyShape);
-export type ProviderKey = z.infer<typeof ProviderKeySchema> & { id: string; adapter: AdapterName };
+/**
+ * A provider key needs a credential (`api_key` or its alias `secret`), except on Sluice's own `echo`
+ * adapter, which calls no upstream.
+ */
+export const ProviderKeySchema = z.strictObject(providerKeyShape).superRefine((k, ctx) => {
+  if (k.api_key === undefined && k.secret === undefined && (k.adapter ?? defaultAdapter(k.provider)) !== 'echo') {
+    ctx.addIssue({ code: 'custom', path: ['api_key'], message: 'required (or its alias `secret`)' });
+  }
+});
+type ProviderKeyRow = z.infer<typeof ProviderKeySchema>;
+export type ProviderKey = Omit<ProviderKeyRow, 'id' | 'secret'> & { id: string; adapter: AdapterName };
 
 export const STRATEGIES = [
   'failover',
@@ -73,11 +172,22 @@ export type Strategy = (typeof STRATEGIES)[number];
 
 export const RoutingTargetSchema = z.strictObject({
   model: z.string().min(1),
-  weight: z.number().nonnegative().default(1),
-  priority: z.number().int().default(0),
-  retries: nonNegInt.optional(),
+  weight: nonNegInt.default(1),
+  priority: z.number().int().min(INT32_MIN).max(INT32_MAX).default(0),
+  tags: z.array(z.string()).optional(),
 });
 export type RoutingTarget = z.infer<typeof RoutingTargetSchema>;
+
+export const HASH_SOURCES = ['header', 'cookie', 'api_key', 'client_ip'] as const;
+export const HashOnSchema = z.strictObject({
+  type: z.enum(HASH_SOURCES),
+  name: z.string().min(1).optional(),
+}).superRefine((h, ctx) => {
+  if ((h.type === 'header' || h.type === 'cookie') && h.name === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['name'], message: `required for type "${h.type}"` });
+  }
+});
+export type HashOn = z.infer<typeof HashOnSchema>;
 
 export const RoutingSchema = z.strictObject({
   strategy: z.enum(STRATEGIES).default('failover'),
@@ -87,44 +197,49 @@ export const RoutingSchema = z.strictObject({
   retry_on_429: z.boolean().default(false),
   fallback_on_statuses: z.array(httpStatus).optional(),
   when_all_unavailable: z.enum(['fail', 'try_anyway']).default('fail'),
-  /** consistent_hash key sources, first that yields wins; default header `x-aisix-routing-key`, then api key. */
-  hash_on: z.array(z.strictObject({
-    type: z.enum(['header', 'cookie', 'api_key', 'client_ip']),
-    name: z.string().min(1).optional(),
-  })).min(1).optional(),
+  /** consistent_hash key sources, first present wins; absent → header `x-aisix-routing-key`, then the api key. */
+  hash_on: z.array(HashOnSchema).min(1, 'needs at least one source').optional(),
 });
 export type Routing = z.infer<typeof RoutingSchema>;
 
-/** Fields only a direct model may carry (a routing model forbids them). */
+/** Fields only a direct model may carry: on a routing model they reject the row. */
 export const DIRECT_ONLY_FIELDS = [
   'provider',
   'model_name',
   'provider_key_id',
-  'retries',
   'cooldown',
   'background_model_check',
-  'cost',
 ] as const;
+/**
+ * Kind-inapplicable members AISIX strips from a routing model read from etcd (reported as
+ * `inapplicable:<field>`); in a file they are errors like the direct-only ones.
+ */
+export const INAPPLICABLE_ON_ROUTING = ['cost', 'retries', 'auto_prompt_caching'] as const;
 
 export const modelShape = {
-  id: idField,
+  id: z.unknown().optional(),
   display_name: displayName,
-  provider: z.string().min(1).optional(),
+  provider: z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9._-]*$/, 'must match ^[a-z0-9][a-z0-9._-]*$')
+    .optional(),
   model_name: z.string().min(1).optional(),
   provider_key_id: z.string().min(1).optional(),
+  /** ms; 0 = no deadline. Direct and routing (group-level) models. */
   timeout: nonNegInt.optional(),
+  /** ms; 0 = fall back (model/group `timeout`, then the deployment's). Direct and routing models. */
   stream_timeout: nonNegInt.optional(),
   retries: nonNegInt.optional(),
   cooldown: CooldownSchema.optional(),
   background_model_check: BackgroundCheckSchema.optional(),
-  cost: z.record(z.string(), z.number()).optional(),
+  cost: CostSchema.optional(),
   rate_limit: RateLimitSchema.optional(),
+  /** Client IP allowlist (CIDRs); absent = every client. */
+  allowed_cidrs: cidrList.optional(),
   routing: RoutingSchema.optional(),
 };
 
 function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx: z.RefinementCtx): void {
   if (m.routing !== undefined) {
-    for (const f of DIRECT_ONLY_FIELDS) {
+    for (const f of [...DIRECT_ONLY_FIELDS, ...INAPPLICABLE_ON_ROUTING]) {
       if (m[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: 'not allowed on a routing model' });
     }
     return;
@@ -141,8 +256,8 @@ function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx:
   }
 }
 
-export const ModelSchema = z.object(modelShape).superRefine(checkModelForm);
-type ModelRow = z.infer<typeof ModelSchema>;
+export const ModelSchema = z.strictObject(modelShape).superRefine(checkModelForm);
+type ModelRow = Omit<z.infer<typeof ModelSchema>, 'id'>;
 export type DirectModel = ModelRow & {
   id: string;
   kind: 'direct';
@@ -153,24 +268,25 @@ export type DirectModel = ModelRow & {
 export type RoutingModel = ModelRow & { id: string; kind: 'routing'; routing: Routing };
 export type Model = DirectModel | RoutingModel;
 
-const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256 (64 characters)');
-
 export const apiKeyShape = {
-  id: idField,
-  display_name: displayName,
-  key_hash: sha256Hex,
-  allowed_models: z.array(z.string().min(1)).default([]),
-  expires_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp' }).optional(),
+  id: z.unknown().optional(),
+  /** A dashboard label only: optional, never an identity on the etcd path. */
+  display_name: nullOk(z.string()),
+  key_hash: z.string().min(1, 'must not be empty'),
+  allowed_models: z.array(z.string().min(1)),
+  expires_at: nullOk(z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp' })),
   disabled: z.boolean().default(false),
-  rate_limit: RateLimitSchema.optional(),
+  rate_limit: nullOk(RateLimitSchema),
+  team_id: nullOk(z.string().min(1)),
+  user_id: nullOk(z.string().min(1)),
+  user_name: nullOk(z.string()),
 };
-export const ApiKeySchema = z.object(apiKeyShape);
-export type ApiKey = z.infer<typeof ApiKeySchema> & { id: string };
+export const ApiKeySchema = z.strictObject(apiKeyShape);
+export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };
 
-export const SHAPES = { provider_keys: providerKeyShape, models: modelShape, api_keys: apiKeyShape } as const;
 export const ROW_SCHEMAS = { provider_keys: ProviderKeySchema, models: ModelSchema, api_keys: ApiKeySchema } as const;
 
-/** The default adapter of a vendor id, when `adapter` is not given. */
+/** The default adapter of a vendor id, when `adapter` is not given (`""` and unknown vendors: openai). */
 export function defaultAdapter(provider: string): AdapterName {
   if (provider === 'anthropic') return 'anthropic';
   if (provider === 'echo') return 'echo';

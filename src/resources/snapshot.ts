@@ -22,18 +22,26 @@ export class Snapshot {
   private readonly wildcards: WildcardAlias[] = [];
   private readonly apiKeysByHash = new Map<string, ApiKey>();
 
+  /**
+   * Name and key-hash indexes keep the LAST entry of a name (AISIX's name index: the row written last wins);
+   * the etcd source lists rows in write order for that reason.
+   */
   constructor(readonly resources: ResourceSet) {
     for (const k of resources.provider_keys) this.providerKeys.set(k.id, k);
+    const wildcards = new Map<string, WildcardAlias>();
     for (const m of resources.models) {
       this.models.set(m.id, m);
       const star = m.display_name.indexOf('*');
       if (star < 0) this.modelsByName.set(m.display_name, m);
-      else {this.wildcards.push({
+      else {
+        wildcards.set(m.display_name, {
           prefix: m.display_name.slice(0, star),
           suffix: m.display_name.slice(star + 1),
           model: m,
-        });}
+        });
+      }
     }
+    this.wildcards.push(...wildcards.values());
     // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
     this.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);
     for (const k of resources.api_keys) {
@@ -73,12 +81,13 @@ export class Snapshot {
     return [...this.modelsByName.values()];
   }
 
-  counts(): Record<ResourceKind, number> {
-    return {
-      provider_keys: this.resources.provider_keys.length,
-      models: this.resources.models.length,
-      api_keys: this.resources.api_keys.length,
-    };
+  /** Resources per kind; only the kinds that have some are listed (AISIX's `resource_counts`). */
+  counts(): Partial<Record<ResourceKind, number>> {
+    const out: Partial<Record<ResourceKind, number>> = {};
+    if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
+    if (this.resources.models.length > 0) out.models = this.resources.models.length;
+    if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
+    return out;
   }
 
   get size(): number {

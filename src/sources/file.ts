@@ -3,9 +3,12 @@
 import type { Gateway } from '../gateway.ts';
 import { MSG } from '../observability/messages.ts';
 import { loadResourcesFile } from '../resources/pipeline.ts';
+import { rfc3339 } from '../status/config-status.ts';
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
+
+const warnedKinds = new WeakMap<Gateway, Set<string>>();
 
 export type FileLoad = { ok: true; resources: number } | { ok: false; message: string };
 
@@ -23,7 +26,7 @@ export async function loadFromFile(gw: Gateway, path: string): Promise<FileLoad>
   }
   const hash = await sha256Hex(bytes);
   gw.facts.sourceHash = hash;
-  gw.facts.observedAt = gw.now().toISOString();
+  gw.facts.observedAt = rfc3339(gw.now());
   let text: string;
   try {
     text = decoder.decode(bytes);
@@ -37,6 +40,17 @@ export async function loadFromFile(gw: Gateway, path: string): Promise<FileLoad>
   }
   gw.facts.latestLoadFailed = false;
   gw.facts.rejected = [];
+  // Kinds Sluice accepts and does not serve: reported like the etcd source does (field `*`), WARN once per kind.
+  const kinds = Object.keys(r.notServed).sort();
+  gw.facts.partiallyCompatible = kinds.map((k) => ({ resource_kind: k, field: '*', count: r.notServed[k]! }));
+  gw.facts.partiallyCompatibleRows = { ...r.notServed };
+  const warned = warnedKinds.get(gw) ?? new Set<string>();
+  warnedKinds.set(gw, warned);
+  for (const kind of kinds) {
+    if (warned.has(kind)) continue;
+    warned.add(kind);
+    gw.log.warn(MSG.kindNotServed, { file: path, kind, count: r.notServed[kind] });
+  }
   gw.apply(r.snapshot, { configHash: hash });
   return { ok: true, resources: r.resourceCount };
 }
@@ -55,19 +69,20 @@ export async function reloadFile(gw: Gateway, path: string): Promise<void> {
   } else gw.log.warn(MSG.fileReloadFailed, { file: path, error: r.message });
 }
 
-const ROW_SCOPE = /^(provider_keys|models|api_keys)\[(\d+)\](?: \("(.*)"\))?$/;
+const ROW_SCOPE = /^([a-z_]+)\[(\d+)\](?: \((".*")\))?$/;
 
 /**
  * A failed file load lists the rows it could not accept in `rejected[]` (one entry per row, its errors
  * joined), so `/status/config` names them; `first_seen_at` survives repeated failures of the same row.
  */
 async function recordRejected(gw: Gateway, entries: { scope: string; message: string }[]): Promise<void> {
-  const now = gw.now().toISOString();
+  const now = rfc3339(gw.now());
   const byRow = new Map<string, { kind: string; id: string; errors: string[] }>();
   for (const e of entries) {
     const m = ROW_SCOPE.exec(e.scope);
     if (!m) continue;
-    const id = m[3] !== undefined ? await uuidV5(`${m[1]}/${m[3]}`) : `${m[1]}[${m[2]}]`;
+    const identity = m[3] !== undefined ? (JSON.parse(m[3]) as string) : undefined;
+    const id = identity !== undefined ? await uuidV5(`${m[1]}/${identity}`) : `${m[1]}[${m[2]}]`;
     const key = `${m[1]}/${id}`;
     const row = byRow.get(key) ?? { kind: m[1]!, id, errors: [] };
     row.errors.push(e.message);

@@ -21,7 +21,13 @@ export interface Applied {
   config_hash: string;
   apply_seq: number;
   applied_at: string;
-  resource_counts: Record<ResourceKind, number>;
+  /** Only the kinds that have resources (AISIX). */
+  resource_counts: Partial<Record<ResourceKind, number>>;
+}
+
+/** Every timestamp of `/status/config`: RFC 3339, UTC, whole seconds (`2026-01-02T03:04:05Z`). */
+export function rfc3339(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 export interface ConfigFacts {
@@ -33,10 +39,19 @@ export interface ConfigFacts {
   applied?: Applied;
   /** File mode: the latest load of the file failed (a bad SIGHUP reload). */
   latestLoadFailed: boolean;
+  /** The latest load (full sync, watch event, file load) or fetch: successful iff nothing is rejected. */
   lastReload?: { successful: boolean; at: string };
-  lastFailure: { at: string; last_error_kind: FailureKind; last_error: string } | null;
+  /** When the latest clean load happened (`aisix_config_last_reload_success_timestamp_seconds`). */
+  lastSuccessAt?: string;
+  /**
+   * Sticky: the latest failure. A fetch/parse/validate failure of the source, or the first rejected row of
+   * a load that left rows rejected (`last_error_kind` is then the row's, e.g. `schema_failed`).
+   */
+  lastFailure: { at: string; last_error_kind: FailureKind | string; last_error: string } | null;
   rejected: RejectedRow[];
   partiallyCompatible: { resource_kind: string; field: string; count: number }[];
+  /** Per kind, how many served rows are partially compatible (a row with two ignored fields counts once). */
+  partiallyCompatibleRows: Record<string, number>;
 }
 
 /** SPEC §8: first match wins. */

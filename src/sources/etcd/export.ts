@@ -1,11 +1,16 @@
 // `sluice export --etcd <endpoints> [--prefix /aisix] [-o file] [--with-secrets] [--user u --password-env VAR]`
 // dumps an etcd prefix as a resources.yaml (format "1") that loads back through the file pipeline to the
-// same resources: same ids (written as explicit `id:` fields), same canonical values.
+// same resources, with the canonical (normalised) values. A file carries no `id` (AISIX: ids are derived
+// from the entry's name), so references are written by name (`provider_key: <name>`) and the ids differ.
 //
 // - What is exported is what a freshly started gateway would serve from the prefix (rows.ts rules with
-//   no history, so no last-known-good pins): rows that would be rejected are skipped and listed in the
-//   header comment and on stderr, since a file containing them would not load.
-// - Unknown top-level fields are dropped (a file rejects them); listed in the header comment.
+//   no history, so no last-known-good pins): rows that are rejected are skipped and listed in the
+//   header comment and on stderr. So are rows a file cannot express: a name (or key hash) that another
+//   row written later also holds (the name index keeps the later one), a model whose provider key or
+//   routing target is not served, rows of kinds Sluice does not serve.
+// - An api key without `display_name` gets its etcd id as its name (a file entry needs an identity);
+//   `allowed_models` names of models that are not served are left out (they allow nothing).
+// - Unknown fields (any depth) are dropped: the values are the normalised ones.
 // - Provider `api_key` values become `${SLUICE_PK_<NAME>}` placeholders, listed in the header comment,
 //   unless `--with-secrets`. `key_hash` is kept as-is: it is a hash, not a plaintext secret.
 // - `$` in any string is written as `$$`, which the file pipeline's interpolation turns back into `$`.
@@ -18,7 +23,8 @@ import type { Command } from '../../cli.ts';
 import type { Platform } from '../../platform.ts';
 import type { ResourceKind } from '../../resources/schema.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
-import { compareKeys, decideServing, normalizePrefix, type RowValue, rowValue } from './rows.ts';
+import { Snapshot } from '../../resources/snapshot.ts';
+import { compareKeys, normalizePrefix, resourceSet, type RowValue, rowValue, type ServedValue } from './rows.ts';
 
 export interface ExportResult {
   yaml: string;
@@ -60,39 +66,97 @@ export function exportResources(
   const prefix = normalizePrefix(prefixIn);
   const values = new Map<string, RowValue>();
   for (const kv of kvs) {
-    values.set(kv.key, rowValue(prefix, kv.key, kv.value, kv.invalidUtf8 ? { invalidUtf8: true } : {}));
+    values.set(
+      kv.key,
+      rowValue(prefix, kv.key, kv.value, { ...(kv.invalidUtf8 ? { invalidUtf8: true } : {}), rev: kv.modRevision }),
+    );
   }
   const keys = [...values.keys()].sort(compareKeys);
-  const decision = decideServing(keys, (k) => values.get(k), new Map());
+  const served = new Map<string, ServedValue>();
+  const skipped: { key: string; error: string }[] = [];
+  const dropped = new Map<string, number>();
+  for (const key of keys) {
+    const v = values.get(key)!; // non-null: keys come from values
+    const p = v.parsed;
+    if (!p.ok) skipped.push({ key, error: `${p.errorKind}: ${p.error}` });
+    else if (p.resource === undefined) skipped.push({ key, error: `${p.kind}: a kind Sluice does not serve` });
+    else {
+      served.set(key, v as ServedValue);
+      for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
+    }
+  }
+  // What the name indexes keep: the row written last under each name (api keys: each key hash).
+  const snapshot = new Snapshot(resourceSet(keys, served));
+  const pkNames = new Map<string, string>();
+  const winners = new Set<string>();
+  const nameWinner = new Map<string, string>();
+  for (const k of snapshot.resources.provider_keys) nameWinner.set(`p\0${k.display_name}`, k.id);
+  for (const m of snapshot.resources.models) nameWinner.set(`m\0${m.display_name}`, m.id);
+  for (const k of snapshot.resources.provider_keys) {
+    if (nameWinner.get(`p\0${k.display_name}`) === k.id) {
+      winners.add(`provider_keys/${k.id}`);
+      pkNames.set(k.id, k.display_name);
+    }
+  }
+  const modelNames = new Set<string>();
+  for (const m of snapshot.resources.models) {
+    if (nameWinner.get(`m\0${m.display_name}`) === m.id) modelNames.add(m.display_name);
+  }
+  for (const m of snapshot.resources.models) {
+    if (nameWinner.get(`m\0${m.display_name}`) !== m.id) continue;
+    if (m.kind === 'direct' && !pkNames.has(m.provider_key_id)) continue;
+    if (m.kind === 'routing' && m.routing.targets.some((t) => !modelNames.has(t.model))) continue;
+    winners.add(`models/${m.id}`);
+  }
+  for (const k of snapshot.resources.api_keys) {
+    if (snapshot.apiKeyByHash(k.key_hash) === k) winners.add(`api_keys/${k.id}`);
+  }
 
   const lists: Record<ResourceKind, Json[]> = { provider_keys: [], models: [], api_keys: [] };
   const variables: { name: string; what: string }[] = [];
   const taken = new Set<string>();
-  const dropped = new Map<string, number>();
+  const apiKeyNames = new Set<string>();
   for (const key of keys) {
-    const v = decision.served.get(key);
+    const v = served.get(key);
     if (!v) continue;
     const row = v.parsed;
-    const raw = JSON.parse(v.raw) as Record<string, Json>;
-    for (const f of row.unknownFields) {
-      delete raw[f];
-      dropped.set(`${row.kind}.${f}`, (dropped.get(`${row.kind}.${f}`) ?? 0) + 1);
+    if (row.resource === undefined) continue;
+    if (!winners.has(`${row.kind}/${row.id}`)) {
+      skipped.push({
+        key,
+        error: 'not expressible in a file: a name or key hash another row holds, or an unserved reference',
+      });
+      continue;
     }
-    delete raw.id;
-    const out = escapeDollars(raw) as Record<string, Json>;
-    if (row.kind === 'provider_keys' && typeof raw.api_key === 'string' && !opts.withSecrets) {
+    const entry = JSON.parse(JSON.stringify(row.resource)) as Record<string, Json>;
+    delete entry.id;
+    if (row.kind === 'models') {
+      delete entry.kind;
+      if (row.resource.kind === 'direct') {
+        delete entry.provider_key_id;
+        entry.provider_key = pkNames.get(row.resource.provider_key_id)!; // non-null: winners have their key
+      }
+    }
+    if (row.kind === 'api_keys') {
+      let name = row.resource.display_name || row.id;
+      if (apiKeyNames.has(name)) name = `${name} (${row.id})`;
+      apiKeyNames.add(name);
+      entry.display_name = name;
+      entry.allowed_models = row.resource.allowed_models.filter((n) => n.includes('*') || modelNames.has(n));
+    }
+    const out = escapeDollars(entry) as Record<string, Json>;
+    if (row.kind === 'provider_keys' && typeof entry.api_key === 'string' && !opts.withSecrets) {
       const name = variableName(row.resource.display_name, taken);
       variables.push({ name, what: `provider_keys "${row.resource.display_name}"` });
       out.api_key = `\${${name}}`;
     }
-    lists[row.kind].push({ id: row.id, ...out });
+    lists[row.kind].push(out);
   }
-  const skipped = [...decision.problems].map(([key, p]) => ({ key, error: `${p.errorKind}: ${p.error}` }));
 
   const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length;
   const header = [
     ` Exported by \`sluice export\` from ${opts.source}, prefix ${prefix}/, revision ${opts.revision}: ${resources} resource(s).`,
-    ' Ids are explicit, so the file loads to the same resources the etcd source serves.',
+    ' A file carries no ids (they are derived from the names); references are written by name.',
   ];
   if (variables.length > 0) {
     header.push(' Provider api keys are ${VAR} placeholders; set these environment variables before loading:');

@@ -14,6 +14,7 @@
 import type { Gateway } from '../../gateway.ts';
 import { MSG } from '../../observability/messages.ts';
 import { EtcdClient, EtcdError, type EtcdFetch, type EtcdRangeResult } from './client.ts';
+import { rfc3339 } from '../../status/config-status.ts';
 import { normalizePrefix } from './rows.ts';
 import { createEtcdRangeApplier, type EtcdRangeApplier } from './source.ts';
 
@@ -114,7 +115,7 @@ export class EtcdPollSource {
       });
     }
     if (range.revision === this.readRevision && !this.lastFailed) {
-      gw.facts.observedAt = gw.now().toISOString();
+      gw.facts.observedAt = rfc3339(gw.now());
       return;
     }
     try {

@@ -2,15 +2,16 @@
 // resync/backoff). This file keeps the per-key state and turns each delivery into an applied snapshot:
 //
 // - `observed`: the latest value of every key under `<prefix>/`, parsed once when it changes (rows.ts);
-// - `served`: the value each key serves (its latest, or a pinned last-known-good), decided after every
-//   batch from those maps with no re-parsing (rows.ts: `updateServing` re-judges only the touched keys
-//   when it can, `decideServing` all of them otherwise): a watch event on a 20,000-row prefix parses
-//   one row, then rebuilds the Snapshot and the two SPEC §8 hashes from what is already in memory;
-// - every range and every watch batch is one apply (`apply_seq` + 1, `applied_revision` = the batch's
-//   revision), rejected rows included, followed by a (coalesced) snapshot-cache write;
-// - the first apply needs at least one key under the prefix: an empty prefix is "no configuration yet",
-//   so the proxy stays unbound (SPEC §6.3) until the first put. After that an empty prefix applies (state
-//   `empty`);
+// - `served`: the value each key serves (its latest, or a pinned last-known-good). Each row is judged
+//   alone (rows.ts `judgeKey`), so a batch re-judges only the keys it touched: a watch event on a
+//   20,000-row prefix parses one row, then rebuilds the Snapshot and the two SPEC §8 hashes from what is
+//   already in memory;
+// - every range and every watch batch is one load (`applied_revision` = the batch's revision; `apply_seq`
+//   moves when the served `config_hash` changes), rejected rows included, followed by a (coalesced)
+//   snapshot-cache write. A range is a counted reload (`aisix_config_reloads_total`), a watch batch is not;
+// - the first successful read applies, even of an empty prefix (state `empty`, ready: the proxy binds);
+// - rows loaded with ignored fields log AISIX's WARN once per (kind, field set); rows of kinds Sluice
+//   accepts and does not serve log a WARN once per kind;
 // - fetch errors (etcd unreachable, auth refused, missing TLS file …) set `connected=false` and
 //   `last_failure.last_error_kind="fetch"` and log the backoff WARN; what serves and readiness are untouched.
 //
@@ -19,14 +20,14 @@
 import type { Gateway } from '../../gateway.ts';
 import { MSG } from '../../observability/messages.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
-import type { RejectedRow } from '../../status/config-status.ts';
+import { type RejectedRow, rfc3339 } from '../../status/config-status.ts';
 import { CACHE_FORMAT, CACHE_VERSION, type CachedPin, type CacheHeader, encodeCache, SnapshotCache } from '../cache.ts';
 import type { ConfigSource } from '../source.ts';
 import type { EtcdFetch, EtcdKv } from './client.ts';
 import {
   compareKeys,
-  decideServing,
   hashLines,
+  judgeKey,
   normalizePrefix,
   partialCompatibility,
   type Problem,
@@ -34,8 +35,6 @@ import {
   type RowValue,
   rowValue,
   type ServedValue,
-  type ServingDecision,
-  updateServing,
 } from './rows.ts';
 import {
   backoffDelay,
@@ -71,8 +70,7 @@ export function createEtcdSource(gw: Gateway, opts: EtcdSourceOptions = {}): Etc
 /**
  * The etcd source's per-key state and row rules without its watch: each `applyRange` is one full-range
  * delivery, judged, hashed, pinned and applied exactly as a range of the watch source (the same
- * `onSnapshot` → commit → publish path; an empty prefix before anything applied is "no configuration
- * yet"). For runtimes that cannot hold a watch and poll with ranges instead (Workers, see poll.ts).
+ * `onSnapshot` → commit → publish path; an empty prefix applies as state `empty`). For runtimes that cannot hold a watch and poll with ranges instead (Workers, see poll.ts).
  * Nothing is started; connection facts and fetch failures are the caller's to record.
  */
 export interface EtcdRangeApplier {
@@ -121,16 +119,18 @@ class EtcdSource implements EtcdConfigSource {
   /** key → latest observed value; `keys` is the same set in etcd key order. */
   private readonly observed = new Map<string, RowValue>();
   private keys: string[] = [];
-  /** key → the value it serves (latest or pinned); the latest decision, which the next batch updates. */
+  /** key → the value it serves (latest or pinned). */
   private served = new Map<string, ServedValue>();
-  private decision: ServingDecision | undefined;
+  /** key → why its latest value does not serve. */
+  private problems = new Map<string, Problem>();
+  /** WARN-once memory: `kind \0 ignored fields` of partially compatible rows, and kinds not served. */
+  private readonly warned = new Set<string>();
   /** Keys in the order `served` was decided over (equal to `keys` once etcd has been read). */
   private servedOrder: readonly string[] = [];
   private rejected = new Map<string, RejectedRow>();
   private snapshot: Snapshot | undefined;
   private configHash: string | undefined;
   private appliedRevision = 0;
-  private everApplied = false;
 
   constructor(private readonly gw: Gateway, private readonly opts: EtcdSourceOptions) {
     this.firstApplied = this.first.promise;
@@ -236,7 +236,7 @@ class EtcdSource implements EtcdConfigSource {
         }
       },
       onProgress: () => {
-        this.gw.facts.observedAt = this.gw.now().toISOString();
+        this.gw.facts.observedAt = rfc3339(this.gw.now());
       },
       onRewatch: (from) => this.gw.log.debug(MSG.etcdRewatch, { from_revision: from }),
     };
@@ -302,7 +302,10 @@ class EtcdSource implements EtcdConfigSource {
     const serving = this.served.get(kv.key);
     const value = serving && serving.raw === kv.value && !kv.invalidUtf8
       ? serving
-      : rowValue(this.prefix, kv.key, kv.value, kv.invalidUtf8 ? { invalidUtf8: true } : {});
+      : rowValue(this.prefix, kv.key, kv.value, {
+        ...(kv.invalidUtf8 ? { invalidUtf8: true } : {}),
+        rev: kv.modRevision,
+      });
     this.observed.set(kv.key, value);
     return old === undefined;
   }
@@ -357,59 +360,73 @@ class EtcdSource implements EtcdConfigSource {
   }
 
   private async commit(revision: number, touched: ReadonlySet<string>, fullRead: boolean): Promise<void> {
-    const latest = (k: string): RowValue | undefined => this.observed.get(k);
-    // Only the touched keys are judged again, unless one of them changes what other rows depend on.
-    const decision = (this.decision && updateServing(this.decision, touched, latest)) ??
-      decideServing(this.keys, latest, this.served);
-    this.decision = undefined; // consumed: `publish` installs the new one
-    const applies = this.everApplied || this.observed.size > 0;
-    await this.publish(decision, this.keys, revision, {
+    // Each row is judged alone: only the touched keys can change.
+    const served = new Map(this.served);
+    const problems = new Map(this.problems);
+    const changedKeys = new Set<string>();
+    for (const key of touched) {
+      const before = served.get(key);
+      const { served: after, problem } = judgeKey(this.observed.get(key), before);
+      if (after) served.set(key, after);
+      else served.delete(key);
+      if (problem) problems.set(key, problem);
+      else problems.delete(key);
+      if (after !== before) changedKeys.add(key);
+    }
+    await this.publish(served, problems, changedKeys, this.keys, revision, {
       touched,
       allSeen: fullRead,
       sourceLines: this.keys.map((k) => this.observed.get(k)!.line), // non-null: keys mirrors observed
-      apply: applies,
-      writeCache: applies,
+      counted: fullRead,
+      writeCache: true,
       logLevel: fullRead ? 'info' : 'debug',
     });
   }
 
   /**
-   * Swaps in a decision: hashes first (the only awaits), then every fact and the snapshot in one
+   * Swaps in what serves: hashes first (the only awaits), then every fact and the snapshot in one
    * synchronous step, so `/status/config` never shows half of an apply.
    */
-  private async publish(decision: ServingDecision, order: readonly string[], revision: number, o: {
-    touched: ReadonlySet<string>;
-    allSeen: boolean;
-    sourceLines?: Uint8Array[];
-    apply: boolean;
-    writeCache: boolean;
-    logLevel: 'info' | 'debug';
-  }): Promise<void> {
-    const changed = !this.snapshot || this.configHash === undefined ||
-      (decision.changedKeys
-        ? decision.changedKeys.size > 0
-        : decision.served.size !== this.served.size || [...decision.served].some(([k, v]) => this.served.get(k) !== v));
+  private async publish(
+    served: Map<string, ServedValue>,
+    problems: Map<string, Problem>,
+    changedKeys: ReadonlySet<string>,
+    order: readonly string[],
+    revision: number,
+    o: {
+      touched: ReadonlySet<string>;
+      allSeen: boolean;
+      sourceLines?: Uint8Array[];
+      counted: boolean;
+      writeCache: boolean;
+      logLevel: 'info' | 'debug';
+    },
+  ): Promise<void> {
+    const changed = !this.snapshot || this.configHash === undefined || changedKeys.size > 0;
     let snapshot = this.snapshot;
     let configHash = this.configHash;
     // Both digests run off the main thread where the runtime's Web Crypto does (Node: the libuv pool).
     const [sourceHash, newConfigHash] = await Promise.all([
       o.sourceLines ? hashLines(o.sourceLines) : undefined,
-      changed
-        ? hashLines(order.filter((k) => decision.served.has(k)).map((k) => decision.served.get(k)!.line))
-        : undefined,
+      changed ? hashLines(order.filter((k) => served.has(k)).map((k) => served.get(k)!.line)) : undefined,
     ]);
     if (changed || !snapshot || configHash === undefined) {
-      snapshot = new Snapshot(resourceSet(order, decision.served));
+      snapshot = new Snapshot(resourceSet(order, served));
       configHash = newConfigHash;
     }
-    const now = this.gw.now().toISOString();
-    const rejected = this.rejectedRows(decision.problems, o.touched, o.allSeen, now);
+    const now = rfc3339(this.gw.now());
+    const rejected = this.rejectedRows(problems, o.touched, o.allSeen, now);
 
     // Synchronous from here on.
     const facts = this.gw.facts;
-    if (changed) facts.partiallyCompatible = partialCompatibility(decision.served.values());
-    this.served = decision.served;
-    this.decision = decision;
+    if (changed) {
+      const pc = partialCompatibility(served.values());
+      facts.partiallyCompatible = pc.fields;
+      facts.partiallyCompatibleRows = pc.rows;
+      for (const key of changedKeys) this.warnPartial(served.get(key));
+    }
+    this.served = served;
+    this.problems = problems;
     this.servedOrder = order;
     this.rejected = rejected;
     facts.rejected = [...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r);
@@ -418,23 +435,38 @@ class EtcdSource implements EtcdConfigSource {
       facts.observedRevision = revision;
       facts.observedAt = now;
     }
-    if (o.apply) {
-      this.snapshot = snapshot;
-      this.configHash = configHash;
-      this.appliedRevision = revision;
-      this.gw.apply(snapshot, { configHash: configHash!, revision }); // non-null: computed above whenever unset
-      this.everApplied = true;
-      this.gw.log.log(o.logLevel, MSG.etcdApplied, {
-        revision,
-        apply_seq: facts.applied?.apply_seq,
-        resources: snapshot.size,
-        rejected: rejected.size,
-        config_hash: configHash,
-      });
-      if (o.writeCache) this.cache?.schedule(() => this.encodeCacheDocument());
-      this.first.resolve();
-    }
+    this.snapshot = snapshot;
+    this.configHash = configHash;
+    this.appliedRevision = revision;
+    // non-null: computed above whenever unset
+    this.gw.apply(snapshot, { configHash: configHash!, revision, counted: o.counted });
+    this.gw.log.log(o.logLevel, MSG.etcdApplied, {
+      revision,
+      apply_seq: facts.applied?.apply_seq,
+      resources: snapshot.size,
+      rejected: rejected.size,
+      config_hash: configHash,
+    });
+    if (o.writeCache) this.cache?.schedule(() => this.encodeCacheDocument());
+    this.first.resolve();
     this.opts.onCommit?.();
+  }
+
+  /** AISIX's WARN for a row loaded with ignored fields, once per (kind, field set); once per kind not served. */
+  private warnPartial(v: ServedValue | undefined): void {
+    if (!v || v.parsed.unknownFields.length === 0) return;
+    const p = v.parsed;
+    if (p.resource === undefined) {
+      if (this.warned.has(p.kind)) return;
+      this.warned.add(p.kind);
+      this.gw.log.warn(MSG.kindNotServed, { key: v.key, kind: p.kind });
+      return;
+    }
+    const fields = p.unknownFields.join(',');
+    const id = `${p.kind}\0${fields}`;
+    if (this.warned.has(id)) return;
+    if (this.warned.size < 1024) this.warned.add(id);
+    this.gw.log.warn(MSG.partiallyCompatibleRow, { key: v.key, kind: p.kind, ignored_fields: fields });
   }
 
   /** `rejected[]` rows with their timestamps; logs each row that is newly rejected or fails differently. */
@@ -495,7 +527,7 @@ class EtcdSource implements EtcdConfigSource {
       version: CACHE_VERSION,
       prefix: this.prefix,
       revision: this.appliedRevision,
-      written_at: this.gw.now().toISOString(),
+      written_at: rfc3339(this.gw.now()),
       config_hash: this.configHash ?? '',
       pins,
     };
@@ -526,20 +558,16 @@ class EtcdSource implements EtcdConfigSource {
       return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
     });
     if (!doc || this.ctrl.signal.aborted) return;
-    // A pinned key's latest value was rejected: stand it in with what the cache says about it.
-    const stand = new Map<string, RowValue>();
+    // A pinned key's latest value was rejected: it serves its cached value, with what the cache says about it.
+    const problems = new Map<string, Problem>();
     for (const [key, p] of Object.entries(doc.pins)) {
-      stand.set(key, {
-        key,
-        raw: '',
-        line: new Uint8Array(0),
-        parsed: {
-          ok: false,
-          kind: p.resource_kind,
-          id: p.resource_id,
-          errorKind: p.last_error_kind as Problem['errorKind'],
-          error: p.last_error,
-        },
+      if (!values.has(key)) continue;
+      problems.set(key, {
+        kind: p.resource_kind,
+        id: p.resource_id,
+        errorKind: p.last_error_kind as Problem['errorKind'],
+        error: p.last_error,
+        pinned: true,
       });
       this.rejected.set(key, {
         resource_kind: p.resource_kind,
@@ -551,18 +579,16 @@ class EtcdSource implements EtcdConfigSource {
         serving_stale_since: p.since,
       });
     }
-    const decision = decideServing(keys, (k) => stand.get(k) ?? values.get(k), values);
-    this.served = values;
     this.gw.log.info(MSG.cacheRestored, {
       path: this.cache.path,
       revision: doc.revision,
       written_at: doc.written_at,
-      resources: decision.served.size,
+      resources: values.size,
     });
-    await this.publish(decision, keys, doc.revision, {
+    await this.publish(values, problems, new Set(values.keys()), keys, doc.revision, {
       touched: new Set(),
       allSeen: false,
-      apply: true,
+      counted: false,
       writeCache: false,
       logLevel: 'debug',
     });

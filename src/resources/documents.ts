@@ -1,0 +1,176 @@
+// One resource document → the resource Sluice serves, the same way on both paths (aisix-contract.md §3, §4):
+//
+// - `strict` (the resources file, `validate`): AISIX's strict schemas; an unknown member anywhere is an error;
+// - `lenient` (etcd rows): unknown members are dropped at every depth and reported as dotted paths from the
+//   document root (`routing.targets[].tags`), deduplicated and capped at 64 per row; kind-inapplicable
+//   `cost` / `retries` / `auto_prompt_caching` on a routing model are stripped and reported as
+//   `inapplicable:<field>`. Types, required members, ranges and closed enums still apply.
+//
+// Both: `null` is absent for the members AISIX marks nullable; `secret` is the alias of a provider key's
+// `api_key` (both given: `parse_failed`, AISIX's serde alias error); an `id` member is never the id.
+import type { z } from 'zod';
+import {
+  type ApiKey,
+  ApiKeySchema,
+  DEFAULT_API_BASE,
+  defaultAdapter,
+  INAPPLICABLE_ON_ROUTING,
+  type Model,
+  ModelSchema,
+  type ProviderKey,
+  ProviderKeySchema,
+  type ResourceKind,
+} from './schema.ts';
+
+/** AISIX caps the ignored paths of one row at 64, then adds this marker. */
+export const MAX_IGNORED_FIELDS = 64;
+export const TRUNCATED_MARKER = '...truncated';
+
+export type ParsedDocument =
+  | { ok: true; kind: 'provider_keys'; resource: ProviderKey; ignored: string[] }
+  | { ok: true; kind: 'models'; resource: Model; ignored: string[] }
+  | { ok: true; kind: 'api_keys'; resource: ApiKey; ignored: string[] }
+  | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
+
+type Issue = z.core.$ZodIssue;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** `a.b[2].c` from a zod-style path. */
+function fieldPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) {
+    if (typeof p === 'number') out += `[${p}]`;
+    else if (typeof p === 'string') out += out ? `.${p}` : p;
+  }
+  return out;
+}
+
+/** The reporting form of an ignored member: array indices become `[]`. */
+function ignoredPath(path: readonly PropertyKey[], key: string): string {
+  let out = '';
+  for (const p of path) {
+    if (typeof p === 'number') out += '[]';
+    else if (typeof p === 'string') out += out ? `.${p}` : p;
+  }
+  return out ? `${out}.${key}` : key;
+}
+
+/** One line per issue, `field: message`; unknown members read `field: unknown field`. */
+export function issueMessages(issues: readonly Issue[]): string[] {
+  const out: string[] = [];
+  for (const i of issues) {
+    if (i.code === 'unrecognized_keys') {
+      for (const k of i.keys) out.push(`${fieldPath([...i.path, k])}: unknown field`);
+      continue;
+    }
+    const path = fieldPath(i.path);
+    out.push(path ? `${path}: ${i.message}` : i.message);
+  }
+  return out;
+}
+
+/** Removes `key` under `path` in `doc` (the path of an `unrecognized_keys` issue). */
+function removeAt(doc: unknown, path: readonly PropertyKey[], key: string): void {
+  let node: unknown = doc;
+  for (const p of path) {
+    if (node === null || typeof node !== 'object') return;
+    node = (node as Record<PropertyKey, unknown>)[p as string];
+  }
+  if (isRecord(node)) delete node[key];
+}
+
+/** Zod parse; in lenient mode the unknown members are removed from `doc` (mutated) and reported. */
+function parseWith<T>(
+  schema: z.ZodType<T>,
+  doc: Record<string, unknown>,
+  lenient: boolean,
+  ignored: string[],
+): { ok: true; data: T } | { ok: false; issues: readonly Issue[] } {
+  let r = schema.safeParse(doc);
+  if (r.success) return { ok: true, data: r.data };
+  if (!lenient) return { ok: false, issues: r.error.issues };
+  for (let round = 0; round < 8 && !r.success; round++) {
+    const unknown = r.error.issues.filter((i) => i.code === 'unrecognized_keys');
+    if (unknown.length === 0) break;
+    for (const i of unknown) {
+      for (const k of i.keys) {
+        ignored.push(ignoredPath(i.path, k));
+        removeAt(doc, i.path, k);
+      }
+    }
+    r = schema.safeParse(doc);
+  }
+  return r.success ? { ok: true, data: r.data } : { ok: false, issues: r.error.issues };
+}
+
+/** Deduplicated, sorted, capped at 64 (then `...truncated`). */
+function finishIgnored(ignored: string[]): string[] {
+  const sorted = [...new Set(ignored)].sort();
+  return sorted.length > MAX_IGNORED_FIELDS ? [...sorted.slice(0, MAX_IGNORED_FIELDS), TRUNCATED_MARKER] : sorted;
+}
+
+/**
+ * Judges one document of a served kind. `doc` is consumed (lenient mode removes members from it). `id` is
+ * the resource id (the etcd key's id, or the file's derived id).
+ */
+export function parseDocument(
+  kind: ResourceKind,
+  id: string,
+  doc: Record<string, unknown>,
+  mode: 'strict' | 'lenient',
+): ParsedDocument {
+  const lenient = mode === 'lenient';
+  const ignored: string[] = [];
+  const fail = (issues: readonly Issue[]): ParsedDocument => ({
+    ok: false,
+    errorKind: 'schema_failed',
+    error: issueMessages(issues).join('; '),
+  });
+  switch (kind) {
+    case 'provider_keys': {
+      if (doc.secret !== undefined && doc.api_key !== undefined) {
+        return {
+          ok: false,
+          errorKind: 'parse_failed',
+          error: 'duplicate field `api_key`: `secret` is an alias of `api_key`; set exactly one',
+        };
+      }
+      const r = parseWith(ProviderKeySchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, secret, ...rest } = r.data;
+      const adapter = rest.adapter ?? defaultAdapter(rest.provider);
+      const api_base = (rest.api_base ?? DEFAULT_API_BASE[adapter])?.replace(/\/+$/, '');
+      const api_key = rest.api_key ?? secret;
+      const resource: ProviderKey = { ...rest, adapter, api_base, id };
+      if (api_key !== undefined) resource.api_key = api_key;
+      return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
+    }
+    case 'models': {
+      if (lenient && doc.routing !== undefined && doc.routing !== null) {
+        for (const f of INAPPLICABLE_ON_ROUTING) {
+          if (f in doc) {
+            delete doc[f];
+            ignored.push(`inapplicable:${f}`);
+          }
+        }
+      }
+      const r = parseWith(ModelSchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      const resource =
+        (rest.routing
+          ? { ...rest, id, kind: 'routing', routing: rest.routing }
+          : { ...rest, id, kind: 'direct' }) as Model;
+      return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
+    }
+    case 'api_keys': {
+      const r = parseWith(ApiKeySchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
+    }
+  }
+}
