@@ -266,6 +266,9 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
         'disconnected',
         async () => (await json(g.url('/status/config', 'status'))).source.connected === false,
       );
+      // /readyz is polled at least twice while etcd is known to be away, whatever the machine's speed.
+      const pollsBefore = polls;
+      await eventually('two /readyz polls during the outage', () => Promise.resolve(polls >= pollsBefore + 2));
       await own.restart();
       await eventually(
         'reconnected',
@@ -280,7 +283,6 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       await eventually('caught up', async () => (await listedModels(g))?.includes('gpt-two') === true);
       polling = false;
       await poller;
-      assert.ok(polls >= 10, `only ${polls} polls`);
       assert.deepEqual(notReady, [], '/readyz answered non-200 while etcd was away');
       assert.equal((await chat(g, 'gpt-two')).status, 200);
       assert.equal(await stop(g), 0);

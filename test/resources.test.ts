@@ -495,7 +495,6 @@ models:
 `);
     assert.match(out, /routing\.strategy: Invalid option/);
     assert.match(out, /routing\.targets: needs at least one target/);
-    assert.match(out, /routing\.hash_on\[0\]\.name: required for type "header"/);
     assert.match(out, /routing\.hash_on\[1\]\.type: Invalid option/);
   });
 

@@ -181,11 +181,8 @@ export type RoutingTarget = z.infer<typeof RoutingTargetSchema>;
 export const HASH_SOURCES = ['header', 'cookie', 'api_key', 'client_ip'] as const;
 export const HashOnSchema = z.strictObject({
   type: z.enum(HASH_SOURCES),
+  /** Header or cookie name; AISIX's schema leaves it optional, and a source without one yields no key. */
   name: z.string().min(1).optional(),
-}).superRefine((h, ctx) => {
-  if ((h.type === 'header' || h.type === 'cookie') && h.name === undefined) {
-    ctx.addIssue({ code: 'custom', path: ['name'], message: `required for type "${h.type}"` });
-  }
 });
 export type HashOn = z.infer<typeof HashOnSchema>;
 
