@@ -176,6 +176,7 @@ describe('/status/config', () => {
       last_failure: null,
       rejected: [],
       partially_compatible: [],
+      rate_limit_store: { backend: 'memory', shared: false },
     });
   });
 
@@ -220,6 +221,7 @@ describe('/status/config', () => {
       last_failure: null,
       rejected: [],
       partially_compatible: [],
+      rate_limit_store: { backend: 'memory', shared: false },
     });
 
     // 2. a bad reload: the previous snapshot keeps serving, state out_of_sync, rows named in rejected[]

@@ -37,6 +37,8 @@ export interface ConfigFacts {
   lastFailure: { at: string; last_error_kind: FailureKind; last_error: string } | null;
   rejected: RejectedRow[];
   partiallyCompatible: { resource_kind: string; field: string; count: number }[];
+  /** Where rate-limit counters live and whether they are shared right now (`rate_limit_store`). */
+  rateLimitStore?: { backend: 'memory' | 'redis'; shared: boolean; since?: string };
 }
 
 /** SPEC §8: first match wins. */
@@ -87,5 +89,6 @@ export function configStatusBody(f: ConfigFacts, now: Date): Record<string, unkn
     : r)
   );
   body.partially_compatible = f.partiallyCompatible;
+  if (f.rateLimitStore) body.rate_limit_store = f.rateLimitStore;
   return body;
 }
