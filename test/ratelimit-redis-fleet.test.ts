@@ -1,5 +1,5 @@
 // Many replicas, one limit: three gateway processes — Node, Bun and Deno — on one real Redis (a single
-// server, then a three-master Cluster) enforce each `rate_limit` once for the whole fleet. Then a replica
+// server, a three-master Cluster, a master found through a Sentinel) enforce each `rate_limit` once for the whole fleet. Then a replica
 // SIGKILLed while holding concurrency slots, a Redis stopped and restarted under traffic, and a boot with
 // Redis down.
 //
@@ -10,7 +10,15 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
 import { type GatewayProcess, type RuntimeName, spawnGateway } from './support/process.ts';
-import { redisCli, type RedisCluster, type RedisServer, startRedis, startRedisCluster } from './support/redis.ts';
+import {
+  redisCli,
+  type RedisCluster,
+  type RedisSentinel,
+  type RedisServer,
+  startRedis,
+  startRedisCluster,
+  startRedisSentinel,
+} from './support/redis.ts';
 import { until } from './support/until.ts';
 import { SHARED_STORE_DOWN_WARNING, SHARED_STORE_RECOVERED } from '../src/routing/rate-limit-redis.ts';
 
@@ -215,6 +223,15 @@ fleetSuite('a three-master Cluster', async () => {
     redis: `mode: cluster, nodes: [${c.urls.map((u) => `"${u}"`).join(', ')}]`,
     port: c.nodes[0]!.port,
     close: () => c.close(),
+  };
+});
+
+fleetSuite('a Sentinel-discovered', async () => {
+  const s: RedisSentinel = await startRedisSentinel();
+  return {
+    redis: `mode: sentinel, sentinels: ["${s.sentinelUrl}"], master_name: ${s.masterName}`,
+    port: s.master.port,
+    close: () => s.close(),
   };
 });
 

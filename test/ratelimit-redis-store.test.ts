@@ -21,7 +21,15 @@ import {
   SHARED_STORE_RECOVERED,
   type SharedStoreState,
 } from '../src/routing/rate-limit-redis.ts';
-import { redisCli, type RedisCluster, type RedisServer, startRedis, startRedisCluster } from './support/redis.ts';
+import {
+  redisCli,
+  type RedisCluster,
+  type RedisSentinel,
+  type RedisServer,
+  startRedis,
+  startRedisCluster,
+  startRedisSentinel,
+} from './support/redis.ts';
 import { until } from './support/until.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -33,7 +41,7 @@ interface Harness {
   states: SharedStoreState[];
 }
 
-function harness(client: RedisClient, mode: 'single' | 'cluster', ttl = 300, timeoutMs = 2000): Harness {
+function harness(client: RedisClient, mode: 'single' | 'cluster' | 'sentinel', ttl = 300, timeoutMs = 2000): Harness {
   const logs: { level: string; msg: string }[] = [];
   const states: SharedStoreState[] = [];
   const redis = new RedisRateLimitStore({
@@ -186,7 +194,7 @@ async function checkExpected(h: Harness): Promise<void> {
 
 function suite(
   name: string,
-  setup: () => Promise<{ client: RedisClient; mode: 'single' | 'cluster'; close(): Promise<void> }>,
+  setup: () => Promise<{ client: RedisClient; mode: 'single' | 'cluster' | 'sentinel'; close(): Promise<void> }>,
 ) {
   describe(name, () => {
     let env: Awaited<ReturnType<typeof setup>>;
@@ -219,13 +227,16 @@ function suite(
 describe('Redis rate-limit store', () => {
   let single: RedisServer;
   let cluster: RedisCluster;
+  let sentinel: RedisSentinel;
   before(async () => {
     single = await startRedis();
     cluster = await startRedisCluster();
+    sentinel = await startRedisSentinel();
   });
   after(async () => {
     await single?.close();
     await cluster?.close();
+    await sentinel?.close();
   });
 
   suite('single', async () => ({
@@ -236,6 +247,17 @@ describe('Redis rate-limit store', () => {
   suite('cluster', async () => ({
     client: ioredisClient({ mode: 'cluster', nodes: cluster.urls, sentinels: [], timeoutMs: 2000 }),
     mode: 'cluster' as const,
+    close: async () => {},
+  }));
+  suite('sentinel (the master found through a sentinel)', async () => ({
+    client: ioredisClient({
+      mode: 'sentinel',
+      nodes: [],
+      sentinels: [sentinel.sentinelUrl],
+      masterName: sentinel.masterName,
+      timeoutMs: 2000,
+    }),
+    mode: 'sentinel' as const,
     close: async () => {},
   }));
 

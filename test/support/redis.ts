@@ -2,7 +2,7 @@
 // `redis-cli --cluster create`, on free loopback ports with temporary folders; no persistence.
 // Never skips: a missing binary is an error telling how to install it.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './process.ts';
@@ -155,6 +155,58 @@ export async function startRedisCluster(): Promise<RedisCluster> {
         rmSync(d, { recursive: true, force: true });
         dirs.delete(d);
       }
+    },
+  };
+}
+
+export interface RedisSentinel {
+  /** The master the sentinel watches. */
+  readonly master: RedisServer;
+  readonly sentinelPort: number;
+  /** `redis://127.0.0.1:<sentinel port>` */
+  readonly sentinelUrl: string;
+  readonly masterName: string;
+  close(): Promise<void>;
+}
+
+/** A master and one sentinel watching it as `mymaster` (quorum 1); resolves when the sentinel knows it. */
+export async function startRedisSentinel(): Promise<RedisSentinel> {
+  const master = await startRedis();
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-sentinel-'));
+  dirs.add(dir);
+  const port = await freePort();
+  const conf = join(dir, 'sentinel.conf');
+  writeFileSync(conf, `port ${port}\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 ${master.port} 1\n`);
+  const proc = spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(proc);
+  proc.once('exit', () => live.delete(proc));
+  proc.stdout!.resume();
+  proc.stderr!.resume();
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const r = spawnSync('redis-cli', ['-p', String(port), 'SENTINEL', 'get-master-addr-by-name', 'mymaster'], {
+      encoding: 'utf8',
+      timeout: 2000,
+    });
+    if (r.stdout?.includes(String(master.port))) break;
+    if (proc.exitCode !== null) throw new Error(`redis sentinel on port ${port} exited (${proc.exitCode})`);
+    if (Date.now() > deadline) throw new Error(`redis sentinel on port ${port} did not know its master within 10 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    master,
+    sentinelPort: port,
+    sentinelUrl: `redis://127.0.0.1:${port}`,
+    masterName: 'mymaster',
+    async close() {
+      if (proc.exitCode === null) {
+        const exited = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGTERM');
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+      }
+      await master.close();
+      rmSync(dir, { recursive: true, force: true });
+      dirs.delete(dir);
     },
   };
 }
