@@ -13,6 +13,16 @@ import type { RedisClient, RedisClientOptions } from '../src/routing/rate-limit-
 
 const RECONNECT_MAX_MS = 1000;
 
+interface Job {
+  lua: string;
+  keys: readonly string[];
+  args: readonly (string | number)[];
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+}
+
+const isNoScript = (e: unknown) => String((e as Error)?.message).startsWith('NOSCRIPT');
+
 function hostPort(url: string, defaultPort: number): { host: string; port: number } {
   const u = new URL(url.includes('://') ? url : `redis://${url}`);
   return { host: u.hostname.replace(/^\[|\]$/g, ''), port: u.port ? Number(u.port) : defaultPort };
@@ -104,14 +114,49 @@ export function ioredisClient(o: RedisClientOptions): RedisClient {
   });
   client.on('end', () => (ready = false));
   client.on('close', () => (ready = false));
+  const evalOne = async (lua: string, keys: readonly string[], args: readonly (string | number)[]) => {
+    try {
+      return await client.evalsha(sha(lua), keys.length, ...keys, ...args);
+    } catch (e) {
+      if (!isNoScript(e)) throw e;
+      return await client.eval(lua, keys.length, ...keys, ...args);
+    }
+  };
+  // Batching without a price at low load: a command goes out at once when nothing else is waiting for Redis
+  // (one connection: no added delay); while others are in flight, the commands of one event-loop turn are
+  // queued and written together as one pipeline (many connections: one write and one read for many
+  // requests). ioredis's own enableAutoPipelining defers every command to setImmediate, even a lone one.
+  // Cluster mode sends each command on its own (a pipeline must stay within one slot).
+  let inFlight = 0;
+  let queue: Job[] = [];
+  const flush = () => {
+    const jobs = queue;
+    queue = [];
+    if (o.mode === 'cluster' || jobs.length === 1) {
+      for (const j of jobs) void track(evalOne(j.lua, j.keys, j.args)).then(j.resolve, j.reject);
+      return;
+    }
+    const p = client.pipeline();
+    for (const j of jobs) p.evalsha(sha(j.lua), j.keys.length, ...j.keys, ...j.args);
+    void track(p.exec()).then((results) => {
+      jobs.forEach((j, i) => {
+        const [err, value] = results?.[i] ?? [new Error('no reply in the pipeline')];
+        if (!err) j.resolve(value);
+        else if (isNoScript(err)) void track(evalOne(j.lua, j.keys, j.args)).then(j.resolve, j.reject);
+        else j.reject(err);
+      });
+    }, (e: unknown) => jobs.forEach((j) => j.reject(e)));
+  };
+  const track = <T>(p: Promise<T>): Promise<T> => {
+    inFlight++;
+    return p.finally(() => inFlight--);
+  };
   return {
-    async evalScript(lua, keys, args) {
-      try {
-        return await client.evalsha(sha(lua), keys.length, ...keys, ...args);
-      } catch (e) {
-        if (!String((e as Error)?.message).startsWith('NOSCRIPT')) throw e;
-        return await client.eval(lua, keys.length, ...keys, ...args);
-      }
+    evalScript(lua, keys, args) {
+      if (inFlight === 0 && queue.length === 0) return track(evalOne(lua, keys, args));
+      return new Promise((resolve, reject) => {
+        if (queue.push({ lua, keys, args, resolve, reject }) === 1) setImmediate(flush);
+      });
     },
     waitReady(ms) {
       if (ready) return Promise.resolve(true);

@@ -46,7 +46,10 @@ export interface RedisClientOptions {
 
 /** The small part of a Redis client the limiter uses; a runtime with TCP sockets provides it (platform.ts). */
 export interface RedisClient {
-  /** EVALSHA of `lua` (EVAL when the server does not know it yet); rejects on any error or timeout. */
+  /**
+   * EVALSHA of `lua` (EVAL when the server does not know it yet); rejects on any error, on a lost connection
+   * and when no answer came within `timeoutMs` — the limiter relies on this bound and adds no timer of its own.
+   */
   evalScript(lua: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
   /** Resolves true once the client can run commands, false if it could not within `ms`. */
   waitReady(ms: number): Promise<boolean>;
@@ -307,7 +310,8 @@ export class RedisRateLimitStore implements RateLimitStore {
       probe = true;
     }
     try {
-      const value = await withTimeout(op(), this.o.timeoutMs);
+      // The client bounds every command by timeout_secs (platform.redis contract).
+      const value = await op();
       if (!this.up) this.markUp();
       return { ok: true, value };
     } catch (e) {
@@ -388,13 +392,4 @@ export class RedisRateLimitStore implements RateLimitStore {
       ends.map((e) => this.client.evalScript(FINISH_LUA, [bucketPrefix(e.bucket)], finishArgs([e], member))),
     );
   }
-}
-
-/** Reject after `ms` (the client bounds its own commands too; this also bounds a client that hangs). */
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer from Redis within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, limit]).finally(() => clearTimeout(timer));
 }
