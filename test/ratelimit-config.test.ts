@@ -87,6 +87,18 @@ describe('config.yaml ratelimit', () => {
     assert.match(bad('ratelimit: { backend: redis, redis: { url: "redis://x", timeout_secs: 0 } }'), /timeout_secs/);
     assert.match(bad('ratelimit: { backend: etcd }'), /ratelimit\.backend/);
     assert.match(bad('ratelimit: { bogus: 1 }'), /unknown key "bogus"/);
+    assert.match(bad('ratelimit: { backend: redis, redis: { url: "http://x:6379" } }'), /redis:\/\/ or rediss:\/\//);
+    assert.match(
+      bad('ratelimit: { backend: redis, redis: { mode: cluster, nodes: ["a b"] } }'),
+      /ratelimit\.redis\.nodes\[0\]: must be/,
+    );
+    ok(
+      loadConfig(
+        FILE,
+        `${BASE}ratelimit: { redis: { mode: cluster, nodes: ["10.0.0.1:7000", "rediss://h:1"] } }\n`,
+        {},
+      ),
+    );
     assert.match(
       bad('ratelimit: { backend: redis, redis: { url: "redis://x", tls: { client_cert_file: c.pem } } }'),
       /client_cert_file and client_key_file go together/,

@@ -6,6 +6,12 @@ const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
 const addr = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]*):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:3000');
 
+const redisUrl = z.string().regex(/^rediss?:\/\/[^\s/]+/, 'must be a redis:// or rediss:// URL');
+/** A Cluster node or a Sentinel: a URL, or `host:port`. */
+const redisAddr = z.string().regex(
+  /^(rediss?:\/\/[^\s/]+|[^\s:/]+:\d{1,5})\/?$/,
+  'must be redis://host:port, rediss://host:port or host:port',
+);
 /**
  * AISIX's `ratelimit` section: where rate-limit counters live. `memory` counts per replica; `redis` shares
  * them through one Redis (docs/scaling.md). `concurrency_ttl_secs` reclaims slots a crashed replica held.
@@ -14,9 +20,9 @@ const RateLimitConfigSchema = z.strictObject({
   backend: z.enum(['memory', 'redis']).default('memory'),
   redis: z.strictObject({
     mode: z.enum(['single', 'cluster', 'sentinel']).default('single'),
-    url: z.string().min(1).optional(),
-    nodes: z.array(z.string().min(1)).default([]),
-    sentinels: z.array(z.string().min(1)).default([]),
+    url: redisUrl.optional(),
+    nodes: z.array(redisAddr).default([]),
+    sentinels: z.array(redisAddr).default([]),
     master_name: z.string().min(1).optional(),
     username: z.string().min(1).optional(),
     password: z.string().min(1).optional(),
