@@ -48,6 +48,8 @@ const PORTKEY_VERSION = '1.15.2';
  */
 const PORTKEY_NODE_SERVER = '1.14.1';
 const SLUICE_KEY = 'sk-sluice-bench';
+/** The caller key with a rate limit that never trips (bench/config/resources.yaml `bench-rl`). */
+const SLUICE_RL_KEY = 'sk-sluice-bench-rl';
 const UPSTREAM_KEY = 'sk-bench-upstream';
 
 // ------------------------------------------------------------------------------------------- options
@@ -71,6 +73,8 @@ const TARGETS = [
   'node-nolog',
   'bun-nolog',
   'deno-nolog',
+  'node-rl-memory',
+  'node-rl-redis',
 ] as const;
 type TargetId = (typeof TARGETS)[number];
 /** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
@@ -94,6 +98,8 @@ const JSON_ONLY: readonly TargetId[] = [
   'node-nolog',
   'bun-nolog',
   'deno-nolog',
+  'node-rl-memory',
+  'node-rl-redis',
 ];
 
 interface Options {
@@ -255,6 +261,8 @@ interface Target {
   accessLog?: boolean;
   /** bare proxies only: extra bench/bare-proxy.ts flags (node:http listener, undici client, no framework). */
   bareArgs?: string[];
+  /** Sluice with the rate-limited key: where the counters live (`ratelimit.backend`). */
+  rateLimit?: 'memory' | 'redis';
   port: number;
   proc?: Spawned;
   /** Request headers (besides content-type). */
@@ -299,11 +307,13 @@ async function startSluice(
   accessLog: boolean,
   name: string,
   nodeFlags: string[] = [],
+  extraEnv: Record<string, string> = {},
 ): Promise<{ proc: Spawned; port: number; startMs: number }> {
   const port = await freePort();
   const metricsPort = await freePort();
   const env = {
     ...baseEnv(),
+    ...extraEnv,
     SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${ctx.mockPort}/v1`,
     AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
     AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${metricsPort}`,
@@ -514,7 +524,31 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
     sluice('node-nolog', 'node', false),
     sluice('bun-nolog', 'bun', false),
     sluice('deno-nolog', 'deno', false),
+    // Caller rate limits on (`rpm` far above any load), counted in memory or in a local redis-server.
+    ...(['memory', 'redis'] as const).map((rl): Omit<Target, 'port' | 'peaks'> => ({
+      ...sluice(`node-rl-${rl}`, 'node', true),
+      label: `Sluice Node, rate limit in ${rl}`,
+      headers: { authorization: `Bearer ${SLUICE_RL_KEY}` },
+      rateLimit: rl,
+    })),
   ];
+}
+
+/** A local redis-server for the `node-rl-redis` target (no persistence); stopped with everything else. */
+async function startRedisServer(ctx: Ctx): Promise<number> {
+  const port = await freePort();
+  launch('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    cwd: ctx.runDir,
+    logFile: path.join(ctx.runDir, 'redis.log'),
+  });
+  const deadline = performance.now() + 10_000;
+  while (spawnSync('redis-cli', ['-p', String(port), 'PING'], { encoding: 'utf8' }).stdout?.trim() !== 'PONG') {
+    if (performance.now() > deadline) {
+      throw new Error('redis-server did not answer within 10 s (apt-get install -y redis-server)');
+    }
+    await sleep(20);
+  }
+  return port;
 }
 
 /** The process whose CPU and RSS a row reports: the gateway, or for direct rows the mock reached. */
@@ -1280,7 +1314,13 @@ async function main(): Promise<void> {
         t.proc = s.proc;
         t.port = s.port;
       } else if (def.kind === 'sluice') {
-        const s = await startSluice(ctx, def.runtime!, def.accessLog!, def.id);
+        const rlEnv: Record<string, string> = def.rateLimit === 'redis'
+          ? {
+            AISIX_RATELIMIT__BACKEND: 'redis',
+            AISIX_RATELIMIT__REDIS__URL: `redis://127.0.0.1:${await startRedisServer(ctx)}`,
+          }
+          : {};
+        const s = await startSluice(ctx, def.runtime!, def.accessLog!, def.id, [], rlEnv);
         t.proc = s.proc;
         t.port = s.port;
       } else if (def.kind === 'portkey') {

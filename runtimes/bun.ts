@@ -4,6 +4,7 @@
 // upstream client is Bun's native fetch.
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
+import { ioredisClient } from './redis-ioredis.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
@@ -18,6 +19,7 @@ export function bunPlatform(): Platform {
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: () => fetchUpstream(fetch),
     files: nodeFiles,
+    redis: ioredisClient,
     env: process.env,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),

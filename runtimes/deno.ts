@@ -4,6 +4,7 @@
 // The upstream client is undici, as on Node (runtimes/undici-upstream.ts says why).
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
+import { ioredisClient } from './redis-ioredis.ts';
 import { undiciUpstream } from './undici-upstream.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeListen } from './node-listener.ts';
@@ -32,6 +33,7 @@ function denoPlatform(): Platform {
       },
     },
     env: Deno.env.toObject(),
+    redis: ioredisClient,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void Deno.stdout.writeSync(new TextEncoder().encode(text)),
     // Deno's fetch takes a client carrying the TLS material.

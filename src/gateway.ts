@@ -11,7 +11,8 @@ import { type ConfigFacts, type FailureKind, rfc3339 } from './status/config-sta
 import { BackgroundChecker } from './routing/background.ts';
 import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
-import { RateLimiter } from './routing/rate-limit.ts';
+import type { RateLimiter } from './routing/rate-limit.ts';
+import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { RoutingState } from './routing/strategies.ts';
 
 export interface GatewayOptions {
@@ -40,8 +41,8 @@ export class Gateway implements ReadinessChecks {
   readonly health: ModelHealth;
   /** Round-robin weights, latency and in-flight counts per target, keyed by id across reloads. */
   readonly routingState = new RoutingState();
-  /** Caller rate limits (api keys, models), keyed by id across reloads. */
-  readonly rateLimiter = new RateLimiter();
+  /** Caller rate limits (api keys, models), per replica or shared through Redis (`ratelimit`). */
+  readonly rateLimiter: RateLimiter;
   private readonly checker: BackgroundChecker | undefined;
   /** The snapshot being served; undefined until the first configuration is applied. */
   snapshot: Snapshot | undefined;
@@ -84,6 +85,11 @@ export class Gateway implements ReadinessChecks {
       draining: () => this.lifecycle.draining,
       deploymentStates: () => this.deploymentStates(),
     });
+    this.rateLimiter = createRateLimiter(config, platform, this.log, {
+      onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
+      onStatus: (s) => (this.facts.rateLimitStore = s),
+    });
+    this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
   }
 
   /** Readiness checks of `/readyz`, in the order printed. */
@@ -134,6 +140,7 @@ export class Gateway implements ReadinessChecks {
   /** Stop background work (model checks). Call once, after the drain; the gateway serves no more traffic. */
   stop(): void {
     this.checker?.stop();
+    void this.rateLimiter.store.close?.();
   }
 
   /** `aisix_deployment_state`: one row per direct model of the served snapshot. */

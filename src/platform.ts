@@ -1,5 +1,6 @@
 // The contract a runtime gives the core. Nothing else crosses the line between `src/` (identical on
 // every runtime) and `runtimes/<platform>.ts` (thin: bind, signal, count, cache).
+import type { RedisClient, RedisClientOptions } from './routing/rate-limit-redis.ts';
 import type { CancelSignal } from './util/cancel.ts';
 
 /** What the core knows about the downstream connection a request arrived on. */
@@ -88,6 +89,8 @@ export interface Platform {
    * source. Absent where the runtime cannot (the global fetch is used, which trusts the system CAs).
    */
   fetchWithTls?(tls: { ca?: Uint8Array; cert?: Uint8Array; key?: Uint8Array }): typeof fetch;
+  /** A Redis client for shared rate limits (`ratelimit.backend: redis`); absent where there are no TCP sockets. */
+  redis?(opts: RedisClientOptions): RedisClient;
   env: Record<string, string | undefined>;
   /** Write one log line (no trailing newline) to stderr. */
   writeLog(line: string): void;

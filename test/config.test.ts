@@ -49,6 +49,7 @@ describe('defaults', () => {
       downstream: { sse_keepalive_interval_secs: 15 },
       shutdown: { min_drain_secs: 30 },
       managed: {},
+      ratelimit: { backend: 'memory', concurrency_ttl_secs: 300 },
     });
     assert.deepEqual(r.ignoredKeys, []);
   });
@@ -191,7 +192,7 @@ describe('ignored AISIX keys (SPEC §3)', () => {
   const AISIX = `resources_file: r.yaml
 bedrock_endpoint_url: "http://bedrock.local"
 cache: { enabled: true, ttl: 30 }
-ratelimit: { backend: redis }
+ratelimit: { backend: redis, redis: { url: "redis://127.0.0.1:6379" } }
 proxy:
   addr: "0.0.0.0:3000"
   thread_per_core: true
@@ -243,7 +244,6 @@ managed:
       'proxy.thread_per_core',
       'proxy.url_rewrites',
       'proxy.workers',
-      'ratelimit',
       'upstream.pool_idle_timeout_secs',
       'upstream.pool_max_idle_per_host',
       'upstream.tcp_keepalive_interval_secs',
@@ -257,6 +257,7 @@ managed:
     assert.equal(r.config.managed.snapshot_cache_path, '/etc/sluice/cache/snapshot.json');
     assert.equal('workers' in r.config.proxy, false);
     assert.equal('cache' in r.config, false);
+    assert.equal(r.config.ratelimit.backend, 'redis'); // implemented: no longer ignored
   });
 
   test('isIgnoredKey covers the list, and managed.snapshot_cache_path is not ignored', () => {

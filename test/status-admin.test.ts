@@ -177,6 +177,7 @@ describe('/status/config', () => {
       last_failure: null,
       rejected: [],
       partially_compatible: [],
+      rate_limit_store: { backend: 'memory', shared: false },
     });
   });
 
@@ -221,6 +222,7 @@ describe('/status/config', () => {
       last_failure: null,
       rejected: [],
       partially_compatible: [],
+      rate_limit_store: { backend: 'memory', shared: false },
     });
 
     // 2. a bad reload: the previous snapshot keeps serving, state out_of_sync, rows named in rejected[]

@@ -128,6 +128,12 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
       if (etls[k]) etls[k] = resolvePath(base, etls[k]);
     }
   }
+  const rtls = config.ratelimit.redis?.tls;
+  if (rtls) {
+    for (const k of ['ca_file', 'client_cert_file', 'client_key_file'] as const) {
+      if (rtls[k]) rtls[k] = resolvePath(base, rtls[k]);
+    }
+  }
   if (config.managed.snapshot_cache_path) {
     config.managed.snapshot_cache_path = resolvePath(base, config.managed.snapshot_cache_path);
   }

@@ -6,6 +6,57 @@ const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
 const addr = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]*):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:3000');
 
+const redisUrl = z.string().regex(/^rediss?:\/\/[^\s/]+/, 'must be a redis:// or rediss:// URL');
+/** A Cluster node or a Sentinel: a URL, or `host:port`. */
+const redisAddr = z.string().regex(
+  /^(rediss?:\/\/[^\s/]+|[^\s:/]+:\d{1,5})\/?$/,
+  'must be redis://host:port, rediss://host:port or host:port',
+);
+/**
+ * AISIX's `ratelimit` section: where rate-limit counters live. `memory` counts per replica; `redis` shares
+ * them through one Redis (docs/scaling.md). `concurrency_ttl_secs` reclaims slots a crashed replica held.
+ */
+const RateLimitConfigSchema = z.strictObject({
+  backend: z.enum(['memory', 'redis']).default('memory'),
+  redis: z.strictObject({
+    mode: z.enum(['single', 'cluster', 'sentinel']).default('single'),
+    url: redisUrl.optional(),
+    nodes: z.array(redisAddr).default([]),
+    sentinels: z.array(redisAddr).default([]),
+    master_name: z.string().min(1).optional(),
+    username: z.string().min(1).optional(),
+    password: z.string().min(1).optional(),
+    database: nonNegInt.optional(),
+    tls: z.strictObject({
+      ca_file: z.string().min(1).optional(),
+      client_cert_file: z.string().min(1).optional(),
+      client_key_file: z.string().min(1).optional(),
+      verify: z.boolean().default(true),
+    }).optional(),
+    timeout_secs: z.number().int().min(1).default(5),
+  }).optional(),
+  concurrency_ttl_secs: nonNegInt.default(300),
+}).superRefine((r, ctx) => {
+  const need = (ok: boolean, path: string[], message: string) => {
+    if (!ok) ctx.addIssue({ code: 'custom', path, message });
+  };
+  if (r.backend !== 'redis') return;
+  if (!r.redis) return need(false, ['redis'], 'required when backend is redis');
+  const m = r.redis.mode;
+  if (m === 'single') need(r.redis.url !== undefined, ['redis', 'url'], 'required when mode is single');
+  if (m === 'cluster') need(r.redis.nodes.length > 0, ['redis', 'nodes'], 'required (non-empty) when mode is cluster');
+  if (m === 'sentinel') {
+    need(r.redis.sentinels.length > 0, ['redis', 'sentinels'], 'required (non-empty) when mode is sentinel');
+    need(r.redis.master_name !== undefined, ['redis', 'master_name'], 'required when mode is sentinel');
+  }
+  const t = r.redis.tls;
+  need(
+    !t || (t.client_cert_file === undefined) === (t.client_key_file === undefined),
+    ['redis', 'tls'],
+    'client_cert_file and client_key_file go together',
+  );
+}).prefault({});
+
 export const ConfigSchema = z.strictObject({
   resources_file: z.string().min(1).optional(),
   etcd: z.strictObject({
@@ -62,6 +113,7 @@ export const ConfigSchema = z.strictObject({
   managed: z.strictObject({
     snapshot_cache_path: z.string().min(1).optional(),
   }).prefault({}),
+  ratelimit: RateLimitConfigSchema,
 }).superRefine((c, ctx) => {
   if (c.resources_file && c.etcd.endpoints.length > 0) {
     ctx.addIssue({
@@ -103,7 +155,6 @@ export const IGNORED_KEYS = [
   'observability.metrics.client_type_rules',
   'observability.tracing',
   'cache',
-  'ratelimit',
   'upstream.tls',
   'upstream.tcp_keepalive_*',
   'upstream.pool_*',

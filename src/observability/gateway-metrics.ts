@@ -305,6 +305,31 @@ export class GatewayMetrics {
   render(): string {
     return this.registry.render();
   }
+
+  /** AISIX's rate-limit refusals: `scope` requests|tokens|concurrency, `layer` api_key|model, `policy_id` "". */
+  readonly rateLimitRejections = this.registry.register(
+    new Counter('aisix_ratelimit_rejections_total', 'Requests refused by a caller rate limit.', [
+      'scope',
+      'layer',
+      'policy_id',
+    ]),
+  );
+
+  /** `sluice_ratelimit_shared_store_up`: with `ratelimit.backend: redis`, 1 while limits are shared, 0 not. */
+  watchRateLimitStore(state: () => { backend: string; shared: boolean } | undefined): void {
+    this.registry.register(
+      new Gauge(
+        'sluice_ratelimit_shared_store_up',
+        'ratelimit.backend redis: 1 while rate limits are shared through Redis, 0 while counting per replica.',
+        [],
+        (g) => {
+          g.reset();
+          const s = state();
+          if (s?.backend === 'redis') g.set([], s.shared ? 1 : 0);
+        },
+      ),
+    );
+  }
 }
 
 /** Counts per kind; kinds reported before and absent now stay at 0. */

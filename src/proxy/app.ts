@@ -202,14 +202,17 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     rec.apiKeyId = who.key.id;
     const admitted = await gw.rateLimiter.acquire([
       { scope: 'api_key', id: who.key.id, limits: who.key.rate_limit },
-      { scope: 'model', id: resolved.model.id, limits: resolved.model.rate_limit },
+      { scope: 'model', id: resolved.model.id, name: resolved.model.display_name, limits: resolved.model.rate_limit },
     ]);
     if (!admitted.allowed) {
       const what = `${admitted.scope === 'api_key' ? 'API key' : 'model'} ${admitted.dimension}`;
-      return fail(c, errors.rateLimited(admitted.retryAfterSecs, what));
+      const res = fail(c, errors.rateLimited(admitted.retryAfterSecs, what));
+      for (const [k, v] of Object.entries(admitted.headers ?? {})) res.headers.set(k, v);
+      return res;
     }
     const { permit } = admitted;
-    const chargesTokens = Boolean(who.key.rate_limit?.tpm || resolved.model.rate_limit?.tpm);
+    const chargesTokens = permit.chargesTokens;
+    const limitHeaders = admitted.headers;
     const stream = endpoint !== 'embeddings' && body.stream === true;
     rec.stream = stream;
     let r: Awaited<ReturnType<Dispatcher['dispatch']>>;
@@ -226,13 +229,13 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
         apiKeyId: who.key.id,
       });
     } catch (e) {
-      void permit.release();
+      void permit.end();
       throw e;
     }
     if (r.kind !== 'aborted' && r.served) rec.served = r.served;
     if (r.kind !== 'stream') {
-      if (r.kind === 'response' && chargesTokens && r.status < 300) await permit.charge(usageOfBody(r.body) ?? 0);
-      void permit.release();
+      if (r.kind === 'response' && chargesTokens && r.status < 300) await permit.end(usageOfBody(r.body) ?? 0);
+      else void permit.end();
     }
     if (r.kind === 'aborted') {
       rec.errorKind = 'client_closed';
@@ -241,7 +244,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     if (r.kind === 'error') return fail(c, r.error);
     if (r.kind === 'response') {
       if (r.status >= 400) rec.errorKind = 'upstream_status';
-      return stampedResponse(r.body, r.status, rec, { 'content-type': r.contentType, ...r.headers });
+      return stampedResponse(r.body, r.status, rec, { 'content-type': r.contentType, ...r.headers, ...limitHeaders });
     }
     const usage = chargesTokens ? new StreamUsage() : undefined;
     const settle = r.settle;
@@ -254,14 +257,13 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
         errorEvent: endpoint === 'messages' ? anthropicSseErrorEvent : undefined,
         onEnd: (end) => {
           settle(end);
-          const tokens = usage?.tokens();
-          void (tokens ? permit.charge(tokens) : Promise.resolve()).finally(() => permit.release());
+          void permit.end(usage?.tokens());
           tracker.onEnd?.(end);
         },
       }),
       200,
       rec,
-      { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' },
+      { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...limitHeaders },
     );
     trackedStreams.set(res, tracker);
     return res;

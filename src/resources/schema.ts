@@ -84,10 +84,15 @@ function nullOk<T extends z.ZodType>(schema: T) {
 
 /** Per-caller / per-model limits (SPEC §4 `rate_limit`). */
 export const RateLimitSchema = z.strictObject({
-  rps: positiveInt.optional(),
-  rpm: positiveInt.optional(),
-  tpm: positiveInt.optional(),
-  concurrency: positiveInt.optional(),
+  // AISIX's members (aisix-contract §3.5): unsigned integers; `null` is the same as absent (no limit); `0` is a
+  // real limit (src/routing/rate-limit.ts says what each admits).
+  rps: z.number().int().nonnegative().nullable().optional(),
+  rpm: z.number().int().nonnegative().nullable().optional(),
+  rph: z.number().int().nonnegative().nullable().optional(),
+  rpd: z.number().int().nonnegative().nullable().optional(),
+  tpm: z.number().int().nonnegative().nullable().optional(),
+  tpd: z.number().int().nonnegative().nullable().optional(),
+  concurrency: z.number().int().nonnegative().nullable().optional(),
 });
 export type RateLimit = z.infer<typeof RateLimitSchema>;
 

@@ -1,228 +1,385 @@
-// Caller rate limits (SPEC §4 `rate_limit` on API keys and on models; §7.2 429 + Retry-After): requests per
-// second and per minute, tokens per minute, concurrent requests.
+// Caller rate limits (SPEC §4 `rate_limit` on API keys and on models; §7.2 429 + Retry-After), with every
+// AISIX dimension: requests per second / minute / hour / day (`rps`, `rpm`, `rph`, `rpd`), tokens per minute /
+// day (`tpm`, `tpd`), and concurrent requests (`concurrency`).
 //
 // How the proxy calls it, after auth and model resolution, before any upstream call:
 //   const d = await limiter.acquire([
 //     { scope: 'api_key', id: key.id, limits: key.rate_limit },
-//     { scope: 'model', id: model.id, limits: model.rate_limit },
+//     { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
 //   ]);
-//   if (!d.allowed) → 429 `rate_limit_exceeded` with `Retry-After: d.retryAfterSecs`;
-//   else, when the response has ended (stream closed, errored or cancelled): `d.permit.charge(usage.total_tokens)`
-//   if usage is known, then `d.permit.release()` — always, exactly once (later calls do nothing).
+//   if (!d.allowed) → 429 `rate_limit_exceeded` with `Retry-After: d.retryAfterSecs` and `d.headers`;
+//   else, when the response has ended (stream closed, errored or cancelled): `d.permit.end(total_tokens)`
+//   (undefined when the usage is unknown) — always, exactly once (later calls do nothing).
 //
-// Windows: FIXED windows aligned to the epoch (each second for rps, each minute for rpm and tpm). Chosen
-// because the count and the Retry-After are exact (the window's end), and because a shared store does it
-// with one INCRBY + PEXPIRE per counter, with replicas agreeing on the windows through the wall clock. The
-// cost: a caller can burst up to twice a limit across a window boundary.
+// Two phases, as AISIX: request dimensions are checked AND counted at admission; token dimensions are only
+// checked at admission (a request's tokens are unknown until its response ends) and charged by `end`.
 //
-// Tokens: a request is admitted while the minute's charged tokens are below `tpm` (its own tokens are unknown
-// until the response ends); `charge` adds them afterwards to the minute in which the response ended.
+// Windows: FIXED windows aligned to the epoch, `window_start = now − now % window` in whole seconds, so
+// every store and every replica agree on them (a Redis store reads `now` from Redis `TIME`). The count and
+// Retry-After are exact (the window's end); the cost is a possible burst of twice a limit across a boundary.
 //
-// Admission is all-or-nothing across every subject and dimension: a refused request consumes nothing. A
-// refusal reports the dimension with the longest wait; a concurrency refusal has no window and says 1 s.
+// What each limit admits (AISIX's `aisix-ratelimit` stores, Lua and in-memory alike):
+//   - a request dimension admits while `used + 1 ≤ limit`, so `0` refuses every request;
+//   - a token dimension admits while `used ≤ limit` (the window may end above the limit: the last admitted
+//     response is charged in full), so `0` admits until the first token is charged in the window;
+//   - `concurrency` admits while `in_flight < limit`, so `0` refuses every request;
+//   - `null` or an absent member is no limit on that dimension.
+// Checks run per bucket in AISIX's order (concurrency, tpm, tpd, rps, rpm, rph, rpd; the API key's bucket
+// before the model's); the first refusing dimension is the one reported. Admission is all-or-nothing: a
+// refused request counts nothing anywhere.
 //
-// The seam for many replicas is `RateLimitStore`: a Redis implementation runs `consume` as one Lua script
-// (check every counter, then increment all) and keeps concurrency slots as counters with a lease TTL, so a
-// crashed replica's slots expire. The in-memory store here is exact for one process.
+// Buckets are named as AISIX names them: the API key's id, and `model:<display_name>` for a model.
+//
+// The store is the seam for many replicas: `MemoryRateLimitStore` here is exact for one process;
+// `RedisRateLimitStore` (rate-limit-redis.ts) shares the counters through Redis and falls back to a memory
+// store while Redis is unavailable.
 import type { RateLimit } from '../resources/schema.ts';
 
 export type RateLimitScope = 'api_key' | 'model';
-export type RateLimitDimension = 'rps' | 'rpm' | 'tpm' | 'concurrency';
+export type RequestDimension = 'rps' | 'rpm' | 'rph' | 'rpd';
+export type TokenDimension = 'tpm' | 'tpd';
+export type RateLimitDimension = RequestDimension | TokenDimension | 'concurrency';
+/** AISIX's `scope` label of `aisix_ratelimit_rejections_total`: what kind of limit refused. */
+export type RejectionKind = 'requests' | 'tokens' | 'concurrency';
 
-/** One counter in a fixed window of `windowMs`: admits while `count < limit` and `count + cost ≤ limit`. */
-export interface WindowCounter {
-  key: string;
-  windowMs: number;
+export const WINDOW_SECS: Record<RequestDimension | TokenDimension, number> = {
+  rps: 1,
+  rpm: 60,
+  rph: 3_600,
+  rpd: 86_400,
+  tpm: 60,
+  tpd: 86_400,
+};
+const TOKEN_DIMS: readonly TokenDimension[] = ['tpm', 'tpd'];
+const REQUEST_DIMS: readonly RequestDimension[] = ['rps', 'rpm', 'rph', 'rpd'];
+/** Retry-After for a concurrency refusal: there is no window to wait for. */
+export const CONCURRENCY_RETRY_AFTER_SECS = 1;
+
+/** One windowed limit of a bucket. */
+export interface WindowLimit<D extends RateLimitDimension = RequestDimension | TokenDimension> {
+  dim: D;
+  windowSecs: number;
   limit: number;
-  /** Added when admitted: 1 for a request counter, 0 for a token gate (tokens are charged later). */
-  cost: number;
 }
 
-/** A concurrency counter: admits while fewer than `limit` slots are taken. */
-export interface SlotCounter {
-  key: string;
-  limit: number;
+/** Everything one bucket checks at admission. */
+export interface BucketSpec {
+  bucket: string;
+  /** Checked, not counted (charged later by `finish`). AISIX's order: tpm, tpd. */
+  tokens: WindowLimit<TokenDimension>[];
+  /** Checked and counted. AISIX's order: rps, rpm, rph, rpd. */
+  requests: WindowLimit<RequestDimension>[];
+  /** The in-flight limit, when there is one. */
+  concurrency?: number;
 }
 
-export interface ConsumeRequest {
-  windows: readonly WindowCounter[];
-  slots: readonly SlotCounter[];
+/** A bucket's counts as the store saw them: after admission when admitted, before it when refused. */
+export interface BucketUsage {
+  inFlight: number;
+  /** Per dimension of the spec: its `tokens` first, then its `requests`, in their order. */
+  used: number[];
 }
 
-export type ConsumeResult =
-  | { ok: true }
-  /** Indexes of the refusing counters; `resetAt` (ms) is when each refusing window ends. */
-  | { ok: false; windows: { index: number; resetAt: number }[]; slots: number[] };
+export interface AcquireOutcome {
+  /** The store's clock (ms) at the check: Redis `TIME` for a Redis store. Windows are relative to it. */
+  nowMs: number;
+  refused?: { bucket: number; dim: RateLimitDimension; retryAfterSecs: number };
+  usage: BucketUsage[];
+}
+
+/** What a bucket gives back when a request ends. */
+export interface BucketEnd {
+  bucket: string;
+  /** Token windows to charge `tokens` to (those the bucket limits). */
+  tokenDims: { dim: TokenDimension; windowSecs: number }[];
+  tokens: number;
+  /** Free the in-flight slot `member` holds in this bucket. */
+  release: boolean;
+}
 
 export interface RateLimitStore {
-  /** All or nothing: if every window and slot admits, count them all; otherwise change nothing. */
-  consume(req: ConsumeRequest, now: number): Promise<ConsumeResult>;
-  /** Add `amount` to the current window of `key`, unchecked (tokens charged after a response). */
-  add(key: string, windowMs: number, amount: number, now: number): Promise<void>;
-  /** Give back one slot of each key. */
-  release(keys: readonly string[]): Promise<void>;
+  /**
+   * All or nothing across every bucket: if every limit admits, count the request dimensions and take a
+   * concurrency slot as `member` in each bucket that has a concurrency limit; otherwise change nothing.
+   */
+  acquire(specs: readonly BucketSpec[], member: string): Promise<AcquireOutcome>;
+  /** Charge tokens and free slots; unchecked. */
+  finish(ends: readonly BucketEnd[], member: string): Promise<void>;
+  /** Release connections (a Redis client); the store serves no more. */
+  close?(): Promise<void>;
 }
 
 export interface RateLimitSubject {
   scope: RateLimitScope;
   id: string;
-  limits?: RateLimit;
+  /** A model's display name (its AISIX bucket is `model:<name>`); the id when absent. */
+  name?: string;
+  limits?: RateLimit | null;
 }
 
 /** Held by an admitted request until its response ends. */
 export interface Permit {
-  /** Charge the response's tokens to each subject's `tpm`. */
-  charge(tokens: number): Promise<void>;
-  /** Free the concurrency slots. Idempotent. */
-  release(): Promise<void>;
+  /** Whether any subject has a token limit, i.e. whether `end` wants the response's tokens. */
+  readonly chargesTokens: boolean;
+  /** Charge the response's tokens (if known) and free the concurrency slots. Idempotent. */
+  end(tokens?: number): Promise<void>;
 }
 
 export type RateLimitDecision =
-  | { allowed: true; permit: Permit }
-  | { allowed: false; retryAfterSecs: number; scope: RateLimitScope; id: string; dimension: RateLimitDimension };
+  | { allowed: true; permit: Permit; headers: Record<string, string> | undefined }
+  | {
+    allowed: false;
+    retryAfterSecs: number;
+    scope: RateLimitScope;
+    id: string;
+    dimension: RateLimitDimension;
+    kind: RejectionKind;
+    headers: Record<string, string> | undefined;
+  };
 
-const SECOND = 1000;
-const MINUTE = 60_000;
-/** Retry-After for a concurrency refusal: there is no window to wait for. */
-export const CONCURRENCY_RETRY_AFTER_SECS = 1;
-
-interface Labelled {
-  scope: RateLimitScope;
-  id: string;
-  dimension: RateLimitDimension;
+export interface RateLimiterOptions {
+  store?: RateLimitStore;
+  /** Called once per refusal (the `aisix_ratelimit_rejections_total` counter). */
+  onRefused?: (kind: RejectionKind, scope: RateLimitScope) => void;
 }
 
-export class RateLimiter {
-  private readonly store: RateLimitStore;
-  private readonly now: () => number;
+/** The bucket name AISIX uses for a subject. */
+export function bucketOf(s: RateLimitSubject): string {
+  return s.scope === 'api_key' ? s.id : `model:${s.name ?? s.id}`;
+}
 
-  constructor(opts: { store?: RateLimitStore; now?: () => number } = {}) {
+/** The limits of a subject as a bucket spec, or undefined when it limits nothing. */
+export function bucketSpec(bucket: string, limits: RateLimit | null | undefined): BucketSpec | undefined {
+  if (!limits) return undefined;
+  const spec: BucketSpec = { bucket, tokens: [], requests: [] };
+  for (const dim of TOKEN_DIMS) {
+    const limit = limits[dim];
+    if (limit != null) spec.tokens.push({ dim, windowSecs: WINDOW_SECS[dim], limit });
+  }
+  for (const dim of REQUEST_DIMS) {
+    const limit = limits[dim];
+    if (limit != null) spec.requests.push({ dim, windowSecs: WINDOW_SECS[dim], limit });
+  }
+  if (limits.concurrency != null) spec.concurrency = limits.concurrency;
+  if (spec.tokens.length === 0 && spec.requests.length === 0 && spec.concurrency === undefined) return undefined;
+  return spec;
+}
+
+let instanceSeq = 0;
+
+export class RateLimiter {
+  readonly store: RateLimitStore;
+  private readonly onRefused: RateLimiterOptions['onRefused'];
+  /** Concurrency members are `<instance>:<seq>`: unique across replicas sharing a store. */
+  private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}-${++instanceSeq}`;
+  private seq = 0;
+
+  constructor(opts: RateLimiterOptions = {}) {
     this.store = opts.store ?? new MemoryRateLimitStore();
-    this.now = opts.now ?? Date.now;
+    this.onRefused = opts.onRefused;
   }
 
   /** Admit one request against every subject's limits, or say how long to wait. */
   async acquire(subjects: readonly RateLimitSubject[]): Promise<RateLimitDecision> {
-    const windows: (WindowCounter & Labelled)[] = [];
-    const slots: (SlotCounter & Labelled)[] = [];
-    const tokenKeys: string[] = [];
-    for (const { scope, id, limits } of subjects) {
-      if (!limits) continue;
-      const key = (dimension: RateLimitDimension): string => `${scope}/${id}/${dimension}`;
-      const label = (dimension: RateLimitDimension): Labelled => ({ scope, id, dimension });
-      if (limits.rps) windows.push({ key: key('rps'), windowMs: SECOND, limit: limits.rps, cost: 1, ...label('rps') });
-      if (limits.rpm) windows.push({ key: key('rpm'), windowMs: MINUTE, limit: limits.rpm, cost: 1, ...label('rpm') });
-      if (limits.tpm) {
-        windows.push({ key: key('tpm'), windowMs: MINUTE, limit: limits.tpm, cost: 0, ...label('tpm') });
-        tokenKeys.push(key('tpm'));
-      }
-      if (limits.concurrency) {
-        slots.push({ key: key('concurrency'), limit: limits.concurrency, ...label('concurrency') });
+    const specs: BucketSpec[] = [];
+    const owners: RateLimitSubject[] = [];
+    for (const s of subjects) {
+      const spec = bucketSpec(bucketOf(s), s.limits);
+      if (spec) {
+        specs.push(spec);
+        owners.push(s);
       }
     }
-    if (windows.length === 0 && slots.length === 0) return { allowed: true, permit: NO_OP_PERMIT };
-    const now = this.now();
-    const result = await this.store.consume({ windows, slots }, now);
-    if (!result.ok) return refusal(result, windows, slots, now);
-    return { allowed: true, permit: this.permit(tokenKeys, slots.map((s) => s.key)) };
+    if (specs.length === 0) return { allowed: true, permit: NO_OP_PERMIT, headers: undefined };
+    const member = `${this.instance}:${++this.seq}`;
+    const outcome = await this.store.acquire(specs, member);
+    const keyIndex = owners.findIndex((o) => o.scope === 'api_key');
+    const headers = keyIndex < 0
+      ? undefined
+      : rateLimitHeaders(specs[keyIndex]!, outcome.usage[keyIndex], outcome.nowMs);
+    if (outcome.refused) {
+      const { bucket, dim, retryAfterSecs } = outcome.refused;
+      const owner = owners[bucket]!;
+      const kind: RejectionKind = dim === 'concurrency' ? 'concurrency' : dim[0] === 't' ? 'tokens' : 'requests';
+      this.onRefused?.(kind, owner.scope);
+      return { allowed: false, retryAfterSecs, scope: owner.scope, id: owner.id, dimension: dim, kind, headers };
+    }
+    const ends: BucketEnd[] = [];
+    for (const spec of specs) {
+      if (spec.tokens.length === 0 && spec.concurrency === undefined) continue;
+      ends.push({
+        bucket: spec.bucket,
+        tokenDims: spec.tokens.map(({ dim, windowSecs }) => ({ dim, windowSecs })),
+        tokens: 0,
+        release: spec.concurrency !== undefined,
+      });
+    }
+    if (ends.length === 0) return { allowed: true, permit: NO_OP_PERMIT, headers };
+    return { allowed: true, permit: this.permit(ends, member), headers };
   }
 
-  private permit(tokenKeys: string[], slotKeys: string[]): Permit {
-    let released = false;
+  private permit(ends: BucketEnd[], member: string): Permit {
+    let ended = false;
+    const store = this.store;
     return {
-      charge: async (tokens) => {
-        if (!(tokens > 0)) return;
-        const now = this.now();
-        for (const key of tokenKeys) await this.store.add(key, MINUTE, tokens, now);
-      },
-      release: async () => {
-        if (released) return;
-        released = true;
-        if (slotKeys.length > 0) await this.store.release(slotKeys);
+      chargesTokens: ends.some((e) => e.tokenDims.length > 0),
+      async end(tokens) {
+        if (ended) return;
+        ended = true;
+        const t = tokens !== undefined && tokens > 0 ? Math.floor(tokens) : 0;
+        const work = ends
+          .map((e) => ({ ...e, tokens: t, tokenDims: t > 0 ? e.tokenDims : [] }))
+          .filter((e) => e.release || e.tokenDims.length > 0);
+        if (work.length > 0) await store.finish(work, member);
       },
     };
   }
 }
 
-const NO_OP_PERMIT: Permit = { charge: async () => {}, release: async () => {} };
+const NO_OP_PERMIT: Permit = { chargesTokens: false, end: async () => {} };
 
-/** The refusal with the longest wait (ties: the first in subject and dimension order). */
-function refusal(
-  result: Extract<ConsumeResult, { ok: false }>,
-  windows: Labelled[],
-  slots: Labelled[],
-  now: number,
-): RateLimitDecision {
-  const waits = [
-    ...result.windows.map((w) => ({ ...windows[w.index]!, secs: Math.max(1, Math.ceil((w.resetAt - now) / 1000)) })),
-    ...result.slots.map((i) => ({ ...slots[i]!, secs: CONCURRENCY_RETRY_AFTER_SECS })),
-  ];
-  const worst = waits.reduce((a, b) => (b.secs > a.secs ? b : a));
-  return { allowed: false, retryAfterSecs: worst.secs, scope: worst.scope, id: worst.id, dimension: worst.dimension };
+/**
+ * AISIX's `x-ratelimit-*` headers (crates/aisix-proxy/src/render.rs `inject_ratelimit_headers`), from the
+ * API key's bucket: requests from `rpm`, tokens from `tpm`, each only when that limit is set; reset is the
+ * seconds left in the current minute, as `<n>s`.
+ */
+export function rateLimitHeaders(
+  spec: BucketSpec,
+  usage: BucketUsage | undefined,
+  nowMs: number,
+): Record<string, string> | undefined {
+  if (!usage) return undefined;
+  const h: Record<string, string> = {};
+  const nowSecs = Math.floor(nowMs / 1000);
+  const reset = `${60 - (nowSecs % 60)}s`;
+  const find = (dim: RateLimitDimension): [number, number] | undefined => {
+    const t = spec.tokens.findIndex((w) => w.dim === dim);
+    if (t >= 0) return [spec.tokens[t]!.limit, usage.used[t] ?? 0];
+    const r = spec.requests.findIndex((w) => w.dim === dim);
+    if (r >= 0) return [spec.requests[r]!.limit, usage.used[spec.tokens.length + r] ?? 0];
+    return undefined;
+  };
+  const rpm = find('rpm');
+  if (rpm) {
+    h['x-ratelimit-limit-requests'] = String(rpm[0]);
+    h['x-ratelimit-remaining-requests'] = String(Math.max(0, rpm[0] - rpm[1]));
+    h['x-ratelimit-reset-requests'] = reset;
+  }
+  const tpm = find('tpm');
+  if (tpm) {
+    h['x-ratelimit-limit-tokens'] = String(tpm[0]);
+    h['x-ratelimit-remaining-tokens'] = String(Math.max(0, tpm[0] - tpm[1]));
+    h['x-ratelimit-reset-tokens'] = reset;
+  }
+  if (spec.concurrency !== undefined) {
+    h['x-ratelimit-limit-concurrent'] = String(spec.concurrency);
+    h['x-ratelimit-remaining-concurrent'] = String(Math.max(0, spec.concurrency - usage.inFlight));
+  }
+  return Object.keys(h).length > 0 ? h : undefined;
 }
 
-/** The start of the next fixed window after `now`. */
-export function windowEnd(now: number, windowMs: number): number {
-  return (Math.floor(now / windowMs) + 1) * windowMs;
+/** The first second of the fixed window of `windowSecs` holding `nowSecs`. */
+export function windowStart(nowSecs: number, windowSecs: number): number {
+  return nowSecs - (nowSecs % windowSecs);
 }
 
-/** Exact for one process: JavaScript runs `consume` to completion, so check-then-count is atomic. */
+/**
+ * Exact for one process: JavaScript runs `acquire` to completion, so check-then-count is atomic. The same
+ * arithmetic as the Redis scripts (whole seconds of an injected clock), so both answer alike.
+ */
 export class MemoryRateLimitStore implements RateLimitStore {
-  private readonly windows = new Map<string, { resetAt: number; count: number }>();
+  private readonly windows = new Map<string, number>();
   private readonly slots = new Map<string, number>();
   private opsSinceSweep = 0;
+  private readonly now: () => number;
 
   /** Forget ended windows every this many operations, so idle keys do not accumulate. */
   static readonly SWEEP_EVERY = 1024;
 
-  async consume(req: ConsumeRequest, now: number): Promise<ConsumeResult> {
+  constructor(opts: { now?: () => number } = {}) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  acquire(specs: readonly BucketSpec[], member: string): Promise<AcquireOutcome> {
+    return Promise.resolve(this.acquireSync(specs, member));
+  }
+
+  acquireSync(specs: readonly BucketSpec[], _member: string): AcquireOutcome {
+    const nowMs = this.now();
+    const now = Math.floor(nowMs / 1000);
     this.maybeSweep(now);
-    const refusedWindows: { index: number; resetAt: number }[] = [];
-    const refusedSlots: number[] = [];
-    req.windows.forEach((w, index) => {
-      const count = this.count(w.key, w.windowMs, now);
-      if (count >= w.limit || count + w.cost > w.limit) {
-        refusedWindows.push({ index, resetAt: windowEnd(now, w.windowMs) });
+    let refused: AcquireOutcome['refused'];
+    const usage: BucketUsage[] = [];
+    specs.forEach((s, b) => {
+      const inFlight = this.slots.get(s.bucket) ?? 0;
+      if (!refused && s.concurrency !== undefined && inFlight >= s.concurrency) {
+        refused = { bucket: b, dim: 'concurrency', retryAfterSecs: CONCURRENCY_RETRY_AFTER_SECS };
       }
+      const used: number[] = [];
+      for (const w of s.tokens) {
+        const ws = windowStart(now, w.windowSecs);
+        const cur = this.windows.get(`${s.bucket}:${w.dim}:${ws}`) ?? 0;
+        if (!refused && cur > w.limit) refused = { bucket: b, dim: w.dim, retryAfterSecs: w.windowSecs - (now - ws) };
+        used.push(cur);
+      }
+      for (const w of s.requests) {
+        const ws = windowStart(now, w.windowSecs);
+        const cur = this.windows.get(`${s.bucket}:${w.dim}:${ws}`) ?? 0;
+        if (!refused && cur + 1 > w.limit) {
+          refused = { bucket: b, dim: w.dim, retryAfterSecs: w.windowSecs - (now - ws) };
+        }
+        used.push(cur);
+      }
+      usage.push({ inFlight, used });
     });
-    req.slots.forEach((s, index) => {
-      if ((this.slots.get(s.key) ?? 0) >= s.limit) refusedSlots.push(index);
+    if (refused) return { nowMs, refused, usage };
+    specs.forEach((s, b) => {
+      const u = usage[b]!;
+      if (s.concurrency !== undefined) {
+        this.slots.set(s.bucket, u.inFlight + 1);
+        u.inFlight++;
+      }
+      s.requests.forEach((w, i) => {
+        const key = `${s.bucket}:${w.dim}:${windowStart(now, w.windowSecs)}`;
+        const v = (this.windows.get(key) ?? 0) + 1;
+        this.windows.set(key, v);
+        u.used[s.tokens.length + i] = v;
+      });
     });
-    if (refusedWindows.length > 0 || refusedSlots.length > 0) {
-      return { ok: false, windows: refusedWindows, slots: refusedSlots };
+    return { nowMs, usage };
+  }
+
+  finish(ends: readonly BucketEnd[], member: string): Promise<void> {
+    this.finishSync(ends, member);
+    return Promise.resolve();
+  }
+
+  finishSync(ends: readonly BucketEnd[], _member: string): void {
+    const now = Math.floor(this.now() / 1000);
+    for (const e of ends) {
+      if (e.tokens > 0) {
+        for (const d of e.tokenDims) {
+          const key = `${e.bucket}:${d.dim}:${windowStart(now, d.windowSecs)}`;
+          this.windows.set(key, (this.windows.get(key) ?? 0) + e.tokens);
+        }
+      }
+      if (e.release) {
+        const n = (this.slots.get(e.bucket) ?? 0) - 1;
+        if (n > 0) this.slots.set(e.bucket, n);
+        else this.slots.delete(e.bucket);
+      }
     }
-    for (const w of req.windows) if (w.cost > 0) this.bump(w.key, w.windowMs, w.cost, now);
-    for (const s of req.slots) this.slots.set(s.key, (this.slots.get(s.key) ?? 0) + 1);
-    return { ok: true };
-  }
-
-  async add(key: string, windowMs: number, amount: number, now: number): Promise<void> {
-    this.bump(key, windowMs, amount, now);
-  }
-
-  async release(keys: readonly string[]): Promise<void> {
-    for (const key of keys) {
-      const n = (this.slots.get(key) ?? 0) - 1;
-      if (n > 0) this.slots.set(key, n);
-      else this.slots.delete(key);
-    }
-  }
-
-  private count(key: string, windowMs: number, now: number): number {
-    const w = this.windows.get(key);
-    return w && w.resetAt === windowEnd(now, windowMs) ? w.count : 0;
-  }
-
-  private bump(key: string, windowMs: number, amount: number, now: number): void {
-    const resetAt = windowEnd(now, windowMs);
-    const w = this.windows.get(key);
-    if (w && w.resetAt === resetAt) w.count += amount;
-    else this.windows.set(key, { resetAt, count: amount });
   }
 
   private maybeSweep(now: number): void {
     if (++this.opsSinceSweep < MemoryRateLimitStore.SWEEP_EVERY) return;
     this.opsSinceSweep = 0;
-    for (const [key, w] of this.windows) if (w.resetAt <= now) this.windows.delete(key);
+    for (const key of this.windows.keys()) {
+      // `<bucket>:<dim>:<window_start>`: the bucket may hold ':' itself, the last two segments never do.
+      const j = key.lastIndexOf(':');
+      const i = key.lastIndexOf(':', j - 1);
+      const dim = key.slice(i + 1, j) as RequestDimension | TokenDimension;
+      if (Number(key.slice(j + 1)) + WINDOW_SECS[dim] <= now) this.windows.delete(key);
+    }
   }
 }

@@ -52,6 +52,8 @@ export interface ConfigFacts {
   partiallyCompatible: { resource_kind: string; field: string; count: number }[];
   /** Per kind, how many served rows are partially compatible (a row with two ignored fields counts once). */
   partiallyCompatibleRows: Record<string, number>;
+  /** Where rate-limit counters live and whether they are shared right now (`rate_limit_store`). */
+  rateLimitStore?: { backend: 'memory' | 'redis'; shared: boolean; since?: string };
 }
 
 /** SPEC §8: first match wins. */
@@ -102,5 +104,6 @@ export function configStatusBody(f: ConfigFacts, now: Date): Record<string, unkn
     : r)
   );
   body.partially_compatible = f.partiallyCompatible;
+  if (f.rateLimitStore) body.rate_limit_store = f.rateLimitStore;
   return body;
 }
