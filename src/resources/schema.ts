@@ -112,6 +112,8 @@ export const modelShape = {
   cost: z.record(z.string(), z.number()).optional(),
   rate_limit: RateLimitSchema.optional(),
   routing: RoutingSchema.optional(),
+  /** AISIX: the client-IP allowlist (CIDR blocks); absent = every client. Enforced in src/proxy. */
+  allowed_cidrs: z.array(z.string().min(1)).optional(),
 };
 
 function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx: z.RefinementCtx): void {

@@ -43,6 +43,8 @@ export interface DispatchInput {
   /** consistent_hash: the request headers (`hash_header`) and the caller's API key id. */
   headers?: HeaderReader;
   apiKeyId?: string;
+  /** The caller's address (proxy.real_ip resolved), for `hash_on: client_ip`. */
+  clientIp?: string;
 }
 
 export type DispatchResult =
