@@ -13,7 +13,7 @@ import type { ConnInfo } from '../platform.ts';
 import type { Endpoint } from '../providers/types.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import { type DispatchResult, Dispatcher, type ServedBy } from '../routing/dispatch.ts';
+import { Dispatcher, type DispatchResult, type ServedBy } from '../routing/dispatch.ts';
 import { VERSION } from '../version.ts';
 import { authenticate, modelAllowed } from './auth.ts';
 import { readJsonObject } from './body.ts';

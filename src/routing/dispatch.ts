@@ -319,7 +319,10 @@ export class Dispatcher {
 
   private recordHealth(t: Target, outcome: AttemptOutcome | UpstreamFailure, retryAfterSecs?: number): void {
     const before = this.d.health.cooledDownTotal(t.model.id);
-    this.d.health.noteAttempt(t.model.id, outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300);
+    // AISIX's admin health level counts failed upstream calls that are not 4xx; a 4xx neither counts nor resets.
+    if (!(outcome.kind === 'response' && outcome.status >= 400 && outcome.status < 500)) {
+      this.d.health.noteAttempt(t.model.id, outcome.kind === 'response' && outcome.status < 400);
+    }
     if (outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300) {
       this.d.health.recordSuccess(t.model);
     } else if (outcome.kind === 'response') {

@@ -83,7 +83,13 @@ export function parseTextLine(line: string): LogLine | undefined {
       let end = rest.indexOf(' ', i);
       if (end < 0) end = rest.length;
       const raw = rest.slice(i, end);
-      out[key] = raw === 'true' ? true : raw === 'false' ? false : /^-?\d+(\.\d+)?(e[+-]?\d+)?$/.test(raw) ? Number(raw) : raw;
+      out[key] = raw === 'true'
+        ? true
+        : raw === 'false'
+        ? false
+        : /^-?\d+(\.\d+)?(e[+-]?\d+)?$/.test(raw)
+        ? Number(raw)
+        : raw;
       i = end;
     }
   }
