@@ -838,7 +838,7 @@ describe('admin app', () => {
 
     const auth = { headers: { authorization: `Bearer ${ADMIN_KEY}` } };
 
-    test('/admin/v1/models: AISIX\'s bare array of {id, value, revision}', async () => {
+    test("/admin/v1/models: AISIX's bare array of {id, value, revision}", async () => {
       const body = JSON.parse((await get(admin, '/admin/v1/models', auth)).text);
       assert.ok(Array.isArray(body));
       assert.equal(body.length, 3);
@@ -898,7 +898,7 @@ describe('admin app', () => {
       assert.equal(a.res.headers.get('content-type'), s.res.headers.get('content-type'));
     });
 
-    test('/admin/v1/health: AISIX\'s status and models (no config block in file mode), Sluice\'s fields beside', async () => {
+    test("/admin/v1/health: AISIX's status and models (no config block in file mode), Sluice's fields beside", async () => {
       const body = JSON.parse((await get(admin, '/admin/v1/health', auth)).text);
       assert.equal(body.status, 'ok');
       assert.deepEqual(body.models, [

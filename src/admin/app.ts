@@ -8,7 +8,7 @@ import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken } from '../proxy/auth.ts';
 import { errorResponse, errors, ProxyError } from '../proxy/errors.ts';
 import type { ApiKey, ProviderKey } from '../resources/schema.ts';
-import { configStatusBody, type ConfigFacts } from '../status/config-status.ts';
+import { type ConfigFacts, configStatusBody } from '../status/config-status.ts';
 import { modelsStatus } from '../status/app.ts';
 
 const REDACTED = '[redacted]';

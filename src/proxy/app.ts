@@ -45,6 +45,8 @@ export interface RequestRecord {
   /** The dispatcher's answer: `served` says which upstream served it (or failed it last). */
   result?: DispatchResult;
   served?: ServedBy;
+  /** A direct model's own upstream, labelling the request when the dispatcher says nothing more. */
+  direct?: Upstream;
   usage?: Usage;
   providerRequestId?: string;
   errorKind?: string;
@@ -252,6 +254,16 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     const chargesTokens = Boolean(who.key.rate_limit?.tpm || resolved.model.rate_limit?.tpm);
     const stream = endpoint !== 'embeddings' && body.stream === true;
     rec.stream = stream;
+    if (resolved.model.kind === 'direct') {
+      const key = who.snapshot.providerKeys.get(resolved.model.provider_key_id);
+      if (key) {
+        rec.direct = {
+          model: resolved.model,
+          key,
+          upstreamModel: resolved.upstreamModel ?? resolved.model.model_name,
+        };
+      }
+    }
     let r: Awaited<ReturnType<Dispatcher['dispatch']>>;
     try {
       r = await dispatcher.dispatch({
@@ -358,13 +370,14 @@ function reachable(snapshot: Snapshot, model: Model, ip: string | undefined): bo
  */
 function accessLogFields(rec: RequestRecord, status: number, latencyMs: number): Record<string, unknown> {
   const s = rec.served;
+  const up = s ?? rec.direct;
   const u = rec.usage;
   return {
     method: rec.method,
     path: rec.path,
     status,
     latency_ms: latencyMs,
-    provider: s ? providerOf(s) : undefined,
+    provider: up ? providerOf(up) : undefined,
     model: rec.model,
     api_key_id: rec.apiKeyId,
     prompt_tokens: u?.input,
@@ -382,7 +395,10 @@ function accessLogFields(rec: RequestRecord, status: number, latencyMs: number):
   };
 }
 
-function providerOf(s: ServedBy): string {
+/** The upstream a request went to: the part of `ServedBy` the labels read. */
+type Upstream = Pick<ServedBy, 'model' | 'key' | 'upstreamModel'>;
+
+function providerOf(s: Upstream): string {
   return s.model.provider ?? (s.key.provider || 'unknown');
 }
 /** Streamed responses created by a handler, so the tracking middleware can release the slot at the end. */
@@ -419,7 +435,8 @@ function identity(key: ApiKey | undefined, field: 'team_id' | 'user_id' | 'user_
 function recordRequestMetrics(gw: Gateway, rec: RequestRecord, status: number, seconds: number): void {
   const m = gw.metrics;
   const s = rec.served;
-  const provider = s ? providerOf(s) : 'unknown';
+  const up = s ?? rec.direct;
+  const provider = up ? providerOf(up) : 'unknown';
   const model = rec.model ?? 'unresolved';
   const outcome = outcomeOf(status);
   const code = String(status);
@@ -428,9 +445,9 @@ function recordRequestMetrics(gw: Gateway, rec: RequestRecord, status: number, s
     rec.protocol,
     provider,
     model,
-    s?.upstreamModel ?? 'unknown',
-    s?.model.provider_key_id ?? 'unknown',
-    s?.key.display_name ?? 'unknown',
+    up?.upstreamModel ?? 'unknown',
+    up?.model.provider_key_id ?? 'unknown',
+    up?.key.display_name ?? 'unknown',
     rec.apiKeyId ?? 'unknown',
     identity(rec.key, 'team_id'),
     identity(rec.key, 'user_id'),
@@ -457,7 +474,7 @@ function recordRequestMetrics(gw: Gateway, rec: RequestRecord, status: number, s
       m.llmTotalTokens.inc(ident, total);
       m.tokensConsumed.inc([provider, model], total);
     }
-    const spend = spendMicroUsd(s?.model.cost, u);
+    const spend = spendMicroUsd(up?.model.cost, u);
     if (spend > 0) m.llmSpend.inc(ident, spend);
   }
 }
