@@ -772,7 +772,7 @@ describe('POST /v1/messages and Anthropic targets', () => {
     const text = await (await msg('m-a', { stream: true })).text();
     assert.match(
       text,
-      /event: error\ndata: \{"type":"error","error":\{"type":"upstream_error","message":"[^"]+"\}\}\n\n$/,
+      /event: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"[^"]+"\}\}\n\n$/,
     );
     assert.ok(!text.includes('message_stop'));
   });

@@ -235,7 +235,7 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     // target the caller may reach; before any upstream is contacted.
     const clientIp = clientIpOf(c.env?.peer, c.req.raw.headers);
     if (!reachable(who.snapshot, resolved.model, clientIp)) {
-      gw.log.warn('request rejected: client IP not in model allowed_cidrs', {
+      gw.log.withTarget('aisix_proxy::dispatch').warn('request rejected: client IP not in model allowed_cidrs', {
         model: resolved.model.display_name,
         source_ip: clientIp,
         request_id: rec.requestId,
