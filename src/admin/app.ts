@@ -7,7 +7,7 @@ import type { Gateway } from '../gateway.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken } from '../proxy/auth.ts';
 import { errorResponse, errors, ProxyError } from '../proxy/errors.ts';
-import type { ApiKey, ProviderKey } from '../resources/schema.ts';
+import type { ApiKey, ProviderKey, ResourceKind } from '../resources/schema.ts';
 import { type ConfigFacts, configStatusBody } from '../status/config-status.ts';
 import { modelsStatus } from '../status/app.ts';
 
@@ -29,13 +29,16 @@ function constantTimeEqual(a: string, b: string): boolean {
 }
 
 /**
- * One entry of an admin list, AISIX's shape: the id, the document as stored (without the id and Sluice's
- * derived `kind`; secrets already redacted) and its revision. Sluice's snapshot does not keep a row's etcd
- * `mod_revision`, so `revision` is 0 (also in file mode, where there is none).
+ * One entry of an admin list, AISIX's shape: the id, the document as served (without the id and Sluice's
+ * derived `kind`; secrets already redacted) and its revision: the etcd `mod_revision` of its row, 0 in file
+ * mode (and for rows restored from the snapshot cache, until etcd is read again).
  */
-function listEntry(row: { id: string }): { id: string; value: Record<string, unknown>; revision: number } {
+function listEntry(
+  row: { id: string },
+  revision: number,
+): { id: string; value: Record<string, unknown>; revision: number } {
   const { id, kind: _kind, ...value } = row as { id: string; kind?: unknown } & Record<string, unknown>;
-  return { id, value, revision: 0 };
+  return { id, value, revision };
 }
 
 /** AISIX's model health level from consecutive upstream failures: 0 healthy, 1 degraded (4–7), 2 down (≥ 8). */
@@ -90,11 +93,17 @@ export function createAdminApp(gw: Gateway): Hono {
     if (!keys.some((k) => constantTimeEqual(k, token))) return errorResponse(errors.unknownKey());
     await next();
   });
-  const list = (rows: (s: NonNullable<Gateway['snapshot']>) => { id: string }[]) => (c: Context) =>
-    c.json((gw.snapshot ? rows(gw.snapshot) : []).map(listEntry));
-  app.get('/admin/v1/models', list((s) => s.resources.models));
-  app.get('/admin/v1/provider_keys', list((s) => s.resources.provider_keys.map(redactProviderKey) as { id: string }[]));
-  app.get('/admin/v1/api_keys', list((s) => s.resources.api_keys.map(redactApiKey) as { id: string }[]));
+  const list =
+    (kind: ResourceKind, rows: (s: NonNullable<Gateway['snapshot']>) => { id: string }[]) => (c: Context) => {
+      const s = gw.snapshot;
+      return c.json(s ? rows(s).map((r) => listEntry(r, s.revisions.get(`${kind}/${r.id}`) ?? 0)) : []);
+    };
+  app.get('/admin/v1/models', list('models', (s) => s.resources.models));
+  app.get(
+    '/admin/v1/provider_keys',
+    list('provider_keys', (s) => s.resources.provider_keys.map(redactProviderKey) as { id: string }[]),
+  );
+  app.get('/admin/v1/api_keys', list('api_keys', (s) => s.resources.api_keys.map(redactApiKey) as { id: string }[]));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
   app.get('/admin/v1/health', (c) => {
     const models = (gw.snapshot?.resources.models ?? []).map((m) => ({
