@@ -156,8 +156,8 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     };
     // A declared length over the limit: refused before authentication, the body drained so the caller reads
     // the answer (body-limit.ts).
-    const refused = await bodyLimit.check(c.req.raw, rec);
-    if (refused) c.res = refused;
+    const declaredOver = bodyLimit.over(c.req.raw);
+    if (declaredOver !== undefined) c.res = await bodyLimit.refuse(c.req.raw, rec, declaredOver);
     else await next(); // a throw below is turned into a response by onError before next() returns
     const res = c.res;
     if (!stamped.has(res)) res.headers.set('x-aisix-request-id', rec.requestId);

@@ -68,13 +68,17 @@ export class BodyLimit {
     this.log = gw.log.withTarget(BODY_LIMIT_TARGET);
   }
 
-  /** The 413 for a declared length over the limit (after the drain), or undefined to go on. */
-  async check(req: Request, rec: Rec): Promise<Response | undefined> {
+  /** The declared length when it is over the limit (the request must be refused), else undefined. */
+  over(req: Request): number | undefined {
     if (this.limit <= 0) return undefined;
     const declared = req.headers.get('content-length');
     if (declared === null) return undefined;
     const length = Number(declared);
-    if (!(length > this.limit)) return undefined;
+    return length > this.limit ? length : undefined;
+  }
+
+  /** The 413 for a declared length over the limit, once the body is drained (see `over`). */
+  async refuse(req: Request, rec: Rec, length: number): Promise<Response> {
     const started = Date.now();
     const { outcome, bytes } = await drain(req.body);
     const fields = {
