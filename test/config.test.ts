@@ -37,11 +37,12 @@ describe('defaults', () => {
         http2: false,
         request_body_limit_bytes: 0,
         request_id: { accept_headers: ['x-aisix-request-id'] },
+        real_ip: { trusted_proxies: [], recursive: false, header: 'x-forwarded-for' },
       },
       admin: { enabled: true, addr: '127.0.0.1:3001', admin_keys: ['adm-1'] },
       observability: {
         log_level: 'info',
-        log_format: 'json',
+        log_format: 'text',
         access_log: true,
         metrics: { prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' } },
       },
@@ -60,7 +61,7 @@ describe('defaults', () => {
       `resources_file: r.yaml
 proxy: { addr: "127.0.0.1:8080", http2: true, request_body_limit_bytes: 1024, request_id: { accept_headers: [x-request-id] } }
 admin: { enabled: false }
-observability: { log_level: debug, log_format: text, access_log: false, metrics: { prometheus: { enabled: false, path: /m, addr: "127.0.0.1:9999" } } }
+observability: { log_level: debug, log_format: json, access_log: false, metrics: { prometheus: { enabled: false, path: /m, addr: "127.0.0.1:9999" } } }
 upstream: { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0 }
 downstream: { sse_keepalive_interval_secs: 0 }
 shutdown: { min_drain_secs: 0 }
@@ -75,7 +76,7 @@ shutdown: { min_drain_secs: 0 }
     assert.deepEqual(c.admin.admin_keys, []);
     assert.deepEqual(c.observability, {
       log_level: 'debug',
-      log_format: 'text',
+      log_format: 'json',
       access_log: false,
       metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' } },
     });
@@ -197,7 +198,7 @@ proxy:
   addr: "0.0.0.0:3000"
   thread_per_core: true
   workers: 4
-  real_ip: { header: x-forwarded-for, trusted: [10.0.0.0/8] }
+  real_ip: { header: x-forwarded-for, trusted_proxies: [10.0.0.0/8] }
   url_rewrites: [{ from: /a, to: /b }]
 admin: { admin_keys: [a] }
 observability:
@@ -240,7 +241,6 @@ managed:
       'observability.metrics.otlp',
       'observability.service_name',
       'observability.tracing',
-      'proxy.real_ip',
       'proxy.thread_per_core',
       'proxy.url_rewrites',
       'proxy.workers',
@@ -290,13 +290,13 @@ proxy: { addr: "0.0.0.0:3000" }
         AISIX_ADMIN__ENABLED: 'false',
         AISIX_UPSTREAM__RETRIES: '5',
         AISIX_PROXY__REQUEST_ID__ACCEPT_HEADERS: '[x-request-id, x-trace]',
-        AISIX_OBSERVABILITY__LOG_FORMAT: 'text',
+        AISIX_OBSERVABILITY__LOG_FORMAT: 'json',
       },
     ));
     assert.equal(r.config.admin.enabled, false);
     assert.equal(r.config.upstream.retries, 5);
     assert.deepEqual(r.config.proxy.request_id.accept_headers, ['x-request-id', 'x-trace']);
-    assert.equal(r.config.observability.log_format, 'text');
+    assert.equal(r.config.observability.log_format, 'json');
   });
 
   test('envOverrides: AISIX_CONFIG and unrelated variables are not overrides', () => {

@@ -154,7 +154,7 @@ describe('node gateway process', () => {
     }));
     for (const [url, text] of bodies) assertNoSecret(url, text);
     const pk = JSON.parse(bodies[3]![1]);
-    assert.equal(pk.list[0].api_key, '[redacted]');
+    assert.equal(pk[0].value.api_key, '[redacted]');
     assertNoSecret('logs', gw.logs.map((l) => JSON.stringify(l)).join('\n') + gw.rawErr.join('\n'));
   });
 });

@@ -297,11 +297,11 @@ describe('GET /v1/models', () => {
     assert.deepEqual(Object.keys(body), ['object', 'data']);
     assert.equal(body.object, 'list');
     assert.deepEqual(body.data.map((m) => m.id), ['dead', 'embed', 'gpt-4o', 'gpt-4o-mini', 'quiet', 'slow', 'smart']);
-    const created = Math.floor(Date.parse(gw.facts.applied!.applied_at) / 1000);
+    const now = Math.floor(Date.now() / 1000);
     for (const m of body.data) {
       assert.deepEqual(Object.keys(m), ['id', 'object', 'created', 'owned_by']);
       assert.equal(m.object, 'model');
-      assert.equal(m.created, created);
+      assert.ok(Math.abs(m.created - now) <= 1, 'created is the time of the answer (AISIX)');
       assert.equal(m.owned_by, m.id === 'smart' ? 'sluice' : 'openai');
     }
   });

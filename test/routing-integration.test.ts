@@ -1063,7 +1063,7 @@ describe('POST /v1/messages and Anthropic targets', () => {
     assert.equal(res.status, 401);
     const body = await res.json() as { type: string; error: { type: string } };
     assert.equal(body.type, 'error');
-    assert.equal(body.error.type, 'invalid_api_key');
+    assert.equal(body.error.type, 'authentication_error'); // Anthropic's vocabulary by status (L3)
     const bad = await h.post('/v1/messages', { model: 'echo', messages: MESSAGES });
     assert.equal(bad.status, 400);
     assert.equal(((await bad.json()) as { error: { type: string } }).error.type, 'invalid_request_error');
@@ -1157,7 +1157,7 @@ describe('POST /v1/messages and Anthropic targets', () => {
     const text = await (await msg('m-a', { stream: true })).text();
     assert.match(
       text,
-      /event: error\ndata: \{"type":"error","error":\{"type":"upstream_error","message":"[^"]+"\}\}\n\n$/,
+      /event: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"[^"]+"\}\}\n\n$/,
     );
     assert.ok(!text.includes('message_stop'));
   });

@@ -46,6 +46,16 @@ after(async () => {
 });
 
 describe('the openai client', () => {
+  test('legacy completions (/v1/completions), JSON and streaming', async () => {
+    const r = await openai.completions.create({ model: 'echo', prompt: 'say this back' });
+    assert.equal(r.object, 'text_completion');
+    assert.equal(r.choices[0]!.text, 'say this back');
+    const stream = await openai.completions.create({ model: 'echo', prompt: 'one two', stream: true });
+    let text = '';
+    for await (const c of stream) text += c.choices[0]?.text ?? '';
+    assert.equal(text, 'one two');
+  });
+
   test('chat to an OpenAI-style model, JSON and streaming', async () => {
     const r = await openai.chat.completions.create({ model: 'gpt', messages: [{ role: 'user', content: 'hello' }] });
     assert.equal(r.choices[0]!.message.content, 'hi from mock');
@@ -181,11 +191,21 @@ describe('the @anthropic-ai/sdk client', () => {
     const bad = new Anthropic({ apiKey: 'sk-wrong', baseURL: gw.url(''), maxRetries: 0 });
     await assert.rejects(
       bad.messages.create({ model: 'echo', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }),
-      (e: { status?: number; error?: { type?: string } }) => e.status === 401 && e.error?.type === 'error',
+      (e: unknown) => {
+        assert.ok(e instanceof Anthropic.AuthenticationError);
+        const body = (e as { error?: { type?: string; error?: { type?: string } } }).error;
+        assert.equal(body?.type, 'error');
+        assert.equal(body?.error?.type, 'authentication_error'); // Anthropic's vocabulary (L3)
+        return true;
+      },
     );
     await assert.rejects(
       anthropic.messages.create({ model: 'nope', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }),
-      (e: { status?: number }) => e.status === 404,
+      (e: unknown) => {
+        assert.ok(e instanceof Anthropic.NotFoundError);
+        assert.equal((e as { error?: { error?: { type?: string } } }).error?.error?.type, 'not_found_error');
+        return true;
+      },
     );
   });
 });

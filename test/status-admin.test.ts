@@ -506,7 +506,12 @@ describe('/metrics', () => {
     );
     assert.equal(sample(text, 'aisix_config_reloads_total'), 1);
     assert.equal(sample(text, `aisix_config_hash_info{hash="${sha256(goodFile())}"}`), 1);
-    assert.equal(sample(text, 'aisix_proxy_in_flight_requests'), 0);
+    for (const k of ['provider_keys', 'models', 'api_keys']) {
+      assert.equal(sample(text, `aisix_config_rejected_resources{kind="${k}"}`), 0);
+      assert.equal(sample(text, `aisix_config_stale_served_resources{kind="${k}"}`), 0);
+    }
+    // in flight is labelled by endpoint and inbound protocol: no series before the first request
+    assert.equal(text.split('\n').some((l) => l.startsWith('aisix_proxy_in_flight_requests{')), false);
     assert.equal(sample(text, 'sluice_draining'), 0);
     const open = text.split('\n').filter((l) => l.startsWith('sluice_open_connections'));
     assert.ok(open.length === 0 || /^sluice_open_connections \d+$/.test(open[0]!), open.join('\n'));
@@ -840,29 +845,37 @@ describe('admin app', () => {
 
     const auth = { headers: { authorization: `Bearer ${ADMIN_KEY}` } };
 
-    test('/admin/v1/models lists the models', async () => {
+    test("/admin/v1/models: AISIX's bare array of {id, value, revision}", async () => {
       const body = JSON.parse((await get(admin, '/admin/v1/models', auth)).text);
-      assert.equal(body.total, 3);
-      assert.deepEqual(body.list.map((m: { display_name: string }) => m.display_name), [
+      assert.ok(Array.isArray(body));
+      assert.equal(body.length, 3);
+      assert.deepEqual(body.map((e: { value: { display_name: string } }) => e.value.display_name), [
         'gpt-4o',
         'we"ird\\model',
         'smart',
       ]);
-      assert.equal(body.list[0].id, await uuidV5('models/gpt-4o'));
-      assert.equal(body.list[0].provider_key_id, await uuidV5('provider_keys/mock'));
+      for (const e of body) assert.deepEqual(Object.keys(e), ['id', 'value', 'revision']);
+      assert.equal(body[0].id, await uuidV5('models/gpt-4o'));
+      assert.equal(body[0].revision, 0, 'file mode: no revision');
+      assert.equal(body[0].value.provider_key_id, await uuidV5('provider_keys/mock'));
+      assert.equal(body[0].value.id, undefined, 'the id is not repeated inside the document');
+      assert.equal(body[0].value.kind, undefined, "Sluice's derived kind is not part of the document");
     });
 
     test('/admin/v1/provider_keys redacts api_key', async () => {
       const { text } = await get(admin, '/admin/v1/provider_keys', auth);
       const body = JSON.parse(text);
-      assert.equal(body.total, 1);
-      assert.deepEqual(body.list[0], {
+      assert.equal(body.length, 1);
+      assert.deepEqual(body[0], {
         id: await uuidV5('provider_keys/mock'),
-        display_name: 'mock',
-        provider: 'openai',
-        adapter: 'openai',
-        api_key: '[redacted]',
-        api_base: 'http://127.0.0.1:9/v1',
+        value: {
+          display_name: 'mock',
+          provider: 'openai',
+          adapter: 'openai',
+          api_key: '[redacted]',
+          api_base: 'http://127.0.0.1:9/v1',
+        },
+        revision: 0,
       });
       assertNoSecret('provider_keys', text);
     });
@@ -870,13 +883,16 @@ describe('admin app', () => {
     test('/admin/v1/api_keys redacts key_hash', async () => {
       const { text } = await get(admin, '/admin/v1/api_keys', auth);
       const body = JSON.parse(text);
-      assert.equal(body.total, 1);
-      assert.deepEqual(body.list[0], {
+      assert.equal(body.length, 1);
+      assert.deepEqual(body[0], {
         id: await uuidV5('api_keys/caller'),
-        display_name: 'caller',
-        key_hash: '[redacted]',
-        allowed_models: ['*'],
-        disabled: false,
+        value: {
+          display_name: 'caller',
+          key_hash: '[redacted]',
+          allowed_models: ['*'],
+          disabled: false,
+        },
+        revision: 0,
       });
       assertNoSecret('api_keys', text);
     });
@@ -889,13 +905,41 @@ describe('admin app', () => {
       assert.equal(a.res.headers.get('content-type'), s.res.headers.get('content-type'));
     });
 
-    test('/admin/v1/health', async () => {
+    test("/admin/v1/health: AISIX's status and models (no config block in file mode), Sluice's fields beside", async () => {
       const body = JSON.parse((await get(admin, '/admin/v1/health', auth)).text);
+      assert.equal(body.status, 'ok');
+      assert.deepEqual(body.models, [
+        { id: await uuidV5('models/gpt-4o'), name: 'gpt-4o', health: 0 },
+        { id: await uuidV5('models/we"ird\\model'), name: 'we"ird\\model', health: 0 },
+        { id: await uuidV5('models/smart'), name: 'smart', health: 0 },
+      ]);
+      assert.equal('config' in body, false, 'the etcd freshness block is omitted in file mode');
       assert.equal(body.phase, 'serving');
       assert.equal(body.ready, true);
       assert.equal(body.in_flight, 0);
       assert.equal(body.open_connections, null);
-      assert.equal(body.config.state, 'synced');
+      assert.equal(body.config_status.state, 'synced');
+    });
+
+    test('/admin/v1/health levels: 4 consecutive failures degraded, 8 down, a success resets', async () => {
+      const id = await uuidV5('models/gpt-4o');
+      const level = async () => {
+        const body = JSON.parse((await get(admin, '/admin/v1/health', auth)).text);
+        return [body.status, body.models.find((m: { id: string }) => m.id === id).health];
+      };
+      try {
+        for (let i = 0; i < 3; i++) gw.health.noteAttempt(id, false);
+        assert.deepEqual(await level(), ['ok', 0]);
+        gw.health.noteAttempt(id, false);
+        assert.deepEqual(await level(), ['degraded', 1]);
+        for (let i = 0; i < 3; i++) gw.health.noteAttempt(id, false);
+        assert.deepEqual(await level(), ['degraded', 1]);
+        gw.health.noteAttempt(id, false);
+        assert.deepEqual(await level(), ['unhealthy', 2]);
+      } finally {
+        gw.health.noteAttempt(id, true);
+      }
+      assert.deepEqual(await level(), ['ok', 0]);
     });
 
     test('non-GET is 405; an unknown admin path is 404', async () => {
@@ -915,7 +959,7 @@ describe('admin app', () => {
       const body = JSON.parse(
         (await get(createAdminApp(bare), '/admin/v1/models', { headers: { 'x-api-key': ADMIN_KEY } })).text,
       );
-      assert.deepEqual(body, { list: [], total: 0 });
+      assert.deepEqual(body, []);
     });
   });
 });

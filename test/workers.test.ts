@@ -27,6 +27,7 @@ import { freePort } from './support/process.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
 import { type EtcdServer, startEtcd } from './support/etcd.ts';
 import { seeder, trio } from './support/etcd-gateway.ts';
+import { parseLogLine } from './support/log-line.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const DEMO_KEY = 'sk-sluice-demo';
@@ -109,7 +110,7 @@ function sseContent(text: string): string {
 /** Console lines the handler logs (writeLog is console.log on Workers), parsed. */
 function captureLogs(t: TestContext): Record<string, unknown>[] {
   const lines: Record<string, unknown>[] = [];
-  t.mock.method(console, 'log', (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>));
+  t.mock.method(console, 'log', (line: string) => void lines.push(parseLogLine(line) ?? { raw: line }));
   return lines;
 }
 
@@ -471,11 +472,8 @@ async function startWranglerDev(args: string[], cwd: string, persistTo: string):
         const line = buf.slice(0, i);
         buf = buf.slice(i + 1);
         output.push(line);
-        if (line.startsWith('{')) {
-          try {
-            logs.push(JSON.parse(line) as Record<string, unknown>);
-          } catch { /* not a log line */ }
-        }
+        const parsed = parseLogLine(line); // text or JSON; anything else is not a log line
+        if (parsed) logs.push(parsed);
       }
     });
   }

@@ -1,13 +1,15 @@
 // The admin listener: its own probes (live from process start, ready once a configuration is applied)
-// and read-only resources behind an admin key, secrets redacted.
+// and read-only resources behind an admin key, secrets redacted. The lists are AISIX's bare arrays of
+// `{id, value, revision}`; `/admin/v1/health` is AISIX's body (`status`, per-model consecutive-failure
+// `health`, the etcd `config` freshness block) with Sluice's lifecycle fields beside it.
 import { type Context, Hono, type Next } from 'hono';
 import type { Gateway } from '../gateway.ts';
 import { drainReportBody } from '../lifecycle/drain-report.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken } from '../proxy/auth.ts';
 import { errorResponse, errors, ProxyError } from '../proxy/errors.ts';
-import type { ApiKey, ProviderKey } from '../resources/schema.ts';
-import { configStatusBody } from '../status/config-status.ts';
+import type { ApiKey, ProviderKey, ResourceKind } from '../resources/schema.ts';
+import { type ConfigFacts, configStatusBody } from '../status/config-status.ts';
 import { modelsStatus } from '../status/app.ts';
 
 const REDACTED = '[redacted]';
@@ -27,6 +29,57 @@ function constantTimeEqual(a: string, b: string): boolean {
   return diff === 0;
 }
 
+/**
+ * One entry of an admin list, AISIX's shape: the id, the document as served (without the id and Sluice's
+ * derived `kind`; secrets already redacted) and its revision: the etcd `mod_revision` of its row, 0 in file
+ * mode (and for rows restored from the snapshot cache, until etcd is read again).
+ */
+function listEntry(
+  row: { id: string },
+  revision: number,
+): { id: string; value: Record<string, unknown>; revision: number } {
+  const { id, kind: _kind, ...value } = row as { id: string; kind?: unknown } & Record<string, unknown>;
+  return { id, value, revision };
+}
+
+/** AISIX's model health level from consecutive upstream failures: 0 healthy, 1 degraded (4–7), 2 down (≥ 8). */
+export function healthLevel(consecutiveFailures: number): 0 | 1 | 2 {
+  return consecutiveFailures >= 8 ? 2 : consecutiveFailures >= 4 ? 1 : 0;
+}
+
+/** A snapshot older than this (or never applied) means the watch is not delivering: `degraded`. */
+const SNAPSHOT_STALE_SECS = 300;
+
+interface Freshness {
+  snapshot_revision: number;
+  snapshot_age_seconds: number | null;
+}
+
+/**
+ * The etcd `config` block: the highest applied revision (0 before the first apply) and whole seconds since
+ * the source last applied anything (`null` before the first apply). A fetch failure is not an apply.
+ */
+export function snapshotFreshness(facts: ConfigFacts, now: Date): Freshness {
+  const times: number[] = [];
+  if (facts.applied) times.push(Date.parse(facts.applied.applied_at));
+  const lr = facts.lastReload;
+  const fetchFailure = facts.lastFailure?.last_error_kind === 'fetch' && facts.lastFailure.at === lr?.at;
+  if (lr && !fetchFailure && facts.applied) times.push(Date.parse(lr.at));
+  const last = times.length ? Math.max(...times) : undefined;
+  return {
+    snapshot_revision: facts.applied?.applied_revision ?? 0,
+    snapshot_age_seconds: last === undefined ? null : Math.max(0, Math.floor((now.getTime() - last) / 1000)),
+  };
+}
+
+/** `unhealthy` if a model is down; `degraded` if one is degraded or the etcd snapshot is stale; else `ok`. */
+export function aggregateStatus(models: { health: number }[], config: Freshness | undefined): string {
+  if (models.some((m) => m.health >= 2)) return 'unhealthy';
+  const stale = config !== undefined &&
+    (config.snapshot_age_seconds === null || config.snapshot_age_seconds > SNAPSHOT_STALE_SECS);
+  return models.some((m) => m.health === 1) || stale ? 'degraded' : 'ok';
+}
+
 export function createAdminApp(gw: Gateway): Hono {
   const app = new Hono();
   const keys = gw.config.admin.admin_keys;
@@ -41,21 +94,37 @@ export function createAdminApp(gw: Gateway): Hono {
     if (!keys.some((k) => constantTimeEqual(k, token))) return errorResponse(errors.unknownKey());
     await next();
   });
-  const list = <T>(rows: (s: NonNullable<Gateway['snapshot']>) => T[]) => (c: Context) =>
-    c.json({ list: gw.snapshot ? rows(gw.snapshot) : [], total: gw.snapshot ? rows(gw.snapshot).length : 0 });
-  app.get('/admin/v1/models', list((s) => s.resources.models));
-  app.get('/admin/v1/provider_keys', list((s) => s.resources.provider_keys.map(redactProviderKey)));
-  app.get('/admin/v1/api_keys', list((s) => s.resources.api_keys.map(redactApiKey)));
+  const list =
+    (kind: ResourceKind, rows: (s: NonNullable<Gateway['snapshot']>) => { id: string }[]) => (c: Context) => {
+      const s = gw.snapshot;
+      return c.json(s ? rows(s).map((r) => listEntry(r, s.revisions.get(`${kind}/${r.id}`) ?? 0)) : []);
+    };
+  app.get('/admin/v1/models', list('models', (s) => s.resources.models));
+  app.get(
+    '/admin/v1/provider_keys',
+    list('provider_keys', (s) => s.resources.provider_keys.map(redactProviderKey) as { id: string }[]),
+  );
+  app.get('/admin/v1/api_keys', list('api_keys', (s) => s.resources.api_keys.map(redactApiKey) as { id: string }[]));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
-  app.get('/admin/v1/health', (c) =>
-    c.json({
+  app.get('/admin/v1/health', (c) => {
+    const models = (gw.snapshot?.resources.models ?? []).map((m) => ({
+      id: m.id,
+      name: m.display_name,
+      health: healthLevel(gw.health.consecutiveFailures(m.id)),
+    }));
+    const config = gw.facts.sourceType === 'etcd' ? snapshotFreshness(gw.facts, gw.now()) : undefined;
+    return c.json({
+      status: aggregateStatus(models, config),
+      models,
+      ...(config ? { config } : {}),
       phase: gw.lifecycle.phase,
       ready: gw.snapshot !== undefined && !gw.lifecycle.draining,
       in_flight: gw.lifecycle.inFlight,
       open_connections: gw.proxyListener?.openConnections() ?? null,
-      config: configStatusBody(gw.facts, gw.now()),
+      config_status: configStatusBody(gw.facts, gw.now()),
       drain: drainReportBody(gw),
-    }));
+    });
+  });
   app.all('/admin/*', (c) => {
     const e = c.req.method === 'GET'
       ? errors.notFound(c.req.path)

@@ -1,6 +1,7 @@
 // `config.yaml`, the bootstrap file (SPEC §3). Unknown keys are errors naming the key; AISIX keys that
 // Sluice does not implement are accepted and reported once as ignored, so an AISIX file boots unchanged.
 import { z } from 'zod';
+import { parseCidr } from '../util/cidr.ts';
 
 const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
@@ -80,6 +81,14 @@ export const ConfigSchema = z.strictObject({
     request_id: z.strictObject({
       accept_headers: z.array(z.string().min(1)).default(['x-aisix-request-id']),
     }).prefault({}),
+    /** AISIX's nginx `set_real_ip_from` + `real_ip_recursive`: the client address behind trusted proxies. */
+    real_ip: z.strictObject({
+      trusted_proxies: z.array(
+        z.string().refine((s) => parseCidr(s) !== undefined, 'must be a CIDR block (e.g. 10.0.0.0/8) or an address'),
+      ).default([]),
+      recursive: z.boolean().default(false),
+      header: z.string().min(1).transform((h) => h.toLowerCase()).default('x-forwarded-for'),
+    }).prefault({}),
   }),
   admin: z.strictObject({
     enabled: z.boolean().default(true),
@@ -88,7 +97,7 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   observability: z.strictObject({
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error']).default('info'),
-    log_format: z.enum(['json', 'text']).default('json'),
+    log_format: z.enum(['json', 'text']).default('text'),
     access_log: z.boolean().default(true),
     metrics: z.strictObject({
       prometheus: z.strictObject({
@@ -147,7 +156,6 @@ export type Config = z.infer<typeof ConfigSchema>;
 export const IGNORED_KEYS = [
   'proxy.thread_per_core',
   'proxy.workers',
-  'proxy.real_ip',
   'proxy.url_rewrites',
   'observability.service_name',
   'observability.metrics.otlp',

@@ -168,6 +168,14 @@ export class GatewayMetrics {
       ['model', 'fallback_model'],
     ),
   );
+  /** Kept by the proxy app: +1 when a `/v1` request arrives, -1 after its last byte (series stay at 0). */
+  readonly proxyInFlight = this.registry.register(
+    new Gauge(
+      'aisix_proxy_in_flight_requests',
+      'Requests being served on the proxy listener (a stream until its last byte).',
+      ['endpoint', 'inbound_protocol'],
+    ),
+  );
   readonly bodyLimitRejections = this.registry.register(
     new Counter(
       'aisix_proxy_request_body_limit_rejections_total',
@@ -271,14 +279,6 @@ export class GatewayMetrics {
         g.reset();
         for (const row of src.deploymentStates?.() ?? []) g.set(row.labels, row.value);
       }),
-    );
-    r.register(
-      new Gauge(
-        'aisix_proxy_in_flight_requests',
-        'Requests being served on the proxy listener (a stream until its last byte).',
-        [],
-        (g) => g.set([], src.inFlight()),
-      ),
     );
     r.register(
       new Gauge(

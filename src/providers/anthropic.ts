@@ -1,6 +1,7 @@
 // Anthropic's Messages API (`adapter: anthropic`; `api_base` without `/v1`, e.g. https://api.anthropic.com).
 // A `/v1/messages` caller is passed through untouched — body, status, SSE bytes; an OpenAI chat caller is
-// translated both ways (translate/chat-via-messages.ts). Embeddings: Anthropic has none.
+// translated both ways (translate/chat-via-messages.ts). Embeddings and legacy completions: Anthropic has
+// none (a 400 in the caller's wire, call.ts). The caller's `anthropic-beta` header is passed on.
 import { openaiErrorBody, parseJsonObject, TranslationError } from './translate/shared.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
@@ -14,6 +15,9 @@ async function send(c: ProviderCall, body: Record<string, unknown>): Promise<Pro
     'anthropic-version': ANTHROPIC_VERSION,
   };
   if (c.key.api_key) headers['x-api-key'] = c.key.api_key;
+  // The caller's beta opt-ins (e.g. extended context, prompt-caching variants) apply upstream as asked.
+  const beta = c.callerHeaders?.get('anthropic-beta');
+  if (beta) headers['anthropic-beta'] = beta;
   const res = await c.upstream({
     url: `${c.key.api_base}/v1/messages`,
     method: 'POST',

@@ -1,4 +1,5 @@
-// Sluice's built-in offline provider: answers chat completions by echoing the last user message, so the
+// Sluice's built-in offline provider: answers chat completions by echoing the last user message (legacy
+// completions by echoing the prompt, embeddings with a deterministic vector), so the
 // bundled example serves a real answer with no network and no key. Never a stand-in for an HTTP upstream
 // in tests or benchmarks.
 import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
@@ -66,6 +67,36 @@ async function* chatStream(model: string, text: string, includeUsage: boolean): 
   yield encoder.encode('data: [DONE]\n\n');
 }
 
+/** Legacy completions (`/v1/completions`): the prompt echoed back as a `text_completion`, JSON or SSE. */
+function completion(c: ProviderCall, model: string): ProviderResult {
+  const prompt = Array.isArray(c.body.prompt) ? c.body.prompt.map(String).join('\n') : String(c.body.prompt ?? '');
+  const id = `cmpl-echo-${crypto.randomUUID()}`;
+  const created = Math.floor(Date.now() / 1000);
+  const n = countTokens(prompt);
+  const usage = { prompt_tokens: n, completion_tokens: n, total_tokens: 2 * n };
+  const payload = (text: string, finish: string | null, extra: Record<string, unknown> = {}) => ({
+    id,
+    object: 'text_completion',
+    created,
+    model,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
+    ...extra,
+  });
+  if (!c.stream) {
+    const body = JSON.stringify(payload(prompt, 'stop', { usage }));
+    return { kind: 'response', status: 200, body, contentType: 'application/json', retryAfter: null };
+  }
+  const includeUsage = (c.body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+  async function* chunks(): AsyncGenerator<Uint8Array> {
+    const event = (p: Record<string, unknown>) => encoder.encode(`data: ${JSON.stringify(p)}\n\n`);
+    for (const piece of prompt.match(/\S+\s*|\s+/g) ?? []) yield event(payload(piece, null));
+    yield event(payload('', 'stop'));
+    if (includeUsage) yield event({ ...payload('', null), choices: [], usage });
+    yield encoder.encode('data: [DONE]\n\n');
+  }
+  return { kind: 'stream', chunks: chunks(), cancel: async () => {} };
+}
+
 /** A deterministic 8-dimensional vector per input, so `/v1/embeddings` answers offline too. */
 function embed(text: string): number[] {
   const v = new Array<number>(8).fill(0);
@@ -93,6 +124,7 @@ export const echoAdapter: ProviderAdapter = {
       });
       return { kind: 'response', status: 200, body, contentType: 'application/json', retryAfter: null };
     }
+    if (c.endpoint === 'completions') return completion(c, model);
     const text = lastUserText(c.body);
     if (c.stream) {
       const options = c.body.stream_options as { include_usage?: unknown } | undefined;

@@ -32,10 +32,17 @@ export const errors = {
   disabledKey: () => new ProxyError(401, 'invalid_api_key', 'API key is disabled', 'api_key_disabled'),
   modelNotAllowed: (model: string) =>
     new ProxyError(403, 'permission_denied', `this API key may not use model "${model}"`),
+  /** AISIX's wording: generic on purpose, never echoing the configured ranges (`allowed_cidrs`). */
+  ipRestricted: () =>
+    new ProxyError(
+      403,
+      'permission_denied',
+      'Access denied: your client IP is not allowed to access this model',
+      'ip_restricted',
+    ),
   unknownModel: (model: string) => new ProxyError(404, 'model_not_found', `model "${model}" does not exist`),
   badRequest: (message: string) => new ProxyError(400, 'invalid_request_error', message),
-  tooLarge: (limit: number) =>
-    new ProxyError(413, 'invalid_request_error', `request body exceeds the limit of ${limit} bytes`),
+  tooLarge: (limit: number) => new ProxyError(413, 'invalid_request_error', `request body exceeds ${limit}-byte limit`),
   rateLimited: (retryAfterSecs: number, what: string) =>
     new ProxyError(
       429,
@@ -64,8 +71,36 @@ export function openaiEnvelope(e: ProxyError): string {
   return JSON.stringify({ error: { message: e.message, type: e.type, ...(e.code ? { code: e.code } : {}) } });
 }
 
+/**
+ * Anthropic's `error.type` for a status (AISIX's mapping, aisix-contract.md §2 L3): the Anthropic SDKs treat
+ * the type as a closed set, so the gateway's own kinds never appear there.
+ */
+export function anthropicErrorType(status: number): string {
+  switch (status) {
+    case 400:
+    case 422:
+      return 'invalid_request_error';
+    case 401:
+      return 'authentication_error';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 408:
+      return 'timeout_error';
+    case 413:
+      return 'request_too_large';
+    case 429:
+      return 'rate_limit_error';
+    case 503:
+      return 'overloaded_error';
+    default:
+      return 'api_error';
+  }
+}
+
 export function anthropicEnvelope(e: ProxyError): string {
-  return JSON.stringify({ type: 'error', error: { type: e.type, message: e.message } });
+  return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(e.status), message: e.message } });
 }
 
 export function errorResponse(e: ProxyError, envelope: (e: ProxyError) => string = openaiEnvelope): Response {

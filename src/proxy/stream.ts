@@ -17,8 +17,8 @@ export interface PumpOptions {
   keepaliveMs: number;
   /** Abort the upstream request (the caller went away). */
   abortUpstream(): void;
-  /** Called exactly once, when the last byte was handed over or the stream ended otherwise. */
-  onEnd(end: StreamEnd): void;
+  /** Called exactly once, when the last byte was handed over or the stream ended otherwise (with why). */
+  onEnd(end: StreamEnd, message?: string): void;
   /** The caller's wire's SSE error event; default OpenAI's `data: {"error":{…}}`. */
   errorEvent?: (type: 'upstream_error' | 'upstream_timeout', message: string) => Uint8Array;
 }
@@ -27,19 +27,23 @@ export function sseErrorEvent(type: string, message: string): Uint8Array {
   return encoder.encode(`data: ${JSON.stringify({ error: { message, type } })}\n\n`);
 }
 
-/** Anthropic's in-stream error event (`/v1/messages`). */
-export function anthropicSseErrorEvent(type: string, message: string): Uint8Array {
-  return encoder.encode(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type, message } })}\n\n`);
+/**
+ * Anthropic's in-stream error event (`/v1/messages`). Its `error.type` is Anthropic's closed set: a failure
+ * of the upstream is an `api_error` (as a 502/504 would be in the envelope).
+ */
+export function anthropicSseErrorEvent(_type: string, message: string): Uint8Array {
+  const event = { type: 'error', error: { type: 'api_error', message } };
+  return encoder.encode(`event: error\ndata: ${JSON.stringify(event)}\n\n`);
 }
 
 export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   const it = o.chunks[Symbol.asyncIterator]();
   let ended = false;
-  const end = (why: StreamEnd) => {
+  const end = (why: StreamEnd, message?: string) => {
     if (ended) return;
     ended = true;
     keepalive?.stop();
-    o.onEnd(why);
+    o.onEnd(why, message);
   };
   let ctrl: ReadableStreamDefaultController<Uint8Array> | undefined;
   // One timer for the stream's life: a comment goes out only while the caller waits on a silent upstream.
@@ -67,7 +71,7 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
           : `upstream stream failed: ${(e as Error)?.message ?? 'error'}`;
         c.enqueue((o.errorEvent ?? sseErrorEvent)(kind, message));
         c.close();
-        end(kind);
+        end(kind, message);
         return;
       }
       keepalive?.pause();
@@ -80,7 +84,7 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
     },
     async cancel() {
       o.abortUpstream();
-      end('client_closed');
+      end('client_closed', 'the caller closed the stream');
       await it.return?.().catch(() => {});
     },
   }, { highWaterMark: 0 });

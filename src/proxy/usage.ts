@@ -1,10 +1,15 @@
-// Tokens a response used, for the `tpm` rate limits. JSON answers carry `usage` (OpenAI's
-// prompt/completion/total tokens, Anthropic's input/output tokens). Streams are charged from the usage the
-// upstream puts in the stream, read as the bytes pass by: Anthropic streams always carry it; OpenAI streams
-// only when the caller asked for `stream_options.include_usage` (Sluice does not add it behind the caller's
-// back). A stream without usage is charged nothing.
+// Tokens a response used — for the `tpm` rate limits, the token metric families and the access log — and
+// the provider's own response id (`provider_request_id`). JSON answers carry `usage` (OpenAI's
+// prompt/completion/total tokens, Anthropic's input/output tokens). Streams carry it in their events, read
+// as the bytes pass by: Anthropic streams always; OpenAI streams only when the caller asked for
+// `stream_options.include_usage` (Sluice does not add it behind the caller's back). A stream without usage
+// counts nothing.
+//
+// Cheap on purpose, since it runs on every answer: a JSON body is not parsed whole — only its `usage`
+// object (found from the end, where every wire puts it) and its leading `"id"` are read; a stream's lines
+// are parsed only when they mention `"usage"` (or, for the first one, carry the id).
 
-interface Counted {
+export interface Usage {
   input?: number;
   output?: number;
   total?: number;
@@ -15,7 +20,7 @@ function n(v: unknown): number | undefined {
 }
 
 /** Fold one `usage` object (either wire) into what is known so far; later numbers win. */
-function fold(into: Counted, usage: unknown): void {
+function fold(into: Usage, usage: unknown): void {
   if (typeof usage !== 'object' || usage === null) return;
   const u = usage as Record<string, unknown>;
   const input = n(u.prompt_tokens) ??
@@ -31,48 +36,111 @@ function sumDefined(...xs: (number | undefined)[]): number | undefined {
   return defined.length === 0 ? undefined : defined.reduce((a, b) => a + b, 0);
 }
 
-function tokensOf(c: Counted): number | undefined {
-  if (c.total !== undefined) return c.total;
-  if (c.input === undefined && c.output === undefined) return undefined;
-  return (c.input ?? 0) + (c.output ?? 0);
+/** Total tokens: the stated total, else input + output; undefined when nothing was stated. */
+export function totalOf(u: Usage | undefined): number | undefined {
+  if (!u) return undefined;
+  if (u.total !== undefined) return u.total;
+  if (u.input === undefined && u.output === undefined) return undefined;
+  return (u.input ?? 0) + (u.output ?? 0);
+}
+
+/** The JSON object (or array) starting at `text[i]`, by bracket matching; undefined if it does not close. */
+function objectAt(text: string, i: number): string | undefined {
+  let depth = 0;
+  let inStr = false;
+  for (let j = i; j < text.length; j++) {
+    const c = text.charCodeAt(j);
+    if (inStr) {
+      if (c === 92) j++; // backslash
+      else if (c === 34) inStr = false;
+    } else if (c === 34) inStr = true;
+    else if (c === 123 || c === 91) depth++;
+    else if (c === 125 || c === 93) {
+      if (--depth === 0) return text.slice(i, j + 1);
+    }
+  }
+  return undefined;
+}
+
+/** The value of the last `"usage": {…}` member in `text` (a key, not an escaped string), parsed. */
+function lastUsageObject(text: string): unknown {
+  let at = text.length;
+  for (;;) {
+    at = text.lastIndexOf('"usage"', at - 1);
+    if (at < 0) return undefined;
+    if (at > 0 && text[at - 1] === '\\') continue;
+    let j = at + 7;
+    while (text[j] === ' ' || text[j] === '\n' || text[j] === '\r' || text[j] === '\t') j++;
+    if (text[j] !== ':') continue;
+    j++;
+    while (text[j] === ' ' || text[j] === '\n' || text[j] === '\r' || text[j] === '\t') j++;
+    if (text[j] !== '{') continue;
+    const obj = objectAt(text, j);
+    if (obj === undefined) return undefined;
+    try {
+      return JSON.parse(obj);
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+const ID = /"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"/;
+
+/** The first `"id": "…"` of a JSON text (every wire puts the response id first), or undefined. */
+function leadingId(text: string): string | undefined {
+  const m = ID.exec(text.length > 4096 ? text.slice(0, 4096) : text);
+  return m ? m[1] : undefined;
+}
+
+/** Usage and response id of a JSON answer. */
+export function readBody(text: string): { usage?: Usage; id?: string } {
+  const u: Usage = {};
+  fold(u, lastUsageObject(text));
+  const id = leadingId(text);
+  return { ...(totalOf(u) !== undefined ? { usage: u } : {}), ...(id !== undefined ? { id } : {}) };
 }
 
 /** Total tokens of a JSON answer, or undefined when it states none. */
 export function usageOfBody(text: string): number | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== 'object' || v === null) return undefined;
-  const c: Counted = {};
-  fold(c, (v as { usage?: unknown }).usage);
-  return tokensOf(c);
+  return totalOf(readBody(text).usage);
 }
 
-/** Reads `usage` out of SSE bytes passing by, without changing them. */
+/** Reads `usage` (and the response id) out of SSE bytes passing by, without changing them. */
 export class StreamUsage {
   private readonly decoder = new TextDecoder();
   private line = '';
-  private readonly counted: Counted = {};
+  private readonly counted: Usage = {};
+  /** The provider's response id, from the first event that carries one. */
+  id: string | undefined;
 
   observe(chunk: Uint8Array): void {
     const text = this.line + this.decoder.decode(chunk, { stream: true });
+    if (text.indexOf('\n') < 0) {
+      this.line = text;
+      return;
+    }
     const lines = text.split('\n');
     this.line = lines.pop() ?? '';
     for (const l of lines) this.readLine(l);
   }
 
-  /** Total tokens seen, or undefined when the stream carried no usage. */
-  tokens(): number | undefined {
+  /** What the stream said it used; call once it ended. */
+  usage(): Usage | undefined {
     if (this.line) this.readLine(this.line);
     this.line = '';
-    return tokensOf(this.counted);
+    return totalOf(this.counted) === undefined ? undefined : this.counted;
+  }
+
+  /** Total tokens seen, or undefined when the stream carried no usage. */
+  tokens(): number | undefined {
+    return totalOf(this.usage());
   }
 
   private readLine(line: string): void {
-    if (!line.startsWith('data:') || !line.includes('"usage"')) return;
+    if (!line.startsWith('data:')) return;
+    if (this.id === undefined) this.id = leadingId(line);
+    if (!line.includes('"usage"')) return;
     try {
       const v = JSON.parse(line.slice(5)) as { usage?: unknown; message?: { usage?: unknown } };
       fold(this.counted, v.message?.usage);

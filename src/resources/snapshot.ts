@@ -21,6 +21,8 @@ export class Snapshot {
   private readonly modelsByName = new Map<string, Model>();
   private readonly wildcards: WildcardAlias[] = [];
   private readonly apiKeysByHash = new Map<string, ApiKey>();
+  /** `<kind>/<id>` → the etcd mod_revision of the row it came from (etcd source only; the admin lists). */
+  readonly revisions = new Map<string, number>();
 
   /**
    * Name and key-hash indexes keep the LAST entry of a name (AISIX's name index: the row written last wins);

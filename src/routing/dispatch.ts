@@ -47,6 +47,7 @@ import {
   type RunResult,
 } from './retry.ts';
 import { type Candidate, type HeaderReader, pickTargets, type RoutingState, usableCandidates } from './strategies.ts';
+import { ipAllowed } from '../util/cidr.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 
@@ -245,7 +246,9 @@ export class Dispatcher {
     const candidates: Target[] = [];
     for (const rt of m.routing.targets) {
       const tm = input.snapshot.modelByName(rt.model);
-      const t = tm?.kind === 'direct' ? this.target(input.snapshot, tm, tm.model_name, m, rt) : undefined;
+      // AISIX drops a target whose own allowed_cidrs exclude the caller before the strategy picks.
+      if (tm?.kind !== 'direct' || !ipAllowed(tm.allowed_cidrs, input.clientIp)) continue;
+      const t = this.target(input.snapshot, tm, tm.model_name, m, rt);
       if (t) candidates.push(t);
     }
     if (candidates.length === 0) {
@@ -409,7 +412,10 @@ export class Dispatcher {
 
   private recordHealth(t: Target, outcome: AttemptOutcome | UpstreamFailure, retryAfterSecs?: number): void {
     const before = this.d.health.cooledDownTotal(t.model.id);
-    this.d.health.noteAttempt(t.model.id, outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300);
+    // AISIX's admin health level counts failed upstream calls that are not 4xx; a 4xx neither counts nor resets.
+    if (!(outcome.kind === 'response' && outcome.status >= 400 && outcome.status < 500)) {
+      this.d.health.noteAttempt(t.model.id, outcome.kind === 'response' && outcome.status < 400);
+    }
     if (outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300) {
       this.d.health.recordSuccess(t.model);
     } else if (outcome.kind === 'response') {

@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/config/load.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { sha256Hex } from '../../src/util/crypto.ts';
+import { parseLogLine } from './log-line.ts';
 
 export interface TestPlatform extends Platform {
   logs: Record<string, unknown>[];
@@ -34,11 +35,7 @@ export function testPlatform(env: Record<string, string | undefined> = {}): Test
     },
     env,
     writeLog: (line) => {
-      try {
-        logs.push(JSON.parse(line));
-      } catch {
-        logs.push({ raw: line });
-      }
+      logs.push(parseLogLine(line) ?? { raw: line });
     },
     exit: () => {},
   };

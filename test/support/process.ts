@@ -1,10 +1,11 @@
 // Black-box gateway processes: write a config folder, spawn a runtime's entrypoint as a real process,
-// read its JSON log lines as they come, poll its ports, send it real signals.
+// read its log lines (text or JSON) as they come, poll its ports, send it real signals.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { type LogLine, parseLogLine } from './log-line.ts';
 
 export type RuntimeName = 'node' | 'bun' | 'deno';
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -52,19 +53,14 @@ export function runtimeCommand(runtime: RuntimeName, args: string[]): [string, s
   }
 }
 
-export interface LogLine {
-  time?: string;
-  level?: string;
-  msg?: string;
-  [k: string]: unknown;
-}
+export type { LogLine } from './log-line.ts';
 
 export interface GatewayProcess {
   proc: ChildProcess;
   dir: string;
   ports: { proxy: number; status: number; admin: number };
   logs: LogLine[];
-  /** Non-JSON stderr lines (reports, fatal errors). */
+  /** stderr lines that are not log lines (reports, fatal errors). */
   rawErr: string[];
   url(path: string, listener?: 'proxy' | 'status' | 'admin'): string;
   waitForLog(msg: string | ((l: LogLine) => boolean), timeoutMs?: number): Promise<LogLine>;
@@ -118,13 +114,9 @@ export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
     while ((i = buf.indexOf('\n')) >= 0) {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
-      let parsed: LogLine | undefined;
-      try {
-        parsed = JSON.parse(line);
-      } catch {
-        rawErr.push(line);
-      }
-      if (parsed && typeof parsed === 'object') {
+      const parsed = parseLogLine(line);
+      if (!parsed) rawErr.push(line);
+      else {
         logs.push(parsed);
         for (const w of [...logWaiters]) {
           if (w.test(parsed)) {

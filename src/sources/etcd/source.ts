@@ -118,6 +118,8 @@ class EtcdSource implements EtcdConfigSource {
 
   /** key → latest observed value; `keys` is the same set in etcd key order. */
   private readonly observed = new Map<string, RowValue>();
+  /** key → its latest mod_revision (the admin lists' `revision`); entries of deleted keys are never read. */
+  private readonly modRevisions = new Map<string, number>();
   private keys: string[] = [];
   /** key → the value it serves (latest or pinned). */
   private served = new Map<string, ServedValue>();
@@ -297,6 +299,7 @@ class EtcdSource implements EtcdConfigSource {
 
   /** Records a put; parses only when the value changed. Returns whether the key is new. */
   private observe(kv: EtcdKv): boolean {
+    this.modRevisions.set(kv.key, kv.modRevision);
     const old = this.observed.get(kv.key);
     if (old && old.raw === kv.value && !kv.invalidUtf8) return false;
     const serving = this.served.get(kv.key);
@@ -413,6 +416,10 @@ class EtcdSource implements EtcdConfigSource {
     if (changed || !snapshot || configHash === undefined) {
       snapshot = new Snapshot(resourceSet(order, served));
       configHash = newConfigHash;
+      for (const [key, v] of served) {
+        const rev = this.modRevisions.get(key);
+        if (rev !== undefined) snapshot.revisions.set(`${v.parsed.kind}/${v.parsed.id}`, rev);
+      }
     }
     const now = rfc3339(this.gw.now());
     const rejected = this.rejectedRows(problems, o.touched, o.allSeen, now);
