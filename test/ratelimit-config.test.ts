@@ -1,6 +1,7 @@
 // The `ratelimit` section of config.yaml (AISIX's keys and defaults, AISIX_* overrides, what each mode needs),
 // the Workers boot WARN for `backend: redis`, and what callers see through the proxy app: the 429 envelope per
 // endpoint, Retry-After, the x-ratelimit-* headers and the rejection counter.
+import { parseLogLine } from './support/log-line.ts';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { type ConfigResult, loadConfig } from '../src/config/load.ts';
@@ -109,7 +110,7 @@ describe('config.yaml ratelimit', () => {
 describe('Workers and backend: redis', () => {
   test('no TCP sockets: one WARN at boot, counting per isolate, status and metric say not shared', async (t: TestContext) => {
     const lines: Record<string, unknown>[] = [];
-    t.mock.method(console, 'log', (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>));
+    t.mock.method(console, 'log', (line: string) => void lines.push(parseLogLine(line) ?? {}));
     const w = createWorker({
       configPath: 'b/config.yaml',
       files: {
