@@ -506,10 +506,6 @@ describe('/metrics', () => {
     );
     assert.equal(sample(text, 'aisix_config_reloads_total'), 1);
     assert.equal(sample(text, `aisix_config_hash_info{hash="${sha256(goodFile())}"}`), 1);
-    for (const k of ['provider_keys', 'models', 'api_keys']) {
-      assert.equal(sample(text, `aisix_config_rejected_resources{kind="${k}"}`), 0);
-      assert.equal(sample(text, `aisix_config_stale_served_resources{kind="${k}"}`), 0);
-    }
     // in flight is labelled by endpoint and inbound protocol: no series before the first request
     assert.equal(text.split('\n').some((l) => l.startsWith('aisix_proxy_in_flight_requests{')), false);
     assert.equal(sample(text, 'sluice_draining'), 0);
