@@ -27,6 +27,11 @@ export interface ListenSpec {
   tls?: { cert: Uint8Array; key: Uint8Array; certFile: string; keyFile: string };
   /** Also accept cleartext HTTP/2 (prior knowledge), where the runtime can. */
   http2?: boolean;
+  /**
+   * Refuse a request with more header fields than `maxCount` or more header bytes (names + values + 4 per
+   * field) than `maxBytes` with 431 and `refuse(path, message)` as its JSON body, before `fetch` sees it.
+   */
+  headerLimits?: { maxCount: number; maxBytes: number; refuse(path: string, message: string): string };
   /** Called for each connection accepted while the listener drains (the accept log line). */
   onDrainAccept?: (peer: string | undefined, openConnections: number | undefined) => void;
 }

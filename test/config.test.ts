@@ -36,6 +36,8 @@ describe('defaults', () => {
         addr: '0.0.0.0:3000',
         http2: false,
         request_body_limit_bytes: 0,
+        max_request_headers: 100,
+        max_request_header_bytes: 32768,
         request_id: { accept_headers: ['x-aisix-request-id'] },
       },
       admin: { enabled: true, addr: '127.0.0.1:3001', admin_keys: ['adm-1'] },

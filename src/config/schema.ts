@@ -26,6 +26,10 @@ export const ConfigSchema = z.strictObject({
     tls: z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) }).optional(),
     http2: z.boolean().default(false),
     request_body_limit_bytes: nonNegInt.default(0),
+    // Sluice-only: more header fields or bytes than this → 431 before anything else (docs/operations.md).
+    // ≤ 999: Deno's node:http keeps only the first 1000 fields, so a larger limit could not be checked there.
+    max_request_headers: z.number().int().positive().max(999).default(100),
+    max_request_header_bytes: z.number().int().positive().default(32_768),
     request_id: z.strictObject({
       accept_headers: z.array(z.string().min(1)).default(['x-aisix-request-id']),
     }).prefault({}),
