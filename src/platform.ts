@@ -86,7 +86,7 @@ export interface Platform {
   listen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener>;
   onSignal(signal: SignalName, handler: () => void): void;
   /** The runtime's fastest faithful HTTP client, made once the configuration is known. */
-  upstream(opts: { connectTimeoutMs: number }): UpstreamFetch;
+  upstream(opts: { connectTimeoutMs: number; maxResponseBytes?: number }): UpstreamFetch;
   files?: PlatformFiles;
   /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd

@@ -56,6 +56,8 @@ export const ConfigSchema = z.strictObject({
     stream_timeout_ms: nonNegInt.default(0),
     connect_timeout_ms: nonNegInt.default(5000),
     retries: nonNegInt.default(2),
+    // Sluice-only: a larger upstream answer is refused (502); 0 = no limit (docs/operations.md).
+    max_response_bytes: nonNegInt.default(33_554_432),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
