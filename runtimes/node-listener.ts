@@ -117,6 +117,11 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
   } else {
     server = http.createServer(h1Options, onRequest);
   }
+  // Idle HTTP/1.1 connections (between requests only: a request in flight or an SSE stream is never cut).
+  // 0 disables the timer; the TLS server's HTTP/1.1 fallback reads the same property.
+  if (spec.idleTimeoutMs !== undefined) {
+    for (const s of [server, h1]) if (s) (s as { keepAliveTimeout?: number }).keepAliveTimeout = spec.idleTimeoutMs;
+  }
   // Sockets carrying HTTP/2 (a session's `socket` is a Proxy, so they are marked where they are routed).
   const h2Sockets = new WeakSet<Socket>();
   server.on('session', (s: http2.Http2Session) => {

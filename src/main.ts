@@ -231,6 +231,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       ...parseAddr(config.proxy.addr),
       tls: boot.tls,
       http2: config.proxy.http2,
+      idleTimeoutMs: config.downstream.idle_timeout_secs * 1000,
       headerLimits: {
         maxCount: config.proxy.max_request_headers,
         maxBytes: config.proxy.max_request_header_bytes,

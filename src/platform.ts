@@ -32,6 +32,8 @@ export interface ListenSpec {
    * field) than `maxBytes` with 431 and `refuse(path, message)` as its JSON body, before `fetch` sees it.
    */
   headerLimits?: { maxCount: number; maxBytes: number; refuse(path: string, message: string): string };
+  /** Close an HTTP/1.1 connection idle (between requests) for this long; 0 = never. Default: the runtime's (5 s). */
+  idleTimeoutMs?: number;
   /** Called for each connection accepted while the listener drains (the accept log line). */
   onDrainAccept?: (peer: string | undefined, openConnections: number | undefined) => void;
 }

@@ -54,7 +54,7 @@ describe('defaults', () => {
         retries: 2,
         max_response_bytes: 33554432,
       },
-      downstream: { sse_keepalive_interval_secs: 15 },
+      downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0 },
       shutdown: { min_drain_secs: 30 },
       managed: {},
     });
@@ -65,11 +65,11 @@ describe('defaults', () => {
     const r = ok(loadConfig(
       FILE,
       `resources_file: r.yaml
-proxy: { addr: "127.0.0.1:8080", http2: true, request_body_limit_bytes: 1024, request_id: { accept_headers: [x-request-id] } }
+proxy: { addr: "127.0.0.1:8080", http2: true, request_body_limit_bytes: 1024, request_id: { accept_headers: [x-request-id] }, max_request_headers: 50, max_request_header_bytes: 4096 }
 admin: { enabled: false }
 observability: { log_level: debug, log_format: text, access_log: false, metrics: { prometheus: { enabled: false, path: /m, addr: "127.0.0.1:9999" } } }
-upstream: { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0 }
-downstream: { sse_keepalive_interval_secs: 0 }
+upstream: { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0, max_response_bytes: 0 }
+downstream: { sse_keepalive_interval_secs: 0, idle_timeout_secs: 75 }
 shutdown: { min_drain_secs: 0 }
 `,
       {},
@@ -77,6 +77,8 @@ shutdown: { min_drain_secs: 0 }
     const c = r.config;
     assert.equal(c.proxy.http2, true);
     assert.equal(c.proxy.request_body_limit_bytes, 1024);
+    assert.equal(c.proxy.max_request_headers, 50);
+    assert.equal(c.proxy.max_request_header_bytes, 4096);
     assert.deepEqual(c.proxy.request_id.accept_headers, ['x-request-id']);
     assert.equal(c.admin.enabled, false);
     assert.deepEqual(c.admin.admin_keys, []);
@@ -86,8 +88,15 @@ shutdown: { min_drain_secs: 0 }
       access_log: false,
       metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' } },
     });
-    assert.deepEqual(c.upstream, { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0 });
+    assert.deepEqual(c.upstream, {
+      timeout_ms: 0,
+      stream_timeout_ms: 100,
+      connect_timeout_ms: 50,
+      retries: 0,
+      max_response_bytes: 0,
+    });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
+    assert.equal(c.downstream.idle_timeout_secs, 75);
     assert.equal(c.shutdown.min_drain_secs, 0);
   });
 
@@ -238,7 +247,6 @@ managed:
     assert.deepEqual([...r.ignoredKeys].sort(), [
       'bedrock_endpoint_url',
       'cache',
-      'downstream.idle_timeout_secs',
       'etcd.env_id',
       'managed.control_plane_url',
       'managed.instance_token_env',

@@ -61,6 +61,8 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
+    // AISIX's key and default: close an idle HTTP/1.1 connection after this long; 0 = never.
+    idle_timeout_secs: nonNegInt.default(0),
   }).prefault({}),
   shutdown: z.strictObject({
     min_drain_secs: nonNegInt.default(30),
@@ -113,7 +115,6 @@ export const IGNORED_KEYS = [
   'upstream.tls',
   'upstream.tcp_keepalive_*',
   'upstream.pool_*',
-  'downstream.idle_timeout_secs',
   'etcd.env_id',
   'managed.*',
   'bedrock_endpoint_url',
