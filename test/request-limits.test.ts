@@ -6,6 +6,7 @@
 // Run: node build.mjs && node --import tsx --test test/request-limits.test.ts
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
@@ -130,6 +131,38 @@ describe(
         answers.set(runtime, seen);
         // Still serving after the refusals.
         assert.equal((await rawRequest(port, head('/v1/chat/completions', 10, { post: true }), BODY)).status, 200);
+      });
+    }
+
+    for (const runtime of RUNTIMES) {
+      test(`${runtime}: h2c (proxy.http2) — 150 fields get the same 431; a far larger flood is reset`, async () => {
+        const g = await spawn(runtime, ', http2: true');
+        const ask = async (fields: number): Promise<string> => {
+          const session = http2.connect(`http://127.0.0.1:${g.ports.proxy}`);
+          session.on('error', () => {});
+          const headers: Record<string, string> = { ':path': '/v1/models', authorization: `Bearer ${CALLER_KEY}` };
+          for (let i = 0; Object.keys(headers).length < fields + 1; i++) headers[`x-f-${i}`] = 'v';
+          try {
+            return await new Promise<string>((resolve) => {
+              const st = session.request(headers);
+              let body = '';
+              let status = '';
+              st.on('response', (h) => (status = String(h[':status'])));
+              st.on('data', (d: Buffer) => (body += d.toString()));
+              st.on('end', () => resolve(`${status} ${body}`));
+              st.on('error', (e: Error) => resolve(`reset: ${e.message}`));
+            });
+          } finally {
+            session.close();
+          }
+        };
+        assert.match(await ask(50), /^200 /);
+        assert.equal(
+          await ask(150),
+          '431 {"error":{"message":"too many request header fields: 150 (the limit is 100)","type":"invalid_request_error"}}',
+        );
+        // Past the HTTP/2 layer's own bound (2 × the limit + 8 pairs), nghttp2 resets the stream.
+        assert.match(await ask(500), /^reset: .*ENHANCE_YOUR_CALM|^431 /);
       });
     }
 
