@@ -8,10 +8,11 @@
 // Run: node build.mjs && node --import tsx --test test/etcd-recovery.test.ts
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import * as http from 'node:http';
 import * as net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { MSG } from '../src/observability/messages.ts';
-import { EtcdError } from '../src/sources/etcd/client.ts';
+import { EtcdClient, EtcdError } from '../src/sources/etcd/client.ts';
 import { isUnreachable } from '../src/sources/etcd/supervisor.ts';
 import { seeder, trio } from './support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from './support/etcd.ts';
@@ -203,4 +204,42 @@ test('isUnreachable: probing is for an etcd that could not be reached, not for o
   assert.equal(isUnreachable(new EtcdError('bad request', 'server', { status: 400, grpcCode: 3 })), false);
   assert.equal(isUnreachable(new EtcdError('denied', 'auth', { status: 401 })), false);
   assert.equal(isUnreachable(new EtcdError('handler', 'protocol')), false);
+});
+
+test('EtcdClient.ping: an answer with a leader or any non-5xx answer passes; refused, silent, 503 and no leader fail', async () => {
+  const etcd = await startEtcd();
+  const answers: Record<string, [number, string] | 'hang'> = {
+    '/404': [404, 'not here'],
+    '/503': [503, '{"message":"unavailable"}'],
+    '/noleader': [200, '{"header":{},"leader":"0"}'],
+    '/hang': 'hang',
+  };
+  const server = http.createServer((req, res) => {
+    const a = answers[(req.url ?? '').replace('/v3/maintenance/status', '')];
+    if (a === 'hang' || !a) return; // never answers
+    res.writeHead(a[0]);
+    res.end(a[1]);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  try {
+    const client = new EtcdClient({ endpoints: [etcd.endpoint] });
+    assert.equal(await client.ping({ timeoutMs: 1000 }), etcd.endpoint);
+    const at = (path: string) => new EtcdClient({ endpoints: [`${base}${path}`] });
+    assert.equal(await at('/404').ping({ timeoutMs: 1000 }), `${base}/404`);
+    await assert.rejects(at('/503').ping({ timeoutMs: 1000 }), (e: EtcdError) => e.kind === 'server');
+    await assert.rejects(at('/noleader').ping({ timeoutMs: 1000 }), /no leader/);
+    const t0 = Date.now();
+    await assert.rejects(at('/hang').ping({ timeoutMs: 300 }), (e: EtcdError) => e.kind === 'timeout');
+    assert.ok(Date.now() - t0 < 2000);
+    await etcd.kill();
+    await assert.rejects(client.ping({ timeoutMs: 1000 }), (e: EtcdError) => e.kind === 'transport');
+    // Several endpoints: the first that answers wins.
+    const two = new EtcdClient({ endpoints: [etcd.endpoint, `${base}/404`] });
+    assert.equal(await two.ping({ timeoutMs: 1000 }), `${base}/404`);
+  } finally {
+    server.closeAllConnections();
+    server.close();
+    await etcd.stop();
+  }
 });

@@ -348,9 +348,10 @@ export class EtcdClient {
 
   /**
    * A cheap liveness check: POST /v3/maintenance/status (no token needed, no key read) on `endpoint`, or on
-   * any endpoint when none is given, bounded by `timeoutMs`. Resolves with the endpoint that answered once an
-   * endpoint says it has a leader; throws `EtcdError` otherwise. Used to notice a stalled connection under a
-   * watch and to learn, between reconnect attempts, that etcd is back (supervisor.ts).
+   * any endpoint when none is given, bounded by `timeoutMs`. Resolves with the first endpoint that answers
+   * (a 200 must name a leader; 502/503/504 do not count); throws `EtcdError` otherwise. Used to notice a
+   * stalled connection under a watch and to learn, between reconnect attempts, that etcd is back
+   * (supervisor.ts).
    */
   async ping(opts: { endpoint?: string; timeoutMs: number; signal?: AbortSignal }): Promise<string> {
     const endpoints = opts.endpoint !== undefined ? [opts.endpoint] : this.endpoints;
@@ -381,8 +382,11 @@ export class EtcdClient {
         } catch {
           // not JSON: a proxy's page, not etcd
         }
-        if (res.status === 200 && leader !== undefined && leader !== '0' && leader !== 0) return endpoint;
-        failures.push(`${where}: no leader (HTTP ${res.status})`);
+        // 200 without a leader, or a proxy's "unavailable": not usable. Any other answer proves the path
+        // (a front proxy that does not expose the maintenance API answers 404: that is still an answer).
+        const noLeader = res.status === 200 && (leader === undefined || leader === '0' || leader === 0);
+        if (!noLeader && res.status !== 502 && res.status !== 503 && res.status !== 504) return endpoint;
+        failures.push(noLeader ? `${where}: no leader` : `${where}: HTTP ${res.status}`);
         kind = 'server';
       } catch (err) {
         if (opts.signal?.aborted) throw abortedError();
