@@ -17,7 +17,7 @@ export function bunPlatform(): Platform {
     name: 'bun',
     listen: nodeListen,
     onSignal: (signal, handler) => void process.on(signal, handler),
-    upstream: () => fetchUpstream(fetch),
+    upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
     files: nodeFiles,
     redis: ioredisClient,
     env: process.env,

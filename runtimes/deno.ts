@@ -16,7 +16,7 @@ function denoPlatform(): Platform {
     name: 'deno',
     listen: nodeListen,
     onSignal: (signal, handler) => Deno.addSignalListener(signal, handler),
-    upstream: (o) => undiciUpstream(o.connectTimeoutMs, upstreamCa),
+    upstream: (o) => undiciUpstream(o.connectTimeoutMs, upstreamCa, o.maxResponseBytes),
     files: {
       read: (p) => Deno.readFile(p),
       async writeAtomic(p, data) {

@@ -16,6 +16,32 @@ export function peerOf(socket: { remoteAddress?: string; remotePort?: number } |
 
 type AnyServer = http.Server | http2.Http2SecureServer | http2.Http2Server;
 
+/** Room above `headerLimits.maxBytes` for the request line, so the runtime's parser lets our check answer. */
+const PARSER_HEADROOM_BYTES = 8192;
+
+/**
+ * Why `rawHeaders` breaks `limits`, or undefined. HTTP/2 pseudo-headers (`:path` …) do not count; a field
+ * costs its name and value plus 4 bytes (`: ` and CRLF), as on the wire in HTTP/1.1.
+ */
+export function headerExcess(
+  rawHeaders: readonly string[],
+  limits: { maxCount: number; maxBytes: number },
+): string | undefined {
+  let count = 0;
+  let bytes = 0;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.charCodeAt(0) === 0x3a /* : */) continue;
+    count++;
+    bytes += name.length + rawHeaders[i + 1]!.length + 4;
+  }
+  if (count > limits.maxCount) return `too many request header fields: ${count} (the limit is ${limits.maxCount})`;
+  if (bytes > limits.maxBytes) {
+    return `request header fields too large: ${bytes} bytes (the limit is ${limits.maxBytes} bytes)`;
+  }
+  return undefined;
+}
+
 /**
  * One listener. HTTP/1.1 responses during the drain get `Connection: close` (Node adds it and closes the
  * socket when `shouldKeepAlive` is false); HTTP/2 sessions get GOAWAY at drain start and finish their
@@ -45,29 +71,56 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
       return fetch(req, conn);
     },
   );
+  const limits = spec.headerLimits;
   const onRequest = (
     req: http.IncomingMessage | http2.Http2ServerRequest,
     res: http.ServerResponse | http2.Http2ServerResponse,
   ) => {
     if (draining && res instanceof http.ServerResponse) res.shouldKeepAlive = false;
+    // Before Hono builds a Request: a header flood costs one pass over rawHeaders and a short answer.
+    const excess = limits && headerExcess(req.rawHeaders, limits);
+    if (excess !== undefined && limits) {
+      const body = limits.refuse((req.url ?? '/').split('?')[0]!, excess);
+      // HTTP/1.1: the connection closes after the answer (the unread body, if any, is not worth reading).
+      if (res instanceof http.ServerResponse) res.shouldKeepAlive = false;
+      res.writeHead(431, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) });
+      res.end(body);
+      return;
+    }
     // The two request/response pairs are interchangeable for the listener (it is written for both).
     handle(req as http.IncomingMessage, res as http.ServerResponse);
   };
 
+  // With header limits, the runtime's own parser limits sit above ours, so our 431 (with its JSON body) is
+  // what a caller sees. Without them, the runtime defaults stay (16 KiB; HTTP/2: 128 fields).
+  const h1Options: http.ServerOptions = limits ? { maxHeaderSize: limits.maxBytes + PARSER_HEADROOM_BYTES } : {};
+  const h2Options: http2.ServerOptions = limits
+    ? {
+      maxHeaderListPairs: Math.max(128, limits.maxCount * 2 + 8),
+      settings: { maxHeaderListSize: limits.maxBytes + PARSER_HEADROOM_BYTES },
+    }
+    : {};
   let server: AnyServer;
   let h1: http.Server | undefined;
   if (spec.tls) {
     server = http2.createSecureServer({
+      ...h1Options,
+      ...h2Options,
       cert: Buffer.from(spec.tls.cert),
       key: Buffer.from(spec.tls.key),
       allowHTTP1: true,
     }, onRequest);
   } else if (spec.http2) {
     // Cleartext: HTTP/1.1 and h2c prior knowledge on one port; the first bytes decide (see sniff below).
-    h1 = http.createServer(onRequest);
-    server = http2.createServer({}, onRequest);
+    h1 = http.createServer(h1Options, onRequest);
+    server = http2.createServer(h2Options, onRequest);
   } else {
-    server = http.createServer(onRequest);
+    server = http.createServer(h1Options, onRequest);
+  }
+  // Idle HTTP/1.1 connections (between requests only: a request in flight or an SSE stream is never cut).
+  // 0 disables the timer; the TLS server's HTTP/1.1 fallback reads the same property.
+  if (spec.idleTimeoutMs !== undefined) {
+    for (const s of [server, h1]) if (s) (s as { keepAliveTimeout?: number }).keepAliveTimeout = spec.idleTimeoutMs;
   }
   // Sockets carrying HTTP/2 (a session's `socket` is a Proxy, so they are marked where they are routed).
   const h2Sockets = new WeakSet<Socket>();

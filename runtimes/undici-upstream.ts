@@ -5,12 +5,15 @@
 import { rootCertificates } from 'node:tls';
 import { Agent, request } from 'undici';
 import type { UpstreamFetch } from '../src/platform.ts';
+import { boundedChunks, boundedText, declaresTooMuch, UpstreamTooLarge } from '../src/upstream-fetch.ts';
 
 /**
  * `extraCaPem`: more trusted CAs on top of the default roots. Node's TLS reads NODE_EXTRA_CA_CERTS itself;
  * Deno's node:tls does not read DENO_CERT, so runtimes/deno.ts passes that file here.
+ * `maxBytes` (upstream.max_response_bytes, 0 = none) bounds each answer as src/upstream-fetch.ts describes;
+ * an over-limit body is destroyed, which makes undici close its connection instead of pooling it.
  */
-export function undiciUpstream(connectTimeoutMs: number, extraCaPem?: string): UpstreamFetch {
+export function undiciUpstream(connectTimeoutMs: number, extraCaPem?: string, maxBytes = 0): UpstreamFetch {
   const connect = {
     timeout: connectTimeoutMs || undefined,
     ca: extraCaPem ? [...rootCertificates, extraCaPem] : undefined,
@@ -21,6 +24,25 @@ export function undiciUpstream(connectTimeoutMs: number, extraCaPem?: string): U
     // lib/core/util.js addAbortListener), so the core's `Cancel` goes in as it is; its types only name AbortSignal.
     const signal = r.signal as AbortSignal | undefined;
     const res = await request(r.url, { method: r.method, headers: r.headers, body: r.body, signal, dispatcher: agent });
+    if (maxBytes) {
+      const declared = res.headers['content-length'];
+      if (declaresTooMuch(Array.isArray(declared) ? declared[0] : declared, maxBytes)) {
+        res.body.destroy();
+        throw new UpstreamTooLarge(maxBytes);
+      }
+      const body = res.body;
+      // On the limit, the generator's throw ends the `for await` over `body`, which destroys it.
+      return {
+        status: res.statusCode,
+        header: (name) => {
+          const v = res.headers[name];
+          return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+        },
+        body: boundedChunks(body, maxBytes),
+        text: () => boundedText(body, maxBytes),
+        discard: () => body.dump().then(() => {}),
+      };
+    }
     return {
       status: res.statusCode,
       header: (name) => {

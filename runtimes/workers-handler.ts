@@ -92,7 +92,7 @@ export function workersPlatform(files: Record<string, string>, env: Record<strin
     listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
     // Workers sends no signals: a deployment moves new requests to new isolates and drains the old ones itself.
     onSignal: () => {},
-    upstream: () => fetchUpstream(fetch),
+    upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
     files: bundledFiles(files),
     env,
     writeLog: (line) => console.log(line),

@@ -72,7 +72,10 @@ export class Gateway implements ReadinessChecks {
       partiallyCompatibleRows: {},
     };
     this.health = new ModelHealth({ now: () => this.now().getTime() });
-    this.upstream = platform.upstream({ connectTimeoutMs: config.upstream.connect_timeout_ms });
+    this.upstream = platform.upstream({
+      connectTimeoutMs: config.upstream.connect_timeout_ms,
+      maxResponseBytes: config.upstream.max_response_bytes,
+    });
     this.checker = opts.backgroundChecks === false ? undefined : new BackgroundChecker({
       health: this.health,
       check: modelCheck({ snapshot: () => this.snapshot, upstream: this.upstream }),

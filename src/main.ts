@@ -10,6 +10,7 @@ import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
+import { anthropicEnvelope, openaiEnvelope, ProxyError } from './proxy/errors.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
 import { runExport } from './sources/etcd/export.ts';
 import { createEtcdSource } from './sources/etcd/source.ts';
@@ -238,6 +239,15 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
       ...parseAddr(config.proxy.addr),
       tls: boot.tls,
       http2: config.proxy.http2,
+      idleTimeoutMs: config.downstream.idle_timeout_secs * 1000,
+      headerLimits: {
+        maxCount: config.proxy.max_request_headers,
+        maxBytes: config.proxy.max_request_header_bytes,
+        refuse: (path, message) =>
+          (path === '/v1/messages' ? anthropicEnvelope : openaiEnvelope)(
+            new ProxyError(431, 'invalid_request_error', message),
+          ),
+      },
       onDrainAccept: (peer, open) => {
         gw.lifecycle.recordConnection();
         gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open });

@@ -28,6 +28,13 @@ export interface ListenSpec {
   tls?: { cert: Uint8Array; key: Uint8Array; certFile: string; keyFile: string };
   /** Also accept cleartext HTTP/2 (prior knowledge), where the runtime can. */
   http2?: boolean;
+  /**
+   * Refuse a request with more header fields than `maxCount` or more header bytes (names + values + 4 per
+   * field) than `maxBytes` with 431 and `refuse(path, message)` as its JSON body, before `fetch` sees it.
+   */
+  headerLimits?: { maxCount: number; maxBytes: number; refuse(path: string, message: string): string };
+  /** Close an HTTP/1.1 connection idle (between requests) for this long; 0 = never. Default: the runtime's (5 s). */
+  idleTimeoutMs?: number;
   /** Called for each connection accepted while the listener drains (the accept log line). */
   onDrainAccept?: (peer: string | undefined, openConnections: number | undefined) => void;
 }
@@ -82,7 +89,7 @@ export interface Platform {
   listen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener>;
   onSignal(signal: SignalName, handler: () => void): void;
   /** The runtime's fastest faithful HTTP client, made once the configuration is known. */
-  upstream(opts: { connectTimeoutMs: number }): UpstreamFetch;
+  upstream(opts: { connectTimeoutMs: number; maxResponseBytes?: number }): UpstreamFetch;
   files?: PlatformFiles;
   /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd

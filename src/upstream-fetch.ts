@@ -1,11 +1,62 @@
 // The default upstream transport on the web `fetch` every runtime has. undici's `request` replaces it
 // (runtimes/undici-upstream.ts) on Node and Deno, which is faster there; Bun and Workers use this.
+//
+// `maxBytes` (upstream.max_response_bytes; 0 = no limit) bounds every answer at the transport: a declared
+// Content-Length over it rejects the call before a byte of the body is read; `text()` rejects once the
+// bytes read pass it, and an iterated body throws at the same point. Either way the body is cancelled, so
+// the connection is closed rather than returned to the pool with an unread answer on it.
 import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
 import { toAbortSignal } from './util/cancel.ts';
 
 const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
 
-export function fetchUpstream(fetchFn: typeof fetch = fetch): UpstreamFetch {
+/** The error an over-limit answer fails with (the dispatcher turns it into a 502 `upstream_error`). */
+export class UpstreamTooLarge extends Error {
+  override readonly name = 'UpstreamTooLarge';
+  constructor(readonly limitBytes: number) {
+    super(`upstream answer exceeded ${limitBytes} bytes`);
+  }
+}
+
+/** Whether a declared `content-length` is over `maxBytes` (0 = no limit). Pure. */
+export function declaresTooMuch(contentLength: string | null | undefined, maxBytes: number): boolean {
+  if (!maxBytes || !contentLength) return false;
+  const n = Number(contentLength);
+  return Number.isFinite(n) && n > maxBytes;
+}
+
+/** Passes chunks through while counting; throws `UpstreamTooLarge` once more than `maxBytes` went by. */
+export async function* boundedChunks(
+  chunks: AsyncIterable<Uint8Array>,
+  maxBytes: number,
+): AsyncGenerator<Uint8Array> {
+  let seen = 0;
+  for await (const chunk of chunks) {
+    seen += chunk.byteLength;
+    if (maxBytes && seen > maxBytes) throw new UpstreamTooLarge(maxBytes);
+    yield chunk;
+  }
+}
+
+/** The whole body as text, reading no more than `maxBytes` (+ one chunk) before giving up. */
+export async function boundedText(chunks: AsyncIterable<Uint8Array>, maxBytes: number): Promise<string> {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of boundedChunks(chunks, maxBytes)) {
+    parts.push(chunk);
+    total += chunk.byteLength;
+  }
+  if (parts.length === 1) return new TextDecoder().decode(parts[0]);
+  const all = new Uint8Array(total);
+  let off = 0;
+  for (const p of parts) {
+    all.set(p, off);
+    off += p.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}
+
+export function fetchUpstream(fetchFn: typeof fetch = fetch, maxBytes = 0): UpstreamFetch {
   return async (req) => {
     const res = await fetchFn(req.url, {
       method: req.method,
@@ -14,11 +65,16 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch): UpstreamFetch {
       signal: req.signal && toAbortSignal(req.signal),
     });
     const body = res.body;
+    if (declaresTooMuch(res.headers.get('content-length'), maxBytes)) {
+      await body?.cancel().catch(() => {});
+      throw new UpstreamTooLarge(maxBytes);
+    }
+    const chunks = body ? streamChunks(body) : empty;
     const out: UpstreamResponse = {
       status: res.status,
       header: (name) => res.headers.get(name),
-      body: body ? streamChunks(body) : empty,
-      text: () => res.text(),
+      body: maxBytes ? boundedChunks(chunks, maxBytes) : chunks,
+      text: () => (maxBytes ? boundedText(chunks, maxBytes) : res.text()),
       discard: async () => {
         await body?.cancel().catch(() => {});
       },

@@ -36,6 +36,8 @@ describe('defaults', () => {
         addr: '0.0.0.0:3000',
         http2: false,
         request_body_limit_bytes: 0,
+        max_request_headers: 100,
+        max_request_header_bytes: 32768,
         request_id: { accept_headers: ['x-aisix-request-id'] },
         real_ip: { trusted_proxies: [], recursive: false, header: 'x-forwarded-for' },
       },
@@ -46,8 +48,14 @@ describe('defaults', () => {
         access_log: true,
         metrics: { prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' } },
       },
-      upstream: { timeout_ms: 6000000, stream_timeout_ms: 0, connect_timeout_ms: 5000, retries: 2 },
-      downstream: { sse_keepalive_interval_secs: 15 },
+      upstream: {
+        timeout_ms: 6000000,
+        stream_timeout_ms: 0,
+        connect_timeout_ms: 5000,
+        retries: 2,
+        max_response_bytes: 33554432,
+      },
+      downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0 },
       shutdown: { min_drain_secs: 30 },
       managed: {},
       ratelimit: { backend: 'memory', concurrency_ttl_secs: 300 },
@@ -59,11 +67,11 @@ describe('defaults', () => {
     const r = ok(loadConfig(
       FILE,
       `resources_file: r.yaml
-proxy: { addr: "127.0.0.1:8080", http2: true, request_body_limit_bytes: 1024, request_id: { accept_headers: [x-request-id] } }
+proxy: { addr: "127.0.0.1:8080", http2: true, request_body_limit_bytes: 1024, request_id: { accept_headers: [x-request-id] }, max_request_headers: 50, max_request_header_bytes: 4096 }
 admin: { enabled: false }
 observability: { log_level: debug, log_format: json, access_log: false, metrics: { prometheus: { enabled: false, path: /m, addr: "127.0.0.1:9999" } } }
-upstream: { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0 }
-downstream: { sse_keepalive_interval_secs: 0 }
+upstream: { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0, max_response_bytes: 0 }
+downstream: { sse_keepalive_interval_secs: 0, idle_timeout_secs: 75 }
 shutdown: { min_drain_secs: 0 }
 `,
       {},
@@ -71,6 +79,8 @@ shutdown: { min_drain_secs: 0 }
     const c = r.config;
     assert.equal(c.proxy.http2, true);
     assert.equal(c.proxy.request_body_limit_bytes, 1024);
+    assert.equal(c.proxy.max_request_headers, 50);
+    assert.equal(c.proxy.max_request_header_bytes, 4096);
     assert.deepEqual(c.proxy.request_id.accept_headers, ['x-request-id']);
     assert.equal(c.admin.enabled, false);
     assert.deepEqual(c.admin.admin_keys, []);
@@ -80,8 +90,15 @@ shutdown: { min_drain_secs: 0 }
       access_log: false,
       metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' } },
     });
-    assert.deepEqual(c.upstream, { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0 });
+    assert.deepEqual(c.upstream, {
+      timeout_ms: 0,
+      stream_timeout_ms: 100,
+      connect_timeout_ms: 50,
+      retries: 0,
+      max_response_bytes: 0,
+    });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
+    assert.equal(c.downstream.idle_timeout_secs, 75);
     assert.equal(c.shutdown.min_drain_secs, 0);
   });
 
@@ -232,7 +249,6 @@ managed:
     assert.deepEqual([...r.ignoredKeys].sort(), [
       'bedrock_endpoint_url',
       'cache',
-      'downstream.idle_timeout_secs',
       'etcd.env_id',
       'managed.control_plane_url',
       'managed.instance_token_env',

@@ -78,6 +78,10 @@ export const ConfigSchema = z.strictObject({
     tls: z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) }).optional(),
     http2: z.boolean().default(false),
     request_body_limit_bytes: nonNegInt.default(0),
+    // Sluice-only: more header fields or bytes than this → 431 before anything else (docs/operations.md).
+    // ≤ 999: Deno's node:http keeps only the first 1000 fields, so a larger limit could not be checked there.
+    max_request_headers: z.number().int().positive().max(999).default(100),
+    max_request_header_bytes: z.number().int().positive().default(32_768),
     request_id: z.strictObject({
       accept_headers: z.array(z.string().min(1)).default(['x-aisix-request-id']),
     }).prefault({}),
@@ -112,9 +116,13 @@ export const ConfigSchema = z.strictObject({
     stream_timeout_ms: nonNegInt.default(0),
     connect_timeout_ms: nonNegInt.default(5000),
     retries: nonNegInt.default(2),
+    // Sluice-only: a larger upstream answer is refused (502); 0 = no limit (docs/operations.md).
+    max_response_bytes: nonNegInt.default(33_554_432),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
+    // AISIX's key and default: close an idle HTTP/1.1 connection after this long; 0 = never.
+    idle_timeout_secs: nonNegInt.default(0),
   }).prefault({}),
   shutdown: z.strictObject({
     min_drain_secs: nonNegInt.default(30),
@@ -166,7 +174,6 @@ export const IGNORED_KEYS = [
   'upstream.tls',
   'upstream.tcp_keepalive_*',
   'upstream.pool_*',
-  'downstream.idle_timeout_secs',
   'etcd.env_id',
   'managed.*',
   'bedrock_endpoint_url',

@@ -346,6 +346,64 @@ export class EtcdClient {
     );
   }
 
+  /**
+   * A cheap liveness check: POST /v3/maintenance/status (no token needed, no key read) on `endpoint`, or on
+   * any endpoint when none is given, bounded by `timeoutMs`. Resolves with the first endpoint that answers
+   * (a 200 must name a leader; 502/503/504 do not count); throws `EtcdError` otherwise. Used to notice a
+   * stalled connection under a watch and to learn, between reconnect attempts, that etcd is back
+   * (supervisor.ts).
+   */
+  async ping(opts: { endpoint?: string; timeoutMs: number; signal?: AbortSignal }): Promise<string> {
+    const endpoints = opts.endpoint !== undefined ? [opts.endpoint] : this.endpoints;
+    const failures: string[] = [];
+    let kind: EtcdErrorKind = 'transport';
+    for (const endpoint of endpoints) {
+      if (opts.signal?.aborted) throw abortedError();
+      const where = displayEndpoint(endpoint);
+      const ctrl = new AbortController();
+      const unlink = linkAbort(opts.signal, ctrl);
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        ctrl.abort();
+      }, opts.timeoutMs);
+      try {
+        const res = await this.fetchFn(`${endpoint}/v3/maintenance/status`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+          signal: ctrl.signal,
+        });
+        const text = await res.text();
+        let leader: unknown;
+        try {
+          const body: unknown = JSON.parse(text);
+          leader = isRecord(body) ? body.leader : undefined;
+        } catch {
+          // not JSON: a proxy's page, not etcd
+        }
+        // 200 without a leader, or a proxy's "unavailable": not usable. Any other answer proves the path
+        // (a front proxy that does not expose the maintenance API answers 404: that is still an answer).
+        const noLeader = res.status === 200 && (leader === undefined || leader === '0' || leader === 0);
+        if (!noLeader && res.status !== 502 && res.status !== 503 && res.status !== 504) return endpoint;
+        failures.push(noLeader ? `${where}: no leader` : `${where}: HTTP ${res.status}`);
+        kind = 'server';
+      } catch (err) {
+        if (opts.signal?.aborted) throw abortedError();
+        failures.push(
+          timedOut
+            ? `${where}: no answer within ${opts.timeoutMs} ms`
+            : this.redact(`${where}: ${describeFetchError(err)}`),
+        );
+        kind = timedOut ? 'timeout' : 'transport';
+      } finally {
+        clearTimeout(timer);
+        unlink();
+      }
+    }
+    throw new EtcdError(this.redact(`etcd status: ${failures.join('; ')}`), kind);
+  }
+
   /** Forgets the current token (e.g. a watch was refused with "invalid auth token"). */
   invalidateToken(): void {
     this.token = undefined;
@@ -445,7 +503,7 @@ export class EtcdClient {
   ): Promise<Exchange & { stream?: EtcdStream }> {
     const payload = JSON.stringify(req);
     const failures: string[] = [];
-    let lastKind: EtcdErrorKind = 'transport';
+    let last: EtcdError | undefined;
     for (let i = 0; i < this.endpoints.length; i++) {
       const idx = (this.current + i) % this.endpoints.length;
       const endpoint = this.endpoints[idx]!;
@@ -458,10 +516,14 @@ export class EtcdClient {
       }
       if (!r.failover) throw r.error;
       failures.push(r.error.message);
-      lastKind = r.error.kind;
+      last = r.error;
     }
     const summary = this.endpoints.length === 1 ? failures[0] : `every endpoint failed: ${failures.join('; ')}`;
-    throw new EtcdError(this.redact(`etcd ${path}: ${summary}`), lastKind);
+    // The last endpoint's kind and status, so the supervisor can tell "unreachable" (502/503/504) apart.
+    throw new EtcdError(this.redact(`etcd ${path}: ${summary}`), last?.kind ?? 'transport', {
+      ...(last?.status !== undefined ? { status: last.status } : {}),
+      ...(last?.grpcCode !== undefined ? { grpcCode: last.grpcCode } : {}),
+    });
   }
 
   private async attempt(
@@ -547,7 +609,11 @@ export class EtcdClient {
         const msg = gatewayError(body)?.message ?? `HTTP ${res.status}`;
         return {
           ok: false,
-          error: new EtcdError(this.redact(`${where}: ${msg}`), 'server', { status: res.status }),
+          error: new EtcdError(
+            this.redact(`${where}: ${msg}`),
+            'server',
+            code !== undefined ? { status: res.status, grpcCode: code } : { status: res.status },
+          ),
           failover: true,
         };
       }

@@ -3,7 +3,13 @@
 // - Idle re-watches (see watch.ts) are invisible here apart from `onRewatch`: no snapshot, no error.
 // - Any error (transport, timeout, auth, a canceled watch, a throwing handler) → `onConnected(false)`,
 //   `onError(err)`, `onBackoff(err, ms)`, wait (1 s, 2 s, 4 s … capped at 60 s by default), then start
-//   over with a full range. Resuming the watch instead would save one range, but a full range is right in
+//   over with a full range. When the failure says etcd could not be reached (transport, timeout, a 502/503/
+//   504 or gRPC UNAVAILABLE), the wait is cut short: every `probeIntervalMs` (default 500 ms) a cheap
+//   status call (client.ping, bounded by `probeTimeoutMs`, default 1 s) asks whether etcd answers again, and
+//   the first that does ends the wait. So the backoff paces the WARN lines and the full reconnect attempts
+//   of a long outage, but not the recovery: once etcd is back, the watch is back within about one probe
+//   interval plus a range. Failures from an etcd that answered (auth, a bad request, a handler) wait the
+//   whole backoff: probing would only turn them into a tight retry loop. Resuming the watch instead would save one range, but a full range is right in
 //   every case (etcd restored from backup, data dir wiped, another cluster behind the endpoint), and it
 //   happens at most once per backoff period. The backoff resets once a watch has been created again.
 // - `stop()` aborts any in-flight request and any wait at once, and resolves when the loop has exited.
@@ -32,13 +38,29 @@ export interface BackoffPolicy {
 }
 
 export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 1000, maxMs: 60_000 };
+export const DEFAULT_PROBE_INTERVAL_MS = 500;
+export const DEFAULT_PROBE_TIMEOUT_MS = 1000;
+
+/** Whether `err` says etcd could not be reached (rather than that it answered with a refusal). Pure. */
+export function isUnreachable(err: EtcdError): boolean {
+  if (err.kind === 'transport' || err.kind === 'timeout') return true;
+  if (err.kind !== 'server') return false;
+  return err.status === 502 || err.status === 503 || err.status === 504 || err.grpcCode === 14;
+}
 
 /** The client's own options (endpoints, auth, transport, timeouts) plus what the watch loop needs. */
 export interface EtcdSupervisorOptions extends EtcdClientOptions {
   /** Used verbatim: pass `/aisix/` (with the slash) so `/aisix2/…` is not included. */
   prefix: string;
   idleTimeoutMs?: number;
+  /** Keep-alive interval under a created watch (watch.ts); 0 = none. Default 5000. */
+  keepAliveMs?: number;
+  keepAliveTimeoutMs?: number;
   backoff?: BackoffPolicy;
+  /** While waiting out a backoff after etcd was unreachable, probe this often; 0 = never. Default 500. */
+  probeIntervalMs?: number;
+  /** Bound on one probe. Default 1000. */
+  probeTimeoutMs?: number;
   onSnapshot(snapshot: EtcdSnapshot): void | Promise<void>;
   onEvents(batch: EtcdEventBatch): void | Promise<void>;
   onError?(error: EtcdError): void;
@@ -135,10 +157,33 @@ export class EtcdSupervisor {
         this.notify(() => this.opts.onError?.(error));
         const delay = backoffDelay(attempt++, policy);
         this.notify(() => this.opts.onBackoff?.(error, delay));
-        await sleep(delay, signal);
+        await this.pause(delay, isUnreachable(error), signal);
       }
     }
     this.setConnected(false);
+  }
+
+  /** Waits `delay`, or less: with `probe`, until a status call finds etcd answering again. */
+  private async pause(delay: number, probe: boolean, signal: AbortSignal): Promise<void> {
+    const every = this.opts.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS;
+    if (!probe || every <= 0) {
+      await sleep(delay, signal);
+      return;
+    }
+    const timeoutMs = this.opts.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
+    const deadline = Date.now() + delay;
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0 || signal.aborted) return;
+      await sleep(Math.min(every, left), signal);
+      if (signal.aborted || Date.now() >= deadline) return;
+      try {
+        await this.client.ping({ timeoutMs: Math.min(timeoutMs, Math.max(1, deadline - Date.now())), signal });
+        return;
+      } catch {
+        // Still away: the next probe, or the end of the backoff.
+      }
+    }
   }
 
   /** One full range + watch. Returns after a compaction (caller loops into a new range); throws on error. */
@@ -151,6 +196,8 @@ export class EtcdSupervisor {
       startRevision: snapshot.revision + 1,
       signal,
       ...(this.opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: this.opts.idleTimeoutMs } : {}),
+      ...(this.opts.keepAliveMs !== undefined ? { keepAliveMs: this.opts.keepAliveMs } : {}),
+      ...(this.opts.keepAliveTimeoutMs !== undefined ? { keepAliveTimeoutMs: this.opts.keepAliveTimeoutMs } : {}),
     };
     for await (const msg of watchPrefix(this.client, watchOpts)) {
       switch (msg.type) {

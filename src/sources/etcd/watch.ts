@@ -19,6 +19,14 @@
 // The watchdog is also what bounds the wait for `created` (using the client's request timeout): a watch
 // that is never created is an error, not a silent re-watch.
 //
+// Stalls. A connection that stops carrying bytes without a reset (a partition, a dead NAT entry, a frozen
+// proxy) looks exactly like a quiet watch. So once the watch is created, a keep-alive asks the watch's own
+// endpoint for `/v3/maintenance/status` every `keepAliveMs` (default 5 s), bounded by `keepAliveTimeoutMs`
+// (default 5 s): no answer, or an answer without a leader, ends the watch with a `timeout` error, and the
+// supervisor reconnects (connected=false, WARN). A stall is noticed within interval + timeout (≤ 10 s by
+// default). The status call travels on another connection to the same endpoint, so it proves the path to
+// etcd, not the watch's own socket; the idle watchdog above still bounds that one.
+//
 // Compaction: if the start revision has been compacted away, etcd answers `created` and then `canceled`
 // with `compact_revision` > 0; we yield `compacted` and end, and the caller does a full range.
 
@@ -60,10 +68,16 @@ export interface WatchOptions {
   idleTimeoutMs?: number;
   /** Fail when `created` does not arrive within this. Default: the client's request timeout. */
   createTimeoutMs?: number;
+  /** Interval of the keep-alive status call once the watch is created; 0 = none. Default 5000. */
+  keepAliveMs?: number;
+  /** Bound on one keep-alive call. Default 5000. */
+  keepAliveTimeoutMs?: number;
   signal?: AbortSignal;
 }
 
 export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+export const DEFAULT_KEEPALIVE_MS = 5000;
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 5000;
 
 /** Splits a stream of text into top-level JSON object texts. Pure. */
 export class JsonObjectSplitter {
@@ -175,6 +189,8 @@ export async function* watchPrefix(
 ): AsyncGenerator<WatchMessage, void, undefined> {
   const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   const createMs = opts.createTimeoutMs ?? client.requestTimeoutMs;
+  const keepAliveMs = opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS;
+  const keepAliveTimeoutMs = opts.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
   /** First revision not yet fully delivered. */
   let next = opts.startRevision;
   let authRetried = false;
@@ -198,6 +214,22 @@ export async function* watchPrefix(
       );
     };
     let close: (() => void) | undefined;
+    /** Set when the keep-alive failed: the reason the session was aborted. */
+    let stalled: EtcdError | undefined;
+    let keepAliveTimer: ReturnType<typeof setTimeout> | undefined;
+    const keepAlive = (endpoint: string): void => {
+      if (keepAliveMs <= 0 || session.signal.aborted) return;
+      keepAliveTimer = setTimeout(() => {
+        client.ping({ endpoint, timeoutMs: keepAliveTimeoutMs, signal: session.signal }).then(
+          () => keepAlive(endpoint),
+          (err: unknown) => {
+            if (session.signal.aborted) return;
+            stalled = err instanceof EtcdError ? err : new EtcdError(String(err), 'transport');
+            session.abort();
+          },
+        );
+      }, keepAliveMs);
+    };
     try {
       const body = { create_request: { ...range, start_revision: String(next), progress_notify: true } };
       const stream = await client.openStream('/v3/watch', body, session.signal);
@@ -229,6 +261,7 @@ export async function* watchPrefix(
               created = true;
               authRetried = false;
               arm();
+              keepAlive(stream.endpoint);
               yield { type: 'created', startRevision: next, headerRevision: r.headerRevision };
               break;
             case 'events': {
@@ -267,6 +300,12 @@ export async function* watchPrefix(
       }
     } catch (err) {
       if (opts.signal?.aborted) throw abortedError();
+      if (stalled) {
+        throw new EtcdError(
+          client.redact(`etcd watch connection considered lost: keep-alive failed: ${stalled.message}`),
+          'timeout',
+        );
+      }
       if (idleFired && created) {
         yield { type: 'rewatch', fromRevision: next, reason: 'idle' };
         continue sessions;
@@ -279,6 +318,7 @@ export async function* watchPrefix(
       );
     } finally {
       if (timer !== undefined) clearTimeout(timer);
+      if (keepAliveTimer !== undefined) clearTimeout(keepAliveTimer);
       unlink();
       session.abort();
       close?.();
