@@ -225,6 +225,7 @@ observability:
     otlp: { endpoint: "http://otel:4317" }
     buckets: [0.1, 1]
     client_type_rules: []
+    labels: {}
     prometheus: { path: /prom }
   tracing: { enabled: false }
 upstream:
@@ -238,6 +239,7 @@ downstream:
   idle_timeout_secs: 75
 etcd:
   env_id: prod
+  tls: { domain_name: etcd.internal }
 managed:
   control_plane_url: "https://cp.example"
   instance_token_env: TOKEN
@@ -250,10 +252,12 @@ managed:
       'bedrock_endpoint_url',
       'cache',
       'etcd.env_id',
+      'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
       'observability.metrics.buckets',
       'observability.metrics.client_type_rules',
+      'observability.metrics.labels',
       'observability.metrics.otlp',
       'observability.service_name',
       'observability.tracing',
@@ -274,6 +278,28 @@ managed:
     assert.equal('workers' in r.config.proxy, false);
     assert.equal('cache' in r.config, false);
     assert.equal(r.config.ratelimit.backend, 'redis'); // implemented: no longer ignored
+  });
+
+  test('proxy.listeners and admin.tls stop the boot with advice (ignoring them would leave addresses unserved or the admin API in clear text)', () => {
+    const out = failed(loadConfig(
+      FILE,
+      `resources_file: r.yaml
+proxy:
+  addr: "0.0.0.0:3000"
+  listeners: [{ addr: "0.0.0.0:3443" }]
+admin:
+  admin_keys: [a]
+  tls: { cert_file: a.crt, key_file: a.key }
+`,
+      {},
+    ));
+    assert.match(out, /proxy\.listeners: not implemented by Sluice \(it binds one proxy listener, proxy\.addr\)/);
+    assert.match(out, /admin\.tls: not implemented by Sluice \(the admin listener speaks plain HTTP\)/);
+    const env = failed(loadConfig(FILE, MINIMAL, { AISIX_ADMIN__TLS__CERT_FILE: '/x.crt' }));
+    assert.match(
+      env,
+      /admin\.tls: not implemented by Sluice .*\(from environment variable AISIX_ADMIN__TLS__CERT_FILE\)/,
+    );
   });
 
   test('isIgnoredKey covers the list, and managed.snapshot_cache_path is not ignored', () => {

@@ -2,7 +2,7 @@
 // keys Sluice ignores, validate, and resolve relative file paths against the config file's folder.
 import { parse as parseYamlScalar } from 'yaml';
 import { FileReport, formatPath, parseYaml } from '../util/report.ts';
-import { type Config, ConfigSchema, isIgnoredKey } from './schema.ts';
+import { type Config, ConfigSchema, isIgnoredKey, REFUSED_KEYS } from './schema.ts';
 
 export type ConfigResult =
   | { ok: true; config: Config; ignoredKeys: string[] }
@@ -37,6 +37,12 @@ export function envOverrides(
     out.push({ path, value, name });
   }
   return out.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+function getPath(obj: Obj, path: string[]): unknown {
+  let cur: unknown = obj;
+  for (const seg of path) cur = isObj(cur) ? cur[seg] : undefined;
+  return cur;
 }
 
 function setPath(obj: Obj, path: string[], value: unknown): void {
@@ -86,6 +92,19 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
     setPath(value, o.path, o.value);
     fromEnv.set(o.path.join('.'), o.name);
   }
+  for (const [path, advice] of Object.entries(REFUSED_KEYS)) {
+    const segs = path.split('.');
+    const parent = getPath(value, segs.slice(0, -1));
+    if (isObj(parent) && parent[segs[segs.length - 1]!] !== undefined) {
+      const envName = [...fromEnv].find(([k]) => k === path || k.startsWith(`${path}.`))?.[1];
+      report.add(
+        path,
+        envName ? `${advice} (from environment variable ${envName})` : advice,
+        envName ? undefined : src.lineOf(segs),
+      );
+    }
+  }
+  if (!report.ok) return { ok: false, report };
   const ignoredKeys = stripIgnored(value);
   const r = ConfigSchema.safeParse(value);
   if (!r.success) {

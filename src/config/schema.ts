@@ -167,6 +167,7 @@ export const IGNORED_KEYS = [
   'proxy.url_rewrites',
   'observability.service_name',
   'observability.metrics.otlp',
+  'observability.metrics.labels',
   'observability.metrics.buckets',
   'observability.metrics.client_type_rules',
   'observability.tracing',
@@ -175,9 +176,21 @@ export const IGNORED_KEYS = [
   'upstream.tcp_keepalive_*',
   'upstream.pool_*',
   'etcd.env_id',
+  'etcd.tls.domain_name',
   'managed.*',
   'bedrock_endpoint_url',
 ] as const;
+
+/**
+ * AISIX keys Sluice does not implement and must not ignore: serving without them would loosen access or
+ * leave configured addresses unserved. Each one stops the boot with this advice.
+ */
+export const REFUSED_KEYS: Record<string, string> = {
+  'proxy.listeners':
+    'not implemented by Sluice (it binds one proxy listener, proxy.addr); run one gateway per address or put a proxy in front, and remove the key',
+  'admin.tls':
+    'not implemented by Sluice (the admin listener speaks plain HTTP); keep admin.addr on loopback or terminate TLS in front of it, and remove the key',
+};
 
 /** Whether `path` (dotted) is an ignored AISIX key. */
 export function isIgnoredKey(path: string): boolean {
