@@ -25,12 +25,15 @@ export function undiciUpstream(connectTimeoutMs: number, extraCaPem?: string, ma
     const signal = r.signal as AbortSignal | undefined;
     const res = await request(r.url, { method: r.method, headers: r.headers, body: r.body, signal, dispatcher: agent });
     if (maxBytes) {
-      const declared = res.headers['content-length'];
-      if (declaresTooMuch(Array.isArray(declared) ? declared[0] : declared, maxBytes)) {
+      const h = res.headers['content-length'];
+      const declared = Array.isArray(h) ? h[0] : h;
+      if (declaresTooMuch(declared, maxBytes)) {
         res.body.destroy();
         throw new UpstreamTooLarge(maxBytes);
       }
       const body = res.body;
+      // A declared length within the limit bounds the body already (undici fails a body longer than declared).
+      const withinDeclared = declared !== undefined && /^\d+$/.test(declared);
       // On the limit, the generator's throw ends the `for await` over `body`, which destroys it.
       return {
         status: res.statusCode,
@@ -39,7 +42,7 @@ export function undiciUpstream(connectTimeoutMs: number, extraCaPem?: string, ma
           return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
         },
         body: boundedChunks(body, maxBytes),
-        text: () => boundedText(body, maxBytes),
+        text: () => (withinDeclared ? body.text() : boundedText(body, maxBytes)),
         discard: () => body.dump().then(() => {}),
       };
     }

@@ -65,16 +65,21 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch, maxBytes = 0): Upst
       signal: req.signal && toAbortSignal(req.signal),
     });
     const body = res.body;
-    if (declaresTooMuch(res.headers.get('content-length'), maxBytes)) {
+    const declared = res.headers.get('content-length');
+    if (declaresTooMuch(declared, maxBytes)) {
       await body?.cancel().catch(() => {});
       throw new UpstreamTooLarge(maxBytes);
     }
+    // A declared length within the limit bounds the body already, unless fetch decompresses it (a few KiB of
+    // gzip can inflate to gigabytes): then the decoded bytes are counted.
+    const encoding = res.headers.get('content-encoding');
+    const withinDeclared = declared !== null && /^\d+$/.test(declared) && (!encoding || encoding === 'identity');
     const chunks = body ? streamChunks(body) : empty;
     const out: UpstreamResponse = {
       status: res.status,
       header: (name) => res.headers.get(name),
       body: maxBytes ? boundedChunks(chunks, maxBytes) : chunks,
-      text: () => (maxBytes ? boundedText(chunks, maxBytes) : res.text()),
+      text: () => (maxBytes && !withinDeclared ? boundedText(chunks, maxBytes) : res.text()),
       discard: async () => {
         await body?.cancel().catch(() => {});
       },
