@@ -491,6 +491,11 @@ async function startWranglerDev(args: string[], cwd: string, persistTo: string):
     }, 5000);
     await exitedP;
     clearTimeout(killed);
+    // wrangler can exit on SIGTERM before its workerd child does (seen: workerd orphaned at 30% CPU for an
+    // hour): whatever is left of the group goes now.
+    try {
+      process.kill(-proc.pid!, 'SIGKILL');
+    } catch { /* the group is gone */ }
   };
   const waitForLog = async (test: (l: Record<string, unknown>) => boolean, timeoutMs = 5000) => {
     const until = Date.now() + timeoutMs;
