@@ -1,6 +1,6 @@
 // What both translation directions (Anthropic Messages ⇄ OpenAI chat completions) share: reading untyped
-// JSON safely, the stop-reason tables and usage (error envelopes are the HTTP layer's, src/http/errors.ts). The tables live here once, so the two
-// directions cannot drift apart.
+// JSON safely, the stop-reason tables and usage. The tables live here once, so the two directions cannot
+// drift apart. Error envelopes are the HTTP layer's (src/http/errors.ts).
 
 export type Json = Record<string, unknown>;
 
