@@ -977,11 +977,11 @@ describe('pumpSse timers', () => {
     // 1. the upstream fails after one chunk
     const failing = recordingTimers();
     {
-      async function* chunks() {
+      const chunks = async function* () {
         yield enc.encode('data: 1\n\n');
         await sleep(20);
         throw new Error('socket hang up');
-      }
+      };
       const text = await new Response(pumpSse({
         chunks: chunks(),
         keepaliveMs: 15000,
@@ -1007,12 +1007,12 @@ describe('pumpSse timers', () => {
     let release!: () => void;
     const cancelled = recordingTimers();
     {
-      async function* chunks() {
+      const chunks = async function* () {
         yield enc.encode('data: 1\n\n');
         await new Promise<void>((r) => {
           release = r;
         });
-      }
+      };
       const reader = pumpSse({
         chunks: chunks(),
         keepaliveMs: 15000,
