@@ -3,7 +3,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bearerToken, parseBearer, timingSafeEqual } from '../src/http/auth.ts';
-import { anthropicEnvelope, errors, fromFailure, openaiEnvelope, upstreamErrorBody } from '../src/http/errors.ts';
+import {
+  anthropicEnvelope,
+  envelopeFor,
+  errorResponse,
+  errors,
+  fromFailure,
+  openaiEnvelope,
+  upstreamErrorBody,
+} from '../src/http/errors.ts';
 import { REDACTED, scrubText } from '../src/http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../src/http/sse.ts';
 
@@ -100,6 +108,21 @@ test('envelopes and SSE error events of both wires', () => {
     dec.decode(anthropicSseErrorEvent('upstream_error', 'cut')),
     'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"cut"}}\n\n',
   );
+});
+
+test('the Workers not-configured 503 (for runtimes/workers-handler.ts): both wires, Retry-After', async () => {
+  const e = errors.notConfigured('2');
+  const openai = errorResponse(e, envelopeFor('openai'));
+  assert.equal(openai.status, 503);
+  assert.equal(openai.headers.get('retry-after'), '2');
+  assert.deepEqual(await openai.json(), {
+    error: {
+      message: 'no configuration has been applied yet: the etcd source has not delivered one',
+      type: 'service_unavailable',
+    },
+  });
+  const anthropic = errorResponse(e, envelopeFor('anthropic'));
+  assert.equal(((await anthropic.json()) as { error: { type: string } }).error.type, 'overloaded_error');
 });
 
 test("fromFailure: routing's failure values as the caller's errors", () => {

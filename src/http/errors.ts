@@ -14,6 +14,7 @@ export type ErrorType =
   | 'all_candidates_unavailable'
   | 'upstream_error'
   | 'upstream_timeout'
+  | 'service_unavailable'
   | 'not_found'
   | 'method_not_allowed'
   | 'internal_error';
@@ -60,6 +61,15 @@ export const errors = {
   methodNotAllowed: (method: string, path: string) =>
     new ProxyError(405, 'method_not_allowed', `${method} is not allowed on ${path}`),
   readOnlyAdmin: () => new ProxyError(405, 'method_not_allowed', 'the admin API is read-only in this version'),
+  /** Workers in etcd mode before the first configuration arrived (runtimes/workers-handler.ts). */
+  notConfigured: (retryAfterSecs: string) =>
+    new ProxyError(
+      503,
+      'service_unavailable',
+      'no configuration has been applied yet: the etcd source has not delivered one',
+      undefined,
+      { 'retry-after': retryAfterSecs },
+    ),
   internal: () => new ProxyError(500, 'internal_error', 'internal error; see the gateway log for this request id'),
 };
 
