@@ -45,10 +45,10 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
     return { kind: 'stream', chunks: messagesStreamToChat(r.chunks, model, includeUsage), cancel: r.cancel };
   }
   // An error status goes back as the upstream sent it (the HTTP layer re-wraps it in the caller's envelope);
-  // a 2xx that is not JSON untranslated (routing counts it as the upstream failure it is).
+  // a 2xx that is not JSON without its body (routing counts it as the upstream failure it is).
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
   const json = parseJsonObject(r.body);
-  if (!json) return r;
+  if (!json) return { ...r, body: '' }; // not JSON: routing's check fails it, whatever its shape
   return { ...r, body: JSON.stringify(messagesToChatResponse(json, model)), contentType: 'application/json' };
 }
 

@@ -25,8 +25,8 @@ async function messagesViaChat(adapter: ProviderAdapter, call: ProviderCall): Pr
   const r = await adapter.call({ ...call, endpoint: 'chat', body });
   if (r.kind === 'stream') return { kind: 'stream', chunks: chatStreamToMessages(r.chunks, model), cancel: r.cancel };
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
-  // A 2xx that is not JSON goes back untranslated: routing counts it as the upstream failure it is.
+  // A 2xx that is not JSON goes back without its body: routing counts it as the upstream failure it is.
   const json = parseJsonObject(r.body);
-  if (!json) return r;
+  if (!json) return { ...r, body: '' }; // not JSON: routing's check fails it, whatever its shape
   return { ...r, body: JSON.stringify(chatToMessagesResponse(json, model)), contentType: 'application/json' };
 }

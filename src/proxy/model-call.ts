@@ -23,7 +23,7 @@ import { readJsonObject } from './body.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
-import { meteredChunks, readJson, StreamUsage, totalOf } from './usage.ts';
+import { meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
 import { validateBody } from './validate.ts';
 
 export interface ModelCallDeps {
@@ -92,8 +92,8 @@ export function modelCall(d: ModelCallDeps, endpoint: Endpoint) {
       throw e;
     }
     rec.result = r;
-    if (r.kind === 'response' && r.json) {
-      const read = readJson(r.json);
+    if (r.kind === 'response' && r.status < 300) {
+      const read = readBody(r.body);
       rec.usage = read.usage;
       rec.providerRequestId = read.id;
       await permit.end(chargesTokens ? totalOf(read.usage) ?? 0 : undefined);

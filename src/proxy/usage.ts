@@ -101,14 +101,6 @@ export function readBody(text: string): { usage?: Usage; id?: string } {
   return { ...(totalOf(u) !== undefined ? { usage: u } : {}), ...(id !== undefined ? { id } : {}) };
 }
 
-/** Usage and response id of a JSON answer routing already parsed (the top-level `usage` and `id`). */
-export function readJson(json: Record<string, unknown>): { usage?: Usage; id?: string } {
-  const u: Usage = {};
-  fold(u, json.usage);
-  const id = typeof json.id === 'string' ? json.id : undefined;
-  return { ...(totalOf(u) !== undefined ? { usage: u } : {}), ...(id !== undefined ? { id } : {}) };
-}
-
 /** Total tokens of a JSON answer, or undefined when it states none. */
 export function usageOfBody(text: string): number | undefined {
   return totalOf(readBody(text).usage);
