@@ -171,6 +171,12 @@ test('chat SSE → Messages SSE: nothing at all is emitted for an empty upstream
     collect(chatStreamToMessages(bytes('data: {"error":{"message":"boom"}}\n\n'), 'm')),
     (e: unknown) => e instanceof UpstreamStreamError && e.message === 'boom',
   );
+  // A stream cut before `data: [DONE]` is no whole answer: no message_stop, an error instead.
+  const chunk = JSON.stringify({ id: 'c1', model: 'm', choices: [{ index: 0, delta: { content: 'hi' } }] });
+  await assert.rejects(
+    collect(chatStreamToMessages(bytes(`data: ${chunk}\n\n`), 'm')),
+    (e: unknown) => e instanceof UpstreamStreamError && e.message === 'upstream stream ended before data: [DONE]',
+  );
 });
 
 test('chat request → Messages request: system/developer, tool messages merged, max_tokens default, stop, n > 1 refused', () => {

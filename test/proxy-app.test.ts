@@ -12,6 +12,7 @@ import { VERSION } from '../src/version.ts';
 import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
 import { gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
 import { until } from './support/until.ts';
+import { IdleTimer } from '../src/util/idle-timer.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
 const UPSTREAM_KEY = 'sk-upstream-SECRET-7f3a9c';
@@ -948,80 +949,74 @@ describe('draining', () => {
 });
 
 describe('pumpSse timers', () => {
-  /** Run `fn` while recording timers set by src/proxy/stream.ts that are neither fired nor cleared. */
-  async function liveTimersAfter(fn: () => Promise<void>): Promise<number> {
-    const live = new Set<unknown>();
-    const origSet = globalThis.setTimeout;
-    const origClear = globalThis.clearTimeout;
-    (globalThis as { setTimeout: unknown }).setTimeout = (
-      cb: (...a: unknown[]) => void,
-      ms?: number,
-      ...args: unknown[]
-    ) => {
-      const t = origSet(
-        (...a: unknown[]) => {
-          live.delete(t);
-          cb(...a);
+  /** A keep-alive timer factory for the pump (its injected `timer`) that counts timers never stopped. */
+  function recordingTimers() {
+    const live = new Set<object>();
+    const timer = (ms: number, onIdle: () => void) => {
+      const t = new IdleTimer(ms, onIdle);
+      const handle = {
+        touch: () => t.touch(),
+        pause: () => t.pause(),
+        stop: () => {
+          live.delete(handle);
+          t.stop();
         },
-        ms,
-        ...args,
-      );
-      // Only the pump's timers: other work of this process (the mock's sleeps) may run meanwhile.
-      if (new Error().stack?.includes('src/proxy/stream.ts')) live.add(t);
-      return t;
+      };
+      live.add(handle);
+      return handle;
     };
-    (globalThis as { clearTimeout: unknown }).clearTimeout = (t: ReturnType<typeof setTimeout> | undefined) => {
-      live.delete(t);
-      origClear(t);
-    };
-    try {
-      await fn();
-    } finally {
-      globalThis.setTimeout = origSet;
-      globalThis.clearTimeout = origClear;
-    }
-    for (const t of live) origClear(t as ReturnType<typeof setTimeout>);
-    return live.size;
+    return { timer, live };
   }
 
   test('no keep-alive timer outlives a stream that failed or was cancelled', async () => {
     const { pumpSse } = await import('../src/proxy/stream.ts');
     const enc = new TextEncoder();
     const ends: string[] = [];
+    const details: string[] = [];
     let aborts = 0;
     // 1. the upstream fails after one chunk
-    const failing = await liveTimersAfter(async () => {
-      async function* chunks() {
+    const failing = recordingTimers();
+    {
+      const chunks = async function* () {
         yield enc.encode('data: 1\n\n');
         await sleep(20);
         throw new Error('socket hang up');
-      }
+      };
       const text = await new Response(pumpSse({
         chunks: chunks(),
         keepaliveMs: 15000,
+        timer: failing.timer,
         abortUpstream: () => {
           aborts++;
         },
-        onEnd: (e) => ends.push(e),
+        onEnd: (e, detail) => {
+          ends.push(e);
+          details.push(detail ?? '');
+        },
       })).text();
+      // The transport's words go to the log (onEnd's detail), never to the caller.
       assert.match(
         text,
-        /^data: 1\n\ndata: \{"error":\{"message":"upstream stream failed: socket hang up","type":"upstream_error"\}\}\n\n$/,
+        /^data: 1\n\ndata: \{"error":\{"message":"upstream stream failed: the connection ended before the stream did","type":"upstream_error"\}\}\n\n$/,
       );
-    });
-    assert.equal(failing, 0, 'a timer outlived the failed stream');
+      assert.ok(!text.includes('socket hang up'));
+      assert.match(details[0]!, /socket hang up/);
+    }
+    assert.equal(failing.live.size, 0, 'a timer outlived the failed stream');
     // 2. the caller cancels while the pump waits for the upstream
     let release!: () => void;
-    const cancelled = await liveTimersAfter(async () => {
-      async function* chunks() {
+    const cancelled = recordingTimers();
+    {
+      const chunks = async function* () {
         yield enc.encode('data: 1\n\n');
         await new Promise<void>((r) => {
           release = r;
         });
-      }
+      };
       const reader = pumpSse({
         chunks: chunks(),
         keepaliveMs: 15000,
+        timer: cancelled.timer,
         abortUpstream: () => {
           aborts++;
           release();
@@ -1033,8 +1028,8 @@ describe('pumpSse timers', () => {
       await sleep(20);
       await reader.cancel();
       assert.equal((await next).done, true);
-    });
-    assert.equal(cancelled, 0, 'a timer outlived the cancelled stream');
+    }
+    assert.equal(cancelled.live.size, 0, 'a timer outlived the cancelled stream');
     assert.deepEqual(ends, ['upstream_error', 'client_closed']);
     assert.equal(aborts, 1);
   });

@@ -829,7 +829,7 @@ describe('the Dispatcher: hash_on client_ip and ServedBy', () => {
     b.script({ status: 503 }, { status: 503 });
     const failed = await dispatch('xpair');
     assert.ok(failed.kind === 'error');
-    assert.equal(failed.error.status, 502);
+    assert.equal(failed.failure.status, 502);
     assert.equal(failed.served?.model.display_name, 'x-b');
     assert.deepEqual([failed.served?.attempts, failed.served?.fallbacks, failed.served?.isFallback], [4, 1, true]);
 

@@ -11,7 +11,7 @@ import { createLogger } from '../src/observability/logger.ts';
 import { drain } from '../src/proxy/body-limit.ts';
 import { clientIpResolver } from '../src/proxy/client-ip.ts';
 import { ipAllowed } from '../src/util/cidr.ts';
-import { anthropicErrorType } from '../src/proxy/errors.ts';
+import { anthropicErrorType } from '../src/http/errors.ts';
 import { aggregateStatus, healthLevel, snapshotFreshness } from '../src/admin/app.ts';
 import type { ConfigFacts } from '../src/status/config-status.ts';
 import type { Gateway } from '../src/gateway.ts';

@@ -6,8 +6,8 @@ import { type Context, Hono, type Next } from 'hono';
 import type { Gateway } from '../gateway.ts';
 import { drainReportBody } from '../lifecycle/drain-report.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
-import { bearerToken } from '../proxy/auth.ts';
-import { errorResponse, errors, ProxyError } from '../proxy/errors.ts';
+import { bearerToken, timingSafeEqual } from '../http/auth.ts';
+import { errorResponse, errors } from '../http/errors.ts';
 import type { ApiKey, ProviderKey, ResourceKind } from '../resources/schema.ts';
 import { type ConfigFacts, configStatusBody } from '../status/config-status.ts';
 import { modelsStatus } from '../status/app.ts';
@@ -20,13 +20,6 @@ export function redactProviderKey(k: ProviderKey): Record<string, unknown> {
 
 export function redactApiKey(k: ApiKey): Record<string, unknown> {
   return { ...k, key_hash: REDACTED };
-}
-
-/** Compare without an early exit, so timing does not reveal how much of a key matched. */
-function constantTimeEqual(a: string, b: string): boolean {
-  let diff = a.length ^ b.length;
-  for (let i = 0; i < Math.max(a.length, b.length); i++) diff |= (a.charCodeAt(i) || 0) ^ (b.charCodeAt(i) || 0);
-  return diff === 0;
 }
 
 /**
@@ -91,7 +84,9 @@ export function createAdminApp(gw: Gateway): Hono {
   app.use('/admin/*', async function requireAdminKey(c: Context, next: Next) {
     const token = bearerToken(c.req.raw.headers);
     if (token === undefined) return errorResponse(errors.missingAuth());
-    if (!keys.some((k) => constantTimeEqual(k, token))) return errorResponse(errors.unknownKey());
+    // Every key is compared (no early exit), each in time independent of where it differs.
+    const matches = await Promise.all(keys.map((k) => timingSafeEqual(k, token)));
+    if (!matches.includes(true)) return errorResponse(errors.unknownKey());
     await next();
   });
   const list =
@@ -126,10 +121,7 @@ export function createAdminApp(gw: Gateway): Hono {
     });
   });
   app.all('/admin/*', (c) => {
-    const e = c.req.method === 'GET'
-      ? errors.notFound(c.req.path)
-      : new ProxyError(405, 'method_not_allowed', 'the admin API is read-only in this version');
-    return errorResponse(e);
+    return errorResponse(c.req.method === 'GET' ? errors.notFound(c.req.path) : errors.readOnlyAdmin());
   });
   return app;
 }

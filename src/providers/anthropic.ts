@@ -2,7 +2,7 @@
 // A `/v1/messages` caller is passed through untouched — body, status, SSE bytes; an OpenAI chat caller is
 // translated both ways (translate/chat-via-messages.ts). Embeddings and legacy completions: Anthropic has
 // none (a 400 in the caller's wire, call.ts). The caller's `anthropic-beta` header is passed on.
-import { openaiErrorBody, parseJsonObject, TranslationError } from './translate/shared.ts';
+import { parseJsonObject, TranslationError } from './translate/shared.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
 
@@ -35,8 +35,7 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
     body = chatToMessagesRequest(c.body);
   } catch (e) {
     if (!(e instanceof TranslationError)) throw e;
-    const error = JSON.stringify({ error: { message: e.message, type: 'invalid_request_error' } });
-    return { kind: 'response', status: 400, body: error, contentType: 'application/json', retryAfter: null };
+    return { kind: 'refused', message: e.message };
   }
   const model = String(c.body.model ?? '');
   const r = await send(c, body);
@@ -45,18 +44,11 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
       (c.body.stream_options as { include_usage?: unknown }).include_usage === true;
     return { kind: 'stream', chunks: messagesStreamToChat(r.chunks, model, includeUsage), cancel: r.cancel };
   }
-  if (r.status < 200 || r.status >= 300) {
-    return { ...r, body: openaiErrorBody(r.body), contentType: 'application/json' };
-  }
+  // An error status goes back as the upstream sent it (the HTTP layer re-wraps it in the caller's envelope);
+  // a 2xx that is not JSON without its body (routing counts it as the upstream failure it is).
+  if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
   const json = parseJsonObject(r.body);
-  if (!json) {
-    return {
-      ...r,
-      status: 502,
-      body: openaiErrorBody('the upstream answered 2xx with a body that is not JSON'),
-      contentType: 'application/json',
-    };
-  }
+  if (!json) return { ...r, body: '' }; // not JSON: routing's check fails it, whatever its shape
   return { ...r, body: JSON.stringify(messagesToChatResponse(json, model)), contentType: 'application/json' };
 }
 

@@ -35,7 +35,12 @@ export type ProviderResult =
    * `data: [DONE]`, or Anthropic's named events ending with `message_stop`. Iterating may throw an
    * `UpstreamStreamError` when the upstream reports a failure inside the stream.
    */
-  | { kind: 'stream'; chunks: AsyncIterable<Uint8Array>; cancel(): Promise<void> };
+  | { kind: 'stream'; chunks: AsyncIterable<Uint8Array>; cancel(): Promise<void> }
+  /** The gateway refuses the call itself (e.g. a translation the target cannot express): a 400, no upstream call. */
+  | { kind: 'refused'; message: string };
+
+/** How a caller's stream ended: whole, cut by our silence deadline, failed upstream, or left by the caller. */
+export type StreamEnd = 'complete' | 'upstream_timeout' | 'upstream_error' | 'client_closed';
 
 /** A failure after a stream started: the caller sees it as an SSE error event of its wire. */
 export class UpstreamStreamError extends Error {

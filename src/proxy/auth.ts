@@ -4,7 +4,8 @@ import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { globMatch } from '../resources/snapshot.ts';
 import { sha256Hex } from '../util/crypto.ts';
-import { errors, type ProxyError } from './errors.ts';
+import { bearerToken } from '../http/auth.ts';
+import { errors, type ProxyError } from '../http/errors.ts';
 
 /**
  * token → SHA-256 hex. A hash is a pure function of the token, so caching it is safe across reloads; the
@@ -20,16 +21,6 @@ async function hashToken(token: string): Promise<string> {
   if (hashCache.size >= HASH_CACHE_MAX) hashCache.clear();
   hashCache.set(token, h);
   return h;
-}
-
-export function bearerToken(headers: Headers): string | undefined {
-  const auth = headers.get('authorization');
-  if (auth !== null) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m ? m[1] : undefined;
-  }
-  const x = headers.get('x-api-key');
-  return x && x.trim() ? x.trim() : undefined;
 }
 
 export async function authenticate(headers: Headers, snapshot: Snapshot, now: number): Promise<ApiKey | ProxyError> {

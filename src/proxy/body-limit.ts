@@ -7,7 +7,7 @@
 // A body without a declared length is counted as it is read, after authentication (body.ts).
 import type { Gateway } from '../gateway.ts';
 import type { Logger } from '../observability/logger.ts';
-import { anthropicEnvelope, errorResponse, errors, openaiEnvelope } from './errors.ts';
+import { envelopeFor, errorResponse, errors } from '../http/errors.ts';
 
 export const BODY_LIMIT_TARGET = 'aisix::body_limit';
 export const DRAIN_CAP_BYTES = 32 * 1024 * 1024;
@@ -104,7 +104,7 @@ export class BodyLimit {
     const e = errors.tooLarge(this.limit);
     rec.errorKind = e.type;
     rec.error = e.message;
-    const res = errorResponse(e, rec.protocol === 'anthropic' ? anthropicEnvelope : openaiEnvelope);
+    const res = errorResponse(e, envelopeFor(rec.protocol));
     // Unread bytes may still be on the wire: the connection cannot carry another request.
     if (outcome !== 'completed') res.headers.set('connection', 'close');
     return res;

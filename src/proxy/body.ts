@@ -1,6 +1,6 @@
 // Read and parse a JSON request body under `proxy.request_body_limit_bytes` (0 = no limit). A declared
 // length over the limit is refused before reading; an undeclared one is counted as it streams in.
-import { errors, type ProxyError } from './errors.ts';
+import { errors, type ProxyError } from '../http/errors.ts';
 
 const decoder = new TextDecoder();
 

@@ -3,13 +3,13 @@
 // keep-alive comments while the upstream is silent, and a proper SSE error event when the upstream fails
 // after the first byte — never a silently truncated stream.
 
-import { UpstreamStreamError } from '../providers/types.ts';
+import { type StreamEnd, UpstreamStreamError } from '../providers/types.ts';
+import { sseErrorEvent, type StreamErrorKind } from '../http/sse.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 
-const encoder = new TextEncoder();
-const KEEPALIVE = encoder.encode(':\n\n');
+const KEEPALIVE = new TextEncoder().encode(':\n\n');
 
-export type StreamEnd = 'complete' | 'upstream_timeout' | 'upstream_error' | 'client_closed';
+export type { StreamEnd };
 
 export interface PumpOptions {
   chunks: AsyncIterable<Uint8Array>;
@@ -17,24 +17,30 @@ export interface PumpOptions {
   keepaliveMs: number;
   /** Abort the upstream request (the caller went away). */
   abortUpstream(): void;
-  /** Called exactly once, when the last byte was handed over or the stream ended otherwise (with why). */
-  onEnd(end: StreamEnd, message?: string): void;
-  /** The caller's wire's SSE error event; default OpenAI's `data: {"error":{…}}`. */
-  errorEvent?: (type: 'upstream_error' | 'upstream_timeout', message: string) => Uint8Array;
+  /**
+   * Called exactly once, when the last byte was handed over or the stream ended otherwise (with why, and for
+   * the log the failure's detail, which may be a runtime's words the caller never sees).
+   */
+  onEnd(end: StreamEnd, detail?: string): void;
+  /** The caller's wire's SSE error event; default OpenAI's `data: {"error":{…}}` (src/http/sse.ts). */
+  errorEvent?: (type: StreamErrorKind, message: string) => Uint8Array;
+  /** Applied to every message an error event carries (src/http/scrub.ts); default: none. */
+  scrub?: (text: string) => string;
+  /** The keep-alive timer; injectable so a test can observe it. Default `IdleTimer`. */
+  timer?: (ms: number, onIdle: () => void) => KeepaliveTimer;
 }
 
-export function sseErrorEvent(type: string, message: string): Uint8Array {
-  return encoder.encode(`data: ${JSON.stringify({ error: { message, type } })}\n\n`);
+/** What the pump needs of a keep-alive timer (util/idle-timer.ts's `IdleTimer`). */
+export interface KeepaliveTimer {
+  touch(): void;
+  pause(): void;
+  stop(): void;
 }
 
-/**
- * Anthropic's in-stream error event (`/v1/messages`). Its `error.type` is Anthropic's closed set: a failure
- * of the upstream is an `api_error` (as a 502/504 would be in the envelope).
- */
-export function anthropicSseErrorEvent(_type: string, message: string): Uint8Array {
-  const event = { type: 'error', error: { type: 'api_error', message } };
-  return encoder.encode(`event: error\ndata: ${JSON.stringify(event)}\n\n`);
-}
+const idleTimer = (ms: number, onIdle: () => void): KeepaliveTimer => new IdleTimer(ms, onIdle);
+
+const TRANSPORT_FAILED = 'upstream stream failed: the connection ended before the stream did';
+const same = (s: string) => s;
 
 export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   const it = o.chunks[Symbol.asyncIterator]();
@@ -48,7 +54,7 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   let ctrl: ReadableStreamDefaultController<Uint8Array> | undefined;
   // One timer for the stream's life: a comment goes out only while the caller waits on a silent upstream.
   const keepalive = o.keepaliveMs > 0
-    ? new IdleTimer(o.keepaliveMs, () => {
+    ? (o.timer ?? idleTimer)(o.keepaliveMs, () => {
       if (!ended) ctrl?.enqueue(KEEPALIVE);
     })
     : undefined;
@@ -64,14 +70,15 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
       try {
         r = await it.next();
       } catch (e) {
-        // A typed failure (a silence deadline, an error the upstream reported in-stream) keeps its kind.
-        const kind = e instanceof UpstreamStreamError ? e.kind : 'upstream_error';
-        const message = e instanceof UpstreamStreamError
-          ? e.message
-          : `upstream stream failed: ${(e as Error)?.message ?? 'error'}`;
+        // A typed failure (a silence deadline, an error the upstream reported in-stream) keeps its kind and
+        // message (scrubbed); anything else is the transport's, whose words (a runtime's advice text
+        // included) go to the log only.
+        const typed = e instanceof UpstreamStreamError;
+        const kind = typed ? e.kind : 'upstream_error';
+        const message = typed ? (o.scrub ?? same)(e.message) : TRANSPORT_FAILED;
         c.enqueue((o.errorEvent ?? sseErrorEvent)(kind, message));
         c.close();
-        end(kind, message);
+        end(kind, typed ? message : `${TRANSPORT_FAILED}: ${(e as Error)?.message ?? String(e)}`);
         return;
       }
       keepalive?.pause();

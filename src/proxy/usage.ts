@@ -106,16 +106,28 @@ export function usageOfBody(text: string): number | undefined {
   return totalOf(readBody(text).usage);
 }
 
-/** Reads `usage` (and the response id) out of SSE bytes passing by, without changing them. */
+/**
+ * Reads `usage` (and the response id) out of SSE bytes passing by, without changing them, and whether the
+ * stream ended as its wire says a whole answer ends (`data: [DONE]` for OpenAI's, `message_stop` for
+ * Anthropic's) and whether it carried an error event.
+ */
 export class StreamUsage {
   private readonly decoder = new TextDecoder();
   private line = '';
   private readonly counted: Usage = {};
   /** The provider's response id, from the first event that carries one. */
   id: string | undefined;
+  /** Saw the wire's terminator: `data: [DONE]` or Anthropic's `message_stop` event. */
+  terminated = false;
+  /** Saw an error event: `event: error`, or a `data:` line whose JSON starts with `"error"`. */
+  errored = false;
+  /** The text of the last chunk observed (complete characters only). */
+  piece = '';
 
   observe(chunk: Uint8Array): void {
-    const text = this.line + this.decoder.decode(chunk, { stream: true });
+    const piece = this.decoder.decode(chunk, { stream: true });
+    this.piece = piece;
+    const text = this.line + piece;
     if (text.indexOf('\n') < 0) {
       this.line = text;
       return;
@@ -137,8 +149,22 @@ export class StreamUsage {
     return totalOf(this.usage());
   }
 
-  private readLine(line: string): void {
+  private readLine(raw: string): void {
+    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    if (line.startsWith('event:')) {
+      const name = line.slice(6).trim();
+      if (name === 'message_stop') this.terminated = true;
+      else if (name === 'error') this.errored = true;
+      return;
+    }
     if (!line.startsWith('data:')) return;
+    const data = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+    if (data === '[DONE]') {
+      this.terminated = true;
+      return;
+    }
+    if (data.startsWith('{"error"') || data.startsWith('{"type":"error"')) this.errored = true;
+    else if (data.startsWith('{"type":"message_stop"')) this.terminated = true;
     if (this.id === undefined) this.id = leadingId(line);
     if (!line.includes('"usage"')) return;
     try {
@@ -151,13 +177,26 @@ export class StreamUsage {
   }
 }
 
-/** The same chunks, observed by `meter` on the way through. */
+const encoder = new TextEncoder();
+
+/**
+ * The same chunks, observed by `meter` on the way through. A chunk that mentions an error has every
+ * configured secret scrubbed (`scrub`): an upstream's in-stream error event may echo a credential. Once a
+ * chunk was rewritten, every later one is re-encoded from the decoder's text, so a character split across
+ * chunks is neither lost nor doubled.
+ */
 export async function* meteredChunks(
   chunks: AsyncIterable<Uint8Array>,
   meter: StreamUsage,
+  scrub?: () => (text: string) => string,
 ): AsyncGenerator<Uint8Array> {
+  let rewrite: ((text: string) => string) | undefined;
   for await (const c of chunks) {
     meter.observe(c);
-    yield c;
+    if (rewrite === undefined && scrub && meter.piece.includes('error')) {
+      const s = scrub();
+      if (s(meter.piece) !== meter.piece) rewrite = s;
+    }
+    yield rewrite ? encoder.encode(rewrite(meter.piece)) : c;
   }
 }

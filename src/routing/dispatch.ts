@@ -32,9 +32,8 @@ import { type DeploymentLabels, deploymentLabels, type GatewayMetrics } from '..
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import { adapterFor } from '../providers/index.ts';
-import { type Endpoint, type ProviderAdapter, UpstreamStreamError } from '../providers/types.ts';
-import { errors, type ProxyError } from '../proxy/errors.ts';
-import type { StreamEnd } from '../proxy/stream.ts';
+import { type Endpoint, type ProviderAdapter, type StreamEnd, UpstreamStreamError } from '../providers/types.ts';
+import { upstreamErrorParts } from '../providers/upstream-error.ts';
 import type { DirectModel, Model, ProviderKey, Routing, RoutingModel, RoutingTarget } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth, UpstreamFailure } from './health.ts';
@@ -68,8 +67,24 @@ export interface DispatchInput {
   clientIp?: string;
 }
 
+/**
+ * Why a request could not be answered by an upstream, in routing's own terms; the HTTP layer (src/http)
+ * turns it into the caller's envelope. `message` is for the caller (the gateway's words, or an upstream's
+ * message the HTTP layer scrubs); `detail` only for the log (a transport's words, e.g. a runtime's advice).
+ */
+export interface DispatchFailure {
+  kind: 'upstream_error' | 'upstream_timeout' | 'all_candidates_unavailable' | 'invalid_request';
+  status: number;
+  message: string;
+  detail?: string;
+  retryAfterSecs?: number;
+}
+
 export type DispatchResult =
-  /** A whole upstream answer: 2xx, or a 4xx passed back as the upstream sent it (with its Retry-After). */
+  /**
+   * A whole upstream answer: 2xx (a JSON object: a 2xx that is not one is a failure), or a 4xx the caller
+   * gets back (its body re-wrapped by the HTTP layer; its Retry-After kept).
+   */
   | {
     kind: 'response';
     status: number;
@@ -90,7 +105,7 @@ export type DispatchResult =
     settle(end: StreamEnd): void;
     served?: ServedBy;
   }
-  | { kind: 'error'; error: ProxyError; target?: DirectModel; served?: ServedBy }
+  | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
   | { kind: 'aborted' };
 
@@ -184,10 +199,21 @@ interface LiveStream {
 
 /** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */
 type AttemptOutcome =
-  | { kind: 'response'; status: number; retryAfter: string | null; body: string; contentType: string; live?: undefined }
+  | {
+    kind: 'response';
+    status: number;
+    retryAfter: string | null;
+    body: string;
+    contentType: string;
+    /** The gateway refused the call before any upstream one (a 400 with this message). */
+    refusal?: string;
+    live?: undefined;
+  }
   | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }
   | { kind: 'timeout' }
-  | { kind: 'transport'; message: string };
+  /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
+   *  body is not the JSON the endpoint promises (`invalidStatus`: the status it came with). */
+  | { kind: 'transport'; message: string; invalidStatus?: number };
 
 type Run = RunResult<Target, AttemptOutcome>;
 type Plan = {
@@ -197,7 +223,7 @@ type Plan = {
   routing?: Routing;
 } | {
   kind: 'error';
-  error: ProxyError;
+  failure: DispatchFailure;
 };
 
 const TIMED_OUT = 'sluice:timeout';
@@ -208,7 +234,7 @@ export class Dispatcher {
 
   async dispatch(input: DispatchInput): Promise<DispatchResult> {
     const plan = this.plan(input);
-    if (plan.kind === 'error') return { kind: 'error', error: plan.error };
+    if (plan.kind === 'error') return { kind: 'error', failure: plan.failure };
     if (!input.stream) {
       // JSON: the caller's own signal is the only one the loop needs (the runtime aborts it when the
       // connection closes before the response finished).
@@ -239,8 +265,10 @@ export class Dispatcher {
     const m = input.model;
     if (m.kind === 'direct') {
       const t = this.target(input.snapshot, m, input.upstreamModel ?? m.model_name, undefined);
-      if (!t) return { kind: 'error', error: errors.upstream(`model "${m.display_name}" has no usable provider key`) };
-      if (!usableCandidates([t], 'fail')) return { kind: 'error', error: errors.allUnavailable(m.display_name) };
+      if (!t) {
+        return { kind: 'error', failure: upstreamFailure(`model "${m.display_name}" has no usable provider key`) };
+      }
+      if (!usableCandidates([t], 'fail')) return { kind: 'error', failure: allUnavailable(m.display_name) };
       return { kind: 'ok', order: [t] };
     }
     const candidates: Target[] = [];
@@ -254,7 +282,7 @@ export class Dispatcher {
     if (candidates.length === 0) {
       return {
         kind: 'error',
-        error: errors.upstream(`no target of model "${m.display_name}" has a usable provider key`),
+        failure: upstreamFailure(`no target of model "${m.display_name}" has a usable provider key`),
       };
     }
     const picked = pickTargets(m.routing, candidates, {
@@ -264,7 +292,7 @@ export class Dispatcher {
       apiKeyId: input.apiKeyId,
       clientIp: input.clientIp,
     });
-    if (picked.kind === 'all_unavailable') return { kind: 'error', error: errors.allUnavailable(m.display_name) };
+    if (picked.kind === 'all_unavailable') return { kind: 'error', failure: allUnavailable(m.display_name) };
     return { kind: 'ok', order: picked.order, routing: m.routing };
   }
 
@@ -344,15 +372,31 @@ export class Dispatcher {
         signal: cancel,
         ...(input.headers ? { callerHeaders: input.headers } : {}),
       });
+      if (r.kind === 'refused') {
+        end();
+        return { kind: 'response', status: 400, retryAfter: null, body: '', contentType: '', refusal: r.message };
+      }
       if (r.kind === 'response') {
         end();
-        return {
-          kind: 'response',
-          status: r.status,
-          retryAfter: r.retryAfter,
-          body: r.body,
-          contentType: r.contentType,
-        };
+        if (r.status < 200 || r.status >= 300) {
+          return {
+            kind: 'response',
+            status: r.status,
+            retryAfter: r.retryAfter,
+            body: r.body,
+            contentType: r.contentType,
+          };
+        }
+        // A 2xx is a success only when its body is the JSON object the endpoint promises: anything else is an
+        // upstream failure, retried and failed over like one (and counted as one).
+        if (!looksLikeJsonObject(r.body)) {
+          return {
+            kind: 'transport',
+            message: `upstream answered ${r.status} with a body that is not JSON`,
+            invalidStatus: r.status,
+          };
+        }
+        return { kind: 'response', status: r.status, retryAfter: null, body: r.body, contentType: r.contentType };
       }
       const rest = r.chunks[Symbol.asyncIterator]();
       const abort = () => cancel.abort(CALLER_GONE);
@@ -440,24 +484,27 @@ export class Dispatcher {
     const { outcome: o, target: t } = run;
     const served = servedBy(run);
     if (o.kind === 'timeout') {
-      return {
-        kind: 'error',
-        error: errors.timeout(`model "${t.model.display_name}" did not answer in time`),
-        target: t.model,
-        served,
+      const failure: DispatchFailure = {
+        kind: 'upstream_timeout',
+        status: 504,
+        message: `model "${t.model.display_name}" did not answer in time`,
       };
+      return { kind: 'error', failure, target: t.model, served };
     }
     if (o.kind === 'transport') {
-      return {
-        kind: 'error',
-        error: errors.upstream(`upstream request failed: ${o.message}`),
-        target: t.model,
-        served,
-      };
+      // The transport's own words (a runtime's advice text among them) go to the log only.
+      const failure = o.invalidStatus !== undefined
+        ? upstreamFailure(o.message)
+        : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` };
+      return { kind: 'error', failure, target: t.model, served };
     }
     if (o.live) return { kind: 'live', target: t, live: o.live, served };
+    if (o.refusal !== undefined) {
+      const failure: DispatchFailure = { kind: 'invalid_request', status: 400, message: o.refusal };
+      return { kind: 'error', failure, target: t.model, served };
+    }
     if (o.status >= 500) {
-      return { kind: 'error', error: errors.upstream(`upstream answered ${o.status}`), target: t.model, served };
+      return { kind: 'error', failure: upstreamFailure(`upstream answered ${o.status}`), target: t.model, served };
     }
     const headers: Record<string, string> = o.retryAfter ? { 'retry-after': o.retryAfter } : {};
     return {
@@ -493,10 +540,15 @@ export class Dispatcher {
       const a = this.answer(await run);
       if (a.kind === 'aborted') return DONE;
       if (a.kind === 'error') {
-        throw new UpstreamStreamError(a.error.status === 504 ? 'upstream_timeout' : 'upstream_error', a.error.message);
+        throw new UpstreamStreamError(
+          a.failure.kind === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_error',
+          a.failure.message,
+        );
       }
       if (a.kind === 'response') {
-        throw new UpstreamStreamError('upstream_error', `upstream answered ${a.status}: ${a.body.slice(0, 500)}`);
+        // Only the upstream's message (scrubbed by the pump), never its raw body.
+        const { message } = upstreamErrorParts(a.body);
+        throw new UpstreamStreamError('upstream_error', `upstream answered ${a.status}: ${message}`);
       }
       if (settled || over) {
         closeLive(a.live);
@@ -626,6 +678,39 @@ function servedBy(run: Extract<Run, { kind: 'finished' }>): ServedBy {
 function costPer1k(cost: Record<string, number> | undefined): number | undefined {
   if (!cost) return undefined;
   return (cost.input_per_1k ?? 0) + (cost.output_per_1k ?? 0);
+}
+
+/** The caller's words for an upstream that gave no answer; the transport's own go to the log (`detail`). */
+const TRANSPORT_FAILED = 'upstream request failed: no answer from the upstream';
+
+function upstreamFailure(message: string): DispatchFailure {
+  return { kind: 'upstream_error', status: 502, message };
+}
+
+function allUnavailable(model: string): DispatchFailure {
+  return {
+    kind: 'all_candidates_unavailable',
+    status: 503,
+    message: `every routing candidate of model "${model}" is unavailable`,
+    retryAfterSecs: 30,
+  };
+}
+
+/**
+ * Whether `text` is shaped as a JSON object: `{` … `}` around it, blanks aside. It runs on every JSON answer,
+ * so it does not parse it (a full parse cost ~3 % of the gateway's CPU under JSON/50, and the usage reader
+ * and the translators read what they need): HTML, plain text, an empty or truncated body all fail it.
+ */
+function looksLikeJsonObject(text: string): boolean {
+  let i = 0;
+  let j = text.length - 1;
+  while (i <= j && isBlank(text.charCodeAt(i))) i++;
+  while (j > i && isBlank(text.charCodeAt(j))) j--;
+  return j > i && text.charCodeAt(i) === 123 && text.charCodeAt(j) === 125; // { … }
+}
+
+function isBlank(c: number): boolean {
+  return c === 32 || c === 10 || c === 13 || c === 9;
 }
 
 function closeLive(live: LiveStream): void {

@@ -31,7 +31,7 @@ export function modelCheck(deps: { snapshot: () => Snapshot | undefined; upstrea
       await r.cancel();
       return { status: 200 };
     }
-    return { status: r.status };
+    return { status: r.kind === 'refused' ? 400 : r.status };
   };
 }
 

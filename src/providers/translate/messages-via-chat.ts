@@ -229,8 +229,12 @@ export async function* chatStreamToMessages(
     return index;
   };
 
+  let done = false;
   for await (const ev of parseSse(chunks)) {
-    if (ev.data === '[DONE]') break;
+    if (ev.data === '[DONE]') {
+      done = true;
+      break;
+    }
     const j = jsonData(ev);
     if (!j) continue;
     if (isRecord(j.error)) {
@@ -291,6 +295,9 @@ export async function* chatStreamToMessages(
     }
   }
   if (!started) return; // nothing arrived: the dispatcher treats an empty stream as a failed attempt
+  // A cut stream is not a whole answer: no `message_stop` for it, an error event instead (as the other
+  // direction does when `message_stop` never came).
+  if (!done) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
   yield* close();
   yield namedEvent('message_delta', {
     type: 'message_delta',

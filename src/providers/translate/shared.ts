@@ -1,6 +1,6 @@
 // What both translation directions (Anthropic Messages ⇄ OpenAI chat completions) share: reading untyped
-// JSON safely, the stop-reason tables, usage and error envelopes. The tables live here once, so the two
-// directions cannot drift apart.
+// JSON safely, the stop-reason tables and usage. The tables live here once, so the two directions cannot
+// drift apart. Error envelopes are the HTTP layer's (src/http/errors.ts).
 
 export type Json = Record<string, unknown>;
 
@@ -94,28 +94,6 @@ export function usageFromAnthropic(u: unknown): TokenUsage {
 export function usageFromOpenai(u: unknown): TokenUsage | undefined {
   if (!isRecord(u)) return undefined;
   return { input: num(u.prompt_tokens) ?? 0, output: num(u.completion_tokens) ?? 0 };
-}
-
-// ---- error envelopes ---------------------------------------------------------------------------------------
-
-/** An upstream error body's message and type, from either envelope (or the raw text). */
-function errorParts(body: string): { message: string; type: string } {
-  const json = parseJsonObject(body);
-  const err = json && isRecord(json.error) ? json.error : undefined;
-  const message = str(err?.message) ?? (body.trim().slice(0, 500) || 'upstream error');
-  return { message, type: str(err?.type) ?? 'upstream_error' };
-}
-
-/** An upstream error body re-wrapped as Anthropic's `{"type":"error","error":{type,message}}`. */
-export function anthropicErrorBody(body: string): string {
-  const { message, type } = errorParts(body);
-  return JSON.stringify({ type: 'error', error: { type, message } });
-}
-
-/** An upstream error body re-wrapped as OpenAI's `{"error":{message,type}}`. */
-export function openaiErrorBody(body: string): string {
-  const { message, type } = errorParts(body);
-  return JSON.stringify({ error: { message, type } });
 }
 
 let idCounter = 0;

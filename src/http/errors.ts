@@ -1,5 +1,9 @@
-// Errors are values with a kind a caller can act on (SPEC §7.2). The envelope is OpenAI's on `/v1/*` and
-// Anthropic's on `/v1/messages`; a caller never sees a stack trace or a secret.
+// Every error a caller can receive is built here, from a value with a kind a caller can act on
+// (docs/api.md "Errors"). The envelope is OpenAI's on `/v1/*` and Anthropic's on `/v1/messages` (with
+// AISIX's Anthropic `error.type` vocabulary by status); a caller never sees a stack trace, a runtime's
+// advice text or a configured secret (scrub.ts).
+import type { DispatchFailure } from '../routing/dispatch.ts';
+import { upstreamErrorParts } from '../providers/upstream-error.ts';
 
 export type ErrorType =
   | 'invalid_api_key'
@@ -10,6 +14,7 @@ export type ErrorType =
   | 'all_candidates_unavailable'
   | 'upstream_error'
   | 'upstream_timeout'
+  | 'service_unavailable'
   | 'not_found'
   | 'method_not_allowed'
   | 'internal_error';
@@ -51,21 +56,29 @@ export const errors = {
       undefined,
       { 'retry-after': String(retryAfterSecs) },
     ),
-  allUnavailable: (model: string) =>
-    new ProxyError(
-      503,
-      'all_candidates_unavailable',
-      `every routing candidate of model "${model}" is unavailable`,
-      undefined,
-      { 'retry-after': '30' },
-    ),
   upstream: (message: string) => new ProxyError(502, 'upstream_error', message),
-  timeout: (message = 'the upstream did not answer in time') => new ProxyError(504, 'upstream_timeout', message),
   notFound: (path: string) => new ProxyError(404, 'not_found', `no route for ${path}`),
   methodNotAllowed: (method: string, path: string) =>
     new ProxyError(405, 'method_not_allowed', `${method} is not allowed on ${path}`),
+  readOnlyAdmin: () => new ProxyError(405, 'method_not_allowed', 'the admin API is read-only in this version'),
+  /** Workers in etcd mode before the first configuration arrived (runtimes/workers-handler.ts). */
+  notConfigured: (retryAfterSecs: string) =>
+    new ProxyError(
+      503,
+      'service_unavailable',
+      'no configuration has been applied yet: the etcd source has not delivered one',
+      undefined,
+      { 'retry-after': retryAfterSecs },
+    ),
   internal: () => new ProxyError(500, 'internal_error', 'internal error; see the gateway log for this request id'),
 };
+
+/** Routing's failure value as the caller's error: the only place a dispatch failure becomes HTTP. */
+export function fromFailure(f: DispatchFailure): ProxyError {
+  const headers = f.retryAfterSecs !== undefined ? { 'retry-after': String(f.retryAfterSecs) } : undefined;
+  const type: ErrorType = f.kind === 'invalid_request' ? 'invalid_request_error' : f.kind;
+  return new ProxyError(f.status, type, f.message, undefined, headers);
+}
 
 export function openaiEnvelope(e: ProxyError): string {
   return JSON.stringify({ error: { message: e.message, type: e.type, ...(e.code ? { code: e.code } : {}) } });
@@ -103,9 +116,40 @@ export function anthropicEnvelope(e: ProxyError): string {
   return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(e.status), message: e.message } });
 }
 
+/** The caller's wire: Anthropic's envelope on `/v1/messages`, OpenAI's everywhere else. */
+export type Wire = 'openai' | 'anthropic';
+
+export function envelopeFor(wire: Wire): (e: ProxyError) => string {
+  return wire === 'anthropic' ? anthropicEnvelope : openaiEnvelope;
+}
+
 export function errorResponse(e: ProxyError, envelope: (e: ProxyError) => string = openaiEnvelope): Response {
   return new Response(envelope(e), {
     status: e.status,
     headers: { 'content-type': 'application/json', ...e.headers },
   });
+}
+
+// ---- upstream error bodies ------------------------------------------------------------------------------
+
+/**
+ * An upstream's error answer (4xx passed back to the caller) re-wrapped in the caller's envelope: the
+ * upstream's status, type and message kept (OpenAI's `param` and `code` too), nothing else of its body —
+ * and every configured secret scrubbed from the message (`scrub`).
+ */
+export function upstreamErrorBody(
+  wire: Wire,
+  status: number,
+  body: string,
+  scrub: (s: string) => string,
+): string {
+  const p = upstreamErrorParts(body);
+  const message = scrub(p.message);
+  if (wire === 'anthropic') {
+    return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(status), message } });
+  }
+  const error: Record<string, unknown> = { message, type: p.type !== undefined ? scrub(p.type) : 'upstream_error' };
+  if ('param' in p) error.param = typeof p.param === 'string' ? scrub(p.param) : p.param;
+  if ('code' in p) error.code = typeof p.code === 'string' ? scrub(p.code) : p.code;
+  return JSON.stringify({ error });
 }

@@ -1,0 +1,48 @@
+// No secret leaves through an upstream's words: everything forwarded to a caller on an error path (an
+// upstream's error message, an SSE error event, a header) passes through a scrubber that replaces every
+// configured secret — the provider keys' credentials, the admin keys and the caller's own bearer token of
+// this request — with `[redacted]`. Upstreams do echo credentials ("Incorrect API key provided: sk-…").
+import type { Snapshot } from '../resources/snapshot.ts';
+
+export const REDACTED = '[redacted]';
+
+/** Shorter strings are not scrubbed: they would redact ordinary words. */
+const MIN_SECRET_LENGTH = 6;
+
+/** The snapshot's provider credentials plus the deployment's admin keys, computed once per snapshot. */
+const perSnapshot = new WeakMap<Snapshot, readonly string[]>();
+
+function configuredSecrets(snapshot: Snapshot | undefined, adminKeys: readonly string[]): readonly string[] {
+  if (!snapshot) return adminKeys;
+  let s = perSnapshot.get(snapshot);
+  if (!s) {
+    const set = new Set<string>();
+    for (const k of snapshot.resources.provider_keys) if (k.api_key) set.add(k.api_key);
+    for (const k of adminKeys) set.add(k);
+    s = [...set].filter((x) => x.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length);
+    perSnapshot.set(snapshot, s);
+  }
+  return s;
+}
+
+export type Scrub = (text: string) => string;
+
+/** A scrubber for one request: the configured secrets and the caller's token (when it sent one). */
+export function scrubberFor(
+  snapshot: Snapshot | undefined,
+  adminKeys: readonly string[],
+  callerToken: string | undefined,
+): Scrub {
+  const configured = configuredSecrets(snapshot, adminKeys);
+  const secrets = callerToken && callerToken.length >= MIN_SECRET_LENGTH && !configured.includes(callerToken)
+    ? [...configured, callerToken].sort((a, b) => b.length - a.length)
+    : configured;
+  return (text) => scrubText(text, secrets);
+}
+
+/** `text` with every occurrence of every secret (longest first, so one that contains another goes whole) redacted. */
+export function scrubText(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) if (out.includes(s)) out = out.split(s).join(REDACTED);
+  return out;
+}

@@ -1,0 +1,24 @@
+// What the proxy's middlewares and handlers share through Hono's context, instead of hidden side tables.
+import type { ConnInfo } from '../platform.ts';
+import type { StreamEnd } from '../providers/types.ts';
+import type { RequestRecord } from './record.ts';
+
+/**
+ * A streamed answer's hand-off from the handler to the tracking middleware: the handler sets it on the
+ * context with its response; the pump calls `onEnd` once the last byte is out (or the stream failed), and
+ * the middleware fills `onEnd` in to release the in-flight slot and write the record then.
+ */
+export interface StreamTracker {
+  onEnd: ((end: StreamEnd) => void) | undefined;
+}
+
+export type ProxyEnv = {
+  Bindings: ConnInfo;
+  Variables: {
+    rec: RequestRecord;
+    /** Set by a handler that answered with a stream (track.ts waits for its end). */
+    stream: StreamTracker | undefined;
+    /** The response already carries `Server` and the request id (the middlewares leave its headers alone). */
+    stamped: boolean | undefined;
+  };
+};

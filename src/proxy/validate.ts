@@ -1,0 +1,29 @@
+// What each endpoint requires of a request body before anything is routed: a 400 `invalid_request_error`
+// naming the first missing or mistyped member, in the caller's envelope.
+import type { Endpoint } from '../providers/types.ts';
+
+/** The first problem with `body` for `endpoint`, or undefined when it may be dispatched. */
+export function validateBody(endpoint: Endpoint, body: Record<string, unknown>): string | undefined {
+  if (typeof body.model !== 'string' || body.model === '') return '`model` is required and must be a string';
+  if (endpoint === 'chat') {
+    if (!Array.isArray(body.messages) || body.messages.length === 0) {
+      return '`messages` is required and must be a non-empty array';
+    }
+    if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
+  }
+  if (endpoint === 'completions') {
+    if (body.prompt === undefined) return '`prompt` is required';
+    if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
+  }
+  if (endpoint === 'embeddings' && body.input === undefined) return '`input` is required';
+  if (endpoint === 'messages') {
+    if (!Array.isArray(body.messages) || body.messages.length === 0) {
+      return '`messages` is required and must be a non-empty array';
+    }
+    if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
+      return '`max_tokens` is required and must be a positive integer';
+    }
+    if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
+  }
+  return undefined;
+}
