@@ -10,7 +10,7 @@ import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
-import { anthropicEnvelope, openaiEnvelope, ProxyError } from './proxy/errors.ts';
+import { anthropicEnvelope, openaiEnvelope, ProxyError } from './http/errors.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
 import { runExport } from './sources/etcd/export.ts';
 import { createEtcdSource } from './sources/etcd/source.ts';

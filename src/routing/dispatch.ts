@@ -212,8 +212,9 @@ type AttemptOutcome =
   | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }
   | { kind: 'timeout' }
   /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
-   *  body is not the JSON the endpoint promises (`invalidStatus`: the status it came with). */
-  | { kind: 'transport'; message: string; invalidStatus?: number };
+   *  body is not the JSON the endpoint promises (`callerMessage`: our words for the caller; `retryable: false`:
+   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). */
+  | { kind: 'transport'; message: string; callerMessage?: string; retryable?: false };
 
 type Run = RunResult<Target, AttemptOutcome>;
 type Plan = {
@@ -393,7 +394,7 @@ export class Dispatcher {
           return {
             kind: 'transport',
             message: `upstream answered ${r.status} with a body that is not JSON`,
-            invalidStatus: r.status,
+            callerMessage: `upstream answered ${r.status} with a body that is not JSON`,
           };
         }
         return { kind: 'response', status: r.status, retryAfter: null, body: r.body, contentType: r.contentType };
@@ -416,6 +417,16 @@ export class Dispatcher {
     } catch (e) {
       end();
       if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
+      if ((e as Error)?.name === 'UpstreamTooLarge') {
+        // The same answer would come back on a retry: fail over to the next target instead (if any).
+        const message = (e as Error).message;
+        return {
+          kind: 'transport',
+          message,
+          callerMessage: `${message} (upstream.max_response_bytes)`,
+          retryable: false,
+        };
+      }
       return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
     }
   }
@@ -493,8 +504,8 @@ export class Dispatcher {
     }
     if (o.kind === 'transport') {
       // The transport's own words (a runtime's advice text among them) go to the log only.
-      const failure = o.invalidStatus !== undefined
-        ? upstreamFailure(o.message)
+      const failure = o.callerMessage !== undefined
+        ? upstreamFailure(o.callerMessage)
         : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` };
       return { kind: 'error', failure, target: t.model, served };
     }

@@ -37,8 +37,11 @@ export type Outcome =
   | { kind: 'response'; status: number; retryAfter?: string | null }
   /** Our deadline (timeout / stream_timeout) expired before the upstream answered. */
   | { kind: 'timeout' }
-  /** No HTTP answer at all: DNS, connect, TLS, reset. */
-  | { kind: 'transport'; message: string };
+  /**
+   * No usable HTTP answer: DNS, connect, TLS, reset — or one the transport refused to read (`retryable:
+   * false`, e.g. over upstream.max_response_bytes: the same target would send it again, so fail over).
+   */
+  | { kind: 'transport'; message: string; retryable?: false };
 
 /**
  * success: done, answer it. retry: try the same target again if budget remains, else fail over.
@@ -65,6 +68,7 @@ export function classifyOptions(routing?: Routing): ClassifyOptions {
 }
 
 export function classify(outcome: Outcome, opts: ClassifyOptions): Verdict {
+  if (outcome.kind === 'transport' && outcome.retryable === false) return 'fallback';
   if (outcome.kind !== 'response') return 'retry';
   const { status } = outcome;
   if (status >= 200 && status < 300) return 'success';
