@@ -73,25 +73,76 @@ function textValue(v: unknown): string {
   return JSON.stringify(v) ?? debugQuote(String(v));
 }
 
-/** `2026-01-02T03:04:05.678000Z`: tracing-subscriber's SystemTime timer prints microseconds. */
-function rfc3339Micros(d: Date): string {
-  const iso = d.toISOString(); // …T03:04:05.678Z
-  return `${iso.slice(0, -1)}000Z`;
-}
-
-/** The time string, formatted once per millisecond (an access log writes many lines per ms). */
-function clock(now: () => Date, format: (d: Date) => string): () => string {
-  let lastMs = -1;
+/**
+ * The time string, `2026-01-02T03:04:05.678` then `suffix` (`Z` for JSON's `toISOString`, `000Z` for the text
+ * format: tracing-subscriber's SystemTime timer prints microseconds). Formatted once per millisecond (an access
+ * log writes many lines per ms), and the part up to the seconds once per second: a new millisecond only puts
+ * three digits after the cached prefix instead of allocating a `Date` and formatting it all again.
+ */
+function clock(nowMs: () => number, suffix: string): () => string {
+  let lastMs = NaN;
   let last = '';
+  let second = NaN;
+  let prefix = ''; // `2026-01-02T03:04:05.`
   return () => {
-    const d = now();
-    const ms = d.getTime();
+    const ms = nowMs();
     if (ms !== lastMs) {
       lastMs = ms;
-      last = format(d);
+      const s = Math.floor(ms / 1000) * 1000;
+      if (s !== second) {
+        second = s;
+        prefix = new Date(s).toISOString().slice(0, -4); // a NaN time throws here, as toISOString always did
+      }
+      const f = ms - s;
+      last = `${prefix}${f < 10 ? '00' : f < 100 ? '0' : ''}${f}${suffix}`;
     }
     return last;
   };
+}
+
+// deno-lint-ignore no-control-regex
+const JSON_ESCAPED = /["\\\x00-\x1f\ud800-\udfff]/;
+
+/**
+ * `head` (an object's opening without its closing brace) followed by the members of `JSON.stringify(fields)`, byte
+ * for byte, for the plain objects of primitives callers pass: strings without a character JSON escapes (the usual
+ * case) are quoted as they are, finite numbers printed with `String`. A string JSON escapes (or with a surrogate)
+ * goes through `JSON.stringify` itself; any other value (an object, an array, a bigint, a non-finite number…) and
+ * any object that is not plain hand the whole object to `JSON.stringify`. Less CPU than `JSON.stringify` and
+ * splicing its output on an access-log line (measured in docs/performance.md).
+ */
+function jsonLine(head: string, fields: Fields): string {
+  if (Object.getPrototypeOf(fields) !== Object.prototype || 'toJSON' in fields) return spliced(head, fields);
+  let out = head;
+  for (const k in fields) {
+    const v = fields[k];
+    let s: string;
+    if (typeof v === 'string') s = JSON_ESCAPED.test(v) ? JSON.stringify(v) : `"${v}"`;
+    else if (typeof v === 'number' && Number.isFinite(v)) s = String(v);
+    else if (typeof v === 'boolean') s = v ? 'true' : 'false';
+    else if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
+    else if (v === null) s = 'null';
+    else return spliced(head, fields);
+    out += memberHead(k) + s;
+  }
+  return `${out}}`;
+}
+
+/** Field names are a few constants: `,"name":` is built once per name (bounded: a caller's odd names are not kept). */
+const MEMBER_HEADS = new Map<string, string>();
+function memberHead(k: string): string {
+  let h = MEMBER_HEADS.get(k);
+  if (h === undefined) {
+    h = `,${JSON.stringify(k)}:`;
+    if (MEMBER_HEADS.size < 256) MEMBER_HEADS.set(k, h);
+  }
+  return h;
+}
+
+/** `head` and the members of `JSON.stringify(fields)`: the general case of `jsonLine`. */
+function spliced(head: string, fields: Fields): string {
+  const rest = JSON.stringify(fields);
+  return rest.length > 2 ? `${head},${rest.slice(1)}` : `${head}}`;
 }
 
 const UPPER: Record<Level, string> = { trace: 'TRACE', debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR' };
@@ -100,8 +151,8 @@ const PADDED: Record<Level, string> = { trace: 'TRACE', debug: 'DEBUG', info: ' 
 
 export function createLogger(opts: LoggerOptions): Logger {
   const min = RANK[opts.level];
-  const now = opts.now ?? (() => new Date());
-  const time = opts.format === 'json' ? clock(now, (d) => d.toISOString()) : clock(now, rfc3339Micros);
+  const now = opts.now;
+  const time = clock(now ? () => now().getTime() : Date.now, opts.format === 'json' ? 'Z' : '000Z');
   const make = (target: string): Logger => {
     const jsonTarget = JSON.stringify(target);
     const log = (level: Level, msg: string, fields?: Fields): void => {
@@ -112,8 +163,7 @@ export function createLogger(opts: LoggerOptions): Logger {
         const head = `{"time":"${time()}","level":"${UPPER[level]}","target":${jsonTarget},"msg":${
           JSON.stringify(msg)
         }`;
-        const rest = fields ? JSON.stringify(fields) : '{}';
-        line = rest.length > 2 ? `${head},${rest.slice(1)}` : `${head}}`;
+        line = fields ? jsonLine(head, fields) : `${head}}`;
       } else {
         line = `${time()} ${PADDED[level]} ${target}: ${msg}`;
         if (fields) {

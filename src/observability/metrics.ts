@@ -21,6 +21,12 @@ function formatValue(v: number): string {
   return String(v);
 }
 
+function sameValues(a: LabelValues, b: LabelValues): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = a.length - 1; i >= 0; i--) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 interface Metric {
   readonly name: string;
   render(out: string[]): void;
@@ -41,6 +47,12 @@ abstract class Family<T> implements Metric {
   private index: Level<T> = new Map();
   /** Every series, in creation order (the exposition's order). */
   private series: Series<T>[] = [];
+  /**
+   * The series found last. Consecutive requests mostly carry the same label values (the same route, model,
+   * key and status), so comparing the values with the last hit's (`===` per value, no hashing) finds the
+   * series without walking the index; a miss costs one comparison that fails early, then the walk.
+   */
+  private last: Series<T> | undefined;
   constructor(
     readonly name: string,
     readonly help: string,
@@ -51,6 +63,8 @@ abstract class Family<T> implements Metric {
   protected abstract init(): T;
 
   protected entry(values: LabelValues): T {
+    const hit = this.last;
+    if (hit !== undefined && sameValues(hit.values, values)) return hit.data;
     let level = this.index;
     const last = values.length - 1;
     for (let i = 0; i < last; i++) {
@@ -68,6 +82,7 @@ abstract class Family<T> implements Metric {
       level.set(leafKey, e);
       this.series.push(e);
     }
+    this.last = e;
     return e.data;
   }
 
@@ -91,6 +106,7 @@ abstract class Family<T> implements Metric {
   reset(): void {
     this.index = new Map();
     this.series = [];
+    this.last = undefined;
   }
 
   /** A family with no series is not written at all, not even `# HELP`/`# TYPE` (as AISIX's exporter). */
@@ -154,6 +170,7 @@ export class Gauge extends Family<{ v: number }> {
 }
 
 interface HistogramData {
+  /** Observations per bucket, not cumulative: `counts[i]` holds those above bucket i-1 and at most bucket i. */
   counts: Float64Array;
   sum: number;
   count: number;
@@ -173,18 +190,24 @@ export class Histogram extends Family<HistogramData> {
   protected init(): HistogramData {
     return { counts: new Float64Array(this.buckets.length), sum: 0, count: 0 };
   }
+  /** Counts only the first bucket `v` fits in; the exposition adds them up (`le` buckets are cumulative). */
   observe(values: LabelValues, v: number): void {
     const d = this.entry(values);
-    for (let i = 0; i < this.buckets.length; i++) if (v <= this.buckets[i]!) d.counts[i]! += 1;
+    const b = this.buckets;
+    let i = 0;
+    while (i < b.length && !(v <= b[i]!)) i++;
+    if (i < b.length) d.counts[i]! += 1;
     d.sum += v;
     d.count += 1;
   }
   protected renderSeries(out: string[], values: LabelValues, d: HistogramData): void {
+    let cumulative = 0;
     for (let i = 0; i < this.buckets.length; i++) {
+      cumulative += d.counts[i]!;
       out.push(
-        `${this.name}_bucket${labelString(this.labelNames, values, `le="${formatValue(this.buckets[i]!)}"`)} ${
-          d.counts[i]
-        }`,
+        `${this.name}_bucket${
+          labelString(this.labelNames, values, `le="${formatValue(this.buckets[i]!)}"`)
+        } ${cumulative}`,
       );
     }
     out.push(`${this.name}_bucket${labelString(this.labelNames, values, 'le="+Inf"')} ${d.count}`);
