@@ -92,6 +92,7 @@ export function anthropicErrorType(status: number): string {
   switch (status) {
     case 400:
     case 422:
+    case 431: // Sluice's header limits (AISIX's parser refuses without an envelope): a malformed request
       return 'invalid_request_error';
     case 401:
       return 'authentication_error';
