@@ -159,7 +159,7 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<
   else gw.log.error(LOG.resourcesFailed, { file, error: loaded.message });
   const checked = gw.snapshot ? checkedModels(gw.snapshot.resources.models) : [];
   if (checked.length > 0) gw.log.warn(LOG.noBackgroundChecks, { models: checked.map((m) => m.display_name) });
-  gw.lifecycle.phase = 'serving';
+  gw.lifecycle.serve();
   return serve(gw, env[STATUS_TOKEN_VAR]);
 }
 
@@ -177,7 +177,7 @@ async function bootEtcd(gw: Gateway, intervalMs: number, statusToken: string | u
   }
   await poller.refresh();
   if (!gw.snapshot) gw.log.info(LOG.etcdWaiting, { interval_ms: intervalMs });
-  gw.lifecycle.phase = 'serving';
+  gw.lifecycle.serve();
   const inner = serve(gw, statusToken);
   const retryAfter = String(Math.max(1, Math.ceil(intervalMs / 1000)));
   return async (req, ctx) => {

@@ -216,7 +216,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     }
     onHup = () => gw.log.info(MSG.sighupIgnoredEtcd);
     source = createEtcdSource(gw);
-    gw.lifecycle.phase = 'waiting';
+    gw.lifecycle.waitForConfig();
     const stopped = await waitForFirstConfig(gw, source, () => stopRequested, (resolve) => {
       onStop = resolve;
     });
@@ -247,7 +247,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     await abandon(`cannot bind: ${(e as Error).message}`);
     return 1;
   }
-  gw.lifecycle.phase = 'serving';
+  gw.lifecycle.serve();
 
   const signal = stopRequested ?? (await new Promise<SignalName>((resolve) => {
     onStop = resolve;
@@ -302,7 +302,7 @@ async function waitForFirstConfig(
 
 function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
   gw.stop();
-  gw.lifecycle.phase = 'stopped';
+  gw.lifecycle.stop();
   gw.log.info(MSG.receivedSignal(signal));
   gw.log.info(MSG.shutDownCleanly);
   return 0;

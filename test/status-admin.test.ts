@@ -14,7 +14,7 @@ import { createStatusApp } from '../src/status/app.ts';
 import { type ConfigFacts, configStatusBody, deriveConfigState } from '../src/status/config-status.ts';
 import { uuidV5 } from '../src/util/crypto.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
-import { gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
+import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
 
 const sha256 = (s: string | Uint8Array) => createHash('sha256').update(s).digest('hex');
 
@@ -144,7 +144,7 @@ describe('/status/ready', () => {
     assert.equal(after.res.status, 200);
     assert.equal(after.text, 'ok');
     // still ok while draining, and after a failed reload (last-known-good serves)
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     assert.equal((await get(app, '/status/ready')).text, 'ok');
     platform.fileMap.set(RES_PATH, BAD_FILE);
     assert.equal((await loadFromFile(gw, RES_PATH)).ok, false);
@@ -536,7 +536,7 @@ describe('/metrics', () => {
     platform.fileMap.set(RES_PATH, BAD_FILE);
     await loadFromFile(gw, RES_PATH);
     await loadFromFile(gw, '/missing.yaml');
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     const { text } = await get(app, '/metrics');
     checkExposition(text);
     assert.equal(sample(text, 'aisix_config_last_reload_successful'), 0);

@@ -14,7 +14,7 @@ import { type Browser, chromium } from 'playwright-core';
 import { createStatusApp } from '../src/status/app.ts';
 import { escapeHtml } from '../src/status/page.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
-import { gatewayWith } from './support/platform.ts';
+import { forcePhase, gatewayWith } from './support/platform.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from './support/process.ts';
 
 const UPSTREAM_KEY = 'sk-upstream-SECRET-page-41c9';
@@ -79,7 +79,7 @@ describe('the page, through app.request()', () => {
     const { gw } = await gatewayWith(resources('http://127.0.0.1:9/v1'), { env: { UPSTREAM_KEY, CALLER_KEY } });
     gw.snapshot = undefined;
     gw.facts.applied = undefined;
-    gw.lifecycle.phase = 'waiting';
+    forcePhase(gw, 'waiting');
     const app = createStatusApp(gw);
     let html = await (await app.request('/status')).text();
     assert.match(html, /<title>Sluice · waiting<\/title>/);
