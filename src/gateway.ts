@@ -44,10 +44,9 @@ export class Gateway implements ReadinessChecks {
   /** Caller rate limits (api keys, models), per replica or shared through Redis (`ratelimit`). */
   readonly rateLimiter: RateLimiter;
   private readonly checker: BackgroundChecker | undefined;
-  /** The snapshot being served; undefined until the first configuration is applied. */
-  snapshot: Snapshot | undefined;
+  private _snapshot: Snapshot | undefined;
   readonly facts: ConfigFacts;
-  proxyListener: Listener | undefined;
+  private _proxyListener: Listener | undefined;
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
 
@@ -92,6 +91,22 @@ export class Gateway implements ReadinessChecks {
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
   }
 
+  /** The snapshot being served; undefined until the first configuration is applied (`apply`). */
+  get snapshot(): Snapshot | undefined {
+    return this._snapshot;
+  }
+
+  /** The bound proxy listener (connection counts, the drain); undefined until it is bound. */
+  get proxyListener(): Listener | undefined {
+    return this._proxyListener;
+  }
+
+  /** The boot bound the proxy listener: once. */
+  attachProxyListener(l: Listener): void {
+    if (this._proxyListener) throw new Error('the proxy listener is attached already');
+    this._proxyListener = l;
+  }
+
   /** Readiness checks of `/readyz`, in the order printed. */
   checks(): [string, string | undefined][] {
     return [
@@ -106,7 +121,7 @@ export class Gateway implements ReadinessChecks {
    * only when the applied `config_hash` changes.
    */
   apply(snapshot: Snapshot, meta: ApplyMeta): void {
-    this.snapshot = snapshot;
+    this._snapshot = snapshot;
     const ids = snapshot.resources.models.map((m) => m.id);
     this.health.retain(ids);
     this.routingState.retain(ids);

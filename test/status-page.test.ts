@@ -14,7 +14,9 @@ import { type Browser, chromium } from 'playwright-core';
 import { createStatusApp } from '../src/status/app.ts';
 import { escapeHtml } from '../src/status/page.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
-import { forcePhase, gatewayWith } from './support/platform.ts';
+import { loadConfig } from '../src/config/load.ts';
+import { Gateway } from '../src/gateway.ts';
+import { BASE_CONFIG, gatewayWith, testPlatform } from './support/platform.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from './support/process.ts';
 
 const UPSTREAM_KEY = 'sk-upstream-SECRET-page-41c9';
@@ -76,10 +78,11 @@ describe('the page, through app.request()', () => {
   });
 
   test('before any configuration, and while draining', async () => {
-    const { gw } = await gatewayWith(resources('http://127.0.0.1:9/v1'), { env: { UPSTREAM_KEY, CALLER_KEY } });
-    gw.snapshot = undefined;
-    gw.facts.applied = undefined;
-    forcePhase(gw, 'waiting');
+    const platform = testPlatform({ UPSTREAM_KEY, CALLER_KEY });
+    const c = loadConfig('/t/config.yaml', BASE_CONFIG, platform.env);
+    assert.ok(c.ok);
+    const gw = new Gateway(c.config, platform); // nothing applied
+    gw.lifecycle.waitForConfig();
     const app = createStatusApp(gw);
     let html = await (await app.request('/status')).text();
     assert.match(html, /<title>Sluice · waiting<\/title>/);
@@ -87,6 +90,7 @@ describe('the page, through app.request()', () => {
     assert.match(html, /No configuration applied yet\./);
     assert.match(html, /✗ config: not ready/);
 
+    gw.lifecycle.serve(); // serving with nothing applied: Workers' etcd mode before its first poll
     gw.lifecycle.beginDrain(30);
     gw.lifecycle.recordArrival();
     gw.lifecycle.recordReadyz({ status: 503 });
