@@ -5,6 +5,7 @@ import { Lifecycle } from './lifecycle/state.ts';
 import type { ReadinessChecks } from './lifecycle/probes.ts';
 import { type DeploymentLabels, deploymentLabels, GatewayMetrics } from './observability/gateway-metrics.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
+import type { Counter } from './observability/metrics.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
 import { type ConfigFacts, type FailureKind, rfc3339 } from './status/config-status.ts';
@@ -14,6 +15,7 @@ import { backgroundTimers, checkedModels, modelCheck } from './routing/model-che
 import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { RoutingState } from './routing/strategies.ts';
+import type { CacheWriteReport } from './sources/cache.ts';
 
 export interface GatewayOptions {
   /**
@@ -33,7 +35,7 @@ export interface ApplyMeta {
   counted?: boolean;
 }
 
-export class Gateway implements ReadinessChecks {
+export class Gateway implements ReadinessChecks, CacheWriteReport {
   readonly log: Logger;
   readonly lifecycle = new Lifecycle();
   readonly metrics: GatewayMetrics;
@@ -49,6 +51,7 @@ export class Gateway implements ReadinessChecks {
   private _proxyListener: Listener | undefined;
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
+  private cacheWriteFailures: Counter | undefined;
 
   constructor(
     readonly config: Config,
@@ -89,6 +92,28 @@ export class Gateway implements ReadinessChecks {
       onStatus: (s) => (this.facts.rateLimitStore = s),
     });
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
+    const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
+    if (cachePath && platform.files) {
+      this.facts.snapshotCache = { path: cachePath, healthy: true };
+      this.cacheWriteFailures = this.metrics.registerCacheWriteFailures();
+    }
+  }
+
+  /** The snapshot cache was written (etcd mode, `managed.snapshot_cache_path`). */
+  written(path: string): void {
+    this.facts.snapshotCache = { path, healthy: true, last_written_at: rfc3339(this.now()) };
+  }
+
+  /** A write of the snapshot cache failed; the cache keeps its previous content (or none). */
+  writeFailed(path: string, error: string): void {
+    const prev = this.facts.snapshotCache;
+    this.facts.snapshotCache = {
+      path,
+      healthy: false,
+      last_error: error,
+      ...(prev?.last_written_at ? { last_written_at: prev.last_written_at } : {}),
+    };
+    this.cacheWriteFailures?.inc();
   }
 
   /** The snapshot being served; undefined until the first configuration is applied (`apply`). */

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -240,6 +240,59 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     assert.equal((await get(b.url('/readyz')) as { status: number }).status, 200);
     assert.equal((await get(b.url('/status/ready', 'status')) as { status: number }).status, 200);
     assert.equal(await stop(b), 0);
+  });
+
+  test('an unwritable snapshot cache shows in /status/config snapshot_cache and a metric; a later write heals it', async () => {
+    const P = '/bb-cache-unwritable';
+    await seed(P);
+    // A path under a regular file: unwritable even for root.
+    const blocker = join(dir, 'not-a-dir');
+    writeFileSync(blocker, 'x');
+    const cache = join(blocker, 'snapshot.json');
+    const g = await spawn({ config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${cache} }`) });
+    await g.waitReady('/readyz');
+    await g.waitForLog(MSG.cacheWriteFailed);
+    const body = await json(g.url('/status/config', 'status'));
+    assert.equal(body.state, 'synced', 'the cache does not change what serves');
+    assert.equal(body.snapshot_cache.path, cache);
+    assert.equal(body.snapshot_cache.healthy, false);
+    assert.match(body.snapshot_cache.last_error, /ENOTDIR|not a directory/i);
+    assert.equal(body.snapshot_cache.last_written_at, undefined);
+    assert.deepEqual(Object.keys(body.snapshot_cache).sort(), ['healthy', 'last_error', 'path']);
+    const metrics = await (await fetch(g.url('/metrics', 'status'))).text();
+    const failures = /^sluice_snapshot_cache_write_failures_total (\d+)$/m.exec(metrics);
+    assert.ok(failures && Number(failures[1]) >= 1, metrics);
+    // The path becomes writable: the next write (on the next change) heals it.
+    rmSync(blocker);
+    mkdirSync(blocker);
+    await s.put(`${P}/models/m2`, { display_name: 'late', model_name: 'gpt-late', provider_key_id: 'pk1' });
+    await eventually(
+      'cache healthy',
+      async () => (await json(g.url('/status/config', 'status'))).snapshot_cache?.healthy === true,
+    );
+    const healed = (await json(g.url('/status/config', 'status'))).snapshot_cache;
+    assert.match(healed.last_written_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.equal(healed.last_error, undefined);
+    assert.ok(existsSync(cache));
+    assert.equal(await stop(g), 0);
+  });
+
+  test('a healthy snapshot cache: snapshot_cache healthy with last_written_at, the failure counter at 0', async () => {
+    const P = '/bb-cache-healthy';
+    await seed(P);
+    const cache = join(dir, 'healthy.json');
+    const g = await spawn({ config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${cache} }`) });
+    await g.waitReady('/readyz');
+    await eventually(
+      'cache written',
+      async () => (await json(g.url('/status/config', 'status'))).snapshot_cache?.last_written_at !== undefined,
+    );
+    const sc = (await json(g.url('/status/config', 'status'))).snapshot_cache;
+    assert.deepEqual(Object.keys(sc).sort(), ['healthy', 'last_written_at', 'path']);
+    assert.equal(sc.healthy, true);
+    const metrics = await (await fetch(g.url('/metrics', 'status'))).text();
+    assert.match(metrics, /^sluice_snapshot_cache_write_failures_total 0$/m);
+    assert.equal(await stop(g), 0);
   });
 
   test('etcd killed and restarted under a running gateway: ready throughout, reconnects, catches up', async () => {

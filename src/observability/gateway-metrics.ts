@@ -316,6 +316,21 @@ export class GatewayMetrics {
   );
 
   /** `sluice_ratelimit_shared_store_up`: with `ratelimit.backend: redis`, 1 while limits are shared, 0 not. */
+  /**
+   * etcd mode with `managed.snapshot_cache_path`: `sluice_snapshot_cache_write_failures_total`, 0 from the
+   * start (registered only when a cache is configured).
+   */
+  registerCacheWriteFailures(): Counter {
+    const c = this.registry.register(
+      new Counter(
+        'sluice_snapshot_cache_write_failures_total',
+        'Writes of the snapshot cache (managed.snapshot_cache_path) that failed; the served snapshot is unaffected.',
+      ),
+    );
+    c.inc([], 0);
+    return c;
+  }
+
   watchRateLimitStore(state: () => { backend: string; shared: boolean } | undefined): void {
     this.registry.register(
       new Gauge(

@@ -52,8 +52,19 @@ export interface ConfigFacts {
   partiallyCompatible: { resource_kind: string; field: string; count: number }[];
   /** Per kind, how many served rows are partially compatible (a row with two ignored fields counts once). */
   partiallyCompatibleRows: Record<string, number>;
+  /** etcd mode with `managed.snapshot_cache_path`: whether the latest write of the cache succeeded. */
+  snapshotCache?: SnapshotCacheHealth;
   /** Where rate-limit counters live and whether they are shared right now (`rate_limit_store`). */
   rateLimitStore?: { backend: 'memory' | 'redis'; shared: boolean; since?: string };
+}
+
+/** `/status/config` `snapshot_cache`: the path (no content), and the latest write's outcome. */
+export interface SnapshotCacheHealth {
+  path: string;
+  /** False from a failed write until the next successful one; true before the first write. */
+  healthy: boolean;
+  last_error?: string;
+  last_written_at?: string;
 }
 
 /** SPEC §8: first match wins. */
@@ -105,5 +116,6 @@ export function configStatusBody(f: ConfigFacts, now: Date): Record<string, unkn
   );
   body.partially_compatible = f.partiallyCompatible;
   if (f.rateLimitStore) body.rate_limit_store = f.rateLimitStore;
+  if (f.snapshotCache) body.snapshot_cache = f.snapshotCache;
   return body;
 }

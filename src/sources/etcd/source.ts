@@ -138,7 +138,7 @@ class EtcdSource implements EtcdConfigSource {
     this.firstApplied = this.first.promise;
     this.localRestore = this.restored.promise;
     this.prefix = normalizePrefix(gw.config.etcd.prefix);
-    this.cache = SnapshotCache.open(gw.platform.files, gw.config.managed.snapshot_cache_path, gw.log);
+    this.cache = SnapshotCache.open(gw.platform.files, gw.config.managed.snapshot_cache_path, gw.log, gw);
     gw.facts.connected = false;
   }
 
