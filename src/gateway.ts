@@ -8,7 +8,7 @@ import { createLogger, type Logger } from './observability/logger.ts';
 import type { Counter } from './observability/metrics.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
-import { type ConfigFacts, type FailureKind, rfc3339 } from './status/config-status.ts';
+import { ConfigFactsRecorder, type ConfigFactsView, type FailureKind, rfc3339 } from './config-facts.ts';
 import { BackgroundChecker } from './routing/background.ts';
 import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
@@ -47,7 +47,8 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
   readonly rateLimiter: RateLimiter;
   private readonly checker: BackgroundChecker | undefined;
   private _snapshot: Snapshot | undefined;
-  readonly facts: ConfigFacts;
+  /** The one writer of the config facts (sources report what they observed through its methods). */
+  readonly record: ConfigFactsRecorder;
   private _proxyListener: Listener | undefined;
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
@@ -65,14 +66,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
       write: platform.writeLog,
       now,
     });
-    this.facts = {
-      sourceType: config.resources_file ? 'file' : 'etcd',
-      latestLoadFailed: false,
-      lastFailure: null,
-      rejected: [],
-      partiallyCompatible: [],
-      partiallyCompatibleRows: {},
-    };
+    this.record = new ConfigFactsRecorder(config.resources_file ? 'file' : 'etcd');
     this.health = new ModelHealth({ now: () => this.now().getTime() });
     this.upstream = platform.upstream({ connectTimeoutMs: config.upstream.connect_timeout_ms });
     this.checker = opts.backgroundChecks === false ? undefined : new BackgroundChecker({
@@ -89,31 +83,31 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     });
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
       onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
-      onStatus: (s) => (this.facts.rateLimitStore = s),
+      onStatus: (s) => this.record.rateLimitStore(s),
+      now: () => this.now().getTime(),
     });
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
     const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
     if (cachePath && platform.files) {
-      this.facts.snapshotCache = { path: cachePath, healthy: true };
+      this.record.cacheConfigured(cachePath);
       this.cacheWriteFailures = this.metrics.registerCacheWriteFailures();
     }
   }
 
   /** The snapshot cache was written (etcd mode, `managed.snapshot_cache_path`). */
   written(path: string): void {
-    this.facts.snapshotCache = { path, healthy: true, last_written_at: rfc3339(this.now()) };
+    this.record.cacheWritten(path, rfc3339(this.now()));
   }
 
   /** A write of the snapshot cache failed; the cache keeps its previous content (or none). */
   writeFailed(path: string, error: string): void {
-    const prev = this.facts.snapshotCache;
-    this.facts.snapshotCache = {
-      path,
-      healthy: false,
-      last_error: error,
-      ...(prev?.last_written_at ? { last_written_at: prev.last_written_at } : {}),
-    };
+    this.record.cacheWriteFailed(path, error);
     this.cacheWriteFailures?.inc();
+  }
+
+  /** What configuration this instance observed and serves, read-only (`/status/config`, metrics, admin). */
+  get facts(): ConfigFactsView {
+    return this.record.view;
   }
 
   /** The snapshot being served; undefined until the first configuration is applied (`apply`). */
@@ -155,21 +149,14 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     const prev = this.facts.applied;
     const changed = prev?.config_hash !== meta.configHash;
     if (changed) this.applySeq++;
-    this.facts.applied = {
+    this.record.applied({
       ...(meta.revision !== undefined ? { applied_revision: meta.revision } : {}),
       config_hash: meta.configHash,
       apply_seq: this.applySeq,
       applied_at: changed || !prev ? at : prev.applied_at,
       resource_counts: snapshot.counts(),
-    };
+    }, at);
     const rejected = this.facts.rejected;
-    const clean = rejected.length === 0;
-    this.facts.lastReload = { successful: clean, at };
-    if (clean) this.facts.lastSuccessAt = at;
-    else {
-      const first = rejected[0]!; // non-null: not clean
-      this.facts.lastFailure = { at, last_error_kind: first.last_error_kind, last_error: first.last_error };
-    }
     if (meta.counted !== false) {
       this.metrics.reloadsTotal.inc();
       const reasons = new Set(rejected.map((r) => (r.last_error_kind === 'non_json' ? 'parse' : 'validate')));
@@ -201,9 +188,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
 
   /** Record a failed load or fetch; the served snapshot is untouched. `last_failure` is sticky. */
   recordFailure(kind: FailureKind, error: string): void {
-    const at = rfc3339(this.now());
-    this.facts.lastReload = { successful: false, at };
-    this.facts.lastFailure = { at, last_error_kind: kind, last_error: error };
+    this.record.failed(kind, error, rfc3339(this.now()));
     this.metrics.reloadsTotal.inc();
     this.metrics.reloadFailures.inc([kind]);
   }

@@ -11,7 +11,7 @@ import { Counter, Gauge, Histogram, Registry } from '../src/observability/metric
 import { createProxyApp } from '../src/proxy/app.ts';
 import { loadFromFile } from '../src/sources/file.ts';
 import { createStatusApp } from '../src/status/app.ts';
-import { type ConfigFacts, configStatusBody, deriveConfigState } from '../src/status/config-status.ts';
+import { type ConfigFacts, configStatusBody, deriveConfigState } from '../src/config-facts.ts';
 import { uuidV5 } from '../src/util/crypto.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
 import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
@@ -604,7 +604,7 @@ describe('/metrics', () => {
     assert.equal(sample(text, 'aisix_config_stale_served_resources{kind="models"}'), 1);
     assert.equal(sample(text, 'aisix_config_stale_served_resources{kind="api_keys"}'), undefined, 'never reported');
     assert.equal(sample(text, 'aisix_config_partially_compatible_resources{kind="models"}'), 3);
-    gw.facts.connected = false;
+    gw.record.connected(false);
     assert.equal(sample(gw.metrics.render(), 'aisix_config_source_connected'), 0);
   });
 

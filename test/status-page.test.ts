@@ -44,14 +44,14 @@ function assertNoSecret(text: string): void {
 describe('the page, through app.request()', () => {
   test('headers, content, escaping, no secret', async () => {
     const { gw } = await gatewayWith(resources('http://127.0.0.1:9/v1'), { env: { UPSTREAM_KEY, CALLER_KEY } });
-    gw.facts.rejected.push({
+    gw.record.rejected([...gw.facts.rejected, {
       resource_kind: 'models',
       resource_id: 'bad"<script>alert(2)</script>',
       last_error_kind: 'validate',
       last_error: 'timeout: expected number, got "<b>abc</b>"',
       first_seen_at: '2026-01-01T00:00:00.000Z',
       last_seen_at: '2026-01-01T00:00:00.000Z',
-    });
+    }]);
     const app = createStatusApp(gw);
     const res = await app.request('/status');
     assert.equal(res.status, 200);

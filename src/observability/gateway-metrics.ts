@@ -1,7 +1,7 @@
 // Every metric family the gateway exposes (SPEC §9), declared in one place. Gauges that mirror state
 // (config status, in-flight, connections) are computed at scrape time from the one source of truth.
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
-import type { ConfigFacts } from '../status/config-status.ts';
+import type { ConfigFactsView } from '../config-facts.ts';
 import { Counter, Gauge, Histogram, Registry } from './metrics.ts';
 
 /** Labels of every `aisix_deployment_*` series, in declaration order. */
@@ -44,7 +44,7 @@ export const LEGACY_REQUEST_LABELS = ['provider', 'model', 'status', 'outcome'] 
 export const LEGACY_DURATION_LABELS = ['provider', 'model', 'status'] as const;
 
 export interface MetricsSources {
-  facts(): ConfigFacts;
+  facts(): ConfigFactsView;
   inFlight(): number;
   openConnections(): number | undefined;
   draining(): boolean;

@@ -13,7 +13,7 @@
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { PlatformFiles } from '../platform.ts';
-import type { RejectedRow } from '../status/config-status.ts';
+import type { RejectedRow } from '../config-facts.ts';
 
 export const CACHE_FORMAT = 'sluice-etcd-snapshot-cache' as const;
 export const CACHE_VERSION = 1 as const;

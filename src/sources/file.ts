@@ -8,7 +8,7 @@
 import type { Gateway } from '../gateway.ts';
 import { MSG } from '../observability/messages.ts';
 import { loadResourcesFile } from '../resources/pipeline.ts';
-import { rfc3339 } from '../status/config-status.ts';
+import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 
@@ -72,13 +72,12 @@ export async function loadFromFile(gw: Gateway, path: string, opts: LoadOptions 
     bytes = opts.reload ? await readStable(gw, () => files.read(path), path) : await files.read(path);
   } catch (e) {
     const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
-    gw.facts.latestLoadFailed = true;
+    gw.record.latestLoadFailed(true);
     gw.recordFailure('fetch', message);
     return { ok: false, message };
   }
   const hash = await sha256Hex(bytes);
-  gw.facts.sourceHash = hash;
-  gw.facts.observedAt = rfc3339(gw.now());
+  gw.record.observed({ sourceHash: hash, at: rfc3339(gw.now()) });
   let text: string;
   try {
     text = decoder.decode(bytes);
@@ -102,12 +101,14 @@ export async function loadFromFile(gw: Gateway, path: string, opts: LoadOptions 
     );
   }
   appliedCollections.set(gw, r.collections);
-  gw.facts.latestLoadFailed = false;
-  gw.facts.rejected = [];
+  gw.record.latestLoadFailed(false);
+  gw.record.rejected([]);
   // Kinds Sluice accepts and does not serve: reported like the etcd source does (field `*`), WARN once per kind.
   const kinds = Object.keys(r.notServed).sort();
-  gw.facts.partiallyCompatible = kinds.map((k) => ({ resource_kind: k, field: '*', count: r.notServed[k]! }));
-  gw.facts.partiallyCompatibleRows = { ...r.notServed };
+  gw.record.partiallyCompatible(
+    kinds.map((k) => ({ resource_kind: k, field: '*', count: r.notServed[k]! })),
+    { ...r.notServed },
+  );
   const warned = warnedKinds.get(gw) ?? new Set<string>();
   warnedKinds.set(gw, warned);
   for (const kind of kinds) {
@@ -120,7 +121,7 @@ export async function loadFromFile(gw: Gateway, path: string, opts: LoadOptions 
 }
 
 function fail(gw: Gateway, kind: 'parse' | 'validate', message: string): FileLoad {
-  gw.facts.latestLoadFailed = true;
+  gw.record.latestLoadFailed(true);
   gw.recordFailure(kind, message);
   return { ok: false, message };
 }
@@ -162,12 +163,12 @@ async function recordRejected(gw: Gateway, entries: { scope: string; message: st
     byRow.set(key, row);
   }
   const previous = new Map(gw.facts.rejected.map((r) => [`${r.resource_kind}/${r.resource_id}`, r]));
-  gw.facts.rejected = [...byRow.entries()].map(([key, r]) => ({
+  gw.record.rejected([...byRow.entries()].map(([key, r]): RejectedRow => ({
     resource_kind: r.kind,
     resource_id: r.id,
     last_error_kind: 'schema_failed',
     last_error: r.errors.join('; '),
     first_seen_at: previous.get(key)?.first_seen_at ?? now,
     last_seen_at: now,
-  }));
+  })));
 }

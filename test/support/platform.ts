@@ -53,12 +53,12 @@ shutdown: { min_drain_secs: 0 }
 /** A Gateway with `resources` applied, ready for app.request(). */
 export async function gatewayWith(
   resources: string,
-  opts: { config?: string; env?: Record<string, string> } = {},
+  opts: { config?: string; env?: Record<string, string>; now?: () => Date } = {},
 ): Promise<{ gw: Gateway; platform: TestPlatform }> {
   const platform = testPlatform(opts.env ?? {});
   const c = loadConfig('/t/config.yaml', opts.config ?? BASE_CONFIG, platform.env);
   if (!c.ok) throw new Error(c.report.format());
-  const gw = new Gateway(c.config, platform);
+  const gw = new Gateway(c.config, platform, opts.now);
   const r = await loadResourcesFile('/t/resources.yaml', resources, platform.env);
   if (!r.ok) throw new Error(r.report.format());
   gw.apply(r.snapshot, { configHash: await sha256Hex(resources) });

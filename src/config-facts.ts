@@ -1,6 +1,8 @@
-// What configuration this instance observed and serves (SPEC §8). The sources record facts here; the
+// What configuration this instance observed and serves (`/status/config`, the aisix_config_* metrics).
+// The sources report what they saw through the few methods of `ConfigFactsRecorder` (observed, connected,
+// judged, applied, failed …); the status body, the admin app and the metrics read a read-only view. The
 // `state` is derived by one pure function from those facts, never tracked as a flag of its own.
-import type { ResourceKind } from '../resources/schema.ts';
+import type { ResourceKind } from './resources/schema.ts';
 
 export type ConfigStateName = 'synced' | 'degraded' | 'out_of_sync' | 'empty' | 'never_loaded';
 export type FailureKind = 'fetch' | 'parse' | 'validate' | 'apply';
@@ -67,8 +69,107 @@ export interface SnapshotCacheHealth {
   last_written_at?: string;
 }
 
+/** What readers get: the facts, not a handle to change them. */
+export type ConfigFactsView = DeepReadonly<ConfigFacts>;
+type DeepReadonly<T> = T extends (infer E)[] ? readonly DeepReadonly<E>[]
+  : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+  : T;
+
+/** The one writer of the config facts; each method is something a source (or the gateway) observed. */
+export class ConfigFactsRecorder {
+  private readonly f: ConfigFacts;
+
+  constructor(sourceType: 'file' | 'etcd') {
+    this.f = {
+      sourceType,
+      latestLoadFailed: false,
+      lastFailure: null,
+      rejected: [],
+      partiallyCompatible: [],
+      partiallyCompatibleRows: {},
+    };
+  }
+
+  get view(): ConfigFactsView {
+    return this.f;
+  }
+
+  /** The source read its content: `source_hash` / `observed_revision` when known, `observed_at` always. */
+  observed(o: { at: string; sourceHash?: string; revision?: number }): void {
+    if (o.sourceHash !== undefined) this.f.sourceHash = o.sourceHash;
+    if (o.revision !== undefined) this.f.observedRevision = o.revision;
+    this.f.observedAt = o.at;
+  }
+
+  /** etcd: whether the source is connected right now. */
+  connected(yes: boolean): void {
+    this.f.connected = yes;
+  }
+
+  /** The rows the latest load could not accept (the load is successful iff there are none). */
+  rejected(rows: RejectedRow[]): void {
+    this.f.rejected = rows;
+  }
+
+  /** Served rows with fields Sluice ignores, and kinds it accepts and does not serve. */
+  partiallyCompatible(fields: ConfigFacts['partiallyCompatible'], rows: Record<string, number>): void {
+    this.f.partiallyCompatible = fields;
+    this.f.partiallyCompatibleRows = rows;
+  }
+
+  /** File mode: the latest load of the file failed (true) or applied (false). */
+  latestLoadFailed(yes: boolean): void {
+    this.f.latestLoadFailed = yes;
+  }
+
+  /**
+   * A snapshot was applied (after `rejected`): `applied`, `last_reload` and, by whether rows were
+   * rejected, `last_success_at` or the sticky `last_failure` from the first rejected row.
+   */
+  applied(a: Applied, at: string): void {
+    this.f.applied = a;
+    const rejected = this.f.rejected;
+    const clean = rejected.length === 0;
+    this.f.lastReload = { successful: clean, at };
+    if (clean) this.f.lastSuccessAt = at;
+    else {
+      const first = rejected[0]!; // non-null: not clean
+      this.f.lastFailure = { at, last_error_kind: first.last_error_kind, last_error: first.last_error };
+    }
+  }
+
+  /** A load or fetch failed; the served snapshot is untouched. `last_failure` is sticky. */
+  failed(kind: FailureKind, error: string, at: string): void {
+    this.f.lastReload = { successful: false, at };
+    this.f.lastFailure = { at, last_error_kind: kind, last_error: error };
+  }
+
+  rateLimitStore(s: NonNullable<ConfigFacts['rateLimitStore']>): void {
+    this.f.rateLimitStore = s;
+  }
+
+  /** The snapshot cache is configured (etcd mode): healthy until a write fails. */
+  cacheConfigured(path: string): void {
+    this.f.snapshotCache = { path, healthy: true };
+  }
+
+  cacheWritten(path: string, at: string): void {
+    this.f.snapshotCache = { path, healthy: true, last_written_at: at };
+  }
+
+  cacheWriteFailed(path: string, error: string): void {
+    const prev = this.f.snapshotCache;
+    this.f.snapshotCache = {
+      path,
+      healthy: false,
+      last_error: error,
+      ...(prev?.last_written_at ? { last_written_at: prev.last_written_at } : {}),
+    };
+  }
+}
+
 /** SPEC §8: first match wins. */
-export function deriveConfigState(f: ConfigFacts): ConfigStateName {
+export function deriveConfigState(f: ConfigFactsView): ConfigStateName {
   if (!f.applied) return 'never_loaded';
   if (f.latestLoadFailed) return 'out_of_sync';
   const serving = total(f.applied.resource_counts) > 0;
@@ -77,14 +178,14 @@ export function deriveConfigState(f: ConfigFacts): ConfigStateName {
   return 'synced';
 }
 
-function total(counts: Record<string, number>): number {
+function total(counts: Readonly<Record<string, number>>): number {
   let n = 0;
   for (const v of Object.values(counts)) n += v;
   return n;
 }
 
 /** The `/status/config` body. `now` is used for `serving_stale_age_seconds`. */
-export function configStatusBody(f: ConfigFacts, now: Date): Record<string, unknown> {
+export function configStatusBody(f: ConfigFactsView, now: Date): Record<string, unknown> {
   const source: Record<string, unknown> = { type: f.sourceType };
   if (f.sourceType === 'etcd') {
     source.connected = f.connected ?? false;
