@@ -96,6 +96,7 @@ describe('drain report derivation', () => {
   test('the lifecycle records only after the drain began, and counts only 503 readyz answers', () => {
     let now = T0;
     const l = new Lifecycle(() => now);
+    l.serve();
     l.recordArrival();
     l.recordConnection();
     l.recordReadyz({ status: 503 });

@@ -272,26 +272,8 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     );
     const healed = (await json(g.url('/status/config', 'status'))).snapshot_cache;
     assert.match(healed.last_written_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-    assert.equal(healed.last_error, undefined);
+    assert.deepEqual(Object.keys(healed).sort(), ['healthy', 'last_written_at', 'path']);
     assert.ok(existsSync(cache));
-    assert.equal(await stop(g), 0);
-  });
-
-  test('a healthy snapshot cache: snapshot_cache healthy with last_written_at, the failure counter at 0', async () => {
-    const P = '/bb-cache-healthy';
-    await seed(P);
-    const cache = join(dir, 'healthy.json');
-    const g = await spawn({ config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${cache} }`) });
-    await g.waitReady('/readyz');
-    await eventually(
-      'cache written',
-      async () => (await json(g.url('/status/config', 'status'))).snapshot_cache?.last_written_at !== undefined,
-    );
-    const sc = (await json(g.url('/status/config', 'status'))).snapshot_cache;
-    assert.deepEqual(Object.keys(sc).sort(), ['healthy', 'last_written_at', 'path']);
-    assert.equal(sc.healthy, true);
-    const metrics = await (await fetch(g.url('/metrics', 'status'))).text();
-    assert.match(metrics, /^sluice_snapshot_cache_write_failures_total 0$/m);
     assert.equal(await stop(g), 0);
   });
 
