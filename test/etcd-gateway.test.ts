@@ -75,6 +75,12 @@ async function chat(g: GatewayProcess, model = 'gpt-test'): Promise<{ status: nu
   return { status: r.status, text: await r.text() };
 }
 
+/**
+ * A first log line's bound includes the process start: with this file's gateways starting at once on a
+ * loaded 2-core machine, a start alone was measured at up to 3 s and the 10 s default was missed.
+ */
+const START_MS = 30_000;
+
 const stop = (g: GatewayProcess): Promise<number | null> => g.stop(10_000);
 
 function proxyBound(g: GatewayProcess): boolean {
@@ -115,7 +121,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${join(dir, 'cold.json')} }`),
     });
     // An empty prefix read successfully is the first configuration (aisix-contract.md §1 E).
-    await g.waitForLog(MSG.firstConfigApplied);
+    await g.waitForLog(MSG.firstConfigApplied, START_MS);
     await g.waitReady('/readyz');
     const empty = await json(g.url('/status/config', 'status'));
     assert.equal(empty.state, 'empty');
@@ -181,7 +187,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
   test('while etcd cannot be read the proxy stays unbound; SIGTERM during the wait exits 0 promptly', async () => {
     const g = await spawn({ config: config(await deadEndpoint(), '/bb-never-term') });
-    await g.waitForLog(MSG.waitingFirstConfig);
+    await g.waitForLog(MSG.waitingFirstConfig, START_MS);
     // The wait: proxy refuses connections; status and admin explain it.
     for (const path of ['/livez', '/readyz', '/v1/models']) {
       const a = await get(g.url(path));
@@ -202,7 +208,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
   test('WARN "proxy listener still not bound" every 10 s while waiting', async () => {
     const g = await spawn({ config: config(await deadEndpoint(), '/bb-never-warn') });
-    const waiting = await g.waitForLog(MSG.waitingFirstConfig);
+    const waiting = await g.waitForLog(MSG.waitingFirstConfig, START_MS);
     const warn = await g.waitForLog(MSG.stillNotBound, 14_000);
     assert.equal(warn.level, 'WARN');
     const gap = Date.parse(warn.time!) - Date.parse(waiting.time!);
