@@ -13,18 +13,15 @@
 //
 // Kept apart from runtimes/workers.ts (which imports the bundled `.yaml` files, something only the
 // Workers bundler understands) so that tests can run this handler on Node with a bundle of their own.
-import { loadConfig } from '../src/config/load.ts';
+import { type AssembledGateway, createGateway, loadBootConfig } from '../src/boot.ts';
 import type { Config } from '../src/config/schema.ts';
-import { Gateway } from '../src/gateway.ts';
 import { MSG } from '../src/observability/messages.ts';
 import type { ConnInfo, Platform, PlatformFiles } from '../src/platform.ts';
-import { createProxyApp } from '../src/proxy/app.ts';
 import { checkedModels } from '../src/routing/model-check.ts';
 import { EtcdPollSource } from '../src/sources/etcd/poll.ts';
-import { loadFromFile } from '../src/sources/file.ts';
-import { createStatusApp } from '../src/status/app.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
-import { sha256Hex } from '../src/util/crypto.ts';
+import { parseBearer, timingSafeEqual } from '../src/http/auth.ts';
+import { envelopeFor, errorResponse, errors } from '../src/http/errors.ts';
 
 /** The Worker secret (or var) holding the bearer token of the status routes; unset = routes not mounted. */
 export const STATUS_TOKEN_VAR = 'SLUICE_STATUS_TOKEN';
@@ -65,12 +62,17 @@ const LOG = {
 
 const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
 
-export function createWorker(bundle: WorkerBundle): SluiceWorker {
+export interface WorkerOptions {
+  /** The etcd poller's clock (Unix ms), for tests that step past the poll interval; default Date.now. */
+  now?: () => number;
+}
+
+export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}): SluiceWorker {
   // One per isolate. A boot that threw (a bug, not a bad file: those are answered) is retried next request.
   let booted: Promise<Serve> | undefined;
   return {
     async fetch(req, env, ctx) {
-      booted ??= boot(bundle, stringBindings(env)).catch((e: unknown) => {
+      booted ??= boot(bundle, stringBindings(env), opts).catch((e: unknown) => {
         booted = undefined;
         throw e;
       });
@@ -126,41 +128,55 @@ export function normalizePath(path: string): string {
   return (path.startsWith('/') ? '/' : '') + out.join('/');
 }
 
-async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<Serve> {
+async function boot(bundle: WorkerBundle, env: Record<string, string>, opts: WorkerOptions): Promise<Serve> {
   const platform = workersPlatform(bundle.files, env);
-  const text = bundle.files[normalizePath(bundle.configPath)];
-  if (text === undefined) return broken(platform, `config file ${bundle.configPath}: not bundled into the Worker`);
-  const r = loadConfig(bundle.configPath, text, env);
-  if (!r.ok) return broken(platform, r.report.format());
-  const config = r.config;
+  const loaded = await loadBootConfig(platform, bundle.configPath, { listeners: false });
+  if (typeof loaded === 'string') return broken(platform, loaded);
+  const { config } = loaded;
   const unsupported = unsupportedOnWorkers(config);
   if (unsupported) return broken(platform, `config file ${bundle.configPath}: ${unsupported}`);
 
-  let pollSecs = DEFAULT_ETCD_POLL_SECS;
+  let intervalMs = DEFAULT_ETCD_POLL_SECS * 1000;
   if (!config.resources_file) {
     const v = env[ETCD_POLL_VAR];
     if (v !== undefined) {
-      pollSecs = Number(v.trim());
-      if (!/^\d+(\.\d+)?$/.test(v.trim()) || !(pollSecs > 0)) {
+      const secs = Number(v.trim());
+      if (!/^\d+(\.\d+)?$/.test(v.trim()) || !(secs > 0)) {
         return broken(platform, `${ETCD_POLL_VAR}: "${v}" is not a positive number of seconds`);
       }
+      intervalMs = secs * 1000;
     }
   }
 
-  const gw = new Gateway(config, platform, undefined, { backgroundChecks: false });
-  if (r.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: r.ignoredKeys });
+  let g: AssembledGateway<EtcdPollSource>;
+  try {
+    g = createGateway(config, platform, {
+      ignoredKeys: loaded.ignoredKeys,
+      backgroundChecks: false,
+      admin: false,
+      // Without a token the status routes are not mounted at all (the proxy's 404), like a disabled listener.
+      status: config.observability.metrics.prometheus.enabled && env[STATUS_TOKEN_VAR] !== undefined &&
+        env[STATUS_TOKEN_VAR] !== '',
+      drain: false,
+      etcd: (gw) => new EtcdPollSource(gw, { intervalMs, now: opts.now }),
+    });
+  } catch (e) {
+    return broken(platform, (e as Error).message); // the poll source refuses an unusable etcd block
+  }
+  const { gw } = g;
   const meaningless = ignoredOnWorkers(config);
   if (meaningless.length > 0) gw.log.warn(LOG.ignoredOnWorkers, { keys: meaningless });
-  if (!config.resources_file) return bootEtcd(gw, pollSecs * 1000, env[STATUS_TOKEN_VAR]);
-  const file = config.resources_file;
-  const loaded = await loadFromFile(gw, file);
+  const statusToken = env[STATUS_TOKEN_VAR];
+  if (g.source.kind === 'etcd') return bootEtcd(g, g.source.etcd, intervalMs, statusToken);
+  const file = g.source.file;
+  const first = await file.load();
   // A bad resources file still serves: /readyz says 503 and /status/config says why (out_of_sync).
-  if (loaded.ok) gw.log.info(MSG.resourcesLoaded, { file, resources: loaded.resources });
-  else gw.log.error(LOG.resourcesFailed, { file, error: loaded.message });
+  if (first.ok) gw.log.info(MSG.resourcesLoaded, { file: file.path, resources: first.resources });
+  else gw.log.error(LOG.resourcesFailed, { file: file.path, error: first.message });
   const checked = gw.snapshot ? checkedModels(gw.snapshot.resources.models) : [];
   if (checked.length > 0) gw.log.warn(LOG.noBackgroundChecks, { models: checked.map((m) => m.display_name) });
-  gw.lifecycle.phase = 'serving';
-  return serve(gw, env[STATUS_TOKEN_VAR]);
+  gw.lifecycle.serve();
+  return serve(g, statusToken);
 }
 
 /**
@@ -168,17 +184,17 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>): Promise<
  * a later request, in `ctx.waitUntil`. While nothing has been applied a due poll is awaited instead, so
  * the first configuration is served by the first request after it appears.
  */
-async function bootEtcd(gw: Gateway, intervalMs: number, statusToken: string | undefined): Promise<Serve> {
-  let poller: EtcdPollSource;
-  try {
-    poller = new EtcdPollSource(gw, { intervalMs });
-  } catch (e) {
-    return broken(gw.platform, (e as Error).message);
-  }
+async function bootEtcd(
+  g: AssembledGateway<EtcdPollSource>,
+  poller: EtcdPollSource,
+  intervalMs: number,
+  statusToken: string | undefined,
+): Promise<Serve> {
+  const { gw } = g;
   await poller.refresh();
   if (!gw.snapshot) gw.log.info(LOG.etcdWaiting, { interval_ms: intervalMs });
-  gw.lifecycle.phase = 'serving';
-  const inner = serve(gw, statusToken);
+  gw.lifecycle.serve();
+  const inner = serve(g, statusToken);
   const retryAfter = String(Math.max(1, Math.ceil(intervalMs / 1000)));
   return async (req, ctx) => {
     if (poller.due()) {
@@ -193,15 +209,8 @@ async function bootEtcd(gw: Gateway, intervalMs: number, statusToken: string | u
 
 /** `/v1/*` before the first etcd configuration: 503 in the caller's envelope (elsewhere: no listener). */
 function notConfigured(req: Request, retryAfter: string): Response {
-  const message = 'no configuration has been applied yet: the etcd source has not delivered one';
-  const type = 'service_unavailable';
-  const body = new URL(req.url).pathname === '/v1/messages'
-    ? { type: 'error', error: { type, message } }
-    : { error: { message, type } };
-  return new Response(JSON.stringify(body), {
-    status: 503,
-    headers: { 'content-type': 'application/json', 'retry-after': retryAfter },
-  });
+  const wire = new URL(req.url).pathname === '/v1/messages' ? 'anthropic' : 'openai';
+  return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wire));
 }
 
 /** What this runtime cannot do at all; a config asking for it is refused rather than half-served. */
@@ -237,16 +246,14 @@ function broken(platform: Platform, report: string): Serve {
     });
 }
 
-function serve(gw: Gateway, statusToken: string | undefined): Serve {
-  const proxy = createProxyApp(gw);
-  const prom = gw.config.observability.metrics.prometheus;
-  // Without a token the status routes are not mounted at all (the proxy's 404), like a disabled listener.
-  const status = prom.enabled && statusToken ? createStatusApp(gw) : undefined;
+function serve(g: AssembledGateway<EtcdPollSource>, statusToken: string | undefined): Serve {
+  const { proxy, status } = g;
+  const prom = g.gw.config.observability.metrics.prometheus;
   const statusPaths = new Set(['/status/ready', '/status/config', '/status/models', prom.path]);
-  const tokenHash = statusToken ? sha256Hex(statusToken) : undefined;
   return async (req) => {
-    if (status && tokenHash && statusPaths.has(new URL(req.url).pathname)) {
-      if (!(await bearerMatches(req, await tokenHash))) return unauthorized();
+    if (status && statusToken && statusPaths.has(new URL(req.url).pathname)) {
+      const given = parseBearer(req.headers.get('authorization'));
+      if (given === undefined || !(await timingSafeEqual(given, statusToken))) return unauthorized();
       return status.fetch(req);
     }
     return proxy.fetch(req, connInfo(req));
@@ -256,16 +263,6 @@ function serve(gw: Gateway, statusToken: string | undefined): Serve {
 /** Cloudflare names the client in `cf-connecting-ip` (no port: the edge does not say). */
 function connInfo(req: Request): ConnInfo {
   return { peer: req.headers.get('cf-connecting-ip') ?? undefined };
-}
-
-/** Compares digests, in time independent of where they differ. */
-async function bearerMatches(req: Request, tokenHash: string): Promise<boolean> {
-  const m = /^Bearer +(\S+) *$/i.exec(req.headers.get('authorization') ?? '');
-  if (!m) return false;
-  const given = await sha256Hex(m[1]!);
-  let diff = 0;
-  for (let i = 0; i < tokenHash.length; i++) diff |= given.charCodeAt(i) ^ tokenHash.charCodeAt(i);
-  return diff === 0;
 }
 
 function unauthorized(): Response {

@@ -5,15 +5,17 @@ import { Lifecycle } from './lifecycle/state.ts';
 import type { ReadinessChecks } from './lifecycle/probes.ts';
 import { type DeploymentLabels, deploymentLabels, GatewayMetrics } from './observability/gateway-metrics.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
+import type { Counter } from './observability/metrics.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
-import { type ConfigFacts, type FailureKind, rfc3339 } from './status/config-status.ts';
+import { ConfigFactsRecorder, type ConfigFactsView, type FailureKind, rfc3339 } from './config-facts.ts';
 import { BackgroundChecker } from './routing/background.ts';
 import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
 import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { RoutingState } from './routing/strategies.ts';
+import type { CacheWriteReport } from './sources/cache.ts';
 
 export interface GatewayOptions {
   /**
@@ -33,7 +35,7 @@ export interface ApplyMeta {
   counted?: boolean;
 }
 
-export class Gateway implements ReadinessChecks {
+export class Gateway implements ReadinessChecks, CacheWriteReport {
   readonly log: Logger;
   readonly lifecycle = new Lifecycle();
   readonly metrics: GatewayMetrics;
@@ -44,12 +46,13 @@ export class Gateway implements ReadinessChecks {
   /** Caller rate limits (api keys, models), per replica or shared through Redis (`ratelimit`). */
   readonly rateLimiter: RateLimiter;
   private readonly checker: BackgroundChecker | undefined;
-  /** The snapshot being served; undefined until the first configuration is applied. */
-  snapshot: Snapshot | undefined;
-  readonly facts: ConfigFacts;
-  proxyListener: Listener | undefined;
+  private _snapshot: Snapshot | undefined;
+  /** The one writer of the config facts (sources report what they observed through its methods). */
+  readonly record: ConfigFactsRecorder;
+  private _proxyListener: Listener | undefined;
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
+  private cacheWriteFailures: Counter | undefined;
 
   constructor(
     readonly config: Config,
@@ -63,14 +66,7 @@ export class Gateway implements ReadinessChecks {
       write: platform.writeLog,
       now,
     });
-    this.facts = {
-      sourceType: config.resources_file ? 'file' : 'etcd',
-      latestLoadFailed: false,
-      lastFailure: null,
-      rejected: [],
-      partiallyCompatible: [],
-      partiallyCompatibleRows: {},
-    };
+    this.record = new ConfigFactsRecorder(config.resources_file ? 'file' : 'etcd');
     this.health = new ModelHealth({ now: () => this.now().getTime() });
     this.upstream = platform.upstream({
       connectTimeoutMs: config.upstream.connect_timeout_ms,
@@ -90,9 +86,47 @@ export class Gateway implements ReadinessChecks {
     });
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
       onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
-      onStatus: (s) => (this.facts.rateLimitStore = s),
+      onStatus: (s) => this.record.rateLimitStore(s),
+      now: () => this.now().getTime(),
     });
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
+    const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
+    if (cachePath && platform.files) {
+      this.record.cacheConfigured(cachePath);
+      this.cacheWriteFailures = this.metrics.registerCacheWriteFailures();
+    }
+  }
+
+  /** The snapshot cache was written (etcd mode, `managed.snapshot_cache_path`). */
+  written(path: string): void {
+    this.record.cacheWritten(path, rfc3339(this.now()));
+  }
+
+  /** A write of the snapshot cache failed; the cache keeps its previous content (or none). */
+  writeFailed(path: string, error: string): void {
+    this.record.cacheWriteFailed(path, error);
+    this.cacheWriteFailures?.inc();
+  }
+
+  /** What configuration this instance observed and serves, read-only (`/status/config`, metrics, admin). */
+  get facts(): ConfigFactsView {
+    return this.record.view;
+  }
+
+  /** The snapshot being served; undefined until the first configuration is applied (`apply`). */
+  get snapshot(): Snapshot | undefined {
+    return this._snapshot;
+  }
+
+  /** The bound proxy listener (connection counts, the drain); undefined until it is bound. */
+  get proxyListener(): Listener | undefined {
+    return this._proxyListener;
+  }
+
+  /** The boot bound the proxy listener: once. */
+  attachProxyListener(l: Listener): void {
+    if (this._proxyListener) throw new Error('the proxy listener is attached already');
+    this._proxyListener = l;
   }
 
   /** Readiness checks of `/readyz`, in the order printed. */
@@ -109,7 +143,7 @@ export class Gateway implements ReadinessChecks {
    * only when the applied `config_hash` changes.
    */
   apply(snapshot: Snapshot, meta: ApplyMeta): void {
-    this.snapshot = snapshot;
+    this._snapshot = snapshot;
     const ids = snapshot.resources.models.map((m) => m.id);
     this.health.retain(ids);
     this.routingState.retain(ids);
@@ -118,21 +152,14 @@ export class Gateway implements ReadinessChecks {
     const prev = this.facts.applied;
     const changed = prev?.config_hash !== meta.configHash;
     if (changed) this.applySeq++;
-    this.facts.applied = {
+    this.record.applied({
       ...(meta.revision !== undefined ? { applied_revision: meta.revision } : {}),
       config_hash: meta.configHash,
       apply_seq: this.applySeq,
       applied_at: changed || !prev ? at : prev.applied_at,
       resource_counts: snapshot.counts(),
-    };
+    }, at);
     const rejected = this.facts.rejected;
-    const clean = rejected.length === 0;
-    this.facts.lastReload = { successful: clean, at };
-    if (clean) this.facts.lastSuccessAt = at;
-    else {
-      const first = rejected[0]!; // non-null: not clean
-      this.facts.lastFailure = { at, last_error_kind: first.last_error_kind, last_error: first.last_error };
-    }
     if (meta.counted !== false) {
       this.metrics.reloadsTotal.inc();
       const reasons = new Set(rejected.map((r) => (r.last_error_kind === 'non_json' ? 'parse' : 'validate')));
@@ -164,9 +191,7 @@ export class Gateway implements ReadinessChecks {
 
   /** Record a failed load or fetch; the served snapshot is untouched. `last_failure` is sticky. */
   recordFailure(kind: FailureKind, error: string): void {
-    const at = rfc3339(this.now());
-    this.facts.lastReload = { successful: false, at };
-    this.facts.lastFailure = { at, last_error_kind: kind, last_error: error };
+    this.record.failed(kind, error, rfc3339(this.now()));
     this.metrics.reloadsTotal.inc();
     this.metrics.reloadFailures.inc([kind]);
   }

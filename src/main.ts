@@ -1,22 +1,18 @@
 // The gateway's whole life, identical on every runtime with listeners: parse the command line, load the
-// configuration, bind listeners in the order of SPEC §6, reload on SIGHUP, drain on SIGTERM/SIGINT.
-import { createAdminApp } from './admin/app.ts';
+// configuration, bind listeners in order, reload on SIGHUP, drain on SIGTERM/SIGINT
+// (docs/operations.md "Boot and lifecycle"). The assembly itself is shared with Workers (src/boot.ts).
+import { type AssembledGateway, type BootConfig, createGateway, type FileSource, loadBootConfig } from './boot.ts';
 import { parseCli, USAGE } from './cli.ts';
-import { loadConfig, parseAddr } from './config/load.ts';
-import type { Config } from './config/schema.ts';
-import { Gateway } from './gateway.ts';
+import { parseAddr } from './config/load.ts';
+import type { Gateway } from './gateway.ts';
 import { runDrain } from './lifecycle/drain.ts';
-import { registerDrainMetrics } from './lifecycle/drain-report.ts';
+import { listenForSignals } from './lifecycle/signals.ts';
 import { MSG } from './observability/messages.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
-import { createProxyApp } from './proxy/app.ts';
 import { anthropicEnvelope, openaiEnvelope, ProxyError } from './http/errors.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
 import { runExport } from './sources/etcd/export.ts';
-import { createEtcdSource } from './sources/etcd/source.ts';
-import { loadFromFile, reloadFile } from './sources/file.ts';
 import type { ConfigSource } from './sources/source.ts';
-import { createStatusApp } from './status/app.ts';
 import { runProbeTimeline } from './tools/probe-timeline.ts';
 import { VERSION } from './version.ts';
 
@@ -75,221 +71,181 @@ async function validate(platform: Platform, path: string): Promise<number> {
   return 0;
 }
 
-/** Load and check config.yaml, then everything that must be usable before anything binds. */
-export async function loadBootConfig(
-  platform: Platform,
-  path: string,
-): Promise<{ config: Config; ignoredKeys: string[]; tls?: ListenSpec['tls'] } | string> {
-  let text: string;
-  try {
-    text = await readText(platform, path);
-  } catch (e) {
-    return `config file ${path}: cannot read it: ${(e as Error).message}`;
-  }
-  const r = loadConfig(path, text, platform.env);
-  if (!r.ok) return r.report.format();
-  const config = r.config;
-  for (const [name, addr] of listenerAddrs(config)) {
-    const { port } = parseAddr(addr);
-    if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
-  }
-  let tls: ListenSpec['tls'];
-  if (config.proxy.tls) {
-    const { cert_file, key_file } = config.proxy.tls;
-    const files = platform.files;
-    if (!files) return 'proxy.tls needs file access, which this runtime does not have';
-    const read = async (f: string, what: string) => {
-      try {
-        return await files.read(f);
-      } catch (e) {
-        throw new Error(`proxy.tls.${what}: cannot read ${f}: ${(e as Error).message}`);
-      }
-    };
-    try {
-      tls = {
-        cert: await read(cert_file, 'cert_file'),
-        key: await read(key_file, 'key_file'),
-        certFile: cert_file,
-        keyFile: key_file,
-      };
-    } catch (e) {
-      return `config file ${path}: ${(e as Error).message}`;
-    }
-  }
-  return { config, ignoredKeys: r.ignoredKeys, tls };
-}
+export { loadBootConfig };
 
-function listenerAddrs(c: Config): [string, string][] {
-  const out: [string, string][] = [['proxy.addr', c.proxy.addr]];
-  if (c.admin.enabled) out.push(['admin.addr', c.admin.addr]);
-  if (c.observability.metrics.prometheus.enabled) {
-    out.push(['observability.metrics.prometheus.addr', c.observability.metrics.prometheus.addr]);
-  }
-  return out;
-}
-
+/**
+ * `sluice serve`: the shared assembly (src/boot.ts) plus listeners and signals, in the order of
+ * docs/operations.md "Boot and lifecycle". Returns the exit code.
+ */
 async function serve(platform: Platform, configPath: string): Promise<number> {
-  // Signals first: one arriving during start-up must exit promptly, without binding anything.
-  let stopRequested: SignalName | undefined;
-  let onStop: ((s: SignalName) => void) | undefined;
-  for (const s of ['SIGTERM', 'SIGINT'] as const) {
-    platform.onSignal(s, () => {
-      if (onStop) onStop(s);
-      else stopRequested ??= s;
-    });
-  }
-  let onHup: (() => void) | undefined;
-  platform.onSignal('SIGHUP', () => onHup?.());
-
+  const signals = listenForSignals(platform); // first: a signal during start-up exits promptly, binding nothing
   const boot = await loadBootConfig(platform, configPath);
   if (typeof boot === 'string') {
     printErr(platform, boot);
     return 1;
   }
-  const { config } = boot;
-  const gw = new Gateway(config, platform);
-  registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
-  if (boot.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: boot.ignoredKeys });
-  if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
+  const g = createGateway(boot.config, platform, { ignoredKeys: boot.ignoredKeys });
+  const { gw } = g;
+  if (signals.stopRequested) return stoppedDuringStartup(gw, signals.stopRequested);
 
-  // File mode: the file is loaded before any listener binds (SPEC §5.1); etcd mode waits after binding
-  // status and admin (SPEC §6.3).
-  if (config.resources_file) {
-    const r = await loadFromFile(gw, config.resources_file);
-    if (!r.ok) {
-      printErr(platform, r.message);
-      return 1;
-    }
-    gw.log.info(MSG.resourcesLoaded, { file: config.resources_file, resources: r.resources });
-    onHup = () => void reloadFile(gw, config.resources_file!);
+  // File mode: the file is loaded before any listener binds; etcd mode waits after binding status and admin.
+  if (g.source.kind === 'file') {
+    const file = g.source.file;
+    if (!(await loadFirstFile(gw, file))) return 1;
+    signals.onHup(() => void file.reload());
   }
-  if (stopRequested) return stoppedDuringStartup(gw, stopRequested);
+  if (signals.stopRequested) return stoppedDuringStartup(gw, signals.stopRequested);
 
-  const listeners: Listener[] = [];
-  const bind = async (spec: ListenSpec, fetch: Parameters<Platform['listen']>[1]): Promise<Listener> => {
-    const l = await platform.listen(spec, fetch);
-    listeners.push(l);
-    gw.log.info(MSG.listening, {
+  const listeners = new Listeners(platform, gw);
+  const source = g.source.kind === 'etcd' ? g.source.etcd : undefined;
+  /** Leave before serving: background work, the source and whatever is bound all go. */
+  const abandon = async (message?: string): Promise<void> => {
+    if (message) printErr(platform, message);
+    gw.stop();
+    await source?.stop();
+    await listeners.closeAll();
+  };
+  const bindFailed = async (e: unknown): Promise<number> => {
+    await abandon(`cannot bind: ${(e as Error).message}`);
+    return 1;
+  };
+
+  try {
+    await bindSideListeners(g, listeners);
+  } catch (e) {
+    return bindFailed(e);
+  }
+  if (source) {
+    try {
+      await probeProxyAddr(platform, boot);
+    } catch (e) {
+      return bindFailed(e);
+    }
+    signals.onHup(() => gw.log.info(MSG.sighupIgnoredEtcd));
+    gw.lifecycle.waitForConfig();
+    const stopped = await waitForFirstConfig(gw, source, signals.stopped);
+    if (stopped) {
+      await abandon();
+      return stoppedDuringStartup(gw, stopped);
+    }
+  }
+  if (signals.stopRequested) {
+    await abandon();
+    return stoppedDuringStartup(gw, signals.stopRequested);
+  }
+
+  try {
+    gw.attachProxyListener(await bindProxy(g, boot, listeners));
+  } catch (e) {
+    return bindFailed(e);
+  }
+  gw.lifecycle.serve();
+
+  const signal = await signals.stopped;
+  signals.onHup(undefined);
+  await runDrain(gw, signal, listeners.all);
+  gw.stop();
+  await source?.stop();
+  return 0;
+}
+
+/** File mode's first load; false (reported) when the file is unusable: the boot ends with exit 1. */
+async function loadFirstFile(gw: Gateway, file: FileSource): Promise<boolean> {
+  const r = await file.load();
+  if (!r.ok) {
+    printErr(gw.platform, r.message);
+    return false;
+  }
+  gw.log.info(MSG.resourcesLoaded, { file: file.path, resources: r.resources });
+  return true;
+}
+
+/** The listeners bound so far, each logged as it binds; closed together on the way out. */
+class Listeners {
+  readonly all: Listener[] = [];
+  constructor(private readonly platform: Platform, private readonly gw: Gateway) {}
+
+  async bind(spec: ListenSpec, fetch: Parameters<Platform['listen']>[1]): Promise<Listener> {
+    const l = await this.platform.listen(spec, fetch);
+    this.all.push(l);
+    this.gw.log.info(MSG.listening, {
       listener: spec.name,
       addr: `${spec.host}:${l.port}`,
       tls: spec.tls !== undefined,
       http2: spec.http2 === true || spec.tls !== undefined,
     });
     return l;
-  };
-  let source: ConfigSource | undefined;
-  /** Leave before serving: background work, the source and whatever is bound all go. */
-  const abandon = async (message?: string): Promise<void> => {
-    if (message) printErr(platform, message);
-    gw.stop();
-    await source?.stop();
-    await Promise.allSettled(listeners.map((l) => l.close()));
-  };
-  try {
-    const prom = config.observability.metrics.prometheus;
-    if (prom.enabled) {
-      const app = createStatusApp(gw);
-      await bind({ name: 'status', ...parseAddr(prom.addr) }, (req) => app.fetch(req));
-    }
-    if (config.admin.enabled) {
-      const app = createAdminApp(gw);
-      await bind({ name: 'admin', ...parseAddr(config.admin.addr) }, (req) => app.fetch(req));
-    }
-  } catch (e) {
-    await abandon(`cannot bind: ${(e as Error).message}`);
-    return 1;
   }
 
-  if (!config.resources_file) {
-    // The proxy address must be usable now, not when the first configuration arrives (SPEC §6.3):
-    // bind it once and let it go, so a port in use is a boot failure rather than a deferred one.
-    try {
-      const probe = await platform.listen({
-        name: 'proxy',
-        ...parseAddr(config.proxy.addr),
-        tls: boot.tls,
-        http2: config.proxy.http2,
-      }, () => new Response(null, { status: 503 }));
-      await probe.close();
-    } catch (e) {
-      await abandon(`cannot bind: ${(e as Error).message}`);
-      return 1;
-    }
-    onHup = () => gw.log.info(MSG.sighupIgnoredEtcd);
-    source = createEtcdSource(gw);
-    gw.lifecycle.phase = 'waiting';
-    const stopped = await waitForFirstConfig(gw, source, () => stopRequested, (resolve) => {
-      onStop = resolve;
-    });
-    if (stopped) {
-      await abandon();
-      return stoppedDuringStartup(gw, stopped);
-    }
-    onStop = undefined;
+  async closeAll(): Promise<void> {
+    await Promise.allSettled(this.all.map((l) => l.close()));
   }
-  if (stopRequested) {
-    await abandon();
-    return stoppedDuringStartup(gw, stopRequested);
-  }
+}
 
-  try {
-    const proxyApp = createProxyApp(gw);
-    gw.proxyListener = await bind({
-      name: 'proxy',
-      ...parseAddr(config.proxy.addr),
-      tls: boot.tls,
-      http2: config.proxy.http2,
-      idleTimeoutMs: config.downstream.idle_timeout_secs * 1000,
-      headerLimits: {
-        maxCount: config.proxy.max_request_headers,
-        maxBytes: config.proxy.max_request_header_bytes,
-        refuse: (path, message) =>
-          (path === '/v1/messages' ? anthropicEnvelope : openaiEnvelope)(
-            new ProxyError(431, 'invalid_request_error', message),
-          ),
-      },
-      onDrainAccept: (peer, open) => {
-        gw.lifecycle.recordConnection();
-        gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open });
-      },
-    }, (req, conn) => proxyApp.fetch(req, conn));
-  } catch (e) {
-    await abandon(`cannot bind: ${(e as Error).message}`);
-    return 1;
+/** Status, then admin: bound before the first configuration so an operator can see the wait. */
+async function bindSideListeners(g: AssembledGateway<ConfigSource>, listeners: Listeners): Promise<void> {
+  const { config } = g.gw;
+  const { status, admin } = g;
+  if (status) {
+    await listeners.bind(
+      { name: 'status', ...parseAddr(config.observability.metrics.prometheus.addr) },
+      (req) => status.fetch(req),
+    );
   }
-  gw.lifecycle.phase = 'serving';
+  if (admin) await listeners.bind({ name: 'admin', ...parseAddr(config.admin.addr) }, (req) => admin.fetch(req));
+}
 
-  const signal = stopRequested ?? (await new Promise<SignalName>((resolve) => {
-    onStop = resolve;
-  }));
-  onHup = undefined;
-  await runDrain(gw, signal, listeners);
-  gw.stop();
-  await source?.stop();
-  return 0;
+/**
+ * etcd mode: the proxy address must be usable now, not when the first configuration arrives — bind it
+ * once and let it go, so a port in use is a boot failure rather than a deferred one.
+ */
+async function probeProxyAddr(platform: Platform, boot: BootConfig): Promise<void> {
+  const probe = await platform.listen({
+    name: 'proxy',
+    ...parseAddr(boot.config.proxy.addr),
+    tls: boot.tls,
+    http2: boot.config.proxy.http2,
+  }, () => new Response(null, { status: 503 }));
+  await probe.close();
+}
+
+async function bindProxy(g: AssembledGateway<ConfigSource>, boot: BootConfig, listeners: Listeners): Promise<Listener> {
+  const { gw, proxy } = g;
+  return await listeners.bind({
+    name: 'proxy',
+    ...parseAddr(boot.config.proxy.addr),
+    tls: boot.tls,
+    http2: boot.config.proxy.http2,
+    idleTimeoutMs: boot.config.downstream.idle_timeout_secs * 1000,
+    headerLimits: {
+      maxCount: boot.config.proxy.max_request_headers,
+      maxBytes: boot.config.proxy.max_request_header_bytes,
+      refuse: (path, message) =>
+        (path === '/v1/messages' ? anthropicEnvelope : openaiEnvelope)(
+          new ProxyError(431, 'invalid_request_error', message),
+        ),
+    },
+    onDrainAccept: (peer, open) => {
+      gw.lifecycle.recordConnection();
+      gw.log.info(MSG.acceptedWhileDraining, { peer, open_connections: open });
+    },
+  }, (req, conn) => proxy.fetch(req, conn));
 }
 
 const STILL_WAITING_EVERY_MS = 10_000;
 
 /**
- * SPEC §6.3: with nothing applied the proxy stays unbound; INFO once, WARN every 10 s, INFO on apply.
- * The first successful read of the source is the first configuration, even of an empty prefix
- * (aisix-contract.md §1 E: state `empty`, ready). Resolves undefined once a configuration is applied, or
- * the signal that asked to stop meanwhile.
+ * With nothing applied the proxy stays unbound; INFO once, WARN every 10 s, INFO on apply. The first
+ * successful read of the source is the first configuration, even of an empty prefix (aisix-contract.md
+ * §1 E: state `empty`, ready). Resolves undefined once a configuration is applied, or the signal that asked
+ * to stop meanwhile.
  */
 async function waitForFirstConfig(
   gw: Gateway,
   source: ConfigSource,
-  pending: () => SignalName | undefined,
-  listen: (resolve: (s: SignalName) => void) => void,
+  stop: Promise<SignalName>,
 ): Promise<SignalName | undefined> {
-  const stop = new Promise<SignalName>((resolve) => {
-    const already = pending();
-    if (already) resolve(already);
-    else listen(resolve);
-  });
   source.start();
-  let waitingLogged = false;
   const first = source.firstApplied.then(() => undefined);
   // A usable snapshot cache applies before the source reads the network: wait for that before logging a wait.
   const local = source.localRestore ?? new Promise<void>((r) => setTimeout(r, 0));
@@ -299,20 +255,20 @@ async function waitForFirstConfig(
     return quick;
   }
   gw.log.info(MSG.waitingFirstConfig);
-  waitingLogged = true;
   const warn = setInterval(() => gw.log.warn(MSG.stillNotBound), STILL_WAITING_EVERY_MS);
   try {
     const r = await Promise.race([first, stop]);
-    if (r === undefined && waitingLogged) gw.log.info(MSG.firstConfigApplied);
+    if (r === undefined) gw.log.info(MSG.firstConfigApplied);
     return r;
   } finally {
     clearInterval(warn);
   }
 }
 
+/** A stop signal before serving: nothing to drain. */
 function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
   gw.stop();
-  gw.lifecycle.phase = 'stopped';
+  gw.lifecycle.stop();
   gw.log.info(MSG.receivedSignal(signal));
   gw.log.info(MSG.shutDownCleanly);
   return 0;

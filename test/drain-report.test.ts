@@ -9,6 +9,7 @@ import { drainReport, drainVerdict } from '../src/lifecycle/drain-report.ts';
 import { type DrainFacts, Lifecycle } from '../src/lifecycle/state.ts';
 import { startMockUpstream } from './support/mock-upstream.ts';
 import { CALLER_KEY, type GatewayProcess, resourcesFor, type RuntimeName, spawnGateway } from './support/process.ts';
+import { sleep } from './support/until.ts';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 
@@ -96,6 +97,7 @@ describe('drain report derivation', () => {
   test('the lifecycle records only after the drain began, and counts only 503 readyz answers', () => {
     let now = T0;
     const l = new Lifecycle(() => now);
+    l.serve();
     l.recordArrival();
     l.recordConnection();
     l.recordReadyz({ status: 503 });
@@ -128,7 +130,6 @@ describe('drain report derivation', () => {
 // -- black-box ------------------------------------------------------------------------------------------
 
 const RUNTIMES: RuntimeName[] = ['node', 'bun', 'deno'];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One request on its own connection (a balancer that opens a connection per request). */
 function get(url: string, headers: Record<string, string> = {}): Promise<number> {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -75,6 +75,12 @@ async function chat(g: GatewayProcess, model = 'gpt-test'): Promise<{ status: nu
   return { status: r.status, text: await r.text() };
 }
 
+/**
+ * A first log line's bound includes the process start: with this file's gateways starting at once on a
+ * loaded 2-core machine, a start alone was measured at up to 3 s and the 10 s default was missed.
+ */
+const START_MS = 30_000;
+
 const stop = (g: GatewayProcess): Promise<number | null> => g.stop(10_000);
 
 function proxyBound(g: GatewayProcess): boolean {
@@ -115,7 +121,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${join(dir, 'cold.json')} }`),
     });
     // An empty prefix read successfully is the first configuration (aisix-contract.md §1 E).
-    await g.waitForLog(MSG.firstConfigApplied);
+    await g.waitForLog(MSG.firstConfigApplied, START_MS);
     await g.waitReady('/readyz');
     const empty = await json(g.url('/status/config', 'status'));
     assert.equal(empty.state, 'empty');
@@ -181,7 +187,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
   test('while etcd cannot be read the proxy stays unbound; SIGTERM during the wait exits 0 promptly', async () => {
     const g = await spawn({ config: config(await deadEndpoint(), '/bb-never-term') });
-    await g.waitForLog(MSG.waitingFirstConfig);
+    await g.waitForLog(MSG.waitingFirstConfig, START_MS);
     // The wait: proxy refuses connections; status and admin explain it.
     for (const path of ['/livez', '/readyz', '/v1/models']) {
       const a = await get(g.url(path));
@@ -202,7 +208,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
   test('WARN "proxy listener still not bound" every 10 s while waiting', async () => {
     const g = await spawn({ config: config(await deadEndpoint(), '/bb-never-warn') });
-    const waiting = await g.waitForLog(MSG.waitingFirstConfig);
+    const waiting = await g.waitForLog(MSG.waitingFirstConfig, START_MS);
     const warn = await g.waitForLog(MSG.stillNotBound, 14_000);
     assert.equal(warn.level, 'WARN');
     const gap = Date.parse(warn.time!) - Date.parse(waiting.time!);
@@ -240,6 +246,41 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     assert.equal((await get(b.url('/readyz')) as { status: number }).status, 200);
     assert.equal((await get(b.url('/status/ready', 'status')) as { status: number }).status, 200);
     assert.equal(await stop(b), 0);
+  });
+
+  test('an unwritable snapshot cache shows in /status/config snapshot_cache and a metric; a later write heals it', async () => {
+    const P = '/bb-cache-unwritable';
+    await seed(P);
+    // A path under a regular file: unwritable even for root.
+    const blocker = join(dir, 'not-a-dir');
+    writeFileSync(blocker, 'x');
+    const cache = join(blocker, 'snapshot.json');
+    const g = await spawn({ config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${cache} }`) });
+    await g.waitReady('/readyz');
+    await g.waitForLog(MSG.cacheWriteFailed);
+    const body = await json(g.url('/status/config', 'status'));
+    assert.equal(body.state, 'synced', 'the cache does not change what serves');
+    assert.equal(body.snapshot_cache.path, cache);
+    assert.equal(body.snapshot_cache.healthy, false);
+    assert.match(body.snapshot_cache.last_error, /ENOTDIR|not a directory/i);
+    assert.equal(body.snapshot_cache.last_written_at, undefined);
+    assert.deepEqual(Object.keys(body.snapshot_cache).sort(), ['healthy', 'last_error', 'path']);
+    const metrics = await (await fetch(g.url('/metrics', 'status'))).text();
+    const failures = /^sluice_snapshot_cache_write_failures_total (\d+)$/m.exec(metrics);
+    assert.ok(failures && Number(failures[1]) >= 1, metrics);
+    // The path becomes writable: the next write (on the next change) heals it.
+    rmSync(blocker);
+    mkdirSync(blocker);
+    await s.put(`${P}/models/m2`, { display_name: 'late', model_name: 'gpt-late', provider_key_id: 'pk1' });
+    await eventually(
+      'cache healthy',
+      async () => (await json(g.url('/status/config', 'status'))).snapshot_cache?.healthy === true,
+    );
+    const healed = (await json(g.url('/status/config', 'status'))).snapshot_cache;
+    assert.match(healed.last_written_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.deepEqual(Object.keys(healed).sort(), ['healthy', 'last_written_at', 'path']);
+    assert.ok(existsSync(cache));
+    assert.equal(await stop(g), 0);
   });
 
   test('etcd killed and restarted under a running gateway: ready throughout, reconnects, catches up', async () => {

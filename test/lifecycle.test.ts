@@ -3,7 +3,7 @@
 // mock arrivals, protocol events), each bounded.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
@@ -54,6 +54,7 @@ function selfSigned(): { cert: string; key: string } {
     );
   }
   certs = { cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), key: readFileSync(join(dir, 'key.pem'), 'utf8') };
+  rmSync(dir, { recursive: true, force: true });
   return certs;
 }
 

@@ -10,7 +10,7 @@ import { Gateway } from '../src/gateway.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { VERSION } from '../src/version.ts';
 import { chunk, type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
-import { gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
+import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
 import { until } from './support/until.ts';
 import { IdleTimer } from '../src/util/idle-timer.ts';
 
@@ -198,13 +198,13 @@ describe('/livez', () => {
 
   test('stays 200 while draining, and logs no "arrived while draining" line', async () => {
     const before = platform.logs.length;
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     try {
       const res = await call('/livez');
       assert.equal(res.status, 200);
       assert.equal(await res.text(), 'ok');
     } finally {
-      gw.lifecycle.phase = 'serving';
+      forcePhase(gw, 'serving');
     }
     assert.equal(platform.logs.slice(before).some((l) => l.msg === 'request arrived while draining'), false);
   });
@@ -222,7 +222,7 @@ describe('/readyz', () => {
   });
 
   test('draining: 503 with the detailed body, even without verbose', async () => {
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     try {
       for (const q of ['', '?verbose']) {
         const res = await call(`/readyz${q}`);
@@ -234,18 +234,18 @@ describe('/readyz', () => {
       const head = await call('/readyz', { method: 'HEAD' });
       assert.equal(head.status, 503);
     } finally {
-      gw.lifecycle.phase = 'serving';
+      forcePhase(gw, 'serving');
     }
   });
 
   test('?exclude=shutdown while draining: 200 with the exclusion shown', async () => {
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     try {
       const res = await call('/readyz?exclude=shutdown');
       assert.equal(res.status, 200);
       assert.equal(await res.text(), '[+]shutdown excluded: ok\n[+]config ok\nreadyz check passed\n');
     } finally {
-      gw.lifecycle.phase = 'serving';
+      forcePhase(gw, 'serving');
     }
   });
 
@@ -256,7 +256,7 @@ describe('/readyz', () => {
       await res.text(),
       '[+]shutdown ok\n[+]config ok\nwarn: some health checks cannot be excluded: no matches for "foo"\nreadyz check passed\n',
     );
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     try {
       const d = await call('/readyz?exclude=foo&exclude=config');
       assert.equal(d.status, 503);
@@ -265,7 +265,7 @@ describe('/readyz', () => {
         '[-]shutdown failed: draining\n[+]config excluded: ok\nwarn: some health checks cannot be excluded: no matches for "foo"\nreadyz check failed',
       );
     } finally {
-      gw.lifecycle.phase = 'serving';
+      forcePhase(gw, 'serving');
     }
   });
 
@@ -927,7 +927,7 @@ describe('client disconnect', () => {
 describe('draining', () => {
   test('a /v1 request during the drain is served and logs "request arrived while draining"', async () => {
     const before = platform.logs.length;
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     try {
       const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES }, {
         headers: { 'x-aisix-request-id': 'drain-1', 'x-request-id': 'lb-77' },
@@ -935,7 +935,7 @@ describe('draining', () => {
       assert.equal(res.status, 200);
       await res.text();
     } finally {
-      gw.lifecycle.phase = 'serving';
+      forcePhase(gw, 'serving');
     }
     const line = platform.logs.slice(before).find((l) => l.msg === 'request arrived while draining');
     assert.ok(line);

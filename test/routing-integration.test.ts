@@ -21,7 +21,6 @@ const LIMITED = 'sk-caller-limited-SECRET-2';
 const TPM = 'sk-caller-tpm-SECRET-3';
 const ENV = { CALLER, LIMITED, TPM, UPSTREAM_KEY: 'sk-upstream-SECRET-9', ANTHROPIC_KEY: 'sk-ant-SECRET-8' };
 const MESSAGES = [{ role: 'user', content: 'hello there' }];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let a: MockUpstream;
 let b: MockUpstream;
@@ -103,8 +102,15 @@ interface Harness {
   metrics(): Promise<string>;
 }
 
-async function harness(models: string, opts: { config?: string; directExtra?: string } = {}): Promise<Harness> {
-  const { gw } = await gatewayWith(resources(models, opts), { env: ENV, config: BASE_CONFIG + (opts.config ?? '') });
+async function harness(
+  models: string,
+  opts: { config?: string; directExtra?: string; now?: () => Date } = {},
+): Promise<Harness> {
+  const { gw } = await gatewayWith(resources(models, opts), {
+    env: ENV,
+    config: BASE_CONFIG + (opts.config ?? ''),
+    now: opts.now,
+  });
   const proxy = createProxyApp(gw);
   const status = createStatusApp(gw);
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -902,9 +908,12 @@ describe('first-token failover only for a resource-configured stream budget (ais
 
 describe('caller rate limits', () => {
   let h: Harness;
+  /** The gateway's clock runs with the wall clock, shifted by this (a test moves it to a window's start). */
+  let clockOffsetMs = 0;
   before(async () => {
     h = await harness(
       `  - { display_name: one-at-a-time, provider_key: pa, model_name: up-a, retries: 0, rate_limit: { concurrency: 1 } }`,
+      { now: () => new Date(Date.now() + clockOffsetMs) },
     );
   });
   after(() => h.gw.stop());
@@ -957,13 +966,18 @@ describe('caller rate limits', () => {
   });
 
   test('tpm on an API key is charged from the response usage', async () => {
-    if (Date.now() % 60_000 > 55_000) await sleep(60_000 - (Date.now() % 60_000) + 50); // stay in one window
+    // The gateway's clock jumps to 1 s past the next minute boundary: the three requests share one window.
+    clockOffsetMs = 60_000 - (Date.now() % 60_000) + 1000;
     const tpm = { authorization: `Bearer ${TPM}` };
     assert.equal((await h.chat('m-a', {}, tpm)).status, 200); // usage 4
     assert.equal((await h.chat('m-a', {}, tpm)).status, 200); // 4 < 5: admitted, now 8
     const res = await h.chat('m-a', {}, tpm);
     assert.equal(res.status, 429);
     assert.ok(Number(res.headers.get('retry-after')) >= 1);
+    await res.text();
+    // The limiter reads the gateway's clock: one minute later on it, the next window admits again.
+    clockOffsetMs += 60_000;
+    assert.equal((await h.chat('m-a', {}, tpm)).status, 200);
   });
 });
 

@@ -11,10 +11,10 @@ import { Counter, Gauge, Histogram, Registry } from '../src/observability/metric
 import { createProxyApp } from '../src/proxy/app.ts';
 import { loadFromFile } from '../src/sources/file.ts';
 import { createStatusApp } from '../src/status/app.ts';
-import { type ConfigFacts, configStatusBody, deriveConfigState } from '../src/status/config-status.ts';
+import { type ConfigFacts, configStatusBody, deriveConfigState } from '../src/config-facts.ts';
 import { uuidV5 } from '../src/util/crypto.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
-import { gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
+import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from './support/platform.ts';
 
 const sha256 = (s: string | Uint8Array) => createHash('sha256').update(s).digest('hex');
 
@@ -144,7 +144,7 @@ describe('/status/ready', () => {
     assert.equal(after.res.status, 200);
     assert.equal(after.text, 'ok');
     // still ok while draining, and after a failed reload (last-known-good serves)
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     assert.equal((await get(app, '/status/ready')).text, 'ok');
     platform.fileMap.set(RES_PATH, BAD_FILE);
     assert.equal((await loadFromFile(gw, RES_PATH)).ok, false);
@@ -536,7 +536,7 @@ describe('/metrics', () => {
     platform.fileMap.set(RES_PATH, BAD_FILE);
     await loadFromFile(gw, RES_PATH);
     await loadFromFile(gw, '/missing.yaml');
-    gw.lifecycle.phase = 'draining';
+    forcePhase(gw, 'draining');
     const { text } = await get(app, '/metrics');
     checkExposition(text);
     assert.equal(sample(text, 'aisix_config_last_reload_successful'), 0);
@@ -604,7 +604,7 @@ describe('/metrics', () => {
     assert.equal(sample(text, 'aisix_config_stale_served_resources{kind="models"}'), 1);
     assert.equal(sample(text, 'aisix_config_stale_served_resources{kind="api_keys"}'), undefined, 'never reported');
     assert.equal(sample(text, 'aisix_config_partially_compatible_resources{kind="models"}'), 3);
-    gw.facts.connected = false;
+    gw.record.connected(false);
     assert.equal(sample(gw.metrics.render(), 'aisix_config_source_connected'), 0);
   });
 

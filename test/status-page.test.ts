@@ -14,7 +14,9 @@ import { type Browser, chromium } from 'playwright-core';
 import { createStatusApp } from '../src/status/app.ts';
 import { escapeHtml } from '../src/status/page.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
-import { gatewayWith } from './support/platform.ts';
+import { loadConfig } from '../src/config/load.ts';
+import { Gateway } from '../src/gateway.ts';
+import { BASE_CONFIG, gatewayWith, testPlatform } from './support/platform.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from './support/process.ts';
 
 const UPSTREAM_KEY = 'sk-upstream-SECRET-page-41c9';
@@ -42,14 +44,14 @@ function assertNoSecret(text: string): void {
 describe('the page, through app.request()', () => {
   test('headers, content, escaping, no secret', async () => {
     const { gw } = await gatewayWith(resources('http://127.0.0.1:9/v1'), { env: { UPSTREAM_KEY, CALLER_KEY } });
-    gw.facts.rejected.push({
+    gw.record.rejected([...gw.facts.rejected, {
       resource_kind: 'models',
       resource_id: 'bad"<script>alert(2)</script>',
       last_error_kind: 'validate',
       last_error: 'timeout: expected number, got "<b>abc</b>"',
       first_seen_at: '2026-01-01T00:00:00.000Z',
       last_seen_at: '2026-01-01T00:00:00.000Z',
-    });
+    }]);
     const app = createStatusApp(gw);
     const res = await app.request('/status');
     assert.equal(res.status, 200);
@@ -76,10 +78,11 @@ describe('the page, through app.request()', () => {
   });
 
   test('before any configuration, and while draining', async () => {
-    const { gw } = await gatewayWith(resources('http://127.0.0.1:9/v1'), { env: { UPSTREAM_KEY, CALLER_KEY } });
-    gw.snapshot = undefined;
-    gw.facts.applied = undefined;
-    gw.lifecycle.phase = 'waiting';
+    const platform = testPlatform({ UPSTREAM_KEY, CALLER_KEY });
+    const c = loadConfig('/t/config.yaml', BASE_CONFIG, platform.env);
+    assert.ok(c.ok);
+    const gw = new Gateway(c.config, platform); // nothing applied
+    gw.lifecycle.waitForConfig();
     const app = createStatusApp(gw);
     let html = await (await app.request('/status')).text();
     assert.match(html, /<title>Sluice · waiting<\/title>/);
@@ -87,6 +90,7 @@ describe('the page, through app.request()', () => {
     assert.match(html, /No configuration applied yet\./);
     assert.match(html, /✗ config: not ready/);
 
+    gw.lifecycle.serve(); // serving with nothing applied: Workers' etcd mode before its first poll
     gw.lifecycle.beginDrain(30);
     gw.lifecycle.recordArrival();
     gw.lifecycle.recordReadyz({ status: 503 });

@@ -13,7 +13,7 @@ import { clientIpResolver } from '../src/proxy/client-ip.ts';
 import { ipAllowed } from '../src/util/cidr.ts';
 import { anthropicErrorType } from '../src/http/errors.ts';
 import { aggregateStatus, healthLevel, snapshotFreshness } from '../src/admin/app.ts';
-import type { ConfigFacts } from '../src/status/config-status.ts';
+import type { ConfigFacts } from '../src/config-facts.ts';
 import type { Gateway } from '../src/gateway.ts';
 import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts';
 import { type MockAnthropic, startMockAnthropic } from './support/mock-anthropic.ts';

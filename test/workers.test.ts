@@ -28,6 +28,7 @@ import { type MockUpstream, startMockUpstream } from './support/mock-upstream.ts
 import { type EtcdServer, startEtcd } from './support/etcd.ts';
 import { seeder, trio } from './support/etcd-gateway.ts';
 import { parseLogLine } from './support/log-line.ts';
+import { sleep } from './support/until.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const DEMO_KEY = 'sk-sluice-demo';
@@ -75,8 +76,6 @@ function execCtx(): WorkerContext & { settled(): Promise<void> } {
     },
   };
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface ConfigStatus {
   state: string;
@@ -301,7 +300,10 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     const logs = captureLogs(t);
     const P = '/wk-inproc';
     const s = seeder(etcd.endpoint);
-    const w = createWorker(bundle(etcdConfig(etcd.endpoint, P), ''));
+    // The poller's clock: a step of POLL_MS makes the next request's poll due, no waiting on the wall clock.
+    let clock = 1_000_000;
+    const step = () => void (clock += POLL_MS);
+    const w = createWorker(bundle(etcdConfig(etcd.endpoint, P), ''), { now: () => clock });
     const e = env();
     const ctx = execCtx();
     const call = (path: string, init: RequestInit = {}) =>
@@ -328,7 +330,7 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
 
     // The trio appears: the next due request starts a poll in waitUntil; once it settles, the trio serves.
     for (const [k, v] of trio(P, upstream.base, await sha256Hex(CALLER_KEY))) await s.put(k, v);
-    await sleep(POLL_MS);
+    step();
     assert.equal((await call('/readyz')).status, 200); // this request starts the poll in waitUntil
     await ctx.settled();
     const ok = await call('/v1/chat/completions', chatReq());
@@ -340,7 +342,7 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     const seq = st.applied!.apply_seq;
 
     // Unchanged revision: a poll does not apply again.
-    await sleep(POLL_MS);
+    step();
     await call('/livez');
     await ctx.settled();
     assert.equal((await status()).applied?.apply_seq, seq);
@@ -352,7 +354,7 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
       provider_key_id: 'pk1',
       shiny: true,
     });
-    await sleep(POLL_MS);
+    step();
     await call('/livez'); // this request starts the poll in waitUntil, and does not wait for it
     await ctx.settled();
     const changed = await call('/v1/chat/completions', chatReq());
@@ -360,7 +362,7 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     st = await status();
     assert.deepEqual(st.partially_compatible, [{ resource_kind: 'models', field: 'shiny', count: 1 }]);
     await s.put(`${P}/models/m1`, '{not json');
-    await sleep(POLL_MS);
+    step();
     await call('/livez');
     await ctx.settled();
     st = await status();
@@ -372,7 +374,7 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
 
     // etcd goes away: keep serving, connected=false, last_failure fetch; back: connected again.
     await etcd.kill();
-    await sleep(POLL_MS);
+    step();
     await call('/livez');
     await ctx.settled();
     st = await status();
@@ -386,14 +388,14 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
       logs.some((l) => l.msg === 'etcd watch failed; backing off before reconnect' && l.backoff_ms === POLL_MS),
     );
     await etcd.restart();
-    await sleep(POLL_MS);
+    step();
     await call('/livez');
     await ctx.settled();
     st = await status();
     assert.equal(st.source.connected, true);
     assert.equal(st.last_reload?.successful, false, 'm1 is still rejected: a load that leaves a row rejected fails');
     await s.del(`${P}/models/m1`);
-    await sleep(POLL_MS);
+    step();
     await call('/livez');
     await ctx.settled();
     st = await status();

@@ -9,7 +9,7 @@ import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken, timingSafeEqual } from '../http/auth.ts';
 import { errorResponse, errors } from '../http/errors.ts';
 import type { ApiKey, ProviderKey, ResourceKind } from '../resources/schema.ts';
-import { type ConfigFacts, configStatusBody } from '../status/config-status.ts';
+import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
 import { modelsStatus } from '../status/app.ts';
 
 const REDACTED = '[redacted]';

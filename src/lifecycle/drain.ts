@@ -33,6 +33,6 @@ export async function runDrain(gw: Gateway, signal: SignalName, listeners: Liste
   const facts = lifecycle.drain!; // non-null: beginDrain above
   facts.endedAt = Date.now();
   log.info(MSG.drainReport, { ...drainReport(facts, facts.endedAt) });
-  lifecycle.phase = 'stopped';
+  lifecycle.stop();
   log.info(MSG.shutDownCleanly);
 }

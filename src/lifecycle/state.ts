@@ -1,5 +1,6 @@
 // The gateway's lifecycle is one value, `phase`; readiness, the drain and the exit are derived from it
-// and from the in-flight count, never tracked in parallel flags.
+// and from the in-flight count, never tracked in parallel flags. `phase` moves only through the methods
+// below, each of which refuses a transition the diagram does not have (it throws, naming from → to).
 //
 //   starting ──► waiting (etcd: no configuration yet, proxy not bound) ──► serving ──► draining ──► stopped
 //        └──────────────────────────────────────────────────────────────► serving
@@ -9,6 +10,23 @@
 // here, where the events are seen: probe answers, caller arrivals, new connections, in-flight durations.
 
 export type Phase = 'starting' | 'waiting' | 'serving' | 'draining' | 'stopped';
+
+/** Every legal transition of the diagram above, by the phase it leaves. */
+export const TRANSITIONS: Readonly<Record<Phase, readonly Phase[]>> = {
+  starting: ['waiting', 'serving', 'stopped'],
+  waiting: ['serving', 'stopped'],
+  serving: ['draining'],
+  draining: ['stopped'],
+  stopped: [],
+};
+
+/** Thrown by a transition the diagram does not have: a bug in the caller, never a runtime condition. */
+export class IllegalTransition extends Error {
+  constructor(readonly from: Phase, readonly to: Phase) {
+    super(`illegal lifecycle transition: ${from} → ${to}`);
+    this.name = 'IllegalTransition';
+  }
+}
 
 /** What one drain observed; times are Unix milliseconds. The report is derived from these alone. */
 export interface DrainFacts {
@@ -28,7 +46,8 @@ export interface DrainFacts {
 }
 
 export class Lifecycle {
-  phase: Phase = 'starting';
+  // Private; test/support/platform.ts forcePhase() reaches it for tests that toggle a shared gateway.
+  private _phase: Phase = 'starting';
   /** Requests being served on the proxy listener; a streamed response holds its slot until its last byte. */
   inFlight = 0;
   /** Set when a drain begins; undefined before. */
@@ -37,13 +56,27 @@ export class Lifecycle {
 
   constructor(private readonly clock: () => number = () => Date.now()) {}
 
+  get phase(): Phase {
+    return this._phase;
+  }
+
   get draining(): boolean {
-    return this.phase === 'draining' || this.phase === 'stopped';
+    return this._phase === 'draining' || this._phase === 'stopped';
+  }
+
+  /** etcd mode: the status and admin listeners are bound, the proxy waits for the first configuration. */
+  waitForConfig(): void {
+    this.move('waiting');
+  }
+
+  /** The proxy listener is bound (or, on Workers, the handler answers): requests are served. */
+  serve(): void {
+    this.move('serving');
   }
 
   /** Enter `draining` and start recording its facts. */
   beginDrain(minDrainSecs: number): void {
-    this.phase = 'draining';
+    this.move('draining');
     this.drain = {
       signalAt: this.clock(),
       minDrainSecs,
@@ -52,6 +85,16 @@ export class Lifecycle {
       newConnections: 0,
       longestInFlightMs: 0,
     };
+  }
+
+  /** The end: after a drain, or on a signal before anything was served. */
+  stop(): void {
+    this.move('stopped');
+  }
+
+  private move(to: Phase): void {
+    if (!TRANSITIONS[this._phase].includes(to)) throw new IllegalTransition(this._phase, to);
+    this._phase = to;
   }
 
   /** A caller request arrived (the `request arrived while draining` line). */

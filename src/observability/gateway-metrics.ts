@@ -1,7 +1,7 @@
 // Every metric family the gateway exposes (SPEC §9), declared in one place. Gauges that mirror state
 // (config status, in-flight, connections) are computed at scrape time from the one source of truth.
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
-import type { ConfigFacts } from '../status/config-status.ts';
+import type { ConfigFactsView } from '../config-facts.ts';
 import { Counter, Gauge, Histogram, Registry } from './metrics.ts';
 
 /** Labels of every `aisix_deployment_*` series, in declaration order. */
@@ -44,7 +44,7 @@ export const LEGACY_REQUEST_LABELS = ['provider', 'model', 'status', 'outcome'] 
 export const LEGACY_DURATION_LABELS = ['provider', 'model', 'status'] as const;
 
 export interface MetricsSources {
-  facts(): ConfigFacts;
+  facts(): ConfigFactsView;
   inFlight(): number;
   openConnections(): number | undefined;
   draining(): boolean;
@@ -316,6 +316,21 @@ export class GatewayMetrics {
   );
 
   /** `sluice_ratelimit_shared_store_up`: with `ratelimit.backend: redis`, 1 while limits are shared, 0 not. */
+  /**
+   * etcd mode with `managed.snapshot_cache_path`: `sluice_snapshot_cache_write_failures_total`, 0 from the
+   * start (registered only when a cache is configured).
+   */
+  registerCacheWriteFailures(): Counter {
+    const c = this.registry.register(
+      new Counter(
+        'sluice_snapshot_cache_write_failures_total',
+        'Writes of the snapshot cache (managed.snapshot_cache_path) that failed; the served snapshot is unaffected.',
+      ),
+    );
+    c.inc([], 0);
+    return c;
+  }
+
   watchRateLimitStore(state: () => { backend: string; shared: boolean } | undefined): void {
     this.registry.register(
       new Gauge(

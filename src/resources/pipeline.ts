@@ -34,6 +34,8 @@ export type LoadResult =
     resourceCount: number;
     /** Accepted entries of kinds Sluice does not serve (aisix-contract.md "Never fail open"), per kind. */
     notServed: Record<string, number>;
+    /** The collections the file writes as a sequence (`models: []` included), with their entry counts. */
+    collections: Record<string, number>;
   }
   | { ok: false; report: FileReport };
 
@@ -124,7 +126,18 @@ export async function loadResourcesFile(file: string, text: string, env: Env): P
   const snapshot = new Snapshot(built.set);
   let notServedCount = 0;
   for (const n of Object.values(built.notServed)) notServedCount += n;
-  return { ok: true, snapshot, resourceCount: snapshot.size + notServedCount, notServed: built.notServed };
+  const collections: Record<string, number> = {};
+  for (const kind of FILE_COLLECTIONS) {
+    const entries = (src.value as Record<string, unknown>)[kind]; // a mapping: buildResourceSet checked it
+    if (Array.isArray(entries)) collections[kind] = entries.length;
+  }
+  return {
+    ok: true,
+    snapshot,
+    resourceCount: snapshot.size + notServedCount,
+    notServed: built.notServed,
+    collections,
+  };
 }
 
 interface Prepared {

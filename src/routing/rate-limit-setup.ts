@@ -23,16 +23,21 @@ export function createRateLimiter(
   config: Config,
   platform: Platform,
   log: Logger,
-  opts: Pick<RateLimiterOptions, 'onRefused'> & { onStatus: (s: RateLimitStoreStatus) => void },
+  opts: Pick<RateLimiterOptions, 'onRefused'> & {
+    onStatus: (s: RateLimitStoreStatus) => void;
+    /** The gateway's clock (Unix ms): memory-store windows and status timestamps. Default Date.now. */
+    now?: () => number;
+  },
 ): RateLimiter {
   const rl = config.ratelimit;
+  const now = opts.now ?? Date.now;
   let store: RateLimitStore;
   if (rl.backend === 'redis' && rl.redis) {
     const r = rl.redis;
     if (!platform.redis) {
       log.warn(NO_TCP_WARNING, { runtime: platform.name, mode: r.mode });
-      store = new MemoryRateLimitStore();
-      opts.onStatus({ backend: 'redis', shared: false, since: new Date().toISOString() });
+      store = new MemoryRateLimitStore({ now });
+      opts.onStatus({ backend: 'redis', shared: false, since: new Date(now()).toISOString() });
     } else {
       const timeoutMs = r.timeout_secs * 1000;
       const client = platform.redis({
@@ -57,13 +62,14 @@ export function createRateLimiter(
         mode: r.mode,
         concurrencyTtlSecs: rl.concurrency_ttl_secs,
         timeoutMs,
+        now,
         warn: (msg, fields) => log.warn(msg, fields),
         info: (msg, fields) => log.info(msg, fields),
         onState: (s) => opts.onStatus({ backend: 'redis', shared: s.shared, since: s.since }),
       });
     }
   } else {
-    store = new MemoryRateLimitStore();
+    store = new MemoryRateLimitStore({ now });
     opts.onStatus({ backend: 'memory', shared: false });
   }
   return new RateLimiter({ store, onRefused: opts.onRefused });

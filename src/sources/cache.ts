@@ -13,7 +13,7 @@
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { PlatformFiles } from '../platform.ts';
-import type { RejectedRow } from '../status/config-status.ts';
+import type { RejectedRow } from '../config-facts.ts';
 
 export const CACHE_FORMAT = 'sluice-etcd-snapshot-cache' as const;
 export const CACHE_VERSION = 1 as const;
@@ -123,15 +123,31 @@ function isMissingFile(e: unknown): boolean {
 /** How long a write waits for more applies to coalesce with (a watch burst arrives as many batches). */
 const COALESCE_MS = 50;
 
+/** Where each write's outcome goes (the gateway's config facts: `/status/config` and a metric). */
+export interface CacheWriteReport {
+  written(path: string): void;
+  writeFailed(path: string, error: string): void;
+}
+
 export class SnapshotCache {
   private pending: (() => Uint8Array) | undefined;
   private writing: Promise<void> | undefined;
 
-  constructor(private readonly files: PlatformFiles, readonly path: string, private readonly log: Logger) {}
+  constructor(
+    private readonly files: PlatformFiles,
+    readonly path: string,
+    private readonly log: Logger,
+    private readonly report?: CacheWriteReport,
+  ) {}
 
   /** The platform's files and the configured path, or undefined when there is no cache. */
-  static open(files: PlatformFiles | undefined, path: string | undefined, log: Logger): SnapshotCache | undefined {
-    return files && path ? new SnapshotCache(files, path, log) : undefined;
+  static open(
+    files: PlatformFiles | undefined,
+    path: string | undefined,
+    log: Logger,
+    report?: CacheWriteReport,
+  ): SnapshotCache | undefined {
+    return files && path ? new SnapshotCache(files, path, log, report) : undefined;
   }
 
   /**
@@ -182,8 +198,10 @@ export class SnapshotCache {
         this.pending = undefined;
         try {
           await this.files.writeAtomic(this.path, produce());
+          this.report?.written(this.path);
         } catch (e) {
           this.log.warn(MSG.cacheWriteFailed, { path: this.path, error: (e as Error).message });
+          this.report?.writeFailed(this.path, (e as Error).message);
         }
       }
     } finally {

@@ -4,7 +4,7 @@ import type { Gateway } from '../gateway.ts';
 import { drainReportBody } from '../lifecycle/drain-report.ts';
 import { methodNotAllowed } from '../lifecycle/probes.ts';
 import { PROMETHEUS_CONTENT_TYPE } from '../observability/metrics.ts';
-import { configStatusBody } from './config-status.ts';
+import { configStatusBody } from '../config-facts.ts';
 import { STATUS_PAGE_HEADERS, statusPageHtml } from './page.ts';
 
 const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };

@@ -8,7 +8,7 @@ import type { Gateway } from '../gateway.ts';
 import { type DrainReport, drainReportBody } from '../lifecycle/drain-report.ts';
 import type { EpochTime, ModelStatusRow } from '../routing/health.ts';
 import { VERSION } from '../version.ts';
-import { configStatusBody, type RejectedRow } from './config-status.ts';
+import { configStatusBody, type RejectedRow } from '../config-facts.ts';
 
 export const REFRESH_SECS = 5;
 

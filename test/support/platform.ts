@@ -1,6 +1,7 @@
 // A Platform for unit tests through app.request(): no listeners, upstream over the real global fetch (so
 // adapters still talk HTTP to a mock upstream), files from an in-memory map, log lines captured.
 import type { Platform } from '../../src/platform.ts';
+import type { Phase } from '../../src/lifecycle/state.ts';
 import { fetchUpstream } from '../../src/upstream-fetch.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { Gateway } from '../../src/gateway.ts';
@@ -52,15 +53,24 @@ shutdown: { min_drain_secs: 0 }
 /** A Gateway with `resources` applied, ready for app.request(). */
 export async function gatewayWith(
   resources: string,
-  opts: { config?: string; env?: Record<string, string> } = {},
+  opts: { config?: string; env?: Record<string, string>; now?: () => Date } = {},
 ): Promise<{ gw: Gateway; platform: TestPlatform }> {
   const platform = testPlatform(opts.env ?? {});
   const c = loadConfig('/t/config.yaml', opts.config ?? BASE_CONFIG, platform.env);
   if (!c.ok) throw new Error(c.report.format());
-  const gw = new Gateway(c.config, platform);
+  const gw = new Gateway(c.config, platform, opts.now);
   const r = await loadResourcesFile('/t/resources.yaml', resources, platform.env);
   if (!r.ok) throw new Error(r.report.format());
   gw.apply(r.snapshot, { configHash: await sha256Hex(resources) });
-  gw.lifecycle.phase = 'serving';
+  gw.lifecycle.serve();
   return { gw, platform };
+}
+
+/**
+ * Tests only: put a shared test gateway in `phase` regardless of the lifecycle diagram (a test that checks
+ * draining behaviour, then restores `serving` for the next test). Production code moves the phase through
+ * Lifecycle's methods, which refuse an illegal transition.
+ */
+export function forcePhase(gw: Gateway, phase: Phase): void {
+  (gw.lifecycle as unknown as { _phase: Phase })._phase = phase;
 }

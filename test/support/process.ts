@@ -1,7 +1,7 @@
 // Black-box gateway processes: write a config folder, spawn a runtime's entrypoint as a real process,
 // read its log lines (text or JSON) as they come, poll its ports, send it real signals.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -86,12 +86,16 @@ export interface SpawnOptions {
 }
 
 const live = new Set<ChildProcess>();
+/** Every gateway's temp folder, removed when the test process ends (tests may read them after a stop). */
+const dirs = new Set<string>();
 process.on('exit', () => {
   for (const p of live) p.kill('SIGKILL');
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+  dirs.add(dir);
   const ports = { proxy: await freePort(), status: await freePort(), admin: await freePort() };
   const config = o.config.replace(/\{\{(proxy|status|admin)\}\}/g, (_, k: keyof typeof ports) => String(ports[k]));
   writeFileSync(join(dir, 'config.yaml'), config);

@@ -14,7 +14,7 @@
 import type { Gateway } from '../../gateway.ts';
 import { MSG } from '../../observability/messages.ts';
 import { EtcdClient, EtcdError, type EtcdFetch, type EtcdRangeResult } from './client.ts';
-import { rfc3339 } from '../../status/config-status.ts';
+import { rfc3339 } from '../../config-facts.ts';
 import { normalizePrefix } from './rows.ts';
 import { createEtcdRangeApplier, type EtcdRangeApplier } from './source.ts';
 
@@ -97,13 +97,13 @@ export class EtcdPollSource {
       const message = e instanceof EtcdError
         ? e.message
         : this.client.redact(`etcd range failed: ${(e as Error)?.message ?? String(e)}`);
-      gw.facts.connected = false;
+      gw.record.connected(false);
       this.lastFailed = true;
       gw.recordFailure('fetch', message);
       gw.log.warn(MSG.etcdBackoff, { error: message, backoff_ms: this.intervalMs });
       return;
     }
-    gw.facts.connected = true;
+    gw.record.connected(true);
     if (!this.announced) {
       this.announced = true;
       // Userinfo in an endpoint URL would be a credential: never logged.
@@ -115,7 +115,7 @@ export class EtcdPollSource {
       });
     }
     if (range.revision === this.readRevision && !this.lastFailed) {
-      gw.facts.observedAt = rfc3339(gw.now());
+      gw.record.observed({ at: rfc3339(gw.now()) });
       return;
     }
     try {

@@ -20,7 +20,7 @@
 import type { Gateway } from '../../gateway.ts';
 import { MSG } from '../../observability/messages.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
-import { type RejectedRow, rfc3339 } from '../../status/config-status.ts';
+import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { CACHE_FORMAT, CACHE_VERSION, type CachedPin, type CacheHeader, encodeCache, SnapshotCache } from '../cache.ts';
 import type { ConfigSource } from '../source.ts';
 import type { EtcdFetch, EtcdKv } from './client.ts';
@@ -138,8 +138,8 @@ class EtcdSource implements EtcdConfigSource {
     this.firstApplied = this.first.promise;
     this.localRestore = this.restored.promise;
     this.prefix = normalizePrefix(gw.config.etcd.prefix);
-    this.cache = SnapshotCache.open(gw.platform.files, gw.config.managed.snapshot_cache_path, gw.log);
-    gw.facts.connected = false;
+    this.cache = SnapshotCache.open(gw.platform.files, gw.config.managed.snapshot_cache_path, gw.log, gw);
+    gw.record.connected(false);
   }
 
   start(): void {
@@ -228,7 +228,7 @@ class EtcdSource implements EtcdConfigSource {
       onError: (e) => this.gw.recordFailure('fetch', e.message),
       onBackoff: (e, ms) => this.gw.log.warn(MSG.etcdBackoff, { error: e.message, backoff_ms: ms }),
       onConnected: (connected) => {
-        this.gw.facts.connected = connected;
+        this.gw.record.connected(connected);
         // Userinfo in an endpoint URL would be a credential: never logged.
         if (connected) {
           this.gw.log.info(MSG.etcdConnected, {
@@ -238,7 +238,7 @@ class EtcdSource implements EtcdConfigSource {
         }
       },
       onProgress: () => {
-        this.gw.facts.observedAt = rfc3339(this.gw.now());
+        this.gw.record.observed({ at: rfc3339(this.gw.now()) });
       },
       onRewatch: (from) => this.gw.log.debug(MSG.etcdRewatch, { from_revision: from }),
     };
@@ -425,23 +425,18 @@ class EtcdSource implements EtcdConfigSource {
     const rejected = this.rejectedRows(problems, o.touched, o.allSeen, now);
 
     // Synchronous from here on.
-    const facts = this.gw.facts;
+    const record = this.gw.record;
     if (changed) {
       const pc = partialCompatibility(served.values());
-      facts.partiallyCompatible = pc.fields;
-      facts.partiallyCompatibleRows = pc.rows;
+      record.partiallyCompatible(pc.fields, pc.rows);
       for (const key of changedKeys) this.warnPartial(served.get(key));
     }
     this.served = served;
     this.problems = problems;
     this.servedOrder = order;
     this.rejected = rejected;
-    facts.rejected = [...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r);
-    if (sourceHash !== undefined) {
-      facts.sourceHash = sourceHash;
-      facts.observedRevision = revision;
-      facts.observedAt = now;
-    }
+    record.rejected([...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r));
+    if (sourceHash !== undefined) record.observed({ sourceHash, revision, at: now });
     this.snapshot = snapshot;
     this.configHash = configHash;
     this.appliedRevision = revision;
@@ -449,7 +444,7 @@ class EtcdSource implements EtcdConfigSource {
     this.gw.apply(snapshot, { configHash: configHash!, revision, counted: o.counted });
     this.gw.log.log(o.logLevel, MSG.etcdApplied, {
       revision,
-      apply_seq: facts.applied?.apply_seq,
+      apply_seq: this.gw.facts.applied?.apply_seq,
       resources: snapshot.size,
       rejected: rejected.size,
       config_hash: configHash,

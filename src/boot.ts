@@ -1,0 +1,163 @@
+// The one assembly of a gateway, shared by `serve()` (src/main.ts: listeners and signals around it) and the
+// Workers handler (runtimes/workers-handler.ts: its bundle, range polling and status token around it).
+// The boot sequence and the lifecycle diagram are in docs/operations.md "Boot and lifecycle":
+//
+//   loadBootConfig  config.yaml read and checked; every file the boot needs is readable
+//   createGateway   the Gateway, its apps (proxy, status, admin), its configuration source
+//   <runtime>       serve(): first file load → bind → serve → drain;  Workers: first load/poll → answer
+import { createAdminApp } from './admin/app.ts';
+import { loadConfig, parseAddr } from './config/load.ts';
+import type { Config } from './config/schema.ts';
+import { Gateway } from './gateway.ts';
+import { registerDrainMetrics } from './lifecycle/drain-report.ts';
+import { MSG } from './observability/messages.ts';
+import type { ListenSpec, Platform } from './platform.ts';
+import { createProxyApp } from './proxy/app.ts';
+import { createEtcdSource } from './sources/etcd/source.ts';
+import { type FileLoad, loadFromFile, reloadFile } from './sources/file.ts';
+import type { ConfigSource } from './sources/source.ts';
+import { createStatusApp } from './status/app.ts';
+
+const decoder = new TextDecoder();
+
+export interface BootConfig {
+  config: Config;
+  /** Keys of config.yaml Sluice does not know (WARN at boot). */
+  ignoredKeys: string[];
+  /** The proxy listener's certificate and key, read before anything binds. */
+  tls?: ListenSpec['tls'];
+}
+
+export interface BootConfigOptions {
+  /**
+   * Check what listeners need: ports in range, the proxy's TLS files (default true). Workers has no
+   * listeners (the edge terminates TLS) and turns this off.
+   */
+  listeners?: boolean;
+}
+
+/** Load and check config.yaml, then everything that must be usable before anything binds. */
+export async function loadBootConfig(
+  platform: Platform,
+  path: string,
+  opts: BootConfigOptions = {},
+): Promise<BootConfig | string> {
+  const files = platform.files;
+  let text: string;
+  try {
+    if (!files) throw new Error('this runtime has no file access');
+    text = decoder.decode(await files.read(path));
+  } catch (e) {
+    return `config file ${path}: cannot read it: ${(e as Error).message}`;
+  }
+  const r = loadConfig(path, text, platform.env);
+  if (!r.ok) return r.report.format();
+  const config = r.config;
+  let tls: ListenSpec['tls'];
+  try {
+    if (opts.listeners !== false) {
+      for (const [name, addr] of listenerAddrs(config)) {
+        const { port } = parseAddr(addr);
+        if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
+      }
+      if (config.proxy.tls) {
+        const { cert_file, key_file } = config.proxy.tls;
+        if (!files) return 'proxy.tls needs file access, which this runtime does not have';
+        tls = {
+          cert: await readFor(platform, 'proxy.tls.cert_file', cert_file),
+          key: await readFor(platform, 'proxy.tls.key_file', key_file),
+          certFile: cert_file,
+          keyFile: key_file,
+        };
+      }
+    }
+    // The Redis client reads its TLS files when the gateway is built: a bad path is a config error here.
+    const rt = config.ratelimit.backend === 'redis' && platform.redis ? config.ratelimit.redis?.tls : undefined;
+    if (rt) {
+      for (
+        const [key, file] of [['ca_file', rt.ca_file], ['client_cert_file', rt.client_cert_file], [
+          'client_key_file',
+          rt.client_key_file,
+        ]] as const
+      ) {
+        if (file) await readFor(platform, `ratelimit.redis.tls.${key}`, file);
+      }
+    }
+  } catch (e) {
+    return `config file ${path}: ${(e as Error).message}`;
+  }
+  return { config, ignoredKeys: r.ignoredKeys, tls };
+}
+
+async function readFor(platform: Platform, key: string, file: string): Promise<Uint8Array> {
+  try {
+    if (!platform.files) throw new Error('this runtime has no file access');
+    return await platform.files.read(file);
+  } catch (e) {
+    throw new Error(`${key}: cannot read ${file}: ${(e as Error).message}`);
+  }
+}
+
+function listenerAddrs(c: Config): [string, string][] {
+  const out: [string, string][] = [['proxy.addr', c.proxy.addr]];
+  if (c.admin.enabled) out.push(['admin.addr', c.admin.addr]);
+  if (c.observability.metrics.prometheus.enabled) {
+    out.push(['observability.metrics.prometheus.addr', c.observability.metrics.prometheus.addr]);
+  }
+  return out;
+}
+
+export interface CreateGatewayOptions<E> {
+  ignoredKeys?: readonly string[];
+  /** Background model checks (default true); off where no work outlives a request (Workers). */
+  backgroundChecks?: boolean;
+  /** The admin app (default: `admin.enabled`); Workers does not mount it. */
+  admin?: boolean;
+  /** The status app (default: `observability.metrics.prometheus.enabled`). */
+  status?: boolean;
+  /** Register the drain families (default true); Workers has no drain of its own. */
+  drain?: boolean;
+  /** etcd mode: the source to read with (default the watch source); Workers passes range polling. */
+  etcd?: (gw: Gateway) => E;
+}
+
+/** The file source as the boot uses it: the first load, and SIGHUP's reload. */
+export interface FileSource {
+  readonly path: string;
+  load(): Promise<FileLoad>;
+  reload(): Promise<void>;
+}
+
+export interface AssembledGateway<E> {
+  gw: Gateway;
+  proxy: ReturnType<typeof createProxyApp>;
+  status: ReturnType<typeof createStatusApp> | undefined;
+  admin: ReturnType<typeof createAdminApp> | undefined;
+  /** File mode: the file source; etcd mode: the etcd source (`opts.etcd`'s, or the watch source). */
+  source: { kind: 'file'; file: FileSource } | { kind: 'etcd'; etcd: E };
+}
+
+/** The Gateway, its apps and its configuration source; nothing is read, bound or started yet. */
+export function createGateway<E = ConfigSource>(
+  config: Config,
+  platform: Platform,
+  opts: CreateGatewayOptions<E> = {},
+): AssembledGateway<E> {
+  const gw = new Gateway(config, platform, undefined, { backgroundChecks: opts.backgroundChecks });
+  if (opts.drain !== false) registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
+  if (opts.ignoredKeys && opts.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: opts.ignoredKeys });
+  const path = config.resources_file;
+  const source: AssembledGateway<E>['source'] = path
+    ? {
+      kind: 'file',
+      file: { path, load: () => loadFromFile(gw, path), reload: () => reloadFile(gw, path) },
+    }
+    : { kind: 'etcd', etcd: opts.etcd ? opts.etcd(gw) : (createEtcdSource(gw) as E) };
+  return {
+    gw,
+    proxy: createProxyApp(gw),
+    status: (opts.status ?? config.observability.metrics.prometheus.enabled) ? createStatusApp(gw) : undefined,
+    admin: (opts.admin ?? config.admin.enabled) ? createAdminApp(gw) : undefined,
+    source,
+  };
+}

@@ -1,0 +1,37 @@
+// The process signals of `serve()`, registered before anything else so a signal during start-up is never
+// lost: SIGTERM/SIGINT ask to stop (the first one wins; later ones are the drain's to log), SIGHUP calls
+// whatever reload is installed at the time (none before the first configuration).
+import type { Platform, SignalName } from '../platform.ts';
+
+export interface Signals {
+  /** The stop signal received so far, if any. */
+  readonly stopRequested: SignalName | undefined;
+  /** Resolves with the first stop signal (at once when one has arrived already). */
+  readonly stopped: Promise<SignalName>;
+  /** What SIGHUP does from now on; undefined: nothing. */
+  onHup(handler: (() => void) | undefined): void;
+}
+
+export function listenForSignals(platform: Platform): Signals {
+  let requested: SignalName | undefined;
+  let resolveStop!: (s: SignalName) => void;
+  const stopped = new Promise<SignalName>((r) => (resolveStop = r));
+  let hup: (() => void) | undefined;
+  for (const s of ['SIGTERM', 'SIGINT'] as const) {
+    platform.onSignal(s, () => {
+      if (requested) return;
+      requested = s;
+      resolveStop(s);
+    });
+  }
+  platform.onSignal('SIGHUP', () => hup?.());
+  return {
+    get stopRequested() {
+      return requested;
+    },
+    stopped,
+    onHup: (h) => {
+      hup = h;
+    },
+  };
+}
