@@ -1,4 +1,4 @@
-// The Cloudflare Workers fetch handler (SPEC §11): the proxy routes (`/livez`, `/readyz`, `/v1/*`) and,
+// The Cloudflare Workers fetch handler (README.md "Runtimes"): the proxy routes (`/livez`, `/readyz`, `/v1/*`) and,
 // behind a bearer token, the status routes (`/status/*`, `/metrics`) on one handler. Workers has no
 // listeners, no signals and no writable files: config.yaml and resources.yaml are text bundled at build
 // time, read through a read-only `files`. The env bindings (vars, secrets) that `${VAR}`, `key_env` and

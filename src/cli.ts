@@ -1,4 +1,4 @@
-// Command-line parsing shared by every entrypoint (SPEC §2). Pure: argv and env in, a command out.
+// Command-line parsing shared by every entrypoint (README.md "Command line"). Pure: argv and env in, a command out.
 import type { ProbeTimelineOptions } from './tools/probe-timeline.ts';
 
 export type Command =

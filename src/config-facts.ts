@@ -168,7 +168,7 @@ export class ConfigFactsRecorder {
   }
 }
 
-/** SPEC §8: first match wins. */
+/** docs/operations.md: first match wins. */
 export function deriveConfigState(f: ConfigFactsView): ConfigStateName {
   if (!f.applied) return 'never_loaded';
   if (f.latestLoadFailed) return 'out_of_sync';

@@ -138,7 +138,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
   }
 
   /**
-   * Swap in a new snapshot atomically and record the load (aisix-contract.md §1 G). The source sets
+   * Swap in a new snapshot atomically and record the load (docs/aisix-compatibility.md "Metrics"). The source sets
    * `facts.rejected` first: the load is successful iff nothing is rejected. `apply_seq` / `applied_at` move
    * only when the applied `config_hash` changes.
    */

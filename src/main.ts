@@ -236,8 +236,8 @@ const STILL_WAITING_EVERY_MS = 10_000;
 
 /**
  * With nothing applied the proxy stays unbound; INFO once, WARN every 10 s, INFO on apply. The first
- * successful read of the source is the first configuration, even of an empty prefix (aisix-contract.md
- * §1 E: state `empty`, ready). Resolves undefined once a configuration is applied, or the signal that asked
+ * successful read of the source is the first configuration, even of an empty prefix (docs/aisix-compatibility.md
+ * docs/etcd.md: state `empty`, ready). Resolves undefined once a configuration is applied, or the signal that asked
  * to stop meanwhile.
  */
 async function waitForFirstConfig(

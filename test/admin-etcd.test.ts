@@ -1,4 +1,4 @@
-// The admin surface in etcd mode (aisix-contract.md §1 I, §2 L10): the lists carry each row's etcd
+// The admin surface in etcd mode (docs/aisix-compatibility.md "Endpoints"): the lists carry each row's etcd
 // mod_revision, and `/admin/v1/health` has the `config` freshness block. Against a real etcd.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';

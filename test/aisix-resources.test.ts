@@ -1,5 +1,5 @@
-// Conformance: resource documents as AISIX reads them (aisix-contract.md §3 facts tables, §4, §1 A, G, H;
-// §2 L2, L5, L6, L7, L8), driven through a REAL etcd (lenient read contract) and through the resources-file
+// Conformance: resource documents as AISIX reads them (docs/aisix-compatibility.md "Resources" and "Metrics";
+// the rows of both tables), driven through a REAL etcd (lenient read contract) and through the resources-file
 // pipeline (strict), asserting what is served, what `/status/config` reports and what the config metrics say.
 // Properties that hold for every field (null = absent, unknown-at-any-depth ignored) are generated from tables.
 // Run: node --import tsx --test test/aisix-resources.test.ts

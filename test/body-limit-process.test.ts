@@ -1,4 +1,4 @@
-// The declared-length 413 against real listeners (aisix-contract.md §1 D.5): a caller still sending a body
+// The declared-length 413 against real listeners (docs/aisix-compatibility.md "Logs".5): a caller still sending a body
 // far over `proxy.request_body_limit_bytes` reads the 413 (the gateway drains what it sends), without
 // credentials (refused before authentication), and the gateway writes its `aisix::body_limit` line.
 import { after, describe, test } from 'node:test';

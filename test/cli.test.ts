@@ -1,4 +1,4 @@
-// Command-line parsing (SPEC §2) and the version constant.
+// Command-line parsing (README.md "Command line") and the version constant.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -187,7 +187,7 @@ describe('version', () => {
   });
 });
 
-describe('sluice validate (the real binary; AISIX golden output, aisix-contract.md §1 F)', () => {
+describe('sluice validate (the real binary; AISIX golden output, docs/aisix-compatibility.md "Command line")', () => {
   const ROOT = resolve(import.meta.dirname, '..');
   const BIN = join(ROOT, 'bin/sluice');
   const run = (file: string) =>
@@ -203,7 +203,7 @@ describe('sluice validate (the real binary; AISIX golden output, aisix-contract.
     assert.equal(r.stderr, '');
   });
 
-  test('the malformed file of §1 F2: exit 1, exactly its 4 errors on stderr, nothing on stdout', () => {
+  test("the malformed file of AISIX's staged checks: exit 1, exactly its 4 errors on stderr, nothing on stdout", () => {
     const file = join(dir, 'malformed.yaml');
     writeFileSync(file, MALFORMED);
     const r = run(file);

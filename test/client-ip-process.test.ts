@@ -1,4 +1,4 @@
-// allowed_cidrs against real listeners (aisix-contract.md §2 L7): the peer address each runtime reports
+// allowed_cidrs against real listeners (docs/aisix-compatibility.md "Resources"): the peer address each runtime reports
 // (`127.0.0.1:port`, or an IPv4-mapped `[::ffff:127.0.0.1]:port` on a dual-stack socket) is matched as the
 // caller's IPv4 address; a model whose list excludes it answers 403 before any upstream call.
 import { after, describe, test } from 'node:test';

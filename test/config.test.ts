@@ -1,4 +1,4 @@
-// config.yaml loading (SPEC §3): defaults, unknown keys, ignored AISIX keys, env overrides, source and admin
+// config.yaml loading (docs/configuration.md): defaults, unknown keys, ignored AISIX keys, env overrides, source and admin
 // rules, addresses, relative paths, JSON.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -206,7 +206,7 @@ admin: { admin_keys: [a] }
   });
 });
 
-describe('ignored AISIX keys (SPEC §3)', () => {
+describe('ignored AISIX keys (docs/configuration.md)', () => {
   const AISIX = `resources_file: r.yaml
 bedrock_endpoint_url: "http://bedrock.local"
 cache: { enabled: true, ttl: 30 }

@@ -120,7 +120,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     const g = await spawn({
       config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${join(dir, 'cold.json')} }`),
     });
-    // An empty prefix read successfully is the first configuration (aisix-contract.md §1 E).
+    // An empty prefix read successfully is the first configuration (docs/aisix-compatibility.md "Endpoints").
     await g.waitForLog(MSG.firstConfigApplied, START_MS);
     await g.waitReady('/readyz');
     const empty = await json(g.url('/status/config', 'status'));

@@ -1,6 +1,6 @@
 // The etcd configuration source in-process (a Gateway on the test platform) against a real etcd:
 // per-row rejection, partially compatible rows, last-known-good pins, cross-references, state
-// derivation, SPEC §8 hashes, compaction, fetch failures, the snapshot cache, and no secret anywhere.
+// derivation, docs/etcd.md hashes, compaction, fetch failures, the snapshot cache, and no secret anywhere.
 // Run: node --import tsx --test test/etcd-source.test.ts
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -20,7 +20,7 @@ const UPSTREAM_SECRET = 'sk-upstream-SECRET-value';
 const CALLER_HASH = createHash('sha256').update('sk-caller-test-key').digest('hex');
 const ETCD_PASSWORD = 'etcd-PASSWORD-secret';
 
-// -- independent reference implementations of SPEC §8 -----------------------------------------------
+// -- independent reference implementations of docs/operations.md -----------------------------------------------
 
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
@@ -335,7 +335,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     assert.equal((await createStatusApp(t.gw).request('/status/ready')).status, 200, 'ready never goes back');
   });
 
-  test('hashes are exactly SPEC §8; applied_revision follows every batch, apply_seq the config_hash', async () => {
+  test('hashes are exactly docs/etcd.md; applied_revision follows every batch, apply_seq the config_hash', async () => {
     const P = '/hash';
     const rows: [string, string][] = [
       [`${P}/provider_keys/pk1`, `{ "provider": "openai",  "display_name": "pk", "api_key": "${UPSTREAM_SECRET}" }`],

@@ -1,4 +1,4 @@
-// SPEC §9 and aisix-contract.md §1 C: the exposition of a real Node gateway process after scripted traffic —
+// docs/aisix-compatibility.md "Metrics" and docs/aisix-compatibility.md "Metrics": the exposition of a real Node gateway process after scripted traffic —
 // a JSON answer, an SSE stream, a rescued request (a failing target, then another), an Anthropic-wire
 // request and refused ones (401, a declared-length 413, an unknown model) — has AISIX's families, label
 // names in AISIX's order and label values, and passes `promtool check metrics` (Debian's `prometheus`

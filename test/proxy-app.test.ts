@@ -1,5 +1,5 @@
-// The proxy app through app.request() against a real mock upstream on a loopback port (SPEC §6.2, §7.1,
-// §7.2, §10): probes, /v1/models, chat (JSON and SSE), embeddings, the error table, request ids, in-flight
+// The proxy app through app.request() against a real mock upstream on a loopback port (docs/operations.md, docs/routing.md,
+// docs/aisix-compatibility.md "Logs"): probes, /v1/models, chat (JSON and SSE), embeddings, the error table, request ids, in-flight
 // accounting, client disconnects, the access log, and no secret in any body or log line.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -535,7 +535,7 @@ describe('POST /v1/embeddings', () => {
   });
 });
 
-describe('errors (SPEC §7.2)', () => {
+describe('errors (docs/routing.md)', () => {
   const chat = { model: 'gpt-4o', messages: MESSAGES };
 
   test('missing auth: 401 invalid_api_key', async () => {

@@ -1,4 +1,4 @@
-// The resources-file pipeline (SPEC §4): YAML → ${VAR} → desugar → zod → cross-references → snapshot, with
+// The resources-file pipeline (docs/configuration.md): YAML → ${VAR} → desugar → zod → cross-references → snapshot, with
 // every error of a file in one report, and no secret in any message.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -288,7 +288,7 @@ api_keys:
   });
 });
 
-describe('errors (AISIX wording and staging, aisix-contract.md §1 F2)', () => {
+describe('errors (AISIX wording and staging, docs/aisix-compatibility.md "Command line")', () => {
   const one = (scope: string, msg: string) => `resources file ${FILE}: 1 error(s):\n  - ${scope}: ${msg}`;
 
   test('a missing _format_version', async () => {
@@ -653,7 +653,7 @@ mcp_auth_settings: [{ resource_url: "https://x" }]
     );
   });
 
-  test('the malformed file of aisix-contract.md §1 F2 yields exactly its 4 errors', async () => {
+  test('the malformed file of docs/aisix-compatibility.md "Command line" yields exactly its 4 errors', async () => {
     assert.equal(await report(MALFORMED), MALFORMED_REPORT(FILE));
   });
 

@@ -58,7 +58,7 @@ function model(
     display_name: `model-${id}`,
     model_name: 'gpt-4o',
     provider_key_id: 'pk',
-    // AISIX requires every member but ignore_statuses (aisix-contract.md §3.3): Sluice's former defaults.
+    // AISIX requires every member but ignore_statuses (docs/aisix-compatibility.md "Resources"): Sluice's former defaults.
     ...(check ? { background_model_check: { ...FULL_CHECK, ...check } } : {}),
   });
   return { ...parsed, id, kind: 'direct' } as DirectModel;

@@ -1,5 +1,5 @@
-// The dispatcher's pure resolutions: AISIX's `effective_timeouts` (aisix-contract.md §2 L8) and the
-// usage-event status bucket (§1 C). The behaviour through real upstreams is in routing-integration.test.ts.
+// The dispatcher's pure resolutions: AISIX's `effective_timeouts` (docs/aisix-compatibility.md "Resources") and the
+// usage-event status bucket (docs/aisix-compatibility.md "Metrics"). The behaviour through real upstreams is in routing-integration.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { statusBucket, timeoutBudget } from '../src/routing/dispatch.ts';

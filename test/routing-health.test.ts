@@ -5,7 +5,7 @@ import { epochTime, failureReason, ModelHealth } from '../src/routing/health.ts'
 
 const T0 = Date.parse('2025-06-01T12:00:00.250Z');
 
-/** AISIX requires every background_model_check member but ignore_statuses (aisix-contract.md §3.3). */
+/** AISIX requires every background_model_check member but ignore_statuses (docs/aisix-compatibility.md "Resources"). */
 const FULL_CHECK = {
   enabled: true,
   interval_seconds: 60,
@@ -281,7 +281,7 @@ test('epochTime splits ms into seconds and sub-second nanos', () => {
   assert.deepEqual(epochTime(1_700_000_000_000), { secs_since_epoch: 1_700_000_000, nanos_since_epoch: 0 });
 });
 
-test('row keys come out in the wire order of SPEC §7.5', () => {
+test('row keys come out in the wire order of docs/routing.md', () => {
   const h = new ModelHealth({ now: () => T0 });
   const m = direct({ background_model_check: { ignore_statuses: [429] } });
   h.recordFailure(m, { kind: 'response', status: 500 });

@@ -1,4 +1,4 @@
-// Routing and model health end to end (SPEC §7.2–§7.5, §9): the proxy app through app.request() against
+// Routing and model health end to end (docs/routing.md, docs/aisix-compatibility.md "Metrics"): the proxy app through app.request() against
 // scripted mock upstreams on real loopback ports, with /status/models, the admin copy and /metrics read
 // from the same Gateway. Each describe block builds its own Gateway, so health never leaks between blocks.
 import { after, before, describe, test } from 'node:test';
@@ -308,7 +308,7 @@ describe('failover and cooldown', () => {
   });
 });
 
-describe('retry budgets as AISIX resolves them (aisix-contract.md §1 B)', () => {
+describe('retry budgets as AISIX resolves them (docs/aisix-compatibility.md "Resources")', () => {
   // d-* carry no `retries`: their budget comes from the routing model, else the deployment default
   // (upstream.retries: 2) — 0 while another target is queued behind, 2 on the last one.
   let h: Harness;
@@ -860,7 +860,7 @@ describe('the Dispatcher: hash_on client_ip and ServedBy', () => {
   });
 });
 
-describe('first-token failover only for a resource-configured stream budget (aisix-contract.md §2 L8)', () => {
+describe('first-token failover only for a resource-configured stream budget (docs/aisix-compatibility.md "Resources")', () => {
   let h: Harness;
   before(async () => {
     h = await harness(

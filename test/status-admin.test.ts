@@ -1,4 +1,4 @@
-// The status listener (SPEC §6.1, §7.5, §8, §9) and the admin listener (§6.1, §6.2): bodies, state
+// The status listener (docs/operations.md, docs/routing.md, docs/aisix-compatibility.md "Metrics") and the admin listener (docs/operations.md): bodies, state
 // derivation, hashes, metrics families, and no secret anywhere.
 import { sumSamples } from './support/metrics.ts';
 import { after, before, describe, test } from 'node:test';

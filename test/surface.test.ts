@@ -1,4 +1,4 @@
-// The HTTP surface as AISIX shows it (aisix-contract.md §1 C, D, I, J, §2 L3, L7): the text log line (golden),
+// The HTTP surface as AISIX shows it (docs/aisix-compatibility.md "Metrics"): the text log line (golden),
 // access-log fields, the declared-length 413 before authentication with its drain, line and counter, the
 // Anthropic error vocabulary, legacy completions, `anthropic-beta`, `/v1/models`, `allowed_cidrs` with
 // `proxy.real_ip`, the token families and the labelled in-flight gauge. Through app.request() against real

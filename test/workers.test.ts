@@ -1,4 +1,4 @@
-// Cloudflare Workers (SPEC §11): the one fetch handler with the proxy routes and, behind a bearer token,
+// Cloudflare Workers (README.md "Runtimes"): the one fetch handler with the proxy routes and, behind a bearer token,
 // the status routes; configuration bundled at build time, `${VAR}`/`key_env`/`AISIX_*` read from the
 // Worker's env bindings on the first request of an isolate.
 //

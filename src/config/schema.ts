@@ -1,4 +1,4 @@
-// `config.yaml`, the bootstrap file (SPEC §3). Unknown keys are errors naming the key; AISIX keys that
+// `config.yaml`, the bootstrap file (docs/configuration.md). Unknown keys are errors naming the key; AISIX keys that
 // Sluice does not implement are accepted and reported once as ignored, so an AISIX file boots unchanged.
 import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
@@ -158,7 +158,7 @@ export const ConfigSchema = z.strictObject({
 export type Config = z.infer<typeof ConfigSchema>;
 
 /**
- * AISIX keys Sluice accepts and ignores (SPEC §3). A path ending in `*` covers every key below it.
+ * AISIX keys Sluice accepts and ignores (docs/configuration.md). A path ending in `*` covers every key below it.
  * `managed.snapshot_cache_path` is implemented, so `managed.*` is spelled out as "anything else".
  */
 export const IGNORED_KEYS = [

@@ -85,7 +85,7 @@ export function openaiEnvelope(e: ProxyError): string {
 }
 
 /**
- * Anthropic's `error.type` for a status (AISIX's mapping, aisix-contract.md §2 L3): the Anthropic SDKs treat
+ * Anthropic's `error.type` for a status (AISIX's mapping, docs/aisix-compatibility.md "Endpoints"): the Anthropic SDKs treat
  * the type as a closed set, so the gateway's own kinds never appear there.
  */
 export function anthropicErrorType(status: number): string {

@@ -1,4 +1,4 @@
-// The shutdown sequence (SPEC §6.4): readiness fails at once, the proxy keeps accepting for at least
+// The shutdown sequence (docs/operations.md): readiness fails at once, the proxy keeps accepting for at least
 // `min_drain_secs`, then the gateway waits with no deadline of its own for in-flight work to reach zero
 // (the platform's SIGKILL is the bound), closes its listeners and exits 0. Further signals are logged and
 // change nothing. Once the listeners are closed, one `drain report` line sizes the window from what this

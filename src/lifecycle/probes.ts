@@ -1,4 +1,4 @@
-// `/livez` and `/readyz` (SPEC §6.2), Kubernetes-style bodies. Liveness checks nothing outside the process
+// `/livez` and `/readyz` (docs/operations.md), Kubernetes-style bodies. Liveness checks nothing outside the process
 // and stays 200 while draining; readiness fails while draining and until a configuration is applied.
 import type { Context } from 'hono';
 

@@ -1,4 +1,4 @@
-// Every metric family the gateway exposes (SPEC §9), declared in one place. Gauges that mirror state
+// Every metric family the gateway exposes (docs/aisix-compatibility.md "Metrics"), declared in one place. Gauges that mirror state
 // (config status, in-flight, connections) are computed at scrape time from the one source of truth.
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import type { ConfigFactsView } from '../config-facts.ts';
@@ -97,7 +97,7 @@ export class GatewayMetrics {
     ]),
   );
 
-  // ---- AISIX's request, LLM, token and usage families (aisix-contract.md §1 C, §2 L4) ----------------------
+  // ---- AISIX's request, LLM, token and usage families (docs/aisix-compatibility.md "Metrics") ----------------------
   // One choke point records them per proxied request (src/proxy); usage events and fallbacks per upstream
   // attempt (src/routing/dispatch.ts). Label names and their order are AISIX's.
   readonly legacyRequests = this.registry.register(

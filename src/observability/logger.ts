@@ -1,4 +1,4 @@
-// One line per event to stderr (SPEC §10). `text` (the default) is AISIX's line — tracing-subscriber's "full"
+// One line per event to stderr (docs/aisix-compatibility.md "Logs"). `text` (the default) is AISIX's line — tracing-subscriber's "full"
 // format without colour: `<RFC 3339 µs timestamp> <LEVEL padded to 5> <target>: <message> key=value …`, string
 // values double-quoted with Rust's Debug escaping, numbers and booleans bare, absent (undefined/null) fields omitted.
 // `json` (opt-in): {"time","level","target","msg",…fields}. Logging never throws into the caller and never

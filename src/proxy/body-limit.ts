@@ -1,5 +1,5 @@
 // A request whose declared length (`Content-Length`) is over `proxy.request_body_limit_bytes` (0 = off) is
-// refused with 413 before authentication, as AISIX's body-limit middleware does (aisix-contract.md §1 D.5).
+// refused with 413 before authentication, as AISIX's body-limit middleware does (docs/aisix-compatibility.md "Logs".5).
 // The body is drained first — at most 32 MiB, for at most 5 s — so a caller still sending it can read the
 // answer; when the drain does not finish, the answer closes the connection. One diagnostic line per refusal
 // (INFO when drained; WARN, at most once a second per outcome, when not) and

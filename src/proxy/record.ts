@@ -1,5 +1,5 @@
 // What one proxied request leaves behind: its access-log line and its sample in every request family
-// (aisix-contract.md §1 C, D), filled in as it is served and written once, when its last byte is out.
+// (docs/aisix-compatibility.md "Metrics"), filled in as it is served and written once, when its last byte is out.
 import type { ApiKey } from '../resources/schema.ts';
 import type { Gateway } from '../gateway.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
@@ -66,7 +66,7 @@ export function outcomeOf(status: number): string {
 export const ACCESS_LOG_TARGET = 'aisix_obs::access_log';
 
 /**
- * The access-log line's fields, in AISIX's order (aisix-contract.md §1 D), then Sluice's `peer` and
+ * The access-log line's fields, in AISIX's order (docs/aisix-compatibility.md "Logs"), then Sluice's `peer` and
  * `downstream_request_id`. Absent values are omitted from the line.
  */
 export function accessLogFields(rec: RequestRecord, status: number, latencyMs: number): Record<string, unknown> {
@@ -108,7 +108,7 @@ function identity(key: ApiKey | undefined, field: 'team_id' | 'user_id' | 'user_
   return typeof v === 'string' && v !== '' ? v : 'unknown';
 }
 
-/** One proxied request in every request family (aisix-contract.md §1 C); missing identity labels are `unknown`. */
+/** One proxied request in every request family (docs/aisix-compatibility.md "Metrics"); missing identity labels are `unknown`. */
 export function recordRequestMetrics(gw: Gateway, rec: RequestRecord, status: number, seconds: number): void {
   const m = gw.metrics;
   const s = rec.served;

@@ -1,6 +1,6 @@
 // Every `/v1` request holds an in-flight slot until its last byte, gets a request id, one access-log line
 // and one sample in every request family — refusals before dispatch (413, auth, bad JSON) included, with
-// model `unresolved` and provider `unknown` (aisix-contract.md §1 C, D). A body whose declared length is
+// model `unresolved` and provider `unknown` (docs/aisix-compatibility.md "Metrics"). A body whose declared length is
 // over `proxy.request_body_limit_bytes` is refused here, before authentication (body-limit.ts).
 import type { Context, Next } from 'hono';
 import type { Gateway } from '../gateway.ts';

@@ -1,4 +1,4 @@
-// One resource document → the resource Sluice serves, the same way on both paths (aisix-contract.md §3, §4):
+// One resource document → the resource Sluice serves, the same way on both paths (docs/aisix-compatibility.md "Resources"):
 //
 // - `strict` (the resources file, `validate`): AISIX's strict schemas; an unknown member anywhere is an error;
 // - `lenient` (etcd rows): unknown members are dropped at every depth and reported as dotted paths from the

@@ -1,4 +1,4 @@
-// The resources-file pipeline (SPEC §4, aisix-contract.md §1 F2), staged like AISIX's, with its wording:
+// The resources-file pipeline (docs/configuration.md, docs/aisix-compatibility.md "Command line"), staged like AISIX's, with its wording:
 //
 //   YAML → file-level checks (`_format_version` must be the string "1", known collections only)
 //   → pass 1, per entry: `${VAR}` interpolation, identity present, duplicate identity (the duplicate is
@@ -32,7 +32,7 @@ export type LoadResult =
     snapshot: Snapshot;
     /** Entries accepted: the served ones plus those of kinds Sluice accepts and does not serve. */
     resourceCount: number;
-    /** Accepted entries of kinds Sluice does not serve (aisix-contract.md "Never fail open"), per kind. */
+    /** Accepted entries of kinds Sluice does not serve (docs/aisix-compatibility.md "Never fail open"), per kind. */
     notServed: Record<string, number>;
     /** The collections the file writes as a sequence (`models: []` included), with their entry counts. */
     collections: Record<string, number>;

@@ -1,6 +1,6 @@
 // Resource schemas (AISIX `resources.yaml` format "1" and the etcd row values). One zod shape per kind;
 // types come from the schemas (z.infer), never from hand-written twins. The facts are AISIX's
-// (aisix-contract.md §3): required members, defaults, ranges, closed enums, and `null` = absent for
+// (docs/aisix-compatibility.md "Resources"): required members, defaults, ranges, closed enums, and `null` = absent for
 // every member AISIX marks nullable.
 //
 // The schemas are strict (an unknown member is an `unrecognized_keys` issue at any depth): the file
@@ -17,7 +17,7 @@ export type ResourceKind = (typeof RESOURCE_KINDS)[number];
 
 /**
  * AISIX kinds Sluice does not implement whose rows gate traffic (access, safety, limits): never ignored
- * (aisix-contract.md "Never fail open"): an etcd row is rejected as `unsupported`, a file entry is an error.
+ * (docs/aisix-compatibility.md "Never fail open"): an etcd row is rejected as `unsupported`, a file entry is an error.
  */
 export const GATING_KINDS = [
   'guardrails',
@@ -82,9 +82,9 @@ function nullOk<T extends z.ZodType>(schema: T) {
   return z.preprocess((v) => (v === null ? undefined : v), schema.optional());
 }
 
-/** Per-caller / per-model limits (SPEC §4 `rate_limit`). */
+/** Per-caller / per-model limits (docs/configuration.md `rate_limit`). */
 export const RateLimitSchema = z.strictObject({
-  // AISIX's members (aisix-contract §3.5): unsigned integers; `null` is the same as absent (no limit); `0` is a
+  // AISIX's members (docs/aisix-compatibility.md "Resources"): unsigned integers; `null` is the same as absent (no limit); `0` is a
   // real limit (src/routing/rate-limit.ts says what each admits).
   rps: z.number().int().nonnegative().nullable().optional(),
   rpm: z.number().int().nonnegative().nullable().optional(),
@@ -96,7 +96,7 @@ export const RateLimitSchema = z.strictObject({
 });
 export type RateLimit = z.infer<typeof RateLimitSchema>;
 
-/** SPEC §7.3: cooldown is on for every direct model unless this block turns it off. */
+/** docs/routing.md: cooldown is on for every direct model unless this block turns it off. */
 export const CooldownSchema = z.strictObject({
   enabled: z.boolean().default(true),
   default_seconds: nonNegInt.default(30),

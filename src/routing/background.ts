@@ -1,4 +1,4 @@
-// Background model checks (SPEC §7.3): every direct model whose `background_model_check` is enabled is
+// Background model checks (docs/routing.md): every direct model whose `background_model_check` is enabled is
 // checked on its own `interval_seconds`, at most `maxConcurrent` checks at once, each bounded by its
 // `timeout_seconds`; results go to `ModelHealth.recordCheck`. Sending the check (a small real chat request
 // with `prompt` and `max_tokens`) is the caller's `check` function; timers are injected, so tests drive

@@ -1,14 +1,14 @@
-// Send one caller request to the model it names (SPEC §7.3, §7.4): choose the targets (`pickTargets`),
+// Send one caller request to the model it names (docs/routing.md): choose the targets (`pickTargets`),
 // try them in the one retry loop (`runAttempts`), and hand back a whole response or a live stream.
 // Every attempt feeds model health, the deployment metrics and the routing state; deadlines are enforced
 // here, so every adapter gets them for free.
 //
 // A direct model is a one-target route under the defaults (failover, `when_all_unavailable: fail`): a model
-// in cooldown is still called (it is the only candidate, and SPEC §7.3 uses cooled targets when only cooled
+// in cooldown is still called (it is the only candidate, and docs/routing.md uses cooled targets when only cooled
 // ones remain); a model marked unhealthy by its background check answers 503 `all_candidates_unavailable`
 // without an upstream call, like a routing model whose targets are all unhealthy.
 //
-// Deadlines (AISIX `effective_timeouts`, aisix-contract.md §2 L8): `timeout` resolves target model → routing
+// Deadlines (AISIX `effective_timeouts`, docs/aisix-compatibility.md "Resources"): `timeout` resolves target model → routing
 // model (group) → `upstream.timeout_ms`, the first level that says anything wins and an explicit 0 means
 // no deadline. The stream budget resolves the resources' `stream_timeout` first (target, then group; 0 or
 // absent defers), then the resource-resolved `timeout`, then `upstream.stream_timeout_ms` || `timeout_ms`.
@@ -22,10 +22,10 @@
 // to `200 text/event-stream`, sends keep-alive comments and keeps failing over behind them; a failure after
 // that point (or after the first byte) is an SSE error event.
 //
-// Retries (AISIX `effective_retries`, §1 B): see `retryBudget`; the budget is resolved per target with
+// Retries (AISIX `effective_retries`; docs/routing.md): see `retryBudget`; the budget is resolved per target with
 // whether another target is queued behind it in this request's order.
 //
-// Per attempt (§1 C, §2 L4): `aisix_usage_events_emitted_total` +1, and for an attempt on another target than
+// Per attempt (docs/aisix-compatibility.md "Metrics"): `aisix_usage_events_emitted_total` +1, and for an attempt on another target than
 // the previous one `aisix_routing_{successful,failed}_fallbacks_total{model, fallback_model}` +1.
 import type { Config } from '../config/schema.ts';
 import { type DeploymentLabels, deploymentLabels, type GatewayMetrics } from '../observability/gateway-metrics.ts';
@@ -111,7 +111,7 @@ export type DispatchResult =
 
 /**
  * Which upstream target served a request (or failed it last), for the request metrics and the access log
- * (aisix-contract.md §1 C, D). For a stream it describes the target whose first chunk started the answer.
+ * (docs/aisix-compatibility.md "Metrics"). For a stream it describes the target whose first chunk started the answer.
  */
 export interface ServedBy {
   /** The direct model (routing target) of the deciding attempt. */

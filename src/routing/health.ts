@@ -1,4 +1,4 @@
-// Per-model runtime health (SPEC §7.3, §7.5): request-path cooldowns and background-check marks, kept per
+// Per-model runtime health (docs/routing.md): request-path cooldowns and background-check marks, kept per
 // model id so they survive a config reload, and read through one derivation (`view`) that every output —
 // routing state, the `/status/models` row, the `aisix_deployment_state` gauge — comes from.
 //
@@ -26,7 +26,7 @@ import type { Outcome } from './retry.ts';
 
 export type HealthState = 'healthy' | 'cooldown' | 'unhealthy';
 
-/** `status_reason` values of `/status/models` (SPEC §7.5); the one place these strings live. */
+/** `status_reason` values of `/status/models` (docs/routing.md); the one place these strings live. */
 export const STATUS_REASONS = [
   'upstream_auth_failure',
   'upstream_request_timeout',
@@ -74,7 +74,7 @@ export interface ModelStatusRow {
 /** `aisix_deployment_state`: 0 healthy, 2 down — used for both cooldown and unhealthy (out of rotation). */
 export type DeploymentState = 0 | 2;
 
-/** The block a direct model without `cooldown` gets (SPEC §7.3 defaults, from the schema). */
+/** The block a direct model without `cooldown` gets (docs/routing.md defaults, from the schema). */
 export const DEFAULT_COOLDOWN: Cooldown = CooldownSchema.parse({});
 
 /** What is stored per model id. Times in ms since the epoch. */
@@ -177,7 +177,7 @@ export class ModelHealth {
     return this.view(model, now).state;
   }
 
-  /** The model's `/status/models` row (SPEC §7.5). */
+  /** The model's `/status/models` row (docs/routing.md). */
   statusRow(model: Model, now = this.now()): ModelStatusRow {
     const row: ModelStatusRow = {
       id: model.id,

@@ -1,4 +1,4 @@
-// The background model check itself (SPEC §7.3): one small, real chat request — the model's `prompt`, at
+// The background model check itself (docs/routing.md): one small, real chat request — the model's `prompt`, at
 // most `max_tokens` — through the model's own adapter, so it exercises the same key, base URL and wire as
 // caller traffic. The BackgroundChecker (background.ts) schedules it, bounds it by `timeout_seconds` and
 // records the result in ModelHealth; checks are not caller traffic and feed no request metrics.

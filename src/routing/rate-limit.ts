@@ -1,4 +1,4 @@
-// Caller rate limits (SPEC §4 `rate_limit` on API keys and on models; §7.2 429 + Retry-After), with every
+// Caller rate limits (docs/configuration.md `rate_limit` on API keys and on models; 429 + Retry-After in docs/routing.md), with every
 // AISIX dimension: requests per second / minute / hour / day (`rps`, `rpm`, `rph`, `rpd`), tokens per minute /
 // day (`tpm`, `tpd`), and concurrent requests (`concurrency`).
 //

@@ -1,4 +1,4 @@
-// Retries and failover (SPEC §7.4): how one upstream attempt's outcome is classified, how many retries a
+// Retries and failover (docs/routing.md): how one upstream attempt's outcome is classified, how many retries a
 // target gets, how long to wait between them, and THE loop that runs retry-then-failover. The loop lives
 // here and nowhere else; it knows nothing about HTTP clients, metrics or health — it reports each attempt
 // to a callback and the caller does those.
@@ -86,7 +86,7 @@ export interface RetryBudget {
 }
 
 /**
- * AISIX's `effective_retries` (aisix-contract.md §1 B): the target model's own `retries`, else the routing
+ * AISIX's `effective_retries` (docs/aisix-compatibility.md "Resources"): the target model's own `retries`, else the routing
  * model's `routing.retries` — an explicit value, 0 included, is honoured as written; else, with nothing
  * configured, 0 while another target is still queued behind this one in the request's attempt order (fail
  * over rather than grind a failing upstream), and `upstream.retries` on the last one. A direct model

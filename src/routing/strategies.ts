@@ -1,4 +1,4 @@
-// Which targets of a routing model to try, and in what order (SPEC §4 `routing`, §7.3). One seam,
+// Which targets of a routing model to try, and in what order (docs/configuration.md `routing`; docs/routing.md). One seam,
 // `pickTargets`, over one small function per strategy; no I/O, no clock, no runtime.
 //
 // How the proxy calls it, once per request to a routing model:
@@ -214,7 +214,7 @@ export function pickTargets<C extends Candidate>(
   return { kind: 'ok', order: ordered.slice(0, limit) as TargetOrder<C>, pool: usable.health };
 }
 
-/** The health filter of SPEC §7.3: healthy; else cooled; else (try_anyway) everything; else nothing. */
+/** The health filter of docs/routing.md: healthy; else cooled; else (try_anyway) everything; else nothing. */
 export function usableCandidates<C extends Candidate>(
   candidates: readonly C[],
   whenAllUnavailable: Routing['when_all_unavailable'],

@@ -1,4 +1,4 @@
-// The snapshot cache (SPEC §5.3): one file at `managed.snapshot_cache_path` holding what the gateway
+// The snapshot cache (docs/etcd.md): one file at `managed.snapshot_cache_path` holding what the gateway
 // serves, so a restart while the configuration store is unreachable binds the proxy at once.
 //
 // - Written after every apply (a rejected put included, so last-known-good pins survive a restart), by
@@ -29,7 +29,7 @@ export interface CacheDocument {
   /** etcd revision of the configuration served when written. */
   revision: number;
   written_at: string;
-  /** SPEC §8 `config_hash` of `rows`; recomputed on restore. */
+  /** docs/etcd.md `config_hash` of `rows`; recomputed on restore. */
   config_hash: string;
   /** key → value text, exactly as served (pinned keys hold their last-known-good value). */
   rows: Record<string, string>;

@@ -1,4 +1,4 @@
-// The file source (SPEC §5.1): loaded before any listener binds; SIGHUP re-runs the whole pipeline and
+// The file source (docs/configuration.md): loaded before any listener binds; SIGHUP re-runs the whole pipeline and
 // either swaps the snapshot atomically or keeps every byte of the previous one.
 //
 // A reload cannot half-apply (docs/configuration.md "Reloading"): the bytes are read until two reads

@@ -1,4 +1,4 @@
-// The metrics/status listener (SPEC §6.1, §8, §9): no authentication, and never a secret in any body.
+// The metrics/status listener (docs/operations.md, docs/aisix-compatibility.md "Metrics"): no authentication, and never a secret in any body.
 import { type Context, Hono } from 'hono';
 import type { Gateway } from '../gateway.ts';
 import { drainReportBody } from '../lifecycle/drain-report.ts';

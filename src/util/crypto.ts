@@ -33,7 +33,7 @@ export async function uuidV5(name: string, namespace = RESOURCE_ID_NAMESPACE): P
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }
 
-/** JSON with object keys sorted and no whitespace: the canonical form hashed in etcd mode (SPEC §8). */
+/** JSON with object keys sorted and no whitespace: the canonical form hashed in etcd mode (docs/etcd.md). */
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;

@@ -1,7 +1,7 @@
-// Shared AISIX-contract fixtures for the resources-file tests (aisix-contract.md §1 F2).
+// Shared AISIX-contract fixtures for the resources-file tests (docs/aisix-compatibility.md "Command line").
 
 /**
- * The malformed file of §1 F2: an unknown top-level key, a duplicate api key, a model naming an unknown
+ * The malformed file of AISIX's staged file checks (docs/aisix-compatibility.md "Command line"): an unknown top-level key, a duplicate api key, a model naming an unknown
  * provider key (and missing `model_name`) and an api key allowing an unknown model. AISIX reports exactly
  * 4 errors: the missing `model_name` is never checked (the entry failed desugar), and the hex-less key
  * hashes are fine (any non-empty string).

@@ -17,7 +17,7 @@
 //
 // "Same configuration" means: the file loads to the same resource set as the etcd source serves (ids,
 // values after normalisation, order). The hashes cannot match: a file's config_hash is the sha256 of
-// its bytes, etcd's is over the stored key/value entries (SPEC §8).
+// its bytes, etcd's is over the stored key/value entries (docs/operations.md).
 import { Document } from 'yaml';
 import type { Command } from '../../cli.ts';
 import type { Platform } from '../../platform.ts';

@@ -1,4 +1,4 @@
-// etcd rows, one key at a time (SPEC §5.2, aisix-contract.md §1 A, §2 L6, §4), and which of them serve.
+// etcd rows, one key at a time (docs/etcd.md, docs/aisix-compatibility.md "Resources"), and which of them serve.
 //
 // A key is `<prefix>/<kind>/<id>` (the id may contain `/`) and its value one JSON document. `parseRow`
 // judges a key and its value alone, with AISIX's lenient read contract (documents.ts): unknown members are
@@ -64,7 +64,7 @@ export interface RowValue {
   key: string;
   /** The value as etcd holds it (UTF-8 decoded). */
   raw: string;
-  /** `key \0 canonical-json(value) \n` (the raw text for a non-JSON value), UTF-8: SPEC §8 hash input. */
+  /** `key \0 canonical-json(value) \n` (the raw text for a non-JSON value), UTF-8: docs/etcd.md hash input. */
   line: Uint8Array;
   parsed: ParsedRow;
   /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
@@ -199,7 +199,7 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
   return { ok: true, kind: r.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
 }
 
-/** The SPEC §8 hash line of one entry: `key \0 canonical-json(value) \n`, the raw text when not JSON. */
+/** The docs/etcd.md hash line of one entry: `key \0 canonical-json(value) \n`, the raw text when not JSON. */
 export function hashLine(key: string, raw: string): Uint8Array {
   let canonical: string;
   try {

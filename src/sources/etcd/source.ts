@@ -1,10 +1,10 @@
-// The etcd configuration source (SPEC §5.2, §5.3, §8), on top of EtcdSupervisor (range → watch →
+// The etcd configuration source (docs/etcd.md, docs/operations.md), on top of EtcdSupervisor (range → watch →
 // resync/backoff). This file keeps the per-key state and turns each delivery into an applied snapshot:
 //
 // - `observed`: the latest value of every key under `<prefix>/`, parsed once when it changes (rows.ts);
 // - `served`: the value each key serves (its latest, or a pinned last-known-good). Each row is judged
 //   alone (rows.ts `judgeKey`), so a batch re-judges only the keys it touched: a watch event on a
-//   20,000-row prefix parses one row, then rebuilds the Snapshot and the two SPEC §8 hashes from what is
+//   20,000-row prefix parses one row, then rebuilds the Snapshot and the two docs/etcd.md hashes from what is
 //   already in memory;
 // - every range and every watch batch is one load (`applied_revision` = the batch's revision; `apply_seq`
 //   moves when the served `config_hash` changes), rejected rows included, followed by a (coalesced)
