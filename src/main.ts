@@ -2,7 +2,7 @@
 // configuration, bind listeners in order, reload on SIGHUP, drain on SIGTERM/SIGINT
 // (docs/operations.md "Boot and lifecycle"). The assembly itself is shared with Workers (src/boot.ts).
 import { type AssembledGateway, type BootConfig, createGateway, type FileSource, loadBootConfig } from './boot.ts';
-import { parseCli, USAGE } from './cli.ts';
+import { parseCli } from './cli.ts';
 import { parseAddr } from './config/load.ts';
 import type { Gateway } from './gateway.ts';
 import { runDrain } from './lifecycle/drain.ts';
@@ -274,4 +274,3 @@ function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
   return 0;
 }
 
-export { USAGE };

@@ -14,7 +14,3 @@ const ADAPTERS: Partial<Record<AdapterName, ProviderAdapter>> = {
 export function adapterFor(name: AdapterName): ProviderAdapter | undefined {
   return ADAPTERS[name];
 }
-
-export function registerAdapter(adapter: ProviderAdapter): void {
-  ADAPTERS[adapter.name] = adapter;
-}

@@ -1,6 +1,5 @@
 // What main.ts needs from a configuration source that is not the file: start it, learn when the first
 // configuration has been applied (from the source or from the snapshot cache), stop it on shutdown.
-import type { Gateway } from '../gateway.ts';
 
 export interface ConfigSource {
   /** Start reading (restores the snapshot cache first, when configured). Never rejects. */
@@ -16,4 +15,3 @@ export interface ConfigSource {
   stop(): Promise<void>;
 }
 
-export type SourceFactory = (gw: Gateway) => ConfigSource;
