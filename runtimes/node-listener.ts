@@ -42,23 +42,42 @@ export function headerExcess(
   return undefined;
 }
 
+type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
+type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
+
 /**
  * One listener. HTTP/1.1 responses during the drain get `Connection: close` (Node adds it and closes the
  * socket when `shouldKeepAlive` is false); HTTP/2 sessions get GOAWAY at drain start and finish their
  * open streams. Connections are counted exactly, idle pooled ones included.
  */
 export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener> {
-  let draining = false;
-  const sockets = new Set<Socket>();
-  const sessions = new Set<http2.Http2Session>();
+  const state = { draining: false };
+  const servers = createServers(spec, requestHandler(spec, fetch, state));
+  const conns = trackConnections(servers, spec, state);
+  const port = await bind(conns.listening, spec);
+  return {
+    port,
+    beginDrain() {
+      state.draining = true;
+      for (const s of conns.sessions) s.goaway();
+    },
+    openConnections: () => conns.sockets.size,
+    close: () => closeGracefully(conns, servers),
+  };
+}
+
+/**
+ * The request listener shared by every protocol: the header limits' 431 before Hono builds a Request, then
+ * the Fetch handler with the connection's facts. While `state.draining`, HTTP/1.1 responses close their
+ * connection.
+ */
+function requestHandler(
+  spec: ListenSpec,
+  fetch: FetchHandler,
+  state: { readonly draining: boolean },
+): (req: AnyRequest, res: AnyResponse) => void {
   const handle = getRequestListener(
-    (
-      req,
-      env: {
-        incoming: http.IncomingMessage | http2.Http2ServerRequest;
-        outgoing: http.ServerResponse | http2.Http2ServerResponse;
-      },
-    ) => {
+    (req, env: { incoming: AnyRequest; outgoing: AnyResponse }) => {
       // The caller left before its response was written: what @hono/node-server's `request.signal` says, without
       // the AbortController it allocates for every request whose `.signal` is read (src/util/cancel.ts).
       const closed = new Cancel();
@@ -72,11 +91,8 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
     },
   );
   const limits = spec.headerLimits;
-  const onRequest = (
-    req: http.IncomingMessage | http2.Http2ServerRequest,
-    res: http.ServerResponse | http2.Http2ServerResponse,
-  ) => {
-    if (draining && res instanceof http.ServerResponse) res.shouldKeepAlive = false;
+  return (req, res) => {
+    if (state.draining && res instanceof http.ServerResponse) res.shouldKeepAlive = false;
     // Before Hono builds a Request: a header flood costs one pass over rawHeaders and a short answer.
     const excess = limits && headerExcess(req.rawHeaders, limits);
     if (excess !== undefined && limits) {
@@ -90,9 +106,21 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
     // The two request/response pairs are interchangeable for the listener (it is written for both).
     handle(req as http.IncomingMessage, res as http.ServerResponse);
   };
+}
 
+/**
+ * The servers for the spec's protocol: `server` speaks HTTP/2 with TLS (HTTP/1.1 by ALPN fallback), HTTP/2
+ * cleartext (then `h1` serves the HTTP/1.1 connections of the same port, see `sniffH2c`) or HTTP/1.1 only.
+ */
+interface Servers {
+  server: AnyServer;
+  h1?: http.Server;
+}
+
+function createServers(spec: ListenSpec, onRequest: (req: AnyRequest, res: AnyResponse) => void): Servers {
   // With header limits, the runtime's own parser limits sit above ours, so our 431 (with its JSON body) is
   // what a caller sees. Without them, the runtime defaults stay (16 KiB; HTTP/2: 128 fields).
+  const limits = spec.headerLimits;
   const h1Options: http.ServerOptions = limits ? { maxHeaderSize: limits.maxBytes + PARSER_HEADROOM_BYTES } : {};
   const h2Options: http2.ServerOptions = limits
     ? {
@@ -100,63 +128,106 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
       settings: { maxHeaderListSize: limits.maxBytes + PARSER_HEADROOM_BYTES },
     }
     : {};
-  let server: AnyServer;
-  let h1: http.Server | undefined;
+  let servers: Servers;
   if (spec.tls) {
-    server = http2.createSecureServer({
-      ...h1Options,
-      ...h2Options,
-      cert: Buffer.from(spec.tls.cert),
-      key: Buffer.from(spec.tls.key),
-      allowHTTP1: true,
-    }, onRequest);
+    servers = {
+      server: http2.createSecureServer({
+        ...h1Options,
+        ...h2Options,
+        cert: Buffer.from(spec.tls.cert),
+        key: Buffer.from(spec.tls.key),
+        allowHTTP1: true,
+      }, onRequest),
+    };
   } else if (spec.http2) {
-    // Cleartext: HTTP/1.1 and h2c prior knowledge on one port; the first bytes decide (see sniff below).
-    h1 = http.createServer(h1Options, onRequest);
-    server = http2.createServer(h2Options, onRequest);
+    // Cleartext: HTTP/1.1 and h2c prior knowledge on one port; the first bytes decide (see sniffH2c).
+    servers = { server: http2.createServer(h2Options, onRequest), h1: http.createServer(h1Options, onRequest) };
   } else {
-    server = http.createServer(h1Options, onRequest);
+    servers = { server: http.createServer(h1Options, onRequest) };
   }
   // Idle HTTP/1.1 connections (between requests only: a request in flight or an SSE stream is never cut).
   // 0 disables the timer; the TLS server's HTTP/1.1 fallback reads the same property.
   if (spec.idleTimeoutMs !== undefined) {
-    for (const s of [server, h1]) if (s) (s as { keepAliveTimeout?: number }).keepAliveTimeout = spec.idleTimeoutMs;
+    for (const s of [servers.server, servers.h1]) {
+      if (s) (s as { keepAliveTimeout?: number }).keepAliveTimeout = spec.idleTimeoutMs;
+    }
   }
-  // Sockets carrying HTTP/2 (a session's `socket` is a Proxy, so they are marked where they are routed).
-  const h2Sockets = new WeakSet<Socket>();
-  server.on('session', (s: http2.Http2Session) => {
-    sessions.add(s);
-    s.once('close', () => sessions.delete(s));
-    if (draining) s.goaway();
+  return servers;
+}
+
+/** The open connections of one listener, and the server that accepts them. */
+interface Connections {
+  /** The server bound to the port (a sniffing front for h2c, else the protocol server itself). */
+  listening: net.Server;
+  /** Every accepted socket until it closes. */
+  sockets: Set<Socket>;
+  /** Sockets carrying HTTP/2 (a session's `socket` is a Proxy, so they are marked where they are routed). */
+  h2Sockets: WeakSet<Socket>;
+  sessions: Set<http2.Http2Session>;
+}
+
+/**
+ * Counts every accepted socket and HTTP/2 session, marks the HTTP/2 sockets, sends GOAWAY to sessions
+ * opened during the drain and reports connections accepted then (`spec.onDrainAccept`).
+ */
+function trackConnections(servers: Servers, spec: ListenSpec, state: { readonly draining: boolean }): Connections {
+  const conns: Connections = {
+    listening: servers.server as net.Server,
+    sockets: new Set(),
+    h2Sockets: new WeakSet(),
+    sessions: new Set(),
+  };
+  servers.server.on('session', (s: http2.Http2Session) => {
+    conns.sessions.add(s);
+    s.once('close', () => conns.sessions.delete(s));
+    if (state.draining) s.goaway();
   });
   const track = (socket: Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-    if (draining) spec.onDrainAccept?.(peerOf(socket), sockets.size);
+    conns.sockets.add(socket);
+    socket.once('close', () => conns.sockets.delete(socket));
+    if (state.draining) spec.onDrainAccept?.(peerOf(socket), conns.sockets.size);
   };
-
-  let listening: net.Server;
-  if (h1) {
-    const h2 = server as http2.Http2Server;
-    const front = net.createServer((socket) => {
+  if (servers.h1) {
+    conns.listening = sniffH2c(servers.h1, servers.server as http2.Http2Server, (socket, isH2) => {
       track(socket);
-      socket.once('readable', () => {
-        const head: Buffer | null = socket.read(Math.min(socket.readableLength, 3));
-        if (head) socket.unshift(head);
-        const isH2 = head?.toString('latin1') === 'PRI';
-        if (isH2) h2Sockets.add(socket);
-        (isH2 ? h2 : h1!).emit('connection', socket);
-      });
+      if (isH2) conns.h2Sockets.add(socket);
     });
-    listening = front;
   } else {
-    server.on(spec.tls ? 'secureConnection' : 'connection', (socket: Socket) => {
-      if ((socket as Socket & { alpnProtocol?: string | false }).alpnProtocol === 'h2') h2Sockets.add(socket);
+    servers.server.on(spec.tls ? 'secureConnection' : 'connection', (socket: Socket) => {
+      if ((socket as Socket & { alpnProtocol?: string | false }).alpnProtocol === 'h2') conns.h2Sockets.add(socket);
       track(socket);
     });
-    listening = server as net.Server;
   }
+  return conns;
+}
 
+/**
+ * HTTP/1.1 and h2c prior knowledge on one port: a plain TCP server hands each socket to `h2` when its
+ * first three bytes are `PRI` (the HTTP/2 preface), else to `h1`. `accepted` sees every socket at once
+ * (`isH2` false until its first bytes are read) and again, with `isH2` true, when it turns out HTTP/2.
+ */
+function sniffH2c(
+  h1: http.Server,
+  h2: http2.Http2Server,
+  accepted: (socket: Socket, isH2: boolean) => void,
+): net.Server {
+  // `h1` never listens itself, so it never sets up the connection list that closeIdleConnections() and the
+  // headers/request timeouts read (Node does that on 'listening'; Bun and Deno tolerate the event).
+  h1.emit('listening');
+  return net.createServer((socket) => {
+    accepted(socket, false);
+    socket.once('readable', () => {
+      const head: Buffer | null = socket.read(Math.min(socket.readableLength, 3));
+      if (head) socket.unshift(head);
+      const isH2 = head?.toString('latin1') === 'PRI';
+      if (isH2) accepted(socket, true);
+      (isH2 ? h2 : h1).emit('connection', socket);
+    });
+  });
+}
+
+/** Listen on the spec's address; a bind error names the listener. */
+async function bind(listening: net.Server, spec: ListenSpec): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     const onError = (e: Error) => reject(new Error(`${spec.name} listener on ${spec.host}:${spec.port}: ${e.message}`));
     listening.once('error', onError);
@@ -165,33 +236,31 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
       resolve();
     });
   });
-  const port = (listening.address() as net.AddressInfo).port;
+  return (listening.address() as net.AddressInfo).port;
+}
 
-  return {
-    port,
-    beginDrain() {
-      draining = true;
-      for (const s of sessions) s.goaway();
-    },
-    openConnections: () => sockets.size,
-    close() {
-      return new Promise<void>((resolve) => {
-        listening.close(() => resolve());
-        // When the drain gets here in_flight is zero: what remains are idle pooled connections and, at
-        // most, a probe mid-response. HTTP/2 sessions close gracefully; idle HTTP/1.1 sockets close now,
-        // busy ones as soon as their response is written; anything left is cut after a short grace.
-        for (const s of sessions) s.close();
-        for (const socket of sockets) {
-          // An HTTP/2 socket goes when its session has flushed and closed (session.close() above); a busy
-          // HTTP/1.1 socket's response already carries Connection: close, so it closes itself.
-          if (h2Sockets.has(socket)) continue;
-          const busy = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
-          if (!busy) socket.destroy();
-        }
-        setTimeout(() => {
-          for (const socket of sockets) socket.destroy();
-        }, 2000).unref();
-      });
-    },
-  };
+/** How long connections still open after `close()` get before they are cut. */
+const CLOSE_GRACE_MS = 2000;
+
+/**
+ * Stop accepting and end every connection without losing a request; resolves when the last one is gone.
+ * The drain calls this with in_flight at zero, so what remains are idle pooled connections, requests the
+ * gateway has not yet seen (accepted sockets whose request is on its way or half parsed) and, at most, a
+ * probe mid-response. HTTP/2 sessions close gracefully (their sockets go with them). HTTP/1.1 connections
+ * idle between requests close now, through the runtime's own `closeIdleConnections()`: its parser knows
+ * which ones are mid-request, where a socket without a response (`_httpMessage`) may hold a half-read
+ * request. The others answer with `Connection: close` and close themselves; a connection that never sent a
+ * byte closes with the rest when the grace runs out (nothing unread, so the peer sees a clean FIN).
+ */
+function closeGracefully(conns: Connections, servers: Servers): Promise<void> {
+  return new Promise<void>((resolve) => {
+    conns.listening.close(() => resolve());
+    for (const s of conns.sessions) s.close();
+    for (const s of [servers.h1 ?? servers.server]) {
+      if ('closeIdleConnections' in s && typeof s.closeIdleConnections === 'function') s.closeIdleConnections();
+    }
+    setTimeout(() => {
+      for (const socket of conns.sockets) socket.destroy();
+    }, CLOSE_GRACE_MS).unref();
+  });
 }

@@ -286,8 +286,6 @@ export const apiKeyShape = {
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };
 
-export const ROW_SCHEMAS = { provider_keys: ProviderKeySchema, models: ModelSchema, api_keys: ApiKeySchema } as const;
-
 /** The default adapter of a vendor id, when `adapter` is not given (`""` and unknown vendors: openai). */
 export function defaultAdapter(provider: string): AdapterName {
   if (provider === 'anthropic') return 'anthropic';
