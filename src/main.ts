@@ -273,4 +273,3 @@ function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
   gw.log.info(MSG.shutDownCleanly);
   return 0;
 }
-

@@ -14,4 +14,3 @@ export interface ConfigSource {
   /** Stop watching; interrupts any wait or request in flight. */
   stop(): Promise<void>;
 }
-
