@@ -526,6 +526,11 @@ export class EtcdClient {
     });
   }
 
+  /**
+   * One request to one endpoint under the dial timeout (until the response head) and, for non-stream
+   * requests, the request timeout (until the body is read). A stream's answer is handed over open; its
+   * `close` releases it. Unreachable-looking answers (502/503/504, gRPC UNAVAILABLE) fail over.
+   */
   private async attempt(
     endpoint: string,
     path: string,
@@ -538,38 +543,12 @@ export class EtcdClient {
     const where = displayEndpoint(endpoint);
     const ctrl = new AbortController();
     const unlink = linkAbort(signal, ctrl);
-    let fired: 'dial' | 'request' | undefined;
-    const dialTimer = setTimeout(() => {
-      fired = 'dial';
-      ctrl.abort();
-    }, this.dialTimeoutMs);
-    const requestTimer = stream ? undefined : setTimeout(() => {
-      fired ??= 'request';
-      ctrl.abort();
-    }, this.requestTimeoutMs);
-    let keepOpen = false;
+    const deadlines = new AttemptDeadlines(ctrl, this.dialTimeoutMs, stream ? undefined : this.requestTimeoutMs);
     const fail = (err: unknown): AttemptResult => {
       if (signal?.aborted) return { ok: false, error: abortedError(), failover: false };
-      if (fired === 'dial') {
-        return {
-          ok: false,
-          error: new EtcdError(`${where}: no response within dial timeout ${this.dialTimeoutMs} ms`, 'timeout'),
-          failover: true,
-        };
-      }
-      if (fired === 'request') {
-        return {
-          ok: false,
-          error: new EtcdError(`${where}: request timeout ${this.requestTimeoutMs} ms exceeded`, 'timeout'),
-          failover: true,
-        };
-      }
-      return {
-        ok: false,
-        error: new EtcdError(this.redact(`${where}: ${describeFetchError(err)}`), 'transport'),
-        failover: true,
-      };
+      return { ok: false, error: deadlines.failure(where, err, (m) => this.redact(m)), failover: true };
     };
+    let keepOpen = false;
     try {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (token) headers.authorization = token;
@@ -579,7 +558,7 @@ export class EtcdClient {
       } catch (err) {
         return fail(err);
       }
-      clearTimeout(dialTimer);
+      deadlines.headReceived();
       if (stream && res.status === 200 && res.body) {
         keepOpen = true;
         let closed = false;
@@ -597,31 +576,76 @@ export class EtcdClient {
       } catch (err) {
         return fail(err);
       }
-      let body: unknown;
-      try {
-        body = text === '' ? {} : JSON.parse(text);
-      } catch {
-        body = { message: `non-JSON response: ${text.slice(0, 200)}` };
-      }
-      // Proxies in front of etcd and "no leader"-style unavailability: another member may do better.
-      const code = gatewayError(body)?.code;
-      if (res.status === 502 || res.status === 503 || res.status === 504 || code === 14) {
-        const msg = gatewayError(body)?.message ?? `HTTP ${res.status}`;
-        return {
-          ok: false,
-          error: new EtcdError(
-            this.redact(`${where}: ${msg}`),
-            'server',
-            code !== undefined ? { status: res.status, grpcCode: code } : { status: res.status },
-          ),
-          failover: true,
-        };
-      }
-      return { ok: true, status: res.status, body };
+      return this.answer(where, res.status, text);
     } finally {
-      clearTimeout(dialTimer);
-      if (requestTimer !== undefined) clearTimeout(requestTimer);
+      deadlines.clear();
       if (!keepOpen) unlink();
     }
+  }
+
+  /** A whole answer: its JSON body, or a failover when it says the member cannot serve now. */
+  private answer(where: string, status: number, text: string): AttemptResult {
+    let body: unknown;
+    try {
+      body = text === '' ? {} : JSON.parse(text);
+    } catch {
+      body = { message: `non-JSON response: ${text.slice(0, 200)}` };
+    }
+    // Proxies in front of etcd and "no leader"-style unavailability: another member may do better.
+    const code = gatewayError(body)?.code;
+    if (status === 502 || status === 503 || status === 504 || code === 14) {
+      const msg = gatewayError(body)?.message ?? `HTTP ${status}`;
+      return {
+        ok: false,
+        error: new EtcdError(
+          this.redact(`${where}: ${msg}`),
+          'server',
+          code !== undefined ? { status, grpcCode: code } : { status },
+        ),
+        failover: true,
+      };
+    }
+    return { ok: true, status, body };
+  }
+}
+
+/**
+ * One attempt's deadlines, both aborting `ctrl`: the dial timeout until the response head arrives, and the
+ * request timeout (absent for streams) until the answer has been read. `failure` names the one that fired.
+ */
+class AttemptDeadlines {
+  private fired: 'dial' | 'request' | undefined;
+  private readonly dialTimer: ReturnType<typeof setTimeout>;
+  private readonly requestTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(ctrl: AbortController, private readonly dialMs: number, private readonly requestMs: number | undefined) {
+    this.dialTimer = setTimeout(() => {
+      this.fired = 'dial';
+      ctrl.abort();
+    }, dialMs);
+    this.requestTimer = requestMs === undefined ? undefined : setTimeout(() => {
+      this.fired ??= 'request';
+      ctrl.abort();
+    }, requestMs);
+  }
+
+  headReceived(): void {
+    clearTimeout(this.dialTimer);
+  }
+
+  clear(): void {
+    clearTimeout(this.dialTimer);
+    if (this.requestTimer !== undefined) clearTimeout(this.requestTimer);
+  }
+
+  /** The error for a fetch or body read that failed: a deadline's when one fired, else the transport's. */
+  failure(where: string, err: unknown, redact: (message: string) => string): EtcdError {
+    if (this.fired === 'dial') {
+      return new EtcdError(`${where}: no response within dial timeout ${this.dialMs} ms`, 'timeout');
+    }
+    if (this.fired === 'request') {
+      return new EtcdError(`${where}: request timeout ${this.requestMs} ms exceeded`, 'timeout');
+    }
+    return new EtcdError(redact(`${where}: ${describeFetchError(err)}`), 'transport');
   }
 }

@@ -180,6 +180,91 @@ export function interpretWatchResponse(obj: unknown): WatchResponse {
 }
 
 /**
+ * One watch session's clocks and how it ended. The watchdog aborts the session when the watch is not created
+ * within `createMs`, and afterwards after `idleMs` without a byte; the keep-alive asks the session's own
+ * endpoint for its status every `keepAliveMs` once the watch is created, and aborts the session when no
+ * answer comes (a TCP path that stalls without a reset). `ending(err)` turns whatever ended the read into
+ * what the watch does next: re-watch after an idle period, or fail with the reason that matters.
+ */
+class WatchSession {
+  private readonly controller = new AbortController();
+  private readonly unlink: () => void;
+  private created = false;
+  private idleFired = false;
+  /** Set when the keep-alive failed: the reason the session was aborted. */
+  private stalled: EtcdError | undefined;
+  private watchdog: ReturnType<typeof setTimeout> | undefined;
+  private keepAliveTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    private readonly client: EtcdClient,
+    private readonly t: { idleMs: number; createMs: number; keepAliveMs: number; keepAliveTimeoutMs: number },
+    parent: AbortSignal | undefined,
+  ) {
+    this.unlink = linkAbort(parent, this.controller);
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** (Re)start the watchdog: the stream is open, or a byte arrived. */
+  arm(): void {
+    if (this.watchdog !== undefined) clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(() => {
+      this.idleFired = true;
+      this.controller.abort();
+    }, this.created ? this.t.idleMs : this.t.createMs);
+  }
+
+  /** The watch was created on `endpoint`: the idle timeout applies from now on, and the keep-alive starts. */
+  onCreated(endpoint: string): void {
+    this.created = true;
+    this.arm();
+    this.keepAlive(endpoint);
+  }
+
+  /** Why the session ended, given what its read threw: re-watch (an idle watch) or the error to raise. */
+  ending(err: unknown): 'rewatch' | EtcdError {
+    const redact = (m: string) => this.client.redact(m);
+    if (this.stalled) {
+      return new EtcdError(
+        redact(`etcd watch connection considered lost: keep-alive failed: ${this.stalled.message}`),
+        'timeout',
+      );
+    }
+    if (this.idleFired && this.created) return 'rewatch';
+    if (this.idleFired) return new EtcdError(`etcd watch: not created within ${this.t.createMs} ms`, 'timeout');
+    if (err instanceof EtcdError) return err;
+    return new EtcdError(
+      redact(`etcd watch stream failed: ${err instanceof Error ? err.message : String(err)}`),
+      'transport',
+    );
+  }
+
+  dispose(): void {
+    if (this.watchdog !== undefined) clearTimeout(this.watchdog);
+    if (this.keepAliveTimer !== undefined) clearTimeout(this.keepAliveTimer);
+    this.unlink();
+    this.controller.abort();
+  }
+
+  private keepAlive(endpoint: string): void {
+    if (this.t.keepAliveMs <= 0 || this.signal.aborted) return;
+    this.keepAliveTimer = setTimeout(() => {
+      this.client.ping({ endpoint, timeoutMs: this.t.keepAliveTimeoutMs, signal: this.signal }).then(
+        () => this.keepAlive(endpoint),
+        (err: unknown) => {
+          if (this.signal.aborted) return;
+          this.stalled = err instanceof EtcdError ? err : new EtcdError(String(err), 'transport');
+          this.controller.abort();
+        },
+      );
+    }, this.t.keepAliveMs);
+  }
+}
+
+/**
  * Watches every key under `prefix` from `startRevision`, re-watching transparently after idle periods.
  * Ends after yielding `compacted`; throws `EtcdError` on any other failure (or `aborted` on `signal`).
  */
@@ -187,10 +272,12 @@ export async function* watchPrefix(
   client: EtcdClient,
   opts: WatchOptions,
 ): AsyncGenerator<WatchMessage, void, undefined> {
-  const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-  const createMs = opts.createTimeoutMs ?? client.requestTimeoutMs;
-  const keepAliveMs = opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS;
-  const keepAliveTimeoutMs = opts.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
+  const timing = {
+    idleMs: opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+    createMs: opts.createTimeoutMs ?? client.requestTimeoutMs,
+    keepAliveMs: opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS,
+    keepAliveTimeoutMs: opts.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
+  };
   /** First revision not yet fully delivered. */
   let next = opts.startRevision;
   let authRetried = false;
@@ -198,45 +285,15 @@ export async function* watchPrefix(
 
   sessions: for (;;) {
     if (opts.signal?.aborted) throw abortedError();
-    const session = new AbortController();
-    const unlink = linkAbort(opts.signal, session);
-    let created = false;
-    let idleFired = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const arm = (): void => {
-      if (timer !== undefined) clearTimeout(timer);
-      timer = setTimeout(
-        () => {
-          idleFired = true;
-          session.abort();
-        },
-        created ? idleMs : createMs,
-      );
-    };
+    const session = new WatchSession(client, timing, opts.signal);
     let close: (() => void) | undefined;
-    /** Set when the keep-alive failed: the reason the session was aborted. */
-    let stalled: EtcdError | undefined;
-    let keepAliveTimer: ReturnType<typeof setTimeout> | undefined;
-    const keepAlive = (endpoint: string): void => {
-      if (keepAliveMs <= 0 || session.signal.aborted) return;
-      keepAliveTimer = setTimeout(() => {
-        client.ping({ endpoint, timeoutMs: keepAliveTimeoutMs, signal: session.signal }).then(
-          () => keepAlive(endpoint),
-          (err: unknown) => {
-            if (session.signal.aborted) return;
-            stalled = err instanceof EtcdError ? err : new EtcdError(String(err), 'transport');
-            session.abort();
-          },
-        );
-      }, keepAliveMs);
-    };
     try {
       const body = { create_request: { ...range, start_revision: String(next), progress_notify: true } };
       const stream = await client.openStream('/v3/watch', body, session.signal);
       close = stream.close;
       const reader = stream.response.body!.getReader(); // non-null: openStream only returns streams with a body
       session.signal.addEventListener('abort', () => void reader.cancel().catch(() => {}), { once: true });
-      arm();
+      session.arm();
       const decoder = new TextDecoder();
       const splitter = new JsonObjectSplitter();
       for (;;) {
@@ -247,21 +304,13 @@ export async function* watchPrefix(
             'transport',
           );
         }
-        arm();
+        session.arm();
         for (const text of splitter.push(decoder.decode(value, { stream: true }))) {
-          let obj: unknown;
-          try {
-            obj = JSON.parse(text);
-          } catch {
-            throw new EtcdError('etcd watch stream: invalid JSON', 'protocol');
-          }
-          const r = interpretWatchResponse(obj);
+          const r = interpretWatchResponse(parseStreamObject(text));
           switch (r.kind) {
             case 'created':
-              created = true;
               authRetried = false;
-              arm();
-              keepAlive(stream.endpoint);
+              session.onCreated(stream.endpoint);
               yield { type: 'created', startRevision: next, headerRevision: r.headerRevision };
               break;
             case 'events': {
@@ -300,28 +349,21 @@ export async function* watchPrefix(
       }
     } catch (err) {
       if (opts.signal?.aborted) throw abortedError();
-      if (stalled) {
-        throw new EtcdError(
-          client.redact(`etcd watch connection considered lost: keep-alive failed: ${stalled.message}`),
-          'timeout',
-        );
-      }
-      if (idleFired && created) {
-        yield { type: 'rewatch', fromRevision: next, reason: 'idle' };
-        continue sessions;
-      }
-      if (idleFired) throw new EtcdError(`etcd watch: not created within ${createMs} ms`, 'timeout');
-      if (err instanceof EtcdError) throw err;
-      throw new EtcdError(
-        client.redact(`etcd watch stream failed: ${err instanceof Error ? err.message : String(err)}`),
-        'transport',
-      );
+      const why = session.ending(err);
+      if (why !== 'rewatch') throw why;
+      yield { type: 'rewatch', fromRevision: next, reason: 'idle' };
     } finally {
-      if (timer !== undefined) clearTimeout(timer);
-      if (keepAliveTimer !== undefined) clearTimeout(keepAliveTimer);
-      unlink();
-      session.abort();
+      session.dispose();
       close?.();
     }
+  }
+}
+
+/** One object of the watch stream, parsed; anything that is not JSON is a protocol error. */
+function parseStreamObject(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new EtcdError('etcd watch stream: invalid JSON', 'protocol');
   }
 }
