@@ -10,14 +10,32 @@ import { type LogLine, parseLogLine } from './log-line.ts';
 export type RuntimeName = 'node' | 'bun' | 'deno';
 const ROOT = resolve(import.meta.dirname, '../..');
 
+/**
+ * A port for another process to bind (a gateway, etcd, Redis), free a moment ago. Drawn at random below
+ * Linux's ephemeral range (32768–60999): a port the kernel handed out for `listen(0)` could be taken, between
+ * our close and the other process's bind, by any outgoing connection of the busy test run (seen as
+ * EADDRINUSE in full runs); below the range only another test's pick can collide, and each pick is checked.
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
+  for (let i = 0; i < 100; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free port found in 20000–31999 after 100 tries');
+}
+
+/** Ports this test process has handed out already (each one is given once). */
+const handedOut = new Set<number>();
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((res) => {
     const s = net.createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => res(port));
-    });
+    s.once('error', () => res(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => res(true)));
   });
 }
 
