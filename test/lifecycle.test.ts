@@ -412,10 +412,15 @@ for (const runtime of RUNTIMES) {
       const failures: string[] = [];
       let signalled = false;
       const deadline = Date.now() + 20_000;
+      // Like a balancer's failureThreshold of 2: routing stops at the second failed probe in a row, so requests
+      // keep coming for at least one probe period after the signal (a single failure stopped it at once, and
+      // with every worker between requests at that moment nothing was sent after the signal).
       const checker = (async () => {
+        let failures = 0;
         while (ready && Date.now() < deadline) {
           const s = await probe(gw.url('/readyz'));
-          if (s !== '200') ready = false;
+          failures = s === '200' ? 0 : failures + 1;
+          if (failures >= 2) ready = false;
           else await sleep(100);
         }
       })();
