@@ -162,7 +162,8 @@ function runTool(runtime: RuntimeName, args: string[]): {
       p.kill('SIGKILL');
       reject(new Error(`probe-timeline did not exit within 40 s:\n${out}\n${err}`));
     }, 40_000);
-    p.once('exit', (code) => {
+    // 'close', not 'exit': only then has everything the process wrote to stdout and stderr been read.
+    p.once('close', (code) => {
       clearTimeout(t);
       resolve(code);
     });

@@ -5,7 +5,6 @@
 // answers returns near its idle level (measured from /proc; the figures are printed).
 // Run: node build.mjs && node --import tsx --test test/upstream-limits.test.ts
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import { gzipSync } from 'node:zlib';
@@ -69,7 +68,14 @@ async function startBigUpstream(): Promise<{
       const ok = res.write(payload.subarray(off, Math.min(BIG, off + step)));
       written = Math.min(BIG, off + step);
       if (!ok) {
-        await Promise.race([once(res, 'drain'), once(res, 'close')]);
+        // One listener pair per wait, both removed (racing two `once()` left one behind each time).
+        await new Promise<void>((r) => {
+          const done = (): void => {
+            res.off('drain', done).off('close', done);
+            r();
+          };
+          res.on('drain', done).on('close', done);
+        });
       }
     }
     if (!res.destroyed) res.end();
@@ -192,11 +198,19 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
       // The peak is bounded by the limit times the answers read at once (5 × 32 MiB here, more while a
       // retry overlaps); what stays is memory the allocator and the engine keep for reuse (on Node,
       // MALLOC_TRIM_THRESHOLD_=65536 brings it to ~40 MiB over idle), so a second burst does not add to it.
-      // Unbounded, one such burst held 360 MB (Node) and 570 MB (Deno) 30 s later.
-      assert.ok(first.rss <= idle + 260, `${runtime}: RSS ${first.rss.toFixed(0)} MiB > idle ${idle.toFixed(0)} + 260`);
+      // Unbounded, one such burst held 360 MB (Node) and 570 MB (Deno) 30 s later. A burst that leaked its
+      // answers would keep at least the five chunked ones' 32 MiB each (160 MiB); what a collector has not
+      // returned yet varies from run to run (Bun once kept 68 MiB more after the second burst, then nothing
+      // more), so the growth allowed is below one leaked burst, not zero.
+      for (const [label, rss] of [['first', first.rss], ['second', second.rss]] as const) {
+        assert.ok(
+          rss <= idle + 260,
+          `${runtime}: RSS after the ${label} burst ${rss.toFixed(0)} MiB > idle ${idle.toFixed(0)} + 260`,
+        );
+      }
       assert.ok(
-        second.rss <= first.rss + 64,
-        `${runtime}: RSS grew from ${first.rss.toFixed(0)} to ${second.rss.toFixed(0)} MiB`,
+        second.rss <= first.rss + 120,
+        `${runtime}: RSS grew from ${first.rss.toFixed(0)} to ${second.rss.toFixed(0)} MiB (a leaked burst adds ≥ 160)`,
       );
     });
   }
