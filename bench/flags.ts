@@ -7,3 +7,8 @@ export function flag(name: string, dflt?: string): string {
   if (v === undefined && dflt === undefined) throw new Error(`--${name} is required`);
   return v ?? dflt!;
 }
+
+/** A `--name` switch without a value. */
+export function has(name: string): boolean {
+  return args.includes(`--${name}`);
+}

@@ -118,6 +118,8 @@ interface Options {
   profileSeconds: number;
   profileLoad: 'json50' | 'sse200';
   profileAccessLog: boolean;
+  /** Profile the bare Hono proxy on Node instead of Sluice (the same load): the two profiles side by side. */
+  profileBare: boolean;
 }
 
 const HELP = `usage: npm run bench -- [options]
@@ -136,7 +138,7 @@ const HELP = `usage: npm run bench -- [options]
   --chunk-delay-ms N      delay between the mock's SSE chunks (default 5)
   --no-build              do not rebuild dist/node.mjs first
   --keep                  keep the run directory (configs, logs) under /tmp
-  --profile [--profile-seconds S] [--profile-load json50|sse200] [--profile-no-access-log]
+  --profile [--profile-seconds S] [--profile-load json50|sse200] [--profile-no-access-log] [--profile-bare]
                           instead of the table: Node gateway under that load with node --cpu-prof, then the
                           top self-time functions (bench/profile-summary.ts)`;
 
@@ -157,6 +159,7 @@ function parseOptions(argv: string[]): Options {
     profileSeconds: 10,
     profileLoad: 'json50',
     profileAccessLog: true,
+    profileBare: false,
   };
   const list = <T extends string>(v: string, allowed: readonly T[], what: string): T[] => {
     const xs = v.split(',').map((s) => s.trim()).filter(Boolean);
@@ -231,6 +234,10 @@ function parseOptions(argv: string[]): Options {
       }
       case '--profile-no-access-log':
         o.profileAccessLog = false;
+        o.profile = true;
+        break;
+      case '--profile-bare':
+        o.profileBare = true;
         o.profile = true;
         break;
       case '--help':
@@ -413,13 +420,14 @@ async function startBare(
   runtime: Runtime,
   name: string,
   extra: string[],
+  nodeFlags: string[] = [],
 ): Promise<{ proc: Spawned; port: number }> {
   const port = await freePort();
   const script = path.join(BENCH, 'bare-proxy.ts');
   const args = [script, '--port', String(port), '--upstream', `http://127.0.0.1:${ctx.mockPort}`, ...extra];
   const logFile = path.join(ctx.runDir, `${name}.log`);
   const proc = runtime === 'node'
-    ? launch(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
+    ? launch(process.execPath, [...nodeFlags, '--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
     : runtime === 'bun'
     ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile })
     : launch(path.join(BIN, 'deno'), ['run', '-A', ...args], { cwd: ROOT, env: baseEnv(), logFile });
@@ -1201,30 +1209,42 @@ const memAfter = new Map<TargetId, { after: number; peak: number }>();
 // ------------------------------------------------------------------------------------------- profile
 
 async function profileMode(ctx: Ctx): Promise<void> {
-  const { profileLoad: load, profileSeconds: secs, profileAccessLog: accessLog } = ctx.opt;
+  const { profileLoad: load, profileSeconds: secs, profileAccessLog: accessLog, profileBare: bare } = ctx.opt;
   const dir = path.join(ctx.runDir, 'prof');
   mkdirSync(dir, { recursive: true });
-  const s = await startSluice(ctx, 'node', accessLog, 'profile-node', [
-    '--cpu-prof',
-    `--cpu-prof-dir=${dir}`,
-    '--cpu-prof-interval=250',
-  ]);
-  const t: Target = {
-    id: 'node',
-    label: 'Sluice Node',
-    kind: 'sluice',
-    runtime: 'node',
-    accessLog,
-    port: s.port,
-    proc: s.proc,
-    headers: { authorization: `Bearer ${SLUICE_KEY}` },
-    model: 'bench-route',
-    peaks: [],
-  };
+  const profFlags = ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-interval=250'];
+  const s = bare
+    ? await startBare(ctx, 'node', 'profile-bare-node', [], profFlags)
+    : await startSluice(ctx, 'node', accessLog, 'profile-node', profFlags);
+  const t: Target = bare
+    ? {
+      id: 'bare-node',
+      label: 'bare Hono proxy Node',
+      kind: 'bare',
+      runtime: 'node',
+      accessLog: false,
+      port: s.port,
+      proc: s.proc,
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+      peaks: [],
+    }
+    : {
+      id: 'node',
+      label: 'Sluice Node',
+      kind: 'sluice',
+      runtime: 'node',
+      accessLog,
+      port: s.port,
+      proc: s.proc,
+      headers: { authorization: `Bearer ${SLUICE_KEY}` },
+      model: 'bench-route',
+      peaks: [],
+    };
   const connections = load === 'json50' ? 50 : 200;
   const body = bodyFor(t, load === 'sse200');
-  const what = `${load === 'json50' ? 'JSON/50' : 'SSE/200'}, access log ${accessLog ? 'on' : 'off'}`;
-  log(`profiling the Node gateway (pid ${s.proc.pid}) under ${what} for ${secs} s …`);
+  const what = `${load === 'json50' ? 'JSON/50' : 'SSE/200'}${bare ? '' : `, access log ${accessLog ? 'on' : 'off'}`}`;
+  log(`profiling ${t.label} (pid ${s.proc.pid}) under ${what} for ${secs} s …`);
   await wrk({ url: chatUrl(t), connections, durationS: 2, body, headers: t.headers });
   const cpu0 = cpuSeconds(s.proc.pid);
   const w = await wrk({ url: chatUrl(t), connections, durationS: secs, body, headers: t.headers });
@@ -1233,13 +1253,13 @@ async function profileMode(ctx: Ctx): Promise<void> {
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
   if (files.length === 0) throw new Error(`no .cpuprofile written in ${dir}`);
   const file = path.join(dir, files[0]!);
-  const name = `node-${load}${accessLog ? '' : '-nolog'}`;
+  const name = bare ? `bare-node-${load}` : `node-${load}${accessLog ? '' : '-nolog'}`;
   const keep = path.join(BENCH, 'results', `${name}.cpuprofile`);
   mkdirSync(path.dirname(keep), { recursive: true });
   writeFileSync(keep, readFileSync(file));
   const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 15);
   const text = [
-    `# Node gateway CPU profile under ${what} — ${new Date().toISOString()}`,
+    `# ${t.label} CPU profile under ${what} — ${new Date().toISOString()}`,
     '',
     `- ${fmtRps(w.rps)} req/s while profiling (the profiler costs some throughput), p50 ${
       fmtMs(w.latency_us.p50 / 1000)
