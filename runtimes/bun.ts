@@ -4,7 +4,7 @@
 // upstream client is Bun's native fetch.
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
-import { ioredisClient } from './redis-ioredis.ts';
+import { lazyRedisClient } from './redis-lazy.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
@@ -19,7 +19,7 @@ export function bunPlatform(): Platform {
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
     files: nodeFiles,
-    redis: ioredisClient,
+    redis: lazyRedisClient,
     env: process.env,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),

@@ -4,7 +4,7 @@
 // The upstream client is undici, as on Node (runtimes/undici-upstream.ts says why).
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
-import { ioredisClient } from './redis-ioredis.ts';
+import { lazyRedisClient } from './redis-lazy.ts';
 import { undiciUpstream } from './undici-upstream.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeListen } from './node-listener.ts';
@@ -33,7 +33,7 @@ function denoPlatform(): Platform {
       },
     },
     env: Deno.env.toObject(),
-    redis: ioredisClient,
+    redis: lazyRedisClient,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void Deno.stdout.writeSync(new TextEncoder().encode(text)),
     // Deno's fetch takes a client carrying the TLS material.

@@ -4,7 +4,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { main } from '../src/main.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import type { Platform } from '../src/platform.ts';
-import { ioredisClient } from './redis-ioredis.ts';
+import { lazyRedisClient } from './redis-lazy.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
 import { undiciUpstream } from './undici-upstream.ts';
@@ -22,7 +22,7 @@ export function nodePlatform(): Platform {
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),
     fetchWithTls: nodeFetchWithTls,
-    redis: ioredisClient,
+    redis: lazyRedisClient,
     exit: (code) => {
       logs.flush();
       process.exit(code);

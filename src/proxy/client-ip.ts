@@ -31,14 +31,26 @@ function token(t: string): { ip: Ip; text: string } | undefined {
   return ip ? { ip, text } : undefined;
 }
 
+/** Distinct peers remembered; past this the cache starts over (a scan of many ports cannot grow it). */
+const PEER_CACHE_SIZE = 4096;
+
 /** `(peer, headers) → client address` under `proxy.real_ip`; undefined when the peer is unknown. */
 export function clientIpResolver(cfg: RealIp): (peer: string | undefined, headers: Headers) => string | undefined {
   const trusted: Cidr[] = cfg.trusted_proxies.map((c) => parseCidr(c)).filter((c): c is Cidr => c !== undefined);
+  // A peer's address is a pure function of its `host:port` string, and a gateway sees few distinct peers
+  // (pooled connections): parsing it (BigInt arithmetic) once per connection instead of once per request.
+  const seen = new Map<string, string>();
   const peerAddress = (peer: string | undefined): string | undefined => {
     if (!peer) return undefined;
-    const text = stripPort(peer);
-    const ip = parseIp(text);
-    return ip ? formatIp(ip, text) : text;
+    let address = seen.get(peer);
+    if (address === undefined) {
+      const text = stripPort(peer);
+      const ip = parseIp(text);
+      address = ip ? formatIp(ip, text) : text;
+      if (seen.size >= PEER_CACHE_SIZE) seen.clear();
+      seen.set(peer, address);
+    }
+    return address;
   };
   if (trusted.length === 0) return peerAddress;
   const isTrusted = (ip: Ip) => trusted.some((c) => cidrContains(c, ip));

@@ -118,16 +118,20 @@ export function modelCall(d: ModelCallDeps, endpoint: Endpoint) {
         const s = scrub();
         const extra: Record<string, string> = {};
         for (const [k, v] of Object.entries(r.headers)) extra[k] = s(v);
-        return stampedResponse(c, upstreamErrorBody(wire, r.status, r.body, s), r.status, rec, {
+        return stampedResponse(c, upstreamErrorBody(wire, r.status, r.body, s), r.status, {
           'content-type': 'application/json',
           ...extra,
           ...limitHeaders,
+          server: SERVER,
+          'x-aisix-request-id': rec.requestId,
         });
       }
-      return stampedResponse(c, r.body, r.status, rec, {
+      return stampedResponse(c, r.body, r.status, {
         'content-type': r.contentType,
         ...r.headers,
         ...limitHeaders,
+        server: SERVER,
+        'x-aisix-request-id': rec.requestId,
       });
     }
     const usage = new StreamUsage();
@@ -164,27 +168,28 @@ export function modelCall(d: ModelCallDeps, endpoint: Endpoint) {
         },
       }),
       200,
-      rec,
-      { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...limitHeaders },
+      {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        ...limitHeaders,
+        server: SERVER,
+        'x-aisix-request-id': rec.requestId,
+      },
     );
   };
 }
 
 /**
- * A response built with every header it needs (`Server` and the request id included), which the middlewares
- * leave alone: reading `res.headers` makes @hono/node-server turn the plain header object into a `Headers`
- * and back, a cost on every proxied answer.
+ * A response built with every header it needs (the callers put `Server` and the request id last in `headers`,
+ * one object literal, no copy), which the middlewares leave alone: reading `res.headers` makes
+ * @hono/node-server turn the plain header object into a `Headers` and back, a cost on every proxied answer.
  */
 function stampedResponse(
   c: Context<ProxyEnv>,
   body: BodyInit | null,
   status: number,
-  rec: RequestRecord,
-  headers: Record<string, string>,
+  headers: Record<string, string> & { server: string; 'x-aisix-request-id': string },
 ): Response {
   c.set('stamped', true);
-  return new Response(body, {
-    status,
-    headers: { ...headers, server: SERVER, 'x-aisix-request-id': rec.requestId },
-  });
+  return new Response(body, { status, headers });
 }
