@@ -139,6 +139,17 @@ function memberHead(k: string): string {
   return h;
 }
 
+/** Messages are constants too (docs/aisix-compatibility.md "Logs"): each is quoted once (bounded, as above). */
+const QUOTED_MSGS = new Map<string, string>();
+function quotedMsg(msg: string): string {
+  let q = QUOTED_MSGS.get(msg);
+  if (q === undefined) {
+    q = JSON.stringify(msg);
+    if (QUOTED_MSGS.size < 256) QUOTED_MSGS.set(msg, q);
+  }
+  return q;
+}
+
 /** `head` and the members of `JSON.stringify(fields)`: the general case of `jsonLine`. */
 function spliced(head: string, fields: Fields): string {
   const rest = JSON.stringify(fields);
@@ -160,9 +171,7 @@ export function createLogger(opts: LoggerOptions): Logger {
       let line: string;
       if (opts.format === 'json') {
         // `{"time","level","target","msg"` then the fields' own object body: no merged copy of the fields.
-        const head = `{"time":"${time()}","level":"${UPPER[level]}","target":${jsonTarget},"msg":${
-          JSON.stringify(msg)
-        }`;
+        const head = `{"time":"${time()}","level":"${UPPER[level]}","target":${jsonTarget},"msg":${quotedMsg(msg)}`;
         line = fields ? jsonLine(head, fields) : `${head}}`;
       } else {
         line = `${time()} ${PADDED[level]} ${target}: ${msg}`;

@@ -203,6 +203,9 @@ export function pickTargets<C extends Candidate>(
 ): PickResult<C> {
   const usable = usableCandidates(candidates, routing.when_all_unavailable);
   if (!usable) return { kind: 'all_unavailable' };
+  // One usable target: every strategy orders it the same way and none keeps state for a tier of one
+  // (round robin advances only over two or more), so skip the tiers and the strategy on every request.
+  if (usable.pool.length === 1) return { kind: 'ok', order: usable.pool as TargetOrder<C>, pool: usable.health };
   const order = ORDERS[routing.strategy];
   const tierCtx: OrderContext = {
     ...ctx,
