@@ -141,9 +141,9 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   }
   gw.lifecycle.serve();
 
-  const signal = await signals.stopped;
+  await signals.stopped;
   signals.onHup(undefined);
-  await runDrain(gw, signal, listeners.all);
+  await runDrain(gw, signals, listeners.all);
   gw.stop();
   await source?.stop();
   return 0;

@@ -3,6 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { IllegalTransition, Lifecycle, type Phase, TRANSITIONS } from '../src/lifecycle/state.ts';
+import { listenForSignals } from '../src/lifecycle/signals.ts';
+import type { Platform, SignalName } from '../src/platform.ts';
 
 const PHASES: Phase[] = ['starting', 'waiting', 'serving', 'draining', 'stopped'];
 
@@ -85,5 +87,32 @@ describe('lifecycle diagram', () => {
     const first = lc.drain;
     assert.throws(() => lc.beginDrain(1), /draining → draining/);
     assert.equal(lc.drain, first);
+  });
+});
+
+describe('listenForSignals: one handler per signal for the process life', () => {
+  test('the first SIGTERM/SIGINT stops; later ones go to onRepeat; SIGHUP to the reload installed', async () => {
+    const handlers = new Map<SignalName, (() => void)[]>();
+    const platform = {
+      onSignal: (s: SignalName, h: () => void) => handlers.set(s, [...(handlers.get(s) ?? []), h]),
+    } as unknown as Platform;
+    const send = (s: SignalName) => handlers.get(s)?.forEach((h) => h());
+    const signals = listenForSignals(platform);
+    assert.deepEqual([...handlers.keys()].sort(), ['SIGHUP', 'SIGINT', 'SIGTERM']);
+    const hups: string[] = [];
+    send('SIGHUP'); // nothing installed yet: ignored
+    signals.onHup(() => hups.push('reload'));
+    send('SIGHUP');
+    assert.deepEqual(hups, ['reload']);
+    const repeats: SignalName[] = [];
+    send('SIGINT'); // before any onRepeat: the first stop signal
+    signals.onRepeat((s) => repeats.push(s));
+    send('SIGTERM');
+    send('SIGINT');
+    assert.equal(await signals.stopped, 'SIGINT');
+    assert.equal(signals.stopRequested, 'SIGINT');
+    assert.deepEqual(repeats, ['SIGTERM', 'SIGINT']);
+    // Registering never adds handlers after the start: each signal still has exactly one.
+    for (const hs of handlers.values()) assert.equal(hs.length, 1);
   });
 });

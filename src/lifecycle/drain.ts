@@ -7,17 +7,17 @@ import type { Gateway } from '../gateway.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Listener, SignalName } from '../platform.ts';
 import { drainReport } from './drain-report.ts';
+import type { Signals } from './signals.ts';
 
 const PROGRESS_EVERY_MS = 5000;
 
-export async function runDrain(gw: Gateway, signal: SignalName, listeners: Listener[]): Promise<void> {
+export async function runDrain(gw: Gateway, signals: Signals, listeners: Listener[]): Promise<void> {
   const { lifecycle, log } = gw;
+  const signal: SignalName = await signals.stopped;
   const minDrainSecs = gw.config.shutdown.min_drain_secs;
   lifecycle.beginDrain(minDrainSecs);
   log.info(MSG.receivedSignal(signal));
-  for (const s of ['SIGTERM', 'SIGINT'] as const) {
-    gw.platform.onSignal(s, () => log.info(MSG.receivedSignal(s), { note: 'already draining; the drain continues' }));
-  }
+  signals.onRepeat((s) => log.info(MSG.receivedSignal(s), { note: 'already draining; the drain continues' }));
   gw.proxyListener?.beginDrain();
   const counts = () => ({ in_flight: lifecycle.inFlight, open_connections: gw.proxyListener?.openConnections() });
   log.info(MSG.draining, { min_drain_secs: minDrainSecs, ...counts() });

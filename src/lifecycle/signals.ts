@@ -1,6 +1,7 @@
 // The process signals of `serve()`, registered before anything else so a signal during start-up is never
-// lost: SIGTERM/SIGINT ask to stop (the first one wins; later ones are the drain's to log), SIGHUP calls
-// whatever reload is installed at the time (none before the first configuration).
+// lost: SIGTERM/SIGINT ask to stop (the first one wins; later ones go to whatever `onRepeat` installed — the
+// drain logs them), SIGHUP calls whatever reload is installed at the time (none before the first
+// configuration). One handler per signal for the process's life.
 import type { Platform, SignalName } from '../platform.ts';
 
 export interface Signals {
@@ -10,6 +11,8 @@ export interface Signals {
   readonly stopped: Promise<SignalName>;
   /** What SIGHUP does from now on; undefined: nothing. */
   onHup(handler: (() => void) | undefined): void;
+  /** What a SIGTERM/SIGINT after the first does from now on (it never stops anything twice). */
+  onRepeat(handler: (signal: SignalName) => void): void;
 }
 
 export function listenForSignals(platform: Platform): Signals {
@@ -17,9 +20,10 @@ export function listenForSignals(platform: Platform): Signals {
   let resolveStop!: (s: SignalName) => void;
   const stopped = new Promise<SignalName>((r) => (resolveStop = r));
   let hup: (() => void) | undefined;
+  let repeat: ((s: SignalName) => void) | undefined;
   for (const s of ['SIGTERM', 'SIGINT'] as const) {
     platform.onSignal(s, () => {
-      if (requested) return;
+      if (requested) return repeat?.(s);
       requested = s;
       resolveStop(s);
     });
@@ -32,6 +36,9 @@ export function listenForSignals(platform: Platform): Signals {
     stopped,
     onHup: (h) => {
       hup = h;
+    },
+    onRepeat: (h) => {
+      repeat = h;
     },
   };
 }
