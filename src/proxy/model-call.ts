@@ -21,7 +21,7 @@ import type { Dispatcher } from '../routing/dispatch.ts';
 import { admitModelCall, authenticateCaller } from './admission.ts';
 import { readJsonObject } from './body.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
-import { type RequestRecord, SERVER } from './record.ts';
+import { SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
 import { meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
 import { validateBody } from './validate.ts';
