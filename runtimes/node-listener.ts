@@ -43,6 +43,13 @@ export function headerExcess(
 }
 
 type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
+
+/** What the request handler and the connection tracking share. */
+interface ListenerState {
+  draining: boolean;
+  /** Sockets whose first request head arrived (see `firstRequestMs` in trackConnections). */
+  readonly requested: WeakSet<object>;
+}
 type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 /**
@@ -51,7 +58,7 @@ type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
  * open streams. Connections are counted exactly, idle pooled ones included.
  */
 export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener> {
-  const state = { draining: false };
+  const state: ListenerState = { draining: false, requested: new WeakSet() };
   const servers = createServers(spec, requestHandler(spec, fetch, state));
   const conns = trackConnections(servers, spec, state);
   const port = await bind(conns.listening, spec);
@@ -74,7 +81,7 @@ export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise
 function requestHandler(
   spec: ListenSpec,
   fetch: FetchHandler,
-  state: { readonly draining: boolean },
+  state: ListenerState,
 ): (req: AnyRequest, res: AnyResponse) => void {
   const handle = getRequestListener(
     (req, env: { incoming: AnyRequest; outgoing: AnyResponse }) => {
@@ -92,6 +99,7 @@ function requestHandler(
   );
   const limits = spec.headerLimits;
   return (req, res) => {
+    state.requested.add(req.socket);
     if (state.draining && res instanceof http.ServerResponse) res.shouldKeepAlive = false;
     // Before Hono builds a Request: a header flood costs one pass over rawHeaders and a short answer.
     const excess = limits && headerExcess(req.rawHeaders, limits);
@@ -170,7 +178,7 @@ interface Connections {
  * Counts every accepted socket and HTTP/2 session, marks the HTTP/2 sockets, sends GOAWAY to sessions
  * opened during the drain and reports connections accepted then (`spec.onDrainAccept`).
  */
-function trackConnections(servers: Servers, spec: ListenSpec, state: { readonly draining: boolean }): Connections {
+function trackConnections(servers: Servers, spec: ListenSpec, state: ListenerState): Connections {
   const conns: Connections = {
     listening: servers.server as net.Server,
     sockets: new Set(),
@@ -182,15 +190,31 @@ function trackConnections(servers: Servers, spec: ListenSpec, state: { readonly 
     s.once('close', () => conns.sessions.delete(s));
     if (state.draining) s.goaway();
   });
+  const firstRequestMs = spec.firstRequestTimeoutMs ?? 0;
   const track = (socket: Socket) => {
     conns.sockets.add(socket);
-    socket.once('close', () => conns.sockets.delete(socket));
+    // A connection that never sends a request: neither Node's nor Deno's node:http closes it (Bun's after ~10 s
+    // of silence), so a client could hold any number of them. One timer per connection, not per request: past
+    // it, a socket whose first request head has not arrived is closed (HTTP/2 sockets, which sent the preface,
+    // are the session's). Bun's socket does not count the bytes its native parser reads (`bytesRead` stays 0),
+    // so "a request arrived" is what is tested, the same on all three runtimes.
+    const silent = firstRequestMs > 0
+      ? setTimeout(() => {
+        if (!state.requested.has(socket) && !conns.h2Sockets.has(socket)) socket.destroy();
+      }, firstRequestMs)
+      : undefined;
+    silent?.unref?.();
+    socket.once('close', () => {
+      clearTimeout(silent);
+      conns.sockets.delete(socket);
+    });
     if (state.draining) spec.onDrainAccept?.(peerOf(socket), conns.sockets.size);
   };
   if (servers.h1) {
     conns.listening = sniffH2c(servers.h1, servers.server as http2.Http2Server, (socket, isH2) => {
-      track(socket);
+      // Tracked once, when accepted; the second call only marks it HTTP/2.
       if (isH2) conns.h2Sockets.add(socket);
+      else track(socket);
     });
   } else {
     servers.server.on(spec.tls ? 'secureConnection' : 'connection', (socket: Socket) => {

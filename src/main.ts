@@ -217,6 +217,7 @@ async function bindProxy(g: AssembledGateway<ConfigSource>, boot: BootConfig, li
     tls: boot.tls,
     http2: boot.config.proxy.http2,
     idleTimeoutMs: boot.config.downstream.idle_timeout_secs * 1000,
+    firstRequestTimeoutMs: boot.config.downstream.first_request_timeout_secs * 1000,
     headerLimits: {
       maxCount: boot.config.proxy.max_request_headers,
       maxBytes: boot.config.proxy.max_request_header_bytes,

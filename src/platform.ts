@@ -35,6 +35,8 @@ export interface ListenSpec {
   headerLimits?: { maxCount: number; maxBytes: number; refuse(path: string, message: string): string };
   /** Close an HTTP/1.1 connection idle (between requests) for this long; 0 = never. Default: the runtime's (5 s). */
   idleTimeoutMs?: number;
+  /** Close a connection whose first request head has not arrived this long after it was accepted; 0 = never. */
+  firstRequestTimeoutMs?: number;
   /** Called for each connection accepted while the listener drains (the accept log line). */
   onDrainAccept?: (peer: string | undefined, openConnections: number | undefined) => void;
 }

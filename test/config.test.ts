@@ -55,7 +55,7 @@ describe('defaults', () => {
         retries: 2,
         max_response_bytes: 33554432,
       },
-      downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0 },
+      downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0, first_request_timeout_secs: 30 },
       shutdown: { min_drain_secs: 30 },
       managed: {},
       ratelimit: { backend: 'memory', concurrency_ttl_secs: 300 },
@@ -71,7 +71,7 @@ proxy: { addr: "127.0.0.1:8080", http2: true, request_body_limit_bytes: 1024, re
 admin: { enabled: false }
 observability: { log_level: debug, log_format: json, access_log: false, metrics: { prometheus: { enabled: false, path: /m, addr: "127.0.0.1:9999" } } }
 upstream: { timeout_ms: 0, stream_timeout_ms: 100, connect_timeout_ms: 50, retries: 0, max_response_bytes: 0 }
-downstream: { sse_keepalive_interval_secs: 0, idle_timeout_secs: 75 }
+downstream: { sse_keepalive_interval_secs: 0, idle_timeout_secs: 75, first_request_timeout_secs: 0 }
 shutdown: { min_drain_secs: 0 }
 `,
       {},
@@ -99,6 +99,7 @@ shutdown: { min_drain_secs: 0 }
     });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
     assert.equal(c.downstream.idle_timeout_secs, 75);
+    assert.equal(c.downstream.first_request_timeout_secs, 0);
     assert.equal(c.shutdown.min_drain_secs, 0);
   });
 

@@ -1,4 +1,5 @@
-// Black-box, on Node, Bun and Deno: `downstream.idle_timeout_secs` (AISIX's key; default 0 = an idle
+// Black-box, on Node, Bun and Deno: `downstream.first_request_timeout_secs` (Sluice's; a connection whose first
+// request head does not arrive in time is closed) and `downstream.idle_timeout_secs` (AISIX's key; default 0 = an idle
 // HTTP/1.1 connection is never closed). With 1 s, a keep-alive connection idle after its answer is closed
 // after about a second, while a slow answer and an SSE stream that last longer are never cut; with the
 // default, an idle connection outlives Node's own 5 s default and carries a second request.
@@ -15,6 +16,7 @@ import {
   type RuntimeName,
   spawnGateway,
 } from './support/process.ts';
+import { until } from './support/until.ts';
 
 /** A keep-alive HTTP/1.1 connection that collects what it receives and notes when the server closed it. */
 function connection(port: number): Promise<{
@@ -118,6 +120,31 @@ describe('downstream.idle_timeout_secs (gateway processes on node, bun, deno)', 
       slow.destroy();
       sse.destroy();
       console.log(`${runtime}: idle connection closed ${idleMs} ms after its answer`);
+    });
+
+    test(`${runtime}: first_request_timeout_secs: 1 closes a connection without a request, not one that sent one`, async () => {
+      const g = await spawn(runtime, mock, 'downstream: { first_request_timeout_secs: 1 }');
+      const opened = Date.now();
+      const silent = await connection(g.ports.proxy);
+      // One byte of a request line, then nothing: no request head either.
+      const trickle = await connection(g.ports.proxy);
+      trickle.send('G');
+      // A request answered, then idle (idle_timeout_secs is 0): kept.
+      const used = await connection(g.ports.proxy);
+      used.send(models);
+      await used.waitFor('"object":"list"', 5000);
+      const silentMs = (await silent.closedAt) - opened;
+      const trickleMs = (await trickle.closedAt) - opened;
+      for (const [what, ms] of [['silent', silentMs], ['trickling', trickleMs]] as const) {
+        assert.ok(ms >= 900 && ms <= 4000, `${runtime}: ${what} connection closed after ${ms} ms`);
+      }
+      const cut = await Promise.race([used.closedAt, new Promise<undefined>((r) => setTimeout(r, 2000))]);
+      assert.equal(cut, undefined, `${runtime}: the connection that sent a request was closed`);
+      // It still carries a request.
+      used.send(models);
+      await until(() => (used.received().match(/"object":"list"/g) ?? []).length === 2, 5000, 'a second answer');
+      used.destroy();
+      console.log(`${runtime}: connections without a request closed ${silentMs} and ${trickleMs} ms after opening`);
     });
 
     test(`${runtime}: by default (0) an idle connection stays open past 5 s and carries another request`, async () => {

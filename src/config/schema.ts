@@ -123,6 +123,9 @@ export const ConfigSchema = z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
     // AISIX's key and default: close an idle HTTP/1.1 connection after this long; 0 = never.
     idle_timeout_secs: nonNegInt.default(0),
+    // Sluice-only: close a connection whose first request head has not arrived this long after it was
+    // accepted; 0 = never (docs/operations.md "Limits and failure behaviour").
+    first_request_timeout_secs: nonNegInt.default(30),
   }).prefault({}),
   shutdown: z.strictObject({
     min_drain_secs: nonNegInt.default(30),
