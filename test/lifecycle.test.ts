@@ -221,16 +221,21 @@ for (const runtime of RUNTIMES) {
         hold: holdSse.promise,
         sse: [chunk('gpt-upstream', 'a'), chunk('gpt-upstream', 'b')],
       });
-      const arrived = mock.waitForRequests(2);
       // Held on purpose until the drain's progress line (5 s into the drain): a socket timeout longer than the
-      // test's own bounds, so a slow machine cannot time the held request out first.
+      // test's own bounds, so a slow machine cannot time the held request out first. One after the other: the
+      // mock hands its scripted replies out in arrival order, and sent together the stream could arrive first
+      // and take the JSON request's hold (then `await inflight` waits on a hold released only after it — the
+      // 60 s timeout once seen on a loaded machine).
+      const jsonArrived = mock.waitForRequests(1);
       const inflight = request(gw.url('/v1/chat/completions'), {
         body: CHAT,
         headers: { 'x-request-id': 'lb-req-1' },
         timeoutMs: 60_000,
       });
+      await jsonArrived;
+      const sseArrived = mock.waitForRequests(1);
       const sse = request(gw.url('/v1/chat/completions'), { body: STREAM, timeoutMs: 60_000 });
-      await arrived;
+      await sseArrived;
       const tSig = Date.now();
       gw.signal('SIGTERM');
       const draining = await gw.waitForLog('draining — /readyz now reports 503, still accepting new connections');
