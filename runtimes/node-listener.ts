@@ -104,7 +104,7 @@ function requestHandler(
     // Before Hono builds a Request: a header flood costs one pass over rawHeaders and a short answer.
     const excess = limits && headerExcess(req.rawHeaders, limits);
     if (excess !== undefined && limits) {
-      const body = limits.refuse((req.url ?? '/').split('?')[0]!, excess);
+      const body = limits.refuse((req.url ?? '/').split('?')[0]!, excess, peerOf(req.socket));
       // HTTP/1.1: the connection closes after the answer (the unread body, if any, is not worth reading).
       if (res instanceof http.ServerResponse) res.shouldKeepAlive = false;
       res.writeHead(431, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) });

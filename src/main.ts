@@ -9,10 +9,10 @@ import { runDrain } from './lifecycle/drain.ts';
 import { listenForSignals } from './lifecycle/signals.ts';
 import { MSG } from './observability/messages.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
-import { anthropicEnvelope, openaiEnvelope, ProxyError } from './http/errors.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
 import { runExport } from './sources/etcd/export.ts';
 import type { ConfigSource } from './sources/source.ts';
+import { headerLimitRefusal } from './proxy/header-limit.ts';
 import { runProbeTimeline } from './tools/probe-timeline.ts';
 import { VERSION } from './version.ts';
 
@@ -221,10 +221,7 @@ async function bindProxy(g: AssembledGateway<ConfigSource>, boot: BootConfig, li
     headerLimits: {
       maxCount: boot.config.proxy.max_request_headers,
       maxBytes: boot.config.proxy.max_request_header_bytes,
-      refuse: (path, message) =>
-        (path === '/v1/messages' ? anthropicEnvelope : openaiEnvelope)(
-          new ProxyError(431, 'invalid_request_error', message),
-        ),
+      refuse: headerLimitRefusal(gw),
     },
     onDrainAccept: (peer, open) => {
       gw.lifecycle.recordConnection();

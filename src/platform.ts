@@ -32,7 +32,12 @@ export interface ListenSpec {
    * Refuse a request with more header fields than `maxCount` or more header bytes (names + values + 4 per
    * field) than `maxBytes` with 431 and `refuse(path, message)` as its JSON body, before `fetch` sees it.
    */
-  headerLimits?: { maxCount: number; maxBytes: number; refuse(path: string, message: string): string };
+  headerLimits?: {
+    maxCount: number;
+    maxBytes: number;
+    /** The 431's body; `peer` is the connection's `host:port`, for the gateway's own accounting. */
+    refuse(path: string, message: string, peer: string | undefined): string;
+  };
   /** Close an HTTP/1.1 connection idle (between requests) for this long; 0 = never. Default: the runtime's (5 s). */
   idleTimeoutMs?: number;
   /** Close a connection whose first request head has not arrived this long after it was accepted; 0 = never. */

@@ -131,6 +131,22 @@ describe(
         answers.set(runtime, seen);
         // Still serving after the refusals.
         assert.equal((await rawRequest(port, head('/v1/chat/completions', 10, { post: true }), BODY)).status, 200);
+        // Accounted although no handler saw them: every one counted, the WARN at most once a second (the first
+        // refusal's line at once; the three came within a second or two, so one or two lines).
+        const metrics = await (await fetch(g.url('/metrics', 'status'))).text();
+        assert.match(metrics, /^sluice_request_header_limit_rejections_total\{reason="fields"\} 2$/m);
+        assert.match(metrics, /^sluice_request_header_limit_rejections_total\{reason="bytes"\} 1$/m);
+        const warned = g.logs.filter((l) => l.msg === 'request refused: header fields over the limit (431)');
+        assert.ok(warned.length >= 1 && warned.length <= 3, `${runtime}: ${warned.length} WARN lines`);
+        const first = warned[0]!;
+        assert.equal(first.level, 'WARN');
+        assert.equal(first.path, '/v1/chat/completions');
+        assert.equal(first.reason, 'fields');
+        assert.equal(first.detail, 'too many request header fields: 101 (the limit is 100)');
+        assert.match(String(first.peer), /^127\.0\.0\.1:\d+$/);
+        assert.equal(first.refused_since_last_line, 1);
+        const logged = warned.reduce((n, l) => n + Number(l.refused_since_last_line), 0);
+        assert.ok(logged <= 3, `${runtime}: lines account for ${logged} refusals`);
       });
     }
 

@@ -176,6 +176,14 @@ export class GatewayMetrics {
       ['endpoint', 'inbound_protocol'],
     ),
   );
+  /** Sluice-only: requests the listener refused with 431 before routing (src/proxy/header-limit.ts). */
+  readonly headerLimitRejections = this.registry.register(
+    new Counter(
+      'sluice_request_header_limit_rejections_total',
+      'Requests refused with 431 for more header fields (reason="fields") or header bytes (reason="bytes") than proxy.max_request_headers / proxy.max_request_header_bytes.',
+      ['reason'],
+    ),
+  );
   readonly bodyLimitRejections = this.registry.register(
     new Counter(
       'aisix_proxy_request_body_limit_rejections_total',

@@ -8,6 +8,7 @@ export const MSG = {
   acceptedWhileDraining: 'accepted a new downstream connection while draining',
   drainComplete: 'drain complete — closing listeners',
   drainReport: 'drain report',
+  headerLimitRefused: 'request refused: header fields over the limit (431)',
   shutDownCleanly: 'sluice shut down cleanly',
   waitingFirstConfig: 'waiting for the first configuration before binding the proxy listener',
   stillNotBound: 'proxy listener still not bound: no configuration has been applied yet',
