@@ -14,6 +14,7 @@ import {
 } from '../src/http/errors.ts';
 import { REDACTED, scrubText } from '../src/http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../src/http/sse.ts';
+import { meteredChunks, StreamUsage } from '../src/proxy/usage.ts';
 
 const same = (s: string) => s;
 
@@ -132,4 +133,53 @@ test("fromFailure: routing's failure values as the caller's errors", () => {
   }]);
   const bad = fromFailure({ kind: 'invalid_request', status: 400, message: 'cannot translate' });
   assert.deepEqual([bad.status, bad.type, bad.headers], [400, 'invalid_request_error', undefined]);
+});
+
+// ---- meteredChunks: secrets in a streamed upstream error event -------------------------------------------
+
+const SECRET = 'sk-upstream-STREAM-SECRET-0a1b2c';
+const scrubSecret = () => (text: string) => scrubText(text, [SECRET]);
+const enc = new TextEncoder();
+
+async function run(parts: (string | Uint8Array)[]): Promise<{ out: Uint8Array[]; inputs: Uint8Array[] }> {
+  const inputs = parts.map((p) => (typeof p === 'string' ? enc.encode(p) : p));
+  async function* source(): AsyncGenerator<Uint8Array> {
+    yield* inputs;
+  }
+  const out: Uint8Array[] = [];
+  for await (const c of meteredChunks(source(), new StreamUsage(), scrubSecret)) out.push(c);
+  return { out, inputs };
+}
+const text = (cs: Uint8Array[]): string => new TextDecoder().decode(Buffer.concat(cs));
+
+test('meteredChunks: a stream that never mentions an error passes chunk for chunk, untouched', async () => {
+  const { out, inputs } = await run(['data: {"choices":[{"delta":{"content":"hi"}}]}\n\n', 'data: [DONE]\n\n']);
+  assert.equal(out.length, 2);
+  out.forEach((c, i) => assert.equal(c, inputs[i])); // the same objects: no copy
+});
+
+test('meteredChunks: a secret split across two chunks of an error event is redacted whole', async () => {
+  const first = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n';
+  const { out, inputs } = await run([
+    first,
+    `data: {"error":{"message":"invalid key ${SECRET.slice(0, 12)}`,
+    `${SECRET.slice(12)} for this org"}}\n\n`,
+    'data: [DONE]\n\n',
+  ]);
+  assert.equal(out[0], inputs[0]); // before the error: as it came
+  const all = text(out);
+  assert.ok(!all.includes(SECRET.slice(0, 12)) && !all.includes(SECRET.slice(12)), all);
+  assert.equal(all, `${first}data: {"error":{"message":"invalid key ${REDACTED} for this org"}}\n\ndata: [DONE]\n\n`);
+});
+
+test('meteredChunks: `error` split across chunks still switches to scrubbing; an unfinished last line is sent', async () => {
+  const { out } = await run(['data: {"err', `or":{"message":"key ${SECRET}"}}\n\n`, `data: {"x":"${SECRET}"}`]);
+  assert.equal(text(out), `data: {"error":{"message":"key ${REDACTED}"}}\n\ndata: {"x":"${REDACTED}"}`);
+});
+
+test('meteredChunks: a character split across the switch is neither lost nor doubled', async () => {
+  const bytes = enc.encode(`data: {"content":"é"}\n\ndata: {"error":{"message":"${SECRET}"}}\n\n`);
+  const cut = bytes.indexOf(0xc3) + 1; // after the first byte of é
+  const { out } = await run([bytes.subarray(0, cut), bytes.subarray(cut)]);
+  assert.equal(text(out), `data: {"content":"é"}\n\ndata: {"error":{"message":"${REDACTED}"}}\n\n`);
 });

@@ -178,25 +178,53 @@ export class StreamUsage {
 }
 
 const encoder = new TextEncoder();
+const lineDecoder = new TextDecoder();
 
 /**
- * The same chunks, observed by `meter` on the way through. A chunk that mentions an error has every
- * configured secret scrubbed (`scrub`): an upstream's in-stream error event may echo a credential. Once a
- * chunk was rewritten, every later one is re-encoded from the decoder's text, so a character split across
- * chunks is neither lost nor doubled.
+ * The same chunks, observed by `meter` on the way through. Until the stream mentions `error`, chunks pass as
+ * they came. From then on (an upstream's in-stream error event may echo a credential) it goes line by line:
+ * the complete lines of what arrived have every configured secret scrubbed (`scrub`) and the unfinished last
+ * line waits for the rest of it, so a secret split across chunks is whole when it is looked for; what is left
+ * when the stream ends is scrubbed and sent. `error` itself split across two chunks is found (the end of the
+ * previous piece is searched with the next), and a character whose first bytes went out before the switch is
+ * completed, not re-encoded (lines are cut at `\n` bytes, which never occur inside a UTF-8 character).
  */
 export async function* meteredChunks(
   chunks: AsyncIterable<Uint8Array>,
   meter: StreamUsage,
   scrub?: () => (text: string) => string,
 ): AsyncGenerator<Uint8Array> {
-  let rewrite: ((text: string) => string) | undefined;
-  for await (const c of chunks) {
-    meter.observe(c);
-    if (rewrite === undefined && scrub && meter.piece.includes('error')) {
-      const s = scrub();
-      if (s(meter.piece) !== meter.piece) rewrite = s;
+  let s: ((text: string) => string) | undefined;
+  let tail = '';
+  let held: Uint8Array = new Uint8Array(0);
+  for await (const chunk of chunks) {
+    meter.observe(chunk);
+    let c = chunk;
+    if (s === undefined) {
+      if (!scrub || !(tail + meter.piece).includes('error')) {
+        tail = meter.piece.slice(-4);
+        yield c;
+        continue;
+      }
+      s = scrub();
+      let cont = 0; // continuation bytes of a character begun in the chunk before, which went out as it came
+      while (cont < c.length && (c[cont]! & 0xc0) === 0x80) cont++;
+      if (cont > 0) {
+        yield c.subarray(0, cont);
+        c = c.subarray(cont);
+      }
     }
-    yield rewrite ? encoder.encode(rewrite(meter.piece)) : c;
+    const bytes = held.length === 0 ? c : concatBytes(held, c);
+    const end = bytes.lastIndexOf(0x0a) + 1;
+    held = bytes.slice(end);
+    if (end > 0) yield encoder.encode(s(lineDecoder.decode(bytes.subarray(0, end))));
   }
+  if (s && held.length > 0) yield encoder.encode(s(lineDecoder.decode(held)));
+}
+
+function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
 }
