@@ -15,6 +15,7 @@ import type { Platform, UpstreamFetch } from '../src/platform.ts';
 import { loadResourcesFile } from '../src/resources/pipeline.ts';
 import { sha256Hex } from '../src/util/crypto.ts';
 import { flag, has } from './flags.ts';
+import { CHAT_COMPLETION } from './mock-answer.mjs';
 
 declare const Deno: { readTextFileSync(p: string): string } | undefined;
 declare const Bun: { file(p: string): { text(): Promise<string> } } | undefined;
@@ -26,20 +27,7 @@ const ONLY = flag('only', '');
 const ACCESS_LOG = !has('no-access-log');
 
 const enc = new TextEncoder();
-const ANSWER = JSON.stringify({
-  id: 'chatcmpl-bench0000000000000000000000',
-  object: 'chat.completion',
-  created: 1_700_000_000,
-  model: 'mock-model',
-  choices: [{
-    index: 0,
-    message: { role: 'assistant', content: 'Hello! This is a fixed answer from the benchmark upstream.' },
-    logprobs: null,
-    finish_reason: 'stop',
-  }],
-  usage: { prompt_tokens: 12, completion_tokens: 12, total_tokens: 24 },
-  system_fingerprint: 'fp_bench',
-});
+const ANSWER = JSON.stringify(CHAT_COMPLETION);
 const ANSWER_BYTES = enc.encode(ANSWER);
 const UPSTREAM_HEADERS: Record<string, string> = {
   'content-type': 'application/json',

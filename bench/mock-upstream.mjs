@@ -14,6 +14,8 @@
 // GET /livez → 200 `ok` (readiness of the mock itself). Anything else → 404.
 // Talks only to 127.0.0.1. Prints `mock-upstream listening <port> <runtime>` once bound.
 
+import { CHAT_COMPLETION, CREATED } from './mock-answer.mjs';
+
 const args = process.argv.slice(2);
 function flag(name, dflt) {
   const i = args.indexOf(`--${name}`);
@@ -25,21 +27,7 @@ const CHUNKS = Number(flag('chunks', '20'));
 const HOST = '127.0.0.1';
 
 const enc = new TextEncoder();
-const CREATED = 1_700_000_000;
-const JSON_BODY = enc.encode(JSON.stringify({
-  id: 'chatcmpl-bench0000000000000000000000',
-  object: 'chat.completion',
-  created: CREATED,
-  model: 'mock-model',
-  choices: [{
-    index: 0,
-    message: { role: 'assistant', content: 'Hello! This is a fixed answer from the benchmark upstream.' },
-    logprobs: null,
-    finish_reason: 'stop',
-  }],
-  usage: { prompt_tokens: 12, completion_tokens: 12, total_tokens: 24 },
-  system_fingerprint: 'fp_bench',
-}));
+const JSON_BODY = enc.encode(JSON.stringify(CHAT_COMPLETION));
 
 function chunkJson(i, fingerprint) {
   const last = i === CHUNKS - 1;
