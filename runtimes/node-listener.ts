@@ -43,6 +43,7 @@ export function headerExcess(
 }
 
 type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
+type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 /** What the request handler and the connection tracking share. */
 interface ListenerState {
@@ -50,7 +51,6 @@ interface ListenerState {
   /** Sockets whose first request head arrived (see `firstRequestMs` in trackConnections). */
   readonly requested: WeakSet<object>;
 }
-type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 /**
  * One listener. HTTP/1.1 responses during the drain get `Connection: close` (Node adds it and closes the
