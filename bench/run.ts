@@ -34,6 +34,7 @@ import {
 } from './proc.ts';
 import { formatSummary, summarizeProfile } from './profile-summary.ts';
 import { median } from './stats.ts';
+import { DENO_RUN_FLAGS } from '../runtimes/deno-launch.ts';
 import { runTtfb, type TtfbResult } from './ttfb.ts';
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url));
@@ -303,7 +304,13 @@ function sluiceCommand(runtime: Runtime, nodeFlags: string[] = []): [string, str
     case 'bun':
       return [path.join(BIN, 'bun'), [path.join(ROOT, 'runtimes', 'bun.ts'), '--config', config]];
     case 'deno':
-      return [path.join(BIN, 'deno'), ['run', '-A', path.join(ROOT, 'runtimes', 'deno.ts'), '--config', config]];
+      return [path.join(BIN, 'deno'), [
+        'run',
+        ...DENO_RUN_FLAGS,
+        path.join(ROOT, 'runtimes', 'deno.ts'),
+        '--config',
+        config,
+      ]];
   }
 }
 

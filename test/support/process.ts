@@ -6,6 +6,7 @@ import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type LogLine, parseLogLine } from './log-line.ts';
+import { DENO_RUN_FLAGS } from '../../runtimes/deno-launch.ts';
 
 export type RuntimeName = 'node' | 'bun' | 'deno';
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -66,7 +67,7 @@ export function runtimeCommand(runtime: RuntimeName, args: string[]): [string, s
           'deno is not installed: run `npm ci` (deno is a devDependency; its postinstall must be allowed)',
         );
       }
-      return [bin, ['run', '-A', '--quiet', join(ROOT, 'runtimes/deno.ts'), ...args]];
+      return [bin, ['run', ...DENO_RUN_FLAGS, '--quiet', join(ROOT, 'runtimes/deno.ts'), ...args]];
     }
   }
 }
