@@ -1,7 +1,7 @@
 // Deno entrypoint: `deno run -A --v8-flags=--max-semi-space-size=8 runtimes/deno.ts --config x` (the flag:
-// runtimes/deno-launch.ts). Listeners use Deno's node:http/node:http2,
-// which keep Node's drain semantics; Deno.serve sends `Connection: close` but keeps the socket open until
-// shutdown() and cannot count connections, so pooled connections would not be retired during a drain.
+// runtimes/deno-launch.ts). Listeners use Deno's node:http/node:http2, which keep Node's drain semantics;
+// Deno.serve sends `Connection: close` but keeps the socket open until shutdown() and cannot count
+// connections, so pooled connections would not be retired during a drain.
 // The upstream client is undici, as on Node (runtimes/undici-upstream.ts says why).
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';

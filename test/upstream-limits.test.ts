@@ -185,32 +185,33 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
         return { rss, closed };
       };
       const first = await burst();
-      const second = await burst();
+      const later = [(await burst()).rss, (await burst()).rss];
       clearInterval(sampler);
       const written = (mode: string): number =>
         Math.max(...first.closed.filter((c) => c.mode === mode).map((c) => c.written));
       console.log(
-        `${runtime}: RSS idle ${idle.toFixed(0)} MiB, peak ${peak.toFixed(0)} MiB, after ten answers ` +
-          `${first.rss.toFixed(0)} MiB, after ten more ${second.rss.toFixed(0)} MiB; upstream calls for 10 ` +
-          `answers: ${first.closed.length}; bytes written before close: declared max ${written('declared')}, ` +
-          `chunked max ${written('chunked')}`,
+        `${runtime}: RSS idle ${idle.toFixed(0)} MiB, peak ${peak.toFixed(0)} MiB, after each burst of ten answers ` +
+          `${[first.rss, ...later].map((r) => r.toFixed(0)).join(', ')} MiB; upstream calls for 10 answers: ` +
+          `${first.closed.length}; bytes written before close: declared max ${written('declared')}, chunked max ` +
+          `${written('chunked')}`,
       );
       // The peak is bounded by the limit times the answers read at once (5 × 32 MiB here, more while a
       // retry overlaps); what stays is memory the allocator and the engine keep for reuse (on Node,
-      // MALLOC_TRIM_THRESHOLD_=65536 brings it to ~40 MiB over idle), so a second burst does not add to it.
-      // Unbounded, one such burst held 360 MB (Node) and 570 MB (Deno) 30 s later. A burst that leaked its
-      // answers would keep at least the five chunked ones' 32 MiB each (160 MiB); what a collector has not
-      // returned yet varies from run to run (Bun once kept 68 MiB more after the second burst, then nothing
-      // more), so the growth allowed is below one leaked burst, not zero.
-      for (const [label, rss] of [['first', first.rss], ['second', second.rss]] as const) {
-        assert.ok(
-          rss <= idle + 260,
-          `${runtime}: RSS after the ${label} burst ${rss.toFixed(0)} MiB > idle ${idle.toFixed(0)} + 260`,
-        );
-      }
+      // MALLOC_TRIM_THRESHOLD_=65536 brings it to ~40 MiB over idle). Unbounded, one such burst held 360 MB
+      // (Node) and 570 MB (Deno) 30 s later. A burst that leaked its answers would keep at least the five
+      // chunked ones' 32 MiB each, 160 MiB per burst: ≥ idle + 320 after the second and + 480 after the third.
+      // When a collector returns memory varies: Bun has kept ~170 MiB after one burst, once ~275 after the
+      // second (340 MiB), and been back at 72 MiB after later ones (bursts 3–6 of an isolated run); Deno
+      // plateaus at ~230 over idle from the second burst on (321, 321 MiB). So the first burst is bounded by
+      // idle + 260, and the better of the second and third by idle + 300, below what a leak leaves (+ 320).
       assert.ok(
-        second.rss <= first.rss + 120,
-        `${runtime}: RSS grew from ${first.rss.toFixed(0)} to ${second.rss.toFixed(0)} MiB (a leaked burst adds ≥ 160)`,
+        first.rss <= idle + 260,
+        `${runtime}: RSS after the first burst ${first.rss.toFixed(0)} MiB > idle ${idle.toFixed(0)} + 260`,
+      );
+      assert.ok(
+        Math.min(...later) <= idle + 300,
+        `${runtime}: RSS after the second and third bursts ${later.map((r) => r.toFixed(0)).join(', ')} MiB, ` +
+          `both > idle ${idle.toFixed(0)} + 300 (a leaked burst adds ≥ 160)`,
       );
     });
   }
