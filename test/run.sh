@@ -11,4 +11,4 @@ npx tsc --noEmit
 npx tsc --noEmit -p tsconfig.bun.json
 node_modules/.bin/deno check --quiet runtimes/deno.ts
 node build.mjs
-exec node --import tsx --test --test-concurrency=2 --test-timeout=300000 test/*.test.ts
+exec node --import tsx --test --test-concurrency=2 --test-timeout=300000 test/unit/*.test.ts test/conformance/*.test.ts test/process/*.test.ts

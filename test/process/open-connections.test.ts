@@ -1,0 +1,95 @@
+// Black-box, on Node, Bun and Deno: `sluice_open_connections` counts every accepted connection exactly,
+// silent ones (connected, nothing sent) included; Bun's server closes a connection that has sent nothing for
+// ~10 s (Node and Deno keep it, until `downstream.first_request_timeout_secs`, 30 s), so after that they are
+// gone from its count too (a fault study saw Bun report 1 for 200 silent connections: measured after Bun had
+// closed them). On every runtime a SIGTERM with silent connections open exits 0 promptly.
+// Run: node build.mjs && node --import tsx --test test/process/open-connections.test.ts
+import assert from 'node:assert/strict';
+import * as net from 'node:net';
+import { after, describe, test } from 'node:test';
+import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
+import { baseConfig, CALLER_KEY, resourcesFor, type RuntimeName, spawnGateway } from '../support/process.ts';
+import { until } from '../support/until.ts';
+
+function connect(port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1', () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+async function openConnections(url: string): Promise<number | undefined> {
+  const text = await (await fetch(url, { signal: AbortSignal.timeout(2000) })).text();
+  const m = /^sluice_open_connections (\d+)$/m.exec(text);
+  return m ? Number(m[1]) : undefined;
+}
+
+describe(
+  'sluice_open_connections and silent connections (node, bun, deno)',
+  { concurrency: true, timeout: 60_000 },
+  () => {
+    const mocks: MockUpstream[] = [];
+    after(async () => {
+      await Promise.all(mocks.map((m) => m.close()));
+    });
+    for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
+      test(`${runtime}: counts silent connections exactly; ${runtime === 'bun' ? 'closes them after ~10 s' : 'keeps them'}; SIGTERM exits promptly`, async () => {
+        const mock = await startMockUpstream();
+        mocks.push(mock);
+        const g = await spawnGateway({
+          runtime,
+          config: baseConfig(),
+          files: { 'resources.yaml': resourcesFor(mock.base) },
+          env: { CALLER_KEY },
+        });
+        try {
+          await g.waitReady('/readyz');
+          const metrics = g.url('/metrics', 'status');
+          const silent = await Promise.all([...Array(20)].map(() => connect(g.ports.proxy)));
+          // One keep-alive connection that made a request, one that sent half a request line.
+          const spoke = await connect(g.ports.proxy);
+          spoke.write(`GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${CALLER_KEY}\r\n\r\n`);
+          await new Promise<void>((r) => spoke.once('data', () => r()));
+          const partial = await connect(g.ports.proxy);
+          partial.write('GET /v1/mod');
+          const t0 = Date.now();
+          let closedByServer = 0;
+          for (const s of silent) s.once('close', () => closedByServer++);
+          const settle = async (want: number, ms: number): Promise<number | undefined> => {
+            const deadline = Date.now() + ms;
+            let seen = await openConnections(metrics);
+            while (seen !== want && Date.now() < deadline) {
+              await new Promise((r) => setTimeout(r, 50));
+              seen = await openConnections(metrics);
+            }
+            return seen;
+          };
+          assert.equal(await settle(22, 5000), 22, `${runtime}: 20 silent + 2 speaking connections`);
+          // Bun closes the silent ones (and the half-sent request) after ~10 s; Node and Deno keep all of them
+          // until `downstream.first_request_timeout_secs` (30 s by default, past this test; downstream-idle.test.ts).
+          if (runtime !== 'bun') await new Promise((r) => setTimeout(r, 13_000 - (Date.now() - t0)));
+          const later = await settle(runtime === 'bun' ? 1 : 22, 16_000 - (Date.now() - t0));
+          console.log(
+            `${runtime}: 20 silent + 2 speaking → 22; ${((Date.now() - t0) / 1000).toFixed(1)} s later ${later}, ` +
+              `${closedByServer} silent closed by the server`,
+          );
+          if (runtime === 'bun') {
+            assert.equal(later, 1, 'bun: only the connection that made a request is left');
+            // The gateway's count falls as it closes them; each FIN reaches its client a moment later.
+            await until(() => closedByServer === 20, 5000, `bun: 20 silent connections closed (saw ${closedByServer})`);
+          } else {
+            assert.equal(later, 22);
+            assert.equal(closedByServer, 0);
+          }
+          const term = Date.now();
+          g.signal('SIGTERM');
+          assert.equal(await g.waitForExit(10_000), 0);
+          console.log(`${runtime}: exited ${Date.now() - term} ms after SIGTERM`);
+          for (const s of [...silent, spoke, partial]) s.destroy();
+        } finally {
+          if (!g.exited) g.kill();
+        }
+      });
+    }
+  },
+);

@@ -1,0 +1,200 @@
+// The observability layer's output is a contract (AISIX's text log line, the JSON log line, the Prometheus
+// exposition); the fast paths in src/observability (docs/performance.md) must not change a byte of it. Each test
+// compares against the straightforward construction the fast path replaced, or against a literal.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createLogger, type Fields } from '../../src/observability/logger.ts';
+import { Counter, Gauge, Histogram, Registry } from '../../src/observability/metrics.ts';
+
+/** The JSON line as `JSON.stringify` builds it: the head, then the members of the fields object. */
+function referenceJson(time: Date, level: string, target: string, msg: string, fields?: Fields): string {
+  const head = `{"time":"${time.toISOString()}","level":"${level}","target":${JSON.stringify(target)},"msg":${
+    JSON.stringify(msg)
+  }`;
+  const rest = fields ? JSON.stringify(fields) : '{}';
+  return rest.length > 2 ? `${head},${rest.slice(1)}` : `${head}}`;
+}
+
+class WithToJson {
+  toJSON(key: string) {
+    return `to-json:${key}`;
+  }
+}
+
+const FIELD_SETS: (Fields | undefined)[] = [
+  undefined,
+  {},
+  { a: undefined },
+  {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    status: 200,
+    latency_ms: 3,
+    provider: 'openai',
+    model: undefined,
+    prompt_tokens: 12,
+    request_id: 'req-1',
+    error: undefined,
+  },
+  { s: 'quote " back \\ nl \n tab \t nul \0 bell \x07 del \x7f é € 😀 \u2028 \u2029' },
+  { lone: '\ud800 alone', low: 'x\udc00' },
+  { n0: 0, neg0: -0, big: 1e21, small: 1e-7, frac: 0.1 + 0.2, nan: NaN, inf: Infinity, ninf: -Infinity },
+  { t: true, f: false, nul: null, fn: () => 1, sym: Symbol('s') },
+  { obj: { a: [1, 'x', null, undefined] }, arr: [1, 2], date: new Date(0) },
+  { custom: new WithToJson(), after: 'x' },
+  { 'we"ird\nkey': 1, 'é': 'v', '': 'empty key', 10: 'int key', 2: 'int key first' },
+  Object.assign(Object.create(null), { nullProto: 'yes' }) as Fields,
+  { toJSON: () => ({ replaced: true }), hidden: 1 },
+];
+
+describe('the JSON log line is JSON.stringify byte for byte', () => {
+  const at = new Date('2026-03-04T05:06:07.089Z');
+  for (const [i, fields] of FIELD_SETS.entries()) {
+    test(`field set ${i}`, () => {
+      const out: string[] = [];
+      const log = createLogger({ level: 'info', format: 'json', write: (l) => out.push(l), now: () => at });
+      log.withTarget('aisix_obs::access_log').info('msg "quoted"', fields);
+      log.warn('plain', fields);
+      assert.deepEqual(out, [
+        referenceJson(at, 'INFO', 'aisix_obs::access_log', 'msg "quoted"', fields),
+        referenceJson(at, 'WARN', 'sluice', 'plain', fields),
+      ]);
+    });
+  }
+
+  test('a bigint throws from the log call, as JSON.stringify does', () => {
+    const log = createLogger({ level: 'info', format: 'json', write: () => {} });
+    assert.throws(() => log.info('m', { n: 1n }), TypeError);
+  });
+});
+
+describe('timestamps (cached per millisecond and per second) equal toISOString', () => {
+  const times = [
+    0,
+    1,
+    999,
+    1000,
+    1001,
+    1772600767089,
+    1772600767089, // the same millisecond again
+    1772600767090,
+    1772600767999,
+    1772600768000, // the next second
+    1772600767500, // back in time (a clock step)
+    1772600768009,
+    1772600768010,
+    1772600768099,
+    1772600768100,
+    -1, // before 1970
+    -1000,
+    -1001,
+    -62198755200000, // year -0001
+    253402300799999, // 9999-12-31T23:59:59.999Z
+    253402300800000, // +010000
+  ];
+  for (let i = 0; i < 300; i++) times.push(1772600767000 + i * 7);
+
+  test('json: toISOString', () => {
+    let t = 0;
+    const out: string[] = [];
+    const log = createLogger({ level: 'info', format: 'json', write: (l) => out.push(l), now: () => new Date(t) });
+    for (t of times) {
+      out.length = 0;
+      log.info('m');
+      assert.equal(out[0], `{"time":"${new Date(t).toISOString()}","level":"INFO","target":"sluice","msg":"m"}`);
+    }
+  });
+
+  test('text: microseconds, i.e. toISOString with 000 before the Z', () => {
+    let t = 0;
+    const out: string[] = [];
+    const log = createLogger({ level: 'info', format: 'text', write: (l) => out.push(l), now: () => new Date(t) });
+    for (t of times) {
+      out.length = 0;
+      log.info('m', { k: 'v', n: 1 });
+      assert.equal(out[0], `${new Date(t).toISOString().slice(0, -1)}000Z  INFO sluice: m k="v" n=1`);
+    }
+  });
+
+  test('the default clock is the system clock', () => {
+    const out: string[] = [];
+    const log = createLogger({ level: 'info', format: 'json', write: (l) => out.push(l) });
+    const before = Date.now();
+    log.info('m');
+    const after = Date.now();
+    const logged = Date.parse((JSON.parse(out[0]!) as { time: string }).time);
+    assert.ok(logged >= before && logged <= after, `${logged} in [${before}, ${after}]`);
+  });
+});
+
+describe('the exposition (series found through the last-hit cache; histogram buckets added up at render)', () => {
+  test('interleaved label sets, equal values in new strings, and buckets at their edges', () => {
+    const r = new Registry();
+    const c = r.register(new Counter('c_total', 'A counter.', ['a', 'b', 'c']));
+    const h = r.register(new Histogram('h_seconds', 'A histogram.', ['a'], [0.1, 1, 10]));
+    const g = r.register(new Gauge('g', 'A gauge.', ['k']));
+    const same = (s: string) => [...s].join(''); // an equal string that is another object
+    c.inc(['x', 'y', 'z']);
+    c.inc(['x', 'y', 'z']);
+    c.inc(['x', 'y', same('w')]); // differs in the last value only
+    c.inc(['x', same('y'), same('z')], 2); // the first series again, through new strings
+    c.inc(['q', 'y', 'z']); // differs in the first value only
+    c.inc(['x', 'y', 'w'], 0.5);
+    h.observe(['p'], 0.1); // exactly on a bound: counted in it (le)
+    h.observe(['p'], 0.05);
+    h.observe(['q'], 10);
+    h.observe(['p'], 1.5);
+    h.observe(['p'], 11); // above every bound: only in +Inf
+    h.observe(['q'], NaN); // in no bound, in count and sum
+    g.set(['k1'], 3);
+    g.inc(['k2']);
+    g.inc(['k1'], -1);
+    g.reset();
+    g.set(['k2'], 7); // after a reset the cached series must not be reused
+    g.inc(['k2']);
+    assert.equal(
+      r.render(),
+      [
+        '# HELP c_total A counter.',
+        '# TYPE c_total counter',
+        'c_total{a="x",b="y",c="z"} 4',
+        'c_total{a="x",b="y",c="w"} 1.5',
+        'c_total{a="q",b="y",c="z"} 1',
+        '# HELP h_seconds A histogram.',
+        '# TYPE h_seconds histogram',
+        'h_seconds_bucket{a="p",le="0.1"} 2',
+        'h_seconds_bucket{a="p",le="1"} 2',
+        'h_seconds_bucket{a="p",le="10"} 3',
+        'h_seconds_bucket{a="p",le="+Inf"} 4',
+        'h_seconds_sum{a="p"} 12.65',
+        'h_seconds_count{a="p"} 4',
+        'h_seconds_bucket{a="q",le="0.1"} 0',
+        'h_seconds_bucket{a="q",le="1"} 0',
+        'h_seconds_bucket{a="q",le="10"} 1',
+        'h_seconds_bucket{a="q",le="+Inf"} 2',
+        'h_seconds_sum{a="q"} NaN',
+        'h_seconds_count{a="q"} 2',
+        '# HELP g A gauge.',
+        '# TYPE g gauge',
+        'g{k="k2"} 8',
+        '',
+      ].join('\n'),
+    );
+    assert.equal(c.get(['x', 'y', 'z']), 4);
+    assert.equal(c.get(['x', 'y']), 0);
+  });
+
+  test('families of different label counts sharing values do not share series', () => {
+    const r = new Registry();
+    const a = r.register(new Counter('a_total', 'A.', ['x', 'y']));
+    const b = r.register(new Counter('b_total', 'B.', []));
+    a.inc(['1', '2']);
+    b.inc();
+    b.inc([]);
+    a.inc(['1', '2']);
+    assert.equal(
+      r.render(),
+      '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1",y="2"} 2\n# HELP b_total B.\n# TYPE b_total counter\nb_total 2\n',
+    );
+  });
+});
