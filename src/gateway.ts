@@ -16,6 +16,7 @@ import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { RoutingState } from './routing/strategies.ts';
 import type { CacheWriteReport } from './sources/cache.ts';
+import type { Clock } from './util/clock.ts';
 
 export interface GatewayOptions {
   /**
@@ -53,6 +54,8 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
   private cacheWriteFailures: Counter | undefined;
+  /** The gateway's one clock (ms since the epoch); `now` is the same instant as a Date. */
+  readonly clock: Clock;
 
   constructor(
     readonly config: Config,
@@ -60,6 +63,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     readonly now: () => Date = () => new Date(),
     opts: GatewayOptions = {},
   ) {
+    this.clock = () => this.now().getTime();
     this.log = createLogger({
       level: config.observability.log_level,
       format: config.observability.log_format,
