@@ -1,6 +1,5 @@
 // The contract a runtime gives the core. Nothing else crosses the line between `src/` (identical on
 // every runtime) and `runtimes/<platform>.ts` (thin: bind, signal, count, cache).
-import type { RedisClient, RedisClientOptions } from './routing/rate-limit-redis.ts';
 import type { CancelSignal } from './util/cancel.ts';
 
 /** What the core knows about the downstream connection a request arrived on. */
@@ -88,6 +87,34 @@ export interface PlatformFiles {
   read(path: string): Promise<Uint8Array>;
   /** Write-temp, fsync, rename: a reader sees the old file or the new one, never a mix. */
   writeAtomic(path: string, data: Uint8Array): Promise<void>;
+}
+
+/** The Redis connection settings of `ratelimit.redis` (TLS file paths resolved against the config file). */
+export interface RedisClientOptions {
+  mode: 'single' | 'cluster' | 'sentinel';
+  url?: string;
+  nodes: string[];
+  sentinels: string[];
+  masterName?: string;
+  username?: string;
+  password?: string;
+  database?: number;
+  tls?: { caFile?: string; certFile?: string; keyFile?: string; verify: boolean };
+  /** Bound on the connection and on every command. */
+  timeoutMs: number;
+}
+
+/** The small part of a Redis client the limiter uses; a runtime with TCP sockets provides it (`Platform.redis`). */
+export interface RedisClient {
+  /**
+   * EVALSHA of `lua` (EVAL when the server does not know it yet); rejects on any error, on a lost connection
+   * and when no answer came within `timeoutMs` — the limiter relies on this bound and adds no timer of its own.
+   */
+  evalScript(lua: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
+  /** Resolves true once the client can run commands, false if it could not within `ms`. */
+  waitReady(ms: number): Promise<boolean>;
+  /** Close the connection(s). */
+  quit(): Promise<void>;
 }
 
 export interface Platform {
