@@ -17,6 +17,7 @@ import { createEtcdSource } from './sources/etcd/source.ts';
 import { type FileLoad, loadFromFile, reloadFile } from './sources/file.ts';
 import type { ConfigSource } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
+import type { Clock } from './util/clock.ts';
 
 const decoder = new TextDecoder();
 
@@ -109,6 +110,8 @@ function listenerAddrs(c: Config): [string, string][] {
 
 export interface CreateGatewayOptions<E> {
   ignoredKeys?: readonly string[];
+  /** The gateway's one clock (default the system's); tests inject one. */
+  clock?: Clock;
   /** Background model checks (default true); off where no work outlives a request (Workers). */
   backgroundChecks?: boolean;
   /** The admin app (default: `admin.enabled`); Workers does not mount it. */
@@ -143,7 +146,7 @@ export function createGateway<E = ConfigSource>(
   platform: Platform,
   opts: CreateGatewayOptions<E> = {},
 ): AssembledGateway<E> {
-  const gw = new Gateway(config, platform, undefined, { backgroundChecks: opts.backgroundChecks });
+  const gw = new Gateway(config, platform, { backgroundChecks: opts.backgroundChecks, clock: opts.clock });
   if (opts.drain !== false) registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
   if (opts.ignoredKeys && opts.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: opts.ignoredKeys });
   const path = config.resources_file;

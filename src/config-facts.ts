@@ -32,6 +32,17 @@ export function rfc3339(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
+/** What a source says about a snapshot it hands to `apply`. */
+export interface ApplyMeta {
+  configHash: string;
+  revision?: number;
+  /**
+   * A counted reload (`aisix_config_reloads_total`): a full sync of the source or a file load; an etcd
+   * watch event or a cache restore is not. Default true.
+   */
+  counted?: boolean;
+}
+
 export interface ConfigFacts {
   sourceType: 'file' | 'etcd';
   connected?: boolean;

@@ -74,7 +74,7 @@ function bareGateway(now: () => Date = () => new Date()): { gw: Gateway; platfor
   const platform = testPlatform(ENV);
   const c = loadConfig('/srv/sluice/config.yaml', CONFIG, {});
   if (!c.ok) throw new Error(c.report.format());
-  return { gw: new Gateway(c.config, platform, now), platform };
+  return { gw: new Gateway(c.config, platform, { clock: () => now().getTime() }), platform };
 }
 
 async function get(
