@@ -18,6 +18,7 @@
 
 import { EtcdClient, type EtcdClientOptions, EtcdError, type EtcdKv } from './client.ts';
 import { type WatchEvent, watchPrefix } from './watch.ts';
+import { type Clock, systemClock } from '../../util/clock.ts';
 import { sleep } from '../../util/sleep.ts';
 
 export interface EtcdSnapshot {
@@ -61,6 +62,8 @@ export interface EtcdSupervisorOptions extends EtcdClientOptions {
   probeIntervalMs?: number;
   /** Bound on one probe. Default 1000. */
   probeTimeoutMs?: number;
+  /** The gateway's clock, for the backoff's deadline (default the system's). */
+  clock?: Clock;
   onSnapshot(snapshot: EtcdSnapshot): void | Promise<void>;
   onEvents(batch: EtcdEventBatch): void | Promise<void>;
   onError?(error: EtcdError): void;
@@ -171,14 +174,15 @@ export class EtcdSupervisor {
       return;
     }
     const timeoutMs = this.opts.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
-    const deadline = Date.now() + delay;
+    const now = this.opts.clock ?? systemClock;
+    const deadline = now() + delay;
     for (;;) {
-      const left = deadline - Date.now();
+      const left = deadline - now();
       if (left <= 0 || signal.aborted) return;
       await sleep(Math.min(every, left), signal);
-      if (signal.aborted || Date.now() >= deadline) return;
+      if (signal.aborted || now() >= deadline) return;
       try {
-        await this.client.ping({ timeoutMs: Math.min(timeoutMs, Math.max(1, deadline - Date.now())), signal });
+        await this.client.ping({ timeoutMs: Math.min(timeoutMs, Math.max(1, deadline - now())), signal });
         return;
       } catch {
         // Still away: the next probe, or the end of the backoff.
