@@ -13,9 +13,10 @@ import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
 import type { ListenSpec, Platform } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
+import { checkedModels } from './routing/model-check.ts';
 import { createEtcdSource } from './sources/etcd/source.ts';
-import { type FileLoad, loadFromFile, reloadFile } from './sources/file.ts';
-import type { ConfigSource } from './sources/source.ts';
+import { FileSource } from './sources/file.ts';
+import type { ConfigSource, SourceLoad } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
 import type { Clock } from './util/clock.ts';
 
@@ -108,7 +109,7 @@ function listenerAddrs(c: Config): [string, string][] {
   return out;
 }
 
-export interface CreateGatewayOptions<E> {
+export interface CreateGatewayOptions {
   ignoredKeys?: readonly string[];
   /** The gateway's one clock (default the system's); tests inject one. */
   clock?: Clock;
@@ -121,41 +122,25 @@ export interface CreateGatewayOptions<E> {
   /** Register the drain families (default true); Workers has no drain of its own. */
   drain?: boolean;
   /** etcd mode: the source to read with (default the watch source); Workers passes range polling. */
-  etcd?: (gw: Gateway) => E;
+  etcd?: (gw: Gateway) => ConfigSource;
 }
 
-/** The file source as the boot uses it: the first load, and SIGHUP's reload. */
-export interface FileSource {
-  readonly path: string;
-  load(): Promise<FileLoad>;
-  reload(): Promise<void>;
-}
-
-export interface AssembledGateway<E> {
+export interface AssembledGateway {
   gw: Gateway;
   proxy: ReturnType<typeof createProxyApp>;
   status: ReturnType<typeof createStatusApp> | undefined;
   admin: ReturnType<typeof createAdminApp> | undefined;
-  /** File mode: the file source; etcd mode: the etcd source (`opts.etcd`'s, or the watch source). */
-  source: { kind: 'file'; file: FileSource } | { kind: 'etcd'; etcd: E };
+  /** The resources file, or the etcd source (`opts.etcd`'s, or the watch source). */
+  source: ConfigSource;
 }
 
 /** The Gateway, its apps and its configuration source; nothing is read, bound or started yet. */
-export function createGateway<E = ConfigSource>(
-  config: Config,
-  platform: Platform,
-  opts: CreateGatewayOptions<E> = {},
-): AssembledGateway<E> {
+export function createGateway(config: Config, platform: Platform, opts: CreateGatewayOptions = {}): AssembledGateway {
   const gw = new Gateway(config, platform, { backgroundChecks: opts.backgroundChecks, clock: opts.clock });
   if (opts.drain !== false) registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
   if (opts.ignoredKeys && opts.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: opts.ignoredKeys });
   const path = config.resources_file;
-  const source: AssembledGateway<E>['source'] = path
-    ? {
-      kind: 'file',
-      file: { path, load: () => loadFromFile(gw, path), reload: () => reloadFile(gw, path) },
-    }
-    : { kind: 'etcd', etcd: opts.etcd ? opts.etcd(gw) : (createEtcdSource(gw) as E) };
+  const source = path ? new FileSource(path, gw) : opts.etcd ? opts.etcd(gw) : createEtcdSource(gw);
   return {
     gw,
     proxy: createProxyApp(gw),
@@ -163,4 +148,68 @@ export function createGateway<E = ConfigSource>(
     admin: (opts.admin ?? config.admin.enabled) ? createAdminApp(gw) : undefined,
     source,
   };
+}
+
+export interface BootOptions extends BootConfigOptions, Omit<CreateGatewayOptions, 'ignoredKeys'> {
+  /** What this runtime cannot serve at all: the report refusing the configuration, or undefined. */
+  refuse?: (config: Config) => string | undefined;
+}
+
+const LOG = {
+  noListeners: 'config keys that mean nothing on Workers are ignored',
+  noBackgroundChecks:
+    'background_model_check does not run on Workers (no work outside a request); these models are judged by caller traffic only',
+} as const;
+
+export interface Booted {
+  boot: BootConfig;
+  g: AssembledGateway;
+}
+
+/**
+ * The boot every runtime shares, up to its first configuration: config.yaml and the files it names
+ * (`loadBootConfig`), what the runtime refuses, then the assembly (`createGateway`). A string is the report
+ * of a configuration that cannot boot; nothing is bound or started.
+ */
+export async function bootGateway(
+  platform: Platform,
+  configPath: string,
+  opts: BootOptions = {},
+): Promise<Booted | string> {
+  const boot = await loadBootConfig(platform, configPath, opts);
+  if (typeof boot === 'string') return boot;
+  const refused = opts.refuse?.(boot.config);
+  if (refused !== undefined) return refused;
+  let g: AssembledGateway;
+  try {
+    g = createGateway(boot.config, platform, { ...opts, ignoredKeys: boot.ignoredKeys });
+  } catch (e) {
+    return (e as Error).message; // a source that refuses an unusable block (range polling's credentials)
+  }
+  const meaningless = opts.listeners === false ? listenerKeys(boot.config) : [];
+  if (meaningless.length > 0) g.gw.log.warn(LOG.noListeners, { keys: meaningless });
+  return { boot, g };
+}
+
+/** Listener settings that exist in the file but do nothing without listeners (the edge terminates TLS). */
+function listenerKeys(config: Config): string[] {
+  const keys: [string, unknown][] = [
+    ['admin', config.admin.enabled],
+    ['proxy.tls', config.proxy.tls],
+    ['proxy.http2', config.proxy.http2],
+  ];
+  return keys.filter(([, on]) => on).map(([k]) => k);
+}
+
+/**
+ * The first load of a source read whole (the file), before anything binds; undefined for a source read in
+ * the background. Its success is logged; where background model checks are off, so are the models they
+ * would have judged. What a failure means is the runtime's (serve(): exit 1; Workers: 503 until redeployed).
+ */
+export async function loadFirst(g: AssembledGateway): Promise<SourceLoad | undefined> {
+  const first = await g.source.load?.();
+  const { gw } = g;
+  const checked = first?.ok && !gw.backgroundChecks && gw.snapshot ? checkedModels(gw.snapshot.resources.models) : [];
+  if (checked.length > 0) gw.log.warn(LOG.noBackgroundChecks, { models: checked.map((m) => m.display_name) });
+  return first;
 }

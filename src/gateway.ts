@@ -9,7 +9,13 @@ import { createLogger, type Logger } from './observability/logger.ts';
 import type { Counter } from './observability/metrics.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
-import { type ApplyMeta, ConfigFactsRecorder, type ConfigFactsView, type FailureKind, rfc3339 } from './config-facts.ts';
+import {
+  type ApplyMeta,
+  ConfigFactsRecorder,
+  type ConfigFactsView,
+  type FailureKind,
+  rfc3339,
+} from './config-facts.ts';
 import { BackgroundChecker } from './routing/background.ts';
 import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
@@ -41,6 +47,8 @@ export class Gateway implements ReadinessChecks {
   /** Caller rate limits (api keys, models), per replica or shared through Redis (`ratelimit`). */
   readonly rateLimiter: RateLimiter;
   private readonly checker: BackgroundChecker | undefined;
+  /** Whether background model checks run (`GatewayOptions.backgroundChecks`). */
+  readonly backgroundChecks: boolean;
   private _snapshot: Snapshot | undefined;
   /** The one writer of the config facts (sources report what they observed through its methods). */
   readonly record: ConfigFactsRecorder;
@@ -69,7 +77,8 @@ export class Gateway implements ReadinessChecks {
       connectTimeoutMs: config.upstream.connect_timeout_ms,
       maxResponseBytes: config.upstream.max_response_bytes,
     });
-    this.checker = opts.backgroundChecks === false ? undefined : new BackgroundChecker({
+    this.backgroundChecks = opts.backgroundChecks !== false;
+    this.checker = !this.backgroundChecks ? undefined : new BackgroundChecker({
       health: this.health,
       check: modelCheck({ snapshot: () => this.snapshot, upstream: this.upstream }),
       timers: backgroundTimers,

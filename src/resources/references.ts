@@ -60,4 +60,3 @@ function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems): void {
     } else seen.set(r.key_hash, scopeOf(at));
   }
 }
-
