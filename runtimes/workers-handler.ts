@@ -1,13 +1,14 @@
-// The Cloudflare Workers fetch handler (docs/workers.md): the shared boot (src/boot.ts) around its
-// platform (bundled read-only files, env bindings that arrive with the first request), etcd range polling
-// on its own schedule, and the status routes behind a bearer token. Kept apart from runtimes/workers.ts,
-// which imports the bundled `.yaml` files, so tests can run this handler on Node with a bundle of their own.
-import { bootGateway, loadFirst } from '../src/boot.ts';
+// The Cloudflare Workers fetch handler (docs/workers.md): the shared boot (src/boot.ts) around this
+// platform (bundled read-only files; env bindings that arrive with the first request, so the gateway is
+// built then and kept for the isolate's life), etcd range polling on its own schedule, and the status
+// routes behind a bearer token. Kept apart from runtimes/workers.ts, which imports the bundled `.yaml`
+// files, so tests can run this handler on Node with a bundle of their own.
+import { bootGateway, loadFirst, unbootable } from '../src/boot.ts';
 import type { Config } from '../src/config/schema.ts';
 import type { Gateway } from '../src/gateway.ts';
 import { parseBearer, timingSafeEqual } from '../src/http/auth.ts';
 import { envelopeFor, errorResponse, errors } from '../src/http/errors.ts';
-import type { ConnInfo, Platform, PlatformFiles } from '../src/platform.ts';
+import { bundledFiles, type ConnInfo, type Platform } from '../src/platform.ts';
 import { EtcdPollSource, pollIntervalMs } from '../src/sources/etcd/poll.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 
@@ -16,30 +17,21 @@ export const STATUS_TOKEN_VAR = 'SLUICE_STATUS_TOKEN';
 /** The Worker var with the etcd poll interval in seconds (etcd mode); default 10. */
 export const ETCD_POLL_VAR = 'SLUICE_ETCD_POLL_SECS';
 
-/** Files bundled into the Worker at build time, by the path the config refers to them with. */
+/** Files bundled at build time by the path the config names them with (`configPath`, its `resources_file`). */
 export interface WorkerBundle {
   configPath: string;
-  /** path → text; must hold `configPath` and the config's `resources_file` (resolved against it). */
   files: Record<string, string>;
 }
-
 /** The Worker's env bindings: vars and secrets are strings; other bindings (KV, R2 …) are ignored. */
 export type WorkerEnv = Record<string, unknown>;
-
-/** The part of the Workers ExecutionContext used here: etcd polls run in `waitUntil` after the response. */
+/** The part of the ExecutionContext used here: etcd polls run in `waitUntil` after the response. */
 export interface WorkerContext {
   waitUntil(promise: Promise<unknown>): void;
 }
-
-export interface SluiceWorker {
-  fetch(req: Request, env: WorkerEnv, ctx?: WorkerContext): Promise<Response>;
-}
-
 export interface WorkerOptions {
-  /** The poll schedule's clock (Unix ms), for tests that step past the poll interval; default the gateway's. */
+  /** The poll schedule's clock (Unix ms), for tests that step past the interval; default the gateway's. */
   now?: () => number;
 }
-
 type Serve = (req: Request, ctx?: WorkerContext) => Promise<Response>;
 
 const LOG = {
@@ -47,16 +39,15 @@ const LOG = {
   resourcesFailed: 'bundled resources file failed to load — /readyz answers 503 until a fixed version is deployed',
   etcdWaiting: 'no etcd configuration yet — /readyz and /v1/* answer 503 until the first key appears under the prefix',
 } as const;
-
 const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
 
-/** One gateway per isolate, built on its first request (bindings arrive only with one); a boot that threw is retried. */
-export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}): SluiceWorker {
+/** The module-worker shape (`export default { fetch }`); a boot that threw (a bug) is retried next request. */
+export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
   let booted: Promise<Serve> | undefined;
   return {
-    async fetch(req, env, ctx) {
-      const strings = Object.fromEntries(Object.entries(env ?? {}).filter(([, v]) => typeof v === 'string'));
-      booted ??= boot(bundle, strings as Record<string, string>, opts).catch((e: unknown) => {
+    async fetch(req: Request, env: WorkerEnv, ctx?: WorkerContext): Promise<Response> {
+      const strings = Object.entries(env ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string');
+      booted ??= boot(bundle, Object.fromEntries(strings), opts).catch((e: unknown) => {
         booted = undefined;
         throw e;
       });
@@ -66,38 +57,16 @@ export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}): Sl
 }
 
 export function workersPlatform(files: Record<string, string>, env: Record<string, string>): Platform {
-  const encoder = new TextEncoder();
-  const bundled: PlatformFiles = {
-    read: async (path) => {
-      const text = files[normalizePath(path)];
-      if (text === undefined) {
-        throw new Error(`not bundled into the Worker (bundled: ${Object.keys(files).join(', ')})`);
-      }
-      return encoder.encode(text);
-    },
-    writeAtomic: () => Promise.reject(new Error('Workers has no writable files')),
-  };
   return {
     name: 'workers',
     listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
     onSignal: () => {}, // a deployment moves new requests to new isolates and drains the old ones itself
     upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
-    files: bundled,
+    files: bundledFiles(files, { missing: 'not bundled into the Worker', readOnly: 'Workers has no writable files' }),
     env,
     writeLog: (line) => console.log(line),
     exit: () => {},
   };
-}
-
-/** `examples/workers/../resources.yaml` → `examples/resources.yaml`, so bundle keys match resolved paths. */
-export function normalizePath(path: string): string {
-  const out: string[] = [];
-  for (const seg of path.split('/')) {
-    if (seg === '' || seg === '.') continue;
-    if (seg === '..' && out.length > 0 && out[out.length - 1] !== '..') out.pop();
-    else out.push(seg);
-  }
-  return (path.startsWith('/') ? '/' : '') + out.join('/');
 }
 
 async function boot(bundle: WorkerBundle, env: Record<string, string>, opts: WorkerOptions): Promise<Serve> {
@@ -107,15 +76,16 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>, opts: Wor
   let poller: EtcdPollSource | undefined;
   const booted = await bootGateway(platform, bundle.configPath, {
     listeners: false,
-    refuse: (c) => refusedOnWorkers(bundle.configPath, c, interval),
+    refuse: (c) =>
+      refused(bundle.configPath, c) ?? (c.resources_file || typeof interval === 'number' ? undefined : interval),
     backgroundChecks: false,
     admin: false,
-    // Without a token the status routes are not mounted at all (the proxy's 404), like a disabled listener.
-    status: token === undefined ? false : undefined,
+    status: token === undefined ? false : undefined, // no token: not mounted (the proxy's 404), like no listener
     drain: false,
-    etcd: (gw) => (poller = new EtcdPollSource(gw, { intervalMs: interval as number, now: opts.now })),
+    etcd: (gw) => (poller = new EtcdPollSource(gw, { intervalMs: interval as number, now: opts.now })), // refused unless a number
   });
-  if (typeof booted === 'string') return broken(platform, booted);
+  const sorry = 'sluice: the bundled configuration failed to load; see the Worker logs\n';
+  if (typeof booted === 'string') return unbootable(platform, LOG.configFailed, booted, sorry);
   const { gw } = booted.g;
   const gated = statusGate(booted.g, token);
   if (poller) return pollSchedule(gw, poller, gated);
@@ -126,66 +96,40 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>, opts: Wor
   return gated;
 }
 
-/**
- * etcd mode: one range now (the first request waits for it), then a poll at most every `intervalMs`, on
- * a later request, in `ctx.waitUntil`. While nothing has been applied a due poll is awaited instead, so
- * the first configuration is served by the first request after it appears.
- */
+/** etcd mode: one range now (the first request waits for it), then at most one per interval, on a request. */
 async function pollSchedule(gw: Gateway, poller: EtcdPollSource, inner: Serve): Promise<Serve> {
   await poller.refresh();
   if (!gw.snapshot) gw.log.info(LOG.etcdWaiting, { interval_ms: poller.intervalMs });
   gw.lifecycle.serve();
   const retryAfter = String(Math.max(1, Math.ceil(poller.intervalMs / 1000)));
   return async (req, ctx) => {
-    if (poller.due()) {
-      const polled = poller.refresh();
-      if (!gw.snapshot) await polled;
-      else if (ctx) ctx.waitUntil(polled);
-    }
+    await poller.beforeRequest(ctx && ((read) => ctx.waitUntil(read)));
     const path = new URL(req.url).pathname;
     if (gw.snapshot || !path.startsWith('/v1/')) return inner(req, ctx);
     // `/v1/*` before the first configuration: 503 in the caller's envelope (elsewhere: no listener).
-    return errorResponse(
-      errors.notConfigured(retryAfter),
-      envelopeFor(path === '/v1/messages' ? 'anthropic' : 'openai'),
-    );
+    const wire = path === '/v1/messages' ? 'anthropic' : 'openai';
+    return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wire));
   };
 }
 
 /** What this runtime cannot do at all; a config asking for it is refused rather than half-served. */
-function refusedOnWorkers(configPath: string, config: Config, interval: number | string): string | undefined {
+function refused(configPath: string, config: Config): string | undefined {
+  const at = `config file ${configPath}`;
   if (config.managed.snapshot_cache_path) {
-    return `config file ${configPath}: managed.snapshot_cache_path: Workers has no files to cache a snapshot in`;
+    return `${at}: managed.snapshot_cache_path: Workers has no files to cache a snapshot in`;
   }
-  if (config.resources_file) return undefined;
-  const t = config.etcd.tls;
+  const t = config.resources_file ? undefined : config.etcd.tls;
   if (t && (t.ca_cert_file || t.client_cert_file || t.client_key_file)) {
-    return `config file ${configPath}: etcd.tls: Workers cannot read certificate files nor present a client certificate; use an https:// endpoint with a publicly trusted certificate`;
+    return `${at}: etcd.tls: Workers cannot read certificate files nor present a client certificate; use an https:// endpoint with a publicly trusted certificate`;
   }
-  return typeof interval === 'string' ? interval : undefined;
-}
-
-/** No usable configuration: log why once per isolate and refuse every request (the Worker's "exit 1"). */
-function broken(platform: Platform, report: string): Serve {
-  platform.writeLog(
-    JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: LOG.configFailed, error: report }),
-  );
-  return async () =>
-    new Response('sluice: the bundled configuration failed to load; see the Worker logs\n', {
-      status: 503,
-      headers: TEXT,
-    });
+  return undefined;
 }
 
 /** The status routes behind the bearer token; everything else to the proxy app. */
 function statusGate(g: { gw: Gateway; proxy: Handler; status: Handler | undefined }, token: string | undefined): Serve {
   const { proxy, status } = g;
-  const paths = new Set([
-    '/status/ready',
-    '/status/config',
-    '/status/models',
-    g.gw.config.observability.metrics.prometheus.path,
-  ]);
+  const prom = g.gw.config.observability.metrics.prometheus;
+  const paths = new Set(['/status/ready', '/status/config', '/status/models', prom.path]);
   return async (req) => {
     if (status && token && paths.has(new URL(req.url).pathname)) {
       const given = parseBearer(req.headers.get('authorization'));
@@ -196,8 +140,7 @@ function statusGate(g: { gw: Gateway; proxy: Handler; status: Handler | undefine
       });
     }
     // Cloudflare names the client in `cf-connecting-ip` (no port: the edge does not say).
-    const conn: ConnInfo = { peer: req.headers.get('cf-connecting-ip') ?? undefined };
-    return proxy.fetch(req, conn);
+    return proxy.fetch(req, { peer: req.headers.get('cf-connecting-ip') ?? undefined });
   };
 }
 

@@ -213,3 +213,16 @@ export async function loadFirst(g: AssembledGateway): Promise<SourceLoad | undef
   if (checked.length > 0) gw.log.warn(LOG.noBackgroundChecks, { models: checked.map((m) => m.display_name) });
   return first;
 }
+
+/**
+ * A boot that cannot serve on a runtime with no process to exit (Workers): one ERROR line with the whole
+ * report, in the gateway's log format, then every request answers 503 with `body`.
+ */
+export function unbootable(platform: Platform, msg: string, report: string, body: string): () => Promise<Response> {
+  platform.writeLog(JSON.stringify({ time: new Date().toISOString(), level: 'error', msg, error: report }));
+  return async () =>
+    new Response(body, {
+      status: 503,
+      headers: { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' },
+    });
+}

@@ -139,3 +139,33 @@ export interface Platform {
   writeOut?(text: string): void;
   exit(code: number): void;
 }
+
+/**
+ * Read-only files over texts bundled at build time (Workers), keyed by path: a read resolves `.` and `..`
+ * first, so a path resolved against the config's directory finds its bundled text.
+ */
+export function bundledFiles(
+  texts: Record<string, string>,
+  say: { missing: string; readOnly: string },
+): PlatformFiles {
+  const encoder = new TextEncoder();
+  return {
+    read: async (path) => {
+      const text = texts[normalizePath(path)];
+      if (text === undefined) throw new Error(`${say.missing} (bundled: ${Object.keys(texts).join(', ')})`);
+      return encoder.encode(text);
+    },
+    writeAtomic: () => Promise.reject(new Error(say.readOnly)),
+  };
+}
+
+/** `examples/workers/../resources.yaml` → `examples/resources.yaml`, so bundle keys match resolved paths. */
+export function normalizePath(path: string): string {
+  const out: string[] = [];
+  for (const seg of path.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..' && out.length > 0 && out[out.length - 1] !== '..') out.pop();
+    else out.push(seg);
+  }
+  return (path.startsWith('/') ? '/' : '') + out.join('/');
+}

@@ -121,6 +121,23 @@ export class EtcdPollSource implements ConfigSource {
     return this.lastStart === undefined || this.now() - this.lastStart >= this.intervalMs;
   }
 
+  /**
+   * Before a request: when a read is due, start one. Until a configuration has been applied the request
+   * waits for it (so the first request after one appears is served by it); afterwards the read goes to
+   * `later` (Workers: `ctx.waitUntil`) and no caller waits.
+   */
+  async beforeRequest(later?: (read: Promise<void>) => void): Promise<void> {
+    if (!this.due()) return;
+    const read = this.refresh();
+    if (!this.applied) await read;
+    else later?.(read);
+  }
+
+  /** Whether a configuration has been applied (and serves). */
+  get applied(): boolean {
+    return this.gw.facts.applied !== undefined;
+  }
+
   /** One full range and apply; callers arriving while it runs share it. Never rejects. */
   refresh(): Promise<void> {
     this.inFlight ??= this.read().finally(() => {
