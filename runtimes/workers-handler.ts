@@ -1,14 +1,13 @@
-// The Cloudflare Workers fetch handler (docs/workers.md): the shared boot (src/boot.ts) around this
-// platform (bundled read-only files; env bindings that arrive with the first request, so the gateway is
-// built then and kept for the isolate's life), etcd range polling on its own schedule, and the status
-// routes behind a bearer token. Kept apart from runtimes/workers.ts, which imports the bundled `.yaml`
-// files, so tests can run this handler on Node with a bundle of their own.
-import { bootGateway, loadFirst, unbootable } from '../src/boot.ts';
+// The Cloudflare Workers fetch handler (docs/workers.md): the shared boot (src/boot.ts) around this platform
+// (bundled files; bindings arrive with the first request, so the gateway is built then, once per isolate),
+// etcd range polling on its own schedule, and the status routes behind a bearer token. Apart from
+// runtimes/workers.ts, which imports the bundled `.yaml`, so tests run this handler on Node.
+import { type AssembledGateway, bootGateway, loadFirst, unbootable } from '../src/boot.ts';
 import type { Config } from '../src/config/schema.ts';
 import type { Gateway } from '../src/gateway.ts';
 import { parseBearer, timingSafeEqual } from '../src/http/auth.ts';
 import { envelopeFor, errorResponse, errors } from '../src/http/errors.ts';
-import { bundledFiles, type ConnInfo, type Platform } from '../src/platform.ts';
+import { bundledFiles, type Platform } from '../src/platform.ts';
 import { EtcdPollSource, pollIntervalMs } from '../src/sources/etcd/poll.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 
@@ -28,10 +27,8 @@ export type WorkerEnv = Record<string, unknown>;
 export interface WorkerContext {
   waitUntil(promise: Promise<unknown>): void;
 }
-export interface WorkerOptions {
-  /** The poll schedule's clock (Unix ms), for tests that step past the interval; default the gateway's. */
-  now?: () => number;
-}
+/** `now`: the poll schedule's clock (Unix ms), for tests that step past the interval; default the gateway's. */
+export type WorkerOptions = { now?: () => number };
 type Serve = (req: Request, ctx?: WorkerContext) => Promise<Response>;
 
 const LOG = {
@@ -46,8 +43,7 @@ export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
   let booted: Promise<Serve> | undefined;
   return {
     async fetch(req: Request, env: WorkerEnv, ctx?: WorkerContext): Promise<Response> {
-      const strings = Object.entries(env ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string');
-      booted ??= boot(bundle, Object.fromEntries(strings), opts).catch((e: unknown) => {
+      booted ??= boot(bundle, env, opts).catch((e: unknown) => {
         booted = undefined;
         throw e;
       });
@@ -69,15 +65,16 @@ export function workersPlatform(files: Record<string, string>, env: Record<strin
   };
 }
 
-async function boot(bundle: WorkerBundle, env: Record<string, string>, opts: WorkerOptions): Promise<Serve> {
+async function boot(bundle: WorkerBundle, bindings: WorkerEnv, opts: WorkerOptions): Promise<Serve> {
+  const strings = Object.entries(bindings ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string');
+  const env = Object.fromEntries(strings);
   const platform = workersPlatform(bundle.files, env);
   const interval = pollIntervalMs(ETCD_POLL_VAR, env[ETCD_POLL_VAR]);
   const token = env[STATUS_TOKEN_VAR] || undefined;
   let poller: EtcdPollSource | undefined;
   const booted = await bootGateway(platform, bundle.configPath, {
     listeners: false,
-    refuse: (c) =>
-      refused(bundle.configPath, c) ?? (c.resources_file || typeof interval === 'number' ? undefined : interval),
+    refuse: (c) => refused(bundle.configPath, c, interval),
     backgroundChecks: false,
     admin: false,
     status: token === undefined ? false : undefined, // no token: not mounted (the proxy's 404), like no listener
@@ -85,7 +82,7 @@ async function boot(bundle: WorkerBundle, env: Record<string, string>, opts: Wor
     etcd: (gw) => (poller = new EtcdPollSource(gw, { intervalMs: interval as number, now: opts.now })), // refused unless a number
   });
   const sorry = 'sluice: the bundled configuration failed to load; see the Worker logs\n';
-  if (typeof booted === 'string') return unbootable(platform, LOG.configFailed, booted, sorry);
+  if (typeof booted === 'string') return unbootable(platform, LOG.configFailed, booted, sorry); // the "exit 1"
   const { gw } = booted.g;
   const gated = statusGate(booted.g, token);
   if (poller) return pollSchedule(gw, poller, gated);
@@ -104,8 +101,9 @@ async function pollSchedule(gw: Gateway, poller: EtcdPollSource, inner: Serve): 
   const retryAfter = String(Math.max(1, Math.ceil(poller.intervalMs / 1000)));
   return async (req, ctx) => {
     await poller.beforeRequest(ctx && ((read) => ctx.waitUntil(read)));
+    if (gw.snapshot) return inner(req, ctx);
     const path = new URL(req.url).pathname;
-    if (gw.snapshot || !path.startsWith('/v1/')) return inner(req, ctx);
+    if (!path.startsWith('/v1/')) return inner(req, ctx);
     // `/v1/*` before the first configuration: 503 in the caller's envelope (elsewhere: no listener).
     const wire = path === '/v1/messages' ? 'anthropic' : 'openai';
     return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wire));
@@ -113,20 +111,21 @@ async function pollSchedule(gw: Gateway, poller: EtcdPollSource, inner: Serve): 
 }
 
 /** What this runtime cannot do at all; a config asking for it is refused rather than half-served. */
-function refused(configPath: string, config: Config): string | undefined {
+function refused(configPath: string, config: Config, pollInterval: number | string): string | undefined {
   const at = `config file ${configPath}`;
   if (config.managed.snapshot_cache_path) {
     return `${at}: managed.snapshot_cache_path: Workers has no files to cache a snapshot in`;
   }
-  const t = config.resources_file ? undefined : config.etcd.tls;
+  if (config.resources_file) return undefined;
+  const t = config.etcd.tls;
   if (t && (t.ca_cert_file || t.client_cert_file || t.client_key_file)) {
     return `${at}: etcd.tls: Workers cannot read certificate files nor present a client certificate; use an https:// endpoint with a publicly trusted certificate`;
   }
-  return undefined;
+  return typeof pollInterval === 'string' ? pollInterval : undefined;
 }
 
 /** The status routes behind the bearer token; everything else to the proxy app. */
-function statusGate(g: { gw: Gateway; proxy: Handler; status: Handler | undefined }, token: string | undefined): Serve {
+function statusGate(g: AssembledGateway, token?: string): Serve {
   const { proxy, status } = g;
   const prom = g.gw.config.observability.metrics.prometheus;
   const paths = new Set(['/status/ready', '/status/config', '/status/models', prom.path]);
@@ -143,5 +142,3 @@ function statusGate(g: { gw: Gateway; proxy: Handler; status: Handler | undefine
     return proxy.fetch(req, { peer: req.headers.get('cf-connecting-ip') ?? undefined });
   };
 }
-
-type Handler = { fetch(req: Request, conn?: ConnInfo): Response | Promise<Response> };

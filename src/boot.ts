@@ -1,10 +1,7 @@
-// The one assembly of a gateway, shared by `serve()` (src/main.ts: listeners and signals around it) and the
-// Workers handler (runtimes/workers-handler.ts: its bundle, range polling and status token around it).
-// The boot sequence and the lifecycle diagram are in docs/operations.md "Boot and lifecycle":
-//
-//   loadBootConfig  config.yaml read and checked; every file the boot needs is readable
-//   createGateway   the Gateway, its apps (proxy, status, admin), its configuration source
-//   <runtime>       serve(): first file load → bind → serve → drain;  Workers: first load/poll → answer
+// The boot every runtime shares (docs/operations.md "Boot and lifecycle"): `loadBootConfig` (config.yaml
+// and every file the boot needs), `createGateway` (the Gateway, its apps, its configuration source),
+// `bootGateway` (both, plus what a runtime refuses) and `loadFirst` (a source read whole, before binding).
+// serve() (src/main.ts) adds listeners and signals; the Workers handler its bundle, polling and token.
 import { createAdminApp } from './admin/app.ts';
 import { loadConfig, parseAddr } from './config/load.ts';
 import type { Config } from './config/schema.ts';
@@ -14,7 +11,7 @@ import { MSG } from './observability/messages.ts';
 import type { ListenSpec, Platform } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
 import { checkedModels } from './routing/model-check.ts';
-import { createEtcdSource } from './sources/etcd/source.ts';
+import { createEtcdSource, type EtcdSourceHost } from './sources/etcd/source.ts';
 import { FileSource } from './sources/file.ts';
 import type { ConfigSource, SourceLoad } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
@@ -122,7 +119,7 @@ export interface CreateGatewayOptions {
   /** Register the drain families (default true); Workers has no drain of its own. */
   drain?: boolean;
   /** etcd mode: the source to read with (default the watch source); Workers passes range polling. */
-  etcd?: (gw: Gateway) => ConfigSource;
+  etcd?: (host: EtcdSourceHost) => ConfigSource;
 }
 
 export interface AssembledGateway {

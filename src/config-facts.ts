@@ -1,7 +1,6 @@
-// What configuration this instance observed and serves (`/status/config`, the aisix_config_* metrics).
-// The sources report what they saw through the few methods of `ConfigFactsRecorder` (observed, connected,
-// judged, applied, failed …); the status body, the admin app and the metrics read a read-only view. The
-// `state` is derived by one pure function from those facts, never tracked as a flag of its own.
+// What configuration this instance observed and serves (docs/operations.md, docs/etcd.md "Hashes and
+// status"): sources record facts through `ConfigFactsRecorder`; `/status/config`, the admin app and the
+// aisix_config_* metrics read a read-only view; the `state` is derived by one pure function.
 import type { ResourceKind } from './resources/schema.ts';
 
 export type ConfigStateName = 'synced' | 'degraded' | 'out_of_sync' | 'empty' | 'never_loaded';

@@ -1,6 +1,5 @@
-// The gateway's whole life, identical on every runtime with listeners: parse the command line, load the
-// configuration, bind listeners in order, reload on SIGHUP, drain on SIGTERM/SIGINT
-// (docs/operations.md "Boot and lifecycle"). The assembly itself is shared with Workers (src/boot.ts).
+// The command line and `serve()` (docs/operations.md "Boot and lifecycle"): the shared boot (src/boot.ts),
+// listeners bound in order, SIGHUP to the source's reload, the drain on SIGTERM/SIGINT.
 import { type AssembledGateway, type BootConfig, bootGateway, loadBootConfig, loadFirst } from './boot.ts';
 import { parseCli } from './cli.ts';
 import { parseAddr } from './config/load.ts';
@@ -255,7 +254,7 @@ async function waitForFirstConfig(
 }
 
 /** A stop signal before serving: nothing to drain. */
-function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
+function stoppedDuringStartup(gw: Pick<Gateway, 'stop' | 'lifecycle' | 'log'>, signal: SignalName): number {
   gw.stop();
   gw.lifecycle.stop();
   gw.log.info(MSG.receivedSignal(signal));

@@ -1,5 +1,5 @@
-// The contract a runtime gives the core. Nothing else crosses the line between `src/` (identical on
-// every runtime) and `runtimes/<platform>.ts` (thin: bind, signal, count, cache).
+// The contract a runtime gives the core (docs/architecture.md "Who owns which question"): nothing else
+// crosses the line between `src/` (identical on every runtime) and `runtimes/<platform>.ts`.
 import type { CancelSignal } from './util/cancel.ts';
 
 /** What the core knows about the downstream connection a request arrived on. */

@@ -1,14 +1,6 @@
-// The drain report: what one drain observed, turned into a verdict on `shutdown.min_drain_secs` and the
-// numbers to size it and the platform's grace period from (docs/operations.md, "Sizing from a real
-// rollout"). Derived by one pure function from the facts the lifecycle recorded (src/lifecycle/state.ts).
-//
-// Rules chosen where the contract is silent:
-//   - No caller request arrived after the signal: verdict `no_arrivals`, `last_arrival_after_secs` and both
-//     recommendations null. An idle replica says nothing about how long the balancer took to stop routing.
-//   - `min_drain_secs: 0`: the window is empty, so any arrival is "after the window" → `window_too_short`.
-//   - While the drain runs, the report is served with `complete: false` and the numbers so far; the verdict
-//     and the recommendations stay null until the window has passed (an arrival may still come).
-//   - Recommendations are whole seconds, rounded up.
+// The drain report (docs/operations.md "Sizing from a real rollout"): what one drain observed, turned into a
+// verdict on `shutdown.min_drain_secs` and the numbers to size it and the platform's grace period from,
+// derived by one pure function from the facts the lifecycle recorded (state.ts).
 import { Gauge, type Registry } from '../observability/metrics.ts';
 import type { DrainFacts, Lifecycle } from './state.ts';
 

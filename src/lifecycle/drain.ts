@@ -1,8 +1,6 @@
-// The shutdown sequence (docs/operations.md): readiness fails at once, the proxy keeps accepting for at least
-// `min_drain_secs`, then the gateway waits with no deadline of its own for in-flight work to reach zero
-// (the platform's SIGKILL is the bound), closes its listeners and exits 0. Further signals are logged and
-// change nothing. Once the listeners are closed, one `drain report` line sizes the window from what this
-// drain saw (src/lifecycle/drain-report.ts).
+// The shutdown sequence (docs/operations.md "The drain, step by step"): readiness fails at once, the proxy
+// keeps accepting for at least `min_drain_secs`, then the gateway waits for in-flight work to reach zero
+// (the platform's SIGKILL is the bound), closes its listeners, writes the `drain report` line and exits 0.
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Listener, SignalName } from '../platform.ts';

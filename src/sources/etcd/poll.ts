@@ -1,16 +1,8 @@
-// The etcd source by range polling, for runtimes whose I/O cannot outlive a request (Cloudflare Workers):
-// no watch, no timers. The runtime calls `refresh()` when a request arrives and the last read is older
-// than the interval (`due()`); each refresh is one full range (EtcdClient.range) handed to the watch
-// source's own row state (source.ts `createEtcdRangeApplier`), so rows, pins, rejected[],
-// partially_compatible[] and the hashes follow exactly the rules of the watch source.
-//
-// - A range at the revision already applied is not applied again (no `apply_seq` churn, no log line every
-//   interval); it only refreshes `observed_at`. After a failed read the next good one applies regardless,
-//   so `last_reload.successful` turns true again.
-// - A failed range (etcd unreachable, auth refused …) sets `connected=false` and
-//   `last_failure.last_error_kind="fetch"`, logs the WARN of the watch source (with `backoff_ms` = the
-//   poll interval: the next read is the next due refresh) and leaves what serves untouched.
-// - Concurrent callers share the read in flight.
+// The etcd source by range polling (docs/workers.md "etcd on Workers: range polling"), for runtimes whose
+// I/O cannot outlive a request: no watch, no timers. Each read is one full range handed to the watch
+// source's row state (apply.ts), so rows, pins, rejected[] and the hashes follow its rules. A range at the
+// revision already applied only refreshes `observed_at`; a failed one records the fetch failure and the
+// watch source's WARN (`backoff_ms` = the interval) and leaves what serves untouched.
 import { rfc3339 } from '../../config-facts.ts';
 import type { Config } from '../../config/schema.ts';
 import { MSG } from '../../observability/messages.ts';
