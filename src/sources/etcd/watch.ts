@@ -334,16 +334,9 @@ export async function* watchPrefix(
                   continue sessions;
                 }
               }
-              throw new EtcdError(
-                client.redact(`etcd watch canceled: ${r.reason}`),
-                isTokenError(undefined, undefined, r.reason) ? 'auth' : 'server',
-              );
+              throw watchEnded(client, r);
             case 'error':
-              throw new EtcdError(
-                client.redact(`etcd watch failed: ${r.message}`),
-                'server',
-                r.code !== undefined ? { grpcCode: r.code } : {},
-              );
+              throw watchEnded(client, r);
           }
         }
       }
@@ -357,6 +350,22 @@ export async function* watchPrefix(
       close?.();
     }
   }
+}
+
+/** The error a `canceled` (a token error: `auth`) or `error` response ends the watch with, redacted. */
+function watchEnded(
+  client: EtcdClient,
+  r: Extract<WatchResponse, { kind: 'canceled' | 'error' }>,
+): EtcdError {
+  if (r.kind === 'canceled') {
+    const kind = isTokenError(undefined, undefined, r.reason) ? 'auth' : 'server';
+    return new EtcdError(client.redact(`etcd watch canceled: ${r.reason}`), kind);
+  }
+  return new EtcdError(
+    client.redact(`etcd watch failed: ${r.message}`),
+    'server',
+    r.code !== undefined ? { grpcCode: r.code } : {},
+  );
 }
 
 /** One object of the watch stream, parsed; anything that is not JSON is a protocol error. */
