@@ -41,51 +41,58 @@ export async function loadBootConfig(
   path: string,
   opts: BootConfigOptions = {},
 ): Promise<BootConfig | string> {
-  const files = platform.files;
   let text: string;
   try {
-    if (!files) throw new Error('this runtime has no file access');
-    text = decoder.decode(await files.read(path));
+    if (!platform.files) throw new Error('this runtime has no file access');
+    text = decoder.decode(await platform.files.read(path));
   } catch (e) {
     return `config file ${path}: cannot read it: ${(e as Error).message}`;
   }
   const r = loadConfig(path, text, platform.env);
   if (!r.ok) return r.report.format();
   const config = r.config;
-  let tls: ListenSpec['tls'];
   try {
-    if (opts.listeners !== false) {
-      for (const [name, addr] of listenerAddrs(config)) {
-        const { port } = parseAddr(addr);
-        if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
-      }
-      if (config.proxy.tls) {
-        const { cert_file, key_file } = config.proxy.tls;
-        if (!files) return 'proxy.tls needs file access, which this runtime does not have';
-        tls = {
-          cert: await readFor(platform, 'proxy.tls.cert_file', cert_file),
-          key: await readFor(platform, 'proxy.tls.key_file', key_file),
-          certFile: cert_file,
-          keyFile: key_file,
-        };
-      }
-    }
-    // The Redis client reads its TLS files when the gateway is built: a bad path is a config error here.
-    const rt = config.ratelimit.backend === 'redis' && platform.redis ? config.ratelimit.redis?.tls : undefined;
-    if (rt) {
-      for (
-        const [key, file] of [['ca_file', rt.ca_file], ['client_cert_file', rt.client_cert_file], [
-          'client_key_file',
-          rt.client_key_file,
-        ]] as const
-      ) {
-        if (file) await readFor(platform, `ratelimit.redis.tls.${key}`, file);
-      }
-    }
+    const listeners = opts.listeners === false ? {} : await checkListeners(platform, path, config);
+    if (typeof listeners === 'string') return listeners;
+    await checkRedisTlsFiles(platform, config);
+    return { config, ignoredKeys: r.ignoredKeys, tls: listeners.tls };
   } catch (e) {
     return `config file ${path}: ${(e as Error).message}`;
   }
-  return { config, ignoredKeys: r.ignoredKeys, tls };
+}
+
+/** Ports in range, and the proxy's certificate and key read now; a string is the report. */
+async function checkListeners(
+  platform: Platform,
+  path: string,
+  config: Config,
+): Promise<{ tls?: ListenSpec['tls'] } | string> {
+  for (const [name, addr] of listenerAddrs(config)) {
+    const { port } = parseAddr(addr);
+    if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
+  }
+  if (!config.proxy.tls) return {};
+  const { cert_file, key_file } = config.proxy.tls;
+  if (!platform.files) return 'proxy.tls needs file access, which this runtime does not have';
+  return {
+    tls: {
+      cert: await readFor(platform, 'proxy.tls.cert_file', cert_file),
+      key: await readFor(platform, 'proxy.tls.key_file', key_file),
+      certFile: cert_file,
+      keyFile: key_file,
+    },
+  };
+}
+
+/** The Redis client reads its TLS files when the gateway is built: a bad path is a config error here. */
+async function checkRedisTlsFiles(platform: Platform, config: Config): Promise<void> {
+  const rt = config.ratelimit.backend === 'redis' && platform.redis ? config.ratelimit.redis?.tls : undefined;
+  if (!rt) return;
+  const files = [['ca_file', rt.ca_file], ['client_cert_file', rt.client_cert_file], [
+    'client_key_file',
+    rt.client_key_file,
+  ]] as const;
+  for (const [key, file] of files) if (file) await readFor(platform, `ratelimit.redis.tls.${key}`, file);
 }
 
 async function readFor(platform: Platform, key: string, file: string): Promise<Uint8Array> {
