@@ -188,7 +188,9 @@ export async function bootGateway(
   try {
     g = createGateway(boot.config, platform, { ...opts, ignoredKeys: boot.ignoredKeys });
   } catch (e) {
-    return (e as Error).message; // a source that refuses an unusable block (range polling's credentials)
+    // A custom etcd source (range polling) refuses an unusable block by throwing; anything else is a bug.
+    if (!opts.etcd) throw e;
+    return (e as Error).message;
   }
   const meaningless = opts.listeners === false ? listenerKeys(boot.config) : [];
   if (meaningless.length > 0) g.gw.log.warn(LOG.noListeners, { keys: meaningless });
