@@ -1,7 +1,5 @@
-// The admin listener: its own probes (live from process start, ready once a configuration is applied)
-// and read-only resources behind an admin key, secrets redacted. The lists are AISIX's bare arrays of
-// `{id, value, revision}`; `/admin/v1/health` is AISIX's body (`status`, per-model consecutive-failure
-// `health`, the etcd `config` freshness block) with Sluice's lifecycle fields beside it.
+// The admin listener: its own probes and read-only resources behind an admin key, secrets redacted, in
+// AISIX's shapes with Sluice's lifecycle fields beside them (docs/aisix-compatibility.md "Endpoints").
 import { type Context, Hono, type Next } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { drainReportBody } from '../lifecycle/drain-report.ts';

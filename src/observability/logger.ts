@@ -1,8 +1,6 @@
-// One line per event to stderr (docs/aisix-compatibility.md "Logs"). `text` (the default) is AISIX's line — tracing-subscriber's "full"
-// format without colour: `<RFC 3339 µs timestamp> <LEVEL padded to 5> <target>: <message> key=value …`, string
-// values double-quoted with Rust's Debug escaping, numbers and booleans bare, absent (undefined/null) fields omitted.
-// `json` (opt-in): {"time","level","target","msg",…fields}. Logging never throws into the caller and never
-// blocks on I/O beyond the platform's write.
+// One line per event to stderr: AISIX's text line by default, JSON as an opt-in (docs/configuration.md
+// `observability.log_format`, docs/aisix-compatibility.md "Logs"). Logging never throws into the caller and
+// never blocks on I/O beyond the platform's write.
 
 export type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 const RANK: Record<Level, number> = { trace: 0, debug: 1, info: 2, warn: 3, error: 4 };

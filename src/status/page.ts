@@ -1,9 +1,6 @@
-// `GET /status` on the status listener: one server-rendered HTML page for a person (HAProxy's stats page,
-// Envoy's admin), built from the same bodies the JSON endpoints serve — `configStatusBody`, the model rows
-// of `/status/models`, the drain report — so it can show nothing they do not (no secret reaches any of
-// them). No framework, no script, no external asset: it works offline and under a `default-src 'none'`
-// policy. Every value goes through the `html` template tag, which escapes whatever is not markup it built.
-// It reloads itself every REFRESH_SECS with a meta refresh.
+// `GET /status`: one server-rendered HTML page for a person (docs/operations.md "The status page"), built
+// from the bodies the JSON endpoints serve so it can show nothing they do not. No script and no external
+// asset, so it works offline under `default-src 'none'`; every value goes through the escaping `html` tag.
 import { type DrainReport, drainReportBody } from '../lifecycle/drain-report.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
 import type { Listener, Platform } from '../platform.ts';
