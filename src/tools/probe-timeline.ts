@@ -41,6 +41,10 @@ export interface Phase {
   label: string;
 }
 
+/**
+ * A route failure while `/readyz` said 200 in the same round or the one before: a balancer probing this often
+ * could not have stopped routing in time (docs/operations.md "Watching a rollout").
+ */
 export interface Drop {
   at_ms: number;
   route: Answer;
