@@ -7,16 +7,21 @@ import { sleep } from '../../src/util/sleep.ts';
 /** The one plain wait of the tests (the core's abortable sleep): for pacing load, never to prove a negative. */
 export { sleep };
 
-/** Checks `cond` every `everyMs` until it holds; resolves with the milliseconds that took, fails after `ms`. */
+/**
+ * Checks `cond` every `everyMs` until it holds; resolves with the milliseconds that took, fails after `ms`
+ * (`what` may be a function, read at the failure, to name the last value seen).
+ */
 export async function until(
   cond: () => boolean | Promise<boolean>,
   ms: number,
-  what: string,
+  what: string | (() => string),
   everyMs = 10,
 ): Promise<number> {
   const start = Date.now();
   while (!(await cond())) {
-    if (Date.now() - start > ms) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
+    if (Date.now() - start > ms) {
+      assert.fail(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`);
+    }
     await sleep(everyMs);
   }
   return Date.now() - start;
