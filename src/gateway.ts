@@ -24,6 +24,8 @@ export interface GatewayOptions {
    * (Workers) turns them off; models then never read `unhealthy`, cooldowns still work.
    */
   backgroundChecks?: boolean;
+  /** The lifecycle to move through (default a new one, in `starting`). */
+  lifecycle?: Lifecycle;
 }
 
 export interface ApplyMeta {
@@ -38,7 +40,7 @@ export interface ApplyMeta {
 
 export class Gateway implements ReadinessChecks, CacheWriteReport {
   readonly log: Logger;
-  readonly lifecycle = new Lifecycle();
+  readonly lifecycle: Lifecycle;
   readonly metrics: GatewayMetrics;
   /** Per-model runtime health (cooldowns, background-check marks), keyed by id across reloads. */
   readonly health: ModelHealth;
@@ -64,6 +66,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     opts: GatewayOptions = {},
   ) {
     this.clock = () => this.now().getTime();
+    this.lifecycle = opts.lifecycle ?? new Lifecycle();
     this.log = createLogger({
       level: config.observability.log_level,
       format: config.observability.log_format,

@@ -14,7 +14,7 @@ import { createStatusApp } from '../../src/status/app.ts';
 import { type ConfigFacts, configStatusBody, deriveConfigState } from '../../src/config-facts.ts';
 import { uuidV5 } from '../../src/util/crypto.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from '../support/platform.ts';
+import { forcePhase, gatewayWith, SteeredLifecycle, type TestPlatform, testPlatform } from '../support/platform.ts';
 
 const sha256 = (s: string | Uint8Array) => createHash('sha256').update(s).digest('hex');
 
@@ -74,7 +74,7 @@ function bareGateway(now: () => Date = () => new Date()): { gw: Gateway; platfor
   const platform = testPlatform(ENV);
   const c = loadConfig('/srv/sluice/config.yaml', CONFIG, {});
   if (!c.ok) throw new Error(c.report.format());
-  return { gw: new Gateway(c.config, platform, now), platform };
+  return { gw: new Gateway(c.config, platform, now, { lifecycle: new SteeredLifecycle() }), platform };
 }
 
 async function get(
