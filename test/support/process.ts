@@ -102,6 +102,8 @@ export interface SpawnOptions {
   files?: Record<string, string>;
   env?: Record<string, string>;
   args?: string[];
+  /** An executable to run in place of a runtime's entrypoint (the standalone binary). */
+  executable?: string;
 }
 
 const live = new Set<ChildProcess>();
@@ -119,7 +121,8 @@ export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
   const config = o.config.replace(/\{\{(proxy|status|admin)\}\}/g, (_, k: keyof typeof ports) => String(ports[k]));
   writeFileSync(join(dir, 'config.yaml'), config);
   for (const [name, text] of Object.entries(o.files ?? {})) writeFileSync(join(dir, name), text);
-  const [cmd, args] = runtimeCommand(o.runtime ?? 'node', o.args ?? ['--config', join(dir, 'config.yaml')]);
+  const argv = o.args ?? ['--config', join(dir, 'config.yaml')];
+  const [cmd, args] = o.executable ? [o.executable, argv] : runtimeCommand(o.runtime ?? 'node', argv);
   const proc = spawn(cmd, args, {
     cwd: dir,
     env: { ...process.env, NO_COLOR: '1', ...o.env },
