@@ -1,7 +1,7 @@
 // The standalone executable (docs/deploy.md "One executable"): `node build.mjs --binary` compiles it, the test
 // copies it alone into an empty folder and runs it with PATH stripped, so no Node, npm or node_modules can
 // help: the example boots and answers a streamed chat, `validate` and `probe-timeline` work, SIGTERM drains
-// with the drain report and exit 0, and in etcd mode the snapshot cache carries a restart with etcd gone.
+// with the drain report and exit 0, `export` reads etcd, and the snapshot cache carries a restart with etcd gone.
 // Run: node --import tsx --test test/process/binary.test.ts
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -150,7 +150,7 @@ shutdown: { min_drain_secs: 0 }
 managed: { snapshot_cache_path: ${cache} }
 `;
 
-  test('writes the snapshot cache, and a restart with etcd unreachable serves from it', async () => {
+  test('export works; it writes the snapshot cache, and a restart with etcd unreachable serves from it', async () => {
     const s = seeder(etcd.endpoint);
     await s.put('/bin-cache/provider_keys/pk1', { display_name: 'offline', provider: 'echo' });
     await s.put('/bin-cache/models/m1', {
@@ -162,6 +162,11 @@ managed: { snapshot_cache_path: ${cache} }
     const hash = createHash('sha256').update(DEMO_KEY).digest('hex');
     await s.put('/bin-cache/api_keys/k1', { display_name: 'demo', key_hash: hash, allowed_models: ['*'] });
     const cache = join(home, 'snapshot.json');
+
+    const exported = join(home, 'exported.yaml');
+    const ex = run(['export', '--etcd', etcd.endpoint, '--prefix', '/bin-cache', '-o', exported]);
+    assert.equal(ex.status, 0, ex.stderr);
+    assert.match(readFileSync(exported, 'utf8'), /display_name: echo/);
 
     const a = await spawnGateway({ executable: bin, config: config(etcd.endpoint, cache), env: NO_PATH });
     try {

@@ -114,7 +114,7 @@ function kindOf(doc: Record<string, unknown>): Kind | undefined {
 describe('docs snippets', () => {
   const all = snippets().map((s) => ({ ...s, kind: kindOf(s.doc) }));
   test('the docs hold config.yaml snippets to check', () => {
-    assert.ok(all.filter((s) => s.kind === 'config').length >= 2, JSON.stringify(all.map((s) => s.where)));
+    assert.ok(all.filter((s) => s.kind === 'config').length >= 4, JSON.stringify(all.map((s) => s.where)));
   });
   for (const s of all.filter((x) => x.kind !== undefined)) {
     test(`${s.where} (${s.kind}) validates`, () => {
