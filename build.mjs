@@ -4,7 +4,7 @@
 // dist/sluice-<os>-<arch>, which needs no Node, npm or node_modules where it runs (docs/deploy.md).
 import { build } from 'esbuild';
 import { spawnSync } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, renameSync, rmSync } from 'node:fs';
 
 if (process.argv.includes('--binary')) compileBinary();
 else await bundleNode();
@@ -42,8 +42,14 @@ function compileBinary() {
   }
   // --bytecode: the executable starts from precompiled bytecode; --sourcemap keeps stack traces readable.
   const args = ['build', '--compile', '--minify', '--sourcemap', '--bytecode', 'runtimes/bun.ts'];
-  const r = spawnSync(bun, [...args, '--outfile', binaryPath()], { stdio: ['ignore', 'ignore', 'inherit'] });
-  if (r.status !== 0) process.exit(r.status ?? 1);
-  rmSync(`${binaryPath()}.map`, { force: true }); // the executable embeds its source map
+  // Written aside and renamed: a process running or copying the previous executable keeps a whole file.
+  const tmp = `${binaryPath()}.tmp-${process.pid}`;
+  const r = spawnSync(bun, [...args, '--outfile', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
+  rmSync(`${tmp}.map`, { force: true }); // the executable embeds its source map
+  if (r.status !== 0) {
+    rmSync(tmp, { force: true });
+    process.exit(r.status ?? 1);
+  }
+  renameSync(tmp, binaryPath());
   console.log(binaryPath());
 }

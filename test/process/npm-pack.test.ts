@@ -5,7 +5,7 @@
 // Run: node --import tsx --test test/process/npm-pack.test.ts
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -36,10 +36,11 @@ function npm(args: string[], cwd: string): string {
 }
 
 before(() => {
+  // The bundle the test command built: `prepare` would rebuild it under gateways other tests are starting.
+  if (!existsSync(join(ROOT, 'dist/node.mjs'))) throw new Error('dist/node.mjs is missing: run `npm run build`');
   tmp = mkdtempSync(join(tmpdir(), 'sluice-pack-'));
-  const out = npm(['pack', '--json', '--pack-destination', tmp], ROOT);
-  // `prepare` (the bundle build) may print before the JSON report.
-  const report = JSON.parse(out.slice(out.indexOf('[\n'))) as { filename: string; files: { path: string }[] }[];
+  const out = npm(['pack', '--ignore-scripts', '--json', '--pack-destination', tmp], ROOT);
+  const report = JSON.parse(out) as { filename: string }[];
   tarball = join(tmp, report[0]!.filename);
   prefix = join(tmp, 'prefix');
   npm(['install', '--global', '--prefix', prefix, '--offline', '--no-audit', '--no-fund', tarball], tmp);
