@@ -1,21 +1,55 @@
 // Bundle the Node entrypoint so bin/sluice starts fast (no TypeScript loader at run time).
 // Run by `npm ci`/`npm install` (prepare) and by the test command.
+// `node build.mjs --binary` (npm run build:binary) instead compiles the Bun entrypoint into one executable,
+// dist/sluice-<os>-<arch>, which needs no Node, npm or node_modules where it runs (docs/deploy.md).
 import { build } from 'esbuild';
+import { spawnSync } from 'node:child_process';
+import { existsSync, renameSync, rmSync } from 'node:fs';
 
-await build({
-  entryPoints: { node: 'runtimes/node.ts' },
-  outdir: 'dist',
-  outExtension: { '.js': '.mjs' },
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'esm',
-  sourcemap: 'linked',
-  legalComments: 'none',
-  logLevel: 'warning',
-  // Some bundled CommonJS dependencies call require() for Node built-ins.
-  banner: {
-    js:
-      "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
-  },
-});
+if (process.argv.includes('--binary')) compileBinary();
+else await bundleNode();
+
+async function bundleNode() {
+  await build({
+    entryPoints: { node: 'runtimes/node.ts' },
+    outdir: 'dist',
+    outExtension: { '.js': '.mjs' },
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'esm',
+    sourcemap: 'linked',
+    legalComments: 'none',
+    logLevel: 'warning',
+    // Some bundled CommonJS dependencies call require() for Node built-ins.
+    banner: {
+      js:
+        "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
+    },
+  });
+}
+
+/** The file `--binary` writes for this machine: `dist/sluice-linux-x64`, `dist/sluice-darwin-arm64` … */
+function binaryPath() {
+  return `dist/sluice-${process.platform}-${process.arch}`;
+}
+
+function compileBinary() {
+  const bun = 'node_modules/.bin/bun';
+  if (!existsSync(bun)) {
+    console.error('build.mjs --binary: node_modules/.bin/bun is missing: run `npm ci` (bun is a devDependency)');
+    process.exit(1);
+  }
+  // --bytecode: the executable starts from precompiled bytecode; --sourcemap keeps stack traces readable.
+  const args = ['build', '--compile', '--minify', '--sourcemap', '--bytecode', 'runtimes/bun.ts'];
+  // Written aside and renamed: a process running or copying the previous executable keeps a whole file.
+  const tmp = `${binaryPath()}.tmp-${process.pid}`;
+  const r = spawnSync(bun, [...args, '--outfile', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
+  rmSync(`${tmp}.map`, { force: true }); // the executable embeds its source map
+  if (r.status !== 0) {
+    rmSync(tmp, { force: true });
+    process.exit(r.status ?? 1);
+  }
+  renameSync(tmp, binaryPath());
+  console.log(binaryPath());
+}

@@ -1,7 +1,6 @@
 // Bun entrypoint: `bun runtimes/bun.ts --config x`. Listeners use Bun's node:http/node:http2, which keep
-// Node's drain semantics (Connection: close, GOAWAY at drain start, exact connection counts); Bun.serve
-// is faster on a bare benchmark but cannot count connections nor send GOAWAY before stop(). The
-// upstream client is Bun's native fetch.
+// the drain guarantees Bun.serve cannot (README "Runtimes"; its cost: docs/performance.md). The upstream
+// client is Bun's native fetch, since undici fails under load on Bun.
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';

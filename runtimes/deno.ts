@@ -1,8 +1,6 @@
-// Deno entrypoint: `deno run -A --v8-flags=--max-semi-space-size=8 runtimes/deno.ts --config x` (the flag:
-// runtimes/deno-launch.ts). Listeners use Deno's node:http/node:http2, which keep Node's drain semantics;
-// Deno.serve sends `Connection: close` but keeps the socket open until shutdown() and cannot count
-// connections, so pooled connections would not be retired during a drain.
-// The upstream client is undici, as on Node (runtimes/undici-upstream.ts says why).
+// Deno entrypoint: `deno run <DENO_RUN_FLAGS> runtimes/deno.ts --config x` (the flags: runtimes/deno-launch.ts).
+// Listeners use Deno's node:http/node:http2, which keep the drain guarantees Deno.serve cannot (README
+// "Runtimes"); the upstream client is undici, as on Node (runtimes/undici-upstream.ts).
 import { main } from '../src/main.ts';
 import type { Platform } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';

@@ -1,11 +1,7 @@
-// The Redis client of the shared rate limiter (src/routing/rate-limit-redis.ts) on Node, Bun and Deno:
-// ioredis, which speaks single, Cluster and Sentinel topologies over node:net / node:tls and runs on all
-// three runtimes (checked against a real server on each). It opens TCP sockets, so it lives here and reaches
-// the core through `platform.redis`.
-//
-// Settings chosen for a limiter that must never hold a request: no offline queue (a command while
-// disconnected fails at once and the limiter counts in memory), no retry of a command whose connection
-// dropped, every command bounded by `timeoutMs`; the connection itself reconnects in the background.
+// The shared rate limiter's Redis client on Node, Bun and Deno: ioredis (single, Cluster, Sentinel). It opens
+// TCP sockets, so it lives here and reaches the core through `platform.redis`. Tuned so the limiter never
+// holds a request (docs/scaling.md "When Redis is unavailable"): no offline queue, no retry of a dropped
+// command, every command bounded by `timeoutMs`; the connection reconnects in the background.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';

@@ -1,7 +1,6 @@
-// The upstream client of Node and Deno: undici's `request` behind the core's UpstreamFetch. On Node it is
-// about 1.9× the global fetch on a proxy here. On Deno (through its node:net) it matches Deno's fetch, and it
-// takes the core's `Cancel` as its signal directly, where Deno's fetch needs an AbortController per attempt
-// and follows it with a signal of its own (~10 µs of CPU per request on the benchmark).
+// The upstream client of Node and Deno: undici's `request` behind the core's UpstreamFetch. It is faster than
+// the global fetch on Node, and on Deno it takes the core's `Cancel` as its signal directly where Deno's
+// fetch needs an AbortController per attempt (docs/performance.md "Decisions on the hot path").
 import { rootCertificates } from 'node:tls';
 import { Agent, request } from 'undici';
 import type { UpstreamFetch } from '../src/platform.ts';

@@ -1,9 +1,11 @@
 // Command-line parsing shared by every entrypoint (README.md "Command line"). Pure: argv and env in, a command out.
 import type { ProbeTimelineOptions } from './tools/probe-timeline.ts';
+import type { ValidateConfigCommand } from './tools/validate-config.ts';
 
 export type Command =
   | { kind: 'serve'; configPath: string }
   | { kind: 'validate'; resourcesPath: string }
+  | ValidateConfigCommand
   | {
     kind: 'export';
     endpoints: string[];
@@ -21,6 +23,7 @@ export type Command =
 export const USAGE = `usage:
   sluice --config <path>                 run the gateway (-c; or env AISIX_CONFIG)
   sluice validate --resources <file>     check a resources file; exit 0 when it loads
+  sluice validate --config <file>        check config.yaml and, in file mode, its resources file
   sluice export --etcd <endpoints> [--prefix /aisix] [-o file] [--with-secrets]
                                          dump an etcd prefix as resources.yaml
   sluice probe-timeline --proxy <url> [--status <url>] [--route /v1/models --key <caller key>]
@@ -91,7 +94,14 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     }
     case 'validate': {
       const resourcesPath = opts.get('resources');
-      if (!resourcesPath) return { kind: 'error', message: `validate needs --resources <file>\n${USAGE}` };
+      const configPath = opts.get('config');
+      if (configPath && resourcesPath) {
+        return { kind: 'error', message: `validate takes --resources or --config, not both\n${USAGE}` };
+      }
+      if (configPath) return { kind: 'validate-config', configPath };
+      if (!resourcesPath) {
+        return { kind: 'error', message: `validate needs --resources <file> or --config <file>\n${USAGE}` };
+      }
       return { kind: 'validate', resourcesPath };
     }
     case 'export': {

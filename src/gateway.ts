@@ -34,6 +34,8 @@ export interface GatewayOptions {
   backgroundChecks?: boolean;
   /** The gateway's one clock (default the system's): lifecycle, logs, config facts, health, rate limits. */
   clock?: Clock;
+  /** The lifecycle to move through (default a new one on `clock`, in `starting`). */
+  lifecycle?: Lifecycle;
 }
 
 export class Gateway implements ReadinessChecks {
@@ -64,7 +66,7 @@ export class Gateway implements ReadinessChecks {
   constructor(readonly config: Config, readonly platform: Platform, opts: GatewayOptions = {}) {
     const clock = opts.clock ?? systemClock;
     this.clock = clock;
-    this.lifecycle = new Lifecycle(clock);
+    this.lifecycle = opts.lifecycle ?? new Lifecycle(clock);
     this.log = createLogger({
       level: config.observability.log_level,
       format: config.observability.log_format,

@@ -14,6 +14,7 @@ import { runExport } from './sources/etcd/export.ts';
 import type { ConfigSource } from './sources/source.ts';
 import { headerLimitRefusal } from './proxy/header-limit.ts';
 import { runProbeTimeline } from './tools/probe-timeline.ts';
+import { validateConfig } from './tools/validate-config.ts';
 import { VERSION } from './version.ts';
 
 const decoder = new TextDecoder();
@@ -37,6 +38,8 @@ export async function main(platform: Platform, argv: readonly string[]): Promise
       return 2;
     case 'validate':
       return validate(platform, cmd.resourcesPath);
+    case 'validate-config':
+      return validateConfig(platform, cmd.configPath);
     case 'export':
       return runExport(platform, cmd);
     case 'serve':

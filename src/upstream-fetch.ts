@@ -1,10 +1,6 @@
-// The default upstream transport on the web `fetch` every runtime has. undici's `request` replaces it
-// (runtimes/undici-upstream.ts) on Node and Deno, which is faster there; Bun and Workers use this.
-//
-// `maxBytes` (upstream.max_response_bytes; 0 = no limit) bounds every answer at the transport: a declared
-// Content-Length over it rejects the call before a byte of the body is read; `text()` rejects once the
-// bytes read pass it, and an iterated body throws at the same point. Either way the body is cancelled, so
-// the connection is closed rather than returned to the pool with an unread answer on it.
+// The upstream transport on the web `fetch` every runtime has (Bun, Workers; Node and Deno use
+// runtimes/undici-upstream.ts, which is faster there). `maxBytes` bounds every answer here, at the transport
+// (docs/operations.md "Limits and failure behaviour").
 import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
 import { toAbortSignal } from './util/cancel.ts';
 
@@ -56,6 +52,11 @@ export async function boundedText(chunks: AsyncIterable<Uint8Array>, maxBytes: n
   return new TextDecoder().decode(all);
 }
 
+/**
+ * `maxBytes` (0 = no limit): a declared Content-Length over it rejects the call before a byte of the body is
+ * read; `text()` rejects, and an iterated body throws, once the bytes read pass it. Either way the body is
+ * cancelled, so the connection is closed rather than pooled with an unread answer on it.
+ */
 export function fetchUpstream(fetchFn: typeof fetch = fetch, maxBytes = 0): UpstreamFetch {
   return async (req) => {
     const res = await fetchFn(req.url, {

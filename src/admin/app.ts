@@ -1,16 +1,29 @@
-// The admin listener: its own probes (live from process start, ready once a configuration is applied)
-// and read-only resources behind an admin key, secrets redacted. The lists are AISIX's bare arrays of
-// `{id, value, revision}`; `/admin/v1/health` is AISIX's body (`status`, per-model consecutive-failure
-// `health`, the etcd `config` freshness block) with Sluice's lifecycle fields beside it.
+// The admin listener: its own probes and read-only resources behind an admin key, secrets redacted, in
+// AISIX's shapes with Sluice's lifecycle fields beside them (docs/aisix-compatibility.md "Endpoints").
 import { type Context, Hono, type Next } from 'hono';
-import type { Gateway } from '../gateway.ts';
+import type { Config } from '../config/schema.ts';
 import { drainReportBody } from '../lifecycle/drain-report.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken, timingSafeEqual } from '../http/auth.ts';
 import { errorResponse, errors } from '../http/errors.ts';
+import type { Lifecycle } from '../lifecycle/state.ts';
+import type { Listener } from '../platform.ts';
 import type { ApiKey, ProviderKey, ResourceKind } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
 import { modelsStatus } from '../status/app.ts';
+
+/** What the admin listener reads; the Gateway is one. */
+export interface AdminView {
+  readonly config: { readonly admin: Pick<Config['admin'], 'admin_keys'> };
+  readonly lifecycle: Lifecycle;
+  readonly facts: ConfigFacts;
+  readonly snapshot: Snapshot | undefined;
+  readonly health: Pick<ModelHealth, 'statusRow' | 'consecutiveFailures'>;
+  readonly proxyListener: Pick<Listener, 'openConnections'> | undefined;
+  now(): Date;
+}
 
 const REDACTED = '[redacted]';
 
@@ -73,7 +86,7 @@ export function aggregateStatus(models: { health: number }[], config: Freshness 
   return models.some((m) => m.health === 1) || stale ? 'degraded' : 'ok';
 }
 
-export function createAdminApp(gw: Gateway): Hono {
+export function createAdminApp(gw: AdminView): Hono {
   const app = new Hono();
   const keys = gw.config.admin.admin_keys;
   app.get('/livez', livez);
@@ -89,11 +102,10 @@ export function createAdminApp(gw: Gateway): Hono {
     if (!matches.includes(true)) return errorResponse(errors.unknownKey());
     await next();
   });
-  const list =
-    (kind: ResourceKind, rows: (s: NonNullable<Gateway['snapshot']>) => { id: string }[]) => (c: Context) => {
-      const s = gw.snapshot;
-      return c.json(s ? rows(s).map((r) => listEntry(r, s.revisions.get(`${kind}/${r.id}`) ?? 0)) : []);
-    };
+  const list = (kind: ResourceKind, rows: (s: Snapshot) => { id: string }[]) => (c: Context) => {
+    const s = gw.snapshot;
+    return c.json(s ? rows(s).map((r) => listEntry(r, s.revisions.get(`${kind}/${r.id}`) ?? 0)) : []);
+  };
   app.get('/admin/v1/models', list('models', (s) => s.resources.models));
   app.get(
     '/admin/v1/provider_keys',

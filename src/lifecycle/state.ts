@@ -48,7 +48,6 @@ export interface DrainFacts {
 }
 
 export class Lifecycle {
-  // Private; test/support/platform.ts forcePhase() reaches it for tests that toggle a shared gateway.
   private _phase: Phase = 'starting';
   /** Requests being served on the proxy listener; a streamed response holds its slot until its last byte. */
   inFlight = 0;
@@ -64,7 +63,8 @@ export class Lifecycle {
   }
 
   get draining(): boolean {
-    return this._phase === 'draining' || this._phase === 'stopped';
+    const phase = this.phase;
+    return phase === 'draining' || phase === 'stopped';
   }
 
   /** etcd mode: the status and admin listeners are bound, the proxy waits for the first configuration. */

@@ -1,6 +1,6 @@
-// Log lines are batched and written once per event-loop turn instead of once per line: under load a
-// synchronous write per access-log line was a tenth of the Node gateway's CPU. Order is kept; `flush()`
-// writes what is pending at once (the runtimes call it before exiting, so no line is lost on exit).
+// Log lines are batched and written once per event-loop turn, since a synchronous write per access-log line
+// is a large share of the gateway's CPU under load (docs/performance.md). Order is kept; the runtimes call
+// `flush()` before exiting, so no line is lost.
 
 export interface LineSink {
   write(line: string): void;

@@ -1,8 +1,6 @@
-// One line per event to stderr (docs/aisix-compatibility.md "Logs"). `text` (the default) is AISIX's line — tracing-subscriber's "full"
-// format without colour: `<RFC 3339 µs timestamp> <LEVEL padded to 5> <target>: <message> key=value …`, string
-// values double-quoted with Rust's Debug escaping, numbers and booleans bare, absent (undefined/null) fields omitted.
-// `json` (opt-in): {"time","level","target","msg",…fields}. Logging never throws into the caller and never
-// blocks on I/O beyond the platform's write.
+// One line per event to stderr: AISIX's text line by default, JSON as an opt-in (docs/configuration.md
+// `observability.log_format`, docs/aisix-compatibility.md "Logs"). Logging never throws into the caller and
+// never blocks on I/O beyond the platform's write.
 
 export type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 const RANK: Record<Level, number> = { trace: 0, debug: 1, info: 2, warn: 3, error: 4 };
@@ -91,7 +89,7 @@ function clock(nowMs: () => number, suffix: string): () => string {
       const s = Math.floor(ms / 1000) * 1000;
       if (s !== second) {
         second = s;
-        prefix = new Date(s).toISOString().slice(0, -4); // a NaN time throws here, as toISOString always did
+        prefix = new Date(s).toISOString().slice(0, -4); // a NaN time throws here, as toISOString does
       }
       const f = ms - s;
       last = `${prefix}${f < 10 ? '00' : f < 100 ? '0' : ''}${f}${suffix}`;
@@ -109,7 +107,7 @@ const JSON_ESCAPED = /["\\\x00-\x1f\ud800-\udfff]/;
  * case) are quoted as they are, finite numbers printed with `String`. A string JSON escapes (or with a surrogate)
  * goes through `JSON.stringify` itself; any other value (an object, an array, a bigint, a non-finite number…) and
  * any object that is not plain hand the whole object to `JSON.stringify`. Less CPU than `JSON.stringify` and
- * splicing its output on an access-log line (measured in docs/performance.md).
+ * splicing its output on an access-log line (docs/performance.md "Decisions on the hot path").
  */
 function jsonLine(head: string, fields: Fields): string {
   if (Object.getPrototypeOf(fields) !== Object.prototype || 'toJSON' in fields) return spliced(head, fields);

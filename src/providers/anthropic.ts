@@ -1,7 +1,5 @@
-// Anthropic's Messages API (`adapter: anthropic`; `api_base` without `/v1`, e.g. https://api.anthropic.com).
-// A `/v1/messages` caller is passed through untouched — body, status, SSE bytes; an OpenAI chat caller is
-// translated both ways (translate/chat-via-messages.ts). Embeddings and legacy completions: Anthropic has
-// none (a 400 in the caller's wire, call.ts). The caller's `anthropic-beta` header is passed on.
+// Anthropic's Messages API (`adapter: anthropic`; `api_base` without `/v1`). A `/v1/messages` caller passes
+// through untouched; an OpenAI chat caller is translated both ways (docs/routing.md "Anthropic Messages").
 import { parseJsonObject, TranslationError } from './translate/shared.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';

@@ -1,7 +1,6 @@
-// Sluice's built-in offline provider: answers chat completions by echoing the last user message (legacy
-// completions by echoing the prompt, embeddings with a deterministic vector), so the
-// bundled example serves a real answer with no network and no key. Never a stand-in for an HTTP upstream
-// in tests or benchmarks.
+// The built-in offline provider (`adapter: echo`): it echoes the last user message (legacy completions: the
+// prompt; embeddings: a deterministic vector), so the bundled example answers with no network and no key.
+// Never a stand-in for an HTTP upstream in tests or benchmarks: it skips the transport they must exercise.
 import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
 
 const encoder = new TextEncoder();

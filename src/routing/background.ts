@@ -1,21 +1,6 @@
-// Background model checks (docs/routing.md): every direct model whose `background_model_check` is enabled is
-// checked on its own `interval_seconds`, at most `maxConcurrent` checks at once, each bounded by its
-// `timeout_seconds`; results go to `ModelHealth.recordCheck`. Sending the check (a small real chat request
-// with `prompt` and `max_tokens`) is the caller's `check` function; timers are injected, so tests drive
-// time by hand and the core imports no runtime.
-//
-// How the gateway calls it:
-//   const checker = new BackgroundChecker({ health, check: (model, signal) => ping(model, signal) });
-//   checker.update(snapshot.resources.models);   // at the first apply and after every reload
-//   checker.stop();                               // at shutdown
-//
-// Schedule: a model's first check runs as soon as it appears (queued behind the concurrency limit), so a
-// fresh configuration's health is known early. The next check is due `interval_seconds` after the previous
-// one ENDED — a slow upstream never gets overlapping checks. `update` keeps the schedule of a model whose id
-// and interval are unchanged (it just uses the new model object for the next check), reschedules one whose
-// interval changed, and cancels checks of models that left (their in-flight result is discarded).
-// A check that throws is recorded as an error (unhealthy, no status); one that outlives `timeout_seconds` is
-// aborted through its signal and recorded as a timeout (408).
+// Background model checks (docs/routing.md "Model health"): when each enabled model is checked, how many
+// at once, and the deadline of each; results go to `ModelHealth.recordCheck`. Sending a check is the
+// caller's `check` (model-check.ts); timers are injected so tests drive time and the core imports no runtime.
 import type { DirectModel, Model } from '../resources/schema.ts';
 import type { CheckResult, ModelHealth } from './health.ts';
 
@@ -55,6 +40,7 @@ const globalTimers: Timers = {
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
+/** One per process: `update(models)` at the first apply and after every reload, `stop()` at shutdown. */
 export class BackgroundChecker {
   private readonly jobs = new Map<string, Job>();
   private readonly queue: Job[] = [];

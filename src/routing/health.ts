@@ -1,26 +1,6 @@
-// Per-model runtime health (docs/routing.md): request-path cooldowns and background-check marks, kept per
-// model id so they survive a config reload, and read through one derivation (`view`) that every output —
-// routing state, the `/status/models` row, the `aisix_deployment_state` gauge — comes from.
-//
-// How the proxy calls it (one `ModelHealth` per process, never rebuilt on reload):
-//   - routing: `health.state(model)` for each target → `Candidate.health` (strategies.ts);
-//   - after each upstream attempt (runAttempts' onAttempt): `recordOutcome(model, r.outcome, r.retryAfterSecs)`
-//     (2xx → recordSuccess; else recordFailure, which decides itself whether the failure triggers);
-//   - background checks: background.ts calls `recordCheck(model, result)`;
-//   - `/status/models`: `statusRow(model)` per model of the snapshot; `/metrics`: `deploymentState(model)`
-//     and `cooledDownTotal(id)`;
-//   - after a reload: `retain(snapshot model ids)`.
-//
-// Rules chosen where the spec is silent:
-//   - A request success clears a cooldown, not an unhealthy mark: the mark belongs to the background check
-//     and is cleared by a passing check (or reads healthy once stale). A passing check leaves a cooldown be.
-//   - A model both unhealthy and cooling reads `unhealthy` (the longer-lived, more severe state; routing
-//     must not use it as a "cooled only" last resort); its row still carries `cooldown_until`.
-//   - A new triggering failure during a cooldown extends it (never shortens it) and does not count as a new
-//     cooldown in `cooled_down_total`.
-//   - `status_reason` explains the status shown: the cooldown's cause, `background_check_failed`, or — for a
-//     healthy model whose latest check was ignored — `ignored_transient_error`. Lapsed and stale reasons drop.
-//   - A model whose config no longer enables cooldown / background checks shows neither, whatever is stored.
+// Per-model runtime health (docs/routing.md "Model health"): request-path cooldowns and background-check
+// marks, kept per model id so they survive a reload, and read through one derivation (`view`) that routing,
+// the `/status/models` row and `aisix_deployment_state` all come from, so they cannot disagree.
 import { type Cooldown, CooldownSchema, type Model } from '../resources/schema.ts';
 import type { Outcome } from './retry.ts';
 
@@ -97,6 +77,11 @@ interface View {
   reason?: StatusReason;
 }
 
+/**
+ * One per process, never rebuilt on reload: routing reads `state`, each upstream attempt reports through
+ * `recordOutcome`, background checks through `recordCheck`, `/status/models` and `/metrics` read `statusRow`,
+ * `deploymentState` and `cooledDownTotal`, and a reload calls `retain` with the snapshot's model ids.
+ */
 export class ModelHealth {
   private readonly entries = new Map<string, Entry>();
   /** model id → consecutive failed upstream attempts (see noteAttempt). */

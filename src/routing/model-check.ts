@@ -1,7 +1,6 @@
-// The background model check itself (docs/routing.md): one small, real chat request — the model's `prompt`, at
-// most `max_tokens` — through the model's own adapter, so it exercises the same key, base URL and wire as
-// caller traffic. The BackgroundChecker (background.ts) schedules it, bounds it by `timeout_seconds` and
-// records the result in ModelHealth; checks are not caller traffic and feed no request metrics.
+// The background model check itself (docs/routing.md "Model health"): one small real chat request through
+// the model's own adapter, so it exercises the key, base URL and wire caller traffic uses. Checks are not
+// caller traffic and feed no request metrics.
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import { adapterFor } from '../providers/index.ts';

@@ -1,23 +1,6 @@
-// Rate-limit counters shared through Redis (AISIX's `ratelimit.backend: redis`): every replica pointed at
-// the same Redis enforces ONE window per limit instead of one per replica.
-//
-// Contract facts, as AISIX's `aisix-ratelimit/src/store/redis.rs` lays them out:
-//   - keys `aisix:rl:{<bucket>}:<rps|rpm|rph|rpd|tpm|tpd>:<window_start>`, plain counters with
-//     `EXPIRE = window + 5 s`; the `{<bucket>}` hash tag puts every key of a bucket in one Cluster slot;
-//   - `aisix:rl:{<bucket>}:conc`, a sorted set of in-flight members scored by their acquire time (s), pruned
-//     of members older than `concurrency_ttl_secs` before each count, so a crashed replica's slots return;
-//   - `now` is Redis `TIME`, read inside each script, so replica clocks do not move windows;
-//   - one atomic script per check, one round trip per request. In `cluster` mode a request limited by two
-//     buckets (its API key and its model) lives in two slots: one script per bucket, sent together (still
-//     one round trip of latency); if one bucket refuses, the other's admission is rolled back by a second
-//     script, so between those two scripts another request may see a count one too high.
-//
-// Fail open, loudly: on any Redis error (refused connection, timeout, error reply) the operation is served
-// by a per-replica memory store, one WARN is logged per outage, the state (`/status/config`
-// `rate_limit_store`, `sluice_ratelimit_shared_store_up`) says so, and while Redis is down at most one
-// request per second probes it (the others do not wait for it). The first answer from Redis ends the
-// outage: an INFO line, the state flips back, the WARN is re-armed. Slots taken in memory during the
-// outage are given back to memory; counts made in memory are not copied into Redis.
+// Rate-limit counters shared through Redis (`ratelimit.backend: redis`), so every replica enforces one window
+// per limit. Keys and scripts follow AISIX's `aisix-ratelimit/src/store/redis.rs`; while Redis is unavailable
+// a per-replica memory store serves, loudly. Key layout, Cluster and outage rules: docs/scaling.md.
 import {
   type AcquireOutcome,
   type BucketEnd,

@@ -1,38 +1,6 @@
-// Caller rate limits (docs/configuration.md `rate_limit` on API keys and on models; 429 + Retry-After in docs/routing.md), with every
-// AISIX dimension: requests per second / minute / hour / day (`rps`, `rpm`, `rph`, `rpd`), tokens per minute /
-// day (`tpm`, `tpd`), and concurrent requests (`concurrency`).
-//
-// How the proxy calls it, after auth and model resolution, before any upstream call:
-//   const d = await limiter.acquire([
-//     { scope: 'api_key', id: key.id, limits: key.rate_limit },
-//     { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
-//   ]);
-//   if (!d.allowed) → 429 `rate_limit_exceeded` with `Retry-After: d.retryAfterSecs` and `d.headers`;
-//   else, when the response has ended (stream closed, errored or cancelled): `d.permit.end(total_tokens)`
-//   (undefined when the usage is unknown) — always, exactly once (later calls do nothing).
-//
-// Two phases, as AISIX: request dimensions are checked AND counted at admission; token dimensions are only
-// checked at admission (a request's tokens are unknown until its response ends) and charged by `end`.
-//
-// Windows: FIXED windows aligned to the epoch, `window_start = now − now % window` in whole seconds, so
-// every store and every replica agree on them (a Redis store reads `now` from Redis `TIME`). The count and
-// Retry-After are exact (the window's end); the cost is a possible burst of twice a limit across a boundary.
-//
-// What each limit admits (AISIX's `aisix-ratelimit` stores, Lua and in-memory alike):
-//   - a request dimension admits while `used + 1 ≤ limit`, so `0` refuses every request;
-//   - a token dimension admits while `used ≤ limit` (the window may end above the limit: the last admitted
-//     response is charged in full), so `0` admits until the first token is charged in the window;
-//   - `concurrency` admits while `in_flight < limit`, so `0` refuses every request;
-//   - `null` or an absent member is no limit on that dimension.
-// Checks run per bucket in AISIX's order (concurrency, tpm, tpd, rps, rpm, rph, rpd; the API key's bucket
-// before the model's); the first refusing dimension is the one reported. Admission is all-or-nothing: a
-// refused request counts nothing anywhere.
-//
-// Buckets are named as AISIX names them: the API key's id, and `model:<display_name>` for a model.
-//
-// The store is the seam for many replicas: `MemoryRateLimitStore` here is exact for one process;
-// `RedisRateLimitStore` (rate-limit-redis.ts) shares the counters through Redis and falls back to a memory
-// store while Redis is unavailable.
+// Caller rate limits with every AISIX dimension (docs/routing.md "Caller rate limits": the two phases, fixed
+// windows, what `0` admits, the check order). `RateLimitStore` is the seam for many replicas: the memory
+// store here is exact for one process; rate-limit-redis.ts shares the counters (docs/scaling.md).
 import type { RateLimit } from '../resources/schema.ts';
 
 export type RateLimitScope = 'api_key' | 'model';
@@ -179,7 +147,12 @@ export class RateLimiter {
     this.onRefused = opts.onRefused;
   }
 
-  /** Admit one request against every subject's limits, or say how long to wait. */
+  /**
+   * Admit one request against every subject's limits (the API key's, then the model's), or say how long to
+   * wait: a refusal is answered 429 with `Retry-After: retryAfterSecs` and `headers`. An admitted request
+   * must call `permit.end(total_tokens)` once its response has ended, however it ended (undefined tokens
+   * when the usage is unknown).
+   */
   async acquire(subjects: readonly RateLimitSubject[]): Promise<RateLimitDecision> {
     const specs: BucketSpec[] = [];
     const owners: RateLimitSubject[] = [];

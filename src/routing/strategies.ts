@@ -1,25 +1,6 @@
-// Which targets of a routing model to try, and in what order (docs/configuration.md `routing`; docs/routing.md). One seam,
-// `pickTargets`, over one small function per strategy; no I/O, no clock, no runtime.
-//
-// How the proxy calls it, once per request to a routing model:
-//   1. Build one `Candidate` per `routing.targets[i]`: resolve `target.model` (a display name) to its direct
-//      model, and set `health` from `ModelHealth.state(model)`. Extra fields (the model, the target) ride
-//      along: `pickTargets` is generic and hands back the caller's own objects.
-//   2. `pickTargets(routing, candidates, { routingModelId, state, headers, apiKeyId, clientIp })`.
-//      `{ kind: 'all_unavailable' }` → answer 503 `all_candidates_unavailable` without calling an upstream.
-//      `{ kind: 'ok', order }` → give `order` to `runAttempts` (retry.ts). `order[0]` is the pick; the rest
-//      are the fallbacks, already capped by `max_fallbacks`.
-//   3. Around each upstream attempt: `const done = state.begin(modelId)` (in-flight, for least_busy), and
-//      `done()` when the response body ends; on success `state.observeLatency(modelId, ms)` (least_latency).
-//
-// Priority: a HIGHER `priority` value is tried FIRST (AISIX, following APISIX: backups get -1, -2, …).
-// Targets with equal priority form a tier; the strategy orders a tier. Tiers concatenate best-first: the
-// first pick comes from the highest tier that has a usable target; the rest of that tier, then the lower
-// tiers, are the fallbacks. `max_fallbacks` caps the whole walk, across tiers.
-//
-// Health: healthy targets only; if none is healthy, the cooled ones (a cooldown is short and the caller
-// asked for an answer); if every target is unhealthy, `when_all_unavailable` decides: `fail` →
-// `all_unavailable`, `try_anyway` → every target in the usual order.
+// Which targets of a routing model to try, and in what order (docs/routing.md "Strategies", and step 3 of
+// "One request, step by step" for tiers and health). One seam, `pickTargets`, over one small function per
+// strategy; no I/O, no clock, no runtime, so each is a pure function to test.
 import type { Routing, Strategy } from '../resources/schema.ts';
 import type { HealthState } from './health.ts';
 
@@ -195,7 +176,13 @@ const ORDERS: Record<Strategy, TierOrder> = {
   least_busy: orderLeastBusy,
 };
 
-/** The seam: the ordered targets to try for one request, or `all_unavailable`. */
+/**
+ * The seam: the ordered targets to try for one request, or `all_unavailable` (answer 503
+ * `all_candidates_unavailable` without calling an upstream). The caller builds one `Candidate` per
+ * `routing.targets[i]` (its `health` from `ModelHealth.state`) and gets its own objects back: `order[0]` is
+ * the pick, the rest are the fallbacks, already capped by `max_fallbacks`. Around each attempt it calls
+ * `state.begin(modelId)` (least_busy) and, on success, `state.observeLatency` (least_latency).
+ */
 export function pickTargets<C extends Candidate>(
   routing: Routing,
   candidates: readonly C[],
@@ -217,7 +204,10 @@ export function pickTargets<C extends Candidate>(
   return { kind: 'ok', order: ordered.slice(0, limit) as TargetOrder<C>, pool: usable.health };
 }
 
-/** The health filter of docs/routing.md: healthy; else cooled; else (try_anyway) everything; else nothing. */
+/**
+ * The health filter of docs/routing.md: healthy; else cooled (a cooldown is short and the caller asked for
+ * an answer); else (try_anyway) everything; else nothing.
+ */
 export function usableCandidates<C extends Candidate>(
   candidates: readonly C[],
   whenAllUnavailable: Routing['when_all_unavailable'],

@@ -1,14 +1,26 @@
-// `GET /status` on the status listener: one server-rendered HTML page for a person (HAProxy's stats page,
-// Envoy's admin), built from the same bodies the JSON endpoints serve — `configStatusBody`, the model rows
-// of `/status/models`, the drain report — so it can show nothing they do not (no secret reaches any of
-// them). No framework, no script, no external asset: it works offline and under a `default-src 'none'`
-// policy. Every value goes through the `html` template tag, which escapes whatever is not markup it built.
-// It reloads itself every REFRESH_SECS with a meta refresh.
-import type { Gateway } from '../gateway.ts';
+// `GET /status`: one server-rendered HTML page for a person (docs/operations.md "The status page"), built
+// from the bodies the JSON endpoints serve so it can show nothing they do not. No script and no external
+// asset, so it works offline under `default-src 'none'`; every value goes through the escaping `html` tag.
 import { type DrainReport, drainReportBody } from '../lifecycle/drain-report.ts';
-import type { EpochTime, ModelStatusRow } from '../routing/health.ts';
+import type { Lifecycle } from '../lifecycle/state.ts';
+import type { Listener, Platform } from '../platform.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { EpochTime, ModelHealth, ModelStatusRow } from '../routing/health.ts';
 import { VERSION } from '../version.ts';
-import { configStatusBody, type RejectedRow } from '../config-facts.ts';
+import { type ConfigFactsView, configStatusBody, type RejectedRow } from '../config-facts.ts';
+
+/** What the page reads; the Gateway is one. */
+export interface StatusPageView {
+  readonly lifecycle: Lifecycle;
+  readonly facts: ConfigFactsView;
+  readonly snapshot: Snapshot | undefined;
+  readonly health: Pick<ModelHealth, 'statusRow'>;
+  readonly proxyListener: Pick<Listener, 'openConnections'> | undefined;
+  readonly platform: Pick<Platform, 'name'>;
+  /** Readiness checks as `/readyz` prints them: a name and its failure, if any. */
+  checks(): [string, string | undefined][];
+  now(): Date;
+}
 
 export const REFRESH_SECS = 5;
 
@@ -175,7 +187,7 @@ function modelRow(m: ModelStatusRow, now: number): Html {
 }
 
 /** The page's bytes for the gateway's state at `now`. */
-export function statusPageHtml(gw: Gateway, now = gw.now().getTime()): string {
+export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): string {
   const phase = gw.lifecycle.phase;
   const checks = gw.checks();
   const ready = checks.every(([, failure]) => failure === undefined);

@@ -1,11 +1,6 @@
-// `sluice probe-timeline`: the lifecycle lab's instrument as a command. Polls `/livez`, `/readyz`, one caller
-// route and the status listener's `/status/ready` on a fixed cadence and prints one line per phase change
-// (`refused → 200/200/200/200 → 200/503/200/200 → refused`), then a summary. It speaks only HTTP through
-// `fetch`, so it runs on every runtime and against any gateway with the same probes.
-//
-// A *dropped request* is a route answer that is not 2xx (or no answer) while `/readyz` still said 200 — in
-// the same round, or in the round just before it (the process went from ready to gone between two polls, so
-// a balancer probing as often as this tool could not have stopped routing in time). Any drop → exit 1.
+// `sluice probe-timeline` (docs/operations.md "Watching a rollout"): polls the probes and a caller route,
+// prints one line per phase change and exits 1 on a dropped request. Only `fetch`, so it runs on every
+// runtime and against any gateway with the same probes.
 import type { Platform } from '../platform.ts';
 
 export interface ProbeTimelineOptions {
@@ -46,6 +41,10 @@ export interface Phase {
   label: string;
 }
 
+/**
+ * A route failure while `/readyz` said 200 in the same round or the one before: a balancer probing this often
+ * could not have stopped routing in time (docs/operations.md "Watching a rollout").
+ */
 export interface Drop {
   at_ms: number;
   route: Answer;

@@ -1,13 +1,7 @@
-// Cancellation on the request path without AbortController.
-//
-// Why: on Node, every AbortController allocates an EventTarget-backed AbortSignal, and each
-// addEventListener/removeEventListener on it goes through Node's EventTarget machinery. The proxy path used
-// two per request (the caller's disconnect signal, which @hono/node-server only creates when `.signal` is
-// read, and one per upstream attempt) plus the listeners linking them and undici's own listener. Measured on
-// the benchmark (JSON, 50 connections, Node): removing them took the gateway from ~88 to ~66 µs of CPU per
-// request. `Cancel` is a plain object with the same shape, so an AbortSignal is accepted wherever a
-// `CancelSignal` is expected, and undici (which duck-types its `signal` option: `aborted`, `reason`,
-// `addEventListener`/`removeEventListener`) takes a `Cancel` directly.
+// Cancellation on the request path without AbortController, whose EventTarget machinery is a measurable
+// part of Node's CPU per request (docs/performance.md "Decisions on the hot path"). `Cancel` has
+// AbortSignal's shape, so an AbortSignal is accepted wherever a `CancelSignal` is expected, and undici
+// (which duck-types its `signal` option) takes a `Cancel` directly.
 
 /** The part of AbortSignal the request path uses. Any AbortSignal is one. */
 export interface CancelSignal {

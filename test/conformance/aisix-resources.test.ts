@@ -14,6 +14,7 @@ import { createStatusApp } from '../../src/status/app.ts';
 import { type EtcdTestGateway, seeder, startEtcdGateway } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { testPlatform } from '../support/platform.ts';
+import { schemaValidator } from '../support/json-schema.ts';
 
 /** The gateway's file source for `path`: one per (gateway, path), as the boot makes one per gateway. */
 const fileSources = new WeakMap<Gateway, Map<string, FileSource>>();
@@ -569,6 +570,30 @@ describe('AISIX documents through the resources file (strict)', () => {
         assert.match(r.report.entries[0]!.message, want.error, text);
         assert.doesNotMatch(text, /\(line \d+\)/, 'AISIX has no line suffix');
       }
+    });
+  }
+});
+
+// -- the published JSON Schema (schemas/resources.schema.json) against the file's verdicts ------------------
+
+/** File verdicts the JSON Schema cannot reach, and why (docs/deploy.md "Schemas"). */
+const SCHEMA_CANNOT: Record<string, string> = Object.fromEntries(
+  ['10.0.0.0', '10.0.0.0/33', '2001:db8::/129', 'not-an-ip/8'].map((v) => [
+    `direct allowed_cidrs = ${JSON.stringify([v])}`,
+    'a CIDR is checked in code',
+  ]),
+);
+
+describe("schemas/resources.schema.json gives each case the file pipeline's verdict", () => {
+  const { resources } = schemaValidator();
+  for (const c of cases) {
+    const why = SCHEMA_CANNOT[c.name];
+    test(why ? `${c.name} (not expressible: ${why})` : c.name, async () => {
+      const text = fileFor(c);
+      const loads = (await loadResourcesFile('/r.yaml', text, {})).ok;
+      const valid = resources(JSON.parse(text));
+      if (why) assert.equal(valid, true, 'the schema accepts what only the pipeline refuses');
+      else assert.equal(valid, loads, JSON.stringify(resources.errors));
     });
   }
 });

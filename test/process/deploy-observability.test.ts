@@ -19,6 +19,7 @@ import { seeder } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from '../support/process.ts';
+import { until } from '../support/until.ts';
 
 /**
  * Metric families the dashboard and rules are written against that this branch does not expose yet: AISIX's
@@ -266,20 +267,22 @@ ratelimit: { backend: redis, redis: { url: "redis://127.0.0.1:${redis.port}" } }
     // A rejected row after the first clean load, so the per-kind rejection gauges (absent until something is
     // rejected) are exposed beside the last success timestamp.
     await seeder(etcd.endpoint).put(`${P}/models/broken`, '{not json');
-    const until = Date.now() + 10_000;
-    while (!/^aisix_config_rejected_resources\{/m.test(await (await fetch(gw.url('/metrics', 'status'))).text())) {
-      assert.ok(Date.now() < until, 'the rejected row did not show in aisix_config_rejected_resources');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await until(
+      async () => /^aisix_config_rejected_resources\{/m.test(await (await fetch(gw.url('/metrics', 'status'))).text()),
+      10_000,
+      'the rejected row in aisix_config_rejected_resources',
+      100,
+    );
     // And the source going away: etcd dies, the watch fails, loads fail (the gateway keeps serving).
     await etcd.kill();
     let body = '';
-    const deadline = Date.now() + 30_000;
-    while (!/^aisix_config_reload_failures_total\{/m.test(body)) {
-      assert.ok(Date.now() < deadline, `no reload failure counted within 30 s of etcd's death:\n${body}`);
-      await new Promise((r) => setTimeout(r, 100));
-      body = await (await fetch(gw.url('/metrics', 'status'))).text();
-    }
+    await until(
+      async () =>
+        /^aisix_config_reload_failures_total\{/m.test(body = await (await fetch(gw.url('/metrics', 'status'))).text()),
+      30_000,
+      () => `a reload failure counted after etcd's death:\n${body}`,
+      100,
+    );
     const exposed = new Set(
       body.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.slice(0, l.search(/[{ ]/))),
     );

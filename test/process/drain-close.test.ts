@@ -9,6 +9,7 @@ import * as net from 'node:net';
 import { after, describe, test } from 'node:test';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { CALLER_KEY, resourcesFor, type RuntimeName, spawnGateway } from '../support/process.ts';
+import { within } from '../support/until.ts';
 
 const CHAT = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] });
 const HEAD = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${CALLER_KEY}\r\n` +
@@ -40,14 +41,6 @@ function connect(port: number): Promise<Raw> {
     });
     socket.once('error', reject);
   });
-}
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 describe('the listeners close without losing a request (node, bun, deno)', { concurrency: true }, () => {

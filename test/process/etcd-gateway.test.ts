@@ -16,6 +16,7 @@ import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from '../support/process.ts';
 import { deadEndpoint } from '../support/process.ts';
+import { sleep, until } from '../support/until.ts';
 
 const CALLER_HASH = createHash('sha256').update(CALLER_KEY).digest('hex');
 const SECRETS = ['sk-upstream-SECRET-value', CALLER_KEY, CALLER_HASH, 'admin-key-SECRET'];
@@ -47,16 +48,6 @@ async function json(url: string): Promise<Record<string, any>> {
   assert.ok('status' in a && a.status === 200, `${url}: ${JSON.stringify(a)}`);
   // deno-lint-ignore no-explicit-any -- JSON under test
   return JSON.parse(a.text) as Record<string, any>;
-}
-
-/** Polls `check` every 50 ms until it returns true; fails after `ms` with the last value seen. */
-async function eventually(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not within ${ms} ms: ${what}`);
 }
 
 async function listedModels(g: GatewayProcess): Promise<string[] | undefined> {
@@ -132,7 +123,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
     const rest = trio(P, mock.base, CALLER_HASH);
     for (const [k, v] of rest) await s.put(k, v);
-    await eventually('model listed', async () => (await listedModels(g))?.includes('gpt-test') === true);
+    await until(async () => (await listedModels(g))?.includes('gpt-test') === true, 10_000, 'model listed', 50);
     let r = await chat(g);
     assert.equal(r.status, 200, r.text);
     assert.equal(JSON.parse(r.text).choices[0].message.content, 'hi from mock');
@@ -146,9 +137,11 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
     // A bad value keeps the old one serving, and says so.
     await s.put(`${P}/models/m1`, '{"display_name": "gpt-test", "model_name": ');
-    await eventually(
-      'pin reported',
+    await until(
       async () => (await json(g.url('/status/config', 'status'))).rejected?.[0]?.serving_stale_since !== undefined,
+      10_000,
+      'pin reported',
+      50,
     );
     const body = await json(g.url('/status/config', 'status'));
     assert.equal(body.state, 'degraded');
@@ -166,7 +159,12 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
 
     // Delete: the pin is gone with the key.
     await s.del(`${P}/models/m1`);
-    await eventually('pin cleared', async () => (await json(g.url('/status/config', 'status'))).rejected.length === 0);
+    await until(
+      async () => (await json(g.url('/status/config', 'status'))).rejected.length === 0,
+      10_000,
+      'pin cleared',
+      50,
+    );
     assert.deepEqual(await listedModels(g), []);
     assert.equal((await json(g.url('/status/config', 'status'))).state, 'synced');
 
@@ -224,9 +222,11 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     const a = await spawn({ config: config(etcd.endpoint, P, `managed: { snapshot_cache_path: ${cache} }`) });
     await a.waitReady('/readyz');
     // The range is read at the store's revision, which other tests' writes may have moved past `rev`.
-    await eventually(
-      'cache written',
+    await until(
       async () => existsSync(cache) && JSON.parse(readFileSync(cache, 'utf8')).revision >= rev,
+      10_000,
+      'cache written',
+      50,
     );
     assert.equal(await stop(a), 0);
     const cached = JSON.parse(readFileSync(cache, 'utf8')) as { revision: number };
@@ -272,9 +272,11 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
     rmSync(blocker);
     mkdirSync(blocker);
     await s.put(`${P}/models/m2`, { display_name: 'late', model_name: 'gpt-late', provider_key_id: 'pk1' });
-    await eventually(
-      'cache healthy',
+    await until(
       async () => (await json(g.url('/status/config', 'status'))).snapshot_cache?.healthy === true,
+      10_000,
+      'cache healthy',
+      50,
     );
     const healed = (await json(g.url('/status/config', 'status'))).snapshot_cache;
     assert.match(healed.last_written_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
@@ -298,30 +300,33 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
           const a = await get(g.url('/readyz'));
           polls++;
           if (!('status' in a) || a.status !== 200) notReady.push(JSON.stringify(a));
-          await new Promise((res) => setTimeout(res, 100));
+          await sleep(100);
         }
       })();
       await own.kill();
       await g.waitForLog(MSG.etcdBackoff);
-      await eventually(
-        'disconnected',
+      await until(
         async () => (await json(g.url('/status/config', 'status'))).source.connected === false,
+        10_000,
+        'disconnected',
+        50,
       );
       // /readyz is polled at least twice while etcd is known to be away, whatever the machine's speed.
       const pollsBefore = polls;
-      await eventually('two /readyz polls during the outage', () => Promise.resolve(polls >= pollsBefore + 2));
+      await until(() => polls >= pollsBefore + 2, 10_000, 'two /readyz polls during the outage', 50);
       await own.restart();
-      await eventually(
-        'reconnected',
+      await until(
         async () => (await json(g.url('/status/config', 'status'))).source.connected === true,
         20_000,
+        'reconnected',
+        50,
       );
       await seeder(own.endpoint).put(`${P}/models/m2`, {
         display_name: 'gpt-two',
         model_name: 'two',
         provider_key_id: 'pk1',
       });
-      await eventually('caught up', async () => (await listedModels(g))?.includes('gpt-two') === true);
+      await until(async () => (await listedModels(g))?.includes('gpt-two') === true, 10_000, 'caught up', 50);
       polling = false;
       await poller;
       assert.deepEqual(notReady, [], '/readyz answered non-200 while etcd was away');
@@ -346,10 +351,11 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       5000,
     );
     await s.put(`${P}/models/m3`, { display_name: 'gpt-after-silence', model_name: 'x', provider_key_id: 'pk1' });
-    await eventually(
-      'put after silence applied',
+    await until(
       async () => (await listedModels(g))?.includes('gpt-after-silence') === true,
       5000,
+      'put after silence applied',
+      50,
     );
     assert.equal(g.logs.some((l) => l.msg === MSG.etcdBackoff), false, 'an idle re-watch is not a failure');
     assert.equal(await stop(g), 0);

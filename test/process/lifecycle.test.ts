@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { CALLER_KEY, type GatewayProcess, resourcesFor, type RuntimeName, spawnGateway } from '../support/process.ts';
-import { sleep, until } from '../support/until.ts';
+import { latch, sleep, until, within } from '../support/until.ts';
 
 const RUNTIMES: RuntimeName[] = ['node', 'bun', 'deno'];
 const CHAT = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] });
@@ -119,14 +119,6 @@ async function probe(url: string): Promise<string> {
   }
 }
 
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
-
 for (const runtime of RUNTIMES) {
   describe(`lifecycle on ${runtime}`, { concurrency: false }, () => {
     let mock: MockUpstream;
@@ -165,13 +157,15 @@ for (const runtime of RUNTIMES) {
         }
       })();
       await gw.waitReady('/readyz', 'proxy', 30_000);
-      await sleep(500);
+      // The signal comes once the poller has seen the gateway serving; the poller ends on its own once it
+      // has seen the listeners gone after the exit.
+      const serving = (r: (typeof rows)[number]) => r.livez === '200' && r.readyz === '200' && r.route === '200';
+      await until(() => rows.filter(serving).length >= 2, 10_000, 'two 200/200/200 polls before the signal');
       sigAt = Date.now() - t0;
       gw.signal('SIGTERM');
       const code = await gw.waitForExit(30_000);
-      await sleep(300);
+      await within(poller, 10_000, 'a refused poll after the exit');
       stop = true;
-      await poller;
       const table = rows.map((r) =>
         `${(r.t / 1000).toFixed(1).padStart(6)} s  livez=${r.livez.padEnd(8)} readyz=${
           r.readyz.padEnd(8)
@@ -215,8 +209,8 @@ for (const runtime of RUNTIMES) {
       assert.equal(warm.status, 200);
       assert.notEqual(warm.headers.connection, 'close');
 
-      const holdJson = deferred();
-      const holdSse = deferred();
+      const holdJson = latch();
+      const holdSse = latch();
       mock.script({ hold: holdJson.promise }, {
         hold: holdSse.promise,
         sse: [chunk('gpt-upstream', 'a'), chunk('gpt-upstream', 'b')],
@@ -302,7 +296,7 @@ for (const runtime of RUNTIMES) {
 
     test('a caller that hangs up mid-request: the upstream request is aborted (JSON and SSE), logged as client_closed', async () => {
       const gw = await start(runtime, mock, { minDrain: 0 });
-      const hold = deferred();
+      const hold = latch();
       const slowStream = Array.from({ length: 100 }, (_, i) => chunk('gpt-upstream', `c${i}`));
       mock.script({ hold: hold.promise }, { sse: slowStream, chunkDelayMs: 50 });
       const abortedBefore = mock.aborted;
@@ -344,7 +338,7 @@ for (const runtime of RUNTIMES) {
 
     test('a second signal does not cut the drain short', async () => {
       const gw = await start(runtime, mock, { minDrain: 1 });
-      const hold = deferred();
+      const hold = latch();
       mock.script({ hold: hold.promise });
       const arrived = mock.waitForRequests(1);
       const inflight = request(gw.url('/v1/chat/completions'), { body: CHAT, timeoutMs: 60_000 });

@@ -8,7 +8,19 @@ import { describe, test } from 'node:test';
 import { parseCli } from '../../src/cli.ts';
 import { classifyFetchError, type Round, type Timeline, TimelineBuilder } from '../../src/tools/probe-timeline.ts';
 import { startMockUpstream } from '../support/mock-upstream.ts';
-import { CALLER_KEY, resourcesFor, runtimeCommand, type RuntimeName, spawnGateway } from '../support/process.ts';
+import {
+  CALLER_KEY,
+  type GatewayProcess,
+  resourcesFor,
+  runtimeCommand,
+  type RuntimeName,
+  spawnGateway,
+} from '../support/process.ts';
+import { until } from '../support/until.ts';
+
+/** The tool's route requests the gateway has logged (one per round). */
+const routeRequests = (gw: GatewayProcess): number =>
+  gw.logs.filter((l) => l.msg === 'proxy request completed' && l.path === '/v1/models').length;
 
 const COLS = ['livez', 'readyz', 'route', 'status_ready'];
 const round = (at: number, livez: string, readyz: string, route: string, status_ready = '200'): Round => ({
@@ -204,9 +216,9 @@ describe('against real gateways', { concurrency: true }, () => {
         '30',
         '--json',
       ]);
-      // JSON mode prints once, at the end: wait for the gateway's own evidence of being polled instead.
-      await gw.waitForLog((l) => l.msg === 'proxy request completed' && l.path === '/v1/models', 15_000);
-      await new Promise((r) => setTimeout(r, 300));
+      // JSON mode prints once, at the end: wait for the gateway's own evidence of being polled instead (a
+      // second route request: the first round is complete).
+      await until(() => routeRequests(gw) >= 2, 15_000, 'two rounds of the tool');
       gw.signal('SIGTERM');
       const code = await tool.exit;
       assert.equal(await gw.waitForExit(15_000), 0);
@@ -254,8 +266,7 @@ describe('against real gateways', { concurrency: true }, () => {
         '30',
       ]);
       await tool.firstLine;
-      await gw.waitForLog((l) => l.msg === 'proxy request completed' && l.path === '/v1/models', 15_000);
-      await new Promise((r) => setTimeout(r, 300));
+      await until(() => routeRequests(gw) >= 2, 15_000, 'two rounds of the tool');
       gw.signal('SIGTERM');
       const code = await tool.exit;
       const out = tool.stdout();

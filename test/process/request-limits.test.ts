@@ -18,6 +18,7 @@ import {
   type RuntimeName,
   spawnGateway,
 } from '../support/process.ts';
+import { until } from '../support/until.ts';
 
 const RUNTIMES: RuntimeName[] = ['node', 'bun', 'deno'];
 const BODY = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] });
@@ -184,8 +185,7 @@ describe(
 
     test('the 431 answers are byte-identical on the three runtimes', { timeout: 200_000 }, async () => {
       // Runs after the three per-runtime tests above have filled `answers` (they run concurrently).
-      const deadline = Date.now() + 180_000;
-      while (answers.size < RUNTIMES.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      await until(() => answers.size === RUNTIMES.length, 180_000, 'every runtime answered', 100);
       assert.equal(answers.size, RUNTIMES.length, 'every runtime answered');
       assert.deepEqual(answers.get('bun'), answers.get('node'));
       assert.deepEqual(answers.get('deno'), answers.get('node'));

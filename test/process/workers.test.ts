@@ -28,7 +28,7 @@ import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.t
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { seeder, trio } from '../support/etcd-gateway.ts';
 import { parseLogLine } from '../support/log-line.ts';
-import { sleep } from '../support/until.ts';
+import { until } from '../support/until.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const DEMO_KEY = 'sk-sluice-demo';
@@ -500,13 +500,8 @@ async function startWranglerDev(args: string[], cwd: string, persistTo: string):
     } catch { /* the group is gone */ }
   };
   const waitForLog = async (test: (l: Record<string, unknown>) => boolean, timeoutMs = 5000) => {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const found = logs.find(test);
-      if (found) return found;
-      if (Date.now() > until) throw new Error(`no matching log line within ${timeoutMs} ms:\n${output.join('\n')}`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await until(() => logs.some(test), timeoutMs, () => `a matching log line:\n${output.join('\n')}`, 25);
+    return logs.find(test)!;
   };
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + START_TIMEOUT_MS;
@@ -699,28 +694,32 @@ export default createWorker(${
     assert.equal(st.source.type, 'etcd');
 
     for (const [k, v] of trio(ETCD_PREFIX, upstream.base, await sha256Hex(CALLER_KEY))) await s.put(k, v);
-    const until = async (what: string, pred: () => Promise<boolean>, ms = 5000) => {
-      const deadline = Date.now() + ms;
-      while (!(await pred())) {
-        if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}\n${etcdWorker!.output.join('\n')}`);
-        await sleep(100);
-      }
-    };
+    const withOutput = (what: string) => () => `${what}\n${etcdWorker!.output.join('\n')}`;
     // Poll interval 1 s: visible within it (plus one request to start the poll).
-    await until('the trio serves', async () => {
-      const r = await chat(base, CALLER_KEY, 'gpt-test');
-      return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream';
-    }, 3000);
+    await until(
+      async () => {
+        const r = await chat(base, CALLER_KEY, 'gpt-test');
+        return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream';
+      },
+      3000,
+      withOutput('the trio serves'),
+      100,
+    );
 
     await s.put(`${ETCD_PREFIX}/models/m1`, {
       display_name: 'gpt-test',
       model_name: 'gpt-upstream-2',
       provider_key_id: 'pk1',
     });
-    await until('the changed model', async () => {
-      const r = await chat(base, CALLER_KEY, 'gpt-test');
-      return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream-2';
-    }, 3000);
+    await until(
+      async () => {
+        const r = await chat(base, CALLER_KEY, 'gpt-test');
+        return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream-2';
+      },
+      3000,
+      withOutput('the changed model'),
+      100,
+    );
 
     st = (await (await fetch(`${base}/status/config`, auth)).json()) as ConfigStatus;
     assert.equal(st.state, 'synced');

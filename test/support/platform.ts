@@ -1,7 +1,7 @@
 // A Platform for unit tests through app.request(): no listeners, upstream over the real global fetch (so
 // adapters still talk HTTP to a mock upstream), files from an in-memory map, log lines captured.
 import type { Platform } from '../../src/platform.ts';
-import type { Phase } from '../../src/lifecycle/state.ts';
+import { Lifecycle, type Phase } from '../../src/lifecycle/state.ts';
 import { fetchUpstream } from '../../src/upstream-fetch.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { Gateway } from '../../src/gateway.ts';
@@ -59,7 +59,8 @@ export async function gatewayWith(
   const c = loadConfig('/t/config.yaml', opts.config ?? BASE_CONFIG, platform.env);
   if (!c.ok) throw new Error(c.report.format());
   const now = opts.now;
-  const gw = new Gateway(c.config, platform, now ? { clock: () => now().getTime() } : {});
+  const clock = now ? () => now().getTime() : undefined;
+  const gw = new Gateway(c.config, platform, { clock, lifecycle: new SteeredLifecycle(clock) });
   const r = await loadResourcesFile('/t/resources.yaml', resources, platform.env);
   if (!r.ok) throw new Error(r.report.format());
   gw.apply(r.snapshot, { configHash: await sha256Hex(resources) });
@@ -68,10 +69,33 @@ export async function gatewayWith(
 }
 
 /**
- * Tests only: put a shared test gateway in `phase` regardless of the lifecycle diagram (a test that checks
- * draining behaviour, then restores `serving` for the next test). Production code moves the phase through
- * Lifecycle's methods, which refuse an illegal transition.
+ * A Lifecycle whose phase a test can set regardless of the diagram (a shared gateway toggled into `draining`
+ * and back to `serving`), handed to the Gateway through its `lifecycle` option. Until `force`d, and again
+ * once forced back to the phase it really is in, it is the plain Lifecycle.
+ */
+export class SteeredLifecycle extends Lifecycle {
+  private forced: Phase | undefined;
+
+  force(phase: Phase): void {
+    this.forced = undefined;
+    if (phase !== super.phase) this.forced = phase;
+  }
+
+  override get phase(): Phase {
+    return this.forced ?? super.phase;
+  }
+}
+
+/**
+ * Put a test gateway in `phase` regardless of the lifecycle diagram (a test that checks draining behaviour,
+ * then restores `serving` for the next test). The gateway must have been built with a SteeredLifecycle, as
+ * gatewayWith() does; production code moves the phase through Lifecycle's methods, which refuse an illegal
+ * transition.
  */
 export function forcePhase(gw: Gateway, phase: Phase): void {
-  (gw.lifecycle as unknown as { _phase: Phase })._phase = phase;
+  const lifecycle = gw.lifecycle;
+  if (!(lifecycle instanceof SteeredLifecycle)) {
+    throw new Error('forcePhase: build the gateway with { lifecycle: new SteeredLifecycle() } (gatewayWith does)');
+  }
+  lifecycle.force(phase);
 }

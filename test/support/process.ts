@@ -101,7 +101,10 @@ export interface SpawnOptions {
   /** Other files in the config folder (resources.yaml, certificates …). */
   files?: Record<string, string>;
   env?: Record<string, string>;
+  /** Arguments in place of `--config <dir>/config.yaml`; `{{dir}}` is replaced by the config folder. */
   args?: string[];
+  /** An executable to run in place of a runtime's entrypoint (the standalone binary, podman). */
+  executable?: string;
 }
 
 const live = new Set<ChildProcess>();
@@ -119,7 +122,8 @@ export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
   const config = o.config.replace(/\{\{(proxy|status|admin)\}\}/g, (_, k: keyof typeof ports) => String(ports[k]));
   writeFileSync(join(dir, 'config.yaml'), config);
   for (const [name, text] of Object.entries(o.files ?? {})) writeFileSync(join(dir, name), text);
-  const [cmd, args] = runtimeCommand(o.runtime ?? 'node', o.args ?? ['--config', join(dir, 'config.yaml')]);
+  const argv = o.args?.map((a) => a.replaceAll('{{dir}}', dir)) ?? ['--config', join(dir, 'config.yaml')];
+  const [cmd, args] = o.executable ? [o.executable, argv] : runtimeCommand(o.runtime ?? 'node', argv);
   const proc = spawn(cmd, args, {
     cwd: dir,
     env: { ...process.env, NO_COLOR: '1', ...o.env },

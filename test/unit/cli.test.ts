@@ -70,7 +70,7 @@ describe('validate', () => {
   test('validate without --resources is an error (AISIX_CONFIG does not help)', () => {
     const r = parseCli(['validate'], { AISIX_CONFIG: 'c.yaml' });
     assert.equal(r.kind, 'error');
-    assert.equal(r.kind === 'error' && r.message, `validate needs --resources <file>\n${USAGE}`);
+    assert.equal(r.kind === 'error' && r.message, `validate needs --resources <file> or --config <file>\n${USAGE}`);
   });
 });
 

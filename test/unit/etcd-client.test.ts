@@ -30,34 +30,10 @@ import {
 } from '../../src/sources/etcd/supervisor.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { deadEndpoint } from '../support/process.ts';
+import { latch, within } from '../support/until.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // helpers
-
-interface Latch<T> {
-  promise: Promise<T>;
-  resolve(v: T): void;
-}
-function latch<T = void>(): Latch<T> {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
-}
-
-/** Rejects if `p` does not settle within `ms`. */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Records everything a supervisor reports and keeps a key → value view; `until` waits on a condition. */
 class Recorder {

@@ -15,6 +15,7 @@ import { type EtcdTestGateway, seeder, startEtcdGateway } from '../support/etcd-
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { testPlatform } from '../support/platform.ts';
 import { deadEndpoint } from '../support/process.ts';
+import { latch } from '../support/until.ts';
 
 const UPSTREAM_SECRET = 'sk-upstream-SECRET-value';
 const CALLER_HASH = createHash('sha256').update('sk-caller-test-key').digest('hex');
@@ -76,12 +77,6 @@ function assertNoSecrets(text: string, extra: string[] = []): void {
   for (const s of [UPSTREAM_SECRET, CALLER_HASH, ETCD_PASSWORD, ...extra]) {
     assert.ok(!text.includes(s), `a secret (${s.slice(0, 8)}…) is visible`);
   }
-}
-
-function latch(): { promise: Promise<void>; resolve(): void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
 }
 
 /** A fetch whose Nth call to `path` waits for `release()`. */

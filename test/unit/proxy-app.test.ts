@@ -11,7 +11,7 @@ import { loadConfig } from '../../src/config/load.ts';
 import { VERSION } from '../../src/version.ts';
 import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from '../support/platform.ts';
-import { until } from '../support/until.ts';
+import { sleep, until, within } from '../support/until.ts';
 import { IdleTimer } from '../../src/util/idle-timer.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
@@ -64,22 +64,6 @@ api_keys:
 `;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Resolve `p`, or fail after `ms`. */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Poll `cond` every 10 ms until it holds, failing after `ms`. */
 /** A loopback port with nothing listening on it. */
 async function closedPort(): Promise<number> {
   const s = net.createServer();

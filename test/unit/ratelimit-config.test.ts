@@ -162,7 +162,8 @@ api_keys:
     allowed_models: ["*"]
     rate_limit: { rpm: 2, tpm: 1000, concurrency: 5 }
 `,
-      { env: { CALLER: 'sk-rl-caller' } },
+      // A stopped clock 10 s into a minute: the four requests share one rpm window, whatever the wall time.
+      { env: { CALLER: 'sk-rl-caller' }, now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 10)) },
     ));
     app = createProxyApp(gw);
   });
@@ -179,8 +180,6 @@ api_keys:
     });
 
   test('admitted: x-ratelimit-* headers; refused: 429 in the endpoint envelope with Retry-After and the headers', async () => {
-    // Keep the four requests in one minute window.
-    if (Date.now() % 60_000 > 57_000) await new Promise((r) => setTimeout(r, 60_100 - (Date.now() % 60_000)));
     const first = await post('/v1/chat/completions', { model: 'gpt-test', messages: [{ role: 'user', content: 'a' }] });
     assert.equal(first.status, 200);
     await first.arrayBuffer();
@@ -210,6 +209,7 @@ api_keys:
       assert.equal(r.status, 429);
       const secs = Number(r.headers.get('retry-after'));
       assert.ok(secs >= 1 && secs <= 60);
+      assert.equal(secs, 50); // the rest of the stopped clock's minute
       assert.equal(r.headers.get('x-ratelimit-remaining-requests'), '0');
       assert.equal(r.headers.get('x-ratelimit-reset-requests'), `${secs}s`);
     }

@@ -30,9 +30,7 @@ import {
   startRedisCluster,
   startRedisSentinel,
 } from '../support/redis.ts';
-import { until } from '../support/until.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep, until } from '../support/until.ts';
 
 interface Harness {
   redis: RedisRateLimitStore;

@@ -14,7 +14,7 @@ import { createStatusApp } from '../../src/status/app.ts';
 import { type ConfigFacts, configStatusBody, deriveConfigState } from '../../src/config-facts.ts';
 import { uuidV5 } from '../../src/util/crypto.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from '../support/platform.ts';
+import { forcePhase, gatewayWith, SteeredLifecycle, type TestPlatform, testPlatform } from '../support/platform.ts';
 
 /** The gateway's file source for `path`: one per (gateway, path), as the boot makes one per gateway. */
 const fileSources = new WeakMap<Gateway, Map<string, FileSource>>();
@@ -84,7 +84,8 @@ function bareGateway(now: () => Date = () => new Date()): { gw: Gateway; platfor
   const platform = testPlatform(ENV);
   const c = loadConfig('/srv/sluice/config.yaml', CONFIG, {});
   if (!c.ok) throw new Error(c.report.format());
-  return { gw: new Gateway(c.config, platform, { clock: () => now().getTime() }), platform };
+  const clock = () => now().getTime();
+  return { gw: new Gateway(c.config, platform, { clock, lifecycle: new SteeredLifecycle(clock) }), platform };
 }
 
 async function get(

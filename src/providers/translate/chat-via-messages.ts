@@ -1,11 +1,6 @@
-// An OpenAI chat-completions caller served by an Anthropic upstream: the request becomes a Messages
-// request, the answer — JSON or SSE — becomes a chat completion.
-//
-// Covered: system/developer messages (→ `system`), text and image content, tools (definitions,
-// tool_choice, assistant tool_calls, `tool` messages), max_tokens / max_completion_tokens (Anthropic
-// requires one: 4096 when the caller gives none), stop, temperature, top_p, user, stream (with
-// `stream_options.include_usage`). Not expressible (a 400 `invalid_request_error`): n > 1, a
-// response_format other than text, audio and file parts.
+// An OpenAI chat-completions caller served by an Anthropic upstream: the request becomes a Messages request,
+// the answer (JSON or SSE) a chat completion. What is covered and what is refused: docs/routing.md
+// "Anthropic Messages".
 import { dataEvent, DONE_EVENT, jsonData, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {

@@ -1,10 +1,6 @@
-// An Anthropic Messages caller (`POST /v1/messages`) served by an OpenAI-style target (openai, echo):
-// the request becomes a chat completion request, the answer — JSON or SSE — becomes a Messages answer.
-//
-// Covered: system (string or text blocks), text and image content, tools (definitions, tool_choice,
-// tool_use / tool_result turns), max_tokens, stop_sequences, temperature, top_p, metadata.user_id, stream.
-// Not expressible in chat completions (a 400 `invalid_request_error`): documents, and other block kinds.
-// Thinking blocks in earlier assistant turns are dropped (chat completions has no place for them).
+// An Anthropic Messages caller (`POST /v1/messages`) served by an OpenAI-style target (openai, echo): the
+// request becomes a chat completion request, the answer (JSON or SSE) a Messages answer. What is covered
+// and what is refused: docs/routing.md "Anthropic Messages".
 import { jsonData, namedEvent, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
