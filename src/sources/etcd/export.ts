@@ -3,7 +3,6 @@
 // after normalisation, order). The hashes cannot match: a file's is over its bytes, etcd's over its rows.
 // `$` in any string is written as `$$`, which the file pipeline's interpolation turns back into `$`.
 import { Document } from 'yaml';
-import type { Command } from '../../cli.ts';
 import type { Platform } from '../../platform.ts';
 import type { ResourceKind } from '../../resources/schema.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
@@ -190,7 +189,17 @@ function fileEntries(
   return { lists, variables };
 }
 
-export async function runExport(platform: Platform, cmd: Extract<Command, { kind: 'export' }>): Promise<number> {
+/** `sluice export`'s arguments, as src/cli.ts parses them. */
+export interface ExportCommand {
+  endpoints: string[];
+  prefix: string;
+  output?: string;
+  withSecrets: boolean;
+  user?: string;
+  passwordEnv?: string;
+}
+
+export async function runExport(platform: Platform, cmd: ExportCommand): Promise<number> {
   const err = (line: string): void => platform.writeLog(line);
   let password: string | undefined;
   if (cmd.passwordEnv) {
