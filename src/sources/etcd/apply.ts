@@ -1,14 +1,7 @@
-// The etcd source's per-key state and how a delivery becomes an applied snapshot (docs/etcd.md):
-//
-// - `observed`: the latest value of every key under `<prefix>/`, parsed once when it changes (rows.ts);
-// - `served`: the value each key serves (its latest, or a pinned last-known-good). Each row is judged alone
-//   (rows.ts `judgeKey`), so a batch re-judges only the keys it touched, then rebuilds the Snapshot and the
-//   two docs/etcd.md hashes from what is already in memory;
-// - every range and every watch batch is one load (`applied_revision` = the batch's revision; `apply_seq`
-//   moves when the served `config_hash` changes), rejected rows included. A range is a counted reload
-//   (`aisix_config_reloads_total`), a watch batch is not; the first successful read applies, even of an
-//   empty prefix (state `empty`).
-// Used by the watch source (source.ts) and by range polling (poll.ts) alike.
+// The etcd source's per-key state (docs/etcd.md "Per-row validation", "Hashes and status"): every key's
+// latest value and the value it serves (its latest, or a pinned last-known-good). Each row is judged alone,
+// so a delivery re-judges only the keys it touched, then the Snapshot and both hashes are rebuilt from
+// memory and applied as one load. Used by the watch source (source.ts) and by range polling (poll.ts).
 import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { MSG } from '../../observability/messages.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
