@@ -1,6 +1,7 @@
 // Adapter lookup by name: the only place that knows which adapters exist.
 import type { AdapterName } from '../resources/schema.ts';
 import { anthropicAdapter } from './anthropic.ts';
+import { azureOpenAiAdapter } from './azure.ts';
 import { echoAdapter } from './echo.ts';
 import { invalidConfig } from './failures.ts';
 import { openaiAdapter } from './openai.ts';
@@ -36,6 +37,7 @@ const unboundAdapter: ProviderAdapter = {
 const ADAPTERS: Partial<Record<AdapterName, ProviderAdapter>> = {
   openai: needsBase(openaiAdapter),
   anthropic: needsBase(anthropicAdapter),
+  'azure-openai': azureOpenAiAdapter,
   echo: echoAdapter,
 };
 
