@@ -2,6 +2,7 @@
 import type { AdapterName } from '../resources/schema.ts';
 import { anthropicAdapter } from './anthropic.ts';
 import { azureOpenAiAdapter } from './azure.ts';
+import { bedrockAdapter } from './bedrock/adapter.ts';
 import { echoAdapter } from './echo.ts';
 import { invalidConfig } from './failures.ts';
 import { openaiAdapter } from './openai.ts';
@@ -37,6 +38,7 @@ const unboundAdapter: ProviderAdapter = {
 const ADAPTERS: Partial<Record<AdapterName, ProviderAdapter>> = {
   openai: needsBase(openaiAdapter),
   anthropic: needsBase(anthropicAdapter),
+  bedrock: bedrockAdapter,
   'azure-openai': azureOpenAiAdapter,
   echo: echoAdapter,
 };
