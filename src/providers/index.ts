@@ -7,6 +7,7 @@ import { echoAdapter } from './echo.ts';
 import { invalidConfig } from './failures.ts';
 import { openaiAdapter } from './openai.ts';
 import type { ProviderAdapter } from './types.ts';
+import { vertexAdapter } from './vertex/adapter.ts';
 
 /**
  * An adapter whose key must name its upstream: a key of another vendor has no default base (the OpenAI
@@ -35,15 +36,16 @@ const unboundAdapter: ProviderAdapter = {
     ),
 };
 
-const ADAPTERS: Partial<Record<AdapterName, ProviderAdapter>> = {
+const ADAPTERS: Record<AdapterName, ProviderAdapter> = {
   openai: needsBase(openaiAdapter),
   anthropic: needsBase(anthropicAdapter),
   bedrock: bedrockAdapter,
+  vertex: vertexAdapter,
   'azure-openai': azureOpenAiAdapter,
   echo: echoAdapter,
 };
 
 /** The adapter of a key's `adapter`; undefined (a vendor that names none) gets one that refuses every call. */
 export function adapterFor(name: AdapterName | undefined): ProviderAdapter {
-  return (name === undefined ? unboundAdapter : ADAPTERS[name]) ?? unboundAdapter;
+  return name === undefined ? unboundAdapter : ADAPTERS[name];
 }

@@ -48,6 +48,13 @@ export class TokenCache {
     return await this.wait(slot.inFlight, signal);
   }
 
+  /** Requests now waiting on a mint (for tests that prove concurrent first requests share one). */
+  waiting(): number {
+    let n = 0;
+    for (const s of this.slots.values()) n += s.inFlight?.waiters ?? 0;
+    return n;
+  }
+
   private fresh(id: string): Slot {
     const now = this.now();
     for (const [k, s] of this.slots) {
