@@ -6,6 +6,7 @@ import { bedrockAdapter } from './bedrock/adapter.ts';
 import { echoAdapter } from './echo.ts';
 import { invalidConfig } from './failures.ts';
 import { openaiAdapter } from './openai.ts';
+import { withVendorQuirks } from './openai-quirks.ts';
 import type { ProviderAdapter } from './types.ts';
 import { vertexAdapter } from './vertex/adapter.ts';
 
@@ -37,7 +38,7 @@ const unboundAdapter: ProviderAdapter = {
 };
 
 const ADAPTERS: Record<AdapterName, ProviderAdapter> = {
-  openai: needsBase(openaiAdapter),
+  openai: needsBase(withVendorQuirks(openaiAdapter)),
   anthropic: needsBase(anthropicAdapter),
   bedrock: bedrockAdapter,
   vertex: vertexAdapter,
