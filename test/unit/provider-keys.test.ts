@@ -1,9 +1,12 @@
 // Which upstream a provider key may reach (docs/configuration.md "Provider keys", docs/aisix-compatibility.md
 // "Providers"): the OpenAI and Anthropic default hosts only for their own vendor, a key of another vendor
-// that names no adapter refused, `api_base` normalised — and a refused key never leaves the gateway.
+// that names no adapter refused, `api_base` normalised — and a refused key never leaves the gateway, nor a
+// JSON credential's member any operator surface.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createAdminApp } from '../../src/admin/app.ts';
 import { resolveApiBase } from '../../src/resources/api-base.ts';
+import { createStatusApp } from '../../src/status/app.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { type RecordingGateway, recordingGateway } from '../support/recording-gateway.ts';
@@ -147,5 +150,67 @@ api_keys:
     const r = await g.post('/v1/chat/completions', { model: 'pasted', ...chat }, CALLER);
     assert.equal(r.status, 200, await r.text());
     assert.equal(mock.requests.at(-1)!.url, '/v1/chat/completions');
+  });
+});
+
+describe('JSON credentials on the operator surfaces', () => {
+  const members = {
+    secret_access_key: 'aws-secret-MEMBER-1a2b3c',
+    access_key_id: 'AKIDMEMBER4d5e6f',
+    session_token: 'sts-token-MEMBER-7g8h',
+    client_secret: 'aad-secret-MEMBER-9i0j',
+    access_token: 'ya29.MEMBER-token-kl',
+  };
+
+  test('no member appears in the admin lists, /status/*, /metrics or an error answer', async () => {
+    const aws = JSON.stringify({
+      access_key_id: members.access_key_id,
+      secret_access_key: members.secret_access_key,
+      session_token: members.session_token,
+      region: 'us-east-1',
+    });
+    const aad = JSON.stringify({
+      tenant_id: 't1',
+      client_id: 'c1',
+      client_secret: members.client_secret,
+      authority_host: 'http://127.0.0.1:9',
+    });
+    const gcp = JSON.stringify({ project: 'p1', region: 'us-central1', access_token: members.access_token });
+    const g = await recordingGateway(
+      `_format_version: "1"
+provider_keys:
+  - { display_name: aws, adapter: bedrock, api_key: '${aws}', api_base: "http://127.0.0.1:9" }
+  - { display_name: az, adapter: azure-openai, api_key: '${aad}', api_base: "http://127.0.0.1:9" }
+  - { display_name: gcp, adapter: vertex, api_key: '${gcp}', api_base: "http://127.0.0.1:9" }
+models:
+  - { display_name: b, provider_key: aws, model_name: "meta.llama3", retries: 0 }
+  - { display_name: a, provider_key: az, model_name: dep, retries: 0 }
+  - { display_name: v, provider_key: gcp, model_name: gemini-2.0-flash, retries: 0 }
+api_keys:
+  - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
+`,
+      { CALLER },
+    );
+    const seen: string[] = [];
+    for (const model of ['b', 'a', 'v']) {
+      const r = await g.post('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'x' }] }, CALLER);
+      seen.push(await r.text());
+    }
+    assert.ok(g.sent.length >= 3 && g.sent.every((r) => r.url.startsWith('http://127.0.0.1:9/')), 'loopback only');
+    const admin = createAdminApp(g.gw);
+    const status = createStatusApp(g.gw);
+    const auth = { headers: { authorization: 'Bearer admin-secret-1' } };
+    for (const path of ['/admin/v1/provider_keys', '/admin/v1/models', '/admin/v1/health']) {
+      const r = await admin.request(path, auth);
+      assert.equal(r.status, 200, path);
+      seen.push(await r.text());
+    }
+    for (const path of ['/status/config', '/status/models', '/status', '/metrics']) {
+      seen.push(await (await status.request(path)).text());
+    }
+    seen.push(...g.platform.logs.map((l) => JSON.stringify(l)));
+    for (const text of seen) {
+      for (const m of Object.values(members)) assert.equal(text.includes(m), false, `${m} in ${text}`);
+    }
   });
 });
