@@ -57,6 +57,7 @@ provider_keys:
   - { display_name: az-aad, provider: azure, adapter: azure-openai, api_key: '${aad}', api_base: "${az.url}" }
   - { display_name: az-bad-json, adapter: azure-openai, api_key: '{"tenant_id": "t",', api_base: "${az.url}" }
   - { display_name: az-no-base, adapter: azure-openai, api_key: "${AZURE_KEY}" }
+  - { display_name: az-wrong, adapter: azure-openai, api_key: "wrong-resource-key-1", api_base: "${az.url}" }
 models:
   - { display_name: gpt, provider_key: az-key, model_name: gpt-4o-prod, retries: 0 }
   - { display_name: gpt-aad, provider_key: az-aad, model_name: gpt-4o-prod, retries: 0 }
@@ -65,6 +66,7 @@ models:
   - { display_name: embed, provider_key: az-key, model_name: embed-prod, retries: 0 }
   - { display_name: bad-json, provider_key: az-bad-json, model_name: gpt-4o-prod, retries: 0 }
   - { display_name: no-base, provider_key: az-no-base, model_name: gpt-4o-prod, retries: 0 }
+  - { display_name: wrong-key, provider_key: az-wrong, model_name: gpt-4o-prod, retries: 0 }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
 `,
@@ -134,6 +136,7 @@ api_keys:
   test('errors: canned messages, derived codes, no upstream text', async () => {
     const cases: [string, (() => void) | undefined, number, string, string | undefined][] = [
       ['missing', undefined, 404, 'upstream deployment or model not found', 'model_not_found'],
+      ['wrong-key', undefined, 401, 'upstream authentication failed', '401'],
       ['gpt', () => az.script(contentPolicyRefusal), 400, 'upstream returned 400', 'content_policy_violation'],
       ['gpt', () => az.script(throttled), 429, 'upstream rate limited', '429'],
     ];

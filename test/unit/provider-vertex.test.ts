@@ -77,6 +77,9 @@ provider_keys:
   - { display_name: gcp-token, adapter: vertex, api_key: '${tokenKey}', api_base: "${vx.url}" }
   - { display_name: gcp-both, adapter: vertex, api_key: '{"project":"p","region":"r","access_token":"t","service_account_json":{}}' }
   - { display_name: gcp-path, adapter: vertex, api_key: '${tokenKey}', api_base: "${vx.url}/v1" }
+  - { display_name: gcp-stale, adapter: vertex, api_key: '${
+        JSON.stringify({ project: PROJECT, region: 'us-central1', access_token: 'ya29.expired-token' })
+      }', api_base: "${vx.url}" }
 models:
   - { display_name: gemini, provider_key: gcp, model_name: gemini-2.0-flash, retries: 0 }
   - { display_name: gemini-token, provider_key: gcp-token, model_name: gemini-2.0-flash, retries: 0 }
@@ -86,6 +89,7 @@ models:
   - { display_name: unknown, provider_key: gcp, model_name: palm-2, retries: 0 }
   - { display_name: both, provider_key: gcp-both, model_name: gemini-2.0-flash, retries: 0 }
   - { display_name: with-path, provider_key: gcp-path, model_name: gemini-2.0-flash, retries: 0 }
+  - { display_name: stale, provider_key: gcp-stale, model_name: gemini-2.0-flash, retries: 0 }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
 `,
@@ -208,6 +212,14 @@ api_keys:
       code: 'rate_limit_exceeded',
     });
     assert.equal(text.includes(PROJECT), false);
+    const stale = await g.post('/v1/chat/completions', { model: 'stale', ...chat }, CALLER);
+    const staleText = await stale.text();
+    assert.equal(stale.status, 401, staleText);
+    assert.deepEqual(JSON.parse(staleText).error, {
+      message: 'upstream authentication failed',
+      type: 'upstream_error',
+      code: 'invalid_api_key',
+    });
   });
 
   test('refused before any call: unknown publisher, both credential modes, an api_base with a path', async () => {
