@@ -151,17 +151,21 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   return out;
 }
 
-/** `adapter` with its chat answers normalised (JSON and SSE). */
+/** An OpenAI-wire chat answer (JSON or SSE) with the vendor quirks normalised. */
+export function normaliseChatResult(r: ProviderResult): ProviderResult {
+  if (r.kind === 'response') return normaliseJson(r);
+  if (r.kind === 'stream') return { ...r, chunks: new NormalisedStream(r.chunks[Symbol.asyncIterator]()) };
+  return r;
+}
+
+/** `adapter` with its chat answers normalised. */
 export function withVendorQuirks(adapter: ProviderAdapter): ProviderAdapter {
   return {
     name: adapter.name,
     supports: adapter.supports,
     async call(c) {
       const r = await adapter.call(c);
-      if (c.endpoint !== 'chat') return r;
-      if (r.kind === 'response') return normaliseJson(r);
-      if (r.kind === 'stream') return { ...r, chunks: new NormalisedStream(r.chunks[Symbol.asyncIterator]()) };
-      return r;
+      return c.endpoint === 'chat' ? normaliseChatResult(r) : r;
     },
   };
 }

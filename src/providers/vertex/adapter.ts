@@ -5,6 +5,7 @@
 // canned: Vertex's text names projects.
 import { cannedUpstreamError, errorJson, invalidConfig } from '../failures.ts';
 import { MintFailed } from '../mint.ts';
+import { normaliseChatResult } from '../openai-quirks.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, num, parseJsonObject, translatedId, TranslationError } from '../translate/shared.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from '../types.ts';
@@ -104,10 +105,11 @@ async function claude(c: ProviderCall, cred: VertexCredential, model: string): P
   return translated(r, (json) => messagesToChatResponse(json, model));
 }
 
-function openaiWire(c: ProviderCall, cred: VertexCredential, model: string, rail: Rail): Promise<ProviderResult> {
+/** The OpenAI wire on Vertex (the MaaS shim, Mistral, AI21): answers normalised as any OpenAI-wire vendor's. */
+async function openaiWire(c: ProviderCall, cred: VertexCredential, model: string, rail: Rail): Promise<ProviderResult> {
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
   const tail = rail === 'shim' ? 'endpoints/openapi/chat/completions' : `publishers/${rail}/models/${model}:${op}`;
-  return post({ c, cred, tail, body: c.body, stream: c.stream });
+  return normaliseChatResult(await post({ c, cred, tail, body: c.body, stream: c.stream }));
 }
 
 async function embeddings(c: ProviderCall, cred: VertexCredential, model: string): Promise<ProviderResult> {
