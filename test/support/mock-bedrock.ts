@@ -149,6 +149,29 @@ export function awsError(status: number, type: string, retryAfter?: string) {
 
 // ---- the endpoint -------------------------------------------------------------------------------------------
 
+/** InvokeModelWithResponseStream's frames for Claude: `chunk` events carrying each Messages event base64-encoded. */
+export function claudeChunks(id: string): Buffer[] {
+  const events = [
+    {
+      type: 'message_start',
+      message: {
+        id: 'msg_bdrk_s',
+        type: 'message',
+        role: 'assistant',
+        model: id,
+        content: [],
+        usage: { input_tokens: 7, output_tokens: 0, cache_read_input_tokens: 5 },
+      },
+    },
+    { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+    { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'native claude' } },
+    { type: 'content_block_stop', index: 0 },
+    { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 2 } },
+    { type: 'message_stop', 'amazon-bedrock-invocationMetrics': { inputTokenCount: 7, outputTokenCount: 2 } },
+  ];
+  return events.map((e) => event('chunk', { bytes: Buffer.from(JSON.stringify(e)).toString('base64'), p: 'abc' }));
+}
+
 function converseAnswer(text: string): Record<string, unknown> {
   return {
     output: { message: { role: 'assistant', content: [{ text }] } },
@@ -162,7 +185,7 @@ function converseAnswer(text: string): Record<string, unknown> {
 function bodyProblem(op: string, id: string, json: Record<string, unknown> | undefined): string | undefined {
   if (!json) return 'body is not JSON';
   if ('model' in json || 'stream' in json) return 'model/stream must not be in the body';
-  if (op === 'invoke' && id.includes('anthropic.')) {
+  if (op.startsWith('invoke') && id.includes('anthropic.')) {
     return json.anthropic_version === 'bedrock-2023-05-31' ? undefined : 'anthropic_version';
   }
   if (op === 'invoke') return undefined;
@@ -185,7 +208,7 @@ export async function startMockBedrock(): Promise<MockBedrock> {
         'x-amzn-errortype': 'InvalidSignatureException',
       });
     }
-    const m = /^\/model\/([^/]+)\/(converse|converse-stream|invoke)$/.exec(req.path);
+    const m = /^\/model\/([^/]+)\/(converse|converse-stream|invoke|invoke-with-response-stream)$/.exec(req.path);
     if (!m) {
       return sendJson(res, 404, { message: 'UnknownOperationException' }, {
         'x-amzn-errortype': 'UnknownOperationException',
@@ -196,6 +219,7 @@ export async function startMockBedrock(): Promise<MockBedrock> {
     const shape = bodyProblem(op, id, req.json);
     if (shape) return sendJson(res, 400, { message: shape }, { 'x-amzn-errortype': 'ValidationException' });
     if (op === 'converse-stream') return streamFrames(textEvents(['Hello', ' from', ' Bedrock']))(req, res);
+    if (op === 'invoke-with-response-stream') return streamFrames(claudeChunks(id))(req, res);
     if (op === 'converse') return sendJson(res, 200, converseAnswer('hi from converse'));
     if (id.includes('titan-embed')) {
       const text = String(req.json!.inputText);

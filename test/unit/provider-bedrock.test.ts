@@ -417,15 +417,58 @@ api_keys:
     assert.deepEqual(br.requests.at(-1)!.json, { texts: ['xyz'], input_type: 'search_document' });
   });
 
-  test('/v1/messages reaches Bedrock through chat', async () => {
-    const r = await g.post('/v1/messages', {
+  test('/v1/messages to anthropic.* is native: cache_control and betas reach InvokeModel, the answer is Claude’s', async () => {
+    const body = {
       model: 'claude',
+      max_tokens: 32,
+      system: [{ type: 'text', text: 'long context', cache_control: { type: 'ephemeral' } }],
+      messages: [{ role: 'user', content: 'hi' }],
+    };
+    const r = await Promise.resolve(g.app.request('/v1/messages', {
+      method: 'POST',
+      headers: {
+        'x-api-key': CALLER,
+        'content-type': 'application/json',
+        'anthropic-beta': 'prompt-caching-2024-07-31, x-2',
+      },
+      body: JSON.stringify(body),
+    }, { peer: '127.0.0.1:5555' }));
+    const answer = await r.json() as { id: string; content: { text: string }[]; usage: Record<string, number> };
+    assert.equal(r.status, 200, JSON.stringify(answer));
+    assert.equal(answer.id, 'msg_bdrk_01');
+    assert.equal(answer.usage.cache_read_input_tokens, 2);
+    const sent = br.requests.at(-1)!;
+    assert.equal(sent.path, '/model/anthropic.claude-3-5-sonnet-20241022-v2%3A0/invoke');
+    assert.deepEqual(sent.json!.system, body.system);
+    assert.deepEqual(sent.json!.anthropic_beta, ['prompt-caching-2024-07-31', 'x-2']);
+    assert.equal(sent.json!.anthropic_version, 'bedrock-2023-05-31');
+
+    const s = await g.post('/v1/messages', { ...body, stream: true }, CALLER);
+    const text = await s.text();
+    assert.equal(s.status, 200, text);
+    assert.match(text, /^event: message_start\ndata: \{"type":"message_start"/);
+    assert.match(text, /"text":"native claude"/);
+    assert.ok(
+      text.endsWith(
+        'event: message_stop\ndata: {"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":7,"outputTokenCount":2}}\n\n',
+      ),
+    );
+    assert.equal(
+      br.requests.at(-1)!.path,
+      '/model/anthropic.claude-3-5-sonnet-20241022-v2%3A0/invoke-with-response-stream',
+    );
+  });
+
+  test('/v1/messages to another publisher goes through chat (Converse)', async () => {
+    const r = await g.post('/v1/messages', {
+      model: 'llama',
       max_tokens: 32,
       messages: [{ role: 'user', content: 'hi' }],
     }, CALLER);
     const body = await r.json() as { type: string; content: { text: string }[] };
     assert.equal(r.status, 200, JSON.stringify(body));
-    assert.equal(body.content[0]!.text, 'hi from claude on bedrock');
+    assert.equal(body.content[0]!.text, 'hi from converse');
+    assert.match(br.requests.at(-1)!.path, /\/converse$/);
   });
 
   test('AWS errors: canned message and derived code, Retry-After on 429, never the AWS text', async () => {

@@ -173,6 +173,28 @@ api_keys:
     assert.ok(text.endsWith('data: [DONE]\n\n'));
   });
 
+  test('/v1/messages to claude-* is native: the caller’s body reaches rawPredict, the answer is Claude’s', async () => {
+    const body = {
+      model: 'claude',
+      max_tokens: 16,
+      thinking: { type: 'enabled', budget_tokens: 1024 },
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hi', cache_control: { type: 'ephemeral' } }] }],
+    };
+    const r = await g.post('/v1/messages', body, CALLER);
+    const answer = await r.json() as { id: string; content: { text: string }[] };
+    assert.equal(r.status, 200, JSON.stringify(answer));
+    assert.equal(answer.id, 'msg_vrtx_01');
+    const sent = vx.requests.at(-1)!;
+    assert.match(sent.path, /publishers\/anthropic\/models\/claude-3-5-sonnet@20241022:rawPredict$/);
+    assert.deepEqual(sent.json!.thinking, body.thinking);
+    assert.deepEqual(sent.json!.messages, body.messages);
+    const s = await g.post('/v1/messages', { ...body, stream: true }, CALLER);
+    const text = await s.text();
+    assert.equal(s.status, 200, text);
+    assert.match(text, /event: content_block_delta\ndata: .*"claude streams"/);
+    assert.match(vx.requests.at(-1)!.path, /:streamRawPredict$/);
+  });
+
   test('the OpenAI shim keeps the model in the body; /v1/messages translates through chat', async () => {
     const r = await g.post('/v1/chat/completions', { model: 'llama', ...chat }, CALLER);
     assert.equal(r.status, 200);

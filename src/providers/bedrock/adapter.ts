@@ -1,8 +1,10 @@
 // AWS Bedrock (`adapter: bedrock`; docs/configuration.md "AWS Bedrock"): static access keys (JSON in
 // `api_key`), SigV4-signed calls to the runtime API. Chat: InvokeModel with a Messages body for a
-// non-streaming `anthropic.*` model, Converse for the others, ConverseStream for every stream; embeddings:
-// Titan (one call per input) and Cohere. Error answers are canned: AWS's text names accounts and roles.
+// non-streaming `anthropic.*` model, Converse for the others, ConverseStream for every stream; Messages:
+// native for `anthropic.*` (messages.ts), through chat otherwise; embeddings: Titan (one call per input)
+// and Cohere. Error answers are canned: AWS's text names accounts and roles.
 import type { ProviderKey } from '../../resources/schema.ts';
+import { messagesViaChat } from '../call.ts';
 import { credentialJson, stringMember } from '../credential-json.ts';
 import { invalidConfig, invalidCredentials } from '../failures.ts';
 import { chatToMessagesRequest, messagesToChatResponse } from '../translate/chat-via-messages.ts';
@@ -10,6 +12,7 @@ import { isRecord, type Json, parseJsonObject, translatedId, TranslationError } 
 import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts';
 import { chatToConverse, converseToChat } from './converse.ts';
 import { bedrockEmbeddings } from './embeddings.ts';
+import { bedrockMessages } from './messages.ts';
 import { bedrockPublisher, checkModelId, modelPath, sendBedrock } from './runtime.ts';
 import type { AwsCredentials } from './sign.ts';
 import { converseStreamToChat } from './stream.ts';
@@ -81,11 +84,15 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
   const refused = checkModelId(id);
   if (refused) return refused;
   if (c.endpoint === 'embeddings') return bedrockEmbeddings(c, cred, id);
+  if (c.endpoint === 'messages') {
+    // Claude speaks Messages natively; every other publisher is reached through chat.
+    return bedrockPublisher(id) === 'anthropic' ? bedrockMessages(c, cred, id) : messagesViaChat(bedrockAdapter, c);
+  }
   return chat(c, cred, id);
 }
 
 export const bedrockAdapter: ProviderAdapter = {
   name: 'bedrock',
-  supports: (endpoint) => endpoint === 'chat' || endpoint === 'embeddings',
+  supports: (endpoint) => endpoint !== 'completions',
   call,
 };

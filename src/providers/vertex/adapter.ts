@@ -1,8 +1,9 @@
 // Google Vertex AI (`adapter: vertex`; docs/configuration.md "Vertex AI"): one publisher rail per model id
 // prefix — Gemini (`generateContent`, translated), Claude (`rawPredict`, Messages), the OpenAI-compatible
 // MaaS shim, Mistral and AI21 (OpenAI bodies) — under `/v1/projects/<p>/locations/<r>/`, with a bearer
-// token (configured, or minted from a service account). Embeddings through `:predict`. Error answers are
-// canned: Vertex's text names projects.
+// token (configured, or minted from a service account). `/v1/messages` native to Claude, through chat for
+// the others; embeddings through `:predict`. Error answers are canned: Vertex's text names projects.
+import { messagesViaChat } from '../call.ts';
 import { cannedUpstreamError, errorJson, invalidConfig } from '../failures.ts';
 import { MintFailed } from '../mint.ts';
 import { normaliseChatResult } from '../openai-quirks.ts';
@@ -105,6 +106,14 @@ async function claude(c: ProviderCall, cred: VertexCredential, model: string): P
   return translated(r, (json) => messagesToChatResponse(json, model));
 }
 
+/** `/v1/messages` to Claude on Vertex, natively: the caller's body (cache_control, thinking) with Vertex's version. */
+function claudeMessages(c: ProviderCall, cred: VertexCredential, model: string): Promise<ProviderResult> {
+  const { model: _m, stream: _s, ...rest } = c.body;
+  const body: Json = { ...rest, anthropic_version: 'vertex-2023-10-16', ...(c.stream ? { stream: true } : {}) };
+  const op = c.stream ? 'streamRawPredict' : 'rawPredict';
+  return post({ c, cred, tail: `publishers/anthropic/models/${model}:${op}`, body, stream: c.stream });
+}
+
 /** The OpenAI wire on Vertex (the MaaS shim, Mistral, AI21): answers normalised as any OpenAI-wire vendor's. */
 async function openaiWire(c: ProviderCall, cred: VertexCredential, model: string, rail: Rail): Promise<ProviderResult> {
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
@@ -156,6 +165,10 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
     const bad = urlTokenProblem('model id', model);
     if (bad) return bad;
   }
+  if (c.endpoint === 'messages') {
+    // Claude speaks Messages natively; every other rail is reached through chat.
+    return rail === 'claude' ? claudeMessages(c, cred, model) : messagesViaChat(vertexAdapter, c);
+  }
   try {
     if (c.endpoint === 'embeddings') return await embeddings(c, cred, model);
     if (rail === 'gemini') return await gemini(c, cred, model);
@@ -169,6 +182,6 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
 
 export const vertexAdapter: ProviderAdapter = {
   name: 'vertex',
-  supports: (endpoint) => endpoint === 'chat' || endpoint === 'embeddings',
+  supports: (endpoint) => endpoint !== 'completions',
   call,
 };
