@@ -125,7 +125,8 @@ function azureCode(json: Record<string, unknown> | undefined): string | undefine
   const code = typeof raw === 'number' ? String(raw) : typeof raw === 'string' ? raw : undefined;
   if (code === 'DeploymentNotFound') return 'model_not_found';
   if (code === 'ResponsibleAIPolicyViolation' || code === 'content_filter') return 'content_policy_violation';
-  return code;
+  // Passed on verbatim only when it is a code, not a sentence from a proxy in between.
+  return code && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? code : undefined;
 }
 
 const AZURE_MESSAGES = {
