@@ -45,7 +45,8 @@ async function chat(c: ProviderCall, cred: AwsCredentials, id: string): Promise<
   let body: Json;
   try {
     if (anthropic && !c.stream) {
-      const { model: _m, stream: _s, ...rest } = chatToMessagesRequest(c.body);
+      // Bedrock's Messages schema has no `metadata` (the translation's home for OpenAI's `user`).
+      const { model: _m, stream: _s, metadata: _u, ...rest } = chatToMessagesRequest(c.body);
       body = { ...rest, anthropic_version: 'bedrock-2023-05-31' };
     } else body = chatToConverse(c.body);
   } catch (e) {
