@@ -257,6 +257,30 @@ api_keys:
     assert.equal(g.sent.length, before);
   });
 
+  test('a mint that outlasts the model’s deadline is a 504, and the next request mints again', async () => {
+    const sa = vx.newServiceAccount();
+    const slow = await recordingGateway(
+      `_format_version: "1"
+provider_keys:
+  - { display_name: gcp, adapter: vertex, api_key: '${
+        JSON.stringify({ project: PROJECT, region: 'us-central1', service_account_json: sa })
+      }', api_base: "${vx.url}" }
+models:
+  - { display_name: gemini, provider_key: gcp, model_name: gemini-2.0-flash, retries: 0, timeout: 150 }
+api_keys:
+  - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
+`,
+      { CALLER },
+    );
+    const held = vx.holdMints();
+    const r = await slow.post('/v1/chat/completions', { model: 'gemini', ...chat }, CALLER);
+    assert.equal(r.status, 504, await r.text());
+    assert.equal(vertexMintWaiters(), 0, 'nobody waits on the abandoned mint');
+    held.release();
+    const again = await slow.post('/v1/chat/completions', { model: 'gemini', ...chat }, CALLER);
+    assert.equal(again.status, 200, await again.text());
+  });
+
   test('a changed private key under the same client_email mints afresh', async () => {
     const sa = vx.newServiceAccount(firstSa);
     assert.equal(sa.client_email, firstSa.client_email);
