@@ -13,7 +13,8 @@ export async function callProvider(adapter: ProviderAdapter, call: ProviderCall)
   return { kind: 'refused', message: `this model (adapter "${adapter.name}") does not serve ${call.endpoint}` };
 }
 
-async function messagesViaChat(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> {
+/** A `/v1/messages` call served through an adapter's chat (also for adapters that speak Messages for some models only). */
+export async function messagesViaChat(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> {
   let body: Record<string, unknown>;
   try {
     body = messagesToChatRequest(call.body);
