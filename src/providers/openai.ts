@@ -1,7 +1,9 @@
 // Any OpenAI-compatible upstream (`api_base` includes `/v1`). Bodies are forwarded as JSON and SSE bytes
 // are passed through untouched (no parse, no re-serialisation), except that a stream whose caller sent no
-// `stream_options` is asked for usage and the usage chunk is withheld from it (injected-usage.ts).
+// `stream_options` is asked for usage and the usage chunk is withheld from it (injected-usage.ts). A
+// native Responses stream's usage is read from its terminal event (responses-usage.ts).
 import { INJECTED_STREAM_OPTIONS, injectsUsage, withoutInjectedUsage } from './injected-usage.ts';
+import { observeResponsesUsage } from './responses-usage.ts';
 import {
   type ProviderAdapter,
   type ProviderCall,
@@ -41,11 +43,12 @@ export const openaiAdapter: ProviderAdapter = {
       signal: c.signal,
     });
     const r = await upstreamResult(res, c.stream);
-    if (!inject || r.kind !== 'stream') return r;
+    if (r.kind !== 'stream' || (!inject && c.endpoint !== 'responses')) return r;
     let counted: TokenCounts | undefined;
-    const chunks = withoutInjectedUsage(r.chunks, (u) => {
+    const onUsage = (u: TokenCounts) => {
       counted = u;
-    });
+    };
+    const chunks = inject ? withoutInjectedUsage(r.chunks, onUsage) : observeResponsesUsage(r.chunks, onUsage);
     return { ...r, chunks, counted: () => counted };
   },
 };

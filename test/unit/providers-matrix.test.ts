@@ -636,5 +636,20 @@ describe("answers in the caller's wire", () => {
     const s = await call('openai', 'responses', { input: 'q', stream: true });
     assert.equal(await text(s), events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n');
     assert.equal(oai.requests.at(-1)!.json!.stream_options, undefined);
+    // Its usage, in a shape the proxy's meter does not read, is reported from the terminal event.
+    assert.deepEqual(s.kind === 'stream' ? s.counted?.() : undefined, { input: 1, output: 2 });
+  });
+
+  test("responses through echo (no network): JSON and SSE answers name the caller's model", async () => {
+    const r = json(await call('echo', 'responses', { input: 'hello there' }, { callerModel: 'alias' }));
+    assert.equal(r.model, 'alias');
+    assert.deepEqual((r.output as Json[])[0]!.content, [{ type: 'output_text', text: 'hello there', annotations: [] }]);
+    const s = await text(await call('echo', 'responses', { input: 'hello there', stream: true }));
+    const last = JSON.parse(s.trimEnd().split('\n').at(-1)!.slice('data: '.length)) as Json;
+    assert.equal(last.type, 'response.completed');
+    assert.deepEqual(pick((last.response as Json).usage as Json, ['input_tokens', 'output_tokens']), {
+      input_tokens: 2,
+      output_tokens: 2,
+    });
   });
 });

@@ -151,6 +151,17 @@ export function usageFromOpenai(u: unknown): TokenUsage | undefined {
   return out;
 }
 
+/** The Responses API's usage object read back (`input_tokens` includes cached input, as OpenAI counts). */
+export function usageFromResponses(u: unknown): TokenUsage | undefined {
+  if (!isRecord(u)) return undefined;
+  const out: TokenUsage = { input: num(u.input_tokens) ?? 0, output: num(u.output_tokens) ?? 0 };
+  const cached = isRecord(u.input_tokens_details) ? num(u.input_tokens_details.cached_tokens) : undefined;
+  if (cached) out.cacheRead = cached;
+  const reasoning = isRecord(u.output_tokens_details) ? num(u.output_tokens_details.reasoning_tokens) : undefined;
+  if (reasoning) out.reasoning = reasoning;
+  return out;
+}
+
 let idCounter = 0;
 /** Ids for translated responses: unique within the process, no crypto needed. */
 export function translatedId(prefix: string): string {
