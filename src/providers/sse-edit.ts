@@ -28,9 +28,13 @@ function lastBoundaryEnd(text: string): number {
   return Math.max(lf < 0 ? 0 : lf + 2, cr < 0 ? 0 : cr + 2, crlf < 0 ? 0 : crlf + 4);
 }
 
-/** `text` holds whole events (the last may lack its blank line at the stream's end); each one edited. */
-function editEvents(text: string, e: SseEdit): string {
+/**
+ * `text` holds whole events (the last may lack its blank line at the stream's end); each one edited.
+ * Undefined when the edit changed none of them.
+ */
+function editEvents(text: string, e: SseEdit): string | undefined {
   let out = '';
+  let changed = false;
   let at = 0;
   BOUNDARY.lastIndex = 0;
   for (;;) {
@@ -41,9 +45,12 @@ function editEvents(text: string, e: SseEdit): string {
     if (event !== '' || sep !== '') {
       const r = e.mayTouch(event) ? e.edit(event) : undefined;
       if (r === undefined) out += event + sep;
-      else if (r !== null) out += r + sep;
+      else {
+        changed = true;
+        if (r !== null) out += r + sep;
+      }
     }
-    if (!m) return out;
+    if (!m) return changed ? out : undefined;
     at = BOUNDARY.lastIndex;
   }
 }
@@ -56,7 +63,9 @@ export async function* editSse(chunks: AsyncIterable<Uint8Array>, e: SseEdit): A
   let clean = true;
   for await (const chunk of chunks) {
     const text = decoder.decode(chunk, { stream: true });
-    if (clean && endsAtBoundary(text) && !e.mayTouch(text)) {
+    // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
+    const whole = clean && endsAtBoundary(text);
+    if (whole && !e.mayTouch(text)) {
       yield chunk;
       continue;
     }
@@ -64,13 +73,15 @@ export async function* editSse(chunks: AsyncIterable<Uint8Array>, e: SseEdit): A
     const cut = lastBoundaryEnd(pending);
     clean = cut === pending.length && endsAtBoundary(text);
     if (cut === 0) continue;
-    const out = editEvents(pending.slice(0, cut), e);
+    const complete = pending.slice(0, cut);
     pending = pending.slice(cut);
-    if (out !== '') yield encoder.encode(out);
+    const out = editEvents(complete, e);
+    if (out === undefined) yield whole ? chunk : encoder.encode(complete);
+    else if (out !== '') yield encoder.encode(out);
   }
   pending += decoder.decode();
   if (pending !== '') {
-    const out = editEvents(pending, e);
+    const out = editEvents(pending, e) ?? pending;
     if (out !== '') yield encoder.encode(out);
   }
 }

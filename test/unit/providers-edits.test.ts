@@ -8,6 +8,7 @@ import { eventWithCallerModel, streamWithCallerModel, withCallerModel } from '..
 import { estimatePromptTokens, estimateTokens, fillMissing } from '../../src/providers/estimate.ts';
 import { withoutInjectedUsage } from '../../src/providers/injected-usage.ts';
 import { editSse } from '../../src/providers/sse-edit.ts';
+import { countsOfUsage } from '../../src/providers/translate/shared.ts';
 import type { TokenCounts } from '../../src/providers/types.ts';
 
 const enc = new TextEncoder();
@@ -80,6 +81,11 @@ describe('the SSE editor', () => {
     for await (const c of editSse(bytes(a, b), { mayTouch: () => false, edit: () => null })) seen.push(c);
     assert.deepEqual(seen, [a, b]);
     assert.equal(seen[0], a);
+    // Touched but left as they were (a stream already naming the caller's model): the same bytes too.
+    const kept: Uint8Array[] = [];
+    for await (const c of editSse(bytes(a, b), { mayTouch: () => true, edit: () => undefined })) kept.push(c);
+    assert.equal(kept[0], a);
+    assert.equal(kept[1], b);
   });
 
   test('CRLF and CR boundaries, a dropped event, a last event without its blank line', async () => {
@@ -240,4 +246,44 @@ describe('the text an answer produced', () => {
     ));
     assert.equal(await responses.text(), 'z');
   });
+});
+
+describe('usage objects of every wire as counts', () => {
+  const USAGES: { wire: string; usage: unknown; counts: TokenCounts | undefined }[] = [
+    {
+      wire: 'chat (OpenAI)',
+      usage: {
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        total_tokens: 15,
+        prompt_tokens_details: { cached_tokens: 4 },
+        completion_tokens_details: { reasoning_tokens: 3 },
+      },
+      counts: { input: 10, output: 5, cacheRead: 4, reasoning: 3 },
+    },
+    {
+      wire: 'chat (DeepSeek cache hits)',
+      usage: { prompt_tokens: 10, completion_tokens: 5, prompt_cache_hit_tokens: 6, prompt_cache_miss_tokens: 4 },
+      counts: { input: 10, output: 5, cacheRead: 6 },
+    },
+    {
+      wire: 'Anthropic',
+      usage: { input_tokens: 2, cache_creation_input_tokens: 3, cache_read_input_tokens: 4, output_tokens: 5 },
+      counts: { input: 9, output: 5, cacheRead: 4, cacheCreation: 3 },
+    },
+    {
+      wire: 'Responses',
+      usage: {
+        input_tokens: 9,
+        input_tokens_details: { cached_tokens: 4 },
+        output_tokens: 5,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 14,
+      },
+      counts: { input: 9, output: 5, cacheRead: 4 },
+    },
+    { wire: 'null', usage: null, counts: undefined },
+    { wire: 'empty', usage: {}, counts: undefined },
+  ];
+  for (const u of USAGES) test(u.wire, () => assert.deepEqual(countsOfUsage(u.usage), u.counts));
 });

@@ -162,6 +162,19 @@ export function usageFromResponses(u: unknown): TokenUsage | undefined {
   return out;
 }
 
+/**
+ * A `usage` object of any wire Sluice serves, as counts with their cache and reasoning parts: OpenAI chat
+ * and legacy completions (`prompt_tokens`), the Responses API (`input_tokens_details` or `total_tokens`
+ * beside `input_tokens`), else Anthropic's (cache counts beside `input_tokens`). Undefined when it is none.
+ */
+export function countsOfUsage(u: unknown): TokenUsage | undefined {
+  if (!isRecord(u)) return undefined;
+  if (num(u.prompt_tokens) !== undefined || num(u.completion_tokens) !== undefined) return usageFromOpenai(u);
+  if (num(u.input_tokens) === undefined && num(u.output_tokens) === undefined) return undefined;
+  if (isRecord(u.input_tokens_details) || num(u.total_tokens) !== undefined) return usageFromResponses(u);
+  return usageFromAnthropic(u);
+}
+
 let idCounter = 0;
 /** Ids for translated responses: unique within the process, no crypto needed. */
 export function translatedId(prefix: string): string {
