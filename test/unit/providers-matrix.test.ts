@@ -4,7 +4,8 @@
 // record what they receive.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { callProvider, countTokensRefusal } from '../../src/providers/call.ts';
+import { callProvider } from '../../src/providers/call.ts';
+import { countTokensRefusal } from '../../src/providers/translate/via-chat.ts';
 import { adapterFor } from '../../src/providers/index.ts';
 import type { Endpoint, ProviderCall, ProviderResult } from '../../src/providers/types.ts';
 import type { AdapterName, ProviderKey } from '../../src/resources/schema.ts';
