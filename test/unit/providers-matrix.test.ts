@@ -218,6 +218,19 @@ const REQUESTS: RequestRow[] = [
       stop_sequences: ['END'],
     },
   },
+  {
+    feature: "reasoning: Anthropic's own thinking and top_k take effect",
+    ingress: 'chat',
+    family: 'anthropic',
+    path: '/v1/messages',
+    body: {
+      messages: [{ role: 'user', content: 'q' }],
+      max_tokens: 8000,
+      thinking: { type: 'enabled', budget_tokens: 2048 },
+      top_k: 5,
+    },
+    expect: { max_tokens: 8000, thinking: { type: 'enabled', budget_tokens: 2048 }, top_k: 5 },
+  },
   // messages → OpenAI-wire (translated).
   {
     feature: 'system turn inside messages kept in place; max_tokens optional',

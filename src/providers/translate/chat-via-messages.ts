@@ -57,6 +57,9 @@ export function chatToMessagesRequest(body: Json): Json {
   if (typeof body.stop === 'string') out.stop_sequences = [body.stop];
   else if (Array.isArray(body.stop) && body.stop.length > 0) out.stop_sequences = body.stop;
   for (const k of ['temperature', 'top_p'] as const) if (body[k] !== undefined && body[k] !== null) out[k] = body[k];
+  // Anthropic's own knobs in a chat body take effect, as AISIX forwards them; OpenAI has no such fields.
+  if (isRecord(body.thinking)) out.thinking = body.thinking;
+  if (num(body.top_k) !== undefined) out.top_k = body.top_k;
   if (typeof body.user === 'string') out.metadata = { user_id: body.user };
   if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(messagesTool);
   const choice = messagesToolChoice(body.tool_choice, body.parallel_tool_calls === false);
@@ -170,10 +173,12 @@ function messagesToolChoice(c: unknown, noParallel: boolean): Json | undefined {
 
 export function messagesToChatResponse(msg: Json, model: string): Json {
   let text = '';
+  let reasoning = '';
   const toolCalls: Json[] = [];
   for (const b of Array.isArray(msg.content) ? msg.content : []) {
     if (!isRecord(b)) continue;
     if (b.type === 'text') text += str(b.text) ?? '';
+    else if (b.type === 'thinking') reasoning += str(b.thinking) ?? '';
     else if (b.type === 'tool_use') {
       toolCalls.push({
         id: str(b.id) ?? '',
@@ -183,6 +188,8 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
     }
   }
   const message: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
+  // Where OpenAI-compatible reasoning models put their thinking (DeepSeek's field).
+  if (reasoning !== '') message.reasoning_content = reasoning;
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return {
     id: `chatcmpl-${str(msg.id) ?? translatedId('')}`,
@@ -277,7 +284,7 @@ export async function* messagesStreamToChat(
   if (started) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before message_stop');
 }
 
-/** A content block's start or delta as chat chunks: text deltas and tool calls (thinking is not carried). */
+/** A content block's start or delta as chat chunks: text, thinking (as `reasoning_content`) and tool calls. */
 function* blockChunks(
   j: Json,
   toolIndex: Map<number, number>,
@@ -300,7 +307,9 @@ function* blockChunks(
   }
   const delta = isRecord(j.delta) ? j.delta : {};
   if (delta.type === 'text_delta' && typeof delta.text === 'string') yield chunk({ content: delta.text });
-  else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
+  else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
+    yield chunk({ reasoning_content: delta.thinking });
+  } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
     const index = toolIndex.get(num(j.index) ?? 0) ?? 0;
     yield chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
   }
