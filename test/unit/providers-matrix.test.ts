@@ -5,9 +5,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { callProvider } from '../../src/providers/call.ts';
-import { countTokensRefusal } from '../../src/providers/translate/via-chat.ts';
+import { countTokensRefusal, servesResponsesNatively } from '../../src/providers/translate/via-chat.ts';
 import { adapterFor } from '../../src/providers/index.ts';
-import type { Endpoint, ProviderCall, ProviderResult } from '../../src/providers/types.ts';
+import type { Endpoint, ProviderAdapter, ProviderCall, ProviderResult } from '../../src/providers/types.ts';
 import type { AdapterName, ProviderKey } from '../../src/resources/schema.ts';
 import { fetchUpstream } from '../../src/upstream-fetch.ts';
 import { Cancel } from '../../src/util/cancel.ts';
@@ -665,5 +665,45 @@ describe("answers in the caller's wire", () => {
       input_tokens: 2,
       output_tokens: 2,
     });
+  });
+});
+
+describe('which path a call takes', () => {
+  const NATIVE: { model?: string; key: string; adapter: AdapterName; native: boolean }[] = [
+    { key: 'openai', adapter: 'openai', native: true },
+    { key: '', adapter: 'openai', native: true }, // no vendor named: the adapter's
+    { key: 'deepseek', adapter: 'openai', native: false },
+    { model: 'openai', key: 'deepseek', adapter: 'openai', native: true }, // the model's provider wins
+    { model: 'deepseek', key: 'openai', adapter: 'openai', native: false },
+    { key: 'anthropic', adapter: 'anthropic', native: false },
+  ];
+  for (const n of NATIVE) {
+    test(`responses native: model ${n.model ?? '-'}, key ${n.key || '""'}, adapter ${n.adapter} → ${n.native}`, () => {
+      const key = { id: 'k', provider: n.key, adapter: n.adapter } as ProviderKey;
+      const c = { endpoint: 'responses', key, ...(n.model ? { provider: n.model } : {}) } as ProviderCall;
+      assert.equal(servesResponsesNatively(adapterFor(n.adapter)!, c), n.native);
+    });
+  }
+
+  test('count_tokens never reaches an adapter that only says it serves everything but messages', async () => {
+    let called = false;
+    const loose: ProviderAdapter = {
+      name: 'openai',
+      supports: (e) => e !== 'messages',
+      call: () => {
+        called = true;
+        return Promise.resolve({ kind: 'refused', message: 'called' });
+      },
+    };
+    const r = await callProvider(loose, {
+      endpoint: 'count_tokens',
+      body: { model: 'up' },
+      stream: false,
+      key: keyOf('openai'),
+      upstream: fetchUpstream(),
+      signal: new Cancel(),
+    });
+    assert.deepEqual(r, { kind: 'refused', message: countTokensRefusal('up') });
+    assert.equal(called, false);
   });
 });
