@@ -53,7 +53,11 @@ export function chatToMessagesRequest(body: Json): Json {
     max_tokens: num(body.max_tokens) ?? num(body.max_completion_tokens) ?? DEFAULT_MAX_TOKENS,
   };
   // Plain strings stay one string (what Anthropic has always been sent); blocks keep their cache markers.
-  if (system.length > 0) out.system = systemBlocks ? system : system.map((b) => b.text).join('\n\n');
+  if (system.length > 0) {
+    out.system = systemBlocks
+      ? system.filter((b) => (b.text as string).trim() !== '') // Anthropic refuses blank blocks
+      : system.map((b) => b.text).join('\n\n');
+  }
   if (typeof body.stop === 'string') out.stop_sequences = [body.stop];
   else if (Array.isArray(body.stop) && body.stop.length > 0) out.stop_sequences = body.stop;
   for (const k of ['temperature', 'top_p'] as const) if (body[k] !== undefined && body[k] !== null) out[k] = body[k];
