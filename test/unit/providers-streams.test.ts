@@ -152,6 +152,13 @@ describe('usage on every Anthropic stream', () => {
     });
   }
 
+  test('a stream cut before message_stop still counts what message_start said', async () => {
+    ant.script({ events: [start({ input_tokens: 50, cache_read_input_tokens: 5 }), ...text] });
+    const r = await stream('anthropic', 'chat', { messages: [] });
+    await assert.rejects(drain(r), UpstreamStreamError);
+    assert.deepEqual(r.kind === 'stream' ? r.counted?.() : undefined, { input: 55, output: 0, cacheRead: 5 });
+  });
+
   test('chat caller with include_usage: cached_tokens in the usage chunk', async () => {
     ant.script({
       events: [start({ input_tokens: 5, cache_read_input_tokens: 100 }), ...text, ...end({ output_tokens: 3 })],

@@ -210,7 +210,7 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
 /**
  * Anthropic Messages events → OpenAI chat chunks ending with `data: [DONE]`; a final usage chunk when the
  * caller asked for `stream_options.include_usage`. Whether or not it asked, `onUsage` gets the stream's
- * counts (cache parts included) at `message_stop`. An upstream `error` event, or a stream that ends before
+ * counts (cache parts included) as they grow, so a stream cut before its end still counts what was said. An upstream `error` event, or a stream that ends before
  * `message_stop`, throws: the caller gets an SSE error event rather than a silently truncated answer.
  */
 export async function* messagesStreamToChat(
@@ -245,6 +245,7 @@ export async function* messagesStreamToChat(
         if (str(msg.id)) id = `chatcmpl-${msg.id as string}`;
         upstreamModel = str(msg.model) ?? upstreamModel;
         counts = anthropicCounts(msg.usage);
+        onUsage?.(fromAnthropicCounts(counts));
         started = true;
         yield chunk({ role: 'assistant', content: '' });
         break;
@@ -256,6 +257,7 @@ export async function* messagesStreamToChat(
       case 'message_delta': {
         const delta = isRecord(j.delta) ? j.delta : {};
         counts = foldAnthropicCounts(counts, j.usage);
+        onUsage?.(fromAnthropicCounts(counts));
         if (delta.stop_reason !== undefined && delta.stop_reason !== null) {
           yield chunk({}, toFinishReason(delta.stop_reason));
         }
@@ -263,7 +265,6 @@ export async function* messagesStreamToChat(
       }
       case 'message_stop': {
         const usage = fromAnthropicCounts(counts);
-        onUsage?.(usage);
         if (includeUsage) {
           yield dataEvent({
             id,

@@ -273,7 +273,7 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
 /**
  * OpenAI chat chunks → Anthropic Messages events. Nothing is emitted before the upstream's first event, so
  * a target that fails before sending anything can still be failed over. `onUsage` gets the counts (the
- * cached part included, which the Messages events do not carry) before `message_delta`.
+ * cached part included, which the Messages events do not carry) when the upstream reports them.
  */
 export async function* chatStreamToMessages(
   chunks: AsyncIterable<Uint8Array>,
@@ -329,7 +329,11 @@ export async function* chatStreamToMessages(
         },
       });
     }
-    usage = usageFromOpenai(j.usage) ?? usage;
+    const reported = usageFromOpenai(j.usage);
+    if (reported) {
+      usage = reported;
+      onUsage?.(usage);
+    }
     const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
     if (!choice) continue;
     const delta = isRecord(choice.delta) ? choice.delta : {};
@@ -372,7 +376,6 @@ export async function* chatStreamToMessages(
   // direction does when `message_stop` never came).
   if (!done) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
   yield* close();
-  onUsage?.(usage);
   yield namedEvent('message_delta', {
     type: 'message_delta',
     delta: { stop_reason: stopReason ?? 'end_turn', stop_sequence: null },

@@ -320,7 +320,7 @@ class ResponsesEvents {
  * Chat chunks → Responses events (no `data: [DONE]`). Nothing is written before the first chunk that
  * carries text, a tool call or a finish reason, so a target that fails before that can still be failed
  * over. The terminal event goes out at the upstream's `[DONE]`, after its usage chunk; `onUsage` gets the
- * counts then. An error chunk, or a stream cut before `[DONE]` and a finish reason, throws.
+ * counts when the upstream reports them. An error chunk, or a stream cut before `[DONE]` and a finish reason, throws.
  */
 export async function* chatStreamToResponses(
   chunks: AsyncIterable<Uint8Array>,
@@ -341,7 +341,11 @@ export async function* chatStreamToResponses(
     if (isRecord(j.error)) {
       throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
     }
-    usage = usageFromOpenai(j.usage) ?? usage;
+    const reported = usageFromOpenai(j.usage);
+    if (reported) {
+      usage = reported;
+      onUsage?.(usage);
+    }
     const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
     if (!choice) continue;
     yield* chunkEvents(out, choice);
@@ -351,7 +355,6 @@ export async function* chatStreamToResponses(
   if (!done && finish === undefined) {
     throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
   }
-  onUsage?.(usage);
   yield* out.finish(finish, usage);
 }
 
