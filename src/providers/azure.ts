@@ -168,6 +168,6 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
 
 export const azureOpenAiAdapter: ProviderAdapter = {
   name: 'azure-openai',
-  supports: (endpoint) => endpoint !== 'messages',
+  supports: (endpoint) => endpoint === 'chat' || endpoint === 'completions' || endpoint === 'embeddings',
   call,
 };

@@ -4,7 +4,7 @@
 // native for `anthropic.*` (messages.ts), through chat otherwise; embeddings: Titan (one call per input)
 // and Cohere. Error answers are canned: AWS's text names accounts and roles.
 import type { ProviderKey } from '../../resources/schema.ts';
-import { messagesViaChat } from '../call.ts';
+import { messagesViaChat } from '../translate/via-chat.ts';
 import { credentialJson, stringMember } from '../credential-json.ts';
 import { invalidConfig, invalidCredentials } from '../failures.ts';
 import { chatToMessagesRequest, messagesToChatResponse } from '../translate/chat-via-messages.ts';
@@ -94,6 +94,6 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
 
 export const bedrockAdapter: ProviderAdapter = {
   name: 'bedrock',
-  supports: (endpoint) => endpoint !== 'completions',
+  supports: (endpoint) => endpoint === 'chat' || endpoint === 'embeddings' || endpoint === 'messages',
   call,
 };

@@ -3,7 +3,7 @@
 // MaaS shim, Mistral and AI21 (OpenAI bodies) — under `/v1/projects/<p>/locations/<r>/`, with a bearer
 // token (configured, or minted from a service account). `/v1/messages` native to Claude, through chat for
 // the others; embeddings through `:predict`. Error answers are canned: Vertex's text names projects.
-import { messagesViaChat } from '../call.ts';
+import { messagesViaChat } from '../translate/via-chat.ts';
 import { cannedUpstreamError, errorJson, invalidConfig } from '../failures.ts';
 import { MintFailed } from '../mint.ts';
 import { normaliseChatResult } from '../openai-quirks.ts';
@@ -182,6 +182,6 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
 
 export const vertexAdapter: ProviderAdapter = {
   name: 'vertex',
-  supports: (endpoint) => endpoint !== 'completions',
+  supports: (endpoint) => endpoint === 'chat' || endpoint === 'embeddings' || endpoint === 'messages',
   call,
 };
