@@ -29,20 +29,81 @@ export function streamResult(
   recorder: AttemptRecorder,
   served?: ServedBy,
 ): DispatchResult {
-  let live: { target: Target; live: LiveStream } | undefined;
-  let settled = false;
-  // A stream the loop produced after the caller's body had already ended is nobody's: close it.
-  void run.then((r) => {
-    if (!settled || live) return;
-    for (const o of r.kind === 'aborted' ? r.attempts.map((a) => a.outcome) : [r.outcome]) {
-      if (o.kind === 'response' && o.live) closeLive(o.live);
+  const s = new CallerStream(run, controller, answer, recorder);
+  const iterator: AsyncIterator<Uint8Array> = { next: () => s.next(), return: () => s.return() };
+  return {
+    kind: 'stream',
+    ...(served ? { served } : {}),
+    chunks: { [Symbol.asyncIterator]: () => iterator },
+    abort: () => s.abort(),
+    settle: (end) => s.settle(end),
+  };
+}
+
+/** The chunks the caller's pump reads, from whichever live stream the loop produces, and its settlement. */
+class CallerStream {
+  private live: { target: Target; live: LiveStream } | undefined;
+  private settled = false;
+  /** The live stream's rest under the silence limit, once there is one. */
+  private rest: SilenceLimited | undefined;
+  private over = false;
+
+  constructor(
+    private readonly run: Promise<Run>,
+    private readonly controller: Cancel,
+    private readonly answer: (run: Run) => Answer,
+    private readonly recorder: AttemptRecorder,
+  ) {
+    // A stream the loop produced after the caller's body had already ended is nobody's: close it.
+    void run.then((r) => {
+      if (!this.settled || this.live) return;
+      for (const o of r.kind === 'aborted' ? r.attempts.map((a) => a.outcome) : [r.outcome]) {
+        if (o.kind === 'response' && o.live) closeLive(o.live);
+      }
+    }, () => {});
+  }
+
+  next(): Promise<IteratorResult<Uint8Array>> {
+    if (this.rest) return this.rest.next();
+    if (this.over) return Promise.resolve(DONE);
+    return this.first().then((r) => {
+      if (r.done) this.over = true;
+      return r;
+    }, (e) => {
+      this.over = true;
+      throw e;
+    });
+  }
+
+  return(): Promise<IteratorResult<Uint8Array>> {
+    this.over = true;
+    this.rest?.stop();
+    return Promise.resolve(DONE);
+  }
+
+  abort(): void {
+    this.controller.abort();
+    this.live?.live.abort();
+  }
+
+  /** How the caller's stream ended: the live target's health and deployment metrics, its resources freed. */
+  settle(end: StreamEnd): void {
+    if (this.settled) return;
+    this.settled = true;
+    if (!this.live) {
+      this.controller.abort(); // the caller left while the loop was still failing over
+      return;
     }
-  }, () => {});
-  // The first chunk once the loop has a live stream, then the rest under the silence limit.
-  let rest: SilenceLimited | undefined;
-  let over = false;
-  const first = async (): Promise<IteratorResult<Uint8Array>> => {
-    const a = answer(await run);
+    const { target: t, live: l } = this.live;
+    l.end();
+    if (end === 'client_closed') l.abort();
+    if (end === 'complete' || end === 'client_closed') this.recorder.streamEnded(t, undefined);
+    else this.recorder.streamEnded(t, end === 'upstream_timeout' ? { kind: 'timeout' } : { kind: 'transport' });
+  }
+
+  /** The first chunk once the loop has a live stream; the loop's failure as an in-band error. */
+  private async first(): Promise<IteratorResult<Uint8Array>> {
+    const a = this.answer(await this.run);
     if (a.kind === 'aborted') return DONE;
     if (a.kind === 'error') {
       throw new UpstreamStreamError(
@@ -55,58 +116,21 @@ export function streamResult(
       const { message } = upstreamErrorParts(a.body);
       throw new UpstreamStreamError('upstream_error', `upstream answered ${a.status}: ${message}`);
     }
-    if (settled || over) {
+    if (this.settled || this.over) {
       closeLive(a.live);
       return DONE;
     }
-    live = a;
-    rest = new SilenceLimited(a.live, a.target.silenceMs);
+    this.live = a;
+    this.rest = new SilenceLimited(a.live, a.target.silenceMs);
     if (a.live.first) return { done: false, value: a.live.first };
     // Committed at the head (deployment-default budget): the first chunk comes under the silence limit, and
     // a stream that ends before sending anything is an upstream error, not an empty answer.
-    const r = await rest.next();
+    const r = await this.rest.next();
     if (r.done) {
       throw new UpstreamStreamError('upstream_error', 'the upstream closed the stream before sending anything');
     }
     return r;
-  };
-  const iterator: AsyncIterator<Uint8Array> = {
-    next: () => (rest ? rest.next() : over ? Promise.resolve(DONE) : first().then((r) => {
-      if (r.done) over = true;
-      return r;
-    }, (e) => {
-      over = true;
-      throw e;
-    })),
-    return: () => {
-      over = true;
-      rest?.stop();
-      return Promise.resolve(DONE);
-    },
-  };
-  const settle = (end: StreamEnd) => {
-    if (settled) return;
-    settled = true;
-    if (!live) {
-      controller.abort(); // the caller left while the loop was still failing over
-      return;
-    }
-    const { target: t, live: l } = live;
-    l.end();
-    if (end === 'client_closed') l.abort();
-    if (end === 'complete' || end === 'client_closed') recorder.streamEnded(t, undefined);
-    else recorder.streamEnded(t, end === 'upstream_timeout' ? { kind: 'timeout' } : { kind: 'transport' });
-  };
-  return {
-    kind: 'stream',
-    ...(served ? { served } : {}),
-    chunks: { [Symbol.asyncIterator]: () => iterator },
-    abort: () => {
-      controller.abort();
-      live?.live.abort();
-    },
-    settle,
-  };
+  }
 }
 
 /**

@@ -32,7 +32,8 @@ export { timeoutBudget } from './dispatch-plan.ts';
 export { statusBucket } from './dispatch-record.ts';
 
 export interface DispatcherDeps {
-  config: Config;
+  /** `upstream` (deadlines, retries) and the keep-alive interval that times the early commit. */
+  config: { upstream: Config['upstream']; downstream: Pick<Config['downstream'], 'sse_keepalive_interval_secs'> };
   upstream: UpstreamFetch;
   health: ModelHealth;
   routing: RoutingState;
