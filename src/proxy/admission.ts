@@ -10,7 +10,7 @@ import type { RateLimiter } from '../routing/rate-limit.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
-import type { Step } from './pipeline.ts';
+import type { ModelCall, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
 
 /** An authenticated caller and the snapshot its request is served from. */
@@ -27,30 +27,40 @@ export interface IdentifyDeps {
   readonly clock: Clock;
 }
 
-/** Authentication (before the body is read), against the snapshot this request is served from. */
-export async function authenticateCaller(
+/**
+ * Authentication (before the body is read), against the snapshot this request is served from. Synchronous
+ * for a caller whose token was seen before (auth.ts).
+ */
+export function authenticateCaller(
   d: IdentifyDeps,
   headers: Headers,
   rec: RequestRecord,
-): Promise<Caller | ProxyError> {
+): Caller | ProxyError | Promise<Caller | ProxyError> {
   const snapshot = d.snapshot;
   if (!snapshot) return errors.internal();
-  const key = await authenticate(headers, snapshot, d.clock());
-  if (key instanceof ProxyError) return key;
-  rec.identified(key);
-  return { key, snapshot };
+  const identified = (key: ApiKey | ProxyError): Caller | ProxyError => {
+    if (key instanceof ProxyError) return key;
+    rec.identified(key);
+    return { key, snapshot };
+  };
+  const key = authenticate(headers, snapshot, d.clock());
+  return key instanceof Promise ? key.then(identified) : identified(key);
 }
 
 export function identifyStep(d: IdentifyDeps): Step {
   return {
     name: 'identify',
-    async run(call) {
-      const who = await authenticateCaller(d, call.headers, call.rec);
-      if (who instanceof ProxyError) return who;
-      call.caller = who;
-      return undefined;
+    run(call) {
+      const who = authenticateCaller(d, call.headers, call.rec);
+      return who instanceof Promise ? who.then((w) => identified(call, w)) : identified(call, who);
     },
   };
+}
+
+function identified(call: ModelCall, who: Caller | ProxyError): StepResult {
+  if (who instanceof ProxyError) return who;
+  call.caller = who;
+  return undefined;
 }
 
 /** Model permission → existence → `allowed_cidrs`. */

@@ -69,20 +69,25 @@ export class Answerer {
   }
 
   /** A scrubber for this call's answers, built on first use (only error paths need one). */
-  scrubber(call: ModelCall): () => Scrub {
+  private scrubber(call: ModelCall): () => Scrub {
     let s: Scrub | undefined;
     return () => (s ??= scrubberFor(call.caller.snapshot, this.d.adminKeys, bearerToken(call.headers)));
   }
 
   /** The caller's answer for a dispatch result, in the caller's wire. */
-  async respond(call: ModelCall, r: DispatchResult, scrub: () => Scrub): Promise<Response> {
+  respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
+    const scrub = this.scrubber(call);
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
       rec.read(read.usage, read.id);
-      await commitUsage(call, totalOf(read.usage) ?? 0);
-    } else void call.permit.end();
+      // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
+      return commitUsage(call, totalOf(read.usage) ?? 0).then(() =>
+        stamped(call, r.body, r.status, { 'content-type': r.contentType, ...r.headers, ...call.limitHeaders })
+      );
+    }
+    void call.permit.end();
     if (r.kind === 'aborted') {
       rec.failed('client_closed', 'the caller closed the connection before the answer');
       return new Response(null, { status: 499 }); // nginx's "client closed request": nobody reads it

@@ -21,7 +21,7 @@ import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
-import { buildPipeline, ModelCall, type Pipeline, runAnswerSteps, runSteps } from './pipeline.ts';
+import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
@@ -75,12 +75,6 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   }
 
   app.use('/v1/*', trackRequests(d));
-  const pipeline = buildPipeline({
-    identify: identifyStep(d),
-    readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
-    admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
-    reserve: reserveStep(d.rateLimiter),
-  });
   const answerer = new Answerer({
     dispatcher: new Dispatcher({
       config: cfg,
@@ -92,8 +86,18 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
   });
+  // Built once: the features configured join here (FeatureSteps); none is configured in this version.
+  const pipeline = buildPipeline({
+    identify: identifyStep(d),
+    readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
+    admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
+    reserve: reserveStep(d.rateLimiter),
+    dispatch: (call) => answerer.dispatch(call),
+    respond: (call, result) => answerer.respond(call, result),
+    refuse: (call, e) => fail(call.c, e),
+  });
   for (const route of ROUTES) {
-    const handler = isModelCall(route) ? modelCall(pipeline, answerer, route) : listModels(d);
+    const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);
     app.on(route.method, route.path, handler);
   }
   app.all('/v1/*', (c) => {
@@ -104,17 +108,10 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   return app;
 }
 
-/** A model call on `route`: the pipeline's steps, dispatch, the answer steps, the answer. */
-function modelCall(p: Pipeline, answerer: Answerer, route: ModelCallRoute) {
-  const refuse = (call: ModelCall, e: ProxyError) => fail(call.c, e);
-  return async function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
-    const call = new ModelCall(c, c.get('rec'), route);
-    const early = await runSteps(p.steps, call, refuse);
-    if (early) return early;
-    const scrub = answerer.scrubber(call);
-    let result = await answerer.dispatch(call);
-    if (p.answerSteps.length > 0) result = await runAnswerSteps(p.answerSteps, call, result);
-    return answerer.respond(call, result, scrub);
+/** A model call on `route`: one run of the pipeline. */
+function modelCall(p: Pipeline, route: ModelCallRoute) {
+  return function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
+    return runModelCall(p, new ModelCall(c, c.get('rec'), route));
   };
 }
 

@@ -74,6 +74,12 @@ export interface CoreSteps {
   readBody: Step;
   admit: Step;
   reserve: Step;
+  /** Dispatch with its attempts (answer.ts). */
+  dispatch(call: ModelCall): Promise<DispatchResult>;
+  /** The answer in the caller's wire; the usage commit when its last byte is out (answer.ts). */
+  respond(call: ModelCall, result: DispatchResult): Response | Promise<Response>;
+  /** A step's refusal, recorded and answered in the caller's wire. */
+  refuse(call: ModelCall, e: ProxyError): Response;
 }
 
 /** The optional steps: each present only when its feature is configured. */
@@ -90,7 +96,7 @@ export interface FeatureSteps {
   cacheStore?: AnswerStep;
 }
 
-export interface Pipeline {
+export interface Pipeline extends Pick<CoreSteps, 'dispatch' | 'respond' | 'refuse'> {
   /** Before dispatch, in order. */
   readonly steps: readonly Step[];
   /** On the dispatch result, in order. */
@@ -105,35 +111,26 @@ export function buildPipeline(core: CoreSteps, features: FeatureSteps = {}): Pip
   return {
     steps: steps.filter((s): s is Step => s !== undefined),
     answerSteps: answerSteps.filter((s): s is AnswerStep => s !== undefined),
+    dispatch: core.dispatch,
+    respond: core.respond,
+    refuse: core.refuse,
   };
 }
 
 /**
- * The steps before dispatch, in order, until one refuses or answers: that answer, else undefined (dispatch
- * next). A refusal is recorded and answered in the caller's wire by `refuse`.
+ * One model call through the pipeline: the steps before dispatch in order until one refuses or answers,
+ * then dispatch, the answer steps, and the answer.
  */
-export async function runSteps(
-  steps: readonly Step[],
-  call: ModelCall,
-  refuse: (call: ModelCall, e: ProxyError) => Response,
-): Promise<Response | undefined> {
+export async function runModelCall(p: Pipeline, call: ModelCall): Promise<Response> {
+  const steps = p.steps;
   for (let i = 0; i < steps.length; i++) {
     let r = steps[i]!.run(call);
     if (r instanceof Promise) r = await r;
-    if (r !== undefined) return r instanceof ProxyError ? refuse(call, r) : r;
+    if (r !== undefined) return r instanceof ProxyError ? p.refuse(call, r) : r;
   }
-  return undefined;
-}
-
-/** The answer steps on a dispatch result, in order. */
-export async function runAnswerSteps(
-  steps: readonly AnswerStep[],
-  call: ModelCall,
-  result: DispatchResult,
-): Promise<DispatchResult> {
-  let r = result;
-  for (let i = 0; i < steps.length; i++) r = await steps[i]!.run(call, r);
-  return r;
+  let result = await p.dispatch(call);
+  for (let i = 0; i < p.answerSteps.length; i++) result = await p.answerSteps[i]!.run(call, result);
+  return p.respond(call, result);
 }
 
 /**

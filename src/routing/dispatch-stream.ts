@@ -30,18 +30,17 @@ export function streamResult(
   served?: ServedBy,
 ): DispatchResult {
   const s = new CallerStream(run, controller, answer, recorder);
-  const iterator: AsyncIterator<Uint8Array> = { next: () => s.next(), return: () => s.return() };
   return {
     kind: 'stream',
     ...(served ? { served } : {}),
-    chunks: { [Symbol.asyncIterator]: () => iterator },
+    chunks: { [Symbol.asyncIterator]: () => s },
     abort: () => s.abort(),
     settle: (end) => s.settle(end),
   };
 }
 
 /** The chunks the caller's pump reads, from whichever live stream the loop produces, and its settlement. */
-class CallerStream {
+class CallerStream implements AsyncIterator<Uint8Array> {
   private live: { target: Target; live: LiveStream } | undefined;
   private settled = false;
   /** The live stream's rest under the silence limit, once there is one. */

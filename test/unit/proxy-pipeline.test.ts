@@ -12,15 +12,13 @@ import {
   type CoreSteps,
   ModelCall,
   perSnapshot,
-  runAnswerSteps,
-  runSteps,
+  runModelCall,
   type Step,
   type StepName,
   type StepResult,
 } from '../../src/proxy/pipeline.ts';
 import { RequestRecord } from '../../src/proxy/record.ts';
 import { isModelCall, routeOf, ROUTES, wireOf } from '../../src/proxy/routes.ts';
-import type { DispatchResult } from '../../src/routing/dispatch.ts';
 import type { ApiKey } from '../../src/resources/schema.ts';
 import type { Snapshot } from '../../src/resources/snapshot.ts';
 
@@ -36,12 +34,27 @@ function step(name: StepName, ran: string[], result?: () => StepResult, async = 
   };
 }
 
+const ANSWER = new Response('answered');
+
+/** The core steps, each noting its name in `ran`; dispatch answers `aborted`, respond `ANSWER`. */
 function core(ran: string[]): CoreSteps {
   return {
     identify: step('identify', ran, undefined, true),
     readBody: step('read body', ran, undefined, true),
     admit: step('admit', ran),
     reserve: step('reserve', ran, undefined, true),
+    dispatch: () => {
+      ran.push('dispatch');
+      return Promise.resolve({ kind: 'aborted' });
+    },
+    respond: () => {
+      ran.push('respond');
+      return ANSWER;
+    },
+    refuse: (_call, e) => {
+      ran.push(`refuse ${e.status}`);
+      return new Response('refused', { status: e.status });
+    },
   };
 }
 
@@ -99,48 +112,39 @@ describe('buildPipeline', () => {
   });
 });
 
-describe('runSteps', () => {
-  test('runs every step in order, synchronous and asynchronous alike, and goes on to dispatch', async () => {
+describe('runModelCall', () => {
+  test('every step in order, synchronous and asynchronous alike, then dispatch and the answer', async () => {
     const ran: string[] = [];
     const p = buildPipeline(core(ran), { policies: step('policies', ran, undefined, true) });
-    const answer = await runSteps(p.steps, call(), () => assert.fail('nothing refuses'));
-    assert.equal(answer, undefined);
-    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'policies', 'reserve']);
+    assert.equal(await runModelCall(p, call()), ANSWER);
+    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'policies', 'reserve', 'dispatch', 'respond']);
   });
 
-  test('the first refusal ends the run, answered by `refuse`; later steps do not run', async () => {
+  test('the first refusal ends the run, answered by `refuse`; later steps and dispatch do not run', async () => {
     const ran: string[] = [];
-    const refused: ProxyError[] = [];
     const c = core(ran);
     c.admit = step('admit', ran, () => errors.unknownModel('nope'));
-    const res = await runSteps(buildPipeline(c).steps, call(), (_call, e) => {
-      refused.push(e);
-      return new Response('refused', { status: e.status });
-    });
-    assert.equal(res?.status, 404);
-    assert.deepEqual(ran, ['identify', 'read body', 'admit']);
-    assert.equal(refused.length, 1);
-    assert.ok(refused[0] instanceof ProxyError);
+    const res = await runModelCall(buildPipeline(c), call());
+    assert.equal(res.status, 404);
+    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'refuse 404']);
   });
 
   test('a step may answer itself (a cached answer): that response, no dispatch', async () => {
     const ran: string[] = [];
     const cached = new Response('{"cached":true}');
     const p = buildPipeline(core(ran), { cacheLookup: step('cache lookup', ran, () => cached, true) });
-    const res = await runSteps(p.steps, call(), () => assert.fail('nothing refuses'));
-    assert.equal(res, cached);
+    assert.equal(await runModelCall(p, call()), cached);
     assert.deepEqual(ran, ['identify', 'read body', 'admit', 'cache lookup']);
   });
 
-  test('answer steps run in order on the dispatch result', async () => {
+  test('answer steps run in order on the dispatch result, before the answer', async () => {
     const ran: string[] = [];
-    const p = buildPipeline(core([]), {
+    const p = buildPipeline(core(ran), {
       outputChecks: answerStep('output checks', ran),
       cacheStore: answerStep('cache store', ran),
     });
-    const result: DispatchResult = { kind: 'aborted' };
-    assert.equal(await runAnswerSteps(p.answerSteps, call(), result), result);
-    assert.deepEqual(ran, ['output checks', 'cache store']);
+    await runModelCall(p, call());
+    assert.deepEqual(ran.slice(-4), ['dispatch', 'output checks', 'cache store', 'respond']);
   });
 });
 
