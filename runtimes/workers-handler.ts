@@ -94,7 +94,7 @@ export function workersPlatform(files: Record<string, string>, env: Record<strin
     listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
     // Workers sends no signals: a deployment moves new requests to new isolates and drains the old ones itself.
     onSignal: () => {},
-    upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
+    upstream: (o) => fetchUpstream(fetch, o),
     files: bundledFiles(files),
     env,
     writeLog: (line) => console.log(line),

@@ -75,6 +75,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     this.upstream = platform.upstream({
       connectTimeoutMs: config.upstream.connect_timeout_ms,
       maxResponseBytes: config.upstream.max_response_bytes,
+      maxBufferedBytes: config.upstream.max_buffered_response_bytes,
     });
     this.checker = opts.backgroundChecks === false ? undefined : new BackgroundChecker({
       health: this.health,

@@ -95,8 +95,11 @@ export interface Platform {
   readonly name: string;
   listen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener>;
   onSignal(signal: SignalName, handler: () => void): void;
-  /** The runtime's fastest faithful HTTP client, made once the configuration is known. */
-  upstream(opts: { connectTimeoutMs: number; maxResponseBytes?: number }): UpstreamFetch;
+  /**
+   * The runtime's fastest faithful HTTP client, made once the configuration is known. `maxResponseBytes`
+   * bounds each answer, `maxBufferedBytes` all the answers being read whole at once (src/upstream-fetch.ts).
+   */
+  upstream(opts: { connectTimeoutMs: number; maxResponseBytes?: number; maxBufferedBytes?: number }): UpstreamFetch;
   files?: PlatformFiles;
   /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd

@@ -46,6 +46,7 @@ import {
   type RunResult,
 } from './retry.ts';
 import { type Candidate, type HeaderReader, pickTargets, type RoutingState, usableCandidates } from './strategies.ts';
+import { RefusedAnswer } from '../upstream-fetch.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
@@ -73,7 +74,12 @@ export interface DispatchInput {
  * message the HTTP layer scrubs); `detail` only for the log (a transport's words, e.g. a runtime's advice).
  */
 export interface DispatchFailure {
-  kind: 'upstream_error' | 'upstream_timeout' | 'all_candidates_unavailable' | 'invalid_request';
+  kind:
+    | 'upstream_error'
+    | 'upstream_timeout'
+    | 'all_candidates_unavailable'
+    | 'invalid_request'
+    | 'service_unavailable';
   status: number;
   message: string;
   detail?: string;
@@ -213,8 +219,17 @@ type AttemptOutcome =
   | { kind: 'timeout' }
   /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
    *  body is not the JSON the endpoint promises (`callerMessage`: our words for the caller; `retryable: false`:
-   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). */
-  | { kind: 'transport'; message: string; callerMessage?: string; retryable?: false };
+   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). `failure`: what the caller is
+   *  told of an answer the transport refused (`RefusedAnswer`); `notUpstream`: the gateway's own limit refused
+   *  it, so the target's health is not charged. */
+  | {
+    kind: 'transport';
+    message: string;
+    callerMessage?: string;
+    retryable?: false;
+    failure?: DispatchFailure;
+    notUpstream?: true;
+  };
 
 type Run = RunResult<Target, AttemptOutcome>;
 type Plan = {
@@ -417,15 +432,10 @@ export class Dispatcher {
     } catch (e) {
       end();
       if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
-      if ((e as Error)?.name === 'UpstreamTooLarge') {
+      if (e instanceof RefusedAnswer) {
         // The same answer would come back on a retry: fail over to the next target instead (if any).
-        const message = (e as Error).message;
-        return {
-          kind: 'transport',
-          message,
-          callerMessage: `${message} (upstream.max_response_bytes)`,
-          retryable: false,
-        };
+        const refused = { kind: 'transport', message: e.message, failure: e.caller, retryable: false } as const;
+        return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
       }
       return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
     }
@@ -445,7 +455,7 @@ export class Dispatcher {
     const ok = outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300;
     // A caller who went away interrupted the attempt: that says nothing about the upstream.
     if (signal.aborted && !ok) return;
-    this.recordHealth(t, outcome, r.retryAfterSecs);
+    if (!(outcome.kind === 'transport' && outcome.notUpstream)) this.recordHealth(t, outcome, r.retryAfterSecs);
     if (ok) this.d.routing.observeLatency(t.model.id, r.durationMs);
     // A stream's success or failure is counted when it ends (settle); everything else now.
     if (!(outcome.kind === 'response' && outcome.live)) {
@@ -504,9 +514,10 @@ export class Dispatcher {
     }
     if (o.kind === 'transport') {
       // The transport's own words (a runtime's advice text among them) go to the log only.
-      const failure = o.callerMessage !== undefined
-        ? upstreamFailure(o.callerMessage)
-        : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` };
+      const failure = o.failure ??
+        (o.callerMessage !== undefined
+          ? upstreamFailure(o.callerMessage)
+          : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` });
       return { kind: 'error', failure, target: t.model, served };
     }
     if (o.live) return { kind: 'live', target: t, live: o.live, served };

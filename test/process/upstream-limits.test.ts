@@ -10,8 +10,16 @@ import * as http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { boundedChunks, boundedText, declaresTooMuch, UpstreamTooLarge } from '../../src/upstream-fetch.ts';
+import {
+  AnswerBudget,
+  AnswerBudgetFull,
+  boundedChunks,
+  bufferedText,
+  declaresTooMuch,
+  UpstreamTooLarge,
+} from '../../src/upstream-fetch.ts';
 import { chatCompletion } from '../support/mock-upstream.ts';
+import { until } from '../support/until.ts';
 import {
   baseConfig,
   CALLER_KEY,
@@ -97,15 +105,30 @@ function rssMiB(pid: number): number {
   return Number(m?.[1] ?? 0) / 1024;
 }
 
-async function chat(g: GatewayProcess, content: string): Promise<{ status: number; body: string }> {
+async function chat(
+  g: GatewayProcess,
+  content: string,
+): Promise<{ status: number; body: string; retryAfter: string | null }> {
   const r = await fetch(g.url('/v1/chat/completions'), {
     method: 'POST',
     headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content }] }),
     signal: AbortSignal.timeout(60_000),
   });
-  return { status: r.status, body: await r.text() };
+  return { status: r.status, body: await r.text(), retryAfter: r.headers.get('retry-after') };
 }
+
+const TOO_LARGE = {
+  error: { message: `upstream answer exceeded ${LIMIT} bytes (upstream.max_response_bytes)`, type: 'upstream_error' },
+};
+const BUDGET = 134_217_728;
+const NO_ROOM = {
+  error: {
+    message:
+      `the gateway is holding its limit of ${BUDGET} bytes of upstream answers (upstream.max_buffered_response_bytes); retry shortly`,
+    type: 'service_unavailable',
+  },
+};
 
 describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
   concurrency: true,
@@ -157,15 +180,19 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
         const answers = await Promise.all(
           [...Array(10)].map((_, i) => chat(g, i % 2 === 0 ? 'declared' : 'chunked')),
         );
-        for (const a of answers) {
-          assert.equal(a.status, 502, a.body.slice(0, 300));
-          assert.deepEqual(JSON.parse(a.body), {
-            error: {
-              message: `upstream answer exceeded ${LIMIT} bytes (upstream.max_response_bytes)`,
-              type: 'upstream_error',
-            },
-          });
-        }
+        // Each answer is refused: over the per-answer limit (502), or, for a chunked one read while the others
+        // held the budget, at once for want of room (503, Retry-After 1).
+        answers.forEach((a, i) => {
+          if (i % 2 === 0 || a.status === 502) {
+            assert.equal(a.status, 502, a.body.slice(0, 300));
+            assert.deepEqual(JSON.parse(a.body), TOO_LARGE);
+          } else {
+            assert.equal(a.status, 503, a.body.slice(0, 300));
+            assert.deepEqual(JSON.parse(a.body), NO_ROOM);
+            assert.equal(a.retryAfter, '1');
+          }
+        });
+        refusedForRoom += answers.filter((a) => a.status === 503).length;
         // Every connection a big answer came on is closed by the gateway, long before 50 MB were written.
         const closed = await Promise.race([
           Promise.all(up.bigClosed.slice(closedBefore)),
@@ -184,6 +211,7 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
         }
         return { rss, closed };
       };
+      let refusedForRoom = 0;
       const first = await burst();
       const later = [(await burst()).rss, (await burst()).rss];
       clearInterval(sampler);
@@ -193,7 +221,7 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
         `${runtime}: RSS idle ${idle.toFixed(0)} MiB, peak ${peak.toFixed(0)} MiB, after each burst of ten answers ` +
           `${[first.rss, ...later].map((r) => r.toFixed(0)).join(', ')} MiB; upstream calls for 10 answers: ` +
           `${first.closed.length}; bytes written before close: declared max ${written('declared')}, chunked max ` +
-          `${written('chunked')}`,
+          `${written('chunked')}; refused for room (503): ${refusedForRoom} of 15 chunked`,
       );
       // The peak is bounded by the limit times the answers read at once (5 × 32 MiB here, more while a
       // retry overlaps); what stays is memory the allocator and the engine keep for reuse (on Node,
@@ -217,13 +245,14 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
   }
 });
 
-test('boundedText / boundedChunks / declaresTooMuch: the limit is inclusive, 0 means none', async () => {
+test('bufferedText / boundedChunks / declaresTooMuch: the limit is inclusive, 0 means none', async () => {
   async function* chunks(...sizes: number[]): AsyncGenerator<Uint8Array> {
     for (const n of sizes) yield new Uint8Array(n).fill(0x61);
   }
-  assert.equal(await boundedText(chunks(3, 4), 7), 'aaaaaaa');
-  assert.equal(await boundedText(chunks(3, 4), 0), 'aaaaaaa');
-  await assert.rejects(boundedText(chunks(3, 5), 7), (e: unknown) => {
+  const none = new AnswerBudget(0);
+  assert.equal(await bufferedText(chunks(3, 4), 7, none), 'aaaaaaa');
+  assert.equal(await bufferedText(chunks(3, 4), 0, none), 'aaaaaaa');
+  await assert.rejects(bufferedText(chunks(3, 5), 7, none), (e: unknown) => {
     assert.ok(e instanceof UpstreamTooLarge);
     assert.equal((e as Error).message, 'upstream answer exceeded 7 bytes');
     return true;
@@ -237,4 +266,40 @@ test('boundedText / boundedChunks / declaresTooMuch: the limit is inclusive, 0 m
   assert.equal(declaresTooMuch('10', 10), false);
   assert.equal(declaresTooMuch('11', 0), false);
   assert.equal(declaresTooMuch(null, 10), false);
+});
+
+test('AnswerBudget: answers hold their bytes while read, give them back whole or failed; a chunk without room fails', async () => {
+  const budget = new AnswerBudget(12);
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  async function* slow(): AsyncGenerator<Uint8Array> {
+    yield new TextEncoder().encode('{"a":"bcd"}'.slice(0, 6));
+    await held;
+    yield new TextEncoder().encode('{"a":"bcd"}'.slice(6));
+  }
+  async function* bytes(n: number): AsyncGenerator<Uint8Array> {
+    yield new Uint8Array(n).fill(0x62);
+  }
+  const first = bufferedText(slow(), 0, budget);
+  await until(() => budget.heldBytes === 6, 2000, 'the first answer to hold its first chunk');
+  // 6 + 7 > 12: the second answer fails at once, holding nothing afterwards.
+  await assert.rejects(bufferedText(bytes(7), 0, budget), (e: unknown) => {
+    assert.ok(e instanceof AnswerBudgetFull);
+    assert.equal(e.caller.status, 503);
+    assert.equal(e.caller.retryAfterSecs, 1);
+    assert.equal(e.upstreamAtFault, false);
+    return true;
+  });
+  assert.equal(budget.heldBytes, 6);
+  assert.equal(await bufferedText(bytes(6), 0, budget), 'bbbbbb'); // 6 + 6 fits
+  release();
+  assert.equal(await first, '{"a":"bcd"}');
+  assert.equal(budget.heldBytes, 0);
+  // Multi-byte characters split across chunks decode whole.
+  const euro = new TextEncoder().encode('€');
+  async function* split(): AsyncGenerator<Uint8Array> {
+    yield euro.subarray(0, 1);
+    yield euro.subarray(1);
+  }
+  assert.equal(await bufferedText(split(), 0, budget), '€');
 });
