@@ -35,6 +35,9 @@ const RateLimitConfigSchema = z.strictObject({
       verify: z.boolean().default(true),
     }).optional(),
     timeout_secs: z.number().int().min(1).default(5),
+    // Sluice-only: the budget of one Redis command, apart from the connection's timeout_secs; past it the
+    // command fails and the store counts as down (docs/scaling.md "When Redis is unavailable").
+    command_timeout_ms: z.number().int().positive().default(250),
   }).optional(),
   concurrency_ttl_secs: nonNegInt.default(300),
 }).superRefine((r, ctx) => {
