@@ -123,7 +123,7 @@ export const ConfigSchema = z.strictObject({
     max_response_bytes: nonNegInt.default(33_554_432),
     // Sluice-only: the bytes all answers being read whole (not streamed) may hold together; over it a new
     // answer fails with 503; 0 = no bound (docs/operations.md "Limits and failure behaviour").
-    max_buffered_response_bytes: nonNegInt.default(134_217_728),
+    max_buffered_response_bytes: nonNegInt.default(67_108_864),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),

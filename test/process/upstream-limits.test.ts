@@ -121,7 +121,8 @@ async function chat(
 const TOO_LARGE = {
   error: { message: `upstream answer exceeded ${LIMIT} bytes (upstream.max_response_bytes)`, type: 'upstream_error' },
 };
-const BUDGET = 134_217_728;
+/** The default budget, or the one the environment gives every gateway (to run the shape under another). */
+const BUDGET = Number(process.env.AISIX_UPSTREAM__MAX_BUFFERED_RESPONSE_BYTES ?? 67_108_864);
 const NO_ROOM = {
   error: {
     message:
