@@ -158,7 +158,7 @@ describe(
         );
         // Relayed, one such stream kept the instance busy for tens of seconds (32 MiB of non-SSE bytes pumped to
         // the caller); refused unread it costs a few small requests' worth (most on Node, where two such callers
-        // have raised the victim's median ×1–×4.4 on a loaded machine, Bun and Deno ×0.6–×1). ×6 leaves room.
+        // have raised the victim's median ×1–×4.4 on a loaded machine, Bun and Deno ×0.6–×1.3). ×6 leaves room.
         assert.ok(ratio <= 6, `${runtime}: victim p50 ×${ratio.toFixed(2)} (${median(before)} → ${median(during)} ms)`);
         assert.ok(Math.max(...up.bigWritten) < BIG, `${runtime}: an upstream sent its whole 50 MB`);
       });
