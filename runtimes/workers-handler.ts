@@ -8,6 +8,7 @@ import type { Gateway } from '../src/gateway.ts';
 import { parseBearer, timingSafeEqual } from '../src/http/auth.ts';
 import { envelopeFor, errorResponse, errors } from '../src/http/errors.ts';
 import { bundledFiles, type Platform } from '../src/platform.ts';
+import { wireOf } from '../src/proxy/routes.ts';
 import { EtcdPollSource, pollIntervalMs } from '../src/sources/etcd/poll.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 
@@ -105,8 +106,7 @@ async function pollSchedule(gw: Gateway, poller: EtcdPollSource, inner: Serve): 
     const path = new URL(req.url).pathname;
     if (!path.startsWith('/v1/')) return inner(req, ctx);
     // `/v1/*` before the first configuration: 503 in the caller's envelope (elsewhere: no listener).
-    const wire = path === '/v1/messages' ? 'anthropic' : 'openai';
-    return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wire));
+    return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wireOf(path)));
   };
 }
 
