@@ -12,13 +12,15 @@
 // `(file)` or `<kind>[<i>] ("<identity>")`); nothing is half-applied.
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
-import { type ParsedDocument, parseDocument } from './documents.ts';
+import { type ParsedDocument, parseDocument, parseExporterDocument } from './documents.ts';
 import {
   type ApiKey,
+  EXPORTER_KIND,
   FILE_COLLECTIONS,
   isGatingKind,
   isNotServedKind,
   type Model,
+  type OtlpExporterResource,
   type ProviderKey,
   type ResourceKind,
 } from './schema.ts';
@@ -245,6 +247,7 @@ async function buildResourceSet(
     api_keys: [] as { scope: string; r: ApiKey }[],
   };
   const notServed: Record<string, number> = {};
+  const exporters: OtlpExporterResource[] = [];
   for (const e of prepared) {
     if (isGatingKind(e.kind)) {
       report.add(
@@ -258,6 +261,13 @@ async function buildResourceSet(
         e.scope,
         "the resources file does not accept `id` — ids are derived deterministically from the entry's name",
       );
+      continue;
+    }
+    if (e.kind === EXPORTER_KIND) {
+      const x = parseExporterDocument(await derived(e.kind, e.identity), e.doc, 'strict');
+      if (!x.ok) report.add(e.scope, x.error);
+      else if (x.resource) exporters.push(x.resource);
+      else notServed[e.kind] = (notServed[e.kind] ?? 0) + 1;
       continue;
     }
     if (isNotServedKind(e.kind)) {
@@ -328,6 +338,7 @@ async function buildResourceSet(
       provider_keys: typed.provider_keys.map((x) => x.r),
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
+      ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
     },
     notServed,
   };

@@ -599,7 +599,6 @@ const GATING = [
   'claim_mappings',
 ];
 const NOT_SERVED = [
-  'observability_exporters',
   'cache_policies',
   'mcp_servers',
   'mcp_auth_settings',
