@@ -3,6 +3,7 @@
 // decision, and the hand-off of a finished request's spans to each exporter that keeps it. With no enabled
 // exporter `active` is false and the request path creates nothing.
 import type { UpstreamFetch } from '../platform.ts';
+import { toAbortSignal } from '../util/cancel.ts';
 import { parseTraceparent } from './context.ts';
 import { type ExporterDeps, OtlpExporter, type PostFn } from './exporter.ts';
 import { randomSalt, sampled } from './sampling.ts';
@@ -34,6 +35,15 @@ export function postThrough(upstream: UpstreamFetch): PostFn {
   return async (url, headers, body, signal) => {
     const r = await upstream({ url, method: 'POST', headers, body, signal });
     await r.discard();
+    return r.status;
+  };
+}
+
+/** A `PostFn` over a web `fetch`. */
+export function postThroughFetch(f: typeof fetch = fetch): PostFn {
+  return async (url, headers, body, signal) => {
+    const r = await f(url, { method: 'POST', headers, body, signal: toAbortSignal(signal) });
+    await r.body?.cancel();
     return r.status;
   };
 }
