@@ -3,7 +3,7 @@
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import type { ConfigFactsView } from '../config-facts.ts';
 import { DEFAULT_BUCKETS } from '../config/schema.ts';
-import { Counter, Gauge, Histogram, Registry, Summary } from './metrics.ts';
+import { bucketQuantile, Counter, Gauge, Histogram, Registry, Summary } from './metrics.ts';
 
 /** Labels of every `aisix_deployment_*` series, in declaration order. */
 export type DeploymentLabels = [provider: string, model: string, upstream_model: string, provider_key_id: string];
@@ -384,6 +384,39 @@ export class GatewayMetrics {
     return this.registry.render();
   }
 
+  /**
+   * Per model, from the SLO histograms (every status and endpoint together): requests observed and the p50
+   * and p95 of request latency and of time to first token, interpolated in the buckets as
+   * `histogram_quantile` does. Sorted by model name.
+   */
+  latencyByModel(): ModelLatency[] {
+    const model = SLO_LABELS.indexOf('model');
+    const sum = (h: Histogram) => {
+      const out = new Map<string, { counts: Float64Array; count: number }>();
+      for (const s of h.snapshot()) {
+        const name = s.values[model]!;
+        let m = out.get(name);
+        if (!m) out.set(name, m = { counts: new Float64Array(h.buckets.length), count: 0 });
+        for (let i = 0; i < s.counts.length; i++) m.counts[i]! += s.counts[i]!;
+        m.count += s.count;
+      }
+      return out;
+    };
+    const e2e = sum(this.requestE2e);
+    const ttft = sum(this.requestTtft);
+    const q = (h: Histogram, m: { counts: Float64Array; count: number } | undefined, p: number) =>
+      m && m.count > 0 ? bucketQuantile(h.buckets, withOverflow(m), p) : undefined;
+    return [...new Set([...e2e.keys(), ...ttft.keys()])].sort().map((name) => ({
+      model: name,
+      requests: e2e.get(name)?.count ?? 0,
+      latencyP50: q(this.requestE2e, e2e.get(name), 0.5),
+      latencyP95: q(this.requestE2e, e2e.get(name), 0.95),
+      streams: ttft.get(name)?.count ?? 0,
+      ttftP50: q(this.requestTtft, ttft.get(name), 0.5),
+      ttftP95: q(this.requestTtft, ttft.get(name), 0.95),
+    }));
+  }
+
   /** AISIX's rate-limit refusals: `scope` requests|tokens|concurrency, `layer` api_key|model, `policy_id` "". */
   readonly rateLimitRejections = this.registry.register(
     new Counter('aisix_ratelimit_rejections_total', 'Requests refused by a caller rate limit.', [
@@ -429,4 +462,23 @@ export class GatewayMetrics {
 function countBy(g: Gauge, kinds: string[]): void {
   g.zero();
   for (const k of kinds) g.inc([k]);
+}
+
+/** One model's row of the status page's latency table (seconds; undefined when nothing was observed). */
+export interface ModelLatency {
+  model: string;
+  requests: number;
+  latencyP50: number | undefined;
+  latencyP95: number | undefined;
+  /** Streamed requests with a first token. */
+  streams: number;
+  ttftP50: number | undefined;
+  ttftP95: number | undefined;
+}
+
+/** Bucket counts with the `+Inf` overflow appended (observations above the last edge). */
+function withOverflow(m: { counts: Float64Array; count: number }): number[] {
+  let inBuckets = 0;
+  for (let i = 0; i < m.counts.length; i++) inBuckets += m.counts[i]!;
+  return [...m.counts, m.count - inBuckets];
 }

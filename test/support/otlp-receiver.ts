@@ -77,7 +77,9 @@ function anyValue(v: unknown, at: string): string | number | boolean | unknown[]
   }
   if ('intValue' in o) {
     // The JSON mapping writes int64 as a decimal string (a number is also accepted by parsers; we pin ours).
-    if (typeof o.intValue !== 'string' || !DECIMAL.test(o.intValue)) throw new Error(`${at}: intValue must be a decimal string`);
+    if (typeof o.intValue !== 'string' || !DECIMAL.test(o.intValue)) {
+      throw new Error(`${at}: intValue must be a decimal string`);
+    }
     return Number(o.intValue);
   }
   if ('doubleValue' in o) {
@@ -123,7 +125,9 @@ export function decodeExportRequest(body: string): ReceivedSpan[] {
           throw new Error(`${at}.parentSpanId must be 16 lowercase hex characters or empty`);
         }
         if (typeof s.name !== 'string' || s.name === '') throw new Error(`${at}.name must be a non-empty string`);
-        if (!Number.isInteger(s.kind) || s.kind < 0 || s.kind > 5) throw new Error(`${at}.kind must be a SpanKind (0-5)`);
+        if (!Number.isInteger(s.kind) || s.kind < 0 || s.kind > 5) {
+          throw new Error(`${at}.kind must be a SpanKind (0-5)`);
+        }
         for (const f of ['startTimeUnixNano', 'endTimeUnixNano']) {
           if (typeof s[f] !== 'string' || !DECIMAL.test(s[f])) throw new Error(`${at}.${f} must be a decimal string`);
         }

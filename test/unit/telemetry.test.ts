@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { formatTraceparent, parseTraceparent, screenTracestate } from '../../src/telemetry/context.ts';
 import { sampled, sampledByRate } from '../../src/telemetry/sampling.ts';
 import { buildSpans, cleanErrorMessage, unixNano } from '../../src/telemetry/spans.ts';
-import { capContent, completionOfAnswer, CompletionCollector, cutUtf8 } from '../../src/telemetry/content.ts';
+import { capContent, CompletionCollector, completionOfAnswer, cutUtf8 } from '../../src/telemetry/content.ts';
 import { type RequestOutcome, RequestTrace, type TraceClock } from '../../src/telemetry/trace.ts';
 import { type DropReason, type ExporterDeps, OtlpExporter, transientStatus } from '../../src/telemetry/exporter.ts';
 import { type ExporterConfig, postThroughFetch, Telemetry } from '../../src/telemetry/telemetry.ts';
@@ -259,15 +259,23 @@ describe('content capture', () => {
 
   test('the completion of a whole answer and of a stream', () => {
     assert.equal(completionOfAnswer(JSON.stringify({ choices: [{ message: { content: 'hi' } }] })), 'hi');
-    assert.equal(completionOfAnswer(JSON.stringify({ content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] })), 'ab');
+    assert.equal(
+      completionOfAnswer(JSON.stringify({ content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] })),
+      'ab',
+    );
     const c = new CompletionCollector(1000);
     const enc = new TextEncoder();
-    const frames = 'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\ndata: {"choices":[{"delta":{"content":"lo"}}]}\n\ndata: [DONE]\n\n';
+    const frames =
+      'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\ndata: {"choices":[{"delta":{"content":"lo"}}]}\n\ndata: [DONE]\n\n';
     c.push(enc.encode(frames.slice(0, 30)));
     c.push(enc.encode(frames.slice(30)));
     assert.equal(c.completion, 'Hello');
     const a = new CompletionCollector(1000);
-    a.push(enc.encode('event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}\n\n'));
+    a.push(
+      enc.encode(
+        'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}\n\n',
+      ),
+    );
     assert.equal(a.completion, 'Hi');
   });
 });
@@ -284,7 +292,8 @@ function exporterDeps(overrides: Partial<ExporterDeps> = {}): ExporterDeps & { c
   return {
     post: postThroughFetch(),
     metrics: {
-      dropped: (_e: string, reason: DropReason, n: number) => void (counted.drops[reason] = (counted.drops[reason] ?? 0) + n),
+      dropped: (_e: string, reason: DropReason, n: number) =>
+        void (counted.drops[reason] = (counted.drops[reason] ?? 0) + n),
       failed: () => void counted.failures++,
       delivered: (_e: string, n: number) => void (counted.delivered += n),
     },
@@ -372,10 +381,13 @@ describe('OTLP exporter', () => {
   test('a hanging collector: the queue stays bounded, the overflow is counted, offer never waits', async () => {
     reset();
     rx.setMode({ kind: 'hang' });
-    const deps = exporterDeps({ sleep: (ms, signal) => new Promise((r) => {
-      const t = setTimeout(r, ms);
-      signal.addEventListener('abort', () => (clearTimeout(t), r()));
-    }) });
+    const deps = exporterDeps({
+      sleep: (ms, signal) =>
+        new Promise((r) => {
+          const t = setTimeout(r, ms);
+          signal.addEventListener('abort', () => (clearTimeout(t), r()));
+        }),
+    });
     const ex = new OtlpExporter({ name: 'e', endpoint: rx.url, headers: {} }, deps);
     const t0 = performance.now();
     for (let i = 0; i < 1500; i++) ex.offer(spansOf(`r${i}`));
@@ -408,7 +420,10 @@ describe('OTLP exporter', () => {
   test('Workers: with keepAlive every record is sent at once and the delivery is handed over', async () => {
     reset();
     const handed: Promise<void>[] = [];
-    const ex = new OtlpExporter({ name: 'e', endpoint: rx.url, headers: {} }, exporterDeps({ keepAlive: (p) => handed.push(p) }));
+    const ex = new OtlpExporter(
+      { name: 'e', endpoint: rx.url, headers: {} },
+      exporterDeps({ keepAlive: (p) => handed.push(p) }),
+    );
     ex.offer(spansOf('a'));
     assert.equal(handed.length, 1);
     await Promise.all(handed);
@@ -446,7 +461,10 @@ describe('Telemetry', () => {
 
   test('begin continues an inbound traceparent; end hands spans to each exporter that keeps the request', async () => {
     const t = new Telemetry(exporterDeps(), undefined);
-    t.update([exporterConfig({ name: 'a', endpoint: rx.url }), exporterConfig({ name: 'b', endpoint: rx.url, sample_rate: 0 })]);
+    t.update([
+      exporterConfig({ name: 'a', endpoint: rx.url }),
+      exporterConfig({ name: 'b', endpoint: rx.url, sample_rate: 0 }),
+    ]);
     const trace = t.begin('r1', new Headers({ traceparent: TP }))!;
     assert.deepEqual(trace.exporters, ['a']);
     assert.equal(trace.traceId, '0af7651916cd43dd8448eb211c80319c');
@@ -475,7 +493,10 @@ describe('Telemetry', () => {
 
   test('content capture is asked for only when a keeping exporter has content_mode full', () => {
     const t = new Telemetry(exporterDeps(), undefined);
-    t.update([exporterConfig({ name: 'a' }), exporterConfig({ name: 'b', content_mode: 'full', content_max_bytes: 10 })]);
+    t.update([
+      exporterConfig({ name: 'a' }),
+      exporterConfig({ name: 'b', content_mode: 'full', content_max_bytes: 10 }),
+    ]);
     assert.equal(t.captureBytes(t.begin('r', new Headers())!), 10);
     t.update([exporterConfig({ name: 'a' })]);
     assert.equal(t.captureBytes(t.begin('r', new Headers())!), undefined);
