@@ -17,6 +17,8 @@ import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { RoutingState } from './routing/strategies.ts';
 import type { CacheWriteReport } from './sources/cache.ts';
 import type { Clock } from './util/clock.ts';
+import { createTelemetry, resourceExporter } from './telemetry/setup.ts';
+import type { Telemetry } from './telemetry/telemetry.ts';
 
 export interface GatewayOptions {
   /**
@@ -58,6 +60,8 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
   private cacheWriteFailures: Counter | undefined;
   /** The gateway's one clock (ms since the epoch); `now` is the same instant as a Date. */
   readonly clock: Clock;
+  /** Trace export (`observability_exporters`, `observability.tracing.otlp`); inactive without an exporter. */
+  readonly telemetry: Telemetry;
 
   constructor(
     readonly config: Config,
@@ -90,6 +94,14 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
       openConnections: () => this.proxyListener?.openConnections(),
       draining: () => this.lifecycle.draining,
       deploymentStates: () => this.deploymentStates(),
+      buckets: config.observability.metrics.buckets,
+    });
+    this.telemetry = createTelemetry({
+      config,
+      upstream: this.upstream,
+      metrics: this.metrics,
+      log: this.log,
+      keepAlive: platform.waitUntil ? (work) => platform.waitUntil!(work) : undefined,
     });
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
       onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
@@ -155,6 +167,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     this.health.retain(ids);
     this.routingState.retain(ids);
     this.checker?.update(checkedModels(snapshot.resources.models));
+    this.telemetry.update(snapshot.exporters.map(resourceExporter));
     const at = rfc3339(this.now());
     const prev = this.facts.applied;
     const changed = prev?.config_hash !== meta.configHash;

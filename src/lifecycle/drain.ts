@@ -10,6 +10,8 @@ import { drainReport } from './drain-report.ts';
 import type { Signals } from './signals.ts';
 
 const PROGRESS_EVERY_MS = 5000;
+/** How long the drain lets trace exporters deliver what they hold (one export POST's timeout). */
+const TRACE_FLUSH_MS = 5000;
 
 export async function runDrain(gw: Gateway, signals: Signals, listeners: Listener[]): Promise<void> {
   const { lifecycle, log } = gw;
@@ -29,7 +31,8 @@ export async function runDrain(gw: Gateway, signals: Signals, listeners: Listene
     clearInterval(progress);
   }
   log.info(MSG.drainComplete, counts());
-  await Promise.allSettled(listeners.map((l) => l.close()));
+  // Every request has ended, so every span is queued: deliver them while the listeners close.
+  await Promise.allSettled([...listeners.map((l) => l.close()), gw.telemetry.close(TRACE_FLUSH_MS)]);
   const facts = lifecycle.drain!; // non-null: beginDrain above
   facts.endedAt = Date.now();
   log.info(MSG.drainReport, { ...drainReport(facts, facts.endedAt) });
