@@ -16,6 +16,7 @@ async function send(c: ProviderCall, body: Record<string, unknown>): Promise<Pro
   // The caller's beta opt-ins (e.g. extended context, prompt-caching variants) apply upstream as asked.
   const beta = c.callerHeaders?.get('anthropic-beta');
   if (beta) headers['anthropic-beta'] = beta;
+  if (c.traceparent) headers.traceparent = c.traceparent;
   const res = await c.upstream({
     url: `${c.key.api_base}/v1/messages`,
     method: 'POST',

@@ -13,6 +13,7 @@ export const openaiAdapter: ProviderAdapter = {
       accept: c.stream ? 'text/event-stream' : 'application/json',
     };
     if (c.key.api_key) headers.authorization = `Bearer ${c.key.api_key}`;
+    if (c.traceparent) headers.traceparent = c.traceparent;
     const res = await c.upstream({
       url: `${c.key.api_base}${PATHS[c.endpoint as keyof typeof PATHS]}`,
       method: 'POST',
