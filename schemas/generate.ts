@@ -13,10 +13,10 @@ import {
   FILE_COLLECTIONS,
   INAPPLICABLE_ON_ROUTING,
   isGatingKind,
-  OtherExporterSchema,
-  OtlpExporterSchema,
   isNotServedKind,
   modelShape,
+  OtherExporterSchema,
+  OtlpExporterSchema,
   providerKeyShape,
 } from '../src/resources/schema.ts';
 

@@ -225,7 +225,7 @@ for (const runtime of RUNTIMES) {
         'every trace at rx',
       );
       // The half exporter sends its last partial batch on its one-second timer: wait for a POST after the load.
-      await until(() => half.posts.length > posts, 5_000, 'the half exporter\'s last batch').catch(() => {});
+      await until(() => half.posts.length > posts, 5_000, "the half exporter's last batch").catch(() => {});
       const kept = [...ids].filter((id) =>
         half.spans.some((s) => s.kind === 2 && s.attrs['aisix.request_id'] === id)
       ).length;
