@@ -13,6 +13,7 @@ const server = http.createServer((req, res) => {
     posts++;
     spans += (Buffer.concat(parts).toString('utf8').match(/"spanId"/g) ?? []).length;
     res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    if (posts % 50 === 1) console.log(`otlp-sink: ${posts} POSTs, ${spans} spans so far`);
   });
 });
 server.listen(port, '127.0.0.1', () => console.log(`otlp-sink listening ${port}`));

@@ -130,16 +130,18 @@ function eventAttributes(
     a.push(int('aisix.downstream_latency_ms', o.downstreamTtftMs));
   }
   if (o.clientIp) a.push(str('aisix.client_source_ip', o.clientIp));
-  if (o.userAgent) a.push(str('aisix.client_user_agent', o.userAgent));
-  if (serving) a.push(...contentAttributes(o, opts));
+  const ua = o.userAgent ?? t.userAgent;
+  if (ua) a.push(str('aisix.client_user_agent', ua));
+  if (serving) a.push(...contentAttributes(t, o, opts));
   return a;
 }
 
-function contentAttributes(o: RequestOutcome, opts: SpanOptions): OtlpAttribute[] {
+function contentAttributes(t: RequestTrace, o: RequestOutcome, opts: SpanOptions): OtlpAttribute[] {
   if (opts.contentMaxBytes === undefined) return [];
   const a: OtlpAttribute[] = [];
   let truncated = false;
-  for (const [key, text] of [['gen_ai.prompt', o.prompt], ['gen_ai.completion', o.completion]] as const) {
+  const captured = [['gen_ai.prompt', o.prompt ?? t.prompt], ['gen_ai.completion', o.completion ?? t.completion]];
+  for (const [key, text] of captured as [string, string | undefined][]) {
     if (text === undefined) continue;
     const c = capContent(text, opts.contentMaxBytes);
     truncated ||= c.truncated;

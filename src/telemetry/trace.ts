@@ -41,6 +41,8 @@ export class AttemptSpan {
     readonly trace: RequestTrace,
     readonly index: number,
     readonly kind: AttemptKind,
+    /** The target's id (a retry is an attempt on the same target as the one before). */
+    readonly targetId: string,
     /** The routing target's name (empty for a direct model). */
     readonly model: string,
     readonly provider: string,
@@ -70,9 +72,9 @@ export class AttemptSpan {
     }
   }
 
-  /** A winning stream's span lasts until the stream's end. */
+  /** A winning stream's span lasts until the stream's end (a failed attempt keeps its own end). */
   extend(): void {
-    this.end = this.trace.elapsed();
+    if (this.status !== undefined && this.status >= 200 && this.status < 300) this.end = this.trace.elapsed();
   }
 }
 
@@ -112,6 +114,11 @@ export class RequestTrace {
   readonly attempts: AttemptSpan[] = [];
   /** Set when the last byte is out. */
   end: number | undefined = undefined;
+  /** The caller's `user-agent` (`aisix.client_user_agent`). */
+  userAgent: string | undefined = undefined;
+  /** Captured content (`content_mode: full`), free of credentials; set by the request path. */
+  prompt: string | undefined = undefined;
+  completion: string | undefined = undefined;
 
   constructor(
     readonly requestId: string,
@@ -133,7 +140,7 @@ export class RequestTrace {
   /** An upstream try begins now. */
   attempt(
     kind: AttemptKind,
-    target: { model: string; provider: string; url?: string },
+    target: { id?: string; model: string; provider: string; url?: string },
   ): AttemptSpan {
     let host: string | undefined;
     let port: number | undefined;
@@ -150,6 +157,7 @@ export class RequestTrace {
       this,
       this.attempts.length,
       kind,
+      target.id ?? '',
       target.model,
       target.provider,
       host,

@@ -91,14 +91,12 @@ observability_exporters:
         reason,
       }) ?? 0;
 
-    let baseline = 0;
     let baselineRss = 0;
 
-    test('a healthy collector: the baseline', async () => {
+    test('a healthy collector: every span delivered, none dropped', async () => {
       await load(); // warm-up
       baselineRss = rssKiB(gw.proc.pid!);
-      baseline = median(await load());
-      await until(() => rx.spans.length >= 2 * REQUESTS * 3, 20_000, () => `every span delivered (${rx.spans.length})`);
+      await until(() => rx.spans.length >= REQUESTS * 3, 20_000, () => `every span delivered (${rx.spans.length})`);
       assert.equal(await drops('queue_full'), 0);
     });
 
@@ -110,6 +108,9 @@ observability_exporters:
     ];
     for (const [what, set, reason] of cases) {
       test(`a collector that ${what}: latency and memory within noise, drops counted (${reason})`, async () => {
+        // The baseline right before, against a healthy collector: the machine's load drifts between runs.
+        rx.setMode({ kind: 'ok' });
+        const baseline = median(await load());
         await set();
         const before = await drops(reason);
         const m = median(await load());

@@ -216,6 +216,7 @@ for (const runtime of RUNTIMES) {
       const n = runtime === 'node' ? 200 : 60;
       const ids = new Set<string>();
       for (let i = 0; i < n; i++) ids.add((await chat('direct')).requestId);
+      const posts = half.posts.length;
       await until(
         () =>
           ids.size ===
@@ -223,6 +224,8 @@ for (const runtime of RUNTIMES) {
         15_000,
         'every trace at rx',
       );
+      // The half exporter sends its last partial batch on its one-second timer: wait for a POST after the load.
+      await until(() => half.posts.length > posts, 5_000, "the half exporter's last batch").catch(() => {});
       const kept = [...ids].filter((id) =>
         half.spans.some((s) => s.kind === 2 && s.attrs['aisix.request_id'] === id)
       ).length;
