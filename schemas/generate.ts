@@ -15,6 +15,8 @@ import {
   isGatingKind,
   isNotServedKind,
   modelShape,
+  OtherExporterSchema,
+  OtlpExporterSchema,
   providerKeyShape,
 } from '../src/resources/schema.ts';
 
@@ -161,6 +163,16 @@ function collection(kind: string): Json {
   if (kind === 'provider_keys') return list(providerKeyEntry(), 'upstream credentials');
   if (kind === 'models') return list(modelEntry(), 'direct and routing models');
   if (kind === 'api_keys') return list(apiKeyEntry(), 'caller keys');
+  if (kind === 'observability_exporters') {
+    const { id: _id, ...otlp } = OtlpExporterSchema.shape;
+    const served = toJson(z.strictObject(otlp), { interpolated: true });
+    props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
+    const other = toJson(OtherExporterSchema, { interpolated: true });
+    return list(
+      { oneOf: [served, { ...other, not: required('id') }] },
+      'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
+    );
+  }
   if (isGatingKind(kind)) {
     return {
       type: ['array', 'null'],

@@ -26,6 +26,7 @@ import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
+import type { Telemetry } from '../telemetry/telemetry.ts';
 
 export { ACCESS_LOG_TARGET, RequestRecord, spendMicroUsd } from './record.ts';
 
@@ -41,6 +42,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly upstream: UpstreamFetch;
   readonly health: ModelHealth;
   readonly routingState: RoutingState;
+  /** Trace export (src/telemetry); inactive while no exporter is configured. */
+  readonly telemetry?: Telemetry;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -85,6 +88,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     }),
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
+    clock: d.clock,
+    telemetry: d.telemetry,
   });
   // Built once: the features configured join here (FeatureSteps); none is configured in this version.
   const pipeline = buildPipeline({

@@ -11,11 +11,18 @@
 import { uuidV5 } from '../util/crypto.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
-import { parseDocument } from './documents.ts';
+import { parseDocument, parseExporterDocument } from './documents.ts';
 import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
 import { checkReferences, type Typed } from './references.ts';
-import { FILE_COLLECTIONS, isGatingKind, isNotServedKind, type ResourceKind } from './schema.ts';
+import {
+  EXPORTER_KIND,
+  FILE_COLLECTIONS,
+  isGatingKind,
+  isNotServedKind,
+  type OtlpExporterResource,
+  type ResourceKind,
+} from './schema.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
 
 export { type Env, interpolate } from './interpolate.ts';
@@ -89,7 +96,7 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
-  const { typed, notServed } = await validateEntries(prepared, env, providerKeyIds, problems);
+  const { typed, notServed, exporters } = await validateEntries(prepared, env, providerKeyIds, problems);
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -98,6 +105,7 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       provider_keys: typed.provider_keys.map((x) => x.r),
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
+      ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
     },
     notServed,
   };
@@ -215,13 +223,21 @@ async function validateEntries(
   env: Env,
   providerKeyIds: ReadonlyMap<string, string>,
   problems: Problems,
-): Promise<{ typed: Typed; notServed: Record<string, number> }> {
+): Promise<{ typed: Typed; notServed: Record<string, number>; exporters: OtlpExporterResource[] }> {
   const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
   const notServed: Record<string, number> = {};
+  const exporters: OtlpExporterResource[] = [];
   for (const e of prepared) {
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);
+      continue;
+    }
+    if (e.at.kind === EXPORTER_KIND) {
+      const x = parseExporterDocument(await uuidV5(`${e.at.kind}/${e.at.identity}`), e.doc, 'strict');
+      if (!x.ok) problems.entry(e.at, x.error);
+      else if (x.resource) exporters.push(x.resource);
+      else notServed[e.at.kind] = (notServed[e.at.kind] ?? 0) + 1;
       continue;
     }
     if (isNotServedKind(e.at.kind)) {
@@ -250,7 +266,7 @@ async function validateEntries(
     else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
     else typed.api_keys.push({ at: e.at, r: parsed.resource });
   }
-  return { typed, notServed };
+  return { typed, notServed, exporters };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

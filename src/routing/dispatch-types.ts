@@ -6,6 +6,7 @@ import type { DirectModel, Model, ProviderKey, Routing } from '../resources/sche
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 import type { RunResult } from './retry.ts';
+import type { RequestTrace } from '../telemetry/trace.ts';
 import type { Candidate, HeaderReader } from './strategies.ts';
 
 export interface DispatchInput {
@@ -25,6 +26,8 @@ export interface DispatchInput {
   headers?: HeaderReader;
   apiKeyId?: string;
   clientIp?: string;
+  /** The request's trace, when an exporter keeps it: each attempt becomes a span (src/telemetry). */
+  trace?: RequestTrace;
 }
 
 /**
@@ -69,6 +72,8 @@ export type DispatchResult =
     abort(): void;
     settle(end: StreamEnd): void;
     served?: ServedBy;
+    /** The serving attempt's time from its start to its first SSE frame (ms), once there is one. */
+    ttftMs?(): number | undefined;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
@@ -125,6 +130,9 @@ export interface LiveStream {
   abort(): void;
   /** Release what the attempt holds (deadline timer, caller-gone listener, in-flight count). Idempotent. */
   end(): void;
+  /** When the attempt began, and when its first chunk arrived (ms, `Date.now()`): the upstream TTFT. */
+  startedAt: number;
+  firstAt?: number;
 }
 
 /** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */

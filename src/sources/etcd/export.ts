@@ -93,7 +93,9 @@ function servedRows(kvs: readonly EtcdKv[], prefix: string) {
     const p = v.parsed;
     if (!p.ok) skipped.push({ key, error: `${p.errorKind}: ${p.error}` });
     else if (p.resource === undefined) skipped.push({ key, error: `${p.kind}: a kind Sluice does not serve` });
-    else {
+    else if (p.kind === 'observability_exporters') {
+      skipped.push({ key, error: 'observability_exporters: not exported (its headers may hold credentials)' });
+    } else {
       served.set(key, v as ServedValue);
       for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
     }
@@ -154,7 +156,7 @@ function fileEntries(
     const v = served.get(key);
     if (!v) continue;
     const row = v.parsed;
-    if (row.resource === undefined) continue;
+    if (row.resource === undefined || row.kind === 'observability_exporters') continue; // (skipped above)
     if (!winners.has(`${row.kind}/${row.id}`)) {
       skipped.push({
         key,
