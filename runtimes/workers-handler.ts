@@ -42,9 +42,11 @@ const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-opti
 /** The module-worker shape (`export default { fetch }`); a boot that threw (a bug) is retried next request. */
 export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
   let booted: Promise<Serve> | undefined;
+  const live: LiveContext = {};
   return {
     async fetch(req: Request, env: WorkerEnv, ctx?: WorkerContext): Promise<Response> {
-      booted ??= boot(bundle, env, opts).catch((e: unknown) => {
+      if (ctx) live.ctx = ctx;
+      booted ??= boot(bundle, env, opts, live).catch((e: unknown) => {
         booted = undefined;
         throw e;
       });
@@ -53,7 +55,14 @@ export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
   };
 }
 
-export function workersPlatform(files: Record<string, string>, env: Record<string, string>): Platform {
+/** The latest request's context: work handed to `waitUntil` (trace delivery) keeps its isolate alive. */
+type LiveContext = { ctx?: WorkerContext };
+
+export function workersPlatform(
+  files: Record<string, string>,
+  env: Record<string, string>,
+  live: LiveContext = {},
+): Platform {
   return {
     name: 'workers',
     listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
@@ -63,13 +72,14 @@ export function workersPlatform(files: Record<string, string>, env: Record<strin
     env,
     writeLog: (line) => console.log(line),
     exit: () => {},
+    waitUntil: (work) => live.ctx?.waitUntil(work.catch(() => {})),
   };
 }
 
-async function boot(bundle: WorkerBundle, bindings: WorkerEnv, opts: WorkerOptions): Promise<Serve> {
+async function boot(bundle: WorkerBundle, bindings: WorkerEnv, opts: WorkerOptions, live: LiveContext): Promise<Serve> {
   const strings = Object.entries(bindings ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string');
   const env = Object.fromEntries(strings);
-  const platform = workersPlatform(bundle.files, env);
+  const platform = workersPlatform(bundle.files, env, live);
   const interval = pollIntervalMs(ETCD_POLL_VAR, env[ETCD_POLL_VAR]);
   const token = env[STATUS_TOKEN_VAR] || undefined;
   let poller: EtcdPollSource | undefined;
