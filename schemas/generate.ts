@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
+import { GuardrailSchema } from '../src/guardrails/schema.ts';
 import {
   apiKeyShape,
   DIRECT_ONLY_FIELDS,
@@ -161,6 +162,10 @@ function collection(kind: string): Json {
   if (kind === 'provider_keys') return list(providerKeyEntry(), 'upstream credentials');
   if (kind === 'models') return list(modelEntry(), 'direct and routing models');
   if (kind === 'api_keys') return list(apiKeyEntry(), 'caller keys');
+  if (kind === 'guardrails') {
+    const js = toJson(GuardrailSchema, { interpolated: true });
+    return list({ ...js, not: required('id') }, 'content policies (docs/guardrails.md)');
+  }
   if (isGatingKind(kind)) {
     return {
       type: ['array', 'null'],

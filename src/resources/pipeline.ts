@@ -10,6 +10,7 @@
 //   → snapshot.
 // Every error of the file is collected into one report (`resources file <path>: N error(s):`, scopes
 // `(file)` or `<kind>[<i>] ("<identity>")`); nothing is half-applied.
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { type ParsedDocument, parseDocument } from './documents.ts';
@@ -245,6 +246,7 @@ async function buildResourceSet(
     api_keys: [] as { scope: string; r: ApiKey }[],
   };
   const notServed: Record<string, number> = {};
+  const guardrails: GuardrailEntry[] = [];
   for (const e of prepared) {
     if (isGatingKind(e.kind)) {
       report.add(
@@ -284,7 +286,8 @@ async function buildResourceSet(
     }
     if (parsed.kind === 'provider_keys') typed.provider_keys.push({ scope: e.scope, r: parsed.resource });
     else if (parsed.kind === 'models') typed.models.push({ scope: e.scope, r: parsed.resource });
-    else typed.api_keys.push({ scope: e.scope, r: parsed.resource });
+    else if (parsed.kind === 'api_keys') typed.api_keys.push({ scope: e.scope, r: parsed.resource });
+    else if (parsed.kind === 'guardrails') guardrails.push(parsed.resource);
   }
 
   // ── Pass 3: cross references over the pass-1 identities ────────────────────
@@ -328,6 +331,8 @@ async function buildResourceSet(
       provider_keys: typed.provider_keys.map((x) => x.r),
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
+      // The file has no attachment collection: every guardrail applies environment-wide (AISIX's fallback).
+      guardrails,
     },
     notServed,
   };

@@ -1,11 +1,16 @@
 // The immutable set of resources the gateway serves. Built once per applied configuration and swapped
 // atomically; request handlers read one snapshot from start to end, so a reload never mixes two.
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
+import type { GuardrailAttachment } from '../guardrails/schema.ts';
 import type { ApiKey, Model, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
   models: Model[];
   api_keys: ApiKey[];
+  /** Built rows (src/guardrails); the attachment index is built from both once per snapshot. */
+  guardrails?: GuardrailEntry[];
+  guardrail_attachments?: GuardrailAttachment[];
 }
 
 interface WildcardAlias {
@@ -89,11 +94,23 @@ export class Snapshot {
     if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
     if (this.resources.models.length > 0) out.models = this.resources.models.length;
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
+    if (this.guardrails.length > 0) out.guardrails = this.guardrails.length;
+    if (this.guardrailAttachments.length > 0) out.guardrail_attachments = this.guardrailAttachments.length;
     return out;
   }
 
+  get guardrails(): readonly GuardrailEntry[] {
+    return this.resources.guardrails ?? [];
+  }
+
+  get guardrailAttachments(): readonly GuardrailAttachment[] {
+    return this.resources.guardrail_attachments ?? [];
+  }
+
   get size(): number {
-    return this.resources.provider_keys.length + this.resources.models.length + this.resources.api_keys.length;
+    const r = this.resources;
+    return r.provider_keys.length + r.models.length + r.api_keys.length + this.guardrails.length +
+      this.guardrailAttachments.length;
   }
 }
 

@@ -1,0 +1,160 @@
+// `kind: pii` (docs/guardrails.md "pii"): AISIX's built-in detectors and the row's custom patterns, each
+// masking or blocking. The block check runs first over the joined text; masks only when nothing blocks,
+// rule after rule, each on the previous rule's output, per segment. Only detector names leave this file.
+import type { Built } from './keyword.ts';
+import { compilePattern, type Pattern } from './regex.ts';
+import type { PiiDetectorType, PiiRow } from './schema.ts';
+import { ALLOW, type Hook, joined, type Outcome, type Segment } from './types.ts';
+
+interface Rule {
+  name: string;
+  re: Pattern;
+  action: 'mask' | 'block';
+  validate: ((s: string) => boolean) | undefined;
+  token: string;
+}
+
+/** AISIX's built-in patterns (Rust syntax, translated like an operator's). */
+const BUILTIN: Record<PiiDetectorType, { source: string; validate?: (s: string) => boolean }> = {
+  email: { source: '\\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}\\b' },
+  china_mobile: { source: '\\b1[3-9]\\d{9}\\b' },
+  china_id_card: { source: '\\b\\d{17}[0-9Xx]\\b', validate: chinaIdChecksum },
+  bank_card: { source: '\\b\\d{13,19}\\b', validate: luhn },
+  us_ssn: { source: '\\b\\d{3}-\\d{2}-\\d{4}\\b' },
+  ip_address: {
+    source: '\\b(?:(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\b',
+  },
+  api_key: {
+    source:
+      '\\b(?:sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,}|xox[baprs]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})\\b',
+  },
+  jwt: { source: '\\beyJ[A-Za-z0-9_-]{8,}\\.[A-Za-z0-9_-]{8,}\\.[A-Za-z0-9_-]{8,}\\b' },
+  private_key: { source: '(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----' },
+};
+
+const compiledBuiltins = new Map<PiiDetectorType, Pattern>();
+function builtin(type: PiiDetectorType): Pattern {
+  let p = compiledBuiltins.get(type);
+  if (!p) {
+    const c = compilePattern(BUILTIN[type].source);
+    if (!c.ok) throw new Error(`built-in pii detector ${type}: ${c.error}`);
+    p = c.pattern;
+    compiledBuiltins.set(type, p);
+  }
+  return p;
+}
+
+/** `[<NAME>_REDACTED]`: upper-cased, every character but ASCII letters and digits folded to `_`. */
+export function maskToken(name: string): string {
+  return `[${name.replace(/[^A-Za-z0-9]/g, '_').toUpperCase()}_REDACTED]`;
+}
+
+export type PiiCheck = (segments: readonly Segment[], hook: Hook) => Outcome;
+
+export function buildPii(row: PiiRow): Built<PiiCheck> {
+  const rules: Rule[] = [];
+  for (const d of row.detectors) {
+    const action = d.action ?? row.default_action;
+    rules.push({ name: d.type, re: builtin(d.type), action, validate: BUILTIN[d.type].validate, token: maskToken(d.type) });
+  }
+  for (let i = 0; i < row.custom_patterns.length; i++) {
+    const p = row.custom_patterns[i]!;
+    const action = p.action ?? row.default_action;
+    if (action === 'block' && p.replacement !== undefined) {
+      return { ok: false, error: `custom_patterns[${i}].replacement: not allowed on a pattern whose action is block` };
+    }
+    const c = compilePattern(p.regex);
+    if (!c.ok) return { ok: false, error: `custom_patterns[${i}].regex: invalid regex: ${c.error}` };
+    rules.push({ name: p.name, re: c.pattern, action, validate: undefined, token: p.replacement ?? maskToken(p.name) });
+  }
+  const blocks = rules.filter((r) => r.action === 'block');
+  const masks = rules.filter((r) => r.action === 'mask');
+  return {
+    ok: true,
+    value: (segments, hook) => {
+      if (rules.length === 0) return ALLOW;
+      if (blocks.length > 0) {
+        const text = joined(segments);
+        for (const r of blocks) {
+          if (detects(r, text)) return { kind: 'block', reason: `${hook} blocked by pii detector '${r.name}'` };
+        }
+      }
+      if (masks.length === 0) return ALLOW;
+      const counts: Record<string, number> = {};
+      let changed = false;
+      const texts = segments.map((s) => {
+        let t = s.text;
+        for (const r of masks) {
+          const m = maskAll(r, t);
+          if (m.count > 0) {
+            counts[r.name] = (counts[r.name] ?? 0) + m.count;
+            t = m.text;
+            changed = true;
+          }
+        }
+        return t;
+      });
+      return changed ? { kind: 'mask', texts, counts } : ALLOW;
+    },
+  };
+}
+
+/** The span a rule validates and replaces: group 1 when the pattern has groups, else the whole match. */
+function target(m: ReturnType<Pattern['matches']>[number]): { start: number; end: number } | undefined {
+  return m.hasGroup ? m.group : m;
+}
+
+function detects(r: Rule, text: string): boolean {
+  if (!r.re.test(text)) return false;
+  if (!r.validate && !r.re.hasGroup) return true;
+  for (const m of r.re.matches(text)) {
+    const t = target(m);
+    if (t && (!r.validate || r.validate(text.slice(t.start, t.end)))) return true;
+  }
+  return false;
+}
+
+function maskAll(r: Rule, text: string): { text: string; count: number } {
+  if (!r.re.test(text)) return { text, count: 0 };
+  let out = '';
+  let at = 0;
+  let count = 0;
+  for (const m of r.re.matches(text)) {
+    const t = target(m);
+    if (!t || (r.validate && !r.validate(text.slice(t.start, t.end)))) continue;
+    out += text.slice(at, t.start) + r.token;
+    at = t.end;
+    count++;
+  }
+  return count === 0 ? { text, count } : { text: out + text.slice(at), count };
+}
+
+/** ISO 7064 MOD 11-2 check digit of an 18-character Chinese national id (ASCII digits only). */
+export function chinaIdChecksum(s: string): boolean {
+  if (s.length !== 18) return false;
+  const weights = [7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2];
+  let sum = 0;
+  for (let i = 0; i < 17; i++) {
+    const d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return false;
+    sum += d * weights[i]!;
+  }
+  return s[17]!.toUpperCase() === '10X98765432'[sum % 11];
+}
+
+/** Luhn check of a card number (ASCII digits only). */
+export function luhn(s: string): boolean {
+  let sum = 0;
+  let double = false;
+  for (let i = s.length - 1; i >= 0; i--) {
+    let d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return false;
+    if (double) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+    double = !double;
+  }
+  return sum % 10 === 0;
+}
