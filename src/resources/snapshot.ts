@@ -1,5 +1,5 @@
-// The immutable set of resources the gateway serves. Built once per applied configuration and swapped
-// atomically; request handlers read one snapshot from start to end, so a reload never mixes two.
+// The immutable set of resources the gateway serves (docs/architecture.md "A configuration change"): built
+// once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
 import type { ApiKey, Model, ProviderKey, ResourceKind } from './schema.ts';
