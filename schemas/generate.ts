@@ -164,7 +164,7 @@ function collection(kind: string): Json {
   if (kind === 'api_keys') return list(apiKeyEntry(), 'caller keys');
   if (kind === 'guardrails') {
     const js = toJson(GuardrailSchema, { interpolated: true });
-    return list({ ...js, not: required('id') }, 'content policies (docs/guardrails.md)');
+    return list({ type: 'object', ...js, not: required('id') }, 'content policies (docs/guardrails.md)');
   }
   if (isGatingKind(kind)) {
     return {

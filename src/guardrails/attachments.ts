@@ -79,7 +79,12 @@ export class AttachmentIndex {
       }
       attached.add(a.guardrail_id);
       if (!a.enabled || !g.r.guardrail) continue;
-      const e: Entry = { order: g.i, priority: a.priority, specificity: SPECIFICITY[a.scope_type], guardrail: g.r.guardrail };
+      const e: Entry = {
+        order: g.i,
+        priority: a.priority,
+        specificity: SPECIFICITY[a.scope_type],
+        guardrail: g.r.guardrail,
+      };
       const id = a.scope_id ?? '';
       if (a.scope_type === 'env') this.env.push(e);
       else if (id === '') continue;

@@ -8,7 +8,15 @@ import { buildLakera } from './remote/lakera.ts';
 import { buildOpenAiModeration } from './remote/openai-moderation.ts';
 import { buildPresidio } from './remote/presidio.ts';
 import type { GuardrailRow, RemoteRow } from './schema.ts';
-import { type CheckContext, DEFAULT_STREAM, type Guardrail, type Hook, type Outcome, type Segment, type StreamPolicy } from './types.ts';
+import {
+  type CheckContext,
+  DEFAULT_STREAM,
+  type Guardrail,
+  type Hook,
+  type Outcome,
+  type Segment,
+  type StreamPolicy,
+} from './types.ts';
 
 export type BuildResult =
   /** `guardrail` undefined: the row is disabled or inert (no patterns, no detectors) and runs nowhere. */
@@ -56,10 +64,16 @@ export function buildGuardrail(id: string, row: GuardrailRow): BuildResult {
 function checkOf(
   row: Exclude<GuardrailRow, { kind: 'semantic' | 'bedrock' | 'aliyun_text_moderation' | 'aliyun_ai_guardrail' }>,
 ): { ok: true; check: Check; inert: boolean } | { ok: false; error: string } {
-  const local = (b: { ok: true; value: (s: readonly Segment[], h: Hook) => Outcome } | { ok: false; error: string }, inert: boolean) =>
-    b.ok ? { ok: true as const, check: ((s, h) => b.value(s, h)) as Check, inert } : b;
-  const remote = (b: { ok: true; value: (s: readonly Segment[], ctx: CheckContext) => Promise<Outcome> } | { ok: false; error: string }) =>
-    b.ok ? { ok: true as const, check: ((s, _h, ctx) => b.value(s, ctx)) as Check, inert: false } : b;
+  const local = (
+    b: { ok: true; value: (s: readonly Segment[], h: Hook) => Outcome } | { ok: false; error: string },
+    inert: boolean,
+  ) => b.ok ? { ok: true as const, check: ((s, h) => b.value(s, h)) as Check, inert } : b;
+  const remote = (
+    b: { ok: true; value: (s: readonly Segment[], ctx: CheckContext) => Promise<Outcome> } | {
+      ok: false;
+      error: string;
+    },
+  ) => b.ok ? { ok: true as const, check: ((s, _h, ctx) => b.value(s, ctx)) as Check, inert: false } : b;
   switch (row.kind) {
     case 'keyword':
       return local(buildKeyword(row), row.patterns.length === 0);

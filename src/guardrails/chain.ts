@@ -58,7 +58,10 @@ export async function runChain(
     const t0 = deps.now();
     let o: Outcome;
     try {
-      const r = g.check(v.segments, hook, { ...deps.ctx, log: (l, m, f) => deps.log(l, m, { ...f, guardrail: g.name }) });
+      const r = g.check(v.segments, hook, {
+        ...deps.ctx,
+        log: (l, m, f) => deps.log(l, m, { ...f, guardrail: g.name }),
+      });
       o = r instanceof Promise ? await r : r;
     } catch (e) {
       o = { kind: 'unavailable', tag: `${serviceOf(g.kind)}_5xx`, reason: `check failed: ${(e as Error).message}` };

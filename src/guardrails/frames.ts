@@ -15,7 +15,12 @@ export function blockBody(wire: GuardWire, side: 'request' | 'response', name: s
     : JSON.stringify({ error: { message, type: 'content_filter' } });
 }
 
-export function blockResponse(wire: GuardWire, side: 'request' | 'response', name: string | undefined, headers: Record<string, string> = {}): Response {
+export function blockResponse(
+  wire: GuardWire,
+  side: 'request' | 'response',
+  name: string | undefined,
+  headers: Record<string, string> = {},
+): Response {
   return new Response(blockBody(wire, side, name), {
     status: BLOCK_STATUS,
     headers: { 'content-type': 'application/json', ...headers },

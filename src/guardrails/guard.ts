@@ -82,7 +82,11 @@ export async function checkAnswer(
       model,
       reason: v.blocked.reason,
     });
-    return { body: text, verdict: v, refusal: { status: 422, body: blockBody(wire, 'response', name), guardrail: name } };
+    return {
+      body: text,
+      verdict: v,
+      refusal: { status: 422, body: blockBody(wire, 'response', name), guardrail: name },
+    };
   }
   if (v.masked && writeBack(slots, v.segments)) return { body: JSON.stringify(body), verdict: v };
   return { body: text, verdict: v };

@@ -7,8 +7,8 @@ export const GUARDRAIL_MSG = {
   blockedStreamWindow: 'guardrail blocked streaming response (window)',
   blockedEmbeddings: 'guardrail blocked /v1/embeddings request',
   bufferExceeded: 'streaming response exceeded max_buffer_bytes; failing closed',
-  monitorBlock: "guardrail in monitor mode observed a violation; not blocking (enforcement_mode=monitor)",
-  monitorMask: "guardrail in monitor mode observed maskable spans; not redacting (enforcement_mode=monitor)",
+  monitorBlock: 'guardrail in monitor mode observed a violation; not blocking (enforcement_mode=monitor)',
+  monitorMask: 'guardrail in monitor mode observed maskable spans; not redacting (enforcement_mode=monitor)',
   mandatoryBlock: 'mandatory guardrail could not evaluate; blocking (mandatory=true overrides fail_open)',
   unknownEnforcementMode: "unknown enforcement_mode; treating as 'block'",
   implicitEnv:
@@ -24,8 +24,7 @@ export const SERVICE_MSG: Record<string, { failed: string; configError: string }
   },
   presidio: {
     failed: 'presidio call failed',
-    configError:
-      'presidio returned 4xx — check analyzer_url/anonymizer_url, language, and entities configuration',
+    configError: 'presidio returned 4xx — check analyzer_url/anonymizer_url, language, and entities configuration',
   },
   lakera: {
     failed: 'lakera guard call failed',

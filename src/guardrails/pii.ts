@@ -55,7 +55,13 @@ export function buildPii(row: PiiRow): Built<PiiCheck> {
   const rules: Rule[] = [];
   for (const d of row.detectors) {
     const action = d.action ?? row.default_action;
-    rules.push({ name: d.type, re: builtin(d.type), action, validate: BUILTIN[d.type].validate, token: maskToken(d.type) });
+    rules.push({
+      name: d.type,
+      re: builtin(d.type),
+      action,
+      validate: BUILTIN[d.type].validate,
+      token: maskToken(d.type),
+    });
   }
   for (let i = 0; i < row.custom_patterns.length; i++) {
     const p = row.custom_patterns[i]!;

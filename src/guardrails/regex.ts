@@ -27,7 +27,8 @@ export type Compiled = { ok: true; pattern: Pattern } | { ok: false; error: stri
 
 // Rust's Unicode classes in RE2 syntax (`\w` = alphabetic, marks, decimal digits, connector punctuation).
 const WORD = '\\p{L}\\p{M}\\p{Nd}\\p{Pc}';
-const SPACE = '\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}';
+const SPACE =
+  '\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}';
 const OUTSIDE: Record<string, string> = {
   d: '\\p{Nd}',
   D: '\\P{Nd}',
@@ -60,8 +61,7 @@ export function translate(src: string): { ok: true; source: string } | { ok: fal
       if (mapped !== undefined) out += mapped;
       else if (next >= '1' && next <= '9') {
         return { ok: false, error: 'backreferences are not supported (Rust regex has none either)' };
-      }
-      else if (depth > 0 && (next === 'W' || next === 'S')) {
+      } else if (depth > 0 && (next === 'W' || next === 'S')) {
         return { ok: false, error: `\\${next} inside a character class is not supported (write the class out)` };
       } else if (next === 'b' && depth === 0 && src[i + 1] === '{') {
         return { ok: false, error: 'word-boundary assertions `\\b{…}` are not supported' };

@@ -53,7 +53,13 @@ function toolCalls(out: Slot[], msg: Json): void {
 }
 
 function roleOf(v: unknown): Segment['role'] {
-  return v === 'system' || v === 'developer' ? 'system' : v === 'assistant' ? 'assistant' : v === 'tool' ? 'tool' : 'user';
+  return v === 'system' || v === 'developer'
+    ? 'system'
+    : v === 'assistant'
+    ? 'assistant'
+    : v === 'tool'
+    ? 'tool'
+    : 'user';
 }
 
 /** The request's slots, in the order AISIX scans them. */
@@ -108,7 +114,9 @@ export function answerSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
       }
       break;
     case 'completions':
-      for (const c of Array.isArray(body.choices) ? body.choices : []) if (isRecord(c)) field(out, c, 'text', 'assistant');
+      for (const c of Array.isArray(body.choices) ? body.choices : []) {
+        if (isRecord(c)) field(out, c, 'text', 'assistant');
+      }
       break;
     case 'messages':
       content(out, body, 'assistant');

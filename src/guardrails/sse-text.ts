@@ -84,7 +84,9 @@ export function deltasOf(endpoint: GuardedEndpoint, f: Frame): { deltas: Delta[]
   } else if (endpoint === 'messages') {
     if (j.type === 'content_block_delta' && isRecord(j.delta)) {
       if (j.delta.type === 'text_delta') str(j.delta, 'text', `block:${String(j.index ?? 0)}`);
-      else if (j.delta.type === 'input_json_delta' && typeof j.delta.partial_json === 'string') tool += j.delta.partial_json;
+      else if (j.delta.type === 'input_json_delta' && typeof j.delta.partial_json === 'string') {
+        tool += j.delta.partial_json;
+      }
     }
   } else if (endpoint === 'responses') {
     if (j.type === 'response.output_text.delta') {

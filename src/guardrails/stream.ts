@@ -28,8 +28,7 @@ export function foldPolicy(chain: readonly Guardrail[], wire: GuardWire): Stream
     if (RANK[q.kind] > RANK[p.kind]) p = q;
     else if (q.kind === 'buffer' && p.kind === 'buffer') {
       p = { kind: 'buffer', maxBytes: Math.min(p.maxBytes, q.maxBytes), failOpen: false };
-    }
-    else if (q.kind === 'window' && p.kind === 'window') {
+    } else if (q.kind === 'window' && p.kind === 'window') {
       p = { kind: 'window', size: Math.min(p.size, q.size), overlap: Math.max(p.overlap, q.overlap) };
     }
   }
@@ -162,7 +161,9 @@ export async function* guardStream(
   async function* finish(): AsyncGenerator<Uint8Array> {
     const names = [...channels.keys()];
     const segments: Segment[] = names.map((n) => ({ role: 'assistant', text: channels.get(n)! }));
-    if (policy.kind === 'window') segments.splice(0, segments.length, { role: 'assistant', text: context + windowText });
+    if (policy.kind === 'window') {
+      segments.splice(0, segments.length, { role: 'assistant', text: context + windowText });
+    }
     segments.push({ role: 'assistant', text: tool });
     const v = await check(segments);
     if (v.blocked) {

@@ -34,7 +34,9 @@ export function buildLakera(row: LakeraRow): Built<(s: readonly Segment[], ctx: 
       if (!isRecord(r.body) || typeof r.body.flagged !== 'boolean') return malformed(SERVICE, 'no boolean `flagged`');
       if (!r.body.flagged) return ALLOW;
       const breakdown = Array.isArray(r.body.breakdown) ? r.body.breakdown : [];
-      const detected = breakdown.filter((b) => isRecord(b) && b.detected === true).map((b) => String((b as Record<string, unknown>).detector_type));
+      const detected = breakdown.filter((b) => isRecord(b) && b.detected === true).map((b) =>
+        String((b as Record<string, unknown>).detector_type)
+      );
       if (detected.length === 0) return { kind: 'block', reason: 'flagged by lakera guard' };
       const other = detected.filter((t) => !t.startsWith('pii/'));
       if (other.length > 0) return { kind: 'block', reason: `lakera guard detected ${other.join(', ')}` };

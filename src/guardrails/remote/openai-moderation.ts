@@ -32,7 +32,9 @@ export function buildOpenAiModeration(
       if (!isRecord(first)) return malformed(SERVICE, '`results[0]` is not an object');
       if (thresholds.length === 0) {
         if (first.flagged !== true) return ALLOW;
-        const cats = isRecord(first.categories) ? Object.keys(first.categories).filter((k) => (first.categories as Record<string, unknown>)[k] === true) : [];
+        const cats = isRecord(first.categories)
+          ? Object.keys(first.categories).filter((k) => (first.categories as Record<string, unknown>)[k] === true)
+          : [];
         return { kind: 'block', reason: `flagged by openai moderation (${cats.join(', ')})` };
       }
       const scores = isRecord(first.category_scores) ? first.category_scores : {};

@@ -29,7 +29,12 @@ function hitsOf(body: unknown): Hit[] | undefined {
     if (!isRecord(h) || typeof h.entity_type !== 'string' || typeof h.start !== 'number' || typeof h.end !== 'number') {
       return undefined;
     }
-    out.push({ entity_type: h.entity_type, start: h.start, end: h.end, score: typeof h.score === 'number' ? h.score : 0 });
+    out.push({
+      entity_type: h.entity_type,
+      start: h.start,
+      end: h.end,
+      score: typeof h.score === 'number' ? h.score : 0,
+    });
   }
   return out;
 }
