@@ -47,3 +47,15 @@ export class GuardrailMetrics {
     counts[result] = (counts[result] ?? 0) + 1;
   }
 }
+
+const byRegistry = new WeakMap<Registry, GuardrailMetrics>();
+
+/** The guardrail families of a registry, registered on first use (an idle gateway renders none of them). */
+export function guardrailMetricsFor(registry: Registry): GuardrailMetrics {
+  let m = byRegistry.get(registry);
+  if (!m) {
+    m = new GuardrailMetrics(registry);
+    byRegistry.set(registry, m);
+  }
+  return m;
+}
