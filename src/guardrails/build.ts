@@ -65,7 +65,10 @@ function checkOf(
   row: Exclude<GuardrailRow, { kind: 'semantic' | 'bedrock' | 'aliyun_text_moderation' | 'aliyun_ai_guardrail' }>,
 ): { ok: true; check: Check; inert: boolean } | { ok: false; error: string } {
   const local = (
-    b: { ok: true; value: (s: readonly Segment[], h: Hook) => Outcome } | { ok: false; error: string },
+    b: { ok: true; value: (s: readonly Segment[], h: Hook) => Outcome | Promise<Outcome> } | {
+      ok: false;
+      error: string;
+    },
     inert: boolean,
   ) => b.ok ? { ok: true as const, check: ((s, h) => b.value(s, h)) as Check, inert } : b;
   const remote = (

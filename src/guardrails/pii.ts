@@ -2,7 +2,7 @@
 // masking or blocking. The block check runs first over the joined text; masks only when nothing blocks,
 // rule after rule, each on the previous rule's output, per segment. Only detector names leave this file.
 import type { Built } from './keyword.ts';
-import { compilePattern, type Pattern } from './regex.ts';
+import { compilePattern, type Match, type Pattern } from './regex.ts';
 import type { PiiDetectorType, PiiRow } from './schema.ts';
 import { ALLOW, type Hook, joined, type Outcome, type Segment } from './types.ts';
 
@@ -12,6 +12,8 @@ interface Rule {
   action: 'mask' | 'block';
   validate: ((s: string) => boolean) | undefined;
   token: string;
+  /** Matches never contain whitespace (the built-ins but `private_key`). */
+  splittable: boolean;
 }
 
 /** AISIX's built-in patterns (Rust syntax, translated like an operator's). */
@@ -49,18 +51,25 @@ export function maskToken(name: string): string {
   return `[${name.replace(/[^A-Za-z0-9]/g, '_').toUpperCase()}_REDACTED]`;
 }
 
-export type PiiCheck = (segments: readonly Segment[], hook: Hook) => Outcome;
+export type PiiCheck = (segments: readonly Segment[], hook: Hook) => Outcome | Promise<Outcome>;
+
+/** Over this many characters a check gives the event loop a turn between pieces of work. */
+const LARGE_TEXT = 65_536;
+/** Built-in detectors never match across whitespace, so a large text is matched piece by piece. */
+const PIECE = 16_384;
 
 export function buildPii(row: PiiRow): Built<PiiCheck> {
   const rules: Rule[] = [];
   for (const d of row.detectors) {
     const action = d.action ?? row.default_action;
+    const b = BUILTIN[d.type];
     rules.push({
       name: d.type,
       re: builtin(d.type),
       action,
-      validate: BUILTIN[d.type].validate,
+      validate: b.validate,
       token: maskToken(d.type),
+      splittable: d.type !== 'private_key',
     });
   }
   for (let i = 0; i < row.custom_patterns.length; i++) {
@@ -71,7 +80,14 @@ export function buildPii(row: PiiRow): Built<PiiCheck> {
     }
     const c = compilePattern(p.regex);
     if (!c.ok) return { ok: false, error: `custom_patterns[${i}].regex: invalid regex: ${c.error}` };
-    rules.push({ name: p.name, re: c.pattern, action, validate: undefined, token: p.replacement ?? maskToken(p.name) });
+    rules.push({
+      name: p.name,
+      re: c.pattern,
+      action,
+      validate: undefined,
+      token: p.replacement ?? maskToken(p.name),
+      splittable: false,
+    });
   }
   const blocks = rules.filter((r) => r.action === 'block');
   const masks = rules.filter((r) => r.action === 'mask');
@@ -79,55 +95,106 @@ export function buildPii(row: PiiRow): Built<PiiCheck> {
     ok: true,
     value: (segments, hook) => {
       if (rules.length === 0) return ALLOW;
-      if (blocks.length > 0) {
-        const text = joined(segments);
-        for (const r of blocks) {
-          if (detects(r, text)) return { kind: 'block', reason: `${hook} blocked by pii detector '${r.name}'` };
-        }
-      }
-      if (masks.length === 0) return ALLOW;
-      const counts: Record<string, number> = {};
-      let changed = false;
-      const texts = segments.map((s) => {
-        let t = s.text;
-        for (const r of masks) {
-          const m = maskAll(r, t);
-          if (m.count > 0) {
-            counts[r.name] = (counts[r.name] ?? 0) + m.count;
-            t = m.text;
-            changed = true;
-          }
-        }
-        return t;
-      });
-      return changed ? { kind: 'mask', texts, counts } : ALLOW;
+      let size = 0;
+      for (const s of segments) size += s.text.length;
+      const steps = evaluate(blocks, masks, segments, hook);
+      return size > LARGE_TEXT ? drive(steps) : finish(steps);
     },
   };
 }
 
+/** Runs the check to its end without pausing (small texts). */
+function finish(steps: Generator<void, Outcome>): Outcome {
+  let r = steps.next();
+  while (!r.done) r = steps.next();
+  return r.value;
+}
+
+/** Runs the check giving the event loop a turn at each pause (large texts). */
+async function drive(steps: Generator<void, Outcome>): Promise<Outcome> {
+  let r = steps.next();
+  while (!r.done) {
+    await new Promise((res) => setTimeout(res, 0));
+    r = steps.next();
+  }
+  return r.value;
+}
+
+/** The check, pausing (`yield`) between pieces of work. */
+function* evaluate(
+  blocks: readonly Rule[],
+  masks: readonly Rule[],
+  segments: readonly Segment[],
+  hook: Hook,
+): Generator<void, Outcome> {
+  if (blocks.length > 0) {
+    const text = joined(segments);
+    for (const r of blocks) {
+      for (const m of yield* matchesOf(r, text)) {
+        if (accepts(r, text, m)) return { kind: 'block', reason: `${hook} blocked by pii detector '${r.name}'` };
+      }
+    }
+  }
+  if (masks.length === 0) return ALLOW;
+  const counts: Record<string, number> = {};
+  let changed = false;
+  const texts: string[] = [];
+  for (const s of segments) {
+    let t = s.text;
+    for (const r of masks) {
+      const m = maskAll(r, t, yield* matchesOf(r, t));
+      if (m.count > 0) {
+        counts[r.name] = (counts[r.name] ?? 0) + m.count;
+        t = m.text;
+        changed = true;
+      }
+    }
+    texts.push(t);
+  }
+  return changed ? { kind: 'mask', texts, counts } : ALLOW;
+}
+
+/** A rule's matches in `text`, piece by piece for a large text when the rule cannot span whitespace. */
+function* matchesOf(r: Rule, text: string): Generator<void, Match[]> {
+  if (!r.splittable || text.length <= PIECE) {
+    if (text.length > PIECE) yield;
+    return r.re.test(text) ? r.re.matches(text) : [];
+  }
+  const out: Match[] = [];
+  let at = 0;
+  while (at < text.length) {
+    let end = Math.min(text.length, at + PIECE);
+    while (end < text.length && !/\s/.test(text[end]!)) end++;
+    const piece = text.slice(at, end);
+    if (r.re.test(piece)) {
+      for (const m of r.re.matches(piece)) {
+        const g = m.group && { start: m.group.start + at, end: m.group.end + at };
+        out.push({ start: m.start + at, end: m.end + at, group: g, hasGroup: m.hasGroup });
+      }
+    }
+    at = end;
+    yield;
+  }
+  return out;
+}
+
 /** The span a rule validates and replaces: group 1 when the pattern has groups, else the whole match. */
-function target(m: ReturnType<Pattern['matches']>[number]): { start: number; end: number } | undefined {
+function target(m: Match): { start: number; end: number } | undefined {
   return m.hasGroup ? m.group : m;
 }
 
-function detects(r: Rule, text: string): boolean {
-  if (!r.re.test(text)) return false;
-  if (!r.validate && !r.re.hasGroup) return true;
-  for (const m of r.re.matches(text)) {
-    const t = target(m);
-    if (t && (!r.validate || r.validate(text.slice(t.start, t.end)))) return true;
-  }
-  return false;
+function accepts(r: Rule, text: string, m: Match): boolean {
+  const t = target(m);
+  return t !== undefined && (!r.validate || r.validate(text.slice(t.start, t.end)));
 }
 
-function maskAll(r: Rule, text: string): { text: string; count: number } {
-  if (!r.re.test(text)) return { text, count: 0 };
+function maskAll(r: Rule, text: string, matches: readonly Match[]): { text: string; count: number } {
   let out = '';
   let at = 0;
   let count = 0;
-  for (const m of r.re.matches(text)) {
-    const t = target(m);
-    if (!t || (r.validate && !r.validate(text.slice(t.start, t.end)))) continue;
+  for (const m of matches) {
+    if (!accepts(r, text, m)) continue;
+    const t = target(m)!;
     out += text.slice(at, t.start) + r.token;
     at = t.end;
     count++;

@@ -146,31 +146,45 @@ export function compilePattern(src: string): Compiled {
   const hasGroup = re.groupCount() > 0;
   const unicodeBoundaryOk = (text: string, start: number, end: number) =>
     (!edges.start || !isWordBefore(text, start)) && (!edges.end || !isWordAt(text, end));
+  // A `\b` keeps re2js off its DFA; the pattern without its edge `\b`s matches wherever the pattern does, so
+  // it rules out a text at DFA speed first.
+  const probe = repair ? probeOf(t.source, edges) : re;
+  const accepted = function* (text: string): Generator<Match> {
+    if (!probe.test(text)) return;
+    const m = re.matcher(text);
+    while (m.find()) {
+      const start = m.start();
+      const end = m.end();
+      if (repair && !unicodeBoundaryOk(text, start, end)) continue;
+      const gs = hasGroup ? m.start(1) : -1;
+      yield { start, end, group: gs >= 0 ? { start: gs, end: m.end(1) } : undefined, hasGroup };
+    }
+  };
   return {
     ok: true,
     pattern: {
       source: src,
       hasGroup,
       test(text) {
-        if (!re.test(text)) return false;
-        if (!repair) return true;
-        return this.matches(text).length > 0;
+        if (!repair) return re.test(text);
+        for (const _ of accepted(text)) return true;
+        return false;
       },
-      matches(text) {
-        const out: Match[] = [];
-        const m = re.matcher(text);
-        while (m.find()) {
-          const start = m.start();
-          const end = m.end();
-          if (repair && !unicodeBoundaryOk(text, start, end)) continue;
-          const gs = hasGroup ? m.start(1) : -1;
-          const group = gs >= 0 ? { start: gs, end: m.end(1) } : undefined;
-          out.push({ start, end, group, hasGroup });
-        }
-        return out;
-      },
+      matches: (text) => [...accepted(text)],
     },
   };
+}
+
+function probeOf(source: string, edges: { start: boolean; end: boolean }): RE2JS {
+  const flags = /^\(\?[imsU]+\)/.exec(source)?.[0] ?? '';
+  let body = source.slice(flags.length);
+  if (edges.start && body.startsWith('\\b')) body = body.slice(2);
+  if (edges.end && body.endsWith('\\b')) body = body.slice(0, -2);
+  try {
+    return RE2JS.compile(flags + body);
+  } catch {
+    return RE2JS.compile(source);
+  }
 }
 
 function isWordBefore(text: string, i: number): boolean {

@@ -77,6 +77,50 @@ describe('patterns: Rust regex syntax on a linear-time engine', () => {
   });
 });
 
+describe('a 1 MiB prompt', () => {
+  test('every pii detector and a catastrophic keyword pattern: bounded time, the event loop keeps turning', async () => {
+    const pii = guardrail({
+      name: 'pii',
+      kind: 'pii',
+      detectors: [
+        'email',
+        'china_mobile',
+        'china_id_card',
+        'bank_card',
+        'us_ssn',
+        'ip_address',
+        'api_key',
+        'jwt',
+        'private_key',
+      ]
+        .map((type) => ({ type })),
+    });
+    const kw = guardrail({ name: 'kw', kind: 'keyword', patterns: [{ kind: 'regex', value: '(a+)+$' }] });
+    const unit = 'Lorem ipsum 12345 dolor sit amet, mail someone@example.com or call 13812345678. aaaaaaaaaaaa ';
+    const text = unit.repeat(Math.ceil((1 << 20) / unit.length));
+    const lags: number[] = [];
+    let running = true;
+    const sampler = (async () => {
+      while (running) {
+        const t = performance.now();
+        await new Promise((r) => setTimeout(r, 1));
+        lags.push(performance.now() - t);
+      }
+    })();
+    const t0 = performance.now();
+    const body = { messages: [{ role: 'user', content: text }] };
+    const r = await checkRequest([kw, pii], 'chat', 'openai', body, deps(), 'm');
+    const took = performance.now() - t0;
+    running = false;
+    await sampler;
+    assert.equal(r.refusal, undefined);
+    assert.equal(r.verdict?.counts.email, Math.ceil((1 << 20) / unit.length));
+    assert.ok(took < 20_000, `took ${took} ms`);
+    assert.ok(lags.length > 20, `the event loop turned ${lags.length} times during ${took} ms`);
+    assert.ok(Math.max(...lags) < 2000, `longest stall ${Math.max(...lags)} ms`);
+  });
+});
+
 describe('keyword', () => {
   const g = guardrail({
     name: 'kw',
