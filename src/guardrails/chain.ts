@@ -2,15 +2,27 @@
 // first block stops the chain; masks rewrite the segments the next member sees; a failing remote member
 // bypasses (fail-open), blocks (fail-closed), or blocks because it is mandatory. Monitor members record
 // `would_block` / `would_mask` and change nothing.
-import { type GuardrailMetrics, type GuardrailResult } from './metrics.ts';
 import { GUARDRAIL_MSG, SERVICE_MSG } from './messages.ts';
 import type { CheckContext, Guardrail, Hook, Outcome, Segment } from './types.ts';
 
 export type LogFn = (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;
 
+/** Where the chain counts (src/observability/guardrail-metrics.ts implements it). */
+export interface ChainMetrics {
+  observe(
+    g: { name: string; kind: string },
+    phase: Hook,
+    result: 'allowed' | 'blocked' | 'masked' | 'bypassed' | 'would_block' | 'would_mask',
+    errorType: string | undefined,
+    seconds: number,
+  ): void;
+  readonly blocks: { inc(): void };
+  readonly bypasses: { inc(values: readonly string[]): void };
+}
+
 export interface ChainDeps {
   ctx: CheckContext;
-  metrics?: GuardrailMetrics | undefined;
+  metrics?: ChainMetrics | undefined;
   log: LogFn;
   /** Seconds, monotonic. */
   now(): number;
@@ -66,7 +78,7 @@ export async function runChain(
     } catch (e) {
       o = { kind: 'unavailable', tag: `${serviceOf(g.kind)}_5xx`, reason: `check failed: ${(e as Error).message}` };
     }
-    const done = (result: GuardrailResult, errorType?: string) =>
+    const done = (result: Parameters<ChainMetrics['observe']>[2], errorType?: string) =>
       deps.metrics?.observe(g, hook, result, errorType, deps.now() - t0);
     if (o.kind === 'allow') done('allowed');
     else if (o.kind === 'block') {
@@ -125,7 +137,7 @@ function isLarge(segments: readonly Segment[]): boolean {
 }
 
 /** The request-level counters, once per request and hook: a block, a bypass. */
-export function countRequest(metrics: GuardrailMetrics | undefined, v: Verdict): void {
+export function countRequest(metrics: ChainMetrics | undefined, v: Verdict): void {
   if (!metrics) return;
   if (v.blocked) metrics.blocks.inc();
   if (v.bypassTag !== undefined) metrics.bypasses.inc([v.bypassTag]);

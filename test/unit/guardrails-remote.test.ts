@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { type ChainDeps, runChain } from '../../src/guardrails/chain.ts';
-import { GuardrailMetrics } from '../../src/guardrails/metrics.ts';
+import { GuardrailMetrics } from '../../src/observability/guardrail-metrics.ts';
 import type { Guardrail, Segment } from '../../src/guardrails/types.ts';
 import { Registry } from '../../src/observability/metrics.ts';
 import { guardrail } from '../support/guardrails.ts';

@@ -8,7 +8,7 @@ import { buildGuardrail } from '../../src/guardrails/build.ts';
 import { type ChainDeps, runChain } from '../../src/guardrails/chain.ts';
 import { blockBody, streamBlockFrame } from '../../src/guardrails/frames.ts';
 import { checkAnswer, checkRequest } from '../../src/guardrails/guard.ts';
-import { GuardrailMetrics } from '../../src/guardrails/metrics.ts';
+import { GuardrailMetrics } from '../../src/observability/guardrail-metrics.ts';
 import { chinaIdChecksum, luhn } from '../../src/guardrails/pii.ts';
 import { compilePattern, translate } from '../../src/guardrails/regex.ts';
 import { GuardrailSchema } from '../../src/guardrails/schema.ts';

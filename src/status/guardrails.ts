@@ -1,8 +1,8 @@
 // One row per guardrail of the served snapshot for the status page (docs/operations.md "The status page"):
 // what it checks and how it fails, with the results counted since start.
+import { evaluationOrder } from '../guardrails/attachments.ts';
+import type { GuardrailMetrics, GuardrailResult } from '../observability/guardrail-metrics.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import { evaluationOrder } from './attachments.ts';
-import type { GuardrailMetrics, GuardrailResult } from './metrics.ts';
 
 export interface GuardrailStatusRow {
   name: string;

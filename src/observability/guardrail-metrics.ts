@@ -1,6 +1,6 @@
-// AISIX's guardrail families (docs/guardrails.md "Metrics"): one latency sample per chain member per hook, and
-// the per-request block and bypass counters.
-import { Counter, Histogram, type Registry } from '../observability/metrics.ts';
+// AISIX's guardrail families (docs/guardrails.md "Metrics and logs"): one latency sample per chain member per
+// hook, and the per-request block and bypass counters. The chain (src/guardrails/chain.ts) writes them.
+import { Counter, Histogram, type Registry } from './metrics.ts';
 
 export const GUARDRAIL_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
