@@ -4,6 +4,7 @@
 import { buildKeyword } from './keyword.ts';
 import { buildPii } from './pii.ts';
 import { buildPromptShield, buildTextModeration } from './remote/azure.ts';
+import { buildAliyunTextModeration } from './remote/aliyun.ts';
 import { buildLakera } from './remote/lakera.ts';
 import { buildOpenAiModeration } from './remote/openai-moderation.ts';
 import { buildPresidio } from './remote/presidio.ts';
@@ -28,7 +29,6 @@ type Check = Guardrail['check'];
 const NOT_BUILT: Record<string, string> = {
   semantic: '`semantic` (a bundled embedding model) is not implemented by Sluice',
   bedrock: '`bedrock` is not implemented by Sluice yet (it needs AWS SigV4 signing)',
-  aliyun_text_moderation: '`aliyun_text_moderation` is not implemented by Sluice',
   aliyun_ai_guardrail: '`aliyun_ai_guardrail` is not implemented by Sluice',
 };
 
@@ -62,7 +62,7 @@ export function buildGuardrail(id: string, row: GuardrailRow): BuildResult {
 }
 
 function checkOf(
-  row: Exclude<GuardrailRow, { kind: 'semantic' | 'bedrock' | 'aliyun_text_moderation' | 'aliyun_ai_guardrail' }>,
+  row: Exclude<GuardrailRow, { kind: 'semantic' | 'bedrock' | 'aliyun_ai_guardrail' }>,
 ): { ok: true; check: Check; inert: boolean } | { ok: false; error: string } {
   const local = (
     b: { ok: true; value: (s: readonly Segment[], h: Hook) => Outcome | Promise<Outcome> } | {
@@ -96,12 +96,17 @@ function checkOf(
       const b = buildTextModeration(row);
       return b.ok ? { ok: true, check: b.value, inert: false } : b;
     }
+    case 'aliyun_text_moderation':
+      return { ok: true, check: buildAliyunTextModeration(row), inert: false };
   }
 }
 
 /** How the kind holds back a streamed answer for its output check (AISIX's `stream_output_policy`). */
 function streamPolicy(row: GuardrailRow): StreamPolicy {
-  if (row.kind === 'azure_content_safety_text_moderation' && row.stream_processing_mode === 'window') {
+  if (
+    (row.kind === 'azure_content_safety_text_moderation' || row.kind === 'aliyun_text_moderation') &&
+    row.stream_processing_mode === 'window'
+  ) {
     return { kind: 'window', size: row.window_size, overlap: row.window_overlap_size };
   }
   if ('max_buffer_bytes' in row && typeof row.max_buffer_bytes === 'number') {

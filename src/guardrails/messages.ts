@@ -30,6 +30,10 @@ export const SERVICE_MSG: Record<string, { failed: string; configError: string }
     failed: 'lakera guard call failed',
     configError: 'lakera guard returned 4xx — check endpoint, api_key, and project_id configuration',
   },
+  aliyun: {
+    failed: 'aliyun text moderation call failed',
+    configError: 'aliyun TextModerationPlus returned 4xx — check region/access keys configuration',
+  },
   azure_cs: {
     failed: 'azure content safety call failed',
     configError: 'azure content safety returned 4xx — check endpoint and api_key configuration',

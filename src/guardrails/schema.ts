@@ -119,11 +119,26 @@ const AzureTextModeration = z.strictObject({
   on_buffer_exceeded: onBufferExceeded,
 });
 
+const AliyunTextModeration = z.strictObject({
+  ...remote,
+  kind: z.literal('aliyun_text_moderation'),
+  region: z.string().min(1),
+  access_key_id: z.string().min(1),
+  access_key_secret: z.string().min(1),
+  endpoint: url.optional(),
+  risk_level_threshold: z.enum(['low', 'medium', 'high']).default('high'),
+  stream_processing_mode: z.enum(['window', 'buffer_full']).default('window'),
+  window_size: z.number().int().min(1).max(2000).default(2000),
+  window_overlap_size: z.number().int().nonnegative().default(128),
+  max_buffer_bytes: bufferCap,
+  on_buffer_exceeded: onBufferExceeded,
+});
+
 /**
  * Kinds AISIX has that Sluice does not run: the row parses (so it is judged, not `unknown`), then is
  * rejected at build, never skipped.
  */
-export const UNBUILT_KINDS = ['semantic', 'bedrock', 'aliyun_text_moderation', 'aliyun_ai_guardrail'] as const;
+export const UNBUILT_KINDS = ['semantic', 'bedrock', 'aliyun_ai_guardrail'] as const;
 const Unbuilt = z.looseObject({ ...common, kind: z.enum(UNBUILT_KINDS) });
 
 export const GuardrailSchema = z.discriminatedUnion('kind', [
@@ -134,6 +149,7 @@ export const GuardrailSchema = z.discriminatedUnion('kind', [
   Lakera,
   AzurePromptShield,
   AzureTextModeration,
+  AliyunTextModeration,
   Unbuilt,
 ]);
 export type GuardrailRow = z.infer<typeof GuardrailSchema>;
@@ -144,12 +160,14 @@ export type PresidioRow = z.infer<typeof Presidio>;
 export type LakeraRow = z.infer<typeof Lakera>;
 export type AzurePromptShieldRow = z.infer<typeof AzurePromptShield>;
 export type AzureTextModerationRow = z.infer<typeof AzureTextModeration>;
+export type AliyunTextModerationRow = z.infer<typeof AliyunTextModeration>;
 export type RemoteRow =
   | OpenAiModerationRow
   | PresidioRow
   | LakeraRow
   | AzurePromptShieldRow
-  | AzureTextModerationRow;
+  | AzureTextModerationRow
+  | AliyunTextModerationRow;
 
 export const SCOPE_TYPES = ['env', 'model', 'mcp_server', 'api_key', 'team', 'passthrough_route'] as const;
 export type ScopeType = (typeof SCOPE_TYPES)[number];

@@ -1,10 +1,14 @@
 // Mock guardrail services on one real loopback socket, speaking each wire API Sluice calls
 // (docs/guardrails.md "Remote kinds"): OpenAI moderation, Presidio analyze + anonymize, Lakera Guard v2,
-// Azure Content Safety shieldPrompt and text:analyze. Their verdicts follow fixed words in the text so a test
+// Azure Content Safety shieldPrompt and text:analyze, Aliyun TextModerationPlus (its signature checked). Their verdicts follow fixed words in the text so a test
 // can script outcomes by its prompt; `fault` makes the next answers slow, failing or malformed.
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { signV1 } from '../../src/guardrails/remote/aliyun.ts';
 import { sleep } from './until.ts';
+
+/** The access key secret the Aliyun mock checks signatures with. */
+export const ALIYUN_SECRET = 'aliyun-secret';
 
 /** What the mock does instead of answering normally. */
 export type Fault =
@@ -16,7 +20,21 @@ export type Fault =
 export interface GuardRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
+  /** The JSON body, or a form's fields. */
   json: Record<string, unknown>;
+}
+
+/** Aliyun: HTTP 400 with a symbolic code when the signature does not verify; else the RiskLevel. */
+async function aliyun(form: Record<string, string>): Promise<{ status: number; body: unknown }> {
+  const { Signature, ...params } = form;
+  if (Signature !== await signV1(params, ALIYUN_SECRET)) {
+    return {
+      status: 400,
+      body: { Code: 'SignatureDoesNotMatch', Message: `string to sign: ${params.ServiceParameters}` },
+    };
+  }
+  const content = String(JSON.parse(params.ServiceParameters ?? '{}').content);
+  return { status: 200, body: { Code: 200, Data: { RiskLevel: content.includes(TRIGGERS.hate) ? 'high' : 'none' } } };
 }
 
 export interface MockGuardrails {
@@ -109,8 +127,10 @@ export async function startMockGuardrails(): Promise<MockGuardrails> {
     const parts: Buffer[] = [];
     for await (const p of req) parts.push(p as Buffer);
     let json: Record<string, unknown> = {};
+    const raw = Buffer.concat(parts).toString('utf8');
+    const isForm = req.headers['content-type'] === 'application/x-www-form-urlencoded';
     try {
-      json = JSON.parse(Buffer.concat(parts).toString('utf8'));
+      json = isForm ? Object.fromEntries(new URLSearchParams(raw)) : JSON.parse(raw);
     } catch {
       // recorded as {}
     }
@@ -126,6 +146,12 @@ export async function startMockGuardrails(): Promise<MockGuardrails> {
     if (fault?.kind === 'not_json') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('<html>proxy error</html>');
+      return;
+    }
+    if (isForm && fault?.kind !== 'malformed') {
+      const a = await aliyun(json as Record<string, string>);
+      res.writeHead(a.status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(a.body));
       return;
     }
     const body = fault?.kind === 'malformed' ? { unexpected: true } : answer(path, json);

@@ -9,7 +9,14 @@ import { GuardrailMetrics } from '../../src/observability/guardrail-metrics.ts';
 import type { Guardrail, Segment } from '../../src/guardrails/types.ts';
 import { Registry } from '../../src/observability/metrics.ts';
 import { guardrail } from '../support/guardrails.ts';
-import { type Fault, type MockGuardrails, startMockGuardrails, TRIGGERS } from '../support/mock-guardrails.ts';
+import { signV1 } from '../../src/guardrails/remote/aliyun.ts';
+import {
+  ALIYUN_SECRET,
+  type Fault,
+  type MockGuardrails,
+  startMockGuardrails,
+  TRIGGERS,
+} from '../support/mock-guardrails.ts';
 
 let mock: MockGuardrails;
 before(async () => {
@@ -43,6 +50,15 @@ function rows(url: string): Record<string, Record<string, unknown>> {
       kind: 'azure_content_safety_text_moderation',
       endpoint: url,
       api_key: 'az',
+    },
+    aliyun_text_moderation: {
+      name: 'ali',
+      kind: 'aliyun_text_moderation',
+      region: 'cn-shanghai',
+      endpoint: url,
+      access_key_id: 'ak',
+      access_key_secret: ALIYUN_SECRET,
+      risk_level_threshold: 'medium',
     },
   };
 }
@@ -108,6 +124,48 @@ describe('remote kinds: wire requests and verdicts', () => {
   });
 });
 
+test('aliyun: a signed form per hook (the documented v1 vector), content capped, RiskLevel decides', async () => {
+  assert.equal(
+    await signV1(
+      {
+        SignatureVersion: '1.0',
+        Action: 'DescribeRegions',
+        Format: 'XML',
+        SignatureNonce: '3ee8c1b8-83d3-44af-a94f-4e0ad82fd6cf',
+        Version: '2014-05-26',
+        AccessKeyId: 'testid',
+        SignatureMethod: 'HMAC-SHA1',
+        Timestamp: '2016-02-23T12:46:24Z',
+      },
+      'testsecret',
+      'GET',
+    ),
+    'OLeaidS1JvxuMvnyHOwuJ+uX5qY=',
+  );
+  const v = await runChain([g('aliyun_text_moderation')], 'output', [user(`so ${TRIGGERS.hate}`)], deps());
+  assert.equal(v.blocked?.guardrail.name, 'ali');
+  const f = mock.requests[0]!.json;
+  assert.equal(f.Service, 'llm_response_moderation');
+  assert.equal(f.Action, 'TextModerationPlus');
+  assert.equal(f.RegionId, 'cn-shanghai');
+  mock.requests.length = 0;
+  const ok = await runChain([g('aliyun_text_moderation')], 'input', [user('x'.repeat(5000))], deps());
+  assert.equal(ok.blocked, undefined);
+  assert.equal(mock.requests[0]!.json.Service, 'llm_query_moderation');
+  assert.equal(JSON.parse(String(mock.requests[0]!.json.ServiceParameters)).content.length, 2000);
+  logs.length = 0;
+  const wrong = await runChain(
+    [g('aliyun_text_moderation', { access_key_secret: 'nope' })],
+    'input',
+    [user('hi')],
+    deps(),
+  );
+  assert.equal(wrong.bypassTag, 'aliyun_config_error');
+  const e = logs.find((l) => l.level === 'error');
+  assert.equal(e?.msg, 'aliyun TextModerationPlus returned 4xx — check region/access keys configuration');
+  assert.equal(e?.fields.response_body, undefined, 'the answer quotes the prompt back: never logged');
+});
+
 describe('remote kinds: failing services', () => {
   const faults: [string, Fault, string][] = [
     ['slow', { kind: 'slow', ms: 2000 }, 'timeout'],
@@ -123,6 +181,7 @@ describe('remote kinds: failing services', () => {
     lakera: 'lakera',
     azure_content_safety: 'azure_cs',
     azure_content_safety_text_moderation: 'azure_cs',
+    aliyun_text_moderation: 'aliyun',
   };
   for (const kind of Object.keys(prefix)) {
     test(`${kind}: each failure tagged; fail_open bypasses input, output fails closed, mandatory blocks`, async () => {

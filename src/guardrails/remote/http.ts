@@ -13,7 +13,11 @@ export interface CallSpec {
   service: string;
   url: string;
   headers: Record<string, string>;
+  /** JSON, or a form already encoded (`application/x-www-form-urlencoded`). */
   body: unknown;
+  form?: boolean;
+  /** Log a 4xx answer's body (off where the service quotes the request, the prompt, back). */
+  logBody?: boolean;
   /** Bounds the whole call, headers and body; 0 times out at once. */
   timeoutMs: number;
 }
@@ -34,8 +38,11 @@ export async function callJson(ctx: CheckContext, spec: CallSpec): Promise<CallR
     if (spec.timeoutMs === 0) throw new Error('timeout_ms is 0');
     const res = await ctx.fetch(spec.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', ...spec.headers },
-      body: JSON.stringify(spec.body),
+      headers: {
+        'content-type': spec.form ? 'application/x-www-form-urlencoded' : 'application/json',
+        ...spec.headers,
+      },
+      body: spec.form ? String(spec.body) : JSON.stringify(spec.body),
       signal: ac.signal,
     });
     const text = await res.text();
@@ -44,7 +51,7 @@ export async function callJson(ctx: CheckContext, spec: CallSpec): Promise<CallR
     if (res.status >= 400) {
       ctx.log?.('error', SERVICE_MSG[spec.service]?.configError ?? `${spec.service} returned 4xx`, {
         http_status: res.status,
-        response_body: text.slice(0, MAX_LOGGED_BODY),
+        ...(spec.logBody === false ? {} : { response_body: text.slice(0, MAX_LOGGED_BODY) }),
       });
       return fail('config_error', `HTTP ${res.status}`);
     }
