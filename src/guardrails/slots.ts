@@ -45,10 +45,13 @@ function content(out: Slot[], obj: Json, role: Segment['role']): void {
   }
 }
 
-function toolCalls(out: Slot[], msg: Json): void {
+/** Replayed (request) or answered tool calls: their arguments; in an answer their names too (AISIX scans both). */
+function toolCalls(out: Slot[], msg: Json, names = false): void {
   if (!Array.isArray(msg.tool_calls)) return;
   for (const call of msg.tool_calls) {
-    if (isRecord(call) && isRecord(call.function)) field(out, call.function, 'arguments', 'assistant');
+    if (!isRecord(call) || !isRecord(call.function)) continue;
+    if (names) field(out, call.function, 'name', 'assistant');
+    field(out, call.function, 'arguments', 'assistant');
   }
 }
 
@@ -110,7 +113,7 @@ export function answerSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
       for (const c of Array.isArray(body.choices) ? body.choices : []) {
         if (!isRecord(c) || !isRecord(c.message)) continue;
         field(out, c.message, 'content', 'assistant');
-        toolCalls(out, c.message);
+        toolCalls(out, c.message, true);
       }
       break;
     case 'completions':
