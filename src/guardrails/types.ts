@@ -29,9 +29,18 @@ export type StreamPolicy =
   | { kind: 'window'; size: number; overlap: number }
   | { kind: 'buffer'; maxBytes: number; failOpen: boolean };
 
+/** One call to a guardrail service; the gateway's upstream client is one (src/platform.ts `UpstreamFetch`). */
+export type GuardFetch = (req: {
+  url: string;
+  method: 'POST';
+  headers: Record<string, string>;
+  body: string;
+  signal?: AbortSignal;
+}) => Promise<{ status: number; text(): Promise<string> }>;
+
 /** What a check may use: the upstream HTTP client (remote kinds) and the caller's hang-up. */
 export interface CheckContext {
-  fetch: typeof fetch;
+  fetch: GuardFetch;
   signal?: AbortSignal;
   /** Lines a check writes itself (a remote service's 4xx); `guardrail` and `id` fields are added by the chain. */
   log?: (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;

@@ -33,7 +33,8 @@ export interface DispatchInput {
  * message the HTTP layer scrubs); `detail` only for the log (a transport's words, e.g. a runtime's advice).
  */
 export interface DispatchFailure {
-  kind: 'upstream_error' | 'upstream_timeout' | 'all_candidates_unavailable' | 'invalid_request';
+  /** `content_filter`: an output guardrail refused the answer (src/proxy/guardrails.ts). */
+  kind: 'upstream_error' | 'upstream_timeout' | 'all_candidates_unavailable' | 'invalid_request' | 'content_filter';
   status: number;
   message: string;
   detail?: string;

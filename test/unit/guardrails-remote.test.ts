@@ -31,7 +31,7 @@ beforeEach(() => {
 const logs: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
 function deps(metrics?: GuardrailMetrics): ChainDeps {
   return {
-    ctx: { fetch: globalThis.fetch },
+    ctx: { fetch: (r) => fetch(r.url, r) },
     metrics,
     log: (level, msg, fields) => logs.push({ level, msg, fields }),
     now: () => performance.now() / 1000,

@@ -36,7 +36,8 @@ export async function callJson(ctx: CheckContext, spec: CallSpec): Promise<CallR
   const fail = (kind: string, reason: string): CallResult => ({ ok: false, tag: `${spec.service}_${kind}`, reason });
   try {
     if (spec.timeoutMs === 0) throw new Error('timeout_ms is 0');
-    const res = await ctx.fetch(spec.url, {
+    const res = await ctx.fetch({
+      url: spec.url,
       method: 'POST',
       headers: {
         'content-type': spec.form ? 'application/x-www-form-urlencoded' : 'application/json',
