@@ -3,6 +3,7 @@
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import { RefusedAnswer } from '../upstream-fetch.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts';
 import type { RoutingState } from './strategies.ts';
@@ -79,15 +80,10 @@ export async function attemptUpstream(
   } catch (e) {
     end();
     if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
-    if ((e as Error)?.name === 'UpstreamTooLarge') {
+    if (e instanceof RefusedAnswer) {
       // The same answer would come back on a retry: fail over to the next target instead (if any).
-      const message = (e as Error).message;
-      return {
-        kind: 'transport',
-        message,
-        callerMessage: `${message} (upstream.max_response_bytes)`,
-        retryable: false,
-      };
+      const refused = { kind: 'transport', message: e.message, failure: e.caller, retryable: false } as const;
+      return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
     }
     return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
   }

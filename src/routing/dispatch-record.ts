@@ -33,7 +33,7 @@ export class AttemptRecorder {
     const ok = outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300;
     // A caller who went away interrupted the attempt: that says nothing about the upstream.
     if (signal.aborted && !ok) return;
-    this.health(t, outcome, r.retryAfterSecs);
+    if (!(outcome.kind === 'transport' && outcome.notUpstream)) this.health(t, outcome, r.retryAfterSecs);
     if (ok) this.d.routing.observeLatency(t.model.id, r.durationMs);
     if (!(outcome.kind === 'response' && outcome.live)) {
       (ok ? this.d.metrics.deploymentSuccess : this.d.metrics.deploymentFailure).inc(t.labels);

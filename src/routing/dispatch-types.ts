@@ -33,8 +33,14 @@ export interface DispatchInput {
  * message the HTTP layer scrubs); `detail` only for the log (a transport's words, e.g. a runtime's advice).
  */
 export interface DispatchFailure {
-  /** `content_filter`: an output guardrail refused the answer (src/proxy/guardrails.ts). */
-  kind: 'upstream_error' | 'upstream_timeout' | 'all_candidates_unavailable' | 'invalid_request' | 'content_filter';
+  kind:
+    | 'upstream_error'
+    | 'upstream_timeout'
+    | 'all_candidates_unavailable'
+    | 'invalid_request'
+    | 'service_unavailable'
+    /** an output guardrail refused the answer (src/proxy/guardrails.ts) */
+    | 'content_filter';
   status: number;
   message: string;
   detail?: string;
@@ -139,8 +145,17 @@ export type AttemptOutcome =
   | { kind: 'timeout' }
   /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
    *  body is not the JSON the endpoint promises (`callerMessage`: our words for the caller; `retryable: false`:
-   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). */
-  | { kind: 'transport'; message: string; callerMessage?: string; retryable?: false };
+   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). `failure`: what the caller is
+   *  told of an answer the transport refused (`RefusedAnswer`); `notUpstream`: the gateway's own limit refused
+   *  it, so the target's health is not charged. */
+  | {
+    kind: 'transport';
+    message: string;
+    callerMessage?: string;
+    retryable?: false;
+    failure?: DispatchFailure;
+    notUpstream?: true;
+  };
 
 export type Run = RunResult<Target, AttemptOutcome>;
 

@@ -116,9 +116,10 @@ function answerOf(run: Run): Answer {
   }
   if (o.kind === 'transport') {
     // The transport's own words (a runtime's advice text among them) go to the log only.
-    const failure = o.callerMessage !== undefined
-      ? upstreamFailure(o.callerMessage)
-      : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` };
+    const failure = o.failure ??
+      (o.callerMessage !== undefined
+        ? upstreamFailure(o.callerMessage)
+        : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` });
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.live) return { kind: 'live', target: t, live: o.live, served };
