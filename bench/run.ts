@@ -329,6 +329,8 @@ async function startSluice(
     ...baseEnv(),
     ...extraEnv,
     SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${ctx.mockPort}/v1`,
+    // Another resources file next to config.yaml (e.g. resources-guardrails.yaml), for an A/B of a feature.
+    ...(process.env.SLUICE_BENCH_RESOURCES ? { AISIX_RESOURCES_FILE: process.env.SLUICE_BENCH_RESOURCES } : {}),
     AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
     AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${metricsPort}`,
     AISIX_OBSERVABILITY__ACCESS_LOG: accessLog ? 'true' : 'false',

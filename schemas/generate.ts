@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
+import { GuardrailSchema } from '../src/guardrails/schema.ts';
 import {
   apiKeyShape,
   DIRECT_ONLY_FIELDS,
@@ -172,6 +173,10 @@ function collection(kind: string): Json {
       { oneOf: [served, { ...other, not: required('id') }] },
       'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
     );
+  }
+  if (kind === 'guardrails') {
+    const js = toJson(GuardrailSchema, { interpolated: true });
+    return list({ type: 'object', ...js, not: required('id') }, 'content policies (docs/guardrails.md)');
   }
   if (isGatingKind(kind)) {
     return {

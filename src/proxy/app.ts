@@ -21,6 +21,7 @@ import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
+import { guardrailSteps } from './guardrails.ts';
 import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
@@ -91,7 +92,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     clock: d.clock,
     telemetry: d.telemetry,
   });
-  // Built once: the features configured join here (FeatureSteps); none is configured in this version.
+  // Built once: the features join here (FeatureSteps). Guardrails come from the snapshot, so their steps
+  // look at it per request and find nothing to run where none is configured.
   const pipeline = buildPipeline({
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
@@ -100,7 +102,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatch: (call) => answerer.dispatch(call),
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
-  });
+  }, guardrailSteps(d));
   for (const route of ROUTES) {
     const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);
     app.on(route.method, route.path, handler);

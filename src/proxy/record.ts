@@ -50,6 +50,7 @@ export class RequestRecord {
   private upstreamTtftMs: number | undefined = undefined;
   /** This request's trace, when an exporter keeps it (telemetry); undefined otherwise. */
   trace: RequestTrace | undefined = undefined;
+  private blockedByPolicy = false;
 
   constructor(
     readonly start: number,
@@ -85,10 +86,20 @@ export class RequestRecord {
     this.result = result;
   }
 
-  /** What the answer said it used, and the provider's response id. */
+  /**
+   * What the answer said it used, and the provider's response id. A later read that knows nothing keeps an
+   * earlier one (a stream a guardrail blocked was read before the caller's copy was cut).
+   */
   read(usage: Usage | undefined, providerRequestId: string | undefined): void {
+    if (usage === undefined && this.usage !== undefined) return;
     this.usage = usage;
     this.providerRequestId = providerRequestId;
+  }
+
+  /** A guardrail ended the stream after its 200 (the caller got the error frame); not an upstream failure. */
+  policyBlocked(message: string): void {
+    this.failed('content_filter', message);
+    this.blockedByPolicy = true;
   }
 
   /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
@@ -114,6 +125,7 @@ export class RequestRecord {
 
   /** A stream that answered 200 ended otherwise than whole. */
   streamFailed(end: Exclude<StreamEnd, 'complete'>, detail: string | undefined): void {
+    if (this.blockedByPolicy) return;
     this.failed(end, detail ?? end);
     if (end !== 'client_closed') this.outcome = 'upstream_error';
   }

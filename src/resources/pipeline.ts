@@ -8,6 +8,7 @@
 //   → cross references over the identities interpolate declared; duplicate `key_hash`
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
@@ -96,7 +97,7 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
-  const { typed, notServed, exporters } = await validateEntries(prepared, env, providerKeyIds, problems);
+  const { typed, notServed, exporters, guardrails } = await validateEntries(prepared, env, providerKeyIds, problems);
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -106,6 +107,8 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
       ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
+      // The file has no attachment collection: every guardrail applies environment-wide (AISIX's fallback).
+      guardrails,
     },
     notServed,
   };
@@ -223,8 +226,14 @@ async function validateEntries(
   env: Env,
   providerKeyIds: ReadonlyMap<string, string>,
   problems: Problems,
-): Promise<{ typed: Typed; notServed: Record<string, number>; exporters: OtlpExporterResource[] }> {
+): Promise<{
+  typed: Typed;
+  notServed: Record<string, number>;
+  exporters: OtlpExporterResource[];
+  guardrails: GuardrailEntry[];
+}> {
   const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
+  const guardrails: GuardrailEntry[] = [];
   const notServed: Record<string, number> = {};
   const exporters: OtlpExporterResource[] = [];
   for (const e of prepared) {
@@ -264,9 +273,10 @@ async function validateEntries(
     }
     if (parsed.kind === 'provider_keys') typed.provider_keys.push({ at: e.at, r: parsed.resource });
     else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
-    else typed.api_keys.push({ at: e.at, r: parsed.resource });
+    else if (parsed.kind === 'api_keys') typed.api_keys.push({ at: e.at, r: parsed.resource });
+    else if (parsed.kind === 'guardrails') guardrails.push(parsed.resource);
   }
-  return { typed, notServed, exporters };
+  return { typed, notServed, exporters, guardrails };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

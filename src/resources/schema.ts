@@ -12,7 +12,7 @@
 import { z } from 'zod';
 
 /** The kinds Sluice serves. */
-export const RESOURCE_KINDS = ['provider_keys', 'models', 'api_keys'] as const;
+export const RESOURCE_KINDS = ['provider_keys', 'models', 'api_keys', 'guardrails', 'guardrail_attachments'] as const;
 export type ResourceKind = (typeof RESOURCE_KINDS)[number];
 
 /**
@@ -20,8 +20,6 @@ export type ResourceKind = (typeof RESOURCE_KINDS)[number];
  * (docs/aisix-compatibility.md "Never fail open"): an etcd row is rejected as `unsupported`, a file entry is an error.
  */
 export const GATING_KINDS = [
-  'guardrails',
-  'guardrail_attachments',
   'mcp_policies',
   'rate_limit_policies',
   'oidc_providers',

@@ -1,5 +1,7 @@
 // The immutable set of resources the gateway serves (docs/architecture.md "A configuration change"): built
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
+import type { GuardrailAttachment } from '../guardrails/schema.ts';
 import type { ApiKey, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
@@ -8,6 +10,9 @@ export interface ResourceSet {
   api_keys: ApiKey[];
   /** `kind: otlp_http` trace exporters (read by src/telemetry only). */
   observability_exporters?: OtlpExporterResource[];
+  /** Built rows (src/guardrails); the attachment index is built from both once per snapshot. */
+  guardrails?: GuardrailEntry[];
+  guardrail_attachments?: GuardrailAttachment[];
 }
 
 interface WildcardAlias {
@@ -91,12 +96,23 @@ export class Snapshot {
     if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
     if (this.resources.models.length > 0) out.models = this.resources.models.length;
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
+    if (this.guardrails.length > 0) out.guardrails = this.guardrails.length;
+    if (this.guardrailAttachments.length > 0) out.guardrail_attachments = this.guardrailAttachments.length;
     return out;
+  }
+
+  get guardrails(): readonly GuardrailEntry[] {
+    return this.resources.guardrails ?? [];
+  }
+
+  get guardrailAttachments(): readonly GuardrailAttachment[] {
+    return this.resources.guardrail_attachments ?? [];
   }
 
   get size(): number {
     const r = this.resources;
-    return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length;
+    return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length +
+      this.guardrails.length + this.guardrailAttachments.length;
   }
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */

@@ -41,7 +41,9 @@ export interface DispatchFailure {
     | 'upstream_timeout'
     | 'all_candidates_unavailable'
     | 'invalid_request'
-    | 'service_unavailable';
+    | 'service_unavailable'
+    /** an output guardrail refused the answer (src/proxy/guardrails.ts) */
+    | 'content_filter';
   status: number;
   message: string;
   detail?: string;

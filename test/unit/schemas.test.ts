@@ -195,8 +195,10 @@ const RESOURCES: [string, string, boolean][] = [
   ['_format_version as a number', '_format_version: 1', false],
   ['no _format_version', 'models: []', false],
   ['an unknown collection', '_format_version: "1"\nplugins: []', false],
-  ['an empty gating collection', '_format_version: "1"\nguardrails: []', true],
-  ['a gating entry', '_format_version: "1"\nguardrails: [{ name: g }]', false],
+  ['an empty gating collection', '_format_version: "1"\nrate_limit_policies: []', true],
+  ['a gating entry', '_format_version: "1"\nrate_limit_policies: [{ name: g }]', false],
+  ['a guardrail', '_format_version: "1"\nguardrails: [{ name: g, kind: keyword, patterns: [] }]', true],
+  ['a guardrail without its kind', '_format_version: "1"\nguardrails: [{ name: g }]', false],
   ['an accepted-not-served entry', '_format_version: "1"\nmcp_servers: [{ display_name: m, url: x }]', true],
   ['a null collection', '_format_version: "1"\nmodels:', true],
   [
