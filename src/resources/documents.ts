@@ -12,6 +12,8 @@ import type { z } from 'zod';
 import {
   type ApiKey,
   ApiKeySchema,
+  type CachePolicy,
+  CachePolicySchema,
   DEFAULT_API_BASE,
   defaultAdapter,
   INAPPLICABLE_ON_ROUTING,
@@ -30,6 +32,7 @@ export type ParsedDocument =
   | { ok: true; kind: 'provider_keys'; resource: ProviderKey; ignored: string[] }
   | { ok: true; kind: 'models'; resource: Model; ignored: string[] }
   | { ok: true; kind: 'api_keys'; resource: ApiKey; ignored: string[] }
+  | { ok: true; kind: 'cache_policies'; resource: CachePolicy; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
 
 type Issue = z.core.$ZodIssue;
@@ -168,6 +171,12 @@ export function parseDocument(
     }
     case 'api_keys': {
       const r = parseWith(ApiKeySchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
+    }
+    case 'cache_policies': {
+      const r = parseWith(CachePolicySchema, doc, lenient, ignored);
       if (!r.ok) return fail(r.issues);
       const { id: _id, ...rest } = r.data;
       return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };

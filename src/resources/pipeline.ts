@@ -15,6 +15,7 @@ import { FileReport, parseYaml } from '../util/report.ts';
 import { type ParsedDocument, parseDocument } from './documents.ts';
 import {
   type ApiKey,
+  type CachePolicy,
   FILE_COLLECTIONS,
   isGatingKind,
   isNotServedKind,
@@ -243,6 +244,7 @@ async function buildResourceSet(
     provider_keys: [] as { scope: string; r: ProviderKey }[],
     models: [] as { scope: string; r: Model }[],
     api_keys: [] as { scope: string; r: ApiKey }[],
+    cache_policies: [] as CachePolicy[],
   };
   const notServed: Record<string, number> = {};
   for (const e of prepared) {
@@ -284,7 +286,8 @@ async function buildResourceSet(
     }
     if (parsed.kind === 'provider_keys') typed.provider_keys.push({ scope: e.scope, r: parsed.resource });
     else if (parsed.kind === 'models') typed.models.push({ scope: e.scope, r: parsed.resource });
-    else typed.api_keys.push({ scope: e.scope, r: parsed.resource });
+    else if (parsed.kind === 'api_keys') typed.api_keys.push({ scope: e.scope, r: parsed.resource });
+    else typed.cache_policies.push(parsed.resource);
   }
 
   // ── Pass 3: cross references over the pass-1 identities ────────────────────
@@ -328,6 +331,7 @@ async function buildResourceSet(
       provider_keys: typed.provider_keys.map((x) => x.r),
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
+      cache_policies: typed.cache_policies,
     },
     notServed,
   };

@@ -1,11 +1,13 @@
 // The immutable set of resources the gateway serves. Built once per applied configuration and swapped
 // atomically; request handlers read one snapshot from start to end, so a reload never mixes two.
-import type { ApiKey, Model, ProviderKey, ResourceKind } from './schema.ts';
+import type { ApiKey, CachePolicy, Model, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
   models: Model[];
   api_keys: ApiKey[];
+  /** In the source's order: the first enabled policy that matches a request wins (src/cache/policy.ts). */
+  cache_policies?: CachePolicy[];
 }
 
 interface WildcardAlias {
@@ -89,11 +91,17 @@ export class Snapshot {
     if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
     if (this.resources.models.length > 0) out.models = this.resources.models.length;
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
+    if (this.cachePolicies.length > 0) out.cache_policies = this.cachePolicies.length;
     return out;
   }
 
+  get cachePolicies(): readonly CachePolicy[] {
+    return this.resources.cache_policies ?? [];
+  }
+
   get size(): number {
-    return this.resources.provider_keys.length + this.resources.models.length + this.resources.api_keys.length;
+    const r = this.resources;
+    return r.provider_keys.length + r.models.length + r.api_keys.length + this.cachePolicies.length;
   }
 }
 

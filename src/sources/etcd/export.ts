@@ -111,8 +111,14 @@ export function exportResources(
   for (const k of snapshot.resources.api_keys) {
     if (snapshot.apiKeyByHash(k.key_hash) === k) winners.add(`api_keys/${k.id}`);
   }
+  // A file's names are unique: the first policy of a name is the one a request would match first.
+  const policyNames = new Set<string>();
+  for (const p of snapshot.cachePolicies) {
+    if (!policyNames.has(p.name)) winners.add(`cache_policies/${p.id}`);
+    policyNames.add(p.name);
+  }
 
-  const lists: Record<ResourceKind, Json[]> = { provider_keys: [], models: [], api_keys: [] };
+  const lists: Record<ResourceKind, Json[]> = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
   const variables: { name: string; what: string }[] = [];
   const taken = new Set<string>();
   const apiKeyNames = new Set<string>();
@@ -153,7 +159,8 @@ export function exportResources(
     lists[row.kind].push(out);
   }
 
-  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length;
+  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length +
+    lists.cache_policies.length;
   const header = [
     ` Exported by \`sluice export\` from ${opts.source}, prefix ${prefix}/, revision ${opts.revision}: ${resources} resource(s).`,
     ' A file carries no ids (they are derived from the names); references are written by name.',
@@ -173,7 +180,8 @@ export function exportResources(
     header.push(` Skipped ${skipped.length} row(s) that would not load:`);
     for (const s of skipped) header.push(`   ${s.key}: ${s.error}`);
   }
-  const doc = new Document({ _format_version: '1', ...lists });
+  const { cache_policies, ...core } = lists;
+  const doc = new Document({ _format_version: '1', ...core, ...(cache_policies.length > 0 ? { cache_policies } : {}) });
   doc.commentBefore = header.join('\n');
   return { yaml: doc.toString({ lineWidth: 0 }), resources, skipped, variables: variables.map((v) => v.name) };
 }

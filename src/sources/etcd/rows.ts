@@ -20,6 +20,7 @@ import { parseDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,
   type ApiKey,
+  type CachePolicy,
   isNotServedKind,
   type Model,
   type NotServedKind,
@@ -43,6 +44,7 @@ export type ValidRow =
   | { ok: true; kind: 'provider_keys'; id: string; resource: ProviderKey; unknownFields: string[] }
   | { ok: true; kind: 'models'; id: string; resource: Model; unknownFields: string[] }
   | { ok: true; kind: 'api_keys'; id: string; resource: ApiKey; unknownFields: string[] }
+  | { ok: true; kind: 'cache_policies'; id: string; resource: CachePolicy; unknownFields: string[] }
   /** An AISIX kind Sluice accepts and does not serve: reported as partially compatible, field `*`. */
   | { ok: true; kind: NotServedKind; id: string; resource?: undefined; unknownFields: ['*'] };
 
@@ -190,7 +192,10 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
       }`,
     );
   }
-  if (k.keyKind !== 'provider_keys' && k.keyKind !== 'models' && k.keyKind !== 'api_keys') {
+  if (
+    k.keyKind !== 'provider_keys' && k.keyKind !== 'models' && k.keyKind !== 'api_keys' &&
+    k.keyKind !== 'cache_policies'
+  ) {
     return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
   }
   const secrets = secretsOf(value);
@@ -309,6 +314,7 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     if (row.kind === 'provider_keys') set.provider_keys.push(row.resource);
     else if (row.kind === 'models') set.models.push(row.resource);
     else if (row.kind === 'api_keys') set.api_keys.push(row.resource);
+    else if (row.kind === 'cache_policies') (set.cache_policies ??= []).push(row.resource);
   }
   return set;
 }
