@@ -99,9 +99,14 @@ export class ResponseCache {
     return !policyTable(snapshot).empty;
   }
 
-  /** Identical requests upstream now whose followers wait (tests). */
+  /** Misses upstream now that identical requests may wait for (tests). */
   get flightsInProgress(): number {
     return this.flights.inFlight;
+  }
+
+  /** Requests waiting for an identical one upstream (tests). */
+  get coalescing(): number {
+    return this.flights.waiting;
   }
 
   /**

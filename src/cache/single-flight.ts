@@ -10,10 +10,16 @@ export interface Flight {
 
 export class SingleFlight {
   private readonly flights = new Map<string, Promise<string | undefined>>();
+  private followers = 0;
 
-  /** Waiting requests per key (tests, metrics). */
+  /** Keys with a leader upstream now. */
   get inFlight(): number {
     return this.flights.size;
+  }
+
+  /** Requests waiting for a leader now. */
+  get waiting(): number {
+    return this.followers;
   }
 
   /**
@@ -22,7 +28,10 @@ export class SingleFlight {
    */
   join(key: string): { lead: Flight } | { follow: Promise<string | undefined> } {
     const running = this.flights.get(key);
-    if (running) return { follow: running };
+    if (running) {
+      this.followers++;
+      return { follow: running.finally(() => this.followers--) };
+    }
     let resolve!: (body: string | undefined) => void;
     const p = new Promise<string | undefined>((r) => (resolve = r));
     this.flights.set(key, p);
