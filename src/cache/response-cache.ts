@@ -11,7 +11,7 @@ import { exactFingerprint, scopeOf } from './fingerprint.ts';
 import { CACHE_MSG } from './messages.ts';
 import { type Directives, parseDirectives, policyTable } from './policy.ts';
 import { SemanticLayer, type SemanticLookup } from './semantic-layer.ts';
-import { SingleFlight } from './single-flight.ts';
+import { type Flight, SingleFlight } from './single-flight.ts';
 import type { ExactStore, MemoryExactStore } from './store.ts';
 
 /** The embedding call the pipeline provides: the vector of `input` from `model`, within `timeoutMs`. */
@@ -133,17 +133,19 @@ export class ResponseCache {
       this.o.metrics.outcome(name, 'hit_exact');
       return this.hit(policy, 'exact', found.body, model, false);
     }
-    let flight: ReturnType<SingleFlight['join']> | undefined = this.flights.join(key);
-    if ('follow' in flight) {
+    // A request that may not store never leads: its followers would only wait to go upstream themselves.
+    const flight = directives.noStore ? { follow: this.flights.follow(key) } : this.flights.join(key);
+    let lead: Flight | undefined;
+    if ('lead' in flight) lead = flight.lead;
+    else if (flight.follow) {
       const body = await flight.follow;
       if (body !== undefined) {
         this.o.metrics.outcome(name, 'hit_exact');
         this.o.metrics.coalesced.inc([name]);
         return this.hit(policy, 'exact', body, model, true);
       }
-      flight = undefined; // the leader kept nothing: this one goes upstream on its own
+      // The leader kept nothing: this one goes upstream on its own.
     }
-    const lead = flight?.lead;
     const sem = store.kind === 'memory'
       ? await this.semantic.lookup(req.snapshot, policy, req.body, scope, key)
       : undefined;
@@ -187,7 +189,7 @@ export class ResponseCache {
     store: ExactStore,
     key: string,
     directives: Directives,
-    lead: { settle(body: string | undefined): void } | undefined,
+    lead: Flight | undefined,
     sem: SemanticLookup | undefined,
   ): CacheMiss {
     const ttlMs = policy.ttl_seconds * 1000;

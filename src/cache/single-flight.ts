@@ -23,15 +23,20 @@ export class SingleFlight {
   }
 
   /**
-   * `lead`: this request goes upstream and must settle the flight. `follow`: another request with this key
-   * is upstream now; the promise is its answer (undefined: go upstream yourself).
+   * Another request with this key is upstream now: the promise is its answer (undefined: go upstream
+   * yourself). Undefined when none is.
    */
-  join(key: string): { lead: Flight } | { follow: Promise<string | undefined> } {
+  follow(key: string): Promise<string | undefined> | undefined {
     const running = this.flights.get(key);
-    if (running) {
-      this.followers++;
-      return { follow: running.finally(() => this.followers--) };
-    }
+    if (!running) return undefined;
+    this.followers++;
+    return running.finally(() => this.followers--);
+  }
+
+  /** `lead`: this request goes upstream and must settle the flight; `follow`: as `follow(key)`. */
+  join(key: string): { lead: Flight } | { follow: Promise<string | undefined> } {
+    const running = this.follow(key);
+    if (running) return { follow: running };
     let resolve!: (body: string | undefined) => void;
     const p = new Promise<string | undefined>((r) => (resolve = r));
     this.flights.set(key, p);

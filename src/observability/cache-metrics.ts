@@ -69,7 +69,19 @@ export class CacheMetrics {
     );
   }
 
+  /** Per policy name: requests it applied to and those answered from the cache (the status page's ratio). */
+  private readonly tally = new Map<string, { lookups: number; hits: number }>();
+
   outcome(policy: string, outcome: CacheOutcome): void {
     this.requests.inc([policy, outcome]);
+    let t = this.tally.get(policy);
+    if (!t) this.tally.set(policy, t = { lookups: 0, hits: 0 });
+    t.lookups++;
+    if (outcome === 'hit_exact' || outcome === 'hit_semantic') t.hits++;
+  }
+
+  /** Every policy that applied to a request since boot, by name. */
+  hitRatios(): { policy: string; lookups: number; hits: number }[] {
+    return [...this.tally].map(([policy, t]) => ({ policy, ...t }));
   }
 }

@@ -350,6 +350,14 @@ describe('response cache engine', () => {
     l2.abandon();
     assert.equal((await f2)?.kind, 'miss');
   });
+  test('a no-store miss never leads: identical requests do not wait for it', async () => {
+    const e = engine([policy()]);
+    const m = await e.ask(BASE, 'no-store');
+    assert.equal(m?.kind, 'miss');
+    assert.equal(e.cache.flightsInProgress, 0);
+    const next = await e.ask();
+    assert.equal(next?.kind, 'miss', 'its own leader');
+  });
   test('redis policy without cache.redis: no decision, WARN once per policy', async () => {
     const e = engine([policy({ backend: 'redis' })]);
     assert.equal(await e.ask(), undefined);
