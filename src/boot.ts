@@ -1,10 +1,7 @@
-// The one assembly of a gateway, shared by `serve()` (src/main.ts: listeners and signals around it) and the
-// Workers handler (runtimes/workers-handler.ts: its bundle, range polling and status token around it).
-// The boot sequence and the lifecycle diagram are in docs/operations.md "Boot and lifecycle":
-//
-//   loadBootConfig  config.yaml read and checked; every file the boot needs is readable
-//   createGateway   the Gateway, its apps (proxy, status, admin), its configuration source
-//   <runtime>       serve(): first file load → bind → serve → drain;  Workers: first load/poll → answer
+// The boot every runtime shares (docs/operations.md "Boot and lifecycle"): `loadBootConfig` (config.yaml
+// and every file the boot needs), `createGateway` (the Gateway, its apps, its configuration source),
+// `bootGateway` (both, plus what a runtime refuses) and `loadFirst` (a source read whole, before binding).
+// serve() (src/main.ts) adds listeners and signals; the Workers handler its bundle, polling and token.
 import { createAdminApp } from './admin/app.ts';
 import { loadConfig, parseAddr } from './config/load.ts';
 import type { Config } from './config/schema.ts';
@@ -13,10 +10,12 @@ import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
 import type { ListenSpec, Platform } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
-import { createEtcdSource } from './sources/etcd/source.ts';
-import { type FileLoad, loadFromFile, reloadFile } from './sources/file.ts';
-import type { ConfigSource } from './sources/source.ts';
+import { checkedModels } from './routing/model-check.ts';
+import { createEtcdSource, type EtcdSourceHost } from './sources/etcd/source.ts';
+import { FileSource } from './sources/file.ts';
+import type { ConfigSource, SourceLoad } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
+import type { Clock } from './util/clock.ts';
 
 const decoder = new TextDecoder();
 
@@ -42,51 +41,58 @@ export async function loadBootConfig(
   path: string,
   opts: BootConfigOptions = {},
 ): Promise<BootConfig | string> {
-  const files = platform.files;
   let text: string;
   try {
-    if (!files) throw new Error('this runtime has no file access');
-    text = decoder.decode(await files.read(path));
+    if (!platform.files) throw new Error('this runtime has no file access');
+    text = decoder.decode(await platform.files.read(path));
   } catch (e) {
     return `config file ${path}: cannot read it: ${(e as Error).message}`;
   }
   const r = loadConfig(path, text, platform.env);
   if (!r.ok) return r.report.format();
   const config = r.config;
-  let tls: ListenSpec['tls'];
   try {
-    if (opts.listeners !== false) {
-      for (const [name, addr] of listenerAddrs(config)) {
-        const { port } = parseAddr(addr);
-        if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
-      }
-      if (config.proxy.tls) {
-        const { cert_file, key_file } = config.proxy.tls;
-        if (!files) return 'proxy.tls needs file access, which this runtime does not have';
-        tls = {
-          cert: await readFor(platform, 'proxy.tls.cert_file', cert_file),
-          key: await readFor(platform, 'proxy.tls.key_file', key_file),
-          certFile: cert_file,
-          keyFile: key_file,
-        };
-      }
-    }
-    // The Redis client reads its TLS files when the gateway is built: a bad path is a config error here.
-    const rt = config.ratelimit.backend === 'redis' && platform.redis ? config.ratelimit.redis?.tls : undefined;
-    if (rt) {
-      for (
-        const [key, file] of [['ca_file', rt.ca_file], ['client_cert_file', rt.client_cert_file], [
-          'client_key_file',
-          rt.client_key_file,
-        ]] as const
-      ) {
-        if (file) await readFor(platform, `ratelimit.redis.tls.${key}`, file);
-      }
-    }
+    const listeners = opts.listeners === false ? {} : await checkListeners(platform, path, config);
+    if (typeof listeners === 'string') return listeners;
+    await checkRedisTlsFiles(platform, config);
+    return { config, ignoredKeys: r.ignoredKeys, tls: listeners.tls };
   } catch (e) {
     return `config file ${path}: ${(e as Error).message}`;
   }
-  return { config, ignoredKeys: r.ignoredKeys, tls };
+}
+
+/** Ports in range, and the proxy's certificate and key read now; a string is the report. */
+async function checkListeners(
+  platform: Platform,
+  path: string,
+  config: Config,
+): Promise<{ tls?: ListenSpec['tls'] } | string> {
+  for (const [name, addr] of listenerAddrs(config)) {
+    const { port } = parseAddr(addr);
+    if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
+  }
+  if (!config.proxy.tls) return {};
+  const { cert_file, key_file } = config.proxy.tls;
+  if (!platform.files) return 'proxy.tls needs file access, which this runtime does not have';
+  return {
+    tls: {
+      cert: await readFor(platform, 'proxy.tls.cert_file', cert_file),
+      key: await readFor(platform, 'proxy.tls.key_file', key_file),
+      certFile: cert_file,
+      keyFile: key_file,
+    },
+  };
+}
+
+/** The Redis client reads its TLS files when the gateway is built: a bad path is a config error here. */
+async function checkRedisTlsFiles(platform: Platform, config: Config): Promise<void> {
+  const rt = config.ratelimit.backend === 'redis' && platform.redis ? config.ratelimit.redis?.tls : undefined;
+  if (!rt) return;
+  const files = [['ca_file', rt.ca_file], ['client_cert_file', rt.client_cert_file], [
+    'client_key_file',
+    rt.client_key_file,
+  ]] as const;
+  for (const [key, file] of files) if (file) await readFor(platform, `ratelimit.redis.tls.${key}`, file);
 }
 
 async function readFor(platform: Platform, key: string, file: string): Promise<Uint8Array> {
@@ -107,8 +113,10 @@ function listenerAddrs(c: Config): [string, string][] {
   return out;
 }
 
-export interface CreateGatewayOptions<E> {
+export interface CreateGatewayOptions {
   ignoredKeys?: readonly string[];
+  /** The gateway's one clock (default the system's); tests inject one. */
+  clock?: Clock;
   /** Background model checks (default true); off where no work outlives a request (Workers). */
   backgroundChecks?: boolean;
   /** The admin app (default: `admin.enabled`); Workers does not mount it. */
@@ -118,41 +126,25 @@ export interface CreateGatewayOptions<E> {
   /** Register the drain families (default true); Workers has no drain of its own. */
   drain?: boolean;
   /** etcd mode: the source to read with (default the watch source); Workers passes range polling. */
-  etcd?: (gw: Gateway) => E;
+  etcd?: (host: EtcdSourceHost) => ConfigSource;
 }
 
-/** The file source as the boot uses it: the first load, and SIGHUP's reload. */
-export interface FileSource {
-  readonly path: string;
-  load(): Promise<FileLoad>;
-  reload(): Promise<void>;
-}
-
-export interface AssembledGateway<E> {
+export interface AssembledGateway {
   gw: Gateway;
   proxy: ReturnType<typeof createProxyApp>;
   status: ReturnType<typeof createStatusApp> | undefined;
   admin: ReturnType<typeof createAdminApp> | undefined;
-  /** File mode: the file source; etcd mode: the etcd source (`opts.etcd`'s, or the watch source). */
-  source: { kind: 'file'; file: FileSource } | { kind: 'etcd'; etcd: E };
+  /** The resources file, or the etcd source (`opts.etcd`'s, or the watch source). */
+  source: ConfigSource;
 }
 
 /** The Gateway, its apps and its configuration source; nothing is read, bound or started yet. */
-export function createGateway<E = ConfigSource>(
-  config: Config,
-  platform: Platform,
-  opts: CreateGatewayOptions<E> = {},
-): AssembledGateway<E> {
-  const gw = new Gateway(config, platform, undefined, { backgroundChecks: opts.backgroundChecks });
+export function createGateway(config: Config, platform: Platform, opts: CreateGatewayOptions = {}): AssembledGateway {
+  const gw = new Gateway(config, platform, { backgroundChecks: opts.backgroundChecks, clock: opts.clock });
   if (opts.drain !== false) registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
   if (opts.ignoredKeys && opts.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: opts.ignoredKeys });
   const path = config.resources_file;
-  const source: AssembledGateway<E>['source'] = path
-    ? {
-      kind: 'file',
-      file: { path, load: () => loadFromFile(gw, path), reload: () => reloadFile(gw, path) },
-    }
-    : { kind: 'etcd', etcd: opts.etcd ? opts.etcd(gw) : (createEtcdSource(gw) as E) };
+  const source = path ? new FileSource(path, gw) : opts.etcd ? opts.etcd(gw) : createEtcdSource(gw);
   return {
     gw,
     proxy: createProxyApp(gw),
@@ -160,4 +152,83 @@ export function createGateway<E = ConfigSource>(
     admin: (opts.admin ?? config.admin.enabled) ? createAdminApp(gw) : undefined,
     source,
   };
+}
+
+export interface BootOptions extends BootConfigOptions, Omit<CreateGatewayOptions, 'ignoredKeys'> {
+  /** What this runtime cannot serve at all: the report refusing the configuration, or undefined. */
+  refuse?: (config: Config) => string | undefined;
+}
+
+const LOG = {
+  noListeners: 'config keys that mean nothing on Workers are ignored',
+  noBackgroundChecks:
+    'background_model_check does not run on Workers (no work outside a request); these models are judged by caller traffic only',
+} as const;
+
+export interface Booted {
+  boot: BootConfig;
+  g: AssembledGateway;
+}
+
+/**
+ * The boot every runtime shares, up to its first configuration: config.yaml and the files it names
+ * (`loadBootConfig`), what the runtime refuses, then the assembly (`createGateway`). A string is the report
+ * of a configuration that cannot boot; nothing is bound or started.
+ */
+export async function bootGateway(
+  platform: Platform,
+  configPath: string,
+  opts: BootOptions = {},
+): Promise<Booted | string> {
+  const boot = await loadBootConfig(platform, configPath, opts);
+  if (typeof boot === 'string') return boot;
+  const refused = opts.refuse?.(boot.config);
+  if (refused !== undefined) return refused;
+  let g: AssembledGateway;
+  try {
+    g = createGateway(boot.config, platform, { ...opts, ignoredKeys: boot.ignoredKeys });
+  } catch (e) {
+    // A custom etcd source (range polling) refuses an unusable block by throwing; anything else is a bug.
+    if (!opts.etcd) throw e;
+    return (e as Error).message;
+  }
+  const meaningless = opts.listeners === false ? listenerKeys(boot.config) : [];
+  if (meaningless.length > 0) g.gw.log.warn(LOG.noListeners, { keys: meaningless });
+  return { boot, g };
+}
+
+/** Listener settings that exist in the file but do nothing without listeners (the edge terminates TLS). */
+function listenerKeys(config: Config): string[] {
+  const keys: [string, unknown][] = [
+    ['admin', config.admin.enabled],
+    ['proxy.tls', config.proxy.tls],
+    ['proxy.http2', config.proxy.http2],
+  ];
+  return keys.filter(([, on]) => on).map(([k]) => k);
+}
+
+/**
+ * The first load of a source read whole (the file), before anything binds; undefined for a source read in
+ * the background. Its success is logged; where background model checks are off, so are the models they
+ * would have judged. What a failure means is the runtime's (serve(): exit 1; Workers: 503 until redeployed).
+ */
+export async function loadFirst(g: AssembledGateway): Promise<SourceLoad | undefined> {
+  const first = await g.source.load?.();
+  const { gw } = g;
+  const checked = first?.ok && !gw.backgroundChecks && gw.snapshot ? checkedModels(gw.snapshot.resources.models) : [];
+  if (checked.length > 0) gw.log.warn(LOG.noBackgroundChecks, { models: checked.map((m) => m.display_name) });
+  return first;
+}
+
+/**
+ * A boot that cannot serve on a runtime with no process to exit (Workers): one ERROR line with the whole
+ * report, in the gateway's log format, then every request answers 503 with `body`.
+ */
+export function unbootable(platform: Platform, msg: string, report: string, body: string): () => Promise<Response> {
+  platform.writeLog(JSON.stringify({ time: new Date().toISOString(), level: 'error', msg, error: report }));
+  return async () =>
+    new Response(body, {
+      status: 503,
+      headers: { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' },
+    });
 }

@@ -1,7 +1,6 @@
-// What configuration this instance observed and serves (`/status/config`, the aisix_config_* metrics).
-// The sources report what they saw through the few methods of `ConfigFactsRecorder` (observed, connected,
-// judged, applied, failed …); the status body, the admin app and the metrics read a read-only view. The
-// `state` is derived by one pure function from those facts, never tracked as a flag of its own.
+// What configuration this instance observed and serves (docs/operations.md, docs/etcd.md "Hashes and
+// status"): sources record facts through `ConfigFactsRecorder`; `/status/config`, the admin app and the
+// aisix_config_* metrics read a read-only view; the `state` is derived by one pure function.
 import type { ResourceKind } from './resources/schema.ts';
 
 export type ConfigStateName = 'synced' | 'degraded' | 'out_of_sync' | 'empty' | 'never_loaded';
@@ -30,6 +29,17 @@ export interface Applied {
 /** Every timestamp of `/status/config`: RFC 3339, UTC, whole seconds (`2026-01-02T03:04:05Z`). */
 export function rfc3339(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/** What a source says about a snapshot it hands to `apply`. */
+export interface ApplyMeta {
+  configHash: string;
+  revision?: number;
+  /**
+   * A counted reload (`aisix_config_reloads_total`): a full sync of the source or a file load; an etcd
+   * watch event or a cache restore is not. Default true.
+   */
+  counted?: boolean;
 }
 
 export interface ConfigFacts {

@@ -1,5 +1,6 @@
-// The core, identical on every runtime: configuration, the snapshot being served, lifecycle, metrics and
-// logs. The three Hono apps (proxy, status, admin) read from one Gateway; sources write to it.
+// The core, identical on every runtime: configuration, the snapshot being served, lifecycle, metrics, logs
+// and the one clock. The three Hono apps (proxy, status, admin) read from one Gateway; the configuration
+// sources write to it through the narrow `SourceSink` it satisfies (docs/architecture.md).
 import type { Config } from './config/schema.ts';
 import { Lifecycle } from './lifecycle/state.ts';
 import type { ReadinessChecks } from './lifecycle/probes.ts';
@@ -8,15 +9,22 @@ import { createLogger, type Logger } from './observability/logger.ts';
 import type { Counter } from './observability/metrics.ts';
 import type { Listener, Platform, UpstreamFetch } from './platform.ts';
 import type { Snapshot } from './resources/snapshot.ts';
-import { ConfigFactsRecorder, type ConfigFactsView, type FailureKind, rfc3339 } from './config-facts.ts';
+import {
+  type ApplyMeta,
+  ConfigFactsRecorder,
+  type ConfigFactsView,
+  type FailureKind,
+  rfc3339,
+} from './config-facts.ts';
 import { BackgroundChecker } from './routing/background.ts';
 import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
 import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { RoutingState } from './routing/strategies.ts';
-import type { CacheWriteReport } from './sources/cache.ts';
-import type { Clock } from './util/clock.ts';
+import { type Clock, systemClock } from './util/clock.ts';
+
+export type { ApplyMeta };
 
 export interface GatewayOptions {
   /**
@@ -24,21 +32,13 @@ export interface GatewayOptions {
    * (Workers) turns them off; models then never read `unhealthy`, cooldowns still work.
    */
   backgroundChecks?: boolean;
-  /** The lifecycle to move through (default a new one, in `starting`). */
+  /** The gateway's one clock (default the system's): lifecycle, logs, config facts, health, rate limits. */
+  clock?: Clock;
+  /** The lifecycle to move through (default a new one on `clock`, in `starting`). */
   lifecycle?: Lifecycle;
 }
 
-export interface ApplyMeta {
-  configHash: string;
-  revision?: number;
-  /**
-   * A counted reload (`aisix_config_reloads_total`): a full sync of the source or a file load; an etcd
-   * watch event or a cache restore is not. Default true.
-   */
-  counted?: boolean;
-}
-
-export class Gateway implements ReadinessChecks, CacheWriteReport {
+export class Gateway implements ReadinessChecks {
   readonly log: Logger;
   readonly lifecycle: Lifecycle;
   readonly metrics: GatewayMetrics;
@@ -49,6 +49,8 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
   /** Caller rate limits (api keys, models), per replica or shared through Redis (`ratelimit`). */
   readonly rateLimiter: RateLimiter;
   private readonly checker: BackgroundChecker | undefined;
+  /** Whether background model checks run (`GatewayOptions.backgroundChecks`). */
+  readonly backgroundChecks: boolean;
   private _snapshot: Snapshot | undefined;
   /** The one writer of the config facts (sources report what they observed through its methods). */
   readonly record: ConfigFactsRecorder;
@@ -56,30 +58,29 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
   private cacheWriteFailures: Counter | undefined;
-  /** The gateway's one clock (ms since the epoch); `now` is the same instant as a Date. */
+  /** The gateway's one clock (ms since the epoch). */
   readonly clock: Clock;
+  /** The clock's instant as a Date, for callers that format one. */
+  readonly now = (): Date => new Date(this.clock());
 
-  constructor(
-    readonly config: Config,
-    readonly platform: Platform,
-    readonly now: () => Date = () => new Date(),
-    opts: GatewayOptions = {},
-  ) {
-    this.clock = () => this.now().getTime();
-    this.lifecycle = opts.lifecycle ?? new Lifecycle();
+  constructor(readonly config: Config, readonly platform: Platform, opts: GatewayOptions = {}) {
+    const clock = opts.clock ?? systemClock;
+    this.clock = clock;
+    this.lifecycle = opts.lifecycle ?? new Lifecycle(clock);
     this.log = createLogger({
       level: config.observability.log_level,
       format: config.observability.log_format,
       write: platform.writeLog,
-      now,
+      now: this.now,
     });
     this.record = new ConfigFactsRecorder(config.resources_file ? 'file' : 'etcd');
-    this.health = new ModelHealth({ now: () => this.now().getTime() });
+    this.health = new ModelHealth({ now: clock });
     this.upstream = platform.upstream({
       connectTimeoutMs: config.upstream.connect_timeout_ms,
       maxResponseBytes: config.upstream.max_response_bytes,
     });
-    this.checker = opts.backgroundChecks === false ? undefined : new BackgroundChecker({
+    this.backgroundChecks = opts.backgroundChecks !== false;
+    this.checker = !this.backgroundChecks ? undefined : new BackgroundChecker({
       health: this.health,
       check: modelCheck({ snapshot: () => this.snapshot, upstream: this.upstream }),
       timers: backgroundTimers,
@@ -94,7 +95,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
       onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
       onStatus: (s) => this.record.rateLimitStore(s),
-      now: () => this.now().getTime(),
+      now: clock,
     });
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
     const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
@@ -104,7 +105,7 @@ export class Gateway implements ReadinessChecks, CacheWriteReport {
     }
   }
 
-  /** The snapshot cache was written (etcd mode, `managed.snapshot_cache_path`). */
+  /** The snapshot cache was written (etcd mode, `managed.snapshot_cache_path`; a `CacheWriteReport`). */
   written(path: string): void {
     this.record.cacheWritten(path, rfc3339(this.now()));
   }

@@ -1,12 +1,12 @@
-// The gateway's whole life, identical on every runtime with listeners: parse the command line, load the
-// configuration, bind listeners in order, reload on SIGHUP, drain on SIGTERM/SIGINT
-// (docs/operations.md "Boot and lifecycle"). The assembly itself is shared with Workers (src/boot.ts).
-import { type AssembledGateway, type BootConfig, createGateway, type FileSource, loadBootConfig } from './boot.ts';
+// The command line and `serve()` (docs/operations.md "Boot and lifecycle"): the shared boot (src/boot.ts),
+// listeners bound in order, SIGHUP to the source's reload, the drain on SIGTERM/SIGINT.
+import { type AssembledGateway, type BootConfig, bootGateway, loadBootConfig, loadFirst } from './boot.ts';
 import { parseCli } from './cli.ts';
 import { parseAddr } from './config/load.ts';
 import type { Gateway } from './gateway.ts';
 import { runDrain } from './lifecycle/drain.ts';
 import { listenForSignals } from './lifecycle/signals.ts';
+import type { Logger } from './observability/logger.ts';
 import { MSG } from './observability/messages.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
@@ -77,35 +77,36 @@ async function validate(platform: Platform, path: string): Promise<number> {
 export { loadBootConfig };
 
 /**
- * `sluice serve`: the shared assembly (src/boot.ts) plus listeners and signals, in the order of
+ * `sluice serve`: the shared boot (src/boot.ts) plus listeners and signals, in the order of
  * docs/operations.md "Boot and lifecycle". Returns the exit code.
  */
 async function serve(platform: Platform, configPath: string): Promise<number> {
   const signals = listenForSignals(platform); // first: a signal during start-up exits promptly, binding nothing
-  const boot = await loadBootConfig(platform, configPath);
-  if (typeof boot === 'string') {
-    printErr(platform, boot);
+  const booted = await bootGateway(platform, configPath);
+  if (typeof booted === 'string') {
+    printErr(platform, booted);
     return 1;
   }
-  const g = createGateway(boot.config, platform, { ignoredKeys: boot.ignoredKeys });
-  const { gw } = g;
+  const { boot, g } = booted;
+  const { gw, source } = g;
   if (signals.stopRequested) return stoppedDuringStartup(gw, signals.stopRequested);
 
-  // File mode: the file is loaded before any listener binds; etcd mode waits after binding status and admin.
-  if (g.source.kind === 'file') {
-    const file = g.source.file;
-    if (!(await loadFirstFile(gw, file))) return 1;
-    signals.onHup(() => void file.reload());
+  // A source read whole (the file) is loaded before any listener binds; one read in the background (etcd)
+  // is started after status and admin bind, and the proxy waits for its first configuration.
+  const loaded = await loadFirst(g);
+  if (loaded && !loaded.ok) {
+    printErr(platform, loaded.message);
+    return 1;
   }
+  if (loaded) signals.onHup(() => void source.reload());
   if (signals.stopRequested) return stoppedDuringStartup(gw, signals.stopRequested);
 
-  const listeners = new Listeners(platform, gw);
-  const source = g.source.kind === 'etcd' ? g.source.etcd : undefined;
+  const listeners = new Listeners(platform, gw.log);
   /** Leave before serving: background work, the source and whatever is bound all go. */
   const abandon = async (message?: string): Promise<void> => {
     if (message) printErr(platform, message);
     gw.stop();
-    await source?.stop();
+    await source.stop();
     await listeners.closeAll();
   };
   const bindFailed = async (e: unknown): Promise<number> => {
@@ -118,15 +119,15 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   } catch (e) {
     return bindFailed(e);
   }
-  if (source) {
+  if (!loaded) {
     try {
       await probeProxyAddr(platform, boot);
     } catch (e) {
       return bindFailed(e);
     }
-    signals.onHup(() => gw.log.info(MSG.sighupIgnoredEtcd));
+    signals.onHup(() => void source.reload());
     gw.lifecycle.waitForConfig();
-    const stopped = await waitForFirstConfig(gw, source, signals.stopped);
+    const stopped = await waitForFirstConfig(gw.log, source, signals.stopped);
     if (stopped) {
       await abandon();
       return stoppedDuringStartup(gw, stopped);
@@ -148,30 +149,19 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   signals.onHup(undefined);
   await runDrain(gw, signals, listeners.all);
   gw.stop();
-  await source?.stop();
+  await source.stop();
   return 0;
-}
-
-/** File mode's first load; false (reported) when the file is unusable: the boot ends with exit 1. */
-async function loadFirstFile(gw: Gateway, file: FileSource): Promise<boolean> {
-  const r = await file.load();
-  if (!r.ok) {
-    printErr(gw.platform, r.message);
-    return false;
-  }
-  gw.log.info(MSG.resourcesLoaded, { file: file.path, resources: r.resources });
-  return true;
 }
 
 /** The listeners bound so far, each logged as it binds; closed together on the way out. */
 class Listeners {
   readonly all: Listener[] = [];
-  constructor(private readonly platform: Platform, private readonly gw: Gateway) {}
+  constructor(private readonly platform: Platform, private readonly log: Logger) {}
 
   async bind(spec: ListenSpec, fetch: Parameters<Platform['listen']>[1]): Promise<Listener> {
     const l = await this.platform.listen(spec, fetch);
     this.all.push(l);
-    this.gw.log.info(MSG.listening, {
+    this.log.info(MSG.listening, {
       listener: spec.name,
       addr: `${spec.host}:${l.port}`,
       tls: spec.tls !== undefined,
@@ -186,7 +176,7 @@ class Listeners {
 }
 
 /** Status, then admin: bound before the first configuration so an operator can see the wait. */
-async function bindSideListeners(g: AssembledGateway<ConfigSource>, listeners: Listeners): Promise<void> {
+async function bindSideListeners(g: AssembledGateway, listeners: Listeners): Promise<void> {
   const { config } = g.gw;
   const { status, admin } = g;
   if (status) {
@@ -212,7 +202,7 @@ async function probeProxyAddr(platform: Platform, boot: BootConfig): Promise<voi
   await probe.close();
 }
 
-async function bindProxy(g: AssembledGateway<ConfigSource>, boot: BootConfig, listeners: Listeners): Promise<Listener> {
+async function bindProxy(g: AssembledGateway, boot: BootConfig, listeners: Listeners): Promise<Listener> {
   const { gw, proxy } = g;
   return await listeners.bind({
     name: 'proxy',
@@ -242,7 +232,7 @@ const STILL_WAITING_EVERY_MS = 10_000;
  * to stop meanwhile.
  */
 async function waitForFirstConfig(
-  gw: Gateway,
+  log: Logger,
   source: ConfigSource,
   stop: Promise<SignalName>,
 ): Promise<SignalName | undefined> {
@@ -252,14 +242,14 @@ async function waitForFirstConfig(
   const local = source.localRestore ?? new Promise<void>((r) => setTimeout(r, 0));
   const quick = await Promise.race([first, stop, local.then(() => 'later' as const)]);
   if (quick !== 'later') {
-    if (quick === undefined) gw.log.info(MSG.firstConfigApplied);
+    if (quick === undefined) log.info(MSG.firstConfigApplied);
     return quick;
   }
-  gw.log.info(MSG.waitingFirstConfig);
-  const warn = setInterval(() => gw.log.warn(MSG.stillNotBound), STILL_WAITING_EVERY_MS);
+  log.info(MSG.waitingFirstConfig);
+  const warn = setInterval(() => log.warn(MSG.stillNotBound), STILL_WAITING_EVERY_MS);
   try {
     const r = await Promise.race([first, stop]);
-    if (r === undefined) gw.log.info(MSG.firstConfigApplied);
+    if (r === undefined) log.info(MSG.firstConfigApplied);
     return r;
   } finally {
     clearInterval(warn);
@@ -267,7 +257,7 @@ async function waitForFirstConfig(
 }
 
 /** A stop signal before serving: nothing to drain. */
-function stoppedDuringStartup(gw: Gateway, signal: SignalName): number {
+function stoppedDuringStartup(gw: Pick<Gateway, 'stop' | 'lifecycle' | 'log'>, signal: SignalName): number {
   gw.stop();
   gw.lifecycle.stop();
   gw.log.info(MSG.receivedSignal(signal));

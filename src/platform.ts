@@ -1,6 +1,5 @@
-// The contract a runtime gives the core. Nothing else crosses the line between `src/` (identical on
-// every runtime) and `runtimes/<platform>.ts` (thin: bind, signal, count, cache).
-import type { RedisClient, RedisClientOptions } from './routing/rate-limit-redis.ts';
+// The contract a runtime gives the core (docs/architecture.md "Who owns which question"): nothing else
+// crosses the line between `src/` (identical on every runtime) and `runtimes/<platform>.ts`.
 import type { CancelSignal } from './util/cancel.ts';
 
 /** What the core knows about the downstream connection a request arrived on. */
@@ -90,6 +89,34 @@ export interface PlatformFiles {
   writeAtomic(path: string, data: Uint8Array): Promise<void>;
 }
 
+/** The Redis connection settings of `ratelimit.redis` (TLS file paths resolved against the config file). */
+export interface RedisClientOptions {
+  mode: 'single' | 'cluster' | 'sentinel';
+  url?: string;
+  nodes: string[];
+  sentinels: string[];
+  masterName?: string;
+  username?: string;
+  password?: string;
+  database?: number;
+  tls?: { caFile?: string; certFile?: string; keyFile?: string; verify: boolean };
+  /** Bound on the connection and on every command. */
+  timeoutMs: number;
+}
+
+/** The small part of a Redis client the limiter uses; a runtime with TCP sockets provides it (`Platform.redis`). */
+export interface RedisClient {
+  /**
+   * EVALSHA of `lua` (EVAL when the server does not know it yet); rejects on any error, on a lost connection
+   * and when no answer came within `timeoutMs` — the limiter relies on this bound and adds no timer of its own.
+   */
+  evalScript(lua: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
+  /** Resolves true once the client can run commands, false if it could not within `ms`. */
+  waitReady(ms: number): Promise<boolean>;
+  /** Close the connection(s). */
+  quit(): Promise<void>;
+}
+
 export interface Platform {
   /** `node`, `bun`, `deno`, `workers`: for log lines only, never for branching in `src/`. */
   readonly name: string;
@@ -111,4 +138,34 @@ export interface Platform {
   /** Write command output (e.g. `sluice export` without `-o`) to stdout, where the runtime has one. */
   writeOut?(text: string): void;
   exit(code: number): void;
+}
+
+/**
+ * Read-only files over texts bundled at build time (Workers), keyed by path: a read resolves `.` and `..`
+ * first, so a path resolved against the config's directory finds its bundled text.
+ */
+export function bundledFiles(
+  texts: Record<string, string>,
+  say: { missing: string; readOnly: string },
+): PlatformFiles {
+  const encoder = new TextEncoder();
+  return {
+    read: async (path) => {
+      const text = texts[normalizePath(path)];
+      if (text === undefined) throw new Error(`${say.missing} (bundled: ${Object.keys(texts).join(', ')})`);
+      return encoder.encode(text);
+    },
+    writeAtomic: () => Promise.reject(new Error(say.readOnly)),
+  };
+}
+
+/** `examples/workers/../resources.yaml` → `examples/resources.yaml`, so bundle keys match resolved paths. */
+export function normalizePath(path: string): string {
+  const out: string[] = [];
+  for (const seg of path.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..' && out.length > 0 && out[out.length - 1] !== '..') out.pop();
+    else out.push(seg);
+  }
+  return (path.startsWith('/') ? '/' : '') + out.join('/');
 }

@@ -3,7 +3,7 @@
 // Every command goes through the platform's Redis client as a one-line script (single, Cluster and Sentinel
 // alike: one key per script). A failure is never the request's: the read is a miss, the write is skipped,
 // one WARN per outage; while Redis fails, one request per second probes it and the others skip it.
-import type { RedisClient } from '../routing/rate-limit-redis.ts';
+import type { RedisClient } from '../platform.ts';
 import type { Clock } from '../util/clock.ts';
 import { CACHE_MSG } from './messages.ts';
 import type { ExactStore, StoredAnswer } from './store.ts';

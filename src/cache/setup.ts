@@ -6,7 +6,7 @@ import { CacheMetrics } from '../observability/cache-metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Registry } from '../observability/metrics.ts';
 import type { Platform } from '../platform.ts';
-import type { RedisClient } from '../routing/rate-limit-redis.ts';
+import type { RedisClient } from '../platform.ts';
 import type { Clock } from '../util/clock.ts';
 import { CACHE_MSG } from './messages.ts';
 import { RedisExactStore } from './redis-store.ts';

@@ -1,15 +1,6 @@
-// The drain report: what one drain observed, turned into a verdict on `shutdown.min_drain_secs` and the
-// numbers to size it and the platform's grace period from (docs/operations.md, "Sizing from a real
-// rollout"). Derived by one pure function from the facts the lifecycle recorded (src/lifecycle/state.ts).
-//
-// Rules chosen where the issue is silent:
-//   - No caller request arrived after the signal: verdict `no_arrivals`, `last_arrival_after_secs` and both
-//     recommendations null. An idle replica says nothing about how long the balancer took to stop routing.
-//   - `min_drain_secs: 0`: the window is empty, so any arrival is "after the window" → `window_too_short`.
-//   - While the drain runs, the report is served with `complete: false` and the numbers so far; the verdict
-//     and the recommendations stay null until the window has passed (an arrival may still come).
-//   - Recommendations are whole seconds, rounded up.
-import type { Gateway } from '../gateway.ts';
+// The drain report (docs/operations.md "Sizing from a real rollout"): what one drain observed, turned into a
+// verdict on `shutdown.min_drain_secs` and the numbers to size it and the platform's grace period from,
+// derived by one pure function from the facts the lifecycle recorded (state.ts).
 import { Gauge, type Registry } from '../observability/metrics.ts';
 import type { DrainFacts, Lifecycle } from './state.ts';
 
@@ -74,7 +65,7 @@ export function drainReport(f: DrainFacts, now: number): DrainReport {
 }
 
 /** The `drain` member of `/admin/v1/health` and `/status/drain`: the report so far, null before a drain. */
-export function drainReportBody(gw: Pick<Gateway, 'lifecycle'>, now = Date.now()): DrainReport | null {
+export function drainReportBody(gw: { readonly lifecycle: Lifecycle }, now = gw.lifecycle.clock()): DrainReport | null {
   const f = gw.lifecycle.drain;
   return f ? drainReport(f, now) : null;
 }
@@ -92,7 +83,7 @@ export function registerDrainMetrics(registry: Registry, lifecycle: Lifecycle, m
   registry.register(
     new Gauge('sluice_drain_elapsed_seconds', 'Seconds since the drain began (0 when not draining).', [], (g) => {
       const f = lifecycle.drain;
-      g.set([], f ? secs((f.endedAt ?? Date.now()) - f.signalAt) : 0);
+      g.set([], f ? secs((f.endedAt ?? lifecycle.clock()) - f.signalAt) : 0);
     }),
   );
 }

@@ -1,17 +1,25 @@
-// The shutdown sequence (docs/operations.md): readiness fails at once, the proxy keeps accepting for at least
-// `min_drain_secs`, then the gateway waits with no deadline of its own for in-flight work to reach zero
-// (the platform's SIGKILL is the bound), closes its listeners and exits 0. Further signals are logged and
-// change nothing. Once the listeners are closed, one `drain report` line sizes the window from what this
-// drain saw (src/lifecycle/drain-report.ts).
-import type { Gateway } from '../gateway.ts';
+// The shutdown sequence (docs/operations.md "The drain, step by step"): readiness fails at once, the proxy
+// keeps accepting for at least `min_drain_secs`, then the gateway waits for in-flight work to reach zero
+// (the platform's SIGKILL is the bound), closes its listeners, writes the `drain report` line and exits 0.
+import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Listener, SignalName } from '../platform.ts';
 import { drainReport } from './drain-report.ts';
 import type { Signals } from './signals.ts';
+import type { Lifecycle } from './state.ts';
+
+/** What the drain reads and moves (the Gateway has all of it). */
+export interface DrainSubject {
+  readonly lifecycle: Lifecycle;
+  readonly log: Logger;
+  /** The bound proxy listener; undefined when the boot never bound it. */
+  readonly proxyListener: Listener | undefined;
+  readonly config: { readonly shutdown: { readonly min_drain_secs: number } };
+}
 
 const PROGRESS_EVERY_MS = 5000;
 
-export async function runDrain(gw: Gateway, signals: Signals, listeners: Listener[]): Promise<void> {
+export async function runDrain(gw: DrainSubject, signals: Signals, listeners: Listener[]): Promise<void> {
   const { lifecycle, log } = gw;
   const signal: SignalName = await signals.stopped;
   const minDrainSecs = gw.config.shutdown.min_drain_secs;
@@ -30,9 +38,8 @@ export async function runDrain(gw: Gateway, signals: Signals, listeners: Listene
   }
   log.info(MSG.drainComplete, counts());
   await Promise.allSettled(listeners.map((l) => l.close()));
-  const facts = lifecycle.drain!; // non-null: beginDrain above
-  facts.endedAt = Date.now();
-  log.info(MSG.drainReport, { ...drainReport(facts, facts.endedAt) });
+  const facts = lifecycle.endDrain();
+  log.info(MSG.drainReport, { ...drainReport(facts, facts.endedAt!) }); // non-null: endDrain sets it
   lifecycle.stop();
   log.info(MSG.shutDownCleanly);
 }

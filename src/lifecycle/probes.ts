@@ -1,5 +1,5 @@
-// `/livez` and `/readyz` (docs/operations.md), Kubernetes-style bodies. Liveness checks nothing outside the process
-// and stays 200 while draining; readiness fails while draining and until a configuration is applied.
+// `/livez` and `/readyz` (docs/operations.md "The four questions, four endpoints"), Kubernetes-style bodies.
+// Liveness checks nothing outside the process; readiness fails while draining and until a configuration is applied.
 import type { Context } from 'hono';
 
 export interface ReadinessChecks {

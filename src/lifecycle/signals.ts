@@ -1,7 +1,6 @@
-// The process signals of `serve()`, registered before anything else so a signal during start-up is never
-// lost: SIGTERM/SIGINT ask to stop (the first one wins; later ones go to whatever `onRepeat` installed — the
-// drain logs them), SIGHUP calls whatever reload is installed at the time (none before the first
-// configuration). One handler per signal for the process's life.
+// The process signals of `serve()` (docs/operations.md "Boot and lifecycle"), registered before anything
+// else so a signal during start-up is never lost: the first SIGTERM/SIGINT asks to stop, later ones go to
+// `onRepeat`; SIGHUP calls whatever `onHup` installed (the source's reload once it has a configuration).
 import type { Platform, SignalName } from '../platform.ts';
 
 export interface Signals {

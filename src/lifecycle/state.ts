@@ -8,6 +8,8 @@
 //
 // While draining, the facts the drain report is derived from (src/lifecycle/drain-report.ts) are recorded
 // here, where the events are seen: probe answers, caller arrivals, new connections, in-flight durations.
+// Diagram and phase names: docs/operations.md "Boot and lifecycle".
+import { type Clock, systemClock } from '../util/clock.ts';
 
 export type Phase = 'starting' | 'waiting' | 'serving' | 'draining' | 'stopped';
 
@@ -53,7 +55,8 @@ export class Lifecycle {
   drain: DrainFacts | undefined;
   private idleWaiters: (() => void)[] = [];
 
-  constructor(private readonly clock: () => number = () => Date.now()) {}
+  /** `clock`: the gateway's one clock; every drain time below is read from it. */
+  constructor(readonly clock: Clock = systemClock) {}
 
   get phase(): Phase {
     return this._phase;
@@ -85,6 +88,14 @@ export class Lifecycle {
       newConnections: 0,
       longestInFlightMs: 0,
     };
+  }
+
+  /** The listeners were closed: the drain's end time (the report is complete from now on). */
+  endDrain(): DrainFacts {
+    const facts = this.drain;
+    if (!facts) throw new Error('endDrain before beginDrain');
+    facts.endedAt = this.clock();
+    return facts;
   }
 
   /** The end: after a drain, or on a signal before anything was served. */

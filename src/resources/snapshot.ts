@@ -1,5 +1,5 @@
-// The immutable set of resources the gateway serves. Built once per applied configuration and swapped
-// atomically; request handlers read one snapshot from start to end, so a reload never mixes two.
+// The immutable set of resources the gateway serves (docs/architecture.md "A configuration change"): built
+// once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { ApiKey, CachePolicy, Model, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {

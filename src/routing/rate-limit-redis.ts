@@ -11,34 +11,9 @@ import {
   type RateLimitStore,
   windowStart,
 } from './rate-limit.ts';
+import type { RedisClient, RedisClientOptions } from '../platform.ts';
 
-/** The Redis connection settings of `ratelimit.redis` (TLS file paths resolved against the config file). */
-export interface RedisClientOptions {
-  mode: 'single' | 'cluster' | 'sentinel';
-  url?: string;
-  nodes: string[];
-  sentinels: string[];
-  masterName?: string;
-  username?: string;
-  password?: string;
-  database?: number;
-  tls?: { caFile?: string; certFile?: string; keyFile?: string; verify: boolean };
-  /** Bound on the connection and on every command. */
-  timeoutMs: number;
-}
-
-/** The small part of a Redis client the limiter uses; a runtime with TCP sockets provides it (platform.ts). */
-export interface RedisClient {
-  /**
-   * EVALSHA of `lua` (EVAL when the server does not know it yet); rejects on any error, on a lost connection
-   * and when no answer came within `timeoutMs` — the limiter relies on this bound and adds no timer of its own.
-   */
-  evalScript(lua: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
-  /** Resolves true once the client can run commands, false if it could not within `ms`. */
-  waitReady(ms: number): Promise<boolean>;
-  /** Close the connection(s). */
-  quit(): Promise<void>;
-}
+export type { RedisClient, RedisClientOptions } from '../platform.ts';
 
 export const KEY_PREFIX = 'aisix:rl';
 /** Seconds a window counter outlives its window, so it never expires a hair before the window closes. */

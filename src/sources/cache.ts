@@ -1,15 +1,8 @@
-// The snapshot cache (docs/etcd.md): one file at `managed.snapshot_cache_path` holding what the gateway
-// serves, so a restart while the configuration store is unreachable binds the proxy at once.
-//
-// - Written after every apply (a rejected put included, so last-known-good pins survive a restart), by
-//   the platform's write-temp, fsync, rename. Writes are serialised and coalesced: at most one write is
-//   in flight, and a burst of applies meanwhile produces one more write, of the latest state.
-// - Read once at boot, before the first read from the store. The file is versioned (`format`,
-//   `version`), names the prefix it was written for, and carries the `config_hash` of its rows, which the
-//   reader recomputes: a corrupt, foreign (other prefix) or unknown-version file is ignored with a WARN
-//   naming the path and the reason, never trusted.
-// - It holds the rows as stored, provider api keys included: the platform writes it with mode 0600.
-// - No file access (Workers): no cache.
+// The snapshot cache file (docs/etcd.md "The snapshot cache"): what the gateway serves, so a restart while
+// etcd is unreachable binds the proxy at once. Written after every apply by the platform's atomic write,
+// serialised and coalesced; read once at boot and trusted only when its format, version, prefix and
+// recomputed `config_hash` agree (anything else: a WARN naming the path and the reason). It holds provider
+// keys as stored, so the platform writes it with mode 0600; without file access there is no cache.
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { PlatformFiles } from '../platform.ts';
@@ -47,7 +40,7 @@ export type CacheHeader = Omit<CacheDocument, 'rows'>;
 
 /**
  * Serialises a cache document. `rows` yields `[key, JSON text of the value string]`: the caller
- * memoises each row's JSON text, so writing 20,000 rows does not re-escape the unchanged ones.
+ * memoises each row's JSON text, so a write of a large prefix does not re-escape the unchanged rows.
  */
 export function encodeCache(header: CacheHeader, rows: Iterable<[string, string]>): Uint8Array {
   const parts: string[] = [];

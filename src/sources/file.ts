@@ -1,26 +1,20 @@
-// The file source (docs/configuration.md): loaded before any listener binds; SIGHUP re-runs the whole pipeline and
-// either swaps the snapshot atomically or keeps every byte of the previous one.
-//
-// A reload cannot half-apply (docs/configuration.md "Reloading"): the bytes are read until two reads
-// `STABLE_MS` apart agree (a file being written is waited for, within `MAX_READS`), and a collection that
-// served entries before and is absent from the new file is refused as a truncated file — removing a whole
-// collection on purpose is written as an explicit empty list (`api_keys: []`).
-import type { Gateway } from '../gateway.ts';
-import { MSG } from '../observability/messages.ts';
-import { loadResourcesFile } from '../resources/pipeline.ts';
+// The file source (docs/configuration.md "resources.yaml"): read whole before any listener binds; SIGHUP
+// re-runs the whole pipeline and either swaps the snapshot atomically or keeps every byte of the previous
+// one (docs/configuration.md "Reloading"): the bytes are read until two reads `STABLE_MS` apart agree, and
+// a collection that served entries before and is absent from the new file is refused as truncated.
 import { type RejectedRow, rfc3339 } from '../config-facts.ts';
+import { MSG } from '../observability/messages.ts';
+import type { Platform } from '../platform.ts';
+import { type EntryError, loadResourcesFile } from '../resources/pipeline.ts';
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
+import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-const warnedKinds = new WeakMap<Gateway, Set<string>>();
-/** Per gateway: the collections of the last applied file and their entry counts. */
-const appliedCollections = new WeakMap<Gateway, Record<string, number>>();
-
 /** A reload reads the file until two reads this far apart agree. */
 export const STABLE_MS = 150;
-/** At most this many reads (about 3 s of a file that keeps changing), then the reload is refused. */
+/** At most this many reads of a file that keeps changing, then the reload is refused. */
 export const MAX_READS = 20;
 
 const LOG = {
@@ -28,9 +22,12 @@ const LOG = {
   unsettled: 'resources file changed while being read — waiting for it to settle',
 } as const;
 
-export type FileLoad = { ok: true; resources: number } | { ok: false; message: string };
+/** What the file source needs: the sink it writes to, and the platform's files and environment. */
+export interface FileSourceHost extends SourceSink {
+  readonly platform: Pick<Platform, 'files' | 'env'>;
+}
 
-export interface LoadOptions {
+export interface ReadOptions {
   /**
    * A reload (SIGHUP): read until stable and refuse a file missing a collection that served before.
    * The first load reads once: nothing served before it.
@@ -38,17 +35,158 @@ export interface LoadOptions {
   reload?: boolean;
 }
 
-/** Read until two reads `STABLE_MS` apart agree; throws when the file keeps changing for `MAX_READS` reads. */
-async function readStable(gw: Gateway, read: () => Promise<Uint8Array>, path: string): Promise<Uint8Array> {
-  let prev = await read();
-  for (let i = 1; i < MAX_READS; i++) {
-    await sleep(STABLE_MS);
-    const next = await read();
-    if (sameBytes(prev, next)) return next;
-    if (i === 1) gw.log.info(LOG.unsettled, { file: path });
-    prev = next;
+export class FileSource implements ConfigSource {
+  readonly firstApplied: Promise<void>;
+  private readonly first = deferred();
+  /** Kinds accepted and not served that were WARNed about already (once per kind). */
+  private readonly warnedKinds = new Set<string>();
+  /** The collections of the last applied file and their entry counts. */
+  private appliedCollections: Record<string, number> | undefined;
+  /** The reload chain: reloads run one after another, never overlapping. */
+  private reloading: Promise<void> = Promise.resolve();
+
+  constructor(readonly path: string, private readonly host: FileSourceHost) {
+    this.firstApplied = this.first.promise;
   }
-  throw new Error(`it was still changing after ${MAX_READS} reads ${STABLE_MS} ms apart`);
+
+  /** The first load, before anything binds; its success is logged, its failure returned. */
+  async load(): Promise<SourceLoad> {
+    const r = await this.read();
+    if (r.ok) this.host.log.info(MSG.resourcesLoaded, { file: this.path, resources: r.resources });
+    return r;
+  }
+
+  /** Nothing reads in the background: the file is read by `load` and `reload` only. */
+  start(): void {}
+
+  /** SIGHUP: reload all-or-nothing and log the outcome; reloads run one after another. */
+  reload(): Promise<void> {
+    this.reloading = this.reloading.then(() => this.reloadOnce());
+    return this.reloading;
+  }
+
+  /** Nothing to interrupt: a reload in flight ends with the process. */
+  async stop(): Promise<void> {}
+
+  /** Read the file and apply it all-or-nothing, recording what was observed; logs nothing of the outcome. */
+  async read(opts: ReadOptions = {}): Promise<SourceLoad> {
+    const { path, host } = this;
+    const files = host.platform.files;
+    if (!files) return { ok: false, message: `resources file ${path}: this runtime has no file access` };
+    let bytes: Uint8Array;
+    try {
+      bytes = opts.reload ? await this.readStable(() => files.read(path)) : await files.read(path);
+    } catch (e) {
+      const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
+      host.record.latestLoadFailed(true);
+      host.recordFailure('fetch', message);
+      return { ok: false, message };
+    }
+    const hash = await sha256Hex(bytes);
+    host.record.observed({ sourceHash: hash, at: this.now() });
+    let text: string;
+    try {
+      text = decoder.decode(bytes);
+    } catch {
+      return this.fail('parse', `resources file ${path}: not valid UTF-8`);
+    }
+    const r = await loadResourcesFile(path, text, host.platform.env);
+    if (!r.ok) {
+      await this.recordRejected(r.entryErrors);
+      return this.fail('validate', r.report.format());
+    }
+    const missing = opts.reload ? this.missingCollections(r.collections) : [];
+    if (missing.length > 0) return this.fail('validate', truncatedMessage(path, missing));
+    this.appliedCollections = r.collections;
+    host.record.latestLoadFailed(false);
+    host.record.rejected([]);
+    this.reportNotServed(r.notServed);
+    host.apply(r.snapshot, { configHash: hash });
+    this.first.resolve();
+    return { ok: true, resources: r.resourceCount };
+  }
+
+  private now(): string {
+    return rfc3339(new Date(this.host.clock()));
+  }
+
+  private async reloadOnce(): Promise<void> {
+    const { log } = this.host;
+    log.info(LOG.reloading, { file: this.path });
+    const r = await this.read({ reload: true });
+    if (r.ok) {
+      log.info(MSG.fileReloaded, {
+        file: this.path,
+        resources: r.resources,
+        generation: this.host.facts.applied?.apply_seq,
+      });
+    } else log.warn(MSG.fileReloadFailed, { file: this.path, error: r.message });
+  }
+
+  /** Read until two reads `STABLE_MS` apart agree; throws when the file keeps changing for `MAX_READS` reads. */
+  private async readStable(read: () => Promise<Uint8Array>): Promise<Uint8Array> {
+    let prev = await read();
+    for (let i = 1; i < MAX_READS; i++) {
+      await sleep(STABLE_MS);
+      const next = await read();
+      if (sameBytes(prev, next)) return next;
+      if (i === 1) this.host.log.info(LOG.unsettled, { file: this.path });
+      prev = next;
+    }
+    throw new Error(`it was still changing after ${MAX_READS} reads ${STABLE_MS} ms apart`);
+  }
+
+  /** The collections that served entries before and are absent (not even `[]`) from the new file. */
+  private missingCollections(now: Record<string, number>): [string, number][] {
+    const before = this.appliedCollections;
+    if (!before) return [];
+    return Object.entries(before).filter(([kind, n]) => n > 0 && now[kind] === undefined);
+  }
+
+  /** Kinds Sluice accepts and does not serve: reported like the etcd source does (field `*`), WARN once per kind. */
+  private reportNotServed(notServed: Record<string, number>): void {
+    const kinds = Object.keys(notServed).sort();
+    this.host.record.partiallyCompatible(
+      kinds.map((k) => ({ resource_kind: k, field: '*', count: notServed[k]! })),
+      { ...notServed },
+    );
+    for (const kind of kinds) {
+      if (this.warnedKinds.has(kind)) continue;
+      this.warnedKinds.add(kind);
+      this.host.log.warn(MSG.kindNotServed, { file: this.path, kind, count: notServed[kind] });
+    }
+  }
+
+  private fail(kind: 'parse' | 'validate', message: string): SourceLoad {
+    this.host.record.latestLoadFailed(true);
+    this.host.recordFailure(kind, message);
+    return { ok: false, message };
+  }
+
+  /**
+   * A failed load lists the rows it could not accept in `rejected[]` (one entry per row, its errors
+   * joined), so `/status/config` names them; `first_seen_at` survives repeated failures of the same row.
+   */
+  private async recordRejected(errors: readonly EntryError[]): Promise<void> {
+    const now = this.now();
+    const byRow = new Map<string, { kind: string; id: string; errors: string[] }>();
+    for (const e of errors) {
+      const id = e.identity !== undefined ? await uuidV5(`${e.kind}/${e.identity}`) : `${e.kind}[${e.index}]`;
+      const key = `${e.kind}/${id}`;
+      const row = byRow.get(key) ?? { kind: e.kind, id, errors: [] };
+      row.errors.push(e.message);
+      byRow.set(key, row);
+    }
+    const previous = new Map(this.host.facts.rejected.map((r) => [`${r.resource_kind}/${r.resource_id}`, r]));
+    this.host.record.rejected([...byRow.entries()].map(([key, r]): RejectedRow => ({
+      resource_kind: r.kind,
+      resource_id: r.id,
+      last_error_kind: 'schema_failed',
+      last_error: r.errors.join('; '),
+      first_seen_at: previous.get(key)?.first_seen_at ?? now,
+      last_seen_at: now,
+    })));
+  }
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -57,118 +195,9 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return true;
 }
 
-/** The collections that served entries before and are absent (not even `[]`) from the new file. */
-function missingCollections(gw: Gateway, now: Record<string, number>): [string, number][] {
-  const before = appliedCollections.get(gw);
-  if (!before) return [];
-  return Object.entries(before).filter(([kind, n]) => n > 0 && now[kind] === undefined);
-}
-
-export async function loadFromFile(gw: Gateway, path: string, opts: LoadOptions = {}): Promise<FileLoad> {
-  const files = gw.platform.files;
-  if (!files) return { ok: false, message: `resources file ${path}: this runtime has no file access` };
-  let bytes: Uint8Array;
-  try {
-    bytes = opts.reload ? await readStable(gw, () => files.read(path), path) : await files.read(path);
-  } catch (e) {
-    const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
-    gw.record.latestLoadFailed(true);
-    gw.recordFailure('fetch', message);
-    return { ok: false, message };
-  }
-  const hash = await sha256Hex(bytes);
-  gw.record.observed({ sourceHash: hash, at: rfc3339(gw.now()) });
-  let text: string;
-  try {
-    text = decoder.decode(bytes);
-  } catch {
-    return fail(gw, 'parse', `resources file ${path}: not valid UTF-8`);
-  }
-  const r = await loadResourcesFile(path, text, gw.platform.env);
-  if (!r.ok) {
-    await recordRejected(gw, r.report.entries.map((e) => ({ scope: e.scope, message: e.message })));
-    return fail(gw, 'validate', r.report.format());
-  }
-  const missing = opts.reload ? missingCollections(gw, r.collections) : [];
-  if (missing.length > 0) {
-    const named = missing.map(([kind, n]) => `\`${kind}\` (${n} served)`).join(', ');
-    const empty = missing.map(([kind]) => `\`${kind}: []\``).join(', ');
-    return fail(
-      gw,
-      'validate',
-      `resources file ${path}: ${named} absent from the new file — refused as truncated or half-written; ` +
-        `to remove every entry of a collection on purpose, write it as an empty list: ${empty}`,
-    );
-  }
-  appliedCollections.set(gw, r.collections);
-  gw.record.latestLoadFailed(false);
-  gw.record.rejected([]);
-  // Kinds Sluice accepts and does not serve: reported like the etcd source does (field `*`), WARN once per kind.
-  const kinds = Object.keys(r.notServed).sort();
-  gw.record.partiallyCompatible(
-    kinds.map((k) => ({ resource_kind: k, field: '*', count: r.notServed[k]! })),
-    { ...r.notServed },
-  );
-  const warned = warnedKinds.get(gw) ?? new Set<string>();
-  warnedKinds.set(gw, warned);
-  for (const kind of kinds) {
-    if (warned.has(kind)) continue;
-    warned.add(kind);
-    gw.log.warn(MSG.kindNotServed, { file: path, kind, count: r.notServed[kind] });
-  }
-  gw.apply(r.snapshot, { configHash: hash });
-  return { ok: true, resources: r.resourceCount };
-}
-
-function fail(gw: Gateway, kind: 'parse' | 'validate', message: string): FileLoad {
-  gw.record.latestLoadFailed(true);
-  gw.recordFailure(kind, message);
-  return { ok: false, message };
-}
-
-const reloading = new WeakMap<Gateway, Promise<void>>();
-
-/** SIGHUP: reload all-or-nothing and log the outcome; reloads run one after another, never overlapping. */
-export function reloadFile(gw: Gateway, path: string): Promise<void> {
-  const next = (reloading.get(gw) ?? Promise.resolve()).then(() => reloadOnce(gw, path));
-  reloading.set(gw, next);
-  return next;
-}
-
-async function reloadOnce(gw: Gateway, path: string): Promise<void> {
-  gw.log.info(LOG.reloading, { file: path });
-  const r = await loadFromFile(gw, path, { reload: true });
-  if (r.ok) {
-    gw.log.info(MSG.fileReloaded, { file: path, resources: r.resources, generation: gw.facts.applied?.apply_seq });
-  } else gw.log.warn(MSG.fileReloadFailed, { file: path, error: r.message });
-}
-
-const ROW_SCOPE = /^([a-z_]+)\[(\d+)\](?: \((".*")\))?$/;
-
-/**
- * A failed file load lists the rows it could not accept in `rejected[]` (one entry per row, its errors
- * joined), so `/status/config` names them; `first_seen_at` survives repeated failures of the same row.
- */
-async function recordRejected(gw: Gateway, entries: { scope: string; message: string }[]): Promise<void> {
-  const now = rfc3339(gw.now());
-  const byRow = new Map<string, { kind: string; id: string; errors: string[] }>();
-  for (const e of entries) {
-    const m = ROW_SCOPE.exec(e.scope);
-    if (!m) continue;
-    const identity = m[3] !== undefined ? (JSON.parse(m[3]) as string) : undefined;
-    const id = identity !== undefined ? await uuidV5(`${m[1]}/${identity}`) : `${m[1]}[${m[2]}]`;
-    const key = `${m[1]}/${id}`;
-    const row = byRow.get(key) ?? { kind: m[1]!, id, errors: [] };
-    row.errors.push(e.message);
-    byRow.set(key, row);
-  }
-  const previous = new Map(gw.facts.rejected.map((r) => [`${r.resource_kind}/${r.resource_id}`, r]));
-  gw.record.rejected([...byRow.entries()].map(([key, r]): RejectedRow => ({
-    resource_kind: r.kind,
-    resource_id: r.id,
-    last_error_kind: 'schema_failed',
-    last_error: r.errors.join('; '),
-    first_seen_at: previous.get(key)?.first_seen_at ?? now,
-    last_seen_at: now,
-  })));
+function truncatedMessage(path: string, missing: [string, number][]): string {
+  const named = missing.map(([kind, n]) => `\`${kind}\` (${n} served)`).join(', ');
+  const empty = missing.map(([kind]) => `\`${kind}: []\``).join(', ');
+  return `resources file ${path}: ${named} absent from the new file — refused as truncated or half-written; ` +
+    `to remove every entry of a collection on purpose, write it as an empty list: ${empty}`;
 }

@@ -9,12 +9,22 @@ import { Gateway } from '../../src/gateway.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import type { ResourceKind } from '../../src/resources/schema.ts';
-import { loadFromFile } from '../../src/sources/file.ts';
+import { FileSource } from '../../src/sources/file.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { type EtcdTestGateway, seeder, startEtcdGateway } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { testPlatform } from '../support/platform.ts';
 import { schemaValidator } from '../support/json-schema.ts';
+
+/** The gateway's file source for `path`: one per (gateway, path), as the boot makes one per gateway. */
+const fileSources = new WeakMap<Gateway, Map<string, FileSource>>();
+function fileSource(gw: Gateway, path: string): FileSource {
+  const byPath = fileSources.get(gw) ?? new Map<string, FileSource>();
+  fileSources.set(gw, byPath);
+  const source = byPath.get(path) ?? new FileSource(path, gw);
+  byPath.set(path, source);
+  return source;
+}
 
 type Doc = Record<string, unknown>;
 type Path = (string | number)[];
@@ -693,8 +703,8 @@ describe('AISIX kinds Sluice does not implement (never fail open)', { timeout: 6
     assert.ok(c.ok);
     if (!c.ok) return;
     const gw = new Gateway(c.config, platform);
-    assert.deepEqual(await loadFromFile(gw, '/r.yaml'), { ok: true, resources: NOT_SERVED.length });
-    await loadFromFile(gw, '/r.yaml');
+    assert.deepEqual(await fileSource(gw, '/r.yaml').read(), { ok: true, resources: NOT_SERVED.length });
+    await fileSource(gw, '/r.yaml').read();
     const body = await (await createStatusApp(gw).request('/status/config')).json();
     assert.equal(body.state, 'empty');
     assert.deepEqual(

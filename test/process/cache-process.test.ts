@@ -94,7 +94,7 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       await Promise.all([up?.close(), emb?.close()]);
     });
 
-    test('miss, then a hit with the caller\'s model name, created now, the stored id and usage', async () => {
+    test("miss, then a hit with the caller's model name, created now, the stored id and usage", async () => {
       const prompt = fresh('hello');
       up.script({ body: { ...chatCompletion('gpt-upstream', 'cached answer'), id: 'chatcmpl-orig', created: 5 } });
       const before = upstreamCalls();
@@ -188,11 +188,15 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       const hit = await chat(ask(prompt, 'gpt-short'));
       assert.equal(hit.headers.get('x-aisix-cache'), 'hit');
       await hit.arrayBuffer();
-      await until(async () => {
-        const r = await chat(ask(prompt, 'gpt-short'));
-        await r.arrayBuffer();
-        return r.headers.get('x-aisix-cache') === 'miss';
-      }, 5000, 'the entry expired');
+      await until(
+        async () => {
+          const r = await chat(ask(prompt, 'gpt-short'));
+          await r.arrayBuffer();
+          return r.headers.get('x-aisix-cache') === 'miss';
+        },
+        5000,
+        'the entry expired',
+      );
     });
 
     test('50 concurrent identical misses make one upstream call', async () => {
@@ -201,14 +205,22 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       up.script({ hold: release.promise, body: chatCompletion('gpt-upstream', 'once') });
       const before = upstreamCalls();
       const all = Array.from({ length: 50 }, () => chat(ask(prompt)));
-      await until(async () => {
-        const m = await (await fetch(gw.url('/metrics', 'status'))).text();
-        return /aisix_proxy_in_flight_requests\{endpoint="\/v1\/chat\/completions"[^}]*\} 50/.test(m);
-      }, 20_000, '50 requests in flight');
+      await until(
+        async () => {
+          const m = await (await fetch(gw.url('/metrics', 'status'))).text();
+          return /aisix_proxy_in_flight_requests\{endpoint="\/v1\/chat\/completions"[^}]*\} 50/.test(m);
+        },
+        20_000,
+        '50 requests in flight',
+      );
       release.resolve();
       const answers = await Promise.all(all.map(async (p) => {
         const r = await p;
-        return { status: r.status, cache: r.headers.get('x-aisix-cache'), body: await r.json() as Record<string, unknown> };
+        return {
+          status: r.status,
+          cache: r.headers.get('x-aisix-cache'),
+          body: await r.json() as Record<string, unknown>,
+        };
       }));
       assert.equal(upstreamCalls() - before, 1);
       assert.ok(answers.every((a) => a.status === 200));
@@ -246,7 +258,7 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       await gw.waitForLog('cache semantic embedding call failed; request proceeds uncached');
     });
 
-    test('metrics, hit tokens without spend, and the status page\'s hit ratio', async () => {
+    test("metrics, hit tokens without spend, and the status page's hit ratio", async () => {
       const m = await (await fetch(gw.url('/metrics', 'status'))).text();
       assert.match(m, /aisix_cache_requests_total\{policy="main",outcome="hit_exact"\} \d+/);
       assert.match(m, /aisix_cache_requests_total\{policy="main",outcome="miss"\} \d+/);

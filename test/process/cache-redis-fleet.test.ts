@@ -24,7 +24,8 @@ cache_policies:
 `;
 }
 
-const config = (redis: string) => `resources_file: resources.yaml
+const config = (redis: string) =>
+  `resources_file: resources.yaml
 proxy: { addr: "127.0.0.1:{{proxy}}" }
 admin: { enabled: false }
 etcd: { env_id: prod }

@@ -58,7 +58,9 @@ export async function gatewayWith(
   const platform = testPlatform(opts.env ?? {});
   const c = loadConfig('/t/config.yaml', opts.config ?? BASE_CONFIG, platform.env);
   if (!c.ok) throw new Error(c.report.format());
-  const gw = new Gateway(c.config, platform, opts.now, { lifecycle: new SteeredLifecycle() });
+  const now = opts.now;
+  const clock = now ? () => now().getTime() : undefined;
+  const gw = new Gateway(c.config, platform, { clock, lifecycle: new SteeredLifecycle(clock) });
   const r = await loadResourcesFile('/t/resources.yaml', resources, platform.env);
   if (!r.ok) throw new Error(r.report.format());
   gw.apply(r.snapshot, { configHash: await sha256Hex(resources) });

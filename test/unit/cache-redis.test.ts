@@ -9,7 +9,7 @@ import { cacheKeyPrefix, REDIS_RETRY_EVERY_MS, RedisExactStore } from '../../src
 import { CACHE_MSG } from '../../src/cache/messages.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { Registry } from '../../src/observability/metrics.ts';
-import type { RedisClient } from '../../src/routing/rate-limit-redis.ts';
+import type { RedisClient } from '../../src/platform.ts';
 import { CachePolicySchema } from '../../src/resources/schema.ts';
 import { Snapshot } from '../../src/resources/snapshot.ts';
 import {

@@ -9,12 +9,22 @@ import { loadConfig } from '../../src/config/load.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { Counter, Gauge, Histogram, Registry } from '../../src/observability/metrics.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
-import { loadFromFile } from '../../src/sources/file.ts';
+import { FileSource } from '../../src/sources/file.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { type ConfigFacts, configStatusBody, deriveConfigState } from '../../src/config-facts.ts';
 import { uuidV5 } from '../../src/util/crypto.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { forcePhase, gatewayWith, SteeredLifecycle, type TestPlatform, testPlatform } from '../support/platform.ts';
+
+/** The gateway's file source for `path`: one per (gateway, path), as the boot makes one per gateway. */
+const fileSources = new WeakMap<Gateway, Map<string, FileSource>>();
+function fileSource(gw: Gateway, path: string): FileSource {
+  const byPath = fileSources.get(gw) ?? new Map<string, FileSource>();
+  fileSources.set(gw, byPath);
+  const source = byPath.get(path) ?? new FileSource(path, gw);
+  byPath.set(path, source);
+  return source;
+}
 
 const sha256 = (s: string | Uint8Array) => createHash('sha256').update(s).digest('hex');
 
@@ -74,7 +84,8 @@ function bareGateway(now: () => Date = () => new Date()): { gw: Gateway; platfor
   const platform = testPlatform(ENV);
   const c = loadConfig('/srv/sluice/config.yaml', CONFIG, {});
   if (!c.ok) throw new Error(c.report.format());
-  return { gw: new Gateway(c.config, platform, now, { lifecycle: new SteeredLifecycle() }), platform };
+  const clock = () => now().getTime();
+  return { gw: new Gateway(c.config, platform, { clock, lifecycle: new SteeredLifecycle(clock) }), platform };
 }
 
 async function get(
@@ -139,7 +150,7 @@ describe('/status/ready', () => {
     assert.equal(before.res.headers.get('content-type'), 'text/plain; charset=utf-8');
     assert.equal(before.res.headers.get('x-content-type-options'), 'nosniff');
     platform.fileMap.set(RES_PATH, goodFile());
-    assert.deepEqual(await loadFromFile(gw, RES_PATH), { ok: true, resources: 5 });
+    assert.deepEqual(await fileSource(gw, RES_PATH).read(), { ok: true, resources: 5 });
     const after = await get(app, '/status/ready');
     assert.equal(after.res.status, 200);
     assert.equal(after.text, 'ok');
@@ -147,7 +158,7 @@ describe('/status/ready', () => {
     forcePhase(gw, 'draining');
     assert.equal((await get(app, '/status/ready')).text, 'ok');
     platform.fileMap.set(RES_PATH, BAD_FILE);
-    assert.equal((await loadFromFile(gw, RES_PATH)).ok, false);
+    assert.equal((await fileSource(gw, RES_PATH).read()).ok, false);
     const stale = await get(app, '/status/ready');
     assert.equal(stale.res.status, 200);
     assert.equal(stale.text, 'ok');
@@ -185,7 +196,7 @@ describe('/status/config', () => {
     const c = clock();
     const { gw, platform } = bareGateway(c.now);
     platform.fileMap.set(RES_PATH, BAD_FILE);
-    const r = await loadFromFile(gw, RES_PATH);
+    const r = await fileSource(gw, RES_PATH).read();
     assert.equal(r.ok, false);
     // deno-lint-ignore no-explicit-any -- JSON under test
     const body = configStatusBody(gw.facts, c.now()) as Record<string, any>;
@@ -207,7 +218,7 @@ describe('/status/config', () => {
     // 1. a good file
     const good = goodFile();
     platform.fileMap.set(RES_PATH, good);
-    assert.deepEqual(await loadFromFile(gw, RES_PATH), { ok: true, resources: 5 });
+    assert.deepEqual(await fileSource(gw, RES_PATH).read(), { ok: true, resources: 5 });
     const s1 = await status();
     assert.deepEqual(s1, {
       state: 'synced',
@@ -228,7 +239,7 @@ describe('/status/config', () => {
     // 2. a bad reload: the previous snapshot keeps serving, state out_of_sync, rows named in rejected[]
     c.set('2025-03-01T10:05:00Z');
     platform.fileMap.set(RES_PATH, BAD_FILE);
-    const bad = await loadFromFile(gw, RES_PATH);
+    const bad = await fileSource(gw, RES_PATH).read();
     assert.equal(bad.ok, false);
     const s2 = await status();
     assert.equal(s2.state, 'out_of_sync');
@@ -267,7 +278,7 @@ describe('/status/config', () => {
 
     // 3. the same bad file again: first_seen_at survives
     c.set('2025-03-01T10:06:00Z');
-    await loadFromFile(gw, RES_PATH);
+    await fileSource(gw, RES_PATH).read();
     const s3 = await status();
     assert.equal(s3.rejected[0].first_seen_at, '2025-03-01T10:05:00Z');
     assert.equal(s3.rejected[0].last_seen_at, '2025-03-01T10:06:00Z');
@@ -277,7 +288,7 @@ describe('/status/config', () => {
     c.set('2025-03-01T10:10:00Z');
     const good2 = `${good}# edited\n`;
     platform.fileMap.set(RES_PATH, good2);
-    assert.equal((await loadFromFile(gw, RES_PATH)).ok, true);
+    assert.equal((await fileSource(gw, RES_PATH).read()).ok, true);
     const s4 = await status();
     assert.equal(s4.state, 'synced');
     assert.equal(s4.applied.apply_seq, 2);
@@ -291,7 +302,7 @@ describe('/status/config', () => {
     // 5. zero resources: empty
     c.set('2025-03-01T10:20:00Z');
     platform.fileMap.set(RES_PATH, '_format_version: "1"\n');
-    assert.deepEqual(await loadFromFile(gw, RES_PATH), { ok: true, resources: 0 });
+    assert.deepEqual(await fileSource(gw, RES_PATH).read(), { ok: true, resources: 0 });
     const s5 = await status();
     assert.equal(s5.state, 'empty');
     assert.equal(s5.applied.apply_seq, 3);
@@ -301,13 +312,13 @@ describe('/status/config', () => {
 
   test('an unreadable file is a fetch failure; bytes that are not UTF-8 a parse failure', async () => {
     const { gw, platform } = bareGateway();
-    const missing = await loadFromFile(gw, '/nowhere.yaml');
+    const missing = await fileSource(gw, '/nowhere.yaml').read();
     assert.equal(missing.ok, false);
     assert.equal(gw.facts.lastFailure?.last_error_kind, 'fetch');
     assert.match(gw.facts.lastFailure?.last_error ?? '', /^resources file \/nowhere\.yaml: cannot read it: /);
     const bytes = new Uint8Array([0x5f, 0xff, 0xfe, 0x0a]);
     platform.files = { read: async () => bytes, writeAtomic: async () => {} };
-    assert.equal((await loadFromFile(gw, RES_PATH)).ok, false);
+    assert.equal((await fileSource(gw, RES_PATH).read()).ok, false);
     assert.equal(gw.facts.lastFailure?.last_error_kind, 'parse');
     assert.equal(gw.facts.sourceHash, sha256(bytes), 'the hash covers the bytes observed');
   });
@@ -316,7 +327,7 @@ describe('/status/config', () => {
     const { gw, platform } = bareGateway();
     const text = `${goodFile()}# ünïcødé comment, CRLF next\r\n`;
     platform.fileMap.set(RES_PATH, text);
-    assert.equal((await loadFromFile(gw, RES_PATH)).ok, true);
+    assert.equal((await fileSource(gw, RES_PATH).read()).ok, true);
     const body = JSON.parse((await get(createStatusApp(gw), '/status/config')).text);
     assert.equal(body.source.source_hash, sha256(Buffer.from(text, 'utf8')));
     assert.equal(body.applied.config_hash, sha256(Buffer.from(text, 'utf8')));
@@ -458,7 +469,7 @@ describe('/metrics', () => {
     const c = clock('2025-03-01T10:00:00Z');
     const { gw, platform } = bareGateway(c.now);
     platform.fileMap.set(RES_PATH, goodFile());
-    await loadFromFile(gw, RES_PATH);
+    await fileSource(gw, RES_PATH).read();
     const { res, text } = await get(createStatusApp(gw), '/metrics');
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
@@ -532,10 +543,10 @@ describe('/metrics', () => {
     const { gw, platform } = bareGateway();
     const app = createStatusApp(gw);
     platform.fileMap.set(RES_PATH, goodFile());
-    await loadFromFile(gw, RES_PATH);
+    await fileSource(gw, RES_PATH).read();
     platform.fileMap.set(RES_PATH, BAD_FILE);
-    await loadFromFile(gw, RES_PATH);
-    await loadFromFile(gw, '/missing.yaml');
+    await fileSource(gw, RES_PATH).read();
+    await fileSource(gw, '/missing.yaml').read();
     forcePhase(gw, 'draining');
     const { text } = await get(app, '/metrics');
     checkExposition(text);
@@ -716,7 +727,7 @@ describe('no secret in any status or metrics body', () => {
       const c = clock();
       const { gw, platform } = bareGateway(c.now);
       platform.fileMap.set(RES_PATH, goodFile(mock.base));
-      await loadFromFile(gw, RES_PATH);
+      await fileSource(gw, RES_PATH).read();
       const proxy = createProxyApp(gw);
       await (await proxy.request('/v1/chat/completions', {
         method: 'POST',
@@ -730,7 +741,7 @@ describe('no secret in any status or metrics body', () => {
           sha256(CALLER_KEY)
         }, allowed_models: [ghost] }\n`,
       );
-      assert.equal((await loadFromFile(gw, RES_PATH)).ok, false);
+      assert.equal((await fileSource(gw, RES_PATH).read()).ok, false);
       const status = createStatusApp(gw);
       const admin = createAdminApp(gw);
       const auth = { headers: { authorization: `Bearer ${ADMIN_KEY}` } };
@@ -781,7 +792,7 @@ describe('admin app', () => {
     assert.equal(notReady.res.status, 503);
     assert.equal(notReady.text, '[-]config failed: not ready\nreadyz check failed');
     platform.fileMap.set(RES_PATH, goodFile());
-    await loadFromFile(gw, RES_PATH);
+    await fileSource(gw, RES_PATH).read();
     const ready = await get(admin, '/readyz');
     assert.equal(ready.res.status, 200);
     assert.equal(ready.text, 'ok');

@@ -1,25 +1,8 @@
-// `sluice export --etcd <endpoints> [--prefix /aisix] [-o file] [--with-secrets] [--user u --password-env VAR]`
-// dumps an etcd prefix as a resources.yaml (format "1") that loads back through the file pipeline to the
-// same resources, with the canonical (normalised) values. A file carries no `id` (AISIX: ids are derived
-// from the entry's name), so references are written by name (`provider_key: <name>`) and the ids differ.
-//
-// - What is exported is what a freshly started gateway would serve from the prefix (rows.ts rules with
-//   no history, so no last-known-good pins): rows that are rejected are skipped and listed in the
-//   header comment and on stderr. So are rows a file cannot express: a name (or key hash) that another
-//   row written later also holds (the name index keeps the later one), a model whose provider key or
-//   routing target is not served, rows of kinds Sluice does not serve.
-// - An api key without `display_name` gets its etcd id as its name (a file entry needs an identity);
-//   `allowed_models` names of models that are not served are left out (they allow nothing).
-// - Unknown fields (any depth) are dropped: the values are the normalised ones.
-// - Provider `api_key` values become `${SLUICE_PK_<NAME>}` placeholders, listed in the header comment,
-//   unless `--with-secrets`. `key_hash` is kept as-is: it is a hash, not a plaintext secret.
-// - `$` in any string is written as `$$`, which the file pipeline's interpolation turns back into `$`.
-//
-// "Same configuration" means: the file loads to the same resource set as the etcd source serves (ids,
-// values after normalisation, order). The hashes cannot match: a file's config_hash is the sha256 of
-// its bytes, etcd's is over the stored key/value entries (docs/operations.md).
+// `sluice export` (docs/etcd.md "Export"): an etcd prefix as a resources.yaml (format "1") that loads back
+// through the file pipeline to the resource set a freshly started gateway would serve from it (ids, values
+// after normalisation, order). The hashes cannot match: a file's is over its bytes, etcd's over its rows.
+// `$` in any string is written as `$$`, which the file pipeline's interpolation turns back into `$`.
 import { Document } from 'yaml';
-import type { Command } from '../../cli.ts';
 import type { Platform } from '../../platform.ts';
 import type { ResourceKind } from '../../resources/schema.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
@@ -64,6 +47,38 @@ export function exportResources(
   opts: { withSecrets: boolean; revision: number; source: string },
 ): ExportResult {
   const prefix = normalizePrefix(prefixIn);
+  const { keys, served, skipped, dropped } = servedRows(kvs, prefix);
+  const names = expressible(new Snapshot(resourceSet(keys, served)));
+  const { lists, variables } = fileEntries(keys, served, names, opts.withSecrets, skipped);
+  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length +
+    lists.cache_policies.length;
+  const header = [
+    ` Exported by \`sluice export\` from ${opts.source}, prefix ${prefix}/, revision ${opts.revision}: ${resources} resource(s).`,
+    ' A file carries no ids (they are derived from the names); references are written by name.',
+  ];
+  if (variables.length > 0) {
+    header.push(' Provider api keys are ${VAR} placeholders; set these environment variables before loading:');
+    for (const v of variables) header.push(`   ${v.name}  (${v.what})`);
+  }
+  if (opts.withSecrets && lists.provider_keys.length > 0) {
+    header.push(' CONTAINS PLAINTEXT PROVIDER API KEYS (--with-secrets): protect this file.');
+  }
+  if (dropped.size > 0) {
+    header.push(' Unknown fields dropped (not part of format "1"):');
+    for (const [f, n] of dropped) header.push(`   ${f} (${n} row(s))`);
+  }
+  if (skipped.length > 0) {
+    header.push(` Skipped ${skipped.length} row(s) that would not load:`);
+    for (const s of skipped) header.push(`   ${s.key}: ${s.error}`);
+  }
+  const { cache_policies, ...core } = lists;
+  const doc = new Document({ _format_version: '1', ...core, ...(cache_policies.length > 0 ? { cache_policies } : {}) });
+  doc.commentBefore = header.join('\n');
+  return { yaml: doc.toString({ lineWidth: 0 }), resources, skipped, variables: variables.map((v) => v.name) };
+}
+
+/** Each row judged alone, with no history: the rows a fresh gateway would serve, and those it would not. */
+function servedRows(kvs: readonly EtcdKv[], prefix: string) {
   const values = new Map<string, RowValue>();
   for (const kv of kvs) {
     values.set(
@@ -85,8 +100,19 @@ export function exportResources(
       for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
     }
   }
-  // What the name indexes keep: the row written last under each name (api keys: each key hash).
-  const snapshot = new Snapshot(resourceSet(keys, served));
+  return { keys, served, skipped, dropped };
+}
+
+interface Expressible {
+  /** `<kind>/<id>` of every row a file can express. */
+  winners: Set<string>;
+  /** Provider key id → the name a model refers to it by. */
+  pkNames: Map<string, string>;
+  modelNames: Set<string>;
+}
+
+/** What the name indexes keep: the row written last under each name (api keys: each key hash). */
+function expressible(snapshot: Snapshot): Expressible {
   const pkNames = new Map<string, string>();
   const winners = new Set<string>();
   const nameWinner = new Map<string, string>();
@@ -117,7 +143,17 @@ export function exportResources(
     if (!policyNames.has(p.name)) winners.add(`cache_policies/${p.id}`);
     policyNames.add(p.name);
   }
+  return { winners, pkNames, modelNames };
+}
 
+/** The file's entries per collection, references by name, secrets as placeholders unless `withSecrets`. */
+function fileEntries(
+  keys: readonly string[],
+  served: ReadonlyMap<string, ServedValue>,
+  { winners, pkNames, modelNames }: Expressible,
+  withSecrets: boolean,
+  skipped: { key: string; error: string }[],
+): { lists: Record<ResourceKind, Json[]>; variables: { name: string; what: string }[] } {
   const lists: Record<ResourceKind, Json[]> = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
   const variables: { name: string; what: string }[] = [];
   const taken = new Set<string>();
@@ -151,42 +187,27 @@ export function exportResources(
       entry.allowed_models = row.resource.allowed_models.filter((n) => n.includes('*') || modelNames.has(n));
     }
     const out = escapeDollars(entry) as Record<string, Json>;
-    if (row.kind === 'provider_keys' && typeof entry.api_key === 'string' && !opts.withSecrets) {
+    if (row.kind === 'provider_keys' && typeof entry.api_key === 'string' && !withSecrets) {
       const name = variableName(row.resource.display_name, taken);
       variables.push({ name, what: `provider_keys "${row.resource.display_name}"` });
       out.api_key = `\${${name}}`;
     }
     lists[row.kind].push(out);
   }
-
-  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length +
-    lists.cache_policies.length;
-  const header = [
-    ` Exported by \`sluice export\` from ${opts.source}, prefix ${prefix}/, revision ${opts.revision}: ${resources} resource(s).`,
-    ' A file carries no ids (they are derived from the names); references are written by name.',
-  ];
-  if (variables.length > 0) {
-    header.push(' Provider api keys are ${VAR} placeholders; set these environment variables before loading:');
-    for (const v of variables) header.push(`   ${v.name}  (${v.what})`);
-  }
-  if (opts.withSecrets && lists.provider_keys.length > 0) {
-    header.push(' CONTAINS PLAINTEXT PROVIDER API KEYS (--with-secrets): protect this file.');
-  }
-  if (dropped.size > 0) {
-    header.push(' Unknown fields dropped (not part of format "1"):');
-    for (const [f, n] of dropped) header.push(`   ${f} (${n} row(s))`);
-  }
-  if (skipped.length > 0) {
-    header.push(` Skipped ${skipped.length} row(s) that would not load:`);
-    for (const s of skipped) header.push(`   ${s.key}: ${s.error}`);
-  }
-  const { cache_policies, ...core } = lists;
-  const doc = new Document({ _format_version: '1', ...core, ...(cache_policies.length > 0 ? { cache_policies } : {}) });
-  doc.commentBefore = header.join('\n');
-  return { yaml: doc.toString({ lineWidth: 0 }), resources, skipped, variables: variables.map((v) => v.name) };
+  return { lists, variables };
 }
 
-export async function runExport(platform: Platform, cmd: Extract<Command, { kind: 'export' }>): Promise<number> {
+/** `sluice export`'s arguments, as src/cli.ts parses them. */
+export interface ExportCommand {
+  endpoints: string[];
+  prefix: string;
+  output?: string;
+  withSecrets: boolean;
+  user?: string;
+  passwordEnv?: string;
+}
+
+export async function runExport(platform: Platform, cmd: ExportCommand): Promise<number> {
   const err = (line: string): void => platform.writeLog(line);
   let password: string | undefined;
   if (cmd.passwordEnv) {

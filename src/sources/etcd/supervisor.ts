@@ -1,23 +1,11 @@
-// The etcd source loop: full range → `onSnapshot` → watch from revision + 1 → `onEvents` batches.
-// - Compaction under the watch → full range again → `onSnapshot` (no backoff: nothing failed).
-// - Idle re-watches (see watch.ts) are invisible here apart from `onRewatch`: no snapshot, no error.
-// - Any error (transport, timeout, auth, a canceled watch, a throwing handler) → `onConnected(false)`,
-//   `onError(err)`, `onBackoff(err, ms)`, wait (1 s, 2 s, 4 s … capped at 60 s by default), then start
-//   over with a full range. When the failure says etcd could not be reached (transport, timeout, a 502/503/
-//   504 or gRPC UNAVAILABLE), the wait is cut short: every `probeIntervalMs` (default 500 ms) a cheap
-//   status call (client.ping, bounded by `probeTimeoutMs`, default 1 s) asks whether etcd answers again, and
-//   the first that does ends the wait. So the backoff paces the WARN lines and the full reconnect attempts
-//   of a long outage, but not the recovery: once etcd is back, the watch is back within about one probe
-//   interval plus a range. Failures from an etcd that answered (auth, a bad request, a handler) wait the
-//   whole backoff: probing would only turn them into a tight retry loop. Resuming the watch instead would save one range, but a full range is right in
-//   every case (etcd restored from backup, data dir wiped, another cluster behind the endpoint), and it
-//   happens at most once per backoff period. The backoff resets once a watch has been created again.
-// - `stop()` aborts any in-flight request and any wait at once, and resolves when the loop has exited.
-// Handlers may be async; they are awaited, so batches are delivered in order and never overlap.
-// Error messages given to callbacks never contain the password or a token.
-
+// The etcd watch loop (docs/etcd.md "How it reads"): full range → `onSnapshot`, then a watch from
+// revision + 1 → `onEvents`; compaction → a full range again; any error → `onConnected(false)`, `onError`,
+// `onBackoff`, a wait, and a full range again. While etcd is unreachable a cheap status call is probed
+// during the wait, so the backoff paces the WARN lines and not the recovery. Handlers are awaited (batches
+// in order, never overlapping); messages given to callbacks never hold the password or a token.
 import { EtcdClient, type EtcdClientOptions, EtcdError, type EtcdKv } from './client.ts';
 import { type WatchEvent, watchPrefix } from './watch.ts';
+import { type Clock, systemClock } from '../../util/clock.ts';
 import { sleep } from '../../util/sleep.ts';
 
 export interface EtcdSnapshot {
@@ -61,6 +49,8 @@ export interface EtcdSupervisorOptions extends EtcdClientOptions {
   probeIntervalMs?: number;
   /** Bound on one probe. Default 1000. */
   probeTimeoutMs?: number;
+  /** The gateway's clock, for the backoff's deadline (default the system's). */
+  clock?: Clock;
   onSnapshot(snapshot: EtcdSnapshot): void | Promise<void>;
   onEvents(batch: EtcdEventBatch): void | Promise<void>;
   onError?(error: EtcdError): void;
@@ -171,14 +161,15 @@ export class EtcdSupervisor {
       return;
     }
     const timeoutMs = this.opts.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
-    const deadline = Date.now() + delay;
+    const now = this.opts.clock ?? systemClock;
+    const deadline = now() + delay;
     for (;;) {
-      const left = deadline - Date.now();
+      const left = deadline - now();
       if (left <= 0 || signal.aborted) return;
       await sleep(Math.min(every, left), signal);
-      if (signal.aborted || Date.now() >= deadline) return;
+      if (signal.aborted || now() >= deadline) return;
       try {
-        await this.client.ping({ timeoutMs: Math.min(timeoutMs, Math.max(1, deadline - Date.now())), signal });
+        await this.client.ping({ timeoutMs: Math.min(timeoutMs, Math.max(1, deadline - now())), signal });
         return;
       } catch {
         // Still away: the next probe, or the end of the backoff.

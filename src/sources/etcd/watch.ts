@@ -1,35 +1,10 @@
-// A watch on a key prefix over the etcd v3 JSON gateway: POST /v3/watch with one `create_request`; the
-// response is an endless stream of JSON objects `{"result":{header, events, created, canceled,
-// compact_revision, cancel_reason}}` (or `{"error":{...}}`), newline-delimited in practice. We do not rely
-// on the newlines: `JsonObjectSplitter` cuts the text at the end of each top-level object, so objects may
-// span chunks and several may share one.
-//
-// Surviving silence. Node's global fetch (undici) fails a response body that stays idle for 300 s
-// (UND_ERR_BODY_TIMEOUT), other runtimes and proxies have their own idle limits, and a half-open TCP
-// connection would otherwise hang the watch forever. We ask etcd for progress notifications
-// (`progress_notify: true`), but etcd sends those only every ~10 minutes by default, which is longer than
-// 300 s; and a client-initiated `progress_request` would need a full-duplex request body, which fetch
-// cannot do portably. So the watch also runs an idle watchdog: when no byte arrives for `idleTimeoutMs`
-// (default 120 s, well under 300 s), it aborts the stream and opens a new watch from the last revision it
-// has fully seen + 1. That is not a resync: no event can be lost or repeated, because
-// - after an events message, everything up to its last event's mod_revision has been delivered (etcd
-//   never splits one revision's events across messages);
-// - a progress notification is only sent to a synced watcher, so its header revision is fully delivered;
-// - the `created` message's header revision is NOT used: an unsynced watcher may still be catching up.
-// The watchdog is also what bounds the wait for `created` (using the client's request timeout): a watch
-// that is never created is an error, not a silent re-watch.
-//
-// Stalls. A connection that stops carrying bytes without a reset (a partition, a dead NAT entry, a frozen
-// proxy) looks exactly like a quiet watch. So once the watch is created, a keep-alive asks the watch's own
-// endpoint for `/v3/maintenance/status` every `keepAliveMs` (default 5 s), bounded by `keepAliveTimeoutMs`
-// (default 5 s): no answer, or an answer without a leader, ends the watch with a `timeout` error, and the
-// supervisor reconnects (connected=false, WARN). A stall is noticed within interval + timeout (≤ 10 s by
-// default). The status call travels on another connection to the same endpoint, so it proves the path to
-// etcd, not the watch's own socket; the idle watchdog above still bounds that one.
-//
-// Compaction: if the start revision has been compacted away, etcd answers `created` and then `canceled`
-// with `compact_revision` > 0; we yield `compacted` and end, and the caller does a full range.
-
+// A watch on a key prefix over the etcd v3 JSON gateway (docs/etcd.md "How it reads"): POST /v3/watch, then
+// a stream of JSON objects, cut at each top-level object (`JsonObjectSplitter`), not at newlines.
+// An idle watchdog re-opens a silent watch from the last fully delivered revision + 1, and no event is lost
+// or repeated: an events message carries whole revisions, a progress notification is only sent to a synced
+// watcher, and the `created` header revision is never trusted (an unsynced watcher may be catching up).
+// The watchdog also bounds the wait for `created`. A keep-alive to the watch's endpoint ends a stalled
+// path as a `timeout`; a compacted start revision yields `compacted` and the caller does a full range.
 import {
   abortedError,
   decodeKv,
@@ -334,16 +309,9 @@ export async function* watchPrefix(
                   continue sessions;
                 }
               }
-              throw new EtcdError(
-                client.redact(`etcd watch canceled: ${r.reason}`),
-                isTokenError(undefined, undefined, r.reason) ? 'auth' : 'server',
-              );
+              throw watchEnded(client, r);
             case 'error':
-              throw new EtcdError(
-                client.redact(`etcd watch failed: ${r.message}`),
-                'server',
-                r.code !== undefined ? { grpcCode: r.code } : {},
-              );
+              throw watchEnded(client, r);
           }
         }
       }
@@ -357,6 +325,22 @@ export async function* watchPrefix(
       close?.();
     }
   }
+}
+
+/** The error a `canceled` (a token error: `auth`) or `error` response ends the watch with, redacted. */
+function watchEnded(
+  client: EtcdClient,
+  r: Extract<WatchResponse, { kind: 'canceled' | 'error' }>,
+): EtcdError {
+  if (r.kind === 'canceled') {
+    const kind = isTokenError(undefined, undefined, r.reason) ? 'auth' : 'server';
+    return new EtcdError(client.redact(`etcd watch canceled: ${r.reason}`), kind);
+  }
+  return new EtcdError(
+    client.redact(`etcd watch failed: ${r.message}`),
+    'server',
+    r.code !== undefined ? { grpcCode: r.code } : {},
+  );
 }
 
 /** One object of the watch stream, parsed; anything that is not JSON is a protocol error. */

@@ -1,0 +1,64 @@
+// The cross-reference stage of the resources-file pipeline (docs/configuration.md "resources.yaml"), over
+// the identities pass 1 declared: an entry whose own schema failed still counts as defined, so one typo
+// is reported once, where it is.
+import { type EntryRef, type Problems, scopeOf } from './entries.ts';
+import type { ApiKey, CachePolicy, Model, ProviderKey } from './schema.ts';
+
+/** The entries that passed their schema, with where they are. */
+export interface Typed {
+  provider_keys: { at: EntryRef; r: ProviderKey }[];
+  models: { at: EntryRef; r: Model }[];
+  api_keys: { at: EntryRef; r: ApiKey }[];
+  /** No references to check: carried to the snapshot. */
+  cache_policies: { at: EntryRef; r: CachePolicy }[];
+}
+
+export function checkReferences(
+  typed: Typed,
+  modelNames: readonly string[],
+  providerKeyIds: ReadonlySet<string>,
+  problems: Problems,
+): void {
+  checkModelRefs(typed, modelNames, problems);
+  checkKeyHashes(typed.api_keys, problems);
+  for (const { at, r } of typed.models) {
+    if (r.kind === 'direct' && !providerKeyIds.has(r.provider_key_id)) {
+      problems.entry(
+        at,
+        `provider_key_id ${
+          JSON.stringify(r.provider_key_id)
+        } does not match any provider key defined in this file — reference it by name with \`provider_key\` instead`,
+      );
+    }
+  }
+}
+
+/** `allowed_models` entries and routing targets name a model of this file (or are a wildcard). */
+function checkModelRefs(typed: Typed, modelNames: readonly string[], problems: Problems): void {
+  const modelSet = new Set(modelNames);
+  const definedModels = modelNames.length === 0 ? 'none' : [...modelNames].sort().join(', ');
+  const check = (at: EntryRef, field: string, ref: string) => {
+    if (ref.includes('*') || modelSet.has(ref)) return;
+    problems.entry(at, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels})`);
+  };
+  for (const { at, r } of typed.api_keys) {
+    for (const m of r.allowed_models) check(at, 'allowed_models entry', m);
+  }
+  for (const { at, r } of typed.models) {
+    if (r.kind === 'routing') { for (const t of r.routing.targets) check(at, 'routing target', t.model); }
+  }
+}
+
+/** Two api keys with one plaintext would be one caller under two names. */
+function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems): void {
+  const seen = new Map<string, string>();
+  for (const { at, r } of apiKeys) {
+    const first = seen.get(r.key_hash);
+    if (first !== undefined) {
+      problems.entry(
+        at,
+        `duplicate api key credential: this entry's key resolves to the same key_hash as ${first} — every api key must have a distinct plaintext`,
+      );
+    } else seen.set(r.key_hash, scopeOf(at));
+  }
+}

@@ -1,0 +1,106 @@
+// The etcd source's rows in and out of the snapshot cache (docs/etcd.md "Snapshot cache"): the document
+// written after an apply, and the rows and pins a restore applies. The file handling is ../cache.ts.
+import type { RejectedRow } from '../../config-facts.ts';
+import {
+  CACHE_FORMAT,
+  CACHE_VERSION,
+  type CacheDocument,
+  type CachedPin,
+  type CacheHeader,
+  encodeCache,
+} from '../cache.ts';
+import { compareKeys, hashLines, type Problem, rowValue, type ServedValue } from './rows.ts';
+
+/** What serves now, as the cache holds it. */
+export interface ServedState {
+  prefix: string;
+  revision: number;
+  configHash: string | undefined;
+  /** Keys in etcd order. */
+  order: readonly string[];
+  served: ReadonlyMap<string, ServedValue>;
+  rejected: ReadonlyMap<string, RejectedRow>;
+  writtenAt: string;
+}
+
+/** The cache file's bytes; each row's JSON text is memoised on its value. */
+export function encodeServed(s: ServedState): Uint8Array {
+  const pins: Record<string, CachedPin> = {};
+  const served = s.served;
+  for (const [key, r] of s.rejected) {
+    if (r.serving_stale_since === undefined || !served.has(key)) continue;
+    pins[key] = {
+      since: r.serving_stale_since,
+      resource_kind: r.resource_kind,
+      resource_id: r.resource_id,
+      last_error_kind: r.last_error_kind,
+      last_error: r.last_error,
+      first_seen_at: r.first_seen_at,
+      last_seen_at: r.last_seen_at,
+    };
+  }
+  const header: CacheHeader = {
+    format: CACHE_FORMAT,
+    version: CACHE_VERSION,
+    prefix: s.prefix,
+    revision: s.revision,
+    written_at: s.writtenAt,
+    config_hash: s.configHash ?? '',
+    pins,
+  };
+  const order = s.order;
+  function* rows(): Generator<[string, string]> {
+    for (const key of order) {
+      const v = served.get(key);
+      if (v) yield [key, v.json ??= JSON.stringify(v.raw)];
+    }
+  }
+  return encodeCache(header, rows());
+}
+
+/** A cache document's rows, parsed and sorted; filled by `verify` as the cache reader checks the document. */
+export class RestoredRows {
+  values = new Map<string, ServedValue>();
+  keys: string[] = [];
+
+  constructor(private readonly prefix: string) {}
+
+  /** Why the document cannot be trusted (a row that does not validate, a hash that does not match), or undefined. */
+  async verify(d: CacheDocument): Promise<string | undefined> {
+    this.values = new Map();
+    for (const [key, raw] of Object.entries(d.rows)) {
+      const v = rowValue(this.prefix, key, raw);
+      if (!v.parsed.ok) return `corrupt: row ${key} does not validate (${v.parsed.error})`;
+      this.values.set(key, v as ServedValue);
+    }
+    this.keys = [...this.values.keys()].sort(compareKeys);
+    const hash = await hashLines(this.keys.map((k) => this.values.get(k)!.line));
+    return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
+  }
+
+  /** A pinned key's latest value was rejected: it serves its cached value, with what the cache says about it. */
+  pins(doc: CacheDocument): { problems: Map<string, Problem>; rejected: Map<string, RejectedRow> } {
+    const problems = new Map<string, Problem>();
+    const rejected = new Map<string, RejectedRow>();
+    for (const [key, p] of Object.entries(doc.pins)) {
+      if (!this.values.has(key)) continue;
+      problems.set(key, {
+        kind: p.resource_kind,
+        id: p.resource_id,
+        errorKind: p.last_error_kind as Problem['errorKind'],
+        error: p.last_error,
+        pinned: true,
+      });
+      rejected.set(key, {
+        resource_kind: p.resource_kind,
+        resource_id: p.resource_id,
+        last_error_kind: p.last_error_kind,
+        last_error: p.last_error,
+        first_seen_at: p.first_seen_at,
+        last_seen_at: p.last_seen_at,
+        serving_stale_since: p.since,
+      });
+    }
+    return { problems, rejected };
+  }
+}
