@@ -56,7 +56,10 @@ const client = (o: Parameters<typeof ioredisClient>[0]) => {
 
 describe('response cache on Redis (real servers)', { timeout: 120_000 }, () => {
   before(async () => {
-    [single, cluster, sentinel] = await Promise.all([startRedis(), startRedisCluster(), startRedisSentinel()]);
+    // One after the other: concurrent starts can pick the same free port.
+    single = await startRedis();
+    cluster = await startRedisCluster();
+    sentinel = await startRedisSentinel();
   });
   after(async () => {
     await Promise.all(clients.map((c) => c.quit()));
