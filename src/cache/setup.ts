@@ -14,9 +14,15 @@ import { type Embed, ResponseCache } from './response-cache.ts';
 import { MemoryExactStore } from './store.ts';
 
 export interface CacheSetup {
-  cache: ResponseCache;
+  /**
+   * The engine the pipeline's cache steps call, built on first use with the embedding call the proxy app
+   * provides (the dispatcher lives there); later calls return the same engine.
+   */
+  engine(embed?: Embed): ResponseCache;
   memory: MemoryExactStore;
   redis?: RedisExactStore;
+  /** Per policy that applied to a request since boot: requests and hits (the status page). */
+  hitRatios(): { policy: string; lookups: number; hits: number }[];
   /**
    * Boot: resolves once `cache.redis` answers; rejects with AISIX's fatal boot error when it does not
    * within its timeout. Resolves at once without `cache.redis`.
@@ -30,7 +36,7 @@ export function createResponseCache(
   platform: Pick<Platform, 'redis' | 'name'>,
   log: Logger,
   registry: Registry,
-  opts: { clock: Clock; embed?: Embed },
+  opts: { clock: Clock },
 ): CacheSetup {
   const c = config.cache;
   const memory = new MemoryExactStore({
@@ -69,19 +75,21 @@ export function createResponseCache(
     });
     log.warn(CACHE_MSG.semanticOnRedis, { mode: r.mode });
   }
-  const cache = new ResponseCache({
-    memory,
-    redis,
-    clock: opts.clock,
-    metrics,
-    embed: opts.embed,
-    upstreamTimeoutMs: config.upstream.timeout_ms,
-    warn: (m, f) => log.warn(m, f),
-  });
+  let engine: ResponseCache | undefined;
   return {
-    cache,
+    engine: (embed) =>
+      engine ??= new ResponseCache({
+        memory,
+        redis,
+        clock: opts.clock,
+        metrics,
+        embed,
+        upstreamTimeoutMs: config.upstream.timeout_ms,
+        warn: (m, f) => log.warn(m, f),
+      }),
     memory,
     redis,
+    hitRatios: () => metrics.hitRatios(),
     async connect() {
       if (!client || !r) return;
       if (!(await client.waitReady(r.timeout_secs * 1000))) {

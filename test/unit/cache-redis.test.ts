@@ -127,11 +127,11 @@ describe('response cache on Redis (real servers)', { timeout: 120_000 }, () => {
     const b = createResponseCache(cfg.config, platform, log, new Registry(), { clock: Date.now });
     await Promise.all([a.connect(), b.connect()]);
     const body = { model: 'gpt', messages: [{ role: 'user', content: `shared ${process.pid}` }] };
-    const miss = await a.cache.lookup({ snapshot, body, apiKeyId: 'k1', cacheControl: null });
+    const miss = await a.engine().lookup({ snapshot, body, apiKeyId: 'k1', cacheControl: null });
     assert.equal(miss?.kind, 'miss');
     if (miss?.kind !== 'miss') return;
     await miss.store(ANSWER);
-    const hit = await b.cache.lookup({ snapshot, body, apiKeyId: 'k2', cacheControl: null });
+    const hit = await b.engine().lookup({ snapshot, body, apiKeyId: 'k2', cacheControl: null });
     assert.equal(hit?.kind, 'hit');
     assert.equal(hit?.kind === 'hit' && JSON.parse(hit.body).choices[0].message.content, 'from redis');
     assert.deepEqual(logs, [CACHE_MSG.semanticOnRedis, CACHE_MSG.semanticOnRedis], 'the boot WARN, once each');

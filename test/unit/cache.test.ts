@@ -15,6 +15,8 @@ import { Registry } from '../../src/observability/metrics.ts';
 import { type CachePolicy, CachePolicySchema, type DirectModel } from '../../src/resources/schema.ts';
 import { Snapshot } from '../../src/resources/snapshot.ts';
 import { until } from '../support/until.ts';
+import { gatewayWith } from '../support/platform.ts';
+import { statusPageHtml } from '../../src/status/page.ts';
 
 function policy(over: Partial<CachePolicy> & { name?: string } = {}): CachePolicy {
   const p = CachePolicySchema.parse({ name: over.name ?? 'p', ...over });
@@ -464,5 +466,25 @@ describe('semantic layer (memory)', () => {
     const e = engine([sem(0.5)], { embed: () => Promise.resolve([1, 0]), models: [embedModel()] });
     await e.ask(ask('a'));
     assert.match(e.metrics(), /cause="embed"\} 1/);
+  });
+});
+
+describe('the status page', () => {
+  test('a hit ratio per policy, once a policy applied to a request; no section before', async () => {
+    const { gw } = await gatewayWith(`_format_version: "1"
+cache_policies: [{ name: main }]
+`);
+    assert.equal(statusPageHtml(gw).includes('id="cache"'), false);
+    const engine = gw.cache.engine();
+    const ask = () => engine.lookup({ snapshot: gw.snapshot!, body: BASE, apiKeyId: 'k', cacheControl: null });
+    const miss = await ask();
+    if (miss?.kind !== 'miss') return assert.fail('miss expected');
+    await miss.store(ANSWER);
+    await ask();
+    await ask();
+    const page = statusPageHtml(gw);
+    assert.match(page, /<section id="cache"><h2>Response cache<\/h2>/);
+    assert.match(page, /<td>main<\/td>\s*<td>3<\/td>\s*<td>2<\/td>\s*<td>66\.7 %<\/td>/);
+    gw.stop();
   });
 });
