@@ -14,8 +14,13 @@ import { SemanticLayer, type SemanticLookup } from './semantic-layer.ts';
 import { type Flight, SingleFlight } from './single-flight.ts';
 import type { ExactStore, MemoryExactStore } from './store.ts';
 
-/** The embedding call the pipeline provides: the vector of `input` from `model`, within `timeoutMs`. */
-export type Embed = (req: { model: DirectModel; input: string; timeoutMs: number }) => Promise<ArrayLike<number>>;
+/**
+ * The embedding call the proxy app provides: the vector of `input` from `model` (of `snapshot`), within
+ * `timeoutMs`; rejects on any failure.
+ */
+export type Embed = (
+  req: { snapshot: Snapshot; model: DirectModel; input: string; timeoutMs: number },
+) => Promise<ArrayLike<number>>;
 
 /** What a request tells the cache. `body` is a chat completions body the caller sent (not streamed). */
 export interface CacheRequest {

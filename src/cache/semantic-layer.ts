@@ -57,7 +57,7 @@ export class SemanticLayer {
     if (text === undefined) return undefined;
     const embedder = this.resolve(snapshot, policy);
     if (!embedder) return undefined;
-    const vector = await this.embed(policy, embedder, text, sem.embedding_timeout_ms);
+    const vector = await this.embed(snapshot, policy, embedder, text, sem.embedding_timeout_ms);
     if (!vector) return undefined;
     const partition = await partitionFingerprint(body, scope, {
       id: embedder.model.id,
@@ -98,6 +98,7 @@ export class SemanticLayer {
 
   /** The unit vector of `text`, or undefined (counted, warned) when the call fails, times out or is malformed. */
   private async embed(
+    snapshot: Snapshot,
     policy: CachePolicy,
     e: Embedder,
     text: string,
@@ -110,7 +111,7 @@ export class SemanticLayer {
       const deadline = new Promise<never>((_, reject) => {
         if (timeoutMs > 0) timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
       });
-      const v = await Promise.race([this.o.embed!({ model: e.model, input: text, timeoutMs }), deadline]);
+      const v = await Promise.race([this.o.embed!({ snapshot, model: e.model, input: text, timeoutMs }), deadline]);
       if (v.length !== e.dimensions) {
         throw new Error(`the embedding has ${v.length} dimensions, the model declares ${e.dimensions}`);
       }
