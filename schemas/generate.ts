@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
 import {
   apiKeyShape,
+  cachePolicyShape,
   DIRECT_ONLY_FIELDS,
   FILE_COLLECTIONS,
   INAPPLICABLE_ON_ROUTING,
@@ -155,12 +156,20 @@ function apiKeyEntry(): Json {
   return { ...js, required: ['display_name', 'allowed_models'], oneOf: [required('key_env'), required('key_hash')] };
 }
 
+function cachePolicyEntry(): Json {
+  const { id: _id, ...shape } = cachePolicyShape;
+  const js = toJson(z.strictObject(shape), { interpolated: true });
+  props(js).name = identity;
+  return { ...js, required: ['name'] };
+}
+
 /** One collection of the file: its entries' schema; `null` is an absent collection. */
 function collection(kind: string): Json {
   const list = (items: Json, description: string): Json => ({ type: ['array', 'null'], items, description });
   if (kind === 'provider_keys') return list(providerKeyEntry(), 'upstream credentials');
   if (kind === 'models') return list(modelEntry(), 'direct and routing models');
   if (kind === 'api_keys') return list(apiKeyEntry(), 'caller keys');
+  if (kind === 'cache_policies') return list(cachePolicyEntry(), 'response cache policies (docs/cache.md)');
   if (isGatingKind(kind)) {
     return {
       type: ['array', 'null'],
