@@ -57,7 +57,7 @@ export function workersPlatform(files: Record<string, string>, env: Record<strin
     name: 'workers',
     listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
     onSignal: () => {}, // a deployment moves new requests to new isolates and drains the old ones itself
-    upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
+    upstream: (o) => fetchUpstream(fetch, o),
     files: bundledFiles(files, { missing: 'not bundled into the Worker', readOnly: 'Workers has no writable files' }),
     env,
     writeLog: (line) => console.log(line),

@@ -81,6 +81,7 @@ export class Gateway implements ReadinessChecks {
     this.upstream = platform.upstream({
       connectTimeoutMs: config.upstream.connect_timeout_ms,
       maxResponseBytes: config.upstream.max_response_bytes,
+      maxBufferedBytes: config.upstream.max_buffered_response_bytes,
     });
     this.backgroundChecks = opts.backgroundChecks !== false;
     this.checker = !this.backgroundChecks ? undefined : new BackgroundChecker({

@@ -65,6 +65,7 @@ export function createResponseCache(
         verify: r.tls.verify,
       },
       timeoutMs: r.timeout_secs * 1000,
+      commandTimeoutMs: r.command_timeout_ms,
     });
     redis = new RedisExactStore({
       client,

@@ -30,6 +30,9 @@ const RedisConnSchema = z.strictObject({
     verify: z.boolean().default(true),
   }).optional(),
   timeout_secs: z.number().int().min(1).default(5),
+  // Sluice-only: the budget of one Redis command, apart from the connection's timeout_secs; past it the
+  // command fails and the store counts as down (docs/scaling.md "When Redis is unavailable").
+  command_timeout_ms: z.number().int().positive().default(250),
 });
 export type RedisConn = z.infer<typeof RedisConnSchema>;
 
@@ -147,6 +150,9 @@ export const ConfigSchema = z.strictObject({
     retries: nonNegInt.default(2),
     // Sluice-only: a larger upstream answer is refused (502); 0 = no limit (docs/operations.md).
     max_response_bytes: nonNegInt.default(33_554_432),
+    // Sluice-only: the bytes all answers being read whole (not streamed) may hold together; over it a new
+    // answer fails with 503; 0 = no bound (docs/operations.md "Limits and failure behaviour").
+    max_buffered_response_bytes: nonNegInt.default(67_108_864),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),

@@ -54,6 +54,7 @@ describe('defaults', () => {
         connect_timeout_ms: 5000,
         retries: 2,
         max_response_bytes: 33554432,
+        max_buffered_response_bytes: 67108864,
       },
       downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0, first_request_timeout_secs: 30 },
       shutdown: { min_drain_secs: 30 },
@@ -97,6 +98,7 @@ shutdown: { min_drain_secs: 0 }
       connect_timeout_ms: 50,
       retries: 0,
       max_response_bytes: 0,
+      max_buffered_response_bytes: 67108864,
     });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
     assert.equal(c.downstream.idle_timeout_secs, 75);
