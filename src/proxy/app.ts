@@ -17,6 +17,8 @@ import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
+import { abandonCacheMiss, cacheLookupStep, cacheStoreStep, embedThrough } from './cache-steps.ts';
+import type { CacheSetup } from '../cache/setup.ts';
 import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
@@ -41,6 +43,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly upstream: UpstreamFetch;
   readonly health: ModelHealth;
   readonly routingState: RoutingState;
+  /** The response cache (docs/cache.md); its steps join the pipeline when it is given. */
+  readonly cache?: Pick<CacheSetup, 'engine'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -53,6 +57,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const rec = c.get('rec');
     d.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
     rec?.failed('internal_error', String(e));
+    abandonCacheMiss(rec);
     c.set('stamped', false);
     c.set('stream', undefined);
     return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
@@ -75,18 +80,20 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   }
 
   app.use('/v1/*', trackRequests(d));
+  const dispatcher = new Dispatcher({
+    config: cfg,
+    upstream: d.upstream,
+    health: d.health,
+    routing: d.routingState,
+    metrics: d.metrics,
+  });
   const answerer = new Answerer({
-    dispatcher: new Dispatcher({
-      config: cfg,
-      upstream: d.upstream,
-      health: d.health,
-      routing: d.routingState,
-      metrics: d.metrics,
-    }),
+    dispatcher,
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
   });
-  // Built once: the features configured join here (FeatureSteps); none is configured in this version.
+  // Built once: the features configured join here (FeatureSteps).
+  const cache = d.cache?.engine(embedThrough(dispatcher));
   const pipeline = buildPipeline({
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
@@ -95,7 +102,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatch: (call) => answerer.dispatch(call),
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
-  });
+  }, cache ? { cacheLookup: cacheLookupStep(cache), cacheStore: cacheStoreStep } : {});
   for (const route of ROUTES) {
     const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);
     app.on(route.method, route.path, handler);

@@ -42,6 +42,8 @@ export class RequestRecord {
    * failed, was cut or carried an upstream error event is `upstream_error` (AISIX's outcome vocabulary).
    */
   private outcome: string | undefined = undefined;
+  /** The response cache's part (docs/cache.md): set when a policy applied to this request. */
+  private cache: CacheRecord | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -81,6 +83,21 @@ export class RequestRecord {
   read(usage: Usage | undefined, providerRequestId: string | undefined): void {
     this.usage = usage;
     this.providerRequestId = providerRequestId;
+  }
+
+  /** A cache policy applied: `miss` or `bypass` (the request goes upstream). */
+  cacheMissed(status: 'miss' | 'bypass'): void {
+    this.cache = { status };
+  }
+
+  /** Answered from the cache: its stored usage is replayed in the token families, and no spend is counted. */
+  cacheHit(
+    layer: 'exact' | 'semantic',
+    similarity: number | undefined,
+    saved: { input: number; output: number },
+  ): void {
+    this.cache = { status: 'hit', layer, similarity, saved };
+    this.usage = { input: saved.input, output: saved.output };
   }
 
   /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
@@ -129,6 +146,11 @@ export class RequestRecord {
       error: this.errorKind !== undefined ? (this.error ?? this.errorKind) : undefined,
       peer: this.peer,
       downstream_request_id: this.downstreamRequestId,
+      cache_status: this.cache?.status,
+      cache_hit_layer: this.cache?.layer,
+      cache_similarity: this.cache?.similarity,
+      cache_hit_saved_input_tokens: this.cache?.saved?.input,
+      cache_hit_saved_output_tokens: this.cache?.saved?.output,
     };
   }
 
@@ -175,10 +197,18 @@ export class RequestRecord {
         m.llmTotalTokens.inc(ident, total);
         m.tokensConsumed.inc([provider, model], total);
       }
-      const spend = spendMicroUsd(up?.model.cost, u);
+      const spend = this.cache?.status === 'hit' ? 0 : spendMicroUsd(up?.model.cost, u);
       if (spend > 0) m.llmSpend.inc(ident, spend);
     }
   }
+}
+
+/** AISIX's usage-event cache fields, written in the access log (Sluice has no usage events). */
+interface CacheRecord {
+  status: 'hit' | 'miss' | 'bypass';
+  layer?: 'exact' | 'semantic';
+  similarity?: number;
+  saved?: { input: number; output: number };
 }
 
 /** A proxy response's `Server` header. */
