@@ -12,6 +12,8 @@ const KEY = 'sk-cache-memory';
 const MAX_BYTES = 16 * 1024 * 1024;
 const ANSWER_CHARS = 64 * 1024;
 const REQUESTS = 10_000;
+/** What V8 keeps of the answers passed through before collecting them. */
+const GC_HEADROOM = 128 * 1024 * 1024;
 
 function rssBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -85,9 +87,9 @@ cache_policies:
     }
     const entries = await gauge('sluice_cache_memory_entries');
     assert.ok(entries > 0 && entries <= Math.floor(MAX_BYTES / (2 * ANSWER_CHARS)), `entries: ${entries}`);
-    // Kept whole, the answers would take REQUESTS × 2 × ANSWER_CHARS (about 1.3 GB); bounded, the resident
-    // set grows by at most the bound plus the garbage collector's slack.
+    // Kept whole, the answers would take REQUESTS × ANSWER_CHARS bytes at least (625 MiB); bounded, the
+    // resident set grows by at most the bound plus the runtime's garbage-collection headroom (docs/cache.md).
     const growth = peak - baseline;
-    assert.ok(growth < 4 * MAX_BYTES, `RSS grew by ${Math.round(growth / 1048576)} MiB`);
+    assert.ok(growth < MAX_BYTES + GC_HEADROOM, `RSS grew by ${Math.round(growth / 1048576)} MiB`);
   });
 });
