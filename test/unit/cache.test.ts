@@ -17,6 +17,7 @@ import { Snapshot } from '../../src/resources/snapshot.ts';
 import { until } from '../support/until.ts';
 import { gatewayWith } from '../support/platform.ts';
 import { statusPageHtml } from '../../src/status/page.ts';
+import { createProxyApp } from '../../src/proxy/app.ts';
 
 function policy(over: Partial<CachePolicy> & { name?: string } = {}): CachePolicy {
   const p = CachePolicySchema.parse({ name: over.name ?? 'p', ...over });
@@ -485,6 +486,44 @@ cache_policies: [{ name: main }]
     const page = statusPageHtml(gw);
     assert.match(page, /<section id="cache"><h2>Response cache<\/h2>/);
     assert.match(page, /<td>main<\/td>\s*<td>3<\/td>\s*<td>2<\/td>\s*<td>66\.7 %<\/td>/);
+    gw.stop();
+  });
+});
+
+describe('through the proxy app (in process)', () => {
+  test('a hit replays the stored usage in the token families, with no spend, and answers with the headers', async () => {
+    const { gw } = await gatewayWith(
+      `_format_version: "1"
+provider_keys: [{ display_name: local, provider: echo }]
+models:
+  - { display_name: priced, model_name: echo-1, provider_key: local, cost: { input_per_1k: 1, output_per_1k: 2 } }
+api_keys: [{ display_name: caller, key_env: CALLER, allowed_models: ["*"] }]
+cache_policies: [{ name: main }]
+`,
+      { env: { CALLER: 'sk-in-process' } },
+    );
+    const app = createProxyApp(gw);
+    const ask = () =>
+      app.request('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: 'Bearer sk-in-process', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'priced', messages: [{ role: 'user', content: 'hello there' }] }),
+      });
+    const spend = () => /aisix_llm_spend_micro_usd_total\{[^}]*\} (\d+)/.exec(gw.metrics.registry.render())?.[1];
+    const tokens = () => /aisix_llm_input_tokens_total\{[^}]*\} (\d+)/.exec(gw.metrics.registry.render())?.[1];
+    const first = await ask();
+    assert.equal(first.headers.get('x-aisix-cache'), 'miss');
+    const miss = await first.json() as { usage: { prompt_tokens: number } };
+    const [spendAfterMiss, tokensAfterMiss] = [spend(), tokens()];
+    assert.ok(Number(spendAfterMiss) > 0);
+    const second = await ask();
+    assert.equal(second.headers.get('x-aisix-cache'), 'hit');
+    assert.equal(second.headers.get('x-aisix-cache-layer'), 'exact');
+    const hit = await second.json() as { model: string; usage: unknown };
+    assert.equal(hit.model, 'priced');
+    assert.deepEqual(hit.usage, miss.usage);
+    assert.equal(spend(), spendAfterMiss, 'no spend on a hit');
+    assert.equal(Number(tokens()), 2 * Number(tokensAfterMiss), 'the stored usage replayed');
     gw.stop();
   });
 });
