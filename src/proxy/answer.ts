@@ -195,7 +195,7 @@ function streamOutcome(
  * The usage commit: the caller's rate-limit permit released, charged with the answer's tokens when a token
  * limit applies (`tokens` undefined: none known).
  */
-function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void> {
+export function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void> {
   return call.permit.end(call.permit.chargesTokens ? tokens : undefined);
 }
 
@@ -204,7 +204,12 @@ function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void>
  * copy), which the middlewares leave alone: reading `res.headers` makes @hono/node-server turn the plain
  * header object into a `Headers` and back, a cost on every proxied answer.
  */
-function stamped(call: ModelCall, body: BodyInit | null, status: number, headers: Record<string, string>): Response {
+export function stamped(
+  call: ModelCall,
+  body: BodyInit | null,
+  status: number,
+  headers: Record<string, string>,
+): Response {
   call.c.set('stamped', true);
   headers.server = SERVER;
   headers['x-aisix-request-id'] = call.rec.requestId;

@@ -15,6 +15,8 @@ import { type GuardrailAttachment, GuardrailAttachmentSchema, GuardrailSchema } 
 import {
   type ApiKey,
   ApiKeySchema,
+  type CachePolicy,
+  CachePolicySchema,
   defaultAdapter,
   INAPPLICABLE_ON_ROUTING,
   type Model,
@@ -39,6 +41,7 @@ export type ParsedDocument =
   | { ok: true; kind: 'api_keys'; resource: ApiKey; ignored: string[] }
   | { ok: true; kind: 'guardrails'; resource: GuardrailEntry; ignored: string[] }
   | { ok: true; kind: 'guardrail_attachments'; resource: GuardrailAttachment; ignored: string[] }
+  | { ok: true; kind: 'cache_policies'; resource: CachePolicy; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
 
 type Issue = z.core.$ZodIssue;
@@ -201,6 +204,12 @@ export function parseDocument(
     }
     case 'guardrail_attachments': {
       const r = parseWith(GuardrailAttachmentSchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
+    }
+    case 'cache_policies': {
+      const r = parseWith(CachePolicySchema, doc, lenient, ignored);
       if (!r.ok) return fail(r.issues);
       const { id: _id, ...rest } = r.data;
       return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };

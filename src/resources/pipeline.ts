@@ -109,6 +109,7 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
       // The file has no attachment collection: every guardrail applies environment-wide (AISIX's fallback).
       guardrails,
+      cache_policies: typed.cache_policies.map((x) => x.r),
     },
     notServed,
   };
@@ -232,7 +233,7 @@ async function validateEntries(
   exporters: OtlpExporterResource[];
   guardrails: GuardrailEntry[];
 }> {
-  const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
+  const typed: Typed = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
   const guardrails: GuardrailEntry[] = [];
   const notServed: Record<string, number> = {};
   const exporters: OtlpExporterResource[] = [];
@@ -275,6 +276,7 @@ async function validateEntries(
     else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
     else if (parsed.kind === 'api_keys') typed.api_keys.push({ at: e.at, r: parsed.resource });
     else if (parsed.kind === 'guardrails') guardrails.push(parsed.resource);
+    else if (parsed.kind === 'cache_policies') typed.cache_policies.push({ at: e.at, r: parsed.resource });
   }
   return { typed, notServed, exporters, guardrails };
 }

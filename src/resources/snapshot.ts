@@ -2,7 +2,7 @@
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
-import type { ApiKey, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
+import type { ApiKey, CachePolicy, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
@@ -13,6 +13,8 @@ export interface ResourceSet {
   /** Built rows (src/guardrails); the attachment index is built from both once per snapshot. */
   guardrails?: GuardrailEntry[];
   guardrail_attachments?: GuardrailAttachment[];
+  /** In the source's order: the first enabled policy that matches a request wins (src/cache/policy.ts). */
+  cache_policies?: CachePolicy[];
 }
 
 interface WildcardAlias {
@@ -98,7 +100,12 @@ export class Snapshot {
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
     if (this.guardrails.length > 0) out.guardrails = this.guardrails.length;
     if (this.guardrailAttachments.length > 0) out.guardrail_attachments = this.guardrailAttachments.length;
+    if (this.cachePolicies.length > 0) out.cache_policies = this.cachePolicies.length;
     return out;
+  }
+
+  get cachePolicies(): readonly CachePolicy[] {
+    return this.resources.cache_policies ?? [];
   }
 
   get guardrails(): readonly GuardrailEntry[] {
@@ -112,7 +119,7 @@ export class Snapshot {
   get size(): number {
     const r = this.resources;
     return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length +
-      this.guardrails.length + this.guardrailAttachments.length;
+      this.guardrails.length + this.guardrailAttachments.length + this.cachePolicies.length;
   }
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */

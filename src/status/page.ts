@@ -23,6 +23,8 @@ export interface StatusPageView {
   readonly platform: Pick<Platform, 'name'>;
   /** Latency per model from the SLO histograms; where the guardrail results are counted (the registry). */
   readonly metrics: { latencyByModel(): ModelLatency[]; render(): string; readonly registry?: Registry };
+  /** The response cache's hit ratio per policy (docs/cache.md); no section while no policy applied. */
+  readonly cache?: { hitRatios(): { policy: string; lookups: number; hits: number }[] };
   /** Readiness checks as `/readyz` prints them: a name and its failure, if any. */
   checks(): [string, string | undefined][];
   now(): Date;
@@ -227,6 +229,28 @@ function guardrailRow(g: GuardrailStatusRow): Html {
   `;
 }
 
+/** The response cache's policies that applied to a request since boot, with their hit ratio. */
+function cacheSection(rows: { policy: string; lookups: number; hits: number }[]): Html | string {
+  if (rows.length === 0) return '';
+  const ratio = (r: { lookups: number; hits: number }) => `${((100 * r.hits) / r.lookups).toFixed(1)} %`;
+  return html`<section id="cache"><h2>Response cache</h2>${
+    table(
+      ['policy', 'requests', 'hits', 'hit ratio'],
+      rows.map((r) =>
+        html`
+          <tr>
+            <td>${r.policy}</td>
+            <td>${r.lookups}</td>
+            <td>${r.hits}</td>
+            <td>${ratio(r)}</td>
+          </tr>
+        `
+      ),
+      '',
+    )
+  }</section>`;
+}
+
 /** The page's bytes for the gateway's state at `now`. */
 export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): string {
   const phase = gw.lifecycle.phase;
@@ -350,6 +374,7 @@ export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): st
               '',
             )
           }</section>`}
+          ${cacheSection(gw.cache?.hitRatios() ?? [])}
         </main>
         <footer>Generated ${new Date(now)
           .toISOString()} · refreshes every ${REFRESH_SECS} s · JSON: <a href="/status/config">/status/config</a> · <a href="/status/models">/status/models</a> · <a href="/status/drain">/status/drain</a> · <a href="/status/ready">/status/ready</a></footer>

@@ -610,7 +610,6 @@ const GATING = [
   'claim_mappings',
 ];
 const NOT_SERVED = [
-  'cache_policies',
   'mcp_servers',
   'mcp_auth_settings',
   'a2a_agents',

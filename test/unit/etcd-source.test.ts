@@ -191,7 +191,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await s.put(`${P}/api_keys/k1`, { display_name: 'k', key_hash: 'NOT-A-HASH' });
     await s.put(`${P}/models/m5`, { ...model('m5'), id: 'other-id' });
     await s.put(`${P}/rate_limit_policies/g1`, { name: 'rl' });
-    await s.put(`${P}/cache_policies/c1`, { name: 'c' });
+    await s.put(`${P}/mcp_servers/c1`, { name: 'c' });
     await s.put(`${P}2/models/zz`, model('outside the prefix'));
 
     const t = open({ endpoint: etcd.endpoint, prefix: P });
@@ -217,7 +217,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
       assert.equal(r.serving_stale_since, undefined);
     }
     assert.deepEqual(t.gw.facts.partiallyCompatible, [
-      { resource_kind: 'cache_policies', field: '*', count: 1 },
+      { resource_kind: 'mcp_servers', field: '*', count: 1 },
       { resource_kind: 'models', field: 'cooldown.sticky', count: 1 },
       { resource_kind: 'models', field: 'future_field', count: 2 },
       { resource_kind: 'models', field: 'other', count: 1 },
@@ -231,7 +231,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const m = await metrics(t);
     assert.match(m, /aisix_config_rejected_resources\{kind="models"\} 2/);
     assert.match(m, /aisix_config_partially_compatible_resources\{kind="models"\} 2/, 'rows, not fields');
-    assert.match(m, /aisix_config_partially_compatible_resources\{kind="cache_policies"\} 1/);
+    assert.match(m, /aisix_config_partially_compatible_resources\{kind="mcp_servers"\} 1/);
     assert.ok(t.platform.logs.some((l) => l.msg === 'etcd resource rejected' && l.key === `${P}/routes/r1`));
     assertNoSecrets(await visibleText(t));
   });

@@ -150,7 +150,11 @@ const AGREE: [string, string, boolean][] = [
   ['max_request_headers above 999', withProxy('{ addr: ":1", max_request_headers: 1000 }'), false],
   ['a metrics path without /', `${MIN}observability: { metrics: { prometheus: { path: metrics } } }`, false],
   ['a redis URL of another scheme', `${MIN}ratelimit: { redis: { url: "http://r:6379" } }`, false],
-  ['AISIX keys Sluice ignores', `${MIN}cache: { x: 1 }\nupstream: { pool_idle: 3, tls: {} }\nmanaged: { zz: 1 }`, true],
+  [
+    'AISIX keys Sluice ignores',
+    `${MIN}bedrock_endpoint_url: x\nupstream: { pool_idle: 3, tls: {} }\nmanaged: { zz: 1 }`,
+    true,
+  ],
   ['AISIX proxy.listeners (refused)', withProxy('{ addr: ":1", listeners: [] }'), false],
   [
     'AISIX admin.tls (refused)',

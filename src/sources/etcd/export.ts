@@ -9,7 +9,7 @@ import { Snapshot } from '../../resources/snapshot.ts';
 import { compareKeys, normalizePrefix, resourceSet, type RowValue, rowValue, type ServedValue } from './rows.ts';
 
 /** The kinds the export writes (guardrails are reported as skipped). */
-type ExportedKind = 'provider_keys' | 'models' | 'api_keys';
+type ExportedKind = 'provider_keys' | 'models' | 'api_keys' | 'cache_policies';
 
 export interface ExportResult {
   yaml: string;
@@ -52,7 +52,8 @@ export function exportResources(
   const { keys, served, skipped, dropped } = servedRows(kvs, prefix);
   const names = expressible(new Snapshot(resourceSet(keys, served)));
   const { lists, variables } = fileEntries(keys, served, names, opts.withSecrets, skipped);
-  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length;
+  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length +
+    lists.cache_policies.length;
   const header = [
     ` Exported by \`sluice export\` from ${opts.source}, prefix ${prefix}/, revision ${opts.revision}: ${resources} resource(s).`,
     ' A file carries no ids (they are derived from the names); references are written by name.',
@@ -72,7 +73,8 @@ export function exportResources(
     header.push(` Skipped ${skipped.length} row(s) that would not load:`);
     for (const s of skipped) header.push(`   ${s.key}: ${s.error}`);
   }
-  const doc = new Document({ _format_version: '1', ...lists });
+  const { cache_policies, ...core } = lists;
+  const doc = new Document({ _format_version: '1', ...core, ...(cache_policies.length > 0 ? { cache_policies } : {}) });
   doc.commentBefore = header.join('\n');
   return { yaml: doc.toString({ lineWidth: 0 }), resources, skipped, variables: variables.map((v) => v.name) };
 }
@@ -139,6 +141,12 @@ function expressible(snapshot: Snapshot): Expressible {
   for (const k of snapshot.resources.api_keys) {
     if (snapshot.apiKeyByHash(k.key_hash) === k) winners.add(`api_keys/${k.id}`);
   }
+  // A file's names are unique: the first policy of a name is the one a request would match first.
+  const policyNames = new Set<string>();
+  for (const p of snapshot.cachePolicies) {
+    if (!policyNames.has(p.name)) winners.add(`cache_policies/${p.id}`);
+    policyNames.add(p.name);
+  }
   return { winners, pkNames, modelNames };
 }
 
@@ -150,7 +158,7 @@ function fileEntries(
   withSecrets: boolean,
   skipped: { key: string; error: string }[],
 ): { lists: Record<ExportedKind, Json[]>; variables: { name: string; what: string }[] } {
-  const lists: Record<ExportedKind, Json[]> = { provider_keys: [], models: [], api_keys: [] };
+  const lists: Record<ExportedKind, Json[]> = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
   const variables: { name: string; what: string }[] = [];
   const taken = new Set<string>();
   const apiKeyNames = new Set<string>();

@@ -22,6 +22,7 @@ import { parseDocument, parseExporterDocument } from '../../resources/documents.
 import {
   AISIX_KINDS,
   type ApiKey,
+  type CachePolicy,
   EXPORTER_KIND,
   type ExporterKind,
   isNotServedKind,
@@ -58,6 +59,7 @@ export type ValidRow =
   }
   | { ok: true; kind: 'guardrails'; id: string; resource: GuardrailEntry; unknownFields: string[] }
   | { ok: true; kind: 'guardrail_attachments'; id: string; resource: GuardrailAttachment; unknownFields: string[] }
+  | { ok: true; kind: 'cache_policies'; id: string; resource: CachePolicy; unknownFields: string[] }
   /** An AISIX kind Sluice accepts and does not serve: reported as partially compatible, field `*`. */
   | { ok: true; kind: NotServedKind; id: string; resource?: undefined; unknownFields: ['*'] };
 
@@ -332,6 +334,7 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     else if (row.kind === EXPORTER_KIND) (set.observability_exporters ??= []).push(row.resource!);
     else if (row.kind === 'guardrails') (set.guardrails ??= []).push(row.resource);
     else if (row.kind === 'guardrail_attachments') (set.guardrail_attachments ??= []).push(row.resource);
+    else if (row.kind === 'cache_policies') (set.cache_policies ??= []).push(row.resource);
   }
   return set;
 }
