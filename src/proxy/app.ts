@@ -85,6 +85,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     }),
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
+    maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
   });
   // Built once: the features configured join here (FeatureSteps); none is configured in this version.
   const pipeline = buildPipeline({
