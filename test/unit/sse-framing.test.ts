@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseSse } from '../../src/providers/sse.ts';
+import { editSse } from '../../src/providers/sse-edit.ts';
 import { UpstreamStreamError } from '../../src/providers/types.ts';
 import { meteredChunks, StreamUsage } from '../../src/proxy/usage.ts';
 
@@ -98,4 +99,14 @@ test('pass-through meter: long lines under the bound pass untouched and usage is
   assert.equal(meter.tokens(), 7);
   assert.equal(meter.id, 'r1');
   assert.equal(meter.terminated, true);
+});
+
+test('editSse: a 20 MB event with no end is refused at the bound in linear time; edits still apply', async () => {
+  const edit = { mayTouch: (t: string) => t.includes('"m"'), edit: (ev: string) => ev.replace('"m"', '"M"') };
+  const started = performance.now();
+  await assert.rejects(drain(editSse(longLine(20_000_000), edit, 1_000_000)), UpstreamStreamError);
+  assert.ok(performance.now() - started < 2000, `took ${performance.now() - started} ms`);
+  const body = 'data: {"model":"m"}\r\n\r\ndata: {"x":1}\n\ndata: [DONE]\n\n';
+  const out = await drain(editSse(of(...body.split('')), edit, 1000));
+  assert.equal(out.map((c) => dec.decode(c)).join(''), body.replace('"m"', '"M"'));
 });
