@@ -9,6 +9,7 @@
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
 import { uuidV5 } from '../util/crypto.ts';
+import { sleep } from '../util/sleep.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
 import { parseDocument } from './documents.ts';
@@ -41,6 +42,12 @@ export type LoadResult =
 
 const FORMAT_VERSION = '1';
 
+/** Rows validated between two yields to the event loop, so a large reload lets requests run between them. */
+const ROWS_PER_YIELD = 256;
+
+/** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
+const yieldToLoop = (): Promise<void> => sleep(0);
+
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
 export async function loadResourcesFile(file: string, text: string, env: Env): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
@@ -52,6 +59,7 @@ export async function loadResourcesFile(file: string, text: string, env: Env): P
     }
     return { ok: false, report: problems.report, entryErrors: problems.entries };
   }
+  await yieldToLoop();
   const built = await buildResourceSet(src.value, env, problems);
   if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
   return snapshotOf(built, src.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
@@ -90,6 +98,7 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
   const { typed, notServed } = await validateEntries(prepared, env, providerKeyIds, problems);
+  await yieldToLoop();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -218,7 +227,9 @@ async function validateEntries(
 ): Promise<{ typed: Typed; notServed: Record<string, number> }> {
   const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
   const notServed: Record<string, number> = {};
+  let row = 0;
   for (const e of prepared) {
+    if (++row % ROWS_PER_YIELD === 0) await yieldToLoop();
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);
