@@ -236,6 +236,9 @@ export const ConfigSchema = z.strictObject({
     // Sluice-only: the bytes all answers being read whole (not streamed) may hold together; over it a new
     // answer fails with 503; 0 = no bound (docs/operations.md "Limits and failure behaviour").
     max_buffered_response_bytes: nonNegInt.default(67_108_864),
+    // Sluice-only: the longest SSE line (passed through) or event (translated) a stream may carry; over it
+    // the stream ends with an error event; 0 = no bound (docs/configuration.md).
+    max_sse_event_bytes: nonNegInt.default(4_194_304),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),

@@ -37,6 +37,8 @@ export interface AnswerDeps {
   clock: Clock;
   /** Content capture of traced requests (`content_mode: full`). */
   telemetry?: Pick<Telemetry, 'captureBytes'>;
+  /** `upstream.max_sse_event_bytes`: the longest line a passed-through stream may carry; 0 = any. */
+  maxSseEventBytes?: number;
 }
 
 /** The dispatch step and the answer built from its result. */
@@ -123,7 +125,7 @@ export class Answerer {
     r: Extract<DispatchResult, { kind: 'stream' }>,
     scrub: () => Scrub,
   ): Response {
-    const usage = new StreamUsage();
+    const usage = new StreamUsage(this.d.maxSseEventBytes);
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const wire = call.route.wire;

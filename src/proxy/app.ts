@@ -97,6 +97,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
     clock: d.clock,
     telemetry: d.telemetry,
+    maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
   });
   // Built once: the features join here (FeatureSteps). Guardrails come from the snapshot, so their steps
   // look at it per request and find nothing to run where none is configured.

@@ -10,6 +10,7 @@
 // Every error of the file is collected into one report; nothing is half-applied.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import { uuidV5 } from '../util/crypto.ts';
+import { sleep } from '../util/sleep.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
 import { parseDocument, parseExporterDocument } from './documents.ts';
@@ -49,6 +50,12 @@ export type LoadResult =
 
 const FORMAT_VERSION = '1';
 
+/** Rows validated between two yields to the event loop, so a large reload lets requests run between them. */
+const ROWS_PER_YIELD = 256;
+
+/** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
+const yieldToLoop = (): Promise<void> => sleep(0);
+
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
 export async function loadResourcesFile(file: string, text: string, env: Env): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
@@ -60,6 +67,7 @@ export async function loadResourcesFile(file: string, text: string, env: Env): P
     }
     return { ok: false, report: problems.report, entryErrors: problems.entries };
   }
+  await yieldToLoop();
   const built = await buildResourceSet(src.value, env, problems);
   if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
   return snapshotOf(built, src.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
@@ -98,6 +106,7 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
   const { typed, notServed, exporters, guardrails } = await validateEntries(prepared, env, providerKeyIds, problems);
+  await yieldToLoop();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -237,7 +246,9 @@ async function validateEntries(
   const guardrails: GuardrailEntry[] = [];
   const notServed: Record<string, number> = {};
   const exporters: OtlpExporterResource[] = [];
+  let row = 0;
   for (const e of prepared) {
+    if (++row % ROWS_PER_YIELD === 0) await yieldToLoop();
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);

@@ -64,6 +64,7 @@ describe('defaults', () => {
         retries: 2,
         max_response_bytes: 33554432,
         max_buffered_response_bytes: 67108864,
+        max_sse_event_bytes: 4194304,
       },
       downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0, first_request_timeout_secs: 30 },
       shutdown: { min_drain_secs: 30 },
@@ -109,6 +110,7 @@ shutdown: { min_drain_secs: 0 }
       retries: 0,
       max_response_bytes: 0,
       max_buffered_response_bytes: 67108864,
+      max_sse_event_bytes: 4194304,
     });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
     assert.equal(c.downstream.idle_timeout_secs, 75);
