@@ -13,7 +13,7 @@ import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { ModelCall } from './pipeline.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
-import { meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
+import { fromCounts, meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
@@ -139,7 +139,7 @@ export class Answerer {
       errorEvent: wire === 'anthropic' ? anthropicSseErrorEvent : sseErrorEvent,
       scrub: (text) => scrub()(text),
       onEnd: (end, detail) => {
-        const used = usage.usage();
+        const used = fromCounts(r.counted?.()) ?? usage.usage();
         end = streamOutcome(call.rec, wire, usage, end, detail);
         r.settle(end);
         call.rec.read(used, usage.id);

@@ -10,11 +10,17 @@
 // are parsed only when they mention `"usage"` (or, for the first one, carry the id).
 
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts';
+import type { TokenCounts } from '../providers/types.ts';
 
 export interface Usage {
   input?: number;
   output?: number;
   total?: number;
+}
+
+/** An adapter's own count (ProviderResult `counted`) as the usage the record and the limits read. */
+export function fromCounts(c: TokenCounts | undefined): Usage | undefined {
+  return c ? { input: c.input, output: c.output } : undefined;
 }
 
 function n(v: unknown): number | undefined {

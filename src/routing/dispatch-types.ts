@@ -1,7 +1,7 @@
 // The values dispatch hands around (docs/routing.md): what the caller's side gives it, what it answers, and
 // the routing-internal shapes its parts (plan, attempt, attempt recording, stream commit) share.
 import type { DeploymentLabels } from '../observability/gateway-metrics.ts';
-import type { Endpoint, ProviderAdapter, StreamEnd } from '../providers/types.ts';
+import type { Endpoint, ProviderAdapter, StreamEnd, TokenCounts } from '../providers/types.ts';
 import type { DirectModel, Model, ProviderKey, Routing } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
@@ -76,6 +76,9 @@ export type DispatchResult =
     served?: ServedBy;
     /** The serving attempt's time from its start to its first SSE frame (ms), once there is one. */
     ttftMs?(): number | undefined;
+    /** The adapter's own count of the stream's tokens once it ended (ProviderResult `counted`); when
+     *  defined it wins over the usage read in the bytes (an adapter may withhold the usage chunk). */
+    counted?(): TokenCounts | undefined;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
@@ -135,6 +138,8 @@ export interface LiveStream {
   /** When the attempt began, and when its first chunk arrived (ms, `Date.now()`): the upstream TTFT. */
   startedAt: number;
   firstAt?: number;
+  /** The adapter's count, once the stream ended (ProviderResult `counted`). */
+  counted?: () => TokenCounts | undefined;
 }
 
 /** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */
