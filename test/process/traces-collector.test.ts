@@ -115,10 +115,12 @@ observability_exporters:
         const before = await drops(reason);
         const m = median(await load());
         const rss = rssKiB(gw.proc.pid!);
-        // Within the noise of a shared 2-core machine: three times the baseline median, or 40 ms more (a
-        // collector that stalled the request path would add its timeout, seconds, to every request).
+        // A collector that stalled the request path would add its timeout, seconds, to every request. What
+        // is allowed: the machine's noise plus the CPU the exporter's own retries take on the gateway's one
+        // event loop (Bun's median has been 2-3.5 times its baseline against a collector answering 500;
+        // docs/operations.md "Tracing").
         assert.ok(
-          m <= Math.max(3 * baseline, baseline + 40),
+          m <= Math.max(4 * baseline, baseline + 60),
           `median ${m.toFixed(1)} ms vs baseline ${baseline.toFixed(1)} ms`,
         );
         // The bound: one queue of 1024 records (3 spans each) and a batch in flight, a few MiB, plus what the
