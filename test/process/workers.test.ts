@@ -233,7 +233,7 @@ describe('Workers handler (in-process)', () => {
     assert.ok(!JSON.stringify(logs).includes(CALLER_KEY));
   });
 
-  test('a config Workers cannot serve (etcd, snapshot cache, bad YAML) answers 503 everywhere and logs why', async (t) => {
+  test('a config Workers cannot serve (etcd, snapshot cache, upstream.tls, bad YAML) answers 503 everywhere and logs why', async (t) => {
     const logs = captureLogs(t);
     const cases: [string, RegExp][] = [
       [
@@ -245,6 +245,12 @@ describe('Workers handler (in-process)', () => {
         /etcd.password_env: variable ETCD_PW is not set/,
       ],
       [`${WORKER_CONFIG}managed: { snapshot_cache_path: /tmp/x.json }\n`, /snapshot_cache_path/],
+      // Refused before the file is looked for: the reason is the runtime, not a missing bundle entry.
+      [
+        `${WORKER_CONFIG}upstream: { tls: { ca_file: /ca.pem } }\n`,
+        /upstream\.tls: Workers' fetch trusts only the public roots/,
+      ],
+      [`${WORKER_CONFIG}upstream: { tls: { verify: false } }\n`, /upstream\.tls: Workers' fetch .* always verifies/],
       [`${WORKER_CONFIG}proxy: [\n`, /config file bundle\/config.yaml/],
     ];
     for (const [config, why] of cases) {
