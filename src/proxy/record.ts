@@ -6,6 +6,7 @@ import type { StreamEnd } from '../providers/types.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
 import { SLO_ENDPOINTS } from '../observability/gateway-metrics.ts';
+import type { BoundRequest } from '../observability/request-series.ts';
 import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
@@ -239,31 +240,31 @@ export class RequestRecord {
       identity(this.key, 'user_id'),
       identity(this.key, 'user_name'),
     ];
-    // Each family's own labels after the identity ones: `concat`, not spread copies (on every request).
+    // Each family's own labels after the identity ones: `concat`, not spread copies (on every request). One
+    // lookup of these values finds every series below (request-series.ts).
     const stream = this.stream ? 'true' : 'false';
-    const labels = ident.concat(stream, s?.isFallback ? 'true' : 'false', code, outcome);
-    const durationLabels = ident.concat(stream, code, outcome);
-    m.legacyRequests.inc([provider, model, code, outcome]);
-    m.legacyDuration.observe([provider, model, code], started);
-    m.proxyRequests.inc(labels);
-    if (outcome !== 'success') m.proxyFailedRequests.inc(labels);
-    m.proxyDuration.observe(durationLabels, started);
+    const b = m.requestSeries.of(ident.concat(stream, s?.isFallback ? 'true' : 'false', code, outcome));
+    b.legacyRequests.inc();
+    b.legacyDuration.observe(started);
+    b.proxyRequests.inc();
+    if (outcome !== 'success') b.proxyFailedRequests.inc();
+    b.proxyDuration.observe(started);
     if (this.route?.inference) {
-      m.llmRequests.inc(labels);
-      m.llmDuration.observe(durationLabels, started);
+      b.llmRequests.inc();
+      b.llmDuration.observe(started);
     }
-    this.recordSlo(m, provider, model, status, ident, seconds);
+    this.recordSlo(b, seconds);
     const u = this.usage;
     const total = totalOf(u);
     if (u && total !== undefined) {
-      if (u.input) m.llmInputTokens.inc(ident, u.input);
-      if (u.output) m.llmOutputTokens.inc(ident, u.output);
+      if (u.input) b.llmInputTokens.inc(u.input);
+      if (u.output) b.llmOutputTokens.inc(u.output);
       if (total > 0) {
-        m.llmTotalTokens.inc(ident, total);
-        m.tokensConsumed.inc([provider, model], total);
+        b.llmTotalTokens.inc(total);
+        b.tokensConsumed.inc(total);
       }
       const spend = this.cache?.status === 'hit' ? 0 : spendMicroUsd(up?.model.cost, u);
-      if (spend > 0) m.llmSpend.inc(ident, spend);
+      if (spend > 0) b.llmSpend.inc(spend);
     }
   }
 
@@ -271,29 +272,15 @@ export class RequestRecord {
    * The SLO histograms (no per-key label) and the TTFT summary, AISIX's endpoints only: e2e once per request
    * at its last byte; TTFT for a stream whose serving attempt had a first frame (0 is not observed).
    */
-  private recordSlo(
-    m: GatewayMetrics,
-    provider: string,
-    model: string,
-    status: number,
-    ident: string[],
-    seconds: number,
-  ) {
+  private recordSlo(b: BoundRequest, seconds: number) {
     if (!SLO_ENDPOINTS.has(this.endpoint)) return;
-    const streaming = this.stream ? 'true' : 'false';
-    const slo = ['unknown', this.endpoint, model, provider, statusClass(status), streaming];
-    m.requestE2e.observe(slo, seconds);
+    b.requestE2e.observe(seconds);
     const ttft = this.upstreamTtftMs;
     if (this.stream && ttft !== undefined && ttft > 0) {
-      m.requestTtft.observe(slo, ttft / 1000);
-      m.llmTtft.observe(ident, ttft / 1000);
+      b.requestTtft.observe(ttft / 1000);
+      b.llmTtft.observe(ttft / 1000);
     }
   }
-}
-
-/** AISIX's `status_class`. */
-function statusClass(status: number): string {
-  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
 }
 
 /** AISIX's usage-event cache fields, written in the access log (Sluice has no usage events). */
