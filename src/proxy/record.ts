@@ -2,6 +2,7 @@
 // (docs/aisix-compatibility.md "Metrics"), filled in as it is served and written once, when its last byte is out.
 import type { Wire } from '../http/errors.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import { LineLayout } from '../observability/logger.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
@@ -155,40 +156,40 @@ export class RequestRecord {
   }
 
   /**
-   * The access-log line's fields, in AISIX's order (docs/aisix-compatibility.md "Logs"), then Sluice's `peer`
-   * and `downstream_request_id`. Absent values are omitted from the line.
+   * The access-log line's values, in `ACCESS_LOG_LAYOUT`'s order (AISIX's, docs/aisix-compatibility.md "Logs",
+   * then Sluice's `peer` and `downstream_request_id`); `undefined` for an absent one, left out of the line.
    */
-  accessLogFields(status: number, latencyMs: number): Record<string, unknown> {
+  accessLogValues(status: number, latencyMs: number): unknown[] {
     const s = this.served;
     const up = s ?? this.direct;
     const u = this.usage;
-    return {
-      method: this.method,
-      path: this.path,
+    return [
+      this.method,
+      this.path,
       status,
-      latency_ms: latencyMs,
-      provider: up ? providerOf(up) : undefined,
-      model: this.model,
-      api_key_id: this.key?.id,
-      prompt_tokens: u?.input,
-      completion_tokens: u?.output,
-      total_tokens: totalOf(u),
-      request_id: this.requestId,
-      provider_request_id: this.providerRequestId,
-      served_by_model: this.routing && s ? s.model.display_name : undefined,
-      routing_attempt_count: s?.attempts,
-      routing_fallback_count: s?.fallbacks,
-      error_kind: this.errorKind,
-      error: this.errorKind !== undefined ? (this.error ?? this.errorKind) : undefined,
-      peer: this.peer,
-      downstream_request_id: this.downstreamRequestId,
-      ttft_ms: this.stream && this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
-      cache_status: this.cache?.status,
-      cache_hit_layer: this.cache?.layer,
-      cache_similarity: this.cache?.similarity,
-      cache_hit_saved_input_tokens: this.cache?.saved?.input,
-      cache_hit_saved_output_tokens: this.cache?.saved?.output,
-    };
+      latencyMs,
+      up ? providerOf(up) : undefined,
+      this.model,
+      this.key?.id,
+      u?.input,
+      u?.output,
+      totalOf(u),
+      this.requestId,
+      this.providerRequestId,
+      this.routing && s ? s.model.display_name : undefined,
+      s?.attempts,
+      s?.fallbacks,
+      this.errorKind,
+      this.errorKind !== undefined ? (this.error ?? this.errorKind) : undefined,
+      this.peer,
+      this.downstreamRequestId,
+      this.stream && this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
+      this.cache?.status,
+      this.cache?.layer,
+      this.cache?.similarity,
+      this.cache?.saved?.input,
+      this.cache?.saved?.output,
+    ];
   }
 
   /** What the request's spans say about it (telemetry, src/telemetry/spans.ts). */
@@ -303,6 +304,35 @@ export function outcomeOf(status: number): string {
 
 /** AISIX's access-log target (its `aisix_obs::access_log` module). */
 export const ACCESS_LOG_TARGET = 'aisix_obs::access_log';
+
+/** The access-log line's fields, in order (`RequestRecord.accessLogValues`). */
+export const ACCESS_LOG_LAYOUT = new LineLayout([
+  'method',
+  'path',
+  'status',
+  'latency_ms',
+  'provider',
+  'model',
+  'api_key_id',
+  'prompt_tokens',
+  'completion_tokens',
+  'total_tokens',
+  'request_id',
+  'provider_request_id',
+  'served_by_model',
+  'routing_attempt_count',
+  'routing_fallback_count',
+  'error_kind',
+  'error',
+  'peer',
+  'downstream_request_id',
+  'ttft_ms',
+  'cache_status',
+  'cache_hit_layer',
+  'cache_similarity',
+  'cache_hit_saved_input_tokens',
+  'cache_hit_saved_output_tokens',
+]);
 
 function providerOf(s: Upstream): string {
   return s.model.provider ?? (s.key.provider || 'unknown');
