@@ -3,6 +3,7 @@
 export const GUARDRAIL_MSG = {
   blockedRequest: 'guardrail blocked request',
   blockedResponse: 'guardrail blocked response',
+  blockedCached: 'guardrail blocked cached response',
   blockedStream: 'guardrail blocked streaming response',
   blockedStreamWindow: 'guardrail blocked streaming response (window)',
   blockedEmbeddings: 'guardrail blocked /v1/embeddings request',

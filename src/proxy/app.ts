@@ -102,6 +102,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   // Built once: the features join here (FeatureSteps). Guardrails come from the snapshot, so their steps
   // look at it per request and find nothing to run where none is configured.
   const cache = d.cache?.engine(embedThrough(dispatcher));
+  const guards = guardrailSteps(d);
   const pipeline = buildPipeline({
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
@@ -111,8 +112,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
   }, {
-    ...guardrailSteps(d),
-    ...(cache ? { cacheLookup: cacheLookupStep(cache), cacheStore: cacheStoreStep } : {}),
+    inputChecks: guards.inputChecks,
+    outputChecks: guards.outputChecks,
+    ...(cache ? { cacheLookup: cacheLookupStep(cache, guards.checkCached), cacheStore: cacheStoreStep } : {}),
   });
   for (const route of ROUTES) {
     const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);

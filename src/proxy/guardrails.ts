@@ -29,7 +29,18 @@ export interface GuardrailStepDeps {
 /** The chain each call resolved in its input step, for its output step. */
 const chains = new WeakMap<ModelCall, readonly Guardrail[]>();
 
-export function guardrailSteps(d: GuardrailStepDeps): { inputChecks: Step; outputChecks: AnswerStep } {
+/** The guardrail steps, and the output check of a cached answer (for the cache lookup step). */
+export interface GuardrailSteps {
+  inputChecks: Step;
+  outputChecks: AnswerStep;
+  /**
+   * A cached answer through the call's output hook, as an upstream's would go (AISIX): the body to serve
+   * (masks re-applied), or the refusal. The chain is the one the input step resolved for this caller.
+   */
+  checkCached(call: ModelCall, body: string): string | Promise<string | ProxyError>;
+}
+
+export function guardrailSteps(d: GuardrailStepDeps): GuardrailSteps {
   const deps: ChainDeps = {
     ctx: { fetch: d.upstream },
     metrics: guardrailMetricsFor(d.metrics.registry),
@@ -58,7 +69,11 @@ export function guardrailSteps(d: GuardrailStepDeps): { inputChecks: Step; outpu
       return checkOutput(call, chain, result, deps);
     },
   };
-  return { inputChecks, outputChecks };
+  const checkCached = (call: ModelCall, body: string) => {
+    const chain = chains.get(call);
+    return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, deps) : body;
+  };
+  return { inputChecks, outputChecks, checkCached };
 }
 
 /** The index of a snapshot, with its build-time lines logged once. */
@@ -116,6 +131,17 @@ async function checkOutput(
   await call.permit.end(call.permit.chargesTokens ? totalOf(read.usage) : undefined);
   const message = blockMessage('response', r.refusal.guardrail);
   return { kind: 'error', failure: { kind: 'content_filter', status: 422, message }, served: result.served };
+}
+
+async function checkCachedOutput(
+  call: ModelCall,
+  chain: readonly Guardrail[],
+  body: string,
+  deps: ChainDeps,
+): Promise<string | ProxyError> {
+  const model = call.resolved.model.display_name;
+  const r = await checkAnswer(chain, endpointOf(call), call.route.wire, body, deps, model, GUARDRAIL_MSG.blockedCached);
+  return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('response', r.refusal.guardrail)) : r.body;
 }
 
 function guardedStream(
