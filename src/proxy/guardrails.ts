@@ -3,6 +3,7 @@
 // attempt's answer (its tokens are charged; no failover on a refusal). Each snapshot's attachment index is
 // built once, on its first request; a snapshot without guardrails gives the input step nothing to run and
 // the output step nothing to find, without a promise turn.
+import type { Config } from '../config/schema.ts';
 import { AttachmentIndex } from '../guardrails/attachments.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
 import { checkAnswer, checkRequest, runsOn } from '../guardrails/guard.ts';
@@ -21,6 +22,7 @@ import type { AnswerStep, ModelCall, Step } from './pipeline.ts';
 import { readBody, StreamUsage, totalOf } from './usage.ts';
 
 export interface GuardrailStepDeps {
+  config: Pick<Config, 'bedrock_endpoint_url'>;
   log: Logger;
   metrics: { readonly registry: Registry };
   upstream: UpstreamFetch;
@@ -42,7 +44,7 @@ export interface GuardrailSteps {
 
 export function guardrailSteps(d: GuardrailStepDeps): GuardrailSteps {
   const deps: ChainDeps = {
-    ctx: { fetch: d.upstream },
+    ctx: { fetch: d.upstream, bedrockEndpointUrl: d.config.bedrock_endpoint_url || undefined },
     metrics: guardrailMetricsFor(d.metrics.registry),
     log: (level, msg, fields) => d.log[level](msg, fields),
     now: () => performance.now() / 1000,

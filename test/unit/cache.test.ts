@@ -555,8 +555,10 @@ cache_policies: [{ name: main, scope: env }]
     assert.equal(first.headers.get('x-aisix-cache'), 'miss');
     assert.equal(((await first.json()) as ChatAnswer).choices[0]!.message.content, prompt);
 
-    await apply(`guardrails: [{ name: quiet, kind: keyword, hook_point: output, patterns: [{ kind: literal, value: secret }] }]
-`);
+    await apply(
+      `guardrails: [{ name: quiet, kind: keyword, hook_point: output, patterns: [{ kind: literal, value: secret }] }]
+`,
+    );
     const blocked = await ask();
     assert.equal(blocked.status, 422);
     assert.equal(
@@ -569,7 +571,10 @@ cache_policies: [{ name: main, scope: env }]
 `);
     const masked = await ask();
     assert.equal(masked.headers.get('x-aisix-cache'), 'hit');
-    assert.equal(((await masked.json()) as ChatAnswer).choices[0]!.message.content, 'the secret word, mail [EMAIL_REDACTED]');
+    assert.equal(
+      ((await masked.json()) as ChatAnswer).choices[0]!.message.content,
+      'the secret word, mail [EMAIL_REDACTED]',
+    );
     gw.stop();
   });
 });
