@@ -1,8 +1,8 @@
 // The response cache's two pipeline steps (pipeline.ts; docs/cache.md): "cache lookup", after the rate-limit
-// reservation, answers a hit — request slots taken, 0 tokens charged — or remembers the miss; "cache store"
-// keeps a successful answer and puts the miss's header on it. Only non-streamed chat completions in
-// OpenAI's wire are looked up. With no enabled policy in the snapshot both steps return at once, with no
-// promise turn.
+// reservation, answers a hit — through the caller's output guardrails, request slots taken, 0 tokens
+// charged — or remembers the miss; "cache store" keeps a successful answer and puts the miss's header on it.
+// Only non-streamed chat completions in OpenAI's wire are looked up. The steps are in the pipeline only of
+// a snapshot with an enabled policy.
 import type { CacheHit, CacheMiss, Embed, ResponseCache } from '../cache/response-cache.ts';
 import { ProxyError } from '../http/errors.ts';
 import type { ProviderKey } from '../resources/schema.ts';
@@ -11,7 +11,7 @@ import type { Dispatcher } from '../routing/dispatch.ts';
 import { Cancel } from '../util/cancel.ts';
 import type { ResolvedModel } from './admission.ts';
 import { commitUsage, stamped } from './answer.ts';
-import type { AnswerStep, ModelCall, Step, StepResult } from './pipeline.ts';
+import type { AnswerStep, ModelCall, SnapshotFeature, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
 
 /** Misses waiting for their answer, by request (the store step, or `abandonCacheMiss` on a throw). */
@@ -40,12 +40,19 @@ export function cacheLookupStep(cache: ResponseCache, checkCached?: CheckCached)
   return {
     name: 'cache lookup',
     run(call) {
-      if (call.route.call !== 'chat' || call.body.stream === true || !cache.applies(call.caller.snapshot)) {
-        return undefined;
-      }
+      if (call.route.call !== 'chat' || call.body.stream === true) return undefined;
       return lookup(call);
     },
   };
+}
+
+/**
+ * The cache's steps in the pipeline of a snapshot with an enabled cache policy; none in the pipeline of one
+ * without (pipeline.ts `SnapshotFeature`).
+ */
+export function cacheSteps(cache: ResponseCache, checkCached?: CheckCached): SnapshotFeature {
+  const cacheLookup = cacheLookupStep(cache, checkCached);
+  return (snapshot) => (cache.applies(snapshot) ? { cacheLookup, cacheStore: cacheStoreStep } : undefined);
 }
 
 export const cacheStoreStep: AnswerStep = {

@@ -1,8 +1,7 @@
 // The guardrail steps of the request pipeline (pipeline.ts; docs/guardrails.md "Where they run"): the input
 // check before the rate-limit reservation (a refused prompt spends no quota), the output check on the winning
 // attempt's answer (its tokens are charged; no failover on a refusal). Each snapshot's attachment index is
-// built once, on its first request; a snapshot without guardrails gives the input step nothing to run and
-// the output step nothing to find, without a promise turn.
+// built once, with its pipeline, on its first request; a snapshot without guardrails has no guardrail step.
 import type { Config } from '../config/schema.ts';
 import { AttachmentIndex } from '../guardrails/attachments.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
@@ -18,7 +17,7 @@ import type { Registry } from '../observability/metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
-import type { AnswerStep, ModelCall, Step } from './pipeline.ts';
+import type { AnswerStep, ModelCall, SnapshotFeature } from './pipeline.ts';
 import { readBody, StreamUsage, totalOf } from './usage.ts';
 
 export interface GuardrailStepDeps {
@@ -31,10 +30,13 @@ export interface GuardrailStepDeps {
 /** The chain each call resolved in its input step, for its output step. */
 const chains = new WeakMap<ModelCall, readonly Guardrail[]>();
 
-/** The guardrail steps, and the output check of a cached answer (for the cache lookup step). */
-export interface GuardrailSteps {
-  inputChecks: Step;
-  outputChecks: AnswerStep;
+/** The guardrail feature of the pipeline, and the output check of a cached answer (for the cache lookup). */
+export interface Guardrails {
+  /**
+   * A snapshot's guardrail steps (input and output checks, over its attachment index built here, once), or
+   * undefined when no guardrail of the snapshot applies anywhere: its pipeline then has no guardrail step.
+   */
+  steps: SnapshotFeature;
   /**
    * A cached answer through the call's output hook, as an upstream's would go (AISIX): the body to serve
    * (masks re-applied), or the refusal. The chain is the one the input step resolved for this caller.
@@ -42,26 +44,12 @@ export interface GuardrailSteps {
   checkCached(call: ModelCall, body: string): string | Promise<string | ProxyError>;
 }
 
-export function guardrailSteps(d: GuardrailStepDeps): GuardrailSteps {
+export function guardrails(d: GuardrailStepDeps): Guardrails {
   const deps: ChainDeps = {
     ctx: { fetch: d.upstream, bedrockEndpointUrl: d.config.bedrock_endpoint_url || undefined },
     metrics: guardrailMetricsFor(d.metrics.registry),
     log: (level, msg, fields) => d.log[level](msg, fields),
     now: () => performance.now() / 1000,
-  };
-  const indexes = new WeakMap<Snapshot, AttachmentIndex>();
-  const inputChecks: Step = {
-    name: 'input checks',
-    // Synchronous when the snapshot has no guardrail: no promise turn for a gateway without them.
-    run(call) {
-      const snapshot = call.caller.snapshot;
-      let index = indexes.get(snapshot);
-      if (!index) {
-        index = indexOf(snapshot, d.log);
-        indexes.set(snapshot, index);
-      }
-      return index.empty ? undefined : checkInput(call, index, deps);
-    },
   };
   const outputChecks: AnswerStep = {
     name: 'output checks',
@@ -71,11 +59,17 @@ export function guardrailSteps(d: GuardrailStepDeps): GuardrailSteps {
       return checkOutput(call, chain, result, deps);
     },
   };
+  const steps: SnapshotFeature = (snapshot) => {
+    if (snapshot.guardrails.length === 0) return undefined;
+    const index = indexOf(snapshot, d.log);
+    if (index.empty) return undefined;
+    return { inputChecks: { name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks };
+  };
   const checkCached = (call: ModelCall, body: string) => {
     const chain = chains.get(call);
     return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, deps) : body;
   };
-  return { inputChecks, outputChecks, checkCached };
+  return { steps, checkCached };
 }
 
 /** The index of a snapshot, with its build-time lines logged once. */
