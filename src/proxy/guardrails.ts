@@ -107,6 +107,7 @@ async function checkInput(call: ModelCall, index: AttachmentIndex, deps: ChainDe
     deps,
     call.resolved.model.display_name,
   );
+  if (r.verdict) call.rec.guardrailsRan(r.verdict);
   return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('request', r.refusal.guardrail)) : undefined;
 }
 
@@ -120,6 +121,7 @@ async function checkOutput(
   if (result.kind !== 'response' || result.status >= 300) return result;
   const model = call.resolved.model.display_name;
   const r = await checkAnswer(chain, endpointOf(call), call.route.wire, result.body, deps, model);
+  if (r.verdict) call.rec.guardrailsRan(r.verdict);
   if (!r.refusal) return r.body === result.body ? result : { ...result, body: r.body };
   // The upstream spent the tokens: charge them before the refusal.
   const read = readBody(result.body);
@@ -137,6 +139,7 @@ async function checkCachedOutput(
 ): Promise<string | ProxyError> {
   const model = call.resolved.model.display_name;
   const r = await checkAnswer(chain, endpointOf(call), call.route.wire, body, deps, model, GUARDRAIL_MSG.blockedCached);
+  if (r.verdict) call.rec.guardrailsRan(r.verdict);
   return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('response', r.refusal.guardrail)) : r.body;
 }
 
@@ -160,8 +163,10 @@ function guardedStream(
     wire: call.route.wire,
     deps,
     abort: result.abort,
-    onBlock(name) {
+    onVerdict: (v) => call.rec.guardrailsRan(v),
+    onBlock(name, verdict) {
       blocked = true;
+      if (!verdict) call.rec.guardrailOverflowBlocked();
       const used = spent.usage();
       call.rec.read(used, spent.id);
       void call.permit.end(call.permit.chargesTokens ? totalOf(used) : undefined);
