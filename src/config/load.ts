@@ -14,7 +14,7 @@ function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-const TOP_LEVEL_SCALARS = new Set(['resources_file']);
+const TOP_LEVEL_SCALARS = new Set(['resources_file', 'bedrock_endpoint_url']);
 
 /** `AISIX_PROXY__ADDR=0.0.0.0:3000` → proxy.addr. Values are read as YAML scalars (numbers, booleans, lists). */
 export function envOverrides(

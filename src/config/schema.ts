@@ -278,6 +278,8 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   ratelimit: RateLimitConfigSchema,
   cache: CacheConfigSchema,
+  /** AISIX's: where `kind: bedrock` guardrails call ApplyGuardrail instead of AWS; empty = unset. */
+  bedrock_endpoint_url: z.string().optional(),
 }).superRefine((c, ctx) => {
   if (c.resources_file && c.etcd.endpoints.length > 0) {
     ctx.addIssue({
@@ -320,7 +322,6 @@ export const IGNORED_KEYS = [
   'upstream.pool_max_idle_per_host',
   'etcd.tls.domain_name',
   'managed.*',
-  'bedrock_endpoint_url',
 ] as const;
 
 /**

@@ -1,5 +1,6 @@
 // What one proxied request leaves behind: its access-log line and its sample in every request family
 // (docs/aisix-compatibility.md "Metrics"), filled in as it is served and written once, when its last byte is out.
+import type { Hit, Verdict } from '../guardrails/chain.ts';
 import type { Wire } from '../http/errors.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import { LineLayout } from '../observability/logger.ts';
@@ -55,6 +56,8 @@ export class RequestRecord {
   private blockedByPolicy = false;
   /** The response cache's part (docs/cache.md): set when a policy applied to this request. */
   private cache: CacheRecord | undefined = undefined;
+  /** The guardrails' part (docs/guardrails.md "Metrics and logs"): set when a chain ran on a hook. */
+  private guard: GuardrailRecord | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -119,6 +122,33 @@ export class RequestRecord {
   ): void {
     this.cache = { status: 'hit', layer, similarity, saved };
     this.usage = { input: saved.input, output: saved.output };
+  }
+
+  /**
+   * A guardrail chain ran on one hook of this request (a stream: once per checked window): its members,
+   * findings, masks and bypass join AISIX's usage fields.
+   */
+  guardrailsRan(v: Verdict): void {
+    const g = this.guard ??= { blocked: false, applied: [], ran: new Set(), monitor: [], enforced: [], counts: {} };
+    if (v.blocked) g.blocked = true;
+    g.bypassed ??= v.bypassTag;
+    for (const a of v.applied) {
+      const key = `${a.hook}\u0000${a.name}`;
+      if (g.ran.has(key)) continue;
+      g.ran.add(key);
+      g.applied.push({ kind: a.kind, hook: a.hook });
+    }
+    for (const h of v.hits) {
+      if (h.action === 'would_block' || h.action === 'would_mask') g.monitor.push(h);
+      else g.enforced.push({ ...h, reason: undefined });
+    }
+    for (const [k, n] of Object.entries(v.counts)) g.counts[k] = (g.counts[k] ?? 0) + n;
+  }
+
+  /** A stream over its hold-back cap was refused without a chain's verdict (fail-closed). */
+  guardrailOverflowBlocked(): void {
+    this.guard ??= { blocked: false, applied: [], ran: new Set(), monitor: [], enforced: [], counts: {} };
+    this.guard.blocked = true;
   }
 
   /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
@@ -189,6 +219,7 @@ export class RequestRecord {
       this.cache?.similarity,
       this.cache?.saved?.input,
       this.cache?.saved?.output,
+      ...guardrailValues(this.guard),
     ];
   }
 
@@ -292,6 +323,33 @@ interface CacheRecord {
   saved?: { input: number; output: number };
 }
 
+/** AISIX's usage-event guardrail fields, gathered over the request's hooks. */
+interface GuardrailRecord {
+  blocked: boolean;
+  bypassed?: string;
+  applied: { kind: string; hook: string }[];
+  /** `<hook>\0<name>` of the members already in `applied`. */
+  ran: Set<string>;
+  monitor: Hit[];
+  enforced: Hit[];
+  counts: Record<string, number>;
+}
+
+/** The access log's guardrail fields, AISIX's usage-event names; none when no chain ran. */
+/** AISIX's guardrail usage fields, in `ACCESS_LOG_LAYOUT`'s order; all absent when no guardrail ran. */
+function guardrailValues(g: GuardrailRecord | undefined): unknown[] {
+  if (!g) return NO_GUARDRAIL_VALUES;
+  return [
+    g.blocked,
+    g.bypassed,
+    g.applied,
+    g.monitor.length > 0 ? g.monitor : undefined,
+    g.enforced.length > 0 ? g.enforced : undefined,
+    Object.keys(g.counts).length > 0 ? g.counts : undefined,
+  ];
+}
+const NO_GUARDRAIL_VALUES: unknown[] = [undefined, undefined, undefined, undefined, undefined, undefined];
+
 /** A proxy response's `Server` header. */
 export const SERVER = `sluice/${VERSION}`;
 
@@ -332,6 +390,12 @@ export const ACCESS_LOG_LAYOUT = new LineLayout([
   'cache_similarity',
   'cache_hit_saved_input_tokens',
   'cache_hit_saved_output_tokens',
+  'guardrail_blocked',
+  'guardrail_bypassed_reason',
+  'applied_guardrails',
+  'guardrail_monitor_hits',
+  'guardrail_enforced_hits',
+  'redacted_entity_counts',
 ]);
 
 function providerOf(s: Upstream): string {

@@ -267,7 +267,6 @@ managed:
   test('are accepted, removed from the config and returned in ignoredKeys', () => {
     const r = ok(loadConfig(FILE, AISIX, {}));
     assert.deepEqual([...r.ignoredKeys].sort(), [
-      'bedrock_endpoint_url',
       'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
