@@ -1,24 +1,33 @@
-// `sluice export` (docs/etcd.md "Export"): an etcd prefix as a resources.yaml (format "1") that loads back
-// through the file pipeline to the resource set a freshly started gateway would serve from it (ids, values
+// `sluice export` (docs/etcd.md "Export"; AISIX's `aisix export`): an etcd prefix as a resources.yaml
+// (format "1") that loads back through the file pipeline to the resource set a freshly started gateway would serve from it (ids, values
 // after normalisation, order). The hashes cannot match: a file's is over its bytes, etcd's over its rows.
 // `$` in any string is written as `$$`, which the file pipeline's interpolation turns back into `$`.
 import { Document } from 'yaml';
 import type { Platform } from '../../platform.ts';
-import type { ResourceKind } from '../../resources/schema.ts';
+import { identityOf } from '../../resources/entries.ts';
+import { FILE_COLLECTIONS } from '../../resources/schema.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
+import { type Json, placeholderCollisions, redactSecrets, type SecretPlaceholder } from './export-secrets.ts';
 import { compareKeys, normalizePrefix, resourceSet, type RowValue, rowValue, type ServedValue } from './rows.ts';
+
+/** A row left out of the file: `rejected` by the row checks, or not `expressible` in a file. */
+export interface SkippedRow {
+  key: string;
+  why: 'rejected' | 'not_expressible';
+  error: string;
+}
 
 export interface ExportResult {
   yaml: string;
   resources: number;
-  /** Rows left out because they would not load, with why. */
-  skipped: { key: string; error: string }[];
-  /** Environment variables the file's placeholders need. */
-  variables: string[];
+  /** Rows left out, with why: any makes `sluice export` exit 1. */
+  skipped: SkippedRow[];
+  /** The `${VAR}`s the file needs (none with `withSecrets`). */
+  placeholders: SecretPlaceholder[];
+  /** What the operator should know that still yields a loadable file. */
+  warnings: string[];
 }
-
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
 /** `$` → `$$` in every string value (not in mapping keys), so interpolation restores it. */
 function escapeDollars(v: Json): Json {
@@ -32,12 +41,9 @@ function escapeDollars(v: Json): Json {
   return v;
 }
 
-function variableName(displayName: string, taken: Set<string>): string {
-  const base = `SLUICE_PK_${displayName.toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_+|_+$/g, '') || 'KEY'}`;
-  let name = base;
-  for (let n = 2; taken.has(name); n++) name = `${base}_${n}`;
-  taken.add(name);
-  return name;
+/** AISIX's name for an api key in a file (its rows carry none): from the already-safe `key_hash`. */
+export function apiKeyFileName(keyHash: string): string {
+  return `apikey-${keyHash.slice(0, 16)}`;
 }
 
 /** Builds the resources.yaml text for the rows of one range. Pure. */
@@ -47,32 +53,44 @@ export function exportResources(
   opts: { withSecrets: boolean; revision: number; source: string },
 ): ExportResult {
   const prefix = normalizePrefix(prefixIn);
-  const { keys, served, skipped, dropped } = servedRows(kvs, prefix);
+  const { keys, values, served, skipped, dropped } = servedRows(kvs, prefix);
   const names = expressible(new Snapshot(resourceSet(keys, served)));
-  const { lists, variables } = fileEntries(keys, served, names, opts.withSecrets, skipped);
-  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length;
+  const lists = fileEntries(keys, served, names, skipped);
+  const other = otherEntries(keys, values, served, skipped);
+  const placeholders: SecretPlaceholder[] = [];
+  const collections: Record<string, Json[]> = {};
+  let resources = 0;
+  for (const kind of FILE_COLLECTIONS) {
+    const entries = [...(lists.get(kind) ?? []), ...(other.get(kind) ?? [])].map((e) => {
+      const out = escapeDollars(e.entry) as { [k: string]: Json };
+      if (!opts.withSecrets) redactSecrets(kind, e.identity, out, placeholders);
+      return out;
+    });
+    if (entries.length === 0) continue;
+    collections[kind] = entries;
+    resources += entries.length;
+  }
   const header = [
     ` Exported by \`sluice export\` from ${opts.source}, prefix ${prefix}/, revision ${opts.revision}: ${resources} resource(s).`,
     ' A file carries no ids (they are derived from the names); references are written by name.',
   ];
-  if (variables.length > 0) {
-    header.push(' Provider api keys are ${VAR} placeholders; set these environment variables before loading:');
-    for (const v of variables) header.push(`   ${v.name}  (${v.what})`);
-  }
-  if (opts.withSecrets && lists.provider_keys.length > 0) {
-    header.push(' CONTAINS PLAINTEXT PROVIDER API KEYS (--with-secrets): protect this file.');
-  }
   if (dropped.size > 0) {
     header.push(' Unknown fields dropped (not part of format "1"):');
     for (const [f, n] of dropped) header.push(`   ${f} (${n} row(s))`);
   }
   if (skipped.length > 0) {
-    header.push(` Skipped ${skipped.length} row(s) that would not load:`);
+    header.push(` Left out ${skipped.length} row(s):`);
     for (const s of skipped) header.push(`   ${s.key}: ${s.error}`);
   }
-  const doc = new Document({ _format_version: '1', ...lists });
+  const doc = new Document({ _format_version: '1', ...collections });
   doc.commentBefore = header.join('\n');
-  return { yaml: doc.toString({ lineWidth: 0 }), resources, skipped, variables: variables.map((v) => v.name) };
+  return {
+    yaml: doc.toString({ lineWidth: 0 }),
+    resources,
+    skipped,
+    placeholders,
+    warnings: placeholderCollisions(placeholders),
+  };
 }
 
 /** Each row judged alone, with no history: the rows a fresh gateway would serve, and those it would not. */
@@ -86,19 +104,18 @@ function servedRows(kvs: readonly EtcdKv[], prefix: string) {
   }
   const keys = [...values.keys()].sort(compareKeys);
   const served = new Map<string, ServedValue>();
-  const skipped: { key: string; error: string }[] = [];
+  const skipped: SkippedRow[] = [];
   const dropped = new Map<string, number>();
   for (const key of keys) {
     const v = values.get(key)!; // non-null: keys come from values
     const p = v.parsed;
-    if (!p.ok) skipped.push({ key, error: `${p.errorKind}: ${p.error}` });
-    else if (p.resource === undefined) skipped.push({ key, error: `${p.kind}: a kind Sluice does not serve` });
-    else {
+    if (!p.ok) skipped.push({ key, why: 'rejected', error: `${p.errorKind}: ${p.error}` });
+    else if (p.resource !== undefined) {
       served.set(key, v as ServedValue);
       for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
     }
   }
-  return { keys, served, skipped, dropped };
+  return { keys, values, served, skipped, dropped };
 }
 
 interface Expressible {
@@ -138,17 +155,20 @@ function expressible(snapshot: Snapshot): Expressible {
   return { winners, pkNames, modelNames };
 }
 
-/** The file's entries per collection, references by name, secrets as placeholders unless `withSecrets`. */
+/** One entry of a collection, before `$` escaping and redaction. */
+interface FileEntry {
+  identity: string;
+  entry: { [k: string]: Json };
+}
+
+/** The served kinds' entries per collection, normalised, references by name. */
 function fileEntries(
   keys: readonly string[],
   served: ReadonlyMap<string, ServedValue>,
   { winners, pkNames, modelNames }: Expressible,
-  withSecrets: boolean,
-  skipped: { key: string; error: string }[],
-): { lists: Record<ResourceKind, Json[]>; variables: { name: string; what: string }[] } {
-  const lists: Record<ResourceKind, Json[]> = { provider_keys: [], models: [], api_keys: [] };
-  const variables: { name: string; what: string }[] = [];
-  const taken = new Set<string>();
+  skipped: SkippedRow[],
+): Map<string, FileEntry[]> {
+  const lists = new Map<string, FileEntry[]>();
   const apiKeyNames = new Set<string>();
   for (const key of keys) {
     const v = served.get(key);
@@ -158,12 +178,14 @@ function fileEntries(
     if (!winners.has(`${row.kind}/${row.id}`)) {
       skipped.push({
         key,
+        why: 'not_expressible',
         error: 'not expressible in a file: a name or key hash another row holds, or an unserved reference',
       });
       continue;
     }
-    const entry = JSON.parse(JSON.stringify(row.resource)) as Record<string, Json>;
+    const entry = JSON.parse(JSON.stringify(row.resource)) as { [k: string]: Json };
     delete entry.id;
+    let identity = row.resource.display_name ?? '';
     if (row.kind === 'models') {
       delete entry.kind;
       if (row.resource.kind === 'direct') {
@@ -172,21 +194,62 @@ function fileEntries(
       }
     }
     if (row.kind === 'api_keys') {
-      let name = row.resource.display_name || row.id;
-      if (apiKeyNames.has(name)) name = `${name} (${row.id})`;
-      apiKeyNames.add(name);
-      entry.display_name = name;
+      identity = apiKeyFileName(row.resource.key_hash);
+      if (apiKeyNames.has(identity)) {
+        skipped.push({
+          key,
+          why: 'not_expressible',
+          error: `not expressible in a file: another key is also ${identity}`,
+        });
+        continue;
+      }
+      apiKeyNames.add(identity);
+      entry.display_name = identity;
       entry.allowed_models = row.resource.allowed_models.filter((n) => n.includes('*') || modelNames.has(n));
     }
-    const out = escapeDollars(entry) as Record<string, Json>;
-    if (row.kind === 'provider_keys' && typeof entry.api_key === 'string' && !withSecrets) {
-      const name = variableName(row.resource.display_name, taken);
-      variables.push({ name, what: `provider_keys "${row.resource.display_name}"` });
-      out.api_key = `\${${name}}`;
-    }
-    lists[row.kind].push(out);
+    push(lists, row.kind, { identity, entry });
   }
-  return { lists, variables };
+  return lists;
+}
+
+function push<T>(m: Map<string, T[]>, k: string, v: T): void {
+  const list = m.get(k);
+  if (list) list.push(v);
+  else m.set(k, [v]);
+}
+
+/**
+ * The rows of the kinds Sluice accepts without serving, as stored (without `id`): the file pipeline takes
+ * them unchecked, so they load back as they were.
+ */
+function otherEntries(
+  keys: readonly string[],
+  values: ReadonlyMap<string, RowValue>,
+  served: ReadonlyMap<string, ServedValue>,
+  skipped: SkippedRow[],
+): Map<string, FileEntry[]> {
+  const lists = new Map<string, FileEntry[]>();
+  const seen = new Set<string>();
+  for (const key of keys) {
+    const v = values.get(key)!; // non-null: keys come from values
+    if (!v.parsed.ok || served.has(key)) continue;
+    const kind = v.parsed.kind;
+    const leave = (error: string) => skipped.push({ key, why: 'not_expressible', error });
+    if (!(FILE_COLLECTIONS as readonly string[]).includes(kind)) {
+      leave(`not expressible in a file: format "1" has no ${kind} collection`);
+      continue;
+    }
+    const entry = JSON.parse(v.raw) as { [k: string]: Json };
+    const identity = identityOf(kind, entry);
+    if (identity === undefined || seen.has(`${kind}\0${identity}`)) {
+      leave(`not expressible in a file: ${identity === undefined ? 'no name' : 'a name another row holds'}`);
+      continue;
+    }
+    seen.add(`${kind}\0${identity}`);
+    delete entry.id;
+    push(lists, kind, { identity, entry });
+  }
+  return lists;
 }
 
 /** `sluice export`'s arguments, as src/cli.ts parses them. */
@@ -239,7 +302,6 @@ export async function runExport(platform: Platform, cmd: ExportCommand): Promise
     revision: range.revision,
     source: cmd.endpoints.join(','),
   });
-  for (const s of r.skipped) err(`export: skipped ${s.key}: ${s.error}`);
   if (cmd.output) {
     if (!platform.files) {
       err('export: this runtime has no file access; omit -o to write to stdout');
@@ -254,11 +316,46 @@ export async function runExport(platform: Platform, cmd: ExportCommand): Promise
   } else {
     platform.writeOut!(r.yaml); // non-null: checked above
   }
-  err(
-    `export: wrote ${r.resources} resource(s) from ${prefix}/ at revision ${range.revision}${
-      cmd.output ? ` to ${cmd.output}` : ''
-    }` +
-      (r.variables.length > 0 ? `; set ${r.variables.join(', ')} before loading` : ''),
-  );
-  return 0;
+  err(`Exported ${r.resources} resource(s) to ${cmd.output ?? 'stdout'} (${prefix}/ at revision ${range.revision})`);
+  for (const line of exportReport(r, cmd.withSecrets)) err(line);
+  return r.skipped.length > 0 ? 1 : 0;
+}
+
+/** The stderr report after the file is written: AISIX's wording, one line per `writeLog`. */
+export function exportReport(r: ExportResult, withSecrets: boolean): string[] {
+  const lines: string[] = [];
+  const rejected = r.skipped.filter((s) => s.why === 'rejected');
+  const unexpressible = r.skipped.filter((s) => s.why === 'not_expressible');
+  if (rejected.length > 0) {
+    lines.push(
+      `warning: ${rejected.length} etcd entr(ies) were rejected during decode and omitted from the export:`,
+      ...rejected.map((s) => `  - ${s.key}: ${s.error}`),
+    );
+  }
+  for (const w of r.warnings) lines.push(`warning: ${w}`);
+  if (withSecrets && r.resources > 0) {
+    lines.push(
+      'warning: --reveal-secrets emitted live credentials inline; treat the output as a secret and do not commit it.',
+    );
+  }
+  const vars = [
+    ...new Set(r.placeholders.map((p) => `  ${p.envVar} — ${p.kind} ${JSON.stringify(p.identity)} ${p.field}`)),
+  ]
+    .sort();
+  if (vars.length > 0) {
+    lines.push(
+      `${vars.length} secret value(s) were replaced with \${VAR} placeholders. Set each variable to the real credential in the gateway's environment before loading this file:`,
+      ...vars,
+    );
+  }
+  if (unexpressible.length > 0) {
+    lines.push(
+      `${unexpressible.length} row(s) cannot be written to the file — fix them in the source and re-export (or run \`sluice validate\` on the file):`,
+      ...unexpressible.map((s) => `  - ${s.key}: ${s.error}`),
+    );
+  }
+  if (r.skipped.length > 0) {
+    lines.push(`export: ${r.skipped.length} row(s) left out; the file does not hold the whole deployment (exit 1)`);
+  }
+  return lines;
 }
