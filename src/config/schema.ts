@@ -7,6 +7,9 @@ const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
 const addr = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]*):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:3000');
 
+/** A listener's certificate and key (PEM files), read before anything binds. */
+const listenerTls = z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) });
+
 const redisUrl = z.string().regex(/^rediss?:\/\/[^\s/]+/, 'must be a redis:// or rediss:// URL');
 /** A Cluster node or a Sentinel: a URL, or `host:port`. */
 const redisAddr = z.string().regex(
@@ -75,7 +78,7 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   proxy: z.strictObject({
     addr,
-    tls: z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) }).optional(),
+    tls: listenerTls.optional(),
     http2: z.boolean().default(false),
     request_body_limit_bytes: nonNegInt.default(0),
     // Sluice-only: more header fields or bytes than this → 431 before anything else (docs/operations.md).
@@ -98,6 +101,7 @@ export const ConfigSchema = z.strictObject({
     enabled: z.boolean().default(true),
     addr: addr.default('127.0.0.1:3001'),
     admin_keys: z.array(z.string().min(1)).default([]),
+    tls: listenerTls.optional(),
   }).prefault({}),
   observability: z.strictObject({
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error']).default('info'),
@@ -191,8 +195,6 @@ export const IGNORED_KEYS = [
 export const REFUSED_KEYS: Record<string, string> = {
   'proxy.listeners':
     'not implemented by Sluice (it binds one proxy listener, proxy.addr); run one gateway per address or put a proxy in front, and remove the key',
-  'admin.tls':
-    'not implemented by Sluice (the admin listener speaks plain HTTP); keep admin.addr on loopback or terminate TLS in front of it, and remove the key',
 };
 
 /** Whether `path` (dotted) is an ignored AISIX key. */

@@ -281,7 +281,7 @@ managed:
     assert.equal(r.config.ratelimit.backend, 'redis'); // implemented: no longer ignored
   });
 
-  test('proxy.listeners and admin.tls stop the boot with advice (ignoring them would leave addresses unserved or the admin API in clear text)', () => {
+  test('proxy.listeners stops the boot with advice (ignoring it would leave addresses unserved); admin.tls is served', () => {
     const out = failed(loadConfig(
       FILE,
       `resources_file: r.yaml
@@ -290,17 +290,18 @@ proxy:
   listeners: [{ addr: "0.0.0.0:3443" }]
 admin:
   admin_keys: [a]
-  tls: { cert_file: a.crt, key_file: a.key }
 `,
       {},
     ));
     assert.match(out, /proxy\.listeners: not implemented by Sluice \(it binds one proxy listener, proxy\.addr\)/);
-    assert.match(out, /admin\.tls: not implemented by Sluice \(the admin listener speaks plain HTTP\)/);
-    const env = failed(loadConfig(FILE, MINIMAL, { AISIX_ADMIN__TLS__CERT_FILE: '/x.crt' }));
-    assert.match(
-      env,
-      /admin\.tls: not implemented by Sluice .*\(from environment variable AISIX_ADMIN__TLS__CERT_FILE\)/,
-    );
+    const env = loadConfig(FILE, MINIMAL, {
+      AISIX_ADMIN__TLS__CERT_FILE: '/x.crt',
+      AISIX_ADMIN__TLS__KEY_FILE: '/x.key',
+    });
+    assert.ok(env.ok, env.ok ? '' : env.report.format());
+    assert.deepEqual(env.config.admin.tls, { cert_file: '/x.crt', key_file: '/x.key' });
+    const half = failed(loadConfig(FILE, `${MINIMAL}  tls: { cert_file: a.crt }\n`, {}));
+    assert.match(half, /admin\.tls\.key_file/);
   });
 
   test('isIgnoredKey covers the list, and managed.snapshot_cache_path is not ignored', () => {

@@ -153,8 +153,13 @@ const AGREE: [string, string, boolean][] = [
   ['AISIX keys Sluice ignores', `${MIN}cache: { x: 1 }\nupstream: { pool_idle: 3, tls: {} }\nmanaged: { zz: 1 }`, true],
   ['AISIX proxy.listeners (refused)', withProxy('{ addr: ":1", listeners: [] }'), false],
   [
-    'AISIX admin.tls (refused)',
-    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: {} }',
+    'admin.tls',
+    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: { cert_file: a, key_file: b } }',
+    true,
+  ],
+  [
+    'admin.tls without key_file',
+    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: { cert_file: a } }',
     false,
   ],
 ];
