@@ -75,7 +75,10 @@ export const ConfigSchema = z.strictObject({
     }).optional(),
     dial_timeout_ms: nonNegInt.default(5000),
     request_timeout_ms: nonNegInt.default(5000),
-  }).prefault({}),
+    /** AISIX's environment namespace: non-empty, the rows are read under `<prefix>/<env_id>/`. */
+    env_id: z.string().optional(),
+  }).transform((e) => (e.env_id ? { ...e, prefix: `${e.prefix.replace(/\/+$/, '')}/${e.env_id}` } : e))
+    .prefault({}),
   proxy: z.strictObject({
     addr,
     tls: listenerTls.optional(),
@@ -182,7 +185,6 @@ export const IGNORED_KEYS = [
   'upstream.tls',
   'upstream.tcp_keepalive_*',
   'upstream.pool_*',
-  'etcd.env_id',
   'etcd.tls.domain_name',
   'managed.*',
   'bedrock_endpoint_url',

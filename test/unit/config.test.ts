@@ -252,7 +252,6 @@ managed:
     assert.deepEqual([...r.ignoredKeys].sort(), [
       'bedrock_endpoint_url',
       'cache',
-      'etcd.env_id',
       'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
@@ -273,6 +272,7 @@ managed:
     ]);
     // The keys that Sluice implements next to them still apply.
     assert.equal(r.config.observability.log_level, 'warn');
+    assert.equal(r.config.etcd.prefix, '/aisix/prod', 'etcd.env_id: rows under <prefix>/<env_id>/');
     assert.equal(r.config.observability.metrics.prometheus.path, '/prom');
     assert.equal(r.config.upstream.timeout_ms, 1000);
     assert.equal(r.config.managed.snapshot_cache_path, '/etc/sluice/cache/snapshot.json');
@@ -302,6 +302,24 @@ admin:
     assert.deepEqual(env.config.admin.tls, { cert_file: '/x.crt', key_file: '/x.key' });
     const half = failed(loadConfig(FILE, `${MINIMAL}  tls: { cert_file: a.crt }\n`, {}));
     assert.match(half, /admin\.tls\.key_file/);
+  });
+
+  test('etcd.env_id joins the prefix; empty or absent leaves it', () => {
+    const etcd = (block: string) =>
+      ok(loadConfig(FILE, `${MINIMAL.replace('resources_file: resources.yaml\n', '')}etcd: ${block}\n`, {}));
+    assert.equal(etcd('{ endpoints: [http://e:2379], prefix: /gw/, env_id: env-1 }').config.etcd.prefix, '/gw/env-1');
+    assert.equal(etcd('{ endpoints: [http://e:2379], env_id: "" }').config.etcd.prefix, '/aisix');
+    assert.equal(etcd('{ endpoints: [http://e:2379] }').config.etcd.prefix, '/aisix');
+    const env = ok(
+      loadConfig(
+        FILE,
+        `${MINIMAL.replace('resources_file: resources.yaml\n', '')}etcd: { endpoints: [http://e:2379] }\n`,
+        {
+          AISIX_ETCD__ENV_ID: 'staging',
+        },
+      ),
+    );
+    assert.equal(env.config.etcd.prefix, '/aisix/staging');
   });
 
   test('isIgnoredKey covers the list, and managed.snapshot_cache_path is not ignored', () => {
