@@ -48,14 +48,10 @@ function fieldPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-/** The reporting form of an ignored member: array indices become `[]`. */
+/** The reporting form of an ignored member, AISIX's: an array index is a segment of its own, `[]`. */
 function ignoredPath(path: readonly PropertyKey[], key: string): string {
-  let out = '';
-  for (const p of path) {
-    if (typeof p === 'number') out += '[]';
-    else if (typeof p === 'string') out += out ? `.${p}` : p;
-  }
-  return out ? `${out}.${key}` : key;
+  const segments = path.flatMap((p) => (typeof p === 'number' ? ['[]'] : typeof p === 'string' ? [p] : []));
+  return [...segments, key].join('.');
 }
 
 /** One line per issue, `field: message`; unknown members read `field: unknown field`. */
