@@ -109,6 +109,20 @@ function finishIgnored(ignored: string[]): string[] {
 }
 
 /**
+ * One document against `schema` under `mode` (the same reading as the built-in kinds): the parsed value and
+ * the ignored paths, or the schema error. `doc` is consumed.
+ */
+export function parseAgainst<T>(
+  schema: z.ZodType<T>,
+  doc: Record<string, unknown>,
+  mode: 'strict' | 'lenient',
+): { ok: true; data: T; ignored: string[] } | { ok: false; error: string } {
+  const ignored: string[] = [];
+  const r = parseWith(schema, doc, mode === 'lenient', ignored);
+  return r.ok ? { ok: true, data: r.data, ignored: finishIgnored(ignored) } : { ok: false, error: issueMessages(r.issues).join('; ') };
+}
+
+/**
  * Judges one document of a served kind. `doc` is consumed (lenient mode removes members from it). `id` is
  * the resource id (the etcd key's id, or the file's derived id).
  */
