@@ -3,6 +3,8 @@
 // configured secret — the provider keys' credentials, the admin keys and the caller's own bearer token of
 // this request — with `[redacted]`. Upstreams do echo credentials ("Incorrect API key provided: sk-…").
 import type { Snapshot } from '../resources/snapshot.ts';
+import { credentialSecrets } from '../providers/credential-json.ts';
+import { mintedTokens } from '../providers/token-cache.ts';
 
 export const REDACTED = '[redacted]';
 
@@ -17,7 +19,12 @@ function configuredSecrets(snapshot: Snapshot | undefined, adminKeys: readonly s
   let s = perSnapshot.get(snapshot);
   if (!s) {
     const set = new Set<string>();
-    for (const k of snapshot.resources.provider_keys) if (k.api_key) set.add(k.api_key);
+    for (const k of snapshot.resources.provider_keys) {
+      if (!k.api_key) continue;
+      set.add(k.api_key);
+      // A JSON credential's members (Bedrock, Vertex, Azure AAD): an upstream echoes one, never the document.
+      for (const m of credentialSecrets(k.api_key)) set.add(m);
+    }
     for (const k of adminKeys) set.add(k);
     s = [...set].filter((x) => x.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length);
     perSnapshot.set(snapshot, s);
@@ -34,9 +41,12 @@ export function scrubberFor(
   callerToken: string | undefined,
 ): Scrub {
   const configured = configuredSecrets(snapshot, adminKeys);
-  const secrets = callerToken && callerToken.length >= MIN_SECRET_LENGTH && !configured.includes(callerToken)
-    ? [...configured, callerToken].sort((a, b) => b.length - a.length)
-    : configured;
+  // Tokens the gateway minted (Vertex, Azure AAD) come and go between snapshots: read per request.
+  const extra = mintedTokens().filter((t) => t.length >= MIN_SECRET_LENGTH && !configured.includes(t));
+  if (callerToken && callerToken.length >= MIN_SECRET_LENGTH && !configured.includes(callerToken)) {
+    extra.push(callerToken);
+  }
+  const secrets = extra.length > 0 ? [...configured, ...extra].sort((a, b) => b.length - a.length) : configured;
   return (text) => scrubText(text, secrets);
 }
 

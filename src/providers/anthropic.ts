@@ -1,12 +1,25 @@
 // Anthropic's Messages API (`adapter: anthropic`; `api_base` without `/v1`). A `/v1/messages` caller passes
-// through untouched; an OpenAI chat caller is translated both ways (docs/routing.md "Anthropic Messages").
+// through untouched, and so does `/v1/messages/count_tokens`; an OpenAI chat caller is translated both ways
+// (docs/routing.md "Anthropic Messages").
 import { parseJsonObject, TranslationError } from './translate/shared.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
-import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
+import {
+  type ProviderAdapter,
+  type ProviderCall,
+  type ProviderResult,
+  type TokenCounts,
+  upstreamResult,
+} from './types.ts';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 
-async function send(c: ProviderCall, body: Record<string, unknown>): Promise<ProviderResult> {
+const PATHS = { messages: '/v1/messages', count_tokens: '/v1/messages/count_tokens' } as const;
+
+async function send(
+  c: ProviderCall,
+  body: Record<string, unknown>,
+  path: string = PATHS.messages,
+): Promise<ProviderResult> {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     accept: c.stream ? 'text/event-stream' : 'application/json',
@@ -17,7 +30,7 @@ async function send(c: ProviderCall, body: Record<string, unknown>): Promise<Pro
   const beta = c.callerHeaders?.get('anthropic-beta');
   if (beta) headers['anthropic-beta'] = beta;
   const res = await c.upstream({
-    url: `${c.key.api_base}/v1/messages`,
+    url: `${c.key.api_base}${path}`,
     method: 'POST',
     headers,
     body: JSON.stringify(body),
@@ -40,7 +53,12 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
   if (r.kind === 'stream') {
     const includeUsage = typeof c.body.stream_options === 'object' && c.body.stream_options !== null &&
       (c.body.stream_options as { include_usage?: unknown }).include_usage === true;
-    return { kind: 'stream', chunks: messagesStreamToChat(r.chunks, model, includeUsage), cancel: r.cancel };
+    // The counts reach the meter whatever the caller asked, cache parts included.
+    let counted: TokenCounts | undefined;
+    const chunks = messagesStreamToChat(r.chunks, model, includeUsage, (u) => {
+      counted = u;
+    });
+    return { kind: 'stream', chunks, cancel: r.cancel, counted: () => counted };
   }
   // An error status goes back as the upstream sent it (the HTTP layer re-wraps it in the caller's envelope);
   // a 2xx that is not JSON without its body (routing counts it as the upstream failure it is).
@@ -52,8 +70,11 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
 
 export const anthropicAdapter: ProviderAdapter = {
   name: 'anthropic',
-  supports: (endpoint) => endpoint === 'chat' || endpoint === 'messages',
+  supports: (endpoint) => endpoint === 'chat' || endpoint === 'messages' || endpoint === 'count_tokens',
   call(c: ProviderCall): Promise<ProviderResult> {
-    return c.endpoint === 'messages' ? send(c, c.body) : chatViaMessages(c);
+    if (c.endpoint === 'messages') return send(c, c.body);
+    // Never streamed: the answer is one JSON object (`{"input_tokens": N}`), passed on byte for byte.
+    if (c.endpoint === 'count_tokens') return send({ ...c, stream: false }, c.body, PATHS.count_tokens);
+    return chatViaMessages(c);
   },
 };

@@ -106,7 +106,7 @@ function embed(text: string): number[] {
 
 export const echoAdapter: ProviderAdapter = {
   name: 'echo',
-  supports: (endpoint) => endpoint !== 'messages',
+  supports: (endpoint) => endpoint === 'chat' || endpoint === 'completions' || endpoint === 'embeddings',
   async call(c: ProviderCall): Promise<ProviderResult> {
     const model = String(c.body.model ?? 'echo');
     if (c.endpoint === 'embeddings') {

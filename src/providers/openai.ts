@@ -1,25 +1,54 @@
 // Any OpenAI-compatible upstream (`api_base` includes `/v1`). Bodies are forwarded as JSON and SSE bytes
-// are passed through untouched: no parse, no re-serialisation.
-import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
+// are passed through untouched (no parse, no re-serialisation), except that a stream whose caller sent no
+// `stream_options` is asked for usage and the usage chunk is withheld from it (injected-usage.ts). A
+// native Responses stream's usage is read from its terminal event (responses-usage.ts).
+import { INJECTED_STREAM_OPTIONS, injectsUsage, withoutInjectedUsage } from './injected-usage.ts';
+import { observeResponsesUsage } from './responses-usage.ts';
+import {
+  type ProviderAdapter,
+  type ProviderCall,
+  type ProviderResult,
+  type TokenCounts,
+  upstreamResult,
+} from './types.ts';
 
-const PATHS = { chat: '/chat/completions', completions: '/completions', embeddings: '/embeddings' } as const;
+const PATHS = {
+  chat: '/chat/completions',
+  completions: '/completions',
+  embeddings: '/embeddings',
+  responses: '/responses',
+} as const;
+
+function served(endpoint: string): endpoint is keyof typeof PATHS {
+  return endpoint in PATHS;
+}
 
 export const openaiAdapter: ProviderAdapter = {
   name: 'openai',
-  supports: (endpoint) => endpoint !== 'messages',
+  supports: served,
   async call(c: ProviderCall): Promise<ProviderResult> {
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: c.stream ? 'text/event-stream' : 'application/json',
     };
     if (c.key.api_key) headers.authorization = `Bearer ${c.key.api_key}`;
+    // Native Responses always reports usage at its end: nothing to ask for there.
+    const inject = (c.endpoint === 'chat' || c.endpoint === 'completions') && injectsUsage(c.body, c.stream);
+    const body = inject ? { ...c.body, stream_options: INJECTED_STREAM_OPTIONS } : c.body;
     const res = await c.upstream({
       url: `${c.key.api_base}${PATHS[c.endpoint as keyof typeof PATHS]}`,
       method: 'POST',
       headers,
-      body: JSON.stringify(c.body),
+      body: JSON.stringify(body),
       signal: c.signal,
     });
-    return upstreamResult(res, c.stream);
+    const r = await upstreamResult(res, c.stream);
+    if (r.kind !== 'stream' || (!inject && c.endpoint !== 'responses')) return r;
+    let counted: TokenCounts | undefined;
+    const onUsage = (u: TokenCounts) => {
+      counted = u;
+    };
+    const chunks = inject ? withoutInjectedUsage(r.chunks, onUsage) : observeResponsesUsage(r.chunks, onUsage);
+    return { ...r, chunks, counted: () => counted };
   },
 };

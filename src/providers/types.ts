@@ -5,11 +5,12 @@ import type { AdapterName, ProviderKey } from '../resources/schema.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 
 /**
- * What the caller asked for, in the caller's wire: `chat` and `embeddings` are OpenAI's, `messages` is
- * Anthropic's Messages API. An adapter that does not support `messages` is reached through the
- * translation in `call.ts` (Anthropic wire ⇄ OpenAI chat), so it only ever sees `chat`.
+ * What the caller asked for, in the caller's wire: `chat`, `completions`, `embeddings` and `responses` are
+ * OpenAI's, `messages` and `count_tokens` (`/v1/messages/count_tokens`) Anthropic's. An adapter that does
+ * not support `messages` or `responses` is reached through the translations in `call.ts` (both through
+ * OpenAI chat), so it only ever sees `chat`; `count_tokens` has no translation (call.ts refuses it).
  */
-export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'messages';
+export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'messages' | 'responses' | 'count_tokens';
 
 export interface ProviderCall {
   endpoint: Endpoint;
@@ -22,6 +23,33 @@ export interface ProviderCall {
   upstream: UpstreamFetch;
   /** Aborted on client disconnect, on the model's deadline, or on a stream's silence timeout. */
   signal: CancelSignal;
+  /**
+   * The model name the caller sent (an alias or a routing group), for answers Sluice builds itself that
+   * must name it (translated Responses answers, refusals); absent: `body.model`.
+   */
+  callerModel?: string;
+  /**
+   * The target's effective vendor id: the model's `provider`, else the key's. Decides native Responses
+   * (`openai` only) against the translation through chat; absent: the key's `provider`.
+   */
+  provider?: string;
+}
+
+/**
+ * Tokens one answer used, as an adapter read them from the upstream's own report (or as estimated). OpenAI's
+ * meaning throughout: `input` includes cached input, `output` includes reasoning.
+ */
+export interface TokenCounts {
+  input: number;
+  output: number;
+  /** Of `input`, read from the provider's prompt cache (OpenAI `cached_tokens`, Anthropic `cache_read_input_tokens`). */
+  cacheRead?: number;
+  /** Of `input`, written to the prompt cache (Anthropic `cache_creation_input_tokens`). */
+  cacheCreation?: number;
+  /** Of `output`, reasoning tokens (`completion_tokens_details.reasoning_tokens`). */
+  reasoning?: number;
+  /** Some counter was filled by the local estimate (estimate.ts), not reported by the upstream. */
+  estimated?: boolean;
 }
 
 export type ProviderResult =
@@ -35,7 +63,18 @@ export type ProviderResult =
    * `data: [DONE]`, or Anthropic's named events ending with `message_stop`. Iterating may throw an
    * `UpstreamStreamError` when the upstream reports a failure inside the stream.
    */
-  | { kind: 'stream'; chunks: AsyncIterable<Uint8Array>; cancel(): Promise<void> }
+  | {
+    kind: 'stream';
+    chunks: AsyncIterable<Uint8Array>;
+    cancel(): Promise<void>;
+    /**
+     * The tokens the adapter read from the upstream stream, once `chunks` is exhausted: set when the adapter
+     * withholds the usage from the caller (a usage chunk it asked for behind the caller's back) or the
+     * caller's wire cannot carry all of it (cache counts on a translated stream). When set and defined it
+     * is the stream's usage; otherwise the bytes the caller received are the record.
+     */
+    counted?: () => TokenCounts | undefined;
+  }
   /** The gateway refuses the call itself (e.g. a translation the target cannot express): a 400, no upstream call. */
   | { kind: 'refused'; message: string };
 

@@ -12,7 +12,6 @@ import type { z } from 'zod';
 import {
   type ApiKey,
   ApiKeySchema,
-  DEFAULT_API_BASE,
   defaultAdapter,
   INAPPLICABLE_ON_ROUTING,
   type Model,
@@ -21,6 +20,7 @@ import {
   ProviderKeySchema,
   type ResourceKind,
 } from './schema.ts';
+import { resolveApiBase } from './api-base.ts';
 
 /** AISIX caps the ignored paths of one row at 64, then adds this marker. */
 export const MAX_IGNORED_FIELDS = 64;
@@ -151,10 +151,13 @@ export function parseDocument(
       const r = parseWith(ProviderKeySchema, doc, lenient, ignored);
       if (!r.ok) return fail(r.issues);
       const { id: _id, secret, ...rest } = r.data;
-      const adapter = rest.adapter ?? defaultAdapter(rest.provider);
-      const api_base = (rest.api_base ?? DEFAULT_API_BASE[adapter])?.replace(/\/+$/, '');
+      const { adapter: named, api_base: givenBase, ...others } = rest;
+      const adapter = named ?? defaultAdapter(rest.provider);
+      const api_base = resolveApiBase(adapter, rest.provider, givenBase);
       const api_key = rest.api_key ?? secret;
-      const resource: ProviderKey = { ...rest, adapter, api_base, id };
+      const resource: ProviderKey = { ...others, id };
+      if (adapter !== undefined) resource.adapter = adapter;
+      if (api_base !== undefined) resource.api_base = api_base;
       if (api_key !== undefined) resource.api_key = api_key;
       return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
     }

@@ -68,7 +68,7 @@ export function isNotServedKind(kind: string): kind is NotServedKind {
   return (NOT_SERVED_KINDS as readonly string[]).includes(kind);
 }
 
-const ADAPTERS = ['openai', 'anthropic', 'echo'] as const;
+const ADAPTERS = ['openai', 'anthropic', 'bedrock', 'vertex', 'azure-openai', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
 
 const positiveInt = z.number().int().positive();
@@ -151,19 +151,32 @@ export const providerKeyShape = {
   api_key: z.string().min(1, 'must not be empty').optional(),
   /** AISIX's alias of `api_key` (serde alias): moved onto `api_key` by `desugarSecret`. */
   secret: z.string().min(1, 'must not be empty').optional(),
-  api_base: nullOk(z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' })),
+  /** An http(s) URL, or (Azure only) a bare resource name; blank = absent. Each family's finer rules: its adapter. */
+  api_base: nullOk(z.string().refine((s) => isHttpUrl(s) || isBareName(s), 'must be an http(s) URL')),
 };
+
+function isHttpUrl(s: string): boolean {
+  return s.trim() === '' || z.url({ protocol: /^https?$/ }).safeParse(s.trim()).success;
+}
+function isBareName(s: string): boolean {
+  return /^[A-Za-z0-9_-]+$/.test(s.trim());
+}
 /**
  * A provider key needs a credential (`api_key` or its alias `secret`), except on Sluice's own `echo`
  * adapter, which calls no upstream.
  */
 export const ProviderKeySchema = z.strictObject(providerKeyShape).superRefine((k, ctx) => {
-  if (k.api_key === undefined && k.secret === undefined && (k.adapter ?? defaultAdapter(k.provider)) !== 'echo') {
+  const adapter = k.adapter ?? defaultAdapter(k.provider);
+  if (k.api_key === undefined && k.secret === undefined && adapter !== 'echo') {
     ctx.addIssue({ code: 'custom', path: ['api_key'], message: 'required (or its alias `secret`)' });
+  }
+  if (k.api_base !== undefined && adapter !== 'azure-openai' && !isHttpUrl(k.api_base)) {
+    ctx.addIssue({ code: 'custom', path: ['api_base'], message: 'must be an http(s) URL' });
   }
 });
 type ProviderKeyRow = z.infer<typeof ProviderKeySchema>;
-export type ProviderKey = Omit<ProviderKeyRow, 'id' | 'secret'> & { id: string; adapter: AdapterName };
+/** `adapter` is undefined for a key of another vendor that names none: it is refused at dispatch, never guessed. */
+export type ProviderKey = Omit<ProviderKeyRow, 'id' | 'secret' | 'adapter'> & { id: string; adapter?: AdapterName };
 
 export const STRATEGIES = [
   'failover',
@@ -286,15 +299,13 @@ export const apiKeyShape = {
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };
 
-/** The default adapter of a vendor id, when `adapter` is not given (`""` and unknown vendors: openai). */
-export function defaultAdapter(provider: string): AdapterName {
-  if (provider === 'anthropic') return 'anthropic';
-  if (provider === 'echo') return 'echo';
-  return 'openai';
+/**
+ * The adapter of a vendor id when `adapter` is not given: `openai` (and `""`), `anthropic`, `echo` name
+ * their own; any other vendor has none, so its key is never sent down a wire it was not meant for.
+ */
+export function defaultAdapter(provider: string): AdapterName | undefined {
+  const vendor = provider.trim().toLowerCase();
+  if (vendor === '' || vendor === 'openai') return 'openai';
+  if (vendor === 'anthropic' || vendor === 'echo') return vendor;
+  return undefined;
 }
-
-export const DEFAULT_API_BASE: Record<AdapterName, string | undefined> = {
-  openai: 'https://api.openai.com/v1',
-  anthropic: 'https://api.anthropic.com',
-  echo: undefined,
-};

@@ -1,5 +1,6 @@
-// A scriptable Anthropic Messages upstream (`POST /v1/messages`) on a real loopback socket: JSON answers,
-// named-event SSE streams (with a delay before the first event, for first-byte deadlines), error statuses.
+// A scriptable Anthropic Messages upstream (`POST /v1/messages`, `POST /v1/messages/count_tokens`) on a
+// real loopback socket: JSON answers, named-event SSE streams (with a delay before the first event, for
+// first-byte deadlines), error statuses.
 // Every request is recorded with its headers, so tests can check `x-api-key` and `anthropic-version`.
 import { sleep } from './until.ts';
 import * as http from 'node:http';
@@ -30,6 +31,9 @@ export interface MockAnthropic {
   script(...r: AnthropicReply[]): void;
   close(): Promise<void>;
 }
+
+/** What the mock's `count_tokens` answers by default. */
+export const COUNTED_INPUT_TOKENS = 42;
 
 export function anthropicMessage(model: string, text = 'hi from anthropic mock'): Record<string, unknown> {
   return {
@@ -89,7 +93,8 @@ export async function startMockAnthropic(): Promise<MockAnthropic> {
     requests.push({ url: req.url ?? '', headers: req.headers, json });
     const reply = queue.shift() ?? {};
     const model = typeof json?.model === 'string' ? json.model : 'unknown';
-    const status = reply.status ?? (req.url === '/v1/messages' ? 200 : 404);
+    const countTokens = req.url === '/v1/messages/count_tokens';
+    const status = reply.status ?? (req.url === '/v1/messages' || countTokens ? 200 : 404);
     if (status < 300 && (reply.events || json?.stream === true)) {
       res.writeHead(status, { 'content-type': 'text/event-stream', ...reply.headers });
       res.flushHeaders();
@@ -104,7 +109,7 @@ export async function startMockAnthropic(): Promise<MockAnthropic> {
     }
     const body = reply.body ??
       (status < 300
-        ? anthropicMessage(model)
+        ? (countTokens ? { input_tokens: COUNTED_INPUT_TOKENS } : anthropicMessage(model))
         : { type: 'error', error: { type: 'overloaded_error', message: `mock ${status}` } });
     res.writeHead(status, { 'content-type': 'application/json', ...reply.headers });
     res.end(typeof body === 'string' ? body : JSON.stringify(body));

@@ -8,6 +8,7 @@ import {
   chatStreamToMessages,
   chatToMessagesResponse,
   messagesToChatRequest,
+  translateMessagesRequest,
 } from '../../src/providers/translate/messages-via-chat.ts';
 import {
   chatToMessagesRequest,
@@ -96,11 +97,13 @@ test('Messages request → chat request: system blocks, images, tool_use and too
     tool_choice: { type: 'function', function: { name: 'get' } },
     parallel_tool_calls: false,
   });
-  assert.throws(
-    () =>
-      messagesToChatRequest({ model: 'm', messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }),
-    TranslationError,
-  );
+  // A block chat cannot carry is dropped and counted, not refused.
+  const dropped = translateMessagesRequest({
+    model: 'm',
+    messages: [{ role: 'user', content: [{ type: 'document', source: {} }, { type: 'text', text: 'x' }] }],
+  });
+  assert.equal(dropped.droppedBlocks, 1);
+  assert.deepEqual(dropped.body.messages, [{ role: 'user', content: 'x' }]);
 });
 
 test('chat answer → Messages answer: tool calls become tool_use blocks; finish reasons map', () => {
@@ -257,7 +260,12 @@ test('Messages answer → chat answer: text and tool_use, stop reasons, cached i
       tool_calls: [{ id: 't', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }],
     },
   }]);
-  assert.deepEqual(r.usage, { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 });
+  assert.deepEqual(r.usage, {
+    prompt_tokens: 5,
+    completion_tokens: 4,
+    total_tokens: 9,
+    prompt_tokens_details: { cached_tokens: 3 },
+  });
   assert.equal(r.id, 'chatcmpl-msg_1');
 });
 

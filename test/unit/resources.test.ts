@@ -382,7 +382,7 @@ api_keys:
     assert.equal(
       out,
       `resources file ${FILE}: 3 error(s):\n` +
-        '  - provider_keys[1] ("pk2"): adapter: Invalid option: expected one of "openai"|"anthropic"|"echo"; api_base: must be an http(s) URL\n' +
+        '  - provider_keys[1] ("pk2"): adapter: Invalid option: expected one of "openai"|"anthropic"|"bedrock"|"vertex"|"azure-openai"|"echo"; api_base: must be an http(s) URL\n' +
         '  - models[0] ("m"): timeout: Invalid input: expected number, received string; retries: Too small: expected number to be >=0\n' +
         '  - api_keys[0] ("k"): allowed_models: Invalid input: expected array, received string; expires_at: must be an RFC 3339 timestamp; disabled: Invalid input: expected boolean, received string',
     );

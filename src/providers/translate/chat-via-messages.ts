@@ -4,6 +4,10 @@
 import { dataEvent, DONE_EVENT, jsonData, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
+  type AnthropicCounts,
+  anthropicCounts,
+  foldAnthropicCounts,
+  fromAnthropicCounts,
   isRecord,
   type Json,
   num,
@@ -29,13 +33,16 @@ export function chatToMessagesRequest(body: Json): Json {
   if (isRecord(body.response_format) && body.response_format.type !== 'text') {
     throw new TranslationError('`response_format` cannot be sent to this model');
   }
-  const system: string[] = [];
+  const system: Json[] = [];
+  let systemBlocks = false;
   const messages: Json[] = [];
   const input = Array.isArray(body.messages) ? body.messages : [];
   input.forEach((m, i) => {
     if (!isRecord(m)) throw new TranslationError(`messages[${i}] must be an object`);
-    if (m.role === 'system' || m.role === 'developer') system.push(plainText(m.content, `messages[${i}]`));
-    else if (m.role === 'user') messages.push({ role: 'user', content: userBlocks(m.content, i) });
+    if (m.role === 'system' || m.role === 'developer') {
+      systemBlocks ||= Array.isArray(m.content);
+      system.push(...textBlocks(m.content, `messages[${i}]`));
+    } else if (m.role === 'user') messages.push({ role: 'user', content: userBlocks(m.content, i) });
     else if (m.role === 'assistant') messages.push({ role: 'assistant', content: assistantBlocks(m, i) });
     else if (m.role === 'tool') appendToolResult(messages, m, i);
     else throw new TranslationError(`messages[${i}].role "${String(m.role)}" cannot be sent to this model`);
@@ -45,16 +52,39 @@ export function chatToMessagesRequest(body: Json): Json {
     messages,
     max_tokens: num(body.max_tokens) ?? num(body.max_completion_tokens) ?? DEFAULT_MAX_TOKENS,
   };
-  if (system.length > 0) out.system = system.join('\n\n');
+  // Plain strings stay one string (what Anthropic has always been sent); blocks keep their cache markers.
+  if (system.length > 0) {
+    out.system = systemBlocks
+      ? system.filter((b) => (b.text as string).trim() !== '') // Anthropic refuses blank blocks
+      : system.map((b) => b.text).join('\n\n');
+  }
   if (typeof body.stop === 'string') out.stop_sequences = [body.stop];
   else if (Array.isArray(body.stop) && body.stop.length > 0) out.stop_sequences = body.stop;
   for (const k of ['temperature', 'top_p'] as const) if (body[k] !== undefined && body[k] !== null) out[k] = body[k];
+  // Anthropic's own knobs in a chat body take effect, as AISIX forwards them; OpenAI has no such fields.
+  if (isRecord(body.thinking)) out.thinking = body.thinking;
+  if (num(body.top_k) !== undefined) out.top_k = body.top_k;
   if (typeof body.user === 'string') out.metadata = { user_id: body.user };
   if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(messagesTool);
   const choice = messagesToolChoice(body.tool_choice, body.parallel_tool_calls === false);
   if (choice !== undefined) out.tool_choice = choice;
   if (body.stream === true) out.stream = true;
   return out;
+}
+
+/** A prompt-cache marker rides along on the block it marks (Anthropic reads it on text, image and tool). */
+function withCacheControl(block: Json, from: Json): Json {
+  return isRecord(from.cache_control) ? { ...block, cache_control: from.cache_control } : block;
+}
+
+/** Text content as Anthropic text blocks: a string is one block; parts must be text and keep their marker. */
+function textBlocks(content: unknown, where: string): Json[] {
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
+  if (!Array.isArray(content)) return [];
+  return content.map((p) => {
+    if (isRecord(p) && p.type === 'text') return withCacheControl({ type: 'text', text: str(p.text) ?? '' }, p);
+    throw new TranslationError(`${where}: only text content can be sent to this model here`);
+  });
 }
 
 function plainText(content: unknown, where: string): string {
@@ -71,13 +101,16 @@ function userBlocks(content: unknown, i: number): Json[] | string {
   if (!Array.isArray(content)) {
     throw new TranslationError(`messages[${i}].content must be a string or an array of parts`);
   }
-  return content.map((p, j) => {
+  const blocks = content.map((p, j) => {
     const where = `messages[${i}].content[${j}]`;
     if (!isRecord(p)) throw new TranslationError(`${where} must be an object`);
-    if (p.type === 'text') return { type: 'text', text: str(p.text) ?? '' };
-    if (p.type === 'image_url') return imageBlock(p, where);
+    if (p.type === 'text') return withCacheControl({ type: 'text', text: str(p.text) ?? '' }, p);
+    if (p.type === 'image_url') return withCacheControl(imageBlock(p, where), p);
     throw new TranslationError(`${where}: parts of type "${String(p.type)}" cannot be sent to this model`);
   });
+  // Anthropic refuses blank text blocks; a message of nothing else is left for it to refuse.
+  const kept = blocks.filter((b) => b.type !== 'text' || (b.text as string).trim() !== '');
+  return kept.length > 0 ? kept : blocks;
 }
 
 function imageBlock(p: Json, where: string): Json {
@@ -89,9 +122,8 @@ function imageBlock(p: Json, where: string): Json {
 }
 
 function assistantBlocks(m: Json, i: number): Json[] {
-  const blocks: Json[] = [];
-  const text = m.content === null || m.content === undefined ? '' : plainText(m.content, `messages[${i}]`);
-  if (text !== '') blocks.push({ type: 'text', text });
+  // Anthropic refuses empty text blocks; an assistant turn of tool calls alone has none.
+  const blocks = textBlocks(m.content, `messages[${i}]`).filter((b) => b.text !== '');
   for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
     if (!isRecord(call) || !isRecord(call.function)) continue;
     blocks.push({
@@ -121,12 +153,15 @@ function appendToolResult(messages: Json[], m: Json, i: number): void {
 }
 
 function messagesTool(t: unknown): Json {
-  const fn = isRecord(t) && isRecord(t.function) ? t.function : {};
-  return {
+  const tool = isRecord(t) ? t : {};
+  const fn = isRecord(tool.function) ? tool.function : {};
+  const out: Json = {
     name: str(fn.name) ?? '',
     ...(fn.description !== undefined ? { description: fn.description } : {}),
     input_schema: isRecord(fn.parameters) ? fn.parameters : { type: 'object', properties: {} },
   };
+  // The marker may sit on the tool or on its function (clients differ).
+  return withCacheControl(out, isRecord(tool.cache_control) ? tool : fn);
 }
 
 function messagesToolChoice(c: unknown, noParallel: boolean): Json | undefined {
@@ -142,10 +177,12 @@ function messagesToolChoice(c: unknown, noParallel: boolean): Json | undefined {
 
 export function messagesToChatResponse(msg: Json, model: string): Json {
   let text = '';
+  let reasoning = '';
   const toolCalls: Json[] = [];
   for (const b of Array.isArray(msg.content) ? msg.content : []) {
     if (!isRecord(b)) continue;
     if (b.type === 'text') text += str(b.text) ?? '';
+    else if (b.type === 'thinking') reasoning += str(b.thinking) ?? '';
     else if (b.type === 'tool_use') {
       toolCalls.push({
         id: str(b.id) ?? '',
@@ -155,6 +192,8 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
     }
   }
   const message: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
+  // Where OpenAI-compatible reasoning models put their thinking (DeepSeek's field).
+  if (reasoning !== '') message.reasoning_content = reasoning;
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return {
     id: `chatcmpl-${str(msg.id) ?? translatedId('')}`,
@@ -170,18 +209,20 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
 
 /**
  * Anthropic Messages events → OpenAI chat chunks ending with `data: [DONE]`; a final usage chunk when the
- * caller asked for `stream_options.include_usage`. An upstream `error` event, or a stream that ends before
+ * caller asked for `stream_options.include_usage`. Whether or not it asked, `onUsage` gets the stream's
+ * counts (cache parts included) as they grow, so a stream cut before its end still counts what was said. An upstream `error` event, or a stream that ends before
  * `message_stop`, throws: the caller gets an SSE error event rather than a silently truncated answer.
  */
 export async function* messagesStreamToChat(
   chunks: AsyncIterable<Uint8Array>,
   model: string,
   includeUsage: boolean,
+  onUsage?: (usage: TokenUsage) => void,
 ): AsyncGenerator<Uint8Array> {
   let id = `chatcmpl-${translatedId('')}`;
   let upstreamModel = model;
   const created = Math.floor(Date.now() / 1000);
-  let usage: TokenUsage = { input: 0, output: 0 };
+  let counts: AnthropicCounts = anthropicCounts(undefined);
   /** Anthropic block index → OpenAI tool-call index. */
   const toolIndex = new Map<number, number>();
   let started = false;
@@ -203,45 +244,27 @@ export async function* messagesStreamToChat(
         const msg = isRecord(j.message) ? j.message : {};
         if (str(msg.id)) id = `chatcmpl-${msg.id as string}`;
         upstreamModel = str(msg.model) ?? upstreamModel;
-        usage = usageFromAnthropic(msg.usage);
+        counts = anthropicCounts(msg.usage);
+        onUsage?.(fromAnthropicCounts(counts));
         started = true;
         yield chunk({ role: 'assistant', content: '' });
         break;
       }
-      case 'content_block_start': {
-        const block = isRecord(j.content_block) ? j.content_block : {};
-        if (block.type !== 'tool_use') break;
-        const index = toolIndex.size;
-        toolIndex.set(num(j.index) ?? 0, index);
-        yield chunk({
-          tool_calls: [{
-            index,
-            id: str(block.id) ?? '',
-            type: 'function',
-            function: { name: str(block.name) ?? '', arguments: '' },
-          }],
-        });
+      case 'content_block_start':
+      case 'content_block_delta':
+        yield* blockChunks(j, toolIndex, chunk);
         break;
-      }
-      case 'content_block_delta': {
-        const delta = isRecord(j.delta) ? j.delta : {};
-        if (delta.type === 'text_delta' && typeof delta.text === 'string') yield chunk({ content: delta.text });
-        else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
-          const index = toolIndex.get(num(j.index) ?? 0) ?? 0;
-          yield chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
-        }
-        break;
-      }
       case 'message_delta': {
         const delta = isRecord(j.delta) ? j.delta : {};
-        const u = isRecord(j.usage) ? j.usage : {};
-        usage = { input: num(u.input_tokens) ?? usage.input, output: num(u.output_tokens) ?? usage.output };
+        counts = foldAnthropicCounts(counts, j.usage);
+        onUsage?.(fromAnthropicCounts(counts));
         if (delta.stop_reason !== undefined && delta.stop_reason !== null) {
           yield chunk({}, toFinishReason(delta.stop_reason));
         }
         break;
       }
-      case 'message_stop':
+      case 'message_stop': {
+        const usage = fromAnthropicCounts(counts);
         if (includeUsage) {
           yield dataEvent({
             id,
@@ -254,6 +277,7 @@ export async function* messagesStreamToChat(
         }
         yield DONE_EVENT;
         return;
+      }
       case 'error': {
         const err = isRecord(j.error) ? j.error : {};
         throw new UpstreamStreamError('upstream_error', str(err.message) ?? 'upstream stream reported an error');
@@ -263,4 +287,35 @@ export async function* messagesStreamToChat(
     }
   }
   if (started) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before message_stop');
+}
+
+/** A content block's start or delta as chat chunks: text, thinking (as `reasoning_content`) and tool calls. */
+function* blockChunks(
+  j: Json,
+  toolIndex: Map<number, number>,
+  chunk: (delta: Json) => Uint8Array,
+): Generator<Uint8Array> {
+  if (j.type === 'content_block_start') {
+    const block = isRecord(j.content_block) ? j.content_block : {};
+    if (block.type !== 'tool_use') return;
+    const index = toolIndex.size;
+    toolIndex.set(num(j.index) ?? 0, index);
+    yield chunk({
+      tool_calls: [{
+        index,
+        id: str(block.id) ?? '',
+        type: 'function',
+        function: { name: str(block.name) ?? '', arguments: '' },
+      }],
+    });
+    return;
+  }
+  const delta = isRecord(j.delta) ? j.delta : {};
+  if (delta.type === 'text_delta' && typeof delta.text === 'string') yield chunk({ content: delta.text });
+  else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
+    yield chunk({ reasoning_content: delta.thinking });
+  } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
+    const index = toolIndex.get(num(j.index) ?? 0) ?? 0;
+    yield chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
+  }
 }

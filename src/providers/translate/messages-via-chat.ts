@@ -19,15 +19,31 @@ import {
 
 // ---- request ----------------------------------------------------------------------------------------------
 
+/** A Messages request as chat, and how many content blocks had no chat form and were dropped. */
+export interface TranslatedMessages {
+  body: Json;
+  droppedBlocks: number;
+}
+
 export function messagesToChatRequest(body: Json): Json {
+  return translateMessagesRequest(body).body;
+}
+
+/**
+ * What Claude Code and other Anthropic clients send, as lenient as AISIX: `system` turns inside
+ * `messages[]` kept in place, `document` blocks, images inside tool results, `thinking` as
+ * `reasoning_effort`, `max_tokens` optional; a block type chat cannot carry is dropped and counted.
+ */
+export function translateMessagesRequest(body: Json): TranslatedMessages {
   const out: Json = { model: body.model };
+  const drop = { count: 0 };
   const messages: Json[] = [];
   const system = systemText(body.system);
   if (system) messages.push({ role: 'system', content: system });
   const turns = Array.isArray(body.messages) ? body.messages : [];
   turns.forEach((m, i) => {
     if (!isRecord(m)) throw new TranslationError(`messages[${i}] must be an object`);
-    messages.push(...chatMessagesOf(m, i));
+    messages.push(...chatMessagesOf(m, i, drop));
   });
   out.messages = messages;
   if (body.max_tokens !== undefined) out.max_tokens = body.max_tokens;
@@ -40,12 +56,23 @@ export function messagesToChatRequest(body: Json): Json {
   if (isRecord(body.tool_choice) && body.tool_choice.disable_parallel_tool_use === true) {
     out.parallel_tool_calls = false;
   }
+  const effort = reasoningEffort(body.thinking);
+  if (effort !== undefined) out.reasoning_effort = effort;
   if (body.stream === true) {
     out.stream = true;
     // The Messages stream ends with usage; ask for it (the caller never sees the extra chunk).
     out.stream_options = { include_usage: true };
   }
-  return out;
+  return { body: out, droppedBlocks: drop.count };
+}
+
+/** Anthropic's `thinking` budget as OpenAI's effort (AISIX's thresholds); disabled or absent: none. */
+export function reasoningEffort(thinking: unknown): string | undefined {
+  if (!isRecord(thinking)) return undefined;
+  if (thinking.type === 'adaptive') return 'medium';
+  if (thinking.type !== 'enabled') return undefined;
+  const budget = num(thinking.budget_tokens) ?? 0;
+  return budget >= 4096 ? 'high' : budget >= 2048 ? 'medium' : budget >= 1024 ? 'low' : 'minimal';
 }
 
 function systemText(system: unknown): string | undefined {
@@ -55,32 +82,45 @@ function systemText(system: unknown): string | undefined {
   return parts.filter(Boolean).join('\n\n') || undefined;
 }
 
-function chatMessagesOf(m: Json, i: number): Json[] {
+/** Blocks dropped so far (`translateMessagesRequest`'s count). */
+interface Drops {
+  count: number;
+}
+
+function chatMessagesOf(m: Json, i: number, drop: Drops): Json[] {
   const role = m.role;
-  if (role !== 'user' && role !== 'assistant') {
-    throw new TranslationError(`messages[${i}].role must be "user" or "assistant"`);
+  if (role !== 'user' && role !== 'assistant' && role !== 'system') {
+    throw new TranslationError(`messages[${i}].role must be "user", "assistant" or "system"`);
   }
   if (typeof m.content === 'string') return [{ role, content: m.content }];
   if (!Array.isArray(m.content)) {
     throw new TranslationError(`messages[${i}].content must be a string or an array of blocks`);
   }
-  return role === 'user' ? userMessages(m.content, i) : [assistantMessage(m.content, i)];
+  if (role === 'system') {
+    const text = systemText(m.content);
+    return text === undefined ? [] : [{ role, content: text }];
+  }
+  return role === 'user' ? userMessages(m.content, i, drop) : [assistantMessage(m.content, i, drop)];
 }
 
-/** Tool results become `tool` messages (first: they answer the previous assistant turn); the rest one user message. */
-function userMessages(blocks: unknown[], i: number): Json[] {
+/**
+ * Tool results become `tool` messages (first: they answer the previous assistant turn); the rest, images
+ * of the tool results included (a chat tool message carries text only), one user message.
+ */
+function userMessages(blocks: unknown[], i: number, drop: Drops): Json[] {
   const tools: Json[] = [];
   const parts: Json[] = [];
   blocks.forEach((b, j) => {
     const where = `messages[${i}].content[${j}]`;
     if (!isRecord(b)) throw new TranslationError(`${where} must be an object`);
-    if (b.type === 'text') parts.push({ type: 'text', text: str(b.text) ?? '' });
-    else if (b.type === 'image') parts.push(imagePart(b, where));
-    else if (b.type === 'tool_result') {
-      tools.push({ role: 'tool', tool_call_id: str(b.tool_use_id) ?? '', content: toolResultText(b.content, where) });
-    } else {throw new TranslationError(
-        `${where}: content blocks of type "${String(b.type)}" cannot be sent to this model`,
-      );}
+    if (b.type === 'tool_result') {
+      const result = toolResult(b.content, drop);
+      tools.push({ role: 'tool', tool_call_id: str(b.tool_use_id) ?? '', content: result.text });
+      parts.push(...result.images);
+      return;
+    }
+    const part = userPart(b, drop);
+    if (part) parts.push(part);
   });
   const out = [...tools];
   if (parts.length > 0) {
@@ -90,7 +130,20 @@ function userMessages(blocks: unknown[], i: number): Json[] {
   return out;
 }
 
-function assistantMessage(blocks: unknown[], i: number): Json {
+/** A user block as a chat part: text, image, document; anything else dropped and counted. */
+function userPart(b: Json, drop: Drops): Json | undefined {
+  const part = b.type === 'text'
+    ? { type: 'text', text: str(b.text) ?? '' }
+    : b.type === 'image'
+    ? imagePart(b)
+    : b.type === 'document'
+    ? documentPart(b)
+    : undefined;
+  if (!part) drop.count++;
+  return part;
+}
+
+function assistantMessage(blocks: unknown[], i: number, drop: Drops): Json {
   let text = '';
   const toolCalls: Json[] = [];
   blocks.forEach((b, j) => {
@@ -102,37 +155,59 @@ function assistantMessage(blocks: unknown[], i: number): Json {
         type: 'function',
         function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) },
       });
-    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
-      throw new TranslationError(
-        `messages[${i}].content[${j}]: content blocks of type "${String(b.type)}" cannot be sent to this model`,
-      );
-    }
+    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') drop.count++;
   });
   const msg: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
   if (toolCalls.length > 0) msg.tool_calls = toolCalls;
   return msg;
 }
 
-function imagePart(b: Json, where: string): Json {
-  const src = isRecord(b.source) ? b.source : {};
-  if (src.type === 'base64') {
-    return {
-      type: 'image_url',
-      image_url: { url: `data:${str(src.media_type) ?? 'image/png'};base64,${str(src.data) ?? ''}` },
-    };
-  }
-  if (src.type === 'url') return { type: 'image_url', image_url: { url: str(src.url) ?? '' } };
-  throw new TranslationError(`${where}: image source "${String(src.type)}" cannot be sent to this model`);
+function dataUrl(src: Json, fallbackType: string): string {
+  return `data:${str(src.media_type) ?? fallbackType};base64,${str(src.data) ?? ''}`;
 }
 
-function toolResultText(content: unknown, where: string): string {
-  if (content === undefined) return '';
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) throw new TranslationError(`${where}.content must be a string or text blocks`);
-  return content.map((c) => {
-    if (isRecord(c) && c.type === 'text') return str(c.text) ?? '';
-    throw new TranslationError(`${where}: only text tool results can be sent to this model`);
-  }).join('');
+/** An image block as an `image_url` part; a source chat cannot point at (e.g. a file id): undefined. */
+function imagePart(b: Json): Json | undefined {
+  const src = isRecord(b.source) ? b.source : {};
+  if (src.type === 'base64') return { type: 'image_url', image_url: { url: dataUrl(src, 'image/png') } };
+  if (src.type === 'url') return { type: 'image_url', image_url: { url: str(src.url) ?? '' } };
+  return undefined;
+}
+
+/** A document block: base64 (a PDF) as a `file` part, plain or block text as text, a URL as `image_url`. */
+function documentPart(b: Json): Json | undefined {
+  const src = isRecord(b.source) ? b.source : {};
+  if (src.type === 'base64') {
+    const file: Json = { file_data: dataUrl(src, 'application/pdf') };
+    if (typeof b.title === 'string') file.filename = b.title;
+    return { type: 'file', file };
+  }
+  if (src.type === 'text') return { type: 'text', text: str(src.data) ?? '' };
+  if (src.type === 'content') {
+    const text = systemText(src.content);
+    return text === undefined ? undefined : { type: 'text', text };
+  }
+  if (src.type === 'url') return { type: 'image_url', image_url: { url: str(src.url) ?? '' } };
+  return undefined;
+}
+
+/** A tool result's text (absent: `""`; text blocks joined) and its images; other blocks dropped and counted. */
+function toolResult(content: unknown, drop: Drops): { text: string; images: Json[] } {
+  if (content === undefined || content === null) return { text: '', images: [] };
+  if (typeof content === 'string') return { text: content, images: [] };
+  if (!Array.isArray(content)) {
+    drop.count++;
+    return { text: '', images: [] };
+  }
+  let text = '';
+  const images: Json[] = [];
+  for (const c of content) {
+    const image = isRecord(c) && c.type === 'image' ? imagePart(c) : undefined;
+    if (isRecord(c) && c.type === 'text') text += str(c.text) ?? '';
+    else if (image) images.push(image);
+    else drop.count++;
+  }
+  return { text, images };
 }
 
 function chatTool(t: unknown): Json {
@@ -197,11 +272,13 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
 
 /**
  * OpenAI chat chunks → Anthropic Messages events. Nothing is emitted before the upstream's first event, so
- * a target that fails before sending anything can still be failed over.
+ * a target that fails before sending anything can still be failed over. `onUsage` gets the counts (the
+ * cached part included, which the Messages events do not carry) when the upstream reports them.
  */
 export async function* chatStreamToMessages(
   chunks: AsyncIterable<Uint8Array>,
   model: string,
+  onUsage?: (usage: TokenUsage) => void,
 ): AsyncGenerator<Uint8Array> {
   let started = false;
   /** The open content block (Anthropic blocks are sequential: one open at a time). */
@@ -252,7 +329,11 @@ export async function* chatStreamToMessages(
         },
       });
     }
-    usage = usageFromOpenai(j.usage) ?? usage;
+    const reported = usageFromOpenai(j.usage);
+    if (reported) {
+      usage = reported;
+      onUsage?.(usage);
+    }
     const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
     if (!choice) continue;
     const delta = isRecord(choice.delta) ? choice.delta : {};

@@ -1,6 +1,7 @@
 // What both translation directions (Anthropic Messages ⇄ OpenAI chat completions) share: reading untyped
 // JSON safely, the stop-reason tables and usage. The tables live here once, so the two directions cannot
 // drift apart. Error envelopes are the HTTP layer's (src/http/errors.ts).
+import type { TokenCounts } from '../types.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -70,30 +71,108 @@ export function toFinishReason(stop: unknown): string | null {
 
 // ---- usage -----------------------------------------------------------------------------------------------
 
-export interface TokenUsage {
-  input: number;
-  output: number;
-}
+/** The counts both directions carry; OpenAI's meaning (types.ts `TokenCounts`). */
+export type TokenUsage = TokenCounts;
 
 export function anthropicUsage(u: TokenUsage): Json {
   return { input_tokens: u.input, output_tokens: u.output };
 }
 
+/**
+ * OpenAI's usage object: `prompt_tokens` includes cached input, `total_tokens` = prompt + completion, and
+ * the cache-read and reasoning parts in their details only when non-zero (as OpenAI itself reports them).
+ */
 export function openaiUsage(u: TokenUsage): Json {
-  return { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.input + u.output };
+  const out: Json = { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.input + u.output };
+  if (u.cacheRead) out.prompt_tokens_details = { cached_tokens: u.cacheRead };
+  if (u.reasoning) out.completion_tokens_details = { reasoning_tokens: u.reasoning };
+  return out;
 }
 
-/** Anthropic counts cached input separately; all of it is input to an OpenAI caller. */
+/** Anthropic's counters as sent: `input_tokens` excludes both cache counts. */
+export interface AnthropicCounts {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheCreation: number;
+}
+
+export function anthropicCounts(u: unknown): AnthropicCounts {
+  const r = isRecord(u) ? u : {};
+  return {
+    input: num(r.input_tokens) ?? 0,
+    output: num(r.output_tokens) ?? 0,
+    cacheRead: num(r.cache_read_input_tokens) ?? 0,
+    cacheCreation: num(r.cache_creation_input_tokens) ?? 0,
+  };
+}
+
+/**
+ * A stream's counters folded with a later report: per counter the larger value wins, so a `message_delta`
+ * that repeats `input_tokens` without the cache counts keeps the `message_start` ones (and a relay that
+ * reports input only at the end is still counted).
+ */
+export function foldAnthropicCounts(so: AnthropicCounts, u: unknown): AnthropicCounts {
+  const r = isRecord(u) ? u : {};
+  const max = (a: number, v: unknown) => Math.max(a, num(v) ?? 0);
+  return {
+    input: max(so.input, r.input_tokens),
+    output: max(so.output, r.output_tokens),
+    cacheRead: max(so.cacheRead, r.cache_read_input_tokens),
+    cacheCreation: max(so.cacheCreation, r.cache_creation_input_tokens),
+  };
+}
+
+/** Anthropic counts cached input separately; all of it is input to an OpenAI caller (cache parts kept). */
+export function fromAnthropicCounts(c: AnthropicCounts): TokenUsage {
+  const u: TokenUsage = { input: c.input + c.cacheRead + c.cacheCreation, output: c.output };
+  if (c.cacheRead > 0) u.cacheRead = c.cacheRead;
+  if (c.cacheCreation > 0) u.cacheCreation = c.cacheCreation;
+  return u;
+}
+
 export function usageFromAnthropic(u: unknown): TokenUsage {
-  if (!isRecord(u)) return { input: 0, output: 0 };
-  const input = (num(u.input_tokens) ?? 0) + (num(u.cache_creation_input_tokens) ?? 0) +
-    (num(u.cache_read_input_tokens) ?? 0);
-  return { input, output: num(u.output_tokens) ?? 0 };
+  return fromAnthropicCounts(anthropicCounts(u));
 }
 
+/**
+ * OpenAI's usage object read back; cached input from `prompt_tokens_details.cached_tokens`, else DeepSeek's
+ * `prompt_cache_hit_tokens`. Undefined when there is no usage object (`null` included).
+ */
 export function usageFromOpenai(u: unknown): TokenUsage | undefined {
   if (!isRecord(u)) return undefined;
-  return { input: num(u.prompt_tokens) ?? 0, output: num(u.completion_tokens) ?? 0 };
+  const out: TokenUsage = { input: num(u.prompt_tokens) ?? 0, output: num(u.completion_tokens) ?? 0 };
+  const prompt = isRecord(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
+  const cached = num(prompt.cached_tokens) || num(u.prompt_cache_hit_tokens);
+  if (cached) out.cacheRead = cached;
+  const completion = isRecord(u.completion_tokens_details) ? u.completion_tokens_details : {};
+  const reasoning = num(completion.reasoning_tokens);
+  if (reasoning) out.reasoning = reasoning;
+  return out;
+}
+
+/** The Responses API's usage object read back (`input_tokens` includes cached input, as OpenAI counts). */
+export function usageFromResponses(u: unknown): TokenUsage | undefined {
+  if (!isRecord(u)) return undefined;
+  const out: TokenUsage = { input: num(u.input_tokens) ?? 0, output: num(u.output_tokens) ?? 0 };
+  const cached = isRecord(u.input_tokens_details) ? num(u.input_tokens_details.cached_tokens) : undefined;
+  if (cached) out.cacheRead = cached;
+  const reasoning = isRecord(u.output_tokens_details) ? num(u.output_tokens_details.reasoning_tokens) : undefined;
+  if (reasoning) out.reasoning = reasoning;
+  return out;
+}
+
+/**
+ * A `usage` object of any wire Sluice serves, as counts with their cache and reasoning parts: OpenAI chat
+ * and legacy completions (`prompt_tokens`), the Responses API (`input_tokens_details` or `total_tokens`
+ * beside `input_tokens`), else Anthropic's (cache counts beside `input_tokens`). Undefined when it is none.
+ */
+export function countsOfUsage(u: unknown): TokenUsage | undefined {
+  if (!isRecord(u)) return undefined;
+  if (num(u.prompt_tokens) !== undefined || num(u.completion_tokens) !== undefined) return usageFromOpenai(u);
+  if (num(u.input_tokens) === undefined && num(u.output_tokens) === undefined) return undefined;
+  if (isRecord(u.input_tokens_details) || num(u.total_tokens) !== undefined) return usageFromResponses(u);
+  return usageFromAnthropic(u);
 }
 
 let idCounter = 0;

@@ -1,0 +1,96 @@
+// The text an answer produced (content, reasoning, tool names and arguments), in any of the wires Sluice
+// serves, for the local completion-token estimate (estimate.ts) when an upstream reports no usage. A
+// stream's bytes are only kept as they pass (up to a cap) and read when an estimate is needed, so a stream
+// that reports usage costs one array push per chunk.
+import { parseSse } from './sse.ts';
+import { isRecord, type Json, parseJsonObject } from './translate/shared.ts';
+
+/** The most stream bytes kept for an estimate; what comes after is not counted. */
+export const MAX_COLLECTED_BYTES = 1 << 20;
+
+function push(out: string[], v: unknown): void {
+  if (typeof v === 'string' && v !== '') out.push(v);
+}
+
+function toolCallTexts(calls: unknown, out: string[]): void {
+  for (const c of Array.isArray(calls) ? calls : []) {
+    if (!isRecord(c)) continue;
+    const fn = isRecord(c.function) ? c.function : c;
+    push(out, fn.name);
+    push(out, fn.arguments);
+  }
+}
+
+/** Texts of one JSON object of any wire: a whole answer or one stream event. */
+function textsOf(j: Json, out: string[]): void {
+  for (const choice of Array.isArray(j.choices) ? j.choices : []) {
+    if (!isRecord(choice)) continue;
+    push(out, choice.text); // legacy completions
+    for (const m of [choice.message, choice.delta]) {
+      if (!isRecord(m)) continue;
+      push(out, m.content);
+      push(out, m.reasoning_content);
+      push(out, m.reasoning);
+      toolCallTexts(m.tool_calls, out);
+    }
+  }
+  // Anthropic: a whole message's blocks, or a stream's block starts and deltas.
+  const blocks = Array.isArray(j.content) ? j.content : isRecord(j.content_block) ? [j.content_block] : [];
+  for (const b of blocks) {
+    if (!isRecord(b)) continue;
+    push(out, b.text);
+    push(out, b.thinking);
+    if (b.type === 'tool_use') {
+      push(out, b.name);
+      if (isRecord(b.input) && Object.keys(b.input).length > 0) out.push(JSON.stringify(b.input));
+    }
+  }
+  if (isRecord(j.delta)) { for (const k of ['text', 'thinking', 'partial_json'] as const) push(out, j.delta[k]); }
+  // Responses: a whole answer's output items, or a stream's deltas (`delta` is then a string).
+  if (typeof j.type === 'string' && j.type.endsWith('.delta')) push(out, j.delta);
+  if (j.object === 'response') responseTexts(j.output, out);
+}
+
+function responseTexts(output: unknown, out: string[]): void {
+  for (const item of Array.isArray(output) ? output : []) {
+    if (!isRecord(item)) continue;
+    if (item.type === 'function_call') toolCallTexts([item], out);
+    for (const p of Array.isArray(item.content) ? item.content : []) if (isRecord(p)) push(out, p.text);
+  }
+}
+
+/** The produced text of a JSON answer; empty when the body is not one. */
+export function answerText(body: string): string {
+  const j = parseJsonObject(body);
+  if (!j) return '';
+  const out: string[] = [];
+  textsOf(j, out);
+  return out.join('');
+}
+
+/** Collects a stream's bytes as they pass; `text()` reads the produced text out of them when asked. */
+export class StreamText {
+  private readonly kept: Uint8Array[] = [];
+  private bytes = 0;
+
+  observe(chunk: Uint8Array): void {
+    if (this.bytes >= MAX_COLLECTED_BYTES) return;
+    this.kept.push(chunk);
+    this.bytes += chunk.length;
+  }
+
+  async text(): Promise<string> {
+    const out: string[] = [];
+    const chunks = this.kept;
+    async function* replay(): AsyncGenerator<Uint8Array> {
+      yield* chunks;
+    }
+    for await (const ev of parseSse(replay())) {
+      // A Responses stream's terminal event repeats every output item: its deltas were already counted.
+      if (ev.event === 'response.completed' || ev.event === 'response.incomplete') continue;
+      const j = parseJsonObject(ev.data);
+      if (j) textsOf(j, out);
+    }
+    return out.join('');
+  }
+}

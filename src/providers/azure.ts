@@ -1,0 +1,173 @@
+// Azure OpenAI (`adapter: azure-openai`; docs/configuration.md "Azure OpenAI"): the OpenAI wire on a
+// deployment URL with `api-version`, authenticated by the resource key (`api-key`) or by an Entra ID app
+// whose client-credentials token is minted and cached. Answers pass through as Azure sent them (content
+// filter results included); error answers are canned.
+import type { ProviderKey } from '../resources/schema.ts';
+import { credentialJson, stringMember } from './credential-json.ts';
+import { cannedUpstreamError, errorJson, invalidConfig, invalidCredentials } from './failures.ts';
+import { MintFailed, mintToken } from './mint.ts';
+import { TokenCache } from './token-cache.ts';
+import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
+
+export const AZURE_API_VERSION = '2024-10-21';
+const AAD_AUTHORITY = 'https://login.microsoftonline.com';
+const AAD_SCOPE = 'https://cognitiveservices.azure.com/.default';
+const PATHS = { chat: '/chat/completions', completions: '/completions', embeddings: '/embeddings' } as const;
+const TOKEN = /^[A-Za-z0-9_-]+$/;
+
+type Auth = { kind: 'key'; key: string } | {
+  kind: 'aad';
+  tenant: string;
+  client: string;
+  secret: string;
+  authority: string;
+};
+
+const aadTokens = new TokenCache();
+
+/** The key's credential: a resource key, or an AAD app when `api_key` is a JSON object. */
+function azureAuth(key: ProviderKey): Auth | ProviderResult {
+  const raw = key.api_key?.trim() ?? '';
+  if (raw === '') return invalidCredentials('provider_key.api_key is empty');
+  if (!raw.startsWith('{')) return { kind: 'key', key: raw };
+  const doc = credentialJson(key);
+  if (!doc) {
+    return invalidCredentials(
+      'azure provider_key.api_key looks JSON-shaped but failed to parse as AAD client_credentials {tenant_id, client_id, client_secret}',
+    );
+  }
+  const tenant = stringMember(doc, 'tenant_id');
+  const client = stringMember(doc, 'client_id');
+  const secret = stringMember(doc, 'client_secret');
+  for (const [name, v] of [['tenant_id', tenant], ['client_id', client], ['client_secret', secret]] as const) {
+    if (!v) return invalidCredentials(`azure aad credentials.${name} is empty`);
+  }
+  for (const [name, v] of [['tenant_id', tenant!], ['client_id', client!]] as const) {
+    if (/[/?#\s]|\.\./.test(v)) return invalidConfig(`azure aad credentials.${name} contains URL-control characters`);
+  }
+  const authority = bareOrigin(stringMember(doc, 'authority_host') ?? AAD_AUTHORITY);
+  if (!authority) return invalidConfig('azure aad credentials.authority_host must be a bare http(s) origin');
+  return { kind: 'aad', tenant: tenant!, client: client!, secret: secret!, authority };
+}
+
+/** `http(s)://host[:port]` with nothing else, or undefined. */
+function bareOrigin(text: string): string | undefined {
+  const t = text.trim().replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/?#@\\]+$/i.test(t)) return undefined;
+  try {
+    return new URL(t).origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The resource's base (`…/openai/deployments` is appended) and the `api-version`, from `api_base`. */
+export function azureBase(apiBase: string | undefined): { base: string; version: string } | ProviderResult {
+  const given = apiBase?.trim();
+  if (!given) {
+    return invalidConfig(
+      'azure provider_key has no api_base — expected https://<resource>.openai.azure.com, a bare resource name, or a verbatim override URL (https://<host>[:<port>])',
+    );
+  }
+  if (!given.includes(':')) {
+    if (!TOKEN.test(given)) return invalidConfig('azure provider_key api_base is not a resource name ([A-Za-z0-9_-]+)');
+    return { base: `https://${given}.openai.azure.com`, version: AZURE_API_VERSION };
+  }
+  let url: URL;
+  try {
+    url = new URL(given);
+  } catch {
+    return invalidConfig('azure provider_key api_base is not a URL');
+  }
+  if (url.username || url.password || url.hash || given.includes('@')) {
+    return invalidConfig('azure provider_key api_base must not carry userinfo or a fragment');
+  }
+  // Sluice's addition: `?api-version=<v>` chooses the version; no other query is meaningful here.
+  const params = [...url.searchParams.keys()];
+  if (params.some((p) => p !== 'api-version')) {
+    return invalidConfig('azure provider_key api_base may carry no query but api-version');
+  }
+  const version = url.searchParams.get('api-version') || AZURE_API_VERSION;
+  const host = /^([A-Za-z0-9_-]+)\.openai\.azure\.com$/i.exec(url.hostname);
+  if (host) return { base: `https://${url.hostname.toLowerCase()}`, version };
+  return { base: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, version };
+}
+
+async function authHeaders(c: ProviderCall, auth: Auth): Promise<Record<string, string>> {
+  if (auth.kind === 'key') return { 'api-key': auth.key };
+  const id = JSON.stringify([auth.tenant, auth.client, auth.secret, auth.authority]);
+  const token = await aadTokens.token(
+    id,
+    (signal) =>
+      mintToken(
+        c.upstream,
+        `${auth.authority}/${auth.tenant}/oauth2/v2.0/token`,
+        {
+          grant_type: 'client_credentials',
+          client_id: auth.client,
+          client_secret: auth.secret,
+          scope: AAD_SCOPE,
+        },
+        'azure aad',
+        signal,
+      ),
+    c.signal,
+  );
+  return { authorization: `Bearer ${token}` };
+}
+
+/** Azure's error token: `innererror.code` when it names the content policy, else `error.code`. */
+function azureCode(json: Record<string, unknown> | undefined): string | undefined {
+  const e = json?.error as Record<string, unknown> | undefined;
+  if (typeof e !== 'object' || e === null) return undefined;
+  const inner = (e.innererror ?? e.inner_error) as { code?: unknown } | undefined;
+  const raw = inner?.code === 'ResponsibleAIPolicyViolation' ? inner.code : e.code;
+  const code = typeof raw === 'number' ? String(raw) : typeof raw === 'string' ? raw : undefined;
+  if (code === 'DeploymentNotFound') return 'model_not_found';
+  if (code === 'ResponsibleAIPolicyViolation' || code === 'content_filter') return 'content_policy_violation';
+  // Passed on verbatim only when it is a code, not a sentence from a proxy in between.
+  return code && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? code : undefined;
+}
+
+const AZURE_MESSAGES = {
+  404: 'upstream deployment or model not found',
+  409: 'upstream conflict',
+  413: 'upstream request entity too large',
+};
+
+async function call(c: ProviderCall): Promise<ProviderResult> {
+  const auth = azureAuth(c.key);
+  if (auth.kind !== 'key' && auth.kind !== 'aad') return auth;
+  const where = azureBase(c.key.api_base);
+  if (!('base' in where)) return where;
+  const deployment = String(c.body.model ?? '');
+  if (!TOKEN.test(deployment)) {
+    return invalidConfig(`azure deployment "${deployment}" must match [A-Za-z0-9_-]+ (model_name)`);
+  }
+  let headers: Record<string, string>;
+  try {
+    headers = await authHeaders(c, auth);
+  } catch (e) {
+    if (e instanceof MintFailed) return e.answer;
+    throw e;
+  }
+  headers['content-type'] = 'application/json';
+  headers.accept = c.stream ? 'text/event-stream' : 'application/json';
+  const path = PATHS[c.endpoint as keyof typeof PATHS];
+  const res = await c.upstream({
+    url: `${where.base}/openai/deployments/${deployment}${path}?api-version=${encodeURIComponent(where.version)}`,
+    method: 'POST',
+    headers,
+    body: JSON.stringify(c.body),
+    signal: c.signal,
+  });
+  const r = await upstreamResult(res, c.stream);
+  if (r.kind !== 'response' || (r.status >= 200 && r.status < 300)) return r;
+  return cannedUpstreamError(r.status, AZURE_MESSAGES, azureCode(errorJson(r.contentType, r.body)), r.retryAfter);
+}
+
+export const azureOpenAiAdapter: ProviderAdapter = {
+  name: 'azure-openai',
+  supports: (endpoint) => endpoint === 'chat' || endpoint === 'completions' || endpoint === 'embeddings',
+  call,
+};

@@ -1,0 +1,152 @@
+// Local token counts for an answer whose upstream reported none (relays, self-hosted servers): for the
+// rate limits and telemetry only, never written into the caller's answer, and marked `estimated`. One BPE
+// encoding (cl100k_base, AISIX's choice for every model that is not OpenAI's own, which always reports
+// usage) from js-tiktoken, pure JavaScript on every runtime; its tables load on the first estimate, so a
+// gateway that never needs one never pays for them (docs/aisix-compatibility.md "Token estimation").
+import { isRecord, type Json } from './translate/shared.ts';
+import type { Endpoint, TokenCounts } from './types.ts';
+
+interface Encoder {
+  encode(text: string, allowedSpecial?: string[] | 'all', disallowedSpecial?: string[] | 'all'): number[];
+}
+
+let loading: Promise<Encoder> | undefined;
+
+function encoder(): Promise<Encoder> {
+  loading ??= Promise.all([import('js-tiktoken/lite'), import('js-tiktoken/ranks/cl100k_base')]).then(
+    ([lite, ranks]) => new lite.Tiktoken(ranks.default),
+  );
+  return loading;
+}
+
+/** Text beyond this many characters per count is approximated (4 per token) rather than encoded. */
+const MAX_ENCODED = 1 << 20;
+const BYTES_PER_TOKEN = 4;
+
+/** BPE tokens of `text`; special-token spellings count as the plain text they are. */
+export async function estimateTokens(text: string): Promise<number> {
+  if (text === '') return 0;
+  const enc = await encoder();
+  const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
+  const rest = text.length - head.length;
+  return enc.encode(head, [], []).length + Math.ceil(rest / BYTES_PER_TOKEN);
+}
+
+// ---- prompts ---------------------------------------------------------------------------------------------
+
+/** OpenAI's accounting of a chat prompt (AISIX's constants): per message, per name, reply priming, tools. */
+const PER_MESSAGE = 3;
+const PER_NAME = 1;
+const REPLY_PRIMING = 3;
+const TOOLS_OVERHEAD = 9;
+const TOOLS_WITH_SYSTEM = -4;
+const IMAGE_LOW = 85;
+const IMAGE_HIGH = 250;
+
+/** What a prompt is made of, for counting: texts to encode and fixed costs already known. */
+interface PromptParts {
+  texts: string[];
+  fixed: number;
+}
+
+function textsOf(content: unknown, parts: PromptParts): void {
+  if (typeof content === 'string') {
+    parts.texts.push(content);
+    return;
+  }
+  if (!Array.isArray(content)) return;
+  for (const p of content) {
+    if (typeof p === 'string') parts.texts.push(p);
+    if (!isRecord(p)) continue;
+    if (typeof p.text === 'string') parts.texts.push(p.text);
+    else if (p.type === 'image_url' || p.type === 'image' || p.type === 'input_image') {
+      const detail = isRecord(p.image_url) ? p.image_url.detail : p.detail;
+      parts.fixed += detail === 'low' ? IMAGE_LOW : IMAGE_HIGH;
+    } else if (p.type === 'tool_result') textsOf(p.content, parts);
+    else if (p.type === 'tool_use') parts.texts.push(String(p.name ?? ''), JSON.stringify(p.input ?? {}));
+  }
+}
+
+function messageParts(messages: unknown, parts: PromptParts): boolean {
+  let system = false;
+  for (const m of Array.isArray(messages) ? messages : []) {
+    if (!isRecord(m)) continue;
+    parts.fixed += PER_MESSAGE;
+    if (typeof m.role === 'string') parts.texts.push(m.role);
+    system ||= m.role === 'system' || m.role === 'developer';
+    textsOf(m.content, parts);
+    if (typeof m.name === 'string') {
+      parts.fixed += PER_NAME;
+      parts.texts.push(m.name);
+    }
+    for (const c of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
+      if (isRecord(c) && isRecord(c.function)) {
+        parts.texts.push(String(c.function.name ?? ''), String(c.function.arguments ?? ''));
+      }
+    }
+    // Responses input items: function calls and their outputs.
+    if (typeof m.arguments === 'string') parts.texts.push(String(m.name ?? ''), m.arguments);
+    if (typeof m.output === 'string') parts.texts.push(m.output);
+  }
+  return system;
+}
+
+function toolParts(tools: unknown, system: boolean, parts: PromptParts): void {
+  if (!Array.isArray(tools) || tools.length === 0) return;
+  parts.fixed += TOOLS_OVERHEAD + (system ? TOOLS_WITH_SYSTEM : 0);
+  for (const t of tools) parts.texts.push(JSON.stringify(isRecord(t) && isRecord(t.function) ? t.function : t));
+}
+
+function promptParts(endpoint: Endpoint, body: Json): PromptParts {
+  const parts: PromptParts = { texts: [], fixed: 0 };
+  if (endpoint === 'completions' || endpoint === 'embeddings') {
+    const input = endpoint === 'completions' ? body.prompt : body.input;
+    for (const t of Array.isArray(input) ? input : [input]) if (typeof t === 'string') parts.texts.push(t);
+    return parts;
+  }
+  let system = false;
+  if (endpoint === 'responses') {
+    if (typeof body.instructions === 'string') {
+      system = true;
+      parts.fixed += PER_MESSAGE;
+      parts.texts.push(body.instructions);
+    }
+    if (typeof body.input === 'string') {
+      parts.fixed += PER_MESSAGE;
+      parts.texts.push(body.input);
+    } else system = messageParts(body.input, parts) || system;
+  } else {
+    if (body.system !== undefined) {
+      system = true;
+      parts.fixed += PER_MESSAGE;
+      textsOf(body.system, parts);
+    }
+    system = messageParts(body.messages, parts) || system;
+  }
+  toolParts(body.tools, system, parts);
+  parts.fixed += REPLY_PRIMING;
+  return parts;
+}
+
+/** The estimated input tokens of a request body of `endpoint`. */
+export async function estimatePromptTokens(endpoint: Endpoint, body: Json): Promise<number> {
+  const parts = promptParts(endpoint, body);
+  let n = parts.fixed;
+  for (const t of parts.texts) n += await estimateTokens(t);
+  return n;
+}
+
+/**
+ * The reported counts with each zero counter (input, output) filled by its estimate; an upstream's non-zero
+ * number always wins, and cache and reasoning counts are never estimated.
+ */
+export function fillMissing(
+  reported: TokenCounts | undefined,
+  estimate: { input: () => Promise<number>; output: () => Promise<number> },
+): Promise<TokenCounts> {
+  const r = reported ?? { input: 0, output: 0 };
+  if (r.input > 0 && r.output > 0) return Promise.resolve(r);
+  return Promise.all([r.input > 0 ? r.input : estimate.input(), r.output > 0 ? r.output : estimate.output()]).then(
+    ([input, output]) => ({ ...r, input, output, estimated: true }),
+  );
+}

@@ -1,0 +1,105 @@
+// Editing a pass-through SSE stream event by event without re-serialising it: the caller's model name put
+// into every chat chunk (caller-model.ts), the usage chunk Sluice asked for withheld (openai.ts). Events are
+// cut at their blank line however the network split them; a chunk made of whole events that the edit does
+// not touch goes out as the same bytes (docs/routing.md "Streams Sluice edits").
+
+/**
+ * One edit over a stream's events. `mayTouch` is a cheap test on raw text (a chunk or one event): false
+ * lets it pass unchanged. `edit` gets one event's text (without its blank line) and answers undefined to
+ * keep it, a string to replace it, or null to drop it with its blank line.
+ */
+export interface SseEdit {
+  mayTouch(text: string): boolean;
+  edit(event: string): string | null | undefined;
+}
+
+const encoder = new TextEncoder();
+const BOUNDARY = /\r\n\r\n|\n\n|\r\r/g;
+
+function endsAtBoundary(text: string): boolean {
+  return text.endsWith('\n\n') || text.endsWith('\r\r') || text.endsWith('\r\n\r\n');
+}
+
+/** Where the last complete event (with its blank line) ends in `text`; 0 when none is complete. */
+function lastBoundaryEnd(text: string): number {
+  const lf = text.lastIndexOf('\n\n');
+  const cr = text.lastIndexOf('\r\r');
+  const crlf = text.lastIndexOf('\r\n\r\n');
+  return Math.max(lf < 0 ? 0 : lf + 2, cr < 0 ? 0 : cr + 2, crlf < 0 ? 0 : crlf + 4);
+}
+
+/**
+ * `text` holds whole events (the last may lack its blank line at the stream's end); each one edited.
+ * Undefined when the edit changed none of them.
+ */
+function editEvents(text: string, e: SseEdit): string | undefined {
+  let out = '';
+  let changed = false;
+  let at = 0;
+  BOUNDARY.lastIndex = 0;
+  for (;;) {
+    const m = BOUNDARY.exec(text);
+    const end = m ? m.index : text.length;
+    const sep = m ? m[0] : '';
+    const event = text.slice(at, end);
+    if (event !== '' || sep !== '') {
+      const r = e.mayTouch(event) ? e.edit(event) : undefined;
+      if (r === undefined) out += event + sep;
+      else {
+        changed = true;
+        if (r !== null) out += r + sep;
+      }
+    }
+    if (!m) return changed ? out : undefined;
+    at = BOUNDARY.lastIndex;
+  }
+}
+
+/** The stream with `e` applied to every event; cheap when most chunks are whole events `e` leaves alone. */
+export async function* editSse(chunks: AsyncIterable<Uint8Array>, e: SseEdit): AsyncGenerator<Uint8Array> {
+  const decoder = new TextDecoder();
+  let pending = '';
+  /** The bytes so far ended on an event boundary: the decoder holds nothing, `pending` is empty. */
+  let clean = true;
+  for await (const chunk of chunks) {
+    const text = decoder.decode(chunk, { stream: true });
+    // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
+    const whole = clean && endsAtBoundary(text);
+    if (whole && !e.mayTouch(text)) {
+      yield chunk;
+      continue;
+    }
+    pending += text;
+    const cut = lastBoundaryEnd(pending);
+    clean = cut === pending.length && endsAtBoundary(text);
+    if (cut === 0) continue;
+    const complete = pending.slice(0, cut);
+    pending = pending.slice(cut);
+    const out = editEvents(complete, e);
+    if (out === undefined) yield whole ? chunk : encoder.encode(complete);
+    else if (out !== '') yield encoder.encode(out);
+  }
+  pending += decoder.decode();
+  if (pending !== '') {
+    const out = editEvents(pending, e) ?? pending;
+    if (out !== '') yield encoder.encode(out);
+  }
+}
+
+/** The JSON of an event's `data:` lines, or undefined (a comment, `[DONE]`, not an object). */
+export function eventJson(event: string): Record<string, unknown> | undefined {
+  let data = '';
+  let any = false;
+  for (const line of event.split(/\r\n|\n|\r/)) {
+    if (!line.startsWith('data:')) continue;
+    data += (any ? '\n' : '') + (line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5));
+    any = true;
+  }
+  if (!any) return undefined;
+  try {
+    const v: unknown = JSON.parse(data);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}

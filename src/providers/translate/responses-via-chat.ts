@@ -1,0 +1,383 @@
+// An OpenAI Responses caller (`POST /v1/responses`) served through chat completions: the request becomes a
+// chat request (which every chat-serving adapter takes, Anthropic through its own translation), the answer
+// (JSON or SSE) a Responses answer with AISIX's event sequence. Stateless: `previous_response_id` is refused.
+// What is covered and what is dropped: docs/routing.md "OpenAI Responses".
+import { jsonData, parseSse } from '../sse.ts';
+import { UpstreamStreamError } from '../types.ts';
+import { isRecord, type Json, num, str, type TokenUsage, TranslationError, usageFromOpenai } from './shared.ts';
+
+/** Longest `max_output_tokens` passed on: the upstreams' 32-bit bound (a larger one is dropped, not wrapped). */
+const MAX_OUTPUT_TOKENS = 2 ** 32 - 1;
+
+/** `<prefix><32 hex>`, the ids a translated answer names (AISIX's shape). */
+export function responsesId(prefix: 'resp_' | 'msg_' | 'fc_' | 'call_'): string {
+  return prefix + crypto.randomUUID().replaceAll('-', '');
+}
+
+// ---- request ----------------------------------------------------------------------------------------------
+
+export function responsesToChatRequest(body: Json): Json {
+  if (body.previous_response_id !== undefined && body.previous_response_id !== null) {
+    throw new TranslationError(
+      '`previous_response_id` is not supported for this model: the gateway keeps no response state when it ' +
+        'translates the Responses API; send the whole conversation in `input`',
+    );
+  }
+  const messages: Json[] = [];
+  if (typeof body.instructions === 'string' && body.instructions !== '') {
+    messages.push({ role: 'system', content: body.instructions });
+  }
+  if (typeof body.input === 'string') messages.push({ role: 'user', content: body.input });
+  else if (Array.isArray(body.input)) { for (const item of body.input) appendInputItem(messages, item); }
+  const out: Json = { model: body.model, messages };
+  for (const k of ['temperature', 'top_p', 'user', 'parallel_tool_calls'] as const) {
+    if (body[k] !== undefined && body[k] !== null) out[k] = body[k];
+  }
+  const max = num(body.max_output_tokens) ?? num(body.max_tokens);
+  if (max !== undefined && max <= MAX_OUTPUT_TOKENS) out.max_tokens = max;
+  const tools = Array.isArray(body.tools) ? body.tools.map(chatTool).filter((t) => t !== undefined) : [];
+  if (tools.length > 0) out.tools = tools;
+  const choice = chatToolChoice(body.tool_choice);
+  if (choice !== undefined) out.tool_choice = choice;
+  const format = isRecord(body.text) ? responseFormat(body.text.format) : undefined;
+  if (format !== undefined) out.response_format = format;
+  if (isRecord(body.reasoning) && typeof body.reasoning.effort === 'string') {
+    out.reasoning_effort = body.reasoning.effort;
+  }
+  if (body.stream === true) {
+    out.stream = true;
+    // The terminal event carries usage: ask for it (the caller never sees the chat usage chunk).
+    out.stream_options = { include_usage: true };
+  }
+  return out;
+}
+
+/** One `input[]` item onto the chat messages; consecutive function calls fold into one assistant turn. */
+function appendInputItem(messages: Json[], item: unknown): void {
+  if (typeof item === 'string') {
+    messages.push({ role: 'user', content: item });
+    return;
+  }
+  if (!isRecord(item) || item.type === 'reasoning') return;
+  if (item.type === 'function_call') {
+    const call = {
+      id: str(item.call_id) ?? str(item.id) ?? '',
+      type: 'function',
+      function: { name: str(item.name) ?? '', arguments: str(item.arguments) ?? '' },
+    };
+    const last = messages[messages.length - 1];
+    if (last?.role === 'assistant') (last.tool_calls as Json[] | undefined ?? (last.tool_calls = [])).push(call);
+    else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+    return;
+  }
+  if (item.type === 'function_call_output') {
+    messages.push({ role: 'tool', tool_call_id: str(item.call_id) ?? '', content: outputText(item.output) });
+    return;
+  }
+  if (item.type !== undefined && item.type !== 'message') return; // hosted-tool items: nothing chat can carry
+  const role = item.role === 'assistant'
+    ? 'assistant'
+    : item.role === 'system' || item.role === 'developer'
+    ? 'system'
+    : 'user';
+  const content = messageContent(item.content, role === 'user');
+  if (content !== undefined) messages.push({ role, content });
+}
+
+/** A message item's content: its text (parts joined), or text and image parts on a user turn; none: undefined. */
+function messageContent(content: unknown, images: boolean): string | Json[] | undefined {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return undefined;
+  const parts: Json[] = [];
+  for (const p of content) {
+    if (!isRecord(p)) continue;
+    if ((p.type === 'input_text' || p.type === 'output_text' || p.type === 'text') && typeof p.text === 'string') {
+      parts.push({ type: 'text', text: p.text });
+    } else if (images && p.type === 'input_image' && typeof p.image_url === 'string') {
+      const image: Json = { url: p.image_url };
+      if (typeof p.detail === 'string') image.detail = p.detail;
+      parts.push({ type: 'image_url', image_url: image });
+    }
+  }
+  if (parts.length === 0) return undefined;
+  if (parts.every((p) => p.type === 'text')) return parts.map((p) => p.text as string).join('');
+  return parts;
+}
+
+/** A function call's output as text: a string as is, text parts joined, anything else as JSON. */
+function outputText(output: unknown): string {
+  if (typeof output === 'string') return output;
+  if (Array.isArray(output)) {
+    return output.map((p) => (isRecord(p) && typeof p.text === 'string' ? p.text : '')).join('');
+  }
+  return output === undefined || output === null ? '' : JSON.stringify(output);
+}
+
+/** A Responses function tool as a chat tool; hosted tools (web search, file search, …) have no chat form. */
+function chatTool(t: unknown): Json | undefined {
+  if (!isRecord(t) || t.type !== 'function') return undefined;
+  const fn: Json = { name: str(t.name) ?? '' };
+  if (t.description !== undefined) fn.description = t.description;
+  if (isRecord(t.parameters)) fn.parameters = t.parameters;
+  if (typeof t.strict === 'boolean') fn.strict = t.strict;
+  return { type: 'function', function: fn };
+}
+
+function chatToolChoice(c: unknown): unknown {
+  if (typeof c === 'string') return c;
+  if (isRecord(c) && c.type === 'function' && typeof c.name === 'string') {
+    return { type: 'function', function: { name: c.name } };
+  }
+  return undefined; // hosted-tool choices
+}
+
+/** `text.format` → chat `response_format`: JSON mode and structured outputs; plain text needs none. */
+function responseFormat(f: unknown): Json | undefined {
+  if (!isRecord(f)) return undefined;
+  if (f.type === 'json_object') return { type: 'json_object' };
+  if (f.type !== 'json_schema') return undefined;
+  const schema: Json = { name: str(f.name) ?? 'response' };
+  for (const k of ['description', 'schema', 'strict'] as const) if (f[k] !== undefined) schema[k] = f[k];
+  return { type: 'json_schema', json_schema: schema };
+}
+
+// ---- JSON response -----------------------------------------------------------------------------------------
+
+/** Responses' usage object: input includes cached input (OpenAI's meaning); total = input + output. */
+export function responsesUsage(u: TokenUsage): Json {
+  return {
+    input_tokens: u.input,
+    input_tokens_details: { cached_tokens: u.cacheRead ?? 0 },
+    output_tokens: u.output,
+    output_tokens_details: { reasoning_tokens: u.reasoning ?? 0 },
+    total_tokens: u.input + u.output,
+  };
+}
+
+/** A chat `finish_reason` as the answer's status: cut by length or a filter is `incomplete`. */
+function statusOf(finish: unknown): { status: string; incomplete_details: Json | null } {
+  if (finish === 'length') return { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } };
+  if (finish === 'content_filter') return { status: 'incomplete', incomplete_details: { reason: 'content_filter' } };
+  return { status: 'completed', incomplete_details: null };
+}
+
+function messageItem(id: string, text: string, status: string): Json {
+  const content = status === 'completed' ? [{ type: 'output_text', text, annotations: [] }] : [];
+  return { type: 'message', id, status, role: 'assistant', content };
+}
+
+function functionCallItem(id: string, callId: string, name: string, args: string, status: string): Json {
+  return { type: 'function_call', id, call_id: callId, name, arguments: args, status };
+}
+
+function responseObject(id: string, createdAt: number, model: string, rest: Json): Json {
+  return { id, object: 'response', created_at: createdAt, model, ...rest };
+}
+
+export function chatToResponsesResponse(chat: Json, model: string): Json {
+  const choice = Array.isArray(chat.choices) && isRecord(chat.choices[0]) ? chat.choices[0] : {};
+  const message = isRecord(choice.message) ? choice.message : {};
+  const output: Json[] = [];
+  const text = typeof message.content === 'string' ? message.content : '';
+  if (text !== '') output.push(messageItem(responsesId('msg_'), text, 'completed'));
+  for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
+    if (!isRecord(call) || !isRecord(call.function)) continue;
+    const args = str(call.function.arguments) ?? '';
+    output.push(
+      functionCallItem(responsesId('fc_'), str(call.id) ?? '', str(call.function.name) ?? '', args, 'completed'),
+    );
+  }
+  const usage = usageFromOpenai(chat.usage) ?? { input: 0, output: 0 };
+  return responseObject(responsesId('resp_'), Math.floor(Date.now() / 1000), model, {
+    ...statusOf(choice.finish_reason),
+    error: null,
+    output,
+    usage: responsesUsage(usage),
+  });
+}
+
+// ---- SSE ---------------------------------------------------------------------------------------------------
+
+const encoder = new TextEncoder();
+
+/** A function call being streamed: announced once its name is known, keyed by the chat tool-call index. */
+interface StreamedCall {
+  itemId: string;
+  callId?: string;
+  name?: string;
+  args: string;
+  outputIndex?: number;
+}
+
+/** The Responses event encoder of one answer: sequence numbers, output indexes, the items as they grow. */
+class ResponsesEvents {
+  private seq = 0;
+  private nextIndex = 0;
+  readonly id = responsesId('resp_');
+  readonly createdAt = Math.floor(Date.now() / 1000);
+  started = false;
+  message: { id: string; index: number; text: string } | undefined;
+  readonly calls = new Map<number, StreamedCall>();
+
+  constructor(readonly model: string) {}
+
+  event(type: string, data: Json): Uint8Array {
+    const payload = { type, sequence_number: this.seq++, ...data };
+    return encoder.encode(`event: ${type}\ndata: ${JSON.stringify(payload)}\n\n`);
+  }
+
+  response(rest: Json): Json {
+    return responseObject(this.id, this.createdAt, this.model, rest);
+  }
+
+  *start(): Generator<Uint8Array> {
+    if (this.started) return;
+    this.started = true;
+    const response = this.response({ status: 'in_progress', output: [] });
+    yield this.event('response.created', { response });
+    yield this.event('response.in_progress', { response });
+  }
+
+  *text(delta: string): Generator<Uint8Array> {
+    if (!this.message) {
+      this.message = { id: responsesId('msg_'), index: this.nextIndex++, text: '' };
+      const { id, index } = this.message;
+      yield this.event('response.output_item.added', { output_index: index, item: messageItem(id, '', 'in_progress') });
+      yield this.event('response.content_part.added', {
+        item_id: id,
+        output_index: index,
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [] },
+      });
+    }
+    this.message.text += delta;
+    const { id, index } = this.message;
+    yield this.event('response.output_text.delta', { item_id: id, output_index: index, content_index: 0, delta });
+  }
+
+  /** A tool-call delta; argument fragments before the name is known are kept for `arguments` but not sent. */
+  *call(chatIndex: number, d: { id?: string; name?: string; args?: string }): Generator<Uint8Array> {
+    let c = this.calls.get(chatIndex);
+    if (!c) this.calls.set(chatIndex, c = { itemId: responsesId('fc_'), args: '' });
+    c.callId ??= d.id;
+    c.name ??= d.name;
+    if (d.args) c.args += d.args;
+    if (c.outputIndex === undefined) {
+      if (c.name === undefined) return;
+      c.outputIndex = this.nextIndex++;
+      c.callId ??= responsesId('call_');
+      const item = functionCallItem(c.itemId, c.callId, c.name, '', 'in_progress');
+      yield this.event('response.output_item.added', { output_index: c.outputIndex, item });
+      if (c.args !== '') {
+        yield this.event('response.function_call_arguments.delta', {
+          item_id: c.itemId,
+          output_index: c.outputIndex,
+          delta: c.args,
+        });
+      }
+    } else if (d.args) {
+      yield this.event('response.function_call_arguments.delta', {
+        item_id: c.itemId,
+        output_index: c.outputIndex,
+        delta: d.args,
+      });
+    }
+  }
+
+  /** The `*.done` events, then `response.completed` or `response.incomplete` with the whole output and usage. */
+  *finish(finish: unknown, usage: TokenUsage): Generator<Uint8Array> {
+    yield* this.start();
+    const output: { index: number; item: Json }[] = [];
+    if (this.message) {
+      const { id, index, text } = this.message;
+      const part = { type: 'output_text', text, annotations: [] };
+      yield this.event('response.output_text.done', { item_id: id, output_index: index, content_index: 0, text });
+      yield this.event('response.content_part.done', { item_id: id, output_index: index, content_index: 0, part });
+      const item = messageItem(id, text, 'completed');
+      yield this.event('response.output_item.done', { output_index: index, item });
+      output.push({ index, item });
+    }
+    for (const c of this.calls.values()) {
+      if (c.outputIndex === undefined || c.callId === undefined || c.name === undefined) continue;
+      const base = { item_id: c.itemId, output_index: c.outputIndex };
+      yield this.event('response.function_call_arguments.done', { ...base, arguments: c.args });
+      const item = functionCallItem(c.itemId, c.callId, c.name, c.args, 'completed');
+      yield this.event('response.output_item.done', { output_index: c.outputIndex, item });
+      output.push({ index: c.outputIndex, item });
+    }
+    const state = statusOf(finish);
+    const response = this.response({
+      ...state,
+      error: null,
+      output: output.sort((a, b) => a.index - b.index).map((o) => o.item),
+      usage: responsesUsage(usage),
+    });
+    yield this.event(state.status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
+  }
+}
+
+/**
+ * Chat chunks → Responses events (no `data: [DONE]`). Nothing is written before the first chunk that
+ * carries text, a tool call or a finish reason, so a target that fails before that can still be failed
+ * over. The terminal event goes out at the upstream's `[DONE]`, after its usage chunk; `onUsage` gets the
+ * counts when the upstream reports them. An error chunk, or a stream cut before `[DONE]` and a finish reason, throws.
+ */
+export async function* chatStreamToResponses(
+  chunks: AsyncIterable<Uint8Array>,
+  model: string,
+  onUsage?: (usage: TokenUsage) => void,
+): AsyncGenerator<Uint8Array> {
+  const out = new ResponsesEvents(model);
+  let finish: unknown;
+  let usage: TokenUsage = { input: 0, output: 0 };
+  let done = false;
+  for await (const ev of parseSse(chunks)) {
+    if (ev.data === '[DONE]') {
+      done = true;
+      break;
+    }
+    const j = jsonData(ev);
+    if (!j) continue;
+    if (isRecord(j.error)) {
+      throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
+    }
+    const reported = usageFromOpenai(j.usage);
+    if (reported) {
+      usage = reported;
+      onUsage?.(usage);
+    }
+    const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
+    if (!choice) continue;
+    yield* chunkEvents(out, choice);
+    if (choice.finish_reason !== null && choice.finish_reason !== undefined) finish = choice.finish_reason;
+  }
+  if (!out.started && finish === undefined) return; // nothing arrived: the dispatcher fails the attempt over
+  if (!done && finish === undefined) {
+    throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
+  }
+  yield* out.finish(finish, usage);
+}
+
+/** One chat choice's delta as Responses events (the created pair first, once something is there to say). */
+function* chunkEvents(out: ResponsesEvents, choice: Json): Generator<Uint8Array> {
+  const delta = isRecord(choice.delta) ? choice.delta : {};
+  const calls = Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isRecord) : [];
+  const text = typeof delta.content === 'string' ? delta.content : '';
+  const finishes = choice.finish_reason !== null && choice.finish_reason !== undefined;
+  if (text === '' && calls.length === 0 && !finishes) return;
+  yield* out.start();
+  if (text !== '') yield* out.text(text);
+  for (const call of calls) {
+    const fn = isRecord(call.function) ? call.function : {};
+    yield* out.call(num(call.index) ?? 0, { id: str(call.id), name: str(fn.name), args: str(fn.arguments) });
+  }
+}
+
+/**
+ * The in-stream error event of a Responses stream (AISIX's shape): `event: error` with
+ * `{"type":"error","code","message"}`; `code` is the failure's class (`upstream_error`, `timeout`, …).
+ */
+export function responsesErrorEvent(kind: 'upstream_error' | 'upstream_timeout', message: string): Uint8Array {
+  const code = kind === 'upstream_timeout' ? 'timeout' : 'upstream_error';
+  return encoder.encode(`event: error\ndata: ${JSON.stringify({ type: 'error', code, message })}\n\n`);
+}

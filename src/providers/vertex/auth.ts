@@ -1,0 +1,144 @@
+// A Vertex key's credential (JSON in `api_key`: project, region, and a pre-minted `access_token` or a
+// `service_account_json` key file) and the bearer token each call carries, minted from the service
+// account and cached (src/providers/token-cache.ts). docs/configuration.md "Vertex AI".
+import type { ProviderKey } from '../../resources/schema.ts';
+import type { CancelSignal } from '../../util/cancel.ts';
+import { credentialJson, stringMember } from '../credential-json.ts';
+import { invalidConfig, invalidCredentials } from '../failures.ts';
+import { MintFailed, mintToken } from '../mint.ts';
+import { TokenCache } from '../token-cache.ts';
+import type { ProviderCall, ProviderResult } from '../types.ts';
+import { InvalidPrivateKey, serviceAccountAssertion } from './jwt.ts';
+
+export interface ServiceAccount {
+  privateKey: string;
+  clientEmail: string;
+  tokenUri: string;
+}
+
+export interface VertexCredential {
+  project: string;
+  region: string;
+  /** Where `/v1/projects/…` is appended. */
+  base: string;
+  auth: { kind: 'token'; token: string } | { kind: 'service_account'; sa: ServiceAccount };
+}
+
+const SHAPE = '{project, region, and either access_token or service_account_json}';
+
+/** `project`/`region` (and publisher-path model ids) travel in the URL path: no control characters. */
+export function urlTokenProblem(name: string, v: string): ProviderResult | undefined {
+  if (v === '' || /[/?#\s]|\.\./.test(v)) {
+    return invalidConfig(`vertex ${name} "${v}" contains URL-control characters or is empty`);
+  }
+  return undefined;
+}
+
+/** `http(s)://host[:port]` and nothing else, or the region's own host (`global` has no region prefix). */
+function vertexBase(apiBase: string | undefined, region: string): string | ProviderResult {
+  if (!apiBase) {
+    return region === 'global' ? 'https://aiplatform.googleapis.com' : `https://${region}-aiplatform.googleapis.com`;
+  }
+  const t = apiBase.replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/?#@\\]+$/i.test(t)) {
+    return invalidConfig(
+      'vertex provider_key api_base must be a bare http(s) origin (no userinfo, path, query or fragment)',
+    );
+  }
+  return t;
+}
+
+function serviceAccount(v: unknown): ServiceAccount | ProviderResult {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    return invalidCredentials('vertex service_account_json must be the key file as a JSON object');
+  }
+  const sa = v as Record<string, unknown>;
+  if (sa.type !== 'service_account') {
+    return invalidCredentials(`vertex service_account_json.type = "${String(sa.type)}", want "service_account"`);
+  }
+  const privateKey = stringMember(sa, 'private_key');
+  if (!privateKey?.startsWith('-----BEGIN')) {
+    return invalidCredentials('vertex service_account_json.private_key is not PEM-formatted');
+  }
+  const clientEmail = stringMember(sa, 'client_email');
+  if (!clientEmail) return invalidCredentials('vertex service_account_json.client_email is empty');
+  const tokenUri = stringMember(sa, 'token_uri');
+  if (!tokenUri) return invalidCredentials('vertex service_account_json.token_uri is empty');
+  return { privateKey, clientEmail, tokenUri };
+}
+
+export function vertexCredential(key: ProviderKey): VertexCredential | ProviderResult {
+  if (!key.api_key?.trim()) {
+    return invalidCredentials(`vertex provider_key.api_key is empty — expected JSON with ${SHAPE}`);
+  }
+  const doc = credentialJson(key);
+  if (!doc || typeof doc.project !== 'string' || typeof doc.region !== 'string') {
+    return invalidCredentials(`vertex provider_key.api_key must be valid JSON: ${SHAPE}`);
+  }
+  const hasToken = 'access_token' in doc;
+  const hasSa = 'service_account_json' in doc;
+  if (hasToken && hasSa) {
+    return invalidCredentials(
+      'vertex provider_key.api_key must set exactly one of access_token or service_account_json (both were provided)',
+    );
+  }
+  if (!hasToken && !hasSa) {
+    return invalidCredentials(
+      'vertex provider_key.api_key must set either access_token or service_account_json (neither was provided)',
+    );
+  }
+  const project = doc.project;
+  const region = doc.region;
+  const bad = urlTokenProblem('project', project) ?? urlTokenProblem('region', region);
+  if (bad) return bad;
+  const base = vertexBase(key.api_base, region);
+  if (typeof base !== 'string') return base;
+  if (hasToken) {
+    const token = stringMember(doc, 'access_token');
+    if (!token) return invalidCredentials('vertex provider_key.api_key.access_token is empty');
+    return { project, region, base, auth: { kind: 'token', token } };
+  }
+  const sa = serviceAccount(doc.service_account_json);
+  if ('kind' in sa) return sa;
+  return { project, region, base, auth: { kind: 'service_account', sa } };
+}
+
+const tokens = new TokenCache();
+
+/** Requests waiting on a service-account mint right now. */
+export function vertexMintWaiters(): number {
+  return tokens.waiting();
+}
+
+async function mint(upstream: ProviderCall['upstream'], sa: ServiceAccount, signal: CancelSignal) {
+  let assertion: string;
+  try {
+    assertion = await serviceAccountAssertion(
+      sa.privateKey,
+      sa.clientEmail,
+      sa.tokenUri,
+      Math.floor(Date.now() / 1000),
+    );
+  } catch (e) {
+    if (e instanceof InvalidPrivateKey) throw new MintFailed(invalidCredentials(e.message));
+    throw e;
+  }
+  return mintToken(
+    upstream,
+    sa.tokenUri,
+    {
+      grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
+      assertion,
+    },
+    'vertex',
+    signal,
+  );
+}
+
+/** The bearer token for a call: the configured one, or the service account's (one mint in flight per key file). */
+export async function vertexToken(c: ProviderCall, cred: VertexCredential): Promise<string> {
+  if (cred.auth.kind === 'token') return cred.auth.token;
+  const { sa } = cred.auth;
+  const id = JSON.stringify(['service_account', sa.privateKey, sa.clientEmail, sa.tokenUri]);
+  return await tokens.token(id, (signal) => mint(c.upstream, sa, signal), c.signal);
+}
