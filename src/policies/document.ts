@@ -8,7 +8,11 @@ export type ParsedPolicy =
   | { ok: true; resource: RateLimitPolicy; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed'; error: string };
 
-export function parsePolicyDocument(id: string, doc: Record<string, unknown>, mode: 'strict' | 'lenient'): ParsedPolicy {
+export function parsePolicyDocument(
+  id: string,
+  doc: Record<string, unknown>,
+  mode: 'strict' | 'lenient',
+): ParsedPolicy {
   const r = parseAgainst(RateLimitPolicySchema, doc, mode);
   if (!r.ok) return { ok: false, errorKind: 'schema_failed', error: r.error };
   return { ok: true, resource: toPolicy(id, r.data), ignored: r.ignored };

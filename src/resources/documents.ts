@@ -119,7 +119,9 @@ export function parseAgainst<T>(
 ): { ok: true; data: T; ignored: string[] } | { ok: false; error: string } {
   const ignored: string[] = [];
   const r = parseWith(schema, doc, mode === 'lenient', ignored);
-  return r.ok ? { ok: true, data: r.data, ignored: finishIgnored(ignored) } : { ok: false, error: issueMessages(r.issues).join('; ') };
+  return r.ok
+    ? { ok: true, data: r.data, ignored: finishIgnored(ignored) }
+    : { ok: false, error: issueMessages(r.issues).join('; ') };
 }
 
 /**

@@ -8,6 +8,8 @@
 //   → cross references over the identities interpolate declared; duplicate `key_hash`
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
+import { desugarPolicy, type FileIds, parsePolicyDocument } from '../policies/document.ts';
+import type { RateLimitPolicy } from '../policies/schema.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
@@ -89,7 +91,11 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
-  const { typed, notServed } = await validateEntries(prepared, env, providerKeyIds, problems);
+  const fileIds: FileIds = {
+    api_keys: await idsOf(identities, 'api_keys'),
+    models: await idsOf(identities, 'models'),
+  };
+  const { typed, notServed, policies } = await validateEntries(prepared, env, providerKeyIds, fileIds, problems);
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -98,9 +104,17 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       provider_keys: typed.provider_keys.map((x) => x.r),
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
+      ...(policies.length > 0 ? { rate_limit_policies: policies } : {}),
     },
     notServed,
   };
+}
+
+/** Each entry name of `kind` → the id derived from it. */
+async function idsOf(identities: Map<string, Map<string, number>>, kind: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const name of identities.get(kind)?.keys() ?? []) out.set(name, await uuidV5(`${kind}/${name}`));
+  return out;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -214,14 +228,25 @@ async function validateEntries(
   prepared: readonly Prepared[],
   env: Env,
   providerKeyIds: ReadonlyMap<string, string>,
+  fileIds: FileIds,
   problems: Problems,
-): Promise<{ typed: Typed; notServed: Record<string, number> }> {
+): Promise<{ typed: Typed; notServed: Record<string, number>; policies: RateLimitPolicy[] }> {
   const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
   const notServed: Record<string, number> = {};
+  const policies: RateLimitPolicy[] = [];
   for (const e of prepared) {
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);
+      continue;
+    }
+    if (e.at.kind === 'rate_limit_policies') {
+      const sugar = desugarPolicy(e.doc, fileIds);
+      const parsed = sugar ??
+        parsePolicyDocument(await uuidV5(`rate_limit_policies/${e.at.identity}`), e.doc, 'strict');
+      if (typeof parsed === 'string') problems.entry(e.at, parsed);
+      else if (!parsed.ok) problems.entry(e.at, parsed.error);
+      else policies.push(parsed.resource);
       continue;
     }
     if (isNotServedKind(e.at.kind)) {
@@ -250,7 +275,7 @@ async function validateEntries(
     else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
     else typed.api_keys.push({ at: e.at, r: parsed.resource });
   }
-  return { typed, notServed };
+  return { typed, notServed, policies };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

@@ -23,7 +23,6 @@ export const GATING_KINDS = [
   'guardrails',
   'guardrail_attachments',
   'mcp_policies',
-  'rate_limit_policies',
   'oidc_providers',
   'claim_mappings',
 ] as const;
@@ -42,7 +41,7 @@ export const NOT_SERVED_KINDS = [
 export type GatingKind = (typeof GATING_KINDS)[number];
 export type NotServedKind = (typeof NOT_SERVED_KINDS)[number];
 /** AISIX's 15 kinds (the etcd key segment). */
-export const AISIX_KINDS = [...RESOURCE_KINDS, ...GATING_KINDS, ...NOT_SERVED_KINDS] as const;
+export const AISIX_KINDS = [...RESOURCE_KINDS, 'rate_limit_policies', ...GATING_KINDS, ...NOT_SERVED_KINDS] as const;
 export type AisixKind = (typeof AISIX_KINDS)[number];
 /** The collections of AISIX's resources file (13: no `guardrail_attachments`, no `mcp_policies`), in its order. */
 export const FILE_COLLECTIONS = [

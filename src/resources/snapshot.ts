@@ -1,11 +1,14 @@
 // The immutable set of resources the gateway serves (docs/architecture.md "A configuration change"): built
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
+import type { RateLimitPolicy } from '../policies/schema.ts';
 import type { ApiKey, Model, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
   models: Model[];
   api_keys: ApiKey[];
+  /** Absent when there are none (the common case: no policy step). */
+  rate_limit_policies?: RateLimitPolicy[];
 }
 
 interface WildcardAlias {
@@ -84,18 +87,27 @@ export class Snapshot {
   }
 
   /** Resources per kind; only the kinds that have some are listed (AISIX's `resource_counts`). */
-  counts(): Partial<Record<ResourceKind, number>> {
-    const out: Partial<Record<ResourceKind, number>> = {};
+  counts(): Partial<Record<ResourceKind | 'rate_limit_policies', number>> {
+    const out: Partial<Record<ResourceKind | 'rate_limit_policies', number>> = {};
     if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
     if (this.resources.models.length > 0) out.models = this.resources.models.length;
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
+    if (this.policies.length > 0) out.rate_limit_policies = this.policies.length;
     return out;
   }
 
+  /** The rate-limit policies, in write order (empty when there are none). */
+  get policies(): readonly RateLimitPolicy[] {
+    return this.resources.rate_limit_policies ?? NO_POLICIES;
+  }
+
   get size(): number {
-    return this.resources.provider_keys.length + this.resources.models.length + this.resources.api_keys.length;
+    const r = this.resources;
+    return r.provider_keys.length + r.models.length + r.api_keys.length + this.policies.length;
   }
 }
+
+const NO_POLICIES: readonly RateLimitPolicy[] = [];
 
 /** `*` matches any run of characters; everything else is literal. */
 export function globMatch(pattern: string, name: string): boolean {

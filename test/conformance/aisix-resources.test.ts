@@ -606,7 +606,6 @@ const GATING = [
   'guardrails',
   'guardrail_attachments',
   'mcp_policies',
-  'rate_limit_policies',
   'oidc_providers',
   'claim_mappings',
 ];

@@ -210,6 +210,50 @@ describe('sluice export (real etcd)', { timeout: 60_000 }, () => {
     assert.match(err, /export: 4 row\(s\) left out; the file does not hold the whole deployment \(exit 1\)$/);
   });
 
+  test('rate-limit policies: references written by name, loaded back to the same rules', async () => {
+    const Q = '/export-policies';
+    const s = seeder(etcd.endpoint);
+    await s.put(`${Q}/provider_keys/pk`, { display_name: 'pk', provider: 'openai', api_key: UPSTREAM_SECRET });
+    await s.put(`${Q}/models/m1`, { display_name: 'gpt', model_name: 'x', provider_key_id: 'pk' });
+    await s.put(`${Q}/api_keys/k1`, { key_hash: CALLER_HASH, allowed_models: ['gpt'], team_id: 't-1' });
+    await s.put(`${Q}/rate_limit_policies/p1`, {
+      name: 'per-model',
+      scope: 'model',
+      scope_ref: 'm1',
+      window: 'day',
+      max_tokens: 9,
+    });
+    await s.put(`${Q}/rate_limit_policies/p2`, {
+      name: 'v2',
+      limits: { rpm: 3 },
+      conditions: [{ logic: 'or', children: [{ dimension: 'api_key', operator: 'in', value: ['k1'] }] }],
+      group_by: ['team'],
+    });
+    await s.put(`${Q}/rate_limit_policies/p3`, {
+      name: 'ghost',
+      scope: 'api_key',
+      scope_ref: 'k-none',
+      window: 'minute',
+      max_requests: 1,
+    });
+    const platform = testPlatform();
+    assert.equal(await runExport(platform, { ...cmd, endpoints: [etcd.endpoint], prefix: Q }), 1, 'ghost is left out');
+    const text = platform.fileMap.get('/out/resources.yaml')!;
+    assert.match(
+      String(platform.logs.map((l) => l.raw).join('\n')),
+      /p3: not expressible in a file: it references api_key "k-none"/,
+    );
+    const loaded = await loadResourcesFile('/x.yaml', text, { AISIXSECRET_PROVIDER_KEY_PK_API_KEY: 'k' });
+    assert.ok(loaded.ok, loaded.ok ? '' : loaded.report.format());
+    if (!loaded.ok) return;
+    const snap = loaded.snapshot;
+    const [a, b] = snap.policies;
+    assert.equal(a!.form === 'classic' && snap.models.get(a!.scope_ref)?.display_name, 'gpt');
+    const leaf = (b!.conditions![0] as { children: { value: string[] }[] }).children[0]!;
+    assert.equal(snap.apiKeys.get(leaf.value[0]!)?.key_hash, CALLER_HASH);
+    assert.deepEqual(b!.group_by, ['team']);
+  });
+
   test('unreachable etcd: exit 1, a message, no file', async () => {
     const p = testPlatform();
     assert.equal(await runExport(p, { ...cmd, endpoints: [await deadEndpoint()] }), 1);

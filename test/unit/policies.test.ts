@@ -455,3 +455,75 @@ describe('timelines on a real Redis (its own clock: the timelines without clock 
     assert.equal(redisCli(server.port, 'GET', keys[0]!), '120');
   });
 });
+
+describe('loading (B.9): files resolve names; etcd rows read leniently', () => {
+  const FILE = (policies: string) =>
+    `_format_version: "1"
+provider_keys: [{ display_name: pk, provider: openai, api_key: sk-x }]
+models: [{ display_name: gpt, model_name: gpt-4o, provider_key: pk }]
+api_keys: [{ display_name: caller, key_hash: "${'a'.repeat(64)}", allowed_models: [gpt] }]
+rate_limit_policies:
+${policies}`;
+
+  test('a file: scope_ref and condition names become the derived ids; the id is derived from the name', async () => {
+    const { loadResourcesFile } = await import('../../src/resources/pipeline.ts');
+    const { uuidV5 } = await import('../../src/util/crypto.ts');
+    const r = await loadResourcesFile(
+      '/r.yaml',
+      FILE(`  - { name: per-model, scope: model, scope_ref: gpt, window: minute, max_requests: 5 }
+  - name: v2
+    limits: { tpm: 100 }
+    conditions: [{ dimension: api_key, operator: in, value: [caller] }, { dimension: team, operator: "==", value: t-1 }]
+`),
+      {},
+    );
+    assert.ok(r.ok, r.ok ? '' : r.report.format());
+    if (!r.ok) return;
+    const [a, b] = r.snapshot.policies;
+    assert.equal(a!.id, await uuidV5('rate_limit_policies/per-model'));
+    assert.equal(a!.form === 'classic' && a!.scope_ref, await uuidV5('models/gpt'));
+    assert.deepEqual(b!.conditions![0], {
+      dimension: 'api_key',
+      operator: 'in',
+      value: [await uuidV5('api_keys/caller')],
+    });
+    assert.deepEqual(b!.conditions![1], { dimension: 'team', operator: '==', value: 't-1' }, 'team ids verbatim');
+    assert.equal(r.resourceCount, 5);
+  });
+
+  test('a file: an unknown name is an error listing the candidates; strict fields', async () => {
+    const { loadResourcesFile } = await import('../../src/resources/pipeline.ts');
+    const r = await loadResourcesFile(
+      '/r.yaml',
+      FILE(`  - { name: p, scope: api_key, scope_ref: nobody, window: minute, max_requests: 1 }
+  - { name: q, limits: { rpm: 1 }, zz: 1 }
+`),
+      {},
+    );
+    assert.equal(r.ok, false);
+    if (r.ok) return;
+    const text = r.report.format();
+    assert.match(
+      text,
+      /rate_limit_policies\[0\] \("p"\): `scope_ref` references unknown api key "nobody" \(defined api_keys: caller\)/,
+    );
+    assert.match(text, /rate_limit_policies\[1\] \("q"\): .*zz/);
+  });
+
+  test('an etcd row: served, unknown members dropped and reported; a bad row rejected schema_failed', async () => {
+    const { parseRow } = await import('../../src/sources/etcd/rows.ts');
+    const ok = parseRow(
+      '/a',
+      '/a/rate_limit_policies/p1',
+      JSON.stringify({ name: 'p', limits: { rpm: 1 }, zz: { x: 1 } }),
+    );
+    assert.ok(ok.ok && ok.kind === 'rate_limit_policies' && ok.resource.form === 'conditional');
+    assert.deepEqual(ok.ok && ok.unknownFields, ['zz']);
+    const bad = parseRow(
+      '/a',
+      '/a/rate_limit_policies/p2',
+      JSON.stringify({ name: 'p', scope: 'team', limits: { rpm: 1 } }),
+    );
+    assert.equal(!bad.ok && bad.errorKind, 'schema_failed');
+  });
+});

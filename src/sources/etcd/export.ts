@@ -56,6 +56,7 @@ export function exportResources(
   const { keys, values, served, skipped, dropped } = servedRows(kvs, prefix);
   const names = expressible(new Snapshot(resourceSet(keys, served)));
   const lists = fileEntries(keys, served, names, skipped);
+  for (const p of policyEntries(keys, served, names, skipped)) push(lists, 'rate_limit_policies', p);
   const other = otherEntries(keys, values, served, skipped);
   const placeholders: SecretPlaceholder[] = [];
   const collections: Record<string, Json[]> = {};
@@ -124,6 +125,9 @@ interface Expressible {
   /** Provider key id → the name a model refers to it by. */
   pkNames: Map<string, string>;
   modelNames: Set<string>;
+  /** Model id / api key id → the name the file writes it under (written rows only). */
+  modelNameById: Map<string, string>;
+  apiKeyNameById: Map<string, string>;
 }
 
 /** What the name indexes keep: the row written last under each name (api keys: each key hash). */
@@ -149,10 +153,15 @@ function expressible(snapshot: Snapshot): Expressible {
     if (m.kind === 'routing' && m.routing.targets.some((t) => !modelNames.has(t.model))) continue;
     winners.add(`models/${m.id}`);
   }
+  const modelNameById = new Map<string, string>();
+  for (const m of snapshot.resources.models) if (winners.has(`models/${m.id}`)) modelNameById.set(m.id, m.display_name);
+  const apiKeyNameById = new Map<string, string>();
   for (const k of snapshot.resources.api_keys) {
-    if (snapshot.apiKeyByHash(k.key_hash) === k) winners.add(`api_keys/${k.id}`);
+    if (snapshot.apiKeyByHash(k.key_hash) !== k) continue;
+    winners.add(`api_keys/${k.id}`);
+    apiKeyNameById.set(k.id, apiKeyFileName(k.key_hash));
   }
-  return { winners, pkNames, modelNames };
+  return { winners, pkNames, modelNames, modelNameById, apiKeyNameById };
 }
 
 /** One entry of a collection, before `$` escaping and redaction. */
@@ -174,7 +183,7 @@ function fileEntries(
     const v = served.get(key);
     if (!v) continue;
     const row = v.parsed;
-    if (row.resource === undefined) continue;
+    if (row.resource === undefined || row.kind === 'rate_limit_policies') continue;
     if (!winners.has(`${row.kind}/${row.id}`)) {
       skipped.push({
         key,
@@ -210,6 +219,53 @@ function fileEntries(
     push(lists, row.kind, { identity, entry });
   }
   return lists;
+}
+
+/**
+ * The policies, references by name as a file writes them (`scope_ref` of an api_key / model scope, condition
+ * leaves on those dimensions); one naming a row the file does not hold cannot be written.
+ */
+function policyEntries(
+  keys: readonly string[],
+  served: ReadonlyMap<string, ServedValue>,
+  { modelNameById, apiKeyNameById }: Expressible,
+  skipped: SkippedRow[],
+): FileEntry[] {
+  const out: FileEntry[] = [];
+  const seen = new Set<string>();
+  for (const key of keys) {
+    const row = served.get(key)?.parsed;
+    if (row?.kind !== 'rate_limit_policies') continue;
+    const { id: _id, form: _form, ...rest } = row.resource;
+    const entry = JSON.parse(JSON.stringify(rest)) as { [k: string]: Json };
+    let dangling: string | undefined;
+    const nameOf = (dim: string, id: Json): Json => {
+      const name = typeof id === 'string' ? (dim === 'model' ? modelNameById : apiKeyNameById).get(id) : undefined;
+      if (name === undefined) dangling ??= `${dim} ${JSON.stringify(id)}`;
+      return name ?? id;
+    };
+    if (entry.scope === 'api_key' || entry.scope === 'model') entry.scope_ref = nameOf(entry.scope, entry.scope_ref!);
+    const walk = (n: Json): void => {
+      if (!n || typeof n !== 'object' || Array.isArray(n)) return;
+      if (Array.isArray(n.children)) return n.children.forEach(walk);
+      if (n.dimension !== 'api_key' && n.dimension !== 'model') return;
+      const dim = n.dimension;
+      n.value = Array.isArray(n.value) ? n.value.map((v) => nameOf(dim, v)) : nameOf(dim, n.value!);
+    };
+    if (Array.isArray(entry.conditions)) entry.conditions.forEach(walk);
+    const why = dangling !== undefined
+      ? `not expressible in a file: it references ${dangling}, which the file does not hold`
+      : seen.has(row.resource.name)
+      ? 'not expressible in a file: a name another row holds'
+      : undefined;
+    if (why) {
+      skipped.push({ key, why: 'not_expressible', error: why });
+      continue;
+    }
+    seen.add(row.resource.name);
+    out.push({ identity: row.resource.name, entry });
+  }
+  return out;
 }
 
 function push<T>(m: Map<string, T[]>, k: string, v: T): void {

@@ -16,6 +16,8 @@
 //   (field `*`);
 // - last-known-good: when a key that serves gets a value that is rejected, the value it served keeps
 //   serving (`serving_stale_since`) until the key loads cleanly again or is deleted.
+import { parsePolicyDocument } from '../../policies/document.ts';
+import type { RateLimitPolicy } from '../../policies/schema.ts';
 import { parseDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,
@@ -43,6 +45,7 @@ export type ValidRow =
   | { ok: true; kind: 'provider_keys'; id: string; resource: ProviderKey; unknownFields: string[] }
   | { ok: true; kind: 'models'; id: string; resource: Model; unknownFields: string[] }
   | { ok: true; kind: 'api_keys'; id: string; resource: ApiKey; unknownFields: string[] }
+  | { ok: true; kind: 'rate_limit_policies'; id: string; resource: RateLimitPolicy; unknownFields: string[] }
   /** An AISIX kind Sluice accepts and does not serve: reported as partially compatible, field `*`. */
   | { ok: true; kind: NotServedKind; id: string; resource?: undefined; unknownFields: ['*'] };
 
@@ -86,7 +89,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-type KeyKind = ResourceKind | NotServedKind | 'gating';
+type KeyKind = ResourceKind | 'rate_limit_policies' | NotServedKind | 'gating';
 
 /**
  * Splits `<prefix>/<kind>/<id>` (everything after the kind is the id, `/` included); anything else is
@@ -121,7 +124,7 @@ export function splitKey(
   }
   const keyKind: KeyKind = (RESOURCE_KINDS as readonly string[]).includes(kind)
     ? kind as ResourceKind
-    : isNotServedKind(kind)
+    : isNotServedKind(kind) || kind === 'rate_limit_policies'
     ? kind
     : 'gating';
   return { ok: true, kind, keyKind, id };
@@ -189,6 +192,11 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
         Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`
       }`,
     );
+  }
+  if (k.keyKind === 'rate_limit_policies') {
+    const r = parsePolicyDocument(k.id, value, 'lenient');
+    if (!r.ok) return reject(r.errorKind, r.error);
+    return { ok: true, kind: 'rate_limit_policies', id: k.id, resource: r.resource, unknownFields: r.ignored };
   }
   if (k.keyKind !== 'provider_keys' && k.keyKind !== 'models' && k.keyKind !== 'api_keys') {
     return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
@@ -309,6 +317,7 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     if (row.kind === 'provider_keys') set.provider_keys.push(row.resource);
     else if (row.kind === 'models') set.models.push(row.resource);
     else if (row.kind === 'api_keys') set.api_keys.push(row.resource);
+    else if (row.kind === 'rate_limit_policies') (set.rate_limit_policies ??= []).push(row.resource);
   }
   return set;
 }
