@@ -1,7 +1,7 @@
 // Every error a caller can receive is built here, from a value with a kind a caller can act on
-// (docs/api.md "Errors"). The envelope is OpenAI's on `/v1/*` and Anthropic's on `/v1/messages` (with
-// AISIX's Anthropic `error.type` vocabulary by status); a caller never sees a stack trace, a runtime's
-// advice text or a configured secret (scrub.ts).
+// (docs/routing.md "Errors and secrets", docs/aisix-compatibility.md "Endpoints"). The envelope is the
+// caller's wire's (src/proxy/routes.ts): OpenAI's, or Anthropic's with AISIX's `error.type` by status; a
+// caller never sees a stack trace, a runtime's advice text or a configured secret (scrub.ts).
 import type { DispatchFailure } from '../routing/dispatch.ts';
 import { upstreamErrorParts } from '../providers/upstream-error.ts';
 
@@ -117,7 +117,7 @@ export function anthropicEnvelope(e: ProxyError): string {
   return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(e.status), message: e.message } });
 }
 
-/** The caller's wire: Anthropic's envelope on `/v1/messages`, OpenAI's everywhere else. */
+/** The caller's wire, which picks its envelope; each path's is in src/proxy/routes.ts. */
 export type Wire = 'openai' | 'anthropic';
 
 export function envelopeFor(wire: Wire): (e: ProxyError) => string {

@@ -1,14 +1,16 @@
-// Admission of a model call, in this order: authentication (before the body is read), then — once the body
-// named a model — the key's permission for it, its existence, its `allowed_cidrs`, and the caller's rate
-// limits. Each step answers either the next step's input or the caller's error; nothing is dispatched
-// before all of them passed.
-import type { Gateway } from '../gateway.ts';
+// The pipeline's admission steps (pipeline.ts; docs/routing.md "Caller rate limits"): identify the caller
+// (before the body is read), admit the call once the body named a model — the key's permission for it, its
+// existence, its `allowed_cidrs` — and reserve the caller's rate limits. Each refuses with the caller's error;
+// nothing is dispatched before all of them passed.
 import { errors, ProxyError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { Permit } from '../routing/rate-limit.ts';
+import type { RateLimiter } from '../routing/rate-limit.ts';
 import { ipAllowed } from '../util/cidr.ts';
+import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
+import type { ModelCall, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
 
 /** An authenticated caller and the snapshot its request is served from. */
@@ -17,65 +19,105 @@ export interface Caller {
   snapshot: Snapshot;
 }
 
-/** Authentication (before the body is read), against the snapshot this request is served from. */
-export async function authenticateCaller(
-  gw: Gateway,
+export type ResolvedModel = NonNullable<ReturnType<Snapshot['resolveModel']>>;
+
+/** What identifying a caller reads: the snapshot being served (read per request) and the clock. */
+export interface IdentifyDeps {
+  readonly snapshot: Snapshot | undefined;
+  readonly clock: Clock;
+}
+
+/**
+ * Authentication (before the body is read), against the snapshot this request is served from. Synchronous
+ * for a caller whose token was seen before (auth.ts).
+ */
+export function authenticateCaller(
+  d: IdentifyDeps,
   headers: Headers,
   rec: RequestRecord,
-): Promise<Caller | ProxyError> {
-  const snapshot = gw.snapshot;
+): Caller | ProxyError | Promise<Caller | ProxyError> {
+  const snapshot = d.snapshot;
   if (!snapshot) return errors.internal();
-  const key = await authenticate(headers, snapshot, gw.now().getTime());
-  if (key instanceof ProxyError) return key;
-  rec.key = key;
-  rec.apiKeyId = key.id;
-  return { key, snapshot };
+  const identified = (key: ApiKey | ProxyError): Caller | ProxyError => {
+    if (key instanceof ProxyError) return key;
+    rec.identified(key);
+    return { key, snapshot };
+  };
+  const key = authenticate(headers, snapshot, d.clock());
+  return key instanceof Promise ? key.then(identified) : identified(key);
 }
 
-type ResolvedModel = NonNullable<ReturnType<Snapshot['resolveModel']>>;
-
-/** What an admitted call carries into dispatch. */
-export interface Admitted {
-  resolved: ResolvedModel;
-  permit: Permit;
-  /** The caller-facing `x-ratelimit-*` headers of the limits that apply. */
-  limitHeaders: Record<string, string> | undefined;
+export function identifyStep(d: IdentifyDeps): Step {
+  return {
+    name: 'identify',
+    run(call) {
+      const who = authenticateCaller(d, call.headers, call.rec);
+      return who instanceof Promise ? who.then((w) => identified(call, w)) : identified(call, who);
+    },
+  };
 }
 
-/** Model permission → existence → `allowed_cidrs` → rate limits. */
-export async function admitModelCall(
-  gw: Gateway,
-  who: Caller,
-  name: string,
-  clientIp: string | undefined,
-  rec: RequestRecord,
-): Promise<Admitted | ProxyError> {
-  // Permission first: a key must not learn which model names exist beyond the ones it may use.
-  if (!modelAllowed(who.key, name)) return errors.modelNotAllowed(name);
-  const resolved = who.snapshot.resolveModel(name);
-  if (!resolved) return errors.unknownModel(name);
-  rec.model = resolved.model.display_name;
-  rec.routing = resolved.model.kind === 'routing';
-  // allowed_cidrs (AISIX #557): the requested model's own list, and for a routing model at least one
-  // target the caller may reach; before any upstream is contacted.
-  if (!reachable(who.snapshot, resolved.model, clientIp)) {
-    gw.log.withTarget('aisix_proxy::dispatch').warn('request rejected: client IP not in model allowed_cidrs', {
-      model: resolved.model.display_name,
-      source_ip: clientIp,
-      request_id: rec.requestId,
-    });
-    return errors.ipRestricted();
-  }
-  const admitted = await gw.rateLimiter.acquire([
-    { scope: 'api_key', id: who.key.id, limits: who.key.rate_limit },
-    { scope: 'model', id: resolved.model.id, name: resolved.model.display_name, limits: resolved.model.rate_limit },
-  ]);
-  if (!admitted.allowed) {
-    const what = `${admitted.scope === 'api_key' ? 'API key' : 'model'} ${admitted.dimension}`;
-    const e = errors.rateLimited(admitted.retryAfterSecs, what);
-    return new ProxyError(e.status, e.type, e.message, e.code, { ...e.headers, ...admitted.headers });
-  }
-  return { resolved, permit: admitted.permit, limitHeaders: admitted.headers };
+function identified(call: ModelCall, who: Caller | ProxyError): StepResult {
+  if (who instanceof ProxyError) return who;
+  call.caller = who;
+  return undefined;
+}
+
+/** Model permission → existence → `allowed_cidrs`. */
+export function admitStep(
+  log: Logger,
+  clientIpOf: (peer: string | undefined, headers: Headers) => string | undefined,
+): Step {
+  const dispatchLog = log.withTarget('aisix_proxy::dispatch');
+  return {
+    name: 'admit',
+    run(call) {
+      const { key, snapshot } = call.caller;
+      const name = call.body.model as string;
+      // Permission first: a key must not learn which model names exist beyond the ones it may use.
+      if (!modelAllowed(key, name)) return errors.modelNotAllowed(name);
+      const resolved = snapshot.resolveModel(name);
+      if (!resolved) return errors.unknownModel(name);
+      call.rec.resolved(resolved.model);
+      const clientIp = clientIpOf(call.c.env?.peer, call.headers);
+      // allowed_cidrs: the requested model's own list, and for a routing model at least one target the caller
+      // may reach; before any upstream is contacted.
+      if (!reachable(snapshot, resolved.model, clientIp)) {
+        dispatchLog.warn('request rejected: client IP not in model allowed_cidrs', {
+          model: resolved.model.display_name,
+          source_ip: clientIp,
+          request_id: call.rec.requestId,
+        });
+        return errors.ipRestricted();
+      }
+      call.resolved = resolved;
+      call.clientIp = clientIp;
+      return undefined;
+    },
+  };
+}
+
+/** The caller's rate limits (api key, then model): a permit held until the answer's last byte. */
+export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
+  return {
+    name: 'reserve',
+    async run(call) {
+      const { key } = call.caller;
+      const { model } = call.resolved;
+      const admitted = await limiter.acquire([
+        { scope: 'api_key', id: key.id, limits: key.rate_limit },
+        { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
+      ]);
+      if (!admitted.allowed) {
+        const what = `${admitted.scope === 'api_key' ? 'API key' : 'model'} ${admitted.dimension}`;
+        const e = errors.rateLimited(admitted.retryAfterSecs, what);
+        return new ProxyError(e.status, e.type, e.message, e.code, { ...e.headers, ...admitted.headers });
+      }
+      call.permit = admitted.permit;
+      call.limitHeaders = admitted.headers;
+      return undefined;
+    },
+  };
 }
 
 /**

@@ -1,47 +1,61 @@
-// The caller-facing app on the proxy listener: probes, `/v1/models`, and the model calls (chat completions,
-// legacy completions, embeddings, Anthropic messages — errors in Anthropic's envelope there). Assembled
-// from: the tracking middleware (track.ts: in-flight slot, request id, access log and metrics when the last
-// byte is out), the model-call handler (model-call.ts: admission, dispatch, the answer), body validation
-// (validate.ts) and the HTTP errors (src/http).
+// The caller-facing app on the proxy listener (docs/architecture.md "A request"): probes, then every route of
+// the route table (routes.ts) — `/v1/models` and the model calls, each a run of the request pipeline
+// (pipeline.ts) inside the tracking middleware (track.ts). Errors come from src/http.
 import { type Context, Hono } from 'hono';
-import type { Gateway } from '../gateway.ts';
+import type { Config } from '../config/schema.ts';
 import { envelopeFor, errorResponse, errors, ProxyError } from '../http/errors.ts';
-import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
+import { livez, methodNotAllowed, type ReadinessChecks, readyz } from '../lifecycle/probes.ts';
+import type { Lifecycle } from '../lifecycle/state.ts';
+import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { UpstreamFetch } from '../platform.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
 import { Dispatcher } from '../routing/dispatch.ts';
-import { authenticateCaller } from './admission.ts';
+import type { ModelHealth } from '../routing/health.ts';
+import type { RateLimiter } from '../routing/rate-limit.ts';
+import type { RoutingState } from '../routing/strategies.ts';
+import type { Clock } from '../util/clock.ts';
+import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
+import { Answerer, fail } from './answer.ts';
 import { modelAllowed } from './auth.ts';
+import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
-import { fail, modelCall } from './model-call.ts';
-import { ENDPOINTS, SERVER } from './record.ts';
+import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
+import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
+import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
 
-export { ACCESS_LOG_TARGET, type RequestRecord, spendMicroUsd } from './record.ts';
+export { ACCESS_LOG_TARGET, RequestRecord, spendMicroUsd } from './record.ts';
 
-export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
+/** What the proxy app reads; the Gateway is one. `snapshot` is read on every request (it is swapped on reload). */
+export interface ProxyDeps extends ReadinessChecks {
+  readonly config: Config;
+  readonly snapshot: Snapshot | undefined;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly metrics: GatewayMetrics;
+  readonly lifecycle: Pick<Lifecycle, 'draining' | 'acquire' | 'recordArrival' | 'recordReadyz'>;
+  readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+  readonly upstream: UpstreamFetch;
+  readonly health: ModelHealth;
+  readonly routingState: RoutingState;
+}
+
+export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const app = new Hono<ProxyEnv>();
-  const cfg = gw.config;
-  const dispatcher = new Dispatcher({
-    config: cfg,
-    upstream: gw.upstream,
-    health: gw.health,
-    routing: gw.routingState,
-    metrics: gw.metrics,
-  });
+  const cfg = d.config;
 
   // Hono's compose hands a handler's throw to onError (its default answers a plain-text 500 and writes to
   // console.error), so the middleware below never sees it: answer with the JSON envelope and log it here.
   app.onError((e, c) => {
     const rec = c.get('rec');
-    gw.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
-    if (rec) {
-      rec.errorKind = 'internal_error';
-      rec.error = String(e);
-    }
+    d.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
+    rec?.failed('internal_error', String(e));
     c.set('stamped', false);
     c.set('stream', undefined);
-    return errorResponse(errors.internal(), envelopeFor(c.req.path === '/v1/messages' ? 'anthropic' : 'openai'));
+    return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
   });
 
   app.use('*', async function servedBySluice(c, next) {
@@ -54,19 +68,60 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
     }
   });
 
-  const counted = (c: Context) => gw.lifecycle.recordReadyz(readyz(c, gw)); // a 503 while draining counts
+  const counted = (c: Context) => d.lifecycle.recordReadyz(readyz(c, d)); // a 503 while draining counts
   for (const [path, handler] of [['/livez', livez], ['/readyz', counted]] as const) {
     app.get(path, handler);
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(gw));
+  app.use('/v1/*', trackRequests(d));
+  const answerer = new Answerer({
+    dispatcher: new Dispatcher({
+      config: cfg,
+      upstream: d.upstream,
+      health: d.health,
+      routing: d.routingState,
+      metrics: d.metrics,
+    }),
+    adminKeys: cfg.admin.admin_keys,
+    keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
+  });
+  // Built once: the features configured join here (FeatureSteps); none is configured in this version.
+  const pipeline = buildPipeline({
+    identify: identifyStep(d),
+    readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
+    admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
+    reserve: reserveStep(d.rateLimiter),
+    dispatch: (call) => answerer.dispatch(call),
+    respond: (call, result) => answerer.respond(call, result),
+    refuse: (call, e) => fail(call.c, e),
+  });
+  for (const route of ROUTES) {
+    const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);
+    app.on(route.method, route.path, handler);
+  }
+  app.all('/v1/*', (c) => {
+    const known = routeOf(c.req.path);
+    return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
+  });
+  app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
+  return app;
+}
 
-  app.get('/v1/models', async (c) => {
-    const who = await authenticateCaller(gw, c.req.raw.headers, c.get('rec'));
+/** A model call on `route`: one run of the pipeline. */
+function modelCall(p: Pipeline, route: ModelCallRoute) {
+  return function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
+    return runModelCall(p, new ModelCall(c, c.get('rec'), route));
+  };
+}
+
+/** `GET /v1/models`: the models the caller's key may use. */
+function listModels(d: ProxyDeps) {
+  return async function handleListModels(c: Context<ProxyEnv>): Promise<Response> {
+    const who = await authenticateCaller(d, c.req.raw.headers, c.get('rec'));
     if (who instanceof ProxyError) return fail(c, who);
     // AISIX: `created` is the time of the answer; `owned_by` the model row's provider, else the gateway's name.
-    const created = Math.floor(gw.now().getTime() / 1000);
+    const created = Math.floor(d.clock() / 1000);
     const data = who.snapshot.listableModels()
       .filter((m) => modelAllowed(who.key, m.display_name))
       .map((m) => ({
@@ -79,17 +134,5 @@ export function createProxyApp(gw: Gateway): Hono<ProxyEnv> {
       }))
       .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return c.json({ object: 'list', data });
-  });
-
-  const deps = { gw, dispatcher, clientIpOf: clientIpResolver(cfg.proxy.real_ip) };
-  app.post('/v1/chat/completions', modelCall(deps, 'chat'));
-  app.post('/v1/completions', modelCall(deps, 'completions'));
-  app.post('/v1/embeddings', modelCall(deps, 'embeddings'));
-  app.post('/v1/messages', modelCall(deps, 'messages'));
-  app.all('/v1/*', (c) => {
-    const known = ENDPOINTS[c.req.path];
-    return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
-  });
-  app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
-  return app;
+  };
 }

@@ -15,18 +15,30 @@ const hashCache = new Map<string, string>();
 const HASH_CACHE_MAX = 10_000;
 
 async function hashToken(token: string): Promise<string> {
-  const cached = hashCache.get(token);
-  if (cached !== undefined) return cached;
   const h = await sha256Hex(token);
   if (hashCache.size >= HASH_CACHE_MAX) hashCache.clear();
   hashCache.set(token, h);
   return h;
 }
 
-export async function authenticate(headers: Headers, snapshot: Snapshot, now: number): Promise<ApiKey | ProxyError> {
+/**
+ * The caller's key, or why there is none. Synchronous when the token's hash is cached (every request of a
+ * known caller after its first): no promise turn on the hot path.
+ */
+export function authenticate(
+  headers: Headers,
+  snapshot: Snapshot,
+  now: number,
+): ApiKey | ProxyError | Promise<ApiKey | ProxyError> {
   const token = bearerToken(headers);
   if (token === undefined) return errors.missingAuth();
-  const key = snapshot.apiKeyByHash(await hashToken(token));
+  const cached = hashCache.get(token);
+  if (cached !== undefined) return keyOf(snapshot, cached, now);
+  return hashToken(token).then((h) => keyOf(snapshot, h, now));
+}
+
+function keyOf(snapshot: Snapshot, hash: string, now: number): ApiKey | ProxyError {
+  const key = snapshot.apiKeyByHash(hash);
   if (!key) return errors.unknownKey();
   if (key.disabled) return errors.disabledKey();
   if (key.expires_at !== undefined && Date.parse(key.expires_at) <= now) return errors.expiredKey();

@@ -1,29 +1,31 @@
 // A request whose declared length (`Content-Length`) is over `proxy.request_body_limit_bytes` (0 = off) is
-// refused with 413 before authentication, as AISIX's body-limit middleware does (docs/aisix-compatibility.md "Logs".5).
-// The body is drained first — at most 32 MiB, for at most 5 s — so a caller still sending it can read the
-// answer; when the drain does not finish, the answer closes the connection. One diagnostic line per refusal
-// (INFO when drained; WARN, at most once a second per outcome, when not) and
-// `aisix_proxy_request_body_limit_rejections_total{endpoint,inbound_protocol,outcome}` (never rate-limited).
-// A body without a declared length is counted as it is read, after authentication (body.ts).
-import type { Gateway } from '../gateway.ts';
-import type { Logger } from '../observability/logger.ts';
+// refused with 413 before authentication, as AISIX's body-limit middleware does (docs/aisix-compatibility.md
+// "Logs".5): the body drained first within bounds so a caller still sending it can read the answer, one
+// diagnostic line, one sample of the rejection family. A body without a declared length is counted as it is
+// read, after authentication (body.ts).
 import { envelopeFor, errorResponse, errors } from '../http/errors.ts';
+import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Clock } from '../util/clock.ts';
+import type { RequestRecord } from './record.ts';
 
 export const BODY_LIMIT_TARGET = 'aisix::body_limit';
+/** The drain's bounds: past either the answer goes out and closes the connection. */
 export const DRAIN_CAP_BYTES = 32 * 1024 * 1024;
 export const DRAIN_TIMEOUT_MS = 5000;
+/** An undrained refusal logs a WARN at most this often per outcome (a drained one: INFO every time). */
 const WARN_EVERY_MS = 1000;
 
 export type DrainOutcome = 'completed' | 'cap_reached' | 'timeout' | 'client_read_error';
 
 /** The parts of a request record this check reads and fills. */
-interface Rec {
-  requestId: string;
-  endpoint: string;
-  method: string;
-  protocol: 'openai' | 'anthropic';
-  errorKind?: string;
-  error?: string;
+type Rec = Pick<RequestRecord, 'requestId' | 'endpoint' | 'method' | 'protocol' | 'failed'>;
+
+/** What the check writes to. */
+export interface BodyLimitDeps {
+  readonly log: Logger;
+  readonly metrics: Pick<GatewayMetrics, 'bodyLimitRejections'>;
+  readonly clock: Clock;
 }
 
 /** Read and discard `body` within the bounds; how it ended and how much was read. */
@@ -64,8 +66,8 @@ export class BodyLimit {
   private readonly log: Logger;
   private readonly lastWarn = new Map<DrainOutcome, number>();
 
-  constructor(private readonly gw: Gateway, private readonly limit: number) {
-    this.log = gw.log.withTarget(BODY_LIMIT_TARGET);
+  constructor(private readonly d: BodyLimitDeps, private readonly limit: number) {
+    this.log = d.log.withTarget(BODY_LIMIT_TARGET);
   }
 
   /** The declared length when it is over the limit (the request must be refused), else undefined. */
@@ -79,7 +81,7 @@ export class BodyLimit {
 
   /** The 413 for a declared length over the limit, once the body is drained (see `over`). */
   async refuse(req: Request, rec: Rec, length: number): Promise<Response> {
-    const started = Date.now();
+    const started = this.d.clock();
     const { outcome, bytes } = await drain(req.body);
     const fields = {
       request_id: rec.requestId,
@@ -90,20 +92,19 @@ export class BodyLimit {
       configured_limit_bytes: this.limit,
       drained_bytes: bytes,
       drain_outcome: outcome,
-      elapsed_ms: Date.now() - started,
+      elapsed_ms: this.d.clock() - started,
     };
     if (outcome === 'completed') this.log.info('request body exceeded the configured limit', fields);
     else {
-      const now = Date.now();
+      const now = this.d.clock();
       if (now - (this.lastWarn.get(outcome) ?? -Infinity) >= WARN_EVERY_MS) {
         this.lastWarn.set(outcome, now);
         this.log.warn('request body exceeded the configured limit and the drain did not finish', fields);
       }
     }
-    this.gw.metrics.bodyLimitRejections.inc([rec.endpoint, rec.protocol, outcome]);
+    this.d.metrics.bodyLimitRejections.inc([rec.endpoint, rec.protocol, outcome]);
     const e = errors.tooLarge(this.limit);
-    rec.errorKind = e.type;
-    rec.error = e.message;
+    rec.failed(e.type, e.message);
     const res = errorResponse(e, envelopeFor(rec.protocol));
     // Unread bytes may still be on the wire: the connection cannot carry another request.
     if (outcome !== 'completed') res.headers.set('connection', 'close');

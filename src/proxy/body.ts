@@ -1,6 +1,9 @@
-// Read and parse a JSON request body under `proxy.request_body_limit_bytes` (0 = no limit). A declared
-// length over the limit is refused before reading; an undeclared one is counted as it streams in.
-import { errors, type ProxyError } from '../http/errors.ts';
+// The pipeline's body step: read and parse a JSON request body under `proxy.request_body_limit_bytes`
+// (0 = no limit), then check what its endpoint requires (validate.ts). A declared length over the limit is
+// refused before reading; an undeclared one is counted as it streams in.
+import { errors, ProxyError } from '../http/errors.ts';
+import type { Step } from './pipeline.ts';
+import { validateBody } from './validate.ts';
 
 const decoder = new TextDecoder();
 
@@ -49,4 +52,18 @@ export async function readJsonObject(req: Request, limit: number): Promise<Recor
     return errors.badRequest('request body must be a JSON object');
   }
   return value as Record<string, unknown>;
+}
+
+export function readBodyStep(limit: number): Step {
+  return {
+    name: 'read body',
+    async run(call) {
+      const body = await readJsonObject(call.c.req.raw, limit);
+      if (body instanceof ProxyError) return body;
+      const invalid = validateBody(call.route.call, body);
+      if (invalid) return errors.badRequest(invalid);
+      call.body = body;
+      return undefined;
+    },
+  };
 }

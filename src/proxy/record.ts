@@ -1,59 +1,188 @@
 // What one proxied request leaves behind: its access-log line and its sample in every request family
 // (docs/aisix-compatibility.md "Metrics"), filled in as it is served and written once, when its last byte is out.
-import type { ApiKey } from '../resources/schema.ts';
-import type { Gateway } from '../gateway.ts';
+import type { Wire } from '../http/errors.ts';
+import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import type { StreamEnd } from '../providers/types.ts';
+import type { ApiKey, Model } from '../resources/schema.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
-import { totalOf, type Usage } from './usage.ts';
 import { VERSION } from '../version.ts';
+import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
+import { totalOf, type Usage } from './usage.ts';
 
-/** What the access log and metrics record of one request, filled in as it is served. */
-export interface RequestRecord {
-  start: number;
-  method: string;
-  path: string;
-  endpoint: string;
-  /** `inbound_protocol`: `anthropic` on `/v1/messages`, else `openai`. */
-  protocol: 'openai' | 'anthropic';
-  requestId: string;
-  peer: string | undefined;
-  downstreamRequestId: string | undefined;
+/** The upstream a request went to: the part of `ServedBy` the labels read. */
+type Upstream = Pick<ServedBy, 'model' | 'key' | 'upstreamModel'>;
+
+/**
+ * What the access log and metrics record of one request. The tracking middleware creates it; the steps fill
+ * it through the methods below (nothing else writes it); `telemetry` writes it once, when the last byte is out.
+ */
+export class RequestRecord {
+  readonly route: Route | undefined;
+  /** The `endpoint` label: the route's template, `other` for any other path. */
+  readonly endpoint: string;
+  /** `inbound_protocol`: the caller's wire. */
+  readonly protocol: Wire;
   /** The configured name the caller asked for (a wildcard hit: the wildcard row's name). */
-  model?: string;
+  private model: string | undefined = undefined;
   /** Whether `model` is a routing model (then `served_by_model` names the target). */
-  routing?: boolean;
-  key?: ApiKey;
-  apiKeyId?: string;
-  stream?: boolean;
-  /** The dispatcher's answer: `served` says which upstream served it (or failed it last). */
-  result?: DispatchResult;
-  served?: ServedBy;
+  private routing = false;
+  private key: ApiKey | undefined = undefined;
+  private stream = false;
+  /** The dispatcher's answer: its `served` says which upstream served it (or failed it last). */
+  private result: DispatchResult | undefined = undefined;
   /** A direct model's own upstream, labelling the request when the dispatcher says nothing more. */
-  direct?: Upstream;
-  usage?: Usage;
-  providerRequestId?: string;
-  errorKind?: string;
+  private direct: Upstream | undefined = undefined;
+  private usage: Usage | undefined = undefined;
+  private providerRequestId: string | undefined = undefined;
+  private errorKind: string | undefined = undefined;
   /** The failure's message (the access log's `error`). */
-  error?: string;
+  private error: string | undefined = undefined;
   /**
    * The outcome label when the status the caller saw does not tell it: a stream that answered 200 and then
    * failed, was cut or carried an upstream error event is `upstream_error` (AISIX's outcome vocabulary).
    */
-  outcome?: string;
+  private outcome: string | undefined = undefined;
+
+  constructor(
+    readonly start: number,
+    readonly method: string,
+    readonly path: string,
+    readonly requestId: string,
+    readonly peer: string | undefined,
+    readonly downstreamRequestId: string | undefined,
+  ) {
+    this.route = routeOf(path);
+    this.endpoint = this.route?.path ?? OTHER_ENDPOINT;
+    this.protocol = this.route?.wire ?? 'openai';
+  }
+
+  /** The caller's key was accepted. */
+  identified(key: ApiKey): void {
+    this.key = key;
+  }
+
+  /** The body named a model that exists (and the key may use). */
+  resolved(model: Model): void {
+    this.model = model.display_name;
+    this.routing = model.kind === 'routing';
+  }
+
+  /** The call was admitted and goes to dispatch; `direct` is a direct model's own upstream. */
+  dispatching(stream: boolean, direct: Upstream | undefined): void {
+    this.stream = stream;
+    this.direct = direct;
+  }
+
+  answered(result: DispatchResult): void {
+    this.result = result;
+  }
+
+  /** What the answer said it used, and the provider's response id. */
+  read(usage: Usage | undefined, providerRequestId: string | undefined): void {
+    this.usage = usage;
+    this.providerRequestId = providerRequestId;
+  }
+
+  /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
+  failed(kind: string, message: string): void {
+    this.errorKind = kind;
+    this.error = message;
+  }
+
+  /** A stream that answered 200 ended otherwise than whole. */
+  streamFailed(end: Exclude<StreamEnd, 'complete'>, detail: string | undefined): void {
+    this.failed(end, detail ?? end);
+    if (end !== 'client_closed') this.outcome = 'upstream_error';
+  }
+
+  /** Which upstream served (or failed last); undefined before an answer and for a caller who left. */
+  private get served(): ServedBy | undefined {
+    const r = this.result;
+    return r && r.kind !== 'aborted' ? r.served : undefined;
+  }
+
+  /**
+   * The access-log line's fields, in AISIX's order (docs/aisix-compatibility.md "Logs"), then Sluice's `peer`
+   * and `downstream_request_id`. Absent values are omitted from the line.
+   */
+  accessLogFields(status: number, latencyMs: number): Record<string, unknown> {
+    const s = this.served;
+    const up = s ?? this.direct;
+    const u = this.usage;
+    return {
+      method: this.method,
+      path: this.path,
+      status,
+      latency_ms: latencyMs,
+      provider: up ? providerOf(up) : undefined,
+      model: this.model,
+      api_key_id: this.key?.id,
+      prompt_tokens: u?.input,
+      completion_tokens: u?.output,
+      total_tokens: totalOf(u),
+      request_id: this.requestId,
+      provider_request_id: this.providerRequestId,
+      served_by_model: this.routing && s ? s.model.display_name : undefined,
+      routing_attempt_count: s?.attempts,
+      routing_fallback_count: s?.fallbacks,
+      error_kind: this.errorKind,
+      error: this.errorKind !== undefined ? (this.error ?? this.errorKind) : undefined,
+      peer: this.peer,
+      downstream_request_id: this.downstreamRequestId,
+    };
+  }
+
+  /** This request in every request family (docs/aisix-compatibility.md "Metrics"); missing identity labels are `unknown`. */
+  recordMetrics(m: GatewayMetrics, status: number, seconds: number): void {
+    const s = this.served;
+    const up = s ?? this.direct;
+    const provider = up ? providerOf(up) : 'unknown';
+    const model = this.model ?? 'unresolved';
+    const outcome = this.outcome ?? outcomeOf(status);
+    const code = String(status);
+    const ident = [
+      this.endpoint,
+      this.protocol,
+      provider,
+      model,
+      up?.upstreamModel ?? 'unknown',
+      up?.model.provider_key_id ?? 'unknown',
+      up?.key.display_name ?? 'unknown',
+      this.key?.id ?? 'unknown',
+      identity(this.key, 'team_id'),
+      identity(this.key, 'user_id'),
+      identity(this.key, 'user_name'),
+    ];
+    // Each family's own labels after the identity ones: `concat`, not spread copies (on every request).
+    const stream = this.stream ? 'true' : 'false';
+    const labels = ident.concat(stream, s?.isFallback ? 'true' : 'false', code, outcome);
+    const durationLabels = ident.concat(stream, code, outcome);
+    m.legacyRequests.inc([provider, model, code, outcome]);
+    m.legacyDuration.observe([provider, model, code], seconds);
+    m.proxyRequests.inc(labels);
+    if (outcome !== 'success') m.proxyFailedRequests.inc(labels);
+    m.proxyDuration.observe(durationLabels, seconds);
+    if (this.route?.inference) {
+      m.llmRequests.inc(labels);
+      m.llmDuration.observe(durationLabels, seconds);
+    }
+    const u = this.usage;
+    const total = totalOf(u);
+    if (u && total !== undefined) {
+      if (u.input) m.llmInputTokens.inc(ident, u.input);
+      if (u.output) m.llmOutputTokens.inc(ident, u.output);
+      if (total > 0) {
+        m.llmTotalTokens.inc(ident, total);
+        m.tokensConsumed.inc([provider, model], total);
+      }
+      const spend = spendMicroUsd(up?.model.cost, u);
+      if (spend > 0) m.llmSpend.inc(ident, spend);
+    }
+  }
 }
 
 /** A proxy response's `Server` header. */
 export const SERVER = `sluice/${VERSION}`;
-
-/** Route templates: the `endpoint` label value (AISIX's convention); anything else is `other`. */
-export const ENDPOINTS: Record<string, string> = {
-  '/v1/chat/completions': '/v1/chat/completions',
-  '/v1/completions': '/v1/completions',
-  '/v1/embeddings': '/v1/embeddings',
-  '/v1/models': '/v1/models',
-  '/v1/messages': '/v1/messages',
-};
-/** Model-inference endpoints: their requests are also counted in the `aisix_llm_*` families. */
-export const INFERENCE = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/messages']);
 
 /** AISIX's outcome classes: 2xx/3xx success, 429 rate_limited, other 4xx client_error, the rest upstream_error. */
 export function outcomeOf(status: number): string {
@@ -65,96 +194,14 @@ export function outcomeOf(status: number): string {
 /** AISIX's access-log target (its `aisix_obs::access_log` module). */
 export const ACCESS_LOG_TARGET = 'aisix_obs::access_log';
 
-/**
- * The access-log line's fields, in AISIX's order (docs/aisix-compatibility.md "Logs"), then Sluice's `peer` and
- * `downstream_request_id`. Absent values are omitted from the line.
- */
-export function accessLogFields(rec: RequestRecord, status: number, latencyMs: number): Record<string, unknown> {
-  const s = rec.served;
-  const up = s ?? rec.direct;
-  const u = rec.usage;
-  return {
-    method: rec.method,
-    path: rec.path,
-    status,
-    latency_ms: latencyMs,
-    provider: up ? providerOf(up) : undefined,
-    model: rec.model,
-    api_key_id: rec.apiKeyId,
-    prompt_tokens: u?.input,
-    completion_tokens: u?.output,
-    total_tokens: totalOf(u),
-    request_id: rec.requestId,
-    provider_request_id: rec.providerRequestId,
-    served_by_model: rec.routing && s ? s.model.display_name : undefined,
-    routing_attempt_count: s?.attempts,
-    routing_fallback_count: s?.fallbacks,
-    error_kind: rec.errorKind,
-    error: rec.errorKind !== undefined ? (rec.error ?? rec.errorKind) : undefined,
-    peer: rec.peer,
-    downstream_request_id: rec.downstreamRequestId,
-  };
-}
-
-/** The upstream a request went to: the part of `ServedBy` the labels read. */
-type Upstream = Pick<ServedBy, 'model' | 'key' | 'upstreamModel'>;
-
 function providerOf(s: Upstream): string {
   return s.model.provider ?? (s.key.provider || 'unknown');
 }
+
 /** An api key's AISIX identity field (`team_id`, `user_id`, `user_name`), `unknown` when absent. */
 function identity(key: ApiKey | undefined, field: 'team_id' | 'user_id' | 'user_name'): string {
   const v = (key as Record<string, unknown> | undefined)?.[field];
   return typeof v === 'string' && v !== '' ? v : 'unknown';
-}
-
-/** One proxied request in every request family (docs/aisix-compatibility.md "Metrics"); missing identity labels are `unknown`. */
-export function recordRequestMetrics(gw: Gateway, rec: RequestRecord, status: number, seconds: number): void {
-  const m = gw.metrics;
-  const s = rec.served;
-  const up = s ?? rec.direct;
-  const provider = up ? providerOf(up) : 'unknown';
-  const model = rec.model ?? 'unresolved';
-  const outcome = rec.outcome ?? outcomeOf(status);
-  const code = String(status);
-  const ident = [
-    rec.endpoint,
-    rec.protocol,
-    provider,
-    model,
-    up?.upstreamModel ?? 'unknown',
-    up?.model.provider_key_id ?? 'unknown',
-    up?.key.display_name ?? 'unknown',
-    rec.apiKeyId ?? 'unknown',
-    identity(rec.key, 'team_id'),
-    identity(rec.key, 'user_id'),
-    identity(rec.key, 'user_name'),
-  ];
-  // Each family's own labels after the identity ones: `concat`, not spread copies (on every request).
-  const stream = rec.stream ? 'true' : 'false';
-  const labels = ident.concat(stream, s?.isFallback ? 'true' : 'false', code, outcome);
-  const durationLabels = ident.concat(stream, code, outcome);
-  m.legacyRequests.inc([provider, model, code, outcome]);
-  m.legacyDuration.observe([provider, model, code], seconds);
-  m.proxyRequests.inc(labels);
-  if (outcome !== 'success') m.proxyFailedRequests.inc(labels);
-  m.proxyDuration.observe(durationLabels, seconds);
-  if (INFERENCE.has(rec.endpoint)) {
-    m.llmRequests.inc(labels);
-    m.llmDuration.observe(durationLabels, seconds);
-  }
-  const u = rec.usage;
-  const total = totalOf(u);
-  if (u && total !== undefined) {
-    if (u.input) m.llmInputTokens.inc(ident, u.input);
-    if (u.output) m.llmOutputTokens.inc(ident, u.output);
-    if (total > 0) {
-      m.llmTotalTokens.inc(ident, total);
-      m.tokensConsumed.inc([provider, model], total);
-    }
-    const spend = spendMicroUsd(up?.model.cost, u);
-    if (spend > 0) m.llmSpend.inc(ident, spend);
-  }
 }
 
 /** micro-USD for `usage` at the model's `cost` (USD per 1K input / output tokens); 0 without a cost. */

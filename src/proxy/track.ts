@@ -1,47 +1,58 @@
-// Every `/v1` request holds an in-flight slot until its last byte, gets a request id, one access-log line
-// and one sample in every request family — refusals before dispatch (413, auth, bad JSON) included, with
-// model `unresolved` and provider `unknown` (docs/aisix-compatibility.md "Metrics"). A body whose declared length is
-// over `proxy.request_body_limit_bytes` is refused here, before authentication (body-limit.ts).
+// The pipeline's first and last steps for every `/v1` request (pipeline.ts): an in-flight slot held until the
+// last byte, a request id and the request's record; then telemetry — one access-log line and one sample in
+// every request family, refusals before dispatch included (docs/aisix-compatibility.md "Metrics"). A body whose
+// declared length is over `proxy.request_body_limit_bytes` is refused here, before authentication (body-limit.ts).
 import type { Context, Next } from 'hono';
-import type { Gateway } from '../gateway.ts';
+import type { Config } from '../config/schema.ts';
+import type { Lifecycle } from '../lifecycle/state.ts';
+import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
+import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import type { ProxyEnv } from './env.ts';
-import { ACCESS_LOG_TARGET, accessLogFields, ENDPOINTS, recordRequestMetrics, type RequestRecord } from './record.ts';
+import { ACCESS_LOG_TARGET, RequestRecord } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 
-export function trackRequests(gw: Gateway): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
-  const cfg = gw.config;
-  const accessLog = gw.log.withTarget(ACCESS_LOG_TARGET);
-  const bodyLimit = new BodyLimit(gw, cfg.proxy.request_body_limit_bytes);
-  const acceptHeaders = cfg.proxy.request_id.accept_headers;
+/** What tracking reads and writes. */
+export interface TrackDeps {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly metrics: GatewayMetrics;
+  readonly lifecycle: Pick<Lifecycle, 'draining' | 'acquire' | 'recordArrival'>;
+  readonly clock: Clock;
+}
 
-  const finish = (rec: RequestRecord, status: number) => {
-    const latency = Date.now() - rec.start;
-    rec.served ??= rec.result && rec.result.kind !== 'aborted' ? rec.result.served : undefined;
-    recordRequestMetrics(gw, rec, status, latency / 1000);
-    if (cfg.observability.access_log) accessLog.info(MSG.requestCompleted, accessLogFields(rec, status, latency));
+export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
+  const cfg = d.config;
+  const accessLog = d.log.withTarget(ACCESS_LOG_TARGET);
+  const bodyLimit = new BodyLimit(d, cfg.proxy.request_body_limit_bytes);
+  const acceptHeaders = cfg.proxy.request_id.accept_headers;
+  const accessLogOn = cfg.observability.access_log;
+
+  /** Telemetry: the request families and the access-log line, once its last byte is out. */
+  const telemetry = (rec: RequestRecord, status: number) => {
+    const latency = d.clock() - rec.start;
+    rec.recordMetrics(d.metrics, status, latency / 1000);
+    if (accessLogOn) accessLog.info(MSG.requestCompleted, rec.accessLogFields(status, latency));
   };
 
   return async function trackRequest(c, next) {
     const headers = c.req.raw.headers;
-    const endpoint = ENDPOINTS[c.req.path] ?? 'other';
-    const rec: RequestRecord = {
-      start: Date.now(),
-      method: c.req.method,
-      path: c.req.path,
-      endpoint,
-      protocol: c.req.path === '/v1/messages' ? 'anthropic' : 'openai',
-      requestId: requestIdFrom(headers, acceptHeaders),
-      peer: c.env?.peer,
-      downstreamRequestId: headers.get('x-request-id') ?? undefined,
-    };
+    const rec = new RequestRecord(
+      d.clock(),
+      c.req.method,
+      c.req.path,
+      requestIdFrom(headers, acceptHeaders),
+      c.env?.peer,
+      headers.get('x-request-id') ?? undefined,
+    );
     c.set('rec', rec);
-    const inFlight = [endpoint, rec.protocol] as const;
-    gw.metrics.proxyInFlight.inc(inFlight);
-    if (gw.lifecycle.draining) {
-      gw.lifecycle.recordArrival();
-      gw.log.info(MSG.arrivedWhileDraining, {
+    const inFlight = [rec.endpoint, rec.protocol] as const;
+    d.metrics.proxyInFlight.inc(inFlight);
+    if (d.lifecycle.draining) {
+      d.lifecycle.recordArrival();
+      d.log.info(MSG.arrivedWhileDraining, {
         method: rec.method,
         path: rec.path,
         request_id: rec.requestId,
@@ -49,10 +60,10 @@ export function trackRequests(gw: Gateway): (c: Context<ProxyEnv>, next: Next) =
         downstream_request_id: rec.downstreamRequestId,
       });
     }
-    const releaseSlot = gw.lifecycle.acquire();
+    const releaseSlot = d.lifecycle.acquire();
     const release = () => {
       releaseSlot();
-      gw.metrics.proxyInFlight.inc(inFlight, -1);
+      d.metrics.proxyInFlight.inc(inFlight, -1);
     };
     // A declared length over the limit: refused before authentication, the body drained so the caller reads
     // the answer (body-limit.ts).
@@ -66,11 +77,11 @@ export function trackRequests(gw: Gateway): (c: Context<ProxyEnv>, next: Next) =
       // A streamed body holds the slot until its last byte; the pump reports the end.
       stream.onEnd = () => {
         release();
-        finish(rec, res.status);
+        telemetry(rec, res.status);
       };
     } else {
       release();
-      finish(rec, res.status);
+      telemetry(rec, res.status);
     }
   };
 }

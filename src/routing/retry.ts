@@ -1,32 +1,7 @@
-// Retries and failover (docs/routing.md): how one upstream attempt's outcome is classified, how many retries a
-// target gets, how long to wait between them, and THE loop that runs retry-then-failover. The loop lives
-// here and nowhere else; it knows nothing about HTTP clients, metrics or health — it reports each attempt
-// to a callback and the caller does those.
-//
-// How the proxy calls it:
-//   const result = await runAttempts({
-//     targets: order,                                    // from pickTargets, or [directModel]
-//     attempt: (t, signal) => callUpstream(t, signal),   // must not throw: map errors to outcomes
-//     budget: (t, queuedBehind) => retryBudget({ model: t.model, routing, upstreamRetries, queuedBehind }),
-//     classify: classifyOptions(routing),
-//     signal: request.signal,
-//     onAttempt: (r) => {                                // metrics, health, discard a body not answered
-//       health.recordOutcome(r.target.model, r.outcome, r.retryAfterSecs);
-//       if (r.next !== 'done') cancelBody(r.outcome);
-//     },
-//   });
-//   finished → answer from result.outcome (2xx, a passed-through 4xx, or the last failure → 502/504);
-//   aborted → the caller went away; nothing to answer.
-//
-// Classification: 2xx → success. 5xx, our timeout, transport error → retry (then fail over when the budget
-// is spent; a timeout spends only a configured budget, see `retryBudget`). 429 → retry only with `retry_on_429`. Any other status goes straight back to the caller — no
-// retry, no failover — unless it is in `fallback_on_statuses`: then the next target is tried at once,
-// without retrying the same one (its answer would not change). `fallback_on_statuses` only widens what
-// fails over; it never stops a 5xx from being retried.
-//
-// Retry-After: ≤ 5 s is honoured as the wait before retrying the same target. A longer one is not slept
-// on: the loop fails over to the next target straight away (the upstream told us it will not answer sooner,
-// and ModelHealth cools the model for that long).
+// Retries and failover (docs/routing.md "One request, step by step"): how one attempt's outcome is
+// classified, how many retries a target gets, the wait between them, and THE loop that runs
+// retry-then-failover. The loop knows nothing about HTTP clients, metrics or health: it reports each attempt
+// to `onAttempt` and its caller (routing/dispatch.ts) does those.
 import type { Routing } from '../resources/schema.ts';
 import { sleep as sleepMs } from '../util/sleep.ts';
 import type { CancelSignal } from '../util/cancel.ts';

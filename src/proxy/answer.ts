@@ -1,0 +1,191 @@
+// The pipeline's dispatch step and the answer in the caller's wire (pipeline.ts): a whole answer, an
+// upstream's error re-wrapped, a failure, or a stream through the pump. The usage commit (the caller's rate
+// limit permit released, tokens charged) happens when the answer's last byte is out. Errors reach the caller
+// only through src/http: upstream error answers re-wrapped, every configured secret scrubbed.
+import type { Context } from 'hono';
+import { bearerToken } from '../http/auth.ts';
+import { envelopeFor, errorResponse, fromFailure, ProxyError, upstreamErrorBody, type Wire } from '../http/errors.ts';
+import { type Scrub, scrubberFor } from '../http/scrub.ts';
+import { anthropicSseErrorEvent, sseErrorEvent } from '../http/sse.ts';
+import type { StreamEnd } from '../providers/types.ts';
+import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
+import type { ProxyEnv, StreamTracker } from './env.ts';
+import type { ModelCall } from './pipeline.ts';
+import { type RequestRecord, SERVER } from './record.ts';
+import { pumpSse } from './stream.ts';
+import { meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
+
+/** The caller's error in its wire, recorded for the access log. */
+export function fail(c: Context<ProxyEnv>, e: ProxyError): Response {
+  const rec = c.get('rec');
+  rec.failed(e.type, e.message);
+  return errorResponse(e, envelopeFor(rec.protocol));
+}
+
+/** What the answer steps read. */
+export interface AnswerDeps {
+  dispatcher: Pick<Dispatcher, 'dispatch'>;
+  /** `admin.admin_keys`: scrubbed from whatever an upstream says. */
+  adminKeys: readonly string[];
+  /** `downstream.sse_keepalive_interval_secs`, in ms. */
+  keepaliveMs: number;
+}
+
+/** The dispatch step and the answer built from its result. */
+export class Answerer {
+  constructor(private readonly d: AnswerDeps) {}
+
+  /** Dispatch with its attempts; the permit is released if dispatch throws. */
+  async dispatch(call: ModelCall): Promise<DispatchResult> {
+    const { resolved, caller, body, rec, route } = call;
+    const stream = route.call !== 'embeddings' && body.stream === true;
+    const m = resolved.model;
+    const key = m.kind === 'direct' ? caller.snapshot.providerKeys.get(m.provider_key_id) : undefined;
+    rec.dispatching(
+      stream,
+      m.kind === 'direct' && key ? { model: m, key, upstreamModel: resolved.upstreamModel ?? m.model_name } : undefined,
+    );
+    let r: DispatchResult;
+    try {
+      r = await this.d.dispatcher.dispatch({
+        snapshot: caller.snapshot,
+        model: m,
+        upstreamModel: resolved.upstreamModel,
+        endpoint: route.call,
+        wire: route.wire,
+        body,
+        stream,
+        signal: call.c.env?.closed ?? call.c.req.raw.signal,
+        headers: call.headers,
+        apiKeyId: caller.key.id,
+        clientIp: call.clientIp,
+      });
+    } catch (e) {
+      void call.permit.end();
+      throw e;
+    }
+    rec.answered(r);
+    return r;
+  }
+
+  /** A scrubber for this call's answers, built on first use (only error paths need one). */
+  private scrubber(call: ModelCall): () => Scrub {
+    let s: Scrub | undefined;
+    return () => (s ??= scrubberFor(call.caller.snapshot, this.d.adminKeys, bearerToken(call.headers)));
+  }
+
+  /** The caller's answer for a dispatch result, in the caller's wire. */
+  respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
+    const scrub = this.scrubber(call);
+    if (r.kind === 'stream') return this.respondStream(call, r, scrub);
+    const { rec } = call;
+    if (r.kind === 'response' && r.status < 300) {
+      const read = readBody(r.body);
+      rec.read(read.usage, read.id);
+      // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
+      return commitUsage(call, totalOf(read.usage) ?? 0).then(() =>
+        stamped(call, r.body, r.status, { 'content-type': r.contentType, ...r.headers, ...call.limitHeaders })
+      );
+    }
+    void call.permit.end();
+    if (r.kind === 'aborted') {
+      rec.failed('client_closed', 'the caller closed the connection before the answer');
+      return new Response(null, { status: 499 }); // nginx's "client closed request": nobody reads it
+    }
+    if (r.kind === 'error') {
+      const e = fromFailure(r.failure);
+      const res = fail(call.c, new ProxyError(e.status, e.type, scrub()(e.message), e.code, e.headers));
+      if (r.failure.detail !== undefined) rec.failed(e.type, r.failure.detail);
+      return res;
+    }
+    if (r.status >= 400) return upstreamError(call, r, scrub());
+    return stamped(call, r.body, r.status, { 'content-type': r.contentType, ...r.headers, ...call.limitHeaders });
+  }
+
+  private respondStream(
+    call: ModelCall,
+    r: Extract<DispatchResult, { kind: 'stream' }>,
+    scrub: () => Scrub,
+  ): Response {
+    const usage = new StreamUsage();
+    const tracker: StreamTracker = { onEnd: undefined };
+    call.c.set('stream', tracker);
+    const wire = call.route.wire;
+    const body = pumpSse({
+      chunks: meteredChunks(r.chunks, usage, scrub),
+      keepaliveMs: this.d.keepaliveMs,
+      abortUpstream: r.abort,
+      errorEvent: wire === 'anthropic' ? anthropicSseErrorEvent : sseErrorEvent,
+      scrub: (text) => scrub()(text),
+      onEnd: (end, detail) => {
+        const used = usage.usage();
+        end = streamOutcome(call.rec, wire, usage, end, detail);
+        r.settle(end);
+        call.rec.read(used, usage.id);
+        void commitUsage(call, totalOf(used));
+        tracker.onEnd?.(end);
+      },
+    });
+    return stamped(call, body, 200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      ...call.limitHeaders,
+    });
+  }
+}
+
+/**
+ * An upstream's error answer: its status, type and message in our envelope; nothing else of its body and no
+ * secret (an upstream may echo the credential it was sent).
+ */
+function upstreamError(call: ModelCall, r: Extract<DispatchResult, { kind: 'response' }>, s: Scrub): Response {
+  call.rec.failed('upstream_status', `upstream answered ${r.status}`);
+  const extra: Record<string, string> = {};
+  for (const [k, v] of Object.entries(r.headers)) extra[k] = s(v);
+  const body = upstreamErrorBody(call.route.wire, r.status, r.body, s);
+  return stamped(call, body, r.status, { 'content-type': 'application/json', ...extra, ...call.limitHeaders });
+}
+
+/**
+ * How a stream ended, recorded. One the pump delivered whole is still a failure when the upstream reported
+ * an error in it or ended it without its wire's terminator: the caller saw 200, the outcome says what
+ * happened.
+ */
+function streamOutcome(
+  rec: RequestRecord,
+  wire: Wire,
+  usage: StreamUsage,
+  end: StreamEnd,
+  detail: string | undefined,
+): StreamEnd {
+  if (end === 'complete' && (usage.errored || !usage.terminated)) {
+    end = 'upstream_error';
+    detail = usage.errored
+      ? 'the upstream reported an error in the stream'
+      : `the upstream stream ended without its terminator (${
+        wire === 'anthropic' ? '`message_stop`' : '`data: [DONE]`'
+      })`;
+  }
+  if (end !== 'complete') rec.streamFailed(end, detail);
+  return end;
+}
+
+/**
+ * The usage commit: the caller's rate-limit permit released, charged with the answer's tokens when a token
+ * limit applies (`tokens` undefined: none known).
+ */
+function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void> {
+  return call.permit.end(call.permit.chargesTokens ? tokens : undefined);
+}
+
+/**
+ * A response built with every header it needs (`Server` and the request id last, one object literal, no
+ * copy), which the middlewares leave alone: reading `res.headers` makes @hono/node-server turn the plain
+ * header object into a `Headers` and back, a cost on every proxied answer.
+ */
+function stamped(call: ModelCall, body: BodyInit | null, status: number, headers: Record<string, string>): Response {
+  call.c.set('stamped', true);
+  headers.server = SERVER;
+  headers['x-aisix-request-id'] = call.rec.requestId;
+  return new Response(body, { status, headers });
+}

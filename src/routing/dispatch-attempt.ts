@@ -1,0 +1,125 @@
+// One upstream attempt (docs/routing.md "Deadlines and streams"): one provider call under the target's
+// deadline, mapped to an outcome the retry loop classifies. Deadlines live here so every adapter has them.
+import type { UpstreamFetch } from '../platform.ts';
+import { callProvider } from '../providers/call.ts';
+import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import { Cancel, type CancelSignal } from '../util/cancel.ts';
+import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts';
+import type { RoutingState } from './strategies.ts';
+
+/** What an attempt uses. */
+export interface AttemptDeps {
+  upstream: UpstreamFetch;
+  routing: Pick<RoutingState, 'begin'>;
+  metrics: Pick<GatewayMetrics, 'deploymentRequests'>;
+}
+
+/** The abort reasons of an attempt's own `Cancel`. */
+const TIMED_OUT = 'sluice:timeout';
+const CALLER_GONE = 'sluice:caller-gone';
+
+/**
+ * One upstream call to `t` under its deadline (`silenceMs` for a stream's head — and, when the resources set
+ * it, its first chunk — else `timeoutMs`). Never throws: failures become outcomes.
+ */
+export async function attemptUpstream(
+  d: AttemptDeps,
+  input: DispatchInput,
+  t: Target,
+  signal: CancelSignal,
+): Promise<AttemptOutcome> {
+  const cancel = new Cancel();
+  const onCallerGone = () => cancel.abort(CALLER_GONE);
+  signal.addEventListener('abort', onCallerGone, { once: true });
+  const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
+  const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
+  d.metrics.deploymentRequests.inc(t.labels);
+  const releaseInFlight = d.routing.begin(t.model.id);
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onCallerGone);
+    releaseInFlight();
+  };
+  try {
+    const r = await callProvider(t.adapter, {
+      endpoint: input.endpoint,
+      body: { ...input.body, model: t.upstreamModel },
+      stream: input.stream,
+      key: t.key,
+      upstream: d.upstream,
+      signal: cancel,
+      ...(input.headers ? { callerHeaders: input.headers } : {}),
+    });
+    if (r.kind === 'refused') {
+      end();
+      return { kind: 'response', status: 400, retryAfter: null, body: '', contentType: '', refusal: r.message };
+    }
+    if (r.kind === 'response') {
+      end();
+      return wholeAnswer(r.status, r.retryAfter, r.body, r.contentType);
+    }
+    const rest = r.chunks[Symbol.asyncIterator]();
+    const abort = () => cancel.abort(CALLER_GONE);
+    if (!t.streamConfigured) {
+      // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
+      clearTimeout(timer);
+      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end } };
+    }
+    const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
+    if (first.done) {
+      end();
+      void r.cancel().catch(() => {});
+      return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
+    }
+    clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
+    return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort, end } };
+  } catch (e) {
+    end();
+    if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
+    if ((e as Error)?.name === 'UpstreamTooLarge') {
+      // The same answer would come back on a retry: fail over to the next target instead (if any).
+      const message = (e as Error).message;
+      return {
+        kind: 'transport',
+        message,
+        callerMessage: `${message} (upstream.max_response_bytes)`,
+        retryable: false,
+      };
+    }
+    return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
+  }
+}
+
+/**
+ * A whole upstream answer as an outcome. A 2xx is a success only when its body is the JSON object the
+ * endpoint promises: anything else is an upstream failure, retried and failed over like one (and counted as
+ * one).
+ */
+function wholeAnswer(status: number, retryAfter: string | null, body: string, contentType: string): AttemptOutcome {
+  if (status < 200 || status >= 300) return { kind: 'response', status, retryAfter, body, contentType };
+  if (!looksLikeJsonObject(body)) {
+    const message = `upstream answered ${status} with a body that is not JSON`;
+    return { kind: 'transport', message, callerMessage: message };
+  }
+  return { kind: 'response', status, retryAfter: null, body, contentType };
+}
+
+/**
+ * Whether `text` is shaped as a JSON object: `{` … `}` around it, blanks aside. It runs on every JSON answer,
+ * so it does not parse it (the usage reader and the translators read what they need; docs/performance.md):
+ * HTML, plain text, an empty or truncated body all fail it.
+ */
+function looksLikeJsonObject(text: string): boolean {
+  let i = 0;
+  let j = text.length - 1;
+  while (i <= j && isBlank(text.charCodeAt(i))) i++;
+  while (j > i && isBlank(text.charCodeAt(j))) j--;
+  return j > i && text.charCodeAt(i) === 123 && text.charCodeAt(j) === 125; // { … }
+}
+
+function isBlank(c: number): boolean {
+  return c === 32 || c === 10 || c === 13 || c === 9;
+}

@@ -1,0 +1,177 @@
+// The values dispatch hands around (docs/routing.md): what the caller's side gives it, what it answers, and
+// the routing-internal shapes its parts (plan, attempt, attempt recording, stream commit) share.
+import type { DeploymentLabels } from '../observability/gateway-metrics.ts';
+import type { Endpoint, ProviderAdapter, StreamEnd } from '../providers/types.ts';
+import type { DirectModel, Model, ProviderKey, Routing } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { CancelSignal } from '../util/cancel.ts';
+import type { RunResult } from './retry.ts';
+import type { Candidate, HeaderReader } from './strategies.ts';
+
+export interface DispatchInput {
+  snapshot: Snapshot;
+  model: Model;
+  /** For a direct model reached through a wildcard alias, the upstream model name. */
+  upstreamModel?: string;
+  endpoint: Endpoint;
+  /** The caller's wire (the proxy's route table), for the `inbound_protocol` label; default `openai`. */
+  wire?: 'openai' | 'anthropic';
+  body: Record<string, unknown>;
+  stream: boolean;
+  /** Aborted when the caller goes away. */
+  signal: CancelSignal;
+  /** consistent_hash `hash_on` sources: the request headers, the caller's API key id and the client's IP
+   *  (the connection's peer, or the address `proxy.real_ip` resolved). */
+  headers?: HeaderReader;
+  apiKeyId?: string;
+  clientIp?: string;
+}
+
+/**
+ * Why a request could not be answered by an upstream, in routing's own terms; the HTTP layer (src/http)
+ * turns it into the caller's envelope. `message` is for the caller (the gateway's words, or an upstream's
+ * message the HTTP layer scrubs); `detail` only for the log (a transport's words, e.g. a runtime's advice).
+ */
+export interface DispatchFailure {
+  kind: 'upstream_error' | 'upstream_timeout' | 'all_candidates_unavailable' | 'invalid_request';
+  status: number;
+  message: string;
+  detail?: string;
+  retryAfterSecs?: number;
+}
+
+export type DispatchResult =
+  /**
+   * A whole upstream answer: 2xx (a JSON object: a 2xx that is not one is a failure), or a 4xx the caller
+   * gets back (its body re-wrapped by the HTTP layer; its Retry-After kept).
+   */
+  | {
+    kind: 'response';
+    status: number;
+    body: string;
+    contentType: string;
+    headers: Record<string, string>;
+    target: DirectModel;
+    served?: ServedBy;
+  }
+  /**
+   * A live SSE body. The caller must run it through the pump and call `settle` exactly once with how it
+   * ended (health, metrics and in-flight counts are recorded then); `abort` stops the upstream.
+   */
+  | {
+    kind: 'stream';
+    chunks: AsyncIterable<Uint8Array>;
+    abort(): void;
+    settle(end: StreamEnd): void;
+    served?: ServedBy;
+  }
+  | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
+  /** The caller went away before an answer existed. */
+  | { kind: 'aborted' };
+
+/**
+ * Which upstream target served a request (or failed it last), for the request metrics and the access log
+ * (docs/aisix-compatibility.md "Metrics"). For a stream it describes the target whose first chunk started
+ * the answer.
+ */
+export interface ServedBy {
+  /** The direct model (routing target) of the deciding attempt. */
+  model: DirectModel;
+  key: ProviderKey;
+  /** The model name sent upstream. */
+  upstreamModel: string;
+  /** Upstream attempts made for this request (`routing_attempt_count`). */
+  attempts: number;
+  /** Attempts that moved to a different target than the previous attempt (`routing_fallback_count`). */
+  fallbacks: number;
+  /** Whether the deciding attempt was on another target than the first one tried (`is_fallback`). */
+  isFallback: boolean;
+}
+
+// ---- shared by the parts of dispatch ------------------------------------------------------------------
+
+/** Deadlines of one target (AISIX `effective_timeouts`); 0 = none. */
+export interface TimeoutBudget {
+  /** Non-stream deadline, ms. */
+  timeoutMs: number;
+  /** Stream deadline: the head (and, when `streamConfigured`, the first chunk), then the longest silence
+   *  between chunks, ms. */
+  silenceMs: number;
+  /** `silenceMs` came from the resources (target or group), not the deployment default: withhold the 200
+   *  until the first chunk, so a slow first token fails over. */
+  streamConfigured: boolean;
+}
+
+/** One routing target, ready to call. Also a strategies `Candidate`. */
+export interface Target extends Candidate, TimeoutBudget {
+  model: DirectModel;
+  upstreamModel: string;
+  key: ProviderKey;
+  adapter: ProviderAdapter;
+  labels: DeploymentLabels;
+}
+
+/** A stream whose upstream answered 2xx: the attempt succeeded; the rest is read by the caller's pump. */
+export interface LiveStream {
+  /** The first chunk, when the attempt waited for it (a resource-configured stream budget). */
+  first?: Uint8Array;
+  rest: AsyncIterator<Uint8Array>;
+  /** Abort the upstream request. */
+  abort(): void;
+  /** Release what the attempt holds (deadline timer, caller-gone listener, in-flight count). Idempotent. */
+  end(): void;
+}
+
+/** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */
+export type AttemptOutcome =
+  | {
+    kind: 'response';
+    status: number;
+    retryAfter: string | null;
+    body: string;
+    contentType: string;
+    /** The gateway refused the call before any upstream one (a 400 with this message). */
+    refusal?: string;
+    live?: undefined;
+  }
+  | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }
+  | { kind: 'timeout' }
+  /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
+   *  body is not the JSON the endpoint promises (`callerMessage`: our words for the caller; `retryable: false`:
+   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). */
+  | { kind: 'transport'; message: string; callerMessage?: string; retryable?: false };
+
+export type Run = RunResult<Target, AttemptOutcome>;
+
+/** The targets of one request in the order they are tried. */
+export interface Plan {
+  order: [Target, ...Target[]];
+  /** The routing block of a routing model; undefined for a direct model requested by name. */
+  routing?: Routing;
+}
+
+/** The caller's answer from the loop's result; a stream that started comes back as `live`. */
+export type Answer =
+  | Exclude<DispatchResult, { kind: 'stream' }>
+  | { kind: 'live'; target: Target; live: LiveStream; served: ServedBy };
+
+/** The caller's words for an upstream that gave no answer; the transport's own go to the log (`detail`). */
+export const TRANSPORT_FAILED = 'upstream request failed: no answer from the upstream';
+
+export function upstreamFailure(message: string): DispatchFailure {
+  return { kind: 'upstream_error', status: 502, message };
+}
+
+export function allUnavailable(model: string): DispatchFailure {
+  return {
+    kind: 'all_candidates_unavailable',
+    status: 503,
+    message: `every routing candidate of model "${model}" is unavailable`,
+    retryAfterSecs: 30,
+  };
+}
+
+export function closeLive(live: LiveStream): void {
+  live.abort();
+  live.end();
+}

@@ -1,0 +1,195 @@
+// The request pipeline's own contract (src/proxy/pipeline.ts, docs/architecture.md "A request"): the steps run
+// in the documented order, a feature that is not configured is not in the list at all, the first refusal ends
+// the run, and a feature built from the resources is built once per snapshot.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Context } from 'hono';
+import { errors, ProxyError } from '../../src/http/errors.ts';
+import type { ProxyEnv } from '../../src/proxy/env.ts';
+import {
+  type AnswerStep,
+  buildPipeline,
+  type CoreSteps,
+  ModelCall,
+  perSnapshot,
+  runModelCall,
+  type Step,
+  type StepName,
+  type StepResult,
+} from '../../src/proxy/pipeline.ts';
+import { RequestRecord } from '../../src/proxy/record.ts';
+import { isModelCall, routeOf, ROUTES, wireOf } from '../../src/proxy/routes.ts';
+import type { ApiKey } from '../../src/resources/schema.ts';
+import type { Snapshot } from '../../src/resources/snapshot.ts';
+
+/** A step that appends its name to `ran` and answers `result` (synchronously unless `async`). */
+function step(name: StepName, ran: string[], result?: () => StepResult, async = false): Step {
+  return {
+    name,
+    run: () => {
+      ran.push(name);
+      const r = result?.();
+      return async ? Promise.resolve(r) : r;
+    },
+  };
+}
+
+const ANSWER = new Response('answered');
+
+/** The core steps, each noting its name in `ran`; dispatch answers `aborted`, respond `ANSWER`. */
+function core(ran: string[]): CoreSteps {
+  return {
+    identify: step('identify', ran, undefined, true),
+    readBody: step('read body', ran, undefined, true),
+    admit: step('admit', ran),
+    reserve: step('reserve', ran, undefined, true),
+    dispatch: () => {
+      ran.push('dispatch');
+      return Promise.resolve({ kind: 'aborted' });
+    },
+    respond: () => {
+      ran.push('respond');
+      return ANSWER;
+    },
+    refuse: (_call, e) => {
+      ran.push(`refuse ${e.status}`);
+      return new Response('refused', { status: e.status });
+    },
+  };
+}
+
+function answerStep(name: AnswerStep['name'], ran: string[]): AnswerStep {
+  return {
+    name,
+    run: (_call, r) => {
+      ran.push(name);
+      return r;
+    },
+  };
+}
+
+const chat = routeOf('/v1/chat/completions')!;
+
+function call(): ModelCall {
+  if (!isModelCall(chat)) throw new Error('chat completions is a model call');
+  const rec = new RequestRecord(0, 'POST', chat.path, 'req-1', undefined, undefined);
+  // The steps under test never read the Hono context: an empty one is enough here.
+  return new ModelCall({} as Context<ProxyEnv>, rec, chat);
+}
+
+describe('buildPipeline', () => {
+  test('only the core steps when no feature is configured: identify → read body → admit → reserve', () => {
+    const p = buildPipeline(core([]));
+    assert.deepEqual(p.steps.map((s) => s.name), ['identify', 'read body', 'admit', 'reserve']);
+    assert.deepEqual(p.answerSteps, []);
+  });
+
+  test('every feature in its place', () => {
+    const ran: string[] = [];
+    const p = buildPipeline(core(ran), {
+      policies: step('policies', ran),
+      inputChecks: step('input checks', ran),
+      cacheLookup: step('cache lookup', ran),
+      outputChecks: answerStep('output checks', ran),
+      cacheStore: answerStep('cache store', ran),
+    });
+    assert.deepEqual(p.steps.map((s) => s.name), [
+      'identify',
+      'read body',
+      'admit',
+      'policies',
+      'input checks',
+      'cache lookup',
+      'reserve',
+    ]);
+    assert.deepEqual(p.answerSteps.map((s) => s.name), ['output checks', 'cache store']);
+  });
+
+  test('an absent feature is not in the list', () => {
+    const p = buildPipeline(core([]), { inputChecks: step('input checks', []) });
+    assert.deepEqual(p.steps.map((s) => s.name), ['identify', 'read body', 'admit', 'input checks', 'reserve']);
+    assert.equal(p.steps.some((s) => s.name === 'policies' || s.name === 'cache lookup'), false);
+  });
+});
+
+describe('runModelCall', () => {
+  test('every step in order, synchronous and asynchronous alike, then dispatch and the answer', async () => {
+    const ran: string[] = [];
+    const p = buildPipeline(core(ran), { policies: step('policies', ran, undefined, true) });
+    assert.equal(await runModelCall(p, call()), ANSWER);
+    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'policies', 'reserve', 'dispatch', 'respond']);
+  });
+
+  test('the first refusal ends the run, answered by `refuse`; later steps and dispatch do not run', async () => {
+    const ran: string[] = [];
+    const c = core(ran);
+    c.admit = step('admit', ran, () => errors.unknownModel('nope'));
+    const res = await runModelCall(buildPipeline(c), call());
+    assert.equal(res.status, 404);
+    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'refuse 404']);
+  });
+
+  test('a step may answer itself (a cached answer): that response, no dispatch', async () => {
+    const ran: string[] = [];
+    const cached = new Response('{"cached":true}');
+    const p = buildPipeline(core(ran), { cacheLookup: step('cache lookup', ran, () => cached, true) });
+    assert.equal(await runModelCall(p, call()), cached);
+    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'cache lookup']);
+  });
+
+  test('answer steps run in order on the dispatch result, before the answer', async () => {
+    const ran: string[] = [];
+    const p = buildPipeline(core(ran), {
+      outputChecks: answerStep('output checks', ran),
+      cacheStore: answerStep('cache store', ran),
+    });
+    await runModelCall(p, call());
+    assert.deepEqual(ran.slice(-4), ['dispatch', 'output checks', 'cache store', 'respond']);
+  });
+});
+
+describe('perSnapshot', () => {
+  test('builds its sub-steps once per snapshot and runs them in order', async () => {
+    const built: Snapshot[] = [];
+    const ran: string[] = [];
+    const s = perSnapshot('input checks', (snapshot) => {
+      built.push(snapshot);
+      return [step('input checks', ran), step('input checks', ran, () => errors.badRequest('blocked'))];
+    });
+    const one = {} as Snapshot; // opaque to the step: only its identity matters
+    const two = {} as Snapshot;
+    const key = { id: 'k' } as ApiKey;
+    const c = call();
+    c.caller = { key, snapshot: one };
+    assert.ok((await s.run(c)) instanceof ProxyError);
+    assert.ok((await s.run(c)) instanceof ProxyError);
+    assert.equal(built.length, 1);
+    c.caller = { key, snapshot: two };
+    await s.run(c);
+    assert.deepEqual(built, [one, two]);
+    assert.equal(ran.length, 6);
+  });
+});
+
+describe('the route table', () => {
+  test('one wire per path: Anthropic on /v1/messages, OpenAI elsewhere, unknown paths included', () => {
+    assert.equal(wireOf('/v1/messages'), 'anthropic');
+    assert.equal(wireOf('/v1/chat/completions'), 'openai');
+    assert.equal(wireOf('/v1/nope'), 'openai');
+    assert.deepEqual(ROUTES.filter((r) => r.inference).map((r) => r.path), [
+      '/v1/chat/completions',
+      '/v1/completions',
+      '/v1/embeddings',
+      '/v1/messages',
+    ]);
+  });
+
+  test('the record labels a request by its route', () => {
+    const a = new RequestRecord(0, 'POST', '/v1/messages', 'r', undefined, undefined);
+    assert.equal(a.endpoint, '/v1/messages');
+    assert.equal(a.protocol, 'anthropic');
+    const b = new RequestRecord(0, 'GET', '/v1/unknown', 'r', undefined, undefined);
+    assert.equal(b.endpoint, 'other');
+    assert.equal(b.protocol, 'openai');
+  });
+});
