@@ -5,7 +5,7 @@
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { RateLimitSubject } from '../routing/rate-limit.ts';
-import { type PolicyModel, type PolicyRequest, policiesAt, policyBuckets } from './match.ts';
+import { policiesAt, policyBuckets, type PolicyModel, type PolicyRequest } from './match.ts';
 import type { RateLimitPolicy } from './schema.ts';
 
 /** The model as a policy sees it; a direct model's vendor is its own `provider`, else its key's. */
@@ -54,6 +54,12 @@ export function targetGateSubjects(
   const all = snapshot.policies;
   if (all.length === 0) return out;
   const at = policiesAt(all, 'target', true);
-  out.push(...asSubjects(at, { ...caller(key), model: policyModel(snapshot, target), parent: policyModel(snapshot, group) }, nowMs));
+  out.push(
+    ...asSubjects(
+      at,
+      { ...caller(key), model: policyModel(snapshot, target), parent: policyModel(snapshot, group) },
+      nowMs,
+    ),
+  );
   return out;
 }

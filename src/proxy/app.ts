@@ -21,7 +21,8 @@ import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
-import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
+import { buildPipeline, type CoreSteps, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
+import { policiesStep } from '../policies/step.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
@@ -86,8 +87,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
   });
-  // Built once: the features configured join here (FeatureSteps); none is configured in this version.
-  const pipeline = buildPipeline({
+  // Built once each: a snapshot with rate-limit policies runs the pipeline with the `policies` step; one
+  // without runs the pipeline that lacks it (no cost).
+  const core: CoreSteps = {
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
@@ -95,9 +97,13 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatch: (call) => answerer.dispatch(call),
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
-  });
+  };
+  const pipelines: Pipelines = {
+    plain: buildPipeline(core),
+    withPolicies: buildPipeline(core, { policies: policiesStep(d.clock) }),
+  };
   for (const route of ROUTES) {
-    const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);
+    const handler = isModelCall(route) ? modelCall(d, pipelines, route) : listModels(d);
     app.on(route.method, route.path, handler);
   }
   app.all('/v1/*', (c) => {
@@ -108,10 +114,18 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   return app;
 }
 
-/** A model call on `route`: one run of the pipeline. */
-function modelCall(p: Pipeline, route: ModelCallRoute) {
+interface Pipelines {
+  plain: Pipeline;
+  withPolicies: Pipeline;
+}
+
+/** A model call on `route`: one run of the pipeline its snapshot asks for, served from that snapshot. */
+function modelCall(d: Pick<ProxyDeps, 'snapshot'>, p: Pipelines, route: ModelCallRoute) {
   return function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
-    return runModelCall(p, new ModelCall(c, c.get('rec'), route));
+    const call = new ModelCall(c, c.get('rec'), route);
+    const snapshot = d.snapshot;
+    call.snapshot = snapshot;
+    return runModelCall(snapshot !== undefined && snapshot.policies.length > 0 ? p.withPolicies : p.plain, call);
   };
 }
 
