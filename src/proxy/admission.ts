@@ -6,7 +6,8 @@ import { errors, ProxyError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { RateLimitDecision, RateLimiter, RateLimitSubject, RejectionKind } from '../routing/rate-limit.ts';
+import { limiterMessage } from '../policies/target-gate.ts';
+import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
@@ -137,12 +138,6 @@ export function rateLimitRefusal(r: Extract<RateLimitDecision, { allowed: false 
   const what = `${r.scope === 'api_key' ? 'API key' : 'model'} ${r.dimension}`;
   const e = errors.rateLimited(r.retryAfterSecs, what);
   return new ProxyError(e.status, e.type, e.message, e.code, { ...e.headers, ...r.headers });
-}
-
-/** AISIX's limiter wording (aisix-ratelimit `error.rs`). */
-function limiterMessage(kind: RejectionKind): string {
-  if (kind === 'concurrency') return 'concurrency limit exceeded';
-  return kind === 'tokens' ? 'token limit exceeded (tokens)' : 'request limit exceeded (requests)';
 }
 
 /**

@@ -86,6 +86,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     }),
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
+    limiter: d.rateLimiter,
+    clock: d.clock,
   });
   // Built once each: a snapshot with rate-limit policies runs the pipeline with the `policies` step; one
   // without runs the pipeline that lacks it (no cost).

@@ -63,6 +63,7 @@ export class AttemptRecorder {
   }
 
   private health(t: Target, outcome: AttemptOutcome | UpstreamFailure, retryAfterSecs?: number): void {
+    if (outcome.kind === 'over_limit') return; // never called (attempt() skips these too)
     const h = this.d.health;
     const before = h.cooledDownTotal(t.model.id);
     // AISIX's admin health level counts failed upstream calls that are not 4xx; a 4xx neither counts nor resets.

@@ -25,6 +25,11 @@ export interface DispatchInput {
   headers?: HeaderReader;
   apiKeyId?: string;
   clientIp?: string;
+  /**
+   * A routing model's targets: reserve the target's own limits before each attempt on it (docs/routing.md
+   * "Members' own limits"). Absent: nothing to reserve.
+   */
+  reserveTarget?: (target: DirectModel) => Promise<TargetReservation>;
 }
 
 /**
@@ -33,7 +38,12 @@ export interface DispatchInput {
  * message the HTTP layer scrubs); `detail` only for the log (a transport's words, e.g. a runtime's advice).
  */
 export interface DispatchFailure {
-  kind: 'upstream_error' | 'upstream_timeout' | 'all_candidates_unavailable' | 'invalid_request';
+  kind:
+    | 'upstream_error'
+    | 'upstream_timeout'
+    | 'all_candidates_unavailable'
+    | 'invalid_request'
+    | 'rate_limit_exceeded';
   status: number;
   message: string;
   detail?: string;
@@ -139,7 +149,20 @@ export type AttemptOutcome =
   /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
    *  body is not the JSON the endpoint promises (`callerMessage`: our words for the caller; `retryable: false`:
    *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). */
-  | { kind: 'transport'; message: string; callerMessage?: string; retryable?: false };
+  | { kind: 'transport'; message: string; callerMessage?: string; retryable?: false }
+  /** The target's own rate limits refused it (`message` for the caller); nothing was sent. */
+  | { kind: 'over_limit'; retryAfterSecs: number; message: string; byPolicy: boolean };
+
+/**
+ * A routing target's own rate limits for one attempt: reserved, or refused with the caller's words
+ * (`byPolicy`: a rate-limit policy refused, not the target's inline `rate_limit`).
+ */
+export type TargetReservation = { ok: true } | {
+  ok: false;
+  retryAfterSecs: number;
+  message: string;
+  byPolicy: boolean;
+};
 
 export type Run = RunResult<Target, AttemptOutcome>;
 

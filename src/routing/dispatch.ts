@@ -82,9 +82,16 @@ export class Dispatcher {
   private run(input: DispatchInput, plan: Plan, signal: CancelSignal): Promise<Run> {
     let previous: Target | undefined;
     const upstreamRetries = this.d.config.upstream.retries;
+    const reserve = plan.routing ? input.reserveTarget : undefined;
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
-      attempt: (t) => attemptUpstream(this.d, input, t, signal),
+      attempt: reserve
+        ? async (t) => {
+          const gate = await reserve(t.model);
+          if (!gate.ok) return { kind: 'over_limit', ...gate };
+          return attemptUpstream(this.d, input, t, signal);
+        }
+        : (t) => attemptUpstream(this.d, input, t, signal),
       budget: (t, queuedBehind) =>
         retryBudget({ model: t.model, routing: plan.routing, upstreamRetries, queuedBehind }),
       classify: classifyOptions(plan.routing),
@@ -92,7 +99,8 @@ export class Dispatcher {
       onAttempt: (r) => {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
         previous = r.target;
-        this.recorder.attempt(input, r, signal, moved);
+        // A target refused by its own limits was never called: no upstream sample of it.
+        if (r.outcome.kind !== 'over_limit') this.recorder.attempt(input, r, signal, moved);
       },
     });
   }
@@ -111,6 +119,17 @@ function answerOf(run: Run): Answer {
       kind: 'upstream_timeout',
       status: 504,
       message: `model "${t.model.display_name}" did not answer in time`,
+    };
+    return { kind: 'error', failure, target: t.model, served };
+  }
+  if (o.kind === 'over_limit') {
+    // Every target was over its own limits: the last refusal answers.
+    // AISIX: the inline limit's refusal is an upstream_error, a policy's its own 429.
+    const failure: DispatchFailure = {
+      kind: o.byPolicy ? 'rate_limit_exceeded' : 'upstream_error',
+      status: 429,
+      message: o.message,
+      retryAfterSecs: o.retryAfterSecs,
     };
     return { kind: 'error', failure, target: t.model, served };
   }

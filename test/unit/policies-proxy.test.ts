@@ -84,4 +84,95 @@ describe('policies through the proxy', () => {
     const { chat } = await app('');
     for (let i = 0; i < 3; i++) assert.equal((await chat('a')).status, 200);
   });
+
+  describe("a routing model's members' own limits (B.6)", () => {
+    const group = (a: string, b: string, extra = '') =>
+      `_format_version: "1"
+provider_keys:
+  - { display_name: pk, provider: openai, api_key: sk-up, api_base: "${mock.base}" }
+models:
+  - { display_name: a, model_name: up-a, provider_key: pk, rate_limit: ${a} }
+  - { display_name: b, model_name: up-b, provider_key: pk, rate_limit: ${b} }
+  - { display_name: g, routing: { strategy: failover, targets: [{ model: a }, { model: b }] } }
+api_keys:
+  - { display_name: caller, key_env: CALLER_KEY, allowed_models: ["*"], team_id: t-1 }
+${extra}`;
+    async function groupApp(text: string) {
+      const { gw } = await gatewayWith(text, { env: { CALLER_KEY: KEY } });
+      const proxy = createProxyApp(gw);
+      const from = mock.requests.length;
+      return {
+        gw,
+        chat: () =>
+          proxy.request('/v1/chat/completions', {
+            method: 'POST',
+            headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+            body: CHAT('g'),
+          }),
+        hits: () => {
+          const out: Record<string, number> = {};
+          for (const r of mock.requests.slice(from)) out[String(r.json?.model)] = (out[String(r.json?.model)] ?? 0) + 1;
+          return out;
+        },
+      };
+    }
+
+    test('an over-limit member is skipped without a call; the next target serves; a fallback is counted', async () => {
+      const g = await groupApp(group('{ rpm: 1 }', '{ rpm: 10 }'));
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 200);
+      assert.deepEqual(g.hits(), { 'up-a': 1, 'up-b': 1 });
+      const metrics = await (await createStatusApp(g.gw).request('/metrics')).text();
+      assert.match(metrics, /aisix_routing_successful_fallbacks_total\{[^}]*\} 1/);
+      assert.doesNotMatch(
+        metrics,
+        /aisix_deployment_failure_total\{[^}]*model="a"/,
+        'the skipped member was never called',
+      );
+    });
+
+    test('all members over: 429 with Retry-After, no upstream call', async () => {
+      const g = await groupApp(group('{ rpm: 1 }', '{ rpm: 1 }'));
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 200);
+      const res = await g.chat();
+      assert.equal(res.status, 429);
+      assert.match(res.headers.get('retry-after') ?? '', /^\d+$/);
+      assert.deepEqual(await res.json(), {
+        error: {
+          message: 'routing target "b" is over its model rate limit: request limit exceeded (requests)',
+          type: 'upstream_error',
+        },
+      });
+      assert.deepEqual(g.hits(), { 'up-a': 1, 'up-b': 1 });
+    });
+
+    test("only the winning member's buckets are charged the tokens", async () => {
+      // Each answer is 4 tokens. Were b charged when a answered, b would be over after call 2.
+      const g = await groupApp(group('{ tpm: 5 }', '{ tpm: 5 }'));
+      const statuses = [];
+      for (let i = 0; i < 5; i++) statuses.push((await g.chat()).status);
+      assert.deepEqual(statuses, [200, 200, 200, 200, 429]);
+      assert.deepEqual(g.hits(), { 'up-a': 2, 'up-b': 2 });
+    });
+
+    test('a per-target policy (group_by model) skips a member like its inline limit; its refusal names it', async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: per-member, limits: { rpm: 1 }, group_by: [model] }
+`,
+        ),
+      );
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 200);
+      const res = await g.chat();
+      assert.equal(res.status, 429);
+      const body = await res.json();
+      assert.equal(body.error.message, "request limit exceeded (requests) (policy 'per-member')");
+      assert.deepEqual(g.hits(), { 'up-a': 1, 'up-b': 1 });
+    });
+  });
 });
