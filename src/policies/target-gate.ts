@@ -42,15 +42,18 @@ export class TargetLimits {
 
   /** `base` (the request's permit) together with the answering target's. */
   with(base: Permit): Permit {
-    const self = this;
+    const held = () => this.held;
+    const release = () => {
+      const h = this.held;
+      this.held = undefined;
+      return h;
+    };
     return {
       get chargesTokens() {
-        return base.chargesTokens || (self.held?.chargesTokens ?? false);
+        return base.chargesTokens || (held()?.chargesTokens ?? false);
       },
       async end(tokens) {
-        const held = self.held;
-        self.held = undefined;
-        await Promise.all([base.end(tokens), held?.end(tokens)]);
+        await Promise.all([base.end(tokens), release()?.end(tokens)]);
       },
     };
   }
