@@ -332,6 +332,13 @@ async function startSluice(
     AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
     AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${metricsPort}`,
     AISIX_OBSERVABILITY__ACCESS_LOG: accessLog ? 'true' : 'false',
+    // Trace export to a collector (bench/otlp-sink.mjs) at sample ratio 1.0, when the run asks for it.
+    ...(process.env.SLUICE_BENCH_OTLP_ENDPOINT
+      ? {
+        AISIX_OBSERVABILITY__TRACING__OTLP__ENABLED: 'true',
+        AISIX_OBSERVABILITY__TRACING__OTLP__ENDPOINT: process.env.SLUICE_BENCH_OTLP_ENDPOINT,
+      }
+      : {}),
   };
   const [cmd, args] = sluiceCommand(runtime, nodeFlags);
   const t0 = performance.now();

@@ -16,7 +16,7 @@ export function bunPlatform(): Platform {
     name: 'bun',
     listen: nodeListen,
     onSignal: (signal, handler) => void process.on(signal, handler),
-    upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
+    upstream: (o) => fetchUpstream(fetch, o),
     files: nodeFiles,
     redis: lazyRedisClient,
     env: process.env,

@@ -15,7 +15,7 @@ function denoPlatform(): Platform {
     name: 'deno',
     listen: nodeListen,
     onSignal: (signal, handler) => Deno.addSignalListener(signal, handler),
-    upstream: (o) => undiciUpstream(o.connectTimeoutMs, upstreamCa, o.maxResponseBytes),
+    upstream: (o) => undiciUpstream(o, upstreamCa),
     files: {
       read: (p) => Deno.readFile(p),
       async writeAtomic(p, data) {

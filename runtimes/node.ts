@@ -16,7 +16,7 @@ export function nodePlatform(): Platform {
     name: 'node',
     listen: nodeListen,
     onSignal: (signal, handler) => void process.on(signal, handler),
-    upstream: (o) => undiciUpstream(o.connectTimeoutMs, undefined, o.maxResponseBytes),
+    upstream: (o) => undiciUpstream(o),
     files: nodeFiles,
     env: process.env,
     writeLog: (line) => logs.write(line),

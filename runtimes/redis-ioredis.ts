@@ -1,7 +1,8 @@
 // The shared rate limiter's Redis client on Node, Bun and Deno: ioredis (single, Cluster, Sentinel). It opens
 // TCP sockets, so it lives here and reaches the core through `platform.redis`. Tuned so the limiter never
 // holds a request (docs/scaling.md "When Redis is unavailable"): no offline queue, no retry of a dropped
-// command, every command bounded by `timeoutMs`; the connection reconnects in the background.
+// command, the connection bounded by `timeoutMs` and every command by `commandTimeoutMs`; the connection
+// reconnects in the background.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
@@ -48,7 +49,7 @@ export function ioredisClient(o: RedisClientOptions): RedisClient {
     username: o.username,
     password: o.password,
     connectTimeout: o.timeoutMs,
-    commandTimeout: o.timeoutMs,
+    commandTimeout: o.commandTimeoutMs ?? o.timeoutMs,
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
     retryStrategy: (times: number) => Math.min(times * 100, RECONNECT_MAX_MS),
@@ -65,7 +66,7 @@ export function ioredisClient(o: RedisClientOptions): RedisClient {
         username: o.username,
         password: o.password,
         connectTimeout: o.timeoutMs,
-        commandTimeout: o.timeoutMs,
+        commandTimeout: o.commandTimeoutMs ?? o.timeoutMs,
         maxRetriesPerRequest: 0,
         tls: tlsOptions(o, secure),
       },

@@ -8,6 +8,7 @@ import type { Gateway } from '../src/gateway.ts';
 import { parseBearer, timingSafeEqual } from '../src/http/auth.ts';
 import { envelopeFor, errorResponse, errors } from '../src/http/errors.ts';
 import { bundledFiles, type Platform } from '../src/platform.ts';
+import { wireOf } from '../src/proxy/routes.ts';
 import { EtcdPollSource, pollIntervalMs } from '../src/sources/etcd/poll.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 
@@ -57,7 +58,7 @@ export function workersPlatform(files: Record<string, string>, env: Record<strin
     name: 'workers',
     listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
     onSignal: () => {}, // a deployment moves new requests to new isolates and drains the old ones itself
-    upstream: (o) => fetchUpstream(fetch, o.maxResponseBytes),
+    upstream: (o) => fetchUpstream(fetch, o),
     files: bundledFiles(files, { missing: 'not bundled into the Worker', readOnly: 'Workers has no writable files' }),
     env,
     writeLog: (line) => console.log(line),
@@ -105,8 +106,7 @@ async function pollSchedule(gw: Gateway, poller: EtcdPollSource, inner: Serve): 
     const path = new URL(req.url).pathname;
     if (!path.startsWith('/v1/')) return inner(req, ctx);
     // `/v1/*` before the first configuration: 503 in the caller's envelope (elsewhere: no listener).
-    const wire = path === '/v1/messages' ? 'anthropic' : 'openai';
-    return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wire));
+    return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wireOf(path)));
   };
 }
 

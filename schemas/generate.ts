@@ -15,6 +15,8 @@ import {
   isGatingKind,
   isNotServedKind,
   modelShape,
+  OtherExporterSchema,
+  OtlpExporterSchema,
   providerKeyShape,
 } from '../src/resources/schema.ts';
 
@@ -164,6 +166,16 @@ function collection(kind: string): Json {
   if (kind === 'rate_limit_policies') {
     // The two forms, the condition tree and its caps are checked by `sluice validate` (src/policies/schema.ts).
     return list({ type: 'object', not: required('id'), ...required('name') }, 'rate-limit policies');
+  }
+  if (kind === 'observability_exporters') {
+    const { id: _id, ...otlp } = OtlpExporterSchema.shape;
+    const served = toJson(z.strictObject(otlp), { interpolated: true });
+    props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
+    const other = toJson(OtherExporterSchema, { interpolated: true });
+    return list(
+      { oneOf: [served, { ...other, not: required('id') }] },
+      'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
+    );
   }
   if (isGatingKind(kind)) {
     return {

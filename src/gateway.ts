@@ -23,6 +23,8 @@ import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { RoutingState } from './routing/strategies.ts';
 import { type Clock, systemClock } from './util/clock.ts';
+import { createTelemetry, resourceExporter } from './telemetry/setup.ts';
+import type { Telemetry } from './telemetry/telemetry.ts';
 
 export type { ApplyMeta };
 
@@ -62,6 +64,8 @@ export class Gateway implements ReadinessChecks {
   readonly clock: Clock;
   /** The clock's instant as a Date, for callers that format one. */
   readonly now = (): Date => new Date(this.clock());
+  /** Trace export (`observability_exporters`, `observability.tracing.otlp`); inactive without an exporter. */
+  readonly telemetry: Telemetry;
 
   constructor(readonly config: Config, readonly platform: Platform, opts: GatewayOptions = {}) {
     const clock = opts.clock ?? systemClock;
@@ -78,6 +82,7 @@ export class Gateway implements ReadinessChecks {
     this.upstream = platform.upstream({
       connectTimeoutMs: config.upstream.connect_timeout_ms,
       maxResponseBytes: config.upstream.max_response_bytes,
+      maxBufferedBytes: config.upstream.max_buffered_response_bytes,
     });
     this.backgroundChecks = opts.backgroundChecks !== false;
     this.checker = !this.backgroundChecks ? undefined : new BackgroundChecker({
@@ -91,6 +96,14 @@ export class Gateway implements ReadinessChecks {
       openConnections: () => this.proxyListener?.openConnections(),
       draining: () => this.lifecycle.draining,
       deploymentStates: () => this.deploymentStates(),
+      buckets: config.observability.metrics.buckets,
+    });
+    this.telemetry = createTelemetry({
+      config,
+      upstream: this.upstream,
+      metrics: this.metrics,
+      log: this.log,
+      keepAlive: platform.waitUntil ? (work) => platform.waitUntil!(work) : undefined,
     });
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
       onRefused: (kind, layer, policyId) => this.metrics.rateLimitRejections.inc([kind, layer, policyId]),
@@ -156,6 +169,7 @@ export class Gateway implements ReadinessChecks {
     this.health.retain(ids);
     this.routingState.retain(ids);
     this.checker?.update(checkedModels(snapshot.resources.models));
+    this.telemetry.update(snapshot.exporters.map(resourceExporter));
     const at = rfc3339(this.now());
     const prev = this.facts.applied;
     const changed = prev?.config_hash !== meta.configHash;

@@ -100,15 +100,18 @@ export interface RedisClientOptions {
   password?: string;
   database?: number;
   tls?: { caFile?: string; certFile?: string; keyFile?: string; verify: boolean };
-  /** Bound on the connection and on every command. */
+  /** Bound on establishing the connection (`timeout_secs`). */
   timeoutMs: number;
+  /** Bound on every command, from when it is sent to its answer (`command_timeout_ms`); default `timeoutMs`. */
+  commandTimeoutMs?: number;
 }
 
 /** The small part of a Redis client the limiter uses; a runtime with TCP sockets provides it (`Platform.redis`). */
 export interface RedisClient {
   /**
    * EVALSHA of `lua` (EVAL when the server does not know it yet); rejects on any error, on a lost connection
-   * and when no answer came within `timeoutMs` — the limiter relies on this bound and adds no timer of its own.
+   * and when no answer came within `commandTimeoutMs` — the limiter relies on this bound and adds no timer of
+   * its own.
    */
   evalScript(lua: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
   /** Resolves true once the client can run commands, false if it could not within `ms`. */
@@ -122,8 +125,11 @@ export interface Platform {
   readonly name: string;
   listen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener>;
   onSignal(signal: SignalName, handler: () => void): void;
-  /** The runtime's fastest faithful HTTP client, made once the configuration is known. */
-  upstream(opts: { connectTimeoutMs: number; maxResponseBytes?: number }): UpstreamFetch;
+  /**
+   * The runtime's fastest faithful HTTP client, made once the configuration is known. `maxResponseBytes`
+   * bounds each answer, `maxBufferedBytes` all the answers being read whole at once (src/upstream-fetch.ts).
+   */
+  upstream(opts: { connectTimeoutMs: number; maxResponseBytes?: number; maxBufferedBytes?: number }): UpstreamFetch;
   files?: PlatformFiles;
   /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd
@@ -138,6 +144,11 @@ export interface Platform {
   /** Write command output (e.g. `sluice export` without `-o`) to stdout, where the runtime has one. */
   writeOut?(text: string): void;
   exit(code: number): void;
+  /**
+   * Keep the runtime alive until `work` settles, where work after a response would otherwise be cut
+   * (Workers: the request's `ctx.waitUntil`). Given, trace export hands each delivery here and sends at once.
+   */
+  waitUntil?(work: Promise<unknown>): void;
 }
 
 /**

@@ -1,17 +1,84 @@
 // The upstream transport on the web `fetch` every runtime has (Bun, Workers; Node and Deno use
-// runtimes/undici-upstream.ts, which is faster there). `maxBytes` bounds every answer here, at the transport
-// (docs/operations.md "Limits and failure behaviour").
+// runtimes/undici-upstream.ts, which is faster there), and the bounds both transports put on answers:
+// `upstream.max_response_bytes` per answer and `upstream.max_buffered_response_bytes` over all the answers
+// being read whole at once (docs/operations.md "Limits and failure behaviour").
 import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
 import { toAbortSignal } from './util/cancel.ts';
 
 const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
 
-/** The error an over-limit answer fails with (the dispatcher turns it into a 502 `upstream_error`). */
-export class UpstreamTooLarge extends Error {
+/** What the caller is told about an answer the gateway would not pass on (routing turns it into a failure). */
+export interface CallerRefusal {
+  kind: 'upstream_error' | 'service_unavailable';
+  status: number;
+  message: string;
+  retryAfterSecs?: number;
+}
+
+/**
+ * An upstream answer the gateway refused to pass on. `upstreamAtFault`: the upstream sent something it
+ * should not have (its health is charged); false when the gateway itself had no room for it. Either way
+ * the same target is not retried: the attempt fails over.
+ */
+export class RefusedAnswer extends Error {
+  constructor(message: string, readonly caller: CallerRefusal, readonly upstreamAtFault: boolean) {
+    super(message);
+  }
+}
+
+/** An answer over `upstream.max_response_bytes`: a 502 `upstream_error` naming the limit. */
+export class UpstreamTooLarge extends RefusedAnswer {
   override readonly name = 'UpstreamTooLarge';
   constructor(readonly limitBytes: number) {
-    super(`upstream answer exceeded ${limitBytes} bytes`);
+    const message = `upstream answer exceeded ${limitBytes} bytes`;
+    super(message, { kind: 'upstream_error', status: 502, message: `${message} (upstream.max_response_bytes)` }, true);
   }
+}
+
+/** The answers being read whole already hold `upstream.max_buffered_response_bytes`: a 503, retry soon. */
+export class AnswerBudgetFull extends RefusedAnswer {
+  override readonly name = 'AnswerBudgetFull';
+  constructor(readonly limitBytes: number) {
+    super(`upstream answers being read hold the limit of ${limitBytes} bytes`, {
+      kind: 'service_unavailable',
+      status: 503,
+      message:
+        `the gateway is holding its limit of ${limitBytes} bytes of upstream answers (upstream.max_buffered_response_bytes); retry shortly`,
+      retryAfterSecs: 1,
+    }, false);
+  }
+}
+
+/**
+ * The bytes every answer being read whole (not streamed) holds together, bounded by `limitBytes` (0 = no
+ * bound). An answer takes its bytes as they arrive and gives them back once it is whole or has failed; one
+ * that does not fit fails at once rather than waiting, so answers never wait on each other's memory.
+ */
+export class AnswerBudget {
+  private held = 0;
+  constructor(readonly limitBytes: number) {}
+
+  /** Take `n` bytes if they fit (nothing is taken if not). */
+  take(n: number): boolean {
+    if (this.limitBytes && this.held + n > this.limitBytes) return false;
+    this.held += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.held -= n;
+  }
+
+  /** Bytes held now. */
+  get heldBytes(): number {
+    return this.held;
+  }
+}
+
+/** The bounds of one transport (`platform.upstream`'s options); 0 or absent = none. */
+export interface AnswerLimits {
+  maxResponseBytes?: number;
+  maxBufferedBytes?: number;
 }
 
 /** Whether a declared `content-length` is over `maxBytes` (0 = no limit). Pure. */
@@ -34,30 +101,94 @@ export async function* boundedChunks(
   }
 }
 
-/** The whole body as text, reading no more than `maxBytes` (+ one chunk) before giving up. */
-export async function boundedText(chunks: AsyncIterable<Uint8Array>, maxBytes: number): Promise<string> {
+/**
+ * The whole body as text, reading no more than `maxBytes` (0 = no limit) and holding its bytes in `budget`
+ * while it reads. Throws `UpstreamTooLarge` or `AnswerBudgetFull`, which ends the iteration (and so the body).
+ * The bytes are kept as they came and decoded once at the end: text decoded piece by piece would sit in
+ * the engine's heap, which gives memory back to the system far later than freed byte buffers.
+ */
+export async function bufferedText(
+  chunks: AsyncIterable<Uint8Array>,
+  maxBytes: number,
+  budget: AnswerBudget,
+): Promise<string> {
   const parts: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of boundedChunks(chunks, maxBytes)) {
-    parts.push(chunk);
-    total += chunk.byteLength;
+  let held = 0;
+  try {
+    for await (const chunk of chunks) {
+      if (maxBytes && held + chunk.byteLength > maxBytes) throw new UpstreamTooLarge(maxBytes);
+      if (!budget.take(chunk.byteLength)) throw new AnswerBudgetFull(budget.limitBytes);
+      held += chunk.byteLength;
+      parts.push(chunk);
+    }
+    if (parts.length === 1) return new TextDecoder().decode(parts[0]);
+    const all = new Uint8Array(held);
+    let off = 0;
+    for (const p of parts) {
+      all.set(p, off);
+      off += p.byteLength;
+    }
+    parts.length = 0; // the pieces can go while the whole is decoded
+    return new TextDecoder().decode(all);
+  } finally {
+    budget.give(held);
   }
-  if (parts.length === 1) return new TextDecoder().decode(parts[0]);
-  const all = new Uint8Array(total);
-  let off = 0;
-  for (const p of parts) {
-    all.set(p, off);
-    off += p.byteLength;
+}
+
+/** Below this declared length a body is read by the client's own `text()`, the fastest way for small ones. */
+export const NATIVE_TEXT_MAX_BYTES = 1_048_576;
+
+/**
+ * The text of a body whose length is `declared` (within `maxBytes`, already checked). Its bytes are taken
+ * from `budget` up front: rejects with `AnswerBudgetFull` (after `cancel`) when they do not fit. A small
+ * body is read by `nativeText`; a larger one is copied into one buffer of its length as it arrives, so it is
+ * never held as pieces and as a whole at once.
+ */
+export async function declaredText(
+  declared: number,
+  budget: AnswerBudget,
+  nativeText: () => Promise<string>,
+  chunks: AsyncIterable<Uint8Array>,
+  cancel: () => void,
+): Promise<string> {
+  if (!budget.take(declared)) {
+    cancel();
+    throw new AnswerBudgetFull(budget.limitBytes);
   }
-  return new TextDecoder().decode(all);
+  try {
+    if (declared <= NATIVE_TEXT_MAX_BYTES) return await nativeText();
+    const all = new Uint8Array(declared);
+    let off = 0;
+    for await (const chunk of chunks) {
+      if (off + chunk.byteLength > declared) {
+        throw new Error(`upstream answer longer than its content-length ${declared}`);
+      }
+      all.set(chunk, off);
+      off += chunk.byteLength;
+    }
+    return new TextDecoder().decode(off === declared ? all : all.subarray(0, off));
+  } finally {
+    budget.give(declared);
+  }
+}
+
+/** A declared length that bounds the body as it is read: digits, and no decoding that could inflate it. */
+export function declaredLength(declared: string | null | undefined, encoding?: string | null): number | undefined {
+  if (declared === null || declared === undefined || !/^\d+$/.test(declared)) return undefined;
+  if (encoding && encoding !== 'identity') return undefined;
+  return Number(declared);
 }
 
 /**
- * `maxBytes` (0 = no limit): a declared Content-Length over it rejects the call before a byte of the body is
- * read; `text()` rejects, and an iterated body throws, once the bytes read pass it. Either way the body is
- * cancelled, so the connection is closed rather than pooled with an unread answer on it.
+ * `limits.maxResponseBytes`: a declared Content-Length over it rejects the call before a byte of the body
+ * is read; `text()` rejects, and an iterated body throws, once the bytes read pass it. `text()` also holds
+ * the answer's bytes in the transport's `AnswerBudget` (`limits.maxBufferedBytes`) while it reads. Either
+ * way the body is cancelled, so the connection is closed rather than pooled with an unread answer on it.
  */
-export function fetchUpstream(fetchFn: typeof fetch = fetch, maxBytes = 0): UpstreamFetch {
+export function fetchUpstream(fetchFn: typeof fetch = fetch, limits: AnswerLimits = {}): UpstreamFetch {
+  const maxBytes = limits.maxResponseBytes ?? 0;
+  const budget = new AnswerBudget(limits.maxBufferedBytes ?? 0);
+  const unbounded = !maxBytes && !budget.limitBytes;
   return async (req) => {
     const res = await fetchFn(req.url, {
       method: req.method,
@@ -73,14 +204,18 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch, maxBytes = 0): Upst
     }
     // A declared length within the limit bounds the body already, unless fetch decompresses it (a few KiB of
     // gzip can inflate to gigabytes): then the decoded bytes are counted.
-    const encoding = res.headers.get('content-encoding');
-    const withinDeclared = declared !== null && /^\d+$/.test(declared) && (!encoding || encoding === 'identity');
+    const length = declaredLength(declared, res.headers.get('content-encoding'));
     const chunks = body ? streamChunks(body) : empty;
     const out: UpstreamResponse = {
       status: res.status,
       header: (name) => res.headers.get(name),
       body: maxBytes ? boundedChunks(chunks, maxBytes) : chunks,
-      text: () => (maxBytes && !withinDeclared ? boundedText(chunks, maxBytes) : res.text()),
+      text: () =>
+        unbounded
+          ? res.text()
+          : length === undefined
+          ? bufferedText(chunks, maxBytes, budget)
+          : declaredText(length, budget, () => res.text(), chunks, () => void body?.cancel().catch(() => {})),
       discard: async () => {
         await body?.cancel().catch(() => {});
       },

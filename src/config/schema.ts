@@ -38,6 +38,9 @@ const RateLimitConfigSchema = z.strictObject({
       verify: z.boolean().default(true),
     }).optional(),
     timeout_secs: z.number().int().min(1).default(5),
+    // Sluice-only: the budget of one Redis command, apart from the connection's timeout_secs; past it the
+    // command fails and the store counts as down (docs/scaling.md "When Redis is unavailable").
+    command_timeout_ms: z.number().int().positive().default(250),
   }).optional(),
   concurrency_ttl_secs: nonNegInt.default(300),
 }).superRefine((r, ctx) => {
@@ -59,6 +62,87 @@ const RateLimitConfigSchema = z.strictObject({
     ['redis', 'tls'],
     'client_cert_file and client_key_file go together',
   );
+}).prefault({});
+
+/** The upper bound on a bucket list (AISIX's `resolve_edges`). */
+const MAX_BUCKET_EDGES = 64;
+
+/**
+ * One `observability.metrics.buckets.<field>` list: seconds, strictly ascending, finite and positive; a
+ * comma list (`0.5,3`, the environment form) is split. AISIX's boot-time messages, word for word.
+ */
+const bucketEdges = () =>
+  z.preprocess(
+    (v) => (typeof v === 'string' ? v.split(',').map((x) => (x.trim() === '' ? x : Number(x.trim()))) : v),
+    z.array(z.unknown()),
+  ).superRefine((edges, ctx) => {
+    const fail = (message: string, index?: number) =>
+      ctx.addIssue({ code: 'custom', message, ...(index !== undefined ? { path: [index] } : {}) });
+    if (edges.length === 0) return fail('must list at least one bucket edge');
+    if (edges.length > MAX_BUCKET_EDGES) return fail(`${edges.length} edges exceed the limit of ${MAX_BUCKET_EDGES}`);
+    for (let i = 0; i < edges.length; i++) {
+      const v = edges[i];
+      if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
+        return fail(
+          `${formatEdge(v)} must be a finite positive number of seconds (the +Inf bucket is added automatically)`,
+          i,
+        );
+      }
+      const prev = edges[i - 1] as number | undefined;
+      if (prev !== undefined && v <= prev) {
+        return fail(
+          `${v} must be greater than the preceding edge ${prev} — bucket edges are cumulative and must strictly ascend`,
+          i,
+        );
+      }
+    }
+  }).transform((edges) => edges as number[]);
+
+function formatEdge(v: unknown): string {
+  if (v === Infinity) return 'inf';
+  return typeof v === 'number' ? String(v) : JSON.stringify(v) ?? String(v);
+}
+
+/** AISIX's default edges (docs/aisix-compatibility.md "Metrics"); `+Inf` is added by the exposition. */
+export const DEFAULT_BUCKETS = {
+  request_e2e_latency: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 420, 600],
+  request_ttft: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+  guardrail_latency: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  a2a_ttfb: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+} as const;
+
+const BucketsSchema = z.strictObject({
+  request_e2e_latency: bucketEdges().default([...DEFAULT_BUCKETS.request_e2e_latency]),
+  request_ttft: bucketEdges().default([...DEFAULT_BUCKETS.request_ttft]),
+  guardrail_latency: bucketEdges().default([...DEFAULT_BUCKETS.guardrail_latency]),
+  a2a_ttfb: bucketEdges().default([...DEFAULT_BUCKETS.a2a_ttfb]),
+}).prefault({});
+
+/** The message AISIX stops its boot with; Sluice reports it on the key. */
+export const OTLP_EMPTY_ENDPOINT =
+  'otlp init failed: otlp exporter install failed: tracing.otlp.enabled=true but endpoint is empty';
+
+/**
+ * `observability.tracing.otlp`: AISIX's keys. Here they export spans (docs/operations.md "Tracing"), as
+ * one exporter named `config`; `headers` is Sluice's.
+ */
+const TracingSchema = z.strictObject({
+  otlp: z.strictObject({
+    enabled: z.boolean().default(false),
+    endpoint: z.string().optional(),
+    sample_ratio: z.number().min(0).max(1).default(1),
+    headers: z.record(z.string(), z.string()).default({}),
+  }).superRefine((o, ctx) => {
+    if (o.enabled && !o.endpoint?.trim()) {
+      ctx.addIssue({ code: 'custom', path: ['endpoint'], message: OTLP_EMPTY_ENDPOINT });
+    } else if (o.enabled && !/^https?:\/\/[^\s/]+/.test(o.endpoint!)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['endpoint'],
+        message: 'must be an http(s) URL, the full traces URL (…/v1/traces)',
+      });
+    }
+  }).prefault({}),
 }).prefault({});
 
 export const ConfigSchema = z.strictObject({
@@ -116,7 +200,9 @@ export const ConfigSchema = z.strictObject({
         path: z.string().startsWith('/').default('/metrics'),
         addr: addr.default('0.0.0.0:9090'),
       }).prefault({}),
+      buckets: BucketsSchema,
     }).prefault({}),
+    tracing: TracingSchema,
   }).prefault({}),
   upstream: z.strictObject({
     timeout_ms: nonNegInt.default(6_000_000),
@@ -125,6 +211,9 @@ export const ConfigSchema = z.strictObject({
     retries: nonNegInt.default(2),
     // Sluice-only: a larger upstream answer is refused (502); 0 = no limit (docs/operations.md).
     max_response_bytes: nonNegInt.default(33_554_432),
+    // Sluice-only: the bytes all answers being read whole (not streamed) may hold together; over it a new
+    // answer fails with 503; 0 = no bound (docs/operations.md "Limits and failure behaviour").
+    max_buffered_response_bytes: nonNegInt.default(67_108_864),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
@@ -178,9 +267,7 @@ export const IGNORED_KEYS = [
   'observability.service_name',
   'observability.metrics.otlp',
   'observability.metrics.labels',
-  'observability.metrics.buckets',
   'observability.metrics.client_type_rules',
-  'observability.tracing',
   'cache',
   'upstream.tls',
   'upstream.tcp_keepalive_*',

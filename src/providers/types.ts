@@ -2,6 +2,7 @@
 // handlers: the handler resolves a target, the adapter speaks the vendor's wire.
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { AdapterName, ProviderKey } from '../resources/schema.ts';
+import { RefusedAnswer } from '../upstream-fetch.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 
 /**
@@ -21,6 +22,8 @@ export interface ProviderCall {
   /** The caller's request headers, for the few an adapter forwards (e.g. `anthropic-beta`). */
   callerHeaders?: { get(name: string): string | null };
   upstream: UpstreamFetch;
+  /** The W3C `traceparent` of this attempt's span, when the request is traced (docs/operations.md "Tracing"). */
+  traceparent?: string;
   /** Aborted on client disconnect, on the model's deadline, or on a stream's silence timeout. */
   signal: CancelSignal;
   /**
@@ -92,13 +95,42 @@ export class UpstreamStreamError extends Error {
 export interface ProviderAdapter {
   readonly name: AdapterName;
   supports(endpoint: Endpoint): boolean;
-  /** Rejects on transport failure or abort; never on an upstream HTTP status. */
+  /**
+   * Rejects on transport failure or abort, and with a `RefusedAnswer` for an answer the gateway will not
+   * pass on (too large, no room, a stream that is not SSE); never on an upstream HTTP status.
+   */
   call(call: ProviderCall): Promise<ProviderResult>;
 }
 
-/** An HTTP adapter's answer: a 2xx stream passes through as it arrives; anything else is read whole. */
+/** A 2xx answer to a streamed request that is not `text/event-stream`: an upstream failure, never relayed. */
+export class UpstreamNotEventStream extends RefusedAnswer {
+  override readonly name = 'UpstreamNotEventStream';
+  constructor(status: number, contentType: string | null) {
+    const message = `upstream answered ${status} to a stream request with ${
+      contentType ? `content-type ${contentType.slice(0, 100)}` : 'no content-type'
+    }, not text/event-stream`;
+    super(message, { kind: 'upstream_error', status: 502, message }, true);
+  }
+}
+
+/** Whether a content-type names `text/event-stream` (parameters and case aside). Pure. */
+export function isEventStream(contentType: string | null): boolean {
+  if (!contentType) return false;
+  const semi = contentType.indexOf(';');
+  return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase() === 'text/event-stream';
+}
+
+/**
+ * An HTTP adapter's answer: a 2xx stream passes through as it arrives; anything else is read whole. Throws
+ * `UpstreamNotEventStream` (its body discarded unread) for a 2xx to a stream request that is not SSE.
+ */
 export async function upstreamResult(res: UpstreamResponse, stream: boolean): Promise<ProviderResult> {
   if (stream && res.status >= 200 && res.status < 300) {
+    const contentType = res.header('content-type');
+    if (!isEventStream(contentType)) {
+      void res.discard().catch(() => {});
+      throw new UpstreamNotEventStream(res.status, contentType);
+    }
     return { kind: 'stream', chunks: res.body, cancel: () => res.discard() };
   }
   return {

@@ -13,12 +13,15 @@ import type { RoutingModel } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
-import type { Clock } from '../util/clock.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { ModelCall } from './pipeline.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
 import { meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
+import type { Clock } from '../util/clock.ts';
+import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
+import type { Telemetry } from '../telemetry/telemetry.ts';
+import type { RequestTrace } from '../telemetry/trace.ts';
 
 /** Whether any target of `m` has limits of its own to reserve: its inline `rate_limit`, or a policy. */
 function targetsLimited(snapshot: Snapshot, m: RoutingModel): boolean {
@@ -41,7 +44,10 @@ export interface AnswerDeps {
   keepaliveMs: number;
   /** The caller limiter, for a routing model's targets' own limits. */
   limiter: Pick<RateLimiter, 'acquire'>;
+  /** When the answer's first byte goes out (the duration summaries, `ttft_ms`); the limits' windows. */
   clock: Clock;
+  /** Content capture of traced requests (`content_mode: full`). */
+  telemetry?: Pick<Telemetry, 'captureBytes'>;
 }
 
 /** The dispatch step and the answer built from its result. */
@@ -62,9 +68,14 @@ export class Answerer {
       ? new TargetLimits(this.d.limiter, caller.snapshot, caller.key, m, this.d.clock)
       : undefined;
     if (limits) call.permit = limits.with(call.permit);
+    const trace = rec.trace;
+    if (trace && this.d.telemetry?.captureBytes(trace) !== undefined) {
+      trace.prompt = this.scrubber(call)()(JSON.stringify(body));
+    }
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
+        ...(trace ? { trace } : {}),
         snapshot: caller.snapshot,
         model: m,
         upstreamModel: resolved.upstreamModel,
@@ -97,9 +108,12 @@ export class Answerer {
     const scrub = this.scrubber(call);
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
+    rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
       rec.read(read.usage, read.id);
+      const trace = rec.trace;
+      if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return commitUsage(call, totalOf(read.usage) ?? 0).then(() =>
         stamped(call, r.body, r.status, { 'content-type': r.contentType, ...r.headers, ...call.limitHeaders })
@@ -129,9 +143,12 @@ export class Answerer {
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const wire = call.route.wire;
+    const trace = call.rec.trace;
+    const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
     const body = pumpSse({
-      chunks: meteredChunks(r.chunks, usage, scrub),
+      chunks: meteredChunks(collector ? collected(r.chunks, collector) : r.chunks, usage, scrub),
       keepaliveMs: this.d.keepaliveMs,
+      onFirstByte: () => call.rec.firstByte(this.d.clock()),
       abortUpstream: r.abort,
       errorEvent: wire === 'anthropic' ? anthropicSseErrorEvent : sseErrorEvent,
       scrub: (text) => scrub()(text),
@@ -140,6 +157,8 @@ export class Answerer {
         end = streamOutcome(call.rec, wire, usage, end, detail);
         r.settle(end);
         call.rec.read(used, usage.id);
+        call.rec.firstToken(r.ttftMs?.());
+        if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
         void commitUsage(call, totalOf(used));
         tracker.onEnd?.(end);
       },
@@ -206,4 +225,21 @@ function stamped(call: ModelCall, body: BodyInit | null, status: number, headers
   headers.server = SERVER;
   headers['x-aisix-request-id'] = call.rec.requestId;
   return new Response(body, { status, headers });
+}
+
+/** The chunks as they are, each also shown to `collector` (content capture of a traced stream). */
+function collected(chunks: AsyncIterable<Uint8Array>, collector: CompletionCollector): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = chunks[Symbol.asyncIterator]();
+      return {
+        async next() {
+          const r = await it.next();
+          if (!r.done) collector.push(r.value);
+          return r;
+        },
+        return: () => it.return?.() ?? Promise.resolve({ done: true, value: undefined }),
+      };
+    },
+  };
 }

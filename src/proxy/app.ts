@@ -27,6 +27,7 @@ import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
+import type { Telemetry } from '../telemetry/telemetry.ts';
 
 export { ACCESS_LOG_TARGET, RequestRecord, spendMicroUsd } from './record.ts';
 
@@ -42,6 +43,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly upstream: UpstreamFetch;
   readonly health: ModelHealth;
   readonly routingState: RoutingState;
+  /** Trace export (src/telemetry); inactive while no exporter is configured. */
+  readonly telemetry?: Telemetry;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -88,6 +91,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
     limiter: d.rateLimiter,
     clock: d.clock,
+    telemetry: d.telemetry,
   });
   // Built once each: a snapshot with rate-limit policies runs the pipeline with the `policies` step; one
   // without runs the pipeline that lacks it (no cost).

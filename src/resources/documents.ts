@@ -16,6 +16,10 @@ import {
   INAPPLICABLE_ON_ROUTING,
   type Model,
   ModelSchema,
+  OTHER_EXPORTER_KINDS,
+  OtherExporterSchema,
+  type OtlpExporterResource,
+  OtlpExporterSchema,
   type ProviderKey,
   ProviderKeySchema,
   type ResourceKind,
@@ -188,4 +192,31 @@ export function parseDocument(
       return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
     }
   }
+}
+
+export type ParsedExporter =
+  /** `resource` undefined: another AISIX exporter kind, accepted and not served (`ignored` is `*`). */
+  | { ok: true; resource: OtlpExporterResource | undefined; ignored: string[] }
+  | { ok: false; errorKind: 'schema_failed'; error: string };
+
+/** Judges one `observability_exporters` document, like `parseDocument` does the routing kinds. */
+export function parseExporterDocument(
+  id: string,
+  doc: Record<string, unknown>,
+  mode: 'strict' | 'lenient',
+): ParsedExporter {
+  const ignored: string[] = [];
+  const fail = (issues: readonly Issue[]): ParsedExporter => ({
+    ok: false,
+    errorKind: 'schema_failed',
+    error: issueMessages(issues).join('; '),
+  });
+  if ((OTHER_EXPORTER_KINDS as readonly unknown[]).includes(doc.kind)) {
+    const r = OtherExporterSchema.safeParse(doc);
+    return r.success ? { ok: true, resource: undefined, ignored: ['*'] } : fail(r.error.issues);
+  }
+  const r = parseWith(OtlpExporterSchema, doc, mode === 'lenient', ignored);
+  if (!r.ok) return fail(r.issues);
+  const { id: _id, sample_rate, ...rest } = r.data;
+  return { ok: true, resource: { ...rest, sample_rate: sample_rate ?? 1, id }, ignored: finishIgnored(ignored) };
 }

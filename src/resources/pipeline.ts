@@ -13,11 +13,18 @@ import type { RateLimitPolicy } from '../policies/schema.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
-import { parseDocument } from './documents.ts';
+import { parseDocument, parseExporterDocument } from './documents.ts';
 import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
 import { checkReferences, type Typed } from './references.ts';
-import { FILE_COLLECTIONS, isGatingKind, isNotServedKind, type ResourceKind } from './schema.ts';
+import {
+  EXPORTER_KIND,
+  FILE_COLLECTIONS,
+  isGatingKind,
+  isNotServedKind,
+  type OtlpExporterResource,
+  type ResourceKind,
+} from './schema.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
 
 export { type Env, interpolate } from './interpolate.ts';
@@ -95,7 +102,13 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
     api_keys: await idsOf(identities, 'api_keys'),
     models: await idsOf(identities, 'models'),
   };
-  const { typed, notServed, policies } = await validateEntries(prepared, env, providerKeyIds, fileIds, problems);
+  const { typed, notServed, exporters, policies } = await validateEntries(
+    prepared,
+    env,
+    providerKeyIds,
+    fileIds,
+    problems,
+  );
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -104,6 +117,7 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       provider_keys: typed.provider_keys.map((x) => x.r),
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
+      ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
       ...(policies.length > 0 ? { rate_limit_policies: policies } : {}),
     },
     notServed,
@@ -230,9 +244,15 @@ async function validateEntries(
   providerKeyIds: ReadonlyMap<string, string>,
   fileIds: FileIds,
   problems: Problems,
-): Promise<{ typed: Typed; notServed: Record<string, number>; policies: RateLimitPolicy[] }> {
+): Promise<{
+  typed: Typed;
+  notServed: Record<string, number>;
+  exporters: OtlpExporterResource[];
+  policies: RateLimitPolicy[];
+}> {
   const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
   const notServed: Record<string, number> = {};
+  const exporters: OtlpExporterResource[] = [];
   const policies: RateLimitPolicy[] = [];
   for (const e of prepared) {
     const refusal = refusedKind(e);
@@ -247,6 +267,13 @@ async function validateEntries(
       if (typeof parsed === 'string') problems.entry(e.at, parsed);
       else if (!parsed.ok) problems.entry(e.at, parsed.error);
       else policies.push(parsed.resource);
+      continue;
+    }
+    if (e.at.kind === EXPORTER_KIND) {
+      const x = parseExporterDocument(await uuidV5(`${e.at.kind}/${e.at.identity}`), e.doc, 'strict');
+      if (!x.ok) problems.entry(e.at, x.error);
+      else if (x.resource) exporters.push(x.resource);
+      else notServed[e.at.kind] = (notServed[e.at.kind] ?? 0) + 1;
       continue;
     }
     if (isNotServedKind(e.at.kind)) {
@@ -275,7 +302,7 @@ async function validateEntries(
     else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
     else typed.api_keys.push({ at: e.at, r: parsed.resource });
   }
-  return { typed, notServed, policies };
+  return { typed, notServed, exporters, policies };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

@@ -31,7 +31,6 @@ export const GATING_KINDS = [
  * configure surfaces Sluice does not serve: accepted, not served, listed in `partially_compatible` (`*`).
  */
 export const NOT_SERVED_KINDS = [
-  'observability_exporters',
   'cache_policies',
   'mcp_servers',
   'mcp_auth_settings',
@@ -40,8 +39,20 @@ export const NOT_SERVED_KINDS = [
 ] as const;
 export type GatingKind = (typeof GATING_KINDS)[number];
 export type NotServedKind = (typeof NOT_SERVED_KINDS)[number];
+/**
+ * Trace exporters: served beside the routing kinds, read by telemetry only (src/telemetry). Of AISIX's
+ * exporter kinds Sluice serves `otlp_http`; the others are accepted, not served (`*`).
+ */
+export const EXPORTER_KIND = 'observability_exporters';
+export type ExporterKind = typeof EXPORTER_KIND;
 /** AISIX's 15 kinds (the etcd key segment). */
-export const AISIX_KINDS = [...RESOURCE_KINDS, 'rate_limit_policies', ...GATING_KINDS, ...NOT_SERVED_KINDS] as const;
+export const AISIX_KINDS = [
+  ...RESOURCE_KINDS,
+  EXPORTER_KIND,
+  'rate_limit_policies',
+  ...GATING_KINDS,
+  ...NOT_SERVED_KINDS,
+] as const;
 export type AisixKind = (typeof AISIX_KINDS)[number];
 /** The collections of AISIX's resources file (13: no `guardrail_attachments`, no `mcp_policies`), in its order. */
 export const FILE_COLLECTIONS = [
@@ -308,3 +319,34 @@ export function defaultAdapter(provider: string): AdapterName | undefined {
   if (vendor === 'anthropic' || vendor === 'echo') return vendor;
   return undefined;
 }
+
+/** AISIX's `endpoint` pattern: https anywhere, plain http only to a local collector. */
+const OTLP_ENDPOINT = /^(https:\/\/.+|http:\/\/(mock-otlp|otel-collector|127\.0\.0\.1|localhost)(:[0-9]+)?(\/.*)?)$/;
+
+/** `observability_exporters` of `kind: otlp_http` (docs/operations.md "Tracing"). */
+export const OtlpExporterSchema = z.strictObject({
+  id: z.unknown().optional(),
+  name: z.string().min(1, 'must not be empty').max(120),
+  kind: z.literal('otlp_http'),
+  enabled: z.boolean().default(true),
+  endpoint: z.string().regex(
+    OTLP_ENDPOINT,
+    'must be an https:// URL (http:// only to localhost, 127.0.0.1, otel-collector or mock-otlp)',
+  ),
+  headers: z.record(z.string(), z.string()).default({}),
+  sample_rate: nullOk(z.number().min(0).max(1)),
+  content_mode: z.enum(['metadata_only', 'full']).default('metadata_only'),
+  content_max_bytes: z.number().int().min(1).max(1_048_576).default(131_072),
+});
+/** AISIX's other exporter kinds: accepted with any members, not served. */
+export const OTHER_EXPORTER_KINDS = ['aliyun_sls', 'datadog', 'object_store'] as const;
+export const OtherExporterSchema = z.looseObject({
+  name: z.string().min(1, 'must not be empty').max(120),
+  kind: z.enum(OTHER_EXPORTER_KINDS),
+  enabled: z.boolean().default(true),
+});
+export type OtlpExporterResource = Omit<z.infer<typeof OtlpExporterSchema>, 'id' | 'sample_rate'> & {
+  id: string;
+  /** Absent in the document = 1.0. */
+  sample_rate: number;
+};

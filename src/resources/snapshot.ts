@@ -1,12 +1,14 @@
 // The immutable set of resources the gateway serves (docs/architecture.md "A configuration change"): built
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { RateLimitPolicy } from '../policies/schema.ts';
-import type { ApiKey, Model, ProviderKey, ResourceKind } from './schema.ts';
+import type { ApiKey, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
   models: Model[];
   api_keys: ApiKey[];
+  /** `kind: otlp_http` trace exporters (read by src/telemetry only). */
+  observability_exporters?: OtlpExporterResource[];
   /** Absent when there are none (the common case: no policy step). */
   rate_limit_policies?: RateLimitPolicy[];
 }
@@ -103,7 +105,13 @@ export class Snapshot {
 
   get size(): number {
     const r = this.resources;
-    return r.provider_keys.length + r.models.length + r.api_keys.length + this.policies.length;
+    return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length +
+      this.policies.length;
+  }
+
+  /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */
+  get exporters(): readonly OtlpExporterResource[] {
+    return this.resources.observability_exporters ?? [];
   }
 }
 

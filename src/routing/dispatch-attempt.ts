@@ -3,9 +3,11 @@
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import { RefusedAnswer } from '../upstream-fetch.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts';
 import type { RoutingState } from './strategies.ts';
+import type { AttemptSpan } from '../telemetry/trace.ts';
 
 /** What an attempt uses. */
 export interface AttemptDeps {
@@ -27,7 +29,9 @@ export async function attemptUpstream(
   input: DispatchInput,
   t: Target,
   signal: CancelSignal,
+  span?: AttemptSpan,
 ): Promise<AttemptOutcome> {
+  const startedAt = Date.now();
   const cancel = new Cancel();
   const onCallerGone = () => cancel.abort(CALLER_GONE);
   signal.addEventListener('abort', onCallerGone, { once: true });
@@ -52,6 +56,7 @@ export async function attemptUpstream(
       upstream: d.upstream,
       signal: cancel,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
+      ...(span ? { traceparent: span.traceparent } : {}),
     });
     if (r.kind === 'refused') {
       end();
@@ -66,7 +71,7 @@ export async function attemptUpstream(
     if (!t.streamConfigured) {
       // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
       clearTimeout(timer);
-      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end } };
+      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, startedAt } };
     }
     const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
     if (first.done) {
@@ -75,19 +80,16 @@ export async function attemptUpstream(
       return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
     }
     clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
-    return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort, end } };
+    span?.firstByte();
+    const live = { first: first.value, rest, abort, end, startedAt, firstAt: Date.now() };
+    return { kind: 'response', status: 200, retryAfter: null, live };
   } catch (e) {
     end();
     if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
-    if ((e as Error)?.name === 'UpstreamTooLarge') {
+    if (e instanceof RefusedAnswer) {
       // The same answer would come back on a retry: fail over to the next target instead (if any).
-      const message = (e as Error).message;
-      return {
-        kind: 'transport',
-        message,
-        callerMessage: `${message} (upstream.max_response_bytes)`,
-        retryable: false,
-      };
+      const refused = { kind: 'transport', message: e.message, failure: e.caller, retryable: false } as const;
+      return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
     }
     return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
   }

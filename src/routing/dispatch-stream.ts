@@ -6,6 +6,7 @@ import { upstreamErrorParts } from '../providers/upstream-error.ts';
 import type { Cancel } from '../util/cancel.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import type { AttemptRecorder } from './dispatch-record.ts';
+import type { RequestTrace } from '../telemetry/trace.ts';
 import {
   type Answer,
   closeLive,
@@ -28,14 +29,16 @@ export function streamResult(
   answer: (run: Run) => Answer,
   recorder: AttemptRecorder,
   served?: ServedBy,
+  trace?: RequestTrace,
 ): DispatchResult {
-  const s = new CallerStream(run, controller, answer, recorder);
+  const s = new CallerStream(run, controller, answer, recorder, trace);
   return {
     kind: 'stream',
     ...(served ? { served } : {}),
     chunks: { [Symbol.asyncIterator]: () => s },
     abort: () => s.abort(),
     settle: (end) => s.settle(end),
+    ttftMs: () => s.ttftMs(),
   };
 }
 
@@ -52,6 +55,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     private readonly controller: Cancel,
     private readonly answer: (run: Run) => Answer,
     private readonly recorder: AttemptRecorder,
+    private readonly trace: RequestTrace | undefined,
   ) {
     // A stream the loop produced after the caller's body had already ended is nobody's: close it.
     void run.then((r) => {
@@ -78,6 +82,12 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     this.over = true;
     this.rest?.stop();
     return Promise.resolve(DONE);
+  }
+
+  /** The serving attempt's start to its first chunk (ms), once the caller has it. */
+  ttftMs(): number | undefined {
+    const l = this.live?.live;
+    return l?.firstAt !== undefined ? l.firstAt - l.startedAt : undefined;
   }
 
   abort(): void {
@@ -128,6 +138,8 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     if (r.done) {
       throw new UpstreamStreamError('upstream_error', 'the upstream closed the stream before sending anything');
     }
+    a.live.firstAt ??= Date.now();
+    this.trace?.serving?.firstByte();
     return r;
   }
 }

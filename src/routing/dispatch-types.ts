@@ -6,6 +6,7 @@ import type { DirectModel, Model, ProviderKey, Routing } from '../resources/sche
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 import type { RunResult } from './retry.ts';
+import type { RequestTrace } from '../telemetry/trace.ts';
 import type { Candidate, HeaderReader } from './strategies.ts';
 
 export interface DispatchInput {
@@ -25,6 +26,8 @@ export interface DispatchInput {
   headers?: HeaderReader;
   apiKeyId?: string;
   clientIp?: string;
+  /** The request's trace, when an exporter keeps it: each attempt becomes a span (src/telemetry). */
+  trace?: RequestTrace;
   /**
    * A routing model's targets: reserve the target's own limits before each attempt on it (docs/routing.md
    * "Members' own limits"). Absent: nothing to reserve.
@@ -43,6 +46,7 @@ export interface DispatchFailure {
     | 'upstream_timeout'
     | 'all_candidates_unavailable'
     | 'invalid_request'
+    | 'service_unavailable'
     | 'rate_limit_exceeded';
   status: number;
   message: string;
@@ -74,6 +78,8 @@ export type DispatchResult =
     abort(): void;
     settle(end: StreamEnd): void;
     served?: ServedBy;
+    /** The serving attempt's time from its start to its first SSE frame (ms), once there is one. */
+    ttftMs?(): number | undefined;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
@@ -130,6 +136,9 @@ export interface LiveStream {
   abort(): void;
   /** Release what the attempt holds (deadline timer, caller-gone listener, in-flight count). Idempotent. */
   end(): void;
+  /** When the attempt began, and when its first chunk arrived (ms, `Date.now()`): the upstream TTFT. */
+  startedAt: number;
+  firstAt?: number;
 }
 
 /** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */
@@ -148,8 +157,17 @@ export type AttemptOutcome =
   | { kind: 'timeout' }
   /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
    *  body is not the JSON the endpoint promises (`callerMessage`: our words for the caller; `retryable: false`:
-   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). */
-  | { kind: 'transport'; message: string; callerMessage?: string; retryable?: false }
+   *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). `failure`: what the caller is
+   *  told of an answer the transport refused (`RefusedAnswer`); `notUpstream`: the gateway's own limit refused
+   *  it, so the target's health is not charged. */
+  | {
+    kind: 'transport';
+    message: string;
+    callerMessage?: string;
+    retryable?: false;
+    failure?: DispatchFailure;
+    notUpstream?: true;
+  }
   /** The target's own rate limits refused it (`message` for the caller); nothing was sent. */
   | { kind: 'over_limit'; retryAfterSecs: number; message: string; byPolicy: boolean };
 

@@ -7,7 +7,8 @@ import type { UpstreamFetch } from '../platform.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import { attemptUpstream } from './dispatch-attempt.ts';
 import { planTargets } from './dispatch-plan.ts';
-import { AttemptRecorder } from './dispatch-record.ts';
+import { AttemptRecorder, settleSpan, traceAttempt } from './dispatch-record.ts';
+import type { AttemptSpan } from '../telemetry/trace.ts';
 import { settledWithin, streamResult } from './dispatch-stream.ts';
 import {
   type Answer,
@@ -73,25 +74,32 @@ export class Dispatcher {
     if (early) {
       const a = answerOf(early.value);
       if (a.kind !== 'live') return a;
-      return streamResult(run, controller, answerOf, this.recorder, a.served);
+      return streamResult(run, controller, answerOf, this.recorder, a.served, input.trace);
     }
-    return streamResult(run, controller, answerOf, this.recorder);
+    return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace);
   }
 
   /** The retry loop over the plan's targets, every attempt recorded. */
   private run(input: DispatchInput, plan: Plan, signal: CancelSignal): Promise<Run> {
     let previous: Target | undefined;
     const upstreamRetries = this.d.config.upstream.retries;
+    const trace = input.trace;
+    let span: AttemptSpan | undefined;
+    const call = (t: Target) => {
+      if (trace) span = traceAttempt(trace, input, t, trace.attempts[trace.attempts.length - 1]);
+      return attemptUpstream(this.d, input, t, signal, span);
+    };
     const reserve = plan.routing ? input.reserveTarget : undefined;
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
       attempt: reserve
         ? async (t) => {
           const gate = await reserve(t.model);
-          if (!gate.ok) return { kind: 'over_limit', ...gate };
-          return attemptUpstream(this.d, input, t, signal);
+          if (gate.ok) return call(t);
+          span = undefined;
+          return { kind: 'over_limit', ...gate };
         }
-        : (t) => attemptUpstream(this.d, input, t, signal),
+        : call,
       budget: (t, queuedBehind) =>
         retryBudget({ model: t.model, routing: plan.routing, upstreamRetries, queuedBehind }),
       classify: classifyOptions(plan.routing),
@@ -100,7 +108,9 @@ export class Dispatcher {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
         previous = r.target;
         // A target refused by its own limits was never called: no upstream sample of it.
-        if (r.outcome.kind !== 'over_limit') this.recorder.attempt(input, r, signal, moved);
+        if (r.outcome.kind === 'over_limit') return;
+        this.recorder.attempt(input, r, signal, moved);
+        if (span) settleSpan(span, r.outcome);
       },
     });
   }
@@ -135,9 +145,10 @@ function answerOf(run: Run): Answer {
   }
   if (o.kind === 'transport') {
     // The transport's own words (a runtime's advice text among them) go to the log only.
-    const failure = o.callerMessage !== undefined
-      ? upstreamFailure(o.callerMessage)
-      : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` };
+    const failure = o.failure ??
+      (o.callerMessage !== undefined
+        ? upstreamFailure(o.callerMessage)
+        : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` });
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.live) return { kind: 'live', target: t, live: o.live, served };

@@ -18,8 +18,10 @@ export type { RedisClient, RedisClientOptions } from '../platform.ts';
 export const KEY_PREFIX = 'aisix:rl';
 /** Seconds a window counter outlives its window, so it never expires a hair before the window closes. */
 export const GRACE_SECS = 5;
-/** While Redis is down, one request per this many ms probes it; the others go straight to memory. */
+/** While Redis is down, a background probe asks it this long after the last one ended; requests go to memory. */
 export const PROBE_EVERY_MS = 1000;
+/** The background probe: the cheapest script, so an answer proves scripts run again. */
+export const PROBE_LUA = 'return 1';
 
 export const SHARED_STORE_DOWN_WARNING =
   'shared rate-limit Redis unavailable; failing open to per-replica in-memory counting until it recovers (cluster limits not enforced during the outage)';
@@ -211,8 +213,8 @@ export class RedisRateLimitStore implements RateLimitStore {
   /** Members whose slots were taken in the fallback store (given back there). */
   private readonly localMembers = new Set<string>();
   private up = true;
-  private nextProbeAt = 0;
-  private probing = false;
+  private probeTimer: ReturnType<typeof setTimeout> | undefined;
+  private closed = false;
   /** Resolved once the first connection attempt ended (ready or timed out): requests wait for it at boot. */
   private booted: Promise<void> | undefined;
   private state: SharedStoreState;
@@ -253,39 +255,50 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.probeTimer);
     await this.client.quit().catch(() => {});
   }
 
-  /** Run `op` against Redis unless it is down and it is not this request's turn to probe. */
+  /**
+   * Run `op` against Redis unless it is down: then no request waits for it, and only the background probe
+   * asks whether it is back. A command the client gave up on (`command_timeout_ms`) fails like any error.
+   */
   private async attempt<T>(op: () => Promise<T>, what: string): Promise<Attempt<T>> {
     if (this.booted) await this.booted;
-    let probe = false;
-    if (!this.up) {
-      const t = this.now();
-      if (this.probing || t < this.nextProbeAt) return { ok: false };
-      this.probing = true;
-      this.nextProbeAt = t + PROBE_EVERY_MS;
-      probe = true;
-    }
+    if (!this.up) return { ok: false };
     try {
-      // The client bounds every command by timeout_secs (platform.redis contract).
-      const value = await op();
-      if (!this.up) this.markUp();
-      return { ok: true, value };
+      return { ok: true, value: await op() };
     } catch (e) {
       if (this.up) this.markDown(what, e);
-      else this.nextProbeAt = this.now() + PROBE_EVERY_MS;
       return { ok: false };
-    } finally {
-      if (probe) this.probing = false;
     }
   }
 
   private markDown(op: string, e: unknown): void {
     this.up = false;
-    this.nextProbeAt = this.now() + PROBE_EVERY_MS;
     this.o.warn(SHARED_STORE_DOWN_WARNING, { op, mode: this.o.mode, error: String((e as Error)?.message ?? e) });
     this.setState(false);
+    this.scheduleProbe();
+  }
+
+  private scheduleProbe(): void {
+    if (this.closed || this.probeTimer !== undefined) return;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = undefined;
+      void this.probe();
+    }, PROBE_EVERY_MS);
+  }
+
+  /** One background probe, bounded by the command budget; the next one is scheduled after it failed. */
+  private async probe(): Promise<void> {
+    try {
+      await this.client.evalScript(PROBE_LUA, [], []);
+    } catch {
+      this.scheduleProbe();
+      return;
+    }
+    if (!this.closed && !this.up) this.markUp();
   }
 
   private markUp(): void {

@@ -56,6 +56,7 @@ export function createRateLimiter(
           verify: r.tls.verify,
         },
         timeoutMs,
+        commandTimeoutMs: r.command_timeout_ms,
       });
       store = new RedisRateLimitStore({
         client,

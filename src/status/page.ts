@@ -8,6 +8,7 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { EpochTime, ModelHealth, ModelStatusRow } from '../routing/health.ts';
 import { VERSION } from '../version.ts';
 import { type ConfigFactsView, configStatusBody, type RejectedRow } from '../config-facts.ts';
+import type { ModelLatency } from '../observability/gateway-metrics.ts';
 
 /** What the page reads; the Gateway is one. */
 export interface StatusPageView {
@@ -17,6 +18,8 @@ export interface StatusPageView {
   readonly health: Pick<ModelHealth, 'statusRow'>;
   readonly proxyListener: Pick<Listener, 'openConnections'> | undefined;
   readonly platform: Pick<Platform, 'name'>;
+  /** Latency per model, from the SLO histograms (`aisix_request_e2e_latency_seconds`, `aisix_request_ttft_seconds`). */
+  readonly metrics: { latencyByModel(): ModelLatency[] };
   /** Readiness checks as `/readyz` prints them: a name and its failure, if any. */
   checks(): [string, string | undefined][];
   now(): Date;
@@ -186,6 +189,26 @@ function modelRow(m: ModelStatusRow, now: number): Html {
   `;
 }
 
+/** Seconds as `340 ms` / `2.4 s`; a dash when nothing was observed. */
+function seconds(v: number | undefined): Html | string {
+  if (v === undefined) return html`<span class="muted">—</span>`;
+  return v < 1 ? `${Math.round(v * 1000)} ms` : `${v.toFixed(v < 10 ? 2 : 1)} s`;
+}
+
+function latencyRow(m: ModelLatency): Html {
+  return html`
+    <tr>
+      <td><strong>${m.model}</strong></td>
+      <td>${m.requests}</td>
+      <td>${seconds(m.latencyP50)}</td>
+      <td>${seconds(m.latencyP95)}</td>
+      <td>${m.streams}</td>
+      <td>${seconds(m.ttftP50)}</td>
+      <td>${seconds(m.ttftP95)}</td>
+    </tr>
+  `;
+}
+
 /** The page's bytes for the gateway's state at `now`. */
 export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): string {
   const phase = gw.lifecycle.phase;
@@ -294,6 +317,12 @@ export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): st
             models.map((m) => modelRow(m, now)),
             'No configuration applied yet.',
           )}</section>
+          <section
+            id="latency"><h2>Latency</h2>${table(
+              ['model', 'requests', 'latency p50', 'latency p95', 'streams', 'first token p50', 'first token p95'],
+              gw.metrics.latencyByModel().map(latencyRow),
+              'No model request served yet.',
+            )}<p class="muted small">Since start, from the bucket counts of aisix_request_e2e_latency_seconds (arrival to last byte) and aisix_request_ttft_seconds (upstream time to first token), interpolated as histogram_quantile does.</p></section>
         </main>
         <footer>Generated ${new Date(now)
           .toISOString()} · refreshes every ${REFRESH_SECS} s · JSON: <a href="/status/config">/status/config</a> · <a href="/status/models">/status/models</a> · <a href="/status/drain">/status/drain</a> · <a href="/status/ready">/status/ready</a></footer>

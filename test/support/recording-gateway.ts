@@ -27,7 +27,7 @@ export async function recordingGateway(
   const platform = testPlatform(env);
   const sent: UpstreamRequest[] = [];
   platform.upstream = (opts) => {
-    const f = fetchUpstream(fetch, opts.maxResponseBytes ?? 0);
+    const f = fetchUpstream(fetch, opts);
     return (req) => {
       sent.push(req);
       return f(req);

@@ -23,6 +23,19 @@ process.on('exit', () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
+/** `DEBUG SLEEP secs` on the server at `port` (started with the debug command enabled); resolves when it is over. */
+export function redisSleep(port: number, secs: number): Promise<void> {
+  const cli = spawn('redis-cli', ['-p', String(port), 'DEBUG', 'SLEEP', String(secs)], { stdio: 'ignore' });
+  live.add(cli);
+  return new Promise((resolve, reject) => {
+    cli.once('exit', (code) => {
+      live.delete(cli);
+      if (code === 0) resolve();
+      else reject(new Error(`redis-cli DEBUG SLEEP ${secs} exited ${code}`));
+    });
+  });
+}
+
 /** Run redis-cli against `port` and return its output (throws on failure). */
 export function redisCli(port: number, ...args: string[]): string {
   const r = spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8', timeout: 10_000 });
@@ -97,11 +110,12 @@ export interface RedisServer extends RedisNode {
   close(): Promise<void>;
 }
 
-export async function startRedis(): Promise<RedisServer> {
+/** `extra`: more redis-server arguments, e.g. `['--enable-debug-command', 'yes']` for `DEBUG SLEEP`. */
+export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   assertRedisInstalled();
   const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-'));
   dirs.add(dir);
-  const node = makeNode(dir, await freePort(), []);
+  const node = makeNode(dir, await freePort(), extra);
   await node.begin();
   return Object.assign(node, {
     async close() {

@@ -46,7 +46,16 @@ describe('defaults', () => {
         log_level: 'info',
         log_format: 'text',
         access_log: true,
-        metrics: { prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' } },
+        metrics: {
+          prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' },
+          buckets: {
+            request_e2e_latency: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 420, 600],
+            request_ttft: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+            guardrail_latency: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+            a2a_ttfb: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+          },
+        },
+        tracing: { otlp: { enabled: false, sample_ratio: 1, headers: {} } },
       },
       upstream: {
         timeout_ms: 6000000,
@@ -54,6 +63,7 @@ describe('defaults', () => {
         connect_timeout_ms: 5000,
         retries: 2,
         max_response_bytes: 33554432,
+        max_buffered_response_bytes: 67108864,
       },
       downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0, first_request_timeout_secs: 30 },
       shutdown: { min_drain_secs: 30 },
@@ -84,11 +94,12 @@ shutdown: { min_drain_secs: 0 }
     assert.deepEqual(c.proxy.request_id.accept_headers, ['x-request-id']);
     assert.equal(c.admin.enabled, false);
     assert.deepEqual(c.admin.admin_keys, []);
-    assert.deepEqual(c.observability, {
+    assert.deepEqual({ ...c.observability, metrics: { ...c.observability.metrics, buckets: undefined } }, {
       log_level: 'debug',
       log_format: 'json',
       access_log: false,
-      metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' } },
+      metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' }, buckets: undefined },
+      tracing: { otlp: { enabled: false, headers: {}, sample_ratio: 1 } },
     });
     assert.deepEqual(c.upstream, {
       timeout_ms: 0,
@@ -96,6 +107,7 @@ shutdown: { min_drain_secs: 0 }
       connect_timeout_ms: 50,
       retries: 0,
       max_response_bytes: 0,
+      max_buffered_response_bytes: 67108864,
     });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
     assert.equal(c.downstream.idle_timeout_secs, 75);
@@ -224,11 +236,11 @@ observability:
   log_level: warn
   metrics:
     otlp: { endpoint: "http://otel:4317" }
-    buckets: [0.1, 1]
+    buckets: { request_ttft: [0.1, 1] }
     client_type_rules: []
     labels: {}
     prometheus: { path: /prom }
-  tracing: { enabled: false }
+  tracing: { otlp: { enabled: false } }
 upstream:
   timeout_ms: 1000
   tls: { insecure_skip_verify: false }
@@ -255,12 +267,10 @@ managed:
       'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
-      'observability.metrics.buckets',
       'observability.metrics.client_type_rules',
       'observability.metrics.labels',
       'observability.metrics.otlp',
       'observability.service_name',
-      'observability.tracing',
       'proxy.thread_per_core',
       'proxy.url_rewrites',
       'proxy.workers',

@@ -30,7 +30,14 @@ describe('config.yaml ratelimit', () => {
     const r = ok(loadConfig(FILE, `${BASE}ratelimit: { backend: redis, redis: { url: "redis://r:6379" } }\n`, {}));
     assert.deepEqual(r.config.ratelimit, {
       backend: 'redis',
-      redis: { mode: 'single', url: 'redis://r:6379', nodes: [], sentinels: [], timeout_secs: 5 },
+      redis: {
+        mode: 'single',
+        url: 'redis://r:6379',
+        nodes: [],
+        sentinels: [],
+        timeout_secs: 5,
+        command_timeout_ms: 250,
+      },
       concurrency_ttl_secs: 300,
     });
     assert.deepEqual(r.ignoredKeys, []);

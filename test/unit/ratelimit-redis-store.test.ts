@@ -26,6 +26,7 @@ import {
   type RedisCluster,
   type RedisSentinel,
   type RedisServer,
+  redisSleep,
   startRedis,
   startRedisCluster,
   startRedisSentinel,
@@ -350,7 +351,49 @@ describe('Redis rate-limit store', () => {
       SHARED_STORE_RECOVERED,
       SHARED_STORE_DOWN_WARNING,
     ]);
-    await client.quit();
+    await h.redis.close(); // stops the background probe too
+    await own.close();
+  });
+  test('a stalled Redis (DEBUG SLEEP 5) costs a request at most the command budget; the probe brings it back', async () => {
+    const own = await startRedis(['--enable-debug-command', 'yes']);
+    const budgetMs = 200;
+    const client = ioredisClient({
+      mode: 'single',
+      url: own.url,
+      nodes: [],
+      sentinels: [],
+      timeoutMs: 5000,
+      commandTimeoutMs: budgetMs,
+    });
+    const h = harness(client, 'single', 300, 5000);
+    const s = [bucketSpec(b('stall'), { rpm: 1000 })!];
+    assert.equal((await h.redis.acquire(s, 'before')).refused, undefined);
+    const sleeping = redisSleep(own.port, 5);
+    // Requests until the stall is noticed: none waits much longer than the budget.
+    const waits: number[] = [];
+    await until(
+      async () => {
+        const t = performance.now();
+        await h.redis.acquire(s, `w${waits.length}`);
+        waits.push(performance.now() - t);
+        return h.states.at(-1)?.shared === false;
+      },
+      4000,
+      'the stall to mark the store down',
+      20,
+    );
+    assert.ok(Math.max(...waits) < budgetMs + 300, `waits ${waits.map((w) => w.toFixed(0)).join(', ')} ms`);
+    assert.deepEqual(h.logs.map((l) => l.msg), [SHARED_STORE_DOWN_WARNING]);
+    // While it is down no request waits for it at all.
+    const t = performance.now();
+    for (let i = 0; i < 20; i++) await h.redis.acquire(s, `d${i}`);
+    assert.ok(performance.now() - t < 100, `20 requests while down took ${(performance.now() - t).toFixed(0)} ms`);
+    // Recovery comes from the background probe alone: no request is made until it is logged.
+    await sleeping;
+    await until(() => h.states.at(-1)?.shared === true, 5000, 'the background probe to see Redis again');
+    assert.deepEqual(h.logs.map((l) => l.msg), [SHARED_STORE_DOWN_WARNING, SHARED_STORE_RECOVERED]);
+    assert.equal((await h.redis.acquire(s, 'after')).refused, undefined);
+    await h.redis.close();
     await own.close();
   });
 });

@@ -111,7 +111,8 @@ function servedRows(kvs: readonly EtcdKv[], prefix: string) {
     const v = values.get(key)!; // non-null: keys come from values
     const p = v.parsed;
     if (!p.ok) skipped.push({ key, why: 'rejected', error: `${p.errorKind}: ${p.error}` });
-    else if (p.resource !== undefined) {
+    // Exporters are written as stored (their headers redacted), like the kinds Sluice does not serve.
+    else if (p.resource !== undefined && p.kind !== 'observability_exporters') {
       served.set(key, v as ServedValue);
       for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
     }
@@ -183,7 +184,9 @@ function fileEntries(
     const v = served.get(key);
     if (!v) continue;
     const row = v.parsed;
-    if (row.resource === undefined || row.kind === 'rate_limit_policies') continue;
+    if (row.resource === undefined || row.kind === 'rate_limit_policies' || row.kind === 'observability_exporters') {
+      continue;
+    }
     if (!winners.has(`${row.kind}/${row.id}`)) {
       skipped.push({
         key,

@@ -18,13 +18,16 @@
 //   serving (`serving_stale_since`) until the key loads cleanly again or is deleted.
 import { parsePolicyDocument } from '../../policies/document.ts';
 import type { RateLimitPolicy } from '../../policies/schema.ts';
-import { parseDocument } from '../../resources/documents.ts';
+import { parseDocument, parseExporterDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,
   type ApiKey,
+  EXPORTER_KIND,
+  type ExporterKind,
   isNotServedKind,
   type Model,
   type NotServedKind,
+  type OtlpExporterResource,
   type ProviderKey,
   RESOURCE_KINDS,
   type ResourceKind,
@@ -46,6 +49,14 @@ export type ValidRow =
   | { ok: true; kind: 'models'; id: string; resource: Model; unknownFields: string[] }
   | { ok: true; kind: 'api_keys'; id: string; resource: ApiKey; unknownFields: string[] }
   | { ok: true; kind: 'rate_limit_policies'; id: string; resource: RateLimitPolicy; unknownFields: string[] }
+  /** A trace exporter; `resource` undefined for an AISIX exporter kind Sluice does not serve (field `*`). */
+  | {
+    ok: true;
+    kind: ExporterKind;
+    id: string;
+    resource: OtlpExporterResource | undefined;
+    unknownFields: string[];
+  }
   /** An AISIX kind Sluice accepts and does not serve: reported as partially compatible, field `*`. */
   | { ok: true; kind: NotServedKind; id: string; resource?: undefined; unknownFields: ['*'] };
 
@@ -89,7 +100,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-type KeyKind = ResourceKind | 'rate_limit_policies' | NotServedKind | 'gating';
+type KeyKind = ResourceKind | ExporterKind | 'rate_limit_policies' | NotServedKind | 'gating';
 
 /**
  * Splits `<prefix>/<kind>/<id>` (everything after the kind is the id, `/` included); anything else is
@@ -124,6 +135,8 @@ export function splitKey(
   }
   const keyKind: KeyKind = (RESOURCE_KINDS as readonly string[]).includes(kind)
     ? kind as ResourceKind
+    : kind === EXPORTER_KIND
+    ? EXPORTER_KIND
     : isNotServedKind(kind) || kind === 'rate_limit_policies'
     ? kind
     : 'gating';
@@ -198,10 +211,15 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
     if (!r.ok) return reject(r.errorKind, r.error);
     return { ok: true, kind: 'rate_limit_policies', id: k.id, resource: r.resource, unknownFields: r.ignored };
   }
+  const secrets = secretsOf(value);
+  if (k.keyKind === EXPORTER_KIND) {
+    const e = parseExporterDocument(k.id, value, 'lenient');
+    if (!e.ok) return reject(e.errorKind, scrub(e.error, secrets));
+    return { ok: true, kind: EXPORTER_KIND, id: k.id, resource: e.resource, unknownFields: e.ignored };
+  }
   if (k.keyKind !== 'provider_keys' && k.keyKind !== 'models' && k.keyKind !== 'api_keys') {
     return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
   }
-  const secrets = secretsOf(value);
   const r = parseDocument(k.keyKind, k.id, value, 'lenient');
   if (!r.ok) return reject(r.errorKind, scrub(r.error, secrets));
   return { ok: true, kind: r.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
@@ -318,6 +336,7 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     else if (row.kind === 'models') set.models.push(row.resource);
     else if (row.kind === 'api_keys') set.api_keys.push(row.resource);
     else if (row.kind === 'rate_limit_policies') (set.rate_limit_policies ??= []).push(row.resource);
+    else if (row.kind === EXPORTER_KIND) (set.observability_exporters ??= []).push(row.resource!);
   }
   return set;
 }
