@@ -88,6 +88,7 @@ export class Answerer {
         apiKeyId: caller.key.id,
         clientIp: call.clientIp,
         ...(limits ? { reserveTarget: limits.reserve } : {}),
+        requestId: rec.requestId,
       });
     } catch (e) {
       void call.permit.end();

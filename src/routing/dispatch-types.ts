@@ -33,6 +33,8 @@ export interface DispatchInput {
    * "Members' own limits"). Absent: nothing to reserve.
    */
   reserveTarget?: (target: DirectModel) => Promise<TargetReservation>;
+  /** The request's id, sent upstream on every attempt (`x-aisix-request-id`). */
+  requestId?: string;
 }
 
 /**
