@@ -454,6 +454,28 @@ describe('timelines on a real Redis (its own clock: the timelines without clock 
     assert.deepEqual(keys, [`aisix:rl:{policy:team:t-1:P1}:tpd:${day}`]);
     assert.equal(redisCli(server.port, 'GET', keys[0]!), '120');
   });
+  test('with etcd.env_id the keys are namespaced: aisix:rl:<env_id>:{<bucket>}', async () => {
+    redisCli(server.port, 'FLUSHALL');
+    const namespaced = new RedisRateLimitStore({
+      client: ioredisClient({ mode: 'single', url: server.url, nodes: [], sentinels: [], timeoutMs: 2000 }),
+      mode: 'single',
+      concurrencyTtlSecs: 300,
+      timeoutMs: 2000,
+      envId: 'prod',
+      warn: () => {},
+      info: () => {},
+      onState: () => {},
+    });
+    try {
+      await runTimeline(TIMELINES[0]!, namespaced, { now: Date.now() });
+      const day = Math.floor(Date.now() / 1000 / 86_400) * 86_400;
+      assert.deepEqual(redisCli(server.port, 'KEYS', 'aisix:rl:*').split('\n'), [
+        `aisix:rl:prod:{policy:team:t-1:P1}:tpd:${day}`,
+      ]);
+    } finally {
+      await namespaced.close();
+    }
+  });
 });
 
 describe('loading (B.9): files resolve names; etcd rows read leniently', () => {
