@@ -7,8 +7,10 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
+import { GuardrailSchema } from '../src/guardrails/schema.ts';
 import {
   apiKeyShape,
+  cachePolicyShape,
   DIRECT_ONLY_FIELDS,
   FILE_COLLECTIONS,
   INAPPLICABLE_ON_ROUTING,
@@ -157,6 +159,13 @@ function apiKeyEntry(): Json {
   return { ...js, required: ['display_name', 'allowed_models'], oneOf: [required('key_env'), required('key_hash')] };
 }
 
+function cachePolicyEntry(): Json {
+  const { id: _id, ...shape } = cachePolicyShape;
+  const js = toJson(z.strictObject(shape), { interpolated: true });
+  props(js).name = identity;
+  return { ...js, required: ['name'] };
+}
+
 /** One collection of the file: its entries' schema; `null` is an absent collection. */
 function collection(kind: string): Json {
   const list = (items: Json, description: string): Json => ({ type: ['array', 'null'], items, description });
@@ -177,6 +186,11 @@ function collection(kind: string): Json {
       'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
     );
   }
+  if (kind === 'guardrails') {
+    const js = toJson(GuardrailSchema, { interpolated: true });
+    return list({ type: 'object', ...js, not: required('id') }, 'content policies (docs/guardrails.md)');
+  }
+  if (kind === 'cache_policies') return list(cachePolicyEntry(), 'response cache policies (docs/cache.md)');
   if (isGatingKind(kind)) {
     return {
       type: ['array', 'null'],

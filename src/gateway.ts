@@ -21,6 +21,7 @@ import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
 import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
+import { type CacheSetup, createResponseCache } from './cache/setup.ts';
 import { RoutingState } from './routing/strategies.ts';
 import { type Clock, systemClock } from './util/clock.ts';
 import { createTelemetry, resourceExporter } from './telemetry/setup.ts';
@@ -50,6 +51,8 @@ export class Gateway implements ReadinessChecks {
   readonly routingState = new RoutingState();
   /** Caller rate limits (api keys, models), per replica or shared through Redis (`ratelimit`). */
   readonly rateLimiter: RateLimiter;
+  /** The response cache's stores and metrics (docs/cache.md); idle until a `cache_policies` document applies. */
+  readonly cache: CacheSetup;
   private readonly checker: BackgroundChecker | undefined;
   /** Whether background model checks run (`GatewayOptions.backgroundChecks`). */
   readonly backgroundChecks: boolean;
@@ -111,6 +114,7 @@ export class Gateway implements ReadinessChecks {
       now: clock,
     });
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
+    this.cache = createResponseCache(config, platform, this.log, this.metrics.registry, { clock });
     const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
     if (cachePath && platform.files) {
       this.record.cacheConfigured(cachePath);
@@ -193,6 +197,7 @@ export class Gateway implements ReadinessChecks {
   stop(): void {
     this.checker?.stop();
     void this.rateLimiter.store.close?.();
+    void this.cache.close();
   }
 
   /** `aisix_deployment_state`: one row per direct model of the served snapshot. */

@@ -16,52 +16,79 @@ const redisAddr = z.string().regex(
   /^(rediss?:\/\/[^\s/]+|[^\s:/]+:\d{1,5})\/?$/,
   'must be redis://host:port, rediss://host:port or host:port',
 );
+/** A Redis connection (AISIX's `RedisConnConfig`): `ratelimit.redis` and `cache.redis` share the shape. */
+const RedisConnSchema = z.strictObject({
+  mode: z.enum(['single', 'cluster', 'sentinel']).default('single'),
+  url: redisUrl.optional(),
+  nodes: z.array(redisAddr).default([]),
+  sentinels: z.array(redisAddr).default([]),
+  master_name: z.string().min(1).optional(),
+  username: z.string().min(1).optional(),
+  password: z.string().min(1).optional(),
+  database: nonNegInt.optional(),
+  tls: z.strictObject({
+    ca_file: z.string().min(1).optional(),
+    client_cert_file: z.string().min(1).optional(),
+    client_key_file: z.string().min(1).optional(),
+    verify: z.boolean().default(true),
+  }).optional(),
+  timeout_secs: z.number().int().min(1).default(5),
+  // Sluice-only: the budget of one Redis command, apart from the connection's timeout_secs; past it the
+  // command fails and the store counts as down (docs/scaling.md "When Redis is unavailable").
+  command_timeout_ms: z.number().int().positive().default(250),
+});
+export type RedisConn = z.infer<typeof RedisConnSchema>;
+
+/** The members each `mode` needs, reported under `redis.<member>`. */
+function checkRedisConn(r: RedisConn, ctx: z.RefinementCtx): void {
+  const need = (ok: boolean, path: string[], message: string) => {
+    if (!ok) ctx.addIssue({ code: 'custom', path, message });
+  };
+  const m = r.mode;
+  if (m === 'single') need(r.url !== undefined, ['redis', 'url'], 'required when mode is single');
+  if (m === 'cluster') need(r.nodes.length > 0, ['redis', 'nodes'], 'required (non-empty) when mode is cluster');
+  if (m === 'sentinel') {
+    need(r.sentinels.length > 0, ['redis', 'sentinels'], 'required (non-empty) when mode is sentinel');
+    need(r.master_name !== undefined, ['redis', 'master_name'], 'required when mode is sentinel');
+  }
+  const t = r.tls;
+  need(
+    !t || (t.client_cert_file === undefined) === (t.client_key_file === undefined),
+    ['redis', 'tls'],
+    'client_cert_file and client_key_file go together',
+  );
+}
+
 /**
  * AISIX's `ratelimit` section: where rate-limit counters live. `memory` counts per replica; `redis` shares
  * them through one Redis (docs/scaling.md). `concurrency_ttl_secs` reclaims slots a crashed replica held.
  */
 const RateLimitConfigSchema = z.strictObject({
   backend: z.enum(['memory', 'redis']).default('memory'),
-  redis: z.strictObject({
-    mode: z.enum(['single', 'cluster', 'sentinel']).default('single'),
-    url: redisUrl.optional(),
-    nodes: z.array(redisAddr).default([]),
-    sentinels: z.array(redisAddr).default([]),
-    master_name: z.string().min(1).optional(),
-    username: z.string().min(1).optional(),
-    password: z.string().min(1).optional(),
-    database: nonNegInt.optional(),
-    tls: z.strictObject({
-      ca_file: z.string().min(1).optional(),
-      client_cert_file: z.string().min(1).optional(),
-      client_key_file: z.string().min(1).optional(),
-      verify: z.boolean().default(true),
-    }).optional(),
-    timeout_secs: z.number().int().min(1).default(5),
-    // Sluice-only: the budget of one Redis command, apart from the connection's timeout_secs; past it the
-    // command fails and the store counts as down (docs/scaling.md "When Redis is unavailable").
-    command_timeout_ms: z.number().int().positive().default(250),
-  }).optional(),
+  redis: RedisConnSchema.optional(),
   concurrency_ttl_secs: nonNegInt.default(300),
 }).superRefine((r, ctx) => {
-  const need = (ok: boolean, path: string[], message: string) => {
-    if (!ok) ctx.addIssue({ code: 'custom', path, message });
-  };
   if (r.backend !== 'redis') return;
-  if (!r.redis) return need(false, ['redis'], 'required when backend is redis');
-  const m = r.redis.mode;
-  if (m === 'single') need(r.redis.url !== undefined, ['redis', 'url'], 'required when mode is single');
-  if (m === 'cluster') need(r.redis.nodes.length > 0, ['redis', 'nodes'], 'required (non-empty) when mode is cluster');
-  if (m === 'sentinel') {
-    need(r.redis.sentinels.length > 0, ['redis', 'sentinels'], 'required (non-empty) when mode is sentinel');
-    need(r.redis.master_name !== undefined, ['redis', 'master_name'], 'required when mode is sentinel');
+  if (!r.redis) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'required when backend is redis' });
+  else checkRedisConn(r.redis, ctx);
+}).prefault({});
+
+/**
+ * AISIX's `cache` section (docs/cache.md): `cache.redis` is the store of `backend: redis` policies; the
+ * memory store always exists. `memory` is Sluice's: the memory store's bounds, in entries and in bytes.
+ */
+const CacheConfigSchema = z.strictObject({
+  backend: z.enum(['memory', 'redis']).default('memory'),
+  redis: RedisConnSchema.optional(),
+  memory: z.strictObject({
+    max_entries: z.number().int().positive().default(10_000),
+    max_bytes: z.number().int().positive().default(67_108_864),
+  }).prefault({}),
+}).superRefine((c, ctx) => {
+  if (c.backend === 'redis' && !c.redis) {
+    ctx.addIssue({ code: 'custom', path: ['redis'], message: 'cache.backend = redis but cache.redis missing' });
   }
-  const t = r.redis.tls;
-  need(
-    !t || (t.client_cert_file === undefined) === (t.client_key_file === undefined),
-    ['redis', 'tls'],
-    'client_cert_file and client_key_file go together',
-  );
+  if (c.redis) checkRedisConn(c.redis, ctx);
 }).prefault({});
 
 /** The upper bound on a bucket list (AISIX's `resolve_edges`). */
@@ -159,7 +186,10 @@ export const ConfigSchema = z.strictObject({
     }).optional(),
     dial_timeout_ms: nonNegInt.default(5000),
     request_timeout_ms: nonNegInt.default(5000),
-    /** AISIX's environment namespace: non-empty, the rows are read under `<prefix>/<env_id>/`. */
+    /**
+     * AISIX's environment namespace: non-empty, the rows are read under `<prefix>/<env_id>/`, and the Redis
+     * rate-limit and response-cache keys carry it (docs/cache.md).
+     */
     env_id: z.string().optional(),
   }).transform((e) => (e.env_id ? { ...e, prefix: `${e.prefix.replace(/\/+$/, '')}/${e.env_id}` } : e))
     .prefault({}),
@@ -214,6 +244,9 @@ export const ConfigSchema = z.strictObject({
     // Sluice-only: the bytes all answers being read whole (not streamed) may hold together; over it a new
     // answer fails with 503; 0 = no bound (docs/operations.md "Limits and failure behaviour").
     max_buffered_response_bytes: nonNegInt.default(67_108_864),
+    // Sluice-only: the longest SSE line (passed through) or event (translated) a stream may carry; over it
+    // the stream ends with an error event; 0 = no bound (docs/configuration.md).
+    max_sse_event_bytes: nonNegInt.default(4_194_304),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
@@ -230,6 +263,7 @@ export const ConfigSchema = z.strictObject({
     snapshot_cache_path: z.string().min(1).optional(),
   }).prefault({}),
   ratelimit: RateLimitConfigSchema,
+  cache: CacheConfigSchema,
 }).superRefine((c, ctx) => {
   if (c.resources_file && c.etcd.endpoints.length > 0) {
     ctx.addIssue({
@@ -268,7 +302,6 @@ export const IGNORED_KEYS = [
   'observability.metrics.otlp',
   'observability.metrics.labels',
   'observability.metrics.client_type_rules',
-  'cache',
   'upstream.tls',
   'upstream.tcp_keepalive_*',
   'upstream.pool_*',

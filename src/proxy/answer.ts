@@ -17,7 +17,7 @@ import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { ModelCall } from './pipeline.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
-import { meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
+import { fromCounts, meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
@@ -48,6 +48,8 @@ export interface AnswerDeps {
   clock: Clock;
   /** Content capture of traced requests (`content_mode: full`). */
   telemetry?: Pick<Telemetry, 'captureBytes'>;
+  /** `upstream.max_sse_event_bytes`: the longest line a passed-through stream may carry; 0 = any. */
+  maxSseEventBytes?: number;
 }
 
 /** The dispatch step and the answer built from its result. */
@@ -140,7 +142,7 @@ export class Answerer {
     r: Extract<DispatchResult, { kind: 'stream' }>,
     scrub: () => Scrub,
   ): Response {
-    const usage = new StreamUsage();
+    const usage = new StreamUsage(this.d.maxSseEventBytes);
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const wire = call.route.wire;
@@ -154,7 +156,7 @@ export class Answerer {
       errorEvent: wire === 'anthropic' ? anthropicSseErrorEvent : sseErrorEvent,
       scrub: (text) => scrub()(text),
       onEnd: (end, detail) => {
-        const used = usage.usage();
+        const used = fromCounts(r.counted?.()) ?? usage.usage();
         end = streamOutcome(call.rec, wire, usage, end, detail);
         r.settle(end);
         call.rec.read(used, usage.id);
@@ -212,7 +214,7 @@ function streamOutcome(
  * The usage commit: the caller's rate-limit permit released, charged with the answer's tokens when a token
  * limit applies (`tokens` undefined: none known).
  */
-function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void> {
+export function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void> {
   return call.permit.end(call.permit.chargesTokens ? tokens : undefined);
 }
 
@@ -221,7 +223,12 @@ function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void>
  * copy), which the middlewares leave alone: reading `res.headers` makes @hono/node-server turn the plain
  * header object into a `Headers` and back, a cost on every proxied answer.
  */
-function stamped(call: ModelCall, body: BodyInit | null, status: number, headers: Record<string, string>): Response {
+export function stamped(
+  call: ModelCall,
+  body: BodyInit | null,
+  status: number,
+  headers: Record<string, string>,
+): Response {
   call.c.set('stamped', true);
   headers.server = SERVER;
   headers['x-aisix-request-id'] = call.rec.requestId;

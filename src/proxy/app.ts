@@ -17,11 +17,14 @@ import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
+import { abandonCacheMiss, cacheLookupStep, cacheStoreStep, embedThrough } from './cache-steps.ts';
+import type { CacheSetup } from '../cache/setup.ts';
 import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
-import { buildPipeline, type CoreSteps, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
+import { guardrailSteps } from './guardrails.ts';
+import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
 import { policiesStep } from '../policies/step.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
@@ -45,6 +48,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly routingState: RoutingState;
   /** Trace export (src/telemetry); inactive while no exporter is configured. */
   readonly telemetry?: Telemetry;
+  /** The response cache (docs/cache.md); its steps join the pipeline when it is given. */
+  readonly cache?: Pick<CacheSetup, 'engine'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -57,6 +62,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const rec = c.get('rec');
     d.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
     rec?.failed('internal_error', String(e));
+    abandonCacheMiss(rec);
     c.set('stamped', false);
     c.set('stream', undefined);
     return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
@@ -79,23 +85,26 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   }
 
   app.use('/v1/*', trackRequests(d));
+  const dispatcher = new Dispatcher({
+    config: cfg,
+    upstream: d.upstream,
+    health: d.health,
+    routing: d.routingState,
+    metrics: d.metrics,
+  });
   const answerer = new Answerer({
-    dispatcher: new Dispatcher({
-      config: cfg,
-      upstream: d.upstream,
-      health: d.health,
-      routing: d.routingState,
-      metrics: d.metrics,
-    }),
+    dispatcher,
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
     limiter: d.rateLimiter,
     clock: d.clock,
     telemetry: d.telemetry,
+    maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
   });
-  // Built once each: a snapshot with rate-limit policies runs the pipeline with the `policies` step; one
-  // without runs the pipeline that lacks it (no cost).
-  const core: CoreSteps = {
+  // Built once: the features join here (FeatureSteps). Policies and guardrails come from the snapshot, so
+  // their steps look at it per request and find nothing to run where none is configured.
+  const cache = d.cache?.engine(embedThrough(dispatcher));
+  const pipeline = buildPipeline({
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
@@ -103,13 +112,13 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatch: (call) => answerer.dispatch(call),
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
-  };
-  const pipelines: Pipelines = {
-    plain: buildPipeline(core),
-    withPolicies: buildPipeline(core, { policies: policiesStep(d.clock) }),
-  };
+  }, {
+    policies: policiesStep(d.clock),
+    ...guardrailSteps(d),
+    ...(cache ? { cacheLookup: cacheLookupStep(cache), cacheStore: cacheStoreStep } : {}),
+  });
   for (const route of ROUTES) {
-    const handler = isModelCall(route) ? modelCall(d, pipelines, route) : listModels(d);
+    const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);
     app.on(route.method, route.path, handler);
   }
   app.all('/v1/*', (c) => {
@@ -120,18 +129,10 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   return app;
 }
 
-interface Pipelines {
-  plain: Pipeline;
-  withPolicies: Pipeline;
-}
-
-/** A model call on `route`: one run of the pipeline its snapshot asks for, served from that snapshot. */
-function modelCall(d: Pick<ProxyDeps, 'snapshot'>, p: Pipelines, route: ModelCallRoute) {
+/** A model call on `route`: one run of the pipeline. */
+function modelCall(p: Pipeline, route: ModelCallRoute) {
   return function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
-    const call = new ModelCall(c, c.get('rec'), route);
-    const snapshot = d.snapshot;
-    call.snapshot = snapshot;
-    return runModelCall(snapshot !== undefined && snapshot.policies.length > 0 ? p.withPolicies : p.plain, call);
+    return runModelCall(p, new ModelCall(c, c.get('rec'), route));
   };
 }
 

@@ -50,6 +50,9 @@ export class RequestRecord {
   private upstreamTtftMs: number | undefined = undefined;
   /** This request's trace, when an exporter keeps it (telemetry); undefined otherwise. */
   trace: RequestTrace | undefined = undefined;
+  private blockedByPolicy = false;
+  /** The response cache's part (docs/cache.md): set when a policy applied to this request. */
+  private cache: CacheRecord | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -85,10 +88,35 @@ export class RequestRecord {
     this.result = result;
   }
 
-  /** What the answer said it used, and the provider's response id. */
+  /**
+   * What the answer said it used, and the provider's response id. A later read that knows nothing keeps an
+   * earlier one (a stream a guardrail blocked was read before the caller's copy was cut).
+   */
   read(usage: Usage | undefined, providerRequestId: string | undefined): void {
+    if (usage === undefined && this.usage !== undefined) return;
     this.usage = usage;
     this.providerRequestId = providerRequestId;
+  }
+
+  /** A guardrail ended the stream after its 200 (the caller got the error frame); not an upstream failure. */
+  policyBlocked(message: string): void {
+    this.failed('content_filter', message);
+    this.blockedByPolicy = true;
+  }
+
+  /** A cache policy applied: `miss` or `bypass` (the request goes upstream). */
+  cacheMissed(status: 'miss' | 'bypass'): void {
+    this.cache = { status };
+  }
+
+  /** Answered from the cache: its stored usage is replayed in the token families, and no spend is counted. */
+  cacheHit(
+    layer: 'exact' | 'semantic',
+    similarity: number | undefined,
+    saved: { input: number; output: number },
+  ): void {
+    this.cache = { status: 'hit', layer, similarity, saved };
+    this.usage = { input: saved.input, output: saved.output };
   }
 
   /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
@@ -114,6 +142,7 @@ export class RequestRecord {
 
   /** A stream that answered 200 ended otherwise than whole. */
   streamFailed(end: Exclude<StreamEnd, 'complete'>, detail: string | undefined): void {
+    if (this.blockedByPolicy) return;
     this.failed(end, detail ?? end);
     if (end !== 'client_closed') this.outcome = 'upstream_error';
   }
@@ -153,6 +182,11 @@ export class RequestRecord {
       peer: this.peer,
       downstream_request_id: this.downstreamRequestId,
       ttft_ms: this.stream && this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
+      cache_status: this.cache?.status,
+      cache_hit_layer: this.cache?.layer,
+      cache_similarity: this.cache?.similarity,
+      cache_hit_saved_input_tokens: this.cache?.saved?.input,
+      cache_hit_saved_output_tokens: this.cache?.saved?.output,
     };
   }
 
@@ -228,7 +262,7 @@ export class RequestRecord {
         m.llmTotalTokens.inc(ident, total);
         m.tokensConsumed.inc([provider, model], total);
       }
-      const spend = spendMicroUsd(up?.model.cost, u);
+      const spend = this.cache?.status === 'hit' ? 0 : spendMicroUsd(up?.model.cost, u);
       if (spend > 0) m.llmSpend.inc(ident, spend);
     }
   }
@@ -260,6 +294,14 @@ export class RequestRecord {
 /** AISIX's `status_class`. */
 function statusClass(status: number): string {
   return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+}
+
+/** AISIX's usage-event cache fields, written in the access log (Sluice has no usage events). */
+interface CacheRecord {
+  status: 'hit' | 'miss' | 'bypass';
+  layer?: 'exact' | 'semantic';
+  similarity?: number;
+  saved?: { input: number; output: number };
 }
 
 /** A proxy response's `Server` header. */

@@ -9,9 +9,14 @@
 // Both: `null` is absent for the members AISIX marks nullable; `secret` is the alias of a provider key's
 // `api_key` (both given: `parse_failed`, AISIX's serde alias error); an `id` member is never the id.
 import type { z } from 'zod';
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
+import { buildGuardrail } from '../guardrails/build.ts';
+import { type GuardrailAttachment, GuardrailAttachmentSchema, GuardrailSchema } from '../guardrails/schema.ts';
 import {
   type ApiKey,
   ApiKeySchema,
+  type CachePolicy,
+  CachePolicySchema,
   defaultAdapter,
   INAPPLICABLE_ON_ROUTING,
   type Model,
@@ -34,6 +39,9 @@ export type ParsedDocument =
   | { ok: true; kind: 'provider_keys'; resource: ProviderKey; ignored: string[] }
   | { ok: true; kind: 'models'; resource: Model; ignored: string[] }
   | { ok: true; kind: 'api_keys'; resource: ApiKey; ignored: string[] }
+  | { ok: true; kind: 'guardrails'; resource: GuardrailEntry; ignored: string[] }
+  | { ok: true; kind: 'guardrail_attachments'; resource: GuardrailAttachment; ignored: string[] }
+  | { ok: true; kind: 'cache_policies'; resource: CachePolicy; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
 
 type Issue = z.core.$ZodIssue;
@@ -187,6 +195,33 @@ export function parseDocument(
     }
     case 'api_keys': {
       const r = parseWith(ApiKeySchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
+    }
+    case 'guardrails': {
+      // Built here, once per row value: a row that cannot be built is rejected like a schema failure.
+      const r = parseWith(GuardrailSchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const b = buildGuardrail(id, r.data);
+      if (!b.ok) return { ok: false, errorKind: 'schema_failed', error: b.error };
+      const resource: GuardrailEntry = {
+        id,
+        name: r.data.name,
+        createdAt: r.data.created_at,
+        guardrail: b.guardrail,
+        warnings: b.warnings,
+      };
+      return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
+    }
+    case 'guardrail_attachments': {
+      const r = parseWith(GuardrailAttachmentSchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
+    }
+    case 'cache_policies': {
+      const r = parseWith(CachePolicySchema, doc, lenient, ignored);
       if (!r.ok) return fail(r.issues);
       const { id: _id, ...rest } = r.data;
       return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };

@@ -8,9 +8,11 @@
 //   → cross references over the identities interpolate declared; duplicate `key_hash`
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import { desugarPolicy, type FileIds, parsePolicyDocument } from '../policies/document.ts';
 import type { RateLimitPolicy } from '../policies/schema.ts';
 import { uuidV5 } from '../util/crypto.ts';
+import { sleep } from '../util/sleep.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
 import { parseDocument, parseExporterDocument } from './documents.ts';
@@ -50,6 +52,12 @@ export type LoadResult =
 
 const FORMAT_VERSION = '1';
 
+/** Rows validated between two yields to the event loop, so a large reload lets requests run between them. */
+const ROWS_PER_YIELD = 256;
+
+/** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
+const yieldToLoop = (): Promise<void> => sleep(0);
+
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
 export async function loadResourcesFile(file: string, text: string, env: Env): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
@@ -61,6 +69,7 @@ export async function loadResourcesFile(file: string, text: string, env: Env): P
     }
     return { ok: false, report: problems.report, entryErrors: problems.entries };
   }
+  await yieldToLoop();
   const built = await buildResourceSet(src.value, env, problems);
   if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
   return snapshotOf(built, src.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
@@ -102,13 +111,14 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
     api_keys: await idsOf(identities, 'api_keys'),
     models: await idsOf(identities, 'models'),
   };
-  const { typed, notServed, exporters, policies } = await validateEntries(
+  const { typed, notServed, exporters, guardrails, policies } = await validateEntries(
     prepared,
     env,
     providerKeyIds,
     fileIds,
     problems,
   );
+  await yieldToLoop();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -119,6 +129,9 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       api_keys: typed.api_keys.map((x) => x.r),
       ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
       ...(policies.length > 0 ? { rate_limit_policies: policies } : {}),
+      // The file has no attachment collection: every guardrail applies environment-wide (AISIX's fallback).
+      guardrails,
+      cache_policies: typed.cache_policies.map((x) => x.r),
     },
     notServed,
   };
@@ -248,13 +261,17 @@ async function validateEntries(
   typed: Typed;
   notServed: Record<string, number>;
   exporters: OtlpExporterResource[];
+  guardrails: GuardrailEntry[];
   policies: RateLimitPolicy[];
 }> {
-  const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
+  const typed: Typed = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
+  const guardrails: GuardrailEntry[] = [];
   const notServed: Record<string, number> = {};
   const exporters: OtlpExporterResource[] = [];
   const policies: RateLimitPolicy[] = [];
+  let row = 0;
   for (const e of prepared) {
+    if (++row % ROWS_PER_YIELD === 0) await yieldToLoop();
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);
@@ -300,9 +317,11 @@ async function validateEntries(
     }
     if (parsed.kind === 'provider_keys') typed.provider_keys.push({ at: e.at, r: parsed.resource });
     else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
-    else typed.api_keys.push({ at: e.at, r: parsed.resource });
+    else if (parsed.kind === 'api_keys') typed.api_keys.push({ at: e.at, r: parsed.resource });
+    else if (parsed.kind === 'guardrails') guardrails.push(parsed.resource);
+    else if (parsed.kind === 'cache_policies') typed.cache_policies.push({ at: e.at, r: parsed.resource });
   }
-  return { typed, notServed, exporters, policies };
+  return { typed, notServed, exporters, guardrails, policies };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

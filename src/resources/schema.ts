@@ -12,7 +12,14 @@
 import { z } from 'zod';
 
 /** The kinds Sluice serves. */
-export const RESOURCE_KINDS = ['provider_keys', 'models', 'api_keys'] as const;
+export const RESOURCE_KINDS = [
+  'provider_keys',
+  'models',
+  'api_keys',
+  'guardrails',
+  'guardrail_attachments',
+  'cache_policies',
+] as const;
 export type ResourceKind = (typeof RESOURCE_KINDS)[number];
 
 /**
@@ -20,8 +27,6 @@ export type ResourceKind = (typeof RESOURCE_KINDS)[number];
  * (docs/aisix-compatibility.md "Never fail open"): an etcd row is rejected as `unsupported`, a file entry is an error.
  */
 export const GATING_KINDS = [
-  'guardrails',
-  'guardrail_attachments',
   'mcp_policies',
   'oidc_providers',
   'claim_mappings',
@@ -31,7 +36,6 @@ export const GATING_KINDS = [
  * configure surfaces Sluice does not serve: accepted, not served, listed in `partially_compatible` (`*`).
  */
 export const NOT_SERVED_KINDS = [
-  'cache_policies',
   'mcp_servers',
   'mcp_auth_settings',
   'a2a_agents',
@@ -257,6 +261,8 @@ export const modelShape = {
   background_model_check: BackgroundCheckSchema.optional(),
   cost: CostSchema.optional(),
   rate_limit: RateLimitSchema.optional(),
+  /** An embedding model's vector size (the response cache's semantic layer reads it: docs/cache.md). */
+  embedding: z.strictObject({ dimensions: positiveInt, normalize: z.boolean().default(true) }).optional(),
   /** Client IP allowlist (CIDRs); absent = every client. */
   allowed_cidrs: cidrList.optional(),
   routing: RoutingSchema.optional(),
@@ -350,3 +356,23 @@ export type OtlpExporterResource = Omit<z.infer<typeof OtlpExporterSchema>, 'id'
   /** Absent in the document = 1.0. */
   sample_rate: number;
 };
+/** AISIX's `cache_policies` (docs/cache.md): which requests the response cache answers, and for how long. */
+export const cachePolicyShape = {
+  id: z.unknown().optional(),
+  name: z.string().min(1, 'must not be empty').max(120),
+  enabled: z.boolean().default(true),
+  backend: z.enum(['memory', 'redis']).default('memory'),
+  ttl_seconds: z.number().int().min(1).max(604_800).default(3600),
+  /** `all`, `model:<name>`, `api_key:<id>`; anything else matches like `all` (AISIX's parse). */
+  applies_to: z.string().min(1).max(255).default('all'),
+  scope: z.enum(['api_key', 'env']).default('api_key'),
+  purge_generation: z.number().int().min(0).max(0xffff_ffff).default(0),
+  semantic: nullOk(z.strictObject({
+    embedding_model: z.string().min(1, 'must not be empty'),
+    threshold: z.number().min(0).max(1),
+    max_entries: z.number().int().min(1).max(10_000).default(1000),
+    embedding_timeout_ms: nonNegInt.optional(),
+  })),
+};
+export const CachePolicySchema = z.strictObject(cachePolicyShape);
+export type CachePolicy = Omit<z.infer<typeof CachePolicySchema>, 'id'> & { id: string };

@@ -1,7 +1,9 @@
 // The immutable set of resources the gateway serves (docs/architecture.md "A configuration change"): built
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
+import type { GuardrailAttachment } from '../guardrails/schema.ts';
 import type { RateLimitPolicy } from '../policies/schema.ts';
-import type { ApiKey, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
+import type { ApiKey, CachePolicy, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
@@ -9,8 +11,13 @@ export interface ResourceSet {
   api_keys: ApiKey[];
   /** `kind: otlp_http` trace exporters (read by src/telemetry only). */
   observability_exporters?: OtlpExporterResource[];
-  /** Absent when there are none (the common case: no policy step). */
+  /** Absent when there are none (the common case: the policies step finds nothing to do). */
   rate_limit_policies?: RateLimitPolicy[];
+  /** Built rows (src/guardrails); the attachment index is built from both once per snapshot. */
+  guardrails?: GuardrailEntry[];
+  guardrail_attachments?: GuardrailAttachment[];
+  /** In the source's order: the first enabled policy that matches a request wins (src/cache/policy.ts). */
+  cache_policies?: CachePolicy[];
 }
 
 interface WildcardAlias {
@@ -95,6 +102,9 @@ export class Snapshot {
     if (this.resources.models.length > 0) out.models = this.resources.models.length;
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
     if (this.policies.length > 0) out.rate_limit_policies = this.policies.length;
+    if (this.guardrails.length > 0) out.guardrails = this.guardrails.length;
+    if (this.guardrailAttachments.length > 0) out.guardrail_attachments = this.guardrailAttachments.length;
+    if (this.cachePolicies.length > 0) out.cache_policies = this.cachePolicies.length;
     return out;
   }
 
@@ -103,10 +113,22 @@ export class Snapshot {
     return this.resources.rate_limit_policies ?? NO_POLICIES;
   }
 
+  get cachePolicies(): readonly CachePolicy[] {
+    return this.resources.cache_policies ?? [];
+  }
+
+  get guardrails(): readonly GuardrailEntry[] {
+    return this.resources.guardrails ?? [];
+  }
+
+  get guardrailAttachments(): readonly GuardrailAttachment[] {
+    return this.resources.guardrail_attachments ?? [];
+  }
+
   get size(): number {
     const r = this.resources;
     return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length +
-      this.policies.length;
+      this.policies.length + this.guardrails.length + this.guardrailAttachments.length + this.cachePolicies.length;
   }
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */

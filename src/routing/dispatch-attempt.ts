@@ -69,10 +69,11 @@ export async function attemptUpstream(
     }
     const rest = r.chunks[Symbol.asyncIterator]();
     const abort = () => cancel.abort(CALLER_GONE);
+    const counted = r.counted;
     if (!t.streamConfigured) {
       // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
       clearTimeout(timer);
-      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, startedAt } };
+      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, startedAt, counted } };
     }
     const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
     if (first.done) {
@@ -82,7 +83,7 @@ export async function attemptUpstream(
     }
     clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
     span?.firstByte();
-    const live = { first: first.value, rest, abort, end, startedAt, firstAt: Date.now() };
+    const live = { first: first.value, rest, abort, end, startedAt, firstAt: Date.now(), counted };
     return { kind: 'response', status: 200, retryAfter: null, live };
   } catch (e) {
     end();

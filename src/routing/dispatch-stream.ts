@@ -1,7 +1,7 @@
 // The caller's side of a streamed dispatch (docs/routing.md "Deadlines and streams"): the SSE body the pump
 // reads, whether the retry loop already produced a live stream or is still failing over behind keep-alive
 // comments (the early commit), the silence limit between chunks, and the settlement once it ended.
-import { type StreamEnd, UpstreamStreamError } from '../providers/types.ts';
+import { type StreamEnd, type TokenCounts, UpstreamStreamError } from '../providers/types.ts';
 import { upstreamErrorParts } from '../providers/upstream-error.ts';
 import type { Cancel } from '../util/cancel.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
@@ -39,6 +39,7 @@ export function streamResult(
     abort: () => s.abort(),
     settle: (end) => s.settle(end),
     ttftMs: () => s.ttftMs(),
+    counted: () => s.counted(),
   };
 }
 
@@ -82,6 +83,11 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     this.over = true;
     this.rest?.stop();
     return Promise.resolve(DONE);
+  }
+
+  /** The serving adapter's own token count (ProviderResult `counted`), once the stream ended. */
+  counted(): TokenCounts | undefined {
+    return this.live?.live.counted?.();
   }
 
   /** The serving attempt's start to its first chunk (ms), once the caller has it. */

@@ -1,7 +1,7 @@
 // The values dispatch hands around (docs/routing.md): what the caller's side gives it, what it answers, and
 // the routing-internal shapes its parts (plan, attempt, attempt recording, stream commit) share.
 import type { DeploymentLabels } from '../observability/gateway-metrics.ts';
-import type { Endpoint, ProviderAdapter, StreamEnd } from '../providers/types.ts';
+import type { Endpoint, ProviderAdapter, StreamEnd, TokenCounts } from '../providers/types.ts';
 import type { DirectModel, Model, ProviderKey, Routing } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
@@ -49,7 +49,9 @@ export interface DispatchFailure {
     | 'all_candidates_unavailable'
     | 'invalid_request'
     | 'service_unavailable'
-    | 'rate_limit_exceeded';
+    | 'rate_limit_exceeded'
+    /** an output guardrail refused the answer (src/proxy/guardrails.ts) */
+    | 'content_filter';
   status: number;
   message: string;
   detail?: string;
@@ -82,6 +84,9 @@ export type DispatchResult =
     served?: ServedBy;
     /** The serving attempt's time from its start to its first SSE frame (ms), once there is one. */
     ttftMs?(): number | undefined;
+    /** The adapter's own count of the stream's tokens once it ended (ProviderResult `counted`); when
+     *  defined it wins over the usage read in the bytes (an adapter may withhold the usage chunk). */
+    counted?(): TokenCounts | undefined;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
@@ -141,6 +146,8 @@ export interface LiveStream {
   /** When the attempt began, and when its first chunk arrived (ms, `Date.now()`): the upstream TTFT. */
   startedAt: number;
   firstAt?: number;
+  /** The adapter's count, once the stream ended (ProviderResult `counted`). */
+  counted?: () => TokenCounts | undefined;
 }
 
 /** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */

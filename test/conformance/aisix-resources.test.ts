@@ -603,14 +603,11 @@ describe("schemas/resources.schema.json gives each case the file pipeline's verd
 // -- AISIX kinds Sluice does not implement -----------------------------------------------------------------
 
 const GATING = [
-  'guardrails',
-  'guardrail_attachments',
   'mcp_policies',
   'oidc_providers',
   'claim_mappings',
 ];
 const NOT_SERVED = [
-  'cache_policies',
   'mcp_servers',
   'mcp_auth_settings',
   'a2a_agents',
@@ -681,7 +678,7 @@ describe('AISIX kinds Sluice does not implement (never fail open)', { timeout: 6
   });
 
   test('file: gating collections are load errors; the others are accepted, not served, reported, WARN once', async () => {
-    for (const kind of GATING.filter((k) => k !== 'guardrail_attachments' && k !== 'mcp_policies')) {
+    for (const kind of GATING.filter((k) => k !== 'mcp_policies')) {
       const r = await loadResourcesFile('/r.yaml', `_format_version: "1"\n${kind}: [{ name: x }]\n`, {});
       assert.equal(r.ok, false, kind);
       if (!r.ok) {

@@ -115,13 +115,17 @@ observability_exporters:
         const before = await drops(reason);
         const m = median(await load());
         const rss = rssKiB(gw.proc.pid!);
-        // Within the noise of a shared 2-core machine: twice the baseline median, or 20 ms more.
+        // A collector that stalled the request path would add its timeout, seconds, to every request. What
+        // is allowed: the machine's noise plus the CPU the exporter's own retries take on the gateway's one
+        // event loop (Bun's median has been 2-3.5 times its baseline against a collector answering 500;
+        // docs/operations.md "Tracing").
         assert.ok(
-          m <= Math.max(2 * baseline, baseline + 20),
+          m <= Math.max(4 * baseline, baseline + 60),
           `median ${m.toFixed(1)} ms vs baseline ${baseline.toFixed(1)} ms`,
         );
-        // The bound: one queue of 1024 records (3 spans each) and a batch in flight; far under 64 MiB.
-        assert.ok(rss - baselineRss < 64 * 1024, `RSS grew ${((rss - baselineRss) / 1024).toFixed(1)} MiB`);
+        // The bound: one queue of 1024 records (3 spans each) and a batch in flight, a few MiB, plus what the
+        // runtime's heap grows by under load alone (Deno's has grown by 64 MiB on this machine).
+        assert.ok(rss - baselineRss < 128 * 1024, `RSS grew ${((rss - baselineRss) / 1024).toFixed(1)} MiB`);
         await until(async () => (await drops(reason)) > before, 30_000, `drops with reason ${reason}`);
       });
     }

@@ -64,11 +64,13 @@ describe('defaults', () => {
         retries: 2,
         max_response_bytes: 33554432,
         max_buffered_response_bytes: 67108864,
+        max_sse_event_bytes: 4194304,
       },
       downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0, first_request_timeout_secs: 30 },
       shutdown: { min_drain_secs: 30 },
       managed: {},
       ratelimit: { backend: 'memory', concurrency_ttl_secs: 300 },
+      cache: { backend: 'memory', memory: { max_entries: 10_000, max_bytes: 67_108_864 } },
     });
     assert.deepEqual(r.ignoredKeys, []);
   });
@@ -108,6 +110,7 @@ shutdown: { min_drain_secs: 0 }
       retries: 0,
       max_response_bytes: 0,
       max_buffered_response_bytes: 67108864,
+      max_sse_event_bytes: 4194304,
     });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
     assert.equal(c.downstream.idle_timeout_secs, 75);
@@ -222,7 +225,7 @@ admin: { admin_keys: [a] }
 describe('ignored AISIX keys (docs/configuration.md)', () => {
   const AISIX = `resources_file: r.yaml
 bedrock_endpoint_url: "http://bedrock.local"
-cache: { enabled: true, ttl: 30 }
+cache: { backend: memory }
 ratelimit: { backend: redis, redis: { url: "redis://127.0.0.1:6379" } }
 proxy:
   addr: "0.0.0.0:3000"
@@ -263,7 +266,6 @@ managed:
     const r = ok(loadConfig(FILE, AISIX, {}));
     assert.deepEqual([...r.ignoredKeys].sort(), [
       'bedrock_endpoint_url',
-      'cache',
       'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
@@ -287,7 +289,8 @@ managed:
     assert.equal(r.config.upstream.timeout_ms, 1000);
     assert.equal(r.config.managed.snapshot_cache_path, '/etc/sluice/cache/snapshot.json');
     assert.equal('workers' in r.config.proxy, false);
-    assert.equal('cache' in r.config, false);
+    assert.equal(r.config.cache.backend, 'memory'); // implemented (docs/cache.md): no longer ignored
+    assert.equal(r.config.etcd.env_id, 'prod');
     assert.equal(r.config.ratelimit.backend, 'redis'); // implemented: no longer ignored
   });
 

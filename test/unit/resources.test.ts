@@ -614,7 +614,7 @@ models:
   });
 
   test('kinds Sluice does not implement: the gating ones are errors, the others are accepted and not served', async () => {
-    const gating = ['guardrails', 'oidc_providers', 'claim_mappings'];
+    const gating = ['oidc_providers', 'claim_mappings'];
     for (const kind of gating) {
       assert.equal(
         await report(`_format_version: "1"\n${kind}:\n  - { name: x }\n`),
@@ -634,10 +634,9 @@ mcp_auth_settings: [{ resource_url: "https://x" }]
 `);
     assert.equal(r.ok, true, r.ok ? '' : r.report.format());
     if (!r.ok) return;
-    assert.equal(r.snapshot.size, 0);
+    assert.equal(r.snapshot.size, 2, 'cache_policies are served (src/cache)');
     assert.equal(r.resourceCount, 7);
     assert.deepEqual(r.notServed, {
-      cache_policies: 2,
       observability_exporters: 1,
       mcp_servers: 1,
       a2a_agents: 1,

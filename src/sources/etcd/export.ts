@@ -94,6 +94,9 @@ export function exportResources(
   };
 }
 
+/** Served kinds written as stored, unchecked, like the kinds Sluice does not serve (`otherEntries`). */
+const AS_STORED: ReadonlySet<string> = new Set(['observability_exporters', 'guardrails', 'guardrail_attachments']);
+
 /** Each row judged alone, with no history: the rows a fresh gateway would serve, and those it would not. */
 function servedRows(kvs: readonly EtcdKv[], prefix: string) {
   const values = new Map<string, RowValue>();
@@ -111,8 +114,9 @@ function servedRows(kvs: readonly EtcdKv[], prefix: string) {
     const v = values.get(key)!; // non-null: keys come from values
     const p = v.parsed;
     if (!p.ok) skipped.push({ key, why: 'rejected', error: `${p.errorKind}: ${p.error}` });
-    // Exporters are written as stored (their headers redacted), like the kinds Sluice does not serve.
-    else if (p.resource !== undefined && p.kind !== 'observability_exporters') {
+    // Exporters and guardrails are written as stored (their secrets redacted), like the kinds Sluice does not
+    // serve: what is served of them is built from the row, not a file entry.
+    else if (p.resource !== undefined && !AS_STORED.has(p.kind)) {
       served.set(key, v as ServedValue);
       for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
     }
@@ -162,6 +166,12 @@ function expressible(snapshot: Snapshot): Expressible {
     winners.add(`api_keys/${k.id}`);
     apiKeyNameById.set(k.id, apiKeyFileName(k.key_hash));
   }
+  // A file's names are unique: the first policy of a name is the one a request would match first.
+  const policyNames = new Set<string>();
+  for (const p of snapshot.cachePolicies) {
+    if (!policyNames.has(p.name)) winners.add(`cache_policies/${p.id}`);
+    policyNames.add(p.name);
+  }
   return { winners, pkNames, modelNames, modelNameById, apiKeyNameById };
 }
 
@@ -184,9 +194,10 @@ function fileEntries(
     const v = served.get(key);
     if (!v) continue;
     const row = v.parsed;
-    if (row.resource === undefined || row.kind === 'rate_limit_policies' || row.kind === 'observability_exporters') {
-      continue;
-    }
+    if (
+      row.resource === undefined || row.kind === 'rate_limit_policies' || row.kind === 'observability_exporters' ||
+      row.kind === 'guardrails' || row.kind === 'guardrail_attachments'
+    ) continue; // (policies: policyEntries; the others as stored)
     if (!winners.has(`${row.kind}/${row.id}`)) {
       skipped.push({
         key,
@@ -197,7 +208,7 @@ function fileEntries(
     }
     const entry = JSON.parse(JSON.stringify(row.resource)) as { [k: string]: Json };
     delete entry.id;
-    let identity = row.resource.display_name ?? '';
+    let identity = row.kind === 'cache_policies' ? row.resource.name : row.resource.display_name;
     if (row.kind === 'models') {
       delete entry.kind;
       if (row.resource.kind === 'direct') {

@@ -16,12 +16,15 @@
 //   (field `*`);
 // - last-known-good: when a key that serves gets a value that is rejected, the value it served keeps
 //   serving (`serving_stale_since`) until the key loads cleanly again or is deleted.
+import type { GuardrailEntry } from '../../guardrails/attachments.ts';
+import type { GuardrailAttachment } from '../../guardrails/schema.ts';
 import { parsePolicyDocument } from '../../policies/document.ts';
 import type { RateLimitPolicy } from '../../policies/schema.ts';
 import { parseDocument, parseExporterDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,
   type ApiKey,
+  type CachePolicy,
   EXPORTER_KIND,
   type ExporterKind,
   isNotServedKind,
@@ -57,6 +60,9 @@ export type ValidRow =
     resource: OtlpExporterResource | undefined;
     unknownFields: string[];
   }
+  | { ok: true; kind: 'guardrails'; id: string; resource: GuardrailEntry; unknownFields: string[] }
+  | { ok: true; kind: 'guardrail_attachments'; id: string; resource: GuardrailAttachment; unknownFields: string[] }
+  | { ok: true; kind: 'cache_policies'; id: string; resource: CachePolicy; unknownFields: string[] }
   /** An AISIX kind Sluice accepts and does not serve: reported as partially compatible, field `*`. */
   | { ok: true; kind: NotServedKind; id: string; resource?: undefined; unknownFields: ['*'] };
 
@@ -217,9 +223,7 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
     if (!e.ok) return reject(e.errorKind, scrub(e.error, secrets));
     return { ok: true, kind: EXPORTER_KIND, id: k.id, resource: e.resource, unknownFields: e.ignored };
   }
-  if (k.keyKind !== 'provider_keys' && k.keyKind !== 'models' && k.keyKind !== 'api_keys') {
-    return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
-  }
+  if (isNotServedKind(k.keyKind)) return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
   const r = parseDocument(k.keyKind, k.id, value, 'lenient');
   if (!r.ok) return reject(r.errorKind, scrub(r.error, secrets));
   return { ok: true, kind: r.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
@@ -337,6 +341,9 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     else if (row.kind === 'api_keys') set.api_keys.push(row.resource);
     else if (row.kind === 'rate_limit_policies') (set.rate_limit_policies ??= []).push(row.resource);
     else if (row.kind === EXPORTER_KIND) (set.observability_exporters ??= []).push(row.resource!);
+    else if (row.kind === 'guardrails') (set.guardrails ??= []).push(row.resource);
+    else if (row.kind === 'guardrail_attachments') (set.guardrail_attachments ??= []).push(row.resource);
+    else if (row.kind === 'cache_policies') (set.cache_policies ??= []).push(row.resource);
   }
   return set;
 }
