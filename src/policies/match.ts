@@ -12,7 +12,7 @@ import {
   GROUP_BY,
   type PolicyLimits,
   type RateLimitPolicy,
-} from './schema.ts';
+} from '../resources/policy-schema.ts';
 
 /** A model as a policy sees it. */
 export interface PolicyModel {

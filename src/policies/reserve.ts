@@ -6,7 +6,7 @@ import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { RateLimitSubject } from '../routing/rate-limit.ts';
 import { policiesAt, policyBuckets, type PolicyModel, type PolicyRequest } from './match.ts';
-import type { RateLimitPolicy } from './schema.ts';
+import type { RateLimitPolicy } from '../resources/policy-schema.ts';
 
 /** The model as a policy sees it; a direct model's vendor is its own `provider`, else its key's. */
 function policyModel(snapshot: Snapshot, m: Model): PolicyModel {

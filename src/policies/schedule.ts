@@ -1,6 +1,6 @@
 // Suspension windows of a rate-limit policy (docs/rate-limit-policies.md "Schedules"): while now falls in any
 // window the policy reserves nothing. Wall-clock fields are read in the window's IANA timezone.
-import type { Schedule } from './schema.ts';
+import type { Schedule } from '../resources/policy-schema.ts';
 
 const WEEKDAY = { Mon: 'mon', Tue: 'tue', Wed: 'wed', Thu: 'thu', Fri: 'fri', Sat: 'sat', Sun: 'sun' } as const;
 type Weekday = (typeof WEEKDAY)[keyof typeof WEEKDAY];

@@ -36,8 +36,8 @@ export function authenticateCaller(
   d: IdentifyDeps,
   headers: Headers,
   rec: RequestRecord,
-  snapshot: Snapshot | undefined = d.snapshot,
 ): Caller | ProxyError | Promise<Caller | ProxyError> {
+  const snapshot = d.snapshot;
   if (!snapshot) return errors.internal();
   const identified = (key: ApiKey | ProxyError): Caller | ProxyError => {
     if (key instanceof ProxyError) return key;
@@ -52,7 +52,7 @@ export function identifyStep(d: IdentifyDeps): Step {
   return {
     name: 'identify',
     run(call) {
-      const who = authenticateCaller(d, call.headers, call.rec, call.snapshot ?? d.snapshot);
+      const who = authenticateCaller(d, call.headers, call.rec);
       return who instanceof Promise ? who.then((w) => identified(call, w)) : identified(call, who);
     },
   };

@@ -25,7 +25,7 @@ import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
 import { guardrailSteps } from './guardrails.ts';
 import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
-import { policiesStep } from '../policies/step.ts';
+import { policiesStep } from './policies.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';

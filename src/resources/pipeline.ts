@@ -9,8 +9,8 @@
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
-import { desugarPolicy, type FileIds, parsePolicyDocument } from '../policies/document.ts';
-import type { RateLimitPolicy } from '../policies/schema.ts';
+import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
+import type { RateLimitPolicy } from './policy-schema.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { FileReport, parseYaml } from '../util/report.ts';

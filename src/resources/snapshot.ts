@@ -2,7 +2,7 @@
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
-import type { RateLimitPolicy } from '../policies/schema.ts';
+import type { RateLimitPolicy } from './policy-schema.ts';
 import type { ApiKey, CachePolicy, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {

@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { ioredisClient } from '../../runtimes/redis-ioredis.ts';
 import { policiesAt, policyBuckets, type PolicyRequest } from '../../src/policies/match.ts';
 import { inWindow } from '../../src/policies/schedule.ts';
-import { type RateLimitPolicy, RateLimitPolicySchema, toPolicy } from '../../src/policies/schema.ts';
+import { type RateLimitPolicy, RateLimitPolicySchema, toPolicy } from '../../src/resources/policy-schema.ts';
 import { MemoryRateLimitStore, RateLimiter, type RateLimitStore } from '../../src/routing/rate-limit.ts';
 import { RedisRateLimitStore } from '../../src/routing/rate-limit-redis.ts';
 import { redisCli, type RedisServer, startRedis } from '../support/redis.ts';

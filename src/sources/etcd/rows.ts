@@ -18,8 +18,8 @@
 //   serving (`serving_stale_since`) until the key loads cleanly again or is deleted.
 import type { GuardrailEntry } from '../../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../../guardrails/schema.ts';
-import { parsePolicyDocument } from '../../policies/document.ts';
-import type { RateLimitPolicy } from '../../policies/schema.ts';
+import { parsePolicyDocument } from '../../resources/policy-document.ts';
+import type { RateLimitPolicy } from '../../resources/policy-schema.ts';
 import { parseDocument, parseExporterDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,

@@ -1,8 +1,8 @@
 // A `rate_limit_policies` document on either path (docs/rate-limit-policies.md): an etcd row read leniently, or
 // a resources-file entry read strictly after its names are resolved to ids (AISIX's desugar: `scope_ref` of an
 // `api_key` / `model` scope, and condition leaves on those dimensions).
-import { parseAgainst } from '../resources/documents.ts';
-import { type ConditionNode, type RateLimitPolicy, RateLimitPolicySchema, toPolicy } from './schema.ts';
+import { parseAgainst } from './documents.ts';
+import { type ConditionNode, type RateLimitPolicy, RateLimitPolicySchema, toPolicy } from './policy-schema.ts';
 
 export type ParsedPolicy =
   | { ok: true; resource: RateLimitPolicy; ignored: string[] }
