@@ -254,6 +254,71 @@ describe('sluice export (real etcd)', { timeout: 60_000 }, () => {
     assert.deepEqual(b!.group_by, ['team']);
   });
 
+  test('guardrails: the environment-wide ones written (secrets as placeholders), the narrower left out with a warning; cache policies by name', async () => {
+    const Q = '/export-guardrails';
+    const s = seeder(etcd.endpoint);
+    await s.put(`${Q}/provider_keys/pk`, { display_name: 'pk', provider: 'openai', api_key: UPSTREAM_SECRET });
+    await s.put(`${Q}/models/m1`, { display_name: 'gpt', model_name: 'x', provider_key_id: 'pk' });
+    await s.put(`${Q}/api_keys/k1`, { key_hash: CALLER_HASH, allowed_models: ['gpt'] });
+    const words = (value: string) => [{ kind: 'literal', value }];
+    await s.put(`${Q}/guardrails/g1`, { name: 'everywhere', kind: 'keyword', patterns: words('forbidden') });
+    await s.put(`${Q}/guardrail_attachments/a1`, { guardrail_id: 'g1', scope_type: 'env', priority: 0 });
+    await s.put(`${Q}/guardrails/g2`, { name: 'unattached', kind: 'keyword', patterns: words('unsaid') });
+    await s.put(`${Q}/guardrails/g3`, { name: 'model-only', kind: 'keyword', patterns: words('narrow') });
+    await s.put(`${Q}/guardrail_attachments/a2`, {
+      guardrail_id: 'g3',
+      scope_type: 'model',
+      scope_id: 'm1',
+      priority: 0,
+    });
+    await s.put(`${Q}/guardrails/g4`, {
+      name: 'mod',
+      kind: 'openai_moderation',
+      api_key: 'mod-SECRET',
+      enabled: false,
+    });
+    await s.put(`${Q}/guardrail_attachments/a4`, { guardrail_id: 'g4', scope_type: 'env', priority: 0 });
+    await s.put(`${Q}/cache_policies/c1`, { name: 'cache-all', ttl_seconds: 60 });
+    const platform = testPlatform();
+    assert.equal(await runExport(platform, { ...cmd, endpoints: [etcd.endpoint], prefix: Q }), 0);
+    const text = platform.fileMap.get('/out/resources.yaml')!;
+    assert.ok(!text.includes('mod-SECRET'));
+    assert.ok(!text.includes('guardrail_attachments'), 'a file has no attachment collection');
+    const err = platform.logs.map((l) => String(l.raw)).join('\n');
+    assert.match(err, /warning: guardrails "model-only" left out: it is not attached to the whole environment/);
+    assert.match(err, /AISIXSECRET_GUARDRAIL_MOD_API_KEY — guardrails "mod" api_key/);
+    const env = {
+      AISIXSECRET_PROVIDER_KEY_PK_API_KEY: UPSTREAM_SECRET,
+      AISIXSECRET_GUARDRAIL_MOD_API_KEY: 'mod-SECRET',
+    };
+    const loaded = await loadResourcesFile('/x.yaml', text, env);
+    assert.ok(loaded.ok, loaded.ok ? '' : loaded.report.format());
+    if (!loaded.ok) return;
+    assert.deepEqual(loaded.snapshot.guardrails.map((g) => g.name), ['everywhere', 'unattached', 'mod']);
+    assert.deepEqual(loaded.snapshot.cachePolicies.map((c) => [c.name, c.ttl_seconds]), [['cache-all', 60]]);
+    // What a caller meets is the same from both sources for the guardrails written.
+    const fromEtcd = startEtcdGateway({ endpoint: etcd.endpoint, prefix: Q });
+    try {
+      await fromEtcd.source.firstApplied;
+      const file = await gatewayWith(text, { env });
+      const ask = async (app: ReturnType<typeof createProxyApp>, word: string) => {
+        const res = await app.request('/v1/chat/completions', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'gpt', messages: [{ role: 'user', content: `say ${word}` }] }),
+        });
+        return res.status === 422 ? (await res.json() as { error: { message: string } }).error.message : res.status;
+      };
+      for (const word of ['forbidden', 'unsaid']) {
+        const fromFile = await ask(createProxyApp(file.gw), word);
+        assert.match(String(fromFile), /^request blocked by content policy/);
+        assert.equal(fromFile, await ask(createProxyApp(fromEtcd.gw), word), word);
+      }
+    } finally {
+      await fromEtcd.stop();
+    }
+  });
+
   test('unreachable etcd: exit 1, a message, no file', async () => {
     const p = testPlatform();
     assert.equal(await runExport(p, { ...cmd, endpoints: [await deadEndpoint()] }), 1);

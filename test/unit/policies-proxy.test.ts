@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import type { ModelCall } from '../../src/proxy/pipeline.ts';
+import { policiesStep } from '../../src/proxy/policies.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { gatewayWith } from '../support/platform.ts';
@@ -80,9 +82,11 @@ describe('policies through the proxy', () => {
     assert.equal((await res.json()).error.message, "token limit exceeded (tokens) (policy 'pool')");
   });
 
-  test('no policy: the plain pipeline (no policies step)', async () => {
-    const { chat } = await app('');
+  test('no policy: the policies step has nothing to run for the snapshot', async () => {
+    const { gw, chat } = await app('');
     for (let i = 0; i < 3; i++) assert.equal((await chat('a')).status, 200);
+    const call = { caller: { snapshot: gw.snapshot! } } as ModelCall;
+    assert.equal(policiesStep(() => 0).run(call), undefined, 'no promise, no policy lookup');
   });
 
   describe("a routing model's members' own limits (B.6)", () => {

@@ -169,6 +169,27 @@ describe('perSnapshot', () => {
     assert.deepEqual(built, [one, two]);
     assert.equal(ran.length, 6);
   });
+
+  test('no promise turn unless a sub-step returns one: none built answers undefined at once', async () => {
+    const ran: string[] = [];
+    const empty = {} as Snapshot;
+    const s = perSnapshot('policies', (snapshot) => (snapshot === empty ? [] : [step('policies', ran)]));
+    const key = { id: 'k' } as ApiKey;
+    const c = call();
+    c.caller = { key, snapshot: empty };
+    assert.equal(s.run(c), undefined);
+    c.caller = { key, snapshot: {} as Snapshot };
+    assert.equal(s.run(c), undefined, 'synchronous sub-steps: a synchronous result');
+    assert.deepEqual(ran, ['policies']);
+    const later = perSnapshot('input checks', () => [
+      step('input checks', ran, undefined, true),
+      step('input checks', ran, () => errors.badRequest('blocked')),
+    ]);
+    const r = later.run(c);
+    assert.ok(r instanceof Promise);
+    assert.ok((await r) instanceof ProxyError, 'the step after an asynchronous one still runs');
+    assert.equal(ran.length, 3);
+  });
 });
 
 describe('the route table', () => {

@@ -57,7 +57,8 @@ export function exportResources(
   const names = expressible(new Snapshot(resourceSet(keys, served)));
   const lists = fileEntries(keys, served, names, skipped);
   for (const p of policyEntries(keys, served, names, skipped)) push(lists, 'rate_limit_policies', p);
-  const other = otherEntries(keys, values, served, skipped);
+  const narrow = narrowGuardrails(keys, values);
+  const other = otherEntries(keys, values, served, narrow.leftOut, skipped);
   const placeholders: SecretPlaceholder[] = [];
   const collections: Record<string, Json[]> = {};
   let resources = 0;
@@ -90,8 +91,41 @@ export function exportResources(
     resources,
     skipped,
     placeholders,
-    warnings: placeholderCollisions(placeholders),
+    warnings: [...narrow.warnings, ...placeholderCollisions(placeholders)],
   };
+}
+
+/**
+ * A file applies every guardrail to the whole environment (it has no attachments), so only the guardrails
+ * that do so here are written (AISIX's): those with an enabled `env` attachment, and those with no attachment
+ * at all (which apply everywhere already). The others, and every attachment row, are left out; each left-out
+ * guardrail is a warning, not a failure.
+ */
+function narrowGuardrails(
+  keys: readonly string[],
+  values: ReadonlyMap<string, RowValue>,
+): { leftOut: Set<string>; warnings: string[] } {
+  const attached = new Set<string>();
+  const envWide = new Set<string>();
+  const leftOut = new Set<string>();
+  for (const key of keys) {
+    const p = values.get(key)!.parsed; // non-null: keys come from values
+    if (!p.ok || p.kind !== 'guardrail_attachments' || p.resource === undefined) continue;
+    leftOut.add(key);
+    attached.add(p.resource.guardrail_id);
+    if (p.resource.enabled && p.resource.scope_type === 'env') envWide.add(p.resource.guardrail_id);
+  }
+  const warnings: string[] = [];
+  for (const key of keys) {
+    const p = values.get(key)!.parsed;
+    if (!p.ok || p.kind !== 'guardrails' || p.resource === undefined) continue;
+    if (!attached.has(p.resource.id) || envWide.has(p.resource.id)) continue;
+    leftOut.add(key);
+    warnings.push(
+      `guardrails "${p.resource.name}" left out: it is not attached to the whole environment, and a file would apply it everywhere`,
+    );
+  }
+  return { leftOut, warnings };
 }
 
 /** Served kinds written as stored, unchecked, like the kinds Sluice does not serve (`otherEntries`). */
@@ -296,13 +330,14 @@ function otherEntries(
   keys: readonly string[],
   values: ReadonlyMap<string, RowValue>,
   served: ReadonlyMap<string, ServedValue>,
+  leftOut: ReadonlySet<string>,
   skipped: SkippedRow[],
 ): Map<string, FileEntry[]> {
   const lists = new Map<string, FileEntry[]>();
   const seen = new Set<string>();
   for (const key of keys) {
     const v = values.get(key)!; // non-null: keys come from values
-    if (!v.parsed.ok || served.has(key)) continue;
+    if (!v.parsed.ok || served.has(key) || leftOut.has(key)) continue;
     const kind = v.parsed.kind;
     const leave = (error: string) => skipped.push({ key, why: 'not_expressible', error });
     if (!(FILE_COLLECTIONS as readonly string[]).includes(kind)) {
