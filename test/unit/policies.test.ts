@@ -1,6 +1,6 @@
 // Rate-limit policies (docs/rate-limit-policies.md; AISIX's rate_limit_policy model, policy_conditions.rs,
 // quota.rs): the two forms, the condition tree, schedules, bucket names, and timelines of requests, tokens and
-// clock steps on the memory store (fixed clock) and a real Redis (AISIX's key layout).
+// clock steps on the memory store and a real Redis (AISIX's key layout), both on one fixed clock.
 // Run: node --import tsx --test test/unit/policies.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -10,7 +10,7 @@ import { inWindow } from '../../src/policies/schedule.ts';
 import { type RateLimitPolicy, RateLimitPolicySchema, toPolicy } from '../../src/resources/policy-schema.ts';
 import { MemoryRateLimitStore, RateLimiter, type RateLimitStore } from '../../src/routing/rate-limit.ts';
 import { RedisRateLimitStore } from '../../src/routing/rate-limit-redis.ts';
-import { redisCli, type RedisServer, startRedis } from '../support/redis.ts';
+import { fixedClockRedis, redisCli, type RedisServer, startRedis } from '../support/redis.ts';
 
 function policy(id: string, row: Record<string, unknown>): RateLimitPolicy {
   const r = RateLimitPolicySchema.safeParse(row);
@@ -320,16 +320,14 @@ interface Timeline {
   name: string;
   policies: RateLimitPolicy[];
   steps: Step[];
-  /** Starts at this UTC time (memory store's clock). */
+  /** Starts at this UTC time (the fixed clock both stores read). */
   start?: string;
-  clockFree?: boolean;
 }
 
 const TIMELINES: Timeline[] = [
   {
     name: 'team token pool per day: one call may overshoot, then every key of the team is refused',
     policies: [policy('P1', { name: 'pool', scope: 'team', scope_ref: 't-1', window: 'day', max_tokens: 100 })],
-    clockFree: true,
     steps: [
       { req: r1, expect: 'ok', tokens: 60 },
       { req: r2, expect: 'ok', tokens: 60 },
@@ -353,7 +351,6 @@ const TIMELINES: Timeline[] = [
   {
     name: 'per-member buckets of one conditional policy',
     policies: [policy('P3', { name: 'each', limits: { rpm: 1 }, group_by: ['member'] })],
-    clockFree: true,
     steps: [
       { req: r1, expect: 'ok' },
       { req: r2, expect: 'ok' },
@@ -382,7 +379,6 @@ const TIMELINES: Timeline[] = [
   {
     name: 'policies and the inline key limit all apply; a refusal counts nothing anywhere',
     policies: [policy('P5', { name: 'two', scope: 'api_key', scope_ref: 'k1', window: 'minute', max_requests: 2 })],
-    clockFree: true,
     steps: [
       { req: r1, expect: 'ok' },
       { req: r1, expect: 'ok' },
@@ -421,62 +417,79 @@ describe('timelines on the memory store (fixed clock)', () => {
   }
 });
 
-describe('timelines on a real Redis (its own clock: the timelines without clock steps)', { timeout: 60_000 }, () => {
-  let server: RedisServer;
-  let store: RedisRateLimitStore;
-  before(async () => {
-    server = await startRedis();
-    store = new RedisRateLimitStore({
-      client: ioredisClient({ mode: 'single', url: server.url, nodes: [], sentinels: [], timeoutMs: 2000 }),
-      mode: 'single',
-      concurrencyTtlSecs: 300,
-      timeoutMs: 2000,
-      warn: () => {},
-      info: () => {},
-      onState: () => {},
+describe(
+  "timelines on a real Redis (AISIX's key layout; the scripts read the fixed clock)",
+  { timeout: 60_000 },
+  () => {
+    let server: RedisServer;
+    before(async () => {
+      server = await startRedis();
     });
-  });
-  after(async () => {
-    await store?.close();
-    await server?.stop();
-  });
-  for (const t of TIMELINES.filter((t) => t.clockFree)) {
-    test(t.name, async () => {
-      redisCli(server.port, 'FLUSHALL');
-      await runTimeline(t, store, { now: Date.now() });
+    after(async () => {
+      await server?.stop();
     });
-  }
-  test("AISIX's key layout: aisix:rl:{policy:team:t-1:<id>}:tpd:<day start>", async () => {
-    redisCli(server.port, 'FLUSHALL');
-    await runTimeline(TIMELINES[0]!, store, { now: Date.now() });
-    const keys = redisCli(server.port, 'KEYS', 'aisix:rl:*').split('\n').sort();
-    const day = Math.floor(Date.now() / 1000 / 86_400) * 86_400;
-    assert.deepEqual(keys, [`aisix:rl:{policy:team:t-1:P1}:tpd:${day}`]);
-    assert.equal(redisCli(server.port, 'GET', keys[0]!), '120');
-  });
-  test('with etcd.env_id the keys are namespaced: aisix:rl:<env_id>:{<bucket>}', async () => {
-    redisCli(server.port, 'FLUSHALL');
-    const namespaced = new RedisRateLimitStore({
-      client: ioredisClient({ mode: 'single', url: server.url, nodes: [], sentinels: [], timeoutMs: 2000 }),
-      mode: 'single',
-      concurrencyTtlSecs: 300,
-      timeoutMs: 2000,
-      envId: 'prod',
-      warn: () => {},
-      info: () => {},
-      onState: () => {},
-    });
-    try {
-      await runTimeline(TIMELINES[0]!, namespaced, { now: Date.now() });
-      const day = Math.floor(Date.now() / 1000 / 86_400) * 86_400;
-      assert.deepEqual(redisCli(server.port, 'KEYS', 'aisix:rl:*').split('\n'), [
-        `aisix:rl:prod:{policy:team:t-1:P1}:tpd:${day}`,
-      ]);
-    } finally {
-      await namespaced.close();
+    /** A store on the real server whose scripts see `clock.now`; `envId` namespaces its keys. */
+    async function withStore(
+      clock: { now: number },
+      run: (store: RedisRateLimitStore) => Promise<void>,
+      envId?: string,
+    ): Promise<void> {
+      const client = ioredisClient({ mode: 'single', url: server.url, nodes: [], sentinels: [], timeoutMs: 2000 });
+      const store = new RedisRateLimitStore({
+        client: fixedClockRedis(client, () => clock.now),
+        mode: 'single',
+        concurrencyTtlSecs: 300,
+        timeoutMs: 2000,
+        ...(envId ? { envId } : {}),
+        now: () => clock.now,
+        warn: (msg) => assert.fail(`the store warned: ${msg}`),
+        info: () => {},
+        onState: () => {},
+      });
+      try {
+        await run(store);
+      } finally {
+        await store.close();
+      }
     }
-  });
-});
+    for (const t of TIMELINES) {
+      test(t.name, async () => {
+        redisCli(server.port, 'FLUSHALL');
+        const clock = { now: Date.parse(t.start ?? '2026-12-01T12:00:00Z') };
+        await withStore(clock, (store) => runTimeline(t, store, clock));
+      });
+    }
+    const DAY = Date.parse('2026-12-01T00:00:00Z') / 1000;
+    test("AISIX's key layout: aisix:rl:{policy:team:t-1:<id>}:tpd:<day start>", async () => {
+      redisCli(server.port, 'FLUSHALL');
+      const clock = { now: Date.parse('2026-12-01T12:00:00Z') };
+      await withStore(clock, (store) => runTimeline(TIMELINES[0]!, store, clock));
+      const keys = redisCli(server.port, 'KEYS', 'aisix:rl:*').split('\n').sort();
+      assert.deepEqual(keys, [`aisix:rl:{policy:team:t-1:P1}:tpd:${DAY}`]);
+      assert.equal(redisCli(server.port, 'GET', keys[0]!), '120');
+    });
+    test('day windows: the key of the next day at 00:00 UTC', async () => {
+      redisCli(server.port, 'FLUSHALL');
+      const t = TIMELINES[1]!;
+      const clock = { now: Date.parse(t.start!) };
+      await withStore(clock, (store) => runTimeline(t, store, clock));
+      const keys = redisCli(server.port, 'KEYS', 'aisix:rl:*').split('\n').sort();
+      assert.deepEqual(keys, [
+        `aisix:rl:{policy:member:u-1:P2}:rpd:${DAY}`,
+        `aisix:rl:{policy:member:u-1:P2}:rpd:${DAY + 86_400}`,
+      ]);
+      assert.deepEqual(keys.map((k) => redisCli(server.port, 'GET', k)), ['1', '1']);
+    });
+    test('with etcd.env_id the keys are namespaced: aisix:rl:<env_id>:{<bucket>}', async () => {
+      redisCli(server.port, 'FLUSHALL');
+      const clock = { now: Date.parse('2026-12-01T12:00:00Z') };
+      await withStore(clock, (store) => runTimeline(TIMELINES[0]!, store, clock), 'prod');
+      assert.deepEqual(redisCli(server.port, 'KEYS', 'aisix:rl:*').split('\n'), [
+        `aisix:rl:prod:{policy:team:t-1:P1}:tpd:${DAY}`,
+      ]);
+    });
+  },
+);
 
 describe('loading (B.9): files resolve names; etcd rows read leniently', () => {
   const FILE = (policies: string) =>
