@@ -60,4 +60,14 @@ api_keys:
     assert.notEqual(minted, 'has space');
     assert.equal(mock.requests[from + 1]!.headers['x-aisix-request-id'], minted);
   });
+
+  test('on /v1/messages too (translated to the upstream chat wire)', async () => {
+    const from = mock.requests.length;
+    const res = await post('/v1/messages', { model: 'b', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }, {
+      'x-aisix-request-id': 'caller-id-2',
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-aisix-request-id'), 'caller-id-2');
+    assert.equal(mock.requests[from]!.headers['x-aisix-request-id'], 'caller-id-2');
+  });
 });
