@@ -147,6 +147,12 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
       if (etls[k]) etls[k] = resolvePath(base, etls[k]);
     }
   }
+  const utls = config.upstream.tls;
+  if (utls) {
+    for (const k of ['ca_file', 'client_cert_file', 'client_key_file'] as const) {
+      if (utls[k]) utls[k] = resolvePath(base, utls[k]);
+    }
+  }
   const rtls = config.ratelimit.redis?.tls;
   if (rtls) {
     for (const k of ['ca_file', 'client_cert_file', 'client_key_file'] as const) {

@@ -235,6 +235,28 @@ export const ConfigSchema = z.strictObject({
     tracing: TracingSchema,
   }).prefault({}),
   upstream: z.strictObject({
+    // AISIX's outbound TLS for every upstream call: `ca_file` is trusted on top of the default roots; the
+    // client certificate is presented to upstreams that ask; `verify: false` accepts any certificate (WARN).
+    tls: z.strictObject({
+      ca_file: z.string().min(1).optional(),
+      client_cert_file: z.string().min(1).optional(),
+      client_key_file: z.string().min(1).optional(),
+      verify: z.boolean().default(true),
+    }).superRefine((t, ctx) => {
+      const pair = [['client_cert_file', 'client_key_file'], ['client_key_file', 'client_cert_file']] as const;
+      for (const [has, needs] of pair) {
+        if (t[has] !== undefined && t[needs] === undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [needs],
+            message: `upstream.tls.${has} requires upstream.tls.${needs}`,
+          });
+        }
+      }
+    }).optional(),
+    // AISIX's key and default: an idle pooled upstream connection is closed after this long; 0 = the
+    // runtime's own rule (docs/configuration.md "upstream").
+    pool_idle_timeout_secs: nonNegInt.default(30),
     timeout_ms: nonNegInt.default(6_000_000),
     stream_timeout_ms: nonNegInt.default(0),
     connect_timeout_ms: nonNegInt.default(5000),
@@ -302,9 +324,8 @@ export const IGNORED_KEYS = [
   'observability.metrics.otlp',
   'observability.metrics.labels',
   'observability.metrics.client_type_rules',
-  'upstream.tls',
   'upstream.tcp_keepalive_*',
-  'upstream.pool_*',
+  'upstream.pool_max_idle_per_host',
   'etcd.tls.domain_name',
   'managed.*',
   'bedrock_endpoint_url',

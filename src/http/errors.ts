@@ -15,6 +15,8 @@ export type ErrorType =
   | 'upstream_error'
   | 'upstream_timeout'
   | 'service_unavailable'
+  /** The target's provider key names no adapter (AISIX's kind): 503, nothing sent. */
+  | 'provider_unavailable'
   | 'not_found'
   | 'method_not_allowed'
   | 'internal_error'

@@ -128,7 +128,8 @@ function answerOf(run: Run): Answer {
     const failure: DispatchFailure = {
       kind: 'upstream_timeout',
       status: 504,
-      message: `model "${t.model.display_name}" did not answer in time`,
+      message: `upstream request timed out after ${o.afterMs}ms`,
+      detail: `model "${t.model.display_name}" did not answer within its deadline`,
     };
     return { kind: 'error', failure, target: t.model, served };
   }
@@ -146,14 +147,24 @@ function answerOf(run: Run): Answer {
   if (o.kind === 'transport') {
     // The transport's own words (a runtime's advice text among them) go to the log only.
     const failure = o.failure ??
-      (o.callerMessage !== undefined
+      (o.callerMessage === undefined
+        ? { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` }
+        : o.callerMessage === o.message
         ? upstreamFailure(o.callerMessage)
-        : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` });
+        : { ...upstreamFailure(o.callerMessage), detail: `${o.callerMessage}: ${o.message}` });
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.live) return { kind: 'live', target: t, live: o.live, served };
   if (o.refusal !== undefined) {
-    const failure: DispatchFailure = { kind: 'invalid_request', status: 400, message: o.refusal };
+    const failure: DispatchFailure = o.unavailable
+      ? {
+        kind: 'provider_unavailable',
+        status: 503,
+        message: o.refusal,
+        detail:
+          `provider_key "${t.key.display_name}" of vendor "${t.key.provider}" names no adapter (openai, anthropic, bedrock, vertex, azure-openai)`,
+      }
+      : { kind: 'invalid_request', status: 400, message: o.refusal };
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.status >= 500) {

@@ -58,6 +58,7 @@ describe('defaults', () => {
         tracing: { otlp: { enabled: false, sample_ratio: 1, headers: {} } },
       },
       upstream: {
+        pool_idle_timeout_secs: 30,
         timeout_ms: 6000000,
         stream_timeout_ms: 0,
         connect_timeout_ms: 5000,
@@ -104,6 +105,7 @@ shutdown: { min_drain_secs: 0 }
       tracing: { otlp: { enabled: false, headers: {}, sample_ratio: 1 } },
     });
     assert.deepEqual(c.upstream, {
+      pool_idle_timeout_secs: 30,
       timeout_ms: 0,
       stream_timeout_ms: 100,
       connect_timeout_ms: 50,
@@ -246,7 +248,7 @@ observability:
   tracing: { otlp: { enabled: false } }
 upstream:
   timeout_ms: 1000
-  tls: { insecure_skip_verify: false }
+  tls: { verify: true }
   tcp_keepalive_secs: 60
   tcp_keepalive_interval_secs: 10
   pool_max_idle_per_host: 32
@@ -276,17 +278,17 @@ managed:
       'proxy.thread_per_core',
       'proxy.url_rewrites',
       'proxy.workers',
-      'upstream.pool_idle_timeout_secs',
       'upstream.pool_max_idle_per_host',
       'upstream.tcp_keepalive_interval_secs',
       'upstream.tcp_keepalive_secs',
-      'upstream.tls',
     ]);
     // The keys that Sluice implements next to them still apply.
     assert.equal(r.config.observability.log_level, 'warn');
     assert.equal(r.config.etcd.prefix, '/aisix/prod', 'etcd.env_id: rows under <prefix>/<env_id>/');
     assert.equal(r.config.observability.metrics.prometheus.path, '/prom');
     assert.equal(r.config.upstream.timeout_ms, 1000);
+    assert.equal(r.config.upstream.pool_idle_timeout_secs, 90); // implemented: no longer ignored
+    assert.deepEqual(r.config.upstream.tls, { verify: true });
     assert.equal(r.config.managed.snapshot_cache_path, '/etc/sluice/cache/snapshot.json');
     assert.equal('workers' in r.config.proxy, false);
     assert.equal(r.config.cache.backend, 'memory'); // implemented (docs/cache.md): no longer ignored

@@ -152,7 +152,7 @@ const AGREE: [string, string, boolean][] = [
   ['a redis URL of another scheme', `${MIN}ratelimit: { redis: { url: "http://r:6379" } }`, false],
   [
     'AISIX keys Sluice ignores',
-    `${MIN}bedrock_endpoint_url: x\nupstream: { pool_idle: 3, tls: {} }\nmanaged: { zz: 1 }`,
+    `${MIN}bedrock_endpoint_url: x\nupstream: { pool_max_idle_per_host: 3, tcp_keepalive_secs: 60 }\nmanaged: { zz: 1 }`,
     true,
   ],
   ['AISIX proxy.listeners (refused)', withProxy('{ addr: ":1", listeners: [] }'), false],
@@ -179,6 +179,7 @@ const ZOD_ONLY: [string, string][] = [
     `${MIN}ratelimit: { backend: redis, redis: { mode: sentinel, sentinels: [s:1] } }`,
   ],
   ['a trusted proxy that is no CIDR', withProxy('{ addr: ":1", real_ip: { trusted_proxies: [nope] } }')],
+  ['an upstream client certificate without its key', `${MIN}upstream: { tls: { client_cert_file: c.pem } }`],
 ];
 
 describe('config.yaml verdicts: the JSON Schema and the loader', () => {
