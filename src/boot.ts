@@ -25,6 +25,8 @@ export interface BootConfig {
   ignoredKeys: string[];
   /** The proxy listener's certificate and key, read before anything binds. */
   tls?: ListenSpec['tls'];
+  /** The admin listener's (`admin.tls`), likewise. */
+  adminTls?: ListenSpec['tls'];
   /** `upstream.tls` with its files read; absent when the section is. */
   upstreamTls?: UpstreamTls;
 }
@@ -65,32 +67,49 @@ export async function loadBootConfig(
     if (typeof listeners === 'string') return listeners;
     await checkRedisTlsFiles(platform, config);
     const upstreamTls = await readUpstreamTls(platform, config.upstream.tls);
-    return { config, ignoredKeys: r.ignoredKeys, tls: listeners.tls, ...(upstreamTls ? { upstreamTls } : {}) };
+    return {
+      config,
+      ignoredKeys: r.ignoredKeys,
+      tls: listeners.tls,
+      adminTls: listeners.adminTls,
+      ...(upstreamTls ? { upstreamTls } : {}),
+    };
   } catch (e) {
     return `config file ${path}: ${(e as Error).message}`;
   }
 }
 
-/** Ports in range, and the proxy's certificate and key read now; a string is the report. */
+/** Ports in range, and the listeners' certificates and keys read now; a string is the report. */
 async function checkListeners(
   platform: Platform,
   path: string,
   config: Config,
-): Promise<{ tls?: ListenSpec['tls'] } | string> {
+): Promise<{ tls?: ListenSpec['tls']; adminTls?: ListenSpec['tls'] } | string> {
   for (const [name, addr] of listenerAddrs(config)) {
     const { port } = parseAddr(addr);
     if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
   }
-  if (!config.proxy.tls) return {};
-  const { cert_file, key_file } = config.proxy.tls;
-  if (!platform.files) return 'proxy.tls needs file access, which this runtime does not have';
+  const admin = config.admin.enabled ? config.admin.tls : undefined;
+  if (!config.proxy.tls && !admin) return {};
+  if (!platform.files) {
+    return `${config.proxy.tls ? 'proxy' : 'admin'}.tls needs file access, which this runtime does not have`;
+  }
   return {
-    tls: {
-      cert: await readFor(platform, 'proxy.tls.cert_file', cert_file),
-      key: await readFor(platform, 'proxy.tls.key_file', key_file),
-      certFile: cert_file,
-      keyFile: key_file,
-    },
+    ...(config.proxy.tls ? { tls: await readListenerTls(platform, 'proxy', config.proxy.tls) } : {}),
+    ...(admin ? { adminTls: await readListenerTls(platform, 'admin', admin) } : {}),
+  };
+}
+
+async function readListenerTls(
+  platform: Platform,
+  name: 'proxy' | 'admin',
+  { cert_file, key_file }: { cert_file: string; key_file: string },
+): Promise<NonNullable<ListenSpec['tls']>> {
+  return {
+    cert: await readFor(platform, `${name}.tls.cert_file`, cert_file),
+    key: await readFor(platform, `${name}.tls.key_file`, key_file),
+    certFile: cert_file,
+    keyFile: key_file,
   };
 }
 

@@ -114,7 +114,7 @@ export class Gateway implements ReadinessChecks {
       keepAlive: platform.waitUntil ? (work) => platform.waitUntil!(work) : undefined,
     });
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
-      onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
+      onRefused: (kind, layer, policyId) => this.metrics.rateLimitRejections.inc([kind, layer, policyId]),
       onStatus: (s) => this.record.rateLimitStore(s),
       now: clock,
     });

@@ -24,6 +24,8 @@ export interface ProviderCall {
   upstream: UpstreamFetch;
   /** The W3C `traceparent` of this attempt's span, when the request is traced (docs/operations.md "Tracing"). */
   traceparent?: string;
+  /** The request's id, sent as `x-aisix-request-id`: the same on every retry and failover attempt. */
+  requestId?: string;
   /** Aborted on client disconnect, on the model's deadline, or on a stream's silence timeout. */
   signal: CancelSignal;
   /**

@@ -25,6 +25,7 @@ import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
 import { ModelCall, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
+import { policiesStep } from './policies.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
@@ -95,15 +96,16 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatcher,
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
+    limiter: d.rateLimiter,
     clock: d.clock,
     telemetry: d.telemetry,
     maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
   });
-  // Built once: the features join here. Guardrails and cache policies come from the snapshot, so their
+  // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
   // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).
   const cache = d.cache?.engine(embedThrough(dispatcher));
   const guards = guardrails(d);
-  const features: SnapshotFeature[] = [guards.steps];
+  const features: SnapshotFeature[] = [policiesStep(d.clock), guards.steps];
   if (cache) features.push(cacheSteps(cache, guards.checkCached));
   const pipelines = new SnapshotPipelines({
     identify: identifyStep(d),

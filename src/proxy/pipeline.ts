@@ -13,7 +13,7 @@
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { Permit } from '../routing/rate-limit.ts';
+import type { Permit, RateLimitSubject } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
 import type { Caller, ResolvedModel } from './admission.ts';
 import type { ProxyEnv } from './env.ts';
@@ -33,6 +33,8 @@ export class ModelCall {
   resolved!: ResolvedModel;
   /** admit: the caller's address under `proxy.real_ip` (for `allowed_cidrs` and `hash_on: client_ip`). */
   clientIp: string | undefined = undefined;
+  /** policies: the rate-limit policies' buckets the call meets, reserved with the key's and the model's. */
+  policySubjects: readonly RateLimitSubject[] = NO_SUBJECTS;
   /** reserve */
   permit!: Permit;
   /** reserve: the caller-facing `x-ratelimit-*` headers of the limits that apply. */
@@ -44,6 +46,8 @@ export class ModelCall {
     return this.c.req.raw.headers;
   }
 }
+
+const NO_SUBJECTS: readonly RateLimitSubject[] = [];
 
 /** What a step before dispatch decides: go on (undefined), refuse (the caller's error), or answer here. */
 export type StepResult = ProxyError | Response | undefined;

@@ -58,6 +58,7 @@ export async function attemptUpstream(
       signal: cancel,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       ...(span ? { traceparent: span.traceparent } : {}),
+      ...(input.requestId ? { requestId: input.requestId } : {}),
     });
     if (r.kind === 'refused') {
       end();

@@ -28,6 +28,13 @@ export interface DispatchInput {
   clientIp?: string;
   /** The request's trace, when an exporter keeps it: each attempt becomes a span (src/telemetry). */
   trace?: RequestTrace;
+  /**
+   * A routing model's targets: reserve the target's own limits before each attempt on it (docs/routing.md
+   * "Members' own limits"). Absent: nothing to reserve.
+   */
+  reserveTarget?: (target: DirectModel) => Promise<TargetReservation>;
+  /** The request's id, sent upstream on every attempt (`x-aisix-request-id`). */
+  requestId?: string;
 }
 
 /**
@@ -42,6 +49,7 @@ export interface DispatchFailure {
     | 'all_candidates_unavailable'
     | 'invalid_request'
     | 'service_unavailable'
+    | 'rate_limit_exceeded'
     /** the target's key names no adapter (AISIX's `provider_unavailable`) */
     | 'provider_unavailable'
     /** an output guardrail refused the answer (src/proxy/guardrails.ts) */
@@ -173,7 +181,20 @@ export type AttemptOutcome =
     retryable?: false;
     failure?: DispatchFailure;
     notUpstream?: true;
-  };
+  }
+  /** The target's own rate limits refused it (`message` for the caller); nothing was sent. */
+  | { kind: 'over_limit'; retryAfterSecs: number; message: string; byPolicy: boolean };
+
+/**
+ * A routing target's own rate limits for one attempt: reserved, or refused with the caller's words
+ * (`byPolicy`: a rate-limit policy refused, not the target's inline `rate_limit`).
+ */
+export type TargetReservation = { ok: true } | {
+  ok: false;
+  retryAfterSecs: number;
+  message: string;
+  byPolicy: boolean;
+};
 
 export type Run = RunResult<Target, AttemptOutcome>;
 

@@ -85,12 +85,21 @@ export class Dispatcher {
     const upstreamRetries = this.d.config.upstream.retries;
     const trace = input.trace;
     let span: AttemptSpan | undefined;
+    const call = (t: Target) => {
+      if (trace) span = traceAttempt(trace, input, t, trace.attempts[trace.attempts.length - 1]);
+      return attemptUpstream(this.d, input, t, signal, span);
+    };
+    const reserve = plan.routing ? input.reserveTarget : undefined;
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
-      attempt: (t) => {
-        if (trace) span = traceAttempt(trace, input, t, trace.attempts[trace.attempts.length - 1]);
-        return attemptUpstream(this.d, input, t, signal, span);
-      },
+      attempt: reserve
+        ? async (t) => {
+          const gate = await reserve(t.model);
+          if (gate.ok) return call(t);
+          span = undefined;
+          return { kind: 'over_limit', ...gate };
+        }
+        : call,
       budget: (t, queuedBehind) =>
         retryBudget({ model: t.model, routing: plan.routing, upstreamRetries, queuedBehind }),
       classify: classifyOptions(plan.routing),
@@ -98,6 +107,8 @@ export class Dispatcher {
       onAttempt: (r) => {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
         previous = r.target;
+        // A target refused by its own limits was never called: no upstream sample of it.
+        if (r.outcome.kind === 'over_limit') return;
         this.recorder.attempt(input, r, signal, moved);
         if (span) settleSpan(span, r.outcome);
       },
@@ -119,6 +130,17 @@ function answerOf(run: Run): Answer {
       status: 504,
       message: `upstream request timed out after ${o.afterMs}ms`,
       detail: `model "${t.model.display_name}" did not answer within its deadline`,
+    };
+    return { kind: 'error', failure, target: t.model, served };
+  }
+  if (o.kind === 'over_limit') {
+    // Every target was over its own limits: the last refusal answers.
+    // AISIX: the inline limit's refusal is an upstream_error, a policy's its own 429.
+    const failure: DispatchFailure = {
+      kind: o.byPolicy ? 'rate_limit_exceeded' : 'upstream_error',
+      status: 429,
+      message: o.message,
+      retryAfterSecs: o.retryAfterSecs,
     };
     return { kind: 'error', failure, target: t.model, served };
   }

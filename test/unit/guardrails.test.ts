@@ -272,7 +272,7 @@ guardrails:
       JSON.stringify({ name: 'p', kind: 'pii', detectors: [{ type: 'email', x: 1 }] }),
     );
     assert.ok(ok.ok);
-    if (ok.ok) assert.deepEqual(ok.unknownFields, ['detectors[].x']);
+    if (ok.ok) assert.deepEqual(ok.unknownFields, ['detectors.[].x']);
     const bad = parseRow(
       '/a',
       '/a/guardrails/g2',

@@ -157,8 +157,13 @@ const AGREE: [string, string, boolean][] = [
   ],
   ['AISIX proxy.listeners (refused)', withProxy('{ addr: ":1", listeners: [] }'), false],
   [
-    'AISIX admin.tls (refused)',
-    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: {} }',
+    'admin.tls',
+    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: { cert_file: a, key_file: b } }',
+    true,
+  ],
+  [
+    'admin.tls without key_file',
+    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: { cert_file: a } }',
     false,
   ],
 ];
@@ -200,8 +205,8 @@ const RESOURCES: [string, string, boolean][] = [
   ['_format_version as a number', '_format_version: 1', false],
   ['no _format_version', 'models: []', false],
   ['an unknown collection', '_format_version: "1"\nplugins: []', false],
-  ['an empty gating collection', '_format_version: "1"\nrate_limit_policies: []', true],
-  ['a gating entry', '_format_version: "1"\nrate_limit_policies: [{ name: g }]', false],
+  ['an empty gating collection', '_format_version: "1"\noidc_providers: []', true],
+  ['a gating entry', '_format_version: "1"\noidc_providers: [{ name: g }]', false],
   ['a guardrail', '_format_version: "1"\nguardrails: [{ name: g, kind: keyword, patterns: [] }]', true],
   ['a guardrail without its kind', '_format_version: "1"\nguardrails: [{ name: g }]', false],
   ['an accepted-not-served entry', '_format_version: "1"\nmcp_servers: [{ display_name: m, url: x }]', true],
@@ -244,6 +249,8 @@ const RESOURCES_PIPELINE_ONLY: [string, string][] = [
     'an allowed model not defined',
     `_format_version: "1"\napi_keys: [{ display_name: a, key_hash: h, allowed_models: [gone] }]`,
   ],
+  // The two forms and the condition tree are the pipeline's (src/resources/policy-schema.ts).
+  ['a rate-limit policy of neither form', '_format_version: "1"\nrate_limit_policies: [{ name: g }]'],
 ];
 
 describe('resources.yaml verdicts: the JSON Schema and the pipeline', () => {
