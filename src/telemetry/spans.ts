@@ -167,6 +167,11 @@ function contentAttributes(t: RequestTrace, o: RequestOutcome, opts: SpanOptions
   return a;
 }
 
+/** How many spans `buildSpans` makes of `t`: SERVER alone, or with the logical span and one per attempt. */
+export function spanCountOf(t: RequestTrace): number {
+  return t.attempts.length === 0 ? 1 : 2 + t.attempts.length;
+}
+
 /**
  * The spans of one finished request: SERVER, then (when it reached an upstream) the logical CLIENT span and
  * one CLIENT span per attempt. A request answered before dispatch (a refusal, a response-cache hit) is its
