@@ -4,9 +4,11 @@
 // same in-process upstream answering the mock's JSON. What is left is the CPU the gateway's own code adds to
 // each request — the part issue 12's "×bare" goal is about — measured in one process, alternating, medians.
 //
-//   node --import tsx bench/inproc.ts [--requests N] [--rounds N] [--concurrency N] [--no-access-log]
+//   node --import tsx bench/inproc.ts [--requests N] [--rounds N] [--concurrency N] [--no-access-log] [--tracing]
 //   node --cpu-prof --import tsx bench/inproc.ts --only sluice      # a profile of Sluice's part alone
 //
+// `--tracing` adds the same app with one OTLP exporter at sample ratio 1.0 (`observability.tracing.otlp`), its
+// POSTs answered by the same in-process upstream, so tracing off and on are measured in one run.
 // Prints a table; run on Bun or Deno the same way (`bun bench/inproc.ts`, `deno run -A bench/inproc.ts`).
 import { Hono } from 'hono';
 import { createGateway } from '../src/boot.ts';
@@ -25,6 +27,10 @@ const ROUNDS = Number(flag('rounds', '3'));
 const CONCURRENCY = Number(flag('concurrency', '50'));
 const ONLY = flag('only', '');
 const ACCESS_LOG = !has('no-access-log');
+const TRACING = has('tracing');
+/** The exporter `--tracing` adds; its POSTs reach the in-process upstream, never a socket. */
+const TRACING_YAML =
+  '  tracing: { otlp: { enabled: true, endpoint: "http://127.0.0.1:9/v1/traces", sample_ratio: 1.0 } }';
 
 const enc = new TextEncoder();
 const ANSWER = JSON.stringify(CHAT_COMPLETION);
@@ -56,7 +62,7 @@ async function readText(path: string): Promise<string> {
 const CALLER_KEY = 'sk-sluice-bench';
 const BODY = JSON.stringify({ model: 'bench-route', messages: [{ role: 'user', content: 'Say hello.' }] });
 
-async function sluiceApp(): Promise<(r: Request) => Promise<Response>> {
+async function sluiceApp(tracing = false): Promise<(r: Request) => Promise<Response>> {
   const env = { SLUICE_BENCH_UPSTREAM: 'http://127.0.0.1:9/v1' };
   const platform: Platform = {
     name: 'inproc',
@@ -69,7 +75,7 @@ async function sluiceApp(): Promise<(r: Request) => Promise<Response>> {
   };
   const configText = (await readText('./config/config.yaml')).replace(
     /access_log: true/,
-    `access_log: ${ACCESS_LOG}`,
+    `access_log: ${ACCESS_LOG}${tracing ? `\n${TRACING_YAML}` : ''}`,
   );
   const c = loadConfig('bench/config/config.yaml', configText, env);
   if (!c.ok) throw new Error(c.report.format());
@@ -133,6 +139,7 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 const targets: [string, (r: Request) => Promise<Response>][] = [];
 if (ONLY !== 'bare') targets.push([`sluice${ACCESS_LOG ? '' : ' (no access log)'}`, await sluiceApp()]);
+if (ONLY !== 'bare' && TRACING) targets.push(['sluice, tracing on (1 exporter, ratio 1.0)', await sluiceApp(true)]);
 if (ONLY !== 'sluice') targets.push(['bare hono', bareApp()]);
 for (const [, h] of targets) await measure(h, Math.min(REQUESTS, 20_000)); // warm-up
 const results = new Map<string, number[]>(targets.map(([name]) => [name, []]));
@@ -150,4 +157,9 @@ for (const [name, xs] of results) {
 if (bare && results.size > 1) {
   const s = median([...results.values()][0]!);
   console.log(`\nSluice's own work: ${(s - median(bare)).toFixed(2)} µs per request in process`);
+}
+const traced = results.get('sluice, tracing on (1 exporter, ratio 1.0)');
+if (traced) {
+  const off = median([...results.values()][0]!);
+  console.log(`Tracing on: ${(median(traced) - off).toFixed(2)} µs per request more than off`);
 }
