@@ -63,7 +63,7 @@ export class Answerer {
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
-        ...(trace ? { trace } : {}),
+        trace, // undefined when untraced
         snapshot: caller.snapshot,
         model: m,
         upstreamModel: resolved.upstreamModel,

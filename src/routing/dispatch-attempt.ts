@@ -56,7 +56,7 @@ export async function attemptUpstream(
       upstream: d.upstream,
       signal: cancel,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
-      ...(span ? { traceparent: span.traceparent } : {}),
+      traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
     });
     if (r.kind === 'refused') {
       end();
