@@ -53,8 +53,9 @@ const HEX: string[] = [];
 for (let i = 0; i < 256; i++) HEX.push(i.toString(16).padStart(2, '0'));
 
 /**
- * Random bytes drawn a block at a time: one `getRandomValues` call (microseconds on Node) serves 256 ids of a
- * request's four. Filled on first use, never at module load (Workers refuses randomness outside a request).
+ * Random bytes drawn a block at a time: one `getRandomValues` call, a synchronous trip into the platform's
+ * CSPRNG, serves 256 ids (a traced request takes four). Filled on first use, never at module load (Workers
+ * refuses randomness outside a request).
  */
 const pool = new Uint8Array(4096);
 let poolAt = pool.length;
