@@ -4,7 +4,7 @@
 // same in-process upstream answering the mock's JSON. What is left is the CPU the gateway's own code adds to
 // each request — the part issue 12's "×bare" goal is about — measured in one process, alternating, medians.
 //
-//   node --import tsx bench/inproc.ts [--requests N] [--rounds N] [--concurrency N] [--no-access-log]
+//   node --import tsx bench/inproc.ts [--requests N] [--rounds N] [--concurrency N] [--no-access-log] [--tracing]
 //   node --cpu-prof --import tsx bench/inproc.ts --only sluice      # a profile of Sluice's part alone
 //   node --import tsx bench/inproc.ts --features    # also: guardrails on, a cache hit, a cache miss
 //
@@ -13,6 +13,8 @@
 // same request (every one after the first a hit) or with `Cache-Control: no-store` (a miss: the fingerprint
 // and the lookup, nothing stored, then the upstream call).
 //
+// `--tracing` adds the same app with one OTLP exporter at sample ratio 1.0 (`observability.tracing.otlp`), its
+// POSTs answered by the same in-process upstream, so tracing off and on are measured in one run.
 // Prints a table; run on Bun or Deno the same way (`bun bench/inproc.ts`, `deno run -A bench/inproc.ts`).
 import { Hono } from 'hono';
 import { createGateway } from '../src/boot.ts';
@@ -32,6 +34,10 @@ const CONCURRENCY = Number(flag('concurrency', '50'));
 const ONLY = flag('only', '');
 const ACCESS_LOG = !has('no-access-log');
 const FEATURES = has('features');
+const TRACING = has('tracing');
+/** The exporter `--tracing` adds; its POSTs reach the in-process upstream, never a socket. */
+const TRACING_YAML =
+  '  tracing: { otlp: { enabled: true, endpoint: "http://127.0.0.1:9/v1/traces", sample_ratio: 1.0 } }';
 
 const enc = new TextEncoder();
 const ANSWER = JSON.stringify(CHAT_COMPLETION);
@@ -65,7 +71,7 @@ const BODY = JSON.stringify({ model: 'bench-route', messages: [{ role: 'user', c
 
 type Handler = (r: Request) => Promise<Response>;
 
-async function sluiceApp(resourcesFile = 'resources.yaml'): Promise<Handler> {
+async function sluiceApp(resourcesFile = 'resources.yaml', tracing = false): Promise<Handler> {
   const env = { SLUICE_BENCH_UPSTREAM: 'http://127.0.0.1:9/v1' };
   const platform: Platform = {
     name: 'inproc',
@@ -78,7 +84,7 @@ async function sluiceApp(resourcesFile = 'resources.yaml'): Promise<Handler> {
   };
   const configText = (await readText('./config/config.yaml')).replace(
     /access_log: true/,
-    `access_log: ${ACCESS_LOG}`,
+    `access_log: ${ACCESS_LOG}${tracing ? `\n${TRACING_YAML}` : ''}`,
   );
   const c = loadConfig('bench/config/config.yaml', configText, env);
   if (!c.ok) throw new Error(c.report.format());
@@ -149,6 +155,9 @@ if (FEATURES && ONLY !== 'bare') {
   targets.push(['sluice + cache policy: hit', cached]);
   targets.push(['sluice + cache policy: miss (no-store)', cached, { 'cache-control': 'no-store' }]);
 }
+if (ONLY !== 'bare' && TRACING) {
+  targets.push(['sluice, tracing on (1 exporter, ratio 1.0)', await sluiceApp('resources.yaml', true)]);
+}
 if (ONLY !== 'sluice') targets.push(['bare hono', bareApp()]);
 for (const [, h, extra] of targets) await measure(h, Math.min(REQUESTS, 20_000), extra); // warm-up
 const results = new Map<string, number[]>(targets.map(([name]) => [name, []]));
@@ -166,4 +175,9 @@ for (const [name, xs] of results) {
 if (bare && results.size > 1) {
   const s = median([...results.values()][0]!);
   console.log(`\nSluice's own work: ${(s - median(bare)).toFixed(2)} µs per request in process`);
+}
+const traced = results.get('sluice, tracing on (1 exporter, ratio 1.0)');
+if (traced) {
+  const off = median([...results.values()][0]!);
+  console.log(`Tracing on: ${(median(traced) - off).toFixed(2)} µs per request more than off`);
 }

@@ -20,6 +20,7 @@ import { pumpSse } from './stream.ts';
 import { fromCounts, meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
+import { finishReasonOf } from '../telemetry/finish-reason.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 import type { RequestTrace } from '../telemetry/trace.ts';
 
@@ -77,7 +78,7 @@ export class Answerer {
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
-        ...(trace ? { trace } : {}),
+        trace, // undefined when untraced
         snapshot: caller.snapshot,
         model: m,
         upstreamModel: resolved.upstreamModel,
@@ -116,6 +117,7 @@ export class Answerer {
       const read = readBody(r.body);
       rec.read(read.usage, read.id);
       const trace = rec.trace;
+      if (trace) rec.endedWith(finishReasonOf(r.body));
       if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return commitUsage(call, totalOf(read.usage) ?? 0).then(() =>
@@ -142,11 +144,11 @@ export class Answerer {
     r: Extract<DispatchResult, { kind: 'stream' }>,
     scrub: () => Scrub,
   ): Response {
-    const usage = new StreamUsage(this.d.maxSseEventBytes);
+    const trace = call.rec.trace;
+    const usage = new StreamUsage(this.d.maxSseEventBytes, trace !== undefined);
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const wire = call.route.wire;
-    const trace = call.rec.trace;
     const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
     const body = pumpSse({
       chunks: meteredChunks(collector ? collected(r.chunks, collector) : r.chunks, usage, scrub),
@@ -160,6 +162,7 @@ export class Answerer {
         end = streamOutcome(call.rec, wire, usage, end, detail);
         r.settle(end);
         call.rec.read(used, usage.id);
+        if (trace) call.rec.endedWith(usage.finishReason);
         call.rec.firstToken(r.ttftMs?.());
         if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
         void commitUsage(call, totalOf(used));

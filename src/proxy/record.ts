@@ -39,6 +39,8 @@ export class RequestRecord {
   private direct: Upstream | undefined = undefined;
   private usage: Usage | undefined = undefined;
   private providerRequestId: string | undefined = undefined;
+  /** Why the model stopped, as the answer said (`gen_ai.response.finish_reasons`); read for traced requests only. */
+  private finishReason: string | undefined = undefined;
   private errorKind: string | undefined = undefined;
   /** The failure's message (the access log's `error`). */
   private error: string | undefined = undefined;
@@ -101,6 +103,11 @@ export class RequestRecord {
     if (usage === undefined && this.usage !== undefined) return;
     this.usage = usage;
     this.providerRequestId = providerRequestId;
+  }
+
+  /** The answer's finish reason (a traced request's; undefined: it gave none). */
+  endedWith(reason: string | undefined): void {
+    this.finishReason = reason;
   }
 
   /** A guardrail ended the stream after its 200 (the caller got the error frame); not an upstream failure. */
@@ -238,6 +245,7 @@ export class RequestRecord {
       requestModel: this.model,
       responseModel: s?.upstreamModel,
       responseId: this.providerRequestId,
+      finishReason: this.finishReason,
       inputTokens: u?.input,
       outputTokens: u?.output,
       apiKeyId: this.key?.id,
@@ -246,6 +254,7 @@ export class RequestRecord {
       errorType: this.errorKind,
       downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
       rateLimited: status === 429 && !attempted,
+      cache: this.cache,
     };
   }
 

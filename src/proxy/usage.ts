@@ -11,6 +11,7 @@
 
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts';
 import type { TokenCounts } from '../providers/types.ts';
+import { finishReasonOf } from '../telemetry/finish-reason.ts';
 
 export interface Usage {
   input?: number;
@@ -133,9 +134,17 @@ export class StreamUsage {
   errored = false;
   /** The text of the last chunk observed (complete characters only). */
   piece = '';
+  /** The first finish reason an event gave (read only with `readsFinishReason`). */
+  finishReason: string | undefined;
 
-  /** `maxLineBytes`: the longest line (decoded characters, never more than its bytes) `observe` accepts; 0 = any. */
-  constructor(private readonly maxLineBytes = DEFAULT_MAX_SSE_EVENT_BYTES) {}
+  /**
+   * `maxLineBytes`: the longest line (decoded characters, never more than its bytes) `observe` accepts; 0 = any.
+   * `readsFinishReason`: also look for the finish reason (a traced request; nobody else reads it).
+   */
+  constructor(
+    private readonly maxLineBytes = DEFAULT_MAX_SSE_EVENT_BYTES,
+    private readonly readsFinishReason = false,
+  ) {}
 
   /** Rejects with `UpstreamStreamError` once an unfinished line outgrows `maxLineBytes`. */
   observe(chunk: Uint8Array): void {
@@ -198,6 +207,7 @@ export class StreamUsage {
     if (data.startsWith('{"error"') || data.startsWith('{"type":"error"')) this.errored = true;
     else if (data.startsWith('{"type":"message_stop"')) this.terminated = true;
     if (this.id === undefined) this.id = leadingId(line);
+    if (this.readsFinishReason && this.finishReason === undefined) this.finishReason = finishReasonOf(data);
     if (!line.includes('"usage"')) return;
     try {
       const v = JSON.parse(line.slice(5)) as { usage?: unknown; message?: { usage?: unknown } };

@@ -57,7 +57,7 @@ export async function attemptUpstream(
       upstream: d.upstream,
       signal: cancel,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
-      ...(span ? { traceparent: span.traceparent } : {}),
+      traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),
     });
     if (r.kind === 'refused') {

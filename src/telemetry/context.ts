@@ -52,17 +52,28 @@ export function formatTraceparent(traceId: string, spanId: string): string {
 const HEX: string[] = [];
 for (let i = 0; i < 256; i++) HEX.push(i.toString(16).padStart(2, '0'));
 
+/**
+ * Random bytes drawn a block at a time: one `getRandomValues` call, a synchronous trip into the platform's
+ * CSPRNG, serves 256 ids (a traced request takes four). Filled on first use, never at module load (Workers
+ * refuses randomness outside a request).
+ */
+const pool = new Uint8Array(4096);
+let poolAt = pool.length;
+
 /** `bytes` random bytes as lowercase hex, never all zero (an all-zero id is invalid). */
 export function randomHexId(bytes: 8 | 16): string {
-  const buf = new Uint8Array(bytes);
   for (;;) {
-    crypto.getRandomValues(buf);
+    if (poolAt + bytes > pool.length) {
+      crypto.getRandomValues(pool);
+      poolAt = 0;
+    }
     let out = '';
     let any = 0;
-    for (let i = 0; i < bytes; i++) {
-      out += HEX[buf[i]!];
-      any |= buf[i]!;
+    for (let i = poolAt; i < poolAt + bytes; i++) {
+      out += HEX[pool[i]!];
+      any |= pool[i]!;
     }
+    poolAt += bytes;
     if (any !== 0) return out;
   }
 }

@@ -1,12 +1,14 @@
 // One OTLP/HTTP exporter's delivery pipeline (docs/operations.md "Tracing"), off the request path: a bounded
 // queue of records (a record = one request's spans), batches of at most 100 records POSTed at least once a
 // second, transient failures (5xx, 408, 429, transport, timeout) retried 4 times with backoff (200 ms
-// doubling, at most 5 s), everything not delivered counted as dropped. Enqueueing never blocks or waits.
+// doubling, at most 5 s), everything not delivered counted as dropped. Enqueueing never blocks or waits. A
+// record is serialized once, when it is queued: a batch is a join of those texts, the same bytes on every
+// retry, and a record the full queue refuses is never built.
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import { sleep } from '../util/sleep.ts';
-import { exportRequestBody, USER_AGENT } from './otlp.ts';
+import { exportBodyOf, serializeRecord, USER_AGENT } from './otlp.ts';
 import type { OtlpSpan } from './spans.ts';
 
 export const MAX_QUEUE_RECORDS = 1024;
@@ -59,14 +61,20 @@ export function transientStatus(status: number): boolean {
   return status >= 500 || status === 408 || status === 429;
 }
 
-function spanCount(records: readonly (readonly OtlpSpan[])[]): number {
+/** One queued request: its spans as JSON text (`serializeRecord`) and how many they are. */
+export interface QueuedRecord {
+  readonly json: string;
+  readonly spans: number;
+}
+
+function spanCount(records: readonly QueuedRecord[]): number {
   let n = 0;
-  for (const r of records) n += r.length;
+  for (const r of records) n += r.spans;
   return n;
 }
 
 export class OtlpExporter {
-  private queue: (readonly OtlpSpan[])[] = [];
+  private queue: QueuedRecord[] = [];
   private running: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   /** Aborted when the exporter is closed past its deadline: waits and POSTs stop, the rest is dropped. */
@@ -93,19 +101,28 @@ export class OtlpExporter {
 
   /** Queue one request's spans; a full queue drops them (counted). Never waits. */
   offer(spans: readonly OtlpSpan[]): void {
-    if (this.closed) return this.deps.metrics.dropped(this.settings.name, 'shutdown', spans.length);
+    this.offerBuilt(spans.length, () => spans);
+  }
+
+  /**
+   * Queue one request's `count` spans, built by `build` only when the queue takes them (a full or closed
+   * exporter counts them dropped without building them). Never waits.
+   */
+  offerBuilt(count: number, build: () => readonly OtlpSpan[]): void {
+    if (this.closed) return this.deps.metrics.dropped(this.settings.name, 'shutdown', count);
     if (this.queue.length >= MAX_QUEUE_RECORDS) {
-      this.deps.metrics.dropped(this.settings.name, 'queue_full', spans.length);
+      this.deps.metrics.dropped(this.settings.name, 'queue_full', count);
       this.deps.log.debug(MSG.sinkQueueFull, { sink: this.settings.name });
       return;
     }
-    this.queue.push(spans);
+    const spans = build();
+    this.queue.push({ json: serializeRecord(spans), spans: spans.length });
     if (this.deps.keepAlive || this.queue.length >= MAX_BATCH_RECORDS) this.kick();
     else this.schedule();
   }
 
   /** Takes the records still queued (a rebuilt exporter continues them); this one accepts no more. */
-  handOver(): (readonly OtlpSpan[])[] {
+  handOver(): QueuedRecord[] {
     const q = this.queue;
     this.queue = [];
     this.closed = true;
@@ -114,7 +131,7 @@ export class OtlpExporter {
   }
 
   /** Records handed over by the exporter this one replaces go first. */
-  adopt(records: (readonly OtlpSpan[])[]): void {
+  adopt(records: QueuedRecord[]): void {
     const room = MAX_QUEUE_RECORDS - this.queue.length;
     const kept = records.slice(Math.max(0, records.length - room));
     if (kept.length < records.length) {
@@ -196,10 +213,10 @@ export class OtlpExporter {
     }
   }
 
-  private async deliver(batch: (readonly OtlpSpan[])[]): Promise<void> {
+  private async deliver(batch: QueuedRecord[]): Promise<void> {
     const { name, endpoint } = this.settings;
     const spans = spanCount(batch);
-    const body = exportRequestBody(batch);
+    const body = exportBodyOf(batch.map((r) => r.json));
     const wait = this.deps.sleep ?? sleep;
     for (let attempt = 0;; attempt++) {
       let transient: boolean;

@@ -2,7 +2,7 @@
 // attribute). AISIX's names, kinds, flags and attributes, with the OpenTelemetry GenAI semantic-convention
 // attributes beside them (`gen_ai.provider.name`, `error.type`, `server.address`, `server.port`).
 import { capContent } from './content.ts';
-import type { AttemptSpan, RequestOutcome, RequestTrace } from './trace.ts';
+import type { AttemptSpan, CacheOutcome, RequestOutcome, RequestTrace } from './trace.ts';
 
 /** OTLP/JSON `AnyValue` as the JSON mapping writes it (int64 as a decimal string). */
 export type OtlpValue =
@@ -54,6 +54,7 @@ export interface SpanOptions {
 const str = (key: string, v: string): OtlpAttribute => ({ key, value: { stringValue: v } });
 const int = (key: string, v: number): OtlpAttribute => ({ key, value: { intValue: String(Math.round(v)) } });
 const bool = (key: string, v: boolean): OtlpAttribute => ({ key, value: { boolValue: v } });
+const double = (key: string, v: number): OtlpAttribute => ({ key, value: { doubleValue: v } });
 
 /** Unix nanoseconds as a decimal string, exact beyond 2^53. */
 export function unixNano(wallMs: number, offsetMs: number): string {
@@ -132,7 +133,22 @@ function eventAttributes(
   if (o.clientIp) a.push(str('aisix.client_source_ip', o.clientIp));
   const ua = o.userAgent ?? t.userAgent;
   if (ua) a.push(str('aisix.client_user_agent', ua));
+  if (serving && o.cache) a.push(...cacheAttributes(o.cache));
   if (serving) a.push(...contentAttributes(t, o, opts));
+  return a;
+}
+
+/** The cache decision under AISIX's usage-event names (`cache_status`, `cache_hit_layer`, …), prefixed `aisix.`. */
+function cacheAttributes(c: CacheOutcome): OtlpAttribute[] {
+  const a = [str('aisix.cache_status', c.status)];
+  if (c.layer) a.push(str('aisix.cache_hit_layer', c.layer));
+  if (c.similarity !== undefined) a.push(double('aisix.cache_similarity', c.similarity));
+  if (c.saved) {
+    a.push(
+      int('aisix.cache_hit_saved_input_tokens', c.saved.input),
+      int('aisix.cache_hit_saved_output_tokens', c.saved.output),
+    );
+  }
   return a;
 }
 
@@ -151,10 +167,15 @@ function contentAttributes(t: RequestTrace, o: RequestOutcome, opts: SpanOptions
   return a;
 }
 
+/** How many spans `buildSpans` makes of `t`: SERVER alone, or with the logical span and one per attempt. */
+export function spanCountOf(t: RequestTrace): number {
+  return t.attempts.length === 0 ? 1 : 2 + t.attempts.length;
+}
+
 /**
  * The spans of one finished request: SERVER, then (when it reached an upstream) the logical CLIENT span and
- * one CLIENT span per attempt. A request answered before dispatch (a refusal) is its SERVER span alone,
- * carrying the event set.
+ * one CLIENT span per attempt. A request answered before dispatch (a refusal, a response-cache hit) is its
+ * SERVER span alone, carrying the event set.
  */
 export function buildSpans(t: RequestTrace, o: RequestOutcome, opts: SpanOptions): OtlpSpan[] {
   const end = t.end ?? t.elapsed();

@@ -7,7 +7,7 @@ import { toAbortSignal } from '../util/cancel.ts';
 import { parseTraceparent } from './context.ts';
 import { type ExporterDeps, OtlpExporter, type PostFn } from './exporter.ts';
 import { randomSalt, sampled } from './sampling.ts';
-import { buildSpans } from './spans.ts';
+import { buildSpans, spanCountOf } from './spans.ts';
 import { type RequestOutcome, RequestTrace, systemTraceClock, type TraceClock } from './trace.ts';
 
 /** One exporter as configured (the resource's members, defaults applied). */
@@ -136,12 +136,11 @@ export class Telemetry {
       const l = this.live.get(name);
       if (!l) continue; // removed since the request arrived
       const full = l.config.content_mode === 'full';
-      l.exporter.offer(
+      l.exporter.offerBuilt(spanCountOf(trace), () =>
         buildSpans(trace, outcome, {
           exporterName: name,
           contentMaxBytes: full ? l.config.content_max_bytes : undefined,
-        }),
-      );
+        }));
     }
   }
 

@@ -102,6 +102,17 @@ export interface RequestOutcome {
   /** Captured content (content_mode `full`), already free of credentials. */
   prompt?: string;
   completion?: string;
+  /** The response cache's part when a policy applied (a hit is answered without an upstream attempt). */
+  cache?: CacheOutcome;
+}
+
+/** The response cache's decision for a request, in AISIX's usage-event terms (docs/cache.md). */
+export interface CacheOutcome {
+  status: 'hit' | 'miss' | 'bypass';
+  layer?: 'exact' | 'semantic';
+  similarity?: number;
+  /** The stored answer's usage, which a hit did not spend again. */
+  saved?: { input: number; output: number };
 }
 
 export class RequestTrace {

@@ -21,6 +21,12 @@ function rssKiB(pid: number): number {
   return Number(m![1]);
 }
 
+/** The process's CPU time so far (user + system), ms; /proc counts in ticks of 10 ms. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
@@ -64,6 +70,8 @@ observability_exporters:
       await Promise.all([mock?.close(), rx?.close()]);
     });
 
+    /** Chat calls answered so far (each one a record of 3 spans). */
+    let sent = 0;
     /** `REQUESTS` chat calls, `CONCURRENCY` at a time; each one's latency in ms. */
     const load = async (): Promise<number[]> => {
       const latencies: number[] = [];
@@ -71,6 +79,7 @@ observability_exporters:
       const worker = async () => {
         while (next < REQUESTS) {
           next++;
+          sent++;
           const t0 = performance.now();
           const res = await fetch(gw.url('/v1/chat/completions'), {
             method: 'POST',
@@ -91,6 +100,14 @@ observability_exporters:
         reason,
       }) ?? 0;
 
+    /** Every span made so far was delivered or dropped: the exporter holds nothing from an earlier case. */
+    const settled = async () => {
+      const text = await (await fetch(gw.url('/metrics', 'status'))).text();
+      const delivered = sumSamples(text, 'sluice_otlp_delivered_spans_total', { exporter: 'col' }) ?? 0;
+      const dropped = sumSamples(text, 'aisix_otlp_fanout_drops_total', { exporter: 'col' }) ?? 0;
+      return delivered + dropped >= sent * 3;
+    };
+
     let baselineRss = 0;
 
     test('a healthy collector: every span delivered, none dropped', async () => {
@@ -107,22 +124,34 @@ observability_exporters:
       ['refuses connections', () => rx.refuse(), 'retries_exhausted'],
     ];
     for (const [what, set, reason] of cases) {
-      test(`a collector that ${what}: latency and memory within noise, drops counted (${reason})`, async () => {
+      test(`a collector that ${what}: latency and memory within noise, drops counted (${reason})`, async (t) => {
         // The baseline right before, against a healthy collector: the machine's load drifts between runs.
+        // (and with the exporter delivering again: one still waiting on the last case's collector does no
+        // export work, which would make the baseline cheaper than a healthy collector's).
         rx.setMode({ kind: 'ok' });
+        await until(settled, 60_000, 'the exporter settled the earlier records');
+        const pid = gw.proc.pid!;
+        const cpu0 = cpuMs(pid);
         const baseline = median(await load());
+        const baselineCpu = cpuMs(pid) - cpu0;
         await set();
         const before = await drops(reason);
+        const cpu1 = cpuMs(pid);
         const m = median(await load());
-        const rss = rssKiB(gw.proc.pid!);
+        const cpu = cpuMs(pid) - cpu1;
+        const rss = rssKiB(pid);
+        const seen = `median ${m.toFixed(1)} ms vs baseline ${
+          baseline.toFixed(1)
+        } ms; gateway CPU ${cpu} vs ${baselineCpu} ms`;
+        t.diagnostic(seen);
+        // The gateway's own work for the same requests: what failed deliveries and their retries add (one
+        // POST of an already serialized batch each) is small beside serving them; the allowance is the
+        // /proc tick granularity and the machine's noise. docs/operations.md "Tracing".
+        assert.ok(cpu <= 1.5 * baselineCpu + 200, seen);
         // A collector that stalled the request path would add its timeout, seconds, to every request. What
-        // is allowed: the machine's noise plus the CPU the exporter's own retries take on the gateway's one
-        // event loop (Bun's median has been 2-3.5 times its baseline against a collector answering 500;
-        // docs/operations.md "Tracing").
-        assert.ok(
-          m <= Math.max(4 * baseline, baseline + 60),
-          `median ${m.toFixed(1)} ms vs baseline ${baseline.toFixed(1)} ms`,
-        );
+        // is allowed: the noise of a loaded machine, where the load generator, the upstream and the collector
+        // share the test process.
+        assert.ok(m <= Math.max(2.5 * baseline, baseline + 40), seen);
         // The bound: one queue of 1024 records (3 spans each) and a batch in flight, a few MiB, plus what the
         // runtime's heap grows by under load alone (Deno's has grown by 64 MiB on this machine).
         assert.ok(rss - baselineRss < 128 * 1024, `RSS grew ${((rss - baselineRss) / 1024).toFixed(1)} MiB`);

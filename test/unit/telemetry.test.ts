@@ -12,7 +12,8 @@ import { type DropReason, type ExporterDeps, OtlpExporter, transientStatus } fro
 import { type ExporterConfig, postThroughFetch, Telemetry } from '../../src/telemetry/telemetry.ts';
 import { decodeExportRequest, type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { createLogger } from '../../src/observability/logger.ts';
-import { exportRequestBody } from '../../src/telemetry/otlp.ts';
+import { exportRequestBody, SCOPE_NAME, SERVICE_NAME } from '../../src/telemetry/otlp.ts';
+import { VERSION } from '../../src/version.ts';
 
 const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 
@@ -389,8 +390,9 @@ describe('OTLP exporter', () => {
         }),
     });
     const ex = new OtlpExporter({ name: 'e', endpoint: rx.url, headers: {} }, deps);
+    const records = Array.from({ length: 1500 }, (_, i) => spansOf(`r${i}`));
     const t0 = performance.now();
-    for (let i = 0; i < 1500; i++) ex.offer(spansOf(`r${i}`));
+    for (const r of records) ex.offer(r);
     const took = performance.now() - t0;
     // 100 went into the hanging POST, 1024 wait, the rest was dropped.
     await new Promise((r) => setTimeout(r, 50));
@@ -402,6 +404,37 @@ describe('OTLP exporter', () => {
     assert.equal(deps.counted.drops.shutdown, (1024 + 100) * 3);
     ex.offer(spansOf('late'));
     assert.equal(deps.counted.drops.shutdown, (1024 + 101) * 3);
+  });
+
+  test('a full or closed exporter counts a record dropped without building it; a batch is the records joined', async () => {
+    reset();
+    rx.setMode({ kind: 'hang' });
+    const deps = exporterDeps();
+    const ex = new OtlpExporter({ name: 'e', endpoint: rx.url, headers: {} }, deps);
+    const records = Array.from({ length: 1024 + 100 }, (_, i) => spansOf(`r${i}`));
+    for (const r of records) ex.offer(r); // the 100th starts the (hanging) POST of the first 100: 1024 wait
+    for (let i = 0; i < 100; i++) ex.offer(records[i]!);
+    let built = 0;
+    ex.offerBuilt(3, () => (built++, spansOf('x')));
+    assert.equal(built, 0);
+    assert.equal(deps.counted.drops.queue_full, 101 * 3);
+    await ex.close(50);
+    ex.offerBuilt(3, () => (built++, spansOf('x')));
+    assert.equal(built, 0);
+    assert.equal(deps.counted.drops.shutdown, (1024 + 100 + 1) * 3);
+    // What a POST carries is byte for byte the batch serialized whole.
+    const whole = JSON.stringify({
+      resourceSpans: [{
+        resource: {
+          attributes: [
+            { key: 'service.name', value: { stringValue: SERVICE_NAME } },
+            { key: 'service.version', value: { stringValue: VERSION } },
+          ],
+        },
+        scopeSpans: [{ scope: { name: SCOPE_NAME }, spans: records.slice(0, 3).flat() }],
+      }],
+    });
+    assert.equal(exportRequestBody(records.slice(0, 3)), whole);
   });
 
   test('a refused connection is transient, retried, then counted', async () => {
