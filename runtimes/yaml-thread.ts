@@ -1,6 +1,7 @@
 // `Platform.parseYamlOffThread` over node:worker_threads (Node, Bun and Deno): the worker is this very
 // module (in the Node bundle, dist/node.mjs), started with a marker in its workerData, so no second file
 // has to ship. One worker per parse, ended once its pieces are handed over.
+import { setPriority } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { type YamlPiece, type YamlPieces, yamlPieces } from '../src/resources/yaml-pieces.ts';
 
@@ -39,6 +40,12 @@ export function parseYamlOffThread(text: string): YamlPieces {
 
 /** In the worker: parse once, then answer each `next` with a piece. */
 function serve(text: string): void {
+  try {
+    // Linux keeps a nice value per thread: this lowers the worker's alone, so requests go first.
+    setPriority(19);
+  } catch {
+    // Not permitted or not implemented: the parse runs at the process's priority.
+  }
   const next = yamlPieces(text);
   parentPort!.on('message', () => parentPort!.postMessage(next()));
 }
