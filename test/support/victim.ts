@@ -1,0 +1,121 @@
+// The victim-latency and RSS harness of the process tests that measure what one kind of traffic costs the
+// other callers of an instance (test/process/stream-long-line, stream-not-sse, upstream-limits,
+// reload-latency): a timed chat request, a steady stream of them, percentiles, an upstream body written
+// with backpressure, and a process's resident set read from /proc.
+import { readFileSync } from 'node:fs';
+import type * as http from 'node:http';
+import { CALLER_KEY, type GatewayProcess } from './process.ts';
+
+export interface TimedChat {
+  status: number;
+  contentType: string | null;
+  retryAfter: string | null;
+  body: string;
+  /** From sending the request to the end of its body. */
+  ms: number;
+}
+
+/** One chat request for `gpt-test` whose user message is `content`, timed until its body was read. */
+export async function timedChat(
+  g: GatewayProcess,
+  content: string,
+  opts: { stream?: boolean; model?: string } = {},
+): Promise<TimedChat> {
+  const t = performance.now();
+  const r = await fetch(g.url('/v1/chat/completions'), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: opts.model ?? 'gpt-test',
+      messages: [{ role: 'user', content }],
+      ...(opts.stream === undefined ? {} : { stream: opts.stream }),
+    }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const body = await r.text();
+  return {
+    status: r.status,
+    contentType: r.headers.get('content-type'),
+    retryAfter: r.headers.get('retry-after'),
+    body,
+    ms: performance.now() - t,
+  };
+}
+
+export const median = (xs: number[]): number => percentile(xs, 0.5);
+
+/** The `p` quantile (0..1) of `xs`, by rank. */
+export function percentile(xs: number[], p: number): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
+}
+
+/**
+ * A steady stream of the victim's plain requests, back to back, until `done()` holds after at least `min`
+ * of them; every one must answer 200. Resolves with their latencies.
+ */
+export async function victimStream(
+  g: GatewayProcess,
+  min: number,
+  done: () => boolean = () => true,
+): Promise<number[]> {
+  const out: number[] = [];
+  while (out.length < min || !done()) {
+    const v = await timedChat(g, 'victim', { stream: false });
+    if (v.status !== 200) throw new Error(`victim request answered ${v.status}: ${v.body.slice(0, 300)}`);
+    out.push(v.ms);
+  }
+  return out;
+}
+
+/** Writes `payload` to `res` in 256 KiB steps, waiting for `drain`; `progress` sees the bytes written so far. */
+export async function writeWithBackpressure(
+  res: http.ServerResponse,
+  payload: Buffer,
+  progress: (written: number) => void = () => {},
+): Promise<void> {
+  const step = 256 * 1024;
+  for (let off = 0; off < payload.length && !res.destroyed; off += step) {
+    const ok = res.write(payload.subarray(off, Math.min(payload.length, off + step)));
+    progress(Math.min(payload.length, off + step));
+    if (!ok) {
+      // One listener pair per wait, both removed (racing two `once()` left one behind each time).
+      await new Promise<void>((r) => {
+        const done = (): void => {
+          res.off('drain', done).off('close', done);
+          r();
+        };
+        res.on('drain', done).on('close', done);
+      });
+    }
+  }
+  if (!res.destroyed) res.end();
+}
+
+/** The process's resident set, in MiB (Linux /proc). */
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m?.[1] ?? 0) / 1024;
+}
+
+/** The highest RSS of `pid` sampled every `everyMs` from now until `stop()`, starting at `from`. */
+export function rssPeak(pid: number, from: number, everyMs = 50): { readonly peak: number; stop(): void } {
+  let peak = from;
+  const timer = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), everyMs);
+  return {
+    get peak() {
+      return peak;
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** The lowest RSS of `pid` over `ms` (sampled every 250 ms): what stays once freed memory was returned. */
+export async function settledRssMiB(pid: number, ms = 5000): Promise<number> {
+  let rss = rssMiB(pid);
+  for (const end = Date.now() + ms; Date.now() < end;) {
+    await new Promise((r) => setTimeout(r, 250));
+    rss = Math.min(rss, rssMiB(pid));
+  }
+  return rss;
+}
