@@ -1,10 +1,12 @@
 // The victim-latency and RSS harness of the process tests that measure what one kind of traffic costs the
 // other callers of an instance (test/process/stream-long-line, stream-not-sse, upstream-limits,
-// reload-latency): a timed chat request, a steady stream of them, percentiles, an upstream body written
-// with backpressure, and a process's resident set read from /proc.
+// reload-latency): a timed chat request, a steady stream of them, a victim sampled while attackers run,
+// percentiles, an upstream body written with backpressure, and a process's resident set read from /proc.
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type * as http from 'node:http';
 import { CALLER_KEY, type GatewayProcess } from './process.ts';
+import { sleep } from './until.ts';
 
 export interface TimedChat {
   status: number;
@@ -66,6 +68,37 @@ export async function victimStream(
     out.push(v.ms);
   }
   return out;
+}
+
+/**
+ * The victim's latency before and while `attackers` callers each repeat `attack`, pausing `pauseMs` between
+ * theirs: 20 warm-up requests (each 200), `samples` before, then at least `samples` during and until
+ * `minAttacks` attacks ended (each 200). Resolves with both series and every attack's outcome.
+ */
+export async function victimUnderAttack<T>(
+  g: GatewayProcess,
+  o: { samples: number; attackers: number; pauseMs: number; minAttacks: number; attack: () => Promise<T> },
+): Promise<{ before: number[]; during: number[]; attacks: T[] }> {
+  for (let i = 0; i < 20; i++) assert.equal((await timedChat(g, 'warm', { stream: false })).status, 200);
+  const before: number[] = [];
+  for (let i = 0; i < o.samples; i++) before.push((await timedChat(g, 'victim', { stream: false })).ms);
+  let stop = false;
+  const attacks: T[] = [];
+  const attackers = [...Array(o.attackers)].map(async () => {
+    while (!stop) {
+      attacks.push(await o.attack());
+      await sleep(o.pauseMs);
+    }
+  });
+  const during: number[] = [];
+  while (during.length < o.samples || attacks.length < o.minAttacks) {
+    const v = await timedChat(g, 'victim', { stream: false });
+    assert.equal(v.status, 200);
+    during.push(v.ms);
+  }
+  stop = true;
+  await Promise.all(attackers);
+  return { before, during, attacks };
 }
 
 /** Writes `payload` to `res` in 256 KiB steps, waiting for `drain`; `progress` sees the bytes written so far. */
