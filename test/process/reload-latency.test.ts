@@ -1,6 +1,6 @@
 // Black-box, on Node, Bun and Deno: a SIGHUP reload of a 20,000-model, 20,000-key resources file under a
 // steady request stream (docs/configuration.md "Reloading") leaves that stream's p99 within 50 ms of its p99
-// before; the new snapshot serves whole once the reload is logged, and a bad file of that size is refused
+// before and no request stalls for seconds; the new snapshot serves whole once the reload is logged, and a bad file of that size is refused
 // whole with the report a parse on the event loop writes (file, line, field), the previous snapshot serving.
 // Run: node build.mjs && node --import tsx --test test/process/reload-latency.test.ts
 import assert from 'node:assert/strict';
@@ -16,6 +16,11 @@ import { percentile, victimStream } from '../support/victim.ts';
 const ROWS = 20_000;
 /** The issue's bound: p99 during the reload within this much of p99 before. */
 const P99_SLACK_MS = 50;
+/**
+ * No single request waits this long: a parse of the whole file on the event loop (what a reload did before)
+ * stalled one for 10–14 s on this machine; the slices leave stalls of up to about 1.1 s under heavy load.
+ */
+const MAX_STALL_MS = 2500;
 const BEFORE_MS = 3000;
 const MIN_SAMPLES = 100;
 const RELOADED = 'resources file reloaded';
@@ -78,6 +83,10 @@ describe('a 20k-row reload under a steady request stream (gateway processes on n
           `${Math.max(...before).toFixed(1)} ms (${before.length}); during the reload ` +
           `${percentile(good.ms, 0.5).toFixed(1)}/${p99.during.toFixed(1)}/${Math.max(...good.ms).toFixed(1)} ms ` +
           `(${good.ms.length})`,
+      );
+      assert.ok(
+        Math.max(...good.ms) <= MAX_STALL_MS,
+        `${runtime}: one request took ${Math.max(...good.ms).toFixed(0)} ms during the reload`,
       );
       // The swap is whole: the last key of the new file authenticates, the first of the old one no more.
       assert.equal(await status(g, bigResourcesKey('b', ROWS - 1)), 200);

@@ -101,6 +101,29 @@ export async function victimUnderAttack<T>(
   return { before, during, attacks };
 }
 
+/**
+ * An open-loop stream of the victim's plain requests: one every `everyMs`, whatever the earlier ones are
+ * doing, until `done()` holds after at least `min` were sent, so a stall shows as every request sent during
+ * it (a back-to-back caller would count it once). Resolves with every latency; each must answer 200.
+ */
+export async function steadyStream(
+  g: GatewayProcess,
+  everyMs: number,
+  min: number,
+  done: () => boolean = () => true,
+): Promise<number[]> {
+  const sent: Promise<TimedChat>[] = [];
+  let next = performance.now();
+  while (sent.length < min || !done()) {
+    sent.push(timedChat(g, 'victim', { stream: false }));
+    next += everyMs;
+    await sleep(Math.max(0, next - performance.now()));
+  }
+  const answers = await Promise.all(sent);
+  for (const a of answers) assert.equal(a.status, 200, a.body.slice(0, 300));
+  return answers.map((a) => a.ms);
+}
+
 /** Writes `payload` to `res` in 256 KiB steps, waiting for `drain`; `progress` sees the bytes written so far. */
 export async function writeWithBackpressure(
   res: http.ServerResponse,
