@@ -11,6 +11,7 @@ import { fetchUpstream } from '../src/upstream-fetch.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
+import { parseYamlOffThread } from './yaml-thread.ts';
 
 export function bunPlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));
@@ -21,6 +22,7 @@ export function bunPlatform(): Platform {
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: (o) => fetchUpstream(o.tls ? upstreamTlsFetch(o.tls) : fetch, o),
     files: nodeFiles,
+    parseYamlOffThread,
     redis: lazyRedisClient,
     env: process.env,
     writeLog: (line) => logs.write(line),

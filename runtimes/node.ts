@@ -1,6 +1,7 @@
 // Node entrypoint: implements the Platform contract with node:http(s)/http2, undici and node:fs, then
 // hands over to the runtime-agnostic core. Started by bin/sluice from the esbuild bundle.
 import { readFileSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { main } from '../src/main.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
@@ -8,6 +9,7 @@ import type { Platform } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
+import { parseYamlOffThread } from './yaml-thread.ts';
 import { undiciUpstream } from './undici-upstream.ts';
 
 export function nodePlatform(): Platform {
@@ -19,6 +21,7 @@ export function nodePlatform(): Platform {
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: (o) => undiciUpstream(o, o.tls?.ca ? nodeExtraCa() : undefined),
     files: nodeFiles,
+    parseYamlOffThread,
     env: process.env,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),
@@ -40,7 +43,8 @@ export function start(): void {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) start();
+// A worker thread (runtimes/yaml-thread.ts) loads this module too, with its own file as argv[1].
+if (isMainThread && import.meta.url === `file://${process.argv[1]}`) start();
 
 /**
  * The etcd source's TLS (private CA, client certificate): undici's fetch through an Agent carrying the

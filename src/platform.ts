@@ -147,6 +147,21 @@ export interface RedisClient {
   quit(): Promise<void>;
 }
 
+/** One piece of a parsed YAML file (src/resources/yaml-pieces.ts), as it crosses between threads (structured-cloneable). */
+export type YamlPiece =
+  /** The text is not YAML: the parse errors, with the line each starts on. */
+  | { type: 'errors'; errors: { message: string; line?: number }[] }
+  /** The parsed value, each top-level sequence emptied; its rows follow in `rows` pieces, in order. */
+  | { type: 'head'; value: unknown }
+  | { type: 'rows'; key: string; rows: unknown[] }
+  | { type: 'done' };
+
+/** The parser of another thread: `next()` answers with the following piece; `close()` ends the thread. */
+export interface YamlPieces {
+  next(): Promise<YamlPiece>;
+  close(): void;
+}
+
 export interface Platform {
   /** `node`, `bun`, `deno`, `workers`: for log lines only, never for branching in `src/`. */
   readonly name: string;
@@ -158,6 +173,12 @@ export interface Platform {
    */
   upstream(opts: UpstreamOptions): UpstreamFetch;
   files?: PlatformFiles;
+  /**
+   * Parse YAML on another thread with `yamlPieces` (src/resources/yaml-pieces.ts), handing the result back a
+   * piece per `next()`, so a large resources file is parsed off the event loop. Absent where the runtime has
+   * no worker threads (the pipeline parses on its own thread).
+   */
+  parseYamlOffThread?(text: string): YamlPieces;
   /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd
    * source. Absent where the runtime cannot (the global fetch is used, which trusts the system CAs).

@@ -59,7 +59,7 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
     let counted: TokenCounts | undefined;
     const chunks = messagesStreamToChat(r.chunks, model, includeUsage, (u) => {
       counted = u;
-    });
+    }, c.maxSseEventBytes);
     return { kind: 'stream', chunks, cancel: r.cancel, counted: () => counted };
   }
   // An error status goes back as the upstream sent it (the HTTP layer re-wraps it in the caller's envelope);

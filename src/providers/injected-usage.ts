@@ -34,6 +34,7 @@ function usageOnly(j: Record<string, unknown>): boolean {
 export function withoutInjectedUsage(
   chunks: AsyncIterable<Uint8Array>,
   onUsage: (usage: TokenCounts) => void,
+  maxEventBytes?: number,
 ): AsyncGenerator<Uint8Array> {
   return editSse(chunks, {
     mayTouch: (text) => USAGE_OBJECT.test(text),
@@ -44,5 +45,5 @@ export function withoutInjectedUsage(
       onUsage(usage);
       return usageOnly(j) ? null : undefined;
     },
-  });
+  }, maxEventBytes);
 }

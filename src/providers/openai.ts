@@ -50,7 +50,9 @@ export const openaiAdapter: ProviderAdapter = {
     const onUsage = (u: TokenCounts) => {
       counted = u;
     };
-    const chunks = inject ? withoutInjectedUsage(r.chunks, onUsage) : observeResponsesUsage(r.chunks, onUsage);
+    const chunks = inject
+      ? withoutInjectedUsage(r.chunks, onUsage, c.maxSseEventBytes)
+      : observeResponsesUsage(r.chunks, onUsage, c.maxSseEventBytes);
     return { ...r, chunks, counted: () => counted };
   },
 };

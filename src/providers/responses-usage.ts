@@ -10,6 +10,7 @@ const TERMINAL = /"response\.(completed|incomplete|failed)"/;
 export function observeResponsesUsage(
   chunks: AsyncIterable<Uint8Array>,
   onUsage: (usage: TokenCounts) => void,
+  maxEventBytes?: number,
 ): AsyncGenerator<Uint8Array> {
   return editSse(chunks, {
     mayTouch: (text) => TERMINAL.test(text),
@@ -19,5 +20,5 @@ export function observeResponsesUsage(
       if (usage) onUsage(usage);
       return undefined;
     },
-  });
+  }, maxEventBytes);
 }

@@ -38,6 +38,11 @@ export interface ProviderCall {
    * (`openai` only) against the translation through chat; absent: the key's `provider`.
    */
   provider?: string;
+  /**
+   * `upstream.max_sse_event_bytes`: the longest event a stream may carry where Sluice parses or edits it
+   * (translations, injected usage); 0 = any. Absent: the default (src/providers/sse.ts).
+   */
+  maxSseEventBytes?: number;
 }
 
 /**

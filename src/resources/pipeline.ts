@@ -12,12 +12,12 @@ import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
 import type { RateLimitPolicy } from './policy-schema.ts';
 import { uuidV5 } from '../util/crypto.ts';
-import { sleep } from '../util/sleep.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
 import { parseDocument, parseExporterDocument } from './documents.ts';
 import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
+import { Pacer } from './pace.ts';
 import { checkReferences, type Typed } from './references.ts';
 import {
   EXPORTER_KIND,
@@ -28,6 +28,7 @@ import {
   type ResourceKind,
 } from './schema.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
+import { type Assembled, assembleYaml, type YamlPieces } from './yaml-pieces.ts';
 
 export { type Env, interpolate } from './interpolate.ts';
 export { type EntryError, rowScope } from './entries.ts';
@@ -52,27 +53,50 @@ export type LoadResult =
 
 const FORMAT_VERSION = '1';
 
-/** Rows validated between two yields to the event loop, so a large reload lets requests run between them. */
-const ROWS_PER_YIELD = 256;
+/** Below this many bytes a file is parsed on the event loop: starting a worker would take longer than the parse. */
+export const OFF_THREAD_MIN_BYTES = 256 * 1024;
 
-/** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
-const yieldToLoop = (): Promise<void> => sleep(0);
+export interface LoadOptions {
+  /** Parse on another thread (`Platform.parseYamlOffThread`) when the file is large; absent: on this one. */
+  parseOffThread?: (text: string) => YamlPieces;
+}
 
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
-export async function loadResourcesFile(file: string, text: string, env: Env): Promise<LoadResult> {
+export async function loadResourcesFile(
+  file: string,
+  text: string,
+  env: Env,
+  opts: LoadOptions = {},
+): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
-  const scratch = new FileReport('resources file', file);
-  const src = parseYaml(text, scratch);
-  if (!src) {
-    for (const e of scratch.entries) {
+  const pacer = new Pacer();
+  const parsed = await parseText(text, opts, pacer);
+  if (!parsed.ok) {
+    for (const e of parsed.errors) {
       problems.file(`YAML parse error: ${e.message}${e.line ? ` at line ${e.line}` : ''}`);
     }
     return { ok: false, report: problems.report, entryErrors: problems.entries };
   }
-  await yieldToLoop();
-  const built = await buildResourceSet(src.value, env, problems);
+  await pacer.yield();
+  const built = await buildResourceSet(parsed.value, env, problems, pacer);
   if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
-  return snapshotOf(built, src.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
+  const snapshot = await Snapshot.build(built.set, () => pacer.pace());
+  return snapshotOf(snapshot, built, parsed.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
+}
+
+/** The YAML stage: off the event loop when the platform can and the file is large, else here. */
+async function parseText(text: string, opts: LoadOptions, pacer: Pacer): Promise<Assembled> {
+  if (opts.parseOffThread && text.length >= OFF_THREAD_MIN_BYTES) {
+    try {
+      return await assembleYaml(opts.parseOffThread(text), () => pacer.yield());
+    } catch {
+      // A worker that cannot start or dies: the same parse, on this thread.
+    }
+  }
+  const scratch = new FileReport('resources file', '');
+  const src = parseYaml(text, scratch);
+  if (src) return { ok: true, value: src.value };
+  return { ok: false, errors: scratch.entries.map((e) => ({ message: e.message, line: e.line })) };
 }
 
 interface Built {
@@ -81,8 +105,7 @@ interface Built {
 }
 
 /** The last stage: the served snapshot, and what the file source compares across reloads. */
-function snapshotOf(built: Built, doc: Record<string, unknown>): LoadResult {
-  const snapshot = new Snapshot(built.set);
+function snapshotOf(snapshot: Snapshot, built: Built, doc: Record<string, unknown>): LoadResult {
   let notServedCount = 0;
   for (const n of Object.values(built.notServed)) notServedCount += n;
   const collections: Record<string, number> = {};
@@ -99,17 +122,23 @@ function snapshotOf(built: Built, doc: Record<string, unknown>): LoadResult {
   };
 }
 
-async function buildResourceSet(value: unknown, env: Env, problems: Problems): Promise<Built | undefined> {
+async function buildResourceSet(
+  value: unknown,
+  env: Env,
+  problems: Problems,
+  pacer: Pacer,
+): Promise<Built | undefined> {
   const doc = checkFileLevel(value, problems);
   if (!doc) return undefined;
-  const { prepared, identities } = interpolateEntries(doc, env, problems);
+  const { prepared, identities } = await interpolateEntries(doc, env, problems, pacer);
   const providerKeyIds = new Map<string, string>();
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
+    await pacer.pace();
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
   const fileIds: FileIds = {
-    api_keys: await idsOf(identities, 'api_keys'),
-    models: await idsOf(identities, 'models'),
+    api_keys: await idsOf(identities, 'api_keys', pacer),
+    models: await idsOf(identities, 'models', pacer),
   };
   const { typed, notServed, exporters, guardrails, policies } = await validateEntries(
     prepared,
@@ -117,8 +146,9 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
     providerKeyIds,
     fileIds,
     problems,
+    pacer,
   );
-  await yieldToLoop();
+  await pacer.pace();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -138,9 +168,16 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
 }
 
 /** Each entry name of `kind` → the id derived from it. */
-async function idsOf(identities: Map<string, Map<string, number>>, kind: string): Promise<Map<string, string>> {
+async function idsOf(
+  identities: Map<string, Map<string, number>>,
+  kind: string,
+  pacer: Pacer,
+): Promise<Map<string, string>> {
   const out = new Map<string, string>();
-  for (const name of identities.get(kind)?.keys() ?? []) out.set(name, await uuidV5(`${kind}/${name}`));
+  for (const name of identities.get(kind)?.keys() ?? []) {
+    await pacer.pace();
+    out.set(name, await uuidV5(`${kind}/${name}`));
+  }
   return out;
 }
 
@@ -184,11 +221,12 @@ interface Prepared {
 }
 
 /** Per entry: `${VAR}`, identity present, duplicate identity. `identities`: kind → identity → index. */
-function interpolateEntries(
+async function interpolateEntries(
   doc: Record<string, unknown>,
   env: Env,
   problems: Problems,
-): { prepared: Prepared[]; identities: Map<string, Map<string, number>> } {
+  pacer: Pacer,
+): Promise<{ prepared: Prepared[]; identities: Map<string, Map<string, number>> }> {
   const prepared: Prepared[] = [];
   const identities = new Map<string, Map<string, number>>();
   for (const kind of FILE_COLLECTIONS) {
@@ -201,6 +239,7 @@ function interpolateEntries(
     const seen = new Map<string, number>();
     identities.set(kind, seen);
     for (let index = 0; index < entries.length; index++) {
+      await pacer.pace();
       const p = interpolateEntry({ kind, index }, entries[index], env, seen, problems);
       if (p) prepared.push(p);
     }
@@ -257,6 +296,7 @@ async function validateEntries(
   providerKeyIds: ReadonlyMap<string, string>,
   fileIds: FileIds,
   problems: Problems,
+  pacer: Pacer,
 ): Promise<{
   typed: Typed;
   notServed: Record<string, number>;
@@ -269,9 +309,8 @@ async function validateEntries(
   const notServed: Record<string, number> = {};
   const exporters: OtlpExporterResource[] = [];
   const policies: RateLimitPolicy[] = [];
-  let row = 0;
   for (const e of prepared) {
-    if (++row % ROWS_PER_YIELD === 0) await yieldToLoop();
+    await pacer.pace();
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);

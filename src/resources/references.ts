@@ -36,10 +36,12 @@ export function checkReferences(
 /** `allowed_models` entries and routing targets name a model of this file (or are a wildcard). */
 function checkModelRefs(typed: Typed, modelNames: readonly string[], problems: Problems): void {
   const modelSet = new Set(modelNames);
-  const definedModels = modelNames.length === 0 ? 'none' : [...modelNames].sort().join(', ');
+  // Listed only in a message, so sorted only once one is written.
+  let defined: string | undefined;
+  const definedModels = () => (defined ??= modelNames.length === 0 ? 'none' : [...modelNames].sort().join(', '));
   const check = (at: EntryRef, field: string, ref: string) => {
     if (ref.includes('*') || modelSet.has(ref)) return;
-    problems.entry(at, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels})`);
+    problems.entry(at, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels()})`);
   };
   for (const { at, r } of typed.api_keys) {
     for (const m of r.allowed_models) check(at, 'allowed_models entry', m);

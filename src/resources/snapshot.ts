@@ -26,41 +26,95 @@ interface WildcardAlias {
   model: Model;
 }
 
+/** The lookups of a snapshot, built once from its resources. */
+interface Index {
+  providerKeys: Map<string, ProviderKey>;
+  models: Map<string, Model>;
+  apiKeys: Map<string, ApiKey>;
+  modelsByName: Map<string, Model>;
+  wildcards: WildcardAlias[];
+  apiKeysByHash: Map<string, ApiKey>;
+}
+
+/**
+ * The indexes, a row at a time (the generator pauses after each, so `Snapshot.build` can let requests run).
+ * Name and key-hash indexes keep the LAST entry of a name (AISIX's name index: the row written last wins);
+ * the etcd source lists rows in write order for that reason.
+ */
+function* indexRows(resources: ResourceSet): Generator<void, Index> {
+  const ix: Index = {
+    providerKeys: new Map(),
+    models: new Map(),
+    apiKeys: new Map(),
+    modelsByName: new Map(),
+    wildcards: [],
+    apiKeysByHash: new Map(),
+  };
+  for (const k of resources.provider_keys) {
+    ix.providerKeys.set(k.id, k);
+    yield;
+  }
+  const wildcards = new Map<string, WildcardAlias>();
+  for (const m of resources.models) {
+    ix.models.set(m.id, m);
+    const star = m.display_name.indexOf('*');
+    if (star < 0) ix.modelsByName.set(m.display_name, m);
+    else {
+      wildcards.set(m.display_name, {
+        prefix: m.display_name.slice(0, star),
+        suffix: m.display_name.slice(star + 1),
+        model: m,
+      });
+    }
+    yield;
+  }
+  ix.wildcards.push(...wildcards.values());
+  // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
+  ix.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);
+  for (const k of resources.api_keys) {
+    ix.apiKeys.set(k.id, k);
+    ix.apiKeysByHash.set(k.key_hash, k);
+    yield;
+  }
+  return ix;
+}
+
+function indexAll(resources: ResourceSet): Index {
+  const rows = indexRows(resources);
+  for (;;) {
+    const r = rows.next();
+    if (r.done) return r.value;
+  }
+}
+
 export class Snapshot {
-  readonly providerKeys = new Map<string, ProviderKey>();
-  readonly models = new Map<string, Model>();
-  readonly apiKeys = new Map<string, ApiKey>();
-  private readonly modelsByName = new Map<string, Model>();
-  private readonly wildcards: WildcardAlias[] = [];
-  private readonly apiKeysByHash = new Map<string, ApiKey>();
+  readonly providerKeys: Map<string, ProviderKey>;
+  readonly models: Map<string, Model>;
+  readonly apiKeys: Map<string, ApiKey>;
+  private readonly modelsByName: Map<string, Model>;
+  private readonly wildcards: WildcardAlias[];
+  private readonly apiKeysByHash: Map<string, ApiKey>;
   /** `<kind>/<id>` → the etcd mod_revision of the row it came from (etcd source only; the admin lists). */
   readonly revisions = new Map<string, number>();
 
-  /**
-   * Name and key-hash indexes keep the LAST entry of a name (AISIX's name index: the row written last wins);
-   * the etcd source lists rows in write order for that reason.
-   */
-  constructor(readonly resources: ResourceSet) {
-    for (const k of resources.provider_keys) this.providerKeys.set(k.id, k);
-    const wildcards = new Map<string, WildcardAlias>();
-    for (const m of resources.models) {
-      this.models.set(m.id, m);
-      const star = m.display_name.indexOf('*');
-      if (star < 0) this.modelsByName.set(m.display_name, m);
-      else {
-        wildcards.set(m.display_name, {
-          prefix: m.display_name.slice(0, star),
-          suffix: m.display_name.slice(star + 1),
-          model: m,
-        });
-      }
-    }
-    this.wildcards.push(...wildcards.values());
-    // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
-    this.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);
-    for (const k of resources.api_keys) {
-      this.apiKeys.set(k.id, k);
-      this.apiKeysByHash.set(k.key_hash, k);
+  /** Builds the indexes in one go; `Snapshot.build` builds the same ones in slices. */
+  constructor(readonly resources: ResourceSet, index?: Index) {
+    const ix = index ?? indexAll(resources);
+    this.providerKeys = ix.providerKeys;
+    this.models = ix.models;
+    this.apiKeys = ix.apiKeys;
+    this.modelsByName = ix.modelsByName;
+    this.wildcards = ix.wildcards;
+    this.apiKeysByHash = ix.apiKeysByHash;
+  }
+
+  /** The same snapshot as `new Snapshot(resources)`, its indexes built with `pace()` awaited between rows. */
+  static async build(resources: ResourceSet, pace: () => Promise<void> | undefined): Promise<Snapshot> {
+    const rows = indexRows(resources);
+    for (;;) {
+      const r = rows.next();
+      if (r.done) return new Snapshot(resources, r.value);
+      await pace();
     }
   }
 

@@ -1,5 +1,6 @@
 // One upstream attempt (docs/routing.md "Deadlines and streams"): one provider call under the target's
 // deadline, mapped to an outcome the retry loop classifies. Deadlines live here so every adapter has them.
+import type { Config } from '../config/schema.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
@@ -13,6 +14,8 @@ import type { AttemptSpan } from '../telemetry/trace.ts';
 /** What an attempt uses. */
 export interface AttemptDeps {
   upstream: UpstreamFetch;
+  /** `max_sse_event_bytes`, for the adapters that parse or edit a stream. */
+  config: { upstream: Pick<Config['upstream'], 'max_sse_event_bytes'> };
   routing: Pick<RoutingState, 'begin'>;
   metrics: Pick<GatewayMetrics, 'deploymentRequests'>;
 }
@@ -55,6 +58,7 @@ export async function attemptUpstream(
       stream: input.stream,
       key: t.key,
       upstream: d.upstream,
+      maxSseEventBytes: d.config.upstream.max_sse_event_bytes,
       signal: cancel,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread

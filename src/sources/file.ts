@@ -24,7 +24,7 @@ const LOG = {
 
 /** What the file source needs: the sink it writes to, and the platform's files and environment. */
 export interface FileSourceHost extends SourceSink {
-  readonly platform: Pick<Platform, 'files' | 'env'>;
+  readonly platform: Pick<Platform, 'files' | 'env' | 'parseYamlOffThread'>;
 }
 
 export interface ReadOptions {
@@ -90,7 +90,10 @@ export class FileSource implements ConfigSource {
     } catch {
       return this.fail('parse', `resources file ${path}: not valid UTF-8`);
     }
-    const r = await loadResourcesFile(path, text, host.platform.env);
+    const parseOffThread = host.platform.parseYamlOffThread;
+    const r = await loadResourcesFile(path, text, host.platform.env, {
+      ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
+    });
     if (!r.ok) {
       await this.recordRejected(r.entryErrors);
       return this.fail('validate', r.report.format());

@@ -8,7 +8,6 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { chatCompletion } from '../support/mock-upstream.ts';
-import { sleep } from '../support/until.ts';
 import {
   baseConfig,
   CALLER_KEY,
@@ -17,6 +16,7 @@ import {
   type RuntimeName,
   spawnGateway,
 } from '../support/process.ts';
+import { median, type TimedChat, timedChat, victimUnderAttack, writeWithBackpressure } from '../support/victim.ts';
 
 const BIG = 20_000_000;
 const BOUND = 4_194_304;
@@ -44,21 +44,7 @@ async function startUpstream(): Promise<{ base: string; bigWritten: number[]; cl
     const slot = bigWritten.push(0) - 1;
     res.on('error', () => {});
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const step = 256 * 1024;
-    for (let off = 0; off < BIG && !res.destroyed; off += step) {
-      const ok = res.write(payload.subarray(off, Math.min(BIG, off + step)));
-      bigWritten[slot] = Math.min(BIG, off + step);
-      if (!ok) {
-        await new Promise<void>((r) => {
-          const done = (): void => {
-            res.off('drain', done).off('close', done);
-            r();
-          };
-          res.on('drain', done).on('close', done);
-        });
-      }
-    }
-    if (!res.destroyed) res.end();
+    await writeWithBackpressure(res, payload, (n) => (bigWritten[slot] = n));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
@@ -72,23 +58,8 @@ async function startUpstream(): Promise<{ base: string; bigWritten: number[]; cl
   };
 }
 
-async function chat(
-  g: GatewayProcess,
-  content: string,
-  stream: boolean,
-): Promise<{ status: number; contentType: string | null; body: string; ms: number }> {
-  const t = performance.now();
-  const r = await fetch(g.url('/v1/chat/completions'), {
-    method: 'POST',
-    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content }], stream }),
-    signal: AbortSignal.timeout(60_000),
-  });
-  const body = await r.text();
-  return { status: r.status, contentType: r.headers.get('content-type'), body, ms: performance.now() - t };
-}
-
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const chat = (g: GatewayProcess, content: string, stream: boolean): Promise<TimedChat> =>
+  timedChat(g, content, { stream });
 
 describe(
   'a stream of one 20 MB line with no newline (gateway processes on node, bun, deno)',
@@ -113,27 +84,14 @@ describe(
         });
         procs.push(g);
         await g.waitReady('/readyz');
-        for (let i = 0; i < 20; i++) assert.equal((await chat(g, 'warm', false)).status, 200);
-        const before: number[] = [];
-        for (let i = 0; i < SAMPLES; i++) before.push((await chat(g, 'victim', false)).ms);
-
         // Attackers keep sending such streams while the victim samples again.
-        let stop = false;
-        const cut: Awaited<ReturnType<typeof chat>>[] = [];
-        const attackers = [...Array(ATTACKERS)].map(async () => {
-          while (!stop) {
-            cut.push(await chat(g, 'long-line', true));
-            await sleep(PAUSE_MS);
-          }
+        const { before, during, attacks: cut } = await victimUnderAttack(g, {
+          samples: SAMPLES,
+          attackers: ATTACKERS,
+          pauseMs: PAUSE_MS,
+          minAttacks: MIN_REFUSED,
+          attack: () => chat(g, 'long-line', true),
         });
-        const during: number[] = [];
-        while (during.length < SAMPLES || cut.length < MIN_REFUSED) {
-          const v = await chat(g, 'victim', false);
-          assert.equal(v.status, 200);
-          during.push(v.ms);
-        }
-        stop = true;
-        await Promise.all(attackers);
 
         assert.ok(cut.length >= MIN_REFUSED, `${runtime}: streams cut: ${cut.length}`);
         const errorEvent = `data: ${

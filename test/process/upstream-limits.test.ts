@@ -7,7 +7,6 @@
 // level (measured from /proc; the figures are printed).
 // Run: node build.mjs && node --import tsx --test test/process/upstream-limits.test.ts
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import type { AddressInfo } from 'node:net';
@@ -30,6 +29,7 @@ import {
   type RuntimeName,
   spawnGateway,
 } from '../support/process.ts';
+import { rssMiB, rssPeak, settledRssMiB, type TimedChat, timedChat, writeWithBackpressure } from '../support/victim.ts';
 
 const BIG = 50_000_000;
 const LIMIT = 33_554_432;
@@ -73,22 +73,7 @@ async function startBigUpstream(): Promise<{
       'content-type': 'application/json',
       ...(content === 'declared' ? { 'content-length': String(BIG) } : {}),
     });
-    const step = 256 * 1024;
-    for (let off = 0; off < BIG && !res.destroyed; off += step) {
-      const ok = res.write(payload.subarray(off, Math.min(BIG, off + step)));
-      written = Math.min(BIG, off + step);
-      if (!ok) {
-        // One listener pair per wait, both removed (racing two `once()` left one behind each time).
-        await new Promise<void>((r) => {
-          const done = (): void => {
-            res.off('drain', done).off('close', done);
-            r();
-          };
-          res.on('drain', done).on('close', done);
-        });
-      }
-    }
-    if (!res.destroyed) res.end();
+    await writeWithBackpressure(res, payload, (n) => (written = n));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
@@ -102,23 +87,7 @@ async function startBigUpstream(): Promise<{
   };
 }
 
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(m?.[1] ?? 0) / 1024;
-}
-
-async function chat(
-  g: GatewayProcess,
-  content: string,
-): Promise<{ status: number; body: string; retryAfter: string | null }> {
-  const r = await fetch(g.url('/v1/chat/completions'), {
-    method: 'POST',
-    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content }] }),
-    signal: AbortSignal.timeout(60_000),
-  });
-  return { status: r.status, body: await r.text(), retryAfter: r.headers.get('retry-after') };
-}
+const chat = (g: GatewayProcess, content: string): Promise<TimedChat> => timedChat(g, content);
 
 const TOO_LARGE = {
   error: { message: `upstream answer exceeded ${LIMIT} bytes (upstream.max_response_bytes)`, type: 'upstream_error' },
@@ -175,8 +144,7 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
       for (let i = 0; i < 20; i++) assert.equal((await chat(g, 'small')).status, 200);
       const pid = g.proc.pid!;
       const idle = rssMiB(pid);
-      let peak = idle;
-      const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), 50);
+      const sampler = rssPeak(pid, idle);
       /** Ten concurrent 50 MB answers (half declared, half chunked); then RSS, settled for up to 5 s. */
       const burst = async (): Promise<{ rss: number; closed: { written: number; mode: string }[] }> => {
         const closedBefore = up.bigClosed.length;
@@ -207,17 +175,13 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
         // (How much was written before the close is printed, not asserted: Deno's sockets read ahead of the
         // consumer, so under load the whole 50 MB can be in its buffers before the limit trips.)
         assert.equal((await chat(g, 'small')).status, 200, 'still serving');
-        let rss = rssMiB(pid);
-        for (const end = Date.now() + 5000; Date.now() < end;) {
-          await new Promise((r) => setTimeout(r, 250));
-          rss = Math.min(rss, rssMiB(pid));
-        }
-        return { rss, closed };
+        return { rss: await settledRssMiB(pid), closed };
       };
       let refusedForRoom = 0;
       const first = await burst();
       const later = [(await burst()).rss, (await burst()).rss];
-      clearInterval(sampler);
+      sampler.stop();
+      const peak = sampler.peak;
       const written = (mode: string): number =>
         Math.max(...first.closed.filter((c) => c.mode === mode).map((c) => c.written));
       console.log(

@@ -218,6 +218,7 @@ export async function* messagesStreamToChat(
   model: string,
   includeUsage: boolean,
   onUsage?: (usage: TokenUsage) => void,
+  maxEventBytes?: number,
 ): AsyncGenerator<Uint8Array> {
   let id = `chatcmpl-${translatedId('')}`;
   let upstreamModel = model;
@@ -235,7 +236,7 @@ export async function* messagesStreamToChat(
       choices: [{ index: 0, delta, finish_reason: finish }],
     });
 
-  for await (const ev of parseSse(chunks)) {
+  for await (const ev of parseSse(chunks, maxEventBytes)) {
     const j = jsonData(ev);
     if (!j) continue;
     const type = str(j.type) ?? ev.event;

@@ -279,6 +279,7 @@ export async function* chatStreamToMessages(
   chunks: AsyncIterable<Uint8Array>,
   model: string,
   onUsage?: (usage: TokenUsage) => void,
+  maxEventBytes?: number,
 ): AsyncGenerator<Uint8Array> {
   let started = false;
   /** The open content block (Anthropic blocks are sequential: one open at a time). */
@@ -303,7 +304,7 @@ export async function* chatStreamToMessages(
   };
 
   let done = false;
-  for await (const ev of parseSse(chunks)) {
+  for await (const ev of parseSse(chunks, maxEventBytes)) {
     if (ev.data === '[DONE]') {
       done = true;
       break;

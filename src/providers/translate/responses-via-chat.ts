@@ -326,12 +326,13 @@ export async function* chatStreamToResponses(
   chunks: AsyncIterable<Uint8Array>,
   model: string,
   onUsage?: (usage: TokenUsage) => void,
+  maxEventBytes?: number,
 ): AsyncGenerator<Uint8Array> {
   const out = new ResponsesEvents(model);
   let finish: unknown;
   let usage: TokenUsage = { input: 0, output: 0 };
   let done = false;
-  for await (const ev of parseSse(chunks)) {
+  for await (const ev of parseSse(chunks, maxEventBytes)) {
     if (ev.data === '[DONE]') {
       done = true;
       break;

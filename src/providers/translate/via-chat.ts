@@ -47,7 +47,12 @@ export function translatedCall(adapter: ProviderAdapter, call: ProviderCall): Pr
 interface ViaChat {
   request(body: Json): Json;
   response(chat: Json, model: string): Json;
-  stream(chunks: AsyncIterable<Uint8Array>, model: string, onUsage: (u: TokenUsage) => void): AsyncIterable<Uint8Array>;
+  stream(
+    chunks: AsyncIterable<Uint8Array>,
+    model: string,
+    onUsage: (u: TokenUsage) => void,
+    maxEventBytes?: number,
+  ): AsyncIterable<Uint8Array>;
 }
 
 const MESSAGES: ViaChat = {
@@ -82,7 +87,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     let seen: TokenUsage | undefined;
     const chunks = wire.stream(r.chunks, model, (u) => {
       seen = u;
-    });
+    }, call.maxSseEventBytes);
     return { kind: 'stream', chunks, cancel: r.cancel, counted: () => r.counted?.() ?? seen };
   }
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;

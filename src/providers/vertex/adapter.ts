@@ -98,7 +98,9 @@ async function gemini(c: ProviderCall, cred: VertexCredential, model: string): P
     body: chatToGemini(c.body),
     stream: c.stream,
   });
-  if (r.kind === 'stream') return { ...r, chunks: geminiStreamToChat(r.chunks, model, id, includeUsage(c.body)) };
+  if (r.kind === 'stream') {
+    return { ...r, chunks: geminiStreamToChat(r.chunks, model, id, includeUsage(c.body), c.maxSseEventBytes) };
+  }
   return translated(r, (json) => geminiToChat(json, model, id));
 }
 
@@ -107,7 +109,12 @@ async function claude(c: ProviderCall, cred: VertexCredential, model: string): P
   const body: Json = { ...rest, anthropic_version: 'vertex-2023-10-16', ...(c.stream ? { stream: true } : {}) };
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
   const r = await post({ c, cred, tail: `publishers/anthropic/models/${model}:${op}`, body, stream: c.stream });
-  if (r.kind === 'stream') return { ...r, chunks: messagesStreamToChat(r.chunks, model, includeUsage(c.body)) };
+  if (r.kind === 'stream') {
+    return {
+      ...r,
+      chunks: messagesStreamToChat(r.chunks, model, includeUsage(c.body), undefined, c.maxSseEventBytes),
+    };
+  }
   return translated(r, (json) => messagesToChatResponse(json, model));
 }
 

@@ -193,6 +193,7 @@ export async function* geminiStreamToChat(
   model: string,
   id: string,
   includeUsage: boolean,
+  maxEventBytes?: number,
 ): AsyncGenerator<Uint8Array> {
   const created = Math.floor(Date.now() / 1000);
   const chunk = (delta: Json, finish: string | null = null) =>
@@ -207,7 +208,7 @@ export async function* geminiStreamToChat(
   let finished = false;
   let calls = 0;
   let usage: unknown;
-  for await (const ev of parseSse(chunks)) {
+  for await (const ev of parseSse(chunks, maxEventBytes)) {
     const j = jsonData(ev);
     if (!j) continue;
     const err = streamError(j);

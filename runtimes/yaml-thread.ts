@@ -1,0 +1,55 @@
+// `Platform.parseYamlOffThread` over node:worker_threads (Node, Bun and Deno): the worker is this very
+// module (in the Node bundle, dist/node.mjs), started with a marker in its workerData, so no second file
+// has to ship. One worker per parse, ended once its pieces are handed over.
+import { setPriority } from 'node:os';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { type YamlPiece, type YamlPieces, yamlPieces } from '../src/resources/yaml-pieces.ts';
+
+const MARKER = 'sluice-yaml-thread';
+
+/** Parse `text` on a worker thread; each `next()` asks the worker for the following piece. */
+export function parseYamlOffThread(text: string): YamlPieces {
+  const worker = new Worker(new URL(import.meta.url), { workerData: { [MARKER]: true, text } });
+  let waiting: { resolve: (p: YamlPiece) => void; reject: (e: Error) => void } | undefined;
+  let failed: Error | undefined;
+  const fail = (e: Error) => {
+    failed ??= e;
+    waiting?.reject(failed);
+    waiting = undefined;
+  };
+  worker.on('message', (p: YamlPiece) => {
+    waiting?.resolve(p);
+    waiting = undefined;
+  });
+  worker.on('error', fail);
+  worker.on('exit', (code) => fail(new Error(`the YAML worker exited (code ${code})`)));
+  return {
+    next() {
+      if (failed) return Promise.reject(failed);
+      return new Promise<YamlPiece>((resolve, reject) => {
+        waiting = { resolve, reject };
+        worker.postMessage('next');
+      });
+    },
+    close() {
+      failed ??= new Error('closed');
+      void worker.terminate();
+    },
+  };
+}
+
+/** In the worker: parse once, then answer each `next` with a piece. */
+function serve(text: string): void {
+  try {
+    // Linux keeps a nice value per thread: this lowers the worker's alone, so requests go first.
+    setPriority(19);
+  } catch {
+    // Not permitted or not implemented: the parse runs at the process's priority.
+  }
+  const next = yamlPieces(text);
+  parentPort!.on('message', () => parentPort!.postMessage(next()));
+}
+
+if (!isMainThread && (workerData as Record<string, unknown> | null)?.[MARKER] === true) {
+  serve((workerData as { text: string }).text);
+}

@@ -1,0 +1,25 @@
+// Time-sliced yields for the resources pipeline (docs/configuration.md "Reloading"): a large file is
+// validated and indexed in slices, with a macrotask turn between them so requests keep their latency.
+import { sleep } from '../util/sleep.ts';
+
+/** The longest the pipeline keeps the event loop before it lets requests run. */
+export const SLICE_MS = 4;
+
+/** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
+export const yieldToLoop = (): Promise<void> => sleep(0);
+
+/** Call `pace()` between units of work: it yields once the current slice has run `SLICE_MS`. */
+export class Pacer {
+  private since = performance.now();
+
+  /** Resolves at once while the slice lasts; otherwise after one turn of the event loop. */
+  pace(): Promise<void> | undefined {
+    if (performance.now() - this.since < SLICE_MS) return undefined;
+    return this.yield();
+  }
+
+  async yield(): Promise<void> {
+    await yieldToLoop();
+    this.since = performance.now();
+  }
+}
