@@ -120,6 +120,8 @@ export class RequestRecord {
       prompt_tokens: u?.input,
       completion_tokens: u?.output,
       total_tokens: totalOf(u),
+      // Sluice's own: the token fields are the local estimate (the upstream reported none).
+      usage_estimated: u?.estimated ? true : undefined,
       request_id: this.requestId,
       provider_request_id: this.providerRequestId,
       served_by_model: this.routing && s ? s.model.display_name : undefined,

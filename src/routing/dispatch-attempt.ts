@@ -52,6 +52,8 @@ export async function attemptUpstream(
       key: t.key,
       upstream: d.upstream,
       signal: cancel,
+      callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
+      provider: t.model.provider ?? t.key.provider,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
     });
     if (r.kind === 'refused') {
@@ -64,10 +66,11 @@ export async function attemptUpstream(
     }
     const rest = r.chunks[Symbol.asyncIterator]();
     const abort = () => cancel.abort(CALLER_GONE);
+    const counted = r.counted;
     if (!t.streamConfigured) {
       // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
       clearTimeout(timer);
-      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end } };
+      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, counted } };
     }
     const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
     if (first.done) {
@@ -76,7 +79,7 @@ export async function attemptUpstream(
       return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
     }
     clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
-    return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort, end } };
+    return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort, end, counted } };
   } catch (e) {
     end();
     if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };

@@ -1,7 +1,7 @@
 // The caller's side of a streamed dispatch (docs/routing.md "Deadlines and streams"): the SSE body the pump
 // reads, whether the retry loop already produced a live stream or is still failing over behind keep-alive
 // comments (the early commit), the silence limit between chunks, and the settlement once it ended.
-import { type StreamEnd, UpstreamStreamError } from '../providers/types.ts';
+import { type StreamEnd, type TokenCounts, UpstreamStreamError } from '../providers/types.ts';
 import { upstreamErrorParts } from '../providers/upstream-error.ts';
 import type { Cancel } from '../util/cancel.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
@@ -36,6 +36,7 @@ export function streamResult(
     chunks: { [Symbol.asyncIterator]: () => s },
     abort: () => s.abort(),
     settle: (end) => s.settle(end),
+    counted: () => s.counted(),
   };
 }
 
@@ -83,6 +84,10 @@ class CallerStream implements AsyncIterator<Uint8Array> {
   abort(): void {
     this.controller.abort();
     this.live?.live.abort();
+  }
+
+  counted(): TokenCounts | undefined {
+    return this.live?.live.counted?.();
   }
 
   /** How the caller's stream ended: the live target's health and deployment metrics, its resources freed. */

@@ -1,7 +1,7 @@
 // The values dispatch hands around (docs/routing.md): what the caller's side gives it, what it answers, and
 // the routing-internal shapes its parts (plan, attempt, attempt recording, stream commit) share.
 import type { DeploymentLabels } from '../observability/gateway-metrics.ts';
-import type { Endpoint, ProviderAdapter, StreamEnd } from '../providers/types.ts';
+import type { Endpoint, ProviderAdapter, StreamEnd, TokenCounts } from '../providers/types.ts';
 import type { DirectModel, Model, ProviderKey, Routing } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
@@ -68,6 +68,9 @@ export type DispatchResult =
     chunks: AsyncIterable<Uint8Array>;
     abort(): void;
     settle(end: StreamEnd): void;
+    /** The adapter's own count of the stream's tokens, once it ended (ProviderResult `counted`); when
+     *  defined it wins over the usage in the bytes. Absent on a stream no adapter produced. */
+    counted?(): TokenCounts | undefined;
     served?: ServedBy;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
@@ -125,6 +128,8 @@ export interface LiveStream {
   abort(): void;
   /** Release what the attempt holds (deadline timer, caller-gone listener, in-flight count). Idempotent. */
   end(): void;
+  /** The adapter's count, once the stream ended (ProviderResult `counted`). */
+  counted?: () => TokenCounts | undefined;
 }
 
 /** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */
