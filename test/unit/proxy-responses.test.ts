@@ -10,6 +10,7 @@ import { COUNTED_INPUT_TOKENS, type MockAnthropic, startMockAnthropic } from '..
 import { chatCompletion, chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
+import { until } from '../support/until.ts';
 
 const CALLER = 'sk-resp-caller';
 const LIMITED = { json: 'sk-resp-limited-json', stream: 'sk-resp-limited-stream' };
@@ -105,6 +106,8 @@ describe('POST /v1/responses', () => {
   });
 
   test('a translated stream ends with response.completed and is recorded a success', async () => {
+    const usage = { prompt_tokens: 6, completion_tokens: 5, total_tokens: 11 };
+    mock.script({ sse: [chunk('deep-upstream', 'hello'), { ...chunk('deep-upstream', ''), choices: [], usage }] });
     const res = await post('/v1/responses', { model: 'deep', input: 'hello', stream: true });
     assert.equal(res.status, 200);
     const evs = events(await res.text());
@@ -113,17 +116,24 @@ describe('POST /v1/responses', () => {
     const log = lastLog();
     assert.equal(log.status, 200);
     assert.equal(log.error_kind, undefined);
-    assert.ok(Number(log.total_tokens) > 0, 'a translated stream counts its tokens');
+    assert.equal(log.total_tokens, 11, 'a translated stream counts its tokens');
   });
 
   test('a failure inside a Responses stream is a Responses error event', async () => {
     mock.script({ sse: [chunk('deep-upstream', 'partial')], dropAfterChunks: 1 });
+    const logged = platform.logs.length;
     const res = await post('/v1/responses', { model: 'deep', input: 'hello', stream: true });
     const evs = events(await res.text());
     const last = evs.at(-1)!;
     assert.equal(last.event, 'error');
     assert.equal(last.data.type, 'error');
     assert.equal(last.data.code, 'upstream_error');
+    // No usage came back: the line waits for the estimate.
+    await until(
+      () => platform.logs.slice(logged).some((l) => l.msg === 'proxy request completed'),
+      2000,
+      'the access-log line',
+    );
     assert.equal(lastLog().error_kind, 'upstream_error');
   });
 
