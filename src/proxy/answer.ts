@@ -7,7 +7,7 @@ import { bearerToken } from '../http/auth.ts';
 import { envelopeFor, errorResponse, fromFailure, ProxyError, upstreamErrorBody } from '../http/errors.ts';
 import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../http/sse.ts';
-import { answerText, StreamText } from '../providers/answer-text.ts';
+import { answerText } from '../providers/answer-text.ts';
 import { streamWithCallerModel, withCallerModel } from '../providers/caller-model.ts';
 import { estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
 import { responsesErrorEvent } from '../providers/translate/responses-via-chat.ts';
@@ -114,7 +114,7 @@ export class Answerer {
     r: Extract<DispatchResult, { kind: 'stream' }>,
     scrub: () => Scrub,
   ): Response {
-    const usage = new StreamUsage(new StreamText());
+    const usage = new StreamUsage();
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const wire = call.route.wire;
@@ -134,13 +134,10 @@ export class Answerer {
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
         const reported = fromCounts(r.counted?.()) ?? inBytes;
-        const finish = (used: Usage | undefined) => {
-          call.rec.read(used, usage.id);
-          void commitUsage(call, totalOf(used));
-          tracker.onEnd?.(end);
-        };
-        if (totalOf(reported) !== undefined) finish(reported);
-        else void answerUsage(call, reported, () => usage.text?.text() ?? '').then(finish);
+        // A stream without usage is not estimated here: the telemetry and the slot release wait for nothing.
+        call.rec.read(reported, usage.id);
+        void commitUsage(call, totalOf(reported));
+        tracker.onEnd?.(end);
       },
     });
     return stamped(call, body, 200, {
