@@ -76,6 +76,9 @@ const TARGETS = [
   'deno-nolog',
   'node-rl-memory',
   'node-rl-redis',
+  'node-cache-hit',
+  'node-cache-miss',
+  'node-cache-refresh',
 ] as const;
 type TargetId = (typeof TARGETS)[number];
 /** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
@@ -101,6 +104,9 @@ const JSON_ONLY: readonly TargetId[] = [
   'deno-nolog',
   'node-rl-memory',
   'node-rl-redis',
+  'node-cache-hit',
+  'node-cache-miss',
+  'node-cache-refresh',
 ];
 
 interface Options {
@@ -271,6 +277,8 @@ interface Target {
   bareArgs?: string[];
   /** Sluice with the rate-limited key: where the counters live (`ratelimit.backend`). */
   rateLimit?: 'memory' | 'redis';
+  /** Sluice: environment overrides of its own (e.g. another resources file). */
+  env?: Record<string, string>;
   port: number;
   proc?: Spawned;
   /** Request headers (besides content-type). */
@@ -329,9 +337,18 @@ async function startSluice(
     ...baseEnv(),
     ...extraEnv,
     SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${ctx.mockPort}/v1`,
+    // Another resources file next to config.yaml (e.g. resources-guardrails.yaml), for an A/B of a feature.
+    ...(process.env.SLUICE_BENCH_RESOURCES ? { AISIX_RESOURCES_FILE: process.env.SLUICE_BENCH_RESOURCES } : {}),
     AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
     AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${metricsPort}`,
     AISIX_OBSERVABILITY__ACCESS_LOG: accessLog ? 'true' : 'false',
+    // Trace export to a collector (bench/otlp-sink.mjs) at sample ratio 1.0, when the run asks for it.
+    ...(process.env.SLUICE_BENCH_OTLP_ENDPOINT
+      ? {
+        AISIX_OBSERVABILITY__TRACING__OTLP__ENABLED: 'true',
+        AISIX_OBSERVABILITY__TRACING__OTLP__ENDPOINT: process.env.SLUICE_BENCH_OTLP_ENDPOINT,
+      }
+      : {}),
   };
   const [cmd, args] = sluiceCommand(runtime, nodeFlags);
   const t0 = performance.now();
@@ -546,6 +563,16 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
       headers: { authorization: `Bearer ${SLUICE_RL_KEY}` },
       rateLimit: rl,
     })),
+    // The response cache (bench/config/resources-cache.yaml, one memory policy for bench-route): every request
+    // a hit; a miss that stores nothing (`no-store`); a refresh that stores every answer (`no-cache`).
+    ...([['hit', undefined], ['miss', 'no-store'], ['refresh', 'no-cache']] as const).map(
+      ([what, directive]): Omit<Target, 'port' | 'peaks'> => ({
+        ...sluice(`node-cache-${what}`, 'node', true),
+        label: `Sluice Node, cache ${what}`,
+        headers: { authorization: `Bearer ${SLUICE_KEY}`, ...(directive ? { 'cache-control': directive } : {}) },
+        env: { AISIX_RESOURCES_FILE: 'resources-cache.yaml' },
+      }),
+    ),
   ];
 }
 
@@ -1347,7 +1374,7 @@ async function main(): Promise<void> {
             AISIX_RATELIMIT__REDIS__URL: `redis://127.0.0.1:${await startRedisServer(ctx)}`,
           }
           : {};
-        const s = await startSluice(ctx, def.runtime!, def.accessLog!, def.id, [], rlEnv);
+        const s = await startSluice(ctx, def.runtime!, def.accessLog!, def.id, [], { ...rlEnv, ...def.env });
         t.proc = s.proc;
         t.port = s.port;
       } else if (def.kind === 'portkey') {

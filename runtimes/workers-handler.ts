@@ -8,6 +8,7 @@ import type { Gateway } from '../src/gateway.ts';
 import { parseBearer, timingSafeEqual } from '../src/http/auth.ts';
 import { envelopeFor, errorResponse, errors } from '../src/http/errors.ts';
 import { bundledFiles, type Platform } from '../src/platform.ts';
+import { wireOf } from '../src/proxy/routes.ts';
 import { EtcdPollSource, pollIntervalMs } from '../src/sources/etcd/poll.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 
@@ -23,27 +24,28 @@ export interface WorkerBundle {
 }
 /** The Worker's env bindings: vars and secrets are strings; other bindings (KV, R2 …) are ignored. */
 export type WorkerEnv = Record<string, unknown>;
-/** The part of the ExecutionContext used here: etcd polls run in `waitUntil` after the response. */
-export interface WorkerContext {
-  waitUntil(promise: Promise<unknown>): void;
-}
+/** The part of the ExecutionContext used here: etcd polls and trace deliveries run in `waitUntil`. */
+export type WorkerContext = { waitUntil(promise: Promise<unknown>): void };
 /** `now`: the poll schedule's clock (Unix ms), for tests that step past the interval; default the gateway's. */
 export type WorkerOptions = { now?: () => number };
 type Serve = (req: Request, ctx?: WorkerContext) => Promise<Response>;
+type Live = { ctx?: WorkerContext };
+const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
 
 const LOG = {
   configFailed: 'bundled configuration failed to load — every request answers 503 until a fixed version is deployed',
   resourcesFailed: 'bundled resources file failed to load — /readyz answers 503 until a fixed version is deployed',
   etcdWaiting: 'no etcd configuration yet — /readyz and /v1/* answer 503 until the first key appears under the prefix',
 } as const;
-const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };
 
 /** The module-worker shape (`export default { fetch }`); a boot that threw (a bug) is retried next request. */
 export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
   let booted: Promise<Serve> | undefined;
+  const live: Live = {}; // the latest request's context: its `waitUntil` keeps the isolate alive
   return {
     async fetch(req: Request, env: WorkerEnv, ctx?: WorkerContext): Promise<Response> {
-      booted ??= boot(bundle, env, opts).catch((e: unknown) => {
+      if (ctx) live.ctx = ctx;
+      booted ??= boot(bundle, env, opts, live).catch((e: unknown) => {
         booted = undefined;
         throw e;
       });
@@ -52,7 +54,7 @@ export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
   };
 }
 
-export function workersPlatform(files: Record<string, string>, env: Record<string, string>): Platform {
+export function workersPlatform(files: Record<string, string>, env: Record<string, string>, live: Live): Platform {
   return {
     name: 'workers',
     listen: () => Promise.reject(new Error('Workers has no listeners: the platform calls the fetch handler')),
@@ -62,13 +64,14 @@ export function workersPlatform(files: Record<string, string>, env: Record<strin
     env,
     writeLog: (line) => console.log(line),
     exit: () => {},
+    waitUntil: (work) => live.ctx?.waitUntil(work.catch(() => {})),
   };
 }
 
-async function boot(bundle: WorkerBundle, bindings: WorkerEnv, opts: WorkerOptions): Promise<Serve> {
+async function boot(bundle: WorkerBundle, bindings: WorkerEnv, opts: WorkerOptions, live: Live): Promise<Serve> {
   const strings = Object.entries(bindings ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string');
   const env = Object.fromEntries(strings);
-  const platform = workersPlatform(bundle.files, env);
+  const platform = workersPlatform(bundle.files, env, live);
   const interval = pollIntervalMs(ETCD_POLL_VAR, env[ETCD_POLL_VAR]);
   const token = env[STATUS_TOKEN_VAR] || undefined;
   let poller: EtcdPollSource | undefined;
@@ -105,8 +108,7 @@ async function pollSchedule(gw: Gateway, poller: EtcdPollSource, inner: Serve): 
     const path = new URL(req.url).pathname;
     if (!path.startsWith('/v1/')) return inner(req, ctx);
     // `/v1/*` before the first configuration: 503 in the caller's envelope (elsewhere: no listener).
-    const wire = path === '/v1/messages' ? 'anthropic' : 'openai';
-    return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wire));
+    return errorResponse(errors.notConfigured(retryAfter), envelopeFor(wireOf(path)));
   };
 }
 

@@ -7,14 +7,18 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
+import { GuardrailSchema } from '../src/guardrails/schema.ts';
 import {
   apiKeyShape,
+  cachePolicyShape,
   DIRECT_ONLY_FIELDS,
   FILE_COLLECTIONS,
   INAPPLICABLE_ON_ROUTING,
   isGatingKind,
   isNotServedKind,
   modelShape,
+  OtherExporterSchema,
+  OtlpExporterSchema,
   providerKeyShape,
 } from '../src/resources/schema.ts';
 
@@ -155,12 +159,34 @@ function apiKeyEntry(): Json {
   return { ...js, required: ['display_name', 'allowed_models'], oneOf: [required('key_env'), required('key_hash')] };
 }
 
+function cachePolicyEntry(): Json {
+  const { id: _id, ...shape } = cachePolicyShape;
+  const js = toJson(z.strictObject(shape), { interpolated: true });
+  props(js).name = identity;
+  return { ...js, required: ['name'] };
+}
+
 /** One collection of the file: its entries' schema; `null` is an absent collection. */
 function collection(kind: string): Json {
   const list = (items: Json, description: string): Json => ({ type: ['array', 'null'], items, description });
   if (kind === 'provider_keys') return list(providerKeyEntry(), 'upstream credentials');
   if (kind === 'models') return list(modelEntry(), 'direct and routing models');
   if (kind === 'api_keys') return list(apiKeyEntry(), 'caller keys');
+  if (kind === 'observability_exporters') {
+    const { id: _id, ...otlp } = OtlpExporterSchema.shape;
+    const served = toJson(z.strictObject(otlp), { interpolated: true });
+    props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
+    const other = toJson(OtherExporterSchema, { interpolated: true });
+    return list(
+      { oneOf: [served, { ...other, not: required('id') }] },
+      'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
+    );
+  }
+  if (kind === 'guardrails') {
+    const js = toJson(GuardrailSchema, { interpolated: true });
+    return list({ type: 'object', ...js, not: required('id') }, 'content policies (docs/guardrails.md)');
+  }
+  if (kind === 'cache_policies') return list(cachePolicyEntry(), 'response cache policies (docs/cache.md)');
   if (isGatingKind(kind)) {
     return {
       type: ['array', 'null'],

@@ -86,13 +86,16 @@ async function checkListeners(
 
 /** The Redis client reads its TLS files when the gateway is built: a bad path is a config error here. */
 async function checkRedisTlsFiles(platform: Platform, config: Config): Promise<void> {
-  const rt = config.ratelimit.backend === 'redis' && platform.redis ? config.ratelimit.redis?.tls : undefined;
-  if (!rt) return;
-  const files = [['ca_file', rt.ca_file], ['client_cert_file', rt.client_cert_file], [
-    'client_key_file',
-    rt.client_key_file,
-  ]] as const;
-  for (const [key, file] of files) if (file) await readFor(platform, `ratelimit.redis.tls.${key}`, file);
+  if (!platform.redis) return;
+  const rl = config.ratelimit.backend === 'redis' ? config.ratelimit.redis?.tls : undefined;
+  for (const [section, t] of [['ratelimit', rl], ['cache', config.cache.redis?.tls]] as const) {
+    if (!t) continue;
+    const files = [['ca_file', t.ca_file], ['client_cert_file', t.client_cert_file], [
+      'client_key_file',
+      t.client_key_file,
+    ]] as const;
+    for (const [key, file] of files) if (file) await readFor(platform, `${section}.redis.tls.${key}`, file);
+  }
 }
 
 async function readFor(platform: Platform, key: string, file: string): Promise<Uint8Array> {
@@ -190,6 +193,12 @@ export async function bootGateway(
   } catch (e) {
     // A custom etcd source (range polling) refuses an unusable block by throwing; anything else is a bug.
     if (!opts.etcd) throw e;
+    return (e as Error).message;
+  }
+  try {
+    await g.gw.cache.connect();
+  } catch (e) {
+    g.gw.stop();
     return (e as Error).message;
   }
   const meaningless = opts.listeners === false ? listenerKeys(boot.config) : [];

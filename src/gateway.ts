@@ -21,8 +21,11 @@ import { ModelHealth } from './routing/health.ts';
 import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
 import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
+import { type CacheSetup, createResponseCache } from './cache/setup.ts';
 import { RoutingState } from './routing/strategies.ts';
 import { type Clock, systemClock } from './util/clock.ts';
+import { createTelemetry, resourceExporter } from './telemetry/setup.ts';
+import type { Telemetry } from './telemetry/telemetry.ts';
 
 export type { ApplyMeta };
 
@@ -48,6 +51,8 @@ export class Gateway implements ReadinessChecks {
   readonly routingState = new RoutingState();
   /** Caller rate limits (api keys, models), per replica or shared through Redis (`ratelimit`). */
   readonly rateLimiter: RateLimiter;
+  /** The response cache's stores and metrics (docs/cache.md); idle until a `cache_policies` document applies. */
+  readonly cache: CacheSetup;
   private readonly checker: BackgroundChecker | undefined;
   /** Whether background model checks run (`GatewayOptions.backgroundChecks`). */
   readonly backgroundChecks: boolean;
@@ -62,6 +67,8 @@ export class Gateway implements ReadinessChecks {
   readonly clock: Clock;
   /** The clock's instant as a Date, for callers that format one. */
   readonly now = (): Date => new Date(this.clock());
+  /** Trace export (`observability_exporters`, `observability.tracing.otlp`); inactive without an exporter. */
+  readonly telemetry: Telemetry;
 
   constructor(readonly config: Config, readonly platform: Platform, opts: GatewayOptions = {}) {
     const clock = opts.clock ?? systemClock;
@@ -92,6 +99,14 @@ export class Gateway implements ReadinessChecks {
       openConnections: () => this.proxyListener?.openConnections(),
       draining: () => this.lifecycle.draining,
       deploymentStates: () => this.deploymentStates(),
+      buckets: config.observability.metrics.buckets,
+    });
+    this.telemetry = createTelemetry({
+      config,
+      upstream: this.upstream,
+      metrics: this.metrics,
+      log: this.log,
+      keepAlive: platform.waitUntil ? (work) => platform.waitUntil!(work) : undefined,
     });
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
       onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
@@ -99,6 +114,7 @@ export class Gateway implements ReadinessChecks {
       now: clock,
     });
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
+    this.cache = createResponseCache(config, platform, this.log, this.metrics.registry, { clock });
     const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
     if (cachePath && platform.files) {
       this.record.cacheConfigured(cachePath);
@@ -157,6 +173,7 @@ export class Gateway implements ReadinessChecks {
     this.health.retain(ids);
     this.routingState.retain(ids);
     this.checker?.update(checkedModels(snapshot.resources.models));
+    this.telemetry.update(snapshot.exporters.map(resourceExporter));
     const at = rfc3339(this.now());
     const prev = this.facts.applied;
     const changed = prev?.config_hash !== meta.configHash;
@@ -180,6 +197,7 @@ export class Gateway implements ReadinessChecks {
   stop(): void {
     this.checker?.stop();
     void this.rateLimiter.store.close?.();
+    void this.cache.close();
   }
 
   /** `aisix_deployment_state`: one row per direct model of the served snapshot. */

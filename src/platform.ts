@@ -144,6 +144,11 @@ export interface Platform {
   /** Write command output (e.g. `sluice export` without `-o`) to stdout, where the runtime has one. */
   writeOut?(text: string): void;
   exit(code: number): void;
+  /**
+   * Keep the runtime alive until `work` settles, where work after a response would otherwise be cut
+   * (Workers: the request's `ctx.waitUntil`). Given, trace export hands each delivery here and sends at once.
+   */
+  waitUntil?(work: Promise<unknown>): void;
 }
 
 /**

@@ -13,52 +13,160 @@ const redisAddr = z.string().regex(
   /^(rediss?:\/\/[^\s/]+|[^\s:/]+:\d{1,5})\/?$/,
   'must be redis://host:port, rediss://host:port or host:port',
 );
+/** A Redis connection (AISIX's `RedisConnConfig`): `ratelimit.redis` and `cache.redis` share the shape. */
+const RedisConnSchema = z.strictObject({
+  mode: z.enum(['single', 'cluster', 'sentinel']).default('single'),
+  url: redisUrl.optional(),
+  nodes: z.array(redisAddr).default([]),
+  sentinels: z.array(redisAddr).default([]),
+  master_name: z.string().min(1).optional(),
+  username: z.string().min(1).optional(),
+  password: z.string().min(1).optional(),
+  database: nonNegInt.optional(),
+  tls: z.strictObject({
+    ca_file: z.string().min(1).optional(),
+    client_cert_file: z.string().min(1).optional(),
+    client_key_file: z.string().min(1).optional(),
+    verify: z.boolean().default(true),
+  }).optional(),
+  timeout_secs: z.number().int().min(1).default(5),
+  // Sluice-only: the budget of one Redis command, apart from the connection's timeout_secs; past it the
+  // command fails and the store counts as down (docs/scaling.md "When Redis is unavailable").
+  command_timeout_ms: z.number().int().positive().default(250),
+});
+export type RedisConn = z.infer<typeof RedisConnSchema>;
+
+/** The members each `mode` needs, reported under `redis.<member>`. */
+function checkRedisConn(r: RedisConn, ctx: z.RefinementCtx): void {
+  const need = (ok: boolean, path: string[], message: string) => {
+    if (!ok) ctx.addIssue({ code: 'custom', path, message });
+  };
+  const m = r.mode;
+  if (m === 'single') need(r.url !== undefined, ['redis', 'url'], 'required when mode is single');
+  if (m === 'cluster') need(r.nodes.length > 0, ['redis', 'nodes'], 'required (non-empty) when mode is cluster');
+  if (m === 'sentinel') {
+    need(r.sentinels.length > 0, ['redis', 'sentinels'], 'required (non-empty) when mode is sentinel');
+    need(r.master_name !== undefined, ['redis', 'master_name'], 'required when mode is sentinel');
+  }
+  const t = r.tls;
+  need(
+    !t || (t.client_cert_file === undefined) === (t.client_key_file === undefined),
+    ['redis', 'tls'],
+    'client_cert_file and client_key_file go together',
+  );
+}
+
 /**
  * AISIX's `ratelimit` section: where rate-limit counters live. `memory` counts per replica; `redis` shares
  * them through one Redis (docs/scaling.md). `concurrency_ttl_secs` reclaims slots a crashed replica held.
  */
 const RateLimitConfigSchema = z.strictObject({
   backend: z.enum(['memory', 'redis']).default('memory'),
-  redis: z.strictObject({
-    mode: z.enum(['single', 'cluster', 'sentinel']).default('single'),
-    url: redisUrl.optional(),
-    nodes: z.array(redisAddr).default([]),
-    sentinels: z.array(redisAddr).default([]),
-    master_name: z.string().min(1).optional(),
-    username: z.string().min(1).optional(),
-    password: z.string().min(1).optional(),
-    database: nonNegInt.optional(),
-    tls: z.strictObject({
-      ca_file: z.string().min(1).optional(),
-      client_cert_file: z.string().min(1).optional(),
-      client_key_file: z.string().min(1).optional(),
-      verify: z.boolean().default(true),
-    }).optional(),
-    timeout_secs: z.number().int().min(1).default(5),
-    // Sluice-only: the budget of one Redis command, apart from the connection's timeout_secs; past it the
-    // command fails and the store counts as down (docs/scaling.md "When Redis is unavailable").
-    command_timeout_ms: z.number().int().positive().default(250),
-  }).optional(),
+  redis: RedisConnSchema.optional(),
   concurrency_ttl_secs: nonNegInt.default(300),
 }).superRefine((r, ctx) => {
-  const need = (ok: boolean, path: string[], message: string) => {
-    if (!ok) ctx.addIssue({ code: 'custom', path, message });
-  };
   if (r.backend !== 'redis') return;
-  if (!r.redis) return need(false, ['redis'], 'required when backend is redis');
-  const m = r.redis.mode;
-  if (m === 'single') need(r.redis.url !== undefined, ['redis', 'url'], 'required when mode is single');
-  if (m === 'cluster') need(r.redis.nodes.length > 0, ['redis', 'nodes'], 'required (non-empty) when mode is cluster');
-  if (m === 'sentinel') {
-    need(r.redis.sentinels.length > 0, ['redis', 'sentinels'], 'required (non-empty) when mode is sentinel');
-    need(r.redis.master_name !== undefined, ['redis', 'master_name'], 'required when mode is sentinel');
+  if (!r.redis) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'required when backend is redis' });
+  else checkRedisConn(r.redis, ctx);
+}).prefault({});
+
+/**
+ * AISIX's `cache` section (docs/cache.md): `cache.redis` is the store of `backend: redis` policies; the
+ * memory store always exists. `memory` is Sluice's: the memory store's bounds, in entries and in bytes.
+ */
+const CacheConfigSchema = z.strictObject({
+  backend: z.enum(['memory', 'redis']).default('memory'),
+  redis: RedisConnSchema.optional(),
+  memory: z.strictObject({
+    max_entries: z.number().int().positive().default(10_000),
+    max_bytes: z.number().int().positive().default(67_108_864),
+  }).prefault({}),
+}).superRefine((c, ctx) => {
+  if (c.backend === 'redis' && !c.redis) {
+    ctx.addIssue({ code: 'custom', path: ['redis'], message: 'cache.backend = redis but cache.redis missing' });
   }
-  const t = r.redis.tls;
-  need(
-    !t || (t.client_cert_file === undefined) === (t.client_key_file === undefined),
-    ['redis', 'tls'],
-    'client_cert_file and client_key_file go together',
-  );
+  if (c.redis) checkRedisConn(c.redis, ctx);
+}).prefault({});
+
+/** The upper bound on a bucket list (AISIX's `resolve_edges`). */
+const MAX_BUCKET_EDGES = 64;
+
+/**
+ * One `observability.metrics.buckets.<field>` list: seconds, strictly ascending, finite and positive; a
+ * comma list (`0.5,3`, the environment form) is split. AISIX's boot-time messages, word for word.
+ */
+const bucketEdges = () =>
+  z.preprocess(
+    (v) => (typeof v === 'string' ? v.split(',').map((x) => (x.trim() === '' ? x : Number(x.trim()))) : v),
+    z.array(z.unknown()),
+  ).superRefine((edges, ctx) => {
+    const fail = (message: string, index?: number) =>
+      ctx.addIssue({ code: 'custom', message, ...(index !== undefined ? { path: [index] } : {}) });
+    if (edges.length === 0) return fail('must list at least one bucket edge');
+    if (edges.length > MAX_BUCKET_EDGES) return fail(`${edges.length} edges exceed the limit of ${MAX_BUCKET_EDGES}`);
+    for (let i = 0; i < edges.length; i++) {
+      const v = edges[i];
+      if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
+        return fail(
+          `${formatEdge(v)} must be a finite positive number of seconds (the +Inf bucket is added automatically)`,
+          i,
+        );
+      }
+      const prev = edges[i - 1] as number | undefined;
+      if (prev !== undefined && v <= prev) {
+        return fail(
+          `${v} must be greater than the preceding edge ${prev} — bucket edges are cumulative and must strictly ascend`,
+          i,
+        );
+      }
+    }
+  }).transform((edges) => edges as number[]);
+
+function formatEdge(v: unknown): string {
+  if (v === Infinity) return 'inf';
+  return typeof v === 'number' ? String(v) : JSON.stringify(v) ?? String(v);
+}
+
+/** AISIX's default edges (docs/aisix-compatibility.md "Metrics"); `+Inf` is added by the exposition. */
+export const DEFAULT_BUCKETS = {
+  request_e2e_latency: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 420, 600],
+  request_ttft: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+  guardrail_latency: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  a2a_ttfb: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+} as const;
+
+const BucketsSchema = z.strictObject({
+  request_e2e_latency: bucketEdges().default([...DEFAULT_BUCKETS.request_e2e_latency]),
+  request_ttft: bucketEdges().default([...DEFAULT_BUCKETS.request_ttft]),
+  guardrail_latency: bucketEdges().default([...DEFAULT_BUCKETS.guardrail_latency]),
+  a2a_ttfb: bucketEdges().default([...DEFAULT_BUCKETS.a2a_ttfb]),
+}).prefault({});
+
+/** The message AISIX stops its boot with; Sluice reports it on the key. */
+export const OTLP_EMPTY_ENDPOINT =
+  'otlp init failed: otlp exporter install failed: tracing.otlp.enabled=true but endpoint is empty';
+
+/**
+ * `observability.tracing.otlp`: AISIX's keys. Here they export spans (docs/operations.md "Tracing"), as
+ * one exporter named `config`; `headers` is Sluice's.
+ */
+const TracingSchema = z.strictObject({
+  otlp: z.strictObject({
+    enabled: z.boolean().default(false),
+    endpoint: z.string().optional(),
+    sample_ratio: z.number().min(0).max(1).default(1),
+    headers: z.record(z.string(), z.string()).default({}),
+  }).superRefine((o, ctx) => {
+    if (o.enabled && !o.endpoint?.trim()) {
+      ctx.addIssue({ code: 'custom', path: ['endpoint'], message: OTLP_EMPTY_ENDPOINT });
+    } else if (o.enabled && !/^https?:\/\/[^\s/]+/.test(o.endpoint!)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['endpoint'],
+        message: 'must be an http(s) URL, the full traces URL (…/v1/traces)',
+      });
+    }
+  }).prefault({}),
 }).prefault({});
 
 export const ConfigSchema = z.strictObject({
@@ -66,6 +174,8 @@ export const ConfigSchema = z.strictObject({
   etcd: z.strictObject({
     endpoints: z.array(z.string().min(1)).default([]),
     prefix: z.string().min(1).default('/aisix'),
+    /** The environment this gateway serves; the response cache's Redis keys carry it (docs/cache.md). */
+    env_id: z.string().min(1).optional(),
     user: z.string().min(1).optional(),
     password_env: z.string().min(1).optional(),
     tls: z.strictObject({
@@ -112,7 +222,9 @@ export const ConfigSchema = z.strictObject({
         path: z.string().startsWith('/').default('/metrics'),
         addr: addr.default('0.0.0.0:9090'),
       }).prefault({}),
+      buckets: BucketsSchema,
     }).prefault({}),
+    tracing: TracingSchema,
   }).prefault({}),
   upstream: z.strictObject({
     timeout_ms: nonNegInt.default(6_000_000),
@@ -124,6 +236,9 @@ export const ConfigSchema = z.strictObject({
     // Sluice-only: the bytes all answers being read whole (not streamed) may hold together; over it a new
     // answer fails with 503; 0 = no bound (docs/operations.md "Limits and failure behaviour").
     max_buffered_response_bytes: nonNegInt.default(67_108_864),
+    // Sluice-only: the longest SSE line (passed through) or event (translated) a stream may carry; over it
+    // the stream ends with an error event; 0 = no bound (docs/configuration.md).
+    max_sse_event_bytes: nonNegInt.default(4_194_304),
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
@@ -140,6 +255,7 @@ export const ConfigSchema = z.strictObject({
     snapshot_cache_path: z.string().min(1).optional(),
   }).prefault({}),
   ratelimit: RateLimitConfigSchema,
+  cache: CacheConfigSchema,
 }).superRefine((c, ctx) => {
   if (c.resources_file && c.etcd.endpoints.length > 0) {
     ctx.addIssue({
@@ -177,14 +293,10 @@ export const IGNORED_KEYS = [
   'observability.service_name',
   'observability.metrics.otlp',
   'observability.metrics.labels',
-  'observability.metrics.buckets',
   'observability.metrics.client_type_rules',
-  'observability.tracing',
-  'cache',
   'upstream.tls',
   'upstream.tcp_keepalive_*',
   'upstream.pool_*',
-  'etcd.env_id',
   'etcd.tls.domain_name',
   'managed.*',
   'bedrock_endpoint_url',

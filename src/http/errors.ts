@@ -17,7 +17,9 @@ export type ErrorType =
   | 'service_unavailable'
   | 'not_found'
   | 'method_not_allowed'
-  | 'internal_error';
+  | 'internal_error'
+  /** A guardrail refused the request or the answer (422; docs/guardrails.md). */
+  | 'content_filter';
 
 export class ProxyError {
   constructor(

@@ -15,7 +15,7 @@ const MIN_SECRET_LENGTH = 6;
 const perSnapshot = new WeakMap<Snapshot, readonly string[]>();
 
 function configuredSecrets(snapshot: Snapshot | undefined, adminKeys: readonly string[]): readonly string[] {
-  if (!snapshot) return adminKeys;
+  if (!snapshot) return withEncodings(adminKeys);
   let s = perSnapshot.get(snapshot);
   if (!s) {
     const set = new Set<string>();
@@ -26,10 +26,44 @@ function configuredSecrets(snapshot: Snapshot | undefined, adminKeys: readonly s
       for (const m of credentialSecrets(k.api_key)) set.add(m);
     }
     for (const k of adminKeys) set.add(k);
-    s = [...set].filter((x) => x.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length);
+    s = withEncodings([...set]);
     perSnapshot.set(snapshot, s);
   }
   return s;
+}
+
+const encodedOf = new WeakMap<readonly string[], readonly string[]>();
+
+/**
+ * The secrets long enough to scrub, each with its base64 and base64url copies (an upstream may echo a
+ * credential it received encoded, e.g. in a decoded-then-re-encoded header), longest first. Only a copy
+ * of the secret alone is found: one encoded inside a larger value (`user:secret`) has other characters.
+ */
+function withEncodings(secrets: readonly string[]): readonly string[] {
+  if (secrets.length === 0) return secrets;
+  const memo = encodedOf.get(secrets);
+  if (memo) return memo;
+  const set = new Set<string>();
+  for (const x of secrets) {
+    if (x.length < MIN_SECRET_LENGTH) continue;
+    set.add(x);
+    for (const e of base64Copies(x)) set.add(e);
+  }
+  const out = [...set].sort((a, b) => b.length - a.length);
+  encodedOf.set(secrets, out);
+  return out;
+}
+
+const utf8 = new TextEncoder();
+
+/** Base64 (padded and not) and base64url (unpadded) of the secret's UTF-8 bytes. */
+export function base64Copies(secret: string): string[] {
+  let binary = '';
+  for (const b of utf8.encode(secret)) binary += String.fromCharCode(b);
+  const padded = btoa(binary);
+  const bare = padded.replace(/=+$/, '');
+  const url = bare.replace(/\+/g, '-').replace(/\//g, '_');
+  return [padded, bare, url];
 }
 
 export type Scrub = (text: string) => string;

@@ -15,9 +15,13 @@ export interface DrainSubject {
   /** The bound proxy listener; undefined when the boot never bound it. */
   readonly proxyListener: Listener | undefined;
   readonly config: { readonly shutdown: { readonly min_drain_secs: number } };
+  /** Trace export: what it holds is delivered while the listeners close. */
+  readonly telemetry?: { close(deadlineMs: number): Promise<void> };
 }
 
 const PROGRESS_EVERY_MS = 5000;
+/** How long the drain lets trace exporters deliver what they hold (one export POST's timeout). */
+const TRACE_FLUSH_MS = 5000;
 
 export async function runDrain(gw: DrainSubject, signals: Signals, listeners: Listener[]): Promise<void> {
   const { lifecycle, log } = gw;
@@ -37,7 +41,8 @@ export async function runDrain(gw: DrainSubject, signals: Signals, listeners: Li
     clearInterval(progress);
   }
   log.info(MSG.drainComplete, counts());
-  await Promise.allSettled(listeners.map((l) => l.close()));
+  // Every request has ended, so every span is queued: deliver them while the listeners close.
+  await Promise.allSettled([...listeners.map((l) => l.close()), gw.telemetry?.close(TRACE_FLUSH_MS)]);
   const facts = lifecycle.endDrain();
   log.info(MSG.drainReport, { ...drainReport(facts, facts.endedAt!) }); // non-null: endDrain sets it
   lifecycle.stop();

@@ -2,7 +2,8 @@
 // (config status, in-flight, connections) are computed at scrape time from the one source of truth.
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import type { ConfigFactsView } from '../config-facts.ts';
-import { Counter, Gauge, Histogram, Registry } from './metrics.ts';
+import { DEFAULT_BUCKETS } from '../config/schema.ts';
+import { bucketQuantile, Counter, Gauge, Histogram, Registry, Summary } from './metrics.ts';
 
 /** Labels of every `aisix_deployment_*` series, in declaration order. */
 export type DeploymentLabels = [provider: string, model: string, upstream_model: string, provider_key_id: string];
@@ -40,6 +41,13 @@ export const REQUEST_LABELS = [
 export const DURATION_LABELS = REQUEST_LABELS.filter((l) => l !== 'is_fallback');
 /** The token families: the request labels up to `user_name`. */
 export const TOKEN_LABELS = REQUEST_LABELS.slice(0, REQUEST_LABELS.indexOf('stream'));
+/**
+ * The SLO histograms' labels (`aisix_request_e2e_latency_seconds`, `aisix_request_ttft_seconds`): no per-key
+ * label, so buckets × series stay bounded by the configuration, never by the callers.
+ */
+export const SLO_LABELS = ['env_id', 'endpoint', 'model', 'provider', 'status_class', 'streaming'] as const;
+/** The endpoints whose requests AISIX observes in the SLO histograms. */
+export const SLO_ENDPOINTS = new Set(['/v1/chat/completions', '/v1/messages', '/v1/responses']);
 export const LEGACY_REQUEST_LABELS = ['provider', 'model', 'status', 'outcome'] as const;
 export const LEGACY_DURATION_LABELS = ['provider', 'model', 'status'] as const;
 
@@ -50,6 +58,10 @@ export interface MetricsSources {
   draining(): boolean;
   /** aisix_deployment_state rows; filled in by model health. */
   deploymentStates?(): { labels: DeploymentLabels; value: number }[];
+  /** `observability.metrics.buckets` (seconds); AISIX's defaults when absent. */
+  buckets?: { request_e2e_latency: readonly number[]; request_ttft: readonly number[] };
+  /** The clock of the summaries' rolling window (ms since the epoch); default `Date.now`. */
+  now?: () => number;
 }
 
 export class GatewayMetrics {
@@ -103,32 +115,24 @@ export class GatewayMetrics {
   readonly legacyRequests = this.registry.register(
     new Counter('aisix_requests_total', 'Proxied requests (legacy family).', LEGACY_REQUEST_LABELS),
   );
-  readonly legacyDuration = this.registry.register(
-    new Histogram(
-      'aisix_request_duration_seconds',
-      'Proxied request duration (legacy family).',
-      LEGACY_DURATION_LABELS,
-    ),
-  );
+  // The duration families are summaries observed at response start (a stream: its first byte), AISIX's
+  // form and timing; the whole-request figure is the e2e histogram's.
+  readonly legacyDuration: Summary;
   readonly proxyRequests = this.registry.register(
     new Counter('aisix_proxy_requests_total', 'Proxied requests completed.', REQUEST_LABELS),
   );
   readonly proxyFailedRequests = this.registry.register(
     new Counter('aisix_proxy_failed_requests_total', 'Proxied requests whose outcome is not success.', REQUEST_LABELS),
   );
-  readonly proxyDuration = this.registry.register(
-    new Histogram(
-      'aisix_proxy_request_duration_seconds',
-      'Proxied request duration from arrival to last byte.',
-      DURATION_LABELS,
-    ),
-  );
+  readonly proxyDuration: Summary;
   readonly llmRequests = this.registry.register(
     new Counter('aisix_llm_requests_total', 'Model-inference requests completed.', REQUEST_LABELS),
   );
-  readonly llmDuration = this.registry.register(
-    new Histogram('aisix_llm_request_duration_seconds', 'Model-inference request duration.', DURATION_LABELS),
-  );
+  readonly llmDuration: Summary;
+  /** The serving attempt's upstream time to first token, streamed chat and messages (0 is not observed). */
+  readonly llmTtft: Summary;
+  readonly requestE2e: Histogram;
+  readonly requestTtft: Histogram;
   readonly llmInputTokens = this.registry.register(
     new Counter('aisix_llm_input_tokens_total', 'Input (prompt) tokens reported by upstreams.', TOKEN_LABELS),
   );
@@ -192,8 +196,74 @@ export class GatewayMetrics {
     ),
   );
 
+  /** Spans an exporter did not deliver, by reason (`queue_full`, `rejected`, `retries_exhausted`, `shutdown`). */
+  readonly otlpDrops = this.registry.register(
+    new Counter('aisix_otlp_fanout_drops_total', 'Trace spans an OTLP exporter dropped, by reason.', [
+      'exporter',
+      'reason',
+    ]),
+  );
+  /** Export POSTs that failed (each retry counts). */
+  readonly otlpFailures = this.registry.register(
+    new Counter('aisix_otlp_fanout_failures_total', 'OTLP export requests that failed.', ['exporter']),
+  );
+  readonly otlpDelivered = this.registry.register(
+    new Counter('sluice_otlp_delivered_spans_total', 'Trace spans an OTLP exporter delivered.', ['exporter']),
+  );
+
   constructor(src: MetricsSources) {
     const r = this.registry;
+    const now = src.now ?? Date.now;
+    // Registered here, in the exposition order they always had, because they read the sources.
+    this.legacyDuration = r.register(
+      new Summary(
+        'aisix_request_duration_seconds',
+        'Proxied request duration to response start (legacy family).',
+        LEGACY_DURATION_LABELS,
+        now,
+      ),
+    );
+    this.proxyDuration = r.register(
+      new Summary(
+        'aisix_proxy_request_duration_seconds',
+        'Proxied request duration to response start (a stream: its first byte).',
+        DURATION_LABELS,
+        now,
+      ),
+    );
+    this.llmDuration = r.register(
+      new Summary(
+        'aisix_llm_request_duration_seconds',
+        'Model-inference request duration to response start.',
+        DURATION_LABELS,
+        now,
+      ),
+    );
+    this.llmTtft = r.register(
+      new Summary(
+        'aisix_llm_time_to_first_token_seconds',
+        'Upstream time to first token of streamed model calls.',
+        TOKEN_LABELS,
+        now,
+      ),
+    );
+    const buckets = src.buckets;
+    this.requestE2e = r.register(
+      new Histogram(
+        'aisix_request_e2e_latency_seconds',
+        'Request latency from arrival to the last byte (SLO histogram).',
+        SLO_LABELS,
+        [...(buckets?.request_e2e_latency ?? DEFAULT_BUCKETS.request_e2e_latency)],
+      ),
+    );
+    this.requestTtft = r.register(
+      new Histogram(
+        'aisix_request_ttft_seconds',
+        'Upstream time to first token of streamed requests (SLO histogram).',
+        SLO_LABELS,
+        [...(buckets?.request_ttft ?? DEFAULT_BUCKETS.request_ttft)],
+      ),
+    );
     r.register(
       new Gauge(
         'aisix_config_last_reload_successful',
@@ -314,6 +384,39 @@ export class GatewayMetrics {
     return this.registry.render();
   }
 
+  /**
+   * Per model, from the SLO histograms (every status and endpoint together): requests observed and the p50
+   * and p95 of request latency and of time to first token, interpolated in the buckets as
+   * `histogram_quantile` does. Sorted by model name.
+   */
+  latencyByModel(): ModelLatency[] {
+    const model = SLO_LABELS.indexOf('model');
+    const sum = (h: Histogram) => {
+      const out = new Map<string, { counts: Float64Array; count: number }>();
+      for (const s of h.snapshot()) {
+        const name = s.values[model]!;
+        let m = out.get(name);
+        if (!m) out.set(name, m = { counts: new Float64Array(h.buckets.length), count: 0 });
+        for (let i = 0; i < s.counts.length; i++) m.counts[i]! += s.counts[i]!;
+        m.count += s.count;
+      }
+      return out;
+    };
+    const e2e = sum(this.requestE2e);
+    const ttft = sum(this.requestTtft);
+    const q = (h: Histogram, m: { counts: Float64Array; count: number } | undefined, p: number) =>
+      m && m.count > 0 ? bucketQuantile(h.buckets, withOverflow(m), p) : undefined;
+    return [...new Set([...e2e.keys(), ...ttft.keys()])].sort().map((name) => ({
+      model: name,
+      requests: e2e.get(name)?.count ?? 0,
+      latencyP50: q(this.requestE2e, e2e.get(name), 0.5),
+      latencyP95: q(this.requestE2e, e2e.get(name), 0.95),
+      streams: ttft.get(name)?.count ?? 0,
+      ttftP50: q(this.requestTtft, ttft.get(name), 0.5),
+      ttftP95: q(this.requestTtft, ttft.get(name), 0.95),
+    }));
+  }
+
   /** AISIX's rate-limit refusals: `scope` requests|tokens|concurrency, `layer` api_key|model, `policy_id` "". */
   readonly rateLimitRejections = this.registry.register(
     new Counter('aisix_ratelimit_rejections_total', 'Requests refused by a caller rate limit.', [
@@ -359,4 +462,23 @@ export class GatewayMetrics {
 function countBy(g: Gauge, kinds: string[]): void {
   g.zero();
   for (const k of kinds) g.inc([k]);
+}
+
+/** One model's row of the status page's latency table (seconds; undefined when nothing was observed). */
+export interface ModelLatency {
+  model: string;
+  requests: number;
+  latencyP50: number | undefined;
+  latencyP95: number | undefined;
+  /** Streamed requests with a first token. */
+  streams: number;
+  ttftP50: number | undefined;
+  ttftP95: number | undefined;
+}
+
+/** Bucket counts with the `+Inf` overflow appended (observations above the last edge). */
+function withOverflow(m: { counts: Float64Array; count: number }): number[] {
+  let inBuckets = 0;
+  for (let i = 0; i < m.counts.length; i++) inBuckets += m.counts[i]!;
+  return [...m.counts, m.count - inBuckets];
 }

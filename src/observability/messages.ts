@@ -32,4 +32,8 @@ export const MSG = {
   ignoredKeys: 'config keys accepted for AISIX compatibility and ignored',
   listening: 'listening',
   resourcesLoaded: 'resources file loaded',
+  sinkStarted: 'sink pipeline started',
+  sinkQueueFull: 'sink queue full; record dropped',
+  sinkRetrying: 'sink delivery failed; retrying',
+  sinkDropped: 'sink delivery dropped after retries',
 } as const;

@@ -97,6 +97,11 @@ abstract class Family<T> implements Metric {
     return leaf?.data;
   }
 
+  /** Every series with its label values, in creation order. */
+  protected entries(): readonly Series<T>[] {
+    return this.series;
+  }
+
   /** Every series' data, in creation order. */
   protected all(): T[] {
     return this.series.map((s) => s.data);
@@ -200,6 +205,15 @@ export class Histogram extends Family<HistogramData> {
     d.sum += v;
     d.count += 1;
   }
+  /** Each series' labels and per-bucket counts (not cumulative; the +Inf overflow is `count` minus their sum). */
+  snapshot(): { values: LabelValues; counts: Float64Array; count: number; sum: number }[] {
+    return this.entries().map(({ values, data }) => ({
+      values,
+      counts: data.counts,
+      count: data.count,
+      sum: data.sum,
+    }));
+  }
   protected renderSeries(out: string[], values: LabelValues, d: HistogramData): void {
     let cumulative = 0;
     for (let i = 0; i < this.buckets.length; i++) {
@@ -214,6 +228,124 @@ export class Histogram extends Family<HistogramData> {
     out.push(`${this.name}_sum${labelString(this.labelNames, values)} ${formatValue(d.sum)}`);
     out.push(`${this.name}_count${labelString(this.labelNames, values)} ${d.count}`);
   }
+}
+
+/** One sub-window of a summary's rolling window: a bounded sample of what was observed in it. */
+interface SummaryWindow {
+  /** Which sub-window of time this is (`floor(now / SUMMARY_SUB_WINDOW_MS)`); -1 = never used. */
+  epoch: number;
+  samples: Float64Array;
+  /** Samples held (≤ capacity). */
+  held: number;
+  /** Observations made in this sub-window (≥ held: beyond the capacity a sample replaces another at random). */
+  seen: number;
+}
+
+interface SummaryData {
+  windows: SummaryWindow[];
+  sum: number;
+  count: number;
+}
+
+/** AISIX's exporter (metrics-exporter-prometheus): these quantiles, over a rolling window of 3 × 20 s. */
+export const SUMMARY_QUANTILES = [0, 0.5, 0.9, 0.95, 0.99, 0.999, 1] as const;
+export const SUMMARY_SUB_WINDOW_MS = 20_000;
+const SUMMARY_WINDOWS = 3;
+/** Samples kept per sub-window and series: beyond it the window holds a uniform random sample (reservoir). */
+const SUMMARY_CAPACITY = 512;
+
+/**
+ * A Prometheus summary as AISIX renders one: `quantile` lines over the recent rolling window (0 when the
+ * window is empty) plus cumulative `_sum`/`_count`, no buckets. Memory per series is bounded.
+ */
+export class Summary extends Family<SummaryData> {
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[] = [],
+    private readonly now: () => number = Date.now,
+  ) {
+    super(name, help, 'summary', labelNames);
+  }
+  protected init(): SummaryData {
+    const windows: SummaryWindow[] = [];
+    for (let i = 0; i < SUMMARY_WINDOWS; i++) {
+      windows.push({ epoch: -1, samples: new Float64Array(8), held: 0, seen: 0 });
+    }
+    return { windows, sum: 0, count: 0 };
+  }
+  observe(values: LabelValues, v: number): void {
+    const d = this.entry(values);
+    d.sum += v;
+    d.count += 1;
+    const epoch = Math.floor(this.now() / SUMMARY_SUB_WINDOW_MS);
+    const w = d.windows[epoch % SUMMARY_WINDOWS]!;
+    if (w.epoch !== epoch) {
+      w.epoch = epoch;
+      w.held = 0;
+      w.seen = 0;
+    }
+    w.seen += 1;
+    if (w.held < SUMMARY_CAPACITY) {
+      if (w.held === w.samples.length) {
+        const grown = new Float64Array(Math.min(SUMMARY_CAPACITY, w.samples.length * 4));
+        grown.set(w.samples);
+        w.samples = grown;
+      }
+      w.samples[w.held++] = v;
+      return;
+    }
+    const at = Math.floor(Math.random() * w.seen);
+    if (at < SUMMARY_CAPACITY) w.samples[at] = v;
+  }
+  /** The quantiles of the rolling window, in `SUMMARY_QUANTILES` order; undefined when it is empty. */
+  quantiles(values: LabelValues): number[] | undefined {
+    const d = this.find(values);
+    return d ? windowQuantiles(d, this.now()) : undefined;
+  }
+  protected renderSeries(out: string[], values: LabelValues, d: SummaryData): void {
+    const q = windowQuantiles(d, this.now());
+    for (let i = 0; i < SUMMARY_QUANTILES.length; i++) {
+      const label = `quantile="${SUMMARY_QUANTILES[i]}"`;
+      out.push(`${this.name}${labelString(this.labelNames, values, label)} ${formatValue(q?.[i] ?? 0)}`);
+    }
+    out.push(`${this.name}_sum${labelString(this.labelNames, values)} ${formatValue(d.sum)}`);
+    out.push(`${this.name}_count${labelString(this.labelNames, values)} ${d.count}`);
+  }
+}
+
+function windowQuantiles(d: SummaryData, now: number): number[] | undefined {
+  const oldest = Math.floor(now / SUMMARY_SUB_WINDOW_MS) - SUMMARY_WINDOWS + 1;
+  const all: number[] = [];
+  for (const w of d.windows) {
+    if (w.epoch < oldest) continue;
+    for (let i = 0; i < w.held; i++) all.push(w.samples[i]!);
+  }
+  if (all.length === 0) return undefined;
+  all.sort((a, b) => a - b);
+  return SUMMARY_QUANTILES.map((q) => all[Math.min(all.length - 1, Math.max(0, Math.ceil(q * all.length) - 1))]!);
+}
+
+/**
+ * The quantile `q` of a histogram series' buckets, interpolated linearly inside the bucket as PromQL's
+ * `histogram_quantile` does; undefined when nothing was observed.
+ */
+export function bucketQuantile(buckets: readonly number[], counts: ArrayLike<number>, q: number): number | undefined {
+  let total = 0;
+  for (let i = 0; i < counts.length; i++) total += counts[i]!;
+  if (total === 0) return undefined;
+  const rank = q * total;
+  let cumulative = 0;
+  for (let i = 0; i < buckets.length; i++) {
+    const before = cumulative;
+    cumulative += counts[i]!;
+    if (cumulative >= rank && counts[i]! > 0) {
+      const lower = i === 0 ? 0 : buckets[i - 1]!;
+      return lower + (buckets[i]! - lower) * ((rank - before) / counts[i]!);
+    }
+  }
+  // Above the last edge (+Inf bucket): the last finite edge, as histogram_quantile answers.
+  return buckets[buckets.length - 1];
 }
 
 export class Registry {

@@ -29,6 +29,7 @@ async function send(
   // The caller's beta opt-ins (e.g. extended context, prompt-caching variants) apply upstream as asked.
   const beta = c.callerHeaders?.get('anthropic-beta');
   if (beta) headers['anthropic-beta'] = beta;
+  if (c.traceparent) headers.traceparent = c.traceparent;
   const res = await c.upstream({
     url: `${c.key.api_base}${path}`,
     method: 'POST',

@@ -13,6 +13,8 @@ export interface SseEdit {
   edit(event: string): string | null | undefined;
 }
 
+import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from './sse.ts';
+
 const encoder = new TextEncoder();
 const BOUNDARY = /\r\n\r\n|\n\n|\r\r/g;
 
@@ -55,11 +57,21 @@ function editEvents(text: string, e: SseEdit): string | undefined {
   }
 }
 
-/** The stream with `e` applied to every event; cheap when most chunks are whole events `e` leaves alone. */
-export async function* editSse(chunks: AsyncIterable<Uint8Array>, e: SseEdit): AsyncGenerator<Uint8Array> {
+/**
+ * The stream with `e` applied to every event; cheap when most chunks are whole events `e` leaves alone. An
+ * unfinished event is kept as pieces and only new text is searched for a boundary, so a long one costs
+ * linear time; one longer than `maxEventBytes` (decoded characters; 0 = any) rejects with
+ * `UpstreamStreamError` (docs/operations.md, `upstream.max_sse_event_bytes`).
+ */
+export async function* editSse(
+  chunks: AsyncIterable<Uint8Array>,
+  e: SseEdit,
+  maxEventBytes = DEFAULT_MAX_SSE_EVENT_BYTES,
+): AsyncGenerator<Uint8Array> {
   const decoder = new TextDecoder();
-  let pending = '';
-  /** The bytes so far ended on an event boundary: the decoder holds nothing, `pending` is empty. */
+  let pieces: string[] = [];
+  let pendingLength = 0;
+  /** The bytes so far ended on an event boundary: the decoder holds nothing, nothing is pending. */
   let clean = true;
   for await (const chunk of chunks) {
     const text = decoder.decode(chunk, { stream: true });
@@ -69,21 +81,39 @@ export async function* editSse(chunks: AsyncIterable<Uint8Array>, e: SseEdit): A
       yield chunk;
       continue;
     }
-    pending += text;
-    const cut = lastBoundaryEnd(pending);
-    clean = cut === pending.length && endsAtBoundary(text);
-    if (cut === 0) continue;
-    const complete = pending.slice(0, cut);
-    pending = pending.slice(cut);
+    // A boundary can begin at most three characters before the new text.
+    const carry = tailOf(pieces, 3);
+    const cut = lastBoundaryEnd(carry + text) - carry.length;
+    if (cut <= 0) {
+      if (text !== '') pieces.push(text);
+      pendingLength += text.length;
+      clean = false;
+      if (maxEventBytes > 0 && pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
+      continue;
+    }
+    const head = pieces.length === 0 ? '' : pieces.length === 1 ? pieces[0]! : pieces.join('');
+    const complete = head + text.slice(0, cut);
+    const rest = text.slice(cut);
+    pieces = rest === '' ? [] : [rest];
+    pendingLength = rest.length;
+    clean = rest === '' && endsAtBoundary(text);
+    if (maxEventBytes > 0 && pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
     const out = editEvents(complete, e);
     if (out === undefined) yield whole ? chunk : encoder.encode(complete);
     else if (out !== '') yield encoder.encode(out);
   }
-  pending += decoder.decode();
+  const pending = pieces.join('') + decoder.decode();
   if (pending !== '') {
     const out = editEvents(pending, e) ?? pending;
     if (out !== '') yield encoder.encode(out);
   }
+}
+
+/** The last `n` characters of the pieces' text, without joining them. */
+function tailOf(pieces: string[], n: number): string {
+  let tail = '';
+  for (let i = pieces.length - 1; i >= 0 && tail.length < n; i--) tail = pieces[i]!.slice(-n) + tail;
+  return tail.slice(-n);
 }
 
 /** The JSON of an event's `data:` lines, or undefined (a comment, `[DONE]`, not an object). */

@@ -9,30 +9,94 @@ export interface SseEvent {
   data: string;
 }
 
+import { UpstreamStreamError } from './types.ts';
+
 const encoder = new TextEncoder();
 
-/** Events as they complete; a trailing event without its blank line is delivered when the stream ends. */
-export async function* parseSse(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SseEvent> {
+/** `upstream.max_sse_event_bytes`'s default: the largest event (or pass-through line) a stream may carry. */
+export const DEFAULT_MAX_SSE_EVENT_BYTES = 4_194_304;
+
+/** The failure a stream ends with when one event (or line) outgrows `upstream.max_sse_event_bytes`. */
+export function oversizedEvent(max: number): UpstreamStreamError {
+  return new UpstreamStreamError(
+    'upstream_error',
+    `upstream stream event over ${max} bytes without an end (upstream.max_sse_event_bytes)`,
+  );
+}
+
+/**
+ * Events as they complete; a trailing event without its blank line is delivered when the stream ends. An
+ * event longer than `maxEventBytes` (counted in decoded characters, never more than its bytes; 0 = no
+ * bound) rejects with `UpstreamStreamError`. Linear in the stream: each chunk's new text is searched once.
+ */
+export async function* parseSse(
+  chunks: AsyncIterable<Uint8Array>,
+  maxEventBytes = DEFAULT_MAX_SSE_EVENT_BYTES,
+): AsyncGenerator<SseEvent> {
   const decoder = new TextDecoder();
-  let buffer = '';
+  const splitter = new BlockSplitter();
   for await (const chunk of chunks) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let boundary: { at: number; length: number } | undefined;
-    while ((boundary = nextBoundary(buffer)) !== undefined) {
-      const block = buffer.slice(0, boundary.at);
-      buffer = buffer.slice(boundary.at + boundary.length);
+    for (const block of splitter.push(decoder.decode(chunk, { stream: true }))) {
+      if (maxEventBytes > 0 && block.length > maxEventBytes) throw oversizedEvent(maxEventBytes);
       const ev = parseBlock(block);
       if (ev) yield ev;
     }
+    if (maxEventBytes > 0 && splitter.pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
   }
-  buffer += decoder.decode();
-  const last = parseBlock(buffer);
+  const last = parseBlock(splitter.rest() + decoder.decode());
   if (last) yield last;
 }
 
-function nextBoundary(buffer: string): { at: number; length: number } | undefined {
-  const m = /\r\n\r\n|\n\n|\r\r/.exec(buffer);
-  return m ? { at: m.index, length: m[0].length } : undefined;
+const BOUNDARY = /\r\n\r\n|\n\n|\r\r/g;
+/** The longest boundary less one: how far back a boundary begun in earlier text can start. */
+const CARRY = 3;
+
+/**
+ * Cuts text into event blocks at blank lines. The unfinished event is kept as pieces, joined only once its
+ * boundary arrives, and only the new text (with the few characters before it) is searched.
+ */
+class BlockSplitter {
+  private pieces: string[] = [];
+  pendingLength = 0;
+
+  push(text: string): string[] {
+    const tail = this.tail();
+    BOUNDARY.lastIndex = 0;
+    if (!BOUNDARY.test(tail + text)) {
+      if (text !== '') this.pieces.push(text);
+      this.pendingLength += text.length;
+      return [];
+    }
+    const buf = this.rest() + text;
+    const blocks: string[] = [];
+    let pos = 0;
+    BOUNDARY.lastIndex = Math.max(0, buf.length - text.length - CARRY);
+    let m: RegExpExecArray | null;
+    while ((m = BOUNDARY.exec(buf)) !== null) {
+      blocks.push(buf.slice(pos, m.index));
+      pos = m.index + m[0].length;
+    }
+    const rest = buf.slice(pos);
+    this.pieces = rest === '' ? [] : [rest];
+    this.pendingLength = rest.length;
+    return blocks;
+  }
+
+  /** The unfinished event's text; empties the splitter. */
+  rest(): string {
+    const text = this.pieces.length === 1 ? this.pieces[0]! : this.pieces.join('');
+    this.pieces = [];
+    this.pendingLength = 0;
+    return text;
+  }
+
+  private tail(): string {
+    let tail = '';
+    for (let i = this.pieces.length - 1; i >= 0 && tail.length < CARRY; i--) {
+      tail = this.pieces[i]!.slice(-CARRY) + tail;
+    }
+    return tail.slice(-CARRY);
+  }
 }
 
 function parseBlock(block: string): SseEvent | undefined {

@@ -22,6 +22,8 @@ export interface ProviderCall {
   /** The caller's request headers, for the few an adapter forwards (e.g. `anthropic-beta`). */
   callerHeaders?: { get(name: string): string | null };
   upstream: UpstreamFetch;
+  /** The W3C `traceparent` of this attempt's span, when the request is traced (docs/operations.md "Tracing"). */
+  traceparent?: string;
   /** Aborted on client disconnect, on the model's deadline, or on a stream's silence timeout. */
   signal: CancelSignal;
   /**

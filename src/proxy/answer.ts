@@ -19,6 +19,10 @@ import type { ModelCallRoute } from './routes.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
 import { fromCounts, meteredChunks, readBody, StreamUsage, totalOf, type Usage } from './usage.ts';
+import type { Clock } from '../util/clock.ts';
+import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
+import type { Telemetry } from '../telemetry/telemetry.ts';
+import type { RequestTrace } from '../telemetry/trace.ts';
 
 /** The caller's error in its wire, recorded for the access log. */
 export function fail(c: Context<ProxyEnv>, e: ProxyError): Response {
@@ -34,6 +38,12 @@ export interface AnswerDeps {
   adminKeys: readonly string[];
   /** `downstream.sse_keepalive_interval_secs`, in ms. */
   keepaliveMs: number;
+  /** When the answer's first byte goes out (the duration summaries, `ttft_ms`). */
+  clock: Clock;
+  /** Content capture of traced requests (`content_mode: full`). */
+  telemetry?: Pick<Telemetry, 'captureBytes'>;
+  /** `upstream.max_sse_event_bytes`: the longest line a passed-through stream may carry; 0 = any. */
+  maxSseEventBytes?: number;
 }
 
 /** The dispatch step and the answer built from its result. */
@@ -50,9 +60,14 @@ export class Answerer {
       stream,
       m.kind === 'direct' && key ? { model: m, key, upstreamModel: resolved.upstreamModel ?? m.model_name } : undefined,
     );
+    const trace = rec.trace;
+    if (trace && this.d.telemetry?.captureBytes(trace) !== undefined) {
+      trace.prompt = this.scrubber(call)()(JSON.stringify(body));
+    }
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
+        ...(trace ? { trace } : {}),
         snapshot: caller.snapshot,
         model: m,
         upstreamModel: resolved.upstreamModel,
@@ -84,8 +99,11 @@ export class Answerer {
     const scrub = this.scrubber(call);
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
+    rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
+      const trace = rec.trace;
+      if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
       const body = call.route.call === 'chat' ? withCallerModel(r.body, callerModel(call)) : r.body;
       const headers = { 'content-type': r.contentType, ...r.headers, ...servedByHeader(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
@@ -114,29 +132,31 @@ export class Answerer {
     r: Extract<DispatchResult, { kind: 'stream' }>,
     scrub: () => Scrub,
   ): Response {
-    const usage = new StreamUsage();
+    const usage = new StreamUsage(this.d.maxSseEventBytes);
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
-    const wire = call.route.wire;
-    const chunks = call.route.call === 'chat' ? streamWithCallerModel(r.chunks, callerModel(call)) : r.chunks;
+    const trace = call.rec.trace;
+    const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
+    const upstream = call.route.call === 'chat' ? streamWithCallerModel(r.chunks, callerModel(call)) : r.chunks;
     const body = pumpSse({
-      chunks: meteredChunks(chunks, usage, scrub),
+      chunks: meteredChunks(collector ? collected(upstream, collector) : upstream, usage, scrub),
       keepaliveMs: this.d.keepaliveMs,
+      onFirstByte: () => call.rec.firstByte(this.d.clock()),
       abortUpstream: r.abort,
       errorEvent: call.route.call === 'responses'
         ? responsesErrorEvent
-        : wire === 'anthropic'
+        : call.route.wire === 'anthropic'
         ? anthropicSseErrorEvent
         : sseErrorEvent,
       scrub: (text) => scrub()(text),
       onEnd: (end, detail) => {
-        const inBytes = usage.usage();
+        const used = fromCounts(r.counted?.()) ?? usage.usage();
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
-        const reported = fromCounts(r.counted?.()) ?? inBytes;
-        // A stream without usage is not estimated here: the telemetry and the slot release wait for nothing.
-        call.rec.read(reported, usage.id);
-        void commitUsage(call, totalOf(reported));
+        call.rec.read(used, usage.id);
+        call.rec.firstToken(r.ttftMs?.());
+        if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
+        void commitUsage(call, totalOf(used));
         tracker.onEnd?.(end);
       },
     });
@@ -221,7 +241,7 @@ function answerUsage(
  * The usage commit: the caller's rate-limit permit released, charged with the answer's tokens when a token
  * limit applies (`tokens` undefined: none known).
  */
-function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void> {
+export function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void> {
   return call.permit.end(call.permit.chargesTokens ? tokens : undefined);
 }
 
@@ -230,9 +250,31 @@ function commitUsage(call: ModelCall, tokens: number | undefined): Promise<void>
  * copy), which the middlewares leave alone: reading `res.headers` makes @hono/node-server turn the plain
  * header object into a `Headers` and back, a cost on every proxied answer.
  */
-function stamped(call: ModelCall, body: BodyInit | null, status: number, headers: Record<string, string>): Response {
+export function stamped(
+  call: ModelCall,
+  body: BodyInit | null,
+  status: number,
+  headers: Record<string, string>,
+): Response {
   call.c.set('stamped', true);
   headers.server = SERVER;
   headers['x-aisix-request-id'] = call.rec.requestId;
   return new Response(body, { status, headers });
+}
+
+/** The chunks as they are, each also shown to `collector` (content capture of a traced stream). */
+function collected(chunks: AsyncIterable<Uint8Array>, collector: CompletionCollector): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = chunks[Symbol.asyncIterator]();
+      return {
+        async next() {
+          const r = await it.next();
+          if (!r.done) collector.push(r.value);
+          return r;
+        },
+        return: () => it.return?.() ?? Promise.resolve({ done: true, value: undefined }),
+      };
+    },
+  };
 }

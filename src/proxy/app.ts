@@ -17,15 +17,19 @@ import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
+import { abandonCacheMiss, cacheLookupStep, cacheStoreStep, embedThrough } from './cache-steps.ts';
+import type { CacheSetup } from '../cache/setup.ts';
 import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
+import { guardrailSteps } from './guardrails.ts';
 import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
+import type { Telemetry } from '../telemetry/telemetry.ts';
 
 export { ACCESS_LOG_TARGET, RequestRecord, spendMicroUsd } from './record.ts';
 
@@ -41,6 +45,10 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly upstream: UpstreamFetch;
   readonly health: ModelHealth;
   readonly routingState: RoutingState;
+  /** Trace export (src/telemetry); inactive while no exporter is configured. */
+  readonly telemetry?: Telemetry;
+  /** The response cache (docs/cache.md); its steps join the pipeline when it is given. */
+  readonly cache?: Pick<CacheSetup, 'engine'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -53,6 +61,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const rec = c.get('rec');
     d.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
     rec?.failed('internal_error', String(e));
+    abandonCacheMiss(rec);
     c.set('stamped', false);
     c.set('stream', undefined);
     return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
@@ -75,18 +84,24 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   }
 
   app.use('/v1/*', trackRequests(d));
+  const dispatcher = new Dispatcher({
+    config: cfg,
+    upstream: d.upstream,
+    health: d.health,
+    routing: d.routingState,
+    metrics: d.metrics,
+  });
   const answerer = new Answerer({
-    dispatcher: new Dispatcher({
-      config: cfg,
-      upstream: d.upstream,
-      health: d.health,
-      routing: d.routingState,
-      metrics: d.metrics,
-    }),
+    dispatcher,
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
+    clock: d.clock,
+    telemetry: d.telemetry,
+    maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
   });
-  // Built once: the features configured join here (FeatureSteps); none is configured in this version.
+  // Built once: the features join here (FeatureSteps). Guardrails come from the snapshot, so their steps
+  // look at it per request and find nothing to run where none is configured.
+  const cache = d.cache?.engine(embedThrough(dispatcher));
   const pipeline = buildPipeline({
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
@@ -95,6 +110,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatch: (call) => answerer.dispatch(call),
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
+  }, {
+    ...guardrailSteps(d),
+    ...(cache ? { cacheLookup: cacheLookupStep(cache), cacheStore: cacheStoreStep } : {}),
   });
   for (const route of ROUTES) {
     const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);

@@ -1,7 +1,7 @@
 // The request pipeline: the ordered steps every model call passes (docs/architecture.md "A request").
 //
 //   [tracking: in-flight slot, request id, the record]                    track.ts
-//   identify → read body → admit → (policies) → (input checks) → (cache lookup) → reserve
+//   identify → read body → admit → (policies) → (input checks) → reserve → (cache lookup)
 //   → dispatch with its attempts → (output checks) → (cache store) → answer
 //   → when the last byte is out: usage commit → [telemetry: metrics, access log]   answer.ts, track.ts
 //
@@ -106,7 +106,8 @@ export interface Pipeline extends Pick<CoreSteps, 'dispatch' | 'respond' | 'refu
 /** The pipeline of a proxy app, in the order of this file's header, without the steps not configured. */
 export function buildPipeline(core: CoreSteps, features: FeatureSteps = {}): Pipeline {
   const steps = [core.identify, core.readBody, core.admit, features.policies, features.inputChecks];
-  steps.push(features.cacheLookup, core.reserve);
+  // The cache lookup after the reservation (AISIX): a cached answer has taken its request slots.
+  steps.push(core.reserve, features.cacheLookup);
   const answerSteps = [features.outputChecks, features.cacheStore];
   return {
     steps: steps.filter((s): s is Step => s !== undefined),
@@ -129,7 +130,10 @@ export async function runModelCall(p: Pipeline, call: ModelCall): Promise<Respon
     if (r !== undefined) return r instanceof ProxyError ? p.refuse(call, r) : r;
   }
   let result = await p.dispatch(call);
-  for (let i = 0; i < p.answerSteps.length; i++) result = await p.answerSteps[i]!.run(call, result);
+  for (let i = 0; i < p.answerSteps.length; i++) {
+    const r = p.answerSteps[i]!.run(call, result);
+    result = r instanceof Promise ? await r : r;
+  }
   return p.respond(call, result);
 }
 

@@ -5,6 +5,8 @@ import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
+import { SLO_ENDPOINTS } from '../observability/gateway-metrics.ts';
+import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { totalOf, type Usage } from './usage.ts';
@@ -42,6 +44,15 @@ export class RequestRecord {
    * failed, was cut or carried an upstream error event is `upstream_error` (AISIX's outcome vocabulary).
    */
   private outcome: string | undefined = undefined;
+  /** When the first byte of the answer went out (clock ms); a whole answer: when it was handed over. */
+  private firstByteAt: number | undefined = undefined;
+  /** The serving attempt's upstream time to its first SSE frame (ms), for a stream. */
+  private upstreamTtftMs: number | undefined = undefined;
+  /** This request's trace, when an exporter keeps it (telemetry); undefined otherwise. */
+  trace: RequestTrace | undefined = undefined;
+  private blockedByPolicy = false;
+  /** The response cache's part (docs/cache.md): set when a policy applied to this request. */
+  private cache: CacheRecord | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -77,10 +88,35 @@ export class RequestRecord {
     this.result = result;
   }
 
-  /** What the answer said it used, and the provider's response id. */
+  /**
+   * What the answer said it used, and the provider's response id. A later read that knows nothing keeps an
+   * earlier one (a stream a guardrail blocked was read before the caller's copy was cut).
+   */
   read(usage: Usage | undefined, providerRequestId: string | undefined): void {
+    if (usage === undefined && this.usage !== undefined) return;
     this.usage = usage;
     this.providerRequestId = providerRequestId;
+  }
+
+  /** A guardrail ended the stream after its 200 (the caller got the error frame); not an upstream failure. */
+  policyBlocked(message: string): void {
+    this.failed('content_filter', message);
+    this.blockedByPolicy = true;
+  }
+
+  /** A cache policy applied: `miss` or `bypass` (the request goes upstream). */
+  cacheMissed(status: 'miss' | 'bypass'): void {
+    this.cache = { status };
+  }
+
+  /** Answered from the cache: its stored usage is replayed in the token families, and no spend is counted. */
+  cacheHit(
+    layer: 'exact' | 'semantic',
+    similarity: number | undefined,
+    saved: { input: number; output: number },
+  ): void {
+    this.cache = { status: 'hit', layer, similarity, saved };
+    this.usage = { input: saved.input, output: saved.output };
   }
 
   /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
@@ -89,8 +125,24 @@ export class RequestRecord {
     this.error = message;
   }
 
+  /** Whether the call was dispatched as a stream. */
+  get streamed(): boolean {
+    return this.stream;
+  }
+
+  /** The answer's first byte went out to the caller (`at`: clock ms); only the first call counts. */
+  firstByte(at: number): void {
+    this.firstByteAt ??= at;
+  }
+
+  /** The serving attempt's upstream time to first token of a stream (ms). */
+  firstToken(ms: number | undefined): void {
+    this.upstreamTtftMs = ms;
+  }
+
   /** A stream that answered 200 ended otherwise than whole. */
   streamFailed(end: Exclude<StreamEnd, 'complete'>, detail: string | undefined): void {
+    if (this.blockedByPolicy) return;
     this.failed(end, detail ?? end);
     if (end !== 'client_closed') this.outcome = 'upstream_error';
   }
@@ -131,11 +183,45 @@ export class RequestRecord {
       error: this.errorKind !== undefined ? (this.error ?? this.errorKind) : undefined,
       peer: this.peer,
       downstream_request_id: this.downstreamRequestId,
+      ttft_ms: this.stream && this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
+      cache_status: this.cache?.status,
+      cache_hit_layer: this.cache?.layer,
+      cache_similarity: this.cache?.similarity,
+      cache_hit_saved_input_tokens: this.cache?.saved?.input,
+      cache_hit_saved_output_tokens: this.cache?.saved?.output,
+    };
+  }
+
+  /** What the request's spans say about it (telemetry, src/telemetry/spans.ts). */
+  traceOutcome(status: number): RequestOutcome {
+    const s = this.served;
+    const u = this.usage;
+    const attempted = this.trace !== undefined && this.trace.attempts.length > 0;
+    return {
+      status,
+      operation: this.route?.call === 'embeddings'
+        ? 'embeddings'
+        : this.route?.call === 'completions'
+        ? 'text_completion'
+        : 'chat',
+      requestModel: this.model,
+      responseModel: s?.upstreamModel,
+      responseId: this.providerRequestId,
+      inputTokens: u?.input,
+      outputTokens: u?.output,
+      apiKeyId: this.key?.id,
+      modelId: s?.model.id ?? this.direct?.model.id,
+      clientIp: this.peer?.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1'),
+      errorType: this.errorKind,
+      downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
+      rateLimited: status === 429 && !attempted,
     };
   }
 
   /** This request in every request family (docs/aisix-compatibility.md "Metrics"); missing identity labels are `unknown`. */
   recordMetrics(m: GatewayMetrics, status: number, seconds: number): void {
+    // The duration summaries see the response start (a stream: its first byte out), AISIX's timing.
+    const started = this.firstByteAt !== undefined ? (this.firstByteAt - this.start) / 1000 : seconds;
     const s = this.served;
     const up = s ?? this.direct;
     const provider = up ? providerOf(up) : 'unknown';
@@ -160,14 +246,15 @@ export class RequestRecord {
     const labels = ident.concat(stream, s?.isFallback ? 'true' : 'false', code, outcome);
     const durationLabels = ident.concat(stream, code, outcome);
     m.legacyRequests.inc([provider, model, code, outcome]);
-    m.legacyDuration.observe([provider, model, code], seconds);
+    m.legacyDuration.observe([provider, model, code], started);
     m.proxyRequests.inc(labels);
     if (outcome !== 'success') m.proxyFailedRequests.inc(labels);
-    m.proxyDuration.observe(durationLabels, seconds);
+    m.proxyDuration.observe(durationLabels, started);
     if (this.route?.inference) {
       m.llmRequests.inc(labels);
-      m.llmDuration.observe(durationLabels, seconds);
+      m.llmDuration.observe(durationLabels, started);
     }
+    this.recordSlo(m, provider, model, status, ident, seconds);
     const u = this.usage;
     const total = totalOf(u);
     if (u && total !== undefined) {
@@ -177,10 +264,46 @@ export class RequestRecord {
         m.llmTotalTokens.inc(ident, total);
         m.tokensConsumed.inc([provider, model], total);
       }
-      const spend = spendMicroUsd(up?.model.cost, u);
+      const spend = this.cache?.status === 'hit' ? 0 : spendMicroUsd(up?.model.cost, u);
       if (spend > 0) m.llmSpend.inc(ident, spend);
     }
   }
+
+  /**
+   * The SLO histograms (no per-key label) and the TTFT summary, AISIX's endpoints only: e2e once per request
+   * at its last byte; TTFT for a stream whose serving attempt had a first frame (0 is not observed).
+   */
+  private recordSlo(
+    m: GatewayMetrics,
+    provider: string,
+    model: string,
+    status: number,
+    ident: string[],
+    seconds: number,
+  ) {
+    if (!SLO_ENDPOINTS.has(this.endpoint)) return;
+    const streaming = this.stream ? 'true' : 'false';
+    const slo = ['unknown', this.endpoint, model, provider, statusClass(status), streaming];
+    m.requestE2e.observe(slo, seconds);
+    const ttft = this.upstreamTtftMs;
+    if (this.stream && ttft !== undefined && ttft > 0) {
+      m.requestTtft.observe(slo, ttft / 1000);
+      m.llmTtft.observe(ident, ttft / 1000);
+    }
+  }
+}
+
+/** AISIX's `status_class`. */
+function statusClass(status: number): string {
+  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+}
+
+/** AISIX's usage-event cache fields, written in the access log (Sluice has no usage events). */
+interface CacheRecord {
+  status: 'hit' | 'miss' | 'bypass';
+  layer?: 'exact' | 'semantic';
+  similarity?: number;
+  saved?: { input: number; output: number };
 }
 
 /** A proxy response's `Server` header. */

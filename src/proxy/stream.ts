@@ -26,6 +26,8 @@ export interface PumpOptions {
   errorEvent?: (type: StreamErrorKind, message: string) => Uint8Array;
   /** Applied to every message an error event carries (src/http/scrub.ts); default: none. */
   scrub?: (text: string) => string;
+  /** Called once, when the first upstream chunk is handed to the caller (keep-alive comments do not count). */
+  onFirstByte?: () => void;
   /** The keep-alive timer; injectable so a test can observe it. Default `IdleTimer`. */
   timer?: (ms: number, onIdle: () => void) => KeepaliveTimer;
 }
@@ -45,6 +47,7 @@ const same = (s: string) => s;
 export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   const it = o.chunks[Symbol.asyncIterator]();
   let ended = false;
+  let sent = false;
   const end = (why: StreamEnd, message?: string) => {
     if (ended) return;
     ended = true;
@@ -86,6 +89,10 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
         c.close();
         end('complete');
         return;
+      }
+      if (!sent) {
+        sent = true;
+        o.onFirstByte?.();
       }
       c.enqueue(r.value);
     },

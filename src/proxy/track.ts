@@ -13,6 +13,7 @@ import { BodyLimit } from './body-limit.ts';
 import type { ProxyEnv } from './env.ts';
 import { ACCESS_LOG_TARGET, RequestRecord } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
+import type { Telemetry } from '../telemetry/telemetry.ts';
 
 /** What tracking reads and writes. */
 export interface TrackDeps {
@@ -21,6 +22,8 @@ export interface TrackDeps {
   readonly metrics: GatewayMetrics;
   readonly lifecycle: Pick<Lifecycle, 'draining' | 'acquire' | 'recordArrival'>;
   readonly clock: Clock;
+  /** Trace export; `active` is false (and nothing is traced) while no exporter is configured. */
+  readonly telemetry?: Pick<Telemetry, 'active' | 'begin' | 'end'>;
 }
 
 export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
@@ -35,7 +38,15 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
     const latency = d.clock() - rec.start;
     rec.recordMetrics(d.metrics, status, latency / 1000);
     if (accessLogOn) accessLog.info(MSG.requestCompleted, rec.accessLogFields(status, latency));
+    if (rec.trace) traceEnd(rec, status);
   };
+  /** The request's spans to the exporters that keep it (off the request path: `end` only queues). */
+  const traceEnd = (rec: RequestRecord, status: number) => {
+    const t = rec.trace!;
+    if (rec.streamed) t.serving?.extend(); // the winning stream's span lasts to the stream's end
+    d.telemetry!.end(t, rec.traceOutcome(status));
+  };
+  const tel = d.telemetry;
 
   return async function trackRequest(c, next) {
     const headers = c.req.raw.headers;
@@ -48,6 +59,10 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
       headers.get('x-request-id') ?? undefined,
     );
     c.set('rec', rec);
+    if (tel?.active) {
+      rec.trace = tel.begin(rec.requestId, headers);
+      if (rec.trace) rec.trace.userAgent = headers.get('user-agent') ?? undefined;
+    }
     const inFlight = [rec.endpoint, rec.protocol] as const;
     d.metrics.proxyInFlight.inc(inFlight);
     if (d.lifecycle.draining) {

@@ -8,7 +8,7 @@
 // Cheap on purpose, since it runs on every answer: a JSON body is not parsed whole — only its `usage`
 // object (found from the end, where every wire puts it) and its leading `"id"` are read; a stream's lines
 // are parsed only when they carry a `"usage":{` object (or, for the first one, the id).
-import type { StreamText } from '../providers/answer-text.ts';
+import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts';
 import type { TokenCounts } from '../providers/types.ts';
 
 export interface Usage {
@@ -19,7 +19,7 @@ export interface Usage {
   estimated?: boolean;
 }
 
-/** An adapter's count as the usage reader's; undefined stays undefined. */
+/** An adapter's own count (ProviderResult `counted`) as the usage the record and the limits read. */
 export function fromCounts(c: TokenCounts | undefined): Usage | undefined {
   if (!c) return undefined;
   const u: Usage = { input: c.input, output: c.output };
@@ -125,7 +125,9 @@ export function usageOfBody(text: string): number | undefined {
  */
 export class StreamUsage {
   private readonly decoder = new TextDecoder();
-  private line = '';
+  /** The unfinished last line, in pieces: joined once its `\n` arrives, so a long line costs linear time. */
+  private line: string[] = [];
+  private lineLength = 0;
   private readonly counted: Usage = {};
   /** The provider's response id, from the first event that carries one. */
   id: string | undefined;
@@ -136,27 +138,45 @@ export class StreamUsage {
   /** The text of the last chunk observed (complete characters only). */
   piece = '';
 
-  /** `text`: keeps the bytes for an estimate of the answer's tokens, should the stream report none. */
-  constructor(readonly text?: StreamText) {}
+  /** `maxLineBytes`: the longest line (decoded characters, never more than its bytes) `observe` accepts; 0 = any. */
+  constructor(private readonly maxLineBytes = DEFAULT_MAX_SSE_EVENT_BYTES) {}
 
+  /** Rejects with `UpstreamStreamError` once an unfinished line outgrows `maxLineBytes`. */
   observe(chunk: Uint8Array): void {
-    this.text?.observe(chunk);
     const piece = this.decoder.decode(chunk, { stream: true });
     this.piece = piece;
-    const text = this.line + piece;
-    if (text.indexOf('\n') < 0) {
-      this.line = text;
+    const nl = piece.indexOf('\n');
+    if (nl < 0) {
+      this.line.push(piece);
+      this.lineLength += piece.length;
+      if (this.maxLineBytes > 0 && this.lineLength > this.maxLineBytes) {
+        this.line = [];
+        throw oversizedEvent(this.maxLineBytes);
+      }
       return;
     }
-    const lines = text.split('\n');
-    this.line = lines.pop() ?? '';
+    const lines = (this.takeLine() + piece).split('\n');
+    const last = lines.pop() ?? '';
     for (const l of lines) this.readLine(l);
+    this.line = last === '' ? [] : [last];
+    this.lineLength = last.length;
+    if (this.maxLineBytes > 0 && this.lineLength > this.maxLineBytes) {
+      this.line = [];
+      throw oversizedEvent(this.maxLineBytes);
+    }
+  }
+
+  private takeLine(): string {
+    const text = this.line.length === 1 ? this.line[0]! : this.line.join('');
+    this.line = [];
+    this.lineLength = 0;
+    return text;
   }
 
   /** What the stream said it used; call once it ended. */
   usage(): Usage | undefined {
-    if (this.line) this.readLine(this.line);
-    this.line = '';
+    const rest = this.takeLine();
+    if (rest) this.readLine(rest);
     return totalOf(this.counted) === undefined ? undefined : this.counted;
   }
 
@@ -202,6 +222,7 @@ export class StreamUsage {
 
 const encoder = new TextEncoder();
 const lineDecoder = new TextDecoder();
+const EVENT_END = encoder.encode('\n\n');
 
 /**
  * The same chunks, observed by `meter` on the way through. Until the stream mentions `error`, chunks pass as
@@ -221,7 +242,13 @@ export async function* meteredChunks(
   let tail = '';
   let held: Uint8Array = new Uint8Array(0);
   for await (const chunk of chunks) {
-    meter.observe(chunk);
+    try {
+      meter.observe(chunk);
+    } catch (e) {
+      // The caller already has the start of the line: end it, so the error event stands as its own event.
+      yield EVENT_END;
+      throw e;
+    }
     let c = chunk;
     if (s === undefined) {
       if (!scrub || !(tail + meter.piece).includes('error')) {

@@ -9,13 +9,22 @@
 // Both: `null` is absent for the members AISIX marks nullable; `secret` is the alias of a provider key's
 // `api_key` (both given: `parse_failed`, AISIX's serde alias error); an `id` member is never the id.
 import type { z } from 'zod';
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
+import { buildGuardrail } from '../guardrails/build.ts';
+import { type GuardrailAttachment, GuardrailAttachmentSchema, GuardrailSchema } from '../guardrails/schema.ts';
 import {
   type ApiKey,
   ApiKeySchema,
+  type CachePolicy,
+  CachePolicySchema,
   defaultAdapter,
   INAPPLICABLE_ON_ROUTING,
   type Model,
   ModelSchema,
+  OTHER_EXPORTER_KINDS,
+  OtherExporterSchema,
+  type OtlpExporterResource,
+  OtlpExporterSchema,
   type ProviderKey,
   ProviderKeySchema,
   type ResourceKind,
@@ -30,6 +39,9 @@ export type ParsedDocument =
   | { ok: true; kind: 'provider_keys'; resource: ProviderKey; ignored: string[] }
   | { ok: true; kind: 'models'; resource: Model; ignored: string[] }
   | { ok: true; kind: 'api_keys'; resource: ApiKey; ignored: string[] }
+  | { ok: true; kind: 'guardrails'; resource: GuardrailEntry; ignored: string[] }
+  | { ok: true; kind: 'guardrail_attachments'; resource: GuardrailAttachment; ignored: string[] }
+  | { ok: true; kind: 'cache_policies'; resource: CachePolicy; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
 
 type Issue = z.core.$ZodIssue;
@@ -175,5 +187,59 @@ export function parseDocument(
       const { id: _id, ...rest } = r.data;
       return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
     }
+    case 'guardrails': {
+      // Built here, once per row value: a row that cannot be built is rejected like a schema failure.
+      const r = parseWith(GuardrailSchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const b = buildGuardrail(id, r.data);
+      if (!b.ok) return { ok: false, errorKind: 'schema_failed', error: b.error };
+      const resource: GuardrailEntry = {
+        id,
+        name: r.data.name,
+        createdAt: r.data.created_at,
+        guardrail: b.guardrail,
+        warnings: b.warnings,
+      };
+      return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
+    }
+    case 'guardrail_attachments': {
+      const r = parseWith(GuardrailAttachmentSchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
+    }
+    case 'cache_policies': {
+      const r = parseWith(CachePolicySchema, doc, lenient, ignored);
+      if (!r.ok) return fail(r.issues);
+      const { id: _id, ...rest } = r.data;
+      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
+    }
   }
+}
+
+export type ParsedExporter =
+  /** `resource` undefined: another AISIX exporter kind, accepted and not served (`ignored` is `*`). */
+  | { ok: true; resource: OtlpExporterResource | undefined; ignored: string[] }
+  | { ok: false; errorKind: 'schema_failed'; error: string };
+
+/** Judges one `observability_exporters` document, like `parseDocument` does the routing kinds. */
+export function parseExporterDocument(
+  id: string,
+  doc: Record<string, unknown>,
+  mode: 'strict' | 'lenient',
+): ParsedExporter {
+  const ignored: string[] = [];
+  const fail = (issues: readonly Issue[]): ParsedExporter => ({
+    ok: false,
+    errorKind: 'schema_failed',
+    error: issueMessages(issues).join('; '),
+  });
+  if ((OTHER_EXPORTER_KINDS as readonly unknown[]).includes(doc.kind)) {
+    const r = OtherExporterSchema.safeParse(doc);
+    return r.success ? { ok: true, resource: undefined, ignored: ['*'] } : fail(r.error.issues);
+  }
+  const r = parseWith(OtlpExporterSchema, doc, mode === 'lenient', ignored);
+  if (!r.ok) return fail(r.issues);
+  const { id: _id, sample_rate, ...rest } = r.data;
+  return { ok: true, resource: { ...rest, sample_rate: sample_rate ?? 1, id }, ignored: finishIgnored(ignored) };
 }

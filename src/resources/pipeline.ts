@@ -8,14 +8,23 @@
 //   → cross references over the identities interpolate declared; duplicate `key_hash`
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import { uuidV5 } from '../util/crypto.ts';
+import { sleep } from '../util/sleep.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
-import { parseDocument } from './documents.ts';
+import { parseDocument, parseExporterDocument } from './documents.ts';
 import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
 import { checkReferences, type Typed } from './references.ts';
-import { FILE_COLLECTIONS, isGatingKind, isNotServedKind, type ResourceKind } from './schema.ts';
+import {
+  EXPORTER_KIND,
+  FILE_COLLECTIONS,
+  isGatingKind,
+  isNotServedKind,
+  type OtlpExporterResource,
+  type ResourceKind,
+} from './schema.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
 
 export { type Env, interpolate } from './interpolate.ts';
@@ -41,6 +50,12 @@ export type LoadResult =
 
 const FORMAT_VERSION = '1';
 
+/** Rows validated between two yields to the event loop, so a large reload lets requests run between them. */
+const ROWS_PER_YIELD = 256;
+
+/** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
+const yieldToLoop = (): Promise<void> => sleep(0);
+
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
 export async function loadResourcesFile(file: string, text: string, env: Env): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
@@ -52,6 +67,7 @@ export async function loadResourcesFile(file: string, text: string, env: Env): P
     }
     return { ok: false, report: problems.report, entryErrors: problems.entries };
   }
+  await yieldToLoop();
   const built = await buildResourceSet(src.value, env, problems);
   if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
   return snapshotOf(built, src.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
@@ -89,7 +105,8 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
-  const { typed, notServed } = await validateEntries(prepared, env, providerKeyIds, problems);
+  const { typed, notServed, exporters, guardrails } = await validateEntries(prepared, env, providerKeyIds, problems);
+  await yieldToLoop();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
   if (!problems.ok) return undefined;
@@ -98,6 +115,10 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       provider_keys: typed.provider_keys.map((x) => x.r),
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
+      ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
+      // The file has no attachment collection: every guardrail applies environment-wide (AISIX's fallback).
+      guardrails,
+      cache_policies: typed.cache_policies.map((x) => x.r),
     },
     notServed,
   };
@@ -215,13 +236,29 @@ async function validateEntries(
   env: Env,
   providerKeyIds: ReadonlyMap<string, string>,
   problems: Problems,
-): Promise<{ typed: Typed; notServed: Record<string, number> }> {
-  const typed: Typed = { provider_keys: [], models: [], api_keys: [] };
+): Promise<{
+  typed: Typed;
+  notServed: Record<string, number>;
+  exporters: OtlpExporterResource[];
+  guardrails: GuardrailEntry[];
+}> {
+  const typed: Typed = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
+  const guardrails: GuardrailEntry[] = [];
   const notServed: Record<string, number> = {};
+  const exporters: OtlpExporterResource[] = [];
+  let row = 0;
   for (const e of prepared) {
+    if (++row % ROWS_PER_YIELD === 0) await yieldToLoop();
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);
+      continue;
+    }
+    if (e.at.kind === EXPORTER_KIND) {
+      const x = parseExporterDocument(await uuidV5(`${e.at.kind}/${e.at.identity}`), e.doc, 'strict');
+      if (!x.ok) problems.entry(e.at, x.error);
+      else if (x.resource) exporters.push(x.resource);
+      else notServed[e.at.kind] = (notServed[e.at.kind] ?? 0) + 1;
       continue;
     }
     if (isNotServedKind(e.at.kind)) {
@@ -248,9 +285,11 @@ async function validateEntries(
     }
     if (parsed.kind === 'provider_keys') typed.provider_keys.push({ at: e.at, r: parsed.resource });
     else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
-    else typed.api_keys.push({ at: e.at, r: parsed.resource });
+    else if (parsed.kind === 'api_keys') typed.api_keys.push({ at: e.at, r: parsed.resource });
+    else if (parsed.kind === 'guardrails') guardrails.push(parsed.resource);
+    else if (parsed.kind === 'cache_policies') typed.cache_policies.push({ at: e.at, r: parsed.resource });
   }
-  return { typed, notServed };
+  return { typed, notServed, exporters, guardrails };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

@@ -2,13 +2,15 @@
 // the identities pass 1 declared: an entry whose own schema failed still counts as defined, so one typo
 // is reported once, where it is.
 import { type EntryRef, type Problems, scopeOf } from './entries.ts';
-import type { ApiKey, Model, ProviderKey } from './schema.ts';
+import type { ApiKey, CachePolicy, Model, ProviderKey } from './schema.ts';
 
 /** The entries that passed their schema, with where they are. */
 export interface Typed {
   provider_keys: { at: EntryRef; r: ProviderKey }[];
   models: { at: EntryRef; r: Model }[];
   api_keys: { at: EntryRef; r: ApiKey }[];
+  /** No references to check: carried to the snapshot. */
+  cache_policies: { at: EntryRef; r: CachePolicy }[];
 }
 
 export function checkReferences(

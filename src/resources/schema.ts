@@ -12,7 +12,14 @@
 import { z } from 'zod';
 
 /** The kinds Sluice serves. */
-export const RESOURCE_KINDS = ['provider_keys', 'models', 'api_keys'] as const;
+export const RESOURCE_KINDS = [
+  'provider_keys',
+  'models',
+  'api_keys',
+  'guardrails',
+  'guardrail_attachments',
+  'cache_policies',
+] as const;
 export type ResourceKind = (typeof RESOURCE_KINDS)[number];
 
 /**
@@ -20,8 +27,6 @@ export type ResourceKind = (typeof RESOURCE_KINDS)[number];
  * (docs/aisix-compatibility.md "Never fail open"): an etcd row is rejected as `unsupported`, a file entry is an error.
  */
 export const GATING_KINDS = [
-  'guardrails',
-  'guardrail_attachments',
   'mcp_policies',
   'rate_limit_policies',
   'oidc_providers',
@@ -32,8 +37,6 @@ export const GATING_KINDS = [
  * configure surfaces Sluice does not serve: accepted, not served, listed in `partially_compatible` (`*`).
  */
 export const NOT_SERVED_KINDS = [
-  'observability_exporters',
-  'cache_policies',
   'mcp_servers',
   'mcp_auth_settings',
   'a2a_agents',
@@ -41,8 +44,14 @@ export const NOT_SERVED_KINDS = [
 ] as const;
 export type GatingKind = (typeof GATING_KINDS)[number];
 export type NotServedKind = (typeof NOT_SERVED_KINDS)[number];
+/**
+ * Trace exporters: served beside the routing kinds, read by telemetry only (src/telemetry). Of AISIX's
+ * exporter kinds Sluice serves `otlp_http`; the others are accepted, not served (`*`).
+ */
+export const EXPORTER_KIND = 'observability_exporters';
+export type ExporterKind = typeof EXPORTER_KIND;
 /** AISIX's 15 kinds (the etcd key segment). */
-export const AISIX_KINDS = [...RESOURCE_KINDS, ...GATING_KINDS, ...NOT_SERVED_KINDS] as const;
+export const AISIX_KINDS = [...RESOURCE_KINDS, EXPORTER_KIND, ...GATING_KINDS, ...NOT_SERVED_KINDS] as const;
 export type AisixKind = (typeof AISIX_KINDS)[number];
 /** The collections of AISIX's resources file (13: no `guardrail_attachments`, no `mcp_policies`), in its order. */
 export const FILE_COLLECTIONS = [
@@ -247,6 +256,8 @@ export const modelShape = {
   background_model_check: BackgroundCheckSchema.optional(),
   cost: CostSchema.optional(),
   rate_limit: RateLimitSchema.optional(),
+  /** An embedding model's vector size (the response cache's semantic layer reads it: docs/cache.md). */
+  embedding: z.strictObject({ dimensions: positiveInt, normalize: z.boolean().default(true) }).optional(),
   /** Client IP allowlist (CIDRs); absent = every client. */
   allowed_cidrs: cidrList.optional(),
   routing: RoutingSchema.optional(),
@@ -309,3 +320,54 @@ export function defaultAdapter(provider: string): AdapterName | undefined {
   if (vendor === 'anthropic' || vendor === 'echo') return vendor;
   return undefined;
 }
+
+/** AISIX's `endpoint` pattern: https anywhere, plain http only to a local collector. */
+const OTLP_ENDPOINT = /^(https:\/\/.+|http:\/\/(mock-otlp|otel-collector|127\.0\.0\.1|localhost)(:[0-9]+)?(\/.*)?)$/;
+
+/** `observability_exporters` of `kind: otlp_http` (docs/operations.md "Tracing"). */
+export const OtlpExporterSchema = z.strictObject({
+  id: z.unknown().optional(),
+  name: z.string().min(1, 'must not be empty').max(120),
+  kind: z.literal('otlp_http'),
+  enabled: z.boolean().default(true),
+  endpoint: z.string().regex(
+    OTLP_ENDPOINT,
+    'must be an https:// URL (http:// only to localhost, 127.0.0.1, otel-collector or mock-otlp)',
+  ),
+  headers: z.record(z.string(), z.string()).default({}),
+  sample_rate: nullOk(z.number().min(0).max(1)),
+  content_mode: z.enum(['metadata_only', 'full']).default('metadata_only'),
+  content_max_bytes: z.number().int().min(1).max(1_048_576).default(131_072),
+});
+/** AISIX's other exporter kinds: accepted with any members, not served. */
+export const OTHER_EXPORTER_KINDS = ['aliyun_sls', 'datadog', 'object_store'] as const;
+export const OtherExporterSchema = z.looseObject({
+  name: z.string().min(1, 'must not be empty').max(120),
+  kind: z.enum(OTHER_EXPORTER_KINDS),
+  enabled: z.boolean().default(true),
+});
+export type OtlpExporterResource = Omit<z.infer<typeof OtlpExporterSchema>, 'id' | 'sample_rate'> & {
+  id: string;
+  /** Absent in the document = 1.0. */
+  sample_rate: number;
+};
+/** AISIX's `cache_policies` (docs/cache.md): which requests the response cache answers, and for how long. */
+export const cachePolicyShape = {
+  id: z.unknown().optional(),
+  name: z.string().min(1, 'must not be empty').max(120),
+  enabled: z.boolean().default(true),
+  backend: z.enum(['memory', 'redis']).default('memory'),
+  ttl_seconds: z.number().int().min(1).max(604_800).default(3600),
+  /** `all`, `model:<name>`, `api_key:<id>`; anything else matches like `all` (AISIX's parse). */
+  applies_to: z.string().min(1).max(255).default('all'),
+  scope: z.enum(['api_key', 'env']).default('api_key'),
+  purge_generation: z.number().int().min(0).max(0xffff_ffff).default(0),
+  semantic: nullOk(z.strictObject({
+    embedding_model: z.string().min(1, 'must not be empty'),
+    threshold: z.number().min(0).max(1),
+    max_entries: z.number().int().min(1).max(10_000).default(1000),
+    embedding_timeout_ms: nonNegInt.optional(),
+  })),
+};
+export const CachePolicySchema = z.strictObject(cachePolicyShape);
+export type CachePolicy = Omit<z.infer<typeof CachePolicySchema>, 'id'> & { id: string };

@@ -1,11 +1,20 @@
 // The immutable set of resources the gateway serves (docs/architecture.md "A configuration change"): built
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
-import type { ApiKey, Model, ProviderKey, ResourceKind } from './schema.ts';
+import type { GuardrailEntry } from '../guardrails/attachments.ts';
+import type { GuardrailAttachment } from '../guardrails/schema.ts';
+import type { ApiKey, CachePolicy, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
   models: Model[];
   api_keys: ApiKey[];
+  /** `kind: otlp_http` trace exporters (read by src/telemetry only). */
+  observability_exporters?: OtlpExporterResource[];
+  /** Built rows (src/guardrails); the attachment index is built from both once per snapshot. */
+  guardrails?: GuardrailEntry[];
+  guardrail_attachments?: GuardrailAttachment[];
+  /** In the source's order: the first enabled policy that matches a request wins (src/cache/policy.ts). */
+  cache_policies?: CachePolicy[];
 }
 
 interface WildcardAlias {
@@ -89,11 +98,33 @@ export class Snapshot {
     if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
     if (this.resources.models.length > 0) out.models = this.resources.models.length;
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
+    if (this.guardrails.length > 0) out.guardrails = this.guardrails.length;
+    if (this.guardrailAttachments.length > 0) out.guardrail_attachments = this.guardrailAttachments.length;
+    if (this.cachePolicies.length > 0) out.cache_policies = this.cachePolicies.length;
     return out;
   }
 
+  get cachePolicies(): readonly CachePolicy[] {
+    return this.resources.cache_policies ?? [];
+  }
+
+  get guardrails(): readonly GuardrailEntry[] {
+    return this.resources.guardrails ?? [];
+  }
+
+  get guardrailAttachments(): readonly GuardrailAttachment[] {
+    return this.resources.guardrail_attachments ?? [];
+  }
+
   get size(): number {
-    return this.resources.provider_keys.length + this.resources.models.length + this.resources.api_keys.length;
+    const r = this.resources;
+    return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length +
+      this.guardrails.length + this.guardrailAttachments.length + this.cachePolicies.length;
+  }
+
+  /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */
+  get exporters(): readonly OtlpExporterResource[] {
+    return this.resources.observability_exporters ?? [];
   }
 }
 

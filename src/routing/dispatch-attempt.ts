@@ -7,6 +7,7 @@ import { RefusedAnswer } from '../upstream-fetch.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts';
 import type { RoutingState } from './strategies.ts';
+import type { AttemptSpan } from '../telemetry/trace.ts';
 
 /** What an attempt uses. */
 export interface AttemptDeps {
@@ -28,7 +29,9 @@ export async function attemptUpstream(
   input: DispatchInput,
   t: Target,
   signal: CancelSignal,
+  span?: AttemptSpan,
 ): Promise<AttemptOutcome> {
+  const startedAt = Date.now();
   const cancel = new Cancel();
   const onCallerGone = () => cancel.abort(CALLER_GONE);
   signal.addEventListener('abort', onCallerGone, { once: true });
@@ -55,6 +58,7 @@ export async function attemptUpstream(
       callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
       provider: t.model.provider ?? t.key.provider,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
+      ...(span ? { traceparent: span.traceparent } : {}),
     });
     if (r.kind === 'refused') {
       end();
@@ -70,7 +74,7 @@ export async function attemptUpstream(
     if (!t.streamConfigured) {
       // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
       clearTimeout(timer);
-      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, counted } };
+      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, startedAt, counted } };
     }
     const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
     if (first.done) {
@@ -79,7 +83,9 @@ export async function attemptUpstream(
       return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
     }
     clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
-    return { kind: 'response', status: 200, retryAfter: null, live: { first: first.value, rest, abort, end, counted } };
+    span?.firstByte();
+    const live = { first: first.value, rest, abort, end, startedAt, firstAt: Date.now(), counted };
+    return { kind: 'response', status: 200, retryAfter: null, live };
   } catch (e) {
     end();
     if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };

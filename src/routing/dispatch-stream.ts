@@ -6,6 +6,7 @@ import { upstreamErrorParts } from '../providers/upstream-error.ts';
 import type { Cancel } from '../util/cancel.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import type { AttemptRecorder } from './dispatch-record.ts';
+import type { RequestTrace } from '../telemetry/trace.ts';
 import {
   type Answer,
   closeLive,
@@ -28,14 +29,16 @@ export function streamResult(
   answer: (run: Run) => Answer,
   recorder: AttemptRecorder,
   served?: ServedBy,
+  trace?: RequestTrace,
 ): DispatchResult {
-  const s = new CallerStream(run, controller, answer, recorder);
+  const s = new CallerStream(run, controller, answer, recorder, trace);
   return {
     kind: 'stream',
     ...(served ? { served } : {}),
     chunks: { [Symbol.asyncIterator]: () => s },
     abort: () => s.abort(),
     settle: (end) => s.settle(end),
+    ttftMs: () => s.ttftMs(),
     counted: () => s.counted(),
   };
 }
@@ -53,6 +56,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     private readonly controller: Cancel,
     private readonly answer: (run: Run) => Answer,
     private readonly recorder: AttemptRecorder,
+    private readonly trace: RequestTrace | undefined,
   ) {
     // A stream the loop produced after the caller's body had already ended is nobody's: close it.
     void run.then((r) => {
@@ -81,13 +85,20 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     return Promise.resolve(DONE);
   }
 
+  /** The serving adapter's own token count (ProviderResult `counted`), once the stream ended. */
+  counted(): TokenCounts | undefined {
+    return this.live?.live.counted?.();
+  }
+
+  /** The serving attempt's start to its first chunk (ms), once the caller has it. */
+  ttftMs(): number | undefined {
+    const l = this.live?.live;
+    return l?.firstAt !== undefined ? l.firstAt - l.startedAt : undefined;
+  }
+
   abort(): void {
     this.controller.abort();
     this.live?.live.abort();
-  }
-
-  counted(): TokenCounts | undefined {
-    return this.live?.live.counted?.();
   }
 
   /** How the caller's stream ended: the live target's health and deployment metrics, its resources freed. */
@@ -133,6 +144,8 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     if (r.done) {
       throw new UpstreamStreamError('upstream_error', 'the upstream closed the stream before sending anything');
     }
+    a.live.firstAt ??= Date.now();
+    this.trace?.serving?.firstByte();
     return r;
   }
 }

@@ -6,6 +6,7 @@ import type { DirectModel, Model, ProviderKey, Routing } from '../resources/sche
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 import type { RunResult } from './retry.ts';
+import type { RequestTrace } from '../telemetry/trace.ts';
 import type { Candidate, HeaderReader } from './strategies.ts';
 
 export interface DispatchInput {
@@ -25,6 +26,8 @@ export interface DispatchInput {
   headers?: HeaderReader;
   apiKeyId?: string;
   clientIp?: string;
+  /** The request's trace, when an exporter keeps it: each attempt becomes a span (src/telemetry). */
+  trace?: RequestTrace;
 }
 
 /**
@@ -38,7 +41,9 @@ export interface DispatchFailure {
     | 'upstream_timeout'
     | 'all_candidates_unavailable'
     | 'invalid_request'
-    | 'service_unavailable';
+    | 'service_unavailable'
+    /** an output guardrail refused the answer (src/proxy/guardrails.ts) */
+    | 'content_filter';
   status: number;
   message: string;
   detail?: string;
@@ -68,10 +73,12 @@ export type DispatchResult =
     chunks: AsyncIterable<Uint8Array>;
     abort(): void;
     settle(end: StreamEnd): void;
-    /** The adapter's own count of the stream's tokens, once it ended (ProviderResult `counted`); when
-     *  defined it wins over the usage in the bytes. Absent on a stream no adapter produced. */
-    counted?(): TokenCounts | undefined;
     served?: ServedBy;
+    /** The serving attempt's time from its start to its first SSE frame (ms), once there is one. */
+    ttftMs?(): number | undefined;
+    /** The adapter's own count of the stream's tokens once it ended (ProviderResult `counted`); when
+     *  defined it wins over the usage read in the bytes (an adapter may withhold the usage chunk). */
+    counted?(): TokenCounts | undefined;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
@@ -128,6 +135,9 @@ export interface LiveStream {
   abort(): void;
   /** Release what the attempt holds (deadline timer, caller-gone listener, in-flight count). Idempotent. */
   end(): void;
+  /** When the attempt began, and when its first chunk arrived (ms, `Date.now()`): the upstream TTFT. */
+  startedAt: number;
+  firstAt?: number;
   /** The adapter's count, once the stream ended (ProviderResult `counted`). */
   counted?: () => TokenCounts | undefined;
 }

@@ -7,7 +7,8 @@ import type { UpstreamFetch } from '../platform.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import { attemptUpstream } from './dispatch-attempt.ts';
 import { planTargets } from './dispatch-plan.ts';
-import { AttemptRecorder } from './dispatch-record.ts';
+import { AttemptRecorder, settleSpan, traceAttempt } from './dispatch-record.ts';
+import type { AttemptSpan } from '../telemetry/trace.ts';
 import { settledWithin, streamResult } from './dispatch-stream.ts';
 import {
   type Answer,
@@ -73,18 +74,23 @@ export class Dispatcher {
     if (early) {
       const a = answerOf(early.value);
       if (a.kind !== 'live') return a;
-      return streamResult(run, controller, answerOf, this.recorder, a.served);
+      return streamResult(run, controller, answerOf, this.recorder, a.served, input.trace);
     }
-    return streamResult(run, controller, answerOf, this.recorder);
+    return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace);
   }
 
   /** The retry loop over the plan's targets, every attempt recorded. */
   private run(input: DispatchInput, plan: Plan, signal: CancelSignal): Promise<Run> {
     let previous: Target | undefined;
     const upstreamRetries = this.d.config.upstream.retries;
+    const trace = input.trace;
+    let span: AttemptSpan | undefined;
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
-      attempt: (t) => attemptUpstream(this.d, input, t, signal),
+      attempt: (t) => {
+        if (trace) span = traceAttempt(trace, input, t, trace.attempts[trace.attempts.length - 1]);
+        return attemptUpstream(this.d, input, t, signal, span);
+      },
       budget: (t, queuedBehind) =>
         retryBudget({ model: t.model, routing: plan.routing, upstreamRetries, queuedBehind }),
       classify: classifyOptions(plan.routing),
@@ -93,6 +99,7 @@ export class Dispatcher {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
         previous = r.target;
         this.recorder.attempt(input, r, signal, moved);
+        if (span) settleSpan(span, r.outcome);
       },
     });
   }

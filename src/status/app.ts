@@ -8,6 +8,7 @@ import { PROMETHEUS_CONTENT_TYPE } from '../observability/metrics.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { configStatusBody } from '../config-facts.ts';
+import type { ModelLatency } from '../observability/gateway-metrics.ts';
 import { STATUS_PAGE_HEADERS, statusPageHtml, type StatusPageView } from './page.ts';
 
 /** What `/status/models` reads: the served models and their health. */
@@ -19,7 +20,7 @@ export interface ModelsStatusView {
 /** What the status listener reads; the Gateway is one. */
 export interface StatusView extends StatusPageView {
   readonly config: { readonly observability: Config['observability'] };
-  readonly metrics: { render(): string };
+  readonly metrics: { render(): string; latencyByModel(): ModelLatency[] };
 }
 
 const TEXT = { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' };

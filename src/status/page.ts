@@ -6,8 +6,12 @@ import type { Lifecycle } from '../lifecycle/state.ts';
 import type { Listener, Platform } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { EpochTime, ModelHealth, ModelStatusRow } from '../routing/health.ts';
+import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
+import { type GuardrailStatusRow, guardrailStatusRows } from './guardrails.ts';
+import type { Registry } from '../observability/metrics.ts';
 import { VERSION } from '../version.ts';
 import { type ConfigFactsView, configStatusBody, type RejectedRow } from '../config-facts.ts';
+import type { ModelLatency } from '../observability/gateway-metrics.ts';
 
 /** What the page reads; the Gateway is one. */
 export interface StatusPageView {
@@ -17,6 +21,10 @@ export interface StatusPageView {
   readonly health: Pick<ModelHealth, 'statusRow'>;
   readonly proxyListener: Pick<Listener, 'openConnections'> | undefined;
   readonly platform: Pick<Platform, 'name'>;
+  /** Latency per model from the SLO histograms; where the guardrail results are counted (the registry). */
+  readonly metrics: { latencyByModel(): ModelLatency[]; render(): string; readonly registry?: Registry };
+  /** The response cache's hit ratio per policy (docs/cache.md); no section while no policy applied. */
+  readonly cache?: { hitRatios(): { policy: string; lookups: number; hits: number }[] };
   /** Readiness checks as `/readyz` prints them: a name and its failure, if any. */
   checks(): [string, string | undefined][];
   now(): Date;
@@ -186,6 +194,63 @@ function modelRow(m: ModelStatusRow, now: number): Html {
   `;
 }
 
+/** Seconds as `340 ms` / `2.4 s`; a dash when nothing was observed. */
+function seconds(v: number | undefined): Html | string {
+  if (v === undefined) return html`<span class="muted">—</span>`;
+  return v < 1 ? `${Math.round(v * 1000)} ms` : `${v.toFixed(v < 10 ? 2 : 1)} s`;
+}
+
+function latencyRow(m: ModelLatency): Html {
+  return html`
+    <tr>
+      <td><strong>${m.model}</strong></td>
+      <td>${m.requests}</td>
+      <td>${seconds(m.latencyP50)}</td>
+      <td>${seconds(m.latencyP95)}</td>
+      <td>${m.streams}</td>
+      <td>${seconds(m.ttftP50)}</td>
+      <td>${seconds(m.ttftP95)}</td>
+    </tr>
+  `;
+}
+
+function guardrailRow(g: GuardrailStatusRow): Html {
+  const results = Object.entries(g.results).map(([k, n]) => `${n} ${k.replace('_', ' ')}`).join(' · ');
+  return html`
+    <tr>
+      <td><strong>${g.name}</strong><div class="muted mono small model-id">${g.id}</div></td>
+      <td>${g.kind}</td>
+      <td>${g.hooks}</td>
+      <td>${badge(g.mode, g.mode === 'monitor' ? 'warn' : 'good')}</td>
+      <td>${g.failure ?? html`<span class="muted">—</span>`}</td>
+      <td>${g.attachments === 0 ? 'everywhere' : `${g.attachments} attachment(s)`}</td>
+      <td>${results || html`<span class="muted">none yet</span>`}</td>
+    </tr>
+  `;
+}
+
+/** The response cache's policies that applied to a request since boot, with their hit ratio. */
+function cacheSection(rows: { policy: string; lookups: number; hits: number }[]): Html | string {
+  if (rows.length === 0) return '';
+  const ratio = (r: { lookups: number; hits: number }) => `${((100 * r.hits) / r.lookups).toFixed(1)} %`;
+  return html`<section id="cache"><h2>Response cache</h2>${
+    table(
+      ['policy', 'requests', 'hits', 'hit ratio'],
+      rows.map((r) =>
+        html`
+          <tr>
+            <td>${r.policy}</td>
+            <td>${r.lookups}</td>
+            <td>${r.hits}</td>
+            <td>${ratio(r)}</td>
+          </tr>
+        `
+      ),
+      '',
+    )
+  }</section>`;
+}
+
 /** The page's bytes for the gateway's state at `now`. */
 export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): string {
   const phase = gw.lifecycle.phase;
@@ -203,6 +268,8 @@ export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): st
   const drain = drainReportBody(gw, now);
   const open = gw.proxyListener?.openConnections();
   const counts = applied?.resource_counts as Record<string, number> | undefined;
+  const registry = gw.metrics?.registry;
+  const guardrails = guardrailStatusRows(gw.snapshot, registry ? guardrailMetricsFor(registry) : undefined);
 
   const page = html`
     <!doctype html>
@@ -294,6 +361,20 @@ export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): st
             models.map((m) => modelRow(m, now)),
             'No configuration applied yet.',
           )}</section>
+          <section
+            id="latency"><h2>Latency</h2>${table(
+              ['model', 'requests', 'latency p50', 'latency p95', 'streams', 'first token p50', 'first token p95'],
+              gw.metrics.latencyByModel().map(latencyRow),
+              'No model request served yet.',
+            )}<p class="muted small">Since start, from the bucket counts of aisix_request_e2e_latency_seconds (arrival to last byte) and aisix_request_ttft_seconds (upstream time to first token), interpolated as histogram_quantile does.</p></section>
+          ${guardrails.length === 0 ? '' : html`<section id="guardrails"><h2>Guardrails</h2>${
+            table(
+              ['guardrail', 'kind', 'checks', 'mode', 'on failure', 'applies', 'results'],
+              guardrails.map(guardrailRow),
+              '',
+            )
+          }</section>`}
+          ${cacheSection(gw.cache?.hitRatios() ?? [])}
         </main>
         <footer>Generated ${new Date(now)
           .toISOString()} · refreshes every ${REFRESH_SECS} s · JSON: <a href="/status/config">/status/config</a> · <a href="/status/models">/status/models</a> · <a href="/status/drain">/status/drain</a> · <a href="/status/ready">/status/ready</a></footer>

@@ -604,16 +604,12 @@ describe("schemas/resources.schema.json gives each case the file pipeline's verd
 // -- AISIX kinds Sluice does not implement -----------------------------------------------------------------
 
 const GATING = [
-  'guardrails',
-  'guardrail_attachments',
   'mcp_policies',
   'rate_limit_policies',
   'oidc_providers',
   'claim_mappings',
 ];
 const NOT_SERVED = [
-  'observability_exporters',
-  'cache_policies',
   'mcp_servers',
   'mcp_auth_settings',
   'a2a_agents',
@@ -684,7 +680,7 @@ describe('AISIX kinds Sluice does not implement (never fail open)', { timeout: 6
   });
 
   test('file: gating collections are load errors; the others are accepted, not served, reported, WARN once', async () => {
-    for (const kind of GATING.filter((k) => k !== 'guardrail_attachments' && k !== 'mcp_policies')) {
+    for (const kind of GATING.filter((k) => k !== 'mcp_policies')) {
       const r = await loadResourcesFile('/r.yaml', `_format_version: "1"\n${kind}: [{ name: x }]\n`, {});
       assert.equal(r.ok, false, kind);
       if (!r.ok) {
@@ -707,7 +703,7 @@ describe('AISIX kinds Sluice does not implement (never fail open)', { timeout: 6
     assert.ok(c.ok);
     if (!c.ok) return;
     const gw = new Gateway(c.config, platform);
-    assert.deepEqual(await fileSource(gw, '/r.yaml').read(), { ok: true, resources: 6 });
+    assert.deepEqual(await fileSource(gw, '/r.yaml').read(), { ok: true, resources: NOT_SERVED.length });
     await fileSource(gw, '/r.yaml').read();
     const body = await (await createStatusApp(gw).request('/status/config')).json();
     assert.equal(body.state, 'empty');

@@ -225,14 +225,24 @@ describe('against real gateways', { concurrency: true }, () => {
       const t = JSON.parse(tool.lines.at(-1)!) as Timeline;
       const ctx = tool.stdout();
       assert.equal(code, 0, ctx);
-      // The last round answers nothing: `refused` (or a connection reset as the listeners close).
+      // The last round answers nothing: `refused` (or a connection reset as the listeners close). A round that
+      // straddles the close may see some probes reset while others still answer (the listeners close one
+      // after the other): at most one such round, after the last 503, never a route failure while ready.
       assert.deepEqual(t.phases.slice(0, 2).map((p) => p.label), ['200/200/200/200', '200/503/200/200'], ctx);
-      assert.equal(t.phases.length, 3, ctx);
-      assert.match(t.phases[2]!.label, /^(refused|((refused|reset)\/){3}(refused|reset))$/, ctx);
+      const closing = t.phases.length === 4 ? t.phases[2]! : undefined;
+      assert.equal(t.phases.length, closing ? 4 : 3, ctx);
+      if (closing) {
+        assert.equal(closing.rounds, 1, ctx);
+        assert.match(closing.label, /^(200|reset)\/(503|reset)\/(200|reset)\/(200|reset)$/, ctx);
+        assert.match(closing.label, /reset/, ctx);
+      }
+      assert.match(t.phases.at(-1)!.label, /^(refused|((refused|reset)\/){3}(refused|reset))$/, ctx);
       const s = t.summary;
       assert.deepEqual(s.columns, ['livez', 'readyz', 'route', 'status_ready']);
       assert.equal(s.dropped.length, 0, ctx);
-      assert.equal(s.route_failed, 1, ctx); // the final, refused round
+      // The final, refused round (and the closing one, when its route was reset).
+      const closingRouteFailed = closing?.label.split('/')[2] === 'reset' ? 1 : 0;
+      assert.equal(s.route_failed, 1 + closingRouteFailed, ctx);
       assert.ok(s.route_ok >= 10, ctx);
       assert.equal(s.first_ready_ms, 0, ctx);
       assert.ok(s.readyz_failed_ms !== null && s.everything_refused_ms !== null, ctx);

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from '../support/process.ts';
 import { labelNamesOf, labelsOf, sumSamples } from '../support/metrics.ts';
-import { REQUEST_LABELS, TOKEN_LABELS } from '../../src/observability/gateway-metrics.ts';
+import { REQUEST_LABELS, SLO_LABELS, TOKEN_LABELS } from '../../src/observability/gateway-metrics.ts';
 
 const INSTALL_HINT =
   'promtool is not installed: run `apt-get install -y prometheus` (Debian/Ubuntu; it provides /usr/bin/promtool), ' +
@@ -96,12 +96,15 @@ test('request families: names, label names in AISIX order', () => {
   const duration = request.filter((l) => l !== 'is_fallback');
   const expected: [string, string[]][] = [
     ['aisix_requests_total', ['provider', 'model', 'status', 'outcome']],
-    ['aisix_request_duration_seconds_bucket', ['provider', 'model', 'status', 'le']],
+    ['aisix_request_duration_seconds', ['provider', 'model', 'status', 'quantile']],
     ['aisix_proxy_requests_total', request],
     ['aisix_proxy_failed_requests_total', request],
-    ['aisix_proxy_request_duration_seconds_bucket', [...duration, 'le']],
+    ['aisix_proxy_request_duration_seconds', [...duration, 'quantile']],
     ['aisix_llm_requests_total', request],
-    ['aisix_llm_request_duration_seconds_bucket', [...duration, 'le']],
+    ['aisix_llm_request_duration_seconds', [...duration, 'quantile']],
+    ['aisix_request_e2e_latency_seconds_bucket', [...SLO_LABELS, 'le']],
+    ['aisix_request_ttft_seconds_bucket', [...SLO_LABELS, 'le']],
+    ['aisix_llm_time_to_first_token_seconds', [...TOKEN_LABELS, 'quantile']],
     ['aisix_llm_input_tokens_total', [...TOKEN_LABELS]],
     ['aisix_llm_output_tokens_total', [...TOKEN_LABELS]],
     ['aisix_llm_total_tokens_total', [...TOKEN_LABELS]],
@@ -198,6 +201,32 @@ test('the rescued request: labelled with the target that served it, is_fallback=
   // One usage event per upstream attempt: the flaky target's 5xx and the rescuing target's 2xx.
   assert.equal(sumSamples(body, 'aisix_usage_events_emitted_total', { model: 'smart', status_code: '5xx' }), 1);
   assert.equal(sumSamples(body, 'aisix_usage_events_emitted_total', { model: 'smart', status_code: '2xx' }), 1);
+});
+
+test("AISIX's B4: SLO series carry no per-key labels; legacy series stay summaries; one stream counts once", () => {
+  for (const family of ['aisix_request_e2e_latency_seconds', 'aisix_request_ttft_seconds']) {
+    const lines = body.split('\n').filter((l) => l.startsWith(family));
+    assert.ok(lines.length > 0, family);
+    for (const perKey of ['api_key_id=', 'user_id=', 'team_id=', 'provider_key_id=', 'user_name=']) {
+      assert.ok(!lines.some((l) => l.includes(perKey)), `${family} has ${perKey}`);
+    }
+  }
+  for (
+    const legacy of [
+      'aisix_llm_request_duration_seconds',
+      'aisix_proxy_request_duration_seconds',
+      'aisix_request_duration_seconds',
+    ]
+  ) {
+    assert.ok(!body.includes(`${legacy}_bucket`), `${legacy} has buckets`);
+    assert.match(body, new RegExp(`^# TYPE ${legacy} summary$`, 'm'));
+  }
+  // The one streamed chat request: once in each histogram, with AISIX's default edges.
+  const streamed = { endpoint: '/v1/chat/completions', model: 'steady', streaming: 'true' };
+  assert.equal(sumSamples(body, 'aisix_request_e2e_latency_seconds_count', streamed), 1);
+  assert.equal(sumSamples(body, 'aisix_request_ttft_seconds_count', streamed), 1);
+  assert.equal(only('aisix_request_ttft_seconds_bucket', { ...streamed, le: '300' }).status_class, '2xx');
+  assert.equal(only('aisix_request_e2e_latency_seconds_bucket', { ...streamed, le: '600' }).env_id, 'unknown');
 });
 
 test('the exposition passes `promtool check metrics`', () => {

@@ -6,6 +6,9 @@
 // Minute windows: a test that needs its requests in one `rpm`/`tpm` window first waits, by Redis `TIME`,
 // until at least 20 s of the current minute are left (at most ~20 s of waiting), so a window boundary
 // cannot fall inside it.
+//
+// Each command gets 1 s (`command_timeout_ms`), not the 250 ms default: these tests are about exact
+// counts, and on a loaded machine a late answer would mark the store down and count per replica.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
@@ -49,7 +52,7 @@ observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{
 shutdown: { min_drain_secs: 0 }
 ratelimit:
   backend: redis
-  redis: { ${redis}, timeout_secs: 1 }
+  redis: { ${redis}, timeout_secs: 1, command_timeout_ms: 1000 }
   concurrency_ttl_secs: ${TTL_SECS}
 `;
 }

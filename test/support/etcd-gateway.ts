@@ -98,7 +98,9 @@ export function seeder(endpoint: string): {
   put(key: string, value: unknown): Promise<number>;
   del(key: string): Promise<number>;
 } {
-  const client = new EtcdClient({ endpoints: [endpoint] });
+  // Generous bounds: the seeder is scaffolding, and a freshly restarted etcd on a loaded machine can take
+  // longer than the client's defaults to answer its first write.
+  const client = new EtcdClient({ endpoints: [endpoint], dialTimeoutMs: 20_000, requestTimeoutMs: 20_000 });
   return {
     client,
     put: async (key, value) =>

@@ -46,7 +46,16 @@ describe('defaults', () => {
         log_level: 'info',
         log_format: 'text',
         access_log: true,
-        metrics: { prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' } },
+        metrics: {
+          prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' },
+          buckets: {
+            request_e2e_latency: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 420, 600],
+            request_ttft: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+            guardrail_latency: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+            a2a_ttfb: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+          },
+        },
+        tracing: { otlp: { enabled: false, sample_ratio: 1, headers: {} } },
       },
       upstream: {
         timeout_ms: 6000000,
@@ -55,11 +64,13 @@ describe('defaults', () => {
         retries: 2,
         max_response_bytes: 33554432,
         max_buffered_response_bytes: 67108864,
+        max_sse_event_bytes: 4194304,
       },
       downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0, first_request_timeout_secs: 30 },
       shutdown: { min_drain_secs: 30 },
       managed: {},
       ratelimit: { backend: 'memory', concurrency_ttl_secs: 300 },
+      cache: { backend: 'memory', memory: { max_entries: 10_000, max_bytes: 67_108_864 } },
     });
     assert.deepEqual(r.ignoredKeys, []);
   });
@@ -85,11 +96,12 @@ shutdown: { min_drain_secs: 0 }
     assert.deepEqual(c.proxy.request_id.accept_headers, ['x-request-id']);
     assert.equal(c.admin.enabled, false);
     assert.deepEqual(c.admin.admin_keys, []);
-    assert.deepEqual(c.observability, {
+    assert.deepEqual({ ...c.observability, metrics: { ...c.observability.metrics, buckets: undefined } }, {
       log_level: 'debug',
       log_format: 'json',
       access_log: false,
-      metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' } },
+      metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' }, buckets: undefined },
+      tracing: { otlp: { enabled: false, headers: {}, sample_ratio: 1 } },
     });
     assert.deepEqual(c.upstream, {
       timeout_ms: 0,
@@ -98,6 +110,7 @@ shutdown: { min_drain_secs: 0 }
       retries: 0,
       max_response_bytes: 0,
       max_buffered_response_bytes: 67108864,
+      max_sse_event_bytes: 4194304,
     });
     assert.equal(c.downstream.sse_keepalive_interval_secs, 0);
     assert.equal(c.downstream.idle_timeout_secs, 75);
@@ -212,7 +225,7 @@ admin: { admin_keys: [a] }
 describe('ignored AISIX keys (docs/configuration.md)', () => {
   const AISIX = `resources_file: r.yaml
 bedrock_endpoint_url: "http://bedrock.local"
-cache: { enabled: true, ttl: 30 }
+cache: { backend: memory }
 ratelimit: { backend: redis, redis: { url: "redis://127.0.0.1:6379" } }
 proxy:
   addr: "0.0.0.0:3000"
@@ -226,11 +239,11 @@ observability:
   log_level: warn
   metrics:
     otlp: { endpoint: "http://otel:4317" }
-    buckets: [0.1, 1]
+    buckets: { request_ttft: [0.1, 1] }
     client_type_rules: []
     labels: {}
     prometheus: { path: /prom }
-  tracing: { enabled: false }
+  tracing: { otlp: { enabled: false } }
 upstream:
   timeout_ms: 1000
   tls: { insecure_skip_verify: false }
@@ -253,17 +266,13 @@ managed:
     const r = ok(loadConfig(FILE, AISIX, {}));
     assert.deepEqual([...r.ignoredKeys].sort(), [
       'bedrock_endpoint_url',
-      'cache',
-      'etcd.env_id',
       'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
-      'observability.metrics.buckets',
       'observability.metrics.client_type_rules',
       'observability.metrics.labels',
       'observability.metrics.otlp',
       'observability.service_name',
-      'observability.tracing',
       'proxy.thread_per_core',
       'proxy.url_rewrites',
       'proxy.workers',
@@ -279,7 +288,8 @@ managed:
     assert.equal(r.config.upstream.timeout_ms, 1000);
     assert.equal(r.config.managed.snapshot_cache_path, '/etc/sluice/cache/snapshot.json');
     assert.equal('workers' in r.config.proxy, false);
-    assert.equal('cache' in r.config, false);
+    assert.equal(r.config.cache.backend, 'memory'); // implemented (docs/cache.md): no longer ignored
+    assert.equal(r.config.etcd.env_id, 'prod');
     assert.equal(r.config.ratelimit.backend, 'redis'); // implemented: no longer ignored
   });
 

@@ -12,7 +12,7 @@ import {
   openaiEnvelope,
   upstreamErrorBody,
 } from '../../src/http/errors.ts';
-import { REDACTED, scrubText } from '../../src/http/scrub.ts';
+import { base64Copies, REDACTED, scrubberFor, scrubText } from '../../src/http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../../src/http/sse.ts';
 import { meteredChunks, StreamUsage } from '../../src/proxy/usage.ts';
 
@@ -51,6 +51,20 @@ test('scrubText: every occurrence of every secret; a longer secret containing a 
     `key ${REDACTED} and ${REDACTED}, again ${REDACTED}`,
   );
   assert.equal(scrubText('nothing here', secrets), 'nothing here');
+});
+
+test('scrubberFor: a base64 or base64url copy of a configured secret is redacted too', () => {
+  const secret = 'admin-key-SECRET>?~value';
+  const [padded, bare, url] = base64Copies(secret);
+  assert.equal(padded, Buffer.from(secret).toString('base64'));
+  assert.equal(url, Buffer.from(secret).toString('base64url'));
+  assert.notEqual(bare, url); // this secret's encoding has `+` or `/`, so both forms are exercised
+  const s = scrubberFor(undefined, [secret], undefined);
+  assert.equal(
+    s(`plain ${secret}; b64 ${padded}; bare ${bare}x; url ${url}`),
+    `plain ${REDACTED}; b64 ${REDACTED}; bare ${REDACTED}x; url ${REDACTED}`,
+  );
+  assert.equal(s('nothing here'), 'nothing here');
 });
 
 test("upstreamErrorBody: OpenAI's fields kept (param/code only when sent), Anthropic's type by status", () => {

@@ -99,8 +99,8 @@ describe('buildPipeline', () => {
       'admit',
       'policies',
       'input checks',
-      'cache lookup',
       'reserve',
+      'cache lookup',
     ]);
     assert.deepEqual(p.answerSteps.map((s) => s.name), ['output checks', 'cache store']);
   });
@@ -134,7 +134,7 @@ describe('runModelCall', () => {
     const cached = new Response('{"cached":true}');
     const p = buildPipeline(core(ran), { cacheLookup: step('cache lookup', ran, () => cached, true) });
     assert.equal(await runModelCall(p, call()), cached);
-    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'cache lookup']);
+    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'reserve', 'cache lookup']);
   });
 
   test('answer steps run in order on the dispatch result, before the answer', async () => {
@@ -176,10 +176,13 @@ describe('the route table', () => {
     assert.equal(wireOf('/v1/messages'), 'anthropic');
     assert.equal(wireOf('/v1/chat/completions'), 'openai');
     assert.equal(wireOf('/v1/nope'), 'openai');
+    assert.equal(wireOf('/v1/responses'), 'openai');
+    assert.equal(wireOf('/v1/messages/count_tokens'), 'anthropic');
     assert.deepEqual(ROUTES.filter((r) => r.inference).map((r) => r.path), [
       '/v1/chat/completions',
       '/v1/completions',
       '/v1/embeddings',
+      '/v1/responses',
       '/v1/messages',
     ]);
   });

@@ -614,7 +614,7 @@ models:
   });
 
   test('kinds Sluice does not implement: the gating ones are errors, the others are accepted and not served', async () => {
-    const gating = ['guardrails', 'rate_limit_policies', 'oidc_providers', 'claim_mappings'];
+    const gating = ['rate_limit_policies', 'oidc_providers', 'claim_mappings'];
     for (const kind of gating) {
       assert.equal(
         await report(`_format_version: "1"\n${kind}:\n  - { name: x }\n`),
@@ -626,7 +626,7 @@ models:
     }
     const r = await load(`_format_version: "1"
 cache_policies: [{ name: c1 }, { name: c2 }]
-observability_exporters: [{ name: o }]
+observability_exporters: [{ name: o, kind: datadog }]
 mcp_servers: [{ display_name: s }]
 a2a_agents: [{ name: a }]
 passthrough_routes: [{ name: p }]
@@ -634,10 +634,9 @@ mcp_auth_settings: [{ resource_url: "https://x" }]
 `);
     assert.equal(r.ok, true, r.ok ? '' : r.report.format());
     if (!r.ok) return;
-    assert.equal(r.snapshot.size, 0);
+    assert.equal(r.snapshot.size, 2, 'cache_policies are served (src/cache)');
     assert.equal(r.resourceCount, 7);
     assert.deepEqual(r.notServed, {
-      cache_policies: 2,
       observability_exporters: 1,
       mcp_servers: 1,
       a2a_agents: 1,

@@ -150,7 +150,11 @@ const AGREE: [string, string, boolean][] = [
   ['max_request_headers above 999', withProxy('{ addr: ":1", max_request_headers: 1000 }'), false],
   ['a metrics path without /', `${MIN}observability: { metrics: { prometheus: { path: metrics } } }`, false],
   ['a redis URL of another scheme', `${MIN}ratelimit: { redis: { url: "http://r:6379" } }`, false],
-  ['AISIX keys Sluice ignores', `${MIN}cache: { x: 1 }\nupstream: { pool_idle: 3, tls: {} }\nmanaged: { zz: 1 }`, true],
+  [
+    'AISIX keys Sluice ignores',
+    `${MIN}bedrock_endpoint_url: x\nupstream: { pool_idle: 3, tls: {} }\nmanaged: { zz: 1 }`,
+    true,
+  ],
   ['AISIX proxy.listeners (refused)', withProxy('{ addr: ":1", listeners: [] }'), false],
   [
     'AISIX admin.tls (refused)',
@@ -195,8 +199,10 @@ const RESOURCES: [string, string, boolean][] = [
   ['_format_version as a number', '_format_version: 1', false],
   ['no _format_version', 'models: []', false],
   ['an unknown collection', '_format_version: "1"\nplugins: []', false],
-  ['an empty gating collection', '_format_version: "1"\nguardrails: []', true],
-  ['a gating entry', '_format_version: "1"\nguardrails: [{ name: g }]', false],
+  ['an empty gating collection', '_format_version: "1"\nrate_limit_policies: []', true],
+  ['a gating entry', '_format_version: "1"\nrate_limit_policies: [{ name: g }]', false],
+  ['a guardrail', '_format_version: "1"\nguardrails: [{ name: g, kind: keyword, patterns: [] }]', true],
+  ['a guardrail without its kind', '_format_version: "1"\nguardrails: [{ name: g }]', false],
   ['an accepted-not-served entry', '_format_version: "1"\nmcp_servers: [{ display_name: m, url: x }]', true],
   ['a null collection', '_format_version: "1"\nmodels:', true],
   [

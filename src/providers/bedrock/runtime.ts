@@ -85,7 +85,9 @@ export async function sendBedrock(s: BedrockSend): Promise<
   const base = s.c.key.api_base ?? `https://bedrock-runtime.${s.cred.region}.amazonaws.com`;
   const url = `${base}${s.operation}`;
   const body = JSON.stringify(s.body);
-  const headers = await signedHeaders(url, body, { 'content-type': 'application/json', accept: s.accept }, s.cred);
+  const plain: Record<string, string> = { 'content-type': 'application/json', accept: s.accept };
+  if (s.c.traceparent) plain.traceparent = s.c.traceparent;
+  const headers = await signedHeaders(url, body, plain, s.cred);
   const res = await s.c.upstream({ url, method: 'POST', headers, body, signal: s.c.signal });
   if (res.status >= 200 && res.status < 300) return { ok: true, res };
   const text = await res.text();

@@ -63,7 +63,11 @@ async function post(p: Post): Promise<ProviderResult> {
   const res = await p.c.upstream({
     url: `${p.cred.base}/v1/projects/${p.cred.project}/locations/${p.cred.region}/${p.tail}`,
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      ...(p.c.traceparent ? { traceparent: p.c.traceparent } : {}),
+    },
     body: JSON.stringify(p.body),
     signal: p.c.signal,
   });

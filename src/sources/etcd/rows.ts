@@ -16,13 +16,19 @@
 //   (field `*`);
 // - last-known-good: when a key that serves gets a value that is rejected, the value it served keeps
 //   serving (`serving_stale_since`) until the key loads cleanly again or is deleted.
-import { parseDocument } from '../../resources/documents.ts';
+import type { GuardrailEntry } from '../../guardrails/attachments.ts';
+import type { GuardrailAttachment } from '../../guardrails/schema.ts';
+import { parseDocument, parseExporterDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,
   type ApiKey,
+  type CachePolicy,
+  EXPORTER_KIND,
+  type ExporterKind,
   isNotServedKind,
   type Model,
   type NotServedKind,
+  type OtlpExporterResource,
   type ProviderKey,
   RESOURCE_KINDS,
   type ResourceKind,
@@ -43,6 +49,17 @@ export type ValidRow =
   | { ok: true; kind: 'provider_keys'; id: string; resource: ProviderKey; unknownFields: string[] }
   | { ok: true; kind: 'models'; id: string; resource: Model; unknownFields: string[] }
   | { ok: true; kind: 'api_keys'; id: string; resource: ApiKey; unknownFields: string[] }
+  /** A trace exporter; `resource` undefined for an AISIX exporter kind Sluice does not serve (field `*`). */
+  | {
+    ok: true;
+    kind: ExporterKind;
+    id: string;
+    resource: OtlpExporterResource | undefined;
+    unknownFields: string[];
+  }
+  | { ok: true; kind: 'guardrails'; id: string; resource: GuardrailEntry; unknownFields: string[] }
+  | { ok: true; kind: 'guardrail_attachments'; id: string; resource: GuardrailAttachment; unknownFields: string[] }
+  | { ok: true; kind: 'cache_policies'; id: string; resource: CachePolicy; unknownFields: string[] }
   /** An AISIX kind Sluice accepts and does not serve: reported as partially compatible, field `*`. */
   | { ok: true; kind: NotServedKind; id: string; resource?: undefined; unknownFields: ['*'] };
 
@@ -86,7 +103,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-type KeyKind = ResourceKind | NotServedKind | 'gating';
+type KeyKind = ResourceKind | ExporterKind | NotServedKind | 'gating';
 
 /**
  * Splits `<prefix>/<kind>/<id>` (everything after the kind is the id, `/` included); anything else is
@@ -121,6 +138,8 @@ export function splitKey(
   }
   const keyKind: KeyKind = (RESOURCE_KINDS as readonly string[]).includes(kind)
     ? kind as ResourceKind
+    : kind === EXPORTER_KIND
+    ? EXPORTER_KIND
     : isNotServedKind(kind)
     ? kind
     : 'gating';
@@ -190,10 +209,13 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
       }`,
     );
   }
-  if (k.keyKind !== 'provider_keys' && k.keyKind !== 'models' && k.keyKind !== 'api_keys') {
-    return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
-  }
   const secrets = secretsOf(value);
+  if (k.keyKind === EXPORTER_KIND) {
+    const e = parseExporterDocument(k.id, value, 'lenient');
+    if (!e.ok) return reject(e.errorKind, scrub(e.error, secrets));
+    return { ok: true, kind: EXPORTER_KIND, id: k.id, resource: e.resource, unknownFields: e.ignored };
+  }
+  if (isNotServedKind(k.keyKind)) return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
   const r = parseDocument(k.keyKind, k.id, value, 'lenient');
   if (!r.ok) return reject(r.errorKind, scrub(r.error, secrets));
   return { ok: true, kind: r.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
@@ -309,6 +331,10 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     if (row.kind === 'provider_keys') set.provider_keys.push(row.resource);
     else if (row.kind === 'models') set.models.push(row.resource);
     else if (row.kind === 'api_keys') set.api_keys.push(row.resource);
+    else if (row.kind === EXPORTER_KIND) (set.observability_exporters ??= []).push(row.resource!);
+    else if (row.kind === 'guardrails') (set.guardrails ??= []).push(row.resource);
+    else if (row.kind === 'guardrail_attachments') (set.guardrail_attachments ??= []).push(row.resource);
+    else if (row.kind === 'cache_policies') (set.cache_policies ??= []).push(row.resource);
   }
   return set;
 }

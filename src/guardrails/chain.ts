@@ -1,0 +1,144 @@
+// One hook of one request through its chain (docs/guardrails.md "Verdicts"): members run in order; the
+// first block stops the chain; masks rewrite the segments the next member sees; a failing remote member
+// bypasses (fail-open), blocks (fail-closed), or blocks because it is mandatory. Monitor members record
+// `would_block` / `would_mask` and change nothing.
+import { GUARDRAIL_MSG, SERVICE_MSG } from './messages.ts';
+import type { CheckContext, Guardrail, Hook, Outcome, Segment } from './types.ts';
+
+export type LogFn = (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;
+
+/** Where the chain counts (src/observability/guardrail-metrics.ts implements it). */
+export interface ChainMetrics {
+  observe(
+    g: { name: string; kind: string },
+    phase: Hook,
+    result: 'allowed' | 'blocked' | 'masked' | 'bypassed' | 'would_block' | 'would_mask',
+    errorType: string | undefined,
+    seconds: number,
+  ): void;
+  readonly blocks: { inc(): void };
+  readonly bypasses: { inc(values: readonly string[]): void };
+}
+
+export interface ChainDeps {
+  ctx: CheckContext;
+  metrics?: ChainMetrics | undefined;
+  log: LogFn;
+  /** Seconds, monotonic. */
+  now(): number;
+}
+
+export interface Hit {
+  guardrail_name: string;
+  hook: Hook;
+  action: 'masked' | 'blocked' | 'blocked_unavailable' | 'would_block' | 'would_mask';
+  reason?: string;
+  error_type?: string;
+  counts?: Record<string, number>;
+}
+
+export interface Verdict {
+  /** The member that refused, and why (logs only). */
+  blocked?: { guardrail: Guardrail; reason: string; errorType?: string };
+  /** The segments after every enforced mask (the input ones when nothing masked). */
+  segments: readonly Segment[];
+  masked: boolean;
+  /** Detector / entity names → masked spans, summed over members. */
+  counts: Record<string, number>;
+  /** The first failure tag of a member that failed open. */
+  bypassTag?: string;
+  hits: Hit[];
+}
+
+/** The failure-tag family of a remote kind (`aisix_guardrail_bypasses_total{reason}`, the service logs). */
+function serviceOf(kind: string): string {
+  return kind.startsWith('azure_') ? 'azure_cs' : kind;
+}
+
+export async function runChain(
+  chain: readonly Guardrail[],
+  hook: Hook,
+  segments: readonly Segment[],
+  deps: ChainDeps,
+): Promise<Verdict> {
+  const v: Verdict = { segments, masked: false, counts: {}, hits: [] };
+  const large = isLarge(segments);
+  for (const g of chain) {
+    if (hook === 'input' ? !g.input : !g.output) continue;
+    // A large text takes a while per member even in linear time: let other callers' work run in between.
+    if (large) await new Promise((r) => setTimeout(r, 0));
+    const t0 = deps.now();
+    let o: Outcome;
+    try {
+      const r = g.check(v.segments, hook, {
+        ...deps.ctx,
+        log: (l, m, f) => deps.log(l, m, { ...f, guardrail: g.name }),
+      });
+      o = r instanceof Promise ? await r : r;
+    } catch (e) {
+      o = { kind: 'unavailable', tag: `${serviceOf(g.kind)}_5xx`, reason: `check failed: ${(e as Error).message}` };
+    }
+    const done = (result: Parameters<ChainMetrics['observe']>[2], errorType?: string) =>
+      deps.metrics?.observe(g, hook, result, errorType, deps.now() - t0);
+    if (o.kind === 'allow') done('allowed');
+    else if (o.kind === 'block') {
+      if (g.monitor) {
+        done('would_block');
+        deps.log('info', GUARDRAIL_MSG.monitorBlock, { guardrail_name: g.name, hook, reason: o.reason });
+        v.hits.push({ guardrail_name: g.name, hook, action: 'would_block', reason: o.reason });
+        continue;
+      }
+      done('blocked');
+      v.hits.push({ guardrail_name: g.name, hook, action: 'blocked', reason: o.reason });
+      v.blocked = { guardrail: g, reason: o.reason };
+      return v;
+    } else if (o.kind === 'mask') {
+      if (g.monitor) {
+        done('would_mask');
+        deps.log('info', GUARDRAIL_MSG.monitorMask, { guardrail_name: g.name, hook, counts: o.counts });
+        v.hits.push({ guardrail_name: g.name, hook, action: 'would_mask', counts: o.counts });
+        continue;
+      }
+      done('masked');
+      v.hits.push({ guardrail_name: g.name, hook, action: 'masked', counts: o.counts });
+      v.segments = v.segments.map((s, i) => (o.texts[i] === s.text ? s : { role: s.role, text: o.texts[i] ?? s.text }));
+      v.masked = true;
+      for (const [k, n] of Object.entries(o.counts)) v.counts[k] = (v.counts[k] ?? 0) + n;
+    } else {
+      const failOpen = hook === 'input' ? g.failOpen : g.outputFailOpen;
+      deps.log('warn', SERVICE_MSG[serviceOf(g.kind)]?.failed ?? 'guardrail call failed', {
+        guardrail: g.name,
+        failure: o.tag,
+        reason: o.reason,
+        fail_open: failOpen,
+      });
+      if (failOpen && !g.mandatory) {
+        done('bypassed', o.tag);
+        v.bypassTag ??= o.tag;
+        continue;
+      }
+      if (g.mandatory) deps.log('warn', GUARDRAIL_MSG.mandatoryBlock, { guardrail: g.name, failure: o.tag });
+      done('blocked', o.tag);
+      v.hits.push({ guardrail_name: g.name, hook, action: 'blocked_unavailable', error_type: o.tag });
+      v.blocked = { guardrail: g, reason: o.reason, errorType: o.tag };
+      return v;
+    }
+  }
+  return v;
+}
+
+/** Over this many characters, the chain gives the event loop a turn before each member. */
+const LARGE_TEXT = 65_536;
+
+function isLarge(segments: readonly Segment[]): boolean {
+  let n = 0;
+  for (const s of segments) n += s.text.length;
+  return n > LARGE_TEXT;
+}
+
+/** The request-level counters, once per request and hook: a block, a bypass. */
+export function countRequest(metrics: ChainMetrics | undefined, v: Verdict): void {
+  if (!metrics) return;
+  if (v.blocked) metrics.blocks.inc();
+  if (v.bypassTag !== undefined) metrics.bypasses.inc([v.bypassTag]);
+}

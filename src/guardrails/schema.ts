@@ -1,0 +1,186 @@
+// The `guardrails` and `guardrail_attachments` resources (docs/guardrails.md "Resources"): AISIX's members,
+// defaults, ranges and closed enums. Each kind is a closed object (strict in files; on etcd unknown members
+// are dropped and reported, src/resources/documents.ts).
+import { z } from 'zod';
+
+const INT32 = z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1);
+const action = z.enum(['mask', 'block']);
+const bufferCap = z.number().int().min(1).default(262_144);
+const onBufferExceeded = z.enum(['fail_closed', 'fail_open']).default('fail_closed');
+const timeoutMs = z.number().int().nonnegative().default(5000);
+const url = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+
+const common = {
+  /** AISIX ignores an `id` member (the id is the row's key). */
+  id: z.unknown().optional(),
+  name: z.string().min(1, 'must not be empty'),
+  enabled: z.boolean().default(true),
+  hook_point: z.enum(['input', 'output', 'both']).default('both'),
+  /** `block` enforces, `monitor` observes; any other value enforces (with a WARN at build). */
+  enforcement_mode: z.string().default('block'),
+  fail_open: z.boolean().default(true),
+  mandatory: z.boolean().default(false),
+  /** A hint only; never read at run time. */
+  direction: z.string().default('both'),
+  created_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp' }).optional(),
+};
+const remote = { ...common, output_fail_open: z.boolean().default(false), timeout_ms: timeoutMs };
+
+const KeywordPattern = z.strictObject({ kind: z.enum(['literal', 'regex']), value: z.string().min(1) });
+
+export const PII_DETECTORS = [
+  'email',
+  'china_mobile',
+  'china_id_card',
+  'bank_card',
+  'us_ssn',
+  'ip_address',
+  'api_key',
+  'jwt',
+  'private_key',
+] as const;
+export type PiiDetectorType = (typeof PII_DETECTORS)[number];
+
+const Keyword = z.strictObject({ ...common, kind: z.literal('keyword'), patterns: z.array(KeywordPattern) });
+
+const Pii = z.strictObject({
+  ...common,
+  kind: z.literal('pii'),
+  detectors: z.array(z.strictObject({ type: z.enum(PII_DETECTORS), action: action.optional() })).default([]),
+  custom_patterns: z.array(z.strictObject({
+    name: z.string().min(1).max(64),
+    regex: z.string().min(1),
+    action: action.optional(),
+    replacement: z.string().max(256).optional(),
+  })).default([]),
+  default_action: action.default('mask'),
+  max_buffer_bytes: bufferCap,
+  on_buffer_exceeded: onBufferExceeded,
+});
+
+const OpenAiModeration = z.strictObject({
+  ...remote,
+  kind: z.literal('openai_moderation'),
+  api_key: z.string().min(1),
+  endpoint: url.default('https://api.openai.com/v1'),
+  model: z.string().min(1).default('omni-moderation-latest'),
+  /** A threshold outside 0…1 makes the row unbuildable (AISIX skips it; Sluice rejects it). */
+  category_thresholds: z.record(z.string(), z.number()).default({}),
+});
+
+const Presidio = z.strictObject({
+  ...remote,
+  kind: z.literal('presidio'),
+  analyzer_url: url,
+  anonymizer_url: url,
+  entities: z.array(z.strictObject({ type: z.string().min(1), action: action.optional() })).default([]),
+  default_action: action.default('mask'),
+  operator: z.enum(['replace', 'mask', 'hash', 'redact']).default('replace'),
+  language: z.string().min(1).default('en'),
+  score_threshold: z.number().min(0).max(1).optional(),
+  max_buffer_bytes: bufferCap,
+  on_buffer_exceeded: onBufferExceeded,
+});
+
+const Lakera = z.strictObject({
+  ...remote,
+  kind: z.literal('lakera'),
+  api_key: z.string().min(1),
+  endpoint: url.default('https://api.lakera.ai'),
+  project_id: z.string().min(1).optional(),
+  max_buffer_bytes: bufferCap,
+  on_buffer_exceeded: onBufferExceeded,
+});
+
+const AzurePromptShield = z.strictObject({
+  ...remote,
+  kind: z.literal('azure_content_safety'),
+  endpoint: url,
+  api_key: z.string().min(1),
+});
+
+const AZURE_CATEGORIES = ['Hate', 'Sexual', 'SelfHarm', 'Violence'] as const;
+const AzureTextModeration = z.strictObject({
+  ...remote,
+  kind: z.literal('azure_content_safety_text_moderation'),
+  endpoint: url,
+  api_key: z.string().min(1),
+  categories: z.array(z.enum(AZURE_CATEGORIES)).default([...AZURE_CATEGORIES]),
+  severity_threshold: z.number().int().min(0).max(7).default(2),
+  severity_threshold_by_category: z.partialRecord(z.enum(AZURE_CATEGORIES), z.number().int().min(0).max(7)).default({}),
+  blocklist_names: z.array(z.string().min(1)).default([]),
+  halt_on_blocklist_hit: z.boolean().default(false),
+  output_type: z.enum(['FourSeverityLevels', 'EightSeverityLevels']).default('FourSeverityLevels'),
+  text_source: z.enum(['concatenate_user_content', 'concatenate_all_content']).default('concatenate_user_content'),
+  stream_processing_mode: z.enum(['window', 'buffer_full']).default('window'),
+  window_size: z.number().int().min(1).max(10_000).default(10_000),
+  window_overlap_size: z.number().int().nonnegative().default(256),
+  max_buffer_bytes: bufferCap,
+  on_buffer_exceeded: onBufferExceeded,
+});
+
+const AliyunTextModeration = z.strictObject({
+  ...remote,
+  kind: z.literal('aliyun_text_moderation'),
+  region: z.string().min(1),
+  access_key_id: z.string().min(1),
+  access_key_secret: z.string().min(1),
+  endpoint: url.optional(),
+  risk_level_threshold: z.enum(['low', 'medium', 'high']).default('high'),
+  stream_processing_mode: z.enum(['window', 'buffer_full']).default('window'),
+  window_size: z.number().int().min(1).max(2000).default(2000),
+  window_overlap_size: z.number().int().nonnegative().default(128),
+  max_buffer_bytes: bufferCap,
+  on_buffer_exceeded: onBufferExceeded,
+});
+
+/**
+ * Kinds AISIX has that Sluice does not run: the row parses (so it is judged, not `unknown`), then is
+ * rejected at build, never skipped.
+ */
+export const UNBUILT_KINDS = ['semantic', 'bedrock', 'aliyun_ai_guardrail'] as const;
+const Unbuilt = z.looseObject({ ...common, kind: z.enum(UNBUILT_KINDS) });
+
+export const GuardrailSchema = z.discriminatedUnion('kind', [
+  Keyword,
+  Pii,
+  OpenAiModeration,
+  Presidio,
+  Lakera,
+  AzurePromptShield,
+  AzureTextModeration,
+  AliyunTextModeration,
+  Unbuilt,
+]);
+export type GuardrailRow = z.infer<typeof GuardrailSchema>;
+export type KeywordRow = z.infer<typeof Keyword>;
+export type PiiRow = z.infer<typeof Pii>;
+export type OpenAiModerationRow = z.infer<typeof OpenAiModeration>;
+export type PresidioRow = z.infer<typeof Presidio>;
+export type LakeraRow = z.infer<typeof Lakera>;
+export type AzurePromptShieldRow = z.infer<typeof AzurePromptShield>;
+export type AzureTextModerationRow = z.infer<typeof AzureTextModeration>;
+export type AliyunTextModerationRow = z.infer<typeof AliyunTextModeration>;
+export type RemoteRow =
+  | OpenAiModerationRow
+  | PresidioRow
+  | LakeraRow
+  | AzurePromptShieldRow
+  | AzureTextModerationRow
+  | AliyunTextModerationRow;
+
+export const SCOPE_TYPES = ['env', 'model', 'mcp_server', 'api_key', 'team', 'passthrough_route'] as const;
+export type ScopeType = (typeof SCOPE_TYPES)[number];
+
+export const GuardrailAttachmentSchema = z.strictObject({
+  id: z.unknown().optional(),
+  guardrail_id: z.string().min(1, 'must not be empty'),
+  scope_type: z.enum(SCOPE_TYPES),
+  scope_id: z.string().nullable().optional(),
+  priority: INT32,
+  enabled: z.boolean().default(true),
+  /** Written by AISIX's managed control plane; never read. */
+  env_id: z.string().nullable().optional(),
+});
+export type GuardrailAttachmentRow = z.infer<typeof GuardrailAttachmentSchema>;
+export type GuardrailAttachment = Omit<GuardrailAttachmentRow, 'id'> & { id: string };

@@ -1,0 +1,151 @@
+// Where the text of a request and of an answer lives, per endpoint (docs/guardrails.md "What is scanned"):
+// each piece is a slot that can be read and written back, so a mask rewrites the body in place before the
+// upstream call (input) or before the caller reads the answer (output). Pure functions over parsed JSON.
+import type { Segment } from './types.ts';
+
+export type GuardedEndpoint = 'chat' | 'completions' | 'embeddings' | 'messages' | 'responses';
+
+export interface Slot extends Segment {
+  set(text: string): void;
+}
+
+type Json = Record<string, unknown>;
+
+function isRecord(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function field(out: Slot[], obj: Json, key: string, role: Segment['role']): void {
+  const v = obj[key];
+  if (typeof v === 'string') out.push({ text: v, role, set: (t) => (obj[key] = t) });
+}
+
+/** A string, or an array of strings, at `obj[key]` (completions `prompt`, embeddings `input`). */
+function strings(out: Slot[], obj: Json, key: string, role: Segment['role']): void {
+  const v = obj[key];
+  if (typeof v === 'string') field(out, obj, key, role);
+  else if (Array.isArray(v)) {
+    v.forEach((item, i) => {
+      if (typeof item === 'string') out.push({ text: item, role, set: (t) => (v[i] = t) });
+    });
+  }
+}
+
+/** `content` as a string, or its text blocks (`text`, `input_text`, `output_text`). */
+function content(out: Slot[], obj: Json, role: Segment['role']): void {
+  const c = obj.content;
+  if (typeof c === 'string') field(out, obj, 'content', role);
+  else if (Array.isArray(c)) {
+    for (const part of c) {
+      if (!isRecord(part)) continue;
+      if (part.type === 'text' || part.type === 'input_text' || part.type === 'output_text') {
+        field(out, part, 'text', role);
+      } else if (part.type === 'tool_result') content(out, part, 'tool');
+    }
+  }
+}
+
+/** Replayed (request) or answered tool calls: their arguments; in an answer their names too (AISIX scans both). */
+function toolCalls(out: Slot[], msg: Json, names = false): void {
+  if (!Array.isArray(msg.tool_calls)) return;
+  for (const call of msg.tool_calls) {
+    if (!isRecord(call) || !isRecord(call.function)) continue;
+    if (names) field(out, call.function, 'name', 'assistant');
+    field(out, call.function, 'arguments', 'assistant');
+  }
+}
+
+function roleOf(v: unknown): Segment['role'] {
+  return v === 'system' || v === 'developer'
+    ? 'system'
+    : v === 'assistant'
+    ? 'assistant'
+    : v === 'tool'
+    ? 'tool'
+    : 'user';
+}
+
+/** The request's slots, in the order AISIX scans them. */
+export function requestSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
+  const out: Slot[] = [];
+  switch (endpoint) {
+    case 'chat':
+      for (const m of Array.isArray(body.messages) ? body.messages : []) {
+        if (!isRecord(m)) continue;
+        content(out, m, roleOf(m.role));
+        toolCalls(out, m);
+      }
+      break;
+    case 'completions':
+      strings(out, body, 'prompt', 'user');
+      break;
+    case 'embeddings':
+      strings(out, body, 'input', 'user');
+      break;
+    case 'messages':
+      if (typeof body.system === 'string') field(out, body, 'system', 'system');
+      else if (Array.isArray(body.system)) content(out, { content: body.system }, 'system');
+      for (const m of Array.isArray(body.messages) ? body.messages : []) {
+        if (isRecord(m)) content(out, m, roleOf(m.role));
+      }
+      break;
+    case 'responses':
+      field(out, body, 'instructions', 'system');
+      if (typeof body.input === 'string') field(out, body, 'input', 'user');
+      else if (Array.isArray(body.input)) {
+        for (const item of body.input) {
+          if (!isRecord(item)) continue;
+          if (item.type === 'function_call') field(out, item, 'arguments', 'assistant');
+          else if (item.type === 'function_call_output') field(out, item, 'output', 'tool');
+          else content(out, item, roleOf(item.role));
+        }
+      }
+      break;
+  }
+  return out;
+}
+
+/** A whole (non-stream) answer's slots. */
+export function answerSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
+  const out: Slot[] = [];
+  switch (endpoint) {
+    case 'chat':
+      for (const c of Array.isArray(body.choices) ? body.choices : []) {
+        if (!isRecord(c) || !isRecord(c.message)) continue;
+        field(out, c.message, 'content', 'assistant');
+        toolCalls(out, c.message, true);
+      }
+      break;
+    case 'completions':
+      for (const c of Array.isArray(body.choices) ? body.choices : []) {
+        if (isRecord(c)) field(out, c, 'text', 'assistant');
+      }
+      break;
+    case 'messages':
+      content(out, body, 'assistant');
+      break;
+    case 'responses':
+      for (const item of Array.isArray(body.output) ? body.output : []) {
+        if (!isRecord(item)) continue;
+        if (item.type === 'function_call') field(out, item, 'arguments', 'assistant');
+        else content(out, item, 'assistant');
+      }
+      break;
+    case 'embeddings':
+      break;
+  }
+  return out;
+}
+
+/** Writes the chain's segments back into the slots they came from; true when anything changed. */
+export function writeBack(slots: readonly Slot[], segments: readonly Segment[]): boolean {
+  let changed = false;
+  for (let i = 0; i < slots.length; i++) {
+    const t = segments[i]?.text;
+    if (t !== undefined && t !== slots[i]!.text) {
+      slots[i]!.set(t);
+      changed = true;
+    }
+  }
+  return changed;
+}

@@ -1,0 +1,78 @@
+// What a guardrail is once built, and what it answers (docs/guardrails.md "Verdicts"). Built once per row
+// value; the chain (chain.ts) turns outcomes into verdicts, metrics and log lines.
+
+/** The side of a request a guardrail checks. */
+export type Hook = 'input' | 'output';
+
+/** One piece of text of a request or an answer, in order; masks are written back per segment. */
+export interface Segment {
+  text: string;
+  role: 'system' | 'user' | 'assistant' | 'tool';
+}
+
+/**
+ * What one guardrail says about the segments. `unavailable`: a remote service could not answer (`tag` is
+ * AISIX's failure tag, e.g. `lakera_timeout`); the chain applies `fail_open` / `output_fail_open` /
+ * `mandatory`. `reason` goes to logs only, never on the wire.
+ */
+export type Outcome =
+  | { kind: 'allow' }
+  | { kind: 'block'; reason: string }
+  | { kind: 'mask'; texts: string[]; counts: Record<string, number> }
+  | { kind: 'unavailable'; tag: string; reason: string };
+
+export const ALLOW: Outcome = { kind: 'allow' };
+
+/** How a streamed answer is held back for this guardrail's output check (docs/guardrails.md "Streams"). */
+export type StreamPolicy =
+  | { kind: 'end' }
+  | { kind: 'window'; size: number; overlap: number }
+  | { kind: 'buffer'; maxBytes: number; failOpen: boolean };
+
+/** One call to a guardrail service; the gateway's upstream client is one (src/platform.ts `UpstreamFetch`). */
+export type GuardFetch = (req: {
+  url: string;
+  method: 'POST';
+  headers: Record<string, string>;
+  body: string;
+  signal?: AbortSignal;
+}) => Promise<{ status: number; text(): Promise<string> }>;
+
+/** What a check may use: the upstream HTTP client (remote kinds) and the caller's hang-up. */
+export interface CheckContext {
+  fetch: GuardFetch;
+  signal?: AbortSignal;
+  /** Lines a check writes itself (a remote service's 4xx); `guardrail` and `id` fields are added by the chain. */
+  log?: (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;
+}
+
+export interface Guardrail {
+  /** The row id (etcd key id, or the file's derived id). */
+  readonly id: string;
+  readonly name: string;
+  readonly kind: string;
+  readonly input: boolean;
+  readonly output: boolean;
+  /** `enforcement_mode: monitor`: outcomes recorded as `would_block` / `would_mask`, nothing changed. */
+  readonly monitor: boolean;
+  /** Remote kinds: the failure policy per hook (`fail_open`, `output_fail_open`); local kinds never fail. */
+  readonly failOpen: boolean;
+  readonly outputFailOpen: boolean;
+  readonly mandatory: boolean;
+  readonly createdAt: string | undefined;
+  readonly stream: StreamPolicy;
+  check(segments: readonly Segment[], hook: Hook, ctx: CheckContext): Outcome | Promise<Outcome>;
+}
+
+/** The default output hold-back of a kind that names none: the whole answer, 256 KiB, fail-closed. */
+export const DEFAULT_STREAM: StreamPolicy = { kind: 'buffer', maxBytes: 262_144, failOpen: false };
+
+/** AISIX joins the scanned parts with `\n`, empty ones left out. */
+export function joined(segments: readonly Segment[]): string {
+  let out = '';
+  for (const s of segments) {
+    if (s.text === '') continue;
+    out = out === '' ? s.text : `${out}\n${s.text}`;
+  }
+  return out;
+}

@@ -1,0 +1,123 @@
+// The response cache's two pipeline steps (pipeline.ts; docs/cache.md): "cache lookup", after the rate-limit
+// reservation, answers a hit — request slots taken, 0 tokens charged — or remembers the miss; "cache store"
+// keeps a successful answer and puts the miss's header on it. Only non-streamed chat completions in
+// OpenAI's wire are looked up. With no enabled policy in the snapshot both steps return at once, with no
+// promise turn.
+import type { CacheHit, CacheMiss, Embed, ResponseCache } from '../cache/response-cache.ts';
+import type { ProviderKey } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { Dispatcher } from '../routing/dispatch.ts';
+import { Cancel } from '../util/cancel.ts';
+import type { ResolvedModel } from './admission.ts';
+import { commitUsage, stamped } from './answer.ts';
+import type { AnswerStep, ModelCall, Step } from './pipeline.ts';
+import type { RequestRecord } from './record.ts';
+
+/** Misses waiting for their answer, by request (the store step, or `abandonCacheMiss` on a throw). */
+const misses = new WeakMap<RequestRecord, CacheMiss>();
+
+export function cacheLookupStep(cache: ResponseCache): Step {
+  const lookup = async (call: ModelCall): Promise<Response | undefined> => {
+    const d = await cache.lookup({
+      snapshot: call.caller.snapshot,
+      body: call.body,
+      apiKeyId: call.caller.key.id,
+      cacheControl: call.headers.get('cache-control'),
+    });
+    if (d === undefined) return undefined;
+    if (d.kind === 'hit') return answerHit(call, d);
+    misses.set(call.rec, d);
+    call.rec.cacheMissed(d.kind);
+    return undefined;
+  };
+  return {
+    name: 'cache lookup',
+    run(call) {
+      if (call.route.call !== 'chat' || call.body.stream === true || !cache.applies(call.caller.snapshot)) {
+        return undefined;
+      }
+      return lookup(call);
+    },
+  };
+}
+
+export const cacheStoreStep: AnswerStep = {
+  name: 'cache store',
+  run(call, result) {
+    const miss = misses.get(call.rec);
+    if (!miss) return result;
+    misses.delete(call.rec);
+    if (result.kind !== 'response') {
+      miss.abandon();
+      return result;
+    }
+    if (result.status < 300) void miss.store(result.body);
+    else miss.abandon();
+    return { ...result, headers: { ...result.headers, ...miss.headers } };
+  },
+};
+
+/** A request that never reached the store step (an unexpected throw): identical requests waiting go on. */
+export function abandonCacheMiss(rec: RequestRecord | undefined): void {
+  if (!rec) return;
+  misses.get(rec)?.abandon();
+  misses.delete(rec);
+}
+
+/** A hit in the caller's wire; the reservation is committed with 0 tokens. */
+async function answerHit(call: ModelCall, hit: CacheHit): Promise<Response> {
+  const { rec, caller, resolved } = call;
+  rec.dispatching(false, firstUpstream(caller.snapshot, resolved));
+  rec.cacheHit(hit.layer, hit.similarity, hit.usage);
+  await commitUsage(call, 0);
+  return stamped(call, hit.body, 200, { 'content-type': 'application/json', ...hit.headers, ...call.limitHeaders });
+}
+
+/**
+ * The upstream a hit is labelled with (AISIX: the first target of the attempt list): a direct model's own, a
+ * routing model's first target's.
+ */
+function firstUpstream(
+  snapshot: Snapshot,
+  resolved: ResolvedModel,
+): { model: Extract<ResolvedModel['model'], { kind: 'direct' }>; key: ProviderKey; upstreamModel: string } | undefined {
+  let m = resolved.model;
+  let upstreamModel = resolved.upstreamModel;
+  if (m.kind === 'routing') {
+    const first = m.routing.targets[0] && snapshot.modelByName(m.routing.targets[0].model);
+    if (!first || first.kind !== 'direct') return undefined;
+    m = first;
+    upstreamModel = undefined;
+  }
+  const key = snapshot.providerKeys.get(m.provider_key_id);
+  return key ? { model: m, key, upstreamModel: upstreamModel ?? m.model_name } : undefined;
+}
+
+/**
+ * The semantic layer's embedding call through the dispatcher: the embedding model's own upstream, bounded by
+ * `timeoutMs`; any answer but a vector is a failure.
+ */
+export function embedThrough(dispatcher: Pick<Dispatcher, 'dispatch'>): Embed {
+  return async ({ snapshot, model, input, timeoutMs }) => {
+    const cancel = new Cancel();
+    const timer = timeoutMs > 0 ? setTimeout(() => cancel.abort(new Error('embedding timeout')), timeoutMs) : undefined;
+    try {
+      const r = await dispatcher.dispatch({
+        snapshot,
+        model,
+        endpoint: 'embeddings',
+        body: { model: model.display_name, input },
+        stream: false,
+        signal: cancel,
+      });
+      if (r.kind !== 'response' || r.status >= 300) {
+        throw new Error(r.kind === 'response' ? `the embedding model answered ${r.status}` : `embedding ${r.kind}`);
+      }
+      const v = (JSON.parse(r.body) as { data?: { embedding?: unknown }[] }).data?.[0]?.embedding;
+      if (!Array.isArray(v) || !v.every((x) => typeof x === 'number')) throw new Error('no embedding in the answer');
+      return v as number[];
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}

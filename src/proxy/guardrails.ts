@@ -1,0 +1,151 @@
+// The guardrail steps of the request pipeline (pipeline.ts; docs/guardrails.md "Where they run"): the input
+// check before the rate-limit reservation (a refused prompt spends no quota), the output check on the winning
+// attempt's answer (its tokens are charged; no failover on a refusal). Each snapshot's attachment index is
+// built once, on its first request; a snapshot without guardrails gives the input step nothing to run and
+// the output step nothing to find, without a promise turn.
+import { AttachmentIndex } from '../guardrails/attachments.ts';
+import type { ChainDeps } from '../guardrails/chain.ts';
+import { checkAnswer, checkRequest, runsOn } from '../guardrails/guard.ts';
+import { blockMessage, GUARDRAIL_MSG } from '../guardrails/messages.ts';
+import type { GuardedEndpoint } from '../guardrails/slots.ts';
+import { guardStream } from '../guardrails/stream.ts';
+import type { Guardrail } from '../guardrails/types.ts';
+import { ProxyError } from '../http/errors.ts';
+import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Registry } from '../observability/metrics.ts';
+import type { UpstreamFetch } from '../platform.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { DispatchResult } from '../routing/dispatch.ts';
+import type { AnswerStep, ModelCall, Step } from './pipeline.ts';
+import { readBody, StreamUsage, totalOf } from './usage.ts';
+
+export interface GuardrailStepDeps {
+  log: Logger;
+  metrics: { readonly registry: Registry };
+  upstream: UpstreamFetch;
+}
+
+/** The chain each call resolved in its input step, for its output step. */
+const chains = new WeakMap<ModelCall, readonly Guardrail[]>();
+
+export function guardrailSteps(d: GuardrailStepDeps): { inputChecks: Step; outputChecks: AnswerStep } {
+  const deps: ChainDeps = {
+    ctx: { fetch: d.upstream },
+    metrics: guardrailMetricsFor(d.metrics.registry),
+    log: (level, msg, fields) => d.log[level](msg, fields),
+    now: () => performance.now() / 1000,
+  };
+  const indexes = new WeakMap<Snapshot, AttachmentIndex>();
+  const inputChecks: Step = {
+    name: 'input checks',
+    // Synchronous when the snapshot has no guardrail: no promise turn for a gateway without them.
+    run(call) {
+      const snapshot = call.caller.snapshot;
+      let index = indexes.get(snapshot);
+      if (!index) {
+        index = indexOf(snapshot, d.log);
+        indexes.set(snapshot, index);
+      }
+      return index.empty ? undefined : checkInput(call, index, deps);
+    },
+  };
+  const outputChecks: AnswerStep = {
+    name: 'output checks',
+    run(call, result) {
+      const chain = chains.get(call);
+      if (!chain || call.route.call === 'embeddings' || !runsOn(chain, 'output')) return result;
+      return checkOutput(call, chain, result, deps);
+    },
+  };
+  return { inputChecks, outputChecks };
+}
+
+/** The index of a snapshot, with its build-time lines logged once. */
+function indexOf(snapshot: Snapshot, log: Logger): AttachmentIndex {
+  for (const g of snapshot.guardrails) {
+    if (g.warnings?.includes('unknown_enforcement_mode')) {
+      log.warn(GUARDRAIL_MSG.unknownEnforcementMode, { guardrail: g.name, id: g.id });
+    }
+  }
+  return new AttachmentIndex(snapshot.guardrails, snapshot.guardrailAttachments, (msg, fields) => {
+    if (msg === 'implicitEnv') log.info(GUARDRAIL_MSG.implicitEnv, fields);
+    else log.warn(GUARDRAIL_MSG.unknownGuardrail, fields);
+  });
+}
+
+/** The endpoints guardrails check; others (count_tokens) pass. */
+const GUARDED = new Set<string>(['chat', 'completions', 'embeddings', 'messages', 'responses']);
+
+function endpointOf(call: ModelCall): GuardedEndpoint {
+  return call.route.call as GuardedEndpoint;
+}
+
+async function checkInput(call: ModelCall, index: AttachmentIndex, deps: ChainDeps): Promise<ProxyError | undefined> {
+  if (!GUARDED.has(call.route.call)) return undefined;
+  const key = call.caller.key;
+  const chain = index.resolve({ modelId: call.resolved.model.id, apiKeyId: key.id, teamId: key.team_id });
+  if (chain.length === 0) return undefined;
+  chains.set(call, chain);
+  if (!runsOn(chain, 'input')) return undefined;
+  const r = await checkRequest(
+    chain,
+    endpointOf(call),
+    call.route.wire,
+    call.body,
+    deps,
+    call.resolved.model.display_name,
+  );
+  return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('request', r.refusal.guardrail)) : undefined;
+}
+
+async function checkOutput(
+  call: ModelCall,
+  chain: readonly Guardrail[],
+  result: DispatchResult,
+  deps: ChainDeps,
+): Promise<DispatchResult> {
+  if (result.kind === 'stream') return guardedStream(call, chain, result, deps);
+  if (result.kind !== 'response' || result.status >= 300) return result;
+  const model = call.resolved.model.display_name;
+  const r = await checkAnswer(chain, endpointOf(call), call.route.wire, result.body, deps, model);
+  if (!r.refusal) return r.body === result.body ? result : { ...result, body: r.body };
+  // The upstream spent the tokens: charge them before the refusal.
+  const read = readBody(result.body);
+  call.rec.read(read.usage, read.id);
+  await call.permit.end(call.permit.chargesTokens ? totalOf(read.usage) : undefined);
+  const message = blockMessage('response', r.refusal.guardrail);
+  return { kind: 'error', failure: { kind: 'content_filter', status: 422, message }, served: result.served };
+}
+
+function guardedStream(
+  call: ModelCall,
+  chain: readonly Guardrail[],
+  result: Extract<DispatchResult, { kind: 'stream' }>,
+  deps: ChainDeps,
+): DispatchResult {
+  const spent = new StreamUsage();
+  let blocked = false;
+  async function* tapped(): AsyncGenerator<Uint8Array> {
+    for await (const c of result.chunks) {
+      spent.observe(c);
+      yield c;
+    }
+  }
+  const chunks = guardStream(tapped(), {
+    chain,
+    endpoint: endpointOf(call),
+    wire: call.route.wire,
+    deps,
+    abort: result.abort,
+    onBlock(name) {
+      blocked = true;
+      const used = spent.usage();
+      call.rec.read(used, spent.id);
+      void call.permit.end(call.permit.chargesTokens ? totalOf(used) : undefined);
+      call.rec.policyBlocked(blockMessage('response', name));
+    },
+  });
+  // A block is the guardrail's doing, not the upstream's: its health hears of a whole stream.
+  return { ...result, chunks, settle: (end) => result.settle(blocked ? 'complete' : end) };
+}
