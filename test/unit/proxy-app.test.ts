@@ -630,6 +630,44 @@ describe('errors (docs/routing.md)', () => {
     await expectError(await post('/v1/chat/completions', '"text"'), 400, 'invalid_request_error');
   });
 
+  test("edge rules as AISIX's: not declared JSON, invalid UTF-8, not JSON: one 400 wording", async () => {
+    const body = JSON.stringify({ model: 'gpt-4o', messages: MESSAGES });
+    const n = mock.requests.length;
+    const refused = [
+      post('/v1/chat/completions', body, { headers: { 'content-type': 'text/plain' } }),
+      post('/v1/chat/completions', body, { headers: { 'content-type': '' } }),
+      call('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' },
+        body: new Uint8Array([
+          ...new TextEncoder().encode('{"model":"gpt-4o","messages":[{"role":"user","content":"'),
+          0xff,
+          0xfe,
+          ...new TextEncoder().encode('"}]}'),
+        ]),
+      }),
+      post('/v1/chat/completions', '{"model": "gpt-4o", '),
+    ];
+    for (const res of await Promise.all(refused)) {
+      const e = await expectError(await res, 400, 'invalid_request_error');
+      assert.equal(e.message, 'request payload is invalid: invalid JSON request body');
+    }
+    assert.equal(mock.requests.length, n, 'no upstream call');
+    // A charset parameter and an application/*+json type are JSON.
+    for (const type of ['application/json; charset=utf-8', 'application/vnd.api+json', 'Application/JSON']) {
+      const res = await post('/v1/chat/completions', body, { headers: { 'content-type': type } });
+      assert.equal(res.status, 200, type);
+      await res.text();
+    }
+    // Anthropic's envelope on /v1/messages.
+    const m = await post('/v1/messages', '{', { headers: { 'content-type': 'application/json' } });
+    assert.equal(m.status, 400);
+    assert.deepEqual(await m.json(), {
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'request payload is invalid: invalid JSON request body' },
+    });
+  });
+
   test('wrong types: 400 invalid_request_error', async () => {
     const cases: [unknown, RegExp][] = [
       [{ model: 'gpt-4o', messages: 'hello' }, /messages/],
@@ -859,7 +897,11 @@ describe('internal errors', () => {
     };
     const res = await createProxyApp(g2).request('/v1/chat/completions', {
       method: 'POST',
-      headers: { authorization: `Bearer ${CALLER.all}`, 'x-aisix-request-id': 'internal-1' },
+      headers: {
+        authorization: `Bearer ${CALLER.all}`,
+        'content-type': 'application/json',
+        'x-aisix-request-id': 'internal-1',
+      },
       body: JSON.stringify({ model: 'gpt-4o', messages: MESSAGES }),
     }, PEER);
     assert.equal(res.headers.get('x-aisix-request-id'), 'internal-1');
