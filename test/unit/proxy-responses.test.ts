@@ -14,6 +14,11 @@ import { until } from '../support/until.ts';
 
 const CALLER = 'sk-resp-caller';
 const LIMITED = { json: 'sk-resp-limited-json', stream: 'sk-resp-limited-stream' };
+/** One request of each kind that a 3-token limit must see charged, JSON and streamed. */
+const KINDS = ['chat-anthropic', 'responses-translated', 'messages-native', 'messages-openai'] as const;
+const tpmKey = (kind: string, stream: boolean) => `sk-tpm-${kind}-${stream ? 'stream' : 'json'}`;
+const TPM_KEYS = KINDS.flatMap((k) => [tpmKey(k, false), tpmKey(k, true)]);
+const envName = (key: string) => key.toUpperCase().replaceAll('-', '_');
 
 let mock: MockUpstream;
 let anth: MockAnthropic;
@@ -40,9 +45,18 @@ api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
   - { display_name: limited-json, key_env: LIMITED_JSON, allowed_models: ["*"], rate_limit: { tpm: 10 } }
   - { display_name: limited-stream, key_env: LIMITED_STREAM, allowed_models: ["*"], rate_limit: { tpm: 10 } }
-`,
+${
+      TPM_KEYS.map((k) =>
+        `  - { display_name: ${k}, key_env: ${envName(k)}, allowed_models: ["*"], rate_limit: { tpm: 3 } }\n`
+      ).join('')
+    }`,
     {
-      env: { CALLER, LIMITED_JSON: LIMITED.json, LIMITED_STREAM: LIMITED.stream },
+      env: {
+        CALLER,
+        LIMITED_JSON: LIMITED.json,
+        LIMITED_STREAM: LIMITED.stream,
+        ...Object.fromEntries(TPM_KEYS.map((k) => [envName(k), k])),
+      },
       now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 10)),
     },
   ));
@@ -283,5 +297,44 @@ describe('chat answers', () => {
       assert.equal(second.status, 429);
       await second.arrayBuffer();
     });
+  }
+});
+
+describe('a tpm limit trips at the same point streamed as JSON, on every kind of request', () => {
+  const usage = { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 };
+  const requests: Record<(typeof KINDS)[number], { path: string; body: Record<string, unknown> }> = {
+    'chat-anthropic': {
+      path: '/v1/chat/completions',
+      body: { model: 'claude', messages: [{ role: 'user', content: 'a' }] },
+    },
+    'responses-translated': { path: '/v1/responses', body: { model: 'deep', input: 'a' } },
+    'messages-native': {
+      path: '/v1/messages',
+      body: { model: 'claude', max_tokens: 10, messages: [{ role: 'user', content: 'a' }] },
+    },
+    'messages-openai': { path: '/v1/messages', body: { model: 'deep', messages: [{ role: 'user', content: 'a' }] } },
+  };
+  for (const kind of KINDS) {
+    for (const stream of [false, true]) {
+      test(`${kind}, ${stream ? 'streamed' : 'JSON'}: the answer's tokens are charged before the next request`, async () => {
+        // The OpenAI-wire upstream reports 5 tokens (its stream in a usage chunk); Anthropic's mock 9 / 12.
+        if (requests[kind].body.model === 'deep') {
+          mock.script(
+            stream
+              ? { sse: [chunk('deep-upstream', 'hello'), { ...chunk('deep-upstream', ''), choices: [], usage }] }
+              : { body: { ...chatCompletion('deep-upstream'), usage } },
+          );
+        }
+        const key = tpmKey(kind, stream);
+        const { path, body } = requests[kind];
+        const first = await post(path, { ...body, stream }, key);
+        assert.equal(first.status, 200);
+        await first.arrayBuffer();
+        assert.ok(Number(lastLog().total_tokens) > 3, 'the answer was counted');
+        const second = await post(path, body, key);
+        assert.equal(second.status, 429);
+        await second.arrayBuffer();
+      });
+    }
   }
 });
