@@ -6,6 +6,12 @@
 //
 //   node --import tsx bench/inproc.ts [--requests N] [--rounds N] [--concurrency N] [--no-access-log]
 //   node --cpu-prof --import tsx bench/inproc.ts --only sluice      # a profile of Sluice's part alone
+//   node --import tsx bench/inproc.ts --features    # also: guardrails on, a cache hit, a cache miss
+//
+// `--features` adds gateways of the same run with one keyword + one pii guardrail
+// (config/resources-guardrails.yaml) and with one exact cache policy (config/resources-cache.yaml), asked the
+// same request (every one after the first a hit) or with `Cache-Control: no-store` (a miss: the fingerprint
+// and the lookup, nothing stored, then the upstream call).
 //
 // Prints a table; run on Bun or Deno the same way (`bun bench/inproc.ts`, `deno run -A bench/inproc.ts`).
 import { Hono } from 'hono';
@@ -25,6 +31,7 @@ const ROUNDS = Number(flag('rounds', '3'));
 const CONCURRENCY = Number(flag('concurrency', '50'));
 const ONLY = flag('only', '');
 const ACCESS_LOG = !has('no-access-log');
+const FEATURES = has('features');
 
 const enc = new TextEncoder();
 const ANSWER = JSON.stringify(CHAT_COMPLETION);
@@ -56,7 +63,9 @@ async function readText(path: string): Promise<string> {
 const CALLER_KEY = 'sk-sluice-bench';
 const BODY = JSON.stringify({ model: 'bench-route', messages: [{ role: 'user', content: 'Say hello.' }] });
 
-async function sluiceApp(): Promise<(r: Request) => Promise<Response>> {
+type Handler = (r: Request) => Promise<Response>;
+
+async function sluiceApp(resourcesFile = 'resources.yaml'): Promise<Handler> {
   const env = { SLUICE_BENCH_UPSTREAM: 'http://127.0.0.1:9/v1' };
   const platform: Platform = {
     name: 'inproc',
@@ -74,15 +83,15 @@ async function sluiceApp(): Promise<(r: Request) => Promise<Response>> {
   const c = loadConfig('bench/config/config.yaml', configText, env);
   if (!c.ok) throw new Error(c.report.format());
   const { gw, proxy } = createGateway(c.config, platform, { backgroundChecks: false });
-  const resources = await readText('./config/resources.yaml');
-  const r = await loadResourcesFile('bench/config/resources.yaml', resources, env);
+  const resources = await readText(`./config/${resourcesFile}`);
+  const r = await loadResourcesFile(`bench/config/${resourcesFile}`, resources, env);
   if (!r.ok) throw new Error(r.report.format());
   gw.apply(r.snapshot, { configHash: await sha256Hex(resources) });
   gw.lifecycle.serve();
   return (req) => Promise.resolve(proxy.fetch(req));
 }
 
-function bareApp(): (r: Request) => Promise<Response> {
+function bareApp(): Handler {
   const app = new Hono();
   app.post('/v1/chat/completions', async (c) => {
     const body = await c.req.text();
@@ -97,10 +106,10 @@ function bareApp(): (r: Request) => Promise<Response> {
   return (req) => Promise.resolve(app.fetch(req));
 }
 
-function request(): Request {
+function request(extra: Record<string, string> = {}): Request {
   return new Request('http://127.0.0.1:3000/v1/chat/completions', {
     method: 'POST',
-    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json', ...extra },
     body: BODY,
   });
 }
@@ -114,12 +123,12 @@ const cpuMicros = (): number => {
 };
 
 /** `n` requests, `CONCURRENCY` at a time; µs of CPU per request (the Request built and the body read included). */
-async function measure(handle: (r: Request) => Promise<Response>, n: number): Promise<number> {
+async function measure(handle: Handler, n: number, extra: Record<string, string> = {}): Promise<number> {
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < n) {
       next++;
-      const res = await handle(request());
+      const res = await handle(request(extra));
       if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
       await res.arrayBuffer();
     }
@@ -131,13 +140,20 @@ async function measure(handle: (r: Request) => Promise<Response>, n: number): Pr
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-const targets: [string, (r: Request) => Promise<Response>][] = [];
+/** Name, app, and the headers each of its requests carries. */
+const targets: [string, Handler, Record<string, string>?][] = [];
 if (ONLY !== 'bare') targets.push([`sluice${ACCESS_LOG ? '' : ' (no access log)'}`, await sluiceApp()]);
+if (FEATURES && ONLY !== 'bare') {
+  targets.push(['sluice + keyword + pii guardrails', await sluiceApp('resources-guardrails.yaml')]);
+  const cached = await sluiceApp('resources-cache.yaml');
+  targets.push(['sluice + cache policy: hit', cached]);
+  targets.push(['sluice + cache policy: miss (no-store)', cached, { 'cache-control': 'no-store' }]);
+}
 if (ONLY !== 'sluice') targets.push(['bare hono', bareApp()]);
-for (const [, h] of targets) await measure(h, Math.min(REQUESTS, 20_000)); // warm-up
+for (const [, h, extra] of targets) await measure(h, Math.min(REQUESTS, 20_000), extra); // warm-up
 const results = new Map<string, number[]>(targets.map(([name]) => [name, []]));
 for (let i = 0; i < ROUNDS; i++) {
-  for (const [name, h] of targets) results.get(name)!.push(await measure(h, REQUESTS));
+  for (const [name, h, extra] of targets) results.get(name)!.push(await measure(h, REQUESTS, extra));
 }
 const bare = results.get('bare hono');
 console.log(

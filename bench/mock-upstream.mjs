@@ -10,7 +10,8 @@
 //        first one after one delay, as a model's first token would be), then `data: [DONE]`.
 //        The first chunk carries its send time as `"system_fingerprint":"fp_t<epoch ms with µs>"` so that a
 //        client can compute how long a gateway took to forward it (bench/ttfb.ts); every other chunk is
-//        precomputed.
+//        precomputed. A body with `"user":"bench-scale:<delay ms>:<chunks>"` (the streams-at-scale scenario)
+//        gets that many chunks that far apart instead, every one stamped with its send time.
 // GET /livez → 200 `ok` (readiness of the mock itself). Anything else → 404.
 // Talks only to 127.0.0.1. Prints `mock-upstream listening <port> <runtime>` once bound.
 
@@ -29,8 +30,8 @@ const HOST = '127.0.0.1';
 const enc = new TextEncoder();
 const JSON_BODY = enc.encode(JSON.stringify(CHAT_COMPLETION));
 
-function chunkJson(i, fingerprint) {
-  const last = i === CHUNKS - 1;
+function chunkJson(i, fingerprint, chunks = CHUNKS) {
+  const last = i === chunks - 1;
   return `data: ${
     JSON.stringify({
       id: 'chatcmpl-bench0000000000000000000000',
@@ -51,10 +52,20 @@ function chunkJson(i, fingerprint) {
 const CHUNK_BYTES = Array.from({ length: CHUNKS }, (_, i) => enc.encode(chunkJson(i, 'fp_bench')));
 const DONE = enc.encode('data: [DONE]\n\n');
 const wallMs = () => performance.timeOrigin + performance.now();
-const firstChunk = () => enc.encode(chunkJson(0, `fp_t${wallMs().toFixed(3)}`));
+const stamped = (i, chunks = CHUNKS) => enc.encode(chunkJson(i, `fp_t${wallMs().toFixed(3)}`, chunks));
+const firstChunk = () => stamped(0);
 
-/** Delay until event i (chunk i, or [DONE] at i = CHUNKS) is due at t0 + (i + 1) × DELAY_MS: no drift. */
-const due = (t0, i) => Math.max(0, t0 + (i + 1) * DELAY_MS - performance.now());
+/** Delay until event i (chunk i, or [DONE] at i = chunks) is due at t0 + (i + 1) × delay: no drift. */
+const due = (t0, i, delay = DELAY_MS) => Math.max(0, t0 + (i + 1) * delay - performance.now());
+
+const SCALE_MARK = /"user"\s*:\s*"bench-scale:(\d+):(\d+)"/;
+/** What one stream sends: chunk i's bytes, how many chunks, how far apart. */
+function streamPlan(body) {
+  const m = SCALE_MARK.exec(body);
+  if (!m) return { chunks: CHUNKS, delay: DELAY_MS, chunk: (i) => (i === 0 ? firstChunk() : CHUNK_BYTES[i]) };
+  const chunks = Number(m[2]);
+  return { chunks, delay: Number(m[1]), chunk: (i) => stamped(i, chunks) };
+}
 
 const STREAM_MARK = /"stream"\s*:\s*true/;
 const NOT_FOUND = enc.encode('{"error":{"message":"not found","type":"not_found"}}');
@@ -77,6 +88,7 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
       if (!STREAM_MARK.test(body)) return new Response(JSON_BODY, { headers: jsonHeaders });
       // A plain (pull) ReadableStream: Bun sends the response headers at once (a `direct` stream would hold
       // them back until the first chunk).
+      const plan = streamPlan(body);
       let i = 0;
       let timer;
       const t0 = performance.now();
@@ -85,8 +97,8 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
           return new Promise((resolve) => {
             timer = setTimeout(() => {
               try {
-                if (i < CHUNKS) {
-                  ctrl.enqueue(i === 0 ? firstChunk() : CHUNK_BYTES[i]);
+                if (i < plan.chunks) {
+                  ctrl.enqueue(plan.chunk(i));
                   i++;
                 } else {
                   ctrl.enqueue(DONE);
@@ -94,7 +106,7 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
                 }
               } catch { /* cancelled */ }
               resolve();
-            }, due(t0, i));
+            }, due(t0, i, plan.delay));
           });
         },
         cancel() {
@@ -135,20 +147,21 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
       }
       res.writeHead(200, sseHead);
       res.flushHeaders();
+      const plan = streamPlan(body);
       let i = 0;
       let timer;
       const t0 = performance.now();
       const tick = () => {
         if (res.destroyed) return;
-        if (i < CHUNKS) {
-          res.write(i === 0 ? firstChunk() : CHUNK_BYTES[i]);
+        if (i < plan.chunks) {
+          res.write(plan.chunk(i));
           i++;
-          timer = setTimeout(tick, due(t0, i));
+          timer = setTimeout(tick, due(t0, i, plan.delay));
         } else {
           res.end(DONE);
         }
       };
-      timer = setTimeout(tick, due(t0, 0));
+      timer = setTimeout(tick, due(t0, 0, plan.delay));
       res.on('close', () => clearTimeout(timer));
     });
   });

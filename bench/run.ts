@@ -36,6 +36,7 @@ import { formatSummary, summarizeProfile } from './profile-summary.ts';
 import { median } from './stats.ts';
 import { DENO_RUN_FLAGS } from '../runtimes/deno-launch.ts';
 import { runTtfb, type TtfbResult } from './ttfb.ts';
+import { runStreams, STALL_MS } from './streams.ts';
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(BENCH, '..');
@@ -55,7 +56,7 @@ const UPSTREAM_KEY = 'sk-bench-upstream';
 
 // ------------------------------------------------------------------------------------------- options
 
-const SCENARIOS = ['startup', 'json50', 'json1', 'sse200', 'sse4', 'readyz'] as const;
+const SCENARIOS = ['startup', 'json50', 'json1', 'sse200', 'sse4', 'sse1', 'sse512', 'readyz'] as const;
 type ScenarioId = (typeof SCENARIOS)[number];
 const TARGETS = [
   'direct',
@@ -71,6 +72,7 @@ const TARGETS = [
   'bare-deno-nodehttp',
   'raw-node',
   'portkey',
+  'portkey-bun',
   'node-nolog',
   'bun-nolog',
   'deno-nolog',
@@ -79,6 +81,11 @@ const TARGETS = [
   'node-cache-hit',
   'node-cache-miss',
   'node-cache-refresh',
+  'node-guardrails',
+  'node-otlp',
+  'node-base',
+  'bun-base',
+  'deno-base',
 ] as const;
 type TargetId = (typeof TARGETS)[number];
 /** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
@@ -107,7 +114,13 @@ const JSON_ONLY: readonly TargetId[] = [
   'node-cache-hit',
   'node-cache-miss',
   'node-cache-refresh',
+  'node-guardrails',
+  'node-otlp',
 ];
+/** The targets of another tree (`--baseline DIR`): started only when that option is given. */
+const BASELINE: readonly TargetId[] = ['node-base', 'bun-base', 'deno-base'];
+/** The default target list: everything but the baseline tree's. */
+const DEFAULT_TARGETS: TargetId[] = TARGETS.filter((t) => !BASELINE.includes(t));
 
 interface Options {
   rounds: number;
@@ -127,6 +140,12 @@ interface Options {
   profileAccessLog: boolean;
   /** Profile the bare Hono proxy on Node instead of Sluice (the same load): the two profiles side by side. */
   profileBare: boolean;
+  /** Another tree (a git worktree, built) whose Sluice runs as the `*-base` targets: an A/B in one run. */
+  baseline?: string;
+  /** sse512: streams open at once, the delay between their chunks and how many each has. */
+  streams: number;
+  streamChunkDelayMs: number;
+  streamChunks: number;
 }
 
 const HELP = `usage: npm run bench -- [options]
@@ -143,6 +162,11 @@ const HELP = `usage: npm run bench -- [options]
                           direct-node reaches a second mock on node:http directly (the same mock with
                           --upstream node)
   --chunk-delay-ms N      delay between the mock's SSE chunks (default 5)
+  --streams N             sse512: streams open at once (default 512)
+  --stream-chunk-delay-ms N, --stream-chunks N
+                          sse512: each stream's chunks, that far apart (default 40 chunks, 50 ms apart)
+  --baseline DIR          also run the Sluice of another tree (a built git worktree, e.g. of an old commit)
+                          as targets node-base, bun-base, deno-base, alternating with this tree's
   --no-build              do not rebuild dist/node.mjs first
   --keep                  keep the run directory (configs, logs) under /tmp
   --profile [--profile-seconds S] [--profile-load json50|sse200] [--profile-no-access-log] [--profile-bare]
@@ -156,7 +180,7 @@ function parseOptions(argv: string[]): Options {
     warmupS: 1,
     startupTrials: 5,
     scenarios: [...SCENARIOS],
-    targets: [...TARGETS],
+    targets: [...DEFAULT_TARGETS],
     upstream: 'bun',
     chunkDelayMs: 5,
     build: true,
@@ -167,6 +191,9 @@ function parseOptions(argv: string[]): Options {
     profileLoad: 'json50',
     profileAccessLog: true,
     profileBare: false,
+    streams: 512,
+    streamChunkDelayMs: 50,
+    streamChunks: 40,
   };
   const list = <T extends string>(v: string, allowed: readonly T[], what: string): T[] => {
     const xs = v.split(',').map((s) => s.trim()).filter(Boolean);
@@ -220,6 +247,18 @@ function parseOptions(argv: string[]): Options {
       case '--chunk-delay-ms':
         o.chunkDelayMs = Number(val());
         break;
+      case '--streams':
+        o.streams = Number(val());
+        break;
+      case '--stream-chunk-delay-ms':
+        o.streamChunkDelayMs = Number(val());
+        break;
+      case '--stream-chunks':
+        o.streamChunks = Number(val());
+        break;
+      case '--baseline':
+        o.baseline = path.resolve(val());
+        break;
       case '--no-build':
         o.build = false;
         break;
@@ -256,6 +295,12 @@ function parseOptions(argv: string[]): Options {
         throw new Error(`unknown option ${a}\n${HELP}`);
     }
   }
+  if (o.baseline) {
+    if (!existsSync(path.join(o.baseline, 'dist', 'node.mjs'))) {
+      throw new Error(`--baseline ${o.baseline}: no dist/node.mjs (run node build.mjs there)`);
+    }
+    if (!argv.includes('--targets')) o.targets = [...TARGETS];
+  } else o.targets = o.targets.filter((t) => !BASELINE.includes(t));
   return o;
 }
 
@@ -279,6 +324,10 @@ interface Target {
   rateLimit?: 'memory' | 'redis';
   /** Sluice: environment overrides of its own (e.g. another resources file). */
   env?: Record<string, string>;
+  /** Sluice: the tree it runs from (default this one; `--baseline` for the `*-base` targets). */
+  root?: string;
+  /** Portkey: the runtime it runs on (default Node). */
+  portkeyRuntime?: 'node' | 'bun';
   port: number;
   proc?: Spawned;
   /** Request headers (besides content-type). */
@@ -304,18 +353,19 @@ function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-function sluiceCommand(runtime: Runtime, nodeFlags: string[] = []): [string, string[]] {
+function sluiceCommand(runtime: Runtime, nodeFlags: string[] = [], root = ROOT): [string, string[]] {
   const config = path.join(BENCH, 'config', 'config.yaml');
   switch (runtime) {
     case 'node':
-      return [process.execPath, [...nodeFlags, path.join(ROOT, 'bin', 'sluice'), '--config', config]];
+      return [process.execPath, [...nodeFlags, path.join(root, 'bin', 'sluice'), '--config', config]];
     case 'bun':
-      return [path.join(BIN, 'bun'), [path.join(ROOT, 'runtimes', 'bun.ts'), '--config', config]];
+      return [path.join(BIN, 'bun'), [path.join(root, 'runtimes', 'bun.ts'), '--config', config]];
     case 'deno':
       return [path.join(BIN, 'deno'), [
         'run',
-        ...DENO_RUN_FLAGS,
-        path.join(ROOT, 'runtimes', 'deno.ts'),
+        // A tree from before runtimes/deno-launch.ts ran as plain `deno run -A`, V8's defaults.
+        ...(root === ROOT || existsSync(path.join(root, 'runtimes', 'deno-launch.ts')) ? DENO_RUN_FLAGS : ['-A']),
+        path.join(root, 'runtimes', 'deno.ts'),
         '--config',
         config,
       ]];
@@ -330,6 +380,7 @@ async function startSluice(
   name: string,
   nodeFlags: string[] = [],
   extraEnv: Record<string, string> = {},
+  root = ROOT,
 ): Promise<{ proc: Spawned; port: number; startMs: number }> {
   const port = await freePort();
   const metricsPort = await freePort();
@@ -350,9 +401,9 @@ async function startSluice(
       }
       : {}),
   };
-  const [cmd, args] = sluiceCommand(runtime, nodeFlags);
+  const [cmd, args] = sluiceCommand(runtime, nodeFlags, root);
   const t0 = performance.now();
-  const proc = launch(cmd, args, { cwd: ROOT, env, logFile: path.join(ctx.runDir, `${name}.log`) });
+  const proc = launch(cmd, args, { cwd: root, env, logFile: path.join(ctx.runDir, `${name}.log`) });
   const startMs = await waitFor200(`http://127.0.0.1:${port}/livez`, t0, { exited: proc.exited, timeoutMs: 60_000 })
     .catch((e: Error) => {
       throw new Error(`${name}: ${e.message} (log: ${path.join(ctx.runDir, `${name}.log`)})`);
@@ -400,13 +451,19 @@ function ensurePortkey(): string {
   return entry;
 }
 
-async function startPortkey(ctx: Ctx, name: string): Promise<{ proc: Spawned; port: number; startMs: number }> {
+async function startPortkey(
+  ctx: Ctx,
+  name: string,
+  runtime: 'node' | 'bun' = 'node',
+): Promise<{ proc: Spawned; port: number; startMs: number }> {
   const entry = ensurePortkey();
   const port = await freePort();
   const t0 = performance.now();
   // `--headless`: no UI routes. It listens on every interface (its CLI has no host option); we only ever
   // talk to it on 127.0.0.1.
-  const proc = launch(process.execPath, [entry, `--port=${port}`, '--headless'], {
+  const cmd = runtime === 'bun' ? path.join(BIN, 'bun') : process.execPath;
+  const pre = runtime === 'bun' ? ['--preload', path.join(BENCH, 'portkey-bun-serve.ts')] : [];
+  const proc = launch(cmd, [...pre, entry, `--port=${port}`, '--headless'], {
     cwd: PORTKEY_DIR,
     env: baseEnv(),
     logFile: path.join(ctx.runDir, `${name}.log`),
@@ -553,6 +610,18 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
         'x-portkey-custom-host': upstreamBase,
       },
     },
+    {
+      id: 'portkey-bun',
+      kind: 'portkey',
+      portkeyRuntime: 'bun',
+      label: `Portkey ${PORTKEY_VERSION} (Bun)`,
+      model: 'mock-model',
+      headers: {
+        authorization: `Bearer ${UPSTREAM_KEY}`,
+        'x-portkey-provider': 'openai',
+        'x-portkey-custom-host': upstreamBase,
+      },
+    },
     sluice('node-nolog', 'node', false),
     sluice('bun-nolog', 'bun', false),
     sluice('deno-nolog', 'deno', false),
@@ -573,7 +642,42 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
         env: { AISIX_RESOURCES_FILE: 'resources-cache.yaml' },
       }),
     ),
+    // A keyword and a pii guardrail on input and output (bench/config/resources-guardrails.yaml).
+    {
+      ...sluice('node-guardrails', 'node', true),
+      label: 'Sluice Node, keyword + pii guardrails',
+      env: { AISIX_RESOURCES_FILE: 'resources-guardrails.yaml' },
+    },
+    // One OTLP exporter at sample ratio 1.0 to bench/otlp-sink.mjs (its endpoint is set at start).
+    { ...sluice('node-otlp', 'node', true), label: 'Sluice Node, OTLP exporter (every request)' },
+    // The Sluice of another tree (--baseline DIR), on the same configuration.
+    ...(['node', 'bun', 'deno'] as const).map((rt): Omit<Target, 'port' | 'peaks'> => ({
+      ...sluice(`${rt}-base`, rt, true),
+      label: `Sluice ${rt[0]!.toUpperCase()}${rt.slice(1)} (baseline ${
+        ctx.opt.baseline ? baselineRevision(ctx.opt.baseline) : ''
+      })`,
+      root: ctx.opt.baseline,
+    })),
   ];
+}
+
+/** The short commit of the baseline tree. */
+function baselineRevision(dir: string): string {
+  const r = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: dir, encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : path.basename(dir);
+}
+
+/** bench/otlp-sink.mjs on a fresh port: the collector of the `node-otlp` target; stopped with everything else. */
+async function startOtlpSink(ctx: Ctx): Promise<string> {
+  const port = await freePort();
+  const logFile = path.join(ctx.runDir, 'otlp-sink.log');
+  launch(process.execPath, [path.join(BENCH, 'otlp-sink.mjs'), String(port)], { cwd: ROOT, env: baseEnv(), logFile });
+  const deadline = performance.now() + 10_000;
+  while (!(existsSync(logFile) && readFileSync(logFile, 'utf8').includes(`otlp-sink listening ${port}`))) {
+    if (performance.now() > deadline) throw new Error(`otlp-sink not listening after 10 s (log: ${logFile})`);
+    await sleep(20);
+  }
+  return `http://127.0.0.1:${port}/v1/traces`;
 }
 
 /** A local redis-server for the `node-rl-redis` target (no persistence); stopped with everything else. */
@@ -848,6 +952,32 @@ async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample>
           }, tt);
         },
       );
+    case 'sse1':
+      return measured(
+        ctx,
+        t,
+        () => runTtfb({ url: chatUrl(t), headers: t.headers, body: sse, concurrency: 1, durationMs: warmupS * 1000 }),
+        async () => {
+          const tt = await runTtfb({
+            url: chatUrl(t),
+            headers: t.headers,
+            body: sse,
+            concurrency: 1,
+            durationMs: durationS * 1000,
+          });
+          return withTtfb({
+            rps: tt.streams / (tt.elapsedMs / 1000),
+            p50: tt.ttfb.p50,
+            p99: tt.ttfb.p99,
+            requests: tt.streams,
+            errors: tt.errors + tt.incomplete,
+            extra: {},
+            note: tt.firstError,
+          }, tt);
+        },
+      );
+    case 'sse512':
+      return measured(ctx, t, async () => {}, () => streamsAtScale(ctx, t));
     case 'readyz':
       return measured(
         ctx,
@@ -867,6 +997,52 @@ async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample>
     case 'startup':
       throw new Error('startup is not a load scenario');
   }
+}
+
+/**
+ * `--streams` streams open at once for the measured seconds (bench/streams.ts), every chunk stamped by the
+ * mock; the gateway's RSS sampled before and while they are all open gives its memory per open stream.
+ * No separate warm-up: the streams ramp up together, and the first second of lags is part of the result.
+ */
+async function streamsAtScale(ctx: Ctx, t: Target): Promise<Omit<Sample, 'cpuS' | 'peakMb'>> {
+  const { streams: n, streamChunkDelayMs: delay, streamChunks: chunks, durationS } = ctx.opt;
+  const pid = pidOf(ctx, t);
+  const idle = rssMb(pid);
+  const open: number[] = [];
+  const body = JSON.stringify({
+    model: t.model,
+    messages: [{ role: 'user', content: 'Say hello.' }],
+    stream: true,
+    user: `bench-scale:${delay}:${chunks}`,
+  });
+  // At least two whole streams per slot after the ramp-up.
+  const durationMs = Math.max(durationS * 1000, 3 * delay * (chunks + 1));
+  const r = await runStreams({
+    url: chatUrl(t),
+    headers: t.headers,
+    body,
+    concurrency: n,
+    durationMs,
+    onSteady: () => open.push(rssMb(pid)),
+  });
+  return {
+    rps: r.streams / (r.elapsedMs / 1000),
+    p50: r.lag.p50,
+    p99: r.lag.p99,
+    requests: r.streams,
+    errors: r.errors + r.incomplete,
+    note: r.firstError,
+    extra: {
+      lagMax: r.lagMax,
+      late: r.late,
+      chunks: r.chunks,
+      maxOpen: r.maxOpen,
+      ttfbP99: r.ttfb.p99,
+      rssIdleMb: idle,
+      rssOpenMb: median(open),
+      kbPerStream: ((median(open) - idle) * 1024) / n,
+    },
+  };
 }
 
 function withTtfb(s: Omit<Sample, 'cpuS' | 'peakMb'>, tt: TtfbResult): Omit<Sample, 'cpuS' | 'peakMb'> {
@@ -913,6 +1089,8 @@ function scenarioTargets(sc: ScenarioId, all: TargetId[]): TargetId[] {
     case 'sse200':
       return all.filter((t) => !JSON_ONLY.includes(t) || SSE_CEILINGS.includes(t));
     case 'sse4':
+    case 'sse1':
+    case 'sse512':
       return all.filter((t) => !JSON_ONLY.includes(t));
     // The bare proxies answer GET /readyz too: under the same load they show what any proxy on that runtime,
     // listener and client gets.
@@ -971,6 +1149,11 @@ const GOALS = {
   addedP50Us: { node: 250, bun: 150 } as Partial<Record<Runtime, number>>,
   sseRatio: 0.9,
   forwardMs: 1,
+  addedTtftP99Ms: 1,
+  xBare: 0.8,
+  denoPeakRssMb: 150,
+  /** Goal 5 with --baseline: the no-feature gateway's CPU per request at most this × the baseline tree's. */
+  offCostVsBaseline: 1.1,
   readyzP99Ms: 10,
   nodeStartupMs: 300,
   idleRssMb: 80,
@@ -1012,6 +1195,8 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
     json1: 'JSON, 1 conn',
     sse200: 'SSE 20×5 ms, 200 conn',
     sse4: 'SSE, 4 streams (first chunk)',
+    sse1: 'SSE, 1 caller (TTFT)',
+    sse512: `SSE at scale, ${ctx.opt.streams} open (${ctx.opt.streamChunks}×${ctx.opt.streamChunkDelayMs} ms)`,
     readyz: '/readyz under JSON/50',
   };
   for (const sc of ctx.opt.scenarios) {
@@ -1109,6 +1294,36 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
           if (t.kind === 'sluice') {
             goal = `1st chunk held p50 ≤ ${GOALS.forwardMs} ms`;
             result = Number.isFinite(f50 - d50) ? (f50 - d50 <= GOALS.forwardMs ? 'PASS' : 'MISS') : '—';
+          }
+          break;
+        }
+        case 'sse1': {
+          // p50/p99 columns: time to first token (the first chunk's bytes) of one caller's streams.
+          const added = p99 - med(get(sc, 'direct'), (s) => s.p99);
+          if (id !== 'direct') detail.push(`added TTFT p99 ${fmtMs(added)}`);
+          if (t.kind === 'sluice') {
+            goal = `added TTFT p99 ≤ ${GOALS.addedTtftP99Ms} ms`;
+            result = Number.isFinite(added) ? (added <= GOALS.addedTtftP99Ms ? 'PASS' : 'MISS') : '—';
+          }
+          break;
+        }
+        case 'sse512': {
+          // p50/p99 columns: chunk lag (receipt − the upstream's send); req/s: streams completed per second.
+          const x = (k: string) => med(c, (s) => s.extra[k] ?? NaN);
+          const late = c.samples.reduce((a, s) => a + (s.extra.late ?? 0), 0);
+          detail.push(
+            `lag max ${fmtMs(x('lagMax'))}; ${late} of ${
+              c.samples.reduce((a, s) => a + (s.extra.chunks ?? 0), 0)
+            } chunks over ${STALL_MS} ms; ${x('maxOpen')} open at most; TTFB p99 ${fmtMs(x('ttfbP99'))}`,
+          );
+          detail.push(
+            `RSS ${fmtMb(x('rssIdleMb'))} idle → ${fmtMb(x('rssOpenMb'))} open: ${
+              x('kbPerStream').toFixed(0)
+            } KB/stream`,
+          );
+          if (t.kind === 'sluice' || t.kind === 'portkey') {
+            goal = `every chunk ≤ ${STALL_MS} ms`;
+            result = late === 0 && !errs ? 'PASS' : 'MISS';
           }
           break;
         }
@@ -1240,6 +1455,151 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
 
 const memAfter = new Map<TargetId, { after: number; peak: number }>();
 
+/** The bare proxy built from Sluice's own listener and client on each runtime (goal 2's denominator). */
+const SAME_PIECES_BARE: Record<Runtime, TargetId> = {
+  node: 'bare-node',
+  bun: 'bare-bun-nodehttp',
+  deno: 'bare-deno-nodehttp',
+};
+/** Goal 5's rows: each feature switched on, against the `node` target (none configured). */
+const FEATURE_ROWS: [TargetId, string][] = [
+  ['node-rl-memory', 'rate limit (memory)'],
+  ['node-rl-redis', 'rate limit (redis)'],
+  ['node-guardrails', 'keyword + pii guardrails'],
+  ['node-cache-miss', 'exact cache, miss (no-store)'],
+  ['node-cache-hit', 'exact cache, hit'],
+  ['node-otlp', 'OTLP exporter, every request'],
+];
+
+/**
+ * The issue's goals, one row each: the target, what this run measured, MET/MISS (`—` when a row it needs
+ * did not run). Every ratio is between cells of this run.
+ */
+function goalsReport(cells: Cell[]): string {
+  const get = (sc: ScenarioId, id: TargetId) => cells.find((c) => c.sc === sc && c.t.id === id);
+  const rps = (sc: ScenarioId, id: TargetId) => med(get(sc, id), (s) => s.rps);
+  const usPerReq = (id: TargetId) => med(get('json50', id), (s) => (1e6 * s.cpuS) / Math.max(1, s.requests));
+  const rows: string[][] = [];
+  const verdict = (ok: boolean | undefined) => (ok === undefined ? '—' : ok ? 'MET' : 'MISS');
+  const fin = (...xs: number[]) => xs.every(Number.isFinite);
+  const name = (rt: string) => `${rt[0]!.toUpperCase()}${rt.slice(1)}`;
+  const runtimes = ['node', 'bun', 'deno'] as const;
+  for (const rt of runtimes) {
+    for (const pk of ['portkey', 'portkey-bun'] as const) {
+      const x = rps('json50', rt) / rps('json50', pk);
+      rows.push([
+        '1',
+        `JSON/50 Sluice ${name(rt)} ÷ Portkey on ${pk === 'portkey' ? 'Node' : 'Bun'}`,
+        `≥ ${GOALS.json50VsPortkey}×`,
+        fmtX(x),
+        verdict(fin(x) ? x >= GOALS.json50VsPortkey : undefined),
+      ]);
+    }
+  }
+  for (const rt of runtimes) {
+    const bare = SAME_PIECES_BARE[rt];
+    const x = rps('json50', rt) / rps('json50', bare);
+    const cpu = usPerReq(rt) / usPerReq(bare);
+    rows.push([
+      '2',
+      `JSON/50 Sluice ${name(rt)} ÷ ${get('json50', bare)?.t.label ?? bare}`,
+      `≥ ${GOALS.xBare}×`,
+      `${fmtX(x)} (CPU per request ${fmtX(cpu)}; ×native bare ${
+        fmtX(rps('json50', rt) / rps('json50', `bare-${rt}`))
+      })`,
+      verdict(fin(x) ? x >= GOALS.xBare : undefined),
+    ]);
+  }
+  const scale = (id: TargetId) => {
+    const c = get('sse512', id);
+    if (!c) return undefined;
+    const late = c.samples.reduce((a, s) => a + (s.extra.late ?? 0), 0);
+    const errs = c.samples.reduce((a, s) => a + s.errors, 0);
+    const x = (k: string) => med(c, (s) => s.extra[k] ?? NaN);
+    return { late, errs, lagMax: x('lagMax'), kb: x('kbPerStream'), open: x('maxOpen'), rps: med(c, (s) => s.rps) };
+  };
+  for (const id of [...runtimes, 'portkey', 'portkey-bun', 'direct'] as const) {
+    const r = scale(id);
+    if (!r) continue;
+    rows.push([
+      '3',
+      `streams at scale: ${get('sse512', id)!.t.label}`,
+      id === 'direct' ? "(the client's own lag)" : `every chunk ≤ ${STALL_MS} ms, no error`,
+      `${r.late} late, ${r.errs} errors, lag max ${fmtMs(r.lagMax)}, ${r.open} open, ${fmtRps(r.rps)} streams/s; ${
+        r.kb.toFixed(0)
+      } KB per open stream`,
+      id === 'direct' ? '' : verdict(r.late === 0 && r.errs === 0),
+    ]);
+  }
+  const directTtft = med(get('sse1', 'direct'), (s) => s.p99);
+  for (const id of [...runtimes, 'portkey', 'portkey-bun'] as const) {
+    const c = get('sse1', id);
+    if (!c) continue;
+    const added = med(c, (s) => s.p99) - directTtft;
+    rows.push([
+      '3',
+      `added TTFT p99, one caller: ${c.t.label}`,
+      `≤ ${GOALS.addedTtftP99Ms} ms`,
+      fmtMs(added),
+      verdict(fin(added) ? added <= GOALS.addedTtftP99Ms : undefined),
+    ]);
+  }
+  const denoRss = med(get('json50', 'deno'), (s) => s.peakMb);
+  rows.push([
+    '4',
+    'Deno peak RSS at JSON/50',
+    `≤ ${GOALS.denoPeakRssMb} MB`,
+    fmtMb(denoRss),
+    verdict(fin(denoRss) ? denoRss <= GOALS.denoPeakRssMb : undefined),
+  ]);
+  for (const rt of runtimes) {
+    const base = get('json50', `${rt}-base`);
+    if (!base) continue;
+    rows.push([
+      '4',
+      `A/B: Sluice ${name(rt)} ÷ ${base.t.label}`,
+      '(report)',
+      `${fmtX(rps('json50', rt) / rps('json50', `${rt}-base`))} req/s, ${
+        fmtX(usPerReq(rt) / usPerReq(`${rt}-base`))
+      } CPU per request, peak RSS ${fmtMb(med(get('json50', rt), (s) => s.peakMb))} vs ${
+        fmtMb(med(base, (s) => s.peakMb))
+      }`,
+      '',
+    ]);
+  }
+  const offVsBase = usPerReq('node') / usPerReq('node-base');
+  rows.push([
+    '5',
+    "no feature configured: Sluice Node CPU per request ÷ the baseline tree's (--baseline)",
+    `≤ ${GOALS.offCostVsBaseline}×`,
+    fmtX(offVsBase),
+    verdict(fin(offVsBase) ? offVsBase <= GOALS.offCostVsBaseline : undefined),
+  ]);
+  // A feature's cost: the median over rounds of its CPU per request minus `node`'s in the same round, so that
+  // one round of the two under other processes' load does not decide it.
+  const perRound = (id: TargetId) =>
+    (get('json50', id)?.samples ?? []).map((s) => (1e6 * s.cpuS) / Math.max(1, s.requests));
+  for (const [id, what] of FEATURE_ROWS) {
+    if (!get('json50', id)) continue;
+    const off = perRound('node');
+    const d = median(perRound(id).map((us, i) => us - (off[i] ?? NaN)));
+    rows.push([
+      '5',
+      `feature on: ${what}`,
+      '(its cost, reported)',
+      `${d >= 0 ? '+' : ''}${d.toFixed(0)} µs CPU per request (median of per-round differences; ${
+        usPerReq(id).toFixed(0)
+      } vs ${usPerReq('node').toFixed(0)}), ${fmtX(rps('json50', id) / rps('json50', 'node'))} req/s`,
+      '',
+    ]);
+  }
+  return [
+    '| goal | row | target | this run | result |',
+    '|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
+}
+
 // ------------------------------------------------------------------------------------------- profile
 
 async function profileMode(ctx: Ctx): Promise<void> {
@@ -1326,6 +1686,9 @@ function toolVersion(cmd: string, args: string[]): string {
   return r.error ? `${path.basename(cmd)} unavailable` : `${r.stdout}${r.stderr}`.split('\n')[0]!.trim();
 }
 
+/** The machine's 1, 5 and 15 minute load averages, as `uptime` prints them. */
+const loadAverage = () => os.loadavg().map((x) => x.toFixed(2)).join(', ');
+
 async function main(): Promise<void> {
   const opt = parseOptions(process.argv.slice(2));
   if (spawnSync('wrk', ['--version']).error) throw new Error('wrk is not installed: apt-get install -y wrk');
@@ -1334,6 +1697,7 @@ async function main(): Promise<void> {
     execFileSync(process.execPath, ['build.mjs'], { cwd: ROOT, stdio: 'inherit' });
   }
   const revision = gitRevision();
+  const loadAtStart = loadAverage();
   const runDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-'));
   if (!opt.keep) onInterrupt(() => rmSync(runDir, { recursive: true, force: true }));
   const started = performance.now();
@@ -1374,11 +1738,25 @@ async function main(): Promise<void> {
             AISIX_RATELIMIT__REDIS__URL: `redis://127.0.0.1:${await startRedisServer(ctx)}`,
           }
           : {};
-        const s = await startSluice(ctx, def.runtime!, def.accessLog!, def.id, [], { ...rlEnv, ...def.env });
+        const otlpEnv: Record<string, string> = def.id === 'node-otlp'
+          ? {
+            AISIX_OBSERVABILITY__TRACING__OTLP__ENABLED: 'true',
+            AISIX_OBSERVABILITY__TRACING__OTLP__ENDPOINT: await startOtlpSink(ctx),
+          }
+          : {};
+        const s = await startSluice(
+          ctx,
+          def.runtime!,
+          def.accessLog!,
+          def.id,
+          [],
+          { ...rlEnv, ...otlpEnv, ...def.env },
+          def.root,
+        );
         t.proc = s.proc;
         t.port = s.port;
       } else if (def.kind === 'portkey') {
-        const s = await startPortkey(ctx, def.id);
+        const s = await startPortkey(ctx, def.id, def.portkeyRuntime);
         t.proc = s.proc;
         t.port = s.port;
       }
@@ -1440,13 +1818,14 @@ async function main(): Promise<void> {
       `rounds ${opt.rounds} (targets alternate; cells are medians), ${opt.warmupS} s warm-up + ${opt.durationS} s measured per run, wrk -t1; mock upstream on ${opt.upstream}, SSE ${20} chunks ${opt.chunkDelayMs} ms apart`,
       `ceilings: "bare Hono proxy" rows are bench/bare-proxy.ts (one POST route forwarding to the same mock: @hono/node-server + undici.request on Node, Bun.serve/Deno.serve + fetch on Bun/Deno), ×bare = Sluice ÷ the bare proxy of its runtime; "via node:http" rows bind the bare proxy through the runtime's node:http layer, as Sluice does on Bun and Deno (on Deno with undici as Sluice's client there); "no framework" is a plain node:http handler with undici.request, the ceiling of any Node proxy made of those two; "undici.request client alone" is bench/undici-client.ts at the mock, no server in between; "direct (mock on node)" is a second mock on node:http`,
       `Sluice: bench/config (auth on, routing model bench-route → bench-direct, metrics listener on, access log to a file; "no access log" rows set observability.access_log=false); Portkey ${PORTKEY_VERSION} with @hono/node-server ${PORTKEY_NODE_SERVER}, x-portkey-provider: openai + x-portkey-custom-host`,
+      `load average (uptime) at the start ${loadAtStart}, at the end ${loadAverage()}`,
       `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${
         ctx.noisyWaits
           ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)`
           : ''
       }`,
     ];
-    const md = report(ctx, cells, startup, meta);
+    const md = `${report(ctx, cells, startup, meta)}\n## Goals (issue 27)\n\n${goalsReport(cells)}\n`;
     mkdirSync(path.join(BENCH, 'results'), { recursive: true });
     writeFileSync(path.join(BENCH, 'results', 'latest.md'), md);
     writeFileSync(

@@ -1,8 +1,11 @@
 // Bun entrypoint: `bun runtimes/bun.ts --config x`. Listeners use Bun's node:http/node:http2, which keep
 // the drain guarantees Bun.serve cannot (README "Runtimes"; its cost: docs/performance.md). The upstream
-// client is Bun's native fetch, since undici fails under load on Bun.
+// client is Bun's native fetch, since undici fails under load on Bun; it has no idle-pool knob, so
+// `upstream.pool_idle_timeout_secs` does not apply here (docs/configuration.md "upstream").
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
 import { main } from '../src/main.ts';
-import type { Platform } from '../src/platform.ts';
+import type { Platform, UpstreamTls } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
@@ -16,7 +19,7 @@ export function bunPlatform(): Platform {
     name: 'bun',
     listen: nodeListen,
     onSignal: (signal, handler) => void process.on(signal, handler),
-    upstream: (o) => fetchUpstream(fetch, o),
+    upstream: (o) => fetchUpstream(o.tls ? upstreamTlsFetch(o.tls) : fetch, o),
     files: nodeFiles,
     redis: lazyRedisClient,
     env: process.env,
@@ -34,6 +37,31 @@ export function bunPlatform(): Platform {
       process.exit(code);
     },
   };
+}
+
+/**
+ * Bun's fetch with `upstream.tls`, which it takes per request. A `ca` replaces Bun's roots, so the default
+ * roots and NODE_EXTRA_CA_CERTS (which Bun reads into its roots only) go in with the configured CA.
+ */
+function upstreamTlsFetch(tls: UpstreamTls): typeof fetch {
+  const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
+  const options = {
+    ...(tls.ca ? { ca: [...rootCertificates, ...nodeExtraCa(), pem(tls.ca)!] } : {}),
+    ...(tls.cert ? { cert: pem(tls.cert), key: pem(tls.key) } : {}),
+    rejectUnauthorized: tls.verify,
+  };
+  return ((input: RequestInfo | URL, init?: RequestInit) =>
+    fetch(input, { ...init, tls: options } as RequestInit)) as typeof fetch;
+}
+
+/** The NODE_EXTRA_CA_CERTS file's text, if set and readable (Bun warned at start otherwise). */
+function nodeExtraCa(): string[] {
+  const file = process.env.NODE_EXTRA_CA_CERTS;
+  try {
+    return file ? [readFileSync(file, 'utf8')] : [];
+  } catch {
+    return [];
+  }
 }
 
 const platform = bunPlatform();

@@ -1,5 +1,6 @@
 // Node entrypoint: implements the Platform contract with node:http(s)/http2, undici and node:fs, then
 // hands over to the runtime-agnostic core. Started by bin/sluice from the esbuild bundle.
+import { readFileSync } from 'node:fs';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { main } from '../src/main.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
@@ -16,7 +17,7 @@ export function nodePlatform(): Platform {
     name: 'node',
     listen: nodeListen,
     onSignal: (signal, handler) => void process.on(signal, handler),
-    upstream: (o) => undiciUpstream(o),
+    upstream: (o) => undiciUpstream(o, o.tls?.ca ? nodeExtraCa() : undefined),
     files: nodeFiles,
     env: process.env,
     writeLog: (line) => logs.write(line),
@@ -51,4 +52,18 @@ export function nodeFetchWithTls(tls: { ca?: Uint8Array; cert?: Uint8Array; key?
   // undici's fetch and the DOM `fetch` type describe the same WHATWG function with different type packages.
   return ((input: Parameters<typeof fetch>[0], init?: RequestInit) =>
     undiciFetch(input as never, { ...(init as object), dispatcher: agent } as never)) as unknown as typeof fetch;
+}
+
+/**
+ * The NODE_EXTRA_CA_CERTS file, for an upstream client given its own CA: node adds that file to its default
+ * roots but not to `tls.rootCertificates`, which an explicit `ca` starts from. Unreadable: node warned at start.
+ */
+function nodeExtraCa(): string | undefined {
+  const file = process.env.NODE_EXTRA_CA_CERTS;
+  if (!file) return undefined;
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
 }

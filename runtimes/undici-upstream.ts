@@ -3,10 +3,9 @@
 // fetch needs an AbortController per attempt (docs/performance.md "Decisions on the hot path").
 import { rootCertificates } from 'node:tls';
 import { Agent, request } from 'undici';
-import type { UpstreamFetch, UpstreamResponse } from '../src/platform.ts';
+import type { UpstreamFetch, UpstreamOptions, UpstreamResponse, UpstreamTls } from '../src/platform.ts';
 import {
   AnswerBudget,
-  type AnswerLimits,
   boundedChunks,
   bufferedText,
   declaredLength,
@@ -18,19 +17,20 @@ import {
 /**
  * `extraCaPem`: more trusted CAs on top of the default roots. Node's TLS reads NODE_EXTRA_CA_CERTS itself;
  * Deno's node:tls does not read DENO_CERT, so runtimes/deno.ts passes that file here.
- * `limits` (upstream.max_response_bytes and max_buffered_response_bytes) bound answers as
- * src/upstream-fetch.ts describes; a refused body is destroyed, which makes undici close its connection
- * instead of pooling it.
+ * `opts.maxResponseBytes` and `maxBufferedBytes` bound answers as src/upstream-fetch.ts describes; a refused
+ * body is destroyed, which makes undici close its connection instead of pooling it.
  */
-export function undiciUpstream(
-  opts: { connectTimeoutMs: number } & AnswerLimits,
-  extraCaPem?: string,
-): UpstreamFetch {
-  const connect = {
-    timeout: opts.connectTimeoutMs || undefined,
-    ca: extraCaPem ? [...rootCertificates, extraCaPem] : undefined,
-  };
-  const agent = new Agent({ connect, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
+export function undiciUpstream(opts: UpstreamOptions, extraCaPem?: string): UpstreamFetch {
+  const agent = new Agent({
+    connect: { timeout: opts.connectTimeoutMs || undefined, ...tlsOptions(opts.tls, extraCaPem) },
+    // undici lets a server's `Keep-Alive: timeout` hint stretch the idle time up to keepAliveMaxTimeout: both
+    // are the configured bound, so no hint keeps a connection longer.
+    ...(opts.poolIdleTimeoutMs
+      ? { keepAliveTimeout: opts.poolIdleTimeoutMs, keepAliveMaxTimeout: opts.poolIdleTimeoutMs }
+      : {}),
+    headersTimeout: 0,
+    bodyTimeout: 0,
+  });
   const maxBytes = opts.maxResponseBytes ?? 0;
   const budget = new AnswerBudget(opts.maxBufferedBytes ?? 0);
   const unbounded = !maxBytes && !budget.limitBytes;
@@ -74,5 +74,16 @@ export function undiciUpstream(
       discard: () => body.dump().then(() => {}),
     };
     return out;
+  };
+}
+
+/** node:tls options for `upstream.tls`: a `ca` replaces the default roots, so the extra CAs go in with them. */
+function tlsOptions(tls: UpstreamTls | undefined, extraCaPem: string | undefined) {
+  const text = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
+  const extra = [extraCaPem, text(tls?.ca)].filter((p): p is string => !!p);
+  return {
+    ...(extra.length > 0 ? { ca: [...rootCertificates, ...extra] } : {}),
+    ...(tls?.cert ? { cert: text(tls.cert), key: text(tls.key) } : {}),
+    ...(tls?.verify === false ? { rejectUnauthorized: false } : {}),
   };
 }

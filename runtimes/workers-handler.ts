@@ -118,6 +118,10 @@ function refused(configPath: string, config: Config, pollInterval: number | stri
   if (config.managed.snapshot_cache_path) {
     return `${at}: managed.snapshot_cache_path: Workers has no files to cache a snapshot in`;
   }
+  const u = config.upstream.tls;
+  if (u && (u.ca_file || u.client_cert_file || !u.verify)) {
+    return `${at}: upstream.tls: Workers' fetch trusts only the public roots, always verifies and cannot present a client certificate; remove upstream.tls and give the upstream a publicly trusted certificate (or serve it from Node, Bun or Deno)`;
+  }
   if (config.resources_file) return undefined;
   const t = config.etcd.tls;
   if (t && (t.ca_cert_file || t.client_cert_file || t.client_key_file)) {

@@ -172,6 +172,10 @@ function collection(kind: string): Json {
   if (kind === 'provider_keys') return list(providerKeyEntry(), 'upstream credentials');
   if (kind === 'models') return list(modelEntry(), 'direct and routing models');
   if (kind === 'api_keys') return list(apiKeyEntry(), 'caller keys');
+  if (kind === 'rate_limit_policies') {
+    // The two forms, the condition tree and its caps are checked by `sluice validate` (src/resources/policy-schema.ts).
+    return list({ type: 'object', not: required('id'), ...required('name') }, 'rate-limit policies');
+  }
   if (kind === 'observability_exporters') {
     const { id: _id, ...otlp } = OtlpExporterSchema.shape;
     const served = toJson(z.strictObject(otlp), { interpolated: true });

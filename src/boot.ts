@@ -8,7 +8,7 @@ import type { Config } from './config/schema.ts';
 import { Gateway } from './gateway.ts';
 import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
-import type { ListenSpec, Platform } from './platform.ts';
+import type { ListenSpec, Platform, UpstreamTls } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
 import { checkedModels } from './routing/model-check.ts';
 import { createEtcdSource, type EtcdSourceHost } from './sources/etcd/source.ts';
@@ -25,6 +25,10 @@ export interface BootConfig {
   ignoredKeys: string[];
   /** The proxy listener's certificate and key, read before anything binds. */
   tls?: ListenSpec['tls'];
+  /** The admin listener's (`admin.tls`), likewise. */
+  adminTls?: ListenSpec['tls'];
+  /** `upstream.tls` with its files read; absent when the section is. */
+  upstreamTls?: UpstreamTls;
 }
 
 export interface BootConfigOptions {
@@ -33,6 +37,11 @@ export interface BootConfigOptions {
    * listeners (the edge terminates TLS) and turns this off.
    */
   listeners?: boolean;
+  /**
+   * What this runtime cannot serve at all: the report refusing the configuration, or undefined. Asked before
+   * the files the configuration names are read (a runtime may have none to read them from).
+   */
+  refuse?: (config: Config) => string | undefined;
 }
 
 /** Load and check config.yaml, then everything that must be usable before anything binds. */
@@ -51,36 +60,56 @@ export async function loadBootConfig(
   const r = loadConfig(path, text, platform.env);
   if (!r.ok) return r.report.format();
   const config = r.config;
+  const refused = opts.refuse?.(config);
+  if (refused !== undefined) return refused;
   try {
     const listeners = opts.listeners === false ? {} : await checkListeners(platform, path, config);
     if (typeof listeners === 'string') return listeners;
     await checkRedisTlsFiles(platform, config);
-    return { config, ignoredKeys: r.ignoredKeys, tls: listeners.tls };
+    const upstreamTls = await readUpstreamTls(platform, config.upstream.tls);
+    return {
+      config,
+      ignoredKeys: r.ignoredKeys,
+      tls: listeners.tls,
+      adminTls: listeners.adminTls,
+      ...(upstreamTls ? { upstreamTls } : {}),
+    };
   } catch (e) {
     return `config file ${path}: ${(e as Error).message}`;
   }
 }
 
-/** Ports in range, and the proxy's certificate and key read now; a string is the report. */
+/** Ports in range, and the listeners' certificates and keys read now; a string is the report. */
 async function checkListeners(
   platform: Platform,
   path: string,
   config: Config,
-): Promise<{ tls?: ListenSpec['tls'] } | string> {
+): Promise<{ tls?: ListenSpec['tls']; adminTls?: ListenSpec['tls'] } | string> {
   for (const [name, addr] of listenerAddrs(config)) {
     const { port } = parseAddr(addr);
     if (port > 65535) return `config file ${path}: ${name}: port ${port} is out of range (0-65535)`;
   }
-  if (!config.proxy.tls) return {};
-  const { cert_file, key_file } = config.proxy.tls;
-  if (!platform.files) return 'proxy.tls needs file access, which this runtime does not have';
+  const admin = config.admin.enabled ? config.admin.tls : undefined;
+  if (!config.proxy.tls && !admin) return {};
+  if (!platform.files) {
+    return `${config.proxy.tls ? 'proxy' : 'admin'}.tls needs file access, which this runtime does not have`;
+  }
   return {
-    tls: {
-      cert: await readFor(platform, 'proxy.tls.cert_file', cert_file),
-      key: await readFor(platform, 'proxy.tls.key_file', key_file),
-      certFile: cert_file,
-      keyFile: key_file,
-    },
+    ...(config.proxy.tls ? { tls: await readListenerTls(platform, 'proxy', config.proxy.tls) } : {}),
+    ...(admin ? { adminTls: await readListenerTls(platform, 'admin', admin) } : {}),
+  };
+}
+
+async function readListenerTls(
+  platform: Platform,
+  name: 'proxy' | 'admin',
+  { cert_file, key_file }: { cert_file: string; key_file: string },
+): Promise<NonNullable<ListenSpec['tls']>> {
+  return {
+    cert: await readFor(platform, `${name}.tls.cert_file`, cert_file),
+    key: await readFor(platform, `${name}.tls.key_file`, key_file),
+    certFile: cert_file,
+    keyFile: key_file,
   };
 }
 
@@ -96,6 +125,34 @@ async function checkRedisTlsFiles(platform: Platform, config: Config): Promise<v
     ]] as const;
     for (const [key, file] of files) if (file) await readFor(platform, `${section}.redis.tls.${key}`, file);
   }
+}
+
+/**
+ * `upstream.tls`'s files, each checked for the PEM block it must hold, with AISIX's wording for a file that
+ * cannot be read or holds no certificate.
+ */
+async function readUpstreamTls(
+  platform: Platform,
+  t: Config['upstream']['tls'],
+): Promise<UpstreamTls | undefined> {
+  if (!t) return undefined;
+  const pem = async (key: string, file: string | undefined, block: RegExp, what: string) => {
+    if (file === undefined) return undefined;
+    let bytes: Uint8Array;
+    try {
+      if (!platform.files) throw new Error('this runtime has no file access');
+      bytes = await platform.files.read(file);
+    } catch (e) {
+      throw new Error(`upstream.tls.${key}: read ${file}: ${(e as Error).message}`);
+    }
+    if (!block.test(decoder.decode(bytes))) throw new Error(`upstream.tls.${key}: ${file} contains no ${what} block`);
+    return bytes;
+  };
+  const certificate = /-----BEGIN CERTIFICATE-----/;
+  const ca = await pem('ca_file', t.ca_file, certificate, 'CERTIFICATE');
+  const cert = await pem('client_cert_file', t.client_cert_file, certificate, 'CERTIFICATE');
+  const key = await pem('client_key_file', t.client_key_file, /-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'PRIVATE KEY');
+  return { verify: t.verify, ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
 }
 
 async function readFor(platform: Platform, key: string, file: string): Promise<Uint8Array> {
@@ -118,6 +175,8 @@ function listenerAddrs(c: Config): [string, string][] {
 
 export interface CreateGatewayOptions {
   ignoredKeys?: readonly string[];
+  /** `upstream.tls` with its files read (`BootConfig.upstreamTls`). */
+  upstreamTls?: UpstreamTls;
   /** The gateway's one clock (default the system's); tests inject one. */
   clock?: Clock;
   /** Background model checks (default true); off where no work outlives a request (Workers). */
@@ -143,9 +202,14 @@ export interface AssembledGateway {
 
 /** The Gateway, its apps and its configuration source; nothing is read, bound or started yet. */
 export function createGateway(config: Config, platform: Platform, opts: CreateGatewayOptions = {}): AssembledGateway {
-  const gw = new Gateway(config, platform, { backgroundChecks: opts.backgroundChecks, clock: opts.clock });
+  const gw = new Gateway(config, platform, {
+    backgroundChecks: opts.backgroundChecks,
+    clock: opts.clock,
+    upstreamTls: opts.upstreamTls,
+  });
   if (opts.drain !== false) registerDrainMetrics(gw.metrics.registry, gw.lifecycle, config.shutdown.min_drain_secs);
   if (opts.ignoredKeys && opts.ignoredKeys.length > 0) gw.log.warn(MSG.ignoredKeys, { keys: opts.ignoredKeys });
+  if (opts.upstreamTls?.verify === false) gw.log.warn(MSG.upstreamTlsUnverified);
   const path = config.resources_file;
   const source = path ? new FileSource(path, gw) : opts.etcd ? opts.etcd(gw) : createEtcdSource(gw);
   return {
@@ -157,10 +221,7 @@ export function createGateway(config: Config, platform: Platform, opts: CreateGa
   };
 }
 
-export interface BootOptions extends BootConfigOptions, Omit<CreateGatewayOptions, 'ignoredKeys'> {
-  /** What this runtime cannot serve at all: the report refusing the configuration, or undefined. */
-  refuse?: (config: Config) => string | undefined;
-}
+export interface BootOptions extends BootConfigOptions, Omit<CreateGatewayOptions, 'ignoredKeys' | 'upstreamTls'> {}
 
 const LOG = {
   noListeners: 'config keys that mean nothing on Workers are ignored',
@@ -185,11 +246,13 @@ export async function bootGateway(
 ): Promise<Booted | string> {
   const boot = await loadBootConfig(platform, configPath, opts);
   if (typeof boot === 'string') return boot;
-  const refused = opts.refuse?.(boot.config);
-  if (refused !== undefined) return refused;
   let g: AssembledGateway;
   try {
-    g = createGateway(boot.config, platform, { ...opts, ignoredKeys: boot.ignoredKeys });
+    g = createGateway(boot.config, platform, {
+      ...opts,
+      ignoredKeys: boot.ignoredKeys,
+      upstreamTls: boot.upstreamTls,
+    });
   } catch (e) {
     // A custom etcd source (range polling) refuses an unusable block by throwing; anything else is a bug.
     if (!opts.etcd) throw e;

@@ -24,8 +24,10 @@ export const USAGE = `usage:
   sluice --config <path>                 run the gateway (-c; or env AISIX_CONFIG)
   sluice validate --resources <file>     check a resources file; exit 0 when it loads
   sluice validate --config <file>        check config.yaml and, in file mode, its resources file
-  sluice export --etcd <endpoints> [--prefix /aisix] [-o file] [--with-secrets]
-                                         dump an etcd prefix as resources.yaml
+  sluice export --etcd <endpoints> [--prefix /aisix] [-o file] [--reveal-secrets]
+                [--user <name> --password-env <VAR>]
+                                         dump an etcd prefix as resources.yaml (AISIX's export);
+                                         exit 1 when a row is left out
   sluice probe-timeline --proxy <url> [--status <url>] [--route /v1/models --key <caller key>]
                         [--interval-ms 100] [--timeout-ms 1000] [--until-exit | --duration <secs>] [--json]
                                          poll the probes and a route; one line per phase change;
@@ -64,7 +66,9 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     '--duration': 'duration',
   };
   const BOOLEAN_FLAGS: Record<string, string> = {
-    '--with-secrets': 'with-secrets',
+    '--reveal-secrets': 'reveal-secrets',
+    // Sluice's first spelling of --reveal-secrets, kept working.
+    '--with-secrets': 'reveal-secrets',
     '--json': 'json',
     '--until-exit': 'until-exit',
   };
@@ -81,7 +85,8 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     if (!key) return { kind: 'error', message: `unknown argument "${a}"\n${USAGE}` };
     const v = takeValue(args, i, name);
     if (typeof v !== 'string') return { kind: 'error', message: `${v.error}\n${USAGE}` };
-    opts.set(key, v);
+    // --etcd repeats like AISIX's (each a comma-separated list); other flags: the last one wins.
+    opts.set(key, key === 'etcd' && opts.has('etcd') ? `${opts.get('etcd')},${v}` : v);
     if (!a.includes('=')) i++;
   }
   switch (sub) {
@@ -112,7 +117,7 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
         endpoints: etcd.split(',').map((s) => s.trim()).filter(Boolean),
         prefix: opts.get('prefix') ?? '/aisix',
         output: opts.get('output'),
-        withSecrets: flags.has('with-secrets'),
+        withSecrets: flags.has('reveal-secrets'),
         user: opts.get('user'),
         passwordEnv: opts.get('password-env'),
       };

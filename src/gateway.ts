@@ -7,7 +7,8 @@ import type { ReadinessChecks } from './lifecycle/probes.ts';
 import { type DeploymentLabels, deploymentLabels, GatewayMetrics } from './observability/gateway-metrics.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import type { Counter } from './observability/metrics.ts';
-import type { Listener, Platform, UpstreamFetch } from './platform.ts';
+import type { Listener, Platform, UpstreamFetch, UpstreamTls } from './platform.ts';
+import { refuseUnsendableHeaders } from './upstream-fetch.ts';
 import type { Snapshot } from './resources/snapshot.ts';
 import {
   type ApplyMeta,
@@ -39,6 +40,8 @@ export interface GatewayOptions {
   clock?: Clock;
   /** The lifecycle to move through (default a new one on `clock`, in `starting`). */
   lifecycle?: Lifecycle;
+  /** `upstream.tls` with its files read (src/boot.ts); absent: the runtime's defaults. */
+  upstreamTls?: UpstreamTls;
 }
 
 export class Gateway implements ReadinessChecks {
@@ -82,11 +85,13 @@ export class Gateway implements ReadinessChecks {
     });
     this.record = new ConfigFactsRecorder(config.resources_file ? 'file' : 'etcd');
     this.health = new ModelHealth({ now: clock });
-    this.upstream = platform.upstream({
+    this.upstream = refuseUnsendableHeaders(platform.upstream({
       connectTimeoutMs: config.upstream.connect_timeout_ms,
       maxResponseBytes: config.upstream.max_response_bytes,
       maxBufferedBytes: config.upstream.max_buffered_response_bytes,
-    });
+      poolIdleTimeoutMs: config.upstream.pool_idle_timeout_secs * 1000,
+      ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}),
+    }));
     this.backgroundChecks = opts.backgroundChecks !== false;
     this.checker = !this.backgroundChecks ? undefined : new BackgroundChecker({
       health: this.health,
@@ -109,7 +114,7 @@ export class Gateway implements ReadinessChecks {
       keepAlive: platform.waitUntil ? (work) => platform.waitUntil!(work) : undefined,
     });
     this.rateLimiter = createRateLimiter(config, platform, this.log, {
-      onRefused: (kind, layer) => this.metrics.rateLimitRejections.inc([kind, layer, '']),
+      onRefused: (kind, layer, policyId) => this.metrics.rateLimitRejections.inc([kind, layer, policyId]),
       onStatus: (s) => this.record.rateLimitStore(s),
       now: clock,
     });

@@ -115,7 +115,7 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
   };
 
   try {
-    await bindSideListeners(g, listeners);
+    await bindSideListeners(g, boot, listeners);
   } catch (e) {
     return bindFailed(e);
   }
@@ -176,7 +176,7 @@ class Listeners {
 }
 
 /** Status, then admin: bound before the first configuration so an operator can see the wait. */
-async function bindSideListeners(g: AssembledGateway, listeners: Listeners): Promise<void> {
+async function bindSideListeners(g: AssembledGateway, boot: BootConfig, listeners: Listeners): Promise<void> {
   const { config } = g.gw;
   const { status, admin } = g;
   if (status) {
@@ -185,7 +185,12 @@ async function bindSideListeners(g: AssembledGateway, listeners: Listeners): Pro
       (req) => status.fetch(req),
     );
   }
-  if (admin) await listeners.bind({ name: 'admin', ...parseAddr(config.admin.addr) }, (req) => admin.fetch(req));
+  if (admin) {
+    await listeners.bind(
+      { name: 'admin', ...parseAddr(config.admin.addr), ...(boot.adminTls ? { tls: boot.adminTls } : {}) },
+      (req) => admin.fetch(req),
+    );
+  }
 }
 
 /**

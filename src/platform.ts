@@ -83,6 +83,33 @@ export interface UpstreamResponse {
 /** The runtime's fastest faithful HTTP client. Rejects on transport failure or abort. */
 export type UpstreamFetch = (req: UpstreamRequest) => Promise<UpstreamResponse>;
 
+/** `upstream.tls`, its PEM files read at boot. */
+export interface UpstreamTls {
+  /** CA certificates trusted on top of the runtime's default roots (never instead of them). */
+  ca?: Uint8Array;
+  /** The client certificate and its key, presented to an upstream that asks for one; both or neither. */
+  cert?: Uint8Array;
+  key?: Uint8Array;
+  /** false: any certificate is accepted (the boot WARNs). */
+  verify: boolean;
+}
+
+/** How `Platform.upstream` connects and what it bounds. */
+export interface UpstreamOptions {
+  connectTimeoutMs: number;
+  /** Bounds each answer (src/upstream-fetch.ts). */
+  maxResponseBytes?: number;
+  /** Bounds all the answers being read whole at once. */
+  maxBufferedBytes?: number;
+  /** Absent: the runtime's defaults (its roots, verification on, no client certificate). */
+  tls?: UpstreamTls;
+  /**
+   * Close a pooled connection idle this long, whatever the upstream's `Keep-Alive` hint says; 0 or absent =
+   * the runtime's own rule. A runtime whose client has no such knob ignores it (docs/configuration.md).
+   */
+  poolIdleTimeoutMs?: number;
+}
+
 export interface PlatformFiles {
   read(path: string): Promise<Uint8Array>;
   /** Write-temp, fsync, rename: a reader sees the old file or the new one, never a mix. */
@@ -126,10 +153,10 @@ export interface Platform {
   listen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener>;
   onSignal(signal: SignalName, handler: () => void): void;
   /**
-   * The runtime's fastest faithful HTTP client, made once the configuration is known. `maxResponseBytes`
-   * bounds each answer, `maxBufferedBytes` all the answers being read whole at once (src/upstream-fetch.ts).
+   * The runtime's fastest faithful HTTP client, made once the configuration is known. A runtime that cannot
+   * honour `opts.tls` refuses the configuration before this is called (`refuse`, src/boot.ts).
    */
-  upstream(opts: { connectTimeoutMs: number; maxResponseBytes?: number; maxBufferedBytes?: number }): UpstreamFetch;
+  upstream(opts: UpstreamOptions): UpstreamFetch;
   files?: PlatformFiles;
   /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd

@@ -75,6 +75,62 @@ export class AnswerBudget {
   }
 }
 
+/** A byte no HTTP client sends in a header value: a control character (a newline among them) or one past U+00FF. */
+const UNSENDABLE_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+
+/** A header the gateway would send upstream holds bytes HTTP cannot carry: nothing was sent. */
+export class UnsendableHeader extends Error {
+  override readonly name = 'UnsendableHeader';
+  constructor(readonly header: string) {
+    super(`the ${header} header holds bytes HTTP cannot send (a newline or another control character)`);
+  }
+}
+
+/**
+ * `upstream` that rejects with `UnsendableHeader`, before any connection, a request whose header values the
+ * runtimes' clients would refuse — each in its own words, and Bun's fetch after trimming — so every runtime
+ * fails the same way, and routing can tell a bad secret from a transport failure (no retry, no failover).
+ */
+export function refuseUnsendableHeaders(upstream: UpstreamFetch): UpstreamFetch {
+  return (req) => {
+    for (const name in req.headers) {
+      if (UNSENDABLE_HEADER_VALUE.test(req.headers[name]!)) return Promise.reject(new UnsendableHeader(name));
+    }
+    return upstream(req);
+  };
+}
+
+/** OpenSSL's words for the verification errors a runtime's TLS reports by code (Node, Bun and Deno share them). */
+const CERTIFICATE_ERRORS: Record<string, string> = {
+  UNABLE_TO_GET_ISSUER_CERT: 'unable to get issuer certificate',
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'unable to get local issuer certificate',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'unable to verify the first certificate',
+  SELF_SIGNED_CERT_IN_CHAIN: 'self-signed certificate in certificate chain',
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'self-signed certificate',
+  CERT_HAS_EXPIRED: 'certificate has expired',
+  CERT_NOT_YET_VALID: 'certificate is not yet valid',
+  CERT_REVOKED: 'certificate revoked',
+  CERT_UNTRUSTED: 'certificate not trusted',
+  CERT_REJECTED: 'certificate rejected',
+  CERT_SIGNATURE_FAILURE: 'certificate signature failure',
+  INVALID_CA: 'invalid CA certificate',
+  ERR_TLS_CERT_ALTNAME_INVALID: "the certificate does not name the upstream's host",
+  HOSTNAME_MISMATCH: "the certificate does not name the upstream's host",
+};
+
+/**
+ * The upstream's certificate problem behind a transport failure, in OpenSSL's words, or undefined when the
+ * failure is not one. Only the fixed phrase is returned: the runtime's own message may carry host names.
+ */
+export function certificateProblem(e: unknown): string | undefined {
+  for (let err = e, depth = 0; err && typeof err === 'object' && depth < 3; depth++) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && CERTIFICATE_ERRORS[code]) return CERTIFICATE_ERRORS[code];
+    err = (err as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
 /** The bounds of one transport (`platform.upstream`'s options); 0 or absent = none. */
 export interface AnswerLimits {
   maxResponseBytes?: number;

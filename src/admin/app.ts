@@ -86,22 +86,57 @@ export function aggregateStatus(models: { health: number }[], config: Freshness 
   return models.some((m) => m.health === 1) || stale ? 'degraded' : 'ok';
 }
 
+/** The admin routes Sluice serves (read-only), and the writes AISIX's router also takes on each. */
+const ADMIN_ROUTES: Record<string, readonly string[]> = {
+  '/admin/v1/models': ['POST'],
+  '/admin/v1/provider_keys': ['POST'],
+  '/admin/v1/api_keys': ['POST'],
+  '/admin/v1/models/status': [],
+  '/admin/v1/health': [],
+};
+const ADMIN_ALLOW = 'GET, HEAD';
+
+/** The admin key check: undefined when the request carries one of `keys`, else the 401 to answer. */
+function adminKeyCheck(keys: readonly string[]): (c: Context) => Promise<Response | undefined> {
+  return async function adminKeyRefusal(c: Context) {
+    const token = bearerToken(c.req.raw.headers);
+    if (token === undefined) return errorResponse(errors.missingAuth());
+    // Every key is compared (no early exit), each in time independent of where it differs.
+    const matches = await Promise.all(keys.map((k) => timingSafeEqual(k, token)));
+    return matches.includes(true) ? undefined : errorResponse(errors.unknownKey());
+  };
+}
+
+/**
+ * AISIX's order, where its router answers before its per-handler auth: an unknown route is 404 and a method
+ * no handler takes is 405 without a key; a write AISIX would accept needs the admin key first (401), then
+ * gets Sluice's 405 (read-only); a read needs the key. Every 405 names what is allowed.
+ */
+function adminRouting(refusal: (c: Context) => Promise<Response | undefined>) {
+  return async function adminRoute(c: Context, next: Next): Promise<Response | void> {
+    const writes = ADMIN_ROUTES[c.req.path];
+    if (writes === undefined) return errorResponse(errors.notFound(c.req.path));
+    const method = c.req.method;
+    const read = method === 'GET' || method === 'HEAD';
+    if (read || writes.includes(method)) {
+      const refused = await refusal(c);
+      if (refused) return refused;
+    }
+    if (read) return await next();
+    const res = errorResponse(errors.readOnlyAdmin());
+    res.headers.set('allow', ADMIN_ALLOW);
+    return res;
+  };
+}
+
 export function createAdminApp(gw: AdminView): Hono {
   const app = new Hono();
-  const keys = gw.config.admin.admin_keys;
   app.get('/livez', livez);
   app.get('/readyz', (c) => readyz(c, { checks: () => [['config', gw.snapshot ? undefined : 'not ready']] }));
   app.all('/livez', methodNotAllowed);
   app.all('/readyz', methodNotAllowed);
 
-  app.use('/admin/*', async function requireAdminKey(c: Context, next: Next) {
-    const token = bearerToken(c.req.raw.headers);
-    if (token === undefined) return errorResponse(errors.missingAuth());
-    // Every key is compared (no early exit), each in time independent of where it differs.
-    const matches = await Promise.all(keys.map((k) => timingSafeEqual(k, token)));
-    if (!matches.includes(true)) return errorResponse(errors.unknownKey());
-    await next();
-  });
+  app.use('/admin/*', adminRouting(adminKeyCheck(gw.config.admin.admin_keys)));
   const list = (kind: ResourceKind, rows: (s: Snapshot) => { id: string }[]) => (c: Context) => {
     const s = gw.snapshot;
     return c.json(s ? rows(s).map((r) => listEntry(r, s.revisions.get(`${kind}/${r.id}`) ?? 0)) : []);
@@ -131,9 +166,6 @@ export function createAdminApp(gw: AdminView): Hono {
       config_status: configStatusBody(gw.facts, gw.now()),
       drain: drainReportBody(gw),
     });
-  });
-  app.all('/admin/*', (c) => {
-    return errorResponse(c.req.method === 'GET' ? errors.notFound(c.req.path) : errors.readOnlyAdmin());
   });
   return app;
 }

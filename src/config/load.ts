@@ -14,7 +14,7 @@ function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-const TOP_LEVEL_SCALARS = new Set(['resources_file']);
+const TOP_LEVEL_SCALARS = new Set(['resources_file', 'bedrock_endpoint_url']);
 
 /** `AISIX_PROXY__ADDR=0.0.0.0:3000` → proxy.addr. Values are read as YAML scalars (numbers, booleans, lists). */
 export function envOverrides(
@@ -145,6 +145,12 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
   if (etls) {
     for (const k of ['ca_cert_file', 'client_cert_file', 'client_key_file'] as const) {
       if (etls[k]) etls[k] = resolvePath(base, etls[k]);
+    }
+  }
+  const utls = config.upstream.tls;
+  if (utls) {
+    for (const k of ['ca_file', 'client_cert_file', 'client_key_file'] as const) {
+      if (utls[k]) utls[k] = resolvePath(base, utls[k]);
     }
   }
   const rtls = config.ratelimit.redis?.tls;

@@ -7,6 +7,9 @@ const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
 const addr = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]*):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:3000');
 
+/** A listener's certificate and key (PEM files), read before anything binds. */
+const listenerTls = z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) });
+
 const redisUrl = z.string().regex(/^rediss?:\/\/[^\s/]+/, 'must be a redis:// or rediss:// URL');
 /** A Cluster node or a Sentinel: a URL, or `host:port`. */
 const redisAddr = z.string().regex(
@@ -174,8 +177,6 @@ export const ConfigSchema = z.strictObject({
   etcd: z.strictObject({
     endpoints: z.array(z.string().min(1)).default([]),
     prefix: z.string().min(1).default('/aisix'),
-    /** The environment this gateway serves; the response cache's Redis keys carry it (docs/cache.md). */
-    env_id: z.string().min(1).optional(),
     user: z.string().min(1).optional(),
     password_env: z.string().min(1).optional(),
     tls: z.strictObject({
@@ -185,10 +186,16 @@ export const ConfigSchema = z.strictObject({
     }).optional(),
     dial_timeout_ms: nonNegInt.default(5000),
     request_timeout_ms: nonNegInt.default(5000),
-  }).prefault({}),
+    /**
+     * AISIX's environment namespace: non-empty, the rows are read under `<prefix>/<env_id>/`, and the Redis
+     * rate-limit and response-cache keys carry it (docs/cache.md).
+     */
+    env_id: z.string().optional(),
+  }).transform((e) => (e.env_id ? { ...e, prefix: `${e.prefix.replace(/\/+$/, '')}/${e.env_id}` } : e))
+    .prefault({}),
   proxy: z.strictObject({
     addr,
-    tls: z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) }).optional(),
+    tls: listenerTls.optional(),
     http2: z.boolean().default(false),
     request_body_limit_bytes: nonNegInt.default(0),
     // Sluice-only: more header fields or bytes than this → 431 before anything else (docs/operations.md).
@@ -211,6 +218,7 @@ export const ConfigSchema = z.strictObject({
     enabled: z.boolean().default(true),
     addr: addr.default('127.0.0.1:3001'),
     admin_keys: z.array(z.string().min(1)).default([]),
+    tls: listenerTls.optional(),
   }).prefault({}),
   observability: z.strictObject({
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error']).default('info'),
@@ -227,6 +235,28 @@ export const ConfigSchema = z.strictObject({
     tracing: TracingSchema,
   }).prefault({}),
   upstream: z.strictObject({
+    // AISIX's outbound TLS for every upstream call: `ca_file` is trusted on top of the default roots; the
+    // client certificate is presented to upstreams that ask; `verify: false` accepts any certificate (WARN).
+    tls: z.strictObject({
+      ca_file: z.string().min(1).optional(),
+      client_cert_file: z.string().min(1).optional(),
+      client_key_file: z.string().min(1).optional(),
+      verify: z.boolean().default(true),
+    }).superRefine((t, ctx) => {
+      const pair = [['client_cert_file', 'client_key_file'], ['client_key_file', 'client_cert_file']] as const;
+      for (const [has, needs] of pair) {
+        if (t[has] !== undefined && t[needs] === undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [needs],
+            message: `upstream.tls.${has} requires upstream.tls.${needs}`,
+          });
+        }
+      }
+    }).optional(),
+    // AISIX's key and default: an idle pooled upstream connection is closed after this long; 0 = the
+    // runtime's own rule (docs/configuration.md "upstream").
+    pool_idle_timeout_secs: nonNegInt.default(30),
     timeout_ms: nonNegInt.default(6_000_000),
     stream_timeout_ms: nonNegInt.default(0),
     connect_timeout_ms: nonNegInt.default(5000),
@@ -256,6 +286,8 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   ratelimit: RateLimitConfigSchema,
   cache: CacheConfigSchema,
+  /** AISIX's: where `kind: bedrock` guardrails call ApplyGuardrail instead of AWS; empty = unset. */
+  bedrock_endpoint_url: z.string().optional(),
 }).superRefine((c, ctx) => {
   if (c.resources_file && c.etcd.endpoints.length > 0) {
     ctx.addIssue({
@@ -294,12 +326,10 @@ export const IGNORED_KEYS = [
   'observability.metrics.otlp',
   'observability.metrics.labels',
   'observability.metrics.client_type_rules',
-  'upstream.tls',
   'upstream.tcp_keepalive_*',
-  'upstream.pool_*',
+  'upstream.pool_max_idle_per_host',
   'etcd.tls.domain_name',
   'managed.*',
-  'bedrock_endpoint_url',
 ] as const;
 
 /**
@@ -309,8 +339,6 @@ export const IGNORED_KEYS = [
 export const REFUSED_KEYS: Record<string, string> = {
   'proxy.listeners':
     'not implemented by Sluice (it binds one proxy listener, proxy.addr); run one gateway per address or put a proxy in front, and remove the key',
-  'admin.tls':
-    'not implemented by Sluice (the admin listener speaks plain HTTP); keep admin.addr on loopback or terminate TLS in front of it, and remove the key',
 };
 
 /** Whether `path` (dotted) is an ignored AISIX key. */

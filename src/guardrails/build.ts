@@ -5,6 +5,7 @@ import { buildKeyword } from './keyword.ts';
 import { buildPii } from './pii.ts';
 import { buildPromptShield, buildTextModeration } from './remote/azure.ts';
 import { buildAliyunTextModeration } from './remote/aliyun.ts';
+import { buildBedrock } from './remote/bedrock.ts';
 import { buildLakera } from './remote/lakera.ts';
 import { buildOpenAiModeration } from './remote/openai-moderation.ts';
 import { buildPresidio } from './remote/presidio.ts';
@@ -28,7 +29,6 @@ type Check = Guardrail['check'];
 
 const NOT_BUILT: Record<string, string> = {
   semantic: '`semantic` (a bundled embedding model) is not implemented by Sluice',
-  bedrock: '`bedrock` is not implemented by Sluice yet (it needs AWS SigV4 signing)',
   aliyun_ai_guardrail: '`aliyun_ai_guardrail` is not implemented by Sluice',
 };
 
@@ -62,7 +62,7 @@ export function buildGuardrail(id: string, row: GuardrailRow): BuildResult {
 }
 
 function checkOf(
-  row: Exclude<GuardrailRow, { kind: 'semantic' | 'bedrock' | 'aliyun_ai_guardrail' }>,
+  row: Exclude<GuardrailRow, { kind: 'semantic' | 'aliyun_ai_guardrail' }>,
 ): { ok: true; check: Check; inert: boolean } | { ok: false; error: string } {
   const local = (
     b: { ok: true; value: (s: readonly Segment[], h: Hook) => Outcome | Promise<Outcome> } | {
@@ -98,6 +98,10 @@ function checkOf(
     }
     case 'aliyun_text_moderation':
       return { ok: true, check: buildAliyunTextModeration(row), inert: false };
+    case 'bedrock': {
+      const b = buildBedrock(row);
+      return b.ok ? { ok: true, check: b.value, inert: false } : b;
+    }
   }
 }
 

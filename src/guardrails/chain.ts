@@ -28,6 +28,7 @@ export interface ChainDeps {
   now(): number;
 }
 
+/** One member's finding, as AISIX's usage event lists it (`guardrail_monitor_hits`, `guardrail_enforced_hits`). */
 export interface Hit {
   guardrail_name: string;
   hook: Hook;
@@ -35,6 +36,8 @@ export interface Hit {
   reason?: string;
   error_type?: string;
   counts?: Record<string, number>;
+  /** How long the member's check took, µs (enforced hits). */
+  duration_us?: number;
 }
 
 export interface Verdict {
@@ -48,6 +51,8 @@ export interface Verdict {
   /** The first failure tag of a member that failed open. */
   bypassTag?: string;
   hits: Hit[];
+  /** The members that ran on this hook, in order (`applied_guardrails`). */
+  applied: { name: string; kind: string; hook: Hook }[];
 }
 
 /** The failure-tag family of a remote kind (`aisix_guardrail_bypasses_total{reason}`, the service logs). */
@@ -61,7 +66,7 @@ export async function runChain(
   segments: readonly Segment[],
   deps: ChainDeps,
 ): Promise<Verdict> {
-  const v: Verdict = { segments, masked: false, counts: {}, hits: [] };
+  const v: Verdict = { segments, masked: false, counts: {}, hits: [], applied: [] };
   const large = isLarge(segments);
   for (const g of chain) {
     if (hook === 'input' ? !g.input : !g.output) continue;
@@ -78,8 +83,10 @@ export async function runChain(
     } catch (e) {
       o = { kind: 'unavailable', tag: `${serviceOf(g.kind)}_5xx`, reason: `check failed: ${(e as Error).message}` };
     }
+    v.applied.push({ name: g.name, kind: g.kind, hook });
     const done = (result: Parameters<ChainMetrics['observe']>[2], errorType?: string) =>
       deps.metrics?.observe(g, hook, result, errorType, deps.now() - t0);
+    const us = () => Math.round((deps.now() - t0) * 1_000_000);
     if (o.kind === 'allow') done('allowed');
     else if (o.kind === 'block') {
       if (g.monitor) {
@@ -89,7 +96,7 @@ export async function runChain(
         continue;
       }
       done('blocked');
-      v.hits.push({ guardrail_name: g.name, hook, action: 'blocked', reason: o.reason });
+      v.hits.push({ guardrail_name: g.name, hook, action: 'blocked', reason: o.reason, duration_us: us() });
       v.blocked = { guardrail: g, reason: o.reason };
       return v;
     } else if (o.kind === 'mask') {
@@ -100,7 +107,7 @@ export async function runChain(
         continue;
       }
       done('masked');
-      v.hits.push({ guardrail_name: g.name, hook, action: 'masked', counts: o.counts });
+      v.hits.push({ guardrail_name: g.name, hook, action: 'masked', counts: o.counts, duration_us: us() });
       v.segments = v.segments.map((s, i) => (o.texts[i] === s.text ? s : { role: s.role, text: o.texts[i] ?? s.text }));
       v.masked = true;
       for (const [k, n] of Object.entries(o.counts)) v.counts[k] = (v.counts[k] ?? 0) + n;
@@ -119,7 +126,13 @@ export async function runChain(
       }
       if (g.mandatory) deps.log('warn', GUARDRAIL_MSG.mandatoryBlock, { guardrail: g.name, failure: o.tag });
       done('blocked', o.tag);
-      v.hits.push({ guardrail_name: g.name, hook, action: 'blocked_unavailable', error_type: o.tag });
+      v.hits.push({
+        guardrail_name: g.name,
+        hook,
+        action: 'blocked_unavailable',
+        error_type: o.tag,
+        duration_us: us(),
+      });
       v.blocked = { guardrail: g, reason: o.reason, errorType: o.tag };
       return v;
     }

@@ -54,7 +54,10 @@ export interface CheckedAnswer {
   verdict: Verdict | undefined;
 }
 
-/** The output hook on a whole answer (a JSON object body). */
+/**
+ * The output hook on a whole answer (a JSON object body): an upstream's, or a cached one (`blockedLine` then
+ * says so in the block's log line).
+ */
 export async function checkAnswer(
   chain: readonly Guardrail[],
   endpoint: GuardedEndpoint,
@@ -62,6 +65,7 @@ export async function checkAnswer(
   text: string,
   deps: ChainDeps,
   model: string,
+  blockedLine: string = GUARDRAIL_MSG.blockedResponse,
 ): Promise<CheckedAnswer> {
   let body: unknown;
   try {
@@ -76,7 +80,7 @@ export async function checkAnswer(
   countRequest(deps.metrics, v);
   if (v.blocked) {
     const name = v.blocked.guardrail.name;
-    deps.log('warn', GUARDRAIL_MSG.blockedResponse, {
+    deps.log('warn', blockedLine, {
       guardrail_hook: 'output',
       guardrail: name,
       model,

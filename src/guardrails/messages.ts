@@ -3,6 +3,7 @@
 export const GUARDRAIL_MSG = {
   blockedRequest: 'guardrail blocked request',
   blockedResponse: 'guardrail blocked response',
+  blockedCached: 'guardrail blocked cached response',
   blockedStream: 'guardrail blocked streaming response',
   blockedStreamWindow: 'guardrail blocked streaming response (window)',
   blockedEmbeddings: 'guardrail blocked /v1/embeddings request',
@@ -17,7 +18,7 @@ export const GUARDRAIL_MSG = {
 } as const;
 
 /** Per service: the WARN of a failed call and the ERROR of a 4xx answer. */
-export const SERVICE_MSG: Record<string, { failed: string; configError: string }> = {
+export const SERVICE_MSG: Record<string, { failed: string; configError?: string }> = {
   openai_moderation: {
     failed: 'openai moderation call failed',
     configError: 'openai moderation returned 4xx — check endpoint, api_key, and model configuration',
@@ -34,6 +35,8 @@ export const SERVICE_MSG: Record<string, { failed: string; configError: string }
     failed: 'aliyun text moderation call failed',
     configError: 'aliyun TextModerationPlus returned 4xx — check region/access keys configuration',
   },
+  // AISIX logs no separate 4xx line for Bedrock: its errors are `bedrock_5xx` failures.
+  bedrock: { failed: 'bedrock ApplyGuardrail call failed' },
   azure_cs: {
     failed: 'azure content safety call failed',
     configError: 'azure content safety returned 4xx — check endpoint and api_key configuration',

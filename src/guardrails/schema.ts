@@ -134,11 +134,30 @@ const AliyunTextModeration = z.strictObject({
   on_buffer_exceeded: onBufferExceeded,
 });
 
+const Bedrock = z.strictObject({
+  ...common,
+  kind: z.literal('bedrock'),
+  aws_credentials: z.strictObject({
+    kind: z.literal('static'),
+    access_key_id: z.string().min(1),
+    secret_access_key: z.string().min(1),
+  }),
+  guardrail_id: z.string().min(1).max(64),
+  guardrail_version: z.string().min(1).max(16),
+  region: z.string().min(1),
+  /** `serial` waits for the answer (no timeout of its own); `timed` gives up after `timeout_ms`. */
+  latency_mode: z.discriminatedUnion('kind', [
+    z.strictObject({ kind: z.literal('serial') }),
+    z.strictObject({ kind: z.literal('timed'), timeout_ms: z.number().int().min(100).max(5000) }),
+  ]),
+  output_fail_open: z.boolean().default(false),
+});
+
 /**
  * Kinds AISIX has that Sluice does not run: the row parses (so it is judged, not `unknown`), then is
  * rejected at build, never skipped.
  */
-export const UNBUILT_KINDS = ['semantic', 'bedrock', 'aliyun_ai_guardrail'] as const;
+export const UNBUILT_KINDS = ['semantic', 'aliyun_ai_guardrail'] as const;
 const Unbuilt = z.looseObject({ ...common, kind: z.enum(UNBUILT_KINDS) });
 
 export const GuardrailSchema = z.discriminatedUnion('kind', [
@@ -150,6 +169,7 @@ export const GuardrailSchema = z.discriminatedUnion('kind', [
   AzurePromptShield,
   AzureTextModeration,
   AliyunTextModeration,
+  Bedrock,
   Unbuilt,
 ]);
 export type GuardrailRow = z.infer<typeof GuardrailSchema>;
@@ -161,13 +181,15 @@ export type LakeraRow = z.infer<typeof Lakera>;
 export type AzurePromptShieldRow = z.infer<typeof AzurePromptShield>;
 export type AzureTextModerationRow = z.infer<typeof AzureTextModeration>;
 export type AliyunTextModerationRow = z.infer<typeof AliyunTextModeration>;
+export type BedrockRow = z.infer<typeof Bedrock>;
 export type RemoteRow =
   | OpenAiModerationRow
   | PresidioRow
   | LakeraRow
   | AzurePromptShieldRow
   | AzureTextModerationRow
-  | AliyunTextModerationRow;
+  | AliyunTextModerationRow
+  | BedrockRow;
 
 export const SCOPE_TYPES = ['env', 'model', 'mcp_server', 'api_key', 'team', 'passthrough_route'] as const;
 export type ScopeType = (typeof SCOPE_TYPES)[number];

@@ -45,6 +45,8 @@ export interface StreamGuardOptions {
   deps: ChainDeps;
   /** Stops the upstream when the stream is blocked. */
   abort(): void;
+  /** Called with the verdict of every check (each window, the end), for the request's usage fields. */
+  onVerdict?(verdict: Verdict): void;
   /** Called once when the guard ends the stream with its error frame. */
   onBlock?(name: string | undefined, verdict: Verdict | undefined): void;
 }
@@ -95,7 +97,11 @@ export async function* guardStream(
     o.onBlock?.(name, v);
     return encoder.encode(streamBlockFrame(o.wire, name));
   };
-  const check = (segments: Segment[]) => runChain(o.chain, 'output', segments, o.deps);
+  const check = async (segments: Segment[]) => {
+    const v = await runChain(o.chain, 'output', segments, o.deps);
+    o.onVerdict?.(v);
+    return v;
+  };
   const release = function* (list: Held[]): Generator<Uint8Array> {
     for (const h of list) yield encoder.encode(h.frame.raw);
   };

@@ -42,6 +42,8 @@ export type GuardFetch = (req: {
 export interface CheckContext {
   fetch: GuardFetch;
   signal?: AbortSignal;
+  /** `bedrock_endpoint_url` (config.yaml): where `kind: bedrock` calls ApplyGuardrail instead of AWS. */
+  bedrockEndpointUrl?: string | undefined;
   /** Lines a check writes itself (a remote service's 4xx); `guardrail` and `id` fields are added by the chain. */
   log?: (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;
 }

@@ -15,6 +15,8 @@ export type ErrorType =
   | 'upstream_error'
   | 'upstream_timeout'
   | 'service_unavailable'
+  /** The target's provider key names no adapter (AISIX's kind): 503, nothing sent. */
+  | 'provider_unavailable'
   | 'not_found'
   | 'method_not_allowed'
   | 'internal_error'
@@ -28,6 +30,8 @@ export class ProxyError {
     readonly message: string,
     readonly code?: string,
     readonly headers?: Record<string, string>,
+    /** More members of the OpenAI envelope's `error` (AISIX's `policy` on a policy refusal). */
+    readonly members?: Record<string, unknown>,
   ) {}
 }
 
@@ -83,7 +87,9 @@ export function fromFailure(f: DispatchFailure): ProxyError {
 }
 
 export function openaiEnvelope(e: ProxyError): string {
-  return JSON.stringify({ error: { message: e.message, type: e.type, ...(e.code ? { code: e.code } : {}) } });
+  return JSON.stringify({
+    error: { message: e.message, type: e.type, ...(e.code ? { code: e.code } : {}), ...e.members },
+  });
 }
 
 /**

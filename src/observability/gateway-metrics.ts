@@ -4,6 +4,7 @@ import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import type { ConfigFactsView } from '../config-facts.ts';
 import { DEFAULT_BUCKETS } from '../config/schema.ts';
 import { bucketQuantile, Counter, Gauge, Histogram, Registry, Summary } from './metrics.ts';
+import { RequestSeries } from './request-series.ts';
 
 /** Labels of every `aisix_deployment_*` series, in declaration order. */
 export type DeploymentLabels = [provider: string, model: string, upstream_model: string, provider_key_id: string];
@@ -210,6 +211,9 @@ export class GatewayMetrics {
   readonly otlpDelivered = this.registry.register(
     new Counter('sluice_otlp_delivered_spans_total', 'Trace spans an OTLP exporter delivered.', ['exporter']),
   );
+
+  /** The request families' series per request label set, bound once (request-series.ts). */
+  readonly requestSeries: RequestSeries = new RequestSeries(this);
 
   constructor(src: MetricsSources) {
     const r = this.registry;

@@ -17,8 +17,25 @@ export interface Logger {
   info(msg: string, fields?: Fields): void;
   warn(msg: string, fields?: Fields): void;
   error(msg: string, fields?: Fields): void;
+  /**
+   * The line `log` writes for the object of `layout`'s names and `values` (in that order, `undefined` for an
+   * absent field), byte for byte, without the object: for a line written with the same fields every time.
+   */
+  logLine(level: Level, msg: string, layout: LineLayout, values: readonly unknown[]): void;
   /** The same sink and level, writing lines under another target (e.g. `aisix_obs::access_log`). */
   withTarget(target: string): Logger;
+}
+
+/** A line's field names, fixed, with each member's head preformatted for both formats. */
+export class LineLayout {
+  /** `,"name":` per field. */
+  readonly json: readonly string[];
+  /** ` name=` per field. */
+  readonly text: readonly string[];
+  constructor(readonly names: readonly string[]) {
+    this.json = names.map((k) => `,${JSON.stringify(k)}:`);
+    this.text = names.map((k) => ` ${k}=`);
+  }
 }
 
 export interface LoggerOptions {
@@ -113,17 +130,44 @@ function jsonLine(head: string, fields: Fields): string {
   if (Object.getPrototypeOf(fields) !== Object.prototype || 'toJSON' in fields) return spliced(head, fields);
   let out = head;
   for (const k in fields) {
-    const v = fields[k];
-    let s: string;
-    if (typeof v === 'string') s = JSON_ESCAPED.test(v) ? JSON.stringify(v) : `"${v}"`;
-    else if (typeof v === 'number' && Number.isFinite(v)) s = String(v);
-    else if (typeof v === 'boolean') s = v ? 'true' : 'false';
-    else if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
-    else if (v === null) s = 'null';
-    else return spliced(head, fields);
+    const s = jsonValue(fields[k]);
+    if (s === SKIP) continue;
+    if (s === WHOLE) return spliced(head, fields);
     out += memberHead(k) + s;
   }
   return `${out}}`;
+}
+
+/** `jsonLine` for a layout's values: the same bytes as for the object of those names and values. */
+function jsonLayoutLine(head: string, layout: LineLayout, values: readonly unknown[]): string {
+  let out = head;
+  for (let i = 0; i < values.length; i++) {
+    const s = jsonValue(values[i]);
+    if (s === SKIP) continue;
+    if (s === WHOLE) return spliced(head, layoutObject(layout, values));
+    out += layout.json[i]! + s;
+  }
+  return `${out}}`;
+}
+
+function layoutObject(layout: LineLayout, values: readonly unknown[]): Fields {
+  const o: Fields = {};
+  for (let i = 0; i < values.length; i++) o[layout.names[i]!] = values[i];
+  return o;
+}
+
+/** A member `JSON.stringify` leaves out. */
+const SKIP = 0;
+/** A value only `JSON.stringify` of the whole object writes right. */
+const WHOLE = 1;
+/** A member value as `JSON.stringify` writes it, for the primitives callers pass. */
+function jsonValue(v: unknown): string | typeof SKIP | typeof WHOLE {
+  if (typeof v === 'string') return JSON_ESCAPED.test(v) ? JSON.stringify(v) : `"${v}"`;
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return SKIP;
+  if (v === null) return 'null';
+  return WHOLE;
 }
 
 /** Field names are a few constants: `,"name":` is built once per name (bounded: a caller's odd names are not kept). */
@@ -160,19 +204,29 @@ const PADDED: Record<Level, string> = { trace: 'TRACE', debug: 'DEBUG', info: ' 
 
 export function createLogger(opts: LoggerOptions): Logger {
   const min = RANK[opts.level];
+  const write = (line: string) => {
+    try {
+      opts.write(line);
+    } catch {
+      // A closed stderr must not take a request down with it.
+    }
+  };
   const now = opts.now;
   const time = clock(now ? () => now().getTime() : Date.now, opts.format === 'json' ? 'Z' : '000Z');
   const make = (target: string): Logger => {
     const jsonTarget = JSON.stringify(target);
+    const jsonHead = (level: Level, msg: string) =>
+      `{"time":"${time()}","level":"${UPPER[level]}","target":${jsonTarget},"msg":${quotedMsg(msg)}`;
+    const textHead = (level: Level, msg: string) => `${time()} ${PADDED[level]} ${target}: ${msg}`;
     const log = (level: Level, msg: string, fields?: Fields): void => {
       if (RANK[level] < min) return;
       let line: string;
       if (opts.format === 'json') {
         // `{"time","level","target","msg"` then the fields' own object body: no merged copy of the fields.
-        const head = `{"time":"${time()}","level":"${UPPER[level]}","target":${jsonTarget},"msg":${quotedMsg(msg)}`;
+        const head = jsonHead(level, msg);
         line = fields ? jsonLine(head, fields) : `${head}}`;
       } else {
-        line = `${time()} ${PADDED[level]} ${target}: ${msg}`;
+        line = textHead(level, msg);
         if (fields) {
           for (const k in fields) {
             const v = fields[k];
@@ -180,15 +234,25 @@ export function createLogger(opts: LoggerOptions): Logger {
           }
         }
       }
-      try {
-        opts.write(line);
-      } catch {
-        // A closed stderr must not take a request down with it.
+      write(line);
+    };
+    const logLine = (level: Level, msg: string, layout: LineLayout, values: readonly unknown[]): void => {
+      if (RANK[level] < min) return;
+      let line: string;
+      if (opts.format === 'json') line = jsonLayoutLine(jsonHead(level, msg), layout, values);
+      else {
+        line = textHead(level, msg);
+        for (let i = 0; i < values.length; i++) {
+          const v = values[i];
+          if (v !== undefined && v !== null) line += layout.text[i]! + textValue(v);
+        }
       }
+      write(line);
     };
     return {
       enabled: (level) => RANK[level] >= min,
       log,
+      logLine,
       debug: (m, f) => log('debug', m, f),
       info: (m, f) => log('info', m, f),
       warn: (m, f) => log('warn', m, f),

@@ -30,6 +30,9 @@ export const MSG = {
   requestCompleted: 'proxy request completed',
   sighupIgnoredEtcd: 'received SIGHUP; ignored in etcd mode (the watch keeps the configuration current)',
   ignoredKeys: 'config keys accepted for AISIX compatibility and ignored',
+  /** AISIX's words for `upstream.tls.verify: false`. */
+  upstreamTlsUnverified:
+    'upstream.tls.verify is false: upstream certificates are NOT checked, so any peer able to intercept the connection can read and rewrite prompts, responses, and upstream API keys',
   listening: 'listening',
   resourcesLoaded: 'resources file loaded',
   sinkStarted: 'sink pipeline started',

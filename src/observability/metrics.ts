@@ -124,6 +124,36 @@ abstract class Family<T> implements Metric {
   protected abstract renderSeries(out: string[], values: LabelValues, data: T): void;
 }
 
+/**
+ * Values found by label values through the same index as a family's series (nothing rendered, never
+ * registered): for a caller that keeps something per label set, such as the series it has bound.
+ */
+export class LabelIndex<T> extends Family<T> {
+  constructor(private readonly make: (values: LabelValues) => T) {
+    super('', '', 'index', []);
+  }
+  private pending: LabelValues = [];
+  protected init(): T {
+    return this.make(this.pending);
+  }
+  /** The value of `values`, made (with those values) on the first call. */
+  get(values: LabelValues): T {
+    this.pending = values;
+    return this.entry(values);
+  }
+  protected renderSeries(): void {}
+}
+
+/** One counter series, bound: updates it without finding it. */
+export interface BoundCounter {
+  inc(by?: number): void;
+}
+
+/** One summary or histogram series, bound: observes into it without finding it. */
+export interface BoundObserver {
+  observe(v: number): void;
+}
+
 export class Counter extends Family<{ v: number }> {
   constructor(name: string, help: string, labelNames: readonly string[] = []) {
     super(name, help, 'counter', labelNames);
@@ -133,6 +163,15 @@ export class Counter extends Family<{ v: number }> {
   }
   inc(values: LabelValues = [], by = 1): void {
     this.entry(values).v += by;
+  }
+  /** The series of `values`, created now as the first `inc` would create it. */
+  bind(values: LabelValues): BoundCounter {
+    const d = this.entry(values);
+    return {
+      inc(by = 1) {
+        d.v += by;
+      },
+    };
   }
   /** The series' value; 0 (and no series created) when it does not exist. */
   get(values: LabelValues = []): number {
@@ -197,7 +236,14 @@ export class Histogram extends Family<HistogramData> {
   }
   /** Counts only the first bucket `v` fits in; the exposition adds them up (`le` buckets are cumulative). */
   observe(values: LabelValues, v: number): void {
+    this.observeInto(this.entry(values), v);
+  }
+  /** The series of `values`, created now as the first `observe` would create it. */
+  bind(values: LabelValues): BoundObserver {
     const d = this.entry(values);
+    return { observe: (v) => this.observeInto(d, v) };
+  }
+  private observeInto(d: HistogramData, v: number): void {
     const b = this.buckets;
     let i = 0;
     while (i < b.length && !(v <= b[i]!)) i++;
@@ -275,7 +321,14 @@ export class Summary extends Family<SummaryData> {
     return { windows, sum: 0, count: 0 };
   }
   observe(values: LabelValues, v: number): void {
+    this.observeInto(this.entry(values), v);
+  }
+  /** The series of `values`, created now as the first `observe` would create it. */
+  bind(values: LabelValues): BoundObserver {
     const d = this.entry(values);
+    return { observe: (v) => this.observeInto(d, v) };
+  }
+  private observeInto(d: SummaryData, v: number): void {
     d.sum += v;
     d.count += 1;
     const epoch = Math.floor(this.now() / SUMMARY_SUB_WINDOW_MS);

@@ -30,6 +30,7 @@ async function send(
   const beta = c.callerHeaders?.get('anthropic-beta');
   if (beta) headers['anthropic-beta'] = beta;
   if (c.traceparent) headers.traceparent = c.traceparent;
+  if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
   const res = await c.upstream({
     url: `${c.key.api_base}${path}`,
     method: 'POST',

@@ -154,6 +154,7 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
   headers['content-type'] = 'application/json';
   headers.accept = c.stream ? 'text/event-stream' : 'application/json';
   if (c.traceparent) headers.traceparent = c.traceparent;
+  if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
   const path = PATHS[c.endpoint as keyof typeof PATHS];
   const res = await c.upstream({
     url: `${where.base}/openai/deployments/${deployment}${path}?api-version=${encodeURIComponent(where.version)}`,

@@ -3,8 +3,11 @@
 // because Bedrock, Vertex and Azure put account ids, ARNs and project names in it.
 import type { ProviderResult } from './types.ts';
 
+/** A whole answer an adapter gives without calling (or in place of the upstream's own). */
+type ProviderAnswer = Extract<ProviderResult, { kind: 'response' }>;
+
 /** A credential that is missing or does not parse: 401 `authentication_error`, no upstream call. */
-export function invalidCredentials(detail: string): ProviderResult {
+export function invalidCredentials(detail: string): ProviderAnswer {
   return errorAnswer(401, 'authentication_error', `invalid upstream credentials: ${detail}`);
 }
 
@@ -45,7 +48,7 @@ function errorAnswer(
   message: string,
   code?: string,
   retryAfter: string | null = null,
-): ProviderResult {
+): ProviderAnswer {
   const error: Record<string, string> = { message, type };
   if (code) error.code = code;
   return { kind: 'response', status, body: JSON.stringify({ error }), contentType: 'application/json', retryAfter };

@@ -25,16 +25,14 @@ function needsBase(adapter: ProviderAdapter): ProviderAdapter {
   };
 }
 
-/** The adapter of a key of another vendor that names none: every call refused, nothing sent anywhere. */
+/**
+ * The adapter of a key of another vendor that names none: every call refused with AISIX's 503
+ * `provider_unavailable`, nothing sent anywhere.
+ */
 const unboundAdapter: ProviderAdapter = {
   name: 'openai',
   supports: () => true,
-  call: (c) =>
-    Promise.resolve(
-      invalidConfig(
-        `provider_key for vendor "${c.key.provider}" names no adapter (openai, anthropic, bedrock, vertex, azure-openai)`,
-      ),
-    ),
+  call: () => Promise.resolve({ kind: 'refused', message: 'no bridge registered for provider', unavailable: true }),
 };
 
 const ADAPTERS: Record<AdapterName, ProviderAdapter> = {

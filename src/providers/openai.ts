@@ -33,6 +33,7 @@ export const openaiAdapter: ProviderAdapter = {
     };
     if (c.key.api_key) headers.authorization = `Bearer ${c.key.api_key}`;
     if (c.traceparent) headers.traceparent = c.traceparent;
+    if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
     // Native Responses always reports usage at its end: nothing to ask for there.
     const inject = (c.endpoint === 'chat' || c.endpoint === 'completions') && injectsUsage(c.body, c.stream);
     const body = inject ? { ...c.body, stream_options: INJECTED_STREAM_OPTIONS } : c.body;

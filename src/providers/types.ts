@@ -24,6 +24,8 @@ export interface ProviderCall {
   upstream: UpstreamFetch;
   /** The W3C `traceparent` of this attempt's span, when the request is traced (docs/operations.md "Tracing"). */
   traceparent?: string;
+  /** The request's id, sent as `x-aisix-request-id`: the same on every retry and failover attempt. */
+  requestId?: string;
   /** Aborted on client disconnect, on the model's deadline, or on a stream's silence timeout. */
   signal: CancelSignal;
   /**
@@ -78,8 +80,11 @@ export type ProviderResult =
      */
     counted?: () => TokenCounts | undefined;
   }
-  /** The gateway refuses the call itself (e.g. a translation the target cannot express): a 400, no upstream call. */
-  | { kind: 'refused'; message: string };
+  /**
+   * The gateway refuses the call itself (e.g. a translation the target cannot express): a 400, no upstream
+   * call; `unavailable`: the key has no adapter to call with, a 503 `provider_unavailable` (AISIX's status).
+   */
+  | { kind: 'refused'; message: string; unavailable?: true };
 
 /** How a caller's stream ended: whole, cut by our silence deadline, failed upstream, or left by the caller. */
 export type StreamEnd = 'complete' | 'upstream_timeout' | 'upstream_error' | 'client_closed';

@@ -6,7 +6,8 @@ import { errors, ProxyError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { RateLimiter } from '../routing/rate-limit.ts';
+import { limiterMessage } from '../policies/target-gate.ts';
+import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
@@ -97,27 +98,46 @@ export function admitStep(
   };
 }
 
-/** The caller's rate limits (api key, then model): a permit held until the answer's last byte. */
+/**
+ * The caller's rate limits (api key, then model, then the policies the `policies` step found), all or
+ * nothing: a permit held until the answer's last byte.
+ */
 export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
   return {
     name: 'reserve',
     async run(call) {
       const { key } = call.caller;
       const { model } = call.resolved;
-      const admitted = await limiter.acquire([
+      const own: RateLimitSubject[] = [
         { scope: 'api_key', id: key.id, limits: key.rate_limit },
         { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
-      ]);
-      if (!admitted.allowed) {
-        const what = `${admitted.scope === 'api_key' ? 'API key' : 'model'} ${admitted.dimension}`;
-        const e = errors.rateLimited(admitted.retryAfterSecs, what);
-        return new ProxyError(e.status, e.type, e.message, e.code, { ...e.headers, ...admitted.headers });
-      }
+      ];
+      const policies = call.policySubjects;
+      const admitted = await limiter.acquire(policies.length === 0 ? own : [...own, ...policies]);
+      if (!admitted.allowed) return rateLimitRefusal(admitted);
       call.permit = admitted.permit;
       call.limitHeaders = admitted.headers;
       return undefined;
     },
   };
+}
+
+/** A limiter's refusal as the caller's 429; a policy's in AISIX's words, naming the policy. */
+export function rateLimitRefusal(r: Extract<RateLimitDecision, { allowed: false }>): ProxyError {
+  if (r.scope === 'policy') {
+    const name = r.name ?? r.id;
+    return new ProxyError(
+      429,
+      'rate_limit_exceeded',
+      `${limiterMessage(r.kind)} (policy '${name}')`,
+      undefined,
+      { ...(r.kind === 'concurrency' ? {} : { 'retry-after': String(r.retryAfterSecs) }), ...r.headers },
+      { policy: { id: r.id, name } },
+    );
+  }
+  const what = `${r.scope === 'api_key' ? 'API key' : 'model'} ${r.dimension}`;
+  const e = errors.rateLimited(r.retryAfterSecs, what);
+  return new ProxyError(e.status, e.type, e.message, e.code, { ...e.headers, ...r.headers });
 }
 
 /**

@@ -12,7 +12,11 @@ import { streamWithCallerModel, withCallerModel } from '../providers/caller-mode
 import { estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
 import { responsesErrorEvent } from '../providers/translate/responses-via-chat.ts';
 import type { StreamEnd } from '../providers/types.ts';
+import { TargetLimits } from '../policies/target-gate.ts';
+import type { RoutingModel } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
+import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { ModelCall } from './pipeline.ts';
 import type { ModelCallRoute } from './routes.ts';
@@ -23,6 +27,11 @@ import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 import type { RequestTrace } from '../telemetry/trace.ts';
+
+/** Whether any target of `m` has limits of its own to reserve: its inline `rate_limit`, or a policy. */
+function targetsLimited(snapshot: Snapshot, m: RoutingModel): boolean {
+  return snapshot.policies.length > 0 || m.routing.targets.some((t) => snapshot.modelByName(t.model)?.rate_limit);
+}
 
 /** The caller's error in its wire, recorded for the access log. */
 export function fail(c: Context<ProxyEnv>, e: ProxyError): Response {
@@ -38,7 +47,9 @@ export interface AnswerDeps {
   adminKeys: readonly string[];
   /** `downstream.sse_keepalive_interval_secs`, in ms. */
   keepaliveMs: number;
-  /** When the answer's first byte goes out (the duration summaries, `ttft_ms`). */
+  /** The caller limiter, for a routing model's targets' own limits. */
+  limiter: Pick<RateLimiter, 'acquire'>;
+  /** When the answer's first byte goes out (the duration summaries, `ttft_ms`); the limits' windows. */
   clock: Clock;
   /** Content capture of traced requests (`content_mode: full`). */
   telemetry?: Pick<Telemetry, 'captureBytes'>;
@@ -60,6 +71,10 @@ export class Answerer {
       stream,
       m.kind === 'direct' && key ? { model: m, key, upstreamModel: resolved.upstreamModel ?? m.model_name } : undefined,
     );
+    const limits = m.kind === 'routing' && targetsLimited(caller.snapshot, m)
+      ? new TargetLimits(this.d.limiter, caller.snapshot, caller.key, m, this.d.clock)
+      : undefined;
+    if (limits) call.permit = limits.with(call.permit);
     const trace = rec.trace;
     if (trace && this.d.telemetry?.captureBytes(trace) !== undefined) {
       trace.prompt = this.scrubber(call)()(JSON.stringify(body));
@@ -79,6 +94,8 @@ export class Answerer {
         headers: call.headers,
         apiKeyId: caller.key.id,
         clientIp: call.clientIp,
+        ...(limits ? { reserveTarget: limits.reserve } : {}),
+        requestId: rec.requestId,
       });
     } catch (e) {
       void call.permit.end();

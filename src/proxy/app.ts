@@ -17,14 +17,15 @@ import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
-import { abandonCacheMiss, cacheLookupStep, cacheStoreStep, embedThrough } from './cache-steps.ts';
+import { abandonCacheMiss, cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
 import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
-import { guardrailSteps } from './guardrails.ts';
-import { buildPipeline, ModelCall, type Pipeline, runModelCall } from './pipeline.ts';
+import { guardrails } from './guardrails.ts';
+import { ModelCall, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
+import { policiesStep } from './policies.ts';
 import { SERVER } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
@@ -95,14 +96,18 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatcher,
     adminKeys: cfg.admin.admin_keys,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
+    limiter: d.rateLimiter,
     clock: d.clock,
     telemetry: d.telemetry,
     maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
   });
-  // Built once: the features join here (FeatureSteps). Guardrails come from the snapshot, so their steps
-  // look at it per request and find nothing to run where none is configured.
+  // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
+  // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).
   const cache = d.cache?.engine(embedThrough(dispatcher));
-  const pipeline = buildPipeline({
+  const guards = guardrails(d);
+  const features: SnapshotFeature[] = [policiesStep(d.clock), guards.steps];
+  if (cache) features.push(cacheSteps(cache, guards.checkCached));
+  const pipelines = new SnapshotPipelines({
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
@@ -110,12 +115,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     dispatch: (call) => answerer.dispatch(call),
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
-  }, {
-    ...guardrailSteps(d),
-    ...(cache ? { cacheLookup: cacheLookupStep(cache), cacheStore: cacheStoreStep } : {}),
-  });
+  }, features);
   for (const route of ROUTES) {
-    const handler = isModelCall(route) ? modelCall(pipeline, route) : listModels(d);
+    const handler = isModelCall(route) ? modelCall(pipelines, route) : listModels(d);
     app.on(route.method, route.path, handler);
   }
   app.all('/v1/*', (c) => {
@@ -126,10 +128,10 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   return app;
 }
 
-/** A model call on `route`: one run of the pipeline. */
-function modelCall(p: Pipeline, route: ModelCallRoute) {
+/** A model call on `route`: one run of its snapshot's pipeline. */
+function modelCall(p: SnapshotPipelines, route: ModelCallRoute) {
   return function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
-    return runModelCall(p, new ModelCall(c, c.get('rec'), route));
+    return p.run(new ModelCall(c, c.get('rec'), route));
   };
 }
 

@@ -1,23 +1,30 @@
 // The response cache's two pipeline steps (pipeline.ts; docs/cache.md): "cache lookup", after the rate-limit
-// reservation, answers a hit — request slots taken, 0 tokens charged — or remembers the miss; "cache store"
-// keeps a successful answer and puts the miss's header on it. Only non-streamed chat completions in
-// OpenAI's wire are looked up. With no enabled policy in the snapshot both steps return at once, with no
-// promise turn.
+// reservation, answers a hit — through the caller's output guardrails, request slots taken, 0 tokens
+// charged — or remembers the miss; "cache store" keeps a successful answer and puts the miss's header on it.
+// Only non-streamed chat completions in OpenAI's wire are looked up. The steps are in the pipeline only of
+// a snapshot with an enabled policy.
 import type { CacheHit, CacheMiss, Embed, ResponseCache } from '../cache/response-cache.ts';
+import { ProxyError } from '../http/errors.ts';
 import type { ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher } from '../routing/dispatch.ts';
 import { Cancel } from '../util/cancel.ts';
 import type { ResolvedModel } from './admission.ts';
 import { commitUsage, stamped } from './answer.ts';
-import type { AnswerStep, ModelCall, Step } from './pipeline.ts';
+import type { AnswerStep, ModelCall, SnapshotFeature, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
 
 /** Misses waiting for their answer, by request (the store step, or `abandonCacheMiss` on a throw). */
 const misses = new WeakMap<RequestRecord, CacheMiss>();
 
-export function cacheLookupStep(cache: ResponseCache): Step {
-  const lookup = async (call: ModelCall): Promise<Response | undefined> => {
+/**
+ * A cached answer through the call's output checks: the body to serve, or the refusal (a policy that now
+ * blocks the answer is never bypassed by a hit). Absent when no guardrail can apply.
+ */
+export type CheckCached = (call: ModelCall, body: string) => string | Promise<string | ProxyError>;
+
+export function cacheLookupStep(cache: ResponseCache, checkCached?: CheckCached): Step {
+  const lookup = async (call: ModelCall): Promise<StepResult> => {
     const d = await cache.lookup({
       snapshot: call.caller.snapshot,
       body: call.body,
@@ -25,7 +32,7 @@ export function cacheLookupStep(cache: ResponseCache): Step {
       cacheControl: call.headers.get('cache-control'),
     });
     if (d === undefined) return undefined;
-    if (d.kind === 'hit') return answerHit(call, d);
+    if (d.kind === 'hit') return answerHit(call, d, checkCached);
     misses.set(call.rec, d);
     call.rec.cacheMissed(d.kind);
     return undefined;
@@ -33,12 +40,19 @@ export function cacheLookupStep(cache: ResponseCache): Step {
   return {
     name: 'cache lookup',
     run(call) {
-      if (call.route.call !== 'chat' || call.body.stream === true || !cache.applies(call.caller.snapshot)) {
-        return undefined;
-      }
+      if (call.route.call !== 'chat' || call.body.stream === true) return undefined;
       return lookup(call);
     },
   };
+}
+
+/**
+ * The cache's steps in the pipeline of a snapshot with an enabled cache policy; none in the pipeline of one
+ * without (pipeline.ts `SnapshotFeature`).
+ */
+export function cacheSteps(cache: ResponseCache, checkCached?: CheckCached): SnapshotFeature {
+  const cacheLookup = cacheLookupStep(cache, checkCached);
+  return (snapshot) => (cache.applies(snapshot) ? { cacheLookup, cacheStore: cacheStoreStep } : undefined);
 }
 
 export const cacheStoreStep: AnswerStep = {
@@ -64,13 +78,22 @@ export function abandonCacheMiss(rec: RequestRecord | undefined): void {
   misses.delete(rec);
 }
 
-/** A hit in the caller's wire; the reservation is committed with 0 tokens. */
-async function answerHit(call: ModelCall, hit: CacheHit): Promise<Response> {
+/**
+ * A hit in the caller's wire, or the refusal of an output guardrail that blocks it; the reservation is
+ * committed with 0 tokens either way (no upstream spent any).
+ */
+async function answerHit(call: ModelCall, hit: CacheHit, checkCached: CheckCached | undefined): Promise<StepResult> {
   const { rec, caller, resolved } = call;
   rec.dispatching(false, firstUpstream(caller.snapshot, resolved));
   rec.cacheHit(hit.layer, hit.similarity, hit.usage);
+  let body: string | ProxyError = hit.body;
+  if (checkCached) {
+    const checked = checkCached(call, body);
+    body = checked instanceof Promise ? await checked : checked;
+  }
   await commitUsage(call, 0);
-  return stamped(call, hit.body, 200, { 'content-type': 'application/json', ...hit.headers, ...call.limitHeaders });
+  if (body instanceof ProxyError) return body;
+  return stamped(call, body, 200, { 'content-type': 'application/json', ...hit.headers, ...call.limitHeaders });
 }
 
 /**

@@ -1,8 +1,8 @@
 // The guardrail steps of the request pipeline (pipeline.ts; docs/guardrails.md "Where they run"): the input
 // check before the rate-limit reservation (a refused prompt spends no quota), the output check on the winning
 // attempt's answer (its tokens are charged; no failover on a refusal). Each snapshot's attachment index is
-// built once, on its first request; a snapshot without guardrails gives the input step nothing to run and
-// the output step nothing to find, without a promise turn.
+// built once, with its pipeline, on its first request; a snapshot without guardrails has no guardrail step.
+import type { Config } from '../config/schema.ts';
 import { AttachmentIndex } from '../guardrails/attachments.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
 import { checkAnswer, checkRequest, runsOn } from '../guardrails/guard.ts';
@@ -17,10 +17,11 @@ import type { Registry } from '../observability/metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
-import type { AnswerStep, ModelCall, Step } from './pipeline.ts';
+import type { AnswerStep, ModelCall, SnapshotFeature } from './pipeline.ts';
 import { readBody, StreamUsage, totalOf } from './usage.ts';
 
 export interface GuardrailStepDeps {
+  config: Pick<Config, 'bedrock_endpoint_url'>;
   log: Logger;
   metrics: { readonly registry: Registry };
   upstream: UpstreamFetch;
@@ -29,26 +30,26 @@ export interface GuardrailStepDeps {
 /** The chain each call resolved in its input step, for its output step. */
 const chains = new WeakMap<ModelCall, readonly Guardrail[]>();
 
-export function guardrailSteps(d: GuardrailStepDeps): { inputChecks: Step; outputChecks: AnswerStep } {
+/** The guardrail feature of the pipeline, and the output check of a cached answer (for the cache lookup). */
+export interface Guardrails {
+  /**
+   * A snapshot's guardrail steps (input and output checks, over its attachment index built here, once), or
+   * undefined when no guardrail of the snapshot applies anywhere: its pipeline then has no guardrail step.
+   */
+  steps: SnapshotFeature;
+  /**
+   * A cached answer through the call's output hook, as an upstream's would go (AISIX): the body to serve
+   * (masks re-applied), or the refusal. The chain is the one the input step resolved for this caller.
+   */
+  checkCached(call: ModelCall, body: string): string | Promise<string | ProxyError>;
+}
+
+export function guardrails(d: GuardrailStepDeps): Guardrails {
   const deps: ChainDeps = {
-    ctx: { fetch: d.upstream },
+    ctx: { fetch: d.upstream, bedrockEndpointUrl: d.config.bedrock_endpoint_url || undefined },
     metrics: guardrailMetricsFor(d.metrics.registry),
     log: (level, msg, fields) => d.log[level](msg, fields),
     now: () => performance.now() / 1000,
-  };
-  const indexes = new WeakMap<Snapshot, AttachmentIndex>();
-  const inputChecks: Step = {
-    name: 'input checks',
-    // Synchronous when the snapshot has no guardrail: no promise turn for a gateway without them.
-    run(call) {
-      const snapshot = call.caller.snapshot;
-      let index = indexes.get(snapshot);
-      if (!index) {
-        index = indexOf(snapshot, d.log);
-        indexes.set(snapshot, index);
-      }
-      return index.empty ? undefined : checkInput(call, index, deps);
-    },
   };
   const outputChecks: AnswerStep = {
     name: 'output checks',
@@ -58,7 +59,17 @@ export function guardrailSteps(d: GuardrailStepDeps): { inputChecks: Step; outpu
       return checkOutput(call, chain, result, deps);
     },
   };
-  return { inputChecks, outputChecks };
+  const steps: SnapshotFeature = (snapshot) => {
+    if (snapshot.guardrails.length === 0) return undefined;
+    const index = indexOf(snapshot, d.log);
+    if (index.empty) return undefined;
+    return { inputChecks: { name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks };
+  };
+  const checkCached = (call: ModelCall, body: string) => {
+    const chain = chains.get(call);
+    return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, deps) : body;
+  };
+  return { steps, checkCached };
 }
 
 /** The index of a snapshot, with its build-time lines logged once. */
@@ -96,6 +107,7 @@ async function checkInput(call: ModelCall, index: AttachmentIndex, deps: ChainDe
     deps,
     call.resolved.model.display_name,
   );
+  if (r.verdict) call.rec.guardrailsRan(r.verdict);
   return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('request', r.refusal.guardrail)) : undefined;
 }
 
@@ -109,6 +121,7 @@ async function checkOutput(
   if (result.kind !== 'response' || result.status >= 300) return result;
   const model = call.resolved.model.display_name;
   const r = await checkAnswer(chain, endpointOf(call), call.route.wire, result.body, deps, model);
+  if (r.verdict) call.rec.guardrailsRan(r.verdict);
   if (!r.refusal) return r.body === result.body ? result : { ...result, body: r.body };
   // The upstream spent the tokens: charge them before the refusal.
   const read = readBody(result.body);
@@ -116,6 +129,18 @@ async function checkOutput(
   await call.permit.end(call.permit.chargesTokens ? totalOf(read.usage) : undefined);
   const message = blockMessage('response', r.refusal.guardrail);
   return { kind: 'error', failure: { kind: 'content_filter', status: 422, message }, served: result.served };
+}
+
+async function checkCachedOutput(
+  call: ModelCall,
+  chain: readonly Guardrail[],
+  body: string,
+  deps: ChainDeps,
+): Promise<string | ProxyError> {
+  const model = call.resolved.model.display_name;
+  const r = await checkAnswer(chain, endpointOf(call), call.route.wire, body, deps, model, GUARDRAIL_MSG.blockedCached);
+  if (r.verdict) call.rec.guardrailsRan(r.verdict);
+  return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('response', r.refusal.guardrail)) : r.body;
 }
 
 function guardedStream(
@@ -138,8 +163,10 @@ function guardedStream(
     wire: call.route.wire,
     deps,
     abort: result.abort,
-    onBlock(name) {
+    onVerdict: (v) => call.rec.guardrailsRan(v),
+    onBlock(name, verdict) {
       blocked = true;
+      if (!verdict) call.rec.guardrailOverflowBlocked();
       const used = spent.usage();
       call.rec.read(used, spent.id);
       void call.permit.end(call.permit.chargesTokens ? totalOf(used) : undefined);

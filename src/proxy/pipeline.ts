@@ -6,13 +6,14 @@
 //   → when the last byte is out: usage commit → [telemetry: metrics, access log]   answer.ts, track.ts
 //
 // Steps in parentheses are features: each is in the list only when it is configured, so an absent one costs
-// nothing per request. The list is built once per app (`buildPipeline`); a feature whose rules come from the
-// resources builds its sub-steps once per snapshot (`perSnapshot`). Every write to the request's record goes
-// through `RequestRecord` (record.ts).
+// nothing per request. A feature whose rules come from the resources (guardrails, cache policies) is a
+// `SnapshotFeature`: its steps are built once per snapshot, and a snapshot without its rules gets a pipeline
+// without them (`SnapshotPipelines`). Every write to the request's record goes through `RequestRecord`
+// (record.ts).
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { Permit } from '../routing/rate-limit.ts';
+import type { Permit, RateLimitSubject } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
 import type { Caller, ResolvedModel } from './admission.ts';
 import type { ProxyEnv } from './env.ts';
@@ -32,6 +33,8 @@ export class ModelCall {
   resolved!: ResolvedModel;
   /** admit: the caller's address under `proxy.real_ip` (for `allowed_cidrs` and `hash_on: client_ip`). */
   clientIp: string | undefined = undefined;
+  /** policies: the rate-limit policies' buckets the call meets, reserved with the key's and the model's. */
+  policySubjects: readonly RateLimitSubject[] = NO_SUBJECTS;
   /** reserve */
   permit!: Permit;
   /** reserve: the caller-facing `x-ratelimit-*` headers of the limits that apply. */
@@ -43,6 +46,8 @@ export class ModelCall {
     return this.c.req.raw.headers;
   }
 }
+
+const NO_SUBJECTS: readonly RateLimitSubject[] = [];
 
 /** What a step before dispatch decides: go on (undefined), refuse (the caller's error), or answer here. */
 export type StepResult = ProxyError | Response | undefined;
@@ -119,12 +124,12 @@ export function buildPipeline(core: CoreSteps, features: FeatureSteps = {}): Pip
 }
 
 /**
- * One model call through the pipeline: the steps before dispatch in order until one refuses or answers,
- * then dispatch, the answer steps, and the answer.
+ * One model call through the pipeline: the steps before dispatch in order (from `from`) until one refuses
+ * or answers, then dispatch, the answer steps, and the answer.
  */
-export async function runModelCall(p: Pipeline, call: ModelCall): Promise<Response> {
+export async function runModelCall(p: Pipeline, call: ModelCall, from = 0): Promise<Response> {
   const steps = p.steps;
-  for (let i = 0; i < steps.length; i++) {
+  for (let i = from; i < steps.length; i++) {
     let r = steps[i]!.run(call);
     if (r instanceof Promise) r = await r;
     if (r !== undefined) return r instanceof ProxyError ? p.refuse(call, r) : r;
@@ -138,26 +143,44 @@ export async function runModelCall(p: Pipeline, call: ModelCall): Promise<Respon
 }
 
 /**
- * A step whose sub-steps come from the resources of the caller's snapshot (e.g. guardrails bound to models):
- * built once per snapshot, on its first request, and run in order. Needs the caller (after `identify`).
+ * A feature whose rules come from the resources (guardrails bound to models, cache policies): its steps for
+ * one snapshot, or undefined when the snapshot has none of its rules. Called once per snapshot.
  */
-export function perSnapshot(name: StepName, build: (snapshot: Snapshot) => readonly Step[]): Step {
-  const built = new WeakMap<Snapshot, readonly Step[]>();
-  return {
-    name,
-    async run(call) {
-      const snapshot = call.caller.snapshot;
-      let steps = built.get(snapshot);
-      if (!steps) {
-        steps = build(snapshot);
-        built.set(snapshot, steps);
-      }
-      for (let i = 0; i < steps.length; i++) {
-        let r = steps[i]!.run(call);
-        if (r instanceof Promise) r = await r;
-        if (r !== undefined) return r;
-      }
-      return undefined;
-    },
-  };
+export type SnapshotFeature = (snapshot: Snapshot) => FeatureSteps | undefined;
+
+/**
+ * The pipelines of a proxy app, one per snapshot: the core steps and the steps of each feature the snapshot
+ * configures, so a snapshot without guardrails or cache policies runs none of their code. The pipeline is
+ * chosen by the snapshot `identify` served the caller from; built on that snapshot's first request.
+ */
+export class SnapshotPipelines {
+  private readonly built = new WeakMap<Snapshot, Pipeline>();
+  /** The last snapshot seen and its pipeline: on all but a snapshot's first requests, one comparison. */
+  private last: { snapshot: Snapshot; pipeline: Pipeline } | undefined = undefined;
+
+  constructor(private readonly core: CoreSteps, private readonly features: readonly SnapshotFeature[]) {}
+
+  /** The pipeline of `snapshot`; each feature's slots are its own (a later feature's win on a clash). */
+  of(snapshot: Snapshot): Pipeline {
+    const last = this.last;
+    if (last !== undefined && last.snapshot === snapshot) return last.pipeline;
+    let pipeline = this.built.get(snapshot);
+    if (!pipeline) {
+      const steps: FeatureSteps = {};
+      for (const f of this.features) Object.assign(steps, f(snapshot));
+      pipeline = buildPipeline(this.core, steps);
+      this.built.set(snapshot, pipeline);
+    }
+    this.last = { snapshot, pipeline };
+    return pipeline;
+  }
+
+  /** One model call: `identify`, then the rest of its snapshot's pipeline. */
+  async run(call: ModelCall): Promise<Response> {
+    let r = this.core.identify.run(call);
+    if (r instanceof Promise) r = await r;
+    if (r !== undefined) return r instanceof ProxyError ? this.core.refuse(call, r) : r;
+    // Every pipeline starts with `identify` (buildPipeline): the rest runs from the step after it.
+    return runModelCall(this.of(call.caller.snapshot), call, 1);
+  }
 }

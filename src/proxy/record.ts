@@ -1,11 +1,14 @@
 // What one proxied request leaves behind: its access-log line and its sample in every request family
 // (docs/aisix-compatibility.md "Metrics"), filled in as it is served and written once, when its last byte is out.
+import type { Hit, Verdict } from '../guardrails/chain.ts';
 import type { Wire } from '../http/errors.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import { LineLayout } from '../observability/logger.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
 import { SLO_ENDPOINTS } from '../observability/gateway-metrics.ts';
+import type { BoundRequest } from '../observability/request-series.ts';
 import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
@@ -53,6 +56,8 @@ export class RequestRecord {
   private blockedByPolicy = false;
   /** The response cache's part (docs/cache.md): set when a policy applied to this request. */
   private cache: CacheRecord | undefined = undefined;
+  /** The guardrails' part (docs/guardrails.md "Metrics and logs"): set when a chain ran on a hook. */
+  private guard: GuardrailRecord | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -119,6 +124,33 @@ export class RequestRecord {
     this.usage = { input: saved.input, output: saved.output };
   }
 
+  /**
+   * A guardrail chain ran on one hook of this request (a stream: once per checked window): its members,
+   * findings, masks and bypass join AISIX's usage fields.
+   */
+  guardrailsRan(v: Verdict): void {
+    const g = this.guard ??= { blocked: false, applied: [], ran: new Set(), monitor: [], enforced: [], counts: {} };
+    if (v.blocked) g.blocked = true;
+    g.bypassed ??= v.bypassTag;
+    for (const a of v.applied) {
+      const key = `${a.hook}\u0000${a.name}`;
+      if (g.ran.has(key)) continue;
+      g.ran.add(key);
+      g.applied.push({ kind: a.kind, hook: a.hook });
+    }
+    for (const h of v.hits) {
+      if (h.action === 'would_block' || h.action === 'would_mask') g.monitor.push(h);
+      else g.enforced.push({ ...h, reason: undefined });
+    }
+    for (const [k, n] of Object.entries(v.counts)) g.counts[k] = (g.counts[k] ?? 0) + n;
+  }
+
+  /** A stream over its hold-back cap was refused without a chain's verdict (fail-closed). */
+  guardrailOverflowBlocked(): void {
+    this.guard ??= { blocked: false, applied: [], ran: new Set(), monitor: [], enforced: [], counts: {} };
+    this.guard.blocked = true;
+  }
+
   /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
   failed(kind: string, message: string): void {
     this.errorKind = kind;
@@ -154,42 +186,42 @@ export class RequestRecord {
   }
 
   /**
-   * The access-log line's fields, in AISIX's order (docs/aisix-compatibility.md "Logs"), then Sluice's `peer`
-   * and `downstream_request_id`. Absent values are omitted from the line.
+   * The access-log line's values, in `ACCESS_LOG_LAYOUT`'s order (AISIX's, docs/aisix-compatibility.md "Logs",
+   * then Sluice's `peer` and `downstream_request_id`); `undefined` for an absent one, left out of the line.
    */
-  accessLogFields(status: number, latencyMs: number): Record<string, unknown> {
+  accessLogValues(status: number, latencyMs: number): unknown[] {
     const s = this.served;
     const up = s ?? this.direct;
     const u = this.usage;
-    return {
-      method: this.method,
-      path: this.path,
+    return [
+      this.method,
+      this.path,
       status,
-      latency_ms: latencyMs,
-      provider: up ? providerOf(up) : undefined,
-      model: this.model,
-      api_key_id: this.key?.id,
-      prompt_tokens: u?.input,
-      completion_tokens: u?.output,
-      total_tokens: totalOf(u),
-      // Sluice's own: the token fields are the local estimate (the upstream reported none).
-      usage_estimated: u?.estimated ? true : undefined,
-      request_id: this.requestId,
-      provider_request_id: this.providerRequestId,
-      served_by_model: this.routing && s ? s.model.display_name : undefined,
-      routing_attempt_count: s?.attempts,
-      routing_fallback_count: s?.fallbacks,
-      error_kind: this.errorKind,
-      error: this.errorKind !== undefined ? (this.error ?? this.errorKind) : undefined,
-      peer: this.peer,
-      downstream_request_id: this.downstreamRequestId,
-      ttft_ms: this.stream && this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
-      cache_status: this.cache?.status,
-      cache_hit_layer: this.cache?.layer,
-      cache_similarity: this.cache?.similarity,
-      cache_hit_saved_input_tokens: this.cache?.saved?.input,
-      cache_hit_saved_output_tokens: this.cache?.saved?.output,
-    };
+      latencyMs,
+      up ? providerOf(up) : undefined,
+      this.model,
+      this.key?.id,
+      u?.input,
+      u?.output,
+      totalOf(u),
+      u?.estimated ? true : undefined, // Sluice's own: the token fields are the local estimate
+      this.requestId,
+      this.providerRequestId,
+      this.routing && s ? s.model.display_name : undefined,
+      s?.attempts,
+      s?.fallbacks,
+      this.errorKind,
+      this.errorKind !== undefined ? (this.error ?? this.errorKind) : undefined,
+      this.peer,
+      this.downstreamRequestId,
+      this.stream && this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
+      this.cache?.status,
+      this.cache?.layer,
+      this.cache?.similarity,
+      this.cache?.saved?.input,
+      this.cache?.saved?.output,
+      ...guardrailValues(this.guard),
+    ];
   }
 
   /** What the request's spans say about it (telemetry, src/telemetry/spans.ts). */
@@ -241,31 +273,31 @@ export class RequestRecord {
       identity(this.key, 'user_id'),
       identity(this.key, 'user_name'),
     ];
-    // Each family's own labels after the identity ones: `concat`, not spread copies (on every request).
+    // Each family's own labels after the identity ones: `concat`, not spread copies (on every request). One
+    // lookup of these values finds every series below (request-series.ts).
     const stream = this.stream ? 'true' : 'false';
-    const labels = ident.concat(stream, s?.isFallback ? 'true' : 'false', code, outcome);
-    const durationLabels = ident.concat(stream, code, outcome);
-    m.legacyRequests.inc([provider, model, code, outcome]);
-    m.legacyDuration.observe([provider, model, code], started);
-    m.proxyRequests.inc(labels);
-    if (outcome !== 'success') m.proxyFailedRequests.inc(labels);
-    m.proxyDuration.observe(durationLabels, started);
+    const b = m.requestSeries.of(ident.concat(stream, s?.isFallback ? 'true' : 'false', code, outcome));
+    b.legacyRequests.inc();
+    b.legacyDuration.observe(started);
+    b.proxyRequests.inc();
+    if (outcome !== 'success') b.proxyFailedRequests.inc();
+    b.proxyDuration.observe(started);
     if (this.route?.inference) {
-      m.llmRequests.inc(labels);
-      m.llmDuration.observe(durationLabels, started);
+      b.llmRequests.inc();
+      b.llmDuration.observe(started);
     }
-    this.recordSlo(m, provider, model, status, ident, seconds);
+    this.recordSlo(b, seconds);
     const u = this.usage;
     const total = totalOf(u);
     if (u && total !== undefined) {
-      if (u.input) m.llmInputTokens.inc(ident, u.input);
-      if (u.output) m.llmOutputTokens.inc(ident, u.output);
+      if (u.input) b.llmInputTokens.inc(u.input);
+      if (u.output) b.llmOutputTokens.inc(u.output);
       if (total > 0) {
-        m.llmTotalTokens.inc(ident, total);
-        m.tokensConsumed.inc([provider, model], total);
+        b.llmTotalTokens.inc(total);
+        b.tokensConsumed.inc(total);
       }
       const spend = this.cache?.status === 'hit' ? 0 : spendMicroUsd(up?.model.cost, u);
-      if (spend > 0) m.llmSpend.inc(ident, spend);
+      if (spend > 0) b.llmSpend.inc(spend);
     }
   }
 
@@ -273,29 +305,15 @@ export class RequestRecord {
    * The SLO histograms (no per-key label) and the TTFT summary, AISIX's endpoints only: e2e once per request
    * at its last byte; TTFT for a stream whose serving attempt had a first frame (0 is not observed).
    */
-  private recordSlo(
-    m: GatewayMetrics,
-    provider: string,
-    model: string,
-    status: number,
-    ident: string[],
-    seconds: number,
-  ) {
+  private recordSlo(b: BoundRequest, seconds: number) {
     if (!SLO_ENDPOINTS.has(this.endpoint)) return;
-    const streaming = this.stream ? 'true' : 'false';
-    const slo = ['unknown', this.endpoint, model, provider, statusClass(status), streaming];
-    m.requestE2e.observe(slo, seconds);
+    b.requestE2e.observe(seconds);
     const ttft = this.upstreamTtftMs;
     if (this.stream && ttft !== undefined && ttft > 0) {
-      m.requestTtft.observe(slo, ttft / 1000);
-      m.llmTtft.observe(ident, ttft / 1000);
+      b.requestTtft.observe(ttft / 1000);
+      b.llmTtft.observe(ttft / 1000);
     }
   }
-}
-
-/** AISIX's `status_class`. */
-function statusClass(status: number): string {
-  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
 }
 
 /** AISIX's usage-event cache fields, written in the access log (Sluice has no usage events). */
@@ -305,6 +323,33 @@ interface CacheRecord {
   similarity?: number;
   saved?: { input: number; output: number };
 }
+
+/** AISIX's usage-event guardrail fields, gathered over the request's hooks. */
+interface GuardrailRecord {
+  blocked: boolean;
+  bypassed?: string;
+  applied: { kind: string; hook: string }[];
+  /** `<hook>\0<name>` of the members already in `applied`. */
+  ran: Set<string>;
+  monitor: Hit[];
+  enforced: Hit[];
+  counts: Record<string, number>;
+}
+
+/** The access log's guardrail fields, AISIX's usage-event names; none when no chain ran. */
+/** AISIX's guardrail usage fields, in `ACCESS_LOG_LAYOUT`'s order; all absent when no guardrail ran. */
+function guardrailValues(g: GuardrailRecord | undefined): unknown[] {
+  if (!g) return NO_GUARDRAIL_VALUES;
+  return [
+    g.blocked,
+    g.bypassed,
+    g.applied,
+    g.monitor.length > 0 ? g.monitor : undefined,
+    g.enforced.length > 0 ? g.enforced : undefined,
+    Object.keys(g.counts).length > 0 ? g.counts : undefined,
+  ];
+}
+const NO_GUARDRAIL_VALUES: unknown[] = [undefined, undefined, undefined, undefined, undefined, undefined];
 
 /** A proxy response's `Server` header. */
 export const SERVER = `sluice/${VERSION}`;
@@ -318,6 +363,42 @@ export function outcomeOf(status: number): string {
 
 /** AISIX's access-log target (its `aisix_obs::access_log` module). */
 export const ACCESS_LOG_TARGET = 'aisix_obs::access_log';
+
+/** The access-log line's fields, in order (`RequestRecord.accessLogValues`). */
+export const ACCESS_LOG_LAYOUT = new LineLayout([
+  'method',
+  'path',
+  'status',
+  'latency_ms',
+  'provider',
+  'model',
+  'api_key_id',
+  'prompt_tokens',
+  'completion_tokens',
+  'total_tokens',
+  'usage_estimated',
+  'request_id',
+  'provider_request_id',
+  'served_by_model',
+  'routing_attempt_count',
+  'routing_fallback_count',
+  'error_kind',
+  'error',
+  'peer',
+  'downstream_request_id',
+  'ttft_ms',
+  'cache_status',
+  'cache_hit_layer',
+  'cache_similarity',
+  'cache_hit_saved_input_tokens',
+  'cache_hit_saved_output_tokens',
+  'guardrail_blocked',
+  'guardrail_bypassed_reason',
+  'applied_guardrails',
+  'guardrail_monitor_hits',
+  'guardrail_enforced_hits',
+  'redacted_entity_counts',
+]);
 
 function providerOf(s: Upstream): string {
   return s.model.provider ?? (s.key.provider || 'unknown');

@@ -11,7 +11,7 @@ import { MSG } from '../observability/messages.ts';
 import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import type { ProxyEnv } from './env.ts';
-import { ACCESS_LOG_TARGET, RequestRecord } from './record.ts';
+import { ACCESS_LOG_LAYOUT, ACCESS_LOG_TARGET, RequestRecord } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 
@@ -37,7 +37,9 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
   const telemetry = (rec: RequestRecord, status: number) => {
     const latency = d.clock() - rec.start;
     rec.recordMetrics(d.metrics, status, latency / 1000);
-    if (accessLogOn) accessLog.info(MSG.requestCompleted, rec.accessLogFields(status, latency));
+    if (accessLogOn) {
+      accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
+    }
     if (rec.trace) traceEnd(rec, status);
   };
   /** The request's spans to the exporters that keep it (off the request path: `end` only queues). */

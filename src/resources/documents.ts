@@ -60,14 +60,10 @@ function fieldPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-/** The reporting form of an ignored member: array indices become `[]`. */
+/** The reporting form of an ignored member, AISIX's: an array index is a segment of its own, `[]`. */
 function ignoredPath(path: readonly PropertyKey[], key: string): string {
-  let out = '';
-  for (const p of path) {
-    if (typeof p === 'number') out += '[]';
-    else if (typeof p === 'string') out += out ? `.${p}` : p;
-  }
-  return out ? `${out}.${key}` : key;
+  const segments = path.flatMap((p) => (typeof p === 'number' ? ['[]'] : typeof p === 'string' ? [p] : []));
+  return [...segments, key].join('.');
 }
 
 /** One line per issue, `field: message`; unknown members read `field: unknown field`. */
@@ -122,6 +118,22 @@ function parseWith<T>(
 function finishIgnored(ignored: string[]): string[] {
   const sorted = [...new Set(ignored)].sort();
   return sorted.length > MAX_IGNORED_FIELDS ? [...sorted.slice(0, MAX_IGNORED_FIELDS), TRUNCATED_MARKER] : sorted;
+}
+
+/**
+ * One document against `schema` under `mode` (the same reading as the built-in kinds): the parsed value and
+ * the ignored paths, or the schema error. `doc` is consumed.
+ */
+export function parseAgainst<T>(
+  schema: z.ZodType<T>,
+  doc: Record<string, unknown>,
+  mode: 'strict' | 'lenient',
+): { ok: true; data: T; ignored: string[] } | { ok: false; error: string } {
+  const ignored: string[] = [];
+  const r = parseWith(schema, doc, mode === 'lenient', ignored);
+  return r.ok
+    ? { ok: true, data: r.data, ignored: finishIgnored(ignored) }
+    : { ok: false, error: issueMessages(r.issues).join('; ') };
 }
 
 /**

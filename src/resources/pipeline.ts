@@ -9,6 +9,8 @@
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
+import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
+import type { RateLimitPolicy } from './policy-schema.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
@@ -105,7 +107,17 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
   }
-  const { typed, notServed, exporters, guardrails } = await validateEntries(prepared, env, providerKeyIds, problems);
+  const fileIds: FileIds = {
+    api_keys: await idsOf(identities, 'api_keys'),
+    models: await idsOf(identities, 'models'),
+  };
+  const { typed, notServed, exporters, guardrails, policies } = await validateEntries(
+    prepared,
+    env,
+    providerKeyIds,
+    fileIds,
+    problems,
+  );
   await yieldToLoop();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
@@ -116,12 +128,20 @@ async function buildResourceSet(value: unknown, env: Env, problems: Problems): P
       models: typed.models.map((x) => x.r),
       api_keys: typed.api_keys.map((x) => x.r),
       ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
+      ...(policies.length > 0 ? { rate_limit_policies: policies } : {}),
       // The file has no attachment collection: every guardrail applies environment-wide (AISIX's fallback).
       guardrails,
       cache_policies: typed.cache_policies.map((x) => x.r),
     },
     notServed,
   };
+}
+
+/** Each entry name of `kind` → the id derived from it. */
+async function idsOf(identities: Map<string, Map<string, number>>, kind: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const name of identities.get(kind)?.keys() ?? []) out.set(name, await uuidV5(`${kind}/${name}`));
+  return out;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -235,23 +255,35 @@ async function validateEntries(
   prepared: readonly Prepared[],
   env: Env,
   providerKeyIds: ReadonlyMap<string, string>,
+  fileIds: FileIds,
   problems: Problems,
 ): Promise<{
   typed: Typed;
   notServed: Record<string, number>;
   exporters: OtlpExporterResource[];
   guardrails: GuardrailEntry[];
+  policies: RateLimitPolicy[];
 }> {
   const typed: Typed = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
   const guardrails: GuardrailEntry[] = [];
   const notServed: Record<string, number> = {};
   const exporters: OtlpExporterResource[] = [];
+  const policies: RateLimitPolicy[] = [];
   let row = 0;
   for (const e of prepared) {
     if (++row % ROWS_PER_YIELD === 0) await yieldToLoop();
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);
+      continue;
+    }
+    if (e.at.kind === 'rate_limit_policies') {
+      const sugar = desugarPolicy(e.doc, fileIds);
+      const parsed = sugar ??
+        parsePolicyDocument(await uuidV5(`rate_limit_policies/${e.at.identity}`), e.doc, 'strict');
+      if (typeof parsed === 'string') problems.entry(e.at, parsed);
+      else if (!parsed.ok) problems.entry(e.at, parsed.error);
+      else policies.push(parsed.resource);
       continue;
     }
     if (e.at.kind === EXPORTER_KIND) {
@@ -289,7 +321,7 @@ async function validateEntries(
     else if (parsed.kind === 'guardrails') guardrails.push(parsed.resource);
     else if (parsed.kind === 'cache_policies') typed.cache_policies.push({ at: e.at, r: parsed.resource });
   }
-  return { typed, notServed, exporters, guardrails };
+  return { typed, notServed, exporters, guardrails, policies };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

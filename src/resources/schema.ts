@@ -28,7 +28,6 @@ export type ResourceKind = (typeof RESOURCE_KINDS)[number];
  */
 export const GATING_KINDS = [
   'mcp_policies',
-  'rate_limit_policies',
   'oidc_providers',
   'claim_mappings',
 ] as const;
@@ -51,7 +50,13 @@ export type NotServedKind = (typeof NOT_SERVED_KINDS)[number];
 export const EXPORTER_KIND = 'observability_exporters';
 export type ExporterKind = typeof EXPORTER_KIND;
 /** AISIX's 15 kinds (the etcd key segment). */
-export const AISIX_KINDS = [...RESOURCE_KINDS, EXPORTER_KIND, ...GATING_KINDS, ...NOT_SERVED_KINDS] as const;
+export const AISIX_KINDS = [
+  ...RESOURCE_KINDS,
+  EXPORTER_KIND,
+  'rate_limit_policies',
+  ...GATING_KINDS,
+  ...NOT_SERVED_KINDS,
+] as const;
 export type AisixKind = (typeof AISIX_KINDS)[number];
 /** The collections of AISIX's resources file (13: no `guardrail_attachments`, no `mcp_policies`), in its order. */
 export const FILE_COLLECTIONS = [

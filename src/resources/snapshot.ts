@@ -2,6 +2,7 @@
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
+import type { RateLimitPolicy } from './policy-schema.ts';
 import type { ApiKey, CachePolicy, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
 
 export interface ResourceSet {
@@ -10,6 +11,8 @@ export interface ResourceSet {
   api_keys: ApiKey[];
   /** `kind: otlp_http` trace exporters (read by src/telemetry only). */
   observability_exporters?: OtlpExporterResource[];
+  /** Absent when there are none (the common case: the policies step finds nothing to do). */
+  rate_limit_policies?: RateLimitPolicy[];
   /** Built rows (src/guardrails); the attachment index is built from both once per snapshot. */
   guardrails?: GuardrailEntry[];
   guardrail_attachments?: GuardrailAttachment[];
@@ -93,15 +96,21 @@ export class Snapshot {
   }
 
   /** Resources per kind; only the kinds that have some are listed (AISIX's `resource_counts`). */
-  counts(): Partial<Record<ResourceKind, number>> {
-    const out: Partial<Record<ResourceKind, number>> = {};
+  counts(): Partial<Record<ResourceKind | 'rate_limit_policies', number>> {
+    const out: Partial<Record<ResourceKind | 'rate_limit_policies', number>> = {};
     if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
     if (this.resources.models.length > 0) out.models = this.resources.models.length;
     if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
+    if (this.policies.length > 0) out.rate_limit_policies = this.policies.length;
     if (this.guardrails.length > 0) out.guardrails = this.guardrails.length;
     if (this.guardrailAttachments.length > 0) out.guardrail_attachments = this.guardrailAttachments.length;
     if (this.cachePolicies.length > 0) out.cache_policies = this.cachePolicies.length;
     return out;
+  }
+
+  /** The rate-limit policies, in write order (empty when there are none). */
+  get policies(): readonly RateLimitPolicy[] {
+    return this.resources.rate_limit_policies ?? NO_POLICIES;
   }
 
   get cachePolicies(): readonly CachePolicy[] {
@@ -119,7 +128,7 @@ export class Snapshot {
   get size(): number {
     const r = this.resources;
     return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length +
-      this.guardrails.length + this.guardrailAttachments.length + this.cachePolicies.length;
+      this.policies.length + this.guardrails.length + this.guardrailAttachments.length + this.cachePolicies.length;
   }
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */
@@ -127,6 +136,8 @@ export class Snapshot {
     return this.resources.observability_exporters ?? [];
   }
 }
+
+const NO_POLICIES: readonly RateLimitPolicy[] = [];
 
 /** `*` matches any run of characters; everything else is literal. */
 export function globMatch(pattern: string, name: string): boolean {

@@ -3,9 +3,10 @@
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
-import { RefusedAnswer } from '../upstream-fetch.ts';
+import { certificateProblem, RefusedAnswer, UnsendableHeader } from '../upstream-fetch.ts';
+import { invalidCredentials } from '../providers/failures.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
-import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts';
+import { type AttemptOutcome, certificateFailed, type DispatchInput, type Target } from './dispatch-types.ts';
 import type { RoutingState } from './strategies.ts';
 import type { AttemptSpan } from '../telemetry/trace.ts';
 
@@ -59,10 +60,19 @@ export async function attemptUpstream(
       provider: t.model.provider ?? t.key.provider,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       ...(span ? { traceparent: span.traceparent } : {}),
+      ...(input.requestId ? { requestId: input.requestId } : {}),
     });
     if (r.kind === 'refused') {
       end();
-      return { kind: 'response', status: 400, retryAfter: null, body: '', contentType: '', refusal: r.message };
+      const refused = {
+        kind: 'response',
+        status: 400,
+        retryAfter: null,
+        body: '',
+        contentType: '',
+        refusal: r.message,
+      } as const;
+      return r.unavailable ? { ...refused, unavailable: true } : refused;
     }
     if (r.kind === 'response') {
       end();
@@ -88,13 +98,24 @@ export async function attemptUpstream(
     return { kind: 'response', status: 200, retryAfter: null, live };
   } catch (e) {
     end();
-    if (cancel.reason === TIMED_OUT) return { kind: 'timeout' };
+    if (cancel.reason === TIMED_OUT) return { kind: 'timeout', afterMs: deadlineMs };
+    if (e instanceof UnsendableHeader) {
+      // AISIX's class for a secret that cannot be sent: 401, and no retry can fix it.
+      const r = invalidCredentials(`${e.message}; check the provider key's secret`);
+      return { kind: 'response', status: r.status, retryAfter: null, body: r.body, contentType: r.contentType };
+    }
     if (e instanceof RefusedAnswer) {
       // The same answer would come back on a retry: fail over to the next target instead (if any).
       const refused = { kind: 'transport', message: e.message, failure: e.caller, retryable: false } as const;
       return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
     }
-    return { kind: 'transport', message: (e as Error)?.message ?? String(e) };
+    const message = (e as Error)?.message ?? String(e);
+    const certificate = certificateProblem(e);
+    // The same certificate would come back on a retry: fail over instead, and tell the caller why.
+    if (certificate) {
+      return { kind: 'transport', message, callerMessage: certificateFailed(certificate), retryable: false };
+    }
+    return { kind: 'transport', message };
   }
 }
 

@@ -64,6 +64,7 @@ export class AttemptRecorder {
   }
 
   private health(t: Target, outcome: AttemptOutcome | UpstreamFailure, retryAfterSecs?: number): void {
+    if (outcome.kind === 'over_limit') return; // never called (attempt() skips these too)
     const h = this.d.health;
     const before = h.cooledDownTotal(t.model.id);
     // AISIX's admin health level counts failed upstream calls that are not 4xx; a 4xx neither counts nor resets.
@@ -96,6 +97,7 @@ export function traceAttempt(
 
 /** How an attempt settled, on its span: the status the caller would see and, when it failed, why. */
 export function settleSpan(span: AttemptSpan, o: AttemptOutcome): void {
+  if (o.kind === 'over_limit') return; // never called: no span was opened for it
   if (o.kind === 'timeout') {
     return span.settle(504, { errorClass: 'timeout', message: 'the upstream did not answer in time' });
   }

@@ -28,6 +28,13 @@ export interface DispatchInput {
   clientIp?: string;
   /** The request's trace, when an exporter keeps it: each attempt becomes a span (src/telemetry). */
   trace?: RequestTrace;
+  /**
+   * A routing model's targets: reserve the target's own limits before each attempt on it (docs/routing.md
+   * "Members' own limits"). Absent: nothing to reserve.
+   */
+  reserveTarget?: (target: DirectModel) => Promise<TargetReservation>;
+  /** The request's id, sent upstream on every attempt (`x-aisix-request-id`). */
+  requestId?: string;
 }
 
 /**
@@ -42,6 +49,9 @@ export interface DispatchFailure {
     | 'all_candidates_unavailable'
     | 'invalid_request'
     | 'service_unavailable'
+    | 'rate_limit_exceeded'
+    /** the target's key names no adapter (AISIX's `provider_unavailable`) */
+    | 'provider_unavailable'
     /** an output guardrail refused the answer (src/proxy/guardrails.ts) */
     | 'content_filter';
   status: number;
@@ -152,10 +162,13 @@ export type AttemptOutcome =
     contentType: string;
     /** The gateway refused the call before any upstream one (a 400 with this message). */
     refusal?: string;
+    /** With `refusal`: the key has no adapter; the caller gets 503 `provider_unavailable`, not the 400. */
+    unavailable?: true;
     live?: undefined;
   }
   | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }
-  | { kind: 'timeout' }
+  /** The target's deadline (`afterMs`) expired first. */
+  | { kind: 'timeout'; afterMs: number }
   /** No usable answer: a transport failure (`message` is the transport's words, for the log), or a 2xx whose
    *  body is not the JSON the endpoint promises (`callerMessage`: our words for the caller; `retryable: false`:
    *  fail over, do not retry — e.g. an answer over upstream.max_response_bytes). `failure`: what the caller is
@@ -168,7 +181,20 @@ export type AttemptOutcome =
     retryable?: false;
     failure?: DispatchFailure;
     notUpstream?: true;
-  };
+  }
+  /** The target's own rate limits refused it (`message` for the caller); nothing was sent. */
+  | { kind: 'over_limit'; retryAfterSecs: number; message: string; byPolicy: boolean };
+
+/**
+ * A routing target's own rate limits for one attempt: reserved, or refused with the caller's words
+ * (`byPolicy`: a rate-limit policy refused, not the target's inline `rate_limit`).
+ */
+export type TargetReservation = { ok: true } | {
+  ok: false;
+  retryAfterSecs: number;
+  message: string;
+  byPolicy: boolean;
+};
 
 export type Run = RunResult<Target, AttemptOutcome>;
 
@@ -186,6 +212,11 @@ export type Answer =
 
 /** The caller's words for an upstream that gave no answer; the transport's own go to the log (`detail`). */
 export const TRANSPORT_FAILED = 'upstream request failed: no answer from the upstream';
+
+/** The caller's words for an upstream whose certificate was refused (`problem` is OpenSSL's phrase). */
+export function certificateFailed(problem: string): string {
+  return `upstream request failed: certificate verify failed: ${problem}`;
+}
 
 export function upstreamFailure(message: string): DispatchFailure {
   return { kind: 'upstream_error', status: 502, message };

@@ -85,12 +85,21 @@ export class Dispatcher {
     const upstreamRetries = this.d.config.upstream.retries;
     const trace = input.trace;
     let span: AttemptSpan | undefined;
+    const call = (t: Target) => {
+      if (trace) span = traceAttempt(trace, input, t, trace.attempts[trace.attempts.length - 1]);
+      return attemptUpstream(this.d, input, t, signal, span);
+    };
+    const reserve = plan.routing ? input.reserveTarget : undefined;
     return runAttempts<Target, AttemptOutcome>({
       targets: plan.order,
-      attempt: (t) => {
-        if (trace) span = traceAttempt(trace, input, t, trace.attempts[trace.attempts.length - 1]);
-        return attemptUpstream(this.d, input, t, signal, span);
-      },
+      attempt: reserve
+        ? async (t) => {
+          const gate = await reserve(t.model);
+          if (gate.ok) return call(t);
+          span = undefined;
+          return { kind: 'over_limit', ...gate };
+        }
+        : call,
       budget: (t, queuedBehind) =>
         retryBudget({ model: t.model, routing: plan.routing, upstreamRetries, queuedBehind }),
       classify: classifyOptions(plan.routing),
@@ -98,6 +107,8 @@ export class Dispatcher {
       onAttempt: (r) => {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
         previous = r.target;
+        // A target refused by its own limits was never called: no upstream sample of it.
+        if (r.outcome.kind === 'over_limit') return;
         this.recorder.attempt(input, r, signal, moved);
         if (span) settleSpan(span, r.outcome);
       },
@@ -117,21 +128,43 @@ function answerOf(run: Run): Answer {
     const failure: DispatchFailure = {
       kind: 'upstream_timeout',
       status: 504,
-      message: `model "${t.model.display_name}" did not answer in time`,
+      message: `upstream request timed out after ${o.afterMs}ms`,
+      detail: `model "${t.model.display_name}" did not answer within its deadline`,
+    };
+    return { kind: 'error', failure, target: t.model, served };
+  }
+  if (o.kind === 'over_limit') {
+    // Every target was over its own limits: the last refusal answers.
+    // AISIX: the inline limit's refusal is an upstream_error, a policy's its own 429.
+    const failure: DispatchFailure = {
+      kind: o.byPolicy ? 'rate_limit_exceeded' : 'upstream_error',
+      status: 429,
+      message: o.message,
+      retryAfterSecs: o.retryAfterSecs,
     };
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.kind === 'transport') {
     // The transport's own words (a runtime's advice text among them) go to the log only.
     const failure = o.failure ??
-      (o.callerMessage !== undefined
+      (o.callerMessage === undefined
+        ? { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` }
+        : o.callerMessage === o.message
         ? upstreamFailure(o.callerMessage)
-        : { ...upstreamFailure(TRANSPORT_FAILED), detail: `${TRANSPORT_FAILED}: ${o.message}` });
+        : { ...upstreamFailure(o.callerMessage), detail: `${o.callerMessage}: ${o.message}` });
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.live) return { kind: 'live', target: t, live: o.live, served };
   if (o.refusal !== undefined) {
-    const failure: DispatchFailure = { kind: 'invalid_request', status: 400, message: o.refusal };
+    const failure: DispatchFailure = o.unavailable
+      ? {
+        kind: 'provider_unavailable',
+        status: 503,
+        message: o.refusal,
+        detail:
+          `provider_key "${t.key.display_name}" of vendor "${t.key.provider}" names no adapter (openai, anthropic, bedrock, vertex, azure-openai)`,
+      }
+      : { kind: 'invalid_request', status: 400, message: o.refusal };
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.status >= 500) {

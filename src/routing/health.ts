@@ -118,6 +118,7 @@ export class ModelHealth {
    * 2xx → `recordSuccess`, anything else → `recordFailure`. Returns whether a cooldown started.
    */
   recordOutcome(model: Model, outcome: Outcome, retryAfterSecs?: number): boolean {
+    if (outcome.kind === 'over_limit') return false; // never called: says nothing about the upstream
     if (outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300) {
       this.recordSuccess(model);
       return false;

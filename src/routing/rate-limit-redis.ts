@@ -27,9 +27,9 @@ export const SHARED_STORE_DOWN_WARNING =
   'shared rate-limit Redis unavailable; failing open to per-replica in-memory counting until it recovers (cluster limits not enforced during the outage)';
 export const SHARED_STORE_RECOVERED = 'shared rate-limit Redis answers again; limits are shared across replicas';
 
-/** `aisix:rl:{<bucket>}`. */
-export function bucketPrefix(bucket: string): string {
-  return `${KEY_PREFIX}:{${bucket}}`;
+/** `aisix:rl:{<bucket>}`, or with AISIX's `etcd.env_id` namespace `aisix:rl:<env_id>:{<bucket>}`. */
+export function bucketPrefix(bucket: string, envId?: string): string {
+  return envId ? `${KEY_PREFIX}:${envId}:{${bucket}}` : `${KEY_PREFIX}:{${bucket}}`;
 }
 
 // KEYS: one prefix per bucket. ARGV: member, concurrency ttl (s), grace (s), then per bucket: concurrency
@@ -200,6 +200,8 @@ export interface RedisStoreOptions {
   onState?: (s: SharedStoreState) => void;
   /** Wall clock for the fallback store and the state timestamps. */
   now?: () => number;
+  /** `etcd.env_id`: the keys' namespace, as AISIX's. */
+  envId?: string;
 }
 
 type Attempt<T> = { ok: true; value: T } | { ok: false };
@@ -316,7 +318,7 @@ export class RedisRateLimitStore implements RateLimitStore {
     if (this.o.mode !== 'cluster' || specs.length === 1) {
       const reply = await this.client.evalScript(
         ACQUIRE_LUA,
-        specs.map((s) => bucketPrefix(s.bucket)),
+        specs.map((s) => bucketPrefix(s.bucket, this.o.envId)),
         acquireArgs(specs, member, this.ttlSecs),
       );
       return parseAcquireReply(specs, reply);
@@ -326,7 +328,7 @@ export class RedisRateLimitStore implements RateLimitStore {
     const parts = await Promise.all(specs.map(async (s) => {
       const reply = await this.client.evalScript(
         ACQUIRE_LUA,
-        [bucketPrefix(s.bucket)],
+        [bucketPrefix(s.bucket, this.o.envId)],
         acquireArgs([s], member, this.ttlSecs),
       );
       return parseAcquireReply([s], reply);
@@ -343,7 +345,7 @@ export class RedisRateLimitStore implements RateLimitStore {
       if (s.concurrency !== undefined) u.inFlight--;
       for (let j = s.tokens.length; j < u.used.length; j++) u.used[j]!--;
       const now = Math.floor(p.nowMs / 1000);
-      const prefix = bucketPrefix(s.bucket);
+      const prefix = bucketPrefix(s.bucket, this.o.envId);
       const keys = s.requests.map((w) => `${prefix}:${w.dim}:${windowStart(now, w.windowSecs)}`);
       undo.push(
         this.client.evalScript(ROLLBACK_LUA, [prefix], [member, s.concurrency !== undefined ? '1' : '0', ...keys]),
@@ -356,11 +358,17 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   private async finishShared(ends: readonly BucketEnd[], member: string): Promise<void> {
     if (this.o.mode !== 'cluster' || ends.length === 1) {
-      await this.client.evalScript(FINISH_LUA, ends.map((e) => bucketPrefix(e.bucket)), finishArgs(ends, member));
+      await this.client.evalScript(
+        FINISH_LUA,
+        ends.map((e) => bucketPrefix(e.bucket, this.o.envId)),
+        finishArgs(ends, member),
+      );
       return;
     }
     await Promise.all(
-      ends.map((e) => this.client.evalScript(FINISH_LUA, [bucketPrefix(e.bucket)], finishArgs([e], member))),
+      ends.map((e) =>
+        this.client.evalScript(FINISH_LUA, [bucketPrefix(e.bucket, this.o.envId)], finishArgs([e], member))
+      ),
     );
   }
 }

@@ -62,6 +62,7 @@ export function createRateLimiter(
         client,
         mode: r.mode,
         concurrencyTtlSecs: rl.concurrency_ttl_secs,
+        ...(config.etcd.env_id ? { envId: config.etcd.env_id } : {}),
         timeoutMs,
         now,
         warn: (msg, fields) => log.warn(msg, fields),

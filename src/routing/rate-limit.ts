@@ -3,7 +3,8 @@
 // store here is exact for one process; rate-limit-redis.ts shares the counters (docs/scaling.md).
 import type { RateLimit } from '../resources/schema.ts';
 
-export type RateLimitScope = 'api_key' | 'model';
+/** What a bucket belongs to: AISIX's `layer` label of `aisix_ratelimit_rejections_total`. */
+export type RateLimitScope = 'api_key' | 'model' | 'policy';
 export type RequestDimension = 'rps' | 'rpm' | 'rph' | 'rpd';
 export type TokenDimension = 'tpm' | 'tpd';
 export type RateLimitDimension = RequestDimension | TokenDimension | 'concurrency';
@@ -79,10 +80,13 @@ export interface RateLimitStore {
 
 export interface RateLimitSubject {
   scope: RateLimitScope;
+  /** The api key's, model's or policy's id. */
   id: string;
-  /** A model's display name (its AISIX bucket is `model:<name>`); the id when absent. */
+  /** A model's display name (its AISIX bucket is `model:<name>`; the id when absent); a policy's name. */
   name?: string;
   limits?: RateLimit | null;
+  /** A policy's bucket, named by src/policies/match.ts. */
+  spec?: BucketSpec;
 }
 
 /** Held by an admitted request until its response ends. */
@@ -100,6 +104,8 @@ export type RateLimitDecision =
     retryAfterSecs: number;
     scope: RateLimitScope;
     id: string;
+    /** The refusing subject's `name` (a policy's). */
+    name?: string;
     dimension: RateLimitDimension;
     kind: RejectionKind;
     headers: Record<string, string> | undefined;
@@ -107,8 +113,8 @@ export type RateLimitDecision =
 
 export interface RateLimiterOptions {
   store?: RateLimitStore;
-  /** Called once per refusal (the `aisix_ratelimit_rejections_total` counter). */
-  onRefused?: (kind: RejectionKind, scope: RateLimitScope) => void;
+  /** Called once per refusal (the `aisix_ratelimit_rejections_total` counter); `policyId` on the policy layer. */
+  onRefused?: (kind: RejectionKind, scope: RateLimitScope, policyId: string) => void;
 }
 
 /** The bucket name AISIX uses for a subject. */
@@ -157,7 +163,7 @@ export class RateLimiter {
     const specs: BucketSpec[] = [];
     const owners: RateLimitSubject[] = [];
     for (const s of subjects) {
-      const spec = bucketSpec(bucketOf(s), s.limits);
+      const spec = s.spec ?? bucketSpec(bucketOf(s), s.limits);
       if (spec) {
         specs.push(spec);
         owners.push(s);
@@ -174,8 +180,17 @@ export class RateLimiter {
       const { bucket, dim, retryAfterSecs } = outcome.refused;
       const owner = owners[bucket]!;
       const kind: RejectionKind = dim === 'concurrency' ? 'concurrency' : dim[0] === 't' ? 'tokens' : 'requests';
-      this.onRefused?.(kind, owner.scope);
-      return { allowed: false, retryAfterSecs, scope: owner.scope, id: owner.id, dimension: dim, kind, headers };
+      this.onRefused?.(kind, owner.scope, owner.scope === 'policy' ? owner.id : '');
+      return {
+        allowed: false,
+        retryAfterSecs,
+        scope: owner.scope,
+        id: owner.id,
+        ...(owner.name !== undefined ? { name: owner.name } : {}),
+        dimension: dim,
+        kind,
+        headers,
+      };
     }
     const ends: BucketEnd[] = [];
     for (const spec of specs) {

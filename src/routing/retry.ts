@@ -16,7 +16,9 @@ export type Outcome =
    * No usable HTTP answer: DNS, connect, TLS, reset — or one the transport refused to read (`retryable:
    * false`, e.g. over upstream.max_response_bytes: the same target would send it again, so fail over).
    */
-  | { kind: 'transport'; message: string; retryable?: false };
+  | { kind: 'transport'; message: string; retryable?: false }
+  /** The target's own rate limits refused it before any call: fail over, never retry it. */
+  | { kind: 'over_limit' };
 
 /**
  * success: done, answer it. retry: try the same target again if budget remains, else fail over.
@@ -43,6 +45,7 @@ export function classifyOptions(routing?: Routing): ClassifyOptions {
 }
 
 export function classify(outcome: Outcome, opts: ClassifyOptions): Verdict {
+  if (outcome.kind === 'over_limit') return 'fallback';
   if (outcome.kind === 'transport' && outcome.retryable === false) return 'fallback';
   if (outcome.kind !== 'response') return 'retry';
   const { status } = outcome;

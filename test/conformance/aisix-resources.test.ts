@@ -97,9 +97,8 @@ function deleteAt(doc: Doc, path: Path): Doc {
   return out;
 }
 
-/** AISIX's reporting form: `a.b[].c`. */
-const reported = (path: Path, key: string) =>
-  [...path, key].reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[]` : acc ? `${acc}.${p}` : p), '');
+/** AISIX's reporting form: `a.b.[].c` (an array index is a segment of its own). */
+const reported = (path: Path, key: string) => [...path, key].map((p) => (typeof p === 'number' ? '[]' : p)).join('.');
 /** The file's error form: `a.b[0].c`. */
 const strictPath = (path: Path, key: string) =>
   [...path, key].reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
@@ -501,8 +500,8 @@ describe('AISIX documents through a real etcd (lenient)', { timeout: 60_000 }, (
       'direct and routing models each carry one at the top',
     );
     assert.deepEqual(
-      pc.find((p) => p.resource_kind === 'models' && p.field === 'routing.targets[].zz_future'),
-      { resource_kind: 'models', field: 'routing.targets[].zz_future', count: 1 },
+      pc.find((p) => p.resource_kind === 'models' && p.field === 'routing.targets.[].zz_future'),
+      { resource_kind: 'models', field: 'routing.targets.[].zz_future', count: 1 },
     );
   });
 
@@ -605,7 +604,6 @@ describe("schemas/resources.schema.json gives each case the file pipeline's verd
 
 const GATING = [
   'mcp_policies',
-  'rate_limit_policies',
   'oidc_providers',
   'claim_mappings',
 ];

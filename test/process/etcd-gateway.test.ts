@@ -392,7 +392,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       await tls.stop();
     }
   });
-  test('sluice export writes a resources.yaml that sluice validate loads (secrets as ${VAR})', async () => {
+  test('sluice export writes a resources.yaml that sluice validate loads (secrets as ${VAR}; exit 1 on a left-out row)', async () => {
     const P = '/bb-export';
     await seed(P);
     await s.put(`${P}/models/broken`, 'nope');
@@ -402,18 +402,16 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       encoding: 'utf8',
       timeout: 10_000,
     });
-    assert.equal(ex.status, 0, ex.stderr);
-    assert.match(ex.stderr, /export: skipped \/bb-export\/models\/broken: non_json/);
-    assert.match(
-      ex.stderr,
-      /wrote 3 resource\(s\) from \/bb-export\/ at revision \d+ to .*; set SLUICE_PK_MOCK before loading/,
-    );
+    assert.equal(ex.status, 1, ex.stderr);
+    assert.match(ex.stderr, /^Exported 3 resource\(s\) to .*exported\.yaml \(\/bb-export\/ at revision \d+\)$/m);
+    assert.match(ex.stderr, /^ {2}- \/bb-export\/models\/broken: non_json/m);
+    assert.match(ex.stderr, /^ {2}AISIXSECRET_PROVIDER_KEY_MOCK_API_KEY — provider_keys "mock" api_key$/m);
     const text = readFileSync(out, 'utf8');
     assert.ok(!text.includes('sk-upstream-SECRET-value'));
     const v = spawnSync(bin, ['validate', '--resources', out], {
       encoding: 'utf8',
       timeout: 10_000,
-      env: { ...process.env, SLUICE_PK_MOCK: 'sk-upstream-SECRET-value' },
+      env: { ...process.env, AISIXSECRET_PROVIDER_KEY_MOCK_API_KEY: 'sk-upstream-SECRET-value' },
     });
     assert.equal(v.status, 0, v.stderr);
     assert.match(v.stdout, /^OK: .* loaded 3 resource\(s\)/);
@@ -422,7 +420,7 @@ describe('etcd-mode gateway process (bin/sluice)', { concurrency: true, timeout:
       encoding: 'utf8',
       timeout: 10_000,
     });
-    assert.equal(std.status, 0, std.stderr);
+    assert.equal(std.status, 1, std.stderr);
     // The header names the store revision, which other tests' writes move: compare the rest.
     const body = (t: string): string => t.split('\n').filter((l) => !l.startsWith('# Exported by')).join('\n');
     assert.equal(body(std.stdout), body(text));

@@ -5,7 +5,9 @@
 // Two layers: the handler in-process on Node (fast; every choice of runtimes/workers-handler.ts), then
 // black-box under `wrangler dev --local` (workerd, offline): the shipped wrangler.toml + runtimes/workers.ts
 // with its bundled examples/workers/ pair, and a generated Worker whose resources point at a mock upstream
-// on loopback, so workerd's own fetch carries a real upstream call (JSON and SSE). etcd mode (range polling,
+// on loopback, so workerd's own fetch carries a real upstream call (JSON and SSE), and at the Bedrock and
+// Vertex mocks, which verify the SigV4 signature and the service-account JWT the Worker's WebCrypto made
+// (test/support/mock-bedrock.ts, mock-vertex.ts). etcd mode (range polling,
 // src/sources/etcd/poll.ts) runs against a real etcd (`startEtcd()`) in both layers.
 import { sumSamples } from '../support/metrics.ts';
 import { after, before, describe, test, type TestContext } from 'node:test';
@@ -25,6 +27,8 @@ import {
 import { sha256Hex } from '../../src/util/crypto.ts';
 import { freePort } from '../support/process.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
+import { AWS, type MockBedrock, startMockBedrock } from '../support/mock-bedrock.ts';
+import { type MockVertex, PROJECT, startMockVertex } from '../support/mock-vertex.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { seeder, trio } from '../support/etcd-gateway.ts';
 import { parseLogLine } from '../support/log-line.ts';
@@ -47,6 +51,26 @@ provider_keys:
   - { display_name: up, provider: openai, api_base: "${base}", api_key: "\${UPSTREAM_KEY}" }
 models:
   - { display_name: gpt-test, model_name: gpt-upstream, provider_key: up, retries: 0 }
+api_keys:
+  - { display_name: caller, key_env: CALLER_KEY, allowed_models: ["*"] }
+`;
+}
+
+/**
+ * The generated Worker's resources: the OpenAI-wire upstream, plus a Bedrock key (static SigV4 credentials)
+ * and a Vertex key (a service account whose JWT the mock verifies) on the cloud mocks, bundled as written.
+ */
+function edgeResources(br: MockBedrock, vx: MockVertex): string {
+  const gcp = { project: PROJECT, region: 'us-central1', service_account_json: vx.newServiceAccount() };
+  return `_format_version: "1"
+provider_keys:
+  - { display_name: up, provider: openai, api_base: "\${UPSTREAM_BASE}", api_key: "\${UPSTREAM_KEY}" }
+  - { display_name: aws, adapter: bedrock, api_key: '${JSON.stringify(AWS)}', api_base: "${br.url}" }
+  - { display_name: gcp, adapter: vertex, api_key: '${JSON.stringify(gcp)}', api_base: "${vx.url}" }
+models:
+  - { display_name: gpt-test, model_name: gpt-upstream, provider_key: up, retries: 0 }
+  - { display_name: llama, provider_key: aws, model_name: "meta.llama3-1-70b-instruct-v1:0", retries: 0 }
+  - { display_name: gemini, provider_key: gcp, model_name: gemini-2.0-flash, retries: 0 }
 api_keys:
   - { display_name: caller, key_env: CALLER_KEY, allowed_models: ["*"] }
 `;
@@ -262,7 +286,7 @@ describe('Workers handler (in-process)', () => {
     assert.ok(!JSON.stringify(logs).includes(CALLER_KEY));
   });
 
-  test('a config Workers cannot serve (etcd, snapshot cache, bad YAML) answers 503 everywhere and logs why', async (t) => {
+  test('a config Workers cannot serve (etcd, snapshot cache, upstream.tls, bad YAML) answers 503 everywhere and logs why', async (t) => {
     const logs = captureLogs(t);
     const cases: [string, RegExp][] = [
       [
@@ -274,6 +298,12 @@ describe('Workers handler (in-process)', () => {
         /etcd.password_env: variable ETCD_PW is not set/,
       ],
       [`${WORKER_CONFIG}managed: { snapshot_cache_path: /tmp/x.json }\n`, /snapshot_cache_path/],
+      // Refused before the file is looked for: the reason is the runtime, not a missing bundle entry.
+      [
+        `${WORKER_CONFIG}upstream: { tls: { ca_file: /ca.pem } }\n`,
+        /upstream\.tls: Workers' fetch trusts only the public roots/,
+      ],
+      [`${WORKER_CONFIG}upstream: { tls: { verify: false } }\n`, /upstream\.tls: Workers' fetch .* always verifies/],
       [`${WORKER_CONFIG}proxy: [\n`, /config file bundle\/config.yaml/],
     ];
     for (const [config, why] of cases) {
@@ -560,10 +590,17 @@ describe('wrangler dev --local (workerd, offline)', () => {
   let etcdWorker: WranglerDev | undefined;
   let upstream: MockUpstream;
   let etcd: EtcdServer;
+  let br: MockBedrock;
+  let vx: MockVertex;
   const ETCD_PREFIX = '/wk-edge';
 
   before(async () => {
-    [upstream, etcd] = await Promise.all([startMockUpstream(), startEtcd()]);
+    [upstream, etcd, br, vx] = await Promise.all([
+      startMockUpstream(),
+      startEtcd(),
+      startMockBedrock(),
+      startMockVertex(),
+    ]);
     // A Worker of the same shape as runtimes/workers.ts, with a bundle pointing at the mock upstream.
     const compatibilityDate = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(
       readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'),
@@ -573,7 +610,7 @@ describe('wrangler dev --local (workerd, offline)', () => {
     writeFileSync(
       entry,
       `import { createWorker } from ${JSON.stringify(join(ROOT, 'runtimes/workers-handler.ts'))};
-export default createWorker(${JSON.stringify(bundle(WORKER_CONFIG, upstreamResources()))});
+export default createWorker(${JSON.stringify(bundle(WORKER_CONFIG, edgeResources(br, vx)))});
 `,
     );
     writeFileSync(
@@ -626,7 +663,7 @@ export default createWorker(${
 
   after(async () => {
     await Promise.all([shipped?.stop(), generated?.stop(), etcdWorker?.stop()]);
-    await Promise.all([upstream?.close(), etcd?.stop()]);
+    await Promise.all([upstream?.close(), etcd?.stop(), br?.close(), vx?.close()]);
     rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -707,6 +744,47 @@ export default createWorker(${
     assert.ok(text.trimEnd().endsWith('data: [DONE]'));
     for (const secret of [UPSTREAM_KEY, CALLER_KEY]) {
       assert.ok(!generated!.output.join('\n').includes(secret), 'no secret in the Worker output');
+    }
+  });
+
+  test('generated Worker: Bedrock SigV4 and Vertex service-account JWT through workerd, verified by the mocks', async () => {
+    const sent = { br: br.requests.length, vx: vx.requests.length };
+    const converse = await chat(generated!.base, CALLER_KEY, 'llama');
+    const converseText = await converse.text();
+    assert.equal(converse.status, 200, converseText);
+    assert.equal(
+      (JSON.parse(converseText) as { choices: { message: { content: string } }[] }).choices[0]!.message.content,
+      'hi from converse',
+    );
+    // ConverseStream's binary event stream, decoded by the Worker into OpenAI SSE.
+    const converseSse = await chat(generated!.base, CALLER_KEY, 'llama', true);
+    assert.equal(converseSse.status, 200);
+    const converseEvents = await converseSse.text();
+    assert.equal(sseContent(converseEvents), 'Hello from Bedrock');
+    assert.ok(converseEvents.trimEnd().endsWith('data: [DONE]'));
+    assert.deepEqual(br.rejected, [], 'every SigV4 signature the Worker computed verified');
+    assert.deepEqual(br.requests.slice(sent.br).map((r) => r.path.split('/').at(-1)), ['converse', 'converse-stream']);
+
+    const gemini = await chat(generated!.base, CALLER_KEY, 'gemini');
+    const geminiText = await gemini.text();
+    assert.equal(gemini.status, 200, geminiText);
+    assert.equal(
+      (JSON.parse(geminiText) as { choices: { message: { content: string } }[] }).choices[0]!.message.content,
+      'hi from gemini-2.0-flash',
+    );
+    const geminiSse = await chat(generated!.base, CALLER_KEY, 'gemini', true);
+    assert.equal(geminiSse.status, 200);
+    assert.equal(sseContent(await geminiSse.text()), 'Hello from Gemini');
+    assert.deepEqual(vx.refusedMints, [], 'the RS256 JWT the Worker signed verified with the public key');
+    const calls = vx.requests.slice(sent.vx);
+    assert.equal(calls.filter((r) => r.path === '/token').length, 1, 'one mint: the token is cached in the isolate');
+    assert.equal(vx.minted.length, 1);
+    for (const r of calls.filter((r) => r.path !== '/token')) {
+      assert.equal(r.headers.authorization, `Bearer ${vx.minted[0]}`);
+    }
+    const output = generated!.output.join('\n');
+    for (const secret of [AWS.secret_access_key, vx.minted[0]!, 'PRIVATE KEY']) {
+      assert.ok(!output.includes(secret), 'no credential in the Worker output');
     }
   });
 

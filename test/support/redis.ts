@@ -5,6 +5,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { RedisClient } from '../../src/platform.ts';
 import { freePort } from './process.ts';
 
 const INSTALL_HINT = 'redis-server / redis-cli not found on PATH: install them with `apt-get install -y redis-server`';
@@ -222,5 +223,22 @@ export async function startRedisSentinel(): Promise<RedisSentinel> {
       rmSync(dir, { recursive: true, force: true });
       dirs.delete(dir);
     },
+  };
+}
+
+/**
+ * A Redis client whose scripts read `clock()` instead of the server's `TIME` (the only clock the limiter's
+ * scripts use), so a test steps a real Redis through windows without waiting for them. Everything else —
+ * keys, counters, expiry arithmetic — is the real server's.
+ */
+export function fixedClockRedis(client: RedisClient, clock: () => number): RedisClient {
+  return {
+    evalScript(lua, keys, args) {
+      const ms = clock();
+      const time = `{'${Math.floor(ms / 1000)}', '${(ms % 1000) * 1000}'}`;
+      return client.evalScript(lua.replaceAll("redis.call('TIME')", time), keys, args);
+    },
+    waitReady: (ms) => client.waitReady(ms),
+    quit: () => client.quit(),
   };
 }

@@ -18,6 +18,7 @@ import { until } from '../support/until.ts';
 import { gatewayWith } from '../support/platform.ts';
 import { statusPageHtml } from '../../src/status/page.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 
 function policy(over: Partial<CachePolicy> & { name?: string } = {}): CachePolicy {
   const p = CachePolicySchema.parse({ name: over.name ?? 'p', ...over });
@@ -527,3 +528,57 @@ cache_policies: [{ name: main }]
     gw.stop();
   });
 });
+
+describe('output guardrails on a hit (AISIX: a cached answer is checked as an upstream one)', () => {
+  const base = `_format_version: "1"
+provider_keys: [{ display_name: local, provider: echo }]
+models: [{ display_name: e, model_name: echo-1, provider_key: local }]
+api_keys: [{ display_name: caller, key_env: CALLER, allowed_models: ["*"] }]
+cache_policies: [{ name: main, scope: env }]
+`;
+  test('a guardrail added since the answer was stored blocks the hit; a mask is applied to it', async () => {
+    const { gw, platform } = await gatewayWith(base, { env: { CALLER: 'sk-in-process' } });
+    const app = createProxyApp(gw);
+    const prompt = 'the secret word, mail a@b.example.com';
+    const ask = () =>
+      app.request('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: 'Bearer sk-in-process', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'e', messages: [{ role: 'user', content: prompt }] }),
+      });
+    const apply = async (extra: string) => {
+      const r = await loadResourcesFile('/t/resources.yaml', base + extra, platform.env);
+      if (!r.ok) throw new Error(r.report.format());
+      gw.apply(r.snapshot, { configHash: extra });
+    };
+    const first = await ask();
+    assert.equal(first.headers.get('x-aisix-cache'), 'miss');
+    assert.equal(((await first.json()) as ChatAnswer).choices[0]!.message.content, prompt);
+
+    await apply(
+      `guardrails: [{ name: quiet, kind: keyword, hook_point: output, patterns: [{ kind: literal, value: secret }] }]
+`,
+    );
+    const blocked = await ask();
+    assert.equal(blocked.status, 422);
+    assert.equal(
+      await blocked.text(),
+      `{"error":{"message":"response blocked by content policy (guardrail 'quiet')","type":"content_filter"}}`,
+    );
+    assert.ok(platform.logs.some((l) => l.msg === 'guardrail blocked cached response' && l.guardrail === 'quiet'));
+
+    await apply(`guardrails: [{ name: mails, kind: pii, hook_point: output, detectors: [{ type: email }] }]
+`);
+    const masked = await ask();
+    assert.equal(masked.headers.get('x-aisix-cache'), 'hit');
+    assert.equal(
+      ((await masked.json()) as ChatAnswer).choices[0]!.message.content,
+      'the secret word, mail [EMAIL_REDACTED]',
+    );
+    gw.stop();
+  });
+});
+
+interface ChatAnswer {
+  choices: { message: { content: string } }[];
+}

@@ -116,6 +116,18 @@ describe('export', () => {
     assert.equal(long.kind === 'export' && long.output, 'o.yaml');
   });
 
+  test("AISIX's flags: --reveal-secrets, --etcd repeated; --with-secrets stays its alias", () => {
+    const r = parseCli(
+      ['export', '--etcd', 'http://a:2379', '--etcd=http://b:2379,http://c:2379', '--reveal-secrets'],
+      {},
+    );
+    assert.equal(r.kind, 'export');
+    assert.deepEqual(r.kind === 'export' && r.endpoints, ['http://a:2379', 'http://b:2379', 'http://c:2379']);
+    assert.equal(r.kind === 'export' && r.withSecrets, true);
+    const alias = parseCli(['export', '--etcd', 'http://a:2379', '--with-secrets'], {});
+    assert.equal(alias.kind === 'export' && alias.withSecrets, true);
+  });
+
   test('export without --etcd is an error', () => {
     const r = parseCli(['export', '-o', 'x.yaml'], {});
     assert.equal(r.kind === 'error' && r.message, `export needs --etcd <endpoints>\n${USAGE}`);

@@ -58,6 +58,7 @@ describe('defaults', () => {
         tracing: { otlp: { enabled: false, sample_ratio: 1, headers: {} } },
       },
       upstream: {
+        pool_idle_timeout_secs: 30,
         timeout_ms: 6000000,
         stream_timeout_ms: 0,
         connect_timeout_ms: 5000,
@@ -104,6 +105,7 @@ shutdown: { min_drain_secs: 0 }
       tracing: { otlp: { enabled: false, headers: {}, sample_ratio: 1 } },
     });
     assert.deepEqual(c.upstream, {
+      pool_idle_timeout_secs: 30,
       timeout_ms: 0,
       stream_timeout_ms: 100,
       connect_timeout_ms: 50,
@@ -246,7 +248,7 @@ observability:
   tracing: { otlp: { enabled: false } }
 upstream:
   timeout_ms: 1000
-  tls: { insecure_skip_verify: false }
+  tls: { verify: true }
   tcp_keepalive_secs: 60
   tcp_keepalive_interval_secs: 10
   pool_max_idle_per_host: 32
@@ -265,7 +267,6 @@ managed:
   test('are accepted, removed from the config and returned in ignoredKeys', () => {
     const r = ok(loadConfig(FILE, AISIX, {}));
     assert.deepEqual([...r.ignoredKeys].sort(), [
-      'bedrock_endpoint_url',
       'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
@@ -276,16 +277,17 @@ managed:
       'proxy.thread_per_core',
       'proxy.url_rewrites',
       'proxy.workers',
-      'upstream.pool_idle_timeout_secs',
       'upstream.pool_max_idle_per_host',
       'upstream.tcp_keepalive_interval_secs',
       'upstream.tcp_keepalive_secs',
-      'upstream.tls',
     ]);
     // The keys that Sluice implements next to them still apply.
     assert.equal(r.config.observability.log_level, 'warn');
+    assert.equal(r.config.etcd.prefix, '/aisix/prod', 'etcd.env_id: rows under <prefix>/<env_id>/');
     assert.equal(r.config.observability.metrics.prometheus.path, '/prom');
     assert.equal(r.config.upstream.timeout_ms, 1000);
+    assert.equal(r.config.upstream.pool_idle_timeout_secs, 90); // implemented: no longer ignored
+    assert.deepEqual(r.config.upstream.tls, { verify: true });
     assert.equal(r.config.managed.snapshot_cache_path, '/etc/sluice/cache/snapshot.json');
     assert.equal('workers' in r.config.proxy, false);
     assert.equal(r.config.cache.backend, 'memory'); // implemented (docs/cache.md): no longer ignored
@@ -293,7 +295,7 @@ managed:
     assert.equal(r.config.ratelimit.backend, 'redis'); // implemented: no longer ignored
   });
 
-  test('proxy.listeners and admin.tls stop the boot with advice (ignoring them would leave addresses unserved or the admin API in clear text)', () => {
+  test('proxy.listeners stops the boot with advice (ignoring it would leave addresses unserved); admin.tls is served', () => {
     const out = failed(loadConfig(
       FILE,
       `resources_file: r.yaml
@@ -302,17 +304,36 @@ proxy:
   listeners: [{ addr: "0.0.0.0:3443" }]
 admin:
   admin_keys: [a]
-  tls: { cert_file: a.crt, key_file: a.key }
 `,
       {},
     ));
     assert.match(out, /proxy\.listeners: not implemented by Sluice \(it binds one proxy listener, proxy\.addr\)/);
-    assert.match(out, /admin\.tls: not implemented by Sluice \(the admin listener speaks plain HTTP\)/);
-    const env = failed(loadConfig(FILE, MINIMAL, { AISIX_ADMIN__TLS__CERT_FILE: '/x.crt' }));
-    assert.match(
-      env,
-      /admin\.tls: not implemented by Sluice .*\(from environment variable AISIX_ADMIN__TLS__CERT_FILE\)/,
+    const env = loadConfig(FILE, MINIMAL, {
+      AISIX_ADMIN__TLS__CERT_FILE: '/x.crt',
+      AISIX_ADMIN__TLS__KEY_FILE: '/x.key',
+    });
+    assert.ok(env.ok, env.ok ? '' : env.report.format());
+    assert.deepEqual(env.config.admin.tls, { cert_file: '/x.crt', key_file: '/x.key' });
+    const half = failed(loadConfig(FILE, `${MINIMAL}  tls: { cert_file: a.crt }\n`, {}));
+    assert.match(half, /admin\.tls\.key_file/);
+  });
+
+  test('etcd.env_id joins the prefix; empty or absent leaves it', () => {
+    const etcd = (block: string) =>
+      ok(loadConfig(FILE, `${MINIMAL.replace('resources_file: resources.yaml\n', '')}etcd: ${block}\n`, {}));
+    assert.equal(etcd('{ endpoints: [http://e:2379], prefix: /gw/, env_id: env-1 }').config.etcd.prefix, '/gw/env-1');
+    assert.equal(etcd('{ endpoints: [http://e:2379], env_id: "" }').config.etcd.prefix, '/aisix');
+    assert.equal(etcd('{ endpoints: [http://e:2379] }').config.etcd.prefix, '/aisix');
+    const env = ok(
+      loadConfig(
+        FILE,
+        `${MINIMAL.replace('resources_file: resources.yaml\n', '')}etcd: { endpoints: [http://e:2379] }\n`,
+        {
+          AISIX_ETCD__ENV_ID: 'staging',
+        },
+      ),
     );
+    assert.equal(env.config.etcd.prefix, '/aisix/staging');
   });
 
   test('isIgnoredKey covers the list, and managed.snapshot_cache_path is not ignored', () => {

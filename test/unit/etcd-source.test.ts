@@ -5,11 +5,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import type { EtcdFetch } from '../../src/sources/etcd/client.ts';
-import { runExport } from '../../src/sources/etcd/export.ts';
-import type { ResourceSet } from '../../src/resources/snapshot.ts';
-import { canonicalJson } from '../../src/util/crypto.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { type EtcdTestGateway, seeder, startEtcdGateway } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
@@ -138,26 +134,6 @@ const model = (name: string, pkId = 'pk1', extra: Record<string, unknown> = {}) 
   ...extra,
 });
 
-/**
- * A resource set with ids replaced by names (a file derives its ids from the names): what `export` must
- * preserve. An api key's missing name is its id; `allowed_models` entries naming no model are dropped.
- */
-function byName(set: ResourceSet): unknown {
-  const pkName = new Map(set.provider_keys.map((k) => [k.id, k.display_name]));
-  const models = new Set(set.models.map((m) => m.display_name));
-  return {
-    provider_keys: set.provider_keys.map(({ id: _id, ...k }) => k),
-    models: set.models.map(({ id: _id, ...m }) =>
-      m.kind === 'direct' ? { ...m, provider_key_id: pkName.get(m.provider_key_id) } : m
-    ),
-    api_keys: set.api_keys.map(({ id, ...k }) => ({
-      ...k,
-      display_name: k.display_name ?? id,
-      allowed_models: k.allowed_models.filter((n) => n.includes('*') || models.has(n)),
-    })),
-  };
-}
-
 describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
   let etcd: EtcdServer;
   let s: ReturnType<typeof seeder>;
@@ -190,7 +166,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await s.put(`${P}/models/m4`, '[1,2]');
     await s.put(`${P}/api_keys/k1`, { display_name: 'k', key_hash: 'NOT-A-HASH' });
     await s.put(`${P}/models/m5`, { ...model('m5'), id: 'other-id' });
-    await s.put(`${P}/rate_limit_policies/g1`, { name: 'rl' });
+    await s.put(`${P}/oidc_providers/g1`, { name: 'rl' });
     await s.put(`${P}/mcp_servers/c1`, { name: 'c' });
     await s.put(`${P}2/models/zz`, model('outside the prefix'));
 
@@ -205,12 +181,12 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
       'models/m2': 'non_json',
       'models/m4': 'schema_failed',
       'api_keys/k1': 'schema_failed',
-      'rate_limit_policies/g1': 'unsupported',
+      'oidc_providers/g1': 'unsupported',
     });
     assert.match(rejected.get('routes/r1')!.last_error, /unknown resource kind "routes"/);
     assert.match(rejected.get('api_keys/k1')!.last_error, /^allowed_models: /, 'allowed_models is required');
     assert.match(rejected.get('provider_keys/pk2')!.last_error, /^provider: /);
-    assert.match(rejected.get('rate_limit_policies/g1')!.last_error, /Sluice does not implement rate_limit_policies/);
+    assert.match(rejected.get('oidc_providers/g1')!.last_error, /Sluice does not implement oidc_providers/);
     for (const r of rejected.values()) {
       assert.match(r.first_seen_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/, 'RFC 3339 UTC, whole seconds');
       assert.match(r.last_seen_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
@@ -565,91 +541,5 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
       assert.equal(t.gw.snapshot, undefined, `${what}: nothing applied`);
       await t.stop();
     }
-  });
-  test('export: the YAML loads back through the file pipeline to the same resources; secrets as ${VAR}', async () => {
-    const P = '/export';
-    const rows: [string, unknown][] = [
-      [`${P}/provider_keys/pk1`, {
-        display_name: 'Open AI main',
-        provider: 'openai',
-        api_key: 'sk-$dollar-SECRET',
-        api_base: 'http://127.0.0.1:9/v1/',
-      }],
-      [`${P}/provider_keys/pk2`, { display_name: 'echo', provider: 'echo' }],
-      [`${P}/provider_keys/pk3`, { display_name: 'open-ai main', provider: 'openai', api_key: UPSTREAM_SECRET }],
-      [`${P}/models/m1`, {
-        display_name: 'gpt-$cheap',
-        model_name: 'gpt-4o-mini',
-        provider_key_id: 'pk1',
-        cooldown: { default_seconds: 5 },
-        cost: { input_per_1k: 0.15, output_per_1k: 0.6 },
-        new_field: 1,
-      }],
-      [`${P}/models/m2`, { display_name: 'openai/*', model_name: '*', provider_key_id: 'pk3' }],
-      [`${P}/models/m3`, { display_name: 'echo-model', model_name: 'echo', provider_key_id: 'pk2', timeout: 1000 }],
-      [`${P}/models/r1`, {
-        display_name: 'smart',
-        routing: { strategy: 'round_robin', targets: [{ model: 'gpt-$cheap', weight: 3 }, { model: 'echo-model' }] },
-      }],
-      [`${P}/api_keys/k1`, {
-        display_name: 'caller',
-        key_hash: CALLER_HASH,
-        allowed_models: ['smart', 'openai/*'],
-        expires_at: '2999-01-01T00:00:00Z',
-        rate_limit: { rpm: 60 },
-      }],
-      [`${P}/api_keys/k2`, { display_name: 'disabled', key_hash: 'a'.repeat(64), disabled: true, allowed_models: [] }],
-      [`${P}/api_keys/k3`, { key_hash: 'no-name', allowed_models: ['ghost', 'smart'] }],
-      [`${P}/models/bad`, 'not json'],
-    ];
-    for (const [k, v] of rows) await s.put(k, v);
-    const t = open({ endpoint: etcd.endpoint, prefix: P });
-    await t.source.firstApplied;
-    const served = canonicalJson(byName(t.gw.snapshot!.resources));
-    assert.equal(t.gw.snapshot!.size, 10);
-
-    // Placeholders.
-    const platform = testPlatform();
-    const cmd = {
-      kind: 'export' as const,
-      endpoints: [etcd.endpoint],
-      prefix: P,
-      output: '/out/resources.yaml',
-      withSecrets: false,
-    };
-    assert.equal(await runExport(platform, cmd), 0);
-    const text = platform.fileMap.get('/out/resources.yaml')!;
-    assert.ok(!text.includes('sk-$dollar-SECRET') && !text.includes(UPSTREAM_SECRET), 'no plaintext api key');
-    assert.match(text, /SLUICE_PK_OPEN_AI_MAIN\b/);
-    assert.match(text, /SLUICE_PK_OPEN_AI_MAIN_2\b/);
-    assert.match(text, /Skipped 1 row\(s\)[^]*\/export\/models\/bad: non_json/);
-    assert.match(text, /models\.new_field \(1 row\(s\)\)/);
-    assert.match(text, new RegExp(`key_hash: ${CALLER_HASH}`), 'key_hash kept as-is');
-    const env = { SLUICE_PK_OPEN_AI_MAIN: 'sk-$dollar-SECRET', SLUICE_PK_OPEN_AI_MAIN_2: UPSTREAM_SECRET };
-    const loaded = await loadResourcesFile('/out/resources.yaml', text, env);
-    assert.ok(loaded.ok, loaded.ok ? '' : loaded.report.format());
-    assert.equal(canonicalJson(byName(loaded.snapshot.resources)), served, 'same values, references by name');
-    assert.match(text, /display_name: k3\n/, 'an api key without a name is named by its id');
-    assert.ok(platform.logs.some((l) => String(l.raw).startsWith('export: skipped /export/models/bad')));
-
-    // --with-secrets, to stdout.
-    let out = '';
-    const p2 = {
-      ...testPlatform(),
-      writeOut: (x: string) => {
-        out += x;
-      },
-    };
-    assert.equal(await runExport(p2, { ...cmd, output: undefined, withSecrets: true }), 0);
-    const plain = await loadResourcesFile('/stdout.yaml', out, {});
-    assert.ok(plain.ok, plain.ok ? '' : plain.report.format());
-    assert.equal(canonicalJson(byName(plain.snapshot.resources)), served);
-    assert.match(out, /CONTAINS PLAINTEXT PROVIDER API KEYS/);
-
-    // Unreachable etcd: exit 1, a message, no file.
-    const p3 = testPlatform();
-    assert.equal(await runExport(p3, { ...cmd, endpoints: [await deadEndpoint()] }), 1);
-    assert.match(String(p3.logs[0]?.raw), /^export: cannot read \/export\/ from etcd: /);
-    assert.equal(p3.fileMap.size, 0);
   });
 });

@@ -9,8 +9,8 @@ import type { Gateway } from '../../src/gateway.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { chatCompletion, chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { gatewayWith } from '../support/platform.ts';
-import { within } from '../support/until.ts';
+import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { until, within } from '../support/until.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
 const CONFIG = `
@@ -36,12 +36,15 @@ api_keys:
 guardrails:
   - name: words
     kind: keyword
+    created_at: "2024-01-01T00:00:00Z"
     patterns: [{ kind: literal, value: forbidden }, { kind: regex, value: "(?i)drop\\\\s+table" }]
   - name: pii
     kind: pii
+    created_at: "2024-01-02T00:00:00Z"
     detectors: [{ type: email }, { type: us_ssn, action: block }]
   - name: watch
     kind: keyword
+    created_at: "2024-01-03T00:00:00Z"
     enforcement_mode: monitor
     patterns: [{ kind: literal, value: suspicious }]
 `;
@@ -51,11 +54,12 @@ const CALLER = 'sk-caller-all';
 const ONE_RPM = 'sk-caller-one';
 let mock: MockUpstream;
 let gw: Gateway;
+let platform: TestPlatform;
 let app: ReturnType<typeof createProxyApp>;
 
 before(async () => {
   mock = await startMockUpstream();
-  ({ gw } = await gatewayWith(resources(mock.base), { config: CONFIG, env: { CALLER, ONE_RPM } }));
+  ({ gw, platform } = await gatewayWith(resources(mock.base), { config: CONFIG, env: { CALLER, ONE_RPM } }));
   app = createProxyApp(gw);
 });
 after(() => mock.close());
@@ -191,6 +195,61 @@ describe('output checks', () => {
 });
 
 describe('operators see it', () => {
+  test("the access log carries AISIX's usage-event guardrail fields", async () => {
+    const line = async (res: Response) => {
+      const id = res.headers.get('x-aisix-request-id');
+      await res.text();
+      let found: Record<string, unknown> | undefined;
+      await until(
+        () => {
+          found = platform.logs.find((l) => l.msg === 'proxy request completed' && l.request_id === id);
+          return found !== undefined;
+        },
+        5000,
+        'the access log line',
+      );
+      return found!;
+    };
+    mock.script({ body: chatCompletion('gpt-up', 'write to a@b.io or c@d.io') });
+    const ok = await line(await post('/v1/chat/completions', { model: 'gpt', messages: user('suspicious: x@y.io') }));
+    // The chain's order: created_at, oldest first (words, pii, watch).
+    const each = (hook: string) => [
+      { kind: 'keyword', hook },
+      { kind: 'pii', hook },
+      { kind: 'keyword', hook },
+    ];
+    assert.equal(ok.guardrail_blocked, false);
+    assert.equal(ok.guardrail_bypassed_reason, undefined);
+    assert.deepEqual(ok.applied_guardrails, [...each('input'), ...each('output')]);
+    assert.deepEqual(ok.guardrail_monitor_hits, [
+      {
+        guardrail_name: 'watch',
+        hook: 'input',
+        action: 'would_block',
+        reason: 'input blocked by literal "suspicious"',
+      },
+    ]);
+    const enforced = ok.guardrail_enforced_hits as Record<string, unknown>[];
+    assert.deepEqual(enforced.map(({ duration_us, ...rest }) => (assert.equal(typeof duration_us, 'number'), rest)), [
+      { guardrail_name: 'pii', hook: 'input', action: 'masked', counts: { email: 1 } },
+      { guardrail_name: 'pii', hook: 'output', action: 'masked', counts: { email: 2 } },
+    ]);
+    assert.deepEqual(ok.redacted_entity_counts, { email: 3 });
+
+    const refused = await line(await post('/v1/chat/completions', { model: 'gpt', messages: user('forbidden') }));
+    assert.equal(refused.guardrail_blocked, true);
+    assert.deepEqual(
+      refused.applied_guardrails,
+      [{ kind: 'keyword', hook: 'input' }],
+      'the first block ends the chain',
+    );
+    assert.deepEqual(
+      (refused.guardrail_enforced_hits as Record<string, unknown>[]).map((h) => [h.guardrail_name, h.action, h.reason]),
+      [['words', 'blocked', undefined]],
+      'the reason stays in the block log line',
+    );
+  });
+
   test('metrics and the status page list each guardrail', async () => {
     const m = gw.metrics.render();
     assert.match(m, /aisix_guardrail_blocks_total [1-9]/);

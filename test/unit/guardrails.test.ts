@@ -238,7 +238,7 @@ guardrails:
   - { name: rep, kind: pii, custom_patterns: [{ name: n, regex: x, action: block, replacement: y }] }
   - { name: mod, kind: openai_moderation, api_key: k, category_thresholds: { hate: 1.5 } }
   - { name: sem, kind: semantic, categories: [] }
-  - { name: br, kind: bedrock }
+  - { name: ali, kind: aliyun_ai_guardrail }
 `,
       {},
     );
@@ -250,7 +250,7 @@ guardrails:
       '  - guardrails[2] ("rep"): custom_patterns[0].replacement: not allowed on a pattern whose action is block',
       '  - guardrails[3] ("mod"): category_thresholds.hate: must be between 0 and 1',
       '  - guardrails[4] ("sem"): kind: `semantic` (a bundled embedding model) is not implemented by Sluice; the row is refused rather than skipped',
-      '  - guardrails[5] ("br"): kind: `bedrock` is not implemented by Sluice yet (it needs AWS SigV4 signing); the row is refused rather than skipped',
+      '  - guardrails[5] ("ali"): kind: `aliyun_ai_guardrail` is not implemented by Sluice; the row is refused rather than skipped',
     ]);
   });
   test('file: guardrails load and apply environment-wide', async () => {
@@ -272,7 +272,7 @@ guardrails:
       JSON.stringify({ name: 'p', kind: 'pii', detectors: [{ type: 'email', x: 1 }] }),
     );
     assert.ok(ok.ok);
-    if (ok.ok) assert.deepEqual(ok.unknownFields, ['detectors[].x']);
+    if (ok.ok) assert.deepEqual(ok.unknownFields, ['detectors.[].x']);
     const bad = parseRow(
       '/a',
       '/a/guardrails/g2',

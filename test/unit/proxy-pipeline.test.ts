@@ -4,15 +4,15 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Context } from 'hono';
-import { errors, ProxyError } from '../../src/http/errors.ts';
+import { errors } from '../../src/http/errors.ts';
 import type { ProxyEnv } from '../../src/proxy/env.ts';
 import {
   type AnswerStep,
   buildPipeline,
   type CoreSteps,
   ModelCall,
-  perSnapshot,
   runModelCall,
+  SnapshotPipelines,
   type Step,
   type StepName,
   type StepResult,
@@ -148,26 +148,69 @@ describe('runModelCall', () => {
   });
 });
 
-describe('perSnapshot', () => {
-  test('builds its sub-steps once per snapshot and runs them in order', async () => {
+describe('SnapshotPipelines', () => {
+  test("each snapshot's pipeline has the steps of the features it configures, built once, after identify", async () => {
+    const withRules = {} as Snapshot; // opaque to the pipelines: only its identity matters
+    const without = {} as Snapshot;
     const built: Snapshot[] = [];
     const ran: string[] = [];
-    const s = perSnapshot('input checks', (snapshot) => {
+    let serving = withRules;
+    const c = core(ran);
+    // identify serves the caller from the snapshot of the moment, as authenticateCaller does.
+    c.identify = {
+      name: 'identify',
+      run: (call) => {
+        ran.push('identify');
+        call.caller = { key: { id: 'k' } as ApiKey, snapshot: serving };
+        return undefined;
+      },
+    };
+    const guard = (snapshot: Snapshot) => {
       built.push(snapshot);
-      return [step('input checks', ran), step('input checks', ran, () => errors.badRequest('blocked'))];
-    });
-    const one = {} as Snapshot; // opaque to the step: only its identity matters
-    const two = {} as Snapshot;
-    const key = { id: 'k' } as ApiKey;
-    const c = call();
-    c.caller = { key, snapshot: one };
-    assert.ok((await s.run(c)) instanceof ProxyError);
-    assert.ok((await s.run(c)) instanceof ProxyError);
-    assert.equal(built.length, 1);
-    c.caller = { key, snapshot: two };
-    await s.run(c);
-    assert.deepEqual(built, [one, two]);
-    assert.equal(ran.length, 6);
+      return snapshot === withRules
+        ? { inputChecks: step('input checks', ran), outputChecks: answerStep('output checks', ran) }
+        : undefined;
+    };
+    const cache = (snapshot: Snapshot) =>
+      snapshot === withRules ? { cacheLookup: step('cache lookup', ran, undefined, true) } : undefined;
+    const p = new SnapshotPipelines(c, [guard, cache]);
+    assert.equal(await p.run(call()), ANSWER);
+    assert.deepEqual(ran, [
+      'identify',
+      'read body',
+      'admit',
+      'input checks',
+      'reserve',
+      'cache lookup',
+      'dispatch',
+      'output checks',
+      'respond',
+    ]);
+    await p.run(call());
+    assert.deepEqual(built, [withRules], 'built on the first request of the snapshot only');
+    ran.length = 0;
+    serving = without;
+    await p.run(call());
+    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'reserve', 'dispatch', 'respond']);
+    assert.equal(p.of(without).steps.length, 4, 'no feature step at all, not one that does nothing');
+    serving = withRules;
+    await p.run(call());
+    assert.deepEqual(built, [withRules, without], 'an earlier snapshot keeps its pipeline');
+  });
+
+  test('a refusal by identify is answered by refuse; no pipeline is chosen', async () => {
+    const ran: string[] = [];
+    const c = core(ran);
+    c.identify = step('identify', ran, () => errors.badRequest('no key'));
+    let asked = 0;
+    const p = new SnapshotPipelines(c, [() => {
+      asked++;
+      return undefined;
+    }]);
+    const res = await p.run(call());
+    assert.equal(res.status, 400);
+    assert.deepEqual(ran, ['identify', 'refuse 400']);
+    assert.equal(asked, 0);
   });
 });
 

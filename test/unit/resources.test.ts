@@ -614,7 +614,7 @@ models:
   });
 
   test('kinds Sluice does not implement: the gating ones are errors, the others are accepted and not served', async () => {
-    const gating = ['rate_limit_policies', 'oidc_providers', 'claim_mappings'];
+    const gating = ['oidc_providers', 'claim_mappings'];
     for (const kind of gating) {
       assert.equal(
         await report(`_format_version: "1"\n${kind}:\n  - { name: x }\n`),

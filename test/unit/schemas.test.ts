@@ -152,13 +152,18 @@ const AGREE: [string, string, boolean][] = [
   ['a redis URL of another scheme', `${MIN}ratelimit: { redis: { url: "http://r:6379" } }`, false],
   [
     'AISIX keys Sluice ignores',
-    `${MIN}bedrock_endpoint_url: x\nupstream: { pool_idle: 3, tls: {} }\nmanaged: { zz: 1 }`,
+    `${MIN}bedrock_endpoint_url: x\nupstream: { pool_max_idle_per_host: 3, tcp_keepalive_secs: 60 }\nmanaged: { zz: 1 }`,
     true,
   ],
   ['AISIX proxy.listeners (refused)', withProxy('{ addr: ":1", listeners: [] }'), false],
   [
-    'AISIX admin.tls (refused)',
-    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: {} }',
+    'admin.tls',
+    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: { cert_file: a, key_file: b } }',
+    true,
+  ],
+  [
+    'admin.tls without key_file',
+    'resources_file: r.yaml\nproxy: { addr: ":1" }\nadmin: { enabled: false, tls: { cert_file: a } }',
     false,
   ],
 ];
@@ -174,6 +179,7 @@ const ZOD_ONLY: [string, string][] = [
     `${MIN}ratelimit: { backend: redis, redis: { mode: sentinel, sentinels: [s:1] } }`,
   ],
   ['a trusted proxy that is no CIDR', withProxy('{ addr: ":1", real_ip: { trusted_proxies: [nope] } }')],
+  ['an upstream client certificate without its key', `${MIN}upstream: { tls: { client_cert_file: c.pem } }`],
 ];
 
 describe('config.yaml verdicts: the JSON Schema and the loader', () => {
@@ -199,8 +205,8 @@ const RESOURCES: [string, string, boolean][] = [
   ['_format_version as a number', '_format_version: 1', false],
   ['no _format_version', 'models: []', false],
   ['an unknown collection', '_format_version: "1"\nplugins: []', false],
-  ['an empty gating collection', '_format_version: "1"\nrate_limit_policies: []', true],
-  ['a gating entry', '_format_version: "1"\nrate_limit_policies: [{ name: g }]', false],
+  ['an empty gating collection', '_format_version: "1"\noidc_providers: []', true],
+  ['a gating entry', '_format_version: "1"\noidc_providers: [{ name: g }]', false],
   ['a guardrail', '_format_version: "1"\nguardrails: [{ name: g, kind: keyword, patterns: [] }]', true],
   ['a guardrail without its kind', '_format_version: "1"\nguardrails: [{ name: g }]', false],
   ['an accepted-not-served entry', '_format_version: "1"\nmcp_servers: [{ display_name: m, url: x }]', true],
@@ -243,6 +249,8 @@ const RESOURCES_PIPELINE_ONLY: [string, string][] = [
     'an allowed model not defined',
     `_format_version: "1"\napi_keys: [{ display_name: a, key_hash: h, allowed_models: [gone] }]`,
   ],
+  // The two forms and the condition tree are the pipeline's (src/resources/policy-schema.ts).
+  ['a rate-limit policy of neither form', '_format_version: "1"\nrate_limit_policies: [{ name: g }]'],
 ];
 
 describe('resources.yaml verdicts: the JSON Schema and the pipeline', () => {

@@ -67,6 +67,7 @@ async function post(p: Post): Promise<ProviderResult> {
       authorization: `Bearer ${token}`,
       'content-type': 'application/json',
       ...(p.c.traceparent ? { traceparent: p.c.traceparent } : {}),
+      ...(p.c.requestId ? { 'x-aisix-request-id': p.c.requestId } : {}),
     },
     body: JSON.stringify(p.body),
     signal: p.c.signal,

@@ -1,26 +1,33 @@
-// `sluice export` (docs/etcd.md "Export"): an etcd prefix as a resources.yaml (format "1") that loads back
-// through the file pipeline to the resource set a freshly started gateway would serve from it (ids, values
+// `sluice export` (docs/etcd.md "Export"; AISIX's `aisix export`): an etcd prefix as a resources.yaml
+// (format "1") that loads back through the file pipeline to the resource set a freshly started gateway would serve from it (ids, values
 // after normalisation, order). The hashes cannot match: a file's is over its bytes, etcd's over its rows.
 // `$` in any string is written as `$$`, which the file pipeline's interpolation turns back into `$`.
 import { Document } from 'yaml';
 import type { Platform } from '../../platform.ts';
+import { identityOf } from '../../resources/entries.ts';
+import { FILE_COLLECTIONS } from '../../resources/schema.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
+import { type Json, placeholderCollisions, redactSecrets, type SecretPlaceholder } from './export-secrets.ts';
 import { compareKeys, normalizePrefix, resourceSet, type RowValue, rowValue, type ServedValue } from './rows.ts';
 
-/** The kinds the export writes (guardrails are reported as skipped). */
-type ExportedKind = 'provider_keys' | 'models' | 'api_keys' | 'cache_policies';
+/** A row left out of the file: `rejected` by the row checks, or not `expressible` in a file. */
+export interface SkippedRow {
+  key: string;
+  why: 'rejected' | 'not_expressible';
+  error: string;
+}
 
 export interface ExportResult {
   yaml: string;
   resources: number;
-  /** Rows left out because they would not load, with why. */
-  skipped: { key: string; error: string }[];
-  /** Environment variables the file's placeholders need. */
-  variables: string[];
+  /** Rows left out, with why: any makes `sluice export` exit 1. */
+  skipped: SkippedRow[];
+  /** The `${VAR}`s the file needs (none with `withSecrets`). */
+  placeholders: SecretPlaceholder[];
+  /** What the operator should know that still yields a loadable file. */
+  warnings: string[];
 }
-
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
 /** `$` → `$$` in every string value (not in mapping keys), so interpolation restores it. */
 function escapeDollars(v: Json): Json {
@@ -34,12 +41,9 @@ function escapeDollars(v: Json): Json {
   return v;
 }
 
-function variableName(displayName: string, taken: Set<string>): string {
-  const base = `SLUICE_PK_${displayName.toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_+|_+$/g, '') || 'KEY'}`;
-  let name = base;
-  for (let n = 2; taken.has(name); n++) name = `${base}_${n}`;
-  taken.add(name);
-  return name;
+/** AISIX's name for an api key in a file (its rows carry none): from the already-safe `key_hash`. */
+export function apiKeyFileName(keyHash: string): string {
+  return `apikey-${keyHash.slice(0, 16)}`;
 }
 
 /** Builds the resources.yaml text for the rows of one range. Pure. */
@@ -49,35 +53,83 @@ export function exportResources(
   opts: { withSecrets: boolean; revision: number; source: string },
 ): ExportResult {
   const prefix = normalizePrefix(prefixIn);
-  const { keys, served, skipped, dropped } = servedRows(kvs, prefix);
+  const { keys, values, served, skipped, dropped } = servedRows(kvs, prefix);
   const names = expressible(new Snapshot(resourceSet(keys, served)));
-  const { lists, variables } = fileEntries(keys, served, names, opts.withSecrets, skipped);
-  const resources = lists.provider_keys.length + lists.models.length + lists.api_keys.length +
-    lists.cache_policies.length;
+  const lists = fileEntries(keys, served, names, skipped);
+  for (const p of policyEntries(keys, served, names, skipped)) push(lists, 'rate_limit_policies', p);
+  const narrow = narrowGuardrails(keys, values);
+  const other = otherEntries(keys, values, served, narrow.leftOut, skipped);
+  const placeholders: SecretPlaceholder[] = [];
+  const collections: Record<string, Json[]> = {};
+  let resources = 0;
+  for (const kind of FILE_COLLECTIONS) {
+    const entries = [...(lists.get(kind) ?? []), ...(other.get(kind) ?? [])].map((e) => {
+      const out = escapeDollars(e.entry) as { [k: string]: Json };
+      if (!opts.withSecrets) redactSecrets(kind, e.identity, out, placeholders);
+      return out;
+    });
+    if (entries.length === 0) continue;
+    collections[kind] = entries;
+    resources += entries.length;
+  }
   const header = [
     ` Exported by \`sluice export\` from ${opts.source}, prefix ${prefix}/, revision ${opts.revision}: ${resources} resource(s).`,
     ' A file carries no ids (they are derived from the names); references are written by name.',
   ];
-  if (variables.length > 0) {
-    header.push(' Provider api keys are ${VAR} placeholders; set these environment variables before loading:');
-    for (const v of variables) header.push(`   ${v.name}  (${v.what})`);
-  }
-  if (opts.withSecrets && lists.provider_keys.length > 0) {
-    header.push(' CONTAINS PLAINTEXT PROVIDER API KEYS (--with-secrets): protect this file.');
-  }
   if (dropped.size > 0) {
     header.push(' Unknown fields dropped (not part of format "1"):');
     for (const [f, n] of dropped) header.push(`   ${f} (${n} row(s))`);
   }
   if (skipped.length > 0) {
-    header.push(` Skipped ${skipped.length} row(s) that would not load:`);
+    header.push(` Left out ${skipped.length} row(s):`);
     for (const s of skipped) header.push(`   ${s.key}: ${s.error}`);
   }
-  const { cache_policies, ...core } = lists;
-  const doc = new Document({ _format_version: '1', ...core, ...(cache_policies.length > 0 ? { cache_policies } : {}) });
+  const doc = new Document({ _format_version: '1', ...collections });
   doc.commentBefore = header.join('\n');
-  return { yaml: doc.toString({ lineWidth: 0 }), resources, skipped, variables: variables.map((v) => v.name) };
+  return {
+    yaml: doc.toString({ lineWidth: 0 }),
+    resources,
+    skipped,
+    placeholders,
+    warnings: [...narrow.warnings, ...placeholderCollisions(placeholders)],
+  };
 }
+
+/**
+ * A file applies every guardrail to the whole environment (it has no attachments), so only the guardrails
+ * that do so here are written (AISIX's): those with an enabled `env` attachment, and those with no attachment
+ * at all (which apply everywhere already). The others, and every attachment row, are left out; each left-out
+ * guardrail is a warning, not a failure.
+ */
+function narrowGuardrails(
+  keys: readonly string[],
+  values: ReadonlyMap<string, RowValue>,
+): { leftOut: Set<string>; warnings: string[] } {
+  const attached = new Set<string>();
+  const envWide = new Set<string>();
+  const leftOut = new Set<string>();
+  for (const key of keys) {
+    const p = values.get(key)!.parsed; // non-null: keys come from values
+    if (!p.ok || p.kind !== 'guardrail_attachments' || p.resource === undefined) continue;
+    leftOut.add(key);
+    attached.add(p.resource.guardrail_id);
+    if (p.resource.enabled && p.resource.scope_type === 'env') envWide.add(p.resource.guardrail_id);
+  }
+  const warnings: string[] = [];
+  for (const key of keys) {
+    const p = values.get(key)!.parsed;
+    if (!p.ok || p.kind !== 'guardrails' || p.resource === undefined) continue;
+    if (!attached.has(p.resource.id) || envWide.has(p.resource.id)) continue;
+    leftOut.add(key);
+    warnings.push(
+      `guardrails "${p.resource.name}" left out: it is not attached to the whole environment, and a file would apply it everywhere`,
+    );
+  }
+  return { leftOut, warnings };
+}
+
+/** Served kinds written as stored, unchecked, like the kinds Sluice does not serve (`otherEntries`). */
+const AS_STORED: ReadonlySet<string> = new Set(['observability_exporters', 'guardrails', 'guardrail_attachments']);
 
 /** Each row judged alone, with no history: the rows a fresh gateway would serve, and those it would not. */
 function servedRows(kvs: readonly EtcdKv[], prefix: string) {
@@ -90,21 +142,20 @@ function servedRows(kvs: readonly EtcdKv[], prefix: string) {
   }
   const keys = [...values.keys()].sort(compareKeys);
   const served = new Map<string, ServedValue>();
-  const skipped: { key: string; error: string }[] = [];
+  const skipped: SkippedRow[] = [];
   const dropped = new Map<string, number>();
   for (const key of keys) {
     const v = values.get(key)!; // non-null: keys come from values
     const p = v.parsed;
-    if (!p.ok) skipped.push({ key, error: `${p.errorKind}: ${p.error}` });
-    else if (p.resource === undefined) skipped.push({ key, error: `${p.kind}: a kind Sluice does not serve` });
-    else if (p.kind === 'observability_exporters') {
-      skipped.push({ key, error: 'observability_exporters: not exported (its headers may hold credentials)' });
-    } else {
+    if (!p.ok) skipped.push({ key, why: 'rejected', error: `${p.errorKind}: ${p.error}` });
+    // Exporters and guardrails are written as stored (their secrets redacted), like the kinds Sluice does not
+    // serve: what is served of them is built from the row, not a file entry.
+    else if (p.resource !== undefined && !AS_STORED.has(p.kind)) {
       served.set(key, v as ServedValue);
       for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
     }
   }
-  return { keys, served, skipped, dropped };
+  return { keys, values, served, skipped, dropped };
 }
 
 interface Expressible {
@@ -113,6 +164,9 @@ interface Expressible {
   /** Provider key id → the name a model refers to it by. */
   pkNames: Map<string, string>;
   modelNames: Set<string>;
+  /** Model id / api key id → the name the file writes it under (written rows only). */
+  modelNameById: Map<string, string>;
+  apiKeyNameById: Map<string, string>;
 }
 
 /** What the name indexes keep: the row written last under each name (api keys: each key hash). */
@@ -138,8 +192,13 @@ function expressible(snapshot: Snapshot): Expressible {
     if (m.kind === 'routing' && m.routing.targets.some((t) => !modelNames.has(t.model))) continue;
     winners.add(`models/${m.id}`);
   }
+  const modelNameById = new Map<string, string>();
+  for (const m of snapshot.resources.models) if (winners.has(`models/${m.id}`)) modelNameById.set(m.id, m.display_name);
+  const apiKeyNameById = new Map<string, string>();
   for (const k of snapshot.resources.api_keys) {
-    if (snapshot.apiKeyByHash(k.key_hash) === k) winners.add(`api_keys/${k.id}`);
+    if (snapshot.apiKeyByHash(k.key_hash) !== k) continue;
+    winners.add(`api_keys/${k.id}`);
+    apiKeyNameById.set(k.id, apiKeyFileName(k.key_hash));
   }
   // A file's names are unique: the first policy of a name is the one a request would match first.
   const policyNames = new Set<string>();
@@ -147,39 +206,43 @@ function expressible(snapshot: Snapshot): Expressible {
     if (!policyNames.has(p.name)) winners.add(`cache_policies/${p.id}`);
     policyNames.add(p.name);
   }
-  return { winners, pkNames, modelNames };
+  return { winners, pkNames, modelNames, modelNameById, apiKeyNameById };
 }
 
-/** The file's entries per collection, references by name, secrets as placeholders unless `withSecrets`. */
+/** One entry of a collection, before `$` escaping and redaction. */
+interface FileEntry {
+  identity: string;
+  entry: { [k: string]: Json };
+}
+
+/** The served kinds' entries per collection, normalised, references by name. */
 function fileEntries(
   keys: readonly string[],
   served: ReadonlyMap<string, ServedValue>,
   { winners, pkNames, modelNames }: Expressible,
-  withSecrets: boolean,
-  skipped: { key: string; error: string }[],
-): { lists: Record<ExportedKind, Json[]>; variables: { name: string; what: string }[] } {
-  const lists: Record<ExportedKind, Json[]> = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
-  const variables: { name: string; what: string }[] = [];
-  const taken = new Set<string>();
+  skipped: SkippedRow[],
+): Map<string, FileEntry[]> {
+  const lists = new Map<string, FileEntry[]>();
   const apiKeyNames = new Set<string>();
   for (const key of keys) {
     const v = served.get(key);
     if (!v) continue;
     const row = v.parsed;
-    if (row.resource === undefined || row.kind === 'observability_exporters') continue; // (skipped above)
-    if (row.kind === 'guardrails' || row.kind === 'guardrail_attachments') {
-      skipped.push({ key, error: 'guardrails are not exported yet: copy them into the file by hand' });
-      continue;
-    }
+    if (
+      row.resource === undefined || row.kind === 'rate_limit_policies' || row.kind === 'observability_exporters' ||
+      row.kind === 'guardrails' || row.kind === 'guardrail_attachments'
+    ) continue; // (policies: policyEntries; the others as stored)
     if (!winners.has(`${row.kind}/${row.id}`)) {
       skipped.push({
         key,
+        why: 'not_expressible',
         error: 'not expressible in a file: a name or key hash another row holds, or an unserved reference',
       });
       continue;
     }
-    const entry = JSON.parse(JSON.stringify(row.resource)) as Record<string, Json>;
+    const entry = JSON.parse(JSON.stringify(row.resource)) as { [k: string]: Json };
     delete entry.id;
+    let identity = row.kind === 'cache_policies' ? row.resource.name : row.resource.display_name;
     if (row.kind === 'models') {
       delete entry.kind;
       if (row.resource.kind === 'direct') {
@@ -188,21 +251,110 @@ function fileEntries(
       }
     }
     if (row.kind === 'api_keys') {
-      let name = row.resource.display_name || row.id;
-      if (apiKeyNames.has(name)) name = `${name} (${row.id})`;
-      apiKeyNames.add(name);
-      entry.display_name = name;
+      identity = apiKeyFileName(row.resource.key_hash);
+      if (apiKeyNames.has(identity)) {
+        skipped.push({
+          key,
+          why: 'not_expressible',
+          error: `not expressible in a file: another key is also ${identity}`,
+        });
+        continue;
+      }
+      apiKeyNames.add(identity);
+      entry.display_name = identity;
       entry.allowed_models = row.resource.allowed_models.filter((n) => n.includes('*') || modelNames.has(n));
     }
-    const out = escapeDollars(entry) as Record<string, Json>;
-    if (row.kind === 'provider_keys' && typeof entry.api_key === 'string' && !withSecrets) {
-      const name = variableName(row.resource.display_name, taken);
-      variables.push({ name, what: `provider_keys "${row.resource.display_name}"` });
-      out.api_key = `\${${name}}`;
-    }
-    lists[row.kind as ExportedKind].push(out);
+    push(lists, row.kind, { identity, entry });
   }
-  return { lists, variables };
+  return lists;
+}
+
+/**
+ * The policies, references by name as a file writes them (`scope_ref` of an api_key / model scope, condition
+ * leaves on those dimensions); one naming a row the file does not hold cannot be written.
+ */
+function policyEntries(
+  keys: readonly string[],
+  served: ReadonlyMap<string, ServedValue>,
+  { modelNameById, apiKeyNameById }: Expressible,
+  skipped: SkippedRow[],
+): FileEntry[] {
+  const out: FileEntry[] = [];
+  const seen = new Set<string>();
+  for (const key of keys) {
+    const row = served.get(key)?.parsed;
+    if (row?.kind !== 'rate_limit_policies') continue;
+    const { id: _id, form: _form, ...rest } = row.resource;
+    const entry = JSON.parse(JSON.stringify(rest)) as { [k: string]: Json };
+    let dangling: string | undefined;
+    const nameOf = (dim: string, id: Json): Json => {
+      const name = typeof id === 'string' ? (dim === 'model' ? modelNameById : apiKeyNameById).get(id) : undefined;
+      if (name === undefined) dangling ??= `${dim} ${JSON.stringify(id)}`;
+      return name ?? id;
+    };
+    if (entry.scope === 'api_key' || entry.scope === 'model') entry.scope_ref = nameOf(entry.scope, entry.scope_ref!);
+    const walk = (n: Json): void => {
+      if (!n || typeof n !== 'object' || Array.isArray(n)) return;
+      if (Array.isArray(n.children)) return n.children.forEach(walk);
+      if (n.dimension !== 'api_key' && n.dimension !== 'model') return;
+      const dim = n.dimension;
+      n.value = Array.isArray(n.value) ? n.value.map((v) => nameOf(dim, v)) : nameOf(dim, n.value!);
+    };
+    if (Array.isArray(entry.conditions)) entry.conditions.forEach(walk);
+    const why = dangling !== undefined
+      ? `not expressible in a file: it references ${dangling}, which the file does not hold`
+      : seen.has(row.resource.name)
+      ? 'not expressible in a file: a name another row holds'
+      : undefined;
+    if (why) {
+      skipped.push({ key, why: 'not_expressible', error: why });
+      continue;
+    }
+    seen.add(row.resource.name);
+    out.push({ identity: row.resource.name, entry });
+  }
+  return out;
+}
+
+function push<T>(m: Map<string, T[]>, k: string, v: T): void {
+  const list = m.get(k);
+  if (list) list.push(v);
+  else m.set(k, [v]);
+}
+
+/**
+ * The rows of the kinds Sluice accepts without serving, as stored (without `id`): the file pipeline takes
+ * them unchecked, so they load back as they were.
+ */
+function otherEntries(
+  keys: readonly string[],
+  values: ReadonlyMap<string, RowValue>,
+  served: ReadonlyMap<string, ServedValue>,
+  leftOut: ReadonlySet<string>,
+  skipped: SkippedRow[],
+): Map<string, FileEntry[]> {
+  const lists = new Map<string, FileEntry[]>();
+  const seen = new Set<string>();
+  for (const key of keys) {
+    const v = values.get(key)!; // non-null: keys come from values
+    if (!v.parsed.ok || served.has(key) || leftOut.has(key)) continue;
+    const kind = v.parsed.kind;
+    const leave = (error: string) => skipped.push({ key, why: 'not_expressible', error });
+    if (!(FILE_COLLECTIONS as readonly string[]).includes(kind)) {
+      leave(`not expressible in a file: format "1" has no ${kind} collection`);
+      continue;
+    }
+    const entry = JSON.parse(v.raw) as { [k: string]: Json };
+    const identity = identityOf(kind, entry);
+    if (identity === undefined || seen.has(`${kind}\0${identity}`)) {
+      leave(`not expressible in a file: ${identity === undefined ? 'no name' : 'a name another row holds'}`);
+      continue;
+    }
+    seen.add(`${kind}\0${identity}`);
+    delete entry.id;
+    push(lists, kind, { identity, entry });
+  }
+  return lists;
 }
 
 /** `sluice export`'s arguments, as src/cli.ts parses them. */
@@ -255,7 +407,6 @@ export async function runExport(platform: Platform, cmd: ExportCommand): Promise
     revision: range.revision,
     source: cmd.endpoints.join(','),
   });
-  for (const s of r.skipped) err(`export: skipped ${s.key}: ${s.error}`);
   if (cmd.output) {
     if (!platform.files) {
       err('export: this runtime has no file access; omit -o to write to stdout');
@@ -270,11 +421,46 @@ export async function runExport(platform: Platform, cmd: ExportCommand): Promise
   } else {
     platform.writeOut!(r.yaml); // non-null: checked above
   }
-  err(
-    `export: wrote ${r.resources} resource(s) from ${prefix}/ at revision ${range.revision}${
-      cmd.output ? ` to ${cmd.output}` : ''
-    }` +
-      (r.variables.length > 0 ? `; set ${r.variables.join(', ')} before loading` : ''),
-  );
-  return 0;
+  err(`Exported ${r.resources} resource(s) to ${cmd.output ?? 'stdout'} (${prefix}/ at revision ${range.revision})`);
+  for (const line of exportReport(r, cmd.withSecrets)) err(line);
+  return r.skipped.length > 0 ? 1 : 0;
+}
+
+/** The stderr report after the file is written: AISIX's wording, one line per `writeLog`. */
+export function exportReport(r: ExportResult, withSecrets: boolean): string[] {
+  const lines: string[] = [];
+  const rejected = r.skipped.filter((s) => s.why === 'rejected');
+  const unexpressible = r.skipped.filter((s) => s.why === 'not_expressible');
+  if (rejected.length > 0) {
+    lines.push(
+      `warning: ${rejected.length} etcd entr(ies) were rejected during decode and omitted from the export:`,
+      ...rejected.map((s) => `  - ${s.key}: ${s.error}`),
+    );
+  }
+  for (const w of r.warnings) lines.push(`warning: ${w}`);
+  if (withSecrets && r.resources > 0) {
+    lines.push(
+      'warning: --reveal-secrets emitted live credentials inline; treat the output as a secret and do not commit it.',
+    );
+  }
+  const vars = [
+    ...new Set(r.placeholders.map((p) => `  ${p.envVar} — ${p.kind} ${JSON.stringify(p.identity)} ${p.field}`)),
+  ]
+    .sort();
+  if (vars.length > 0) {
+    lines.push(
+      `${vars.length} secret value(s) were replaced with \${VAR} placeholders. Set each variable to the real credential in the gateway's environment before loading this file:`,
+      ...vars,
+    );
+  }
+  if (unexpressible.length > 0) {
+    lines.push(
+      `${unexpressible.length} row(s) cannot be written to the file — fix them in the source and re-export (or run \`sluice validate\` on the file):`,
+      ...unexpressible.map((s) => `  - ${s.key}: ${s.error}`),
+    );
+  }
+  if (r.skipped.length > 0) {
+    lines.push(`export: ${r.skipped.length} row(s) left out; the file does not hold the whole deployment (exit 1)`);
+  }
+  return lines;
 }

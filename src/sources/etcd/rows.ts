@@ -18,6 +18,8 @@
 //   serving (`serving_stale_since`) until the key loads cleanly again or is deleted.
 import type { GuardrailEntry } from '../../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../../guardrails/schema.ts';
+import { parsePolicyDocument } from '../../resources/policy-document.ts';
+import type { RateLimitPolicy } from '../../resources/policy-schema.ts';
 import { parseDocument, parseExporterDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,
@@ -49,6 +51,7 @@ export type ValidRow =
   | { ok: true; kind: 'provider_keys'; id: string; resource: ProviderKey; unknownFields: string[] }
   | { ok: true; kind: 'models'; id: string; resource: Model; unknownFields: string[] }
   | { ok: true; kind: 'api_keys'; id: string; resource: ApiKey; unknownFields: string[] }
+  | { ok: true; kind: 'rate_limit_policies'; id: string; resource: RateLimitPolicy; unknownFields: string[] }
   /** A trace exporter; `resource` undefined for an AISIX exporter kind Sluice does not serve (field `*`). */
   | {
     ok: true;
@@ -103,7 +106,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-type KeyKind = ResourceKind | ExporterKind | NotServedKind | 'gating';
+type KeyKind = ResourceKind | ExporterKind | 'rate_limit_policies' | NotServedKind | 'gating';
 
 /**
  * Splits `<prefix>/<kind>/<id>` (everything after the kind is the id, `/` included); anything else is
@@ -140,7 +143,7 @@ export function splitKey(
     ? kind as ResourceKind
     : kind === EXPORTER_KIND
     ? EXPORTER_KIND
-    : isNotServedKind(kind)
+    : isNotServedKind(kind) || kind === 'rate_limit_policies'
     ? kind
     : 'gating';
   return { ok: true, kind, keyKind, id };
@@ -208,6 +211,11 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
         Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`
       }`,
     );
+  }
+  if (k.keyKind === 'rate_limit_policies') {
+    const r = parsePolicyDocument(k.id, value, 'lenient');
+    if (!r.ok) return reject(r.errorKind, r.error);
+    return { ok: true, kind: 'rate_limit_policies', id: k.id, resource: r.resource, unknownFields: r.ignored };
   }
   const secrets = secretsOf(value);
   if (k.keyKind === EXPORTER_KIND) {
@@ -331,6 +339,7 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     if (row.kind === 'provider_keys') set.provider_keys.push(row.resource);
     else if (row.kind === 'models') set.models.push(row.resource);
     else if (row.kind === 'api_keys') set.api_keys.push(row.resource);
+    else if (row.kind === 'rate_limit_policies') (set.rate_limit_policies ??= []).push(row.resource);
     else if (row.kind === EXPORTER_KIND) (set.observability_exporters ??= []).push(row.resource!);
     else if (row.kind === 'guardrails') (set.guardrails ??= []).push(row.resource);
     else if (row.kind === 'guardrail_attachments') (set.guardrail_attachments ??= []).push(row.resource);
