@@ -23,13 +23,31 @@ function encoder(): Promise<Encoder> {
 const MAX_ENCODED = 1 << 20;
 const BYTES_PER_TOKEN = 4;
 
+/**
+ * A run without whitespace this long is approximated (4 characters per token) rather than encoded: the
+ * BPE merge of one pre-tokenized piece costs more than quadratic time in its length, so a long run (a base64
+ * blob, a repeated character) would hold the event loop.
+ */
+const LONG_RUN = /\S{65,}/g;
+
 /** BPE tokens of `text`; special-token spellings count as the plain text they are. */
 export async function estimateTokens(text: string): Promise<number> {
   if (text === '') return 0;
   const enc = await encoder();
   const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
   const rest = text.length - head.length;
-  return enc.encode(head, [], []).length + Math.ceil(rest / BYTES_PER_TOKEN);
+  return encodedLength(enc, head) + Math.ceil(rest / BYTES_PER_TOKEN);
+}
+
+function encodedLength(enc: Encoder, text: string): number {
+  let n = 0;
+  let at = 0;
+  for (const m of text.matchAll(LONG_RUN)) {
+    if (m.index > at) n += enc.encode(text.slice(at, m.index), [], []).length;
+    n += Math.ceil(m[0].length / BYTES_PER_TOKEN);
+    at = m.index + m[0].length;
+  }
+  return at < text.length ? n + enc.encode(at === 0 ? text : text.slice(at), [], []).length : n;
 }
 
 // ---- prompts ---------------------------------------------------------------------------------------------

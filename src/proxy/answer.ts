@@ -4,9 +4,13 @@
 // only through src/http: upstream error answers re-wrapped, every configured secret scrubbed.
 import type { Context } from 'hono';
 import { bearerToken } from '../http/auth.ts';
-import { envelopeFor, errorResponse, fromFailure, ProxyError, upstreamErrorBody, type Wire } from '../http/errors.ts';
+import { envelopeFor, errorResponse, fromFailure, ProxyError, upstreamErrorBody } from '../http/errors.ts';
 import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../http/sse.ts';
+import { answerText } from '../providers/answer-text.ts';
+import { streamWithCallerModel, withCallerModel } from '../providers/caller-model.ts';
+import { estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
+import { responsesErrorEvent } from '../providers/translate/responses-via-chat.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import { TargetLimits } from '../policies/target-gate.ts';
 import type { RoutingModel } from '../resources/schema.ts';
@@ -15,9 +19,10 @@ import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { ModelCall } from './pipeline.ts';
+import type { ModelCallRoute } from './routes.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
-import { fromCounts, meteredChunks, readBody, StreamUsage, totalOf } from './usage.ts';
+import { fromCounts, meteredChunks, readBody, StreamUsage, totalOf, type Usage } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
@@ -60,7 +65,7 @@ export class Answerer {
   /** Dispatch with its attempts; the permit is released if dispatch throws. */
   async dispatch(call: ModelCall): Promise<DispatchResult> {
     const { resolved, caller, body, rec, route } = call;
-    const stream = route.call !== 'embeddings' && body.stream === true;
+    const stream = route.streams === true && body.stream === true;
     const m = resolved.model;
     const key = m.kind === 'direct' ? caller.snapshot.providerKeys.get(m.provider_key_id) : undefined;
     rec.dispatching(
@@ -115,14 +120,16 @@ export class Answerer {
     rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
-      rec.read(read.usage, read.id);
       const trace = rec.trace;
       if (trace) rec.endedWith(finishReasonOf(r.body));
       if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
+      const body = call.route.call === 'chat' ? withCallerModel(r.body, callerModel(call)) : r.body;
+      const headers = { 'content-type': r.contentType, ...r.headers, ...servedByHeader(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
-      return commitUsage(call, totalOf(read.usage) ?? 0).then(() =>
-        stamped(call, r.body, r.status, { 'content-type': r.contentType, ...r.headers, ...call.limitHeaders })
-      );
+      return answerUsage(call, read.usage, () => answerText(r.body)).then((used) => {
+        rec.read(used, read.id);
+        return commitUsage(call, totalOf(used) ?? 0);
+      }).then(() => stamped(call, body, r.status, headers));
     }
     void call.permit.end();
     if (r.kind === 'aborted') {
@@ -148,18 +155,22 @@ export class Answerer {
     const usage = new StreamUsage(this.d.maxSseEventBytes, trace !== undefined);
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
-    const wire = call.route.wire;
     const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
+    const upstream = call.route.call === 'chat' ? streamWithCallerModel(r.chunks, callerModel(call)) : r.chunks;
     const body = pumpSse({
-      chunks: meteredChunks(collector ? collected(r.chunks, collector) : r.chunks, usage, scrub),
+      chunks: meteredChunks(collector ? collected(upstream, collector) : upstream, usage, scrub),
       keepaliveMs: this.d.keepaliveMs,
       onFirstByte: () => call.rec.firstByte(this.d.clock()),
       abortUpstream: r.abort,
-      errorEvent: wire === 'anthropic' ? anthropicSseErrorEvent : sseErrorEvent,
+      errorEvent: call.route.call === 'responses'
+        ? responsesErrorEvent
+        : call.route.wire === 'anthropic'
+        ? anthropicSseErrorEvent
+        : sseErrorEvent,
       scrub: (text) => scrub()(text),
       onEnd: (end, detail) => {
         const used = fromCounts(r.counted?.()) ?? usage.usage();
-        end = streamOutcome(call.rec, wire, usage, end, detail);
+        end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
         call.rec.read(used, usage.id);
         if (trace) call.rec.endedWith(usage.finishReason);
@@ -172,6 +183,7 @@ export class Answerer {
     return stamped(call, body, 200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
+      ...servedByHeader(call, r),
       ...call.limitHeaders,
     });
   }
@@ -196,7 +208,7 @@ function upstreamError(call: ModelCall, r: Extract<DispatchResult, { kind: 'resp
  */
 function streamOutcome(
   rec: RequestRecord,
-  wire: Wire,
+  route: ModelCallRoute,
   usage: StreamUsage,
   end: StreamEnd,
   detail: string | undefined,
@@ -205,12 +217,44 @@ function streamOutcome(
     end = 'upstream_error';
     detail = usage.errored
       ? 'the upstream reported an error in the stream'
-      : `the upstream stream ended without its terminator (${
-        wire === 'anthropic' ? '`message_stop`' : '`data: [DONE]`'
-      })`;
+      : `the upstream stream ended without its terminator (${terminatorOf(route)})`;
   }
   if (end !== 'complete') rec.streamFailed(end, detail);
   return end;
+}
+
+function terminatorOf(route: ModelCallRoute): string {
+  if (route.call === 'responses') return '`response.completed`';
+  return route.wire === 'anthropic' ? '`message_stop`' : '`data: [DONE]`';
+}
+
+/** The model name the caller sent (validated a string before dispatch). */
+function callerModel(call: ModelCall): string {
+  return String(call.body.model);
+}
+
+/** `x-aisix-served-by` on a routing model's answer: the display name of the target that served it. */
+function servedByHeader(call: ModelCall, r: DispatchResult): Record<string, string> {
+  if (call.resolved.model.kind !== 'routing' || r.kind === 'aborted' || !r.served) return {};
+  return { 'x-aisix-served-by': r.served.model.display_name };
+}
+
+/**
+ * What an answer used: the upstream's report, else the local estimate of its prompt and `answer` text
+ * (for the limits and telemetry only, marked `estimated`). Counting tokens charges none: undefined.
+ */
+function answerUsage(
+  call: ModelCall,
+  reported: Usage | undefined,
+  answer: () => string | Promise<string>,
+): Promise<Usage | undefined> {
+  const endpoint = call.route.call;
+  if (endpoint === 'count_tokens') return Promise.resolve(undefined);
+  if (totalOf(reported) !== undefined) return Promise.resolve(reported);
+  return fillMissing(undefined, {
+    input: () => estimatePromptTokens(endpoint, call.body),
+    output: async () => estimateTokens(await answer()),
+  }).then(fromCounts, () => undefined); // no tokenizer on this runtime: nothing counted, as before
 }
 
 /**

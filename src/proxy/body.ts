@@ -1,16 +1,30 @@
 // The pipeline's body step: read and parse a JSON request body under `proxy.request_body_limit_bytes`
 // (0 = no limit), then check what its endpoint requires (validate.ts). A declared length over the limit is
-// refused before reading; an undeclared one is counted as it streams in.
+// refused before reading; an undeclared one is counted as it streams in. As AISIX's JSON extractor does, a
+// body refuses with one wording when it is not declared JSON, not valid UTF-8, not JSON or not an object
+// (docs/aisix-compatibility.md "Edge rules").
 import { errors, ProxyError } from '../http/errors.ts';
 import type { Step } from './pipeline.ts';
 import { validateBody } from './validate.ts';
 
-const decoder = new TextDecoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
 
-async function readLimited(req: Request, limit: number): Promise<string | ProxyError> {
+/** AISIX's answer to a body that is not a JSON object, whatever the reason. */
+export const INVALID_JSON = 'request payload is invalid: invalid JSON request body';
+
+/** `application/json` or `application/*+json`, parameters (charset) aside. */
+function declaredJson(req: Request): boolean {
+  const type = req.headers.get('content-type');
+  if (type === null) return false;
+  const semi = type.indexOf(';');
+  const media = (semi < 0 ? type : type.slice(0, semi)).trim().toLowerCase();
+  return media === 'application/json' || (media.startsWith('application/') && media.endsWith('+json'));
+}
+
+async function readLimited(req: Request, limit: number): Promise<Uint8Array | ProxyError> {
   const declared = req.headers.get('content-length');
   if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
-  if (limit === 0 || declared !== null || !req.body) return req.text();
+  if (limit === 0 || declared !== null || !req.body) return new Uint8Array(await req.arrayBuffer());
   const reader = req.body.getReader();
   const parts: Uint8Array[] = [];
   let size = 0;
@@ -30,27 +44,25 @@ async function readLimited(req: Request, limit: number): Promise<string | ProxyE
     all.set(p, off);
     off += p.byteLength;
   }
-  return decoder.decode(all);
+  return all;
 }
 
 export async function readJsonObject(req: Request, limit: number): Promise<Record<string, unknown> | ProxyError> {
-  let text: string | ProxyError;
+  let bytes: Uint8Array | ProxyError;
   try {
-    text = await readLimited(req, limit);
+    bytes = await readLimited(req, limit);
   } catch {
-    return errors.badRequest('could not read the request body');
+    return errors.badRequest('request payload is invalid: failed to read request body');
   }
-  if (typeof text !== 'string') return text;
-  if (text.length === 0) return errors.badRequest('request body is empty; expected a JSON object');
+  if (bytes instanceof ProxyError) return bytes;
+  if (!declaredJson(req)) return errors.badRequest(INVALID_JSON);
   let value: unknown;
   try {
-    value = JSON.parse(text);
-  } catch (e) {
-    return errors.badRequest(`malformed JSON in request body: ${(e as Error).message}`);
+    value = JSON.parse(decoder.decode(bytes)); // invalid UTF-8 throws here too
+  } catch {
+    return errors.badRequest(INVALID_JSON);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return errors.badRequest('request body must be a JSON object');
-  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return errors.badRequest(INVALID_JSON);
   return value as Record<string, unknown>;
 }
 

@@ -211,6 +211,7 @@ export class RequestRecord {
       u?.input,
       u?.output,
       totalOf(u),
+      u?.estimated ? true : undefined, // Sluice's own: the token fields are the local estimate
       this.requestId,
       this.providerRequestId,
       this.routing && s ? s.model.display_name : undefined,
@@ -384,6 +385,7 @@ export const ACCESS_LOG_LAYOUT = new LineLayout([
   'prompt_tokens',
   'completion_tokens',
   'total_tokens',
+  'usage_estimated',
   'request_id',
   'provider_request_id',
   'served_by_model',

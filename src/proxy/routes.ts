@@ -14,16 +14,21 @@ export interface Route {
   readonly inference: boolean;
   /** The adapter endpoint a model call on this path is dispatched to; undefined for other endpoints. */
   readonly call?: Endpoint;
+  /** The caller may ask for an SSE answer (`"stream": true`); otherwise every answer is one JSON body. */
+  readonly streams?: boolean;
 }
 
 /** A route that dispatches a model call. */
 export type ModelCallRoute = Route & { readonly call: Endpoint };
 
 export const ROUTES: readonly Route[] = [
-  { path: '/v1/chat/completions', method: 'POST', wire: 'openai', inference: true, call: 'chat' },
-  { path: '/v1/completions', method: 'POST', wire: 'openai', inference: true, call: 'completions' },
+  { path: '/v1/chat/completions', method: 'POST', wire: 'openai', inference: true, call: 'chat', streams: true },
+  { path: '/v1/completions', method: 'POST', wire: 'openai', inference: true, call: 'completions', streams: true },
   { path: '/v1/embeddings', method: 'POST', wire: 'openai', inference: true, call: 'embeddings' },
-  { path: '/v1/messages', method: 'POST', wire: 'anthropic', inference: true, call: 'messages' },
+  { path: '/v1/responses', method: 'POST', wire: 'openai', inference: true, call: 'responses', streams: true },
+  { path: '/v1/messages', method: 'POST', wire: 'anthropic', inference: true, call: 'messages', streams: true },
+  // Counting is no model inference (AISIX counts it under `endpoint` only) and is never streamed.
+  { path: '/v1/messages/count_tokens', method: 'POST', wire: 'anthropic', inference: false, call: 'count_tokens' },
   { path: '/v1/models', method: 'GET', wire: 'openai', inference: false },
 ];
 

@@ -1,14 +1,13 @@
 // Tokens a response used — for the `tpm` rate limits, the token metric families and the access log — and
 // the provider's own response id (`provider_request_id`). JSON answers carry `usage` (OpenAI's
 // prompt/completion/total tokens, Anthropic's input/output tokens). Streams carry it in their events, read
-// as the bytes pass by: Anthropic streams always; OpenAI streams only when the caller asked for
-// `stream_options.include_usage` (Sluice does not add it behind the caller's back). A stream without usage
-// counts nothing.
+// as the bytes pass by, unless the adapter counted them itself (`counted()`: a usage chunk it asked for
+// behind the caller's back, or a translation's richer count), which then wins. An answer without usage is
+// estimated (src/providers/estimate.ts) for the limits and telemetry only, and marked `estimated`.
 //
 // Cheap on purpose, since it runs on every answer: a JSON body is not parsed whole — only its `usage`
 // object (found from the end, where every wire puts it) and its leading `"id"` are read; a stream's lines
-// are parsed only when they mention `"usage"` (or, for the first one, carry the id).
-
+// are parsed only when they carry a `"usage":{` object (or, for the first one, the id).
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts';
 import type { TokenCounts } from '../providers/types.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
@@ -17,11 +16,16 @@ export interface Usage {
   input?: number;
   output?: number;
   total?: number;
+  /** Some counter came from the local estimate, not from the upstream. */
+  estimated?: boolean;
 }
 
 /** An adapter's own count (ProviderResult `counted`) as the usage the record and the limits read. */
 export function fromCounts(c: TokenCounts | undefined): Usage | undefined {
-  return c ? { input: c.input, output: c.output } : undefined;
+  if (!c) return undefined;
+  const u: Usage = { input: c.input, output: c.output };
+  if (c.estimated) u.estimated = true;
+  return u;
 }
 
 function n(v: unknown): number | undefined {
@@ -194,8 +198,10 @@ export class StreamUsage {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     if (line.startsWith('event:')) {
       const name = line.slice(6).trim();
-      if (name === 'message_stop') this.terminated = true;
-      else if (name === 'error') this.errored = true;
+      // Anthropic's terminator, and a Responses stream's terminal events (there is no `[DONE]` on that wire).
+      if (name === 'message_stop' || name === 'response.completed' || name === 'response.incomplete') {
+        this.terminated = true;
+      } else if (name === 'error' || name === 'response.failed') this.errored = true;
       return;
     }
     if (!line.startsWith('data:')) return;
@@ -208,10 +214,15 @@ export class StreamUsage {
     else if (data.startsWith('{"type":"message_stop"')) this.terminated = true;
     if (this.id === undefined) this.id = leadingId(line);
     if (this.readsFinishReason && this.finishReason === undefined) this.finishReason = finishReasonOf(data);
-    if (!line.includes('"usage"')) return;
+    if (!line.includes('"usage":{')) return;
     try {
-      const v = JSON.parse(line.slice(5)) as { usage?: unknown; message?: { usage?: unknown } };
+      const v = JSON.parse(line.slice(5)) as {
+        usage?: unknown;
+        message?: { usage?: unknown };
+        response?: { usage?: unknown };
+      };
       fold(this.counted, v.message?.usage);
+      fold(this.counted, v.response?.usage);
       fold(this.counted, v.usage);
     } catch {
       // not JSON: nothing to count

@@ -16,13 +16,19 @@ export function validateBody(endpoint: Endpoint, body: Record<string, unknown>):
     if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
   }
   if (endpoint === 'embeddings' && body.input === undefined) return '`input` is required';
-  if (endpoint === 'messages') {
+  if (endpoint === 'messages' || endpoint === 'count_tokens') {
     if (!Array.isArray(body.messages) || body.messages.length === 0) {
       return '`messages` is required and must be a non-empty array';
     }
-    if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
-      return '`max_tokens` is required and must be a positive integer';
+  }
+  if (endpoint === 'messages') {
+    // Optional as on AISIX: the upstream (or the chat translation) applies its own default when absent.
+    const max = body.max_tokens;
+    if (max !== undefined && (typeof max !== 'number' || !Number.isInteger(max) || max < 1)) {
+      return '`max_tokens` must be a positive integer';
     }
+  }
+  if (endpoint === 'messages' || endpoint === 'responses') {
     if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
   }
   return undefined;

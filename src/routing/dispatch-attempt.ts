@@ -60,6 +60,8 @@ export async function attemptUpstream(
       upstream: d.upstream,
       maxSseEventBytes: d.config.upstream.max_sse_event_bytes,
       signal: cancel,
+      callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
+      provider: t.model.provider ?? t.key.provider,
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),

@@ -172,7 +172,8 @@ describe('Workers handler (in-process)', () => {
       e,
     );
     assert.equal(res.status, 200);
-    assert.equal(((await res.json()) as { model: string }).model, 'gpt-upstream');
+    assert.equal(((await res.json()) as { model: string }).model, 'gpt-test'); // the caller's name
+    assert.equal(upstream.requests.at(-1)!.json?.model, 'gpt-upstream');
     assert.equal(upstream.requests[before]!.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
     const line = logs.find((l) => l.msg === 'proxy request completed');
     assert.equal(line?.peer, '203.0.113.9');
@@ -180,6 +181,34 @@ describe('Workers handler (in-process)', () => {
     assert.equal(sse.headers.get('content-type'), 'text/event-stream');
     assert.equal(sseContent(await sse.text()), 'hello world');
     assert.equal((await call(w, e, '/v1/chat/completions', chatInit('sk-wrong'))).status, 401);
+  });
+
+  test('the wire routes: /v1/responses (native, JSON and SSE) and /v1/messages/count_tokens', async (t) => {
+    captureLogs(t);
+    const w = createWorker(bundle(WORKER_CONFIG, upstreamResources()));
+    const e = env();
+    const post = (path: string, body: unknown) =>
+      call(w, e, path, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const answer = { id: 'resp_1', object: 'response', status: 'completed', model: 'gpt-upstream', output: [] };
+    upstream.script({ body: answer });
+    const res = await post('/v1/responses', { model: 'gpt-test', input: 'hi' });
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), answer);
+    assert.equal(upstream.requests.at(-1)!.url, '/v1/responses');
+    upstream.script({ sse: [{ type: 'response.completed', response: answer }] });
+    const sse = await post('/v1/responses', { model: 'gpt-test', input: 'hi', stream: true });
+    assert.equal(sse.headers.get('content-type'), 'text/event-stream');
+    assert.match(await sse.text(), /response\.completed/);
+    const count = await post('/v1/messages/count_tokens', {
+      model: 'gpt-test',
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    assert.equal(count.status, 400);
+    assert.equal(((await count.json()) as { type: string }).type, 'error', "Anthropic's envelope");
   });
 
   test('the gateway is built once per isolate, even under concurrent first requests', async (t) => {
@@ -365,7 +394,8 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     await ctx.settled();
     const ok = await call('/v1/chat/completions', chatReq());
     assert.equal(ok.status, 200);
-    assert.equal(((await ok.json()) as { model: string }).model, 'gpt-upstream');
+    assert.equal(((await ok.json()) as { model: string }).model, 'gpt-test'); // the caller's name
+    assert.equal(upstream.requests.at(-1)!.json?.model, 'gpt-upstream');
     st = await status();
     assert.equal(st.state, 'synced');
     assert.deepEqual(st.applied?.resource_counts, { provider_keys: 1, models: 1, api_keys: 1 });
@@ -388,7 +418,8 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     await call('/livez'); // this request starts the poll in waitUntil, and does not wait for it
     await ctx.settled();
     const changed = await call('/v1/chat/completions', chatReq());
-    assert.equal(((await changed.json()) as { model: string }).model, 'gpt-upstream-2');
+    assert.equal(((await changed.json()) as { model: string }).model, 'gpt-test'); // the caller's name
+    assert.equal(upstream.requests.at(-1)!.json?.model, 'gpt-upstream-2');
     st = await status();
     assert.deepEqual(st.partially_compatible, [{ resource_kind: 'models', field: 'shiny', count: 1 }]);
     await s.put(`${P}/models/m1`, '{not json');
@@ -701,7 +732,8 @@ export default createWorker(${
     const before = upstream.requests.length;
     const res = await chat(generated!.base, CALLER_KEY, 'gpt-test');
     assert.equal(res.status, 200);
-    assert.equal(((await res.json()) as { model: string }).model, 'gpt-upstream');
+    assert.equal(((await res.json()) as { model: string }).model, 'gpt-test'); // the caller's name
+    assert.equal(upstream.requests.at(-1)!.json?.model, 'gpt-upstream');
     const got = upstream.requests[before]!;
     assert.equal(got.url, '/v1/chat/completions');
     assert.equal(got.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
@@ -777,7 +809,7 @@ export default createWorker(${
     await until(
       async () => {
         const r = await chat(base, CALLER_KEY, 'gpt-test');
-        return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream';
+        return r.status === 200 && (await r.arrayBuffer(), upstream.requests.at(-1)?.json?.model === 'gpt-upstream');
       },
       3000,
       withOutput('the trio serves'),
@@ -792,7 +824,7 @@ export default createWorker(${
     await until(
       async () => {
         const r = await chat(base, CALLER_KEY, 'gpt-test');
-        return r.status === 200 && ((await r.json()) as { model: string }).model === 'gpt-upstream-2';
+        return r.status === 200 && (await r.arrayBuffer(), upstream.requests.at(-1)?.json?.model === 'gpt-upstream-2');
       },
       3000,
       withOutput('the changed model'),

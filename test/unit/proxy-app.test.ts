@@ -306,7 +306,7 @@ describe('GET /v1/models', () => {
 });
 
 describe('POST /v1/chat/completions (JSON)', () => {
-  test('the upstream gets model_name and the provider key; the caller gets the upstream body as sent', async () => {
+  test('the upstream gets model_name and the provider key; the caller gets its body naming the caller model', async () => {
     const upstreamBody =
       '{"id":"chatcmpl-1",  "object":"chat.completion", "model":"gpt-4o-upstream", "choices":[{"index":0,"message":{"role":"assistant","content":"hey"},"finish_reason":"stop"}]}';
     mock.script({ body: upstreamBody });
@@ -318,7 +318,8 @@ describe('POST /v1/chat/completions (JSON)', () => {
       user: 'u-1',
     });
     assert.equal(res.status, 200);
-    assert.equal(await res.text(), upstreamBody);
+    // Byte for byte but the model: the caller's name is spliced in place of the upstream's.
+    assert.equal(await res.text(), upstreamBody.replace('"model":"gpt-4o-upstream"', '"model":"gpt-4o"'));
     assert.equal(res.headers.get('content-type'), 'application/json');
     assertCommonHeaders(res);
     assert.equal(mock.requests.length, n + 1);
@@ -342,7 +343,7 @@ describe('POST /v1/chat/completions (JSON)', () => {
     assert.equal(res.status, 200);
     const body = await res.json() as { model: string; object: string };
     assert.equal(body.object, 'chat.completion');
-    assert.equal(body.model, 'gpt-4o-upstream');
+    assert.equal(body.model, 'gpt-4o');
   });
 
   test('the Bearer scheme is case-insensitive', async () => {
@@ -382,7 +383,7 @@ describe('POST /v1/chat/completions (JSON)', () => {
 });
 
 describe('POST /v1/chat/completions (SSE)', () => {
-  test('chunks pass through unchanged and end with data: [DONE]', async () => {
+  test('chunks pass through (naming the caller model) and end with data: [DONE]', async () => {
     const n = mock.requests.length;
     const res = await post('/v1/chat/completions', { model: 'gpt-4o', messages: MESSAGES, stream: true });
     assert.equal(res.status, 200);
@@ -392,8 +393,8 @@ describe('POST /v1/chat/completions (SSE)', () => {
     const text = await within(res.text(), 5000, 'the whole stream');
     assert.equal(
       text,
-      `data: ${JSON.stringify(chunk('gpt-4o-upstream', 'hello'))}\n\ndata: ${
-        JSON.stringify(chunk('gpt-4o-upstream', ' world'))
+      `data: ${JSON.stringify(chunk('gpt-4o', 'hello'))}\n\ndata: ${
+        JSON.stringify(chunk('gpt-4o', ' world'))
       }\n\ndata: [DONE]\n\n`,
     );
     assert.equal(gw.lifecycle.inFlight, 0);
@@ -420,7 +421,7 @@ describe('POST /v1/chat/completions (SSE)', () => {
       got += decoder.decode(value, { stream: true });
     }
     assert.ok(Date.now() - started < 1500, 'first chunk took too long');
-    assert.equal(got, `data: ${JSON.stringify(chunk('gpt-4o-upstream', 'first'))}\n\n`);
+    assert.equal(got, `data: ${JSON.stringify(chunk('gpt-4o', 'first'))}\n\n`);
     assert.equal(gw.lifecycle.inFlight, 1);
     await within(reader.cancel(), 2000, 'reader.cancel()');
     assert.equal(gw.lifecycle.inFlight, 0, 'the slot is released when the caller goes away');
@@ -444,7 +445,7 @@ describe('POST /v1/chat/completions (SSE)', () => {
     const text = await within(res.text(), 5000, 'the broken stream');
     const events = text.split('\n\n').filter(Boolean);
     assert.equal(events.length, 2, text);
-    assert.equal(events[0], `data: ${JSON.stringify(chunk('gpt-4o-upstream', 'part'))}`);
+    assert.equal(events[0], `data: ${JSON.stringify(chunk('gpt-4o', 'part'))}`);
     const err = JSON.parse(events[1]!.slice('data: '.length)) as { error: { type: string; message: string } };
     assert.equal(err.error.type, 'upstream_error');
     assert.equal(text.includes('[DONE]'), false, 'a failed stream must not look complete');
@@ -627,6 +628,44 @@ describe('errors (docs/routing.md)', () => {
     await expectError(await post('/v1/chat/completions', ''), 400, 'invalid_request_error');
     await expectError(await post('/v1/chat/completions', '[1,2]'), 400, 'invalid_request_error');
     await expectError(await post('/v1/chat/completions', '"text"'), 400, 'invalid_request_error');
+  });
+
+  test("edge rules as AISIX's: not declared JSON, invalid UTF-8, not JSON: one 400 wording", async () => {
+    const body = JSON.stringify({ model: 'gpt-4o', messages: MESSAGES });
+    const n = mock.requests.length;
+    const refused = [
+      post('/v1/chat/completions', body, { headers: { 'content-type': 'text/plain' } }),
+      post('/v1/chat/completions', body, { headers: { 'content-type': '' } }),
+      call('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' },
+        body: new Uint8Array([
+          ...new TextEncoder().encode('{"model":"gpt-4o","messages":[{"role":"user","content":"'),
+          0xff,
+          0xfe,
+          ...new TextEncoder().encode('"}]}'),
+        ]),
+      }),
+      post('/v1/chat/completions', '{"model": "gpt-4o", '),
+    ];
+    for (const res of await Promise.all(refused)) {
+      const e = await expectError(await res, 400, 'invalid_request_error');
+      assert.equal(e.message, 'request payload is invalid: invalid JSON request body');
+    }
+    assert.equal(mock.requests.length, n, 'no upstream call');
+    // A charset parameter and an application/*+json type are JSON.
+    for (const type of ['application/json; charset=utf-8', 'application/vnd.api+json', 'Application/JSON']) {
+      const res = await post('/v1/chat/completions', body, { headers: { 'content-type': type } });
+      assert.equal(res.status, 200, type);
+      await res.text();
+    }
+    // Anthropic's envelope on /v1/messages.
+    const m = await post('/v1/messages', '{', { headers: { 'content-type': 'application/json' } });
+    assert.equal(m.status, 400);
+    assert.deepEqual(await m.json(), {
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'request payload is invalid: invalid JSON request body' },
+    });
   });
 
   test('wrong types: 400 invalid_request_error', async () => {
@@ -858,7 +897,11 @@ describe('internal errors', () => {
     };
     const res = await createProxyApp(g2).request('/v1/chat/completions', {
       method: 'POST',
-      headers: { authorization: `Bearer ${CALLER.all}`, 'x-aisix-request-id': 'internal-1' },
+      headers: {
+        authorization: `Bearer ${CALLER.all}`,
+        'content-type': 'application/json',
+        'x-aisix-request-id': 'internal-1',
+      },
       body: JSON.stringify({ model: 'gpt-4o', messages: MESSAGES }),
     }, PEER);
     assert.equal(res.headers.get('x-aisix-request-id'), 'internal-1');

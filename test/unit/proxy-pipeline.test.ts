@@ -219,10 +219,13 @@ describe('the route table', () => {
     assert.equal(wireOf('/v1/messages'), 'anthropic');
     assert.equal(wireOf('/v1/chat/completions'), 'openai');
     assert.equal(wireOf('/v1/nope'), 'openai');
+    assert.equal(wireOf('/v1/responses'), 'openai');
+    assert.equal(wireOf('/v1/messages/count_tokens'), 'anthropic');
     assert.deepEqual(ROUTES.filter((r) => r.inference).map((r) => r.path), [
       '/v1/chat/completions',
       '/v1/completions',
       '/v1/embeddings',
+      '/v1/responses',
       '/v1/messages',
     ]);
   });

@@ -150,8 +150,15 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
   return undefined;
 }
 
-function upstreamModel(res: { model?: unknown }): string {
-  return String(res.model);
+/**
+ * The upstream model that served a chat answer, its body read: the answer names the caller's model, so
+ * the target is the one `x-aisix-served-by` names (a routing model), else the model the caller named.
+ */
+async function upstreamOf(h: Pick<Harness, 'gw'>, res: Response): Promise<string> {
+  const body = await res.json() as { model?: unknown };
+  const name = res.headers.get('x-aisix-served-by') ?? String(body.model);
+  const m = h.gw.snapshot!.modelByName(name);
+  return m?.kind === 'direct' ? m.model_name : name;
 }
 
 const nowSecs = () => Date.now() / 1000;
@@ -175,7 +182,7 @@ describe('failover and cooldown', () => {
     a.script({ status: 502 });
     const res = await h.chat('smart');
     assert.equal(res.status, 200);
-    assert.equal(upstreamModel(await res.json()), 'up-b');
+    assert.equal(await upstreamOf(h, res), 'up-b');
     assert.equal(a.requests.length, na + 1);
     assert.equal(b.requests.length, nb + 1);
 
@@ -194,7 +201,7 @@ describe('failover and cooldown', () => {
 
     const again = await h.chat('smart');
     assert.equal(again.status, 200);
-    assert.equal(upstreamModel(await again.json()), 'up-b');
+    assert.equal(await upstreamOf(h, again), 'up-b');
     assert.equal(a.requests.length, na + 1, 'a cooled target is skipped while a healthy one remains');
 
     const m = await h.metrics();
@@ -278,12 +285,12 @@ describe('failover and cooldown', () => {
     a.script({ status: 429 });
     let res = await h.chat('on429');
     assert.equal(res.status, 200);
-    assert.equal(upstreamModel(await res.json()), 'up-b');
+    assert.equal(await upstreamOf(h, res), 'up-b');
     h.gw.health.recordSuccess({ id: (await h.rows())['m-a']!.id as string });
     a.script({ status: 404 });
     res = await h.chat('on404');
     assert.equal(res.status, 200);
-    assert.equal(upstreamModel(await res.json()), 'up-b');
+    assert.equal(await upstreamOf(h, res), 'up-b');
   });
 
   test("max_fallbacks: 0 → the first target's failure is the answer (502), the second is never called", async () => {
@@ -298,7 +305,7 @@ describe('failover and cooldown', () => {
 
   test('priority tiers: a higher priority value is tried first', async () => {
     const res = await h.chat('tiers');
-    assert.equal(upstreamModel(await res.json()), 'up-b');
+    assert.equal(await upstreamOf(h, res), 'up-b');
   });
 
   test('retries: 5xx is retried on the same target (backoff), an upstream Retry-After ≤ 5 s is honoured', async () => {
@@ -340,8 +347,8 @@ describe('retry budgets as AISIX resolves them (docs/aisix-compatibility.md "Res
   const served = async (model: string, status = 200, upstream?: string) => {
     const res = await h.chat(model);
     assert.equal(res.status, status);
-    const body = await res.json() as { model?: unknown };
-    if (upstream) assert.equal(upstreamModel(body), upstream);
+    const up = await upstreamOf(h, res);
+    if (upstream) assert.equal(up, upstream);
   };
 
   test('a 5xx on the first of two targets: first hit once, second once', async () => {
@@ -420,13 +427,13 @@ describe('AISIX routing shapes through the proxy (priority, least_cost, group ti
     const counts = () => [a.requests.length, b.requests.length, c.requests.length];
     let before = counts();
     const ok = await h.chat('backups');
-    assert.equal(upstreamModel(await ok.json()), 'up-b', 'priority 0 serves while healthy');
+    assert.equal(await upstreamOf(h, ok), 'up-b', 'priority 0 serves while healthy');
     assert.deepEqual(counts().map((n, i) => n - before[i]!), [0, 1, 0]);
 
     before = counts();
     b.script({ status: 500 });
     const second = await h.chat('backups');
-    assert.equal(upstreamModel(await second.json()), 'up-c', 'then priority -1');
+    assert.equal(await upstreamOf(h, second), 'up-c', 'then priority -1');
     assert.deepEqual(counts().map((n, i) => n - before[i]!), [0, 1, 1]);
     await clear('m-b');
 
@@ -434,19 +441,19 @@ describe('AISIX routing shapes through the proxy (priority, least_cost, group ti
     b.script({ status: 500 });
     c.script({ status: 500 });
     const third = await h.chat('backups');
-    assert.equal(upstreamModel(await third.json()), 'up-a', 'then priority -2');
+    assert.equal(await upstreamOf(h, third), 'up-a', 'then priority -2');
     assert.deepEqual(counts().map((n, i) => n - before[i]!), [1, 1, 1]);
     await clear('m-b', 'm-c');
   });
 
   test('least_cost: the cheapest input+output per 1K serves; a target without cost is tried last', async () => {
-    assert.equal(upstreamModel(await (await h.chat('cheapest')).json()), 'up-b');
+    assert.equal(await upstreamOf(h, await h.chat('cheapest')), 'up-b');
     b.script({ status: 500 });
-    assert.equal(upstreamModel(await (await h.chat('cheapest')).json()), 'up-a');
+    assert.equal(await upstreamOf(h, await h.chat('cheapest')), 'up-a');
     await clear('c-b');
     b.script({ status: 500 });
     a.script({ status: 500 });
-    assert.equal(upstreamModel(await (await h.chat('cheapest')).json()), 'up-c');
+    assert.equal(await upstreamOf(h, await h.chat('cheapest')), 'up-c');
     await clear('c-a', 'c-b');
   });
 
@@ -455,7 +462,7 @@ describe('AISIX routing shapes through the proxy (priority, least_cost, group ti
     const started = Date.now();
     const res = await h.chat('g-timeout');
     assert.equal(res.status, 200);
-    assert.equal(upstreamModel(await res.json()), 'up-b');
+    assert.equal(await upstreamOf(h, res), 'up-b');
     assert.ok(Date.now() - started < 600, 'the group timeout (200 ms) cut the first target');
     assert.equal((await h.rows())['m-a']!.status_reason, 'request_timeout');
     await clear('m-a');
@@ -549,7 +556,7 @@ describe('background checks and unavailability', () => {
     for (let i = 0; i < 3; i++) {
       const res = await h.chat('smart');
       assert.equal(res.status, 200);
-      assert.equal(upstreamModel(await res.json()), 'up-b');
+      assert.equal(await upstreamOf(h, res), 'up-b');
     }
     assert.equal(a.requests.length, na, 'no caller traffic to an unhealthy target');
     assert.equal(sample(await h.metrics(), 'aisix_deployment_state', { model: 'm-a' }), 2);
@@ -603,7 +610,7 @@ describe('background checks and unavailability', () => {
     a.script({});
     const anyway = await hAll.chat('anyway');
     assert.equal(anyway.status, 200);
-    assert.equal(upstreamModel(await anyway.json()), 'up-a');
+    assert.equal(await upstreamOf(h, anyway), 'up-a');
     assert.equal(a.requests.length, before[0]! + 1);
   });
 });
@@ -638,14 +645,14 @@ describe('strategies through the proxy', () => {
     for (const session of ['s-1', 's-2', 's-3', 's-4', 's-5', 's-6', 's-7', 's-8']) {
       const picks = new Set<string>();
       for (let i = 0; i < 4; i++) {
-        picks.add(upstreamModel(await (await h.chat('sticky', {}, { 'x-session': session })).json()));
+        picks.add(await upstreamOf(h, await h.chat('sticky', {}, { 'x-session': session })));
       }
       assert.equal(picks.size, 1, `session ${session} moved between ${[...picks].join(', ')}`);
       seen.add([...picks][0]!);
     }
     assert.ok(seen.size >= 2, 'different sessions spread over the targets');
     const byKey = new Set<string>();
-    for (let i = 0; i < 4; i++) byKey.add(upstreamModel(await (await h.chat('sticky')).json()));
+    for (let i = 0; i < 4; i++) byKey.add(await upstreamOf(h, await h.chat('sticky')));
     assert.equal(byKey.size, 1);
   });
 
@@ -659,16 +666,16 @@ describe('strategies through the proxy', () => {
     const held = h.chat('busy');
     await a.waitForRequests(1);
     const res = await h.chat('busy');
-    assert.equal(upstreamModel(await res.json()), 'up-b');
+    assert.equal(await upstreamOf(h, res), 'up-b');
     release();
-    assert.equal(upstreamModel(await (await held).json()), 'up-a');
+    assert.equal(await upstreamOf(h, await held), 'up-a');
   });
 
   test('least_latency prefers the faster target once both are measured', async () => {
     a.script({ delayMs: 150 });
-    assert.equal(upstreamModel(await (await h.chat('fast')).json()), 'up-a'); // unmeasured targets first, in order
-    assert.equal(upstreamModel(await (await h.chat('fast')).json()), 'up-b');
-    for (let i = 0; i < 3; i++) assert.equal(upstreamModel(await (await h.chat('fast')).json()), 'up-b');
+    assert.equal(await upstreamOf(h, await h.chat('fast')), 'up-a'); // unmeasured targets first, in order
+    assert.equal(await upstreamOf(h, await h.chat('fast')), 'up-b');
+    for (let i = 0; i < 3; i++) assert.equal(await upstreamOf(h, await h.chat('fast')), 'up-b');
   });
 });
 
@@ -690,7 +697,7 @@ describe('streaming', () => {
     assert.equal(res.status, 200);
     const text = await res.text();
     const events = text.split('\n\n').filter(Boolean);
-    assert.equal(events[0], `data: ${JSON.stringify(chunk('up-a', 'part'))}`);
+    assert.equal(events[0], `data: ${JSON.stringify(chunk('m-a', 'part'))}`); // the caller's model name
     const err = JSON.parse(events.at(-1)!.slice('data: '.length)) as { error: { type: string } };
     assert.equal(err.error.type, 'upstream_error');
     assert.ok(!text.includes('[DONE]'));
@@ -707,10 +714,11 @@ describe('streaming', () => {
     a.script({ status: 500 });
     const res = await h.chat('smart', { stream: true });
     assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-aisix-served-by'), 'm-b');
     assert.equal(
       await res.text(),
-      `data: ${JSON.stringify(chunk('up-b', 'hello'))}\n\ndata: ${
-        JSON.stringify(chunk('up-b', ' world'))
+      `data: ${JSON.stringify(chunk('smart', 'hello'))}\n\ndata: ${
+        JSON.stringify(chunk('smart', ' world'))
       }\n\ndata: [DONE]\n\n`,
     );
     h.gw.health.recordSuccess({ id: (await h.rows())['m-a']!.id as string });
@@ -721,7 +729,8 @@ describe('streaming', () => {
     const started = Date.now();
     const res = await h.chat('smart-quick', { stream: true });
     assert.equal(res.status, 200);
-    assert.match(await res.text(), /up-b/);
+    assert.equal(res.headers.get('x-aisix-served-by'), 'm-b');
+    assert.match(await res.text(), /"model":"smart-quick"/);
     assert.ok(Date.now() - started < 800);
     const row = (await h.rows()).quick!;
     assert.equal(row.status, 'cooldown');
@@ -815,7 +824,7 @@ describe('the Dispatcher: hash_on client_ip and ServedBy', () => {
     // And through the proxy: the caller's Cookie header reaches the strategy.
     const proxied = new Set<string>();
     for (let i = 0; i < 3; i++) {
-      proxied.add(upstreamModel(await (await h.chat('by-cookie', {}, { cookie: 'sid=sess-77' })).json()));
+      proxied.add(await upstreamOf(h, await h.chat('by-cookie', {}, { cookie: 'sid=sess-77' })));
     }
     assert.deepEqual([...proxied], [viaIp]);
   });
@@ -890,7 +899,8 @@ describe('first-token failover only for a resource-configured stream budget (doc
       assert.equal(res.status, 200);
       const text = await res.text();
       assert.ok(Date.now() - started < SLOW_FIRST_CHUNK_MS, 'the budget (300 ms) cut the slow target');
-      assert.ok(text.startsWith('data: ') && text.includes('up-b') && !text.includes('late'), text);
+      assert.equal(res.headers.get('x-aisix-served-by'), 'm-b');
+      assert.ok(text.startsWith('data: ') && text.includes('hello') && !text.includes('late'), text);
       assert.deepEqual([slow.hits - ns, b.requests.length - nb], [1, 1]);
       const target = model === 'own-budget' ? 's-conf' : 's-plain';
       assert.equal((await h.rows())[target]!.status_reason, 'request_timeout');
@@ -1083,7 +1093,8 @@ describe('POST /v1/messages and Anthropic targets', () => {
     const body = await res.json() as { type: string; error: { type: string } };
     assert.equal(body.type, 'error');
     assert.equal(body.error.type, 'authentication_error'); // Anthropic's vocabulary by status (L3)
-    const bad = await h.post('/v1/messages', { model: 'echo', messages: MESSAGES });
+    // `max_tokens` may be absent (AISIX's leniency), not malformed.
+    const bad = await h.post('/v1/messages', { model: 'echo', max_tokens: 0, messages: MESSAGES });
     assert.equal(bad.status, 400);
     assert.equal(((await bad.json()) as { error: { type: string } }).error.type, 'invalid_request_error');
   });

@@ -108,8 +108,10 @@ api_keys:
     assert.equal(res.status, 200);
     assert.deepEqual([a.requests.length - na, b.requests.length - nb], [1, 1]);
     assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    // The caller's model name is in the chunks; the serving target is named in x-aisix-served-by.
+    assert.equal(res.headers.get('x-aisix-served-by'), 'm-b');
     const text = await res.text();
-    assert.match(text, /"model":"up-b"/);
+    assert.match(text, /"model":"pair"/);
     assert.ok(text.endsWith('data: [DONE]\n\n'));
   });
 
@@ -120,7 +122,7 @@ api_keys:
     });
     const res = await post(gw, '/v1/chat/completions', { model: 'm-a', messages: MESSAGES, stream: true });
     assert.equal(res.status, 200);
-    assert.match(await res.text(), /"model":"up-a"/);
+    assert.match(await res.text(), /"model":"m-a"/);
   });
 });
 
@@ -182,7 +184,8 @@ api_keys:
     const all = await Promise.all(answers);
     const whole = all.find((r) => r !== first)!;
     assert.equal(whole.status, 200);
-    assert.equal((await whole.text()).length, 700_000);
+    // The upstream's 700,000 bytes whole, plus the caller's model name the chat answer gains.
+    assert.equal((await whole.text()).length, 700_000 + ',"model":"m-big"'.length);
     assert.equal(hits, 2, 'a refusal for room is not retried');
     const model = gw.snapshot!.modelByName('m-big')!;
     assert.equal(gw.health.consecutiveFailures(model.id), 0, "the gateway's own limit does not charge the model");

@@ -1,0 +1,215 @@
+// Black-box: real clients on the wire endpoints of a real bin/sluice process on each runtime
+// (docs/aisix-compatibility.md "Endpoints"): the `openai` SDK's Responses calls (translated through chat and
+// native), a chat stream that never asked for usage counted in /metrics, `@anthropic-ai/sdk`'s countTokens
+// and a tool-use turn, and the OpenAI Agents SDK completing a tool-calling turn over the Responses API.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { Agent, OpenAIProvider, Runner, tool } from '@openai/agents';
+import { z } from 'zod';
+import { chatCompletion, chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
+import { COUNTED_INPUT_TOKENS, type MockAnthropic, startMockAnthropic } from '../support/mock-anthropic.ts';
+import { sumSamples } from '../support/metrics.ts';
+import { baseConfig, CALLER_KEY, type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
+
+/** A chat answer calling `get_weather` once (what the scripted upstream says on the first turn). */
+function toolCallAnswer(model: string): Record<string, unknown> {
+  return {
+    ...chatCompletion(model),
+    choices: [{
+      index: 0,
+      message: {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{
+          id: 'call_1',
+          type: 'function',
+          function: { name: 'get_weather', arguments: '{"city":"Paris"}' },
+        }],
+      },
+      finish_reason: 'tool_calls',
+    }],
+  };
+}
+
+for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
+  describe(`${runtime}: the wire endpoints through real clients`, () => {
+    let oai: MockUpstream;
+    let ant: MockAnthropic;
+    let gw: GatewayProcess;
+    let openai: OpenAI;
+    let anthropic: Anthropic;
+
+    before(async () => {
+      [oai, ant] = await Promise.all([startMockUpstream(), startMockAnthropic()]);
+      gw = await spawnGateway({
+        runtime,
+        config: baseConfig(),
+        env: { CALLER_KEY },
+        files: {
+          'resources.yaml': `_format_version: "1"
+provider_keys:
+  - { display_name: oai, provider: openai, api_key: sk-upstream-SECRET, api_base: "${oai.base}" }
+  - { display_name: ds, provider: deepseek, adapter: openai, api_key: sk-ds-SECRET, api_base: "${oai.base}" }
+  - { display_name: ant, provider: anthropic, api_key: sk-ant-SECRET, api_base: "${ant.url}" }
+models:
+  - { display_name: gpt, provider_key: oai, model_name: gpt-up, retries: 0 }
+  - { display_name: deep, provider_key: ds, model_name: deep-up, retries: 0 }
+  - { display_name: claude, provider_key: ant, model_name: claude-up, retries: 0 }
+api_keys:
+  - { display_name: caller, key_env: CALLER_KEY, allowed_models: ["*"] }
+`,
+        },
+      });
+      await gw.waitReady();
+      openai = new OpenAI({ apiKey: CALLER_KEY, baseURL: gw.url('/v1'), maxRetries: 0 });
+      anthropic = new Anthropic({ apiKey: CALLER_KEY, baseURL: gw.url(''), maxRetries: 0 });
+    });
+
+    after(async () => {
+      await gw.stop();
+      await Promise.all([oai.close(), ant.close()]);
+    });
+
+    test('responses.create: translated through chat, and native on an OpenAI vendor', async () => {
+      const r = await openai.responses.create({ model: 'deep', instructions: 'brief', input: 'hello' });
+      assert.equal(r.status, 'completed');
+      assert.equal(r.model, 'deep');
+      assert.equal(r.output_text, 'hi from mock');
+      assert.equal(r.usage?.total_tokens, 4);
+      const up = oai.requests.at(-1)!;
+      assert.equal(up.url, '/v1/chat/completions');
+      assert.deepEqual(up.json!.messages, [{ role: 'system', content: 'brief' }, { role: 'user', content: 'hello' }]);
+      const native = {
+        id: 'resp_native',
+        object: 'response',
+        created_at: 1,
+        status: 'completed',
+        model: 'gpt-up',
+        output: [{
+          type: 'message',
+          id: 'msg_1',
+          status: 'completed',
+          role: 'assistant',
+          content: [{ type: 'output_text', text: 'native answer', annotations: [] }],
+        }],
+        usage: { input_tokens: 2, output_tokens: 2, total_tokens: 4 },
+      };
+      oai.script({ body: native });
+      const n = await openai.responses.create({ model: 'gpt', input: 'hello' });
+      assert.equal(n.output_text, 'native answer');
+      assert.equal(oai.requests.at(-1)!.url, '/v1/responses');
+      assert.equal(oai.requests.at(-1)!.json!.model, 'gpt-up');
+    });
+
+    test('responses.stream: the event sequence ends in response.completed with usage', async () => {
+      oai.script({
+        sse: [chunk('deep-up', 'one'), chunk('deep-up', ' two'), {
+          ...chunk('deep-up', ''),
+          choices: [],
+          usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+        }],
+        chunkDelayMs: 5,
+      });
+      const stream = openai.responses.stream({ model: 'deep', input: 'count' });
+      let text = '';
+      for await (const e of stream) if (e.type === 'response.output_text.delta') text += e.delta;
+      const final = await stream.finalResponse();
+      assert.equal(text, 'one two');
+      assert.equal(final.status, 'completed');
+      assert.equal(final.usage?.total_tokens, 5);
+    });
+
+    test('a chat stream without include_usage: the caller sees no usage chunk, /metrics counts its tokens', async () => {
+      const tokens = async () =>
+        sumSamples(await (await fetch(gw.url('/metrics', 'status'))).text(), 'aisix_llm_total_tokens_total', {
+          model: 'gpt',
+        }) ?? 0;
+      const before = await tokens();
+      oai.script({
+        sse: [chunk('gpt-up', 'hello'), {
+          ...chunk('gpt-up', ''),
+          choices: [],
+          usage: { prompt_tokens: 6, completion_tokens: 5, total_tokens: 11 },
+        }],
+      });
+      const stream = await openai.chat.completions.create({
+        model: 'gpt',
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
+      let text = '';
+      for await (const c of stream) {
+        assert.equal(c.usage ?? undefined, undefined, 'no usage chunk the caller did not ask for');
+        assert.equal(c.model, 'gpt');
+        text += c.choices[0]?.delta?.content ?? '';
+      }
+      assert.equal(text, 'hello');
+      assert.deepEqual(oai.requests.at(-1)!.json!.stream_options, { include_usage: true });
+      // The access-log line (and the metrics with it) is written once the last byte is out.
+      await gw.waitForLog((l) => l.msg === 'proxy request completed' && l.total_tokens === 11);
+      assert.equal((await tokens()) - before, 11);
+    });
+
+    test('messages.countTokens passes through to the Anthropic target', async () => {
+      const r = await anthropic.messages.countTokens({
+        model: 'claude',
+        messages: [{ role: 'user', content: 'how many?' }],
+      });
+      assert.equal(r.input_tokens, COUNTED_INPUT_TOKENS);
+      assert.equal(ant.requests.at(-1)!.url, '/v1/messages/count_tokens');
+      assert.equal(ant.requests.at(-1)!.json!.model, 'claude-up');
+    });
+
+    test('@anthropic-ai/sdk: a tool-use turn translated to an OpenAI-style model and back', async () => {
+      oai.script({ body: toolCallAnswer('deep-up') }, { body: chatCompletion('deep-up', 'sunny in Paris') });
+      const tools: Anthropic.Tool[] = [{
+        name: 'get_weather',
+        description: 'the weather in a city',
+        input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      }];
+      const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'weather in Paris?' }];
+      const first = await anthropic.messages.create({ model: 'deep', max_tokens: 100, tools, messages });
+      assert.equal(first.stop_reason, 'tool_use');
+      const use = first.content.find((b) => b.type === 'tool_use');
+      assert.ok(use && use.type === 'tool_use');
+      assert.deepEqual(use.input, { city: 'Paris' });
+      messages.push({ role: 'assistant', content: first.content }, {
+        role: 'user',
+        content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }],
+      });
+      const second = await anthropic.messages.create({ model: 'deep', max_tokens: 100, tools, messages });
+      assert.deepEqual(second.content, [{ type: 'text', text: 'sunny in Paris' }]);
+      const sent = oai.requests.at(-1)!.json!.messages as Record<string, unknown>[];
+      assert.deepEqual(sent.at(-1), { role: 'tool', tool_call_id: use.id, content: 'sunny' });
+    });
+
+    test('the OpenAI Agents SDK completes a tool-calling turn over the Responses API', async () => {
+      oai.script({ body: toolCallAnswer('deep-up') }, { body: chatCompletion('deep-up', 'It is sunny in Paris.') });
+      const n = oai.requests.length;
+      let called: unknown;
+      const weather = tool({
+        name: 'get_weather',
+        description: 'the weather in a city',
+        parameters: z.object({ city: z.string() }),
+        execute: (input: { city: string }) => {
+          called = input;
+          return 'sunny';
+        },
+      });
+      const agent = new Agent({ name: 'weather', instructions: 'answer briefly', model: 'deep', tools: [weather] });
+      const runner = new Runner({
+        modelProvider: new OpenAIProvider({ apiKey: CALLER_KEY, baseURL: gw.url('/v1'), useResponses: true }),
+        tracingDisabled: true,
+      });
+      const result = await runner.run(agent, 'weather in Paris?');
+      assert.deepEqual(called, { city: 'Paris' });
+      assert.equal(result.finalOutput, 'It is sunny in Paris.');
+      // Both turns went through /v1/responses, translated to chat; the second carries the tool's output.
+      assert.equal(oai.requests.length - n, 2);
+      const second = oai.requests.at(-1)!.json!.messages as Record<string, unknown>[];
+      assert.deepEqual(second.at(-1), { role: 'tool', tool_call_id: 'call_1', content: 'sunny' });
+    });
+  });
+}
