@@ -181,7 +181,8 @@ managed: { snapshot_cache_path: ${cache} }
     const b = await spawnGateway({ executable: bin, config: config(await deadEndpoint(), cache), env: NO_PATH });
     try {
       await b.waitReady('/readyz', 'proxy', 10_000);
-      assert.ok(b.logs.some((l) => l.msg === MSG.cacheRestored), 'restored from the cache');
+      // The log line travels a pipe, readiness a socket: either may come first.
+      await b.waitForLog(MSG.cacheRestored, 10_000);
       const r = await fetch(b.url('/v1/chat/completions'), {
         method: 'POST',
         headers: { authorization: `Bearer ${DEMO_KEY}`, 'content-type': 'application/json' },
