@@ -12,8 +12,7 @@
 import { sumSamples } from '../support/metrics.ts';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
@@ -25,7 +24,6 @@ import {
   type WorkerEnv,
 } from '../../runtimes/workers-handler.ts';
 import { sha256Hex } from '../../src/util/crypto.ts';
-import { freePort } from '../support/process.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { AWS, type MockBedrock, startMockBedrock } from '../support/mock-bedrock.ts';
 import { type MockVertex, PROJECT, startMockVertex } from '../support/mock-vertex.ts';
@@ -33,6 +31,7 @@ import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { seeder, trio } from '../support/etcd-gateway.ts';
 import { parseLogLine } from '../support/log-line.ts';
 import { until } from '../support/until.ts';
+import { startWranglerDev, type WranglerDev } from '../support/wrangler-dev.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const DEMO_KEY = 'sk-sluice-demo';
@@ -466,122 +465,6 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
 
 // ---------------------------------------------------------------------------------------------------------
 // Black-box under `wrangler dev --local` (workerd).
-
-const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
-const WORKERD = join(ROOT, 'node_modules/.bin/workerd');
-const START_TIMEOUT_MS = 60_000;
-
-/** Offline: no telemetry; NODE_ENV=test makes wrangler 3's miniflare skip fetching the `Request.cf` data. */
-const OFFLINE_ENV = {
-  WRANGLER_SEND_METRICS: 'false',
-  CLOUDFLARE_CF_FETCH_ENABLED: 'false',
-  NODE_ENV: 'test',
-  NO_COLOR: '1',
-  CI: 'true',
-};
-
-interface WranglerDev {
-  base: string;
-  /** Worker console lines that parsed as JSON (the gateway's logs). */
-  logs: Record<string, unknown>[];
-  output: string[];
-  /** The first log line matching `test`, waiting for it (bounded): the Worker's output arrives asynchronously. */
-  waitForLog(test: (l: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
-  stop(): Promise<void>;
-}
-
-async function startWranglerDev(args: string[], cwd: string, persistTo: string): Promise<WranglerDev> {
-  if (!existsSync(WRANGLER) || !existsSync(WORKERD)) {
-    throw new Error(
-      'wrangler (and the workerd binary it runs) is not installed: run `npm ci` (wrangler is a devDependency)',
-    );
-  }
-  const port = await freePort();
-  // detached: its own process group, so stop() ends wrangler, its esbuild and its workerd together.
-  const proc: ChildProcess = spawn(WRANGLER, [
-    'dev',
-    ...args,
-    '--local',
-    '--ip',
-    '127.0.0.1',
-    '--port',
-    String(port),
-    '--inspector-port',
-    String(await freePort()),
-    '--persist-to',
-    persistTo,
-  ], {
-    cwd,
-    env: { ...process.env, ...OFFLINE_ENV },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  const output: string[] = [];
-  const logs: Record<string, unknown>[] = [];
-  let exited: number | null | undefined;
-  const exitedP = new Promise<void>((r) =>
-    proc.once('exit', (code) => {
-      exited = code;
-      r();
-    })
-  );
-  for (const stream of [proc.stdout!, proc.stderr!]) {
-    let buf = '';
-    stream.setEncoding('utf8');
-    stream.on('data', (d: string) => {
-      buf += d;
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        output.push(line);
-        const parsed = parseLogLine(line); // text or JSON; anything else is not a log line
-        if (parsed) logs.push(parsed);
-      }
-    });
-  }
-  const stop = async () => {
-    if (exited !== undefined) return;
-    try {
-      process.kill(-proc.pid!, 'SIGTERM');
-    } catch {
-      return;
-    }
-    const killed = setTimeout(() => {
-      try {
-        process.kill(-proc.pid!, 'SIGKILL');
-      } catch { /* gone */ }
-    }, 5000);
-    await exitedP;
-    clearTimeout(killed);
-    // wrangler can exit on SIGTERM before its workerd child does (seen: workerd orphaned at 30% CPU for an
-    // hour): whatever is left of the group goes now.
-    try {
-      process.kill(-proc.pid!, 'SIGKILL');
-    } catch { /* the group is gone */ }
-  };
-  const waitForLog = async (test: (l: Record<string, unknown>) => boolean, timeoutMs = 5000) => {
-    await until(() => logs.some(test), timeoutMs, () => `a matching log line:\n${output.join('\n')}`, 25);
-    return logs.find(test)!;
-  };
-  const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
-    if (exited !== undefined) {
-      throw new Error(`wrangler dev exited (${exited}) before /livez answered:\n${output.join('\n')}`);
-    }
-    try {
-      const r = await fetch(`${base}/livez`, { signal: AbortSignal.timeout(2000) });
-      await r.arrayBuffer();
-      if (r.status === 200) return { base, logs, output, waitForLog, stop };
-    } catch { /* not up yet */ }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`wrangler dev: /livez not 200 within ${START_TIMEOUT_MS} ms:\n${output.join('\n')}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('wrangler dev --local (workerd, offline)', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'sluice-workers-'));
