@@ -108,6 +108,13 @@ describe('input checks', () => {
       { model: 'gpt', max_tokens: 5, messages: user('forbidden') },
       anthropicBlock('request', 'words'),
     ],
+    ['responses', '/v1/responses', { model: 'gpt', input: 'a forbidden word' }, openaiBlock('request', 'words')],
+    [
+      'responses, instructions',
+      '/v1/responses',
+      { model: 'gpt', instructions: 'ssn 123-45-6789', input: [{ role: 'user', content: 'hi' }] },
+      openaiBlock('request', 'pii'),
+    ],
   ];
   for (const [name, path, body, want] of blocked) {
     test(`${name}: 422, the exact body, no upstream call`, async () => {
@@ -166,6 +173,25 @@ describe('output checks', () => {
     const res = await post('/v1/messages', { model: 'gpt', max_tokens: 5, messages: user('hi') });
     assert.equal(res.status, 422);
     assert.equal(await res.text(), anthropicBlock('response', 'words'));
+  });
+
+  test('responses: a whole answer blocked with 422; masked in place', async () => {
+    const answer = (text: string) =>
+      JSON.stringify({
+        id: 'resp_1',
+        object: 'response',
+        status: 'completed',
+        model: 'gpt-up',
+        output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }],
+        usage: { input_tokens: 3, output_tokens: 4, total_tokens: 7 },
+      });
+    mock.script({ body: answer('here is the forbidden answer') });
+    const res = await post('/v1/responses', { model: 'gpt', input: 'hi' });
+    assert.equal(res.status, 422);
+    assert.equal(await res.text(), openaiBlock('response', 'words'));
+    mock.script({ body: answer('write to a@b.io') });
+    const masked = await (await post('/v1/responses', { model: 'gpt', input: 'hi' })).json();
+    assert.equal(masked.output[0].content[0].text, 'write to [EMAIL_REDACTED]');
   });
 
   test('streams: a block after N chunks ends with the error frame and no [DONE]', async () => {
