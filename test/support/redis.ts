@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { RedisClient } from '../../src/platform.ts';
 import { freePort } from './process.ts';
@@ -143,10 +144,50 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-cluster-'));
     dirs.add(dir);
     nodeDirs.push(dir);
-    const port = await freePort();
+    const port = await freeClusterPort();
     nodes.push(makeNode(dir, port, ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf')]));
   }
-  await Promise.all(nodes.map((n) => n.begin()));
+  try {
+    await formCluster(nodes);
+  } catch (e) {
+    // Nodes left running would hold the test process open until the runner's timeout.
+    await Promise.all(nodes.map((n) => n.stop()));
+    throw e;
+  }
+  return {
+    nodes,
+    urls: nodes.map((n) => n.url),
+    async close() {
+      await Promise.all(nodes.map((n) => n.stop()));
+      for (const d of nodeDirs) {
+        rmSync(d, { recursive: true, force: true });
+        dirs.delete(d);
+      }
+    },
+  };
+}
+
+/** A free port whose cluster bus port (port + 10000, Redis's rule) is free too. */
+async function freeClusterPort(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port + 10_000 <= 65_535 && await canBind(port + 10_000)) return port;
+  }
+}
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+async function formCluster(nodes: (RedisNode & { begin(): Promise<void> })[]): Promise<void> {
+  // Settled, not raced: every node is up or failed before the caller stops them all.
+  const started = await Promise.allSettled(nodes.map((n) => n.begin()));
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
   const create = spawnSync('redis-cli', [
     '--cluster',
     'create',
@@ -161,17 +202,6 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     if (Date.now() > deadline) throw new Error('the Redis cluster did not reach cluster_state:ok within 15 s');
     await new Promise((r) => setTimeout(r, 100));
   }
-  return {
-    nodes,
-    urls: nodes.map((n) => n.url),
-    async close() {
-      await Promise.all(nodes.map((n) => n.stop()));
-      for (const d of nodeDirs) {
-        rmSync(d, { recursive: true, force: true });
-        dirs.delete(d);
-      }
-    },
-  };
 }
 
 export interface RedisSentinel {
