@@ -1,6 +1,7 @@
 // The response cache built from `config.yaml` `cache` (docs/cache.md "Configuration"): the memory store
 // always, the Redis store when `cache.redis` is set and the runtime can open TCP sockets. Nothing of it runs
 // per request until a `cache_policies` document applies.
+import { redisClientOptions } from '../config/redis.ts';
 import type { Config } from '../config/schema.ts';
 import { CacheMetrics } from '../observability/cache-metrics.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -49,24 +50,7 @@ export function createResponseCache(
   let redis: RedisExactStore | undefined;
   const r = c.redis;
   if (r && platform.redis) {
-    client = platform.redis({
-      mode: r.mode,
-      url: r.url,
-      nodes: r.nodes,
-      sentinels: r.sentinels,
-      masterName: r.master_name,
-      username: r.username,
-      password: r.password,
-      database: r.database,
-      tls: r.tls && {
-        caFile: r.tls.ca_file,
-        certFile: r.tls.client_cert_file,
-        keyFile: r.tls.client_key_file,
-        verify: r.tls.verify,
-      },
-      timeoutMs: r.timeout_secs * 1000,
-      commandTimeoutMs: r.command_timeout_ms,
-    });
+    client = platform.redis(redisClientOptions(r));
     redis = new RedisExactStore({
       client,
       envId: config.etcd.env_id,

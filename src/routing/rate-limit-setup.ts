@@ -1,6 +1,7 @@
 // Build the caller rate limiter from `ratelimit` in config.yaml: the memory store, or the Redis store when
 // `backend: redis` and the runtime can open TCP sockets. A runtime that cannot (Workers) says so at boot with
 // a WARN and counts per isolate; its status and metric say the limits are not shared.
+import { redisClientOptions } from '../config/redis.ts';
 import type { Config } from '../config/schema.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Platform } from '../platform.ts';
@@ -40,24 +41,7 @@ export function createRateLimiter(
       opts.onStatus({ backend: 'redis', shared: false, since: new Date(now()).toISOString() });
     } else {
       const timeoutMs = r.timeout_secs * 1000;
-      const client = platform.redis({
-        mode: r.mode,
-        url: r.url,
-        nodes: r.nodes,
-        sentinels: r.sentinels,
-        masterName: r.master_name,
-        username: r.username,
-        password: r.password,
-        database: r.database,
-        tls: r.tls && {
-          caFile: r.tls.ca_file,
-          certFile: r.tls.client_cert_file,
-          keyFile: r.tls.client_key_file,
-          verify: r.tls.verify,
-        },
-        timeoutMs,
-        commandTimeoutMs: r.command_timeout_ms,
-      });
+      const client = platform.redis(redisClientOptions(r));
       store = new RedisRateLimitStore({
         client,
         mode: r.mode,
