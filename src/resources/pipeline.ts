@@ -181,6 +181,17 @@ async function idsOf(
   return out;
 }
 
+/** The id already derived for a row other rows refer to (provider keys, models, api keys); the same UUIDv5. */
+function knownId(
+  kind: ResourceKind,
+  identity: string,
+  providerKeyIds: ReadonlyMap<string, string>,
+  fileIds: FileIds,
+): string | undefined {
+  if (kind === 'provider_keys') return providerKeyIds.get(identity);
+  return kind === 'models' || kind === 'api_keys' ? fileIds[kind].get(identity) : undefined;
+}
+
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -346,7 +357,8 @@ async function validateEntries(
       problems.entry(e.at, sugar);
       continue;
     }
-    const parsed = parseDocument(kind, await uuidV5(`${kind}/${e.at.identity}`), e.doc, 'strict');
+    const id = knownId(kind, e.at.identity, providerKeyIds, fileIds) ?? await uuidV5(`${kind}/${e.at.identity}`);
+    const parsed = parseDocument(kind, id, e.doc, 'strict');
     if (!parsed.ok) {
       problems.entry(
         e.at,
