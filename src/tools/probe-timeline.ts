@@ -234,9 +234,9 @@ export async function probeTimeline(o: ProbeTimelineOptions, hooks: RunHooks): P
     );
     hooks.print(`columns: ${columns.join('/')}`);
   }
+  // The first round starts the timeline, so it reads 0.000 s whatever the clock ticks between the two reads.
   const t0 = Date.now();
-  while (!stopped) {
-    const started = Date.now();
+  for (let started = t0; !stopped; started = Date.now()) {
     const [livez, readyz, route, statusReady] = await Promise.all([
       answer(join(o.proxy, '/livez'), o.timeoutMs),
       answer(join(o.proxy, '/readyz'), o.timeoutMs),
