@@ -9,6 +9,12 @@ import { headerCountExcess, PARSER_HEADROOM_BYTES } from './node-listener.ts';
 export const MAX_IDLE_TIMEOUT_SECS = 255;
 /** The idle timeout of a listener whose spec sets none (status, admin): Bun's own default. */
 const DEFAULT_IDLE_TIMEOUT_SECS = 10;
+/**
+ * Bun's timers tick every 4 s: a connection given `t` seconds closes at a tick up to 4 s before `t` (rounded
+ * up to a tick). Armed with the idle timeout plus a tick, an idle connection is never closed before the
+ * timeout, and at most about 8 s after it.
+ */
+const TIMER_TICK_SECS = 4;
 /** How long connections still open after `close()` get before they are cut. */
 const CLOSE_GRACE_MS = 2000;
 
@@ -92,7 +98,7 @@ function requestHandler(
       return then(fetch(req, conn), (res) => withHeader(res, 'connection', 'close'));
     }
     if (idleSecs === 0) return fetch(req, conn);
-    return then(fetch(req, conn), (res) => rearmIdle(res, req, server, idleSecs));
+    return then(fetch(req, conn), (res) => rearmIdle(res, req, server, idleSecs, idleSecs + TIMER_TICK_SECS));
   };
 }
 
@@ -149,13 +155,13 @@ function withHeader(res: Response, name: string, value: string): Response {
  * event stream is handed over chunk by chunk, so its timer comes back on after its last chunk: a stream that
  * is silent for longer than the timeout is never cut.
  */
-function rearmIdle(res: Response, req: Request, server: BunServer, idleSecs: number): Response {
+function rearmIdle(res: Response, req: Request, server: BunServer, idleSecs: number, armSecs: number): Response {
   const out = withHeader(res, 'keep-alive', `timeout=${idleSecs}`);
   if (!out.body || !isEventStream(out.headers.get('content-type'))) {
-    server.timeout(req, idleSecs);
+    server.timeout(req, armSecs);
     return out;
   }
-  const body = out.body.pipeThrough(new TransformStream({ flush: () => server.timeout(req, idleSecs) }));
+  const body = out.body.pipeThrough(new TransformStream({ flush: () => server.timeout(req, armSecs) }));
   return new Response(body, { status: out.status, statusText: out.statusText, headers: out.headers });
 }
 
