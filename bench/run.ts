@@ -571,7 +571,7 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
       headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
       model: 'mock-model',
     })),
-    // What Sluice is built from on Bun and Deno: the node:http listener, and on Deno the undici client.
+    // The node:http listener (Sluice's on Deno, and on Bun for TLS and h2c only), and on Deno the undici client.
     {
       id: 'bare-bun-nodehttp',
       kind: 'bare',
@@ -1460,7 +1460,7 @@ const memAfter = new Map<TargetId, { after: number; peak: number }>();
 /** The bare proxy built from Sluice's own listener and client on each runtime (goal 2's denominator). */
 const SAME_PIECES_BARE: Record<Runtime, TargetId> = {
   node: 'bare-node',
-  bun: 'bare-bun-nodehttp',
+  bun: 'bare-bun',
   deno: 'bare-deno-nodehttp',
 };
 /** Goal 5's rows: each feature switched on, against the `node` target (none configured). */

@@ -1,5 +1,6 @@
-// Bun entrypoint: `bun runtimes/bun.ts --config x`. Listeners use Bun's node:http/node:http2, which keep
-// the drain guarantees Bun.serve cannot (README "Runtimes"; its cost: docs/performance.md). The upstream
+// Bun entrypoint: `bun runtimes/bun.ts --config x`. Plain HTTP/1.1 listeners are `Bun.serve`; a listener with
+// TLS or HTTP/2 (which `Bun.serve` does not offer with a GOAWAY at drain start) is Bun's node:http2 (README
+// "Runtimes"; the measurements: docs/performance.md "`Bun.serve` bound"). The upstream
 // client is Bun's native fetch, since undici fails under load on Bun; it has no idle-pool knob, so
 // `upstream.pool_idle_timeout_secs` does not apply here (docs/configuration.md "upstream").
 import { readFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { lazyRedisClient } from './redis-lazy.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
+import { bunServeListen } from './bun-listener.ts';
 import { nodeListen } from './node-listener.ts';
 import { parseYamlOffThread } from './yaml-thread.ts';
 
@@ -18,7 +20,7 @@ export function bunPlatform(): Platform {
   process.on('exit', () => logs.flush());
   return {
     name: 'bun',
-    listen: nodeListen,
+    listen: (spec, fetch) => (spec.tls || spec.http2 ? nodeListen(spec, fetch) : bunServeListen(spec, fetch)),
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: (o) => fetchUpstream(o.tls ? upstreamTlsFetch(o.tls) : fetch, o),
     files: nodeFiles,

@@ -17,7 +17,7 @@ export function peerOf(socket: { remoteAddress?: string; remotePort?: number } |
 type AnyServer = http.Server | http2.Http2SecureServer | http2.Http2Server;
 
 /** Room above `headerLimits.maxBytes` for the request line, so the runtime's parser lets our check answer. */
-const PARSER_HEADROOM_BYTES = 8192;
+export const PARSER_HEADROOM_BYTES = 8192;
 
 /**
  * Why `rawHeaders` breaks `limits`, or undefined. HTTP/2 pseudo-headers (`:path` …) do not count; a field
@@ -35,6 +35,15 @@ export function headerExcess(
     count++;
     bytes += name.length + rawHeaders[i + 1]!.length + 4;
   }
+  return headerCountExcess(count, bytes, limits);
+}
+
+/** Why `count` fields of `bytes` in all break `limits`, or undefined: the 431's message, on every listener. */
+export function headerCountExcess(
+  count: number,
+  bytes: number,
+  limits: { maxCount: number; maxBytes: number },
+): string | undefined {
   if (count > limits.maxCount) return `too many request header fields: ${count} (the limit is ${limits.maxCount})`;
   if (bytes > limits.maxBytes) {
     return `request header fields too large: ${bytes} bytes (the limit is ${limits.maxBytes} bytes)`;

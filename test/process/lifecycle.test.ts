@@ -235,9 +235,9 @@ for (const runtime of RUNTIMES) {
       const draining = await gw.waitForLog('draining — /readyz now reports 503, still accepting new connections');
       assert.equal(draining.min_drain_secs, minDrain);
       assert.equal(draining.in_flight, 2);
-      if (runtime === 'node' || runtime === 'bun' || runtime === 'deno') {
-        assert.equal(typeof draining.open_connections, 'number');
-      }
+      // `Bun.serve` reports no connection (README "Runtimes"): the count is left out of Bun's lines.
+      const counted = runtime === 'bun' ? 'undefined' : 'number';
+      assert.equal(typeof draining.open_connections, counted);
 
       // A new connection during the window is served, with Connection: close.
       const fresh = await request(gw.url('/v1/chat/completions'), {
@@ -248,7 +248,7 @@ for (const runtime of RUNTIMES) {
       assert.equal(fresh.headers.connection, 'close');
       const accept = await gw.waitForLog('accepted a new downstream connection while draining');
       assert.match(String(accept.peer), /^127\.0\.0\.1:\d+$/);
-      assert.equal(typeof accept.open_connections, 'number');
+      assert.equal(typeof accept.open_connections, counted);
       const arrival = await gw.waitForLog((l) =>
         l.msg === 'request arrived while draining' && l.downstream_request_id === 'lb-req-2'
       );

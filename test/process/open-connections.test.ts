@@ -1,10 +1,10 @@
 // Black-box, on Node, Bun and Deno: `sluice_open_connections` counts every accepted connection exactly,
-// silent ones (connected, nothing sent) included; Bun's server closes a connection that has sent nothing for
-// ~10 s (Node and Deno keep it, until `downstream.first_request_timeout_secs`, 30 s), so after that they are
-// gone from its count too (a fault study saw Bun report 1 for 200 silent connections: measured after Bun had
-// closed them). Node and Deno are checked when their silent connections are as old as Bun's were when Bun
-// closed them (the Bun test runs alongside and reports it). On every runtime a SIGTERM with silent
-// connections open exits 0 promptly.
+// silent ones (connected, nothing sent) included, on Node and Deno; on Bun (`Bun.serve`, which reports no
+// connection) the gauge is absent. Bun's server closes a connection that has sent nothing for ~10 s (Node
+// and Deno keep it, until `downstream.first_request_timeout_secs`, 30 s; a fault study once saw Bun report 1
+// for 200 silent connections: measured after Bun had closed them). Node and Deno are checked when their
+// silent connections are as old as Bun's were when Bun closed them (the Bun test runs alongside and reports
+// it). On every runtime a SIGTERM with silent connections open exits 0 promptly.
 // Run: node build.mjs && node --import tsx --test test/process/open-connections.test.ts
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
@@ -37,7 +37,7 @@ describe(
       await Promise.all(mocks.map((m) => m.close()));
     });
     for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
-      test(`${runtime}: counts silent connections exactly; ${runtime === 'bun' ? 'closes them after ~10 s' : 'keeps them'}; SIGTERM exits promptly`, async () => {
+      test(`${runtime}: ${runtime === 'bun' ? 'no count; closes silent connections after ~10 s' : 'counts silent connections exactly; keeps them'}; SIGTERM exits promptly`, async () => {
         const mock = await startMockUpstream();
         mocks.push(mock);
         const g = await spawnGateway({
@@ -62,29 +62,32 @@ describe(
           let seen: number | undefined;
           const settle = (want: number, ms: number, what: string) =>
             until(async () => (seen = await openConnections(metrics)) === want, ms, () => `${what} (saw ${seen})`, 50);
-          await settle(22, 5000, `${runtime}: 20 silent + 2 speaking connections`);
-          assert.equal(seen, 22, `${runtime}: 20 silent + 2 speaking connections`);
-          // Bun closes the silent ones (and the half-sent request) after ~10 s; Node and Deno keep all of them
-          // until `downstream.first_request_timeout_secs` (30 s by default, past this test; downstream-idle.test.ts).
-          if (runtime !== 'bun') {
-            // Without the Bun test (a name pattern), its close is taken at 13 s, past Bun's ~10 s idle timeout.
+          if (runtime === 'bun') {
+            // `Bun.serve` reports no connection: the gauge is left out rather than guessed (README "Runtimes").
+            assert.equal(await openConnections(metrics), undefined, 'bun: no sluice_open_connections sample');
+            // Bun closes the silent ones (and the half-sent request) after ~10 s.
+            await until(
+              () => closedByServer === 20,
+              16_000,
+              () => `bun: 20 silent connections closed (saw ${closedByServer})`,
+            );
+            bunClosedAfterMs.resolve(Date.now() - t0);
+            console.log(`bun: 20 silent closed by the server ${((Date.now() - t0) / 1000).toFixed(1)} s after opening`);
+          } else {
+            await settle(22, 5000, `${runtime}: 20 silent + 2 speaking connections`);
+            assert.equal(seen, 22, `${runtime}: 20 silent + 2 speaking connections`);
+            // Node and Deno keep all of them until `downstream.first_request_timeout_secs` (30 s by default, past
+            // this test; downstream-idle.test.ts). Without the Bun test (a name pattern), its close is taken at
+            // 13 s, past Bun's ~10 s.
             const fallback = sleep(Math.max(0, 13_000 - (Date.now() - t0))).then(() => 13_000);
             const bunAge = await Promise.race([bunClosedAfterMs.promise, fallback]);
             await sleep(Math.max(0, bunAge - (Date.now() - t0)));
-          }
-          await settle(runtime === 'bun' ? 1 : 22, 16_000 - (Date.now() - t0), `${runtime}: open connections later`);
-          const later = seen;
-          if (runtime === 'bun') bunClosedAfterMs.resolve(Date.now() - t0);
-          console.log(
-            `${runtime}: 20 silent + 2 speaking → 22; ${((Date.now() - t0) / 1000).toFixed(1)} s later ${later}, ` +
-              `${closedByServer} silent closed by the server`,
-          );
-          if (runtime === 'bun') {
-            assert.equal(later, 1, 'bun: only the connection that made a request is left');
-            // The gateway's count falls as it closes them; each FIN reaches its client a moment later.
-            await until(() => closedByServer === 20, 5000, `bun: 20 silent connections closed (saw ${closedByServer})`);
-          } else {
-            assert.equal(later, 22);
+            await settle(22, 16_000 - (Date.now() - t0), `${runtime}: open connections later`);
+            console.log(
+              `${runtime}: 20 silent + 2 speaking → 22; ${((Date.now() - t0) / 1000).toFixed(1)} s later ${seen}, ` +
+                `${closedByServer} silent closed by the server`,
+            );
+            assert.equal(seen, 22);
             assert.equal(closedByServer, 0);
           }
           const term = Date.now();
