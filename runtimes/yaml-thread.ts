@@ -1,15 +1,19 @@
 // `Platform.parseYamlOffThread` over node:worker_threads (Node, Bun and Deno): the worker is this very
 // module (in the Node bundle, dist/node.mjs), started with a marker in its workerData, so no second file
-// has to ship. One worker per parse, ended once its pieces are handed over.
+// has to ship; in the Bun executable it is this module embedded as an entrypoint of its own (build.mjs
+// --binary). One worker per parse, ended once its pieces are handed over.
 import { setPriority } from 'node:os';
+import { dirname, join } from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { type YamlPiece, type YamlPieces, yamlPieces } from '../src/resources/yaml-pieces.ts';
 
 const MARKER = 'sluice-yaml-thread';
+/** This module's name inside the Bun executable: build.mjs --binary compiles it as a second entrypoint. */
+export const EMBEDDED_NAME = 'yaml-thread.js';
 
 /** Parse `text` on a worker thread; each `next()` asks the worker for the following piece. */
 export function parseYamlOffThread(text: string): YamlPieces {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { [MARKER]: true, text } });
+  const worker = new Worker(workerModule(), { workerData: { [MARKER]: true, text } });
   let waiting: { resolve: (p: YamlPiece) => void; reject: (e: Error) => void } | undefined;
   let failed: Error | undefined;
   const fail = (e: Error) => {
@@ -36,6 +40,16 @@ export function parseYamlOffThread(text: string): YamlPieces {
       void worker.terminate();
     },
   };
+}
+
+/**
+ * The module the worker runs. In a Bun executable `import.meta.url` still names the source file, which is
+ * not there at run time, and the executable's main module would start a gateway: the worker is the
+ * entrypoint embedded beside the main one, named by its path in the executable's file system.
+ */
+function workerModule(): URL | string {
+  const bun = (globalThis as { Bun?: { isStandaloneExecutable?: boolean; main: string } }).Bun;
+  return bun?.isStandaloneExecutable ? join(dirname(bun.main), EMBEDDED_NAME) : new URL(import.meta.url);
 }
 
 /** In the worker: parse once, then answer each `next` with a piece. */
