@@ -8,6 +8,8 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { type YamlPiece, type YamlPieces, yamlPieces } from '../src/resources/yaml-pieces.ts';
 
 const MARKER = 'sluice-yaml-thread';
+/** The worker's nice value: requests go first, yet the worker gets a core often enough to release a lock. */
+const WORKER_NICE = 10;
 /** This module's name inside the Bun executable: build.mjs --binary compiles it as a second entrypoint. */
 export const EMBEDDED_NAME = 'yaml-thread.js';
 
@@ -52,11 +54,15 @@ function workerModule(): URL | string {
   return bun?.isStandaloneExecutable ? join(dirname(bun.main), EMBEDDED_NAME) : new URL(import.meta.url);
 }
 
-/** In the worker: parse once, then answer each `next` with a piece. */
+/**
+ * In the worker: parse once, then answer each `next` with a piece. The worker runs below the event loop's
+ * thread, but not at the bottom: it shares locks with that thread (the runtime's task queues, the address
+ * space), and a thread starved of a core while it holds one stalls the event loop with it.
+ */
 function serve(text: string): void {
   try {
-    // Linux keeps a nice value per thread: this lowers the worker's alone, so requests go first.
-    setPriority(19);
+    // Linux keeps a nice value per thread: this lowers the worker's alone.
+    setPriority(WORKER_NICE);
   } catch {
     // Not permitted or not implemented: the parse runs at the process's priority.
   }
