@@ -41,11 +41,15 @@ function compileBinary() {
     process.exit(1);
   }
   // --bytecode: the executable starts from precompiled bytecode; --sourcemap keeps stack traces readable.
-  const args = ['build', '--compile', '--minify', '--sourcemap', '--bytecode', 'runtimes/bun.ts'];
+  // runtimes/yaml-thread.ts is a second entrypoint: the YAML worker thread loads it from inside the
+  // executable (embedded as yaml-thread.js, the name runtimes/yaml-thread.ts asks for).
+  const entrypoints = ['runtimes/bun.ts', 'runtimes/yaml-thread.ts'];
+  const args = ['build', '--compile', '--minify', '--sourcemap', '--bytecode', ...entrypoints];
   // Written aside and renamed: a process running or copying the previous executable keeps a whole file.
   const tmp = `${binaryPath()}.tmp-${process.pid}`;
   const r = spawnSync(bun, [...args, '--outfile', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
-  rmSync(`${tmp}.map`, { force: true }); // the executable embeds its source map
+  // The executable embeds its source maps.
+  for (const map of [`${tmp}.map`, 'dist/yaml-thread.js.map']) rmSync(map, { force: true });
   if (r.status !== 0) {
     rmSync(tmp, { force: true });
     process.exit(r.status ?? 1);

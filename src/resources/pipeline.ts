@@ -59,6 +59,15 @@ export const OFF_THREAD_MIN_BYTES = 256 * 1024;
 export interface LoadOptions {
   /** Parse on another thread (`Platform.parseYamlOffThread`) when the file is large; absent: on this one. */
   parseOffThread?: (text: string) => YamlPieces;
+  /** Told once per load, as soon as the YAML stage has ended, where it ran. */
+  onParsed?: (where: ParsedOn) => void;
+}
+
+/** Where the YAML stage of a load ran. */
+export interface ParsedOn {
+  on: 'worker thread' | 'event loop';
+  /** Set when the file was large enough for the worker and the worker failed: why, before the fallback. */
+  workerError?: string;
 }
 
 /** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
@@ -71,6 +80,7 @@ export async function loadResourcesFile(
   const problems = new Problems(new FileReport('resources file', file));
   const pacer = new Pacer();
   const parsed = await parseText(text, opts, pacer);
+  opts.onParsed?.(parsed.on);
   if (!parsed.ok) {
     for (const e of parsed.errors) {
       problems.file(`YAML parse error: ${e.message}${e.line ? ` at line ${e.line}` : ''}`);
@@ -85,18 +95,22 @@ export async function loadResourcesFile(
 }
 
 /** The YAML stage: off the event loop when the platform can and the file is large, else here. */
-async function parseText(text: string, opts: LoadOptions, pacer: Pacer): Promise<Assembled> {
+async function parseText(text: string, opts: LoadOptions, pacer: Pacer): Promise<Assembled & { on: ParsedOn }> {
+  let workerError: string | undefined;
   if (opts.parseOffThread && text.length >= OFF_THREAD_MIN_BYTES) {
     try {
-      return await assembleYaml(opts.parseOffThread(text), () => pacer.yield());
-    } catch {
+      const assembled = await assembleYaml(opts.parseOffThread(text), () => pacer.yield());
+      return { ...assembled, on: { on: 'worker thread' } };
+    } catch (e) {
       // A worker that cannot start or dies: the same parse, on this thread.
+      workerError = e instanceof Error ? e.message : String(e);
     }
   }
+  const on: ParsedOn = { on: 'event loop', ...(workerError !== undefined ? { workerError } : {}) };
   const scratch = new FileReport('resources file', '');
   const src = parseYaml(text, scratch);
-  if (src) return { ok: true, value: src.value };
-  return { ok: false, errors: scratch.entries.map((e) => ({ message: e.message, line: e.line })) };
+  if (src) return { ok: true, value: src.value, on };
+  return { ok: false, errors: scratch.entries.map((e) => ({ message: e.message, line: e.line })), on };
 }
 
 interface Built {

@@ -5,7 +5,7 @@
 import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Platform } from '../platform.ts';
-import { type EntryError, loadResourcesFile } from '../resources/pipeline.ts';
+import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
@@ -20,6 +20,8 @@ export const MAX_READS = 20;
 const LOG = {
   reloading: 'reloading the resources file',
   unsettled: 'resources file changed while being read — waiting for it to settle',
+  parsed: 'resources file parsed',
+  workerFailed: 'resources file parsed on the event loop: the YAML worker thread failed',
 } as const;
 
 /** What the file source needs: the sink it writes to, and the platform's files and environment. */
@@ -93,6 +95,7 @@ export class FileSource implements ConfigSource {
     const parseOffThread = host.platform.parseYamlOffThread;
     const r = await loadResourcesFile(path, text, host.platform.env, {
       ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
+      onParsed: (where) => this.logParsed(where, bytes.length),
     });
     if (!r.ok) {
       await this.recordRejected(r.entryErrors);
@@ -107,6 +110,13 @@ export class FileSource implements ConfigSource {
     host.apply(r.snapshot, { configHash: hash });
     this.first.resolve();
     return { ok: true, resources: r.resourceCount };
+  }
+
+  /** Where the YAML stage ran (DEBUG); a worker that failed and left the parse to the event loop is a WARN. */
+  private logParsed(where: ParsedOn, bytes: number): void {
+    const { log } = this.host;
+    if (where.workerError !== undefined) log.warn(LOG.workerFailed, { file: this.path, error: where.workerError });
+    log.debug(LOG.parsed, { file: this.path, bytes, parsed_on: where.on });
   }
 
   private now(): string {

@@ -1,20 +1,23 @@
 // The standalone executable (docs/deploy.md "One executable"): `node build.mjs --binary` compiles it, the test
 // copies it alone into an empty folder and runs it with PATH stripped, so no Node, npm or node_modules can
 // help: the example boots and answers a streamed chat, `validate` and `probe-timeline` work, SIGTERM drains
-// with the drain report and exit 0, `export` reads etcd, and the snapshot cache carries a restart with etcd gone.
+// with the drain report and exit 0, a large resources file is parsed on the YAML worker embedded in the
+// executable, `export` reads etcd, and the snapshot cache carries a restart with etcd gone.
 // Run: node --import tsx --test test/process/binary.test.ts
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { MSG } from '../../src/observability/messages.ts';
+import { OFF_THREAD_MIN_BYTES } from '../../src/resources/pipeline.ts';
 import { VERSION } from '../../src/version.ts';
+import { bigResources } from '../support/big-resources.ts';
 import { seeder } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
-import { deadEndpoint, type GatewayProcess, spawnGateway } from '../support/process.ts';
+import { baseConfig, CALLER_KEY, deadEndpoint, type GatewayProcess, spawnGateway } from '../support/process.ts';
 import { until } from '../support/until.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -128,6 +131,40 @@ describe('the standalone executable', () => {
       assert.equal(await toolExit, 0, out);
       assert.match(out, /phases: .*200\/200\/200\/200 → 200\/503\/200\/200 → .*refused/);
       assert.match(out, /dropped requests: 0/);
+    } finally {
+      g.kill();
+    }
+  });
+});
+
+describe('the standalone executable parsing a large resources file', () => {
+  const PARSED = 'resources file parsed';
+
+  test('a SIGHUP reload of a file over the worker threshold is parsed on the embedded worker thread', async () => {
+    const big = bigResources(await deadEndpoint(), 3000, 'b');
+    assert.ok(big.length >= OFF_THREAD_MIN_BYTES, 'the file is large enough to be parsed off the event loop');
+    const g = await spawnGateway({
+      executable: bin,
+      config: baseConfig().replace('observability: {', 'observability: { log_level: debug,'),
+      files: { 'resources.yaml': example('resources.yaml') },
+      env: { ...NO_PATH, CALLER_KEY },
+    });
+    try {
+      await g.waitReady('/readyz', 'proxy', 30_000);
+      const small = await g.waitForLog(PARSED, 10_000);
+      assert.equal(small.parsed_on, 'event loop', 'a small file is parsed where it is read');
+      writeFileSync(join(g.dir, 'resources.yaml'), big);
+      const from = g.logs.length;
+      g.signal('SIGHUP');
+      const reloaded = await g.waitForLog(MSG.fileReloaded, 60_000);
+      assert.equal(reloaded.resources, 6003);
+      const lines = g.logs.slice(from);
+      const parsed = lines.find((l) => l.msg === PARSED);
+      assert.deepEqual({ bytes: parsed?.bytes, parsed_on: parsed?.parsed_on }, {
+        bytes: Buffer.byteLength(big),
+        parsed_on: 'worker thread',
+      });
+      assert.deepEqual(lines.filter((l) => l.level === 'WARN'), [], 'no fallback to the event loop');
     } finally {
       g.kill();
     }

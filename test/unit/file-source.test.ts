@@ -8,6 +8,7 @@ import { configStatusBody } from '../../src/config-facts.ts';
 import { MSG } from '../../src/observability/messages.ts';
 import { FileSource } from '../../src/sources/file.ts';
 import { uuidV5 } from '../../src/util/crypto.ts';
+import { bigResources } from '../support/big-resources.ts';
 import { type TestPlatform, testPlatform } from '../support/platform.ts';
 
 const RES = '/srv/resources.yaml';
@@ -150,6 +151,59 @@ describe('FileSource as the ConfigSource of file mode', () => {
       'reloading the resources file',
       MSG.fileReloaded,
     ]);
+  });
+});
+
+describe('FileSource: where a large file was parsed', () => {
+  const big = bigResources('http://127.0.0.1:9', 3000, 'a');
+  const gatewayOn = (platform: TestPlatform, logLevel: string) => {
+    platform.fileMap.set(RES, big);
+    const c = loadConfig(
+      '/srv/config.yaml',
+      `resources_file: ${RES}\nproxy: { addr: "127.0.0.1:0" }\nadmin: { enabled: false }\n` +
+        `observability: { log_level: ${logLevel} }\n`,
+      {},
+    );
+    if (!c.ok) throw new Error(c.report.format());
+    return createGateway(c.config, platform).source;
+  };
+
+  test('a worker that fails: the file still applies, with a WARN naming why, then DEBUG says the event loop', async () => {
+    const platform = testPlatform({ CALLER_KEY: 'sk-x' });
+    platform.parseYamlOffThread = () => {
+      throw new Error('Cannot find module yaml-thread.js');
+    };
+    const source = gatewayOn(platform, 'debug');
+    assert.deepEqual(await source.load!(), { ok: true, resources: 6003 });
+    const [warn, parsed] = platform.logs.filter((l) => String(l.msg).startsWith('resources file parsed'));
+    assert.deepEqual(
+      { level: warn?.level, msg: warn?.msg, file: warn?.file, error: warn?.error },
+      {
+        level: 'WARN',
+        msg: 'resources file parsed on the event loop: the YAML worker thread failed',
+        file: RES,
+        error: 'Cannot find module yaml-thread.js',
+      },
+    );
+    assert.deepEqual(
+      { level: parsed?.level, msg: parsed?.msg, bytes: parsed?.bytes, parsed_on: parsed?.parsed_on },
+      { level: 'DEBUG', msg: 'resources file parsed', bytes: big.length, parsed_on: 'event loop' },
+    );
+  });
+
+  test('at the default level only the WARN shows', async () => {
+    const platform = testPlatform({ CALLER_KEY: 'sk-x' });
+    platform.parseYamlOffThread = () => {
+      throw new Error('gone');
+    };
+    const source = gatewayOn(platform, 'info');
+    await source.load!();
+    assert.deepEqual(
+      platform.logs.filter((l) => String(l.msg).startsWith('resources file parsed')).map((l) => l.level),
+      [
+        'WARN',
+      ],
+    );
   });
 });
 

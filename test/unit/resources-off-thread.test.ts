@@ -5,7 +5,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { loadResourcesFile, type LoadResult, OFF_THREAD_MIN_BYTES } from '../../src/resources/pipeline.ts';
+import {
+  loadResourcesFile,
+  type LoadResult,
+  OFF_THREAD_MIN_BYTES,
+  type ParsedOn,
+} from '../../src/resources/pipeline.ts';
 import { type YamlPiece, type YamlPieces, yamlPieces } from '../../src/resources/yaml-pieces.ts';
 
 const FILE = '/etc/sluice/resources.yaml';
@@ -48,10 +53,15 @@ function summary(r: LoadResult): unknown {
 test('a large file parsed in pieces gives the snapshot a parse on the event loop gives', async () => {
   const text = bigFile(3000);
   const pieces: YamlPiece['type'][] = [];
-  const off = await loadResourcesFile(FILE, text, {}, { parseOffThread: inProcess(pieces) });
-  const here = await loadResourcesFile(FILE, text, {});
+  const told: ParsedOn[] = [];
+  const off = await loadResourcesFile(FILE, text, {}, {
+    parseOffThread: inProcess(pieces),
+    onParsed: (w) => told.push(w),
+  });
+  const here = await loadResourcesFile(FILE, text, {}, { onParsed: (w) => told.push(w) });
   assert.equal(off.ok, true);
   assert.deepEqual(summary(off), summary(here));
+  assert.deepEqual(told, [{ on: 'worker thread' }, { on: 'event loop' }]);
   // The head, then 3 000 models, 3 000 keys and one provider key in pieces of 500 rows, then done.
   assert.deepEqual(pieces, ['head', ...Array(6 + 6 + 1).fill('rows'), 'done']);
 });
@@ -65,27 +75,42 @@ test('a YAML error and a row error read the same as from a parse on the event lo
   }
 });
 
-test('a thread that fails leaves the parse to the event loop', async () => {
+test('a thread that fails leaves the parse to the event loop, and says why', async () => {
   const text = bigFile(2500);
   let closed = 0;
   const broken = (): YamlPieces => ({
     next: () => Promise.reject(new Error('worker died')),
     close: () => void closed++,
   });
-  const r = await loadResourcesFile(FILE, text, {}, { parseOffThread: broken });
+  const told: ParsedOn[] = [];
+  const r = await loadResourcesFile(FILE, text, {}, { parseOffThread: broken, onParsed: (w) => told.push(w) });
   assert.equal(r.ok, true);
   assert.deepEqual(summary(r), summary(await loadResourcesFile(FILE, text, {})));
   assert.equal(closed, 1);
+  assert.deepEqual(told, [{ on: 'event loop', workerError: 'worker died' }]);
+  // A worker that cannot even be constructed: the same.
+  const unborn = () => {
+    throw new Error('no such module');
+  };
+  told.length = 0;
+  assert.equal(
+    (await loadResourcesFile(FILE, text, {}, { parseOffThread: unborn, onParsed: (w) => told.push(w) })).ok,
+    true,
+  );
+  assert.deepEqual(told, [{ on: 'event loop', workerError: 'no such module' }]);
 });
 
 test('a small file is parsed on the event loop', async () => {
   let asked = 0;
+  const told: ParsedOn[] = [];
   const r = await loadResourcesFile(FILE, '_format_version: "1"\nmodels: []\n', {}, {
     parseOffThread: (t) => {
       asked++;
       return inProcess([])(t);
     },
+    onParsed: (w) => told.push(w),
   });
   assert.equal(r.ok, true);
   assert.equal(asked, 0);
+  assert.deepEqual(told, [{ on: 'event loop' }]);
 });
