@@ -98,9 +98,9 @@ export class StreamText {
 
   async text(): Promise<string> {
     const out: string[] = [];
-    const chunks = this.kept;
+    const kept = concat(this.kept, this.keptBytes); // one piece: the parser decodes and splits it once
     async function* replay(): AsyncGenerator<Uint8Array> {
-      yield* chunks;
+      yield kept;
     }
     for await (const ev of parseSse(replay(), this.maxEventBytes)) {
       // A Responses stream's terminal event repeats every output item: its deltas were already counted.
@@ -110,4 +110,15 @@ export class StreamText {
     }
     return out.join('');
   }
+}
+
+function concat(chunks: Uint8Array[], length: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
 }
