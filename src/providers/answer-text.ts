@@ -1,7 +1,7 @@
 // The text an answer produced (content, reasoning, tool names and arguments), in any of the wires Sluice
 // serves, for the local completion-token estimate (estimate.ts) when an upstream reports no usage. A
-// stream's bytes are only kept as they pass (up to a cap, then only their length) and read when an estimate
-// is needed (docs/aisix-compatibility.md "Token estimation").
+// stream's text is only kept as it passes (up to a cap, then only its length) and read when an estimate is
+// needed (docs/aisix-compatibility.md "Translation and token accounting").
 import { DEFAULT_MAX_SSE_EVENT_BYTES, parseSse } from './sse.ts';
 import { isRecord, type Json, parseJsonObject } from './translate/shared.ts';
 
@@ -72,21 +72,24 @@ export function answerText(body: string): string {
 }
 
 /**
- * Collects a stream's bytes as they pass, up to `MAX_COLLECTED_BYTES`; past them only their length, by which
- * `scale()` extrapolates what the kept part says. `text()` reads the produced text out of the kept bytes.
+ * Collects a stream's text as it passes, up to `MAX_COLLECTED_BYTES` of its bytes; past them only their length,
+ * by which `scale()` extrapolates what the kept part says. `text()` reads the produced text out of what was kept.
+ * The decoded text is kept, not the chunks: a chunk may be a view on a runtime's larger buffer, which it would
+ * keep alive.
  */
 export class StreamText {
-  private readonly kept: Uint8Array[] = [];
+  private readonly kept: string[] = [];
+  private readonly decoder = new TextDecoder();
   private keptBytes = 0;
   private restBytes = 0;
 
   /** `maxEventBytes`: `upstream.max_sse_event_bytes`, the bound the replay parses with (0 = none). */
   constructor(private readonly maxEventBytes = DEFAULT_MAX_SSE_EVENT_BYTES) {}
 
-  /** `text`: the chunk decoded, when the caller has it (to leave a Responses terminal event out of the length). */
+  /** `text`: the chunk decoded (complete characters), when the caller has it; else it is decoded here. */
   observe(chunk: Uint8Array, text?: string): void {
     if (this.keptBytes < MAX_COLLECTED_BYTES) {
-      this.kept.push(chunk);
+      this.kept.push(text ?? this.decoder.decode(chunk, { stream: true }));
       this.keptBytes += chunk.length;
     } else if (text === undefined || !TERMINAL.test(text)) this.restBytes += chunk.length;
   }
@@ -98,7 +101,7 @@ export class StreamText {
 
   async text(): Promise<string> {
     const out: string[] = [];
-    const kept = concat(this.kept, this.keptBytes); // one piece: the parser decodes and splits it once
+    const kept = encoder.encode(this.kept.join('')); // one piece: the parser decodes and splits it once
     async function* replay(): AsyncGenerator<Uint8Array> {
       yield kept;
     }
@@ -112,13 +115,4 @@ export class StreamText {
   }
 }
 
-function concat(chunks: Uint8Array[], length: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(length);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
-}
+const encoder = new TextEncoder();

@@ -1,6 +1,6 @@
 // A stream's tokens at its end: what the upstream's events or the adapter reported, else the local estimate
-// of the prompt and the produced text (docs/aisix-compatibility.md "Token estimation"). The stream's bytes
-// are kept for it only until a usage appears, and at most `MAX_COLLECTED_BYTES` of them.
+// of the prompt and the produced text (docs/aisix-compatibility.md "Translation and token accounting"). The
+// stream's text is kept for it only until a usage appears, and at most `MAX_COLLECTED_BYTES` of it.
 import { StreamText } from '../providers/answer-text.ts';
 import { estimateTokens } from '../providers/estimate.ts';
 import type { TokenCounts } from '../providers/types.ts';
@@ -10,7 +10,7 @@ import { fromCounts, isReported, type StreamEnding, type StreamUsage, type Usage
 export type Estimate = (output: () => Promise<number>) => Promise<Usage | undefined>;
 
 export class StreamCount implements StreamEnding {
-  /** The bytes kept for an estimate; dropped once a usage is reported or the estimate is made. */
+  /** The text kept for an estimate; dropped once a usage is reported or the estimate is made. */
   private text: StreamText | undefined;
   private estimating: Promise<Usage | undefined> | undefined;
   private estimated: { usage: Usage | undefined } | undefined;

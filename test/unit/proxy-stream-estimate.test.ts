@@ -228,10 +228,11 @@ describe('a tpm limit trips after as many estimated streams as estimated JSON an
 
 describe('the bytes a stream keeps for its estimate', () => {
   test('past the cap only the length counts, scaling what the kept part says', async () => {
-    const event = new TextEncoder().encode('data: {"choices":[{"delta":{"content":"ab"}}]}\n\n');
+    const text = 'data: {"choices":[{"delta":{"content":"ab"}}]}\n\n';
+    const event = new TextEncoder().encode(text);
     const collected = new StreamText();
     const kept = Math.ceil(MAX_COLLECTED_BYTES / event.length);
-    for (let i = 0; i < kept * 3; i++) collected.observe(event, '');
+    for (let i = 0; i < kept * 3; i++) collected.observe(event, text);
     assert.equal((await collected.text()).length, kept * 2, 'the kept events only');
     assert.equal(collected.scale(), 3);
   });
