@@ -11,7 +11,8 @@
 //        The first chunk carries its send time as `"system_fingerprint":"fp_t<epoch ms with µs>"` so that a
 //        client can compute how long a gateway took to forward it (bench/ttfb.ts); every other chunk is
 //        precomputed. A body with `"user":"bench-scale:<delay ms>:<chunks>"` (the streams-at-scale scenario)
-//        gets that many chunks that far apart instead, every one stamped with its send time.
+//        gets that many chunks that far apart instead, every one stamped with its send time. A body that
+//        asks `"include_usage":true` gets OpenAI's usage-only chunk before `[DONE]`.
 // GET /livez → 200 `ok` (readiness of the mock itself). Anything else → 404.
 // Talks only to 127.0.0.1. Prints `mock-upstream listening <port> <runtime>` once bound.
 
@@ -51,6 +52,16 @@ function chunkJson(i, fingerprint, chunks = CHUNKS) {
 // Chunk 0 is built per stream (it carries the send time); chunks 1..N-1 and [DONE] are precomputed.
 const CHUNK_BYTES = Array.from({ length: CHUNKS }, (_, i) => enc.encode(chunkJson(i, 'fp_bench')));
 const DONE = enc.encode('data: [DONE]\n\n');
+const USAGE = {
+  id: 'chatcmpl-bench0000000000000000000000',
+  object: 'chat.completion.chunk',
+  created: CREATED,
+  model: 'mock-model',
+  choices: [],
+  usage: { prompt_tokens: 9, completion_tokens: 20, total_tokens: 29 },
+};
+const USAGE_DONE = enc.encode(`data: ${JSON.stringify(USAGE)}\n\ndata: [DONE]\n\n`);
+const INCLUDE_USAGE = /"include_usage"\s*:\s*true/;
 const wallMs = () => performance.timeOrigin + performance.now();
 const stamped = (i, chunks = CHUNKS) => enc.encode(chunkJson(i, `fp_t${wallMs().toFixed(3)}`, chunks));
 const firstChunk = () => stamped(0);
@@ -62,9 +73,10 @@ const SCALE_MARK = /"user"\s*:\s*"bench-scale:(\d+):(\d+)"/;
 /** What one stream sends: chunk i's bytes, how many chunks, how far apart. */
 function streamPlan(body) {
   const m = SCALE_MARK.exec(body);
-  if (!m) return { chunks: CHUNKS, delay: DELAY_MS, chunk: (i) => (i === 0 ? firstChunk() : CHUNK_BYTES[i]) };
+  const end = INCLUDE_USAGE.test(body) ? USAGE_DONE : DONE;
+  if (!m) return { chunks: CHUNKS, delay: DELAY_MS, chunk: (i) => (i === 0 ? firstChunk() : CHUNK_BYTES[i]), end };
   const chunks = Number(m[2]);
-  return { chunks, delay: Number(m[1]), chunk: (i) => stamped(i, chunks) };
+  return { chunks, delay: Number(m[1]), chunk: (i) => stamped(i, chunks), end };
 }
 
 const STREAM_MARK = /"stream"\s*:\s*true/;
@@ -101,7 +113,7 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
                   ctrl.enqueue(plan.chunk(i));
                   i++;
                 } else {
-                  ctrl.enqueue(DONE);
+                  ctrl.enqueue(plan.end);
                   ctrl.close();
                 }
               } catch { /* cancelled */ }
@@ -158,7 +170,7 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
           i++;
           timer = setTimeout(tick, due(t0, i, plan.delay));
         } else {
-          res.end(DONE);
+          res.end(plan.end);
         }
       };
       timer = setTimeout(tick, due(t0, 0, plan.delay));

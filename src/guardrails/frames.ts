@@ -2,6 +2,7 @@
 // caller's envelope before any byte of an answer, or an `event: error` frame ending a stream that has
 // already answered 200 (no `data: [DONE]` after it).
 import { blockMessage } from './messages.ts';
+import type { GuardedEndpoint } from './slots.ts';
 
 export type GuardWire = 'openai' | 'anthropic';
 
@@ -27,10 +28,15 @@ export function blockResponse(
   });
 }
 
-/** The frame that ends a blocked stream; `name` undefined when no member is attributable (the hold-back cap). */
-export function streamBlockFrame(wire: GuardWire, name: string | undefined): string {
+/**
+ * The frame that ends a blocked stream; `name` undefined when no member is attributable (the hold-back cap).
+ * A `/v1/responses` stream gets its wire's error event (AISIX's `code: content_filter`), whatever the target.
+ */
+export function streamBlockFrame(wire: GuardWire, name: string | undefined, endpoint?: GuardedEndpoint): string {
   const message = blockMessage('response', name);
-  const data = wire === 'anthropic'
+  const data = endpoint === 'responses'
+    ? { type: 'error', code: 'content_filter', message }
+    : wire === 'anthropic'
     ? { type: 'error', error: { type: 'content_filter', message } }
     : { error: { message, type: 'content_filter' } };
   return `event: error\ndata: ${JSON.stringify(data)}\n\n`;

@@ -95,7 +95,7 @@ export async function* guardStream(
     o.deps.log('warn', msg, { guardrail: name, guardrail_hook: 'output' });
     o.abort();
     o.onBlock?.(name, v);
-    return encoder.encode(streamBlockFrame(o.wire, name));
+    return encoder.encode(streamBlockFrame(o.wire, name, o.endpoint));
   };
   const check = async (segments: Segment[]) => {
     const v = await runChain(o.chain, 'output', segments, o.deps);

@@ -1,12 +1,15 @@
 // The text an answer produced (content, reasoning, tool names and arguments), in any of the wires Sluice
 // serves, for the local completion-token estimate (estimate.ts) when an upstream reports no usage. A
-// stream's bytes are only kept as they pass (up to a cap) and read when an estimate is needed, so a stream
-// that reports usage costs one array push per chunk.
-import { parseSse } from './sse.ts';
+// stream's text is only kept as it passes (up to a cap, then only its length) and read when an estimate is
+// needed (docs/aisix-compatibility.md "Translation and token accounting").
+import { DEFAULT_MAX_SSE_EVENT_BYTES, parseSse } from './sse.ts';
 import { isRecord, type Json, parseJsonObject } from './translate/shared.ts';
 
-/** The most stream bytes kept for an estimate; what comes after is not counted. */
-export const MAX_COLLECTED_BYTES = 1 << 20;
+/** The most stream bytes kept for an estimate; past them only the stream's length is counted. */
+export const MAX_COLLECTED_BYTES = 1 << 18;
+
+/** A Responses stream's terminal event, which repeats every output item its deltas already gave. */
+const TERMINAL = /response\.(?:completed|incomplete)/;
 
 function push(out: string[], v: unknown): void {
   if (typeof v === 'string' && v !== '') out.push(v);
@@ -68,24 +71,41 @@ export function answerText(body: string): string {
   return out.join('');
 }
 
-/** Collects a stream's bytes as they pass; `text()` reads the produced text out of them when asked. */
+/**
+ * Collects a stream's text as it passes, up to `MAX_COLLECTED_BYTES` of its bytes; past them only their length,
+ * by which `scale()` extrapolates what the kept part says. `text()` reads the produced text out of what was kept.
+ * The decoded text is kept, not the chunks: a chunk may be a view on a runtime's larger buffer, which it would
+ * keep alive.
+ */
 export class StreamText {
-  private readonly kept: Uint8Array[] = [];
-  private bytes = 0;
+  private readonly kept: string[] = [];
+  private readonly decoder = new TextDecoder();
+  private keptBytes = 0;
+  private restBytes = 0;
 
-  observe(chunk: Uint8Array): void {
-    if (this.bytes >= MAX_COLLECTED_BYTES) return;
-    this.kept.push(chunk);
-    this.bytes += chunk.length;
+  /** `maxEventBytes`: `upstream.max_sse_event_bytes`, the bound the replay parses with (0 = none). */
+  constructor(private readonly maxEventBytes = DEFAULT_MAX_SSE_EVENT_BYTES) {}
+
+  /** `text`: the chunk decoded (complete characters), when the caller has it; else it is decoded here. */
+  observe(chunk: Uint8Array, text?: string): void {
+    if (this.keptBytes < MAX_COLLECTED_BYTES) {
+      this.kept.push(text ?? this.decoder.decode(chunk, { stream: true }));
+      this.keptBytes += chunk.length;
+    } else if (text === undefined || !TERMINAL.test(text)) this.restBytes += chunk.length;
+  }
+
+  /** How many times the kept bytes the whole stream was: 1 unless it outgrew the cap. */
+  scale(): number {
+    return this.keptBytes === 0 ? 1 : (this.keptBytes + this.restBytes) / this.keptBytes;
   }
 
   async text(): Promise<string> {
     const out: string[] = [];
-    const chunks = this.kept;
+    const kept = encoder.encode(this.kept.join('')); // one piece: the parser decodes and splits it once
     async function* replay(): AsyncGenerator<Uint8Array> {
-      yield* chunks;
+      yield kept;
     }
-    for await (const ev of parseSse(replay())) {
+    for await (const ev of parseSse(replay(), this.maxEventBytes)) {
       // A Responses stream's terminal event repeats every output item: its deltas were already counted.
       if (ev.event === 'response.completed' || ev.event === 'response.incomplete') continue;
       const j = parseJsonObject(ev.data);
@@ -94,3 +114,5 @@ export class StreamText {
     return out.join('');
   }
 }
+
+const encoder = new TextEncoder();

@@ -22,7 +22,8 @@ import type { ModelCall } from './pipeline.ts';
 import type { ModelCallRoute } from './routes.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
-import { fromCounts, meteredChunks, readBody, StreamUsage, totalOf, type Usage } from './usage.ts';
+import { StreamCount } from './stream-count.ts';
+import { fromCounts, isReported, meteredChunks, readBody, StreamUsage, totalOf, type Usage } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
@@ -126,7 +127,7 @@ export class Answerer {
       const body = call.route.call === 'chat' ? withCallerModel(r.body, callerModel(call)) : r.body;
       const headers = { 'content-type': r.contentType, ...r.headers, ...servedByHeader(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
-      return answerUsage(call, read.usage, () => answerText(r.body)).then((used) => {
+      return answerUsage(call, read.usage, () => estimateTokens(answerText(r.body))).then((used) => {
         rec.read(used, read.id);
         return commitUsage(call, totalOf(used) ?? 0);
       }).then(() => stamped(call, body, r.status, headers));
@@ -153,12 +154,18 @@ export class Answerer {
   ): Response {
     const trace = call.rec.trace;
     const usage = new StreamUsage(this.d.maxSseEventBytes, trace !== undefined);
+    const count = new StreamCount(
+      usage,
+      r.counted,
+      (output) => answerUsage(call, undefined, output),
+      this.d.maxSseEventBytes,
+    );
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
     const upstream = call.route.call === 'chat' ? streamWithCallerModel(r.chunks, callerModel(call)) : r.chunks;
     const body = pumpSse({
-      chunks: meteredChunks(collector ? collected(upstream, collector) : upstream, usage, scrub),
+      chunks: meteredChunks(collector ? collected(upstream, collector) : upstream, usage, scrub, count),
       keepaliveMs: this.d.keepaliveMs,
       onFirstByte: () => call.rec.firstByte(this.d.clock()),
       abortUpstream: r.abort,
@@ -169,15 +176,22 @@ export class Answerer {
         : sseErrorEvent,
       scrub: (text) => scrub()(text),
       onEnd: (end, detail) => {
-        const used = fromCounts(r.counted?.()) ?? usage.usage();
+        // Before the outcome: it reads the stream's unfinished last line.
+        const used = count.final(end === 'client_closed');
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
-        call.rec.read(used, usage.id);
         if (trace) call.rec.endedWith(usage.finishReason);
         call.rec.firstToken(r.ttftMs?.());
         if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
-        void commitUsage(call, totalOf(used));
-        tracker.onEnd?.(end);
+        // The record is written once, with the usage: at once (a stream that ended by itself was estimated
+        // before its end reached the caller), else once the estimate is made.
+        const finish = (u: Usage | undefined) => {
+          call.rec.read(u, usage.id);
+          void commitUsage(call, totalOf(u));
+          tracker.onEnd?.(end);
+        };
+        if (used instanceof Promise) void used.then(finish);
+        else finish(used);
       },
     });
     return stamped(call, body, 200, {
@@ -240,21 +254,19 @@ function servedByHeader(call: ModelCall, r: DispatchResult): Record<string, stri
 }
 
 /**
- * What an answer used: the upstream's report, else the local estimate of its prompt and `answer` text
+ * What an answer used: the upstream's report, else the local estimate of its prompt and `output` tokens
  * (for the limits and telemetry only, marked `estimated`). Counting tokens charges none: undefined.
  */
 function answerUsage(
   call: ModelCall,
   reported: Usage | undefined,
-  answer: () => string | Promise<string>,
+  output: () => Promise<number>,
 ): Promise<Usage | undefined> {
   const endpoint = call.route.call;
   if (endpoint === 'count_tokens') return Promise.resolve(undefined);
-  if (totalOf(reported) !== undefined) return Promise.resolve(reported);
-  return fillMissing(undefined, {
-    input: () => estimatePromptTokens(endpoint, call.body),
-    output: async () => estimateTokens(await answer()),
-  }).then(fromCounts, () => undefined); // no tokenizer on this runtime: nothing counted, as before
+  if (isReported(reported)) return Promise.resolve(reported);
+  const estimate = fillMissing(undefined, { input: () => estimatePromptTokens(endpoint, call.body), output });
+  return estimate.then(fromCounts, () => undefined); // no tokenizer on this runtime: nothing counted, as before
 }
 
 /**

@@ -49,6 +49,14 @@ function sumDefined(...xs: (number | undefined)[]): number | undefined {
   return defined.length === 0 ? undefined : defined.reduce((a, b) => a + b, 0);
 }
 
+/**
+ * Whether `u` is a usage an upstream reported: a stated total of 0 is none (a translation's answer states 0
+ * when its upstream stated nothing; a generation's prompt is never empty).
+ */
+export function isReported(u: Usage | undefined): u is Usage {
+  return (totalOf(u) ?? 0) > 0;
+}
+
 /** Total tokens: the stated total, else input + output; undefined when nothing was stated. */
 export function totalOf(u: Usage | undefined): number | undefined {
   if (!u) return undefined;
@@ -182,6 +190,12 @@ export class StreamUsage {
     return text;
   }
 
+  /** Whether an event so far stated a non-zero usage (cheap: the answer's usage is only read by `usage()`). */
+  get reported(): boolean {
+    const c = this.counted;
+    return (c.input ?? 0) > 0 || (c.output ?? 0) > 0 || (c.total ?? 0) > 0;
+  }
+
   /** What the stream said it used; call once it ended. */
   usage(): Usage | undefined {
     const rest = this.takeLine();
@@ -230,6 +244,13 @@ export class StreamUsage {
   }
 }
 
+/** What `meteredChunks` shows each chunk to (with its decoded text) and waits on once the upstream ended. */
+export interface StreamEnding {
+  observe(chunk: Uint8Array, text: string): void;
+  /** Settled before the caller sees the stream's end (or its failure). */
+  ended(): Promise<void>;
+}
+
 const encoder = new TextEncoder();
 const lineDecoder = new TextDecoder();
 const EVENT_END = encoder.encode('\n\n');
@@ -242,44 +263,53 @@ const EVENT_END = encoder.encode('\n\n');
  * when the stream ends is scrubbed and sent. `error` itself split across two chunks is found (the end of the
  * previous piece is searched with the next), and a character whose first bytes went out before the switch is
  * completed, not re-encoded (lines are cut at `\n` bytes, which never occur inside a UTF-8 character).
+ * `ending` sees every chunk the meter read, and the stream's end or failure waits for its `ended()`.
  */
 export async function* meteredChunks(
   chunks: AsyncIterable<Uint8Array>,
   meter: StreamUsage,
   scrub?: () => (text: string) => string,
+  ending?: StreamEnding,
 ): AsyncGenerator<Uint8Array> {
   let s: ((text: string) => string) | undefined;
   let tail = '';
   let held: Uint8Array = new Uint8Array(0);
-  for await (const chunk of chunks) {
-    try {
-      meter.observe(chunk);
-    } catch (e) {
-      // The caller already has the start of the line: end it, so the error event stands as its own event.
-      yield EVENT_END;
-      throw e;
-    }
-    let c = chunk;
-    if (s === undefined) {
-      if (!scrub || !(tail + meter.piece).includes('error')) {
-        tail = meter.piece.slice(-4);
-        yield c;
-        continue;
+  try {
+    for await (const chunk of chunks) {
+      try {
+        meter.observe(chunk);
+      } catch (e) {
+        // The caller already has the start of the line: end it, so the error event stands as its own event.
+        yield EVENT_END;
+        throw e;
       }
-      s = scrub();
-      let cont = 0; // continuation bytes of a character begun in the chunk before, which went out as it came
-      while (cont < c.length && (c[cont]! & 0xc0) === 0x80) cont++;
-      if (cont > 0) {
-        yield c.subarray(0, cont);
-        c = c.subarray(cont);
+      ending?.observe(chunk, meter.piece);
+      let c = chunk;
+      if (s === undefined) {
+        if (!scrub || !(tail + meter.piece).includes('error')) {
+          tail = meter.piece.slice(-4);
+          yield c;
+          continue;
+        }
+        s = scrub();
+        let cont = 0; // continuation bytes of a character begun in the chunk before, which went out as it came
+        while (cont < c.length && (c[cont]! & 0xc0) === 0x80) cont++;
+        if (cont > 0) {
+          yield c.subarray(0, cont);
+          c = c.subarray(cont);
+        }
       }
+      const bytes = held.length === 0 ? c : concatBytes(held, c);
+      const end = bytes.lastIndexOf(0x0a) + 1;
+      held = bytes.slice(end);
+      if (end > 0) yield encoder.encode(s(lineDecoder.decode(bytes.subarray(0, end))));
     }
-    const bytes = held.length === 0 ? c : concatBytes(held, c);
-    const end = bytes.lastIndexOf(0x0a) + 1;
-    held = bytes.slice(end);
-    if (end > 0) yield encoder.encode(s(lineDecoder.decode(bytes.subarray(0, end))));
+  } catch (e) {
+    await ending?.ended();
+    throw e;
   }
   if (s && held.length > 0) yield encoder.encode(s(lineDecoder.decode(held)));
+  await ending?.ended();
 }
 
 function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {

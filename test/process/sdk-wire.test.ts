@@ -1,7 +1,8 @@
 // Black-box: real clients on the wire endpoints of a real bin/sluice process on each runtime
 // (docs/aisix-compatibility.md "Endpoints"): the `openai` SDK's Responses calls (translated through chat and
-// native), a chat stream that never asked for usage counted in /metrics, `@anthropic-ai/sdk`'s countTokens
-// and a tool-use turn, and the OpenAI Agents SDK completing a tool-calling turn over the Responses API.
+// native), a chat stream that never asked for usage counted in /metrics (estimated when the upstream reports
+// none), `@anthropic-ai/sdk`'s countTokens and a tool-use turn, and the OpenAI Agents SDK completing a
+// tool-calling turn over the Responses API.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -11,6 +12,7 @@ import { z } from 'zod';
 import { chatCompletion, chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { COUNTED_INPUT_TOKENS, type MockAnthropic, startMockAnthropic } from '../support/mock-anthropic.ts';
 import { sumSamples } from '../support/metrics.ts';
+import { estimatePromptTokens, estimateTokens } from '../../src/providers/estimate.ts';
 import { baseConfig, CALLER_KEY, type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
 
 /** A chat answer calling `get_weather` once (what the scripted upstream says on the first turn). */
@@ -150,6 +152,25 @@ api_keys:
       // The access-log line (and the metrics with it) is written once the last byte is out.
       await gw.waitForLog((l) => l.msg === 'proxy request completed' && l.total_tokens === 11);
       assert.equal((await tokens()) - before, 11);
+    });
+
+    test('a chat stream whose upstream reports no usage: /metrics counts the local estimate', async () => {
+      const tokens = async () =>
+        sumSamples(await (await fetch(gw.url('/metrics', 'status'))).text(), 'aisix_llm_total_tokens_total', {
+          model: 'gpt',
+        }) ?? 0;
+      const before = await tokens();
+      // A relay that ignores `include_usage`: no usage chunk at all.
+      oai.script({ sse: [chunk('gpt-up', 'hello'), chunk('gpt-up', ' world')] });
+      const messages = [{ role: 'user' as const, content: 'say hello' }];
+      const stream = await openai.chat.completions.create({ model: 'gpt', stream: true, messages });
+      let text = '';
+      for await (const c of stream) text += c.choices[0]?.delta?.content ?? '';
+      assert.equal(text, 'hello world');
+      const estimate = await estimatePromptTokens('chat', { model: 'gpt', messages }) + await estimateTokens(text);
+      const log = await gw.waitForLog((l) => l.msg === 'proxy request completed' && l.usage_estimated === true);
+      assert.equal(log.total_tokens, estimate);
+      assert.equal((await tokens()) - before, estimate);
     });
 
     test('messages.countTokens passes through to the Anthropic target', async () => {

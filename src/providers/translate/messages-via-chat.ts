@@ -1,10 +1,11 @@
 // An Anthropic Messages caller (`POST /v1/messages`) served by an OpenAI-style target (openai, echo): the
 // request becomes a chat completion request, the answer (JSON or SSE) a Messages answer. What is covered
 // and what is refused: docs/routing.md "Anthropic Messages".
-import { jsonData, namedEvent, parseSse } from '../sse.ts';
+import { namedEvent } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
   anthropicUsage,
+  chatStreamChunks,
   isRecord,
   type Json,
   num,
@@ -303,17 +304,8 @@ export async function* chatStreamToMessages(
     return index;
   };
 
-  let done = false;
-  for await (const ev of parseSse(chunks, maxEventBytes)) {
-    if (ev.data === '[DONE]') {
-      done = true;
-      break;
-    }
-    const j = jsonData(ev);
-    if (!j) continue;
-    if (isRecord(j.error)) {
-      throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
-    }
+  const upstream = { done: false };
+  for await (const j of chatStreamChunks(chunks, maxEventBytes, upstream)) {
     if (!started) {
       started = true;
       yield namedEvent('message_start', {
@@ -375,7 +367,7 @@ export async function* chatStreamToMessages(
   if (!started) return; // nothing arrived: the dispatcher treats an empty stream as a failed attempt
   // A cut stream is not a whole answer: no `message_stop` for it, an error event instead (as the other
   // direction does when `message_stop` never came).
-  if (!done) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
+  if (!upstream.done) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
   yield* close();
   yield namedEvent('message_delta', {
     type: 'message_delta',

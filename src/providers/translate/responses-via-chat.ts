@@ -2,9 +2,17 @@
 // chat request (which every chat-serving adapter takes, Anthropic through its own translation), the answer
 // (JSON or SSE) a Responses answer with AISIX's event sequence. Stateless: `previous_response_id` is refused.
 // What is covered and what is dropped: docs/routing.md "OpenAI Responses".
-import { jsonData, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
-import { isRecord, type Json, num, str, type TokenUsage, TranslationError, usageFromOpenai } from './shared.ts';
+import {
+  chatStreamChunks,
+  isRecord,
+  type Json,
+  num,
+  str,
+  type TokenUsage,
+  TranslationError,
+  usageFromOpenai,
+} from './shared.ts';
 
 /** Longest `max_output_tokens` passed on: the upstreams' 32-bit bound (a larger one is dropped, not wrapped). */
 const MAX_OUTPUT_TOKENS = 2 ** 32 - 1;
@@ -331,17 +339,8 @@ export async function* chatStreamToResponses(
   const out = new ResponsesEvents(model);
   let finish: unknown;
   let usage: TokenUsage = { input: 0, output: 0 };
-  let done = false;
-  for await (const ev of parseSse(chunks, maxEventBytes)) {
-    if (ev.data === '[DONE]') {
-      done = true;
-      break;
-    }
-    const j = jsonData(ev);
-    if (!j) continue;
-    if (isRecord(j.error)) {
-      throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
-    }
+  const upstream = { done: false };
+  for await (const j of chatStreamChunks(chunks, maxEventBytes, upstream)) {
     const reported = usageFromOpenai(j.usage);
     if (reported) {
       usage = reported;
@@ -353,7 +352,7 @@ export async function* chatStreamToResponses(
     if (choice.finish_reason !== null && choice.finish_reason !== undefined) finish = choice.finish_reason;
   }
   if (!out.started && finish === undefined) return; // nothing arrived: the dispatcher fails the attempt over
-  if (!done && finish === undefined) {
+  if (!upstream.done && finish === undefined) {
     throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
   }
   yield* out.finish(finish, usage);

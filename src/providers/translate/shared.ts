@@ -1,7 +1,8 @@
 // What both translation directions (Anthropic Messages ⇄ OpenAI chat completions) share: reading untyped
-// JSON safely, the stop-reason tables and usage. The tables live here once, so the two directions cannot
-// drift apart. Error envelopes are the HTTP layer's (src/http/errors.ts).
-import type { TokenCounts } from '../types.ts';
+// JSON safely, the stop-reason tables, usage and the reading of a chat stream. The tables live here once, so
+// the two directions cannot drift apart. Error envelopes are the HTTP layer's (src/http/errors.ts).
+import { jsonData, parseSse } from '../sse.ts';
+import { type TokenCounts, UpstreamStreamError } from '../types.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -23,6 +24,29 @@ export function parseJsonObject(text: string): Json | undefined {
     return isRecord(v) ? v : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * The JSON chunks of an OpenAI chat stream, in order, until its `data: [DONE]` (which sets `end.done`);
+ * events that are not JSON objects are skipped, and an error chunk throws `UpstreamStreamError`.
+ */
+export async function* chatStreamChunks(
+  chunks: AsyncIterable<Uint8Array>,
+  maxEventBytes: number | undefined,
+  end: { done: boolean },
+): AsyncGenerator<Json> {
+  for await (const ev of parseSse(chunks, maxEventBytes)) {
+    if (ev.data === '[DONE]') {
+      end.done = true;
+      return;
+    }
+    const j = jsonData(ev);
+    if (!j) continue;
+    if (isRecord(j.error)) {
+      throw new UpstreamStreamError('upstream_error', str(j.error.message) ?? 'upstream stream reported an error');
+    }
+    yield j;
   }
 }
 

@@ -1,0 +1,69 @@
+// A stream's tokens at its end: what the upstream's events or the adapter reported, else the local estimate
+// of the prompt and the produced text (docs/aisix-compatibility.md "Translation and token accounting"). The
+// stream's text is kept for it only until a usage appears, and at most `MAX_COLLECTED_BYTES` of it.
+import { StreamText } from '../providers/answer-text.ts';
+import { estimateTokens } from '../providers/estimate.ts';
+import type { TokenCounts } from '../providers/types.ts';
+import { fromCounts, isReported, type StreamEnding, type StreamUsage, type Usage } from './usage.ts';
+
+/** The estimate of an answer whose output tokens `output` counts (answer.ts `answerUsage`). */
+export type Estimate = (output: () => Promise<number>) => Promise<Usage | undefined>;
+
+export class StreamCount implements StreamEnding {
+  /** The text kept for an estimate; dropped once a usage is reported or the estimate is made. */
+  private text: StreamText | undefined;
+  private estimating: Promise<Usage | undefined> | undefined;
+  private estimated: { usage: Usage | undefined } | undefined;
+
+  constructor(
+    private readonly meter: StreamUsage,
+    /** The adapter's own count (ProviderResult `counted`). */
+    private readonly counted: (() => TokenCounts | undefined) | undefined,
+    private readonly estimate: Estimate,
+    maxEventBytes: number | undefined,
+  ) {
+    this.text = new StreamText(maxEventBytes);
+  }
+
+  observe(chunk: Uint8Array, text: string): void {
+    if (this.text === undefined) return;
+    if (this.meter.reported || isReported(fromCounts(this.counted?.()))) this.text = undefined;
+    else this.text.observe(chunk, text);
+  }
+
+  /** The estimate is made before the caller sees the end, so a token limit is charged before its next request. */
+  ended(): Promise<void> {
+    return isReported(this.reported()) ? Promise.resolve() : this.estimateOnce().then(() => {});
+  }
+
+  /**
+   * What the stream used: at once when reported, estimated, or the caller left (`left`: not estimated, since
+   * the record and the in-flight slot would wait on the tokenizer), else once the estimate is made.
+   */
+  final(left: boolean): Usage | undefined | Promise<Usage | undefined> {
+    const reported = this.reported();
+    if (isReported(reported)) return reported;
+    if (this.estimated) return this.estimated.usage;
+    if (left) {
+      this.text = undefined;
+      return reported;
+    }
+    return this.estimateOnce();
+  }
+
+  private reported(): Usage | undefined {
+    return fromCounts(this.counted?.()) ?? this.meter.usage();
+  }
+
+  private estimateOnce(): Promise<Usage | undefined> {
+    if (this.estimating) return this.estimating;
+    const text = this.text ?? new StreamText();
+    this.text = undefined;
+    this.estimating = this.estimate(async () => Math.ceil(await estimateTokens(await text.text()) * text.scale()))
+      .then((usage) => {
+        this.estimated = { usage };
+        return usage;
+      });
+    return this.estimating;
+  }
+}

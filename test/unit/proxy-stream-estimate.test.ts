@@ -1,0 +1,247 @@
+// The local token estimate of a stream whose upstream reports no usage (docs/aisix-compatibility.md "Token
+// estimation"): the same count as the equivalent JSON answer, in /metrics and the access log (marked
+// estimated), and charged to a `tpm` limit before the caller's next request — for chat, /v1/messages and
+// /v1/responses, native and translated, through app.request() against the mock upstreams.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createProxyApp } from '../../src/proxy/app.ts';
+import type { Gateway } from '../../src/gateway.ts';
+import {
+  anthropicEvents,
+  anthropicMessage,
+  type AnthropicReply,
+  type MockAnthropic,
+  startMockAnthropic,
+} from '../support/mock-anthropic.ts';
+import { chatCompletion, chunk, type MockUpstream, type Reply, startMockUpstream } from '../support/mock-upstream.ts';
+import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { sumSamples } from '../support/metrics.ts';
+import { MAX_COLLECTED_BYTES, StreamText } from '../../src/providers/answer-text.ts';
+
+const CALLER = 'sk-est-caller';
+const TEXT = ['hello', ' world'];
+
+/** Each kind of request: its path, body, model (whose metrics carry it) and the upstream answers without usage. */
+interface Kind {
+  path: string;
+  body: Record<string, unknown>;
+  upstream: 'openai' | 'anthropic';
+  json: () => Reply | AnthropicReply;
+  stream: () => Reply | AnthropicReply;
+}
+
+function noUsage<T extends Record<string, unknown>>(o: T): T {
+  const { usage: _, ...rest } = o;
+  return rest as T;
+}
+
+const chatJson = (model: string) => ({ body: noUsage(chatCompletion(model, TEXT.join(''))) });
+const chatStream = (model: string) => ({ sse: TEXT.map((t) => chunk(model, t)) });
+const anthropicJson = () => ({ body: noUsage(anthropicMessage('claude-upstream', TEXT.join(''))) });
+/** Anthropic's events without a usage anywhere (a relay that drops them). */
+function anthropicStream(): AnthropicReply {
+  return {
+    events: anthropicEvents('claude-upstream', TEXT).map(([name, data]) => {
+      const d = data as Record<string, unknown>;
+      const message = d.message as Record<string, unknown> | undefined;
+      return [name, message ? { ...d, message: noUsage(message) } : noUsage(d)];
+    }),
+  };
+}
+const responseItem = { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: TEXT.join('') }] };
+const responsesJson = () => ({
+  body: { id: 'resp_1', object: 'response', model: 'gpt-upstream', status: 'completed', output: [responseItem] },
+});
+function responsesStream(): Reply {
+  const response = { id: 'resp_1', object: 'response', model: 'gpt-upstream' };
+  return {
+    sse: [
+      { type: 'response.created', response: { ...response, status: 'in_progress', output: [] } },
+      ...TEXT.map((delta) => ({ type: 'response.output_text.delta', item_id: 'msg_1', delta })),
+      { type: 'response.output_text.done', item_id: 'msg_1', text: TEXT.join('') },
+      { type: 'response.completed', response: { ...response, status: 'completed', output: [responseItem] } },
+    ],
+  };
+}
+
+const messages = [{ role: 'user', content: 'say hello to the world' }];
+const KINDS: Record<string, Kind> = {
+  'chat native': {
+    path: '/v1/chat/completions',
+    body: { model: 'gpt', messages },
+    upstream: 'openai',
+    json: () => chatJson('gpt-upstream'),
+    stream: () => chatStream('gpt-upstream'),
+  },
+  'chat to Anthropic': {
+    path: '/v1/chat/completions',
+    body: { model: 'claude', messages },
+    upstream: 'anthropic',
+    json: anthropicJson,
+    stream: anthropicStream,
+  },
+  'messages native': {
+    path: '/v1/messages',
+    body: { model: 'claude', max_tokens: 10, messages },
+    upstream: 'anthropic',
+    json: anthropicJson,
+    stream: anthropicStream,
+  },
+  'messages through chat': {
+    path: '/v1/messages',
+    body: { model: 'deep', max_tokens: 10, messages },
+    upstream: 'openai',
+    json: () => chatJson('deep-upstream'),
+    stream: () => chatStream('deep-upstream'),
+  },
+  'responses native': {
+    path: '/v1/responses',
+    body: { model: 'gpt', input: 'say hello to the world' },
+    upstream: 'openai',
+    json: responsesJson,
+    stream: responsesStream,
+  },
+  'responses through chat': {
+    path: '/v1/responses',
+    body: { model: 'deep', input: 'say hello to the world' },
+    upstream: 'openai',
+    json: () => chatJson('deep-upstream'),
+    stream: () => chatStream('deep-upstream'),
+  },
+};
+
+const keyOf = (kind: string, stream: boolean) =>
+  `sk-est-${kind.replaceAll(' ', '-').toLowerCase()}-${stream ? 'stream' : 'json'}`;
+const envName = (key: string) => key.toUpperCase().replaceAll('-', '_');
+const LIMITED = Object.keys(KINDS).flatMap((k) => [keyOf(k, false), keyOf(k, true)]);
+/** Room for a few answers of these prompts, so the limit trips after some, not the first. */
+const TPM = 40;
+
+let mock: MockUpstream;
+let anth: MockAnthropic;
+let gw: Gateway;
+let platform: TestPlatform;
+let app: ReturnType<typeof createProxyApp>;
+
+before(async () => {
+  mock = await startMockUpstream();
+  anth = await startMockAnthropic();
+  ({ gw, platform } = await gatewayWith(
+    `_format_version: "1"
+provider_keys:
+  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${mock.base}" }
+  - { display_name: ds, provider: deepseek, adapter: openai, api_key: k-ds, api_base: "${mock.base}" }
+  - { display_name: an, provider: anthropic, api_key: k-an, api_base: "${anth.url}" }
+models:
+  - { display_name: gpt, provider_key: oa, model_name: gpt-upstream, retries: 0 }
+  - { display_name: deep, provider_key: ds, model_name: deep-upstream, retries: 0 }
+  - { display_name: claude, provider_key: an, model_name: claude-upstream, retries: 0 }
+api_keys:
+  - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
+${
+      LIMITED.map((k) =>
+        `  - { display_name: ${k}, key_env: ${envName(k)}, allowed_models: ["*"], rate_limit: { tpm: ${TPM} } }\n`
+      ).join('')
+    }`,
+    {
+      env: { CALLER, ...Object.fromEntries(LIMITED.map((k) => [envName(k), k])) },
+      now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 10)),
+    },
+  ));
+  app = createProxyApp(gw);
+});
+
+after(async () => {
+  gw.stop();
+  await mock.close();
+  await anth.close();
+});
+
+function post(path: string, body: unknown, key = CALLER): Promise<Response> {
+  return Promise.resolve(app.request(path, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  }));
+}
+
+function script(kind: Kind, stream: boolean): void {
+  const reply = stream ? kind.stream() : kind.json();
+  if (kind.upstream === 'openai') mock.script(reply as Reply);
+  else anth.script(reply as AnthropicReply);
+}
+
+const lastLog = () => platform.logs.filter((l) => l.msg === 'proxy request completed').at(-1)!;
+const tokensIn = (model: string) => sumSamples(gw.metrics.render(), 'aisix_llm_total_tokens_total', { model }) ?? 0;
+
+/** One answer of `kind`: the tokens its access-log line and /metrics counted, and whether marked estimated. */
+async function counted(kind: Kind, stream: boolean): Promise<{ log: number; metrics: number; estimated: unknown }> {
+  const model = String(kind.body.model);
+  const before = tokensIn(model);
+  script(kind, stream);
+  const res = await post(kind.path, { ...kind.body, stream });
+  assert.equal(res.status, 200);
+  const text = await res.text();
+  if (stream) assert.doesNotMatch(text, /"error":\{|event: error/);
+  const log = lastLog();
+  return { log: Number(log.total_tokens), metrics: tokensIn(model) - before, estimated: log.usage_estimated };
+}
+
+describe('a stream whose upstream reports no usage is estimated as its JSON answer is', () => {
+  for (const [name, kind] of Object.entries(KINDS)) {
+    test(name, async () => {
+      const json = await counted(kind, false);
+      const streamed = await counted(kind, true);
+      assert.equal(json.estimated, true);
+      assert.ok(json.log > 0, 'the JSON answer was estimated');
+      assert.deepEqual(streamed, json);
+    });
+  }
+});
+
+describe('a tpm limit trips after as many estimated streams as estimated JSON answers', () => {
+  /** How many answers a fresh key of `tpm: TPM` gets before its 429. */
+  async function answersBeforeLimit(name: string, kind: Kind, stream: boolean): Promise<number> {
+    const key = keyOf(name, stream);
+    for (let n = 0; n < 20; n++) {
+      script(kind, stream);
+      const res = await post(kind.path, { ...kind.body, stream }, key);
+      await res.arrayBuffer();
+      if (res.status === 429) {
+        // The refused request took no scripted answer: an unlimited caller takes it.
+        await (await post(kind.path, { ...kind.body, stream })).arrayBuffer();
+        return n;
+      }
+      assert.equal(res.status, 200);
+    }
+    throw new Error('the limit never tripped');
+  }
+  for (const [name, kind] of Object.entries(KINDS)) {
+    test(name, async () => {
+      const json = await answersBeforeLimit(name, kind, false);
+      const streamed = await answersBeforeLimit(name, kind, true);
+      assert.ok(json > 1, `several answers fit in ${TPM} tokens (${json})`);
+      assert.equal(streamed, json);
+    });
+  }
+});
+
+describe('the bytes a stream keeps for its estimate', () => {
+  test('past the cap only the length counts, scaling what the kept part says', async () => {
+    const text = 'data: {"choices":[{"delta":{"content":"ab"}}]}\n\n';
+    const event = new TextEncoder().encode(text);
+    const collected = new StreamText();
+    const kept = Math.ceil(MAX_COLLECTED_BYTES / event.length);
+    for (let i = 0; i < kept * 3; i++) collected.observe(event, text);
+    assert.equal((await collected.text()).length, kept * 2, 'the kept events only');
+    assert.equal(collected.scale(), 3);
+  });
+
+  test("a Responses stream's terminal event past the cap is left out of the length", () => {
+    const collected = new StreamText();
+    collected.observe(new Uint8Array(MAX_COLLECTED_BYTES), '');
+    const terminal = 'event: response.completed\ndata: {"type":"response.completed"}\n\n';
+    collected.observe(new TextEncoder().encode(terminal), terminal);
+    assert.equal(collected.scale(), 1);
+  });
+});
