@@ -14,6 +14,8 @@ export class StreamCount implements StreamEnding {
   private text: StreamText | undefined;
   private estimating: Promise<Usage | undefined> | undefined;
   private estimated: { usage: Usage | undefined } | undefined;
+  /** The caller left: nothing is estimated, even when the upstream's failure (its abort) ends the stream later. */
+  private left = false;
 
   constructor(
     private readonly meter: StreamUsage,
@@ -33,7 +35,7 @@ export class StreamCount implements StreamEnding {
 
   /** The estimate is made before the caller sees the end, so a token limit is charged before its next request. */
   ended(): Promise<void> {
-    return isReported(this.reported()) ? Promise.resolve() : this.estimateOnce().then(() => {});
+    return this.left || isReported(this.reported()) ? Promise.resolve() : this.estimateOnce().then(() => {});
   }
 
   /**
@@ -45,6 +47,7 @@ export class StreamCount implements StreamEnding {
     if (isReported(reported)) return reported;
     if (this.estimated) return this.estimated.usage;
     if (left) {
+      this.left = true;
       this.text = undefined;
       return reported;
     }

@@ -17,6 +17,8 @@ import { chatCompletion, chunk, type MockUpstream, type Reply, startMockUpstream
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { MAX_COLLECTED_BYTES, StreamText } from '../../src/providers/answer-text.ts';
+import { StreamCount } from '../../src/proxy/stream-count.ts';
+import { StreamUsage } from '../../src/proxy/usage.ts';
 
 const CALLER = 'sk-est-caller';
 const TEXT = ['hello', ' world'];
@@ -243,5 +245,33 @@ describe('the bytes a stream keeps for its estimate', () => {
     const terminal = 'event: response.completed\ndata: {"type":"response.completed"}\n\n';
     collected.observe(new TextEncoder().encode(terminal), terminal);
     assert.equal(collected.scale(), 1);
+  });
+});
+
+describe('a stream the caller leaves', () => {
+  // The caller's cancel aborts the upstream first, whose failure then ends the metered stream: that end must
+  // not estimate either (the tokenizer's tables would load for a number nobody records).
+  test('is not estimated, even when the upstream ends after the caller left', async () => {
+    let estimates = 0;
+    const count = new StreamCount(new StreamUsage(), undefined, () => {
+      estimates++;
+      return Promise.resolve(undefined);
+    }, undefined);
+    const text = 'data: {"choices":[{"delta":{"content":"partial"}}]}\n\n';
+    count.observe(new TextEncoder().encode(text), text);
+    assert.equal(count.final(true), undefined, 'nothing reported, nothing estimated');
+    await count.ended();
+    assert.equal(estimates, 0);
+  });
+
+  test('a stream that ended by itself with no usage is estimated once', async () => {
+    let estimates = 0;
+    const count = new StreamCount(new StreamUsage(), undefined, () => {
+      estimates++;
+      return Promise.resolve({ input: 1, output: 1, total: 2, estimated: true });
+    }, undefined);
+    await count.ended();
+    assert.deepEqual(await count.final(false), { input: 1, output: 1, total: 2, estimated: true });
+    assert.equal(estimates, 1);
   });
 });
