@@ -31,6 +31,10 @@ export interface WranglerDev {
   stop(): Promise<void>;
 }
 
+/** A port found free was bound by another process before workerd could bind it. */
+class PortTaken extends Error {}
+const START_ATTEMPTS = 3;
+
 /** `wrangler dev --local` on a free loopback port in `cwd`, with `args`; resolves once `/livez` answers 200. */
 export async function startWranglerDev(args: string[], cwd: string, persistTo: string): Promise<WranglerDev> {
   if (!existsSync(WRANGLER) || !existsSync(WORKERD)) {
@@ -38,6 +42,17 @@ export async function startWranglerDev(args: string[], cwd: string, persistTo: s
       'wrangler (and the workerd binary it runs) is not installed: run `npm ci` (wrangler is a devDependency)',
     );
   }
+  // Files run two at a time, each picking free ports: one can be taken between the probe and workerd's bind.
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await startOnce(args, cwd, persistTo);
+    } catch (e) {
+      if (!(e instanceof PortTaken) || attempt === START_ATTEMPTS) throw e;
+    }
+  }
+}
+
+async function startOnce(args: string[], cwd: string, persistTo: string): Promise<WranglerDev> {
   const port = await freePort();
   // detached: its own process group, so stop() ends wrangler, its esbuild and its workerd together.
   const proc: ChildProcess = spawn(WRANGLER, [
@@ -110,7 +125,8 @@ export async function startWranglerDev(args: string[], cwd: string, persistTo: s
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
     if (exited !== undefined) {
-      throw new Error(`wrangler dev exited (${exited}) before /livez answered:\n${output.join('\n')}`);
+      const message = `wrangler dev exited (${exited}) before /livez answered:\n${output.join('\n')}`;
+      throw output.some((l) => l.includes('Address already in use')) ? new PortTaken(message) : new Error(message);
     }
     try {
       const r = await fetch(`${base}/livez`, { signal: AbortSignal.timeout(2000) });
