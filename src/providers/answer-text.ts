@@ -79,19 +79,18 @@ export function answerText(body: string): string {
  */
 export class StreamText {
   private readonly kept: string[] = [];
-  private readonly decoder = new TextDecoder();
   private keptBytes = 0;
   private restBytes = 0;
 
   /** `maxEventBytes`: `upstream.max_sse_event_bytes`, the bound the replay parses with (0 = none). */
   constructor(private readonly maxEventBytes = DEFAULT_MAX_SSE_EVENT_BYTES) {}
 
-  /** `text`: the chunk decoded (complete characters), when the caller has it; else it is decoded here. */
-  observe(chunk: Uint8Array, text?: string): void {
+  /** `text`: the chunk decoded (complete characters), as the stream's meter already has it. */
+  observe(chunk: Uint8Array, text: string): void {
     if (this.keptBytes < MAX_COLLECTED_BYTES) {
-      this.kept.push(text ?? this.decoder.decode(chunk, { stream: true }));
+      this.kept.push(text);
       this.keptBytes += chunk.length;
-    } else if (text === undefined || !TERMINAL.test(text)) this.restBytes += chunk.length;
+    } else if (!TERMINAL.test(text)) this.restBytes += chunk.length;
   }
 
   /** How many times the kept bytes the whole stream was: 1 unless it outgrew the cap. */

@@ -225,25 +225,29 @@ describe('the text an answer produced', () => {
   }
 
   test('streams of each wire, read back from the bytes kept', async () => {
+    const see = (t: StreamText, text: string) => t.observe(enc.encode(text), text);
     const chat = new StreamText();
+    const decoder = new TextDecoder();
     for (
       const c of split(
         'data: {"choices":[{"delta":{"content":"he"}}]}\n\ndata: {"choices":[{"delta":{"content":"y"}}]}\n\ndata: [DONE]\n\n',
         5,
       )
-    ) chat.observe(c);
+    ) chat.observe(c, decoder.decode(c, { stream: true }));
     assert.equal(await chat.text(), 'hey');
     const anthropic = new StreamText();
-    anthropic.observe(enc.encode(
+    see(
+      anthropic,
       'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}\n\n' +
         'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{}"}}\n\n',
-    ));
+    );
     assert.equal(await anthropic.text(), 'a{}');
     const responses = new StreamText();
-    responses.observe(enc.encode(
+    see(
+      responses,
       'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"z"}\n\n' +
         'event: response.completed\ndata: {"type":"response.completed","response":{"object":"response","output":[{"type":"message","content":[{"text":"z"}]}]}}\n\n',
-    ));
+    );
     assert.equal(await responses.text(), 'z');
   });
 });
