@@ -3,7 +3,7 @@
 // approximate on it: README "Runtimes" and docs/performance.md "`Bun.serve` bound".
 import http from 'node:http';
 import type { ConnInfo, FetchHandler, Listener, ListenSpec } from '../src/platform.ts';
-import { headerCountExcess, PARSER_HEADROOM_BYTES } from './node-listener.ts';
+import { headerCountExcess, PARSER_HEADROOM_BYTES, peerOf } from './node-listener.ts';
 
 /** The longest idle timeout Bun's server takes; a longer `idleTimeoutMs` is served as this. */
 export const MAX_IDLE_TIMEOUT_SECS = 255;
@@ -85,7 +85,8 @@ function requestHandler(
 ): (req: Request, server: BunServer) => Response | Promise<Response> {
   const limits = spec.headerLimits;
   return (req, server) => {
-    const peer = peerOf(server.requestIP(req));
+    const ip = server.requestIP(req);
+    const peer = ip ? peerOf({ remoteAddress: ip.address, remotePort: ip.port }) : undefined;
     if (limits) {
       const excess = headersExcess(req.headers, limits);
       if (excess !== undefined) return refusal(limits.refuse(pathOf(req.url), excess, peer));
@@ -127,11 +128,6 @@ function pathOf(url: string): string {
   if (start < 0) return '/';
   const query = url.indexOf('?', start);
   return url.slice(start, query < 0 ? undefined : query);
-}
-
-function peerOf(ip: { address: string; port: number } | null): string | undefined {
-  if (!ip) return undefined;
-  return ip.address.includes(':') ? `[${ip.address}]:${ip.port}` : `${ip.address}:${ip.port}`;
 }
 
 function then(res: Response | Promise<Response>, f: (res: Response) => Response): Response | Promise<Response> {
