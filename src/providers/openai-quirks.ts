@@ -4,6 +4,7 @@
 // Answers that mention neither pass through as bytes: only events carrying one are parsed.
 import { isRecord, type Json, num } from './translate/shared.ts';
 import type { ProviderAdapter, ProviderResult } from './types.ts';
+import { concatBytes, indexOfByte } from '../util/bytes.ts';
 
 const MARKERS = ['"reasoning"', '"prompt_cache_hit_tokens"'];
 
@@ -83,7 +84,7 @@ const PATTERNS = MARKERS.map((m) => encoder.encode(m));
 /** Whether `b` contains one of the markers' bytes: scanned without decoding, it runs on every chunk. */
 function mentionsQuirkBytes(b: Uint8Array): boolean {
   const first = 34; // '"' starts every marker
-  for (let i = b.indexOf(first); i >= 0; i = b.indexOf(first, i + 1)) {
+  for (let i = indexOfByte(b, first); i >= 0; i = indexOfByte(b, first, i + 1)) {
     for (const p of PATTERNS) {
       let j = 1;
       while (j < p.length && b[i + j] === p[j]) j++;
@@ -120,7 +121,7 @@ export class NormalisedStream implements AsyncIterableIterator<Uint8Array> {
         if (rest) return { done: false, value: this.rewritten(rest) };
         break;
       }
-      const bytes = this.held ? concat(this.held, r.value) : r.value;
+      const bytes = this.held ? concatBytes(this.held, r.value) : r.value;
       const end = lastBoundaryEnd(bytes);
       if (end < 0) {
         this.held = bytes;
@@ -142,13 +143,6 @@ export class NormalisedStream implements AsyncIterableIterator<Uint8Array> {
   private rewritten(whole: Uint8Array): Uint8Array {
     return mentionsQuirkBytes(whole) ? encoder.encode(rewriteEvents(utf8.decode(whole))) : whole;
   }
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
 }
 
 /** An OpenAI-wire chat answer (JSON or SSE) with the vendor quirks normalised. */

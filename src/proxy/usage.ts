@@ -11,6 +11,7 @@
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts';
 import type { TokenCounts } from '../providers/types.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
+import { concatBytes } from '../util/bytes.ts';
 
 export interface Usage {
   input?: number;
@@ -310,11 +311,4 @@ export async function* meteredChunks(
   }
   if (s && held.length > 0) yield encoder.encode(s(lineDecoder.decode(held)));
   await ending?.ended();
-}
-
-function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }

@@ -1,6 +1,7 @@
 // AWS's binary event-stream framing (`application/vnd.amazon.eventstream`), which Bedrock's ConverseStream
 // answers in: each message is `[total u32][headers length u32][prelude CRC-32][headers][payload][message
 // CRC-32]`, big-endian, CRC-32 as zlib's. Frames arrive split anywhere across network chunks.
+import { concatBytes } from '../../util/bytes.ts';
 
 export type HeaderValue = string | number | boolean | bigint | Uint8Array;
 
@@ -40,7 +41,7 @@ const utf8 = new TextDecoder();
 export async function* decodeEventStream(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<EventMessage> {
   let buf: Uint8Array = new Uint8Array(0);
   for await (const chunk of chunks) {
-    buf = buf.length === 0 ? chunk : concat(buf, chunk);
+    buf = buf.length === 0 ? chunk : concatBytes(buf, chunk);
     let off = 0;
     while (buf.length - off >= PRELUDE) {
       const view = new DataView(buf.buffer, buf.byteOffset + off, PRELUDE);
@@ -53,13 +54,6 @@ export async function* decodeEventStream(chunks: AsyncIterable<Uint8Array>): Asy
     buf = off === 0 ? buf : buf.slice(off);
   }
   if (buf.length > 0) throw new EventStreamError('event stream ended inside a frame');
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
 }
 
 /** One whole frame (`bytes.length` = its total length). */

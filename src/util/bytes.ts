@@ -1,0 +1,76 @@
+// Byte helpers for the stream paths that read or splice an answer's bytes without decoding them, and the
+// small arrays those paths make per chunk.
+
+const typedIndexOf = Uint8Array.prototype.indexOf;
+
+/**
+ * The index of `byte` in `b` from `from`, or -1. Always the typed-array search: a Buffer's own `indexOf`
+ * is a much slower JavaScript path on Deno, and upstream chunks arrive as Buffers there.
+ */
+export function indexOfByte(b: Uint8Array, byte: number, from = 0): number {
+  return typedIndexOf.call(b, byte, from);
+}
+
+/** The index of `pattern` (not empty) in `b` from `from`, or -1. */
+export function indexOfBytes(b: Uint8Array, pattern: Uint8Array, from = 0): number {
+  for (let i = indexOfByte(b, pattern[0]!, from); i >= 0; i = indexOfByte(b, pattern[0]!, i + 1)) {
+    if (hasAt(b, i, pattern)) return i;
+  }
+  return -1;
+}
+
+/** Whether `b` holds `prefix` at `at`. */
+export function hasAt(b: Uint8Array, at: number, prefix: Uint8Array): boolean {
+  if (at + prefix.length > b.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (b[at + i] !== prefix[i]) return false;
+  return true;
+}
+
+// Small arrays are carved from shared slabs, as Node's Buffer pool does: each array of its own costs an
+// allocation of external memory, about a microsecond on Deno, on every chunk of every stream. A view keeps
+// its slab alive, so only small arrays are pooled. Callers never transfer or detach what they get.
+const SLAB_BYTES = 16 * 1024;
+const MAX_POOLED = 2 * 1024;
+let slab = new Uint8Array(SLAB_BYTES);
+let used = 0;
+
+/** `n` (≤ MAX_POOLED) free bytes at the slab's end, not yet taken. */
+function room(n: number): Uint8Array {
+  if (used + n > SLAB_BYTES) {
+    slab = new Uint8Array(SLAB_BYTES);
+    used = 0;
+  }
+  return slab.subarray(used, used + n);
+}
+
+/** A new array of `n` bytes, pooled when small; its contents are not zeroed. */
+function bytesOf(n: number): Uint8Array {
+  if (n > MAX_POOLED) return new Uint8Array(n);
+  const b = room(n);
+  used += n;
+  return b;
+}
+
+/** `parts` joined into one new array. */
+export function concatBytes(...parts: Uint8Array[]): Uint8Array {
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const out = bytesOf(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+const encoder = new TextEncoder();
+
+/** `text` as UTF-8, pooled when small. */
+export function encodeText(text: string): Uint8Array {
+  if (text.length * 3 > MAX_POOLED) return encoder.encode(text);
+  const b = room(text.length * 3);
+  const { written } = encoder.encodeInto(text, b);
+  used += written;
+  return b.subarray(0, written);
+}
