@@ -11,15 +11,32 @@
 export interface SseEdit {
   mayTouch(text: string): boolean;
   edit(event: string): string | null | undefined;
+  /**
+   * Optional: a chunk of whole events (the stream before it and the chunk itself end on a blank line)
+   * edited as bytes, with no decode: the edited bytes (the chunk itself when unchanged), or undefined to
+   * take the text path for this chunk.
+   */
+  whole?(chunk: Uint8Array): Uint8Array | undefined;
 }
 
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from './sse.ts';
+import { encodeText } from '../util/bytes.ts';
 
-const encoder = new TextEncoder();
+const LF = 10;
+const CR = 13;
 const BOUNDARY = /\r\n\r\n|\n\n|\r\r/g;
 
 function endsAtBoundary(text: string): boolean {
   return text.endsWith('\n\n') || text.endsWith('\r\r') || text.endsWith('\r\n\r\n');
+}
+
+/** `endsAtBoundary` on bytes: the same three blank lines. */
+function bytesEndAtBoundary(b: Uint8Array): boolean {
+  const n = b.length;
+  if (n < 2) return false;
+  const last = b[n - 1];
+  if (last === LF) return b[n - 2] === LF || (n >= 4 && b[n - 2] === CR && b[n - 3] === LF && b[n - 4] === CR);
+  return last === CR && b[n - 2] === CR;
 }
 
 /** Where the last complete event (with its blank line) ends in `text`; 0 when none is complete. */
@@ -74,6 +91,14 @@ export async function* editSse(
   /** The bytes so far ended on an event boundary: the decoder holds nothing, nothing is pending. */
   let clean = true;
   for await (const chunk of chunks) {
+    // Clean before and ending on a boundary: the decoder would hold nothing after it either.
+    if (clean && e.whole !== undefined && bytesEndAtBoundary(chunk)) {
+      const out = e.whole(chunk);
+      if (out !== undefined) {
+        if (out.length > 0) yield out;
+        continue;
+      }
+    }
     const text = decoder.decode(chunk, { stream: true });
     // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
     const whole = clean && endsAtBoundary(text);
@@ -99,13 +124,13 @@ export async function* editSse(
     clean = rest === '' && endsAtBoundary(text);
     if (maxEventBytes > 0 && pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
     const out = editEvents(complete, e);
-    if (out === undefined) yield whole ? chunk : encoder.encode(complete);
-    else if (out !== '') yield encoder.encode(out);
+    if (out === undefined) yield whole ? chunk : encodeText(complete);
+    else if (out !== '') yield encodeText(out);
   }
   const pending = pieces.join('') + decoder.decode();
   if (pending !== '') {
     const out = editEvents(pending, e) ?? pending;
-    if (out !== '') yield encoder.encode(out);
+    if (out !== '') yield encodeText(out);
   }
 }
 

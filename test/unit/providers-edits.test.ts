@@ -73,6 +73,39 @@ describe("the caller's model name in chat answers", () => {
   });
 });
 
+describe("the caller's model spliced as bytes", () => {
+  const event = (model: string, content: string) =>
+    `data: ${
+      JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model, choices: [{ delta: { content } }] })
+    }\n\n`;
+
+  test('chunks of events that open like the first spliced one are spliced as they came, not re-encoded', async () => {
+    // 0xff is not UTF-8: the text path would turn it into U+FFFD, the byte path keeps the upstream's bytes.
+    const raw = enc.encode(event('gpt-up', 'b?'));
+    raw[raw.indexOf(0x3f)] = 0xff;
+    const chunks = [enc.encode(event('gpt-up', 'a')), raw, enc.encode(event('gpt-up', 'c') + event('gpt-up', 'd'))];
+    const out: Uint8Array[] = [];
+    for await (const c of streamWithCallerModel(bytes(...chunks), 'alias')) out.push(c);
+    assert.equal(dec.decode(out[0]), event('alias', 'a'));
+    assert.ok(out[1]!.includes(0xff), 'the second chunk took the byte path');
+    assert.equal(dec.decode(out[2]), event('alias', 'c') + event('alias', 'd'));
+  });
+
+  test('an event that opens otherwise (another model, a comment, CRLF, [DONE]) takes the text path', async () => {
+    const parts = [
+      event('gpt-up', 'a'),
+      event('gpt-up', 'b') + ': ping\n\n',
+      event('gpt-other', 'c'),
+      event('gpt-up', 'd'),
+      event('gpt-other', 'e').replace('\n\n', '\r\n\r\n'),
+      event('alias', 'f'),
+      'data: [DONE]\n\n',
+    ];
+    const want = parts.join('').replace(/"gpt-(up|other)"/g, '"alias"');
+    assert.equal(await collect(streamWithCallerModel(bytes(...parts), 'alias')), want);
+  });
+});
+
 describe('the SSE editor', () => {
   test('chunks of whole events the edit does not touch go out as the same bytes', async () => {
     const a = enc.encode('data: {"a":1}\n\n');
@@ -113,6 +146,23 @@ describe('the injected usage chunk', () => {
       assert.deepEqual(seen, [{ input: 4, output: 1 }]);
     });
   }
+  test('withheld, and reported, with one event per network chunk (the byte path)', async () => {
+    const seen: TokenCounts[] = [];
+    const parts = stream.split(/(?<=\n\n)/);
+    assert.equal(parts.length, 4);
+    const out = await collect(withoutInjectedUsage(bytes(...parts), (u) => seen.push(u)));
+    assert.equal(out, want);
+    assert.deepEqual(seen, [{ input: 4, output: 1 }]);
+  });
+  test('a usage object after whitespace is found in bytes too', async () => {
+    const e = 'data: {"choices":[],"usage" :\t {"prompt_tokens":2}}\n\n';
+    const seen: TokenCounts[] = [];
+    assert.equal(
+      await collect(withoutInjectedUsage(bytes(e, 'data: [DONE]\n\n'), (u) => seen.push(u))),
+      'data: [DONE]\n\n',
+    );
+    assert.deepEqual(seen, [{ input: 2, output: 0 }]);
+  });
   test('a usage-only chunk with an empty-delta choice (some servers send one) is withheld too', async () => {
     const e = { choices: [{ index: 0, delta: { content: '' }, finish_reason: null }], usage: { prompt_tokens: 1 } };
     assert.equal(await collect(withoutInjectedUsage(bytes(`data: ${JSON.stringify(e)}\n\n`), () => {})), '');
