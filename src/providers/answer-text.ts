@@ -104,11 +104,15 @@ export class StreamText {
     async function* replay(): AsyncGenerator<Uint8Array> {
       yield kept;
     }
-    for await (const ev of parseSse(replay(), this.maxEventBytes)) {
-      // A Responses stream's terminal event repeats every output item: its deltas were already counted.
-      if (ev.event === 'response.completed' || ev.event === 'response.incomplete') continue;
-      const j = parseJsonObject(ev.data);
-      if (j) textsOf(j, out);
+    try {
+      for await (const ev of parseSse(replay(), this.maxEventBytes)) {
+        // A Responses stream's terminal event repeats every output item: its deltas were already counted.
+        if (ev.event === 'response.completed' || ev.event === 'response.incomplete') continue;
+        const j = parseJsonObject(ev.data);
+        if (j) textsOf(j, out);
+      }
+    } catch {
+      // An event over the bound (its lines each under it passed the stream): the text before it counts.
     }
     return out.join('');
   }

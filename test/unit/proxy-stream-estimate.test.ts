@@ -239,6 +239,14 @@ describe('the bytes a stream keeps for its estimate', () => {
     assert.equal(collected.scale(), 3);
   });
 
+  test('an event over the stream bound (short lines, long event) ends the replay, the text before it counts', async () => {
+    const collected = new StreamText(200);
+    const before = 'data: {"choices":[{"delta":{"content":"kept"}}]}\n\n';
+    const long = `${'data: {"x":1}\n'.repeat(30)}\n`;
+    for (const text of [before, long, before]) collected.observe(new TextEncoder().encode(text), text);
+    assert.equal(await collected.text(), 'kept');
+  });
+
   test("a Responses stream's terminal event past the cap is left out of the length", () => {
     const collected = new StreamText();
     collected.observe(new Uint8Array(MAX_COLLECTED_BYTES), '');
@@ -273,5 +281,29 @@ describe('a stream the caller leaves', () => {
     await count.ended();
     assert.deepEqual(await count.final(false), { input: 1, output: 1, total: 2, estimated: true });
     assert.equal(estimates, 1);
+  });
+});
+
+describe('a stream the upstream cuts mid-way', () => {
+  test('is estimated from what it sent before the cut, as a JSON answer of that text is', async () => {
+    const kind = KINDS['chat native']!;
+    mock.script({ body: noUsage(chatCompletion('gpt-upstream', TEXT[0]!)) });
+    assert.equal((await post(kind.path, { ...kind.body, stream: false })).status, 200);
+    const json = lastLog();
+    const lines = platform.logs.length;
+    // The delay lets the first chunk leave the mock before its socket is destroyed.
+    mock.script({ sse: TEXT.map((t) => chunk('gpt-upstream', t)), dropAfterChunks: 1, chunkDelayMs: 10 });
+    const res = await post(kind.path, { ...kind.body, stream: true });
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.match(text, /"content":"hello"/);
+    assert.match(text, /"error":\{/, 'the cut reached the caller as an error event');
+    // Estimated before the error event reached the caller: its line is written by then.
+    assert.equal(platform.logs.length, lines + 1);
+    const cut = lastLog();
+    assert.equal(cut.usage_estimated, true);
+    assert.ok(Number(json.total_tokens) > 0);
+    assert.equal(cut.total_tokens, json.total_tokens);
+    assert.equal(cut.completion_tokens, json.completion_tokens);
   });
 });
