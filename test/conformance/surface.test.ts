@@ -3,7 +3,7 @@
 // Anthropic error vocabulary, legacy completions, `anthropic-beta`, `/v1/models`, `allowed_cidrs` with
 // `proxy.real_ip`, the token families and the labelled in-flight gauge. Through app.request() against real
 // mock upstreams on loopback sockets.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { createStatusApp } from '../../src/status/app.ts';
@@ -14,10 +14,8 @@ import { ipAllowed } from '../../src/util/cidr.ts';
 import { anthropicErrorType } from '../../src/http/errors.ts';
 import { aggregateStatus, healthLevel, snapshotFreshness } from '../../src/admin/app.ts';
 import type { ConfigFacts } from '../../src/config-facts.ts';
-import type { Gateway } from '../../src/gateway.ts';
-import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { type MockAnthropic, startMockAnthropic } from '../support/mock-anthropic.ts';
-import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { gatewayWith } from '../support/platform.ts';
+import { proxyOverMocks } from '../support/proxy-over-mocks.ts';
 import { parseTextLine } from '../support/log-line.ts';
 import { labelNamesOf, sumSamples } from '../support/metrics.ts';
 
@@ -53,23 +51,7 @@ api_keys:
 `;
 }
 
-let mock: MockUpstream;
-let anth: MockAnthropic;
-let gw: Gateway;
-let platform: TestPlatform;
-let app: ReturnType<typeof createProxyApp>;
-
-before(async () => {
-  mock = await startMockUpstream();
-  anth = await startMockAnthropic();
-  ({ gw, platform } = await gatewayWith(resources(mock.base, anth.url), { config: CONFIG(), env: { CALLER: KEY } }));
-  app = createProxyApp(gw);
-});
-
-after(async () => {
-  await mock.close();
-  await anth.close();
-});
+const rig = proxyOverMocks(resources, { config: CONFIG(), env: { CALLER: KEY } });
 
 function post(
   path: string,
@@ -78,7 +60,7 @@ function post(
 ): Promise<Response> {
   const headers: Record<string, string> = { 'content-type': 'application/json', ...o.headers };
   if (o.key !== null) headers.authorization = `Bearer ${o.key ?? KEY}`;
-  return Promise.resolve(app.request(path, {
+  return Promise.resolve(rig.app.request(path, {
     method: 'POST',
     headers,
     body: typeof body === 'string' ? body : JSON.stringify(body),
@@ -86,10 +68,10 @@ function post(
 }
 
 const completed = (id: string) =>
-  platform.logs.find((l) => l.msg === 'proxy request completed' && l.request_id === id) as
+  rig.platform.logs.find((l) => l.msg === 'proxy request completed' && l.request_id === id) as
     | Record<string, unknown>
     | undefined;
-const metrics = async () => (await createStatusApp(gw).request('/metrics')).text();
+const metrics = async () => (await createStatusApp(rig.gw).request('/metrics')).text();
 const MESSAGES = [{ role: 'user', content: 'hello there' }];
 
 describe('the text log line (golden)', () => {
@@ -178,7 +160,7 @@ describe('access log', () => {
       'downstream_request_id',
     ]);
     assert.equal(l.model, 'gpt');
-    assert.equal(l.api_key_id, gw.snapshot!.resources.api_keys[0]!.id);
+    assert.equal(l.api_key_id, rig.gw.snapshot!.resources.api_keys[0]!.id);
     assert.equal(l.prompt_tokens, 1);
     assert.equal(l.completion_tokens, 3);
     assert.equal(l.total_tokens, 4);
@@ -200,7 +182,7 @@ describe('access log', () => {
   });
 
   test('observability.access_log: false silences the line, not the metrics', async () => {
-    const { gw: quiet, platform: p } = await gatewayWith(resources(mock.base, anth.url), {
+    const { gw: quiet, platform: p } = await gatewayWith(resources(rig.mock.base, rig.anth.url), {
       config: CONFIG().replace('observability: {', 'observability: { access_log: false,'),
       env: { CALLER: KEY },
     });
@@ -215,7 +197,7 @@ describe('access log', () => {
 describe('request body limit', () => {
   test('declared length over the limit: 413 before authentication, drained, logged, counted', async () => {
     const big = JSON.stringify({ model: 'gpt', messages: [{ role: 'user', content: 'x'.repeat(BODY_LIMIT) }] });
-    const n = mock.requests.length;
+    const n = rig.mock.requests.length;
     const res = await post('/v1/chat/completions', big, {
       key: null,
       headers: { 'content-length': String(big.length), 'x-aisix-request-id': 'big-1' },
@@ -226,8 +208,8 @@ describe('request body limit', () => {
       message: `request body exceeds ${BODY_LIMIT}-byte limit`,
       type: 'invalid_request_error',
     });
-    assert.equal(mock.requests.length, n);
-    const diag = platform.logs.find((l) => l.target === 'aisix::body_limit' && l.request_id === 'big-1');
+    assert.equal(rig.mock.requests.length, n);
+    const diag = rig.platform.logs.find((l) => l.target === 'aisix::body_limit' && l.request_id === 'big-1');
     assert.ok(diag, 'diagnostic line');
     assert.equal(diag.level, 'INFO');
     assert.equal(diag.msg, 'request body exceeded the configured limit');
@@ -290,7 +272,7 @@ describe('request body limit', () => {
         c.close();
       },
     });
-    const res = await app.request('/v1/chat/completions', {
+    const res = await rig.app.request('/v1/chat/completions', {
       method: 'POST',
       headers: { authorization: `Bearer ${KEY}`, 'x-aisix-request-id': 'big-2' },
       body,
@@ -298,8 +280,8 @@ describe('request body limit', () => {
     } as RequestInit, { peer: '127.0.0.1:1' });
     assert.equal(res.status, 413);
     await res.text();
-    assert.equal(completed('big-2')?.api_key_id, gw.snapshot!.resources.api_keys[0]!.id);
-    assert.equal(platform.logs.some((l) => l.target === 'aisix::body_limit' && l.request_id === 'big-2'), false);
+    assert.equal(completed('big-2')?.api_key_id, rig.gw.snapshot!.resources.api_keys[0]!.id);
+    assert.equal(rig.platform.logs.some((l) => l.target === 'aisix::body_limit' && l.request_id === 'big-2'), false);
   });
 
   test('drain bounds: cap_reached, timeout, client_read_error', async () => {
@@ -370,18 +352,18 @@ describe('POST /v1/completions', () => {
       choices: [{ index: 0, text: ' world', logprobs: null, finish_reason: 'stop' }],
       usage: { prompt_tokens: 2, completion_tokens: 1, total_tokens: 3 },
     };
-    mock.script({ body: answer });
+    rig.mock.script({ body: answer });
     const res = await post('/v1/completions', { model: 'gpt', prompt: 'hello' });
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), answer);
-    const up = mock.requests.at(-1)!;
+    const up = rig.mock.requests.at(-1)!;
     assert.equal(up.url, '/v1/completions');
     assert.deepEqual(up.json, { model: 'gpt-up', prompt: 'hello' });
   });
 
   test('SSE passed through', async () => {
     const ev = (text: string) => ({ id: 'cmpl-2', object: 'text_completion', choices: [{ index: 0, text }] });
-    mock.script({ sse: [ev('a'), ev('b')] });
+    rig.mock.script({ sse: [ev('a'), ev('b')] });
     const res = await post('/v1/completions', { model: 'gpt', prompt: 'hi', stream: true });
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'text/event-stream');
@@ -412,15 +394,15 @@ test("the caller's anthropic-beta header reaches the Anthropic upstream", async 
   });
   assert.equal(res.status, 200);
   await res.text();
-  assert.equal(anth.requests.at(-1)?.headers['anthropic-beta'], 'prompt-caching-2024-07-31,context-1m-2025-08-07');
+  assert.equal(rig.anth.requests.at(-1)?.headers['anthropic-beta'], 'prompt-caching-2024-07-31,context-1m-2025-08-07');
   const plain = await post('/v1/messages', { model: 'claude', max_tokens: 5, messages: MESSAGES });
   await plain.text();
-  assert.equal(anth.requests.at(-1)?.headers['anthropic-beta'], undefined);
+  assert.equal(rig.anth.requests.at(-1)?.headers['anthropic-beta'], undefined);
 });
 
 test('/v1/models: owned_by the provider, "sluice" without one; created is now', async () => {
   const before = Math.floor(Date.now() / 1000);
-  const res = await app.request('/v1/models', { headers: { authorization: `Bearer ${KEY}` } });
+  const res = await rig.app.request('/v1/models', { headers: { authorization: `Bearer ${KEY}` } });
   const body = await res.json() as { data: { id: string; created: number; owned_by: string }[] };
   const by = Object.fromEntries(body.data.map((m) => [m.id, m.owned_by]));
   assert.equal(by.gpt, 'openai');
@@ -469,7 +451,7 @@ describe('allowed_cidrs (L7) and proxy.real_ip', () => {
   });
 
   test('an unknown peer is refused (never fail open); on /v1/messages the envelope is permission_error', async () => {
-    const res = await Promise.resolve(app.request('/v1/chat/completions', {
+    const res = await Promise.resolve(rig.app.request('/v1/chat/completions', {
       method: 'POST',
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'lan-only', messages: MESSAGES }),
@@ -482,7 +464,7 @@ describe('allowed_cidrs (L7) and proxy.real_ip', () => {
 
   test('x-forwarded-for is ignored unless the peer is a trusted proxy', async () => {
     await refused(await chat('lan-only', '127.0.0.1:1', { 'x-forwarded-for': '10.0.0.5' }));
-    const { gw: g } = await gatewayWith(resources(mock.base, anth.url), {
+    const { gw: g } = await gatewayWith(resources(rig.mock.base, rig.anth.url), {
       config: CONFIG('  real_ip: { trusted_proxies: ["127.0.0.0/8", "::1/128"], recursive: true }'),
       env: { CALLER: KEY },
     });
@@ -551,7 +533,8 @@ describe('request, token and in-flight families', () => {
       'user_name',
     ]);
     const sel = { endpoint: '/v1/chat/completions', model: 'gpt', team_id: 'unknown', user_name: 'unknown' };
-    const calls = mock.requests.filter((r) => r.json?.model === 'gpt-up' && r.url === '/v1/chat/completions').length;
+    const calls =
+      rig.mock.requests.filter((r) => r.json?.model === 'gpt-up' && r.url === '/v1/chat/completions').length;
     assert.equal(sumSamples(text, 'aisix_llm_input_tokens_total', sel), calls * 1);
     assert.equal(sumSamples(text, 'aisix_llm_output_tokens_total', sel), calls * 3);
     assert.equal(sumSamples(text, 'aisix_llm_total_tokens_total', sel), calls * 4);

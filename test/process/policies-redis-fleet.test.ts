@@ -7,19 +7,17 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { type GatewayProcess, spawnGateway } from '../support/process.ts';
+import type { GatewayProcess } from '../support/process.ts';
+import { fleetConfig, fleetResources, spawnFleet } from '../support/redis-fleet.ts';
 import { redisCli, type RedisServer, startRedis } from '../support/redis.ts';
 import { until } from '../support/until.ts';
 
 const KEYS = { A1: 'sk-team-a-1', A2: 'sk-team-a-2', A3: 'sk-team-a-3', B1: 'sk-team-b-1' };
 
-function resources(upstreamBase: string): string {
-  return `_format_version: "1"
-provider_keys:
-  - { display_name: mock, provider: openai, api_key: sk-up, api_base: ${upstreamBase} }
-models:
-  - { display_name: gpt-test, model_name: gpt-upstream, provider_key: mock, retries: 0 }
-api_keys:
+const resources = (upstreamBase: string): string =>
+  fleetResources(
+    upstreamBase,
+    `api_keys:
   - { display_name: a1, key_env: A1, allowed_models: ["*"], team_id: team-a, user_id: u-1 }
   - { display_name: a2, key_env: A2, allowed_models: ["*"], team_id: team-a, user_id: u-2 }
   - { display_name: a3, key_env: A3, allowed_models: ["*"], team_id: team-a, user_id: u-3 }
@@ -27,19 +25,11 @@ api_keys:
 rate_limit_policies:
   - { name: team-a-requests, scope: team, scope_ref: team-a, window: day, max_requests: 30 }
   - { name: team-b-tokens, limits: { tpd: 10 }, group_by: [team], conditions: [{ dimension: team, operator: "==", value: team-b }] }
-`;
-}
+`,
+  );
 
-const CONFIG = (url: string) =>
-  `resources_file: resources.yaml
-proxy: { addr: "127.0.0.1:{{proxy}}" }
-admin: { enabled: false }
-observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
-shutdown: { min_drain_secs: 0 }
-ratelimit:
-  backend: redis
-  redis: { mode: single, url: "${url}", timeout_secs: 1, command_timeout_ms: 1000 }
-`;
+const CONFIG = (url: string): string =>
+  fleetConfig(`mode: single, url: "${url}", timeout_secs: 1, command_timeout_ms: 1000`);
 
 function chat(g: GatewayProcess, key: string) {
   return fetch(g.url('/v1/chat/completions'), {
@@ -74,15 +64,11 @@ describe('a team pool held by Node + Bun + Deno on one Redis', () => {
   before(async () => {
     mock = await startMockUpstream();
     redis = await startRedis();
-    gws = await Promise.all((['node', 'bun', 'deno'] as const).map((runtime) =>
-      spawnGateway({
-        runtime,
-        config: CONFIG(redis.url),
-        files: { 'resources.yaml': resources(mock.base) },
-        env: { ...KEYS },
-      })
-    ));
-    await Promise.all(gws.map((g) => g.waitReady('/readyz', 'proxy', 60_000)));
+    gws = await spawnFleet(['node', 'bun', 'deno'], {
+      config: CONFIG(redis.url),
+      resources: resources(mock.base),
+      env: { ...KEYS },
+    });
   });
   after(async () => {
     await Promise.all((gws ?? []).map((g) => g.stop()));

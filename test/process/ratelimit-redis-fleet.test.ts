@@ -12,7 +12,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
+import type { GatewayProcess, RuntimeName } from '../support/process.ts';
+import { fleetConfig, fleetResources, spawnFleet } from '../support/redis-fleet.ts';
 import {
   redisCli,
   type RedisCluster,
@@ -29,50 +30,24 @@ const KEYS = { CALLER: 'sk-fleet-caller', RPM30: 'sk-fleet-rpm30', CONC2: 'sk-fl
 const TTL_SECS = 3;
 
 function resources(upstreamBase: string): string {
-  return `_format_version: "1"
-provider_keys:
-  - { display_name: mock, provider: openai, api_key: sk-up, api_base: ${upstreamBase} }
-models:
-  - { display_name: gpt-test, model_name: gpt-upstream, provider_key: mock, retries: 0 }
-  - { display_name: tpm-json, model_name: gpt-upstream, provider_key: mock, retries: 0, rate_limit: { tpm: 10 } }
+  return fleetResources(
+    upstreamBase,
+    `  - { display_name: tpm-json, model_name: gpt-upstream, provider_key: mock, retries: 0, rate_limit: { tpm: 10 } }
   - { display_name: tpm-stream, model_name: gpt-upstream, provider_key: mock, retries: 0, rate_limit: { tpm: 10 } }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
   - { display_name: rpm30, key_env: RPM30, allowed_models: ["*"], rate_limit: { rpm: 30 } }
   - { display_name: conc2, key_env: CONC2, allowed_models: ["*"], rate_limit: { concurrency: 2 } }
   - { display_name: big, key_env: BIG, allowed_models: ["*"], rate_limit: { rpm: 1000000, concurrency: 1000 } }
-`;
+`,
+  );
 }
 
-function config(redis: string): string {
-  return `resources_file: resources.yaml
-proxy: { addr: "127.0.0.1:{{proxy}}" }
-admin: { enabled: false }
-observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
-shutdown: { min_drain_secs: 0 }
-ratelimit:
-  backend: redis
-  redis: { ${redis}, timeout_secs: 1, command_timeout_ms: 1000 }
-  concurrency_ttl_secs: ${TTL_SECS}
-`;
-}
+const config = (redis: string): string =>
+  fleetConfig(`${redis}, timeout_secs: 1, command_timeout_ms: 1000`, `  concurrency_ttl_secs: ${TTL_SECS}\n`);
 
-async function fleet(
-  runtimes: RuntimeName[],
-  redis: string,
-  mock: MockUpstream,
-): Promise<GatewayProcess[]> {
-  const gws = await Promise.all(runtimes.map((runtime) =>
-    spawnGateway({
-      runtime,
-      config: config(redis),
-      files: { 'resources.yaml': resources(mock.base) },
-      env: { ...KEYS },
-    })
-  ));
-  await Promise.all(gws.map((g) => g.waitReady('/readyz', 'proxy', 60_000)));
-  return gws;
-}
+const fleet = (runtimes: RuntimeName[], redis: string, mock: MockUpstream): Promise<GatewayProcess[]> =>
+  spawnFleet(runtimes, { config: config(redis), resources: resources(mock.base), env: { ...KEYS } });
 
 function chat(g: GatewayProcess, key: string, model = 'gpt-test', extra: Record<string, unknown> = {}) {
   return fetch(g.url('/v1/chat/completions'), {

@@ -6,7 +6,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
+import type { GatewayProcess, RuntimeName } from '../support/process.ts';
+import { fleetConfig, fleetResources, spawnFleet } from '../support/redis-fleet.ts';
 import { type RedisServer, redisSleep, startRedis } from '../support/redis.ts';
 import { until } from '../support/until.ts';
 import { SHARED_STORE_DOWN_WARNING, SHARED_STORE_RECOVERED } from '../../src/routing/rate-limit-redis.ts';
@@ -15,28 +16,13 @@ const KEY = 'sk-stall-limited';
 const BUDGET_MS = 250;
 const RUNTIMES: RuntimeName[] = ['node', 'bun', 'deno'];
 
-function resources(upstreamBase: string): string {
-  return `_format_version: "1"
-provider_keys:
-  - { display_name: mock, provider: openai, api_key: sk-up, api_base: ${upstreamBase} }
-models:
-  - { display_name: gpt-test, model_name: gpt-upstream, provider_key: mock, retries: 0 }
-api_keys:
+const resources = (upstreamBase: string): string =>
+  fleetResources(
+    upstreamBase,
+    `api_keys:
   - { display_name: limited, key_env: KEY, allowed_models: ["*"], rate_limit: { rpm: 1000000, concurrency: 1000 } }
-`;
-}
-
-function config(url: string): string {
-  return `resources_file: resources.yaml
-proxy: { addr: "127.0.0.1:{{proxy}}" }
-admin: { enabled: false }
-observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
-shutdown: { min_drain_secs: 0 }
-ratelimit:
-  backend: redis
-  redis: { url: "${url}" }
-`;
-}
+`,
+  );
 
 /** One request's answer time, ms (asserting it was served). */
 async function timedChat(g: GatewayProcess): Promise<number> {
@@ -65,16 +51,12 @@ describe('a stalled shared store (gateway processes on node, bun, deno)', { time
     redis = await startRedis(['--enable-debug-command', 'yes']);
     mock = await startMockUpstream();
     gws.push(
-      ...await Promise.all(RUNTIMES.map((runtime) =>
-        spawnGateway({
-          runtime,
-          config: config(redis.url),
-          files: { 'resources.yaml': resources(mock.base) },
-          env: { KEY },
-        })
-      )),
+      ...await spawnFleet(RUNTIMES, {
+        config: fleetConfig(`url: "${redis.url}"`),
+        resources: resources(mock.base),
+        env: { KEY },
+      }),
     );
-    await Promise.all(gws.map((g) => g.waitReady('/readyz', 'proxy', 60_000)));
   });
   after(async () => {
     await Promise.all(gws.map((g) => g.stop(10_000).catch(() => g.kill())));

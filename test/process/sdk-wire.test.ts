@@ -3,17 +3,17 @@
 // native), a chat stream that never asked for usage counted in /metrics (estimated when the upstream reports
 // none), `@anthropic-ai/sdk`'s countTokens and a tool-use turn, and the OpenAI Agents SDK completing a
 // tool-calling turn over the Responses API.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import Anthropic from '@anthropic-ai/sdk';
-import OpenAI from 'openai';
+import type Anthropic from '@anthropic-ai/sdk';
 import { Agent, OpenAIProvider, Runner, tool } from '@openai/agents';
 import { z } from 'zod';
-import { chatCompletion, chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { COUNTED_INPUT_TOKENS, type MockAnthropic, startMockAnthropic } from '../support/mock-anthropic.ts';
+import { chatCompletion, chunk } from '../support/mock-upstream.ts';
+import { COUNTED_INPUT_TOKENS } from '../support/mock-anthropic.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { estimatePromptTokens, estimateTokens } from '../../src/providers/estimate.ts';
-import { baseConfig, CALLER_KEY, type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
+import { CALLER_KEY, type RuntimeName } from '../support/process.ts';
+import { sdkGateway } from '../support/sdk-gateway.ts';
 
 /** A chat answer calling `get_weather` once (what the scripted upstream says on the first turn). */
 function toolCallAnswer(model: string): Record<string, unknown> {
@@ -37,24 +37,13 @@ function toolCallAnswer(model: string): Record<string, unknown> {
 
 for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
   describe(`${runtime}: the wire endpoints through real clients`, () => {
-    let oai: MockUpstream;
-    let ant: MockAnthropic;
-    let gw: GatewayProcess;
-    let openai: OpenAI;
-    let anthropic: Anthropic;
-
-    before(async () => {
-      [oai, ant] = await Promise.all([startMockUpstream(), startMockAnthropic()]);
-      gw = await spawnGateway({
-        runtime,
-        config: baseConfig(),
-        env: { CALLER_KEY },
-        files: {
-          'resources.yaml': `_format_version: "1"
+    const rig = sdkGateway(
+      (openaiBase, anthropicBase) =>
+        `_format_version: "1"
 provider_keys:
-  - { display_name: oai, provider: openai, api_key: sk-upstream-SECRET, api_base: "${oai.base}" }
-  - { display_name: ds, provider: deepseek, adapter: openai, api_key: sk-ds-SECRET, api_base: "${oai.base}" }
-  - { display_name: ant, provider: anthropic, api_key: sk-ant-SECRET, api_base: "${ant.url}" }
+  - { display_name: oai, provider: openai, api_key: sk-upstream-SECRET, api_base: "${openaiBase}" }
+  - { display_name: ds, provider: deepseek, adapter: openai, api_key: sk-ds-SECRET, api_base: "${openaiBase}" }
+  - { display_name: ant, provider: anthropic, api_key: sk-ant-SECRET, api_base: "${anthropicBase}" }
 models:
   - { display_name: gpt, provider_key: oai, model_name: gpt-up, retries: 0 }
   - { display_name: deep, provider_key: ds, model_name: deep-up, retries: 0 }
@@ -62,25 +51,16 @@ models:
 api_keys:
   - { display_name: caller, key_env: CALLER_KEY, allowed_models: ["*"] }
 `,
-        },
-      });
-      await gw.waitReady();
-      openai = new OpenAI({ apiKey: CALLER_KEY, baseURL: gw.url('/v1'), maxRetries: 0 });
-      anthropic = new Anthropic({ apiKey: CALLER_KEY, baseURL: gw.url(''), maxRetries: 0 });
-    });
-
-    after(async () => {
-      await gw.stop();
-      await Promise.all([oai.close(), ant.close()]);
-    });
+      runtime,
+    );
 
     test('responses.create: translated through chat, and native on an OpenAI vendor', async () => {
-      const r = await openai.responses.create({ model: 'deep', instructions: 'brief', input: 'hello' });
+      const r = await rig.openai.responses.create({ model: 'deep', instructions: 'brief', input: 'hello' });
       assert.equal(r.status, 'completed');
       assert.equal(r.model, 'deep');
       assert.equal(r.output_text, 'hi from mock');
       assert.equal(r.usage?.total_tokens, 4);
-      const up = oai.requests.at(-1)!;
+      const up = rig.oai.requests.at(-1)!;
       assert.equal(up.url, '/v1/chat/completions');
       assert.deepEqual(up.json!.messages, [{ role: 'system', content: 'brief' }, { role: 'user', content: 'hello' }]);
       const native = {
@@ -98,15 +78,15 @@ api_keys:
         }],
         usage: { input_tokens: 2, output_tokens: 2, total_tokens: 4 },
       };
-      oai.script({ body: native });
-      const n = await openai.responses.create({ model: 'gpt', input: 'hello' });
+      rig.oai.script({ body: native });
+      const n = await rig.openai.responses.create({ model: 'gpt', input: 'hello' });
       assert.equal(n.output_text, 'native answer');
-      assert.equal(oai.requests.at(-1)!.url, '/v1/responses');
-      assert.equal(oai.requests.at(-1)!.json!.model, 'gpt-up');
+      assert.equal(rig.oai.requests.at(-1)!.url, '/v1/responses');
+      assert.equal(rig.oai.requests.at(-1)!.json!.model, 'gpt-up');
     });
 
     test('responses.stream: the event sequence ends in response.completed with usage', async () => {
-      oai.script({
+      rig.oai.script({
         sse: [chunk('deep-up', 'one'), chunk('deep-up', ' two'), {
           ...chunk('deep-up', ''),
           choices: [],
@@ -114,7 +94,7 @@ api_keys:
         }],
         chunkDelayMs: 5,
       });
-      const stream = openai.responses.stream({ model: 'deep', input: 'count' });
+      const stream = rig.openai.responses.stream({ model: 'deep', input: 'count' });
       let text = '';
       for await (const e of stream) if (e.type === 'response.output_text.delta') text += e.delta;
       const final = await stream.finalResponse();
@@ -125,18 +105,18 @@ api_keys:
 
     test('a chat stream without include_usage: the caller sees no usage chunk, /metrics counts its tokens', async () => {
       const tokens = async () =>
-        sumSamples(await (await fetch(gw.url('/metrics', 'status'))).text(), 'aisix_llm_total_tokens_total', {
+        sumSamples(await (await fetch(rig.gw.url('/metrics', 'status'))).text(), 'aisix_llm_total_tokens_total', {
           model: 'gpt',
         }) ?? 0;
       const before = await tokens();
-      oai.script({
+      rig.oai.script({
         sse: [chunk('gpt-up', 'hello'), {
           ...chunk('gpt-up', ''),
           choices: [],
           usage: { prompt_tokens: 6, completion_tokens: 5, total_tokens: 11 },
         }],
       });
-      const stream = await openai.chat.completions.create({
+      const stream = await rig.openai.chat.completions.create({
         model: 'gpt',
         stream: true,
         messages: [{ role: 'user', content: 'hi' }],
@@ -148,50 +128,50 @@ api_keys:
         text += c.choices[0]?.delta?.content ?? '';
       }
       assert.equal(text, 'hello');
-      assert.deepEqual(oai.requests.at(-1)!.json!.stream_options, { include_usage: true });
+      assert.deepEqual(rig.oai.requests.at(-1)!.json!.stream_options, { include_usage: true });
       // The access-log line (and the metrics with it) is written once the last byte is out.
-      await gw.waitForLog((l) => l.msg === 'proxy request completed' && l.total_tokens === 11);
+      await rig.gw.waitForLog((l) => l.msg === 'proxy request completed' && l.total_tokens === 11);
       assert.equal((await tokens()) - before, 11);
     });
 
     test('a chat stream whose upstream reports no usage: /metrics counts the local estimate', async () => {
       const tokens = async () =>
-        sumSamples(await (await fetch(gw.url('/metrics', 'status'))).text(), 'aisix_llm_total_tokens_total', {
+        sumSamples(await (await fetch(rig.gw.url('/metrics', 'status'))).text(), 'aisix_llm_total_tokens_total', {
           model: 'gpt',
         }) ?? 0;
       const before = await tokens();
       // A relay that ignores `include_usage`: no usage chunk at all.
-      oai.script({ sse: [chunk('gpt-up', 'hello'), chunk('gpt-up', ' world')] });
+      rig.oai.script({ sse: [chunk('gpt-up', 'hello'), chunk('gpt-up', ' world')] });
       const messages = [{ role: 'user' as const, content: 'say hello' }];
-      const stream = await openai.chat.completions.create({ model: 'gpt', stream: true, messages });
+      const stream = await rig.openai.chat.completions.create({ model: 'gpt', stream: true, messages });
       let text = '';
       for await (const c of stream) text += c.choices[0]?.delta?.content ?? '';
       assert.equal(text, 'hello world');
       const estimate = await estimatePromptTokens('chat', { model: 'gpt', messages }) + await estimateTokens(text);
-      const log = await gw.waitForLog((l) => l.msg === 'proxy request completed' && l.usage_estimated === true);
+      const log = await rig.gw.waitForLog((l) => l.msg === 'proxy request completed' && l.usage_estimated === true);
       assert.equal(log.total_tokens, estimate);
       assert.equal((await tokens()) - before, estimate);
     });
 
     test('messages.countTokens passes through to the Anthropic target', async () => {
-      const r = await anthropic.messages.countTokens({
+      const r = await rig.anthropic.messages.countTokens({
         model: 'claude',
         messages: [{ role: 'user', content: 'how many?' }],
       });
       assert.equal(r.input_tokens, COUNTED_INPUT_TOKENS);
-      assert.equal(ant.requests.at(-1)!.url, '/v1/messages/count_tokens');
-      assert.equal(ant.requests.at(-1)!.json!.model, 'claude-up');
+      assert.equal(rig.ant.requests.at(-1)!.url, '/v1/messages/count_tokens');
+      assert.equal(rig.ant.requests.at(-1)!.json!.model, 'claude-up');
     });
 
     test('@anthropic-ai/sdk: a tool-use turn translated to an OpenAI-style model and back', async () => {
-      oai.script({ body: toolCallAnswer('deep-up') }, { body: chatCompletion('deep-up', 'sunny in Paris') });
+      rig.oai.script({ body: toolCallAnswer('deep-up') }, { body: chatCompletion('deep-up', 'sunny in Paris') });
       const tools: Anthropic.Tool[] = [{
         name: 'get_weather',
         description: 'the weather in a city',
         input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
       }];
       const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'weather in Paris?' }];
-      const first = await anthropic.messages.create({ model: 'deep', max_tokens: 100, tools, messages });
+      const first = await rig.anthropic.messages.create({ model: 'deep', max_tokens: 100, tools, messages });
       assert.equal(first.stop_reason, 'tool_use');
       const use = first.content.find((b) => b.type === 'tool_use');
       assert.ok(use && use.type === 'tool_use');
@@ -200,15 +180,15 @@ api_keys:
         role: 'user',
         content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }],
       });
-      const second = await anthropic.messages.create({ model: 'deep', max_tokens: 100, tools, messages });
+      const second = await rig.anthropic.messages.create({ model: 'deep', max_tokens: 100, tools, messages });
       assert.deepEqual(second.content, [{ type: 'text', text: 'sunny in Paris' }]);
-      const sent = oai.requests.at(-1)!.json!.messages as Record<string, unknown>[];
+      const sent = rig.oai.requests.at(-1)!.json!.messages as Record<string, unknown>[];
       assert.deepEqual(sent.at(-1), { role: 'tool', tool_call_id: use.id, content: 'sunny' });
     });
 
     test('the OpenAI Agents SDK completes a tool-calling turn over the Responses API', async () => {
-      oai.script({ body: toolCallAnswer('deep-up') }, { body: chatCompletion('deep-up', 'It is sunny in Paris.') });
-      const n = oai.requests.length;
+      rig.oai.script({ body: toolCallAnswer('deep-up') }, { body: chatCompletion('deep-up', 'It is sunny in Paris.') });
+      const n = rig.oai.requests.length;
       let called: unknown;
       const weather = tool({
         name: 'get_weather',
@@ -221,15 +201,15 @@ api_keys:
       });
       const agent = new Agent({ name: 'weather', instructions: 'answer briefly', model: 'deep', tools: [weather] });
       const runner = new Runner({
-        modelProvider: new OpenAIProvider({ apiKey: CALLER_KEY, baseURL: gw.url('/v1'), useResponses: true }),
+        modelProvider: new OpenAIProvider({ apiKey: CALLER_KEY, baseURL: rig.gw.url('/v1'), useResponses: true }),
         tracingDisabled: true,
       });
       const result = await runner.run(agent, 'weather in Paris?');
       assert.deepEqual(called, { city: 'Paris' });
       assert.equal(result.finalOutput, 'It is sunny in Paris.');
       // Both turns went through /v1/responses, translated to chat; the second carries the tool's output.
-      assert.equal(oai.requests.length - n, 2);
-      const second = oai.requests.at(-1)!.json!.messages as Record<string, unknown>[];
+      assert.equal(rig.oai.requests.length - n, 2);
+      const second = rig.oai.requests.at(-1)!.json!.messages as Record<string, unknown>[];
       assert.deepEqual(second.at(-1), { role: 'tool', tool_call_id: 'call_1', content: 'sunny' });
     });
   });

@@ -6,19 +6,10 @@
 // them) stays within a small ratio of its median before (the figures are printed).
 // Run: node build.mjs && node --import tsx --test test/process/stream-not-sse.test.ts
 import assert from 'node:assert/strict';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { after, describe, test } from 'node:test';
-import { chatCompletion } from '../support/mock-upstream.ts';
-import {
-  baseConfig,
-  CALLER_KEY,
-  type GatewayProcess,
-  resourcesFor,
-  type RuntimeName,
-  spawnGateway,
-} from '../support/process.ts';
-import { median, type TimedChat, timedChat, victimUnderAttack, writeWithBackpressure } from '../support/victim.ts';
+import { describe, test } from 'node:test';
+import { bigPayload, type BigUpstream, gatewaysOver, startBigUpstream } from '../support/big-upstream.ts';
+import type { RuntimeName } from '../support/process.ts';
+import { median, timedChat, victimUnderAttack } from '../support/victim.ts';
 
 const BIG = 50_000_000;
 const ATTACKERS = 2;
@@ -29,69 +20,28 @@ const SAMPLES = 60;
 const MIN_REFUSED = 20;
 
 /** `json-on-stream` → 50 MB of JSON (chunked, `application/json`); anything else → a small completion. */
-async function startUpstream(): Promise<{ base: string; bigWritten: number[]; close(): Promise<void> }> {
-  const payload = Buffer.alloc(BIG, 0x61);
-  Buffer.from('{"id":"big","object":"chat.completion","choices":[{"message":{"content":"').copy(payload);
-  const bigWritten: number[] = [];
-  const server = http.createServer(async (req, res) => {
-    let text = '';
-    for await (const c of req) text += c;
-    const content = (JSON.parse(text) as { messages: { content: string }[] }).messages[0]?.content;
-    if (content !== 'json-on-stream') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(chatCompletion('gpt-upstream')));
-      return;
-    }
-    const slot = bigWritten.push(0) - 1;
-    res.on('error', () => {});
-    res.writeHead(200, { 'content-type': 'application/json' });
-    await writeWithBackpressure(res, payload, (n) => (bigWritten[slot] = n));
+const startUpstream = (): Promise<BigUpstream> =>
+  startBigUpstream({
+    payload: bigPayload(BIG, '{"id":"big","object":"chat.completion","choices":[{"message":{"content":"'),
+    big: (content) => content === 'json-on-stream' ? { 'content-type': 'application/json' } : undefined,
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-    bigWritten,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
-}
-
-const chat = (g: GatewayProcess, content: string, stream: boolean): Promise<TimedChat> =>
-  timedChat(g, content, { stream });
 
 describe(
   'a stream answered with 50 MB of plain JSON (gateway processes on node, bun, deno)',
   { timeout: 240_000 },
   () => {
-    const procs: GatewayProcess[] = [];
-    const ups: Awaited<ReturnType<typeof startUpstream>>[] = [];
-    after(async () => {
-      await Promise.all(procs.map((g) => g.stop(10_000).catch(() => g.kill())));
-      await Promise.all(ups.map((u) => u.close()));
-    });
+    const gatewayOver = gatewaysOver(startUpstream);
 
     for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       test(`${runtime}: a 502 in the envelope before any byte; the victim's latency stays near its baseline`, async () => {
-        const up = await startUpstream();
-        ups.push(up);
-        const g = await spawnGateway({
-          runtime,
-          config: baseConfig(),
-          files: { 'resources.yaml': resourcesFor(up.base) },
-          env: { CALLER_KEY },
-        });
-        procs.push(g);
-        await g.waitReady('/readyz');
+        const { up, g } = await gatewayOver(runtime);
         // Attackers keep sending such streams while the victim samples again.
         const { before, during, attacks: refused } = await victimUnderAttack(g, {
           samples: SAMPLES,
           attackers: ATTACKERS,
           pauseMs: PAUSE_MS,
           minAttacks: MIN_REFUSED,
-          attack: () => chat(g, 'json-on-stream', true),
+          attack: () => timedChat(g, 'json-on-stream', { stream: true }),
         });
 
         assert.ok(refused.length >= MIN_REFUSED, `${runtime}: streams refused: ${refused.length}`);

@@ -7,10 +7,8 @@
 // level (measured from /proc; the figures are printed).
 // Run: node build.mjs && node --import tsx --test test/process/upstream-limits.test.ts
 import assert from 'node:assert/strict';
-import * as http from 'node:http';
 import { gzipSync } from 'node:zlib';
-import type { AddressInfo } from 'node:net';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import {
   AnswerBudget,
   AnswerBudgetFull,
@@ -19,38 +17,22 @@ import {
   declaresTooMuch,
   UpstreamTooLarge,
 } from '../../src/upstream-fetch.ts';
-import { chatCompletion } from '../support/mock-upstream.ts';
+import { bigPayload, type BigUpstream, gatewaysOver, startBigUpstream } from '../support/big-upstream.ts';
 import { until } from '../support/until.ts';
-import {
-  baseConfig,
-  CALLER_KEY,
-  type GatewayProcess,
-  resourcesFor,
-  type RuntimeName,
-  spawnGateway,
-} from '../support/process.ts';
-import { rssMiB, rssPeak, settledRssMiB, type TimedChat, timedChat, writeWithBackpressure } from '../support/victim.ts';
+import type { GatewayProcess, RuntimeName } from '../support/process.ts';
+import { rssMiB, rssPeak, settledRssMiB, type TimedChat, timedChat } from '../support/victim.ts';
 
 const BIG = 50_000_000;
 const LIMIT = 33_554_432;
 
 /** An upstream answering by the user message: `declared` / `chunked` → 50 MB of JSON, else a small completion. */
-async function startBigUpstream(): Promise<{
-  base: string;
-  /** Per big request: resolves when its socket closed, with the bytes written until then. */
-  bigClosed: Promise<{ written: number; mode: string }>[];
-  close(): Promise<void>;
-}> {
-  const payload = Buffer.alloc(BIG, 0x61);
-  const headJson = Buffer.from('{"id":"big","object":"chat.completion","choices":[{"message":{"content":"');
-  headJson.copy(payload);
-  const bigClosed: Promise<{ written: number; mode: string }>[] = [];
+function startUpstream(): Promise<BigUpstream> {
+  const payload = bigPayload(BIG, '{"id":"big","object":"chat.completion","choices":[{"message":{"content":"');
   const bomb = gzipSync(payload);
-  const server = http.createServer(async (req, res) => {
-    let text = '';
-    for await (const c of req) text += c;
-    const content = (JSON.parse(text) as { messages: { content: string }[] }).messages[0]?.content;
-    if (content === 'gzip-bomb') {
+  return startBigUpstream({
+    payload,
+    other: (content, res) => {
+      if (content !== 'gzip-bomb') return false;
       // ~50 KB on the wire, 50 MB once decompressed (Bun's fetch decompresses; undici's request does not).
       res.writeHead(200, {
         'content-type': 'application/json',
@@ -58,33 +40,13 @@ async function startBigUpstream(): Promise<{
         'content-length': String(bomb.length),
       });
       res.end(bomb);
-      return;
-    }
-    if (content !== 'declared' && content !== 'chunked') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(chatCompletion('gpt-upstream')));
-      return;
-    }
-    let written = 0;
-    const socket = req.socket;
-    bigClosed.push(new Promise((r) => socket.once('close', () => r({ written, mode: content }))));
-    res.on('error', () => {});
-    res.writeHead(200, {
-      'content-type': 'application/json',
-      ...(content === 'declared' ? { 'content-length': String(BIG) } : {}),
-    });
-    await writeWithBackpressure(res, payload, (n) => (written = n));
+      return true;
+    },
+    big: (content) =>
+      content === 'declared' || content === 'chunked'
+        ? { 'content-type': 'application/json', ...(content === 'declared' ? { 'content-length': String(BIG) } : {}) }
+        : undefined,
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-    bigClosed,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
 }
 
 const chat = (g: GatewayProcess, content: string): Promise<TimedChat> => timedChat(g, content);
@@ -106,24 +68,10 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
   concurrency: true,
   timeout: 240_000,
 }, () => {
-  const procs: GatewayProcess[] = [];
-  const ups: Awaited<ReturnType<typeof startBigUpstream>>[] = [];
-  after(async () => {
-    await Promise.all(procs.map((g) => g.stop(10_000).catch(() => g.kill())));
-    await Promise.all(ups.map((u) => u.close()));
-  });
+  const gatewayOver = gatewaysOver(startUpstream);
 
   test("bun: a small gzip answer that inflates past the limit is refused (Bun's fetch decompresses)", async () => {
-    const up = await startBigUpstream();
-    ups.push(up);
-    const g = await spawnGateway({
-      runtime: 'bun',
-      config: baseConfig(),
-      files: { 'resources.yaml': resourcesFor(up.base) },
-      env: { CALLER_KEY },
-    });
-    procs.push(g);
-    await g.waitReady('/readyz');
+    const { g } = await gatewayOver('bun');
     const a = await chat(g, 'gzip-bomb');
     assert.equal(a.status, 502, a.body.slice(0, 300));
     assert.match(a.body, new RegExp(`upstream answer exceeded ${LIMIT} bytes`));
@@ -131,16 +79,7 @@ describe('upstream.max_response_bytes (gateway processes on node, bun, deno)', {
 
   for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
     test(`${runtime}: 50 MB answers → 502 naming the limit, connections closed, RSS back near idle`, async () => {
-      const up = await startBigUpstream();
-      ups.push(up);
-      const g = await spawnGateway({
-        runtime,
-        config: baseConfig(),
-        files: { 'resources.yaml': resourcesFor(up.base) },
-        env: { CALLER_KEY },
-      });
-      procs.push(g);
-      await g.waitReady('/readyz');
+      const { up, g } = await gatewayOver(runtime);
       for (let i = 0; i < 20; i++) assert.equal((await chat(g, 'small')).status, 200);
       const pid = g.proc.pid!;
       const idle = rssMiB(pid);

@@ -2,13 +2,11 @@
 // (native on an OpenAI vendor, translated through chat elsewhere), `POST /v1/messages/count_tokens`
 // (Anthropic targets only), the caller's model name and `x-aisix-served-by` on chat answers, and the usage
 // a stream's adapter counted (limits, metrics) — through app.request() against the mock upstreams.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createProxyApp } from '../../src/proxy/app.ts';
-import type { Gateway } from '../../src/gateway.ts';
-import { COUNTED_INPUT_TOKENS, type MockAnthropic, startMockAnthropic } from '../support/mock-anthropic.ts';
-import { chatCompletion, chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { COUNTED_INPUT_TOKENS } from '../support/mock-anthropic.ts';
+import { chatCompletion, chunk } from '../support/mock-upstream.ts';
+import { proxyOverMocks, threeVendors } from '../support/proxy-over-mocks.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { until } from '../support/until.ts';
 
@@ -20,25 +18,9 @@ const tpmKey = (kind: string, stream: boolean) => `sk-tpm-${kind}-${stream ? 'st
 const TPM_KEYS = KINDS.flatMap((k) => [tpmKey(k, false), tpmKey(k, true)]);
 const envName = (key: string) => key.toUpperCase().replaceAll('-', '_');
 
-let mock: MockUpstream;
-let anth: MockAnthropic;
-let gw: Gateway;
-let platform: TestPlatform;
-let app: ReturnType<typeof createProxyApp>;
-
-before(async () => {
-  mock = await startMockUpstream();
-  anth = await startMockAnthropic();
-  ({ gw, platform } = await gatewayWith(
-    `_format_version: "1"
-provider_keys:
-  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${mock.base}" }
-  - { display_name: ds, provider: deepseek, adapter: openai, api_key: k-ds, api_base: "${mock.base}" }
-  - { display_name: an, provider: anthropic, api_key: k-an, api_base: "${anth.url}" }
-models:
-  - { display_name: gpt, provider_key: oa, model_name: gpt-upstream, retries: 0 }
-  - { display_name: deep, provider_key: ds, model_name: deep-upstream, retries: 0 }
-  - { display_name: claude, provider_key: an, model_name: claude-upstream, retries: 0 }
+const rig = proxyOverMocks(
+  (openaiBase, anthropicBase) =>
+    `${threeVendors(openaiBase, anthropicBase)}
   - { display_name: mixed, routing: { strategy: failover, targets: [{ model: deep }, { model: claude }] } }
   - { display_name: smart, routing: { targets: [{ model: gpt }] } }
 api_keys:
@@ -50,32 +32,18 @@ ${
         `  - { display_name: ${k}, key_env: ${envName(k)}, allowed_models: ["*"], rate_limit: { tpm: 3 } }\n`
       ).join('')
     }`,
-    {
-      env: {
-        CALLER,
-        LIMITED_JSON: LIMITED.json,
-        LIMITED_STREAM: LIMITED.stream,
-        ...Object.fromEntries(TPM_KEYS.map((k) => [envName(k), k])),
-      },
-      now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 10)),
+  {
+    env: {
+      CALLER,
+      LIMITED_JSON: LIMITED.json,
+      LIMITED_STREAM: LIMITED.stream,
+      ...Object.fromEntries(TPM_KEYS.map((k) => [envName(k), k])),
     },
-  ));
-  app = createProxyApp(gw);
-});
+    now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 10)),
+  },
+);
 
-after(async () => {
-  gw.stop();
-  await mock.close();
-  await anth.close();
-});
-
-function post(path: string, body: unknown, key = CALLER): Promise<Response> {
-  return Promise.resolve(app.request(path, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  }));
-}
+const post = (path: string, body: unknown, key = CALLER): Promise<Response> => rig.post(path, body, key);
 
 /** The `data:` payloads of an SSE body, `[DONE]` aside, with their event names. */
 function events(text: string): { event: string | undefined; data: Record<string, unknown> }[] {
@@ -88,17 +56,17 @@ function events(text: string): { event: string | undefined; data: Record<string,
   return out;
 }
 
-const lastLog = () => platform.logs.filter((l) => l.msg === 'proxy request completed').at(-1)!;
+const lastLog = () => rig.platform.logs.filter((l) => l.msg === 'proxy request completed').at(-1)!;
 
 describe('POST /v1/responses', () => {
   test('translated through chat on a non-OpenAI vendor: a Responses answer naming the caller model', async () => {
-    mock.script({ body: chatCompletion('deep-upstream', 'hi there') });
+    rig.mock.script({ body: chatCompletion('deep-upstream', 'hi there') });
     const res = await post('/v1/responses', { model: 'deep', input: 'hello' });
     assert.equal(res.status, 200);
     const j = await res.json() as Record<string, unknown>;
     assert.equal(j.object, 'response');
     assert.equal(j.model, 'deep');
-    assert.equal(mock.requests.at(-1)!.url, '/v1/chat/completions');
+    assert.equal(rig.mock.requests.at(-1)!.url, '/v1/chat/completions');
     assert.equal(lastLog().path, '/v1/responses');
     assert.equal(lastLog().total_tokens, 4);
   });
@@ -111,17 +79,17 @@ describe('POST /v1/responses', () => {
       output: [],
       usage: { input_tokens: 2, output_tokens: 3, total_tokens: 5 },
     };
-    mock.script({ body: native });
+    rig.mock.script({ body: native });
     const res = await post('/v1/responses', { model: 'gpt', input: 'hello' });
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), native);
-    assert.equal(mock.requests.at(-1)!.url, '/v1/responses');
+    assert.equal(rig.mock.requests.at(-1)!.url, '/v1/responses');
     assert.equal(lastLog().provider_request_id, 'resp_1');
   });
 
   test('a translated stream ends with response.completed and is recorded a success', async () => {
     const usage = { prompt_tokens: 6, completion_tokens: 5, total_tokens: 11 };
-    mock.script({ sse: [chunk('deep-upstream', 'hello'), { ...chunk('deep-upstream', ''), choices: [], usage }] });
+    rig.mock.script({ sse: [chunk('deep-upstream', 'hello'), { ...chunk('deep-upstream', ''), choices: [], usage }] });
     const res = await post('/v1/responses', { model: 'deep', input: 'hello', stream: true });
     assert.equal(res.status, 200);
     const evs = events(await res.text());
@@ -134,8 +102,8 @@ describe('POST /v1/responses', () => {
   });
 
   test('a failure inside a Responses stream is a Responses error event', async () => {
-    mock.script({ sse: [chunk('deep-upstream', 'partial')], dropAfterChunks: 1 });
-    const logged = platform.logs.length;
+    rig.mock.script({ sse: [chunk('deep-upstream', 'partial')], dropAfterChunks: 1 });
+    const logged = rig.platform.logs.length;
     const res = await post('/v1/responses', { model: 'deep', input: 'hello', stream: true });
     const evs = events(await res.text());
     const last = evs.at(-1)!;
@@ -144,7 +112,7 @@ describe('POST /v1/responses', () => {
     assert.equal(last.data.code, 'upstream_error');
     // No usage came back: the line waits for the estimate.
     await until(
-      () => platform.logs.slice(logged).some((l) => l.msg === 'proxy request completed'),
+      () => rig.platform.logs.slice(logged).some((l) => l.msg === 'proxy request completed'),
       2000,
       'the access-log line',
     );
@@ -163,7 +131,7 @@ describe('POST /v1/responses', () => {
     const res = await post('/v1/responses', { input: 'x' });
     assert.equal(res.status, 400);
     assert.equal(((await res.json()) as { error: { type: string } }).error.type, 'invalid_request_error');
-    const get = await app.request('/v1/responses', { headers: { authorization: `Bearer ${CALLER}` } });
+    const get = await rig.app.request('/v1/responses', { headers: { authorization: `Bearer ${CALLER}` } });
     assert.equal(get.status, 405);
   });
 });
@@ -176,24 +144,24 @@ describe('POST /v1/messages/count_tokens', () => {
     });
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), { input_tokens: COUNTED_INPUT_TOKENS });
-    assert.equal(anth.requests.at(-1)!.url, '/v1/messages/count_tokens');
-    assert.equal(anth.requests.at(-1)!.json!.model, 'claude-upstream');
+    assert.equal(rig.anth.requests.at(-1)!.url, '/v1/messages/count_tokens');
+    assert.equal(rig.anth.requests.at(-1)!.json!.model, 'claude-upstream');
     assert.equal(lastLog().total_tokens, undefined);
   });
 
   test('a routing group tries only its Anthropic targets', async () => {
-    const before = mock.requests.length;
+    const before = rig.mock.requests.length;
     const res = await post('/v1/messages/count_tokens', {
       model: 'mixed',
       messages: [{ role: 'user', content: 'hi' }],
     });
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), { input_tokens: COUNTED_INPUT_TOKENS });
-    assert.equal(mock.requests.length, before, 'the chat-only target is not tried');
+    assert.equal(rig.mock.requests.length, before, 'the chat-only target is not tried');
   });
 
   test('no Anthropic target: AISIX 400 in the Anthropic envelope; never streamed', async () => {
-    const before = mock.requests.length;
+    const before = rig.mock.requests.length;
     const res = await post('/v1/messages/count_tokens', {
       model: 'deep',
       stream: true,
@@ -205,7 +173,7 @@ describe('POST /v1/messages/count_tokens', () => {
     assert.equal(j.type, 'error');
     assert.equal(j.error.type, 'invalid_request_error');
     assert.match(j.error.message, /model `deep` is not backed by an Anthropic-protocol upstream/);
-    assert.equal(mock.requests.length, before);
+    assert.equal(rig.mock.requests.length, before);
   });
 
   test('`messages` missing: 400 in the Anthropic envelope', async () => {
@@ -242,9 +210,9 @@ describe('chat answers', () => {
   });
 
   test('a stream without stream_options counts the tokens the adapter asked for in /metrics', async () => {
-    const sample = () => sumSamples(gw.metrics.render(), 'aisix_llm_total_tokens_total', { model: 'gpt' }) ?? 0;
+    const sample = () => sumSamples(rig.gw.metrics.render(), 'aisix_llm_total_tokens_total', { model: 'gpt' }) ?? 0;
     const before = sample();
-    mock.script({
+    rig.mock.script({
       sse: [chunk('gpt-upstream', 'hello'), {
         ...chunk('gpt-upstream', ''),
         choices: [],
@@ -258,7 +226,7 @@ describe('chat answers', () => {
     });
     const text = await res.text();
     assert.doesNotMatch(text, /"usage"/, 'the caller does not get the usage chunk it never asked for');
-    assert.deepEqual(mock.requests.at(-1)!.json!.stream_options, { include_usage: true });
+    assert.deepEqual(rig.mock.requests.at(-1)!.json!.stream_options, { include_usage: true });
     assert.equal(sample() - before, 11);
     assert.equal(lastLog().total_tokens, 11);
   });
@@ -266,7 +234,7 @@ describe('chat answers', () => {
   test('no usage from the upstream: estimated for telemetry and marked in the access log', async () => {
     const body = chatCompletion('gpt-upstream', 'a few words of answer');
     delete body.usage;
-    mock.script({ body });
+    rig.mock.script({ body });
     const res = await post('/v1/chat/completions', { model: 'gpt', messages: [{ role: 'user', content: 'hi' }] });
     const j = await res.json() as Record<string, unknown>;
     assert.equal(j.usage, undefined, 'the estimate is never written into the answer');
@@ -280,7 +248,7 @@ describe('chat answers', () => {
       // A key of its own, under a stopped clock: one answer of 11 tokens goes over the 10-token limit.
       const key = stream ? LIMITED.stream : LIMITED.json;
       const usage = { prompt_tokens: 6, completion_tokens: 5, total_tokens: 11 };
-      mock.script(
+      rig.mock.script(
         stream
           ? { sse: [chunk('deep-upstream', 'hello'), { ...chunk('deep-upstream', ''), choices: [], usage }] }
           : { body: { ...chatCompletion('deep-upstream'), usage } },
@@ -319,7 +287,7 @@ describe('a tpm limit trips at the same point streamed as JSON, on every kind of
       test(`${kind}, ${stream ? 'streamed' : 'JSON'}: the answer's tokens are charged before the next request`, async () => {
         // The OpenAI-wire upstream reports 5 tokens (its stream in a usage chunk); Anthropic's mock 9 / 12.
         if (requests[kind].body.model === 'deep') {
-          mock.script(
+          rig.mock.script(
             stream
               ? { sse: [chunk('deep-upstream', 'hello'), { ...chunk('deep-upstream', ''), choices: [], usage }] }
               : { body: { ...chatCompletion('deep-upstream'), usage } },

@@ -2,19 +2,11 @@
 // estimation"): the same count as the equivalent JSON answer, in /metrics and the access log (marked
 // estimated), and charged to a `tpm` limit before the caller's next request — for chat, /v1/messages and
 // /v1/responses, native and translated, through app.request() against the mock upstreams.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createProxyApp } from '../../src/proxy/app.ts';
-import type { Gateway } from '../../src/gateway.ts';
-import {
-  anthropicEvents,
-  anthropicMessage,
-  type AnthropicReply,
-  type MockAnthropic,
-  startMockAnthropic,
-} from '../support/mock-anthropic.ts';
-import { chatCompletion, chunk, type MockUpstream, type Reply, startMockUpstream } from '../support/mock-upstream.ts';
-import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { anthropicEvents, anthropicMessage, type AnthropicReply } from '../support/mock-anthropic.ts';
+import { chatCompletion, chunk, type Reply } from '../support/mock-upstream.ts';
+import { proxyOverMocks, threeVendors } from '../support/proxy-over-mocks.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { MAX_COLLECTED_BYTES, StreamText } from '../../src/providers/answer-text.ts';
 import { StreamCount } from '../../src/proxy/stream-count.ts';
@@ -119,25 +111,9 @@ const LIMITED = Object.keys(KINDS).flatMap((k) => [keyOf(k, false), keyOf(k, tru
 /** Room for a few answers of these prompts, so the limit trips after some, not the first. */
 const TPM = 40;
 
-let mock: MockUpstream;
-let anth: MockAnthropic;
-let gw: Gateway;
-let platform: TestPlatform;
-let app: ReturnType<typeof createProxyApp>;
-
-before(async () => {
-  mock = await startMockUpstream();
-  anth = await startMockAnthropic();
-  ({ gw, platform } = await gatewayWith(
-    `_format_version: "1"
-provider_keys:
-  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${mock.base}" }
-  - { display_name: ds, provider: deepseek, adapter: openai, api_key: k-ds, api_base: "${mock.base}" }
-  - { display_name: an, provider: anthropic, api_key: k-an, api_base: "${anth.url}" }
-models:
-  - { display_name: gpt, provider_key: oa, model_name: gpt-upstream, retries: 0 }
-  - { display_name: deep, provider_key: ds, model_name: deep-upstream, retries: 0 }
-  - { display_name: claude, provider_key: an, model_name: claude-upstream, retries: 0 }
+const rig = proxyOverMocks(
+  (openaiBase, anthropicBase) =>
+    `${threeVendors(openaiBase, anthropicBase)}
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
 ${
@@ -145,36 +121,22 @@ ${
         `  - { display_name: ${k}, key_env: ${envName(k)}, allowed_models: ["*"], rate_limit: { tpm: ${TPM} } }\n`
       ).join('')
     }`,
-    {
-      env: { CALLER, ...Object.fromEntries(LIMITED.map((k) => [envName(k), k])) },
-      now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 10)),
-    },
-  ));
-  app = createProxyApp(gw);
-});
+  {
+    env: { CALLER, ...Object.fromEntries(LIMITED.map((k) => [envName(k), k])) },
+    now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 10)),
+  },
+);
 
-after(async () => {
-  gw.stop();
-  await mock.close();
-  await anth.close();
-});
-
-function post(path: string, body: unknown, key = CALLER): Promise<Response> {
-  return Promise.resolve(app.request(path, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  }));
-}
+const post = (path: string, body: unknown, key = CALLER): Promise<Response> => rig.post(path, body, key);
 
 function script(kind: Kind, stream: boolean): void {
   const reply = stream ? kind.stream() : kind.json();
-  if (kind.upstream === 'openai') mock.script(reply as Reply);
-  else anth.script(reply as AnthropicReply);
+  if (kind.upstream === 'openai') rig.mock.script(reply as Reply);
+  else rig.anth.script(reply as AnthropicReply);
 }
 
-const lastLog = () => platform.logs.filter((l) => l.msg === 'proxy request completed').at(-1)!;
-const tokensIn = (model: string) => sumSamples(gw.metrics.render(), 'aisix_llm_total_tokens_total', { model }) ?? 0;
+const lastLog = () => rig.platform.logs.filter((l) => l.msg === 'proxy request completed').at(-1)!;
+const tokensIn = (model: string) => sumSamples(rig.gw.metrics.render(), 'aisix_llm_total_tokens_total', { model }) ?? 0;
 
 /** One answer of `kind`: the tokens its access-log line and /metrics counted, and whether marked estimated. */
 async function counted(kind: Kind, stream: boolean): Promise<{ log: number; metrics: number; estimated: unknown }> {
@@ -287,19 +249,19 @@ describe('a stream the caller leaves', () => {
 describe('a stream the upstream cuts mid-way', () => {
   test('is estimated from what it sent before the cut, as a JSON answer of that text is', async () => {
     const kind = KINDS['chat native']!;
-    mock.script({ body: noUsage(chatCompletion('gpt-upstream', TEXT[0]!)) });
+    rig.mock.script({ body: noUsage(chatCompletion('gpt-upstream', TEXT[0]!)) });
     assert.equal((await post(kind.path, { ...kind.body, stream: false })).status, 200);
     const json = lastLog();
-    const lines = platform.logs.length;
+    const lines = rig.platform.logs.length;
     // The delay lets the first chunk leave the mock before its socket is destroyed.
-    mock.script({ sse: TEXT.map((t) => chunk('gpt-upstream', t)), dropAfterChunks: 1, chunkDelayMs: 10 });
+    rig.mock.script({ sse: TEXT.map((t) => chunk('gpt-upstream', t)), dropAfterChunks: 1, chunkDelayMs: 10 });
     const res = await post(kind.path, { ...kind.body, stream: true });
     assert.equal(res.status, 200);
     const text = await res.text();
     assert.match(text, /"content":"hello"/);
     assert.match(text, /"error":\{/, 'the cut reached the caller as an error event');
     // Estimated before the error event reached the caller: its line is written by then.
-    assert.equal(platform.logs.length, lines + 1);
+    assert.equal(rig.platform.logs.length, lines + 1);
     const cut = lastLog();
     assert.equal(cut.usage_estimated, true);
     assert.ok(Number(json.total_tokens) > 0);
