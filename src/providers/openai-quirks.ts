@@ -4,7 +4,7 @@
 // Answers that mention neither pass through as bytes: only events carrying one are parsed.
 import { isRecord, type Json, num } from './translate/shared.ts';
 import type { ProviderAdapter, ProviderResult } from './types.ts';
-import { concatBytes, indexOfByte } from '../util/bytes.ts';
+import { concatBytes, hasAt } from '../util/bytes.ts';
 
 const MARKERS = ['"reasoning"', '"prompt_cache_hit_tokens"'];
 
@@ -83,13 +83,10 @@ const PATTERNS = MARKERS.map((m) => encoder.encode(m));
 
 /** Whether `b` contains one of the markers' bytes: scanned without decoding, it runs on every chunk. */
 function mentionsQuirkBytes(b: Uint8Array): boolean {
-  const first = 34; // '"' starts every marker
-  for (let i = indexOfByte(b, first); i >= 0; i = indexOfByte(b, first, i + 1)) {
-    for (const p of PATTERNS) {
-      let j = 1;
-      while (j < p.length && b[i + j] === p[j]) j++;
-      if (j === p.length) return true;
-    }
+  // One pass: every marker starts with '"', where each is tried.
+  for (let i = 0; i < b.length; i++) {
+    if (b[i] !== 34) continue;
+    for (const p of PATTERNS) if (hasAt(b, i, p)) return true;
   }
   return false;
 }
