@@ -30,9 +30,10 @@ export function hasAt(b: Uint8Array, at: number, prefix: Uint8Array): boolean {
   return true;
 }
 
-// Small arrays are carved from shared slabs, as Node's Buffer pool does: each array of its own costs an
-// allocation of external memory, about a microsecond on Deno, on every chunk of every stream. A view keeps
-// its slab alive, so only small arrays are pooled. Callers never transfer or detach what they get.
+// Small arrays are carved from shared slabs, as Node's Buffer pool does: an array of its own is an allocation
+// of external memory, dear on Deno, on every chunk of every stream (docs/performance.md "The caller's model in
+// streams, spliced as bytes"). A view keeps its slab alive, so only small arrays are pooled. Callers never
+// transfer or detach what they get.
 const SLAB_BYTES = 16 * 1024;
 const MAX_POOLED = 2 * 1024;
 let slab = new Uint8Array(SLAB_BYTES);
