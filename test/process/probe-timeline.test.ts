@@ -226,22 +226,28 @@ describe('against real gateways', { concurrency: true }, () => {
       const ctx = tool.stdout();
       assert.equal(code, 0, ctx);
       // The last round answers nothing: `refused` (or a connection reset as the listeners close). A round that
-      // straddles the close may see some probes reset while others still answer (the listeners close one
-      // after the other): at most one such round, after the last 503, never a route failure while ready.
+      // straddles the close may see some probes reset or refused while others still answer (the listeners
+      // close one after the other): at most one such round, after the last 503, never a route failure while
+      // ready.
       assert.deepEqual(t.phases.slice(0, 2).map((p) => p.label), ['200/200/200/200', '200/503/200/200'], ctx);
       const closing = t.phases.length === 4 ? t.phases[2]! : undefined;
       assert.equal(t.phases.length, closing ? 4 : 3, ctx);
       if (closing) {
         assert.equal(closing.rounds, 1, ctx);
-        assert.match(closing.label, /^(200|reset)\/(503|reset)\/(200|reset)\/(200|reset)$/, ctx);
-        assert.match(closing.label, /reset/, ctx);
+        assert.match(
+          closing.label,
+          /^(200|reset|refused)\/(503|reset|refused)\/(200|reset|refused)\/(200|reset|refused)$/,
+          ctx,
+        );
+        assert.match(closing.label, /reset|refused/, ctx);
       }
       assert.match(t.phases.at(-1)!.label, /^(refused|((refused|reset)\/){3}(refused|reset))$/, ctx);
       const s = t.summary;
       assert.deepEqual(s.columns, ['livez', 'readyz', 'route', 'status_ready']);
       assert.equal(s.dropped.length, 0, ctx);
-      // The final, refused round (and the closing one, when its route was reset).
-      const closingRouteFailed = closing?.label.split('/')[2] === 'reset' ? 1 : 0;
+      // The final, refused round (and the closing one, when its route was reset or refused).
+      const closingRoute = closing?.label.split('/')[2];
+      const closingRouteFailed = closingRoute === 'reset' || closingRoute === 'refused' ? 1 : 0;
       assert.equal(s.route_failed, 1 + closingRouteFailed, ctx);
       assert.ok(s.route_ok >= 10, ctx);
       assert.equal(s.first_ready_ms, 0, ctx);
