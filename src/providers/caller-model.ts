@@ -3,11 +3,9 @@
 // name in answers"). The top-level `"model"` string is spliced in place: no parse and re-serialisation of
 // the answer, except as a fallback for a body whose `model` the scan does not find.
 import { editSse, eventJson, type SseEdit } from './sse-edit.ts';
-import { concatBytes, hasAt, indexOfByte } from '../util/bytes.ts';
+import { concatBytes, hasAt } from '../util/bytes.ts';
 
 const encoder = new TextEncoder();
-const LF = 10;
-const CR = 13;
 
 /** Where the value of the top-level string member `key` sits in the JSON object text from `from`. */
 function topLevelString(text: string, key: string, from: number): { start: number; end: number } | undefined {
@@ -89,23 +87,16 @@ function reserialised(event: string, model: string): string | undefined {
   return `data: ${JSON.stringify({ ...j, model })}`;
 }
 
-/** One SSE event naming `model` when it is a JSON chunk that names a model; anything else unchanged. */
-export function eventWithCallerModel(event: string, model: string): string | undefined {
-  if (event.indexOf('data:') < 0) return undefined;
-  const at = eventModelSpan(event);
-  if (!at) return reserialised(event, model);
-  const quoted = JSON.stringify(model);
-  return event.slice(at.start, at.end) === quoted ? undefined : event.slice(0, at.start) + quoted + event.slice(at.end);
-}
-
 /**
  * The caller's model spliced into a stream's events. Upstreams open every chunk with the same bytes up to
- * the model's value (id, object, created, model): once one event was spliced as text, a chunk whose events
- * all open with those bytes is spliced as bytes, with no decode, scan or encode.
+ * the model's value (id, object, created, model): once one event was spliced as text, an event that opens
+ * with those bytes is spliced as bytes, with no decode, scan or encode.
  */
 class ModelSplice implements SseEdit {
   private readonly quoted: string;
-  /** An event's bytes from its start through the upstream model's closing quote, and the same spliced. */
+  /** An event's text from its start through the upstream model's closing quote, as last spliced. */
+  private fromText: string | undefined;
+  /** The same as bytes, and spliced (undefined when the upstream already named the caller's model). */
   private from: Uint8Array | undefined;
   private to: Uint8Array | undefined;
 
@@ -121,35 +112,30 @@ class ModelSplice implements SseEdit {
     const at = eventModelSpan(event);
     if (!at) return reserialised(event, this.model);
     const head = event.slice(0, at.start);
-    this.from = encoder.encode(event.slice(0, at.end));
-    this.to = encoder.encode(head + this.quoted);
-    return event.slice(at.start, at.end) === this.quoted ? undefined : head + this.quoted + event.slice(at.end);
-  }
-
-  whole(chunk: Uint8Array): Uint8Array | undefined {
-    const { from, to } = this;
-    // Only `\n\n` ends an event here: a chunk with any CR takes the text path.
-    if (from === undefined || to === undefined || indexOfByte(chunk, CR) >= 0) return undefined;
-    const parts: Uint8Array[] = [];
-    for (let at = 0; at < chunk.length;) {
-      if (!hasAt(chunk, at, from)) return undefined;
-      const end = blankLineEnd(chunk, at + from.length);
-      parts.push(to, chunk.subarray(at + from.length, end));
-      at = end;
+    const fromText = event.slice(0, at.end);
+    const same = event.slice(at.start, at.end) === this.quoted;
+    if (fromText !== this.fromText) {
+      this.fromText = fromText;
+      this.from = encoder.encode(fromText);
+      this.to = same ? undefined : encoder.encode(head + this.quoted);
     }
-    return concatBytes(...parts);
+    return same ? undefined : head + this.quoted + event.slice(at.end);
+  }
+
+  event(b: Uint8Array): Uint8Array | undefined {
+    const { from, to } = this;
+    if (from !== undefined && hasAt(b, 0, from)) return to === undefined ? b : concatBytes(to, b.subarray(from.length));
+    return b.length === DONE.length && hasAt(b, 0, DONE) ? b : undefined;
   }
 }
 
-/** The index just past the first `\n\n` at or after `from` (the chunk ends with one). */
-function blankLineEnd(b: Uint8Array, from: number): number {
-  for (let i = indexOfByte(b, LF, from); i >= 0; i = indexOfByte(b, LF, i + 1)) {
-    if (b[i + 1] === LF) return i + 2;
-  }
-  return b.length;
-}
+const DONE = encoder.encode('data: [DONE]\n\n');
 
 /** Chat (or legacy completions) SSE chunks naming `model`; events without a model pass as they came. */
-export function streamWithCallerModel(chunks: AsyncIterable<Uint8Array>, model: string): AsyncGenerator<Uint8Array> {
-  return editSse(chunks, new ModelSplice(model));
+export function streamWithCallerModel(
+  chunks: AsyncIterable<Uint8Array>,
+  model: string,
+  maxEventBytes?: number,
+): AsyncIterableIterator<Uint8Array> {
+  return editSse(chunks, new ModelSplice(model), maxEventBytes);
 }

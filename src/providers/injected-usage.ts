@@ -2,7 +2,7 @@
 // that sent no `stream_options` still has its tokens counted (limits, metrics, spend), and does not get a
 // chunk it never asked for (docs/routing.md "Streams Sluice edits").
 import { editSse, eventJson } from './sse-edit.ts';
-import { indexOfBytes } from '../util/bytes.ts';
+import { eventKeys, HAS_USAGE_OBJECT } from './event-keys.ts';
 import { isRecord, usageFromOpenai } from './translate/shared.ts';
 import type { TokenCounts } from './types.ts';
 
@@ -15,24 +15,6 @@ export function injectsUsage(body: Record<string, unknown>, stream: boolean): bo
 }
 
 const USAGE_OBJECT = /"usage"\s*:\s*\{/;
-const USAGE_KEY = new TextEncoder().encode('"usage"');
-
-/** `USAGE_OBJECT` on bytes: a `"usage"` key whose value is an object. */
-function hasUsageObject(b: Uint8Array): boolean {
-  for (let i = indexOfBytes(b, USAGE_KEY); i >= 0; i = indexOfBytes(b, USAGE_KEY, i + 1)) {
-    let j = skipSpace(b, i + USAGE_KEY.length);
-    if (b[j] !== 0x3a /* : */) continue;
-    j = skipSpace(b, j + 1);
-    if (b[j] === 0x7b /* { */) return true;
-  }
-  return false;
-}
-
-function skipSpace(b: Uint8Array, i: number): number {
-  while (b[i] === 0x20 || b[i] === 0x09 || b[i] === 0x0a || b[i] === 0x0d) i++;
-  return i;
-}
-
 /** A chunk that carries nothing for the caller: no choice with a delta, text or finish reason. */
 function usageOnly(j: Record<string, unknown>): boolean {
   const choices = Array.isArray(j.choices) ? j.choices : [];
@@ -53,11 +35,11 @@ export function withoutInjectedUsage(
   chunks: AsyncIterable<Uint8Array>,
   onUsage: (usage: TokenCounts) => void,
   maxEventBytes?: number,
-): AsyncGenerator<Uint8Array> {
+): AsyncIterableIterator<Uint8Array> {
   return editSse(chunks, {
     mayTouch: (text) => USAGE_OBJECT.test(text),
-    // Most chunks carry no usage object: they pass without being decoded.
-    whole: (chunk) => hasUsageObject(chunk) ? undefined : chunk,
+    // Most events carry no usage object: they pass without being decoded.
+    event: (bytes) => (eventKeys(bytes) & HAS_USAGE_OBJECT) === 0 ? bytes : undefined,
     edit(event) {
       const j = eventJson(event);
       const usage = j && usageFromOpenai(j.usage);

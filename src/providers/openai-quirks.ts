@@ -4,7 +4,8 @@
 // Answers that mention neither pass through as bytes: only events carrying one are parsed.
 import { isRecord, type Json, num } from './translate/shared.ts';
 import type { ProviderAdapter, ProviderResult } from './types.ts';
-import { concatBytes, hasAt } from '../util/bytes.ts';
+import { eventKeys, HAS_QUIRK } from './event-keys.ts';
+import { editSse, type SseEdit } from './sse-edit.ts';
 
 const MARKERS = ['"reasoning"', '"prompt_cache_hit_tokens"'];
 
@@ -48,104 +49,39 @@ function normaliseJson(r: Extract<ProviderResult, { kind: 'response' }>): Provid
   }
 }
 
-const encoder = new TextEncoder();
-const LF = 10;
-const CR = 13;
-
-/** The end of the last event boundary (`\n\n`, `\r\n\r\n` or `\r\r`) in `b`, or -1. */
-function lastBoundaryEnd(b: Uint8Array): number {
-  for (let i = b.length - 1; i > 0; i--) {
-    const c = b[i]!;
-    if ((c === LF && b[i - 1] === LF) || (c === CR && b[i - 1] === CR)) return i + 1;
-    if (c === LF && b[i - 1] === CR && i >= 3 && b[i - 2] === LF && b[i - 3] === CR) return i + 1;
+/** One event mentioning a quirk re-encoded normalised; undefined when its data is not a JSON object. */
+function rewrittenEvent(event: string): string | undefined {
+  const lines = event.split(/\r\n|\n|\r/);
+  const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+  try {
+    const v: unknown = JSON.parse(data);
+    if (!isRecord(v)) return undefined;
+    const others = lines.filter((l) => !l.startsWith('data:'));
+    return [...others, `data: ${JSON.stringify(normaliseAnswer(v))}`].join('\n');
+  } catch {
+    return undefined;
   }
-  return -1;
 }
 
-/** Whole events' text with every event that mentions a quirk re-encoded; the others kept as they were. */
-function rewriteEvents(text: string): string {
-  return text.split(/(\r\n\r\n|\n\n|\r\r)/).map((block) => {
-    if (!mentionsQuirk(block)) return block;
-    const lines = block.split(/\r\n|\n|\r/);
-    const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
-    try {
-      const v: unknown = JSON.parse(data);
-      if (!isRecord(v)) return block;
-      const others = lines.filter((l) => !l.startsWith('data:'));
-      return [...others, `data: ${JSON.stringify(normaliseAnswer(v))}`].join('\n');
-    } catch {
-      return block;
-    }
-  }).join('');
-}
+/** Events that mention a quirk are rewritten; whole events go on as soon as they are complete. */
+const QUIRKS: SseEdit = {
+  mayTouch: mentionsQuirk,
+  edit: rewrittenEvent,
+  event: (bytes) => (eventKeys(bytes) & HAS_QUIRK) === 0 ? bytes : undefined,
+};
 
-const PATTERNS = MARKERS.map((m) => encoder.encode(m));
-
-/** Whether `b` contains one of the markers' bytes: scanned without decoding, it runs on every chunk. */
-function mentionsQuirkBytes(b: Uint8Array): boolean {
-  // One pass: every marker starts with '"', where each is tried.
-  for (let i = 0; i < b.length; i++) {
-    if (b[i] !== 34) continue;
-    for (const p of PATTERNS) if (hasAt(b, i, p)) return true;
-  }
-  return false;
-}
-
-const utf8 = new TextDecoder();
-
-/**
- * The stream with quirky events rewritten. Whole events go on as soon as they are complete; a partial
- * event's bytes wait for the rest, so an event is never half forwarded before it could be rewritten. An
- * iterator rather than a generator: it runs once per chunk of every OpenAI-wire stream.
- */
-export class NormalisedStream implements AsyncIterableIterator<Uint8Array> {
-  private held: Uint8Array | undefined;
-  private done = false;
-
-  constructor(private readonly source: AsyncIterator<Uint8Array>) {}
-
-  [Symbol.asyncIterator](): this {
-    return this;
-  }
-
-  async next(): Promise<IteratorResult<Uint8Array>> {
-    while (!this.done) {
-      const r = await this.source.next();
-      if (r.done) {
-        this.done = true;
-        const rest = this.held;
-        this.held = undefined;
-        if (rest) return { done: false, value: this.rewritten(rest) };
-        break;
-      }
-      const bytes = this.held ? concatBytes(this.held, r.value) : r.value;
-      const end = lastBoundaryEnd(bytes);
-      if (end < 0) {
-        this.held = bytes;
-        continue;
-      }
-      this.held = end < bytes.length ? bytes.slice(end) : undefined;
-      return { done: false, value: this.rewritten(end < bytes.length ? bytes.subarray(0, end) : bytes) };
-    }
-    return { done: true, value: undefined };
-  }
-
-  return(): Promise<IteratorResult<Uint8Array>> {
-    this.done = true;
-    this.held = undefined;
-    void this.source.return?.();
-    return Promise.resolve({ done: true, value: undefined });
-  }
-
-  private rewritten(whole: Uint8Array): Uint8Array {
-    return mentionsQuirkBytes(whole) ? encoder.encode(rewriteEvents(utf8.decode(whole))) : whole;
-  }
+/** An OpenAI-wire chat stream with quirky events rewritten. */
+export function normalisedStream(
+  chunks: AsyncIterable<Uint8Array>,
+  maxEventBytes?: number,
+): AsyncIterableIterator<Uint8Array> {
+  return editSse(chunks, QUIRKS, maxEventBytes);
 }
 
 /** An OpenAI-wire chat answer (JSON or SSE) with the vendor quirks normalised. */
-export function normaliseChatResult(r: ProviderResult): ProviderResult {
+export function normaliseChatResult(r: ProviderResult, maxEventBytes?: number): ProviderResult {
   if (r.kind === 'response') return normaliseJson(r);
-  if (r.kind === 'stream') return { ...r, chunks: new NormalisedStream(r.chunks[Symbol.asyncIterator]()) };
+  if (r.kind === 'stream') return { ...r, chunks: normalisedStream(r.chunks, maxEventBytes) };
   return r;
 }
 
@@ -156,7 +92,7 @@ export function withVendorQuirks(adapter: ProviderAdapter): ProviderAdapter {
     supports: adapter.supports,
     async call(c) {
       const r = await adapter.call(c);
-      return c.endpoint === 'chat' ? normaliseChatResult(r) : r;
+      return c.endpoint === 'chat' ? normaliseChatResult(r, c.maxSseEventBytes) : r;
     },
   };
 }

@@ -11,7 +11,7 @@ export function observeResponsesUsage(
   chunks: AsyncIterable<Uint8Array>,
   onUsage: (usage: TokenCounts) => void,
   maxEventBytes?: number,
-): AsyncGenerator<Uint8Array> {
+): AsyncIterableIterator<Uint8Array> {
   return editSse(chunks, {
     mayTouch: (text) => TERMINAL.test(text),
     edit(event) {

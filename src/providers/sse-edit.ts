@@ -1,7 +1,8 @@
 // Editing a pass-through SSE stream event by event without re-serialising it: the caller's model name put
-// into every chat chunk (caller-model.ts), the usage chunk Sluice asked for withheld (openai.ts). Events are
-// cut at their blank line however the network split them; a chunk made of whole events that the edit does
-// not touch goes out as the same bytes (docs/routing.md "Streams Sluice edits").
+// into every chat chunk (caller-model.ts), the usage chunk Sluice asked for withheld (injected-usage.ts),
+// vendor quirks normalised (openai-quirks.ts). Events are cut at their blank line however the network split
+// them; a chunk made of whole events that the edits do not touch goes out as the same bytes, and edits
+// stacked on a stream not yet read run in one pass (docs/routing.md "Streams Sluice edits").
 
 /**
  * One edit over a stream's events. `mayTouch` is a cheap test on raw text (a chunk or one event): false
@@ -12,15 +13,15 @@ export interface SseEdit {
   mayTouch(text: string): boolean;
   edit(event: string): string | null | undefined;
   /**
-   * Optional: a chunk of whole events (the stream before it and the chunk itself end on a blank line)
-   * edited as bytes, with no decode: the edited bytes (the chunk itself when unchanged), or undefined to
-   * take the text path for this chunk.
+   * Optional: one event's bytes, ending with its `\n\n` (and holding no CR), edited with no decode: the same
+   * array to keep it, new bytes (with their own blank line) to replace it, null to drop it, or undefined to
+   * leave it to `edit` on its text.
    */
-  whole?(chunk: Uint8Array): Uint8Array | undefined;
+  event?(bytes: Uint8Array): Uint8Array | null | undefined;
 }
 
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from './sse.ts';
-import { encodeText } from '../util/bytes.ts';
+import { concatBytes, encodeText, indexOfByte } from '../util/bytes.ts';
 
 const LF = 10;
 const CR = 13;
@@ -28,15 +29,6 @@ const BOUNDARY = /\r\n\r\n|\n\n|\r\r/g;
 
 function endsAtBoundary(text: string): boolean {
   return text.endsWith('\n\n') || text.endsWith('\r\r') || text.endsWith('\r\n\r\n');
-}
-
-/** `endsAtBoundary` on bytes: the same three blank lines. */
-function bytesEndAtBoundary(b: Uint8Array): boolean {
-  const n = b.length;
-  if (n < 2) return false;
-  const last = b[n - 1];
-  if (last === LF) return b[n - 2] === LF || (n >= 4 && b[n - 2] === CR && b[n - 3] === LF && b[n - 4] === CR);
-  return last === CR && b[n - 2] === CR;
 }
 
 /** Where the last complete event (with its blank line) ends in `text`; 0 when none is complete. */
@@ -78,12 +70,89 @@ function editEvents(text: string, e: SseEdit): string | undefined {
  * The stream with `e` applied to every event; cheap when most chunks are whole events `e` leaves alone. An
  * unfinished event is kept as pieces and only new text is searched for a boundary, so a long one costs
  * linear time; one longer than `maxEventBytes` (decoded characters; 0 = any) rejects with
- * `UpstreamStreamError` (docs/operations.md, `upstream.max_sse_event_bytes`).
+ * `UpstreamStreamError` (docs/operations.md, `upstream.max_sse_event_bytes`). Editing a stream this returned,
+ * before it is read, gives one stream running both edits in order (the first one's bound or the second's,
+ * whichever is tighter); the first can then no longer be read.
  */
-export async function* editSse(
+export function editSse(
   chunks: AsyncIterable<Uint8Array>,
   e: SseEdit,
   maxEventBytes = DEFAULT_MAX_SSE_EVENT_BYTES,
+): AsyncIterableIterator<Uint8Array> {
+  if (chunks instanceof EditedStream) {
+    const fused = chunks.fuse(e, maxEventBytes);
+    if (fused) return fused;
+  }
+  return new EditedStream(chunks, e, maxEventBytes);
+}
+
+/** A stream under an edit; until it is read, a further edit joins it instead of wrapping it. */
+class EditedStream implements AsyncIterableIterator<Uint8Array> {
+  private run: AsyncGenerator<Uint8Array> | undefined;
+  private fused = false;
+
+  constructor(
+    private readonly source: AsyncIterable<Uint8Array>,
+    private readonly e: SseEdit,
+    private readonly maxEventBytes: number,
+  ) {}
+
+  /** A stream running this edit and then `next`, or undefined once this one is being read. */
+  fuse(next: SseEdit, maxEventBytes: number): EditedStream | undefined {
+    if (this.run !== undefined || this.fused) return undefined;
+    this.fused = true;
+    return new EditedStream(this.source, chain(this.e, next), tighter(this.maxEventBytes, maxEventBytes));
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<Uint8Array>> {
+    return this.started().next();
+  }
+
+  return(value?: unknown): Promise<IteratorResult<Uint8Array>> {
+    return this.started().return(value);
+  }
+
+  private started(): AsyncGenerator<Uint8Array> {
+    if (this.fused) throw new Error('this stream was edited further: read the stream that edit returned');
+    return (this.run ??= edited(this.source, this.e, this.maxEventBytes));
+  }
+}
+
+function tighter(a: number, b: number): number {
+  return a === 0 ? b : b === 0 ? a : Math.min(a, b);
+}
+
+/** `a`, then `b` on what `a` left. */
+function chain(a: SseEdit, b: SseEdit): SseEdit {
+  const ea = a.event?.bind(a);
+  const eb = b.event?.bind(b);
+  return {
+    mayTouch: (text) => a.mayTouch(text) || b.mayTouch(text),
+    edit(event) {
+      const x = a.mayTouch(event) ? a.edit(event) : undefined;
+      if (x === null) return null;
+      const text = x ?? event;
+      const y = b.mayTouch(text) ? b.edit(text) : undefined;
+      return y === undefined ? x : y;
+    },
+    event: ea && eb
+      ? (bytes) => {
+        const x = ea(bytes);
+        if (x === undefined || x === null) return x;
+        return eb(x) ?? textEdited(x, b);
+      }
+      : undefined,
+  };
+}
+
+async function* edited(
+  chunks: AsyncIterable<Uint8Array>,
+  e: SseEdit,
+  maxEventBytes: number,
 ): AsyncGenerator<Uint8Array> {
   const decoder = new TextDecoder();
   let pieces: string[] = [];
@@ -91,13 +160,11 @@ export async function* editSse(
   /** The bytes so far ended on an event boundary: the decoder holds nothing, nothing is pending. */
   let clean = true;
   for await (const chunk of chunks) {
-    // Clean before and ending on a boundary: the decoder would hold nothing after it either.
-    if (clean && e.whole !== undefined && bytesEndAtBoundary(chunk)) {
-      const out = e.whole(chunk);
-      if (out !== undefined) {
-        if (out.length > 0) yield out;
-        continue;
-      }
+    // Clean before and ending on a blank line: the decoder would hold nothing after it either.
+    if (clean && e.event !== undefined && endsWithLfLf(chunk) && indexOfByte(chunk, CR) < 0) {
+      const out = editedBytes(chunk, e);
+      if (out.length > 0) yield out;
+      continue;
     }
     const text = decoder.decode(chunk, { stream: true });
     // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
@@ -132,6 +199,52 @@ export async function* editSse(
     const out = editEvents(pending, e) ?? pending;
     if (out !== '') yield encodeText(out);
   }
+}
+
+function endsWithLfLf(b: Uint8Array): boolean {
+  return b.length >= 2 && b[b.length - 1] === LF && b[b.length - 2] === LF;
+}
+
+/**
+ * A chunk of whole `\n`-delimited events edited one by one as bytes; only an event the byte edit leaves to
+ * the text edit is decoded. The chunk itself when nothing changed.
+ */
+function editedBytes(chunk: Uint8Array, e: SseEdit): Uint8Array {
+  // Views of a plain array: a Buffer's subarray is a Buffer, dearer to make, for every event.
+  const b = chunk.constructor === Uint8Array ? chunk : new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length);
+  let parts: Uint8Array[] | undefined;
+  let keptFrom = 0;
+  for (let at = 0, end = 0; at < b.length; at = end) {
+    end = blankLineEnd(b, at);
+    const event = b.subarray(at, end);
+    const r = e.event!(event) ?? textEdited(event, e);
+    if (r === event) continue;
+    parts ??= [];
+    if (keptFrom < at) parts.push(b.subarray(keptFrom, at));
+    if (r !== null) parts.push(r);
+    keptFrom = end;
+  }
+  if (parts === undefined) return chunk;
+  if (keptFrom < b.length) parts.push(b.subarray(keptFrom));
+  return parts.length === 1 ? parts[0]! : concatBytes(...parts);
+}
+
+/** The index just past the first `\n\n` at or after `from`, or the end of `b`. */
+function blankLineEnd(b: Uint8Array, from: number): number {
+  for (let i = indexOfByte(b, LF, from); i >= 0; i = indexOfByte(b, LF, i + 1)) {
+    if (b[i + 1] === LF) return i + 2;
+  }
+  return b.length;
+}
+
+const eventDecoder = new TextDecoder();
+
+/** One event's bytes (with its `\n\n`) through the text edit: the same array when it keeps the event. */
+function textEdited(event: Uint8Array, e: SseEdit): Uint8Array | null {
+  const text = eventDecoder.decode(event.subarray(0, event.length - 2));
+  if (!e.mayTouch(text)) return event;
+  const r = e.edit(text);
+  return r === undefined ? event : r === null ? null : encodeText(r + '\n\n');
 }
 
 /** The last `n` characters of the pieces' text, without joining them. */

@@ -163,7 +163,9 @@ export class Answerer {
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
-    const upstream = call.route.call === 'chat' ? streamWithCallerModel(r.chunks, callerModel(call)) : r.chunks;
+    const upstream = call.route.call === 'chat'
+      ? streamWithCallerModel(r.chunks, callerModel(call), this.d.maxSseEventBytes)
+      : r.chunks;
     const body = pumpSse({
       chunks: meteredChunks(collector ? collected(upstream, collector) : upstream, usage, scrub, count),
       keepaliveMs: this.d.keepaliveMs,

@@ -3,7 +3,7 @@
 // them pass through as the same bytes.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { normaliseAnswer, NormalisedStream } from '../../src/providers/openai-quirks.ts';
+import { normaliseAnswer, normalisedStream } from '../../src/providers/openai-quirks.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { type RecordingGateway, recordingGateway } from '../support/recording-gateway.ts';
 
@@ -14,7 +14,7 @@ async function run(pieces: Uint8Array[]): Promise<{ text: string; out: Uint8Arra
     yield* pieces;
   }
   const out: Uint8Array[] = [];
-  for await (const c of new NormalisedStream(src())) out.push(c);
+  for await (const c of normalisedStream(src())) out.push(c);
   return { text: new TextDecoder().decode(Buffer.concat(out)), out };
 }
 

@@ -4,10 +4,10 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { answerText, StreamText } from '../../src/providers/answer-text.ts';
-import { eventWithCallerModel, streamWithCallerModel, withCallerModel } from '../../src/providers/caller-model.ts';
+import { streamWithCallerModel, withCallerModel } from '../../src/providers/caller-model.ts';
 import { estimatePromptTokens, estimateTokens, fillMissing } from '../../src/providers/estimate.ts';
 import { withoutInjectedUsage } from '../../src/providers/injected-usage.ts';
-import { editSse } from '../../src/providers/sse-edit.ts';
+import { editSse, type SseEdit } from '../../src/providers/sse-edit.ts';
 import { countsOfUsage } from '../../src/providers/translate/shared.ts';
 import type { TokenCounts } from '../../src/providers/types.ts';
 
@@ -55,11 +55,16 @@ describe("the caller's model name in chat answers", () => {
     assert.equal(withCallerModel('{"model":"m"}', 'a"b'), '{"model":"a\\"b"}');
   });
 
-  test('an event without data or model is left alone', () => {
-    assert.equal(eventWithCallerModel(': keep-alive', 'alias'), undefined);
-    assert.equal(eventWithCallerModel('data: [DONE]', 'alias'), undefined);
-    assert.equal(eventWithCallerModel('data: {"model":"alias"}', 'alias'), undefined);
-    assert.equal(eventWithCallerModel('data: {"error":{"message":"x"}}', 'alias'), undefined);
+  test('an event without data or model is left alone, as the same bytes', async () => {
+    for (const e of [': keep-alive', 'data: [DONE]', 'data: {"model":"alias"}', 'data: {"error":{"message":"x"}}']) {
+      for (const sep of ['\n\n', '\r\n\r\n']) {
+        const chunk = enc.encode(e + sep);
+        const out: Uint8Array[] = [];
+        for await (const c of streamWithCallerModel(bytes(chunk), 'alias')) out.push(c);
+        assert.deepEqual(out, [chunk], JSON.stringify(e + sep));
+        assert.equal(out[0], chunk);
+      }
+    }
   });
 
   test('stream: every chunk renamed under any network split, multi-byte text included', async () => {
@@ -127,6 +132,59 @@ describe('the SSE editor', () => {
       edit: (e) => (e.includes('drop') ? null : e === 'data: xy' ? 'data: XY' : undefined),
     }));
     assert.equal(out, 'data: keep\r\n\r\ndata: XY');
+  });
+});
+
+describe('edits stacked on one stream', () => {
+  const upper: SseEdit = { mayTouch: (t) => t.includes('x'), edit: (e) => e.replaceAll('x', 'X') };
+  const dropY: SseEdit = { mayTouch: (t) => t.includes('Y'), edit: (e) => (e.includes('Y') ? null : undefined) };
+
+  test('an edit of a stream not yet read joins it: one pass, the edits in order, the source read once', async () => {
+    let reads = 0;
+    async function* src() {
+      for (const p of ['data: x\n\n', 'data: y\n\ndata: Y\n\n']) {
+        reads++;
+        yield enc.encode(p);
+      }
+    }
+    const first = editSse(src(), upper);
+    const both = editSse(first, { mayTouch: (t) => t.includes('X'), edit: (e) => e + '!' });
+    assert.equal(await collect(both), 'data: X!\n\ndata: y\n\ndata: Y\n\n');
+    assert.equal(reads, 2);
+    // The first no longer reads the source: both would get every other chunk.
+    assert.throws(() => first.next(), /edited further/);
+    // The second edit sees what the first made of an event.
+    const dropX: SseEdit = { mayTouch: (t) => t.includes('X'), edit: () => null };
+    assert.equal(await collect(editSse(editSse(bytes('data: x\n\ndata: y\n\n'), upper), dropX)), 'data: y\n\n');
+    assert.equal(await collect(editSse(editSse(bytes('data: x\n\n'), dropX), upper)), 'data: X\n\n');
+  });
+
+  test('a stream already being read is wrapped, not joined', async () => {
+    const first = editSse(bytes('data: x\n\n', 'data: x2\n\n'), upper);
+    const head = await first.next();
+    assert.equal(dec.decode(head.value as Uint8Array), 'data: X\n\n');
+    assert.equal(await collect(editSse(first, dropY)), 'data: X2\n\n');
+  });
+
+  test('the tighter event bound of the two applies; 0 is no bound', async () => {
+    const long = 'data: ' + 'a'.repeat(2000) + '\n\n';
+    const keep: SseEdit = { mayTouch: () => false, edit: () => undefined };
+    await assert.rejects(collect(editSse(editSse(bytes(...split(long, 100)), keep, 0), keep, 1000)), /1000/);
+    await assert.rejects(collect(editSse(editSse(bytes(...split(long, 100)), keep, 1000), keep, 0)), /1000/);
+    assert.equal(await collect(editSse(editSse(bytes(...split(long, 100)), keep, 0), keep, 0)), long);
+  });
+
+  test('in a chunk of whole events only the event the byte edit leaves to the text edit is decoded', async () => {
+    // 0xff is not UTF-8: decoding its event would turn it into U+FFFD.
+    const raw = enc.encode('data: {"a":"?"}\n\ndata: {"usage":{"prompt_tokens":3},"choices":[]}\n\ndata: [DONE]\n\n');
+    raw[raw.indexOf(0x3f)] = 0xff;
+    const seen: TokenCounts[] = [];
+    const out: Uint8Array[] = [];
+    for await (const c of withoutInjectedUsage(bytes(raw), (u) => seen.push(u))) out.push(c);
+    assert.equal(out.length, 1);
+    assert.ok(out[0]!.includes(0xff), 'the first event kept its bytes');
+    assert.equal(dec.decode(out[0]).replace('\ufffd', '?'), 'data: {"a":"?"}\n\ndata: [DONE]\n\n');
+    assert.deepEqual(seen, [{ input: 3, output: 0 }]);
   });
 });
 

@@ -130,7 +130,7 @@ function claudeMessages(c: ProviderCall, cred: VertexCredential, model: string):
 async function openaiWire(c: ProviderCall, cred: VertexCredential, model: string, rail: Rail): Promise<ProviderResult> {
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
   const tail = rail === 'shim' ? 'endpoints/openapi/chat/completions' : `publishers/${rail}/models/${model}:${op}`;
-  return normaliseChatResult(await post({ c, cred, tail, body: c.body, stream: c.stream }));
+  return normaliseChatResult(await post({ c, cred, tail, body: c.body, stream: c.stream }), c.maxSseEventBytes);
 }
 
 async function embeddings(c: ProviderCall, cred: VertexCredential, model: string): Promise<ProviderResult> {
