@@ -3,13 +3,32 @@
 // reaching a chat target), and a refusal (a 400 in the caller's wire) when the target cannot serve the
 // endpoint at all (e.g. embeddings on an Anthropic key). Routing and handlers never know which of these
 // happened. Upstream error answers come back as the upstream sent them: the HTTP layer re-wraps them
-// (src/http/errors.ts).
+// (src/http/errors.ts). A chat answer names the model the caller sent (caller-model.ts).
+import { streamWithCallerModel, withCallerModel } from './caller-model.ts';
 import { translatedCall } from './translate/via-chat.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
 
 export async function callProvider(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> {
   const translated = translatedCall(adapter, call);
   if (translated) return translated;
-  if (adapter.supports(call.endpoint)) return adapter.call(call);
-  return { kind: 'refused', message: `this model (adapter "${adapter.name}") does not serve ${call.endpoint}` };
+  if (!adapter.supports(call.endpoint)) {
+    return { kind: 'refused', message: `this model (adapter "${adapter.name}") does not serve ${call.endpoint}` };
+  }
+  const r = await adapter.call(call);
+  if (call.endpoint !== 'chat' || call.callerModel === undefined) return r;
+  return namingCallerModel(r, call.callerModel, call.maxSseEventBytes);
+}
+
+/**
+ * A chat answer naming the caller's model. On a stream the splice joins the adapter's own edits before the
+ * stream is read (one pass over each chunk: sse-edit.ts); an error answer is left as the upstream sent it.
+ */
+function namingCallerModel(r: ProviderResult, model: string, maxEventBytes?: number): ProviderResult {
+  if (r.kind === 'stream') {
+    return { ...r, chunks: streamWithCallerModel(r.chunks, model, maxEventBytes) };
+  }
+  if (r.kind === 'response' && r.status >= 200 && r.status < 300) {
+    return { ...r, body: withCallerModel(r.body, model) };
+  }
+  return r;
 }

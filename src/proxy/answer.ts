@@ -8,7 +8,6 @@ import { envelopeFor, errorResponse, fromFailure, ProxyError, upstreamErrorBody 
 import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../http/sse.ts';
 import { answerText } from '../providers/answer-text.ts';
-import { streamWithCallerModel, withCallerModel } from '../providers/caller-model.ts';
 import { estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
 import { responsesErrorEvent } from '../providers/translate/responses-via-chat.ts';
 import type { StreamEnd } from '../providers/types.ts';
@@ -124,13 +123,12 @@ export class Answerer {
       const trace = rec.trace;
       if (trace) rec.endedWith(finishReasonOf(r.body));
       if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
-      const body = call.route.call === 'chat' ? withCallerModel(r.body, callerModel(call)) : r.body;
       const headers = { 'content-type': r.contentType, ...r.headers, ...servedByHeader(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return answerUsage(call, read.usage, () => estimateTokens(answerText(r.body))).then((used) => {
         rec.read(used, read.id);
         return commitUsage(call, totalOf(used) ?? 0);
-      }).then(() => stamped(call, body, r.status, headers));
+      }).then(() => stamped(call, r.body, r.status, headers));
     }
     void call.permit.end();
     if (r.kind === 'aborted') {
@@ -163,11 +161,8 @@ export class Answerer {
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
     const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
-    const upstream = call.route.call === 'chat'
-      ? streamWithCallerModel(r.chunks, callerModel(call), this.d.maxSseEventBytes)
-      : r.chunks;
     const body = pumpSse({
-      chunks: meteredChunks(collector ? collected(upstream, collector) : upstream, usage, scrub, count),
+      chunks: meteredChunks(collector ? collected(r.chunks, collector) : r.chunks, usage, scrub, count),
       keepaliveMs: this.d.keepaliveMs,
       onFirstByte: () => call.rec.firstByte(this.d.clock()),
       abortUpstream: r.abort,
@@ -242,11 +237,6 @@ function streamOutcome(
 function terminatorOf(route: ModelCallRoute): string {
   if (route.call === 'responses') return '`response.completed`';
   return route.wire === 'anthropic' ? '`message_stop`' : '`data: [DONE]`';
-}
-
-/** The model name the caller sent (validated a string before dispatch). */
-function callerModel(call: ModelCall): string {
-  return String(call.body.model);
 }
 
 /** `x-aisix-served-by` on a routing model's answer: the display name of the target that served it. */
