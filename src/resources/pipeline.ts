@@ -164,7 +164,7 @@ async function buildResourceSet(
   );
   await pacer.pace();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
-  checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems);
+  await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace());
   if (!problems.ok) return undefined;
   return {
     set: {

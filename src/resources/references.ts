@@ -13,15 +13,21 @@ export interface Typed {
   cache_policies: { at: EntryRef; r: CachePolicy }[];
 }
 
-export function checkReferences(
+/** Between rows: a promise when the pipeline's slice is up and requests must run first (pace.ts). */
+type Pace = () => Promise<void> | undefined;
+
+export async function checkReferences(
   typed: Typed,
   modelNames: readonly string[],
   providerKeyIds: ReadonlySet<string>,
   problems: Problems,
-): void {
-  checkModelRefs(typed, modelNames, problems);
-  checkKeyHashes(typed.api_keys, problems);
+  pace: Pace,
+): Promise<void> {
+  await checkModelRefs(typed, modelNames, problems, pace);
+  await checkKeyHashes(typed.api_keys, problems, pace);
   for (const { at, r } of typed.models) {
+    const turn = pace();
+    if (turn) await turn;
     if (r.kind === 'direct' && !providerKeyIds.has(r.provider_key_id)) {
       problems.entry(
         at,
@@ -34,7 +40,7 @@ export function checkReferences(
 }
 
 /** `allowed_models` entries and routing targets name a model of this file (or are a wildcard). */
-function checkModelRefs(typed: Typed, modelNames: readonly string[], problems: Problems): void {
+async function checkModelRefs(typed: Typed, modelNames: readonly string[], problems: Problems, pace: Pace) {
   const modelSet = new Set(modelNames);
   // Listed only in a message, so sorted only once one is written.
   let defined: string | undefined;
@@ -44,23 +50,32 @@ function checkModelRefs(typed: Typed, modelNames: readonly string[], problems: P
     problems.entry(at, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels()})`);
   };
   for (const { at, r } of typed.api_keys) {
+    const turn = pace();
+    if (turn) await turn;
     for (const m of r.allowed_models) check(at, 'allowed_models entry', m);
   }
   for (const { at, r } of typed.models) {
+    const turn = pace();
+    if (turn) await turn;
     if (r.kind === 'routing') { for (const t of r.routing.targets) check(at, 'routing target', t.model); }
   }
 }
 
 /** Two api keys with one plaintext would be one caller under two names. */
-function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems): void {
-  const seen = new Map<string, string>();
+async function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems, pace: Pace) {
+  // Where each was first seen; its scope is spelled out only for a message.
+  const seen = new Map<string, EntryRef>();
   for (const { at, r } of apiKeys) {
+    const turn = pace();
+    if (turn) await turn;
     const first = seen.get(r.key_hash);
     if (first !== undefined) {
       problems.entry(
         at,
-        `duplicate api key credential: this entry's key resolves to the same key_hash as ${first} — every api key must have a distinct plaintext`,
+        `duplicate api key credential: this entry's key resolves to the same key_hash as ${
+          scopeOf(first)
+        } — every api key must have a distinct plaintext`,
       );
-    } else seen.set(r.key_hash, scopeOf(at));
+    } else seen.set(r.key_hash, at);
   }
 }
