@@ -13,7 +13,7 @@ import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
 import { bunServeListen } from './bun-listener.ts';
 import { nodeListen } from './node-listener.ts';
-import { parseYamlOffThread } from './yaml-thread.ts';
+import { yamlThread } from './yaml-thread.ts';
 
 export function bunPlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));
@@ -24,7 +24,7 @@ export function bunPlatform(): Platform {
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: (o) => fetchUpstream(o.tls ? upstreamTlsFetch(o.tls) : fetch, o),
     files: nodeFiles,
-    parseYamlOffThread,
+    parseYamlOffThread: yamlThread({ keepWorker: false }),
     redis: lazyRedisClient,
     env: process.env,
     writeLog: (line) => logs.write(line),

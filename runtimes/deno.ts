@@ -7,7 +7,7 @@ import { lazyRedisClient } from './redis-lazy.ts';
 import { undiciUpstream } from './undici-upstream.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeListen } from './node-listener.ts';
-import { parseYamlOffThread } from './yaml-thread.ts';
+import { yamlThread } from './yaml-thread.ts';
 
 function denoPlatform(): Platform {
   const upstreamCa = extraCa();
@@ -33,7 +33,7 @@ function denoPlatform(): Platform {
       },
     },
     env: Deno.env.toObject(),
-    parseYamlOffThread,
+    parseYamlOffThread: yamlThread({ keepWorker: true }),
     redis: lazyRedisClient,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void Deno.stdout.writeSync(new TextEncoder().encode(text)),

@@ -9,7 +9,7 @@ import type { Platform } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
-import { parseYamlOffThread } from './yaml-thread.ts';
+import { yamlThread } from './yaml-thread.ts';
 import { undiciUpstream } from './undici-upstream.ts';
 
 export function nodePlatform(): Platform {
@@ -21,7 +21,7 @@ export function nodePlatform(): Platform {
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: (o) => undiciUpstream(o, o.tls?.ca ? nodeExtraCa() : undefined),
     files: nodeFiles,
-    parseYamlOffThread,
+    parseYamlOffThread: yamlThread({ keepWorker: false }),
     env: process.env,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),
