@@ -8,10 +8,12 @@ export const HAS_USAGE_OBJECT = 1;
 /** A vendor quirk's key: `"reasoning"` or `"prompt_cache_hit_tokens"`. */
 export const HAS_QUIRK = 2;
 
+/** The vendor quirks' keys, quoted as they appear in JSON (openai-quirks.ts tests text for them too). */
+export const QUIRK_KEYS = ['"reasoning"', '"prompt_cache_hit_tokens"'] as const;
+
 const encoder = new TextEncoder();
 const USAGE = encoder.encode('"usage"');
-const REASONING = encoder.encode('"reasoning"');
-const CACHE_HITS = encoder.encode('"prompt_cache_hit_tokens"');
+const [REASONING, CACHE_HITS] = QUIRK_KEYS.map((k) => encoder.encode(k)) as [Uint8Array, Uint8Array];
 
 let lastBytes: Uint8Array | undefined;
 let lastKeys = 0;

@@ -4,10 +4,8 @@
 // Answers that mention neither pass through as bytes: only events carrying one are parsed.
 import { isRecord, type Json, num } from './translate/shared.ts';
 import type { ProviderAdapter, ProviderResult } from './types.ts';
-import { eventKeys, HAS_QUIRK } from './event-keys.ts';
+import { eventKeys, HAS_QUIRK, QUIRK_KEYS } from './event-keys.ts';
 import { editSse, type SseEdit } from './sse-edit.ts';
-
-const MARKERS = ['"reasoning"', '"prompt_cache_hit_tokens"'];
 
 /** `message` or `delta` with `reasoning` moved to `reasoning_content` (an existing non-empty one wins). */
 function liftReasoning(m: unknown): void {
@@ -37,7 +35,7 @@ export function normaliseAnswer(j: Json): Json {
   return j;
 }
 
-const mentionsQuirk = (text: string) => MARKERS.some((m) => text.includes(m));
+const mentionsQuirk = (text: string) => QUIRK_KEYS.some((k) => text.includes(k));
 
 function normaliseJson(r: Extract<ProviderResult, { kind: 'response' }>): ProviderResult {
   if (r.status < 200 || r.status >= 300 || !mentionsQuirk(r.body)) return r;

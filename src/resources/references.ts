@@ -26,8 +26,7 @@ export async function checkReferences(
   await checkModelRefs(typed, modelNames, problems, pace);
   await checkKeyHashes(typed.api_keys, problems, pace);
   for (const { at, r } of typed.models) {
-    const turn = pace();
-    if (turn) await turn;
+    await pace();
     if (r.kind === 'direct' && !providerKeyIds.has(r.provider_key_id)) {
       problems.entry(
         at,
@@ -50,13 +49,11 @@ async function checkModelRefs(typed: Typed, modelNames: readonly string[], probl
     problems.entry(at, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels()})`);
   };
   for (const { at, r } of typed.api_keys) {
-    const turn = pace();
-    if (turn) await turn;
+    await pace();
     for (const m of r.allowed_models) check(at, 'allowed_models entry', m);
   }
   for (const { at, r } of typed.models) {
-    const turn = pace();
-    if (turn) await turn;
+    await pace();
     if (r.kind === 'routing') { for (const t of r.routing.targets) check(at, 'routing target', t.model); }
   }
 }
@@ -66,8 +63,7 @@ async function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems, pa
   // Where each was first seen; its scope is spelled out only for a message.
   const seen = new Map<string, EntryRef>();
   for (const { at, r } of apiKeys) {
-    const turn = pace();
-    if (turn) await turn;
+    await pace();
     const first = seen.get(r.key_hash);
     if (first !== undefined) {
       problems.entry(

@@ -11,18 +11,6 @@ export function indexOfByte(b: Uint8Array, byte: number, from = 0): number {
   return typedIndexOf.call(b, byte, from);
 }
 
-/**
- * The index of `pattern` (not empty) in `b` from `from`, or -1. One pass in JavaScript: a call into the
- * runtime's search per occurrence of the first byte costs more than the pass on chunks of an SSE stream's size.
- */
-export function indexOfBytes(b: Uint8Array, pattern: Uint8Array, from = 0): number {
-  const first = pattern[0];
-  for (let i = from, last = b.length - pattern.length; i <= last; i++) {
-    if (b[i] === first && hasAt(b, i, pattern)) return i;
-  }
-  return -1;
-}
-
 /** Whether `b` holds `prefix` at `at`. */
 export function hasAt(b: Uint8Array, at: number, prefix: Uint8Array): boolean {
   if (at + prefix.length > b.length) return false;
