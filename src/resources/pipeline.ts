@@ -148,7 +148,7 @@ async function buildResourceSet(
   const providerKeyIds = new Map<string, string>();
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     await pacer.pace();
-    providerKeyIds.set(name, await uuidV5(`provider_keys/${name}`));
+    providerKeyIds.set(name, uuidV5(`provider_keys/${name}`));
   }
   const fileIds: FileIds = {
     api_keys: await idsOf(identities, 'api_keys', pacer),
@@ -190,7 +190,7 @@ async function idsOf(
   const out = new Map<string, string>();
   for (const name of identities.get(kind)?.keys() ?? []) {
     await pacer.pace();
-    out.set(name, await uuidV5(`${kind}/${name}`));
+    out.set(name, uuidV5(`${kind}/${name}`));
   }
   return out;
 }
@@ -344,14 +344,14 @@ async function validateEntries(
     if (e.at.kind === 'rate_limit_policies') {
       const sugar = desugarPolicy(e.doc, fileIds);
       const parsed = sugar ??
-        parsePolicyDocument(await uuidV5(`rate_limit_policies/${e.at.identity}`), e.doc, 'strict');
+        parsePolicyDocument(uuidV5(`rate_limit_policies/${e.at.identity}`), e.doc, 'strict');
       if (typeof parsed === 'string') problems.entry(e.at, parsed);
       else if (!parsed.ok) problems.entry(e.at, parsed.error);
       else policies.push(parsed.resource);
       continue;
     }
     if (e.at.kind === EXPORTER_KIND) {
-      const x = parseExporterDocument(await uuidV5(`${e.at.kind}/${e.at.identity}`), e.doc, 'strict');
+      const x = parseExporterDocument(uuidV5(`${e.at.kind}/${e.at.identity}`), e.doc, 'strict');
       if (!x.ok) problems.entry(e.at, x.error);
       else if (x.resource) exporters.push(x.resource);
       else notServed[e.at.kind] = (notServed[e.at.kind] ?? 0) + 1;
@@ -371,7 +371,7 @@ async function validateEntries(
       problems.entry(e.at, sugar);
       continue;
     }
-    const id = knownId(kind, e.at.identity, providerKeyIds, fileIds) ?? await uuidV5(`${kind}/${e.at.identity}`);
+    const id = knownId(kind, e.at.identity, providerKeyIds, fileIds) ?? uuidV5(`${kind}/${e.at.identity}`);
     const parsed = parseDocument(kind, id, e.doc, 'strict');
     if (!parsed.ok) {
       problems.entry(

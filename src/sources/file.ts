@@ -184,7 +184,7 @@ export class FileSource implements ConfigSource {
     const now = this.now();
     const byRow = new Map<string, { kind: string; id: string; errors: string[] }>();
     for (const e of errors) {
-      const id = e.identity !== undefined ? await uuidV5(`${e.kind}/${e.identity}`) : `${e.kind}[${e.index}]`;
+      const id = e.identity !== undefined ? uuidV5(`${e.kind}/${e.identity}`) : `${e.kind}[${e.index}]`;
       const key = `${e.kind}/${id}`;
       const row = byRow.get(key) ?? { kind: e.kind, id, errors: [] };
       row.errors.push(e.message);

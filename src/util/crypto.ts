@@ -1,11 +1,16 @@
-// Hashing through Web Crypto, which every runtime (Node, Bun, Deno, Workers) provides as `crypto.subtle`.
+// Hashing through Web Crypto, which every runtime (Node, Bun, Deno, Workers) provides as `crypto.subtle`;
+// the ids' SHA-1 through @noble/hashes, synchronous and pure JavaScript.
+
+import { sha1 } from '@noble/hashes/legacy.js';
 
 const encoder = new TextEncoder();
+/** Each byte's two hex digits. */
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
 
 function toHex(buf: ArrayBuffer): string {
   const bytes = new Uint8Array(buf);
   let out = '';
-  for (let i = 0; i < bytes.length; i++) out += bytes[i]!.toString(16).padStart(2, '0');
+  for (let i = 0; i < bytes.length; i++) out += HEX[bytes[i]!];
   return out;
 }
 
@@ -17,20 +22,33 @@ export async function sha256Hex(data: string | Uint8Array): Promise<string> {
 /** Fixed namespace for Sluice's deterministic resource ids (UUIDv5 of `<kind>/<identity>`). */
 export const RESOURCE_ID_NAMESPACE = '6f1c3a52-9d0e-5b7a-8c41-2e5f0d9b7a13';
 
-/** RFC 9562 UUID version 5 (SHA-1, name-based). */
-export async function uuidV5(name: string, namespace = RESOURCE_ID_NAMESPACE): Promise<string> {
-  const ns = namespace.replace(/-/g, '');
-  const nsBytes = new Uint8Array(16);
-  for (let i = 0; i < 16; i++) nsBytes[i] = parseInt(ns.slice(i * 2, i * 2 + 2), 16);
+const uuidBytes = (uuid: string): Uint8Array => {
+  const hex = uuid.replace(/-/g, '');
+  const out = new Uint8Array(16);
+  for (let i = 0; i < 16; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return out;
+};
+const DEFAULT_NAMESPACE = uuidBytes(RESOURCE_ID_NAMESPACE);
+
+/**
+ * RFC 9562 UUID version 5 (SHA-1, name-based). Synchronous: a reload derives one per row, and Web Crypto's
+ * promise per digest cost more than the digest (docs/performance.md "Reloads on Deno").
+ */
+export function uuidV5(name: string, namespace = RESOURCE_ID_NAMESPACE): string {
+  const ns = namespace === RESOURCE_ID_NAMESPACE ? DEFAULT_NAMESPACE : uuidBytes(namespace);
   const nameBytes = encoder.encode(name);
   const input = new Uint8Array(16 + nameBytes.length);
-  input.set(nsBytes, 0);
+  input.set(ns, 0);
   input.set(nameBytes, 16);
-  const hash = new Uint8Array(await crypto.subtle.digest('SHA-1', input));
+  const hash = sha1(input);
   hash[6] = (hash[6]! & 0x0f) | 0x50;
   hash[8] = (hash[8]! & 0x3f) | 0x80;
-  const hex = toHex(hash.slice(0, 16).buffer);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+  let hex = '';
+  for (let i = 0; i < 16; i++) {
+    hex += HEX[hash[i]!];
+    if (i === 3 || i === 5 || i === 7 || i === 9) hex += '-';
+  }
+  return hex;
 }
 
 /** JSON with object keys sorted and no whitespace: the canonical form hashed in etcd mode (docs/etcd.md). */

@@ -87,7 +87,7 @@ describe('FileSource as the ConfigSource of file mode', () => {
     assert.equal(body.state, 'never_loaded');
     assert.equal(body.last_failure.last_error_kind, 'validate');
     assert.deepEqual(body.rejected.map((x) => [x.resource_kind, x.resource_id]), [
-      ['models', await uuidV5('models/gpt-4o')],
+      ['models', uuidV5('models/gpt-4o')],
     ]);
   });
 

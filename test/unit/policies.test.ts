@@ -515,12 +515,12 @@ ${policies}`;
     assert.ok(r.ok, r.ok ? '' : r.report.format());
     if (!r.ok) return;
     const [a, b] = r.snapshot.policies;
-    assert.equal(a!.id, await uuidV5('rate_limit_policies/per-model'));
-    assert.equal(a!.form === 'classic' && a!.scope_ref, await uuidV5('models/gpt'));
+    assert.equal(a!.id, uuidV5('rate_limit_policies/per-model'));
+    assert.equal(a!.form === 'classic' && a!.scope_ref, uuidV5('models/gpt'));
     assert.deepEqual(b!.conditions![0], {
       dimension: 'api_key',
       operator: 'in',
-      value: [await uuidV5('api_keys/caller')],
+      value: [uuidV5('api_keys/caller')],
     });
     assert.deepEqual(b!.conditions![1], { dimension: 'team', operator: '==', value: 't-1' }, 'team ids verbatim');
     assert.equal(r.resourceCount, 5);

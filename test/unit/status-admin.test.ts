@@ -262,7 +262,7 @@ describe('/status/config', () => {
     assert.deepEqual(s2.rejected, [
       {
         resource_kind: 'models',
-        resource_id: await uuidV5('models/gpt-4o'),
+        resource_id: uuidV5('models/gpt-4o'),
         last_error_kind: 'schema_failed',
         last_error: 'timeout: Invalid input: expected number, received string',
         first_seen_at: '2025-03-01T10:05:00Z',
@@ -270,7 +270,7 @@ describe('/status/config', () => {
       },
       {
         resource_kind: 'models',
-        resource_id: await uuidV5('models/orphan'),
+        resource_id: uuidV5('models/orphan'),
         last_error_kind: 'schema_failed',
         last_error: '`provider_key` references unknown provider key "nope" (defined provider_keys: mock)',
         first_seen_at: '2025-03-01T10:05:00Z',
@@ -447,9 +447,9 @@ describe('/status/models', () => {
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'application/json');
     assert.deepEqual(JSON.parse(text), [
-      { id: await uuidV5('models/gpt-4o'), display_name: 'gpt-4o', kind: 'direct', status: 'healthy' },
-      { id: await uuidV5('models/we"ird\\model'), display_name: 'we"ird\\model', kind: 'direct', status: 'healthy' },
-      { id: await uuidV5('models/smart'), display_name: 'smart', kind: 'routing', status: 'not_applicable' },
+      { id: uuidV5('models/gpt-4o'), display_name: 'gpt-4o', kind: 'direct', status: 'healthy' },
+      { id: uuidV5('models/we"ird\\model'), display_name: 'we"ird\\model', kind: 'direct', status: 'healthy' },
+      { id: uuidV5('models/smart'), display_name: 'smart', kind: 'routing', status: 'not_applicable' },
     ]);
   });
 
@@ -534,9 +534,11 @@ describe('/metrics', () => {
     assert.equal(
       sample(
         text,
-        `aisix_deployment_state{provider="openai",model="gpt-4o",upstream_model="gpt-4o-upstream",provider_key_id="${await uuidV5(
-          'provider_keys/mock',
-        )}"}`,
+        `aisix_deployment_state{provider="openai",model="gpt-4o",upstream_model="gpt-4o-upstream",provider_key_id="${
+          uuidV5(
+            'provider_keys/mock',
+          )
+        }"}`,
       ),
       0,
     );
@@ -867,9 +869,9 @@ describe('admin app', () => {
         'smart',
       ]);
       for (const e of body) assert.deepEqual(Object.keys(e), ['id', 'value', 'revision']);
-      assert.equal(body[0].id, await uuidV5('models/gpt-4o'));
+      assert.equal(body[0].id, uuidV5('models/gpt-4o'));
       assert.equal(body[0].revision, 0, 'file mode: no revision');
-      assert.equal(body[0].value.provider_key_id, await uuidV5('provider_keys/mock'));
+      assert.equal(body[0].value.provider_key_id, uuidV5('provider_keys/mock'));
       assert.equal(body[0].value.id, undefined, 'the id is not repeated inside the document');
       assert.equal(body[0].value.kind, undefined, "Sluice's derived kind is not part of the document");
     });
@@ -879,7 +881,7 @@ describe('admin app', () => {
       const body = JSON.parse(text);
       assert.equal(body.length, 1);
       assert.deepEqual(body[0], {
-        id: await uuidV5('provider_keys/mock'),
+        id: uuidV5('provider_keys/mock'),
         value: {
           display_name: 'mock',
           provider: 'openai',
@@ -897,7 +899,7 @@ describe('admin app', () => {
       const body = JSON.parse(text);
       assert.equal(body.length, 1);
       assert.deepEqual(body[0], {
-        id: await uuidV5('api_keys/caller'),
+        id: uuidV5('api_keys/caller'),
         value: {
           display_name: 'caller',
           key_hash: '[redacted]',
@@ -921,9 +923,9 @@ describe('admin app', () => {
       const body = JSON.parse((await get(admin, '/admin/v1/health', auth)).text);
       assert.equal(body.status, 'ok');
       assert.deepEqual(body.models, [
-        { id: await uuidV5('models/gpt-4o'), name: 'gpt-4o', health: 0 },
-        { id: await uuidV5('models/we"ird\\model'), name: 'we"ird\\model', health: 0 },
-        { id: await uuidV5('models/smart'), name: 'smart', health: 0 },
+        { id: uuidV5('models/gpt-4o'), name: 'gpt-4o', health: 0 },
+        { id: uuidV5('models/we"ird\\model'), name: 'we"ird\\model', health: 0 },
+        { id: uuidV5('models/smart'), name: 'smart', health: 0 },
       ]);
       assert.equal('config' in body, false, 'the etcd freshness block is omitted in file mode');
       assert.equal(body.phase, 'serving');
@@ -934,7 +936,7 @@ describe('admin app', () => {
     });
 
     test('/admin/v1/health levels: 4 consecutive failures degraded, 8 down, a success resets', async () => {
-      const id = await uuidV5('models/gpt-4o');
+      const id = uuidV5('models/gpt-4o');
       const level = async () => {
         const body = JSON.parse((await get(admin, '/admin/v1/health', auth)).text);
         return [body.status, body.models.find((m: { id: string }) => m.id === id).health];
