@@ -2,36 +2,59 @@
 // string scalar, from the environment the gateway was started with.
 export type Env = Record<string, string | undefined>;
 
-/** Replace `${VAR}` in every string scalar; `$$` is a literal `$`. Unset or empty variables are errors. */
+/**
+ * Replace `${VAR}` in every string scalar; `$$` is a literal `$`. Unset or empty variables are errors.
+ * Copy on write: what holds no `$` is returned as it is (the same object), so a caller that changes the
+ * result changes `value`; a reload of a large file then allocates nothing here.
+ */
 export function interpolate(
   value: unknown,
   env: Env,
   onError: (path: (string | number)[], msg: string) => void,
-  path: (string | number)[] = [],
 ): unknown {
-  if (typeof value === 'string') {
-    if (!value.includes('$')) return value;
-    return value.replace(/\$\$|\$\{([^}]*)\}/g, (m, name: string | undefined) => {
-      if (m === '$$') return '$';
-      if (!name || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
-        onError(path, `invalid variable reference "${m}"`);
-        return '';
+  const path: (string | number)[] = [];
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string') return v.includes('$') ? substitute(v, env, (msg) => onError([...path], msg)) : v;
+    if (Array.isArray(v)) {
+      let out: unknown[] | undefined;
+      for (let i = 0; i < v.length; i++) {
+        path.push(i);
+        const x = walk(v[i]);
+        path.pop();
+        if (x !== v[i]) (out ??= v.slice())[i] = x;
       }
-      const v = env[name];
-      if (v === undefined || v === '') {
-        onError(path, `environment variable ${name} is ${v === undefined ? 'not set' : 'empty'}`);
-        return '';
+      return out ?? v;
+    }
+    if (v && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      let out: Record<string, unknown> | undefined;
+      for (const k of Object.keys(o)) {
+        path.push(k);
+        const x = walk(o[k]);
+        path.pop();
+        if (x !== o[k]) (out ??= { ...o })[k] = x;
       }
-      return v;
-    });
-  }
-  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, onError, [...path, i]));
-  if (value && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = interpolate(v, env, onError, [...path, k]);
-    return out;
-  }
-  return value;
+      return out ?? v;
+    }
+    return v;
+  };
+  return walk(value);
+}
+
+function substitute(s: string, env: Env, onError: (msg: string) => void): string {
+  return s.replace(/\$\$|\$\{([^}]*)\}/g, (m, name: string | undefined) => {
+    if (m === '$$') return '$';
+    if (!name || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      onError(`invalid variable reference "${m}"`);
+      return '';
+    }
+    const v = env[name];
+    if (v === undefined || v === '') {
+      onError(`environment variable ${name} is ${v === undefined ? 'not set' : 'empty'}`);
+      return '';
+    }
+    return v;
+  });
 }
 
 /** `a.b[2].c` */

@@ -243,6 +243,20 @@ models:
     ]);
   });
 
+  test('interpolate() copies only what it changes: the rest is the input itself', () => {
+    const plain = { list: [{ name: 'a' }], nested: { x: 'no dollar' } };
+    assert.equal(interpolate(plain, {}, assert.fail), plain);
+    const input = { keep: { x: 'y' }, change: ['${X}', { z: 1 }], other: [1] };
+    const out = interpolate(input, { X: 'x' }, assert.fail) as typeof input;
+    assert.deepEqual(out, { keep: { x: 'y' }, change: ['x', { z: 1 }], other: [1] });
+    assert.notEqual(out, input);
+    assert.notEqual(out.change, input.change);
+    assert.equal(out.keep, input.keep);
+    assert.equal(out.change[1], input.change[1]);
+    assert.equal(out.other, input.other);
+    assert.deepEqual(input.change, ['${X}', { z: 1 }], 'the input is not written');
+  });
+
   test('an unset variable is an error with the row scope and line', async () => {
     const out = await report(`${PK.replace('api_key: sk-x', 'api_key: ${NOT_SET}')}`, {});
     assert.equal(
