@@ -121,10 +121,28 @@ api_keys: [{ display_name: same, key_hash: ${sha256('x')}, allowed_models: [same
     assert.equal(new Set(ids).size, 3);
   });
 
-  test('uuidV5 matches the RFC test vector', async () => {
+  test('uuidV5 matches the RFC test vector', () => {
     assert.equal(
       uuidV5('www.example.com', '6ba7b810-9dad-11d1-80b4-00c04fd430c8'),
       '2ed6657d-e927-568b-95e1-2665a8aea6a2',
+    );
+  });
+
+  test('uuidV5 matches node:crypto for short, long and multi-byte names, call after call', () => {
+    const names = [
+      '',
+      'models/a',
+      'x'.repeat(496),
+      'x'.repeat(497),
+      'é'.repeat(248),
+      'é'.repeat(249),
+      '模型/😀',
+      'models/b',
+    ];
+    for (const name of names) assert.equal(uuidV5(name), refUuidV5(name), `${name.length} characters`);
+    assert.equal(
+      uuidV5('a', '6ba7b810-9dad-11d1-80b4-00c04fd430c8'),
+      refUuidV5('a', '6ba7b810-9dad-11d1-80b4-00c04fd430c8'),
     );
   });
 
