@@ -3,7 +3,7 @@
 import { sleep } from '../util/sleep.ts';
 
 /** The longest the pipeline keeps the event loop before it lets requests run. */
-export const SLICE_MS = 4;
+export const SLICE_MS = 2;
 
 /** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
 export const yieldToLoop = (): Promise<void> => sleep(0);
