@@ -5,7 +5,7 @@ export type Env = Record<string, string | undefined>;
 /**
  * Replace `${VAR}` in every string scalar; `$$` is a literal `$`. Unset or empty variables are errors.
  * Copy on write: what holds no `$` is returned as it is (the same object), so a caller that changes the
- * result changes `value`; a reload of a large file then allocates nothing here.
+ * result changes `value`; a file without variables allocates nothing here.
  */
 export function interpolate(
   value: unknown,
