@@ -16,7 +16,7 @@
 // GET /livez → 200 `ok` (readiness of the mock itself). Anything else → 404.
 // Talks only to 127.0.0.1. Prints `mock-upstream listening <port> <runtime>` once bound.
 
-import { CHAT_COMPLETION, CREATED } from './mock-answer.mjs';
+import { CHAT_COMPLETION, chunkJson, USAGE_CHUNK } from './mock-answer.mjs';
 
 const args = process.argv.slice(2);
 function flag(name, dflt) {
@@ -31,36 +31,10 @@ const HOST = '127.0.0.1';
 const enc = new TextEncoder();
 const JSON_BODY = enc.encode(JSON.stringify(CHAT_COMPLETION));
 
-function chunkJson(i, fingerprint, chunks = CHUNKS) {
-  const last = i === chunks - 1;
-  return `data: ${
-    JSON.stringify({
-      id: 'chatcmpl-bench0000000000000000000000',
-      object: 'chat.completion.chunk',
-      created: CREATED,
-      model: 'mock-model',
-      system_fingerprint: fingerprint,
-      choices: [{
-        index: 0,
-        delta: i === 0 ? { role: 'assistant', content: 'tok0 ' } : last ? {} : { content: `tok${i} ` },
-        logprobs: null,
-        finish_reason: last ? 'stop' : null,
-      }],
-    })
-  }\n\n`;
-}
 // Chunk 0 is built per stream (it carries the send time); chunks 1..N-1 and [DONE] are precomputed.
-const CHUNK_BYTES = Array.from({ length: CHUNKS }, (_, i) => enc.encode(chunkJson(i, 'fp_bench')));
+const CHUNK_BYTES = Array.from({ length: CHUNKS }, (_, i) => enc.encode(chunkJson(i, 'fp_bench', CHUNKS)));
 const DONE = enc.encode('data: [DONE]\n\n');
-const USAGE = {
-  id: 'chatcmpl-bench0000000000000000000000',
-  object: 'chat.completion.chunk',
-  created: CREATED,
-  model: 'mock-model',
-  choices: [],
-  usage: { prompt_tokens: 9, completion_tokens: 20, total_tokens: 29 },
-};
-const USAGE_DONE = enc.encode(`data: ${JSON.stringify(USAGE)}\n\ndata: [DONE]\n\n`);
+const USAGE_DONE = enc.encode(`data: ${JSON.stringify(USAGE_CHUNK)}\n\ndata: [DONE]\n\n`);
 const INCLUDE_USAGE = /"include_usage"\s*:\s*true/;
 const wallMs = () => performance.timeOrigin + performance.now();
 const stamped = (i, chunks = CHUNKS) => enc.encode(chunkJson(i, `fp_t${wallMs().toFixed(3)}`, chunks));

@@ -7,6 +7,7 @@
 //   node --import tsx bench/stream-edits.ts [--streams 10000] [--rounds 5] [--baseline /tmp/other-tree]
 //   deno run -A bench/stream-edits.ts …      bun bench/stream-edits.ts …
 import { flag } from './flags.ts';
+import { chunkJson, USAGE_CHUNK } from './mock-answer.mjs';
 
 const STREAMS = Number(flag('streams', '10000'));
 const ROUNDS = Number(flag('rounds', '5'));
@@ -33,33 +34,9 @@ async function chainOf(name: string, root: string): Promise<Chain> {
 }
 
 const enc = new TextEncoder();
-const CHUNK = (i: number, n: number) =>
-  `data: ${
-    JSON.stringify({
-      id: 'chatcmpl-bench0000000000000000000000',
-      object: 'chat.completion.chunk',
-      created: 1700000000,
-      model: 'mock-model',
-      system_fingerprint: i === 0 ? `fp_t${Date.now()}` : 'fp_bench',
-      choices: [{
-        index: 0,
-        delta: i === 0 ? { role: 'assistant', content: 'tok0 ' } : i === n - 1 ? {} : { content: `tok${i} ` },
-        logprobs: null,
-        finish_reason: i === n - 1 ? 'stop' : null,
-      }],
-    })
-  }\n\n`;
-const USAGE = {
-  id: 'chatcmpl-bench0000000000000000000000',
-  object: 'chat.completion.chunk',
-  created: 1700000000,
-  model: 'mock-model',
-  choices: [],
-  usage: { prompt_tokens: 9, completion_tokens: 20, total_tokens: 29 },
-};
 const EVENTS = [
-  ...Array.from({ length: 20 }, (_, i) => CHUNK(i, 20)),
-  `data: ${JSON.stringify(USAGE)}\n\n`,
+  ...Array.from({ length: 20 }, (_, i) => chunkJson(i, i === 0 ? `fp_t${Date.now()}` : 'fp_bench', 20)),
+  `data: ${JSON.stringify(USAGE_CHUNK)}\n\n`,
   'data: [DONE]\n\n',
 ];
 const SHAPES: Record<string, Uint8Array[]> = {

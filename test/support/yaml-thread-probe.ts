@@ -2,10 +2,10 @@
 // parses in turn through runtimes/yaml-thread.ts, workers kept when the argument is `keep`; one JSON line of
 // what each parse gave and how many workers had started after it.
 import { workersStarted, yamlThread } from '../../runtimes/yaml-thread.ts';
+import { assembleYaml } from '../../src/resources/yaml-pieces.ts';
 
 const args = (globalThis as { Deno?: { args: string[] } }).Deno?.args ?? process.argv.slice(2);
 const parseYamlOffThread = yamlThread({ keepWorker: args[0] === 'keep' });
-import { assembleYaml } from '../../src/resources/yaml-pieces.ts';
 
 const rows = (prefix: string, n: number) =>
   `models:\n${Array.from({ length: n }, (_, i) => `  - name: ${prefix}-${i}\n`).join('')}`;
