@@ -10,7 +10,6 @@ import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
 import type { ListenSpec, Platform, UpstreamTls } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
-import { checkedModels } from './routing/model-check.ts';
 import { createEtcdSource, type EtcdSourceHost } from './sources/etcd/source.ts';
 import { FileSource } from './sources/file.ts';
 import type { ConfigSource, SourceLoad } from './sources/source.ts';
@@ -287,7 +286,7 @@ function listenerKeys(config: Config): string[] {
 export async function loadFirst(g: AssembledGateway): Promise<SourceLoad | undefined> {
   const first = await g.source.load?.();
   const { gw } = g;
-  const checked = first?.ok && !gw.backgroundChecks && gw.snapshot ? checkedModels(gw.snapshot.resources.models) : [];
+  const checked = first?.ok && !gw.backgroundChecks && gw.snapshot ? gw.snapshot.checkedModels : [];
   if (checked.length > 0) gw.log.warn(LOG.noBackgroundChecks, { models: checked.map((m) => m.display_name) });
   return first;
 }

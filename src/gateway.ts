@@ -19,7 +19,7 @@ import {
 } from './config-facts.ts';
 import { BackgroundChecker } from './routing/background.ts';
 import { ModelHealth } from './routing/health.ts';
-import { backgroundTimers, checkedModels, modelCheck } from './routing/model-check.ts';
+import { backgroundTimers, modelCheck } from './routing/model-check.ts';
 import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { type CacheSetup, createResponseCache } from './cache/setup.ts';
@@ -174,10 +174,10 @@ export class Gateway implements ReadinessChecks {
    */
   apply(snapshot: Snapshot, meta: ApplyMeta): void {
     this._snapshot = snapshot;
-    const ids = snapshot.resources.models.map((m) => m.id);
-    this.health.retain(ids);
-    this.routingState.retain(ids);
-    this.checker?.update(checkedModels(snapshot.resources.models));
+    // What a swap does stays proportional to the state kept, not to the snapshot's size: it runs in one turn.
+    this.health.retain(snapshot.models);
+    this.routingState.retain(snapshot.models);
+    this.checker?.update(snapshot.checkedModels);
     this.telemetry.update(snapshot.exporters.map(resourceExporter));
     const at = rfc3339(this.now());
     const prev = this.facts.applied;

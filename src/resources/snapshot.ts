@@ -3,7 +3,15 @@
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
 import type { RateLimitPolicy } from './policy-schema.ts';
-import type { ApiKey, CachePolicy, Model, OtlpExporterResource, ProviderKey, ResourceKind } from './schema.ts';
+import type {
+  ApiKey,
+  CachePolicy,
+  DirectModel,
+  Model,
+  OtlpExporterResource,
+  ProviderKey,
+  ResourceKind,
+} from './schema.ts';
 
 export interface ResourceSet {
   provider_keys: ProviderKey[];
@@ -34,6 +42,7 @@ interface Index {
   modelsByName: Map<string, Model>;
   wildcards: WildcardAlias[];
   apiKeysByHash: Map<string, ApiKey>;
+  checked: DirectModel[];
 }
 
 /**
@@ -49,6 +58,7 @@ function* indexRows(resources: ResourceSet): Generator<void, Index> {
     modelsByName: new Map(),
     wildcards: [],
     apiKeysByHash: new Map(),
+    checked: [],
   };
   for (const k of resources.provider_keys) {
     ix.providerKeys.set(k.id, k);
@@ -57,6 +67,7 @@ function* indexRows(resources: ResourceSet): Generator<void, Index> {
   const wildcards = new Map<string, WildcardAlias>();
   for (const m of resources.models) {
     ix.models.set(m.id, m);
+    if (isChecked(m)) ix.checked.push(m);
     const star = m.display_name.indexOf('*');
     if (star < 0) ix.modelsByName.set(m.display_name, m);
     else {
@@ -79,6 +90,14 @@ function* indexRows(resources: ResourceSet): Generator<void, Index> {
   return ix;
 }
 
+/**
+ * Whether the background checker runs for `m`: a direct model with checks enabled, except a wildcard alias,
+ * whose `model_name` is a pattern, not a model an upstream could answer for.
+ */
+function isChecked(m: Model): m is DirectModel {
+  return m.kind === 'direct' && m.background_model_check?.enabled === true && !m.model_name.includes('*');
+}
+
 function indexAll(resources: ResourceSet): Index {
   const rows = indexRows(resources);
   for (;;) {
@@ -94,6 +113,8 @@ export class Snapshot {
   private readonly modelsByName: Map<string, Model>;
   private readonly wildcards: WildcardAlias[];
   private readonly apiKeysByHash: Map<string, ApiKey>;
+  /** The direct models the background checker runs for (checks enabled, no wildcard alias), in file order. */
+  readonly checkedModels: readonly DirectModel[];
   /** `<kind>/<id>` → the etcd mod_revision of the row it came from (etcd source only; the admin lists). */
   readonly revisions = new Map<string, number>();
 
@@ -106,6 +127,7 @@ export class Snapshot {
     this.modelsByName = ix.modelsByName;
     this.wildcards = ix.wildcards;
     this.apiKeysByHash = ix.apiKeysByHash;
+    this.checkedModels = ix.checked;
   }
 
   /** The same snapshot as `new Snapshot(resources)`, its indexes built with `pace()` awaited between rows. */

@@ -193,9 +193,11 @@ export class ModelHealth {
     return this.entries.get(modelId)?.cooledDownTotal ?? 0;
   }
 
-  /** After a config reload: forget models whose id is gone. Everything kept keyed by id carries over. */
-  retain(ids: Iterable<string>): void {
-    const keep = new Set(ids);
+  /**
+   * After a config reload: forget models whose id `keep` lacks (the new snapshot's `models`). Everything kept
+   * keyed by id carries over; the cost follows the entries held, not the snapshot's size.
+   */
+  retain(keep: { has(id: string): boolean }): void {
     for (const id of this.entries.keys()) if (!keep.has(id)) this.entries.delete(id);
     for (const id of this.consecutive.keys()) if (!keep.has(id)) this.consecutive.delete(id);
   }

@@ -4,7 +4,6 @@
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
 import { adapterFor } from '../providers/index.ts';
-import type { DirectModel, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelCheck, Timers } from './background.ts';
 
@@ -32,16 +31,6 @@ export function modelCheck(deps: { snapshot: () => Snapshot | undefined; upstrea
     }
     return { status: r.kind === 'refused' ? 400 : r.status };
   };
-}
-
-/**
- * The models the checker runs for: direct models with checks enabled, except wildcard aliases — their
- * `model_name` is a pattern, not a model an upstream could answer for.
- */
-export function checkedModels(models: readonly Model[]): DirectModel[] {
-  return models.filter((m): m is DirectModel =>
-    m.kind === 'direct' && m.background_model_check?.enabled === true && !m.model_name.includes('*')
-  );
 }
 
 /**

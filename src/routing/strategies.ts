@@ -89,9 +89,8 @@ export class RoutingState {
     return this.inFlightCount.get(modelId) ?? 0;
   }
 
-  /** After a config reload: forget every id (routing model or target model) not in `ids`. */
-  retain(ids: Iterable<string>): void {
-    const keep = new Set(ids);
+  /** After a config reload: forget every id (routing model or target model) `keep` lacks (the snapshot's `models`). */
+  retain(keep: { has(id: string): boolean }): void {
     for (const map of [this.roundRobin, this.latencyMs]) {
       for (const id of map.keys()) if (!keep.has(id)) map.delete(id);
     }

@@ -75,16 +75,16 @@ export class FileSource implements ConfigSource {
     const { path, host } = this;
     const files = host.platform.files;
     if (!files) return { ok: false, message: `resources file ${path}: this runtime has no file access` };
-    let bytes: Uint8Array;
+    let read: Read;
     try {
-      bytes = opts.reload ? await this.readStable(() => files.read(path)) : await files.read(path);
+      read = opts.reload ? await this.readStable(() => hashedRead(files, path)) : await hashedRead(files, path);
     } catch (e) {
       const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
       host.record.latestLoadFailed(true);
       host.recordFailure('fetch', message);
       return { ok: false, message };
     }
-    const hash = await sha256Hex(bytes);
+    const { bytes, hash } = read;
     host.record.observed({ sourceHash: hash, at: this.now() });
     let text: string;
     try {
@@ -137,12 +137,12 @@ export class FileSource implements ConfigSource {
   }
 
   /** Read until two reads `STABLE_MS` apart agree; throws when the file keeps changing for `MAX_READS` reads. */
-  private async readStable(read: () => Promise<Uint8Array>): Promise<Uint8Array> {
+  private async readStable(read: () => Promise<Read>): Promise<Read> {
     let prev = await read();
     for (let i = 1; i < MAX_READS; i++) {
       await sleep(STABLE_MS);
       const next = await read();
-      if (sameBytes(prev, next)) return next;
+      if (next.hash === prev.hash) return next;
       if (i === 1) this.host.log.info(LOG.unsettled, { file: this.path });
       prev = next;
     }
@@ -202,10 +202,20 @@ export class FileSource implements ConfigSource {
   }
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+/** One read of the file and its SHA-256 (hex): the source hash, and what tells two reads apart. */
+interface Read {
+  bytes: Uint8Array;
+  hash: string;
+}
+
+/**
+ * The file's bytes and their digest. Reads are compared by digest, not byte by byte: the digest is needed
+ * anyway, and Web Crypto computes it off the event loop (only copying the bytes on it), where a byte loop
+ * over a large file would hold the loop for the whole comparison.
+ */
+async function hashedRead(files: NonNullable<Platform['files']>, path: string): Promise<Read> {
+  const bytes = await files.read(path);
+  return { bytes, hash: await sha256Hex(bytes) };
 }
 
 function truncatedMessage(path: string, missing: [string, number][]): string {

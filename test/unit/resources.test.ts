@@ -814,6 +814,23 @@ describe('wildcard aliases and lookup', () => {
   });
 });
 
+describe('the models the background checker runs for', () => {
+  test('direct models with checks enabled, in file order; no wildcard alias, no disabled check, no routing model', async () => {
+    const check = (enabled: boolean) =>
+      `{ enabled: ${enabled}, interval_seconds: 30, timeout_seconds: 5, prompt: ping, max_tokens: 1, stale_after_seconds: 60 }`;
+    const s = await ok(`${PK}models:
+  - { display_name: b, provider_key: pk, model_name: b, background_model_check: ${check(true)} }
+  - { display_name: "wild/*", provider_key: pk, model_name: "*", background_model_check: ${check(true)} }
+  - { display_name: off, provider_key: pk, model_name: off, background_model_check: ${check(false)} }
+  - { display_name: none, provider_key: pk, model_name: none }
+  - { display_name: a, provider_key: pk, model_name: a, background_model_check: ${check(true)} }
+  - { display_name: r, routing: { targets: [{ model: a }] } }
+`);
+    assert.deepEqual(s.checkedModels.map((m) => m.display_name), ['b', 'a']);
+    assert.deepEqual(new Snapshot(s.resources).checkedModels, s.checkedModels, 'built in one go or in slices');
+  });
+});
+
 function pick(r: ReturnType<Snapshot['resolveModel']>): [string, string | undefined] | undefined {
   return r ? [r.model.display_name, r.upstreamModel] : undefined;
 }

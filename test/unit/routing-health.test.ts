@@ -268,7 +268,7 @@ test('state survives a reload while the id stays; retain drops vanished ids', ()
   const h = new ModelHealth({ now: () => T0 });
   h.recordFailure(direct({}, 'keep'), { kind: 'response', status: 500 });
   h.recordFailure(direct({}, 'gone'), { kind: 'response', status: 500 });
-  h.retain(['keep', 'other']);
+  h.retain(new Set(['keep', 'other']));
   const reloaded: Model = direct({ model_name: 'gpt-4o-2' }, 'keep');
   assert.equal(h.state(reloaded), 'cooldown');
   assert.equal(h.cooledDownTotal('keep'), 1);

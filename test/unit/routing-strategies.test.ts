@@ -228,7 +228,7 @@ test('RoutingState.retain forgets ids that left', () => {
   const state = new RoutingState();
   pickTargets(r, [cand('a'), cand('b')], { routingModelId: 'gone', state });
   state.observeLatency('id-a', 5);
-  state.retain(['r-other']);
+  state.retain(new Set(['r-other']));
   assert.equal(state.roundRobin.size, 0);
   assert.equal(state.latency('id-a'), undefined);
 });
