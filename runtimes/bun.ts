@@ -2,7 +2,9 @@
 // TLS or HTTP/2 (which `Bun.serve` does not offer with a GOAWAY at drain start) is Bun's node:http2 (README
 // "Runtimes"; the measurements: docs/performance.md "`Bun.serve` bound"). The upstream
 // client is Bun's native fetch, since undici fails under load on Bun; it has no idle-pool knob, so
-// `upstream.pool_idle_timeout_secs` does not apply here (docs/configuration.md "upstream").
+// `upstream.pool_idle_timeout_secs` does not apply here (docs/configuration.md "upstream"). The first import
+// lifts Bun's cap on fetch requests in flight before anything else runs (it may restart the process).
+import './bun-upstream-cap.ts';
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { main } from '../src/main.ts';

@@ -92,6 +92,9 @@ describe('the standalone executable', () => {
     const g = await exampleGateway({ AISIX_SHUTDOWN__MIN_DRAIN_SECS: '1' });
     try {
       await g.waitReady('/readyz', 'proxy', 30_000);
+      // Restarted in place with Bun's fetch cap lifted (runtimes/bun-upstream-cap.ts), its arguments intact.
+      const environ = readFileSync(`/proc/${g.proc.pid}/environ`, 'utf8').split('\0');
+      assert.ok(environ.includes('BUN_CONFIG_MAX_HTTP_REQUESTS=65535'), 'the executable runs with the cap lifted');
       const r = await fetch(g.url('/v1/chat/completions'), {
         method: 'POST',
         headers: { authorization: `Bearer ${DEMO_KEY}`, 'content-type': 'application/json' },
