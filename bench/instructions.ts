@@ -1,0 +1,177 @@
+// Machine instructions per proxied request of the Node gateway, this tree against another built tree: each
+// runs under valgrind's callgrind, which counts instructions rather than time, so the figure repeats within
+// a fraction of a per cent whatever else the machine does (docs/performance.md "Goal 5, counted in
+// instructions"). Per run: the bench configuration (bench/config), the mock upstream on Bun, `--warmup`
+// requests uncounted (the JIT settles), then `--requests` counted, four in flight over keep-alive
+// connections. The trees alternate run by run; the table gives every run and the ratio of the medians.
+//
+//   apt-get install -y valgrind
+//   node --import tsx bench/instructions.ts --baseline /tmp/ab-old [--requests 1000] [--warmup 2000] [--rounds 2]
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { flag } from './flags.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const BASELINE = flag('baseline', '');
+const REQUESTS = Number(flag('requests', '1000'));
+const WARMUP = Number(flag('warmup', '2000'));
+const ROUNDS = Number(flag('rounds', '2'));
+const IN_FLIGHT = 4;
+const BODY = '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}';
+
+if (spawnSync('valgrind', ['--version']).error) {
+  console.error('bench/instructions.ts needs valgrind: apt-get install -y valgrind');
+  process.exit(1);
+}
+
+const work = mkdtempSync(path.join(tmpdir(), 'sluice-instructions-'));
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** Starts `cmd` and resolves once a line of its output matches `ready`. */
+function start(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<ChildProcess> {
+  const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(p);
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const look = (d: Buffer) => {
+      seen = (seen + d.toString()).slice(-4096);
+      if (ready.test(seen)) resolve(p);
+    };
+    p.stdout!.on('data', look);
+    p.stderr!.on('data', look);
+    p.once('exit', (code) => reject(new Error(`${cmd} exited (${code}) before it was ready: ${seen}`)));
+  });
+}
+
+async function freePort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+/** `n` chat requests, `IN_FLIGHT` at a time; every answer must be a 200. */
+async function send(port: number, n: number): Promise<void> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
+  const one = () =>
+    new Promise<void>((resolve, reject) => {
+      const req = http.request({
+        host: '127.0.0.1',
+        port,
+        path: '/v1/chat/completions',
+        method: 'POST',
+        agent,
+        headers: { authorization: 'Bearer sk-sluice-bench', 'content-type': 'application/json' },
+      }, (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`answer ${res.statusCode}`))));
+      });
+      req.on('error', reject);
+      req.end(BODY);
+    });
+  let left = n;
+  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
+    while (left-- > 0) await one();
+  }));
+  agent.destroy();
+}
+
+/** The total of `summary:` lines of callgrind's dumps named `prefix*` (the exit dump after `-i off` is left out). */
+function instructionsOf(prefix: string): number {
+  let total = 0;
+  for (const f of readdirSync(work).filter((f) => f.startsWith(prefix))) {
+    const m = /^summary: (\d+)$/m.exec(readFileSync(path.join(work, f), 'utf8'));
+    const n = m ? Number(m[1]) : 0;
+    if (n < 1e15) total += n; // callgrind writes the exit dump as the negated last count
+  }
+  return total;
+}
+
+/** One run: the tree's gateway under callgrind; instructions per counted request. */
+async function run(tree: string, label: string, mockPort: number): Promise<number> {
+  const port = await freePort();
+  const out = `cg-${label}-${Date.now()}`;
+  const env = {
+    ...process.env,
+    SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${mockPort}/v1`,
+    AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
+    AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
+  };
+  const gw = await start(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--instr-atstart=no',
+      '--smc-check=all-non-file', // V8 writes the code it runs
+      `--callgrind-out-file=${path.join(work, out)}`,
+      process.execPath,
+      path.join(tree, 'bin/sluice'),
+      '--config',
+      path.join(ROOT, 'bench/config/config.yaml'),
+    ],
+    env,
+    /"listening"|listening on/,
+  );
+  await send(port, WARMUP);
+  const control = (...args: string[]) => spawnSync('callgrind_control', [...args, String(gw.pid)], { stdio: 'ignore' });
+  control('-i', 'on');
+  await send(port, REQUESTS);
+  control('-d');
+  control('-i', 'off');
+  const exited = new Promise((r) => gw.once('exit', r));
+  gw.kill('SIGKILL');
+  await exited;
+  children.delete(gw);
+  return instructionsOf(out) / REQUESTS;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+
+const mockPort = await freePort();
+await start(
+  path.join(ROOT, 'node_modules/.bin/bun'),
+  [path.join(ROOT, 'bench/mock-upstream.mjs'), '--port', String(mockPort)],
+  process.env,
+  /listening/,
+);
+const trees: [string, string][] = [
+  ['this tree', ROOT],
+  ...(BASELINE ? [['baseline', path.resolve(BASELINE)] as [string, string]] : []),
+];
+const runs = new Map<string, number[]>(trees.map(([l]) => [l, []]));
+for (let round = 0; round < ROUNDS; round++) {
+  for (const [label, tree] of round % 2 ? [...trees].reverse() : trees) {
+    const ir = await run(tree, label.replace(' ', '-'), mockPort);
+    runs.get(label)!.push(ir);
+    console.error(
+      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${Math.round(ir).toLocaleString('en')} per request`,
+    );
+  }
+}
+console.log(
+  `\n${REQUESTS} counted requests per run after ${WARMUP} uncounted, ${IN_FLIGHT} in flight; Node gateway under callgrind\n`,
+);
+console.log('| tree | instructions per request, by run | median |');
+console.log('| --- | --- | ---: |');
+for (const [label, tree] of trees) {
+  const xs = runs.get(label)!;
+  const rev = spawnSync('git', ['-C', tree, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
+  console.log(
+    `| ${label} (${rev}) | ${xs.map((x) => Math.round(x).toLocaleString('en')).join(', ')} | ${
+      Math.round(median(xs)).toLocaleString('en')
+    } |`,
+  );
+}
+if (BASELINE) {
+  const ratio = median(runs.get('this tree')!) / median(runs.get('baseline')!);
+  console.log(`\nthis tree ÷ baseline: ${ratio.toFixed(3)}× instructions per request`);
+}
+process.exit(0);
