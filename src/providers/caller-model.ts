@@ -17,7 +17,10 @@ function topLevelString(text: string, key: string, from: number): { start: numbe
     if (c === 34 /* " */) {
       const end = stringEnd(text, i);
       if (end < 0) return undefined;
-      if (depth === 1 && expectKey && text.slice(i + 1, end) === key) return valueAfterKey(text, end + 1);
+      // Compared in place: a substring per key passed would be garbage on every answer.
+      if (depth === 1 && expectKey && end - i - 1 === key.length && text.startsWith(key, i + 1)) {
+        return valueAfterKey(text, end + 1);
+      }
       expectKey = false;
       i = end;
     } else if (c === 123 /* { */ || c === 91 /* [ */) {

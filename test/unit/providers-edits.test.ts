@@ -46,6 +46,11 @@ describe("the caller's model name in chat answers", () => {
       body: '{"model":"a\\"b\\\\","x":1}',
       want: '{"model":"alias","x":1}',
     },
+    {
+      name: 'keys that begin or end like "model" are not it',
+      body: '{"model_id":"x","models":"y","xmodel":"z","model":"up"}',
+      want: '{"model_id":"x","models":"y","xmodel":"z","model":"alias"}',
+    },
     { name: 'no model member: added', body: '{"id":"c"}', want: '{"id":"c","model":"alias"}' },
     { name: 'not JSON: unchanged', body: 'oops', want: 'oops' },
   ];
