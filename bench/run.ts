@@ -510,7 +510,13 @@ async function startBare(
   const proc = runtime === 'node'
     ? launch(process.execPath, [...nodeFlags, '--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
     : runtime === 'bun'
-    ? launch(path.join(BIN, 'bun'), args, { cwd: ROOT, env: baseEnv(), logFile })
+    // With Bun's fetch cap lifted as Sluice lifts it (runtimes/bun-upstream-cap.ts): the ceiling of a proxy on Bun,
+    // not of the queue Bun's fetch keeps past 256 requests in flight.
+    ? launch(path.join(BIN, 'bun'), args, {
+      cwd: ROOT,
+      env: { ...baseEnv(), BUN_CONFIG_MAX_HTTP_REQUESTS: '65535' },
+      logFile,
+    })
     : launch(path.join(BIN, 'deno'), ['run', '-A', ...args], { cwd: ROOT, env: baseEnv(), logFile });
   let gone = false;
   void proc.exited.then(() => {
