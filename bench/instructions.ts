@@ -1,12 +1,13 @@
 // Machine instructions per proxied request of the Node gateway, this tree against another built tree: each
 // runs under valgrind's callgrind, which counts instructions rather than time, so the figure repeats within
-// a fraction of a per cent whatever else the machine does (docs/performance.md "Goal 5, counted in
-// instructions"). Per run: the bench configuration (bench/config), the mock upstream on Bun, `--warmup`
-// requests uncounted (the JIT settles), then `--requests` counted, four in flight over keep-alive
-// connections. The trees alternate run by run; the table gives every run and the ratio of the medians.
+// about 1% whatever else the machine does (docs/performance.md "Issue 27's goals on a quiet machine"). Per
+// run: the bench configuration (bench/config), the mock upstream on Bun, `--warmup` requests uncounted (long
+// enough for the optimising compiler to finish: its work counts too), then `--requests` counted, four in
+// flight over keep-alive connections. The trees alternate run by run; the table gives every run and the
+// ratio of the medians.
 //
 //   apt-get install -y valgrind
-//   node --import tsx bench/instructions.ts --baseline /tmp/ab-old [--requests 1000] [--warmup 2000] [--rounds 2]
+//   node --import tsx bench/instructions.ts --baseline /tmp/ab-old [--requests 3000] [--warmup 10000] [--rounds 3]
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -16,9 +17,9 @@ import { flag } from './flags.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BASELINE = flag('baseline', '');
-const REQUESTS = Number(flag('requests', '1000'));
-const WARMUP = Number(flag('warmup', '2000'));
-const ROUNDS = Number(flag('rounds', '2'));
+const REQUESTS = Number(flag('requests', '3000'));
+const WARMUP = Number(flag('warmup', '10000'));
+const ROUNDS = Number(flag('rounds', '3'));
 const IN_FLIGHT = 4;
 const BODY = '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}';
 
