@@ -13,6 +13,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from '../test/support/process.ts';
 import { flag } from './flags.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -49,14 +50,6 @@ function start(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: RegEx
     p.stderr!.on('data', look);
     p.once('exit', (code) => reject(new Error(`${cmd} exited (${code}) before it was ready: ${seen}`)));
   });
-}
-
-async function freePort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 /** `n` chat requests, `IN_FLIGHT` at a time; every answer must be a 200. */
