@@ -6,8 +6,9 @@
 //
 // POST /v1/chat/completions
 //   JSON (no `"stream":true` in the body): a fixed small `chat.completion`, precomputed, with content-length.
-//   SSE  (`"stream":true`): response headers at once, then `--chunks` chunks `--chunk-delay-ms` apart (the
-//        first one after one delay, as a model's first token would be), then `data: [DONE]`.
+//   SSE  (`"stream":true`): response headers (on Bun, all but the head's end: see below), then `--chunks`
+//        chunks `--chunk-delay-ms` apart (the first one after one delay, as a model's first token would be),
+//        then `data: [DONE]`.
 //        The first chunk carries its send time as `"system_fingerprint":"fp_t<epoch ms with µs>"` so that a
 //        client can compute how long a gateway took to forward it (bench/ttfb.ts); every other chunk is
 //        precomputed. A body with `"user":"bench-scale:<delay ms>:<chunks>"` (the streams-at-scale scenario)
@@ -72,8 +73,9 @@ if (typeof Bun !== 'undefined' && !process.env.MOCK_FORCE_NODE) {
       }
       const body = await req.text();
       if (!STREAM_MARK.test(body)) return new Response(JSON_BODY, { headers: jsonHeaders });
-      // A plain (pull) ReadableStream: Bun sends the response headers at once (a `direct` stream would hold
-      // them back until the first chunk).
+      // Bun (1.4.5) sends the status line and these headers at once but its `Date`, `Transfer-Encoding` and
+      // the blank line ending the head only with the first chunk, pull or `direct` stream alike: a client sees
+      // the response when the first chunk comes. The Node mock (`--upstream node`) sends the whole head first.
       const plan = streamPlan(body);
       let i = 0;
       let timer;
