@@ -11,6 +11,8 @@
 //   … --client undici   on Deno: undici.request instead of fetch (what Sluice uses on Deno)
 //   … --framework none  on Node: a plain node:http handler and undici.request, no Hono: the ceiling of any
 //                       Node proxy built on these two here
+//   … --framework relay on Node: a TCP relay to the upstream (node:net, no HTTP parsed): the cost of the hop
+//                       itself, the floor of any proxy on this machine
 //
 // Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.
 import { Hono } from 'hono';
@@ -94,7 +96,19 @@ app.post('/v1/chat/completions', async (c) => {
 const ready = () => console.log(`bare-proxy listening ${PORT} ${runtime}`);
 // A normal exit on SIGTERM, so `node --cpu-prof` writes its profile (`npm run bench -- --profile-bare`).
 if (runtime === 'node') process.once('SIGTERM', () => process.exit(0));
-if (flag('framework', 'hono') === 'none') {
+if (flag('framework', 'hono') === 'relay') {
+  const net = await import('node:net');
+  const to = new URL(flag('upstream'));
+  net.createServer((caller) => {
+    const upstream = net.connect(Number(to.port), to.hostname);
+    caller.setNoDelay(true);
+    upstream.setNoDelay(true);
+    caller.pipe(upstream).on('error', () => caller.destroy());
+    upstream.pipe(caller).on('error', () => upstream.destroy());
+    caller.on('error', () => upstream.destroy());
+    upstream.on('error', () => caller.destroy());
+  }).listen(PORT, HOST, ready);
+} else if (flag('framework', 'hono') === 'none') {
   const http = await import('node:http');
   http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/readyz') {

@@ -31,6 +31,8 @@ export interface StreamsResult {
   lagMax: number;
   /** Chunks that arrived more than 100 ms after the upstream sent them. */
   late: number;
+  /** Of those, the ones that arrived after the run's first second (the ramp-up's are the rest). */
+  lateAfterFirstS: number;
   ttfb: Summary;
   firstError?: string;
 }
@@ -48,6 +50,7 @@ export async function runStreams(o: StreamsOptions): Promise<StreamsResult> {
   const ttfb: number[] = [];
   let lagMax = 0;
   let late = 0;
+  let lateAfterFirstS = 0;
   let streams = 0;
   let errors = 0;
   let incomplete = 0;
@@ -96,7 +99,10 @@ export async function runStreams(o: StreamsOptions): Promise<StreamsResult> {
               const lag = now - Number(m[1]);
               lags.push(lag);
               if (lag > lagMax) lagMax = lag;
-              if (lag > STALL_MS) late++;
+              if (lag > STALL_MS) {
+                late++;
+                if (performance.now() - start > 1000) lateAfterFirstS++;
+              }
               cut = m.index + m[0].length;
             }
             tail = text.slice(Math.max(cut, text.length - 64));
@@ -136,6 +142,7 @@ export async function runStreams(o: StreamsOptions): Promise<StreamsResult> {
     lag: summarize(lags),
     lagMax,
     late,
+    lateAfterFirstS,
     ttfb: summarize(ttfb),
     firstError,
   };
