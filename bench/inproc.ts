@@ -15,6 +15,9 @@
 //
 // `--tracing` adds the same app with one OTLP exporter at sample ratio 1.0 (`observability.tracing.otlp`), its
 // POSTs answered by the same in-process upstream, so tracing off and on are measured in one run.
+// `--stream-chunks N` asks for streams instead: the upstream answers N chunks of the mock's stream (and its
+// usage chunk when the body asks `include_usage`, as Sluice does behind the caller's back), then `[DONE]`,
+// one chunk per read; the bare app passes the stream through.
 // Prints a table; run on Bun or Deno the same way (`bun bench/inproc.ts`, `deno run -A bench/inproc.ts`).
 import { Hono } from 'hono';
 import { createGateway } from '../src/boot.ts';
@@ -23,7 +26,7 @@ import type { Platform, UpstreamFetch } from '../src/platform.ts';
 import { loadResourcesFile } from '../src/resources/pipeline.ts';
 import { sha256Hex } from '../src/util/crypto.ts';
 import { flag, has } from './flags.ts';
-import { CHAT_COMPLETION } from './mock-answer.mjs';
+import { CHAT_COMPLETION, chunkJson, USAGE_CHUNK } from './mock-answer.mjs';
 
 declare const Deno: { readTextFileSync(p: string): string } | undefined;
 declare const Bun: { file(p: string): { text(): Promise<string> } } | undefined;
@@ -35,6 +38,7 @@ const ONLY = flag('only', '');
 const ACCESS_LOG = !has('no-access-log');
 const FEATURES = has('features');
 const TRACING = has('tracing');
+const STREAM_CHUNKS = Number(flag('stream-chunks', '0'));
 /** The exporter `--tracing` adds; its POSTs reach the in-process upstream, never a socket. */
 const TRACING_YAML =
   '  tracing: { otlp: { enabled: true, endpoint: "http://127.0.0.1:9/v1/traces", sample_ratio: 1.0 } }';
@@ -47,16 +51,38 @@ const UPSTREAM_HEADERS: Record<string, string> = {
   'content-length': String(ANSWER_BYTES.byteLength),
 };
 
-/** The mock's JSON answer, one promise turn later, as an upstream client hands it to the core. */
-const upstream: UpstreamFetch = async () => ({
-  status: 200,
-  header: (name) => UPSTREAM_HEADERS[name] ?? null,
-  body: (async function* () {
-    yield ANSWER_BYTES;
-  })(),
-  text: async () => ANSWER,
-  discard: async () => {},
-});
+const SSE_HEADERS: Record<string, string> = { 'content-type': 'text/event-stream' };
+const SSE_CHUNKS = Array.from({ length: STREAM_CHUNKS }, (_, i) => enc.encode(chunkJson(i, 'fp_bench', STREAM_CHUNKS)));
+const SSE_USAGE = enc.encode(`data: ${JSON.stringify(USAGE_CHUNK)}\n\n`);
+const SSE_DONE = enc.encode('data: [DONE]\n\n');
+
+async function* sse(includeUsage: boolean): AsyncGenerator<Uint8Array> {
+  for (const c of SSE_CHUNKS) yield c;
+  if (includeUsage) yield SSE_USAGE;
+  yield SSE_DONE;
+}
+
+/** The mock's JSON answer or stream, one promise turn later, as an upstream client hands it to the core. */
+const upstream: UpstreamFetch = async (req) => {
+  if (STREAM_CHUNKS > 0) {
+    return {
+      status: 200,
+      header: (name) => SSE_HEADERS[name] ?? null,
+      body: sse(req.body?.includes('"include_usage":true') === true),
+      text: () => Promise.reject(new Error('a stream is read by its chunks')),
+      discard: async () => {},
+    };
+  }
+  return {
+    status: 200,
+    header: (name) => UPSTREAM_HEADERS[name] ?? null,
+    body: (async function* () {
+      yield ANSWER_BYTES;
+    })(),
+    text: async () => ANSWER,
+    discard: async () => {},
+  };
+};
 
 async function readText(path: string): Promise<string> {
   const url = new URL(path, import.meta.url);
@@ -67,7 +93,11 @@ async function readText(path: string): Promise<string> {
 }
 
 const CALLER_KEY = 'sk-sluice-bench';
-const BODY = JSON.stringify({ model: 'bench-route', messages: [{ role: 'user', content: 'Say hello.' }] });
+const BODY = JSON.stringify({
+  model: 'bench-route',
+  messages: [{ role: 'user', content: 'Say hello.' }],
+  ...(STREAM_CHUNKS > 0 ? { stream: true } : {}),
+});
 
 type Handler = (r: Request) => Promise<Response>;
 
@@ -107,6 +137,17 @@ function bareApp(): Handler {
       headers: { 'content-type': 'application/json', authorization: c.req.header('authorization') ?? '' },
       body,
     });
+    if (STREAM_CHUNKS > 0) {
+      const it = r.body[Symbol.asyncIterator]();
+      const stream = new ReadableStream<Uint8Array>({
+        async pull(ctrl) {
+          const n = await it.next();
+          if (n.done) ctrl.close();
+          else ctrl.enqueue(n.value);
+        },
+      }, { highWaterMark: 0 });
+      return c.body(stream, r.status as 200, { 'content-type': 'text/event-stream' });
+    }
     return c.body(await r.text(), r.status as 200, { 'content-type': 'application/json' });
   });
   return (req) => Promise.resolve(app.fetch(req));
