@@ -108,6 +108,7 @@ function lastUsageObject(text: string): unknown {
 }
 
 const ID = /"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"/;
+const USAGE_KEY = '"usage":{';
 
 /** The first `"id": "…"` of a JSON text (every wire puts the response id first), or undefined. */
 function leadingId(text: string): string | undefined {
@@ -149,6 +150,8 @@ export class StreamUsage {
   piece = '';
   /** The first finish reason an event gave (read only with `readsFinishReason`). */
   finishReason: string | undefined;
+  /** Where the text being read next holds `"usage":{` at or after the current line; -1: nowhere. */
+  private usageAt = -1;
 
   /**
    * `maxLineBytes`: the longest line (decoded characters, never more than its bytes) `observe` accepts; 0 = any.
@@ -163,23 +166,24 @@ export class StreamUsage {
   observe(chunk: Uint8Array): void {
     const piece = this.decoder.decode(chunk, { stream: true });
     this.piece = piece;
-    const nl = piece.indexOf('\n');
-    if (nl < 0) {
-      this.line.push(piece);
-      this.lineLength += piece.length;
-      if (this.maxLineBytes > 0 && this.lineLength > this.maxLineBytes) {
-        this.line = [];
-        throw oversizedEvent(this.maxLineBytes);
-      }
-      return;
+    let nl = piece.indexOf('\n');
+    let from = 0;
+    if (nl >= 0 && this.line.length > 0) {
+      this.readLine(this.takeLine() + piece.slice(0, nl));
+      from = nl + 1;
+      nl = piece.indexOf('\n', from);
     }
-    const lines = (this.takeLine() + piece).split('\n');
-    const last = lines.pop() ?? '';
-    for (const l of lines) this.readLine(l);
-    this.line = last === '' ? [] : [last];
-    this.lineLength = last.length;
+    // The lines are read where they lie in the chunk's text: no array of them, no string per line, and one
+    // search for a usage object over the whole piece.
+    this.usageAt = nl >= 0 ? piece.indexOf(USAGE_KEY, from) : -1;
+    for (; nl >= 0; from = nl + 1, nl = piece.indexOf('\n', from)) this.readLineIn(piece, from, nl);
+    if (from < piece.length) {
+      this.line.push(from === 0 ? piece : piece.slice(from));
+      this.lineLength += piece.length - from;
+    }
     if (this.maxLineBytes > 0 && this.lineLength > this.maxLineBytes) {
       this.line = [];
+      this.lineLength = 0;
       throw oversizedEvent(this.maxLineBytes);
     }
   }
@@ -209,29 +213,38 @@ export class StreamUsage {
     return totalOf(this.usage());
   }
 
-  private readLine(raw: string): void {
-    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-    if (line.startsWith('event:')) {
-      const name = line.slice(6).trim();
+  private readLine(line: string): void {
+    this.usageAt = line.indexOf(USAGE_KEY);
+    this.readLineIn(line, 0, line.length);
+  }
+
+  /** The line `text[start, end)` (its `\n` excluded). */
+  private readLineIn(text: string, start: number, end: number): void {
+    if (end > start && text.charCodeAt(end - 1) === 13) end--;
+    if (text.startsWith('event:', start)) {
+      const name = text.slice(start + 6, end).trim();
       // Anthropic's terminator, and a Responses stream's terminal events (there is no `[DONE]` on that wire).
       if (name === 'message_stop' || name === 'response.completed' || name === 'response.incomplete') {
         this.terminated = true;
       } else if (name === 'error' || name === 'response.failed') this.errored = true;
       return;
     }
-    if (!line.startsWith('data:')) return;
-    const data = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
-    if (data === '[DONE]') {
+    if (!text.startsWith('data:', start)) return;
+    const data = text.charCodeAt(start + 5) === 32 ? start + 6 : start + 5;
+    if (end - data === 6 && text.startsWith('[DONE]', data)) {
       this.terminated = true;
       return;
     }
-    if (data.startsWith('{"error"') || data.startsWith('{"type":"error"')) this.errored = true;
-    else if (data.startsWith('{"type":"message_stop"')) this.terminated = true;
-    if (this.id === undefined) this.id = leadingId(line);
-    if (this.readsFinishReason && this.finishReason === undefined) this.finishReason = finishReasonOf(data);
-    if (!line.includes('"usage":{')) return;
+    if (text.startsWith('{"error"', data) || text.startsWith('{"type":"error"', data)) this.errored = true;
+    else if (text.startsWith('{"type":"message_stop"', data)) this.terminated = true;
+    if (this.id === undefined) this.id = leadingId(text.slice(start, end));
+    if (this.readsFinishReason && this.finishReason === undefined) {
+      this.finishReason = finishReasonOf(text.slice(data, end));
+    }
+    if (this.usageAt >= 0 && this.usageAt < data) this.usageAt = text.indexOf(USAGE_KEY, data);
+    if (this.usageAt < 0 || this.usageAt + USAGE_KEY.length > end) return;
     try {
-      const v = JSON.parse(line.slice(5)) as {
+      const v = JSON.parse(text.slice(start + 5, end)) as {
         usage?: unknown;
         message?: { usage?: unknown };
         response?: { usage?: unknown };
@@ -287,8 +300,10 @@ export async function* meteredChunks(
       ending?.observe(chunk, meter.piece);
       let c = chunk;
       if (s === undefined) {
-        if (!scrub || !(tail + meter.piece).includes('error')) {
-          tail = meter.piece.slice(-4);
+        // `error` whole in this piece, or begun in the previous one's last four characters.
+        const piece = meter.piece;
+        if (!scrub || !(piece.includes('error') || (tail !== '' && (tail + piece.slice(0, 4)).includes('error')))) {
+          tail = piece.slice(-4);
           yield c;
           continue;
         }

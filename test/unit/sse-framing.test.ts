@@ -101,6 +101,40 @@ test('pass-through meter: long lines under the bound pass untouched and usage is
   assert.equal(meter.terminated, true);
 });
 
+test('pass-through meter: a stream cut anywhere reads as it does whole (usage, id, end, error)', () => {
+  const streams = [
+    {
+      body: 'data: {"id":"c1","choices":[{"delta":{"content":"hi"}}]}\r\n\r\n' +
+        'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}\n\n' +
+        'data: [DONE]\n\n',
+      want: { usage: { input: 3, output: 4, total: 7 }, id: 'c1', terminated: true, errored: false },
+    },
+    {
+      body: 'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","usage":' +
+        '{"input_tokens":5,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",' +
+        '"usage":{"output_tokens":9}}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n',
+      want: { usage: { input: 5, output: 9 }, id: 'msg_1', terminated: true, errored: false },
+    },
+    {
+      body: 'data: {"id":"c2","choices":[]}\n\ndata: {"error":{"message":"over capacity"}}\n\n',
+      want: { usage: undefined, id: 'c2', terminated: false, errored: true },
+    },
+  ];
+  for (const { body, want } of streams) {
+    const bytes = enc.encode(body);
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      const meter = new StreamUsage();
+      meter.observe(bytes.subarray(0, cut));
+      meter.observe(bytes.subarray(cut));
+      const got = { usage: meter.usage(), id: meter.id, terminated: meter.terminated, errored: meter.errored };
+      assert.deepEqual(got, want, `cut at ${cut}`);
+    }
+    const meter = new StreamUsage();
+    for (let i = 0; i < bytes.length; i++) meter.observe(bytes.subarray(i, i + 1));
+    assert.deepEqual(meter.usage(), want.usage, 'one byte at a time');
+  }
+});
+
 test('editSse: a 20 MB event with no end is refused at the bound in linear time; edits still apply', async () => {
   const edit = { mayTouch: (t: string) => t.includes('"m"'), edit: (ev: string) => ev.replace('"m"', '"M"') };
   const started = performance.now();
