@@ -300,10 +300,11 @@ export async function* meteredChunks(
       ending?.observe(chunk, meter.piece);
       let c = chunk;
       if (s === undefined) {
-        // `error` whole in this piece, or begun in the previous one's last four characters.
+        // `error` whole in this piece, or begun in the last four characters before it (which a piece shorter
+        // than that carries on).
         const piece = meter.piece;
         if (!scrub || !(piece.includes('error') || (tail !== '' && (tail + piece.slice(0, 4)).includes('error')))) {
-          tail = piece.slice(-4);
+          tail = piece.length >= 4 ? piece.slice(-4) : (tail + piece).slice(-4);
           yield c;
           continue;
         }

@@ -191,6 +191,12 @@ test('meteredChunks: `error` split across chunks still switches to scrubbing; an
   assert.equal(text(out), `data: {"error":{"message":"key ${REDACTED}"}}\n\ndata: {"x":"${REDACTED}"}`);
 });
 
+test('meteredChunks: an error event sent a byte at a time is still scrubbed', async () => {
+  const stream = `data: {"x":1}\n\ndata: {"error":{"message":"key ${SECRET}"}}\n\n`;
+  const { out } = await run([...enc.encode(stream)].map((b) => Uint8Array.of(b)));
+  assert.equal(text(out), `data: {"x":1}\n\ndata: {"error":{"message":"key ${REDACTED}"}}\n\n`);
+});
+
 test('meteredChunks: a character split across the switch is neither lost nor doubled', async () => {
   const bytes = enc.encode(`data: {"content":"é"}\n\ndata: {"error":{"message":"${SECRET}"}}\n\n`);
   const cut = bytes.indexOf(0xc3) + 1; // after the first byte of é
