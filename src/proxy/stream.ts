@@ -41,31 +41,42 @@ export interface KeepaliveTimer {
 
 const idleTimer = (ms: number, onIdle: () => void): KeepaliveTimer => new IdleTimer(ms, onIdle);
 
+interface PumpState {
+  ended: boolean;
+  ctrl: ReadableStreamDefaultController<Uint8Array> | undefined;
+}
+
+/**
+ * The keep-alive timer's action, built apart from the pump's frame: a closure of that frame kept in the timer
+ * kept every stream's objects alive through V8's young-generation collections on Deno (docs/performance.md
+ * "Streams and the young generation").
+ */
+function keepaliveComment(s: PumpState): () => void {
+  return () => {
+    if (!s.ended) s.ctrl?.enqueue(KEEPALIVE);
+  };
+}
+
 const TRANSPORT_FAILED = 'upstream stream failed: the connection ended before the stream did';
 const same = (s: string) => s;
 
 export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   const it = o.chunks[Symbol.asyncIterator]();
-  let ended = false;
+  const state: PumpState = { ended: false, ctrl: undefined };
   let sent = false;
   const end = (why: StreamEnd, message?: string) => {
-    if (ended) return;
-    ended = true;
+    if (state.ended) return;
+    state.ended = true;
     keepalive?.stop();
     o.onEnd(why, message);
   };
-  let ctrl: ReadableStreamDefaultController<Uint8Array> | undefined;
   // One timer for the stream's life: a comment goes out only while the caller waits on a silent upstream.
-  const keepalive = o.keepaliveMs > 0
-    ? (o.timer ?? idleTimer)(o.keepaliveMs, () => {
-      if (!ended) ctrl?.enqueue(KEEPALIVE);
-    })
-    : undefined;
+  const keepalive = o.keepaliveMs > 0 ? (o.timer ?? idleTimer)(o.keepaliveMs, keepaliveComment(state)) : undefined;
   keepalive?.pause();
 
   return new ReadableStream<Uint8Array>({
     start(c) {
-      ctrl = c;
+      state.ctrl = c;
     },
     async pull(c) {
       let r: IteratorResult<Uint8Array>;
