@@ -14,6 +14,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
+import { postChat } from './chat-post.ts';
 import { flag } from './flags.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -55,22 +56,8 @@ function start(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: RegEx
 /** `n` chat requests, `IN_FLIGHT` at a time; every answer must be a 200. */
 async function send(port: number, n: number): Promise<void> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
-  const one = () =>
-    new Promise<void>((resolve, reject) => {
-      const req = http.request({
-        host: '127.0.0.1',
-        port,
-        path: '/v1/chat/completions',
-        method: 'POST',
-        agent,
-        headers: { authorization: 'Bearer sk-sluice-bench', 'content-type': 'application/json' },
-      }, (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`answer ${res.statusCode}`))));
-      });
-      req.on('error', reject);
-      req.end(BODY);
-    });
+  const headers = { authorization: 'Bearer sk-sluice-bench', 'content-type': 'application/json' };
+  const one = () => postChat(agent, port, BODY, headers);
   let left = n;
   await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
     while (left-- > 0) await one();

@@ -11,6 +11,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
+import { postChat } from './chat-post.ts';
 import { flag } from './flags.ts';
 import { freePort, launch, stop, waitFor200 } from './proc.ts';
 import { median, percentile } from './stats.ts';
@@ -77,20 +78,7 @@ async function jsonLoad(port: number, ms: number): Promise<number> {
   };
   const end = performance.now() + ms;
   let n = 0;
-  const one = () =>
-    new Promise<void>((resolve, reject) => {
-      const req = http.request({
-        host: '127.0.0.1',
-        port,
-        path: '/v1/chat/completions',
-        method: 'POST',
-        agent,
-        headers,
-      });
-      req.on('response', (res) => res.resume().on('end', resolve).on('error', reject));
-      req.on('error', reject);
-      req.end(body);
-    });
+  const one = () => postChat(agent, port, body, headers);
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
     while (performance.now() < end) {
       await one();
