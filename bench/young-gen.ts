@@ -8,7 +8,7 @@
 //     [--concurrency 1] [--rounds 2] [--trees /path/a,/path/b]   # trees: built checkouts, alternating
 //
 // Prints one table row per tree (medians over rounds). Talks only to 127.0.0.1.
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, rmSync, statSync } from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import { postChat } from './chat-post.ts';
@@ -34,7 +34,6 @@ interface Scavenge {
   pauseMs: number;
   allocated: number;
   survived: number;
-  promoted: number;
 }
 
 function scavenges(log: string): Scavenge[] {
@@ -46,7 +45,6 @@ function scavenges(log: string): Scavenge[] {
       pauseMs: num('pause'),
       allocated: num('allocated'),
       survived: num('new_space_survived'),
-      promoted: num('promoted'),
     };
     if (!Object.values(s).some(Number.isNaN)) out.push(s); // a line cut by the process's end
   }
@@ -136,6 +134,7 @@ async function round(tree: string, mockPort: number, dir: string): Promise<Round
     return { requests, scavenges: scavenges(text) };
   } finally {
     await stop(gw);
+    rmSync(logFile, { force: true });
   }
 }
 
@@ -172,7 +171,7 @@ async function main(): Promise<void> {
       console.log(
         `| ${tree} | ${median(rs.map((r) => r.requests))} | ${median(rs.map((r) => r.scavenges.length))} | ` +
           `${kb(alloc)} | ${kb(surv)} | ${(100 * surv / alloc).toFixed(1)} | ` +
-          `${percentile(pauses, 50).toFixed(2)} / ${Math.max(...pauses).toFixed(2)} |`,
+          `${pauses.length ? `${percentile(pauses, 50).toFixed(2)} / ${Math.max(...pauses).toFixed(2)}` : '—'} |`,
       );
     }
   } finally {
