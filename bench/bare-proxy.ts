@@ -103,8 +103,8 @@ if (flag('framework', 'hono') === 'relay') {
     const upstream = net.connect(Number(to.port), to.hostname);
     caller.setNoDelay(true);
     upstream.setNoDelay(true);
-    caller.pipe(upstream).on('error', () => caller.destroy());
-    upstream.pipe(caller).on('error', () => upstream.destroy());
+    caller.pipe(upstream);
+    upstream.pipe(caller);
     caller.on('error', () => upstream.destroy());
     upstream.on('error', () => caller.destroy());
   }).listen(PORT, HOST, ready);

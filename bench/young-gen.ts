@@ -11,6 +11,7 @@
 import { readFileSync, rmSync, statSync } from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
+import { DENO_RUN_FLAGS } from '../runtimes/deno-launch.ts';
 import { postChat } from './chat-post.ts';
 import { flag } from './flags.ts';
 import { freePort, launch, stop, waitFor200 } from './proc.ts';
@@ -53,14 +54,9 @@ function scavenges(log: string): Scavenge[] {
 
 function command(tree: string, config: string): [string, string[]] {
   if (RUNTIME === 'deno') {
-    return [path.join(BIN, 'deno'), [
-      'run',
-      '-A',
-      '--v8-flags=--max-semi-space-size=8,--trace-gc-nvp',
-      path.join(tree, 'runtimes', 'deno.ts'),
-      '--config',
-      config,
-    ]];
+    // Sluice's own Deno flags, V8's trace added to their `--v8-flags`.
+    const flags = DENO_RUN_FLAGS.map((f) => f.startsWith('--v8-flags=') ? `${f},--trace-gc-nvp` : f);
+    return [path.join(BIN, 'deno'), ['run', ...flags, path.join(tree, 'runtimes', 'deno.ts'), '--config', config]];
   }
   return [process.execPath, ['--trace-gc-nvp', path.join(tree, 'bin', 'sluice'), '--config', config]];
 }
