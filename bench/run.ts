@@ -32,9 +32,9 @@ import {
   stopAll,
   waitFor200,
 } from './proc.ts';
+import { denoRunFlags } from './deno-flags.ts';
 import { formatSummary, summarizeProfile } from './profile-summary.ts';
 import { median } from './stats.ts';
-import { DENO_RUN_FLAGS } from '../runtimes/deno-launch.ts';
 import { runTtfb, type TtfbResult } from './ttfb.ts';
 import { runStreams, STALL_MS } from './streams.ts';
 
@@ -356,7 +356,12 @@ function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-function sluiceCommand(runtime: Runtime, nodeFlags: string[] = [], root = ROOT): [string, string[]] {
+function sluiceCommand(
+  runtime: Runtime,
+  nodeFlags: string[],
+  root: string,
+  denoFlags: readonly string[],
+): [string, string[]] {
   const config = path.join(BENCH, 'config', 'config.yaml');
   switch (runtime) {
     case 'node':
@@ -366,8 +371,7 @@ function sluiceCommand(runtime: Runtime, nodeFlags: string[] = [], root = ROOT):
     case 'deno':
       return [path.join(BIN, 'deno'), [
         'run',
-        // A tree from before runtimes/deno-launch.ts ran as plain `deno run -A`, V8's defaults.
-        ...(root === ROOT || existsSync(path.join(root, 'runtimes', 'deno-launch.ts')) ? DENO_RUN_FLAGS : ['-A']),
+        ...denoFlags,
         path.join(root, 'runtimes', 'deno.ts'),
         '--config',
         config,
@@ -404,7 +408,7 @@ async function startSluice(
       }
       : {}),
   };
-  const [cmd, args] = sluiceCommand(runtime, nodeFlags, root);
+  const [cmd, args] = sluiceCommand(runtime, nodeFlags, root, runtime === 'deno' ? await denoRunFlags(root) : []);
   const t0 = performance.now();
   const proc = launch(cmd, args, { cwd: root, env, logFile: path.join(ctx.runDir, `${name}.log`) });
   const startMs = await waitFor200(`http://127.0.0.1:${port}/livez`, t0, { exited: proc.exited, timeoutMs: 60_000 })

@@ -11,8 +11,8 @@
 import { readFileSync, rmSync, statSync } from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
-import { DENO_RUN_FLAGS } from '../runtimes/deno-launch.ts';
 import { postChat } from './chat-post.ts';
+import { denoRunFlags } from './deno-flags.ts';
 import { flag } from './flags.ts';
 import { freePort, launch, stop, waitFor200 } from './proc.ts';
 import { median, percentile } from './stats.ts';
@@ -52,10 +52,13 @@ function scavenges(log: string): Scavenge[] {
   return out;
 }
 
-function command(tree: string, config: string): [string, string[]] {
+async function command(tree: string, config: string): Promise<[string, string[]]> {
   if (RUNTIME === 'deno') {
-    // Sluice's own Deno flags, V8's trace added to their `--v8-flags`.
-    const flags = DENO_RUN_FLAGS.map((f) => f.startsWith('--v8-flags=') ? `${f},--trace-gc-nvp` : f);
+    // The tree's own Deno flags, V8's trace added to their `--v8-flags` (or as the only one).
+    const own = await denoRunFlags(tree);
+    const flags = own.some((f) => f.startsWith('--v8-flags='))
+      ? own.map((f) => f.startsWith('--v8-flags=') ? `${f},--trace-gc-nvp` : f)
+      : [...own, '--v8-flags=--trace-gc-nvp'];
     return [path.join(BIN, 'deno'), ['run', ...flags, path.join(tree, 'runtimes', 'deno.ts'), '--config', config]];
   }
   return [process.execPath, ['--trace-gc-nvp', path.join(tree, 'bin', 'sluice'), '--config', config]];
@@ -110,7 +113,7 @@ interface Round {
 async function round(tree: string, mockPort: number, dir: string): Promise<Round> {
   const [port, statusPort] = [await freePort(), await freePort()];
   const logFile = path.join(dir, `young-gen-${process.pid}-${port}.log`);
-  const [cmd, args] = command(tree, path.join(BENCH, 'config', 'config.yaml'));
+  const [cmd, args] = await command(tree, path.join(BENCH, 'config', 'config.yaml'));
   const env = {
     ...process.env,
     NODE_OPTIONS: '',
