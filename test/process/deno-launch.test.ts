@@ -22,28 +22,56 @@ test('`deno task start` starts Sluice with the launch flags', () => {
   assert.equal(tasks.start, command);
 });
 
-/** What the young generation of a Deno process started with `flags` can hold once grown (bytes). */
-function youngGenerationRoom(flags: readonly string[]): number {
+/** Run `source` as a script on Deno under `flags`; its one line of JSON output. */
+function runProbe<T>(flags: readonly string[], source: string): T {
   const bin = resolve(ROOT, 'node_modules/.bin/deno');
   if (!existsSync(bin)) throw new Error('deno is not installed: run `npm ci` (deno is a devDependency)');
   const dir = mkdtempSync(join(tmpdir(), 'sluice-deno-launch-'));
   try {
-    const script = join(dir, 'young.ts');
-    // Objects that survive scavenges make V8 grow the semi-spaces to their cap; then the new space's room.
-    writeFileSync(
-      script,
-      `import v8 from 'node:v8';
+    const script = join(dir, 'probe.ts');
+    writeFileSync(script, source);
+    const r = spawnSync(bin, ['run', ...flags, '--quiet', script], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout) as T;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** What the young generation of a Deno process started with `flags` can hold once grown (bytes). */
+function youngGenerationRoom(flags: readonly string[]): number {
+  // Objects that survive scavenges make V8 grow the semi-spaces to their cap; then the new space's room.
+  return runProbe<{ room: number }>(
+    flags,
+    `import v8 from 'node:v8';
 const held = [];
 for (let i = 0; i < 3e6; i++) held.push({ i });
 const s = v8.getHeapSpaceStatistics().find((x) => x.space_name === 'new_space');
 console.log(JSON.stringify({ room: s ? s.space_available_size : -1, held: held.length }));`,
-    );
-    const r = spawnSync(bin, ['run', ...flags, '--quiet', script], { encoding: 'utf8', timeout: 30_000 });
-    assert.equal(r.status, 0, r.stderr);
-    return (JSON.parse(r.stdout) as { room: number }).room;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  ).room;
+}
+
+/**
+ * The most the old space held (bytes) while a steady live set had objects promoted into it and dropped, as a
+ * gateway's requests in flight are: each batch outlives a few scavenges, then dies in the old space.
+ */
+function oldSpacePeak(flags: readonly string[]): number {
+  return runProbe<{ max: number }>(
+    flags,
+    `import v8 from 'node:v8';
+const old = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space').space_used_size;
+const live = [];
+for (let i = 0; i < 300000; i++) live.push({ i, a: [i] });
+const ring = new Array(256);
+let max = 0;
+for (let k = 0; k < 8000; k++) {
+  const batch = [];
+  for (let i = 0; i < 1000; i++) batch.push({ k, i });
+  ring[k % 256] = batch;
+  if (k % 20 === 0) max = Math.max(max, old());
+}
+console.log(JSON.stringify({ max, live: live.length }));`,
+  ).max;
 }
 
 test('the launch flags cap V8 young generation at 8 MiB semi-spaces, which it grows past by default', () => {
@@ -52,4 +80,14 @@ test('the launch flags cap V8 young generation at 8 MiB semi-spaces, which it gr
   const byDefault = youngGenerationRoom(['-A']);
   assert.ok(capped > 0 && capped <= 8 * MiB, `with the flags the new space holds ${capped} bytes`);
   assert.ok(byDefault > 8 * MiB, `by default the new space holds ${byDefault} bytes (the flag would change nothing)`);
+});
+
+test("the launch flags let the old space grow to about twice what survives, not V8's four times", () => {
+  const MB = 1e6;
+  const capped = oldSpacePeak(DENO_RUN_FLAGS);
+  const byDefault = oldSpacePeak(['-A']);
+  assert.ok(
+    capped < byDefault * 0.6,
+    `old space peaked at ${(capped / MB).toFixed(1)} MB with the flags, ${(byDefault / MB).toFixed(1)} MB by default`,
+  );
 });
