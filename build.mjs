@@ -4,7 +4,7 @@
 // dist/sluice-<os>-<arch>, which needs no Node, npm or node_modules where it runs (docs/deploy.md).
 import { build } from 'esbuild';
 import { spawnSync } from 'node:child_process';
-import { existsSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 
 if (process.argv.includes('--binary')) compileBinary();
 else await bundleNode();
@@ -27,6 +27,19 @@ async function bundleNode() {
         "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
     },
   });
+  asciiOnly('dist/node.mjs');
+}
+
+/**
+ * Escape what esbuild leaves non-ASCII (comments, and the text of tagged templates) as `\uXXXX`: one such character
+ * makes V8 keep the whole bundle's source, which it holds for as long as the process runs, at two bytes per
+ * character. In a comment the escape means nothing; in a template it cooks to the same string (`String.raw`
+ * alone would see the difference).
+ */
+function asciiOnly(file) {
+  const text = readFileSync(file, 'utf8');
+  const escaped = text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  if (escaped !== text) writeFileSync(file, escaped);
 }
 
 /** The file `--binary` writes for this machine: `dist/sluice-linux-x64`, `dist/sluice-darwin-arm64` … */
