@@ -4,6 +4,7 @@
 //   npm run bench -- --quick           # one round, 3 s runs (~2-3 min)
 //   npm run bench -- --scenarios json50,json1 --targets direct,node,portkey --rounds 3
 //   npm run bench -- --profile         # Node gateway under JSON/50 with --cpu-prof, then the top functions
+//   npm run bench -- --profile-runtime deno   # the same on Deno, through its inspector
 //
 // Everything runs on 127.0.0.1: a mock OpenAI upstream (bench/mock-upstream.mjs), Sluice on Node (the
 // esbuild bundle via bin/sluice), Bun and Deno with bench/config/, and the Portkey gateway (installed into
@@ -33,6 +34,7 @@ import {
   waitFor200,
 } from './proc.ts';
 import { denoRunFlags } from './deno-flags.ts';
+import { profileOverInspector } from './inspector.ts';
 import { formatSummary, summarizeProfile } from './profile-summary.ts';
 import { median } from './stats.ts';
 import { runTtfb, type TtfbResult } from './ttfb.ts';
@@ -141,8 +143,10 @@ interface Options {
   profileSeconds: number;
   profileLoad: 'json50' | 'sse200';
   profileAccessLog: boolean;
-  /** Profile the bare Hono proxy on Node instead of Sluice (the same load): the two profiles side by side. */
+  /** Profile the bare Hono proxy of Sluice's pieces instead of Sluice (the same load): two profiles side by side. */
   profileBare: boolean;
+  /** The runtime profiled: Node through `--cpu-prof`, Deno through its inspector. */
+  profileRuntime: 'node' | 'deno';
   /** Another tree (a git worktree, built) whose Sluice runs as the `*-base` targets: an A/B in one run. */
   baseline?: string;
   /** sse512: streams open at once, the delay between their chunks and how many each has. */
@@ -173,8 +177,9 @@ const HELP = `usage: npm run bench -- [options]
   --no-build              do not rebuild dist/node.mjs first
   --keep                  keep the run directory (configs, logs) under /tmp
   --profile [--profile-seconds S] [--profile-load json50|sse200] [--profile-no-access-log] [--profile-bare]
-                          instead of the table: Node gateway under that load with node --cpu-prof, then the
-                          top self-time functions (bench/profile-summary.ts)`;
+            [--profile-runtime node|deno]
+                          instead of the table: the gateway under that load with node --cpu-prof (Deno: through
+                          its inspector), then the top self-time functions (bench/profile-summary.ts)`;
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
@@ -194,6 +199,7 @@ function parseOptions(argv: string[]): Options {
     profileLoad: 'json50',
     profileAccessLog: true,
     profileBare: false,
+    profileRuntime: 'node',
     streams: 512,
     streamChunkDelayMs: 50,
     streamChunks: 40,
@@ -289,6 +295,13 @@ function parseOptions(argv: string[]): Options {
         o.profileBare = true;
         o.profile = true;
         break;
+      case '--profile-runtime': {
+        const v = val();
+        if (v !== 'node' && v !== 'deno') throw new Error('--profile-runtime is node or deno');
+        o.profileRuntime = v;
+        o.profile = true;
+        break;
+      }
       case '--help':
       case '-h':
         process.stdout.write(`${HELP}\n`);
@@ -356,22 +369,24 @@ function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
+/** `runtimeFlags`: Node's before the script; Deno's after Sluice's own launch flags (`denoFlags`). */
 function sluiceCommand(
   runtime: Runtime,
-  nodeFlags: string[],
+  runtimeFlags: string[],
   root: string,
   denoFlags: readonly string[],
 ): [string, string[]] {
   const config = path.join(BENCH, 'config', 'config.yaml');
   switch (runtime) {
     case 'node':
-      return [process.execPath, [...nodeFlags, path.join(root, 'bin', 'sluice'), '--config', config]];
+      return [process.execPath, [...runtimeFlags, path.join(root, 'bin', 'sluice'), '--config', config]];
     case 'bun':
       return [path.join(BIN, 'bun'), [path.join(root, 'runtimes', 'bun.ts'), '--config', config]];
     case 'deno':
       return [path.join(BIN, 'deno'), [
         'run',
         ...denoFlags,
+        ...runtimeFlags,
         path.join(root, 'runtimes', 'deno.ts'),
         '--config',
         config,
@@ -385,7 +400,7 @@ async function startSluice(
   runtime: Runtime,
   accessLog: boolean,
   name: string,
-  nodeFlags: string[] = [],
+  runtimeFlags: string[] = [],
   extraEnv: Record<string, string> = {},
   root = ROOT,
 ): Promise<{ proc: Spawned; port: number; startMs: number }> {
@@ -408,7 +423,7 @@ async function startSluice(
       }
       : {}),
   };
-  const [cmd, args] = sluiceCommand(runtime, nodeFlags, root, runtime === 'deno' ? await denoRunFlags(root) : []);
+  const [cmd, args] = sluiceCommand(runtime, runtimeFlags, root, runtime === 'deno' ? await denoRunFlags(root) : []);
   const t0 = performance.now();
   const proc = launch(cmd, args, { cwd: root, env, logFile: path.join(ctx.runDir, `${name}.log`) });
   const startMs = await waitFor200(`http://127.0.0.1:${port}/livez`, t0, { exited: proc.exited, timeoutMs: 60_000 })
@@ -508,14 +523,14 @@ async function startBare(
   runtime: Runtime,
   name: string,
   extra: string[],
-  nodeFlags: string[] = [],
+  runtimeFlags: string[] = [],
 ): Promise<{ proc: Spawned; port: number }> {
   const port = await freePort();
   const script = path.join(BENCH, 'bare-proxy.ts');
   const args = [script, '--port', String(port), '--upstream', `http://127.0.0.1:${ctx.mockPort}`, ...extra];
   const logFile = path.join(ctx.runDir, `${name}.log`);
   const proc = runtime === 'node'
-    ? launch(process.execPath, [...nodeFlags, '--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
+    ? launch(process.execPath, [...runtimeFlags, '--import', 'tsx', ...args], { cwd: ROOT, env: baseEnv(), logFile })
     : runtime === 'bun'
     // With Bun's fetch cap lifted as Sluice lifts it (runtimes/bun-upstream-cap.ts): the ceiling of a proxy on Bun,
     // not of the queue Bun's fetch keeps past 256 requests in flight.
@@ -524,7 +539,7 @@ async function startBare(
       env: { ...baseEnv(), BUN_CONFIG_MAX_HTTP_REQUESTS: '65535' },
       logFile,
     })
-    : launch(path.join(BIN, 'deno'), ['run', '-A', ...args], { cwd: ROOT, env: baseEnv(), logFile });
+    : launch(path.join(BIN, 'deno'), ['run', '-A', ...runtimeFlags, ...args], { cwd: ROOT, env: baseEnv(), logFile });
   let gone = false;
   void proc.exited.then(() => {
     gone = true;
@@ -1683,54 +1698,48 @@ function goalsReport(cells: Cell[]): string {
 
 async function profileMode(ctx: Ctx): Promise<void> {
   const { profileLoad: load, profileSeconds: secs, profileAccessLog: accessLog, profileBare: bare } = ctx.opt;
+  const runtime = ctx.opt.profileRuntime;
   const dir = path.join(ctx.runDir, 'prof');
   mkdirSync(dir, { recursive: true });
-  const profFlags = ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-interval=250'];
+  const inspectPort = runtime === 'deno' ? await freePort() : 0;
+  const flags = runtime === 'node'
+    ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-interval=250']
+    : [`--inspect=127.0.0.1:${inspectPort}`];
+  // The bare proxy of Sluice's own pieces: on Deno its node:http listener and undici.
+  const bareArgs = runtime === 'deno' ? ['--listener', 'node', '--client', 'undici'] : [];
   const s = bare
-    ? await startBare(ctx, 'node', 'profile-bare-node', [], profFlags)
-    : await startSluice(ctx, 'node', accessLog, 'profile-node', profFlags);
-  const t: Target = bare
-    ? {
-      id: 'bare-node',
-      label: 'bare Hono proxy Node',
-      kind: 'bare',
-      runtime: 'node',
-      accessLog: false,
-      port: s.port,
-      proc: s.proc,
-      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
-      model: 'mock-model',
-      peaks: [],
-    }
-    : {
-      id: 'node',
-      label: 'Sluice Node',
-      kind: 'sluice',
-      runtime: 'node',
-      accessLog,
-      port: s.port,
-      proc: s.proc,
-      headers: { authorization: `Bearer ${SLUICE_KEY}` },
-      model: 'bench-route',
-      peaks: [],
-    };
+    ? await startBare(ctx, runtime, `profile-bare-${runtime}`, bareArgs, flags)
+    : await startSluice(ctx, runtime, accessLog, `profile-${runtime}`, flags);
+  const t = profileTarget(runtime, bare, accessLog, s);
   const connections = load === 'json50' ? 50 : 200;
   const body = bodyFor(t, load === 'sse200');
   const what = `${load === 'json50' ? 'JSON/50' : 'SSE/200'}${bare ? '' : `, access log ${accessLog ? 'on' : 'off'}`}`;
   log(`profiling ${t.label} (pid ${s.proc.pid}) under ${what} for ${secs} s …`);
   await wrk({ url: chatUrl(t), connections, durationS: 2, body, headers: t.headers });
   const cpu0 = cpuSeconds(s.proc.pid);
-  const w = await wrk({ url: chatUrl(t), connections, durationS: secs, body, headers: t.headers });
-  const cpu = cpuSeconds(s.proc.pid) - cpu0;
-  await stop(s.proc, 15_000); // SIGTERM → drain → exit(0), which writes the profile
-  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-  if (files.length === 0) throw new Error(`no .cpuprofile written in ${dir}`);
-  const file = path.join(dir, files[0]!);
-  const name = bare ? `bare-node-${load}` : `node-${load}${accessLog ? '' : '-nolog'}`;
+  let cpu = 0;
+  const measure = async () => {
+    const r = await wrk({ url: chatUrl(t), connections, durationS: secs, body, headers: t.headers });
+    cpu = cpuSeconds(s.proc.pid) - cpu0;
+    return r;
+  };
+  let w: WrkResult;
+  let profile: unknown;
+  if (runtime === 'deno') {
+    ({ result: w, profile } = await profileOverInspector(inspectPort, 250, measure));
+    await stop(s.proc, 15_000);
+  } else {
+    w = await measure();
+    await stop(s.proc, 15_000); // SIGTERM → drain → exit(0), which writes the profile
+    const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+    if (files.length === 0) throw new Error(`no .cpuprofile written in ${dir}`);
+    profile = JSON.parse(readFileSync(path.join(dir, files[0]!), 'utf8'));
+  }
+  const name = `${bare ? 'bare-' : ''}${runtime}-${load}${bare || accessLog ? '' : '-nolog'}`;
   const keep = path.join(BENCH, 'results', `${name}.cpuprofile`);
   mkdirSync(path.dirname(keep), { recursive: true });
-  writeFileSync(keep, readFileSync(file));
-  const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 15);
+  writeFileSync(keep, JSON.stringify(profile));
+  const summary = summarizeProfile(profile as Parameters<typeof summarizeProfile>[0], 15);
   const text = [
     `# ${t.label} CPU profile under ${what} — ${new Date().toISOString()}`,
     '',
@@ -1744,6 +1753,41 @@ async function profileMode(ctx: Ctx): Promise<void> {
   ].join('\n');
   writeFileSync(path.join(BENCH, 'results', `profile-${name}.md`), text);
   process.stdout.write(`${text}\n`);
+}
+
+/** The target a profile run loads: Sluice, or the bare proxy of its pieces, on `runtime`. */
+function profileTarget(
+  runtime: 'node' | 'deno',
+  bare: boolean,
+  accessLog: boolean,
+  s: { proc: Spawned; port: number },
+): Target {
+  const label = `${runtime === 'node' ? 'Node' : 'Deno'}`;
+  return bare
+    ? {
+      id: runtime === 'node' ? 'bare-node' : 'bare-deno-nodehttp',
+      label: `bare Hono proxy ${label}${runtime === 'deno' ? ' via node:http + undici' : ''}`,
+      kind: 'bare',
+      runtime,
+      accessLog: false,
+      port: s.port,
+      proc: s.proc,
+      headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
+      model: 'mock-model',
+      peaks: [],
+    }
+    : {
+      id: runtime,
+      label: `Sluice ${label}`,
+      kind: 'sluice',
+      runtime,
+      accessLog,
+      port: s.port,
+      proc: s.proc,
+      headers: { authorization: `Bearer ${SLUICE_KEY}` },
+      model: 'bench-route',
+      peaks: [],
+    };
 }
 
 // ---------------------------------------------------------------------------------------------- main
