@@ -35,7 +35,7 @@ import {
 } from './proc.ts';
 import { denoRunFlags } from './deno-flags.ts';
 import { profileOverInspector } from './inspector.ts';
-import { formatSummary, summarizeProfile } from './profile-summary.ts';
+import { type CpuProfile, formatSummary, summarizeProfile } from './profile-summary.ts';
 import { median } from './stats.ts';
 import { runTtfb, type TtfbResult } from './ttfb.ts';
 import { runStreams, STALL_MS } from './streams.ts';
@@ -1724,22 +1724,24 @@ async function profileMode(ctx: Ctx): Promise<void> {
     return r;
   };
   let w: WrkResult;
-  let profile: unknown;
+  let profile: CpuProfile;
   if (runtime === 'deno') {
-    ({ result: w, profile } = await profileOverInspector(inspectPort, 250, measure));
+    let p: unknown;
+    ({ result: w, profile: p } = await profileOverInspector(inspectPort, 250, measure));
+    profile = p as CpuProfile; // the inspector's Profiler.stop answer: the same JSON `--cpu-prof` writes
     await stop(s.proc, 15_000);
   } else {
     w = await measure();
     await stop(s.proc, 15_000); // SIGTERM → drain → exit(0), which writes the profile
     const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
     if (files.length === 0) throw new Error(`no .cpuprofile written in ${dir}`);
-    profile = JSON.parse(readFileSync(path.join(dir, files[0]!), 'utf8'));
+    profile = JSON.parse(readFileSync(path.join(dir, files[0]!), 'utf8')) as CpuProfile;
   }
   const name = `${bare ? 'bare-' : ''}${runtime}-${load}${bare || accessLog ? '' : '-nolog'}`;
   const keep = path.join(BENCH, 'results', `${name}.cpuprofile`);
   mkdirSync(path.dirname(keep), { recursive: true });
   writeFileSync(keep, JSON.stringify(profile));
-  const summary = summarizeProfile(profile as Parameters<typeof summarizeProfile>[0], 15);
+  const summary = summarizeProfile(profile, 15);
   const text = [
     `# ${t.label} CPU profile under ${what} — ${new Date().toISOString()}`,
     '',
@@ -1762,7 +1764,7 @@ function profileTarget(
   accessLog: boolean,
   s: { proc: Spawned; port: number },
 ): Target {
-  const label = `${runtime === 'node' ? 'Node' : 'Deno'}`;
+  const label = runtime === 'node' ? 'Node' : 'Deno';
   return bare
     ? {
       id: runtime === 'node' ? 'bare-node' : 'bare-deno-nodehttp',
