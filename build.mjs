@@ -31,8 +31,8 @@ async function bundleNode() {
 }
 
 /**
- * Escape what esbuild leaves non-ASCII (comments, and the text of tagged templates) as `\uXXXX`: one such character
- * makes V8 keep the whole bundle's source, which it holds for as long as the process runs, at two bytes per
+ * Escape what esbuild leaves non-ASCII (comments, and the text of tagged templates) as `\uXXXX`: one character past
+ * Latin-1 makes V8 keep the whole bundle's source, which it holds for as long as the process runs, at two bytes per
  * character. In a comment the escape means nothing; in a template it cooks to the same string (`String.raw`
  * alone would see the difference).
  */
