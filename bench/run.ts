@@ -1726,9 +1726,9 @@ async function profileMode(ctx: Ctx): Promise<void> {
   let w: WrkResult;
   let profile: CpuProfile;
   if (runtime === 'deno') {
-    let p: unknown;
-    ({ result: w, profile: p } = await profileOverInspector(inspectPort, 250, measure));
-    profile = p as CpuProfile; // the inspector's Profiler.stop answer: the same JSON `--cpu-prof` writes
+    const r = await profileOverInspector(inspectPort, 250, measure);
+    w = r.result;
+    profile = r.profile as CpuProfile; // the inspector's Profiler.stop answer: the same JSON `--cpu-prof` writes
     await stop(s.proc, 15_000);
   } else {
     w = await measure();
