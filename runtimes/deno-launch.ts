@@ -2,9 +2,10 @@
 // The semi-space cap keeps V8's young generation from growing under load, which costs peak memory and saves
 // no CPU; a smaller cap costs CPU. The growing percent lets the old generation reach twice what survived the
 // last full collection before the next, where V8 allows up to four times: the request state that outlives
-// scavenges (in flight across two of them) fills the old generation and dies there (docs/performance.md
-// "Deno's memory").
+// scavenges (in flight across two of them) fills the old generation and dies there. Maglev's finished
+// compilations are freed on the main thread: left to V8's background threads, which the compilations themselves
+// keep busy, their memory piles up while the gateway warms (docs/performance.md "Deno's memory").
 export const DENO_RUN_FLAGS: readonly string[] = [
   '-A',
-  '--v8-flags=--max-semi-space-size=8,--heap-growing-percent=100',
+  '--v8-flags=--max-semi-space-size=8,--heap-growing-percent=100,--no-maglev-destroy-on-background',
 ];
