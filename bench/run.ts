@@ -369,13 +369,8 @@ function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** `runtimeFlags`: Node's before the script; Deno's after Sluice's own launch flags (`denoFlags`). */
-function sluiceCommand(
-  runtime: Runtime,
-  runtimeFlags: string[],
-  root: string,
-  denoFlags: readonly string[],
-): [string, string[]] {
+/** `runtimeFlags`: Node's before the script; Deno's after the tree's own launch flags. */
+async function sluiceCommand(runtime: Runtime, runtimeFlags: string[], root: string): Promise<[string, string[]]> {
   const config = path.join(BENCH, 'config', 'config.yaml');
   switch (runtime) {
     case 'node':
@@ -385,7 +380,7 @@ function sluiceCommand(
     case 'deno':
       return [path.join(BIN, 'deno'), [
         'run',
-        ...denoFlags,
+        ...await denoRunFlags(root),
         ...runtimeFlags,
         path.join(root, 'runtimes', 'deno.ts'),
         '--config',
@@ -423,7 +418,7 @@ async function startSluice(
       }
       : {}),
   };
-  const [cmd, args] = sluiceCommand(runtime, runtimeFlags, root, runtime === 'deno' ? await denoRunFlags(root) : []);
+  const [cmd, args] = await sluiceCommand(runtime, runtimeFlags, root);
   const t0 = performance.now();
   const proc = launch(cmd, args, { cwd: root, env, logFile: path.join(ctx.runDir, `${name}.log`) });
   const startMs = await waitFor200(`http://127.0.0.1:${port}/livez`, t0, { exited: proc.exited, timeoutMs: 60_000 })
