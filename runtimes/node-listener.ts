@@ -162,6 +162,11 @@ function createServers(spec: ListenSpec, onRequest: (req: AnyRequest, res: AnyRe
   } else {
     servers = { server: http.createServer(h1Options, onRequest) };
   }
+  // Node 22.23.2, 24.18.1 and later refuse a head of more fields than `maxHeadersCount` (1,000 by default) in the
+  // parser, with a bare 431 and a reset connection; the byte bound above bounds the fields, so our check answers.
+  if (limits) {
+    for (const s of [servers.server, servers.h1]) if (s) (s as { maxHeadersCount: number | null }).maxHeadersCount = 0;
+  }
   // Idle HTTP/1.1 connections (between requests only: a request in flight or an SSE stream is never cut).
   // 0 disables the timer; the TLS server's HTTP/1.1 fallback reads the same property.
   if (spec.idleTimeoutMs !== undefined) {
