@@ -1,6 +1,7 @@
 // Node entrypoint: implements the Platform contract with node:http(s)/http2, undici and node:fs, then
 // hands over to the runtime-agnostic core. Started by bin/sluice from the esbuild bundle.
 import { readFileSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { main } from '../src/main.ts';
@@ -34,8 +35,24 @@ export function nodePlatform(): Platform {
   };
 }
 
+/**
+ * The V8 flags the gateway sets on itself, for the V8 of `v8Version` (`process.versions.v8`). From V8 12 (Node
+ * 22 and later), Maglev's finished compilations are freed on the main thread: left to V8's background threads,
+ * which the compilations themselves keep busy, their memory piles up while the gateway warms (docs/performance.md
+ * "Node 24"). Node refuses the flag in NODE_OPTIONS, so the process sets it; Node 20's V8 does not know it.
+ */
+export function selfV8Flags(v8Version: string): string[] {
+  return Number.parseInt(v8Version, 10) >= 12 ? ['--no-maglev-destroy-on-background'] : [];
+}
+
+/** Set `selfV8Flags` on this process's V8. */
+export function applySelfV8Flags(): void {
+  for (const flag of selfV8Flags(process.versions.v8)) setFlagsFromString(flag);
+}
+
 /** Run the CLI with this process's arguments; bin/sluice calls this from the bundle. */
 export function start(): void {
+  applySelfV8Flags();
   const platform = nodePlatform();
   main(platform, process.argv.slice(2)).then((code) => platform.exit(code), (e) => {
     process.stderr.write(`sluice: fatal: ${(e as Error)?.stack ?? String(e)}\n`);

@@ -1,0 +1,87 @@
+// The V8 flags the Node gateway sets on itself at start (runtimes/node.ts `selfV8Flags`), checked on the Node that
+// runs the tests: the version gate, that this V8 knows exactly the flags picked for it, and what the Maglev flag
+// saves where it applies (docs/performance.md "Node 24").
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { test } from 'node:test';
+import { selfV8Flags } from '../../runtimes/node.ts';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const MAGLEV_FLAG = '--no-maglev-destroy-on-background';
+
+test("Maglev's flag is picked from V8 12 on (Node 22 and later), not for Node 20's V8 11", () => {
+  assert.deepEqual(selfV8Flags('11.3.244.8-node.33'), []);
+  assert.deepEqual(selfV8Flags('12.4.254.21-node.33'), [MAGLEV_FLAG]);
+  assert.deepEqual(selfV8Flags('13.6.233.17-node.40'), [MAGLEV_FLAG]);
+});
+
+test('this Node knows the flags picked for it, and not the one left out', () => {
+  const picked = selfV8Flags(process.versions.v8);
+  for (const flag of [...picked, MAGLEV_FLAG]) {
+    const r = spawnSync(process.execPath, [flag, '-e', '0'], { encoding: 'utf8' });
+    if (picked.includes(flag)) assert.equal(r.status, 0, `${process.version} refuses ${flag}: ${r.stderr}`);
+    else assert.notEqual(r.status, 0, `${process.version} knows ${flag}, which is not picked for its V8`);
+  }
+});
+
+/**
+ * How far the resident set grew (bytes) while the main thread kept V8 compiling new hot functions, as a gateway
+ * does while it warms under load; `apply` has the bundle set the gateway's own flags first, as `start()` does.
+ */
+function rssGrowthWhileCompiling(apply: boolean): number {
+  const bundle = join(ROOT, 'dist', 'node.mjs');
+  if (!existsSync(bundle)) throw new Error('dist/node.mjs is missing: run `npm run build`');
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-node-v8-flags-'));
+  try {
+    const script = join(dir, 'probe.mjs');
+    writeFileSync(
+      script,
+      `const m = await import(${JSON.stringify(pathToFileURL(bundle).href)});
+if (${apply}) m.applySelfV8Flags();
+const body = (i) => {
+  let s = 'let s = a | 0;\\n';
+  for (let k = 0; k < 60; k++) s += \`if (a > \${k}) { s = (s * \${k + i} + b.x\${k % 7}) | 0; } else { s = (s ^ \${k}) + b.y; }\\n\`;
+  return s + 'return s;';
+};
+const fns = [];
+for (let i = 0; i < 300; i++) fns.push(new Function('a', 'b', body(i)));
+const arg = { x0: 1, x1: 2, x2: 3, x3: 4, x4: 5, x5: 6, x6: 7, y: 8 };
+const before = process.memoryUsage().rss;
+let max = before;
+let sink = 0;
+for (let round = 0; round < 3; round++) {
+  for (const f of fns) {
+    for (let n = 0; n < 600; n++) sink += f(n, arg);
+    max = Math.max(max, process.memoryUsage().rss);
+  }
+}
+console.log(JSON.stringify({ grew: max - before, sink: sink & 1 }));`,
+    );
+    const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stderr, '', 'the probe wrote to stderr (an unknown V8 flag is reported there)');
+    return (JSON.parse(r.stdout) as { grew: number }).grew;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("on a Node whose V8 takes the flag, Maglev's finished compilations no longer pile up", () => {
+  const MB = 1e6;
+  const own = rssGrowthWhileCompiling(true);
+  const byDefault = rssGrowthWhileCompiling(false);
+  const detail = `${process.version}: the resident set grew ${(own / MB).toFixed(1)} MB with the gateway's flags, ${
+    (byDefault / MB).toFixed(1)
+  } MB without`;
+  if (selfV8Flags(process.versions.v8).length === 0) {
+    // Node 20: no Maglev by default, so nothing piles up and nothing is set.
+    assert.ok(byDefault < 100 * MB, detail);
+    return;
+  }
+  // Node 22's V8 frees them promptly by itself; Node 24's piles them up (docs/performance.md "Node 24").
+  assert.ok(own < Math.max(byDefault * 0.5, 100 * MB), detail);
+});
