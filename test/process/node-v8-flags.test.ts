@@ -1,14 +1,16 @@
-// The V8 flags the Node gateway sets on itself at start (runtimes/node.ts `selfV8Flags`), checked on the Node that
-// runs the tests: the version gate, that this V8 knows exactly the flags picked for it, and what the Maglev flag
-// saves where it applies (docs/performance.md "Node 24").
+// The V8 settings the Node gateway gives itself, checked on the Node that runs the tests: the flags set at start
+// (runtimes/node.ts `selfV8Flags`: the version gate, that this V8 knows exactly the flags picked for it, what the
+// Maglev flag saves where it applies) and the young generation's cap bin/sluice restarts itself with from V8 13
+// (docs/performance.md "Node 24").
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { selfV8Flags } from '../../runtimes/node.ts';
+import { baseConfig, CALLER_KEY, type GatewayProcess, resourcesFor, spawnGateway } from '../support/process.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const MAGLEV_FLAG = '--no-maglev-destroy-on-background';
@@ -84,4 +86,31 @@ test("on a Node whose V8 takes the flag, Maglev's finished compilations no longe
   }
   // Node 22's V8 frees them promptly by itself; Node 24's piles them up (docs/performance.md "Node 24").
   assert.ok(own < Math.max(byDefault * 0.5, 100 * MB), detail);
+});
+
+const gateways: GatewayProcess[] = [];
+after(async () => {
+  for (const g of gateways) await g.stop();
+});
+
+/** The command line of a ready gateway started by bin/sluice with `env` (its own after any restart). */
+async function gatewayCommandLine(env: Record<string, string>): Promise<string[]> {
+  const g = await spawnGateway({
+    config: baseConfig(),
+    files: { 'resources.yaml': resourcesFor('http://127.0.0.1:9') },
+    env: { CALLER_KEY, ...env },
+  });
+  gateways.push(g);
+  await g.waitReady('/livez');
+  return readFileSync(`/proc/${g.proc.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+}
+
+test('bin/sluice caps the young generation as on Node 20 from V8 13 on, unless NODE_OPTIONS sizes it', async () => {
+  const cap = '--max-semi-space-size=16';
+  const own = await gatewayCommandLine({ NODE_OPTIONS: '' });
+  const capped = Number.parseInt(process.versions.v8, 10) >= 13;
+  assert.equal(own.includes(cap), capped, `${process.version} (V8 ${process.versions.v8}) runs ${own.join(' ')}`);
+  assert.ok(own.some((a) => a.endsWith('bin/sluice')), own.join(' '));
+  const sized = await gatewayCommandLine({ NODE_OPTIONS: '--max-semi-space-size=32' });
+  assert.ok(!sized.includes(cap), `with the operator's size it runs ${sized.join(' ')}`);
 });
