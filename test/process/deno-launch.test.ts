@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { DENO_RUN_FLAGS } from '../../runtimes/deno-launch.ts';
+import { maglevProbeSource } from '../support/maglev-probe.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const command = `deno run ${DENO_RUN_FLAGS.join(' ')} runtimes/deno.ts --config examples/config.yaml`;
@@ -99,24 +100,7 @@ test("the launch flags let the old space grow to about twice what survives, not 
 function rssGrowthWhileCompiling(flags: readonly string[]): number {
   return runProbe<{ grew: number }>(
     flags,
-    `const body = (i) => {
-  let s = 'let s = a | 0;\\n';
-  for (let k = 0; k < 60; k++) s += \`if (a > \${k}) { s = (s * \${k + i} + b.x\${k % 7}) | 0; } else { s = (s ^ \${k}) + b.y; }\\n\`;
-  return s + 'return s;';
-};
-const fns = [];
-for (let i = 0; i < 300; i++) fns.push(new Function('a', 'b', body(i)));
-const arg = { x0: 1, x1: 2, x2: 3, x3: 4, x4: 5, x5: 6, x6: 7, y: 8 };
-const before = Deno.memoryUsage().rss;
-let max = before;
-let sink = 0;
-for (let round = 0; round < 3; round++) {
-  for (const f of fns) {
-    for (let n = 0; n < 600; n++) sink += f(n, arg);
-    max = Math.max(max, Deno.memoryUsage().rss);
-  }
-}
-console.log(JSON.stringify({ grew: max - before, sink: sink & 1 }));`,
+    maglevProbeSource('Deno.memoryUsage().rss'),
   ).grew;
 }
 

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
 import { selfV8Flags } from '../../runtimes/node.ts';
+import { maglevProbeSource } from '../support/maglev-probe.ts';
 import { baseConfig, CALLER_KEY, type GatewayProcess, resourcesFor, spawnGateway } from '../support/process.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -44,24 +45,7 @@ function rssGrowthWhileCompiling(apply: boolean): number {
       script,
       `const m = await import(${JSON.stringify(pathToFileURL(bundle).href)});
 if (${apply}) m.applySelfV8Flags();
-const body = (i) => {
-  let s = 'let s = a | 0;\\n';
-  for (let k = 0; k < 60; k++) s += \`if (a > \${k}) { s = (s * \${k + i} + b.x\${k % 7}) | 0; } else { s = (s ^ \${k}) + b.y; }\\n\`;
-  return s + 'return s;';
-};
-const fns = [];
-for (let i = 0; i < 300; i++) fns.push(new Function('a', 'b', body(i)));
-const arg = { x0: 1, x1: 2, x2: 3, x3: 4, x4: 5, x5: 6, x6: 7, y: 8 };
-const before = process.memoryUsage().rss;
-let max = before;
-let sink = 0;
-for (let round = 0; round < 3; round++) {
-  for (const f of fns) {
-    for (let n = 0; n < 600; n++) sink += f(n, arg);
-    max = Math.max(max, process.memoryUsage().rss);
-  }
-}
-console.log(JSON.stringify({ grew: max - before, sink: sink & 1 }));`,
+${maglevProbeSource('process.memoryUsage().rss')}`,
     );
     const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60_000 });
     assert.equal(r.status, 0, r.stderr);
