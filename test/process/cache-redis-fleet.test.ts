@@ -75,11 +75,14 @@ describe('response cache on Redis across gateways', { timeout: 120_000 }, () => 
   test('an answer stored by one gateway is a hit on the other, under aisix:cache:prod:', async () => {
     up.script({ body: chatCompletion('gpt-upstream', 'shared answer') });
     assert.equal(await cacheOf(await chat(gws[0]!, 'shared?')), 'miss');
+    // The store is written after the answer is handed over (src/proxy/cache-steps.ts), so wait for it.
+    const stored = () => redisCli(redis.port, 'KEYS', 'aisix:cache:*').split('\n').filter(Boolean);
+    await until(() => stored().length > 0, 5_000, 'the first answer stored in Redis');
     const hit = await chat(gws[1]!, 'shared?');
     assert.equal(hit.headers.get('x-aisix-cache'), 'hit');
     const body = await hit.json() as { choices: { message: { content: string } }[] };
     assert.equal(body.choices[0]!.message.content, 'shared answer');
-    const keys = redisCli(redis.port, 'KEYS', 'aisix:cache:*').split('\n').filter(Boolean);
+    const keys = stored();
     assert.equal(keys.length, 1);
     assert.match(keys[0]!, /^aisix:cache:prod:[0-9a-f]{16}$/);
   });
