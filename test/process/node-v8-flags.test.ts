@@ -95,6 +95,8 @@ test('bin/sluice caps the young generation as on Node 20 from V8 13 on, unless N
   const capped = Number.parseInt(process.versions.v8, 10) >= 13;
   assert.equal(own.includes(cap), capped, `${process.version} (V8 ${process.versions.v8}) runs ${own.join(' ')}`);
   assert.ok(own.some((a) => a.endsWith('bin/sluice')), own.join(' '));
-  const sized = await gatewayCommandLine({ NODE_OPTIONS: '--max-semi-space-size=32' });
-  assert.ok(!sized.includes(cap), `with the operator's size it runs ${sized.join(' ')}`);
+  for (const size of ['--max-semi-space-size=32', '--max_semi_space_size=32']) {
+    const sized = await gatewayCommandLine({ NODE_OPTIONS: size });
+    assert.ok(!sized.includes(cap), `with NODE_OPTIONS=${size} it runs ${sized.join(' ')}`);
+  }
 });
