@@ -66,7 +66,7 @@ export default createWorker(${JSON.stringify(bundle)});
   /** One chat through the Worker; its spans once the receiver has all three (SERVER, logical, attempt). */
   const traced = async (stream: boolean, headers: Record<string, string> = {}) => {
     const n = upstream.requests.length;
-    const res = await fetch(`${worker.base}/v1/chat/completions`, {
+    const res = await worker.fetch('/v1/chat/completions', {
       method: 'POST',
       headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json', ...headers },
       body: JSON.stringify({ model: 'm', stream, messages: [{ role: 'user', content: 'hi from the edge' }] }),

@@ -113,8 +113,8 @@ interface ConfigStatus {
 const chatBody = (model: string, stream = false) =>
   JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello from the edge' }] });
 
-function chat(base: string, key: string, model: string, stream = false): Promise<Response> {
-  return fetch(`${base}/v1/chat/completions`, {
+function chat(w: WranglerDev, key: string, model: string, stream = false): Promise<Response> {
+  return w.fetch('/v1/chat/completions', {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: chatBody(model, stream),
@@ -551,38 +551,38 @@ export default createWorker(${
   });
 
   test('shipped Worker: /livez and /readyz', async () => {
-    const live = await fetch(`${shipped!.base}/livez`);
+    const live = await shipped!.fetch('/livez');
     assert.equal(live.status, 200);
     assert.equal(live.headers.get('x-content-type-options'), 'nosniff');
     assert.match(live.headers.get('server') ?? '', /^sluice\//);
-    const ready = await fetch(`${shipped!.base}/readyz?verbose`);
+    const ready = await shipped!.fetch('/readyz?verbose');
     assert.equal(ready.status, 200);
     assert.equal(await ready.text(), '[+]shutdown ok\n[+]config ok\nreadyz check passed\n');
   });
 
   test('shipped Worker: echo chat completion, JSON and SSE, with the demo key from [vars]', async () => {
-    const json = await chat(shipped!.base, DEMO_KEY, 'echo');
+    const json = await chat(shipped!, DEMO_KEY, 'echo');
     assert.equal(json.status, 200);
     assert.ok(json.headers.get('x-aisix-request-id'));
     const body = (await json.json()) as { choices: { message: { content: string } }[] };
     assert.equal(body.choices[0]!.message.content, 'hello from the edge');
-    const sse = await chat(shipped!.base, DEMO_KEY, 'echo', true);
+    const sse = await chat(shipped!, DEMO_KEY, 'echo', true);
     assert.equal(sse.status, 200);
     assert.equal(sse.headers.get('content-type'), 'text/event-stream');
     const text = await sse.text();
     assert.equal(sseContent(text), 'hello from the edge');
     assert.ok(text.trimEnd().endsWith('data: [DONE]'));
-    assert.equal((await chat(shipped!.base, 'sk-not-a-key', 'echo')).status, 401);
+    assert.equal((await chat(shipped!, 'sk-not-a-key', 'echo')).status, 401);
     const line = await shipped!.waitForLog((l) => l.msg === 'proxy request completed' && l.status === 200);
     assert.equal(line.peer, '127.0.0.1', 'peer comes from cf-connecting-ip');
   });
 
   test('shipped Worker: status routes need the bearer token', async () => {
-    const refused = await fetch(`${shipped!.base}/status/config`);
+    const refused = await shipped!.fetch('/status/config');
     assert.equal(refused.status, 401);
     await refused.arrayBuffer();
     const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
-    const cfg = await fetch(`${shipped!.base}/status/config`, auth);
+    const cfg = await shipped!.fetch('/status/config', auth);
     assert.equal(cfg.status, 200);
     assert.match(cfg.headers.get('content-type') ?? '', /application\/json/);
     const body = (await cfg.json()) as {
@@ -593,9 +593,9 @@ export default createWorker(${
     assert.equal(body.state, 'synced');
     assert.equal(body.source.type, 'file');
     assert.deepEqual(body.applied.resource_counts, { provider_keys: 1, models: 1, api_keys: 1 });
-    const models = await fetch(`${shipped!.base}/status/models`, auth);
+    const models = await shipped!.fetch('/status/models', auth);
     assert.deepEqual(((await models.json()) as { display_name: string }[]).map((m) => m.display_name), ['echo']);
-    const metrics = await fetch(`${shipped!.base}/metrics`, auth);
+    const metrics = await shipped!.fetch('/metrics', auth);
     assert.equal(metrics.status, 200);
     const text = await metrics.text();
     assert.match(text, /^aisix_config_reloads_total 1$/m);
@@ -608,19 +608,19 @@ export default createWorker(${
       }),
       2,
     );
-    assert.equal((await fetch(`${shipped!.base}/metrics`, { headers: { authorization: 'Bearer wrong' } })).status, 401);
+    assert.equal((await shipped!.fetch('/metrics', { headers: { authorization: 'Bearer wrong' } })).status, 401);
   });
 
   test('generated Worker: ${VAR} and key_env from --var bindings, a real upstream through workerd fetch (JSON, SSE)', async () => {
     const before = upstream.requests.length;
-    const res = await chat(generated!.base, CALLER_KEY, 'gpt-test');
+    const res = await chat(generated!, CALLER_KEY, 'gpt-test');
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as { model: string }).model, 'gpt-test'); // the caller's name
     assert.equal(upstream.requests.at(-1)!.json?.model, 'gpt-upstream');
     const got = upstream.requests[before]!;
     assert.equal(got.url, '/v1/chat/completions');
     assert.equal(got.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
-    const sse = await chat(generated!.base, CALLER_KEY, 'gpt-test', true);
+    const sse = await chat(generated!, CALLER_KEY, 'gpt-test', true);
     assert.equal(sse.status, 200);
     const text = await sse.text();
     assert.equal(sseContent(text), 'hello world');
@@ -632,7 +632,7 @@ export default createWorker(${
 
   test('generated Worker: Bedrock SigV4 and Vertex service-account JWT through workerd, verified by the mocks', async () => {
     const sent = { br: br.requests.length, vx: vx.requests.length };
-    const converse = await chat(generated!.base, CALLER_KEY, 'llama');
+    const converse = await chat(generated!, CALLER_KEY, 'llama');
     const converseText = await converse.text();
     assert.equal(converse.status, 200, converseText);
     assert.equal(
@@ -640,7 +640,7 @@ export default createWorker(${
       'hi from converse',
     );
     // ConverseStream's binary event stream, decoded by the Worker into OpenAI SSE.
-    const converseSse = await chat(generated!.base, CALLER_KEY, 'llama', true);
+    const converseSse = await chat(generated!, CALLER_KEY, 'llama', true);
     assert.equal(converseSse.status, 200);
     const converseEvents = await converseSse.text();
     assert.equal(sseContent(converseEvents), 'Hello from Bedrock');
@@ -648,14 +648,14 @@ export default createWorker(${
     assert.deepEqual(br.rejected, [], 'every SigV4 signature the Worker computed verified');
     assert.deepEqual(br.requests.slice(sent.br).map((r) => r.path.split('/').at(-1)), ['converse', 'converse-stream']);
 
-    const gemini = await chat(generated!.base, CALLER_KEY, 'gemini');
+    const gemini = await chat(generated!, CALLER_KEY, 'gemini');
     const geminiText = await gemini.text();
     assert.equal(gemini.status, 200, geminiText);
     assert.equal(
       (JSON.parse(geminiText) as { choices: { message: { content: string } }[] }).choices[0]!.message.content,
       'hi from gemini-2.0-flash',
     );
-    const geminiSse = await chat(generated!.base, CALLER_KEY, 'gemini', true);
+    const geminiSse = await chat(generated!, CALLER_KEY, 'gemini', true);
     assert.equal(geminiSse.status, 200);
     assert.equal(sseContent(await geminiSse.text()), 'Hello from Gemini');
     assert.deepEqual(vx.refusedMints, [], 'the RS256 JWT the Worker signed verified with the public key');
@@ -672,17 +672,17 @@ export default createWorker(${
   });
 
   test('etcd Worker: range polling over workerd fetch — an empty prefix applies, the trio within a poll, a change after the next', async () => {
-    const base = etcdWorker!.base;
+    const w = etcdWorker!;
     const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
     const s = seeder(etcd.endpoint);
     // An empty prefix read successfully is the first configuration: ready, state empty.
-    const ready = await fetch(`${base}/readyz`);
+    const ready = await w.fetch('/readyz');
     assert.equal(ready.status, 200);
     await ready.arrayBuffer();
-    const early = await chat(base, CALLER_KEY, 'gpt-test');
+    const early = await chat(w, CALLER_KEY, 'gpt-test');
     assert.equal(early.status, 401, 'nothing configured yet: no caller authenticates');
     await early.arrayBuffer();
-    let st = (await (await fetch(`${base}/status/config`, auth)).json()) as ConfigStatus;
+    let st = (await (await w.fetch('/status/config', auth)).json()) as ConfigStatus;
     assert.equal(st.state, 'empty');
     assert.equal(st.source.type, 'etcd');
 
@@ -691,7 +691,7 @@ export default createWorker(${
     // Poll interval 1 s: visible within it (plus one request to start the poll).
     await until(
       async () => {
-        const r = await chat(base, CALLER_KEY, 'gpt-test');
+        const r = await chat(w, CALLER_KEY, 'gpt-test');
         return r.status === 200 && (await r.arrayBuffer(), upstream.requests.at(-1)?.json?.model === 'gpt-upstream');
       },
       3000,
@@ -706,7 +706,7 @@ export default createWorker(${
     });
     await until(
       async () => {
-        const r = await chat(base, CALLER_KEY, 'gpt-test');
+        const r = await chat(w, CALLER_KEY, 'gpt-test');
         return r.status === 200 && (await r.arrayBuffer(), upstream.requests.at(-1)?.json?.model === 'gpt-upstream-2');
       },
       3000,
@@ -714,7 +714,7 @@ export default createWorker(${
       100,
     );
 
-    st = (await (await fetch(`${base}/status/config`, auth)).json()) as ConfigStatus;
+    st = (await (await w.fetch('/status/config', auth)).json()) as ConfigStatus;
     assert.equal(st.state, 'synced');
     assert.equal(st.source.type, 'etcd');
     assert.equal(st.source.connected, true);

@@ -11,6 +11,8 @@ const ROOT = resolve(import.meta.dirname, '..', '..');
 const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
 const WORKERD = join(ROOT, 'node_modules/.bin/workerd');
 export const START_TIMEOUT_MS = 60_000;
+/** The bound of one request to the Worker: a hang fails naming the request instead of stalling the file. */
+export const REQUEST_TIMEOUT_MS = 30_000;
 
 /** Offline: no telemetry; NODE_ENV=test makes wrangler 3's miniflare skip fetching the `Request.cf` data. */
 const OFFLINE_ENV = {
@@ -23,6 +25,8 @@ const OFFLINE_ENV = {
 
 export interface WranglerDev {
   base: string;
+  /** `fetch(base + path)`, failing after `timeoutMs` (default REQUEST_TIMEOUT_MS) with the Worker's output. */
+  fetch(path: string, init?: RequestInit, timeoutMs?: number): Promise<Response>;
   /** Worker console lines that parsed as JSON (the gateway's logs). */
   logs: Record<string, unknown>[];
   output: string[];
@@ -122,21 +126,61 @@ async function startOnce(args: string[], cwd: string, persistTo: string): Promis
     return logs.find(test)!;
   };
   const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + START_TIMEOUT_MS;
+  const get = (path: string, init?: RequestInit, timeoutMs = REQUEST_TIMEOUT_MS) =>
+    boundedFetch(`${base}${path}`, init, timeoutMs, () => output.join('\n'));
+  const handle = { base, fetch: get, logs, output, waitForLog, stop };
+  // A hard bound on the whole start, whatever step hangs: the group is ended and the output reported.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('late')), START_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([untilLive(get, () => exited, output), late]);
+    return handle;
+  } catch (e) {
+    await stop();
+    if (e instanceof Error && e.message === 'late') {
+      throw new Error(`wrangler dev: /livez not 200 within ${START_TIMEOUT_MS} ms:\n${output.join('\n')}`);
+    }
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Polls `/livez` until 200; fails if wrangler exits first (PortTaken when workerd could not bind). */
+async function untilLive(
+  get: (path: string, init?: RequestInit, timeoutMs?: number) => Promise<Response>,
+  exited: () => number | null | undefined,
+  output: string[],
+): Promise<void> {
   for (;;) {
-    if (exited !== undefined) {
-      const message = `wrangler dev exited (${exited}) before /livez answered:\n${output.join('\n')}`;
+    const code = exited();
+    if (code !== undefined) {
+      const message = `wrangler dev exited (${code}) before /livez answered:\n${output.join('\n')}`;
       throw output.some((l) => l.includes('Address already in use')) ? new PortTaken(message) : new Error(message);
     }
     try {
-      const r = await fetch(`${base}/livez`, { signal: AbortSignal.timeout(2000) });
+      const r = await get('/livez', undefined, 2000);
       await r.arrayBuffer();
-      if (r.status === 200) return { base, logs, output, waitForLog, stop };
+      if (r.status === 200) return;
     } catch { /* not up yet */ }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`wrangler dev: /livez not 200 within ${START_TIMEOUT_MS} ms:\n${output.join('\n')}`);
-    }
     await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** `fetch` whose bound covers the headers and the body; the error names the URL and `context()`. */
+async function boundedFetch(url: string, init: RequestInit | undefined, ms: number, context: () => string) {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new Error(`no answer within ${ms} ms`)), ms);
+  try {
+    const res = await fetch(url, { ...init, signal: ac.signal });
+    // The body is read here so the bound covers it; the caller gets a complete Response.
+    const body = await res.arrayBuffer();
+    return new Response(res.status === 204 || res.status === 304 ? null : body, res);
+  } catch (e) {
+    throw new Error(`${init?.method ?? 'GET'} ${url}: ${(e as Error).message}; the Worker's output:\n${context()}`);
+  } finally {
+    clearTimeout(timer);
   }
 }
