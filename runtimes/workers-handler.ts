@@ -38,17 +38,25 @@ const LOG = {
   etcdWaiting: 'no etcd configuration yet — /readyz and /v1/* answer 503 until the first key appears under the prefix',
 } as const;
 
-/** The module-worker shape (`export default { fetch }`); a boot that threw (a bug) is retried next request. */
+/**
+ * The module-worker shape (`export default { fetch }`); a boot that threw (a bug) is retried next request.
+ * Workers cancels a request's own I/O when its caller disconnects, so work other requests share runs in the
+ * waitUntil of the request that started it.
+ */
 export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
   let booted: Promise<Serve> | undefined;
   const live: Live = {}; // the latest request's context: its `waitUntil` keeps the isolate alive
   return {
     async fetch(req: Request, env: WorkerEnv, ctx?: WorkerContext): Promise<Response> {
       if (ctx) live.ctx = ctx;
-      booted ??= boot(bundle, env, opts, live).catch((e: unknown) => {
-        booted = undefined;
-        throw e;
-      });
+      if (!booted) {
+        booted = boot(bundle, env, opts, live).catch((e: unknown) => {
+          booted = undefined;
+          throw e;
+        });
+        // Other requests wait on this boot: in waitUntil, its I/O outlives this caller's disconnect.
+        ctx?.waitUntil(booted.catch(() => {}));
+      }
       return (await booted)(req, ctx);
     },
   };

@@ -31,6 +31,7 @@ import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { seeder, trio } from '../support/etcd-gateway.ts';
 import { parseLogLine } from '../support/log-line.ts';
 import { until } from '../support/until.ts';
+import { freePort } from '../support/process.ts';
 import { startWranglerDev, type WranglerDev } from '../support/wrangler-dev.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -90,13 +91,15 @@ ${extra}`;
 }
 
 /** An ExecutionContext that keeps what was handed to `waitUntil`, so a test can wait for the poll. */
-function execCtx(): WorkerContext & { settled(): Promise<void> } {
+function execCtx(): WorkerContext & { settled(): Promise<void>; handed(): number } {
   const pending: Promise<unknown>[] = [];
+  let handed = 0;
   return {
-    waitUntil: (p) => void pending.push(p),
+    waitUntil: (p) => void (pending.push(p), handed++),
     settled: async () => {
       await Promise.all(pending.splice(0));
     },
+    handed: () => handed,
   };
 }
 
@@ -223,6 +226,20 @@ describe('Workers handler (in-process)', () => {
     };
     assert.equal(body.state, 'synced');
     assert.equal(body.applied.apply_seq, 1);
+  });
+
+  test('the boot runs in the waitUntil of the request that started it: others wait on it, its caller may leave', async (t) => {
+    captureLogs(t);
+    const w = createWorker(bundle(WORKER_CONFIG, upstreamResources()));
+    const e = env();
+    const [first, second] = [execCtx(), execCtx()];
+    const go = (ctx: WorkerContext) => w.fetch(new Request('https://sluice.example/readyz'), e, ctx);
+    const answers = await Promise.all([go(first), go(second)]);
+    assert.deepEqual(answers.map((r) => r.status), [200, 200]);
+    assert.equal(first.handed(), 1, 'the boot');
+    assert.equal(second.handed(), 0);
+    await go(second);
+    assert.equal(second.handed(), 0, 'booted: nothing more to hand over');
   });
 
   test('status routes: not mounted without the token (404), 401 without or with a wrong bearer, 200 with it', async (t) => {
@@ -353,6 +370,22 @@ describe('Workers handler in etcd mode (in-process, real etcd)', () => {
     ...extra,
   });
   const auth = { headers: { authorization: `Bearer ${STATUS_TOKEN}` } };
+
+  test('before the first configuration, a due read also runs in waitUntil: a later request may wait on it', async (t) => {
+    captureLogs(t);
+    let clock = 1_000_000;
+    const nobody = `http://127.0.0.1:${await freePort()}`; // refused: no configuration can be applied
+    const w = createWorker(bundle(etcdConfig(nobody, '/wk-early'), ''), { now: () => clock });
+    const e = env();
+    const [first, second] = [execCtx(), execCtx()];
+    const go = (ctx: WorkerContext) => w.fetch(new Request('https://sluice.example/readyz'), e, ctx);
+    assert.equal((await go(first)).status, 503);
+    assert.equal(first.handed(), 1, 'the boot, with its first read');
+    clock += POLL_MS;
+    assert.equal((await go(second)).status, 503);
+    assert.equal(second.handed(), 1, 'the due read, awaited by this request and handed over as well');
+    await Promise.all([first.settled(), second.settled()]);
+  });
 
   test('range polling: an empty prefix applies (empty, ready), then the row rules of the watch source; polls in waitUntil; fetch failures keep serving', async (t) => {
     const logs = captureLogs(t);

@@ -114,15 +114,16 @@ export class EtcdPollSource implements ConfigSource {
   }
 
   /**
-   * Before a request: when a read is due, start one. Until a configuration has been applied the request
-   * waits for it (so the first request after one appears is served by it); afterwards the read goes to
-   * `later` (Workers: `ctx.waitUntil`) and no caller waits.
+   * Before a request: when a read is due, start one and hand it to `later` (Workers: `ctx.waitUntil`, so it
+   * outlives this request, whose caller may leave while a later request shares the read). Until a
+   * configuration has been applied the request waits for it (so the first request after one appears is
+   * served by it); afterwards no caller waits.
    */
   async beforeRequest(later?: (read: Promise<void>) => void): Promise<void> {
     if (!this.due()) return;
     const read = this.refresh();
+    later?.(read);
     if (!this.applied) await read;
-    else later?.(read);
   }
 
   /** Whether a configuration has been applied (and serves). */
