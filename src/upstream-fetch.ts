@@ -144,16 +144,52 @@ export function declaresTooMuch(contentLength: string | null | undefined, maxByt
   return Number.isFinite(n) && n > maxBytes;
 }
 
-/** Passes chunks through while counting; throws `UpstreamTooLarge` once more than `maxBytes` went by. */
-export async function* boundedChunks(
-  chunks: AsyncIterable<Uint8Array>,
-  maxBytes: number,
-): AsyncGenerator<Uint8Array> {
-  let seen = 0;
-  for await (const chunk of chunks) {
-    seen += chunk.byteLength;
-    if (maxBytes && seen > maxBytes) throw new UpstreamTooLarge(maxBytes);
-    yield chunk;
+/**
+ * Passes chunks through while counting; throws `UpstreamTooLarge` once more than `maxBytes` went by, closing
+ * the source (which destroys an HTTP body). An iterator, not an async generator: it runs once per chunk.
+ */
+export function boundedChunks(chunks: AsyncIterable<Uint8Array>, maxBytes: number): AsyncIterableIterator<Uint8Array> {
+  return new Bounded(chunks, maxBytes);
+}
+
+class Bounded implements AsyncIterableIterator<Uint8Array> {
+  private seen = 0;
+  private over = false;
+  private it: AsyncIterator<Uint8Array> | undefined;
+
+  constructor(private readonly chunks: AsyncIterable<Uint8Array>, private readonly maxBytes: number) {}
+
+  /** Taken on the first read, as `for await` would: a body answered through `text()` is never iterated. */
+  private get source(): AsyncIterator<Uint8Array> {
+    return (this.it ??= this.chunks[Symbol.asyncIterator]());
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<Uint8Array>> {
+    if (this.over) return { done: true, value: undefined };
+    const r = await this.source.next();
+    if (r.done) {
+      this.over = true;
+      return r;
+    }
+    this.seen += r.value.byteLength;
+    if (this.maxBytes && this.seen > this.maxBytes) {
+      this.over = true;
+      await this.source.return?.().catch(() => {});
+      throw new UpstreamTooLarge(this.maxBytes);
+    }
+    return r;
+  }
+
+  async return(): Promise<IteratorResult<Uint8Array>> {
+    if (!this.over) {
+      this.over = true;
+      await this.it?.return?.();
+    }
+    return { done: true, value: undefined };
   }
 }
 

@@ -88,7 +88,7 @@ export function editSse(
 
 /** A stream under an edit; until it is read, a further edit joins it instead of wrapping it. */
 class EditedStream implements AsyncIterableIterator<Uint8Array> {
-  private run: AsyncGenerator<Uint8Array> | undefined;
+  private run: Edited | undefined;
   private fused = false;
 
   constructor(
@@ -112,13 +112,13 @@ class EditedStream implements AsyncIterableIterator<Uint8Array> {
     return this.started().next();
   }
 
-  return(value?: unknown): Promise<IteratorResult<Uint8Array>> {
-    return this.started().return(value);
+  return(): Promise<IteratorResult<Uint8Array>> {
+    return this.started().return();
   }
 
-  private started(): AsyncGenerator<Uint8Array> {
+  private started(): Edited {
     if (this.fused) throw new Error('this stream was edited further: read the stream that edit returned');
-    return (this.run ??= edited(this.source, this.e, this.maxEventBytes));
+    return (this.run ??= new Edited(this.source, this.e, this.maxEventBytes));
   }
 }
 
@@ -149,57 +149,105 @@ function chain(a: SseEdit, b: SseEdit): SseEdit {
   };
 }
 
-async function* edited(
-  chunks: AsyncIterable<Uint8Array>,
-  e: SseEdit,
-  maxEventBytes: number,
-): AsyncGenerator<Uint8Array> {
-  const decoder = new TextDecoder();
-  let pieces: string[] = [];
-  let pendingLength = 0;
+/**
+ * The stream with `e` applied, read chunk by chunk. An iterator, not an async generator: it runs once per SSE
+ * chunk, and a generator layer costs several promise turns per chunk (docs/performance.md). Each chunk gives
+ * at most one piece out; a throw of its own closes the source, as a `for await` left by a throw would.
+ */
+class Edited implements AsyncIterator<Uint8Array> {
+  private readonly decoder = new TextDecoder();
+  private pieces: string[] = [];
+  private pendingLength = 0;
   /** The bytes so far ended on an event boundary: the decoder holds nothing, nothing is pending. */
-  let clean = true;
-  for await (const chunk of chunks) {
+  private clean = true;
+  private over = false;
+  private it: AsyncIterator<Uint8Array> | undefined;
+
+  constructor(
+    private readonly chunks: AsyncIterable<Uint8Array>,
+    private readonly e: SseEdit,
+    private readonly maxEventBytes: number,
+  ) {}
+
+  async next(): Promise<IteratorResult<Uint8Array>> {
+    const source = (this.it ??= this.chunks[Symbol.asyncIterator]());
+    while (!this.over) {
+      const r = await source.next();
+      if (r.done) {
+        this.over = true;
+        const last = this.rest();
+        return last === undefined ? DONE : { done: false, value: last };
+      }
+      let out: Uint8Array | undefined;
+      try {
+        out = this.take(r.value);
+      } catch (err) {
+        this.over = true;
+        await source.return?.().catch(() => {});
+        throw err;
+      }
+      if (out !== undefined) return { done: false, value: out };
+    }
+    return DONE;
+  }
+
+  async return(): Promise<IteratorResult<Uint8Array>> {
+    if (!this.over) {
+      this.over = true;
+      await this.it?.return?.();
+    }
+    return DONE;
+  }
+
+  /** One chunk: what goes out for it (undefined: nothing yet). Throws when an unfinished event is too long. */
+  private take(chunk: Uint8Array): Uint8Array | undefined {
+    const e = this.e;
     // Clean before and ending on a blank line: the decoder would hold nothing after it either.
-    if (clean && e.event !== undefined && endsWithLfLf(chunk) && indexOfByte(chunk, CR) < 0) {
+    if (this.clean && e.event !== undefined && endsWithLfLf(chunk) && indexOfByte(chunk, CR) < 0) {
       const out = editedBytes(chunk, e);
-      if (out.length > 0) yield out;
-      continue;
+      return out.length > 0 ? out : undefined;
     }
-    const text = decoder.decode(chunk, { stream: true });
+    const text = this.decoder.decode(chunk, { stream: true });
     // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
-    const whole = clean && endsAtBoundary(text);
-    if (whole && !e.mayTouch(text)) {
-      yield chunk;
-      continue;
-    }
+    const whole = this.clean && endsAtBoundary(text);
+    if (whole && !e.mayTouch(text)) return chunk;
     // A boundary can begin at most three characters before the new text.
-    const carry = tailOf(pieces, 3);
+    const carry = tailOf(this.pieces, 3);
     const cut = lastBoundaryEnd(carry + text) - carry.length;
     if (cut <= 0) {
-      if (text !== '') pieces.push(text);
-      pendingLength += text.length;
-      clean = false;
-      if (maxEventBytes > 0 && pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
-      continue;
+      if (text !== '') this.pieces.push(text);
+      this.pendingLength += text.length;
+      this.clean = false;
+      this.checkPending();
+      return undefined;
     }
+    const pieces = this.pieces;
     const head = pieces.length === 0 ? '' : pieces.length === 1 ? pieces[0]! : pieces.join('');
     const complete = head + text.slice(0, cut);
     const rest = text.slice(cut);
-    pieces = rest === '' ? [] : [rest];
-    pendingLength = rest.length;
-    clean = rest === '' && endsAtBoundary(text);
-    if (maxEventBytes > 0 && pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
+    this.pieces = rest === '' ? [] : [rest];
+    this.pendingLength = rest.length;
+    this.clean = rest === '' && endsAtBoundary(text);
+    this.checkPending();
     const out = editEvents(complete, e);
-    if (out === undefined) yield whole ? chunk : encodeText(complete);
-    else if (out !== '') yield encodeText(out);
+    if (out === undefined) return whole ? chunk : encodeText(complete);
+    return out !== '' ? encodeText(out) : undefined;
   }
-  const pending = pieces.join('') + decoder.decode();
-  if (pending !== '') {
-    const out = editEvents(pending, e) ?? pending;
-    if (out !== '') yield encodeText(out);
+
+  private checkPending(): void {
+    if (this.maxEventBytes > 0 && this.pendingLength > this.maxEventBytes) throw oversizedEvent(this.maxEventBytes);
+  }
+
+  /** What is left once the source ended: its last event, edited. */
+  private rest(): Uint8Array | undefined {
+    const pending = this.pieces.join('') + this.decoder.decode();
+    if (pending === '') return undefined;
+    const out = editEvents(pending, this.e) ?? pending;
+    return out !== '' ? encodeText(out) : undefined;
   }
 }
+
+const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
 
 function endsWithLfLf(b: Uint8Array): boolean {
   return b.length >= 2 && b[b.length - 1] === LF && b[b.length - 2] === LF;

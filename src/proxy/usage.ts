@@ -279,52 +279,117 @@ const EVENT_END = encoder.encode('\n\n');
  * completed, not re-encoded (lines are cut at `\n` bytes, which never occur inside a UTF-8 character).
  * `ending` sees every chunk the meter read, and the stream's end or failure waits for its `ended()`.
  */
-export async function* meteredChunks(
+export function meteredChunks(
   chunks: AsyncIterable<Uint8Array>,
   meter: StreamUsage,
   scrub?: () => (text: string) => string,
   ending?: StreamEnding,
-): AsyncGenerator<Uint8Array> {
-  let s: ((text: string) => string) | undefined;
-  let tail = '';
-  let held: Uint8Array = new Uint8Array(0);
-  try {
-    for await (const chunk of chunks) {
+): AsyncIterableIterator<Uint8Array> {
+  return new Metered(chunks[Symbol.asyncIterator](), meter, scrub, ending);
+}
+
+const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+
+/**
+ * `meteredChunks` as an iterator, not an async generator: it runs once per SSE chunk, and a generator layer
+ * costs several promise turns per chunk (docs/performance.md). `out` holds what one chunk gave beyond its
+ * first piece; `failure` is thrown once `out` has gone out.
+ */
+class Metered implements AsyncIterableIterator<Uint8Array> {
+  private s: ((text: string) => string) | undefined;
+  private tail = '';
+  private held: Uint8Array = new Uint8Array(0);
+  private out: Uint8Array[] = [];
+  private failure: { error: unknown } | undefined;
+  private state: 'reading' | 'ending' | 'over' = 'reading';
+
+  constructor(
+    private readonly source: AsyncIterator<Uint8Array>,
+    private readonly meter: StreamUsage,
+    private readonly scrub: (() => (text: string) => string) | undefined,
+    private readonly ending: StreamEnding | undefined,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<Uint8Array>> {
+    for (;;) {
+      const queued = this.out.shift();
+      if (queued !== undefined) return { done: false, value: queued };
+      if (this.state === 'over') return DONE;
+      if (this.failure) {
+        const { error } = this.failure;
+        this.failure = undefined;
+        this.state = 'over';
+        await this.source.return?.().catch(() => {}); // as a `for await` left by a throw closes its source
+        await this.ending?.ended();
+        throw error;
+      }
+      if (this.state === 'ending') {
+        this.state = 'over';
+        await this.ending?.ended();
+        return DONE;
+      }
+      let r: IteratorResult<Uint8Array>;
       try {
-        meter.observe(chunk);
+        r = await this.source.next();
       } catch (e) {
-        // The caller already has the start of the line: end it, so the error event stands as its own event.
-        yield EVENT_END;
+        this.state = 'over';
+        await this.ending?.ended();
         throw e;
       }
-      ending?.observe(chunk, meter.piece);
-      let c = chunk;
-      if (s === undefined) {
-        // `error` whole in this piece, or begun in the last four characters before it (which a piece shorter
-        // than that carries on).
-        const piece = meter.piece;
-        if (!scrub || !(piece.includes('error') || (tail !== '' && (tail + piece.slice(0, 4)).includes('error')))) {
-          tail = piece.length >= 4 ? piece.slice(-4) : (tail + piece).slice(-4);
-          yield c;
-          continue;
-        }
-        s = scrub();
-        let cont = 0; // continuation bytes of a character begun in the chunk before, which went out as it came
-        while (cont < c.length && (c[cont]! & 0xc0) === 0x80) cont++;
-        if (cont > 0) {
-          yield c.subarray(0, cont);
-          c = c.subarray(cont);
-        }
+      if (r.done) {
+        this.state = 'ending';
+        if (this.s && this.held.length > 0) this.out.push(encoder.encode(this.s(lineDecoder.decode(this.held))));
+        continue;
       }
-      const bytes = held.length === 0 ? c : concatBytes(held, c);
-      const end = bytes.lastIndexOf(0x0a) + 1;
-      held = bytes.slice(end);
-      if (end > 0) yield encoder.encode(s(lineDecoder.decode(bytes.subarray(0, end))));
+      const first = this.take(r.value);
+      if (first !== undefined) return { done: false, value: first };
     }
-  } catch (e) {
-    await ending?.ended();
-    throw e;
   }
-  if (s && held.length > 0) yield encoder.encode(s(lineDecoder.decode(held)));
-  await ending?.ended();
+
+  async return(): Promise<IteratorResult<Uint8Array>> {
+    if (this.state === 'over') return DONE;
+    this.state = 'over';
+    this.out = [];
+    await this.source.return?.();
+    return DONE;
+  }
+
+  /** One upstream chunk: the first piece to send (the rest queued in `out`), or undefined for none yet. */
+  private take(chunk: Uint8Array): Uint8Array | undefined {
+    try {
+      this.meter.observe(chunk);
+    } catch (e) {
+      // The caller already has the start of the line: end it, so the error event stands as its own event.
+      this.failure = { error: e };
+      return EVENT_END;
+    }
+    this.ending?.observe(chunk, this.meter.piece);
+    let c = chunk;
+    if (this.s === undefined) {
+      // `error` whole in this piece, or begun in the last four characters before it (which a piece shorter
+      // than that carries on).
+      const piece = this.meter.piece;
+      const tail = this.tail;
+      if (!this.scrub || !(piece.includes('error') || (tail !== '' && (tail + piece.slice(0, 4)).includes('error')))) {
+        this.tail = piece.length >= 4 ? piece.slice(-4) : (tail + piece).slice(-4);
+        return c;
+      }
+      this.s = this.scrub();
+      let cont = 0; // continuation bytes of a character begun in the chunk before, which went out as it came
+      while (cont < c.length && (c[cont]! & 0xc0) === 0x80) cont++;
+      if (cont > 0) {
+        this.out.push(c.subarray(0, cont));
+        c = c.subarray(cont);
+      }
+    }
+    const bytes = this.held.length === 0 ? c : concatBytes(this.held, c);
+    const end = bytes.lastIndexOf(0x0a) + 1;
+    this.held = bytes.slice(end);
+    if (end > 0) this.out.push(encoder.encode(this.s(lineDecoder.decode(bytes.subarray(0, end)))));
+    return this.out.shift();
+  }
 }
