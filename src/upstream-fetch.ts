@@ -170,7 +170,13 @@ class Bounded implements AsyncIterableIterator<Uint8Array> {
 
   async next(): Promise<IteratorResult<Uint8Array>> {
     if (this.over) return { done: true, value: undefined };
-    const r = await this.source.next();
+    let r: IteratorResult<Uint8Array>;
+    try {
+      r = await this.source.next();
+    } catch (e) {
+      this.over = true; // a failed source is done, as for `for await`: not closed
+      throw e;
+    }
     if (r.done) {
       this.over = true;
       return r;

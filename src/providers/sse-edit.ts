@@ -172,7 +172,13 @@ class Edited implements AsyncIterator<Uint8Array> {
   async next(): Promise<IteratorResult<Uint8Array>> {
     const source = (this.it ??= this.chunks[Symbol.asyncIterator]());
     while (!this.over) {
-      const r = await source.next();
+      let r: IteratorResult<Uint8Array>;
+      try {
+        r = await source.next();
+      } catch (err) {
+        this.over = true; // a failed source is done, as for `for await`: not closed
+        throw err;
+      }
       if (r.done) {
         this.over = true;
         const last = this.rest();

@@ -65,7 +65,9 @@ for (const [name, layer] of layers) {
     const it = layer(src);
     await it.next();
     await assert.rejects(it.next(), (e) => e === boom);
-    assert.equal(src.closed, 0);
+    await it.return!();
+    assert.equal(src.closed, 0, 'a failed source is done: not closed, even by a later return()');
+    assert.equal((await it.next()).done, true);
   });
 }
 
