@@ -138,7 +138,10 @@ function createServers(spec: ListenSpec, onRequest: (req: AnyRequest, res: AnyRe
   // With header limits, the runtime's own parser limits sit above ours, so our 431 (with its JSON body) is
   // what a caller sees. Without them, the runtime defaults stay (16 KiB; HTTP/2: 128 fields).
   const limits = spec.headerLimits;
-  const h1Options: http.ServerOptions = limits ? { maxHeaderSize: limits.maxBytes + PARSER_HEADROOM_BYTES } : {};
+  const h1Options: http.ServerOptions = {
+    ServerResponse: HeadWithBody,
+    ...(limits ? { maxHeaderSize: limits.maxBytes + PARSER_HEADROOM_BYTES } : {}),
+  };
   const h2Options: http2.ServerOptions = limits
     ? {
       maxHeaderListPairs: Math.max(128, limits.maxCount * 2 + 8),
@@ -154,6 +157,7 @@ function createServers(spec: ListenSpec, onRequest: (req: AnyRequest, res: AnyRe
         cert: Buffer.from(spec.tls.cert),
         key: Buffer.from(spec.tls.key),
         allowHTTP1: true,
+        Http1ServerResponse: HeadWithBody,
       }, onRequest),
     };
   } else if (spec.http2) {
@@ -175,6 +179,27 @@ function createServers(spec: ListenSpec, onRequest: (req: AnyRequest, res: AnyRe
     }
   }
   return servers;
+}
+
+/**
+ * A response whose `flushHeaders()` waits for the end of the event loop's turn. @hono/node-server flushes a
+ * streamed response's head before it reads the body; when the first chunk is already at hand, the head now
+ * leaves with it in one write (one segment, one wake-up of the caller) instead of alone. A body with nothing
+ * to read yet still has its head sent within the turn.
+ */
+class HeadWithBody<Req extends http.IncomingMessage = http.IncomingMessage> extends http.ServerResponse<Req> {
+  private flushQueued = false;
+
+  override flushHeaders(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    setImmediate(flushHead, this);
+  }
+}
+
+/** The deferred flush: a no-op when a write already carried the head (Node sends it with the first write). */
+function flushHead(res: http.ServerResponse): void {
+  if (!res.destroyed) http.ServerResponse.prototype.flushHeaders.call(res);
 }
 
 /** The open connections of one listener, and the server that accepts them. */
