@@ -303,7 +303,7 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch, limits: AnswerLimit
     // A declared length within the limit bounds the body already, unless fetch decompresses it (a few KiB of
     // gzip can inflate to gigabytes): then the decoded bytes are counted.
     const length = declaredLength(declared, res.headers.get('content-encoding'));
-    const chunks = body ? streamChunks(body) : empty;
+    const chunks = body ? new BodyChunks(body) : empty;
     const out: UpstreamResponse = {
       status: res.status,
       header: (name) => res.headers.get(name),
@@ -322,16 +322,54 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch, limits: AnswerLimit
   };
 }
 
-async function* streamChunks(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
-  const reader = stream.getReader();
-  try {
+const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+
+/**
+ * A fetch body's chunks. The body is locked at the first read (until then `text()` may take it), and once
+ * the chunks are done, failed or returned it is cancelled, which closes a connection whose answer was not
+ * read to the end. An iterator, not an async generator: it runs once per chunk.
+ */
+class BodyChunks implements AsyncIterableIterator<Uint8Array> {
+  private reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  private over = false;
+
+  constructor(private readonly stream: ReadableStream<Uint8Array>) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<Uint8Array>> {
+    if (this.over) return DONE;
+    const reader = (this.reader ??= this.stream.getReader());
     for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      if (value) yield value;
+      let r: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        r = await reader.read();
+      } catch (e) {
+        await this.close();
+        throw e;
+      }
+      if (r.done) {
+        await this.close();
+        return DONE;
+      }
+      if (r.value) return { done: false, value: r.value };
     }
-  } finally {
+  }
+
+  async return(): Promise<IteratorResult<Uint8Array>> {
+    await this.close();
+    return DONE;
+  }
+
+  /** A body never read is left as it is, as an async generator never started would leave it. */
+  private async close(): Promise<void> {
+    if (this.over) return;
+    this.over = true;
+    const reader = this.reader;
+    if (!reader) return;
+    await reader.cancel().catch(() => {}); // settles a read still pending, where releasing the lock would throw
     reader.releaseLock();
-    await stream.cancel().catch(() => {});
   }
 }

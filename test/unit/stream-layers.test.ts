@@ -1,9 +1,11 @@
 // The per-chunk layers of a stream (docs/performance.md "Streams are pulled"): the upstream body's byte bound,
 // the stream edits and the meter are iterators, and keep the contract of the `for await` loops they replace:
 // `return()` closes the source, a throw of their own closes it first, a failure of the source passes as it is.
+// The fetch transport's body reader keeps the contract of the async generator it replaces: the body is cancelled
+// once the chunks are done, failed or returned, and never touched when they were not read.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { boundedChunks, UpstreamTooLarge } from '../../src/upstream-fetch.ts';
+import { boundedChunks, fetchUpstream, UpstreamTooLarge } from '../../src/upstream-fetch.ts';
 import { editSse } from '../../src/providers/sse-edit.ts';
 import { meteredChunks, StreamUsage } from '../../src/proxy/usage.ts';
 
@@ -97,4 +99,62 @@ test("meteredChunks: the meter's own failure ends the line, then throws; the sou
   await assert.rejects(it.next(), /without an end/);
   assert.equal(src.closed, 1);
   assert.equal((await it.next()).done, true);
+});
+
+/** A fetch transport over one answer whose body is `chunks` (then `fail`, if given); what the body saw. */
+function fetchedBody(chunks: string[], fail?: Error) {
+  const seen = { pulls: 0, cancelled: 0 };
+  const body = new ReadableStream<Uint8Array>({
+    pull(c) {
+      const i = seen.pulls++;
+      if (i < chunks.length) c.enqueue(enc.encode(chunks[i]));
+      else if (fail) c.error(fail);
+      else c.close();
+    },
+    cancel() {
+      seen.cancelled++;
+    },
+  }, { highWaterMark: 0 });
+  const fetchFn = (() => Promise.resolve(new Response(body))) as unknown as typeof fetch;
+  const answer = () => fetchUpstream(fetchFn)({ url: 'http://upstream.test/', method: 'POST', headers: {} });
+  return { seen, answer, body };
+}
+
+test('fetch body: the chunks in order, then done; the body released', async () => {
+  const f = fetchedBody(['data: 1\n\n', 'data: 2\n\n']);
+  const it = (await f.answer()).body[Symbol.asyncIterator]();
+  const got: string[] = [];
+  for (let r = await it.next(); !r.done; r = await it.next()) got.push(new TextDecoder().decode(r.value));
+  assert.deepEqual(got, ['data: 1\n\n', 'data: 2\n\n']);
+  assert.equal((await it.next()).done, true);
+  assert.equal(f.body.locked, false);
+});
+
+test('fetch body: return() mid-body cancels it once; later reads are done', async () => {
+  const f = fetchedBody(['data: 1\n\n', 'data: 2\n\n']);
+  const it = (await f.answer()).body[Symbol.asyncIterator]();
+  assert.equal((await it.next()).done, false);
+  await it.return!();
+  await it.return!();
+  assert.equal(f.seen.cancelled, 1);
+  assert.equal((await it.next()).done, true);
+  assert.equal(f.body.locked, false);
+});
+
+test('fetch body: a failing body throws its error and is released', async () => {
+  const boom = new Error('connection reset');
+  const f = fetchedBody(['data: 1\n\n'], boom);
+  const it = (await f.answer()).body[Symbol.asyncIterator]();
+  await it.next();
+  await assert.rejects(it.next(), (e) => e === boom);
+  assert.equal((await it.next()).done, true);
+  assert.equal(f.body.locked, false);
+});
+
+test('fetch body: an answer read by text() is not locked by the chunks never read', async () => {
+  const f = fetchedBody(['{"ok":', 'true}']);
+  const res = await f.answer();
+  res.body[Symbol.asyncIterator](); // taken, not read
+  assert.equal(f.body.locked, false);
+  assert.equal(await res.text(), '{"ok":true}');
 });
