@@ -1,7 +1,7 @@
 // Black-box gateway processes: write a config folder, spawn a runtime's entrypoint as a real process,
 // read its log lines (text or JSON) as they come, poll its ports, send it real signals.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -15,22 +15,37 @@ const ROOT = resolve(import.meta.dirname, '../..');
  * A port for another process to bind (a gateway, etcd, Redis), free a moment ago. Drawn at random below
  * Linux's ephemeral range (32768–60999): a port the kernel handed out for `listen(0)` could be taken, between
  * our close and the other process's bind, by any outgoing connection of the busy test run (seen as
- * EADDRINUSE in full runs); below the range only another test's pick can collide, and each pick is checked.
+ * EADDRINUSE in full runs); below the range only another test's pick can collide. Each pick is claimed for the
+ * whole run across the test files' processes (they run two at a time), then checked.
  */
 export async function freePort(): Promise<number> {
   for (let i = 0; i < 100; i++) {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (handedOut.has(port)) continue;
-    if (await bindable(port)) {
-      handedOut.add(port);
-      return port;
-    }
+    if (handedOut.has(port) || !claim(port)) continue;
+    handedOut.add(port);
+    if (await bindable(port)) return port;
   }
   throw new Error('no free port found in 20000–31999 after 100 tries');
 }
 
-/** Ports this test process has handed out already (each one is given once). */
+/** Ports this test process has claimed (each one is given once). */
 const handedOut = new Set<number>();
+
+/**
+ * The ports claimed by any test process of this run: one file each, created only if absent, in a folder named
+ * by the test runner's pid (the parent of every test file's process).
+ */
+const CLAIMS = join(tmpdir(), `sluice-test-ports-${process.ppid}`);
+
+function claim(port: number): boolean {
+  try {
+    mkdirSync(CLAIMS, { recursive: true });
+    writeFileSync(join(CLAIMS, String(port)), '', { flag: 'wx' });
+    return true;
+  } catch {
+    return false; // another test process of this run has it
+  }
+}
 
 function bindable(port: number): Promise<boolean> {
   return new Promise((res) => {
@@ -113,6 +128,13 @@ const dirs = new Set<string>();
 process.on('exit', () => {
   for (const p of live) p.kill('SIGKILL');
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  // This process's gateways are gone: its ports are free again, and the folder goes with the last claim.
+  for (const port of handedOut) rmSync(join(CLAIMS, String(port)), { force: true });
+  try {
+    rmdirSync(CLAIMS);
+  } catch {
+    // another test process still holds claims
+  }
 });
 
 export async function spawnGateway(o: SpawnOptions): Promise<GatewayProcess> {
