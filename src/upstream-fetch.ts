@@ -3,6 +3,7 @@
 // `upstream.max_response_bytes` per answer and `upstream.max_buffered_response_bytes` over all the answers
 // being read whole at once (docs/operations.md "Limits and failure behaviour").
 import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
+import { CHUNKS_DONE } from './util/bytes.ts';
 import { toAbortSignal } from './util/cancel.ts';
 
 const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
@@ -169,7 +170,7 @@ class Bounded implements AsyncIterableIterator<Uint8Array> {
   }
 
   async next(): Promise<IteratorResult<Uint8Array>> {
-    if (this.over) return { done: true, value: undefined };
+    if (this.over) return CHUNKS_DONE;
     let r: IteratorResult<Uint8Array>;
     try {
       r = await this.source.next();
@@ -195,7 +196,7 @@ class Bounded implements AsyncIterableIterator<Uint8Array> {
       this.over = true;
       await this.it?.return?.();
     }
-    return { done: true, value: undefined };
+    return CHUNKS_DONE;
   }
 }
 
@@ -322,8 +323,6 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch, limits: AnswerLimit
   };
 }
 
-const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
-
 /**
  * A fetch body's chunks. The body is locked at the first read (until then `text()` may take it), and once
  * the chunks are done, failed or returned it is cancelled, which closes a connection whose answer was not
@@ -340,7 +339,7 @@ class BodyChunks implements AsyncIterableIterator<Uint8Array> {
   }
 
   async next(): Promise<IteratorResult<Uint8Array>> {
-    if (this.over) return DONE;
+    if (this.over) return CHUNKS_DONE;
     const reader = (this.reader ??= this.stream.getReader());
     for (;;) {
       let r: Awaited<ReturnType<typeof reader.read>>;
@@ -352,7 +351,7 @@ class BodyChunks implements AsyncIterableIterator<Uint8Array> {
       }
       if (r.done) {
         await this.close();
-        return DONE;
+        return CHUNKS_DONE;
       }
       if (r.value) return { done: false, value: r.value };
     }
@@ -360,7 +359,7 @@ class BodyChunks implements AsyncIterableIterator<Uint8Array> {
 
   async return(): Promise<IteratorResult<Uint8Array>> {
     await this.close();
-    return DONE;
+    return CHUNKS_DONE;
   }
 
   /** A body never read is left as it is, as an async generator never started would leave it. */

@@ -21,7 +21,7 @@ export interface SseEdit {
 }
 
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from './sse.ts';
-import { concatBytes, encodeText, indexOfByte } from '../util/bytes.ts';
+import { CHUNKS_DONE, concatBytes, encodeText, indexOfByte } from '../util/bytes.ts';
 
 const LF = 10;
 const CR = 13;
@@ -182,7 +182,7 @@ class Edited implements AsyncIterator<Uint8Array> {
       if (r.done) {
         this.over = true;
         const last = this.rest();
-        return last === undefined ? DONE : { done: false, value: last };
+        return last === undefined ? CHUNKS_DONE : { done: false, value: last };
       }
       let out: Uint8Array | undefined;
       try {
@@ -194,7 +194,7 @@ class Edited implements AsyncIterator<Uint8Array> {
       }
       if (out !== undefined) return { done: false, value: out };
     }
-    return DONE;
+    return CHUNKS_DONE;
   }
 
   async return(): Promise<IteratorResult<Uint8Array>> {
@@ -202,7 +202,7 @@ class Edited implements AsyncIterator<Uint8Array> {
       this.over = true;
       await this.it?.return?.();
     }
-    return DONE;
+    return CHUNKS_DONE;
   }
 
   /** One chunk: what goes out for it (undefined: nothing yet). Throws when an unfinished event is too long. */
@@ -252,8 +252,6 @@ class Edited implements AsyncIterator<Uint8Array> {
     return out !== '' ? encodeText(out) : undefined;
   }
 }
-
-const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
 
 function endsWithLfLf(b: Uint8Array): boolean {
   return b.length >= 2 && b[b.length - 1] === LF && b[b.length - 2] === LF;

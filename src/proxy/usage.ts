@@ -11,7 +11,7 @@
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts';
 import type { TokenCounts } from '../providers/types.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
-import { concatBytes } from '../util/bytes.ts';
+import { CHUNKS_DONE, concatBytes } from '../util/bytes.ts';
 
 export interface Usage {
   input?: number;
@@ -288,8 +288,6 @@ export function meteredChunks(
   return new Metered(chunks[Symbol.asyncIterator](), meter, scrub, ending);
 }
 
-const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
-
 /**
  * `meteredChunks` as an iterator, not an async generator: it runs once per SSE chunk, and a generator layer
  * costs several promise turns per chunk (docs/performance.md). `out` holds what one chunk gave beyond its
@@ -318,7 +316,7 @@ class Metered implements AsyncIterableIterator<Uint8Array> {
     for (;;) {
       const queued = this.out.shift();
       if (queued !== undefined) return { done: false, value: queued };
-      if (this.state === 'over') return DONE;
+      if (this.state === 'over') return CHUNKS_DONE;
       if (this.failure) {
         const { error } = this.failure;
         this.failure = undefined;
@@ -330,7 +328,7 @@ class Metered implements AsyncIterableIterator<Uint8Array> {
       if (this.state === 'ending') {
         this.state = 'over';
         await this.ending?.ended();
-        return DONE;
+        return CHUNKS_DONE;
       }
       let r: IteratorResult<Uint8Array>;
       try {
@@ -351,11 +349,11 @@ class Metered implements AsyncIterableIterator<Uint8Array> {
   }
 
   async return(): Promise<IteratorResult<Uint8Array>> {
-    if (this.state === 'over') return DONE;
+    if (this.state === 'over') return CHUNKS_DONE;
     this.state = 'over';
     this.out = [];
     await this.source.return?.();
-    return DONE;
+    return CHUNKS_DONE;
   }
 
   /** One upstream chunk: the first piece to send (the rest queued in `out`), or undefined for none yet. */

@@ -3,6 +3,7 @@
 // comments (the early commit), the silence limit between chunks, and the settlement once it ended.
 import { type StreamEnd, type TokenCounts, UpstreamStreamError } from '../providers/types.ts';
 import { upstreamErrorParts } from '../providers/upstream-error.ts';
+import { CHUNKS_DONE } from '../util/bytes.ts';
 import type { Cancel } from '../util/cancel.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import type { AttemptRecorder } from './dispatch-record.ts';
@@ -16,8 +17,6 @@ import {
   type ServedBy,
   type Target,
 } from './dispatch-types.ts';
-
-const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
 
 /**
  * The `stream` result of a dispatch whose loop is `run`. `answer` turns the loop's result into the caller's
@@ -69,7 +68,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
 
   next(): Promise<IteratorResult<Uint8Array>> {
     if (this.rest) return this.rest.next();
-    if (this.over) return Promise.resolve(DONE);
+    if (this.over) return Promise.resolve(CHUNKS_DONE);
     return this.first().then((r) => {
       if (r.done) this.over = true;
       return r;
@@ -82,7 +81,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
   return(): Promise<IteratorResult<Uint8Array>> {
     this.over = true;
     this.rest?.stop();
-    return Promise.resolve(DONE);
+    return Promise.resolve(CHUNKS_DONE);
   }
 
   /** The serving adapter's own token count (ProviderResult `counted`), once the stream ended. */
@@ -119,7 +118,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
   /** The first chunk once the loop has a live stream; the loop's failure as an in-band error. */
   private async first(): Promise<IteratorResult<Uint8Array>> {
     const a = this.answer(await this.run);
-    if (a.kind === 'aborted') return DONE;
+    if (a.kind === 'aborted') return CHUNKS_DONE;
     if (a.kind === 'error') {
       throw new UpstreamStreamError(
         a.failure.kind === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_error',
@@ -133,7 +132,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     }
     if (this.settled || this.over) {
       closeLive(a.live);
-      return DONE;
+      return CHUNKS_DONE;
     }
     this.live = a;
     this.rest = new SilenceLimited(a.live, a.target.silenceMs);
@@ -163,7 +162,7 @@ export class SilenceLimited implements AsyncIterator<Uint8Array> {
   constructor(private readonly live: LiveStream, private readonly silenceMs: number) {}
 
   async next(): Promise<IteratorResult<Uint8Array>> {
-    if (this.stopped) return DONE;
+    if (this.stopped) return CHUNKS_DONE;
     // Only time spent waiting on the upstream counts as silence; the timer starts with the first wait.
     if (this.silenceMs > 0) {
       if (this.silence) this.silence.touch();

@@ -3,6 +3,9 @@
 
 const typedIndexOf = Uint8Array.prototype.indexOf;
 
+/** The end of a chunk iterator: one result shared by every stream layer, never mutated. */
+export const CHUNKS_DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+
 /**
  * The index of `byte` in `b` from `from`, or -1. Always the typed-array search: a Buffer's own `indexOf`
  * is a much slower JavaScript path on Deno, and upstream chunks arrive as Buffers there.
