@@ -39,7 +39,7 @@ const CLAIMS = join(tmpdir(), `sluice-test-ports-${process.ppid}`);
 
 function claim(port: number): boolean {
   try {
-    mkdirSync(CLAIMS, { recursive: true });
+    mkdirSync(CLAIMS, { recursive: true }); // again each time: an exiting process removes it when empty
     writeFileSync(join(CLAIMS, String(port)), '', { flag: 'wx' });
     return true;
   } catch {

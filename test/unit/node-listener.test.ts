@@ -41,7 +41,7 @@ function serverWrites(client: () => net.Socket | undefined): { writes: string[];
   proto._writeGeneric = function (this: net.Socket, writev, data, encoding, cb) {
     const c = client();
     if (c && this !== c && this.remotePort === c.localPort) {
-      writes.push(writev ? (data as { chunk: unknown }[]).map((c) => text(c.chunk)).join('') : text(data));
+      writes.push(writev ? (data as { chunk: unknown }[]).map((w) => text(w.chunk)).join('') : text(data));
     }
     return original.call(this, writev, data, encoding, cb);
   };
