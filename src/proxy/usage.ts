@@ -116,12 +116,12 @@ function leadingId(text: string): string | undefined {
   return m ? m[1] : undefined;
 }
 
-/** Usage and response id of a JSON answer. */
-export function readBody(text: string): { usage?: Usage; id?: string } {
+/** Usage and response id of a JSON answer: `usage` when the body states some, `id` when it has one. */
+export function readBody(text: string): { usage: Usage | undefined; id: string | undefined } {
   const u: Usage = {};
   fold(u, lastUsageObject(text));
-  const id = leadingId(text);
-  return { ...(totalOf(u) !== undefined ? { usage: u } : {}), ...(id !== undefined ? { id } : {}) };
+  // One shape for every answer: object spreads cost more than the scan itself here.
+  return { usage: totalOf(u) !== undefined ? u : undefined, id: leadingId(text) };
 }
 
 /** Total tokens of a JSON answer, or undefined when it states none. */
