@@ -1567,6 +1567,20 @@ function goalsReport(cells: Cell[]): string {
       ]);
     }
   }
+  // The ceiling of each runtime against Portkey on Bun: a proxy of Sluice's own listener and client that does
+  // nothing else, and the runtime's native pieces; a gateway on them serves less than either.
+  for (const rt of runtimes) {
+    const ceilings = [...new Set([SAME_PIECES_BARE[rt], `bare-${rt}` as TargetId])].filter((id) => get('json50', id));
+    if (ceilings.length === 0 || !get('json50', 'portkey-bun')) continue;
+    rows.push([
+      '1',
+      `ceiling on ${name(rt)}: the bare proxy ÷ Portkey on Bun`,
+      '(report)',
+      ceilings.map((id) => `${get('json50', id)!.t.label} ${fmtX(rps('json50', id) / rps('json50', 'portkey-bun'))}`)
+        .join('; '),
+      '',
+    ]);
+  }
   for (const rt of runtimes) {
     const bare = SAME_PIECES_BARE[rt];
     const x = rps('json50', rt) / rps('json50', bare);
