@@ -14,6 +14,7 @@ import { GUARDRAIL_MSG } from './messages.ts';
 import type { GuardedEndpoint } from './slots.ts';
 import { deltasOf, type Frame, isTerminal, parseFrame, serialise } from './sse-text.ts';
 import type { Guardrail, Segment, StreamPolicy } from './types.ts';
+import { Utf8Stream } from '../util/utf8-stream.ts';
 
 const RANK = { end: 0, window: 1, buffer: 2 } as const;
 
@@ -56,10 +57,10 @@ const utf8Length = (s: string) => encoder.encode(s).length;
 
 /** Splits a byte stream into SSE frames (each with its blank-line terminator). */
 async function* frames(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Frame> {
-  const decoder = new TextDecoder();
+  const decoder = new Utf8Stream();
   let buf = '';
   for await (const c of chunks) {
-    buf += decoder.decode(c, { stream: true });
+    buf += decoder.decode(c);
     for (;;) {
       const m = /\r?\n\r?\n/.exec(buf);
       if (!m) break;
@@ -68,7 +69,7 @@ async function* frames(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Frame>
       buf = buf.slice(end);
     }
   }
-  buf += decoder.decode();
+  buf += decoder.end();
   if (buf !== '') yield parseFrame(buf);
 }
 

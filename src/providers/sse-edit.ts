@@ -22,6 +22,7 @@ export interface SseEdit {
 
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from './sse.ts';
 import { CHUNKS_DONE, concatBytes, encodeText, indexOfByte } from '../util/bytes.ts';
+import { Utf8Stream } from '../util/utf8-stream.ts';
 
 const LF = 10;
 const CR = 13;
@@ -155,7 +156,7 @@ function chain(a: SseEdit, b: SseEdit): SseEdit {
  * at most one piece out; a throw of its own closes the source, as a `for await` left by a throw would.
  */
 class Edited implements AsyncIterator<Uint8Array> {
-  private readonly decoder = new TextDecoder();
+  private readonly decoder = new Utf8Stream();
   private pieces: string[] = [];
   private pendingLength = 0;
   /** The bytes so far ended on an event boundary: the decoder holds nothing, nothing is pending. */
@@ -213,7 +214,7 @@ class Edited implements AsyncIterator<Uint8Array> {
       const out = editedBytes(chunk, e);
       return out.length > 0 ? out : undefined;
     }
-    const text = this.decoder.decode(chunk, { stream: true });
+    const text = this.decoder.decode(chunk);
     // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
     const whole = this.clean && endsAtBoundary(text);
     if (whole && !e.mayTouch(text)) return chunk;
@@ -246,7 +247,7 @@ class Edited implements AsyncIterator<Uint8Array> {
 
   /** What is left once the source ended: its last event, edited. */
   private rest(): Uint8Array | undefined {
-    const pending = this.pieces.join('') + this.decoder.decode();
+    const pending = this.pieces.join('') + this.decoder.end();
     if (pending === '') return undefined;
     const out = editEvents(pending, this.e) ?? pending;
     return out !== '' ? encodeText(out) : undefined;

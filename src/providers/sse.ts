@@ -10,6 +10,7 @@ export interface SseEvent {
 }
 
 import { UpstreamStreamError } from './types.ts';
+import { Utf8Stream } from '../util/utf8-stream.ts';
 
 const encoder = new TextEncoder();
 
@@ -33,17 +34,17 @@ export async function* parseSse(
   chunks: AsyncIterable<Uint8Array>,
   maxEventBytes = DEFAULT_MAX_SSE_EVENT_BYTES,
 ): AsyncGenerator<SseEvent> {
-  const decoder = new TextDecoder();
+  const decoder = new Utf8Stream();
   const splitter = new BlockSplitter();
   for await (const chunk of chunks) {
-    for (const block of splitter.push(decoder.decode(chunk, { stream: true }))) {
+    for (const block of splitter.push(decoder.decode(chunk))) {
       if (maxEventBytes > 0 && block.length > maxEventBytes) throw oversizedEvent(maxEventBytes);
       const ev = parseBlock(block);
       if (ev) yield ev;
     }
     if (maxEventBytes > 0 && splitter.pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
   }
-  const last = parseBlock(splitter.rest() + decoder.decode());
+  const last = parseBlock(splitter.rest() + decoder.end());
   if (last) yield last;
 }
 

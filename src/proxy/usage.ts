@@ -12,6 +12,7 @@ import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts
 import type { TokenCounts } from '../providers/types.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
 import { CHUNKS_DONE, concatBytes } from '../util/bytes.ts';
+import { Utf8Stream } from '../util/utf8-stream.ts';
 
 export interface Usage {
   input?: number;
@@ -135,7 +136,7 @@ export function usageOfBody(text: string): number | undefined {
  * Anthropic's) and whether it carried an error event.
  */
 export class StreamUsage {
-  private readonly decoder = new TextDecoder();
+  private readonly decoder = new Utf8Stream();
   /** The unfinished last line, in pieces: joined once its `\n` arrives, so a long line costs linear time. */
   private line: string[] = [];
   private lineLength = 0;
@@ -164,7 +165,7 @@ export class StreamUsage {
 
   /** Rejects with `UpstreamStreamError` once an unfinished line outgrows `maxLineBytes`. */
   observe(chunk: Uint8Array): void {
-    const piece = this.decoder.decode(chunk, { stream: true });
+    const piece = this.decoder.decode(chunk);
     this.piece = piece;
     let nl = piece.indexOf('\n');
     let from = 0;

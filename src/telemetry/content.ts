@@ -3,6 +3,8 @@
 // `content_max_bytes`. The caller's credentials never reach a span: content is taken from bodies, never
 // headers, and passes the request's scrubber (src/http/scrub.ts) before it is kept.
 
+import { Utf8Stream } from '../util/utf8-stream.ts';
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 /** The shortest string the structural shrink still cuts (below it, the plain cut takes over). */
@@ -91,6 +93,8 @@ export function completionOfAnswer(body: string): string {
 export class CompletionCollector {
   private text = '';
   private pending = '';
+  /** This stream's own: a character split across chunks must not meet another stream's bytes. */
+  private readonly decoder = new Utf8Stream();
   truncated = false;
 
   constructor(private readonly maxBytes: number) {}
@@ -100,7 +104,7 @@ export class CompletionCollector {
       this.truncated = true;
       return;
     }
-    this.pending += decoder.decode(chunk, { stream: true });
+    this.pending += this.decoder.decode(chunk);
     let nl: number;
     while ((nl = this.pending.indexOf('\n')) >= 0) {
       const line = this.pending.slice(0, nl).trim();
