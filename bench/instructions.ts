@@ -4,10 +4,12 @@
 // run: the bench configuration (bench/config), the mock upstream on Bun, `--warmup` requests uncounted (long
 // enough for the optimising compiler to finish: its work counts too), then `--requests` counted, four in
 // flight over keep-alive connections. The trees alternate run by run; the table gives every run and the
-// ratio of the medians.
+// ratio of the medians. `--stream` asks for streams instead: 20 chunks 1 ms apart each (the mock's
+// `bench-scale` body), 16 in flight, so the count is per stream.
 //
 //   apt-get install -y valgrind
 //   node --import tsx bench/instructions.ts --baseline /tmp/ab-old [--requests 3000] [--warmup 10000] [--rounds 3]
+//   node --import tsx bench/instructions.ts --baseline /tmp/ab-old --stream --requests 1000 --warmup 3000
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -15,15 +17,19 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
 import { postChat } from './chat-post.ts';
-import { flag } from './flags.ts';
+import { flag, has } from './flags.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BASELINE = flag('baseline', '');
 const REQUESTS = Number(flag('requests', '3000'));
 const WARMUP = Number(flag('warmup', '10000'));
 const ROUNDS = Number(flag('rounds', '3'));
-const IN_FLIGHT = 4;
-const BODY = '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}';
+const STREAM = has('stream');
+const IN_FLIGHT = STREAM ? 16 : 4;
+const UNIT = STREAM ? 'stream' : 'request';
+const BODY = STREAM
+  ? '{"model":"bench-route","stream":true,"user":"bench-scale:1:20","messages":[{"role":"user","content":"hi"}]}'
+  : '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}';
 
 if (spawnSync('valgrind', ['--version']).error) {
   console.error('bench/instructions.ts needs valgrind: apt-get install -y valgrind');
@@ -133,14 +139,14 @@ for (let round = 0; round < ROUNDS; round++) {
     const ir = await run(tree, label.replace(' ', '-'), mockPort);
     runs.get(label)!.push(ir);
     console.error(
-      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${Math.round(ir).toLocaleString('en')} per request`,
+      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${Math.round(ir).toLocaleString('en')} per ${UNIT}`,
     );
   }
 }
 console.log(
-  `\n${REQUESTS} counted requests per run after ${WARMUP} uncounted, ${IN_FLIGHT} in flight; Node gateway under callgrind\n`,
+  `\n${REQUESTS} counted ${UNIT}s per run after ${WARMUP} uncounted, ${IN_FLIGHT} in flight; Node gateway under callgrind\n`,
 );
-console.log('| tree | instructions per request, by run | median |');
+console.log(`| tree | instructions per ${UNIT}, by run | median |`);
 console.log('| --- | --- | ---: |');
 for (const [label, tree] of trees) {
   const xs = runs.get(label)!;
@@ -153,6 +159,6 @@ for (const [label, tree] of trees) {
 }
 if (BASELINE) {
   const ratio = median(runs.get('this tree')!) / median(runs.get('baseline')!);
-  console.log(`\nthis tree ÷ baseline: ${ratio.toFixed(3)}× instructions per request`);
+  console.log(`\nthis tree ÷ baseline: ${ratio.toFixed(3)}× instructions per ${UNIT}`);
 }
 process.exit(0);
