@@ -988,8 +988,7 @@ async function runScenario(ctx: Ctx, sc: ScenarioId, t: Target): Promise<Sample>
       // Streams of TTFT_CHUNKS chunks: only the first one is timed, and short streams put hundreds of samples
       // under the p99 instead of the fifty that 20-chunk streams give in 5 s. A proxy's streams alternate with
       // streams to the upstream directly, for twice the seconds: the added TTFT is the difference of two p99s
-      // taken over the same seconds, not over two runs seconds apart (a neighbour's burst moved one caller's
-      // p99 by several ms between runs here).
+      // taken over the same seconds, not over two runs seconds apart that other load reaches differently.
       const short = scaleBody(t.model, ctx.opt.chunkDelayMs, TTFT_CHUNKS);
       const pair = t.kind === 'direct' ? undefined : {
         url: `http://127.0.0.1:${ctx.mockPort}/v1/chat/completions`,

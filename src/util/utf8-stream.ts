@@ -1,5 +1,5 @@
 // One stream's UTF-8 chunks decoded in order, to the text `TextDecoder`'s streaming mode gives. A chunk that
-// leaves nothing held is decoded without that mode, which Node and Deno decode several times faster
+// leaves nothing held is decoded without that mode, which Node and Deno decode faster
 // (docs/performance.md "Stream chunks decoded without the streaming mode"); the stream's own streaming
 // decoder is made only when a chunk ends inside a character, or the stream opens with a byte order mark.
 
