@@ -49,8 +49,9 @@ export interface TtfbResult {
 const wallMs = () => performance.timeOrigin + performance.now();
 const FP = /fp_t(\d+(?:\.\d+)?)/;
 
-/** One destination's request and what its streams measured. */
+/** One destination: its request, its keep-alive connections, and what its streams measured. */
 class Tally {
+  readonly agent: http.Agent;
   readonly url: URL;
   readonly body: Buffer;
   readonly headers: Record<string, string>;
@@ -63,7 +64,8 @@ class Tally {
   busyMs = 0;
   firstError: string | undefined;
 
-  constructor(d: { url: string; headers: Record<string, string>; body: string }) {
+  constructor(d: { url: string; headers: Record<string, string>; body: string }, concurrency: number) {
+    this.agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
     this.url = new URL(d.url);
     this.body = Buffer.from(d.body);
     this.headers = { ...d.headers, 'content-type': 'application/json', 'content-length': String(this.body.byteLength) };
@@ -86,7 +88,7 @@ class Tally {
 }
 
 /** One stream to `t`'s destination, timed into `t`. */
-function oneStream(t: Tally, agent: http.Agent): Promise<void> {
+function oneStream(t: Tally): Promise<void> {
   const t0 = performance.now();
   return new Promise<void>((resolve) => {
     let tFirst = -1;
@@ -102,7 +104,7 @@ function oneStream(t: Tally, agent: http.Agent): Promise<void> {
       port: t.url.port,
       path: t.url.pathname,
       method: 'POST',
-      agent,
+      agent: t.agent,
       headers: t.headers,
     }, (res) => {
       t.hdr.push(performance.now() - t0);
@@ -143,20 +145,18 @@ function oneStream(t: Tally, agent: http.Agent): Promise<void> {
 }
 
 export async function runTtfb(o: TtfbOptions): Promise<TtfbResult> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: o.concurrency });
-  const pairAgent = o.pair ? new http.Agent({ keepAlive: true, maxSockets: o.concurrency }) : undefined;
-  const main = new Tally(o);
-  const pair = o.pair ? new Tally(o.pair) : undefined;
+  const main = new Tally(o, o.concurrency);
+  const pair = o.pair ? new Tally(o.pair, o.concurrency) : undefined;
   const start = performance.now();
   const end = start + o.durationMs;
   await Promise.all(Array.from({ length: o.concurrency }, async () => {
     while (performance.now() < end) {
-      await oneStream(main, agent);
-      if (pair) await oneStream(pair, pairAgent!);
+      await oneStream(main);
+      if (pair) await oneStream(pair);
     }
   }));
-  agent.destroy();
-  pairAgent?.destroy();
+  main.agent.destroy();
+  pair?.agent.destroy();
   const elapsedMs = performance.now() - start;
   return { ...main.result(elapsedMs), ...(pair ? { paired: pair.result(elapsedMs) } : {}) };
 }
