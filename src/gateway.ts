@@ -8,7 +8,7 @@ import { type DeploymentLabels, deploymentLabels, GatewayMetrics } from './obser
 import { createLogger, type Logger } from './observability/logger.ts';
 import type { Counter } from './observability/metrics.ts';
 import type { Listener, Platform, UpstreamFetch, UpstreamTls } from './platform.ts';
-import { refuseUnsendableHeaders } from './upstream-fetch.ts';
+import { refuseRedirects, refuseUnsendableHeaders } from './upstream-fetch.ts';
 import type { Snapshot } from './resources/snapshot.ts';
 import {
   type ApplyMeta,
@@ -85,13 +85,13 @@ export class Gateway implements ReadinessChecks {
     });
     this.record = new ConfigFactsRecorder(config.resources_file ? 'file' : 'etcd');
     this.health = new ModelHealth({ now: clock });
-    this.upstream = refuseUnsendableHeaders(platform.upstream({
+    this.upstream = refuseUnsendableHeaders(refuseRedirects(platform.upstream({
       connectTimeoutMs: config.upstream.connect_timeout_ms,
       maxResponseBytes: config.upstream.max_response_bytes,
       maxBufferedBytes: config.upstream.max_buffered_response_bytes,
       poolIdleTimeoutMs: config.upstream.pool_idle_timeout_secs * 1000,
       ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}),
-    }));
+    })));
     this.backgroundChecks = opts.backgroundChecks !== false;
     this.checker = !this.backgroundChecks ? undefined : new BackgroundChecker({
       health: this.health,

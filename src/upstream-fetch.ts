@@ -76,6 +76,38 @@ export class AnswerBudget {
   }
 }
 
+/**
+ * The upstream answered with a redirect (3xx): a 502 `upstream_error`, its health charged, and nothing
+ * sent to where it points. A redirect would carry the provider key's custom headers (`x-api-key`,
+ * `api-key`) and the prompt to another host, so no transport follows one and no 3xx is passed on.
+ */
+export class UpstreamRedirected extends RefusedAnswer {
+  override readonly name = 'UpstreamRedirected';
+  constructor(readonly status: number) {
+    const message = `upstream answered ${status}, a redirect, which the gateway does not follow`;
+    super(message, { kind: 'upstream_error', status: 502, message }, true);
+  }
+}
+
+/** A redirect status (3xx); fetch's `redirect: 'manual'` answers 0 where it hides one (`opaqueredirect`). */
+export function isRedirect(status: number): boolean {
+  return status === 0 || (status >= 300 && status < 400);
+}
+
+/**
+ * `upstream` that rejects with `UpstreamRedirected` (after discarding the body) when the answer is a
+ * redirect, so every caller of the transport — providers, token endpoints, guardrail services, exporters —
+ * sees one failure on every runtime.
+ */
+export function refuseRedirects(upstream: UpstreamFetch): UpstreamFetch {
+  return async (req) => {
+    const res = await upstream(req);
+    if (!isRedirect(res.status)) return res;
+    await res.discard().catch(() => {});
+    throw new UpstreamRedirected(res.status);
+  };
+}
+
 /** A byte no HTTP client sends in a header value: a control character (a newline among them) or one past U+00FF. */
 const UNSENDABLE_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
@@ -294,6 +326,8 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch, limits: AnswerLimit
       headers: req.headers,
       body: req.body,
       signal: req.signal && toAbortSignal(req.signal),
+      // Followed, a 307/308 would take the custom credential headers and the body to wherever it points.
+      redirect: 'manual',
     });
     const body = res.body;
     const declared = res.headers.get('content-length');

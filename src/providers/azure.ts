@@ -8,6 +8,7 @@ import { cannedUpstreamError, errorJson, invalidConfig, invalidCredentials } fro
 import { MintFailed, mintToken } from './mint.ts';
 import { TokenCache } from './token-cache.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
+import { pathSegment, type SegmentRule, urlUnder } from './url-segment.ts';
 
 export const AZURE_API_VERSION = '2024-10-21';
 const AAD_AUTHORITY = 'https://login.microsoftonline.com';
@@ -15,12 +16,27 @@ const AAD_SCOPE = 'https://cognitiveservices.azure.com/.default';
 const PATHS = { chat: '/chat/completions', completions: '/completions', embeddings: '/embeddings' } as const;
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 
+/** A deployment name: the model's `model_name`, or the caller's `model` through a wildcard alias. */
+const DEPLOYMENT: SegmentRule = {
+  field: "deployment (the request's model, or the model's model_name)",
+  grammar: TOKEN,
+  shape: 'a deployment name of [A-Za-z0-9_-]',
+};
+
+/** An Entra ID tenant: its GUID or one of its domain names. */
+const TENANT: SegmentRule = {
+  field: 'aad credentials.tenant_id',
+  grammar: /^[A-Za-z0-9][A-Za-z0-9.-]*$/,
+  shape: 'a tenant GUID or domain name',
+  quiet: true,
+};
+
 type Auth = { kind: 'key'; key: string } | {
   kind: 'aad';
-  tenant: string;
+  /** `<authority>/<tenant>/oauth2/v2.0/token`, the tenant checked as one path segment. */
+  tokenUrl: string;
   client: string;
   secret: string;
-  authority: string;
 };
 
 const aadTokens = new TokenCache();
@@ -42,12 +58,16 @@ function azureAuth(key: ProviderKey): Auth | ProviderResult {
   for (const [name, v] of [['tenant_id', tenant], ['client_id', client], ['client_secret', secret]] as const) {
     if (!v) return invalidCredentials(`azure aad credentials.${name} is empty`);
   }
-  for (const [name, v] of [['tenant_id', tenant!], ['client_id', client!]] as const) {
-    if (/[/?#\s]|\.\./.test(v)) return invalidConfig(`azure aad credentials.${name} contains URL-control characters`);
+  const tenantSegment = pathSegment('azure', TENANT, tenant!);
+  if (typeof tenantSegment !== 'string') return tenantSegment;
+  if (/[/?#\s]|\.\./.test(client!)) {
+    return invalidConfig('azure aad credentials.client_id contains URL-control characters');
   }
   const authority = bareOrigin(stringMember(doc, 'authority_host') ?? AAD_AUTHORITY);
   if (!authority) return invalidConfig('azure aad credentials.authority_host must be a bare http(s) origin');
-  return { kind: 'aad', tenant: tenant!, client: client!, secret: secret!, authority };
+  const tokenUrl = urlUnder('azure', authority, '/', `${tenantSegment}/oauth2/v2.0/token`);
+  if (typeof tokenUrl !== 'string') return tokenUrl;
+  return { kind: 'aad', tokenUrl, client: client!, secret: secret! };
 }
 
 /** `http(s)://host[:port]` with nothing else, or undefined. */
@@ -95,13 +115,13 @@ export function azureBase(apiBase: string | undefined): { base: string; version:
 
 async function authHeaders(c: ProviderCall, auth: Auth): Promise<Record<string, string>> {
   if (auth.kind === 'key') return { 'api-key': auth.key };
-  const id = JSON.stringify([auth.tenant, auth.client, auth.secret, auth.authority]);
+  const id = JSON.stringify([auth.tokenUrl, auth.client, auth.secret]);
   const token = await aadTokens.token(
     id,
     (signal) =>
       mintToken(
         c.upstream,
-        `${auth.authority}/${auth.tenant}/oauth2/v2.0/token`,
+        auth.tokenUrl,
         {
           grant_type: 'client_credentials',
           client_id: auth.client,
@@ -140,10 +160,16 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
   if (auth.kind !== 'key' && auth.kind !== 'aad') return auth;
   const where = azureBase(c.key.api_base);
   if (!('base' in where)) return where;
-  const deployment = String(c.body.model ?? '');
-  if (!TOKEN.test(deployment)) {
-    return invalidConfig(`azure deployment "${deployment}" must match [A-Za-z0-9_-]+ (model_name)`);
-  }
+  const deployment = pathSegment('azure', DEPLOYMENT, String(c.body.model ?? ''));
+  if (typeof deployment !== 'string') return deployment;
+  const path = PATHS[c.endpoint as keyof typeof PATHS];
+  const url = urlUnder(
+    'azure',
+    where.base,
+    '/openai/deployments/',
+    `${deployment}${path}?api-version=${encodeURIComponent(where.version)}`,
+  );
+  if (typeof url !== 'string') return url;
   let headers: Record<string, string>;
   try {
     headers = await authHeaders(c, auth);
@@ -155,9 +181,8 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
   headers.accept = c.stream ? 'text/event-stream' : 'application/json';
   if (c.traceparent) headers.traceparent = c.traceparent;
   if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
-  const path = PATHS[c.endpoint as keyof typeof PATHS];
   const res = await c.upstream({
-    url: `${where.base}/openai/deployments/${deployment}${path}?api-version=${encodeURIComponent(where.version)}`,
+    url,
     method: 'POST',
     headers,
     body: JSON.stringify(c.body),

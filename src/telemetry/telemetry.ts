@@ -2,7 +2,8 @@
 // of `kind: otlp_http`, and `observability.tracing.otlp` as the exporter `config`), the per-request
 // decision, and the hand-off of a finished request's spans to each exporter that keeps it. With no enabled
 // exporter `active` is false and the request path creates nothing.
-import type { UpstreamFetch } from '../platform.ts';
+import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
+import { UpstreamRedirected } from '../upstream-fetch.ts';
 import { toAbortSignal } from '../util/cancel.ts';
 import { parseTraceparent } from './context.ts';
 import { type ExporterDeps, OtlpExporter, type PostFn } from './exporter.ts';
@@ -30,10 +31,19 @@ interface Live {
   exporter: OtlpExporter;
 }
 
-/** A `PostFn` over the platform's upstream client (every runtime has one). */
+/**
+ * A `PostFn` over the platform's upstream client (every runtime has one). A redirect, which the client
+ * refuses to follow, is the collector's answer: a status that is not retried.
+ */
 export function postThrough(upstream: UpstreamFetch): PostFn {
   return async (url, headers, body, signal) => {
-    const r = await upstream({ url, method: 'POST', headers, body, signal });
+    let r: UpstreamResponse;
+    try {
+      r = await upstream({ url, method: 'POST', headers, body, signal });
+    } catch (e) {
+      if (e instanceof UpstreamRedirected) return e.status;
+      throw e;
+    }
     await r.discard();
     return r.status;
   };
@@ -42,7 +52,7 @@ export function postThrough(upstream: UpstreamFetch): PostFn {
 /** A `PostFn` over a web `fetch`. */
 export function postThroughFetch(f: typeof fetch = fetch): PostFn {
   return async (url, headers, body, signal) => {
-    const r = await f(url, { method: 'POST', headers, body, signal: toAbortSignal(signal) });
+    const r = await f(url, { method: 'POST', headers, body, signal: toAbortSignal(signal), redirect: 'manual' });
     await r.body?.cancel();
     return r.status;
   };

@@ -27,6 +27,7 @@ import { sha256Hex } from '../../src/util/crypto.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { AWS, type MockBedrock, startMockBedrock } from '../support/mock-bedrock.ts';
 import { type MockVertex, PROJECT, startMockVertex } from '../support/mock-vertex.ts';
+import { type RedirectPair, startRedirectPair } from '../support/redirect-upstream.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { seeder, trio } from '../support/etcd-gateway.ts';
 import { parseLogLine } from '../support/log-line.ts';
@@ -39,6 +40,7 @@ const DEMO_KEY = 'sk-sluice-demo';
 const STATUS_TOKEN = 'status-token-SECRET-4b1d';
 const UPSTREAM_KEY = 'sk-upstream-SECRET-93ae';
 const CALLER_KEY = 'sk-caller-SECRET-51c0';
+const REDIRECT_KEY = 'sk-ant-REDIR-SECRET-77d2';
 
 const WORKER_CONFIG = `resources_file: resources.yaml
 proxy: { addr: "0.0.0.0:8787" }
@@ -58,19 +60,22 @@ api_keys:
 
 /**
  * The generated Worker's resources: the OpenAI-wire upstream, plus a Bedrock key (static SigV4 credentials)
- * and a Vertex key (a service account whose JWT the mock verifies) on the cloud mocks, bundled as written.
+ * and a Vertex key (a service account whose JWT the mock verifies) on the cloud mocks, and an Anthropic key
+ * on an upstream that redirects, bundled as written.
  */
-function edgeResources(br: MockBedrock, vx: MockVertex): string {
+function edgeResources(br: MockBedrock, vx: MockVertex, redirectBase: string): string {
   const gcp = { project: PROJECT, region: 'us-central1', service_account_json: vx.newServiceAccount() };
   return `_format_version: "1"
 provider_keys:
   - { display_name: up, provider: openai, api_base: "\${UPSTREAM_BASE}", api_key: "\${UPSTREAM_KEY}" }
   - { display_name: aws, adapter: bedrock, api_key: '${JSON.stringify(AWS)}', api_base: "${br.url}" }
   - { display_name: gcp, adapter: vertex, api_key: '${JSON.stringify(gcp)}', api_base: "${vx.url}" }
+  - { display_name: redir, provider: anthropic, api_key: "${REDIRECT_KEY}", api_base: "${redirectBase}" }
 models:
   - { display_name: gpt-test, model_name: gpt-upstream, provider_key: up, retries: 0 }
   - { display_name: llama, provider_key: aws, model_name: "meta.llama3-1-70b-instruct-v1:0", retries: 0 }
   - { display_name: gemini, provider_key: gcp, model_name: gemini-2.0-flash, retries: 0 }
+  - { display_name: redirected, provider_key: redir, model_name: claude-3, retries: 0 }
 api_keys:
   - { display_name: caller, key_env: CALLER_KEY, allowed_models: ["*"] }
 `;
@@ -508,14 +513,16 @@ describe('wrangler dev --local (workerd, offline)', () => {
   let etcd: EtcdServer;
   let br: MockBedrock;
   let vx: MockVertex;
+  let redirect: RedirectPair;
   const ETCD_PREFIX = '/wk-edge';
 
   before(async () => {
-    [upstream, etcd, br, vx] = await Promise.all([
+    [upstream, etcd, br, vx, redirect] = await Promise.all([
       startMockUpstream(),
       startEtcd(),
       startMockBedrock(),
       startMockVertex(),
+      startRedirectPair(),
     ]);
     // A Worker of the same shape as runtimes/workers.ts, with a bundle pointing at the mock upstream.
     const compatibilityDate = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(
@@ -526,7 +533,7 @@ describe('wrangler dev --local (workerd, offline)', () => {
     writeFileSync(
       entry,
       `import { createWorker } from ${JSON.stringify(join(ROOT, 'runtimes/workers-handler.ts'))};
-export default createWorker(${JSON.stringify(bundle(WORKER_CONFIG, edgeResources(br, vx)))});
+export default createWorker(${JSON.stringify(bundle(WORKER_CONFIG, edgeResources(br, vx, redirect.redirector.url)))});
 `,
     );
     writeFileSync(
@@ -579,7 +586,7 @@ export default createWorker(${
 
   after(async () => {
     await Promise.all([shipped?.stop(), generated?.stop(), etcdWorker?.stop()]);
-    await Promise.all([upstream?.close(), etcd?.stop(), br?.close(), vx?.close()]);
+    await Promise.all([upstream?.close(), etcd?.stop(), br?.close(), vx?.close(), redirect?.close()]);
     rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -702,6 +709,19 @@ export default createWorker(${
     for (const secret of [AWS.secret_access_key, vx.minted[0]!, 'PRIVATE KEY']) {
       assert.ok(!output.includes(secret), 'no credential in the Worker output');
     }
+  });
+
+  test("generated Worker: an upstream's 307 is not followed by workerd's fetch: 502, the target gets nothing", async () => {
+    const res = await generated!.fetch('/v1/messages', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'redirected', max_tokens: 8, messages: [{ role: 'user', content: 'secret' }] }),
+    });
+    const text = await res.text();
+    assert.equal(res.status, 502, text);
+    assert.match(text, /redirect/);
+    assert.equal(redirect.redirector.requests.length, 1);
+    assert.equal(redirect.target.requests.length, 0, 'no x-api-key and no prompt reached the redirect target');
   });
 
   test('etcd Worker: range polling over workerd fetch — an empty prefix applies, the trio within a poll, a change after the next', async () => {

@@ -181,7 +181,7 @@ describe('JSON credentials on the operator surfaces', () => {
       client_secret: members.client_secret,
       authority_host: 'http://127.0.0.1:9',
     });
-    const gcp = JSON.stringify({ project: 'p1', region: 'us-central1', access_token: members.access_token });
+    const gcp = JSON.stringify({ project: 'proj-1', region: 'us-central1', access_token: members.access_token });
     const g = await recordingGateway(
       `_format_version: "1"
 provider_keys:

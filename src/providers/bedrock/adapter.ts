@@ -13,7 +13,7 @@ import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts'
 import { chatToConverse, converseToChat } from './converse.ts';
 import { bedrockEmbeddings } from './embeddings.ts';
 import { bedrockMessages } from './messages.ts';
-import { bedrockPublisher, checkModelId, modelPath, sendBedrock } from './runtime.ts';
+import { bedrockPublisher, checkModelId, sendBedrock } from './runtime.ts';
 import type { AwsCredentials } from './sign.ts';
 import { converseStreamToChat } from './stream.ts';
 
@@ -55,7 +55,7 @@ async function chat(c: ProviderCall, cred: AwsCredentials, id: string): Promise<
   }
   const op = anthropic && !c.stream ? 'invoke' : c.stream ? 'converse-stream' : 'converse';
   const accept = c.stream ? 'application/vnd.amazon.eventstream' : 'application/json';
-  const sent = await sendBedrock({ c, cred, operation: modelPath(id, op), body, accept });
+  const sent = await sendBedrock({ c, cred, id, op, body, accept });
   if (!sent.ok) return sent.answer;
   const { res } = sent;
   if (c.stream) {

@@ -3,7 +3,7 @@
 import { isRecord, type Json, num, parseJsonObject } from '../translate/shared.ts';
 import { invalidConfig } from '../failures.ts';
 import type { ProviderCall, ProviderResult } from '../types.ts';
-import { modelPath, sendBedrock, withoutProfile } from './runtime.ts';
+import { sendBedrock, withoutProfile } from './runtime.ts';
 import type { AwsCredentials } from './sign.ts';
 
 /** The caller's `input` as texts, or undefined when it is not text (token arrays cannot be sent here). */
@@ -41,14 +41,13 @@ export async function bedrockEmbeddings(c: ProviderCall, cred: AwsCredentials, i
   const inputs = texts(c.body.input);
   if (!inputs) return { kind: 'refused', message: '`input` must be a string or an array of strings for this model' };
   const family = withoutProfile(id);
-  const operation = modelPath(id, 'invoke');
   if (family.startsWith('amazon.titan-embed')) {
     const vectors: unknown[] = [];
     let tokens = 0;
     for (const inputText of inputs) {
       const body: Json = { inputText };
       if (num(c.body.dimensions) !== undefined && id.includes('v2')) body.dimensions = c.body.dimensions;
-      const sent = await sendBedrock({ c, cred, operation, body, accept: 'application/json' });
+      const sent = await sendBedrock({ c, cred, id, op: 'invoke', body, accept: 'application/json' });
       if (!sent.ok) return sent.answer;
       const json = parseJsonObject(await sent.res.text());
       if (!json || !Array.isArray(json.embedding)) return NOT_JSON;
@@ -59,7 +58,7 @@ export async function bedrockEmbeddings(c: ProviderCall, cred: AwsCredentials, i
   }
   if (family.startsWith('cohere.embed')) {
     const body = { texts: inputs, input_type: 'search_document' };
-    const sent = await sendBedrock({ c, cred, operation, body, accept: 'application/json' });
+    const sent = await sendBedrock({ c, cred, id, op: 'invoke', body, accept: 'application/json' });
     if (!sent.ok) return sent.answer;
     const json = parseJsonObject(await sent.res.text());
     const vectors = json &&

@@ -6,7 +6,7 @@ import { namedEvent } from '../sse.ts';
 import { isRecord, type Json, str } from '../translate/shared.ts';
 import { type ProviderCall, type ProviderResult, UpstreamStreamError } from '../types.ts';
 import { decodeEventStream, EventStreamError } from './eventstream.ts';
-import { modelPath, sendBedrock } from './runtime.ts';
+import { sendBedrock } from './runtime.ts';
 import type { AwsCredentials } from './sign.ts';
 
 const BEDROCK_ANTHROPIC_VERSION = 'bedrock-2023-05-31';
@@ -62,7 +62,7 @@ async function* anthropicEvents(chunks: AsyncIterable<Uint8Array>): AsyncGenerat
 export async function bedrockMessages(c: ProviderCall, cred: AwsCredentials, id: string): Promise<ProviderResult> {
   const op = c.stream ? 'invoke-with-response-stream' : 'invoke';
   const accept = c.stream ? 'application/vnd.amazon.eventstream' : 'application/json';
-  const sent = await sendBedrock({ c, cred, operation: modelPath(id, op), body: bedrockMessagesBody(c), accept });
+  const sent = await sendBedrock({ c, cred, id, op, body: bedrockMessagesBody(c), accept });
   if (!sent.ok) return sent.answer;
   const { res } = sent;
   if (c.stream) return { kind: 'stream', chunks: anthropicEvents(res.body), cancel: () => res.discard() };

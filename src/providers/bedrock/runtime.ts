@@ -4,6 +4,7 @@ import type { UpstreamResponse } from '../../platform.ts';
 import { cannedUpstreamError, errorJson, invalidConfig } from '../failures.ts';
 import type { Json } from '../translate/shared.ts';
 import type { ProviderCall, ProviderResult } from '../types.ts';
+import { encodeSegment, pathSegment, type SegmentRule, urlUnder } from '../url-segment.ts';
 import { type AwsCredentials, signedHeaders } from './sign.ts';
 
 const PUBLISHERS = new Set([
@@ -36,11 +37,17 @@ export function bedrockPublisher(id: string): string | undefined {
   return PUBLISHERS.has(parts[0]!) ? parts[0] : undefined;
 }
 
-/** The model id's refusal, when it cannot be called: bad characters, or a publisher Bedrock does not have. */
+/** A model id, an inference-profile id or an ARN (its `/` travels encoded, inside the one segment). */
+const MODEL_ID: SegmentRule = {
+  field: "upstream model id (the request's model, or the model's model_name)",
+  grammar: /^[A-Za-z0-9._:/-]+$/,
+  shape: 'a Bedrock model id, inference profile or ARN: only [A-Za-z0-9._:/-]',
+};
+
+/** The model id's refusal, when it cannot be called: not one path segment, or a publisher Bedrock does not have. */
 export function checkModelId(id: string): ProviderResult | undefined {
-  if (!/^[A-Za-z0-9._:/-]+$/.test(id)) {
-    return invalidConfig(`bedrock model id "${id}" contains unexpected characters — only [A-Za-z0-9._:/-] are allowed`);
-  }
+  const segment = pathSegment('bedrock', MODEL_ID, id);
+  if (typeof segment !== 'string') return segment;
   if (!bedrockPublisher(id)) {
     return invalidConfig(
       `bedrock publisher unknown for model id "${id}"; expected one of ${[...PUBLISHERS].join(', ')}`,
@@ -72,8 +79,10 @@ export function awsErrorCode(header: string | null, body: Record<string, unknown
 export interface BedrockSend {
   c: ProviderCall;
   cred: AwsCredentials;
-  /** `/model/<id>/<operation>` with the id URI-encoded. */
-  operation: string;
+  /** The model id, checked by `checkModelId`: `/model/<id>/<op>` is called, the id encoded. */
+  id: string;
+  /** `converse`, `converse-stream`, `invoke`, `invoke-with-response-stream`. */
+  op: string;
   body: Json;
   accept: string;
 }
@@ -83,7 +92,8 @@ export async function sendBedrock(s: BedrockSend): Promise<
   { ok: true; res: UpstreamResponse } | { ok: false; answer: ProviderResult }
 > {
   const base = s.c.key.api_base ?? `https://bedrock-runtime.${s.cred.region}.amazonaws.com`;
-  const url = `${base}${s.operation}`;
+  const url = urlUnder('bedrock', base, '/model/', `${encodeSegment(s.id)}/${s.op}`);
+  if (typeof url !== 'string') return { ok: false, answer: url };
   const body = JSON.stringify(s.body);
   const plain: Record<string, string> = { 'content-type': 'application/json', accept: s.accept };
   if (s.c.traceparent) plain.traceparent = s.c.traceparent;
@@ -99,11 +109,6 @@ export async function sendBedrock(s: BedrockSend): Promise<
     ok: false,
     answer: cannedUpstreamError(res.status, { 404: 'upstream model not found' }, code, res.header('retry-after')),
   };
-}
-
-/** The operation path for a model id (URI-encoded: `:` travels as `%3A`). */
-export function modelPath(id: string, op: string): string {
-  return `/model/${encodeURIComponent(id)}/${op}`;
 }
 
 /** The id without its cross-region inference-profile prefix (`us.amazon.titan-…` → `amazon.titan-…`). */

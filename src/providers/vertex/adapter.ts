@@ -10,7 +10,8 @@ import { normaliseChatResult } from '../openai-quirks.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, num, parseJsonObject, translatedId, TranslationError } from '../translate/shared.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from '../types.ts';
-import { urlTokenProblem, type VertexCredential, vertexCredential, vertexToken } from './auth.ts';
+import { pathSegment, urlUnder } from '../url-segment.ts';
+import { VERTEX_MODEL_ID, type VertexCredential, vertexCredential, vertexToken } from './auth.ts';
 import { chatToGemini, geminiStreamToChat, geminiToChat } from './gemini.ts';
 
 type Rail = 'gemini' | 'claude' | 'shim' | 'mistralai' | 'ai21';
@@ -45,7 +46,7 @@ function vertexError(status: number, contentType: string, body: string, retryAft
 interface Post {
   c: ProviderCall;
   cred: VertexCredential;
-  /** After `/v1/projects/<p>/locations/<r>/`. */
+  /** After `/v1/projects/<p>/locations/<r>/`, its segments encoded. */
   tail: string;
   body: Json;
   stream: boolean;
@@ -53,6 +54,8 @@ interface Post {
 
 /** One authorised POST; an error status comes back canned, a 2xx as the adapter's raw result. */
 async function post(p: Post): Promise<ProviderResult> {
+  const url = urlUnder('vertex', p.cred.base, p.cred.prefix, p.tail);
+  if (typeof url !== 'string') return url;
   let token: string;
   try {
     token = await vertexToken(p.c, p.cred);
@@ -61,7 +64,7 @@ async function post(p: Post): Promise<ProviderResult> {
     throw e;
   }
   const res = await p.c.upstream({
-    url: `${p.cred.base}/v1/projects/${p.cred.project}/locations/${p.cred.region}/${p.tail}`,
+    url,
     method: 'POST',
     headers: {
       authorization: `Bearer ${token}`,
@@ -88,13 +91,13 @@ function translated(r: ProviderResult, to: (json: Json) => Json): ProviderResult
   return { ...r, body: json ? JSON.stringify(to(json)) : '', contentType: 'application/json' };
 }
 
-async function gemini(c: ProviderCall, cred: VertexCredential, model: string): Promise<ProviderResult> {
+async function gemini(c: ProviderCall, cred: VertexCredential, model: string, seg: string): Promise<ProviderResult> {
   const id = `chatcmpl-${translatedId('')}`;
   const op = c.stream ? 'streamGenerateContent?alt=sse' : 'generateContent';
   const r = await post({
     c,
     cred,
-    tail: `publishers/google/models/${model}:${op}`,
+    tail: `publishers/google/models/${seg}:${op}`,
     body: chatToGemini(c.body),
     stream: c.stream,
   });
@@ -104,11 +107,11 @@ async function gemini(c: ProviderCall, cred: VertexCredential, model: string): P
   return translated(r, (json) => geminiToChat(json, model, id));
 }
 
-async function claude(c: ProviderCall, cred: VertexCredential, model: string): Promise<ProviderResult> {
+async function claude(c: ProviderCall, cred: VertexCredential, model: string, seg: string): Promise<ProviderResult> {
   const { model: _m, stream: _s, ...rest } = chatToMessagesRequest(c.body);
   const body: Json = { ...rest, anthropic_version: 'vertex-2023-10-16', ...(c.stream ? { stream: true } : {}) };
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
-  const r = await post({ c, cred, tail: `publishers/anthropic/models/${model}:${op}`, body, stream: c.stream });
+  const r = await post({ c, cred, tail: `publishers/anthropic/models/${seg}:${op}`, body, stream: c.stream });
   if (r.kind === 'stream') {
     return {
       ...r,
@@ -119,21 +122,21 @@ async function claude(c: ProviderCall, cred: VertexCredential, model: string): P
 }
 
 /** `/v1/messages` to Claude on Vertex, natively: the caller's body (cache_control, thinking) with Vertex's version. */
-function claudeMessages(c: ProviderCall, cred: VertexCredential, model: string): Promise<ProviderResult> {
+function claudeMessages(c: ProviderCall, cred: VertexCredential, seg: string): Promise<ProviderResult> {
   const { model: _m, stream: _s, ...rest } = c.body;
   const body: Json = { ...rest, anthropic_version: 'vertex-2023-10-16', ...(c.stream ? { stream: true } : {}) };
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
-  return post({ c, cred, tail: `publishers/anthropic/models/${model}:${op}`, body, stream: c.stream });
+  return post({ c, cred, tail: `publishers/anthropic/models/${seg}:${op}`, body, stream: c.stream });
 }
 
 /** The OpenAI wire on Vertex (the MaaS shim, Mistral, AI21): answers normalised as any OpenAI-wire vendor's. */
-async function openaiWire(c: ProviderCall, cred: VertexCredential, model: string, rail: Rail): Promise<ProviderResult> {
+async function openaiWire(c: ProviderCall, cred: VertexCredential, seg: string, rail: Rail): Promise<ProviderResult> {
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
-  const tail = rail === 'shim' ? 'endpoints/openapi/chat/completions' : `publishers/${rail}/models/${model}:${op}`;
+  const tail = rail === 'shim' ? 'endpoints/openapi/chat/completions' : `publishers/${rail}/models/${seg}:${op}`;
   return normaliseChatResult(await post({ c, cred, tail, body: c.body, stream: c.stream }), c.maxSseEventBytes);
 }
 
-async function embeddings(c: ProviderCall, cred: VertexCredential, model: string): Promise<ProviderResult> {
+async function embeddings(c: ProviderCall, cred: VertexCredential, seg: string): Promise<ProviderResult> {
   const input = c.body.input;
   const texts = typeof input === 'string'
     ? [input]
@@ -145,7 +148,7 @@ async function embeddings(c: ProviderCall, cred: VertexCredential, model: string
   }
   const body: Json = { instances: texts.map((content) => ({ content })) };
   if (num(c.body.dimensions) !== undefined) body.parameters = { outputDimensionality: c.body.dimensions };
-  const r = await post({ c, cred, tail: `publishers/google/models/${model}:predict`, body, stream: false });
+  const r = await post({ c, cred, tail: `publishers/google/models/${seg}:predict`, body, stream: false });
   return translated(r, (json) => {
     const predictions = Array.isArray(json.predictions) ? json.predictions : [];
     let tokens = 0;
@@ -173,19 +176,18 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
       `vertex publisher unknown for upstream model id "${model}"; expected one of gemini-* / claude-* / meta/llama-* or llama* / mistral-* / jamba-*`,
     );
   }
-  if (rail !== 'shim') {
-    const bad = urlTokenProblem('model id', model);
-    if (bad) return bad;
-  }
+  // The shim names the model in the body; every other rail puts it in the path, as one checked segment.
+  const seg = rail === 'shim' ? '' : pathSegment('vertex', VERTEX_MODEL_ID, model);
+  if (typeof seg !== 'string') return seg;
   if (c.endpoint === 'messages') {
     // Claude speaks Messages natively; every other rail is reached through chat.
-    return rail === 'claude' ? claudeMessages(c, cred, model) : messagesViaChat(vertexAdapter, c);
+    return rail === 'claude' ? claudeMessages(c, cred, seg) : messagesViaChat(vertexAdapter, c);
   }
   try {
-    if (c.endpoint === 'embeddings') return await embeddings(c, cred, model);
-    if (rail === 'gemini') return await gemini(c, cred, model);
-    if (rail === 'claude') return await claude(c, cred, model);
-    return await openaiWire(c, cred, model, rail);
+    if (c.endpoint === 'embeddings') return await embeddings(c, cred, seg);
+    if (rail === 'gemini') return await gemini(c, cred, model, seg);
+    if (rail === 'claude') return await claude(c, cred, model, seg);
+    return await openaiWire(c, cred, seg, rail);
   } catch (e) {
     if (e instanceof TranslationError) return { kind: 'refused', message: e.message };
     throw e;

@@ -8,6 +8,7 @@ import { invalidConfig, invalidCredentials } from '../failures.ts';
 import { MintFailed, mintToken } from '../mint.ts';
 import { TokenCache } from '../token-cache.ts';
 import type { ProviderCall, ProviderResult } from '../types.ts';
+import { pathSegment, type SegmentRule } from '../url-segment.ts';
 import { InvalidPrivateKey, serviceAccountAssertion } from './jwt.ts';
 
 export interface ServiceAccount {
@@ -19,20 +20,39 @@ export interface ServiceAccount {
 export interface VertexCredential {
   project: string;
   region: string;
-  /** Where `/v1/projects/…` is appended. */
+  /** Where `prefix` is appended. */
   base: string;
+  /** `/v1/projects/<project>/locations/<region>/`, each segment checked and encoded: every call's path starts so. */
+  prefix: string;
   auth: { kind: 'token'; token: string } | { kind: 'service_account'; sa: ServiceAccount };
 }
 
 const SHAPE = '{project, region, and either access_token or service_account_json}';
 
-/** `project`/`region` (and publisher-path model ids) travel in the URL path: no control characters. */
-export function urlTokenProblem(name: string, v: string): ProviderResult | undefined {
-  if (v === '' || /[/?#\s]|\.\./.test(v)) {
-    return invalidConfig(`vertex ${name} "${v}" contains URL-control characters or is empty`);
-  }
-  return undefined;
-}
+/**
+ * A publisher-path model id (`gemini-1.5-flash`, `claude-3-5-sonnet-v2@20241022`): it comes from the caller's
+ * `model` through a wildcard alias, so it is the caller's text in the operator's URL.
+ */
+export const VERTEX_MODEL_ID: SegmentRule = {
+  field: "upstream model id (the request's model, or the model's model_name)",
+  grammar: /^[A-Za-z0-9][A-Za-z0-9._@-]*$/,
+  shape: 'a Vertex model id: letters, digits, ".", "_", "@" and "-"',
+};
+
+/** GCP's project id (6–30 of `[a-z0-9-]`, a letter first), a domain-scoped one (`example.com:id`), or a number. */
+const PROJECT: SegmentRule = {
+  field: 'provider_key.api_key.project',
+  grammar: /^(?:(?:[a-z0-9-]+\.)+[a-z]{2,}:)?(?:[a-z][a-z0-9-]{4,28}[a-z0-9])$|^[0-9]{1,20}$/,
+  shape: 'a Google Cloud project id (6 to 30 lowercase letters, digits and "-", a letter first) or project number',
+  quiet: true,
+};
+
+/** A region name (as Bedrock's), `global` among them: it is also part of the default host name. */
+const REGION: SegmentRule = {
+  field: 'provider_key.api_key.region',
+  grammar: /^[a-z0-9-]+$/,
+  shape: 'a region name of lowercase letters, digits and "-" (us-central1, global)',
+};
 
 /** `http(s)://host[:port]` and nothing else, or the region's own host (`global` has no region prefix). */
 function vertexBase(apiBase: string | undefined, region: string): string | ProviderResult {
@@ -89,18 +109,21 @@ export function vertexCredential(key: ProviderKey): VertexCredential | ProviderR
   }
   const project = doc.project;
   const region = doc.region;
-  const bad = urlTokenProblem('project', project) ?? urlTokenProblem('region', region);
-  if (bad) return bad;
+  const projectSegment = pathSegment('vertex', PROJECT, project);
+  if (typeof projectSegment !== 'string') return projectSegment;
+  const regionSegment = pathSegment('vertex', REGION, region);
+  if (typeof regionSegment !== 'string') return regionSegment;
   const base = vertexBase(key.api_base, region);
   if (typeof base !== 'string') return base;
+  const prefix = `/v1/projects/${projectSegment}/locations/${regionSegment}/`;
   if (hasToken) {
     const token = stringMember(doc, 'access_token');
     if (!token) return invalidCredentials('vertex provider_key.api_key.access_token is empty');
-    return { project, region, base, auth: { kind: 'token', token } };
+    return { project, region, base, prefix, auth: { kind: 'token', token } };
   }
   const sa = serviceAccount(doc.service_account_json);
   if ('kind' in sa) return sa;
-  return { project, region, base, auth: { kind: 'service_account', sa } };
+  return { project, region, base, prefix, auth: { kind: 'service_account', sa } };
 }
 
 const tokens = new TokenCache();
