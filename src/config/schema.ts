@@ -202,6 +202,8 @@ export const ConfigSchema = z.strictObject({
     // ≤ 999: Deno's node:http keeps only the first 1000 fields, so a larger limit could not be checked there.
     max_request_headers: z.number().int().positive().max(999).default(100),
     max_request_header_bytes: z.number().int().positive().default(32_768),
+    // Sluice-only: false omits `x-aisix-served-by`, which names the routing member that answered (docs/routing.md).
+    served_by_header: z.boolean().default(true),
     request_id: z.strictObject({
       accept_headers: z.array(z.string().min(1)).default(['x-aisix-request-id']),
     }).prefault({}),

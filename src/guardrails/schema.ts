@@ -18,13 +18,24 @@ const common = {
   hook_point: z.enum(['input', 'output', 'both']).default('both'),
   /** `block` enforces, `monitor` observes; any other value enforces (with a WARN at build). */
   enforcement_mode: z.string().default('block'),
+  /** Read by remote kinds only (their default is `false`, below); local kinds never fail. */
   fail_open: z.boolean().default(true),
   mandatory: z.boolean().default(false),
   /** A hint only; never read at run time. */
   direction: z.string().default('both'),
   created_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp' }).optional(),
 };
-const remote = { ...common, output_fail_open: z.boolean().default(false), timeout_ms: timeoutMs };
+/**
+ * Remote kinds fail closed on input by default (AISIX: `fail_open: true`): a service that a flood has
+ * throttled must not let every caller's input through unscreened (docs/security.md "Limits before paid work").
+ */
+const remoteFailOpen = z.boolean().default(false);
+const remote = {
+  ...common,
+  fail_open: remoteFailOpen,
+  output_fail_open: z.boolean().default(false),
+  timeout_ms: timeoutMs,
+};
 
 const KeywordPattern = z.strictObject({ kind: z.enum(['literal', 'regex']), value: z.string().min(1) });
 
@@ -136,6 +147,7 @@ const AliyunTextModeration = z.strictObject({
 
 const Bedrock = z.strictObject({
   ...common,
+  fail_open: remoteFailOpen,
   kind: z.literal('bedrock'),
   aws_credentials: z.strictObject({
     kind: z.literal('static'),

@@ -31,7 +31,19 @@ function strings(out: Slot[], obj: Json, key: string, role: Segment['role']): vo
   }
 }
 
-/** `content` as a string, or its text blocks (`text`, `input_text`, `output_text`). */
+/** Every string inside a JSON value (a replayed `tool_use.input`), each its own slot, in document order. */
+function stringsIn(out: Slot[], holder: Json | unknown[], key: string | number, role: Segment['role']): void {
+  const v = (holder as Record<string | number, unknown>)[key];
+  if (typeof v === 'string') {
+    out.push({ text: v, role, set: (t) => ((holder as Record<string | number, unknown>)[key] = t) });
+  } else if (Array.isArray(v)) v.forEach((_, i) => stringsIn(out, v, i, role));
+  else if (isRecord(v)) { for (const k of Object.keys(v)) stringsIn(out, v, k, role); }
+}
+
+/**
+ * `content` as a string, or its blocks the model reads: text (`text`, `input_text`, `output_text`), tool
+ * results, Anthropic `document` blocks with a text source, and replayed `tool_use` inputs.
+ */
 function content(out: Slot[], obj: Json, role: Segment['role']): void {
   const c = obj.content;
   if (typeof c === 'string') field(out, obj, 'content', role);
@@ -41,7 +53,24 @@ function content(out: Slot[], obj: Json, role: Segment['role']): void {
       if (part.type === 'text' || part.type === 'input_text' || part.type === 'output_text') {
         field(out, part, 'text', role);
       } else if (part.type === 'tool_result') content(out, part, 'tool');
+      else if (part.type === 'document' && isRecord(part.source)) documentSource(out, part.source, role);
+      else if (part.type === 'tool_use') stringsIn(out, part, 'input', 'assistant');
     }
+  }
+}
+
+/** An Anthropic document's source: plain text (`data`), or content blocks; base64 and URL sources are not text. */
+function documentSource(out: Slot[], source: Json, role: Segment['role']): void {
+  if (source.type === 'text') field(out, source, 'data', role);
+  else if (source.type === 'content') content(out, source, role);
+}
+
+/** Tool descriptions the model reads: `tools[].description` (messages, responses), `.function.description` (chat). */
+function toolDescriptions(out: Slot[], body: Json): void {
+  for (const t of Array.isArray(body.tools) ? body.tools : []) {
+    if (!isRecord(t)) continue;
+    field(out, t, 'description', 'system');
+    if (isRecord(t.function)) field(out, t.function, 'description', 'system');
   }
 }
 
@@ -75,9 +104,12 @@ export function requestSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
         content(out, m, roleOf(m.role));
         toolCalls(out, m);
       }
+      if (isRecord(body.prediction)) content(out, body.prediction, 'assistant');
+      toolDescriptions(out, body);
       break;
     case 'completions':
       strings(out, body, 'prompt', 'user');
+      field(out, body, 'suffix', 'user');
       break;
     case 'embeddings':
       strings(out, body, 'input', 'user');
@@ -88,6 +120,7 @@ export function requestSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
       for (const m of Array.isArray(body.messages) ? body.messages : []) {
         if (isRecord(m)) content(out, m, roleOf(m.role));
       }
+      toolDescriptions(out, body);
       break;
     case 'responses':
       field(out, body, 'instructions', 'system');
@@ -100,6 +133,7 @@ export function requestSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
           else content(out, item, roleOf(item.role));
         }
       }
+      toolDescriptions(out, body);
       break;
   }
   return out;
@@ -112,6 +146,7 @@ export function answerSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
     case 'chat':
       for (const c of Array.isArray(body.choices) ? body.choices : []) {
         if (!isRecord(c) || !isRecord(c.message)) continue;
+        field(out, c.message, 'reasoning_content', 'assistant');
         field(out, c.message, 'content', 'assistant');
         toolCalls(out, c.message, true);
       }
@@ -122,6 +157,10 @@ export function answerSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
       }
       break;
     case 'messages':
+      // Thinking is scanned on answers only: a replayed thinking block is signed, and a mask would break it.
+      for (const b of Array.isArray(body.content) ? body.content : []) {
+        if (isRecord(b) && b.type === 'thinking') field(out, b, 'thinking', 'assistant');
+      }
       content(out, body, 'assistant');
       break;
     case 'responses':

@@ -1,6 +1,6 @@
-// The text a streamed answer carries, per frame and endpoint (docs/guardrails.md "Streams"): content deltas
-// on their channel (a choice, a content block) that a mask can rewrite, and tool-call fragments that are
-// scanned only. Pure functions over one SSE frame.
+// The text a streamed answer carries, per frame and endpoint (docs/guardrails.md "Streams"): content and
+// reasoning deltas on their channel (a choice, its reasoning, a content block) that a mask can rewrite, and
+// tool-call fragments that are scanned only. Pure functions over one SSE frame.
 import type { GuardedEndpoint } from './slots.ts';
 
 /** One SSE frame: its raw text (kept byte for byte unless rewritten) and its parsed `data:` JSON. */
@@ -74,6 +74,7 @@ export function deltasOf(endpoint: GuardedEndpoint, f: Frame): { deltas: Delta[]
         continue;
       }
       if (!isRecord(c.delta)) continue;
+      str(c.delta, 'reasoning_content', `reasoning:${String(c.index ?? 0)}`);
       str(c.delta, 'content', ch);
       for (const t of Array.isArray(c.delta.tool_calls) ? c.delta.tool_calls : []) {
         if (!isRecord(t) || !isRecord(t.function)) continue;
@@ -84,6 +85,7 @@ export function deltasOf(endpoint: GuardedEndpoint, f: Frame): { deltas: Delta[]
   } else if (endpoint === 'messages') {
     if (j.type === 'content_block_delta' && isRecord(j.delta)) {
       if (j.delta.type === 'text_delta') str(j.delta, 'text', `block:${String(j.index ?? 0)}`);
+      else if (j.delta.type === 'thinking_delta') str(j.delta, 'thinking', `block:${String(j.index ?? 0)}`);
       else if (j.delta.type === 'input_json_delta' && typeof j.delta.partial_json === 'string') {
         tool += j.delta.partial_json;
       }

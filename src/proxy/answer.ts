@@ -56,6 +56,8 @@ export interface AnswerDeps {
   telemetry?: Pick<Telemetry, 'captureBytes'>;
   /** `upstream.max_sse_event_bytes`: the longest line a passed-through stream may carry; 0 = any. */
   maxSseEventBytes?: number;
+  /** `proxy.served_by_header`: false leaves `x-aisix-served-by` off every answer. */
+  servedByHeader?: boolean;
 }
 
 /** The dispatch step and the answer built from its result. */
@@ -106,6 +108,11 @@ export class Answerer {
     return r;
   }
 
+  /** `x-aisix-served-by`, unless the operator hides the routing members' names. */
+  private servedBy(call: ModelCall, r: DispatchResult): Record<string, string> {
+    return this.d.servedByHeader === false ? {} : servedByHeader(call, r);
+  }
+
   /** A scrubber for this call's answers, built on first use (only error paths need one). */
   private scrubber(call: ModelCall): () => Scrub {
     let s: Scrub | undefined;
@@ -123,7 +130,7 @@ export class Answerer {
       const trace = rec.trace;
       if (trace) rec.endedWith(finishReasonOf(r.body));
       if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
-      const headers = { 'content-type': r.contentType, ...r.headers, ...servedByHeader(call, r), ...call.limitHeaders };
+      const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return answerUsage(call, read.usage, () => estimateTokens(answerText(r.body))).then((used) => {
         rec.read(used, read.id);
@@ -194,7 +201,7 @@ export class Answerer {
     return stamped(call, body, 200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
-      ...servedByHeader(call, r),
+      ...this.servedBy(call, r),
       ...call.limitHeaders,
     });
   }

@@ -100,6 +100,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     clock: d.clock,
     telemetry: d.telemetry,
     maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
+    servedByHeader: cfg.proxy.served_by_header,
   });
   // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
   // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).

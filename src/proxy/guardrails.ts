@@ -1,5 +1,5 @@
 // The guardrail steps of the request pipeline (pipeline.ts; docs/guardrails.md "Where they run"): the input
-// check before the rate-limit reservation (a refused prompt spends no quota), the output check on the winning
+// check after the rate-limit reservation (a caller over its limit costs no check), the output check on the winning
 // attempt's answer (its tokens are charged; no failover on a refusal). Each snapshot's attachment index is
 // built once, with its pipeline, on its first request; a snapshot without guardrails has no guardrail step.
 import type { Config } from '../config/schema.ts';

@@ -1,7 +1,7 @@
 // The request pipeline: the ordered steps every model call passes (docs/architecture.md "A request").
 //
 //   [tracking: in-flight slot, request id, the record]                    track.ts
-//   identify → read body → admit → (policies) → (input checks) → reserve → (cache lookup)
+//   identify → read body → admit → (policies) → reserve → (input checks) → (cache lookup)
 //   → dispatch with its attempts → (output checks) → (cache store) → answer
 //   → when the last byte is out: usage commit → [telemetry: metrics, access log]   answer.ts, track.ts
 //
@@ -110,9 +110,12 @@ export interface Pipeline extends Pick<CoreSteps, 'dispatch' | 'respond' | 'refu
 
 /** The pipeline of a proxy app, in the order of this file's header, without the steps not configured. */
 export function buildPipeline(core: CoreSteps, features: FeatureSteps = {}): Pipeline {
-  const steps = [core.identify, core.readBody, core.admit, features.policies, features.inputChecks];
+  // The reservation before the input checks (AISIX reserves after them): a caller over its limit is refused
+  // before it costs a remote guardrail call or a scan (docs/security.md "Limits before paid work").
+  const inputChecks = features.inputChecks && releasingOnRefusal(features.inputChecks);
+  const steps = [core.identify, core.readBody, core.admit, features.policies, core.reserve, inputChecks];
   // The cache lookup after the reservation (AISIX): a cached answer has taken its request slots.
-  steps.push(core.reserve, features.cacheLookup);
+  steps.push(features.cacheLookup);
   const answerSteps = [features.outputChecks, features.cacheStore];
   return {
     steps: steps.filter((s): s is Step => s !== undefined),
@@ -120,6 +123,31 @@ export function buildPipeline(core: CoreSteps, features: FeatureSteps = {}): Pip
     dispatch: core.dispatch,
     respond: core.respond,
     refuse: core.refuse,
+  };
+}
+
+/**
+ * A step after the reservation whose refusal (or throw) ends the call: the permit is ended first, so the
+ * concurrency slots are free and no tokens are charged; the request counts stay taken.
+ */
+function releasingOnRefusal(step: Step): Step {
+  const refused = (call: ModelCall, r: StepResult): StepResult | Promise<StepResult> =>
+    r instanceof ProxyError ? call.permit.end().then(() => r) : r;
+  const threw = (call: ModelCall, e: unknown): never => {
+    void call.permit.end();
+    throw e;
+  };
+  return {
+    name: step.name,
+    run(call) {
+      let r: StepResult | Promise<StepResult>;
+      try {
+        r = step.run(call);
+      } catch (e) {
+        return threw(call, e);
+      }
+      return r instanceof Promise ? r.then((v) => refused(call, v), (e) => threw(call, e)) : refused(call, r);
+    },
   };
 }
 

@@ -167,6 +167,13 @@ export const providerKeyShape = {
   secret: z.string().min(1, 'must not be empty').optional(),
   /** An http(s) URL, or (Azure only) a bare resource name; blank = absent. Each family's finer rules: its adapter. */
   api_base: nullOk(z.string().refine((s) => isHttpUrl(s) || isBareName(s), 'must be an http(s) URL')),
+  /**
+   * Sluice-only: top-level members of the caller's body never sent under this key (a vendor's routing or
+   * stateful fields, e.g. OpenRouter's `models`, `route`, `provider`): docs/routing.md "Fields a key drops".
+   */
+  drop_body_fields: z.array(
+    z.string().min(1, 'must not be empty').refine((f) => f !== 'model', 'the upstream model name is always sent'),
+  ).optional(),
 };
 
 function isHttpUrl(s: string): boolean {

@@ -9,6 +9,7 @@ import { invalidCredentials } from '../providers/failures.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import { type AttemptOutcome, certificateFailed, type DispatchInput, type Target } from './dispatch-types.ts';
 import type { RoutingState } from './strategies.ts';
+import { upstreamBody } from './upstream-body.ts';
 import type { AttemptSpan } from '../telemetry/trace.ts';
 
 /** What an attempt uses. */
@@ -54,7 +55,7 @@ export async function attemptUpstream(
   try {
     const r = await callProvider(t.adapter, {
       endpoint: input.endpoint,
-      body: { ...input.body, model: t.upstreamModel },
+      body: upstreamBody(input.body, t),
       stream: input.stream,
       key: t.key,
       upstream: d.upstream,

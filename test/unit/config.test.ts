@@ -38,6 +38,7 @@ describe('defaults', () => {
         request_body_limit_bytes: 0,
         max_request_headers: 100,
         max_request_header_bytes: 32768,
+        served_by_header: true,
         request_id: { accept_headers: ['x-aisix-request-id'] },
         real_ip: { trusted_proxies: [], recursive: false, header: 'x-forwarded-for' },
       },

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { EtcdFetch } from '../../src/sources/etcd/client.ts';
+import { createProxyApp } from '../../src/proxy/app.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { type EtcdTestGateway, seeder, startEtcdGateway } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
@@ -254,6 +255,31 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await t.until(() => t.gw.facts.rejected.length === 0 && !t.gw.snapshot!.models.has('m1'), 'delete clears the pin');
     assert.match(await metrics(t), /aisix_config_stale_served_resources\{kind="models"\} 0/);
     assertNoSecrets(await visibleText(t));
+  });
+
+  test('an api key whose new value is rejected stops serving: a malformed revocation answers 401', async () => {
+    const P = '/lkg-key';
+    const key = { display_name: 'k', key_hash: CALLER_HASH, allowed_models: ['*'] };
+    await s.put(`${P}/provider_keys/pk1`, pk());
+    await s.put(`${P}/models/m1`, model('m1'));
+    await s.put(`${P}/api_keys/k1`, key);
+    const t = open({ endpoint: etcd.endpoint, prefix: P });
+    await t.source.firstApplied;
+    const app = createProxyApp(t.gw);
+    const models = () => app.request('/v1/models', { headers: { authorization: 'Bearer sk-caller-test-key' } });
+    assert.equal((await models()).status, 200);
+    for (const bad of [{ ...key, disabled: 'true' }, { ...key, expires_at: '2020-01-01' }]) {
+      await s.put(`${P}/api_keys/k1`, bad);
+      await t.until(() => rejectedByKey(t).has('api_keys/k1'), `${Object.keys(bad).at(-1)} rejected`);
+      const res = await models();
+      assert.equal(res.status, 401, JSON.stringify(bad));
+      assert.equal((await res.json()).error.message, 'invalid API key');
+      assert.equal(rejectedByKey(t).get('api_keys/k1')!.serving_stale_since, undefined, 'not pinned');
+      assert.doesNotMatch(await metrics(t), /aisix_config_stale_served_resources\{kind="api_keys"\} [1-9]/);
+      await s.put(`${P}/api_keys/k1`, key);
+      await t.until(() => !rejectedByKey(t).has('api_keys/k1'), 'a valid value again');
+      assert.equal((await models()).status, 200, 'a valid value serves again');
+    }
   });
 
   test('state: an empty prefix is applied (empty, ready); rows are judged alone, with no cross-row rejection', async () => {

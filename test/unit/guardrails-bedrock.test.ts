@@ -120,7 +120,7 @@ describe('bedrock: the signed ApplyGuardrail call and its verdicts', () => {
     const built = buildGuardrail('id', GuardrailSchema.parse(ROW));
     assert.ok(built.ok && built.guardrail);
     assert.equal(built.guardrail.outputFailOpen, false, 'output_fail_open defaults to false');
-    assert.equal(built.guardrail.failOpen, true);
+    assert.equal(built.guardrail.failOpen, false, 'fail_open defaults to false on a remote kind');
   });
 });
 
@@ -140,15 +140,15 @@ describe('bedrock: failing service', () => {
     ['not JSON', () => mock.script((_r, res) => void res.end('<html>')), 'bedrock_5xx'],
     ['no action', () => mock.script((_r, res) => sendJson(res, 200, { outputs: [] })), 'bedrock_5xx'],
   ];
-  test('each failure tagged; fail_open bypasses input, output fails closed, mandatory blocks', async () => {
+  test('each failure tagged; both hooks fail closed by default, fail_open bypasses, mandatory blocks', async () => {
     const g = (over: Record<string, unknown> = {}) => guardrail({ ...ROW, latency_mode: TIMED_300, ...over });
     for (const [label, fault, want] of faults) {
       const reg = new Registry();
       fault();
       const t0 = performance.now();
-      const input = await runChain([g()], 'input', [user('hi')], deps(new GuardrailMetrics(reg)));
+      const input = await runChain([g({ fail_open: true })], 'input', [user('hi')], deps(new GuardrailMetrics(reg)));
       assert.ok(performance.now() - t0 < 2500, `${label}: bounded by timeout_ms`);
-      assert.equal(input.blocked, undefined, `${label}: fail_open (default true) on input`);
+      assert.equal(input.blocked, undefined, `${label}: fail_open: true on input`);
       assert.equal(input.bypassTag, want, label);
       assert.match(reg.render(), new RegExp(`kind="bedrock",phase="input",result="bypassed",error_type="${want}"`));
       fault();
@@ -158,10 +158,10 @@ describe('bedrock: failing service', () => {
       const open = await runChain([g({ output_fail_open: true })], 'output', [user('hi')], deps());
       assert.equal(open.blocked, undefined, `${label}: output_fail_open: true`);
       fault();
-      const closed = await runChain([g({ fail_open: false })], 'input', [user('hi')], deps());
-      assert.equal(closed.blocked?.errorType, want, `${label}: fail_open: false`);
+      const closed = await runChain([g()], 'input', [user('hi')], deps());
+      assert.equal(closed.blocked?.errorType, want, `${label}: fail_open defaults to false`);
       fault();
-      const mandatory = await runChain([g({ mandatory: true })], 'input', [user('hi')], deps());
+      const mandatory = await runChain([g({ fail_open: true, mandatory: true })], 'input', [user('hi')], deps());
       assert.equal(mandatory.blocked?.errorType, want, `${label}: mandatory`);
     }
     assert.ok(logs.some((l) => l.level === 'warn' && l.msg === 'bedrock ApplyGuardrail call failed'));
@@ -181,7 +181,7 @@ describe('bedrock: failing service', () => {
       [user('hi')],
       deps(),
     );
-    assert.equal(timed.bypassTag, 'bedrock_timeout', 'a timed row gave up meanwhile');
+    assert.equal(timed.blocked?.errorType, 'bedrock_timeout', 'a timed row gave up meanwhile');
     assert.equal(settled, false, 'the serial row still waits');
     release.resolve();
     const r = await serial;

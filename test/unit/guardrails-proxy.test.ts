@@ -125,13 +125,14 @@ describe('input checks', () => {
     });
   }
 
-  test('a blocked prompt spends no quota', async () => {
+  test('a blocked prompt counts as a request (the checks run after the reservation), no upstream call', async () => {
     const blockedRes = await post('/v1/chat/completions', { model: 'gpt', messages: user('forbidden') }, ONE_RPM);
     assert.equal(blockedRes.status, 422);
     await blockedRes.text();
-    const ok = await post('/v1/chat/completions', { model: 'gpt', messages: user('fine') }, ONE_RPM);
-    assert.equal(ok.status, 200, 'rpm 1 still has its request');
-    await ok.text();
+    const over = await post('/v1/chat/completions', { model: 'gpt', messages: user('fine') }, ONE_RPM);
+    assert.equal(over.status, 429, 'rpm 1 was taken by the blocked prompt');
+    await over.text();
+    assert.equal(mock.requests.length, 0);
   });
 
   test('masks are written into the request the upstream receives', async () => {

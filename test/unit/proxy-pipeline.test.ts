@@ -98,8 +98,8 @@ describe('buildPipeline', () => {
       'read body',
       'admit',
       'policies',
-      'input checks',
       'reserve',
+      'input checks',
       'cache lookup',
     ]);
     assert.deepEqual(p.answerSteps.map((s) => s.name), ['output checks', 'cache store']);
@@ -107,7 +107,7 @@ describe('buildPipeline', () => {
 
   test('an absent feature is not in the list', () => {
     const p = buildPipeline(core([]), { inputChecks: step('input checks', []) });
-    assert.deepEqual(p.steps.map((s) => s.name), ['identify', 'read body', 'admit', 'input checks', 'reserve']);
+    assert.deepEqual(p.steps.map((s) => s.name), ['identify', 'read body', 'admit', 'reserve', 'input checks']);
     assert.equal(p.steps.some((s) => s.name === 'policies' || s.name === 'cache lookup'), false);
   });
 });
@@ -127,6 +127,30 @@ describe('runModelCall', () => {
     const res = await runModelCall(buildPipeline(c), call());
     assert.equal(res.status, 404);
     assert.deepEqual(ran, ['identify', 'read body', 'admit', 'refuse 404']);
+  });
+
+  test('a refusal or a throw of the input checks ends the permit the reservation took, before the answer', async () => {
+    for (const outcome of ['refuse', 'throw'] as const) {
+      const ran: string[] = [];
+      const c = core(ran);
+      c.reserve = {
+        name: 'reserve',
+        run: (call) => {
+          ran.push('reserve');
+          call.permit = { chargesTokens: false, end: () => Promise.resolve(void ran.push('permit end')) };
+          return undefined;
+        },
+      };
+      const inputChecks = step('input checks', ran, () => {
+        if (outcome === 'throw') throw new Error('a scanner broke');
+        return errors.modelNotAllowed('m');
+      }, true);
+      const p = buildPipeline(c, { inputChecks });
+      if (outcome === 'throw') await assert.rejects(runModelCall(p, call()), /a scanner broke/);
+      else assert.equal((await runModelCall(p, call())).status, 403);
+      const tail = outcome === 'throw' ? ['permit end'] : ['permit end', 'refuse 403'];
+      assert.deepEqual(ran, ['identify', 'read body', 'admit', 'reserve', 'input checks', ...tail], outcome);
+    }
   });
 
   test('a step may answer itself (a cached answer): that response, no dispatch', async () => {
@@ -179,8 +203,8 @@ describe('SnapshotPipelines', () => {
       'identify',
       'read body',
       'admit',
-      'input checks',
       'reserve',
+      'input checks',
       'cache lookup',
       'dispatch',
       'output checks',

@@ -15,7 +15,9 @@
 //   ignored: "Never fail open"); the others are accepted, not served, and reported as partially compatible
 //   (field `*`);
 // - last-known-good: when a key that serves gets a value that is rejected, the value it served keeps
-//   serving (`serving_stale_since`) until the key loads cleanly again or is deleted.
+//   serving (`serving_stale_since`) until the key loads cleanly again or is deleted — except an `api_keys`
+//   row, which stops serving: a rejected value may be a revocation written wrong, and a key must not stay
+//   alive on it (docs/etcd.md "Per-row validation").
 import type { GuardrailEntry } from '../../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../../guardrails/schema.ts';
 import { parsePolicyDocument } from '../../resources/policy-document.ts';
@@ -304,7 +306,8 @@ export interface Problem {
 
 /**
  * One key's outcome: its latest value when that is valid; otherwise the value it served before keeps
- * serving (pinned) and the latest value is the problem. `now` undefined: the key was deleted.
+ * serving (pinned) and the latest value is the problem — unless it is an api key, which fails closed.
+ * `now` undefined: the key was deleted.
  */
 export function judgeKey(
   now: RowValue | undefined,
@@ -313,9 +316,10 @@ export function judgeKey(
   if (!now) return { served: undefined, problem: undefined };
   if (now.parsed.ok) return { served: now as ServedValue, problem: undefined };
   const p = now.parsed;
+  const kept = p.kind === 'api_keys' ? undefined : prev;
   return {
-    served: prev,
-    problem: { kind: p.kind, id: p.id, errorKind: p.errorKind, error: p.error, pinned: prev !== undefined },
+    served: kept,
+    problem: { kind: p.kind, id: p.id, errorKind: p.errorKind, error: p.error, pinned: kept !== undefined },
   };
 }
 
