@@ -24,11 +24,15 @@ export const MAX_JSON_DEPTH = 127;
 function deeperThan(v: unknown, levels: number): boolean {
   if (typeof v !== 'object' || v === null) return false;
   if (levels === 0) return true;
+  // Only members that are themselves arrays or objects are walked: a long array of numbers costs one test each.
   if (Array.isArray(v)) {
-    for (const x of v) if (deeperThan(x, levels - 1)) return true;
+    for (const x of v) if (typeof x === 'object' && x !== null && deeperThan(x, levels - 1)) return true;
     return false;
   }
-  for (const k in v) if (deeperThan((v as Record<string, unknown>)[k], levels - 1)) return true;
+  for (const k in v) {
+    const x = (v as Record<string, unknown>)[k];
+    if (typeof x === 'object' && x !== null && deeperThan(x, levels - 1)) return true;
+  }
   return false;
 }
 
