@@ -56,9 +56,19 @@ export function buildGuardrail(id: string, row: GuardrailRow): BuildResult {
       mandatory: row.mandatory,
       createdAt: row.created_at,
       stream: streamPolicy(row),
+      secrets: rowSecrets(row),
       check: made.check,
     },
   };
+}
+
+/** The credential members of a remote row (src/http/scrub.ts adds them to what it redacts). */
+function rowSecrets(row: GuardrailRow): string[] {
+  const out: string[] = [];
+  const r = row as Partial<Record<'api_key' | 'access_key_id' | 'access_key_secret', unknown>>;
+  for (const v of [r.api_key, r.access_key_id, r.access_key_secret]) if (typeof v === 'string') out.push(v);
+  if (row.kind === 'bedrock') out.push(row.aws_credentials.access_key_id, row.aws_credentials.secret_access_key);
+  return out;
 }
 
 function checkOf(

@@ -44,6 +44,11 @@ export interface CheckContext {
   signal?: AbortSignal;
   /** `bedrock_endpoint_url` (config.yaml): where `kind: bedrock` calls ApplyGuardrail instead of AWS. */
   bedrockEndpointUrl?: string | undefined;
+  /**
+   * A service's words made fit to log: every configured secret redacted, then cut to `maxChars`
+   * (src/http/scrub.ts); absent, only the cut.
+   */
+  scrub?: (text: string, maxChars: number) => string;
   /** Lines a check writes itself (a remote service's 4xx); `guardrail` and `id` fields are added by the chain. */
   log?: (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;
 }
@@ -63,6 +68,8 @@ export interface Guardrail {
   readonly mandatory: boolean;
   readonly createdAt: string | undefined;
   readonly stream: StreamPolicy;
+  /** The row's credentials (remote kinds), for the scrubber: a service's answer that echoes one is logged without it. */
+  readonly secrets?: readonly string[];
   check(segments: readonly Segment[], hook: Hook, ctx: CheckContext): Outcome | Promise<Outcome>;
 }
 

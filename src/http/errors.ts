@@ -3,7 +3,8 @@
 // caller's wire's (src/proxy/routes.ts): OpenAI's, or Anthropic's with AISIX's `error.type` by status; a
 // caller never sees a stack trace, a runtime's advice text or a configured secret (scrub.ts).
 import type { DispatchFailure } from '../routing/dispatch.ts';
-import { upstreamErrorParts } from '../providers/upstream-error.ts';
+import { MAX_UPSTREAM_MESSAGE, upstreamErrorParts } from '../providers/upstream-error.ts';
+import type { Scrub } from './scrub.ts';
 
 export type ErrorType =
   | 'invalid_api_key'
@@ -144,21 +145,22 @@ export function errorResponse(e: ProxyError, envelope: (e: ProxyError) => string
 /**
  * An upstream's error answer (4xx passed back to the caller) re-wrapped in the caller's envelope: the
  * upstream's status, type and message kept (OpenAI's `param` and `code` too), nothing else of its body —
- * and every configured secret scrubbed from the message (`scrub`).
+ * and every configured secret scrubbed from each (`scrub`), before each is cut to `MAX_UPSTREAM_MESSAGE`.
  */
 export function upstreamErrorBody(
   wire: Wire,
   status: number,
   body: string,
-  scrub: (s: string) => string,
+  scrub: Scrub,
 ): string {
   const p = upstreamErrorParts(body);
-  const message = scrub(p.message);
+  const cut = (s: string) => scrub(s, MAX_UPSTREAM_MESSAGE);
+  const message = cut(p.message);
   if (wire === 'anthropic') {
     return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(status), message } });
   }
-  const error: Record<string, unknown> = { message, type: p.type !== undefined ? scrub(p.type) : 'upstream_error' };
-  if ('param' in p) error.param = typeof p.param === 'string' ? scrub(p.param) : p.param;
-  if ('code' in p) error.code = typeof p.code === 'string' ? scrub(p.code) : p.code;
+  const error: Record<string, unknown> = { message, type: p.type !== undefined ? cut(p.type) : 'upstream_error' };
+  if ('param' in p) error.param = typeof p.param === 'string' ? cut(p.param) : p.param;
+  if ('code' in p) error.code = typeof p.code === 'string' ? cut(p.code) : p.code;
   return JSON.stringify({ error });
 }

@@ -1,6 +1,7 @@
 // Reading an upstream's error answer, whichever wire it speaks: OpenAI's `{"error":{message,type,param,code}}`,
 // Anthropic's `{"type":"error","error":{type,message}}`, a bare `{"error":"…"}`, or plain text. Only what
-// the caller may be told is kept (the HTTP layer re-wraps it in the caller's envelope and scrubs secrets).
+// the caller may be told is kept (the HTTP layer re-wraps it in the caller's envelope, scrubs secrets, then
+// cuts it to `MAX_UPSTREAM_MESSAGE`: never cut before the scrub, or a cut through a secret leaves its start).
 
 export interface UpstreamErrorParts {
   message: string;
@@ -11,8 +12,8 @@ export interface UpstreamErrorParts {
   code?: string | number | null;
 }
 
-/** The longest upstream message passed on; the rest is cut. */
-const MAX_MESSAGE = 500;
+/** The longest upstream message passed on, in characters, once scrubbed; the rest is cut. */
+export const MAX_UPSTREAM_MESSAGE = 500;
 
 export function upstreamErrorParts(body: string): UpstreamErrorParts {
   let err: Record<string, unknown> | undefined;
@@ -25,7 +26,7 @@ export function upstreamErrorParts(body: string): UpstreamErrorParts {
     // not JSON: the text itself is the message
   }
   const raw = typeof err?.message === 'string' ? err.message : body.trim();
-  const message = (raw.length > MAX_MESSAGE ? raw.slice(0, MAX_MESSAGE) : raw) || 'upstream error';
+  const message = raw || 'upstream error';
   const parts: UpstreamErrorParts = { message };
   if (typeof err?.type === 'string') parts.type = err.type;
   if (err && 'param' in err && (err.param === null || typeof err.param === 'string')) parts.param = err.param;

@@ -44,8 +44,8 @@ export function fail(c: Context<ProxyEnv>, e: ProxyError): Response {
 /** What the answer steps read. */
 export interface AnswerDeps {
   dispatcher: Pick<Dispatcher, 'dispatch'>;
-  /** `admin.admin_keys`: scrubbed from whatever an upstream says. */
-  adminKeys: readonly string[];
+  /** The secrets of config.yaml (`configSecrets`: the admin keys, the exporter's headers), scrubbed from whatever an upstream says. */
+  configSecrets: readonly string[];
   /** `downstream.sse_keepalive_interval_secs`, in ms. */
   keepaliveMs: number;
   /** The caller limiter, for a routing model's targets' own limits. */
@@ -116,7 +116,7 @@ export class Answerer {
   /** A scrubber for this call's answers, built on first use (only error paths need one). */
   private scrubber(call: ModelCall): () => Scrub {
     let s: Scrub | undefined;
-    return () => (s ??= scrubberFor(call.caller.snapshot, this.d.adminKeys, bearerToken(call.headers)));
+    return () => (s ??= scrubberFor(call.caller.snapshot, this.d.configSecrets, bearerToken(call.headers)));
   }
 
   /** The caller's answer for a dispatch result, in the caller's wire. */
@@ -178,7 +178,7 @@ export class Answerer {
         : call.route.wire === 'anthropic'
         ? anthropicSseErrorEvent
         : sseErrorEvent,
-      scrub: (text) => scrub()(text),
+      scrub: (text, max) => scrub()(text, max),
       onEnd: (end, detail) => {
         // Before the outcome: it reads the stream's unfinished last line.
         const used = count.final(end === 'client_closed');

@@ -4,6 +4,7 @@
 import { type Context, Hono } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { envelopeFor, errorResponse, errors, ProxyError } from '../http/errors.ts';
+import { configSecrets } from '../http/scrub.ts';
 import { livez, methodNotAllowed, type ReadinessChecks, readyz } from '../lifecycle/probes.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
@@ -94,7 +95,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   });
   const answerer = new Answerer({
     dispatcher,
-    adminKeys: cfg.admin.admin_keys,
+    configSecrets: configSecrets(cfg),
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
     limiter: d.rateLimiter,
     clock: d.clock,

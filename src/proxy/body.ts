@@ -1,5 +1,5 @@
 // The pipeline's body step: read and parse a JSON request body under `proxy.request_body_limit_bytes`
-// (0 = no limit), then check what its endpoint requires (validate.ts). A declared length over the limit is
+// (0 = no limit) and at most `MAX_JSON_DEPTH` levels deep, then check what its endpoint requires (validate.ts). A declared length over the limit is
 // refused before reading; an undeclared one is counted as it streams in. As AISIX's JSON extractor does, a
 // body refuses with one wording when it is not declared JSON, not valid UTF-8, not JSON or not an object
 // (docs/aisix-compatibility.md "Edge rules").
@@ -11,6 +11,30 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** AISIX's answer to a body that is not a JSON object, whatever the reason. */
 export const INVALID_JSON = 'request payload is invalid: invalid JSON request body';
+
+/**
+ * The deepest nesting of arrays and objects a body may have, the top level counted: the deepest serde_json's
+ * default recursion limit lets AISIX read. Deeper, the gateway could not re-serialise the body for the
+ * upstream, so it is the caller's 400, refused before any target is tried (docs/security.md "What callers
+ * cannot grow").
+ */
+export const MAX_JSON_DEPTH = 127;
+
+/** Whether `v` nests arrays and objects deeper than `levels` (the top level is 1); never recurses past that. */
+function deeperThan(v: unknown, levels: number): boolean {
+  if (typeof v !== 'object' || v === null) return false;
+  if (levels === 0) return true;
+  // Only members that are themselves arrays or objects are walked: a long array of numbers costs one test each.
+  if (Array.isArray(v)) {
+    for (const x of v) if (typeof x === 'object' && x !== null && deeperThan(x, levels - 1)) return true;
+    return false;
+  }
+  for (const k in v) {
+    const x = (v as Record<string, unknown>)[k];
+    if (typeof x === 'object' && x !== null && deeperThan(x, levels - 1)) return true;
+  }
+  return false;
+}
 
 /** `application/json` or `application/*+json`, parameters (charset) aside. */
 function declaredJson(req: Request): boolean {
@@ -63,6 +87,9 @@ export async function readJsonObject(req: Request, limit: number): Promise<Recor
     return errors.badRequest(INVALID_JSON);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return errors.badRequest(INVALID_JSON);
+  if (deeperThan(value, MAX_JSON_DEPTH)) {
+    return errors.badRequest(`${INVALID_JSON}: nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`);
+  }
   return value as Record<string, unknown>;
 }
 

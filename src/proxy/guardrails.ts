@@ -11,6 +11,7 @@ import type { GuardedEndpoint } from '../guardrails/slots.ts';
 import { guardStream } from '../guardrails/stream.ts';
 import type { Guardrail } from '../guardrails/types.ts';
 import { ProxyError } from '../http/errors.ts';
+import { configSecrets, type Scrub, scrubberFor } from '../http/scrub.ts';
 import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Registry } from '../observability/metrics.ts';
@@ -21,7 +22,7 @@ import type { AnswerStep, ModelCall, SnapshotFeature } from './pipeline.ts';
 import { readBody, StreamUsage, totalOf } from './usage.ts';
 
 export interface GuardrailStepDeps {
-  config: Pick<Config, 'bedrock_endpoint_url'>;
+  config: Pick<Config, 'bedrock_endpoint_url' | 'admin' | 'observability'>;
   log: Logger;
   metrics: { readonly registry: Registry };
   upstream: UpstreamFetch;
@@ -45,29 +46,41 @@ export interface Guardrails {
 }
 
 export function guardrails(d: GuardrailStepDeps): Guardrails {
-  const deps: ChainDeps = {
+  const base: ChainDeps = {
     ctx: { fetch: d.upstream, bedrockEndpointUrl: d.config.bedrock_endpoint_url || undefined },
     metrics: guardrailMetricsFor(d.metrics.registry),
     log: (level, msg, fields) => d.log[level](msg, fields),
     now: () => performance.now() / 1000,
+  };
+  const fromConfig = configSecrets(d.config);
+  const perSnapshot = new WeakMap<Snapshot, ChainDeps>();
+  // What a service answers is logged scrubbed of the snapshot's secrets (the rows' own keys among them).
+  const depsOf = (snapshot: Snapshot): ChainDeps => {
+    let deps = perSnapshot.get(snapshot);
+    if (!deps) {
+      const scrub: Scrub = (text, max) => scrubberFor(snapshot, fromConfig, undefined)(text, max);
+      perSnapshot.set(snapshot, deps = { ...base, ctx: { ...base.ctx, scrub } });
+    }
+    return deps;
   };
   const outputChecks: AnswerStep = {
     name: 'output checks',
     run(call, result) {
       const chain = chains.get(call);
       if (!chain || call.route.call === 'embeddings' || !runsOn(chain, 'output')) return result;
-      return checkOutput(call, chain, result, deps);
+      return checkOutput(call, chain, result, depsOf(call.caller.snapshot));
     },
   };
   const steps: SnapshotFeature = (snapshot) => {
     if (snapshot.guardrails.length === 0) return undefined;
     const index = indexOf(snapshot, d.log);
     if (index.empty) return undefined;
+    const deps = depsOf(snapshot);
     return { inputChecks: { name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks };
   };
   const checkCached = (call: ModelCall, body: string) => {
     const chain = chains.get(call);
-    return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, deps) : body;
+    return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, depsOf(call.caller.snapshot)) : body;
   };
   return { steps, checkCached };
 }

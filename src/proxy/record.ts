@@ -274,7 +274,8 @@ export class RequestRecord {
       this.protocol,
       provider,
       model,
-      up?.upstreamModel ?? 'unknown',
+      // The configured name (a wildcard alias: its pattern), never the caller's text: callers cannot grow the series.
+      up?.model.model_name ?? 'unknown',
       up?.model.provider_key_id ?? 'unknown',
       up?.key.display_name ?? 'unknown',
       this.key?.id ?? 'unknown',

@@ -6,6 +6,8 @@
 import { type StreamEnd, UpstreamStreamError } from '../providers/types.ts';
 import { sseErrorEvent, type StreamErrorKind } from '../http/sse.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
+import type { Scrub } from '../http/scrub.ts';
+import { MAX_UPSTREAM_MESSAGE } from '../providers/upstream-error.ts';
 
 const KEEPALIVE = new TextEncoder().encode(':\n\n');
 
@@ -24,8 +26,11 @@ export interface PumpOptions {
   onEnd(end: StreamEnd, detail?: string): void;
   /** The caller's wire's SSE error event; default OpenAI's `data: {"error":{…}}` (src/http/sse.ts). */
   errorEvent?: (type: StreamErrorKind, message: string) => Uint8Array;
-  /** Applied to every message an error event carries (src/http/scrub.ts); default: none. */
-  scrub?: (text: string) => string;
+  /**
+   * Applied to every message an error event carries (src/http/scrub.ts), which also cuts it once scrubbed;
+   * default: only the cut.
+   */
+  scrub?: Scrub;
   /** Called once, when the first upstream chunk is handed to the caller (keep-alive comments do not count). */
   onFirstByte?: () => void;
   /** The keep-alive timer; injectable so a test can observe it. Default `IdleTimer`. */
@@ -58,7 +63,7 @@ function keepaliveComment(s: PumpState): () => void {
 }
 
 const TRANSPORT_FAILED = 'upstream stream failed: the connection ended before the stream did';
-const same = (s: string) => s;
+const cutOnly: Scrub = (s, max) => max !== undefined && s.length > max ? s.slice(0, max) : s;
 
 export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
   const it = o.chunks[Symbol.asyncIterator]();
@@ -89,7 +94,7 @@ export function pumpSse(o: PumpOptions): ReadableStream<Uint8Array> {
         // included) go to the log only.
         const typed = e instanceof UpstreamStreamError;
         const kind = typed ? e.kind : 'upstream_error';
-        const message = typed ? (o.scrub ?? same)(e.message) : TRANSPORT_FAILED;
+        const message = typed ? (o.scrub ?? cutOnly)(e.message, MAX_UPSTREAM_MESSAGE) : TRANSPORT_FAILED;
         c.enqueue((o.errorEvent ?? sseErrorEvent)(kind, message));
         c.close();
         end(kind, typed ? message : `${TRANSPORT_FAILED}: ${(e as Error)?.message ?? String(e)}`);

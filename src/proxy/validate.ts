@@ -2,9 +2,19 @@
 // naming the first missing or mistyped member, in the caller's envelope.
 import type { Endpoint } from '../providers/types.ts';
 
+/**
+ * The longest `model` a caller may send (docs/security.md "What callers cannot grow"): a name reaches the
+ * access log, error messages, traces and (through a wildcard alias) the upstream, so its length is bounded
+ * before anything reads it.
+ */
+export const MAX_MODEL_NAME = 256;
+
 /** The first problem with `body` for `endpoint`, or undefined when it may be dispatched. */
 export function validateBody(endpoint: Endpoint, body: Record<string, unknown>): string | undefined {
   if (typeof body.model !== 'string' || body.model === '') return '`model` is required and must be a string';
+  if (body.model.length > MAX_MODEL_NAME) {
+    return `\`model\` must be at most ${MAX_MODEL_NAME} characters (it has ${body.model.length})`;
+  }
   if (endpoint === 'chat') {
     if (!Array.isArray(body.messages) || body.messages.length === 0) {
       return '`messages` is required and must be a non-empty array';

@@ -44,6 +44,12 @@ export async function attemptUpstream(
   const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
   d.metrics.deploymentRequests.inc(t.labels);
   const releaseInFlight = d.routing.begin(t.model.id);
+  // Whether the request left: a throw before it did (translation, serialisation) is about the body, not the target.
+  let sent = false;
+  const upstream: UpstreamFetch = (req) => {
+    sent = true;
+    return d.upstream(req);
+  };
   let ended = false;
   const end = () => {
     if (ended) return;
@@ -58,7 +64,7 @@ export async function attemptUpstream(
       body: upstreamBody(input.body, t),
       stream: input.stream,
       key: t.key,
-      upstream: d.upstream,
+      upstream,
       maxSseEventBytes: d.config.upstream.max_sse_event_bytes,
       signal: cancel,
       callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
@@ -115,6 +121,7 @@ export async function attemptUpstream(
       return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
     }
     const message = (e as Error)?.message ?? String(e);
+    if (!sent) return unpreparable(message);
     const certificate = certificateProblem(e);
     // The same certificate would come back on a retry: fail over instead, and tell the caller why.
     if (certificate) {
@@ -122,6 +129,15 @@ export async function attemptUpstream(
     }
     return { kind: 'transport', message };
   }
+}
+
+/**
+ * The caller's 400 for a body the gateway could not turn into this target's request: nothing was sent, so the
+ * target's health is not charged (a refusal is never a transport failure) and no retry can help.
+ */
+function unpreparable(why: string): AttemptOutcome {
+  const refusal = "the request body could not be prepared for this model's upstream; check what it holds";
+  return { kind: 'response', status: 400, retryAfter: null, body: '', contentType: '', refusal, refusalDetail: why };
 }
 
 /**

@@ -34,7 +34,11 @@ export class AttemptRecorder {
     const ok = outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300;
     // A caller who went away interrupted the attempt: that says nothing about the upstream.
     if (signal.aborted && !ok) return;
-    if (!(outcome.kind === 'transport' && outcome.notUpstream)) this.health(t, outcome, r.retryAfterSecs);
+    // Nothing the upstream did: the gateway's own limit refused its answer, or the call was refused unsent.
+    const notUpstream = outcome.kind === 'transport'
+      ? outcome.notUpstream
+      : outcome.kind === 'response' && !outcome.live && outcome.refusal !== undefined;
+    if (!notUpstream) this.health(t, outcome, r.retryAfterSecs);
     if (ok) this.d.routing.observeLatency(t.model.id, r.durationMs);
     if (!(outcome.kind === 'response' && outcome.live)) {
       (ok ? this.d.metrics.deploymentSuccess : this.d.metrics.deploymentFailure).inc(t.labels);

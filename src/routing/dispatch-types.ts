@@ -164,6 +164,8 @@ export type AttemptOutcome =
     refusal?: string;
     /** With `refusal`: the key has no adapter; the caller gets 503 `provider_unavailable`, not the 400. */
     unavailable?: true;
+    /** With `refusal`: the log's words besides (a runtime's, which the caller is not told). */
+    refusalDetail?: string;
     live?: undefined;
   }
   | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }

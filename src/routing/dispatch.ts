@@ -164,7 +164,12 @@ function answerOf(run: Run): Answer {
         detail:
           `provider_key "${t.key.display_name}" of vendor "${t.key.provider}" names no adapter (openai, anthropic, bedrock, vertex, azure-openai)`,
       }
-      : { kind: 'invalid_request', status: 400, message: o.refusal };
+      : {
+        kind: 'invalid_request',
+        status: 400,
+        message: o.refusal,
+        ...(o.refusalDetail ? { detail: o.refusalDetail } : {}),
+      };
     return { kind: 'error', failure, target: t.model, served };
   }
   if (o.status >= 500) {

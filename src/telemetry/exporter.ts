@@ -7,6 +7,7 @@
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
+import { headerSecrets, type Needles, needlesOf, redactWith } from '../util/redact.ts';
 import { sleep } from '../util/sleep.ts';
 import { exportBodyOf, serializeRecord, USER_AGENT } from './otlp.ts';
 import type { OtlpSpan } from './spans.ts';
@@ -83,9 +84,11 @@ export class OtlpExporter {
   /** While flushing (drain), partial batches go out at once instead of waiting for the timer. */
   private flushing = false;
   private readonly postHeaders: Record<string, string>;
+  private readonly headerNeedles: Needles;
 
   constructor(readonly settings: ExporterSettings, private readonly deps: ExporterDeps) {
     this.postHeaders = { ...settings.headers, 'content-type': 'application/json', 'user-agent': USER_AGENT };
+    this.headerNeedles = needlesOf(headerSecrets(settings.headers));
     deps.log.info(MSG.sinkStarted, {
       sink: settings.name,
       max_batch: MAX_BATCH_RECORDS,
@@ -231,7 +234,8 @@ export class OtlpExporter {
         error = (e as Error)?.message ?? String(e);
       }
       this.deps.metrics.failed(name);
-      const logged = error.length > MAX_LOGGED_ERROR ? error.slice(0, MAX_LOGGED_ERROR) : error;
+      // The collector's or the transport's words never carry the exporter's own header tokens into a log.
+      const logged = redactWith(error, this.headerNeedles, MAX_LOGGED_ERROR);
       if (this.stop.aborted) return this.deps.metrics.dropped(name, 'shutdown', spans);
       if (!transient || attempt >= MAX_RETRIES) {
         this.deps.log.warn(MSG.sinkDropped, { sink: name, dropped: batch.length, transient, error: logged });

@@ -89,7 +89,14 @@ test("upstreamErrorBody: OpenAI's fields kept (param/code only when sent), Anthr
     '{"error":{"message":"quota","type":"upstream_error"}}',
   );
   assert.equal(
-    JSON.parse(upstreamErrorBody('openai', 400, JSON.stringify({ error: { message: 'x'.repeat(2000) } }), same))
+    JSON.parse(
+      upstreamErrorBody(
+        'openai',
+        400,
+        JSON.stringify({ error: { message: 'x'.repeat(2000) } }),
+        scrubberFor(undefined, [], undefined),
+      ),
+    )
       .error.message.length,
     500,
   );

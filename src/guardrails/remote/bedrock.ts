@@ -6,7 +6,7 @@ import { AwsV4Signer } from 'aws4fetch';
 import type { Built } from '../keyword.ts';
 import type { BedrockRow } from '../schema.ts';
 import { ALLOW, type CheckContext, type Hook, type Outcome, type Segment } from '../types.ts';
-import { isRecord, join, malformed } from './http.ts';
+import { isRecord, join, loggable, malformed } from './http.ts';
 
 const SERVICE = 'bedrock';
 
@@ -76,7 +76,7 @@ async function apply(
       return failure('throttled', `HTTP ${res.status}`);
     }
     // AISIX folds every other AWS error (access denied, validation, 5xx) into `bedrock_5xx`.
-    if (res.status >= 300) return failure('5xx', `HTTP ${res.status}: ${text.slice(0, 256)}`);
+    if (res.status >= 300) return failure('5xx', `HTTP ${res.status}: ${loggable(ctx, text, 256)}`);
     try {
       return { body: JSON.parse(text) };
     } catch {

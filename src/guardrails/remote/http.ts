@@ -1,6 +1,7 @@
 // One JSON call to a guardrail service, with AISIX's failure tags (docs/guardrails.md "Remote kinds"):
 // `<k>_timeout`, `<k>_throttled` (429), `<k>_5xx` (5xx, transport, or a 2xx that is not JSON),
-// `<k>_config_error` (any other 4xx, logged at ERROR with the first 2048 bytes of the body).
+// `<k>_config_error` (any other 4xx, logged at ERROR with the first 2048 characters of the body, scrubbed of
+// every configured secret before it is cut).
 import { SERVICE_MSG } from '../messages.ts';
 import type { CheckContext } from '../types.ts';
 
@@ -52,7 +53,7 @@ export async function callJson(ctx: CheckContext, spec: CallSpec): Promise<CallR
     if (res.status >= 400) {
       ctx.log?.('error', SERVICE_MSG[spec.service]?.configError ?? `${spec.service} returned 4xx`, {
         http_status: res.status,
-        ...(spec.logBody === false ? {} : { response_body: text.slice(0, MAX_LOGGED_BODY) }),
+        ...(spec.logBody === false ? {} : { response_body: loggable(ctx, text, MAX_LOGGED_BODY) }),
       });
       return fail('config_error', `HTTP ${res.status}`);
     }
@@ -68,6 +69,11 @@ export async function callJson(ctx: CheckContext, spec: CallSpec): Promise<CallR
     clearTimeout(timer);
     ctx.signal?.removeEventListener('abort', onCallerGone);
   }
+}
+
+/** A service's answer as it may be logged: scrubbed of every configured secret first, then cut. */
+export function loggable(ctx: CheckContext, text: string, maxChars: number): string {
+  return ctx.scrub ? ctx.scrub(text, maxChars) : text.slice(0, maxChars);
 }
 
 export function isRecord(v: unknown): v is Record<string, unknown> {
