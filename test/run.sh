@@ -6,8 +6,9 @@
 #                runtimes/deno.ts)
 #   unit         test/unit: in-process, needs nothing beyond `npm ci`
 #   conformance  test/conformance: the AISIX contract tables (one file starts etcd)
-#   integration  test/integration: in-process against real etcd, Redis, openssl or the CLI
-#   process      test/process: builds the Node bundle, then real gateway processes of each runtime
+#   integration  test/integration: in-process against real etcd, Redis, openssl, or the CLI (bin/sluice)
+#   process      test/process: real gateway processes of each runtime
+# The last two build the Node bundle first (once), since bin/sluice and the process tests run it.
 # A kind prints Node's test report, then `<kind>: N passed, M failed`. The last lines repeat each kind's result
 # and end with one line summing them all, `N passed, M failed` (a static check counts as one), which CI reads.
 # The exit status is non-zero when any check or test failed. TEST_CONCURRENCY sets the files run at once (2).
@@ -59,16 +60,23 @@ tests() { # kind file...
   tally "$kind" "${p:-0}" "$f" $(($(date +%s) - start))
 }
 
+built=''
+bundled() { # kind: builds the Node bundle once; a kind whose bundle failed to build fails
+  if [ -z "$built" ]; then
+    if node build.mjs; then built=yes; else built=failed; fi
+  fi
+  if [ "$built" = failed ]; then
+    echo "the Node bundle failed to build (node build.mjs); the $1 tests run it"
+    tally "$1" 0 1 0
+    return 1
+  fi
+}
+
 for kind in ${@:-static unit conformance integration process}; do
   case $kind in
   static) static ;;
-  unit | conformance | integration) tests "$kind" test/"$kind"/*.test.ts ;;
-  process)
-    if node build.mjs; then tests process test/process/*.test.ts; else
-      echo 'the Node bundle failed to build (node build.mjs); the process tests need it'
-      tally process 0 1 0
-    fi
-    ;;
+  unit | conformance) tests "$kind" test/"$kind"/*.test.ts ;;
+  integration | process) if bundled "$kind"; then tests "$kind" test/"$kind"/*.test.ts; fi ;;
   *)
     echo "unknown kind: $kind (static, unit, conformance, integration, process)" >&2
     exit 2
