@@ -1,6 +1,6 @@
 // Machine instructions per proxied request of the Node gateway, this tree against another built tree: each
 // runs under valgrind's callgrind, which counts instructions rather than time, so the figure repeats within
-// about 1% whatever else the machine does (docs/performance.md "Issue 27's goals on a quiet machine"). Per
+// about 1% whatever else the machine does (docs/performance.md "How the figures are measured"). Per
 // run: the bench configuration (bench/config), the mock upstream on Bun, `--warmup` requests uncounted (long
 // enough for the optimising compiler to finish: its work counts too), then `--requests` counted, four in
 // flight over keep-alive connections. The trees alternate run by run; the table gives every run and the

@@ -1,2 +1,2 @@
-// Kept equal to package.json's version by test/unit/cli.test.ts.
+// Kept equal to package.json's version by test/integration/cli.test.ts.
 export const VERSION = '0.1.0';

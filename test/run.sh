@@ -1,14 +1,90 @@
 #!/bin/sh
-# The whole test suite, as CI runs it: formatter and linter (deno fmt/lint, configured in deno.json),
-# strict type-checks of every entrypoint (Node's types for src/, runtimes/node.ts, tests and benches; Bun's for
-# runtimes/bun.ts; `deno check` for runtimes/deno.ts), the Node bundle, then every test file under Node's
-# built-in runner (its closing summary is what CI reads).
-set -e
+# The test suite by kind, as CI runs it. `sh test/run.sh` runs every kind in this order; `sh test/run.sh unit
+# process` runs only those (`npm run test:<kind>`, `npm run check` for the static checks):
+#   static       deno fmt --check and deno lint (deno.json), strict type-checks of every entrypoint (Node's types
+#                for src/, runtimes/node.ts, tests and benches; Bun's for runtimes/bun.ts; `deno check` for
+#                runtimes/deno.ts)
+#   unit         test/unit: in-process, needs nothing beyond `npm ci`
+#   conformance  test/conformance: the AISIX contract tables (one file starts etcd)
+#   integration  test/integration: in-process against real etcd, Redis, openssl, or the CLI (bin/sluice)
+#   process      test/process: real gateway processes of each runtime
+# The last two build the Node bundle first (once), since bin/sluice and the process tests run it.
+# A kind prints Node's test report, then `<kind>: N passed, M failed`. The last lines repeat each kind's result
+# and end with one line summing them all, `N passed, M failed` (a static check counts as one), which CI reads.
+# The exit status is non-zero when any check or test failed. TEST_CONCURRENCY sets the files run at once (2).
+set -u
 cd "$(dirname "$0")/.."
-node_modules/.bin/deno fmt --check
-node_modules/.bin/deno lint
-npx tsc --noEmit
-npx tsc --noEmit -p tsconfig.bun.json
-node_modules/.bin/deno check --quiet runtimes/deno.ts
-node build.mjs
-exec node --import tsx --test --test-concurrency=2 --test-timeout=300000 test/unit/*.test.ts test/conformance/*.test.ts test/process/*.test.ts
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+results=''
+
+tally() { # kind passed failed seconds
+  line="$1: $2 passed, $3 failed ($4 s)"
+  echo "$line"
+  results="$results$line
+"
+  passed=$((passed + $2))
+  failed=$((failed + $3))
+}
+
+static() {
+  start=$(date +%s) p=0 f=0
+  for check in 'node_modules/.bin/deno fmt --check' 'node_modules/.bin/deno lint' 'node_modules/.bin/tsc --noEmit' \
+    'node_modules/.bin/tsc --noEmit -p tsconfig.bun.json' 'node_modules/.bin/deno check --quiet runtimes/deno.ts'; do
+    if $check; then p=$((p + 1)); else
+      f=$((f + 1))
+      echo "failed: $check"
+    fi
+  done
+  tally 'static checks' $p $f $(($(date +%s) - start))
+}
+
+# Node's runner over the files given; its report goes to the terminal as it would alone (spec on a terminal, TAP
+# otherwise), a second TAP copy to a file for the counts.
+tests() { # kind file...
+  kind=$1
+  shift
+  start=$(date +%s)
+  if [ -t 1 ]; then shown=spec; else shown=tap; fi
+  node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=300000 \
+    --test-reporter=$shown --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$tmp/$kind.tap" "$@"
+  rc=$?
+  count() { sed -n "s/^# $1 \([0-9]*\)\$/\1/p" "$tmp/$kind.tap" | tail -n 1; }
+  p=$(count pass) f=$(count fail) c=$(count cancelled)
+  f=$((${f:-0} + ${c:-0}))
+  # A runner that exits non-zero with no failed test (it crashed, or a file failed to load) still fails the kind.
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  tally "$kind" "${p:-0}" "$f" $(($(date +%s) - start))
+}
+
+built=''
+bundled() { # kind: builds the Node bundle once; a kind whose bundle failed to build fails
+  if [ -z "$built" ]; then
+    if node build.mjs; then built=yes; else built=failed; fi
+  fi
+  if [ "$built" = failed ]; then
+    echo "the Node bundle failed to build (node build.mjs); the $1 tests run it"
+    tally "$1" 0 1 0
+    return 1
+  fi
+}
+
+for kind in ${@:-static unit conformance integration process}; do
+  case $kind in
+  static) static ;;
+  unit | conformance) tests "$kind" test/"$kind"/*.test.ts ;;
+  integration | process) if bundled "$kind"; then tests "$kind" test/"$kind"/*.test.ts; fi ;;
+  *)
+    echo "unknown kind: $kind (static, unit, conformance, integration, process)" >&2
+    exit 2
+    ;;
+  esac
+done
+
+echo
+printf '%s' "$results"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

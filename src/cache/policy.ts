@@ -1,5 +1,5 @@
 // Which `cache_policies` document answers a request, and what the caller's `Cache-Control` asks
-// (docs/cache.md "Policies", "Directives"): the first enabled policy, in the snapshot's order, whose
+// (docs/cache.md "Policies", "Headers and directives"): the first enabled policy, in the snapshot's order, whose
 // `applies_to` matches wins; `model:<name>` is the name the caller sent (no globbing), `api_key:<id>` the
 // caller's key id, anything else matches every request (AISIX parses it as `all`).
 import type { CachePolicy } from '../resources/schema.ts';

@@ -1,4 +1,4 @@
-// The response cache built from `config.yaml` `cache` (docs/cache.md "Configuration"): the memory store
+// The response cache built from `config.yaml` `cache` (docs/cache.md "config.yaml"): the memory store
 // always, the Redis store when `cache.redis` is set and the runtime can open TCP sockets. Nothing of it runs
 // per request until a `cache_policies` document applies.
 import { redisClientOptions } from '../config/redis.ts';

@@ -1,4 +1,4 @@
-// The exact layer's storage contract, and the memory store (docs/cache.md "Storage"). The memory store is
+// The exact layer's storage contract, and the memory store (docs/cache.md "The memory bound"). The memory store is
 // bounded twice — by entries and by bytes — so a few large answers cannot exhaust the heap; the least
 // recently used entries go first. An entry lives `ttl` from its insert (reads do not extend it), measured on
 // the injected clock.

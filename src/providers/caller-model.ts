@@ -1,6 +1,6 @@
 // The model name the caller sent (an alias or a routing group), put into a chat answer in place of the
 // upstream's (often a dated snapshot id), as AISIX's answers carry it (docs/aisix-compatibility.md "Model
-// name in answers"). The top-level `"model"` string is spliced in place: no parse and re-serialisation of
+// name in chat answers"). The top-level `"model"` string is spliced in place: no parse and re-serialisation of
 // the answer, except as a fallback for a body whose `model` the scan does not find.
 import { editSse, eventJson, type SseEdit } from './sse-edit.ts';
 import { concatBytes, hasAt } from '../util/bytes.ts';

@@ -2,7 +2,7 @@
 // (0 = no limit) and at most `MAX_JSON_DEPTH` levels deep, then check what its endpoint requires (validate.ts). A declared length over the limit is
 // refused before reading; an undeclared one is counted as it streams in. As AISIX's JSON extractor does, a
 // body refuses with one wording when it is not declared JSON, not valid UTF-8, not JSON or not an object
-// (docs/aisix-compatibility.md "Edge rules").
+// (docs/aisix-compatibility.md "Request bodies (edge rules)").
 import { errors, ProxyError } from '../http/errors.ts';
 import type { Step } from './pipeline.ts';
 import { validateBody } from './validate.ts';

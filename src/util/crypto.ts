@@ -41,8 +41,8 @@ const CODES = new Array<number>(36).fill(45);
 
 /**
  * RFC 9562 UUID version 5 (SHA-1, name-based). Synchronous and with few allocations: a reload derives one
- * per row, and Web Crypto's promise per digest cost more than the digest (docs/performance.md "Reloads on
- * Deno").
+ * per row, and Web Crypto's promise per digest cost more than the digest (docs/performance.md "Reloads under a
+ * steady request stream").
  */
 export function uuidV5(name: string, namespace = RESOURCE_ID_NAMESPACE): string {
   const ns = namespace === RESOURCE_ID_NAMESPACE ? DEFAULT_NAMESPACE : uuidBytes(namespace);

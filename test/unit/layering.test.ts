@@ -1,6 +1,6 @@
-// The import graph of src/ (docs/architecture.md "Layout"): no cycle among its folders and top-level files,
-// the configuration sources and the lifecycle never import the Gateway, the platform contract imports
-// nothing above it, and nothing in src/ imports a runtime module.
+// The import graph of src/ (docs/architecture.md "Who owns which question"): no cycle among its folders and
+// top-level files, the configuration sources and the lifecycle never import the Gateway, the platform contract
+// imports nothing above it, and nothing in src/ imports a runtime module.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';

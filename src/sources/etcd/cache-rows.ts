@@ -1,4 +1,4 @@
-// The etcd source's rows in and out of the snapshot cache (docs/etcd.md "Snapshot cache"): the document
+// The etcd source's rows in and out of the snapshot cache (docs/etcd.md "The snapshot cache"): the document
 // written after an apply, and the rows and pins a restore applies. The file handling is ../cache.ts.
 import type { RejectedRow } from '../../config-facts.ts';
 import {

@@ -1,4 +1,4 @@
-// How the etcd watch source reaches etcd (docs/etcd.md "Connecting"): the password from its variable, the
+// How the etcd watch source reaches etcd (docs/etcd.md "How it reads"): the password from its variable, the
 // TLS material from its files through the platform's TLS fetch, and the supervisor's timeouts. Anything
 // missing throws a message naming the setting (never a secret); the source retries it on its backoff.
 import type { Config } from '../../config/schema.ts';

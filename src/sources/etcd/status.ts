@@ -1,4 +1,4 @@
-// What the etcd source reports about its rows (docs/etcd.md "Status"): `rejected[]` with its timestamps and
+// What the etcd source reports about its rows (docs/etcd.md "Hashes and status"): `rejected[]` with its timestamps and
 // pins, the WARN of each newly rejected row, and AISIX's WARN once per partially compatible (kind, fields)
 // and once per kind accepted and not served.
 import type { RejectedRow } from '../../config-facts.ts';

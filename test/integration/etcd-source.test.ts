@@ -1,7 +1,7 @@
 // The etcd configuration source in-process (a Gateway on the test platform) against a real etcd:
 // per-row rejection, partially compatible rows, last-known-good pins, cross-references, state
 // derivation, docs/etcd.md hashes, compaction, fetch failures, the snapshot cache, and no secret anywhere.
-// Run: node --import tsx --test test/unit/etcd-source.test.ts
+// Run: node --import tsx --test test/integration/etcd-source.test.ts
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';

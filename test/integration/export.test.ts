@@ -1,7 +1,7 @@
 // `sluice export` (docs/etcd.md "Export"), AISIX's export: a deployment seeded into a real etcd, exported,
 // loaded back through the file pipeline and compared with what the etcd gateway serves; AISIX's placeholders
 // for the five secret-bearing kinds; exit 1 when a row is left out.
-// Run: node --import tsx --test test/unit/export.test.ts
+// Run: node --import tsx --test test/integration/export.test.ts
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';

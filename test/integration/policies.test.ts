@@ -1,7 +1,7 @@
 // Rate-limit policies (docs/rate-limit-policies.md; AISIX's rate_limit_policy model, policy_conditions.rs,
 // quota.rs): the two forms, the condition tree, schedules, bucket names, and timelines of requests, tokens and
 // clock steps on the memory store and a real Redis (AISIX's key layout), both on one fixed clock.
-// Run: node --import tsx --test test/unit/policies.test.ts
+// Run: node --import tsx --test test/integration/policies.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ioredisClient } from '../../runtimes/redis-ioredis.ts';

@@ -1,6 +1,6 @@
 // etcd source layer: client (range/put/delete/auth/timeouts/failover), watch (stream parsing, idle
 // re-watch, compaction) and supervisor (snapshot → events, resync, backoff, stop), against a real etcd.
-// Run: node --import tsx --test test/unit/etcd-client.test.ts
+// Run: node --import tsx --test test/integration/etcd-client.test.ts
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';

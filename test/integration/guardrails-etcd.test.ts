@@ -1,7 +1,7 @@
 // Guardrails and their attachments read from a real etcd (docs/guardrails.md "Loading", "Attachments"):
 // rows that serve, a row that cannot be built rejected with its field named (state degraded, its last good
 // value serving), unknown members reported, attachments resolving per model and key.
-// Run: node --import tsx --test test/unit/guardrails-etcd.test.ts
+// Run: node --import tsx --test test/integration/guardrails-etcd.test.ts
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { AttachmentIndex } from '../../src/guardrails/attachments.ts';
