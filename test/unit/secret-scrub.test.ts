@@ -174,7 +174,7 @@ shutdown: { min_drain_secs: 0 }
     moderation.script({ status: 401, body: { error: { message: echoes(MOD_KEY), type: 'invalid_request_error' } } });
     const before = platform.logs.length;
     const r = await chat('gpt');
-    assert.equal(r.status, 200); // input fail_open: the call went on
+    assert.equal(r.status, 422); // a remote kind fails closed by default: the failed check refuses
     await until(() => platform.logs.slice(before).some((l) => 'response_body' in l), 5000, 'the 4xx log line');
     const line = platform.logs.slice(before).find((l) => 'response_body' in l)!;
     assert.equal(line.http_status, 401);
