@@ -164,6 +164,8 @@ export type AttemptOutcome =
     refusal?: string;
     /** With `refusal`: the key has no adapter; the caller gets 503 `provider_unavailable`, not the 400. */
     unavailable?: true;
+    /** Headers the gateway adds to the answer (ProviderResult `headers`). */
+    headers?: Record<string, string>;
     live?: undefined;
   }
   | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }
