@@ -183,6 +183,15 @@ export function capabilitiesOfCall(call: ProviderCall): Capabilities {
   return capabilitiesOf(String(call.body.model ?? ''), vendor, call.capabilities);
 }
 
+/**
+ * Claude on Bedrock or Vertex: as on Anthropic, but structured output only where the model resource says so
+ * (whether those platforms take `output_config` is not known here; a refusal beats a silently free answer).
+ */
+export function cloudClaudeCapabilities(call: ProviderCall): Capabilities {
+  const caps = capabilitiesOf(String(call.body.model ?? ''), 'anthropic', call.capabilities);
+  return { ...caps, structured_output: call.capabilities?.structured_output ?? false };
+}
+
 // ---- the mappings ------------------------------------------------------------------------------------------
 
 const rank = (e: Effort) => EFFORTS.indexOf(e);
