@@ -163,7 +163,55 @@ export async function estimatePromptTokens(
 ): Promise<number> {
   const parts = promptParts(endpoint, body);
   let n = parts.fixed;
-  for (const t of parts.texts) n += await estimateTokens(t, encoding);
+  for (const t of parts.texts) n += await promptPieceTokens(t, encoding);
+  return n;
+}
+
+/** Shorter prompt pieces are cheaper to encode again than to keep. */
+const MIN_KEPT_PIECE = 512;
+/** Characters of prompt pieces kept with their counts, per encoding (about 4 MiB of one-byte text). */
+const KEPT_CHARS = 4 << 20;
+
+/**
+ * Prompt pieces counted lately, least recently used first out: an agent resends its system prompt, tools and
+ * history on every turn, and encoding them again would hold the event loop for each request (about 2 µs a
+ * character).
+ */
+class PieceCounts {
+  private readonly counts = new Map<string, number>();
+  private chars = 0;
+
+  get(text: string): number | undefined {
+    const n = this.counts.get(text);
+    if (n !== undefined) {
+      this.counts.delete(text);
+      this.counts.set(text, n);
+    }
+    return n;
+  }
+
+  set(text: string, n: number): void {
+    if (text.length > KEPT_CHARS / 4 || this.counts.has(text)) return;
+    this.counts.set(text, n);
+    this.chars += text.length;
+    for (const old of this.counts.keys()) {
+      if (this.chars <= KEPT_CHARS) break;
+      this.counts.delete(old);
+      this.chars -= old.length;
+    }
+  }
+}
+
+const kept = new Map<Encoding, PieceCounts>();
+
+async function promptPieceTokens(text: string, encoding: Encoding): Promise<number> {
+  if (text.length < MIN_KEPT_PIECE) return estimateTokens(text, encoding);
+  let cache = kept.get(encoding);
+  if (!cache) kept.set(encoding, cache = new PieceCounts());
+  const known = cache.get(text);
+  if (known !== undefined) return known;
+  const n = await estimateTokens(text, encoding);
+  cache.set(text, n);
   return n;
 }
 

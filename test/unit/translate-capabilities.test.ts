@@ -11,6 +11,7 @@ import OpenAI from 'openai';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
 import { capabilitiesOf, claudeVersion, nearestEffort } from '../../src/providers/capabilities.ts';
+import { estimatePromptTokens, estimateTokens } from '../../src/providers/estimate.ts';
 import { messagesToChatRequest } from '../../src/providers/translate/messages-via-chat.ts';
 import { chatToMessagesRequest } from '../../src/providers/translate/chat-via-messages.ts';
 import { anthropicMessage } from '../support/mock-anthropic.ts';
@@ -133,6 +134,20 @@ describe('the capability table', () => {
     assert.equal(nearestEffort('medium', ['low', 'high']), 'high');
     assert.equal(nearestEffort('none', ['none', 'low']), 'none');
   });
+});
+
+test('a prompt piece counted again (kept with its count) counts the same, in each encoding', async () => {
+  const system = 'You are a coding agent. Read files before you edit them. '.repeat(40);
+  for (const encoding of ['o200k_base', 'cl100k_base'] as const) {
+    const body = (turn: string) => ({
+      messages: [{ role: 'system', content: system }, { role: 'user', content: turn }],
+    });
+    const first = await estimatePromptTokens('chat', body('one'), encoding);
+    const again = await estimatePromptTokens('chat', body('two'), encoding);
+    const direct = await estimateTokens(system, encoding);
+    assert.equal(first, again);
+    assert.equal(first, direct + (await estimateTokens('one', encoding)) + 2 * 3 + 2 + 3);
+  }
 });
 
 describe('request translation by capability', () => {
