@@ -178,6 +178,18 @@ describe('POST /v1/messages/count_tokens', () => {
     assert.equal(lastLog().total_tokens, undefined);
   });
 
+  test('a routing group with no Anthropic target: its first target estimates', async () => {
+    const before = rig.mock.requests.length;
+    const res = await post('/v1/messages/count_tokens', {
+      model: 'smart',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-sluice-tokens-estimated'), 'true');
+    assert.ok(((await res.json()) as { input_tokens: number }).input_tokens > 0);
+    assert.equal(rig.mock.requests.length, before);
+  });
+
   test('an Anthropic target answers without the estimated header', async () => {
     const res = await post('/v1/messages/count_tokens', {
       model: 'claude',
