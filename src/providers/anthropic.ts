@@ -1,6 +1,7 @@
 // Anthropic's Messages API (`adapter: anthropic`; `api_base` without `/v1`). A `/v1/messages` caller passes
 // through untouched, and so does `/v1/messages/count_tokens`; an OpenAI chat caller is translated both ways
 // (docs/routing.md "Anthropic Messages").
+import { capabilitiesOfCall } from './capabilities.ts';
 import { parseJsonObject, TranslationError } from './translate/shared.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
 import {
@@ -45,7 +46,7 @@ async function send(
 async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
   let body: Record<string, unknown>;
   try {
-    body = chatToMessagesRequest(c.body);
+    body = chatToMessagesRequest(c.body, capabilitiesOfCall(c));
   } catch (e) {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };

@@ -1,8 +1,10 @@
-// Local token counts for an answer whose upstream reported none (relays, self-hosted servers): for the
-// rate limits and telemetry only, never written into the caller's answer, and marked `estimated`. One BPE
-// encoding (cl100k_base, AISIX's choice for every model that is not OpenAI's own, which always reports
-// usage) from js-tiktoken, pure JavaScript on every runtime; its tables load on the first estimate, so a
-// gateway that never needs one never pays for them (docs/aisix-compatibility.md "Token estimation").
+// Local token counts: for an answer whose upstream reported none (relays, self-hosted servers), for the rate
+// limits and telemetry only, never written into the caller's answer, and marked `estimated`; and for what a
+// translation must state before the upstream has (`message_start`, count_tokens off Anthropic's wire,
+// docs/translation.md "Estimated tokens"). BPE encodings from js-tiktoken, pure JavaScript on every runtime:
+// `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's own), `o200k_base` where a
+// model's capabilities name it; each table loads on its first count, so a gateway that never needs one
+// never pays for it (docs/aisix-compatibility.md "Token estimation").
 import { isRecord, type Json } from './translate/shared.ts';
 import type { Endpoint, TokenCounts } from './types.ts';
 
@@ -10,13 +12,20 @@ interface Encoder {
   encode(text: string, allowedSpecial?: string[] | 'all', disallowedSpecial?: string[] | 'all'): number[];
 }
 
-let loading: Promise<Encoder> | undefined;
+export type Encoding = 'cl100k_base' | 'o200k_base';
 
-function encoder(): Promise<Encoder> {
-  loading ??= Promise.all([import('js-tiktoken/lite'), import('js-tiktoken/ranks/cl100k_base')]).then(
-    ([lite, ranks]) => new lite.Tiktoken(ranks.default),
-  );
-  return loading;
+const loading = new Map<Encoding, Promise<Encoder>>();
+
+function encoder(encoding: Encoding): Promise<Encoder> {
+  let p = loading.get(encoding);
+  if (!p) {
+    const ranks = encoding === 'o200k_base'
+      ? import('js-tiktoken/ranks/o200k_base')
+      : import('js-tiktoken/ranks/cl100k_base');
+    p = Promise.all([import('js-tiktoken/lite'), ranks]).then(([lite, r]) => new lite.Tiktoken(r.default));
+    loading.set(encoding, p);
+  }
+  return p;
 }
 
 /** Text beyond this many characters per count is approximated (4 per token) rather than encoded. */
@@ -31,9 +40,9 @@ const BYTES_PER_TOKEN = 4;
 const LONG_RUN = /\S{65,}/g;
 
 /** BPE tokens of `text`; special-token spellings count as the plain text they are. */
-export async function estimateTokens(text: string): Promise<number> {
+export async function estimateTokens(text: string, encoding: Encoding = 'cl100k_base'): Promise<number> {
   if (text === '') return 0;
-  const enc = await encoder();
+  const enc = await encoder(encoding);
   const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
   const rest = text.length - head.length;
   return encodedLength(enc, head) + Math.ceil(rest / BYTES_PER_TOKEN);
@@ -147,10 +156,62 @@ function promptParts(endpoint: Endpoint, body: Json): PromptParts {
 }
 
 /** The estimated input tokens of a request body of `endpoint`. */
-export async function estimatePromptTokens(endpoint: Endpoint, body: Json): Promise<number> {
+export async function estimatePromptTokens(
+  endpoint: Endpoint,
+  body: Json,
+  encoding: Encoding = 'cl100k_base',
+): Promise<number> {
   const parts = promptParts(endpoint, body);
   let n = parts.fixed;
-  for (const t of parts.texts) n += await estimateTokens(t);
+  for (const t of parts.texts) n += await promptPieceTokens(t, encoding);
+  return n;
+}
+
+/** Shorter prompt pieces are cheaper to encode again than to keep. */
+const MIN_KEPT_PIECE = 512;
+/** Characters of prompt pieces kept with their counts, per encoding (about 4 MiB of one-byte text). */
+const KEPT_CHARS = 4 << 20;
+
+/**
+ * Prompt pieces counted lately, least recently used first out: an agent resends its system prompt, tools and
+ * history on every turn, and encoding them again would hold the event loop for each request (about 2 µs a
+ * character).
+ */
+class PieceCounts {
+  private readonly counts = new Map<string, number>();
+  private chars = 0;
+
+  get(text: string): number | undefined {
+    const n = this.counts.get(text);
+    if (n !== undefined) {
+      this.counts.delete(text);
+      this.counts.set(text, n);
+    }
+    return n;
+  }
+
+  set(text: string, n: number): void {
+    if (text.length > KEPT_CHARS / 4 || this.counts.has(text)) return;
+    this.counts.set(text, n);
+    this.chars += text.length;
+    for (const old of this.counts.keys()) {
+      if (this.chars <= KEPT_CHARS) break;
+      this.counts.delete(old);
+      this.chars -= old.length;
+    }
+  }
+}
+
+const kept = new Map<Encoding, PieceCounts>();
+
+async function promptPieceTokens(text: string, encoding: Encoding): Promise<number> {
+  if (text.length < MIN_KEPT_PIECE) return estimateTokens(text, encoding);
+  let cache = kept.get(encoding);
+  if (!cache) kept.set(encoding, cache = new PieceCounts());
+  const known = cache.get(text);
+  if (known !== undefined) return known;
+  const n = await estimateTokens(text, encoding);
+  cache.set(text, n);
   return n;
 }
 

@@ -1,6 +1,7 @@
 // The one interface every provider adapter implements. Adding a provider never touches routing or
 // handlers: the handler resolves a target, the adapter speaks the vendor's wire.
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
+import type { CapabilityOverrides } from '../resources/capabilities.ts';
 import type { AdapterName, ProviderKey } from '../resources/schema.ts';
 import { RefusedAnswer } from '../upstream-fetch.ts';
 import type { CancelSignal } from '../util/cancel.ts';
@@ -9,7 +10,7 @@ import type { CancelSignal } from '../util/cancel.ts';
  * What the caller asked for, in the caller's wire: `chat`, `completions`, `embeddings` and `responses` are
  * OpenAI's, `messages` and `count_tokens` (`/v1/messages/count_tokens`) Anthropic's. An adapter that does
  * not support `messages` or `responses` is reached through the translations in `call.ts` (both through
- * OpenAI chat), so it only ever sees `chat`; `count_tokens` has no translation (call.ts refuses it).
+ * OpenAI chat), so it only ever sees `chat`; `count_tokens` off Anthropic's wire is a local estimate.
  */
 export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'messages' | 'responses' | 'count_tokens';
 
@@ -38,6 +39,8 @@ export interface ProviderCall {
    * (`openai` only) against the translation through chat; absent: the key's `provider`.
    */
   provider?: string;
+  /** The model resource's `capabilities` overrides, over what its upstream name says (capabilities.ts). */
+  capabilities?: CapabilityOverrides;
   /**
    * `upstream.max_sse_event_bytes`: the longest event a stream may carry where Sluice parses or edits it
    * (translations, injected usage); 0 = any. Absent: the default (src/providers/sse.ts).
@@ -67,7 +70,15 @@ export type ProviderResult =
    * A whole response in the endpoint's wire shape: a 2xx body, or the upstream's error status with its
    * body (an error envelope of the caller's wire when the adapter translated).
    */
-  | { kind: 'response'; status: number; body: string; contentType: string; retryAfter: string | null }
+  | {
+    kind: 'response';
+    status: number;
+    body: string;
+    contentType: string;
+    retryAfter: string | null;
+    /** Headers the gateway adds to the caller's answer (e.g. `x-sluice-tokens-estimated`). */
+    headers?: Record<string, string>;
+  }
   /**
    * A 2xx stream of SSE bytes in the endpoint's wire shape: OpenAI's `data: …\n\n` ending with
    * `data: [DONE]`, or Anthropic's named events ending with `message_stop`. Iterating may throw an

@@ -29,7 +29,10 @@ export class StreamCount implements StreamEnding {
 
   observe(chunk: Uint8Array, text: string): void {
     if (this.text === undefined) return;
-    if (this.meter.reported || isReported(fromCounts(this.counted?.()))) this.text = undefined;
+    // The adapter's count, once defined, is the record: the bytes may state what it did not (a translated
+    // stream's `message_start` carries a local count of the prompt).
+    const counted = this.counted?.();
+    if (counted ? isReported(fromCounts(counted)) : this.meter.reported) this.text = undefined;
     else this.text.observe(chunk, text);
   }
 

@@ -10,6 +10,7 @@
 // File sugar (`provider_key` by name, `key_env`) is desugared into it by the file pipeline first;
 // `secret` is AISIX's alias of a provider key's `api_key` on every path.
 import { z } from 'zod';
+import { CapabilitiesSchema } from './capabilities.ts';
 
 /** The kinds Sluice serves. */
 export const RESOURCE_KINDS = [
@@ -245,6 +246,7 @@ export const DIRECT_ONLY_FIELDS = [
   'provider_key_id',
   'cooldown',
   'background_model_check',
+  'capabilities',
 ] as const;
 /**
  * Kind-inapplicable members AISIX strips from a routing model read from etcd (reported as
@@ -272,6 +274,8 @@ export const modelShape = {
   embedding: z.strictObject({ dimensions: positiveInt, normalize: z.boolean().default(true) }).optional(),
   /** Client IP allowlist (CIDRs); absent = every client. */
   allowed_cidrs: cidrList.optional(),
+  /** What the upstream model accepts, over its family's defaults (docs/translation.md). Sluice's own. */
+  capabilities: CapabilitiesSchema.optional(),
   routing: RoutingSchema.optional(),
 };
 

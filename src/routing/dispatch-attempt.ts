@@ -69,6 +69,7 @@ export async function attemptUpstream(
       signal: cancel,
       callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
       provider: t.model.provider ?? t.key.provider,
+      ...(t.model.capabilities ? { capabilities: t.model.capabilities } : {}),
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),
@@ -87,7 +88,8 @@ export async function attemptUpstream(
     }
     if (r.kind === 'response') {
       end();
-      return wholeAnswer(r.status, r.retryAfter, r.body, r.contentType);
+      const answer = wholeAnswer(r.status, r.retryAfter, r.body, r.contentType);
+      return r.headers && answer.kind === 'response' && !answer.live ? { ...answer, headers: r.headers } : answer;
     }
     const rest = r.chunks[Symbol.asyncIterator]();
     const abort = () => cancel.abort(CALLER_GONE);

@@ -4,7 +4,6 @@
 import type { Config } from '../config/schema.ts';
 import { deploymentLabels } from '../observability/gateway-metrics.ts';
 import { adapterFor } from '../providers/index.ts';
-import { countTokensRefusal } from '../providers/translate/via-chat.ts';
 import type { DirectModel, RoutingModel, RoutingTarget } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { ipAllowed } from '../util/cidr.ts';
@@ -65,10 +64,12 @@ export function planTargets(d: PlanDeps, input: DispatchInput): Plan | DispatchF
     // AISIX drops a target whose own allowed_cidrs exclude the caller before the strategy picks.
     if (tm?.kind !== 'direct' || !ipAllowed(tm.allowed_cidrs, input.clientIp)) continue;
     const t = target(d, input.snapshot, tm, tm.model_name, m, rt);
-    if (t && (input.endpoint !== 'count_tokens' || countsTokens(t))) candidates.push(t);
+    if (t) candidates.push(t);
   }
-  if (candidates.length === 0 && input.endpoint === 'count_tokens') {
-    return { kind: 'invalid_request', status: 400, message: countTokensRefusal(m.display_name) };
+  // Anthropic's own count beats a local estimate: count_tokens tries only the targets that can ask it,
+  // when the group has any (docs/translation.md "Estimated tokens").
+  if (input.endpoint === 'count_tokens' && candidates.some(countsTokens)) {
+    candidates.splice(0, candidates.length, ...candidates.filter(countsTokens));
   }
   if (candidates.length === 0) {
     return upstreamFailure(`no target of model "${m.display_name}" has a usable provider key`);
@@ -84,7 +85,7 @@ export function planTargets(d: PlanDeps, input: DispatchInput): Plan | DispatchF
   return { order: picked.order, routing: m.routing };
 }
 
-/** Only a target speaking Anthropic's Messages wire itself can count tokens (AISIX tries no other). */
+/** Only a target speaking Anthropic's Messages wire itself can ask the model to count tokens. */
 function countsTokens(t: Target): boolean {
   return t.adapter.supports('messages') && t.adapter.supports('count_tokens');
 }

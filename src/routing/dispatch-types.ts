@@ -166,6 +166,8 @@ export type AttemptOutcome =
     unavailable?: true;
     /** With `refusal`: the log's words besides (a runtime's, which the caller is not told). */
     refusalDetail?: string;
+    /** Headers the gateway adds to the answer (ProviderResult `headers`). */
+    headers?: Record<string, string>;
     live?: undefined;
   }
   | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }

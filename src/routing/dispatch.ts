@@ -175,7 +175,7 @@ function answerOf(run: Run): Answer {
   if (o.status >= 500) {
     return { kind: 'error', failure: upstreamFailure(`upstream answered ${o.status}`), target: t.model, served };
   }
-  const headers: Record<string, string> = o.retryAfter ? { 'retry-after': o.retryAfter } : {};
+  const headers: Record<string, string> = { ...o.headers, ...(o.retryAfter ? { 'retry-after': o.retryAfter } : {}) };
   return {
     kind: 'response',
     status: o.status,

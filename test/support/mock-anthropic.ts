@@ -1,7 +1,9 @@
 // A scriptable Anthropic Messages upstream (`POST /v1/messages`, `POST /v1/messages/count_tokens`) on a
 // real loopback socket: JSON answers, named-event SSE streams (with a delay before the first event, for
 // first-byte deadlines), error statuses.
-// Every request is recorded with its headers, so tests can check `x-api-key` and `anthropic-version`.
+// Every request is recorded with its headers, so tests can check `x-api-key` and `anthropic-version`. With
+// `rules: true` a request the real API refuses gets Anthropic's 400 and leaves the script alone (api-rules.ts).
+import { anthropicViolation } from './api-rules.ts';
 import { sleep } from './until.ts';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -78,7 +80,7 @@ export function anthropicEvents(model: string, pieces: string[] = ['hello', ' wo
   ];
 }
 
-export async function startMockAnthropic(): Promise<MockAnthropic> {
+export async function startMockAnthropic(opts: { rules?: boolean } = {}): Promise<MockAnthropic> {
   const queue: AnthropicReply[] = [];
   const requests: AnthropicRecorded[] = [];
   const server = http.createServer(async (req, res) => {
@@ -91,6 +93,12 @@ export async function startMockAnthropic(): Promise<MockAnthropic> {
       json = undefined;
     }
     requests.push({ url: req.url ?? '', headers: req.headers, json });
+    const violation = opts.rules ? anthropicViolation(json, req.url === '/v1/messages/count_tokens') : undefined;
+    if (violation) {
+      res.writeHead(violation.status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(violation.body));
+      return;
+    }
     const reply = queue.shift() ?? {};
     const model = typeof json?.model === 'string' ? json.model : 'unknown';
     const countTokens = req.url === '/v1/messages/count_tokens';

@@ -1,5 +1,7 @@
 // A scriptable OpenAI-compatible upstream on a real loopback socket, in the test process. Each request
-// takes the next scripted reply (or the default one); every request is recorded.
+// takes the next scripted reply (or the default one); every request is recorded. With `rules: true` a chat
+// request the real API refuses gets OpenAI's 400 and leaves the script alone (api-rules.ts).
+import { openaiViolation } from './api-rules.ts';
 import { sleep } from './until.ts';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -63,7 +65,7 @@ export function chunk(model: string, content: string): Record<string, unknown> {
   };
 }
 
-export async function startMockUpstream(): Promise<MockUpstream> {
+export async function startMockUpstream(opts: { rules?: boolean } = {}): Promise<MockUpstream> {
   const queue: Reply[] = [];
   let fallback: Reply = {};
   const requests: Recorded[] = [];
@@ -86,6 +88,12 @@ export async function startMockUpstream(): Promise<MockUpstream> {
         waiters.splice(waiters.indexOf(w), 1);
         w.resolve();
       }
+    }
+    const violation = opts.rules && req.url?.endsWith('/chat/completions') ? openaiViolation(json) : undefined;
+    if (violation) {
+      res.writeHead(violation.status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(violation.body));
+      return;
     }
     const reply = queue.shift() ?? fallback;
     let finished = false;

@@ -18,13 +18,14 @@ export interface ProxyOverMocks {
 }
 
 /**
- * Registers the enclosing `before` and `after`: both mocks started, then a Gateway on
- * `resources(mock.base, anth.url)` with `opts` (as `gatewayWith` takes them) and its proxy app; the gateway
- * stopped and both mocks closed after. The rig's fields are set once `before` ran.
+ * Registers the enclosing `before` and `after`: both mocks started (`mocks.rules`: enforcing the real APIs'
+ * rules), then a Gateway on `resources(mock.base, anth.url)` with `opts` (as `gatewayWith` takes them) and its
+ * proxy app; the gateway stopped and both mocks closed after. The rig's fields are set once `before` ran.
  */
 export function proxyOverMocks(
   resources: (openaiBase: string, anthropicBase: string) => string,
   opts: Parameters<typeof gatewayWith>[1] = {},
+  mocks: { rules?: boolean } = {},
 ): ProxyOverMocks {
   // Filled in by `before`, which runs ahead of every test that reads the rig.
   const rig = {
@@ -36,8 +37,8 @@ export function proxyOverMocks(
       })),
   } as ProxyOverMocks;
   before(async () => {
-    rig.mock = await startMockUpstream();
-    rig.anth = await startMockAnthropic();
+    rig.mock = await startMockUpstream(mocks);
+    rig.anth = await startMockAnthropic(mocks);
     ({ gw: rig.gw, platform: rig.platform } = await gatewayWith(resources(rig.mock.base, rig.anth.url), opts));
     rig.app = createProxyApp(rig.gw);
   });

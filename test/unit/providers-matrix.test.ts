@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { callProvider } from '../../src/providers/call.ts';
-import { countTokensRefusal, servesResponsesNatively } from '../../src/providers/translate/via-chat.ts';
+import { servesResponsesNatively, TOKENS_ESTIMATED_HEADER } from '../../src/providers/translate/via-chat.ts';
 import { adapterFor } from '../../src/providers/index.ts';
 import type { Endpoint, ProviderAdapter, ProviderCall, ProviderResult } from '../../src/providers/types.ts';
 import type { AdapterName, ProviderKey } from '../../src/resources/schema.ts';
@@ -502,8 +502,6 @@ const REFUSALS: { ingress: Endpoint; family: Family; body: Json; message: string
     body: { input: 'q', previous_response_id: 'resp_1' },
     message: /send the whole conversation in `input`$/,
   },
-  { ingress: 'count_tokens', family: 'openai', body: { messages: [] }, message: countTokensRefusal('claude-alias') },
-  { ingress: 'count_tokens', family: 'echo', body: { messages: [] }, message: countTokensRefusal('claude-alias') },
   {
     ingress: 'chat',
     family: 'anthropic',
@@ -530,13 +528,6 @@ describe('refused without an upstream call', () => {
       assert.equal(oai.requests.length + ant.requests.length, before);
     });
   }
-  test("the count_tokens refusal is AISIX's text", () => {
-    assert.equal(
-      countTokensRefusal('m'),
-      'request payload is invalid: model `m` is not backed by an Anthropic-protocol upstream; ' +
-        '/v1/messages/count_tokens requires a model whose provider key uses the anthropic adapter',
-    );
-  });
 });
 
 // ---- answers ------------------------------------------------------------------------------------------------
@@ -703,7 +694,22 @@ describe('which path a call takes', () => {
       upstream: fetchUpstream(),
       signal: new Cancel(),
     });
-    assert.deepEqual(r, { kind: 'refused', message: countTokensRefusal('up') });
+    assert.equal(r.kind, 'response');
+    if (r.kind === 'response') assert.equal(r.headers?.[TOKENS_ESTIMATED_HEADER], 'true');
     assert.equal(called, false);
   });
+
+  for (const family of ['openai', 'echo'] as const) {
+    test(`count_tokens → ${family}: a local estimate, marked, no upstream call`, async () => {
+      const before = oai.requests.length + ant.requests.length;
+      const r = await call(family, 'count_tokens', { messages: [{ role: 'user', content: 'hello there' }] });
+      assert.equal(r.kind, 'response');
+      if (r.kind !== 'response') return;
+      assert.equal(r.status, 200);
+      const n = (JSON.parse(r.body) as { input_tokens: number }).input_tokens;
+      assert.ok(n > 0 && n < 20, `input_tokens ${n}`);
+      assert.deepEqual(r.headers, { [TOKENS_ESTIMATED_HEADER]: 'true' });
+      assert.equal(oai.requests.length + ant.requests.length, before);
+    });
+  }
 });

@@ -1,6 +1,6 @@
 // The wire endpoints wired into the proxy (docs/aisix-compatibility.md "Endpoints"): `POST /v1/responses`
 // (native on an OpenAI vendor, translated through chat elsewhere), `POST /v1/messages/count_tokens`
-// (Anthropic targets only), the caller's model name and `x-aisix-served-by` on chat answers, and the usage
+// (Anthropic targets ask Anthropic, others estimate), the caller's model name and `x-aisix-served-by` on chat answers, and the usage
 // a stream's adapter counted (limits, metrics) — through app.request() against the mock upstreams.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -160,20 +160,43 @@ describe('POST /v1/messages/count_tokens', () => {
     assert.equal(rig.mock.requests.length, before, 'the chat-only target is not tried');
   });
 
-  test('no Anthropic target: AISIX 400 in the Anthropic envelope; never streamed', async () => {
+  test('no Anthropic target: a local estimate, marked estimated, never streamed, nothing charged', async () => {
     const before = rig.mock.requests.length;
     const res = await post('/v1/messages/count_tokens', {
       model: 'deep',
       stream: true,
+      system: 'be brief',
+      messages: [{ role: 'user', content: 'hello there, how are you?' }],
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+    assert.equal(res.headers.get('x-sluice-tokens-estimated'), 'true');
+    const j = await res.json() as { input_tokens: number };
+    assert.deepEqual(Object.keys(j), ['input_tokens']);
+    assert.ok(j.input_tokens > 5 && j.input_tokens < 40, `input_tokens ${j.input_tokens}`);
+    assert.equal(rig.mock.requests.length, before, 'no upstream call');
+    assert.equal(lastLog().total_tokens, undefined);
+  });
+
+  test('a routing group with no Anthropic target: its first target estimates', async () => {
+    const before = rig.mock.requests.length;
+    const res = await post('/v1/messages/count_tokens', {
+      model: 'smart',
       messages: [{ role: 'user', content: 'hi' }],
     });
-    assert.equal(res.status, 400);
-    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
-    const j = await res.json() as { type: string; error: { type: string; message: string } };
-    assert.equal(j.type, 'error');
-    assert.equal(j.error.type, 'invalid_request_error');
-    assert.match(j.error.message, /model `deep` is not backed by an Anthropic-protocol upstream/);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-sluice-tokens-estimated'), 'true');
+    assert.ok(((await res.json()) as { input_tokens: number }).input_tokens > 0);
     assert.equal(rig.mock.requests.length, before);
+  });
+
+  test('an Anthropic target answers without the estimated header', async () => {
+    const res = await post('/v1/messages/count_tokens', {
+      model: 'claude',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    assert.equal(res.headers.get('x-sluice-tokens-estimated'), null);
+    await res.arrayBuffer();
   });
 
   test('`messages` missing: 400 in the Anthropic envelope', async () => {

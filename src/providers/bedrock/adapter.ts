@@ -4,6 +4,7 @@
 // native for `anthropic.*` (messages.ts), through chat otherwise; embeddings: Titan (one call per input)
 // and Cohere. Error answers are canned: AWS's text names accounts and roles.
 import type { ProviderKey } from '../../resources/schema.ts';
+import { cloudClaudeCapabilities } from '../capabilities.ts';
 import { messagesViaChat } from '../translate/via-chat.ts';
 import { credentialJson, stringMember } from '../credential-json.ts';
 import { invalidConfig, invalidCredentials } from '../failures.ts';
@@ -46,7 +47,10 @@ async function chat(c: ProviderCall, cred: AwsCredentials, id: string): Promise<
   try {
     if (anthropic && !c.stream) {
       // Bedrock's Messages schema has no `metadata` (the translation's home for OpenAI's `user`).
-      const { model: _m, stream: _s, metadata: _u, ...rest } = chatToMessagesRequest(c.body);
+      const { model: _m, stream: _s, metadata: _u, ...rest } = chatToMessagesRequest(
+        c.body,
+        cloudClaudeCapabilities(c),
+      );
       body = { ...rest, anthropic_version: 'bedrock-2023-05-31' };
     } else body = chatToConverse(c.body);
   } catch (e) {

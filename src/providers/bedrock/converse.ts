@@ -2,12 +2,12 @@
 // Anthropic Messages request Sluice already translates to (system, text and image blocks, tool calls and
 // results, tools, tool_choice, stop), then reshaped into Converse's blocks; answers and ConverseStream
 // events come back as chat completions and chunks.
-import { chatToMessagesRequest } from '../translate/chat-via-messages.ts';
+import { chatToMessagesRequest, MESSAGES_SHAPE_ONLY } from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, num, str, TranslationError } from '../translate/shared.ts';
 
 /** The Converse body for an OpenAI chat body (no `model`: it travels in the URL). */
 export function chatToConverse(body: Json): Json {
-  const msgs = chatToMessagesRequest(body);
+  const msgs = chatToMessagesRequest(body, MESSAGES_SHAPE_ONLY);
   const messages = (msgs.messages as Json[]).map((m) => ({
     role: m.role,
     content: typeof m.content === 'string' ? [{ text: m.content }] : (m.content as Json[]).map(converseBlock),

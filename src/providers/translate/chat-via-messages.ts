@@ -1,6 +1,7 @@
 // An OpenAI chat-completions caller served by an Anthropic upstream: the request becomes a Messages request,
 // the answer (JSON or SSE) a chat completion. What is covered and what is refused: docs/routing.md
 // "Anthropic Messages".
+import { type Capabilities, capabilitiesOf, cutUser, effortOf, thinkingBudget } from '../capabilities.ts';
 import { dataEvent, DONE_EVENT, jsonData, parseSse } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
@@ -24,15 +25,29 @@ import {
 /** Anthropic requires `max_tokens`; an OpenAI caller may omit it. */
 export const DEFAULT_MAX_TOKENS = 4096;
 
+/**
+ * For the reshapes of the Messages request into other wires (Bedrock Converse, Gemini): no thinking and no
+ * structured output, which those wires do not read from it.
+ */
+export const MESSAGES_SHAPE_ONLY: Capabilities = capabilitiesOf('', undefined, {
+  reasoning: 'none',
+  structured_output: false,
+});
+
 // ---- request ----------------------------------------------------------------------------------------------
 
-export function chatToMessagesRequest(body: Json): Json {
+/**
+ * A chat request as Messages. What the target accepts (`caps`, by default what its model name says on
+ * Anthropic's wire) decides `reasoning_effort` → `thinking`, structured output and the `user` length.
+ */
+export function chatToMessagesRequest(
+  body: Json,
+  caps: Capabilities = capabilitiesOf(String(body.model ?? ''), 'anthropic'),
+): Json {
   if (num(body.n) !== undefined && (body.n as number) > 1) {
     throw new TranslationError('`n` > 1 cannot be sent to this model');
   }
-  if (isRecord(body.response_format) && body.response_format.type !== 'text') {
-    throw new TranslationError('`response_format` cannot be sent to this model');
-  }
+  const outputFormat = structuredOutput(body.response_format, caps);
   const system: Json[] = [];
   let systemBlocks = false;
   const messages: Json[] = [];
@@ -47,11 +62,8 @@ export function chatToMessagesRequest(body: Json): Json {
     else if (m.role === 'tool') appendToolResult(messages, m, i);
     else throw new TranslationError(`messages[${i}].role "${String(m.role)}" cannot be sent to this model`);
   });
-  const out: Json = {
-    model: body.model,
-    messages,
-    max_tokens: num(body.max_tokens) ?? num(body.max_completion_tokens) ?? DEFAULT_MAX_TOKENS,
-  };
+  const callerMax = num(body.max_tokens) ?? num(body.max_completion_tokens);
+  const out: Json = { model: body.model, messages, max_tokens: callerMax ?? DEFAULT_MAX_TOKENS };
   // Plain strings stay one string (what Anthropic has always been sent); blocks keep their cache markers.
   if (system.length > 0) {
     out.system = systemBlocks
@@ -64,12 +76,65 @@ export function chatToMessagesRequest(body: Json): Json {
   // Anthropic's own knobs in a chat body take effect, as AISIX forwards them; OpenAI has no such fields.
   if (isRecord(body.thinking)) out.thinking = body.thinking;
   if (num(body.top_k) !== undefined) out.top_k = body.top_k;
-  if (typeof body.user === 'string') out.metadata = { user_id: body.user };
+  if (typeof body.user === 'string') out.metadata = { user_id: cutUser(body.user, caps) };
   if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(messagesTool);
   const choice = messagesToolChoice(body.tool_choice, body.parallel_tool_calls === false);
   if (choice !== undefined) out.tool_choice = choice;
+  if (outputFormat) out.output_config = { format: outputFormat };
+  if (out.thinking === undefined) thinkingOfEffort(out, effortOf(body.reasoning_effort), callerMax, caps);
   if (body.stream === true) out.stream = true;
   return out;
+}
+
+/**
+ * `response_format` as Anthropic's `output_config.format`: a JSON schema where the model has structured
+ * output; plain text needs none; JSON mode, or a schema the model cannot hold to, is refused.
+ */
+function structuredOutput(f: unknown, caps: Capabilities): Json | undefined {
+  if (!isRecord(f) || f.type === 'text') return undefined;
+  if (f.type === 'json_schema' && caps.structured_output) {
+    const spec = isRecord(f.json_schema) ? f.json_schema : {};
+    return { type: 'json_schema', schema: isRecord(spec.schema) ? spec.schema : { type: 'object' } };
+  }
+  throw new TranslationError('`response_format` cannot be sent to this model');
+}
+
+/**
+ * `reasoning_effort` as a `thinking` budget (docs/translation.md), kept within Anthropic's rules: the budget
+ * below `max_tokens` (a caller's cap is the whole answer's, thinking included; without one the default
+ * answer room is added to the budget), at least 1024, no forced tool choice, only the default sampling, and
+ * none when the conversation continues an assistant tool turn that carries no thinking block (a chat caller
+ * cannot send one back, and Anthropic refuses such a turn while thinking).
+ */
+function thinkingOfEffort(
+  out: Json,
+  effort: ReturnType<typeof effortOf>,
+  callerMax: number | undefined,
+  caps: Capabilities,
+): void {
+  let budget = thinkingBudget(effort, caps);
+  if (budget === undefined) return;
+  if (callerMax !== undefined) budget = Math.min(budget, callerMax - 1);
+  if (budget < MIN_THINKING_BUDGET) return;
+  const choice = isRecord(out.tool_choice) ? out.tool_choice.type : undefined;
+  if (choice === 'any' || choice === 'tool') return;
+  if (continuesToolTurnWithoutThinking(out.messages as Json[])) return;
+  out.thinking = { type: 'enabled', budget_tokens: budget };
+  if (callerMax === undefined) out.max_tokens = DEFAULT_MAX_TOKENS + budget;
+  if (out.temperature !== 1) delete out.temperature;
+  if (typeof out.top_p !== 'number' || out.top_p < 0.95) delete out.top_p;
+  delete out.top_k;
+}
+
+/** Anthropic's least `budget_tokens`. */
+const MIN_THINKING_BUDGET = 1024;
+
+function continuesToolTurnWithoutThinking(messages: Json[]): boolean {
+  const last = messages.findLast((m) => m.role === 'assistant');
+  if (!last || !Array.isArray(last.content)) return false;
+  const blocks = last.content as Json[];
+  const first = blocks[0]?.type;
+  return blocks.some((b) => b.type === 'tool_use') && first !== 'thinking' && first !== 'redacted_thinking';
 }
 
 /** A prompt-cache marker rides along on the block it marks (Anthropic reads it on text, image and tool). */

@@ -1,6 +1,14 @@
 // An Anthropic Messages caller (`POST /v1/messages`) served by an OpenAI-style target (openai, echo): the
 // request becomes a chat completion request, the answer (JSON or SSE) a Messages answer. What is covered
 // and what is refused: docs/routing.md "Anthropic Messages".
+import {
+  acceptedToolChoice,
+  type Capabilities,
+  capabilitiesOf,
+  chatReasoningEffort,
+  cutUser,
+  effortOfThinking,
+} from '../capabilities.ts';
 import { namedEvent } from '../sse.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
@@ -26,16 +34,20 @@ export interface TranslatedMessages {
   droppedBlocks: number;
 }
 
-export function messagesToChatRequest(body: Json): Json {
-  return translateMessagesRequest(body).body;
+export function messagesToChatRequest(body: Json, caps?: Capabilities): Json {
+  return translateMessagesRequest(body, caps).body;
 }
 
 /**
  * What Claude Code and other Anthropic clients send, as lenient as AISIX: `system` turns inside
- * `messages[]` kept in place, `document` blocks, images inside tool results, `thinking` as
- * `reasoning_effort`, `max_tokens` optional; a block type chat cannot carry is dropped and counted.
+ * `messages[]` kept in place, `document` blocks, images inside tool results, `max_tokens` optional; a block
+ * type chat cannot carry is dropped and counted. What the target accepts (`caps`, by default what its model
+ * name says) decides the token-limit field, the reasoning knob, sampling, tool choice and `user`.
  */
-export function translateMessagesRequest(body: Json): TranslatedMessages {
+export function translateMessagesRequest(
+  body: Json,
+  caps: Capabilities = capabilitiesOf(String(body.model ?? '')),
+): TranslatedMessages {
   const out: Json = { model: body.model };
   const drop = { count: 0 };
   const messages: Json[] = [];
@@ -47,18 +59,28 @@ export function translateMessagesRequest(body: Json): TranslatedMessages {
     messages.push(...chatMessagesOf(m, i, drop));
   });
   out.messages = messages;
-  if (body.max_tokens !== undefined) out.max_tokens = body.max_tokens;
+  if (body.max_tokens !== undefined) out[caps.token_limit_param] = body.max_tokens;
   if (Array.isArray(body.stop_sequences) && body.stop_sequences.length > 0) out.stop = body.stop_sequences;
-  for (const k of ['temperature', 'top_p'] as const) if (body[k] !== undefined) out[k] = body[k];
-  if (isRecord(body.metadata) && typeof body.metadata.user_id === 'string') out.user = body.metadata.user_id;
+  // A reasoning model takes only the default sampling: what the caller set is dropped, not refused.
+  if (caps.temperature) {
+    for (const k of ['temperature', 'top_p'] as const) {
+      if (body[k] !== undefined) out[k] = body[k];
+    }
+  }
+  if (isRecord(body.metadata) && typeof body.metadata.user_id === 'string') {
+    out.user = cutUser(body.metadata.user_id, caps);
+  }
   if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(chatTool);
-  const choice = chatToolChoice(body.tool_choice);
+  const choice = acceptedToolChoice(chatToolChoice(body.tool_choice), caps);
   if (choice !== undefined) out.tool_choice = choice;
   if (isRecord(body.tool_choice) && body.tool_choice.disable_parallel_tool_use === true) {
     out.parallel_tool_calls = false;
   }
-  const effort = reasoningEffort(body.thinking);
+  const outputConfig = isRecord(body.output_config) ? body.output_config : {};
+  const effort = chatReasoningEffort(effortOfThinking(body.thinking, outputConfig.effort), caps);
   if (effort !== undefined) out.reasoning_effort = effort;
+  const format = responseFormat(outputConfig.format ?? body.output_format, caps);
+  if (format !== undefined) out.response_format = format;
   if (body.stream === true) {
     out.stream = true;
     // The Messages stream ends with usage; ask for it (the caller never sees the extra chunk).
@@ -67,13 +89,20 @@ export function translateMessagesRequest(body: Json): TranslatedMessages {
   return { body: out, droppedBlocks: drop.count };
 }
 
-/** Anthropic's `thinking` budget as OpenAI's effort (AISIX's thresholds); disabled or absent: none. */
-export function reasoningEffort(thinking: unknown): string | undefined {
-  if (!isRecord(thinking)) return undefined;
-  if (thinking.type === 'adaptive') return 'medium';
-  if (thinking.type !== 'enabled') return undefined;
-  const budget = num(thinking.budget_tokens) ?? 0;
-  return budget >= 4096 ? 'high' : budget >= 2048 ? 'medium' : budget >= 1024 ? 'low' : 'minimal';
+/**
+ * Anthropic's structured output (`output_config.format`, or the beta's `output_format`) as chat's
+ * `response_format`; a target without structured output refuses it rather than answer free text.
+ */
+function responseFormat(format: unknown, caps: Capabilities): Json | undefined {
+  if (!isRecord(format) || format.type !== 'json_schema') return undefined;
+  if (!caps.structured_output) {
+    throw new TranslationError(
+      '`output_config.format` (structured output) cannot be sent to this model: it has no JSON-schema output ' +
+        '(if it does, set `capabilities.structured_output: true` on the model)',
+    );
+  }
+  const schema = isRecord(format.schema) ? format.schema : { type: 'object' };
+  return { type: 'json_schema', json_schema: { name: 'output', schema, strict: true } };
 }
 
 function systemText(system: unknown): string | undefined {
@@ -82,6 +111,9 @@ function systemText(system: unknown): string | undefined {
   const parts = system.map((b) => (isRecord(b) && b.type === 'text' ? str(b.text) ?? '' : ''));
   return parts.filter(Boolean).join('\n\n') || undefined;
 }
+
+/** What a tool result marked `is_error` starts with on a chat target (docs/translation.md). */
+export const TOOL_ERROR_PREFIX = 'Tool error: ';
 
 /** Blocks dropped so far (`translateMessagesRequest`'s count). */
 interface Drops {
@@ -116,7 +148,9 @@ function userMessages(blocks: unknown[], i: number, drop: Drops): Json[] {
     if (!isRecord(b)) throw new TranslationError(`${where} must be an object`);
     if (b.type === 'tool_result') {
       const result = toolResult(b.content, drop);
-      tools.push({ role: 'tool', tool_call_id: str(b.tool_use_id) ?? '', content: result.text });
+      // Chat has no error flag on a tool message: the model reads it in the content instead.
+      const content = b.is_error === true ? `${TOOL_ERROR_PREFIX}${result.text}` : result.text;
+      tools.push({ role: 'tool', tool_call_id: str(b.tool_use_id) ?? '', content });
       parts.push(...result.images);
       return;
     }
@@ -274,13 +308,16 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
 /**
  * OpenAI chat chunks → Anthropic Messages events. Nothing is emitted before the upstream's first event, so
  * a target that fails before sending anything can still be failed over. `onUsage` gets the counts (the
- * cached part included, which the Messages events do not carry) when the upstream reports them.
+ * cached part included, which the Messages events do not carry) when the upstream reports them. A chat
+ * upstream reports usage only at the end, so `message_start` carries `promptTokens`' local count of the
+ * prompt (0 without one); `message_delta` carries the upstream's own.
  */
 export async function* chatStreamToMessages(
   chunks: AsyncIterable<Uint8Array>,
   model: string,
   onUsage?: (usage: TokenUsage) => void,
   maxEventBytes?: number,
+  promptTokens?: () => Promise<number>,
 ): AsyncGenerator<Uint8Array> {
   let started = false;
   /** The open content block (Anthropic blocks are sequential: one open at a time). */
@@ -308,6 +345,7 @@ export async function* chatStreamToMessages(
   for await (const j of chatStreamChunks(chunks, maxEventBytes, upstream)) {
     if (!started) {
       started = true;
+      const input = promptTokens ? await promptTokens().catch(() => 0) : 0;
       yield namedEvent('message_start', {
         type: 'message_start',
         message: {
@@ -318,7 +356,7 @@ export async function* chatStreamToMessages(
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: anthropicUsage({ input: 0, output: 0 }),
+          usage: anthropicUsage({ input, output: 0 }),
         },
       });
     }

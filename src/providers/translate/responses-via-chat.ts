@@ -2,6 +2,14 @@
 // chat request (which every chat-serving adapter takes, Anthropic through its own translation), the answer
 // (JSON or SSE) a Responses answer with AISIX's event sequence. Stateless: `previous_response_id` is refused.
 // What is covered and what is dropped: docs/routing.md "OpenAI Responses".
+import {
+  acceptedToolChoice,
+  type Capabilities,
+  capabilitiesOf,
+  chatReasoningEffort,
+  cutUser,
+  effortOf,
+} from '../capabilities.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
   chatStreamChunks,
@@ -24,7 +32,15 @@ export function responsesId(prefix: 'resp_' | 'msg_' | 'fc_' | 'call_'): string 
 
 // ---- request ----------------------------------------------------------------------------------------------
 
-export function responsesToChatRequest(body: Json): Json {
+/**
+ * A Responses request as chat. What the target accepts (`caps`, by default what its model name says)
+ * decides the token-limit field, the effort knob, sampling, tool choice and `user`; on a `thinking` target
+ * (Claude) the effort stays `reasoning_effort`, which the Anthropic translation turns into a budget.
+ */
+export function responsesToChatRequest(
+  body: Json,
+  caps: Capabilities = capabilitiesOf(String(body.model ?? '')),
+): Json {
   if (body.previous_response_id !== undefined && body.previous_response_id !== null) {
     throw new TranslationError(
       '`previous_response_id` is not supported for this model: the gateway keeps no response state when it ' +
@@ -38,20 +54,21 @@ export function responsesToChatRequest(body: Json): Json {
   if (typeof body.input === 'string') messages.push({ role: 'user', content: body.input });
   else if (Array.isArray(body.input)) { for (const item of body.input) appendInputItem(messages, item); }
   const out: Json = { model: body.model, messages };
-  for (const k of ['temperature', 'top_p', 'user', 'parallel_tool_calls'] as const) {
-    if (body[k] !== undefined && body[k] !== null) out[k] = body[k];
-  }
+  // A reasoning model takes only the default sampling: what the caller set is dropped, not refused.
+  const copied = caps.temperature ? ['temperature', 'top_p', 'parallel_tool_calls'] : ['parallel_tool_calls'];
+  for (const k of copied) if (body[k] !== undefined && body[k] !== null) out[k] = body[k];
+  if (typeof body.user === 'string') out.user = cutUser(body.user, caps);
   const max = num(body.max_output_tokens) ?? num(body.max_tokens);
-  if (max !== undefined && max <= MAX_OUTPUT_TOKENS) out.max_tokens = max;
+  if (max !== undefined && max <= MAX_OUTPUT_TOKENS) out[caps.token_limit_param] = max;
   const tools = Array.isArray(body.tools) ? body.tools.map(chatTool).filter((t) => t !== undefined) : [];
   if (tools.length > 0) out.tools = tools;
-  const choice = chatToolChoice(body.tool_choice);
+  const choice = acceptedToolChoice(chatToolChoice(body.tool_choice), caps);
   if (choice !== undefined) out.tool_choice = choice;
   const format = isRecord(body.text) ? responseFormat(body.text.format) : undefined;
   if (format !== undefined) out.response_format = format;
-  if (isRecord(body.reasoning) && typeof body.reasoning.effort === 'string') {
-    out.reasoning_effort = body.reasoning.effort;
-  }
+  const wanted = isRecord(body.reasoning) ? effortOf(body.reasoning.effort) : undefined;
+  const effort = caps.reasoning === 'thinking' ? wanted : chatReasoningEffort(wanted, caps);
+  if (effort !== undefined) out.reasoning_effort = effort;
   if (body.stream === true) {
     out.stream = true;
     // The terminal event carries usage: ask for it (the caller never sees the chat usage chunk).

@@ -1,17 +1,17 @@
 // The translations `callProvider` (call.ts) reaches for when a target does not speak the caller's endpoint:
-// `/v1/messages` and `/v1/responses` through chat completions (which every family serves), and the
-// refusal of `/v1/messages/count_tokens` off Anthropic's wire. Upstream error answers come back as the
-// upstream sent them: the HTTP layer re-wraps them (src/http/errors.ts).
+// `/v1/messages` and `/v1/responses` through chat completions (which every family serves), and
+// `/v1/messages/count_tokens` off Anthropic's wire as a local estimate. What the target accepts comes from
+// its capabilities (capabilities.ts; docs/translation.md). Upstream error answers come back as the upstream
+// sent them: the HTTP layer re-wraps them (src/http/errors.ts).
+import { type Capabilities, capabilitiesOfCall } from '../capabilities.ts';
+import { estimatePromptTokens } from '../estimate.ts';
 import { chatStreamToMessages, chatToMessagesResponse, messagesToChatRequest } from './messages-via-chat.ts';
 import { chatStreamToResponses, chatToResponsesResponse, responsesToChatRequest } from './responses-via-chat.ts';
 import { type Json, parseJsonObject, type TokenUsage, TranslationError } from './shared.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts';
 
-/** AISIX's refusal of `/v1/messages/count_tokens` on a model with no Anthropic-wire target. */
-export function countTokensRefusal(model: string): string {
-  return `request payload is invalid: model \`${model}\` is not backed by an Anthropic-protocol upstream; ` +
-    '/v1/messages/count_tokens requires a model whose provider key uses the anthropic adapter';
-}
+/** On a count_tokens answer Sluice made itself: the count is a local estimate, not the model's tokenizer. */
+export const TOKENS_ESTIMATED_HEADER = 'x-sluice-tokens-estimated';
 
 /** Whether a target answers `/v1/responses` natively: an OpenAI-wire adapter whose vendor is OpenAI itself. */
 export function servesResponsesNatively(adapter: ProviderAdapter, call: ProviderCall): boolean {
@@ -21,7 +21,7 @@ export function servesResponsesNatively(adapter: ProviderAdapter, call: Provider
 
 /**
  * The call when it does not go straight to the adapter: `/v1/responses` (native only on an OpenAI
- * vendor, else through chat), `/v1/messages` through chat, `/v1/messages/count_tokens` refused off
+ * vendor, else through chat), `/v1/messages` through chat, `/v1/messages/count_tokens` estimated off
  * Anthropic's wire. Undefined: the adapter serves the endpoint itself, or nothing can (call.ts refuses).
  */
 export function translatedCall(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> | undefined {
@@ -35,36 +35,66 @@ export function translatedCall(adapter: ProviderAdapter, call: ProviderCall): Pr
     case 'count_tokens': {
       // Only an adapter that speaks Anthropic's Messages wire itself can ask Anthropic to count.
       if (adapter.supports('messages') && adapter.supports('count_tokens')) return undefined;
-      const model = call.callerModel ?? String(call.body.model ?? '');
-      return Promise.resolve({ kind: 'refused', message: countTokensRefusal(model) });
+      return estimatedCount(call);
     }
     default:
       return undefined;
   }
 }
 
+/**
+ * `/v1/messages/count_tokens` on a target that cannot count: the request as the chat prompt the target
+ * would be sent, counted in the target's encoding; `{"input_tokens": N}` with `x-sluice-tokens-estimated`.
+ */
+async function estimatedCount(call: ProviderCall): Promise<ProviderResult> {
+  const caps = capabilitiesOfCall(call);
+  let chat: Json;
+  try {
+    chat = messagesToChatRequest(call.body, caps);
+  } catch (e) {
+    if (!(e instanceof TranslationError)) throw e;
+    return { kind: 'refused', message: e.message };
+  }
+  const n = await estimatePromptTokens('chat', chat, caps.encoding);
+  return {
+    kind: 'response',
+    status: 200,
+    body: JSON.stringify({ input_tokens: n }),
+    contentType: 'application/json',
+    retryAfter: null,
+    headers: { [TOKENS_ESTIMATED_HEADER]: 'true' },
+  };
+}
+
+const NOTHING_REPORTED: TokenUsage = { input: 0, output: 0 };
+
 /** One caller wire served through chat: its request, JSON answer and stream translations. */
 interface ViaChat {
-  request(body: Json): Json;
+  request(body: Json, caps: Capabilities): Json;
   response(chat: Json, model: string): Json;
   stream(
     chunks: AsyncIterable<Uint8Array>,
     model: string,
     onUsage: (u: TokenUsage) => void,
     maxEventBytes?: number,
+    promptTokens?: () => Promise<number>,
   ): AsyncIterable<Uint8Array>;
+  /** Whether the stream states the prompt's size before the upstream does (Messages' `message_start`). */
+  countsPromptFirst: boolean;
 }
 
 const MESSAGES: ViaChat = {
   request: messagesToChatRequest,
   response: chatToMessagesResponse,
   stream: chatStreamToMessages,
+  countsPromptFirst: true,
 };
 
 const RESPONSES: ViaChat = {
   request: responsesToChatRequest,
   response: chatToResponsesResponse,
   stream: chatStreamToResponses,
+  countsPromptFirst: false,
 };
 
 /** A `/v1/messages` call through an adapter's chat (also for adapters that speak Messages for some models only). */
@@ -73,22 +103,37 @@ export function messagesViaChat(adapter: ProviderAdapter, call: ProviderCall): P
 }
 
 async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaChat): Promise<ProviderResult> {
+  const caps = capabilitiesOfCall(call);
   let body: Json;
   try {
-    body = wire.request(call.body);
+    body = wire.request(call.body, caps);
   } catch (e) {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };
   }
   const model = call.callerModel ?? String(call.body.model ?? '');
+  // Counted while the upstream thinks, so the first event does not wait on the tokenizer.
+  const prompt = wire.countsPromptFirst && call.stream
+    ? estimatePromptTokens('chat', body, caps.encoding).catch(() => 0)
+    : undefined;
   const r = await adapter.call({ ...call, endpoint: 'chat', body });
   if (r.kind === 'stream') {
     // The inner adapter's own count (e.g. Anthropic's cache parts) is richer than the chat usage chunk.
     let seen: TokenUsage | undefined;
-    const chunks = wire.stream(r.chunks, model, (u) => {
-      seen = u;
-    }, call.maxSseEventBytes);
-    return { kind: 'stream', chunks, cancel: r.cancel, counted: () => r.counted?.() ?? seen };
+    const promptTokens = prompt ? () => prompt : undefined;
+    const chunks = wire.stream(
+      r.chunks,
+      model,
+      (u) => {
+        seen = u;
+      },
+      call.maxSseEventBytes,
+      promptTokens,
+    );
+    // Where the stream states a local count first, the bytes are not the upstream's report: until the
+    // upstream reports, the count is "nothing", so the answer is estimated as any unreported one is.
+    const unreported = wire.countsPromptFirst ? NOTHING_REPORTED : undefined;
+    return { kind: 'stream', chunks, cancel: r.cancel, counted: () => r.counted?.() ?? seen ?? unreported };
   }
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
   // A 2xx that is not JSON goes back without its body: routing counts it as the upstream failure it is.

@@ -3,6 +3,7 @@
 // MaaS shim, Mistral and AI21 (OpenAI bodies) — under `/v1/projects/<p>/locations/<r>/`, with a bearer
 // token (configured, or minted from a service account). `/v1/messages` native to Claude, through chat for
 // the others; embeddings through `:predict`. Error answers are canned: Vertex's text names projects.
+import { cloudClaudeCapabilities } from '../capabilities.ts';
 import { messagesViaChat } from '../translate/via-chat.ts';
 import { cannedUpstreamError, errorJson, invalidConfig } from '../failures.ts';
 import { MintFailed } from '../mint.ts';
@@ -108,7 +109,7 @@ async function gemini(c: ProviderCall, cred: VertexCredential, model: string, se
 }
 
 async function claude(c: ProviderCall, cred: VertexCredential, model: string, seg: string): Promise<ProviderResult> {
-  const { model: _m, stream: _s, ...rest } = chatToMessagesRequest(c.body);
+  const { model: _m, stream: _s, ...rest } = chatToMessagesRequest(c.body, cloudClaudeCapabilities(c));
   const body: Json = { ...rest, anthropic_version: 'vertex-2023-10-16', ...(c.stream ? { stream: true } : {}) };
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
   const r = await post({ c, cred, tail: `publishers/anthropic/models/${seg}:${op}`, body, stream: c.stream });

@@ -3,13 +3,13 @@
 // results, tools, tool_choice, stop), then reshaped into Gemini's contents; JSON mode maps to
 // `responseMimeType`. Answers and SSE chunks come back as chat completions and chunks.
 import { dataEvent, DONE_EVENT, jsonData, parseSse } from '../sse.ts';
-import { chatToMessagesRequest } from '../translate/chat-via-messages.ts';
+import { chatToMessagesRequest, MESSAGES_SHAPE_ONLY } from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, num, str, TranslationError } from '../translate/shared.ts';
 import { UpstreamStreamError } from '../types.ts';
 
 export function chatToGemini(body: Json): Json {
   const { response_format: format, ...rest } = body;
-  const msgs = chatToMessagesRequest(rest);
+  const msgs = chatToMessagesRequest(rest, MESSAGES_SHAPE_ONLY);
   const toolNames = new Map<string, string>();
   const contents = (msgs.messages as Json[]).map((m) => ({
     role: m.role === 'assistant' ? 'model' : 'user',
