@@ -111,6 +111,12 @@ ${extra}`;
             headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
             body: CHAT('g'),
           }),
+        chatTo: (model: string) =>
+          proxy.request('/v1/chat/completions', {
+            method: 'POST',
+            headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+            body: CHAT(model),
+          }),
         hits: () => {
           const out: Record<string, number> = {};
           for (const r of mock.requests.slice(from)) out[String(r.json?.model)] = (out[String(r.json?.model)] ?? 0) + 1;
@@ -175,6 +181,63 @@ ${extra}`;
       const body = await res.json();
       assert.equal(body.error.message, "request limit exceeded (requests) (policy 'per-member')");
       assert.deepEqual(g.hits(), { 'up-a': 1, 'up-b': 1 });
+    });
+
+    test("a condition on the group's id throttles each member through the group; direct member calls escape it", async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: via-group, limits: { rpm: 1 }, group_by: [model], conditions: [{ dimension: model, operator: in, value: [g] }] }
+`,
+        ),
+      );
+      // Through the group: a serves, then a is over (skipped without a call) and b serves, then both are over.
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 200);
+      const res = await g.chat();
+      assert.equal(res.status, 429);
+      assert.equal((await res.json()).error.message, "request limit exceeded (requests) (policy 'via-group')");
+      // Direct calls to the members are not through the group: the condition does not hold.
+      for (let i = 0; i < 3; i++) assert.equal((await g.chatTo('a')).status, 200);
+      assert.equal((await g.chatTo('b')).status, 200);
+      assert.deepEqual(g.hits(), { 'up-a': 4, 'up-b': 2 });
+    });
+
+    test('`model_name ==` the group alias matches through the group only, one shared bucket', async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: alias, limits: { rpm: 1 }, conditions: [{ dimension: model_name, operator: "==", value: g }] }
+`,
+        ),
+      );
+      assert.equal((await g.chat()).status, 200);
+      const res = await g.chat();
+      assert.equal(res.status, 429, 'a and b share the one bucket, so both are over');
+      assert.equal((await res.json()).error.message, "request limit exceeded (requests) (policy 'alias')");
+      assert.equal((await g.chatTo('a')).status, 200);
+      assert.equal((await g.chatTo('a')).status, 200);
+      assert.deepEqual(g.hits(), { 'up-a': 3 });
+    });
+
+    test('`group_by: [model]` reserves in one bucket per routing target, named by the target id', async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: per-target, limits: { rpm: 2 }, group_by: [model], conditions: [{ dimension: model_name, operator: "==", value: g }] }
+`,
+        ),
+      );
+      const statuses = [];
+      for (let i = 0; i < 5; i++) statuses.push((await g.chat()).status);
+      assert.deepEqual(statuses, [200, 200, 200, 200, 429]);
+      assert.deepEqual(g.hits(), { 'up-a': 2, 'up-b': 2 });
     });
   });
 });
