@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { policiesStep } from '../../src/proxy/policies.ts';
 import { createStatusApp } from '../../src/status/app.ts';
-import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
+import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { gatewayWith } from '../support/platform.ts';
 
 const KEY = 'sk-policy-caller';
@@ -110,6 +110,12 @@ ${extra}`;
             method: 'POST',
             headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
             body: CHAT('g'),
+          }),
+        chatStream: () =>
+          proxy.request('/v1/chat/completions', {
+            method: 'POST',
+            headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'g', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
           }),
         chatTo: (model: string) =>
           proxy.request('/v1/chat/completions', {
@@ -238,6 +244,27 @@ ${extra}`;
       for (let i = 0; i < 5; i++) statuses.push((await g.chat()).status);
       assert.deepEqual(statuses, [200, 200, 200, 200, 429]);
       assert.deepEqual(g.hits(), { 'up-a': 2, 'up-b': 2 });
+    });
+
+    test("a stream's tokens are charged to its member's per-target bucket when it ends", async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: member-tokens, limits: { tpm: 5 }, group_by: [model], conditions: [{ dimension: model, operator: in, value: [g] }] }
+`,
+        ),
+      );
+      mock.script(
+        { sse: [{ ...chunk('up-a', 'hi'), usage: { prompt_tokens: 1, completion_tokens: 5, total_tokens: 6 } }] },
+      );
+      assert.equal(await (await g.chatStream()).text().then((t) => t.endsWith('data: [DONE]\n\n')), true);
+      // a is over its tpm now (6 > 5): the next call goes to b; then both are over.
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 429);
+      assert.deepEqual(g.hits(), { 'up-a': 1, 'up-b': 2 });
     });
   });
 });
