@@ -1,7 +1,7 @@
 // One hook of one request through its chain (docs/guardrails.md "Verdicts"): members run in order; the
 // first block stops the chain; masks rewrite the segments the next member sees; a failing remote member
 // bypasses (fail-open), blocks (fail-closed), or blocks because it is mandatory. Monitor members record
-// `would_block` / `would_mask` and change nothing.
+// `would_block` / `would_mask` and change nothing, a failure they would have refused on included.
 import { GUARDRAIL_MSG, SERVICE_MSG } from './messages.ts';
 import type { CheckContext, Guardrail, Hook, Outcome, Segment } from './types.ts';
 
@@ -122,6 +122,14 @@ export async function runChain(
       if (failOpen && !g.mandatory) {
         done('bypassed', o.tag);
         v.bypassTag ??= o.tag;
+        continue;
+      }
+      if (g.monitor) {
+        // A monitor member never blocks, not even for an outage: refusing traffic is enforcement (AISIX's).
+        const reason = `${g.kind} guardrail evaluation unavailable (${o.tag})`;
+        done('would_block', o.tag);
+        deps.log('info', GUARDRAIL_MSG.monitorBlock, { guardrail_name: g.name, hook, reason });
+        v.hits.push({ guardrail_name: g.name, hook, action: 'would_block', reason, error_type: o.tag });
         continue;
       }
       if (g.mandatory) deps.log('warn', GUARDRAIL_MSG.mandatoryBlock, { guardrail: g.name, failure: o.tag });

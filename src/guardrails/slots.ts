@@ -41,8 +41,9 @@ function stringsIn(out: Slot[], holder: Json | unknown[], key: string | number, 
 }
 
 /**
- * `content` as a string, or its blocks the model reads: text (`text`, `input_text`, `output_text`), tool
- * results, Anthropic `document` blocks with a text source, and replayed `tool_use` inputs.
+ * `content` as a string, or its blocks the model reads: text (`text`, `input_text`, `output_text`), replayed
+ * refusals, tool results, Anthropic `document` blocks with a text source and `search_result` blocks, and
+ * replayed `tool_use` inputs.
  */
 function content(out: Slot[], obj: Json, role: Segment['role']): void {
   const c = obj.content;
@@ -52,7 +53,9 @@ function content(out: Slot[], obj: Json, role: Segment['role']): void {
       if (!isRecord(part)) continue;
       if (part.type === 'text' || part.type === 'input_text' || part.type === 'output_text') {
         field(out, part, 'text', role);
-      } else if (part.type === 'tool_result') content(out, part, 'tool');
+      } else if (part.type === 'refusal') field(out, part, 'refusal', role);
+      else if (part.type === 'tool_result') content(out, part, 'tool');
+      else if (part.type === 'search_result') content(out, part, role);
       else if (part.type === 'document' && isRecord(part.source)) documentSource(out, part.source, role);
       else if (part.type === 'tool_use') stringsIn(out, part, 'input', 'assistant');
     }
@@ -74,12 +77,15 @@ function toolDescriptions(out: Slot[], body: Json): void {
   }
 }
 
-/** Replayed (request) or answered tool calls: their arguments; in an answer their names too (AISIX scans both). */
-function toolCalls(out: Slot[], msg: Json, names = false): void {
-  if (!Array.isArray(msg.tool_calls)) return;
-  for (const call of msg.tool_calls) {
+/**
+ * Tool calls, replayed (request) or answered: each one's name and arguments (AISIX scans the whole call), and
+ * the legacy `function_call` a replayed assistant turn may still carry.
+ */
+function toolCalls(out: Slot[], msg: Json): void {
+  const calls = Array.isArray(msg.tool_calls) ? msg.tool_calls : [];
+  for (const call of [...calls, { function: msg.function_call }]) {
     if (!isRecord(call) || !isRecord(call.function)) continue;
-    if (names) field(out, call.function, 'name', 'assistant');
+    field(out, call.function, 'name', 'assistant');
     field(out, call.function, 'arguments', 'assistant');
   }
 }
@@ -103,6 +109,8 @@ export function requestSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
         if (!isRecord(m)) continue;
         content(out, m, roleOf(m.role));
         toolCalls(out, m);
+        // A replayed assistant turn's reasoning goes back to the model with it (AISIX scans it too).
+        field(out, m, 'reasoning_content', 'assistant');
       }
       if (isRecord(body.prediction)) content(out, body.prediction, 'assistant');
       toolDescriptions(out, body);
@@ -148,7 +156,7 @@ export function answerSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
         if (!isRecord(c) || !isRecord(c.message)) continue;
         field(out, c.message, 'reasoning_content', 'assistant');
         field(out, c.message, 'content', 'assistant');
-        toolCalls(out, c.message, true);
+        toolCalls(out, c.message);
       }
       break;
     case 'completions':

@@ -79,6 +79,86 @@ describe('input: every field the model reads', () => {
       prediction: { type: 'content', content: [{ type: 'text', text: said }] },
     }],
     ['completions: suffix', '/v1/completions', { model: 'gpt', prompt: 'def f():', suffix: said }],
+    // Behind benign flat content: the word sits in a later block, or in a field beside a clean `content`.
+    ['chat: a text part after a clean flat message and a clean part', '/v1/chat/completions', {
+      model: 'gpt',
+      messages: [{ role: 'user', content: 'hi' }, {
+        role: 'user',
+        content: [{ type: 'text', text: 'clean' }, { type: 'text', text: said }],
+      }],
+    }],
+    ['chat: a replayed refusal part', '/v1/chat/completions', {
+      model: 'gpt',
+      messages: [{ role: 'assistant', content: [{ type: 'refusal', refusal: said }] }, ...user],
+    }],
+    ['chat: replayed reasoning_content beside clean content', '/v1/chat/completions', {
+      model: 'gpt',
+      messages: [{ role: 'assistant', content: 'fine', reasoning_content: said }, ...user],
+    }],
+    ['chat: a replayed tool call name beside clean content', '/v1/chat/completions', {
+      model: 'gpt',
+      messages: [
+        {
+          role: 'assistant',
+          content: 'fine',
+          tool_calls: [{ id: 't1', type: 'function', function: { name: WORD, arguments: '{}' } }],
+        },
+        { role: 'tool', tool_call_id: 't1', content: 'none' },
+        ...user,
+      ],
+    }],
+    ['chat: a replayed legacy function_call', '/v1/chat/completions', {
+      model: 'gpt',
+      messages: [
+        { role: 'assistant', content: null, function_call: { name: 'search', arguments: JSON.stringify({ q: said }) } },
+        { role: 'function', name: 'search', content: 'none' },
+        ...user,
+      ],
+    }],
+    ['messages: a text block after a clean flat message and a clean block', '/v1/messages', {
+      model: 'claude',
+      max_tokens: 5,
+      messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'ok' }, {
+        role: 'user',
+        content: [{ type: 'text', text: 'clean' }, { type: 'text', text: said }],
+      }],
+    }],
+    ['messages: a search_result block inside a tool_result', '/v1/messages', {
+      model: 'claude',
+      max_tokens: 5,
+      messages: [
+        { role: 'user', content: 'look it up' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'search', input: {} }] },
+        {
+          role: 'user',
+          content: [{
+            type: 'tool_result',
+            tool_use_id: 't1',
+            content: [{
+              type: 'search_result',
+              source: 'https://example.com',
+              title: 'r',
+              content: [{ type: 'text', text: said }],
+            }],
+          }],
+        },
+      ],
+    }],
+    ['responses: an input_text part after a clean flat message', '/v1/responses', {
+      model: 'gpt',
+      input: [{ role: 'user', content: 'hi' }, {
+        type: 'message',
+        role: 'user',
+        content: [{ type: 'input_text', text: 'clean' }, { type: 'input_text', text: said }],
+      }],
+    }],
+    ['responses: a replayed refusal part', '/v1/responses', {
+      model: 'gpt',
+      input: [{ type: 'message', role: 'assistant', content: [{ type: 'refusal', refusal: said }] }, {
+        role: 'user',
+        content: 'hi',
+      }],
+    }],
     ['responses: a tool description', '/v1/responses', {
       model: 'gpt',
       input: 'hi',

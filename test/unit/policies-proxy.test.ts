@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { policiesStep } from '../../src/proxy/policies.ts';
 import { createStatusApp } from '../../src/status/app.ts';
-import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
+import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { gatewayWith } from '../support/platform.ts';
 
 const KEY = 'sk-policy-caller';
@@ -111,6 +111,18 @@ ${extra}`;
             headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
             body: CHAT('g'),
           }),
+        chatStream: () =>
+          proxy.request('/v1/chat/completions', {
+            method: 'POST',
+            headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'g', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+          }),
+        chatTo: (model: string) =>
+          proxy.request('/v1/chat/completions', {
+            method: 'POST',
+            headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+            body: CHAT(model),
+          }),
         hits: () => {
           const out: Record<string, number> = {};
           for (const r of mock.requests.slice(from)) out[String(r.json?.model)] = (out[String(r.json?.model)] ?? 0) + 1;
@@ -175,6 +187,84 @@ ${extra}`;
       const body = await res.json();
       assert.equal(body.error.message, "request limit exceeded (requests) (policy 'per-member')");
       assert.deepEqual(g.hits(), { 'up-a': 1, 'up-b': 1 });
+    });
+
+    test("a condition on the group's id throttles each member through the group; direct member calls escape it", async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: via-group, limits: { rpm: 1 }, group_by: [model], conditions: [{ dimension: model, operator: in, value: [g] }] }
+`,
+        ),
+      );
+      // Through the group: a serves, then a is over (skipped without a call) and b serves, then both are over.
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 200);
+      const res = await g.chat();
+      assert.equal(res.status, 429);
+      assert.equal((await res.json()).error.message, "request limit exceeded (requests) (policy 'via-group')");
+      // Direct calls to the members are not through the group: the condition does not hold.
+      for (let i = 0; i < 3; i++) assert.equal((await g.chatTo('a')).status, 200);
+      assert.equal((await g.chatTo('b')).status, 200);
+      assert.deepEqual(g.hits(), { 'up-a': 4, 'up-b': 2 });
+    });
+
+    test('`model_name ==` the group alias matches through the group only, one shared bucket', async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: alias, limits: { rpm: 1 }, conditions: [{ dimension: model_name, operator: "==", value: g }] }
+`,
+        ),
+      );
+      assert.equal((await g.chat()).status, 200);
+      const res = await g.chat();
+      assert.equal(res.status, 429, 'a and b share the one bucket, so both are over');
+      assert.equal((await res.json()).error.message, "request limit exceeded (requests) (policy 'alias')");
+      assert.equal((await g.chatTo('a')).status, 200);
+      assert.equal((await g.chatTo('a')).status, 200);
+      assert.deepEqual(g.hits(), { 'up-a': 3 });
+    });
+
+    test('`group_by: [model]` reserves in one bucket per routing target, named by the target id', async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: per-target, limits: { rpm: 2 }, group_by: [model], conditions: [{ dimension: model_name, operator: "==", value: g }] }
+`,
+        ),
+      );
+      const statuses = [];
+      for (let i = 0; i < 5; i++) statuses.push((await g.chat()).status);
+      assert.deepEqual(statuses, [200, 200, 200, 200, 429]);
+      assert.deepEqual(g.hits(), { 'up-a': 2, 'up-b': 2 });
+    });
+
+    test("a stream's tokens are charged to its member's per-target bucket when it ends", async () => {
+      const g = await groupApp(
+        group(
+          '{}',
+          '{}',
+          `rate_limit_policies:
+  - { name: member-tokens, limits: { tpm: 5 }, group_by: [model], conditions: [{ dimension: model, operator: in, value: [g] }] }
+`,
+        ),
+      );
+      mock.script(
+        { sse: [{ ...chunk('up-a', 'hi'), usage: { prompt_tokens: 1, completion_tokens: 5, total_tokens: 6 } }] },
+      );
+      assert.equal(await (await g.chatStream()).text().then((t) => t.endsWith('data: [DONE]\n\n')), true);
+      // a is over its tpm now (6 > 5): the next call goes to b; then both are over.
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 200);
+      assert.equal((await g.chat()).status, 429);
+      assert.deepEqual(g.hits(), { 'up-a': 1, 'up-b': 2 });
     });
   });
 });
