@@ -231,6 +231,37 @@ export class RequestRecord {
     ];
   }
 
+  /**
+   * The provider-call line's values, in `PROVIDER_CALL_LAYOUT`'s order (AISIX's `provider call completed`,
+   * docs/aisix-compatibility.md "Logs", then the attempt's latency figures under AISIX's usage-event names);
+   * undefined when there is no line: no provider response id (a refusal, a failed attempt, an endpoint whose
+   * answer has no id) or a cache hit. `now` is `Date.now()`, the attempts' clock.
+   */
+  providerCallValues(status: number, now: number): unknown[] | undefined {
+    const s = this.served;
+    const handler = this.route?.call;
+    if (!s || !handler || !ANSWER_IDS.has(handler) || !this.providerRequestId || this.cache?.status === 'hit') {
+      return undefined;
+    }
+    // The attempt's own time on the upstream: a stream's lasts to its end, which is now.
+    const upstream = this.stream ? now - s.startedAt : s.durationMs;
+    const ttft = this.stream ? this.upstreamTtftMs : undefined;
+    const downstream = this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined;
+    return [
+      this.requestId,
+      this.providerRequestId,
+      s.attempts - 1,
+      s.kind,
+      handler,
+      status,
+      this.model ?? '',
+      s.upstreamModel,
+      Math.max(0, Math.round(upstream)),
+      ttft !== undefined && ttft > 0 ? Math.round(ttft) : undefined,
+      downstream !== undefined && downstream > 0 ? Math.round(downstream) : undefined,
+    ];
+  }
+
   /** What the request's spans say about it (telemetry, src/telemetry/spans.ts). */
   traceOutcome(status: number): RequestOutcome {
     const s = this.served;
@@ -373,6 +404,27 @@ export function outcomeOf(status: number): string {
 
 /** AISIX's access-log target (its `aisix_obs::access_log` module). */
 export const ACCESS_LOG_TARGET = 'aisix_obs::access_log';
+
+/** The endpoints whose answer carries a per-call response id AISIX records (embeddings and counting have none). */
+const ANSWER_IDS = new Set(['chat', 'completions', 'responses', 'messages']);
+
+/** AISIX's target of the provider-call line (its `aisix_obs::usage` module). */
+export const PROVIDER_CALL_TARGET = 'aisix_obs::usage';
+
+/** The provider-call line's fields, in order (`RequestRecord.providerCallValues`). */
+export const PROVIDER_CALL_LAYOUT = new LineLayout([
+  'request_id',
+  'provider_request_id',
+  'attempt_index',
+  'attempt_kind',
+  'handler',
+  'status',
+  'requested_model',
+  'provider_model_version',
+  'upstream_latency_ms',
+  'upstream_ttft_ms',
+  'downstream_latency_ms',
+]);
 
 /** The access-log line's fields, in order (`RequestRecord.accessLogValues`). */
 export const ACCESS_LOG_LAYOUT = new LineLayout([
