@@ -257,6 +257,30 @@ describe("the caller's request id", () => {
     assert.deepEqual(spans.map((s) => s.kind), [2, 3, 3]);
   });
 
+  test("is also a chat success's `x-aisix-call-id`, JSON and streamed; not an error's, not another endpoint's", async () => {
+    const json = await post('/v1/chat/completions', { model: 'gpt', messages: MSGS }, { 'x-aisix-request-id': 'c-1' });
+    await json.text();
+    assert.equal(json.headers.get('x-aisix-call-id'), 'c-1');
+    const sse = await post('/v1/chat/completions', { model: 'gpt', messages: MSGS, stream: true }, {
+      'x-aisix-request-id': 'c-2',
+    });
+    await sse.text();
+    assert.equal(sse.headers.get('x-aisix-call-id'), 'c-2');
+    mock.script({ status: 400, body: { error: { message: 'bad', type: 'invalid_request_error' } } });
+    const failed = await post('/v1/chat/completions', { model: 'gpt', messages: MSGS }, {
+      'x-aisix-request-id': 'c-3',
+    });
+    await failed.text();
+    assert.equal(failed.status, 400);
+    assert.equal(failed.headers.get('x-aisix-request-id'), 'c-3');
+    assert.equal(failed.headers.get('x-aisix-call-id'), null);
+    anth.script({ body: anthropicMessage('claude-up') });
+    const msg = await post('/v1/messages', { model: 'claude', max_tokens: 8, messages: MSGS });
+    await msg.text();
+    assert.equal(msg.status, 200);
+    assert.equal(msg.headers.get('x-aisix-call-id'), null);
+  });
+
   test('without one, chat, embeddings and messages send the minted UUID upstream', async () => {
     const sent: [string, unknown, string | null][] = [];
     let n = mock.requests.length;
