@@ -29,6 +29,8 @@ export class RequestRecord {
   readonly protocol: Wire;
   /** The configured name the caller asked for (a wildcard hit: the wildcard row's name). */
   private model: string | undefined = undefined;
+  /** The model name as the caller wrote it (a wildcard hit: not the row's name); the provider-call line's. */
+  private asked: string | undefined = undefined;
   /** Whether `model` is a routing model (then `served_by_model` names the target). */
   private routing = false;
   private key: ApiKey | undefined = undefined;
@@ -79,9 +81,10 @@ export class RequestRecord {
     this.key = key;
   }
 
-  /** The body named a model that exists (and the key may use). */
-  resolved(model: Model): void {
+  /** The body named a model that exists (and the key may use); `asked` is its name as the caller wrote it. */
+  resolved(model: Model, asked?: string): void {
     this.model = model.display_name;
+    this.asked = asked;
     this.routing = model.kind === 'routing';
   }
 
@@ -254,7 +257,7 @@ export class RequestRecord {
       s.kind,
       handler,
       status,
-      this.model ?? '',
+      this.asked ?? this.model ?? '',
       s.upstreamModel,
       Math.max(0, Math.round(upstream)),
       ttft !== undefined && ttft > 0 ? Math.round(ttft) : undefined,

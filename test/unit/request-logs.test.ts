@@ -41,6 +41,7 @@ models:
   - { display_name: gpt, provider_key: oa, model_name: gpt-up, retries: 0 }
   - { display_name: gpt-b, provider_key: oa, model_name: gpt-b-up, retries: 0 }
   - { display_name: claude, provider_key: an, model_name: claude-up, retries: 0 }
+  - { display_name: "oa/*", provider_key: oa, model_name: "*", retries: 0 }
   - { display_name: group, routing: { strategy: failover, targets: [{ model: gpt }, { model: gpt-b }] } }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
@@ -225,6 +226,15 @@ describe("the provider's response id", () => {
     await msg.text();
     const msgId = msg.headers.get('x-aisix-request-id');
     assert.deepEqual(calls(msgId).map((l) => [l.handler, l.provider_request_id]), [['messages', 'msg_mock']]);
+  });
+
+  test('a wildcard hit: the model as the caller wrote it, and the upstream name it was sent as', async () => {
+    mock.script({ body: { ...chatCompletion('gpt-x'), id: 'chatcmpl-wild' } });
+    const res = await post('/v1/chat/completions', { model: 'oa/gpt-x', messages: MSGS });
+    assert.equal(res.status, 200);
+    await res.text();
+    const [call] = calls(res.headers.get('x-aisix-request-id'));
+    assert.deepEqual([call!.requested_model, call!.provider_model_version], ['oa/gpt-x', 'gpt-x']);
   });
 
   test('no line where the answer has no id', async () => {
