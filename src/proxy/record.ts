@@ -238,7 +238,7 @@ export class RequestRecord {
    * The provider-call line's values, in `PROVIDER_CALL_LAYOUT`'s order (AISIX's `provider call completed`,
    * docs/aisix-compatibility.md "Logs", then the attempt's latency figures under AISIX's usage-event names);
    * undefined when there is no line: no provider response id (a refusal, a failed attempt, an endpoint whose
-   * answer has no id) or a cache hit. `now` is `Date.now()`, the attempts' clock.
+   * answer has no id), a cache hit or a guardrail block. `now` is `Date.now()`, the attempts' clock.
    */
   providerCallValues(status: number, now: number): unknown[] | undefined {
     const s = this.served;
@@ -246,6 +246,7 @@ export class RequestRecord {
     if (!s || !handler || !ANSWER_IDS.has(handler) || !this.providerRequestId || this.cache?.status === 'hit') {
       return undefined;
     }
+    if (this.guard?.blocked) return undefined; // AISIX records no provider id for an answer a guardrail refused
     // The attempt's own time on the upstream: a stream's lasts to its end, which is now.
     const upstream = this.stream ? now - s.startedAt : s.durationMs;
     const ttft = this.stream ? this.upstreamTtftMs : undefined;

@@ -365,6 +365,16 @@ describe('upstream and downstream latency', () => {
   });
   after(() => held.stop());
 
+  test('an answer a guardrail refused has no provider-call line', async () => {
+    mock.script({ body: { ...chatCompletion('gpt-up', 'a forbidden word'), id: 'chatcmpl-blocked' } });
+    const res = await post('/v1/chat/completions', { model: 'gpt', messages: MSGS }, {}, heldApp);
+    assert.equal(res.status, 422);
+    await res.text();
+    const id = res.headers.get('x-aisix-request-id');
+    assert.equal(access(id, heldLogs.logs).length, 1);
+    assert.deepEqual(calls(id, heldLogs.logs), []);
+  });
+
   test('differ when an output guardrail holds a stream back; the winner is emitted at the stream end', async () => {
     mock.script({
       sse: [chunk('gpt-up', 'a'), chunk('gpt-up', 'b'), chunk('gpt-up', 'c'), chunk('gpt-up', 'd')],
