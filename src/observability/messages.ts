@@ -28,6 +28,7 @@ export const MSG = {
   cacheIgnored: 'snapshot cache ignored',
   cacheWriteFailed: 'snapshot cache write failed',
   requestCompleted: 'proxy request completed',
+  providerCallCompleted: 'provider call completed',
   sighupIgnoredEtcd: 'received SIGHUP; ignored in etcd mode (the watch keeps the configuration current)',
   ignoredKeys: 'config keys accepted for AISIX compatibility and ignored',
   /** AISIX's words for `upstream.tls.verify: false`. */

@@ -79,7 +79,7 @@ export function admitStep(
       if (!modelAllowed(key, name)) return errors.modelNotAllowed(name);
       const resolved = snapshot.resolveModel(name);
       if (!resolved) return errors.unknownModel(name);
-      call.rec.resolved(resolved.model);
+      call.rec.resolved(resolved.model, name);
       const clientIp = clientIpOf(call.c.env?.peer, call.headers);
       // allowed_cidrs: the requested model's own list, and for a routing model at least one target the caller
       // may reach; before any upstream is contacted.

@@ -279,7 +279,8 @@ export function commitUsage(call: ModelCall, tokens: number | undefined): Promis
 /**
  * A response built with every header it needs (`Server` and the request id last, one object literal, no
  * copy), which the middlewares leave alone: reading `res.headers` makes @hono/node-server turn the plain
- * header object into a `Headers` and back, a cost on every proxied answer.
+ * header object into a `Headers` and back, a cost on every proxied answer. A chat answer that succeeded also
+ * carries the request id as `x-aisix-call-id`, as AISIX's chat handler stamps it.
  */
 export function stamped(
   call: ModelCall,
@@ -290,6 +291,7 @@ export function stamped(
   call.c.set('stamped', true);
   headers.server = SERVER;
   headers['x-aisix-request-id'] = call.rec.requestId;
+  if (status < 300 && call.route.call === 'chat') headers['x-aisix-call-id'] = call.rec.requestId;
   return new Response(body, { status, headers });
 }
 

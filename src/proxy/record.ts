@@ -29,6 +29,8 @@ export class RequestRecord {
   readonly protocol: Wire;
   /** The configured name the caller asked for (a wildcard hit: the wildcard row's name). */
   private model: string | undefined = undefined;
+  /** The model name as the caller wrote it (a wildcard hit: not the row's name); the provider-call line's. */
+  private asked: string | undefined = undefined;
   /** Whether `model` is a routing model (then `served_by_model` names the target). */
   private routing = false;
   private key: ApiKey | undefined = undefined;
@@ -79,9 +81,10 @@ export class RequestRecord {
     this.key = key;
   }
 
-  /** The body named a model that exists (and the key may use). */
-  resolved(model: Model): void {
+  /** The body named a model that exists (and the key may use); `asked` is its name as the caller wrote it. */
+  resolved(model: Model, asked?: string): void {
     this.model = model.display_name;
+    this.asked = asked;
     this.routing = model.kind === 'routing';
   }
 
@@ -231,6 +234,38 @@ export class RequestRecord {
     ];
   }
 
+  /**
+   * The provider-call line's values, in `PROVIDER_CALL_LAYOUT`'s order (AISIX's `provider call completed`,
+   * docs/aisix-compatibility.md "Logs", then the attempt's latency figures under AISIX's usage-event names);
+   * undefined when there is no line: no provider response id (a refusal, a failed attempt, an endpoint whose
+   * answer has no id), a cache hit or a guardrail block. `now` is `Date.now()`, the attempts' clock.
+   */
+  providerCallValues(status: number, now: number): unknown[] | undefined {
+    const s = this.served;
+    const handler = this.route?.call;
+    if (!s || !handler || !ANSWER_IDS.has(handler) || !this.providerRequestId || this.cache?.status === 'hit') {
+      return undefined;
+    }
+    if (this.guard?.blocked) return undefined; // AISIX records no provider id for an answer a guardrail refused
+    // The attempt's own time on the upstream: a stream's lasts to its end, which is now.
+    const upstream = this.stream ? now - s.startedAt : s.durationMs;
+    const ttft = this.stream ? this.upstreamTtftMs : undefined;
+    const downstream = this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined;
+    return [
+      this.requestId,
+      this.providerRequestId,
+      s.attempts - 1,
+      s.kind,
+      handler,
+      status,
+      this.asked ?? this.model ?? '',
+      s.upstreamModel,
+      Math.max(0, Math.round(upstream)),
+      ttft !== undefined && ttft > 0 ? Math.round(ttft) : undefined,
+      downstream !== undefined && downstream > 0 ? Math.round(downstream) : undefined,
+    ];
+  }
+
   /** What the request's spans say about it (telemetry, src/telemetry/spans.ts). */
   traceOutcome(status: number): RequestOutcome {
     const s = this.served;
@@ -373,6 +408,27 @@ export function outcomeOf(status: number): string {
 
 /** AISIX's access-log target (its `aisix_obs::access_log` module). */
 export const ACCESS_LOG_TARGET = 'aisix_obs::access_log';
+
+/** The endpoints whose answer carries a per-call response id AISIX records (embeddings and counting have none). */
+const ANSWER_IDS = new Set(['chat', 'completions', 'responses', 'messages']);
+
+/** AISIX's target of the provider-call line (its `aisix_obs::usage` module). */
+export const PROVIDER_CALL_TARGET = 'aisix_obs::usage';
+
+/** The provider-call line's fields, in order (`RequestRecord.providerCallValues`). */
+export const PROVIDER_CALL_LAYOUT = new LineLayout([
+  'request_id',
+  'provider_request_id',
+  'attempt_index',
+  'attempt_kind',
+  'handler',
+  'status',
+  'requested_model',
+  'provider_model_version',
+  'upstream_latency_ms',
+  'upstream_ttft_ms',
+  'downstream_latency_ms',
+]);
 
 /** The access-log line's fields, in order (`RequestRecord.accessLogValues`). */
 export const ACCESS_LOG_LAYOUT = new LineLayout([

@@ -11,7 +11,13 @@ import { MSG } from '../observability/messages.ts';
 import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import type { ProxyEnv } from './env.ts';
-import { ACCESS_LOG_LAYOUT, ACCESS_LOG_TARGET, RequestRecord } from './record.ts';
+import {
+  ACCESS_LOG_LAYOUT,
+  ACCESS_LOG_TARGET,
+  PROVIDER_CALL_LAYOUT,
+  PROVIDER_CALL_TARGET,
+  RequestRecord,
+} from './record.ts';
 import { requestIdFrom } from './request-id.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 
@@ -46,6 +52,7 @@ function streamEnd(
 export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
   const cfg = d.config;
   const accessLog = d.log.withTarget(ACCESS_LOG_TARGET);
+  const providerCallLog = d.log.withTarget(PROVIDER_CALL_TARGET);
   const bodyLimit = new BodyLimit(d, cfg.proxy.request_body_limit_bytes);
   const acceptHeaders = cfg.proxy.request_id.accept_headers;
   const accessLogOn = cfg.observability.access_log;
@@ -54,6 +61,9 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
   const telemetry = (rec: RequestRecord, status: number) => {
     const latency = d.clock() - rec.start;
     rec.recordMetrics(d.metrics, status, latency / 1000);
+    // AISIX writes its provider-call line whatever `access_log` says, and before the access log.
+    const call = rec.providerCallValues(status, Date.now());
+    if (call) providerCallLog.logLine('info', MSG.providerCallCompleted, PROVIDER_CALL_LAYOUT, call);
     if (accessLogOn) {
       accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
     }

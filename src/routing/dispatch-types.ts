@@ -111,6 +111,11 @@ export interface ServedBy {
   fallbacks: number;
   /** Whether the deciding attempt was on another target than the first one tried (`is_fallback`). */
   isFallback: boolean;
+  /** The deciding attempt's kind: the first try, a try on the same target, or one on another target. */
+  kind: 'initial' | 'retry' | 'fallback';
+  /** When the deciding attempt started (`Date.now()`) and how long it took to settle (ms; a stream: its head). */
+  startedAt: number;
+  durationMs: number;
 }
 
 // ---- shared by the parts of dispatch ------------------------------------------------------------------

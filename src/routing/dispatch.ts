@@ -194,6 +194,8 @@ function servedBy(run: Extract<Run, { kind: 'finished' }>): ServedBy {
   for (let i = 1; i < attempts.length; i++) {
     if (attempts[i]!.target.model.id !== attempts[i - 1]!.target.model.id) fallbacks++;
   }
+  const last = attempts[attempts.length - 1];
+  const before = attempts[attempts.length - 2];
   return {
     model: t.model,
     key: t.key,
@@ -201,5 +203,8 @@ function servedBy(run: Extract<Run, { kind: 'finished' }>): ServedBy {
     attempts: attempts.length,
     fallbacks,
     isFallback: attempts.length > 0 && attempts[0]!.target.model.id !== t.model.id,
+    kind: !before ? 'initial' : before.target.model.id === t.model.id ? 'retry' : 'fallback',
+    startedAt: last?.startedAt ?? Date.now(),
+    durationMs: last?.durationMs ?? 0,
   };
 }

@@ -113,7 +113,9 @@ function eventAttributes(
   if (at?.serverAddress) a.push(str('server.address', at.serverAddress));
   if (at?.serverPort !== undefined) a.push(int('server.port', at.serverPort));
   if (o.apiKeyId) a.push(str('aisix.api_key_id', o.apiKeyId));
-  if (o.modelId) a.push(str('aisix.model_id', o.modelId));
+  // An attempt's own target (each attempt is its own record); the request's model without attempts.
+  const modelId = at?.targetId || o.modelId;
+  if (modelId) a.push(str('aisix.model_id', modelId));
   if (at) {
     a.push(
       int('aisix.attempt_index', at.index),
