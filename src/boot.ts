@@ -211,11 +211,12 @@ export function createGateway(config: Config, platform: Platform, opts: CreateGa
   if (opts.upstreamTls?.verify === false) gw.log.warn(MSG.upstreamTlsUnverified);
   const path = config.resources_file;
   const source = path ? new FileSource(path, gw) : opts.etcd ? opts.etcd(gw) : createEtcdSource(gw);
+  const proxy = createProxyApp(gw);
   return {
     gw,
-    proxy: createProxyApp(gw),
+    proxy,
     status: (opts.status ?? config.observability.metrics.prometheus.enabled) ? createStatusApp(gw) : undefined,
-    admin: (opts.admin ?? config.admin.enabled) ? createAdminApp(gw) : undefined,
+    admin: (opts.admin ?? config.admin.enabled) ? createAdminApp(gw, proxy) : undefined,
     source,
   };
 }

@@ -188,7 +188,7 @@ async function bindSideListeners(g: AssembledGateway, boot: BootConfig, listener
   if (admin) {
     await listeners.bind(
       { name: 'admin', ...parseAddr(config.admin.addr), ...(boot.adminTls ? { tls: boot.adminTls } : {}) },
-      (req) => admin.fetch(req),
+      (req, conn) => admin.fetch(req, conn),
     );
   }
 }

@@ -5,10 +5,10 @@ import type { Config } from '../config/schema.ts';
 import { drainReportBody } from '../lifecycle/drain-report.ts';
 import { livez, methodNotAllowed, readyz } from '../lifecycle/probes.ts';
 import { bearerToken, timingSafeEqual } from '../http/auth.ts';
-import { errorResponse, errors } from '../http/errors.ts';
+import { errorResponse, errors, ProxyError } from '../http/errors.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
-import type { Listener } from '../platform.ts';
-import type { ApiKey, ProviderKey, ResourceKind } from '../resources/schema.ts';
+import type { ConnInfo, Listener } from '../platform.ts';
+import type { ApiKey, ExporterKind, ProviderKey, ResourceKind } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
@@ -36,16 +36,15 @@ export function redactApiKey(k: ApiKey): Record<string, unknown> {
 }
 
 /**
- * One entry of an admin list, AISIX's shape: the id, the document as served (without the id and Sluice's
- * derived `kind`; secrets already redacted) and its revision: the etcd `mod_revision` of its row, 0 in file
- * mode (and for rows restored from the snapshot cache, until etcd is read again).
+ * One entry of an admin list or get, AISIX's shape: the id, the document as served (secrets already
+ * redacted) and its revision: the etcd `mod_revision` of its row, 0 in file mode (and for rows restored from
+ * the snapshot cache, until etcd is read again).
  */
 function listEntry(
-  row: { id: string },
+  row: { id: string; value: Record<string, unknown> },
   revision: number,
 ): { id: string; value: Record<string, unknown>; revision: number } {
-  const { id, kind: _kind, ...value } = row as { id: string; kind?: unknown } & Record<string, unknown>;
-  return { id, value, revision };
+  return { id: row.id, value: row.value, revision };
 }
 
 /** AISIX's model health level from consecutive upstream failures: 0 healthy, 1 degraded (4–7), 2 down (≥ 8). */
@@ -86,15 +85,84 @@ export function aggregateStatus(models: { health: number }[], config: Freshness 
   return models.some((m) => m.health === 1) || stale ? 'degraded' : 'ok';
 }
 
-/** The admin routes Sluice serves (read-only), and the writes AISIX's router also takes on each. */
-const ADMIN_ROUTES: Record<string, readonly string[]> = {
-  '/admin/v1/models': ['POST'],
-  '/admin/v1/provider_keys': ['POST'],
-  '/admin/v1/api_keys': ['POST'],
-  '/admin/v1/models/status': [],
-  '/admin/v1/health': [],
+/** Where the playground forwards: the proxy app, run in-process with the admin connection's facts. */
+export interface PlaygroundTarget {
+  fetch(req: Request, conn: ConnInfo): Response | Promise<Response>;
+}
+
+type AdminEnv = { Bindings: ConnInfo };
+
+/** One resource kind the admin API reads: its rows in a snapshot, each as served (secrets redacted). */
+interface AdminKind {
+  /** The etcd kind (`<kind>/<id>` in `Snapshot.revisions`). */
+  kind: ResourceKind | ExporterKind;
+  rows(s: Snapshot): readonly { id: string; value: Record<string, unknown> }[];
+}
+
+/** A row as its document: everything but the id (and Sluice's derived `kind` of a model). */
+function documentOf<T extends { id: string }>(row: T, drop?: 'kind'): { id: string; value: Record<string, unknown> } {
+  const { id, ...value } = row as T & Record<string, unknown>;
+  if (drop) delete value[drop];
+  return { id, value };
+}
+
+/** Guardrail members that hold a credential, at any depth (`aws_credentials.secret_access_key`). */
+const GUARDRAIL_SECRETS = new Set(['api_key', 'access_key_secret', 'secret_access_key']);
+
+function redactDeep(v: unknown, secrets: ReadonlySet<string>): unknown {
+  if (Array.isArray(v)) return v.map((x) => redactDeep(x, secrets));
+  if (v === null || typeof v !== 'object') return v;
+  return Object.fromEntries(
+    Object.entries(v).map(([k, x]) => [k, secrets.has(k) && x !== undefined ? REDACTED : redactDeep(x, secrets)]),
+  );
+}
+
+/**
+ * The kinds Sluice holds, by AISIX's admin path segment (`apikeys` is AISIX's former spelling of
+ * `api_keys`). AISIX's `mcp_servers`, `a2a_agents` and `passthrough_routes` are not served by Sluice, so
+ * their paths are not routes here (docs/aisix-compatibility.md "Endpoints").
+ */
+const API_KEYS: AdminKind = {
+  kind: 'api_keys',
+  rows: (s) => s.resources.api_keys.map((k) => documentOf(redactApiKey(k) as { id: string })),
 };
-const ADMIN_ALLOW = 'GET, HEAD';
+const ADMIN_KINDS: Readonly<Record<string, AdminKind>> = {
+  models: { kind: 'models', rows: (s) => s.resources.models.map((m) => documentOf(m, 'kind')) },
+  api_keys: API_KEYS,
+  apikeys: API_KEYS,
+  provider_keys: {
+    kind: 'provider_keys',
+    rows: (s) => s.resources.provider_keys.map((k) => documentOf(redactProviderKey(k) as { id: string })),
+  },
+  guardrails: {
+    kind: 'guardrails',
+    rows: (s) =>
+      (s.resources.guardrails ?? []).map((g) => {
+        const { id: _id, ...row } = (g.row ?? { name: g.name }) as Record<string, unknown>;
+        return { id: g.id, value: redactDeep(row, GUARDRAIL_SECRETS) as Record<string, unknown> };
+      }),
+  },
+  cache_policies: { kind: 'cache_policies', rows: (s) => (s.resources.cache_policies ?? []).map((p) => documentOf(p)) },
+  observability_exporters: {
+    kind: 'observability_exporters',
+    rows: (s) =>
+      (s.resources.observability_exporters ?? []).map((e) =>
+        documentOf({ ...e, headers: Object.fromEntries(Object.keys(e.headers).map((h) => [h, REDACTED])) })
+      ),
+  },
+};
+
+/** The paths AISIX's admin router serves besides the kinds' `/admin/v1/<kind>[/<id>]`; all are reads. */
+const FIXED_ROUTES = new Set(['/admin/v1/models/status', '/admin/v1/health']);
+/** AISIX's router (axum) answers a method no route takes with 405 and this `Allow`. */
+const ADMIN_ALLOW = 'GET,HEAD';
+
+/** Whether AISIX's admin router has `path`: a fixed read, or a kind's list or one of its rows. */
+export function isAdminRoute(path: string): boolean {
+  if (FIXED_ROUTES.has(path)) return true;
+  const m = /^\/admin\/v1\/([^/]+)(?:\/([^/]+))?$/.exec(path);
+  return m !== null && Object.hasOwn(ADMIN_KINDS, m[1]!);
+}
 
 /** The admin key check: undefined when the request carries one of `keys`, else the 401 to answer. */
 function adminKeyCheck(keys: readonly string[]): (c: Context) => Promise<Response | undefined> {
@@ -108,45 +176,59 @@ function adminKeyCheck(keys: readonly string[]): (c: Context) => Promise<Respons
 }
 
 /**
- * AISIX's order, where its router answers before its per-handler auth: an unknown route is 404 and a method
- * no handler takes is 405 without a key; a write AISIX would accept needs the admin key first (401), then
- * gets Sluice's 405 (read-only); a read needs the key. Every 405 names what is allowed.
+ * AISIX's order, where its router answers before its per-handler auth: an unknown route is 404 (the
+ * api-key rotation path among them: AISIX removed it) and any method but GET/HEAD is 405 (AISIX's admin API
+ * is read-only: the writes were removed), both without a key; a read needs the admin key.
  */
 function adminRouting(refusal: (c: Context) => Promise<Response | undefined>) {
   return async function adminRoute(c: Context, next: Next): Promise<Response | void> {
-    const writes = ADMIN_ROUTES[c.req.path];
-    if (writes === undefined) return errorResponse(errors.notFound(c.req.path));
-    const method = c.req.method;
-    const read = method === 'GET' || method === 'HEAD';
-    if (read || writes.includes(method)) {
-      const refused = await refusal(c);
-      if (refused) return refused;
+    if (!isAdminRoute(c.req.path)) return errorResponse(errors.notFound(c.req.path));
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
+      const res = errorResponse(errors.readOnlyAdmin());
+      res.headers.set('allow', ADMIN_ALLOW);
+      return res;
     }
-    if (read) return await next();
-    const res = errorResponse(errors.readOnlyAdmin());
-    res.headers.set('allow', ADMIN_ALLOW);
-    return res;
+    return (await refusal(c)) ?? await next();
   };
 }
 
-export function createAdminApp(gw: AdminView): Hono {
-  const app = new Hono();
+/**
+ * `POST /playground/chat/completions`, AISIX's: the request as sent, re-addressed to the proxy's
+ * `/v1/chat/completions` and run through the proxy app in-process, so the whole pipeline applies (the
+ * caller's proxy API key, limits, guardrails, cache). No admin key: AISIX's playground takes a proxy key.
+ */
+function playground(target: PlaygroundTarget | undefined) {
+  return function forwardToProxy(c: Context<AdminEnv>): Response | Promise<Response> {
+    if (!target) return errorResponse(new ProxyError(501, 'not_found', 'the playground is not wired to a proxy app'));
+    const url = new URL(c.req.url);
+    url.pathname = '/v1/chat/completions';
+    url.search = '';
+    const raw = c.req.raw;
+    // `duplex` is required by fetch's Request for a stream body; the DOM types do not list it.
+    const init: RequestInit & { duplex: 'half' } = {
+      method: 'POST',
+      headers: raw.headers,
+      body: raw.body,
+      duplex: 'half',
+    };
+    return target.fetch(new Request(url, init), c.env ?? {});
+  };
+}
+
+export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget): Hono<AdminEnv> {
+  const app = new Hono<AdminEnv>();
   app.get('/livez', livez);
   app.get('/readyz', (c) => readyz(c, { checks: () => [['config', gw.snapshot ? undefined : 'not ready']] }));
   app.all('/livez', methodNotAllowed);
   app.all('/readyz', methodNotAllowed);
+  app.post('/playground/chat/completions', playground(proxy));
+  app.all('/playground/chat/completions', (c) => {
+    const res = errorResponse(errors.methodNotAllowed(c.req.method, c.req.path));
+    res.headers.set('allow', 'POST');
+    return res;
+  });
 
   app.use('/admin/*', adminRouting(adminKeyCheck(gw.config.admin.admin_keys)));
-  const list = (kind: ResourceKind, rows: (s: Snapshot) => { id: string }[]) => (c: Context) => {
-    const s = gw.snapshot;
-    return c.json(s ? rows(s).map((r) => listEntry(r, s.revisions.get(`${kind}/${r.id}`) ?? 0)) : []);
-  };
-  app.get('/admin/v1/models', list('models', (s) => s.resources.models));
-  app.get(
-    '/admin/v1/provider_keys',
-    list('provider_keys', (s) => s.resources.provider_keys.map(redactProviderKey) as { id: string }[]),
-  );
-  app.get('/admin/v1/api_keys', list('api_keys', (s) => s.resources.api_keys.map(redactApiKey) as { id: string }[]));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
   app.get('/admin/v1/health', (c) => {
     const models = (gw.snapshot?.resources.models ?? []).map((m) => ({
@@ -166,6 +248,19 @@ export function createAdminApp(gw: AdminView): Hono {
       config_status: configStatusBody(gw.facts, gw.now()),
       drain: drainReportBody(gw),
     });
+  });
+  const entries = (segment: string) => {
+    const k = ADMIN_KINDS[segment]!;
+    const s = gw.snapshot;
+    return (s ? k.rows(s) : []).map((r) => listEntry(r, s?.revisions.get(`${k.kind}/${r.id}`) ?? 0));
+  };
+  app.get('/admin/v1/:kind', (c) => c.json(entries(c.req.param('kind'))));
+  app.get('/admin/v1/:kind/:id', (c) => {
+    const id = c.req.param('id');
+    const found = entries(c.req.param('kind')).find((e) => e.id === id);
+    return found
+      ? c.json(found)
+      : errorResponse(new ProxyError(404, 'not_found', `no ${c.req.param('kind')} row "${id}"`));
   });
   return app;
 }

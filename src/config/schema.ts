@@ -207,6 +207,8 @@ export const ConfigSchema = z.strictObject({
     request_id: z.strictObject({
       accept_headers: z.array(z.string().min(1)).default(['x-aisix-request-id']),
     }).prefault({}),
+    /** Sluice-only: the product name callers see (`Server`, `/v1/models` `owned_by`); `aisix` keeps AISIX's. */
+    identity: z.enum(['sluice', 'aisix']).default('sluice'),
     /** AISIX's nginx `set_real_ip_from` + `real_ip_recursive`: the client address behind trusted proxies. */
     real_ip: z.strictObject({
       trusted_proxies: z.array(

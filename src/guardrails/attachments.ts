@@ -3,7 +3,7 @@
 // environment; sorted by priority (higher first), then specificity (api_key > team > model > env), then the
 // guardrails' evaluation order; the first entry of a guardrail wins. A guardrail without any attachment row
 // applies environment-wide at priority 0; one whose attachments are all disabled applies nowhere.
-import type { GuardrailAttachment, ScopeType } from './schema.ts';
+import type { GuardrailAttachment, GuardrailRow, ScopeType } from './schema.ts';
 import type { Guardrail } from './types.ts';
 
 /** A guardrail row as the snapshot holds it: `guardrail` undefined when disabled or inert. */
@@ -12,6 +12,8 @@ export interface GuardrailEntry {
   name: string;
   createdAt: string | undefined;
   guardrail: Guardrail | undefined;
+  /** The row as parsed (defaults filled), for the admin API's reads; secrets are redacted there. */
+  row?: GuardrailRow;
   /** Build warnings to log when a snapshot with the row is applied (`unknown_enforcement_mode`). */
   warnings?: string[];
 }

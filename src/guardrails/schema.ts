@@ -9,6 +9,23 @@ const bufferCap = z.number().int().min(1).default(262_144);
 const onBufferExceeded = z.enum(['fail_closed', 'fail_open']).default('fail_closed');
 const timeoutMs = z.number().int().nonnegative().default(5000);
 const url = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+/**
+ * Values that become part of a remote service's URL: the region is a host label, the Bedrock guardrail's id
+ * and version are path segments. Each is held to its service's grammar here, so `..`, `/`, `#` or a dot
+ * never reach a URL the signed request goes to (docs/security.md "Upstream URLs and credentials").
+ */
+const regionName = z.string().regex(
+  /^[a-z0-9]+(?:-[a-z0-9]+)*$/,
+  'must be a region name such as us-east-1 or cn-shanghai (lowercase letters, digits and single "-")',
+);
+const bedrockGuardrailId = z.string().max(64).regex(
+  /^(?:[A-Za-z0-9_-]+|arn:aws(?:-[a-z]+)*:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:guardrail\/[a-z0-9]+)$/,
+  'must be a Bedrock guardrail id (letters, digits, "-" and "_") or its ARN',
+);
+const bedrockGuardrailVersion = z.string().regex(
+  /^(?:[1-9][0-9]{0,7}|DRAFT)$/,
+  'must be a version number (1-99999999) or DRAFT',
+);
 
 const common = {
   /** AISIX ignores an `id` member (the id is the row's key). */
@@ -133,7 +150,7 @@ const AzureTextModeration = z.strictObject({
 const AliyunTextModeration = z.strictObject({
   ...remote,
   kind: z.literal('aliyun_text_moderation'),
-  region: z.string().min(1),
+  region: regionName,
   access_key_id: z.string().min(1),
   access_key_secret: z.string().min(1),
   endpoint: url.optional(),
@@ -154,9 +171,9 @@ const Bedrock = z.strictObject({
     access_key_id: z.string().min(1),
     secret_access_key: z.string().min(1),
   }),
-  guardrail_id: z.string().min(1).max(64),
-  guardrail_version: z.string().min(1).max(16),
-  region: z.string().min(1),
+  guardrail_id: bedrockGuardrailId,
+  guardrail_version: bedrockGuardrailVersion,
+  region: regionName,
   /** `serial` waits for the answer (no timeout of its own); `timed` gives up after `timeout_ms`. */
   latency_mode: z.discriminatedUnion('kind', [
     z.strictObject({ kind: z.literal('serial') }),

@@ -67,7 +67,12 @@ export const errors = {
   notFound: (path: string) => new ProxyError(404, 'not_found', `no route for ${path}`),
   methodNotAllowed: (method: string, path: string) =>
     new ProxyError(405, 'method_not_allowed', `${method} is not allowed on ${path}`),
-  readOnlyAdmin: () => new ProxyError(405, 'method_not_allowed', 'the admin API is read-only in this version'),
+  readOnlyAdmin: () =>
+    new ProxyError(
+      405,
+      'method_not_allowed',
+      'the admin API is read-only: change resources in the resources file (then SIGHUP) or in etcd',
+    ),
   /** Workers in etcd mode before the first configuration arrived (runtimes/workers-handler.ts). */
   notConfigured: (retryAfterSecs: string) =>
     new ProxyError(

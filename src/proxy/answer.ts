@@ -289,7 +289,7 @@ export function stamped(
   headers: Record<string, string>,
 ): Response {
   call.c.set('stamped', true);
-  headers.server = SERVER;
+  headers.server = call.c.get('server') ?? SERVER;
   headers['x-aisix-request-id'] = call.rec.requestId;
   if (status < 300 && call.route.call === 'chat') headers['x-aisix-call-id'] = call.rec.requestId;
   return new Response(body, { status, headers });

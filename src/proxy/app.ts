@@ -27,7 +27,7 @@ import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
 import { ModelCall, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { policiesStep } from './policies.ts';
-import { SERVER } from './record.ts';
+import { gatewayOwner, serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
@@ -69,10 +69,12 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
   });
 
+  const server = serverHeader(cfg.proxy.identity);
   app.use('*', async function servedBySluice(c, next) {
+    c.set('server', server);
     await next();
     if (c.get('stamped')) return;
-    c.res.headers.set('server', SERVER);
+    c.res.headers.set('server', server);
     // Every proxy response has a request id; `/v1/*` set theirs already (track.ts).
     if (!c.res.headers.has('x-aisix-request-id')) {
       c.res.headers.set('x-aisix-request-id', requestIdFrom(c.req.raw.headers, cfg.proxy.request_id.accept_headers));
@@ -144,6 +146,7 @@ function listModels(d: ProxyDeps) {
     if (who instanceof ProxyError) return fail(c, who);
     // AISIX: `created` is the time of the answer; `owned_by` the model row's provider, else the gateway's name.
     const created = Math.floor(d.clock() / 1000);
+    const gateway = gatewayOwner(d.config.proxy.identity);
     const data = who.snapshot.listableModels()
       .filter((m) => modelAllowed(who.key, m.display_name))
       .map((m) => ({
@@ -151,8 +154,8 @@ function listModels(d: ProxyDeps) {
         object: 'model',
         created,
         owned_by: m.kind === 'direct'
-          ? (m.provider ?? who.snapshot.providerKeys.get(m.provider_key_id)?.provider ?? 'sluice')
-          : 'sluice',
+          ? (m.provider ?? who.snapshot.providerKeys.get(m.provider_key_id)?.provider ?? gateway)
+          : gateway,
       }))
       .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return c.json({ object: 'list', data });

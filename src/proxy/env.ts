@@ -20,5 +20,7 @@ export type ProxyEnv = {
     stream: StreamTracker | undefined;
     /** The response already carries `Server` and the request id (the middlewares leave its headers alone). */
     stamped: boolean | undefined;
+    /** The `Server` header of this app's answers (`proxy.identity`). */
+    server: string;
   };
 };

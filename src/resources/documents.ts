@@ -211,6 +211,7 @@ export function parseDocument(
         createdAt: r.data.created_at,
         guardrail: b.guardrail,
         warnings: b.warnings,
+        row: r.data,
       };
       return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
     }

@@ -411,6 +411,30 @@ test('/v1/models: owned_by the provider, "sluice" without one; created is now', 
   for (const m of body.data) assert.ok(m.created >= before && m.created <= Math.floor(Date.now() / 1000) + 1);
 });
 
+describe("proxy.identity: aisix keeps AISIX's identity strings", () => {
+  const aisix = proxyOverMocks(resources, { config: CONFIG('  identity: aisix'), env: { CALLER: KEY } });
+  test('Server: AISIX/<version> (AISIX\'s e2e pattern) on 2xx, 401, 404, probes and streams; owned_by "aisix"', async () => {
+    const auth = { authorization: `Bearer ${KEY}` };
+    const answers = [
+      await aisix.app.request('/livez'),
+      await aisix.app.request('/v1/models'),
+      await aisix.app.request('/v1/nothing', { headers: auth }),
+      await aisix.post('/v1/chat/completions', { model: 'gpt', messages: MESSAGES }, KEY),
+      await aisix.post('/v1/chat/completions', { model: 'gpt', messages: MESSAGES, stream: true }, KEY),
+      await aisix.post('/v1/messages', { model: 'claude', max_tokens: 5, messages: MESSAGES }, 'wrong-key'),
+    ];
+    for (const res of answers) {
+      assert.match(res.headers.get('server') ?? '', /^AISIX\/\d+\.\d+\.\d+([-+][\w.-]+)?$/, res.url);
+      await res.text();
+    }
+    const body = await (await aisix.app.request('/v1/models', { headers: auth })).json() as {
+      data: { id: string; owned_by: string }[];
+    };
+    const by = Object.fromEntries(body.data.map((m) => [m.id, m.owned_by]));
+    assert.deepEqual([by.gpt, by.claude, by.group], ['openai', 'anthropic', 'aisix']);
+  });
+});
+
 describe('allowed_cidrs (L7) and proxy.real_ip', () => {
   const chat = (model: string, peer: string, headers: Record<string, string> = {}) =>
     post('/v1/chat/completions', { model, messages: MESSAGES }, { peer, headers });

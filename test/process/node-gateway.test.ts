@@ -72,6 +72,25 @@ describe('node gateway process', () => {
     assert.deepEqual(models.data.map((m) => m.id), ['gpt-test']);
   });
 
+  test("the admin listener: AISIX's playground through the proxy pipeline; writes 405", async () => {
+    // The official client, its base at the admin listener's /playground: POST /playground/chat/completions.
+    const client = new OpenAI({ apiKey: CALLER_KEY, baseURL: gw.url('/playground', 'admin'), maxRetries: 0 });
+    const before = mock.requests.length;
+    const r = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'pg' }] });
+    assert.equal(r.choices[0]!.message.content, 'hi from mock');
+    assert.equal(mock.requests.length, before + 1);
+    assert.equal(mock.requests.at(-1)!.headers.authorization, 'Bearer sk-upstream-SECRET-value');
+    const admin = new OpenAI({ apiKey: 'admin-key-SECRET', baseURL: gw.url('/playground', 'admin'), maxRetries: 0 });
+    await assert.rejects(
+      admin.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }),
+      (e: { status?: number }) => e.status === 401,
+    );
+    const write = await fetch(gw.url('/admin/v1/models', 'admin'), { method: 'POST', body: '{}' });
+    assert.equal(write.status, 405);
+    assert.equal(write.headers.get('allow'), 'GET,HEAD');
+    assertNoSecret('admin 405', await write.text());
+  });
+
   test('errors reach the openai client with the right status', async () => {
     const client = new OpenAI({ apiKey: 'sk-wrong', baseURL: gw.url('/v1'), maxRetries: 0 });
     await assert.rejects(

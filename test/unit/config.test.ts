@@ -40,6 +40,7 @@ describe('defaults', () => {
         max_request_header_bytes: 32768,
         served_by_header: true,
         request_id: { accept_headers: ['x-aisix-request-id'] },
+        identity: 'sluice',
         real_ip: { trusted_proxies: [], recursive: false, header: 'x-forwarded-for' },
       },
       admin: { enabled: true, addr: '127.0.0.1:3001', admin_keys: ['adm-1'] },

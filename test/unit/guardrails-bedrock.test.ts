@@ -9,6 +9,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { type ChainDeps, runChain } from '../../src/guardrails/chain.ts';
 import { buildGuardrail } from '../../src/guardrails/build.ts';
 import { GuardrailSchema } from '../../src/guardrails/schema.ts';
+import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import type { Guardrail, Segment } from '../../src/guardrails/types.ts';
 import { GuardrailMetrics } from '../../src/observability/guardrail-metrics.ts';
 import { Registry } from '../../src/observability/metrics.ts';
@@ -121,6 +122,55 @@ describe('bedrock: the signed ApplyGuardrail call and its verdicts', () => {
     assert.ok(built.ok && built.guardrail);
     assert.equal(built.guardrail.outputFailOpen, false, 'output_fail_open defaults to false');
     assert.equal(built.guardrail.failOpen, false, 'fail_open defaults to false on a remote kind');
+  });
+});
+
+describe('values that reach a URL are held to their grammar', () => {
+  test('a region, guardrail id or version that could leave the host or path is refused, the field named', async () => {
+    const bedrock = {
+      kind: 'bedrock',
+      aws_credentials: { kind: 'static', access_key_id: 'a', secret_access_key: 's' },
+      guardrail_id: 'gr1',
+      guardrail_version: '1',
+      region: 'us-east-1',
+      latency_mode: { kind: 'serial' },
+    };
+    const rows = [
+      { ...bedrock, name: 'b0', region: 'evil.example#' },
+      { ...bedrock, name: 'b1', guardrail_id: '..' },
+      { ...bedrock, name: 'b2', guardrail_version: '../../x' },
+      { ...bedrock, name: 'b3', guardrail_id: 'a/b' },
+      {
+        name: 'ali',
+        kind: 'aliyun_text_moderation',
+        access_key_id: 'a',
+        access_key_secret: 's',
+        region: 'cn-shanghai.evil.example/',
+      },
+    ];
+    const r = await loadResourcesFile('/r.yaml', JSON.stringify({ _format_version: '1', guardrails: rows }), {});
+    assert.equal(r.ok, false);
+    if (r.ok) return;
+    const region = 'must be a region name such as us-east-1 or cn-shanghai (lowercase letters, digits and single "-")';
+    const id = 'must be a Bedrock guardrail id (letters, digits, "-" and "_") or its ARN';
+    assert.deepEqual(r.report.format().split('\n').slice(1), [
+      `  - guardrails[0] ("b0"): region: ${region}`,
+      `  - guardrails[1] ("b1"): guardrail_id: ${id}`,
+      '  - guardrails[2] ("b2"): guardrail_version: must be a version number (1-99999999) or DRAFT',
+      `  - guardrails[3] ("b3"): guardrail_id: ${id}`,
+      `  - guardrails[4] ("ali"): region: ${region}`,
+    ]);
+  });
+
+  test('AWS and Aliyun names, an ARN and DRAFT still load', () => {
+    const parse = (over: Record<string, unknown>) => GuardrailSchema.safeParse({ ...ROW, ...over }).success;
+    assert.equal(parse({ region: 'ap-southeast-1', guardrail_id: 'abc123xyz', guardrail_version: '12' }), true);
+    assert.equal(parse({ guardrail_id: 'arn:aws:bedrock:us-east-1:123456789012:guardrail/abc123' }), true);
+    assert.equal(parse({ guardrail_version: 'DRAFT' }), true);
+    for (const bad of ['', '.', 'us-east-1.', 'US-EAST-1', 'us_east_1', 'us--east']) {
+      assert.equal(parse({ region: bad }), false, bad);
+    }
+    for (const bad of ['0', 'draft', '1.0', '%2e%2e']) assert.equal(parse({ guardrail_version: bad }), false, bad);
   });
 });
 

@@ -8,6 +8,7 @@ import * as net from 'node:net';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { loadConfig } from '../../src/config/load.ts';
+import { ConfigSchema } from '../../src/config/schema.ts';
 import { VERSION } from '../../src/version.ts';
 import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { forcePhase, gatewayWith, type TestPlatform, testPlatform } from '../support/platform.ts';
@@ -850,6 +851,63 @@ describe('request ids and the Server header', () => {
     }
     const probe = await call('/livez', { headers: { 'x-aisix-request-id': 'probe-1' } });
     assert.equal(probe.headers.get('x-aisix-request-id'), 'probe-1');
+  });
+});
+
+describe('proxy.identity', () => {
+  test('aisix: Server is AISIX/<version> on every proxy response and a group is owned_by "aisix"', async () => {
+    const { gw: g2 } = await gatewayWith(resources(mock.base, mock.base), {
+      config: CONFIG.replace(`request_body_limit_bytes: ${BODY_LIMIT}`, 'identity: aisix'),
+      env: {
+        UPSTREAM_KEY,
+        CALLER_ALL: CALLER.all,
+        CALLER_LIMITED: CALLER.limited,
+        CALLER_EXPIRED: CALLER.expired,
+        CALLER_DISABLED: CALLER.disabled,
+        CALLER_NONE: CALLER.none,
+      },
+    });
+    assert.equal(g2.config.proxy.identity, 'aisix');
+    const a2 = createProxyApp(g2);
+    const auth = { authorization: `Bearer ${CALLER.all}`, 'content-type': 'application/json' };
+    const chat = (stream: boolean) =>
+      a2.request('/v1/chat/completions', {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({ model: 'gpt-4o', messages: MESSAGES, stream }),
+      }, PEER);
+    const responses = [
+      await a2.request('/livez', {}, PEER),
+      await a2.request('/readyz', {}, PEER),
+      await a2.request('/nowhere', {}, PEER),
+      await a2.request('/v1/models', {}, PEER), // 401
+      await a2.request('/v1/models', { headers: auth }, PEER),
+      await chat(false),
+      await chat(true),
+    ];
+    // AISIX's e2e pattern for its Server header.
+    for (const res of responses) {
+      assert.equal(res.headers.get('server'), `AISIX/${VERSION}`, res.url);
+      assert.match(res.headers.get('server')!, /^AISIX\/\d+\.\d+\.\d+([-+][\w.-]+)?$/);
+      await res.text();
+    }
+    const models = await (await a2.request('/v1/models', { headers: auth }, PEER)).json() as {
+      data: { id: string; owned_by: string }[];
+    };
+    const by = Object.fromEntries(models.data.map((m) => [m.id, m.owned_by]));
+    assert.equal(by.smart, 'aisix');
+    assert.equal(by['gpt-4o'], 'openai');
+  });
+
+  test('the default is sluice; any other value is a config error naming the field', async () => {
+    assert.equal(gw.config.proxy.identity, 'sluice');
+    const res = await call('/v1/models', { headers: { authorization: `Bearer ${CALLER.all}` } });
+    assert.equal(res.headers.get('server'), `sluice/${VERSION}`);
+    const models = await res.json() as { data: { id: string; owned_by: string }[] };
+    assert.equal(models.data.find((m) => m.id === 'smart')?.owned_by, 'sluice');
+    const bad = ConfigSchema.safeParse({ proxy: { addr: '127.0.0.1:0', identity: 'AISIX' } });
+    assert.equal(bad.success, false);
+    assert.deepEqual(bad.error?.issues[0]?.path, ['proxy', 'identity']);
   });
 });
 

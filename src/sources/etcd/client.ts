@@ -24,6 +24,14 @@
 // Secrets: no error message built here contains the password or a token (they are never interpolated,
 // and every message goes through `redact` as a second line of defence).
 
+/**
+ * A 3xx: etcd's gateway never sends one, so it is a proxy or an impostor asking for the token, password or
+ * request to go elsewhere. Every call asks its fetch not to follow (`redirect: 'manual'`) and fails here.
+ */
+function isRedirect(status: number): boolean {
+  return status >= 300 && status < 400;
+}
+
 /** The subset of `fetch` we use. Any WHATWG-compatible fetch fits (global, undici, Workers). */
 export type EtcdFetch = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -373,8 +381,14 @@ export class EtcdClient {
           headers: { 'content-type': 'application/json' },
           body: '{}',
           signal: ctrl.signal,
+          redirect: 'manual',
         });
         const text = await res.text();
+        if (isRedirect(res.status)) {
+          failures.push(`${where}: HTTP ${res.status}, a redirect (never followed)`);
+          kind = 'server';
+          continue;
+        }
         let leader: unknown;
         try {
           const body: unknown = JSON.parse(text);
@@ -554,11 +568,22 @@ export class EtcdClient {
       if (token) headers.authorization = token;
       let res: Response;
       try {
-        res = await this.fetchFn(`${endpoint}${path}`, { method: 'POST', headers, body: payload, signal: ctrl.signal });
+        res = await this.fetchFn(`${endpoint}${path}`, {
+          method: 'POST',
+          headers,
+          body: payload,
+          signal: ctrl.signal,
+          redirect: 'manual',
+        });
       } catch (err) {
         return fail(err);
       }
       deadlines.headReceived();
+      if (isRedirect(res.status)) {
+        await res.body?.cancel().catch(() => {});
+        const msg = `${where}: answered HTTP ${res.status}, a redirect; the etcd client follows none`;
+        return { ok: false, error: new EtcdError(this.redact(msg), 'server', { status: res.status }), failover: true };
+      }
       if (stream && res.status === 200 && res.body) {
         keepOpen = true;
         let closed = false;
