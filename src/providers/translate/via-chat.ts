@@ -81,7 +81,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     return { kind: 'refused', message: e.message };
   }
   const model = call.callerModel ?? String(call.body.model ?? '');
-  const r = await adapter.call({ ...call, endpoint: 'chat', body });
+  const r = await adapter.call({ ...call, endpoint: 'chat', body, forTranslation: true });
   if (r.kind === 'stream') {
     // The inner adapter's own count (e.g. Anthropic's cache parts) is richer than the chat usage chunk.
     let seen: TokenUsage | undefined;
