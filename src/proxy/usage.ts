@@ -32,6 +32,16 @@ export function fromCounts(c: TokenCounts | undefined): Usage | undefined {
   return u;
 }
 
+/**
+ * An embeddings answer's counts as AISIX reads them: the prompt is `prompt_tokens`, else (0 or absent)
+ * `total_tokens`; the total is the larger of the two.
+ */
+export function embeddingsUsage(u: Usage | undefined): Usage | undefined {
+  if (!u) return u;
+  const input = u.input || u.total;
+  return input === undefined ? u : { ...u, input, total: Math.max(u.total ?? 0, input) };
+}
+
 function n(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
 }

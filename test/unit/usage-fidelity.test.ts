@@ -1,7 +1,8 @@
 // Usage fidelity against AISIX (docs/aisix-compatibility.md "Translation and token accounting"), through
 // app.request() against the mock upstreams: an Anthropic stream whose events name themselves only in their
 // `data:` (relayed whole and counted, native and translated), input counts reported only on `message_delta`,
-// and Anthropic's cache counts in a chat caller's usage (AISIX's formula, JSON and streamed).
+// Anthropic's cache counts in a chat caller's usage (AISIX's formula, JSON and streamed), and an embeddings
+// answer whose usage has only `total_tokens`.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { anthropicEvents, anthropicFrame, anthropicMessage } from '../support/mock-anthropic.ts';
@@ -14,6 +15,7 @@ type Json = Record<string, unknown>;
 const rig = proxyOverMocks(
   (openaiBase, anthropicBase) =>
     `${threeVendors(openaiBase, anthropicBase)}
+  - { display_name: emb, provider_key: oa, model_name: emb-upstream, retries: 0 }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
 `,
@@ -244,5 +246,43 @@ describe("Anthropic's cache counts in a chat caller's usage: AISIX's formula", (
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: 1214,
     });
+  });
+});
+
+describe('embeddings usage', () => {
+  const answer = (usage?: Json): Json => ({
+    object: 'list',
+    model: 'emb-upstream',
+    data: [{ index: 0, object: 'embedding', embedding: [0.25, -0.5] }],
+    ...(usage ? { usage } : {}),
+  });
+
+  test('only total_tokens: a 200 whose prompt_tokens is 0, the total counted as input in the metrics', async () => {
+    rig.mock.script({ body: answer({ total_tokens: 8 }) });
+    let json: Json = {};
+    const counted = await tokensDuring('/v1/embeddings', 'emb', async () => {
+      const res = await post('/v1/embeddings', { model: 'emb', input: 'hello' });
+      assert.equal(res.status, 200);
+      json = await res.json() as Json;
+    });
+    assert.deepEqual(json, answer({ total_tokens: 8, prompt_tokens: 0 }));
+    assert.deepEqual(counted, [8, 0, 8]);
+    assert.deepEqual([lastLog().prompt_tokens, lastLog().total_tokens], [8, 8]);
+  });
+
+  test('no usage at all: both counters 0 in the answer', async () => {
+    rig.mock.script({ body: answer() });
+    const res = await post('/v1/embeddings', { model: 'emb', input: 'hello' });
+    assert.deepEqual(await res.json(), answer({ prompt_tokens: 0, total_tokens: 0 }));
+  });
+
+  test('both counters stated: the bytes as the upstream sent them', async () => {
+    const raw = JSON.stringify(answer({ prompt_tokens: 5, total_tokens: 5, extra: 1 }));
+    rig.mock.script({ body: raw });
+    const counted = await tokensDuring('/v1/embeddings', 'emb', async () => {
+      const res = await post('/v1/embeddings', { model: 'emb', input: 'hello' });
+      assert.equal(await res.text(), raw);
+    });
+    assert.deepEqual(counted, [5, 0, 5]);
   });
 });
