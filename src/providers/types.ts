@@ -49,6 +49,12 @@ export interface ProviderCall {
    * translation to restate, where a chat caller of an Anthropic-wire upstream gets AISIX's accounting.
    */
   forTranslation?: boolean;
+  /**
+   * Called once, when the upstream's first SSE chunk arrived, by a translation that writes nothing until
+   * later (a Responses answer starts at the first text): the time to first token stops there, not at the
+   * caller's first byte.
+   */
+  firstUpstreamChunk?(): void;
 }
 
 /**

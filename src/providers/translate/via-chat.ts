@@ -85,7 +85,8 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
   if (r.kind === 'stream') {
     // The inner adapter's own count (e.g. Anthropic's cache parts) is richer than the chat usage chunk.
     let seen: TokenUsage | undefined;
-    const chunks = wire.stream(r.chunks, model, (u) => {
+    const upstream = call.firstUpstreamChunk ? noticingFirst(r.chunks, call.firstUpstreamChunk) : r.chunks;
+    const chunks = wire.stream(upstream, model, (u) => {
       seen = u;
     }, call.maxSseEventBytes);
     return { kind: 'stream', chunks, cancel: r.cancel, counted: () => r.counted?.() ?? seen };
@@ -95,4 +96,27 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
   const json = parseJsonObject(r.body);
   if (!json) return { ...r, body: '' };
   return { ...r, body: JSON.stringify(wire.response(json, model)), contentType: 'application/json' };
+}
+
+/** The chunks as they come; `onFirst` once the first has arrived (the time to first token stops there). */
+function noticingFirst(chunks: AsyncIterable<Uint8Array>, onFirst: () => void): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = chunks[Symbol.asyncIterator]();
+      let waiting = true;
+      return {
+        next() {
+          if (!waiting) return it.next();
+          return it.next().then((r) => {
+            if (!r.done) {
+              waiting = false;
+              onFirst();
+            }
+            return r;
+          });
+        },
+        return: () => it.return?.() ?? Promise.resolve({ done: true as const, value: undefined }),
+      };
+    },
+  };
 }
