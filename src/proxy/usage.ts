@@ -147,8 +147,9 @@ function objectFollows(text: string, i: number): boolean {
 }
 
 /**
- * The first member of a `data:` JSON object at `at`: `error` (OpenAI's error chunk), or `type` with its value
- * (how Anthropic's events say what they are, whether or not an `event:` line named them). Any JSON spacing.
+ * The first member of a `data:` line's JSON object (matched from the value's start): `error` (OpenAI's error
+ * chunk), or `type` with its value (how Anthropic's events say what they are, whether or not an `event:` line
+ * named them). Any JSON spacing.
  */
 const LEADING_MEMBER = /\s*\{\s*"(error|type)"\s*:\s*(?:"([a-z_.]{1,40})")?/y;
 
