@@ -56,11 +56,18 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
   if (r.kind === 'stream') {
     const includeUsage = typeof c.body.stream_options === 'object' && c.body.stream_options !== null &&
       (c.body.stream_options as { include_usage?: unknown }).include_usage === true;
-    // The counts reach the meter whatever the caller asked, cache parts included.
+    // The counts reach the meter whatever the caller asked, as the answer states them.
     let counted: TokenCounts | undefined;
-    const chunks = messagesStreamToChat(r.chunks, model, includeUsage, (u) => {
-      counted = u;
-    }, c.maxSseEventBytes);
+    const chunks = messagesStreamToChat(
+      r.chunks,
+      model,
+      includeUsage,
+      (u) => {
+        counted = u;
+      },
+      c.maxSseEventBytes,
+      c.forTranslation,
+    );
     return { kind: 'stream', chunks, cancel: r.cancel, counted: () => counted };
   }
   // An error status goes back as the upstream sent it (the HTTP layer re-wraps it in the caller's envelope);
@@ -68,7 +75,11 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
   const json = parseJsonObject(r.body);
   if (!json) return { ...r, body: '' }; // not JSON: routing's check fails it, whatever its shape
-  return { ...r, body: JSON.stringify(messagesToChatResponse(json, model)), contentType: 'application/json' };
+  return {
+    ...r,
+    body: JSON.stringify(messagesToChatResponse(json, model, c.forTranslation)),
+    contentType: 'application/json',
+  };
 }
 
 export const anthropicAdapter: ProviderAdapter = {

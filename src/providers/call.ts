@@ -3,8 +3,10 @@
 // reaching a chat target), and a refusal (a 400 in the caller's wire) when the target cannot serve the
 // endpoint at all (e.g. embeddings on an Anthropic key). Routing and handlers never know which of these
 // happened. Upstream error answers come back as the upstream sent them: the HTTP layer re-wraps them
-// (src/http/errors.ts). A chat answer names the model the caller sent (caller-model.ts).
+// (src/http/errors.ts). A chat answer names the model the caller sent (caller-model.ts); an embeddings
+// answer states both usage counters (embeddings-usage.ts).
 import { streamWithCallerModel, withCallerModel } from './caller-model.ts';
+import { withEmbeddingUsage } from './embeddings-usage.ts';
 import { translatedCall } from './translate/via-chat.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
 
@@ -15,6 +17,7 @@ export async function callProvider(adapter: ProviderAdapter, call: ProviderCall)
     return { kind: 'refused', message: `this model (adapter "${adapter.name}") does not serve ${call.endpoint}` };
   }
   const r = await adapter.call(call);
+  if (call.endpoint === 'embeddings') return withEmbeddingUsage(r);
   if (call.endpoint !== 'chat' || call.callerModel === undefined) return r;
   return namingCallerModel(r, call.callerModel, call.maxSseEventBytes);
 }

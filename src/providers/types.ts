@@ -46,6 +46,18 @@ export interface ProviderCall {
    * (translations, injected usage); 0 = any. Absent: the default (src/providers/sse.ts).
    */
   maxSseEventBytes?: number;
+  /**
+   * The chat answer is read by another wire's translation (translate/via-chat.ts), not shown to a chat
+   * caller: its usage keeps OpenAI's meaning (cached input inside `prompt_tokens`, `cached_tokens` set) for the
+   * translation to restate, where a chat caller of an Anthropic-wire upstream gets AISIX's accounting.
+   */
+  forTranslation?: boolean;
+  /**
+   * Called once, when the upstream's first SSE chunk arrived, by a translation that writes nothing until
+   * later (a Responses answer starts at the first text): the time to first token stops there, not at the
+   * caller's first byte.
+   */
+  firstUpstreamChunk?(): void;
 }
 
 /**
@@ -63,6 +75,12 @@ export interface TokenCounts {
   reasoning?: number;
   /** Some counter was filled by the local estimate (estimate.ts), not reported by the upstream. */
   estimated?: boolean;
+  /**
+   * The total the caller was told when it is not `input + output`: AISIX's accounting of an Anthropic-wire
+   * upstream to a chat caller, where `input` is the prompt without Anthropic's cache counts and the total
+   * includes them.
+   */
+  total?: number;
 }
 
 export type ProviderResult =

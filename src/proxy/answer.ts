@@ -22,7 +22,16 @@ import type { ModelCallRoute } from './routes.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
 import { StreamCount } from './stream-count.ts';
-import { fromCounts, isReported, meteredChunks, readBody, StreamUsage, totalOf, type Usage } from './usage.ts';
+import {
+  embeddingsUsage,
+  fromCounts,
+  isReported,
+  meteredChunks,
+  readBody,
+  StreamUsage,
+  totalOf,
+  type Usage,
+} from './usage.ts';
 import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
@@ -127,6 +136,7 @@ export class Answerer {
     rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
+      if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       const trace = rec.trace;
       if (trace) rec.endedWith(finishReasonOf(r.body));
       if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));

@@ -94,6 +94,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     health: d.health,
     routing: d.routingState,
     metrics: d.metrics,
+    clock: d.clock,
   });
   const answerer = new Answerer({
     dispatcher,

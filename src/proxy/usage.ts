@@ -7,7 +7,8 @@
 //
 // Cheap on purpose, since it runs on every answer: a JSON body is not parsed whole — only its `usage`
 // object (found from the end, where every wire puts it) and its leading `"id"` are read; a stream's lines
-// are parsed only when they carry a `"usage":{` object (or, for the first one, the id).
+// are parsed only when they carry a `"usage"` object (or, for the first one, the id); a `data:` line's
+// leading `type` (any JSON spacing) says what an Anthropic event is when no `event:` line names it.
 import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from '../providers/sse.ts';
 import type { TokenCounts } from '../providers/types.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
@@ -26,29 +27,55 @@ export interface Usage {
 export function fromCounts(c: TokenCounts | undefined): Usage | undefined {
   if (!c) return undefined;
   const u: Usage = { input: c.input, output: c.output };
+  if (c.total !== undefined) u.total = c.total;
   if (c.estimated) u.estimated = true;
   return u;
+}
+
+/**
+ * An embeddings answer's counts as AISIX reads them: the prompt is `prompt_tokens`, else (0 or absent)
+ * `total_tokens`; the total is the larger of the two.
+ */
+export function embeddingsUsage(u: Usage | undefined): Usage | undefined {
+  if (!u) return u;
+  const input = u.input || u.total;
+  return input === undefined ? u : { ...u, input, total: Math.max(u.total ?? 0, input) };
 }
 
 function n(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
 }
 
-/** Fold one `usage` object (either wire) into what is known so far; later numbers win. */
-function fold(into: Usage, usage: unknown): void {
-  if (typeof usage !== 'object' || usage === null) return;
-  const u = usage as Record<string, unknown>;
-  const input = n(u.prompt_tokens) ??
-    sumDefined(n(u.input_tokens), n(u.cache_creation_input_tokens), n(u.cache_read_input_tokens));
-  const output = n(u.completion_tokens) ?? n(u.output_tokens);
-  if (input !== undefined) into.input = input;
-  if (output !== undefined) into.output = output;
-  if (n(u.total_tokens) !== undefined) into.total = n(u.total_tokens);
+/**
+ * Anthropic's input counters seen so far in one answer: a stream reports them on `message_start` and (some
+ * relays only there) on `message_delta`, so each keeps the larger value, as AISIX's meter does.
+ */
+interface AnthropicInput {
+  input: number;
+  cacheCreation: number;
+  cacheRead: number;
 }
 
-function sumDefined(...xs: (number | undefined)[]): number | undefined {
-  const defined = xs.filter((x): x is number => x !== undefined);
-  return defined.length === 0 ? undefined : defined.reduce((a, b) => a + b, 0);
+/**
+ * Fold one `usage` object (either wire) into what is known so far: OpenAI's counters, later numbers win;
+ * Anthropic's input counters per counter the larger (`parts` carries them between the events of a stream).
+ */
+function fold(into: Usage, usage: unknown, parts?: AnthropicInput): void {
+  if (typeof usage !== 'object' || usage === null) return;
+  const u = usage as Record<string, unknown>;
+  const prompt = n(u.prompt_tokens);
+  const [input, creation, read] = [n(u.input_tokens), n(u.cache_creation_input_tokens), n(u.cache_read_input_tokens)];
+  if (prompt !== undefined) into.input = prompt;
+  else if (input !== undefined || creation !== undefined || read !== undefined) {
+    const p = parts ?? { input: 0, cacheCreation: 0, cacheRead: 0 };
+    p.input = Math.max(p.input, input ?? 0);
+    p.cacheCreation = Math.max(p.cacheCreation, creation ?? 0);
+    p.cacheRead = Math.max(p.cacheRead, read ?? 0);
+    into.input = p.input + p.cacheCreation + p.cacheRead;
+  }
+  const output = n(u.completion_tokens) ?? n(u.output_tokens);
+  if (output !== undefined) into.output = output;
+  if (n(u.total_tokens) !== undefined) into.total = n(u.total_tokens);
 }
 
 /**
@@ -109,7 +136,22 @@ function lastUsageObject(text: string): unknown {
 }
 
 const ID = /"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"/;
-const USAGE_KEY = '"usage":{';
+const USAGE_KEY = '"usage"';
+
+/** Whether `: {` (any JSON whitespace around the colon) follows at `i` on one line. */
+function objectFollows(text: string, i: number): boolean {
+  while (text.charCodeAt(i) === 32 || text.charCodeAt(i) === 9) i++;
+  if (text.charCodeAt(i++) !== 58 /* : */) return false;
+  while (text.charCodeAt(i) === 32 || text.charCodeAt(i) === 9) i++;
+  return text.charCodeAt(i) === 123 /* { */;
+}
+
+/**
+ * The first member of a `data:` line's JSON object (matched from the value's start): `error` (OpenAI's error
+ * chunk), or `type` with its value (how Anthropic's events say what they are, whether or not an `event:` line
+ * named them). Any JSON spacing.
+ */
+const LEADING_MEMBER = /\s*\{\s*"(error|type)"\s*:\s*(?:"([a-z_.]{1,40})")?/y;
 
 /** The first `"id": "…"` of a JSON text (every wire puts the response id first), or undefined. */
 function leadingId(text: string): string | undefined {
@@ -141,6 +183,7 @@ export class StreamUsage {
   private line: string[] = [];
   private lineLength = 0;
   private readonly counted: Usage = {};
+  private readonly parts: AnthropicInput = { input: 0, cacheCreation: 0, cacheRead: 0 };
   /** The provider's response id, from the first event that carries one. */
   id: string | undefined;
   /** Saw the wire's terminator: `data: [DONE]` or Anthropic's `message_stop` event. */
@@ -151,7 +194,7 @@ export class StreamUsage {
   piece = '';
   /** The first finish reason an event gave (read only with `readsFinishReason`). */
   finishReason: string | undefined;
-  /** Where the text being read next holds `"usage":{` at or after the current line; -1: nowhere. */
+  /** Where the text being read next holds `"usage"` at or after the current line; -1: nowhere. */
   private usageAt = -1;
 
   /**
@@ -236,13 +279,24 @@ export class StreamUsage {
       this.terminated = true;
       return;
     }
-    if (text.startsWith('{"error"', data) || text.startsWith('{"type":"error"', data)) this.errored = true;
-    else if (text.startsWith('{"type":"message_stop"', data)) this.terminated = true;
+    LEADING_MEMBER.lastIndex = data;
+    const lead = LEADING_MEMBER.exec(text);
+    if (lead && LEADING_MEMBER.lastIndex <= end) {
+      const type = lead[2];
+      if (lead[1] === 'error' || type === 'error' || type === 'response.failed') this.errored = true;
+      else if (type === 'message_stop' || type === 'response.completed' || type === 'response.incomplete') {
+        this.terminated = true;
+      }
+    }
     if (this.id === undefined) this.id = leadingId(text.slice(start, end));
     if (this.readsFinishReason && this.finishReason === undefined) {
       this.finishReason = finishReasonOf(text.slice(data, end));
     }
     if (this.usageAt >= 0 && this.usageAt < data) this.usageAt = text.indexOf(USAGE_KEY, data);
+    // Only a `"usage"` whose value is an object is worth a parse (chat chunks carry `"usage":null`).
+    while (this.usageAt >= 0 && this.usageAt < end && !objectFollows(text, this.usageAt + USAGE_KEY.length)) {
+      this.usageAt = text.indexOf(USAGE_KEY, this.usageAt + USAGE_KEY.length);
+    }
     if (this.usageAt < 0 || this.usageAt + USAGE_KEY.length > end) return;
     try {
       const v = JSON.parse(text.slice(start + 5, end)) as {
@@ -250,9 +304,9 @@ export class StreamUsage {
         message?: { usage?: unknown };
         response?: { usage?: unknown };
       };
-      fold(this.counted, v.message?.usage);
-      fold(this.counted, v.response?.usage);
-      fold(this.counted, v.usage);
+      fold(this.counted, v.message?.usage, this.parts);
+      fold(this.counted, v.response?.usage, this.parts);
+      fold(this.counted, v.usage, this.parts);
     } catch {
       // not JSON: nothing to count
     }

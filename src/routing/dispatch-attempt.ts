@@ -7,7 +7,14 @@ import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import { certificateProblem, RefusedAnswer, UnsendableHeader } from '../upstream-fetch.ts';
 import { invalidCredentials } from '../providers/failures.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
-import { type AttemptOutcome, certificateFailed, type DispatchInput, type Target } from './dispatch-types.ts';
+import {
+  type AttemptOutcome,
+  certificateFailed,
+  type DispatchInput,
+  type LiveStream,
+  type Target,
+} from './dispatch-types.ts';
+import { type Clock, systemClock } from '../util/clock.ts';
 import type { RoutingState } from './strategies.ts';
 import { upstreamBody } from './upstream-body.ts';
 import type { AttemptSpan } from '../telemetry/trace.ts';
@@ -19,6 +26,8 @@ export interface AttemptDeps {
   config: { upstream: Pick<Config['upstream'], 'max_sse_event_bytes'> };
   routing: Pick<RoutingState, 'begin'>;
   metrics: Pick<GatewayMetrics, 'deploymentRequests'>;
+  /** The attempt's start and its first chunk (the time to first token); default the system's. */
+  clock?: Clock;
 }
 
 /** The abort reasons of an attempt's own `Cancel`. */
@@ -36,7 +45,16 @@ export async function attemptUpstream(
   signal: CancelSignal,
   span?: AttemptSpan,
 ): Promise<AttemptOutcome> {
-  const startedAt = Date.now();
+  const now = d.clock ?? systemClock;
+  const startedAt = now();
+  // A translation that writes nothing until later says when its upstream's first chunk came.
+  let upstreamFirstAt: number | undefined;
+  let live: LiveStream | undefined;
+  const firstUpstreamChunk = () => {
+    upstreamFirstAt ??= now();
+    if (live) live.firstAt ??= upstreamFirstAt;
+    span?.firstByte();
+  };
   const cancel = new Cancel();
   const onCallerGone = () => cancel.abort(CALLER_GONE);
   signal.addEventListener('abort', onCallerGone, { once: true });
@@ -73,6 +91,7 @@ export async function attemptUpstream(
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),
+      ...(input.stream ? { firstUpstreamChunk } : {}),
     });
     if (r.kind === 'refused') {
       end();
@@ -97,7 +116,9 @@ export async function attemptUpstream(
     if (!t.streamConfigured) {
       // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
       clearTimeout(timer);
-      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, startedAt, counted } };
+      live = { rest, abort, end, startedAt, counted };
+      if (upstreamFirstAt !== undefined) live.firstAt = upstreamFirstAt;
+      return { kind: 'response', status: 200, retryAfter: null, live };
     }
     const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
     if (first.done) {
@@ -107,7 +128,7 @@ export async function attemptUpstream(
     }
     clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
     span?.firstByte();
-    const live = { first: first.value, rest, abort, end, startedAt, firstAt: Date.now(), counted };
+    live = { first: first.value, rest, abort, end, startedAt, firstAt: upstreamFirstAt ?? now(), counted };
     return { kind: 'response', status: 200, retryAfter: null, live };
   } catch (e) {
     end();

@@ -5,6 +5,7 @@ import { type StreamEnd, type TokenCounts, UpstreamStreamError } from '../provid
 import { upstreamErrorParts } from '../providers/upstream-error.ts';
 import { CHUNKS_DONE } from '../util/bytes.ts';
 import type { Cancel } from '../util/cancel.ts';
+import { type Clock, systemClock } from '../util/clock.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import type { AttemptRecorder } from './dispatch-record.ts';
 import type { RequestTrace } from '../telemetry/trace.ts';
@@ -29,8 +30,9 @@ export function streamResult(
   recorder: AttemptRecorder,
   served?: ServedBy,
   trace?: RequestTrace,
+  clock: Clock = systemClock,
 ): DispatchResult {
-  const s = new CallerStream(run, controller, answer, recorder, trace);
+  const s = new CallerStream(run, controller, answer, recorder, trace, clock);
   return {
     kind: 'stream',
     ...(served ? { served } : {}),
@@ -56,6 +58,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     private readonly answer: (run: Run) => Answer,
     private readonly recorder: AttemptRecorder,
     private readonly trace: RequestTrace | undefined,
+    private readonly clock: Clock,
   ) {
     // A stream the loop produced after the caller's body had already ended is nobody's: close it.
     void run.then((r) => {
@@ -143,7 +146,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     if (r.done) {
       throw new UpstreamStreamError('upstream_error', 'the upstream closed the stream before sending anything');
     }
-    a.live.firstAt ??= Date.now();
+    a.live.firstAt ??= this.clock();
     this.trace?.serving?.firstByte();
     return r;
   }

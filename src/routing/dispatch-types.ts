@@ -150,7 +150,7 @@ export interface LiveStream {
   abort(): void;
   /** Release what the attempt holds (deadline timer, caller-gone listener, in-flight count). Idempotent. */
   end(): void;
-  /** When the attempt began, and when its first chunk arrived (ms, `Date.now()`): the upstream TTFT. */
+  /** When the attempt began, and when its first chunk arrived (ms, the gateway's clock): the upstream TTFT. */
   startedAt: number;
   firstAt?: number;
   /** The adapter's count, once the stream ended (ProviderResult `counted`). */

@@ -5,6 +5,7 @@ import type { Config } from '../config/schema.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
+import type { Clock } from '../util/clock.ts';
 import { attemptUpstream } from './dispatch-attempt.ts';
 import { planTargets } from './dispatch-plan.ts';
 import { AttemptRecorder, settleSpan, traceAttempt } from './dispatch-record.ts';
@@ -39,6 +40,8 @@ export interface DispatcherDeps {
   health: ModelHealth;
   routing: RoutingState;
   metrics: GatewayMetrics;
+  /** Times each attempt and its first chunk (the time to first token); default the system's. */
+  clock?: Clock;
 }
 
 export class Dispatcher {
@@ -74,9 +77,9 @@ export class Dispatcher {
     if (early) {
       const a = answerOf(early.value);
       if (a.kind !== 'live') return a;
-      return streamResult(run, controller, answerOf, this.recorder, a.served, input.trace);
+      return streamResult(run, controller, answerOf, this.recorder, a.served, input.trace, this.d.clock);
     }
-    return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace);
+    return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace, this.d.clock);
   }
 
   /** The retry loop over the plan's targets, every attempt recorded. */

@@ -1,6 +1,6 @@
 // A scriptable Anthropic Messages upstream (`POST /v1/messages`, `POST /v1/messages/count_tokens`) on a
-// real loopback socket: JSON answers, named-event SSE streams (with a delay before the first event, for
-// first-byte deadlines), error statuses.
+// real loopback socket: JSON answers, named-event SSE streams (or `data:`-only ones, as some relays send; with
+// a delay before the first event, for first-byte deadlines), error statuses.
 // Every request is recorded with its headers, so tests can check `x-api-key` and `anthropic-version`. With
 // `rules: true` a request the real API refuses gets Anthropic's 400 and leaves the script alone (api-rules.ts).
 import { anthropicViolation } from './api-rules.ts';
@@ -18,6 +18,18 @@ export interface AnthropicReply {
   eventDelayMs?: number;
   /** SSE: headers go out at once, the first event only after this long (a silent upstream). */
   firstEventDelayMs?: number;
+  /**
+   * SSE: `data:` lines only, no `event:` lines (a relay that names each event by its `type` alone), its JSON
+   * `compact` or `spaced` (`{ "type": "…", … }`, as a re-serialising relay may write it).
+   */
+  dataOnly?: 'compact' | 'spaced';
+}
+
+/** An event as the reply frames it (`AnthropicReply.dataOnly`). */
+export function anthropicFrame(name: string, payload: unknown, dataOnly?: 'compact' | 'spaced'): string {
+  if (!dataOnly) return `event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`;
+  const json = dataOnly === 'spaced' ? JSON.stringify(payload, null, 1).replace(/\n */g, ' ') : JSON.stringify(payload);
+  return `data: ${json}\n\n`;
 }
 
 export interface AnthropicRecorded {
@@ -109,7 +121,7 @@ export async function startMockAnthropic(opts: { rules?: boolean } = {}): Promis
       if (reply.firstEventDelayMs) await sleep(reply.firstEventDelayMs);
       for (const [name, payload] of reply.events ?? anthropicEvents(model)) {
         if (res.destroyed) return;
-        res.write(`event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`);
+        res.write(anthropicFrame(name, payload, reply.dataOnly));
         if (reply.eventDelayMs) await sleep(reply.eventDelayMs);
       }
       res.end();

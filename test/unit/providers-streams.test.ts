@@ -25,7 +25,7 @@ after(async () => {
   await ant.close();
 });
 
-function stream(family: 'openai' | 'compatible' | 'anthropic', endpoint: Endpoint, body: Json) {
+function stream(family: 'openai' | 'compatible' | 'anthropic', endpoint: Endpoint, body: Json, forTranslation = false) {
   const adapter = family === 'anthropic' ? 'anthropic' : 'openai';
   const key = {
     id: 'k',
@@ -42,6 +42,7 @@ function stream(family: 'openai' | 'compatible' | 'anthropic', endpoint: Endpoin
     upstream: fetchUpstream(),
     signal: new Cancel(),
     callerModel: 'alias',
+    forTranslation,
   });
 }
 
@@ -130,43 +131,60 @@ describe('usage on every Anthropic stream', () => {
       ['message_stop', { type: 'message_stop' }],
     ] as [string, unknown][];
 
-  const CASES: { name: string; start: Json; delta: Json; counted: Json }[] = [
+  // `counted`: as a chat caller is told (AISIX's accounting: the prompt without the cache counts, a total with
+  // them); `translated`: as a translation restating the answer reads it (OpenAI's meaning, cache parts kept).
+  const CASES: { name: string; start: Json; delta: Json; counted: Json; translated: Json }[] = [
     {
       name: 'cache counts from message_start survive a message_delta that repeats input_tokens',
       start: { input_tokens: 5, cache_read_input_tokens: 100, cache_creation_input_tokens: 20, output_tokens: 1 },
       delta: { input_tokens: 5, output_tokens: 9 },
-      counted: { input: 125, output: 9, cacheRead: 100, cacheCreation: 20 },
+      counted: { input: 5, output: 9, total: 134 },
+      translated: { input: 125, output: 9, cacheRead: 100, cacheCreation: 20 },
     },
     {
       name: 'a relay that reports only at the end is counted',
       start: { input_tokens: 0, output_tokens: 0 },
       delta: { input_tokens: 30, cache_read_input_tokens: 10, output_tokens: 4 },
-      counted: { input: 40, output: 4, cacheRead: 10 },
+      counted: { input: 30, output: 4, total: 44 },
+      translated: { input: 40, output: 4, cacheRead: 10 },
     },
   ];
   for (const c of CASES) {
-    test(`chat caller without include_usage: ${c.name}`, async () => {
-      ant.script({ events: [start(c.start), ...text, ...end(c.delta)] });
-      const r = await stream('anthropic', 'chat', { messages: [{ role: 'user', content: 'q' }] });
-      const got = await drain(r);
-      assert.doesNotMatch(got, /"usage"/); // the caller did not ask
-      assert.deepEqual(r.kind === 'stream' ? r.counted?.() : undefined, c.counted);
-    });
+    for (const forTranslation of [false, true]) {
+      test(`${forTranslation ? 'a translation' : 'chat caller'} without include_usage: ${c.name}`, async () => {
+        ant.script({ events: [start(c.start), ...text, ...end(c.delta)] });
+        const r = await stream('anthropic', 'chat', { messages: [{ role: 'user', content: 'q' }] }, forTranslation);
+        const got = await drain(r);
+        assert.doesNotMatch(got, /"usage"/); // the caller did not ask
+        assert.deepEqual(r.kind === 'stream' ? r.counted?.() : undefined, forTranslation ? c.translated : c.counted);
+      });
+    }
   }
 
   test('a stream cut before message_stop still counts what message_start said', async () => {
     ant.script({ events: [start({ input_tokens: 50, cache_read_input_tokens: 5 }), ...text] });
     const r = await stream('anthropic', 'chat', { messages: [] });
     await assert.rejects(drain(r), UpstreamStreamError);
-    assert.deepEqual(r.kind === 'stream' ? r.counted?.() : undefined, { input: 55, output: 0, cacheRead: 5 });
+    assert.deepEqual(r.kind === 'stream' ? r.counted?.() : undefined, { input: 50, output: 0, total: 55 });
   });
 
-  test('chat caller with include_usage: cached_tokens in the usage chunk', async () => {
+  test("chat caller with include_usage: AISIX's usage chunk (a translation's: OpenAI's)", async () => {
     ant.script({
       events: [start({ input_tokens: 5, cache_read_input_tokens: 100 }), ...text, ...end({ output_tokens: 3 })],
     });
     const got = await drain(
       await stream('anthropic', 'chat', { messages: [], stream_options: { include_usage: true } }),
+    );
+    const usage = got.split('\n\n').filter((e) => e.includes('"usage"')).map((e) => JSON.parse(e.slice(6)).usage);
+    assert.deepEqual(usage, [{ prompt_tokens: 5, completion_tokens: 3, total_tokens: 108 }]);
+  });
+
+  test('a translation with include_usage: cached_tokens in the usage chunk', async () => {
+    ant.script({
+      events: [start({ input_tokens: 5, cache_read_input_tokens: 100 }), ...text, ...end({ output_tokens: 3 })],
+    });
+    const got = await drain(
+      await stream('anthropic', 'chat', { messages: [], stream_options: { include_usage: true } }, true),
     );
     const usage = got.split('\n\n').filter((e) => e.includes('"usage"')).map((e) => JSON.parse(e.slice(6)).usage);
     assert.deepEqual(usage, [{

@@ -243,7 +243,7 @@ test('chat request → Messages request: system/developer, tool messages merged,
   assert.throws(() => chatToMessagesRequest({ model: 'c', n: 2, messages: [] }), TranslationError);
 });
 
-test('Messages answer → chat answer: text and tool_use, stop reasons, cached input counted as prompt tokens', () => {
+test("Messages answer → chat answer: text and tool_use, stop reasons, AISIX's usage (a translation's: OpenAI's)", () => {
   const r = messagesToChatResponse({
     id: 'msg_1',
     model: 'claude',
@@ -260,13 +260,25 @@ test('Messages answer → chat answer: text and tool_use, stop reasons, cached i
       tool_calls: [{ id: 't', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }],
     },
   }]);
-  assert.deepEqual(r.usage, {
+  // A chat caller: the prompt without the cache read, a total with it, no details (AISIX's accounting).
+  assert.deepEqual(r.usage, { prompt_tokens: 2, completion_tokens: 4, total_tokens: 9 });
+  assert.equal(r.id, 'chatcmpl-msg_1');
+  // A translation that restates it reads OpenAI's meaning: cached input inside the prompt.
+  const forTranslation = messagesToChatResponse(
+    {
+      id: 'msg_1',
+      model: 'claude',
+      usage: { input_tokens: 2, cache_read_input_tokens: 3, output_tokens: 4 },
+    },
+    'req',
+    true,
+  );
+  assert.deepEqual(forTranslation.usage, {
     prompt_tokens: 5,
     completion_tokens: 4,
     total_tokens: 9,
     prompt_tokens_details: { cached_tokens: 3 },
   });
-  assert.equal(r.id, 'chatcmpl-msg_1');
 });
 
 test('Messages SSE → chat SSE: tool-call deltas, finish, usage chunk, [DONE]; a cut stream or an error event throws', async () => {

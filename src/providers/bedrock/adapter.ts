@@ -72,7 +72,8 @@ async function chat(c: ProviderCall, cred: AwsCredentials, id: string): Promise<
     };
   }
   const json = parseJsonObject(await res.text());
-  const answer = json && (anthropic ? messagesToChatResponse(json, id) : converseToChat(json, id, chatId));
+  const answer = json &&
+    (anthropic ? messagesToChatResponse(json, id, c.forTranslation) : converseToChat(json, id, chatId));
   return {
     kind: 'response',
     status: res.status,

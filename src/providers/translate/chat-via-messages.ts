@@ -7,6 +7,8 @@ import { UpstreamStreamError } from '../types.ts';
 import {
   type AnthropicCounts,
   anthropicCounts,
+  chatCallerCounts,
+  chatCallerUsage,
   foldAnthropicCounts,
   fromAnthropicCounts,
   isRecord,
@@ -19,7 +21,6 @@ import {
   type TokenUsage,
   translatedId,
   TranslationError,
-  usageFromAnthropic,
 } from './shared.ts';
 
 /** Anthropic requires `max_tokens`; an OpenAI caller may omit it. */
@@ -240,7 +241,21 @@ function messagesToolChoice(c: unknown, noParallel: boolean): Json | undefined {
 
 // ---- JSON response -----------------------------------------------------------------------------------------
 
-export function messagesToChatResponse(msg: Json, model: string): Json {
+/**
+ * The usage a chat answer states for Anthropic's counters: AISIX's accounting for a chat caller (`prompt_tokens`
+ * without the cache counts, a total with them), OpenAI's meaning for a translation that restates it
+ * (ProviderCall `forTranslation`).
+ */
+function chatUsage(c: AnthropicCounts, forTranslation: boolean): Json {
+  return forTranslation ? openaiUsage(fromAnthropicCounts(c)) : chatCallerUsage(c);
+}
+
+/** The counts the meter gets, stated as the answer states them (`chatUsage`). */
+function chatCounts(c: AnthropicCounts, forTranslation: boolean): TokenUsage {
+  return forTranslation ? fromAnthropicCounts(c) : chatCallerCounts(c);
+}
+
+export function messagesToChatResponse(msg: Json, model: string, forTranslation = false): Json {
   let text = '';
   let reasoning = '';
   const toolCalls: Json[] = [];
@@ -266,7 +281,7 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
     created: Math.floor(Date.now() / 1000),
     model: str(msg.model) ?? model,
     choices: [{ index: 0, message, finish_reason: toFinishReason(msg.stop_reason ?? 'end_turn') }],
-    usage: openaiUsage(usageFromAnthropic(msg.usage)),
+    usage: chatUsage(anthropicCounts(msg.usage), forTranslation),
   };
 }
 
@@ -275,8 +290,9 @@ export function messagesToChatResponse(msg: Json, model: string): Json {
 /**
  * Anthropic Messages events → OpenAI chat chunks ending with `data: [DONE]`; a final usage chunk when the
  * caller asked for `stream_options.include_usage`. Whether or not it asked, `onUsage` gets the stream's
- * counts (cache parts included) as they grow, so a stream cut before its end still counts what was said. An upstream `error` event, or a stream that ends before
- * `message_stop`, throws: the caller gets an SSE error event rather than a silently truncated answer.
+ * counts as they grow, so a stream cut before its end still counts what was said. An upstream `error`
+ * event, or a stream that ends before `message_stop`, throws: the caller gets an SSE error event rather than
+ * a silently truncated answer. `forTranslation`: as `messagesToChatResponse`'s.
  */
 export async function* messagesStreamToChat(
   chunks: AsyncIterable<Uint8Array>,
@@ -284,6 +300,7 @@ export async function* messagesStreamToChat(
   includeUsage: boolean,
   onUsage?: (usage: TokenUsage) => void,
   maxEventBytes?: number,
+  forTranslation = false,
 ): AsyncGenerator<Uint8Array> {
   let id = `chatcmpl-${translatedId('')}`;
   let upstreamModel = model;
@@ -311,7 +328,7 @@ export async function* messagesStreamToChat(
         if (str(msg.id)) id = `chatcmpl-${msg.id as string}`;
         upstreamModel = str(msg.model) ?? upstreamModel;
         counts = anthropicCounts(msg.usage);
-        onUsage?.(fromAnthropicCounts(counts));
+        onUsage?.(chatCounts(counts, forTranslation));
         started = true;
         yield chunk({ role: 'assistant', content: '' });
         break;
@@ -323,14 +340,13 @@ export async function* messagesStreamToChat(
       case 'message_delta': {
         const delta = isRecord(j.delta) ? j.delta : {};
         counts = foldAnthropicCounts(counts, j.usage);
-        onUsage?.(fromAnthropicCounts(counts));
+        onUsage?.(chatCounts(counts, forTranslation));
         if (delta.stop_reason !== undefined && delta.stop_reason !== null) {
           yield chunk({}, toFinishReason(delta.stop_reason));
         }
         break;
       }
       case 'message_stop': {
-        const usage = fromAnthropicCounts(counts);
         if (includeUsage) {
           yield dataEvent({
             id,
@@ -338,7 +354,7 @@ export async function* messagesStreamToChat(
             created,
             model: upstreamModel,
             choices: [],
-            usage: openaiUsage(usage),
+            usage: chatUsage(counts, forTranslation),
           });
         }
         yield DONE_EVENT;

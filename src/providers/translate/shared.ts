@@ -160,6 +160,20 @@ export function usageFromAnthropic(u: unknown): TokenUsage {
 }
 
 /**
+ * AISIX's usage object to a chat caller of an Anthropic-wire upstream: `prompt_tokens` = `input_tokens`
+ * (without the cache counts), `total_tokens` = input + output + cache writes + cache reads, no details.
+ */
+export function chatCallerUsage(c: AnthropicCounts): Json {
+  const u = chatCallerCounts(c);
+  return { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.total };
+}
+
+/** The same counts as `chatCallerUsage` states them, for the meter. */
+export function chatCallerCounts(c: AnthropicCounts): TokenUsage {
+  return { input: c.input, output: c.output, total: c.input + c.output + c.cacheCreation + c.cacheRead };
+}
+
+/**
  * OpenAI's usage object read back; cached input from `prompt_tokens_details.cached_tokens`, else DeepSeek's
  * `prompt_cache_hit_tokens`. Undefined when there is no usage object (`null` included).
  */

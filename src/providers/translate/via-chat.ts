@@ -116,13 +116,14 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
   const prompt = wire.countsPromptFirst && call.stream
     ? estimatePromptTokens('chat', body, caps.encoding).catch(() => 0)
     : undefined;
-  const r = await adapter.call({ ...call, endpoint: 'chat', body });
+  const r = await adapter.call({ ...call, endpoint: 'chat', body, forTranslation: true });
   if (r.kind === 'stream') {
     // The inner adapter's own count (e.g. Anthropic's cache parts) is richer than the chat usage chunk.
     let seen: TokenUsage | undefined;
     const promptTokens = prompt ? () => prompt : undefined;
+    const upstream = call.firstUpstreamChunk ? noticingFirst(r.chunks, call.firstUpstreamChunk) : r.chunks;
     const chunks = wire.stream(
-      r.chunks,
+      upstream,
       model,
       (u) => {
         seen = u;
@@ -140,4 +141,27 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
   const json = parseJsonObject(r.body);
   if (!json) return { ...r, body: '' };
   return { ...r, body: JSON.stringify(wire.response(json, model)), contentType: 'application/json' };
+}
+
+/** The chunks as they come; `onFirst` once the first has arrived (the time to first token stops there). */
+function noticingFirst(chunks: AsyncIterable<Uint8Array>, onFirst: () => void): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = chunks[Symbol.asyncIterator]();
+      let waiting = true;
+      return {
+        next() {
+          if (!waiting) return it.next();
+          return it.next().then((r) => {
+            if (!r.done) {
+              waiting = false;
+              onFirst();
+            }
+            return r;
+          });
+        },
+        return: () => it.return?.() ?? Promise.resolve({ done: true as const, value: undefined }),
+      };
+    },
+  };
 }

@@ -10,7 +10,13 @@ import { MintFailed } from '../mint.ts';
 import { normaliseChatResult } from '../openai-quirks.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, num, parseJsonObject, translatedId, TranslationError } from '../translate/shared.ts';
-import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from '../types.ts';
+import {
+  type ProviderAdapter,
+  type ProviderCall,
+  type ProviderResult,
+  type TokenCounts,
+  upstreamResult,
+} from '../types.ts';
 import { pathSegment, urlUnder } from '../url-segment.ts';
 import { VERTEX_MODEL_ID, type VertexCredential, vertexCredential, vertexToken } from './auth.ts';
 import { chatToGemini, geminiStreamToChat, geminiToChat } from './gemini.ts';
@@ -114,12 +120,22 @@ async function claude(c: ProviderCall, cred: VertexCredential, model: string, se
   const op = c.stream ? 'streamRawPredict' : 'rawPredict';
   const r = await post({ c, cred, tail: `publishers/anthropic/models/${seg}:${op}`, body, stream: c.stream });
   if (r.kind === 'stream') {
-    return {
-      ...r,
-      chunks: messagesStreamToChat(r.chunks, model, includeUsage(c.body), undefined, c.maxSseEventBytes),
+    // The counts reach the meter whatever the caller asked (it sees no usage chunk unless it asked).
+    let counted: TokenCounts | undefined;
+    const onUsage = (u: TokenCounts) => {
+      counted = u;
     };
+    const chunks = messagesStreamToChat(
+      r.chunks,
+      model,
+      includeUsage(c.body),
+      onUsage,
+      c.maxSseEventBytes,
+      c.forTranslation,
+    );
+    return { ...r, chunks, counted: () => counted };
   }
-  return translated(r, (json) => messagesToChatResponse(json, model));
+  return translated(r, (json) => messagesToChatResponse(json, model, c.forTranslation));
 }
 
 /** `/v1/messages` to Claude on Vertex, natively: the caller's body (cache_control, thinking) with Vertex's version. */
