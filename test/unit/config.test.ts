@@ -142,7 +142,7 @@ shutdown: { min_drain_secs: 0 }
     assert.equal(absent.config.proxy.request_body_limit_bytes, DEFAULT_REQUEST_BODY_LIMIT_BYTES);
     assert.equal(DEFAULT_REQUEST_BODY_LIMIT_BYTES, 32 * 1024 * 1024);
     assert.equal(absent.config.downstream.idle_timeout_secs, DEFAULT_IDLE_TIMEOUT_SECS);
-    assert.ok(DEFAULT_IDLE_TIMEOUT_SECS > 0 && DEFAULT_IDLE_TIMEOUT_SECS <= 30);
+    assert.ok(DEFAULT_IDLE_TIMEOUT_SECS > 0 && DEFAULT_IDLE_TIMEOUT_SECS <= 30, 'finite, at most 30 s');
     assert.deepEqual(absent.warned, []);
     const idleZero = `${MINIMAL}downstream: { idle_timeout_secs: 0 }\n`;
     const zero = await boot(idleZero);
