@@ -33,7 +33,7 @@ export const MSG = {
   /** AISIX's words for `upstream.tls.verify: false`. */
   upstreamTlsUnverified:
     'upstream.tls.verify is false: upstream certificates are NOT checked, so any peer able to intercept the connection can read and rewrite prompts, responses, and upstream API keys',
-  /** An explicit 0 keeps AISIX's meaning, with what it costs (docs/security.md "Safe defaults"). */
+  /** An explicit 0 keeps AISIX's meaning, with what it costs (docs/security.md "Safe defaults: bodies and connections"). */
   bodyLimitUnbounded:
     'proxy.request_body_limit_bytes is 0: request bodies are unbounded, so one authenticated caller can make the gateway hold a body of any size in memory; remove the key for the default limit or set one',
   idleTimeoutUnbounded:
