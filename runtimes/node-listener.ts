@@ -68,6 +68,8 @@ interface ListenerState {
   draining: boolean;
   /** Sockets whose first request head arrived (see `firstRequestMs` in trackConnections). */
   readonly requested: WeakSet<object>;
+  /** How long a connection may idle: the spec's, else the runtime's HTTP/1.1 default; 0 = forever. */
+  readonly idleMs: number;
   /** Our own idle timer for HTTP/1.1 connections (`NodeListenOptions.enforceKeepAliveTimeout`). */
   readonly idle?: IdleHttp1;
 }
@@ -109,6 +111,7 @@ export async function nodeListen(
   const state: ListenerState = {
     draining: false,
     requested: new WeakSet(),
+    idleMs,
     ...(opts.enforceKeepAliveTimeout && idleMs > 0 ? { idle: new IdleHttp1(idleMs) } : {}),
   };
   const servers = createServers(spec, requestHandler(spec, fetch, state));
@@ -268,12 +271,11 @@ function trackConnections(servers: Servers, spec: ListenSpec, state: ListenerSta
     h2Sockets: new WeakSet(),
     sessions: new Set(),
   };
-  const sessionIdleMs = spec.idleTimeoutMs ?? RUNTIME_IDLE_TIMEOUT_MS;
   servers.server.on('session', (s: http2.Http2Session) => {
     conns.sessions.add(s);
     s.once('close', () => conns.sessions.delete(s));
     if (state.draining) s.goaway();
-    if (sessionIdleMs > 0) closeWhenIdle(s, sessionIdleMs);
+    if (state.idleMs > 0) closeWhenIdle(s, state.idleMs);
   });
   const firstRequestMs = spec.firstRequestTimeoutMs ?? 0;
   const track = (socket: Socket) => {

@@ -183,7 +183,7 @@ describe('downstream.idle_timeout_secs (gateway processes on node, bun, deno)', 
       console.log(`${runtime}: idle connection closed ${idleMs} ms after its answer`);
     });
 
-    test(`${runtime}: first_request_timeout_secs: 1 closes a connection without a request, not one that sent one`, async () => {
+    test(`${runtime}: first_request_timeout_secs: 1 closes a connection without a request, not one that sent one; without idle_timeout_secs, answers announce the ${DEFAULT_IDLE_TIMEOUT_SECS} s default`, async () => {
       const g = await spawn(runtime, mock, 'downstream: { first_request_timeout_secs: 1 }');
       const opened = Date.now();
       const silent = await connection(g.ports.proxy);
@@ -194,6 +194,9 @@ describe('downstream.idle_timeout_secs (gateway processes on node, bun, deno)', 
       const used = await connection(g.ports.proxy);
       used.send(models);
       await used.waitFor('"object":"list"', 5000);
+      // No idle_timeout_secs in the file: the default, announced, and no WARN.
+      assert.match(used.received(), new RegExp(`^keep-alive: timeout=${DEFAULT_IDLE_TIMEOUT_SECS}\\r?$`, 'im'));
+      assert.equal(g.logs.find((l) => l.msg === MSG.idleTimeoutUnbounded), undefined);
       const silentMs = (await silent.closedAt) - opened;
       const trickleMs = (await trickle.closedAt) - opened;
       // `Bun.serve` has no hook before a connection's first request: Bun's own bound closes it, ~10 s in
@@ -209,16 +212,6 @@ describe('downstream.idle_timeout_secs (gateway processes on node, bun, deno)', 
       await until(() => (used.received().match(/"object":"list"/g) ?? []).length === 2, 5000, 'a second answer');
       used.destroy();
       console.log(`${runtime}: connections without a request closed ${silentMs} and ${trickleMs} ms after opening`);
-    });
-
-    test(`${runtime}: without the key, answers announce the ${DEFAULT_IDLE_TIMEOUT_SECS} s default; no WARN`, async () => {
-      const g = await spawn(runtime, mock);
-      const c = await connection(g.ports.proxy);
-      c.send(models);
-      await c.waitFor('"object":"list"', 5000);
-      assert.match(c.received(), new RegExp(`^keep-alive: timeout=${DEFAULT_IDLE_TIMEOUT_SECS}\\r?$`, 'im'));
-      c.destroy();
-      assert.equal(g.logs.find((l) => l.msg === MSG.idleTimeoutUnbounded), undefined);
     });
 
     test(`${runtime}: h2c and TLS, idle_timeout_secs: 1: a preface-only session, an idle session and an idle TLS HTTP/1.1 connection are closed; a slow answer is not cut`, async () => {
