@@ -2,16 +2,23 @@
 // Run by `npm ci`/`npm install` (prepare) and by the test command.
 // `node build.mjs --binary` (npm run build:binary) instead compiles the Bun entrypoint into one executable,
 // dist/sluice-<os>-<arch>, which needs no Node, npm or node_modules where it runs (docs/deploy.md).
+// `node build.mjs --packages` prints the npm packages the two carry, which package.json lists as `dependencies`
+// so that audits see them (docs/security.md "Deployments").
 import { build } from 'esbuild';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 
+const NODE_ENTRY = 'runtimes/node.ts';
+// runtimes/yaml-thread.ts is a second entrypoint of the executable: see compileBinary.
+const BINARY_ENTRIES = ['runtimes/bun.ts', 'runtimes/yaml-thread.ts'];
+
 if (process.argv.includes('--binary')) compileBinary();
+else if (process.argv.includes('--packages')) await printPackages();
 else await bundleNode();
 
 async function bundleNode() {
   await build({
-    entryPoints: { node: 'runtimes/node.ts' },
+    entryPoints: { node: NODE_ENTRY },
     outdir: 'dist',
     outExtension: { '.js': '.mjs' },
     bundle: true,
@@ -56,8 +63,7 @@ function compileBinary() {
   // --bytecode: the executable starts from precompiled bytecode; --sourcemap keeps stack traces readable.
   // runtimes/yaml-thread.ts is a second entrypoint: the YAML worker thread loads it from inside the
   // executable (embedded as yaml-thread.js, the name runtimes/yaml-thread.ts asks for).
-  const entrypoints = ['runtimes/bun.ts', 'runtimes/yaml-thread.ts'];
-  const args = ['build', '--compile', '--minify', '--sourcemap', '--bytecode', ...entrypoints];
+  const args = ['build', '--compile', '--minify', '--sourcemap', '--bytecode', ...BINARY_ENTRIES];
   // Written aside and renamed: a process running or copying the previous executable keeps a whole file.
   const tmp = `${binaryPath()}.tmp-${process.pid}`;
   const r = spawnSync(bun, [...args, '--outfile', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -69,4 +75,30 @@ function compileBinary() {
   }
   renameSync(tmp, binaryPath());
   console.log(binaryPath());
+}
+
+/**
+ * The npm packages the bundle and the executable carry, one name a line: what each one's entry points reach in
+ * node_modules. The executable's graph is read with esbuild too (Bun's bundler follows the same imports).
+ */
+async function printPackages() {
+  const names = new Set();
+  for (const entryPoints of [[NODE_ENTRY], BINARY_ENTRIES]) {
+    const r = await build({
+      entryPoints,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      write: false,
+      metafile: true,
+      outdir: 'dist',
+      logLevel: 'error',
+    });
+    for (const input of Object.keys(r.metafile.inputs)) {
+      if (!input.includes('node_modules/')) continue;
+      const path = input.split('node_modules/').pop().split('/');
+      names.add(path[0].startsWith('@') ? `${path[0]}/${path[1]}` : path[0]);
+    }
+  }
+  console.log([...names].sort().join('\n'));
 }

@@ -22,7 +22,9 @@ export function bunPlatform(): Platform {
   process.on('exit', () => logs.flush());
   return {
     name: 'bun',
-    listen: (spec, fetch) => (spec.tls || spec.http2 ? nodeListen(spec, fetch) : bunServeListen(spec, fetch)),
+    // Bun's node:http announces `keepAliveTimeout` but does not close the connection when it runs out.
+    listen: (spec, fetch) =>
+      spec.tls || spec.http2 ? nodeListen(spec, fetch, { enforceKeepAliveTimeout: true }) : bunServeListen(spec, fetch),
     onSignal: (signal, handler) => void process.on(signal, handler),
     upstream: (o) => fetchUpstream(o.tls ? upstreamTlsFetch(o.tls) : fetch, o),
     files: nodeFiles,

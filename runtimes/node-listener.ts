@@ -54,11 +54,47 @@ export function headerCountExcess(
 type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 
+/** What a runtime's entrypoint may ask of this listener besides the spec. */
+export interface NodeListenOptions {
+  /**
+   * Close idle HTTP/1.1 connections with a timer of our own: for a runtime whose node:http announces
+   * `keepAliveTimeout` (`Keep-Alive: timeout=N`) without closing the connection when it runs out (Bun's).
+   */
+  enforceKeepAliveTimeout?: boolean;
+}
+
 /** What the request handler and the connection tracking share. */
 interface ListenerState {
   draining: boolean;
   /** Sockets whose first request head arrived (see `firstRequestMs` in trackConnections). */
   readonly requested: WeakSet<object>;
+  /** How long a connection may idle: the spec's, else the runtime's HTTP/1.1 default; 0 = forever. */
+  readonly idleMs: number;
+  /** Our own idle timer for HTTP/1.1 connections (`NodeListenOptions.enforceKeepAliveTimeout`). */
+  readonly idle?: IdleHttp1;
+}
+
+/**
+ * HTTP/1.1 connections closed after `idleMs` without a request in flight: the timer starts when a connection's
+ * last answer is done and stops when its next request arrives, as the runtime's `keepAliveTimeout` would.
+ */
+class IdleHttp1 {
+  private readonly conns = new WeakMap<Socket, { inFlight: number; timer?: ReturnType<typeof setTimeout> }>();
+  constructor(private readonly idleMs: number) {}
+
+  /** A request arrived on `socket`: its connection is busy until `res` closes. */
+  track(socket: Socket, res: http.ServerResponse): void {
+    let c = this.conns.get(socket);
+    if (!c) this.conns.set(socket, c = { inFlight: 0 });
+    const conn = c;
+    clearTimeout(conn.timer);
+    conn.inFlight++;
+    res.once('close', () => {
+      if (--conn.inFlight > 0 || socket.destroyed) return;
+      conn.timer = setTimeout(() => socket.destroy(), this.idleMs);
+      conn.timer.unref?.();
+    });
+  }
 }
 
 /**
@@ -66,8 +102,18 @@ interface ListenerState {
  * socket when `shouldKeepAlive` is false); HTTP/2 sessions get GOAWAY at drain start and finish their
  * open streams. Connections are counted exactly, idle pooled ones included.
  */
-export async function nodeListen(spec: ListenSpec, fetch: FetchHandler): Promise<Listener> {
-  const state: ListenerState = { draining: false, requested: new WeakSet() };
+export async function nodeListen(
+  spec: ListenSpec,
+  fetch: FetchHandler,
+  opts: NodeListenOptions = {},
+): Promise<Listener> {
+  const idleMs = spec.idleTimeoutMs ?? RUNTIME_IDLE_TIMEOUT_MS;
+  const state: ListenerState = {
+    draining: false,
+    requested: new WeakSet(),
+    idleMs,
+    ...(opts.enforceKeepAliveTimeout && idleMs > 0 ? { idle: new IdleHttp1(idleMs) } : {}),
+  };
   const servers = createServers(spec, requestHandler(spec, fetch, state));
   const conns = trackConnections(servers, spec, state);
   const port = await bind(conns.listening, spec);
@@ -110,6 +156,7 @@ function requestHandler(
   return (req, res) => {
     state.requested.add(req.socket);
     if (state.draining && res instanceof http.ServerResponse) res.shouldKeepAlive = false;
+    if (state.idle && req.httpVersionMajor === 1) state.idle.track(req.socket, res as http.ServerResponse);
     // Before Hono builds a Request: a header flood costs one pass over rawHeaders and a short answer.
     const excess = limits && headerExcess(req.rawHeaders, limits);
     if (excess !== undefined && limits) {
@@ -228,6 +275,7 @@ function trackConnections(servers: Servers, spec: ListenSpec, state: ListenerSta
     conns.sessions.add(s);
     s.once('close', () => conns.sessions.delete(s));
     if (state.draining) s.goaway();
+    if (state.idleMs > 0) closeWhenIdle(s, state.idleMs);
   });
   const firstRequestMs = spec.firstRequestTimeoutMs ?? 0;
   const track = (socket: Socket) => {
@@ -262,6 +310,33 @@ function trackConnections(servers: Servers, spec: ListenSpec, state: ListenerSta
     });
   }
   return conns;
+}
+
+/** Node's own HTTP/1.1 `keepAliveTimeout`: what an HTTP/2 session of a listener whose spec sets none gets too. */
+const RUNTIME_IDLE_TIMEOUT_MS = 5000;
+
+/**
+ * Close `session` (GOAWAY, then the socket) once it has had no open stream for `idleMs`: from its preface, or
+ * from the end of its last stream. A session is never cut while a stream is open, however long its answer is
+ * silent. The runtime's own session timeout would be no substitute: it counts silence, streams open or not,
+ * and is off by default.
+ */
+function closeWhenIdle(session: http2.Http2Session, idleMs: number): void {
+  let open = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    timer = setTimeout(() => session.close(), idleMs);
+    timer.unref?.();
+  };
+  session.on('stream', (stream: http2.Http2Stream) => {
+    open++;
+    clearTimeout(timer);
+    stream.once('close', () => {
+      if (--open === 0 && !session.closed && !session.destroyed) arm();
+    });
+  });
+  session.once('close', () => clearTimeout(timer));
+  arm();
 }
 
 /**

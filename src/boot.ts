@@ -4,7 +4,7 @@
 // serve() (src/main.ts) adds listeners and signals; the Workers handler its bundle, polling and token.
 import { createAdminApp } from './admin/app.ts';
 import { loadConfig, parseAddr } from './config/load.ts';
-import type { Config } from './config/schema.ts';
+import { type Config, DEFAULT_IDLE_TIMEOUT_SECS, DEFAULT_REQUEST_BODY_LIMIT_BYTES } from './config/schema.ts';
 import { Gateway } from './gateway.ts';
 import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
@@ -266,7 +266,24 @@ export async function bootGateway(
   }
   const meaningless = opts.listeners === false ? listenerKeys(boot.config) : [];
   if (meaningless.length > 0) g.gw.log.warn(LOG.noListeners, { keys: meaningless });
+  warnUnbounded(g.gw, boot.config, opts.listeners !== false);
   return { boot, g };
+}
+
+/**
+ * Only an explicit 0 reaches here (the defaults are finite): AISIX's "no bound", kept, and said once. The idle
+ * timeout means nothing without listeners.
+ */
+function warnUnbounded(gw: Gateway, config: Config, listeners: boolean): void {
+  if (config.proxy.request_body_limit_bytes === 0) {
+    gw.log.warn(MSG.bodyLimitUnbounded, {
+      key: 'proxy.request_body_limit_bytes',
+      default: DEFAULT_REQUEST_BODY_LIMIT_BYTES,
+    });
+  }
+  if (listeners && config.downstream.idle_timeout_secs === 0) {
+    gw.log.warn(MSG.idleTimeoutUnbounded, { key: 'downstream.idle_timeout_secs', default: DEFAULT_IDLE_TIMEOUT_SECS });
+  }
 }
 
 /** Listener settings that exist in the file but do nothing without listeners (the edge terminates TLS). */

@@ -37,7 +37,10 @@ export interface ListenSpec {
     /** The 431's body; `peer` is the connection's `host:port`, for the gateway's own accounting. */
     refuse(path: string, message: string, peer: string | undefined): string;
   };
-  /** Close an HTTP/1.1 connection idle (between requests) for this long; 0 = never. Default: the runtime's (5 s). */
+  /**
+   * Close an HTTP/1.1 connection idle (between requests), or an HTTP/2 session with no stream open, for this long;
+   * 0 = never. Default: the runtime's HTTP/1.1 one (5 s on Node), for both.
+   */
   idleTimeoutMs?: number;
   /** Close a connection whose first request head has not arrived this long after it was accepted; 0 = never. */
   firstRequestTimeoutMs?: number;

@@ -172,6 +172,11 @@ const TracingSchema = z.strictObject({
   }).prefault({}),
 }).prefault({});
 
+/** `proxy.request_body_limit_bytes` when the file does not set it: 32 MiB (AISIX's default is 0, no limit). */
+export const DEFAULT_REQUEST_BODY_LIMIT_BYTES = 33_554_432;
+/** `downstream.idle_timeout_secs` when the file does not set it (AISIX's default is 0, never). */
+export const DEFAULT_IDLE_TIMEOUT_SECS = 30;
+
 export const ConfigSchema = z.strictObject({
   resources_file: z.string().min(1).optional(),
   etcd: z.strictObject({
@@ -197,7 +202,9 @@ export const ConfigSchema = z.strictObject({
     addr,
     tls: listenerTls.optional(),
     http2: z.boolean().default(false),
-    request_body_limit_bytes: nonNegInt.default(0),
+    // AISIX's key; Sluice's default is finite where AISIX's is 0 = no limit, which an explicit 0 still means
+    // (boot WARN). The value and its reasons: docs/configuration.md "Bodies and idle connections".
+    request_body_limit_bytes: nonNegInt.default(DEFAULT_REQUEST_BODY_LIMIT_BYTES),
     // Sluice-only: more header fields or bytes than this → 431 before anything else (docs/operations.md).
     // ≤ 999: Deno's node:http keeps only the first 1000 fields, so a larger limit could not be checked there.
     max_request_headers: z.number().int().positive().max(999).default(100),
@@ -232,7 +239,9 @@ export const ConfigSchema = z.strictObject({
       prometheus: z.strictObject({
         enabled: z.boolean().default(true),
         path: z.string().startsWith('/').default('/metrics'),
-        addr: addr.default('0.0.0.0:9090'),
+        // AISIX's default is 0.0.0.0:9090; this listener is unauthenticated and its metrics name callers, so
+        // Sluice's is loopback, like the admin listener's (docs/security.md "Deployments").
+        addr: addr.default('127.0.0.1:9090'),
       }).prefault({}),
       buckets: BucketsSchema,
     }).prefault({}),
@@ -276,8 +285,10 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   downstream: z.strictObject({
     sse_keepalive_interval_secs: nonNegInt.default(15),
-    // AISIX's key and default: close an idle HTTP/1.1 connection after this long; 0 = never.
-    idle_timeout_secs: nonNegInt.default(0),
+    // AISIX's key: close an HTTP/1.1 connection idle between requests, or an HTTP/2 one with no stream open,
+    // after this long. Sluice's default is finite where AISIX's is 0 = never, which an explicit 0 still means
+    // (boot WARN; docs/configuration.md "Bodies and idle connections").
+    idle_timeout_secs: nonNegInt.default(DEFAULT_IDLE_TIMEOUT_SECS),
     // Sluice-only: close a connection whose first request head has not arrived this long after it was
     // accepted; 0 = never (docs/operations.md "Limits and failure behaviour").
     first_request_timeout_secs: nonNegInt.default(30),

@@ -34,6 +34,11 @@ export const MSG = {
   /** AISIX's words for `upstream.tls.verify: false`. */
   upstreamTlsUnverified:
     'upstream.tls.verify is false: upstream certificates are NOT checked, so any peer able to intercept the connection can read and rewrite prompts, responses, and upstream API keys',
+  /** An explicit 0 keeps AISIX's meaning, with what it costs (docs/security.md "Safe defaults: bodies and connections"). */
+  bodyLimitUnbounded:
+    'proxy.request_body_limit_bytes is 0: request bodies are unbounded, so one authenticated caller can make the gateway hold a body of any size in memory; remove the key for the default limit or set one',
+  idleTimeoutUnbounded:
+    'downstream.idle_timeout_secs is 0: idle connections are never closed, so any client, without a key, can hold connections open until the gateway runs out of file descriptors; remove the key for the default timeout or set one',
   listening: 'listening',
   resourcesLoaded: 'resources file loaded',
   sinkStarted: 'sink pipeline started',

@@ -1,7 +1,8 @@
 // The installable package (docs/deploy.md "npm package"): `npm pack` yields a tarball of the `bin`, the built
 // bundle, the schemas and the example (nothing test-only, no sources), and `npm install -g` of it into a fresh
-// prefix — offline: the bundle needs no dependency installed — gives a `sluice` command that prints its
-// version and runs the example until SIGTERM.
+// prefix gives a `sluice` command that prints its version and runs the example until SIGTERM. The install also
+// brings the libraries the bundle carries, at the versions it carries (the package's `dependencies`, for audits;
+// the bundle never loads them): from npm's cache when it has them, else from the registry.
 // Run: node --import tsx --test test/process/npm-pack.test.ts
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -43,7 +44,7 @@ before(() => {
   const report = JSON.parse(out) as { filename: string }[];
   tarball = join(tmp, report[0]!.filename);
   prefix = join(tmp, 'prefix');
-  npm(['install', '--global', '--prefix', prefix, '--offline', '--no-audit', '--no-fund', tarball], tmp);
+  npm(['install', '--global', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', tarball], tmp);
 });
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -52,10 +53,19 @@ describe('npm pack + npm install -g', () => {
     const r = spawnSync('tar', ['-tzf', tarball], { encoding: 'utf8' });
     const files = r.stdout.split('\n').filter(Boolean).map((f) => f.replace(/^package\//, '')).sort();
     assert.deepEqual(files, SHIPPED);
-    const pkg = JSON.parse(readFileSync(join(prefix, 'lib/node_modules/sluice/package.json'), 'utf8')) as {
-      dependencies?: object;
+  });
+
+  test('the install holds the dependencies at the versions the bundle carries', () => {
+    const installed = join(prefix, 'lib/node_modules/sluice');
+    const pkg = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
     };
-    assert.equal(pkg.dependencies, undefined, 'the bundle carries its dependencies');
+    const ours = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: object };
+    assert.deepEqual(pkg.dependencies, ours.dependencies);
+    for (const [name, version] of Object.entries(pkg.dependencies!)) {
+      const dep = JSON.parse(readFileSync(join(installed, 'node_modules', name, 'package.json'), 'utf8'));
+      assert.equal(dep.version, version, name);
+    }
   });
 
   test('`sluice --version` from the fresh prefix', () => {

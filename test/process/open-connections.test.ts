@@ -42,7 +42,9 @@ describe(
         mocks.push(mock);
         const g = await spawnGateway({
           runtime,
-          config: baseConfig(),
+          // No idle timeout (explicit 0): the readiness poll's pooled connection then goes by its client's own
+          // 4 s rule, as it did before the 30 s default, and the idle 'spoke' connection stays counted.
+          config: baseConfig('downstream: { idle_timeout_secs: 0 }'),
           files: { 'resources.yaml': resourcesFor(mock.base) },
           env: { CALLER_KEY },
         });

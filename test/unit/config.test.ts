@@ -3,7 +3,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type ConfigResult, envOverrides, loadConfig, parseAddr, resolvePath } from '../../src/config/load.ts';
-import { IGNORED_KEYS, isIgnoredKey } from '../../src/config/schema.ts';
+import {
+  DEFAULT_IDLE_TIMEOUT_SECS,
+  DEFAULT_REQUEST_BODY_LIMIT_BYTES,
+  IGNORED_KEYS,
+  isIgnoredKey,
+} from '../../src/config/schema.ts';
+import { bootGateway } from '../../src/boot.ts';
+import { MSG } from '../../src/observability/messages.ts';
 import { loadBootConfig } from '../../src/main.ts';
 import { testPlatform } from '../support/platform.ts';
 
@@ -35,7 +42,7 @@ describe('defaults', () => {
       proxy: {
         addr: '0.0.0.0:3000',
         http2: false,
-        request_body_limit_bytes: 0,
+        request_body_limit_bytes: 33_554_432,
         max_request_headers: 100,
         max_request_header_bytes: 32768,
         served_by_header: true,
@@ -49,7 +56,7 @@ describe('defaults', () => {
         log_format: 'text',
         access_log: true,
         metrics: {
-          prometheus: { enabled: true, path: '/metrics', addr: '0.0.0.0:9090' },
+          prometheus: { enabled: true, path: '/metrics', addr: '127.0.0.1:9090' },
           buckets: {
             request_e2e_latency: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 420, 600],
             request_ttft: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
@@ -69,7 +76,7 @@ describe('defaults', () => {
         max_buffered_response_bytes: 67108864,
         max_sse_event_bytes: 4194304,
       },
-      downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 0, first_request_timeout_secs: 30 },
+      downstream: { sse_keepalive_interval_secs: 15, idle_timeout_secs: 30, first_request_timeout_secs: 30 },
       shutdown: { min_drain_secs: 30 },
       managed: {},
       ratelimit: { backend: 'memory', concurrency_ttl_secs: 300 },
@@ -120,6 +127,38 @@ shutdown: { min_drain_secs: 0 }
     assert.equal(c.downstream.idle_timeout_secs, 75);
     assert.equal(c.downstream.first_request_timeout_secs, 0);
     assert.equal(c.shutdown.min_drain_secs, 0);
+  });
+
+  test('absent body limit and idle timeout: the finite defaults, no WARN; an explicit 0: unbounded, one WARN each', async () => {
+    const boot = async (extra: string) => {
+      const p = testPlatform();
+      p.fileMap.set(FILE, extra);
+      p.fileMap.set('/etc/sluice/resources.yaml', '_format_version: "1"\n');
+      const b = await bootGateway(p, FILE);
+      if (typeof b === 'string') assert.fail(b);
+      b.g.gw.stop();
+      const warned = p.logs.filter((l) => l.level === 'WARN').map((l) => [l.msg, l.key, l.default]);
+      return { config: b.boot.config, warned };
+    };
+    const absent = await boot(MINIMAL);
+    assert.equal(absent.config.proxy.request_body_limit_bytes, DEFAULT_REQUEST_BODY_LIMIT_BYTES);
+    assert.equal(DEFAULT_REQUEST_BODY_LIMIT_BYTES, 32 * 1024 * 1024);
+    assert.equal(absent.config.downstream.idle_timeout_secs, DEFAULT_IDLE_TIMEOUT_SECS);
+    assert.ok(DEFAULT_IDLE_TIMEOUT_SECS > 0 && DEFAULT_IDLE_TIMEOUT_SECS <= 30, 'finite, at most 30 s');
+    assert.deepEqual(absent.warned, []);
+    const idleZero = `${MINIMAL}downstream: { idle_timeout_secs: 0 }\n`;
+    const zero = await boot(idleZero);
+    assert.equal(zero.config.downstream.idle_timeout_secs, 0);
+    assert.deepEqual(zero.warned, [[MSG.idleTimeoutUnbounded, 'downstream.idle_timeout_secs', 30]]);
+    const both = await boot(idleZero.replace('"0.0.0.0:3000"', '"0.0.0.0:3000"\n  request_body_limit_bytes: 0'));
+    assert.equal(both.config.proxy.request_body_limit_bytes, 0);
+    assert.deepEqual(both.warned, [
+      [MSG.bodyLimitUnbounded, 'proxy.request_body_limit_bytes', 33_554_432],
+      [MSG.idleTimeoutUnbounded, 'downstream.idle_timeout_secs', 30],
+    ]);
+    // The environment form is as explicit as the file's.
+    const p = testPlatform({ AISIX_PROXY__REQUEST_BODY_LIMIT_BYTES: '0' });
+    assert.equal(ok(loadConfig(FILE, MINIMAL, p.env)).config.proxy.request_body_limit_bytes, 0);
   });
 
   test('etcd source: endpoints and prefix, no resources_file', () => {

@@ -62,12 +62,14 @@ describe('examples and deploy/', () => {
     });
   }
 
-  test('the Kubernetes ConfigMap: its config.yaml and resources.yaml validate', () => {
+  test("the Kubernetes ConfigMap's config.yaml and the Secret's resources.yaml validate", () => {
     const docs = parseAllDocuments(read('deploy/kubernetes/sluice.yaml')).map((d) => d.toJS());
     const cm = docs.find((d) => d?.kind === 'ConfigMap' && d.metadata?.name === 'sluice-config');
     assert.ok(cm, 'the sluice-config ConfigMap');
     assertValid('config', parse(cm.data['config.yaml']), 'ConfigMap config.yaml');
-    assertValid('resources', parse(cm.data['resources.yaml']), 'ConfigMap resources.yaml');
+    const secret = docs.find((d) => d?.kind === 'Secret' && d.metadata?.name === 'sluice-resources');
+    assert.ok(secret, 'the sluice-resources Secret');
+    assertValid('resources', parse(secret.stringData['resources.yaml']), 'Secret resources.yaml');
   });
 });
 
