@@ -65,6 +65,8 @@ export async function attemptUpstream(
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),
+      apiKey: input.apiKey,
+      model: t.model,
     });
     if (r.kind === 'refused') {
       end();

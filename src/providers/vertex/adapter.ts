@@ -10,6 +10,7 @@ import { normaliseChatResult } from '../openai-quirks.ts';
 import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, num, parseJsonObject, translatedId, TranslationError } from '../translate/shared.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from '../types.ts';
+import { addKeyHeaders } from '../upstream-headers.ts';
 import { pathSegment, urlUnder } from '../url-segment.ts';
 import { VERTEX_MODEL_ID, type VertexCredential, vertexCredential, vertexToken } from './auth.ts';
 import { chatToGemini, geminiStreamToChat, geminiToChat } from './gemini.ts';
@@ -63,17 +64,20 @@ async function post(p: Post): Promise<ProviderResult> {
     if (e instanceof MintFailed) return e.answer;
     throw e;
   }
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${token}`,
+    'content-type': 'application/json',
+    ...(p.c.traceparent ? { traceparent: p.c.traceparent } : {}),
+    ...(p.c.requestId ? { 'x-aisix-request-id': p.c.requestId } : {}),
+  };
+  addKeyHeaders(headers, p.c);
   const res = await p.c.upstream({
     url,
     method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      ...(p.c.traceparent ? { traceparent: p.c.traceparent } : {}),
-      ...(p.c.requestId ? { 'x-aisix-request-id': p.c.requestId } : {}),
-    },
+    headers,
     body: JSON.stringify(p.body),
     signal: p.c.signal,
+    tls: p.c.key.tls,
   });
   const r = await upstreamResult(res, p.stream);
   if (r.kind !== 'response' || (r.status >= 200 && r.status < 300)) return r;
