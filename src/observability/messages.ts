@@ -33,6 +33,8 @@ export const MSG = {
   /** AISIX's words for `upstream.tls.verify: false`. */
   upstreamTlsUnverified:
     'upstream.tls.verify is false: upstream certificates are NOT checked, so any peer able to intercept the connection can read and rewrite prompts, responses, and upstream API keys',
+  providerKeyTlsUnverified:
+    "provider_key tls.verify is false: this key's upstream certificates are NOT checked, so any peer able to intercept the connection can read and rewrite prompts, responses, and the key's credential",
   listening: 'listening',
   resourcesLoaded: 'resources file loaded',
   sinkStarted: 'sink pipeline started',

@@ -2,7 +2,8 @@
 // runtime that can set a CA (Workers cannot: docs/workers.md):
 // - a key carrying its endpoint's CA inline (`tls.ca_cert`) reaches that HTTPS endpoint, JSON and SSE, while a
 //   key without it is refused there with a 502 naming the certificate (the CA is the key's, not the gateway's);
-// - `tls.verify: false` reaches a self-signed endpoint; the same endpoint refuses a key that verifies;
+// - `tls.verify: false` reaches a self-signed endpoint (a WARN names the key); the same endpoint refuses a key
+//   that verifies;
 // - `SSL_CERT_FILE` naming the CA makes the endpoint trusted for every key.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -145,9 +146,13 @@ function assertCertificate502(r: { status: number; text: string }): void {
 
 for (const runtime of ['node', 'bun', 'deno'] as const) {
   describe(`a provider key's own TLS on ${runtime}`, { concurrency: false }, () => {
-    test('tls.ca_cert reaches the private-CA endpoint (JSON, SSE); tls.verify: false a self-signed one', async () => {
+    test('tls.ca_cert reaches the private-CA endpoint (JSON, SSE); tls.verify: false a self-signed one, WARNed', async () => {
       const g = await gateway(runtime, { SSL_CERT_FILE: '' });
       try {
+        const warn = await g.waitForLog((l) =>
+          l.level === 'WARN' && String(l.msg).startsWith('provider_key tls.verify is false')
+        );
+        assert.equal(warn.provider_key, 'unverified');
         const json = await chat(g.url('/v1/chat/completions'), 'with-ca');
         assert.equal(json.status, 200, json.text);
         assert.match(json.text, /over tls/);
