@@ -2,7 +2,7 @@
 // the global fetch on Node, and on Deno it takes the core's `Cancel` as its signal directly where Deno's
 // fetch needs an AbortController per attempt (docs/performance.md "Decisions on the hot path").
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { Agent, request } from 'undici';
+import { Agent, buildConnector, request } from 'undici';
 import type { KeyTls, UpstreamFetch, UpstreamOptions, UpstreamResponse, UpstreamTls } from '../src/platform.ts';
 import {
   AnswerBudget,
@@ -32,9 +32,10 @@ export interface ExtraCa {
  * provider key's TLS goes through that key's own Agent (one per distinct `KeyTls`, src/upstream-fetch.ts).
  */
 export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): UpstreamFetch {
+  const timeout = opts.connectTimeoutMs || undefined;
   const agentFor = (key?: KeyTls) =>
     new Agent({
-      connect: { timeout: opts.connectTimeoutMs || undefined, ...tlsOptions(opts.tls, extraCa, key) },
+      connect: lazyTls(timeout, () => tlsOptions(opts.tls, extraCa, key)),
       // undici lets a server's `Keep-Alive: timeout` hint stretch the idle time up to keepAliveMaxTimeout: both
       // are the configured bound, so no hint keeps a connection longer.
       ...(opts.poolIdleTimeoutMs
@@ -99,9 +100,25 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
 }
 
 /**
+ * undici's connector, whose TLS options (`tls()`) are built at the first https connection rather than with the
+ * Agent: a context holding a few hundred roots takes about a quarter of a second to build, which a boot or a
+ * plain-http upstream should not pay.
+ */
+function lazyTls(timeout: number | undefined, tls: () => buildConnector.BuildOptions): buildConnector.connector {
+  let plain: buildConnector.connector | undefined;
+  let secure: buildConnector.connector | undefined;
+  return (o, callback) => {
+    const connector = o.protocol === 'https:'
+      ? (secure ??= buildConnector({ timeout, ...tls() }))
+      : (plain ??= buildConnector({ timeout }));
+    return connector(o, callback);
+  };
+}
+
+/**
  * node:tls options for `upstream.tls` and a provider key's `tls` on top of it: a `ca` replaces the default
  * roots, so the roots and the extra CAs go in with it; either one turning verification off turns it off. The
- * context is built once here: built by each connection from the PEM text, a few hundred roots cost about a
+ * context is built once per pool: built by each connection from the PEM text, a few hundred roots cost about a
  * quarter of a second per handshake.
  */
 function tlsOptions(tls: UpstreamTls | undefined, extraCa: ExtraCa | undefined, key: KeyTls | undefined) {
