@@ -29,6 +29,7 @@ const REQUEST = `
         x-open: "$\${request.id"
         x-static: static
         x-both: operator
+        anthropic-beta: operator-beta
         authorization: Bearer operator-SECRET
         content-type: text/plain
         x-aisix-request-id: spoofed
@@ -38,6 +39,7 @@ const CALLER_HEADERS = {
   'x-fwd-one': 'one',
   'x-fwd-two': 'two',
   'x-both': 'client',
+  'anthropic-beta': 'caller-beta',
   'x-other': 'not allowlisted',
   'x-stainless-lang': 'js',
   cookie: 'session=caller',
@@ -122,6 +124,7 @@ api_keys:
     assert.equal(h['x-static'], 'static');
     for (const dropped of ['x-user', 'x-unknown', 'x-open']) assert.equal(h[dropped], undefined, dropped);
     assert.equal(h['x-both'], 'operator', 'the operator beats the caller');
+    assert.equal(h['anthropic-beta'], 'operator-beta', "the operator beats the caller's beta, on Anthropic too");
     assert.equal(h['x-fwd-one'], 'one');
     assert.equal(h['x-fwd-two'], 'two');
     assert.equal(h['x-other'], undefined, 'not allowlisted');
@@ -178,6 +181,13 @@ api_keys:
     }
   });
 
+  test('translated: /v1/responses to an Anthropic key (through chat, then Messages)', async () => {
+    const from = ant.requests.length;
+    await post('/v1/responses', { model: 'm-ant', input: 'hi', max_output_tokens: 8 });
+    assert.equal(ant.requests[from]!.url, '/v1/messages');
+    assertKeyHeaders(ant.requests[from]!.headers, 'm-ant', 'pk-ant');
+  });
+
   test('Bedrock: the headers are signed with the request (the mock recomputes SigV4)', async () => {
     const from = br.requests.length;
     await post('/v1/chat/completions', chat('m-aws'));
@@ -203,6 +213,7 @@ api_keys:
       const h = mock.requests[from]!.headers;
       assert.equal(h['x-other'], 'not allowlisted');
       assert.equal(h['x-both'], 'client');
+      assert.equal(h['anthropic-beta'], 'caller-beta');
       assert.equal(h.authorization, 'Bearer sk-up-all');
       assert.equal(h['x-aisix-request-id'], 'rid-headers-1');
       for (const name of ['traceparent', 'tracestate', 'baggage', 'cookie', 'x-stainless-lang']) {
