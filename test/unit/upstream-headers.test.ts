@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import { parseDocument } from '../../src/resources/documents.ts';
 import { patternAdmits, renderHeaderValue } from '../../src/providers/upstream-headers.ts';
 import { AWS, type MockBedrock, startMockBedrock } from '../support/mock-bedrock.ts';
 import { type MockAnthropic, startMockAnthropic } from '../support/mock-anthropic.ts';
@@ -242,6 +243,26 @@ describe('the pieces', () => {
     assert.equal(renderHeaderValue('${request.id', lookup), undefined);
     assert.equal(renderHeaderValue('${bad}', () => 'a\r\nx-admin: 1'), undefined);
     assert.equal(renderHeaderValue('a\nb', lookup), undefined);
+  });
+
+  test('an etcd row keeps tls and request; a request member Sluice does not implement is reported', () => {
+    const r = parseDocument('provider_keys', 'pk-1', {
+      display_name: 'pk',
+      api_key: 'sk',
+      tls: { ca_cert: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n', verify: false },
+      request: { default_headers: { 'x-a': '${request.id}' }, param_renames: { a: 'b' } },
+    }, 'lenient');
+    assert.ok(r.ok && r.kind === 'provider_keys', JSON.stringify(r));
+    assert.equal(r.resource.tls?.verify, false);
+    assert.deepEqual(r.resource.request, { default_headers: { 'x-a': '${request.id}' }, forward_client_headers: [] });
+    assert.deepEqual(r.ignored, ['request.param_renames']);
+    const bad = parseDocument('provider_keys', 'pk-2', {
+      display_name: 'pk',
+      api_key: 'sk',
+      tls: { ca_cert: 'not a certificate' },
+    }, 'lenient');
+    assert.ok(!bad.ok);
+    assert.match(bad.error, /tls\.ca_cert.*holds no CERTIFICATE block/);
   });
 
   test('patterns: exact, one star anywhere, two stars never, case-insensitive', () => {
