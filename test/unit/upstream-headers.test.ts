@@ -11,6 +11,8 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import { parseDocument } from '../../src/resources/documents.ts';
 import { patternAdmits, renderHeaderValue } from '../../src/providers/upstream-headers.ts';
 import { AWS, type MockBedrock, startMockBedrock } from '../support/mock-bedrock.ts';
+import { AZURE_KEY, type MockAzure, startMockAzure } from '../support/mock-azure.ts';
+import { type MockVertex, PROJECT, startMockVertex, STATIC_TOKEN } from '../support/mock-vertex.ts';
 import { type MockAnthropic, startMockAnthropic } from '../support/mock-anthropic.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { gatewayWith } from '../support/platform.ts';
@@ -54,12 +56,17 @@ describe('provider key request headers', () => {
   let mock: MockUpstream;
   let ant: MockAnthropic;
   let br: MockBedrock;
+  let az: MockAzure;
+  let vx: MockVertex;
   let app: ReturnType<typeof createProxyApp>;
 
   before(async () => {
     mock = await startMockUpstream();
     ant = await startMockAnthropic();
     br = await startMockBedrock();
+    az = await startMockAzure();
+    vx = await startMockVertex();
+    const vertexKey = JSON.stringify({ project: PROJECT, region: 'europe-west4', access_token: STATIC_TOKEN });
     const { gw } = await gatewayWith(
       `_format_version: "1"
 provider_keys:
@@ -76,6 +83,16 @@ provider_keys:
     provider: bedrock
     api_key: '${JSON.stringify(AWS)}'
     api_base: "${br.url}"${REQUEST}
+  - display_name: pk-az
+    adapter: azure-openai
+    provider: azure
+    api_key: "${AZURE_KEY}"
+    api_base: "${az.url}"${REQUEST}
+  - display_name: pk-gcp
+    adapter: vertex
+    provider: google
+    api_key: '${vertexKey}'
+    api_base: "${vx.url}"${REQUEST}
   - display_name: pk-all
     provider: openai
     api_key: sk-up-all
@@ -86,6 +103,8 @@ models:
   - { display_name: m-oai, model_name: up-oai, provider_key: pk-oai }
   - { display_name: m-ant, model_name: claude-up, provider_key: pk-ant }
   - { display_name: m-aws, model_name: "us.meta.llama3-1-70b-instruct-v1:0", provider_key: pk-aws }
+  - { display_name: m-az, model_name: gpt-4o-prod, provider_key: pk-az }
+  - { display_name: m-gcp, model_name: gemini-2.0-flash, provider_key: pk-gcp }
   - { display_name: m-all, model_name: up-all, provider_key: pk-all }
   - { display_name: m-plain, model_name: up-plain, provider_key: pk-plain }
 api_keys:
@@ -97,7 +116,7 @@ api_keys:
     app = createProxyApp(gw);
   });
   after(async () => {
-    await Promise.all([mock.close(), ant.close(), br.close()]);
+    await Promise.all([mock.close(), ant.close(), br.close(), az.close(), vx.close()]);
   });
 
   const post = async (path: string, body: unknown, key = KEY) => {
@@ -197,6 +216,16 @@ api_keys:
     assertKeyHeaders(h, 'm-aws', 'pk-aws', false);
     const signed = /SignedHeaders=([a-z0-9;-]+)/.exec(String(h.authorization))![1]!.split(';');
     for (const name of ['x-tenant', 'x-who', 'x-fwd-one', 'x-both']) assert.ok(signed.includes(name), name);
+  });
+
+  test('Azure and Vertex, JSON and SSE', async () => {
+    for (const [server, model, pk] of [[az, 'm-az', 'pk-az'], [vx, 'm-gcp', 'pk-gcp']] as const) {
+      for (const stream of [false, true]) {
+        const from = server.requests.length;
+        await post('/v1/chat/completions', chat(model, stream));
+        assertKeyHeaders(server.requests[from]!.headers, model, pk);
+      }
+    }
   });
 
   test('a caller key without a team: only that template is dropped', async () => {
