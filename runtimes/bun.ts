@@ -8,9 +8,9 @@ import './bun-upstream-cap.ts';
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { main } from '../src/main.ts';
-import type { Platform, UpstreamTls } from '../src/platform.ts';
+import type { KeyTls, Platform, UpstreamTls } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
-import { fetchUpstream } from '../src/upstream-fetch.ts';
+import { fetchUpstream, type KeyFetch, KeyTlsPools } from '../src/upstream-fetch.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
 import { bunServeListen } from './bun-listener.ts';
@@ -26,7 +26,7 @@ export function bunPlatform(): Platform {
     listen: (spec, fetch) =>
       spec.tls || spec.http2 ? nodeListen(spec, fetch, { enforceKeepAliveTimeout: true }) : bunServeListen(spec, fetch),
     onSignal: (signal, handler) => void process.on(signal, handler),
-    upstream: (o) => fetchUpstream(o.tls ? upstreamTlsFetch(o.tls) : fetch, o),
+    upstream: (o) => fetchUpstream(upstreamTlsFetch(o.tls), o),
     files: nodeFiles,
     parseYamlOffThread: yamlThread({ keepWorker: false }),
     redis: lazyRedisClient,
@@ -48,18 +48,26 @@ export function bunPlatform(): Platform {
 }
 
 /**
- * Bun's fetch with `upstream.tls`, which it takes per request. A `ca` replaces Bun's roots, so the default
- * roots and NODE_EXTRA_CA_CERTS (which Bun reads into its roots only) go in with the configured CA.
+ * Bun's fetch with `upstream.tls` and a provider key's `tls` on top of it, which it takes per request (the
+ * options built once per distinct key TLS). A `ca` replaces Bun's roots, so the default roots and
+ * NODE_EXTRA_CA_CERTS (which Bun reads into its roots only) go in with the configured CAs.
  */
-function upstreamTlsFetch(tls: UpstreamTls): typeof fetch {
-  const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
-  const options = {
-    ...(tls.ca ? { ca: [...rootCertificates, ...nodeExtraCa(), pem(tls.ca)!] } : {}),
-    ...(tls.cert ? { cert: pem(tls.cert), key: pem(tls.key) } : {}),
-    rejectUnauthorized: tls.verify,
+function upstreamTlsFetch(tls: UpstreamTls | undefined): KeyFetch {
+  const options = (key?: KeyTls) => {
+    const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
+    const configured = [pem(tls?.ca), key?.ca_cert?.trim() || undefined].filter((p): p is string => !!p);
+    return {
+      ...(configured.length > 0 ? { ca: [...rootCertificates, ...nodeExtraCa(), ...configured] } : {}),
+      ...(tls?.cert ? { cert: pem(tls.cert), key: pem(tls.key) } : {}),
+      rejectUnauthorized: tls?.verify !== false && key?.verify !== false,
+    };
   };
-  return ((input: RequestInfo | URL, init?: RequestInit) =>
-    fetch(input, { ...init, tls: options } as RequestInit)) as typeof fetch;
+  const base = tls ? options() : undefined;
+  const keyed = new KeyTlsPools(options);
+  return (url, init, key) => {
+    const t = key ? keyed.get(key) : base;
+    return fetch(url, t ? { ...init, tls: t } as RequestInit : init);
+  };
 }
 
 /** The NODE_EXTRA_CA_CERTS file's text, if set and readable (Bun warned at start otherwise). */

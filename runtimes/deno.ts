@@ -16,7 +16,7 @@ function denoPlatform(): Platform {
     name: 'deno',
     listen: nodeListen,
     onSignal: (signal, handler) => Deno.addSignalListener(signal, handler),
-    upstream: (o) => undiciUpstream(o, upstreamCa),
+    upstream: (o) => undiciUpstream(o, upstreamCa ? { pem: upstreamCa, inDefaults: false } : undefined),
     files: {
       read: (p) => Deno.readFile(p),
       async writeAtomic(p, data) {

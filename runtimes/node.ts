@@ -11,7 +11,7 @@ import { lazyRedisClient } from './redis-lazy.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
 import { yamlThread } from './yaml-thread.ts';
-import { undiciUpstream } from './undici-upstream.ts';
+import { type ExtraCa, undiciUpstream } from './undici-upstream.ts';
 
 export function nodePlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));
@@ -20,7 +20,7 @@ export function nodePlatform(): Platform {
     name: 'node',
     listen: nodeListen,
     onSignal: (signal, handler) => void process.on(signal, handler),
-    upstream: (o) => undiciUpstream(o, o.tls?.ca ? nodeExtraCa() : undefined),
+    upstream: (o) => undiciUpstream(o, nodeExtraCa()),
     files: nodeFiles,
     parseYamlOffThread: yamlThread({ keepWorker: false }),
     env: process.env,
@@ -79,11 +79,11 @@ export function nodeFetchWithTls(tls: { ca?: Uint8Array; cert?: Uint8Array; key?
  * The NODE_EXTRA_CA_CERTS file, for an upstream client given its own CA: node adds that file to its default
  * roots but not to `tls.rootCertificates`, which an explicit `ca` starts from. Unreadable: node warned at start.
  */
-function nodeExtraCa(): string | undefined {
+function nodeExtraCa(): ExtraCa | undefined {
   const file = process.env.NODE_EXTRA_CA_CERTS;
   if (!file) return undefined;
   try {
-    return readFileSync(file, 'utf8');
+    return { pem: readFileSync(file, 'utf8'), inDefaults: true };
   } catch {
     return undefined;
   }

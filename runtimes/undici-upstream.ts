@@ -1,9 +1,9 @@
 // The upstream client of Node and Deno: undici's `request` behind the core's UpstreamFetch. It is faster than
 // the global fetch on Node, and on Deno it takes the core's `Cancel` as its signal directly where Deno's
 // fetch needs an AbortController per attempt (docs/performance.md "Decisions on the hot path").
-import { rootCertificates } from 'node:tls';
-import { Agent, request } from 'undici';
-import type { UpstreamFetch, UpstreamOptions, UpstreamResponse, UpstreamTls } from '../src/platform.ts';
+import { createSecureContext, rootCertificates } from 'node:tls';
+import { Agent, buildConnector, request } from 'undici';
+import type { KeyTls, UpstreamFetch, UpstreamOptions, UpstreamResponse, UpstreamTls } from '../src/platform.ts';
 import {
   AnswerBudget,
   boundedChunks,
@@ -11,26 +11,42 @@ import {
   declaredLength,
   declaredText,
   declaresTooMuch,
+  KeyTlsPools,
   UpstreamTooLarge,
 } from '../src/upstream-fetch.ts';
 
+/** CA certificates the transport trusts beyond node:tls's `rootCertificates`. */
+export interface ExtraCa {
+  pem: string;
+  /**
+   * Whether node:tls trusts `pem` by default already (NODE_EXTRA_CA_CERTS on Node): then it is only added
+   * where an explicit `ca` replaces the defaults. Deno's node:tls does not read DENO_CERT, so that one is
+   * always added.
+   */
+  inDefaults: boolean;
+}
+
 /**
- * `extraCaPem`: more trusted CAs on top of the default roots. Node's TLS reads NODE_EXTRA_CA_CERTS itself;
- * Deno's node:tls does not read DENO_CERT, so runtimes/deno.ts passes that file here.
  * `opts.maxResponseBytes` and `maxBufferedBytes` bound answers as src/upstream-fetch.ts describes; a refused
- * body is destroyed, which makes undici close its connection instead of pooling it.
+ * body is destroyed, which makes undici close its connection instead of pooling it. A request carrying a
+ * provider key's TLS goes through that key's own Agent (one per distinct `KeyTls`, src/upstream-fetch.ts).
  */
-export function undiciUpstream(opts: UpstreamOptions, extraCaPem?: string): UpstreamFetch {
-  const agent = new Agent({
-    connect: { timeout: opts.connectTimeoutMs || undefined, ...tlsOptions(opts.tls, extraCaPem) },
-    // undici lets a server's `Keep-Alive: timeout` hint stretch the idle time up to keepAliveMaxTimeout: both
-    // are the configured bound, so no hint keeps a connection longer.
-    ...(opts.poolIdleTimeoutMs
-      ? { keepAliveTimeout: opts.poolIdleTimeoutMs, keepAliveMaxTimeout: opts.poolIdleTimeoutMs }
-      : {}),
-    headersTimeout: 0,
-    bodyTimeout: 0,
-  });
+export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): UpstreamFetch {
+  const timeout = opts.connectTimeoutMs || undefined;
+  const agentFor = (key?: KeyTls) =>
+    new Agent({
+      connect: lazyTls(timeout, () => tlsOptions(opts.tls, extraCa, key)),
+      // undici lets a server's `Keep-Alive: timeout` hint stretch the idle time up to keepAliveMaxTimeout: both
+      // are the configured bound, so no hint keeps a connection longer.
+      ...(opts.poolIdleTimeoutMs
+        ? { keepAliveTimeout: opts.poolIdleTimeoutMs, keepAliveMaxTimeout: opts.poolIdleTimeoutMs }
+        : {}),
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+  const agent = agentFor();
+  // close() lets the requests in flight on a retired pool finish.
+  const keyAgents = new KeyTlsPools(agentFor, (a) => void a.close().catch(() => {}));
   const maxBytes = opts.maxResponseBytes ?? 0;
   const budget = new AnswerBudget(opts.maxBufferedBytes ?? 0);
   const unbounded = !maxBytes && !budget.limitBytes;
@@ -38,7 +54,13 @@ export function undiciUpstream(opts: UpstreamOptions, extraCaPem?: string): Upst
     // undici duck-types `signal` (reads `aborted`/`reason`, calls add/removeEventListener: lib/api/abort-signal.js,
     // lib/core/util.js addAbortListener), so the core's `Cancel` goes in as it is; its types only name AbortSignal.
     const signal = r.signal as AbortSignal | undefined;
-    const res = await request(r.url, { method: r.method, headers: r.headers, body: r.body, signal, dispatcher: agent });
+    const res = await request(r.url, {
+      method: r.method,
+      headers: r.headers,
+      body: r.body,
+      signal,
+      dispatcher: r.tls ? keyAgents.get(r.tls) : agent,
+    });
     const header = (name: string): string | null => {
       const v = res.headers[name];
       return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
@@ -77,13 +99,36 @@ export function undiciUpstream(opts: UpstreamOptions, extraCaPem?: string): Upst
   };
 }
 
-/** node:tls options for `upstream.tls`: a `ca` replaces the default roots, so the extra CAs go in with them. */
-function tlsOptions(tls: UpstreamTls | undefined, extraCaPem: string | undefined) {
+/**
+ * undici's connector, whose TLS options (`tls()`) are built at the first https connection rather than with the
+ * Agent: a context holding a few hundred roots takes about a quarter of a second to build, which a boot or a
+ * plain-http upstream should not pay.
+ */
+function lazyTls(timeout: number | undefined, tls: () => buildConnector.BuildOptions): buildConnector.connector {
+  let plain: buildConnector.connector | undefined;
+  let secure: buildConnector.connector | undefined;
+  return (o, callback) => {
+    const connector = o.protocol === 'https:'
+      ? (secure ??= buildConnector({ timeout, ...tls() }))
+      : (plain ??= buildConnector({ timeout }));
+    return connector(o, callback);
+  };
+}
+
+/**
+ * node:tls options for `upstream.tls` and a provider key's `tls` on top of it: a `ca` replaces the default
+ * roots, so the roots and the extra CAs go in with it; either one turning verification off turns it off. The
+ * context is built once per pool: built by each connection from the PEM text, a few hundred roots cost about a
+ * quarter of a second per handshake.
+ */
+function tlsOptions(tls: UpstreamTls | undefined, extraCa: ExtraCa | undefined, key: KeyTls | undefined) {
   const text = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
-  const extra = [extraCaPem, text(tls?.ca)].filter((p): p is string => !!p);
+  const configured = [text(tls?.ca), key?.ca_cert?.trim() || undefined].filter((p): p is string => !!p);
+  const extra = extraCa && (configured.length > 0 || !extraCa.inDefaults) ? [extraCa.pem, ...configured] : configured;
+  const ca = extra.length > 0 ? { ca: [...rootCertificates, ...extra] } : {};
+  const cert = tls?.cert ? { cert: text(tls.cert), key: text(tls.key) } : {};
   return {
-    ...(extra.length > 0 ? { ca: [...rootCertificates, ...extra] } : {}),
-    ...(tls?.cert ? { cert: text(tls.cert), key: text(tls.key) } : {}),
-    ...(tls?.verify === false ? { rejectUnauthorized: false } : {}),
+    ...(extra.length > 0 || tls?.cert ? { secureContext: createSecureContext({ ...ca, ...cert }) } : {}),
+    ...(tls?.verify === false || key?.verify === false ? { rejectUnauthorized: false } : {}),
   };
 }

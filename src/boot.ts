@@ -128,30 +128,51 @@ async function checkRedisTlsFiles(platform: Platform, config: Config): Promise<v
 
 /**
  * `upstream.tls`'s files, each checked for the PEM block it must hold, with AISIX's wording for a file that
- * cannot be read or holds no certificate.
+ * cannot be read or holds no certificate; and the CA bundle `SSL_CERT_FILE` names, trusted for upstreams on
+ * top of the runtime's roots and `ca_file` (none of the runtimes' clients reads that variable itself).
  */
 async function readUpstreamTls(
   platform: Platform,
   t: Config['upstream']['tls'],
 ): Promise<UpstreamTls | undefined> {
-  if (!t) return undefined;
-  const pem = async (key: string, file: string | undefined, block: RegExp, what: string) => {
-    if (file === undefined) return undefined;
-    let bytes: Uint8Array;
+  const read = async (what: string, file: string) => {
     try {
       if (!platform.files) throw new Error('this runtime has no file access');
-      bytes = await platform.files.read(file);
+      return await platform.files.read(file);
     } catch (e) {
-      throw new Error(`upstream.tls.${key}: read ${file}: ${(e as Error).message}`);
+      throw new Error(`${what}: read ${file}: ${(e as Error).message}`);
     }
+  };
+  const pem = async (key: string, file: string | undefined, block: RegExp, what: string) => {
+    if (file === undefined) return undefined;
+    const bytes = await read(`upstream.tls.${key}`, file);
     if (!block.test(decoder.decode(bytes))) throw new Error(`upstream.tls.${key}: ${file} contains no ${what} block`);
     return bytes;
   };
   const certificate = /-----BEGIN CERTIFICATE-----/;
-  const ca = await pem('ca_file', t.ca_file, certificate, 'CERTIFICATE');
+  const sslCertFile = platform.env.SSL_CERT_FILE;
+  let system: Uint8Array | undefined;
+  if (sslCertFile) {
+    system = await read('SSL_CERT_FILE (fix the path or unset it)', sslCertFile);
+    if (!certificate.test(decoder.decode(system))) {
+      throw new Error(`SSL_CERT_FILE: ${sslCertFile} contains no CERTIFICATE block (fix the path or unset it)`);
+    }
+  }
+  if (!t) return system ? { verify: true, ca: system } : undefined;
+  const own = await pem('ca_file', t.ca_file, certificate, 'CERTIFICATE');
+  const ca = own && system ? joinPem(system, own) : own ?? system;
   const cert = await pem('client_cert_file', t.client_cert_file, certificate, 'CERTIFICATE');
   const key = await pem('client_key_file', t.client_key_file, /-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'PRIVATE KEY');
   return { verify: t.verify, ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
+}
+
+/** Two PEM bundles as one, a newline between them (a file may not end with one). */
+function joinPem(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + 1 + b.length);
+  out.set(a);
+  out[a.length] = 10;
+  out.set(b, a.length + 1);
+  return out;
 }
 
 async function readFor(platform: Platform, key: string, file: string): Promise<Uint8Array> {

@@ -6,6 +6,7 @@ import { Lifecycle } from './lifecycle/state.ts';
 import type { ReadinessChecks } from './lifecycle/probes.ts';
 import { type DeploymentLabels, deploymentLabels, GatewayMetrics } from './observability/gateway-metrics.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
+import { MSG } from './observability/messages.ts';
 import type { Counter } from './observability/metrics.ts';
 import type { Listener, Platform, UpstreamFetch, UpstreamTls } from './platform.ts';
 import { refuseRedirects, refuseUnsendableHeaders } from './upstream-fetch.ts';
@@ -65,6 +66,8 @@ export class Gateway implements ReadinessChecks {
   private _proxyListener: Listener | undefined;
   readonly upstream: UpstreamFetch;
   private applySeq = 0;
+  /** The ids of the provider keys warned about for `tls.verify: false`, while they stay so. */
+  private unverifiedKeys = new Set<string>();
   private cacheWriteFailures: Counter | undefined;
   /** The gateway's one clock (ms since the epoch). */
   readonly clock: Clock;
@@ -127,6 +130,18 @@ export class Gateway implements ReadinessChecks {
     }
   }
 
+  /** A WARN for each provider key that turned `tls.verify` off, once while it stays so. */
+  private warnUnverified(snapshot: Snapshot): void {
+    const now = new Set<string>();
+    for (const k of snapshot.unverifiedKeys) {
+      now.add(k.id);
+      if (!this.unverifiedKeys.has(k.id)) {
+        this.log.warn(MSG.providerKeyTlsUnverified, { provider_key: k.display_name, provider_key_id: k.id });
+      }
+    }
+    this.unverifiedKeys = now;
+  }
+
   /** The snapshot cache was written (etcd mode, `managed.snapshot_cache_path`; a `CacheWriteReport`). */
   written(path: string): void {
     this.record.cacheWritten(path, rfc3339(this.now()));
@@ -179,6 +194,7 @@ export class Gateway implements ReadinessChecks {
     this.routingState.retain(snapshot.models);
     this.checker?.update(snapshot.checkedModels);
     this.telemetry.update(snapshot.exporters.map(resourceExporter));
+    this.warnUnverified(snapshot);
     const at = rfc3339(this.now());
     const prev = this.facts.applied;
     const changed = prev?.config_hash !== meta.configHash;

@@ -70,6 +70,19 @@ export interface UpstreamRequest {
   body?: string;
   /** A `Cancel` on the proxy path (not an AbortSignal: see src/util/cancel.ts). */
   signal?: CancelSignal;
+  /**
+   * A provider key's own TLS, layered on `UpstreamOptions.tls`. The same object comes with every request for
+   * that key, so a transport can keep one connection pool per object (and per distinct content).
+   */
+  tls?: KeyTls;
+}
+
+/** A provider key's `tls` block as the resources hold it. */
+export interface KeyTls {
+  /** PEM CA certificates trusted for this request on top of everything the transport trusts already. */
+  ca_cert?: string;
+  /** false: any certificate is accepted for this request. */
+  verify: boolean;
 }
 
 /** The part of an upstream response the core reads. The body can be consumed once. */

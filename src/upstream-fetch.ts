@@ -2,7 +2,7 @@
 // runtimes/undici-upstream.ts, which is faster there), and the bounds both transports put on answers:
 // `upstream.max_response_bytes` per answer and `upstream.max_buffered_response_bytes` over all the answers
 // being read whole at once (docs/operations.md "Limits and failure behaviour").
-import type { UpstreamFetch, UpstreamResponse } from './platform.ts';
+import type { KeyTls, UpstreamFetch, UpstreamResponse } from './platform.ts';
 import { CHUNKS_DONE } from './util/bytes.ts';
 import { toAbortSignal } from './util/cancel.ts';
 
@@ -311,12 +311,62 @@ export function declaredLength(declared: string | null | undefined, encoding?: s
 }
 
 /**
+ * A `fetch` that may be handed a provider key's TLS with a request; one that cannot honour it (Workers' fetch
+ * sets no CA and always verifies) ignores it, and the connection then fails closed on a private certificate.
+ */
+export type KeyFetch = (url: string, init: RequestInit, tls?: KeyTls) => Promise<Response>;
+
+/**
+ * What a transport builds for each provider key's TLS (a connection pool, a client's TLS options), built once
+ * per distinct `KeyTls` and shared by every key configured the same, across snapshots. The most recently
+ * used `max` are kept; an older one is handed to `retire` (which lets its requests in flight finish).
+ */
+export class KeyTlsPools<T> {
+  private readonly ids = new WeakMap<KeyTls, string>();
+  private readonly built = new Map<string, T>();
+
+  constructor(
+    private readonly build: (tls: KeyTls) => T,
+    private readonly retire: (t: T) => void = () => {},
+    private readonly max = 64,
+  ) {}
+
+  get(tls: KeyTls): T {
+    let id = this.ids.get(tls);
+    if (id === undefined) {
+      // The same string object from then on: its hash is computed once, however long the PEM.
+      id = `${tls.verify ? 1 : 0}\n${tls.ca_cert?.trim() ?? ''}`;
+      this.ids.set(tls, id);
+    }
+    let t = this.built.get(id);
+    if (t !== undefined) {
+      this.built.delete(id); // re-inserted last: the Map's order is the recency
+      this.built.set(id, t);
+      return t;
+    }
+    t = this.build(tls);
+    this.built.set(id, t);
+    if (this.built.size > this.max) {
+      const [oldest, pool] = this.built.entries().next().value!;
+      this.built.delete(oldest);
+      this.retire(pool);
+    }
+    return t;
+  }
+
+  /** Pools held now. */
+  get size(): number {
+    return this.built.size;
+  }
+}
+
+/**
  * `limits.maxResponseBytes`: a declared Content-Length over it rejects the call before a byte of the body
  * is read; `text()` rejects, and an iterated body throws, once the bytes read pass it. `text()` also holds
  * the answer's bytes in the transport's `AnswerBudget` (`limits.maxBufferedBytes`) while it reads. Either
  * way the body is cancelled, so the connection is closed rather than pooled with an unread answer on it.
  */
-export function fetchUpstream(fetchFn: typeof fetch = fetch, limits: AnswerLimits = {}): UpstreamFetch {
+export function fetchUpstream(fetchFn: KeyFetch = fetch, limits: AnswerLimits = {}): UpstreamFetch {
   const maxBytes = limits.maxResponseBytes ?? 0;
   const budget = new AnswerBudget(limits.maxBufferedBytes ?? 0);
   const unbounded = !maxBytes && !budget.limitBytes;
@@ -328,7 +378,7 @@ export function fetchUpstream(fetchFn: typeof fetch = fetch, limits: AnswerLimit
       signal: req.signal && toAbortSignal(req.signal),
       // Followed, a 307/308 would take the custom credential headers and the body to wherever it points.
       redirect: 'manual',
-    });
+    }, req.tls);
     const body = res.body;
     const declared = res.headers.get('content-length');
     if (declaresTooMuch(declared, maxBytes)) {

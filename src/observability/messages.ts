@@ -39,6 +39,8 @@ export const MSG = {
     'proxy.request_body_limit_bytes is 0: request bodies are unbounded, so one authenticated caller can make the gateway hold a body of any size in memory; remove the key for the default limit or set one',
   idleTimeoutUnbounded:
     'downstream.idle_timeout_secs is 0: idle connections are never closed, so any client, without a key, can hold connections open until the gateway runs out of file descriptors; remove the key for the default timeout or set one',
+  providerKeyTlsUnverified:
+    "provider_key tls.verify is false: this key's upstream certificates are NOT checked, so any peer able to intercept the connection can read and rewrite prompts, responses, and the key's credential",
   listening: 'listening',
   resourcesLoaded: 'resources file loaded',
   sinkStarted: 'sink pipeline started',

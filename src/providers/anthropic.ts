@@ -11,6 +11,7 @@ import {
   type TokenCounts,
   upstreamResult,
 } from './types.ts';
+import { addKeyHeaders } from './upstream-headers.ts';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 
@@ -27,17 +28,20 @@ async function send(
     'anthropic-version': ANTHROPIC_VERSION,
   };
   if (c.key.api_key) headers['x-api-key'] = c.key.api_key;
-  // The caller's beta opt-ins (e.g. extended context, prompt-caching variants) apply upstream as asked.
-  const beta = c.callerHeaders?.get('anthropic-beta');
-  if (beta) headers['anthropic-beta'] = beta;
   if (c.traceparent) headers.traceparent = c.traceparent;
   if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
+  addKeyHeaders(headers, c);
+  // The caller's beta opt-ins (e.g. extended context, prompt-caching variants) apply upstream as asked,
+  // unless the key's operator set the header: it ranks as a forwarded header.
+  const beta = c.callerHeaders?.get('anthropic-beta');
+  if (beta && !Object.hasOwn(headers, 'anthropic-beta')) headers['anthropic-beta'] = beta;
   const res = await c.upstream({
     url: `${c.key.api_base}${path}`,
     method: 'POST',
     headers,
     body: JSON.stringify(body),
     signal: c.signal,
+    tls: c.key.tls,
   });
   return upstreamResult(res, c.stream);
 }

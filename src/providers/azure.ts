@@ -8,6 +8,7 @@ import { cannedUpstreamError, errorJson, invalidConfig, invalidCredentials } fro
 import { MintFailed, mintToken } from './mint.ts';
 import { TokenCache } from './token-cache.ts';
 import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
+import { addKeyHeaders } from './upstream-headers.ts';
 import { pathSegment, type SegmentRule, urlUnder } from './url-segment.ts';
 
 export const AZURE_API_VERSION = '2024-10-21';
@@ -181,12 +182,14 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
   headers.accept = c.stream ? 'text/event-stream' : 'application/json';
   if (c.traceparent) headers.traceparent = c.traceparent;
   if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
+  addKeyHeaders(headers, c);
   const res = await c.upstream({
     url,
     method: 'POST',
     headers,
     body: JSON.stringify(c.body),
     signal: c.signal,
+    tls: c.key.tls,
   });
   const r = await upstreamResult(res, c.stream);
   if (r.kind !== 'response' || (r.status >= 200 && r.status < 300)) return r;

@@ -11,6 +11,7 @@ import {
   type TokenCounts,
   upstreamResult,
 } from './types.ts';
+import { addKeyHeaders } from './upstream-headers.ts';
 
 const PATHS = {
   chat: '/chat/completions',
@@ -34,6 +35,7 @@ export const openaiAdapter: ProviderAdapter = {
     if (c.key.api_key) headers.authorization = `Bearer ${c.key.api_key}`;
     if (c.traceparent) headers.traceparent = c.traceparent;
     if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
+    addKeyHeaders(headers, c);
     // Native Responses always reports usage at its end: nothing to ask for there.
     const inject = (c.endpoint === 'chat' || c.endpoint === 'completions') && injectsUsage(c.body, c.stream);
     const body = inject ? { ...c.body, stream_options: INJECTED_STREAM_OPTIONS } : c.body;
@@ -43,6 +45,7 @@ export const openaiAdapter: ProviderAdapter = {
       headers,
       body: JSON.stringify(body),
       signal: c.signal,
+      tls: c.key.tls,
     });
     const r = await upstreamResult(res, c.stream);
     if (r.kind !== 'stream' || (!inject && c.endpoint !== 'responses')) return r;

@@ -2,7 +2,7 @@
 // handlers: the handler resolves a target, the adapter speaks the vendor's wire.
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { CapabilityOverrides } from '../resources/capabilities.ts';
-import type { AdapterName, ProviderKey } from '../resources/schema.ts';
+import type { AdapterName, ApiKey, ProviderKey } from '../resources/schema.ts';
 import { RefusedAnswer } from '../upstream-fetch.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 
@@ -14,14 +14,27 @@ import type { CancelSignal } from '../util/cancel.ts';
  */
 export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'messages' | 'responses' | 'count_tokens';
 
+/** Read-only request headers (a `Headers` object fits). */
+export interface CallerHeaders {
+  get(name: string): string | null;
+  forEach?(each: (value: string, name: string) => void): void;
+}
+
 export interface ProviderCall {
   endpoint: Endpoint;
   /** The caller's body in the endpoint's wire shape, with `model` already set to the upstream model name. */
   body: Record<string, unknown>;
   stream: boolean;
   key: ProviderKey;
-  /** The caller's request headers, for the few an adapter forwards (e.g. `anthropic-beta`). */
-  callerHeaders?: { get(name: string): string | null };
+  /**
+   * The caller's request headers, for the few an adapter forwards (e.g. `anthropic-beta`) and the key's
+   * `request.forward_client_headers` (which needs `forEach`).
+   */
+  callerHeaders?: CallerHeaders;
+  /** The caller's API key, for `request.default_headers` templates; absent on calls no caller made. */
+  apiKey?: Pick<ApiKey, 'id' | 'display_name' | 'team_id' | 'user_id'>;
+  /** The model row dispatched to, for `request.default_headers` templates. */
+  model?: { id: string; display_name: string };
   upstream: UpstreamFetch;
   /** The W3C `traceparent` of this attempt's span, when the request is traced (docs/operations.md "Tracing"). */
   traceparent?: string;

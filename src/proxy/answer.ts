@@ -105,6 +105,7 @@ export class Answerer {
         signal: call.c.env?.closed ?? call.c.req.raw.signal,
         headers: call.headers,
         apiKeyId: caller.key.id,
+        apiKey: caller.key,
         clientIp: call.clientIp,
         ...(limits ? { reserveTarget: limits.reserve } : {}),
         requestId: rec.requestId,

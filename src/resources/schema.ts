@@ -175,7 +175,20 @@ export const providerKeyShape = {
   drop_body_fields: z.array(
     z.string().min(1, 'must not be empty').refine((f) => f !== 'model', 'the upstream model name is always sent'),
   ).optional(),
+  /** TLS to this key's upstream, on top of `upstream.tls` (docs/configuration.md "Provider keys"). */
+  tls: nullOk(z.strictObject({
+    /** PEM CA certificates trusted for this key's upstream, added to the gateway's; blank = none. */
+    ca_cert: nullOk(z.string().refine((s) => s.trim() === '' || PEM_CERTIFICATE.test(s), 'holds no CERTIFICATE block')),
+    verify: z.boolean().default(true),
+  })),
+  /** Headers added to this key's upstream calls (src/providers/upstream-headers.ts). */
+  request: nullOk(z.strictObject({
+    default_headers: z.record(z.string(), z.string()).default({}),
+    forward_client_headers: z.array(z.string()).default([]),
+  })),
 };
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----/;
 
 function isHttpUrl(s: string): boolean {
   return s.trim() === '' || z.url({ protocol: /^https?$/ }).safeParse(s.trim()).success;

@@ -43,6 +43,7 @@ interface Index {
   wildcards: WildcardAlias[];
   apiKeysByHash: Map<string, ApiKey>;
   checked: DirectModel[];
+  unverified: ProviderKey[];
 }
 
 /**
@@ -59,9 +60,11 @@ function* indexRows(resources: ResourceSet): Generator<void, Index> {
     wildcards: [],
     apiKeysByHash: new Map(),
     checked: [],
+    unverified: [],
   };
   for (const k of resources.provider_keys) {
     ix.providerKeys.set(k.id, k);
+    if (k.tls?.verify === false) ix.unverified.push(k);
     yield;
   }
   const wildcards = new Map<string, WildcardAlias>();
@@ -115,6 +118,8 @@ export class Snapshot {
   private readonly apiKeysByHash: Map<string, ApiKey>;
   /** The direct models the background checker runs for (checks enabled, no wildcard alias), in file order. */
   readonly checkedModels: readonly DirectModel[];
+  /** The provider keys whose `tls.verify` is false (the gateway WARNs about each). */
+  readonly unverifiedKeys: readonly ProviderKey[];
   /** `<kind>/<id>` → the etcd mod_revision of the row it came from (etcd source only; the admin lists). */
   readonly revisions = new Map<string, number>();
 
@@ -128,6 +133,7 @@ export class Snapshot {
     this.wildcards = ix.wildcards;
     this.apiKeysByHash = ix.apiKeysByHash;
     this.checkedModels = ix.checked;
+    this.unverifiedKeys = ix.unverified;
   }
 
   /** The same snapshot as `new Snapshot(resources)`, its indexes built with `pace()` awaited between rows. */

@@ -92,6 +92,8 @@ export async function attemptUpstream(
       traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),
       ...(input.stream ? { firstUpstreamChunk } : {}),
+      apiKey: input.apiKey,
+      model: t.model,
     });
     if (r.kind === 'refused') {
       end();

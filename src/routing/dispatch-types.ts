@@ -1,7 +1,14 @@
 // The values dispatch hands around (docs/routing.md): what the caller's side gives it, what it answers, and
 // the routing-internal shapes its parts (plan, attempt, attempt recording, stream commit) share.
 import type { DeploymentLabels } from '../observability/gateway-metrics.ts';
-import type { Endpoint, ProviderAdapter, StreamEnd, TokenCounts } from '../providers/types.ts';
+import type {
+  CallerHeaders,
+  Endpoint,
+  ProviderAdapter,
+  ProviderCall,
+  StreamEnd,
+  TokenCounts,
+} from '../providers/types.ts';
 import type { DirectModel, Model, ProviderKey, Routing } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
@@ -23,8 +30,10 @@ export interface DispatchInput {
   signal: CancelSignal;
   /** consistent_hash `hash_on` sources: the request headers, the caller's API key id and the client's IP
    *  (the connection's peer, or the address `proxy.real_ip` resolved). */
-  headers?: HeaderReader;
+  headers?: HeaderReader & Pick<CallerHeaders, 'forEach'>;
   apiKeyId?: string;
+  /** The caller's key, for the provider key's `request.default_headers` templates. */
+  apiKey?: ProviderCall['apiKey'];
   clientIp?: string;
   /** The request's trace, when an exporter keeps it: each attempt becomes a span (src/telemetry). */
   trace?: RequestTrace;

@@ -22,6 +22,7 @@ export function modelCheck(deps: { snapshot: () => Snapshot | undefined; upstrea
       },
       stream: false,
       key,
+      model,
       upstream: deps.upstream,
       signal,
     });

@@ -7,7 +7,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadConfig } from '../../src/config/load.ts';
 import { createGateway, loadBootConfig } from '../../src/boot.ts';
-import { certificateProblem, refuseUnsendableHeaders, UnsendableHeader } from '../../src/upstream-fetch.ts';
+import {
+  certificateProblem,
+  KeyTlsPools,
+  refuseUnsendableHeaders,
+  UnsendableHeader,
+} from '../../src/upstream-fetch.ts';
 import type { UpstreamRequest, UpstreamResponse } from '../../src/platform.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { type RecordingGateway, recordingGateway } from '../support/recording-gateway.ts';
@@ -140,6 +145,28 @@ describe('the transport helpers', () => {
     assert.equal(sent.length, 3);
   });
 
+  test('KeyTlsPools: one pool per distinct key TLS, shared across objects; the least recently used retired', () => {
+    const built: string[] = [];
+    const retired: string[] = [];
+    const pools = new KeyTlsPools(
+      (t) => {
+        built.push(t.ca_cert ?? '-');
+        return t.ca_cert ?? '-';
+      },
+      (p) => retired.push(p),
+      2,
+    );
+    const a = { ca_cert: 'A', verify: true };
+    assert.equal(pools.get(a), 'A');
+    assert.equal(pools.get({ ca_cert: 'A ', verify: true }), 'A', 'same content, another snapshot: the same pool');
+    assert.equal(pools.get({ ca_cert: 'A', verify: false }), 'A');
+    assert.deepEqual(built, ['A', 'A'], 'verify is part of the identity');
+    pools.get(a); // A/verify is now the most recent
+    pools.get({ ca_cert: 'B', verify: true });
+    assert.deepEqual(retired, ['A'], 'the A/no-verify pool, least recently used, is retired');
+    assert.equal(pools.size, 2);
+  });
+
   test('certificateProblem: OpenSSL codes on the error or its cause, in fixed words; others undefined', () => {
     const coded = (code: string, message = 'x') => Object.assign(new Error(message), { code });
     assert.equal(
@@ -221,6 +248,32 @@ describe('upstream.tls in config.yaml', () => {
     const tls = (boot as Exclude<typeof boot, string>).upstreamTls!;
     assert.equal(new TextDecoder().decode(tls.ca), cert);
     assert.equal(tls.verify, true);
+  });
+
+  test('SSL_CERT_FILE: its bundle is trusted next to ca_file; unreadable or without a certificate, no boot', async () => {
+    const cert = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----';
+    const p = testPlatform({ SSL_CERT_FILE: '/etc/bundle.pem' });
+    p.fileMap.set(FILE, config('{ ca_file: ca.pem }').replace(/upstream: .*\n/, ''));
+    assert.match(
+      String(await loadBootConfig(p, FILE)),
+      /^config file \/c\/config\.yaml: SSL_CERT_FILE \(fix the path or unset it\): read \/etc\/bundle\.pem: /,
+    );
+    p.fileMap.set('/etc/bundle.pem', 'no certificate here');
+    assert.match(
+      String(await loadBootConfig(p, FILE)),
+      /SSL_CERT_FILE: \/etc\/bundle\.pem contains no CERTIFICATE block/,
+    );
+    p.fileMap.set('/etc/bundle.pem', `${cert}\n`);
+    const alone = await loadBootConfig(p, FILE);
+    assert.deepEqual((alone as Exclude<typeof alone, string>).upstreamTls, {
+      verify: true,
+      ca: new TextEncoder().encode(`${cert}\n`),
+    });
+    p.fileMap.set(FILE, config('{ ca_file: ca.pem }'));
+    p.fileMap.set('/c/ca.pem', cert.replace('MIIB', 'MIIC'));
+    const both = await loadBootConfig(p, FILE);
+    const ca = new TextDecoder().decode((both as Exclude<typeof both, string>).upstreamTls!.ca);
+    assert.equal(ca, `${cert}\n\n${cert.replace('MIIB', 'MIIC')}`);
   });
 
   test("the platform is given the materials and the idle bound; verify: false WARNs at boot in AISIX's words", async () => {

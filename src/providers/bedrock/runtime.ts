@@ -4,6 +4,7 @@ import type { UpstreamResponse } from '../../platform.ts';
 import { cannedUpstreamError, errorJson, invalidConfig } from '../failures.ts';
 import type { Json } from '../translate/shared.ts';
 import type { ProviderCall, ProviderResult } from '../types.ts';
+import { addKeyHeaders, SIGV4_OWNED } from '../upstream-headers.ts';
 import { encodeSegment, pathSegment, type SegmentRule, urlUnder } from '../url-segment.ts';
 import { type AwsCredentials, signedHeaders } from './sign.ts';
 
@@ -97,8 +98,9 @@ export async function sendBedrock(s: BedrockSend): Promise<
   const body = JSON.stringify(s.body);
   const plain: Record<string, string> = { 'content-type': 'application/json', accept: s.accept };
   if (s.c.traceparent) plain.traceparent = s.c.traceparent;
+  addKeyHeaders(plain, s.c, SIGV4_OWNED); // before signing, so the signature covers them
   const headers = await signedHeaders(url, body, plain, s.cred);
-  const res = await s.c.upstream({ url, method: 'POST', headers, body, signal: s.c.signal });
+  const res = await s.c.upstream({ url, method: 'POST', headers, body, signal: s.c.signal, tls: s.c.key.tls });
   if (res.status >= 200 && res.status < 300) return { ok: true, res };
   const text = await res.text();
   const code = awsErrorCode(

@@ -17,6 +17,7 @@ import {
   type TokenCounts,
   upstreamResult,
 } from '../types.ts';
+import { addKeyHeaders } from '../upstream-headers.ts';
 import { pathSegment, urlUnder } from '../url-segment.ts';
 import { VERTEX_MODEL_ID, type VertexCredential, vertexCredential, vertexToken } from './auth.ts';
 import { chatToGemini, geminiStreamToChat, geminiToChat } from './gemini.ts';
@@ -70,17 +71,20 @@ async function post(p: Post): Promise<ProviderResult> {
     if (e instanceof MintFailed) return e.answer;
     throw e;
   }
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${token}`,
+    'content-type': 'application/json',
+    ...(p.c.traceparent ? { traceparent: p.c.traceparent } : {}),
+    ...(p.c.requestId ? { 'x-aisix-request-id': p.c.requestId } : {}),
+  };
+  addKeyHeaders(headers, p.c);
   const res = await p.c.upstream({
     url,
     method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      ...(p.c.traceparent ? { traceparent: p.c.traceparent } : {}),
-      ...(p.c.requestId ? { 'x-aisix-request-id': p.c.requestId } : {}),
-    },
+    headers,
     body: JSON.stringify(p.body),
     signal: p.c.signal,
+    tls: p.c.key.tls,
   });
   const r = await upstreamResult(res, p.stream);
   if (r.kind !== 'response' || (r.status >= 200 && r.status < 300)) return r;
