@@ -236,3 +236,26 @@ describe('previous_response_id on a translated target', () => {
     assert.equal(sent.json!.previous_response_id, 'resp_o');
   });
 });
+
+describe('responses_store.max_entry_bytes', () => {
+  const small = proxyOverMocks(
+    (openaiBase, anthropicBase) =>
+      `${threeVendors(openaiBase, anthropicBase)}
+api_keys:
+  - { display_name: a, key_env: KEY_A, allowed_models: ["*"] }
+`,
+    { config: `${BASE_CONFIG}responses_store: { max_entry_bytes: 400 }\n`, env: { KEY_A: A } },
+  );
+
+  test('a response whose entry is over the bound is not kept; a small one is', async () => {
+    const ask = async (input: string) => {
+      const res = await small.post('/v1/responses', { model: 'deep', input }, A);
+      const id = ((await res.json()) as Json).id;
+      const next = await small.post('/v1/responses', { model: 'deep', input: 'x', previous_response_id: id }, A);
+      await next.arrayBuffer();
+      return next.status;
+    };
+    assert.equal(await ask('short'), 200);
+    assert.equal(await ask('long '.repeat(100)), 400);
+  });
+});
