@@ -6,6 +6,7 @@ import { adapterFor } from '../providers/index.ts';
 import { servesResponsesNatively } from '../providers/translate/via-chat.ts';
 import { contextItems, refersToState, resolveState, TerminalEventReader } from '../responses/state.ts';
 import type { Item, ResponsesStore } from '../responses/store.ts';
+import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import type { ServedBy } from '../routing/dispatch-types.ts';
 import type { AnswerStep, FeatureSteps, ModelCall, Step } from './pipeline.ts';
 
@@ -28,10 +29,10 @@ export function responsesStateSteps(store: ResponsesStore): FeatureSteps {
     name: 'responses store',
     run(call, result) {
       if (call.route.call !== 'responses' || call.body.store === false) return result;
-      if (result.kind === 'response' && result.status < 300 && translated(result.served)) {
+      if (result.kind === 'response' && result.status < 300 && translated(call, result.served)) {
         const body = result.body;
         void Promise.resolve().then(() => keep(store, call, parseObject(body)));
-      } else if (result.kind === 'stream' && translated(result.served)) {
+      } else if (result.kind === 'stream' && translated(call, result.served)) {
         return { ...result, chunks: watched(result.chunks, (response) => keep(store, call, response)) };
       }
       return result;
@@ -40,13 +41,23 @@ export function responsesStateSteps(store: ResponsesStore): FeatureSteps {
   return { responsesState, responsesStore };
 }
 
-/** Whether the answer is one Sluice made (and so minted its ids): a target that translates Responses. */
-function translated(served: ServedBy | undefined): boolean {
-  if (!served) return false;
-  return !servesResponsesNatively(adapterFor(served.key.adapter), {
-    provider: served.model.provider ?? served.key.provider,
-    key: served.key,
+/**
+ * Whether the answer is one Sluice made (and so minted its ids): its target translates Responses. A stream
+ * committed before any target answered names none: then every target the model may use must translate.
+ */
+function translated(call: ModelCall, served: ServedBy | undefined): boolean {
+  if (served) return translates(served.model, served.key);
+  const m = call.resolved.model;
+  const snapshot = call.caller.snapshot;
+  const targets = m.kind === 'direct' ? [m] : m.routing.targets.map((t) => snapshot.modelByName(t.model));
+  return targets.every((t) => {
+    const key = t?.kind === 'direct' ? snapshot.providerKeys.get(t.provider_key_id) : undefined;
+    return t?.kind === 'direct' && key !== undefined && translates(t, key);
   });
+}
+
+function translates(model: DirectModel, key: ProviderKey): boolean {
+  return !servesResponsesNatively(adapterFor(key.adapter), { provider: model.provider ?? key.provider, key });
 }
 
 /** Keeps `response` (a translated answer) with the whole input it answered. Never fails the caller. */

@@ -21,7 +21,8 @@ api_keys:
   - { display_name: b, key_env: KEY_B, allowed_models: ["*"] }
 `,
   {
-    config: `${BASE_CONFIG}responses_store: { ttl_secs: 60 }\n`,
+    // A 1 s keep-alive: a stream whose upstream is slower is committed before any target answered.
+    config: `${BASE_CONFIG}responses_store: { ttl_secs: 60 }\ndownstream: { sse_keepalive_interval_secs: 1 }\n`,
     env: { KEY_A: A, KEY_B: B },
     now: () => new Date(nowMs),
   },
@@ -185,6 +186,17 @@ describe('previous_response_id on a translated target', () => {
       assert.equal((rig.mock.requests.at(-1)!.json!.messages as Json[]).length, 5);
     });
   }
+
+  test('a stream committed before its target answered is kept too', async () => {
+    // The upstream's head comes after the keep-alive interval: the 200 is committed before it.
+    rig.mock.script({ delayMs: 1_500 });
+    const res = await rig.post('/v1/responses', { model: 'deep', input: 'slow', stream: true }, A);
+    const text = await res.text();
+    const id = /"type":"response\.completed".*?"id":"(resp_[0-9a-f]+)"/.exec(text)?.[1];
+    assert.ok(id, text);
+    const r = await post({ model: 'deep', input: 'x', previous_response_id: id });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+  });
 
   test("another key's id: the same 400 as an unknown one, naming the id", async () => {
     const turn1 = await post({ model: 'deep', input: 'mine' }, A);
