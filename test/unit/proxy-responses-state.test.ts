@@ -8,6 +8,7 @@ import { anthropicMessage } from '../support/mock-anthropic.ts';
 import { chatCompletion } from '../support/mock-upstream.ts';
 import { BASE_CONFIG } from '../support/platform.ts';
 import { proxyOverMocks, threeVendors } from '../support/proxy-over-mocks.ts';
+import { TerminalEventReader } from '../../src/responses/state.ts';
 
 const A = 'sk-state-a';
 const B = 'sk-state-b';
@@ -269,5 +270,23 @@ api_keys:
     };
     assert.equal(await ask('short'), 200);
     assert.equal(await ask('long '.repeat(100)), 400);
+  });
+});
+
+describe('TerminalEventReader', () => {
+  test('reads the terminal response however the bytes are cut, multi-byte text included', () => {
+    const response = {
+      id: 'resp_1',
+      output: [{ type: 'message', content: [{ type: 'output_text', text: 'héllo ☃' }] }],
+    };
+    const sse = `event: response.created\ndata: {"type":"response.created","response":{"id":"resp_1"}}\n\n` +
+      `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"x"}\n\n` +
+      `event: response.completed\ndata: ${JSON.stringify({ type: 'response.completed', response })}\n\n`;
+    const bytes = new TextEncoder().encode(sse);
+    for (const size of [1, 3, 7, 64, bytes.length]) {
+      const reader = new TerminalEventReader();
+      for (let i = 0; i < bytes.length; i += size) reader.push(bytes.subarray(i, i + size));
+      assert.deepEqual(reader.response, response, `cut every ${size} bytes`);
+    }
   });
 });
