@@ -2,6 +2,7 @@
 // puts what the caller key's store holds for `previous_response_id` and `item_reference` into the body before
 // anything reads it; "responses store" keeps a translated answer (`store` not false) once its last byte is out,
 // off the caller's path. A request that refers to no state and asks `store: false` touches no store.
+import { ProxyError } from '../http/errors.ts';
 import { adapterFor } from '../providers/index.ts';
 import { servesResponsesNatively } from '../providers/translate/via-chat.ts';
 import { contextItems, refersToState, resolveState, TerminalEventReader } from '../responses/state.ts';
@@ -21,6 +22,8 @@ export function responsesStateSteps(store: ResponsesStore): FeatureSteps {
         item: (id) => store.item(owner, id),
       }).then((body) => {
         call.body = body;
+        // A miss while the store fails is no "unknown id": on a model whose every target translates, say so.
+        if (store.failing && refersToState(body) && translated(call, undefined)) return storeDown();
         return undefined;
       });
     },
@@ -58,6 +61,17 @@ function translated(call: ModelCall, served: ServedBy | undefined): boolean {
 
 function translates(model: DirectModel, key: ProviderKey): boolean {
   return !servesResponsesNatively(adapterFor(key.adapter), { provider: model.provider ?? key.provider, key });
+}
+
+function storeDown(): ProxyError {
+  return new ProxyError(
+    503,
+    'service_unavailable',
+    'the responses store is unreachable, so `previous_response_id` and `item_reference` cannot be resolved now; ' +
+      'retry, or send the whole conversation in `input`',
+    undefined,
+    { 'retry-after': '1' },
+  );
 }
 
 /** Keeps `response` (a translated answer) with the whole input it answered. Never fails the caller. */

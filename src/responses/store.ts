@@ -44,6 +44,11 @@ export class ResponsesStore {
     return this.o.store.kind;
   }
 
+  /** Whether the backend is failing now (Redis, until a command succeeds again): a lookup then misses. */
+  get failing(): boolean {
+    return (this.o.store as { failing?: boolean }).failing === true;
+  }
+
   /**
    * Whose entries a caller key reads and writes: a hash of its id, never the id itself. Synchronous, so a
    * memory write is done before the answer's last byte reaches the caller.

@@ -1,12 +1,14 @@
 // The Responses store on a real Redis (docs/routing.md "Responses state"): two gateways sharing one Redis
 // continue each other's translated answers, by `previous_response_id` and by `item_reference`, under
-// `sluice:responses:<owner>:<id>` keys with the configured TTL; another key still gets the 400.
+// `sluice:responses:<owner>:<id>` keys with the configured TTL; another key still gets the 400; while Redis is
+// down, a 503 that says so.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ioredisClient } from '../../runtimes/redis-ioredis.ts';
 import type { Gateway } from '../../src/gateway.ts';
 import type { RedisClient } from '../../src/platform.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import { RESPONSES_STORE_MSG } from '../../src/responses/store.ts';
 import { chatCompletion, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { BASE_CONFIG, gatewayWith } from '../support/platform.ts';
 import { until } from '../support/until.ts';
@@ -19,6 +21,7 @@ type Json = Record<string, unknown>;
 let redis: RedisServer;
 let mock: MockUpstream;
 const gateways: Gateway[] = [];
+const logs: Record<string, unknown>[][] = [];
 const clients: RedisClient[] = [];
 let apps: ReturnType<typeof createProxyApp>[] = [];
 
@@ -53,7 +56,7 @@ api_keys:
 `;
     const config = `${BASE_CONFIG}responses_store: { backend: redis, ttl_secs: 120, redis: { url: "${redis.url}" } }\n`;
     for (let i = 0; i < 2; i++) {
-      const { gw } = await gatewayWith(resources, {
+      const { gw, platform } = await gatewayWith(resources, {
         config,
         env: { KEY_A: A, KEY_B: B },
         redis: (o) => {
@@ -63,6 +66,7 @@ api_keys:
         },
       });
       gateways.push(gw);
+      logs.push(platform.logs);
     }
     apps = gateways.map((gw) => createProxyApp(gw));
   });
@@ -134,5 +138,18 @@ api_keys:
     const other = await post(apps[1]!, { model: 'deep', input: 'x', previous_response_id: id }, B);
     assert.equal(other.status, 400);
     assert.match(String((other.json.error as Json).message), new RegExp(`"${id}" is not known`));
+  });
+
+  test('Redis down: a 503 saying so, not an unknown id; one WARN', async () => {
+    await redis.stop();
+    try {
+      const r = await post(apps[0]!, { model: 'deep', input: 'x', previous_response_id: 'resp_any' });
+      assert.equal(r.status, 503, JSON.stringify(r.json));
+      assert.match(String((r.json.error as Json).message), /^the responses store is unreachable/);
+      const warns = logs[0]!.filter((l) => l.msg === RESPONSES_STORE_MSG.lookupFailed);
+      assert.equal(warns.length, 1);
+    } finally {
+      await redis.start();
+    }
   });
 });
