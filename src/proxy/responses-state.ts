@@ -1,7 +1,8 @@
 // The Responses state's two pipeline steps (pipeline.ts; docs/routing.md "Responses state"): "responses state"
-// puts what the caller key's store holds for `previous_response_id` and `item_reference` into the body before
-// anything reads it; "responses store" keeps a translated answer (`store` not false) once its last byte is out,
-// off the caller's path. A request that refers to no state and asks `store: false` touches no store.
+// puts what the caller key's store holds for `previous_response_id` and `item_reference` into the body, after
+// admission and before the policies, limits, checks and dispatch read it; "responses store" keeps a translated
+// answer (`store` not false) once its last byte is out, off the caller's path. A request that refers to no
+// state and asks `store: false` touches no store.
 import { ProxyError } from '../http/errors.ts';
 import { adapterFor } from '../providers/index.ts';
 import { servesResponsesNatively } from '../providers/translate/via-chat.ts';
