@@ -24,6 +24,7 @@ import { backgroundTimers, modelCheck } from './routing/model-check.ts';
 import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { type CacheSetup, createResponseCache } from './cache/setup.ts';
+import { createResponsesStore, type ResponsesStoreSetup } from './responses/store.ts';
 import { RoutingState } from './routing/strategies.ts';
 import { type Clock, systemClock } from './util/clock.ts';
 import { createTelemetry, resourceExporter } from './telemetry/setup.ts';
@@ -57,6 +58,8 @@ export class Gateway implements ReadinessChecks {
   readonly rateLimiter: RateLimiter;
   /** The response cache's stores and metrics (docs/cache.md); idle until a `cache_policies` document applies. */
   readonly cache: CacheSetup;
+  /** Translated Responses answers for `previous_response_id` and `item_reference` (docs/routing.md). */
+  readonly responses: ResponsesStoreSetup;
   private readonly checker: BackgroundChecker | undefined;
   /** Whether background model checks run (`GatewayOptions.backgroundChecks`). */
   readonly backgroundChecks: boolean;
@@ -123,6 +126,7 @@ export class Gateway implements ReadinessChecks {
     });
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
     this.cache = createResponseCache(config, platform, this.log, this.metrics.registry, { clock });
+    this.responses = createResponsesStore(config, platform, this.log, clock);
     const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
     if (cachePath && platform.files) {
       this.record.cacheConfigured(cachePath);
@@ -219,6 +223,7 @@ export class Gateway implements ReadinessChecks {
     this.checker?.stop();
     void this.rateLimiter.store.close?.();
     void this.cache.close();
+    void this.responses.close();
   }
 
   /** `aisix_deployment_state`: one row per direct model of the served snapshot. */

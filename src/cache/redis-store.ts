@@ -29,17 +29,22 @@ export interface RedisStoreOptions {
   clock: Clock;
   warn(msg: string, fields: Record<string, unknown>): void;
   info(msg: string, fields: Record<string, unknown>): void;
+  /** Another store's key prefix (the env id still appended) and log lines; default the cache's. */
+  prefix?: string;
+  messages?: Record<'lookupFailed' | 'writeFailed' | 'redisRecovered', string>;
 }
 
 export class RedisExactStore implements ExactStore {
   readonly kind = 'redis';
   private readonly prefix: string;
+  private readonly msg: Record<'lookupFailed' | 'writeFailed' | 'redisRecovered', string>;
   /** Unix ms of the failure that opened the current outage; undefined while Redis answers. */
   private failingSince: number | undefined;
   private lastTry = 0;
 
   constructor(private readonly o: RedisStoreOptions) {
-    this.prefix = cacheKeyPrefix(o.envId);
+    this.prefix = o.prefix === undefined ? cacheKeyPrefix(o.envId) : o.envId ? `${o.prefix}:${o.envId}` : o.prefix;
+    this.msg = o.messages ?? CACHE_MSG;
   }
 
   /** The Redis key of a fingerprint. */
@@ -61,7 +66,7 @@ export class RedisExactStore implements ExactStore {
       const pttl = Number(r[1]);
       return { body: r[0], expiresAt: this.o.clock() + (pttl > 0 ? pttl : 0) };
     } catch (e) {
-      this.failed(CACHE_MSG.lookupFailed, e);
+      this.failed(this.msg.lookupFailed, e);
       return undefined;
     }
   }
@@ -72,7 +77,7 @@ export class RedisExactStore implements ExactStore {
       await this.o.client.evalScript(SET_LUA, [this.key(fingerprint)], [body, Math.max(1, Math.floor(ttlMs / 1000))]);
       this.succeeded();
     } catch (e) {
-      this.failed(CACHE_MSG.writeFailed, e);
+      this.failed(this.msg.writeFailed, e);
     }
   }
 
@@ -86,7 +91,7 @@ export class RedisExactStore implements ExactStore {
 
   private succeeded(): void {
     if (this.failingSince === undefined) return;
-    this.o.info(CACHE_MSG.redisRecovered, { failing_for_ms: this.o.clock() - this.failingSince });
+    this.o.info(this.msg.redisRecovered, { failing_for_ms: this.o.clock() - this.failingSince });
     this.failingSince = undefined;
   }
 

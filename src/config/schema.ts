@@ -91,6 +91,24 @@ const CacheConfigSchema = z.strictObject({
   if (c.redis) checkRedisConn(c.redis, ctx);
 }).prefault({});
 
+/**
+ * Sluice's `responses_store` (docs/routing.md "Responses state"): where translated Responses answers are kept so
+ * `previous_response_id` and `item_reference` resolve. `memory` per replica, `redis` shared by a fleet; every
+ * entry lives `ttl_secs`; `max_bytes` bounds the memory store, `max_entry_bytes` any one stored response.
+ */
+const ResponsesStoreConfigSchema = z.strictObject({
+  backend: z.enum(['memory', 'redis']).default('memory'),
+  redis: RedisConnSchema.optional(),
+  ttl_secs: z.number().int().positive().default(86_400),
+  max_entries: z.number().int().positive().default(10_000),
+  max_bytes: z.number().int().positive().default(67_108_864),
+  max_entry_bytes: z.number().int().positive().default(4_194_304),
+}).superRefine((c, ctx) => {
+  if (c.backend !== 'redis') return;
+  if (!c.redis) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'required when backend is redis' });
+  else checkRedisConn(c.redis, ctx);
+}).prefault({});
+
 /** The upper bound on a bucket list (AISIX's `resolve_edges`). */
 const MAX_BUCKET_EDGES = 64;
 
@@ -301,6 +319,7 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   ratelimit: RateLimitConfigSchema,
   cache: CacheConfigSchema,
+  responses_store: ResponsesStoreConfigSchema,
   /** AISIX's: where `kind: bedrock` guardrails call ApplyGuardrail instead of AWS; empty = unset. */
   bedrock_endpoint_url: z.string().optional(),
 }).superRefine((c, ctx) => {

@@ -20,6 +20,7 @@ import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admi
 import { Answerer, fail } from './answer.ts';
 import { abandonCacheMiss, cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
+import type { ResponsesStoreSetup } from '../responses/store.ts';
 import { modelAllowed } from './auth.ts';
 import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
@@ -29,6 +30,7 @@ import { ModelCall, type SnapshotFeature, SnapshotPipelines } from './pipeline.t
 import { policiesStep } from './policies.ts';
 import { gatewayOwner, serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
+import { responsesStateSteps } from './responses-state.ts';
 import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
@@ -51,6 +53,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly telemetry?: Telemetry;
   /** The response cache (docs/cache.md); its steps join the pipeline when it is given. */
   readonly cache?: Pick<CacheSetup, 'engine'>;
+  /** Translated Responses answers kept for `previous_response_id` and `item_reference` (docs/routing.md). */
+  readonly responses?: Pick<ResponsesStoreSetup, 'store'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -112,6 +116,10 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const guards = guardrails(d);
   const features: SnapshotFeature[] = [policiesStep(d.clock), guards.steps];
   if (cache) features.push(cacheSteps(cache, guards.checkCached));
+  if (d.responses) {
+    const steps = responsesStateSteps(d.responses.store);
+    features.push(() => steps);
+  }
   const pipelines = new SnapshotPipelines({
     identify: identifyStep(d),
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),

@@ -1,8 +1,8 @@
 // The request pipeline: the ordered steps every model call passes (docs/architecture.md "A request").
 //
 //   [tracking: in-flight slot, request id, the record]                    track.ts
-//   identify → read body → admit → (policies) → reserve → (input checks) → (cache lookup)
-//   → dispatch with its attempts → (output checks) → (cache store) → answer
+//   identify → read body → admit → (responses state) → (policies) → reserve → (input checks) → (cache lookup)
+//   → dispatch with its attempts → (output checks) → (cache store) → (responses store) → answer
 //   → when the last byte is out: usage commit → [telemetry: metrics, access log]   answer.ts, track.ts
 //
 // Steps in parentheses are features: each is in the list only when it is configured, so an absent one costs
@@ -56,6 +56,7 @@ export type StepName =
   | 'identify'
   | 'read body'
   | 'admit'
+  | 'responses state'
   | 'policies'
   | 'input checks'
   | 'cache lookup'
@@ -69,7 +70,7 @@ export interface Step {
 
 /** A step on the dispatch result (a whole answer or a stream): it may pass it on or return another. */
 export interface AnswerStep {
-  readonly name: 'output checks' | 'cache store';
+  readonly name: 'output checks' | 'cache store' | 'responses store';
   run(call: ModelCall, result: DispatchResult): DispatchResult | Promise<DispatchResult>;
 }
 
@@ -99,6 +100,10 @@ export interface FeatureSteps {
   outputChecks?: AnswerStep;
   /** Keeping the answer in the response cache. */
   cacheStore?: AnswerStep;
+  /** `/v1/responses`: the stored state a request refers to put in its body (responses-state.ts). */
+  responsesState?: Step;
+  /** `/v1/responses`: a translated answer kept for later requests to refer to. */
+  responsesStore?: AnswerStep;
 }
 
 export interface Pipeline extends Pick<CoreSteps, 'dispatch' | 'respond' | 'refuse'> {
@@ -113,10 +118,18 @@ export function buildPipeline(core: CoreSteps, features: FeatureSteps = {}): Pip
   // The reservation before the input checks (AISIX reserves after them): a caller over its limit is refused
   // before it costs a remote guardrail call or a scan (docs/security.md "Limits before paid work").
   const inputChecks = features.inputChecks && releasingOnRefusal(features.inputChecks);
-  const steps = [core.identify, core.readBody, core.admit, features.policies, core.reserve, inputChecks];
+  const steps = [
+    core.identify,
+    core.readBody,
+    core.admit,
+    features.responsesState,
+    features.policies,
+    core.reserve,
+    inputChecks,
+  ];
   // The cache lookup after the reservation (AISIX): a cached answer has taken its request slots.
   steps.push(features.cacheLookup);
-  const answerSteps = [features.outputChecks, features.cacheStore];
+  const answerSteps = [features.outputChecks, features.cacheStore, features.responsesStore];
   return {
     steps: steps.filter((s): s is Step => s !== undefined),
     answerSteps: answerSteps.filter((s): s is AnswerStep => s !== undefined),

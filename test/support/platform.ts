@@ -53,9 +53,10 @@ shutdown: { min_drain_secs: 0 }
 /** A Gateway with `resources` applied, ready for app.request(). */
 export async function gatewayWith(
   resources: string,
-  opts: { config?: string; env?: Record<string, string>; now?: () => Date } = {},
+  opts: { config?: string; env?: Record<string, string>; now?: () => Date; redis?: Platform['redis'] } = {},
 ): Promise<{ gw: Gateway; platform: TestPlatform }> {
   const platform = testPlatform(opts.env ?? {});
+  if (opts.redis) platform.redis = opts.redis; // a real Redis for the integration tests
   const c = loadConfig('/t/config.yaml', opts.config ?? BASE_CONFIG, platform.env);
   if (!c.ok) throw new Error(c.report.format());
   const now = opts.now;

@@ -81,6 +81,13 @@ describe('defaults', () => {
       managed: {},
       ratelimit: { backend: 'memory', concurrency_ttl_secs: 300 },
       cache: { backend: 'memory', memory: { max_entries: 10_000, max_bytes: 67_108_864 } },
+      responses_store: {
+        backend: 'memory',
+        ttl_secs: 86_400,
+        max_entries: 10_000,
+        max_bytes: 67_108_864,
+        max_entry_bytes: 4_194_304,
+      },
     });
     assert.deepEqual(r.ignoredKeys, []);
   });

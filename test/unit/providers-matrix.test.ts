@@ -494,7 +494,7 @@ const REFUSALS: { ingress: Endpoint; family: Family; body: Json; message: string
     ingress: 'responses',
     family: 'anthropic',
     body: { input: 'q', previous_response_id: 'resp_1' },
-    message: /^`previous_response_id` is not supported for this model/,
+    message: /^`previous_response_id` "resp_1" is not known: /,
   },
   {
     ingress: 'responses',

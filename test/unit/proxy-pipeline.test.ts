@@ -92,17 +92,20 @@ describe('buildPipeline', () => {
       cacheLookup: step('cache lookup', ran),
       outputChecks: answerStep('output checks', ran),
       cacheStore: answerStep('cache store', ran),
+      responsesState: step('responses state', ran),
+      responsesStore: answerStep('responses store', ran),
     });
     assert.deepEqual(p.steps.map((s) => s.name), [
       'identify',
       'read body',
       'admit',
+      'responses state',
       'policies',
       'reserve',
       'input checks',
       'cache lookup',
     ]);
-    assert.deepEqual(p.answerSteps.map((s) => s.name), ['output checks', 'cache store']);
+    assert.deepEqual(p.answerSteps.map((s) => s.name), ['output checks', 'cache store', 'responses store']);
   });
 
   test('an absent feature is not in the list', () => {

@@ -1,6 +1,7 @@
 // An OpenAI Responses caller (`POST /v1/responses`) served through chat completions: the request becomes a
 // chat request (which every chat-serving adapter takes, Anthropic through its own translation), the answer
-// (JSON or SSE) a Responses answer with AISIX's event sequence. Stateless: `previous_response_id` is refused.
+// (JSON or SSE) a Responses answer with AISIX's event sequence. Stored state was resolved before this (an id
+// still in the body is unknown, refused with a 400 naming it).
 // What is covered and what is dropped: docs/routing.md "OpenAI Responses".
 import {
   acceptedToolChoice,
@@ -43,8 +44,7 @@ export function responsesToChatRequest(
 ): Json {
   if (body.previous_response_id !== undefined && body.previous_response_id !== null) {
     throw new TranslationError(
-      '`previous_response_id` is not supported for this model: the gateway keeps no response state when it ' +
-        'translates the Responses API; send the whole conversation in `input`',
+      `\`previous_response_id\` ${JSON.stringify(body.previous_response_id)} is not known: ${UNKNOWN_STATE}`,
     );
   }
   const messages: Json[] = [];
@@ -52,7 +52,7 @@ export function responsesToChatRequest(
     messages.push({ role: 'system', content: body.instructions });
   }
   if (typeof body.input === 'string') messages.push({ role: 'user', content: body.input });
-  else if (Array.isArray(body.input)) { for (const item of body.input) appendInputItem(messages, item); }
+  else if (Array.isArray(body.input)) body.input.forEach((item, i) => appendInputItem(messages, item, i));
   const out: Json = { model: body.model, messages };
   // A reasoning model takes only the default sampling: what the caller set is dropped, not refused.
   const copied = caps.temperature ? ['temperature', 'top_p', 'parallel_tool_calls'] : ['parallel_tool_calls'];
@@ -77,8 +77,19 @@ export function responsesToChatRequest(
   return out;
 }
 
-/** One `input[]` item onto the chat messages; consecutive function calls fold into one assistant turn. */
-function appendInputItem(messages: Json[], item: unknown): void {
+/**
+ * Why an id the request names is not resolved: the gateway resolves what it stored (src/proxy/responses-state.ts)
+ * before a translation sees the body, so what is left was never stored for this key or is gone.
+ */
+const UNKNOWN_STATE = 'the gateway stores the responses it translates for the API key that asked, for ' +
+  '`responses_store.ttl_secs`, unless `store` was false; this id expired, was never stored, or belongs to ' +
+  'another key; send the whole conversation in `input`';
+
+/**
+ * One `input[]` item onto the chat messages; consecutive function calls fold into one assistant turn. An
+ * `item_reference` still here names nothing stored: refused, never dropped (the model would lose its turn).
+ */
+function appendInputItem(messages: Json[], item: unknown, index: number): void {
   if (typeof item === 'string') {
     messages.push({ role: 'user', content: item });
     return;
@@ -98,6 +109,11 @@ function appendInputItem(messages: Json[], item: unknown): void {
   if (item.type === 'function_call_output') {
     messages.push({ role: 'tool', tool_call_id: str(item.call_id) ?? '', content: outputText(item.output) });
     return;
+  }
+  if (item.type === 'item_reference') {
+    throw new TranslationError(
+      `\`input[${index}]\`: \`item_reference\` ${JSON.stringify(item.id)} is not known: ${UNKNOWN_STATE}`,
+    );
   }
   if (item.type !== undefined && item.type !== 'message') return; // hosted-tool items: nothing chat can carry
   const role = item.role === 'assistant'

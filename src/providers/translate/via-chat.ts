@@ -14,7 +14,10 @@ import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts'
 export const TOKENS_ESTIMATED_HEADER = 'x-sluice-tokens-estimated';
 
 /** Whether a target answers `/v1/responses` natively: an OpenAI-wire adapter whose vendor is OpenAI itself. */
-export function servesResponsesNatively(adapter: ProviderAdapter, call: ProviderCall): boolean {
+export function servesResponsesNatively(
+  adapter: ProviderAdapter,
+  call: Pick<ProviderCall, 'provider' | 'key'>,
+): boolean {
   const vendor = (call.provider ?? call.key.provider) || call.key.adapter;
   return adapter.supports('responses') && vendor === 'openai';
 }
