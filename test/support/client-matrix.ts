@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { baseConfig, CALLER_KEY, type GatewayProcess, spawnGateway } from './process.ts';
 import {
   FINAL_ANSWER,
+  PREAMBLE_TEXT,
   type ScriptedRequest,
   type ScriptedUpstream,
   startScriptedUpstream,
@@ -198,6 +199,11 @@ export function assertRoundTrip(rig: ClientMatrix, target: Target, from: number)
   );
   assert.ok(answered > asked, `no turn after the tool call carried the tool's result with ${rig.marker}:\n${all()}`);
   assertPaired(reqs[answered]!);
+  assert.ok(
+    assistantText(reqs[answered]!).some((t) => t.includes(PREAMBLE_TEXT)),
+    `the assistant's text before its tool call ("${PREAMBLE_TEXT}") did not reach the upstream on the next turn; ` +
+      `it got: ${describe(reqs[answered]!)}`,
+  );
   for (const r of reqs) {
     if (target.upstream.startsWith('gpt-5') && r.api === 'chat') {
       assert.equal(r.json!.max_tokens, undefined, `max_tokens sent to ${target.upstream}: ${describe(r)}`);
@@ -213,6 +219,15 @@ export function assertRoundTrip(rig: ClientMatrix, target: Target, from: number)
 
 type Json = Record<string, unknown>;
 const list = (v: unknown): Json[] => (Array.isArray(v) ? v.filter((x) => typeof x === 'object' && x !== null) : []);
+
+/** The text of every assistant turn in the request (Responses: in the conversation it stands for). */
+function assistantText(r: ScriptedRequest): string[] {
+  const text = (v: unknown) => (typeof v === 'string' ? [v] : list(v).map((p) => String(p.text ?? '')));
+  if (r.api === 'responses') {
+    return (r.conversation ?? []).filter((i) => i.role === 'assistant').flatMap((i) => text(i.content));
+  }
+  return list(r.json!.messages).filter((m) => m.role === 'assistant').flatMap((m) => text(m.content));
+}
 
 /** The request's last tool result names a call that comes before it in the same request (or its stored chain). */
 function assertPaired(r: ScriptedRequest): void {

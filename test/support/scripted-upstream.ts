@@ -21,6 +21,8 @@ export interface ScriptedRequest {
   status: number;
   /** The refusal's message when the mock answered 400. */
   refusal?: string;
+  /** Responses: the whole conversation the request stands for (its stored chain and references resolved). */
+  conversation?: Json[];
   /** What the script did: asked for `tool`, or answered with text. */
   action?: { tool: string } | { text: string };
 }
@@ -179,7 +181,7 @@ export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Pro
     if (api === 'responses') {
       const resolved = resolveResponses(body, items, responses);
       if ('status' in resolved) return refuse(resolved);
-      conversation = resolved.conversation;
+      conversation = rec.conversation = resolved.conversation;
     }
     const a = act(api, body, conversation);
     rec.action = a.call ? { tool: a.call.name } : { text: a.text };
