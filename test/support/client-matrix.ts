@@ -182,10 +182,16 @@ const describe = (r: ScriptedRequest) =>
 /**
  * The checks of one client × target round trip on what the upstream received since `from`: nothing the real
  * API refuses; a turn that asked for the tool and a later one that answered from the tool's result, paired
- * with its call; the token limit a reasoning model takes; no effort knob to a model that takes none. Returns the
- * target's requests.
+ * with its call and after the assistant's text; the token limit a reasoning model takes (`limited`: the client
+ * set a limit, which a translated chat request must carry in the target's field); no effort knob to a model
+ * that takes none. Returns the target's requests.
  */
-export function assertRoundTrip(rig: ClientMatrix, target: Target, from: number): ScriptedRequest[] {
+export function assertRoundTrip(
+  rig: ClientMatrix,
+  target: Target,
+  from: number,
+  o: { limited?: boolean } = {},
+): ScriptedRequest[] {
   const reqs = received(rig, target, from).filter((r) => r.api !== 'count_tokens');
   const all = () => reqs.map(describe).join('\n');
   assert.ok(reqs.length >= 2, `expected two or more requests to ${target.upstream}, got:\n${all()}`);
@@ -207,6 +213,11 @@ export function assertRoundTrip(rig: ClientMatrix, target: Target, from: number)
   for (const r of reqs) {
     if (target.upstream.startsWith('gpt-5') && r.api === 'chat') {
       assert.equal(r.json!.max_tokens, undefined, `max_tokens sent to ${target.upstream}: ${describe(r)}`);
+    }
+    // A Messages caller always states `max_tokens`; translated to chat it must arrive in the target's own field.
+    if (o.limited && r.api === 'chat') {
+      const field = target.upstream.startsWith('gpt-5') ? 'max_completion_tokens' : 'max_tokens';
+      assert.equal(typeof r.json![field], 'number', `no ${field} sent to ${target.upstream}: ${describe(r)}`);
     }
     if (target.upstream.startsWith('gpt-4')) {
       assert.equal(r.json!.reasoning_effort, undefined, `reasoning_effort sent to ${target.upstream}: ${describe(r)}`);
