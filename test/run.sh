@@ -8,7 +8,9 @@
 #   conformance  test/conformance: the AISIX contract tables (one file starts etcd)
 #   integration  test/integration: in-process against real etcd, Redis, openssl, or the CLI (bin/sluice)
 #   process      test/process: real gateway processes of each runtime
-# The last two build the Node bundle first (once), since bin/sluice and the process tests run it.
+#   clients      test/clients: the real client programs from npm (Claude Code, Codex, the AI SDK, LangChain, the
+#                Agents SDK, the official SDKs) through a gateway process to a scripted upstream (about a minute)
+# The last three build the Node bundle first (once), since bin/sluice and the process tests run it.
 # A kind prints Node's test report, then `<kind>: N passed, M failed`. The last lines repeat each kind's result
 # and end with one line summing them all, `N passed, M failed` (a static check counts as one), which CI reads.
 # The exit status is non-zero when any check or test failed. TEST_CONCURRENCY sets the files run at once (2).
@@ -72,13 +74,13 @@ bundled() { # kind: builds the Node bundle once; a kind whose bundle failed to b
   fi
 }
 
-for kind in ${@:-static unit conformance integration process}; do
+for kind in ${@:-static unit conformance integration process clients}; do
   case $kind in
   static) static ;;
   unit | conformance) tests "$kind" test/"$kind"/*.test.ts ;;
-  integration | process) if bundled "$kind"; then tests "$kind" test/"$kind"/*.test.ts; fi ;;
+  integration | process | clients) if bundled "$kind"; then tests "$kind" test/"$kind"/*.test.ts; fi ;;
   *)
-    echo "unknown kind: $kind (static, unit, conformance, integration, process)" >&2
+    echo "unknown kind: $kind (static, unit, conformance, integration, process, clients)" >&2
     exit 2
     ;;
   esac

@@ -1,0 +1,84 @@
+// The Vercel AI SDK (`ai` 6 with `@ai-sdk/openai` 3 and `@ai-sdk/anthropic` 3) through a real Sluice process to
+// each target: a get_weather tool loop (`stopWhen`) over Responses (the provider's default, `store: true`, and
+// with `store: false`), chat (`openai.chat`) and Messages (docs/translation.md "Tested clients").
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateText, type LanguageModel, stepCountIs, streamText, tool } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { z } from 'zod';
+import { assertRoundTrip, bounded, CALLER_KEY, clientMatrix, type Target, TARGETS } from '../support/client-matrix.ts';
+import { FINAL_ANSWER } from '../support/scripted-upstream.ts';
+
+const rig = clientMatrix();
+
+const weather = () =>
+  tool({
+    description: 'The weather in a city',
+    inputSchema: z.object({ city: z.string() }),
+    execute: ({ city }) => Promise.resolve(`Sunny in ${city}, ${rig.marker}`),
+  });
+
+interface Mode {
+  name: string;
+  model: (target: Target) => LanguageModel;
+  stream: boolean;
+  store?: boolean;
+  /** A Messages client: it always sends `max_tokens`. */
+  limited?: boolean;
+}
+
+const modes: Mode[] = [
+  {
+    name: '@ai-sdk/openai Responses (store: true), streamText',
+    model: (t) => createOpenAI({ apiKey: CALLER_KEY, baseURL: rig.gw.url('/v1') })(t.model),
+    stream: true,
+  },
+  {
+    name: '@ai-sdk/openai Responses (store: false), generateText',
+    model: (t) => createOpenAI({ apiKey: CALLER_KEY, baseURL: rig.gw.url('/v1') })(t.model),
+    stream: false,
+    store: false,
+  },
+  {
+    name: '@ai-sdk/openai chat, streamText',
+    model: (t) => createOpenAI({ apiKey: CALLER_KEY, baseURL: rig.gw.url('/v1') }).chat(t.model),
+    stream: true,
+  },
+  {
+    name: '@ai-sdk/anthropic, streamText',
+    model: (t) => createAnthropic({ apiKey: CALLER_KEY, baseURL: rig.gw.url('/v1') })(t.model),
+    stream: true,
+    limited: true,
+  },
+];
+
+async function loop(mode: Mode, target: Target): Promise<string> {
+  const args = {
+    model: mode.model(target),
+    tools: { get_weather: weather() },
+    stopWhen: stepCountIs(3),
+    prompt: 'What is the weather in Paris?',
+    maxRetries: 0,
+    providerOptions: mode.store === undefined ? undefined : { openai: { store: mode.store } },
+  };
+  if (!mode.stream) return (await generateText(args)).text;
+  let error: unknown;
+  const r = streamText({ ...args, onError: ({ error: e }) => void (error = e) });
+  const text = await r.text;
+  if (error) throw error;
+  return text;
+}
+
+for (const mode of modes) {
+  describe(`ai 6.0.333, ${mode.name}`, () => {
+    for (const target of TARGETS) {
+      test(`tool loop on ${target.model}`, async () => {
+        const from = rig.upstream.requests.length;
+        const text = await bounded(loop(mode, target), 60_000, `the AI SDK loop on ${target.model}`);
+        assert.ok(text.includes(FINAL_ANSWER) && text.includes(rig.marker), `final text: ${text}`);
+        assertRoundTrip(rig, target, from, { limited: mode.limited });
+      });
+    }
+  });
+}

@@ -1,0 +1,79 @@
+// Codex (`@openai/codex`, `codex exec`) through a real Sluice process to each target: a custom provider on
+// Sluice's /v1 with `wire_api = "responses"` (the only wire 0.171 takes) and `env_key`, a shell tool round trip
+// that reads a file; native Responses on the OpenAI targets, translated through chat on the others
+// (docs/translation.md "Tested clients").
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  assertRoundTrip,
+  CALLER_KEY,
+  clientMatrix,
+  runClient,
+  type Target,
+  TARGETS,
+  tool,
+} from '../support/client-matrix.ts';
+import { FINAL_ANSWER } from '../support/scripted-upstream.ts';
+
+const rig = clientMatrix();
+
+/** `codex exec` on `target` in a fresh CODEX_HOME whose config.toml names Sluice as a custom provider. */
+async function codex(target: Target) {
+  const bin = tool('.bin/codex', '@openai/codex');
+  const home = join(rig.dir, `codex-home-${target.model}`);
+  mkdirSync(home, { recursive: true });
+  writeFileSync(
+    join(home, 'config.toml'),
+    `model = "${target.model}"
+model_provider = "sluice"
+
+[model_providers.sluice]
+name = "Sluice"
+base_url = "${rig.gw.url('/v1')}"
+env_key = "SLUICE_API_KEY"
+wire_api = "responses"
+`,
+  );
+  const last = join(home, 'last-message.txt');
+  const run = await runClient(
+    bin,
+    [
+      'exec',
+      '--skip-git-repo-check',
+      '--ephemeral',
+      '--sandbox',
+      'read-only',
+      '--color',
+      'never',
+      '-C',
+      rig.dir,
+      '-o',
+      last,
+      `Print the file ${rig.upstream.file} with cat and tell me the secret word.`,
+    ],
+    { cwd: rig.dir, timeoutMs: 120_000, env: { HOME: home, CODEX_HOME: home, SLUICE_API_KEY: CALLER_KEY } },
+  );
+  let message = '';
+  try {
+    message = readFileSync(last, 'utf8');
+  } catch {
+    // no last message: the run failed, which the caller reports with its output
+  }
+  return { run, message };
+}
+
+describe('Codex 0.171.0 (codex exec, custom provider, wire_api = "responses")', () => {
+  for (const target of TARGETS) {
+    test(`shell round trip on ${target.model}`, async () => {
+      const from = rig.upstream.requests.length;
+      const { run, message } = await codex(target);
+      const out = `exit ${run.code}\nstdout: ${run.stdout.slice(-2000)}\nstderr: ${run.stderr.slice(-3000)}`;
+      assert.ok(message.includes(FINAL_ANSWER), `Codex's last message: ${message}\n${out}`);
+      assert.ok(message.includes(rig.marker), `Codex's last message lacks the file's marker: ${message}\n${out}`);
+      assert.equal(run.code, 0, out);
+      assertRoundTrip(rig, target, from);
+    });
+  }
+});

@@ -1,0 +1,56 @@
+// The OpenAI Agents SDK (`@openai/agents`) through a real Sluice process to each target: an agent with a
+// get_weather tool run to its final output, over Responses (`run` and `run` streamed) and over chat completions
+// (docs/translation.md "Tested clients"). Tracing is off: it would export to OpenAI with the caller's key.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool } from '@openai/agents';
+import { z } from 'zod';
+import { assertRoundTrip, bounded, CALLER_KEY, clientMatrix, type Target, TARGETS } from '../support/client-matrix.ts';
+import { FINAL_ANSWER } from '../support/scripted-upstream.ts';
+
+setTracingDisabled(true);
+const rig = clientMatrix();
+
+const modes = [
+  { name: 'Responses, run', useResponses: true, stream: false },
+  { name: 'Responses, run streamed', useResponses: true, stream: true },
+  { name: 'chat completions, run streamed', useResponses: false, stream: true },
+];
+
+async function runAgent(target: Target, mode: (typeof modes)[number]): Promise<string> {
+  const weather = tool({
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: z.object({ city: z.string() }),
+    execute: ({ city }) => Promise.resolve(`Sunny in ${city}, ${rig.marker}`),
+  });
+  const agent = new Agent({ name: 'weather', instructions: 'Answer briefly.', model: target.model, tools: [weather] });
+  const runner = new Runner({
+    modelProvider: new OpenAIProvider({
+      apiKey: CALLER_KEY,
+      baseURL: rig.gw.url('/v1'),
+      useResponses: mode.useResponses,
+    }),
+    tracingDisabled: true,
+  });
+  if (!mode.stream) return String((await runner.run(agent, 'What is the weather in Paris?')).finalOutput);
+  const streamed = await runner.run(agent, 'What is the weather in Paris?', { stream: true });
+  for await (const _ of streamed) {
+    // drain the events; the final output is read once the run completed
+  }
+  await streamed.completed;
+  return String(streamed.finalOutput);
+}
+
+for (const mode of modes) {
+  describe(`@openai/agents 0.20.0, ${mode.name}`, () => {
+    for (const target of TARGETS) {
+      test(`tool round trip on ${target.model}`, async () => {
+        const from = rig.upstream.requests.length;
+        const text = await bounded(runAgent(target, mode), 60_000, `the agent on ${target.model}`);
+        assert.ok(text.includes(FINAL_ANSWER) && text.includes(rig.marker), `final output: ${text}`);
+        assertRoundTrip(rig, target, from);
+      });
+    }
+  });
+}
