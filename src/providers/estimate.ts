@@ -2,20 +2,16 @@
 // rate limits and telemetry only, never written into the caller's answer, and marked `estimated`. One BPE
 // encoding (cl100k_base, AISIX's choice for every model that is not OpenAI's own, which always reports
 // usage) from js-tiktoken, pure JavaScript on every runtime; its tables load on the first estimate, so a
-// gateway that never needs one never pays for them (docs/aisix-compatibility.md "Token estimation").
+// gateway that never needs one never pays for them, and are built in slices (tokenizer.ts), so the one that
+// does never holds its other callers meanwhile (docs/aisix-compatibility.md "Token estimation").
 import { isRecord, type Json } from './translate/shared.ts';
+import { buildEncoder, type Encoder } from './tokenizer.ts';
 import type { Endpoint, TokenCounts } from './types.ts';
-
-interface Encoder {
-  encode(text: string, allowedSpecial?: string[] | 'all', disallowedSpecial?: string[] | 'all'): number[];
-}
 
 let loading: Promise<Encoder> | undefined;
 
 function encoder(): Promise<Encoder> {
-  loading ??= Promise.all([import('js-tiktoken/lite'), import('js-tiktoken/ranks/cl100k_base')]).then(
-    ([lite, ranks]) => new lite.Tiktoken(ranks.default),
-  );
+  loading ??= buildEncoder();
   return loading;
 }
 
@@ -43,11 +39,11 @@ function encodedLength(enc: Encoder, text: string): number {
   let n = 0;
   let at = 0;
   for (const m of text.matchAll(LONG_RUN)) {
-    if (m.index > at) n += enc.encode(text.slice(at, m.index), [], []).length;
+    if (m.index > at) n += enc.encode(text.slice(at, m.index)).length;
     n += Math.ceil(m[0].length / BYTES_PER_TOKEN);
     at = m.index + m[0].length;
   }
-  return at < text.length ? n + enc.encode(at === 0 ? text : text.slice(at), [], []).length : n;
+  return at < text.length ? n + enc.encode(at === 0 ? text : text.slice(at)).length : n;
 }
 
 // ---- prompts ---------------------------------------------------------------------------------------------
