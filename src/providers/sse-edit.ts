@@ -20,7 +20,7 @@ export interface SseEdit {
   event?(bytes: Uint8Array): Uint8Array | null | undefined;
 }
 
-import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from './sse.ts';
+import { DEFAULT_MAX_SSE_EVENT_BYTES, hasLineEnd, oversizedEvent } from './sse.ts';
 import { CHUNKS_DONE, concatBytes, encodeText, indexOfByte } from '../util/bytes.ts';
 import { Utf8Stream } from '../util/utf8-stream.ts';
 
@@ -218,9 +218,7 @@ class Edited implements AsyncIterator<Uint8Array> {
     // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
     const whole = this.clean && endsAtBoundary(text);
     if (whole && !e.mayTouch(text)) return chunk;
-    // A boundary can begin at most three characters before the new text.
-    const carry = tailOf(this.pieces, 3);
-    const cut = lastBoundaryEnd(carry + text) - carry.length;
+    const cut = hasLineEnd(text) ? this.boundaryEnd(text) : 0;
     if (cut <= 0) {
       if (text !== '') this.pieces.push(text);
       this.pendingLength += text.length;
@@ -239,6 +237,13 @@ class Edited implements AsyncIterator<Uint8Array> {
     const out = editEvents(complete, e);
     if (out === undefined) return whole ? chunk : encodeText(complete);
     return out !== '' ? encodeText(out) : undefined;
+  }
+
+  /** Where the last complete event ends in `text`, the new text (0: none), counting a boundary begun before. */
+  private boundaryEnd(text: string): number {
+    // A boundary can begin at most three characters before the new text.
+    const carry = tailOf(this.pieces, 3);
+    return lastBoundaryEnd(carry + text) - carry.length;
   }
 
   private checkPending(): void {

@@ -49,6 +49,15 @@ export async function* parseSse(
 }
 
 const BOUNDARY = /\r\n\r\n|\n\n|\r\r/g;
+
+/**
+ * Whether `text` holds a CR or LF, which every event boundary ends with: text without one (a long line going
+ * on) needs no search for a boundary, and the single-character search costs a fraction of that one.
+ */
+export function hasLineEnd(text: string): boolean {
+  return text.indexOf('\n') >= 0 || text.indexOf('\r') >= 0;
+}
+
 /** The longest boundary less one: how far back a boundary begun in earlier text can start. */
 const CARRY = 3;
 
@@ -61,9 +70,7 @@ class BlockSplitter {
   pendingLength = 0;
 
   push(text: string): string[] {
-    const tail = this.tail();
-    BOUNDARY.lastIndex = 0;
-    if (!BOUNDARY.test(tail + text)) {
+    if (!hasLineEnd(text) || !this.completesBoundary(text)) {
       if (text !== '') this.pieces.push(text);
       this.pendingLength += text.length;
       return [];
@@ -81,6 +88,12 @@ class BlockSplitter {
     this.pieces = rest === '' ? [] : [rest];
     this.pendingLength = rest.length;
     return blocks;
+  }
+
+  /** Whether `text` ends a boundary, counting one begun in the text before it. */
+  private completesBoundary(text: string): boolean {
+    BOUNDARY.lastIndex = 0;
+    return BOUNDARY.test(this.tail() + text);
   }
 
   /** The unfinished event's text; empties the splitter. */
