@@ -82,8 +82,8 @@ const utf8 = new TextEncoder();
 
 /** js-tiktoken's `encode(text, [], [])`: each piece of the split pattern, whole when it is a rank, else merged. */
 class BytePairEncoder implements Encoder {
-  /** A piece's bytes; grown when a piece needs more. */
-  private buf = new Uint8Array(1024);
+  /** A piece's bytes, unless it needs more: then an array of its own, not kept. */
+  private readonly buf = new Uint8Array(1024);
 
   constructor(private readonly table: RankTable, private readonly pattern: RegExp) {}
 
@@ -91,21 +91,20 @@ class BytePairEncoder implements Encoder {
     const out: number[] = [];
     for (const m of text.matchAll(this.pattern)) {
       const piece = m[0];
-      if (piece.length * 3 > this.buf.length) this.buf = new Uint8Array(piece.length * 3);
-      const n = utf8.encodeInto(piece, this.buf).written;
-      const whole = this.table.get(this.buf, 0, n);
+      const b = piece.length * 3 <= this.buf.length ? this.buf : new Uint8Array(piece.length * 3);
+      const n = utf8.encodeInto(piece, b).written;
+      const whole = this.table.get(b, 0, n);
       if (whole >= 0) out.push(whole);
-      else this.merge(n, out);
+      else this.merge(b, n, out);
     }
     return out;
   }
 
   /**
-   * The piece's `n` bytes from single bytes up: the adjacent pair whose joined bytes have the lowest rank
-   * (the first of equals) is joined, until no pair has a rank; then each part's rank.
+   * The piece `b[0, n)` from single bytes up: the adjacent pair whose joined bytes have the lowest rank (the
+   * first of equals) is joined, until no pair has a rank; then each part's rank.
    */
-  private merge(n: number, out: number[]): void {
-    const b = this.buf;
+  private merge(b: Uint8Array, n: number, out: number[]): void {
     const bounds: number[] = [];
     for (let i = 0; i <= n; i++) bounds.push(i);
     while (bounds.length > 2) {

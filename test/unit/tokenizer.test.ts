@@ -79,6 +79,7 @@ test('mixed texts give the tokens js-tiktoken gives', async () => {
       'antidisestablishmentarianism pneumonoultramicroscopicsilicovolcanoconiosis',
       JSON.stringify({ role: 'user', content: 'a "quoted" \\ string', n: [1, 2.5, -3e10] }),
       '\u0000\u0001 control \u007f and lone \ud800 surrogate',
+      ' '.repeat(500) + 'a piece longer than the encoder keeps room for',
     ]
   ) assert.deepEqual(enc.encode(text), theirs.encode(text, [], []), JSON.stringify(text));
 });
