@@ -128,7 +128,7 @@ class BytePairEncoder implements Encoder {
 }
 
 /** Ranks decoded between two checks of the slice's time. */
-const CHECK_EVERY = 1024;
+const CHECK_EVERY = 256;
 
 /** The `cl100k_base` encoder; its table is filled in slices with a turn of the event loop between them. */
 export async function buildEncoder(): Promise<Encoder> {
