@@ -10,6 +10,7 @@ export interface SseEvent {
 }
 
 import { UpstreamStreamError } from './types.ts';
+import { yieldToLoop } from '../resources/pace.ts';
 import { Utf8Stream } from '../util/utf8-stream.ts';
 
 const encoder = new TextEncoder();
@@ -26,9 +27,17 @@ export function oversizedEvent(max: number): UpstreamStreamError {
 }
 
 /**
+ * How many chunks in a row a stream layer reads into one unfinished event before it gives the event loop a turn.
+ * Chunks the upstream client already holds come through as microtasks, one after another: without the turn a long
+ * line would be read up to its bound while every other caller of the instance waited.
+ */
+export const HELD_CHUNKS_PER_TURN = 8;
+
+/**
  * Events as they complete; a trailing event without its blank line is delivered when the stream ends. An
  * event longer than `maxEventBytes` (counted in decoded characters, never more than its bytes; 0 = no
- * bound) rejects with `UpstreamStreamError`. Linear in the stream: each chunk's new text is searched once.
+ * bound) rejects with `UpstreamStreamError`. Linear in the stream: each chunk's new text is searched once,
+ * and a turn of the event loop is given every `HELD_CHUNKS_PER_TURN` chunks that complete no event.
  */
 export async function* parseSse(
   chunks: AsyncIterable<Uint8Array>,
@@ -36,13 +45,17 @@ export async function* parseSse(
 ): AsyncGenerator<SseEvent> {
   const decoder = new Utf8Stream();
   const splitter = new BlockSplitter();
+  let held = 0;
   for await (const chunk of chunks) {
-    for (const block of splitter.push(decoder.decode(chunk))) {
+    const blocks = splitter.push(decoder.decode(chunk));
+    for (const block of blocks) {
       if (maxEventBytes > 0 && block.length > maxEventBytes) throw oversizedEvent(maxEventBytes);
       const ev = parseBlock(block);
       if (ev) yield ev;
     }
     if (maxEventBytes > 0 && splitter.pendingLength > maxEventBytes) throw oversizedEvent(maxEventBytes);
+    if (blocks.length > 0) held = 0;
+    else if (++held % HELD_CHUNKS_PER_TURN === 0) await yieldToLoop();
   }
   const last = parseBlock(splitter.rest() + decoder.end());
   if (last) yield last;
