@@ -1,8 +1,8 @@
 // The `cl100k_base` byte-pair encoder of the local token estimate (estimate.ts): js-tiktoken's ranks and
 // split pattern, and its merge rule, over a table of typed arrays. js-tiktoken's own encoder keeps its ranks
-// as a Map of 100,000 strings, built in one run of hundreds of milliseconds whose garbage collections went on
-// after it; every other caller of the instance waited meanwhile (docs/security.md "One caller cannot stall
-// the others"). This table holds no object per rank: built in tens of milliseconds, in slices all the same.
+// as a Map of 100,000 strings built in one synchronous run, and every other caller of the instance waited
+// through it and the collections after it (docs/security.md "One caller cannot stall the others"). This
+// table holds no object per rank, and is filled in slices with a turn of the event loop between them.
 import { Pacer } from '../resources/pace.ts';
 
 export interface Encoder {
