@@ -1,16 +1,14 @@
 // Local token counts: for an answer whose upstream reported none (relays, self-hosted servers), for the rate
 // limits and telemetry only, never written into the caller's answer, and marked `estimated`; and for what a
 // translation must state before the upstream has (`message_start`, count_tokens off Anthropic's wire,
-// docs/translation.md "Estimated tokens"). BPE encodings from js-tiktoken, pure JavaScript on every runtime:
-// `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's own), `o200k_base` where a
-// model's capabilities name it; each table loads on its first count, so a gateway that never needs one
-// never pays for it (docs/aisix-compatibility.md "Token estimation").
+// docs/translation.md "Estimated tokens"). BPE encodings from js-tiktoken's ranks, pure JavaScript on every
+// runtime: `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's own), `o200k_base`
+// where a model's capabilities name it. Each table loads on its first count, so a gateway that never needs one
+// never pays for it, and is built in slices (tokenizer.ts), so the first count never holds the instance's
+// other callers (docs/aisix-compatibility.md "Token estimation").
 import { isRecord, type Json } from './translate/shared.ts';
+import { buildEncoder, type Encoder } from './tokenizer.ts';
 import type { Endpoint, TokenCounts } from './types.ts';
-
-interface Encoder {
-  encode(text: string, allowedSpecial?: string[] | 'all', disallowedSpecial?: string[] | 'all'): number[];
-}
 
 export type Encoding = 'cl100k_base' | 'o200k_base';
 
@@ -19,10 +17,7 @@ const loading = new Map<Encoding, Promise<Encoder>>();
 function encoder(encoding: Encoding): Promise<Encoder> {
   let p = loading.get(encoding);
   if (!p) {
-    const ranks = encoding === 'o200k_base'
-      ? import('js-tiktoken/ranks/o200k_base')
-      : import('js-tiktoken/ranks/cl100k_base');
-    p = Promise.all([import('js-tiktoken/lite'), ranks]).then(([lite, r]) => new lite.Tiktoken(r.default));
+    p = buildEncoder(encoding);
     loading.set(encoding, p);
   }
   return p;
@@ -52,11 +47,11 @@ function encodedLength(enc: Encoder, text: string): number {
   let n = 0;
   let at = 0;
   for (const m of text.matchAll(LONG_RUN)) {
-    if (m.index > at) n += enc.encode(text.slice(at, m.index), [], []).length;
+    if (m.index > at) n += enc.encode(text.slice(at, m.index)).length;
     n += Math.ceil(m[0].length / BYTES_PER_TOKEN);
     at = m.index + m[0].length;
   }
-  return at < text.length ? n + enc.encode(at === 0 ? text : text.slice(at), [], []).length : n;
+  return at < text.length ? n + enc.encode(at === 0 ? text : text.slice(at)).length : n;
 }
 
 // ---- prompts ---------------------------------------------------------------------------------------------

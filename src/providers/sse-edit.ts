@@ -20,7 +20,8 @@ export interface SseEdit {
   event?(bytes: Uint8Array): Uint8Array | null | undefined;
 }
 
-import { DEFAULT_MAX_SSE_EVENT_BYTES, oversizedEvent } from './sse.ts';
+import { DEFAULT_MAX_SSE_EVENT_BYTES, hasLineEnd, HELD_CHUNKS_PER_TURN, oversizedEvent } from './sse.ts';
+import { yieldToLoop } from '../resources/pace.ts';
 import { CHUNKS_DONE, concatBytes, encodeText, indexOfByte } from '../util/bytes.ts';
 import { Utf8Stream } from '../util/utf8-stream.ts';
 
@@ -153,7 +154,8 @@ function chain(a: SseEdit, b: SseEdit): SseEdit {
 /**
  * The stream with `e` applied, read chunk by chunk. An iterator, not an async generator: it runs once per SSE
  * chunk, and a generator layer costs several promise turns per chunk (docs/performance.md). Each chunk gives
- * at most one piece out; a throw of its own closes the source, as a `for await` left by a throw would.
+ * at most one piece out; a throw of its own closes the source, as a `for await` left by a throw would. Chunks
+ * that give nothing (an event going on) get a turn of the event loop every `HELD_CHUNKS_PER_TURN`.
  */
 class Edited implements AsyncIterator<Uint8Array> {
   private readonly decoder = new Utf8Stream();
@@ -162,6 +164,8 @@ class Edited implements AsyncIterator<Uint8Array> {
   /** The bytes so far ended on an event boundary: the decoder holds nothing, nothing is pending. */
   private clean = true;
   private over = false;
+  /** Chunks read in a row that gave nothing out: an event going on (`HELD_CHUNKS_PER_TURN`). */
+  private held = 0;
   private it: AsyncIterator<Uint8Array> | undefined;
 
   constructor(
@@ -193,7 +197,11 @@ class Edited implements AsyncIterator<Uint8Array> {
         await source.return?.().catch(() => {});
         throw err;
       }
-      if (out !== undefined) return { done: false, value: out };
+      if (out !== undefined) {
+        this.held = 0;
+        return { done: false, value: out };
+      }
+      if (++this.held % HELD_CHUNKS_PER_TURN === 0) await yieldToLoop();
     }
     return CHUNKS_DONE;
   }
@@ -218,9 +226,7 @@ class Edited implements AsyncIterator<Uint8Array> {
     // Whole events from an event boundary on: the chunk itself goes out unless the edit changes it.
     const whole = this.clean && endsAtBoundary(text);
     if (whole && !e.mayTouch(text)) return chunk;
-    // A boundary can begin at most three characters before the new text.
-    const carry = tailOf(this.pieces, 3);
-    const cut = lastBoundaryEnd(carry + text) - carry.length;
+    const cut = hasLineEnd(text) ? this.boundaryEnd(text) : 0;
     if (cut <= 0) {
       if (text !== '') this.pieces.push(text);
       this.pendingLength += text.length;
@@ -239,6 +245,13 @@ class Edited implements AsyncIterator<Uint8Array> {
     const out = editEvents(complete, e);
     if (out === undefined) return whole ? chunk : encodeText(complete);
     return out !== '' ? encodeText(out) : undefined;
+  }
+
+  /** Where the last complete event ends in `text`, the new text (0: none), counting a boundary begun before. */
+  private boundaryEnd(text: string): number {
+    // A boundary can begin at most three characters before the new text.
+    const carry = tailOf(this.pieces, 3);
+    return lastBoundaryEnd(carry + text) - carry.length;
   }
 
   private checkPending(): void {

@@ -41,6 +41,30 @@ test('parseSse: a 20 MB line with no newline ends with an upstream error at the 
   assert.ok(performance.now() - started < 2000, `took ${performance.now() - started} ms`);
 });
 
+/** How many times a chain of `setTimeout(0)` ran while `work` ran: the turns other callers had meanwhile. */
+async function turnsDuring(work: () => Promise<unknown>): Promise<number> {
+  let turns = 0;
+  let on = true;
+  const tick = (): void => {
+    if (!on) return;
+    turns++;
+    setTimeout(tick, 0);
+  };
+  setTimeout(tick, 0);
+  await work().catch(() => {});
+  on = false;
+  return turns;
+}
+
+test('a long line whose chunks are all at hand gives the event loop turns as it is read, not one at its end', async () => {
+  // 4 MiB in 64 KiB chunks, each there at once (as a client's buffer gives them): a turn every 8 chunks.
+  const edit = { mayTouch: () => false, edit: () => undefined };
+  const edited = await turnsDuring(() => drain(editSse(longLine(20_000_000), edit)));
+  const parsed = await turnsDuring(() => drain(parseSse(longLine(20_000_000))));
+  assert.ok(edited >= 4, `editSse: ${edited} turns`);
+  assert.ok(parsed >= 4, `parseSse: ${parsed} turns`);
+});
+
 test('parseSse: scan time grows linearly with an unbounded long line', async () => {
   const time = async (bytes: number) => {
     const t = performance.now();
