@@ -273,12 +273,20 @@ function chatToolChoice(c: unknown): unknown {
   }
 }
 
+/** A chat message's or delta's reasoning text (`reasoning_content`, DeepSeek's and vLLM's field). */
+export function reasoningOf(m: Json): string {
+  return typeof m.reasoning_content === 'string' ? m.reasoning_content : '';
+}
+
 // ---- JSON response -----------------------------------------------------------------------------------------
 
 export function chatToMessagesResponse(chat: Json, model: string): Json {
   const choice = Array.isArray(chat.choices) && isRecord(chat.choices[0]) ? chat.choices[0] : {};
   const message = isRecord(choice.message) ? choice.message : {};
   const content: Json[] = [];
+  const reasoning = reasoningOf(message);
+  // A chat upstream's reasoning signs nothing: the block has an empty signature (docs/translation.md "Reasoning").
+  if (reasoning !== '') content.push({ type: 'thinking', thinking: reasoning, signature: '' });
   const text = typeof message.content === 'string' ? message.content : '';
   if (text !== '') content.push({ type: 'text', text });
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
@@ -295,7 +303,7 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
     id: translatedId('msg_'),
     type: 'message',
     role: 'assistant',
-    model: str(chat.model) ?? model,
+    model,
     content,
     stop_reason: toStopReason(choice.finish_reason ?? 'stop'),
     stop_sequence: null,
@@ -304,6 +312,8 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
 }
 
 // ---- SSE ---------------------------------------------------------------------------------------------------
+
+type BlockKind = 'thinking' | 'text' | 'tool_use';
 
 /**
  * OpenAI chat chunks → Anthropic Messages events. Nothing is emitted before the upstream's first event, so
@@ -321,7 +331,7 @@ export async function* chatStreamToMessages(
 ): AsyncGenerator<Uint8Array> {
   let started = false;
   /** The open content block (Anthropic blocks are sequential: one open at a time). */
-  let open: { index: number; kind: 'text' | 'tool_use' } | undefined;
+  let open: { index: number; kind: BlockKind } | undefined;
   let nextIndex = 0;
   /** OpenAI tool-call index → Anthropic block index. */
   const toolBlocks = new Map<number, number>();
@@ -333,7 +343,7 @@ export async function* chatStreamToMessages(
     yield namedEvent('content_block_stop', { type: 'content_block_stop', index: open.index });
     open = undefined;
   };
-  const start = function* (block: Json, kind: 'text' | 'tool_use'): Generator<Uint8Array, number> {
+  const start = function* (block: Json, kind: BlockKind): Generator<Uint8Array, number> {
     yield* close();
     const index = nextIndex++;
     open = { index, kind };
@@ -352,7 +362,7 @@ export async function* chatStreamToMessages(
           id: translatedId('msg_'),
           type: 'message',
           role: 'assistant',
-          model: str(j.model) ?? model,
+          model,
           content: [],
           stop_reason: null,
           stop_sequence: null,
@@ -368,6 +378,17 @@ export async function* chatStreamToMessages(
     const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
     if (!choice) continue;
     const delta = isRecord(choice.delta) ? choice.delta : {};
+    const reasoning = reasoningOf(delta);
+    if (reasoning !== '') {
+      const index = open?.kind === 'thinking'
+        ? open.index
+        : yield* start({ type: 'thinking', thinking: '', signature: '' }, 'thinking');
+      yield namedEvent('content_block_delta', {
+        type: 'content_block_delta',
+        index,
+        delta: { type: 'thinking_delta', thinking: reasoning },
+      });
+    }
     if (typeof delta.content === 'string' && delta.content !== '') {
       const index = open?.kind === 'text' ? open.index : yield* start({ type: 'text', text: '' }, 'text');
       yield namedEvent('content_block_delta', {
