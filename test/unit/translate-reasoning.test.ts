@@ -256,3 +256,78 @@ describe("a translated Responses stream in OpenAI's order", () => {
     assert.deepEqual(output.slice(2).map((o) => o.arguments), ['{"a":1}', '{}']);
   });
 });
+
+describe("every endpoint's answer names the caller's model", () => {
+  const sseModels = (text: string) =>
+    text.split('\n').filter((l) => l.startsWith('data: {')).flatMap((l) => {
+      const j = JSON.parse(l.slice(6)) as Json;
+      const answer = (j.message ?? j.response ?? j) as Json;
+      return typeof answer.model === 'string' ? [answer.model] : [];
+    });
+  const cases: { name: string; path: string; body: Json; model: string; upstream: () => void }[] = [
+    {
+      name: 'native Responses',
+      path: '/v1/responses',
+      body: { input: 'q' },
+      model: 'gpt4o',
+      upstream: () => {
+        const response = { id: 'resp_1', object: 'response', model: 'gpt-4o-2024-08-06', output: [] };
+        rig.mock.script({
+          body: { ...response, status: 'completed' },
+        }, {
+          sse: [
+            { type: 'response.created', sequence_number: 0, response: { ...response, status: 'in_progress' } },
+            { type: 'response.completed', sequence_number: 1, response: { ...response, status: 'completed' } },
+          ],
+        });
+      },
+    },
+    {
+      name: '/v1/messages pass-through',
+      path: '/v1/messages',
+      body: { max_tokens: 10, messages: [{ role: 'user', content: 'q' }] },
+      model: 'claude',
+      upstream: () => rig.anth.script({ body: anthropicMessage('claude-sonnet-4-5-20250929') }, {}),
+    },
+    {
+      name: '/v1/messages translated',
+      path: '/v1/messages',
+      body: { max_tokens: 10, messages: [{ role: 'user', content: 'q' }] },
+      model: 'r1',
+      upstream: () => rig.mock.script({ body: REASONING_JSON }, { sse: REASONING_STREAM }),
+    },
+    {
+      name: 'translated Responses',
+      path: '/v1/responses',
+      body: { input: 'q' },
+      model: 'r1',
+      upstream: () => rig.mock.script({ body: REASONING_JSON }, { sse: REASONING_STREAM }),
+    },
+  ];
+  for (const c of cases) {
+    test(`${c.name}: JSON and SSE`, async () => {
+      c.upstream();
+      const json = await rig.post(c.path, { ...c.body, model: c.model }, CALLER);
+      assert.equal(json.status, 200);
+      assert.equal((await json.json() as Json).model, c.model);
+      const sse = await rig.post(c.path, { ...c.body, model: c.model, stream: true }, CALLER);
+      assert.equal(sse.status, 200);
+      const models = sseModels(await sse.text());
+      assert.ok(models.length > 0, 'the stream names a model');
+      assert.deepEqual(new Set(models), new Set([c.model]));
+    });
+  }
+
+  test('embeddings', async () => {
+    rig.mock.script({
+      body: {
+        object: 'list',
+        model: 'text-embedding-3-small',
+        data: [{ object: 'embedding', index: 0, embedding: [0] }],
+      },
+    });
+    const res = await rig.post('/v1/embeddings', { model: 'emb', input: 'q' }, CALLER);
+    assert.equal(res.status, 200);
+    assert.equal((await res.json() as Json).model, 'emb');
+  });
+});

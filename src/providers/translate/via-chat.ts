@@ -20,14 +20,14 @@ export function servesResponsesNatively(adapter: ProviderAdapter, call: Provider
 }
 
 /**
- * The call when it does not go straight to the adapter: `/v1/responses` (native only on an OpenAI
- * vendor, else through chat), `/v1/messages` through chat, `/v1/messages/count_tokens` estimated off
+ * The call when it does not go straight to the adapter: `/v1/responses` through chat (native only on an
+ * OpenAI vendor), `/v1/messages` through chat, `/v1/messages/count_tokens` estimated off
  * Anthropic's wire. Undefined: the adapter serves the endpoint itself, or nothing can (call.ts refuses).
  */
 export function translatedCall(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> | undefined {
   switch (call.endpoint) {
     case 'responses':
-      if (servesResponsesNatively(adapter, call)) return adapter.call(call);
+      if (servesResponsesNatively(adapter, call)) return undefined;
       return adapter.supports('chat') ? viaChat(adapter, call, RESPONSES) : undefined;
     case 'messages':
       if (adapter.supports('messages')) return undefined;
