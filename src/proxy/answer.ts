@@ -9,6 +9,7 @@ import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../http/sse.ts';
 import { answerText } from '../providers/answer-text.ts';
 import { type Counting, estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
+import { DROPPED_HEADER } from '../providers/translate/dropped.ts';
 import { responsesErrorEvent } from '../providers/translate/responses-via-chat.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import { TargetLimits } from '../policies/target-gate.ts';
@@ -122,6 +123,7 @@ export class Answerer {
   /** The caller's answer for a dispatch result, in the caller's wire. */
   respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
     const scrub = this.scrubber(call);
+    if ((r.kind === 'stream' || r.kind === 'response') && r.headers) call.rec.dropped(r.headers[DROPPED_HEADER]);
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
     rec.firstByte(this.d.clock());
@@ -205,6 +207,7 @@ export class Answerer {
     return stamped(call, body, 200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
+      ...r.headers,
       ...this.servedBy(call, r),
       ...call.limitHeaders,
     });

@@ -94,10 +94,16 @@ export async function attemptUpstream(
     const rest = r.chunks[Symbol.asyncIterator]();
     const abort = () => cancel.abort(CALLER_GONE);
     const counted = r.counted;
+    const headers = r.headers;
     if (!t.streamConfigured) {
       // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
       clearTimeout(timer);
-      return { kind: 'response', status: 200, retryAfter: null, live: { rest, abort, end, startedAt, counted } };
+      return {
+        kind: 'response',
+        status: 200,
+        retryAfter: null,
+        live: { rest, abort, end, startedAt, counted, headers },
+      };
     }
     const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
     if (first.done) {
@@ -107,7 +113,7 @@ export async function attemptUpstream(
     }
     clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
     span?.firstByte();
-    const live = { first: first.value, rest, abort, end, startedAt, firstAt: Date.now(), counted };
+    const live = { first: first.value, rest, abort, end, startedAt, firstAt: Date.now(), counted, headers };
     return { kind: 'response', status: 200, retryAfter: null, live };
   } catch (e) {
     end();

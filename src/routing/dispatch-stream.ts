@@ -29,11 +29,13 @@ export function streamResult(
   recorder: AttemptRecorder,
   served?: ServedBy,
   trace?: RequestTrace,
+  headers?: Record<string, string>,
 ): DispatchResult {
   const s = new CallerStream(run, controller, answer, recorder, trace);
   return {
     kind: 'stream',
     ...(served ? { served } : {}),
+    ...(headers ? { headers } : {}),
     chunks: { [Symbol.asyncIterator]: () => s },
     abort: () => s.abort(),
     settle: (end) => s.settle(end),

@@ -74,7 +74,7 @@ export class Dispatcher {
     if (early) {
       const a = answerOf(early.value);
       if (a.kind !== 'live') return a;
-      return streamResult(run, controller, answerOf, this.recorder, a.served, input.trace);
+      return streamResult(run, controller, answerOf, this.recorder, a.served, input.trace, a.live.headers);
     }
     return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace);
   }

@@ -9,6 +9,7 @@ import OpenAI from 'openai';
 import { anthropicMessage } from '../support/mock-anthropic.ts';
 import { chunk } from '../support/mock-upstream.ts';
 import { proxyOverMocks } from '../support/proxy-over-mocks.ts';
+import { until } from '../support/until.ts';
 
 type Json = Record<string, unknown>;
 
@@ -329,5 +330,57 @@ describe("every endpoint's answer names the caller's model", () => {
     const res = await rig.post('/v1/embeddings', { model: 'emb', input: 'q' }, CALLER);
     assert.equal(res.status, 200);
     assert.equal((await res.json() as Json).model, 'emb');
+  });
+});
+
+describe('hosted tools a translated target cannot run are named, not dropped in silence', () => {
+  const completed = () => rig.platform.logs.filter((l) => l.msg === 'proxy request completed');
+  const completedLog = () => completed().at(-1)!;
+  const fn = { type: 'function', name: 'shell', parameters: { type: 'object', properties: {} } };
+  /** What Codex sends besides its function tools. */
+  const codexTools = [fn, { type: 'web_search' }, { type: 'namespace', name: 'multi_agent_v1', tools: [] }];
+
+  for (const stream of [false, true]) {
+    test(`/v1/responses to a chat target (${stream ? 'SSE' : 'JSON'}): x-sluice-dropped and the access log`, async () => {
+      rig.mock.script(stream ? { sse: REASONING_STREAM } : { body: REASONING_JSON });
+      const lines = completed().length;
+      const res = await rig.post('/v1/responses', { model: 'r1', input: 'q', tools: codexTools, stream }, CALLER);
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+      assert.equal(res.headers.get('x-sluice-dropped'), 'web_search, namespace:multi_agent_v1');
+      const sent = rig.mock.requests.at(-1)!.json!.tools as Json[];
+      assert.deepEqual(sent.map((t) => (t.function as Json).name), ['shell']);
+      await until(() => completed().length > lines, 2000, 'the access-log line');
+      assert.equal(completedLog().dropped, 'web_search, namespace:multi_agent_v1');
+    });
+  }
+
+  test('/v1/messages to a chat target: Anthropic server tools', async () => {
+    rig.mock.script({ body: REASONING_JSON });
+    const res = await rig.post('/v1/messages', {
+      model: 'r1',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'q' }],
+      tools: [
+        { name: 'get_weather', input_schema: { type: 'object' } },
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 3 },
+      ],
+    }, CALLER);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    assert.equal(res.headers.get('x-sluice-dropped'), 'web_search_20250305:web_search');
+    const sent = rig.mock.requests.at(-1)!.json!.tools as Json[];
+    assert.deepEqual(sent.map((t) => (t.function as Json).name), ['get_weather']);
+    assert.equal(completedLog().dropped, 'web_search_20250305:web_search');
+  });
+
+  test('a native target keeps them: no header, no field', async () => {
+    rig.mock.script({ body: { id: 'resp_1', object: 'response', model: 'gpt-4o', status: 'completed', output: [] } });
+    const res = await rig.post('/v1/responses', { model: 'gpt4o', input: 'q', tools: codexTools }, CALLER);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    assert.equal(res.headers.get('x-sluice-dropped'), null);
+    assert.equal((rig.mock.requests.at(-1)!.json!.tools as Json[]).length, 3);
+    assert.equal(completedLog().dropped, undefined);
   });
 });

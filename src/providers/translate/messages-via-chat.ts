@@ -10,6 +10,7 @@ import {
   effortOfThinking,
 } from '../capabilities.ts';
 import { namedEvent } from '../sse.ts';
+import { isClientTool } from './dropped.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
   anthropicUsage,
@@ -70,7 +71,9 @@ export function translateMessagesRequest(
   if (isRecord(body.metadata) && typeof body.metadata.user_id === 'string') {
     out.user = cutUser(body.metadata.user_id, caps);
   }
-  if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(chatTool);
+  // Server tools run at Anthropic only: dropped, and named to the caller (dropped.ts).
+  const tools = Array.isArray(body.tools) ? body.tools.filter((t) => !isRecord(t) || isClientTool(t)) : [];
+  if (tools.length > 0) out.tools = tools.map(chatTool);
   const choice = acceptedToolChoice(chatToolChoice(body.tool_choice), caps);
   if (choice !== undefined) out.tool_choice = choice;
   if (isRecord(body.tool_choice) && body.tool_choice.disable_parallel_tool_use === true) {

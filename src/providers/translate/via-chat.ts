@@ -5,6 +5,7 @@
 // sent them: the HTTP layer re-wraps them (src/http/errors.ts).
 import { type Capabilities, capabilitiesOfCall } from '../capabilities.ts';
 import { estimatePromptTokens } from '../estimate.ts';
+import { droppedHeaders, droppedMessagesTools, droppedResponsesTools } from './dropped.ts';
 import { chatStreamToMessages, chatToMessagesResponse, messagesToChatRequest } from './messages-via-chat.ts';
 import { chatStreamToResponses, chatToResponsesResponse, responsesToChatRequest } from './responses-via-chat.ts';
 import { type Json, parseJsonObject, type TokenUsage, TranslationError } from './shared.ts';
@@ -81,6 +82,8 @@ interface ViaChat {
   ): AsyncIterable<Uint8Array>;
   /** Whether the stream states the prompt's size before the upstream does (Messages' `message_start`). */
   countsPromptFirst: boolean;
+  /** The caller's hosted tools the translation drops (dropped.ts). */
+  dropped(body: Json): string[];
 }
 
 const MESSAGES: ViaChat = {
@@ -88,6 +91,7 @@ const MESSAGES: ViaChat = {
   response: chatToMessagesResponse,
   stream: chatStreamToMessages,
   countsPromptFirst: true,
+  dropped: droppedMessagesTools,
 };
 
 const RESPONSES: ViaChat = {
@@ -95,6 +99,7 @@ const RESPONSES: ViaChat = {
   response: chatToResponsesResponse,
   stream: chatStreamToResponses,
   countsPromptFirst: false,
+  dropped: droppedResponsesTools,
 };
 
 /** A `/v1/messages` call through an adapter's chat (also for adapters that speak Messages for some models only). */
@@ -117,6 +122,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     ? estimatePromptTokens('chat', body, caps.encoding).catch(() => 0)
     : undefined;
   const r = await adapter.call({ ...call, endpoint: 'chat', body });
+  const headers = droppedHeaders(wire.dropped(call.body));
   if (r.kind === 'stream') {
     // The inner adapter's own count (e.g. Anthropic's cache parts) is richer than the chat usage chunk.
     let seen: TokenUsage | undefined;
@@ -133,11 +139,18 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     // Where the stream states a local count first, the bytes are not the upstream's report: until the
     // upstream reports, the count is "nothing", so the answer is estimated as any unreported one is.
     const unreported = wire.countsPromptFirst ? NOTHING_REPORTED : undefined;
-    return { kind: 'stream', chunks, cancel: r.cancel, counted: () => r.counted?.() ?? seen ?? unreported };
+    const counted = () => r.counted?.() ?? seen ?? unreported;
+    return { kind: 'stream', chunks, cancel: r.cancel, counted, ...(headers ? { headers } : {}) };
   }
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
   // A 2xx that is not JSON goes back without its body: routing counts it as the upstream failure it is.
   const json = parseJsonObject(r.body);
   if (!json) return { ...r, body: '' };
-  return { ...r, body: JSON.stringify(wire.response(json, model)), contentType: 'application/json' };
+  const answer = JSON.stringify(wire.response(json, model));
+  return {
+    ...r,
+    body: answer,
+    contentType: 'application/json',
+    ...(headers ? { headers: { ...r.headers, ...headers } } : {}),
+  };
 }
