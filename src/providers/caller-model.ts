@@ -61,9 +61,40 @@ function valueAfterKey(text: string, i: number): number | undefined {
   return i;
 }
 
+/** How far into an answer a `"model"` key is taken for the one at the top (chat and Responses put it first). */
+const HEAD = 1024;
+
+/**
+ * The top-level `"model"` string of a JSON object that names it last (an embeddings answer, after its data):
+ * the last `"model"` key, when the text after its value closes exactly the root object. Undefined: not so.
+ */
+function lastTopLevelModel(text: string): { start: number; end: number } | undefined {
+  const key = text.lastIndexOf('"model"');
+  if (key <= 0 || text[key - 1] === '\\') return undefined;
+  const value = valueAfterKey(text, key + '"model"'.length);
+  if (value === undefined || text[value] !== '"') return undefined;
+  const end = stringEnd(text, value);
+  if (end < 0) return undefined;
+  let depth = 0;
+  for (let i = end + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34 /* " */) {
+      i = stringEnd(text, i);
+      if (i < 0) return undefined;
+    } else if (c === 123 /* { */ || c === 91 /* [ */) depth++;
+    else if (c === 125 /* } */ || c === 93 /* ] */) {
+      if (--depth >= 0) continue;
+      return c === 125 && text.slice(i + 1).trim() === '' ? { start: value, end: end + 1 } : undefined;
+    }
+  }
+  return undefined;
+}
+
 /** `text` (a JSON object from `from`) with its top-level `model` string set; undefined when it has none. */
 function spliceModel(text: string, quoted: string, from: number): string | undefined {
-  const at = topLevelString(text, 'model', from);
+  // A large answer that names its model last is not scanned from the start (an embeddings answer is MBs).
+  const early = from >= 0 && text.slice(from, from + HEAD).includes('"model"');
+  const at = (early ? undefined : lastTopLevelModel(text)) ?? topLevelString(text, 'model', from);
   if (!at) return undefined;
   if (text.slice(at.start, at.end) === quoted) return text;
   return text.slice(0, at.start) + quoted + text.slice(at.end);

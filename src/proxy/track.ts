@@ -50,7 +50,8 @@ function streamEnd(
     if (!recorded) return telemetry(rec, status);
     // The latency is the stream's, not the wait for its record.
     const latency = clock() - rec.start;
-    void recorded.then(() => telemetry(rec, status, latency));
+    const write = () => telemetry(rec, status, latency);
+    void recorded.then(write, write);
   };
 }
 
