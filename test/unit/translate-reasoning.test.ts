@@ -374,6 +374,30 @@ describe('hosted tools a translated target cannot run are named, not dropped in 
     assert.equal(completedLog().dropped, 'web_search_20250305:web_search');
   });
 
+  test('/v1/messages to a chat target: content blocks chat cannot carry are named too', async () => {
+    rig.mock.script({ body: REASONING_JSON });
+    const res = await rig.post('/v1/messages', {
+      model: 'r1',
+      max_tokens: 10,
+      messages: [
+        { role: 'user', content: 'search it' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'q' } },
+            { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [] },
+            { type: 'text', text: 'found it' },
+          ],
+        },
+        { role: 'user', content: 'thanks' },
+      ],
+    }, CALLER);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    assert.equal(res.headers.get('x-sluice-dropped'), 'content:server_tool_use, content:web_search_tool_result');
+    assert.equal(completedLog().dropped, 'content:server_tool_use, content:web_search_tool_result');
+  });
+
   test('a native target keeps them: no header, no field', async () => {
     rig.mock.script({ body: { id: 'resp_1', object: 'response', model: 'gpt-4o', status: 'completed', output: [] } });
     const res = await rig.post('/v1/responses', { model: 'gpt4o', input: 'q', tools: codexTools }, CALLER);

@@ -29,10 +29,12 @@ import {
 
 // ---- request ----------------------------------------------------------------------------------------------
 
-/** A Messages request as chat, and how many content blocks had no chat form and were dropped. */
+/** A Messages request as chat, and the content blocks that had no chat form and were dropped. */
 export interface TranslatedMessages {
   body: Json;
   droppedBlocks: number;
+  /** The dropped blocks' types, each once, in order of appearance. */
+  droppedTypes: string[];
 }
 
 export function messagesToChatRequest(body: Json, caps?: Capabilities): Json {
@@ -50,7 +52,7 @@ export function translateMessagesRequest(
   caps: Capabilities = capabilitiesOf(String(body.model ?? '')),
 ): TranslatedMessages {
   const out: Json = { model: body.model };
-  const drop = { count: 0 };
+  const drop: Drops = { count: 0, types: new Set() };
   const messages: Json[] = [];
   const system = systemText(body.system);
   if (system) messages.push({ role: 'system', content: system });
@@ -89,7 +91,7 @@ export function translateMessagesRequest(
     // The Messages stream ends with usage; ask for it (the caller never sees the extra chunk).
     out.stream_options = { include_usage: true };
   }
-  return { body: out, droppedBlocks: drop.count };
+  return { body: out, droppedBlocks: drop.count, droppedTypes: [...drop.types] };
 }
 
 /**
@@ -118,9 +120,15 @@ function systemText(system: unknown): string | undefined {
 /** What a tool result marked `is_error` starts with on a chat target (docs/translation.md). */
 export const TOOL_ERROR_PREFIX = 'Tool error: ';
 
-/** Blocks dropped so far (`translateMessagesRequest`'s count). */
+/** Blocks dropped so far (`translateMessagesRequest`'s count) and their types. */
 interface Drops {
   count: number;
+  types: Set<string>;
+}
+
+function dropBlock(drop: Drops, b: unknown): void {
+  drop.count++;
+  drop.types.add(isRecord(b) ? str(b.type) ?? 'unknown' : typeof b);
 }
 
 function chatMessagesOf(m: Json, i: number, drop: Drops): Json[] {
@@ -177,7 +185,7 @@ function userPart(b: Json, drop: Drops): Json | undefined {
     : b.type === 'document'
     ? documentPart(b)
     : undefined;
-  if (!part) drop.count++;
+  if (!part) dropBlock(drop, b);
   return part;
 }
 
@@ -193,7 +201,7 @@ function assistantMessage(blocks: unknown[], i: number, drop: Drops): Json {
         type: 'function',
         function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) },
       });
-    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') drop.count++;
+    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') dropBlock(drop, b);
   });
   const msg: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
   if (toolCalls.length > 0) msg.tool_calls = toolCalls;
@@ -234,7 +242,7 @@ function toolResult(content: unknown, drop: Drops): { text: string; images: Json
   if (content === undefined || content === null) return { text: '', images: [] };
   if (typeof content === 'string') return { text: content, images: [] };
   if (!Array.isArray(content)) {
-    drop.count++;
+    dropBlock(drop, content);
     return { text: '', images: [] };
   }
   let text = '';
@@ -243,7 +251,7 @@ function toolResult(content: unknown, drop: Drops): { text: string; images: Json
     const image = isRecord(c) && c.type === 'image' ? imagePart(c) : undefined;
     if (isRecord(c) && c.type === 'text') text += str(c.text) ?? '';
     else if (image) images.push(image);
-    else drop.count++;
+    else dropBlock(drop, c);
   }
   return { text, images };
 }

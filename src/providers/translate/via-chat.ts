@@ -6,7 +6,12 @@
 import { type Capabilities, capabilitiesOfCall } from '../capabilities.ts';
 import { estimatePromptTokens } from '../estimate.ts';
 import { droppedHeaders, droppedMessagesTools, droppedResponsesTools } from './dropped.ts';
-import { chatStreamToMessages, chatToMessagesResponse, messagesToChatRequest } from './messages-via-chat.ts';
+import {
+  chatStreamToMessages,
+  chatToMessagesResponse,
+  messagesToChatRequest,
+  translateMessagesRequest,
+} from './messages-via-chat.ts';
 import { chatStreamToResponses, chatToResponsesResponse, responsesToChatRequest } from './responses-via-chat.ts';
 import { type Json, parseJsonObject, type TokenUsage, TranslationError } from './shared.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts';
@@ -71,7 +76,8 @@ const NOTHING_REPORTED: TokenUsage = { input: 0, output: 0 };
 
 /** One caller wire served through chat: its request, JSON answer and stream translations. */
 interface ViaChat {
-  request(body: Json, caps: Capabilities): Json;
+  /** The chat request, and what of the caller's it could not carry (dropped.ts: `x-sluice-dropped`). */
+  request(body: Json, caps: Capabilities): { body: Json; dropped: string[] };
   response(chat: Json, model: string): Json;
   stream(
     chunks: AsyncIterable<Uint8Array>,
@@ -82,24 +88,23 @@ interface ViaChat {
   ): AsyncIterable<Uint8Array>;
   /** Whether the stream states the prompt's size before the upstream does (Messages' `message_start`). */
   countsPromptFirst: boolean;
-  /** The caller's hosted tools the translation drops (dropped.ts). */
-  dropped(body: Json): string[];
 }
 
 const MESSAGES: ViaChat = {
-  request: messagesToChatRequest,
+  request: (b, caps) => {
+    const t = translateMessagesRequest(b, caps);
+    return { body: t.body, dropped: [...droppedMessagesTools(b), ...t.droppedTypes.map((type) => `content:${type}`)] };
+  },
   response: chatToMessagesResponse,
   stream: chatStreamToMessages,
   countsPromptFirst: true,
-  dropped: droppedMessagesTools,
 };
 
 const RESPONSES: ViaChat = {
-  request: responsesToChatRequest,
+  request: (b, caps) => ({ body: responsesToChatRequest(b, caps), dropped: droppedResponsesTools(b) }),
   response: chatToResponsesResponse,
   stream: chatStreamToResponses,
   countsPromptFirst: false,
-  dropped: droppedResponsesTools,
 };
 
 /** A `/v1/messages` call through an adapter's chat (also for adapters that speak Messages for some models only). */
@@ -110,8 +115,9 @@ export function messagesViaChat(adapter: ProviderAdapter, call: ProviderCall): P
 async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaChat): Promise<ProviderResult> {
   const caps = capabilitiesOfCall(call);
   let body: Json;
+  let dropped: string[];
   try {
-    body = wire.request(call.body, caps);
+    ({ body, dropped } = wire.request(call.body, caps));
   } catch (e) {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };
@@ -122,7 +128,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     ? estimatePromptTokens('chat', body, caps.encoding).catch(() => 0)
     : undefined;
   const r = await adapter.call({ ...call, endpoint: 'chat', body });
-  const headers = droppedHeaders(wire.dropped(call.body));
+  const headers = droppedHeaders(dropped);
   if (r.kind === 'stream') {
     // The inner adapter's own count (e.g. Anthropic's cache parts) is richer than the chat usage chunk.
     let seen: TokenUsage | undefined;
