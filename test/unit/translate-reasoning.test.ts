@@ -1,7 +1,8 @@
 // Reasoning across translations (docs/translation.md "Reasoning"): a vLLM-style upstream's `reasoning_content`
 // as Anthropic `thinking` blocks and Responses `reasoning` items, Claude's thinking as Responses reasoning,
 // read by the official SDKs through app.request(); a translated Responses stream's item order checked against
-// OpenAI's documented sequence; and the model every endpoint's answer names.
+// OpenAI's documented sequence; the model every endpoint's answer names; and what a translation drops named in
+// `x-sluice-dropped` and the access log (docs/translation.md "Nothing dropped in silence").
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
