@@ -3,9 +3,9 @@
 // reaching a chat target), and a refusal (a 400 in the caller's wire) when the target cannot serve the
 // endpoint at all (e.g. embeddings on an Anthropic key). Routing and handlers never know which of these
 // happened. Upstream error answers come back as the upstream sent them: the HTTP layer re-wraps them
-// (src/http/errors.ts). A chat answer names the model the caller sent (caller-model.ts); an embeddings
+// (src/http/errors.ts). Every answer names the model the caller sent (caller-model.ts); an embeddings
 // answer states both usage counters (embeddings-usage.ts).
-import { streamWithCallerModel, withCallerModel } from './caller-model.ts';
+import { answerStreamWithCallerModel, streamWithCallerModel, withCallerModel } from './caller-model.ts';
 import { withEmbeddingUsage } from './embeddings-usage.ts';
 import { translatedCall } from './translate/via-chat.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
@@ -17,18 +17,27 @@ export async function callProvider(adapter: ProviderAdapter, call: ProviderCall)
     return { kind: 'refused', message: `this model (adapter "${adapter.name}") does not serve ${call.endpoint}` };
   }
   const r = await adapter.call(call);
-  if (call.endpoint === 'embeddings') return withEmbeddingUsage(r);
-  if (call.endpoint !== 'chat' || call.callerModel === undefined) return r;
-  return namingCallerModel(r, call.callerModel, call.maxSseEventBytes);
+  const answered = call.endpoint === 'embeddings' ? withEmbeddingUsage(r) : r;
+  // Legacy completions pass through as AISIX passes them (test/conformance/surface.test.ts).
+  if (call.endpoint === 'count_tokens' || call.endpoint === 'completions' || call.callerModel === undefined) {
+    return answered;
+  }
+  return namingCallerModel(answered, call, call.callerModel);
 }
 
 /**
- * A chat answer naming the caller's model. On a stream the splice joins the adapter's own edits before the
- * stream is read (one pass over each chunk: sse-edit.ts); an error answer is left as the upstream sent it.
+ * An answer naming the caller's model: at the top level of a JSON answer and of chat chunks, in the answer
+ * object of a Messages or Responses stream's events. On a stream the splice joins the adapter's own edits
+ * before the stream is read (one pass over each chunk: sse-edit.ts); an error answer is left as the upstream
+ * sent it.
  */
-function namingCallerModel(r: ProviderResult, model: string, maxEventBytes?: number): ProviderResult {
+function namingCallerModel(r: ProviderResult, call: ProviderCall, model: string): ProviderResult {
   if (r.kind === 'stream') {
-    return { ...r, chunks: streamWithCallerModel(r.chunks, model, maxEventBytes) };
+    const nested = call.endpoint === 'messages' || call.endpoint === 'responses';
+    const chunks = nested
+      ? answerStreamWithCallerModel(r.chunks, model, call.maxSseEventBytes)
+      : streamWithCallerModel(r.chunks, model, call.maxSseEventBytes);
+    return { ...r, chunks };
   }
   if (r.kind === 'response' && r.status >= 200 && r.status < 300) {
     return { ...r, body: withCallerModel(r.body, model) };

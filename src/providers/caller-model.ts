@@ -1,7 +1,7 @@
-// The model name the caller sent (an alias or a routing group), put into a chat answer in place of the
-// upstream's (often a dated snapshot id), as AISIX's answers carry it (docs/aisix-compatibility.md "Model
-// name in chat answers"). The top-level `"model"` string is spliced in place: no parse and re-serialisation of
-// the answer, except as a fallback for a body whose `model` the scan does not find.
+// The model name the caller sent (an alias or a routing group), put into every answer in place of the
+// upstream's (often a dated snapshot id), as AISIX's chat answers carry it (docs/aisix-compatibility.md "Model
+// name in chat answers"). The `"model"` string is spliced in place: no parse and re-serialisation of the
+// answer, except as a fallback for a JSON body whose `model` the scan does not find.
 import { editSse, eventJson, type SseEdit } from './sse-edit.ts';
 import { concatBytes, hasAt } from '../util/bytes.ts';
 
@@ -9,6 +9,14 @@ const encoder = new TextEncoder();
 
 /** Where the value of the top-level string member `key` sits in the JSON object text from `from`. */
 function topLevelString(text: string, key: string, from: number): { start: number; end: number } | undefined {
+  const at = topLevelValue(text, key, from);
+  if (at === undefined || text[at] !== '"') return undefined;
+  const end = stringEnd(text, at);
+  return end < 0 ? undefined : { start: at, end: end + 1 };
+}
+
+/** Where the value of the top-level member `key` starts in the JSON object text from `from`. */
+function topLevelValue(text: string, key: string, from: number): number | undefined {
   if (from < 0) return undefined;
   let depth = 0;
   let expectKey = false;
@@ -44,20 +52,49 @@ function stringEnd(text: string, open: number): number {
   return -1;
 }
 
-/** After a key's closing quote: `: "value"` → the value's span (quotes included), when it is a string. */
-function valueAfterKey(text: string, i: number): { start: number; end: number } | undefined {
+/** After a key's closing quote: `: value` → where the value starts. */
+function valueAfterKey(text: string, i: number): number | undefined {
   while (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r') i++;
   if (text[i] !== ':') return undefined;
   i++;
   while (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r') i++;
-  if (text[i] !== '"') return undefined;
-  const end = stringEnd(text, i);
-  return end < 0 ? undefined : { start: i, end: end + 1 };
+  return i;
+}
+
+/** How far into an answer a `"model"` key is taken for the one at the top (chat and Responses put it first). */
+const HEAD = 1024;
+
+/**
+ * The top-level `"model"` string of a JSON object that names it last (an embeddings answer, after its data):
+ * the last `"model"` key, when the text after its value closes exactly the root object. Undefined: not so.
+ */
+function lastTopLevelModel(text: string): { start: number; end: number } | undefined {
+  const key = text.lastIndexOf('"model"');
+  if (key <= 0 || text[key - 1] === '\\') return undefined;
+  const value = valueAfterKey(text, key + '"model"'.length);
+  if (value === undefined || text[value] !== '"') return undefined;
+  const end = stringEnd(text, value);
+  if (end < 0) return undefined;
+  let depth = 0;
+  for (let i = end + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34 /* " */) {
+      i = stringEnd(text, i);
+      if (i < 0) return undefined;
+    } else if (c === 123 /* { */ || c === 91 /* [ */) depth++;
+    else if (c === 125 /* } */ || c === 93 /* ] */) {
+      if (--depth >= 0) continue;
+      return c === 125 && text.slice(i + 1).trim() === '' ? { start: value, end: end + 1 } : undefined;
+    }
+  }
+  return undefined;
 }
 
 /** `text` (a JSON object from `from`) with its top-level `model` string set; undefined when it has none. */
 function spliceModel(text: string, quoted: string, from: number): string | undefined {
-  const at = topLevelString(text, 'model', from);
+  // A large answer that names its model last is not scanned from the start (an embeddings answer is MBs).
+  const early = from >= 0 && text.slice(from, from + HEAD).includes('"model"');
+  const at = (early ? undefined : lastTopLevelModel(text)) ?? topLevelString(text, 'model', from);
   if (!at) return undefined;
   if (text.slice(at.start, at.end) === quoted) return text;
   return text.slice(0, at.start) + quoted + text.slice(at.end);
@@ -81,6 +118,55 @@ export function withCallerModel(body: string, model: string): string {
 function eventModelSpan(event: string): { start: number; end: number } | undefined {
   const data = event.indexOf('data:');
   return data < 0 ? undefined : topLevelString(event, 'model', event.indexOf('{', data));
+}
+
+/**
+ * The event's answer object, which names the model in Anthropic's and Responses' streams: `message` of
+ * `message_start`, `response` of the `response.*` lifecycle events.
+ */
+const ANSWER_MEMBERS = ['message', 'response'] as const;
+
+/** Where an SSE event's answer object (`ANSWER_MEMBERS`) names its model: the value's span (quotes included). */
+function nestedModelSpan(event: string): { start: number; end: number } | undefined {
+  const data = event.indexOf('data:');
+  if (data < 0) return undefined;
+  const open = event.indexOf('{', data);
+  for (const member of ANSWER_MEMBERS) {
+    const at = topLevelValue(event, member, open);
+    if (at !== undefined && event[at] === '{') return topLevelString(event, 'model', at);
+  }
+  return undefined;
+}
+
+/**
+ * The caller's model put into the answer objects of an Anthropic Messages or Responses stream
+ * (`message_start`, `response.created`, …, `response.completed`); every other event passes untouched.
+ */
+class NestedModelSplice implements SseEdit {
+  private readonly quoted: string;
+
+  constructor(model: string) {
+    this.quoted = JSON.stringify(model);
+  }
+
+  mayTouch(text: string): boolean {
+    return text.includes('"model"');
+  }
+
+  edit(event: string): string | undefined {
+    const at = nestedModelSpan(event);
+    if (!at || event.slice(at.start, at.end) === this.quoted) return undefined;
+    return event.slice(0, at.start) + this.quoted + event.slice(at.end);
+  }
+}
+
+/** A Messages or Responses stream whose answer objects name `model`. */
+export function answerStreamWithCallerModel(
+  chunks: AsyncIterable<Uint8Array>,
+  model: string,
+  maxEventBytes?: number,
+): AsyncIterableIterator<Uint8Array> {
+  return editSse(chunks, new NestedModelSplice(model), maxEventBytes);
 }
 
 /** An event's JSON (no top-level model string the scan could find) re-serialised naming `model`. */

@@ -13,15 +13,27 @@ import type { Endpoint, TokenCounts } from './types.ts';
 export type Encoding = 'cl100k_base' | 'o200k_base';
 
 const loading = new Map<Encoding, Promise<Encoder>>();
+/** The encodings whose table is built: a count in them costs the encoding only. */
+const built = new Set<Encoding>();
 
 function encoder(encoding: Encoding): Promise<Encoder> {
   let p = loading.get(encoding);
   if (!p) {
-    p = buildEncoder(encoding);
+    p = buildEncoder(encoding).then((enc) => {
+      built.add(encoding);
+      return enc;
+    });
     loading.set(encoding, p);
   }
   return p;
 }
+
+/**
+ * How a count may be made. `built-only`: with the tokenizer only when its table is already built, else at 4
+ * characters per token, so the count never builds a table (which holds the event loop for seconds): the
+ * count of a stream whose caller left (docs/translation.md "Interrupted streams").
+ */
+export type Counting = 'full' | 'built-only';
 
 /** Text beyond this many characters per count is approximated (4 per token) rather than encoded. */
 const MAX_ENCODED = 1 << 20;
@@ -35,8 +47,13 @@ const BYTES_PER_TOKEN = 4;
 const LONG_RUN = /\S{65,}/g;
 
 /** BPE tokens of `text`; special-token spellings count as the plain text they are. */
-export async function estimateTokens(text: string, encoding: Encoding = 'cl100k_base'): Promise<number> {
+export async function estimateTokens(
+  text: string,
+  encoding: Encoding = 'cl100k_base',
+  counting: Counting = 'full',
+): Promise<number> {
   if (text === '') return 0;
+  if (counting === 'built-only' && !built.has(encoding)) return Math.ceil(text.length / BYTES_PER_TOKEN);
   const enc = await encoder(encoding);
   const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
   const rest = text.length - head.length;
@@ -155,10 +172,14 @@ export async function estimatePromptTokens(
   endpoint: Endpoint,
   body: Json,
   encoding: Encoding = 'cl100k_base',
+  counting: Counting = 'full',
 ): Promise<number> {
   const parts = promptParts(endpoint, body);
   let n = parts.fixed;
-  for (const t of parts.texts) n += await promptPieceTokens(t, encoding);
+  const approximate = counting === 'built-only' && !built.has(encoding);
+  for (const t of parts.texts) {
+    n += approximate ? Math.ceil(t.length / BYTES_PER_TOKEN) : await promptPieceTokens(t, encoding);
+  }
   return n;
 }
 

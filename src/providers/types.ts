@@ -126,6 +126,8 @@ export type ProviderResult =
      * is the stream's usage; otherwise the bytes the caller received are the record.
      */
     counted?: () => TokenCounts | undefined;
+    /** Headers the gateway adds to the caller's answer (e.g. `x-sluice-dropped`). */
+    headers?: Record<string, string>;
   }
   /**
    * The gateway refuses the call itself (e.g. a translation the target cannot express): a 400, no upstream

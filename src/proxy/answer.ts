@@ -8,7 +8,8 @@ import { envelopeFor, errorResponse, fromFailure, ProxyError, upstreamErrorBody 
 import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../http/sse.ts';
 import { answerText } from '../providers/answer-text.ts';
-import { estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
+import { type Counting, estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
+import { DROPPED_HEADER } from '../providers/translate/dropped.ts';
 import { responsesErrorEvent } from '../providers/translate/responses-via-chat.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import { TargetLimits } from '../policies/target-gate.ts';
@@ -132,6 +133,7 @@ export class Answerer {
   /** The caller's answer for a dispatch result, in the caller's wire. */
   respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
     const scrub = this.scrubber(call);
+    if ((r.kind === 'stream' || r.kind === 'response') && r.headers) call.rec.dropped(r.headers[DROPPED_HEADER]);
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
     rec.firstByte(this.d.clock());
@@ -173,7 +175,7 @@ export class Answerer {
     const count = new StreamCount(
       usage,
       r.counted,
-      (output) => answerUsage(call, undefined, output),
+      (output, counting) => answerUsage(call, undefined, output, counting),
       this.d.maxSseEventBytes,
     );
     const tracker: StreamTracker = { onEnd: undefined };
@@ -192,26 +194,31 @@ export class Answerer {
       scrub: (text, max) => scrub()(text, max),
       onEnd: (end, detail) => {
         // Before the outcome: it reads the stream's unfinished last line.
-        const used = count.final(end === 'client_closed');
+        const left = end === 'client_closed';
+        const used = count.final(left);
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
         if (trace) call.rec.endedWith(usage.finishReason);
         call.rec.firstToken(r.ttftMs?.());
         if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
         // The record is written once, with the usage: at once (a stream that ended by itself was estimated
-        // before its end reached the caller), else once the estimate is made.
-        const finish = (u: Usage | undefined) => {
+        // before its end reached the caller), else once the estimate is made. A caller that left frees its
+        // slot at once; its record waits on the estimate.
+        const read = (u: Usage | undefined) => {
           call.rec.read(u, usage.id);
           void commitUsage(call, totalOf(u));
-          tracker.onEnd?.(end);
         };
-        if (used instanceof Promise) void used.then(finish);
-        else finish(used);
+        if (!(used instanceof Promise)) {
+          read(used);
+          tracker.onEnd?.(end);
+        } else if (left) tracker.onEnd?.(end, used.then(read));
+        else void used.then((u) => (read(u), tracker.onEnd?.(end)));
       },
     });
     return stamped(call, body, 200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
+      ...r.headers,
       ...this.servedBy(call, r),
       ...call.limitHeaders,
     });
@@ -271,11 +278,13 @@ function answerUsage(
   call: ModelCall,
   reported: Usage | undefined,
   output: () => Promise<number>,
+  counting: Counting = 'full',
 ): Promise<Usage | undefined> {
   const endpoint = call.route.call;
   if (endpoint === 'count_tokens') return Promise.resolve(undefined);
   if (isReported(reported)) return Promise.resolve(reported);
-  const estimate = fillMissing(undefined, { input: () => estimatePromptTokens(endpoint, call.body), output });
+  const input = () => estimatePromptTokens(endpoint, call.body, undefined, counting);
+  const estimate = fillMissing(undefined, { input, output });
   return estimate.then(fromCounts, () => undefined); // no tokenizer on this runtime: nothing counted, as before
 }
 

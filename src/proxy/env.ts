@@ -6,10 +6,11 @@ import type { RequestRecord } from './record.ts';
 /**
  * A streamed answer's hand-off from the handler to the tracking middleware: the handler sets it on the
  * context with its response; the pump calls `onEnd` once the last byte is out (or the stream failed), and
- * the middleware fills `onEnd` in to release the in-flight slot and write the record then.
+ * the middleware fills `onEnd` in to release the in-flight slot and write the record then (`recorded`: once
+ * it settles, the slot at once: a caller that left waits on nothing).
  */
 export interface StreamTracker {
-  onEnd: ((end: StreamEnd) => void) | undefined;
+  onEnd: ((end: StreamEnd, recorded?: Promise<void>) => void) | undefined;
 }
 
 export type ProxyEnv = {

@@ -62,6 +62,8 @@ export class RequestRecord {
   private cache: CacheRecord | undefined = undefined;
   /** The guardrails' part (docs/guardrails.md "Metrics and logs"): set when a chain ran on a hook. */
   private guard: GuardrailRecord | undefined = undefined;
+  /** What a translation dropped from the request (`x-sluice-dropped`, docs/translation.md "Nothing dropped in silence"). */
+  private droppedItems: string | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -106,6 +108,11 @@ export class RequestRecord {
     if (usage === undefined && this.usage !== undefined) return;
     this.usage = usage;
     this.providerRequestId = providerRequestId;
+  }
+
+  /** The request items the translation to the serving target dropped, as its `x-sluice-dropped` header lists them. */
+  dropped(items: string | undefined): void {
+    this.droppedItems = items;
   }
 
   /** The answer's finish reason (a traced request's; undefined: it gave none). */
@@ -230,6 +237,7 @@ export class RequestRecord {
       this.cache?.similarity,
       this.cache?.saved?.input,
       this.cache?.saved?.output,
+      this.droppedItems,
       ...guardrailValues(this.guard),
     ];
   }
@@ -458,6 +466,7 @@ export const ACCESS_LOG_LAYOUT = new LineLayout([
   'cache_similarity',
   'cache_hit_saved_input_tokens',
   'cache_hit_saved_output_tokens',
+  'dropped',
   'guardrail_blocked',
   'guardrail_bypassed_reason',
   'applied_guardrails',

@@ -2,19 +2,19 @@
 // of the prompt and the produced text (docs/aisix-compatibility.md "Translation and token accounting"). The
 // stream's text is kept for it only until a usage appears, and at most `MAX_COLLECTED_BYTES` of it.
 import { StreamText } from '../providers/answer-text.ts';
-import { estimateTokens } from '../providers/estimate.ts';
+import { type Counting, estimateTokens } from '../providers/estimate.ts';
 import type { TokenCounts } from '../providers/types.ts';
 import { fromCounts, isReported, type StreamEnding, type StreamUsage, type Usage } from './usage.ts';
 
-/** The estimate of an answer whose output tokens `output` counts (answer.ts `answerUsage`). */
-export type Estimate = (output: () => Promise<number>) => Promise<Usage | undefined>;
+/** The estimate of an answer whose output tokens `output` counts (answer.ts `answerUsage`), counted so. */
+export type Estimate = (output: () => Promise<number>, counting: Counting) => Promise<Usage | undefined>;
 
 export class StreamCount implements StreamEnding {
   /** The text kept for an estimate; dropped once a usage is reported or the estimate is made. */
   private text: StreamText | undefined;
   private estimating: Promise<Usage | undefined> | undefined;
   private estimated: { usage: Usage | undefined } | undefined;
-  /** The caller left: nothing is estimated, even when the upstream's failure (its abort) ends the stream later. */
+  /** The caller left: estimated then, not again when the upstream's failure (its abort) ends the stream later. */
   private left = false;
 
   constructor(
@@ -42,30 +42,28 @@ export class StreamCount implements StreamEnding {
   }
 
   /**
-   * What the stream used: at once when reported, estimated, or the caller left (`left`: not estimated, since
-   * the record and the in-flight slot would wait on the tokenizer), else once the estimate is made.
+   * What the stream used: at once when reported or estimated, else once the estimate is made. A stream the
+   * caller left (`left`) is estimated from the prompt and what was relayed, counted without building a
+   * tokenizer table (docs/translation.md "Interrupted streams"): the upstream bills the prompt all the same.
    */
   final(left: boolean): Usage | undefined | Promise<Usage | undefined> {
     const reported = this.reported();
     if (isReported(reported)) return reported;
     if (this.estimated) return this.estimated.usage;
-    if (left) {
-      this.left = true;
-      this.text = undefined;
-      return reported;
-    }
-    return this.estimateOnce();
+    if (left) this.left = true;
+    return this.estimateOnce(left ? 'built-only' : 'full');
   }
 
   private reported(): Usage | undefined {
     return fromCounts(this.counted?.()) ?? this.meter.usage();
   }
 
-  private estimateOnce(): Promise<Usage | undefined> {
+  private estimateOnce(counting: Counting = 'full'): Promise<Usage | undefined> {
     if (this.estimating) return this.estimating;
     const text = this.text ?? new StreamText();
     this.text = undefined;
-    this.estimating = this.estimate(async () => Math.ceil(await estimateTokens(await text.text()) * text.scale()))
+    const output = async () => Math.ceil(await estimateTokens(await text.text(), undefined, counting) * text.scale());
+    this.estimating = this.estimate(output, counting)
       .then((usage) => {
         this.estimated = { usage };
         return usage;

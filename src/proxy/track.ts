@@ -11,6 +11,7 @@ import { MSG } from '../observability/messages.ts';
 import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import type { ProxyEnv } from './env.ts';
+import type { StreamEnd } from '../providers/types.ts';
 import {
   ACCESS_LOG_LAYOUT,
   ACCESS_LOG_TARGET,
@@ -41,11 +42,16 @@ function streamEnd(
   rec: RequestRecord,
   status: number,
   release: () => void,
-  telemetry: (rec: RequestRecord, status: number) => void,
-): () => void {
-  return () => {
+  telemetry: (rec: RequestRecord, status: number, latency?: number) => void,
+  clock: Clock,
+): (end: StreamEnd, recorded?: Promise<void>) => void {
+  return (_end, recorded) => {
     release();
-    telemetry(rec, status);
+    if (!recorded) return telemetry(rec, status);
+    // The latency is the stream's, not the wait for its record.
+    const latency = clock() - rec.start;
+    const write = () => telemetry(rec, status, latency);
+    void recorded.then(write, write);
   };
 }
 
@@ -58,8 +64,7 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
   const accessLogOn = cfg.observability.access_log;
 
   /** Telemetry: the request families and the access-log line, once its last byte is out. */
-  const telemetry = (rec: RequestRecord, status: number) => {
-    const latency = d.clock() - rec.start;
+  const telemetry = (rec: RequestRecord, status: number, latency = d.clock() - rec.start) => {
     rec.recordMetrics(d.metrics, status, latency / 1000);
     // AISIX writes its provider-call line whatever `access_log` says, and before the access log.
     const call = rec.providerCallValues(status, Date.now());
@@ -118,7 +123,7 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
     if (!c.get('stamped')) res.headers.set('x-aisix-request-id', rec.requestId);
     const stream = c.get('stream');
     // A streamed body holds the slot until its last byte; the pump reports the end.
-    if (stream) stream.onEnd = streamEnd(rec, res.status, release, telemetry);
+    if (stream) stream.onEnd = streamEnd(rec, res.status, release, telemetry, d.clock);
     else {
       release();
       telemetry(rec, res.status);

@@ -115,10 +115,11 @@ export async function attemptUpstream(
     const rest = r.chunks[Symbol.asyncIterator]();
     const abort = () => cancel.abort(CALLER_GONE);
     const counted = r.counted;
+    const headers = r.headers;
     if (!t.streamConfigured) {
       // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
       clearTimeout(timer);
-      live = { rest, abort, end, startedAt, counted };
+      live = { rest, abort, end, startedAt, counted, headers };
       if (upstreamFirstAt !== undefined) live.firstAt = upstreamFirstAt;
       return { kind: 'response', status: 200, retryAfter: null, live };
     }
@@ -130,7 +131,7 @@ export async function attemptUpstream(
     }
     clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
     span?.firstByte();
-    live = { first: first.value, rest, abort, end, startedAt, firstAt: upstreamFirstAt ?? now(), counted };
+    live = { first: first.value, rest, abort, end, startedAt, firstAt: upstreamFirstAt ?? now(), counted, headers };
     return { kind: 'response', status: 200, retryAfter: null, live };
   } catch (e) {
     end();

@@ -30,12 +30,14 @@ export function streamResult(
   recorder: AttemptRecorder,
   served?: ServedBy,
   trace?: RequestTrace,
+  headers?: Record<string, string>,
   clock: Clock = systemClock,
 ): DispatchResult {
   const s = new CallerStream(run, controller, answer, recorder, trace, clock);
   return {
     kind: 'stream',
     ...(served ? { served } : {}),
+    ...(headers ? { headers } : {}),
     chunks: { [Symbol.asyncIterator]: () => s },
     abort: () => s.abort(),
     settle: (end) => s.settle(end),

@@ -98,6 +98,8 @@ export type DispatchResult =
     /** The adapter's own count of the stream's tokens once it ended (ProviderResult `counted`); when
      *  defined it wins over the usage read in the bytes (an adapter may withhold the usage chunk). */
     counted?(): TokenCounts | undefined;
+    /** Headers for the caller's answer from the target known to serve it (ProviderResult `headers`). */
+    headers?: Record<string, string>;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */
@@ -164,6 +166,8 @@ export interface LiveStream {
   firstAt?: number;
   /** The adapter's count, once the stream ended (ProviderResult `counted`). */
   counted?: () => TokenCounts | undefined;
+  /** Headers the adapter adds to the caller's answer (ProviderResult `headers`). */
+  headers?: Record<string, string>;
 }
 
 /** What one attempt produced: runAttempts' `Outcome`, plus the answer itself. */

@@ -77,9 +77,18 @@ export class Dispatcher {
     if (early) {
       const a = answerOf(early.value);
       if (a.kind !== 'live') return a;
-      return streamResult(run, controller, answerOf, this.recorder, a.served, input.trace, this.d.clock);
+      return streamResult(
+        run,
+        controller,
+        answerOf,
+        this.recorder,
+        a.served,
+        input.trace,
+        a.live.headers,
+        this.d.clock,
+      );
     }
-    return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace, this.d.clock);
+    return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace, undefined, this.d.clock);
   }
 
   /** The retry loop over the plan's targets, every attempt recorded. */

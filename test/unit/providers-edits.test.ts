@@ -29,7 +29,7 @@ function split(text: string, size: number): Uint8Array[] {
   return out;
 }
 
-describe("the caller's model name in chat answers", () => {
+describe("the caller's model name in answers", () => {
   const JSON_CASES: { name: string; body: string; want: string }[] = [
     {
       name: "OpenAI's order: model after id, object, created",
@@ -50,6 +50,23 @@ describe("the caller's model name in chat answers", () => {
       name: 'keys that begin or end like "model" are not it',
       body: '{"model_id":"x","models":"y","xmodel":"z","model":"up"}',
       want: '{"model_id":"x","models":"y","xmodel":"z","model":"alias"}',
+    },
+    {
+      name: 'an embeddings answer naming its model last, after a long data array',
+      body: `{"object":"list","data":[${
+        '0.5,'.repeat(600)
+      }1],"model":"text-embedding-3-small","usage":{"total_tokens":2}}`,
+      want: `{"object":"list","data":[${'0.5,'.repeat(600)}1],"model":"alias","usage":{"total_tokens":2}}`,
+    },
+    {
+      name: 'a long answer whose last "model" key is nested: the top-level one found from the start',
+      body: `{"model":"up","pad":"${'x'.repeat(2000)}","meta":{"model":"inner"}}`,
+      want: `{"model":"alias","pad":"${'x'.repeat(2000)}","meta":{"model":"inner"}}`,
+    },
+    {
+      name: 'a long answer naming its model last, after a nested one',
+      body: `{"pad":"${'x'.repeat(2000)}","meta":{"model":"inner"},"model":"up"}`,
+      want: `{"pad":"${'x'.repeat(2000)}","meta":{"model":"inner"},"model":"alias"}`,
     },
     { name: 'no model member: added', body: '{"id":"c"}', want: '{"id":"c","model":"alias"}' },
     { name: 'not JSON: unchanged', body: 'oops', want: 'oops' },

@@ -224,7 +224,7 @@ const toolDelta = (tc: Json, finishReason: string | null = null) => ({
 });
 
 describe('Responses events from chat streams', () => {
-  test("text then a tool call: AISIX's sequence, usage in response.completed, no [DONE]", async () => {
+  test("text then a tool call: OpenAI's sequence (each item closed before the next), usage, no [DONE]", async () => {
     oai.script({
       sse: [
         { ...chunk('up', ''), choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },
@@ -246,12 +246,12 @@ describe('Responses events from chat streams', () => {
       'response.content_part.added',
       'response.output_text.delta',
       'response.output_text.delta',
-      'response.output_item.added',
-      'response.function_call_arguments.delta',
-      'response.function_call_arguments.delta',
       'response.output_text.done',
       'response.content_part.done',
       'response.output_item.done',
+      'response.output_item.added',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.delta',
       'response.function_call_arguments.done',
       'response.output_item.done',
       'response.completed',
@@ -263,7 +263,7 @@ describe('Responses events from chat streams', () => {
       { status: created.status, model: created.model, output: created.output, object: created.object },
       { status: 'in_progress', model: 'alias', output: [], object: 'response' },
     );
-    assert.equal(evs[6]!.data.output_index, 1);
+    assert.equal(evs[9]!.data.output_index, 1);
     assert.deepEqual(evs[12]!.data.arguments, '{"a":1}');
     const done = evs.at(-1)!.data.response as Json;
     assert.equal(done.id, created.id);

@@ -496,7 +496,7 @@ describe('POST /v1/chat/completions (SSE)', () => {
 });
 
 describe('POST /v1/embeddings', () => {
-  test('forwarded with model_name; the body comes back as sent', async () => {
+  test("forwarded with model_name; the body comes back as sent, naming the caller's model", async () => {
     const upstreamBody = {
       object: 'list',
       data: [{ object: 'embedding', index: 0, embedding: [0.25, -0.5] }],
@@ -507,7 +507,7 @@ describe('POST /v1/embeddings', () => {
     const n = mock.requests.length;
     const res = await post('/v1/embeddings', { model: 'embed', input: 'hello world' }, { key: CALLER.limited });
     assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), upstreamBody);
+    assert.deepEqual(await res.json(), { ...upstreamBody, model: 'embed' });
     assertCommonHeaders(res);
     const r = mock.requests[n]!;
     assert.equal(r.url, '/v1/embeddings');

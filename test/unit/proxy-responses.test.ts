@@ -71,7 +71,7 @@ describe('POST /v1/responses', () => {
     assert.equal(lastLog().total_tokens, 4);
   });
 
-  test('native on an OpenAI vendor: the upstream body goes back as it came', async () => {
+  test("native on an OpenAI vendor: the upstream body goes back as it came, naming the caller's model", async () => {
     const native = {
       id: 'resp_1',
       object: 'response',
@@ -82,7 +82,7 @@ describe('POST /v1/responses', () => {
     rig.mock.script({ body: native });
     const res = await post('/v1/responses', { model: 'gpt', input: 'hello' });
     assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), native);
+    assert.deepEqual(await res.json(), { ...native, model: 'gpt' });
     assert.equal(rig.mock.requests.at(-1)!.url, '/v1/responses');
     assert.equal(lastLog().provider_request_id, 'resp_1');
   });

@@ -220,18 +220,21 @@ describe('the bytes a stream keeps for its estimate', () => {
 
 describe('a stream the caller leaves', () => {
   // The caller's cancel aborts the upstream first, whose failure then ends the metered stream: that end must
-  // not estimate either (the tokenizer's tables would load for a number nobody records).
-  test('is not estimated, even when the upstream ends after the caller left', async () => {
-    let estimates = 0;
-    const count = new StreamCount(new StreamUsage(), undefined, () => {
-      estimates++;
-      return Promise.resolve(undefined);
+  // not estimate again, and the estimate builds no tokenizer table (docs/translation.md "Interrupted streams").
+  test('is estimated once, without building a table, even when the upstream ends after the caller left', async () => {
+    const countings: string[] = [];
+    let output = 0;
+    const count = new StreamCount(new StreamUsage(), undefined, async (out, counting) => {
+      countings.push(counting);
+      output = await out();
+      return { input: 1, output, total: 1 + output, estimated: true };
     }, undefined);
     const text = 'data: {"choices":[{"delta":{"content":"partial"}}]}\n\n';
     count.observe(new TextEncoder().encode(text), text);
-    assert.equal(count.final(true), undefined, 'nothing reported, nothing estimated');
+    assert.deepEqual(await count.final(true), { input: 1, output, total: 1 + output, estimated: true });
     await count.ended();
-    assert.equal(estimates, 0);
+    assert.deepEqual(countings, ['built-only']);
+    assert.ok(output > 0, 'the relayed text is counted');
   });
 
   test('a stream that ended by itself with no usage is estimated once', async () => {

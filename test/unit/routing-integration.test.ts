@@ -1063,7 +1063,7 @@ describe('POST /v1/messages and Anthropic targets', () => {
     const body = await res.json() as Record<string, unknown>;
     assert.deepEqual(body.content, [{ type: 'text', text: 'hi from mock' }]);
     assert.deepEqual(body.usage, { input_tokens: 1, output_tokens: 3 });
-    assert.equal(body.model, 'up-a');
+    assert.equal(body.model, 'm-a', "the caller's model");
   });
 
   test('SSE to an OpenAI-style target: chunks become Messages events; the stream asks for usage', async () => {
@@ -1099,10 +1099,10 @@ describe('POST /v1/messages and Anthropic targets', () => {
     assert.equal(((await bad.json()) as { error: { type: string } }).error.type, 'invalid_request_error');
   });
 
-  test('passthrough to an Anthropic target: body, headers and answer untouched (JSON)', async () => {
+  test("passthrough to an Anthropic target: body, headers and answer untouched but the caller's model (JSON)", async () => {
     const res = await msg('claude', { metadata: { user_id: 'u1' } });
     assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), anthropicMessage('claude-up'));
+    assert.deepEqual(await res.json(), anthropicMessage('claude'));
     const up = anth.requests.at(-1)!;
     assert.equal(up.url, '/v1/messages');
     assert.equal(up.headers['x-api-key'], ENV.ANTHROPIC_KEY);
@@ -1117,9 +1117,9 @@ describe('POST /v1/messages and Anthropic targets', () => {
     });
   });
 
-  test('passthrough to an Anthropic target: SSE bytes untouched', async () => {
+  test("passthrough to an Anthropic target: SSE bytes untouched but the caller's model", async () => {
     const res = await msg('claude', { stream: true });
-    const expected = anthropicEvents('claude-up').map(([n, p]) => `event: ${n}\ndata: ${JSON.stringify(p)}\n\n`).join(
+    const expected = anthropicEvents('claude').map(([n, p]) => `event: ${n}\ndata: ${JSON.stringify(p)}\n\n`).join(
       '',
     );
     assert.equal(await res.text(), expected);

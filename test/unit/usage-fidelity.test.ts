@@ -51,7 +51,7 @@ const start = (usage: Json): [string, unknown] => [
   'message_start',
   {
     type: 'message_start',
-    message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'c', content: [], usage },
+    message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude', content: [], usage },
   },
 ];
 const text = anthropicEvents('c', ['hello', ' world']).slice(1, -2);
@@ -250,9 +250,11 @@ describe("Anthropic's cache counts in a chat caller's usage: AISIX's formula", (
 });
 
 describe('embeddings usage', () => {
+  // The upstream names the caller's alias, so the gateway's renaming (every answer names the caller's model)
+  // leaves the bytes as they came.
   const answer = (usage?: Json): Json => ({
     object: 'list',
-    model: 'emb-upstream',
+    model: 'emb',
     data: [{ index: 0, object: 'embedding', embedding: [0.25, -0.5] }],
     ...(usage ? { usage } : {}),
   });

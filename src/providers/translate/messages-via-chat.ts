@@ -10,6 +10,7 @@ import {
   effortOfThinking,
 } from '../capabilities.ts';
 import { namedEvent } from '../sse.ts';
+import { isClientTool } from './dropped.ts';
 import { UpstreamStreamError } from '../types.ts';
 import {
   anthropicUsage,
@@ -28,10 +29,12 @@ import {
 
 // ---- request ----------------------------------------------------------------------------------------------
 
-/** A Messages request as chat, and how many content blocks had no chat form and were dropped. */
+/** A Messages request as chat, and the content blocks that had no chat form and were dropped. */
 export interface TranslatedMessages {
   body: Json;
   droppedBlocks: number;
+  /** The dropped blocks' types, each once, in order of appearance. */
+  droppedTypes: string[];
 }
 
 export function messagesToChatRequest(body: Json, caps?: Capabilities): Json {
@@ -49,7 +52,7 @@ export function translateMessagesRequest(
   caps: Capabilities = capabilitiesOf(String(body.model ?? '')),
 ): TranslatedMessages {
   const out: Json = { model: body.model };
-  const drop = { count: 0 };
+  const drop: Drops = { count: 0, types: new Set() };
   const messages: Json[] = [];
   const system = systemText(body.system);
   if (system) messages.push({ role: 'system', content: system });
@@ -70,7 +73,9 @@ export function translateMessagesRequest(
   if (isRecord(body.metadata) && typeof body.metadata.user_id === 'string') {
     out.user = cutUser(body.metadata.user_id, caps);
   }
-  if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools.map(chatTool);
+  // Server tools run at Anthropic only: dropped, and named to the caller (dropped.ts).
+  const tools = Array.isArray(body.tools) ? body.tools.filter((t) => !isRecord(t) || isClientTool(t)) : [];
+  if (tools.length > 0) out.tools = tools.map(chatTool);
   const choice = acceptedToolChoice(chatToolChoice(body.tool_choice), caps);
   if (choice !== undefined) out.tool_choice = choice;
   if (isRecord(body.tool_choice) && body.tool_choice.disable_parallel_tool_use === true) {
@@ -86,7 +91,7 @@ export function translateMessagesRequest(
     // The Messages stream ends with usage; ask for it (the caller never sees the extra chunk).
     out.stream_options = { include_usage: true };
   }
-  return { body: out, droppedBlocks: drop.count };
+  return { body: out, droppedBlocks: drop.count, droppedTypes: [...drop.types] };
 }
 
 /**
@@ -115,9 +120,15 @@ function systemText(system: unknown): string | undefined {
 /** What a tool result marked `is_error` starts with on a chat target (docs/translation.md). */
 export const TOOL_ERROR_PREFIX = 'Tool error: ';
 
-/** Blocks dropped so far (`translateMessagesRequest`'s count). */
+/** Blocks dropped so far (`translateMessagesRequest`'s count) and their types. */
 interface Drops {
   count: number;
+  types: Set<string>;
+}
+
+function dropBlock(drop: Drops, b: unknown): void {
+  drop.count++;
+  drop.types.add(isRecord(b) ? str(b.type) ?? 'unknown' : typeof b);
 }
 
 function chatMessagesOf(m: Json, i: number, drop: Drops): Json[] {
@@ -174,7 +185,7 @@ function userPart(b: Json, drop: Drops): Json | undefined {
     : b.type === 'document'
     ? documentPart(b)
     : undefined;
-  if (!part) drop.count++;
+  if (!part) dropBlock(drop, b);
   return part;
 }
 
@@ -190,7 +201,7 @@ function assistantMessage(blocks: unknown[], i: number, drop: Drops): Json {
         type: 'function',
         function: { name: str(b.name) ?? '', arguments: JSON.stringify(b.input ?? {}) },
       });
-    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') drop.count++;
+    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') dropBlock(drop, b);
   });
   const msg: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
   if (toolCalls.length > 0) msg.tool_calls = toolCalls;
@@ -231,7 +242,7 @@ function toolResult(content: unknown, drop: Drops): { text: string; images: Json
   if (content === undefined || content === null) return { text: '', images: [] };
   if (typeof content === 'string') return { text: content, images: [] };
   if (!Array.isArray(content)) {
-    drop.count++;
+    dropBlock(drop, content);
     return { text: '', images: [] };
   }
   let text = '';
@@ -240,7 +251,7 @@ function toolResult(content: unknown, drop: Drops): { text: string; images: Json
     const image = isRecord(c) && c.type === 'image' ? imagePart(c) : undefined;
     if (isRecord(c) && c.type === 'text') text += str(c.text) ?? '';
     else if (image) images.push(image);
-    else drop.count++;
+    else dropBlock(drop, c);
   }
   return { text, images };
 }
@@ -273,12 +284,20 @@ function chatToolChoice(c: unknown): unknown {
   }
 }
 
+/** A chat message's or delta's reasoning text (`reasoning_content`, DeepSeek's and vLLM's field). */
+export function reasoningOf(m: Json): string {
+  return typeof m.reasoning_content === 'string' ? m.reasoning_content : '';
+}
+
 // ---- JSON response -----------------------------------------------------------------------------------------
 
 export function chatToMessagesResponse(chat: Json, model: string): Json {
   const choice = Array.isArray(chat.choices) && isRecord(chat.choices[0]) ? chat.choices[0] : {};
   const message = isRecord(choice.message) ? choice.message : {};
   const content: Json[] = [];
+  const reasoning = reasoningOf(message);
+  // A chat upstream's reasoning signs nothing: the block has an empty signature (docs/translation.md "Reasoning").
+  if (reasoning !== '') content.push({ type: 'thinking', thinking: reasoning, signature: '' });
   const text = typeof message.content === 'string' ? message.content : '';
   if (text !== '') content.push({ type: 'text', text });
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
@@ -295,7 +314,7 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
     id: translatedId('msg_'),
     type: 'message',
     role: 'assistant',
-    model: str(chat.model) ?? model,
+    model,
     content,
     stop_reason: toStopReason(choice.finish_reason ?? 'stop'),
     stop_sequence: null,
@@ -304,6 +323,8 @@ export function chatToMessagesResponse(chat: Json, model: string): Json {
 }
 
 // ---- SSE ---------------------------------------------------------------------------------------------------
+
+type BlockKind = 'thinking' | 'text' | 'tool_use';
 
 /**
  * OpenAI chat chunks → Anthropic Messages events. Nothing is emitted before the upstream's first event, so
@@ -321,7 +342,7 @@ export async function* chatStreamToMessages(
 ): AsyncGenerator<Uint8Array> {
   let started = false;
   /** The open content block (Anthropic blocks are sequential: one open at a time). */
-  let open: { index: number; kind: 'text' | 'tool_use' } | undefined;
+  let open: { index: number; kind: BlockKind } | undefined;
   let nextIndex = 0;
   /** OpenAI tool-call index → Anthropic block index. */
   const toolBlocks = new Map<number, number>();
@@ -333,7 +354,7 @@ export async function* chatStreamToMessages(
     yield namedEvent('content_block_stop', { type: 'content_block_stop', index: open.index });
     open = undefined;
   };
-  const start = function* (block: Json, kind: 'text' | 'tool_use'): Generator<Uint8Array, number> {
+  const start = function* (block: Json, kind: BlockKind): Generator<Uint8Array, number> {
     yield* close();
     const index = nextIndex++;
     open = { index, kind };
@@ -352,7 +373,7 @@ export async function* chatStreamToMessages(
           id: translatedId('msg_'),
           type: 'message',
           role: 'assistant',
-          model: str(j.model) ?? model,
+          model,
           content: [],
           stop_reason: null,
           stop_sequence: null,
@@ -368,6 +389,17 @@ export async function* chatStreamToMessages(
     const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
     if (!choice) continue;
     const delta = isRecord(choice.delta) ? choice.delta : {};
+    const reasoning = reasoningOf(delta);
+    if (reasoning !== '') {
+      const index = open?.kind === 'thinking'
+        ? open.index
+        : yield* start({ type: 'thinking', thinking: '', signature: '' }, 'thinking');
+      yield namedEvent('content_block_delta', {
+        type: 'content_block_delta',
+        index,
+        delta: { type: 'thinking_delta', thinking: reasoning },
+      });
+    }
     if (typeof delta.content === 'string' && delta.content !== '') {
       const index = open?.kind === 'text' ? open.index : yield* start({ type: 'text', text: '' }, 'text');
       yield namedEvent('content_block_delta', {

@@ -27,7 +27,7 @@ import {
 const MAX_OUTPUT_TOKENS = 2 ** 32 - 1;
 
 /** `<prefix><32 hex>`, the ids a translated answer names (AISIX's shape). */
-export function responsesId(prefix: 'resp_' | 'msg_' | 'fc_' | 'call_'): string {
+export function responsesId(prefix: 'resp_' | 'msg_' | 'fc_' | 'call_' | 'rs_'): string {
   return prefix + crypto.randomUUID().replaceAll('-', '');
 }
 
@@ -207,6 +207,14 @@ function messageItem(id: string, text: string, status: string): Json {
   return { type: 'message', id, status, role: 'assistant', content };
 }
 
+/**
+ * A `reasoning` item: a chat upstream's reasoning is the model's own text, not a summary, so it is a
+ * `reasoning_text` part (as vLLM's Responses API gives it) with an empty `summary`; `text` undefined: none yet.
+ */
+function reasoningItem(id: string, text: string | undefined): Json {
+  return { type: 'reasoning', id, summary: [], content: text === undefined ? [] : [{ type: 'reasoning_text', text }] };
+}
+
 function functionCallItem(id: string, callId: string, name: string, args: string, status: string): Json {
   return { type: 'function_call', id, call_id: callId, name, arguments: args, status };
 }
@@ -219,6 +227,8 @@ export function chatToResponsesResponse(chat: Json, model: string): Json {
   const choice = Array.isArray(chat.choices) && isRecord(chat.choices[0]) ? chat.choices[0] : {};
   const message = isRecord(choice.message) ? choice.message : {};
   const output: Json[] = [];
+  const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
+  if (reasoning !== '') output.push(reasoningItem(responsesId('rs_'), reasoning));
   const text = typeof message.content === 'string' ? message.content : '';
   if (text !== '') output.push(messageItem(responsesId('msg_'), text, 'completed'));
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
@@ -250,15 +260,28 @@ interface StreamedCall {
   outputIndex?: number;
 }
 
-/** The Responses event encoder of one answer: sequence numbers, output indexes, the items as they grow. */
+/** The output item being streamed: one at a time, closed (its `*.done` events) before the next is added. */
+type OpenItem =
+  | { kind: 'reasoning' | 'message'; id: string; index: number; text: string }
+  | { kind: 'call'; call: AnnouncedCall };
+
+/** A call once announced: its output index, id and name are set. */
+type AnnouncedCall = StreamedCall & { outputIndex: number; callId: string; name: string };
+
+/**
+ * The Responses event encoder of one answer: sequence numbers, output indexes, the items as they grow. As
+ * OpenAI streams, each item is closed before the next is added; the output order is the stream's.
+ */
 class ResponsesEvents {
   private seq = 0;
   private nextIndex = 0;
   readonly id = responsesId('resp_');
   readonly createdAt = Math.floor(Date.now() / 1000);
   started = false;
-  message: { id: string; index: number; text: string } | undefined;
-  readonly calls = new Map<number, StreamedCall>();
+  private open: OpenItem | undefined;
+  /** The items closed so far, in output order. */
+  private readonly closed: Json[] = [];
+  private readonly calls = new Map<number, StreamedCall>();
 
   constructor(readonly model: string) {}
 
@@ -279,24 +302,50 @@ class ResponsesEvents {
     yield this.event('response.in_progress', { response });
   }
 
-  *text(delta: string): Generator<Uint8Array> {
-    if (!this.message) {
-      this.message = { id: responsesId('msg_'), index: this.nextIndex++, text: '' };
-      const { id, index } = this.message;
-      yield this.event('response.output_item.added', { output_index: index, item: messageItem(id, '', 'in_progress') });
-      yield this.event('response.content_part.added', {
-        item_id: id,
-        output_index: index,
-        content_index: 0,
-        part: { type: 'output_text', text: '', annotations: [] },
-      });
-    }
-    this.message.text += delta;
-    const { id, index } = this.message;
-    yield this.event('response.output_text.delta', { item_id: id, output_index: index, content_index: 0, delta });
+  /** Reasoning text (chat `reasoning_content`) as a `reasoning` item's `reasoning_text` part. */
+  *reasoning(delta: string): Generator<Uint8Array> {
+    const item = yield* this.textItem('reasoning');
+    item.text += delta;
+    yield this.event('response.reasoning_text.delta', {
+      item_id: item.id,
+      output_index: item.index,
+      content_index: 0,
+      delta,
+    });
   }
 
-  /** A tool-call delta; argument fragments before the name is known are kept for `arguments` but not sent. */
+  *text(delta: string): Generator<Uint8Array> {
+    const item = yield* this.textItem('message');
+    item.text += delta;
+    yield this.event('response.output_text.delta', {
+      item_id: item.id,
+      output_index: item.index,
+      content_index: 0,
+      delta,
+    });
+  }
+
+  /** The open item of `kind`, or a new one (the open item closed first) with its empty content part. */
+  private *textItem(kind: 'reasoning' | 'message'): Generator<Uint8Array, { id: string; index: number; text: string }> {
+    if (this.open?.kind === kind) return this.open;
+    yield* this.close();
+    const item = { kind, id: responsesId(kind === 'message' ? 'msg_' : 'rs_'), index: this.nextIndex++, text: '' };
+    this.open = item;
+    const added = kind === 'message' ? messageItem(item.id, '', 'in_progress') : reasoningItem(item.id, undefined);
+    yield this.event('response.output_item.added', { output_index: item.index, item: added });
+    yield this.event('response.content_part.added', {
+      item_id: item.id,
+      output_index: item.index,
+      content_index: 0,
+      part: textPart(kind, ''),
+    });
+    return item;
+  }
+
+  /**
+   * A tool-call delta; argument fragments before the name is known are kept for `arguments` but not sent.
+   * Fragments of a call already closed (an upstream that interleaves calls) reach no event.
+   */
   *call(chatIndex: number, d: { id?: string; name?: string; args?: string }): Generator<Uint8Array> {
     let c = this.calls.get(chatIndex);
     if (!c) this.calls.set(chatIndex, c = { itemId: responsesId('fc_'), args: '' });
@@ -305,56 +354,64 @@ class ResponsesEvents {
     if (d.args) c.args += d.args;
     if (c.outputIndex === undefined) {
       if (c.name === undefined) return;
-      c.outputIndex = this.nextIndex++;
-      c.callId ??= responsesId('call_');
-      const item = functionCallItem(c.itemId, c.callId, c.name, '', 'in_progress');
-      yield this.event('response.output_item.added', { output_index: c.outputIndex, item });
-      if (c.args !== '') {
-        yield this.event('response.function_call_arguments.delta', {
-          item_id: c.itemId,
-          output_index: c.outputIndex,
-          delta: c.args,
-        });
-      }
-    } else if (d.args) {
-      yield this.event('response.function_call_arguments.delta', {
-        item_id: c.itemId,
-        output_index: c.outputIndex,
-        delta: d.args,
+      yield* this.close();
+      const open: AnnouncedCall = Object.assign(c, {
+        outputIndex: this.nextIndex++,
+        callId: c.callId ?? responsesId('call_'),
+        name: c.name,
       });
+      this.open = { kind: 'call', call: open };
+      const item = functionCallItem(c.itemId, open.callId, c.name, '', 'in_progress');
+      yield this.event('response.output_item.added', { output_index: open.outputIndex, item });
+      if (c.args !== '') yield* this.argsDelta(c.itemId, open.outputIndex, c.args);
+    } else if (d.args && this.open?.kind === 'call' && this.open.call === c) {
+      yield* this.argsDelta(c.itemId, c.outputIndex, d.args);
     }
   }
 
-  /** The `*.done` events, then `response.completed` or `response.incomplete` with the whole output and usage. */
-  *finish(finish: unknown, usage: TokenUsage): Generator<Uint8Array> {
-    yield* this.start();
-    const output: { index: number; item: Json }[] = [];
-    if (this.message) {
-      const { id, index, text } = this.message;
-      const part = { type: 'output_text', text, annotations: [] };
-      yield this.event('response.output_text.done', { item_id: id, output_index: index, content_index: 0, text });
-      yield this.event('response.content_part.done', { item_id: id, output_index: index, content_index: 0, part });
-      const item = messageItem(id, text, 'completed');
-      yield this.event('response.output_item.done', { output_index: index, item });
-      output.push({ index, item });
-    }
-    for (const c of this.calls.values()) {
-      if (c.outputIndex === undefined || c.callId === undefined || c.name === undefined) continue;
+  private *argsDelta(itemId: string, outputIndex: number, delta: string): Generator<Uint8Array> {
+    yield this.event('response.function_call_arguments.delta', { item_id: itemId, output_index: outputIndex, delta });
+  }
+
+  /** The open item's `*.done` events, in OpenAI's order (text, part, item). */
+  *close(): Generator<Uint8Array> {
+    const open = this.open;
+    if (!open) return;
+    this.open = undefined;
+    let item: Json;
+    let index: number;
+    if (open.kind === 'call') {
+      const c = open.call;
       const base = { item_id: c.itemId, output_index: c.outputIndex };
       yield this.event('response.function_call_arguments.done', { ...base, arguments: c.args });
-      const item = functionCallItem(c.itemId, c.callId, c.name, c.args, 'completed');
-      yield this.event('response.output_item.done', { output_index: c.outputIndex, item });
-      output.push({ index: c.outputIndex, item });
+      item = functionCallItem(c.itemId, c.callId, c.name, c.args, 'completed');
+      index = c.outputIndex;
+    } else {
+      const { kind, id, text } = open;
+      index = open.index;
+      const base = { item_id: id, output_index: index, content_index: 0 };
+      const done = kind === 'message' ? 'response.output_text.done' : 'response.reasoning_text.done';
+      yield this.event(done, { ...base, text });
+      yield this.event('response.content_part.done', { ...base, part: textPart(kind, text) });
+      item = kind === 'message' ? messageItem(id, text, 'completed') : reasoningItem(id, text);
     }
+    yield this.event('response.output_item.done', { output_index: index, item });
+    this.closed.push(item);
+  }
+
+  /** The last item closed, then `response.completed` or `response.incomplete` with the whole output and usage. */
+  *finish(finish: unknown, usage: TokenUsage): Generator<Uint8Array> {
+    yield* this.start();
+    yield* this.close();
     const state = statusOf(finish);
-    const response = this.response({
-      ...state,
-      error: null,
-      output: output.sort((a, b) => a.index - b.index).map((o) => o.item),
-      usage: responsesUsage(usage),
-    });
+    const response = this.response({ ...state, error: null, output: this.closed, usage: responsesUsage(usage) });
     yield this.event(state.status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
   }
+}
+
+/** The content part a text item streams into: `output_text` of a message, `reasoning_text` of reasoning. */
+function textPart(kind: 'reasoning' | 'message', text: string): Json {
+  return kind === 'message' ? { type: 'output_text', text, annotations: [] } : { type: 'reasoning_text', text };
 }
 
 /**
@@ -395,10 +452,12 @@ export async function* chatStreamToResponses(
 function* chunkEvents(out: ResponsesEvents, choice: Json): Generator<Uint8Array> {
   const delta = isRecord(choice.delta) ? choice.delta : {};
   const calls = Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isRecord) : [];
+  const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : '';
   const text = typeof delta.content === 'string' ? delta.content : '';
   const finishes = choice.finish_reason !== null && choice.finish_reason !== undefined;
-  if (text === '' && calls.length === 0 && !finishes) return;
+  if (reasoning === '' && text === '' && calls.length === 0 && !finishes) return;
   yield* out.start();
+  if (reasoning !== '') yield* out.reasoning(reasoning);
   if (text !== '') yield* out.text(text);
   for (const call of calls) {
     const fn = isRecord(call.function) ? call.function : {};

@@ -5,7 +5,13 @@
 // sent them: the HTTP layer re-wraps them (src/http/errors.ts).
 import { type Capabilities, capabilitiesOfCall } from '../capabilities.ts';
 import { estimatePromptTokens } from '../estimate.ts';
-import { chatStreamToMessages, chatToMessagesResponse, messagesToChatRequest } from './messages-via-chat.ts';
+import { droppedHeaders, droppedMessagesTools, droppedResponsesTools } from './dropped.ts';
+import {
+  chatStreamToMessages,
+  chatToMessagesResponse,
+  messagesToChatRequest,
+  translateMessagesRequest,
+} from './messages-via-chat.ts';
 import { chatStreamToResponses, chatToResponsesResponse, responsesToChatRequest } from './responses-via-chat.ts';
 import { type Json, parseJsonObject, type TokenUsage, TranslationError } from './shared.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts';
@@ -23,14 +29,14 @@ export function servesResponsesNatively(
 }
 
 /**
- * The call when it does not go straight to the adapter: `/v1/responses` (native only on an OpenAI
- * vendor, else through chat), `/v1/messages` through chat, `/v1/messages/count_tokens` estimated off
+ * The call when it does not go straight to the adapter: `/v1/responses` through chat (native only on an
+ * OpenAI vendor), `/v1/messages` through chat, `/v1/messages/count_tokens` estimated off
  * Anthropic's wire. Undefined: the adapter serves the endpoint itself, or nothing can (call.ts refuses).
  */
 export function translatedCall(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> | undefined {
   switch (call.endpoint) {
     case 'responses':
-      if (servesResponsesNatively(adapter, call)) return adapter.call(call);
+      if (servesResponsesNatively(adapter, call)) return undefined;
       return adapter.supports('chat') ? viaChat(adapter, call, RESPONSES) : undefined;
     case 'messages':
       if (adapter.supports('messages')) return undefined;
@@ -73,7 +79,8 @@ const NOTHING_REPORTED: TokenUsage = { input: 0, output: 0 };
 
 /** One caller wire served through chat: its request, JSON answer and stream translations. */
 interface ViaChat {
-  request(body: Json, caps: Capabilities): Json;
+  /** The chat request, and what of the caller's it could not carry (dropped.ts: `x-sluice-dropped`). */
+  request(body: Json, caps: Capabilities): { body: Json; dropped: string[] };
   response(chat: Json, model: string): Json;
   stream(
     chunks: AsyncIterable<Uint8Array>,
@@ -87,14 +94,17 @@ interface ViaChat {
 }
 
 const MESSAGES: ViaChat = {
-  request: messagesToChatRequest,
+  request: (b, caps) => {
+    const t = translateMessagesRequest(b, caps);
+    return { body: t.body, dropped: [...droppedMessagesTools(b), ...t.droppedTypes.map((type) => `content:${type}`)] };
+  },
   response: chatToMessagesResponse,
   stream: chatStreamToMessages,
   countsPromptFirst: true,
 };
 
 const RESPONSES: ViaChat = {
-  request: responsesToChatRequest,
+  request: (b, caps) => ({ body: responsesToChatRequest(b, caps), dropped: droppedResponsesTools(b) }),
   response: chatToResponsesResponse,
   stream: chatStreamToResponses,
   countsPromptFirst: false,
@@ -108,8 +118,9 @@ export function messagesViaChat(adapter: ProviderAdapter, call: ProviderCall): P
 async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaChat): Promise<ProviderResult> {
   const caps = capabilitiesOfCall(call);
   let body: Json;
+  let dropped: string[];
   try {
-    body = wire.request(call.body, caps);
+    ({ body, dropped } = wire.request(call.body, caps));
   } catch (e) {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };
@@ -120,6 +131,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     ? estimatePromptTokens('chat', body, caps.encoding).catch(() => 0)
     : undefined;
   const r = await adapter.call({ ...call, endpoint: 'chat', body, forTranslation: true });
+  const headers = droppedHeaders(dropped);
   if (r.kind === 'stream') {
     // The inner adapter's own count (e.g. Anthropic's cache parts) is richer than the chat usage chunk.
     let seen: TokenUsage | undefined;
@@ -137,13 +149,20 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     // Where the stream states a local count first, the bytes are not the upstream's report: until the
     // upstream reports, the count is "nothing", so the answer is estimated as any unreported one is.
     const unreported = wire.countsPromptFirst ? NOTHING_REPORTED : undefined;
-    return { kind: 'stream', chunks, cancel: r.cancel, counted: () => r.counted?.() ?? seen ?? unreported };
+    const counted = () => r.counted?.() ?? seen ?? unreported;
+    return { kind: 'stream', chunks, cancel: r.cancel, counted, ...(headers ? { headers } : {}) };
   }
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
   // A 2xx that is not JSON goes back without its body: routing counts it as the upstream failure it is.
   const json = parseJsonObject(r.body);
   if (!json) return { ...r, body: '' };
-  return { ...r, body: JSON.stringify(wire.response(json, model)), contentType: 'application/json' };
+  const answer = JSON.stringify(wire.response(json, model));
+  return {
+    ...r,
+    body: answer,
+    contentType: 'application/json',
+    ...(headers ? { headers: { ...r.headers, ...headers } } : {}),
+  };
 }
 
 /** The chunks as they come; `onFirst` once the first has arrived (the time to first token stops there). */
