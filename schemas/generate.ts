@@ -8,14 +8,12 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
 import { GuardrailSchema } from '../src/guardrails/schema.ts';
+import { FILE_COLLECTIONS, isGatingKind, isNotServedKind } from '../src/resources/kinds.ts';
 import {
   apiKeyShape,
   cachePolicyShape,
   DIRECT_ONLY_FIELDS,
-  FILE_COLLECTIONS,
   INAPPLICABLE_ON_ROUTING,
-  isGatingKind,
-  isNotServedKind,
   modelShape,
   OtherExporterSchema,
   OtlpExporterSchema,
