@@ -29,9 +29,16 @@ export interface DesugarContext {
   fileIds: FileIds;
 }
 
+/**
+ * The member naming a file entry of the kind, unique within it (AISIX's `IdentityField`): `name_or_display_name`
+ * takes `name`, else `display_name`; a `singleton` has one entry at most, named after its kind.
+ */
+export type Identity = 'display_name' | 'name' | 'name_or_display_name' | 'singleton';
+
 /** A kind Sluice serves: its documents become resources in the snapshot. */
 export interface ServedKind<R> {
   role: 'served';
+  identity: Identity;
   /** Reads one document (`doc` is consumed); `id` is the etcd key's id or the file entry's derived id. */
   read(id: string, doc: Record<string, unknown>, mode: Mode): Read<R>;
   /** The resources file has a collection of this kind. */
@@ -55,18 +62,26 @@ export interface ServedKind<R> {
  */
 export interface UnservedKind {
   role: 'gating' | 'not_served';
+  identity: Identity;
   file: boolean;
 }
 
 function served<R>(kind: Omit<ServedKind<R>, 'role'>): ServedKind<R> {
   return { role: 'served', ...kind };
 }
-const gating = (file: boolean): UnservedKind => ({ role: 'gating', file });
-const notServed: UnservedKind = { role: 'not_served', file: true };
+const gating = (identity: Identity, file: boolean): UnservedKind => ({ role: 'gating', identity, file });
+const notServed = (identity: Identity): UnservedKind => ({ role: 'not_served', identity, file: true });
 
 export const KINDS = {
-  provider_keys: served({ read: readProviderKey, file: true, counted: true, export: 'entries' }),
+  provider_keys: served({
+    identity: 'display_name',
+    read: readProviderKey,
+    file: true,
+    counted: true,
+    export: 'entries',
+  }),
   models: served({
+    identity: 'display_name',
     read: readModel,
     file: true,
     desugar: (doc, c) => desugarModel(doc, c.providerKeyIds),
@@ -74,6 +89,7 @@ export const KINDS = {
     export: 'entries',
   }),
   api_keys: served({
+    identity: 'display_name',
     read: readApiKey,
     file: true,
     desugar: (doc, c) => desugarApiKey(doc, c.env),
@@ -81,25 +97,38 @@ export const KINDS = {
     export: 'entries',
   }),
   rate_limit_policies: served({
+    identity: 'name',
     read: parsePolicyDocument,
     file: true,
     desugar: (doc, c) => desugarPolicy(doc, c.fileIds),
     counted: true,
     export: 'policies',
   }),
-  guardrails: served({ read: readGuardrail, file: true, counted: true, export: 'as_stored' }),
+  guardrails: served({ identity: 'name', read: readGuardrail, file: true, counted: true, export: 'as_stored' }),
   // A file has no attachments: every guardrail of a file applies environment-wide (AISIX's fallback).
-  guardrail_attachments: served({ read: readGuardrailAttachment, file: false, counted: true, export: 'as_stored' }),
-  cache_policies: served({ read: readCachePolicy, file: true, counted: true, export: 'entries' }),
+  guardrail_attachments: served({
+    identity: 'name',
+    read: readGuardrailAttachment,
+    file: false,
+    counted: true,
+    export: 'as_stored',
+  }),
+  cache_policies: served({ identity: 'name', read: readCachePolicy, file: true, counted: true, export: 'entries' }),
   /** Trace exporters, read by src/telemetry only; AISIX's exporter kinds other than `otlp_http` are not served. */
-  observability_exporters: served({ read: parseExporterDocument, file: true, counted: false, export: 'as_stored' }),
-  mcp_policies: gating(false),
-  oidc_providers: gating(true),
-  claim_mappings: gating(true),
-  mcp_servers: notServed,
-  mcp_auth_settings: notServed,
-  a2a_agents: notServed,
-  passthrough_routes: notServed,
+  observability_exporters: served({
+    identity: 'name',
+    read: parseExporterDocument,
+    file: true,
+    counted: false,
+    export: 'as_stored',
+  }),
+  mcp_policies: gating('name', false),
+  oidc_providers: gating('name', true),
+  claim_mappings: gating('name', true),
+  mcp_servers: notServed('name_or_display_name'),
+  mcp_auth_settings: notServed('singleton'),
+  a2a_agents: notServed('name_or_display_name'),
+  passthrough_routes: notServed('name_or_display_name'),
 } as const;
 
 export type KindName = keyof typeof KINDS;
