@@ -17,9 +17,13 @@ import {
   readModel,
   readProviderKey,
 } from './documents.ts';
+import type { z } from 'zod';
+import { GuardrailAttachmentSchema, GuardrailSchema } from '../guardrails/schema.ts';
 import { desugarApiKey, desugarModel } from './desugar.ts';
 import type { Env } from './interpolate.ts';
 import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
+import { RateLimitPolicySchema } from './policy-schema.ts';
+import { ApiKeySchema, CachePolicySchema, ModelSchema, OtlpExporterSchema, ProviderKeySchema } from './schema.ts';
 
 /** What a file entry's desugar stage is given (src/resources/pipeline.ts). */
 export interface DesugarContext {
@@ -39,6 +43,10 @@ export type Identity = 'display_name' | 'name' | 'name_or_display_name' | 'singl
 export interface ServedKind<R> {
   role: 'served';
   identity: Identity;
+  /** The document's schema (its `read` applies it); the resources file's JSON Schema is made from it. */
+  schema: z.ZodType;
+  /** What the kind is, in a few words (the file's JSON Schema). */
+  description: string;
   /** Reads one document (`doc` is consumed); `id` is the etcd key's id or the file entry's derived id. */
   read(id: string, doc: Record<string, unknown>, mode: Mode): Read<R>;
   /** The resources file has a collection of this kind. */
@@ -75,6 +83,8 @@ const notServed = (identity: Identity): UnservedKind => ({ role: 'not_served', i
 export const KINDS = {
   provider_keys: served({
     identity: 'display_name',
+    schema: ProviderKeySchema,
+    description: 'upstream credentials',
     read: readProviderKey,
     file: true,
     counted: true,
@@ -82,6 +92,8 @@ export const KINDS = {
   }),
   models: served({
     identity: 'display_name',
+    schema: ModelSchema,
+    description: 'direct and routing models',
     read: readModel,
     file: true,
     desugar: (doc, c) => desugarModel(doc, c.providerKeyIds),
@@ -90,6 +102,8 @@ export const KINDS = {
   }),
   api_keys: served({
     identity: 'display_name',
+    schema: ApiKeySchema,
+    description: 'caller keys',
     read: readApiKey,
     file: true,
     desugar: (doc, c) => desugarApiKey(doc, c.env),
@@ -98,25 +112,48 @@ export const KINDS = {
   }),
   rate_limit_policies: served({
     identity: 'name',
+    schema: RateLimitPolicySchema,
+    description: 'rate-limit policies',
     read: parsePolicyDocument,
     file: true,
     desugar: (doc, c) => desugarPolicy(doc, c.fileIds),
     counted: true,
     export: 'policies',
   }),
-  guardrails: served({ identity: 'name', read: readGuardrail, file: true, counted: true, export: 'as_stored' }),
+  guardrails: served({
+    identity: 'name',
+    schema: GuardrailSchema,
+    description: 'content policies (docs/guardrails.md)',
+    read: readGuardrail,
+    file: true,
+    counted: true,
+    export: 'as_stored',
+  }),
   // A file has no attachments: every guardrail of a file applies environment-wide (AISIX's fallback).
   guardrail_attachments: served({
     identity: 'name',
+    schema: GuardrailAttachmentSchema,
+    description: 'where guardrails apply (etcd only)',
     read: readGuardrailAttachment,
     file: false,
     counted: true,
     export: 'as_stored',
   }),
-  cache_policies: served({ identity: 'name', read: readCachePolicy, file: true, counted: true, export: 'entries' }),
+  cache_policies: served({
+    identity: 'name',
+    schema: CachePolicySchema,
+    description: 'response cache policies (docs/cache.md)',
+    read: readCachePolicy,
+    file: true,
+    counted: true,
+    export: 'entries',
+  }),
   /** Trace exporters, read by src/telemetry only; AISIX's exporter kinds other than `otlp_http` are not served. */
   observability_exporters: served({
     identity: 'name',
+    schema: OtlpExporterSchema,
+    description:
+      'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
     read: parseExporterDocument,
     file: true,
     counted: false,
