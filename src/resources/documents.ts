@@ -245,7 +245,7 @@ export type ParsedExporter =
   | { ok: true; resource: OtlpExporterResource | undefined; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed'; error: string };
 
-/** Judges one `observability_exporters` document, like `parseDocument` does the routing kinds. */
+/** Reads one `observability_exporters` document (the kind's registry entry in src/resources/kinds.ts). */
 export function parseExporterDocument(
   id: string,
   doc: Record<string, unknown>,

@@ -1,6 +1,7 @@
-// The resource kinds, one entry each (docs/architecture.md "Adding a resource kind"): how a document of the
-// kind is read on both paths, whether the resources file has a collection for it, how a served resource is
-// counted in `/status/config` and written by `sluice export`. The document parser, the etcd row parser, the
+// The resource kinds, one entry each (docs/architecture.md "Adding a resource kind"): whether Sluice serves the
+// kind, how its file entries are named, its schema and how a document of it is read on both paths, whether the
+// resources file has a collection for it, how a served resource is counted in `/status/config` and written by
+// `sluice export`. The document parser, the etcd row parser, the
 // file pipeline, the snapshot and export all read this table; none of them lists kinds of its own.
 //
 // The entries' order is the order `resource_counts` lists the served kinds in. AISIX's two orders (the etcd
@@ -68,8 +69,8 @@ export interface ServedKind<R> {
  * (docs/aisix-compatibility.md "Never fail open"). `not_served`: its absence only loses observability or
  * configures a surface Sluice does not serve: accepted, not served, listed in `partially_compatible` (`*`).
  */
-export interface UnservedKind {
-  role: 'gating' | 'not_served';
+export interface UnservedKind<Role extends 'gating' | 'not_served' = 'gating' | 'not_served'> {
+  role: Role;
   identity: Identity;
   file: boolean;
 }
@@ -77,8 +78,8 @@ export interface UnservedKind {
 function served<R>(kind: Omit<ServedKind<R>, 'role'>): ServedKind<R> {
   return { role: 'served', ...kind };
 }
-const gating = (identity: Identity, file: boolean): UnservedKind => ({ role: 'gating', identity, file });
-const notServed = (identity: Identity): UnservedKind => ({ role: 'not_served', identity, file: true });
+const gating = (identity: Identity, file: boolean): UnservedKind<'gating'> => ({ role: 'gating', identity, file });
+const notServed = (identity: Identity): UnservedKind<'not_served'> => ({ role: 'not_served', identity, file: true });
 
 export const KINDS = {
   provider_keys: served({
