@@ -7,15 +7,12 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
-import { GuardrailSchema } from '../src/guardrails/schema.ts';
+import { FILE_COLLECTIONS, type Identity, type KindName, KINDS } from '../src/resources/kinds.ts';
 import {
   apiKeyShape,
   cachePolicyShape,
   DIRECT_ONLY_FIELDS,
-  FILE_COLLECTIONS,
   INAPPLICABLE_ON_ROUTING,
-  isGatingKind,
-  isNotServedKind,
   modelShape,
   OtherExporterSchema,
   OtlpExporterSchema,
@@ -166,47 +163,54 @@ function cachePolicyEntry(): Json {
   return { ...js, required: ['name'] };
 }
 
+function exporterEntry(): Json {
+  const { id: _id, ...otlp } = OtlpExporterSchema.shape;
+  const served = toJson(z.strictObject(otlp), { interpolated: true });
+  props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
+  const other = toJson(OtherExporterSchema, { interpolated: true });
+  return { oneOf: [served, { ...other, not: required('id') }] };
+}
+
+/**
+ * The served kinds whose file entry is not their document as stored: file sugar (`provider_key`, `key_env`),
+ * cross-field rules zod checks in code, or alternative forms. Every other kind's entry is its registry schema.
+ */
+const FILE_ENTRIES: Partial<Record<KindName, () => Json>> = {
+  provider_keys: providerKeyEntry,
+  models: modelEntry,
+  api_keys: apiKeyEntry,
+  // The two forms, the condition tree and its caps are checked by `sluice validate` (src/resources/policy-schema.ts).
+  rate_limit_policies: () => ({ type: 'object', not: required('id'), ...required('name') }),
+  observability_exporters: exporterEntry,
+  cache_policies: cachePolicyEntry,
+};
+
+/** The members naming an entry, as the registry's identity rule says. */
+const NAMED_BY: Record<Identity, Json> = {
+  display_name: required('display_name'),
+  name: required('name'),
+  name_or_display_name: { anyOf: [required('name'), required('display_name')] },
+  singleton: {},
+};
+
 /** One collection of the file: its entries' schema; `null` is an absent collection. */
-function collection(kind: string): Json {
+function collection(kind: KindName): Json {
   const list = (items: Json, description: string): Json => ({ type: ['array', 'null'], items, description });
-  if (kind === 'provider_keys') return list(providerKeyEntry(), 'upstream credentials');
-  if (kind === 'models') return list(modelEntry(), 'direct and routing models');
-  if (kind === 'api_keys') return list(apiKeyEntry(), 'caller keys');
-  if (kind === 'rate_limit_policies') {
-    // The two forms, the condition tree and its caps are checked by `sluice validate` (src/resources/policy-schema.ts).
-    return list({ type: 'object', not: required('id'), ...required('name') }, 'rate-limit policies');
-  }
-  if (kind === 'observability_exporters') {
-    const { id: _id, ...otlp } = OtlpExporterSchema.shape;
-    const served = toJson(z.strictObject(otlp), { interpolated: true });
-    props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
-    const other = toJson(OtherExporterSchema, { interpolated: true });
-    return list(
-      { oneOf: [served, { ...other, not: required('id') }] },
-      'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
-    );
-  }
-  if (kind === 'guardrails') {
-    const js = toJson(GuardrailSchema, { interpolated: true });
-    return list({ type: 'object', ...js, not: required('id') }, 'content policies (docs/guardrails.md)');
-  }
-  if (kind === 'cache_policies') return list(cachePolicyEntry(), 'response cache policies (docs/cache.md)');
-  if (isGatingKind(kind)) {
+  const entry = KINDS[kind];
+  if (entry.role === 'gating') {
     return {
       type: ['array', 'null'],
       maxItems: 0,
       description: `Sluice does not implement ${kind}: an entry would gate traffic, so the file is refused`,
     };
   }
-  if (isNotServedKind(kind)) {
-    const name = kind === 'mcp_servers' || kind === 'a2a_agents' || kind === 'passthrough_routes'
-      ? { anyOf: [required('name'), required('display_name')] }
-      : kind === 'mcp_auth_settings'
-      ? {}
-      : required('name');
-    return list({ type: 'object', not: required('id'), ...name }, `accepted, not served by Sluice`);
+  if (entry.role !== 'served') {
+    const items = { type: 'object', not: required('id'), ...NAMED_BY[entry.identity] };
+    return list(items, `accepted, not served by Sluice`);
   }
-  throw new Error(`no schema for the collection ${kind}`);
+  const items = FILE_ENTRIES[kind]?.() ??
+    { type: 'object', ...toJson(entry.schema, { interpolated: true }), not: required('id') };
+  return list(items, entry.description);
 }
 
 export function resourcesJsonSchema(): Json {

@@ -1,7 +1,7 @@
 // What configuration this instance observed and serves (docs/operations.md, docs/etcd.md "Hashes and
 // status"): sources record facts through `ConfigFactsRecorder`; `/status/config`, the admin app and the
 // aisix_config_* metrics read a read-only view; the `state` is derived by one pure function.
-import type { ResourceKind } from './resources/schema.ts';
+import type { ResourceKind } from './resources/kinds.ts';
 
 export type ConfigStateName = 'synced' | 'degraded' | 'out_of_sync' | 'empty' | 'never_loaded';
 export type FailureKind = 'fetch' | 'parse' | 'validate' | 'apply';

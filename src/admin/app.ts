@@ -8,7 +8,8 @@ import { bearerToken, timingSafeEqual } from '../http/auth.ts';
 import { errorResponse, errors, ProxyError } from '../http/errors.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
 import type { ConnInfo, Listener } from '../platform.ts';
-import type { ApiKey, ExporterKind, ProviderKey, ResourceKind } from '../resources/schema.ts';
+import type { ResourceKind } from '../resources/kinds.ts';
+import type { ApiKey, ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
@@ -95,7 +96,7 @@ type AdminEnv = { Bindings: ConnInfo };
 /** One resource kind the admin API reads: its rows in a snapshot, each as served (secrets redacted). */
 interface AdminKind {
   /** The etcd kind (`<kind>/<id>` in `Snapshot.revisions`). */
-  kind: ResourceKind | ExporterKind;
+  kind: ResourceKind;
   rows(s: Snapshot): readonly { id: string; value: Record<string, unknown> }[];
 }
 

@@ -27,22 +27,12 @@ import {
   OtlpExporterSchema,
   type ProviderKey,
   ProviderKeySchema,
-  type ResourceKind,
 } from './schema.ts';
 import { resolveApiBase } from './api-base.ts';
 
 /** AISIX caps the ignored paths of one row at 64, then adds this marker. */
 export const MAX_IGNORED_FIELDS = 64;
 export const TRUNCATED_MARKER = '...truncated';
-
-export type ParsedDocument =
-  | { ok: true; kind: 'provider_keys'; resource: ProviderKey; ignored: string[] }
-  | { ok: true; kind: 'models'; resource: Model; ignored: string[] }
-  | { ok: true; kind: 'api_keys'; resource: ApiKey; ignored: string[] }
-  | { ok: true; kind: 'guardrails'; resource: GuardrailEntry; ignored: string[] }
-  | { ok: true; kind: 'guardrail_attachments'; resource: GuardrailAttachment; ignored: string[] }
-  | { ok: true; kind: 'cache_policies'; resource: CachePolicy; ignored: string[] }
-  | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
 
 type Issue = z.core.$ZodIssue;
 
@@ -136,106 +126,126 @@ export function parseAgainst<T>(
     : { ok: false, error: issueMessages(r.issues).join('; ') };
 }
 
+/** How a document is read: the resources file's strict reading, or an etcd row's lenient one. */
+export type Mode = 'strict' | 'lenient';
+
 /**
- * Judges one document of a served kind. `doc` is consumed (lenient mode removes members from it). `id` is
- * the resource id (the etcd key's id, or the file's derived id).
+ * One document of one kind, judged: the resource it serves and the ignored paths, or why it is rejected. A
+ * kind whose `R` admits undefined accepts documents it does not serve (an AISIX exporter kind Sluice does not).
  */
-export function parseDocument(
-  kind: ResourceKind,
+export type Read<R> =
+  | { ok: true; resource: R; ignored: string[] }
+  | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
+
+/** A rejection; `undefined`: the document goes on to its schema. */
+type Precheck = (doc: Record<string, unknown>, mode: Mode, ignored: string[]) => Read<never> | undefined;
+
+/**
+ * A kind read through one zod schema: `check` sees the raw document first, `build` turns the parsed row into
+ * the resource (a row that cannot be built is rejected like a schema failure). `doc` is consumed.
+ */
+export function schemaReader<T, R>(
+  schema: z.ZodType<T>,
+  build: (id: string, data: T) => { ok: true; resource: R } | { ok: false; error: string },
+  check?: Precheck,
+): (id: string, doc: Record<string, unknown>, mode: Mode) => Read<R> {
+  return (id, doc, mode) => {
+    const ignored: string[] = [];
+    const early = check?.(doc, mode, ignored);
+    if (early) return early;
+    const r = parseWith(schema, doc, mode === 'lenient', ignored);
+    if (!r.ok) return { ok: false, errorKind: 'schema_failed', error: issueMessages(r.issues).join('; ') };
+    const b = build(id, r.data);
+    if (!b.ok) return { ok: false, errorKind: 'schema_failed', error: b.error };
+    return { ok: true, resource: b.resource, ignored: finishIgnored(ignored) };
+  };
+}
+
+/** The row as the resource: the key's id replaces any `id` member. */
+export function withId<T extends { id?: unknown }>(
   id: string,
-  doc: Record<string, unknown>,
-  mode: 'strict' | 'lenient',
-): ParsedDocument {
-  const lenient = mode === 'lenient';
-  const ignored: string[] = [];
-  const fail = (issues: readonly Issue[]): ParsedDocument => ({
-    ok: false,
-    errorKind: 'schema_failed',
-    error: issueMessages(issues).join('; '),
-  });
-  switch (kind) {
-    case 'provider_keys': {
-      if (doc.secret !== undefined && doc.api_key !== undefined) {
-        return {
-          ok: false,
-          errorKind: 'parse_failed',
-          error: 'duplicate field `api_key`: `secret` is an alias of `api_key`; set exactly one',
-        };
+  data: T,
+): { ok: true; resource: Omit<T, 'id'> & { id: string } } {
+  const { id: _id, ...rest } = data;
+  return { ok: true, resource: { ...rest, id } };
+}
+
+/** `secret` is AISIX's serde alias of `api_key`: both given is its `duplicate field` error. */
+const secretAlias: Precheck = (doc) =>
+  doc.secret !== undefined && doc.api_key !== undefined
+    ? {
+      ok: false,
+      errorKind: 'parse_failed',
+      error: 'duplicate field `api_key`: `secret` is an alias of `api_key`; set exactly one',
+    }
+    : undefined;
+
+export const readProviderKey = schemaReader(ProviderKeySchema, (id, data) => {
+  const { id: _id, secret, ...rest } = data;
+  const { adapter: named, api_base: givenBase, ...others } = rest;
+  const adapter = named ?? defaultAdapter(rest.provider);
+  const api_base = resolveApiBase(adapter, rest.provider, givenBase);
+  const api_key = rest.api_key ?? secret;
+  const resource: ProviderKey = { ...others, id };
+  if (adapter !== undefined) resource.adapter = adapter;
+  if (api_base !== undefined) resource.api_base = api_base;
+  if (api_key !== undefined) resource.api_key = api_key;
+  return { ok: true, resource };
+}, secretAlias);
+
+/** An etcd row strips the members a routing model cannot use (AISIX's), reported as `inapplicable:<field>`. */
+const stripInapplicable: Precheck = (doc, mode, ignored) => {
+  if (mode === 'lenient' && doc.routing !== undefined && doc.routing !== null) {
+    for (const f of INAPPLICABLE_ON_ROUTING) {
+      if (f in doc) {
+        delete doc[f];
+        ignored.push(`inapplicable:${f}`);
       }
-      const r = parseWith(ProviderKeySchema, doc, lenient, ignored);
-      if (!r.ok) return fail(r.issues);
-      const { id: _id, secret, ...rest } = r.data;
-      const { adapter: named, api_base: givenBase, ...others } = rest;
-      const adapter = named ?? defaultAdapter(rest.provider);
-      const api_base = resolveApiBase(adapter, rest.provider, givenBase);
-      const api_key = rest.api_key ?? secret;
-      const resource: ProviderKey = { ...others, id };
-      if (adapter !== undefined) resource.adapter = adapter;
-      if (api_base !== undefined) resource.api_base = api_base;
-      if (api_key !== undefined) resource.api_key = api_key;
-      return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
-    }
-    case 'models': {
-      if (lenient && doc.routing !== undefined && doc.routing !== null) {
-        for (const f of INAPPLICABLE_ON_ROUTING) {
-          if (f in doc) {
-            delete doc[f];
-            ignored.push(`inapplicable:${f}`);
-          }
-        }
-      }
-      const r = parseWith(ModelSchema, doc, lenient, ignored);
-      if (!r.ok) return fail(r.issues);
-      const { id: _id, ...rest } = r.data;
-      const resource =
-        (rest.routing
-          ? { ...rest, id, kind: 'routing', routing: rest.routing }
-          : { ...rest, id, kind: 'direct' }) as Model;
-      return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
-    }
-    case 'api_keys': {
-      const r = parseWith(ApiKeySchema, doc, lenient, ignored);
-      if (!r.ok) return fail(r.issues);
-      const { id: _id, ...rest } = r.data;
-      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
-    }
-    case 'guardrails': {
-      // Built here, once per row value: a row that cannot be built is rejected like a schema failure.
-      const r = parseWith(GuardrailSchema, doc, lenient, ignored);
-      if (!r.ok) return fail(r.issues);
-      const b = buildGuardrail(id, r.data);
-      if (!b.ok) return { ok: false, errorKind: 'schema_failed', error: b.error };
-      const resource: GuardrailEntry = {
-        id,
-        name: r.data.name,
-        createdAt: r.data.created_at,
-        guardrail: b.guardrail,
-        warnings: b.warnings,
-        row: r.data,
-      };
-      return { ok: true, kind, resource, ignored: finishIgnored(ignored) };
-    }
-    case 'guardrail_attachments': {
-      const r = parseWith(GuardrailAttachmentSchema, doc, lenient, ignored);
-      if (!r.ok) return fail(r.issues);
-      const { id: _id, ...rest } = r.data;
-      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
-    }
-    case 'cache_policies': {
-      const r = parseWith(CachePolicySchema, doc, lenient, ignored);
-      if (!r.ok) return fail(r.issues);
-      const { id: _id, ...rest } = r.data;
-      return { ok: true, kind, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
     }
   }
-}
+  return undefined;
+};
+
+export const readModel = schemaReader(ModelSchema, (id, data) => {
+  const { id: _id, ...rest } = data;
+  const resource =
+    (rest.routing ? { ...rest, id, kind: 'routing', routing: rest.routing } : { ...rest, id, kind: 'direct' }) as Model;
+  return { ok: true, resource };
+}, stripInapplicable);
+
+export const readApiKey = schemaReader(ApiKeySchema, (id, data): { ok: true; resource: ApiKey } => withId(id, data));
+
+/** Built here, once per row value: a row that cannot be built is rejected like a schema failure. */
+export const readGuardrail = schemaReader(GuardrailSchema, (id, data) => {
+  const b = buildGuardrail(id, data);
+  if (!b.ok) return b;
+  const resource: GuardrailEntry = {
+    id,
+    name: data.name,
+    createdAt: data.created_at,
+    guardrail: b.guardrail,
+    warnings: b.warnings,
+    row: data,
+  };
+  return { ok: true, resource };
+});
+
+export const readGuardrailAttachment = schemaReader(
+  GuardrailAttachmentSchema,
+  (id, data): { ok: true; resource: GuardrailAttachment } => withId(id, data),
+);
+
+export const readCachePolicy = schemaReader(
+  CachePolicySchema,
+  (id, data): { ok: true; resource: CachePolicy } => withId(id, data),
+);
 
 export type ParsedExporter =
   /** `resource` undefined: another AISIX exporter kind, accepted and not served (`ignored` is `*`). */
   | { ok: true; resource: OtlpExporterResource | undefined; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed'; error: string };
 
-/** Judges one `observability_exporters` document, like `parseDocument` does the routing kinds. */
+/** Reads one `observability_exporters` document (the kind's registry entry in src/resources/kinds.ts). */
 export function parseExporterDocument(
   id: string,
   doc: Record<string, unknown>,

@@ -2,6 +2,7 @@
 // "resources.yaml"): AISIX's scopes (`(file)`, `<kind>[<i>] ("<identity>")`) in one report, and the same
 // problems as values, so the file source lists rejected rows without reading the report back.
 import type { FileReport } from '../util/report.ts';
+import { type Identity, isKind, KINDS } from './kinds.ts';
 
 export const FILE_SCOPE = '(file)';
 
@@ -21,22 +22,24 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** The field naming an entry of `kind` (AISIX's `IdentityField`). */
+/** How an entry of `kind` is named (its registry entry; `name` for a kind that is not one). */
+function identityRule(kind: string): Identity {
+  return isKind(kind) ? KINDS[kind].identity : 'name';
+}
+
+/** The field naming an entry of `kind` (AISIX's `IdentityField`), as messages spell it. */
 export function identityField(kind: string): string {
-  if (kind === 'provider_keys' || kind === 'models' || kind === 'api_keys') return 'display_name';
-  if (kind === 'mcp_servers' || kind === 'a2a_agents' || kind === 'passthrough_routes') {
-    return 'name (or display_name)';
-  }
-  return 'name';
+  const rule = identityRule(kind);
+  return rule === 'display_name' ? 'display_name' : rule === 'name_or_display_name' ? 'name (or display_name)' : 'name';
 }
 
 export function identityOf(kind: string, row: unknown): string | undefined {
   if (!isRecord(row)) return undefined;
-  if (kind === 'mcp_auth_settings') return 'mcp_auth_settings'; // a singleton: a second entry is a duplicate
+  const rule = identityRule(kind);
+  if (rule === 'singleton') return kind; // a second entry is a duplicate
   const field = (k: string) => (typeof row[k] === 'string' && row[k] !== '' ? row[k] as string : undefined);
-  const f = identityField(kind);
-  if (f === 'display_name') return field('display_name');
-  if (f === 'name') return field('name');
+  if (rule === 'display_name') return field('display_name');
+  if (rule === 'name') return field('name');
   return field('name') ?? field('display_name');
 }
 

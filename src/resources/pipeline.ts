@@ -8,25 +8,23 @@
 //   → cross references over the identities interpolate declared; duplicate `key_hash`
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
-import type { GuardrailEntry } from '../guardrails/attachments.ts';
-import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
-import type { RateLimitPolicy } from './policy-schema.ts';
+import type { FileIds } from './policy-document.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
-import { desugarApiKey, desugarModel } from './desugar.ts';
-import { parseDocument, parseExporterDocument } from './documents.ts';
 import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
-import { Pacer } from './pace.ts';
-import { checkReferences, type Typed } from './references.ts';
 import {
-  EXPORTER_KIND,
   FILE_COLLECTIONS,
   isGatingKind,
-  isNotServedKind,
-  type OtlpExporterResource,
+  isResourceKind,
+  KINDS,
+  parseDocument,
+  RESOURCE_KINDS,
   type ResourceKind,
-} from './schema.ts';
+  type ResourceOf,
+} from './kinds.ts';
+import { Pacer } from './pace.ts';
+import { checkReferences } from './references.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
 import { type Assembled, assembleYaml, type YamlPieces } from './yaml-pieces.ts';
 
@@ -154,31 +152,26 @@ async function buildResourceSet(
     api_keys: await idsOf(identities, 'api_keys', pacer),
     models: await idsOf(identities, 'models', pacer),
   };
-  const { typed, notServed, exporters, guardrails, policies } = await validateEntries(
-    prepared,
-    env,
-    providerKeyIds,
-    fileIds,
-    problems,
-    pacer,
-  );
+  const { accepted, notServed } = await validateEntries(prepared, env, providerKeyIds, fileIds, problems, pacer);
   await pacer.pace();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
+  const typed = {
+    provider_keys: accepted.provider_keys ?? [],
+    models: accepted.models ?? [],
+    api_keys: accepted.api_keys ?? [],
+  };
   await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace());
   if (!problems.ok) return undefined;
-  return {
-    set: {
-      provider_keys: typed.provider_keys.map((x) => x.r),
-      models: typed.models.map((x) => x.r),
-      api_keys: typed.api_keys.map((x) => x.r),
-      ...(exporters.length > 0 ? { observability_exporters: exporters } : {}),
-      ...(policies.length > 0 ? { rate_limit_policies: policies } : {}),
-      // The file has no attachment collection: every guardrail applies environment-wide (AISIX's fallback).
-      guardrails,
-      cache_policies: typed.cache_policies.map((x) => x.r),
-    },
-    notServed,
+  const set: ResourceSet = {
+    provider_keys: typed.provider_keys.map((x) => x.r),
+    models: typed.models.map((x) => x.r),
+    api_keys: typed.api_keys.map((x) => x.r),
   };
+  for (const kind of RESOURCE_KINDS) {
+    const list = accepted[kind];
+    if (list !== undefined && set[kind] === undefined) (set as Record<string, unknown>)[kind] = list.map((x) => x.r);
+  }
+  return { set, notServed };
 }
 
 /** Each entry name of `kind` → the id derived from it. */
@@ -314,6 +307,9 @@ function interpolateEntry(
   return { at: { kind, index, identity }, doc: entry };
 }
 
+/** The entries of each served kind that passed their schema, with where they are. */
+type Accepted = { [K in ResourceKind]?: { at: EntryRef; r: ResourceOf<K> }[] };
+
 /** Per entry: no `id`, kinds Sluice does not implement or serve, desugar, then the strict schema. */
 async function validateEntries(
   prepared: readonly Prepared[],
@@ -322,18 +318,10 @@ async function validateEntries(
   fileIds: FileIds,
   problems: Problems,
   pacer: Pacer,
-): Promise<{
-  typed: Typed;
-  notServed: Record<string, number>;
-  exporters: OtlpExporterResource[];
-  guardrails: GuardrailEntry[];
-  policies: RateLimitPolicy[];
-}> {
-  const typed: Typed = { provider_keys: [], models: [], api_keys: [], cache_policies: [] };
-  const guardrails: GuardrailEntry[] = [];
+): Promise<{ accepted: Accepted; notServed: Record<string, number> }> {
+  const accepted: Accepted = {};
   const notServed: Record<string, number> = {};
-  const exporters: OtlpExporterResource[] = [];
-  const policies: RateLimitPolicy[] = [];
+  const context = { env, providerKeyIds, fileIds };
   for (const e of prepared) {
     await pacer.pace();
     const refusal = refusedKind(e);
@@ -341,32 +329,12 @@ async function validateEntries(
       problems.entry(e.at, refusal);
       continue;
     }
-    if (e.at.kind === 'rate_limit_policies') {
-      const sugar = desugarPolicy(e.doc, fileIds);
-      const parsed = sugar ??
-        parsePolicyDocument(uuidV5(`rate_limit_policies/${e.at.identity}`), e.doc, 'strict');
-      if (typeof parsed === 'string') problems.entry(e.at, parsed);
-      else if (!parsed.ok) problems.entry(e.at, parsed.error);
-      else policies.push(parsed.resource);
+    const kind = e.at.kind;
+    if (!isResourceKind(kind)) {
+      notServed[kind] = (notServed[kind] ?? 0) + 1;
       continue;
     }
-    if (e.at.kind === EXPORTER_KIND) {
-      const x = parseExporterDocument(uuidV5(`${e.at.kind}/${e.at.identity}`), e.doc, 'strict');
-      if (!x.ok) problems.entry(e.at, x.error);
-      else if (x.resource) exporters.push(x.resource);
-      else notServed[e.at.kind] = (notServed[e.at.kind] ?? 0) + 1;
-      continue;
-    }
-    if (isNotServedKind(e.at.kind)) {
-      notServed[e.at.kind] = (notServed[e.at.kind] ?? 0) + 1;
-      continue;
-    }
-    const kind = e.at.kind as ResourceKind;
-    const sugar = kind === 'models'
-      ? desugarModel(e.doc, providerKeyIds)
-      : kind === 'api_keys'
-      ? await desugarApiKey(e.doc, env)
-      : undefined;
+    const sugar = await KINDS[kind].desugar?.(e.doc, context);
     if (sugar !== undefined) {
       problems.entry(e.at, sugar);
       continue;
@@ -380,13 +348,10 @@ async function validateEntries(
       );
       continue;
     }
-    if (parsed.kind === 'provider_keys') typed.provider_keys.push({ at: e.at, r: parsed.resource });
-    else if (parsed.kind === 'models') typed.models.push({ at: e.at, r: parsed.resource });
-    else if (parsed.kind === 'api_keys') typed.api_keys.push({ at: e.at, r: parsed.resource });
-    else if (parsed.kind === 'guardrails') guardrails.push(parsed.resource);
-    else if (parsed.kind === 'cache_policies') typed.cache_policies.push({ at: e.at, r: parsed.resource });
+    if (parsed.resource === undefined) notServed[kind] = (notServed[kind] ?? 0) + 1;
+    else ((accepted[kind] ??= []) as { at: EntryRef; r: unknown }[]).push({ at: e.at, r: parsed.resource });
   }
-  return { typed, notServed, exporters, guardrails, policies };
+  return { accepted, notServed };
 }
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */

@@ -2,15 +2,13 @@
 // the identities pass 1 declared: an entry whose own schema failed still counts as defined, so one typo
 // is reported once, where it is.
 import { type EntryRef, type Problems, scopeOf } from './entries.ts';
-import type { ApiKey, CachePolicy, Model, ProviderKey } from './schema.ts';
+import type { ApiKey, Model, ProviderKey } from './schema.ts';
 
-/** The entries that passed their schema, with where they are. */
+/** The entries that passed their schema, with where they are, of the kinds that hold references. */
 export interface Typed {
   provider_keys: { at: EntryRef; r: ProviderKey }[];
   models: { at: EntryRef; r: Model }[];
   api_keys: { at: EntryRef; r: ApiKey }[];
-  /** No references to check: carried to the snapshot. */
-  cache_policies: { at: EntryRef; r: CachePolicy }[];
 }
 
 /** Between rows: a promise when the pipeline's slice is up and requests must run first (pace.ts). */

@@ -2,31 +2,19 @@
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
+import { KINDS, RESOURCE_KINDS, type ResourceKind, type ResourceOf } from './kinds.ts';
 import type { RateLimitPolicy } from './policy-schema.ts';
-import type {
-  ApiKey,
-  CachePolicy,
-  DirectModel,
-  Model,
-  OtlpExporterResource,
-  ProviderKey,
-  ResourceKind,
-} from './schema.ts';
+import type { ApiKey, CachePolicy, DirectModel, Model, OtlpExporterResource, ProviderKey } from './schema.ts';
 
-export interface ResourceSet {
-  provider_keys: ProviderKey[];
-  models: Model[];
-  api_keys: ApiKey[];
-  /** `kind: otlp_http` trace exporters (read by src/telemetry only). */
-  observability_exporters?: OtlpExporterResource[];
-  /** Absent when there are none (the common case: the policies step finds nothing to do). */
-  rate_limit_policies?: RateLimitPolicy[];
-  /** Built rows (src/guardrails); the attachment index is built from both once per snapshot. */
-  guardrails?: GuardrailEntry[];
-  guardrail_attachments?: GuardrailAttachment[];
-  /** In the source's order: the first enabled policy that matches a request wins (src/cache/policy.ts). */
-  cache_policies?: CachePolicy[];
-}
+/**
+ * The served resources of each kind (src/resources/kinds.ts), in the source's order: the name indexes keep
+ * the last entry of a name, and the first enabled cache policy that matches a request wins
+ * (src/cache/policy.ts). A kind other than the three every snapshot has is absent when it has none (the
+ * common case: its step finds nothing to do).
+ */
+export type ResourceSet =
+  & { provider_keys: ProviderKey[]; models: Model[]; api_keys: ApiKey[] }
+  & { [K in ResourceKind]?: ResourceOf<K>[] };
 
 interface WildcardAlias {
   prefix: string;
@@ -178,16 +166,18 @@ export class Snapshot {
   }
 
   /** Resources per kind; only the kinds that have some are listed (AISIX's `resource_counts`). */
-  counts(): Partial<Record<ResourceKind | 'rate_limit_policies', number>> {
-    const out: Partial<Record<ResourceKind | 'rate_limit_policies', number>> = {};
-    if (this.resources.provider_keys.length > 0) out.provider_keys = this.resources.provider_keys.length;
-    if (this.resources.models.length > 0) out.models = this.resources.models.length;
-    if (this.resources.api_keys.length > 0) out.api_keys = this.resources.api_keys.length;
-    if (this.policies.length > 0) out.rate_limit_policies = this.policies.length;
-    if (this.guardrails.length > 0) out.guardrails = this.guardrails.length;
-    if (this.guardrailAttachments.length > 0) out.guardrail_attachments = this.guardrailAttachments.length;
-    if (this.cachePolicies.length > 0) out.cache_policies = this.cachePolicies.length;
+  counts(): Partial<Record<ResourceKind, number>> {
+    const out: Partial<Record<ResourceKind, number>> = {};
+    for (const kind of RESOURCE_KINDS) {
+      const n = this.of(kind).length;
+      if (KINDS[kind].counted && n > 0) out[kind] = n;
+    }
     return out;
+  }
+
+  /** The resources of one kind, in the source's order (empty when there are none). */
+  of<K extends ResourceKind>(kind: K): readonly ResourceOf<K>[] {
+    return (this.resources[kind] as ResourceOf<K>[] | undefined) ?? NONE;
   }
 
   /** The rate-limit policies, in write order (empty when there are none). */
@@ -208,9 +198,9 @@ export class Snapshot {
   }
 
   get size(): number {
-    const r = this.resources;
-    return r.provider_keys.length + r.models.length + r.api_keys.length + this.exporters.length +
-      this.policies.length + this.guardrails.length + this.guardrailAttachments.length + this.cachePolicies.length;
+    let n = 0;
+    for (const kind of RESOURCE_KINDS) n += this.of(kind).length;
+    return n;
   }
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */
@@ -220,6 +210,7 @@ export class Snapshot {
 }
 
 const NO_POLICIES: readonly RateLimitPolicy[] = [];
+const NONE: readonly never[] = [];
 
 /** `*` matches any run of characters; everything else is literal. */
 export function globMatch(pattern: string, name: string): boolean {

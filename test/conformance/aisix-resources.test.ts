@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { Gateway } from '../../src/gateway.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
-import type { ResourceKind } from '../../src/resources/schema.ts';
+import type { ResourceKind } from '../../src/resources/kinds.ts';
 import { FileSource } from '../../src/sources/file.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { type EtcdTestGateway, seeder, startEtcdGateway } from '../support/etcd-gateway.ts';

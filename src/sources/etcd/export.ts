@@ -5,7 +5,7 @@
 import { Document } from 'yaml';
 import type { Platform } from '../../platform.ts';
 import { identityOf } from '../../resources/entries.ts';
-import { FILE_COLLECTIONS } from '../../resources/schema.ts';
+import { FILE_COLLECTIONS, KINDS } from '../../resources/kinds.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
 import { type Json, placeholderCollisions, redactSecrets, type SecretPlaceholder } from './export-secrets.ts';
@@ -128,9 +128,6 @@ function narrowGuardrails(
   return { leftOut, warnings };
 }
 
-/** Served kinds written as stored, unchecked, like the kinds Sluice does not serve (`otherEntries`). */
-const AS_STORED: ReadonlySet<string> = new Set(['observability_exporters', 'guardrails', 'guardrail_attachments']);
-
 /** Each row judged alone, with no history: the rows a fresh gateway would serve, and those it would not. */
 function servedRows(kvs: readonly EtcdKv[], prefix: string) {
   const values = new Map<string, RowValue>();
@@ -150,7 +147,7 @@ function servedRows(kvs: readonly EtcdKv[], prefix: string) {
     if (!p.ok) skipped.push({ key, why: 'rejected', error: `${p.errorKind}: ${p.error}` });
     // Exporters and guardrails are written as stored (their secrets redacted), like the kinds Sluice does not
     // serve: what is served of them is built from the row, not a file entry.
-    else if (p.resource !== undefined && !AS_STORED.has(p.kind)) {
+    else if (p.resource !== undefined && KINDS[p.kind].export !== 'as_stored') {
       served.set(key, v as ServedValue);
       for (const f of p.unknownFields) dropped.set(`${p.kind}.${f}`, (dropped.get(`${p.kind}.${f}`) ?? 0) + 1);
     }
@@ -228,10 +225,7 @@ function fileEntries(
     const v = served.get(key);
     if (!v) continue;
     const row = v.parsed;
-    if (
-      row.resource === undefined || row.kind === 'rate_limit_policies' || row.kind === 'observability_exporters' ||
-      row.kind === 'guardrails' || row.kind === 'guardrail_attachments'
-    ) continue; // (policies: policyEntries; the others as stored)
+    if (row.resource === undefined || KINDS[row.kind].export !== 'entries') continue; // policyEntries, otherEntries
     if (!winners.has(`${row.kind}/${row.id}`)) {
       skipped.push({
         key,
@@ -242,7 +236,7 @@ function fileEntries(
     }
     const entry = JSON.parse(JSON.stringify(row.resource)) as { [k: string]: Json };
     delete entry.id;
-    let identity = row.kind === 'cache_policies' ? row.resource.name : row.resource.display_name;
+    let identity = identityOf(row.kind, row.resource) ?? ''; // an api key's is set below
     if (row.kind === 'models') {
       delete entry.kind;
       if (row.resource.kind === 'direct') {

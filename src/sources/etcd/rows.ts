@@ -18,25 +18,17 @@
 //   serving (`serving_stale_since`) until the key loads cleanly again or is deleted — except an `api_keys`
 //   row, which stops serving: a rejected value may be a revocation written wrong, and a key must not stay
 //   alive on it (docs/etcd.md "Per-row validation").
-import type { GuardrailEntry } from '../../guardrails/attachments.ts';
-import type { GuardrailAttachment } from '../../guardrails/schema.ts';
-import { parsePolicyDocument } from '../../resources/policy-document.ts';
-import type { RateLimitPolicy } from '../../resources/policy-schema.ts';
-import { parseDocument, parseExporterDocument } from '../../resources/documents.ts';
 import {
   AISIX_KINDS,
-  type ApiKey,
-  type CachePolicy,
-  EXPORTER_KIND,
-  type ExporterKind,
-  isNotServedKind,
-  type Model,
+  isKind,
+  isResourceKind,
+  type KindName,
+  KINDS,
   type NotServedKind,
-  type OtlpExporterResource,
-  type ProviderKey,
-  RESOURCE_KINDS,
+  parseDocument,
+  type ReadOf,
   type ResourceKind,
-} from '../../resources/schema.ts';
+} from '../../resources/kinds.ts';
 import type { ResourceSet } from '../../resources/snapshot.ts';
 import { canonicalJson } from '../../util/crypto.ts';
 
@@ -48,23 +40,14 @@ export type RejectKind =
   | 'unknown_kind'
   | 'unsupported';
 
-/** A row that passed its own checks. `resource` is normalised exactly like the file pipeline does. */
+/**
+ * A row that passed its own checks. `resource` is normalised exactly like the file pipeline does; a trace
+ * exporter's is undefined for an AISIX exporter kind Sluice does not serve (field `*`).
+ */
 export type ValidRow =
-  | { ok: true; kind: 'provider_keys'; id: string; resource: ProviderKey; unknownFields: string[] }
-  | { ok: true; kind: 'models'; id: string; resource: Model; unknownFields: string[] }
-  | { ok: true; kind: 'api_keys'; id: string; resource: ApiKey; unknownFields: string[] }
-  | { ok: true; kind: 'rate_limit_policies'; id: string; resource: RateLimitPolicy; unknownFields: string[] }
-  /** A trace exporter; `resource` undefined for an AISIX exporter kind Sluice does not serve (field `*`). */
-  | {
-    ok: true;
-    kind: ExporterKind;
-    id: string;
-    resource: OtlpExporterResource | undefined;
-    unknownFields: string[];
-  }
-  | { ok: true; kind: 'guardrails'; id: string; resource: GuardrailEntry; unknownFields: string[] }
-  | { ok: true; kind: 'guardrail_attachments'; id: string; resource: GuardrailAttachment; unknownFields: string[] }
-  | { ok: true; kind: 'cache_policies'; id: string; resource: CachePolicy; unknownFields: string[] }
+  | { [K in ResourceKind]: { ok: true; kind: K; id: string; resource: ReadOf<K>; unknownFields: string[] } }[
+    ResourceKind
+  ]
   /** An AISIX kind Sluice accepts and does not serve: reported as partially compatible, field `*`. */
   | { ok: true; kind: NotServedKind; id: string; resource?: undefined; unknownFields: ['*'] };
 
@@ -108,8 +91,6 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-type KeyKind = ResourceKind | ExporterKind | 'rate_limit_policies' | NotServedKind | 'gating';
-
 /**
  * Splits `<prefix>/<kind>/<id>` (everything after the kind is the id, `/` included); anything else is
  * `bad_key`, a kind that is not one of AISIX's 15 `unknown_kind`.
@@ -117,7 +98,7 @@ type KeyKind = ResourceKind | ExporterKind | 'rate_limit_policies' | NotServedKi
 export function splitKey(
   prefix: string,
   key: string,
-): { ok: true; kind: string; keyKind: KeyKind; id: string } | RejectedValue {
+): { ok: true; kind: KindName; id: string } | RejectedValue {
   const root = `${prefix}/`;
   const rest = key.startsWith(root) ? key.slice(root.length) : key;
   const slash = rest.indexOf('/');
@@ -132,7 +113,7 @@ export function splitKey(
       error: `key "${key}" is not of the form ${root}<kind>/<id>`,
     };
   }
-  if (!(AISIX_KINDS as readonly string[]).includes(kind)) {
+  if (!isKind(kind)) {
     return {
       ok: false,
       kind,
@@ -141,14 +122,7 @@ export function splitKey(
       error: `unknown resource kind "${kind}" (AISIX kinds: ${AISIX_KINDS.join(', ')})`,
     };
   }
-  const keyKind: KeyKind = (RESOURCE_KINDS as readonly string[]).includes(kind)
-    ? kind as ResourceKind
-    : kind === EXPORTER_KIND
-    ? EXPORTER_KIND
-    : isNotServedKind(kind) || kind === 'rate_limit_policies'
-    ? kind
-    : 'gating';
-  return { ok: true, kind, keyKind, id };
+  return { ok: true, kind, id };
 }
 
 /** String values under secret-bearing fields, to scrub from messages (defence in depth: zod does not echo input). */
@@ -200,7 +174,8 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
         : `value is not valid JSON${at ? ` (at position ${at[1]})` : ''}`,
     );
   }
-  if (k.keyKind === 'gating') {
+  const entry = KINDS[k.kind];
+  if (entry.role === 'gating') {
     return reject(
       'unsupported',
       `Sluice does not implement ${k.kind}: a row of this kind gates traffic, so it is refused rather than ignored`,
@@ -214,21 +189,12 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
       }`,
     );
   }
-  if (k.keyKind === 'rate_limit_policies') {
-    const r = parsePolicyDocument(k.id, value, 'lenient');
-    if (!r.ok) return reject(r.errorKind, r.error);
-    return { ok: true, kind: 'rate_limit_policies', id: k.id, resource: r.resource, unknownFields: r.ignored };
-  }
+  // The gating kinds were refused above: what is not served here is accepted as a whole (`*`).
+  if (!isResourceKind(k.kind)) return { ok: true, kind: k.kind as NotServedKind, id: k.id, unknownFields: ['*'] };
   const secrets = secretsOf(value);
-  if (k.keyKind === EXPORTER_KIND) {
-    const e = parseExporterDocument(k.id, value, 'lenient');
-    if (!e.ok) return reject(e.errorKind, scrub(e.error, secrets));
-    return { ok: true, kind: EXPORTER_KIND, id: k.id, resource: e.resource, unknownFields: e.ignored };
-  }
-  if (isNotServedKind(k.keyKind)) return { ok: true, kind: k.keyKind, id: k.id, unknownFields: ['*'] };
-  const r = parseDocument(k.keyKind, k.id, value, 'lenient');
+  const r = parseDocument(k.kind, k.id, value, 'lenient');
   if (!r.ok) return reject(r.errorKind, scrub(r.error, secrets));
-  return { ok: true, kind: r.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
+  return { ok: true, kind: k.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
 }
 
 /** The docs/etcd.md hash line of one entry: `key \0 canonical-json(value) \n`, the raw text when not JSON. */
@@ -340,14 +306,7 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
   const set: ResourceSet = { provider_keys: [], models: [], api_keys: [] };
   for (const v of rows) {
     const row = v.parsed;
-    if (row.kind === 'provider_keys') set.provider_keys.push(row.resource);
-    else if (row.kind === 'models') set.models.push(row.resource);
-    else if (row.kind === 'api_keys') set.api_keys.push(row.resource);
-    else if (row.kind === 'rate_limit_policies') (set.rate_limit_policies ??= []).push(row.resource);
-    else if (row.kind === EXPORTER_KIND) (set.observability_exporters ??= []).push(row.resource!);
-    else if (row.kind === 'guardrails') (set.guardrails ??= []).push(row.resource);
-    else if (row.kind === 'guardrail_attachments') (set.guardrail_attachments ??= []).push(row.resource);
-    else if (row.kind === 'cache_policies') (set.cache_policies ??= []).push(row.resource);
+    if (row.resource !== undefined) ((set[row.kind as ResourceKind] ??= []) as unknown[]).push(row.resource);
   }
   return set;
 }
