@@ -1,31 +1,66 @@
 // Local token counts: for an answer whose upstream reported none (relays, self-hosted servers), for the rate
 // limits and telemetry only, never written into the caller's answer, and marked `estimated`; and for what a
 // translation must state before the upstream has (`message_start`, count_tokens off Anthropic's wire,
-// docs/translation.md "Estimated tokens"). BPE encodings from js-tiktoken, pure JavaScript on every runtime:
-// `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's own), `o200k_base` where a
-// model's capabilities name it; each table loads on its first count, so a gateway that never needs one
-// never pays for it (docs/aisix-compatibility.md "Token estimation").
+// docs/translation.md "Estimated tokens"). OpenAI's BPE encodings (bpe.ts over js-tiktoken's rank files), pure
+// JavaScript on every runtime: `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's
+// own), `o200k_base` where a model's capabilities name it. A table is built on its first use, or after the
+// gateway starts serving (`warmTokenTables`), in slices that never hold the event loop long; an answer the
+// caller is waiting for is counted at once (`estimatePromptTokensNow`), approximated until its table is built
+// (docs/aisix-compatibility.md "Token estimation").
+import { BpeCounter } from './bpe.ts';
 import { isRecord, type Json } from './translate/shared.ts';
 import type { Endpoint, TokenCounts } from './types.ts';
 
-interface Encoder {
-  encode(text: string, allowedSpecial?: string[] | 'all', disallowedSpecial?: string[] | 'all'): number[];
-}
-
 export type Encoding = 'cl100k_base' | 'o200k_base';
 
-const loading = new Map<Encoding, Promise<Encoder>>();
+interface Table {
+  building: Promise<BpeCounter>;
+  built?: BpeCounter;
+}
 
-function encoder(encoding: Encoding): Promise<Encoder> {
-  let p = loading.get(encoding);
-  if (!p) {
+const tables = new Map<Encoding, Table>();
+let approximateOnly = false;
+
+/**
+ * Never build a table: every count is the approximation. For a runtime whose requests have a few ms of CPU
+ * (Workers), where a build would cost more than a request may spend.
+ */
+export function approximateTokenCounts(): void {
+  approximateOnly = true;
+}
+
+/** Begins building the default encoding's table, off the requests' path (after the gateway serves). */
+export function warmTokenTables(): void {
+  if (!approximateOnly) table('cl100k_base');
+}
+
+function table(encoding: Encoding): Table {
+  let t = tables.get(encoding);
+  if (!t) {
     const ranks = encoding === 'o200k_base'
       ? import('js-tiktoken/ranks/o200k_base')
       : import('js-tiktoken/ranks/cl100k_base');
-    p = Promise.all([import('js-tiktoken/lite'), ranks]).then(([lite, r]) => new lite.Tiktoken(r.default));
-    loading.set(encoding, p);
+    const entry: Table = {
+      building: ranks.then((r) => BpeCounter.build(r.default, pause)).then((c) => entry.built = c),
+    };
+    // A failed build is seen by whoever awaits it; a count made now stays approximated.
+    entry.building.catch(() => {});
+    tables.set(encoding, t = entry);
   }
-  return p;
+  return t;
+}
+
+/** Gives the event loop back between two slices of a build. */
+const pause = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
+
+/** The encoding's table, waiting for its build; undefined where counts are approximated. */
+async function builtTable(encoding: Encoding): Promise<BpeCounter | undefined> {
+  return approximateOnly ? undefined : await table(encoding).building;
+}
+
+/** The encoding's table if it is built (else its build begins); undefined meanwhile. */
+function readyTable(encoding: Encoding): BpeCounter | undefined {
+  return approximateOnly ? undefined : table(encoding).built;
 }
 
 /** Text beyond this many characters per count is approximated (4 per token) rather than encoded. */
@@ -39,24 +74,29 @@ const BYTES_PER_TOKEN = 4;
  */
 const LONG_RUN = /\S{65,}/g;
 
-/** BPE tokens of `text`; special-token spellings count as the plain text they are. */
+/** BPE tokens of `text` (waiting for the table); special-token spellings count as the plain text they are. */
 export async function estimateTokens(text: string, encoding: Encoding = 'cl100k_base'): Promise<number> {
   if (text === '') return 0;
-  const enc = await encoder(encoding);
-  const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
-  const rest = text.length - head.length;
-  return encodedLength(enc, head) + Math.ceil(rest / BYTES_PER_TOKEN);
+  return countText(await builtTable(encoding), text);
 }
 
-function encodedLength(enc: Encoder, text: string): number {
+/** Tokens of `text` with `counter`, or approximated (4 characters per token) without one. */
+function countText(counter: BpeCounter | undefined, text: string): number {
+  if (!counter) return Math.ceil(text.length / BYTES_PER_TOKEN);
+  const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
+  const rest = text.length - head.length;
+  return encodedLength(counter, head) + Math.ceil(rest / BYTES_PER_TOKEN);
+}
+
+function encodedLength(counter: BpeCounter, text: string): number {
   let n = 0;
   let at = 0;
   for (const m of text.matchAll(LONG_RUN)) {
-    if (m.index > at) n += enc.encode(text.slice(at, m.index), [], []).length;
+    if (m.index > at) n += counter.count(text.slice(at, m.index));
     n += Math.ceil(m[0].length / BYTES_PER_TOKEN);
     at = m.index + m[0].length;
   }
-  return at < text.length ? n + enc.encode(at === 0 ? text : text.slice(at), [], []).length : n;
+  return at < text.length ? n + counter.count(at === 0 ? text : text.slice(at)) : n;
 }
 
 // ---- prompts ---------------------------------------------------------------------------------------------
@@ -155,15 +195,26 @@ function promptParts(endpoint: Endpoint, body: Json): PromptParts {
   return parts;
 }
 
-/** The estimated input tokens of a request body of `endpoint`. */
+/** The estimated input tokens of a request body of `endpoint`, waiting for the encoding's table. */
 export async function estimatePromptTokens(
   endpoint: Endpoint,
   body: Json,
   encoding: Encoding = 'cl100k_base',
 ): Promise<number> {
-  const parts = promptParts(endpoint, body);
+  return promptTokens(promptParts(endpoint, body), await builtTable(encoding), encoding);
+}
+
+/**
+ * The same, for an answer the caller is waiting on: with the table if it is built, else approximated (4
+ * characters per token) while the table builds, so no request waits on a build.
+ */
+export function estimatePromptTokensNow(endpoint: Endpoint, body: Json, encoding: Encoding = 'cl100k_base'): number {
+  return promptTokens(promptParts(endpoint, body), readyTable(encoding), encoding);
+}
+
+function promptTokens(parts: PromptParts, counter: BpeCounter | undefined, encoding: Encoding): number {
   let n = parts.fixed;
-  for (const t of parts.texts) n += await promptPieceTokens(t, encoding);
+  for (const t of parts.texts) n += counter ? promptPieceTokens(counter, t, encoding) : countText(undefined, t);
   return n;
 }
 
@@ -204,13 +255,13 @@ class PieceCounts {
 
 const kept = new Map<Encoding, PieceCounts>();
 
-async function promptPieceTokens(text: string, encoding: Encoding): Promise<number> {
-  if (text.length < MIN_KEPT_PIECE) return estimateTokens(text, encoding);
+function promptPieceTokens(counter: BpeCounter, text: string, encoding: Encoding): number {
+  if (text.length < MIN_KEPT_PIECE) return countText(counter, text);
   let cache = kept.get(encoding);
   if (!cache) kept.set(encoding, cache = new PieceCounts());
   const known = cache.get(text);
   if (known !== undefined) return known;
-  const n = await estimateTokens(text, encoding);
+  const n = countText(counter, text);
   cache.set(text, n);
   return n;
 }
