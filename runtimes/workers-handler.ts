@@ -8,6 +8,7 @@ import type { Gateway } from '../src/gateway.ts';
 import { parseBearer, timingSafeEqual } from '../src/http/auth.ts';
 import { envelopeFor, errorResponse, errors } from '../src/http/errors.ts';
 import { bundledFiles, type Platform } from '../src/platform.ts';
+import { approximateTokenCounts } from '../src/providers/estimate.ts';
 import { wireOf } from '../src/proxy/routes.ts';
 import { EtcdPollSource, pollIntervalMs } from '../src/sources/etcd/poll.ts';
 import { fetchUpstream } from '../src/upstream-fetch.ts';
@@ -44,6 +45,8 @@ const LOG = {
  * waitUntil of the request that started it.
  */
 export function createWorker(bundle: WorkerBundle, opts: WorkerOptions = {}) {
+  // A tokenizer table costs more CPU to build than a Worker's request may spend (docs/workers.md).
+  approximateTokenCounts();
   let booted: Promise<Serve> | undefined;
   const live: Live = {}; // the latest request's context: its `waitUntil` keeps the isolate alive
   return {

@@ -8,6 +8,7 @@ import { runDrain } from './lifecycle/drain.ts';
 import { listenForSignals } from './lifecycle/signals.ts';
 import type { Logger } from './observability/logger.ts';
 import { MSG } from './observability/messages.ts';
+import { warmTokenTables } from './providers/estimate.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
 import { loadResourcesFile } from './resources/pipeline.ts';
 import { runExport } from './sources/etcd/export.ts';
@@ -144,6 +145,8 @@ async function serve(platform: Platform, configPath: string): Promise<number> {
     return bindFailed(e);
   }
   gw.lifecycle.serve();
+  // The tokenizer's table is built now, in slices, rather than on the first request that counts.
+  warmTokenTables();
 
   await signals.stopped;
   signals.onHup(undefined);

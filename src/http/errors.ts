@@ -52,7 +52,8 @@ export const errors = {
       'Access denied: your client IP is not allowed to access this model',
       'ip_restricted',
     ),
-  unknownModel: (model: string) => new ProxyError(404, 'model_not_found', `model "${model}" does not exist`),
+  /** AISIX's wording (its `ModelNotFound`). */
+  unknownModel: (model: string) => new ProxyError(404, 'model_not_found', `model "${model}" not found`),
   badRequest: (message: string) => new ProxyError(400, 'invalid_request_error', message),
   tooLarge: (limit: number) => new ProxyError(413, 'invalid_request_error', `request body exceeds ${limit}-byte limit`),
   rateLimited: (retryAfterSecs: number, what: string) =>

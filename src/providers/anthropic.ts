@@ -50,7 +50,7 @@ async function send(
 async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
   let body: Record<string, unknown>;
   try {
-    body = chatToMessagesRequest(c.body, capabilitiesOfCall(c));
+    body = chatToMessagesRequest(c.body, capabilitiesOfCall(c), c.promptCacheTtl);
   } catch (e) {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };

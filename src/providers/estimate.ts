@@ -1,39 +1,78 @@
 // Local token counts: for an answer whose upstream reported none (relays, self-hosted servers), for the rate
 // limits and telemetry only, never written into the caller's answer, and marked `estimated`; and for what a
 // translation must state before the upstream has (`message_start`, count_tokens off Anthropic's wire,
-// docs/translation.md "Estimated tokens"). BPE encodings from js-tiktoken's ranks, pure JavaScript on every
-// runtime: `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's own), `o200k_base`
-// where a model's capabilities name it. Each table loads on its first count, so a gateway that never needs one
-// never pays for it, and is built in slices (tokenizer.ts), so the first count never holds the instance's
-// other callers (docs/aisix-compatibility.md "Token estimation").
+// docs/translation.md "Estimated tokens"). OpenAI's BPE encodings (tokenizer.ts over js-tiktoken's rank files),
+// pure JavaScript on every runtime: `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's
+// own), `o200k_base` where a model's capabilities name it. A table is built on its first use, or after the
+// gateway starts serving (`warmTokenTables`), in slices that never hold the event loop long; an answer the
+// caller is waiting for is counted at once (`estimatePromptTokensNow`), approximated until its table is built
+// (docs/aisix-compatibility.md "Token estimation").
 import { isRecord, type Json } from './translate/shared.ts';
-import { buildEncoder, type Encoder } from './tokenizer.ts';
+import { buildEncoder } from './tokenizer.ts';
 import type { Endpoint, TokenCounts } from './types.ts';
+
+/** What a built table gives: the number of tokens of a text. */
+interface BpeCounter {
+  count(text: string): number;
+}
 
 export type Encoding = 'cl100k_base' | 'o200k_base';
 
-const loading = new Map<Encoding, Promise<Encoder>>();
-/** The encodings whose table is built: a count in them costs the encoding only. */
-const built = new Set<Encoding>();
+interface Table {
+  building: Promise<BpeCounter>;
+  built?: BpeCounter;
+}
 
-function encoder(encoding: Encoding): Promise<Encoder> {
-  let p = loading.get(encoding);
-  if (!p) {
-    p = buildEncoder(encoding).then((enc) => {
-      built.add(encoding);
-      return enc;
-    });
-    loading.set(encoding, p);
+const tables = new Map<Encoding, Table>();
+let approximateOnly = false;
+
+/**
+ * Never build a table: every count is the approximation. For a runtime whose requests have a few ms of CPU
+ * (Workers), where a build would cost more than a request may spend.
+ */
+export function approximateTokenCounts(): void {
+  approximateOnly = true;
+}
+
+/** Begins building the default encoding's table, off the requests' path (after the gateway serves). */
+export function warmTokenTables(): void {
+  if (!approximateOnly) table('cl100k_base');
+}
+
+function table(encoding: Encoding): Table {
+  let t = tables.get(encoding);
+  if (!t) {
+    const entry: Table = {
+      building: buildEncoder(encoding).then((enc) => entry.built = { count: (text) => enc.encode(text).length }),
+    };
+    // A failed build is seen by whoever awaits it; a count made now stays approximated.
+    entry.building.catch(() => {});
+    tables.set(encoding, t = entry);
   }
-  return p;
+  return t;
+}
+
+/** The encoding's table, waiting for its build; undefined where counts are approximated. */
+async function builtTable(encoding: Encoding): Promise<BpeCounter | undefined> {
+  return approximateOnly ? undefined : await table(encoding).building;
+}
+
+/** The encoding's table if it is built (else its build begins); undefined meanwhile. */
+function readyTable(encoding: Encoding): BpeCounter | undefined {
+  return approximateOnly ? undefined : table(encoding).built;
 }
 
 /**
  * How a count may be made. `built-only`: with the tokenizer only when its table is already built, else at 4
- * characters per token, so the count never builds a table (which holds the event loop for seconds): the
- * count of a stream whose caller left (docs/translation.md "Interrupted streams").
+ * characters per token, so the count never waits on a build: the count of a stream whose caller left
+ * (docs/translation.md "Interrupted streams").
  */
 export type Counting = 'full' | 'built-only';
+
+/** The encoding's table as `counting` allows: waiting for its build, or only if built. */
+async function counterFor(encoding: Encoding, counting: Counting): Promise<BpeCounter | undefined> {
+  return counting === 'built-only' ? readyTable(encoding) : await builtTable(encoding);
+}
 
 /** Text beyond this many characters per count is approximated (4 per token) rather than encoded. */
 const MAX_ENCODED = 1 << 20;
@@ -46,29 +85,33 @@ const BYTES_PER_TOKEN = 4;
  */
 const LONG_RUN = /\S{65,}/g;
 
-/** BPE tokens of `text`; special-token spellings count as the plain text they are. */
+/** BPE tokens of `text` (waiting for the table); special-token spellings count as the plain text they are. */
 export async function estimateTokens(
   text: string,
   encoding: Encoding = 'cl100k_base',
   counting: Counting = 'full',
 ): Promise<number> {
   if (text === '') return 0;
-  if (counting === 'built-only' && !built.has(encoding)) return Math.ceil(text.length / BYTES_PER_TOKEN);
-  const enc = await encoder(encoding);
-  const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
-  const rest = text.length - head.length;
-  return encodedLength(enc, head) + Math.ceil(rest / BYTES_PER_TOKEN);
+  return countText(await counterFor(encoding, counting), text);
 }
 
-function encodedLength(enc: Encoder, text: string): number {
+/** Tokens of `text` with `counter`, or approximated (4 characters per token) without one. */
+function countText(counter: BpeCounter | undefined, text: string): number {
+  if (!counter) return Math.ceil(text.length / BYTES_PER_TOKEN);
+  const head = text.length > MAX_ENCODED ? text.slice(0, MAX_ENCODED) : text;
+  const rest = text.length - head.length;
+  return encodedLength(counter, head) + Math.ceil(rest / BYTES_PER_TOKEN);
+}
+
+function encodedLength(counter: BpeCounter, text: string): number {
   let n = 0;
   let at = 0;
   for (const m of text.matchAll(LONG_RUN)) {
-    if (m.index > at) n += enc.encode(text.slice(at, m.index)).length;
+    if (m.index > at) n += counter.count(text.slice(at, m.index));
     n += Math.ceil(m[0].length / BYTES_PER_TOKEN);
     at = m.index + m[0].length;
   }
-  return at < text.length ? n + enc.encode(at === 0 ? text : text.slice(at)).length : n;
+  return at < text.length ? n + counter.count(at === 0 ? text : text.slice(at)) : n;
 }
 
 // ---- prompts ---------------------------------------------------------------------------------------------
@@ -167,19 +210,27 @@ function promptParts(endpoint: Endpoint, body: Json): PromptParts {
   return parts;
 }
 
-/** The estimated input tokens of a request body of `endpoint`. */
+/** The estimated input tokens of a request body of `endpoint`, waiting for the encoding's table. */
 export async function estimatePromptTokens(
   endpoint: Endpoint,
   body: Json,
   encoding: Encoding = 'cl100k_base',
   counting: Counting = 'full',
 ): Promise<number> {
-  const parts = promptParts(endpoint, body);
+  return promptTokens(promptParts(endpoint, body), await counterFor(encoding, counting), encoding);
+}
+
+/**
+ * The same, for an answer the caller is waiting on: with the table if it is built, else approximated (4
+ * characters per token) while the table builds, so no request waits on a build.
+ */
+export function estimatePromptTokensNow(endpoint: Endpoint, body: Json, encoding: Encoding = 'cl100k_base'): number {
+  return promptTokens(promptParts(endpoint, body), readyTable(encoding), encoding);
+}
+
+function promptTokens(parts: PromptParts, counter: BpeCounter | undefined, encoding: Encoding): number {
   let n = parts.fixed;
-  const approximate = counting === 'built-only' && !built.has(encoding);
-  for (const t of parts.texts) {
-    n += approximate ? Math.ceil(t.length / BYTES_PER_TOKEN) : await promptPieceTokens(t, encoding);
-  }
+  for (const t of parts.texts) n += counter ? promptPieceTokens(counter, t, encoding) : countText(undefined, t);
   return n;
 }
 
@@ -220,13 +271,13 @@ class PieceCounts {
 
 const kept = new Map<Encoding, PieceCounts>();
 
-async function promptPieceTokens(text: string, encoding: Encoding): Promise<number> {
-  if (text.length < MIN_KEPT_PIECE) return estimateTokens(text, encoding);
+function promptPieceTokens(counter: BpeCounter, text: string, encoding: Encoding): number {
+  if (text.length < MIN_KEPT_PIECE) return countText(counter, text);
   let cache = kept.get(encoding);
   if (!cache) kept.set(encoding, cache = new PieceCounts());
   const known = cache.get(text);
   if (known !== undefined) return known;
-  const n = await estimateTokens(text, encoding);
+  const n = countText(counter, text);
   cache.set(text, n);
   return n;
 }

@@ -54,6 +54,8 @@ export interface ProviderCall {
   provider?: string;
   /** The model resource's `capabilities` overrides, over what its upstream name says (capabilities.ts). */
   capabilities?: CapabilityOverrides;
+  /** The model's `auto_prompt_caching` when enabled: the cache TTL of the breakpoints a translation adds. */
+  promptCacheTtl?: '5m' | '1h';
   /**
    * `upstream.max_sse_event_bytes`: the longest event a stream may carry where Sluice parses or edits it
    * (translations, injected usage); 0 = any. Absent: the default (src/providers/sse.ts).

@@ -75,8 +75,11 @@ export function admitStep(
     run(call) {
       const { key, snapshot } = call.caller;
       const name = call.body.model as string;
-      // Permission first: a key must not learn which model names exist beyond the ones it may use.
-      if (!modelAllowed(key, name)) return errors.modelNotAllowed(name);
+      // Permission first: a key must not learn which model names exist beyond the ones it may use. count_tokens
+      // answers AISIX's 404 for both, which Anthropic clients take as "count locally" rather than a failure.
+      if (!modelAllowed(key, name)) {
+        return call.route.call === 'count_tokens' ? errors.unknownModel(name) : errors.modelNotAllowed(name);
+      }
       const resolved = snapshot.resolveModel(name);
       if (!resolved) return errors.unknownModel(name);
       call.rec.resolved(resolved.model, name);

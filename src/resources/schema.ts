@@ -218,6 +218,11 @@ export const modelShape = {
   allowed_cidrs: cidrList.optional(),
   /** What the upstream model accepts, over its family's defaults (docs/translation.md). Sluice's own. */
   capabilities: CapabilitiesSchema.optional(),
+  /**
+   * Prompt-cache breakpoints added to chat requests translated to Anthropic that carry none of their own
+   * (docs/routing.md "Anthropic Messages"). `ttl` absent = `5m`.
+   */
+  auto_prompt_caching: z.strictObject({ enabled: z.boolean(), ttl: z.enum(['5m', '1h']).optional() }).optional(),
   routing: RoutingSchema.optional(),
 };
 

@@ -88,6 +88,7 @@ export async function attemptUpstream(
       callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
       provider: t.model.provider ?? t.key.provider,
       ...(t.model.capabilities ? { capabilities: t.model.capabilities } : {}),
+      ...(t.model.auto_prompt_caching?.enabled ? { promptCacheTtl: t.model.auto_prompt_caching.ttl ?? '5m' } : {}),
       ...(input.headers ? { callerHeaders: input.headers } : {}),
       traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),

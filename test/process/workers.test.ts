@@ -214,7 +214,7 @@ describe('Workers handler (in-process)', () => {
       model: 'gpt-test',
       messages: [{ role: 'user', content: 'x' }],
     });
-    // No Anthropic target: a local count, marked estimated (the tokenizer loads on Workers too).
+    // No Anthropic target: a local count, marked estimated (approximated: Workers build no tokenizer table).
     assert.equal(count.status, 200);
     assert.equal(count.headers.get('x-sluice-tokens-estimated'), 'true');
     assert.ok(((await count.json()) as { input_tokens: number }).input_tokens > 0);

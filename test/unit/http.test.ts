@@ -119,7 +119,7 @@ test('envelopes and SSE error events of both wires', () => {
   );
   assert.equal(
     anthropicEnvelope(errors.unknownModel('m')),
-    '{"type":"error","error":{"type":"not_found_error","message":"model \\"m\\" does not exist"}}',
+    '{"type":"error","error":{"type":"not_found_error","message":"model \\"m\\" not found"}}',
   );
   const dec = new TextDecoder();
   assert.equal(

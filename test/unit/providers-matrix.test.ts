@@ -122,11 +122,11 @@ const REQUESTS: RequestRow[] = [
     },
     expect: {
       system: [{ type: 'text', text: 'long', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'short' }],
-      messages: [{ role: 'user', content: 'q' }],
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'q' }] }],
     },
   },
   {
-    feature: 'cache markers on text blocks and tools; string user message stays a string',
+    feature: 'cache markers on text blocks and tools; a string user message as one text block (AISIX)',
     ingress: 'chat',
     family: 'anthropic',
     path: '/v1/messages',
@@ -148,7 +148,7 @@ const REQUESTS: RequestRow[] = [
       messages: [
         { role: 'user', content: [{ type: 'text', text: 'doc', cache_control: { type: 'ephemeral' } }] },
         { role: 'assistant', content: [{ type: 'text', text: 'ok' }] },
-        { role: 'user', content: 'and?' },
+        { role: 'user', content: [{ type: 'text', text: 'and?' }] },
       ],
       tools: [{
         name: 'get',
@@ -182,7 +182,7 @@ const REQUESTS: RequestRow[] = [
     },
     expect: {
       messages: [
-        { role: 'user', content: 'q' },
+        { role: 'user', content: [{ type: 'text', text: 'q' }] },
         {
           role: 'assistant',
           content: [
@@ -444,7 +444,7 @@ const REQUESTS: RequestRow[] = [
       system: 'sys',
       max_tokens: 4096,
       messages: [
-        { role: 'user', content: 'q' },
+        { role: 'user', content: [{ type: 'text', text: 'q' }] },
         {
           role: 'assistant',
           content: [

@@ -1138,7 +1138,7 @@ describe('POST /v1/messages and Anthropic targets', () => {
       model: 'claude-up',
       max_tokens: 4096,
       system: 'sys',
-      messages: [{ role: 'user', content: 'hi' }],
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
       stop_sequences: ['X'],
       metadata: { user_id: 'u2' },
     });

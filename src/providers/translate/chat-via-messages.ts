@@ -39,11 +39,13 @@ export const MESSAGES_SHAPE_ONLY: Capabilities = capabilitiesOf('', undefined, {
 
 /**
  * A chat request as Messages. What the target accepts (`caps`, by default what its model name says on
- * Anthropic's wire) decides `reasoning_effort` → `thinking`, structured output and the `user` length.
+ * Anthropic's wire) decides `reasoning_effort` → `thinking`, structured output and the `user` length; with
+ * `cacheTtl` (the model's `auto_prompt_caching`) a request without prompt-cache markers of its own gets two.
  */
 export function chatToMessagesRequest(
   body: Json,
   caps: Capabilities = capabilitiesOf(String(body.model ?? ''), 'anthropic'),
+  cacheTtl?: '5m' | '1h',
 ): Json {
   if (num(body.n) !== undefined && (body.n as number) > 1) {
     throw new TranslationError('`n` > 1 cannot be sent to this model');
@@ -84,7 +86,36 @@ export function chatToMessagesRequest(
   if (outputFormat) out.output_config = { format: outputFormat };
   if (out.thinking === undefined) thinkingOfEffort(out, effortOf(body.reasoning_effort), callerMax, caps);
   if (body.stream === true) out.stream = true;
+  if (cacheTtl) addCacheBreakpoints(out, cacheTtl);
   return out;
+}
+
+/**
+ * AISIX's automatic prompt caching: one breakpoint on the last system block (a string system becomes one
+ * block to carry it) and one on the last block of the final message, so the tools-and-system prefix and
+ * the whole conversation are cached. A request with any marker of its own is left as the caller made it,
+ * which also keeps it within Anthropic's four breakpoints; a blank text block never carries one (refused).
+ */
+function addCacheBreakpoints(out: Json, ttl: '5m' | '1h'): void {
+  const messages = out.messages as Json[];
+  const blocks = [
+    ...(Array.isArray(out.system) ? out.system : []),
+    ...messages.flatMap((m) => Array.isArray(m.content) ? m.content : []),
+    ...(Array.isArray(out.tools) ? out.tools : []),
+  ];
+  if (blocks.some((b) => isRecord(b) && b.cache_control !== undefined)) return;
+  // `5m` is Anthropic's default, written as the bare marker.
+  const marker = ttl === '1h' ? { type: 'ephemeral', ttl: '1h' } : { type: 'ephemeral' };
+  if (typeof out.system === 'string' && out.system.trim() !== '') out.system = [{ type: 'text', text: out.system }];
+  markLast(out.system, marker);
+  markLast(messages[messages.length - 1]?.content, marker);
+}
+
+function markLast(blocks: unknown, marker: Json): void {
+  if (!Array.isArray(blocks)) return;
+  const last = blocks[blocks.length - 1];
+  if (!isRecord(last) || (last.type === 'text' && String(last.text ?? '').trim() === '')) return;
+  last.cache_control = { ...marker };
 }
 
 /**
@@ -162,8 +193,9 @@ function plainText(content: unknown, where: string): string {
   }).join('');
 }
 
-function userBlocks(content: unknown, i: number): Json[] | string {
-  if (typeof content === 'string') return content;
+/** A user turn as content blocks, as AISIX sends it: a string is one text block. */
+function userBlocks(content: unknown, i: number): Json[] {
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
   if (!Array.isArray(content)) {
     throw new TranslationError(`messages[${i}].content must be a string or an array of parts`);
   }

@@ -4,7 +4,7 @@
 // its capabilities (capabilities.ts; docs/translation.md). Upstream error answers come back as the upstream
 // sent them: the HTTP layer re-wraps them (src/http/errors.ts).
 import { type Capabilities, capabilitiesOfCall } from '../capabilities.ts';
-import { estimatePromptTokens } from '../estimate.ts';
+import { estimatePromptTokensNow } from '../estimate.ts';
 import { droppedHeaders, droppedMessagesTools, droppedResponsesTools } from './dropped.ts';
 import {
   chatStreamToMessages,
@@ -64,7 +64,7 @@ async function estimatedCount(call: ProviderCall): Promise<ProviderResult> {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };
   }
-  const n = await estimatePromptTokens('chat', chat, caps.encoding);
+  const n = estimatePromptTokensNow('chat', chat, caps.encoding);
   return {
     kind: 'response',
     status: 200,
@@ -126,9 +126,9 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
     return { kind: 'refused', message: e.message };
   }
   const model = call.callerModel ?? String(call.body.model ?? '');
-  // Counted while the upstream thinks, so the first event does not wait on the tokenizer.
+  // Counted now, so the first event waits neither on the upstream's report nor on a tokenizer table.
   const prompt = wire.countsPromptFirst && call.stream
-    ? estimatePromptTokens('chat', body, caps.encoding).catch(() => 0)
+    ? Promise.resolve(estimatePromptTokensNow('chat', body, caps.encoding))
     : undefined;
   const r = await adapter.call({ ...call, endpoint: 'chat', body, forTranslation: true });
   const headers = droppedHeaders(dropped);
