@@ -132,8 +132,10 @@ export interface PlatformFiles {
   writeAtomic(path: string, data: Uint8Array): Promise<void>;
 }
 
-/** The Redis connection settings of `ratelimit.redis` (TLS file paths resolved against the config file). */
+/** The Redis connection settings of `ratelimit.redis` or `cache.redis` (TLS paths resolved against the config file). */
 export interface RedisClientOptions {
+  /** The config block these come from (`ratelimit.redis`, `cache.redis`): errors name the key under it. */
+  block?: string;
   mode: 'single' | 'cluster' | 'sentinel';
   url?: string;
   nodes: string[];

@@ -50,7 +50,7 @@ export function createResponseCache(
   let redis: RedisExactStore | undefined;
   const r = c.redis;
   if (r && platform.redis) {
-    client = platform.redis(redisClientOptions(r));
+    client = platform.redis(redisClientOptions(r, 'cache.redis'));
     redis = new RedisExactStore({
       client,
       envId: config.etcd.env_id,

@@ -153,8 +153,12 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
       if (utls[k]) utls[k] = resolvePath(base, utls[k]);
     }
   }
-  const rtls = config.ratelimit.redis?.tls;
-  if (rtls) {
+  if (config.admin.tls) {
+    config.admin.tls.cert_file = resolvePath(base, config.admin.tls.cert_file);
+    config.admin.tls.key_file = resolvePath(base, config.admin.tls.key_file);
+  }
+  for (const rtls of [config.ratelimit.redis?.tls, config.cache.redis?.tls]) {
+    if (!rtls) continue;
     for (const k of ['ca_file', 'client_cert_file', 'client_key_file'] as const) {
       if (rtls[k]) rtls[k] = resolvePath(base, rtls[k]);
     }

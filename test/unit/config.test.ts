@@ -671,6 +671,41 @@ admin: { admin_keys: [a] }
     });
   });
 
+  test('admin TLS and cache.redis TLS files are resolved too', () => {
+    const r = ok(loadConfig(
+      '/srv/config.yaml',
+      `resources_file: r.yaml
+proxy: { addr: "0.0.0.0:3000" }
+admin: { admin_keys: [a], tls: { cert_file: tls/admin.pem, key_file: /pki/admin-key.pem } }
+cache:
+  backend: redis
+  redis: { url: "rediss://r:6380", tls: { ca_file: ca.pem, client_cert_file: c.pem, client_key_file: /pki/k.pem } }
+`,
+      {},
+    ));
+    assert.deepEqual(r.config.admin.tls, { cert_file: '/srv/tls/admin.pem', key_file: '/pki/admin-key.pem' });
+    assert.deepEqual(r.config.cache.redis?.tls, {
+      ca_file: '/srv/ca.pem',
+      client_cert_file: '/srv/c.pem',
+      client_key_file: '/pki/k.pem',
+      verify: true,
+    });
+  });
+
+  test('loadBootConfig reads a relative admin TLS pair from the config file folder', async () => {
+    const p = testPlatform();
+    p.fileMap.set(
+      '/c/config.yaml',
+      `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000" }\nadmin: { admin_keys: [a], tls: { cert_file: tls/a.pem, key_file: tls/a-key.pem } }\n`,
+    );
+    p.fileMap.set('/c/tls/a.pem', 'ADMIN CERT');
+    p.fileMap.set('/c/tls/a-key.pem', 'ADMIN KEY');
+    const boot = await loadBootConfig(p, '/c/config.yaml');
+    if (typeof boot === 'string') assert.fail(boot);
+    assert.equal(new TextDecoder().decode(boot.adminTls!.cert), 'ADMIN CERT');
+    assert.equal(boot.adminTls!.keyFile, '/c/tls/a-key.pem');
+  });
+
   test('a config file given without a folder resolves against the current folder', () => {
     const r = ok(loadConfig('config.yaml', MINIMAL, {}));
     assert.equal(r.config.resources_file, './resources.yaml');
