@@ -217,6 +217,12 @@ export interface Platform {
   waitUntil?(work: Promise<unknown>): void;
 }
 
+/** A file's bytes; rejects with an error a person can read when the runtime has no file access at all. */
+export function readFile(platform: Pick<Platform, 'files'>, path: string): Promise<Uint8Array> {
+  if (!platform.files) return Promise.reject(new Error('this runtime has no file access'));
+  return platform.files.read(path);
+}
+
 /**
  * Read-only files over texts bundled at build time (Workers), keyed by path: a read resolves `.` and `..`
  * first, so a path resolved against the config's directory finds its bundled text.

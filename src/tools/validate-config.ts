@@ -3,22 +3,13 @@
 // file mode, the resources file through the full pipeline. Nothing binds and nothing is contacted, so an
 // etcd source is named but not read (`sluice export` + `validate --resources` checks its rows).
 import { loadBootConfig } from '../boot.ts';
-import type { Platform } from '../platform.ts';
+import { type Platform, readFile } from '../platform.ts';
 import { loadResourcesFile } from '../resources/pipeline.ts';
+import { printErr, printOut } from './print.ts';
 
 export interface ValidateConfigCommand {
   kind: 'validate-config';
   configPath: string;
-}
-
-/** Each line of a multi-line report to stderr as-is (reports are meant for a person). */
-function printErr(p: Platform, text: string): void {
-  for (const line of text.split('\n')) p.writeLog(line);
-}
-
-function printOut(p: Platform, line: string): void {
-  if (p.writeOut) p.writeOut(`${line}\n`);
-  else p.writeLog(line);
 }
 
 /**
@@ -42,7 +33,7 @@ export async function validateConfig(platform: Platform, configPath: string): Pr
   }
   let text: string;
   try {
-    text = new TextDecoder().decode(await platform.files!.read(resourcesPath));
+    text = new TextDecoder().decode(await readFile(platform, resourcesPath));
   } catch (e) {
     printErr(platform, `resources file ${resourcesPath}: cannot read it: ${(e as Error).message}`);
     return 1;

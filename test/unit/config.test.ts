@@ -9,9 +9,8 @@ import {
   IGNORED_KEYS,
   isIgnoredKey,
 } from '../../src/config/schema.ts';
-import { bootGateway } from '../../src/boot.ts';
+import { bootGateway, loadBootConfig } from '../../src/boot.ts';
 import { MSG } from '../../src/observability/messages.ts';
-import { loadBootConfig } from '../../src/main.ts';
 import { testPlatform } from '../support/platform.ts';
 
 const FILE = '/etc/sluice/config.yaml';
