@@ -11,7 +11,8 @@ import type { RedisClient } from '../platform.ts';
 import type { Clock } from '../util/clock.ts';
 import { CACHE_MSG } from './messages.ts';
 import { RedisExactStore } from './redis-store.ts';
-import { type Embed, ResponseCache } from './response-cache.ts';
+import { ResponseCache } from './response-cache.ts';
+import type { Embed } from './semantic.ts';
 import { MemoryExactStore } from './store.ts';
 
 export interface CacheSetup {
