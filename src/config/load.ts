@@ -166,7 +166,7 @@ function reportIssues(
  * Every file path config.yaml holds: a relative one is resolved against the config file's folder
  * (docs/configuration.md). A key that names a file belongs here, or it is read against the working folder.
  */
-const PATH_KEYS = [
+export const PATH_KEYS = [
   'resources_file',
   'etcd.tls.ca_cert_file',
   'etcd.tls.client_cert_file',

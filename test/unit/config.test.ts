@@ -2,8 +2,16 @@
 // rules, addresses, relative paths, JSON.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type ConfigResult, envOverrides, loadConfig, parseAddr, resolvePath } from '../../src/config/load.ts';
 import {
+  type ConfigResult,
+  envOverrides,
+  loadConfig,
+  parseAddr,
+  PATH_KEYS,
+  resolvePath,
+} from '../../src/config/load.ts';
+import {
+  ConfigSchema,
   DEFAULT_IDLE_TIMEOUT_SECS,
   DEFAULT_REQUEST_BODY_LIMIT_BYTES,
   IGNORED_KEYS,
@@ -703,6 +711,22 @@ cache:
     if (typeof boot === 'string') assert.fail(boot);
     assert.equal(new TextDecoder().decode(boot.adminTls!.cert), 'ADMIN CERT');
     assert.equal(boot.adminTls!.keyFile, '/c/tls/a-key.pem');
+  });
+
+  test('every key of the schema that names a file is in the declared list of paths', () => {
+    // A key is found by its name (`*_file`, `*_path`), walking the schema through its wrappers.
+    type Def = { type: string; innerType?: unknown; in?: unknown; shape?: Record<string, unknown> };
+    const defOf = (s: unknown) => (s as { _zod: { def: Def } })._zod.def;
+    const keys = (s: unknown, prefix: string): string[] => {
+      const d = defOf(s);
+      if (d.innerType) return keys(d.innerType, prefix);
+      if (d.type === 'pipe') return keys(d.in, prefix);
+      if (d.type !== 'object') return [prefix];
+      return Object.entries(d.shape!).flatMap(([k, v]) => keys(v, prefix ? `${prefix}.${k}` : k));
+    };
+    const all = keys(ConfigSchema, '');
+    assert.ok(all.includes('proxy.tls.cert_file'), 'the walk reaches nested keys');
+    assert.deepEqual(all.filter((k) => /_(file|path)$/.test(k)).sort(), [...PATH_KEYS].sort());
   });
 
   test('a config file given without a folder resolves against the current folder', () => {
