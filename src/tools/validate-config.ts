@@ -3,9 +3,9 @@
 // file mode, the resources file through the full pipeline. Nothing binds and nothing is contacted, so an
 // etcd source is named but not read (`sluice export` + `validate --resources` checks its rows).
 import { loadBootConfig } from '../boot.ts';
-import { type Platform, readFile } from '../platform.ts';
-import { loadResourcesFile } from '../resources/pipeline.ts';
+import type { Platform } from '../platform.ts';
 import { printErr, printOut } from './print.ts';
+import { checkResourcesFile } from './validate.ts';
 
 export interface ValidateConfigCommand {
   kind: 'validate-config';
@@ -31,18 +31,8 @@ export async function validateConfig(platform: Platform, configPath: string): Pr
     printOut(platform, `OK: ${configPath} (resources from etcd ${endpoints.join(',')} prefix ${prefix}, not read)`);
     return 0;
   }
-  let text: string;
-  try {
-    text = new TextDecoder().decode(await readFile(platform, resourcesPath));
-  } catch (e) {
-    printErr(platform, `resources file ${resourcesPath}: cannot read it: ${(e as Error).message}`);
-    return 1;
-  }
-  const r = await loadResourcesFile(resourcesPath, text, platform.env);
-  if (!r.ok) {
-    printErr(platform, r.report.format());
-    return 1;
-  }
-  printOut(platform, `OK: ${configPath} with ${resourcesPath} loaded ${r.resourceCount} resource(s)`);
+  const count = await checkResourcesFile(platform, resourcesPath);
+  if (count === undefined) return 1;
+  printOut(platform, `OK: ${configPath} with ${resourcesPath} loaded ${count} resource(s)`);
   return 0;
 }
