@@ -33,7 +33,7 @@ function tlsOptions(o: RedisClientOptions, secure: boolean): RedisOptions['tls']
     try {
       return readFileSync(file, 'utf8');
     } catch (e) {
-      throw new Error(`ratelimit.redis.tls.${what}: cannot read ${file}: ${(e as Error).message}`);
+      throw new Error(`${o.block ?? 'redis'}.tls.${what}: cannot read ${file}: ${(e as Error).message}`);
     }
   };
   return {

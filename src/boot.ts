@@ -8,7 +8,7 @@ import { type Config, DEFAULT_IDLE_TIMEOUT_SECS, DEFAULT_REQUEST_BODY_LIMIT_BYTE
 import { Gateway } from './gateway.ts';
 import { registerDrainMetrics } from './lifecycle/drain-report.ts';
 import { MSG } from './observability/messages.ts';
-import type { ListenSpec, Platform, UpstreamTls } from './platform.ts';
+import { type ListenSpec, type Platform, readFile, type UpstreamTls } from './platform.ts';
 import { createProxyApp } from './proxy/app.ts';
 import { createEtcdSource, type EtcdSourceHost } from './sources/etcd/source.ts';
 import { FileSource } from './sources/file.ts';
@@ -51,8 +51,7 @@ export async function loadBootConfig(
 ): Promise<BootConfig | string> {
   let text: string;
   try {
-    if (!platform.files) throw new Error('this runtime has no file access');
-    text = decoder.decode(await platform.files.read(path));
+    text = decoder.decode(await readFile(platform, path));
   } catch (e) {
     return `config file ${path}: cannot read it: ${(e as Error).message}`;
   }
@@ -137,8 +136,7 @@ async function readUpstreamTls(
 ): Promise<UpstreamTls | undefined> {
   const read = async (what: string, file: string) => {
     try {
-      if (!platform.files) throw new Error('this runtime has no file access');
-      return await platform.files.read(file);
+      return await readFile(platform, file);
     } catch (e) {
       throw new Error(`${what}: read ${file}: ${(e as Error).message}`);
     }
@@ -177,8 +175,7 @@ function joinPem(a: Uint8Array, b: Uint8Array): Uint8Array {
 
 async function readFor(platform: Platform, key: string, file: string): Promise<Uint8Array> {
   try {
-    if (!platform.files) throw new Error('this runtime has no file access');
-    return await platform.files.read(file);
+    return await readFile(platform, file);
   } catch (e) {
     throw new Error(`${key}: cannot read ${file}: ${(e as Error).message}`);
   }

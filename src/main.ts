@@ -1,6 +1,6 @@
 // The command line and `serve()` (docs/operations.md "Boot and lifecycle"): the shared boot (src/boot.ts),
 // listeners bound in order, SIGHUP to the source's reload, the drain on SIGTERM/SIGINT.
-import { type AssembledGateway, type BootConfig, bootGateway, loadBootConfig, loadFirst } from './boot.ts';
+import { type AssembledGateway, type BootConfig, bootGateway, loadFirst } from './boot.ts';
 import { parseCli } from './cli.ts';
 import { parseAddr } from './config/load.ts';
 import type { Gateway } from './gateway.ts';
@@ -10,20 +10,14 @@ import type { Logger } from './observability/logger.ts';
 import { MSG } from './observability/messages.ts';
 import { warmTokenTables } from './providers/estimate.ts';
 import type { Listener, ListenSpec, Platform, SignalName } from './platform.ts';
-import { loadResourcesFile } from './resources/pipeline.ts';
 import { runExport } from './sources/etcd/export.ts';
 import type { ConfigSource } from './sources/source.ts';
 import { headerLimitRefusal } from './proxy/header-limit.ts';
 import { runProbeTimeline } from './tools/probe-timeline.ts';
+import { printErr } from './tools/print.ts';
+import { validateResources } from './tools/validate.ts';
 import { validateConfig } from './tools/validate-config.ts';
 import { VERSION } from './version.ts';
-
-const decoder = new TextDecoder();
-
-/** Print to stderr as-is (reports are multi-line and meant for a person). */
-function printErr(p: Platform, text: string): void {
-  for (const line of text.split('\n')) p.writeLog(line);
-}
 
 export async function main(platform: Platform, argv: readonly string[]): Promise<number> {
   const cmd = parseCli(argv, platform.env);
@@ -38,7 +32,7 @@ export async function main(platform: Platform, argv: readonly string[]): Promise
       printErr(platform, cmd.message);
       return 2;
     case 'validate':
-      return validate(platform, cmd.resourcesPath);
+      return validateResources(platform, cmd.resourcesPath);
     case 'validate-config':
       return validateConfig(platform, cmd.configPath);
     case 'export':
@@ -49,33 +43,6 @@ export async function main(platform: Platform, argv: readonly string[]): Promise
       return runProbeTimeline(platform, cmd);
   }
 }
-
-async function readText(platform: Platform, path: string): Promise<string> {
-  if (!platform.files) throw new Error('this runtime has no file access');
-  return decoder.decode(await platform.files.read(path));
-}
-
-async function validate(platform: Platform, path: string): Promise<number> {
-  let text: string;
-  try {
-    text = await readText(platform, path);
-  } catch (e) {
-    printErr(platform, `resources file ${path}: cannot read it: ${(e as Error).message}`);
-    return 1;
-  }
-  const r = await loadResourcesFile(path, text, platform.env);
-  if (!r.ok) {
-    printErr(platform, r.report.format());
-    return 1;
-  }
-  // AISIX: the OK line on stdout, the report (above) on stderr.
-  const ok = `OK: ${path} loaded ${r.resourceCount} resource(s)`;
-  if (platform.writeOut) platform.writeOut(`${ok}\n`);
-  else printErr(platform, ok);
-  return 0;
-}
-
-export { loadBootConfig };
 
 /**
  * `sluice serve`: the shared boot (src/boot.ts) plus listeners and signals, in the order of

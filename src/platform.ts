@@ -132,8 +132,10 @@ export interface PlatformFiles {
   writeAtomic(path: string, data: Uint8Array): Promise<void>;
 }
 
-/** The Redis connection settings of `ratelimit.redis` (TLS file paths resolved against the config file). */
+/** The Redis connection settings of `ratelimit.redis` or `cache.redis` (TLS paths resolved against the config file). */
 export interface RedisClientOptions {
+  /** The config block these come from (`ratelimit.redis`, `cache.redis`): errors name the key under it. */
+  block?: string;
   mode: 'single' | 'cluster' | 'sentinel';
   url?: string;
   nodes: string[];
@@ -213,6 +215,12 @@ export interface Platform {
    * (Workers: the request's `ctx.waitUntil`). Given, trace export hands each delivery here and sends at once.
    */
   waitUntil?(work: Promise<unknown>): void;
+}
+
+/** A file's bytes; rejects with an error a person can read when the runtime has no file access at all. */
+export function readFile(platform: Pick<Platform, 'files'>, path: string): Promise<Uint8Array> {
+  if (!platform.files) return Promise.reject(new Error('this runtime has no file access'));
+  return platform.files.read(path);
 }
 
 /**

@@ -4,23 +4,16 @@
 // answer. The pipeline's "cache lookup" and "cache store" steps call it; it never fails a request — a store
 // that fails is a miss, logged.
 import type { CacheMetrics } from '../observability/cache-metrics.ts';
-import type { CachePolicy, DirectModel } from '../resources/schema.ts';
+import type { CachePolicy } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Clock } from '../util/clock.ts';
 import { exactFingerprint, scopeOf } from './fingerprint.ts';
 import { CACHE_MSG } from './messages.ts';
 import { type Directives, parseDirectives, policyTable } from './policy.ts';
+import type { Embed } from './semantic.ts';
 import { SemanticLayer, type SemanticLookup } from './semantic-layer.ts';
 import { type Flight, SingleFlight } from './single-flight.ts';
 import type { ExactStore, MemoryExactStore } from './store.ts';
-
-/**
- * The embedding call the proxy app provides: the vector of `input` from `model` (of `snapshot`), within
- * `timeoutMs`; rejects on any failure.
- */
-export type Embed = (
-  req: { snapshot: Snapshot; model: DirectModel; input: string; timeoutMs: number },
-) => Promise<ArrayLike<number>>;
 
 /** What a request tells the cache. `body` is a chat completions body the caller sent (not streamed). */
 export interface CacheRequest {

@@ -9,8 +9,7 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { Clock } from '../util/clock.ts';
 import { partitionFingerprint, semanticText } from './fingerprint.ts';
 import { CACHE_MSG } from './messages.ts';
-import type { Embed } from './response-cache.ts';
-import { SemanticIndex, unit } from './semantic.ts';
+import { type Embed, SemanticIndex, unit } from './semantic.ts';
 import type { MemoryExactStore } from './store.ts';
 
 /** What a semantic lookup leaves for the store: the request's vector and partition, and a match if any. */

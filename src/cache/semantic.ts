@@ -3,7 +3,17 @@
 // partition (scope, parameters, embedding model); the best at or above the threshold (and above 0) wins.
 // Per policy at most `max_entries` vectors, the oldest evicted first; a new purge generation clears the
 // policy's vectors on its next store; the same exact request replaces its vector.
+import type { DirectModel } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
 import type { Clock } from '../util/clock.ts';
+
+/**
+ * The embedding call the proxy app provides: the vector of `input` from `model` (of `snapshot`), within
+ * `timeoutMs`; rejects on any failure.
+ */
+export type Embed = (
+  req: { snapshot: Snapshot; model: DirectModel; input: string; timeoutMs: number },
+) => Promise<ArrayLike<number>>;
 
 interface Vector {
   partition: string;

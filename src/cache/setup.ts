@@ -11,7 +11,8 @@ import type { RedisClient } from '../platform.ts';
 import type { Clock } from '../util/clock.ts';
 import { CACHE_MSG } from './messages.ts';
 import { RedisExactStore } from './redis-store.ts';
-import { type Embed, ResponseCache } from './response-cache.ts';
+import { ResponseCache } from './response-cache.ts';
+import type { Embed } from './semantic.ts';
 import { MemoryExactStore } from './store.ts';
 
 export interface CacheSetup {
@@ -50,7 +51,7 @@ export function createResponseCache(
   let redis: RedisExactStore | undefined;
   const r = c.redis;
   if (r && platform.redis) {
-    client = platform.redis(redisClientOptions(r));
+    client = platform.redis(redisClientOptions(r, 'cache.redis'));
     redis = new RedisExactStore({
       client,
       envId: config.etcd.env_id,

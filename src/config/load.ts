@@ -1,8 +1,11 @@
 // Load `config.yaml`: parse, apply `AISIX_<SECTION>__<KEY>` environment overrides, set aside the AISIX
 // keys Sluice ignores, validate, and resolve relative file paths against the config file's folder.
 import { parse as parseYamlScalar } from 'yaml';
-import { FileReport, formatPath, parseYaml } from '../util/report.ts';
+import type { z } from 'zod';
+import { FileReport, formatPath, parseYaml, type YamlSource } from '../util/report.ts';
 import { type Config, ConfigSchema, isIgnoredKey, REFUSED_KEYS } from './schema.ts';
+
+type ZodIssue = z.ZodError['issues'][number];
 
 export type ConfigResult =
   | { ok: true; config: Config; ignoredKeys: string[] }
@@ -87,82 +90,114 @@ export function loadConfig(file: string, text: string, env: Record<string, strin
     report.add('file', 'the top level must be a mapping of sections (proxy, admin, …)', src.lineOf([]));
     return { ok: false, report };
   }
+  const fromEnv = applyEnvOverrides(value, env);
+  refuseKeys(value, fromEnv, src, report);
+  if (!report.ok) return { ok: false, report };
+  const ignoredKeys = stripIgnored(value);
+  const r = ConfigSchema.safeParse(value);
+  if (!r.success) {
+    reportIssues(r.error.issues, fromEnv, src, report);
+    return { ok: false, report };
+  }
+  resolvePaths(r.data, dirname(file));
+  return { ok: true, config: r.data, ignoredKeys };
+}
+
+/** Set each `AISIX_<SECTION>__<KEY>` into `value`; returns dotted key → the variable that set it. */
+function applyEnvOverrides(value: Obj, env: Record<string, string | undefined>): Map<string, string> {
   const fromEnv = new Map<string, string>();
   for (const o of envOverrides(env)) {
     setPath(value, o.path, o.value);
     fromEnv.set(o.path.join('.'), o.name);
   }
+  return fromEnv;
+}
+
+/** `advice` with where it came from: the environment variable that set the key, else the key's own line. */
+function addAt(
+  report: FileReport,
+  src: YamlSource,
+  key: string,
+  path: (string | number)[],
+  advice: string,
+  envName: string | undefined,
+): void {
+  report.add(
+    key,
+    envName ? `${advice} (from environment variable ${envName})` : advice,
+    envName ? undefined : src.lineOf(path),
+  );
+}
+
+/** AISIX keys Sluice refuses rather than ignores, each reported with what to do instead. */
+function refuseKeys(value: Obj, fromEnv: Map<string, string>, src: YamlSource, report: FileReport): void {
   for (const [path, advice] of Object.entries(REFUSED_KEYS)) {
     const segs = path.split('.');
     const parent = getPath(value, segs.slice(0, -1));
     if (isObj(parent) && parent[segs[segs.length - 1]!] !== undefined) {
       const envName = [...fromEnv].find(([k]) => k === path || k.startsWith(`${path}.`))?.[1];
-      report.add(
-        path,
-        envName ? `${advice} (from environment variable ${envName})` : advice,
-        envName ? undefined : src.lineOf(segs),
-      );
+      addAt(report, src, path, segs, advice, envName);
     }
   }
-  if (!report.ok) return { ok: false, report };
-  const ignoredKeys = stripIgnored(value);
-  const r = ConfigSchema.safeParse(value);
-  if (!r.success) {
-    for (const issue of r.error.issues) {
-      const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
-      const dotted = formatPath(path);
-      if (issue.code === 'unrecognized_keys') {
-        // One entry per key, on the key's own line (or naming the environment variable that set it).
-        for (const k of issue.keys) {
-          const envName = fromEnv.get(formatPath([...path, k]));
-          const msg = `unknown key "${k}"`;
-          report.add(
-            dotted || 'file',
-            envName ? `${msg} (from environment variable ${envName})` : msg,
-            envName ? undefined : src.lineOf([...path, k]),
-          );
-        }
-        continue;
+}
+
+/** The schema's issues as report entries, on the key's line or naming the environment variable that set it. */
+function reportIssues(
+  issues: readonly ZodIssue[],
+  fromEnv: Map<string, string>,
+  src: YamlSource,
+  report: FileReport,
+): void {
+  for (const issue of issues) {
+    const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+    const dotted = formatPath(path);
+    if (issue.code === 'unrecognized_keys') {
+      // One entry per key, on the key's own line (or naming the environment variable that set it).
+      for (const k of issue.keys) {
+        addAt(report, src, dotted || 'file', [...path, k], `unknown key "${k}"`, fromEnv.get(formatPath([...path, k])));
       }
-      const envName = fromEnv.get(dotted);
-      const msg = issue.message;
-      report.add(
-        dotted || 'file',
-        envName ? `${msg} (from environment variable ${envName})` : msg,
-        envName ? undefined : src.lineOf(path),
-      );
+      continue;
     }
-    return { ok: false, report };
+    addAt(report, src, dotted || 'file', path, issue.message, fromEnv.get(dotted));
   }
-  const config = r.data;
-  const base = dirname(file);
-  if (config.resources_file) config.resources_file = resolvePath(base, config.resources_file);
-  if (config.proxy.tls) {
-    config.proxy.tls.cert_file = resolvePath(base, config.proxy.tls.cert_file);
-    config.proxy.tls.key_file = resolvePath(base, config.proxy.tls.key_file);
+}
+
+/**
+ * Every file path config.yaml holds: a relative one is resolved against the config file's folder
+ * (docs/configuration.md). A key that names a file belongs here, or it is read against the working folder.
+ */
+export const PATH_KEYS = [
+  'resources_file',
+  'etcd.tls.ca_cert_file',
+  'etcd.tls.client_cert_file',
+  'etcd.tls.client_key_file',
+  'proxy.tls.cert_file',
+  'proxy.tls.key_file',
+  'admin.tls.cert_file',
+  'admin.tls.key_file',
+  'upstream.tls.ca_file',
+  'upstream.tls.client_cert_file',
+  'upstream.tls.client_key_file',
+  'ratelimit.redis.tls.ca_file',
+  'ratelimit.redis.tls.client_cert_file',
+  'ratelimit.redis.tls.client_key_file',
+  'cache.redis.tls.ca_file',
+  'cache.redis.tls.client_cert_file',
+  'cache.redis.tls.client_key_file',
+  'responses_store.redis.tls.ca_file',
+  'responses_store.redis.tls.client_cert_file',
+  'responses_store.redis.tls.client_key_file',
+  'managed.snapshot_cache_path',
+] as const;
+
+function resolvePaths(config: Config, base: string): void {
+  const obj = config as unknown as Obj;
+  for (const key of PATH_KEYS) {
+    const segs = key.split('.');
+    const p = getPath(obj, segs);
+    // An empty string stays empty: it means "unset" where the schema allows it (etcd.tls).
+    if (typeof p === 'string' && p !== '') setPath(obj, segs, resolvePath(base, p));
   }
-  const etls = config.etcd.tls;
-  if (etls) {
-    for (const k of ['ca_cert_file', 'client_cert_file', 'client_key_file'] as const) {
-      if (etls[k]) etls[k] = resolvePath(base, etls[k]);
-    }
-  }
-  const utls = config.upstream.tls;
-  if (utls) {
-    for (const k of ['ca_file', 'client_cert_file', 'client_key_file'] as const) {
-      if (utls[k]) utls[k] = resolvePath(base, utls[k]);
-    }
-  }
-  const rtls = config.ratelimit.redis?.tls;
-  if (rtls) {
-    for (const k of ['ca_file', 'client_cert_file', 'client_key_file'] as const) {
-      if (rtls[k]) rtls[k] = resolvePath(base, rtls[k]);
-    }
-  }
-  if (config.managed.snapshot_cache_path) {
-    config.managed.snapshot_cache_path = resolvePath(base, config.managed.snapshot_cache_path);
-  }
-  return { ok: true, config, ignoredKeys };
 }
 
 /** Split `host:port` (`[::1]:3000`, `:3000`). Validated by the schema already. */

@@ -3,8 +3,12 @@
 import type { RedisClientOptions } from '../platform.ts';
 import type { RedisConn } from './schema.ts';
 
-export function redisClientOptions(r: RedisConn): RedisClientOptions {
+export function redisClientOptions(
+  r: RedisConn,
+  block: 'ratelimit.redis' | 'cache.redis' | 'responses_store.redis',
+): RedisClientOptions {
   return {
+    block,
     mode: r.mode,
     url: r.url,
     nodes: r.nodes,

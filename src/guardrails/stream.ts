@@ -79,65 +79,71 @@ interface Held {
   deltas: ReturnType<typeof deltasOf>['deltas'];
 }
 
-export async function* guardStream(
-  chunks: AsyncIterable<Uint8Array>,
-  o: StreamGuardOptions,
-): AsyncGenerator<Uint8Array> {
+/** The upstream's SSE bytes with the chain's output checks applied under its hold-back policy. */
+export function guardStream(chunks: AsyncIterable<Uint8Array>, o: StreamGuardOptions): AsyncGenerator<Uint8Array> {
   const policy = foldPolicy(o.chain, o.wire);
-  let held: Held[] = [];
-  let heldBytes = 0;
-  let windowText = '';
-  let context = '';
-  let tool = '';
-  let live = false; // fail-open overflow: everything from now on goes straight through, unchecked
-  const channels = new Map<string, string>();
-  const block = (name: string | undefined, v: Verdict | undefined, msg: string): Uint8Array => {
-    if (v) countRequest(o.deps.metrics, v);
-    o.deps.log('warn', msg, { guardrail: name, guardrail_hook: 'output' });
-    o.abort();
-    o.onBlock?.(name, v);
-    return encoder.encode(streamBlockFrame(o.wire, name, o.endpoint));
-  };
-  const check = async (segments: Segment[]) => {
-    const v = await runChain(o.chain, 'output', segments, o.deps);
-    o.onVerdict?.(v);
-    return v;
-  };
-  const release = function* (list: Held[]): Generator<Uint8Array> {
-    for (const h of list) yield encoder.encode(h.frame.raw);
-  };
+  const guard = new StreamGuard(o);
+  if (policy.kind === 'buffer') return holdAnswer(frames(chunks), guard, policy);
+  if (policy.kind === 'window') return holdWindows(frames(chunks), guard, policy);
+  return checkAtEnd(frames(chunks), guard);
+}
 
-  for await (const f of frames(chunks)) {
-    const { deltas, tool: t } = deltasOf(o.endpoint, f);
-    if (live) {
-      yield encoder.encode(f.raw);
-      continue;
-    }
-    tool += t;
-    for (const d of deltas) channels.set(d.channel, (channels.get(d.channel) ?? '') + d.text);
-    if (policy.kind === 'end') {
-      if (isTerminal(f)) held.push({ frame: f, deltas });
-      else yield encoder.encode(f.raw);
-      continue;
-    }
-    held.push({ frame: f, deltas });
-    if (policy.kind === 'buffer') {
-      for (const d of deltas) heldBytes += utf8Length(d.text);
-      if (heldBytes <= policy.maxBytes) continue;
-      if (policy.failOpen) {
-        live = true;
-        yield* release(held);
-        held = [];
-        continue;
-      }
-      yield block(undefined, undefined, GUARDRAIL_MSG.bufferExceeded);
+/** `end`: every frame but the terminator forwarded live; the whole answer checked once at the end. */
+async function* checkAtEnd(input: AsyncIterable<Frame>, guard: StreamGuard): AsyncGenerator<Uint8Array> {
+  const held: Held[] = [];
+  for await (const f of input) {
+    const h = guard.read(f);
+    if (isTerminal(f)) held.push(h);
+    else yield encoder.encode(f.raw);
+  }
+  yield* guard.finish(guard.channelSegments(), held, false);
+}
+
+/** `buffer`: the whole answer held and checked at its end (masked on release); over the cap, closed or open. */
+async function* holdAnswer(
+  input: AsyncIterable<Frame>,
+  guard: StreamGuard,
+  policy: Extract<StreamPolicy, { kind: 'buffer' }>,
+): AsyncGenerator<Uint8Array> {
+  const held: Held[] = [];
+  let heldBytes = 0;
+  for await (const f of input) {
+    const h = guard.read(f);
+    held.push(h);
+    for (const d of h.deltas) heldBytes += utf8Length(d.text);
+    if (heldBytes <= policy.maxBytes) continue;
+    if (!policy.failOpen) {
+      yield guard.block(undefined, undefined, GUARDRAIL_MSG.bufferExceeded);
       return;
     }
-    for (const d of deltas) windowText += d.text;
+    // Fail-open overflow: what was held and everything after it goes straight through, unchecked.
+    yield* release(held);
+    for await (const rest of input) yield encoder.encode(rest.raw);
+    return;
+  }
+  yield* guard.finish(guard.channelSegments(), held, true);
+}
+
+/** `window`: frames held until the window fills, checked with the previous window's overlap, then released. */
+async function* holdWindows(
+  input: AsyncIterable<Frame>,
+  guard: StreamGuard,
+  policy: Extract<StreamPolicy, { kind: 'window' }>,
+): AsyncGenerator<Uint8Array> {
+  let held: Held[] = [];
+  let windowText = '';
+  let context = '';
+  for await (const f of input) {
+    const h = guard.read(f);
+    held.push(h);
+    for (const d of h.deltas) windowText += d.text;
     if ([...windowText].length < policy.size) continue;
-    const v = await check([{ role: 'assistant', text: context + windowText }, { role: 'assistant', text: tool }]);
+    const v = await guard.check([
+      { role: 'assistant', text: context + windowText },
+      { role: 'assistant', text: guard.tool },
+    ]);
     if (v.blocked) {
-      yield block(v.blocked.guardrail.name, v, GUARDRAIL_MSG.blockedStreamWindow);
+      yield guard.block(v.blocked.guardrail.name, v, GUARDRAIL_MSG.blockedStreamWindow);
       return;
     }
     yield* release(held);
@@ -146,39 +152,75 @@ export async function* guardStream(
     context = cps.slice(Math.max(0, cps.length - policy.overlap)).join('');
     windowText = '';
   }
-  if (live) return;
-  yield* finish();
+  yield* guard.finish([{ role: 'assistant', text: context + windowText }], held, false);
+}
 
-  function* emitMasked(v: Verdict, names: string[]): Generator<Uint8Array> {
+function* release(list: Held[]): Generator<Uint8Array> {
+  for (const h of list) yield encoder.encode(h.frame.raw);
+}
+
+/** What the three policies share: the answer's text so far, per channel and in tool calls, and how to check and block. */
+class StreamGuard {
+  readonly channels = new Map<string, string>();
+  tool = '';
+
+  constructor(private readonly o: StreamGuardOptions) {}
+
+  /** The frame's deltas, taken into the text seen so far. */
+  read(frame: Frame): Held {
+    const { deltas, tool } = deltasOf(this.o.endpoint, frame);
+    this.tool += tool;
+    for (const d of deltas) this.channels.set(d.channel, (this.channels.get(d.channel) ?? '') + d.text);
+    return { frame, deltas };
+  }
+
+  /** One segment per channel, in the order each channel first appeared. */
+  channelSegments(): Segment[] {
+    return [...this.channels.values()].map((text) => ({ role: 'assistant', text }));
+  }
+
+  async check(segments: Segment[]): Promise<Verdict> {
+    const v = await runChain(this.o.chain, 'output', segments, this.o.deps);
+    this.o.onVerdict?.(v);
+    return v;
+  }
+
+  /** The error frame that ends a blocked stream; the upstream is aborted. */
+  block(name: string | undefined, v: Verdict | undefined, msg: string): Uint8Array {
+    if (v) countRequest(this.o.deps.metrics, v);
+    this.o.deps.log('warn', msg, { guardrail: name, guardrail_hook: 'output' });
+    this.o.abort();
+    this.o.onBlock?.(name, v);
+    return encoder.encode(streamBlockFrame(this.o.wire, name, this.o.endpoint));
+  }
+
+  /** The end-of-stream check of `segments` and the tool calls: the error frame, or what was held (masked when asked). */
+  async *finish(segments: Segment[], held: Held[], mask: boolean): AsyncGenerator<Uint8Array> {
+    const v = await this.check([...segments, { role: 'assistant', text: this.tool }]);
+    if (v.blocked) {
+      yield this.block(v.blocked.guardrail.name, v, GUARDRAIL_MSG.blockedStream);
+      return;
+    }
+    countRequest(this.o.deps.metrics, v);
+    if (v.masked && mask) yield* this.emitMasked(v, held);
+    else yield* release(held);
+  }
+
+  /** The held frames with each channel's rewritten text on its first frame (the rest of its deltas emptied). */
+  private *emitMasked(v: Verdict, held: Held[]): Generator<Uint8Array> {
+    const names = [...this.channels.keys()];
     const rewritten = new Map(names.map((n, i) => [n, v.segments[i]!.text]));
     const first = new Set<string>();
     for (const h of held) {
       let changed = false;
       for (const d of h.deltas) {
         const text = rewritten.get(d.channel);
-        if (text === undefined || text === channels.get(d.channel)) continue;
+        if (text === undefined || text === this.channels.get(d.channel)) continue;
         d.set(first.has(d.channel) ? '' : text);
         first.add(d.channel);
         changed = true;
       }
       yield encoder.encode(changed ? serialise(h.frame) : h.frame.raw);
     }
-  }
-
-  async function* finish(): AsyncGenerator<Uint8Array> {
-    const names = [...channels.keys()];
-    const segments: Segment[] = names.map((n) => ({ role: 'assistant', text: channels.get(n)! }));
-    if (policy.kind === 'window') {
-      segments.splice(0, segments.length, { role: 'assistant', text: context + windowText });
-    }
-    segments.push({ role: 'assistant', text: tool });
-    const v = await check(segments);
-    if (v.blocked) {
-      yield block(v.blocked.guardrail.name, v, GUARDRAIL_MSG.blockedStream);
-      return;
-    }
-    countRequest(o.deps.metrics, v);
-    if (v.masked && policy.kind === 'buffer') yield* emitMasked(v, names);
-    else yield* release(held);
   }
 }

@@ -8,6 +8,8 @@ import { RequestSeries } from './request-series.ts';
 
 /** Labels of every `aisix_deployment_*` series, in declaration order. */
 export type DeploymentLabels = [provider: string, model: string, upstream_model: string, provider_key_id: string];
+/** The names of `DeploymentLabels`. */
+export const DEPLOYMENT_LABELS = ['provider', 'model', 'upstream_model', 'provider_key_id'] as const;
 
 /**
  * The deployment labels of a direct model. `upstream_model` is the configured `model_name` — for a
@@ -68,110 +70,103 @@ export interface MetricsSources {
 export class GatewayMetrics {
   readonly registry = new Registry();
 
-  readonly reloadsTotal = this.registry.register(
-    new Counter(
-      'aisix_config_reloads_total',
-      'Configuration reloads: full syncs of the source, file loads and fetch failures (not watch events).',
-    ),
+  readonly reloadsTotal = this.counter(
+    'aisix_config_reloads_total',
+    'Configuration reloads: full syncs of the source, file loads and fetch failures (not watch events).',
   );
-  readonly reloadFailures = this.registry.register(
-    new Counter('aisix_config_reload_failures_total', 'Configuration loads that failed, by reason.', ['reason']),
+  readonly reloadFailures = this.counter(
+    'aisix_config_reload_failures_total',
+    'Configuration loads that failed, by reason.',
+    ['reason'],
   );
-  readonly deploymentRequests = this.registry.register(
-    new Counter('aisix_deployment_requests_total', 'Upstream attempts per model.', [
-      'provider',
-      'model',
-      'upstream_model',
-      'provider_key_id',
-    ]),
+  readonly deploymentRequests = this.counter(
+    'aisix_deployment_requests_total',
+    'Upstream attempts per model.',
+    DEPLOYMENT_LABELS,
   );
-  readonly deploymentSuccess = this.registry.register(
-    new Counter('aisix_deployment_success_responses_total', 'Successful upstream attempts per model.', [
-      'provider',
-      'model',
-      'upstream_model',
-      'provider_key_id',
-    ]),
+  readonly deploymentSuccess = this.counter(
+    'aisix_deployment_success_responses_total',
+    'Successful upstream attempts per model.',
+    DEPLOYMENT_LABELS,
   );
-  readonly deploymentFailure = this.registry.register(
-    new Counter('aisix_deployment_failure_responses_total', 'Failed upstream attempts per model.', [
-      'provider',
-      'model',
-      'upstream_model',
-      'provider_key_id',
-    ]),
+  readonly deploymentFailure = this.counter(
+    'aisix_deployment_failure_responses_total',
+    'Failed upstream attempts per model.',
+    DEPLOYMENT_LABELS,
   );
-  readonly cooledDown = this.registry.register(
-    new Counter('aisix_deployment_cooled_down_total', 'Times a model entered cooldown.', [
-      'provider',
-      'model',
-      'upstream_model',
-      'provider_key_id',
-    ]),
+  readonly cooledDown = this.counter(
+    'aisix_deployment_cooled_down_total',
+    'Times a model entered cooldown.',
+    DEPLOYMENT_LABELS,
   );
 
   // ---- AISIX's request, LLM, token and usage families (docs/aisix-compatibility.md "Metrics") ----------------------
   // One choke point records them per proxied request (src/proxy); usage events and fallbacks per upstream
   // attempt (src/routing/dispatch.ts). Label names and their order are AISIX's.
-  readonly legacyRequests = this.registry.register(
-    new Counter('aisix_requests_total', 'Proxied requests (legacy family).', LEGACY_REQUEST_LABELS),
+  readonly legacyRequests = this.counter(
+    'aisix_requests_total',
+    'Proxied requests (legacy family).',
+    LEGACY_REQUEST_LABELS,
   );
   // The duration families are summaries observed at response start (a stream: its first byte), AISIX's
   // form and timing; the whole-request figure is the e2e histogram's.
   readonly legacyDuration: Summary;
-  readonly proxyRequests = this.registry.register(
-    new Counter('aisix_proxy_requests_total', 'Proxied requests completed.', REQUEST_LABELS),
-  );
-  readonly proxyFailedRequests = this.registry.register(
-    new Counter('aisix_proxy_failed_requests_total', 'Proxied requests whose outcome is not success.', REQUEST_LABELS),
+  readonly proxyRequests = this.counter('aisix_proxy_requests_total', 'Proxied requests completed.', REQUEST_LABELS);
+  readonly proxyFailedRequests = this.counter(
+    'aisix_proxy_failed_requests_total',
+    'Proxied requests whose outcome is not success.',
+    REQUEST_LABELS,
   );
   readonly proxyDuration: Summary;
-  readonly llmRequests = this.registry.register(
-    new Counter('aisix_llm_requests_total', 'Model-inference requests completed.', REQUEST_LABELS),
+  readonly llmRequests = this.counter(
+    'aisix_llm_requests_total',
+    'Model-inference requests completed.',
+    REQUEST_LABELS,
   );
   readonly llmDuration: Summary;
   /** The serving attempt's upstream time to first token, streamed chat and messages (0 is not observed). */
   readonly llmTtft: Summary;
   readonly requestE2e: Histogram;
   readonly requestTtft: Histogram;
-  readonly llmInputTokens = this.registry.register(
-    new Counter('aisix_llm_input_tokens_total', 'Input (prompt) tokens reported by upstreams.', TOKEN_LABELS),
+  readonly llmInputTokens = this.counter(
+    'aisix_llm_input_tokens_total',
+    'Input (prompt) tokens reported by upstreams.',
+    TOKEN_LABELS,
   );
-  readonly llmOutputTokens = this.registry.register(
-    new Counter('aisix_llm_output_tokens_total', 'Output (completion) tokens reported by upstreams.', TOKEN_LABELS),
+  readonly llmOutputTokens = this.counter(
+    'aisix_llm_output_tokens_total',
+    'Output (completion) tokens reported by upstreams.',
+    TOKEN_LABELS,
   );
-  readonly llmTotalTokens = this.registry.register(
-    new Counter('aisix_llm_total_tokens_total', 'Total tokens reported by upstreams.', TOKEN_LABELS),
+  readonly llmTotalTokens = this.counter(
+    'aisix_llm_total_tokens_total',
+    'Total tokens reported by upstreams.',
+    TOKEN_LABELS,
   );
-  readonly llmSpend = this.registry.register(
-    new Counter('aisix_llm_spend_micro_usd_total', 'Spend in micro-USD, where the model has a cost.', TOKEN_LABELS),
+  readonly llmSpend = this.counter(
+    'aisix_llm_spend_micro_usd_total',
+    'Spend in micro-USD, where the model has a cost.',
+    TOKEN_LABELS,
   );
-  readonly tokensConsumed = this.registry.register(
-    new Counter('aisix_tokens_consumed_total', 'Total tokens consumed (legacy family).', ['provider', 'model']),
+  readonly tokensConsumed = this.counter(
+    'aisix_tokens_consumed_total',
+    'Total tokens consumed (legacy family).',
+    ['provider', 'model'],
   );
-  readonly usageEvents = this.registry.register(
-    new Counter('aisix_usage_events_emitted_total', 'Usage records emitted, one per upstream attempt.', [
-      'handler',
-      'status_code',
-      'inbound_protocol',
-      'model',
-      'provider_key_id',
-      'provider_key_name',
-    ]),
+  readonly usageEvents = this.counter(
+    'aisix_usage_events_emitted_total',
+    'Usage records emitted, one per upstream attempt.',
+    ['handler', 'status_code', 'inbound_protocol', 'model', 'provider_key_id', 'provider_key_name'],
   );
-  readonly successfulFallbacks = this.registry.register(
-    new Counter(
-      'aisix_routing_successful_fallbacks_total',
-      'Attempts that moved to another target and served the request.',
-      ['model', 'fallback_model'],
-    ),
+  readonly successfulFallbacks = this.counter(
+    'aisix_routing_successful_fallbacks_total',
+    'Attempts that moved to another target and served the request.',
+    ['model', 'fallback_model'],
   );
-  readonly failedFallbacks = this.registry.register(
-    new Counter(
-      'aisix_routing_failed_fallbacks_total',
-      'Attempts that moved to another target and did not serve the request.',
-      ['model', 'fallback_model'],
-    ),
+  readonly failedFallbacks = this.counter(
+    'aisix_routing_failed_fallbacks_total',
+    'Attempts that moved to another target and did not serve the request.',
+    ['model', 'fallback_model'],
   );
   /** Kept by the proxy app: +1 when a `/v1` request arrives, -1 after its last byte (series stay at 0). */
   readonly proxyInFlight = this.registry.register(
@@ -182,74 +177,70 @@ export class GatewayMetrics {
     ),
   );
   /** Sluice-only: requests the listener refused with 431 before routing (src/proxy/header-limit.ts). */
-  readonly headerLimitRejections = this.registry.register(
-    new Counter(
-      'sluice_request_header_limit_rejections_total',
-      'Requests refused with 431 for more header fields (reason="fields") or header bytes (reason="bytes") than proxy.max_request_headers / proxy.max_request_header_bytes.',
-      ['reason'],
-    ),
+  readonly headerLimitRejections = this.counter(
+    'sluice_request_header_limit_rejections_total',
+    'Requests refused with 431 for more header fields (reason="fields") or header bytes (reason="bytes") than proxy.max_request_headers / proxy.max_request_header_bytes.',
+    ['reason'],
   );
-  readonly bodyLimitRejections = this.registry.register(
-    new Counter(
-      'aisix_proxy_request_body_limit_rejections_total',
-      'Requests refused with 413 for a body over proxy.request_body_limit_bytes.',
-      ['endpoint', 'inbound_protocol', 'outcome'],
-    ),
+  readonly bodyLimitRejections = this.counter(
+    'aisix_proxy_request_body_limit_rejections_total',
+    'Requests refused with 413 for a body over proxy.request_body_limit_bytes.',
+    ['endpoint', 'inbound_protocol', 'outcome'],
   );
 
   /** Spans an exporter did not deliver, by reason (`queue_full`, `rejected`, `retries_exhausted`, `shutdown`). */
-  readonly otlpDrops = this.registry.register(
-    new Counter('aisix_otlp_fanout_drops_total', 'Trace spans an OTLP exporter dropped, by reason.', [
-      'exporter',
-      'reason',
-    ]),
+  readonly otlpDrops = this.counter(
+    'aisix_otlp_fanout_drops_total',
+    'Trace spans an OTLP exporter dropped, by reason.',
+    ['exporter', 'reason'],
   );
   /** Export POSTs that failed (each retry counts). */
-  readonly otlpFailures = this.registry.register(
-    new Counter('aisix_otlp_fanout_failures_total', 'OTLP export requests that failed.', ['exporter']),
+  readonly otlpFailures = this.counter(
+    'aisix_otlp_fanout_failures_total',
+    'OTLP export requests that failed.',
+    ['exporter'],
   );
-  readonly otlpDelivered = this.registry.register(
-    new Counter('sluice_otlp_delivered_spans_total', 'Trace spans an OTLP exporter delivered.', ['exporter']),
+  readonly otlpDelivered = this.counter(
+    'sluice_otlp_delivered_spans_total',
+    'Trace spans an OTLP exporter delivered.',
+    ['exporter'],
   );
 
   /** The request families' series per request label set, bound once (request-series.ts). */
   readonly requestSeries: RequestSeries = new RequestSeries(this);
 
+  /** AISIX's rate-limit refusals: `scope` requests|tokens|concurrency, `layer` api_key|model, `policy_id` "". */
+  readonly rateLimitRejections = this.counter(
+    'aisix_ratelimit_rejections_total',
+    'Requests refused by a caller rate limit.',
+    ['scope', 'layer', 'policy_id'],
+  );
+
   constructor(src: MetricsSources) {
     const r = this.registry;
     const now = src.now ?? Date.now;
     // Registered here, in the exposition order they always had, because they read the sources.
-    this.legacyDuration = r.register(
-      new Summary(
-        'aisix_request_duration_seconds',
-        'Proxied request duration to response start (legacy family).',
-        LEGACY_DURATION_LABELS,
-        now,
-      ),
+    const summary = (name: string, help: string, labels: readonly string[]) =>
+      r.register(new Summary(name, help, labels, now));
+    this.legacyDuration = summary(
+      'aisix_request_duration_seconds',
+      'Proxied request duration to response start (legacy family).',
+      LEGACY_DURATION_LABELS,
     );
-    this.proxyDuration = r.register(
-      new Summary(
-        'aisix_proxy_request_duration_seconds',
-        'Proxied request duration to response start (a stream: its first byte).',
-        DURATION_LABELS,
-        now,
-      ),
+    this.proxyDuration = summary(
+      'aisix_proxy_request_duration_seconds',
+      'Proxied request duration to response start (a stream: its first byte).',
+      DURATION_LABELS,
     );
-    this.llmDuration = r.register(
-      new Summary(
-        'aisix_llm_request_duration_seconds',
-        'Model-inference request duration to response start.',
-        DURATION_LABELS,
-        now,
-      ),
+    this.llmDuration = summary(
+      'aisix_llm_request_duration_seconds',
+      'Model-inference request duration to response start.',
+      DURATION_LABELS,
     );
-    this.llmTtft = r.register(
-      new Summary(
-        'aisix_llm_time_to_first_token_seconds',
-        'Upstream time to first token of streamed model calls.',
-        TOKEN_LABELS,
-        now,
-      ),
+    this.llmTtft = summary(
+      'aisix_llm_time_to_first_token_seconds',
+      'Upstream time to first token of streamed model calls.',
+      TOKEN_LABELS,
     );
     const buckets = src.buckets;
     this.requestE2e = r.register(
@@ -268,120 +259,11 @@ export class GatewayMetrics {
         [...(buckets?.request_ttft ?? DEFAULT_BUCKETS.request_ttft)],
       ),
     );
-    r.register(
-      new Gauge(
-        'aisix_config_last_reload_successful',
-        'Whether the latest configuration load succeeded (1) or failed (0).',
-        [],
-        (g) => {
-          const lr = src.facts().lastReload;
-          if (lr) g.set([], lr.successful ? 1 : 0);
-        },
-      ),
-    );
-    r.register(
-      new Gauge(
-        'aisix_config_last_reload_success_timestamp_seconds',
-        'Unix time of the latest successful (nothing rejected) configuration load.',
-        [],
-        (g) => {
-          const at = src.facts().lastSuccessAt;
-          if (at) g.set([], Date.parse(at) / 1000);
-        },
-      ),
-    );
-    // Per-kind gauges: a kind once reported stays, at 0, rather than disappearing (AISIX).
-    r.register(
-      new Gauge(
-        'aisix_config_rejected_resources',
-        'Resources rejected by validation, by kind.',
-        ['kind'],
-        (g) => countBy(g, src.facts().rejected.map((x) => x.resource_kind)),
-      ),
-    );
-    r.register(
-      new Gauge(
-        'aisix_config_partially_compatible_resources',
-        'Served resources with ignored (unknown or inapplicable) fields, by kind; a row counts once.',
-        ['kind'],
-        (g) => {
-          g.zero();
-          for (const [kind, n] of Object.entries(src.facts().partiallyCompatibleRows)) g.set([kind], n);
-        },
-      ),
-    );
-    r.register(
-      new Gauge(
-        'aisix_config_stale_served_resources',
-        'Resources serving a last-known-good value, by kind.',
-        ['kind'],
-        (g) => countBy(g, src.facts().rejected.filter((x) => x.serving_stale_since).map((x) => x.resource_kind)),
-      ),
-    );
-    r.register(
-      new Gauge(
-        'aisix_config_hash_info',
-        'The hash of the configuration being served (value is always 1).',
-        ['hash'],
-        (g) => {
-          g.reset();
-          const a = src.facts().applied;
-          if (a) g.set([a.config_hash], 1);
-        },
-      ),
-    );
-    r.register(
-      new Gauge('aisix_config_observed_revision', 'etcd: the latest revision observed.', [], (g) => {
-        const f = src.facts();
-        g.reset();
-        if (f.sourceType === 'etcd' && f.observedRevision !== undefined) g.set([], f.observedRevision);
-      }),
-    );
-    r.register(
-      new Gauge('aisix_config_applied_revision', 'etcd: the revision of the configuration being served.', [], (g) => {
-        const f = src.facts();
-        g.reset();
-        if (f.sourceType === 'etcd' && f.applied?.applied_revision !== undefined) g.set([], f.applied.applied_revision);
-      }),
-    );
-    r.register(
-      new Gauge('aisix_config_source_connected', 'etcd: whether the source is connected (1) or not (0).', [], (g) => {
-        const f = src.facts();
-        g.reset();
-        if (f.sourceType === 'etcd') g.set([], f.connected ? 1 : 0);
-      }),
-    );
-    r.register(
-      new Gauge('aisix_deployment_state', 'Model health: 0 healthy, 2 down (cooldown or unhealthy).', [
-        'provider',
-        'model',
-        'upstream_model',
-        'provider_key_id',
-      ], (g) => {
-        g.reset();
-        for (const row of src.deploymentStates?.() ?? []) g.set(row.labels, row.value);
-      }),
-    );
-    r.register(
-      new Gauge(
-        'sluice_open_connections',
-        'Open downstream connections on the proxy listener, idle pooled ones included.',
-        [],
-        (g) => {
-          g.reset();
-          const n = src.openConnections();
-          if (n !== undefined) g.set([], n);
-        },
-      ),
-    );
-    r.register(
-      new Gauge(
-        'sluice_draining',
-        'Whether the gateway is draining (1) or not (0).',
-        [],
-        (g) => g.set([], src.draining() ? 1 : 0),
-      ),
-    );
+    for (const [name, help, labels, collect] of scrapedGauges(src)) r.register(new Gauge(name, help, labels, collect));
+  }
+
+  private counter(name: string, help: string, labels: readonly string[] = []): Counter {
+    return this.registry.register(new Counter(name, help, labels));
   }
 
   render(): string {
@@ -421,16 +303,6 @@ export class GatewayMetrics {
     }));
   }
 
-  /** AISIX's rate-limit refusals: `scope` requests|tokens|concurrency, `layer` api_key|model, `policy_id` "". */
-  readonly rateLimitRejections = this.registry.register(
-    new Counter('aisix_ratelimit_rejections_total', 'Requests refused by a caller rate limit.', [
-      'scope',
-      'layer',
-      'policy_id',
-    ]),
-  );
-
-  /** `sluice_ratelimit_shared_store_up`: with `ratelimit.backend: redis`, 1 while limits are shared, 0 not. */
   /**
    * etcd mode with `managed.snapshot_cache_path`: `sluice_snapshot_cache_write_failures_total`, 0 from the
    * start (registered only when a cache is configured).
@@ -446,6 +318,7 @@ export class GatewayMetrics {
     return c;
   }
 
+  /** `sluice_ratelimit_shared_store_up`: with `ratelimit.backend: redis`, 1 while limits are shared, 0 not. */
   watchRateLimitStore(state: () => { backend: string; shared: boolean } | undefined): void {
     this.registry.register(
       new Gauge(
@@ -460,6 +333,95 @@ export class GatewayMetrics {
       ),
     );
   }
+}
+
+/**
+ * The gauges computed at scrape time from the sources, in exposition order: name, help, labels, and how
+ * each sets its series from the one source of truth.
+ */
+function scrapedGauges(src: MetricsSources): [string, string, readonly string[], (g: Gauge) => void][] {
+  return [
+    [
+      'aisix_config_last_reload_successful',
+      'Whether the latest configuration load succeeded (1) or failed (0).',
+      [],
+      (g) => {
+        const lr = src.facts().lastReload;
+        if (lr) g.set([], lr.successful ? 1 : 0);
+      },
+    ],
+    [
+      'aisix_config_last_reload_success_timestamp_seconds',
+      'Unix time of the latest successful (nothing rejected) configuration load.',
+      [],
+      (g) => {
+        const at = src.facts().lastSuccessAt;
+        if (at) g.set([], Date.parse(at) / 1000);
+      },
+    ],
+    // Per-kind gauges: a kind once reported stays, at 0, rather than disappearing (AISIX).
+    [
+      'aisix_config_rejected_resources',
+      'Resources rejected by validation, by kind.',
+      ['kind'],
+      (g) => countBy(g, src.facts().rejected.map((x) => x.resource_kind)),
+    ],
+    [
+      'aisix_config_partially_compatible_resources',
+      'Served resources with ignored (unknown or inapplicable) fields, by kind; a row counts once.',
+      ['kind'],
+      (g) => {
+        g.zero();
+        for (const [kind, n] of Object.entries(src.facts().partiallyCompatibleRows)) g.set([kind], n);
+      },
+    ],
+    [
+      'aisix_config_stale_served_resources',
+      'Resources serving a last-known-good value, by kind.',
+      ['kind'],
+      (g) => countBy(g, src.facts().rejected.filter((x) => x.serving_stale_since).map((x) => x.resource_kind)),
+    ],
+    ['aisix_config_hash_info', 'The hash of the configuration being served (value is always 1).', ['hash'], (g) => {
+      g.reset();
+      const a = src.facts().applied;
+      if (a) g.set([a.config_hash], 1);
+    }],
+    ['aisix_config_observed_revision', 'etcd: the latest revision observed.', [], (g) => {
+      const f = src.facts();
+      g.reset();
+      if (f.sourceType === 'etcd' && f.observedRevision !== undefined) g.set([], f.observedRevision);
+    }],
+    ['aisix_config_applied_revision', 'etcd: the revision of the configuration being served.', [], (g) => {
+      const f = src.facts();
+      g.reset();
+      if (f.sourceType === 'etcd' && f.applied?.applied_revision !== undefined) g.set([], f.applied.applied_revision);
+    }],
+    ['aisix_config_source_connected', 'etcd: whether the source is connected (1) or not (0).', [], (g) => {
+      const f = src.facts();
+      g.reset();
+      if (f.sourceType === 'etcd') g.set([], f.connected ? 1 : 0);
+    }],
+    ['aisix_deployment_state', 'Model health: 0 healthy, 2 down (cooldown or unhealthy).', DEPLOYMENT_LABELS, (g) => {
+      g.reset();
+      for (const row of src.deploymentStates?.() ?? []) g.set(row.labels, row.value);
+    }],
+    [
+      'sluice_open_connections',
+      'Open downstream connections on the proxy listener, idle pooled ones included.',
+      [],
+      (g) => {
+        g.reset();
+        const n = src.openConnections();
+        if (n !== undefined) g.set([], n);
+      },
+    ],
+    [
+      'sluice_draining',
+      'Whether the gateway is draining (1) or not (0).',
+      [],
+      (g) => g.set([], src.draining() ? 1 : 0),
+    ],
+  ];
 }
 
 /** Counts per kind; kinds reported before and absent now stay at 0. */

@@ -2,7 +2,6 @@
 // hot path"): every family's labels are a part of the fifteen `REQUEST_LABELS` values, so one lookup of those
 // values finds every series the request updates. A series is bound (and so created) on its first use, as the
 // family's own `inc`/`observe` would create it: the exposition's series and their order stay the same.
-import type { GatewayMetrics } from './gateway-metrics.ts';
 import { type BoundCounter, type BoundObserver, LabelIndex } from './metrics.ts';
 
 // Positions in the `REQUEST_LABELS` values.
@@ -18,6 +17,28 @@ const OUTCOME = 14;
 function statusClass(code: string): string {
   const status = Number(code);
   return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+}
+
+type Counts = { bind(values: readonly string[]): BoundCounter };
+type Observes = { bind(values: readonly string[]): BoundObserver };
+
+/** The families a request's series belong to (`GatewayMetrics` has them). */
+export interface RequestFamilies {
+  readonly legacyRequests: Counts;
+  readonly legacyDuration: Observes;
+  readonly proxyRequests: Counts;
+  readonly proxyFailedRequests: Counts;
+  readonly proxyDuration: Observes;
+  readonly llmRequests: Counts;
+  readonly llmDuration: Observes;
+  readonly requestE2e: Observes;
+  readonly requestTtft: Observes;
+  readonly llmTtft: Observes;
+  readonly llmInputTokens: Counts;
+  readonly llmOutputTokens: Counts;
+  readonly llmTotalTokens: Counts;
+  readonly tokensConsumed: Counts;
+  readonly llmSpend: Counts;
 }
 
 /** Every series of one label set; each bound on first use. */
@@ -38,7 +59,7 @@ export class BoundRequest {
   #consumed?: BoundCounter;
   #spend?: BoundCounter;
 
-  constructor(private readonly m: GatewayMetrics, private readonly l: readonly string[]) {}
+  constructor(private readonly m: RequestFamilies, private readonly l: readonly string[]) {}
 
   private ident(): string[] {
     return this.l.slice(0, IDENT_END);
@@ -107,7 +128,7 @@ export class BoundRequest {
 /** The bound series of each request label set seen (as many as `aisix_proxy_requests_total` has series). */
 export class RequestSeries {
   private readonly index: LabelIndex<BoundRequest>;
-  constructor(m: GatewayMetrics) {
+  constructor(m: RequestFamilies) {
     this.index = new LabelIndex((values) => new BoundRequest(m, [...values]));
   }
   /** The series of one request's fifteen `REQUEST_LABELS` values. */

@@ -11,16 +11,8 @@ import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routin
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
-import type { ModelCall, Step, StepResult } from './pipeline.ts';
+import type { Caller, ModelCall, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
-
-/** An authenticated caller and the snapshot its request is served from. */
-export interface Caller {
-  key: ApiKey;
-  snapshot: Snapshot;
-}
-
-export type ResolvedModel = NonNullable<ReturnType<Snapshot['resolveModel']>>;
 
 /** What identifying a caller reads: the snapshot being served (read per request) and the clock. */
 export interface IdentifyDeps {

@@ -35,8 +35,6 @@ import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './rou
 import { trackRequests } from './track.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 
-export { ACCESS_LOG_TARGET, RequestRecord, spendMicroUsd } from './record.ts';
-
 /** What the proxy app reads; the Gateway is one. `snapshot` is read on every request (it is swapped on reload). */
 export interface ProxyDeps extends ReadinessChecks {
   readonly config: Config;

@@ -3,15 +3,15 @@
 // charged — or remembers the miss; "cache store" keeps a successful answer and puts the miss's header on it.
 // Only non-streamed chat completions in OpenAI's wire are looked up. The steps are in the pipeline only of
 // a snapshot with an enabled policy.
-import type { CacheHit, CacheMiss, Embed, ResponseCache } from '../cache/response-cache.ts';
+import type { CacheHit, CacheMiss, ResponseCache } from '../cache/response-cache.ts';
+import type { Embed } from '../cache/semantic.ts';
 import { ProxyError } from '../http/errors.ts';
 import type { ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher } from '../routing/dispatch.ts';
 import { Cancel } from '../util/cancel.ts';
-import type { ResolvedModel } from './admission.ts';
 import { commitUsage, stamped } from './answer.ts';
-import type { AnswerStep, ModelCall, SnapshotFeature, Step, StepResult } from './pipeline.ts';
+import type { AnswerStep, ModelCall, ResolvedModel, SnapshotFeature, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
 
 /** Misses waiting for their answer, by request (the store step, or `abandonCacheMiss` on a throw). */

@@ -12,13 +12,21 @@
 // (record.ts).
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
+import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Permit, RateLimitSubject } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
-import type { Caller, ResolvedModel } from './admission.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestRecord } from './record.ts';
 import type { ModelCallRoute } from './routes.ts';
+
+/** An authenticated caller and the snapshot its request is served from. */
+export interface Caller {
+  key: ApiKey;
+  snapshot: Snapshot;
+}
+
+export type ResolvedModel = NonNullable<ReturnType<Snapshot['resolveModel']>>;
 
 /**
  * One model call as it passes the steps. Each field is set by the step its comment names, before any later

@@ -116,7 +116,7 @@ export function createResponsesStore(
   let client: RedisClient | undefined;
   let backend: ExactStore;
   if (c.backend === 'redis' && c.redis && platform.redis) {
-    client = platform.redis(redisClientOptions(c.redis));
+    client = platform.redis(redisClientOptions(c.redis, 'responses_store.redis'));
     backend = new RedisExactStore({
       client,
       envId: config.etcd.env_id,

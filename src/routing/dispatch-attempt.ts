@@ -3,6 +3,7 @@
 import type { Config } from '../config/schema.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
+import type { ProviderResult } from '../providers/types.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import { certificateProblem, RefusedAnswer, UnsendableHeader } from '../upstream-fetch.ts';
 import { invalidCredentials } from '../providers/failures.ts';
@@ -46,35 +47,12 @@ export async function attemptUpstream(
   span?: AttemptSpan,
 ): Promise<AttemptOutcome> {
   const now = d.clock ?? systemClock;
-  const startedAt = now();
+  const a: Attempt = { t, now, startedAt: now(), first: {}, call: callUnderDeadline(d, input, t, signal), span };
   // A translation that writes nothing until later says when its upstream's first chunk came.
-  let upstreamFirstAt: number | undefined;
-  let live: LiveStream | undefined;
   const firstUpstreamChunk = () => {
-    upstreamFirstAt ??= now();
-    if (live) live.firstAt ??= upstreamFirstAt;
+    a.first.at ??= now();
+    if (a.first.live) a.first.live.firstAt ??= a.first.at;
     span?.firstByte();
-  };
-  const cancel = new Cancel();
-  const onCallerGone = () => cancel.abort(CALLER_GONE);
-  signal.addEventListener('abort', onCallerGone, { once: true });
-  const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
-  const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
-  d.metrics.deploymentRequests.inc(t.labels);
-  const releaseInFlight = d.routing.begin(t.model.id);
-  // Whether the request left: a throw before it did (translation, serialisation) is about the body, not the target.
-  let sent = false;
-  const upstream: UpstreamFetch = (req) => {
-    sent = true;
-    return d.upstream(req);
-  };
-  let ended = false;
-  const end = () => {
-    if (ended) return;
-    ended = true;
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onCallerGone);
-    releaseInFlight();
   };
   try {
     const r = await callProvider(t.adapter, {
@@ -82,9 +60,9 @@ export async function attemptUpstream(
       body: upstreamBody(input.body, t),
       stream: input.stream,
       key: t.key,
-      upstream,
+      upstream: a.call.upstream,
       maxSseEventBytes: d.config.upstream.max_sse_event_bytes,
-      signal: cancel,
+      signal: a.call.cancel,
       callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
       provider: t.model.provider ?? t.key.provider,
       ...(t.model.capabilities ? { capabilities: t.model.capabilities } : {}),
@@ -96,66 +74,134 @@ export async function attemptUpstream(
       apiKey: input.apiKey,
       model: t.model,
     });
-    if (r.kind === 'refused') {
-      end();
-      const refused = {
-        kind: 'response',
-        status: 400,
-        retryAfter: null,
-        body: '',
-        contentType: '',
-        refusal: r.message,
-      } as const;
-      return r.unavailable ? { ...refused, unavailable: true } : refused;
-    }
-    if (r.kind === 'response') {
-      end();
-      const answer = wholeAnswer(r.status, r.retryAfter, r.body, r.contentType);
-      return r.headers && answer.kind === 'response' && !answer.live ? { ...answer, headers: r.headers } : answer;
-    }
-    const rest = r.chunks[Symbol.asyncIterator]();
-    const abort = () => cancel.abort(CALLER_GONE);
-    const counted = r.counted;
-    const headers = r.headers;
-    if (!t.streamConfigured) {
-      // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
-      clearTimeout(timer);
-      live = { rest, abort, end, startedAt, counted, headers };
-      if (upstreamFirstAt !== undefined) live.firstAt = upstreamFirstAt;
-      return { kind: 'response', status: 200, retryAfter: null, live };
-    }
-    const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
-    if (first.done) {
-      end();
-      void r.cancel().catch(() => {});
-      return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
-    }
-    clearTimeout(timer); // from here on, the silence between chunks is bounded by the reader
-    span?.firstByte();
-    live = { first: first.value, rest, abort, end, startedAt, firstAt: upstreamFirstAt ?? now(), counted, headers };
-    return { kind: 'response', status: 200, retryAfter: null, live };
+    return await outcomeOfResult(r, a);
   } catch (e) {
-    end();
-    if (cancel.reason === TIMED_OUT) return { kind: 'timeout', afterMs: deadlineMs };
-    if (e instanceof UnsendableHeader) {
-      // AISIX's class for a secret that cannot be sent: 401, and no retry can fix it.
-      const r = invalidCredentials(`${e.message}; check the provider key's secret`);
-      return { kind: 'response', status: r.status, retryAfter: null, body: r.body, contentType: r.contentType };
-    }
-    if (e instanceof RefusedAnswer) {
-      // The same answer would come back on a retry: fail over to the next target instead (if any).
-      const refused = { kind: 'transport', message: e.message, failure: e.caller, retryable: false } as const;
-      return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
-    }
-    const message = (e as Error)?.message ?? String(e);
-    if (!sent) return unpreparable(message);
-    const certificate = certificateProblem(e);
-    // The same certificate would come back on a retry: fail over instead, and tell the caller why.
-    if (certificate) {
-      return { kind: 'transport', message, callerMessage: certificateFailed(certificate), retryable: false };
-    }
-    return { kind: 'transport', message };
+    a.call.end();
+    return outcomeOfError(e, a.call);
   }
+}
+
+/** One attempt in progress: its target, its clock readings and the call under its deadline. */
+interface Attempt {
+  t: Target;
+  now: Clock;
+  startedAt: number;
+  /** When the upstream's first chunk came, and the live stream to tell once there is one. */
+  first: { at?: number; live?: LiveStream };
+  call: UnderDeadline;
+  span: AttemptSpan | undefined;
+}
+
+/** What holds a call to its deadline: the cancel both the timer and the caller abort, and what to release. */
+interface UnderDeadline {
+  cancel: Cancel;
+  deadlineMs: number;
+  /** The adapter's fetch: it marks the request as sent. */
+  upstream: UpstreamFetch;
+  /** Whether the request left: a throw before it did (translation, serialisation) is about the body. */
+  sent(): boolean;
+  stopTimer(): void;
+  /** Release the timer, the caller-gone listener and the in-flight count. Idempotent. */
+  end(): void;
+}
+
+/** Start the deadline, listen for the caller leaving and count the attempt in flight. */
+function callUnderDeadline(d: AttemptDeps, input: DispatchInput, t: Target, signal: CancelSignal): UnderDeadline {
+  const cancel = new Cancel();
+  const onCallerGone = () => cancel.abort(CALLER_GONE);
+  signal.addEventListener('abort', onCallerGone, { once: true });
+  const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
+  const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
+  d.metrics.deploymentRequests.inc(t.labels);
+  const releaseInFlight = d.routing.begin(t.model.id);
+  let sent = false;
+  let ended = false;
+  return {
+    cancel,
+    deadlineMs,
+    upstream: (req) => {
+      sent = true;
+      return d.upstream(req);
+    },
+    sent: () => sent,
+    stopTimer: () => clearTimeout(timer),
+    end: () => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onCallerGone);
+      releaseInFlight();
+    },
+  };
+}
+
+/** A provider's result as an outcome: a refusal, a whole answer, or a live stream (its first chunk read when configured). */
+async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOutcome> {
+  const { t, call } = a;
+  if (r.kind === 'refused') {
+    call.end();
+    const refused = {
+      kind: 'response',
+      status: 400,
+      retryAfter: null,
+      body: '',
+      contentType: '',
+      refusal: r.message,
+    } as const;
+    return r.unavailable ? { ...refused, unavailable: true } : refused;
+  }
+  if (r.kind === 'response') {
+    call.end();
+    const answer = wholeAnswer(r.status, r.retryAfter, r.body, r.contentType);
+    return r.headers && answer.kind === 'response' && !answer.live ? { ...answer, headers: r.headers } : answer;
+  }
+  const rest = r.chunks[Symbol.asyncIterator]();
+  const abort = () => call.cancel.abort(CALLER_GONE);
+  const { end } = call;
+  const { startedAt } = a;
+  const { counted, headers } = r;
+  if (!t.streamConfigured) {
+    // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
+    call.stopTimer();
+    const live: LiveStream = { rest, abort, end, startedAt, counted, headers };
+    a.first.live = live;
+    if (a.first.at !== undefined) live.firstAt = a.first.at;
+    return { kind: 'response', status: 200, retryAfter: null, live };
+  }
+  const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
+  if (first.done) {
+    end();
+    void r.cancel().catch(() => {});
+    return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
+  }
+  call.stopTimer(); // from here on, the silence between chunks is bounded by the reader
+  a.span?.firstByte();
+  const live = { first: first.value, rest, abort, end, startedAt, firstAt: a.first.at ?? a.now(), counted, headers };
+  a.first.live = live;
+  return { kind: 'response', status: 200, retryAfter: null, live };
+}
+
+/** A throw from the call as an outcome: the deadline, a secret that cannot be sent, a refused answer, a transport failure. */
+function outcomeOfError(e: unknown, call: UnderDeadline): AttemptOutcome {
+  if (call.cancel.reason === TIMED_OUT) return { kind: 'timeout', afterMs: call.deadlineMs };
+  if (e instanceof UnsendableHeader) {
+    // AISIX's class for a secret that cannot be sent: 401, and no retry can fix it.
+    const r = invalidCredentials(`${e.message}; check the provider key's secret`);
+    return { kind: 'response', status: r.status, retryAfter: null, body: r.body, contentType: r.contentType };
+  }
+  if (e instanceof RefusedAnswer) {
+    // The same answer would come back on a retry: fail over to the next target instead (if any).
+    const refused = { kind: 'transport', message: e.message, failure: e.caller, retryable: false } as const;
+    return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
+  }
+  const message = (e as Error)?.message ?? String(e);
+  if (!call.sent()) return unpreparable(message);
+  const certificate = certificateProblem(e);
+  // The same certificate would come back on a retry: fail over instead, and tell the caller why.
+  if (certificate) {
+    return { kind: 'transport', message, callerMessage: certificateFailed(certificate), retryable: false };
+  }
+  return { kind: 'transport', message };
 }
 
 /**

@@ -41,7 +41,7 @@ export function createRateLimiter(
       opts.onStatus({ backend: 'redis', shared: false, since: new Date(now()).toISOString() });
     } else {
       const timeoutMs = r.timeout_secs * 1000;
-      const client = platform.redis(redisClientOptions(r));
+      const client = platform.redis(redisClientOptions(r, 'ratelimit.redis'));
       store = new RedisRateLimitStore({
         client,
         mode: r.mode,

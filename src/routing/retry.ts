@@ -229,6 +229,3 @@ function nextStep(
   if (mayRetry) return 'retry';
   return isLastTarget ? 'done' : 'fallback';
 }
-
-/** A timer-based wait that ends early when `signal` aborts (re-exported for callers of this module). */
-export { sleepMs };

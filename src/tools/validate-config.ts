@@ -4,21 +4,12 @@
 // etcd source is named but not read (`sluice export` + `validate --resources` checks its rows).
 import { loadBootConfig } from '../boot.ts';
 import type { Platform } from '../platform.ts';
-import { loadResourcesFile } from '../resources/pipeline.ts';
+import { printErr, printOut } from './print.ts';
+import { checkResourcesFile } from './validate.ts';
 
 export interface ValidateConfigCommand {
   kind: 'validate-config';
   configPath: string;
-}
-
-/** Each line of a multi-line report to stderr as-is (reports are meant for a person). */
-function printErr(p: Platform, text: string): void {
-  for (const line of text.split('\n')) p.writeLog(line);
-}
-
-function printOut(p: Platform, line: string): void {
-  if (p.writeOut) p.writeOut(`${line}\n`);
-  else p.writeLog(line);
 }
 
 /**
@@ -40,18 +31,8 @@ export async function validateConfig(platform: Platform, configPath: string): Pr
     printOut(platform, `OK: ${configPath} (resources from etcd ${endpoints.join(',')} prefix ${prefix}, not read)`);
     return 0;
   }
-  let text: string;
-  try {
-    text = new TextDecoder().decode(await platform.files!.read(resourcesPath));
-  } catch (e) {
-    printErr(platform, `resources file ${resourcesPath}: cannot read it: ${(e as Error).message}`);
-    return 1;
-  }
-  const r = await loadResourcesFile(resourcesPath, text, platform.env);
-  if (!r.ok) {
-    printErr(platform, r.report.format());
-    return 1;
-  }
-  printOut(platform, `OK: ${configPath} with ${resourcesPath} loaded ${r.resourceCount} resource(s)`);
+  const count = await checkResourcesFile(platform, resourcesPath);
+  if (count === undefined) return 1;
+  printOut(platform, `OK: ${configPath} with ${resourcesPath} loaded ${count} resource(s)`);
   return 0;
 }

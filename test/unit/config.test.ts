@@ -2,16 +2,23 @@
 // rules, addresses, relative paths, JSON.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type ConfigResult, envOverrides, loadConfig, parseAddr, resolvePath } from '../../src/config/load.ts';
 import {
+  type ConfigResult,
+  envOverrides,
+  loadConfig,
+  parseAddr,
+  PATH_KEYS,
+  resolvePath,
+} from '../../src/config/load.ts';
+import {
+  ConfigSchema,
   DEFAULT_IDLE_TIMEOUT_SECS,
   DEFAULT_REQUEST_BODY_LIMIT_BYTES,
   IGNORED_KEYS,
   isIgnoredKey,
 } from '../../src/config/schema.ts';
-import { bootGateway } from '../../src/boot.ts';
+import { bootGateway, loadBootConfig } from '../../src/boot.ts';
 import { MSG } from '../../src/observability/messages.ts';
-import { loadBootConfig } from '../../src/main.ts';
 import { testPlatform } from '../support/platform.ts';
 
 const FILE = '/etc/sluice/config.yaml';
@@ -676,6 +683,57 @@ admin: { admin_keys: [a] }
       client_cert_file: '/pki/c.pem',
       client_key_file: '/srv/k.pem',
     });
+  });
+
+  test('admin TLS and cache.redis TLS files are resolved too', () => {
+    const r = ok(loadConfig(
+      '/srv/config.yaml',
+      `resources_file: r.yaml
+proxy: { addr: "0.0.0.0:3000" }
+admin: { admin_keys: [a], tls: { cert_file: tls/admin.pem, key_file: /pki/admin-key.pem } }
+cache:
+  backend: redis
+  redis: { url: "rediss://r:6380", tls: { ca_file: ca.pem, client_cert_file: c.pem, client_key_file: /pki/k.pem } }
+`,
+      {},
+    ));
+    assert.deepEqual(r.config.admin.tls, { cert_file: '/srv/tls/admin.pem', key_file: '/pki/admin-key.pem' });
+    assert.deepEqual(r.config.cache.redis?.tls, {
+      ca_file: '/srv/ca.pem',
+      client_cert_file: '/srv/c.pem',
+      client_key_file: '/pki/k.pem',
+      verify: true,
+    });
+  });
+
+  test('loadBootConfig reads a relative admin TLS pair from the config file folder', async () => {
+    const p = testPlatform();
+    p.fileMap.set(
+      '/c/config.yaml',
+      `resources_file: r.yaml\nproxy: { addr: "0.0.0.0:3000" }\nadmin: { admin_keys: [a], tls: { cert_file: tls/a.pem, key_file: tls/a-key.pem } }\n`,
+    );
+    p.fileMap.set('/c/tls/a.pem', 'ADMIN CERT');
+    p.fileMap.set('/c/tls/a-key.pem', 'ADMIN KEY');
+    const boot = await loadBootConfig(p, '/c/config.yaml');
+    if (typeof boot === 'string') assert.fail(boot);
+    assert.equal(new TextDecoder().decode(boot.adminTls!.cert), 'ADMIN CERT');
+    assert.equal(boot.adminTls!.keyFile, '/c/tls/a-key.pem');
+  });
+
+  test('every key of the schema that names a file is in the declared list of paths', () => {
+    // A key is found by its name (`*_file`, `*_path`), walking the schema through its wrappers.
+    type Def = { type: string; innerType?: unknown; in?: unknown; shape?: Record<string, unknown> };
+    const defOf = (s: unknown) => (s as { _zod: { def: Def } })._zod.def;
+    const keys = (s: unknown, prefix: string): string[] => {
+      const d = defOf(s);
+      if (d.innerType) return keys(d.innerType, prefix);
+      if (d.type === 'pipe') return keys(d.in, prefix);
+      if (d.type !== 'object') return [prefix];
+      return Object.entries(d.shape!).flatMap(([k, v]) => keys(v, prefix ? `${prefix}.${k}` : k));
+    };
+    const all = keys(ConfigSchema, '');
+    assert.ok(all.includes('proxy.tls.cert_file'), 'the walk reaches nested keys');
+    assert.deepEqual(all.filter((k) => /_(file|path)$/.test(k)).sort(), [...PATH_KEYS].sort());
   });
 
   test('a config file given without a folder resolves against the current folder', () => {

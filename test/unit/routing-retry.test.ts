@@ -12,8 +12,8 @@ import {
   parseRetryAfter,
   retryBudget,
   runAttempts,
-  sleepMs,
 } from '../../src/routing/retry.ts';
+import { sleep as sleepMs } from '../../src/util/sleep.ts';
 
 const plain: ClassifyOptions = { retryOn429: false };
 const res = (status: number, retryAfter?: string): Outcome => ({ kind: 'response', status, retryAfter });
