@@ -18,7 +18,7 @@ import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
-import { abandonCacheMiss, cacheSteps, embedThrough } from './cache-steps.ts';
+import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
 import type { ResponsesStoreSetup } from '../responses/store.ts';
 import { modelAllowed } from './auth.ts';
@@ -67,7 +67,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const rec = c.get('rec');
     d.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
     rec?.failed('internal_error', String(e));
-    abandonCacheMiss(rec);
+    // A feature's slot that others wait on (a cache miss) is let go.
+    c.get('state')?.thrown();
     c.set('stamped', false);
     c.set('stream', undefined);
     return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
@@ -144,7 +145,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
 /** A model call on `route`: one run of its snapshot's pipeline. */
 function modelCall(p: SnapshotPipelines, route: ModelCallRoute) {
   return function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
-    return p.run(new ModelCall(c, c.get('rec'), route));
+    return p.run(new ModelCall(c, c.get('rec'), route, c.get('state')));
   };
 }
 

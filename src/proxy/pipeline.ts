@@ -16,6 +16,7 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { Permit, RateLimitSubject } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
 import type { Caller, ResolvedModel } from './admission.ts';
+import { CallState } from './call-state.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestRecord } from './record.ts';
 import type { ModelCallRoute } from './routes.ts';
@@ -40,7 +41,13 @@ export class ModelCall {
   /** reserve: the caller-facing `x-ratelimit-*` headers of the limits that apply. */
   limitHeaders: Record<string, string> | undefined = undefined;
 
-  constructor(readonly c: Context<ProxyEnv>, readonly rec: RequestRecord, readonly route: ModelCallRoute) {}
+  constructor(
+    readonly c: Context<ProxyEnv>,
+    readonly rec: RequestRecord,
+    readonly route: ModelCallRoute,
+    /** Each feature's own state on this call, under the key the feature exports (call-state.ts). */
+    readonly state: CallState = new CallState(),
+  ) {}
 
   get headers(): Headers {
     return this.c.req.raw.headers;
