@@ -56,7 +56,7 @@ export function cacheLookupStep(cache: ResponseCache, checkCached?: CheckCached)
  */
 export function cacheSteps(cache: ResponseCache, checkCached?: CheckCached): SnapshotFeature {
   const cacheLookup = cacheLookupStep(cache, checkCached);
-  return (snapshot) => (cache.applies(snapshot) ? { cacheLookup, cacheStore: cacheStoreStep } : undefined);
+  return (snapshot) => (cache.applies(snapshot) ? [cacheLookup, cacheStoreStep] : undefined);
 }
 
 export const cacheStoreStep: AnswerStep = {

@@ -77,7 +77,7 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
     const index = indexOf(snapshot, d.log);
     if (index.empty) return undefined;
     const deps = depsOf(snapshot);
-    return { inputChecks: { name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks };
+    return [{ name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks];
   };
   const checkCached = (call: ModelCall, body: string) => {
     const chain = call.state.get(CHAIN);

@@ -14,5 +14,5 @@ export function policiesStep(clock: Clock): SnapshotFeature {
       return undefined;
     },
   };
-  return (snapshot) => (snapshot.policies.length > 0 ? { policies: gate } : undefined);
+  return (snapshot) => (snapshot.policies.length > 0 ? [gate] : undefined);
 }
