@@ -1,6 +1,6 @@
 // The caller-facing app on the proxy listener (docs/architecture.md "A request"): probes, then every route of
-// the route table (routes.ts) — `/v1/models` and the model calls, each a run of the request pipeline
-// (pipeline.ts) inside the tracking middleware (track.ts). Errors come from src/http.
+// the route table (routes.ts), each served by the handler of its kind — `/v1/models`, and the model calls, each
+// a run of the request pipeline (pipeline.ts) — inside the tracking middleware (track.ts). Errors come from src/http.
 import { type Context, Hono } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { envelopeFor, errorResponse, errors, ProxyError } from '../http/errors.ts';
@@ -31,7 +31,7 @@ import { policiesStep } from './policies.ts';
 import { gatewayOwner, serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import { responsesStateSteps } from './responses-state.ts';
-import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
+import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 
@@ -130,16 +130,28 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
   }, features);
-  for (const route of ROUTES) {
-    const handler = isModelCall(route) ? modelCall(pipelines, route) : listModels(d);
-    app.on(route.method, route.path, handler);
-  }
+  // How each kind of route is served (routes.ts `Route`): a new kind of call adds its entry here.
+  const handlers: HandlerTable = {
+    'model-call': (route) => modelCall(pipelines, route),
+    'models-list': () => listModels(d),
+  };
+  for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
   return app;
+}
+
+type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
+
+/** One handler maker per kind of route, each given the routes of its kind. */
+type HandlerTable = { readonly [K in RouteKind]: (route: Extract<Route, { kind: K }>) => Handler };
+
+function handlerOf(table: HandlerTable, route: Route): Handler {
+  // The table's entry for `route.kind` takes routes of that kind; TypeScript does not correlate the two.
+  return (table[route.kind] as (route: Route) => Handler)(route);
 }
 
 /** A model call on `route`: one run of its snapshot's pipeline. */

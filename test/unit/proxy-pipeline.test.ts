@@ -253,6 +253,24 @@ describe('the route table', () => {
     ]);
   });
 
+  test('each route names its kind of call, which chooses its handler', () => {
+    assert.deepEqual(Object.fromEntries(ROUTES.map((r) => [r.path, r.kind])), {
+      '/v1/chat/completions': 'model-call',
+      '/v1/completions': 'model-call',
+      '/v1/embeddings': 'model-call',
+      '/v1/responses': 'model-call',
+      '/v1/messages': 'model-call',
+      '/v1/messages/count_tokens': 'model-call',
+      '/v1/models': 'models-list',
+    });
+    assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
+      'chat',
+      'completions',
+      'responses',
+      'messages',
+    ]);
+  });
+
   test('the record labels a request by its route', () => {
     const a = new RequestRecord(0, 'POST', '/v1/messages', 'r', undefined, undefined);
     assert.equal(a.endpoint, '/v1/messages');
