@@ -11,8 +11,9 @@ import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routin
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
-import type { ModelCall, Step, StepResult } from './pipeline.ts';
+import type { RequestStep, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
+import type { ProxyRequest } from './request.ts';
 
 /** An authenticated caller and the snapshot its request is served from. */
 export interface Caller {
@@ -48,7 +49,7 @@ export function authenticateCaller(
   return key instanceof Promise ? key.then(identified) : identified(key);
 }
 
-export function identifyStep(d: IdentifyDeps): Step {
+export function identifyStep(d: IdentifyDeps): RequestStep {
   return {
     name: 'identify',
     run(call) {
@@ -58,7 +59,7 @@ export function identifyStep(d: IdentifyDeps): Step {
   };
 }
 
-function identified(call: ModelCall, who: Caller | ProxyError): StepResult {
+function identified(call: ProxyRequest, who: Caller | ProxyError): StepResult {
   if (who instanceof ProxyError) return who;
   call.caller = who;
   return undefined;

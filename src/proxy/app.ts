@@ -16,7 +16,7 @@ import type { ModelHealth } from '../routing/health.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
-import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
+import { admitStep, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
 import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
@@ -26,7 +26,8 @@ import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
-import { ModelCall, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
+import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
+import { ProxyRequest } from './request.ts';
 import { policiesStep } from './policies.ts';
 import { gatewayOwner, serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
@@ -121,8 +122,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const steps = responsesStateSteps(d.responses.store);
     features.push(() => steps);
   }
+  const identify = identifyStep(d);
   const pipelines = new SnapshotPipelines({
-    identify: identifyStep(d),
+    identify,
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
     reserve: reserveStep(d.rateLimiter),
@@ -133,7 +135,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   // How each kind of route is served (routes.ts `Route`): a new kind of call adds its entry here.
   const handlers: HandlerTable = {
     'model-call': (route) => modelCall(pipelines, route),
-    'models-list': () => listModels(d),
+    'models-list': () => listModels(d, identify),
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
@@ -161,11 +163,14 @@ function modelCall(p: SnapshotPipelines, route: ModelCallRoute) {
   };
 }
 
-/** `GET /v1/models`: the models the caller's key may use. */
-function listModels(d: ProxyDeps) {
+/** `GET /v1/models`: the models the caller's key may use; the request's `identify` first, as a model call's. */
+function listModels(d: ProxyDeps, identify: RequestStep) {
   return async function handleListModels(c: Context<ProxyEnv>): Promise<Response> {
-    const who = await authenticateCaller(d, c.req.raw.headers, c.get('rec'));
-    if (who instanceof ProxyError) return fail(c, who);
+    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
+    const refused = await identify.run(req);
+    if (refused instanceof ProxyError) return fail(c, refused);
+    if (refused) return refused;
+    const who = req.caller;
     // AISIX: `created` is the time of the answer; `owned_by` the model row's provider, else the gateway's name.
     const created = Math.floor(d.clock() / 1000);
     const gateway = gatewayOwner(d.config.proxy.identity);

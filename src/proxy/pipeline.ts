@@ -15,19 +15,19 @@ import { ProxyError } from '../http/errors.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Permit, RateLimitSubject } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
-import type { Caller, ResolvedModel } from './admission.ts';
-import { CallState } from './call-state.ts';
+import type { ResolvedModel } from './admission.ts';
+import type { CallState } from './call-state.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestRecord } from './record.ts';
+import { ProxyRequest } from './request.ts';
 import type { ModelCallRoute } from './routes.ts';
 
 /**
- * One model call as it passes the steps. Each field is set by the step its comment names, before any later
- * step reads it (the order is `buildPipeline`'s).
+ * One model call as it passes the steps: a request (request.ts: the context, the record, the slots, the caller)
+ * and what the model call's own steps set. Each field is set by the step its comment names, before any later
+ * step reads it (the order is `STEP_ORDER`'s).
  */
-export class ModelCall {
-  /** identify */
-  caller!: Caller;
+export class ModelCall extends ProxyRequest {
   /** read body */
   body!: Record<string, unknown>;
   /** admit */
@@ -41,16 +41,8 @@ export class ModelCall {
   /** reserve: the caller-facing `x-ratelimit-*` headers of the limits that apply. */
   limitHeaders: Record<string, string> | undefined = undefined;
 
-  constructor(
-    readonly c: Context<ProxyEnv>,
-    readonly rec: RequestRecord,
-    readonly route: ModelCallRoute,
-    /** Each feature's own state on this call, under the key the feature exports (call-state.ts). */
-    readonly state: CallState = new CallState(),
-  ) {}
-
-  get headers(): Headers {
-    return this.c.req.raw.headers;
+  constructor(c: Context<ProxyEnv>, rec: RequestRecord, readonly route: ModelCallRoute, state?: CallState) {
+    super(c, rec, state);
   }
 }
 
@@ -102,6 +94,11 @@ export interface Step {
   run(call: ModelCall): StepResult | Promise<StepResult>;
 }
 
+/** A step that needs only the request, not a model call (`identify`): any kind of route can run it. */
+export interface RequestStep extends Step {
+  run(req: ProxyRequest): StepResult | Promise<StepResult>;
+}
+
 /** A step on the dispatch result (a whole answer or a stream): it may pass it on or return another. */
 export interface AnswerStep {
   readonly name: AnswerStepName;
@@ -110,7 +107,7 @@ export interface AnswerStep {
 
 /** The steps every model call has. */
 export interface CoreSteps {
-  identify: Step;
+  identify: RequestStep;
   readBody: Step;
   admit: Step;
   reserve: Step;
