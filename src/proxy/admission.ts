@@ -11,6 +11,7 @@ import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routin
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
+import { slotKey } from './call-state.ts';
 import type { RequestStep, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
 import type { ProxyRequest } from './request.ts';
@@ -100,8 +101,14 @@ export function admitStep(
 }
 
 /**
- * The caller's rate limits (api key, then model, then the policies the `policies` step found), all or
- * nothing: a permit held until the answer's last byte.
+ * The buckets a step before `reserve` asks it to take with the key's and the model's (the rate-limit policies
+ * the `policies` step found): the call's slot.
+ */
+export const EXTRA_SUBJECTS = slotKey<readonly RateLimitSubject[]>('extra rate-limit subjects');
+
+/**
+ * The caller's rate limits (api key, then model, then the `EXTRA_SUBJECTS`), all or nothing: a permit held
+ * until the answer's last byte.
  */
 export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
   return {
@@ -113,8 +120,8 @@ export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
         { scope: 'api_key', id: key.id, limits: key.rate_limit },
         { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
       ];
-      const policies = call.policySubjects;
-      const admitted = await limiter.acquire(policies.length === 0 ? own : [...own, ...policies]);
+      const extra = call.state.get(EXTRA_SUBJECTS);
+      const admitted = await limiter.acquire(extra === undefined ? own : [...own, ...extra]);
       if (!admitted.allowed) return rateLimitRefusal(admitted);
       call.permit = admitted.permit;
       call.limitHeaders = admitted.headers;

@@ -13,7 +13,7 @@
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { Permit, RateLimitSubject } from '../routing/rate-limit.ts';
+import type { Permit } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
 import type { ResolvedModel } from './admission.ts';
 import type { CallState } from './call-state.ts';
@@ -34,8 +34,6 @@ export class ModelCall extends ProxyRequest {
   resolved!: ResolvedModel;
   /** admit: the caller's address under `proxy.real_ip` (for `allowed_cidrs` and `hash_on: client_ip`). */
   clientIp: string | undefined = undefined;
-  /** policies: the rate-limit policies' buckets the call meets, reserved with the key's and the model's. */
-  policySubjects: readonly RateLimitSubject[] = NO_SUBJECTS;
   /** reserve */
   permit!: Permit;
   /** reserve: the caller-facing `x-ratelimit-*` headers of the limits that apply. */
@@ -45,8 +43,6 @@ export class ModelCall extends ProxyRequest {
     super(c, rec, state);
   }
 }
-
-const NO_SUBJECTS: readonly RateLimitSubject[] = [];
 
 /** What a step before dispatch decides: go on (undefined), refuse (the caller's error), or answer here. */
 export type StepResult = ProxyError | Response | undefined;
