@@ -11,8 +11,10 @@ import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routin
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { authenticate, modelAllowed } from './auth.ts';
-import type { Caller, ModelCall, Step, StepResult } from './pipeline.ts';
+import { slotKey } from './call-state.ts';
+import type { RequestStep, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
+import type { Caller, ProxyRequest } from './request.ts';
 
 /** What identifying a caller reads: the snapshot being served (read per request) and the clock. */
 export interface IdentifyDeps {
@@ -40,7 +42,7 @@ export function authenticateCaller(
   return key instanceof Promise ? key.then(identified) : identified(key);
 }
 
-export function identifyStep(d: IdentifyDeps): Step {
+export function identifyStep(d: IdentifyDeps): RequestStep {
   return {
     name: 'identify',
     run(call) {
@@ -50,7 +52,7 @@ export function identifyStep(d: IdentifyDeps): Step {
   };
 }
 
-function identified(call: ModelCall, who: Caller | ProxyError): StepResult {
+function identified(call: ProxyRequest, who: Caller | ProxyError): StepResult {
   if (who instanceof ProxyError) return who;
   call.caller = who;
   return undefined;
@@ -94,8 +96,14 @@ export function admitStep(
 }
 
 /**
- * The caller's rate limits (api key, then model, then the policies the `policies` step found), all or
- * nothing: a permit held until the answer's last byte.
+ * The buckets a step before `reserve` asks it to take with the key's and the model's (the rate-limit policies
+ * the `policies` step found): the call's slot.
+ */
+export const EXTRA_SUBJECTS = slotKey<readonly RateLimitSubject[]>('extra rate-limit subjects');
+
+/**
+ * The caller's rate limits (api key, then model, then the `EXTRA_SUBJECTS`), all or nothing: a permit held
+ * until the answer's last byte.
  */
 export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
   return {
@@ -107,8 +115,8 @@ export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
         { scope: 'api_key', id: key.id, limits: key.rate_limit },
         { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
       ];
-      const policies = call.policySubjects;
-      const admitted = await limiter.acquire(policies.length === 0 ? own : [...own, ...policies]);
+      const extra = call.state.get(EXTRA_SUBJECTS);
+      const admitted = await limiter.acquire(extra === undefined ? own : [...own, ...extra]);
       if (!admitted.allowed) return rateLimitRefusal(admitted);
       call.permit = admitted.permit;
       call.limitHeaders = admitted.headers;

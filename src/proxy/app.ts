@@ -1,6 +1,6 @@
 // The caller-facing app on the proxy listener (docs/architecture.md "A request"): probes, then every route of
-// the route table (routes.ts) — `/v1/models` and the model calls, each a run of the request pipeline
-// (pipeline.ts) inside the tracking middleware (track.ts). Errors come from src/http.
+// the route table (routes.ts), each served by the handler of its kind — `/v1/models`, and the model calls, each
+// a run of the request pipeline (pipeline.ts) — inside the tracking middleware (track.ts). Errors come from src/http.
 import { type Context, Hono } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { envelopeFor, errorResponse, errors, ProxyError } from '../http/errors.ts';
@@ -16,9 +16,9 @@ import type { ModelHealth } from '../routing/health.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
-import { admitStep, authenticateCaller, identifyStep, reserveStep } from './admission.ts';
+import { admitStep, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
-import { abandonCacheMiss, cacheSteps, embedThrough } from './cache-steps.ts';
+import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
 import type { ResponsesStoreSetup } from '../responses/store.ts';
 import { modelAllowed } from './auth.ts';
@@ -26,12 +26,13 @@ import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
-import { ModelCall, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
+import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
+import { ProxyRequest } from './request.ts';
 import { policiesStep } from './policies.ts';
 import { gatewayOwner, serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import { responsesStateSteps } from './responses-state.ts';
-import { isModelCall, type ModelCallRoute, routeOf, ROUTES, wireOf } from './routes.ts';
+import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 
@@ -65,7 +66,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const rec = c.get('rec');
     d.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
     rec?.failed('internal_error', String(e));
-    abandonCacheMiss(rec);
+    // A feature's slot that others wait on (a cache miss) is let go.
+    c.get('state')?.thrown();
     c.set('stamped', false);
     c.set('stream', undefined);
     return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
@@ -118,8 +120,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const steps = responsesStateSteps(d.responses.store);
     features.push(() => steps);
   }
+  const identify = identifyStep(d);
   const pipelines = new SnapshotPipelines({
-    identify: identifyStep(d),
+    identify,
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
     reserve: reserveStep(d.rateLimiter),
@@ -127,10 +130,12 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     respond: (call, result) => answerer.respond(call, result),
     refuse: (call, e) => fail(call.c, e),
   }, features);
-  for (const route of ROUTES) {
-    const handler = isModelCall(route) ? modelCall(pipelines, route) : listModels(d);
-    app.on(route.method, route.path, handler);
-  }
+  // How each kind of route is served (routes.ts `Route`): a new kind of call adds its entry here.
+  const handlers: HandlerTable = {
+    'model-call': (route) => modelCall(pipelines, route),
+    'models-list': () => listModels(d, identify),
+  };
+  for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
@@ -139,18 +144,31 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   return app;
 }
 
+type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
+
+/** One handler maker per kind of route, each given the routes of its kind. */
+type HandlerTable = { readonly [K in RouteKind]: (route: Extract<Route, { kind: K }>) => Handler };
+
+function handlerOf(table: HandlerTable, route: Route): Handler {
+  // The table's entry for `route.kind` takes routes of that kind; TypeScript does not correlate the two.
+  return (table[route.kind] as (route: Route) => Handler)(route);
+}
+
 /** A model call on `route`: one run of its snapshot's pipeline. */
 function modelCall(p: SnapshotPipelines, route: ModelCallRoute) {
   return function handleModelCall(c: Context<ProxyEnv>): Promise<Response> {
-    return p.run(new ModelCall(c, c.get('rec'), route));
+    return p.run(new ModelCall(c, c.get('rec'), route, c.get('state')));
   };
 }
 
-/** `GET /v1/models`: the models the caller's key may use. */
-function listModels(d: ProxyDeps) {
+/** `GET /v1/models`: the models the caller's key may use; the request's `identify` first, as a model call's. */
+function listModels(d: ProxyDeps, identify: RequestStep) {
   return async function handleListModels(c: Context<ProxyEnv>): Promise<Response> {
-    const who = await authenticateCaller(d, c.req.raw.headers, c.get('rec'));
-    if (who instanceof ProxyError) return fail(c, who);
+    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
+    const refused = await identify.run(req);
+    if (refused instanceof ProxyError) return fail(c, refused);
+    if (refused) return refused;
+    const who = req.caller;
     // AISIX: `created` is the time of the answer; `owned_by` the model row's provider, else the gateway's name.
     const created = Math.floor(d.clock() / 1000);
     const gateway = gatewayOwner(d.config.proxy.identity);

@@ -11,11 +11,15 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher } from '../routing/dispatch.ts';
 import { Cancel } from '../util/cancel.ts';
 import { commitUsage, stamped } from './answer.ts';
+import { slotKey } from './call-state.ts';
 import type { AnswerStep, ModelCall, ResolvedModel, SnapshotFeature, Step, StepResult } from './pipeline.ts';
-import type { RequestRecord } from './record.ts';
 
-/** Misses waiting for their answer, by request (the store step, or `abandonCacheMiss` on a throw). */
-const misses = new WeakMap<RequestRecord, CacheMiss>();
+/**
+ * A miss waiting for its answer (the call's slot): the store step takes it, or an unhandled throw abandons it
+ * so identical requests waiting on it go on.
+ */
+const MISS = slotKey<CacheMiss>('cache miss');
+const abandon = (miss: CacheMiss) => miss.abandon();
 
 /**
  * A cached answer through the call's output checks: the body to serve, or the refusal (a policy that now
@@ -33,7 +37,7 @@ export function cacheLookupStep(cache: ResponseCache, checkCached?: CheckCached)
     });
     if (d === undefined) return undefined;
     if (d.kind === 'hit') return answerHit(call, d, checkCached);
-    misses.set(call.rec, d);
+    call.state.set(MISS, d, abandon);
     call.rec.cacheMissed(d.kind);
     return undefined;
   };
@@ -52,15 +56,14 @@ export function cacheLookupStep(cache: ResponseCache, checkCached?: CheckCached)
  */
 export function cacheSteps(cache: ResponseCache, checkCached?: CheckCached): SnapshotFeature {
   const cacheLookup = cacheLookupStep(cache, checkCached);
-  return (snapshot) => (cache.applies(snapshot) ? { cacheLookup, cacheStore: cacheStoreStep } : undefined);
+  return (snapshot) => (cache.applies(snapshot) ? [cacheLookup, cacheStoreStep] : undefined);
 }
 
 export const cacheStoreStep: AnswerStep = {
   name: 'cache store',
   run(call, result) {
-    const miss = misses.get(call.rec);
+    const miss = call.state.take(MISS);
     if (!miss) return result;
-    misses.delete(call.rec);
     if (result.kind !== 'response') {
       miss.abandon();
       return result;
@@ -70,13 +73,6 @@ export const cacheStoreStep: AnswerStep = {
     return { ...result, headers: { ...result.headers, ...miss.headers } };
   },
 };
-
-/** A request that never reached the store step (an unexpected throw): identical requests waiting go on. */
-export function abandonCacheMiss(rec: RequestRecord | undefined): void {
-  if (!rec) return;
-  misses.get(rec)?.abandon();
-  misses.delete(rec);
-}
 
 /**
  * A hit in the caller's wire, or the refusal of an output guardrail that blocks it; the reservation is

@@ -1,6 +1,7 @@
 // What the proxy's middlewares and handlers share through Hono's context, instead of hidden side tables.
 import type { ConnInfo } from '../platform.ts';
 import type { StreamEnd } from '../providers/types.ts';
+import type { CallState } from './call-state.ts';
 import type { RequestRecord } from './record.ts';
 
 /**
@@ -17,6 +18,8 @@ export type ProxyEnv = {
   Bindings: ConnInfo;
   Variables: {
     rec: RequestRecord;
+    /** The features' per-call slots (call-state.ts), set with `rec`; emptied by `onError` on a throw. */
+    state: CallState;
     /** Set by a handler that answered with a stream (track.ts waits for its end). */
     stream: StreamTracker | undefined;
     /** The response already carries `Server` and the request id (the middlewares leave its headers alone). */

@@ -18,6 +18,7 @@ import type { Registry } from '../observability/metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
+import { slotKey } from './call-state.ts';
 import type { AnswerStep, ModelCall, SnapshotFeature } from './pipeline.ts';
 import { readBody, StreamUsage, totalOf } from './usage.ts';
 
@@ -28,8 +29,8 @@ export interface GuardrailStepDeps {
   upstream: UpstreamFetch;
 }
 
-/** The chain each call resolved in its input step, for its output step. */
-const chains = new WeakMap<ModelCall, readonly Guardrail[]>();
+/** The chain a call resolved in its input step, for its output step (the call's slot). */
+const CHAIN = slotKey<readonly Guardrail[]>('guardrail chain');
 
 /** The guardrail feature of the pipeline, and the output check of a cached answer (for the cache lookup). */
 export interface Guardrails {
@@ -66,7 +67,7 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
   const outputChecks: AnswerStep = {
     name: 'output checks',
     run(call, result) {
-      const chain = chains.get(call);
+      const chain = call.state.get(CHAIN);
       if (!chain || call.route.call === 'embeddings' || !runsOn(chain, 'output')) return result;
       return checkOutput(call, chain, result, depsOf(call.caller.snapshot));
     },
@@ -76,10 +77,10 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
     const index = indexOf(snapshot, d.log);
     if (index.empty) return undefined;
     const deps = depsOf(snapshot);
-    return { inputChecks: { name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks };
+    return [{ name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks];
   };
   const checkCached = (call: ModelCall, body: string) => {
-    const chain = chains.get(call);
+    const chain = call.state.get(CHAIN);
     return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, depsOf(call.caller.snapshot)) : body;
   };
   return { steps, checkCached };
@@ -110,7 +111,7 @@ async function checkInput(call: ModelCall, index: AttachmentIndex, deps: ChainDe
   const key = call.caller.key;
   const chain = index.resolve({ modelId: call.resolved.model.id, apiKeyId: key.id, teamId: key.team_id });
   if (chain.length === 0) return undefined;
-  chains.set(call, chain);
+  call.state.set(CHAIN, chain);
   if (!runsOn(chain, 'input')) return undefined;
   const r = await checkRequest(
     chain,

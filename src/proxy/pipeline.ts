@@ -6,69 +6,84 @@
 //   → when the last byte is out: usage commit → [telemetry: metrics, access log]   answer.ts, track.ts
 //
 // Steps in parentheses are features: each is in the list only when it is configured, so an absent one costs
-// nothing per request. A feature whose rules come from the resources (guardrails, cache policies) is a
-// `SnapshotFeature`: its steps are built once per snapshot, and a snapshot without its rules gets a pipeline
-// without them (`SnapshotPipelines`). Every write to the request's record goes through `RequestRecord`
+// nothing per request. The order is data, in one place (`STEP_ORDER`). A feature whose rules come from the
+// resources (guardrails, cache policies) is a `SnapshotFeature`: its steps are built once per snapshot, and a
+// snapshot without its rules gets a pipeline without them (`SnapshotPipelines`). Every write to the request's record goes through `RequestRecord`
 // (record.ts).
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
-import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { Permit, RateLimitSubject } from '../routing/rate-limit.ts';
+import type { Permit } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
+import type { CallState } from './call-state.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestRecord } from './record.ts';
+import { ProxyRequest } from './request.ts';
 import type { ModelCallRoute } from './routes.ts';
-
-/** An authenticated caller and the snapshot its request is served from. */
-export interface Caller {
-  key: ApiKey;
-  snapshot: Snapshot;
-}
 
 export type ResolvedModel = NonNullable<ReturnType<Snapshot['resolveModel']>>;
 
 /**
- * One model call as it passes the steps. Each field is set by the step its comment names, before any later
- * step reads it (the order is `buildPipeline`'s).
+ * One model call as it passes the steps: a request (request.ts: the context, the record, the slots, the caller)
+ * and what the model call's own steps set. Each field is set by the step its comment names, before any later
+ * step reads it (the order is `STEP_ORDER`'s).
  */
-export class ModelCall {
-  /** identify */
-  caller!: Caller;
+export class ModelCall extends ProxyRequest {
   /** read body */
   body!: Record<string, unknown>;
   /** admit */
   resolved!: ResolvedModel;
   /** admit: the caller's address under `proxy.real_ip` (for `allowed_cidrs` and `hash_on: client_ip`). */
   clientIp: string | undefined = undefined;
-  /** policies: the rate-limit policies' buckets the call meets, reserved with the key's and the model's. */
-  policySubjects: readonly RateLimitSubject[] = NO_SUBJECTS;
   /** reserve */
   permit!: Permit;
   /** reserve: the caller-facing `x-ratelimit-*` headers of the limits that apply. */
   limitHeaders: Record<string, string> | undefined = undefined;
 
-  constructor(readonly c: Context<ProxyEnv>, readonly rec: RequestRecord, readonly route: ModelCallRoute) {}
-
-  get headers(): Headers {
-    return this.c.req.raw.headers;
+  constructor(c: Context<ProxyEnv>, rec: RequestRecord, readonly route: ModelCallRoute, state?: CallState) {
+    super(c, rec, state);
   }
 }
-
-const NO_SUBJECTS: readonly RateLimitSubject[] = [];
 
 /** What a step before dispatch decides: go on (undefined), refuse (the caller's error), or answer here. */
 export type StepResult = ProxyError | Response | undefined;
 
-export type StepName =
-  | 'identify'
-  | 'read body'
-  | 'admit'
-  | 'responses state'
-  | 'policies'
-  | 'input checks'
-  | 'cache lookup'
-  | 'reserve';
+/**
+ * The steps before dispatch, in their order: the one place the order is written. A feature adds its entry here
+ * (its step's name then type-checks) and hands its step to the pipeline; a step not configured is left out.
+ */
+export const STEP_ORDER = [
+  { name: 'identify' },
+  { name: 'read body' },
+  { name: 'admit' },
+  // `/v1/responses`: the stored state a request refers to put in its body (responses-state.ts).
+  { name: 'responses state' },
+  // Admission policies beyond the built-in checks: rate-limit policies (policies.ts).
+  { name: 'policies' },
+  // The reservation before the input checks (AISIX reserves after them): a caller over its limit is refused
+  // before it costs a remote guardrail call or a scan (docs/security.md "Limits before paid work").
+  { name: 'reserve' },
+  // Checks of the request before it is sent: guardrails (guardrails.ts).
+  { name: 'input checks', endsPermitOnRefusal: true },
+  // An answer from the response cache instead of a dispatch (cache-steps.ts). After the reservation (AISIX): a
+  // cached answer has taken its request slots.
+  { name: 'cache lookup' },
+] as const satisfies readonly StepEntry[];
+
+/**
+ * The steps on the dispatch result, in their order: the answer's guardrail checks, keeping it in the response
+ * cache, keeping a translated `/v1/responses` answer for later requests to refer to.
+ */
+export const ANSWER_STEP_ORDER = ['output checks', 'cache store', 'responses store'] as const;
+
+interface StepEntry {
+  readonly name: string;
+  /** A step after the reservation whose refusal or throw ends the permit first (`releasingOnRefusal`). */
+  readonly endsPermitOnRefusal?: boolean;
+}
+
+export type StepName = (typeof STEP_ORDER)[number]['name'];
+export type AnswerStepName = (typeof ANSWER_STEP_ORDER)[number];
 
 /** A step before dispatch. A synchronous step returns its result directly (no promise turn). */
 export interface Step {
@@ -76,15 +91,20 @@ export interface Step {
   run(call: ModelCall): StepResult | Promise<StepResult>;
 }
 
+/** A step that needs only the request, not a model call (`identify`): any kind of route can run it. */
+export interface RequestStep extends Step {
+  run(req: ProxyRequest): StepResult | Promise<StepResult>;
+}
+
 /** A step on the dispatch result (a whole answer or a stream): it may pass it on or return another. */
 export interface AnswerStep {
-  readonly name: 'output checks' | 'cache store' | 'responses store';
+  readonly name: AnswerStepName;
   run(call: ModelCall, result: DispatchResult): DispatchResult | Promise<DispatchResult>;
 }
 
 /** The steps every model call has. */
 export interface CoreSteps {
-  identify: Step;
+  identify: RequestStep;
   readBody: Step;
   admit: Step;
   reserve: Step;
@@ -96,23 +116,11 @@ export interface CoreSteps {
   refuse(call: ModelCall, e: ProxyError): Response;
 }
 
-/** The optional steps: each present only when its feature is configured. */
-export interface FeatureSteps {
-  /** Admission policies beyond the built-in checks (e.g. rate-limit policies). */
-  policies?: Step;
-  /** Checks of the request before it is sent (guardrails). */
-  inputChecks?: Step;
-  /** An answer from the response cache instead of a dispatch. */
-  cacheLookup?: Step;
-  /** Checks of the answer before it goes out (guardrails). */
-  outputChecks?: AnswerStep;
-  /** Keeping the answer in the response cache. */
-  cacheStore?: AnswerStep;
-  /** `/v1/responses`: the stored state a request refers to put in its body (responses-state.ts). */
-  responsesState?: Step;
-  /** `/v1/responses`: a translated answer kept for later requests to refer to. */
-  responsesStore?: AnswerStep;
-}
+/**
+ * A feature's steps, each placed by its name (`STEP_ORDER`, `ANSWER_STEP_ORDER`); on a clash of names the
+ * later step wins.
+ */
+export type FeatureSteps = readonly (Step | AnswerStep)[];
 
 export interface Pipeline extends Pick<CoreSteps, 'dispatch' | 'respond' | 'refuse'> {
   /** Before dispatch, in order. */
@@ -121,30 +129,21 @@ export interface Pipeline extends Pick<CoreSteps, 'dispatch' | 'respond' | 'refu
   readonly answerSteps: readonly AnswerStep[];
 }
 
-/** The pipeline of a proxy app, in the order of this file's header, without the steps not configured. */
-export function buildPipeline(core: CoreSteps, features: FeatureSteps = {}): Pipeline {
-  // The reservation before the input checks (AISIX reserves after them): a caller over its limit is refused
-  // before it costs a remote guardrail call or a scan (docs/security.md "Limits before paid work").
-  const inputChecks = features.inputChecks && releasingOnRefusal(features.inputChecks);
-  const steps = [
-    core.identify,
-    core.readBody,
-    core.admit,
-    features.responsesState,
-    features.policies,
-    core.reserve,
-    inputChecks,
-  ];
-  // The cache lookup after the reservation (AISIX): a cached answer has taken its request slots.
-  steps.push(features.cacheLookup);
-  const answerSteps = [features.outputChecks, features.cacheStore, features.responsesStore];
-  return {
-    steps: steps.filter((s): s is Step => s !== undefined),
-    answerSteps: answerSteps.filter((s): s is AnswerStep => s !== undefined),
-    dispatch: core.dispatch,
-    respond: core.respond,
-    refuse: core.refuse,
-  };
+/** The pipeline of a proxy app in the order of `STEP_ORDER`, without the steps not configured. */
+export function buildPipeline(core: CoreSteps, features: FeatureSteps = []): Pipeline {
+  const byName = new Map<string, Step | AnswerStep>();
+  for (const s of [core.identify, core.readBody, core.admit, core.reserve, ...features]) byName.set(s.name, s);
+  const steps: Step[] = [];
+  for (const entry of STEP_ORDER as readonly StepEntry[]) {
+    const s = byName.get(entry.name) as Step | undefined;
+    if (s) steps.push(entry.endsPermitOnRefusal ? releasingOnRefusal(s) : s);
+  }
+  const answerSteps: AnswerStep[] = [];
+  for (const name of ANSWER_STEP_ORDER) {
+    const s = byName.get(name) as AnswerStep | undefined;
+    if (s) answerSteps.push(s);
+  }
+  return { steps, answerSteps, dispatch: core.dispatch, respond: core.respond, refuse: core.refuse };
 }
 
 /**
@@ -209,15 +208,13 @@ export class SnapshotPipelines {
 
   constructor(private readonly core: CoreSteps, private readonly features: readonly SnapshotFeature[]) {}
 
-  /** The pipeline of `snapshot`; each feature's slots are its own (a later feature's win on a clash). */
+  /** The pipeline of `snapshot`; each feature's steps are its own (a later feature's win on a clash). */
   of(snapshot: Snapshot): Pipeline {
     const last = this.last;
     if (last !== undefined && last.snapshot === snapshot) return last.pipeline;
     let pipeline = this.built.get(snapshot);
     if (!pipeline) {
-      const steps: FeatureSteps = {};
-      for (const f of this.features) Object.assign(steps, f(snapshot));
-      pipeline = buildPipeline(this.core, steps);
+      pipeline = buildPipeline(this.core, this.features.flatMap((f) => f(snapshot) ?? []));
       this.built.set(snapshot, pipeline);
     }
     this.last = { snapshot, pipeline };

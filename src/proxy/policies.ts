@@ -3,6 +3,7 @@
 // snapshot without policies has no such step in its pipeline.
 import { requestGateSubjects } from '../policies/reserve.ts';
 import type { Clock } from '../util/clock.ts';
+import { EXTRA_SUBJECTS } from './admission.ts';
 import type { SnapshotFeature, Step } from './pipeline.ts';
 
 export function policiesStep(clock: Clock): SnapshotFeature {
@@ -10,9 +11,9 @@ export function policiesStep(clock: Clock): SnapshotFeature {
     name: 'policies',
     run(call) {
       const subjects = requestGateSubjects(call.caller.snapshot, call.caller.key, call.resolved.model, clock());
-      if (subjects.length > 0) call.policySubjects = subjects;
+      if (subjects.length > 0) call.state.set(EXTRA_SUBJECTS, subjects);
       return undefined;
     },
   };
-  return (snapshot) => (snapshot.policies.length > 0 ? { policies: gate } : undefined);
+  return (snapshot) => (snapshot.policies.length > 0 ? [gate] : undefined);
 }

@@ -42,7 +42,7 @@ export function responsesStateSteps(store: ResponsesStore): FeatureSteps {
       return result;
     },
   };
-  return { responsesState, responsesStore };
+  return [responsesState, responsesStore];
 }
 
 /**

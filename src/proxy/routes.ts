@@ -3,8 +3,7 @@
 import type { Wire } from '../http/errors.ts';
 import type { Endpoint } from '../providers/types.ts';
 
-/** One caller-facing endpoint. */
-export interface Route {
+interface RouteBase {
   /** The path, which is also the `endpoint` label (AISIX labels by route template). */
   readonly path: string;
   readonly method: 'GET' | 'POST';
@@ -12,25 +11,53 @@ export interface Route {
   readonly wire: Wire;
   /** Counted in the `aisix_llm_*` families too (a model inference). */
   readonly inference: boolean;
-  /** The adapter endpoint a model call on this path is dispatched to; undefined for other endpoints. */
-  readonly call?: Endpoint;
+}
+
+/** A route that dispatches a model call through the request pipeline (pipeline.ts). */
+export interface ModelCallRoute extends RouteBase {
+  readonly kind: 'model-call';
+  /** The adapter endpoint the call is dispatched to. */
+  readonly call: Endpoint;
   /** The caller may ask for an SSE answer (`"stream": true`); otherwise every answer is one JSON body. */
   readonly streams?: boolean;
 }
 
-/** A route that dispatches a model call. */
-export type ModelCallRoute = Route & { readonly call: Endpoint };
+/** `GET /v1/models`: the models the caller's key may use. */
+export interface ModelsListRoute extends RouteBase {
+  readonly kind: 'models-list';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
+/**
+ * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
+ * passthrough, media) is one more member here and one more entry in the app's handler table.
+ */
+export type Route = ModelCallRoute | ModelsListRoute;
+
+export type RouteKind = Route['kind'];
 
 export const ROUTES: readonly Route[] = [
-  { path: '/v1/chat/completions', method: 'POST', wire: 'openai', inference: true, call: 'chat', streams: true },
-  { path: '/v1/completions', method: 'POST', wire: 'openai', inference: true, call: 'completions', streams: true },
-  { path: '/v1/embeddings', method: 'POST', wire: 'openai', inference: true, call: 'embeddings' },
-  { path: '/v1/responses', method: 'POST', wire: 'openai', inference: true, call: 'responses', streams: true },
-  { path: '/v1/messages', method: 'POST', wire: 'anthropic', inference: true, call: 'messages', streams: true },
+  { path: '/v1/chat/completions', method: 'POST', wire: 'openai', inference: true, ...modelCall('chat', true) },
+  { path: '/v1/completions', method: 'POST', wire: 'openai', inference: true, ...modelCall('completions', true) },
+  { path: '/v1/embeddings', method: 'POST', wire: 'openai', inference: true, ...modelCall('embeddings') },
+  { path: '/v1/responses', method: 'POST', wire: 'openai', inference: true, ...modelCall('responses', true) },
+  { path: '/v1/messages', method: 'POST', wire: 'anthropic', inference: true, ...modelCall('messages', true) },
   // Counting is no model inference (AISIX counts it under `endpoint` only) and is never streamed.
-  { path: '/v1/messages/count_tokens', method: 'POST', wire: 'anthropic', inference: false, call: 'count_tokens' },
-  { path: '/v1/models', method: 'GET', wire: 'openai', inference: false },
+  {
+    path: '/v1/messages/count_tokens',
+    method: 'POST',
+    wire: 'anthropic',
+    inference: false,
+    ...modelCall('count_tokens'),
+  },
+  { path: '/v1/models', method: 'GET', wire: 'openai', inference: false, kind: 'models-list' },
 ];
+
+/** The fields of a model-call route dispatched to `call`. */
+function modelCall(call: Endpoint, streams?: true): Pick<ModelCallRoute, 'kind' | 'call' | 'streams'> {
+  return streams ? { kind: 'model-call', call, streams } : { kind: 'model-call', call };
+}
 
 /** The `endpoint` label of a path that is no route. */
 export const OTHER_ENDPOINT = 'other';
@@ -48,5 +75,5 @@ export function wireOf(path: string): Wire {
 }
 
 export function isModelCall(r: Route): r is ModelCallRoute {
-  return r.call !== undefined;
+  return r.kind === 'model-call';
 }

@@ -10,6 +10,7 @@ import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
+import { CallState } from './call-state.ts';
 import type { ProxyEnv } from './env.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import {
@@ -93,6 +94,7 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
       headers.get('x-request-id') ?? undefined,
     );
     c.set('rec', rec);
+    c.set('state', new CallState());
     if (tel?.active) {
       rec.trace = tel.begin(rec.requestId, headers);
       if (rec.trace) rec.trace.userAgent = headers.get('user-agent') ?? undefined;

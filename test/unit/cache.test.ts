@@ -527,6 +527,37 @@ cache_policies: [{ name: main }]
     assert.equal(Number(tokens()), 2 * Number(tokensAfterMiss), 'the stored usage replayed');
     gw.stop();
   });
+  test('a throw after a miss lets the miss go: the next identical request leads, not waits on it', async () => {
+    const { gw } = await gatewayWith(
+      `_format_version: "1"
+provider_keys: [{ display_name: local, provider: echo }]
+models: [{ display_name: e, model_name: echo-1, provider_key: local }]
+api_keys: [{ display_name: caller, key_env: CALLER, allowed_models: ["*"] }]
+cache_policies: [{ name: main }]
+`,
+      { env: { CALLER: 'sk-in-process' } },
+    );
+    // The dispatch's first read of the model's health throws: after the cache lookup, before the store step.
+    const state = gw.health.state.bind(gw.health);
+    let throws = 1;
+    gw.health.state = (...a) => {
+      if (throws-- > 0) throw new Error('boom');
+      return state(...a);
+    };
+    const app = createProxyApp(gw);
+    const ask = () =>
+      app.request('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: 'Bearer sk-in-process', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'e', messages: [{ role: 'user', content: 'hello there' }] }),
+      });
+    assert.equal((await ask()).status, 500);
+    const second = await ask();
+    assert.equal(second.status, 200);
+    assert.equal(second.headers.get('x-aisix-cache'), 'miss');
+    assert.equal((await ask()).headers.get('x-aisix-cache'), 'hit');
+    gw.stop();
+  });
 });
 
 describe('output guardrails on a hit (AISIX: a cached answer is checked as an upstream one)', () => {

@@ -86,15 +86,16 @@ describe('buildPipeline', () => {
 
   test('every feature in its place', () => {
     const ran: string[] = [];
-    const p = buildPipeline(core(ran), {
-      policies: step('policies', ran),
-      inputChecks: step('input checks', ran),
-      cacheLookup: step('cache lookup', ran),
-      outputChecks: answerStep('output checks', ran),
-      cacheStore: answerStep('cache store', ran),
-      responsesState: step('responses state', ran),
-      responsesStore: answerStep('responses store', ran),
-    });
+    // Handed over in no particular order: each is placed by its name.
+    const p = buildPipeline(core(ran), [
+      answerStep('responses store', ran),
+      step('cache lookup', ran),
+      answerStep('cache store', ran),
+      step('policies', ran),
+      step('input checks', ran),
+      answerStep('output checks', ran),
+      step('responses state', ran),
+    ]);
     assert.deepEqual(p.steps.map((s) => s.name), [
       'identify',
       'read body',
@@ -109,7 +110,7 @@ describe('buildPipeline', () => {
   });
 
   test('an absent feature is not in the list', () => {
-    const p = buildPipeline(core([]), { inputChecks: step('input checks', []) });
+    const p = buildPipeline(core([]), [step('input checks', [])]);
     assert.deepEqual(p.steps.map((s) => s.name), ['identify', 'read body', 'admit', 'reserve', 'input checks']);
     assert.equal(p.steps.some((s) => s.name === 'policies' || s.name === 'cache lookup'), false);
   });
@@ -118,7 +119,7 @@ describe('buildPipeline', () => {
 describe('runModelCall', () => {
   test('every step in order, synchronous and asynchronous alike, then dispatch and the answer', async () => {
     const ran: string[] = [];
-    const p = buildPipeline(core(ran), { policies: step('policies', ran, undefined, true) });
+    const p = buildPipeline(core(ran), [step('policies', ran, undefined, true)]);
     assert.equal(await runModelCall(p, call()), ANSWER);
     assert.deepEqual(ran, ['identify', 'read body', 'admit', 'policies', 'reserve', 'dispatch', 'respond']);
   });
@@ -148,7 +149,7 @@ describe('runModelCall', () => {
         if (outcome === 'throw') throw new Error('a scanner broke');
         return errors.modelNotAllowed('m');
       }, true);
-      const p = buildPipeline(c, { inputChecks });
+      const p = buildPipeline(c, [inputChecks]);
       if (outcome === 'throw') await assert.rejects(runModelCall(p, call()), /a scanner broke/);
       else assert.equal((await runModelCall(p, call())).status, 403);
       const tail = outcome === 'throw' ? ['permit end'] : ['permit end', 'refuse 403'];
@@ -159,17 +160,14 @@ describe('runModelCall', () => {
   test('a step may answer itself (a cached answer): that response, no dispatch', async () => {
     const ran: string[] = [];
     const cached = new Response('{"cached":true}');
-    const p = buildPipeline(core(ran), { cacheLookup: step('cache lookup', ran, () => cached, true) });
+    const p = buildPipeline(core(ran), [step('cache lookup', ran, () => cached, true)]);
     assert.equal(await runModelCall(p, call()), cached);
     assert.deepEqual(ran, ['identify', 'read body', 'admit', 'reserve', 'cache lookup']);
   });
 
   test('answer steps run in order on the dispatch result, before the answer', async () => {
     const ran: string[] = [];
-    const p = buildPipeline(core(ran), {
-      outputChecks: answerStep('output checks', ran),
-      cacheStore: answerStep('cache store', ran),
-    });
+    const p = buildPipeline(core(ran), [answerStep('cache store', ran), answerStep('output checks', ran)]);
     await runModelCall(p, call());
     assert.deepEqual(ran.slice(-4), ['dispatch', 'output checks', 'cache store', 'respond']);
   });
@@ -194,12 +192,10 @@ describe('SnapshotPipelines', () => {
     };
     const guard = (snapshot: Snapshot) => {
       built.push(snapshot);
-      return snapshot === withRules
-        ? { inputChecks: step('input checks', ran), outputChecks: answerStep('output checks', ran) }
-        : undefined;
+      return snapshot === withRules ? [step('input checks', ran), answerStep('output checks', ran)] : undefined;
     };
     const cache = (snapshot: Snapshot) =>
-      snapshot === withRules ? { cacheLookup: step('cache lookup', ran, undefined, true) } : undefined;
+      snapshot === withRules ? [step('cache lookup', ran, undefined, true)] : undefined;
     const p = new SnapshotPipelines(c, [guard, cache]);
     assert.equal(await p.run(call()), ANSWER);
     assert.deepEqual(ran, [
@@ -254,6 +250,24 @@ describe('the route table', () => {
       '/v1/embeddings',
       '/v1/responses',
       '/v1/messages',
+    ]);
+  });
+
+  test('each route names its kind of call, which chooses its handler', () => {
+    assert.deepEqual(Object.fromEntries(ROUTES.map((r) => [r.path, r.kind])), {
+      '/v1/chat/completions': 'model-call',
+      '/v1/completions': 'model-call',
+      '/v1/embeddings': 'model-call',
+      '/v1/responses': 'model-call',
+      '/v1/messages': 'model-call',
+      '/v1/messages/count_tokens': 'model-call',
+      '/v1/models': 'models-list',
+    });
+    assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
+      'chat',
+      'completions',
+      'responses',
+      'messages',
     ]);
   });
 
