@@ -554,6 +554,30 @@ describe("Claude's signed thinking round trip on the Responses path", () => {
     assert.equal(rig.mock.requests.length, before, 'nothing reached OpenAI');
   });
 
+  test('a chat caller gets the thinking text only: the private field stays inside the gateway', async () => {
+    rig.anth.script({ body: toolTurn('sig-chat-caller') });
+    const res = await rig.post('/v1/chat/completions', {
+      model: 'claude',
+      messages: [{ role: 'user', content: 'q' }],
+      reasoning_effort: 'high',
+    }, CALLER);
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    const message = ((JSON.parse(text) as Json).choices as Json[])[0]!.message as Json;
+    assert.equal(message.reasoning_content, 'I need the weather.');
+    assert.ok(!text.includes('sig-chat-caller'), text);
+    rig.anth.script({ events: toolTurnEvents('sig-chat-stream') });
+    const sse = await rig.post('/v1/chat/completions', {
+      model: 'claude',
+      messages: [{ role: 'user', content: 'q' }],
+      reasoning_effort: 'high',
+      stream: true,
+    }, CALLER);
+    const events = await sse.text();
+    assert.match(events, /"reasoning_content":"I need "/);
+    assert.ok(!events.includes('sig-chat-stream') && !events.includes('sluice_signed_thinking'), events);
+  });
+
   test('to a chat-wire target the reasoning item is dropped, as chat takes no reasoning', async () => {
     rig.anth.script({ body: toolTurn('sig-chat') });
     const r1 = await openai().responses.create({ model: 'claude', input: 'q', reasoning: { effort: 'high' } });
