@@ -124,8 +124,15 @@ const MESSAGES_FIELDS = new Set([
   'mcp_servers',
 ]);
 
-/** What Anthropic answers a Messages request it refuses (`countTokens`: the count_tokens rules). */
-export function anthropicViolation(body: Json | undefined, countTokens = false): Violation | undefined {
+/**
+ * What Anthropic answers a Messages request it refuses (`countTokens`: the count_tokens rules). `issued`: the
+ * thinking signatures this upstream gave out; a thinking block that leads a continued tool turn must carry one.
+ */
+export function anthropicViolation(
+  body: Json | undefined,
+  countTokens = false,
+  issued?: ReadonlySet<string>,
+): Violation | undefined {
   if (!body) return anthropic('There was an issue with the format of your request: invalid JSON');
   for (const k of Object.keys(body)) {
     if (!MESSAGES_FIELDS.has(k)) return anthropic(`${k}: Extra inputs are not permitted`);
@@ -151,10 +158,10 @@ export function anthropicViolation(body: Json | undefined, countTokens = false):
   if (isRecord(body.metadata) && typeof body.metadata.user_id === 'string' && body.metadata.user_id.length > 256) {
     return anthropic('metadata.user_id: String should have at most 256 characters');
   }
-  return turns(Array.isArray(body.messages) ? body.messages : [], thinking !== undefined);
+  return turns(Array.isArray(body.messages) ? body.messages : [], thinking !== undefined, issued);
 }
 
-function turns(messages: unknown[], thinking: boolean): Violation | undefined {
+function turns(messages: unknown[], thinking: boolean, issued?: ReadonlySet<string>): Violation | undefined {
   let pending: string[] = [];
   let lastAssistant: Json[] | undefined;
   for (let i = 0; i < messages.length; i++) {
@@ -202,6 +209,10 @@ function turns(messages: unknown[], thinking: boolean): Violation | undefined {
           }\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking ` +
           'block (preceeding the lastmost set of `tool_use` and `tool_result` blocks).',
       );
+    }
+    const signature = lastAssistant[0]?.signature;
+    if (first === 'thinking' && issued && !(typeof signature === 'string' && issued.has(signature))) {
+      return anthropic(`messages.${messages.length - 2}.content.0: Invalid \`signature\` in \`thinking\` block`);
     }
   }
   return undefined;

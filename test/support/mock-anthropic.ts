@@ -92,9 +92,22 @@ export function anthropicEvents(model: string, pieces: string[] = ['hello', ' wo
   ];
 }
 
+/** Every thinking signature an answer or stream event carries (its `signature` fields), into `issued`. */
+function noteSignatures(issued: Set<string>, v: unknown): void {
+  if (Array.isArray(v)) { for (const x of v) noteSignatures(issued, x); }
+  else if (typeof v === 'object' && v !== null) {
+    for (const [k, x] of Object.entries(v)) {
+      if (k === 'signature' && typeof x === 'string' && x !== '') issued.add(x);
+      else noteSignatures(issued, x);
+    }
+  }
+}
+
 export async function startMockAnthropic(opts: { rules?: boolean } = {}): Promise<MockAnthropic> {
   const queue: AnthropicReply[] = [];
   const requests: AnthropicRecorded[] = [];
+  /** The thinking signatures the mock has given out (the rules check a continued tool turn's against them). */
+  const issued = new Set<string>();
   const server = http.createServer(async (req, res) => {
     const parts: Buffer[] = [];
     for await (const p of req) parts.push(p as Buffer);
@@ -105,7 +118,9 @@ export async function startMockAnthropic(opts: { rules?: boolean } = {}): Promis
       json = undefined;
     }
     requests.push({ url: req.url ?? '', headers: req.headers, json });
-    const violation = opts.rules ? anthropicViolation(json, req.url === '/v1/messages/count_tokens') : undefined;
+    const violation = opts.rules
+      ? anthropicViolation(json, req.url === '/v1/messages/count_tokens', issued)
+      : undefined;
     if (violation) {
       res.writeHead(violation.status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(violation.body));
@@ -121,6 +136,7 @@ export async function startMockAnthropic(opts: { rules?: boolean } = {}): Promis
       if (reply.firstEventDelayMs) await sleep(reply.firstEventDelayMs);
       for (const [name, payload] of reply.events ?? anthropicEvents(model)) {
         if (res.destroyed) return;
+        noteSignatures(issued, payload);
         res.write(anthropicFrame(name, payload, reply.dataOnly));
         if (reply.eventDelayMs) await sleep(reply.eventDelayMs);
       }
@@ -131,6 +147,7 @@ export async function startMockAnthropic(opts: { rules?: boolean } = {}): Promis
       (status < 300
         ? (countTokens ? { input_tokens: COUNTED_INPUT_TOKENS } : anthropicMessage(model))
         : { type: 'error', error: { type: 'overloaded_error', message: `mock ${status}` } });
+    noteSignatures(issued, body);
     res.writeHead(status, { 'content-type': 'application/json', ...reply.headers });
     res.end(typeof body === 'string' ? body : JSON.stringify(body));
   });

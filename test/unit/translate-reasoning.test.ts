@@ -409,3 +409,185 @@ describe('hosted tools a translated target cannot run are named, not dropped in 
     assert.equal(completedLog().dropped, undefined);
   });
 });
+
+describe("Claude's signed thinking round trip on the Responses path", () => {
+  const TOOLS: OpenAI.Responses.Tool[] = [
+    { type: 'function', name: 'weather', strict: false, parameters: { type: 'object', properties: {} } },
+  ];
+  /** Claude's first turn: signed thinking, then a tool call (as the mock answers it, JSON or stream). */
+  const toolTurn = (signature: string) => ({
+    ...anthropicMessage('claude-sonnet-4-5-mock'),
+    content: [
+      { type: 'thinking', thinking: 'I need the weather.', signature },
+      { type: 'tool_use', id: 'toolu_1', name: 'weather', input: { city: 'Oslo' } },
+    ],
+    stop_reason: 'tool_use',
+  });
+  const toolTurnEvents = (signature: string): [string, unknown][] => {
+    const start = {
+      ...toolTurn(signature),
+      content: [],
+      stop_reason: null,
+      usage: { input_tokens: 5, output_tokens: 1 },
+    };
+    const block = (index: number, content_block: Json): [string, unknown] => [
+      'content_block_start',
+      { type: 'content_block_start', index, content_block },
+    ];
+    const delta = (index: number, d: Json): [string, unknown] => [
+      'content_block_delta',
+      { type: 'content_block_delta', index, delta: d },
+    ];
+    const stop = (index: number): [string, unknown] => ['content_block_stop', { type: 'content_block_stop', index }];
+    return [
+      ['message_start', { type: 'message_start', message: start }],
+      block(0, { type: 'thinking', thinking: '', signature: '' }),
+      delta(0, { type: 'thinking_delta', thinking: 'I need ' }),
+      delta(0, { type: 'thinking_delta', thinking: 'the weather.' }),
+      delta(0, { type: 'signature_delta', signature }),
+      stop(0),
+      block(1, { type: 'tool_use', id: 'toolu_1', name: 'weather', input: {} }),
+      delta(1, { type: 'input_json_delta', partial_json: '{"city":"Oslo"}' }),
+      stop(1),
+      ['message_delta', {
+        type: 'message_delta',
+        delta: { stop_reason: 'tool_use', stop_sequence: null },
+        usage: { output_tokens: 7 },
+      }],
+      ['message_stop', { type: 'message_stop' }],
+    ];
+  };
+  const answer = { ...anthropicMessage('claude-sonnet-4-5-mock', 'Sunny.') };
+
+  /** What the second turn sent Claude: thinking on, and the tool turn led by the first turn's signed block. */
+  function assertSignedReplay(signature: string): void {
+    const sent = rig.anth.requests.at(-1)!.json!;
+    assert.equal((sent.thinking as Json | undefined)?.type, 'enabled', JSON.stringify(sent));
+    const turns = sent.messages as Json[];
+    const assistant = turns.findLast((m) => m.role === 'assistant')!;
+    assert.deepEqual((assistant.content as Json[])[0], {
+      type: 'thinking',
+      thinking: 'I need the weather.',
+      signature,
+    });
+    assert.equal((assistant.content as Json[])[1]?.type, 'tool_use');
+  }
+
+  for (const stream of [false, true]) {
+    test(`${stream ? 'SSE' : 'JSON'}: the reasoning item replayed in input keeps its signature`, async () => {
+      const signature = `sig-input-${stream}`;
+      rig.anth.script(stream ? { events: toolTurnEvents(signature) } : { body: toolTurn(signature) });
+      const params = {
+        model: 'claude',
+        input: 'weather in Oslo?',
+        tools: TOOLS,
+        reasoning: { effort: 'high' as const },
+      };
+      const r1 = stream
+        ? await openai().responses.stream(params).finalResponse()
+        : await openai().responses.create(params);
+      assert.deepEqual(r1.output.map((o) => o.type), ['reasoning', 'function_call']);
+      const reasoning = r1.output[0] as OpenAI.Responses.ResponseReasoningItem;
+      assert.match(String(reasoning.encrypted_content), /^sluice\.anthropic\.v1\./);
+      assert.deepEqual(reasoning.content, [{ type: 'reasoning_text', text: 'I need the weather.' }]);
+      const call = r1.output[1] as OpenAI.Responses.ResponseFunctionToolCall;
+
+      rig.anth.script({ body: answer });
+      const r2 = await openai().responses.create({
+        ...params,
+        store: false,
+        input: [
+          { role: 'user', content: 'weather in Oslo?' },
+          ...r1.output as OpenAI.Responses.ResponseInputItem[],
+          { type: 'function_call_output', call_id: call.call_id, output: '{"sky":"clear"}' },
+        ],
+      });
+      assert.equal(r2.output_text, 'Sunny.');
+      assertSignedReplay(signature);
+    });
+  }
+
+  test('via previous_response_id: the stored reasoning item keeps its signature', async () => {
+    rig.anth.script({ body: toolTurn('sig-stored') });
+    const params = { model: 'claude', tools: TOOLS, reasoning: { effort: 'high' as const } };
+    const r1 = await openai().responses.create({ ...params, input: 'weather in Oslo?' });
+    const call = r1.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
+    rig.anth.script({ body: answer });
+    const r2 = await openai().responses.create({
+      ...params,
+      previous_response_id: r1.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"sky":"clear"}' }],
+    });
+    assert.equal(r2.output_text, 'Sunny.');
+    assertSignedReplay('sig-stored');
+  });
+
+  test("another provider's encrypted_content sent to Claude: a 400 naming the item", async () => {
+    const before = rig.anth.requests.length;
+    const res = await rig.post('/v1/responses', {
+      model: 'claude',
+      reasoning: { effort: 'high' },
+      input: [
+        { role: 'user', content: 'q' },
+        { type: 'reasoning', id: 'rs_openai', summary: [], encrypted_content: 'gAAAAABopenaiopaque' },
+        { type: 'function_call', call_id: 'call_1', name: 'weather', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'call_1', output: 'clear' },
+      ],
+    }, CALLER);
+    assert.equal(res.status, 400);
+    const message = String(((await res.json()) as { error: Json }).error.message);
+    assert.match(message, /^`input\[1\]`: reasoning item "rs_openai" carries `encrypted_content`/);
+    assert.equal(rig.anth.requests.length, before, 'nothing reached Claude');
+  });
+
+  test("Sluice's encrypted_content sent to a native OpenAI target: a 400 naming the item", async () => {
+    rig.anth.script({ body: toolTurn('sig-native') });
+    const r1 = await openai().responses.create({ model: 'claude', input: 'q', reasoning: { effort: 'high' } });
+    const before = rig.mock.requests.length;
+    const res = await rig.post('/v1/responses', {
+      model: 'gpt4o',
+      input: [{ role: 'user', content: 'q' }, r1.output[0]],
+    }, CALLER);
+    assert.equal(res.status, 400);
+    const message = String(((await res.json()) as { error: Json }).error.message);
+    assert.match(message, /^`input\[1\]`: reasoning item "rs_[0-9a-f]+" carries `encrypted_content` this gateway made/);
+    assert.equal(rig.mock.requests.length, before, 'nothing reached OpenAI');
+  });
+
+  test('a chat caller gets the thinking text only: the private field stays inside the gateway', async () => {
+    rig.anth.script({ body: toolTurn('sig-chat-caller') });
+    const res = await rig.post('/v1/chat/completions', {
+      model: 'claude',
+      messages: [{ role: 'user', content: 'q' }],
+      reasoning_effort: 'high',
+    }, CALLER);
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    const message = ((JSON.parse(text) as Json).choices as Json[])[0]!.message as Json;
+    assert.equal(message.reasoning_content, 'I need the weather.');
+    assert.ok(!text.includes('sig-chat-caller'), text);
+    rig.anth.script({ events: toolTurnEvents('sig-chat-stream') });
+    const sse = await rig.post('/v1/chat/completions', {
+      model: 'claude',
+      messages: [{ role: 'user', content: 'q' }],
+      reasoning_effort: 'high',
+      stream: true,
+    }, CALLER);
+    const events = await sse.text();
+    assert.match(events, /"reasoning_content":"I need "/);
+    assert.ok(!events.includes('sig-chat-stream') && !events.includes('sluice_signed_thinking'), events);
+  });
+
+  test('to a chat-wire target the reasoning item is dropped, as chat takes no reasoning', async () => {
+    rig.anth.script({ body: toolTurn('sig-chat') });
+    const r1 = await openai().responses.create({ model: 'claude', input: 'q', reasoning: { effort: 'high' } });
+    rig.mock.script({ body: REASONING_JSON });
+    const res = await rig.post(
+      '/v1/responses',
+      { model: 'r1', input: [{ role: 'user', content: 'q' }, r1.output[0]] },
+      CALLER,
+    );
+    assert.equal(res.status, 200);
+    assert.deepEqual(rig.mock.requests.at(-1)!.json!.messages, [{ role: 'user', content: 'q' }]);
+  });
+});

@@ -22,6 +22,7 @@ import {
   translatedId,
   TranslationError,
 } from './shared.ts';
+import { SIGNED_THINKING, signedBlocks } from './signed-thinking.ts';
 
 /** Anthropic requires `max_tokens`; an OpenAI caller may omit it. */
 export const DEFAULT_MAX_TOKENS = 4096;
@@ -220,8 +221,10 @@ function imageBlock(p: Json, where: string): Json {
 }
 
 function assistantBlocks(m: Json, i: number): Json[] {
+  // Claude's signed thinking, carried back from a Responses caller's reasoning item, leads the turn.
+  const blocks = signedBlocks(m[SIGNED_THINKING]);
   // Anthropic refuses empty text blocks; an assistant turn of tool calls alone has none.
-  const blocks = textBlocks(m.content, `messages[${i}]`).filter((b) => b.text !== '');
+  blocks.push(...textBlocks(m.content, `messages[${i}]`).filter((b) => b.text !== ''));
   for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
     if (!isRecord(call) || !isRecord(call.function)) continue;
     blocks.push({
@@ -291,7 +294,8 @@ export function messagesToChatResponse(msg: Json, model: string, forTranslation 
   let text = '';
   let reasoning = '';
   const toolCalls: Json[] = [];
-  for (const b of Array.isArray(msg.content) ? msg.content : []) {
+  const content = Array.isArray(msg.content) ? msg.content : [];
+  for (const b of content) {
     if (!isRecord(b)) continue;
     if (b.type === 'text') text += str(b.text) ?? '';
     else if (b.type === 'thinking') reasoning += str(b.thinking) ?? '';
@@ -307,6 +311,9 @@ export function messagesToChatResponse(msg: Json, model: string, forTranslation 
   // Where OpenAI-compatible reasoning models put their thinking (DeepSeek's field).
   if (reasoning !== '') message.reasoning_content = reasoning;
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
+  // A translation can give the signed blocks back to its caller (a Responses reasoning item); a chat caller cannot.
+  const signed = forTranslation ? signedBlocks(content) : [];
+  if (signed.length > 0) message[SIGNED_THINKING] = signed;
   return {
     id: `chatcmpl-${str(msg.id) ?? translatedId('')}`,
     object: 'chat.completion',
@@ -340,6 +347,8 @@ export async function* messagesStreamToChat(
   let counts: AnthropicCounts = anthropicCounts(undefined);
   /** Anthropic block index → OpenAI tool-call index. */
   const toolIndex = new Map<number, number>();
+  /** Anthropic block index → the thinking text so far, to sign once its signature arrives (translations only). */
+  const thinking = forTranslation ? new Map<number, string>() : undefined;
   let started = false;
   const chunk = (delta: Json, finish: string | null = null): Uint8Array =>
     dataEvent({
@@ -367,7 +376,7 @@ export async function* messagesStreamToChat(
       }
       case 'content_block_start':
       case 'content_block_delta':
-        yield* blockChunks(j, toolIndex, chunk);
+        yield* blockChunks(j, toolIndex, chunk, thinking);
         break;
       case 'message_delta': {
         const delta = isRecord(j.delta) ? j.delta : {};
@@ -403,14 +412,23 @@ export async function* messagesStreamToChat(
   if (started) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before message_stop');
 }
 
-/** A content block's start or delta as chat chunks: text, thinking (as `reasoning_content`) and tool calls. */
+/**
+ * A content block's start or delta as chat chunks: text, thinking (as `reasoning_content`) and tool calls; with
+ * `thinking` (a translation), each signed thinking block once whole, as `SIGNED_THINKING`.
+ */
 function* blockChunks(
   j: Json,
   toolIndex: Map<number, number>,
   chunk: (delta: Json) => Uint8Array,
+  thinking?: Map<number, string>,
 ): Generator<Uint8Array> {
+  const at = num(j.index) ?? 0;
   if (j.type === 'content_block_start') {
     const block = isRecord(j.content_block) ? j.content_block : {};
+    if (thinking && block.type === 'redacted_thinking') {
+      const signed = signedBlocks([block]);
+      if (signed.length > 0) yield chunk({ [SIGNED_THINKING]: signed });
+    }
     if (block.type !== 'tool_use') return;
     const index = toolIndex.size;
     toolIndex.set(num(j.index) ?? 0, index);
@@ -427,7 +445,11 @@ function* blockChunks(
   const delta = isRecord(j.delta) ? j.delta : {};
   if (delta.type === 'text_delta' && typeof delta.text === 'string') yield chunk({ content: delta.text });
   else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
+    thinking?.set(at, (thinking.get(at) ?? '') + delta.thinking);
     yield chunk({ reasoning_content: delta.thinking });
+  } else if (thinking && delta.type === 'signature_delta' && typeof delta.signature === 'string') {
+    const signed = signedBlocks([{ type: 'thinking', thinking: thinking.get(at) ?? '', signature: delta.signature }]);
+    if (signed.length > 0) yield chunk({ [SIGNED_THINKING]: signed });
   } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
     const index = toolIndex.get(num(j.index) ?? 0) ?? 0;
     yield chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });

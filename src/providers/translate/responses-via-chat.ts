@@ -22,6 +22,7 @@ import {
   TranslationError,
   usageFromOpenai,
 } from './shared.ts';
+import { encryptedContentOf, SIGNED_THINKING, signedBlocks, thinkingOfEncrypted } from './signed-thinking.ts';
 
 /** Longest `max_output_tokens` passed on: the upstreams' 32-bit bound (a larger one is dropped, not wrapped). */
 const MAX_OUTPUT_TOKENS = 2 ** 32 - 1;
@@ -37,10 +38,13 @@ export function responsesId(prefix: 'resp_' | 'msg_' | 'fc_' | 'call_' | 'rs_'):
  * A Responses request as chat. What the target accepts (`caps`, by default what its model name says)
  * decides the token-limit field, the effort knob, sampling, tool choice and `user`; on a `thinking` target
  * (Claude) the effort stays `reasoning_effort`, which the Anthropic translation turns into a budget.
+ * `signedThinking`: the target is Claude on Anthropic's wire, which takes its signed thinking back from a
+ * reasoning item's `encrypted_content` (and refuses any other provider's).
  */
 export function responsesToChatRequest(
   body: Json,
   caps: Capabilities = capabilitiesOf(String(body.model ?? '')),
+  signedThinking = false,
 ): Json {
   if (body.previous_response_id !== undefined && body.previous_response_id !== null) {
     throw new TranslationError(
@@ -52,7 +56,9 @@ export function responsesToChatRequest(
     messages.push({ role: 'system', content: body.instructions });
   }
   if (typeof body.input === 'string') messages.push({ role: 'user', content: body.input });
-  else if (Array.isArray(body.input)) body.input.forEach((item, i) => appendInputItem(messages, item, i));
+  else if (Array.isArray(body.input)) {
+    body.input.forEach((item, i) => appendInputItem(messages, item, i, signedThinking));
+  }
   const out: Json = { model: body.model, messages };
   // A reasoning model takes only the default sampling: what the caller set is dropped, not refused.
   const copied = caps.temperature ? ['temperature', 'top_p', 'parallel_tool_calls'] : ['parallel_tool_calls'];
@@ -89,12 +95,16 @@ const UNKNOWN_STATE = 'the gateway stores the responses it translates for the AP
  * One `input[]` item onto the chat messages; consecutive function calls fold into one assistant turn. An
  * `item_reference` still here names nothing stored: refused, never dropped (the model would lose its turn).
  */
-function appendInputItem(messages: Json[], item: unknown, index: number): void {
+function appendInputItem(messages: Json[], item: unknown, index: number, signedThinking: boolean): void {
   if (typeof item === 'string') {
     messages.push({ role: 'user', content: item });
     return;
   }
-  if (!isRecord(item) || item.type === 'reasoning') return;
+  if (!isRecord(item)) return;
+  if (item.type === 'reasoning') {
+    if (signedThinking) appendSignedThinking(messages, item, index);
+    return;
+  }
   if (item.type === 'function_call') {
     const call = {
       id: str(item.call_id) ?? str(item.id) ?? '',
@@ -122,7 +132,37 @@ function appendInputItem(messages: Json[], item: unknown, index: number): void {
     ? 'system'
     : 'user';
   const content = messageContent(item.content, role === 'user');
-  if (content !== undefined) messages.push({ role, content });
+  if (content === undefined) return;
+  const last = messages[messages.length - 1];
+  // The text of the turn a reasoning item opened joins it, as Claude answered both in one message.
+  if (role === 'assistant' && last !== undefined && thinkingOnly(last)) last.content = content;
+  else messages.push({ role, content });
+}
+
+/** An assistant turn that so far holds only signed thinking (a reasoning item read back). */
+function thinkingOnly(m: Json): boolean {
+  return m.role === 'assistant' && m[SIGNED_THINKING] !== undefined && m.content === null && !m.tool_calls;
+}
+
+/**
+ * A reasoning item sent back to Claude: the thinking blocks its `encrypted_content` carries open the assistant
+ * turn (the calls and text that follow join it). Another provider's state is refused, naming the item; an item
+ * without any is dropped (Claude then thinks afresh, or not at all on a continued tool turn).
+ */
+function appendSignedThinking(messages: Json[], item: Json, index: number): void {
+  const blocks = thinkingOfEncrypted(item.encrypted_content);
+  if (blocks === undefined) return;
+  if (blocks === 'foreign') {
+    throw new TranslationError(
+      `\`input[${index}]\`: reasoning item ${JSON.stringify(item.id ?? null)} carries \`encrypted_content\` ` +
+        'another provider made (not this gateway for a Claude model), which this model cannot take back; ' +
+        'remove the item or its `encrypted_content`, or send the conversation to the model that made it',
+    );
+  }
+  if (blocks.length === 0) return;
+  const last = messages[messages.length - 1];
+  if (last !== undefined && thinkingOnly(last)) (last[SIGNED_THINKING] as Json[]).push(...blocks);
+  else messages.push({ role: 'assistant', content: null, [SIGNED_THINKING]: blocks });
 }
 
 /** A message item's content: its text (parts joined), or text and image parts on a user turn; none: undefined. */
@@ -211,8 +251,16 @@ function messageItem(id: string, text: string, status: string): Json {
  * A `reasoning` item: a chat upstream's reasoning is the model's own text, not a summary, so it is a
  * `reasoning_text` part (as vLLM's Responses API gives it) with an empty `summary`; `text` undefined: none yet.
  */
-function reasoningItem(id: string, text: string | undefined): Json {
-  return { type: 'reasoning', id, summary: [], content: text === undefined ? [] : [{ type: 'reasoning_text', text }] };
+function reasoningItem(id: string, text: string | undefined, signed: Json[] = []): Json {
+  const item: Json = {
+    type: 'reasoning',
+    id,
+    summary: [],
+    content: text === undefined ? [] : [{ type: 'reasoning_text', text }],
+  };
+  // Claude's signed thinking, for the caller to send back (docs/translation.md "Signed thinking on the Responses path").
+  if (signed.length > 0) item.encrypted_content = encryptedContentOf(signed);
+  return item;
 }
 
 function functionCallItem(id: string, callId: string, name: string, args: string, status: string): Json {
@@ -228,7 +276,8 @@ export function chatToResponsesResponse(chat: Json, model: string): Json {
   const message = isRecord(choice.message) ? choice.message : {};
   const output: Json[] = [];
   const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
-  if (reasoning !== '') output.push(reasoningItem(responsesId('rs_'), reasoning));
+  const signed = signedBlocks(message[SIGNED_THINKING]);
+  if (reasoning !== '' || signed.length > 0) output.push(reasoningItem(responsesId('rs_'), reasoning, signed));
   const text = typeof message.content === 'string' ? message.content : '';
   if (text !== '') output.push(messageItem(responsesId('msg_'), text, 'completed'));
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
@@ -262,7 +311,7 @@ interface StreamedCall {
 
 /** The output item being streamed: one at a time, closed (its `*.done` events) before the next is added. */
 type OpenItem =
-  | { kind: 'reasoning' | 'message'; id: string; index: number; text: string }
+  | { kind: 'reasoning' | 'message'; id: string; index: number; text: string; signed: Json[] }
   | { kind: 'call'; call: AnnouncedCall };
 
 /** A call once announced: its output index, id and name are set. */
@@ -314,6 +363,12 @@ class ResponsesEvents {
     });
   }
 
+  /** Claude's signed thinking blocks (a translation's private field): the open reasoning item carries them. */
+  *signedThinking(blocks: Json[]): Generator<Uint8Array> {
+    const item = yield* this.textItem('reasoning');
+    item.signed.push(...blocks);
+  }
+
   *text(delta: string): Generator<Uint8Array> {
     const item = yield* this.textItem('message');
     item.text += delta;
@@ -326,10 +381,13 @@ class ResponsesEvents {
   }
 
   /** The open item of `kind`, or a new one (the open item closed first) with its empty content part. */
-  private *textItem(kind: 'reasoning' | 'message'): Generator<Uint8Array, { id: string; index: number; text: string }> {
+  private *textItem(
+    kind: 'reasoning' | 'message',
+  ): Generator<Uint8Array, { id: string; index: number; text: string; signed: Json[] }> {
     if (this.open?.kind === kind) return this.open;
     yield* this.close();
-    const item = { kind, id: responsesId(kind === 'message' ? 'msg_' : 'rs_'), index: this.nextIndex++, text: '' };
+    const id = responsesId(kind === 'message' ? 'msg_' : 'rs_');
+    const item = { kind, id, index: this.nextIndex++, text: '', signed: [] as Json[] };
     this.open = item;
     const added = kind === 'message' ? messageItem(item.id, '', 'in_progress') : reasoningItem(item.id, undefined);
     yield this.event('response.output_item.added', { output_index: item.index, item: added });
@@ -387,13 +445,13 @@ class ResponsesEvents {
       item = functionCallItem(c.itemId, c.callId, c.name, c.args, 'completed');
       index = c.outputIndex;
     } else {
-      const { kind, id, text } = open;
+      const { kind, id, text, signed } = open;
       index = open.index;
       const base = { item_id: id, output_index: index, content_index: 0 };
       const done = kind === 'message' ? 'response.output_text.done' : 'response.reasoning_text.done';
       yield this.event(done, { ...base, text });
       yield this.event('response.content_part.done', { ...base, part: textPart(kind, text) });
-      item = kind === 'message' ? messageItem(id, text, 'completed') : reasoningItem(id, text);
+      item = kind === 'message' ? messageItem(id, text, 'completed') : reasoningItem(id, text, signed);
     }
     yield this.event('response.output_item.done', { output_index: index, item });
     this.closed.push(item);
@@ -454,10 +512,12 @@ function* chunkEvents(out: ResponsesEvents, choice: Json): Generator<Uint8Array>
   const calls = Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isRecord) : [];
   const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : '';
   const text = typeof delta.content === 'string' ? delta.content : '';
+  const signed = signedBlocks(delta[SIGNED_THINKING]);
   const finishes = choice.finish_reason !== null && choice.finish_reason !== undefined;
-  if (reasoning === '' && text === '' && calls.length === 0 && !finishes) return;
+  if (reasoning === '' && signed.length === 0 && text === '' && calls.length === 0 && !finishes) return;
   yield* out.start();
   if (reasoning !== '') yield* out.reasoning(reasoning);
+  if (signed.length > 0) yield* out.signedThinking(signed);
   if (text !== '') yield* out.text(text);
   for (const call of calls) {
     const fn = isRecord(call.function) ? call.function : {};

@@ -13,7 +13,8 @@ import {
   translateMessagesRequest,
 } from './messages-via-chat.ts';
 import { chatStreamToResponses, chatToResponsesResponse, responsesToChatRequest } from './responses-via-chat.ts';
-import { type Json, parseJsonObject, type TokenUsage, TranslationError } from './shared.ts';
+import { isRecord, type Json, parseJsonObject, type TokenUsage, TranslationError } from './shared.ts';
+import { isSluiceEncrypted } from './signed-thinking.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts';
 
 /** On a count_tokens answer Sluice made itself: the count is a local estimate, not the model's tokenizer. */
@@ -36,7 +37,7 @@ export function servesResponsesNatively(
 export function translatedCall(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> | undefined {
   switch (call.endpoint) {
     case 'responses':
-      if (servesResponsesNatively(adapter, call)) return undefined;
+      if (servesResponsesNatively(adapter, call)) return sluiceStateRefused(call.body);
       return adapter.supports('chat') ? viaChat(adapter, call, RESPONSES) : undefined;
     case 'messages':
       if (adapter.supports('messages')) return undefined;
@@ -49,6 +50,25 @@ export function translatedCall(adapter: ProviderAdapter, call: ProviderCall): Pr
     default:
       return undefined;
   }
+}
+
+/**
+ * A native Responses target given back a reasoning item whose `encrypted_content` Sluice made for Claude:
+ * refused, naming the item, rather than sent for OpenAI to refuse opaquely. Undefined: the adapter serves it.
+ */
+function sluiceStateRefused(body: Json): Promise<ProviderResult> | undefined {
+  const input = Array.isArray(body.input) ? body.input : [];
+  const i = input.findIndex((item) =>
+    isRecord(item) && item.type === 'reasoning' && isSluiceEncrypted(item.encrypted_content)
+  );
+  if (i < 0) return undefined;
+  const id = JSON.stringify((input[i] as Json).id ?? null);
+  return Promise.resolve({
+    kind: 'refused',
+    message: `\`input[${i}]\`: reasoning item ${id} carries \`encrypted_content\` this gateway made for a Claude ` +
+      'model, which this model cannot take back; remove the item or its `encrypted_content`, or send the ' +
+      'conversation to a Claude model',
+  });
 }
 
 /**
@@ -79,8 +99,11 @@ const NOTHING_REPORTED: TokenUsage = { input: 0, output: 0 };
 
 /** One caller wire served through chat: its request, JSON answer and stream translations. */
 interface ViaChat {
-  /** The chat request, and what of the caller's it could not carry (dropped.ts: `x-sluice-dropped`). */
-  request(body: Json, caps: Capabilities): { body: Json; dropped: string[] };
+  /**
+   * The chat request, and what of the caller's it could not carry (dropped.ts: `x-sluice-dropped`);
+   * `anthropicWire`: the adapter serves the target on Anthropic's Messages wire.
+   */
+  request(body: Json, caps: Capabilities, anthropicWire: boolean): { body: Json; dropped: string[] };
   response(chat: Json, model: string): Json;
   stream(
     chunks: AsyncIterable<Uint8Array>,
@@ -104,7 +127,11 @@ const MESSAGES: ViaChat = {
 };
 
 const RESPONSES: ViaChat = {
-  request: (b, caps) => ({ body: responsesToChatRequest(b, caps), dropped: droppedResponsesTools(b) }),
+  request: (b, caps, anthropicWire) => ({
+    // Only Claude on Anthropic's wire takes its signed thinking back (signed-thinking.ts).
+    body: responsesToChatRequest(b, caps, anthropicWire && caps.reasoning === 'thinking'),
+    dropped: droppedResponsesTools(b),
+  }),
   response: chatToResponsesResponse,
   stream: chatStreamToResponses,
   countsPromptFirst: false,
@@ -120,7 +147,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
   let body: Json;
   let dropped: string[];
   try {
-    ({ body, dropped } = wire.request(call.body, caps));
+    ({ body, dropped } = wire.request(call.body, caps, adapter.supports('messages')));
   } catch (e) {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };
