@@ -137,7 +137,13 @@ export async function startMockGuardrails(): Promise<MockGuardrails> {
     const path = req.url ?? '';
     requests.push({ path, headers: req.headers, json });
     const fault = state.fault;
-    if (fault?.kind === 'slow') await sleep(fault.ms);
+    if (fault?.kind === 'slow') {
+      // Until `ms` pass or the caller hangs up, so a caller that timed out leaves no timer behind.
+      const gone = new AbortController();
+      res.on('close', () => gone.abort());
+      await sleep(fault.ms, gone.signal);
+      if (res.destroyed) return;
+    }
     if (fault?.kind === 'status') {
       res.writeHead(fault.status, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: { message: `mock ${fault.status}` } }));

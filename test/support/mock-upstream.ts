@@ -20,6 +20,8 @@ export interface Reply {
   dropAfterChunks?: number;
   /** Hold the response open until this promise resolves (for in-flight tests). */
   hold?: Promise<void>;
+  /** SSE: after chunk i is written, wait for `chunkHolds[i]` (if any) before the next (a silence a test ends). */
+  chunkHolds?: (Promise<void> | undefined)[];
 }
 
 export interface Recorded {
@@ -118,6 +120,7 @@ export async function startMockUpstream(opts: { rules?: boolean } = {}): Promise
         if (res.destroyed) return;
         res.write(`data: ${JSON.stringify(events[i])}\n\n`);
         if (reply.chunkDelayMs) await sleep(reply.chunkDelayMs);
+        await reply.chunkHolds?.[i];
       }
       if (reply.dropAfterChunks !== undefined && reply.dropAfterChunks >= events.length) {
         res.socket?.destroy();

@@ -28,12 +28,13 @@ beforeEach(() => {
   mock.requests.length = 0;
 });
 
-const logs: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
-function deps(metrics?: GuardrailMetrics): ChainDeps {
+type Log = { level: string; msg: string; fields: Record<string, unknown> };
+const logs: Log[] = [];
+function deps(metrics?: GuardrailMetrics, sink: Log[] = logs): ChainDeps {
   return {
     ctx: { fetch: (r) => fetch(r.url, r) },
     metrics,
-    log: (level, msg, fields) => logs.push({ level, msg, fields }),
+    log: (level, msg, fields) => sink.push({ level, msg, fields }),
     now: () => performance.now() / 1000,
   };
 }
@@ -62,8 +63,8 @@ function rows(url: string): Record<string, Record<string, unknown>> {
     },
   };
 }
-const g = (kind: string, over: Record<string, unknown> = {}): Guardrail =>
-  guardrail({ ...rows(mock.url)[kind]!, timeout_ms: 5000, ...over });
+const g = (kind: string, over: Record<string, unknown> = {}, url = mock.url): Guardrail =>
+  guardrail({ ...rows(url)[kind]!, timeout_ms: 5000, ...over });
 
 describe('remote kinds: wire requests and verdicts', () => {
   test('openai_moderation: bearer key, model and joined input; flagged blocks; thresholds pick categories', async () => {
@@ -183,45 +184,43 @@ describe('remote kinds: failing services', () => {
     azure_content_safety_text_moderation: 'azure_cs',
     aliyun_text_moderation: 'aliyun',
   };
-  for (const kind of Object.keys(prefix)) {
-    test(`${kind}: each failure tagged; input and output fail closed by default, fail_open bypasses, mandatory blocks`, async () => {
-      for (const [label, fault, tag] of faults) {
-        mock.fault = fault;
-        const want = `${prefix[kind]}_${tag}`;
-        const reg = new Registry();
-        const metrics = new GuardrailMetrics(reg);
-        const t0 = performance.now();
-        const input = await runChain(
-          [g(kind, { timeout_ms: 800, fail_open: true })],
-          'input',
-          [user('hello a@b.io')],
-          deps(metrics),
-        );
-        assert.ok(performance.now() - t0 < 2500, `${label}: bounded by timeout_ms`);
-        assert.equal(input.blocked, undefined, `${label}: fail_open: true on input`);
-        assert.equal(input.bypassTag, want, label);
-        assert.match(reg.render(), new RegExp(`result="bypassed",error_type="${want}"`));
-        const output = await runChain([g(kind, { timeout_ms: 800 })], 'output', [user('hi')], deps());
-        assert.equal(output.blocked?.errorType, want, `${label}: output_fail_open defaults to false`);
-        const open = await runChain(
-          [g(kind, { timeout_ms: 800, output_fail_open: true })],
-          'output',
-          [user('hi')],
-          deps(),
-        );
-        assert.equal(open.blocked, undefined, `${label}: output_fail_open: true`);
-        const closed = await runChain([g(kind, { timeout_ms: 800 })], 'input', [user('hi')], deps());
-        assert.equal(closed.blocked?.errorType, want, `${label}: fail_open defaults to false`);
-        const mandatory = await runChain(
-          [g(kind, { timeout_ms: 800, fail_open: true, mandatory: true })],
-          'input',
-          [user('hi')],
-          deps(),
-        );
-        assert.equal(mandatory.blocked?.errorType, want, `${label}: mandatory`);
-      }
-    });
-  }
+  // The kinds at once, each against its own mock (its fault is its own), and a fault's five chains at once: the
+  // slow fault costs one timeout_ms, not thirty.
+  describe('each kind', { concurrency: true }, () => {
+    for (const kind of Object.keys(prefix)) {
+      test(`${kind}: each failure tagged; input and output fail closed by default, fail_open bypasses, mandatory blocks`, async (t) => {
+        const own = await startMockGuardrails();
+        t.after(() => own.close());
+        const at = (over: Record<string, unknown>) => g(kind, { timeout_ms: 800, ...over }, own.url);
+        const chain = (gr: Guardrail, hook: 'input' | 'output', text: string, metrics?: GuardrailMetrics) =>
+          runChain([gr], hook, [user(text)], deps(metrics, []));
+        for (const [label, fault, tag] of faults) {
+          own.fault = fault;
+          const want = `${prefix[kind]}_${tag}`;
+          const reg = new Registry();
+          const metrics = new GuardrailMetrics(reg);
+          const t0 = performance.now();
+          const [input, output, open, closed, mandatory] = await Promise.all([
+            chain(at({ fail_open: true }), 'input', 'hello a@b.io', metrics).then((v) => {
+              assert.ok(performance.now() - t0 < 2500, `${label}: bounded by timeout_ms`);
+              return v;
+            }),
+            chain(at({}), 'output', 'hi'),
+            chain(at({ output_fail_open: true }), 'output', 'hi'),
+            chain(at({}), 'input', 'hi'),
+            chain(at({ fail_open: true, mandatory: true }), 'input', 'hi'),
+          ]);
+          assert.equal(input.blocked, undefined, `${label}: fail_open: true on input`);
+          assert.equal(input.bypassTag, want, label);
+          assert.match(reg.render(), new RegExp(`result="bypassed",error_type="${want}"`));
+          assert.equal(output.blocked?.errorType, want, `${label}: output_fail_open defaults to false`);
+          assert.equal(open.blocked, undefined, `${label}: output_fail_open: true`);
+          assert.equal(closed.blocked?.errorType, want, `${label}: fail_open defaults to false`);
+          assert.equal(mandatory.blocked?.errorType, want, `${label}: mandatory`);
+        }
+      });
+    }
+  });
 
   test("a 4xx is logged at ERROR with the service's advice and the body; timeout_ms 0 times out at once", async () => {
     mock.fault = { kind: 'status', status: 400 };

@@ -15,7 +15,7 @@ import { type YamlPiece, type YamlPieces, yamlPieces } from '../../src/resources
 
 const FILE = '/etc/sluice/resources.yaml';
 
-/** A file past the off-thread threshold: `rows` models and as many api keys. */
+/** A file past the off-thread threshold: `rows` models and as many api keys (1 400 rows: just past it). */
 function bigFile(rows: number, tail = ''): string {
   const out = ['_format_version: "1"', 'provider_keys:', '  - display_name: mock', '    provider: echo', 'models:'];
   for (let i = 0; i < rows; i++) out.push(`  - display_name: m-${i}`, '    model_name: up', '    provider_key: mock');
@@ -51,7 +51,7 @@ function summary(r: LoadResult): unknown {
 }
 
 test('a large file parsed in pieces gives the snapshot a parse on the event loop gives', async () => {
-  const text = bigFile(3000);
+  const text = bigFile(1400);
   const pieces: YamlPiece['type'][] = [];
   const told: ParsedOn[] = [];
   const off = await loadResourcesFile(FILE, text, {}, {
@@ -62,12 +62,12 @@ test('a large file parsed in pieces gives the snapshot a parse on the event loop
   assert.equal(off.ok, true);
   assert.deepEqual(summary(off), summary(here));
   assert.deepEqual(told, [{ on: 'worker thread' }, { on: 'event loop' }]);
-  // The head, then 3 000 models, 3 000 keys and one provider key in pieces of 500 rows, then done.
-  assert.deepEqual(pieces, ['head', ...Array(6 + 6 + 1).fill('rows'), 'done']);
+  // The head, then 1 400 models, 1 400 keys and one provider key in pieces of 500 rows, then done.
+  assert.deepEqual(pieces, ['head', ...Array(3 + 3 + 1).fill('rows'), 'done']);
 });
 
 test('a YAML error and a row error read the same as from a parse on the event loop', async () => {
-  for (const text of [bigFile(2500, 'oops: [1\nb: 2\n'), bigFile(2500).replace('    model_name: up\n', '')]) {
+  for (const text of [bigFile(1400, 'oops: [1\nb: 2\n'), bigFile(1400).replace('    model_name: up\n', '')]) {
     const off = await loadResourcesFile(FILE, text, {}, { parseOffThread: inProcess([]) });
     const here = await loadResourcesFile(FILE, text, {});
     assert.equal(off.ok, false);
@@ -76,7 +76,7 @@ test('a YAML error and a row error read the same as from a parse on the event lo
 });
 
 test('a thread that fails leaves the parse to the event loop, and says why', async () => {
-  const text = bigFile(2500);
+  const text = bigFile(1400);
   let closed = 0;
   const broken = (): YamlPieces => ({
     next: () => Promise.reject(new Error('worker died')),

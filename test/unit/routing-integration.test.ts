@@ -17,7 +17,7 @@ import {
   startMockAnthropic,
 } from '../support/mock-anthropic.ts';
 import { BASE_CONFIG, gatewayWith } from '../support/platform.ts';
-import { until } from '../support/until.ts';
+import { latch, until, within } from '../support/until.ts';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -162,6 +162,25 @@ async function upstreamOf(h: Pick<Harness, 'gw'>, res: Response): Promise<string
 }
 
 const nowSecs = () => Date.now() / 1000;
+
+/** Reads `res`'s body; once `seen` holds for the text so far calls `then` (once), and reads on to the end. */
+async function readAcross(res: Response, seen: (text: string) => boolean, then: () => void): Promise<string> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let told = false;
+  for (;;) {
+    if (!told && seen(text)) {
+      told = true;
+      then();
+    }
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  assert.ok(told, `the body ended before the awaited point: ${text}`);
+  return text;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -750,8 +769,15 @@ describe('streaming', () => {
   });
 
   test('keep-alive comments flow while the upstream is silent between chunks', async () => {
-    b.script({ sse: [chunk('up-b', 'one'), chunk('up-b', 'two')], chunkDelayMs: 2300 });
-    const text = await (await h.chat('m-b', { stream: true })).text();
+    // The upstream stays silent after "one" until the caller has seen a comment after it.
+    const silence = latch();
+    b.script({ sse: [chunk('up-b', 'one'), chunk('up-b', 'two')], chunkHolds: [silence.promise] });
+    const res = await h.chat('m-b', { stream: true });
+    const text = await within(
+      readAcross(res, (t) => /"one".*\n\n:\n\n/s.test(t), silence.resolve),
+      10_000,
+      'a keep-alive comment after the first chunk',
+    ).finally(silence.resolve);
     const one = text.indexOf('"one"');
     const two = text.indexOf('"two"');
     assert.ok(one >= 0 && two > one, text);
@@ -760,12 +786,18 @@ describe('streaming', () => {
   });
 
   test('a slow first chunk: the response commits after the keep-alive interval and sends comments meanwhile', async () => {
-    b.script({ delayMs: 2300 });
-    const started = Date.now();
-    const res = await h.chat('m-b', { stream: true });
-    assert.equal(res.status, 200);
-    assert.ok(Date.now() - started < 2000, 'headers before the upstream answered');
-    const text = await res.text();
+    // The upstream answers only once the caller has the head and a first comment.
+    const answer = latch();
+    b.script({ hold: answer.promise });
+    const text = await within(
+      (async () => {
+        const res = await h.chat('m-b', { stream: true });
+        assert.equal(res.status, 200, 'headers before the upstream answered');
+        return await readAcross(res, (t) => t.length > 0, answer.resolve);
+      })(),
+      10_000,
+      'the head and a comment while the upstream holds its answer',
+    ).finally(answer.resolve);
     assert.ok(text.startsWith(':\n\n'), text);
     assert.ok(text.includes('"hello"') && text.endsWith('data: [DONE]\n\n'));
   });
