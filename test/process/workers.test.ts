@@ -204,7 +204,8 @@ describe('Workers handler (in-process)', () => {
     upstream.script({ body: answer });
     const res = await post('/v1/responses', { model: 'gpt-test', input: 'hi' });
     assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), answer);
+    // Passed through, but for the model's name: the caller's, as every endpoint names it.
+    assert.deepEqual(await res.json(), { ...answer, model: 'gpt-test' });
     assert.equal(upstream.requests.at(-1)!.url, '/v1/responses');
     upstream.script({ sse: [{ type: 'response.completed', response: answer }] });
     const sse = await post('/v1/responses', { model: 'gpt-test', input: 'hi', stream: true });
