@@ -23,6 +23,7 @@ import type { ModelCallRoute } from './routes.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
 import { StreamCount } from './stream-count.ts';
+import { DROPPED_RECORD } from './translation-record.ts';
 import {
   embeddingsUsage,
   fromCounts,
@@ -133,7 +134,8 @@ export class Answerer {
   /** The caller's answer for a dispatch result, in the caller's wire. */
   respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
     const scrub = this.scrubber(call);
-    if ((r.kind === 'stream' || r.kind === 'response') && r.headers) call.rec.dropped(r.headers[DROPPED_HEADER]);
+    const dropped = (r.kind === 'stream' || r.kind === 'response') ? r.headers?.[DROPPED_HEADER] : undefined;
+    if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
     rec.firstByte(this.d.clock());
