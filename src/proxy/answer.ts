@@ -18,7 +18,7 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
-import type { ModelCall } from './pipeline.ts';
+import type { Answering, ModelCall } from './pipeline.ts';
 import type { ModelCallRoute } from './routes.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
@@ -72,7 +72,7 @@ export interface AnswerDeps {
 }
 
 /** The dispatch step and the answer built from its result. */
-export class Answerer {
+export class Answerer implements Answering {
   constructor(private readonly d: AnswerDeps) {}
 
   /** Dispatch with its attempts; the permit is released if dispatch throws. */
@@ -118,6 +118,11 @@ export class Answerer {
     }
     rec.answered(r);
     return r;
+  }
+
+  /** A step's refusal, recorded and answered in the caller's wire. */
+  refuse(call: ModelCall, e: ProxyError): Response {
+    return fail(call.c, e);
   }
 
   /** `x-aisix-served-by`, unless the operator hides the routing members' names. */

@@ -126,9 +126,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
     reserve: reserveStep(d.rateLimiter),
-    dispatch: (call) => answerer.dispatch(call),
-    respond: (call, result) => answerer.respond(call, result),
-    refuse: (call, e) => fail(call.c, e),
+    answer: answerer,
   }, features);
   // How each kind of route is served (routes.ts `Route`): a new kind of call adds its entry here.
   const handlers: HandlerTable = {
