@@ -34,6 +34,7 @@ import { requestIdFrom } from './request-id.ts';
 import { responsesStateSteps } from './responses-state.ts';
 import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
+import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 
 /** What the proxy app reads; the Gateway is one. `snapshot` is read on every request (it is swapped on reload). */
@@ -91,7 +92,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(d));
+  app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
   const dispatcher = new Dispatcher({
     config: cfg,
     upstream: d.upstream,
