@@ -8,8 +8,8 @@
 // Steps in parentheses are features: each is in the list only when it is configured, so an absent one costs
 // nothing per request. The order is data, in one place (`STEP_ORDER`). A feature whose rules come from the
 // resources (guardrails, cache policies) is a `SnapshotFeature`: its steps are built once per snapshot, and a
-// snapshot without its rules gets a pipeline without them (`SnapshotPipelines`). Every write to the request's record goes through `RequestRecord`
-// (record.ts).
+// snapshot without its rules gets a pipeline without them (`SnapshotPipelines`). Every write to the request's
+// record goes through `RequestRecord` (record.ts), a feature's own fields through its facet (record-facet.ts).
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
