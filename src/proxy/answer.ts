@@ -18,11 +18,12 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
-import type { ModelCall } from './pipeline.ts';
+import type { Answering, ModelCall } from './pipeline.ts';
 import type { ModelCallRoute } from './routes.ts';
 import { type RequestRecord, SERVER } from './record.ts';
 import { pumpSse } from './stream.ts';
 import { StreamCount } from './stream-count.ts';
+import { DROPPED_RECORD } from './translation-record.ts';
 import {
   embeddingsUsage,
   fromCounts,
@@ -71,7 +72,7 @@ export interface AnswerDeps {
 }
 
 /** The dispatch step and the answer built from its result. */
-export class Answerer {
+export class Answerer implements Answering {
   constructor(private readonly d: AnswerDeps) {}
 
   /** Dispatch with its attempts; the permit is released if dispatch throws. */
@@ -119,6 +120,11 @@ export class Answerer {
     return r;
   }
 
+  /** A step's refusal, recorded and answered in the caller's wire. */
+  refuse(call: ModelCall, e: ProxyError): Response {
+    return fail(call.c, e);
+  }
+
   /** `x-aisix-served-by`, unless the operator hides the routing members' names. */
   private servedBy(call: ModelCall, r: DispatchResult): Record<string, string> {
     return this.d.servedByHeader === false ? {} : servedByHeader(call, r);
@@ -133,7 +139,8 @@ export class Answerer {
   /** The caller's answer for a dispatch result, in the caller's wire. */
   respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
     const scrub = this.scrubber(call);
-    if ((r.kind === 'stream' || r.kind === 'response') && r.headers) call.rec.dropped(r.headers[DROPPED_HEADER]);
+    const dropped = (r.kind === 'stream' || r.kind === 'response') ? r.headers?.[DROPPED_HEADER] : undefined;
+    if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
     rec.firstByte(this.d.clock());

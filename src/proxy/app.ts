@@ -34,6 +34,7 @@ import { requestIdFrom } from './request-id.ts';
 import { responsesStateSteps } from './responses-state.ts';
 import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireOf } from './routes.ts';
 import { trackRequests } from './track.ts';
+import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 
 /** What the proxy app reads; the Gateway is one. `snapshot` is read on every request (it is swapped on reload). */
@@ -91,7 +92,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(d));
+  app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
   const dispatcher = new Dispatcher({
     config: cfg,
     upstream: d.upstream,
@@ -126,9 +127,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
     reserve: reserveStep(d.rateLimiter),
-    dispatch: (call) => answerer.dispatch(call),
-    respond: (call, result) => answerer.respond(call, result),
-    refuse: (call, e) => fail(call.c, e),
+    answer: answerer,
   }, features);
   // How each kind of route is served (routes.ts `Route`): a new kind of call adds its entry here.
   const handlers: HandlerTable = {

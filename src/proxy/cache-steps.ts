@@ -11,6 +11,7 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher } from '../routing/dispatch.ts';
 import { Cancel } from '../util/cancel.ts';
 import { commitUsage, stamped } from './answer.ts';
+import { CACHE_RECORD } from './cache-record.ts';
 import { slotKey } from './call-state.ts';
 import type { AnswerStep, ModelCall, ResolvedModel, SnapshotFeature, Step, StepResult } from './pipeline.ts';
 
@@ -38,7 +39,7 @@ export function cacheLookupStep(cache: ResponseCache, checkCached?: CheckCached)
     if (d === undefined) return undefined;
     if (d.kind === 'hit') return answerHit(call, d, checkCached);
     call.state.set(MISS, d, abandon);
-    call.rec.cacheMissed(d.kind);
+    call.rec.facet(CACHE_RECORD).status = d.kind;
     return undefined;
   };
   return {
@@ -81,7 +82,9 @@ export const cacheStoreStep: AnswerStep = {
 async function answerHit(call: ModelCall, hit: CacheHit, checkCached: CheckCached | undefined): Promise<StepResult> {
   const { rec, caller, resolved } = call;
   rec.dispatching(false, firstUpstream(caller.snapshot, resolved));
-  rec.cacheHit(hit.layer, hit.similarity, hit.usage);
+  rec.facet(CACHE_RECORD).hit(hit.layer, hit.similarity, hit.usage);
+  // Its stored usage is replayed in the token families (the part says no spend is counted).
+  rec.read({ input: hit.usage.input, output: hit.usage.output }, undefined);
   let body: string | ProxyError = hit.body;
   if (checkCached) {
     const checked = checkCached(call, body);

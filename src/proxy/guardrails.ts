@@ -19,6 +19,7 @@ import type { UpstreamFetch } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
 import { slotKey } from './call-state.ts';
+import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { AnswerStep, ModelCall, SnapshotFeature } from './pipeline.ts';
 import { readBody, StreamUsage, totalOf } from './usage.ts';
 
@@ -121,7 +122,7 @@ async function checkInput(call: ModelCall, index: AttachmentIndex, deps: ChainDe
     deps,
     call.resolved.model.display_name,
   );
-  if (r.verdict) call.rec.guardrailsRan(r.verdict);
+  if (r.verdict) call.rec.facet(GUARDRAIL_RECORD).ran(r.verdict);
   return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('request', r.refusal.guardrail)) : undefined;
 }
 
@@ -135,7 +136,7 @@ async function checkOutput(
   if (result.kind !== 'response' || result.status >= 300) return result;
   const model = call.resolved.model.display_name;
   const r = await checkAnswer(chain, endpointOf(call), call.route.wire, result.body, deps, model);
-  if (r.verdict) call.rec.guardrailsRan(r.verdict);
+  if (r.verdict) call.rec.facet(GUARDRAIL_RECORD).ran(r.verdict);
   if (!r.refusal) return r.body === result.body ? result : { ...result, body: r.body };
   // The upstream spent the tokens: charge them before the refusal.
   const read = readBody(result.body);
@@ -153,7 +154,7 @@ async function checkCachedOutput(
 ): Promise<string | ProxyError> {
   const model = call.resolved.model.display_name;
   const r = await checkAnswer(chain, endpointOf(call), call.route.wire, body, deps, model, GUARDRAIL_MSG.blockedCached);
-  if (r.verdict) call.rec.guardrailsRan(r.verdict);
+  if (r.verdict) call.rec.facet(GUARDRAIL_RECORD).ran(r.verdict);
   return r.refusal ? new ProxyError(422, 'content_filter', blockMessage('response', r.refusal.guardrail)) : r.body;
 }
 
@@ -177,14 +178,14 @@ function guardedStream(
     wire: call.route.wire,
     deps,
     abort: result.abort,
-    onVerdict: (v) => call.rec.guardrailsRan(v),
+    onVerdict: (v) => call.rec.facet(GUARDRAIL_RECORD).ran(v),
     onBlock(name, verdict) {
       blocked = true;
-      if (!verdict) call.rec.guardrailOverflowBlocked();
+      if (!verdict) call.rec.facet(GUARDRAIL_RECORD).blocked = true; // over the hold-back cap: no verdict
       const used = spent.usage();
       call.rec.read(used, spent.id);
       void call.permit.end(call.permit.chargesTokens ? totalOf(used) : undefined);
-      call.rec.policyBlocked(blockMessage('response', name));
+      call.rec.endedByGateway('content_filter', blockMessage('response', name));
     },
   });
   // A block is the guardrail's doing, not the upstream's: its health hears of a whole stream.

@@ -8,8 +8,8 @@
 // Steps in parentheses are features: each is in the list only when it is configured, so an absent one costs
 // nothing per request. The order is data, in one place (`STEP_ORDER`). A feature whose rules come from the
 // resources (guardrails, cache policies) is a `SnapshotFeature`: its steps are built once per snapshot, and a
-// snapshot without its rules gets a pipeline without them (`SnapshotPipelines`). Every write to the request's record goes through `RequestRecord`
-// (record.ts).
+// snapshot without its rules gets a pipeline without them (`SnapshotPipelines`). Every write to the request's
+// record goes through `RequestRecord` (record.ts), a feature's own fields through its facet (record-facet.ts).
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
@@ -102,18 +102,23 @@ export interface AnswerStep {
   run(call: ModelCall, result: DispatchResult): DispatchResult | Promise<DispatchResult>;
 }
 
+/** Dispatch and the caller's answer: answer.ts's `Answerer`. */
+export interface Answering {
+  /** Dispatch with its attempts. */
+  dispatch(call: ModelCall): Promise<DispatchResult>;
+  /** The answer in the caller's wire; the usage commit when its last byte is out. */
+  respond(call: ModelCall, result: DispatchResult): Response | Promise<Response>;
+  /** A step's refusal, recorded and answered in the caller's wire. */
+  refuse(call: ModelCall, e: ProxyError): Response;
+}
+
 /** The steps every model call has. */
 export interface CoreSteps {
   identify: RequestStep;
   readBody: Step;
   admit: Step;
   reserve: Step;
-  /** Dispatch with its attempts (answer.ts). */
-  dispatch(call: ModelCall): Promise<DispatchResult>;
-  /** The answer in the caller's wire; the usage commit when its last byte is out (answer.ts). */
-  respond(call: ModelCall, result: DispatchResult): Response | Promise<Response>;
-  /** A step's refusal, recorded and answered in the caller's wire. */
-  refuse(call: ModelCall, e: ProxyError): Response;
+  answer: Answering;
 }
 
 /**
@@ -122,17 +127,22 @@ export interface CoreSteps {
  */
 export type FeatureSteps = readonly (Step | AnswerStep)[];
 
-export interface Pipeline extends Pick<CoreSteps, 'dispatch' | 'respond' | 'refuse'> {
-  /** Before dispatch, in order. */
+/** The pipeline of one snapshot: what runs after `identify`, which chose it (`SnapshotPipelines`). */
+export interface Pipeline {
+  /** Before dispatch, after `identify`, in order. */
   readonly steps: readonly Step[];
   /** On the dispatch result, in order. */
   readonly answerSteps: readonly AnswerStep[];
+  readonly answer: Answering;
 }
 
-/** The pipeline of a proxy app in the order of `STEP_ORDER`, without the steps not configured. */
+/**
+ * The pipeline after `identify` in the order of `STEP_ORDER`, without the steps not configured (`identify`
+ * ran before: it chose the snapshot, and so the pipeline).
+ */
 export function buildPipeline(core: CoreSteps, features: FeatureSteps = []): Pipeline {
   const byName = new Map<string, Step | AnswerStep>();
-  for (const s of [core.identify, core.readBody, core.admit, core.reserve, ...features]) byName.set(s.name, s);
+  for (const s of [core.readBody, core.admit, core.reserve, ...features]) byName.set(s.name, s);
   const steps: Step[] = [];
   for (const entry of STEP_ORDER as readonly StepEntry[]) {
     const s = byName.get(entry.name) as Step | undefined;
@@ -143,7 +153,7 @@ export function buildPipeline(core: CoreSteps, features: FeatureSteps = []): Pip
     const s = byName.get(name) as AnswerStep | undefined;
     if (s) answerSteps.push(s);
   }
-  return { steps, answerSteps, dispatch: core.dispatch, respond: core.respond, refuse: core.refuse };
+  return { steps, answerSteps, answer: core.answer };
 }
 
 /**
@@ -172,22 +182,23 @@ function releasingOnRefusal(step: Step): Step {
 }
 
 /**
- * One model call through the pipeline: the steps before dispatch in order (from `from`) until one refuses
- * or answers, then dispatch, the answer steps, and the answer.
+ * One identified model call through its pipeline: the steps before dispatch in order until one refuses or
+ * answers, then dispatch, the answer steps, and the answer.
  */
-export async function runModelCall(p: Pipeline, call: ModelCall, from = 0): Promise<Response> {
+export async function runModelCall(p: Pipeline, call: ModelCall): Promise<Response> {
   const steps = p.steps;
-  for (let i = from; i < steps.length; i++) {
+  const answer = p.answer;
+  for (let i = 0; i < steps.length; i++) {
     let r = steps[i]!.run(call);
     if (r instanceof Promise) r = await r;
-    if (r !== undefined) return r instanceof ProxyError ? p.refuse(call, r) : r;
+    if (r !== undefined) return r instanceof ProxyError ? answer.refuse(call, r) : r;
   }
-  let result = await p.dispatch(call);
+  let result = await answer.dispatch(call);
   for (let i = 0; i < p.answerSteps.length; i++) {
     const r = p.answerSteps[i]!.run(call, result);
     result = r instanceof Promise ? await r : r;
   }
-  return p.respond(call, result);
+  return answer.respond(call, result);
 }
 
 /**
@@ -225,8 +236,7 @@ export class SnapshotPipelines {
   async run(call: ModelCall): Promise<Response> {
     let r = this.core.identify.run(call);
     if (r instanceof Promise) r = await r;
-    if (r !== undefined) return r instanceof ProxyError ? this.core.refuse(call, r) : r;
-    // Every pipeline starts with `identify` (buildPipeline): the rest runs from the step after it.
-    return runModelCall(this.of(call.caller.snapshot), call, 1);
+    if (r !== undefined) return r instanceof ProxyError ? this.core.answer.refuse(call, r) : r;
+    return runModelCall(this.of(call.caller.snapshot), call);
   }
 }

@@ -1,6 +1,5 @@
 // What one proxied request leaves behind: its access-log line and its sample in every request family
 // (docs/aisix-compatibility.md "Metrics"), filled in as it is served and written once, when its last byte is out.
-import type { Hit, Verdict } from '../guardrails/chain.ts';
 import type { Wire } from '../http/errors.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import { LineLayout } from '../observability/logger.ts';
@@ -11,7 +10,11 @@ import { SLO_ENDPOINTS } from '../observability/gateway-metrics.ts';
 import type { BoundRequest } from '../observability/request-series.ts';
 import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
+import { CACHE_RECORD } from './cache-record.ts';
+import { GUARDRAIL_RECORD } from './guardrail-record.ts';
+import type { RecordFacet, RecordPart } from './record-facet.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
+import { DROPPED_RECORD } from './translation-record.ts';
 import { totalOf, type Usage } from './usage.ts';
 
 /** The upstream a request went to: the part of `ServedBy` the labels read. */
@@ -57,13 +60,10 @@ export class RequestRecord {
   private upstreamTtftMs: number | undefined = undefined;
   /** This request's trace, when an exporter keeps it (telemetry); undefined otherwise. */
   trace: RequestTrace | undefined = undefined;
-  private blockedByPolicy = false;
-  /** The response cache's part (docs/cache.md): set when a policy applied to this request. */
-  private cache: CacheRecord | undefined = undefined;
-  /** The guardrails' part (docs/guardrails.md "Metrics and logs"): set when a chain ran on a hook. */
-  private guard: GuardrailRecord | undefined = undefined;
-  /** What a translation dropped from the request (`x-sluice-dropped`, docs/translation.md "Nothing dropped in silence"). */
-  private droppedItems: string | undefined = undefined;
+  /** The failure is the gateway's own, after the 200: what the stream's end says later does not replace it. */
+  private endedHere = false;
+  /** The features' parts (record-facet.ts), each made on its feature's first write; none: no Map. */
+  private facets: Map<RecordPart<RecordFacet>, RecordFacet> | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -110,62 +110,33 @@ export class RequestRecord {
     this.providerRequestId = providerRequestId;
   }
 
-  /** The request items the translation to the serving target dropped, as its `x-sluice-dropped` header lists them. */
-  dropped(items: string | undefined): void {
-    this.droppedItems = items;
-  }
-
   /** The answer's finish reason (a traced request's; undefined: it gave none). */
   endedWith(reason: string | undefined): void {
     this.finishReason = reason;
   }
 
-  /** A guardrail ended the stream after its 200 (the caller got the error frame); not an upstream failure. */
-  policyBlocked(message: string): void {
-    this.failed('content_filter', message);
-    this.blockedByPolicy = true;
-  }
-
-  /** A cache policy applied: `miss` or `bypass` (the request goes upstream). */
-  cacheMissed(status: 'miss' | 'bypass'): void {
-    this.cache = { status };
-  }
-
-  /** Answered from the cache: its stored usage is replayed in the token families, and no spend is counted. */
-  cacheHit(
-    layer: 'exact' | 'semantic',
-    similarity: number | undefined,
-    saved: { input: number; output: number },
-  ): void {
-    this.cache = { status: 'hit', layer, similarity, saved };
-    this.usage = { input: saved.input, output: saved.output };
-  }
-
   /**
-   * A guardrail chain ran on one hook of this request (a stream: once per checked window): its members,
-   * findings, masks and bypass join AISIX's usage fields.
+   * The gateway ended the stream after its 200 (a guardrail's block; the caller got the error frame): the
+   * request's failure, which the stream's end does not replace. Not an upstream failure.
    */
-  guardrailsRan(v: Verdict): void {
-    const g = this.guard ??= { blocked: false, applied: [], ran: new Set(), monitor: [], enforced: [], counts: {} };
-    if (v.blocked) g.blocked = true;
-    g.bypassed ??= v.bypassTag;
-    for (const a of v.applied) {
-      const key = `${a.hook}\u0000${a.name}`;
-      if (g.ran.has(key)) continue;
-      g.ran.add(key);
-      g.applied.push({ kind: a.kind, hook: a.hook });
-    }
-    for (const h of v.hits) {
-      if (h.action === 'would_block' || h.action === 'would_mask') g.monitor.push(h);
-      else g.enforced.push({ ...h, reason: undefined });
-    }
-    for (const [k, n] of Object.entries(v.counts)) g.counts[k] = (g.counts[k] ?? 0) + n;
+  endedByGateway(kind: string, message: string): void {
+    this.failed(kind, message);
+    this.endedHere = true;
   }
 
-  /** A stream over its hold-back cap was refused without a chain's verdict (fail-closed). */
-  guardrailOverflowBlocked(): void {
-    this.guard ??= { blocked: false, applied: [], ran: new Set(), monitor: [], enforced: [], counts: {} };
-    this.guard.blocked = true;
+  /** A feature's part of this record (record-facet.ts), made on its first call. */
+  facet<F extends RecordFacet>(part: RecordPart<F>): F {
+    const facets = this.facets ??= new Map();
+    let f = facets.get(part) as F | undefined;
+    if (f === undefined) facets.set(part, f = part.create());
+    return f;
+  }
+
+  /** Whether every feature's part lets `flag` stand (a part without a say does). */
+  private allow(flag: 'providerCall' | 'charged'): boolean {
+    if (this.facets === undefined) return true;
+    for (const f of this.facets.values()) if (f[flag] === false) return false;
+    return true;
   }
 
   /** The request failed: `kind` is the access log's `error_kind`, `message` its `error`. */
@@ -191,7 +162,7 @@ export class RequestRecord {
 
   /** A stream that answered 200 ended otherwise than whole. */
   streamFailed(end: Exclude<StreamEnd, 'complete'>, detail: string | undefined): void {
-    if (this.blockedByPolicy) return;
+    if (this.endedHere) return;
     this.failed(end, detail ?? end);
     if (end !== 'client_closed') this.outcome = 'upstream_error';
   }
@@ -204,13 +175,14 @@ export class RequestRecord {
 
   /**
    * The access-log line's values, in `ACCESS_LOG_LAYOUT`'s order (AISIX's, docs/aisix-compatibility.md "Logs",
-   * then Sluice's `peer` and `downstream_request_id`); `undefined` for an absent one, left out of the line.
+   * then Sluice's `peer` and `downstream_request_id`, then each feature's part in `RECORD_PARTS`' order);
+   * `undefined` for an absent one, left out of the line.
    */
   accessLogValues(status: number, latencyMs: number): unknown[] {
     const s = this.served;
     const up = s ?? this.direct;
     const u = this.usage;
-    return [
+    const values: unknown[] = [
       this.method,
       this.path,
       status,
@@ -232,29 +204,27 @@ export class RequestRecord {
       this.peer,
       this.downstreamRequestId,
       this.stream && this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
-      this.cache?.status,
-      this.cache?.layer,
-      this.cache?.similarity,
-      this.cache?.saved?.input,
-      this.cache?.saved?.output,
-      this.droppedItems,
-      ...guardrailValues(this.guard),
     ];
+    for (const part of RECORD_PARTS) {
+      const v = this.facets?.get(part)?.accessLogValues();
+      for (let i = 0; i < part.fields.length; i++) values.push(v?.[i]);
+    }
+    return values;
   }
 
   /**
    * The provider-call line's values, in `PROVIDER_CALL_LAYOUT`'s order (AISIX's `provider call completed`,
    * docs/aisix-compatibility.md "Logs", then the attempt's latency figures under AISIX's usage-event names);
    * undefined when there is no line: no provider response id (a refusal, a failed attempt, an endpoint whose
-   * answer has no id), a cache hit or a guardrail block. `now` is `Date.now()`, the attempts' clock.
+   * answer has no id), or a feature's part says no upstream's answer reached the caller (a cache hit, a
+   * guardrail block). `now` is `Date.now()`, the attempts' clock.
    */
   providerCallValues(status: number, now: number): unknown[] | undefined {
     const s = this.served;
     const handler = this.route?.call;
-    if (!s || !handler || !ANSWER_IDS.has(handler) || !this.providerRequestId || this.cache?.status === 'hit') {
+    if (!s || !handler || !ANSWER_IDS.has(handler) || !this.providerRequestId || !this.allow('providerCall')) {
       return undefined;
     }
-    if (this.guard?.blocked) return undefined; // AISIX records no provider id for an answer a guardrail refused
     // The attempt's own time on the upstream: a stream's lasts to its end, which is now.
     const upstream = this.stream ? now - s.startedAt : s.durationMs;
     const ttft = this.stream ? this.upstreamTtftMs : undefined;
@@ -279,7 +249,7 @@ export class RequestRecord {
     const s = this.served;
     const u = this.usage;
     const attempted = this.trace !== undefined && this.trace.attempts.length > 0;
-    return {
+    const o: RequestOutcome = {
       status,
       operation: this.route?.call === 'embeddings'
         ? 'embeddings'
@@ -298,8 +268,9 @@ export class RequestRecord {
       errorType: this.errorKind,
       downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
       rateLimited: status === 429 && !attempted,
-      cache: this.cache,
     };
+    if (this.facets) { for (const f of this.facets.values()) f.traced?.(o); }
+    return o;
   }
 
   /** This request in every request family (docs/aisix-compatibility.md "Metrics"); missing identity labels are `unknown`. */
@@ -349,7 +320,7 @@ export class RequestRecord {
         b.llmTotalTokens.inc(total);
         b.tokensConsumed.inc(total);
       }
-      const spend = this.cache?.status === 'hit' ? 0 : spendMicroUsd(up?.model.cost, u);
+      const spend = this.allow('charged') ? spendMicroUsd(up?.model.cost, u) : 0;
       if (spend > 0) b.llmSpend.inc(spend);
     }
   }
@@ -369,40 +340,11 @@ export class RequestRecord {
   }
 }
 
-/** AISIX's usage-event cache fields, written in the access log (Sluice has no usage events). */
-interface CacheRecord {
-  status: 'hit' | 'miss' | 'bypass';
-  layer?: 'exact' | 'semantic';
-  similarity?: number;
-  saved?: { input: number; output: number };
-}
-
-/** AISIX's usage-event guardrail fields, gathered over the request's hooks. */
-interface GuardrailRecord {
-  blocked: boolean;
-  bypassed?: string;
-  applied: { kind: string; hook: string }[];
-  /** `<hook>\0<name>` of the members already in `applied`. */
-  ran: Set<string>;
-  monitor: Hit[];
-  enforced: Hit[];
-  counts: Record<string, number>;
-}
-
-/** The access log's guardrail fields, AISIX's usage-event names; none when no chain ran. */
-/** AISIX's guardrail usage fields, in `ACCESS_LOG_LAYOUT`'s order; all absent when no guardrail ran. */
-function guardrailValues(g: GuardrailRecord | undefined): unknown[] {
-  if (!g) return NO_GUARDRAIL_VALUES;
-  return [
-    g.blocked,
-    g.bypassed,
-    g.applied,
-    g.monitor.length > 0 ? g.monitor : undefined,
-    g.enforced.length > 0 ? g.enforced : undefined,
-    Object.keys(g.counts).length > 0 ? g.counts : undefined,
-  ];
-}
-const NO_GUARDRAIL_VALUES: unknown[] = [undefined, undefined, undefined, undefined, undefined, undefined];
+/**
+ * The features' parts of the record, in the access log's order (after the core fields): the one place a feature's
+ * fields are placed. A new feature adds its part here.
+ */
+const RECORD_PARTS: readonly RecordPart<RecordFacet>[] = [CACHE_RECORD, DROPPED_RECORD, GUARDRAIL_RECORD];
 
 /** A proxy response's `Server` header. */
 export const SERVER = `sluice/${VERSION}`;
@@ -461,18 +403,7 @@ export const ACCESS_LOG_LAYOUT = new LineLayout([
   'peer',
   'downstream_request_id',
   'ttft_ms',
-  'cache_status',
-  'cache_hit_layer',
-  'cache_similarity',
-  'cache_hit_saved_input_tokens',
-  'cache_hit_saved_output_tokens',
-  'dropped',
-  'guardrail_blocked',
-  'guardrail_bypassed_reason',
-  'applied_guardrails',
-  'guardrail_monitor_hits',
-  'guardrail_enforced_hits',
-  'redacted_entity_counts',
+  ...RECORD_PARTS.flatMap((p) => p.fields),
 ]);
 
 function providerOf(s: Upstream): string {

@@ -1,7 +1,8 @@
 // The pipeline's first and last steps for every `/v1` request (pipeline.ts): an in-flight slot held until the
 // last byte, a request id and the request's record; then telemetry — one access-log line and one sample in
-// every request family, refusals before dispatch included (docs/aisix-compatibility.md "Metrics"). A body whose
-// declared length is over `proxy.request_body_limit_bytes` is refused here, before authentication (body-limit.ts).
+// every request family, refusals before dispatch included (docs/aisix-compatibility.md "Metrics") — and the
+// hooks that joined (traces: begin and end). A body whose declared length is over
+// `proxy.request_body_limit_bytes` is refused here, before authentication (body-limit.ts).
 import type { Context, Next } from 'hono';
 import type { Config } from '../config/schema.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
@@ -21,7 +22,6 @@ import {
   RequestRecord,
 } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
-import type { Telemetry } from '../telemetry/telemetry.ts';
 
 /** What tracking reads and writes. */
 export interface TrackDeps {
@@ -30,8 +30,17 @@ export interface TrackDeps {
   readonly metrics: GatewayMetrics;
   readonly lifecycle: Pick<Lifecycle, 'draining' | 'acquire' | 'recordArrival'>;
   readonly clock: Clock;
-  /** Trace export; `active` is false (and nothing is traced) while no exporter is configured. */
-  readonly telemetry?: Pick<Telemetry, 'active' | 'begin' | 'end'>;
+}
+
+/**
+ * What joins every `/v1` request at its start and once its last byte is out, after its samples and log lines
+ * (traces: src/telemetry/request-hooks.ts).
+ */
+export interface RequestHooks {
+  /** The request's record was just made. */
+  begin(rec: RequestRecord, headers: Headers): void;
+  /** The request's last byte is out, or it failed; `status` is what the caller got. */
+  end(rec: RequestRecord, status: number): void;
 }
 
 /**
@@ -56,7 +65,10 @@ function streamEnd(
   };
 }
 
-export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
+export function trackRequests(
+  d: TrackDeps,
+  hooks: readonly RequestHooks[] = [],
+): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
   const cfg = d.config;
   const accessLog = d.log.withTarget(ACCESS_LOG_TARGET);
   const providerCallLog = d.log.withTarget(PROVIDER_CALL_TARGET);
@@ -73,15 +85,8 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
     if (accessLogOn) {
       accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
     }
-    if (rec.trace) traceEnd(rec, status);
+    for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status);
   };
-  /** The request's spans to the exporters that keep it (off the request path: `end` only queues). */
-  const traceEnd = (rec: RequestRecord, status: number) => {
-    const t = rec.trace!;
-    if (rec.streamed) t.serving?.extend(); // the winning stream's span lasts to the stream's end
-    d.telemetry!.end(t, rec.traceOutcome(status));
-  };
-  const tel = d.telemetry;
 
   return async function trackRequest(c, next) {
     const headers = c.req.raw.headers;
@@ -95,10 +100,7 @@ export function trackRequests(d: TrackDeps): (c: Context<ProxyEnv>, next: Next) 
     );
     c.set('rec', rec);
     c.set('state', new CallState());
-    if (tel?.active) {
-      rec.trace = tel.begin(rec.requestId, headers);
-      if (rec.trace) rec.trace.userAgent = headers.get('user-agent') ?? undefined;
-    }
+    for (let i = 0; i < hooks.length; i++) hooks[i]!.begin(rec, headers);
     const inFlight = [rec.endpoint, rec.protocol] as const;
     d.metrics.proxyInFlight.inc(inFlight);
     if (d.lifecycle.draining) {

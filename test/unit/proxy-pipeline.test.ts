@@ -43,17 +43,19 @@ function core(ran: string[]): CoreSteps {
     readBody: step('read body', ran, undefined, true),
     admit: step('admit', ran),
     reserve: step('reserve', ran, undefined, true),
-    dispatch: () => {
-      ran.push('dispatch');
-      return Promise.resolve({ kind: 'aborted' });
-    },
-    respond: () => {
-      ran.push('respond');
-      return ANSWER;
-    },
-    refuse: (_call, e) => {
-      ran.push(`refuse ${e.status}`);
-      return new Response('refused', { status: e.status });
+    answer: {
+      dispatch: () => {
+        ran.push('dispatch');
+        return Promise.resolve({ kind: 'aborted' });
+      },
+      respond: () => {
+        ran.push('respond');
+        return ANSWER;
+      },
+      refuse: (_call, e) => {
+        ran.push(`refuse ${e.status}`);
+        return new Response('refused', { status: e.status });
+      },
     },
   };
 }
@@ -78,9 +80,9 @@ function call(): ModelCall {
 }
 
 describe('buildPipeline', () => {
-  test('only the core steps when no feature is configured: identify → read body → admit → reserve', () => {
+  test('only the core steps after identify when no feature is configured: read body → admit → reserve', () => {
     const p = buildPipeline(core([]));
-    assert.deepEqual(p.steps.map((s) => s.name), ['identify', 'read body', 'admit', 'reserve']);
+    assert.deepEqual(p.steps.map((s) => s.name), ['read body', 'admit', 'reserve']);
     assert.deepEqual(p.answerSteps, []);
   });
 
@@ -97,7 +99,6 @@ describe('buildPipeline', () => {
       step('responses state', ran),
     ]);
     assert.deepEqual(p.steps.map((s) => s.name), [
-      'identify',
       'read body',
       'admit',
       'responses state',
@@ -111,7 +112,7 @@ describe('buildPipeline', () => {
 
   test('an absent feature is not in the list', () => {
     const p = buildPipeline(core([]), [step('input checks', [])]);
-    assert.deepEqual(p.steps.map((s) => s.name), ['identify', 'read body', 'admit', 'reserve', 'input checks']);
+    assert.deepEqual(p.steps.map((s) => s.name), ['read body', 'admit', 'reserve', 'input checks']);
     assert.equal(p.steps.some((s) => s.name === 'policies' || s.name === 'cache lookup'), false);
   });
 });
@@ -121,7 +122,7 @@ describe('runModelCall', () => {
     const ran: string[] = [];
     const p = buildPipeline(core(ran), [step('policies', ran, undefined, true)]);
     assert.equal(await runModelCall(p, call()), ANSWER);
-    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'policies', 'reserve', 'dispatch', 'respond']);
+    assert.deepEqual(ran, ['read body', 'admit', 'policies', 'reserve', 'dispatch', 'respond']);
   });
 
   test('the first refusal ends the run, answered by `refuse`; later steps and dispatch do not run', async () => {
@@ -130,7 +131,7 @@ describe('runModelCall', () => {
     c.admit = step('admit', ran, () => errors.unknownModel('nope'));
     const res = await runModelCall(buildPipeline(c), call());
     assert.equal(res.status, 404);
-    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'refuse 404']);
+    assert.deepEqual(ran, ['read body', 'admit', 'refuse 404']);
   });
 
   test('a refusal or a throw of the input checks ends the permit the reservation took, before the answer', async () => {
@@ -153,7 +154,7 @@ describe('runModelCall', () => {
       if (outcome === 'throw') await assert.rejects(runModelCall(p, call()), /a scanner broke/);
       else assert.equal((await runModelCall(p, call())).status, 403);
       const tail = outcome === 'throw' ? ['permit end'] : ['permit end', 'refuse 403'];
-      assert.deepEqual(ran, ['identify', 'read body', 'admit', 'reserve', 'input checks', ...tail], outcome);
+      assert.deepEqual(ran, ['read body', 'admit', 'reserve', 'input checks', ...tail], outcome);
     }
   });
 
@@ -162,7 +163,7 @@ describe('runModelCall', () => {
     const cached = new Response('{"cached":true}');
     const p = buildPipeline(core(ran), [step('cache lookup', ran, () => cached, true)]);
     assert.equal(await runModelCall(p, call()), cached);
-    assert.deepEqual(ran, ['identify', 'read body', 'admit', 'reserve', 'cache lookup']);
+    assert.deepEqual(ran, ['read body', 'admit', 'reserve', 'cache lookup']);
   });
 
   test('answer steps run in order on the dispatch result, before the answer', async () => {
@@ -215,7 +216,7 @@ describe('SnapshotPipelines', () => {
     serving = without;
     await p.run(call());
     assert.deepEqual(ran, ['identify', 'read body', 'admit', 'reserve', 'dispatch', 'respond']);
-    assert.equal(p.of(without).steps.length, 4, 'no feature step at all, not one that does nothing');
+    assert.equal(p.of(without).steps.length, 3, 'no feature step at all, not one that does nothing');
     serving = withRules;
     await p.run(call());
     assert.deepEqual(built, [withRules, without], 'an earlier snapshot keeps its pipeline');
