@@ -190,7 +190,10 @@ const TracingSchema = z.strictObject({
   }).prefault({}),
 }).prefault({});
 
-/** `proxy.request_body_limit_bytes` when the file does not set it: 32 MiB (AISIX's default is 0, no limit). */
+/**
+ * `proxy.request_body_limit_bytes` when the file does not set it (AISIX's default is 0, no limit; why this value:
+ * docs/configuration.md "Bodies and idle connections").
+ */
 export const DEFAULT_REQUEST_BODY_LIMIT_BYTES = 33_554_432;
 /** `downstream.idle_timeout_secs` when the file does not set it (AISIX's default is 0, never). */
 export const DEFAULT_IDLE_TIMEOUT_SECS = 30;

@@ -236,13 +236,13 @@ function promptTokens(parts: PromptParts, counter: BpeCounter | undefined, encod
 
 /** Shorter prompt pieces are cheaper to encode again than to keep. */
 const MIN_KEPT_PIECE = 512;
-/** Characters of prompt pieces kept with their counts, per encoding (about 4 MiB of one-byte text). */
+/** Characters of prompt pieces kept with their counts, per encoding. */
 const KEPT_CHARS = 4 << 20;
 
 /**
  * Prompt pieces counted lately, least recently used first out: an agent resends its system prompt, tools and
- * history on every turn, and encoding them again would hold the event loop for each request (about 2 µs a
- * character).
+ * history on every turn, and encoding them again would hold the event loop for each request
+ * (docs/translation.md "Estimated tokens").
  */
 class PieceCounts {
   private readonly counts = new Map<string, number>();
