@@ -57,6 +57,11 @@ export interface ServedKind<R> {
   /** Listed in `/status/config` `resource_counts`. */
   counted: boolean;
   /**
+   * A rejected etcd update stops the row serving instead of keeping its last good value: the update may be a
+   * revocation (docs/etcd.md), and a revoked key must not stay alive.
+   */
+  failsClosed?: true;
+  /**
    * How `sluice export` writes a served row: `entries` normalised with references by name, `policies` with the
    * policy's references by name, `as_stored` the row as etcd holds it (its secrets redacted).
    */
@@ -109,6 +114,7 @@ export const KINDS = {
     file: true,
     desugar: (doc, c) => desugarApiKey(doc, c.env),
     counted: true,
+    failsClosed: true,
     export: 'entries',
   }),
   rate_limit_policies: served({
@@ -229,9 +235,6 @@ export function isResourceKind(kind: string): kind is ResourceKind {
 }
 export function isGatingKind(kind: string): kind is GatingKind {
   return isKind(kind) && KINDS[kind].role === 'gating';
-}
-export function isNotServedKind(kind: string): kind is NotServedKind {
-  return isKind(kind) && KINDS[kind].role === 'not_served';
 }
 
 /** The entry of a served kind. */

@@ -275,6 +275,10 @@ export interface Problem {
  * serving (pinned) and the latest value is the problem — unless it is an api key, which fails closed.
  * `now` undefined: the key was deleted.
  */
+function failsClosed(kind: string): boolean {
+  return isResourceKind(kind) && KINDS[kind].failsClosed === true;
+}
+
 export function judgeKey(
   now: RowValue | undefined,
   prev: ServedValue | undefined,
@@ -282,7 +286,7 @@ export function judgeKey(
   if (!now) return { served: undefined, problem: undefined };
   if (now.parsed.ok) return { served: now as ServedValue, problem: undefined };
   const p = now.parsed;
-  const kept = p.kind === 'api_keys' ? undefined : prev;
+  const kept = failsClosed(p.kind) ? undefined : prev;
   return {
     served: kept,
     problem: { kind: p.kind, id: p.id, errorKind: p.errorKind, error: p.error, pinned: kept !== undefined },
