@@ -5,7 +5,7 @@
 // pure JavaScript on every runtime: `cl100k_base` by default (AISIX's choice for every model that is not OpenAI's
 // own), `o200k_base` where a model's capabilities name it. A table is built on its first use, or after the
 // gateway starts serving (`warmTokenTables`), in slices that never hold the event loop long; an answer the
-// caller is waiting for is counted at once (`estimatePromptTokensNow`), approximated until its table is built
+// caller is waiting for is counted at once (`built-only`), approximated until its table is built
 // (docs/aisix-compatibility.md "Token estimation").
 import { isRecord, type Json } from './translate/shared.ts';
 import { buildEncoder } from './tokenizer.ts';
@@ -64,8 +64,8 @@ function readyTable(encoding: Encoding): BpeCounter | undefined {
 
 /**
  * How a count may be made. `built-only`: with the tokenizer only when its table is already built, else at 4
- * characters per token, so the count never waits on a build: the count of a stream whose caller left
- * (docs/translation.md "Interrupted streams").
+ * characters per token, so the count never waits on a build: what a caller is waiting for (`message_start`,
+ * count_tokens) and the count of a stream whose caller left (docs/translation.md "Interrupted streams").
  */
 export type Counting = 'full' | 'built-only';
 
@@ -218,14 +218,6 @@ export async function estimatePromptTokens(
   counting: Counting = 'full',
 ): Promise<number> {
   return promptTokens(promptParts(endpoint, body), await counterFor(encoding, counting), encoding);
-}
-
-/**
- * The same, for an answer the caller is waiting on: with the table if it is built, else approximated (4
- * characters per token) while the table builds, so no request waits on a build.
- */
-export function estimatePromptTokensNow(endpoint: Endpoint, body: Json, encoding: Encoding = 'cl100k_base'): number {
-  return promptTokens(promptParts(endpoint, body), readyTable(encoding), encoding);
 }
 
 function promptTokens(parts: PromptParts, counter: BpeCounter | undefined, encoding: Encoding): number {

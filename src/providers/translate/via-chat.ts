@@ -4,7 +4,7 @@
 // its capabilities (capabilities.ts; docs/translation.md). Upstream error answers come back as the upstream
 // sent them: the HTTP layer re-wraps them (src/http/errors.ts).
 import { type Capabilities, capabilitiesOfCall } from '../capabilities.ts';
-import { estimatePromptTokensNow } from '../estimate.ts';
+import { estimatePromptTokens } from '../estimate.ts';
 import { droppedHeaders, droppedMessagesTools, droppedResponsesTools } from './dropped.ts';
 import {
   chatStreamToMessages,
@@ -84,7 +84,7 @@ async function estimatedCount(call: ProviderCall): Promise<ProviderResult> {
     if (!(e instanceof TranslationError)) throw e;
     return { kind: 'refused', message: e.message };
   }
-  const n = estimatePromptTokensNow('chat', chat, caps.encoding);
+  const n = await estimatePromptTokens('chat', chat, caps.encoding, 'built-only');
   return {
     kind: 'response',
     status: 200,
@@ -155,7 +155,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
   const model = call.callerModel ?? String(call.body.model ?? '');
   // Counted now, so the first event waits neither on the upstream's report nor on a tokenizer table.
   const prompt = wire.countsPromptFirst && call.stream
-    ? Promise.resolve(estimatePromptTokensNow('chat', body, caps.encoding))
+    ? estimatePromptTokens('chat', body, caps.encoding, 'built-only')
     : undefined;
   const r = await adapter.call({ ...call, endpoint: 'chat', body, forTranslation: true });
   const headers = droppedHeaders(dropped);
