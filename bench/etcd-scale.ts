@@ -7,7 +7,8 @@
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { base64Encode, encodeUtf8, prefixRange } from '../src/sources/etcd/client.ts';
+import { encodeUtf8, prefixRange } from '../src/sources/etcd/client.ts';
+import { base64Encode } from '../src/util/bytes.ts';
 import { startEtcd } from '../test/support/etcd.ts';
 import { type GatewayProcess, spawnGateway } from '../test/support/process.ts';
 import { deadEndpoint } from '../test/support/process.ts';

@@ -70,3 +70,20 @@ export function encodeText(text: string): Uint8Array {
   used += written;
   return b.subarray(0, written);
 }
+
+/** Standard base64 of `bytes` (any length: the conversion goes in slices the call stack can take). */
+export function base64Encode(bytes: Uint8Array): string {
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin);
+}
+
+/** The bytes of standard base64 text; throws on text that is not base64. */
+export function base64Decode(b64: string): Uint8Array {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}

@@ -5,8 +5,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server, type Socket } from 'node:net';
+import { base64Encode } from '../../src/util/bytes.ts';
 import {
-  base64Encode,
   encodeUtf8,
   EtcdClient,
   EtcdError,

@@ -1,6 +1,7 @@
 // Claude's signed thinking across the Responses ⇄ chat ⇄ Messages translation (docs/translation.md "Signed
 // thinking on the Responses path"): a private field on the chat assistant message (and stream delta) that only
 // the Anthropic translation reads, and the `encrypted_content` a Responses caller gets and sends back.
+import { base64Decode, base64Encode, encodeText } from '../../util/bytes.ts';
 import { isRecord, type Json } from './shared.ts';
 
 /**
@@ -14,10 +15,7 @@ const PREFIX = 'sluice.anthropic.v1.';
 
 /** The blocks a reasoning item's `encrypted_content` carries back to Claude. */
 export function encryptedContentOf(blocks: Json[]): string {
-  const bytes = new TextEncoder().encode(JSON.stringify(blocks));
-  let binary = '';
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return PREFIX + btoa(binary);
+  return PREFIX + base64Encode(encodeText(JSON.stringify(blocks)));
 }
 
 /**
@@ -28,8 +26,7 @@ export function thinkingOfEncrypted(content: unknown): Json[] | 'foreign' | unde
   if (typeof content !== 'string' || content === '') return undefined;
   if (!content.startsWith(PREFIX)) return 'foreign';
   try {
-    const binary = atob(content.slice(PREFIX.length));
-    const blocks: unknown = JSON.parse(new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0))));
+    const blocks: unknown = JSON.parse(new TextDecoder().decode(base64Decode(content.slice(PREFIX.length))));
     return Array.isArray(blocks) ? signedBlocks(blocks) : 'foreign';
   } catch {
     return 'foreign';

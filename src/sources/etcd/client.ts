@@ -23,6 +23,7 @@
 //
 // Secrets: no error message built here contains the password or a token (they are never interpolated,
 // and every message goes through `redact` as a second line of defence).
+import { base64Decode, base64Encode } from '../../util/bytes.ts';
 
 /**
  * A 3xx: etcd's gateway never sends one, so it is a proxy or an impostor asking for the token, password or
@@ -120,24 +121,13 @@ export function decodeUtf8(bytes: Uint8Array): { text: string; lossy: boolean } 
   }
 }
 
-export function base64Encode(bytes: Uint8Array): string {
-  let bin = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(bin);
-}
-
-export function base64Decode(b64: string): Uint8Array {
-  let bin: string;
+/** etcd's base64, or the protocol error it is. */
+function etcdBase64(b64: string): Uint8Array {
   try {
-    bin = atob(b64);
+    return base64Decode(b64);
   } catch {
     throw new EtcdError('etcd returned invalid base64', 'protocol');
   }
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
 }
 
 /** etcd's prefix range end: the prefix with its last byte incremented (trailing 0xff bytes dropped). */
@@ -181,9 +171,9 @@ export function decodeKv(raw: unknown): EtcdKv {
   if (!isRecord(raw) || typeof raw.key !== 'string') {
     throw new EtcdError('etcd returned a kv without a key', 'protocol');
   }
-  const key = decodeUtf8(base64Decode(raw.key));
+  const key = decodeUtf8(etcdBase64(raw.key));
   const value = typeof raw.value === 'string' && raw.value !== ''
-    ? decodeUtf8(base64Decode(raw.value))
+    ? decodeUtf8(etcdBase64(raw.value))
     : { text: '', lossy: false };
   const kv: EtcdKv = {
     key: key.text,
