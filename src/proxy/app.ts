@@ -29,7 +29,7 @@ import { guardrails } from './guardrails.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
 import { policiesStep } from './policies.ts';
-import { gatewayOwner, serverHeader } from './identity.ts';
+import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import { responsesStateSteps } from './responses-state.ts';
 import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireOf } from './routes.ts';
@@ -170,7 +170,7 @@ function listModels(d: ProxyDeps, identify: RequestStep) {
     const who = req.caller;
     // AISIX: `created` is the time of the answer; `owned_by` the model row's provider, else the gateway's name.
     const created = Math.floor(d.clock() / 1000);
-    const gateway = gatewayOwner(d.config.proxy.identity);
+    const gateway = d.config.proxy.identity; // `sluice` or `aisix`: the product's own name
     const data = who.snapshot.listableModels()
       .filter((m) => modelAllowed(who.key, m.display_name))
       .map((m) => ({

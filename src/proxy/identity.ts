@@ -10,8 +10,3 @@ export type Identity = Config['proxy']['identity'];
 export function serverHeader(identity: Identity): string {
   return identity === 'aisix' ? `AISIX/${VERSION}` : SERVER;
 }
-
-/** `/v1/models` `owned_by` of a model without a provider (a routing group): the gateway's own name. */
-export function gatewayOwner(identity: Identity): string {
-  return identity;
-}

@@ -73,7 +73,3 @@ export function routeOf(path: string): Route | undefined {
 export function wireOf(path: string): Wire {
   return byPath.get(path)?.wire ?? 'openai';
 }
-
-export function isModelCall(r: Route): r is ModelCallRoute {
-  return r.kind === 'model-call';
-}

@@ -18,7 +18,7 @@ import {
   type StepResult,
 } from '../../src/proxy/pipeline.ts';
 import { RequestRecord } from '../../src/proxy/record.ts';
-import { isModelCall, routeOf, ROUTES, wireOf } from '../../src/proxy/routes.ts';
+import { routeOf, ROUTES, wireOf } from '../../src/proxy/routes.ts';
 import type { ApiKey } from '../../src/resources/schema.ts';
 import type { Snapshot } from '../../src/resources/snapshot.ts';
 
@@ -73,7 +73,7 @@ function answerStep(name: AnswerStep['name'], ran: string[]): AnswerStep {
 const chat = routeOf('/v1/chat/completions')!;
 
 function call(): ModelCall {
-  if (!isModelCall(chat)) throw new Error('chat completions is a model call');
+  if (chat.kind !== 'model-call') throw new Error('chat completions is a model call');
   const rec = new RequestRecord(0, 'POST', chat.path, 'req-1', undefined, undefined);
   // The steps under test never read the Hono context: an empty one is enough here.
   return new ModelCall({} as Context<ProxyEnv>, rec, chat);
