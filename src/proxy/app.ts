@@ -93,6 +93,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   }
 
   app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
+  // One list for every scrubber: their cache of compiled patterns is keyed by it.
+  const secrets = configSecrets(cfg);
   const dispatcher = new Dispatcher({
     config: cfg,
     upstream: d.upstream,
@@ -103,7 +105,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   });
   const answerer = new Answerer({
     dispatcher,
-    configSecrets: configSecrets(cfg),
+    configSecrets: secrets,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
     limiter: d.rateLimiter,
     clock: d.clock,
@@ -114,7 +116,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
   // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).
   const cache = d.cache?.engine(embedThrough(dispatcher));
-  const guards = guardrails(d);
+  const guards = guardrails({ ...d, configSecrets: secrets });
   const features: SnapshotFeature[] = [policiesStep(d.clock), guards.steps];
   if (cache) features.push(cacheSteps(cache, guards.checkCached));
   if (d.responses) {

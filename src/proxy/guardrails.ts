@@ -11,7 +11,7 @@ import type { GuardedEndpoint } from '../guardrails/slots.ts';
 import { guardStream } from '../guardrails/stream.ts';
 import type { Guardrail } from '../guardrails/types.ts';
 import { ProxyError } from '../http/errors.ts';
-import { configSecrets, type Scrub, scrubberFor } from '../http/scrub.ts';
+import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Registry } from '../observability/metrics.ts';
@@ -24,7 +24,9 @@ import type { AnswerStep, ModelCall, SnapshotFeature } from './pipeline.ts';
 import { readBody, StreamUsage, totalOf } from './usage.ts';
 
 export interface GuardrailStepDeps {
-  config: Pick<Config, 'bedrock_endpoint_url' | 'admin' | 'observability'>;
+  config: Pick<Config, 'bedrock_endpoint_url'>;
+  /** config.yaml's secrets (`configSecrets`), scrubbed with the snapshot's from what a service answers. */
+  configSecrets: readonly string[];
   log: Logger;
   metrics: { readonly registry: Registry };
   upstream: UpstreamFetch;
@@ -54,13 +56,12 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
     log: (level, msg, fields) => d.log[level](msg, fields),
     now: () => performance.now() / 1000,
   };
-  const fromConfig = configSecrets(d.config);
   const perSnapshot = new WeakMap<Snapshot, ChainDeps>();
   // What a service answers is logged scrubbed of the snapshot's secrets (the rows' own keys among them).
   const depsOf = (snapshot: Snapshot): ChainDeps => {
     let deps = perSnapshot.get(snapshot);
     if (!deps) {
-      const scrub: Scrub = (text, max) => scrubberFor(snapshot, fromConfig, undefined)(text, max);
+      const scrub: Scrub = (text, max) => scrubberFor(snapshot, d.configSecrets, undefined)(text, max);
       perSnapshot.set(snapshot, deps = { ...base, ctx: { ...base.ctx, scrub } });
     }
     return deps;
