@@ -80,7 +80,7 @@ export function trackRequests(
   const telemetry = (rec: RequestRecord, status: number, latency = d.clock() - rec.start) => {
     rec.recordMetrics(d.metrics, status, latency / 1000);
     // AISIX writes its provider-call line whatever `access_log` says, and before the access log.
-    const call = rec.providerCallValues(status, Date.now());
+    const call = rec.providerCallValues(status, d.clock());
     if (call) providerCallLog.logLine('info', MSG.providerCallCompleted, PROVIDER_CALL_LAYOUT, call);
     if (accessLogOn) {
       accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));

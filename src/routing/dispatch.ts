@@ -116,6 +116,7 @@ export class Dispatcher {
         retryBudget({ model: t.model, routing: plan.routing, upstreamRetries, queuedBehind }),
       classify: classifyOptions(plan.routing),
       signal,
+      ...(this.d.clock ? { now: this.d.clock } : {}),
       onAttempt: (r) => {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
         previous = r.target;
