@@ -182,19 +182,19 @@ export class Snapshot {
 
   /** The rate-limit policies, in write order (empty when there are none). */
   get policies(): readonly RateLimitPolicy[] {
-    return this.resources.rate_limit_policies ?? NO_POLICIES;
+    return this.of('rate_limit_policies');
   }
 
   get cachePolicies(): readonly CachePolicy[] {
-    return this.resources.cache_policies ?? [];
+    return this.of('cache_policies');
   }
 
   get guardrails(): readonly GuardrailEntry[] {
-    return this.resources.guardrails ?? [];
+    return this.of('guardrails');
   }
 
   get guardrailAttachments(): readonly GuardrailAttachment[] {
-    return this.resources.guardrail_attachments ?? [];
+    return this.of('guardrail_attachments');
   }
 
   get size(): number {
@@ -205,11 +205,10 @@ export class Snapshot {
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */
   get exporters(): readonly OtlpExporterResource[] {
-    return this.resources.observability_exporters ?? [];
+    return this.of('observability_exporters');
   }
 }
 
-const NO_POLICIES: readonly RateLimitPolicy[] = [];
 const NONE: readonly never[] = [];
 
 /** `*` matches any run of characters; everything else is literal. */
