@@ -52,20 +52,10 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 /** What a header value may hold (src/upstream-fetch.ts refuses anything else). */
 const SENDABLE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
-/** The variables a `default_headers` value may name with `${…}` (AISIX's closed list). */
-export const TEMPLATE_VARIABLES = [
-  'request.id',
-  'request.api_key.id',
-  'request.api_key.name',
-  'request.api_key.team_id',
-  'request.api_key.user_id',
-  'model.id',
-  'model.name',
-  'provider_key.id',
-  'provider_key.name',
-] as const;
-
-/** The call's value of a template variable; undefined for an unknown name or one with no value here. */
+/**
+ * The call's value of a template variable (AISIX's closed list, the cases below); undefined for an unknown name
+ * or one with no value here.
+ */
 function variable(c: ProviderCall, name: string): string | undefined {
   switch (name) {
     case 'request.id':
