@@ -124,9 +124,13 @@ describe('downstream.idle_timeout_secs (gateway processes on node, bun, deno)', 
   const procs: GatewayProcess[] = [];
   const mocks: MockUpstream[] = [];
   let mock: MockUpstream;
+  let pki: Promise<Pki> | undefined;
+  const sharedPki = () => (pki ??= Promise.resolve().then(makePki));
   before(async () => {
     mock = await startMockUpstream();
     mocks.push(mock);
+    // openssl runs synchronously: made before the tests that time a close, whose events it would hold back.
+    await sharedPki();
   });
   after(async () => {
     await Promise.all(procs.map((g) => g.stop(10_000).catch(() => g.kill())));
@@ -150,8 +154,6 @@ describe('downstream.idle_timeout_secs (gateway processes on node, bun, deno)', 
     else await g.waitReady('/readyz');
     return g;
   };
-  let pki: Promise<Pki> | undefined;
-  const sharedPki = () => (pki ??= Promise.resolve().then(makePki));
 
   for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
     test(`${runtime}: idle_timeout_secs: 1 closes an idle connection after ~1 s, never a slow answer or a stream`, async () => {
