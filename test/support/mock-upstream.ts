@@ -136,6 +136,9 @@ export async function startMockUpstream(opts: { rules?: boolean } = {}): Promise
     res.writeHead(status, { 'content-type': 'application/json', ...reply.headers });
     res.end(typeof out === 'string' ? out : JSON.stringify(out));
   });
+  // Provider endpoints keep idle connections open far longer than Node's 5 s default; at 5 s a client that
+  // reuses a pooled connection while the server is closing it races (Bun's fetch then fails the request).
+  server.keepAliveTimeout = 65_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
