@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
 import { FILE_COLLECTIONS, type Identity, type KindName, KINDS } from '../src/resources/kinds.ts';
+import { ClaimMappingSchema } from '../src/resources/identity-schema.ts';
 import {
   apiKeyShape,
   cachePolicyShape,
@@ -171,6 +172,23 @@ function exporterEntry(): Json {
   return { oneOf: [served, { ...other, not: required('id') }] };
 }
 
+/** A claim mapping names its key by `resolve.api_key` (a display_name of the file) or `resolve.api_key_id`. */
+function claimMappingEntry(): Json {
+  const { id: _id, resolve: _resolve, ...shape } = ClaimMappingSchema.shape;
+  const js = toJson(z.strictObject(shape), { interpolated: true });
+  props(js).name = identity;
+  props(js).resolve = {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      api_key: { type: 'string', minLength: 1, description: 'an api key of this file, by display_name' },
+      api_key_id: { type: 'string', minLength: 1, description: "an api key's id" },
+    },
+    oneOf: [required('api_key'), required('api_key_id')],
+  };
+  return { ...js, required: ['name', 'jwt_provider', 'match', 'resolve'] };
+}
+
 /**
  * The served kinds whose file entry is not their document as stored: file sugar (`provider_key`, `key_env`),
  * cross-field rules zod checks in code, or alternative forms. Every other kind's entry is its registry schema.
@@ -183,6 +201,7 @@ const FILE_ENTRIES: Partial<Record<KindName, () => Json>> = {
   rate_limit_policies: () => ({ type: 'object', not: required('id'), ...required('name') }),
   observability_exporters: exporterEntry,
   cache_policies: cachePolicyEntry,
+  claim_mappings: claimMappingEntry,
 };
 
 /** The members naming an entry, as the registry's identity rule says. */

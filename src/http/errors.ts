@@ -22,7 +22,9 @@ export type ErrorType =
   | 'method_not_allowed'
   | 'internal_error'
   /** A guardrail refused the request or the answer (422; docs/guardrails.md). */
-  | 'content_filter';
+  | 'content_filter'
+  /** The identity provider's signing keys cannot be had (503; docs/identity.md). */
+  | 'api_error';
 
 export class ProxyError {
   constructor(
@@ -42,6 +44,20 @@ export const errors = {
   unknownKey: () => new ProxyError(401, 'invalid_api_key', 'invalid API key'),
   expiredKey: () => new ProxyError(401, 'invalid_api_key', 'API key has expired', 'api_key_expired'),
   disabledKey: () => new ProxyError(401, 'invalid_api_key', 'API key is disabled', 'api_key_disabled'),
+  // A JWT caller's refusals (docs/identity.md "Errors"), AISIX's words and codes.
+  jwtInvalid: () => new ProxyError(401, 'invalid_api_key', 'invalid JWT', 'jwt_invalid'),
+  jwtExpired: () => new ProxyError(401, 'invalid_api_key', 'JWT has expired', 'jwt_expired'),
+  jwtIdentityUnmapped: () =>
+    new ProxyError(401, 'invalid_api_key', 'no API key is bound to this JWT identity', 'jwt_identity_unmapped'),
+  jwtClaimsRejected: () =>
+    new ProxyError(
+      403,
+      'permission_denied',
+      'JWT does not satisfy the required scopes or claims',
+      'jwt_claims_rejected',
+    ),
+  jwksUnavailable: () =>
+    new ProxyError(503, 'api_error', "unable to fetch the identity provider's signing keys", 'jwks_unavailable'),
   modelNotAllowed: (model: string) =>
     new ProxyError(403, 'permission_denied', `this API key may not use model "${model}"`),
   /** AISIX's wording: generic on purpose, never echoing the configured ranges (`allowed_cidrs`). */

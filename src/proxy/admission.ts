@@ -10,7 +10,12 @@ import { limiterMessage } from '../policies/target-gate.ts';
 import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
-import { authenticate, modelAllowed } from './auth.ts';
+import { bearerToken } from '../http/auth.ts';
+import { isJwtCaller, JwtAuthenticator } from '../identity/authenticate.ts';
+import { type AuthDecisions, authDecisionsFor } from '../identity/decisions.ts';
+import type { Registry } from '../observability/metrics.ts';
+import type { UpstreamFetch } from '../platform.ts';
+import { authenticate, authenticateKey, modelAllowed } from './auth.ts';
 import { slotKey } from './call-state.ts';
 import type { RequestStep, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
@@ -22,14 +27,33 @@ export interface IdentifyDeps {
   readonly clock: Clock;
 }
 
+/** What identifying a JWT caller adds (docs/identity.md); absent, every bearer is an api key. */
+export interface IdentityAuth {
+  readonly jwt: JwtAuthenticator;
+  readonly decisions: AuthDecisions;
+}
+
+/** The JWT authenticator (its key cache lives as long as the proxy app) and the auth-decision family. */
+export function identityAuth(d: {
+  upstream: UpstreamFetch;
+  clock: Clock;
+  log: Logger;
+  metrics: { registry: Registry };
+}): IdentityAuth {
+  const decisions = authDecisionsFor(d.metrics.registry);
+  return { jwt: new JwtAuthenticator({ upstream: d.upstream, clock: d.clock, log: d.log, decisions }), decisions };
+}
+
 /**
  * Authentication (before the body is read), against the snapshot this request is served from. Synchronous
- * for a caller whose token was seen before (auth.ts).
+ * for a caller whose token was seen before (auth.ts). A JWT goes to src/identity only where the snapshot
+ * has an enabled OIDC provider; a plain key pays one length check for it.
  */
 export function authenticateCaller(
   d: IdentifyDeps,
   headers: Headers,
   rec: RequestRecord,
+  auth?: IdentityAuth,
 ): Caller | ProxyError | Promise<Caller | ProxyError> {
   const snapshot = d.snapshot;
   if (!snapshot) return errors.internal();
@@ -38,15 +62,32 @@ export function authenticateCaller(
     rec.identified(key);
     return { key, snapshot };
   };
-  const key = authenticate(headers, snapshot, d.clock());
+  if (auth === undefined) {
+    const key = authenticate(headers, snapshot, d.clock());
+    return key instanceof Promise ? key.then(identified) : identified(key);
+  }
+  const token = bearerToken(headers);
+  if (token === undefined) {
+    auth.decisions.denied('none', 'missing_credentials');
+    return errors.missingAuth();
+  }
+  if (isJwtCaller(snapshot, token)) {
+    const ctx = { method: rec.method, path: rec.path, requestId: rec.requestId };
+    return auth.jwt.authenticate(token, snapshot, ctx).then((who) => {
+      if (who instanceof ProxyError) return who;
+      rec.identified(who.key);
+      return { key: who.key, snapshot, jwt: who.jwt };
+    });
+  }
+  const key = authenticateKey(token, snapshot, d.clock(), auth.decisions);
   return key instanceof Promise ? key.then(identified) : identified(key);
 }
 
-export function identifyStep(d: IdentifyDeps): RequestStep {
+export function identifyStep(d: IdentifyDeps, auth?: IdentityAuth): RequestStep {
   return {
     name: 'identify',
     run(call) {
-      const who = authenticateCaller(d, call.headers, call.rec);
+      const who = authenticateCaller(d, call.headers, call.rec, auth);
       return who instanceof Promise ? who.then((w) => identified(call, w)) : identified(call, who);
     },
   };

@@ -16,7 +16,7 @@ import type { ModelHealth } from '../routing/health.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
-import { admitStep, identifyStep, reserveStep } from './admission.ts';
+import { admitStep, identifyStep, identityAuth, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
 import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
@@ -123,7 +123,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const steps = responsesStateSteps(d.responses.store);
     features.push(() => steps);
   }
-  const identify = identifyStep(d);
+  const identify = identifyStep(d, identityAuth(d));
   const pipelines = new SnapshotPipelines({
     identify,
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),

@@ -1,11 +1,13 @@
 // Caller authentication: `Authorization: Bearer <key>` or `x-api-key`, matched by SHA-256 against the
-// snapshot's api_keys. Checked before the body is parsed.
+// snapshot's api_keys. Checked before the body is parsed. A JWT, where an OIDC provider is enabled, is judged by
+// src/identity instead (admission.ts `authenticateCaller`; docs/identity.md).
 import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { globMatch } from '../resources/snapshot.ts';
 import { sha256Hex } from '../util/crypto.ts';
 import { bearerToken } from '../http/auth.ts';
 import { errors, type ProxyError } from '../http/errors.ts';
+import type { AuthDecisions } from '../identity/decisions.ts';
 
 /**
  * token → SHA-256 hex. A hash is a pure function of the token, so caching it is safe across reloads; the
@@ -21,6 +23,9 @@ async function hashToken(token: string): Promise<string> {
   return h;
 }
 
+/** How an api-key judgement is counted (`aisix_auth_decisions_total`, src/identity/decisions.ts). */
+export type KeyDecisions = Pick<AuthDecisions, 'allowed' | 'denied'>;
+
 /**
  * The caller's key, or why there is none. Synchronous when the token's hash is cached (every request of a
  * known caller after its first): no promise turn on the hot path.
@@ -29,20 +34,42 @@ export function authenticate(
   headers: Headers,
   snapshot: Snapshot,
   now: number,
+  decisions?: KeyDecisions,
 ): ApiKey | ProxyError | Promise<ApiKey | ProxyError> {
   const token = bearerToken(headers);
-  if (token === undefined) return errors.missingAuth();
-  const cached = hashCache.get(token);
-  if (cached !== undefined) return keyOf(snapshot, cached, now);
-  return hashToken(token).then((h) => keyOf(snapshot, h, now));
+  if (token === undefined) {
+    decisions?.denied('none', 'missing_credentials');
+    return errors.missingAuth();
+  }
+  return authenticateKey(token, snapshot, now, decisions);
 }
 
-function keyOf(snapshot: Snapshot, hash: string, now: number): ApiKey | ProxyError {
+/** The api key whose hash is the token's. */
+export function authenticateKey(
+  token: string,
+  snapshot: Snapshot,
+  now: number,
+  decisions?: KeyDecisions,
+): ApiKey | ProxyError | Promise<ApiKey | ProxyError> {
+  const cached = hashCache.get(token);
+  if (cached !== undefined) return keyOf(snapshot, cached, now, decisions);
+  return hashToken(token).then((h) => keyOf(snapshot, h, now, decisions));
+}
+
+function keyOf(snapshot: Snapshot, hash: string, now: number, decisions?: KeyDecisions): ApiKey | ProxyError {
   const key = snapshot.apiKeyByHash(hash);
-  if (!key) return errors.unknownKey();
-  if (key.disabled) return errors.disabledKey();
-  if (key.expires_at !== undefined && Date.parse(key.expires_at) <= now) return errors.expiredKey();
+  if (!key) return denied(decisions, 'unknown_key', errors.unknownKey());
+  if (key.disabled) return denied(decisions, 'key_disabled', errors.disabledKey());
+  if (key.expires_at !== undefined && Date.parse(key.expires_at) <= now) {
+    return denied(decisions, 'key_expired', errors.expiredKey());
+  }
+  decisions?.allowed('api_key');
   return key;
+}
+
+function denied(decisions: KeyDecisions | undefined, reason: string, e: ProxyError): ProxyError {
+  decisions?.denied('api_key', reason);
+  return e;
 }
 
 export function modelAllowed(key: ApiKey, model: string): boolean {

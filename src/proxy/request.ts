@@ -2,6 +2,7 @@
 // record tracking made, the features' per-call slots, and the caller once `identify` ran. A kind of call that
 // is no model call (`/v1/models` today) runs `identify` on it; a model call (`ModelCall`, pipeline.ts) is one.
 import type { Context } from 'hono';
+import type { JwtIdentity } from '../identity/authenticate.ts';
 import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { CallState } from './call-state.ts';
@@ -12,6 +13,8 @@ import type { RequestRecord } from './record.ts';
 export interface Caller {
   key: ApiKey;
   snapshot: Snapshot;
+  /** Who a JWT named, when the caller came with one (docs/identity.md); the key is the one it selected. */
+  jwt?: JwtIdentity;
 }
 
 export class ProxyRequest {

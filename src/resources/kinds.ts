@@ -24,6 +24,13 @@ import { desugarApiKey, desugarModel } from './desugar.ts';
 import type { Env } from './interpolate.ts';
 import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
 import { RateLimitPolicySchema } from './policy-schema.ts';
+import {
+  ClaimMappingSchema,
+  desugarClaimMapping,
+  OidcProviderSchema,
+  readClaimMapping,
+  readOidcProvider,
+} from './identity-schema.ts';
 import { ApiKeySchema, CachePolicySchema, ModelSchema, OtlpExporterSchema, ProviderKeySchema } from './schema.ts';
 
 /** What a file entry's desugar stage is given (src/resources/pipeline.ts). */
@@ -167,8 +174,28 @@ export const KINDS = {
     export: 'as_stored',
   }),
   mcp_policies: gating('name', false),
-  oidc_providers: gating('name', true),
-  claim_mappings: gating('name', true),
+  /** Who may assert a caller's identity with a JWT (docs/identity.md), read by src/identity only. */
+  oidc_providers: served({
+    identity: 'name',
+    schema: OidcProviderSchema,
+    description: 'JWT issuers trusted to name callers (docs/identity.md)',
+    read: readOidcProvider,
+    file: true,
+    counted: true,
+    failsClosed: true,
+    export: 'entries',
+  }),
+  claim_mappings: served({
+    identity: 'name',
+    schema: ClaimMappingSchema,
+    description: "which api key a JWT's claims select (docs/identity.md)",
+    read: readClaimMapping,
+    file: true,
+    desugar: (doc, c) => desugarClaimMapping(doc, c.fileIds),
+    counted: true,
+    failsClosed: true,
+    export: 'entries',
+  }),
   mcp_servers: notServed('name_or_display_name'),
   mcp_auth_settings: notServed('singleton'),
   a2a_agents: notServed('name_or_display_name'),

@@ -25,6 +25,7 @@ import {
 } from './kinds.ts';
 import { Pacer } from './pace.ts';
 import { checkReferences } from './references.ts';
+import { checkIdentityReferences } from './identity-references.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
 import { type Assembled, assembleYaml, type YamlPieces } from './yaml-pieces.ts';
 
@@ -161,6 +162,11 @@ async function buildResourceSet(
     api_keys: accepted.api_keys ?? [],
   };
   await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace());
+  checkIdentityReferences({
+    api_keys: typed.api_keys,
+    oidc_providers: accepted.oidc_providers ?? [],
+    claim_mappings: accepted.claim_mappings ?? [],
+  }, problems);
   if (!problems.ok) return undefined;
   const set: ResourceSet = {
     provider_keys: typed.provider_keys.map((x) => x.r),

@@ -269,6 +269,10 @@ export const apiKeyShape = {
   team_id: nullOk(z.string().min(1)),
   user_id: nullOk(z.string().min(1)),
   user_name: nullOk(z.string()),
+  /** The identity claim value a JWT of `jwt_provider` names this key by (docs/identity.md). */
+  jwt_subject: nullOk(z.string().min(1, 'must not be empty')),
+  /** The `oidc_providers` name allowed to assert `jwt_subject`. */
+  jwt_provider: nullOk(z.string().min(1, 'must not be empty')),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

@@ -35,6 +35,13 @@ const SAMPLES: { [K in ResourceKind]: () => Record<string, unknown> } = {
   guardrail_attachments: () => ({ guardrail_id: 'g-id', scope_type: 'env', priority: 0 }),
   cache_policies: () => ({ name: 'c' }),
   observability_exporters: () => ({ name: 'e', kind: 'otlp_http', endpoint: 'http://127.0.0.1:4318/v1/traces' }),
+  oidc_providers: () => ({ name: 'o', issuer: 'https://idp.example', audiences: ['sluice'] }),
+  claim_mappings: () => ({
+    name: 'cm',
+    jwt_provider: 'o',
+    match: [{ claim: 'groups', op: 'contains', values: ['eng'] }],
+    resolve: { api_key_id: 'k-id' },
+  }),
 };
 
 /** The etcd ids of the samples, so the model points at the provider key and the attachment at the guardrail. */
@@ -47,6 +54,8 @@ const IDS: { [K in ResourceKind]: string } = {
   guardrail_attachments: 'a-id',
   cache_policies: 'c-id',
   observability_exporters: 'e-id',
+  oidc_providers: 'o-id',
+  claim_mappings: 'cm-id',
 };
 
 type Reader = (id: string, doc: Record<string, unknown>, mode: 'strict' | 'lenient') => Read<unknown>;
@@ -92,6 +101,7 @@ function fileText(): string {
       delete entry.provider_key_id;
       entry.provider_key = 'pk';
     }
+    if (kind === 'claim_mappings') entry.resolve = { api_key: 'k' };
     doc[kind] = [entry];
   }
   return JSON.stringify({ _format_version: '1', ...doc });
@@ -116,6 +126,8 @@ describe('the resource-kind registry', () => {
         'guardrail_attachments',
         'cache_policies',
         'observability_exporters',
+        'oidc_providers',
+        'claim_mappings',
       ],
       'the served kinds, in resource_counts order',
     );

@@ -645,17 +645,7 @@ models:
     assert.equal(dup, one('(file)', 'YAML parse error: Map keys must be unique at line 2'));
   });
 
-  test('kinds Sluice does not implement: the gating ones are errors, the others are accepted and not served', async () => {
-    const gating = ['oidc_providers', 'claim_mappings'];
-    for (const kind of gating) {
-      assert.equal(
-        await report(`_format_version: "1"\n${kind}:\n  - { name: x }\n`),
-        one(
-          `${kind}[0] ("x")`,
-          `Sluice does not implement ${kind}: an entry of this kind would gate traffic, so the file is refused rather than served without it`,
-        ),
-      );
-    }
+  test('kinds Sluice does not implement are accepted and not served (no gating kind has a file collection)', async () => {
     const r = await load(`_format_version: "1"
 cache_policies: [{ name: c1 }, { name: c2 }]
 observability_exporters: [{ name: o, kind: datadog }]

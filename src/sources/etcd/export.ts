@@ -8,6 +8,7 @@ import { identityOf } from '../../resources/entries.ts';
 import { FILE_COLLECTIONS, KINDS } from '../../resources/kinds.ts';
 import { EtcdClient, type EtcdKv } from './client.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
+import type { ClaimMapping } from '../../resources/identity-schema.ts';
 import { type Json, placeholderCollisions, redactSecrets, type SecretPlaceholder } from './export-secrets.ts';
 import { compareKeys, normalizePrefix, resourceSet, type RowValue, rowValue, type ServedValue } from './rows.ts';
 
@@ -203,6 +204,16 @@ function expressible(snapshot: Snapshot): Expressible {
     if (!policyNames.has(p.name)) winners.add(`cache_policies/${p.id}`);
     policyNames.add(p.name);
   }
+  // OIDC providers and claim mappings: the first of a name; a mapping only when the file writes its key.
+  const identityNames = new Set<string>();
+  for (const kind of ['oidc_providers', 'claim_mappings'] as const) {
+    for (const r of snapshot.of(kind)) {
+      const name = `${kind}\0${r.name}`;
+      const reachable = kind === 'oidc_providers' || apiKeyNameById.has((r as ClaimMapping).resolve.api_key_id);
+      if (!identityNames.has(name) && reachable) winners.add(`${kind}/${r.id}`);
+      identityNames.add(name);
+    }
+  }
   return { winners, pkNames, modelNames, modelNameById, apiKeyNameById };
 }
 
@@ -216,7 +227,7 @@ interface FileEntry {
 function fileEntries(
   keys: readonly string[],
   served: ReadonlyMap<string, ServedValue>,
-  { winners, pkNames, modelNames }: Expressible,
+  { winners, pkNames, modelNames, apiKeyNameById }: Expressible,
   skipped: SkippedRow[],
 ): Map<string, FileEntry[]> {
   const lists = new Map<string, FileEntry[]>();
@@ -243,6 +254,9 @@ function fileEntries(
         delete entry.provider_key_id;
         entry.provider_key = pkNames.get(row.resource.provider_key_id)!; // non-null: winners have their key
       }
+    }
+    if (row.kind === 'claim_mappings') {
+      entry.resolve = { api_key: apiKeyNameById.get(row.resource.resolve.api_key_id)! }; // non-null: a winner's
     }
     if (row.kind === 'api_keys') {
       identity = apiKeyFileName(row.resource.key_hash);

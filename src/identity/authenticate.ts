@@ -1,0 +1,245 @@
+// A JWT caller's api key (docs/identity.md): the provider its issuer selects, the signature and registered
+// claims against that provider's keys, its required scopes and bound claims, then the key its identity claim is
+// bound to directly, else the first claim mapping that matches. Every failure is final (never retried as an api
+// key), counted on `aisix_auth_decisions_total` and logged without the token.
+import { errors, type ProxyError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { OidcProvider } from '../resources/identity-schema.ts';
+import type { ApiKey } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { UpstreamFetch } from '../platform.ts';
+import type { Clock } from '../util/clock.ts';
+import { type Claims, mappingsInOrder, matchingMapping, nestedClaim, providerRequirementFailed } from './claims.ts';
+import type { AuthDecisions } from './decisions.ts';
+import { clip, KeySource } from './keys.ts';
+import { ALLOWED_ALGS, joseHeader, looksLikeJwt, unverifiedIssuer } from './token.ts';
+import { candidateKeys, verifyWithKeys } from './verify.ts';
+
+/** Who a JWT named, for the request's records (never a metric label). */
+export interface JwtIdentity {
+  /** The identity claim's value. */
+  subject: string;
+  /** The provider's `name`. */
+  provider: string;
+  /** The mapping's `name`; absent for a key bound directly. */
+  claimMapping?: string;
+}
+
+export interface JwtCaller {
+  key: ApiKey;
+  jwt: JwtIdentity;
+}
+
+/** What a denial's log line says about the request. */
+export interface RequestContext {
+  method: string;
+  path: string;
+  requestId: string;
+}
+
+export interface JwtAuthDeps {
+  upstream: UpstreamFetch;
+  clock: Clock;
+  log: Logger;
+  decisions: AuthDecisions;
+}
+
+/** The reasons a token is refused before a provider vouched for anything: logged at DEBUG, not WARN. */
+const PRE_VERIFICATION = new Set([
+  'jwt_malformed',
+  'jwt_missing_issuer',
+  'jwt_untrusted_issuer',
+  'jwt_alg_not_allowed',
+]);
+
+const ERROR_OF: Record<string, () => ProxyError> = {
+  jwt_expired: errors.jwtExpired,
+  jwks_unavailable: errors.jwksUnavailable,
+  jwt_scope_missing: errors.jwtClaimsRejected,
+  jwt_bound_claim_mismatch: errors.jwtClaimsRejected,
+  jwt_identity_claim_missing: errors.jwtIdentityUnmapped,
+  jwt_binding_ambiguous: errors.jwtIdentityUnmapped,
+  jwt_identity_unmapped: errors.jwtIdentityUnmapped,
+  claim_mapping_target_missing: errors.jwtIdentityUnmapped,
+  key_disabled: errors.disabledKey,
+  key_expired: errors.expiredKey,
+};
+
+/** Direct bindings of one snapshot: `provider`␀`subject` → the keys bound to it. */
+const bindingsOf = new WeakMap<Snapshot, Map<string, ApiKey[]>>();
+
+function bindings(snapshot: Snapshot): Map<string, ApiKey[]> {
+  let m = bindingsOf.get(snapshot);
+  if (!m) {
+    m = new Map();
+    for (const k of snapshot.apiKeys.values()) {
+      if (k.jwt_subject === undefined || k.jwt_provider === undefined) continue;
+      const id = `${k.jwt_provider}\u0000${k.jwt_subject}`;
+      const list = m.get(id);
+      if (list) list.push(k);
+      else m.set(id, [k]);
+    }
+    bindingsOf.set(snapshot, m);
+  }
+  return m;
+}
+
+/**
+ * Whether `token` goes the JWT way: some enabled provider exists and the token has a JWT's shape. A snapshot
+ * without providers answers at its first check, so plain keys pay nothing more.
+ */
+export function isJwtCaller(snapshot: Snapshot, token: string): boolean {
+  const providers = snapshot.of('oidc_providers');
+  return providers.length > 0 && providers.some((p) => p.enabled) && looksLikeJwt(token);
+}
+
+interface Denial {
+  reason: string;
+  issuer?: string;
+  kid?: string;
+  subject?: string;
+  claimMapping?: string;
+}
+
+export class JwtAuthenticator {
+  private readonly keys: KeySource;
+  private readonly log: Logger;
+
+  constructor(private readonly d: JwtAuthDeps) {
+    this.log = d.log.withTarget('aisix::auth');
+    this.keys = new KeySource(d.upstream, d.clock, this.log);
+  }
+
+  async authenticate(token: string, snapshot: Snapshot, ctx: RequestContext): Promise<JwtCaller | ProxyError> {
+    const r = await this.judge(token, snapshot);
+    if ('key' in r) {
+      this.d.decisions.allowed('jwt');
+      this.log.debug('jwt authentication succeeded', {
+        method: 'jwt',
+        provider: r.jwt.provider,
+        subject: clip(r.jwt.subject),
+        api_key_id: r.key.id,
+        claim_mapping: r.jwt.claimMapping,
+      });
+      return r;
+    }
+    return this.deny(r, ctx);
+  }
+
+  private async judge(token: string, snapshot: Snapshot): Promise<JwtCaller | Denial> {
+    const header = joseHeader(token);
+    if (!header) return { reason: 'jwt_malformed' };
+    const { alg, kid } = header;
+    const issuer = unverifiedIssuer(token);
+    if (issuer === undefined) return { reason: 'jwt_missing_issuer', kid };
+    const at = { issuer, kid };
+    const matches = snapshot.of('oidc_providers').filter((p) => p.enabled && p.issuer === issuer);
+    if (matches.length !== 1) {
+      if (matches.length > 1) {
+        this.log.warn(
+          'two enabled OIDC providers claim this issuer; failing closed — their policies differ and neither can be chosen unambiguously',
+          { issuer: clip(issuer) },
+        );
+      }
+      return { reason: 'jwt_untrusted_issuer', ...at };
+    }
+    const p = matches[0]!;
+    if (!ALLOWED_ALGS.has(alg)) return { reason: 'jwt_alg_not_allowed', ...at };
+    const claims = await this.verified(token, p, alg, kid);
+    if (typeof claims === 'string') return { reason: claims, ...at };
+    const unmet = providerRequirementFailed(claims, p);
+    if (unmet) return { reason: unmet === 'scope' ? 'jwt_scope_missing' : 'jwt_bound_claim_mismatch', ...at };
+    const subject = nestedClaim(claims, p.identity_claim);
+    if (typeof subject !== 'string') return { reason: 'jwt_identity_claim_missing', ...at };
+    return this.keyFor(snapshot, p, claims, subject, at);
+  }
+
+  /** The claims once the signature and the registered claims hold, or the reason they do not. */
+  private async verified(
+    token: string,
+    p: OidcProvider,
+    alg: string,
+    kid: string | undefined,
+  ): Promise<Claims | string> {
+    let url: string;
+    let set;
+    try {
+      url = await this.keys.jwksUrl(p);
+    } catch (err) {
+      this.log.warn("cannot resolve the trust provider's JWKS endpoint", {
+        provider: p.name,
+        issuer: clip(p.issuer),
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return 'jwks_unavailable';
+    }
+    try {
+      set = await this.keys.keys(url);
+    } catch (err) {
+      this.log.warn("cannot fetch the trust provider's JWKS", {
+        provider: p.name,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return 'jwks_unavailable';
+    }
+    let candidates = candidateKeys(set, kid, alg);
+    if (candidates.length === 0) {
+      // The provider may just have rotated its keys: one refetch, at most one a second per URL.
+      const fresh = await this.keys.refetch(url).catch(() => undefined);
+      if (fresh) candidates = candidateKeys(fresh, kid, alg);
+    }
+    if (candidates.length === 0) return 'jwt_unknown_kid';
+    return verifyWithKeys(token, alg, p, candidates, Math.floor(this.d.clock() / 1000));
+  }
+
+  /** A direct binding wins over every mapping, even for a refused key; else the first mapping that matches. */
+  private keyFor(
+    snapshot: Snapshot,
+    p: OidcProvider,
+    claims: Claims,
+    subject: string,
+    at: { issuer: string; kid?: string },
+  ): JwtCaller | Denial {
+    const bound = bindings(snapshot).get(`${p.name}\u0000${subject}`);
+    if (bound && bound.length > 1) return { reason: 'jwt_binding_ambiguous', ...at, subject };
+    let key = bound?.[0];
+    let claimMapping: string | undefined;
+    if (!key) {
+      const m = matchingMapping(mappingsInOrder(snapshot.of('claim_mappings'), p.name), claims);
+      if (!m) return { reason: 'jwt_identity_unmapped', ...at, subject };
+      key = snapshot.apiKeys.get(m.resolve.api_key_id);
+      if (!key) return { reason: 'claim_mapping_target_missing', ...at, subject, claimMapping: m.name };
+      claimMapping = m.name;
+    }
+    if (key.disabled) return { reason: 'key_disabled', ...at };
+    // Valid at the instant itself: expired only once `expires_at` is past.
+    if (key.expires_at !== undefined && Date.parse(key.expires_at) < this.d.clock()) {
+      return { reason: 'key_expired', ...at };
+    }
+    const jwt: JwtIdentity = { subject, provider: p.name };
+    if (claimMapping !== undefined) jwt.claimMapping = claimMapping;
+    return { key, jwt };
+  }
+
+  private deny(d: Denial, ctx: RequestContext): ProxyError {
+    this.d.decisions.denied('jwt', d.reason);
+    const fields = {
+      method: 'jwt',
+      reason: d.reason,
+      issuer: clip(d.issuer ?? ''),
+      kid: clip(d.kid ?? ''),
+      http_method: ctx.method,
+      path: ctx.path,
+      request_id: ctx.requestId,
+    };
+    if (PRE_VERIFICATION.has(d.reason)) this.log.debug('rejected inbound JWT (pre-verification)', fields);
+    else {
+      this.log.warn('rejected inbound JWT', {
+        ...fields,
+        subject: d.subject === undefined ? undefined : clip(d.subject),
+        claim_mapping: d.claimMapping,
+      });
+    }
+    return (ERROR_OF[d.reason] ?? errors.jwtInvalid)();
+  }
+}
