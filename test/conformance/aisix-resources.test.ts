@@ -604,8 +604,6 @@ describe("schemas/resources.schema.json gives each case the file pipeline's verd
 
 const GATING = [
   'mcp_policies',
-  'oidc_providers',
-  'claim_mappings',
 ];
 const NOT_SERVED = [
   'mcp_servers',
