@@ -156,6 +156,9 @@ describe('JWT callers: verification edges', () => {
     assert.equal((await r.chat(await r.token())).status, 200);
     assert.deepEqual(r.oidc.fetches, { discovery: 1, jwks: 1 }, 'cached');
     assert.equal(r.decisions()[jwtLabel('none')], 2);
+    const alice = [...r.gw.snapshot!.apiKeys.values()].find((k) => k.display_name === 'alice')!;
+    const line = r.platform.logs.find((l) => l.msg === 'proxy request completed' && l.status === 200);
+    assert.equal(line?.api_key_id, alice.id, 'the access log names the bound key');
     const series = r.gw.metrics.registry.render();
     assert.match(series, /aisix_llm_requests_total\{[^}]*api_key_id="[^"]+"[^}]*team_id="t-alice"/);
   });
@@ -287,6 +290,14 @@ describe('JWT callers: keys, rotation and the refetch floor', () => {
     r.clock.ms += 1000;
     await refused(await r.chat(await r.token({}, { key: k })), ...INVALID);
     assert.equal(r.decisions()[jwtLabel('jwt_unknown_kid')], 5);
+  });
+
+  test('every accepted algorithm verifies with a key of its family', async () => {
+    for (const alg of ['RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA']) {
+      r.clock.ms += 1000;
+      const k = await r.oidc.rotate({ alg });
+      assert.equal((await r.chat(await r.token({}, { key: k }))).status, 200, alg);
+    }
   });
 
   test('after the TTL a failing refetch keeps the stale set serving', async () => {
