@@ -12,6 +12,7 @@ import { sha256Hex } from '../../src/util/crypto.ts';
 import { type MockOidc, newKey, startMockOidc } from '../support/mock-oidc.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import type { Gateway } from '../../src/gateway.ts';
+import { type ResourceSet, Snapshot } from '../../src/resources/snapshot.ts';
 
 const START = Date.UTC(2026, 11, 5, 12, 0, 0);
 
@@ -470,3 +471,56 @@ oidc_providers: [{ name: corp, issuer: "${oidc.issuer}", audiences: [sluice], en
 function b64(v: unknown): string {
   return btoa(JSON.stringify(v)).replace(/=+$/, '').replace(/\+/g, '-').replace(/\//g, '_');
 }
+
+describe('what only etcd rows can hold fails closed', () => {
+  let r: Rig;
+  let original: ResourceSet;
+  before(async () => {
+    r = await rig();
+    original = r.gw.snapshot!.resources;
+  });
+  after(() => r.oidc.close());
+
+  /** The rig's first snapshot with `change` applied to a copy of its resources (etcd runs no cross-row checks). */
+  function serve(change: (res: Record<string, unknown[]>) => void): void {
+    const res = structuredClone(original) as unknown as Record<string, unknown[]>;
+    change(res);
+    r.gw.apply(new Snapshot(res as unknown as ResourceSet), { configHash: `h-${Math.random()}` });
+  }
+
+  test('two enabled providers of one issuer: jwt_untrusted_issuer and a WARN', async () => {
+    serve((res) => res.oidc_providers!.push({ ...(res.oidc_providers![0] as object), id: 'dup', name: 'corp-2' }));
+    await refused(await r.chat(await r.token()), ...INVALID);
+    assert.equal(r.decisions()[jwtLabel('jwt_untrusted_issuer')], 1);
+    assert.ok(r.platform.logs.some((l) => String(l.msg).startsWith('two enabled OIDC providers claim this issuer')));
+  });
+
+  test('two keys bound to one subject: jwt_binding_ambiguous, never a mapping', async () => {
+    serve((res) => {
+      const alice = res.api_keys!.find((k) => (k as { display_name?: string }).display_name === 'alice') as object;
+      res.api_keys!.push({ ...alice, id: 'alice-2', key_hash: 'h-alice-2' });
+    });
+    await refused(await r.chat(await r.token({ groups: ['eng'] })), ...UNMAPPED);
+    assert.equal(r.decisions()[jwtLabel('jwt_binding_ambiguous')], 1);
+  });
+
+  test('a mapping whose key is gone: claim_mapping_target_missing', async () => {
+    serve((res) => {
+      for (const m of res.claim_mappings! as { resolve: { api_key_id: string } }[]) m.resolve.api_key_id = 'gone';
+    });
+    await refused(await r.chat(await r.token({ sub: 'carol', groups: ['eng'] })), ...UNMAPPED);
+    assert.equal(r.decisions()[jwtLabel('claim_mapping_target_missing')], 1);
+  });
+
+  test('an expired bound key: api_key_expired', async () => {
+    serve((res) => {
+      const alice = res.api_keys!.find((k) => (k as { display_name?: string }).display_name === 'alice') as {
+        expires_at?: string;
+      };
+      alice.expires_at = new Date(r.clock.ms - 1000).toISOString();
+    });
+    const res = await r.chat(await r.token());
+    assert.equal(res.status, 401);
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'api_key_expired');
+  });
+});
