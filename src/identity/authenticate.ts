@@ -4,7 +4,7 @@
 // key), counted on `aisix_auth_decisions_total` and logged without the token.
 import { errors, type ProxyError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { OidcProvider } from '../resources/identity-schema.ts';
+import type { ClaimMapping, OidcProvider } from '../resources/identity-schema.ts';
 import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { UpstreamFetch } from '../platform.ts';
@@ -35,6 +35,8 @@ export interface RequestContext {
   method: string;
   path: string;
   requestId: string;
+  /** Resolved only when a line is written. */
+  sourceIp?: () => string | undefined;
 }
 
 export interface JwtAuthDeps {
@@ -82,6 +84,23 @@ function bindings(snapshot: Snapshot): Map<string, ApiKey[]> {
     bindingsOf.set(snapshot, m);
   }
   return m;
+}
+
+/** Each snapshot's mappings per provider in evaluation order, sorted once. */
+const mappingsOf = new WeakMap<Snapshot, Map<string, ClaimMapping[]>>();
+
+function orderedMappings(snapshot: Snapshot, provider: string): ClaimMapping[] {
+  let byProvider = mappingsOf.get(snapshot);
+  if (!byProvider) {
+    byProvider = new Map();
+    mappingsOf.set(snapshot, byProvider);
+  }
+  let list = byProvider.get(provider);
+  if (!list) {
+    list = mappingsInOrder(snapshot.of('claim_mappings'), provider);
+    byProvider.set(provider, list);
+  }
+  return list;
 }
 
 /**
@@ -205,7 +224,7 @@ export class JwtAuthenticator {
     let key = bound?.[0];
     let claimMapping: string | undefined;
     if (!key) {
-      const m = matchingMapping(mappingsInOrder(snapshot.of('claim_mappings'), p.name), claims);
+      const m = matchingMapping(orderedMappings(snapshot, p.name), claims);
       if (!m) return { reason: 'jwt_identity_unmapped', ...at, subject };
       key = snapshot.apiKeys.get(m.resolve.api_key_id);
       if (!key) return { reason: 'claim_mapping_target_missing', ...at, subject, claimMapping: m.name };
@@ -231,6 +250,7 @@ export class JwtAuthenticator {
       http_method: ctx.method,
       path: ctx.path,
       request_id: ctx.requestId,
+      source_ip: ctx.sourceIp?.(),
     };
     if (PRE_VERIFICATION.has(d.reason)) this.log.debug('rejected inbound JWT (pre-verification)', fields);
     else {

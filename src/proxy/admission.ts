@@ -31,6 +31,8 @@ export interface IdentifyDeps {
 export interface IdentityAuth {
   readonly jwt: JwtAuthenticator;
   readonly decisions: AuthDecisions;
+  /** The client's address for a refused JWT's log line (`proxy.real_ip`). */
+  readonly clientIp?: (peer: string | undefined, headers: Headers) => string | undefined;
 }
 
 /** The JWT authenticator (its key cache lives as long as the proxy app) and the auth-decision family. */
@@ -39,9 +41,10 @@ export function identityAuth(d: {
   clock: Clock;
   log: Logger;
   metrics: { registry: Registry };
-}): IdentityAuth {
+}, clientIp?: IdentityAuth['clientIp']): IdentityAuth {
   const decisions = authDecisionsFor(d.metrics.registry);
-  return { jwt: new JwtAuthenticator({ upstream: d.upstream, clock: d.clock, log: d.log, decisions }), decisions };
+  const jwt = new JwtAuthenticator({ upstream: d.upstream, clock: d.clock, log: d.log, decisions });
+  return clientIp ? { jwt, decisions, clientIp } : { jwt, decisions };
 }
 
 /**
@@ -54,6 +57,7 @@ export function authenticateCaller(
   headers: Headers,
   rec: RequestRecord,
   auth?: IdentityAuth,
+  peer?: string,
 ): Caller | ProxyError | Promise<Caller | ProxyError> {
   const snapshot = d.snapshot;
   if (!snapshot) return errors.internal();
@@ -72,7 +76,12 @@ export function authenticateCaller(
     return errors.missingAuth();
   }
   if (isJwtCaller(snapshot, token)) {
-    const ctx = { method: rec.method, path: rec.path, requestId: rec.requestId };
+    const ctx = {
+      method: rec.method,
+      path: rec.path,
+      requestId: rec.requestId,
+      sourceIp: () => auth.clientIp?.(peer, headers),
+    };
     return auth.jwt.authenticate(token, snapshot, ctx).then((who) => {
       if (who instanceof ProxyError) return who;
       rec.identified(who.key);
@@ -87,7 +96,7 @@ export function identifyStep(d: IdentifyDeps, auth?: IdentityAuth): RequestStep 
   return {
     name: 'identify',
     run(call) {
-      const who = authenticateCaller(d, call.headers, call.rec, auth);
+      const who = authenticateCaller(d, call.headers, call.rec, auth, call.c.env?.peer);
       return who instanceof Promise ? who.then((w) => identified(call, w)) : identified(call, who);
     },
   };

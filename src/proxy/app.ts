@@ -123,11 +123,12 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const steps = responsesStateSteps(d.responses.store);
     features.push(() => steps);
   }
-  const identify = identifyStep(d, identityAuth(d));
+  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
+  const identify = identifyStep(d, identityAuth(d, clientIpOf));
   const pipelines = new SnapshotPipelines({
     identify,
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
-    admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
+    admit: admitStep(d.log, clientIpOf),
     reserve: reserveStep(d.rateLimiter),
     answer: answerer,
   }, features);

@@ -217,6 +217,14 @@ describe('JWT callers: verification edges', () => {
     const forged = t.slice(0, t.lastIndexOf('.') + 1) + 'A'.repeat(t.length - t.lastIndexOf('.') - 1);
     await refused(await r.chat(forged), ...INVALID);
     assert.equal(r.decisions()[jwtLabel('jwt_bad_signature')], 1);
+    const line = r.platform.logs.find((l) => l.msg === 'rejected inbound JWT' && l.reason === 'jwt_bad_signature');
+    assert.ok(line, 'a WARN line');
+    assert.equal(line.level, 'WARN');
+    assert.equal(line.target, 'aisix::auth');
+    assert.equal(line.issuer, r.oidc.issuer);
+    assert.equal(line.source_ip, '127.0.0.1');
+    assert.equal(line.path, '/v1/chat/completions');
+    assert.ok(!JSON.stringify(r.platform.logs).includes(forged.split('.')[2]!), 'the token is never logged');
     assert.equal((await r.chat(await r.token(), { header: 'x-api-key' })).status, 200);
   });
 
@@ -309,6 +317,20 @@ describe('JWT callers: keys, rotation and the refetch floor', () => {
     assert.equal(r.oidc.fetches.jwks, before + 1, 'it did try');
     assert.ok(r.platform.logs.some((l) => l.msg === 'JWKS re-fetch failed; keeping the previously fetched key set'));
     r.oidc.failStatus = undefined;
+  });
+});
+
+describe('JWT callers: concurrent first requests', () => {
+  test('share one discovery and one key-set fetch', async () => {
+    const r = await rig();
+    try {
+      const tokens = await Promise.all([1, 2, 3, 4, 5].map(() => r.token()));
+      const answers = await Promise.all(tokens.map((t) => r.chat(t)));
+      assert.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200, 200]);
+      assert.deepEqual(r.oidc.fetches, { discovery: 1, jwks: 1 });
+    } finally {
+      await r.oidc.close();
+    }
   });
 });
 
