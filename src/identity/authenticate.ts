@@ -136,6 +136,7 @@ export class JwtAuthenticator {
       this.log.debug('jwt authentication succeeded', {
         method: 'jwt',
         provider: r.jwt.provider,
+        issuer: clip(unverifiedIssuer(token) ?? ''),
         subject: clip(r.jwt.subject),
         api_key_id: r.key.id,
         claim_mapping: r.jwt.claimMapping,
