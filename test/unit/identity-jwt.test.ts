@@ -316,6 +316,10 @@ describe('JWT callers: keys, rotation and the refetch floor', () => {
     assert.equal((await r.chat(await r.token({}, { key: r.oidc.keys[1] }))).status, 200);
     assert.equal(r.oidc.fetches.jwks, before + 1, 'it did try');
     assert.ok(r.platform.logs.some((l) => l.msg === 'JWKS re-fetch failed; keeping the previously fetched key set'));
+    assert.ok(
+      r.platform.logs.some((l) => l.msg === 'OIDC discovery re-fetch failed; keeping the previously resolved JWKS URL'),
+      'the discovered URL expired with the set, and its re-discovery failed too',
+    );
     r.oidc.failStatus = undefined;
   });
 });
