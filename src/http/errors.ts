@@ -22,7 +22,9 @@ export type ErrorType =
   | 'method_not_allowed'
   | 'internal_error'
   /** A guardrail refused the request or the answer (422; docs/guardrails.md). */
-  | 'content_filter';
+  | 'content_filter'
+  /** A hard budget refused the call (429; docs/budgets.md), AISIX's managed-mode type. */
+  | 'billing_error';
 
 export class ProxyError {
   constructor(

@@ -17,6 +17,8 @@ import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { admitStep, identifyStep, reserveStep } from './admission.ts';
+import { budgetStep } from './budgets.ts';
+import type { BudgetsSetup } from '../budgets/setup.ts';
 import { Answerer, fail } from './answer.ts';
 import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
@@ -55,6 +57,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly cache?: Pick<CacheSetup, 'engine'>;
   /** Translated Responses answers kept for `previous_response_id` and `item_reference` (docs/routing.md). */
   readonly responses?: Pick<ResponsesStoreSetup, 'store'>;
+  /** Spend budgets (docs/budgets.md); their step joins the pipeline of a snapshot that configures one. */
+  readonly budgets?: Pick<BudgetsSetup, 'budgets'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -123,6 +127,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const steps = responsesStateSteps(d.responses.store);
     features.push(() => steps);
   }
+  if (d.budgets) features.push(budgetStep(d.budgets.budgets, d.clock));
   const identify = identifyStep(d);
   const pipelines = new SnapshotPipelines({
     identify,
