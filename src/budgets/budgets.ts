@@ -237,15 +237,14 @@ export class Budgets {
     let bestLeft = Infinity;
     subjects.forEach((s, i) => {
       if (s.budget.limit_usd === undefined) return;
-      const left = s.budget.limit_usd - states[i]!.spentMicroUsd / 1e6;
+      const left = Math.round(s.budget.limit_usd * 1e6) - states[i]!.spentMicroUsd;
       if (left < bestLeft) [best, bestLeft] = [i, left];
     });
     m.detailsPresent.set(labels, best < 0 ? 0 : 1);
     if (best < 0) return;
-    const limit = subjects[best]!.budget.limit_usd!;
-    m.limitUsd.set(labels, limit);
-    m.spentUsd.set(labels, limit - bestLeft);
-    m.remainingUsd.set(labels, Math.max(0, bestLeft));
+    m.limitUsd.set(labels, subjects[best]!.budget.limit_usd!);
+    m.spentUsd.set(labels, states[best]!.spentMicroUsd / 1e6);
+    m.remainingUsd.set(labels, Math.max(0, bestLeft) / 1e6);
     const end = periods[best]!.endMs;
     if (Number.isFinite(end)) m.resetSeconds.set(labels, Math.max(0, Math.ceil((end - now) / 1000)));
   }
