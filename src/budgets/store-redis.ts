@@ -15,7 +15,8 @@ export function counterKey(counter: string, envId?: string): string {
   return `${BUDGET_KEY_PREFIX}:{${envId || 'b'}}:${counter}`;
 }
 
-// Releases the reservations of key `k` whose expiry passed (`now`, ms).
+// Releases the reservations of key `k` whose expiry passed (`now`, ms). `0 - x`, never `-x`: Lua writes -0 as
+// "-0", which HINCRBY refuses.
 const PURGE = `
 local function purge(k, now)
   local gone = redis.call('ZRANGEBYSCORE', k .. ':x', '-inf', now)
@@ -23,8 +24,8 @@ local function purge(k, now)
     local a = redis.call('HGET', k .. ':a', m)
     if a then
       local sep = string.find(a, ':', 1, true)
-      redis.call('HINCRBY', k, 'r', -tonumber(string.sub(a, 1, sep - 1)))
-      redis.call('HINCRBY', k, 'rt', -tonumber(string.sub(a, sep + 1)))
+      redis.call('HINCRBY', k, 'r', 0 - tonumber(string.sub(a, 1, sep - 1)))
+      redis.call('HINCRBY', k, 'rt', 0 - tonumber(string.sub(a, sep + 1)))
       redis.call('HDEL', k .. ':a', m)
     end
     redis.call('ZREM', k .. ':x', m)
@@ -87,8 +88,8 @@ for i = 1, #KEYS do
   local a = redis.call('HGET', k .. ':a', id)
   if a then
     local sep = string.find(a, ':', 1, true)
-    redis.call('HINCRBY', k, 'r', -tonumber(string.sub(a, 1, sep - 1)))
-    redis.call('HINCRBY', k, 'rt', -tonumber(string.sub(a, sep + 1)))
+    redis.call('HINCRBY', k, 'r', 0 - tonumber(string.sub(a, 1, sep - 1)))
+    redis.call('HINCRBY', k, 'rt', 0 - tonumber(string.sub(a, sep + 1)))
     redis.call('HDEL', k .. ':a', id)
     redis.call('ZREM', k .. ':x', id)
   end
