@@ -2,10 +2,10 @@
 // most expensive outcome is reserved on every budget it meets, or the call is refused; the permit then carries
 // the charge, so whatever ends the call (its last byte, an abort, a refusal after this step) settles the
 // reservation at what the record says was spent. In a snapshot's pipeline only while a budget is configured.
-import { budgetRefusal, budgetUnavailable } from '../budgets/refusal.ts';
-import type { BudgetHold, Budgets } from '../budgets/budgets.ts';
-import { priceOf, reservationOf } from '../budgets/estimate.ts';
+import type { Budgets } from '../budgets/budgets.ts';
+import { reserveSpend, type SpendHold } from '../budgets/spend.ts';
 import type { Amount } from '../budgets/store.ts';
+import { ProxyError } from '../http/errors.ts';
 import type { Permit } from '../routing/rate-limit.ts';
 import type { Clock } from '../util/clock.ts';
 import type { ModelCall, SnapshotFeature, Step } from './pipeline.ts';
@@ -19,14 +19,15 @@ export function budgetStep(budgets: Budgets, clock: Clock): SnapshotFeature {
       // Counting tokens spends nothing.
       if (call.route.call === 'count_tokens') return undefined;
       const { key, snapshot } = call.caller;
-      const subjects = budgets.subjectsOf(key, call.resolved.model);
-      if (subjects.length === 0) return undefined;
-      const price = priceOf(snapshot, call.resolved.model);
-      const r = reservationOf(call.route.call, call.body, price, budgets.settings.default_max_output_tokens);
-      const a = await budgets.admit(subjects, r.amount, key);
-      if (a.kind === 'refused') return budgetRefusal(a.refusal, clock());
-      if (a.kind === 'unavailable') return budgetUnavailable();
-      call.permit = charging(call, a.hold, r.prompt);
+      const hold = await reserveSpend(budgets, clock, {
+        key,
+        snapshot,
+        model: call.resolved.model,
+        call: call.route.call,
+        body: call.body,
+      });
+      if (hold === undefined || hold instanceof ProxyError) return hold;
+      call.permit = charging(call, hold);
       return undefined;
     },
   };
@@ -37,7 +38,7 @@ export function budgetStep(budgets: Budgets, clock: Clock): SnapshotFeature {
  * The call's permit, which also settles the budget hold when it ends: at the record's spend (the usage read or
  * estimated before every `end`), the prompt's reservation for a caller who left before any answer, else 0.
  */
-function charging(call: ModelCall, hold: BudgetHold, prompt: Amount): Permit {
+function charging(call: ModelCall, hold: SpendHold): Permit {
   const inner = call.permit;
   return {
     get chargesTokens() {
@@ -45,7 +46,7 @@ function charging(call: ModelCall, hold: BudgetHold, prompt: Amount): Permit {
     },
     async end(tokens) {
       await inner.end(tokens);
-      await hold.commit(call.rec.spent() ?? (call.rec.abandoned ? prompt : NOTHING));
+      await hold.commit(call.rec.spent() ?? (call.rec.abandoned ? hold.prompt : NOTHING));
     },
   };
 }
