@@ -17,7 +17,14 @@ import { BASE_CONFIG } from '../support/platform.ts';
 import { proxyOverMocks } from '../support/proxy-over-mocks.ts';
 import { latch, until } from '../support/until.ts';
 
-const KEYS = { CAPPED: 'sk-capped', TOKENS: 'sk-tokens', TEAM: 'sk-team', OPEN: 'sk-open' };
+const KEYS = {
+  CAPPED: 'sk-capped',
+  TOKENS: 'sk-tokens',
+  TEAM: 'sk-team',
+  OPEN: 'sk-open',
+  BOB: 'sk-bob',
+  STREAMER: 'sk-streamer',
+};
 const clock = { now: Date.parse('2026-12-05T12:00:00Z') };
 const hook: { url: string; posts: Record<string, unknown>[]; server?: http.Server } = { url: '', posts: [] };
 
@@ -42,10 +49,13 @@ provider_keys:
 models:
   - { display_name: gpt, provider_key: oa, model_name: gpt-upstream, retries: 0, cost: { input_per_1k: 1, output_per_1k: 2 } }
   - { display_name: claude, provider_key: an, model_name: claude-upstream, retries: 0, cost: { input_per_1k: 1, output_per_1k: 2 } }
+  - { display_name: metered, provider_key: oa, model_name: gpt-upstream, retries: 0, cost: { input_per_1k: 1, output_per_1k: 2 }, budgets: [{ window: daily, limit_usd: 0.5 }] }
 api_keys:
   - { display_name: capped, key_env: CAPPED, allowed_models: ["*"], budgets: [{ window: daily, limit_usd: 1 }] }
   - { display_name: tokens, key_env: TOKENS, allowed_models: ["*"], budgets: [{ window: monthly, limit_tokens: 1 }] }
   - { display_name: team, key_env: TEAM, allowed_models: ["*"], team_id: red }
+  - { display_name: bob, key_env: BOB, allowed_models: ["*"], user_id: bob }
+  - { display_name: streamer, key_env: STREAMER, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
   - { display_name: open, key_env: OPEN, allowed_models: ["*"], budgets: [{ name: big, window: weekly, limit_usd: 1000 }] }
 `,
   {
@@ -57,6 +67,8 @@ api_keys:
   webhook: { url: "${hook.url}", headers: { x-hook-token: t0k } }
   teams:
     red: [{ name: month, window: monthly, limit_usd: 1, alert_thresholds: [0.5] }]
+  users:
+    bob: [{ window: daily, limit_tokens: 200 }]
 `;
     },
   },
@@ -198,6 +210,49 @@ test('a team budget from config.yaml refuses at its limit; its threshold is POST
   const res = await rig.post('/v1/chat/completions', body, KEYS.TEAM);
   assert.equal(res.status, 429);
   assert.equal(res.headers.get('x-sluice-budget'), 'team:red:month');
+});
+
+test('a model’s budget counts every key’s calls to it', async () => {
+  rig.mock.setDefault({ body: { ...chatCompletion('gpt-upstream'), usage: USED } });
+  const body = { model: 'metered', max_tokens: 150, messages: user };
+  assert.equal((await rig.post('/v1/chat/completions', body, KEYS.OPEN)).status, 200);
+  // Another key, within its own budget: the model's refuses.
+  const res = await rig.post('/v1/chat/completions', body, KEYS.STREAMER);
+  assert.equal(res.status, 429);
+  const model = rig.gw.snapshot!.modelByName('metered')!;
+  assert.equal(res.headers.get('x-sluice-budget'), `model:${model.id}:daily`);
+});
+
+test('a user’s token budget from config.yaml counts the usage the upstream reported', async () => {
+  rig.mock.setDefault({ body: { ...chatCompletion('gpt-upstream'), usage: USED } });
+  const body = { model: 'gpt', max_tokens: 150, messages: user };
+  assert.equal((await rig.post('/v1/chat/completions', body, KEYS.BOB)).status, 200);
+  assert.equal(spentTokens('bob', 'daily'), 160);
+  const res = await rig.post('/v1/chat/completions', body, KEYS.BOB);
+  assert.equal(res.status, 429);
+  assert.equal(res.headers.get('x-sluice-budget'), 'user:bob:daily');
+  const json = (await res.json()) as { error: Record<string, unknown> };
+  assert.deepEqual([json.error.limit_tokens, json.error.spent_tokens], [200, 160]);
+});
+
+test('a stream that ends whole is charged the usage its last event reported', async () => {
+  const id = keyId('streamer');
+  rig.mock.script({
+    sse: [
+      chunk('gpt-upstream', 'hello'),
+      {
+        id: 'chatcmpl-mock',
+        object: 'chat.completion.chunk',
+        choices: [],
+        usage: { prompt_tokens: 7, completion_tokens: 35, total_tokens: 42 },
+      },
+    ],
+  });
+  const res = await rig.post('/v1/chat/completions', { model: 'gpt', stream: true, messages: user }, KEYS.STREAMER);
+  assert.equal(res.status, 200);
+  await res.text();
+  await until(() => spentTokens(id, 'daily') > 0, 5000, 'the stream charged');
+  assert.equal(spentTokens(id, 'daily'), 42);
 });
 
 test('no budget configured: no budget step in the snapshot’s pipeline', () => {
