@@ -24,6 +24,7 @@ const KEYS = {
   OPEN: 'sk-open',
   BOB: 'sk-bob',
   STREAMER: 'sk-streamer',
+  LEAVER: 'sk-leaver',
 };
 const clock = { now: Date.parse('2026-12-05T12:00:00Z') };
 const hook: { url: string; posts: Record<string, unknown>[]; server?: http.Server } = { url: '', posts: [] };
@@ -56,6 +57,7 @@ api_keys:
   - { display_name: team, key_env: TEAM, allowed_models: ["*"], team_id: red }
   - { display_name: bob, key_env: BOB, allowed_models: ["*"], user_id: bob }
   - { display_name: streamer, key_env: STREAMER, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
+  - { display_name: leaver, key_env: LEAVER, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
   - { display_name: open, key_env: OPEN, allowed_models: ["*"], budgets: [{ name: big, window: weekly, limit_usd: 1000 }] }
 `,
   {
@@ -187,6 +189,27 @@ test('an aborted stream is charged its estimate', async () => {
   await reader.cancel();
   hold.resolve();
   await until(() => spentTokens(id, 'big') > before, 5000, 'the aborted stream charged');
+});
+
+test('a caller who leaves before any answer is charged the prompt’s reservation', async () => {
+  const id = keyId('leaver');
+  const hold = latch();
+  rig.mock.script({ hold: hold.promise });
+  const arrived = rig.mock.waitForRequests(1);
+  const body = { model: 'gpt', max_tokens: 150, messages: user };
+  const leave = new AbortController();
+  const answer = rig.app.request('/v1/chat/completions', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEYS.LEAVER}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: leave.signal,
+  });
+  await arrived;
+  leave.abort();
+  assert.equal((await answer).status, 499);
+  hold.resolve();
+  await until(() => spentTokens(id, 'daily') > 0, 5000, 'the abandoned call charged');
+  assert.equal(spentTokens(id, 'daily'), Math.ceil(JSON.stringify(body).length / 3));
 });
 
 test('a team budget from config.yaml refuses at its limit; its threshold is POSTed to the webhook once', async () => {
