@@ -7,6 +7,7 @@ import { type Budget, BudgetListSchema, BudgetSchema } from '../../src/resources
 import { PeriodCache, periodOf } from '../../src/budgets/window.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
+import { parseDocument } from '../../src/resources/kinds.ts';
 import { BASE_CONFIG, testPlatform } from '../support/platform.ts';
 
 const budget = (b: Record<string, unknown>): Budget => BudgetSchema.parse({ limit_usd: 1, ...b });
@@ -132,5 +133,19 @@ api_keys:
     );
     assert.equal(r.ok, false);
     assert.match(r.ok ? '' : r.report.format(), /budgets.*limit_usd.*give limit_usd, limit_tokens or both/);
+  });
+
+  test('an etcd row whose budget is wrong is rejected, not served without it (api keys fail closed)', () => {
+    const row = (budget: Record<string, unknown>) =>
+      parseDocument('api_keys', 'k1', { key_hash: 'h', allowed_models: ['*'], budgets: [budget] }, 'lenient');
+    assert.deepEqual(row({ window: 'daily', limit_usd: 1, time_zone: 'Nowhere' }), {
+      ok: false,
+      errorKind: 'schema_failed',
+      error: 'budgets[0].time_zone: unknown IANA time zone (e.g. UTC, Europe/Paris)',
+    });
+    // A misspelt limit is dropped as unknown, and the budget without a limit rejects the row.
+    const typo = row({ window: 'daily', limit_usdd: 1 });
+    assert.equal(typo.ok, false);
+    assert.match(typo.ok ? '' : typo.error, /limit_usd: give limit_usd, limit_tokens or both/);
   });
 });
