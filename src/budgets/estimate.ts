@@ -6,7 +6,7 @@ import type { Cost, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Amount } from './store.ts';
 
-/** Characters of the request's JSON per reserved prompt token: fewer than any tokenizer's average for text. */
+/** Characters of the request's JSON per reserved prompt token: below English text's ~4, so most prompts over-reserve. */
 export const CHARS_PER_PROMPT_TOKEN = 3;
 
 /** The route's `call` (chat, completions, embeddings, messages, responses, or a kind another feature adds). */
