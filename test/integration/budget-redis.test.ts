@@ -14,7 +14,7 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import type { Gateway } from '../../src/gateway.ts';
 import { chatCompletion, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { BASE_CONFIG, gatewayWith } from '../support/platform.ts';
-import { redisCli, type RedisServer, startRedis } from '../support/redis.ts';
+import { redisCli, type RedisServer, startRedis, startRedisCluster } from '../support/redis.ts';
 import { until } from '../support/until.ts';
 
 let redis: RedisServer;
@@ -54,6 +54,22 @@ describe('the Redis store', () => {
     ];
     for (const [i, step] of steps.entries()) assert.deepEqual(await step(r), await step(m), `step ${i}`);
     await r.close();
+  });
+
+  test('a Cluster runs a call’s budgets in one script: every key shares one hash tag', async () => {
+    const cluster = await startRedisCluster();
+    try {
+      const c = ioredisClient({ mode: 'cluster', nodes: cluster.urls, sentinels: [], timeoutMs: 2000 });
+      const r = new RedisBudgetStore({ client: c, timeoutMs: 2000 });
+      const lines = [line('api_key:k:daily:1', 1_000), line('team:t:monthly:1', 500), line('model:m:weekly:1', 9_000)];
+      assert.equal((await r.reserve(lines, 'a', usd(400), 60_000)).refused, undefined);
+      assert.equal((await r.reserve(lines, 'b', usd(200), 60_000)).refused, 1);
+      assert.deepEqual((await r.commit(lines, 'a', usd(300))).map((s) => s.spentMicroUsd), [300, 300, 300]);
+      assert.equal((await r.reserve(lines, 'b', usd(200), 60_000)).refused, undefined);
+      await r.close();
+    } finally {
+      await cluster.close();
+    }
   });
 
   test('every key of a counter expires at its period’s end', async () => {

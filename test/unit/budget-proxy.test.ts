@@ -161,6 +161,11 @@ describe('every spending endpoint', () => {
     assert.equal(rig.anth.requests.length, anthropic);
   });
 
+  test('counting tokens spends nothing and is never refused', async () => {
+    const body = { model: 'claude', messages: user };
+    assert.equal((await rig.post('/v1/messages/count_tokens', body, KEYS.TOKENS)).status, 200);
+  });
+
   test('is charged under the limit', async () => {
     rig.mock.setDefault({});
     const id = keyId('open');
