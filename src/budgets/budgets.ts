@@ -7,7 +7,7 @@ import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { BudgetMetrics } from '../observability/budget-metrics.ts';
 import type { Clock } from '../util/clock.ts';
-import type { Amount, BudgetLine, BudgetStore, LineState } from './store.ts';
+import type { Amount, BudgetLine, BudgetStore, LineState, ReserveOutcome } from './store.ts';
 import { type Period, PeriodCache } from './window.ts';
 
 export type BudgetScope = 'api_key' | 'team' | 'user' | 'model';
@@ -140,7 +140,7 @@ export class Budgets {
     const periods = subjects.map((s) => this.periodOf(s.budget, now));
     const lines = subjects.map((s, i) => lineOf(s, periods[i]!));
     const id = `${this.instance}:${++this.seq}`;
-    let outcome;
+    let outcome: ReserveOutcome;
     try {
       outcome = await this.d.store.reserve(lines, id, amount, this.d.settings.reservation_ttl_secs * 1000);
       this.storeDown = false;
