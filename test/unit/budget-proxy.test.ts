@@ -25,6 +25,7 @@ const KEYS = {
   BOB: 'sk-bob',
   STREAMER: 'sk-streamer',
   LEAVER: 'sk-leaver',
+  GUARDED: 'sk-guarded',
 };
 const clock = { now: Date.parse('2026-12-05T12:00:00Z') };
 const hook: { url: string; posts: Record<string, unknown>[]; server?: http.Server } = { url: '', posts: [] };
@@ -58,7 +59,10 @@ api_keys:
   - { display_name: bob, key_env: BOB, allowed_models: ["*"], user_id: bob }
   - { display_name: streamer, key_env: STREAMER, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
   - { display_name: leaver, key_env: LEAVER, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
+  - { display_name: guarded, key_env: GUARDED, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
   - { display_name: open, key_env: OPEN, allowed_models: ["*"], budgets: [{ name: big, window: weekly, limit_usd: 1000 }] }
+guardrails:
+  - { name: words, kind: keyword, patterns: [{ kind: literal, value: forbiddenword }] }
 `,
   {
     env: KEYS,
@@ -215,6 +219,14 @@ test('a caller who leaves before any answer is charged the prompt’s reservatio
   hold.resolve();
   await until(() => spentTokens(id, 'daily') > 0, 5000, 'the abandoned call charged');
   assert.equal(spentTokens(id, 'daily'), Math.ceil(JSON.stringify(body).length / 3));
+});
+
+test('an answer an output guardrail refuses is charged what the upstream spent', async () => {
+  const id = keyId('guarded');
+  rig.mock.script({ body: { ...chatCompletion('gpt-upstream', 'it says forbiddenword'), usage: USED } });
+  const res = await rig.post('/v1/chat/completions', { model: 'gpt', messages: user }, KEYS.GUARDED);
+  assert.equal(res.status, 422);
+  assert.equal(spentTokens(id, 'daily'), 160);
 });
 
 test('a team budget from config.yaml refuses at its limit; its threshold is POSTed to the webhook once', async () => {
