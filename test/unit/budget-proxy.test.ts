@@ -25,7 +25,6 @@ const KEYS = {
   BOB: 'sk-bob',
   STREAMER: 'sk-streamer',
   LEAVER: 'sk-leaver',
-  GUARDED: 'sk-guarded',
 };
 const clock = { now: Date.parse('2026-12-05T12:00:00Z') };
 const hook: { url: string; posts: Record<string, unknown>[]; server?: http.Server } = { url: '', posts: [] };
@@ -59,10 +58,7 @@ api_keys:
   - { display_name: bob, key_env: BOB, allowed_models: ["*"], user_id: bob }
   - { display_name: streamer, key_env: STREAMER, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
   - { display_name: leaver, key_env: LEAVER, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
-  - { display_name: guarded, key_env: GUARDED, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
   - { display_name: open, key_env: OPEN, allowed_models: ["*"], budgets: [{ name: big, window: weekly, limit_usd: 1000 }] }
-guardrails:
-  - { name: words, kind: keyword, patterns: [{ kind: literal, value: forbiddenword }] }
 `,
   {
     env: KEYS,
@@ -221,14 +217,6 @@ test('a caller who leaves before any answer is charged the prompt’s reservatio
   assert.equal(spentTokens(id, 'daily'), Math.ceil(JSON.stringify(body).length / 3));
 });
 
-test('an answer an output guardrail refuses is charged what the upstream spent', async () => {
-  const id = keyId('guarded');
-  rig.mock.script({ body: { ...chatCompletion('gpt-upstream', 'it says forbiddenword'), usage: USED } });
-  const res = await rig.post('/v1/chat/completions', { model: 'gpt', messages: user }, KEYS.GUARDED);
-  assert.equal(res.status, 422);
-  assert.equal(spentTokens(id, 'daily'), 160);
-});
-
 test('a team budget from config.yaml refuses at its limit; its threshold is POSTed to the webhook once', async () => {
   rig.mock.setDefault({ body: { ...chatCompletion('gpt-upstream'), usage: USED } });
   const body = { model: 'gpt', max_tokens: 150, messages: user };
@@ -309,4 +297,31 @@ test('no budget configured: no budget step in the snapshot’s pipeline', () => 
   });
   assert.equal(budgetStep(budgets, Date.now)(Snapshot.empty()), undefined);
   assert.equal(budgetStep(budgets, Date.now)(rig.gw.snapshot!)?.[0]?.name, 'budget');
+});
+
+describe('with an output guardrail', () => {
+  // Its own gateway: a file's guardrails apply to every call, and hold streams back.
+  const guarded = proxyOverMocks(
+    (openaiBase) =>
+      `_format_version: "1"
+provider_keys:
+  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${openaiBase}" }
+models:
+  - { display_name: gpt, provider_key: oa, model_name: gpt-upstream, retries: 0, cost: { input_per_1k: 1, output_per_1k: 2 } }
+api_keys:
+  - { display_name: guarded, key_env: GUARDED, allowed_models: ["*"], budgets: [{ window: daily, limit_tokens: 100000 }] }
+guardrails:
+  - { name: words, kind: keyword, patterns: [{ kind: literal, value: forbiddenword }] }
+`,
+    { env: { GUARDED: 'sk-guarded' } },
+  );
+
+  test('an answer it refuses is charged what the upstream spent', async () => {
+    const id = [...guarded.gw.snapshot!.apiKeys.values()][0]!.id;
+    guarded.mock.script({ body: { ...chatCompletion('gpt-upstream', 'it says forbiddenword'), usage: USED } });
+    const res = await guarded.post('/v1/chat/completions', { model: 'gpt', messages: user }, 'sk-guarded');
+    assert.equal(res.status, 422);
+    const text = guarded.gw.metrics.registry.render();
+    assert.equal(sumSamples(text, 'sluice_budget_spent_tokens', { subject: id, budget: 'daily' }), 160);
+  });
 });
