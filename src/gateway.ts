@@ -25,6 +25,7 @@ import type { RateLimiter } from './routing/rate-limit.ts';
 import { createRateLimiter } from './routing/rate-limit-setup.ts';
 import { type CacheSetup, createResponseCache } from './cache/setup.ts';
 import { createResponsesStore, type ResponsesStoreSetup } from './responses/store.ts';
+import { type BudgetsSetup, createBudgets } from './budgets/setup.ts';
 import { RoutingState } from './routing/strategies.ts';
 import { type Clock, systemClock } from './util/clock.ts';
 import { createTelemetry, resourceExporter } from './telemetry/setup.ts';
@@ -60,6 +61,8 @@ export class Gateway implements ReadinessChecks {
   readonly cache: CacheSetup;
   /** Translated Responses answers for `previous_response_id` and `item_reference` (docs/routing.md). */
   readonly responses: ResponsesStoreSetup;
+  /** Spend budgets (docs/budgets.md); off every request path while none is configured. */
+  readonly budgets: BudgetsSetup;
   private readonly checker: BackgroundChecker | undefined;
   /** Whether background model checks run (`GatewayOptions.backgroundChecks`). */
   readonly backgroundChecks: boolean;
@@ -127,6 +130,7 @@ export class Gateway implements ReadinessChecks {
     this.metrics.watchRateLimitStore(() => this.facts.rateLimitStore);
     this.cache = createResponseCache(config, platform, this.log, this.metrics.registry, { clock });
     this.responses = createResponsesStore(config, platform, this.log, clock);
+    this.budgets = createBudgets(config, platform, this.log, this.metrics.registry, clock);
     const cachePath = config.resources_file ? undefined : config.managed.snapshot_cache_path;
     if (cachePath && platform.files) {
       this.record.cacheConfigured(cachePath);
@@ -224,6 +228,7 @@ export class Gateway implements ReadinessChecks {
     void this.rateLimiter.store.close?.();
     void this.cache.close();
     void this.responses.close();
+    void this.budgets.close();
   }
 
   /** `aisix_deployment_state`: one row per direct model of the served snapshot. */

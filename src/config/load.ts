@@ -187,6 +187,9 @@ export const PATH_KEYS = [
   'responses_store.redis.tls.ca_file',
   'responses_store.redis.tls.client_cert_file',
   'responses_store.redis.tls.client_key_file',
+  'budgets.redis.tls.ca_file',
+  'budgets.redis.tls.client_cert_file',
+  'budgets.redis.tls.client_key_file',
   'managed.snapshot_cache_path',
 ] as const;
 

@@ -5,7 +5,7 @@ import type { RedisConn } from './schema.ts';
 
 export function redisClientOptions(
   r: RedisConn,
-  block: 'ratelimit.redis' | 'cache.redis' | 'responses_store.redis',
+  block: 'ratelimit.redis' | 'cache.redis' | 'responses_store.redis' | 'budgets.redis',
 ): RedisClientOptions {
   return {
     block,

@@ -2,6 +2,7 @@
 // Sluice does not implement are accepted and reported once as ignored, so an AISIX file boots unchanged.
 import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
+import { BudgetListSchema } from '../resources/budget-schema.ts';
 
 const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
@@ -89,6 +90,33 @@ const CacheConfigSchema = z.strictObject({
     ctx.addIssue({ code: 'custom', path: ['redis'], message: 'cache.backend = redis but cache.redis missing' });
   }
   if (c.redis) checkRedisConn(c.redis, ctx);
+}).prefault({});
+
+/**
+ * Sluice's `budgets` (docs/budgets.md "config.yaml"): where spend counters live (`memory` per replica, `redis`
+ * shared), what a hard budget does while Redis does not answer, the threshold webhook, the reservation's
+ * assumptions, and the budgets of teams and users (api keys and models carry theirs in the resources).
+ */
+const BudgetsConfigSchema = z.strictObject({
+  backend: z.enum(['memory', 'redis']).default('memory'),
+  redis: RedisConnSchema.optional(),
+  /** `refuse` (fail closed) or `allow` (fail open) a call a hard budget covers while the store is down. */
+  on_store_unavailable: z.enum(['refuse', 'allow']).default('refuse'),
+  /** A reservation a replica never settled (it crashed) is released after this long. */
+  reservation_ttl_secs: z.number().int().positive().default(900),
+  /** The output tokens reserved for a call that states no maximum. */
+  default_max_output_tokens: z.number().int().positive().default(4096),
+  webhook: z.strictObject({
+    url: z.string().regex(/^https?:\/\/\S+$/, 'must be an http(s) URL'),
+    headers: z.record(z.string(), z.string()).default({}),
+    timeout_ms: z.number().int().positive().default(5000),
+  }).optional(),
+  teams: z.record(z.string().min(1), BudgetListSchema).default({}),
+  users: z.record(z.string().min(1), BudgetListSchema).default({}),
+}).superRefine((b, ctx) => {
+  if (b.backend !== 'redis') return;
+  if (!b.redis) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'required when backend is redis' });
+  else checkRedisConn(b.redis, ctx);
 }).prefault({});
 
 /**
@@ -323,6 +351,7 @@ export const ConfigSchema = z.strictObject({
   ratelimit: RateLimitConfigSchema,
   cache: CacheConfigSchema,
   responses_store: ResponsesStoreConfigSchema,
+  budgets: BudgetsConfigSchema,
   /** AISIX's: where `kind: bedrock` guardrails call ApplyGuardrail instead of AWS; empty = unset. */
   bedrock_endpoint_url: z.string().optional(),
 }).superRefine((c, ctx) => {

@@ -24,7 +24,9 @@ export type ErrorType =
   /** A guardrail refused the request or the answer (422; docs/guardrails.md). */
   | 'content_filter'
   /** The identity provider's signing keys cannot be had (503; docs/identity.md). */
-  | 'api_error';
+  | 'api_error'
+  /** A hard budget refused the call (429; docs/budgets.md), AISIX's managed-mode type. */
+  | 'billing_error';
 
 export class ProxyError {
   constructor(

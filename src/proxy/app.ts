@@ -17,6 +17,8 @@ import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { admitStep, identifyStep, identityAuth, reserveStep } from './admission.ts';
+import { budgetStep } from './budgets.ts';
+import type { BudgetsSetup } from '../budgets/setup.ts';
 import { Answerer, fail } from './answer.ts';
 import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
@@ -55,6 +57,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly cache?: Pick<CacheSetup, 'engine'>;
   /** Translated Responses answers kept for `previous_response_id` and `item_reference` (docs/routing.md). */
   readonly responses?: Pick<ResponsesStoreSetup, 'store'>;
+  /** Spend budgets (docs/budgets.md); their step joins the pipeline of a snapshot that configures one. */
+  readonly budgets?: Pick<BudgetsSetup, 'budgets'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -125,6 +129,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   }
   const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
   const identify = identifyStep(d, identityAuth(d, clientIpOf));
+  if (d.budgets) features.push(budgetStep(d.budgets.budgets, d.clock));
   const pipelines = new SnapshotPipelines({
     identify,
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),

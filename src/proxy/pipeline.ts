@@ -63,6 +63,8 @@ export const STEP_ORDER = [
   // The reservation before the input checks (AISIX reserves after them): a caller over its limit is refused
   // before it costs a remote guardrail call or a scan (docs/security.md "Limits before paid work").
   { name: 'reserve' },
+  // Spend budgets (budgets.ts; docs/budgets.md): the call's most expensive outcome reserved, charged at its end.
+  { name: 'budget', endsPermitOnRefusal: true },
   // Checks of the request before it is sent: guardrails (guardrails.ts).
   { name: 'input checks', endsPermitOnRefusal: true },
   // An answer from the response cache instead of a dispatch (cache-steps.ts). After the reservation (AISIX): a

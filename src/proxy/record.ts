@@ -167,6 +167,22 @@ export class RequestRecord {
     if (end !== 'client_closed') this.outcome = 'upstream_error';
   }
 
+  /**
+   * What the request spent, as budgets charge it (docs/budgets.md): micro-USD at the serving upstream's `cost`
+   * and total tokens; nothing for an answer spent before (a cache hit); undefined while no usage is known.
+   */
+  spent(): { microUsd: number; tokens: number } | undefined {
+    const u = this.usage;
+    if (!u) return undefined;
+    if (!this.allow('charged')) return { microUsd: 0, tokens: 0 };
+    return { microUsd: spendMicroUsd((this.served ?? this.direct)?.model.cost, u), tokens: totalOf(u) ?? 0 };
+  }
+
+  /** The caller left before any answer came: dispatch ended as `aborted`. */
+  get abandoned(): boolean {
+    return this.result?.kind === 'aborted';
+  }
+
   /** Which upstream served (or failed last); undefined before an answer and for a caller who left. */
   private get served(): ServedBy | undefined {
     const r = this.result;

@@ -11,6 +11,7 @@
 // `secret` is AISIX's alias of a provider key's `api_key` on every path.
 import { z } from 'zod';
 import { CapabilitiesSchema } from './capabilities.ts';
+import { BudgetListSchema } from './budget-schema.ts';
 
 const ADAPTERS = ['openai', 'anthropic', 'bedrock', 'vertex', 'azure-openai', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
@@ -224,6 +225,8 @@ export const modelShape = {
    */
   auto_prompt_caching: z.strictObject({ enabled: z.boolean(), ttl: z.enum(['5m', '1h']).optional() }).optional(),
   routing: RoutingSchema.optional(),
+  /** Sluice's: spend budgets of every call to this model (docs/budgets.md). */
+  budgets: BudgetListSchema.optional(),
 };
 
 function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx: z.RefinementCtx): void {
@@ -273,6 +276,8 @@ export const apiKeyShape = {
   jwt_subject: nullOk(z.string().min(1, 'must not be empty')),
   /** The `oidc_providers` name allowed to assert `jwt_subject`. */
   jwt_provider: nullOk(z.string().min(1, 'must not be empty')),
+  /** Sluice's: spend budgets of this key (docs/budgets.md). */
+  budgets: nullOk(BudgetListSchema),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

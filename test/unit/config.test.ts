@@ -95,6 +95,14 @@ describe('defaults', () => {
         max_bytes: 67_108_864,
         max_entry_bytes: 4_194_304,
       },
+      budgets: {
+        backend: 'memory',
+        on_store_unavailable: 'refuse',
+        reservation_ttl_secs: 900,
+        default_max_output_tokens: 4096,
+        teams: {},
+        users: {},
+      },
     });
     assert.deepEqual(r.ignoredKeys, []);
   });
