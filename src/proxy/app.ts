@@ -16,6 +16,7 @@ import type { ModelHealth } from '../routing/health.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
+import { a2aCall, a2aCard } from './a2a.ts';
 import { admitStep, identifyStep, reserveStep } from './admission.ts';
 import { Answerer, fail } from './answer.ts';
 import { cacheSteps, embedThrough } from './cache-steps.ts';
@@ -92,7 +93,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
+  const track = trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []);
+  app.use('/v1/*', track);
+  app.use('/a2a/*', track);
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
   const dispatcher = new Dispatcher({
@@ -135,9 +138,15 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const handlers: HandlerTable = {
     'model-call': (route) => modelCall(pipelines, route),
     'models-list': () => listModels(d, identify),
+    'a2a-call': () => a2aCall(d, identify),
+    'a2a-card': () => a2aCard(d, identify),
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
+    const known = routeOf(c.req.path);
+    return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
+  });
+  app.all('/a2a/*', (c) => {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });

@@ -269,6 +269,8 @@ export const apiKeyShape = {
   team_id: nullOk(z.string().min(1)),
   user_id: nullOk(z.string().min(1)),
   user_name: nullOk(z.string()),
+  /** The A2A agents the key may reach (single-`*` globs over agent names); absent or empty: none (docs/a2a.md). */
+  allowed_agents: nullOk(z.array(z.string())),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

@@ -35,6 +35,7 @@ const SAMPLES: { [K in ResourceKind]: () => Record<string, unknown> } = {
   guardrail_attachments: () => ({ guardrail_id: 'g-id', scope_type: 'env', priority: 0 }),
   cache_policies: () => ({ name: 'c' }),
   observability_exporters: () => ({ name: 'e', kind: 'otlp_http', endpoint: 'http://127.0.0.1:4318/v1/traces' }),
+  a2a_agents: () => ({ name: 'agent', url: 'https://agents.example/a2a' }),
 };
 
 /** The etcd ids of the samples, so the model points at the provider key and the attachment at the guardrail. */
@@ -47,6 +48,7 @@ const IDS: { [K in ResourceKind]: string } = {
   guardrail_attachments: 'a-id',
   cache_policies: 'c-id',
   observability_exporters: 'e-id',
+  a2a_agents: 'ag-id',
 };
 
 type Reader = (id: string, doc: Record<string, unknown>, mode: 'strict' | 'lenient') => Read<unknown>;
@@ -116,6 +118,7 @@ describe('the resource-kind registry', () => {
         'guardrail_attachments',
         'cache_policies',
         'observability_exporters',
+        'a2a_agents',
       ],
       'the served kinds, in resource_counts order',
     );
