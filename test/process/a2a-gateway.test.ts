@@ -106,7 +106,10 @@ describe(
           assert.equal(stateOf(first.value), TaskState.TASK_STATE_WORKING);
           await until(() => agent.waiting() === 1, 10_000, 'the agent holding the stream');
           g.signal('SIGTERM');
-          await g.waitForLog((l) => l.msg === 'draining — /readyz now reports 503, still accepting new connections');
+          const draining = await g.waitForLog((l) =>
+            l.msg === 'draining — /readyz now reports 503, still accepting new connections'
+          );
+          assert.equal(draining.in_flight, 1, `${runtime}: the drain counts the stream in flight`);
           assert.equal(g.exited, false, `${runtime}: the gateway waits for the stream`);
           agent.release();
           const rest: (number | undefined)[] = [];

@@ -1,7 +1,8 @@
 // A raw-HTTP A2A agent on 127.0.0.1 that records every request it receives (headers and body), for the A2A
 // gateway's tests (docs/a2a.md): `message/send` answers a completed task, `message/stream` sends a `working`
 // event, then waits for `release()` before its `completed` event; the card is an A2A 1.0 card (no top-level
-// `url`) at `/agent/.well-known/agent-card.json`.
+// `url`) at `/agent/.well-known/agent-card.json`. A message whose text is `hang` waits for `release()` before
+// any answer (a send) and one whose text is `break` drops the connection after the first event (a stream).
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { latch } from './until.ts';
@@ -63,10 +64,19 @@ export async function mockA2a(): Promise<MockA2a> {
         return;
       }
       const rpc = JSON.parse(body) as { id: unknown; method: string };
+      const text = body.includes('"text":"hang"') ? 'hang' : body.includes('"text":"break"') ? 'break' : '';
+      if (rpc.method === 'message/send' && text === 'hang') await gate.promise;
       if (rpc.method === 'message/stream') {
         open++;
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: task('t-1', 'working') })}\n\n`);
+        const first = `data: ${JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: task('t-1', 'working') })}\n\n`;
+        if (text === 'break') {
+          // Dropped once the first event is on the wire: the caller has its 200 and that event.
+          open--;
+          res.write(first, () => res.socket?.destroy());
+          return;
+        }
+        res.write(first);
         const g = gate;
         await g.promise;
         const done = {
