@@ -610,7 +610,6 @@ const GATING = [
 const NOT_SERVED = [
   'mcp_servers',
   'mcp_auth_settings',
-  'a2a_agents',
   'passthrough_routes',
 ];
 
