@@ -258,6 +258,8 @@ export class RequestRecord {
         ? 'embeddings'
         : this.route?.call === 'completions'
         ? 'text_completion'
+        : this.route?.kind === 'a2a-call'
+        ? 'invoke_agent'
         : 'chat',
       requestModel: this.model,
       responseModel: s?.upstreamModel,

@@ -26,6 +26,7 @@ api_keys:
   - { display_name: one, key_env: ONE, allowed_models: [], allowed_agents: ["*"], rate_limit: { concurrency: 1 } }
 a2a_agents:
   - { name: quick, url: "${url}", timeout_ms: 300, auth_type: bearer, secret: quick-secret }
+  - { name: nocard, url: "${url.replace('/agent', '/elsewhere')}" }
 `;
 
 const text = (method: string, t: string, id: unknown = 1) => ({
@@ -112,6 +113,23 @@ describe('failures', () => {
     assert.equal(warns.length, 1);
     assert.equal(warns[0]!.agent, 'quick');
     assert.equal(warns[0]!.url, agent.url);
+  });
+});
+
+describe('card', () => {
+  test('no candidate answers with a card: 502 text naming the last reason', async () => {
+    const before = agent.received.length;
+    const res = await rig.app.request('/a2a/nocard/.well-known/agent-card.json', {
+      headers: { authorization: 'Bearer sk-caller' },
+    });
+    assert.equal(res.status, 502);
+    assert.equal(await res.text(), 'failed to reach upstream A2A agent: agent card fetch returned HTTP 404');
+    assert.deepEqual(agent.received.slice(before).map((r) => r.path), [
+      '/elsewhere/.well-known/agent-card.json',
+      '/.well-known/agent-card.json',
+      '/elsewhere/.well-known/agent.json',
+      '/.well-known/agent.json',
+    ]);
   });
 });
 

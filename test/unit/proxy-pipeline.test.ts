@@ -286,6 +286,7 @@ describe('the route table', () => {
     assert.equal(c.endpoint, '/a2a');
     assert.equal(c.inbound, 'a2a');
     assert.equal(c.protocol, 'openai');
+    assert.equal(c.traceOutcome(200).operation, 'invoke_agent', 'an A2A call is traced as an agent invocation');
     assert.equal(new RequestRecord(0, 'POST', '/a2a/x/y', 'r', undefined, undefined).endpoint, 'other');
   });
 });
