@@ -3,7 +3,7 @@
 // AISIX's -32000 JSON-RPC envelope for a failure on the gateway's side of the call.
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import { A2A_DEFAULT_TIMEOUT_MS, type A2aAgent } from '../resources/a2a-agent.ts';
-import { Cancel } from '../util/cancel.ts';
+import { Cancel, type CancelSignal } from '../util/cancel.ts';
 
 /** The headers of every request to `agent`: built fresh, so nothing of the caller's can ride along. */
 export function agentHeaders(agent: A2aAgent, accept: string): Record<string, string> {
@@ -44,8 +44,14 @@ export async function timedCall(
   upstream: UpstreamFetch,
   agent: A2aAgent,
   req: { url: string; method: 'GET' | 'POST'; accept: string; body?: string },
+  /** The caller's connection: its end cancels the call, as AISIX's dropped request future does. */
+  callerGone?: CancelSignal,
 ): Promise<TimedCall> {
   const cancel = new Cancel();
+  if (callerGone?.aborted) cancel.abort(new AgentFailure('the caller went away'));
+  else {callerGone?.addEventListener('abort', () => cancel.abort(new AgentFailure('the caller went away')), {
+      once: true,
+    });}
   const ms = timeoutOf(agent);
   const timer = setTimeout(() => cancel.abort(new AgentFailure(`timed out after ${ms} ms`)), ms);
   const done = () => clearTimeout(timer);

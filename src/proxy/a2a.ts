@@ -97,24 +97,9 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     const { req, agent } = admitted;
     const rec = req.rec;
 
-    let bytes: Uint8Array | ProxyError;
-    try {
-      bytes = await readLimited(c.req.raw, limit);
-    } catch {
-      return text(c, 400, A2A_REFUSAL.badBody, 'invalid_request_error');
-    }
-    if (bytes instanceof ProxyError) return fail(c, bytes);
-    let body: unknown;
-    let raw: string;
-    try {
-      raw = decoder.decode(bytes);
-      body = JSON.parse(raw);
-    } catch {
-      return text(c, 400, A2A_REFUSAL.notJson, 'invalid_request_error');
-    }
-    const rpc = typeof body === 'object' && body !== null && !Array.isArray(body)
-      ? body as Record<string, unknown>
-      : {};
+    const read = await readCall(c, limit);
+    if (read instanceof Response) return read;
+    const { raw, rpc } = read;
     const operation = operationOf(rpc.method);
     const stream = streams(operation);
     rec.dispatching(stream, undefined);
@@ -159,7 +144,7 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
         method: 'POST',
         accept: stream ? 'text/event-stream' : 'application/json',
         body: raw,
-      });
+      }, c.env?.closed ?? c.req.raw.signal);
     } catch (e) {
       return failed(describe(e), stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed);
     }
@@ -175,27 +160,15 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     const eventStream = (r.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream');
     if (!stream || !eventStream) {
       // A whole answer: read under the deadline, relayed as it came (one SSE event when a stream was asked for).
-      let answer: string;
-      try {
-        answer = await r.text();
-        JSON.parse(answer);
-      } catch (e) {
-        const why = call.cancel.aborted && call.cancel.reason instanceof AgentFailure
-          ? call.cancel.reason.message
-          : e instanceof SyntaxError
-          ? "the agent's answer is not JSON"
-          : describe(e);
-        return failed(`${FAILED}: ${why}`, A2A_LOG.callFailed);
-      } finally {
-        call.done();
-      }
-      facts.answer(JSON.parse(answer));
+      const answer = await wholeAnswer(call);
+      if (answer.failed !== undefined) return failed(answer.failed, A2A_LOG.callFailed);
+      facts.answer(answer.json);
       if (stream) facts.events = facts.firstResultAt !== undefined ? 1 : 0;
       rec.firstByte(d.clock());
       finish(200);
       return stream
-        ? new Response(`data: ${answer.replaceAll('\n', '')}\n\n`, { status: 200, headers: SSE_HEADERS })
-        : new Response(answer, { status: 200, headers: { 'content-type': 'application/json' } });
+        ? new Response(`data: ${answer.text.replaceAll('\n', '')}\n\n`, { status: 200, headers: SSE_HEADERS })
+        : new Response(answer.text, { status: 200, headers: { 'content-type': 'application/json' } });
     }
     // A live stream: no deadline from here on; the permit and the in-flight slot are held to its end.
     call.done();
@@ -217,6 +190,49 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
 }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+
+/** The caller's body: its text (forwarded as it is) and, when it is a JSON object, its members; or the refusal. */
+async function readCall(
+  c: Context<ProxyEnv>,
+  limit: number,
+): Promise<{ raw: string; rpc: Record<string, unknown> } | Response> {
+  let bytes: Uint8Array | ProxyError;
+  try {
+    bytes = await readLimited(c.req.raw, limit);
+  } catch {
+    return text(c, 400, A2A_REFUSAL.badBody, 'invalid_request_error');
+  }
+  if (bytes instanceof ProxyError) return fail(c, bytes);
+  let body: unknown;
+  let raw: string;
+  try {
+    raw = decoder.decode(bytes);
+    body = JSON.parse(raw);
+  } catch {
+    return text(c, 400, A2A_REFUSAL.notJson, 'invalid_request_error');
+  }
+  const rpc = typeof body === 'object' && body !== null && !Array.isArray(body) ? body as Record<string, unknown> : {};
+  return { raw, rpc };
+}
+
+/** A unary answer read whole under the call's deadline: its text and JSON, or why it cannot be relayed. */
+async function wholeAnswer(
+  call: TimedCall,
+): Promise<{ text: string; json: unknown; failed?: undefined } | { failed: string }> {
+  try {
+    const text = await call.response.text();
+    return { text, json: JSON.parse(text) };
+  } catch (e) {
+    const why = call.cancel.aborted && call.cancel.reason instanceof AgentFailure
+      ? call.cancel.reason.message
+      : e instanceof SyntaxError
+      ? "the agent's answer is not JSON"
+      : describe(e);
+    return { failed: `${FAILED}: ${why}` };
+  } finally {
+    call.done();
+  }
+}
 
 /** The upstream's SSE bytes as they arrive, with keep-alives; a failure after the 200 is one -32000 event. */
 function relay(

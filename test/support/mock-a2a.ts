@@ -22,6 +22,8 @@ export interface MockA2a {
   release(): void;
   /** Streams that are open right now. */
   openStreams(): number;
+  /** Requests whose connection closed before the agent answered them. */
+  abandoned(): number;
   /** Answer every POST with this status instead (0 = normal). */
   failWith: number;
   close(): Promise<void>;
@@ -35,8 +37,12 @@ export async function mockA2a(): Promise<MockA2a> {
   const received: Received[] = [];
   let gate = latch();
   let open = 0;
+  let abandoned = 0;
   const mock: Partial<MockA2a> = {};
   const server: Server = createServer((req, res) => {
+    res.on('close', () => {
+      if (!res.writableEnded) abandoned++;
+    });
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', async () => {
@@ -106,6 +112,7 @@ export async function mockA2a(): Promise<MockA2a> {
       g.resolve();
     },
     openStreams: () => open,
+    abandoned: () => abandoned,
     close: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();

@@ -27,6 +27,7 @@ api_keys:
 a2a_agents:
   - { name: quick, url: "${url}", timeout_ms: 300, auth_type: bearer, secret: quick-secret }
   - { name: nocard, url: "${url.replace('/agent', '/elsewhere')}" }
+  - { name: patient, url: "${url}", timeout_ms: 60000 }
 `;
 
 const text = (method: string, t: string, id: unknown = 1) => ({
@@ -69,6 +70,25 @@ describe('deadlines', () => {
     assert.equal(agent.openStreams(), 1, 'the stream, opened first, is still open past the deadline');
     agent.release();
     assert.match(await readAll(reader), /"completed"/);
+  });
+});
+
+describe('caller gone', () => {
+  test('a caller that leaves during a unary call cancels the call to the agent', async () => {
+    const seen = agent.received.length;
+    const gone = new AbortController();
+    const pending = Promise.resolve(rig.app.request('/a2a/patient', {
+      method: 'POST',
+      headers: { authorization: 'Bearer sk-caller', 'content-type': 'application/json' },
+      body: JSON.stringify(text('message/send', 'hang')),
+      signal: gone.signal,
+    }, { peer: '127.0.0.1:5555' })).catch(() => undefined);
+    await until(() => agent.received.length > seen, 2000, 'the call at the agent');
+    const before = agent.abandoned();
+    gone.abort();
+    await until(() => agent.abandoned() > before, 2000, 'the agent connection closed long before timeout_ms');
+    await pending;
+    agent.release();
   });
 });
 
