@@ -2,7 +2,8 @@
 // gateway's tests (docs/a2a.md): `message/send` answers a completed task, `message/stream` sends a `working`
 // event, then waits for `release()` before its `completed` event; the card is an A2A 1.0 card (no top-level
 // `url`) at `/agent/.well-known/agent-card.json`. A message whose text is `hang` waits for `release()` before
-// any answer (a send) and one whose text is `break` drops the connection after the first event (a stream).
+// any answer (a send), one whose text is `break` drops the connection after the first event (a stream), and one
+// whose text is `json` is answered with one JSON body (a stream). `tasks/resubscribe` streams like a send.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { latch } from './until.ts';
@@ -72,7 +73,12 @@ export async function mockA2a(): Promise<MockA2a> {
       const rpc = JSON.parse(body) as { id: unknown; method: string };
       const text = body.includes('"text":"hang"') ? 'hang' : body.includes('"text":"break"') ? 'break' : '';
       if (rpc.method === 'message/send' && text === 'hang') await gate.promise;
-      if (rpc.method === 'message/stream') {
+      if (rpc.method === 'message/stream' && body.includes('"text":"json"')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: task('t-1', 'completed') }));
+        return;
+      }
+      if (rpc.method === 'message/stream' || rpc.method === 'tasks/resubscribe') {
         open++;
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const first = `data: ${JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: task('t-1', 'working') })}\n\n`;

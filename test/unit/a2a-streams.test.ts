@@ -13,7 +13,7 @@ let rig: RecordingGateway;
 
 const CONFIG = `
 resources_file: resources.yaml
-proxy: { addr: "127.0.0.1:0", real_ip: { trusted_proxies: ["10.1.0.0/16"] } }
+proxy: { addr: "127.0.0.1:0", request_body_limit_bytes: 4096, real_ip: { trusted_proxies: ["10.1.0.0/16"] } }
 admin: { addr: "127.0.0.1:0", admin_keys: [admin-secret-1] }
 observability: { metrics: { prometheus: { addr: "127.0.0.1:0" } } }
 shutdown: { min_drain_secs: 0 }
@@ -70,6 +70,43 @@ describe('deadlines', () => {
     assert.equal(agent.openStreams(), 1, 'the stream, opened first, is still open past the deadline');
     agent.release();
     assert.match(await readAll(reader), /"completed"/);
+  });
+});
+
+describe('what streams', () => {
+  test('tasks/resubscribe streams like message/stream, asked upstream with Accept: text/event-stream', async () => {
+    const seen = agent.received.length;
+    const res = await rig.post('/a2a/quick', {
+      jsonrpc: '2.0',
+      id: 3,
+      method: 'tasks/resubscribe',
+      params: { id: 't-1' },
+    }, 'sk-caller');
+    assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    const reader = res.body!.getReader();
+    await reader.read();
+    agent.release();
+    assert.match(await readAll(reader), /"completed"/);
+    assert.equal(agent.received[seen]!.headers.accept, 'text/event-stream');
+    await rig.post('/a2a/quick', text('tasks/get', 'x'), 'sk-caller').then((r) => r.arrayBuffer());
+    assert.equal(agent.received.at(-1)!.headers.accept, 'application/json');
+  });
+
+  test('a stream the agent answers with one JSON body reaches the caller as one SSE event', async () => {
+    const res = await rig.post('/a2a/quick', text('message/stream', 'json', 4), 'sk-caller');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    const body = await res.text();
+    assert.match(body, /^data: \{.*"completed".*\}\n\n$/);
+    assert.equal(JSON.parse(body.slice(6)).id, 4);
+  });
+
+  test('a body over proxy.request_body_limit_bytes: 413 in the OpenAI envelope, the agent not called', async () => {
+    const seen = agent.received.length;
+    const res = await rig.post('/a2a/quick', text('message/send', 'x'.repeat(5000)), 'sk-caller');
+    assert.equal(res.status, 413);
+    assert.equal((await res.json()).error.message, 'request body exceeds 4096-byte limit');
+    assert.equal(agent.received.length, seen);
   });
 });
 
