@@ -49,8 +49,8 @@ export const TOKEN_LABELS = REQUEST_LABELS.slice(0, REQUEST_LABELS.indexOf('stre
  * label, so buckets × series stay bounded by the configuration, never by the callers.
  */
 export const SLO_LABELS = ['env_id', 'endpoint', 'model', 'provider', 'status_class', 'streaming'] as const;
-/** The endpoints whose requests AISIX observes in the SLO histograms. */
-export const SLO_ENDPOINTS = new Set(['/v1/chat/completions', '/v1/messages', '/v1/responses']);
+/** The endpoints whose requests AISIX observes in the SLO histograms (`/a2a`: every A2A call, docs/a2a.md). */
+export const SLO_ENDPOINTS = new Set(['/v1/chat/completions', '/v1/messages', '/v1/responses', '/a2a']);
 export const LEGACY_REQUEST_LABELS = ['provider', 'model', 'status', 'outcome'] as const;
 export const LEGACY_DURATION_LABELS = ['provider', 'model', 'status'] as const;
 

@@ -134,6 +134,14 @@ describe('relay', () => {
     const m = rig.gw.metrics.render();
     assert.equal(sumSamples(m, 'aisix_a2a_stream_events_total', { agent: 'echo', operation: 'message/stream' }), 2);
     assert.ok((sumSamples(m, 'aisix_a2a_task_state_total', { agent: 'echo', state: 'completed' }) ?? 0) >= 1);
+    // AISIX's SLO histogram sees the whole stream, labelled by the fixed sentinels.
+    const e2e = sumSamples(m, 'aisix_request_e2e_latency_seconds_count', {
+      endpoint: '/a2a',
+      model: 'a2a',
+      provider: 'a2a',
+      streaming: 'true',
+    });
+    assert.equal(e2e, 1);
   });
 
   test('an agent that answers non-2xx: 502 with the -32000 envelope, never its body', async () => {
