@@ -169,4 +169,20 @@ describe('files, validate, export', () => {
     }]);
     assert.ok(!r.yaml.includes('tok-1'));
   });
+
+  test("export keeps an api key's allowed_agents", () => {
+    const r = exportResources(
+      [{
+        key: '/aisix/api_keys/k1',
+        value: JSON.stringify({ key_hash: 'abc', allowed_models: [], allowed_agents: ['research-*'] }),
+        modRevision: 1,
+        createRevision: 1,
+        version: 1,
+      }],
+      '/aisix',
+      { withSecrets: false, revision: 1, source: 'test' },
+    );
+    const doc = parse(r.yaml) as { api_keys: Record<string, unknown>[] };
+    assert.deepEqual(doc.api_keys[0]!.allowed_agents, ['research-*']);
+  });
 });
