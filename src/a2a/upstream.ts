@@ -30,13 +30,14 @@ export const FAILED = 'upstream A2A request failed';
 export class AgentFailure extends Error {}
 
 /**
- * One request under a deadline that ends once the response's headers are in (`untilHeaders`) or once its body
- * was read too (the caller reads it before `done`). `cancel` aborts it, the deadline included.
+ * One request to the agent under its `timeout_ms`. The deadline runs until `done()`: the caller calls it once
+ * the body was read (a unary call) or once the headers are in (a stream, which has no deadline after them).
+ * `cancel` aborts the request, whatever stage it is at.
  */
 export interface TimedCall {
   response: UpstreamResponse;
   cancel: Cancel;
-  /** Stops the deadline (the body was read, or a stream's headers are in). */
+  /** Stops the deadline. */
   done(): void;
 }
 
@@ -48,10 +49,9 @@ export async function timedCall(
   callerGone?: CancelSignal,
 ): Promise<TimedCall> {
   const cancel = new Cancel();
-  if (callerGone?.aborted) cancel.abort(new AgentFailure('the caller went away'));
-  else {callerGone?.addEventListener('abort', () => cancel.abort(new AgentFailure('the caller went away')), {
-      once: true,
-    });}
+  const leave = () => cancel.abort(new AgentFailure('the caller went away'));
+  if (callerGone?.aborted) leave();
+  else callerGone?.addEventListener('abort', leave, { once: true });
   const ms = timeoutOf(agent);
   const timer = setTimeout(() => cancel.abort(new AgentFailure(`timed out after ${ms} ms`)), ms);
   const done = () => clearTimeout(timer);
