@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
 import { FILE_COLLECTIONS, type Identity, type KindName, KINDS } from '../src/resources/kinds.ts';
 import { ClaimMappingSchema } from '../src/resources/identity-schema.ts';
+import { A2aAgentSchema } from '../src/resources/a2a-agent.ts';
 import {
   apiKeyShape,
   cachePolicyShape,
@@ -189,6 +190,21 @@ function claimMappingEntry(): Json {
   return { ...js, required: ['name', 'jwt_provider', 'match', 'resolve'] };
 }
 
+/** AISIX's `a2a_agents` entry: `name` or `display_name`, and a non-empty `secret` for `bearer` and `api_key`. */
+function a2aAgentEntry(): Json {
+  const coupling = (auth: string): Json => ({
+    if: { properties: { auth_type: { const: auth } }, required: ['auth_type'] },
+    then: { required: ['secret'], properties: { secret: { type: 'string', minLength: 1 } } },
+  });
+  return {
+    type: 'object',
+    ...toJson(A2aAgentSchema, { interpolated: true }),
+    not: required('id'),
+    ...NAMED_BY.name_or_display_name,
+    allOf: [coupling('bearer'), coupling('api_key')],
+  };
+}
+
 /**
  * The served kinds whose file entry is not their document as stored: file sugar (`provider_key`, `key_env`),
  * cross-field rules zod checks in code, or alternative forms. Every other kind's entry is its registry schema.
@@ -202,6 +218,7 @@ const FILE_ENTRIES: Partial<Record<KindName, () => Json>> = {
   observability_exporters: exporterEntry,
   cache_policies: cachePolicyEntry,
   claim_mappings: claimMappingEntry,
+  a2a_agents: a2aAgentEntry,
 };
 
 /** The members naming an entry, as the registry's identity rule says. */

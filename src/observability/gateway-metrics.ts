@@ -49,8 +49,8 @@ export const TOKEN_LABELS = REQUEST_LABELS.slice(0, REQUEST_LABELS.indexOf('stre
  * label, so buckets × series stay bounded by the configuration, never by the callers.
  */
 export const SLO_LABELS = ['env_id', 'endpoint', 'model', 'provider', 'status_class', 'streaming'] as const;
-/** The endpoints whose requests AISIX observes in the SLO histograms. */
-export const SLO_ENDPOINTS = new Set(['/v1/chat/completions', '/v1/messages', '/v1/responses']);
+/** The endpoints whose requests AISIX observes in the SLO histograms (`/a2a`: every A2A call, docs/a2a.md). */
+export const SLO_ENDPOINTS = new Set(['/v1/chat/completions', '/v1/messages', '/v1/responses', '/a2a']);
 export const LEGACY_REQUEST_LABELS = ['provider', 'model', 'status', 'outcome'] as const;
 export const LEGACY_DURATION_LABELS = ['provider', 'model', 'status'] as const;
 
@@ -62,7 +62,7 @@ export interface MetricsSources {
   /** aisix_deployment_state rows; filled in by model health. */
   deploymentStates?(): { labels: DeploymentLabels; value: number }[];
   /** `observability.metrics.buckets` (seconds); AISIX's defaults when absent. */
-  buckets?: { request_e2e_latency: readonly number[]; request_ttft: readonly number[] };
+  buckets?: { request_e2e_latency: readonly number[]; request_ttft: readonly number[]; a2a_ttfb?: readonly number[] };
   /** The clock of the summaries' rolling window (ms since the epoch); default `Date.now`. */
   now?: () => number;
 }
@@ -216,6 +216,25 @@ export class GatewayMetrics {
     ['scope', 'layer', 'policy_id'],
   );
 
+  /** AISIX's A2A families (docs/a2a.md "Telemetry"): `agent` is a configured agent, `operation` a closed set. */
+  readonly a2aRequests = this.counter(
+    'aisix_a2a_requests_total',
+    'A2A calls that reached a configured agent, by status class.',
+    ['agent', 'operation', 'status'],
+  );
+  readonly a2aStreamEvents = this.counter(
+    'aisix_a2a_stream_events_total',
+    'A2A stream events carrying a result, relayed to the caller.',
+    ['agent', 'operation'],
+  );
+  readonly a2aTaskStates = this.counter(
+    'aisix_a2a_task_state_total',
+    'A2A calls by the last task state their answer reported.',
+    ['agent', 'state'],
+  );
+  /** Time from an A2A call's arrival to its first result (registered in the constructor: it reads the buckets). */
+  readonly a2aTtfb: Histogram;
+
   constructor(src: MetricsSources) {
     const r = this.registry;
     const now = src.now ?? Date.now;
@@ -257,6 +276,14 @@ export class GatewayMetrics {
         'Upstream time to first token of streamed requests (SLO histogram).',
         SLO_LABELS,
         [...(buckets?.request_ttft ?? DEFAULT_BUCKETS.request_ttft)],
+      ),
+    );
+    this.a2aTtfb = r.register(
+      new Histogram(
+        'aisix_a2a_ttfb_seconds',
+        'Time from an A2A call to its first result event.',
+        ['agent', 'operation'],
+        [...(buckets?.a2a_ttfb ?? DEFAULT_BUCKETS.a2a_ttfb)],
       ),
     );
     for (const [name, help, labels, collect] of scrapedGauges(src)) r.register(new Gauge(name, help, labels, collect));

@@ -19,6 +19,7 @@ import type { Clock } from '../util/clock.ts';
 import { admitStep, identifyStep, identityAuth, reserveStep } from './admission.ts';
 import { budgetStep } from './budgets.ts';
 import type { BudgetsSetup } from '../budgets/setup.ts';
+import { a2aCall, a2aCard } from './a2a.ts';
 import { Answerer, fail } from './answer.ts';
 import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
@@ -96,7 +97,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
+  const track = trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []);
+  app.use('/v1/*', track);
+  app.use('/a2a/*', track);
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
   const dispatcher = new Dispatcher({
@@ -141,9 +144,15 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const handlers: HandlerTable = {
     'model-call': (route) => modelCall(pipelines, route),
     'models-list': () => listModels(d, identify),
+    'a2a-call': () => a2aCall(d, identify),
+    'a2a-card': () => a2aCard(d, identify),
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
+    const known = routeOf(c.req.path);
+    return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
+  });
+  app.all('/a2a/*', (c) => {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });

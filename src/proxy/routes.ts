@@ -11,6 +11,12 @@ interface RouteBase {
   readonly wire: Wire;
   /** Counted in the `aisix_llm_*` families too (a model inference). */
   readonly inference: boolean;
+  /**
+   * The labels of a route that is no model call, when they are not the path's and the wire's: `endpoint` (also
+   * the access log's `path`: a path with parameters is labelled by its family), `inbound_protocol`, and one
+   * fixed `provider` and `model` label, so no caller-chosen name grows the series.
+   */
+  readonly labels?: { readonly endpoint: string; readonly protocol: string; readonly upstream: string };
 }
 
 /** A route that dispatches a model call through the request pipeline (pipeline.ts). */
@@ -30,12 +36,25 @@ export interface ModelsListRoute extends RouteBase {
 }
 
 /**
+ * `POST /a2a/{agent}` (a JSON-RPC call relayed to an A2A agent) and `GET /a2a/{agent}/.well-known/agent-card.json`
+ * (its card, pointing at the gateway): src/proxy/a2a.ts, docs/a2a.md.
+ */
+export interface A2aRoute extends RouteBase {
+  readonly kind: 'a2a-call' | 'a2a-card';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
+/**
  * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
  * passthrough, media) is one more member here and one more entry in the app's handler table.
  */
-export type Route = ModelCallRoute | ModelsListRoute;
+export type Route = ModelCallRoute | ModelsListRoute | A2aRoute;
 
 export type RouteKind = Route['kind'];
+
+/** AISIX labels every `/a2a/*` request `/a2a`, protocol `a2a`, provider and model `a2a`. */
+const A2A_LABELS = { endpoint: '/a2a', protocol: 'a2a', upstream: 'a2a' } as const;
 
 export const ROUTES: readonly Route[] = [
   { path: '/v1/chat/completions', method: 'POST', wire: 'openai', inference: true, ...modelCall('chat', true) },
@@ -52,6 +71,15 @@ export const ROUTES: readonly Route[] = [
     ...modelCall('count_tokens'),
   },
   { path: '/v1/models', method: 'GET', wire: 'openai', inference: false, kind: 'models-list' },
+  { path: '/a2a/:agent', method: 'POST', wire: 'openai', inference: false, kind: 'a2a-call', labels: A2A_LABELS },
+  {
+    path: '/a2a/:agent/.well-known/agent-card.json',
+    method: 'GET',
+    wire: 'openai',
+    inference: false,
+    kind: 'a2a-card',
+    labels: A2A_LABELS,
+  },
 ];
 
 /** The fields of a model-call route dispatched to `call`. */
@@ -63,13 +91,20 @@ function modelCall(call: Endpoint, streams?: true): Pick<ModelCallRoute, 'kind' 
 export const OTHER_ENDPOINT = 'other';
 
 const byPath = new Map<string, Route>(ROUTES.map((r) => [r.path, r]));
+/** The routes whose path has `:name` segments, each matching one non-empty segment. */
+const templated = ROUTES.filter((r) => r.path.includes('/:')).map((r) => ({ route: r, parts: r.path.split('/') }));
 
-/** The route of an exact path (no query string), or undefined. */
+/** The route of a path (no query string): its exact row, else a row with parameters it fills; or undefined. */
 export function routeOf(path: string): Route | undefined {
-  return byPath.get(path);
+  const exact = byPath.get(path);
+  if (exact !== undefined || templated.length === 0) return exact;
+  const parts = path.split('/');
+  return templated.find((t) =>
+    t.parts.length === parts.length && t.parts.every((s, i) => s.startsWith(':') ? parts[i] !== '' : s === parts[i])
+  )?.route;
 }
 
 /** The wire a path speaks: its route's, OpenAI's for any other path. */
 export function wireOf(path: string): Wire {
-  return byPath.get(path)?.wire ?? 'openai';
+  return routeOf(path)?.wire ?? 'openai';
 }

@@ -138,7 +138,7 @@ export type Read<R> =
   | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
 
 /** A rejection; `undefined`: the document goes on to its schema. */
-type Precheck = (doc: Record<string, unknown>, mode: Mode, ignored: string[]) => Read<never> | undefined;
+export type Precheck = (doc: Record<string, unknown>, mode: Mode, ignored: string[]) => Read<never> | undefined;
 
 /**
  * A kind read through one zod schema: `check` sees the raw document first, `build` turns the parsed row into

@@ -31,6 +31,7 @@ import {
   readClaimMapping,
   readOidcProvider,
 } from './identity-schema.ts';
+import { A2aAgentSchema, readA2aAgent } from './a2a-agent.ts';
 import { ApiKeySchema, CachePolicySchema, ModelSchema, OtlpExporterSchema, ProviderKeySchema } from './schema.ts';
 
 /** What a file entry's desugar stage is given (src/resources/pipeline.ts). */
@@ -198,7 +199,16 @@ export const KINDS = {
   }),
   mcp_servers: notServed('name_or_display_name'),
   mcp_auth_settings: notServed('singleton'),
-  a2a_agents: notServed('name_or_display_name'),
+  /** Upstream A2A agents the gateway fronts at `/a2a/<name>` (src/a2a, docs/a2a.md). */
+  a2a_agents: served({
+    identity: 'name_or_display_name',
+    schema: A2aAgentSchema,
+    description: 'A2A agents (docs/a2a.md)',
+    read: readA2aAgent,
+    file: true,
+    counted: true,
+    export: 'as_stored',
+  }),
   passthrough_routes: notServed('name_or_display_name'),
 } as const;
 

@@ -278,6 +278,8 @@ export const apiKeyShape = {
   jwt_provider: nullOk(z.string().min(1, 'must not be empty')),
   /** Sluice's: spend budgets of this key (docs/budgets.md). */
   budgets: nullOk(BudgetListSchema),
+  /** The A2A agents the key may reach (single-`*` globs over agent names); absent or empty: none (docs/a2a.md). */
+  allowed_agents: nullOk(z.array(z.string())),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

@@ -608,7 +608,6 @@ const GATING = [
 const NOT_SERVED = [
   'mcp_servers',
   'mcp_auth_settings',
-  'a2a_agents',
   'passthrough_routes',
 ];
 

@@ -263,6 +263,8 @@ describe('the route table', () => {
       '/v1/messages': 'model-call',
       '/v1/messages/count_tokens': 'model-call',
       '/v1/models': 'models-list',
+      '/a2a/:agent': 'a2a-call',
+      '/a2a/:agent/.well-known/agent-card.json': 'a2a-card',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',
@@ -279,5 +281,12 @@ describe('the route table', () => {
     const b = new RequestRecord(0, 'GET', '/v1/unknown', 'r', undefined, undefined);
     assert.equal(b.endpoint, 'other');
     assert.equal(b.protocol, 'openai');
+    // A path with parameters is labelled by its family, AISIX's `/a2a`, with its own inbound protocol.
+    const c = new RequestRecord(0, 'POST', '/a2a/some-agent', 'r', undefined, undefined);
+    assert.equal(c.endpoint, '/a2a');
+    assert.equal(c.inbound, 'a2a');
+    assert.equal(c.protocol, 'openai');
+    assert.equal(c.traceOutcome(200).operation, 'invoke_agent', 'an A2A call is traced as an agent invocation');
+    assert.equal(new RequestRecord(0, 'POST', '/a2a/x/y', 'r', undefined, undefined).endpoint, 'other');
   });
 });

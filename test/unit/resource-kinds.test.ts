@@ -42,6 +42,7 @@ const SAMPLES: { [K in ResourceKind]: () => Record<string, unknown> } = {
     match: [{ claim: 'groups', op: 'contains', values: ['eng'] }],
     resolve: { api_key_id: 'k-id' },
   }),
+  a2a_agents: () => ({ name: 'agent', url: 'https://agents.example/a2a' }),
 };
 
 /** The etcd ids of the samples, so the model points at the provider key and the attachment at the guardrail. */
@@ -56,6 +57,7 @@ const IDS: { [K in ResourceKind]: string } = {
   observability_exporters: 'e-id',
   oidc_providers: 'o-id',
   claim_mappings: 'cm-id',
+  a2a_agents: 'ag-id',
 };
 
 type Reader = (id: string, doc: Record<string, unknown>, mode: 'strict' | 'lenient') => Read<unknown>;
@@ -128,6 +130,7 @@ describe('the resource-kind registry', () => {
         'observability_exporters',
         'oidc_providers',
         'claim_mappings',
+        'a2a_agents',
       ],
       'the served kinds, in resource_counts order',
     );

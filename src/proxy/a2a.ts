@@ -1,0 +1,295 @@
+// The A2A routes' handlers (docs/a2a.md): `POST /a2a/{agent}` relays one JSON-RPC call to the agent, and
+// `GET /a2a/{agent}/.well-known/agent-card.json` serves its card pointing at the gateway. Both run `identify`
+// first, as every route does; then the agent (404), the key's `allowed_agents` (403), and for a call the body,
+// the caller's rate limits (a permit held to the answer's last byte), the relay and its telemetry. The
+// agent-side pieces are src/a2a/.
+import type { Context } from 'hono';
+import { agentAllowed, servedAgent } from '../a2a/agents.ts';
+import { fetchCard, rewriteCard } from '../a2a/card.ts';
+import { AnswerFacts, observed } from '../a2a/facts.ts';
+import { operationOf, streams } from '../a2a/operations.ts';
+import {
+  A2A_LOG,
+  A2A_REFUSAL,
+  AgentFailure,
+  describe,
+  FAILED,
+  rpcFailure,
+  type TimedCall,
+  timedCall,
+} from '../a2a/upstream.ts';
+import type { Config } from '../config/schema.ts';
+import { ProxyError } from '../http/errors.ts';
+import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { UpstreamFetch } from '../platform.ts';
+import type { A2aAgent } from '../resources/a2a-agent.ts';
+import type { RateLimiter } from '../routing/rate-limit.ts';
+import type { Clock } from '../util/clock.ts';
+import { cidrContains, parseCidr, parseIp, stripPort } from '../util/cidr.ts';
+import { rateLimitRefusal } from './admission.ts';
+import { fail } from './answer.ts';
+import { readLimited } from './body.ts';
+import type { ProxyEnv, StreamTracker } from './env.ts';
+import type { RequestStep } from './pipeline.ts';
+import { ProxyRequest } from './request.ts';
+import { pumpSse, type StreamEnd } from './stream.ts';
+
+/** What the A2A handlers read. */
+export interface A2aDeps {
+  readonly config: Config;
+  readonly upstream: UpstreamFetch;
+  readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly metrics: GatewayMetrics;
+}
+
+type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
+
+const decoder = new TextDecoder();
+
+/** A text/plain answer, AISIX's form for the A2A refusals. */
+function text(c: Context<ProxyEnv>, status: number, body: string, kind: string): Response {
+  c.get('rec').failed(kind, body);
+  return new Response(body, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
+}
+
+/** identify → the agent (404 unknown or disabled) → the key's `allowed_agents` (403). */
+async function admit(
+  c: Context<ProxyEnv>,
+  identify: RequestStep,
+): Promise<{ req: ProxyRequest; agent: A2aAgent } | Response> {
+  const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
+  const refused = await identify.run(req);
+  if (refused instanceof ProxyError) return fail(c, refused);
+  if (refused) return refused;
+  const name = c.req.param('agent') ?? '';
+  const agent = servedAgent(req.caller.snapshot.of('a2a_agents'), name);
+  if (!agent) return text(c, 404, A2A_REFUSAL.unknownAgent(name), 'not_found');
+  if (!agentAllowed(req.caller.key.allowed_agents, agent.name)) {
+    return text(c, 403, A2A_REFUSAL.notAllowed(name), 'permission_denied');
+  }
+  return { req, agent };
+}
+
+/** Once per (agent, url) per process: the agent's credential travels in clear. */
+function cleartextWarner(log: Logger): (agent: A2aAgent) => void {
+  const warned = new Set<string>();
+  return (agent) => {
+    if (agent.auth_type === 'none' || !/^\s*http:\/\//i.test(agent.url)) return;
+    const key = `${agent.name}\n${agent.url}`;
+    if (warned.has(key)) return;
+    warned.add(key);
+    log.warn(A2A_LOG.cleartext, { agent: agent.name, url: agent.url });
+  };
+}
+
+export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
+  const log = d.log.withTarget('aisix_proxy::a2a');
+  const warnCleartext = cleartextWarner(log);
+  const limit = d.config.proxy.request_body_limit_bytes;
+  const keepaliveMs = d.config.downstream.sse_keepalive_interval_secs * 1000;
+
+  return async function handleA2aCall(c) {
+    const admitted = await admit(c, identify);
+    if (admitted instanceof Response) return admitted;
+    const { req, agent } = admitted;
+    const rec = req.rec;
+
+    const read = await readCall(c, limit);
+    if (read instanceof Response) return read;
+    const { raw, rpc } = read;
+    const operation = operationOf(rpc.method);
+    const stream = streams(operation);
+    rec.dispatching(stream, undefined);
+    const count = (status: number) =>
+      d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
+
+    // The caller's rate limits: the key's own, held for a stream's whole life.
+    const key = req.caller.key;
+    const decision = await d.rateLimiter.acquire([{ scope: 'api_key', id: key.id, limits: key.rate_limit }]);
+    if (!decision.allowed) {
+      count(429);
+      return fail(c, rateLimitRefusal(decision));
+    }
+    const permit = decision.permit;
+
+    warnCleartext(agent);
+    const facts = new AnswerFacts(d.clock);
+    const finish = (status: number) => {
+      void permit.end();
+      count(status);
+      const labels = [agent.name, operation] as const;
+      if (facts.events > 0) d.metrics.a2aStreamEvents.inc(labels, facts.events);
+      if (facts.firstResultAt !== undefined) {
+        d.metrics.a2aTtfb.observe(labels, (facts.firstResultAt - rec.start) / 1000);
+      }
+      if (facts.state !== undefined) d.metrics.a2aTaskStates.inc([agent.name, facts.state]);
+    };
+    const failed = (message: string, logMsg: string): Response => {
+      log.warn(logMsg, { agent: agent.name, error: message, request_id: rec.requestId });
+      rec.failed('upstream_error', message);
+      finish(502);
+      return new Response(rpcFailure(rpc.id, message), {
+        status: 502,
+        headers: { 'content-type': 'application/json' },
+      });
+    };
+
+    let call: TimedCall;
+    try {
+      call = await timedCall(d.upstream, agent, {
+        url: agent.url,
+        method: 'POST',
+        accept: stream ? 'text/event-stream' : 'application/json',
+        body: raw,
+      }, c.env?.closed ?? c.req.raw.signal);
+    } catch (e) {
+      return failed(describe(e), stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed);
+    }
+    const r = call.response;
+    if (r.status < 200 || r.status > 299) {
+      call.done();
+      await r.discard().catch(() => {});
+      return failed(
+        `${FAILED}: upstream returned HTTP ${r.status}`,
+        stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed,
+      );
+    }
+    const eventStream = (r.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream');
+    if (!stream || !eventStream) {
+      // A whole answer: read under the deadline, relayed as it came (one SSE event when a stream was asked for).
+      const answer = await wholeAnswer(call);
+      if (answer.failed !== undefined) return failed(answer.failed, A2A_LOG.callFailed);
+      facts.answer(answer.json);
+      if (stream) facts.events = facts.firstResultAt !== undefined ? 1 : 0;
+      rec.firstByte(d.clock());
+      finish(200);
+      return stream
+        ? new Response(`data: ${answer.text.replaceAll('\n', '')}\n\n`, { status: 200, headers: SSE_HEADERS })
+        : new Response(answer.text, { status: 200, headers: { 'content-type': 'application/json' } });
+    }
+    // A live stream: no deadline from here on; the permit and the in-flight slot are held to its end.
+    call.done();
+    return relay(c, r.body, call, facts, {
+      keepaliveMs,
+      clock: d.clock,
+      rpcId: rpc.id,
+      onEnd: (end, detail) => {
+        if (end !== 'complete') {
+          rec.streamFailed(end, detail);
+          if (end !== 'client_closed') log.warn(A2A_LOG.streamFailed, { agent: agent.name, error: detail ?? end });
+        }
+        // AISIX: a caller that left before the task's end event is a 499 in the A2A family.
+        const settled = facts.state !== undefined && facts.state !== 'submitted' && facts.state !== 'working';
+        finish(end === 'client_closed' && !settled ? 499 : 200);
+      },
+    });
+  };
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+
+/** The caller's body: its text (forwarded as it is) and, when it is a JSON object, its members; or the refusal. */
+async function readCall(
+  c: Context<ProxyEnv>,
+  limit: number,
+): Promise<{ raw: string; rpc: Record<string, unknown> } | Response> {
+  let bytes: Uint8Array | ProxyError;
+  try {
+    bytes = await readLimited(c.req.raw, limit);
+  } catch {
+    return text(c, 400, A2A_REFUSAL.badBody, 'invalid_request_error');
+  }
+  if (bytes instanceof ProxyError) return fail(c, bytes);
+  let body: unknown;
+  let raw: string;
+  try {
+    raw = decoder.decode(bytes);
+    body = JSON.parse(raw);
+  } catch {
+    return text(c, 400, A2A_REFUSAL.notJson, 'invalid_request_error');
+  }
+  const rpc = typeof body === 'object' && body !== null && !Array.isArray(body) ? body as Record<string, unknown> : {};
+  return { raw, rpc };
+}
+
+/** A unary answer read whole under the call's deadline: its text and JSON, or why it cannot be relayed. */
+async function wholeAnswer(
+  call: TimedCall,
+): Promise<{ text: string; json: unknown; failed?: undefined } | { failed: string }> {
+  try {
+    const text = await call.response.text();
+    return { text, json: JSON.parse(text) };
+  } catch (e) {
+    const why = call.cancel.aborted && call.cancel.reason instanceof AgentFailure
+      ? call.cancel.reason.message
+      : e instanceof SyntaxError
+      ? "the agent's answer is not JSON"
+      : describe(e);
+    return { failed: `${FAILED}: ${why}` };
+  } finally {
+    call.done();
+  }
+}
+
+/** The upstream's SSE bytes as they arrive, with keep-alives; a failure after the 200 is one -32000 event. */
+function relay(
+  c: Context<ProxyEnv>,
+  chunks: AsyncIterable<Uint8Array>,
+  call: TimedCall,
+  facts: AnswerFacts,
+  o: {
+    keepaliveMs: number;
+    clock: Clock;
+    rpcId: unknown;
+    onEnd: (end: StreamEnd, detail?: string) => void;
+  },
+): Response {
+  const rec = c.get('rec');
+  const tracker: StreamTracker = { onEnd: undefined };
+  c.set('stream', tracker);
+  const encoder = new TextEncoder();
+  const body = pumpSse({
+    chunks: observed(chunks, facts),
+    keepaliveMs: o.keepaliveMs,
+    onFirstByte: () => rec.firstByte(o.clock()),
+    abortUpstream: () => call.cancel.abort(),
+    errorEvent: (_kind, message) => encoder.encode(`data: ${rpcFailure(o.rpcId, `${FAILED}: ${message}`)}\n\n`),
+    onEnd: (end, detail) => {
+      o.onEnd(end, detail);
+      tracker.onEnd?.(end);
+    },
+  });
+  return new Response(body, { status: 200, headers: SSE_HEADERS });
+}
+
+export function a2aCard(d: A2aDeps, identify: RequestStep): Handler {
+  const log = d.log.withTarget('aisix_proxy::a2a');
+  const trusted = d.config.proxy.real_ip.trusted_proxies.map((t) => parseCidr(t)).filter((x) => x !== undefined);
+  return async function handleA2aCard(c) {
+    const admitted = await admit(c, identify);
+    if (admitted instanceof Response) return admitted;
+    const { agent } = admitted;
+    let card: Record<string, unknown>;
+    try {
+      card = await fetchCard(d.upstream, agent);
+    } catch (e) {
+      const message = describe(e);
+      log.warn(A2A_LOG.cardFailed, { agent: agent.name, error: message });
+      return text(c, 502, message, 'upstream_error');
+    }
+    const url = new URL(c.req.url);
+    const fromProxy = trusted.length > 0 && peerTrusted(c.env?.peer, trusted);
+    const forwarded = fromProxy ? c.req.header('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase() : undefined;
+    const scheme = forwarded === 'http' || forwarded === 'https' ? forwarded : url.protocol.replace(':', '');
+    const host = c.req.header('host') ?? url.host;
+    return c.json(rewriteCard(card, `${scheme}://${host}/a2a/${agent.name}`));
+  };
+}
+
+function peerTrusted(peer: string | undefined, trusted: readonly NonNullable<ReturnType<typeof parseCidr>>[]): boolean {
+  const ip = peer ? parseIp(stripPort(peer)) : undefined;
+  return ip !== undefined && trusted.some((t) => cidrContains(t, ip));
+}
