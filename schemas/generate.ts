@@ -11,6 +11,7 @@ import { FILE_COLLECTIONS, type Identity, type KindName, KINDS } from '../src/re
 import {
   apiKeyShape,
   cachePolicyShape,
+  DatadogExporterSchema,
   DIRECT_ONLY_FIELDS,
   INAPPLICABLE_ON_ROUTING,
   modelShape,
@@ -167,8 +168,10 @@ function exporterEntry(): Json {
   const { id: _id, ...otlp } = OtlpExporterSchema.shape;
   const served = toJson(z.strictObject(otlp), { interpolated: true });
   props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
+  const { id: _did, ...datadog } = DatadogExporterSchema.shape;
+  const usage = toJson(z.strictObject(datadog), { interpolated: true });
   const other = toJson(OtherExporterSchema, { interpolated: true });
-  return { oneOf: [served, { ...other, not: required('id') }] };
+  return { oneOf: [served, usage, { ...other, not: required('id') }] };
 }
 
 /**

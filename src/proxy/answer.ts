@@ -39,6 +39,7 @@ import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 import type { RequestTrace } from '../telemetry/trace.ts';
+import { USAGE_PART } from '../usage/facts.ts';
 
 /** Whether any target of `m` has limits of its own to reserve: its inline `rate_limit`, or a policy. */
 function targetsLimited(snapshot: Snapshot, m: RoutingModel): boolean {
@@ -111,6 +112,7 @@ export class Answerer implements Answering {
         clientIp: call.clientIp,
         ...(limits ? { reserveTarget: limits.reserve } : {}),
         requestId: rec.requestId,
+        onAttempt: rec.facet(USAGE_PART).attempt,
       });
     } catch (e) {
       void call.permit.end();
@@ -148,7 +150,7 @@ export class Answerer implements Answering {
       const read = readBody(r.body);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       const trace = rec.trace;
-      if (trace) rec.endedWith(finishReasonOf(r.body));
+      if (trace || rec.facet(USAGE_PART).exporting) rec.endedWith(finishReasonOf(r.body));
       if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
       const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
@@ -178,7 +180,8 @@ export class Answerer implements Answering {
     scrub: () => Scrub,
   ): Response {
     const trace = call.rec.trace;
-    const usage = new StreamUsage(this.d.maxSseEventBytes, trace !== undefined);
+    const finishReason = trace !== undefined || call.rec.facet(USAGE_PART).exporting;
+    const usage = new StreamUsage(this.d.maxSseEventBytes, finishReason);
     const count = new StreamCount(
       usage,
       r.counted,
@@ -205,7 +208,7 @@ export class Answerer implements Answering {
         const used = count.final(left);
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
-        if (trace) call.rec.endedWith(usage.finishReason);
+        if (finishReason) call.rec.endedWith(usage.finishReason);
         call.rec.firstToken(r.ttftMs?.());
         if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
         // The record is written once, with the usage: at once (a stream that ended by itself was estimated

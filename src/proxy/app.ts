@@ -36,6 +36,9 @@ import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireO
 import { trackRequests } from './track.ts';
 import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
+import { usageHooks } from '../usage/hooks.ts';
+import { usageMetricsFor } from '../usage/metrics.ts';
+import type { UsageSinks } from '../usage/sinks.ts';
 
 /** What the proxy app reads; the Gateway is one. `snapshot` is read on every request (it is swapped on reload). */
 export interface ProxyDeps extends ReadinessChecks {
@@ -55,6 +58,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly cache?: Pick<CacheSetup, 'engine'>;
   /** Translated Responses answers kept for `previous_response_id` and `item_reference` (docs/routing.md). */
   readonly responses?: Pick<ResponsesStoreSetup, 'store'>;
+  /** The usage-event exporters (src/usage); absent or inactive: events are counted, never built. */
+  readonly usage?: Pick<UsageSinks, 'active' | 'offer'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -92,7 +97,15 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
+  const usage = usageHooks({
+    metrics: usageMetricsFor(d.metrics.registry),
+    emitted: d.metrics.usageEvents,
+    sinks: d.usage,
+    clientTypeRules: cfg.observability.metrics.client_type_rules,
+    clientIp: clientIpResolver(cfg.proxy.real_ip),
+    clock: d.clock,
+  });
+  app.use('/v1/*', trackRequests(d, d.telemetry ? [usage, traceHooks(d.telemetry)] : [usage]));
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
   const dispatcher = new Dispatcher({

@@ -658,7 +658,7 @@ models:
     }
     const r = await load(`_format_version: "1"
 cache_policies: [{ name: c1 }, { name: c2 }]
-observability_exporters: [{ name: o, kind: datadog }]
+observability_exporters: [{ name: o, kind: object_store }]
 mcp_servers: [{ display_name: s }]
 a2a_agents: [{ name: a }]
 passthrough_routes: [{ name: p }]
