@@ -349,3 +349,109 @@ describe('usage events', () => {
     assert.equal(intake.logs.length, before);
   });
 });
+
+describe('usage events: guardrail hits and a cache hit', () => {
+  let mock: MockUpstream;
+  let intake: DatadogIntake;
+  let gw: Gateway;
+  let app: ReturnType<typeof createProxyApp>;
+  before(async () => {
+    mock = await startMockUpstream();
+    intake = await startDatadogIntake();
+    ({ gw } = await gatewayWith(
+      `_format_version: "1"
+provider_keys:
+  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${mock.base}" }
+models:
+  - { display_name: gpt, provider_key: oa, model_name: gpt-up, retries: 0 }
+api_keys:
+  - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
+guardrails:
+  - { name: watch-pii, kind: pii, created_at: "2024-01-01T00:00:00Z", enforcement_mode: monitor, detectors: [{ type: email }] }
+  - { name: watch, kind: keyword, created_at: "2024-01-02T00:00:00Z", enforcement_mode: monitor, patterns: [{ kind: literal, value: suspicious }] }
+  - { name: pii, kind: pii, created_at: "2024-01-03T00:00:00Z", detectors: [{ type: email }] }
+  - { name: words, kind: keyword, created_at: "2024-01-04T00:00:00Z", patterns: [{ kind: literal, value: forbidden }] }
+cache_policies: [{ name: main }]
+observability_exporters:
+  - { name: dd, kind: datadog, site: "${intake.site}", credential_ref: a, service: gw }
+`,
+      { env: { CALLER: KEY, DD_CRED_A_API_KEY: DD_KEY } },
+    ));
+    app = createProxyApp(gw);
+  });
+  after(async () => {
+    await gw.usage.close(1000);
+    gw.stop();
+    await mock.close();
+    await intake.close();
+  });
+
+  const chat = async (content: string) => {
+    const res = await app.request('/v1/chat/completions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt', messages: [{ role: 'user', content }] }),
+    });
+    await res.text();
+    await gw.usage.flush();
+    const id = res.headers.get('x-aisix-request-id');
+    return { status: res.status, logs: intake.logs.filter((l) => l['aisix.request_id'] === id) };
+  };
+
+  test('a masked prompt: the attached set, the monitor hits (would_mask, would_block) and the enforced mask', async () => {
+    mock.script({ body: chatCompletion('gpt-up') });
+    const r = await chat('mail a@b.example.com, this is suspicious');
+    assert.equal(r.status, 200);
+    const [log, ...rest] = r.logs;
+    assert.deepEqual(rest, []);
+    assert.equal(log!['aisix.guardrail_blocked'], false);
+    // Each member as it ran on each hook (the record's own list; the access log has the same).
+    const hooks = (hook: string) => ['pii', 'keyword', 'pii', 'keyword'].map((kind) => ({ kind, hook }));
+    assert.deepEqual(log!['aisix.applied_guardrails'], [...hooks('input'), ...hooks('output')]);
+    assert.deepEqual(log!['aisix.redacted_entity_counts'], { email: 1 });
+    const monitor = log!['aisix.guardrail_monitor_hits'] as Record<string, unknown>[];
+    assert.deepEqual(monitor.map((h) => [h.guardrail_name, h.hook, h.action]), [
+      ['watch-pii', 'input', 'would_mask'],
+      ['watch', 'input', 'would_block'],
+    ]);
+    assert.deepEqual(monitor[0]!.counts, { email: 1 });
+    const enforced = log!['aisix.guardrail_enforced_hits'] as Record<string, unknown>[];
+    assert.deepEqual(enforced.map((h) => [h.guardrail_name, h.hook, h.action, h.counts]), [
+      ['pii', 'input', 'masked', { email: 1 }],
+    ]);
+    assert.equal(typeof enforced[0]!.duration_us, 'number');
+    assert.equal(log!['aisix.cache_status'], 'miss');
+  });
+
+  test('a blocked prompt: guardrail_blocked, the enforced block, no upstream attempt', async () => {
+    const n = mock.requests.length;
+    const r = await chat('this is forbidden');
+    assert.equal(r.status, 422);
+    assert.equal(mock.requests.length, n);
+    const [log, ...rest] = r.logs;
+    assert.deepEqual(rest, []);
+    assert.equal(log!['aisix.guardrail_blocked'], true);
+    assert.equal(log!['http.response.status_code'], 422);
+    assert.equal(log!['aisix.error_class'], 'content_filter');
+    const enforced = log!['aisix.guardrail_enforced_hits'] as Record<string, unknown>[];
+    assert.deepEqual(enforced.map((h) => [h.guardrail_name, h.action]), [['words', 'blocked']]);
+    assert.equal(log!['gen_ai.response.id'], undefined);
+  });
+
+  test('a cache hit: its stored usage, no provider id, no cost, the saved tokens', async () => {
+    mock.script({ body: chatCompletion('gpt-up') });
+    const first = await chat('cache me please');
+    assert.equal(first.status, 200);
+    const hit = await chat('cache me please');
+    assert.equal(hit.status, 200);
+    const [log, ...rest] = hit.logs;
+    assert.deepEqual(rest, []);
+    assert.equal(log!['aisix.cache_status'], 'hit');
+    assert.equal(log!['aisix.cache_hit_layer'], 'exact');
+    assert.equal(log!['aisix.cache_hit_saved_input_tokens'], 1);
+    assert.equal(log!['aisix.cache_hit_saved_output_tokens'], 3);
+    assert.equal(log!['gen_ai.response.id'], undefined);
+    assert.equal(log!['aisix.cost_usd'], 0);
+    assert.equal(log!['aisix.attempt_kind'], undefined);
+  });
+});
