@@ -59,7 +59,7 @@ export interface ProxyDeps extends ReadinessChecks {
   /** Translated Responses answers kept for `previous_response_id` and `item_reference` (docs/routing.md). */
   readonly responses?: Pick<ResponsesStoreSetup, 'store'>;
   /** The usage-event exporters (src/usage); absent or inactive: events are counted, never built. */
-  readonly usage?: Pick<UsageSinks, 'active' | 'offer'>;
+  readonly usage?: Pick<UsageSinks, 'active' | 'offer' | 'captureBytes'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {

@@ -4,6 +4,7 @@
 // `credential_ref` names in the environment. AISIX's wire, field for field.
 import type { DatadogExporterResource } from '../resources/schema.ts';
 import { type CancelSignal, toAbortSignal } from '../util/cancel.ts';
+import type { CappedContent } from './content.ts';
 import type { UsageEvent } from './event.ts';
 import type { Deliver } from './pipeline.ts';
 
@@ -47,6 +48,7 @@ export function apiKeyVariable(ref: string): string {
 export function datadogLog(
   e: UsageEvent,
   d: Pick<DatadogExporterResource, 'ddsource' | 'tags' | 'service'>,
+  content?: CappedContent,
 ): Record<string, unknown> {
   const log: Record<string, unknown> = { ddsource: d.ddsource };
   if (d.tags.length > 0) log.ddtags = d.tags.join(',');
@@ -57,6 +59,11 @@ export function datadogLog(
   for (const [k, v] of Object.entries(e)) {
     if (v === undefined || v === null || v === '') continue;
     log[RENAMED[k] ?? `aisix.${k}`] = v;
+  }
+  if (content) {
+    log['gen_ai.prompt'] = content.prompt;
+    log['gen_ai.completion'] = content.response;
+    if (content.truncated) log.content_truncated = true;
   }
   return log;
 }

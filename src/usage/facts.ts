@@ -78,6 +78,11 @@ export class UsagePart {
   clientIp: string | undefined = undefined;
   /** Each finished upstream attempt, in order; undefined when no exporter takes events (none are kept). */
   attempts: AttemptFact[] | undefined = undefined;
+  /** The largest `content_max_bytes` of the exporters that capture content; undefined: none does. */
+  captureBytes: number | undefined = undefined;
+  /** The prompt as sent upstream and the text the caller received (only with `captureBytes`). */
+  prompt: string | undefined = undefined;
+  completion: string | undefined = undefined;
   /** Some exporter takes this request's events: the answer's finish reason is read for them. */
   exporting = false;
   /** Dispatch's per-attempt callback (`DispatchInput.onAttempt`); undefined when nothing keeps attempts. */

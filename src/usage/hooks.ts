@@ -24,7 +24,7 @@ export interface UsageHooksDeps {
   /** `aisix_usage_events_emitted_total` (the gateway's family). */
   emitted: Counter;
   /** The exporters; absent or inactive: events are counted, never built. */
-  sinks?: Pick<UsageSinks, 'active' | 'offer'>;
+  sinks?: Pick<UsageSinks, 'active' | 'offer' | 'captureBytes'>;
   clientTypeRules: readonly ClientTypeRule[];
   /** `(peer, headers) → client address` under `proxy.real_ip` (src/proxy/client-ip.ts). */
   clientIp: (peer: string | undefined, headers: Headers) => string | undefined;
@@ -44,6 +44,7 @@ export function usageHooks(d: UsageHooksDeps) {
       part.keepAttempts();
       if (d.sinks?.active) {
         part.exporting = true;
+        part.captureBytes = d.sinks.captureBytes;
         part.clientIp = d.clientIp(rec.peer, headers);
       }
     },
@@ -63,10 +64,14 @@ export function usageHooks(d: UsageHooksDeps) {
       }
       const events = buildEvents(f, part, status, d.clock());
       const labels = eventLabels(f, part, status);
+      // Content rides the terminal event; a request refused as unauthorized or forbidden carries none (AISIX's).
+      const content = part.prompt !== undefined && status !== 401 && status !== 403
+        ? { prompt: part.prompt, response: part.completion ?? '' }
+        : undefined;
       for (let i = 0; i < events.length; i++) {
         const l = labels[i]!;
         d.emitted.inc(emittedLabels(f, l));
-        for (const reason of sinks.offer(events[i]!)) {
+        for (const reason of sinks.offer(events[i]!, i === events.length - 1 ? content : undefined)) {
           m.drops.inc([reason, l.model, l.providerKeyId, l.providerKeyName]);
         }
       }

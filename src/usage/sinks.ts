@@ -5,6 +5,7 @@
 import type { Logger } from '../observability/logger.ts';
 import type { DatadogExporterResource } from '../resources/schema.ts';
 import { datadogDelivery, datadogLog, type PostBytes } from './datadog.ts';
+import { capFor, type CapturedContent } from './content.ts';
 import type { UsageEvent } from './event.ts';
 import type { EventDropReason, UsageMetrics } from './metrics.ts';
 import { type PipelineDeps, UsagePipeline } from './pipeline.ts';
@@ -33,6 +34,8 @@ export class UsageSinks {
   private readonly pipelineDeps: PipelineDeps;
   /** Whether some enabled exporter takes events (read once per request). */
   active = false;
+  /** The largest `content_max_bytes` of the exporters with `content_mode: full`; undefined: no capture. */
+  captureBytes: number | undefined = undefined;
 
   constructor(private readonly deps: UsageSinksDeps) {
     const m = deps.metrics;
@@ -69,14 +72,25 @@ export class UsageSinks {
     }
     this.live = next;
     this.active = next.size > 0;
+    let max: number | undefined;
+    for (const l of next.values()) {
+      if (l.row.content_mode === 'full') max = Math.max(max ?? 0, l.row.content_max_bytes);
+    }
+    this.captureBytes = max;
   }
 
-  /** One event to every exporter; each refusal's reason (a full or closed queue), in order. Never waits. */
-  offer(event: UsageEvent): EventDropReason[] {
+  /**
+   * One event to every exporter, with `content` for those that capture it (each cut to its own cap); each
+   * refusal's reason (a full or closed queue), in order. Never waits.
+   */
+  offer(event: UsageEvent, content?: CapturedContent): EventDropReason[] {
     const refused: EventDropReason[] = [];
     // Serialized once per exporter, only when its queue takes it.
     for (const l of this.live.values()) {
-      const r = l.pipeline.offer(() => JSON.stringify(datadogLog(event, l.row)));
+      const own = content && l.row.content_mode === 'full' ? content : undefined;
+      const r = l.pipeline.offer(() =>
+        JSON.stringify(datadogLog(event, l.row, own && capFor(own, l.row.content_max_bytes)))
+      );
       if (r) refused.push(r);
     }
     return refused;

@@ -13,8 +13,10 @@ import {
   startMockAnthropic,
 } from '../support/mock-anthropic.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
+import { truncateContent } from '../../src/usage/content.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
+import { until } from '../support/until.ts';
 
 const KEY = 'sk-caller-usage-1';
 const DD_KEY = 'dd-api-key-usage-secret-1';
@@ -350,14 +352,16 @@ describe('usage events', () => {
   });
 });
 
-describe('usage events: guardrail hits and a cache hit', () => {
+describe('usage events: guardrail hits, a cache hit, content', () => {
   let mock: MockUpstream;
   let intake: DatadogIntake;
+  let full: DatadogIntake;
   let gw: Gateway;
   let app: ReturnType<typeof createProxyApp>;
   before(async () => {
     mock = await startMockUpstream();
     intake = await startDatadogIntake();
+    full = await startDatadogIntake();
     ({ gw } = await gatewayWith(
       `_format_version: "1"
 provider_keys:
@@ -374,6 +378,7 @@ guardrails:
 cache_policies: [{ name: main }]
 observability_exporters:
   - { name: dd, kind: datadog, site: "${intake.site}", credential_ref: a, service: gw }
+  - { name: full, kind: datadog, site: "${full.site}", credential_ref: a, service: gw, content_mode: full, content_max_bytes: 160 }
 `,
       { env: { CALLER: KEY, DD_CRED_A_API_KEY: DD_KEY } },
     ));
@@ -384,6 +389,7 @@ observability_exporters:
     gw.stop();
     await mock.close();
     await intake.close();
+    await full.close();
   });
 
   const chat = async (content: string) => {
@@ -438,6 +444,22 @@ observability_exporters:
     assert.equal(log!['gen_ai.response.id'], undefined);
   });
 
+  test('content: only the full exporter gets the masked prompt and the answer, cut to its cap', async () => {
+    mock.script({ body: chatCompletion('gpt-up', 'the answer is here') });
+    const r = await chat(`write to a@b.example.com now ${'and more words '.repeat(12)}`);
+    assert.equal(r.status, 200);
+    assert.equal(r.logs[0]!['gen_ai.prompt'], undefined, 'metadata_only gets no content');
+    const id = r.logs[0]!['aisix.request_id'];
+    await until(() => full.logs.some((l) => l['aisix.request_id'] === id), 5000, 'the full log');
+    const log = full.logs.find((l) => l['aisix.request_id'] === id)!;
+    const prompt = log['gen_ai.prompt'] as string;
+    assert.ok(new TextEncoder().encode(prompt).length <= 160, prompt);
+    assert.doesNotMatch(prompt, /a@b\.example\.com/, 'the masked prompt, never the original');
+    assert.ok(JSON.parse(prompt), 'still JSON');
+    assert.equal(log['gen_ai.completion'], 'the answer is here');
+    assert.equal(log.content_truncated, true);
+  });
+
   test('a cache hit: its stored usage, no provider id, no cost, the saved tokens', async () => {
     mock.script({ body: chatCompletion('gpt-up') });
     const first = await chat('cache me please');
@@ -453,5 +475,36 @@ observability_exporters:
     assert.equal(log!['gen_ai.response.id'], undefined);
     assert.equal(log!['aisix.cost_usd'], 0);
     assert.equal(log!['aisix.attempt_kind'], undefined);
+  });
+});
+
+describe('content capture', () => {
+  test('the ladder keeps JSON valid: compacted, strings capped, data URIs replaced, arrays cut around a marker', () => {
+    assert.deepEqual(truncateContent('{"a": 1}', 100), { text: '{"a": 1}', truncated: false });
+    assert.deepEqual(truncateContent('{ "b": 1,   "a": 2 }', 15), { text: '{"b":1,"a":2}', truncated: true });
+    const doc = JSON.stringify({
+      z: 'x'.repeat(5000),
+      a: Array.from({ length: 200 }, (_, i) => i),
+      u: `data:image/png;base64,${'A'.repeat(3000)}`,
+    });
+    const r = truncateContent(doc, 1200);
+    assert.equal(r.truncated, true);
+    const back = JSON.parse(r.text);
+    assert.deepEqual(Object.keys(back), ['a', 'u', 'z']);
+    assert.match(back.z, /^x+\.\.\.\[aisix: truncated, 5000 bytes total\]$/);
+    assert.equal(back.u, '[aisix: base64 data uri omitted, 3022 bytes]');
+    // The third rung fits: strings at 512 bytes, arrays cut to 10 + marker + 4.
+    assert.deepEqual(back.a, [
+      ...Array.from({ length: 10 }, (_, i) => i),
+      { _aisix_truncated: true, omitted_items: 186 },
+      196,
+      197,
+      198,
+      199,
+    ]);
+    assert.equal(back.z.length, 512 + '...[aisix: truncated, 5000 bytes total]'.length);
+    assert.ok(new TextEncoder().encode(r.text).length <= 1200);
+    const plain = truncateContent('é'.repeat(100), 11);
+    assert.deepEqual(plain, { text: 'é'.repeat(5), truncated: true });
   });
 });
