@@ -160,6 +160,26 @@ describe('delivery', () => {
     await s.close(1000);
   });
 
+  test('a changed exporter takes over its queue; a removed one delivers what it holds, then takes nothing', async () => {
+    const { s } = sinks();
+    s.offer(event('r-keep-1')); // queued (the timer has not fired), serialized as the old exporter had it
+    s.update([row(intake.site, { service: 'renamed' })]);
+    s.offer(event('r-keep-2'));
+    await s.flush();
+    const kept = intake.logs.filter((l) => String(l['aisix.request_id']).startsWith('r-keep-'));
+    assert.deepEqual(kept.map((l) => [l['aisix.request_id'], l.service]), [['r-keep-1', 'gw'], [
+      'r-keep-2',
+      'renamed',
+    ]]);
+    s.offer(event('r-gone-1'));
+    s.update([]);
+    assert.equal(s.active, false);
+    assert.deepEqual(s.offer(event('r-gone-2')), []);
+    await s.close(1000);
+    const gone = intake.logs.filter((l) => String(l['aisix.request_id']).startsWith('r-gone-'));
+    assert.deepEqual(gone.map((l) => l['aisix.request_id']), ['r-gone-1']);
+  });
+
   test('a full queue refuses the event: sink_full, never waits', async () => {
     const { s } = sinks();
     intake.hang(true);
