@@ -233,4 +233,22 @@ observability: { metrics: { client_type_rules: [{ pattern: "^acme-agent/", clien
       /^aisix_usage_events_emitted_total\{handler="chat",status_code="2xx",inbound_protocol="openai",model="gpt",provider_key_id="[0-9a-f-]{36}",provider_key_name="oa"\} \d+$/m,
     );
   });
+  test('a refusal after authentication is an event too (AISIX counts it); an unauthenticated request is none', async () => {
+    const count = () =>
+      sumSamples(gw.metrics.render(), 'aisix_usage_events_emitted_total', {
+        handler: 'chat',
+        status_code: '4xx',
+        model: 'unknown',
+        provider_key_id: 'unknown',
+      }) ?? 0;
+    const before = count();
+    const res = await post('/v1/chat/completions', { model: 'nope', messages: [{ role: 'user', content: 'x' }] }, 'x');
+    assert.equal(res.status, 404);
+    await res.text();
+    assert.equal(count() - before, 1);
+    const anon = await app.request('/v1/chat/completions', { method: 'POST', body: '{}' });
+    assert.equal(anon.status, 401);
+    await anon.text();
+    assert.equal(count() - before, 1);
+  });
 });
