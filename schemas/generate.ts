@@ -13,6 +13,7 @@ import { A2aAgentSchema } from '../src/resources/a2a-agent.ts';
 import {
   apiKeyShape,
   cachePolicyShape,
+  DatadogExporterSchema,
   DIRECT_ONLY_FIELDS,
   INAPPLICABLE_ON_ROUTING,
   modelShape,
@@ -169,8 +170,10 @@ function exporterEntry(): Json {
   const { id: _id, ...otlp } = OtlpExporterSchema.shape;
   const served = toJson(z.strictObject(otlp), { interpolated: true });
   props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
+  const { id: _did, ...datadog } = DatadogExporterSchema.shape;
+  const usage = toJson(z.strictObject(datadog), { interpolated: true });
   const other = toJson(OtherExporterSchema, { interpolated: true });
-  return { oneOf: [served, { ...other, not: required('id') }] };
+  return { oneOf: [served, usage, { ...other, not: required('id') }] };
 }
 
 /** A claim mapping names its key by `resolve.api_key` (a display_name of the file) or `resolve.api_key_id`. */

@@ -30,6 +30,9 @@ import { RoutingState } from './routing/strategies.ts';
 import { type Clock, systemClock } from './util/clock.ts';
 import { createTelemetry, resourceExporter } from './telemetry/setup.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
+import { postBytesThroughFetch } from './usage/datadog.ts';
+import { usageMetricsFor } from './usage/metrics.ts';
+import { UsageSinks } from './usage/sinks.ts';
 
 export type { ApplyMeta };
 
@@ -81,6 +84,8 @@ export class Gateway implements ReadinessChecks {
   readonly now = (): Date => new Date(this.clock());
   /** Trace export (`observability_exporters`, `observability.tracing.otlp`); inactive without an exporter. */
   readonly telemetry: Telemetry;
+  /** Usage-event export (`observability_exporters` of `kind: datadog`); inactive without an exporter. */
+  readonly usage: UsageSinks;
 
   constructor(readonly config: Config, readonly platform: Platform, opts: GatewayOptions = {}) {
     const clock = opts.clock ?? systemClock;
@@ -119,6 +124,13 @@ export class Gateway implements ReadinessChecks {
       config,
       upstream: this.upstream,
       metrics: this.metrics,
+      log: this.log,
+      keepAlive: platform.waitUntil ? (work) => platform.waitUntil!(work) : undefined,
+    });
+    this.usage = new UsageSinks({
+      post: postBytesThroughFetch(),
+      env: platform.env,
+      metrics: usageMetricsFor(this.metrics.registry),
       log: this.log,
       keepAlive: platform.waitUntil ? (work) => platform.waitUntil!(work) : undefined,
     });
@@ -202,6 +214,7 @@ export class Gateway implements ReadinessChecks {
     this.routingState.retain(snapshot.models);
     this.checker?.update(snapshot.checkedModels);
     this.telemetry.update(snapshot.exporters.map(resourceExporter));
+    this.usage.update(snapshot.usageExporters);
     this.warnUnverified(snapshot);
     const at = rfc3339(this.now());
     const prev = this.facts.applied;

@@ -148,7 +148,9 @@ const ADMIN_KINDS: Readonly<Record<string, AdminKind>> = {
     kind: 'observability_exporters',
     rows: (s) =>
       (s.resources.observability_exporters ?? []).map((e) =>
-        documentOf({ ...e, headers: Object.fromEntries(Object.keys(e.headers).map((h) => [h, REDACTED])) })
+        'headers' in e
+          ? documentOf({ ...e, headers: Object.fromEntries(Object.keys(e.headers).map((h) => [h, REDACTED])) })
+          : documentOf(e) // a datadog row holds no secret: only the name of the environment variable that does
       ),
   },
 };

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
 import { BudgetListSchema } from '../resources/budget-schema.ts';
+import { ClientTypeRulesSchema } from './client-type-rules.ts';
 
 const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
@@ -293,6 +294,8 @@ export const ConfigSchema = z.strictObject({
         addr: addr.default('127.0.0.1:9090'),
       }).prefault({}),
       buckets: BucketsSchema,
+      // AISIX's operator rules for `client_type`, ahead of its built-in table (docs/usage-events.md "Client type").
+      client_type_rules: ClientTypeRulesSchema,
     }).prefault({}),
     tracing: TracingSchema,
   }).prefault({}),
@@ -391,7 +394,6 @@ export const IGNORED_KEYS = [
   'observability.service_name',
   'observability.metrics.otlp',
   'observability.metrics.labels',
-  'observability.metrics.client_type_rules',
   'upstream.tcp_keepalive_*',
   'upstream.pool_max_idle_per_host',
   'etcd.tls.domain_name',

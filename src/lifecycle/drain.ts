@@ -17,6 +17,8 @@ export interface DrainSubject {
   readonly config: { readonly shutdown: { readonly min_drain_secs: number } };
   /** Trace export: what it holds is delivered while the listeners close. */
   readonly telemetry?: { close(deadlineMs: number): Promise<void> };
+  /** Usage-event export: likewise. */
+  readonly usage?: { close(deadlineMs: number): Promise<void> };
 }
 
 const PROGRESS_EVERY_MS = 5000;
@@ -42,7 +44,11 @@ export async function runDrain(gw: DrainSubject, signals: Signals, listeners: Li
   }
   log.info(MSG.drainComplete, counts());
   // Every request has ended, so every span is queued: deliver them while the listeners close.
-  await Promise.allSettled([...listeners.map((l) => l.close()), gw.telemetry?.close(TRACE_FLUSH_MS)]);
+  await Promise.allSettled([
+    ...listeners.map((l) => l.close()),
+    gw.telemetry?.close(TRACE_FLUSH_MS),
+    gw.usage?.close(TRACE_FLUSH_MS),
+  ]);
   const facts = lifecycle.endDrain();
   log.info(MSG.drainReport, { ...drainReport(facts, facts.endedAt!) }); // non-null: endDrain sets it
   lifecycle.stop();

@@ -6,9 +6,12 @@ import type { ProviderResult } from './types.ts';
 /** A whole answer an adapter gives without calling (or in place of the upstream's own). */
 type ProviderAnswer = Extract<ProviderResult, { kind: 'response' }>;
 
+/** How an unusable credential's answer starts: no upstream request was made (the usage event says so). */
+export const INVALID_CREDENTIALS = 'invalid upstream credentials';
+
 /** A credential that is missing or does not parse: 401 `authentication_error`, no upstream call. */
 export function invalidCredentials(detail: string): ProviderAnswer {
-  return errorAnswer(401, 'authentication_error', `invalid upstream credentials: ${detail}`);
+  return errorAnswer(401, 'authentication_error', `${INVALID_CREDENTIALS}: ${detail}`);
 }
 
 /** A key the operator must fix (no base URL, a bad deployment name, …): 400, no upstream call. */

@@ -38,7 +38,8 @@ import type { Clock } from '../util/clock.ts';
 import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
-import type { RequestTrace } from '../telemetry/trace.ts';
+import { capturedAnswer } from '../usage/content.ts';
+import { USAGE_PART } from '../usage/facts.ts';
 
 /** Whether any target of `m` has limits of its own to reserve: its inline `rate_limit`, or a policy. */
 function targetsLimited(snapshot: Snapshot, m: RoutingModel): boolean {
@@ -93,6 +94,8 @@ export class Answerer implements Answering {
     if (trace && this.d.telemetry?.captureBytes(trace) !== undefined) {
       trace.prompt = this.scrubber(call)()(JSON.stringify(body));
     }
+    const usage = rec.facet(USAGE_PART);
+    if (usage.captureBytes !== undefined) usage.prompt = this.scrubber(call)()(JSON.stringify(body));
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
@@ -111,6 +114,7 @@ export class Answerer implements Answering {
         clientIp: call.clientIp,
         ...(limits ? { reserveTarget: limits.reserve } : {}),
         requestId: rec.requestId,
+        onAttempt: usage.attempt,
       });
     } catch (e) {
       void call.permit.end();
@@ -148,8 +152,10 @@ export class Answerer implements Answering {
       const read = readBody(r.body);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       const trace = rec.trace;
-      if (trace) rec.endedWith(finishReasonOf(r.body));
+      const usage = rec.facet(USAGE_PART);
+      if (trace || usage.exporting) rec.endedWith(finishReasonOf(r.body));
       if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
+      if (usage.prompt !== undefined) usage.completion = scrub()(capturedAnswer(call.route.call, r.body));
       const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return answerUsage(call, read.usage, () => estimateTokens(answerText(r.body))).then((used) => {
@@ -178,7 +184,8 @@ export class Answerer implements Answering {
     scrub: () => Scrub,
   ): Response {
     const trace = call.rec.trace;
-    const usage = new StreamUsage(this.d.maxSseEventBytes, trace !== undefined);
+    const finishReason = trace !== undefined || call.rec.facet(USAGE_PART).exporting;
+    const usage = new StreamUsage(this.d.maxSseEventBytes, finishReason);
     const count = new StreamCount(
       usage,
       r.counted,
@@ -187,7 +194,10 @@ export class Answerer implements Answering {
     );
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
-    const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
+    const usagePart = call.rec.facet(USAGE_PART);
+    const collector = trace?.prompt !== undefined || usagePart.prompt !== undefined
+      ? new CompletionCollector(1_048_576)
+      : undefined;
     const body = pumpSse({
       chunks: meteredChunks(collector ? collected(r.chunks, collector) : r.chunks, usage, scrub, count),
       keepaliveMs: this.d.keepaliveMs,
@@ -205,9 +215,10 @@ export class Answerer implements Answering {
         const used = count.final(left);
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
-        if (trace) call.rec.endedWith(usage.finishReason);
+        if (finishReason) call.rec.endedWith(usage.finishReason);
         call.rec.firstToken(r.ttftMs?.());
-        if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
+        if (collector && trace?.prompt !== undefined) trace.completion = scrub()(collector.completion);
+        if (collector && usagePart.prompt !== undefined) usagePart.completion = scrub()(collector.completion);
         // The record is written once, with the usage: at once (a stream that ended by itself was estimated
         // before its end reached the caller), else once the estimate is made. A caller that left frees its
         // slot at once; its record waits on the estimate.

@@ -39,6 +39,9 @@ import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireO
 import { trackRequests } from './track.ts';
 import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
+import { usageHooks } from '../usage/hooks.ts';
+import { usageMetricsFor } from '../usage/metrics.ts';
+import type { UsageSinks } from '../usage/sinks.ts';
 
 /** What the proxy app reads; the Gateway is one. `snapshot` is read on every request (it is swapped on reload). */
 export interface ProxyDeps extends ReadinessChecks {
@@ -60,6 +63,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly responses?: Pick<ResponsesStoreSetup, 'store'>;
   /** Spend budgets (docs/budgets.md); their step joins the pipeline of a snapshot that configures one. */
   readonly budgets?: Pick<BudgetsSetup, 'budgets'>;
+  /** The usage-event exporters (src/usage); absent or inactive: events are counted, never built. */
+  readonly usage?: Pick<UsageSinks, 'active' | 'offer' | 'captureBytes'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -97,7 +102,16 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  const track = trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []);
+  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
+  const usage = usageHooks({
+    metrics: usageMetricsFor(d.metrics.registry),
+    emitted: d.metrics.usageEvents,
+    sinks: d.usage,
+    clientTypeRules: cfg.observability.metrics.client_type_rules,
+    clientIp: clientIpOf,
+    clock: d.clock,
+  });
+  const track = trackRequests(d, d.telemetry ? [usage, traceHooks(d.telemetry)] : [usage]);
   app.use('/v1/*', track);
   app.use('/a2a/*', track);
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
@@ -130,7 +144,6 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const steps = responsesStateSteps(d.responses.store);
     features.push(() => steps);
   }
-  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
   const identify = identifyStep(d, identityAuth(d, clientIpOf));
   if (d.budgets) features.push(budgetStep(d.budgets.budgets, d.clock));
   const pipelines = new SnapshotPipelines({

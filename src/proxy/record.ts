@@ -10,12 +10,13 @@ import { SLO_ENDPOINTS } from '../observability/gateway-metrics.ts';
 import type { BoundRequest } from '../observability/request-series.ts';
 import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
-import { CACHE_RECORD } from './cache-record.ts';
-import { GUARDRAIL_RECORD } from './guardrail-record.ts';
+import { CACHE_RECORD, type CacheRecord } from './cache-record.ts';
+import { GUARDRAIL_RECORD, type GuardrailRecord } from './guardrail-record.ts';
 import type { RecordFacet, RecordPart } from './record-facet.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { DROPPED_RECORD } from './translation-record.ts';
 import { totalOf, type Usage } from './usage.ts';
+import type { UsageFacts } from '../usage/facts.ts';
 
 /** The upstream a request went to: the part of `ServedBy` the labels read. */
 type Upstream = Pick<ServedBy, 'model' | 'key' | 'upstreamModel'>;
@@ -261,6 +262,34 @@ export class RequestRecord {
       ttft !== undefined && ttft > 0 ? Math.round(ttft) : undefined,
       downstream !== undefined && downstream > 0 ? Math.round(downstream) : undefined,
     ];
+  }
+
+  /** What the usage events read of the request, once its last byte is out (src/usage). */
+  usageFacts(): UsageFacts {
+    const g = this.facets?.get(GUARDRAIL_RECORD) as GuardrailRecord | undefined;
+    return {
+      requestId: this.requestId,
+      start: this.start,
+      handler: this.route?.call,
+      protocol: this.protocol,
+      model: this.model,
+      asked: this.asked,
+      routing: this.routing,
+      apiKeyId: this.key?.id,
+      stream: this.stream,
+      served: this.served,
+      direct: this.direct,
+      usage: this.usage,
+      providerRequestId: this.providerRequestId,
+      finishReason: this.finishReason,
+      errorKind: this.errorKind,
+      error: this.error,
+      firstByteAt: this.firstByteAt,
+      upstreamTtftMs: this.upstreamTtftMs,
+      guardrails: g,
+      cache: this.facets?.get(CACHE_RECORD) as CacheRecord | undefined,
+      traceId: this.trace?.traceId,
+    };
   }
 
   /** What the request's spans say about it (telemetry, src/telemetry/spans.ts). */

@@ -21,6 +21,12 @@ export interface Usage {
   total?: number;
   /** Some counter came from the local estimate, not from the upstream. */
   estimated?: boolean;
+  /** Anthropic's cache counters, already part of `input` (the usage event reports them apart). */
+  cacheCreation?: number;
+  cacheRead?: number;
+  /** OpenAI's cached prompt tokens and reasoning tokens: subsets of `input` and `output`. */
+  cachedPrompt?: number;
+  reasoning?: number;
 }
 
 /** An adapter's own count (ProviderResult `counted`) as the usage the record and the limits read. */
@@ -29,6 +35,9 @@ export function fromCounts(c: TokenCounts | undefined): Usage | undefined {
   const u: Usage = { input: c.input, output: c.output };
   if (c.total !== undefined) u.total = c.total;
   if (c.estimated) u.estimated = true;
+  if (c.cacheCreation) u.cacheCreation = c.cacheCreation;
+  if (c.cacheRead) u.cacheRead = c.cacheRead;
+  if (c.reasoning) u.reasoning = c.reasoning;
   return u;
 }
 
@@ -72,7 +81,15 @@ function fold(into: Usage, usage: unknown, parts?: AnthropicInput): void {
     p.cacheCreation = Math.max(p.cacheCreation, creation ?? 0);
     p.cacheRead = Math.max(p.cacheRead, read ?? 0);
     into.input = p.input + p.cacheCreation + p.cacheRead;
+    if (p.cacheCreation > 0) into.cacheCreation = p.cacheCreation;
+    if (p.cacheRead > 0) into.cacheRead = p.cacheRead;
   }
+  const details = (k: string, field: string) => n((u[k] as Record<string, unknown> | null | undefined)?.[field]);
+  const cached = details('prompt_tokens_details', 'cached_tokens') ?? details('input_tokens_details', 'cached_tokens');
+  if (cached) into.cachedPrompt = cached;
+  const reasoning = details('completion_tokens_details', 'reasoning_tokens') ??
+    details('output_tokens_details', 'reasoning_tokens');
+  if (reasoning) into.reasoning = reasoning;
   const output = n(u.completion_tokens) ?? n(u.output_tokens);
   if (output !== undefined) into.output = output;
   if (n(u.total_tokens) !== undefined) into.total = n(u.total_tokens);

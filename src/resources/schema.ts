@@ -313,8 +313,31 @@ export const OtlpExporterSchema = z.strictObject({
   content_mode: z.enum(['metadata_only', 'full']).default('metadata_only'),
   content_max_bytes: z.number().int().min(1).max(1_048_576).default(131_072),
 });
+/** AISIX's `site` pattern: a Datadog site, or a local intake over plain http. */
+const DATADOG_SITE =
+  /^(datadoghq\.com|us3\.datadoghq\.com|us5\.datadoghq\.com|datadoghq\.eu|ap1\.datadoghq\.com|ap2\.datadoghq\.com|ddog-gov\.com|(mock-datadog|127\.0\.0\.1|localhost)(:[0-9]+)?)$/;
+
+/** `observability_exporters` of `kind: datadog`: usage events to Datadog's logs intake (docs/usage-events.md). */
+export const DatadogExporterSchema = z.strictObject({
+  id: z.unknown().optional(),
+  name: z.string().min(1, 'must not be empty').max(120),
+  kind: z.literal('datadog'),
+  enabled: z.boolean().default(true),
+  site: z.string().regex(
+    DATADOG_SITE,
+    'must be a Datadog site (datadoghq.com, us3.datadoghq.com, us5.datadoghq.com, datadoghq.eu, ap1.datadoghq.com, ap2.datadoghq.com, ddog-gov.com) or mock-datadog, 127.0.0.1 or localhost with an optional :port',
+  ),
+  credential_ref: z.string().min(1, 'must not be empty'),
+  service: z.string().min(1, 'must not be empty'),
+  ddsource: z.string().default('aisix-ai-gateway'),
+  tags: z.array(z.string()).default([]),
+  content_mode: z.enum(['metadata_only', 'full']).default('metadata_only'),
+  content_max_bytes: z.number().int().min(1).max(1_048_576).default(131_072),
+});
+export type DatadogExporterResource = Omit<z.infer<typeof DatadogExporterSchema>, 'id'> & { id: string };
+
 /** AISIX's other exporter kinds: accepted with any members, not served. */
-export const OTHER_EXPORTER_KINDS = ['aliyun_sls', 'datadog', 'object_store'] as const;
+export const OTHER_EXPORTER_KINDS = ['aliyun_sls', 'object_store'] as const;
 export const OtherExporterSchema = z.looseObject({
   name: z.string().min(1, 'must not be empty').max(120),
   kind: z.enum(OTHER_EXPORTER_KINDS),

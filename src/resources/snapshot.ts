@@ -4,7 +4,15 @@ import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
 import { KINDS, RESOURCE_KINDS, type ResourceKind, type ResourceOf } from './kinds.ts';
 import type { RateLimitPolicy } from './policy-schema.ts';
-import type { ApiKey, CachePolicy, DirectModel, Model, OtlpExporterResource, ProviderKey } from './schema.ts';
+import type {
+  ApiKey,
+  CachePolicy,
+  DatadogExporterResource,
+  DirectModel,
+  Model,
+  OtlpExporterResource,
+  ProviderKey,
+} from './schema.ts';
 
 /**
  * The served resources of each kind (src/resources/kinds.ts), in the source's order: the name indexes keep
@@ -205,7 +213,12 @@ export class Snapshot {
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */
   get exporters(): readonly OtlpExporterResource[] {
-    return this.of('observability_exporters');
+    return this.of('observability_exporters').filter((e): e is OtlpExporterResource => e.kind === 'otlp_http');
+  }
+
+  /** The usage-event exporters served (`observability_exporters`, `kind: datadog`; src/usage). */
+  get usageExporters(): readonly DatadogExporterResource[] {
+    return this.of('observability_exporters').filter((e): e is DatadogExporterResource => e.kind === 'datadog');
   }
 }
 

@@ -1,5 +1,5 @@
 // What every finished attempt leaves behind (docs/routing.md "Model health", "Metrics of this path"): model
-// health, the deployment families, the routing state, the usage event, and the fallback counters.
+// health, the deployment families, the routing state and the fallback counters (usage events: src/usage).
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts';
@@ -44,14 +44,6 @@ export class AttemptRecorder {
       (ok ? this.d.metrics.deploymentSuccess : this.d.metrics.deploymentFailure).inc(t.labels);
     }
     const asked = input.model.display_name;
-    this.d.metrics.usageEvents.inc([
-      input.endpoint,
-      statusBucket(outcome),
-      input.wire ?? 'openai',
-      asked,
-      t.model.provider_key_id,
-      t.key.display_name,
-    ]);
     if (moved) {
       (ok ? this.d.metrics.successfulFallbacks : this.d.metrics.failedFallbacks).inc([asked, t.model.display_name]);
     }

@@ -44,6 +44,29 @@ export interface DispatchInput {
   reserveTarget?: (target: DirectModel) => Promise<TargetReservation>;
   /** The request's id, sent upstream on every attempt (`x-aisix-request-id`). */
   requestId?: string;
+  /** Told of each finished attempt, refused targets included (the usage events, src/usage). */
+  onAttempt?: (a: AttemptFact) => void;
+}
+
+/** One finished attempt as the usage events record it (src/routing/attempt-fact.ts builds it). */
+export interface AttemptFact {
+  model: DirectModel;
+  key: ProviderKey;
+  upstreamModel: string;
+  kind: 'initial' | 'retry' | 'fallback';
+  /** The status of this attempt: the upstream's, 504 for a timeout, 502 for a transport failure, 429 for a
+   *  target its own limits refused, 401 for a credential that could not be sent. */
+  status: number;
+  /** Why it failed (AISIX's `error_class`), and in words; undefined for a success. */
+  errorClass?: string;
+  errorMessage?: string;
+  /** Nothing reached the upstream (a refused target, an unusable credential, a body that could not be made). */
+  noUpstreamRequest: boolean;
+  /** When it started (the gateway's clock, ms) and how long it took to settle (a stream: its head). */
+  startedAt: number;
+  durationMs: number;
+  /** A stream that started: its figures are the stream's, known at its end. */
+  live: boolean;
 }
 
 /**

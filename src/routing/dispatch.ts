@@ -8,6 +8,7 @@ import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import type { Clock } from '../util/clock.ts';
 import { attemptUpstream } from './dispatch-attempt.ts';
 import { planTargets } from './dispatch-plan.ts';
+import { attemptFact } from './attempt-fact.ts';
 import { AttemptRecorder, settleSpan, traceAttempt } from './dispatch-record.ts';
 import type { AttemptSpan } from '../telemetry/trace.ts';
 import { settledWithin, streamResult } from './dispatch-stream.ts';
@@ -119,6 +120,9 @@ export class Dispatcher {
       ...(this.d.clock ? { now: this.d.clock } : {}),
       onAttempt: (r) => {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
+        if (input.onAttempt) {
+          input.onAttempt(attemptFact(r, previous === undefined ? 'initial' : moved ? 'fallback' : 'retry'));
+        }
         previous = r.target;
         // A target refused by its own limits was never called: no upstream sample of it.
         if (r.outcome.kind === 'over_limit') return;

@@ -70,6 +70,7 @@ describe('defaults', () => {
             guardrail_latency: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
             a2a_ttfb: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
           },
+          client_type_rules: [],
         },
         tracing: { otlp: { enabled: false, sample_ratio: 1, headers: {} } },
       },
@@ -132,7 +133,11 @@ shutdown: { min_drain_secs: 0 }
       log_level: 'debug',
       log_format: 'json',
       access_log: false,
-      metrics: { prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' }, buckets: undefined },
+      metrics: {
+        prometheus: { enabled: false, path: '/m', addr: '127.0.0.1:9999' },
+        buckets: undefined,
+        client_type_rules: [],
+      },
       tracing: { otlp: { enabled: false, headers: {}, sample_ratio: 1 } },
     });
     assert.deepEqual(c.upstream, {
@@ -333,7 +338,6 @@ managed:
       'etcd.tls.domain_name',
       'managed.control_plane_url',
       'managed.instance_token_env',
-      'observability.metrics.client_type_rules',
       'observability.metrics.labels',
       'observability.metrics.otlp',
       'observability.service_name',

@@ -648,7 +648,7 @@ models:
   test('kinds Sluice does not implement are accepted and not served (no gating kind has a file collection)', async () => {
     const r = await load(`_format_version: "1"
 cache_policies: [{ name: c1 }, { name: c2 }]
-observability_exporters: [{ name: o, kind: datadog }]
+observability_exporters: [{ name: o, kind: object_store }]
 mcp_servers: [{ display_name: s }]
 a2a_agents: [{ name: a, url: "https://agents.example/a2a" }]
 passthrough_routes: [{ name: p }]

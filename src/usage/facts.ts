@@ -1,0 +1,109 @@
+// What the usage events read of one finished request (docs/usage-events.md): the request's record gives these
+// facts once its last byte is out (src/proxy/record.ts `usageFacts`), and the usage part of the record holds
+// what the record does not: the caller's user agent and address, and each upstream attempt. Shapes only, so
+// this folder never imports the proxy.
+import type { Hit } from '../guardrails/chain.ts';
+import type { AttemptFact, ServedBy } from '../routing/dispatch-types.ts';
+
+/** The tokens an answer used, as the record holds them (src/proxy/usage.ts `Usage`). */
+export interface UsedTokens {
+  input?: number;
+  output?: number;
+  total?: number;
+  estimated?: boolean;
+  cacheCreation?: number;
+  cacheRead?: number;
+  cachedPrompt?: number;
+  reasoning?: number;
+}
+
+/** The guardrails' part of the record (src/proxy/guardrail-record.ts). */
+export interface GuardrailFacts {
+  blocked: boolean;
+  bypassed: string | undefined;
+  applied: readonly { kind: string; hook: string }[];
+  monitor: readonly Hit[];
+  enforced: readonly Hit[];
+  counts: Readonly<Record<string, number>>;
+}
+
+/** The cache's part of the record (src/proxy/cache-record.ts). */
+export interface CacheFacts {
+  status: 'hit' | 'miss' | 'bypass';
+  layer: 'exact' | 'semantic' | undefined;
+  similarity: number | undefined;
+  saved: { input: number; output: number } | undefined;
+}
+
+/** One finished request as the record saw it. Times are the gateway clock's milliseconds. */
+export interface UsageFacts {
+  readonly requestId: string;
+  readonly start: number;
+  /** The route's kind of call (`chat`, `messages`, …); undefined for a path that is no model call. */
+  readonly handler: string | undefined;
+  readonly protocol: 'openai' | 'anthropic';
+  /** The configured model name the request resolved to (a wildcard hit: the row's name). */
+  readonly model: string | undefined;
+  /** The model as the caller wrote it. */
+  readonly asked: string | undefined;
+  readonly routing: boolean;
+  readonly apiKeyId: string | undefined;
+  readonly stream: boolean;
+  /** The upstream that served the request, or failed it last. */
+  readonly served: ServedBy | undefined;
+  /** A direct model's own upstream, when the dispatcher said nothing more. */
+  readonly direct: Pick<ServedBy, 'model' | 'key' | 'upstreamModel'> | undefined;
+  readonly usage: UsedTokens | undefined;
+  readonly providerRequestId: string | undefined;
+  readonly finishReason: string | undefined;
+  /** The access log's `error_kind` and `error`. */
+  readonly errorKind: string | undefined;
+  readonly error: string | undefined;
+  readonly firstByteAt: number | undefined;
+  readonly upstreamTtftMs: number | undefined;
+  readonly guardrails: GuardrailFacts | undefined;
+  readonly cache: CacheFacts | undefined;
+  readonly traceId: string | undefined;
+}
+
+/**
+ * The usage events' part of a request's record (a `RecordFacet` of src/proxy/record-facet.ts, structurally): made
+ * when the request's record is, by the usage hooks. No access-log fields of its own.
+ */
+export class UsagePart {
+  /** The cleaned user agent (`client_user_agent`) and its `client_type`. */
+  userAgent = '';
+  clientType = 'unknown';
+  /** The caller's address as `proxy.real_ip` resolves it; only when some exporter takes events. */
+  clientIp: string | undefined = undefined;
+  /** Each finished upstream attempt, in order; undefined when no exporter takes events (none are kept). */
+  attempts: AttemptFact[] | undefined = undefined;
+  /** The largest `content_max_bytes` of the exporters that capture content; undefined: none does. */
+  captureBytes: number | undefined = undefined;
+  /** The prompt as sent upstream and the text the caller received (only with `captureBytes`). */
+  prompt: string | undefined = undefined;
+  completion: string | undefined = undefined;
+  /** Some exporter takes this request's events: the answer's finish reason is read for them. */
+  exporting = false;
+  /** Dispatch's per-attempt callback (`DispatchInput.onAttempt`); undefined when nothing keeps attempts. */
+  attempt: ((a: AttemptFact) => void) | undefined = undefined;
+
+  /** Keep each attempt from now on. */
+  keepAttempts(): void {
+    const list: AttemptFact[] = this.attempts = [];
+    this.attempt = (a) => list.push(a);
+  }
+
+  accessLogValues(): readonly unknown[] {
+    return NONE;
+  }
+}
+
+const NONE: readonly unknown[] = [];
+
+/** The usage part's entry (a `RecordPart`): not in the access log. */
+export const USAGE_PART = {
+  name: 'usage',
+  fields: NONE as readonly string[],
+  create: (): UsagePart => new UsagePart(),
+};

@@ -1,0 +1,108 @@
+// Usage events and client dimensions join the tracking middleware as its begin and end hooks (docs/usage-events.md):
+// at a request's start its user agent is classified (and, when an exporter takes events, its client address kept
+// and its attempts recorded); once its last byte is out its tokens are counted by client and its events are
+// counted, then handed to the exporters or, with none, counted as dropped (`sink_disabled`, AISIX's standalone
+// series) without being built.
+import type { Counter } from '../observability/metrics.ts';
+import { cleanUserAgent, ClientTypeClassifier, type ClientTypeRule } from './client-type.ts';
+import { buildEvents, EVENT_HANDLERS, type EventLabels, eventLabels } from './event.ts';
+import { USAGE_PART, type UsageFacts, type UsagePart } from './facts.ts';
+import type { UsageMetrics } from './metrics.ts';
+import type { UsageSinks } from './sinks.ts';
+
+/** The part of a proxy request's record the usage hooks read (src/proxy/record.ts). */
+export interface UsageRecordView {
+  readonly peer: string | undefined;
+  facet<F extends { accessLogValues(): readonly unknown[] }>(
+    part: { readonly name: string; readonly fields: readonly string[]; create(): F },
+  ): F;
+  usageFacts(): UsageFacts;
+}
+
+export interface UsageHooksDeps {
+  metrics: UsageMetrics;
+  /** `aisix_usage_events_emitted_total` (the gateway's family). */
+  emitted: Counter;
+  /** The exporters; absent or inactive: events are counted, never built. */
+  sinks?: Pick<UsageSinks, 'active' | 'offer' | 'captureBytes'>;
+  clientTypeRules: readonly ClientTypeRule[];
+  /** `(peer, headers) → client address` under `proxy.real_ip` (src/proxy/client-ip.ts). */
+  clientIp: (peer: string | undefined, headers: Headers) => string | undefined;
+  /** The gateway's clock (ms since the epoch). */
+  clock: () => number;
+}
+
+export function usageHooks(d: UsageHooksDeps) {
+  const classifier = new ClientTypeClassifier(d.clientTypeRules);
+  const m = d.metrics;
+  return {
+    begin(rec: UsageRecordView, headers: Headers): void {
+      const part = rec.facet(USAGE_PART);
+      part.userAgent = cleanUserAgent(headers.get('user-agent'));
+      part.clientType = classifier.classify(part.userAgent);
+      // Attempts are kept on every request: each is an event `aisix_usage_events_emitted_total` counts.
+      part.keepAttempts();
+      if (d.sinks?.active) {
+        part.exporting = true;
+        part.captureBytes = d.sinks.captureBytes;
+        part.clientIp = d.clientIp(rec.peer, headers);
+      }
+    },
+    end(rec: UsageRecordView, status: number): void {
+      const f = rec.usageFacts();
+      // Authentication failures and paths that are no model call leave no usage behind (AISIX's).
+      if (f.apiKeyId === undefined || f.handler === undefined || !EVENT_HANDLERS.has(f.handler)) return;
+      const part = rec.facet(USAGE_PART);
+      countByClient(m.tokensByClient, part.clientType, f);
+      const sinks = d.sinks;
+      if (!sinks?.active) {
+        for (const l of eventLabels(f, part, status)) {
+          d.emitted.inc(emittedLabels(f, l));
+          m.drops.inc(['sink_disabled', l.model, l.providerKeyId, l.providerKeyName]);
+        }
+        return;
+      }
+      const events = buildEvents(f, part, status, d.clock());
+      const labels = eventLabels(f, part, status);
+      // Content rides the terminal event; a request refused as unauthorized or forbidden carries none (AISIX's).
+      const content = part.prompt !== undefined && status !== 401 && status !== 403
+        ? { prompt: part.prompt, response: part.completion ?? '' }
+        : undefined;
+      for (let i = 0; i < events.length; i++) {
+        const l = labels[i]!;
+        d.emitted.inc(emittedLabels(f, l));
+        for (const reason of sinks.offer(events[i]!, i === events.length - 1 ? content : undefined)) {
+          m.drops.inc([reason, l.model, l.providerKeyId, l.providerKeyName]);
+        }
+      }
+    },
+  };
+}
+
+/** `aisix_usage_events_emitted_total`'s labels: handler, status class, inbound protocol, model, provider key. */
+function emittedLabels(f: UsageFacts, l: EventLabels): string[] {
+  return [f.handler ?? 'other', statusClass(l.status), f.protocol, l.model, l.providerKeyId, l.providerKeyName];
+}
+
+/** AISIX's `status_code` label: 2xx|3xx|4xx|5xx|other. */
+export function statusClass(status: number): string {
+  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+}
+
+/**
+ * `aisix_llm_tokens_by_client_total`: input (the prompt without Anthropic's cache counters), output, and the
+ * cache-inclusive total; a zero is not counted. The model is the configured name the request resolved to.
+ */
+function countByClient(c: Counter, clientType: string, f: UsageFacts): void {
+  const u = f.usage;
+  if (!u) return;
+  const model = f.model ?? 'unresolved';
+  const input = Math.max(0, (u.input ?? 0) - (u.cacheCreation ?? 0) - (u.cacheRead ?? 0));
+  const output = u.output ?? 0;
+  const total = (u.input ?? 0) + output;
+  if (input > 0) c.inc([clientType, model, 'input'], input);
+  if (output > 0) c.inc([clientType, model, 'output'], output);
+  if (total > 0) c.inc([clientType, model, 'total'], total);
+}
+
+export type { UsagePart };

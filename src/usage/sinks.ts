@@ -1,0 +1,122 @@
+// The usage exporters configured (`observability_exporters` of `kind: datadog`; docs/usage-events.md "Datadog"),
+// keyed by name as AISIX keys its pipelines: an unchanged one keeps running, a changed one is rebuilt and takes
+// over the old one's queue, a removed or disabled one delivers what it holds and stops. With none `active` is
+// false and no event is ever built.
+import type { Logger } from '../observability/logger.ts';
+import type { DatadogExporterResource } from '../resources/schema.ts';
+import { datadogDelivery, datadogLog, type PostBytes } from './datadog.ts';
+import { capFor, type CapturedContent } from './content.ts';
+import type { UsageEvent } from './event.ts';
+import type { EventDropReason, UsageMetrics } from './metrics.ts';
+import { type PipelineDeps, UsagePipeline } from './pipeline.ts';
+
+export interface UsageSinksDeps {
+  post: PostBytes;
+  env: Record<string, string | undefined>;
+  metrics: UsageMetrics;
+  log: Logger;
+  keepAlive?: (delivery: Promise<void>) => void;
+  sleep?: PipelineDeps['sleep'];
+}
+
+interface Live {
+  row: DatadogExporterResource;
+  fingerprint: string;
+  pipeline: UsagePipeline;
+}
+
+/** How long a retired exporter (removed or rebuilt) may keep delivering what it held. */
+const RETIRED_DRAIN_MS = 30_000;
+
+export class UsageSinks {
+  private live = new Map<string, Live>();
+  private readonly closing = new Set<Promise<void>>();
+  private readonly pipelineDeps: PipelineDeps;
+  /** Whether some enabled exporter takes events (read once per request). */
+  active = false;
+  /** The largest `content_max_bytes` of the exporters with `content_mode: full`; undefined: no capture. */
+  captureBytes: number | undefined = undefined;
+
+  constructor(private readonly deps: UsageSinksDeps) {
+    const m = deps.metrics;
+    this.pipelineDeps = {
+      metrics: {
+        delivered: (e, n) => m.delivered.inc([e], n),
+        failed: (e) => m.failures.inc([e]),
+        dropped: (e, reason, n) => m.undelivered.inc([e, reason], n),
+      },
+      log: deps.log,
+      keepAlive: deps.keepAlive,
+      sleep: deps.sleep,
+    };
+  }
+
+  /** The exporters of a new configuration. */
+  update(rows: readonly DatadogExporterResource[]): void {
+    const next = new Map<string, Live>();
+    for (const row of rows) {
+      if (!row.enabled || next.has(row.name)) continue;
+      const fingerprint = JSON.stringify([row.site, row.credential_ref, row.service, row.ddsource, row.tags]);
+      const old = this.live.get(row.name);
+      if (old && old.fingerprint === fingerprint) {
+        next.set(row.name, { ...old, row });
+        continue;
+      }
+      const deliver = datadogDelivery(row, this.deps.env, this.deps.post);
+      const pipeline = new UsagePipeline(row.name, deliver, this.pipelineDeps);
+      if (old) pipeline.adopt(old.pipeline.handOver());
+      next.set(row.name, { row, fingerprint, pipeline });
+    }
+    for (const [name, old] of this.live) {
+      if (next.get(name)?.pipeline !== old.pipeline) this.retire(old.pipeline.close(RETIRED_DRAIN_MS));
+    }
+    this.live = next;
+    this.active = next.size > 0;
+    let max: number | undefined;
+    for (const l of next.values()) {
+      if (l.row.content_mode === 'full') max = Math.max(max ?? 0, l.row.content_max_bytes);
+    }
+    this.captureBytes = max;
+  }
+
+  /**
+   * One event to every exporter, with `content` for those that capture it (each cut to its own cap); each
+   * refusal's reason (a full or closed queue), in order. Never waits.
+   */
+  offer(event: UsageEvent, content?: CapturedContent): EventDropReason[] {
+    const refused: EventDropReason[] = [];
+    // Serialized once per exporter, only when its queue takes it.
+    for (const l of this.live.values()) {
+      const own = content && l.row.content_mode === 'full' ? content : undefined;
+      const r = l.pipeline.offer(() =>
+        JSON.stringify(datadogLog(event, l.row, own && capFor(own, l.row.content_max_bytes)))
+      );
+      if (r) refused.push(r);
+    }
+    return refused;
+  }
+
+  /** Records queued per exporter (tests, status). */
+  queued(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [name, l] of this.live) out[name] = l.pipeline.queued;
+    return out;
+  }
+
+  async flush(): Promise<void> {
+    await Promise.all([...this.live.values()].map((l) => l.pipeline.flush()));
+  }
+
+  /** The drain: deliver everything within `deadlineMs`, drop (counted) what is left, accept no more. */
+  async close(deadlineMs: number): Promise<void> {
+    const all = [...this.live.values()].map((l) => l.pipeline.close(deadlineMs));
+    this.live = new Map();
+    this.active = false;
+    await Promise.all([...all, ...this.closing]);
+  }
+
+  private retire(p: Promise<void>): void {
+    this.closing.add(p);
+    void p.finally(() => this.closing.delete(p));
+  }
+}
