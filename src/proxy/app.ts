@@ -26,6 +26,7 @@ import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
+import { mediaBodyStep, relayAnswer } from './media.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
 import { policiesStep } from './policies.ts';
@@ -112,6 +113,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     telemetry: d.telemetry,
     maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
     servedByHeader: cfg.proxy.served_by_header,
+    relay: relayAnswer,
   });
   // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
   // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).
@@ -126,7 +128,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const identify = identifyStep(d);
   const pipelines = new SnapshotPipelines({
     identify,
-    readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
+    readBody: mediaBodyStep(cfg.proxy.request_body_limit_bytes, readBodyStep(cfg.proxy.request_body_limit_bytes)),
     admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
     reserve: reserveStep(d.rateLimiter),
     answer: answerer,
