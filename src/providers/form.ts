@@ -29,9 +29,9 @@ export function partBytes(p: FormPart): Uint8Array {
   return out;
 }
 
-/** A header value's quoted-string: `"` and `\` escaped, line breaks (which would end the header) removed. */
+/** A name or filename as the WHATWG form encoding quotes it: `"`, CR and LF percent-encoded. */
 function quoted(s: string): string {
-  return `"${s.replace(/[\r\n]/g, '').replace(/["\\]/g, (c) => `\\${c}`)}"`;
+  return `"${s.replace(/"/g, '%22').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}"`;
 }
 
 /**

@@ -100,6 +100,13 @@ function transcription(form: FormData, res: ServerResponse, translate: boolean):
   const text = `${translate ? 'translated' : 'heard'} ${file.size} bytes${
     typeof prompt === 'string' ? ` (${prompt})` : ''
   }`;
+  if (form.get('stream') === 'true') {
+    // gpt-4o-transcribe's SSE: text deltas, then the whole text with the usage.
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(`data: ${JSON.stringify({ type: 'transcript.text.delta', delta: text.slice(0, 5) })}\n\n`);
+    const usage = { type: 'tokens', input_tokens: 9, output_tokens: 4, total_tokens: 13 };
+    return void res.end(`data: ${JSON.stringify({ type: 'transcript.text.done', text, usage })}\n\n`);
+  }
   const format = form.get('response_format') ?? 'json';
   if (format === 'text') {
     res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
@@ -169,6 +176,8 @@ export async function startMockMedia(): Promise<MockMedia> {
     const r: MediaRequest = { path, contentType, authorization: req.headers.authorization, bytes: body.length };
     requests.push(r);
     if (req.headers.authorization !== `Bearer ${MEDIA_KEY}`) return error(res, 401, 'Incorrect API key provided');
+    // The model `broken` is an outage: 500 on every endpoint, whatever the body.
+    if (body.includes('broken')) return error(res, 500, 'The server had an error while processing your request.');
     const multipart = path === '/v1/audio/transcriptions' || path === '/v1/audio/translations' ||
       path === '/v1/images/edits';
     if (multipart) {

@@ -35,6 +35,8 @@ models:
   - { display_name: dalle, provider_key: oa, model_name: dall-e-3, retries: 0 }
   - { display_name: rerank-en, provider_key: co, model_name: rerank-english-v3.0, retries: 0 }
   - { display_name: claude, provider_key: an, model_name: claude-x, retries: 0 }
+  - { display_name: down, provider_key: oa, model_name: broken, retries: 0 }
+  - { display_name: ears, routing: { targets: [{ model: down, priority: 0 }, { model: whisper, priority: -1 }] } }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
   - { display_name: limited, key_env: LIMITED, allowed_models: [tts] }
@@ -216,6 +218,35 @@ describe('POST /v1/audio/transcriptions and translations', () => {
     // 30 tokens a minute: 40 used, so the third is over the limit.
     const third = await postForm('/v1/audio/transcriptions', form(), TPM);
     assert.equal(third.status, 429);
+  });
+
+  test('a routing model fails over from an upstream that answers 500: the form is sent again whole', async () => {
+    const before = mock.requests.length;
+    const form = new FormData();
+    form.append('model', 'ears');
+    form.append('file', audio(4096));
+    const res = await postForm('/v1/audio/transcriptions', form);
+    assert.equal(res.status, 200);
+    assert.equal(((await res.json()) as { text: string }).text, 'heard 4096 bytes');
+    const tried = mock.requests.slice(before);
+    assert.deepEqual(tried.map((r) => r.files?.[0]?.size), [undefined, 4096]);
+    assert.deepEqual(tried.map((r) => r.fields?.find(([k]) => k === 'model')?.[1]), [undefined, 'whisper-1']);
+    assert.equal(res.headers.get('x-aisix-served-by'), 'whisper');
+  });
+
+  test('stream=true: the SSE relayed as it came; its usage read from the last event', async () => {
+    const before = tokens('transcribe');
+    const form = new FormData();
+    form.append('model', 'transcribe');
+    form.append('stream', 'true');
+    form.append('file', audio(77));
+    const res = await postForm('/v1/audio/transcriptions', form);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    const text = await res.text();
+    assert.match(text, /^data: \{"type":"transcript.text.delta","delta":"heard"\}\n\n/);
+    assert.match(text, /"type":"transcript.text.done"/);
+    assert.equal(tokens('transcribe') - before, 13);
   });
 
   test('a content type that is not multipart: AISIX 400 after authentication, nothing sent', async () => {
