@@ -26,13 +26,18 @@ export function isRelayed(e: Endpoint): boolean {
   return RELAYED.has(e);
 }
 
+/** The endpoint's path under an OpenAI-wire base (`/audio/speech`, …). */
+export function mediaPath(e: MediaEndpoint): string {
+  return PATHS[e];
+}
+
 /**
- * One call to `base` + the endpoint's path with `credentials` (the adapter's own headers, which the key's
- * headers never replace).
+ * One call to `url` (the adapter's URL of the endpoint) with `credentials` (the adapter's own headers, which the
+ * key's headers never replace).
  */
 export async function callMedia(
   c: ProviderCall,
-  base: string,
+  url: string,
   credentials: Record<string, string>,
 ): Promise<ProviderResult> {
   const headers: Record<string, string> = { ...credentials };
@@ -49,7 +54,7 @@ export async function callMedia(
   }
   addKeyHeaders(headers, c);
   const res = await c.upstream({
-    url: `${base}${PATHS[c.endpoint as MediaEndpoint]}`,
+    url,
     method: 'POST',
     headers,
     body,

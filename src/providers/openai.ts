@@ -2,7 +2,7 @@
 // are passed through untouched (no parse, no re-serialisation), except that a stream whose caller sent no
 // `stream_options` is asked for usage and the usage chunk is withheld from it (injected-usage.ts). A
 // native Responses stream's usage is read from its terminal event (responses-usage.ts).
-import { callMedia, isMediaEndpoint } from './media.ts';
+import { callMedia, isMediaEndpoint, mediaPath } from './media.ts';
 import { INJECTED_STREAM_OPTIONS, injectsUsage, withoutInjectedUsage } from './injected-usage.ts';
 import { observeResponsesUsage } from './responses-usage.ts';
 import {
@@ -30,7 +30,11 @@ export const openaiAdapter: ProviderAdapter = {
   supports: (endpoint) => served(endpoint) || isMediaEndpoint(endpoint),
   async call(c: ProviderCall): Promise<ProviderResult> {
     if (isMediaEndpoint(c.endpoint)) {
-      return callMedia(c, c.key.api_base ?? '', c.key.api_key ? { authorization: `Bearer ${c.key.api_key}` } : {});
+      return callMedia(
+        c,
+        `${c.key.api_base}${mediaPath(c.endpoint)}`,
+        c.key.api_key ? { authorization: `Bearer ${c.key.api_key}` } : {},
+      );
     }
     const headers: Record<string, string> = {
       'content-type': 'application/json',

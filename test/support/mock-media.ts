@@ -11,6 +11,8 @@ export interface MediaRequest {
   path: string;
   contentType: string;
   authorization: string | undefined;
+  /** An Azure OpenAI request (`/openai/deployments/<deployment>/…`): its deployment and `api-version`. */
+  azure?: { deployment: string; apiVersion: string | null };
   /** JSON bodies. */
   json?: Record<string, unknown>;
   /** Multipart text fields, in order (repeated names kept). */
@@ -172,10 +174,17 @@ export async function startMockMedia(): Promise<MockMedia> {
   const server = createServer(async (req, res) => {
     const contentType = req.headers['content-type'] ?? '';
     const body = await bodyOf(req);
-    const path = (req.url ?? '').replace(/\?.*$/, '');
+    const url = new URL(req.url ?? '/', 'http://mock');
+    // Azure OpenAI: the deployment in the path, `api-version` required, the resource key in `api-key`.
+    const azure = /^\/openai\/deployments\/([^/]+)(\/.*)$/.exec(url.pathname);
+    const path = azure ? `/v1${azure[2]}` : url.pathname;
     const r: MediaRequest = { path, contentType, authorization: req.headers.authorization, bytes: body.length };
+    if (azure) r.azure = { deployment: azure[1]!, apiVersion: url.searchParams.get('api-version') };
     requests.push(r);
-    if (req.headers.authorization !== `Bearer ${MEDIA_KEY}`) return error(res, 401, 'Incorrect API key provided');
+    const authorized = azure
+      ? req.headers['api-key'] === MEDIA_KEY && r.azure!.apiVersion !== null && !req.headers.authorization
+      : req.headers.authorization === `Bearer ${MEDIA_KEY}`;
+    if (!authorized) return error(res, 401, 'Incorrect API key provided');
     // The model `broken` is an outage: 500 on every endpoint, whatever the body.
     if (body.includes('broken')) return error(res, 500, 'The server had an error while processing your request.');
     const multipart = path === '/v1/audio/transcriptions' || path === '/v1/audio/translations' ||

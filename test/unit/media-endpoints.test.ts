@@ -27,6 +27,11 @@ provider_keys:
   - { display_name: oa, provider: openai, api_key: ${MEDIA_KEY}, api_base: "${base}" }
   - { display_name: co, provider: cohere, adapter: openai, api_key: ${MEDIA_KEY}, api_base: "${base}" }
   - { display_name: an, provider: anthropic, api_key: k-an, api_base: "http://127.0.0.1:9" }
+  - display_name: az
+    provider: azure
+    adapter: azure-openai
+    api_key: ${MEDIA_KEY}
+    api_base: "${base.replace(/\/v1$/, '')}?api-version=2025-04-01-preview"
 models:
   - { display_name: tts, provider_key: oa, model_name: tts-1, retries: 0 }
   - { display_name: whisper, provider_key: oa, model_name: whisper-1, retries: 0 }
@@ -36,6 +41,9 @@ models:
   - { display_name: rerank-en, provider_key: co, model_name: rerank-english-v3.0, retries: 0 }
   - { display_name: claude, provider_key: an, model_name: claude-x, retries: 0 }
   - { display_name: down, provider_key: oa, model_name: broken, retries: 0 }
+  - { display_name: az-whisper, provider_key: az, model_name: whisper-1, retries: 0 }
+  - { display_name: az-tts, provider_key: az, model_name: tts-1, retries: 0 }
+  - { display_name: az-rerank, provider_key: az, model_name: rerank-english-v3.0, retries: 0 }
   - { display_name: ears, routing: { targets: [{ model: down, priority: 0 }, { model: whisper, priority: -1 }] } }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
@@ -402,5 +410,31 @@ describe('POST /v1/rerank', () => {
   test('no model: 400 naming the field', async () => {
     const res = await postJson('/v1/rerank', { query: 'q', documents: [] });
     assert.equal(res.status, 400);
+  });
+});
+
+describe('Azure OpenAI', () => {
+  test('transcriptions and speech on the deployment URL with api-key and api-version', async () => {
+    const form = new FormData();
+    form.append('model', 'az-whisper');
+    form.append('file', audio(321));
+    const res = await postForm('/v1/audio/transcriptions', form);
+    assert.equal(res.status, 200);
+    assert.equal(((await res.json()) as { text: string }).text, 'heard 321 bytes');
+    const seen = mock.requests.at(-1)!;
+    assert.deepEqual(seen.azure, { deployment: 'whisper-1', apiVersion: '2025-04-01-preview' });
+    assert.equal(seen.path, '/v1/audio/transcriptions');
+    const speech = await postJson('/v1/audio/speech', { model: 'az-tts', input: 'hello', voice: 'alloy' });
+    assert.equal(speech.status, 200);
+    assert.equal((await speech.arrayBuffer()).byteLength, 20);
+    assert.deepEqual(mock.requests.at(-1)!.azure, { deployment: 'tts-1', apiVersion: '2025-04-01-preview' });
+  });
+
+  test('rerank is no Azure endpoint: the 400 of an adapter that cannot serve it, nothing sent', async () => {
+    const before = mock.requests.length;
+    const res = await postJson('/v1/rerank', { model: 'az-rerank', query: 'q', documents: ['a'] });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { error: { message: string } }).error.message, /does not serve rerank/);
+    assert.equal(mock.requests.length, before);
   });
 });
