@@ -79,6 +79,12 @@ async function speech(req: MediaRequest, res: ServerResponse): Promise<void> {
   const format = typeof b.response_format === 'string' ? b.response_format : 'mp3';
   const type = SPEECH_TYPES[format];
   if (!type) return error(res, 400, `unsupported response_format ${format}`, 'response_format');
+  // `hang`: no answer at all; `stall`: the head and one chunk, then silence.
+  if (b.input === 'hang') return;
+  if (b.input === 'stall') {
+    res.writeHead(200, { 'content-type': type });
+    return void res.write(Buffer.alloc(1024, 1));
+  }
   // `big:<n>` asks for n bytes of audio, sent in 64 KiB chunks; otherwise a few bytes per character.
   const big = /^big:(\d+)$/.exec(b.input);
   const size = big ? Number(big[1]) : b.input.length * 4;

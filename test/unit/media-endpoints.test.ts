@@ -10,10 +10,12 @@ import type { Gateway } from '../../src/gateway.ts';
 import { MEDIA_KEY, type MockMedia, startMockMedia } from '../support/mock-media.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { BASE_CONFIG, gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { until } from '../support/until.ts';
 
 const KEY = 'sk-media-caller';
 const LIMITED = 'sk-media-limited';
 const TPM = 'sk-media-tpm';
+const ONE = 'sk-media-one-at-a-time';
 const LIMIT = 262_144;
 
 let mock: MockMedia;
@@ -41,6 +43,7 @@ models:
   - { display_name: rerank-en, provider_key: co, model_name: rerank-english-v3.0, retries: 0 }
   - { display_name: claude, provider_key: an, model_name: claude-x, retries: 0 }
   - { display_name: down, provider_key: oa, model_name: broken, retries: 0 }
+  - { display_name: tts-quick, provider_key: oa, model_name: tts-1, retries: 0, stream_timeout: 300 }
   - { display_name: az-whisper, provider_key: az, model_name: whisper-1, retries: 0 }
   - { display_name: az-tts, provider_key: az, model_name: tts-1, retries: 0 }
   - { display_name: az-rerank, provider_key: az, model_name: rerank-english-v3.0, retries: 0 }
@@ -49,6 +52,7 @@ api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
   - { display_name: limited, key_env: LIMITED, allowed_models: [tts] }
   - { display_name: tpm, key_env: TPM, allowed_models: ["*"], rate_limit: { tpm: 30 } }
+  - { display_name: one, key_env: ONE, allowed_models: ["*"], rate_limit: { concurrency: 1 } }
 `;
 
 before(async () => {
@@ -58,7 +62,7 @@ before(async () => {
       'proxy: { addr: "127.0.0.1:0" }',
       `proxy: { addr: "127.0.0.1:0", request_body_limit_bytes: ${LIMIT} }`,
     ),
-    env: { CALLER: KEY, LIMITED, TPM },
+    env: { CALLER: KEY, LIMITED, TPM, ONE },
   }));
   app = createProxyApp(gw);
 });
@@ -111,6 +115,40 @@ describe('POST /v1/audio/speech', () => {
     assert.equal(line.status, 200);
     assert.equal(line.model, 'tts');
     assert.equal(line.input_characters, 10);
+  });
+
+  test('counted in the LLM families under its own endpoint, by the alias', () => {
+    const text = gw.metrics.render();
+    const n = sumSamples(text, 'aisix_llm_requests_total', { endpoint: '/v1/audio/speech', model: 'tts' }) ?? 0;
+    assert.ok(n >= 1, 'no aisix_llm_requests_total sample for /v1/audio/speech');
+  });
+
+  test('a caller that leaves mid-audio: its concurrency slot free again, the request recorded as left', async () => {
+    const res = await postJson('/v1/audio/speech', { model: 'tts', input: 'big:50000000', voice: 'alloy' }, ONE);
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    await reader.read();
+    await reader.cancel();
+    const again = await postJson('/v1/audio/speech', { model: 'tts', input: 'hi', voice: 'alloy' }, ONE);
+    assert.equal(again.status, 200);
+    assert.equal((await again.arrayBuffer()).byteLength, 8);
+    const line = accessLine(res.headers.get('x-aisix-request-id'))!;
+    assert.equal(line.error_kind, 'client_closed');
+  });
+
+  test('no head within the stream budget: 504; silence after it: the body cut short, recorded', async () => {
+    const hang = await postJson('/v1/audio/speech', { model: 'tts-quick', input: 'hang', voice: 'alloy' });
+    assert.equal(hang.status, 504);
+    assert.equal(
+      ((await hang.json()) as { error: { message: string } }).error.message,
+      'upstream request timed out after 300ms',
+    );
+    const stall = await postJson('/v1/audio/speech', { model: 'tts-quick', input: 'stall', voice: 'alloy' });
+    assert.equal(stall.status, 200);
+    await assert.rejects(stall.arrayBuffer());
+    const id = stall.headers.get('x-aisix-request-id');
+    await until(() => accessLine(id) !== undefined, 5000, 'the access-log line of the stalled answer');
+    assert.equal(accessLine(id)!.error_kind, 'upstream_timeout');
   });
 
   test('another format: its own content type', async () => {
