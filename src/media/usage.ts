@@ -1,6 +1,6 @@
 // What the audio, image and rerank answers say they used, on AISIX's basis (docs/media-endpoints.md
-// "Accounting"): rerank's input tokens in any of its vendors' shapes, a transcription's audio seconds, a speech
-// request's characters. Pure: strings in, numbers out.
+// "Accounting"): rerank's input tokens in any of its vendors' shapes, a transcription's audio seconds (from the
+// answer, else from a WAV upload's header), a speech request's characters. Pure: bytes and strings in, numbers out.
 
 /** `n` when it is a non-negative finite number. */
 function count(n: unknown): number | undefined {
@@ -48,4 +48,45 @@ export function speechCharacters(body: Record<string, unknown>): number | undefi
   let n = 0;
   for (const _ of input) n++;
   return n;
+}
+
+/** The most of an upload's head read to find a WAV file's format and data chunks. */
+const PROBE_BYTES = 65_536;
+
+/**
+ * The duration of a WAV (RIFF/WAVE) upload from its header: the `data` chunk's size over the `fmt ` chunk's
+ * byte rate; undefined for any other container or a header it cannot read. `head` is the file's first bytes.
+ */
+export function wavSeconds(head: Uint8Array): number | undefined {
+  const ascii = (at: number) => String.fromCharCode(head[at]!, head[at + 1]!, head[at + 2]!, head[at + 3]!);
+  if (head.length < 12 || ascii(0) !== 'RIFF' || ascii(8) !== 'WAVE') return undefined;
+  const view = new DataView(head.buffer, head.byteOffset, head.byteLength);
+  let byteRate: number | undefined;
+  for (let at = 12; at + 8 <= head.length;) {
+    const id = ascii(at);
+    const size = view.getUint32(at + 4, true);
+    if (id === 'fmt ' && at + 16 <= head.length) byteRate = view.getUint32(at + 16, true);
+    if (id === 'data') return byteRate ? Math.round((size / byteRate) * 1000) / 1000 : undefined;
+    at += 8 + size + (size % 2);
+  }
+  return undefined;
+}
+
+/** The first `PROBE_BYTES` of a part's chunks, joined. */
+export function headOf(chunks: readonly Uint8Array[]): Uint8Array {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (const c of chunks) {
+    if (size >= PROBE_BYTES) break;
+    const piece = c.subarray(0, PROBE_BYTES - size);
+    parts.push(piece);
+    size += piece.byteLength;
+  }
+  const out = new Uint8Array(size);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.byteLength;
+  }
+  return out;
 }

@@ -5,7 +5,7 @@ import { errors, fromFailure, ProxyError } from '../http/errors.ts';
 import type { Scrub } from '../http/scrub.ts';
 import { readMultipart } from '../media/multipart.ts';
 import { keepsText, relayBody } from '../media/relay.ts';
-import { audioSeconds, speechCharacters } from '../media/usage.ts';
+import { audioSeconds, headOf, speechCharacters, wavSeconds } from '../media/usage.ts';
 import { type FormPart, partBytes } from '../providers/form.ts';
 import { UpstreamStreamError } from '../providers/types.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
@@ -126,14 +126,20 @@ export async function relayAnswer(
       if (kept !== undefined) {
         const read = readBody(kept);
         usage = isReported(read.usage) ? read.usage : undefined;
-        const seconds = audioSeconds(kept);
-        if (seconds !== undefined) call.rec.facet(MEDIA_RECORD).audioSeconds = seconds;
         call.rec.read(usage, read.id);
       }
+      const seconds = (kept !== undefined ? audioSeconds(kept) : undefined) ?? probedSeconds(call.form);
+      if (seconds !== undefined) call.rec.facet(MEDIA_RECORD).audioSeconds = seconds;
       void commitUsage(call, totalOf(usage));
       tracker.onEnd?.(end);
     },
   });
   call.rec.firstByte(d.clock());
   return stamped(call, body, 200, { ...d.headers, 'content-type': contentType });
+}
+
+/** The duration of the form's uploaded `file` read from its header (WAV only), when the answer stated none. */
+function probedSeconds(form: readonly FormPart[] | undefined): number | undefined {
+  const file = form?.find((p) => p.name === 'file' && p.filename !== undefined);
+  return file ? wavSeconds(headOf(file.chunks)) : undefined;
 }

@@ -230,3 +230,27 @@ export async function startMockMedia(): Promise<MockMedia> {
       }),
   };
 }
+
+/** A PCM WAV header (`fmt ` then, after an odd-sized `LIST` chunk, `data`) for `dataBytes` of audio. */
+export function wavHeader(dataBytes: number, sampleRate = 16_000, channels = 1, bits = 16): Uint8Array<ArrayBuffer> {
+  const list = 3; // odd: the chunk is padded to an even size
+  const buf = new Uint8Array(12 + 24 + 8 + list + 1 + 8);
+  const v = new DataView(buf.buffer);
+  const put = (at: number, s: string) => [...s].forEach((ch, i) => (buf[at + i] = ch.charCodeAt(0)));
+  put(0, 'RIFF');
+  v.setUint32(4, buf.length - 8 + dataBytes, true);
+  put(8, 'WAVE');
+  put(12, 'fmt ');
+  v.setUint32(16, 16, true);
+  v.setUint16(20, 1, true);
+  v.setUint16(22, channels, true);
+  v.setUint32(24, sampleRate, true);
+  v.setUint32(28, sampleRate * channels * (bits / 8), true);
+  v.setUint16(32, channels * (bits / 8), true);
+  v.setUint16(34, bits, true);
+  put(36, 'LIST');
+  v.setUint32(40, list, true);
+  put(48, 'data');
+  v.setUint32(52, dataBytes, true);
+  return buf;
+}

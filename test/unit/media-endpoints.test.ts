@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import type { Gateway } from '../../src/gateway.ts';
-import { MEDIA_KEY, type MockMedia, startMockMedia } from '../support/mock-media.ts';
+import { MEDIA_KEY, type MockMedia, startMockMedia, wavHeader } from '../support/mock-media.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { BASE_CONFIG, gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { until } from '../support/until.ts';
@@ -226,6 +226,17 @@ describe('POST /v1/audio/transcriptions and translations', () => {
     const line = accessLine(res.headers.get('x-aisix-request-id'))!;
     assert.equal(line.model, 'whisper');
     assert.equal(line.audio_duration_seconds, 3); // whisper's `usage.seconds`
+  });
+
+  test("a WAV upload whose answer states no duration: the header's", async () => {
+    const form = new FormData();
+    form.append('model', 'whisper');
+    form.append('response_format', 'text');
+    form.append('file', new File([wavHeader(96_000), new Uint8Array(96_000)], 'speech.wav', { type: 'audio/wav' }));
+    const res = await postForm('/v1/audio/transcriptions', form);
+    assert.equal(res.status, 200);
+    await res.text();
+    assert.equal(accessLine(res.headers.get('x-aisix-request-id'))!.audio_duration_seconds, 3);
   });
 
   test('a text answer is relayed as text; verbose_json gives its duration', async () => {
