@@ -36,26 +36,27 @@ function quoted(s: string): string {
 
 /**
  * The form encoded for the upstream under a fresh boundary: every part in order, repeated names kept, each
- * part's filename and content type kept; the first `model` part carries `model` instead of the caller's name.
- * One buffer of the body's length: the upstream clients of every runtime send it as it is.
+ * part's filename and content type kept. The first text part of a name `fields` holds as a string carries that
+ * string (the target's `model`, a prompt a guardrail masked); every other part its bytes as they came. One
+ * buffer of the body's length: the upstream clients of every runtime send it as it is.
  */
 export function encodeForm(
   parts: readonly FormPart[],
-  model: string,
+  fields: Readonly<Record<string, unknown>>,
 ): { body: Uint8Array<ArrayBuffer>; contentType: string } {
   const boundary = `----sluice-${crypto.randomUUID()}`;
   const pieces: Uint8Array[] = [];
-  let modelDone = false;
+  const done = new Set<string>();
   for (const p of parts) {
     let head = `--${boundary}\r\nContent-Disposition: form-data; name=${quoted(p.name)}`;
     if (p.filename !== undefined) head += `; filename=${quoted(p.filename)}`;
     head += '\r\n';
     if (p.contentType !== undefined) head += `Content-Type: ${p.contentType.replace(/[\r\n]/g, '')}\r\n`;
     pieces.push(encoder.encode(`${head}\r\n`));
-    if (p.name === 'model' && !modelDone) {
-      modelDone = true;
-      pieces.push(encoder.encode(model));
-    } else pieces.push(...p.chunks);
+    const field = p.filename === undefined && !done.has(p.name) ? fields[p.name] : undefined;
+    done.add(p.name);
+    if (typeof field === 'string') pieces.push(encoder.encode(field));
+    else pieces.push(...p.chunks);
     pieces.push(encoder.encode('\r\n'));
   }
   pieces.push(encoder.encode(`--${boundary}--\r\n`));

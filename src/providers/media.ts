@@ -18,6 +18,9 @@ const PATHS: Readonly<Record<MediaEndpoint, string>> = {
 /** The endpoints whose 2xx answer is relayed as bytes, never read whole. */
 const RELAYED: ReadonlySet<Endpoint> = new Set(['audio_speech', 'audio_transcriptions', 'audio_translations']);
 
+/** Every media endpoint. */
+export const MEDIA_ENDPOINTS = Object.keys(PATHS) as readonly MediaEndpoint[];
+
 export function isMediaEndpoint(e: Endpoint): e is MediaEndpoint {
   return e in PATHS;
 }
@@ -45,7 +48,7 @@ export async function callMedia(
   if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
   let body: string | Uint8Array<ArrayBuffer>;
   if (c.form) {
-    const form = encodeForm(c.form, String(c.body.model));
+    const form = encodeForm(c.form, c.body);
     body = form.body;
     headers['content-type'] = form.contentType;
   } else {

@@ -17,7 +17,8 @@ import { MEDIA_RECORD } from './media-usage.ts';
 import { isReported, readBody, totalOf, type Usage } from './usage.ts';
 import { MAX_MODEL_NAME } from './validate.ts';
 
-const strict = new TextDecoder('utf-8', { fatal: true });
+// The field's bytes as they are: a leading BOM is kept, so a field sent again is the one received.
+const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** A text field longer than this is forwarded but not read into the call's body (a prompt is far shorter). */
 const MAX_READ_FIELD_BYTES = 1_048_576;
@@ -47,13 +48,17 @@ async function readForm(call: ModelCall, limit: number): Promise<StepResult> {
   const parts = await readMultipart(call.c.req.raw, limit);
   if (parts instanceof ProxyError) return parts;
   const body: Record<string, unknown> = {};
+  const seen = new Set<string>();
   for (const p of parts) {
+    // Only the first part of a name is read: the upstream form carries the body's text in its place.
+    const first = !seen.has(p.name);
+    seen.add(p.name);
     if (p.filename !== undefined || p.size > MAX_READ_FIELD_BYTES) continue;
     const text = utf8(partBytes(p));
     if (text === undefined && p.name === 'prompt') {
       return errors.badRequest('request payload is invalid: `prompt` field is not valid UTF-8');
     }
-    if (text !== undefined && !(p.name in body)) body[p.name] = p.name === 'model' ? text.trim() : text;
+    if (text !== undefined && first) body[p.name] = p.name === 'model' ? text.trim() : text;
   }
   const model = modelOf(parts, body);
   if (model instanceof ProxyError) return model;

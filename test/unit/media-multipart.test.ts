@@ -132,10 +132,14 @@ describe('readMultipart', () => {
 });
 
 describe('encodeForm', () => {
-  test('every part in order, files with their names and types, the first model swapped', async () => {
+  test('every part in order, files as they came, the first text field of a name given carries its new text', async () => {
     const parts = parse([BODY]);
     const withTwoModels = [...parts, { name: 'model', chunks: [enc.encode('second')], size: 6 }];
-    const { body, contentType } = encodeForm(withTwoModels, 'whisper-1');
+    const { body, contentType } = encodeForm(withTwoModels, {
+      model: 'whisper-1',
+      prompt: 'masked [EMAIL]',
+      file: 'not a file',
+    });
     const form = await new Request('http://x/', { method: 'POST', headers: { 'content-type': contentType }, body })
       .formData();
     assert.deepEqual(form.getAll('model'), ['whisper-1', 'second']);
@@ -144,7 +148,7 @@ describe('encodeForm', () => {
     assert.equal(file.type, 'audio/wav');
     assert.deepEqual([...new Uint8Array(await file.arrayBuffer())], [...TRICKY]);
     assert.equal(form.get('empty'), '');
-    assert.equal(form.get('prompt'), 'Über');
+    assert.equal(form.get('prompt'), 'masked [EMAIL]');
     assert.deepEqual([...form.keys()], ['model', 'file', 'empty', 'prompt', 'model']);
   });
 });
