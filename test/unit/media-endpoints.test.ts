@@ -398,6 +398,17 @@ describe('POST /v1/images/generations and /v1/images/edits', () => {
     assert.equal(tokens('img') - before, 1067);
   });
 
+  test('generations with stream=true: 400, nothing sent', async () => {
+    const before = mock.requests.length;
+    const res = await postJson('/v1/images/generations', { model: 'img', prompt: 'a cat', stream: true });
+    assert.equal(res.status, 400);
+    assert.equal(
+      ((await res.json()) as { error: { message: string } }).error.message,
+      'request payload is invalid: `stream` is not supported on /v1/images/generations',
+    );
+    assert.equal(mock.requests.length, before);
+  });
+
   test('an answer without usage (dall-e) charges nothing', async () => {
     const before = tokens('dalle');
     const res = await postJson('/v1/images/generations', { model: 'dalle', prompt: 'a dog' });
