@@ -152,9 +152,9 @@ export class Answerer implements Answering {
     const scrub = this.scrubber(call);
     const dropped = (r.kind === 'stream' || r.kind === 'response') ? r.headers?.[DROPPED_HEADER] : undefined;
     if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
-    if (r.kind === 'stream' && call.route.relay) {
+    if (r.kind === 'stream' && call.route.relay && this.d.relay) {
       const headers = { ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
-      if (this.d.relay) return this.d.relay(call, r, { clock: this.d.clock, scrub, headers });
+      return this.d.relay(call, r, { clock: this.d.clock, scrub, headers });
     }
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;

@@ -32,7 +32,7 @@ export type ResolvedModel = NonNullable<ReturnType<Snapshot['resolveModel']>>;
 export class ModelCall extends ProxyRequest {
   /** read body; a multipart route's text fields (`form` has every part) */
   body!: Record<string, unknown>;
-  /** read body: a multipart route's parts (src/media/form-body.ts) */
+  /** read body: a multipart route's parts (media.ts `mediaBodyStep`) */
   form: readonly FormPart[] | undefined = undefined;
   /** admit */
   resolved!: ResolvedModel;
