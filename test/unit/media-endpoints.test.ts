@@ -340,6 +340,23 @@ describe('POST /v1/audio/transcriptions and translations', () => {
     assert.equal(mock.requests.length, before);
   });
 
+  test('repeated fields reach the upstream as sent, a first one that is not UTF-8 included', async () => {
+    const { body, contentType } = rawForm([
+      { name: 'model', data: 'whisper' },
+      { name: 'tag', data: new Uint8Array([0xff, 0x61]) },
+      { name: 'tag', data: 'second' },
+      { name: 'file', filename: 'a.wav', type: 'audio/wav', data: new Uint8Array(10) },
+    ]);
+    const res = await app.request('/v1/audio/transcriptions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': contentType },
+      body,
+    });
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    assert.deepEqual(mock.requests.at(-1)!.fields, [['model', 'whisper-1'], ['tag', '\ufffda'], ['tag', 'second']]);
+  });
+
   test('no model field: AISIX 400; a broken form: 400', async () => {
     const form = new FormData();
     form.append('file', audio(10));
