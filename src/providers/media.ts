@@ -48,7 +48,9 @@ export async function callMedia(
   if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
   let body: string | Uint8Array<ArrayBuffer>;
   if (c.form) {
-    const form = encodeForm(c.form, c.body);
+    // The key's `drop_body_fields` drop a form's fields as they drop a JSON body's members.
+    const drop = c.key.drop_body_fields;
+    const form = encodeForm(drop ? c.form.filter((p) => !drop.includes(p.name)) : c.form, c.body);
     body = form.body;
     headers['content-type'] = form.contentType;
   } else {

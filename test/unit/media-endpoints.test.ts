@@ -28,6 +28,7 @@ const resources = (base: string) =>
 provider_keys:
   - { display_name: oa, provider: openai, api_key: ${MEDIA_KEY}, api_base: "${base}" }
   - { display_name: co, provider: cohere, adapter: openai, api_key: ${MEDIA_KEY}, api_base: "${base}" }
+  - { display_name: strict, provider: openai, api_key: ${MEDIA_KEY}, api_base: "${base}", drop_body_fields: [language, user] }
   - { display_name: an, provider: anthropic, api_key: k-an, api_base: "http://127.0.0.1:9" }
   - display_name: az
     provider: azure
@@ -43,6 +44,7 @@ models:
   - { display_name: rerank-en, provider_key: co, model_name: rerank-english-v3.0, retries: 0 }
   - { display_name: claude, provider_key: an, model_name: claude-x, retries: 0 }
   - { display_name: down, provider_key: oa, model_name: broken, retries: 0 }
+  - { display_name: whisper-strict, provider_key: strict, model_name: whisper-1, retries: 0 }
   - { display_name: tts-quick, provider_key: oa, model_name: tts-1, retries: 0, stream_timeout: 300 }
   - { display_name: az-whisper, provider_key: az, model_name: whisper-1, retries: 0 }
   - { display_name: az-tts, provider_key: az, model_name: tts-1, retries: 0 }
@@ -355,6 +357,20 @@ describe('POST /v1/audio/transcriptions and translations', () => {
     assert.equal(res.status, 200);
     await res.arrayBuffer();
     assert.deepEqual(mock.requests.at(-1)!.fields, [['model', 'whisper-1'], ['tag', '\ufffda'], ['tag', 'second']]);
+  });
+
+  test("the key's drop_body_fields drop a form's fields, every part of the name", async () => {
+    const form = new FormData();
+    form.append('model', 'whisper-strict');
+    form.append('language', 'en');
+    form.append('user', 'u1');
+    form.append('user', 'u2');
+    form.append('prompt', 'kept');
+    form.append('file', audio(12));
+    const res = await postForm('/v1/audio/transcriptions', form);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    assert.deepEqual(mock.requests.at(-1)!.fields, [['model', 'whisper-1'], ['prompt', 'kept']]);
   });
 
   test('no model field: AISIX 400; a broken form: 400', async () => {
