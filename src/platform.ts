@@ -67,7 +67,8 @@ export interface UpstreamRequest {
   url: string;
   method: 'GET' | 'POST';
   headers: Record<string, string>;
-  body?: string;
+  /** JSON as text; a multipart form as its encoded bytes. */
+  body?: string | Uint8Array<ArrayBuffer>;
   /** A `Cancel` on the proxy path (not an AbortSignal: see src/util/cancel.ts). */
   signal?: CancelSignal;
   /**

@@ -3,7 +3,18 @@
 // upstream call (input) or before the caller reads the answer (output). Pure functions over parsed JSON.
 import type { Segment } from './types.ts';
 
-export type GuardedEndpoint = 'chat' | 'completions' | 'embeddings' | 'messages' | 'responses';
+export type GuardedEndpoint =
+  | 'chat'
+  | 'completions'
+  | 'embeddings'
+  | 'messages'
+  | 'responses'
+  | 'audio_speech'
+  | 'audio_transcriptions'
+  | 'audio_translations'
+  | 'images_generations'
+  | 'images_edits'
+  | 'rerank';
 
 export interface Slot extends Segment {
   set(text: string): void;
@@ -121,6 +132,25 @@ export function requestSlots(endpoint: GuardedEndpoint, body: Json): Slot[] {
       break;
     case 'embeddings':
       strings(out, body, 'input', 'user');
+      break;
+    // Audio, images and rerank (docs/media-endpoints.md): the text AISIX scans; a form's fields are strings.
+    case 'audio_speech':
+      field(out, body, 'input', 'user');
+      break;
+    case 'audio_transcriptions':
+    case 'audio_translations':
+    case 'images_generations':
+    case 'images_edits':
+      field(out, body, 'prompt', 'user');
+      break;
+    case 'rerank':
+      field(out, body, 'query', 'user');
+      if (Array.isArray(body.documents)) {
+        body.documents.forEach((d, i, all) => {
+          if (typeof d === 'string') out.push({ text: d, role: 'user', set: (t) => (all[i] = t) });
+          else if (isRecord(d)) field(out, d, 'text', 'user');
+        });
+      }
       break;
     case 'messages':
       if (typeof body.system === 'string') field(out, body, 'system', 'system');

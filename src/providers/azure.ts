@@ -7,7 +7,14 @@ import { credentialJson, stringMember } from './credential-json.ts';
 import { cannedUpstreamError, errorJson, invalidConfig, invalidCredentials } from './failures.ts';
 import { MintFailed, mintToken } from './mint.ts';
 import { TokenCache } from './token-cache.ts';
-import { type ProviderAdapter, type ProviderCall, type ProviderResult, upstreamResult } from './types.ts';
+import { callMedia, isMediaEndpoint, mediaPath } from './media.ts';
+import {
+  type Endpoint,
+  type ProviderAdapter,
+  type ProviderCall,
+  type ProviderResult,
+  upstreamResult,
+} from './types.ts';
 import { addKeyHeaders } from './upstream-headers.ts';
 import { pathSegment, type SegmentRule, urlUnder } from './url-segment.ts';
 
@@ -163,7 +170,7 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
   if (!('base' in where)) return where;
   const deployment = pathSegment('azure', DEPLOYMENT, String(c.body.model ?? ''));
   if (typeof deployment !== 'string') return deployment;
-  const path = PATHS[c.endpoint as keyof typeof PATHS];
+  const path = isMediaEndpoint(c.endpoint) ? mediaPath(c.endpoint) : PATHS[c.endpoint as keyof typeof PATHS];
   const url = urlUnder(
     'azure',
     where.base,
@@ -178,6 +185,7 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
     if (e instanceof MintFailed) return e.answer;
     throw e;
   }
+  if (isMediaEndpoint(c.endpoint)) return canned(await callMedia(c, url, headers));
   headers['content-type'] = 'application/json';
   headers.accept = c.stream ? 'text/event-stream' : 'application/json';
   if (c.traceparent) headers.traceparent = c.traceparent;
@@ -191,13 +199,23 @@ async function call(c: ProviderCall): Promise<ProviderResult> {
     signal: c.signal,
     tls: c.key.tls,
   });
-  const r = await upstreamResult(res, c.stream);
+  return canned(await upstreamResult(res, c.stream));
+}
+
+/** An answer as the adapter gives Azure's back: a 2xx as it came, an error canned. */
+function canned(r: ProviderResult): ProviderResult {
   if (r.kind !== 'response' || (r.status >= 200 && r.status < 300)) return r;
   return cannedUpstreamError(r.status, AZURE_MESSAGES, azureCode(errorJson(r.contentType, r.body)), r.retryAfter);
 }
 
+/** Azure deploys speech, transcription and image models; rerank is no Azure OpenAI endpoint. */
+function servedMedia(endpoint: Endpoint): boolean {
+  return isMediaEndpoint(endpoint) && endpoint !== 'rerank';
+}
+
 export const azureOpenAiAdapter: ProviderAdapter = {
   name: 'azure-openai',
-  supports: (endpoint) => endpoint === 'chat' || endpoint === 'completions' || endpoint === 'embeddings',
+  supports: (endpoint) =>
+    endpoint === 'chat' || endpoint === 'completions' || endpoint === 'embeddings' || servedMedia(endpoint),
   call,
 };

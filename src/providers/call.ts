@@ -7,6 +7,7 @@
 // answer states both usage counters (embeddings-usage.ts).
 import { answerStreamWithCallerModel, streamWithCallerModel, withCallerModel } from './caller-model.ts';
 import { withEmbeddingUsage } from './embeddings-usage.ts';
+import { isMediaEndpoint } from './media.ts';
 import { translatedCall } from './translate/via-chat.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
 
@@ -21,6 +22,10 @@ export async function callProvider(adapter: ProviderAdapter, call: ProviderCall)
   // Legacy completions pass through as AISIX passes them (test/conformance/surface.test.ts).
   if (call.endpoint === 'count_tokens' || call.endpoint === 'completions' || call.callerModel === undefined) {
     return answered;
+  }
+  // Audio, images and rerank answers are relayed: only one that names a model gets the caller's instead.
+  if (isMediaEndpoint(call.endpoint)) {
+    return namesModel(answered) ? namingCallerModel(answered, call, call.callerModel) : answered;
   }
   return namingCallerModel(answered, call, call.callerModel);
 }
@@ -43,4 +48,15 @@ function namingCallerModel(r: ProviderResult, call: ProviderCall, model: string)
     return { ...r, body: withCallerModel(r.body, model) };
   }
   return r;
+}
+
+/** A whole 2xx JSON answer with a top-level `model` member. */
+function namesModel(r: ProviderResult): boolean {
+  if (r.kind !== 'response' || r.status < 200 || r.status >= 300 || !r.body.includes('"model"')) return false;
+  try {
+    const v: unknown = JSON.parse(r.body);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) && 'model' in v;
+  } catch {
+    return false;
+  }
 }

@@ -2,6 +2,7 @@
 // are passed through untouched (no parse, no re-serialisation), except that a stream whose caller sent no
 // `stream_options` is asked for usage and the usage chunk is withheld from it (injected-usage.ts). A
 // native Responses stream's usage is read from its terminal event (responses-usage.ts).
+import { callMedia, isMediaEndpoint, mediaPath } from './media.ts';
 import { INJECTED_STREAM_OPTIONS, injectsUsage, withoutInjectedUsage } from './injected-usage.ts';
 import { observeResponsesUsage } from './responses-usage.ts';
 import {
@@ -26,8 +27,15 @@ function served(endpoint: string): endpoint is keyof typeof PATHS {
 
 export const openaiAdapter: ProviderAdapter = {
   name: 'openai',
-  supports: served,
+  supports: (endpoint) => served(endpoint) || isMediaEndpoint(endpoint),
   async call(c: ProviderCall): Promise<ProviderResult> {
+    if (isMediaEndpoint(c.endpoint)) {
+      return callMedia(
+        c,
+        `${c.key.api_base}${mediaPath(c.endpoint)}`,
+        c.key.api_key ? { authorization: `Bearer ${c.key.api_key}` } : {},
+      );
+    }
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: c.stream ? 'text/event-stream' : 'application/json',

@@ -4,6 +4,7 @@ import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { CapabilityOverrides } from '../resources/capabilities.ts';
 import type { AdapterName, ApiKey, ProviderKey } from '../resources/schema.ts';
 import { RefusedAnswer } from '../upstream-fetch.ts';
+import type { FormPart } from './form.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 
 /**
@@ -12,7 +13,26 @@ import type { CancelSignal } from '../util/cancel.ts';
  * not support `messages` or `responses` is reached through the translations in `call.ts` (both through
  * OpenAI chat), so it only ever sees `chat`; `count_tokens` off Anthropic's wire is a local estimate.
  */
-export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'messages' | 'responses' | 'count_tokens';
+export type Endpoint =
+  | 'chat'
+  | 'completions'
+  | 'embeddings'
+  | 'messages'
+  | 'responses'
+  | 'count_tokens'
+  | MediaEndpoint;
+
+/**
+ * OpenAI's audio, image and rerank endpoints (docs/media-endpoints.md): served by OpenAI-compatible adapters
+ * only, never translated. Speech and the transcriptions relay the upstream's bytes as they come.
+ */
+export type MediaEndpoint =
+  | 'audio_speech'
+  | 'audio_transcriptions'
+  | 'audio_translations'
+  | 'images_generations'
+  | 'images_edits'
+  | 'rerank';
 
 /** Read-only request headers (a `Headers` object fits). */
 export interface CallerHeaders {
@@ -26,6 +46,8 @@ export interface ProviderCall {
   body: Record<string, unknown>;
   stream: boolean;
   key: ProviderKey;
+  /** A multipart endpoint's form (`body` holds its text fields); the adapter re-encodes it with `body.model`. */
+  form?: readonly FormPart[];
   /**
    * The caller's request headers, for the few an adapter forwards (e.g. `anthropic-beta`) and the key's
    * `request.forward_client_headers` (which needs `forEach`).

@@ -9,7 +9,9 @@ import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import { anthropicSseErrorEvent, sseErrorEvent } from '../http/sse.ts';
 import { answerText } from '../providers/answer-text.ts';
 import { type Counting, estimatePromptTokens, estimateTokens, fillMissing } from '../providers/estimate.ts';
+import { isMediaEndpoint } from '../providers/media.ts';
 import { DROPPED_HEADER } from '../providers/translate/dropped.ts';
+import { rerankUsage } from './media-usage.ts';
 import { responsesErrorEvent } from '../providers/translate/responses-via-chat.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import { TargetLimits } from '../policies/target-gate.ts';
@@ -70,6 +72,12 @@ export interface AnswerDeps {
   maxSseEventBytes?: number;
   /** `proxy.served_by_header`: false leaves `x-aisix-served-by` off every answer. */
   servedByHeader?: boolean;
+  /** A relayed answer's body (media.ts `relayAnswer`): a route with `relay` whose answer is bytes, not SSE. */
+  relay?: (
+    call: ModelCall,
+    r: Extract<DispatchResult, { kind: 'stream' }>,
+    d: { clock: Clock; scrub: () => Scrub; headers: Record<string, string> },
+  ) => Promise<Response>;
 }
 
 /** The dispatch step and the answer built from its result. */
@@ -80,6 +88,7 @@ export class Answerer implements Answering {
   async dispatch(call: ModelCall): Promise<DispatchResult> {
     const { resolved, caller, body, rec, route } = call;
     const stream = route.streams === true && body.stream === true;
+    const relay = route.relay === true; // media: the answer's bytes pass as they come (src/media/relay.ts)
     const m = resolved.model;
     const key = m.kind === 'direct' ? caller.snapshot.providerKeys.get(m.provider_key_id) : undefined;
     rec.dispatching(
@@ -106,7 +115,9 @@ export class Answerer implements Answering {
         endpoint: route.call,
         wire: route.wire,
         body,
-        stream,
+        ...(call.form ? { form: call.form } : {}),
+        stream: stream || relay,
+        ...(relay ? { relay } : {}),
         signal: call.c.env?.closed ?? call.c.req.raw.signal,
         headers: call.headers,
         apiKeyId: caller.key.id,
@@ -145,12 +156,17 @@ export class Answerer implements Answering {
     const scrub = this.scrubber(call);
     const dropped = (r.kind === 'stream' || r.kind === 'response') ? r.headers?.[DROPPED_HEADER] : undefined;
     if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
+    if (r.kind === 'stream' && call.route.relay && this.d.relay) {
+      const headers = { ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
+      return this.d.relay(call, r, { clock: this.d.clock, scrub, headers });
+    }
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
     const { rec } = call;
     rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
+      if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
       const trace = rec.trace;
       const usage = rec.facet(USAGE_PART);
       if (trace || usage.exporting) rec.endedWith(finishReasonOf(r.body));
@@ -301,6 +317,8 @@ function answerUsage(
   const endpoint = call.route.call;
   if (endpoint === 'count_tokens') return Promise.resolve(undefined);
   if (isReported(reported)) return Promise.resolve(reported);
+  // Audio, images and rerank charge what the upstream reported, never an estimate (AISIX's accounting).
+  if (isMediaEndpoint(endpoint)) return Promise.resolve(undefined);
   const input = () => estimatePromptTokens(endpoint, call.body, undefined, counting);
   const estimate = fillMissing(undefined, { input, output });
   return estimate.then(fromCounts, () => undefined); // no tokenizer on this runtime: nothing counted, as before

@@ -29,6 +29,7 @@ import { readBodyStep } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
+import { mediaBodyStep, relayAnswer } from './media.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
 import { policiesStep } from './policies.ts';
@@ -133,6 +134,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     telemetry: d.telemetry,
     maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
     servedByHeader: cfg.proxy.served_by_header,
+    relay: relayAnswer,
   });
   // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
   // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).
@@ -148,7 +150,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   if (d.budgets) features.push(budgetStep(d.budgets.budgets, d.clock));
   const pipelines = new SnapshotPipelines({
     identify,
-    readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
+    readBody: mediaBodyStep(cfg.proxy.request_body_limit_bytes, readBodyStep(cfg.proxy.request_body_limit_bytes)),
     admit: admitStep(d.log, clientIpOf),
     reserve: reserveStep(d.rateLimiter),
     answer: answerer,

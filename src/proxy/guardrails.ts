@@ -18,6 +18,7 @@ import type { Registry } from '../observability/metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
+import { isMediaEndpoint, MEDIA_ENDPOINTS } from '../providers/media.ts';
 import { slotKey } from './call-state.ts';
 import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { AnswerStep, ModelCall, SnapshotFeature } from './pipeline.ts';
@@ -70,7 +71,9 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
     name: 'output checks',
     run(call, result) {
       const chain = call.state.get(CHAIN);
-      if (!chain || call.route.call === 'embeddings' || !runsOn(chain, 'output')) return result;
+      // Embeddings, audio, images and rerank answers carry no text the output checks read.
+      if (!chain || call.route.call === 'embeddings' || isMediaEndpoint(call.route.call)) return result;
+      if (!runsOn(chain, 'output')) return result;
       return checkOutput(call, chain, result, depsOf(call.caller.snapshot));
     },
   };
@@ -102,7 +105,14 @@ function indexOf(snapshot: Snapshot, log: Logger): AttachmentIndex {
 }
 
 /** The endpoints guardrails check; others (count_tokens) pass. */
-const GUARDED = new Set<string>(['chat', 'completions', 'embeddings', 'messages', 'responses']);
+const GUARDED = new Set<string>([
+  'chat',
+  'completions',
+  'embeddings',
+  'messages',
+  'responses',
+  ...MEDIA_ENDPOINTS,
+]);
 
 function endpointOf(call: ModelCall): GuardedEndpoint {
   return call.route.call as GuardedEndpoint;

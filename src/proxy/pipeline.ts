@@ -12,6 +12,7 @@
 // record goes through `RequestRecord` (record.ts), a feature's own fields through its facet (record-facet.ts).
 import type { Context } from 'hono';
 import { ProxyError } from '../http/errors.ts';
+import type { FormPart } from '../providers/form.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Permit } from '../routing/rate-limit.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
@@ -29,8 +30,10 @@ export type ResolvedModel = NonNullable<ReturnType<Snapshot['resolveModel']>>;
  * step reads it (the order is `STEP_ORDER`'s).
  */
 export class ModelCall extends ProxyRequest {
-  /** read body */
+  /** read body; a multipart route's text fields (`form` has every part) */
   body!: Record<string, unknown>;
+  /** read body: a multipart route's parts (media.ts `mediaBodyStep`) */
+  form: readonly FormPart[] | undefined = undefined;
   /** admit */
   resolved!: ResolvedModel;
   /** admit: the caller's address under `proxy.real_ip` (for `allowed_cidrs` and `hash_on: client_ip`). */

@@ -12,6 +12,7 @@ import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { CACHE_RECORD, type CacheRecord } from './cache-record.ts';
 import { GUARDRAIL_RECORD, type GuardrailRecord } from './guardrail-record.ts';
+import { MEDIA_RECORD } from './media-usage.ts';
 import type { RecordFacet, RecordPart } from './record-facet.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { DROPPED_RECORD } from './translation-record.ts';
@@ -395,7 +396,7 @@ export class RequestRecord {
  * The features' parts of the record, in the access log's order (after the core fields): the one place a feature's
  * fields are placed. A new feature adds its part here.
  */
-const RECORD_PARTS: readonly RecordPart<RecordFacet>[] = [CACHE_RECORD, DROPPED_RECORD, GUARDRAIL_RECORD];
+const RECORD_PARTS: readonly RecordPart<RecordFacet>[] = [CACHE_RECORD, DROPPED_RECORD, GUARDRAIL_RECORD, MEDIA_RECORD];
 
 /** A proxy response's `Server` header. */
 export const SERVER = `sluice/${VERSION}`;

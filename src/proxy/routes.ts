@@ -1,7 +1,7 @@
 // The caller-facing endpoints, listed once: the app's routes, the `endpoint` and `inbound_protocol` labels,
 // the access log and every error envelope read this table (docs/aisix-compatibility.md "Endpoints").
 import type { Wire } from '../http/errors.ts';
-import type { Endpoint } from '../providers/types.ts';
+import type { Endpoint, MediaEndpoint } from '../providers/types.ts';
 
 interface RouteBase {
   /** The path, which is also the `endpoint` label (AISIX labels by route template). */
@@ -26,6 +26,10 @@ export interface ModelCallRoute extends RouteBase {
   readonly call: Endpoint;
   /** The caller may ask for an SSE answer (`"stream": true`); otherwise every answer is one JSON body. */
   readonly streams?: boolean;
+  /** The body is `multipart/form-data`, not JSON (docs/media-endpoints.md "Multipart bodies"). */
+  readonly form?: true;
+  /** The upstream's 2xx answer is relayed as bytes as they come: audio, or a transcription in any format. */
+  readonly relay?: true;
 }
 
 /** `GET /v1/models`: the models the caller's key may use. */
@@ -80,11 +84,38 @@ export const ROUTES: readonly Route[] = [
     kind: 'a2a-card',
     labels: A2A_LABELS,
   },
+  // Audio, images and rerank (docs/media-endpoints.md).
+  { path: '/v1/audio/speech', method: 'POST', wire: 'openai', inference: true, ...media('audio_speech', {}, true) },
+  ...(['transcriptions', 'translations'] as const).map((n): Route => ({
+    path: `/v1/audio/${n}`,
+    method: 'POST',
+    wire: 'openai',
+    inference: true,
+    ...media(`audio_${n}`, { form: true }, true),
+  })),
+  { path: '/v1/images/generations', method: 'POST', wire: 'openai', inference: true, ...media('images_generations') },
+  {
+    path: '/v1/images/edits',
+    method: 'POST',
+    wire: 'openai',
+    inference: true,
+    ...media('images_edits', { form: true }),
+  },
+  { path: '/v1/rerank', method: 'POST', wire: 'openai', inference: true, ...media('rerank') },
 ];
 
 /** The fields of a model-call route dispatched to `call`. */
 function modelCall(call: Endpoint, streams?: true): Pick<ModelCallRoute, 'kind' | 'call' | 'streams'> {
   return streams ? { kind: 'model-call', call, streams } : { kind: 'model-call', call };
+}
+
+/** The fields of a media route dispatched to `call`: a multipart body, a relayed answer. */
+function media(
+  call: MediaEndpoint,
+  body: { form?: true } = {},
+  relay?: true,
+): Pick<ModelCallRoute, 'kind' | 'call' | 'form' | 'relay'> {
+  return { kind: 'model-call', call, ...body, ...(relay ? { relay } : {}) };
 }
 
 /** The `endpoint` label of a path that is no route. */

@@ -41,5 +41,9 @@ export function validateBody(endpoint: Endpoint, body: Record<string, unknown>):
   if (endpoint === 'messages' || endpoint === 'responses') {
     if (body.stream !== undefined && typeof body.stream !== 'boolean') return '`stream` must be a boolean';
   }
+  // Partial images come as SSE, which this JSON endpoint does not relay (docs/media-endpoints.md "Answers").
+  if (endpoint === 'images_generations' && body.stream === true) {
+    return 'request payload is invalid: `stream` is not supported on /v1/images/generations';
+  }
   return undefined;
 }

@@ -58,6 +58,7 @@ export async function attemptUpstream(
     const r = await callProvider(t.adapter, {
       endpoint: input.endpoint,
       body: upstreamBody(input.body, t),
+      ...(input.form ? { form: input.form } : {}),
       stream: input.stream,
       key: t.key,
       upstream: a.call.upstream,

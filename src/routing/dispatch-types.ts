@@ -25,7 +25,14 @@ export interface DispatchInput {
   /** The caller's wire (the proxy's route table), for the `inbound_protocol` label; default `openai`. */
   wire?: 'openai' | 'anthropic';
   body: Record<string, unknown>;
+  /** A multipart endpoint's form; `body` holds its text fields (ProviderCall `form`). */
+  form?: ProviderCall['form'];
   stream: boolean;
+  /**
+   * The stream is raw bytes (audio, a transcription), not SSE: no early commit, since nothing can be said to
+   * the caller in band once the 200 is out; a failure before the upstream's head is the caller's error answer.
+   */
+  relay?: boolean;
   /** Aborted when the caller goes away. */
   signal: CancelSignal;
   /** consistent_hash `hash_on` sources: the request headers, the caller's API key id and the client's IP

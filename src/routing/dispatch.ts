@@ -72,7 +72,7 @@ export class Dispatcher {
     const run = this.run(input, plan, controller);
     // A resource-configured stream budget withholds the 200 until the first chunk: no early commit then.
     // Otherwise, with no answer within the keep-alive interval, commit to the stream and fail over behind it.
-    const withhold = plan.order.some((t) => t.streamConfigured);
+    const withhold = input.relay === true || plan.order.some((t) => t.streamConfigured);
     const commitAfterMs = withhold ? 0 : this.d.config.downstream.sse_keepalive_interval_secs * 1000;
     const early = commitAfterMs > 0 ? await settledWithin(run, commitAfterMs) : { value: await run };
     if (early) {

@@ -251,6 +251,12 @@ describe('the route table', () => {
       '/v1/embeddings',
       '/v1/responses',
       '/v1/messages',
+      '/v1/audio/speech',
+      '/v1/audio/transcriptions',
+      '/v1/audio/translations',
+      '/v1/images/generations',
+      '/v1/images/edits',
+      '/v1/rerank',
     ]);
   });
 
@@ -265,6 +271,12 @@ describe('the route table', () => {
       '/v1/models': 'models-list',
       '/a2a/:agent': 'a2a-call',
       '/a2a/:agent/.well-known/agent-card.json': 'a2a-card',
+      '/v1/audio/speech': 'model-call',
+      '/v1/audio/transcriptions': 'model-call',
+      '/v1/audio/translations': 'model-call',
+      '/v1/images/generations': 'model-call',
+      '/v1/images/edits': 'model-call',
+      '/v1/rerank': 'model-call',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',
