@@ -24,6 +24,7 @@ import { desugarApiKey, desugarModel } from './desugar.ts';
 import type { Env } from './interpolate.ts';
 import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
 import { RateLimitPolicySchema } from './policy-schema.ts';
+import { desugarPassthroughRoute, PassthroughRouteSchema, readPassthroughRoute } from './passthrough-route-schema.ts';
 import { ApiKeySchema, CachePolicySchema, ModelSchema, OtlpExporterSchema, ProviderKeySchema } from './schema.ts';
 
 /** What a file entry's desugar stage is given (src/resources/pipeline.ts). */
@@ -172,7 +173,17 @@ export const KINDS = {
   mcp_servers: notServed('name_or_display_name'),
   mcp_auth_settings: notServed('singleton'),
   a2a_agents: notServed('name_or_display_name'),
-  passthrough_routes: notServed('name_or_display_name'),
+  /** Served by src/passthrough/ (docs/endpoints.md "Passthrough routes"). */
+  passthrough_routes: served({
+    identity: 'name_or_display_name',
+    schema: PassthroughRouteSchema,
+    description: 'passthrough routes: a path prefix or hosts relayed to one upstream (docs/endpoints.md)',
+    read: readPassthroughRoute,
+    file: true,
+    desugar: (doc, c) => desugarPassthroughRoute(doc, c.providerKeyIds, c.fileIds.api_keys),
+    counted: true,
+    export: 'entries',
+  }),
 } as const;
 
 export type KindName = keyof typeof KINDS;

@@ -160,7 +160,8 @@ async function buildResourceSet(
     models: accepted.models ?? [],
     api_keys: accepted.api_keys ?? [],
   };
-  await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace());
+  const routeNames = [...(identities.get('passthrough_routes')?.keys() ?? [])];
+  await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace(), routeNames);
   if (!problems.ok) return undefined;
   const set: ResourceSet = {
     provider_keys: typed.provider_keys.map((x) => x.r),

@@ -269,6 +269,8 @@ export const apiKeyShape = {
   team_id: nullOk(z.string().min(1)),
   user_id: nullOk(z.string().min(1)),
   user_name: nullOk(z.string()),
+  /** The passthrough routes the key may use, by name, single-`*` globs; absent, `null` or `[]`: none. */
+  allowed_routes: nullOk(z.array(z.string())),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

@@ -611,7 +611,6 @@ const NOT_SERVED = [
   'mcp_servers',
   'mcp_auth_settings',
   'a2a_agents',
-  'passthrough_routes',
 ];
 
 describe('AISIX kinds Sluice does not implement (never fail open)', { timeout: 60_000 }, () => {

@@ -35,6 +35,12 @@ const SAMPLES: { [K in ResourceKind]: () => Record<string, unknown> } = {
   guardrail_attachments: () => ({ guardrail_id: 'g-id', scope_type: 'env', priority: 0 }),
   cache_policies: () => ({ name: 'c' }),
   observability_exporters: () => ({ name: 'e', kind: 'otlp_http', endpoint: 'http://127.0.0.1:4318/v1/traces' }),
+  passthrough_routes: () => ({
+    name: 'r',
+    path_prefix: '/raw',
+    target_url: 'https://api.example.com/v1',
+    provider_key_id: 'pk-id',
+  }),
 };
 
 /** The etcd ids of the samples, so the model points at the provider key and the attachment at the guardrail. */
@@ -47,6 +53,7 @@ const IDS: { [K in ResourceKind]: string } = {
   guardrail_attachments: 'a-id',
   cache_policies: 'c-id',
   observability_exporters: 'e-id',
+  passthrough_routes: 'r-id',
 };
 
 type Reader = (id: string, doc: Record<string, unknown>, mode: 'strict' | 'lenient') => Read<unknown>;
@@ -116,6 +123,7 @@ describe('the resource-kind registry', () => {
         'guardrail_attachments',
         'cache_policies',
         'observability_exporters',
+        'passthrough_routes',
       ],
       'the served kinds, in resource_counts order',
     );
