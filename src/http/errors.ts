@@ -22,7 +22,10 @@ export type ErrorType =
   | 'method_not_allowed'
   | 'internal_error'
   /** A guardrail refused the request or the answer (422; docs/guardrails.md). */
-  | 'content_filter';
+  | 'content_filter'
+  /** A passthrough route's upstream exchange ran out of time (504) or failed in transport (502): AISIX's kinds. */
+  | 'timeout'
+  | 'transport_error';
 
 export class ProxyError {
   constructor(

@@ -32,7 +32,16 @@ import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import { responsesStateSteps } from './responses-state.ts';
-import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireOf } from './routes.ts';
+import {
+  type ModelCallRoute,
+  PASSTHROUGH_ROUTE,
+  type Route,
+  type RouteKind,
+  routeOf,
+  ROUTES,
+  wireOf,
+} from './routes.ts';
+import { passthroughHandler } from './passthrough.ts';
 import { trackRequests } from './track.ts';
 import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
@@ -92,7 +101,12 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
+  const hooks = d.telemetry ? [traceHooks(d.telemetry)] : [];
+  // Passthrough routes (src/passthrough/): a request whose host a route claims is relayed before any typed
+  // route sees it; a path a route's prefix claims is the app's fallback, after them.
+  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks);
+  app.use('*', passthrough.hostDispatch);
+  app.use('/v1/*', trackRequests(d, hooks));
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
   const dispatcher = new Dispatcher({
@@ -135,12 +149,14 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const handlers: HandlerTable = {
     'model-call': (route) => modelCall(pipelines, route),
     'models-list': () => listModels(d, identify),
+    passthrough: () => passthrough.fallback,
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });
+  app.all('*', handlerOf(handlers, PASSTHROUGH_ROUTE));
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
   return app;
 }

@@ -28,8 +28,10 @@ export class RequestRecord {
   readonly route: Route | undefined;
   /** The `endpoint` label: the route's template, `other` for any other path. */
   readonly endpoint: string;
-  /** `inbound_protocol`: the caller's wire. */
+  /** The caller's wire: its error envelope. */
   readonly protocol: Wire;
+  /** The `inbound_protocol` label: the wire's name, or the route's own (a passthrough route's: `passthrough`). */
+  readonly protocolLabel: string;
   /** The configured name the caller asked for (a wildcard hit: the wildcard row's name). */
   private model: string | undefined = undefined;
   /** The model name as the caller wrote it (a wildcard hit: not the row's name); the provider-call line's. */
@@ -64,6 +66,8 @@ export class RequestRecord {
   private endedHere = false;
   /** The features' parts (record-facet.ts), each made on its feature's first write; none: no Map. */
   private facets: Map<RecordPart<RecordFacet>, RecordFacet> | undefined = undefined;
+  /** A relay to no model (a passthrough route): the labels it is counted under. */
+  private relay: RelayLabels | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -72,10 +76,21 @@ export class RequestRecord {
     readonly requestId: string,
     readonly peer: string | undefined,
     readonly downstreamRequestId: string | undefined,
+    /** The route, when the path does not name it (a passthrough route's request). */
+    route?: Route,
   ) {
-    this.route = routeOf(path);
+    this.route = route ?? routeOf(path);
     this.endpoint = this.route?.path ?? OTHER_ENDPOINT;
     this.protocol = this.route?.wire ?? 'openai';
+    this.protocolLabel = this.route?.protocol ?? this.protocol;
+  }
+
+  /**
+   * The request is relayed to no model (a passthrough route): the labels it is counted under. Its usage goes
+   * to the access log only, never to a token family (AISIX's).
+   */
+  relayed(labels: RelayLabels): void {
+    this.relay = labels;
   }
 
   /** The caller's key was accepted. */
@@ -187,7 +202,7 @@ export class RequestRecord {
       this.path,
       status,
       latencyMs,
-      up ? providerOf(up) : undefined,
+      up ? providerOf(up) : this.relay?.logProvider,
       this.model,
       this.key?.id,
       u?.input,
@@ -279,19 +294,20 @@ export class RequestRecord {
     const started = this.firstByteAt !== undefined ? (this.firstByteAt - this.start) / 1000 : seconds;
     const s = this.served;
     const up = s ?? this.direct;
-    const provider = up ? providerOf(up) : 'unknown';
-    const model = this.model ?? 'unresolved';
+    const relay = this.relay;
+    const provider = up ? providerOf(up) : relay?.provider ?? 'unknown';
+    const model = this.model ?? relay?.model ?? 'unresolved';
     const outcome = this.outcome ?? outcomeOf(status);
     const code = String(status);
     const ident = [
       this.endpoint,
-      this.protocol,
+      this.protocolLabel,
       provider,
       model,
       // The configured name (a wildcard alias: its pattern), never the caller's text: callers cannot grow the series.
       up?.model.model_name ?? 'unknown',
-      up?.model.provider_key_id ?? 'unknown',
-      up?.key.display_name ?? 'unknown',
+      up?.model.provider_key_id ?? relay?.providerKeyId ?? 'unknown',
+      up?.key.display_name ?? relay?.providerKeyName ?? 'unknown',
       this.key?.id ?? 'unknown',
       identity(this.key, 'team_id'),
       identity(this.key, 'user_id'),
@@ -313,7 +329,7 @@ export class RequestRecord {
     this.recordSlo(b, seconds);
     const u = this.usage;
     const total = totalOf(u);
-    if (u && total !== undefined) {
+    if (u && total !== undefined && !relay) {
       if (u.input) b.llmInputTokens.inc(u.input);
       if (u.output) b.llmOutputTokens.inc(u.output);
       if (total > 0) {
@@ -338,6 +354,18 @@ export class RequestRecord {
       b.llmTtft.observe(ttft / 1000);
     }
   }
+}
+
+/** What a relayed request (a passthrough route's) is counted under. */
+export interface RelayLabels {
+  /** The access log's `provider` (AISIX: the route's name). */
+  logProvider: string;
+  /** The `provider` label. */
+  provider: string;
+  /** The `model` label. */
+  model: string;
+  providerKeyId?: string;
+  providerKeyName?: string;
 }
 
 /**

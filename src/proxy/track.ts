@@ -22,6 +22,7 @@ import {
   RequestRecord,
 } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
+import type { Route } from './routes.ts';
 
 /** What tracking reads and writes. */
 export interface TrackDeps {
@@ -68,6 +69,8 @@ function streamEnd(
 export function trackRequests(
   d: TrackDeps,
   hooks: readonly RequestHooks[] = [],
+  /** The route of every request tracked, when the path does not name it (passthrough routes). */
+  route?: Route,
 ): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
   const cfg = d.config;
   const accessLog = d.log.withTarget(ACCESS_LOG_TARGET);
@@ -97,11 +100,12 @@ export function trackRequests(
       requestIdFrom(headers, acceptHeaders),
       c.env?.peer,
       headers.get('x-request-id') ?? undefined,
+      route,
     );
     c.set('rec', rec);
     c.set('state', new CallState());
     for (let i = 0; i < hooks.length; i++) hooks[i]!.begin(rec, headers);
-    const inFlight = [rec.endpoint, rec.protocol] as const;
+    const inFlight = [rec.endpoint, rec.protocolLabel] as const;
     d.metrics.proxyInFlight.inc(inFlight);
     if (d.lifecycle.draining) {
       d.lifecycle.recordArrival();
