@@ -21,6 +21,7 @@ import type { RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
 import { RefusedAnswer } from '../upstream-fetch.ts';
 import { Cancel } from '../util/cancel.ts';
 import { ipAllowed } from '../util/cidr.ts';
+import { redactSecrets } from '../util/redact.ts';
 import { routeAllowed, routeNotAllowed, sourceRefused } from '../passthrough/auth.ts';
 import { answerHeaders, isEventStream, outboundHeaders } from '../passthrough/headers.ts';
 import { claimsHost, inboundHost, type MatchedRoute, matchRoute } from '../passthrough/match.ts';
@@ -278,10 +279,21 @@ function servePassthrough(d: PassthroughDeps) {
       settle();
       return new Response(null, { status: res.status, headers: answered });
     }
+    let chunks = res.body;
+    if (inject && res.status >= 400 && !eventStream && answered.get('content-encoding') === null) {
+      const scrubbed = await scrubbedError(res, inject.secret);
+      if ('text' in scrubbed) {
+        settle();
+        rec.failed('upstream_error', `upstream answered ${res.status}`);
+        answered.delete('content-length');
+        return new Response(scrubbed.text, { status: res.status, headers: answered });
+      }
+      chunks = scrubbed.chunks;
+    }
     const reader = new UsageReader(envelope, eventStream);
     const tracker: StreamTracker = { onEnd: undefined };
     const stream = relayBody({
-      chunks: res.body,
+      chunks,
       eventStream,
       keepaliveMs,
       onChunk: (chunk) => reader.push(chunk),
@@ -301,6 +313,51 @@ function servePassthrough(d: PassthroughDeps) {
     c.set('stream', tracker);
     return new Response(stream, { status: res.status, headers: answered });
   };
+}
+
+/** An error answer past this many bytes is relayed as it is. */
+const MAX_SCRUBBED_BYTES = 64 * 1024;
+
+/**
+ * An upstream error answer with the injected credential redacted (an upstream that echoes the key it was
+ * sent must not hand the gateway's secret to the caller); one past `MAX_SCRUBBED_BYTES` is given back as
+ * chunks, those read first included.
+ */
+async function scrubbedError(
+  res: UpstreamResponse,
+  secret: string,
+): Promise<{ text: string } | { chunks: AsyncIterable<Uint8Array> }> {
+  const it = res.body[Symbol.asyncIterator]();
+  const read: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    let r: IteratorResult<Uint8Array>;
+    try {
+      r = await it.next();
+    } catch {
+      return { text: '' };
+    }
+    if (r.done) break;
+    read.push(r.value);
+    size += r.value.byteLength;
+    if (size > MAX_SCRUBBED_BYTES) return { chunks: rest(read, it) };
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of read) {
+    all.set(c, at);
+    at += c.byteLength;
+  }
+  return { text: redactSecrets(new TextDecoder().decode(all), [secret]) };
+}
+
+async function* rest(read: Uint8Array[], it: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
+  yield* read;
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return;
+    yield r.value;
+  }
 }
 
 function contentTypeOnly(res: UpstreamResponse): [string, string][] {

@@ -35,6 +35,7 @@ models:
 api_keys:
   - { display_name: app, key_env: CALLER, allowed_models: [], allowed_routes: ["raw-*", copilot, header-route], rate_limit: { rpm: 1000 } }
   - { display_name: other, key_env: OTHER, allowed_models: [claude] }
+  - { display_name: office, key_hash: "0000", allowed_models: [], allowed_routes: [anon] }
 passthrough_routes:
   - { name: raw-anthropic, path_prefix: /raw/anthropic, target_url: "${url}", provider_key: anthropic-main }
   - { name: raw-openai, path_prefix: /raw/openai, target_url: "${url}/v1", provider_key: openai-main, timeout_ms: 300 }
@@ -49,6 +50,14 @@ passthrough_routes:
     auth_mode: header_key
     auth_header_name: x-gateway-key
     credential_mode: forward_client
+  - name: anon
+    path_prefix: /anon
+    target_url: "${url}/v1"
+    auth_mode: anonymous
+    anonymous_key: office
+    source_cidrs: [10.0.0.0/8]
+    provider_key: openai-main
+    identity_header: x-user
   - name: disabled-route
     path_prefix: /off
     target_url: "${url}"
@@ -64,10 +73,10 @@ before(async () => {
 });
 after(() => mock.close());
 
-function ask(path: string, init: RequestInit & { key?: string | null } = {}): Promise<Response> {
+function ask(path: string, init: RequestInit & { key?: string | null; peer?: string } = {}): Promise<Response> {
   const headers = new Headers(init.headers);
   if (init.key !== null) headers.set('authorization', `Bearer ${init.key ?? CALLER}`);
-  return Promise.resolve(app.request(path, { ...init, headers }, { peer: '127.0.0.1:5555' }));
+  return Promise.resolve(app.request(path, { ...init, headers }, { peer: init.peer ?? '127.0.0.1:5555' }));
 }
 
 const last = () => mock.requests[mock.requests.length - 1]!;
@@ -182,7 +191,8 @@ describe('passthrough routes: relay', () => {
   test('upstream errors relayed verbatim; a gzip answer decoded once; 204 without body', async () => {
     const boom = await ask('/raw/openai/boom');
     assert.equal(boom.status, 500);
-    assert.equal((await boom.json() as { error: string }).error, 'boom');
+    // Verbatim, but for the injected key an upstream echoed back.
+    assert.deepEqual(await boom.json(), { error: 'boom', leaked: '[redacted]' });
     const z = await ask('/raw/openai/gzip');
     assert.deepEqual(await z.json(), { zipped: true });
     const empty = await ask('/raw/openai/empty');
@@ -202,6 +212,24 @@ describe('passthrough routes: refusals', () => {
       error: { message: 'API key is not allowed to use passthrough route "raw-openai"', type: 'permission_denied' },
     });
     assert.equal(mock.requests.length, before);
+  });
+
+  test('anonymous: source_cidrs first (403 ip_restricted), then the bound key; the identity header stays home', async () => {
+    const outside = await ask('/anon/models', { key: null });
+    assert.equal(outside.status, 403);
+    assert.deepEqual(await outside.json(), {
+      error: {
+        message: 'Access denied: your client IP is not allowed to access this route',
+        type: 'permission_denied',
+        code: 'ip_restricted',
+      },
+    });
+    assert.ok(platform.logs.some((l) => l.msg === 'request rejected: client IP not in passthrough route source_cidrs'));
+    const inside = await ask('/anon/models', { key: null, peer: '10.1.2.3:4000', headers: { 'x-user': 'alice' } });
+    assert.equal(inside.status, 200);
+    await inside.text();
+    assert.equal(last().headers.authorization, `Bearer ${OPENAI_KEY}`);
+    assert.equal(last().headers['x-user'], undefined);
   });
 
   test('/passthrough/* unclaimed: 410 before authentication, AISIX envelope; other paths the JSON 404', async () => {
