@@ -104,11 +104,12 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const hooks = d.telemetry ? [traceHooks(d.telemetry)] : [];
   // Passthrough routes (src/passthrough/): a request whose host a route claims is relayed before any typed
   // route sees it; a path a route's prefix claims is the app's fallback, after them.
-  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks);
-  app.use('*', passthrough.hostDispatch);
-  app.use('/v1/*', trackRequests(d, hooks));
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
+  const guards = guardrails({ ...d, configSecrets: secrets });
+  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks, guards);
+  app.use('*', passthrough.hostDispatch);
+  app.use('/v1/*', trackRequests(d, hooks));
   const dispatcher = new Dispatcher({
     config: cfg,
     upstream: d.upstream,
@@ -130,7 +131,6 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
   // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).
   const cache = d.cache?.engine(embedThrough(dispatcher));
-  const guards = guardrails({ ...d, configSecrets: secrets });
   const features: SnapshotFeature[] = [policiesStep(d.clock), guards.steps];
   if (cache) features.push(cacheSteps(cache, guards.checkCached));
   if (d.responses) {

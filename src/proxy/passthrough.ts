@@ -30,6 +30,14 @@ import { targetUrl } from '../passthrough/target.ts';
 import { detectEnvelope, UsageReader } from '../passthrough/usage.ts';
 import type { ApiKey } from '../resources/schema.ts';
 import { authenticate } from './auth.ts';
+import type { Guardrails } from './guardrails.ts';
+import {
+  checkRelayedRequest,
+  checksAnswer,
+  checkWholeAnswer,
+  guardRelayedStream,
+  relayGuard,
+} from './passthrough-guard.ts';
 
 /** The exact log lines of this family (AISIX's words). */
 export const PASSTHROUGH_MSG = {
@@ -68,9 +76,10 @@ export function passthroughHandler(
   d: PassthroughDeps,
   route: PassthroughRouteKind,
   hooks: readonly RequestHooks[],
+  guards?: Pick<Guardrails, 'chainFor'>,
 ): PassthroughMounts {
   const track = trackRequests(d, hooks, route);
-  const serve = servePassthrough(d);
+  const serve = servePassthrough(d, guards);
   const log = d.log.withTarget('aisix_proxy::passthrough_route');
   /** Runs `answer` inside the tracking middleware (in-flight slot, request id, record, telemetry). */
   const tracked = async (c: Context<ProxyEnv>, answer: () => Promise<Response>): Promise<Response> => {
@@ -169,7 +178,7 @@ function authenticateRoute(
 /** Statuses whose answer has no body. */
 const NO_BODY = new Set([101, 204, 205, 304]);
 
-function servePassthrough(d: PassthroughDeps) {
+function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor'> | undefined) {
   const cfg = d.config;
   const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
   const log = d.log.withTarget('aisix_proxy::passthrough_route');
@@ -233,6 +242,15 @@ function servePassthrough(d: PassthroughDeps) {
     const admitted = await d.rateLimiter.acquire(subjects);
     if (!admitted.allowed) return refuse(rateLimitRefusal(admitted));
     const permit = admitted.permit;
+    const found = guards?.chainFor(snapshot, key);
+    const guard = found ? relayGuard(found, envelope, m.remainder, route.name) : undefined;
+    if (guard) {
+      const refused = await checkRelayedRequest(guard, parsed, body, rec);
+      if (refused) {
+        void permit.end().catch(() => {});
+        return refuse(refused);
+      }
+    }
 
     const timeoutMs = route.timeout_ms ?? cfg.upstream.timeout_ms;
     const cancel = new Cancel();
@@ -289,6 +307,26 @@ function servePassthrough(d: PassthroughDeps) {
         return new Response(scrubbed.text, { status: res.status, headers: answered });
       }
       chunks = scrubbed.chunks;
+    }
+    if (checksAnswer(guard)) {
+      if (eventStream) chunks = guardRelayedStream(guard, chunks, rec, () => cancel.abort(new Error('blocked')));
+      else if (res.status < 300) {
+        const held: Uint8Array[] = [];
+        try {
+          for await (const chunk of chunks) held.push(chunk);
+        } catch (e) {
+          settle();
+          return refuse(exchangeFailure(e, timedOut, timeoutMs));
+        }
+        const reader = new UsageReader(envelope, false);
+        for (const chunk of held) reader.push(chunk);
+        const usage = reader.finish();
+        rec.read(usage, undefined);
+        settle(totalOf(usage));
+        const refused = await checkWholeAnswer(guard, held, rec);
+        if (refused) return refuse(refused);
+        return new Response(new Blob(held as Uint8Array<ArrayBuffer>[]), { status: res.status, headers: answered });
+      }
     }
     const reader = new UsageReader(envelope, eventStream);
     const tracker: StreamTracker = { onEnd: undefined };
