@@ -29,6 +29,7 @@ import { relayBody } from '../passthrough/relay.ts';
 import { targetUrl } from '../passthrough/target.ts';
 import { detectEnvelope, UsageReader } from '../passthrough/usage.ts';
 import type { ApiKey } from '../resources/schema.ts';
+import { callerGateSubjects } from '../policies/reserve.ts';
 import { authenticate } from './auth.ts';
 import type { Guardrails } from './guardrails.ts';
 import {
@@ -239,6 +240,7 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
     const model = inject ? bodyModel(snapshot, inject.key, parsed) : undefined;
     if (model) subjects.push({ scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit });
+    subjects.push(...callerGateSubjects(snapshot, key, model, d.clock()));
     const admitted = await d.rateLimiter.acquire(subjects);
     if (!admitted.allowed) return refuse(rateLimitRefusal(admitted));
     const permit = admitted.permit;

@@ -328,3 +328,31 @@ describe('passthrough routes: accounting', () => {
     assert.ok(n > 40 && n < 60, `refused after ${n} answers of 19 tokens`);
   });
 });
+
+describe('passthrough routes: rate-limit policies', () => {
+  test("a policy on the caller's key counts route requests (429 naming the policy), nothing sent past it", async () => {
+    const { gw: g } = await gatewayWith(
+      `_format_version: "1"
+provider_keys:
+  - { display_name: oai, provider: openai, secret: ${OPENAI_KEY}, api_base: "${mock.url}/v1" }
+api_keys:
+  - { display_name: app, key_env: CALLER, allowed_models: [], allowed_routes: ["*"] }
+rate_limit_policies:
+  - { name: one-a-minute, scope: api_key, scope_ref: app, window: minute, max_requests: 1 }
+passthrough_routes:
+  - { name: raw, path_prefix: /raw, target_url: "${mock.url}/v1", provider_key: oai }
+`,
+      { env: { CALLER } },
+    );
+    const a = createProxyApp(g);
+    const call = () => Promise.resolve(a.request('/raw/x', { headers: { authorization: `Bearer ${CALLER}` } }));
+    const first = await call();
+    assert.equal(first.status, 200);
+    await first.text();
+    const before = mock.requests.length;
+    const second = await call();
+    assert.equal(second.status, 429);
+    assert.match((await second.json() as { error: { message: string } }).error.message, /one-a-minute/);
+    assert.equal(mock.requests.length, before);
+  });
+});
