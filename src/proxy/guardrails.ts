@@ -49,10 +49,14 @@ export interface Guardrails {
    */
   checkCached(call: ModelCall, body: string): string | Promise<string | ProxyError>;
   /**
-   * The chain of a request that names no model (a passthrough route's: the environment's, the key's and its
-   * team's attachments) and what its checks need, or undefined when no guardrail applies to it.
+   * The chain of a request that names no model (a passthrough route's: the environment's, the route's, the
+   * key's and its team's attachments) and what its checks need, or undefined when no guardrail applies to it.
    */
-  chainFor(snapshot: Snapshot, key: ApiKey): { chain: readonly Guardrail[]; deps: ChainDeps } | undefined;
+  chainFor(
+    snapshot: Snapshot,
+    key: ApiKey,
+    routeId: string,
+  ): { chain: readonly Guardrail[]; deps: ChainDeps } | undefined;
 }
 
 export function guardrails(d: GuardrailStepDeps): Guardrails {
@@ -98,10 +102,10 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
     const chain = call.state.get(CHAIN);
     return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, depsOf(call.caller.snapshot)) : body;
   };
-  const chainFor = (snapshot: Snapshot, key: ApiKey) => {
+  const chainFor = (snapshot: Snapshot, key: ApiKey, routeId: string) => {
     if (snapshot.guardrails.length === 0) return undefined;
     // No model is named: a model-scoped attachment selects nothing here.
-    const chain = indexFor(snapshot).resolve({ modelId: '', apiKeyId: key.id, teamId: key.team_id });
+    const chain = indexFor(snapshot).resolve({ modelId: '', apiKeyId: key.id, teamId: key.team_id, routeId });
     return chain.length === 0 ? undefined : { chain, deps: depsOf(snapshot) };
   };
   return { steps, checkCached, chainFor };

@@ -244,7 +244,7 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     const admitted = await d.rateLimiter.acquire(subjects);
     if (!admitted.allowed) return refuse(rateLimitRefusal(admitted));
     const permit = admitted.permit;
-    const found = guards?.chainFor(snapshot, key);
+    const found = guards?.chainFor(snapshot, key, route.id);
     const guard = found ? relayGuard(found, envelope, m.remainder, route.name) : undefined;
     if (guard) {
       const refused = await checkRelayedRequest(guard, parsed, body, rec);

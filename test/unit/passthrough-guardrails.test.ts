@@ -4,6 +4,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import { AttachmentIndex } from '../../src/guardrails/attachments.ts';
+import { buildGuardrail } from '../../src/guardrails/build.ts';
+import { GuardrailSchema } from '../../src/guardrails/schema.ts';
 import { gatewayWith } from '../support/platform.ts';
 import { type ProviderMock, startProviderMock } from '../support/passthrough-upstream.ts';
 
@@ -87,5 +90,33 @@ describe('passthrough routes under guardrails', () => {
     const text = await res.text();
     assert.doesNotMatch(text, /event: message_stop/);
     assert.match(text, /event: error\ndata: .*response blocked by content policy \(guardrail 'words'\)/);
+  });
+});
+
+describe('attachments scoped to a passthrough route', () => {
+  test('select the route’s requests only (etcd `scope_type: passthrough_route`)', () => {
+    const row = GuardrailSchema.parse({
+      name: 'route-words',
+      kind: 'keyword',
+      patterns: [{ kind: 'literal', value: 'x' }],
+    });
+    const built = buildGuardrail('g-route', row);
+    assert.ok(built.ok && built.guardrail);
+    const entry = { id: 'g-route', name: 'route-words', createdAt: undefined, guardrail: built.guardrail! };
+    const index = new AttachmentIndex([entry], [
+      {
+        id: 'a1',
+        guardrail_id: 'g-route',
+        scope_type: 'passthrough_route',
+        scope_id: 'route-1',
+        priority: 0,
+        enabled: true,
+      },
+    ]);
+    const names = (routeId?: string) =>
+      index.resolve({ modelId: '', apiKeyId: 'k', teamId: undefined, routeId }).map((g) => g.name);
+    assert.deepEqual(names('route-1'), ['route-words']);
+    assert.deepEqual(names('route-2'), []);
+    assert.deepEqual(names(), [], 'a model call names no route');
   });
 });
