@@ -21,6 +21,8 @@ const ALWAYS_STRIP = new Set([
   'transfer-encoding',
   'upgrade',
   'x-aisix-request-id',
+  // The client answers `100-continue` itself (undici refuses to send the header at all).
+  'expect',
 ]);
 /** Forwarded only when `forward_client_headers` names them exactly (a glob is no consent to graft a trace). */
 const TRACE = new Set(['traceparent', 'tracestate']);

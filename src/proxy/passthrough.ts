@@ -106,7 +106,8 @@ export function passthroughHandler(
   };
   const hostOf = (c: Context<ProxyEnv>) => inboundHost(c.req.header('host') ?? null, c.req.url);
   return {
-    async hostDispatch(c, next) {
+    hostDispatch(c, next) {
+      // On every request: no promise of its own when no route lists a host.
       const routes = d.snapshot?.of('passthrough_routes');
       if (!routes?.length) return next();
       const host = hostOf(c);

@@ -93,6 +93,7 @@ describe('passthrough routes: relay', () => {
         tracestate: 'a=b',
         'x-aisix-request-id': 'spoofed',
         'x-custom': 'kept',
+        expect: '100-continue',
       },
       body,
     });
@@ -107,6 +108,7 @@ describe('passthrough routes: relay', () => {
     assert.equal(seen.headers.traceparent, undefined);
     assert.equal(seen.headers.tracestate, undefined);
     assert.equal(seen.headers['x-custom'], 'kept');
+    assert.equal(seen.headers.expect, undefined);
     // The gateway's one request id (an accepted inbound id is adopted, never sent twice).
     assert.equal(seen.headers['x-aisix-request-id'], res.headers.get('x-aisix-request-id'));
     assert.equal(seen.body.toString('utf8'), body, 'the bytes as sent, spacing included');
