@@ -80,6 +80,14 @@ passthrough_routes:
       );
     });
 
+    test('a compressed answer arrives decodable (relayed encoded, or decoded without its encoding header)', async () => {
+      const res = await fetch(gw.url('/raw/anthropic/v1/gzip'), {
+        headers: { 'x-api-key': CALLER_KEY, 'accept-encoding': 'gzip' },
+      });
+      assert.equal(res.status, 200);
+      assert.deepEqual(await res.json(), { zipped: true });
+    });
+
     test('a wrong caller key: 401 from the gateway, nothing sent upstream', async () => {
       const before = mock.requests.length;
       const bad = new Anthropic({ apiKey: 'sk-not-a-key', baseURL: gw.url('/raw/anthropic'), maxRetries: 0 });
