@@ -8,6 +8,13 @@ import { IdleTimer } from '../util/idle-timer.ts';
 const KEEPALIVE = new TextEncoder().encode(':\n\n');
 const LF = 10;
 
+/** What the relay needs of a keep-alive timer (util/idle-timer.ts's `IdleTimer`). */
+export interface KeepaliveTimer {
+  touch(): void;
+  pause(): void;
+  stop(): void;
+}
+
 export interface RelayOptions {
   chunks: AsyncIterable<Uint8Array>;
   eventStream: boolean;
@@ -19,6 +26,8 @@ export interface RelayOptions {
   onEnd(end: StreamEnd, detail?: string): void;
   /** The caller left: stop the upstream read. */
   abortUpstream(): void;
+  /** The keep-alive timer; injectable so a test can fire it. Default `IdleTimer`. */
+  timer?: (ms: number, onIdle: () => void) => KeepaliveTimer;
 }
 
 /** Whether the bytes sent so far end a frame (`\n\n`; `\r\n\r\n` ends in it too). */
@@ -41,7 +50,7 @@ export function relayBody(o: RelayOptions): ReadableStream<Uint8Array> {
     o.onEnd(why, detail);
   };
   const keepalive = o.eventStream && o.keepaliveMs > 0
-    ? new IdleTimer(o.keepaliveMs, () => {
+    ? (o.timer ?? ((ms, onIdle) => new IdleTimer(ms, onIdle)))(o.keepaliveMs, () => {
       if (!ended && endsFrame(tail)) controller?.enqueue(KEEPALIVE);
     })
     : undefined;
