@@ -32,6 +32,7 @@ import type { ApiKey } from '../resources/schema.ts';
 import { callerGateSubjects } from '../policies/reserve.ts';
 import { authenticate } from './auth.ts';
 import type { Guardrails } from './guardrails.ts';
+import { clientIdentity, PASSTHROUGH_RECORD } from './passthrough-record.ts';
 import {
   checkRelayedRequest,
   checksAnswer,
@@ -211,6 +212,10 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     const key = await authenticateRoute(route, headers, snapshot, d.clock());
     if (key instanceof ProxyError) return refuse(key);
     rec.identified(key);
+    if (route.identity_header) {
+      const who = clientIdentity(headers.get(route.identity_header));
+      if (who !== undefined) rec.facet(PASSTHROUGH_RECORD).clientIdentity = who;
+    }
     if (!routeAllowed(key, route.name)) return refuse(routeNotAllowed(route.name));
 
     let inject: { key: ProviderKey; secret: string } | undefined;

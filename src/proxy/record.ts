@@ -15,6 +15,7 @@ import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { RecordFacet, RecordPart } from './record-facet.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { DROPPED_RECORD } from './translation-record.ts';
+import { PASSTHROUGH_RECORD } from './passthrough-record.ts';
 import { totalOf, type Usage } from './usage.ts';
 
 /** The upstream a request went to: the part of `ServedBy` the labels read. */
@@ -372,7 +373,12 @@ export interface RelayLabels {
  * The features' parts of the record, in the access log's order (after the core fields): the one place a feature's
  * fields are placed. A new feature adds its part here.
  */
-const RECORD_PARTS: readonly RecordPart<RecordFacet>[] = [CACHE_RECORD, DROPPED_RECORD, GUARDRAIL_RECORD];
+const RECORD_PARTS: readonly RecordPart<RecordFacet>[] = [
+  CACHE_RECORD,
+  DROPPED_RECORD,
+  GUARDRAIL_RECORD,
+  PASSTHROUGH_RECORD,
+];
 
 /** A proxy response's `Server` header. */
 export const SERVER = `sluice/${VERSION}`;

@@ -232,6 +232,8 @@ describe('passthrough routes: refusals', () => {
     await inside.text();
     assert.equal(last().headers.authorization, `Bearer ${OPENAI_KEY}`);
     assert.equal(last().headers['x-user'], undefined);
+    const line = platform.logs.filter((l) => l.msg === 'proxy request completed' && l.path === '/anon/models').at(-1)!;
+    assert.equal(line.client_identity, 'alice', 'the end user recorded for audit');
   });
 
   test('/passthrough/* unclaimed: 410 before authentication, AISIX envelope; other paths the JSON 404', async () => {

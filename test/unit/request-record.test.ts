@@ -52,7 +52,7 @@ function verdict(): Verdict {
 }
 
 describe('RequestRecord access-log line', () => {
-  test('the fields are the core ones, then cache, dropped and guardrail fields, in that order', () => {
+  test('the fields are the core ones, then cache, dropped, guardrail and passthrough fields, in that order', () => {
     assert.deepEqual(ACCESS_LOG_LAYOUT.names, [
       ...CORE,
       'cache_status',
@@ -67,13 +67,14 @@ describe('RequestRecord access-log line', () => {
       'guardrail_monitor_hits',
       'guardrail_enforced_hits',
       'redacted_entity_counts',
+      'client_identity',
     ]);
   });
 
   test('a request no feature wrote to has every feature field absent', () => {
     const v = record().accessLogValues(200, 5);
     assert.equal(v.length, ACCESS_LOG_LAYOUT.names.length);
-    assert.deepEqual(v.slice(CORE.length), new Array(12).fill(undefined));
+    assert.deepEqual(v.slice(CORE.length), new Array(13).fill(undefined));
   });
 
   test("each feature's values land under its own fields", () => {
