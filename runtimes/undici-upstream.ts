@@ -65,11 +65,17 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
       const v = res.headers[name];
       return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
     };
+    // undici's `request` does not decode the body: every header describes it as delivered.
+    const headerList = () =>
+      Object.entries(res.headers).flatMap(([k, v]): [string, string][] =>
+        v === undefined ? [] : Array.isArray(v) ? v.map((x): [string, string] => [k, x]) : [[k, v]]
+      );
     const body = res.body;
     if (unbounded) {
       return {
         status: res.statusCode,
         header,
+        headerList,
         body,
         text: () => body.text(),
         discard: () => body.dump().then(() => {}),
@@ -88,6 +94,7 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
     const out: UpstreamResponse = {
       status: res.statusCode,
       header,
+      headerList,
       body: maxBytes ? boundedChunks(body, maxBytes) : body,
       text: () =>
         length === undefined

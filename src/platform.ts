@@ -65,9 +65,10 @@ export type SignalName = 'SIGTERM' | 'SIGINT' | 'SIGHUP';
 /** A request to an upstream provider. Bodies are already serialised. */
 export interface UpstreamRequest {
   url: string;
-  method: 'GET' | 'POST';
+  /** `GET` or `POST` for a model call; a passthrough route relays the caller's method. */
+  method: string;
   headers: Record<string, string>;
-  /** JSON as text; a multipart form as its encoded bytes. */
+  /** JSON as text; a multipart form as its encoded bytes; a relayed body (passthrough routes) as the caller's. */
   body?: string | Uint8Array<ArrayBuffer>;
   /** A `Cancel` on the proxy path (not an AbortSignal: see src/util/cancel.ts). */
   signal?: CancelSignal;
@@ -90,6 +91,11 @@ export interface KeyTls {
 export interface UpstreamResponse {
   status: number;
   header(name: string): string | null;
+  /**
+   * Every header as `body` delivers the answer, repeated ones kept (one `set-cookie` each): a client that
+   * decoded a compressed body leaves out `content-encoding` and `content-length`. What a relay passes on.
+   */
+  headerList?(): [string, string][];
   /** Chunks as they arrive; iterating pulls from the network (used for SSE pass-through). */
   body: AsyncIterable<Uint8Array>;
   text(): Promise<string>;

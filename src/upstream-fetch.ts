@@ -392,6 +392,7 @@ export function fetchUpstream(fetchFn: KeyFetch = fetch, limits: AnswerLimits = 
     const out: UpstreamResponse = {
       status: res.status,
       header: (name) => res.headers.get(name),
+      headerList: () => fetchHeaderList(res.headers),
       body: maxBytes ? boundedChunks(chunks, maxBytes) : chunks,
       text: () =>
         unbounded
@@ -405,6 +406,21 @@ export function fetchUpstream(fetchFn: KeyFetch = fetch, limits: AnswerLimits = 
     };
     return out;
   };
+}
+
+/**
+ * A fetch answer's headers as its body is delivered: fetch decodes a compressed body, so its
+ * `content-encoding` and `content-length` no longer describe it; each `set-cookie` stays its own header.
+ */
+function fetchHeaderList(headers: Headers): [string, string][] {
+  const decoded = (headers.get('content-encoding') ?? 'identity').trim().toLowerCase() !== 'identity';
+  const out: [string, string][] = [];
+  for (const [k, v] of headers) {
+    if (k === 'set-cookie' || (decoded && (k === 'content-encoding' || k === 'content-length'))) continue;
+    out.push([k, v]);
+  }
+  for (const c of headers.getSetCookie()) out.push(['set-cookie', c]);
+  return out;
 }
 
 /**

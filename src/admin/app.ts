@@ -120,7 +120,7 @@ function redactDeep(v: unknown, secrets: ReadonlySet<string>): unknown {
 
 /**
  * The kinds Sluice holds, by AISIX's admin path segment (`apikeys` is AISIX's former spelling of
- * `api_keys`). AISIX's `mcp_servers`, `a2a_agents` and `passthrough_routes` are not served by Sluice, so
+ * `api_keys`). AISIX's `mcp_servers` and `a2a_agents` are not served by Sluice, so
  * their paths are not routes here (docs/aisix-compatibility.md "Endpoints").
  */
 const API_KEYS: AdminKind = {
@@ -153,6 +153,7 @@ const ADMIN_KINDS: Readonly<Record<string, AdminKind>> = {
           : documentOf(e) // a datadog row holds no secret: only the name of the environment variable that does
       ),
   },
+  passthrough_routes: { kind: 'passthrough_routes', rows: (s) => s.of('passthrough_routes').map((r) => documentOf(r)) },
 };
 
 /** The paths AISIX's admin router serves besides the kinds' `/admin/v1/<kind>[/<id>]`; all are reads. */

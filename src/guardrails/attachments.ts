@@ -24,6 +24,8 @@ export interface Scope {
   modelId: string;
   apiKeyId: string;
   teamId: string | undefined;
+  /** A passthrough route's id (its requests name no model). */
+  routeId?: string;
 }
 
 interface Entry {
@@ -64,6 +66,7 @@ export class AttachmentIndex {
   private readonly byModel = new Map<string, Entry[]>();
   private readonly byKey = new Map<string, Entry[]>();
   private readonly byTeam = new Map<string, Entry[]>();
+  private readonly byRoute = new Map<string, Entry[]>();
   /** The chain when only environment-wide entries exist (the common case): no per-request work. */
   private readonly envOnly: readonly Guardrail[] | undefined;
   /** Every guardrail that can run, in evaluation order (the status page lists them). */
@@ -93,14 +96,17 @@ export class AttachmentIndex {
       else if (a.scope_type === 'model') push(this.byModel, id, e);
       else if (a.scope_type === 'api_key') push(this.byKey, id, e);
       else if (a.scope_type === 'team') push(this.byTeam, id, e);
-      // mcp_server and passthrough_route scopes select surfaces Sluice does not serve.
+      else if (a.scope_type === 'passthrough_route') push(this.byRoute, id, e);
+      // mcp_server scopes select a surface Sluice does not serve.
     }
     for (const [id, { i, r }] of order) {
       if (attached.has(id) || !r.guardrail) continue;
       log?.('implicitEnv', { guardrail: r.name, id });
       this.env.push({ order: i, priority: 0, specificity: SPECIFICITY.env, guardrail: r.guardrail });
     }
-    this.envOnly = this.byModel.size + this.byKey.size + this.byTeam.size === 0 ? chainOf(this.env) : undefined;
+    this.envOnly = this.byModel.size + this.byKey.size + this.byTeam.size + this.byRoute.size === 0
+      ? chainOf(this.env)
+      : undefined;
     this.guardrails = sorted.flatMap((r) => (r.guardrail ? [r.guardrail] : []));
   }
 
@@ -116,6 +122,7 @@ export class AttachmentIndex {
     entries.push(...(this.byModel.get(scope.modelId) ?? []));
     entries.push(...(this.byKey.get(scope.apiKeyId) ?? []));
     if (scope.teamId !== undefined) entries.push(...(this.byTeam.get(scope.teamId) ?? []));
+    if (scope.routeId !== undefined) entries.push(...(this.byRoute.get(scope.routeId) ?? []));
     return chainOf(entries);
   }
 }

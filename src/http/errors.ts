@@ -26,7 +26,10 @@ export type ErrorType =
   /** The identity provider's signing keys cannot be had (503; docs/identity.md). */
   | 'api_error'
   /** A hard budget refused the call (429; docs/budgets.md), AISIX's managed-mode type. */
-  | 'billing_error';
+  | 'billing_error'
+  /** A passthrough route's upstream exchange ran out of time (504) or failed in transport (502): AISIX's kinds. */
+  | 'timeout'
+  | 'transport_error';
 
 export class ProxyError {
   constructor(
@@ -187,4 +190,21 @@ export function upstreamErrorBody(
   if ('param' in p) error.param = typeof p.param === 'string' ? cut(p.param) : p.param;
   if ('code' in p) error.code = typeof p.code === 'string' ? cut(p.code) : p.code;
   return JSON.stringify({ error });
+}
+
+/** AISIX's longest upstream body kept inside `error.message` by the direct-HTTP families. */
+export const MAX_RAW_UPSTREAM_MESSAGE = 1024;
+
+/**
+ * An upstream error of a direct-HTTP family (audio, image edits, rerank: docs/endpoints.md "Path parameters and
+ * upstream bases") as AISIX answers it: a 4xx keeps its status with the upstream's body text inside
+ * `error.message` (type `upstream_error`), scrubbed of every secret before it is cut; a 429's `Retry-After` is
+ * kept; a 5xx becomes 502 `upstream returned <status>`.
+ */
+export function rawUpstreamError(status: number, body: string, scrub: Scrub, retryAfter?: string | null): ProxyError {
+  if (status >= 500) return new ProxyError(502, 'upstream_error', `upstream returned ${status}`);
+  const headers = status === 429 && retryAfter && /^\d+$/.test(retryAfter.trim())
+    ? { 'retry-after': retryAfter.trim() }
+    : undefined;
+  return new ProxyError(status, 'upstream_error', scrub(body, MAX_RAW_UPSTREAM_MESSAGE), undefined, headers);
 }

@@ -37,6 +37,22 @@ export function requestGateSubjects(snapshot: Snapshot, key: ApiKey, model: Mode
 }
 
 /**
+ * The policies a request that may name no model meets at its gate (a passthrough route's: the model its body
+ * names, when it is a configured one). Without a model, a policy that selects by model matches nothing.
+ */
+export function callerGateSubjects(
+  snapshot: Snapshot,
+  key: ApiKey,
+  model: Model | undefined,
+  nowMs: number,
+): RateLimitSubject[] {
+  if (model) return requestGateSubjects(snapshot, key, model, nowMs);
+  const all = snapshot.policies;
+  if (all.length === 0) return [];
+  return asSubjects(policiesAt(all, 'request', false), { ...caller(key), model: { id: '', name: '' } }, nowMs);
+}
+
+/**
  * A routing target's own layers, reserved before its attempt: its inline `rate_limit` (bucket
  * `model:<target name>`), then the policies that reserve per target, seeing the target with its group.
  */

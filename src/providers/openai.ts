@@ -5,6 +5,7 @@
 import { callMedia, isMediaEndpoint, mediaPath } from './media.ts';
 import { INJECTED_STREAM_OPTIONS, injectsUsage, withoutInjectedUsage } from './injected-usage.ts';
 import { observeResponsesUsage } from './responses-usage.ts';
+import { directUrl } from './direct-url.ts';
 import {
   type ProviderAdapter,
   type ProviderCall,
@@ -48,7 +49,10 @@ export const openaiAdapter: ProviderAdapter = {
     const inject = (c.endpoint === 'chat' || c.endpoint === 'completions') && injectsUsage(c.body, c.stream);
     const body = inject ? { ...c.body, stream_options: INJECTED_STREAM_OPTIONS } : c.body;
     const res = await c.upstream({
-      url: `${c.key.api_base}${PATHS[c.endpoint as keyof typeof PATHS]}`,
+      // Native Responses joins as AISIX's direct-HTTP families do (a bare host gets `/v1`); chat keeps the base.
+      url: c.endpoint === 'responses'
+        ? directUrl(c.key.api_base ?? '', PATHS.responses)
+        : `${c.key.api_base}${PATHS[c.endpoint as keyof typeof PATHS]}`,
       method: 'POST',
       headers,
       body: JSON.stringify(body),

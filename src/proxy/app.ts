@@ -36,7 +36,16 @@ import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import { responsesStateSteps } from './responses-state.ts';
-import { type ModelCallRoute, type Route, type RouteKind, routeOf, ROUTES, wireOf } from './routes.ts';
+import {
+  type ModelCallRoute,
+  PASSTHROUGH_ROUTE,
+  type Route,
+  type RouteKind,
+  routeOf,
+  ROUTES,
+  wireOf,
+} from './routes.ts';
+import { passthroughHandler } from './passthrough.ts';
 import { trackRequests } from './track.ts';
 import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
@@ -112,11 +121,17 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     clientIp: clientIpOf,
     clock: d.clock,
   });
-  const track = trackRequests(d, d.telemetry ? [usage, traceHooks(d.telemetry)] : [usage]);
-  app.use('/v1/*', track);
-  app.use('/a2a/*', track);
+  const hooks = d.telemetry ? [usage, traceHooks(d.telemetry)] : [usage];
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
+  const guards = guardrails({ ...d, configSecrets: secrets });
+  // Passthrough routes (src/passthrough/): a request whose host a route claims is relayed before any typed
+  // route sees it; a path a route's prefix claims is the app's fallback, after them.
+  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks, guards);
+  app.use('*', passthrough.hostDispatch);
+  const track = trackRequests(d, hooks);
+  app.use('/v1/*', track);
+  app.use('/a2a/*', track);
   const dispatcher = new Dispatcher({
     config: cfg,
     upstream: d.upstream,
@@ -139,7 +154,6 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   // Built once: the features join here. Policies, guardrails and cache policies come from the snapshot, so their
   // steps are in the pipeline of a snapshot that has them, and in no other (SnapshotPipelines).
   const cache = d.cache?.engine(embedThrough(dispatcher));
-  const guards = guardrails({ ...d, configSecrets: secrets });
   const features: SnapshotFeature[] = [policiesStep(d.clock), guards.steps];
   if (cache) features.push(cacheSteps(cache, guards.checkCached));
   if (d.responses) {
@@ -161,6 +175,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     'models-list': () => listModels(d, identify),
     'a2a-call': () => a2aCall(d, identify),
     'a2a-card': () => a2aCard(d, identify),
+    passthrough: () => passthrough.fallback,
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
@@ -171,6 +186,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });
+  app.all('*', handlerOf(handlers, PASSTHROUGH_ROUTE));
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
   return app;
 }

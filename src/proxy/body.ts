@@ -45,7 +45,8 @@ function declaredJson(req: Request): boolean {
   return media === 'application/json' || (media.startsWith('application/') && media.endsWith('+json'));
 }
 
-export async function readLimited(req: Request, limit: number): Promise<Uint8Array | ProxyError> {
+/** The body, refused (413) as soon as it is over `limit` bytes (0 = no limit): never held past it. */
+export async function readLimited(req: Request, limit: number): Promise<Uint8Array<ArrayBuffer> | ProxyError> {
   const declared = req.headers.get('content-length');
   if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
   if (limit === 0 || declared !== null || !req.body) return new Uint8Array(await req.arrayBuffer());

@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { Registry } from '../observability/metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
+import type { ApiKey } from '../resources/schema.ts';
 import type { DispatchResult } from '../routing/dispatch.ts';
 import { isMediaEndpoint, MEDIA_ENDPOINTS } from '../providers/media.ts';
 import { slotKey } from './call-state.ts';
@@ -48,6 +49,15 @@ export interface Guardrails {
    * (masks re-applied), or the refusal. The chain is the one the input step resolved for this caller.
    */
   checkCached(call: ModelCall, body: string): string | Promise<string | ProxyError>;
+  /**
+   * The chain of a request that names no model (a passthrough route's: the environment's, the route's, the
+   * key's and its team's attachments) and what its checks need, or undefined when no guardrail applies to it.
+   */
+  chainFor(
+    snapshot: Snapshot,
+    key: ApiKey,
+    routeId: string,
+  ): { chain: readonly Guardrail[]; deps: ChainDeps } | undefined;
 }
 
 export function guardrails(d: GuardrailStepDeps): Guardrails {
@@ -77,9 +87,16 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
       return checkOutput(call, chain, result, depsOf(call.caller.snapshot));
     },
   };
+  // One index per snapshot, shared by its pipeline and its passthrough routes (its build-time lines once).
+  const indexes = new WeakMap<Snapshot, AttachmentIndex>();
+  const indexFor = (snapshot: Snapshot): AttachmentIndex => {
+    let index = indexes.get(snapshot);
+    if (!index) indexes.set(snapshot, index = indexOf(snapshot, d.log));
+    return index;
+  };
   const steps: SnapshotFeature = (snapshot) => {
     if (snapshot.guardrails.length === 0) return undefined;
-    const index = indexOf(snapshot, d.log);
+    const index = indexFor(snapshot);
     if (index.empty) return undefined;
     const deps = depsOf(snapshot);
     return [{ name: 'input checks', run: (call) => checkInput(call, index, deps) }, outputChecks];
@@ -88,7 +105,13 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
     const chain = call.state.get(CHAIN);
     return chain && runsOn(chain, 'output') ? checkCachedOutput(call, chain, body, depsOf(call.caller.snapshot)) : body;
   };
-  return { steps, checkCached };
+  const chainFor = (snapshot: Snapshot, key: ApiKey, routeId: string) => {
+    if (snapshot.guardrails.length === 0) return undefined;
+    // No model is named: a model-scoped attachment selects nothing here.
+    const chain = indexFor(snapshot).resolve({ modelId: '', apiKeyId: key.id, teamId: key.team_id, routeId });
+    return chain.length === 0 ? undefined : { chain, deps: depsOf(snapshot) };
+  };
+  return { steps, checkCached, chainFor };
 }
 
 /** The index of a snapshot, with its build-time lines logged once. */

@@ -16,6 +16,7 @@ import { MEDIA_RECORD } from './media-usage.ts';
 import type { RecordFacet, RecordPart } from './record-facet.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { DROPPED_RECORD } from './translation-record.ts';
+import { PASSTHROUGH_RECORD } from './passthrough-record.ts';
 import { totalOf, type Usage } from './usage.ts';
 import type { UsageFacts } from '../usage/facts.ts';
 
@@ -32,7 +33,7 @@ export class RequestRecord {
   readonly endpoint: string;
   /** The caller's wire: its error envelope. */
   readonly protocol: Wire;
-  /** `inbound_protocol`: the caller's wire, or the route's own protocol (`a2a`). */
+  /** `inbound_protocol`: the caller's wire, or the route's own protocol (`a2a`, `passthrough`). */
   readonly inbound: string;
   /** The configured name the caller asked for (a wildcard hit: the wildcard row's name). */
   private model: string | undefined = undefined;
@@ -68,6 +69,8 @@ export class RequestRecord {
   private endedHere = false;
   /** The features' parts (record-facet.ts), each made on its feature's first write; none: no Map. */
   private facets: Map<RecordPart<RecordFacet>, RecordFacet> | undefined = undefined;
+  /** A relay to no model (a passthrough route): the labels it is counted under. */
+  private relay: RelayLabels | undefined = undefined;
 
   constructor(
     readonly start: number,
@@ -76,11 +79,21 @@ export class RequestRecord {
     readonly requestId: string,
     readonly peer: string | undefined,
     readonly downstreamRequestId: string | undefined,
+    /** The route, when the path does not name it (a passthrough route's request). */
+    route?: Route,
   ) {
-    this.route = routeOf(path);
+    this.route = route ?? routeOf(path);
     this.endpoint = this.route?.labels?.endpoint ?? this.route?.path ?? OTHER_ENDPOINT;
     this.protocol = this.route?.wire ?? 'openai';
-    this.inbound = this.route?.labels?.protocol ?? this.protocol;
+    this.inbound = this.route?.labels?.protocol ?? this.route?.protocol ?? this.protocol;
+  }
+
+  /**
+   * The request is relayed to no model (a passthrough route): the labels it is counted under. Its usage goes
+   * to the access log only, never to a token family (AISIX's).
+   */
+  relayed(labels: RelayLabels): void {
+    this.relay = labels;
   }
 
   /** The caller's key was accepted. */
@@ -208,7 +221,7 @@ export class RequestRecord {
       this.route?.labels?.endpoint ?? this.path,
       status,
       latencyMs,
-      up ? providerOf(up) : this.route?.labels?.upstream,
+      up ? providerOf(up) : this.relay?.logProvider ?? this.route?.labels?.upstream,
       this.model,
       this.key?.id,
       u?.input,
@@ -331,8 +344,9 @@ export class RequestRecord {
     const s = this.served;
     const up = s ?? this.direct;
     const fixed = this.route?.labels?.upstream;
-    const provider = up ? providerOf(up) : (fixed ?? 'unknown');
-    const model = this.model ?? fixed ?? 'unresolved';
+    const relay = this.relay;
+    const provider = up ? providerOf(up) : relay?.provider ?? fixed ?? 'unknown';
+    const model = this.model ?? relay?.model ?? fixed ?? 'unresolved';
     const outcome = this.outcome ?? outcomeOf(status);
     const code = String(status);
     const ident = [
@@ -342,8 +356,8 @@ export class RequestRecord {
       model,
       // The configured name (a wildcard alias: its pattern), never the caller's text: callers cannot grow the series.
       up?.model.model_name ?? 'unknown',
-      up?.model.provider_key_id ?? 'unknown',
-      up?.key.display_name ?? 'unknown',
+      up?.model.provider_key_id ?? relay?.providerKeyId ?? 'unknown',
+      up?.key.display_name ?? relay?.providerKeyName ?? 'unknown',
       this.key?.id ?? 'unknown',
       identity(this.key, 'team_id'),
       identity(this.key, 'user_id'),
@@ -365,7 +379,7 @@ export class RequestRecord {
     this.recordSlo(b, seconds);
     const u = this.usage;
     const total = totalOf(u);
-    if (u && total !== undefined) {
+    if (u && total !== undefined && !relay) {
       if (u.input) b.llmInputTokens.inc(u.input);
       if (u.output) b.llmOutputTokens.inc(u.output);
       if (total > 0) {
@@ -392,11 +406,29 @@ export class RequestRecord {
   }
 }
 
+/** What a relayed request (a passthrough route's) is counted under. */
+export interface RelayLabels {
+  /** The access log's `provider` (AISIX: the route's name). */
+  logProvider: string;
+  /** The `provider` label. */
+  provider: string;
+  /** The `model` label. */
+  model: string;
+  providerKeyId?: string;
+  providerKeyName?: string;
+}
+
 /**
  * The features' parts of the record, in the access log's order (after the core fields): the one place a feature's
  * fields are placed. A new feature adds its part here.
  */
-const RECORD_PARTS: readonly RecordPart<RecordFacet>[] = [CACHE_RECORD, DROPPED_RECORD, GUARDRAIL_RECORD, MEDIA_RECORD];
+const RECORD_PARTS: readonly RecordPart<RecordFacet>[] = [
+  CACHE_RECORD,
+  DROPPED_RECORD,
+  GUARDRAIL_RECORD,
+  MEDIA_RECORD,
+  PASSTHROUGH_RECORD,
+];
 
 /** A proxy response's `Server` header. */
 export const SERVER = `sluice/${VERSION}`;

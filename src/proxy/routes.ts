@@ -6,7 +6,7 @@ import type { Endpoint, MediaEndpoint } from '../providers/types.ts';
 interface RouteBase {
   /** The path, which is also the `endpoint` label (AISIX labels by route template). */
   readonly path: string;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'ALL';
   /** The caller's wire: its error envelope, SSE error events and `inbound_protocol` label. */
   readonly wire: Wire;
   /** Counted in the `aisix_llm_*` families too (a model inference). */
@@ -17,6 +17,8 @@ interface RouteBase {
    * fixed `provider` and `model` label, so no caller-chosen name grows the series.
    */
   readonly labels?: { readonly endpoint: string; readonly protocol: string; readonly upstream: string };
+  /** The `inbound_protocol` label when it is not the wire's name and the route has no fixed `labels`. */
+  readonly protocol?: string;
 }
 
 /** A route that dispatches a model call through the request pipeline (pipeline.ts). */
@@ -50,10 +52,22 @@ export interface A2aRoute extends RouteBase {
 }
 
 /**
+ * Passthrough routes (src/passthrough/, docs/endpoints.md "Passthrough routes"): any method on a host or path
+ * prefix a `passthrough_routes` resource claims, relayed to its upstream. It has no path of its own: the app
+ * mounts its handler before the typed routes (a claimed host) and after them (a claimed path prefix); `path`
+ * is AISIX's `endpoint` label, its errors are OpenAI's envelope whatever the upstream speaks.
+ */
+export interface PassthroughRouteKind extends RouteBase {
+  readonly kind: 'passthrough';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
+/**
  * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
  * passthrough, media) is one more member here and one more entry in the app's handler table.
  */
-export type Route = ModelCallRoute | ModelsListRoute | A2aRoute;
+export type Route = ModelCallRoute | ModelsListRoute | A2aRoute | PassthroughRouteKind;
 
 export type RouteKind = Route['kind'];
 
@@ -103,6 +117,16 @@ export const ROUTES: readonly Route[] = [
   },
   { path: '/v1/rerank', method: 'POST', wire: 'openai', inference: true, ...media('rerank') },
 ];
+
+/** Every passthrough route's request: counted as a proxy request, never as a model inference (AISIX's). */
+export const PASSTHROUGH_ROUTE: PassthroughRouteKind = {
+  path: '/passthrough_route',
+  method: 'ALL',
+  wire: 'openai',
+  inference: false,
+  protocol: 'passthrough',
+  kind: 'passthrough',
+};
 
 /** The fields of a model-call route dispatched to `call`. */
 function modelCall(call: Endpoint, streams?: true): Pick<ModelCallRoute, 'kind' | 'call' | 'streams'> {

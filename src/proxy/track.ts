@@ -22,6 +22,7 @@ import {
   RequestRecord,
 } from './record.ts';
 import { requestIdFrom } from './request-id.ts';
+import type { Route } from './routes.ts';
 
 /** What tracking reads and writes. */
 export interface TrackDeps {
@@ -68,6 +69,8 @@ function streamEnd(
 export function trackRequests(
   d: TrackDeps,
   hooks: readonly RequestHooks[] = [],
+  /** The route of every request tracked, when the path does not name it (passthrough routes). */
+  route?: Route,
 ): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
   const cfg = d.config;
   const accessLog = d.log.withTarget(ACCESS_LOG_TARGET);
@@ -97,6 +100,7 @@ export function trackRequests(
       requestIdFrom(headers, acceptHeaders),
       c.env?.peer,
       headers.get('x-request-id') ?? undefined,
+      route,
     );
     c.set('rec', rec);
     c.set('state', new CallState());

@@ -32,6 +32,7 @@ import {
   readOidcProvider,
 } from './identity-schema.ts';
 import { A2aAgentSchema, readA2aAgent } from './a2a-agent.ts';
+import { desugarPassthroughRoute, PassthroughRouteSchema, readPassthroughRoute } from './passthrough-route-schema.ts';
 import { ApiKeySchema, CachePolicySchema, ModelSchema, OtlpExporterSchema, ProviderKeySchema } from './schema.ts';
 
 /** What a file entry's desugar stage is given (src/resources/pipeline.ts). */
@@ -209,7 +210,17 @@ export const KINDS = {
     counted: true,
     export: 'as_stored',
   }),
-  passthrough_routes: notServed('name_or_display_name'),
+  /** Served by src/passthrough/ (docs/endpoints.md "Passthrough routes"). */
+  passthrough_routes: served({
+    identity: 'name_or_display_name',
+    schema: PassthroughRouteSchema,
+    description: 'passthrough routes: a path prefix or hosts relayed to one upstream (docs/endpoints.md)',
+    read: readPassthroughRoute,
+    file: true,
+    desugar: (doc, c) => desugarPassthroughRoute(doc, c.providerKeyIds, c.fileIds.api_keys),
+    counted: true,
+    export: 'entries',
+  }),
 } as const;
 
 export type KindName = keyof typeof KINDS;

@@ -161,7 +161,8 @@ async function buildResourceSet(
     models: accepted.models ?? [],
     api_keys: accepted.api_keys ?? [],
   };
-  await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace());
+  const routeNames = [...(identities.get('passthrough_routes')?.keys() ?? [])];
+  await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace(), routeNames);
   checkIdentityReferences({
     api_keys: typed.api_keys,
     oidc_providers: accepted.oidc_providers ?? [],

@@ -20,8 +20,10 @@ export async function checkReferences(
   providerKeyIds: ReadonlySet<string>,
   problems: Problems,
   pace: Pace,
+  routeNames: readonly string[] = [],
 ): Promise<void> {
   await checkModelRefs(typed, modelNames, problems, pace);
+  await checkRouteRefs(typed.api_keys, routeNames, problems, pace);
   await checkKeyHashes(typed.api_keys, problems, pace);
   for (const { at, r } of typed.models) {
     await pace();
@@ -53,6 +55,29 @@ async function checkModelRefs(typed: Typed, modelNames: readonly string[], probl
   for (const { at, r } of typed.models) {
     await pace();
     if (r.kind === 'routing') { for (const t of r.routing.targets) check(at, 'routing target', t.model); }
+  }
+}
+
+/** `allowed_routes` entries without `*` name a passthrough route of this file (AISIX's file check). */
+async function checkRouteRefs(
+  apiKeys: Typed['api_keys'],
+  routeNames: readonly string[],
+  problems: Problems,
+  pace: Pace,
+) {
+  const known = new Set(routeNames);
+  for (const { at, r } of apiKeys) {
+    await pace();
+    for (const name of r.allowed_routes ?? []) {
+      if (name.includes('*') || known.has(name)) continue;
+      const defined = routeNames.length === 0 ? 'none' : [...routeNames].sort().join(', ');
+      problems.entry(
+        at,
+        `allowed_routes entry references unknown passthrough route ${
+          JSON.stringify(name)
+        } (defined routes: ${defined})`,
+      );
+    }
   }
 }
 

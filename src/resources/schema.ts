@@ -280,6 +280,8 @@ export const apiKeyShape = {
   budgets: nullOk(BudgetListSchema),
   /** The A2A agents the key may reach (single-`*` globs over agent names); absent or empty: none (docs/a2a.md). */
   allowed_agents: nullOk(z.array(z.string())),
+  /** The passthrough routes the key may use, by name, single-`*` globs; absent, `null` or `[]`: none. */
+  allowed_routes: nullOk(z.array(z.string())),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

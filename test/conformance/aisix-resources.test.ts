@@ -608,7 +608,6 @@ const GATING = [
 const NOT_SERVED = [
   'mcp_servers',
   'mcp_auth_settings',
-  'passthrough_routes',
 ];
 
 describe('AISIX kinds Sluice does not implement (never fail open)', { timeout: 60_000 }, () => {

@@ -174,7 +174,6 @@ describe('reads: every kind Sluice holds, AISIX shape', () => {
       const path of [
         '/admin/v1/mcp_servers',
         '/admin/v1/a2a_agents/x',
-        '/admin/v1/passthrough_routes',
         '/admin/openapi.json',
         '/admin/v1/models/x/y',
         '/admin/v1/models/',

@@ -52,7 +52,7 @@ function verdict(): Verdict {
 }
 
 describe('RequestRecord access-log line', () => {
-  test('the fields are the core ones, then cache, dropped, guardrail and media fields, in that order', () => {
+  test('the fields are the core ones, then cache, dropped, guardrail, media and passthrough fields, in order', () => {
     assert.deepEqual(ACCESS_LOG_LAYOUT.names, [
       ...CORE,
       'cache_status',
@@ -69,13 +69,14 @@ describe('RequestRecord access-log line', () => {
       'redacted_entity_counts',
       'audio_duration_seconds',
       'input_characters',
+      'client_identity',
     ]);
   });
 
   test('a request no feature wrote to has every feature field absent', () => {
     const v = record().accessLogValues(200, 5);
     assert.equal(v.length, ACCESS_LOG_LAYOUT.names.length);
-    assert.deepEqual(v.slice(CORE.length), new Array(14).fill(undefined));
+    assert.deepEqual(v.slice(CORE.length), new Array(15).fill(undefined));
   });
 
   test("each feature's values land under its own fields", () => {

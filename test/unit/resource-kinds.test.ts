@@ -43,6 +43,12 @@ const SAMPLES: { [K in ResourceKind]: () => Record<string, unknown> } = {
     resolve: { api_key_id: 'k-id' },
   }),
   a2a_agents: () => ({ name: 'agent', url: 'https://agents.example/a2a' }),
+  passthrough_routes: () => ({
+    name: 'r',
+    path_prefix: '/raw',
+    target_url: 'https://api.example.com/v1',
+    provider_key_id: 'pk-id',
+  }),
 };
 
 /** The etcd ids of the samples, so the model points at the provider key and the attachment at the guardrail. */
@@ -58,6 +64,7 @@ const IDS: { [K in ResourceKind]: string } = {
   oidc_providers: 'o-id',
   claim_mappings: 'cm-id',
   a2a_agents: 'ag-id',
+  passthrough_routes: 'r-id',
 };
 
 type Reader = (id: string, doc: Record<string, unknown>, mode: 'strict' | 'lenient') => Read<unknown>;
@@ -131,6 +138,7 @@ describe('the resource-kind registry', () => {
         'oidc_providers',
         'claim_mappings',
         'a2a_agents',
+        'passthrough_routes',
       ],
       'the served kinds, in resource_counts order',
     );

@@ -651,17 +651,15 @@ cache_policies: [{ name: c1 }, { name: c2 }]
 observability_exporters: [{ name: o, kind: object_store }]
 mcp_servers: [{ display_name: s }]
 a2a_agents: [{ name: a, url: "https://agents.example/a2a" }]
-passthrough_routes: [{ name: p }]
 mcp_auth_settings: [{ resource_url: "https://x" }]
 `);
     assert.equal(r.ok, true, r.ok ? '' : r.report.format());
     if (!r.ok) return;
     assert.equal(r.snapshot.size, 3, 'cache_policies (src/cache) and a2a_agents (src/a2a) are served');
-    assert.equal(r.resourceCount, 7);
+    assert.equal(r.resourceCount, 6);
     assert.deepEqual(r.notServed, {
       observability_exporters: 1,
       mcp_servers: 1,
-      passthrough_routes: 1,
       mcp_auth_settings: 1,
     });
     assert.equal(

@@ -198,6 +198,15 @@ function expressible(snapshot: Snapshot): Expressible {
     winners.add(`api_keys/${k.id}`);
     apiKeyNameById.set(k.id, apiKeyFileName(k.key_hash));
   }
+  // A passthrough route's references must be written by name; the first route of a name is kept.
+  const routeNames = new Set<string>();
+  for (const r of snapshot.of('passthrough_routes')) {
+    if (routeNames.has(r.name)) continue;
+    routeNames.add(r.name);
+    if (r.provider_key_id !== undefined && !pkNames.has(r.provider_key_id)) continue;
+    if (r.anonymous_key_id !== undefined && !apiKeyNameById.has(r.anonymous_key_id)) continue;
+    winners.add(`passthrough_routes/${r.id}`);
+  }
   // A file's names are unique: the first policy of a name is the one a request would match first.
   const policyNames = new Set<string>();
   for (const p of snapshot.cachePolicies) {
@@ -257,6 +266,13 @@ function fileEntries(
     }
     if (row.kind === 'claim_mappings') {
       entry.resolve = { api_key: apiKeyNameById.get(row.resource.resolve.api_key_id)! }; // non-null: a winner's
+    }
+    if (row.kind === 'passthrough_routes') {
+      const { provider_key_id: pk, anonymous_key_id: anon } = row.resource;
+      delete entry.provider_key_id;
+      delete entry.anonymous_key_id;
+      if (pk !== undefined) entry.provider_key = pkNames.get(pk)!; // non-null: winners have their key
+      if (anon !== undefined) entry.anonymous_key = apiKeyNameById.get(anon)!;
     }
     if (row.kind === 'api_keys') {
       identity = apiKeyFileName(row.resource.key_hash);

@@ -1,0 +1,456 @@
+// Serving passthrough routes (docs/endpoints.md "Passthrough routes"; the pure parts in src/passthrough/): the route a request's host or path
+// claims, its caller (source_cidrs, auth mode, `allowed_routes`), its credential, the body read within the
+// body limit and relayed as sent, the caller's rate limits (the tokens the upstream reports charged when the
+// answer ends), one upstream attempt, and the answer relayed as it arrives. Errors are OpenAI's envelope
+// whatever the upstream speaks; the upstream's own statuses and bodies pass through unchanged.
+import type { Context } from 'hono';
+import { errorResponse, errors, ProxyError } from '../http/errors.ts';
+import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
+import { rateLimitRefusal } from './admission.ts';
+import { readLimited } from './body.ts';
+import { clientIpResolver } from './client-ip.ts';
+import type { ProxyEnv, StreamTracker } from './env.ts';
+import type { RelayLabels } from './record.ts';
+import type { PassthroughRouteKind } from './routes.ts';
+import { type RequestHooks, type TrackDeps, trackRequests } from './track.ts';
+import { totalOf } from './usage.ts';
+import type { PassthroughRoute } from '../resources/passthrough-route-schema.ts';
+import type { ProviderKey } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
+import { RefusedAnswer } from '../upstream-fetch.ts';
+import { Cancel } from '../util/cancel.ts';
+import { ipAllowed } from '../util/cidr.ts';
+import { redactSecrets } from '../util/redact.ts';
+import { routeAllowed, routeNotAllowed, sourceRefused } from '../passthrough/auth.ts';
+import { answerHeaders, isEventStream, outboundHeaders } from '../passthrough/headers.ts';
+import { claimsHost, inboundHost, type MatchedRoute, matchRoute } from '../passthrough/match.ts';
+import { relayBody } from '../passthrough/relay.ts';
+import { targetUrl } from '../passthrough/target.ts';
+import { detectEnvelope, UsageReader } from '../passthrough/usage.ts';
+import type { ApiKey } from '../resources/schema.ts';
+import { callerGateSubjects } from '../policies/reserve.ts';
+import { authenticate } from './auth.ts';
+import type { Guardrails } from './guardrails.ts';
+import { clientIdentity, PASSTHROUGH_RECORD } from './passthrough-record.ts';
+import {
+  checkRelayedRequest,
+  checksAnswer,
+  checkWholeAnswer,
+  guardRelayedStream,
+  relayGuard,
+} from './passthrough-guard.ts';
+
+/** The exact log lines of this family (AISIX's words). */
+export const PASSTHROUGH_MSG = {
+  legacyTunnel: 'removed /passthrough tunnel hit with no matching passthrough_route (410)',
+  sourceRefused: 'request rejected: client IP not in passthrough route source_cidrs',
+  streamFailed: 'passthrough-route upstream stream failed mid-relay',
+} as const;
+
+/** AISIX's answer on a `/passthrough/…` path no route claims (its removed tunnel's migration notice). */
+export const legacyTunnelGone = () =>
+  new ProxyError(
+    410,
+    'invalid_request_error',
+    'the implicit /passthrough/:provider tunnel has been removed; configure an explicit passthrough_route resource for this path (see the provider passthrough documentation for the migration)',
+    'endpoint_removed',
+  );
+
+/** What serving passthrough routes reads; the Gateway satisfies it. */
+export interface PassthroughDeps extends TrackDeps {
+  readonly snapshot: Snapshot | undefined;
+  readonly upstream: UpstreamFetch;
+  readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+}
+
+type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
+
+/** The two mounts of the passthrough handler: before the typed routes (a claimed host) and after them. */
+export interface PassthroughMounts {
+  /** Middleware: a request whose host an enabled route lists is relayed, whatever its path. */
+  hostDispatch(c: Context<ProxyEnv>, next: () => Promise<void>): Promise<Response | void>;
+  /** The app's fallback: a path a route's prefix claims, the legacy tunnel's 410, else the JSON 404. */
+  fallback: Handler;
+}
+
+export function passthroughHandler(
+  d: PassthroughDeps,
+  route: PassthroughRouteKind,
+  hooks: readonly RequestHooks[],
+  guards?: Pick<Guardrails, 'chainFor'>,
+): PassthroughMounts {
+  const track = trackRequests(d, hooks, route);
+  const serve = servePassthrough(d, guards);
+  const log = d.log.withTarget('aisix_proxy::passthrough_route');
+  /** Runs `answer` inside the tracking middleware (in-flight slot, request id, record, telemetry). */
+  const tracked = async (c: Context<ProxyEnv>, answer: () => Promise<Response>): Promise<Response> => {
+    await track(c, async () => {
+      c.res = await answer();
+    });
+    return c.res;
+  };
+  const relay = (c: Context<ProxyEnv>, host: string | undefined): Promise<Response> => {
+    const url = c.req.url;
+    const path = rawPath(url);
+    const matched = matchRoute(d.snapshot?.of('passthrough_routes') ?? [], host, path);
+    if (matched) return tracked(c, () => serve(c, matched));
+    if (!path.startsWith('/passthrough/')) return Promise.resolve(errorResponse(errors.notFound(c.req.path)));
+    return tracked(c, () => {
+      log.warn(PASSTHROUGH_MSG.legacyTunnel, { path });
+      const rec = c.get('rec');
+      rec.relayed({ logProvider: 'unresolved', provider: 'unresolved', model: 'passthrough' });
+      const e = legacyTunnelGone();
+      rec.failed(e.type, e.message);
+      return Promise.resolve(errorResponse(e));
+    });
+  };
+  const hostOf = (c: Context<ProxyEnv>) => inboundHost(c.req.header('host') ?? null, c.req.url);
+  return {
+    hostDispatch(c, next) {
+      // On every request: no promise of its own when no route lists a host.
+      const routes = d.snapshot?.of('passthrough_routes');
+      if (!routes?.length) return next();
+      const host = hostOf(c);
+      if (!claimsHost(routes, host)) return next();
+      return relay(c, host);
+    },
+    fallback: (c) => relay(c, hostOf(c)),
+  };
+}
+
+/** The path as the caller wrote it (percent-encoding kept). */
+function rawPath(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2);
+  if (start < 0) return '/';
+  const end = url.indexOf('?', start);
+  return end < 0 ? url.slice(start) : url.slice(start, end);
+}
+
+function rawQuery(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? '' : url.slice(q + 1);
+}
+
+/** The labels of a route's request: `byo` until the upstream answered a route that injects a key. */
+function labelsOf(route: PassthroughRoute, key: ProviderKey | undefined, answered: boolean): RelayLabels {
+  const provider = answered && key ? (key.provider.trim().toLowerCase() || 'unknown') : 'byo';
+  return {
+    logProvider: route.name,
+    provider,
+    model: 'passthrough',
+    ...(answered && key ? { providerKeyId: key.id, providerKeyName: key.display_name } : {}),
+  };
+}
+
+/**
+ * The route's caller by its `auth_mode` (`gateway_key`: `Authorization: Bearer` or `x-api-key`, as on the typed
+ * routes; `header_key`: the route's own header; `anonymous`: the configured key), or the refusal (401, or 400
+ * for a route whose anonymous key is missing).
+ */
+function authenticateRoute(
+  route: PassthroughRoute,
+  headers: Headers,
+  snapshot: Snapshot,
+  now: number,
+): ApiKey | ProxyError | Promise<ApiKey | ProxyError> {
+  if (route.auth_mode === 'gateway_key') return authenticate(headers, snapshot, now);
+  if (route.auth_mode === 'header_key') {
+    const name = route.auth_header_name!; // the schema requires it in this mode
+    const token = headers.get(name)?.trim().replace(/^Bearer\s+/i, '').trim();
+    if (!token) {
+      return new ProxyError(
+        401,
+        'invalid_api_key',
+        `missing or malformed ${name} header (this route's gateway API key header)`,
+      );
+    }
+    return authenticate(new Headers({ 'x-api-key': token }), snapshot, now);
+  }
+  const key = snapshot.apiKeys.get(route.anonymous_key_id!); // the schema requires it in this mode
+  if (!key) {
+    return errors.badRequest(
+      `request payload is invalid: passthrough route "${route.name}" anonymous key is not configured`,
+    );
+  }
+  if (key.disabled) return errors.disabledKey();
+  if (key.expires_at !== undefined && Date.parse(key.expires_at) <= now) return errors.expiredKey();
+  return key;
+}
+
+/** Statuses whose answer has no body. */
+const NO_BODY = new Set([101, 204, 205, 304]);
+
+function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor'> | undefined) {
+  const cfg = d.config;
+  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
+  const log = d.log.withTarget('aisix_proxy::passthrough_route');
+  const limit = cfg.proxy.request_body_limit_bytes;
+  const keepaliveMs = cfg.downstream.sse_keepalive_interval_secs * 1000;
+
+  return async function serve(c: Context<ProxyEnv>, m: MatchedRoute): Promise<Response> {
+    const rec = c.get('rec');
+    const route = m.route;
+    const snapshot = d.snapshot!; // a route matched, so there is one
+    const headers = c.req.raw.headers;
+    const refuse = (e: ProxyError): Response => {
+      rec.failed(e.type, e.message);
+      return errorResponse(e);
+    };
+    const providerKey = route.provider_key_id !== undefined
+      ? snapshot.providerKeys.get(route.provider_key_id)
+      : undefined;
+    rec.relayed(labelsOf(route, providerKey, false));
+
+    if (route.source_cidrs?.length) {
+      const ip = clientIpOf(c.env?.peer, headers);
+      if (!ipAllowed(route.source_cidrs, ip)) {
+        log.warn(PASSTHROUGH_MSG.sourceRefused, { route: route.name, source_ip: ip, request_id: rec.requestId });
+        return refuse(sourceRefused());
+      }
+    }
+    const key = await authenticateRoute(route, headers, snapshot, d.clock());
+    if (key instanceof ProxyError) return refuse(key);
+    rec.identified(key);
+    if (route.identity_header) {
+      const who = clientIdentity(headers.get(route.identity_header));
+      if (who !== undefined) rec.facet(PASSTHROUGH_RECORD).clientIdentity = who;
+    }
+    if (!routeAllowed(key, route.name)) return refuse(routeNotAllowed(route.name));
+
+    let inject: { key: ProviderKey; secret: string } | undefined;
+    if (route.credential_mode === 'inject') {
+      const invalid = (what: string) =>
+        errors.badRequest(`request payload is invalid: passthrough route "${route.name}" ${what}`);
+      if (!providerKey) return refuse(invalid('references an unknown provider key'));
+      if (!providerKey.api_key) return refuse(invalid('provider_key has empty api_key'));
+      inject = { key: providerKey, secret: providerKey.api_key };
+    }
+    const target = targetUrl(m, rawQuery(c.req.url));
+    if ('refused' in target) return refuse(errors.badRequest(`request payload is invalid: ${target.refused}`));
+
+    let body: Uint8Array<ArrayBuffer> | undefined;
+    if (c.req.raw.body) {
+      let read: Uint8Array<ArrayBuffer> | ProxyError;
+      try {
+        read = await readLimited(c.req.raw, limit);
+      } catch {
+        return refuse(errors.badRequest('request payload is invalid: failed to read request body'));
+      }
+      if (read instanceof ProxyError) return refuse(read);
+      if (read.byteLength > 0) body = read;
+    }
+    const parsed = parseJson(body);
+    const envelope = detectEnvelope(parsed);
+
+    const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
+    const model = inject ? bodyModel(snapshot, inject.key, parsed) : undefined;
+    if (model) subjects.push({ scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit });
+    subjects.push(...callerGateSubjects(snapshot, key, model, d.clock()));
+    const admitted = await d.rateLimiter.acquire(subjects);
+    if (!admitted.allowed) return refuse(rateLimitRefusal(admitted));
+    const permit = admitted.permit;
+    const found = guards?.chainFor(snapshot, key, route.id);
+    const guard = found ? relayGuard(found, envelope, m.remainder, route.name) : undefined;
+    if (guard) {
+      const refused = await checkRelayedRequest(guard, parsed, body, rec);
+      if (refused) {
+        void permit.end().catch(() => {});
+        return refuse(refused);
+      }
+    }
+
+    const timeoutMs = route.timeout_ms ?? cfg.upstream.timeout_ms;
+    const cancel = new Cancel();
+    let timedOut = false;
+    const timer = timeoutMs > 0
+      ? setTimeout(() => {
+        timedOut = true;
+        cancel.abort(new Error('timed out'));
+      }, timeoutMs)
+      : undefined;
+    const callerLeft = () => cancel.abort(new Error('the caller went away'));
+    c.env?.closed?.addEventListener('abort', callerLeft, { once: true });
+    const settle = (tokens?: number) => {
+      clearTimeout(timer);
+      c.env?.closed?.removeEventListener('abort', callerLeft);
+      void permit.end(tokens).catch(() => {});
+    };
+
+    let res: UpstreamResponse;
+    try {
+      res = await d.upstream({
+        url: target.url,
+        method: c.req.method,
+        headers: outboundHeaders(route, headers, rec.requestId, inject),
+        ...(body ? { body } : {}),
+        signal: cancel,
+        ...(inject?.key.tls ? { tls: inject.key.tls } : {}),
+      });
+    } catch (e) {
+      settle();
+      const failure = refuse(exchangeFailure(e, timedOut, timeoutMs));
+      // The runtime's words go to the access log only.
+      if (!timedOut && !(e instanceof RefusedAnswer)) rec.failed('transport_error', `transport error: ${String(e)}`);
+      return failure;
+    }
+    const eventStream = isEventStream(res.header('content-type'));
+    // A healthy event stream is bounded by its upstream or its caller, never by the exchange's time.
+    if (eventStream) clearTimeout(timer);
+    rec.relayed(labelsOf(route, providerKey, true));
+    rec.dispatching(eventStream, undefined);
+    const answered = answerHeaders(res.headerList?.() ?? contentTypeOnly(res), eventStream);
+    if (NO_BODY.has(res.status) || c.req.method === 'HEAD') {
+      await res.discard().catch(() => {});
+      settle();
+      return new Response(null, { status: res.status, headers: answered });
+    }
+    let chunks = res.body;
+    if (inject && res.status >= 400 && !eventStream && answered.get('content-encoding') === null) {
+      const scrubbed = await scrubbedError(res, inject.secret);
+      if ('text' in scrubbed) {
+        settle();
+        rec.failed('upstream_error', `upstream answered ${res.status}`);
+        answered.delete('content-length');
+        return new Response(scrubbed.text, { status: res.status, headers: answered });
+      }
+      chunks = scrubbed.chunks;
+    }
+    if (checksAnswer(guard)) {
+      if (eventStream) chunks = guardRelayedStream(guard, chunks, rec, () => cancel.abort(new Error('blocked')));
+      else if (res.status < 300) {
+        const held: Uint8Array[] = [];
+        try {
+          for await (const chunk of chunks) held.push(chunk);
+        } catch (e) {
+          settle();
+          return refuse(exchangeFailure(e, timedOut, timeoutMs));
+        }
+        const reader = new UsageReader(envelope, false);
+        for (const chunk of held) reader.push(chunk);
+        const usage = reader.finish();
+        rec.read(usage, undefined);
+        settle(totalOf(usage));
+        const refused = await checkWholeAnswer(guard, held, rec);
+        if (refused) return refuse(refused);
+        return new Response(new Blob(held as Uint8Array<ArrayBuffer>[]), { status: res.status, headers: answered });
+      }
+    }
+    const reader = new UsageReader(envelope, eventStream);
+    const tracker: StreamTracker = { onEnd: undefined };
+    const stream = relayBody({
+      chunks,
+      eventStream,
+      keepaliveMs,
+      onChunk: (chunk) => reader.push(chunk),
+      onFirstByte: () => rec.firstByte(d.clock()),
+      abortUpstream: () => cancel.abort(new Error('the caller went away')),
+      onEnd(end, detail) {
+        const usage = reader.finish();
+        rec.read(usage, undefined);
+        settle(totalOf(usage));
+        if (end !== 'complete') {
+          rec.streamFailed(end, detail);
+          if (end !== 'client_closed') log.warn(PASSTHROUGH_MSG.streamFailed, { route: route.name, error: detail });
+        }
+        tracker.onEnd?.(end);
+      },
+    });
+    c.set('stream', tracker);
+    return new Response(stream, { status: res.status, headers: answered });
+  };
+}
+
+/** An error answer past this many bytes is relayed as it is. */
+const MAX_SCRUBBED_BYTES = 64 * 1024;
+
+/**
+ * An upstream error answer with the injected credential redacted (an upstream that echoes the key it was
+ * sent must not hand the gateway's secret to the caller); one past `MAX_SCRUBBED_BYTES` is given back as
+ * chunks, those read first included.
+ */
+async function scrubbedError(
+  res: UpstreamResponse,
+  secret: string,
+): Promise<{ text: string } | { chunks: AsyncIterable<Uint8Array> }> {
+  const it = res.body[Symbol.asyncIterator]();
+  const read: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    let r: IteratorResult<Uint8Array>;
+    try {
+      r = await it.next();
+    } catch {
+      return { text: '' };
+    }
+    if (r.done) break;
+    read.push(r.value);
+    size += r.value.byteLength;
+    if (size > MAX_SCRUBBED_BYTES) return { chunks: rest(read, it) };
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of read) {
+    all.set(c, at);
+    at += c.byteLength;
+  }
+  return { text: redactSecrets(new TextDecoder().decode(all), [secret]) };
+}
+
+async function* rest(read: Uint8Array[], it: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
+  yield* read;
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return;
+    yield r.value;
+  }
+}
+
+function contentTypeOnly(res: UpstreamResponse): [string, string][] {
+  const t = res.header('content-type');
+  return t === null ? [] : [['content-type', t]];
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The body as JSON when it is an object (its envelope and `model` are read); undefined otherwise. */
+function parseJson(body: Uint8Array | undefined): unknown {
+  if (!body || body[0] !== 0x7b /* { */ && !/^\s*\{/.test(utf8.decode(body.subarray(0, 64)).trimStart())) {
+    return undefined;
+  }
+  try {
+    return JSON.parse(utf8.decode(body));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The configured model a JSON body's `model` names under the injected key's vendor (display name, else an
+ * exact `model_name`, smallest id): its own rate limits apply too, in the bucket typed calls to it share.
+ */
+function bodyModel(snapshot: Snapshot, key: ProviderKey, parsed: unknown) {
+  const name = (parsed as Record<string, unknown> | undefined)?.model;
+  if (typeof name !== 'string' || name === '') return undefined;
+  const vendor = key.provider.trim().toLowerCase();
+  const sameVendor = (m: { kind: string; provider?: string; provider_key_id?: string }) => {
+    if (m.kind !== 'direct') return false;
+    const p = m.provider ?? snapshot.providerKeys.get(m.provider_key_id!)?.provider ?? '';
+    return p.trim().toLowerCase() === vendor;
+  };
+  const byName = snapshot.modelByName(name);
+  if (byName && sameVendor(byName)) return byName;
+  let best;
+  for (const m of snapshot.models.values()) {
+    if (m.kind !== 'direct' || m.model_name !== name || m.model_name.includes('*') || !sameVendor(m)) continue;
+    if (!best || m.id < best.id) best = m;
+  }
+  return best;
+}
+
+/** The caller's error for an exchange that got no answer. */
+function exchangeFailure(e: unknown, timedOut: boolean, timeoutMs: number): ProxyError {
+  if (timedOut) return new ProxyError(504, 'timeout', `upstream request timed out after ${timeoutMs}ms`);
+  if (e instanceof RefusedAnswer) return new ProxyError(e.caller.status, 'upstream_error', e.caller.message);
+  return new ProxyError(502, 'transport_error', 'transport error: the upstream connection failed');
+}
