@@ -17,6 +17,7 @@ import type { RoutingModel } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
+import { CALL_WATCH } from './call-watch.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { Answering, ModelCall } from './pipeline.ts';
 import type { ModelCallRoute } from './routes.ts';
@@ -35,10 +36,6 @@ import {
   type Usage,
 } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
-import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
-import { finishReasonOf } from '../telemetry/finish-reason.ts';
-import type { Telemetry } from '../telemetry/telemetry.ts';
-import type { RequestTrace } from '../telemetry/trace.ts';
 
 /** Whether any target of `m` has limits of its own to reserve: its inline `rate_limit`, or a policy. */
 function targetsLimited(snapshot: Snapshot, m: RoutingModel): boolean {
@@ -63,8 +60,6 @@ export interface AnswerDeps {
   limiter: Pick<RateLimiter, 'acquire'>;
   /** When the answer's first byte goes out (the duration summaries, `ttft_ms`); the limits' windows. */
   clock: Clock;
-  /** Content capture of traced requests (`content_mode: full`). */
-  telemetry?: Pick<Telemetry, 'captureBytes'>;
   /** `upstream.max_sse_event_bytes`: the longest line a passed-through stream may carry; 0 = any. */
   maxSseEventBytes?: number;
   /** `proxy.served_by_header`: false leaves `x-aisix-served-by` off every answer. */
@@ -89,14 +84,12 @@ export class Answerer implements Answering {
       ? new TargetLimits(this.d.limiter, caller.snapshot, caller.key, m, this.d.clock)
       : undefined;
     if (limits) call.permit = limits.with(call.permit);
-    const trace = rec.trace;
-    if (trace && this.d.telemetry?.captureBytes(trace) !== undefined) {
-      trace.prompt = this.scrubber(call)()(JSON.stringify(body));
-    }
+    const watch = call.state.get(CALL_WATCH);
+    if (watch) watch.sending(body, this.scrubber(call));
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
-        trace, // undefined when untraced
+        attempts: watch?.attempts, // undefined when unwatched
         snapshot: caller.snapshot,
         model: m,
         upstreamModel: resolved.upstreamModel,
@@ -147,9 +140,7 @@ export class Answerer implements Answering {
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
-      const trace = rec.trace;
-      if (trace) rec.endedWith(finishReasonOf(r.body));
-      if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
+      call.state.get(CALL_WATCH)?.answered(r.body, scrub);
       const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return answerUsage(call, read.usage, () => estimateTokens(answerText(r.body))).then((used) => {
@@ -177,8 +168,9 @@ export class Answerer implements Answering {
     r: Extract<DispatchResult, { kind: 'stream' }>,
     scrub: () => Scrub,
   ): Response {
-    const trace = call.rec.trace;
-    const usage = new StreamUsage(this.d.maxSseEventBytes, trace !== undefined);
+    const watch = call.state.get(CALL_WATCH);
+    // The finish reason is read only for a watcher: nobody else asks for it.
+    const usage = new StreamUsage(this.d.maxSseEventBytes, watch !== undefined);
     const count = new StreamCount(
       usage,
       r.counted,
@@ -187,9 +179,9 @@ export class Answerer implements Answering {
     );
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
-    const collector = trace?.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
+    const see = watch?.streaming();
     const body = pumpSse({
-      chunks: meteredChunks(collector ? collected(r.chunks, collector) : r.chunks, usage, scrub, count),
+      chunks: meteredChunks(see ? seen(r.chunks, see) : r.chunks, usage, scrub, count),
       keepaliveMs: this.d.keepaliveMs,
       onFirstByte: () => call.rec.firstByte(this.d.clock()),
       abortUpstream: r.abort,
@@ -205,9 +197,8 @@ export class Answerer implements Answering {
         const used = count.final(left);
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
-        if (trace) call.rec.endedWith(usage.finishReason);
+        if (watch) watch.streamEnded(usage.finishReason, scrub);
         call.rec.firstToken(r.ttftMs?.());
-        if (collector) (trace as RequestTrace).completion = scrub()(collector.completion);
         // The record is written once, with the usage: at once (a stream that ended by itself was estimated
         // before its end reached the caller), else once the estimate is made. A caller that left frees its
         // slot at once; its record waits on the estimate.
@@ -322,15 +313,15 @@ export function stamped(
   return new Response(body, { status, headers });
 }
 
-/** The chunks as they are, each also shown to `collector` (content capture of a traced stream). */
-function collected(chunks: AsyncIterable<Uint8Array>, collector: CompletionCollector): AsyncIterable<Uint8Array> {
+/** The chunks as they are, each also shown to `see` (the call's watcher). */
+function seen(chunks: AsyncIterable<Uint8Array>, see: (chunk: Uint8Array) => void): AsyncIterable<Uint8Array> {
   return {
     [Symbol.asyncIterator]() {
       const it = chunks[Symbol.asyncIterator]();
       return {
         async next() {
           const r = await it.next();
-          if (!r.done) collector.push(r.value);
+          if (!r.done) see(r.value);
           return r;
         },
         return: () => it.return?.() ?? Promise.resolve({ done: true, value: undefined }),

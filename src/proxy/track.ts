@@ -12,6 +12,7 @@ import { MSG } from '../observability/messages.ts';
 import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import { CallState } from './call-state.ts';
+import { CALL_WATCH, type CallWatch } from './call-watch.ts';
 import type { ProxyEnv } from './env.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import {
@@ -37,8 +38,8 @@ export interface TrackDeps {
  * (traces: src/telemetry/request-hooks.ts).
  */
 export interface RequestHooks {
-  /** The request's record was just made. */
-  begin(rec: RequestRecord, headers: Headers): void;
+  /** The request's record was just made; what the hook returns watches the call (call-watch.ts: one watcher a call). */
+  begin(rec: RequestRecord, headers: Headers): CallWatch | undefined | void;
   /** The request's last byte is out, or it failed; `status` is what the caller got. */
   end(rec: RequestRecord, status: number): void;
 }
@@ -99,8 +100,12 @@ export function trackRequests(
       headers.get('x-request-id') ?? undefined,
     );
     c.set('rec', rec);
-    c.set('state', new CallState());
-    for (let i = 0; i < hooks.length; i++) hooks[i]!.begin(rec, headers);
+    const state = new CallState();
+    c.set('state', state);
+    for (let i = 0; i < hooks.length; i++) {
+      const watch = hooks[i]!.begin(rec, headers);
+      if (watch) state.set(CALL_WATCH, watch);
+    }
     const inFlight = [rec.endpoint, rec.protocol] as const;
     d.metrics.proxyInFlight.inc(inFlight);
     if (d.lifecycle.draining) {

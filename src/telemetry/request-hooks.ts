@@ -1,5 +1,11 @@
-// Traces join the tracking middleware as its begin and end hooks (docs/architecture.md "A request"): a
-// request's trace begins when its record is made and its spans go to the exporters once its last byte is out.
+// Traces join the tracking middleware as its begin and end hooks (docs/architecture.md "Where to add"): a
+// request's trace begins when its record is made, watches the call (its attempts as spans, its finish reason
+// and, under `content_mode: full`, its content) and its spans go to the exporters once its last byte is out.
+import type { Scrub } from '../http/scrub.ts';
+import type { AttemptWatch } from '../routing/dispatch-types.ts';
+import { attemptSpans } from './attempts.ts';
+import { CompletionCollector, completionOfAnswer } from './content.ts';
+import { finishReasonOf } from './finish-reason.ts';
 import type { Telemetry } from './telemetry.ts';
 import type { RequestOutcome, RequestTrace } from './trace.ts';
 
@@ -9,16 +15,20 @@ export interface TracedRecord {
   trace: RequestTrace | undefined;
   /** Whether the call was dispatched as a stream. */
   readonly streamed: boolean;
+  /** The answer's finish reason, for the trace's outcome. */
+  endedWith(reason: string | undefined): void;
   traceOutcome(status: number): RequestOutcome;
 }
 
 /** The tracking middleware's hooks for traces; nothing is traced while no exporter is configured. */
-export function traceHooks(t: Pick<Telemetry, 'active' | 'begin' | 'end'>) {
+export function traceHooks(t: Pick<Telemetry, 'active' | 'begin' | 'end' | 'captureBytes'>) {
   return {
-    begin(rec: TracedRecord, headers: Headers): void {
-      if (!t.active) return;
+    begin(rec: TracedRecord, headers: Headers): TraceWatch | undefined {
+      if (!t.active) return undefined;
       const trace = rec.trace = t.begin(rec.requestId, headers);
-      if (trace) trace.userAgent = headers.get('user-agent') ?? undefined;
+      if (!trace) return undefined;
+      trace.userAgent = headers.get('user-agent') ?? undefined;
+      return new TraceWatch(trace, rec, t);
     },
     /** The request's spans to the exporters that keep it (off the request path: `end` only queues). */
     end(rec: TracedRecord, status: number): void {
@@ -28,4 +38,41 @@ export function traceHooks(t: Pick<Telemetry, 'active' | 'begin' | 'end'>) {
       t.end(trace, rec.traceOutcome(status));
     },
   };
+}
+
+/**
+ * What a traced call's trace learns from the answer path (src/proxy/call-watch.ts `CallWatch`): the attempts,
+ * the finish reason, and under `content_mode: full` the prompt and the completion, scrubbed.
+ */
+class TraceWatch {
+  readonly attempts: AttemptWatch;
+  private collector: CompletionCollector | undefined = undefined;
+
+  constructor(
+    private readonly trace: RequestTrace,
+    private readonly rec: TracedRecord,
+    private readonly t: Pick<Telemetry, 'captureBytes'>,
+  ) {
+    this.attempts = attemptSpans(trace);
+  }
+
+  sending(body: Record<string, unknown>, scrub: () => Scrub): void {
+    if (this.t.captureBytes(this.trace) !== undefined) this.trace.prompt = scrub()(JSON.stringify(body));
+  }
+
+  answered(body: string, scrub: () => Scrub): void {
+    this.rec.endedWith(finishReasonOf(body));
+    if (this.trace.prompt !== undefined) this.trace.completion = scrub()(completionOfAnswer(body));
+  }
+
+  streaming(): ((chunk: Uint8Array) => void) | undefined {
+    if (this.trace.prompt === undefined) return undefined;
+    const collector = this.collector = new CompletionCollector(1_048_576);
+    return (chunk) => collector.push(chunk);
+  }
+
+  streamEnded(finishReason: string | undefined, scrub: () => Scrub): void {
+    this.rec.endedWith(finishReason);
+    if (this.collector) this.trace.completion = scrub()(this.collector.completion);
+  }
 }
