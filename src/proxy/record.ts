@@ -44,8 +44,6 @@ export class RequestRecord {
   private direct: Upstream | undefined = undefined;
   private usage: Usage | undefined = undefined;
   private providerRequestId: string | undefined = undefined;
-  /** Why the model stopped, as the answer said (`gen_ai.response.finish_reasons`); read for traced requests only. */
-  private finishReason: string | undefined = undefined;
   private errorKind: string | undefined = undefined;
   /** The failure's message (the access log's `error`). */
   private error: string | undefined = undefined;
@@ -108,11 +106,6 @@ export class RequestRecord {
     if (usage === undefined && this.usage !== undefined) return;
     this.usage = usage;
     this.providerRequestId = providerRequestId;
-  }
-
-  /** The answer's finish reason (a traced request's; undefined: it gave none). */
-  endedWith(reason: string | undefined): void {
-    this.finishReason = reason;
   }
 
   /**
@@ -259,7 +252,6 @@ export class RequestRecord {
       requestModel: this.model,
       responseModel: s?.upstreamModel,
       responseId: this.providerRequestId,
-      finishReason: this.finishReason,
       inputTokens: u?.input,
       outputTokens: u?.output,
       apiKeyId: this.key?.id,

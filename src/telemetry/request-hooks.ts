@@ -15,8 +15,6 @@ export interface TracedRecord {
   trace: RequestTrace | undefined;
   /** Whether the call was dispatched as a stream. */
   readonly streamed: boolean;
-  /** The answer's finish reason, for the trace's outcome. */
-  endedWith(reason: string | undefined): void;
   traceOutcome(status: number): RequestOutcome;
 }
 
@@ -28,14 +26,16 @@ export function traceHooks(t: Pick<Telemetry, 'active' | 'begin' | 'end' | 'capt
       const trace = rec.trace = t.begin(rec.requestId, headers);
       if (!trace) return undefined;
       trace.userAgent = headers.get('user-agent') ?? undefined;
-      return new TraceWatch(trace, rec, t);
+      return new TraceWatch(trace, t);
     },
     /** The request's spans to the exporters that keep it (off the request path: `end` only queues). */
     end(rec: TracedRecord, status: number): void {
       const trace = rec.trace;
       if (!trace) return;
       if (rec.streamed) trace.serving?.extend(); // the winning stream's span lasts to the stream's end
-      t.end(trace, rec.traceOutcome(status));
+      const outcome = rec.traceOutcome(status);
+      outcome.finishReason = trace.finishReason;
+      t.end(trace, outcome);
     },
   };
 }
@@ -50,7 +50,6 @@ class TraceWatch {
 
   constructor(
     private readonly trace: RequestTrace,
-    private readonly rec: TracedRecord,
     private readonly t: Pick<Telemetry, 'captureBytes'>,
   ) {
     this.attempts = attemptSpans(trace);
@@ -61,7 +60,7 @@ class TraceWatch {
   }
 
   answered(body: string, scrub: () => Scrub): void {
-    this.rec.endedWith(finishReasonOf(body));
+    this.trace.finishReason = finishReasonOf(body);
     if (this.trace.prompt !== undefined) this.trace.completion = scrub()(completionOfAnswer(body));
   }
 
@@ -72,7 +71,7 @@ class TraceWatch {
   }
 
   streamEnded(finishReason: string | undefined, scrub: () => Scrub): void {
-    this.rec.endedWith(finishReason);
+    this.trace.finishReason = finishReason;
     if (this.collector) this.trace.completion = scrub()(this.collector.completion);
   }
 }
