@@ -8,7 +8,7 @@ import type { ApiKey, Model } from '../resources/schema.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
 import { SLO_ENDPOINTS } from '../observability/gateway-metrics.ts';
 import type { BoundRequest } from '../observability/request-series.ts';
-import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
+import type { RequestOutcome } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { CACHE_RECORD } from './cache-record.ts';
 import { GUARDRAIL_RECORD } from './guardrail-record.ts';
@@ -56,8 +56,6 @@ export class RequestRecord {
   private firstByteAt: number | undefined = undefined;
   /** The serving attempt's upstream time to its first SSE frame (ms), for a stream. */
   private upstreamTtftMs: number | undefined = undefined;
-  /** This request's trace, when an exporter keeps it (telemetry); undefined otherwise. */
-  trace: RequestTrace | undefined = undefined;
   /** The failure is the gateway's own, after the 200: what the stream's end says later does not replace it. */
   private endedHere = false;
   /** The features' parts (record-facet.ts), each made on its feature's first write; none: no Map. */
@@ -241,7 +239,6 @@ export class RequestRecord {
   traceOutcome(status: number): RequestOutcome {
     const s = this.served;
     const u = this.usage;
-    const attempted = this.trace !== undefined && this.trace.attempts.length > 0;
     const o: RequestOutcome = {
       status,
       operation: this.route?.call === 'embeddings'
@@ -259,7 +256,6 @@ export class RequestRecord {
       clientIp: this.peer?.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1'),
       errorType: this.errorKind,
       downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
-      rateLimited: status === 429 && !attempted,
     };
     if (this.facets) { for (const f of this.facets.values()) f.traced?.(o); }
     return o;

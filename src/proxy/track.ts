@@ -40,8 +40,11 @@ export interface TrackDeps {
 export interface RequestHooks {
   /** The request's record was just made; what the hook returns watches the call (call-watch.ts: one watcher a call). */
   begin(rec: RequestRecord, headers: Headers): CallWatch | undefined | void;
-  /** The request's last byte is out, or it failed; `status` is what the caller got. */
-  end(rec: RequestRecord, status: number): void;
+  /**
+   * The request's last byte is out, or it failed; `status` is what the caller got, `watch` what a hook's `begin`
+   * returned for it.
+   */
+  end(rec: RequestRecord, status: number, watch: CallWatch | undefined): void;
 }
 
 /**
@@ -51,17 +54,18 @@ export interface RequestHooks {
  */
 function streamEnd(
   rec: RequestRecord,
+  watch: CallWatch | undefined,
   status: number,
   release: () => void,
-  telemetry: (rec: RequestRecord, status: number, latency?: number) => void,
+  telemetry: (rec: RequestRecord, watch: CallWatch | undefined, status: number, latency?: number) => void,
   clock: Clock,
 ): (end: StreamEnd, recorded?: Promise<void>) => void {
   return (_end, recorded) => {
     release();
-    if (!recorded) return telemetry(rec, status);
+    if (!recorded) return telemetry(rec, watch, status);
     // The latency is the stream's, not the wait for its record.
     const latency = clock() - rec.start;
-    const write = () => telemetry(rec, status, latency);
+    const write = () => telemetry(rec, watch, status, latency);
     void recorded.then(write, write);
   };
 }
@@ -78,7 +82,12 @@ export function trackRequests(
   const accessLogOn = cfg.observability.access_log;
 
   /** Telemetry: the request families and the access-log line, once its last byte is out. */
-  const telemetry = (rec: RequestRecord, status: number, latency = d.clock() - rec.start) => {
+  const telemetry = (
+    rec: RequestRecord,
+    watch: CallWatch | undefined,
+    status: number,
+    latency = d.clock() - rec.start,
+  ) => {
     rec.recordMetrics(d.metrics, status, latency / 1000);
     // AISIX writes its provider-call line whatever `access_log` says, and before the access log.
     const call = rec.providerCallValues(status, d.clock());
@@ -86,7 +95,7 @@ export function trackRequests(
     if (accessLogOn) {
       accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
     }
-    for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status);
+    for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status, watch);
   };
 
   return async function trackRequest(c, next) {
@@ -102,9 +111,11 @@ export function trackRequests(
     c.set('rec', rec);
     const state = new CallState();
     c.set('state', state);
+    // Kept here too: a throw empties the call's slots before the end hooks run.
+    let watch: CallWatch | undefined;
     for (let i = 0; i < hooks.length; i++) {
-      const watch = hooks[i]!.begin(rec, headers);
-      if (watch) state.set(CALL_WATCH, watch);
+      const w = hooks[i]!.begin(rec, headers);
+      if (w) state.set(CALL_WATCH, watch = w);
     }
     const inFlight = [rec.endpoint, rec.protocol] as const;
     d.metrics.proxyInFlight.inc(inFlight);
@@ -132,10 +143,10 @@ export function trackRequests(
     if (!c.get('stamped')) res.headers.set('x-aisix-request-id', rec.requestId);
     const stream = c.get('stream');
     // A streamed body holds the slot until its last byte; the pump reports the end.
-    if (stream) stream.onEnd = streamEnd(rec, res.status, release, telemetry, d.clock);
+    if (stream) stream.onEnd = streamEnd(rec, watch, res.status, release, telemetry, d.clock);
     else {
       release();
-      telemetry(rec, res.status);
+      telemetry(rec, watch, res.status);
     }
   };
 }

@@ -9,10 +9,9 @@ import { finishReasonOf } from './finish-reason.ts';
 import type { Telemetry } from './telemetry.ts';
 import type { RequestOutcome, RequestTrace } from './trace.ts';
 
-/** The part of a proxy request's record the trace hooks read and write (src/proxy/record.ts). */
+/** The part of a proxy request's record the trace hooks read (src/proxy/record.ts). */
 export interface TracedRecord {
   readonly requestId: string;
-  trace: RequestTrace | undefined;
   /** Whether the call was dispatched as a stream. */
   readonly streamed: boolean;
   traceOutcome(status: number): RequestOutcome;
@@ -23,18 +22,20 @@ export function traceHooks(t: Pick<Telemetry, 'active' | 'begin' | 'end' | 'capt
   return {
     begin(rec: TracedRecord, headers: Headers): TraceWatch | undefined {
       if (!t.active) return undefined;
-      const trace = rec.trace = t.begin(rec.requestId, headers);
+      const trace = t.begin(rec.requestId, headers);
       if (!trace) return undefined;
       trace.userAgent = headers.get('user-agent') ?? undefined;
       return new TraceWatch(trace, t);
     },
     /** The request's spans to the exporters that keep it (off the request path: `end` only queues). */
-    end(rec: TracedRecord, status: number): void {
-      const trace = rec.trace;
-      if (!trace) return;
+    end(rec: TracedRecord, status: number, watch: unknown): void {
+      if (!(watch instanceof TraceWatch)) return; // not traced: no watch, or another hook's
+      const trace = watch.trace;
       if (rec.streamed) trace.serving?.extend(); // the winning stream's span lasts to the stream's end
       const outcome = rec.traceOutcome(status);
       outcome.finishReason = trace.finishReason;
+      // A 429 before any attempt is the gateway's own rate limit, not an upstream's.
+      outcome.rateLimited = status === 429 && trace.attempts.length === 0;
       t.end(trace, outcome);
     },
   };
@@ -49,7 +50,7 @@ class TraceWatch {
   private collector: CompletionCollector | undefined = undefined;
 
   constructor(
-    private readonly trace: RequestTrace,
+    readonly trace: RequestTrace,
     private readonly t: Pick<Telemetry, 'captureBytes'>,
   ) {
     this.attempts = attemptSpans(trace);
