@@ -10,6 +10,8 @@
 //   apt-get install -y valgrind
 //   node --import tsx bench/instructions.ts --baseline /tmp/ab-old [--requests 3000] [--warmup 10000] [--rounds 3]
 //   node --import tsx bench/instructions.ts --baseline /tmp/ab-old --stream --requests 1000 --warmup 3000
+// `--keep` leaves callgrind's dumps in the run directory it names, for `callgrind_annotate` (docs/performance.md
+// "How the figures are measured": the optimising compiler's and the collector's part, apart from the rest).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -25,6 +27,7 @@ const REQUESTS = Number(flag('requests', '3000'));
 const WARMUP = Number(flag('warmup', '10000'));
 const ROUNDS = Number(flag('rounds', '3'));
 const STREAM = has('stream');
+const KEEP = has('keep');
 const IN_FLIGHT = STREAM ? 16 : 4;
 const UNIT = STREAM ? 'stream' : 'request';
 const BODY = STREAM
@@ -40,7 +43,8 @@ const work = mkdtempSync(path.join(tmpdir(), 'sluice-instructions-'));
 const children = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
-  rmSync(work, { recursive: true, force: true });
+  if (KEEP) console.error(`instructions: callgrind's dumps kept in ${work}`);
+  else rmSync(work, { recursive: true, force: true });
 });
 
 /** Starts `cmd` and resolves once a line of its output matches `ready`. */

@@ -19,6 +19,7 @@ import type { RoutingModel } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
+import { CALL_WATCH } from './call-watch.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { Answering, ModelCall } from './pipeline.ts';
 import type { ModelCallRoute } from './routes.ts';
@@ -37,9 +38,8 @@ import {
   type Usage,
 } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
-import { CompletionCollector, completionOfAnswer } from '../telemetry/content.ts';
+import { CompletionCollector } from '../telemetry/content.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
-import type { Telemetry } from '../telemetry/telemetry.ts';
 import { capturedAnswer } from '../usage/content.ts';
 import { USAGE_PART } from '../usage/facts.ts';
 
@@ -66,8 +66,6 @@ export interface AnswerDeps {
   limiter: Pick<RateLimiter, 'acquire'>;
   /** When the answer's first byte goes out (the duration summaries, `ttft_ms`); the limits' windows. */
   clock: Clock;
-  /** Content capture of traced requests (`content_mode: full`). */
-  telemetry?: Pick<Telemetry, 'captureBytes'>;
   /** `upstream.max_sse_event_bytes`: the longest line a passed-through stream may carry; 0 = any. */
   maxSseEventBytes?: number;
   /** `proxy.served_by_header`: false leaves `x-aisix-served-by` off every answer. */
@@ -99,16 +97,14 @@ export class Answerer implements Answering {
       ? new TargetLimits(this.d.limiter, caller.snapshot, caller.key, m, this.d.clock)
       : undefined;
     if (limits) call.permit = limits.with(call.permit);
-    const trace = rec.trace;
-    if (trace && this.d.telemetry?.captureBytes(trace) !== undefined) {
-      trace.prompt = this.scrubber(call)()(JSON.stringify(body));
-    }
+    const watch = call.state.get(CALL_WATCH);
+    if (watch) watch.sending(body, this.scrubber(call));
     const usage = rec.facet(USAGE_PART);
     if (usage.captureBytes !== undefined) usage.prompt = this.scrubber(call)()(JSON.stringify(body));
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
-        trace, // undefined when untraced
+        attempts: watch?.attempts, // undefined when unwatched
         snapshot: caller.snapshot,
         model: m,
         upstreamModel: resolved.upstreamModel,
@@ -167,10 +163,9 @@ export class Answerer implements Answering {
       const read = readBody(r.body);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
-      const trace = rec.trace;
+      call.state.get(CALL_WATCH)?.answered(r.body, scrub);
       const usage = rec.facet(USAGE_PART);
-      if (trace || usage.exporting) rec.endedWith(finishReasonOf(r.body));
-      if (trace?.prompt !== undefined) trace.completion = scrub()(completionOfAnswer(r.body));
+      if (usage.exporting) usage.finishReason = finishReasonOf(r.body);
       if (usage.prompt !== undefined) usage.completion = scrub()(capturedAnswer(call.route.call, r.body));
       const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
@@ -199,9 +194,10 @@ export class Answerer implements Answering {
     r: Extract<DispatchResult, { kind: 'stream' }>,
     scrub: () => Scrub,
   ): Response {
-    const trace = call.rec.trace;
-    const finishReason = trace !== undefined || call.rec.facet(USAGE_PART).exporting;
-    const usage = new StreamUsage(this.d.maxSseEventBytes, finishReason);
+    const watch = call.state.get(CALL_WATCH);
+    const usagePart = call.rec.facet(USAGE_PART);
+    // The finish reason is read only for a watcher or a usage exporter: nobody else asks for it.
+    const usage = new StreamUsage(this.d.maxSseEventBytes, watch !== undefined || usagePart.exporting);
     const count = new StreamCount(
       usage,
       r.counted,
@@ -210,12 +206,16 @@ export class Answerer implements Answering {
     );
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
-    const usagePart = call.rec.facet(USAGE_PART);
-    const collector = trace?.prompt !== undefined || usagePart.prompt !== undefined
-      ? new CompletionCollector(1_048_576)
-      : undefined;
+    const collector = usagePart.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
+    const watching = watch?.streaming();
+    const see = collector
+      ? (chunk: Uint8Array) => {
+        collector.push(chunk);
+        watching?.(chunk);
+      }
+      : watching;
     const body = pumpSse({
-      chunks: meteredChunks(collector ? collected(r.chunks, collector) : r.chunks, usage, scrub, count),
+      chunks: meteredChunks(see ? seen(r.chunks, see) : r.chunks, usage, scrub, count),
       keepaliveMs: this.d.keepaliveMs,
       onFirstByte: () => call.rec.firstByte(this.d.clock()),
       abortUpstream: r.abort,
@@ -231,10 +231,10 @@ export class Answerer implements Answering {
         const used = count.final(left);
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
-        if (finishReason) call.rec.endedWith(usage.finishReason);
+        if (watch) watch.streamEnded(usage.finishReason, scrub);
+        if (usagePart.exporting) usagePart.finishReason = usage.finishReason;
         call.rec.firstToken(r.ttftMs?.());
-        if (collector && trace?.prompt !== undefined) trace.completion = scrub()(collector.completion);
-        if (collector && usagePart.prompt !== undefined) usagePart.completion = scrub()(collector.completion);
+        if (collector) usagePart.completion = scrub()(collector.completion);
         // The record is written once, with the usage: at once (a stream that ended by itself was estimated
         // before its end reached the caller), else once the estimate is made. A caller that left frees its
         // slot at once; its record waits on the estimate.
@@ -351,15 +351,15 @@ export function stamped(
   return new Response(body, { status, headers });
 }
 
-/** The chunks as they are, each also shown to `collector` (content capture of a traced stream). */
-function collected(chunks: AsyncIterable<Uint8Array>, collector: CompletionCollector): AsyncIterable<Uint8Array> {
+/** The chunks as they are, each also shown to `see` (the call's watcher). */
+function seen(chunks: AsyncIterable<Uint8Array>, see: (chunk: Uint8Array) => void): AsyncIterable<Uint8Array> {
   return {
     [Symbol.asyncIterator]() {
       const it = chunks[Symbol.asyncIterator]();
       return {
         async next() {
           const r = await it.next();
-          if (!r.done) collector.push(r.value);
+          if (!r.done) see(r.value);
           return r;
         },
         return: () => it.return?.() ?? Promise.resolve({ done: true, value: undefined }),

@@ -146,7 +146,6 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
     limiter: d.rateLimiter,
     clock: d.clock,
-    telemetry: d.telemetry,
     maxSseEventBytes: cfg.upstream.max_sse_event_bytes,
     servedByHeader: cfg.proxy.served_by_header,
     relay: relayAnswer,

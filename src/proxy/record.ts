@@ -8,7 +8,7 @@ import type { ApiKey, Model } from '../resources/schema.ts';
 import type { DispatchResult, ServedBy } from '../routing/dispatch.ts';
 import { SLO_ENDPOINTS } from '../observability/gateway-metrics.ts';
 import type { BoundRequest } from '../observability/request-series.ts';
-import type { RequestOutcome, RequestTrace } from '../telemetry/trace.ts';
+import type { RequestOutcome } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { CACHE_RECORD, type CacheRecord } from './cache-record.ts';
 import { GUARDRAIL_RECORD, type GuardrailRecord } from './guardrail-record.ts';
@@ -18,7 +18,7 @@ import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { DROPPED_RECORD } from './translation-record.ts';
 import { PASSTHROUGH_RECORD } from './passthrough-record.ts';
 import { totalOf, type Usage } from './usage.ts';
-import type { UsageFacts } from '../usage/facts.ts';
+import { USAGE_PART, type UsageFacts, type UsagePart } from '../usage/facts.ts';
 
 /** The upstream a request went to: the part of `ServedBy` the labels read. */
 type Upstream = Pick<ServedBy, 'model' | 'key' | 'upstreamModel'>;
@@ -49,8 +49,6 @@ export class RequestRecord {
   private direct: Upstream | undefined = undefined;
   private usage: Usage | undefined = undefined;
   private providerRequestId: string | undefined = undefined;
-  /** Why the model stopped, as the answer said (`gen_ai.response.finish_reasons`); read for traced requests only. */
-  private finishReason: string | undefined = undefined;
   private errorKind: string | undefined = undefined;
   /** The failure's message (the access log's `error`). */
   private error: string | undefined = undefined;
@@ -63,8 +61,6 @@ export class RequestRecord {
   private firstByteAt: number | undefined = undefined;
   /** The serving attempt's upstream time to its first SSE frame (ms), for a stream. */
   private upstreamTtftMs: number | undefined = undefined;
-  /** This request's trace, when an exporter keeps it (telemetry); undefined otherwise. */
-  trace: RequestTrace | undefined = undefined;
   /** The failure is the gateway's own, after the 200: what the stream's end says later does not replace it. */
   private endedHere = false;
   /** The features' parts (record-facet.ts), each made on its feature's first write; none: no Map. */
@@ -126,11 +122,6 @@ export class RequestRecord {
     if (usage === undefined && this.usage !== undefined) return;
     this.usage = usage;
     this.providerRequestId = providerRequestId;
-  }
-
-  /** The answer's finish reason (a traced request's; undefined: it gave none). */
-  endedWith(reason: string | undefined): void {
-    this.finishReason = reason;
   }
 
   /**
@@ -295,14 +286,14 @@ export class RequestRecord {
       direct: this.direct,
       usage: this.usage,
       providerRequestId: this.providerRequestId,
-      finishReason: this.finishReason,
+      finishReason: (this.facets?.get(USAGE_PART) as UsagePart | undefined)?.finishReason,
       errorKind: this.errorKind,
       error: this.error,
       firstByteAt: this.firstByteAt,
       upstreamTtftMs: this.upstreamTtftMs,
       guardrails: g,
       cache: this.facets?.get(CACHE_RECORD) as CacheRecord | undefined,
-      traceId: this.trace?.traceId,
+      traceId: undefined,
     };
   }
 
@@ -310,7 +301,6 @@ export class RequestRecord {
   traceOutcome(status: number): RequestOutcome {
     const s = this.served;
     const u = this.usage;
-    const attempted = this.trace !== undefined && this.trace.attempts.length > 0;
     const o: RequestOutcome = {
       status,
       operation: this.route?.call === 'embeddings'
@@ -323,7 +313,6 @@ export class RequestRecord {
       requestModel: this.model,
       responseModel: s?.upstreamModel,
       responseId: this.providerRequestId,
-      finishReason: this.finishReason,
       inputTokens: u?.input,
       outputTokens: u?.output,
       apiKeyId: this.key?.id,
@@ -331,7 +320,6 @@ export class RequestRecord {
       clientIp: this.peer?.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1'),
       errorType: this.errorKind,
       downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
-      rateLimited: status === 429 && !attempted,
     };
     if (this.facets) { for (const f of this.facets.values()) f.traced?.(o); }
     return o;

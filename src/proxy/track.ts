@@ -12,6 +12,7 @@ import { MSG } from '../observability/messages.ts';
 import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import { CallState } from './call-state.ts';
+import { CALL_WATCH, type CallWatch } from './call-watch.ts';
 import type { ProxyEnv } from './env.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import {
@@ -38,10 +39,13 @@ export interface TrackDeps {
  * (traces: src/telemetry/request-hooks.ts).
  */
 export interface RequestHooks {
-  /** The request's record was just made. */
-  begin(rec: RequestRecord, headers: Headers): void;
-  /** The request's last byte is out, or it failed; `status` is what the caller got. */
-  end(rec: RequestRecord, status: number): void;
+  /** The request's record was just made; what the hook returns watches the call (call-watch.ts: one watcher a call). */
+  begin(rec: RequestRecord, headers: Headers): CallWatch | undefined | void;
+  /**
+   * The request's last byte is out, or it failed; `status` is what the caller got, `watch` what a hook's `begin`
+   * returned for it.
+   */
+  end(rec: RequestRecord, status: number, watch: CallWatch | undefined): void;
 }
 
 /**
@@ -51,17 +55,18 @@ export interface RequestHooks {
  */
 function streamEnd(
   rec: RequestRecord,
+  watch: CallWatch | undefined,
   status: number,
   release: () => void,
-  telemetry: (rec: RequestRecord, status: number, latency?: number) => void,
+  telemetry: (rec: RequestRecord, watch: CallWatch | undefined, status: number, latency?: number) => void,
   clock: Clock,
 ): (end: StreamEnd, recorded?: Promise<void>) => void {
   return (_end, recorded) => {
     release();
-    if (!recorded) return telemetry(rec, status);
+    if (!recorded) return telemetry(rec, watch, status);
     // The latency is the stream's, not the wait for its record.
     const latency = clock() - rec.start;
-    const write = () => telemetry(rec, status, latency);
+    const write = () => telemetry(rec, watch, status, latency);
     void recorded.then(write, write);
   };
 }
@@ -80,7 +85,12 @@ export function trackRequests(
   const accessLogOn = cfg.observability.access_log;
 
   /** Telemetry: the request families and the access-log line, once its last byte is out. */
-  const telemetry = (rec: RequestRecord, status: number, latency = d.clock() - rec.start) => {
+  const telemetry = (
+    rec: RequestRecord,
+    watch: CallWatch | undefined,
+    status: number,
+    latency = d.clock() - rec.start,
+  ) => {
     rec.recordMetrics(d.metrics, status, latency / 1000);
     // AISIX writes its provider-call line whatever `access_log` says, and before the access log.
     const call = rec.providerCallValues(status, d.clock());
@@ -88,7 +98,7 @@ export function trackRequests(
     if (accessLogOn) {
       accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
     }
-    for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status);
+    for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status, watch);
   };
 
   return async function trackRequest(c, next) {
@@ -103,8 +113,14 @@ export function trackRequests(
       route,
     );
     c.set('rec', rec);
-    c.set('state', new CallState());
-    for (let i = 0; i < hooks.length; i++) hooks[i]!.begin(rec, headers);
+    const state = new CallState();
+    c.set('state', state);
+    // Kept here too: a throw empties the call's slots before the end hooks run.
+    let watch: CallWatch | undefined;
+    for (let i = 0; i < hooks.length; i++) {
+      const w = hooks[i]!.begin(rec, headers);
+      if (w) state.set(CALL_WATCH, watch = w);
+    }
     const inFlight = [rec.endpoint, rec.inbound] as const;
     d.metrics.proxyInFlight.inc(inFlight);
     if (d.lifecycle.draining) {
@@ -131,10 +147,10 @@ export function trackRequests(
     if (!c.get('stamped')) res.headers.set('x-aisix-request-id', rec.requestId);
     const stream = c.get('stream');
     // A streamed body holds the slot until its last byte; the pump reports the end.
-    if (stream) stream.onEnd = streamEnd(rec, res.status, release, telemetry, d.clock);
+    if (stream) stream.onEnd = streamEnd(rec, watch, res.status, release, telemetry, d.clock);
     else {
       release();
-      telemetry(rec, res.status);
+      telemetry(rec, watch, res.status);
     }
   };
 }

@@ -14,11 +14,11 @@ import {
   type DispatchInput,
   type LiveStream,
   type Target,
+  type WatchedAttempt,
 } from './dispatch-types.ts';
 import { type Clock, systemClock } from '../util/clock.ts';
 import type { RoutingState } from './strategies.ts';
 import { upstreamBody } from './upstream-body.ts';
-import type { AttemptSpan } from '../telemetry/trace.ts';
 
 /** What an attempt uses. */
 export interface AttemptDeps {
@@ -44,15 +44,15 @@ export async function attemptUpstream(
   input: DispatchInput,
   t: Target,
   signal: CancelSignal,
-  span?: AttemptSpan,
+  watched?: WatchedAttempt,
 ): Promise<AttemptOutcome> {
   const now = d.clock ?? systemClock;
-  const a: Attempt = { t, now, startedAt: now(), first: {}, call: callUnderDeadline(d, input, t, signal), span };
+  const a: Attempt = { t, now, startedAt: now(), first: {}, call: callUnderDeadline(d, input, t, signal), watched };
   // A translation that writes nothing until later says when its upstream's first chunk came.
   const firstUpstreamChunk = () => {
     a.first.at ??= now();
     if (a.first.live) a.first.live.firstAt ??= a.first.at;
-    span?.firstByte();
+    watched?.firstByte();
   };
   try {
     const r = await callProvider(t.adapter, {
@@ -69,7 +69,7 @@ export async function attemptUpstream(
       ...(t.model.capabilities ? { capabilities: t.model.capabilities } : {}),
       ...(t.model.auto_prompt_caching?.enabled ? { promptCacheTtl: t.model.auto_prompt_caching.ttl ?? '5m' } : {}),
       ...(input.headers ? { callerHeaders: input.headers } : {}),
-      traceparent: span?.traceparent, // undefined when untraced: no header, and no object to spread
+      traceparent: watched?.traceparent, // undefined when unwatched: no header, and no object to spread
       ...(input.requestId ? { requestId: input.requestId } : {}),
       ...(input.stream ? { firstUpstreamChunk } : {}),
       apiKey: input.apiKey,
@@ -90,7 +90,7 @@ interface Attempt {
   /** When the upstream's first chunk came, and the live stream to tell once there is one. */
   first: { at?: number; live?: LiveStream };
   call: UnderDeadline;
-  span: AttemptSpan | undefined;
+  watched: WatchedAttempt | undefined;
 }
 
 /** What holds a call to its deadline: the cancel both the timer and the caller abort, and what to release. */
@@ -176,7 +176,7 @@ async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOu
     return { kind: 'transport', message: 'the upstream closed the stream before sending anything' };
   }
   call.stopTimer(); // from here on, the silence between chunks is bounded by the reader
-  a.span?.firstByte();
+  a.watched?.firstByte();
   const live = { first: first.value, rest, abort, end, startedAt, firstAt: a.first.at ?? a.now(), counted, headers };
   a.first.live = live;
   return { kind: 'response', status: 200, retryAfter: null, live };

@@ -6,7 +6,6 @@ import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts'
 import type { ModelHealth, UpstreamFailure } from './health.ts';
 import type { AttemptReport, Outcome } from './retry.ts';
 import type { RoutingState } from './strategies.ts';
-import type { AttemptSpan, RequestTrace } from '../telemetry/trace.ts';
 
 /** What attempt recording writes to. */
 export interface RecordDeps {
@@ -74,36 +73,4 @@ export class AttemptRecorder {
     const started = h.cooledDownTotal(t.model.id) - before;
     if (started > 0) this.d.metrics.cooledDown.inc(t.labels, started);
   }
-}
-
-/**
- * The span of an attempt about to start on `t`: `initial` first, `retry` on the target of the previous
- * attempt, `fallback` on another. `aisix.attempt_model` names routing targets only (AISIX's).
- */
-export function traceAttempt(
-  trace: RequestTrace,
-  input: DispatchInput,
-  t: Target,
-  previous: AttemptSpan | undefined,
-): AttemptSpan {
-  const model = input.model.kind === 'routing' ? t.model.display_name : '';
-  const kind = previous === undefined ? 'initial' : previous.targetId === t.model.id ? 'retry' : 'fallback';
-  return trace.attempt(kind, { id: t.model.id, model, provider: t.labels[0], url: t.key.api_base });
-}
-
-/** How an attempt settled, on its span: the status the caller would see and, when it failed, why. */
-export function settleSpan(span: AttemptSpan, o: AttemptOutcome): void {
-  if (o.kind === 'over_limit') return; // never called: no span was opened for it
-  if (o.kind === 'timeout') {
-    return span.settle(504, { errorClass: 'timeout', message: 'the upstream did not answer in time' });
-  }
-  if (o.kind === 'transport') {
-    const decode = o.callerMessage?.includes('not JSON') === true;
-    return span.settle(502, { errorClass: decode ? 'upstream_decode' : 'transport', message: o.message });
-  }
-  if (!o.live && o.refusal !== undefined) return span.settle(400, { errorClass: 'config', message: o.refusal });
-  if (o.status >= 400) {
-    return span.settle(o.status, { errorClass: 'upstream_status', message: `upstream answered ${o.status}` });
-  }
-  span.settle(o.status);
 }

@@ -8,9 +8,9 @@ import type { Cancel } from '../util/cancel.ts';
 import { type Clock, systemClock } from '../util/clock.ts';
 import { IdleTimer } from '../util/idle-timer.ts';
 import type { AttemptRecorder } from './dispatch-record.ts';
-import type { RequestTrace } from '../telemetry/trace.ts';
 import {
   type Answer,
+  type AttemptWatch,
   closeLive,
   type DispatchResult,
   type LiveStream,
@@ -29,11 +29,11 @@ export function streamResult(
   answer: (run: Run) => Answer,
   recorder: AttemptRecorder,
   served?: ServedBy,
-  trace?: RequestTrace,
+  watch?: AttemptWatch,
   headers?: Record<string, string>,
   clock: Clock = systemClock,
 ): DispatchResult {
-  const s = new CallerStream(run, controller, answer, recorder, trace, clock);
+  const s = new CallerStream(run, controller, answer, recorder, watch, clock);
   return {
     kind: 'stream',
     ...(served ? { served } : {}),
@@ -59,7 +59,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
     private readonly controller: Cancel,
     private readonly answer: (run: Run) => Answer,
     private readonly recorder: AttemptRecorder,
-    private readonly trace: RequestTrace | undefined,
+    private readonly watch: AttemptWatch | undefined,
     private readonly clock: Clock,
   ) {
     // A stream the loop produced after the caller's body had already ended is nobody's: close it.
@@ -149,7 +149,7 @@ class CallerStream implements AsyncIterator<Uint8Array> {
       throw new UpstreamStreamError('upstream_error', 'the upstream closed the stream before sending anything');
     }
     a.live.firstAt ??= this.clock();
-    this.trace?.serving?.firstByte();
+    this.watch?.firstChunk();
     return r;
   }
 }

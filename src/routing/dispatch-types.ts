@@ -13,7 +13,6 @@ import type { DirectModel, Model, ProviderKey, Routing } from '../resources/sche
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 import type { RunResult } from './retry.ts';
-import type { RequestTrace } from '../telemetry/trace.ts';
 import type { Candidate, HeaderReader } from './strategies.ts';
 
 export interface DispatchInput {
@@ -42,8 +41,8 @@ export interface DispatchInput {
   /** The caller's key, for the provider key's `request.default_headers` templates. */
   apiKey?: ProviderCall['apiKey'];
   clientIp?: string;
-  /** The request's trace, when an exporter keeps it: each attempt becomes a span (src/telemetry). */
-  trace?: RequestTrace;
+  /** What watches the request's attempts (traces), when anything does; dispatch only tells it. */
+  attempts?: AttemptWatch;
   /**
    * A routing model's targets: reserve the target's own limits before each attempt on it (docs/routing.md
    * "Members' own limits"). Absent: nothing to reserve.
@@ -74,6 +73,28 @@ export interface AttemptFact {
   durationMs: number;
   /** A stream that started: its figures are the stream's, known at its end. */
   live: boolean;
+}
+
+/**
+ * What watches one request's upstream attempts (traces: src/telemetry/attempts.ts): told as each attempt begins,
+ * when its first chunk comes and how it settled. Dispatch tells it and asks nothing of it but the header an
+ * attempt carries.
+ */
+export interface AttemptWatch {
+  /** An attempt on `t` begins now. */
+  attempt(input: DispatchInput, t: Target): WatchedAttempt;
+  /** The served stream's first chunk came after the stream was committed to the caller. */
+  firstChunk(): void;
+}
+
+/** One attempt as its watcher sees it. */
+export interface WatchedAttempt {
+  /** The `traceparent` the upstream request carries; undefined: none. */
+  readonly traceparent: string | undefined;
+  /** The upstream's first chunk arrived. */
+  firstByte(): void;
+  /** The attempt settled (never called for a target refused by its own limits: that one was never attempted). */
+  settled(o: AttemptOutcome): void;
 }
 
 /**

@@ -9,8 +9,7 @@ import type { Clock } from '../util/clock.ts';
 import { attemptUpstream } from './dispatch-attempt.ts';
 import { planTargets } from './dispatch-plan.ts';
 import { attemptFact } from './attempt-fact.ts';
-import { AttemptRecorder, settleSpan, traceAttempt } from './dispatch-record.ts';
-import type { AttemptSpan } from '../telemetry/trace.ts';
+import { AttemptRecorder } from './dispatch-record.ts';
 import { settledWithin, streamResult } from './dispatch-stream.ts';
 import {
   type Answer,
@@ -25,6 +24,7 @@ import {
   type Target,
   TRANSPORT_FAILED,
   upstreamFailure,
+  type WatchedAttempt,
 } from './dispatch-types.ts';
 import type { ModelHealth } from './health.ts';
 import { classifyOptions, retryBudget, runAttempts } from './retry.ts';
@@ -84,23 +84,23 @@ export class Dispatcher {
         answerOf,
         this.recorder,
         a.served,
-        input.trace,
+        input.attempts,
         a.live.headers,
         this.d.clock,
       );
     }
-    return streamResult(run, controller, answerOf, this.recorder, undefined, input.trace, undefined, this.d.clock);
+    return streamResult(run, controller, answerOf, this.recorder, undefined, input.attempts, undefined, this.d.clock);
   }
 
   /** The retry loop over the plan's targets, every attempt recorded. */
   private run(input: DispatchInput, plan: Plan, signal: CancelSignal): Promise<Run> {
     let previous: Target | undefined;
     const upstreamRetries = this.d.config.upstream.retries;
-    const trace = input.trace;
-    let span: AttemptSpan | undefined;
+    const watch = input.attempts;
+    let watched: WatchedAttempt | undefined;
     const call = (t: Target) => {
-      if (trace) span = traceAttempt(trace, input, t, trace.attempts[trace.attempts.length - 1]);
-      return attemptUpstream(this.d, input, t, signal, span);
+      if (watch) watched = watch.attempt(input, t);
+      return attemptUpstream(this.d, input, t, signal, watched);
     };
     const reserve = plan.routing ? input.reserveTarget : undefined;
     return runAttempts<Target, AttemptOutcome>({
@@ -109,7 +109,7 @@ export class Dispatcher {
         ? async (t) => {
           const gate = await reserve(t.model);
           if (gate.ok) return call(t);
-          span = undefined;
+          watched = undefined;
           return { kind: 'over_limit', ...gate };
         }
         : call,
@@ -127,7 +127,7 @@ export class Dispatcher {
         // A target refused by its own limits was never called: no upstream sample of it.
         if (r.outcome.kind === 'over_limit') return;
         this.recorder.attempt(input, r, signal, moved);
-        if (span) settleSpan(span, r.outcome);
+        if (watched) watched.settled(r.outcome);
       },
     });
   }

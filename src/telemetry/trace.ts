@@ -127,6 +127,8 @@ export class RequestTrace {
   end: number | undefined = undefined;
   /** The caller's `user-agent` (`aisix.client_user_agent`). */
   userAgent: string | undefined = undefined;
+  /** Why the model stopped, as the answer the caller got said (`gen_ai.response.finish_reasons`). */
+  finishReason: string | undefined = undefined;
   /** Captured content (`content_mode: full`), free of credentials; set by the request path. */
   prompt: string | undefined = undefined;
   completion: string | undefined = undefined;

@@ -85,6 +85,8 @@ export class UsagePart {
   completion: string | undefined = undefined;
   /** Some exporter takes this request's events: the answer's finish reason is read for them. */
   exporting = false;
+  /** Why the model stopped, as the answer said; read only while `exporting`. */
+  finishReason: string | undefined = undefined;
   /** Dispatch's per-attempt callback (`DispatchInput.onAttempt`); undefined when nothing keeps attempts. */
   attempt: ((a: AttemptFact) => void) | undefined = undefined;
 

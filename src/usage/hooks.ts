@@ -48,8 +48,8 @@ export function usageHooks(d: UsageHooksDeps) {
         part.clientIp = d.clientIp(rec.peer, headers);
       }
     },
-    end(rec: UsageRecordView, status: number): void {
-      const f = rec.usageFacts();
+    end(rec: UsageRecordView, status: number, watch: { readonly traceId?: string } | undefined): void {
+      const f = { ...rec.usageFacts(), traceId: watch?.traceId };
       // Authentication failures and paths that are no model call leave no usage behind (AISIX's).
       if (f.apiKeyId === undefined || f.handler === undefined || !EVENT_HANDLERS.has(f.handler)) return;
       const part = rec.facet(USAGE_PART);

@@ -174,7 +174,8 @@ describe('values that reach a URL are held to their grammar', () => {
   });
 });
 
-const TIMED_300 = { kind: 'timed', timeout_ms: 300 };
+// Room for a quick fault's answer on a loaded machine; the slow fault waits it out once.
+const TIMED_1S = { kind: 'timed', timeout_ms: 1000 };
 
 describe('bedrock: failing service', () => {
   /** A handler that answers only when the test says so (or the server closes). */
@@ -191,7 +192,7 @@ describe('bedrock: failing service', () => {
     ['no action', () => mock.script((_r, res) => sendJson(res, 200, { outputs: [] })), 'bedrock_5xx'],
   ];
   test('each failure tagged; both hooks fail closed by default, fail_open bypasses, mandatory blocks', async () => {
-    const g = (over: Record<string, unknown> = {}) => guardrail({ ...ROW, latency_mode: TIMED_300, ...over });
+    const g = (over: Record<string, unknown> = {}) => guardrail({ ...ROW, latency_mode: TIMED_1S, ...over });
     for (const [label, fault, want] of faults) {
       const reg = new Registry();
       // One scripted fault per call, and the five calls at once: a slow fault costs one timeout, not five.
