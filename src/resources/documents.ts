@@ -29,6 +29,7 @@ import {
   ProviderKeySchema,
 } from './schema.ts';
 import { resolveApiBase } from './api-base.ts';
+import { lenientMcpAccess } from './mcp-schema.ts';
 
 /** AISIX caps the ignored paths of one row at 64, then adds this marker. */
 export const MAX_IGNORED_FIELDS = 64;
@@ -138,7 +139,7 @@ export type Read<R> =
   | { ok: false; errorKind: 'schema_failed' | 'parse_failed'; error: string };
 
 /** A rejection; `undefined`: the document goes on to its schema. */
-type Precheck = (doc: Record<string, unknown>, mode: Mode, ignored: string[]) => Read<never> | undefined;
+export type Precheck = (doc: Record<string, unknown>, mode: Mode, ignored: string[]) => Read<never> | undefined;
 
 /**
  * A kind read through one zod schema: `check` sees the raw document first, `build` turns the parsed row into
@@ -213,7 +214,11 @@ export const readModel = schemaReader(ModelSchema, (id, data) => {
   return { ok: true, resource };
 }, stripInapplicable);
 
-export const readApiKey = schemaReader(ApiKeySchema, (id, data): { ok: true; resource: ApiKey } => withId(id, data));
+export const readApiKey = schemaReader(
+  ApiKeySchema,
+  (id, data): { ok: true; resource: ApiKey } => withId(id, data),
+  lenientMcpAccess,
+);
 
 /** Built here, once per row value: a row that cannot be built is rejected like a schema failure. */
 export const readGuardrail = schemaReader(GuardrailSchema, (id, data) => {

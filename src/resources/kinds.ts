@@ -23,6 +23,8 @@ import { GuardrailAttachmentSchema, GuardrailSchema } from '../guardrails/schema
 import { desugarApiKey, desugarModel } from './desugar.ts';
 import type { Env } from './interpolate.ts';
 import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
+import { readMcpAuthSettings, readMcpPolicy, readMcpServer } from './mcp-document.ts';
+import { McpAuthSettingsSchema, McpPolicySchema, McpServerSchema } from './mcp-schema.ts';
 import { RateLimitPolicySchema } from './policy-schema.ts';
 import { ApiKeySchema, CachePolicySchema, ModelSchema, OtlpExporterSchema, ProviderKeySchema } from './schema.ts';
 
@@ -166,11 +168,36 @@ export const KINDS = {
     counted: false,
     export: 'as_stored',
   }),
-  mcp_policies: gating('name', false),
+  // No file collection (AISIX's file has none): in a file, MCP access comes from `api_keys[].mcp_access` only.
+  mcp_policies: served({
+    identity: 'name',
+    schema: McpPolicySchema,
+    description: 'MCP tool access policies (etcd only; docs/mcp.md)',
+    read: readMcpPolicy,
+    file: false,
+    counted: true,
+    export: 'as_stored',
+  }),
   oidc_providers: gating('name', true),
   claim_mappings: gating('name', true),
-  mcp_servers: notServed('name_or_display_name'),
-  mcp_auth_settings: notServed('singleton'),
+  mcp_servers: served({
+    identity: 'name_or_display_name',
+    schema: McpServerSchema,
+    description: 'upstream MCP servers behind /mcp (docs/mcp.md)',
+    read: readMcpServer,
+    file: true,
+    counted: true,
+    export: 'as_stored',
+  }),
+  mcp_auth_settings: served({
+    identity: 'singleton',
+    schema: McpAuthSettingsSchema,
+    description: "/mcp's OAuth metadata and anonymous access (docs/mcp.md)",
+    read: readMcpAuthSettings,
+    file: true,
+    counted: true,
+    export: 'as_stored',
+  }),
   a2a_agents: notServed('name_or_display_name'),
   passthrough_routes: notServed('name_or_display_name'),
 } as const;

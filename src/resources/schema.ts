@@ -11,6 +11,7 @@
 // `secret` is AISIX's alias of a provider key's `api_key` on every path.
 import { z } from 'zod';
 import { CapabilitiesSchema } from './capabilities.ts';
+import { McpAccessSchema, McpRateLimitsSchema } from './mcp-schema.ts';
 
 const ADAPTERS = ['openai', 'anthropic', 'bedrock', 'vertex', 'azure-openai', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
@@ -269,6 +270,10 @@ export const apiKeyShape = {
   team_id: nullOk(z.string().min(1)),
   user_id: nullOk(z.string().min(1)),
   user_name: nullOk(z.string()),
+  /** The key's own MCP tool ACL layer (docs/mcp.md "Access control"). */
+  mcp_access: nullOk(McpAccessSchema),
+  /** Per MCP server name: the key's limits on that server's tool calls (docs/mcp.md "Governance"). */
+  mcp_rate_limits: nullOk(McpRateLimitsSchema),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

@@ -603,13 +603,10 @@ describe("schemas/resources.schema.json gives each case the file pipeline's verd
 // -- AISIX kinds Sluice does not implement -----------------------------------------------------------------
 
 const GATING = [
-  'mcp_policies',
   'oidc_providers',
   'claim_mappings',
 ];
 const NOT_SERVED = [
-  'mcp_servers',
-  'mcp_auth_settings',
   'a2a_agents',
   'passthrough_routes',
 ];
@@ -693,9 +690,7 @@ describe('AISIX kinds Sluice does not implement (never fail open)', { timeout: 6
       }
     }
     const platform = testPlatform();
-    const text = `_format_version: "1"\n${
-      NOT_SERVED.map((k) => `${k}:\n  - { ${k === 'mcp_servers' ? 'display_name' : 'name'}: a }`).join('\n')
-    }\n`;
+    const text = `_format_version: "1"\n${NOT_SERVED.map((k) => `${k}:\n  - { name: a }`).join('\n')}\n`;
     platform.fileMap.set('/r.yaml', text);
     const c = loadConfig('/c.yaml', 'resources_file: /r.yaml\nproxy: { addr: ":0" }\nadmin: { enabled: false }\n', {});
     assert.ok(c.ok);

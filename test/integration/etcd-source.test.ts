@@ -168,7 +168,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await s.put(`${P}/api_keys/k1`, { display_name: 'k', key_hash: 'NOT-A-HASH' });
     await s.put(`${P}/models/m5`, { ...model('m5'), id: 'other-id' });
     await s.put(`${P}/oidc_providers/g1`, { name: 'rl' });
-    await s.put(`${P}/mcp_servers/c1`, { name: 'c' });
+    await s.put(`${P}/passthrough_routes/c1`, { name: 'c' });
     await s.put(`${P}2/models/zz`, model('outside the prefix'));
 
     const t = open({ endpoint: etcd.endpoint, prefix: P });
@@ -194,10 +194,10 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
       assert.equal(r.serving_stale_since, undefined);
     }
     assert.deepEqual(t.gw.facts.partiallyCompatible, [
-      { resource_kind: 'mcp_servers', field: '*', count: 1 },
       { resource_kind: 'models', field: 'cooldown.sticky', count: 1 },
       { resource_kind: 'models', field: 'future_field', count: 2 },
       { resource_kind: 'models', field: 'other', count: 1 },
+      { resource_kind: 'passthrough_routes', field: '*', count: 1 },
     ]);
     const body = await statusConfig(t);
     assert.equal(body.state, 'degraded');
@@ -208,7 +208,7 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const m = await metrics(t);
     assert.match(m, /aisix_config_rejected_resources\{kind="models"\} 2/);
     assert.match(m, /aisix_config_partially_compatible_resources\{kind="models"\} 2/, 'rows, not fields');
-    assert.match(m, /aisix_config_partially_compatible_resources\{kind="mcp_servers"\} 1/);
+    assert.match(m, /aisix_config_partially_compatible_resources\{kind="passthrough_routes"\} 1/);
     assert.ok(t.platform.logs.some((l) => l.msg === 'etcd resource rejected' && l.key === `${P}/routes/r1`));
     assertNoSecrets(await visibleText(t));
   });

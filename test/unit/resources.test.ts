@@ -659,24 +659,22 @@ models:
     const r = await load(`_format_version: "1"
 cache_policies: [{ name: c1 }, { name: c2 }]
 observability_exporters: [{ name: o, kind: datadog }]
-mcp_servers: [{ display_name: s }]
+mcp_servers: [{ display_name: s, url: "http://127.0.0.1:9/mcp" }]
 a2a_agents: [{ name: a }]
 passthrough_routes: [{ name: p }]
 mcp_auth_settings: [{ resource_url: "https://x" }]
 `);
     assert.equal(r.ok, true, r.ok ? '' : r.report.format());
     if (!r.ok) return;
-    assert.equal(r.snapshot.size, 2, 'cache_policies are served (src/cache)');
+    assert.equal(r.snapshot.size, 4, 'cache_policies (src/cache) and the MCP kinds (src/mcp) are served');
     assert.equal(r.resourceCount, 7);
     assert.deepEqual(r.notServed, {
       observability_exporters: 1,
-      mcp_servers: 1,
       a2a_agents: 1,
       passthrough_routes: 1,
-      mcp_auth_settings: 1,
     });
     assert.equal(
-      await report('_format_version: "1"\nmcp_auth_settings: [{ a: 1 }, { b: 2 }]\n'),
+      await report('_format_version: "1"\nmcp_auth_settings: [{}, {}]\n'),
       one(
         'mcp_auth_settings[1] ("mcp_auth_settings")',
         'duplicate mcp_auth_settings entry: name "mcp_auth_settings" is already defined at mcp_auth_settings[0] — identities must be unique within a kind',
