@@ -28,6 +28,7 @@ import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
+import { mcpHandlers } from './mcp.ts';
 import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
@@ -92,7 +93,9 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.all(path, methodNotAllowed);
   }
 
-  app.use('/v1/*', trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []));
+  const track = trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []);
+  app.use('/v1/*', track);
+  for (const path of ['/mcp', '/mcp/*']) app.use(path, track);
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
   const dispatcher = new Dispatcher({
@@ -124,10 +127,11 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     features.push(() => steps);
   }
   const identify = identifyStep(d);
+  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
   const pipelines = new SnapshotPipelines({
     identify,
     readBody: readBodyStep(cfg.proxy.request_body_limit_bytes),
-    admit: admitStep(d.log, clientIpResolver(cfg.proxy.real_ip)),
+    admit: admitStep(d.log, clientIpOf),
     reserve: reserveStep(d.rateLimiter),
     answer: answerer,
   }, features);
@@ -135,6 +139,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const handlers: HandlerTable = {
     'model-call': (route) => modelCall(pipelines, route),
     'models-list': () => listModels(d, identify),
+    'mcp': mcpHandlers(d, { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf }, identify),
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {

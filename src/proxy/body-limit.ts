@@ -19,7 +19,7 @@ const WARN_EVERY_MS = 1000;
 export type DrainOutcome = 'completed' | 'cap_reached' | 'timeout' | 'client_read_error';
 
 /** The parts of a request record this check reads and fills. */
-type Rec = Pick<RequestRecord, 'requestId' | 'endpoint' | 'method' | 'protocol' | 'failed'>;
+type Rec = Pick<RequestRecord, 'requestId' | 'endpoint' | 'method' | 'protocol' | 'protocolLabel' | 'failed'>;
 
 /** What the check writes to. */
 export interface BodyLimitDeps {
@@ -102,7 +102,7 @@ export class BodyLimit {
         this.log.warn('request body exceeded the configured limit and the drain did not finish', fields);
       }
     }
-    this.d.metrics.bodyLimitRejections.inc([rec.endpoint, rec.protocol, outcome]);
+    this.d.metrics.bodyLimitRejections.inc([rec.endpoint, rec.protocolLabel, outcome]);
     const e = errors.tooLarge(this.limit);
     rec.failed(e.type, e.message);
     const res = errorResponse(e, envelopeFor(rec.protocol));

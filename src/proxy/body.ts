@@ -45,7 +45,7 @@ function declaredJson(req: Request): boolean {
   return media === 'application/json' || (media.startsWith('application/') && media.endsWith('+json'));
 }
 
-async function readLimited(req: Request, limit: number): Promise<Uint8Array | ProxyError> {
+export async function readLimited(req: Request, limit: number): Promise<Uint8Array | ProxyError> {
   const declared = req.headers.get('content-length');
   if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
   if (limit === 0 || declared !== null || !req.body) return new Uint8Array(await req.arrayBuffer());

@@ -28,8 +28,10 @@ export class RequestRecord {
   readonly route: Route | undefined;
   /** The `endpoint` label: the route's template, `other` for any other path. */
   readonly endpoint: string;
-  /** `inbound_protocol`: the caller's wire. */
+  /** The caller's wire: its error envelope. */
   readonly protocol: Wire;
+  /** `inbound_protocol`: the caller's wire, or the route's fixed label (`mcp`). */
+  readonly protocolLabel: string;
   /** The configured name the caller asked for (a wildcard hit: the wildcard row's name). */
   private model: string | undefined = undefined;
   /** The model name as the caller wrote it (a wildcard hit: not the row's name); the provider-call line's. */
@@ -74,8 +76,9 @@ export class RequestRecord {
     readonly downstreamRequestId: string | undefined,
   ) {
     this.route = routeOf(path);
-    this.endpoint = this.route?.path ?? OTHER_ENDPOINT;
+    this.endpoint = this.route?.labels?.endpoint ?? this.route?.path ?? OTHER_ENDPOINT;
     this.protocol = this.route?.wire ?? 'openai';
+    this.protocolLabel = this.route?.labels?.protocol ?? this.protocol;
   }
 
   /** The caller's key was accepted. */
@@ -182,12 +185,13 @@ export class RequestRecord {
     const s = this.served;
     const up = s ?? this.direct;
     const u = this.usage;
+    const fixed = this.route?.labels;
     const values: unknown[] = [
       this.method,
-      this.path,
+      fixed ? fixed.endpoint : this.path,
       status,
       latencyMs,
-      up ? providerOf(up) : undefined,
+      up ? providerOf(up) : fixed?.provider,
       this.model,
       this.key?.id,
       u?.input,
@@ -279,13 +283,14 @@ export class RequestRecord {
     const started = this.firstByteAt !== undefined ? (this.firstByteAt - this.start) / 1000 : seconds;
     const s = this.served;
     const up = s ?? this.direct;
-    const provider = up ? providerOf(up) : 'unknown';
-    const model = this.model ?? 'unresolved';
+    const fixed = this.route?.labels;
+    const provider = up ? providerOf(up) : fixed?.provider ?? 'unknown';
+    const model = this.model ?? fixed?.model ?? 'unresolved';
     const outcome = this.outcome ?? outcomeOf(status);
     const code = String(status);
     const ident = [
       this.endpoint,
-      this.protocol,
+      this.protocolLabel,
       provider,
       model,
       // The configured name (a wildcard alias: its pattern), never the caller's text: callers cannot grow the series.

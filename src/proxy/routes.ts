@@ -6,11 +6,17 @@ import type { Endpoint } from '../providers/types.ts';
 interface RouteBase {
   /** The path, which is also the `endpoint` label (AISIX labels by route template). */
   readonly path: string;
-  readonly method: 'GET' | 'POST';
+  /** `ALL`: every method reaches the handler, which answers the ones it does not serve. */
+  readonly method: 'GET' | 'POST' | 'ALL';
   /** The caller's wire: its error envelope, SSE error events and `inbound_protocol` label. */
   readonly wire: Wire;
   /** Counted in the `aisix_llm_*` families too (a model inference). */
   readonly inference: boolean;
+  /**
+   * Fixed labels for a route that is no model call (AISIX's for `/mcp`): the `endpoint` label and the access
+   * log's `path` (a template, not the raw path), `inbound_protocol`, and the `provider` and `model` labels.
+   */
+  readonly labels?: { endpoint: string; protocol: string; provider: string; model: string };
 }
 
 /** A route that dispatches a model call through the request pipeline (pipeline.ts). */
@@ -29,11 +35,20 @@ export interface ModelsListRoute extends RouteBase {
   readonly streams?: undefined;
 }
 
+/** `/mcp` and `/mcp/{server}`: MCP over Streamable HTTP (src/proxy/mcp.ts, docs/mcp.md). */
+export interface McpRoute extends RouteBase {
+  readonly kind: 'mcp';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+  /** `/mcp/{server}`: the path's last segment names the one server served. */
+  readonly scoped: boolean;
+}
+
 /**
  * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
  * passthrough, media) is one more member here and one more entry in the app's handler table.
  */
-export type Route = ModelCallRoute | ModelsListRoute;
+export type Route = ModelCallRoute | ModelsListRoute | McpRoute;
 
 export type RouteKind = Route['kind'];
 
@@ -52,7 +67,19 @@ export const ROUTES: readonly Route[] = [
     ...modelCall('count_tokens'),
   },
   { path: '/v1/models', method: 'GET', wire: 'openai', inference: false, kind: 'models-list' },
+  ...mcpRoutes(),
 ];
+
+/** AISIX's MCP routes: `/mcp/` is `/mcp`; every method is answered (405 after authentication). */
+function mcpRoutes(): McpRoute[] {
+  const labels = (endpoint: string) => ({ endpoint, protocol: 'mcp', provider: 'mcp', model: 'mcp' });
+  const base = { method: 'ALL', wire: 'openai', inference: false, kind: 'mcp' } as const;
+  return [
+    { ...base, path: '/mcp', scoped: false, labels: labels('/mcp') },
+    { ...base, path: '/mcp/', scoped: false, labels: labels('/mcp') },
+    { ...base, path: '/mcp/:server', scoped: true, labels: labels('/mcp/{server}') },
+  ];
+}
 
 /** The fields of a model-call route dispatched to `call`. */
 function modelCall(call: Endpoint, streams?: true): Pick<ModelCallRoute, 'kind' | 'call' | 'streams'> {
@@ -64,12 +91,22 @@ export const OTHER_ENDPOINT = 'other';
 
 const byPath = new Map<string, Route>(ROUTES.map((r) => [r.path, r]));
 
-/** The route of an exact path (no query string), or undefined. */
+/** The routes with a `:param` segment, as segment lists. */
+const patterns = ROUTES.filter((r) => r.path.includes('/:')).map((r) => ({ route: r, segments: r.path.split('/') }));
+
+/** The route of a path (no query string): an exact one, else one whose `:param` segments match; or undefined. */
 export function routeOf(path: string): Route | undefined {
-  return byPath.get(path);
+  const exact = byPath.get(path);
+  if (exact !== undefined || patterns.length === 0) return exact;
+  const segments = path.split('/');
+  for (const p of patterns) {
+    if (p.segments.length !== segments.length) continue;
+    if (p.segments.every((s, i) => s.startsWith(':') ? segments[i] !== '' : s === segments[i])) return p.route;
+  }
+  return undefined;
 }
 
 /** The wire a path speaks: its route's, OpenAI's for any other path. */
 export function wireOf(path: string): Wire {
-  return byPath.get(path)?.wire ?? 'openai';
+  return routeOf(path)?.wire ?? 'openai';
 }

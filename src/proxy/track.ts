@@ -101,7 +101,7 @@ export function trackRequests(
     c.set('rec', rec);
     c.set('state', new CallState());
     for (let i = 0; i < hooks.length; i++) hooks[i]!.begin(rec, headers);
-    const inFlight = [rec.endpoint, rec.protocol] as const;
+    const inFlight = [rec.endpoint, rec.protocolLabel] as const;
     d.metrics.proxyInFlight.inc(inFlight);
     if (d.lifecycle.draining) {
       d.lifecycle.recordArrival();
