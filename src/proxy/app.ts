@@ -28,7 +28,7 @@ import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
-import { mcpHandlers } from './mcp.ts';
+import { dormantDiscovery, mcpHandlers, PROTECTED_RESOURCE_PATHS } from './mcp.ts';
 import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
@@ -146,6 +146,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });
+  for (const path of PROTECTED_RESOURCE_PATHS) app.all(path, dormantDiscovery);
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
   return app;
 }

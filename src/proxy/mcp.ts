@@ -187,6 +187,7 @@ function anonymousEntry(
   scoped: string | undefined,
 ): { key: ApiKey; servers: readonly string[] } | undefined {
   const settings = snapshot.of('mcp_auth_settings');
+  // More than one row: every setting stays dormant (AISIX's), WARNed about by `ServerIndex`.
   const anon = settings.length === 1 ? settings[0]!.anonymous : undefined;
   if (!anon || !anon.enabled) return undefined;
   if (scoped === undefined ? !anon.aggregate_entry : !anon.servers.includes(scoped)) return undefined;
@@ -234,10 +235,13 @@ function rateLimited(concurrency: boolean, retryAfterSecs: number): ProxyError {
 
 /**
  * The registered servers of each snapshot, deduplicated by name: the first registration wins, the others are
- * WARNed about once per snapshot. Kept per snapshot object, so a new configuration is read afresh.
+ * WARNed about once per snapshot, as are `mcp_auth_settings` that cannot take effect. Kept per snapshot
+ * object, so a new configuration is read afresh.
  */
 class ServerIndex {
   private readonly bySnapshot = new WeakMap<Snapshot, readonly McpServer[]>();
+  /** The settings lines already written: once per process, as AISIX's. */
+  private readonly warned = new Set<keyof typeof MCP_AUTH_MSG>();
 
   constructor(private readonly log: Logger) {}
 
@@ -258,6 +262,42 @@ class ServerIndex {
       kept.push(s);
     }
     this.bySnapshot.set(snapshot, list = kept);
+    this.checkSettings(snapshot);
     return list;
   }
+
+  private checkSettings(snapshot: Snapshot): void {
+    const settings = snapshot.of('mcp_auth_settings');
+    const once = (line: keyof typeof MCP_AUTH_MSG, fields: Record<string, unknown>) => {
+      if (this.warned.has(line)) return;
+      this.warned.add(line);
+      this.log.warn(MCP_AUTH_MSG[line], fields);
+    };
+    if (settings.length > 1) once('multipleRows', { count: settings.length });
+    else if (settings[0]?.resource_url !== undefined) {
+      once('discoveryDormant', { resource_url: settings[0].resource_url });
+    }
+  }
+}
+
+/** The `aisix::mcp_auth` lines, in one place. */
+export const MCP_AUTH_MSG = {
+  multipleRows: 'multiple mcp_auth_settings rows in snapshot; both the OAuth discovery surface and anonymous MCP ' +
+    'access stay dormant until exactly one remains',
+  discoveryDormant: 'mcp_auth_settings.resource_url is set, but the OAuth discovery surface needs an enabled ' +
+    'oidc_providers row, which Sluice does not implement: it stays dormant (no metadata document, no challenge)',
+} as const;
+
+/**
+ * The RFC 9728 metadata paths (docs/mcp.md "Inbound authentication"). The surface is active only with an enabled
+ * `oidc_providers` row, a kind Sluice refuses, so it is always dormant: a bare 404, every method, as AISIX's
+ * dormant surface answers.
+ */
+export const PROTECTED_RESOURCE_PATHS = [
+  '/.well-known/oauth-protected-resource',
+  '/.well-known/oauth-protected-resource/mcp',
+];
+
+export function dormantDiscovery(): Response {
+  return new Response(null, { status: 404 });
 }

@@ -48,7 +48,8 @@ mcp_servers:
   - { name: oauth, url: "${oauth.url}", auth_type: oauth2, secret: s1, client_id: c1, token_url: "${tokens.url}", scopes: [tools, read] }
   - { name: modern, url: "${modern.url}", protocol_version: "2026-07-28" }
 mcp_auth_settings:
-  - anonymous: { api_key_id: "${uuidV5('api_keys/anon')}", servers: [alpha], source_cidrs: ["127.0.0.0/8"] }
+  - resource_url: https://gw.example.com/mcp
+    anonymous: { api_key_id: "${uuidV5('api_keys/anon')}", servers: [alpha], source_cidrs: ["127.0.0.0/8"] }
 api_keys:
   - { display_name: all, key_env: K_ALL, allowed_models: [], mcp_access: { allow: ["*"], deny: ["*__whoami"] } }
   - { display_name: echo, key_env: K_ECHO, allowed_models: [], mcp_access: { allow: ["*__echo", "guarded__whoami", "oauth__whoami"] } }
@@ -404,6 +405,22 @@ describe('governance and inbound auth', () => {
     assert.equal(far.status, 401, 'a source outside source_cidrs');
     const bad = await rpc('/mcp/alpha', 'tools/list', undefined, { key: 'sk-not-a-key' });
     assert.equal(bad.status, 401, 'a bad credential is never downgraded to anonymous');
+  });
+
+  test('the OAuth discovery surface stays dormant (no oidc_providers): a bare 404, one WARN', async () => {
+    for (const path of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']) {
+      for (const method of ['GET', 'HEAD', 'POST']) {
+        const res = await app.request(path, { method }, PEER);
+        assert.equal(res.status, 404);
+        assert.equal(await res.text(), '');
+      }
+    }
+    const res = await rpc('/mcp', 'tools/list', undefined, { key: null });
+    assert.equal(res.status, 401);
+    assert.equal(res.headers.get('www-authenticate'), null, 'no challenge while dormant');
+    await rpc('/mcp', 'tools/list');
+    const dormant = platform.logs.filter((l) => String(l.msg).startsWith('mcp_auth_settings.resource_url is set'));
+    assert.equal(dormant.length, 1);
   });
 
   test('the access log and metrics label /mcp by template, protocol and provider mcp', async () => {
