@@ -24,6 +24,8 @@ export interface Scope {
   modelId: string;
   apiKeyId: string;
   teamId: string | undefined;
+  /** An MCP tool call's server row id (its model id is empty): `mcp_server` attachments apply to it. */
+  mcpServerId?: string;
 }
 
 interface Entry {
@@ -64,6 +66,7 @@ export class AttachmentIndex {
   private readonly byModel = new Map<string, Entry[]>();
   private readonly byKey = new Map<string, Entry[]>();
   private readonly byTeam = new Map<string, Entry[]>();
+  private readonly byMcpServer = new Map<string, Entry[]>();
   /** The chain when only environment-wide entries exist (the common case): no per-request work. */
   private readonly envOnly: readonly Guardrail[] | undefined;
   /** Every guardrail that can run, in evaluation order (the status page lists them). */
@@ -93,14 +96,16 @@ export class AttachmentIndex {
       else if (a.scope_type === 'model') push(this.byModel, id, e);
       else if (a.scope_type === 'api_key') push(this.byKey, id, e);
       else if (a.scope_type === 'team') push(this.byTeam, id, e);
-      // mcp_server and passthrough_route scopes select surfaces Sluice does not serve.
+      else if (a.scope_type === 'mcp_server') push(this.byMcpServer, id, e);
+      // passthrough_route scopes select a surface Sluice does not serve.
     }
     for (const [id, { i, r }] of order) {
       if (attached.has(id) || !r.guardrail) continue;
       log?.('implicitEnv', { guardrail: r.name, id });
       this.env.push({ order: i, priority: 0, specificity: SPECIFICITY.env, guardrail: r.guardrail });
     }
-    this.envOnly = this.byModel.size + this.byKey.size + this.byTeam.size === 0 ? chainOf(this.env) : undefined;
+    const scoped = this.byModel.size + this.byKey.size + this.byTeam.size + this.byMcpServer.size;
+    this.envOnly = scoped === 0 ? chainOf(this.env) : undefined;
     this.guardrails = sorted.flatMap((r) => (r.guardrail ? [r.guardrail] : []));
   }
 
@@ -116,6 +121,7 @@ export class AttachmentIndex {
     entries.push(...(this.byModel.get(scope.modelId) ?? []));
     entries.push(...(this.byKey.get(scope.apiKeyId) ?? []));
     if (scope.teamId !== undefined) entries.push(...(this.byTeam.get(scope.teamId) ?? []));
+    if (scope.mcpServerId !== undefined) entries.push(...(this.byMcpServer.get(scope.mcpServerId) ?? []));
     return chainOf(entries);
   }
 }

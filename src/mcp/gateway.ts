@@ -45,6 +45,18 @@ export interface ToolTarget {
   args: Record<string, unknown>;
 }
 
+/**
+ * The content checks of a permitted tool call (guardrails): the arguments to send, or the tool result that
+ * answers instead; then the upstream's result as the caller may see it.
+ */
+export interface ToolGuard {
+  input(target: ToolTarget): Promise<{ args: Record<string, unknown> } | { blocked: Record<string, unknown> }>;
+  output(
+    target: ToolTarget,
+    result: Record<string, unknown>,
+  ): Promise<{ result: Record<string, unknown> } | { blocked: Record<string, unknown> }>;
+}
+
 /** Runs before a permitted tool call reaches its upstream (rate limits): an answer ends the call there. */
 export type Govern<R> = (target: ToolTarget) => Promise<R | undefined>;
 
@@ -58,6 +70,8 @@ export interface McpContext {
   /** The `MCP-Protocol-Version` header (null: absent). */
   readonly version: string | null;
   readonly headers: Headers;
+  /** The call's guardrails, when any can run for this caller. */
+  readonly guard?: ToolGuard;
 }
 
 const LIST_ERROR_MAX = 256;
@@ -89,6 +103,8 @@ export class McpGateway {
       status: 200,
       body: rpcResult(id, modern ? { ...result, resultType: 'complete' } : result),
     });
+    // A guardrail's block is a plain tool result: no `resultType`, whatever the caller's era.
+    const blocked = (result: Record<string, unknown>): McpAnswer => ({ status: 200, body: rpcResult(id, result) });
     const error = (code: number, message: string): McpAnswer => ({
       status: errorStatus(code, modern),
       body: rpcError(id, code, message),
@@ -119,7 +135,7 @@ export class McpGateway {
         return answer(modern ? { tools, ttlMs: 0, cacheScope: 'private' } : { tools });
       }
       case 'tools/call':
-        return await this.callTool(ctx, params, error, answer, govern);
+        return await this.callTool(ctx, params, error, answer, blocked, govern);
       case 'resources/list':
         return answer({ resources: [] });
       case 'resources/templates/list':
@@ -173,6 +189,7 @@ export class McpGateway {
     params: Record<string, unknown>,
     error: (code: number, message: string) => McpAnswer,
     answer: (result: Record<string, unknown>) => McpAnswer,
+    blocked: (result: Record<string, unknown>) => McpAnswer,
     govern: Govern<R>,
   ): Promise<McpAnswer | R> {
     const name = params.name;
@@ -188,10 +205,17 @@ export class McpGateway {
     }
     const server = ctx.scoped ?? ctx.servers.find((s) => s.enabled && s.name === target.server);
     if (!server) return error(CODE.invalidParams, `unknown MCP server '${target.server}'`);
-    const governed = await govern({ server, tool: target.tool, args: args as Record<string, unknown> });
+    const call: ToolTarget = { server, tool: target.tool, args: args as Record<string, unknown> };
+    const governed = await govern(call);
     if (governed !== undefined) return governed;
+    if (ctx.guard) {
+      const checked = await ctx.guard.input(call);
+      if ('blocked' in checked) return blocked(checked.blocked);
+      call.args = checked.args;
+    }
+    let result: Record<string, unknown>;
     try {
-      return answer(await this.upstreams.callTool(server, target.tool, args as Record<string, unknown>));
+      result = await this.upstreams.callTool(server, target.tool, call.args);
     } catch (e) {
       if (e instanceof MalformedContent) return error(CODE.internal, e.message);
       this.log.warn('upstream tools/call failed', {
@@ -202,6 +226,9 @@ export class McpGateway {
       const f = callFailure(server.name);
       return error(f.code, f.message);
     }
+    if (!ctx.guard) return answer(result);
+    const seen = await ctx.guard.output(call, result);
+    return 'blocked' in seen ? blocked(seen.blocked) : answer(seen.result);
   }
 }
 

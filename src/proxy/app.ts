@@ -139,7 +139,11 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const handlers: HandlerTable = {
     'model-call': (route) => modelCall(pipelines, route),
     'models-list': () => listModels(d, identify),
-    'mcp': mcpHandlers(d, { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf }, identify),
+    'mcp': mcpHandlers(
+      d,
+      { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf, configSecrets: secrets },
+      identify,
+    ),
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {

@@ -6,7 +6,14 @@
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
 import { resolveAcl } from '../mcp/acl.ts';
-import { type McpAnswer, McpGateway, type ToolTarget } from '../mcp/gateway.ts';
+import { type McpAnswer, McpGateway, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
+import { guardArguments, guardResult } from '../mcp/guard.ts';
+import type { Config } from '../config/schema.ts';
+import { AttachmentIndex } from '../guardrails/attachments.ts';
+import type { ChainDeps } from '../guardrails/chain.ts';
+import { scrubberFor } from '../http/scrub.ts';
+import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
+import type { Registry } from '../observability/metrics.ts';
 import { idOf, rpcError, versionGate } from '../mcp/protocol.ts';
 import { McpUpstreams } from '../mcp/upstream.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -31,12 +38,16 @@ export interface McpDeps {
   readonly log: Logger;
   readonly upstream: UpstreamFetch;
   readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+  readonly config: Pick<Config, 'bedrock_endpoint_url'>;
+  readonly metrics: { readonly registry: Registry };
 }
 
 /** How the proxy reads a request: its body limit and the client address (`proxy.real_ip`). */
 export interface McpRequestRules {
   readonly bodyLimit: number;
   readonly clientIpOf: (peer: string | undefined, headers: Headers) => string | undefined;
+  /** config.yaml's secrets, scrubbed from what a guardrail service answers. */
+  readonly configSecrets: readonly string[];
 }
 
 /** The handler maker of the `mcp` route kind: one gateway (its OAuth tokens, its warnings) for every route. */
@@ -48,7 +59,8 @@ export function mcpHandlers(
   const upstreams = new McpUpstreams({ upstream: d.upstream, log: d.log.withTarget('aisix_mcp') });
   const gateway = new McpGateway(upstreams, d.log.withTarget('aisix_mcp'));
   const servers = new ServerIndex(d.log.withTarget('aisix_mcp'));
-  return (route) => mcpEndpoint(d, rules, identify, gateway, servers, route);
+  const guards = new ToolGuards(d, rules.configSecrets);
+  return (route) => mcpEndpoint(d, rules, identify, gateway, { servers, guards }, route);
 }
 
 type McpHandler = (c: Context<ProxyEnv>) => Promise<Response>;
@@ -66,7 +78,7 @@ function mcpEndpoint(
   rules: McpRequestRules,
   identify: RequestStep,
   gateway: McpGateway,
-  index: ServerIndex,
+  per: { servers: ServerIndex; guards: ToolGuards },
   route: McpRoute,
 ): McpHandler {
   return async function handleMcp(c) {
@@ -86,7 +98,7 @@ function mcpEndpoint(
     if (anonymous instanceof ProxyError) return fail(c, anonymous);
     if (anonymous instanceof Response) return anonymous;
     const { key, snapshot } = req.caller;
-    const all = index.of(snapshot);
+    const all = per.servers.of(snapshot);
     let scoped: McpServer | undefined;
     if (named !== undefined) {
       scoped = all.find((s) => s.name === named && s.enabled);
@@ -134,7 +146,12 @@ function mcpEndpoint(
     };
     let answer: McpAnswer | Response;
     try {
-      answer = await gateway.handle({ servers: all, scoped, acl, version, headers: req.headers }, msg, govern);
+      const guard = per.guards.of(snapshot, key);
+      answer = await gateway.handle(
+        { servers: all, scoped, acl, version, headers: req.headers, ...(guard ? { guard } : {}) },
+        msg,
+        govern,
+      );
     } finally {
       await permit?.end();
     }
@@ -300,4 +317,44 @@ export const PROTECTED_RESOURCE_PATHS = [
 
 export function dormantDiscovery(): Response {
   return new Response(null, { status: 404 });
+}
+
+/**
+ * The guardrails of each snapshot's tool calls: its attachment index (environment, `mcp_server`, key and team
+ * scopes; a model's never) and the chain's dependencies, built on the snapshot's first tool call. A snapshot
+ * whose guardrails can run nowhere has none, and its calls skip the checks entirely.
+ */
+class ToolGuards {
+  private readonly bySnapshot = new WeakMap<Snapshot, { index: AttachmentIndex; deps: ChainDeps } | null>();
+  private readonly base: ChainDeps;
+
+  constructor(d: McpDeps, private readonly configSecrets: readonly string[]) {
+    const log = d.log.withTarget('aisix_mcp');
+    this.base = {
+      ctx: { fetch: d.upstream, bedrockEndpointUrl: d.config.bedrock_endpoint_url || undefined },
+      metrics: guardrailMetricsFor(d.metrics.registry),
+      log: (level, msg, fields) => log[level](msg, fields),
+      now: () => performance.now() / 1000,
+    };
+  }
+
+  of(snapshot: Snapshot, key: ApiKey): ToolGuard | undefined {
+    let g = this.bySnapshot.get(snapshot);
+    if (g === undefined) {
+      const index = snapshot.guardrails.length === 0
+        ? undefined
+        : new AttachmentIndex(snapshot.guardrails, snapshot.guardrailAttachments);
+      const scrub = (text: string, max?: number) => scrubberFor(snapshot, this.configSecrets, undefined)(text, max);
+      g = index && !index.empty ? { index, deps: { ...this.base, ctx: { ...this.base.ctx, scrub } } } : null;
+      this.bySnapshot.set(snapshot, g);
+    }
+    if (g === null) return undefined;
+    const { index, deps } = g;
+    const chainOf = (t: ToolTarget) =>
+      index.resolve({ modelId: '', apiKeyId: key.id, teamId: key.team_id, mcpServerId: t.server.id });
+    return {
+      input: (t) => guardArguments(chainOf(t), deps, t.tool, t.args),
+      output: (t, result) => guardResult(chainOf(t), deps, t.tool, result),
+    };
+  }
 }
