@@ -6,6 +6,7 @@
 // answer.
 import type { Logger } from '../observability/logger.ts';
 import type { McpServer } from '../resources/mcp-schema.ts';
+import type { CancelSignal } from '../util/cancel.ts';
 import { VERSION } from '../version.ts';
 import type { ToolAcl } from './acl.ts';
 import { MalformedContent, UpstreamFailure } from './failures.ts';
@@ -72,6 +73,8 @@ export interface McpContext {
   readonly headers: Headers;
   /** The call's guardrails, when any can run for this caller. */
   readonly guard?: ToolGuard;
+  /** The caller hung up: upstream work on its behalf stops. */
+  readonly signal?: CancelSignal;
 }
 
 const LIST_ERROR_MAX = 256;
@@ -161,7 +164,7 @@ export class McpGateway {
     const servers = ctx.scoped ? [ctx.scoped] : ctx.servers.filter((s) => s.enabled);
     const lists = await Promise.all(servers.map(async (s) => {
       try {
-        return await this.upstreams.listTools(s);
+        return await this.upstreams.listTools(s, ctx.signal);
       } catch (e) {
         this.log.warn('skipping upstream in tools/list: list_tools failed', {
           upstream: s.name,
@@ -215,7 +218,7 @@ export class McpGateway {
     }
     let result: Record<string, unknown>;
     try {
-      result = await this.upstreams.callTool(server, target.tool, call.args);
+      result = await this.upstreams.callTool(server, target.tool, call.args, ctx.signal);
     } catch (e) {
       if (e instanceof MalformedContent) return error(CODE.internal, e.message);
       this.log.warn('upstream tools/call failed', {

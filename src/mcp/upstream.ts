@@ -200,21 +200,31 @@ async function answerInStream(res: UpstreamResponse, id: number): Promise<Record
   return undefined;
 }
 
-/** Runs `fn` under a deadline of `ms`, a Cancel the fetches see. */
-async function within<T>(ms: number, what: string, fn: (signal: CancelSignal) => Promise<T>): Promise<T> {
+/** Runs `fn` under a deadline of `ms`, a Cancel the fetches see; the caller leaving cancels it too. */
+async function within<T>(
+  ms: number,
+  what: string,
+  caller: CancelSignal | undefined,
+  fn: (signal: CancelSignal) => Promise<T>,
+): Promise<T> {
   const cancel = new Cancel();
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let left: (() => void) | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const e = new UpstreamFailure(`${what}: timed out after ${ms} ms`);
+    const stop = (e: UpstreamFailure) => {
       cancel.abort(e);
       reject(e);
-    }, ms);
+    };
+    timer = setTimeout(() => stop(new UpstreamFailure(`${what}: timed out after ${ms} ms`)), ms);
+    left = () => stop(new UpstreamFailure(`${what}: the caller left`));
+    if (caller?.aborted) left();
+    else caller?.addEventListener('abort', left, { once: true });
   });
   try {
     return await Promise.race([fn(cancel), deadline]);
   } finally {
     clearTimeout(timer);
+    if (left) caller?.removeEventListener('abort', left);
   }
 }
 
@@ -232,8 +242,8 @@ export class McpUpstreams {
   }
 
   /** The server's tools (the first page), or an `UpstreamFailure`. */
-  async listTools(server: McpServer): Promise<McpTool[]> {
-    const result = await this.operation(server, (s, signal) => s.request('tools/list', {}, signal));
+  async listTools(server: McpServer, caller?: CancelSignal): Promise<McpTool[]> {
+    const result = await this.operation(server, caller, (s, signal) => s.request('tools/list', {}, signal));
     const tools = Array.isArray(result.tools) ? result.tools : [];
     const out: McpTool[] = [];
     for (const t of tools) {
@@ -255,9 +265,15 @@ export class McpUpstreams {
    * One tool call: the upstream's `content`, `structuredContent` and `isError` (its result `_meta` is not
    * carried). An interactive (MRTR) or deferred (task) answer is a failure: the gateway relays neither.
    */
-  async callTool(server: McpServer, tool: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  async callTool(
+    server: McpServer,
+    tool: string,
+    args: Record<string, unknown>,
+    caller?: CancelSignal,
+  ): Promise<Record<string, unknown>> {
     const result = await this.operation(
       server,
+      caller,
       (s, signal) => s.request('tools/call', { name: tool, arguments: args }, signal, tool),
     );
     if (result.resultType === 'input_required') {
@@ -285,12 +301,13 @@ export class McpUpstreams {
   /** Connect under the server's deadline, then one operation under a deadline of its own. */
   private async operation<T>(
     server: McpServer,
+    caller: CancelSignal | undefined,
     op: (s: Session, signal: CancelSignal) => Promise<T>,
   ): Promise<T> {
     if (server.type !== 'mcp') throw new UpstreamFailure('OpenAPI-backed servers are not served by Sluice');
     this.warnCleartext(server);
     let session: Session | undefined;
-    await within(server.timeout_ms, 'connect', async (signal) => {
+    await within(server.timeout_ms, 'connect', caller, async (signal) => {
       session = new Session(server, this.d.upstream, await this.authHeaders(server, signal));
       try {
         await session.open(signal);
@@ -299,7 +316,7 @@ export class McpUpstreams {
         throw e;
       }
     });
-    return await within(server.timeout_ms, 'operation', (signal) => op(session!, signal));
+    return await within(server.timeout_ms, 'operation', caller, (signal) => op(session!, signal));
   }
 
   private async authHeaders(server: McpServer, signal: CancelSignal): Promise<Record<string, string>> {

@@ -148,7 +148,15 @@ function mcpEndpoint(
     try {
       const guard = per.guards.of(snapshot, key);
       answer = await gateway.handle(
-        { servers: all, scoped, acl, version, headers: req.headers, ...(guard ? { guard } : {}) },
+        {
+          servers: all,
+          scoped,
+          acl,
+          version,
+          headers: req.headers,
+          signal: c.env?.closed ?? c.req.raw.signal,
+          ...(guard ? { guard } : {}),
+        },
         msg,
         govern,
       );

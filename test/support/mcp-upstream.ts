@@ -23,6 +23,8 @@ export interface McpUpstream {
   failWith: number | undefined;
   /** Required `Authorization` value; a request without it gets 401 with a challenge. */
   requireAuth: string | undefined;
+  /** Requests whose caller hung up before the answer. */
+  hungUp: number;
   close(): Promise<void>;
 }
 
@@ -42,7 +44,7 @@ function listen(fetch: (req: Request) => Promise<Response>): Promise<{ port: num
 }
 
 /** The tools every SDK upstream serves: `echo` (its text back), `add`, `fail` (a tool error), `whoami` (the headers). */
-function buildServer(name: string, seen: Received): McpServer {
+function buildServer(name: string, seen: Received, hang: AbortSignal | undefined): McpServer {
   const server = new McpServer({ name, version: '1.0.0' });
   server.registerTool('echo', {
     description: 'echoes its text',
@@ -60,11 +62,25 @@ function buildServer(name: string, seen: Received): McpServer {
   server.registerTool('whoami', { description: 'the authorization it saw' }, () => ({
     content: [{ type: 'text', text: seen.headers.authorization ?? '(none)' }],
   }));
+  if (!hang) return server;
+  // Answers only once its HTTP request is gone: the gateway's cancellation is what ends it.
+  server.registerTool('hang', { description: 'never answers in time' }, () =>
+    new Promise((resolve) => {
+      const done = () => resolve({ content: [{ type: 'text', text: 'late' }] });
+      if (hang.aborted) done();
+      else hang.addEventListener('abort', done);
+    }));
   return server;
 }
 
-/** An SDK upstream named `name`; `json`: JSON answers, else SSE (the SDK's default). */
-export async function startSdkUpstream(name: string, opts: { json?: boolean } = {}): Promise<McpUpstream> {
+/**
+ * An SDK upstream named `name`; `json`: JSON answers, else SSE (the SDK's default); `hang`: also a tool `hang`
+ * that answers only once its caller has gone.
+ */
+export async function startSdkUpstream(
+  name: string,
+  opts: { json?: boolean; hang?: boolean } = {},
+): Promise<McpUpstream> {
   const received: Received[] = [];
   const up: McpUpstream = {
     url: '',
@@ -72,6 +88,7 @@ export async function startSdkUpstream(name: string, opts: { json?: boolean } = 
     methods: () => received.map((r) => String(r.body?.method ?? r.method)),
     failWith: undefined,
     requireAuth: undefined,
+    hungUp: 0,
     close: async () => {},
   };
   const l = await listen(async (req) => {
@@ -82,6 +99,7 @@ export async function startSdkUpstream(name: string, opts: { json?: boolean } = 
       body: text ? JSON.parse(text) : undefined,
     };
     received.push(seen);
+    req.signal.addEventListener('abort', () => up.hungUp++);
     if (up.failWith !== undefined) return new Response('down', { status: up.failWith });
     if (up.requireAuth !== undefined && req.headers.get('authorization') !== up.requireAuth) {
       return new Response('unauthorized', { status: 401, headers: { 'www-authenticate': 'Bearer' } });
@@ -90,7 +108,7 @@ export async function startSdkUpstream(name: string, opts: { json?: boolean } = 
       sessionIdGenerator: undefined,
       enableJsonResponse: opts.json === true,
     });
-    await buildServer(name, seen).connect(transport);
+    await buildServer(name, seen, opts.hang ? req.signal : undefined).connect(transport);
     return transport.handleRequest(
       new Request(req.url, { method: req.method, headers: req.headers, body: text || undefined }),
     );
@@ -112,6 +130,7 @@ export async function startModernUpstream(name: string): Promise<McpUpstream> {
     methods: () => received.map((r) => String(r.body?.method ?? r.method)),
     failWith: undefined,
     requireAuth: undefined,
+    hungUp: 0,
     close: async () => {},
   };
   const l = await listen(async (req) => {
