@@ -95,7 +95,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
 
   const track = trackRequests(d, d.telemetry ? [traceHooks(d.telemetry)] : []);
   app.use('/v1/*', track);
-  for (const path of ['/mcp', '/mcp/*']) app.use(path, track);
+  app.use('/mcp/*', track); // also `/mcp` itself: a second `use` would track it twice
   // One list for every scrubber: their cache of compiled patterns is keyed by it.
   const secrets = configSecrets(cfg);
   const dispatcher = new Dispatcher({

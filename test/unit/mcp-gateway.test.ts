@@ -424,7 +424,12 @@ describe('governance and inbound auth', () => {
   });
 
   test('the access log and metrics label /mcp by template, protocol and provider mcp', async () => {
-    await rpc('/mcp/beta', 'tools/list');
+    for (const path of ['/mcp', '/mcp/', '/mcp/beta']) {
+      const lines = () => platform.logs.filter((l) => l.msg === 'proxy request completed').length;
+      const before = lines();
+      await rpc(path, 'tools/list');
+      assert.equal(lines() - before, 1, `one access-log line for ${path}`);
+    }
     const line = platform.logs.filter((l) => l.msg === 'proxy request completed' && l.path === '/mcp/{server}').at(-1);
     assert.ok(line, 'an access-log line with the template path');
     assert.equal(line.provider, 'mcp');
