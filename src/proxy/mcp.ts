@@ -21,7 +21,15 @@ import type { UpstreamFetch } from '../platform.ts';
 import type { McpServer } from '../resources/mcp-schema.ts';
 import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import { bucketSpec, type Permit, type RateLimiter, type RateLimitSubject } from '../routing/rate-limit.ts';
+import {
+  bucketSpec,
+  type Permit,
+  type RateLimitDecision,
+  type RateLimiter,
+  type RateLimitSubject,
+} from '../routing/rate-limit.ts';
+import { toolCallSubjects } from '../policies/reserve.ts';
+import { limiterMessage } from '../policies/target-gate.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { fail } from './answer.ts';
@@ -137,10 +145,9 @@ function mcpEndpoint(
     });
     let permit: Permit | undefined;
     const govern = async (t: ToolTarget): Promise<Response | undefined> => {
-      const admitted = await d.rateLimiter.acquire(toolCallSubjects(key, t.server.name));
-      if (!admitted.allowed) {
-        return fail(c, rateLimited(admitted.dimension === 'concurrency', admitted.retryAfterSecs));
-      }
+      const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
+      const admitted = await d.rateLimiter.acquire(subjects);
+      if (!admitted.allowed) return fail(c, rateLimited(admitted));
       permit = admitted.permit;
       return undefined;
     };
@@ -239,8 +246,8 @@ function originAllowed(headers: Headers, url: string): boolean {
   }
 }
 
-/** A tool call's buckets: the key's own limits, then the key's limits on that server (`mcp:<key>:<server>`). */
-function toolCallSubjects(key: ApiKey, server: string): RateLimitSubject[] {
+/** A tool call's own buckets: the key's limits, then the key's limits on that server (`mcp:<key>:<server>`). */
+function keySubjects(key: ApiKey, server: string): RateLimitSubject[] {
   const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
   const limits = key.mcp_rate_limits?.[server];
   const bucket = `mcp:${key.id}:${server}`;
@@ -249,13 +256,26 @@ function toolCallSubjects(key: ApiKey, server: string): RateLimitSubject[] {
   return subjects;
 }
 
-/** AISIX's 429 on a tool call: its OpenAI envelope, `Retry-After` except for concurrency, no `x-ratelimit-*`. */
-function rateLimited(concurrency: boolean, retryAfterSecs: number): ProxyError {
-  return concurrency
-    ? new ProxyError(429, 'rate_limit_exceeded', 'concurrency limit exceeded')
-    : new ProxyError(429, 'rate_limit_exceeded', 'request limit exceeded (requests)', undefined, {
-      'retry-after': String(retryAfterSecs),
-    });
+/**
+ * AISIX's 429 on a tool call: its OpenAI envelope, `Retry-After` except for concurrency, no `x-ratelimit-*`; a
+ * policy's names the policy (` (policy '<name>')` and `error.policy`).
+ */
+function rateLimited(r: Extract<RateLimitDecision, { allowed: false }>): ProxyError {
+  const headers = r.kind === 'concurrency' ? undefined : { 'retry-after': String(r.retryAfterSecs) };
+  if (r.scope !== 'policy') {
+    return new ProxyError(429, 'rate_limit_exceeded', limiterMessage(r.kind), undefined, headers);
+  }
+  const name = r.name ?? r.id;
+  return new ProxyError(
+    429,
+    'rate_limit_exceeded',
+    `${limiterMessage(r.kind)} (policy '${name}')`,
+    undefined,
+    headers,
+    {
+      policy: { id: r.id, name },
+    },
+  );
 }
 
 /**
