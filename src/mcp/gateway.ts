@@ -75,9 +75,15 @@ export interface McpContext {
   readonly guard?: ToolGuard;
   /** The caller hung up: upstream work on its behalf stops. */
   readonly signal?: CancelSignal;
+  /** Redacts the configured secrets from what an upstream's failure says before it is logged. */
+  readonly scrub?: (text: string, maxChars?: number) => string;
 }
 
 const LIST_ERROR_MAX = 256;
+
+function cut(text: string, maxChars?: number): string {
+  return maxChars === undefined ? text : text.slice(0, maxChars);
+}
 
 export class McpGateway {
   constructor(private readonly upstreams: McpUpstreams, private readonly log: Logger) {}
@@ -168,7 +174,7 @@ export class McpGateway {
       } catch (e) {
         this.log.warn('skipping upstream in tools/list: list_tools failed', {
           upstream: s.name,
-          error: String(e instanceof Error ? e.message : e).replace(CONTROL, '').slice(0, LIST_ERROR_MAX),
+          error: (ctx.scrub ?? cut)(String(e instanceof Error ? e.message : e).replace(CONTROL, ''), LIST_ERROR_MAX),
         });
         return [];
       }
@@ -224,7 +230,7 @@ export class McpGateway {
       this.log.warn('upstream tools/call failed', {
         upstream: server.name,
         tool: target.tool,
-        error: e instanceof UpstreamFailure ? e.message : String(e),
+        error: (ctx.scrub ?? cut)(e instanceof UpstreamFailure ? e.message : String(e), LIST_ERROR_MAX),
       });
       const f = callFailure(server.name);
       return error(f.code, f.message);
@@ -246,7 +252,7 @@ export function resolveTarget(ctx: Pick<McpContext, 'servers' | 'scoped'>, name:
 } | { message: string } {
   const split = splitToolName(name);
   if (!ctx.scoped) {
-    return split ?? { message: `tool name '${name}' is missing a '${'server'}${TOOL_SEPARATOR}tool' prefix` };
+    return split ?? { message: `tool name '${name}' is missing a 'server__tool' prefix` };
   }
   const server = ctx.scoped.name;
   if (!split) return { server, tool: name };

@@ -162,6 +162,7 @@ function mcpEndpoint(
           version,
           headers: req.headers,
           signal: c.env?.closed ?? c.req.raw.signal,
+          scrub: scrubberFor(snapshot, rules.configSecrets, undefined),
           ...(guard ? { guard } : {}),
         },
         msg,
