@@ -263,6 +263,9 @@ describe('the route table', () => {
       '/v1/messages': 'model-call',
       '/v1/messages/count_tokens': 'model-call',
       '/v1/models': 'models-list',
+      '/mcp': 'mcp',
+      '/mcp/': 'mcp',
+      '/mcp/:server': 'mcp',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',
