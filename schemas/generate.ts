@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
-import { FILE_COLLECTIONS, type Identity, type KindName, KINDS } from '../src/resources/kinds.ts';
+import { FILE_COLLECTIONS, type Identity, type KindName, KINDS, roleOf } from '../src/resources/kinds.ts';
 import { ClaimMappingSchema } from '../src/resources/identity-schema.ts';
 import { A2aAgentSchema } from '../src/resources/a2a-agent.ts';
 import {
@@ -236,7 +236,7 @@ const NAMED_BY: Record<Identity, Json> = {
 function collection(kind: KindName): Json {
   const list = (items: Json, description: string): Json => ({ type: ['array', 'null'], items, description });
   const entry = KINDS[kind];
-  if (entry.role === 'gating') {
+  if (roleOf(kind) === 'gating') {
     return {
       type: ['array', 'null'],
       maxItems: 0,

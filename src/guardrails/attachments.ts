@@ -26,6 +26,8 @@ export interface Scope {
   teamId: string | undefined;
   /** A passthrough route's id (its requests name no model). */
   routeId?: string;
+  /** An MCP tool call's server row id (its model id is empty): `mcp_server` attachments apply to it. */
+  mcpServerId?: string;
 }
 
 interface Entry {
@@ -67,6 +69,7 @@ export class AttachmentIndex {
   private readonly byKey = new Map<string, Entry[]>();
   private readonly byTeam = new Map<string, Entry[]>();
   private readonly byRoute = new Map<string, Entry[]>();
+  private readonly byMcpServer = new Map<string, Entry[]>();
   /** The chain when only environment-wide entries exist (the common case): no per-request work. */
   private readonly envOnly: readonly Guardrail[] | undefined;
   /** Every guardrail that can run, in evaluation order (the status page lists them). */
@@ -97,16 +100,16 @@ export class AttachmentIndex {
       else if (a.scope_type === 'api_key') push(this.byKey, id, e);
       else if (a.scope_type === 'team') push(this.byTeam, id, e);
       else if (a.scope_type === 'passthrough_route') push(this.byRoute, id, e);
-      // mcp_server scopes select a surface Sluice does not serve.
+      else if (a.scope_type === 'mcp_server') push(this.byMcpServer, id, e);
     }
     for (const [id, { i, r }] of order) {
       if (attached.has(id) || !r.guardrail) continue;
       log?.('implicitEnv', { guardrail: r.name, id });
       this.env.push({ order: i, priority: 0, specificity: SPECIFICITY.env, guardrail: r.guardrail });
     }
-    this.envOnly = this.byModel.size + this.byKey.size + this.byTeam.size + this.byRoute.size === 0
-      ? chainOf(this.env)
-      : undefined;
+    const scoped = this.byModel.size + this.byKey.size + this.byTeam.size + this.byRoute.size +
+      this.byMcpServer.size;
+    this.envOnly = scoped === 0 ? chainOf(this.env) : undefined;
     this.guardrails = sorted.flatMap((r) => (r.guardrail ? [r.guardrail] : []));
   }
 
@@ -123,6 +126,7 @@ export class AttachmentIndex {
     entries.push(...(this.byKey.get(scope.apiKeyId) ?? []));
     if (scope.teamId !== undefined) entries.push(...(this.byTeam.get(scope.teamId) ?? []));
     if (scope.routeId !== undefined) entries.push(...(this.byRoute.get(scope.routeId) ?? []));
+    if (scope.mcpServerId !== undefined) entries.push(...(this.byMcpServer.get(scope.mcpServerId) ?? []));
     return chainOf(entries);
   }
 }

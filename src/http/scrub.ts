@@ -57,6 +57,7 @@ function configuredNeedles(snapshot: Snapshot | undefined, fromConfig: readonly 
       for (const m of credentialSecrets(k.api_key)) set.add(m);
     }
     for (const g of snapshot.guardrails) for (const s of g.guardrail?.secrets ?? []) set.add(s);
+    for (const m of snapshot.of('mcp_servers')) if (m.secret) set.add(m.secret);
     for (const e of snapshot.exporters) for (const s of headerSecrets(e.headers)) set.add(s);
     n = needlesOf(set);
     perSnapshot.set(snapshot, n);

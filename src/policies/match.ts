@@ -52,6 +52,15 @@ function mentionsModel(p: ConditionalPolicy): boolean {
 }
 
 /**
+ * The policies a call without a model meets (an MCP tool call): every one that names no model dimension — a
+ * classic `model` row, or a conditional row whose conditions or `group_by` read the model or its provider,
+ * cannot match a call that has none.
+ */
+export function policiesWithoutModel(policies: readonly RateLimitPolicy[]): RateLimitPolicy[] {
+  return policies.filter((p) => (p.form === 'classic' ? p.scope !== 'model' : !mentionsModel(p)));
+}
+
+/**
  * The policies that reserve at `gate`, for a request whose requested model is routing (`routed`) or direct. A
  * classic `model` row: the request gate (the requested id, a group's included) and, routed, each target gate
  * (the target's id). A conditional row that names the model: the target gates when routed, else the request

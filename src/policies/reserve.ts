@@ -5,7 +5,7 @@
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { RateLimitSubject } from '../routing/rate-limit.ts';
-import { policiesAt, policyBuckets, type PolicyModel, type PolicyRequest } from './match.ts';
+import { policiesAt, policiesWithoutModel, policyBuckets, type PolicyModel, type PolicyRequest } from './match.ts';
 import type { RateLimitPolicy } from '../resources/policy-schema.ts';
 
 /** The model as a policy sees it; a direct model's vendor is its own `provider`, else its key's. */
@@ -50,6 +50,16 @@ export function callerGateSubjects(
   const all = snapshot.policies;
   if (all.length === 0) return [];
   return asSubjects(policiesAt(all, 'request', false), { ...caller(key), model: { id: '', name: '' } }, nowMs);
+}
+
+/**
+ * The policies an MCP tool call meets (docs/mcp.md "Governance"): those that need no model, with the call's
+ * key, team and member.
+ */
+export function toolCallSubjects(snapshot: Snapshot, key: ApiKey, nowMs: number): RateLimitSubject[] {
+  const all = snapshot.policies;
+  if (all.length === 0) return [];
+  return asSubjects(policiesWithoutModel(all), { ...caller(key), model: { id: '', name: '' } }, nowMs);
 }
 
 /**

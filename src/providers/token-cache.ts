@@ -48,6 +48,13 @@ export class TokenCache {
     return await this.wait(slot.inFlight, signal);
   }
 
+  /** Forget the credential's token (its upstream refused it): the next request mints afresh. */
+  drop(id: string): void {
+    const slot = this.slots.get(id);
+    if (slot && !slot.inFlight) this.slots.delete(id);
+    else if (slot) slot.token = undefined;
+  }
+
   /** Requests now waiting on a mint (for tests that prove concurrent first requests share one). */
   waiting(): number {
     let n = 0;

@@ -32,6 +32,7 @@ import { guardrails } from './guardrails.ts';
 import { mediaBodyStep, relayAnswer } from './media.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
+import { dormantDiscovery, mcpHandlers, PROTECTED_RESOURCE_PATHS } from './mcp.ts';
 import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
@@ -132,6 +133,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const track = trackRequests(d, hooks);
   app.use('/v1/*', track);
   app.use('/a2a/*', track);
+  app.use('/mcp/*', track); // also `/mcp` itself: a second `use` would track it twice
   const dispatcher = new Dispatcher({
     config: cfg,
     upstream: d.upstream,
@@ -175,6 +177,11 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     'a2a-call': () => a2aCall(d, identify),
     'a2a-card': () => a2aCard(d, identify),
     passthrough: () => passthrough.fallback,
+    mcp: mcpHandlers(
+      d,
+      { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf, configSecrets: secrets },
+      identify,
+    ),
   };
   for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
@@ -185,6 +192,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });
+  for (const path of PROTECTED_RESOURCE_PATHS) app.all(path, dormantDiscovery);
   app.all('*', handlerOf(handlers, PASSTHROUGH_ROUTE));
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
   return app;

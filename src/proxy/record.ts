@@ -33,7 +33,7 @@ export class RequestRecord {
   readonly endpoint: string;
   /** The caller's wire: its error envelope. */
   readonly protocol: Wire;
-  /** `inbound_protocol`: the caller's wire, or the route's own protocol (`a2a`, `passthrough`). */
+  /** `inbound_protocol`: the caller's wire, or the route's own protocol (`a2a`, `mcp`, `passthrough`). */
   readonly inbound: string;
   /** The configured name the caller asked for (a wildcard hit: the wildcard row's name). */
   private model: string | undefined = undefined;
@@ -207,12 +207,13 @@ export class RequestRecord {
     const s = this.served;
     const up = s ?? this.direct;
     const u = this.usage;
+    const fixed = this.route?.labels;
     const values: unknown[] = [
       this.method,
-      this.route?.labels?.endpoint ?? this.path,
+      fixed ? fixed.endpoint : this.path,
       status,
       latencyMs,
-      up ? providerOf(up) : this.relay?.logProvider ?? this.route?.labels?.upstream,
+      up ? providerOf(up) : this.relay?.logProvider ?? fixed?.provider,
       this.model,
       this.key?.id,
       u?.input,
@@ -331,10 +332,10 @@ export class RequestRecord {
     const started = this.firstByteAt !== undefined ? (this.firstByteAt - this.start) / 1000 : seconds;
     const s = this.served;
     const up = s ?? this.direct;
-    const fixed = this.route?.labels?.upstream;
+    const fixed = this.route?.labels;
     const relay = this.relay;
-    const provider = up ? providerOf(up) : relay?.provider ?? fixed ?? 'unknown';
-    const model = this.model ?? relay?.model ?? fixed ?? 'unresolved';
+    const provider = up ? providerOf(up) : relay?.provider ?? fixed?.provider ?? 'unknown';
+    const model = this.model ?? relay?.model ?? fixed?.model ?? 'unresolved';
     const outcome = this.outcome ?? outcomeOf(status);
     const code = String(status);
     const ident = [

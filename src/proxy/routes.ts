@@ -6,17 +6,18 @@ import type { Endpoint, MediaEndpoint } from '../providers/types.ts';
 interface RouteBase {
   /** The path, which is also the `endpoint` label (AISIX labels by route template). */
   readonly path: string;
+  /** `ALL`: every method reaches the handler, which answers the ones it does not serve. */
   readonly method: 'GET' | 'POST' | 'ALL';
   /** The caller's wire: its error envelope, SSE error events and `inbound_protocol` label. */
   readonly wire: Wire;
   /** Counted in the `aisix_llm_*` families too (a model inference). */
   readonly inference: boolean;
   /**
-   * The labels of a route that is no model call, when they are not the path's and the wire's: `endpoint` (also
-   * the access log's `path`: a path with parameters is labelled by its family), `inbound_protocol`, and one
-   * fixed `provider` and `model` label, so no caller-chosen name grows the series.
+   * Fixed labels for a route that is no model call: the `endpoint` label and the access log's `path` (a
+   * template, not the raw path: `/a2a`, `/mcp/{server}`), `inbound_protocol`, and the `provider` and `model`
+   * labels, so no caller-chosen name grows the series (AISIX's).
    */
-  readonly labels?: { readonly endpoint: string; readonly protocol: string; readonly upstream: string };
+  readonly labels?: { endpoint: string; protocol: string; provider: string; model: string };
   /** The `inbound_protocol` label when it is not the wire's name and the route has no fixed `labels`. */
   readonly protocol?: string;
 }
@@ -39,6 +40,15 @@ export interface ModelsListRoute extends RouteBase {
   readonly kind: 'models-list';
   readonly call?: undefined;
   readonly streams?: undefined;
+}
+
+/** `/mcp` and `/mcp/{server}`: MCP over Streamable HTTP (src/proxy/mcp.ts, docs/mcp.md). */
+export interface McpRoute extends RouteBase {
+  readonly kind: 'mcp';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+  /** `/mcp/{server}`: the path's last segment names the one server served. */
+  readonly scoped: boolean;
 }
 
 /**
@@ -67,12 +77,12 @@ export interface PassthroughRouteKind extends RouteBase {
  * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
  * passthrough, media) is one more member here and one more entry in the app's handler table.
  */
-export type Route = ModelCallRoute | ModelsListRoute | A2aRoute | PassthroughRouteKind;
+export type Route = ModelCallRoute | ModelsListRoute | McpRoute | A2aRoute | PassthroughRouteKind;
 
 export type RouteKind = Route['kind'];
 
 /** AISIX labels every `/a2a/*` request `/a2a`, protocol `a2a`, provider and model `a2a`. */
-const A2A_LABELS = { endpoint: '/a2a', protocol: 'a2a', upstream: 'a2a' } as const;
+const A2A_LABELS = { endpoint: '/a2a', protocol: 'a2a', provider: 'a2a', model: 'a2a' } as const;
 
 export const ROUTES: readonly Route[] = [
   { path: '/v1/chat/completions', method: 'POST', wire: 'openai', inference: true, ...modelCall('chat', true) },
@@ -116,6 +126,7 @@ export const ROUTES: readonly Route[] = [
     ...media('images_edits', { form: true }),
   },
   { path: '/v1/rerank', method: 'POST', wire: 'openai', inference: true, ...media('rerank') },
+  ...mcpRoutes(),
 ];
 
 /** Every passthrough route's request: counted as a proxy request, never as a model inference (AISIX's). */
@@ -127,6 +138,17 @@ export const PASSTHROUGH_ROUTE: PassthroughRouteKind = {
   protocol: 'passthrough',
   kind: 'passthrough',
 };
+
+/** AISIX's MCP routes: `/mcp/` is `/mcp`; every method is answered (405 after authentication). */
+function mcpRoutes(): McpRoute[] {
+  const labels = (endpoint: string) => ({ endpoint, protocol: 'mcp', provider: 'mcp', model: 'mcp' });
+  const base = { method: 'ALL', wire: 'openai', inference: false, kind: 'mcp' } as const;
+  return [
+    { ...base, path: '/mcp', scoped: false, labels: labels('/mcp') },
+    { ...base, path: '/mcp/', scoped: false, labels: labels('/mcp') },
+    { ...base, path: '/mcp/:server', scoped: true, labels: labels('/mcp/{server}') },
+  ];
+}
 
 /** The fields of a model-call route dispatched to `call`. */
 function modelCall(call: Endpoint, streams?: true): Pick<ModelCallRoute, 'kind' | 'call' | 'streams'> {

@@ -31,6 +31,7 @@ import {
   ProviderKeySchema,
 } from './schema.ts';
 import { resolveApiBase } from './api-base.ts';
+import { lenientMcpAccess } from './mcp-schema.ts';
 
 /** AISIX caps the ignored paths of one row at 64, then adds this marker. */
 export const MAX_IGNORED_FIELDS = 64;
@@ -215,7 +216,11 @@ export const readModel = schemaReader(ModelSchema, (id, data) => {
   return { ok: true, resource };
 }, stripInapplicable);
 
-export const readApiKey = schemaReader(ApiKeySchema, (id, data): { ok: true; resource: ApiKey } => withId(id, data));
+export const readApiKey = schemaReader(
+  ApiKeySchema,
+  (id, data): { ok: true; resource: ApiKey } => withId(id, data),
+  lenientMcpAccess,
+);
 
 /** Built here, once per row value: a row that cannot be built is rejected like a schema failure. */
 export const readGuardrail = schemaReader(GuardrailSchema, (id, data) => {

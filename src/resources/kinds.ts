@@ -23,6 +23,8 @@ import { GuardrailAttachmentSchema, GuardrailSchema } from '../guardrails/schema
 import { desugarApiKey, desugarModel } from './desugar.ts';
 import type { Env } from './interpolate.ts';
 import { desugarPolicy, type FileIds, parsePolicyDocument } from './policy-document.ts';
+import { readMcpAuthSettings, readMcpPolicy, readMcpServer } from './mcp-document.ts';
+import { McpAuthSettingsSchema, McpPolicySchema, McpServerSchema } from './mcp-schema.ts';
 import { RateLimitPolicySchema } from './policy-schema.ts';
 import {
   ClaimMappingSchema,
@@ -92,8 +94,6 @@ export interface UnservedKind<Role extends 'gating' | 'not_served' = 'gating' | 
 function served<R>(kind: Omit<ServedKind<R>, 'role'>): ServedKind<R> {
   return { role: 'served', ...kind };
 }
-const gating = (identity: Identity, file: boolean): UnservedKind<'gating'> => ({ role: 'gating', identity, file });
-const notServed = (identity: Identity): UnservedKind<'not_served'> => ({ role: 'not_served', identity, file: true });
 
 export const KINDS = {
   provider_keys: served({
@@ -175,7 +175,16 @@ export const KINDS = {
     counted: false,
     export: 'as_stored',
   }),
-  mcp_policies: gating('name', false),
+  // No file collection (AISIX's file has none): in a file, MCP access comes from `api_keys[].mcp_access` only.
+  mcp_policies: served({
+    identity: 'name',
+    schema: McpPolicySchema,
+    description: 'MCP tool access policies (etcd only; docs/mcp.md)',
+    read: readMcpPolicy,
+    file: false,
+    counted: true,
+    export: 'as_stored',
+  }),
   /** Who may assert a caller's identity with a JWT (docs/identity.md), read by src/identity only. */
   oidc_providers: served({
     identity: 'name',
@@ -198,8 +207,24 @@ export const KINDS = {
     failsClosed: true,
     export: 'entries',
   }),
-  mcp_servers: notServed('name_or_display_name'),
-  mcp_auth_settings: notServed('singleton'),
+  mcp_servers: served({
+    identity: 'name_or_display_name',
+    schema: McpServerSchema,
+    description: 'upstream MCP servers behind /mcp (docs/mcp.md)',
+    read: readMcpServer,
+    file: true,
+    counted: true,
+    export: 'as_stored',
+  }),
+  mcp_auth_settings: served({
+    identity: 'singleton',
+    schema: McpAuthSettingsSchema,
+    description: "/mcp's OAuth metadata and anonymous access (docs/mcp.md)",
+    read: readMcpAuthSettings,
+    file: true,
+    counted: true,
+    export: 'as_stored',
+  }),
   /** Upstream A2A agents the gateway fronts at `/a2a/<name>` (src/a2a, docs/a2a.md). */
   a2a_agents: served({
     identity: 'name_or_display_name',
@@ -282,7 +307,14 @@ export function isResourceKind(kind: string): kind is ResourceKind {
   return isKind(kind) && KINDS[kind].role === 'served';
 }
 export function isGatingKind(kind: string): kind is GatingKind {
-  return isKind(kind) && KINDS[kind].role === 'gating';
+  return isKind(kind) && roleOf(kind) === 'gating';
+}
+/**
+ * A kind's role, as the type every entry may have: every kind AISIX defines today is served, and the paths
+ * that refuse or set aside a kind stay for one AISIX adds.
+ */
+export function roleOf(kind: KindName): 'served' | 'gating' | 'not_served' {
+  return KINDS[kind].role;
 }
 
 /** The entry of a served kind. */

@@ -12,6 +12,7 @@
 import { z } from 'zod';
 import { CapabilitiesSchema } from './capabilities.ts';
 import { BudgetListSchema } from './budget-schema.ts';
+import { McpAccessSchema, McpRateLimitsSchema } from './mcp-schema.ts';
 
 const ADAPTERS = ['openai', 'anthropic', 'bedrock', 'vertex', 'azure-openai', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
@@ -282,6 +283,10 @@ export const apiKeyShape = {
   allowed_agents: nullOk(z.array(z.string())),
   /** The passthrough routes the key may use, by name, single-`*` globs; absent, `null` or `[]`: none. */
   allowed_routes: nullOk(z.array(z.string())),
+  /** The key's own MCP tool ACL layer (docs/mcp.md "Access control"). */
+  mcp_access: nullOk(McpAccessSchema),
+  /** Per MCP server name: the key's limits on that server's tool calls (docs/mcp.md "Governance"). */
+  mcp_rate_limits: nullOk(McpRateLimitsSchema),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

@@ -4,7 +4,7 @@
 import type { RateLimit } from '../resources/schema.ts';
 
 /** What a bucket belongs to: AISIX's `layer` label of `aisix_ratelimit_rejections_total`. */
-export type RateLimitScope = 'api_key' | 'model' | 'policy';
+export type RateLimitScope = 'api_key' | 'model' | 'policy' | 'mcp';
 export type RequestDimension = 'rps' | 'rpm' | 'rph' | 'rpd';
 export type TokenDimension = 'tpm' | 'tpd';
 export type RateLimitDimension = RequestDimension | TokenDimension | 'concurrency';

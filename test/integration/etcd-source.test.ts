@@ -167,8 +167,6 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     await s.put(`${P}/models/m4`, '[1,2]');
     await s.put(`${P}/api_keys/k1`, { display_name: 'k', key_hash: 'NOT-A-HASH' });
     await s.put(`${P}/models/m5`, { ...model('m5'), id: 'other-id' });
-    await s.put(`${P}/mcp_policies/g1`, { name: 'rl' });
-    await s.put(`${P}/mcp_servers/c1`, { name: 'c' });
     await s.put(`${P}2/models/zz`, model('outside the prefix'));
 
     const t = open({ endpoint: etcd.endpoint, prefix: P });
@@ -182,19 +180,16 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
       'models/m2': 'non_json',
       'models/m4': 'schema_failed',
       'api_keys/k1': 'schema_failed',
-      'mcp_policies/g1': 'unsupported',
     });
     assert.match(rejected.get('routes/r1')!.last_error, /unknown resource kind "routes"/);
     assert.match(rejected.get('api_keys/k1')!.last_error, /^allowed_models: /, 'allowed_models is required');
     assert.match(rejected.get('provider_keys/pk2')!.last_error, /^provider: /);
-    assert.match(rejected.get('mcp_policies/g1')!.last_error, /Sluice does not implement mcp_policies/);
     for (const r of rejected.values()) {
       assert.match(r.first_seen_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/, 'RFC 3339 UTC, whole seconds');
       assert.match(r.last_seen_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
       assert.equal(r.serving_stale_since, undefined);
     }
     assert.deepEqual(t.gw.facts.partiallyCompatible, [
-      { resource_kind: 'mcp_servers', field: '*', count: 1 },
       { resource_kind: 'models', field: 'cooldown.sticky', count: 1 },
       { resource_kind: 'models', field: 'future_field', count: 2 },
       { resource_kind: 'models', field: 'other', count: 1 },
@@ -208,7 +203,6 @@ describe('etcd source (in-process, real etcd)', { timeout: 60_000 }, () => {
     const m = await metrics(t);
     assert.match(m, /aisix_config_rejected_resources\{kind="models"\} 2/);
     assert.match(m, /aisix_config_partially_compatible_resources\{kind="models"\} 2/, 'rows, not fields');
-    assert.match(m, /aisix_config_partially_compatible_resources\{kind="mcp_servers"\} 1/);
     assert.ok(t.platform.logs.some((l) => l.msg === 'etcd resource rejected' && l.key === `${P}/routes/r1`));
     assertNoSecrets(await visibleText(t));
   });

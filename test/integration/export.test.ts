@@ -74,7 +74,7 @@ const ROWS: [string, unknown][] = [
   }],
   [`${P}/api_keys/k2`, { display_name: 'disabled', key_hash: 'a'.repeat(64), disabled: true, allowed_models: [] }],
   [`${P}/api_keys/k3`, { key_hash: 'no-name', allowed_models: ['ghost', 'smart'] }],
-  // Accepted, not served: exported as stored, secrets as placeholders.
+  // Exported as stored, secrets as placeholders.
   [`${P}/mcp_servers/s1`, { name: 'tools', url: 'http://127.0.0.1:9/mcp', secret: 'mcp-SECRET' }],
   [`${P}/a2a_agents/a1`, { name: 'agent', url: 'http://127.0.0.1:9/a2a', secret: 'a2a-SECRET' }],
   [`${P}/observability_exporters/o1`, {
@@ -202,7 +202,7 @@ describe('sluice export (real etcd)', { timeout: 60_000 }, () => {
     const err = platform.logs.map((l) => String(l.raw)).join('\n');
     assert.match(
       err,
-      /warning: 2 etcd entr\(ies\) were rejected during decode and omitted from the export:\n {2}- \/export-bad\/mcp_policies\/p1: unsupported: [^\n]*\n {2}- \/export-bad\/models\/bad: non_json/,
+      /warning: 2 etcd entr\(ies\) were rejected during decode and omitted from the export:\n {2}- \/export-bad\/mcp_policies\/p1: schema_failed: [^\n]*\n {2}- \/export-bad\/models\/bad: non_json/,
     );
     assert.match(err, /2 row\(s\) cannot be written to the file — fix them in the source and re-export/);
     assert.match(err, /- \/export-bad\/mcp_servers\/b: not expressible in a file: a name another row holds/);

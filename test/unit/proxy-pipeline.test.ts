@@ -277,6 +277,9 @@ describe('the route table', () => {
       '/v1/images/generations': 'model-call',
       '/v1/images/edits': 'model-call',
       '/v1/rerank': 'model-call',
+      '/mcp': 'mcp',
+      '/mcp/': 'mcp',
+      '/mcp/:server': 'mcp',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',

@@ -649,21 +649,19 @@ models:
     const r = await load(`_format_version: "1"
 cache_policies: [{ name: c1 }, { name: c2 }]
 observability_exporters: [{ name: o, kind: object_store }]
-mcp_servers: [{ display_name: s }]
+mcp_servers: [{ display_name: s, url: "http://127.0.0.1:9/mcp" }]
 a2a_agents: [{ name: a, url: "https://agents.example/a2a" }]
 mcp_auth_settings: [{ resource_url: "https://x" }]
 `);
     assert.equal(r.ok, true, r.ok ? '' : r.report.format());
     if (!r.ok) return;
-    assert.equal(r.snapshot.size, 3, 'cache_policies (src/cache) and a2a_agents (src/a2a) are served');
+    assert.equal(r.snapshot.size, 5, 'cache_policies, a2a_agents and the MCP kinds are served');
     assert.equal(r.resourceCount, 6);
     assert.deepEqual(r.notServed, {
       observability_exporters: 1,
-      mcp_servers: 1,
-      mcp_auth_settings: 1,
     });
     assert.equal(
-      await report('_format_version: "1"\nmcp_auth_settings: [{ a: 1 }, { b: 2 }]\n'),
+      await report('_format_version: "1"\nmcp_auth_settings: [{}, {}]\n'),
       one(
         'mcp_auth_settings[1] ("mcp_auth_settings")',
         'duplicate mcp_auth_settings entry: name "mcp_auth_settings" is already defined at mcp_auth_settings[0] — identities must be unique within a kind',

@@ -211,7 +211,8 @@ const RESOURCES: [string, string, boolean][] = [
   ['an OIDC provider without its issuer', '_format_version: "1"\noidc_providers: [{ name: g }]', false],
   ['a guardrail', '_format_version: "1"\nguardrails: [{ name: g, kind: keyword, patterns: [] }]', true],
   ['a guardrail without its kind', '_format_version: "1"\nguardrails: [{ name: g }]', false],
-  ['an accepted-not-served entry', '_format_version: "1"\nmcp_servers: [{ display_name: m, url: x }]', true],
+  ['an mcp_servers entry', '_format_version: "1"\nmcp_servers: [{ display_name: m, url: x }]', true],
+  ['an mcp_servers entry without url', '_format_version: "1"\nmcp_servers: [{ name: m }]', false],
   ['a null collection', '_format_version: "1"\nmodels:', true],
   [
     'a ${VAR} api_base',

@@ -28,6 +28,7 @@ import {
   parseDocument,
   type ReadOf,
   type ResourceKind,
+  roleOf,
 } from '../../resources/kinds.ts';
 import type { ResourceSet } from '../../resources/snapshot.ts';
 import { canonicalJson } from '../../util/crypto.ts';
@@ -174,8 +175,7 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
         : `value is not valid JSON${at ? ` (at position ${at[1]})` : ''}`,
     );
   }
-  const entry = KINDS[k.kind];
-  if (entry.role === 'gating') {
+  if (roleOf(k.kind) === 'gating') {
     return reject(
       'unsupported',
       `Sluice does not implement ${k.kind}: a row of this kind gates traffic, so it is refused rather than ignored`,

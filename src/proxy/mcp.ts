@@ -1,0 +1,389 @@
+// The `mcp` route kind's handler (docs/mcp.md): `POST /mcp` and `/mcp/{server}` served statelessly, one JSON
+// answer per request, by any replica. The order is AISIX's where a client can observe it: the path, the caller
+// (a key as for model calls, or the anonymous entry of `mcp_auth_settings`), the scoped server (404 only after
+// authentication), the transport checks, the body, the version gate, then the method (src/mcp/gateway.ts).
+// Sluice's own: `Origin` is validated first, and a tool call's ACL is checked before its rate limits.
+import type { Context } from 'hono';
+import { errors, ProxyError } from '../http/errors.ts';
+import { resolveAcl } from '../mcp/acl.ts';
+import { type McpAnswer, McpGateway, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
+import { guardArguments, guardResult } from '../mcp/guard.ts';
+import type { Config } from '../config/schema.ts';
+import { AttachmentIndex } from '../guardrails/attachments.ts';
+import type { ChainDeps } from '../guardrails/chain.ts';
+import { scrubberFor } from '../http/scrub.ts';
+import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
+import type { Registry } from '../observability/metrics.ts';
+import { idOf, rpcError, versionGate } from '../mcp/protocol.ts';
+import { McpUpstreams } from '../mcp/upstream.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { UpstreamFetch } from '../platform.ts';
+import type { McpServer } from '../resources/mcp-schema.ts';
+import type { ApiKey } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import {
+  bucketSpec,
+  type Permit,
+  type RateLimitDecision,
+  type RateLimiter,
+  type RateLimitSubject,
+} from '../routing/rate-limit.ts';
+import { toolCallSubjects } from '../policies/reserve.ts';
+import { limiterMessage } from '../policies/target-gate.ts';
+import { ipAllowed } from '../util/cidr.ts';
+import type { Clock } from '../util/clock.ts';
+import { fail } from './answer.ts';
+import { readLimited } from './body.ts';
+import type { ProxyEnv } from './env.ts';
+import type { RequestStep } from './pipeline.ts';
+import { ProxyRequest } from './request.ts';
+import type { McpRoute } from './routes.ts';
+
+/** What the MCP handler reads; `snapshot` is read per request (the Gateway's getter). */
+export interface McpDeps {
+  readonly snapshot: Snapshot | undefined;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly upstream: UpstreamFetch;
+  readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+  readonly config: Pick<Config, 'bedrock_endpoint_url'>;
+  readonly metrics: { readonly registry: Registry };
+}
+
+/** How the proxy reads a request: its body limit and the client address (`proxy.real_ip`). */
+export interface McpRequestRules {
+  readonly bodyLimit: number;
+  readonly clientIpOf: (peer: string | undefined, headers: Headers) => string | undefined;
+  /** config.yaml's secrets, scrubbed from what a guardrail service answers. */
+  readonly configSecrets: readonly string[];
+}
+
+/** The handler maker of the `mcp` route kind: one gateway (its OAuth tokens, its warnings) for every route. */
+export function mcpHandlers(
+  d: McpDeps,
+  rules: McpRequestRules,
+  identify: RequestStep,
+): (route: McpRoute) => McpHandler {
+  const upstreams = new McpUpstreams({ upstream: d.upstream, log: d.log.withTarget('aisix_mcp') });
+  const gateway = new McpGateway(upstreams, d.log.withTarget('aisix_mcp'));
+  const servers = new ServerIndex(d.log.withTarget('aisix_mcp'));
+  const guards = new ToolGuards(d, rules.configSecrets);
+  return (route) => mcpEndpoint(d, rules, identify, gateway, { servers, guards }, route);
+}
+
+type McpHandler = (c: Context<ProxyEnv>) => Promise<Response>;
+
+function text(status: number, body: string, headers: Record<string, string> = {}): Response {
+  return new Response(body, { status, headers: { 'content-type': 'text/plain; charset=utf-8', ...headers } });
+}
+
+function json(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+}
+
+function mcpEndpoint(
+  d: McpDeps,
+  rules: McpRequestRules,
+  identify: RequestStep,
+  gateway: McpGateway,
+  per: { servers: ServerIndex; guards: ToolGuards },
+  route: McpRoute,
+): McpHandler {
+  return async function handleMcp(c) {
+    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
+    let named: string | undefined;
+    if (route.scoped) {
+      try {
+        named = decodeURIComponent(c.req.path.slice(c.req.path.lastIndexOf('/') + 1));
+      } catch {
+        return fail(c, errors.badRequest('request payload is invalid: invalid path parameter'));
+      }
+    }
+    if (!originAllowed(req.headers, c.req.url)) {
+      return json(403, rpcError(null, -32600, 'Forbidden: the Origin header does not match this endpoint'));
+    }
+    const anonymous = await admitCaller(d, rules, identify, req, named);
+    if (anonymous instanceof ProxyError) return fail(c, anonymous);
+    if (anonymous instanceof Response) return anonymous;
+    const { key, snapshot } = req.caller;
+    const all = per.servers.of(snapshot);
+    let scoped: McpServer | undefined;
+    if (named !== undefined) {
+      scoped = all.find((s) => s.name === named && s.enabled);
+      if (!scoped) return text(404, `unknown MCP server: ${named}`);
+    }
+    if (c.req.method !== 'POST') return text(405, 'Method Not Allowed', { allow: 'POST' });
+    const accept = req.headers.get('accept') ?? '';
+    if (!accept.includes('application/json') || !accept.includes('text/event-stream')) {
+      return text(406, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+    }
+    if (!(req.headers.get('content-type') ?? '').toLowerCase().startsWith('application/json')) {
+      return text(415, 'Unsupported Media Type: Content-Type must be application/json');
+    }
+    let bytes: Uint8Array | ProxyError;
+    try {
+      bytes = await readLimited(c.req.raw, rules.bodyLimit);
+    } catch {
+      return text(400, 'invalid request body');
+    }
+    if (bytes instanceof ProxyError) return fail(c, bytes);
+    let msg: unknown;
+    try {
+      msg = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+    } catch {
+      msg = undefined;
+    }
+    const version = req.headers.get('mcp-protocol-version');
+    const gate = versionGate(version, idOf(msg));
+    if (gate) return json(400, gate);
+    if (msg === undefined) return json(400, rpcError(null, -32700, 'Parse error: the body is not JSON'));
+
+    const acl = resolveAcl(snapshot.of('mcp_policies'), {
+      ...(key.team_id !== undefined ? { team_id: key.team_id } : {}),
+      ...(key.mcp_access ? { mcp_access: key.mcp_access } : {}),
+      ...(anonymous ? { anonymousServers: anonymous } : {}),
+    });
+    let permit: Permit | undefined;
+    const govern = async (t: ToolTarget): Promise<Response | undefined> => {
+      const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
+      const admitted = await d.rateLimiter.acquire(subjects);
+      if (!admitted.allowed) return fail(c, rateLimited(admitted));
+      permit = admitted.permit;
+      return undefined;
+    };
+    let answer: McpAnswer | Response;
+    try {
+      const guard = per.guards.of(snapshot, key);
+      answer = await gateway.handle(
+        {
+          servers: all,
+          scoped,
+          acl,
+          version,
+          headers: req.headers,
+          signal: c.env?.closed ?? c.req.raw.signal,
+          scrub: scrubberFor(snapshot, rules.configSecrets, undefined),
+          ...(guard ? { guard } : {}),
+        },
+        msg,
+        govern,
+      );
+    } finally {
+      await permit?.end();
+    }
+    if (answer instanceof Response) return answer;
+    if (answer.body === undefined) return new Response(null, { status: answer.status });
+    return json(answer.status, answer.body);
+  };
+}
+
+/**
+ * Who is calling (docs/mcp.md "Inbound authentication"): a request that offers a credential is authenticated
+ * as for a model call, and a failure is final, never downgraded to anonymous; one that offers none may be the
+ * anonymous principal of the environment's `mcp_auth_settings`. Resolves to the anonymous entry's servers
+ * (the caller's ceiling), undefined for a key, or the refusal.
+ */
+async function admitCaller(
+  d: McpDeps,
+  rules: McpRequestRules,
+  identify: RequestStep,
+  req: ProxyRequest,
+  scoped: string | undefined,
+): Promise<readonly string[] | undefined | ProxyError | Response> {
+  const offered = (req.headers.get('authorization') ?? '').trim() !== '' ||
+    (req.headers.get('x-api-key') ?? '').trim() !== '';
+  const snapshot = d.snapshot;
+  if (!offered && snapshot) {
+    const entry = anonymousEntry(d, rules, snapshot, req, scoped);
+    if (entry) {
+      req.caller = { key: entry.key, snapshot };
+      req.rec.identified(entry.key);
+      return entry.servers;
+    }
+  }
+  const refused = await identify.run(req);
+  if (refused instanceof ProxyError || refused instanceof Response) return refused;
+  return undefined;
+}
+
+/**
+ * The anonymous principal, when every condition holds: exactly one `mcp_auth_settings` row, its `anonymous`
+ * block enabled, this entry allowed (the scoped server among `servers`, or `aggregate_entry` on `/mcp`), the
+ * client address in `source_cidrs`, the principal key present, enabled and unexpired. Otherwise undefined:
+ * the caller gets the ordinary 401, so a probe learns nothing.
+ */
+function anonymousEntry(
+  d: McpDeps,
+  rules: McpRequestRules,
+  snapshot: Snapshot,
+  req: ProxyRequest,
+  scoped: string | undefined,
+): { key: ApiKey; servers: readonly string[] } | undefined {
+  const settings = snapshot.of('mcp_auth_settings');
+  // More than one row: every setting stays dormant (AISIX's), WARNed about by `ServerIndex`.
+  const anon = settings.length === 1 ? settings[0]!.anonymous : undefined;
+  if (!anon || !anon.enabled) return undefined;
+  if (scoped === undefined ? !anon.aggregate_entry : !anon.servers.includes(scoped)) return undefined;
+  const ip = rules.clientIpOf(req.c.env?.peer, req.headers);
+  if (ip === undefined || !ipAllowed(anon.source_cidrs, ip)) return undefined;
+  const key = snapshot.apiKeys.get(anon.api_key_id);
+  if (!key || key.disabled) return undefined;
+  if (key.expires_at !== undefined && Date.parse(key.expires_at) <= d.clock()) return undefined;
+  return { key, servers: anon.servers };
+}
+
+/**
+ * `Origin` as the MCP transport requires (a DNS-rebinding defence): absent passes (not a browser); present, it
+ * must be the endpoint's own origin as the request reached it.
+ */
+function originAllowed(headers: Headers, url: string): boolean {
+  const origin = headers.get('origin');
+  if (origin === null) return true;
+  const host = headers.get('host') ?? new URL(url).host;
+  try {
+    return new URL(origin).host.toLowerCase() === host.toLowerCase();
+  } catch {
+    return false;
+  }
+}
+
+/** A tool call's own buckets: the key's limits, then the key's limits on that server (`mcp:<key>:<server>`). */
+function keySubjects(key: ApiKey, server: string): RateLimitSubject[] {
+  const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
+  const limits = key.mcp_rate_limits?.[server];
+  const bucket = `mcp:${key.id}:${server}`;
+  const spec = bucketSpec(bucket, limits);
+  if (spec) subjects.push({ scope: 'mcp', id: bucket, spec });
+  return subjects;
+}
+
+/**
+ * AISIX's 429 on a tool call: its OpenAI envelope, `Retry-After` except for concurrency, no `x-ratelimit-*`; a
+ * policy's names the policy (` (policy '<name>')` and `error.policy`).
+ */
+function rateLimited(r: Extract<RateLimitDecision, { allowed: false }>): ProxyError {
+  const headers = r.kind === 'concurrency' ? undefined : { 'retry-after': String(r.retryAfterSecs) };
+  if (r.scope !== 'policy') {
+    return new ProxyError(429, 'rate_limit_exceeded', limiterMessage(r.kind), undefined, headers);
+  }
+  const name = r.name ?? r.id;
+  return new ProxyError(
+    429,
+    'rate_limit_exceeded',
+    `${limiterMessage(r.kind)} (policy '${name}')`,
+    undefined,
+    headers,
+    {
+      policy: { id: r.id, name },
+    },
+  );
+}
+
+/**
+ * The registered servers of each snapshot, deduplicated by name: the first registration wins, the others are
+ * WARNed about once per snapshot, as are `mcp_auth_settings` that cannot take effect. Kept per snapshot
+ * object, so a new configuration is read afresh.
+ */
+class ServerIndex {
+  private readonly bySnapshot = new WeakMap<Snapshot, readonly McpServer[]>();
+  /** The settings lines already written: once per process, as AISIX's. */
+  private readonly warned = new Set<keyof typeof MCP_AUTH_MSG>();
+
+  constructor(private readonly log: Logger) {}
+
+  of(snapshot: Snapshot): readonly McpServer[] {
+    let list = this.bySnapshot.get(snapshot);
+    if (list) return list;
+    const seen = new Set<string>();
+    const kept: McpServer[] = [];
+    for (const s of snapshot.of('mcp_servers')) {
+      if (seen.has(s.name)) {
+        this.log.warn('duplicate MCP upstream name; keeping the first registration, dropping this one', {
+          upstream: s.name,
+          id: s.id,
+        });
+        continue;
+      }
+      seen.add(s.name);
+      kept.push(s);
+    }
+    this.bySnapshot.set(snapshot, list = kept);
+    this.checkSettings(snapshot);
+    return list;
+  }
+
+  private checkSettings(snapshot: Snapshot): void {
+    const settings = snapshot.of('mcp_auth_settings');
+    const once = (line: keyof typeof MCP_AUTH_MSG, fields: Record<string, unknown>) => {
+      if (this.warned.has(line)) return;
+      this.warned.add(line);
+      this.log.warn(MCP_AUTH_MSG[line], fields);
+    };
+    if (settings.length > 1) once('multipleRows', { count: settings.length });
+    else if (settings[0]?.resource_url !== undefined) {
+      once('discoveryDormant', { resource_url: settings[0].resource_url });
+    }
+  }
+}
+
+/** The `aisix::mcp_auth` lines, in one place. */
+export const MCP_AUTH_MSG = {
+  multipleRows: 'multiple mcp_auth_settings rows in snapshot; both the OAuth discovery surface and anonymous MCP ' +
+    'access stay dormant until exactly one remains',
+  discoveryDormant: 'mcp_auth_settings.resource_url is set, but the OAuth discovery surface needs an enabled ' +
+    'oidc_providers row, which Sluice does not implement: it stays dormant (no metadata document, no challenge)',
+} as const;
+
+/**
+ * The RFC 9728 metadata paths (docs/mcp.md "Inbound authentication"). The surface is active only with an enabled
+ * `oidc_providers` row, a kind Sluice refuses, so it is always dormant: a bare 404, every method, as AISIX's
+ * dormant surface answers.
+ */
+export const PROTECTED_RESOURCE_PATHS = [
+  '/.well-known/oauth-protected-resource',
+  '/.well-known/oauth-protected-resource/mcp',
+];
+
+export function dormantDiscovery(): Response {
+  return new Response(null, { status: 404 });
+}
+
+/**
+ * The guardrails of each snapshot's tool calls: its attachment index (environment, `mcp_server`, key and team
+ * scopes; a model's never) and the chain's dependencies, built on the snapshot's first tool call. A snapshot
+ * whose guardrails can run nowhere has none, and its calls skip the checks entirely.
+ */
+class ToolGuards {
+  private readonly bySnapshot = new WeakMap<Snapshot, { index: AttachmentIndex; deps: ChainDeps } | null>();
+  private readonly base: ChainDeps;
+
+  constructor(d: McpDeps, private readonly configSecrets: readonly string[]) {
+    const log = d.log.withTarget('aisix_mcp');
+    this.base = {
+      ctx: { fetch: d.upstream, bedrockEndpointUrl: d.config.bedrock_endpoint_url || undefined },
+      metrics: guardrailMetricsFor(d.metrics.registry),
+      log: (level, msg, fields) => log[level](msg, fields),
+      now: () => performance.now() / 1000,
+    };
+  }
+
+  of(snapshot: Snapshot, key: ApiKey): ToolGuard | undefined {
+    let g = this.bySnapshot.get(snapshot);
+    if (g === undefined) {
+      const index = snapshot.guardrails.length === 0
+        ? undefined
+        : new AttachmentIndex(snapshot.guardrails, snapshot.guardrailAttachments);
+      const scrub = (text: string, max?: number) => scrubberFor(snapshot, this.configSecrets, undefined)(text, max);
+      g = index && !index.empty ? { index, deps: { ...this.base, ctx: { ...this.base.ctx, scrub } } } : null;
+      this.bySnapshot.set(snapshot, g);
+    }
+    if (g === null) return undefined;
+    const { index, deps } = g;
+    const chainOf = (t: ToolTarget) =>
+      index.resolve({ modelId: '', apiKeyId: key.id, teamId: key.team_id, mcpServerId: t.server.id });
+    return {
+      input: (t) => guardArguments(chainOf(t), deps, t.tool, t.args),
+      output: (t, result) => guardResult(chainOf(t), deps, t.tool, result),
+    };
+  }
+}
