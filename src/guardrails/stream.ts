@@ -184,6 +184,8 @@ class StreamGuard {
   }
 
   async check(segments: Segment[], writeBack = true): Promise<Verdict> {
+    // An answer without an id still is one session: one id for all its checks.
+    this.responseId ??= crypto.randomUUID();
     const deps = { ...this.o.deps, ctx: { ...this.o.deps.ctx, responseId: this.responseId, writeBack } };
     const v = await runChain(this.o.chain, 'output', segments, deps);
     this.o.onVerdict?.(v);

@@ -250,6 +250,27 @@ ${rows}`,
     }
   });
 
+  test('a stream without an id is still one session: one fresh id for all its windows', async () => {
+    const { gw, post } = await app(row('aliyun_text_moderation', ', window_size: 5, window_overlap_size: 0'));
+    try {
+      const noId = (content: string) => {
+        const { id: _id, ...rest } = chunk('gpt-upstream', content);
+        return rest;
+      };
+      upstream.script({ sse: [noId('first part, '), noId('second part, '), noId('third part.')] });
+      const res = await post({ model: 'gpt', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      assert.match(await within(res.text(), 5000, 'the stream'), /third part\./);
+      const sessions = new Set(
+        ali.calls.filter((c) => c.service === 'llm_response_moderation').map((c) => c.serviceParameters.sessionId),
+      );
+      assert.equal(sessions.size, 1);
+      assert.match(String([...sessions][0]), /^[0-9a-f-]{36}$/);
+      assert.ok(ali.calls.filter((c) => c.service === 'llm_response_moderation').length >= 3);
+    } finally {
+      gw.stop();
+    }
+  });
+
   test('text moderation: a streamed answer is checked in windows with its id as the session', async () => {
     const { gw, post } = await app(row('aliyun_text_moderation', ', window_size: 10, window_overlap_size: 2'));
     try {
