@@ -20,6 +20,7 @@ import {
   OtherExporterSchema,
   OtlpExporterSchema,
   providerKeyShape,
+  SlsExporterSchema,
 } from '../src/resources/schema.ts';
 
 type Json = Record<string, unknown>;
@@ -172,8 +173,10 @@ function exporterEntry(): Json {
   props(served).name = { ...props(served).name as Json, description: "the exporter's name (its identity)" };
   const { id: _did, ...datadog } = DatadogExporterSchema.shape;
   const usage = toJson(z.strictObject(datadog), { interpolated: true });
+  const { id: _sid, ...sls } = SlsExporterSchema.shape;
+  const slsUsage = toJson(z.strictObject(sls), { interpolated: true });
   const other = toJson(OtherExporterSchema, { interpolated: true });
-  return { oneOf: [served, usage, { ...other, not: required('id') }] };
+  return { oneOf: [served, usage, slsUsage, { ...other, not: required('id') }] };
 }
 
 /** A claim mapping names its key by `resolve.api_key` (a display_name of the file) or `resolve.api_key_id`. */

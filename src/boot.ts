@@ -15,6 +15,7 @@ import { FileSource } from './sources/file.ts';
 import type { ConfigSource, SourceLoad } from './sources/source.ts';
 import { createStatusApp } from './status/app.ts';
 import type { Clock } from './util/clock.ts';
+import { refuseLocalModel } from './guardrails/local-model.ts';
 
 const decoder = new TextDecoder();
 
@@ -58,6 +59,8 @@ export async function loadBootConfig(
   const r = loadConfig(path, text, platform.env);
   if (!r.ok) return r.report.format();
   const config = r.config;
+  const noModel = refuseLocalModel(platform.env);
+  if (noModel !== undefined) return noModel;
   const refused = opts.refuse?.(config);
   if (refused !== undefined) return refused;
   try {

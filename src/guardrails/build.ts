@@ -5,6 +5,8 @@ import { buildKeyword } from './keyword.ts';
 import { buildPii } from './pii.ts';
 import { buildPromptShield, buildTextModeration } from './remote/azure.ts';
 import { buildAliyunTextModeration } from './remote/aliyun.ts';
+import { buildAliyunAiGuardrail } from './remote/aliyun-ai.ts';
+import { buildSemantic } from './semantic.ts';
 import { buildBedrock } from './remote/bedrock.ts';
 import { buildLakera } from './remote/lakera.ts';
 import { buildOpenAiModeration } from './remote/openai-moderation.ts';
@@ -27,15 +29,8 @@ export type BuildResult =
 
 type Check = Guardrail['check'];
 
-const NOT_BUILT: Record<string, string> = {
-  semantic: '`semantic` (a bundled embedding model) is not implemented by Sluice',
-  aliyun_ai_guardrail: '`aliyun_ai_guardrail` is not implemented by Sluice',
-};
-
 export function buildGuardrail(id: string, row: GuardrailRow): BuildResult {
-  const notBuilt = NOT_BUILT[row.kind];
-  if (notBuilt !== undefined) return { ok: false, error: `kind: ${notBuilt}; the row is refused rather than skipped` };
-  const made = checkOf(row as Exclude<GuardrailRow, { kind: keyof typeof NOT_BUILT }>);
+  const made = checkOf(row);
   if (!made.ok) return made;
   const warnings: string[] = [];
   if (row.enforcement_mode !== 'block' && row.enforcement_mode !== 'monitor') warnings.push('unknown_enforcement_mode');
@@ -72,7 +67,7 @@ function rowSecrets(row: GuardrailRow): string[] {
 }
 
 function checkOf(
-  row: Exclude<GuardrailRow, { kind: 'semantic' | 'aliyun_ai_guardrail' }>,
+  row: GuardrailRow,
 ): { ok: true; check: Check; inert: boolean } | { ok: false; error: string } {
   const local = (
     b: { ok: true; value: (s: readonly Segment[], h: Hook) => Outcome | Promise<Outcome> } | {
@@ -112,13 +107,20 @@ function checkOf(
       const b = buildBedrock(row);
       return b.ok ? { ok: true, check: b.value, inert: false } : b;
     }
+    case 'aliyun_ai_guardrail':
+      return { ok: true, check: buildAliyunAiGuardrail(row), inert: false };
+    case 'semantic':
+      return local(buildSemantic(row), false);
   }
 }
 
 /** How the kind holds back a streamed answer for its output check (AISIX's `stream_output_policy`). */
 function streamPolicy(row: GuardrailRow): StreamPolicy {
+  // AISIX holds a semantic answer whole and releases it unchecked over the cap: the kind only masks.
+  if (row.kind === 'semantic') return { kind: 'buffer', maxBytes: 262_144, failOpen: true };
   if (
-    (row.kind === 'azure_content_safety_text_moderation' || row.kind === 'aliyun_text_moderation') &&
+    (row.kind === 'azure_content_safety_text_moderation' || row.kind === 'aliyun_text_moderation' ||
+      row.kind === 'aliyun_ai_guardrail') &&
     row.stream_processing_mode === 'window'
   ) {
     return { kind: 'window', size: row.window_size, overlap: row.window_overlap_size };

@@ -57,6 +57,7 @@ export interface Verdict {
 
 /** The failure-tag family of a remote kind (`aisix_guardrail_bypasses_total{reason}`, the service logs). */
 function serviceOf(kind: string): string {
+  if (kind.startsWith('aliyun_')) return 'aliyun';
   return kind.startsWith('azure_') ? 'azure_cs' : kind;
 }
 
@@ -113,11 +114,12 @@ export async function runChain(
       for (const [k, n] of Object.entries(o.counts)) v.counts[k] = (v.counts[k] ?? 0) + n;
     } else {
       const failOpen = hook === 'input' ? g.failOpen : g.outputFailOpen;
-      deps.log('warn', SERVICE_MSG[serviceOf(g.kind)]?.failed ?? 'guardrail call failed', {
+      deps.log('warn', (SERVICE_MSG[g.kind] ?? SERVICE_MSG[serviceOf(g.kind)])?.failed ?? 'guardrail call failed', {
         guardrail: g.name,
         failure: o.tag,
         reason: o.reason,
         fail_open: failOpen,
+        ...o.fields,
       });
       if (failOpen && !g.mandatory) {
         done('bypassed', o.tag);

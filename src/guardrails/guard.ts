@@ -76,7 +76,9 @@ export async function checkAnswer(
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return { body: text, verdict: undefined };
   const slots = answerSlots(endpoint, body as Record<string, unknown>);
   if (slots.length === 0) return { body: text, verdict: undefined };
-  const v = await runChain(chain, 'output', slots, deps);
+  const id = (body as { id?: unknown }).id;
+  const withId = typeof id === 'string' && id !== '' ? { ...deps, ctx: { ...deps.ctx, responseId: id } } : deps;
+  const v = await runChain(chain, 'output', slots, withId);
   countRequest(deps.metrics, v);
   if (v.blocked) {
     const name = v.blocked.guardrail.name;

@@ -35,6 +35,10 @@ export const SERVICE_MSG: Record<string, { failed: string; configError?: string 
     failed: 'aliyun text moderation call failed',
     configError: 'aliyun TextModerationPlus returned 4xx — check region/access keys configuration',
   },
+  aliyun_ai_guardrail: {
+    failed: 'aliyun AI guardrail call failed',
+    configError: 'aliyun MultiModalGuard returned 4xx — check region/access keys configuration',
+  },
   // AISIX logs no separate 4xx line for Bedrock: its errors are `bedrock_5xx` failures.
   bedrock: { failed: 'bedrock ApplyGuardrail call failed' },
   azure_cs: {
@@ -42,6 +46,17 @@ export const SERVICE_MSG: Record<string, { failed: string; configError?: string 
     configError: 'azure content safety returned 4xx — check endpoint and api_key configuration',
   },
 };
+
+/** Aliyun's own lines: a block names Aliyun's request id, so an operator finds the call in its console. */
+export const ALIYUN_MSG = {
+  textBlocked: 'aliyun text moderation blocked content',
+  textConfigError: 'aliyun TextModerationPlus returned 4xx — check region/access keys configuration',
+  aiBlocked: 'aliyun AI guardrail blocked content',
+  aiMasking: 'aliyun AI guardrail masking content',
+  aiConfigError: 'aliyun MultiModalGuard returned 4xx — check region/access keys configuration',
+  aiNotActivated:
+    'aliyun AI guardrail service not activated — activate AI Guardrails (lvwang_guardrail_public_cn) for the service_level in use',
+} as const;
 
 /** The caller's words when a guardrail refuses (the guardrail's own reason never leaves the logs). */
 export function blockMessage(side: 'request' | 'response', name: string | undefined): string {

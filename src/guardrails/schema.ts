@@ -182,12 +182,42 @@ const Bedrock = z.strictObject({
   output_fail_open: z.boolean().default(false),
 });
 
+const AliyunAiGuardrail = z.strictObject({
+  ...remote,
+  kind: z.literal('aliyun_ai_guardrail'),
+  region: regionName,
+  access_key_id: z.string().min(1),
+  access_key_secret: z.string().min(1),
+  endpoint: url.optional(),
+  /** `pro` asks the `*_security_check_pro` services, `basic` the plain ones. */
+  service_level: z.enum(['pro', 'basic']).default('pro'),
+  stream_processing_mode: z.enum(['window', 'buffer_full']).default('window'),
+  window_size: z.number().int().min(1).max(2000).default(2000),
+  window_overlap_size: z.number().int().nonnegative().default(128),
+  max_buffer_bytes: bufferCap,
+  on_buffer_exceeded: onBufferExceeded,
+});
+
 /**
- * Kinds AISIX has that Sluice does not run: the row parses (so it is judged, not `unknown`), then is
- * rejected at build, never skipped.
+ * `semantic` (AISIX's local-model kind): categories of spans found by patterns and scored by hotwords and
+ * negative patterns. `description` and `threshold` are the embedding model's; Sluice loads no model
+ * (docs/guardrails.md "semantic").
  */
-export const UNBUILT_KINDS = ['semantic', 'aliyun_ai_guardrail'] as const;
-const Unbuilt = z.looseObject({ ...common, kind: z.enum(UNBUILT_KINDS) });
+const SemanticCategory = z.strictObject({
+  name: z.string().min(1).max(64),
+  description: z.string().min(1).max(1000),
+  candidate_patterns: z.array(z.string().min(1)).min(1).max(10),
+  negative_patterns: z.array(z.string().min(1)).max(20).default([]),
+  hotword_groups: z.array(z.strictObject({ terms: z.array(z.string()).min(1).max(50) })).max(10).default([]),
+  action: z.literal('mask').default('mask'),
+  replacement: z.string().max(256).optional(),
+  threshold: z.number().min(-1).max(1).optional(),
+});
+const Semantic = z.strictObject({
+  ...common,
+  kind: z.literal('semantic'),
+  categories: z.array(SemanticCategory).min(1).max(30),
+});
 
 export const GuardrailSchema = z.discriminatedUnion('kind', [
   Keyword,
@@ -199,7 +229,8 @@ export const GuardrailSchema = z.discriminatedUnion('kind', [
   AzureTextModeration,
   AliyunTextModeration,
   Bedrock,
-  Unbuilt,
+  AliyunAiGuardrail,
+  Semantic,
 ]);
 export type GuardrailRow = z.infer<typeof GuardrailSchema>;
 export type KeywordRow = z.infer<typeof Keyword>;
@@ -211,6 +242,8 @@ export type AzurePromptShieldRow = z.infer<typeof AzurePromptShield>;
 export type AzureTextModerationRow = z.infer<typeof AzureTextModeration>;
 export type AliyunTextModerationRow = z.infer<typeof AliyunTextModeration>;
 export type BedrockRow = z.infer<typeof Bedrock>;
+export type AliyunAiGuardrailRow = z.infer<typeof AliyunAiGuardrail>;
+export type SemanticRow = z.infer<typeof Semantic>;
 export type RemoteRow =
   | OpenAiModerationRow
   | PresidioRow
@@ -218,6 +251,7 @@ export type RemoteRow =
   | AzurePromptShieldRow
   | AzureTextModerationRow
   | AliyunTextModerationRow
+  | AliyunAiGuardrailRow
   | BedrockRow;
 
 export const SCOPE_TYPES = ['env', 'model', 'mcp_server', 'api_key', 'team', 'passthrough_route'] as const;

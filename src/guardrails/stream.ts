@@ -138,10 +138,11 @@ async function* holdWindows(
     held.push(h);
     for (const d of h.deltas) windowText += d.text;
     if ([...windowText].length < policy.size) continue;
+    // A window's text is on its way once released: a mask cannot be written back into it.
     const v = await guard.check([
       { role: 'assistant', text: context + windowText },
       { role: 'assistant', text: guard.tool },
-    ]);
+    ], false);
     if (v.blocked) {
       yield guard.block(v.blocked.guardrail.name, v, GUARDRAIL_MSG.blockedStreamWindow);
       return;
@@ -163,11 +164,14 @@ function* release(list: Held[]): Generator<Uint8Array> {
 class StreamGuard {
   readonly channels = new Map<string, string>();
   tool = '';
+  /** The answer's id, from the first frame that carries one (Aliyun joins a response's checks on it). */
+  responseId: string | undefined;
 
   constructor(private readonly o: StreamGuardOptions) {}
 
   /** The frame's deltas, taken into the text seen so far. */
   read(frame: Frame): Held {
+    this.responseId ??= idOf(frame.json);
     const { deltas, tool } = deltasOf(this.o.endpoint, frame);
     this.tool += tool;
     for (const d of deltas) this.channels.set(d.channel, (this.channels.get(d.channel) ?? '') + d.text);
@@ -179,8 +183,11 @@ class StreamGuard {
     return [...this.channels.values()].map((text) => ({ role: 'assistant', text }));
   }
 
-  async check(segments: Segment[]): Promise<Verdict> {
-    const v = await runChain(this.o.chain, 'output', segments, this.o.deps);
+  async check(segments: Segment[], writeBack = true): Promise<Verdict> {
+    // An answer without an id still is one session: one id for all its checks.
+    this.responseId ??= crypto.randomUUID();
+    const deps = { ...this.o.deps, ctx: { ...this.o.deps.ctx, responseId: this.responseId, writeBack } };
+    const v = await runChain(this.o.chain, 'output', segments, deps);
     this.o.onVerdict?.(v);
     return v;
   }
@@ -196,7 +203,8 @@ class StreamGuard {
 
   /** The end-of-stream check of `segments` and the tool calls: the error frame, or what was held (masked when asked). */
   async *finish(segments: Segment[], held: Held[], mask: boolean): AsyncGenerator<Uint8Array> {
-    const v = await this.check([...segments, { role: 'assistant', text: this.tool }]);
+    // Where the text cannot be rewritten, a kind that would mask is told so (it refuses instead).
+    const v = await this.check([...segments, { role: 'assistant', text: this.tool }], mask);
     if (v.blocked) {
       yield this.block(v.blocked.guardrail.name, v, GUARDRAIL_MSG.blockedStream);
       return;
@@ -223,4 +231,18 @@ class StreamGuard {
       yield encoder.encode(changed ? serialise(h.frame) : h.frame.raw);
     }
   }
+}
+
+/** The answer id a stream frame carries: chat's `id`, Messages' `message.id`, Responses' `response.id`. */
+function idOf(json: Record<string, unknown> | undefined): string | undefined {
+  if (!json) return undefined;
+  if (typeof json.id === 'string' && json.id !== '') return json.id;
+  for (const k of ['message', 'response']) {
+    const inner = json[k];
+    if (typeof inner === 'object' && inner !== null && typeof (inner as { id?: unknown }).id === 'string') {
+      const id = (inner as { id: string }).id;
+      if (id !== '') return id;
+    }
+  }
+  return undefined;
 }

@@ -19,7 +19,7 @@ export type Outcome =
   | { kind: 'allow' }
   | { kind: 'block'; reason: string }
   | { kind: 'mask'; texts: string[]; counts: Record<string, number> }
-  | { kind: 'unavailable'; tag: string; reason: string };
+  | { kind: 'unavailable'; tag: string; reason: string; fields?: Record<string, unknown> };
 
 export const ALLOW: Outcome = { kind: 'allow' };
 
@@ -36,7 +36,15 @@ export type GuardFetch = (req: {
   headers: Record<string, string>;
   body: string;
   signal?: AbortSignal;
-}) => Promise<{ status: number; text(): Promise<string> }>;
+}) => Promise<
+  {
+    status: number;
+    text(): Promise<string>;
+    /** The platform's upstream client answers `header`; a plain `fetch` Response, `headers`. */
+    header?(name: string): string | null;
+    headers?: { get(name: string): string | null };
+  }
+>;
 
 /** What a check may use: the upstream HTTP client (remote kinds) and the caller's hang-up. */
 export interface CheckContext {
@@ -49,6 +57,16 @@ export interface CheckContext {
    * (src/http/scrub.ts); absent, only the cut.
    */
   scrub?: (text: string, maxChars: number) => string;
+  /**
+   * The upstream answer's id, on the output hook where the answer has one (Aliyun's `sessionId`/`chatId`
+   * join a response's windows in its console).
+   */
+  responseId?: string | undefined;
+  /**
+   * `false` where a mask cannot be written back (a streamed window already on its way): a kind whose service
+   * asks to mask then refuses instead. Absent: masks are written back.
+   */
+  writeBack?: boolean;
   /** Lines a check writes itself (a remote service's 4xx); `guardrail` and `id` fields are added by the chain. */
   log?: (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;
 }

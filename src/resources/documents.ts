@@ -17,7 +17,6 @@ import {
   ApiKeySchema,
   type CachePolicy,
   CachePolicySchema,
-  type DatadogExporterResource,
   DatadogExporterSchema,
   defaultAdapter,
   INAPPLICABLE_ON_ROUTING,
@@ -29,6 +28,8 @@ import {
   OtlpExporterSchema,
   type ProviderKey,
   ProviderKeySchema,
+  SlsExporterSchema,
+  type UsageExporterResource,
 } from './schema.ts';
 import { resolveApiBase } from './api-base.ts';
 import { lenientMcpAccess } from './mcp-schema.ts';
@@ -249,7 +250,7 @@ export const readCachePolicy = schemaReader(
 
 export type ParsedExporter =
   /** `resource` undefined: another AISIX exporter kind, accepted and not served (`ignored` is `*`). */
-  | { ok: true; resource: OtlpExporterResource | DatadogExporterResource | undefined; ignored: string[] }
+  | { ok: true; resource: OtlpExporterResource | UsageExporterResource | undefined; ignored: string[] }
   | { ok: false; errorKind: 'schema_failed'; error: string };
 
 /** Reads one `observability_exporters` document (the kind's registry entry in src/resources/kinds.ts). */
@@ -267,6 +268,12 @@ export function parseExporterDocument(
   if ((OTHER_EXPORTER_KINDS as readonly unknown[]).includes(doc.kind)) {
     const r = OtherExporterSchema.safeParse(doc);
     return r.success ? { ok: true, resource: undefined, ignored: ['*'] } : fail(r.error.issues);
+  }
+  if (doc.kind === 'aliyun_sls') {
+    const d = parseWith(SlsExporterSchema, doc, mode === 'lenient', ignored);
+    if (!d.ok) return fail(d.issues);
+    const { id: _id, ...rest } = d.data;
+    return { ok: true, resource: { ...rest, id }, ignored: finishIgnored(ignored) };
   }
   if (doc.kind === 'datadog') {
     const d = parseWith(DatadogExporterSchema, doc, mode === 'lenient', ignored);

@@ -169,7 +169,7 @@ export const KINDS = {
     identity: 'name',
     schema: OtlpExporterSchema,
     description:
-      'trace exporters: kind otlp_http is served; aliyun_sls, datadog and object_store are accepted, not served',
+      'exporters: otlp_http (traces), datadog and aliyun_sls (usage events) are served; object_store is accepted, not served',
     read: parseExporterDocument,
     file: true,
     counted: false,

@@ -343,8 +343,31 @@ export const DatadogExporterSchema = z.strictObject({
 });
 export type DatadogExporterResource = Omit<z.infer<typeof DatadogExporterSchema>, 'id'> & { id: string };
 
+/** AISIX's `endpoint` pattern: an Aliyun SLS endpoint, or a local intake over plain http. */
+const SLS_ENDPOINT = /^([a-z0-9][a-z0-9.-]*\.aliyuncs\.com|http:\/\/(mock-sls|127\.0\.0\.1|localhost)(:[0-9]+)?)$/;
+
+/** `observability_exporters` of `kind: aliyun_sls`: usage events to an SLS logstore (docs/usage-events.md). */
+export const SlsExporterSchema = z.strictObject({
+  id: z.unknown().optional(),
+  name: z.string().min(1, 'must not be empty').max(120),
+  kind: z.literal('aliyun_sls'),
+  enabled: z.boolean().default(true),
+  endpoint: z.string().regex(
+    SLS_ENDPOINT,
+    'must be an SLS endpoint (<region>.log.aliyuncs.com) or http://mock-sls, http://127.0.0.1 or http://localhost with an optional :port',
+  ),
+  project: z.string().min(1, 'must not be empty'),
+  logstore: z.string().min(1, 'must not be empty'),
+  credential_ref: z.string().min(1, 'must not be empty'),
+  content_mode: z.enum(['metadata_only', 'full']).default('metadata_only'),
+  content_max_bytes: z.number().int().min(1).max(1_048_576).default(131_072),
+});
+export type SlsExporterResource = Omit<z.infer<typeof SlsExporterSchema>, 'id'> & { id: string };
+/** The exporters usage events go to. */
+export type UsageExporterResource = DatadogExporterResource | SlsExporterResource;
+
 /** AISIX's other exporter kinds: accepted with any members, not served. */
-export const OTHER_EXPORTER_KINDS = ['aliyun_sls', 'object_store'] as const;
+export const OTHER_EXPORTER_KINDS = ['object_store'] as const;
 export const OtherExporterSchema = z.looseObject({
   name: z.string().min(1, 'must not be empty').max(120),
   kind: z.enum(OTHER_EXPORTER_KINDS),

@@ -7,11 +7,11 @@ import type { RateLimitPolicy } from './policy-schema.ts';
 import type {
   ApiKey,
   CachePolicy,
-  DatadogExporterResource,
   DirectModel,
   Model,
   OtlpExporterResource,
   ProviderKey,
+  UsageExporterResource,
 } from './schema.ts';
 
 /**
@@ -216,9 +216,11 @@ export class Snapshot {
     return this.of('observability_exporters').filter((e): e is OtlpExporterResource => e.kind === 'otlp_http');
   }
 
-  /** The usage-event exporters served (`observability_exporters`, `kind: datadog`; src/usage). */
-  get usageExporters(): readonly DatadogExporterResource[] {
-    return this.of('observability_exporters').filter((e): e is DatadogExporterResource => e.kind === 'datadog');
+  /** The usage-event exporters served (`observability_exporters`, `kind: datadog` or `aliyun_sls`; src/usage). */
+  get usageExporters(): readonly UsageExporterResource[] {
+    return this.of('observability_exporters').filter((e): e is UsageExporterResource =>
+      e.kind === 'datadog' || e.kind === 'aliyun_sls'
+    );
   }
 }
 

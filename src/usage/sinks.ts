@@ -3,12 +3,13 @@
 // over the old one's queue, a removed or disabled one delivers what it holds and stops. With none `active` is
 // false and no event is ever built.
 import type { Logger } from '../observability/logger.ts';
-import type { DatadogExporterResource } from '../resources/schema.ts';
+import type { UsageExporterResource } from '../resources/schema.ts';
 import { datadogDelivery, datadogLog, type PostBytes } from './datadog.ts';
 import { capFor, type CapturedContent } from './content.ts';
 import type { UsageEvent } from './event.ts';
 import type { EventDropReason, UsageMetrics } from './metrics.ts';
-import { type PipelineDeps, UsagePipeline } from './pipeline.ts';
+import { type Deliver, type PipelineDeps, UsagePipeline } from './pipeline.ts';
+import { slsDelivery, slsRecord } from './sls.ts';
 
 export interface UsageSinksDeps {
   post: PostBytes;
@@ -20,7 +21,7 @@ export interface UsageSinksDeps {
 }
 
 interface Live {
-  row: DatadogExporterResource;
+  row: UsageExporterResource;
   fingerprint: string;
   pipeline: UsagePipeline;
 }
@@ -52,17 +53,21 @@ export class UsageSinks {
   }
 
   /** The exporters of a new configuration. */
-  update(rows: readonly DatadogExporterResource[]): void {
+  update(rows: readonly UsageExporterResource[]): void {
     const next = new Map<string, Live>();
     for (const row of rows) {
       if (!row.enabled || next.has(row.name)) continue;
-      const fingerprint = JSON.stringify([row.site, row.credential_ref, row.service, row.ddsource, row.tags]);
+      const fingerprint = row.kind === 'aliyun_sls'
+        ? JSON.stringify([row.kind, row.endpoint, row.project, row.logstore, row.credential_ref])
+        : JSON.stringify([row.site, row.credential_ref, row.service, row.ddsource, row.tags]);
       const old = this.live.get(row.name);
       if (old && old.fingerprint === fingerprint) {
         next.set(row.name, { ...old, row });
         continue;
       }
-      const deliver = datadogDelivery(row, this.deps.env, this.deps.post);
+      const deliver: Deliver = row.kind === 'aliyun_sls'
+        ? slsDelivery(row, this.deps.env, this.deps.post)
+        : datadogDelivery(row, this.deps.env, this.deps.post);
       const pipeline = new UsagePipeline(row.name, deliver, this.pipelineDeps);
       if (old) pipeline.adopt(old.pipeline.handOver());
       next.set(row.name, { row, fingerprint, pipeline });
@@ -88,9 +93,11 @@ export class UsageSinks {
     // Serialized once per exporter, only when its queue takes it.
     for (const l of this.live.values()) {
       const own = content && l.row.content_mode === 'full' ? content : undefined;
-      const r = l.pipeline.offer(() =>
-        JSON.stringify(datadogLog(event, l.row, own && capFor(own, l.row.content_max_bytes)))
-      );
+      const row = l.row;
+      const r = l.pipeline.offer(() => {
+        const capped = own && capFor(own, row.content_max_bytes);
+        return row.kind === 'aliyun_sls' ? slsRecord(event, capped) : JSON.stringify(datadogLog(event, row, capped));
+      });
       if (r) refused.push(r);
     }
     return refused;

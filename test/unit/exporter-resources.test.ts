@@ -13,7 +13,7 @@ describe('observability_exporters', () => {
       `_format_version: "1"
 observability_exporters:
   - { name: c, kind: otlp_http, endpoint: "https://otel.example.com/v1/traces" }
-  - { name: d, kind: aliyun_sls, endpoint: cn-hangzhou.log.aliyuncs.com }
+  - { name: d, kind: object_store, provider: s3, bucket: b, prefix: p }
 `,
       {},
     );

@@ -237,8 +237,8 @@ guardrails:
   - { name: look, kind: keyword, patterns: [{ kind: regex, value: "(?=a)" }] }
   - { name: rep, kind: pii, custom_patterns: [{ name: n, regex: x, action: block, replacement: y }] }
   - { name: mod, kind: openai_moderation, api_key: k, category_thresholds: { hate: 1.5 } }
-  - { name: sem, kind: semantic, categories: [] }
-  - { name: ali, kind: aliyun_ai_guardrail }
+  - { name: sem, kind: semantic, categories: [{ name: v, description: d, candidate_patterns: ["\\\\d+"], threshold: 0.8 }] }
+  - { name: open, kind: semantic, fail_open: false, categories: [{ name: v, description: d, candidate_patterns: [x] }] }
 `,
       {},
     );
@@ -249,8 +249,8 @@ guardrails:
       '  - guardrails[1] ("look"): patterns[0].value: invalid regex: look-around assertions are not supported (Rust regex has none either)',
       '  - guardrails[2] ("rep"): custom_patterns[0].replacement: not allowed on a pattern whose action is block',
       '  - guardrails[3] ("mod"): category_thresholds.hate: must be between 0 and 1',
-      '  - guardrails[4] ("sem"): kind: `semantic` (a bundled embedding model) is not implemented by Sluice; the row is refused rather than skipped',
-      '  - guardrails[5] ("ali"): kind: `aliyun_ai_guardrail` is not implemented by Sluice; the row is refused rather than skipped',
+      `  - guardrails[4] ("sem"): categories[0].threshold: sets the embedding model's similarity threshold, but Sluice loads no guardrail model on any runtime (Node, Bun, Deno or Workers) and never downloads one; remove threshold to run the category's rule layer only (spans the rules cannot decide are released)`,
+      '  - guardrails[5] ("open"): fail_open: must be true for kind semantic (it masks, never blocks)',
     ]);
   });
   test('file: guardrails load and apply environment-wide', async () => {
