@@ -280,6 +280,11 @@ export const apiKeyShape = {
   budgets: nullOk(BudgetListSchema),
   /** The A2A agents the key may reach (single-`*` globs over agent names); absent or empty: none (docs/a2a.md). */
   allowed_agents: nullOk(z.array(z.string())),
+  /** Sluice's: hashes a rotation replaced, each valid until its `expires_at` (docs/admin.md "Rotation"). */
+  previous_key_hashes: nullOk(z.array(z.strictObject({
+    key_hash: z.string().min(1, 'must not be empty'),
+    expires_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp' }),
+  }))),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };
