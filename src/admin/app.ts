@@ -14,10 +14,13 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
 import { modelsStatus } from '../status/app.ts';
+import type { AdminWrites } from './writes.ts';
 
 /** What the admin listener reads; the Gateway is one. */
 export interface AdminView {
-  readonly config: { readonly admin: Pick<Config['admin'], 'admin_keys'> };
+  readonly config: {
+    readonly admin: Pick<Config['admin'], 'admin_keys'> & Partial<Pick<Config['admin'], 'write_keys'>>;
+  };
   readonly lifecycle: Lifecycle;
   readonly facts: ConfigFacts;
   readonly snapshot: Snapshot | undefined;
@@ -33,7 +36,8 @@ export function redactProviderKey(k: ProviderKey): Record<string, unknown> {
 }
 
 export function redactApiKey(k: ApiKey): Record<string, unknown> {
-  return { ...k, key_hash: REDACTED };
+  const previous = k.previous_key_hashes?.map((p) => ({ ...p, key_hash: REDACTED }));
+  return { ...k, key_hash: REDACTED, ...(previous ? { previous_key_hashes: previous } : {}) };
 }
 
 /**
@@ -183,8 +187,9 @@ function adminKeyCheck(keys: readonly string[]): (c: Context) => Promise<Respons
  * api-key rotation path among them: AISIX removed it) and any method but GET/HEAD is 405 (AISIX's admin API
  * is read-only: the writes were removed), both without a key; a read needs the admin key.
  */
-function adminRouting(refusal: (c: Context) => Promise<Response | undefined>) {
-  return async function adminRoute(c: Context, next: Next): Promise<Response | void> {
+function adminRouting(refusal: (c: Context) => Promise<Response | undefined>, writes: AdminWrites | undefined) {
+  return async function adminRoute(c: Context<AdminEnv>, next: Next): Promise<Response | void> {
+    if (writes?.handles(c.req.method, c.req.path)) return await writes.fetch(c.req.raw, c.env ?? {});
     if (!isAdminRoute(c.req.path)) return errorResponse(errors.notFound(c.req.path));
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
       const res = errorResponse(errors.readOnlyAdmin());
@@ -218,7 +223,8 @@ function playground(target: PlaygroundTarget | undefined) {
   };
 }
 
-export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget): Hono<AdminEnv> {
+/** `writes`: the write API (writes.ts), present in etcd mode with `admin.write_keys`; else read-only. */
+export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget, writes?: AdminWrites): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
   app.get('/livez', livez);
   app.get('/readyz', (c) => readyz(c, { checks: () => [['config', gw.snapshot ? undefined : 'not ready']] }));
@@ -231,7 +237,8 @@ export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget): Hono<Ad
     return res;
   });
 
-  app.use('/admin/*', adminRouting(adminKeyCheck(gw.config.admin.admin_keys)));
+  const readKeys = [...gw.config.admin.admin_keys, ...(gw.config.admin.write_keys ?? [])];
+  app.use('/admin/*', adminRouting(adminKeyCheck(readKeys), writes));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
   app.get('/admin/v1/health', (c) => {
     const models = (gw.snapshot?.resources.models ?? []).map((m) => ({
