@@ -31,7 +31,7 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export const MAX_GRACE_SECS = 30 * 86_400;
 export const DEFAULT_GRACE_SECS = 3_600;
 /** Attempts of one read-compute-write when other writers keep winning. */
-const ATTEMPTS = 3;
+const ATTEMPTS = 5;
 
 // Unknown members of a stored row (written by a newer control plane) are kept, not judged.
 const KnownMembers = z.object(apiKeyShape);
