@@ -14,7 +14,7 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
 import { modelsStatus } from '../status/app.ts';
-import type { AdminWrites } from './writes.ts';
+import type { AdminExtension } from './extension.ts';
 
 /** What the admin listener reads; the Gateway is one. */
 export interface AdminView {
@@ -187,9 +187,10 @@ function adminKeyCheck(keys: readonly string[]): (c: Context) => Promise<Respons
  * api-key rotation path among them: AISIX removed it) and any method but GET/HEAD is 405 (AISIX's admin API
  * is read-only: the writes were removed), both without a key; a read needs the admin key.
  */
-function adminRouting(refusal: (c: Context) => Promise<Response | undefined>, writes: AdminWrites | undefined) {
+function adminRouting(refusal: (c: Context) => Promise<Response | undefined>, extensions: readonly AdminExtension[]) {
   return async function adminRoute(c: Context<AdminEnv>, next: Next): Promise<Response | void> {
-    if (writes?.handles(c.req.method, c.req.path)) return await writes.fetch(c.req.raw, c.env ?? {});
+    const ext = extensions.find((e) => e.handles(c.req.method, c.req.path));
+    if (ext) return await ext.fetch(c.req.raw, c.env ?? {});
     if (!isAdminRoute(c.req.path)) return errorResponse(errors.notFound(c.req.path));
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
       const res = errorResponse(errors.readOnlyAdmin());
@@ -223,8 +224,15 @@ function playground(target: PlaygroundTarget | undefined) {
   };
 }
 
-/** `writes`: the write API (writes.ts), present in etcd mode with `admin.write_keys`; else read-only. */
-export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget, writes?: AdminWrites): Hono<AdminEnv> {
+/**
+ * `extensions`: the write API (writes.ts; etcd mode with `admin.write_keys`, else the API is read-only) and
+ * the spend report (spend-route.ts).
+ */
+export function createAdminApp(
+  gw: AdminView,
+  proxy?: PlaygroundTarget,
+  extensions: readonly (AdminExtension | undefined)[] = [],
+): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
   app.get('/livez', livez);
   app.get('/readyz', (c) => readyz(c, { checks: () => [['config', gw.snapshot ? undefined : 'not ready']] }));
@@ -238,7 +246,8 @@ export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget, writes?:
   });
 
   const readKeys = [...gw.config.admin.admin_keys, ...(gw.config.admin.write_keys ?? [])];
-  app.use('/admin/*', adminRouting(adminKeyCheck(readKeys), writes));
+  const mounted = extensions.filter((e): e is AdminExtension => e !== undefined);
+  app.use('/admin/*', adminRouting(adminKeyCheck(readKeys), mounted));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
   app.get('/admin/v1/health', (c) => {
     const models = (gw.snapshot?.resources.models ?? []).map((m) => ({

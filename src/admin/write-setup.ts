@@ -6,7 +6,8 @@ import type { Logger } from '../observability/logger.ts';
 import { EtcdClient } from '../sources/etcd/client.ts';
 import { clientOptions, type EtcdPlatform } from '../sources/etcd/connect.ts';
 import { EtcdRowStore, type RowStore, type StoredRow } from './etcd-rows.ts';
-import { type AdminWrites, createAdminWrites } from './writes.ts';
+import type { AdminExtension } from './extension.ts';
+import { createAdminWrites } from './writes.ts';
 
 export interface WriteHost {
   readonly config: Pick<Config, 'resources_file' | 'etcd' | 'admin'>;
@@ -14,7 +15,7 @@ export interface WriteHost {
   readonly log: Pick<Logger, 'info'>;
 }
 
-export function adminWritesFor(host: WriteHost, now: () => number = Date.now): AdminWrites | undefined {
+export function adminWritesFor(host: WriteHost, now: () => number = Date.now): AdminExtension | undefined {
   const c = host.config;
   if (c.resources_file || c.etcd.endpoints.length === 0 || c.admin.write_keys.length === 0) return undefined;
   return createAdminWrites({

@@ -9,6 +9,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { ConnInfo } from '../platform.ts';
 import { KeyWrites } from './key-writes.ts';
 import type { RowStore } from './etcd-rows.ts';
+import type { AdminExtension } from './extension.ts';
 
 /** The audit line's message (one per write that changed etcd). */
 export const AUDIT_MSG = 'admin write';
@@ -47,13 +48,7 @@ async function scopeOf(deps: AdminWritesDeps, token: string): Promise<string | u
   return r.includes(true) ? 'read' : undefined;
 }
 
-export interface AdminWrites {
-  /** Whether this request is the write API's: a write route with a method it takes, or a non-read on one. */
-  handles(method: string, path: string): boolean;
-  fetch(req: Request, conn: ConnInfo): Response | Promise<Response>;
-}
-
-export function createAdminWrites(deps: AdminWritesDeps): AdminWrites {
+export function createAdminWrites(deps: AdminWritesDeps): AdminExtension {
   const keys = new KeyWrites(deps.rows, deps.now);
   const app = new Hono<Env & { Variables: { actor: string } }>();
 

@@ -38,7 +38,7 @@ function fixture(): Fixture {
   });
   // The write routes read nothing of the view but its admin keys; the reads are admin-api.test.ts's.
   const view = { config: { admin: { admin_keys: [READ_KEY], write_keys: [WRITE_KEY] } } } as unknown as AdminView;
-  return { app: createAdminApp(view, undefined, writes), rows, lines, clock };
+  return { app: createAdminApp(view, undefined, [writes]), rows, lines, clock };
 }
 
 function send(f: Fixture, method: string, path: string, body?: unknown, key = WRITE_KEY) {
