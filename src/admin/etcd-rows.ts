@@ -1,4 +1,4 @@
-// The admin write API's view of etcd (docs/admin.md "Writes"): one row read by its exact key, and writes that
+// The admin write API's view of etcd (docs/admin.md "Concurrent writes"): one row read by its exact key, and writes that
 // only succeed if the row is still at the revision the write was computed from, so two admins (or two
 // replicas) changing one key never lose each other's change. Every replica then applies the row through its
 // watch, like any other write to etcd.
