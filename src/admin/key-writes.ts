@@ -155,20 +155,33 @@ export class KeyWrites {
     return conflict();
   }
 
-  private async change(
+  private change(
     id: string,
     next: (doc: Record<string, unknown>) => Record<string, unknown> | ProxyError,
   ): Promise<KeyWrite | ProxyError> {
-    for (let i = 0; i < ATTEMPTS; i++) {
-      const row: StoredRow | undefined = await this.rows.get('api_keys', id);
-      if (!row) return notFound(id);
-      const doc = next(row.value);
-      if (doc instanceof ProxyError) return doc;
-      const revision = await this.rows.put('api_keys', id, doc, row.modRevision);
-      if (revision !== undefined) return { id, value: doc, revision };
-    }
-    return conflict();
+    return changeRow(this.rows, 'api_keys', id, next);
   }
+}
+
+/**
+ * Read the row, compute its next document, write it if the row is still at the revision read; again from the
+ * row as it now is when another write got there first.
+ */
+export async function changeRow(
+  rows: RowStore,
+  kind: string,
+  id: string,
+  next: (doc: Record<string, unknown>) => Record<string, unknown> | ProxyError,
+): Promise<KeyWrite | ProxyError> {
+  for (let i = 0; i < ATTEMPTS; i++) {
+    const row: StoredRow | undefined = await rows.get(kind, id);
+    if (!row) return new ProxyError(404, 'not_found', `no ${kind} row "${id}"`);
+    const doc = next(row.value);
+    if (doc instanceof ProxyError) return doc;
+    const revision = await rows.put(kind, id, doc, row.modRevision);
+    if (revision !== undefined) return { id, value: doc, revision };
+  }
+  return conflict();
 }
 
 function previousHashes(doc: Record<string, unknown>): { key_hash: string; expires_at: string }[] {

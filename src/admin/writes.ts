@@ -8,6 +8,7 @@ import { errorResponse, errors, ProxyError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ConnInfo } from '../platform.ts';
 import { KeyWrites } from './key-writes.ts';
+import { updateModel } from './model-writes.ts';
 import type { RowStore } from './etcd-rows.ts';
 import type { AdminExtension } from './extension.ts';
 
@@ -26,11 +27,12 @@ export interface AdminWritesDeps {
 
 type Env = { Bindings: ConnInfo };
 
-/** `<path pattern, methods>` of the write routes, for `isWriteRoute` and each route's 405. */
+/** `<path pattern, methods>` of the write routes (with AISIX's reads of the same path), for each route's 405. */
 const WRITE_ROUTES: readonly [RegExp, string][] = [
-  [/^\/admin\/v1\/api_keys$/, 'POST'],
-  [/^\/admin\/v1\/api_keys\/[^/]+$/, 'PATCH,DELETE'],
+  [/^\/admin\/v1\/api_keys$/, 'GET,HEAD,POST'],
+  [/^\/admin\/v1\/api_keys\/[^/]+$/, 'GET,HEAD,PATCH,DELETE'],
   [/^\/admin\/v1\/api_keys\/[^/]+\/(rotate|revoke)$/, 'POST'],
+  [/^\/admin\/v1\/models\/[^/]+$/, 'GET,HEAD,PATCH'],
 ];
 
 /** The methods a write route takes, or undefined when `path` is no write route. */
@@ -85,10 +87,10 @@ export function createAdminWrites(deps: AdminWritesDeps): AdminExtension {
     )
   );
 
-  const audit = (c: Context, action: string, id: string, revision: number, changed?: string[]) =>
+  const audit = (c: Context, action: string, id: string, revision: number, changed?: string[], kind = 'api_keys') =>
     deps.log.info(AUDIT_MSG, {
       action,
-      kind: 'api_keys',
+      kind,
       id,
       revision,
       admin_key: c.get('actor') as string,
@@ -130,6 +132,15 @@ export function createAdminWrites(deps: AdminWritesDeps): AdminExtension {
     if (w instanceof ProxyError) return errorResponse(w);
     audit(c, 'revoke', w.id, w.revision);
     return c.json({ id: w.id, value: redacted(w.value), revision: w.revision });
+  });
+
+  app.patch('/admin/v1/models/:id', async (c) => {
+    const body = await jsonBody(c);
+    if (body instanceof ProxyError) return errorResponse(body);
+    const w = await updateModel(deps.rows, c.req.param('id'), body);
+    if (w instanceof ProxyError) return errorResponse(w);
+    audit(c, 'update', w.id, w.revision, Object.keys(body as object), 'models');
+    return c.json({ id: w.id, value: w.value, revision: w.revision });
   });
 
   return {

@@ -151,7 +151,7 @@ describe('scopes', () => {
     assert.equal(res.headers.get('allow'), 'POST');
     const put = await send(f, 'PUT', '/admin/v1/api_keys/k', {});
     assert.equal(put.status, 405);
-    assert.equal(put.headers.get('allow'), 'PATCH,DELETE');
+    assert.equal(put.headers.get('allow'), 'GET,HEAD,PATCH,DELETE');
   });
 
   test('file mode, or no write_keys: no write API (AISIX read-only answers stay)', () => {
@@ -261,5 +261,41 @@ describe('rotation, revocation, edits', () => {
     const stored = f.rows.rows.get('api_keys/k1')!.value;
     assert.equal(stored.team_id, 'other-writer');
     assert.equal(stored.user_id, 'u1');
+  });
+});
+
+describe('models', () => {
+  test("PATCH sets a model row's budgets and rate limit, keeping the rest; other members 400", async () => {
+    const f = fixture();
+    const model = { display_name: 'gpt', model_name: 'gpt-up', provider_key_id: 'pk1' };
+    await f.rows.put('models', 'm1', model, 0);
+    const budgets = [{ limit_usd: 100, window: 'monthly' }];
+    const res = await send(f, 'PATCH', '/admin/v1/models/m1', { budgets, rate_limit: { tpm: 1000 } });
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    assert.deepEqual(f.rows.rows.get('models/m1')!.value, { ...model, budgets, rate_limit: { tpm: 1000 } });
+    assert.deepEqual(f.lines.at(-1)?.fields, {
+      action: 'update',
+      kind: 'models',
+      id: 'm1',
+      revision: f.rows.revision,
+      admin_key: 'write_keys[0]',
+      changed: 'budgets,rate_limit',
+    });
+    await send(f, 'PATCH', '/admin/v1/models/m1', { rate_limit: null });
+    assert.equal('rate_limit' in f.rows.rows.get('models/m1')!.value, false);
+
+    const cases: [unknown, RegExp][] = [
+      [{ model_name: 'other' }, /model_name: a model write may set rate_limit, budgets only/],
+      [{ budgets: [{ limit_usd: 1, window: 'hourly' }] }, /^budgets\.0\.window: /],
+    ];
+    for (const [body, message] of cases) {
+      const r = await send(f, 'PATCH', '/admin/v1/models/m1', body);
+      assert.equal(r.status, 400);
+      assert.match((await r.json() as { error: { message: string } }).error.message, message);
+    }
+    assert.equal((await send(f, 'PATCH', '/admin/v1/models/nope', { budgets })).status, 404);
+    assert.equal((await send(f, 'PATCH', '/admin/v1/models/m1', { budgets }, READ_KEY)).status, 403);
+    assert.equal((await send(f, 'DELETE', '/admin/v1/models/m1')).status, 405, 'AISIX read-only answer');
   });
 });
