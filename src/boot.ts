@@ -3,6 +3,8 @@
 // `bootGateway` (both, plus what a runtime refuses) and `loadFirst` (a source read whole, before binding).
 // serve() (src/main.ts) adds listeners and signals; the Workers handler its bundle, polling and token.
 import { createAdminApp } from './admin/app.ts';
+import { adminWritesFor } from './admin/write-setup.ts';
+import { spendRouteFor } from './admin/spend-route.ts';
 import { loadConfig, parseAddr } from './config/load.ts';
 import { type Config, DEFAULT_IDLE_TIMEOUT_SECS, DEFAULT_REQUEST_BODY_LIMIT_BYTES } from './config/schema.ts';
 import { Gateway } from './gateway.ts';
@@ -237,7 +239,9 @@ export function createGateway(config: Config, platform: Platform, opts: CreateGa
     gw,
     proxy,
     status: (opts.status ?? config.observability.metrics.prometheus.enabled) ? createStatusApp(gw) : undefined,
-    admin: (opts.admin ?? config.admin.enabled) ? createAdminApp(gw, proxy) : undefined,
+    admin: (opts.admin ?? config.admin.enabled)
+      ? createAdminApp(gw, proxy, [adminWritesFor(gw), spendRouteFor(gw)])
+      : undefined,
     source,
   };
 }

@@ -1,6 +1,7 @@
 // Command-line parsing shared by every entrypoint (README.md "Command line"). Pure: argv and env in, a command out.
 import type { ProbeTimelineOptions } from './tools/probe-timeline.ts';
 import type { ValidateConfigCommand } from './tools/validate-config.ts';
+import type { SpendCommand } from './tools/spend.ts';
 
 export type Command =
   | { kind: 'serve'; configPath: string }
@@ -16,6 +17,7 @@ export type Command =
     passwordEnv?: string;
   }
   | ({ kind: 'probe-timeline' } & ProbeTimelineOptions)
+  | SpendCommand
   | { kind: 'help'; text: string }
   | { kind: 'version' }
   | { kind: 'error'; message: string };
@@ -32,6 +34,8 @@ export const USAGE = `usage:
                         [--interval-ms 100] [--timeout-ms 1000] [--until-exit | --duration <secs>] [--json]
                                          poll the probes and a route; one line per phase change;
                                          exit 1 if a request failed while /readyz still said 200
+  sluice spend --config <file> [--since 7d] [--until <time>] [--by key|team|user|model] [--json]
+                                         spend from the budget counters in Redis (budgets.redis)
   sluice --version`;
 
 function takeValue(args: string[], i: number, flag: string): string | { error: string } {
@@ -64,6 +68,9 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     '--interval-ms': 'interval-ms',
     '--timeout-ms': 'timeout-ms',
     '--duration': 'duration',
+    '--since': 'since',
+    '--until': 'until',
+    '--by': 'by',
   };
   const BOOLEAN_FLAGS: Record<string, string> = {
     '--reveal-secrets': 'reveal-secrets',
@@ -124,6 +131,18 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     }
     case 'probe-timeline':
       return probeTimelineCommand(opts, flags);
+    case 'spend': {
+      const configPath = opts.get('config') ?? env.AISIX_CONFIG;
+      if (!configPath) return { kind: 'error', message: `spend needs --config <file>\n${USAGE}` };
+      return {
+        kind: 'spend',
+        configPath,
+        ...(opts.has('by') ? { by: opts.get('by')! } : {}),
+        ...(opts.has('since') ? { since: opts.get('since')! } : {}),
+        ...(opts.has('until') ? { until: opts.get('until')! } : {}),
+        json: flags.has('json'),
+      };
+    }
     default:
       return { kind: 'error', message: `unknown command "${sub}"\n${USAGE}` };
   }

@@ -14,6 +14,7 @@ import { runExport } from './sources/etcd/export.ts';
 import type { ConfigSource } from './sources/source.ts';
 import { headerLimitRefusal } from './proxy/header-limit.ts';
 import { runProbeTimeline } from './tools/probe-timeline.ts';
+import { runSpend } from './tools/spend.ts';
 import { printErr } from './tools/print.ts';
 import { validateResources } from './tools/validate.ts';
 import { validateConfig } from './tools/validate-config.ts';
@@ -41,6 +42,8 @@ export async function main(platform: Platform, argv: readonly string[]): Promise
       return serve(platform, cmd.configPath);
     case 'probe-timeline':
       return runProbeTimeline(platform, cmd);
+    case 'spend':
+      return runSpend(platform, cmd);
   }
 }
 

@@ -14,10 +14,13 @@ import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
 import { modelsStatus } from '../status/app.ts';
+import type { AdminExtension } from './extension.ts';
 
 /** What the admin listener reads; the Gateway is one. */
 export interface AdminView {
-  readonly config: { readonly admin: Pick<Config['admin'], 'admin_keys'> };
+  readonly config: {
+    readonly admin: Pick<Config['admin'], 'admin_keys'> & Partial<Pick<Config['admin'], 'write_keys'>>;
+  };
   readonly lifecycle: Lifecycle;
   readonly facts: ConfigFacts;
   readonly snapshot: Snapshot | undefined;
@@ -33,7 +36,8 @@ export function redactProviderKey(k: ProviderKey): Record<string, unknown> {
 }
 
 export function redactApiKey(k: ApiKey): Record<string, unknown> {
-  return { ...k, key_hash: REDACTED };
+  const previous = k.previous_key_hashes?.map((p) => ({ ...p, key_hash: REDACTED }));
+  return { ...k, key_hash: REDACTED, ...(previous ? { previous_key_hashes: previous } : {}) };
 }
 
 /**
@@ -184,8 +188,10 @@ function adminKeyCheck(keys: readonly string[]): (c: Context) => Promise<Respons
  * api-key rotation path among them: AISIX removed it) and any method but GET/HEAD is 405 (AISIX's admin API
  * is read-only: the writes were removed), both without a key; a read needs the admin key.
  */
-function adminRouting(refusal: (c: Context) => Promise<Response | undefined>) {
-  return async function adminRoute(c: Context, next: Next): Promise<Response | void> {
+function adminRouting(refusal: (c: Context) => Promise<Response | undefined>, extensions: readonly AdminExtension[]) {
+  return async function adminRoute(c: Context<AdminEnv>, next: Next): Promise<Response | void> {
+    const ext = extensions.find((e) => e.handles(c.req.method, c.req.path));
+    if (ext) return await ext.fetch(c.req.raw, c.env ?? {});
     if (!isAdminRoute(c.req.path)) return errorResponse(errors.notFound(c.req.path));
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
       const res = errorResponse(errors.readOnlyAdmin());
@@ -219,7 +225,15 @@ function playground(target: PlaygroundTarget | undefined) {
   };
 }
 
-export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget): Hono<AdminEnv> {
+/**
+ * `extensions`: the write API (writes.ts; etcd mode with `admin.write_keys`, else the API is read-only) and
+ * the spend report (spend-route.ts).
+ */
+export function createAdminApp(
+  gw: AdminView,
+  proxy?: PlaygroundTarget,
+  extensions: readonly (AdminExtension | undefined)[] = [],
+): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
   app.get('/livez', livez);
   app.get('/readyz', (c) => readyz(c, { checks: () => [['config', gw.snapshot ? undefined : 'not ready']] }));
@@ -232,7 +246,9 @@ export function createAdminApp(gw: AdminView, proxy?: PlaygroundTarget): Hono<Ad
     return res;
   });
 
-  app.use('/admin/*', adminRouting(adminKeyCheck(gw.config.admin.admin_keys)));
+  const readKeys = [...gw.config.admin.admin_keys, ...(gw.config.admin.write_keys ?? [])];
+  const mounted = extensions.filter((e): e is AdminExtension => e !== undefined);
+  app.use('/admin/*', adminRouting(adminKeyCheck(readKeys), mounted));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
   app.get('/admin/v1/health', (c) => {
     const models = (gw.snapshot?.resources.models ?? []).map((m) => ({

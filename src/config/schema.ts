@@ -279,6 +279,8 @@ export const ConfigSchema = z.strictObject({
     enabled: z.boolean().default(true),
     addr: addr.default('127.0.0.1:3001'),
     admin_keys: z.array(z.string().min(1)).default([]),
+    /** Sluice's: keys that may also write keys and budgets to etcd; none: the API stays read-only (docs/admin.md). */
+    write_keys: z.array(z.string().min(1)).default([]),
     tls: listenerTls.optional(),
   }).prefault({}),
   observability: z.strictObject({

@@ -31,10 +31,14 @@ export type Scrub = (text: string, maxChars?: number) => string;
  * exporter's header values.
  */
 export function configSecrets(cfg: {
-  admin: Pick<Config['admin'], 'admin_keys'>;
+  admin: Pick<Config['admin'], 'admin_keys'> & Partial<Pick<Config['admin'], 'write_keys'>>;
   observability: { tracing: { otlp: { headers: Record<string, string> } } };
 }): string[] {
-  return [...cfg.admin.admin_keys, ...headerSecrets(cfg.observability.tracing.otlp.headers)];
+  return [
+    ...cfg.admin.admin_keys,
+    ...(cfg.admin.write_keys ?? []),
+    ...headerSecrets(cfg.observability.tracing.otlp.headers),
+  ];
 }
 
 /** The snapshot's secrets plus config.yaml's, computed once per snapshot (and per config list). */

@@ -287,6 +287,11 @@ export const apiKeyShape = {
   mcp_access: nullOk(McpAccessSchema),
   /** Per MCP server name: the key's limits on that server's tool calls (docs/mcp.md "Governance"). */
   mcp_rate_limits: nullOk(McpRateLimitsSchema),
+  /** Sluice's: hashes a rotation replaced, each valid until its `expires_at` (docs/admin.md "Rotation"). */
+  previous_key_hashes: nullOk(z.array(z.strictObject({
+    key_hash: z.string().min(1, 'must not be empty'),
+    expires_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp' }),
+  }))),
 };
 export const ApiKeySchema = z.strictObject(apiKeyShape);
 export type ApiKey = Omit<z.infer<typeof ApiKeySchema>, 'id'> & { id: string };

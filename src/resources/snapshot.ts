@@ -81,12 +81,24 @@ function* indexRows(resources: ResourceSet): Generator<void, Index> {
   ix.wildcards.push(...wildcards.values());
   // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
   ix.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);
+  // A rotated-out hash first, so any key's current hash wins over another's previous one.
+  for (const k of resources.api_keys) {
+    for (const p of k.previous_key_hashes ?? []) {
+      ix.apiKeysByHash.set(p.key_hash, previousKeyOf(k, p.expires_at));
+    }
+  }
   for (const k of resources.api_keys) {
     ix.apiKeys.set(k.id, k);
     ix.apiKeysByHash.set(k.key_hash, k);
     yield;
   }
   return ix;
+}
+
+/** The key as its rotated-out hash authenticates it: the same key, expiring at the earlier of the two times. */
+function previousKeyOf(k: ApiKey, until: string): ApiKey {
+  const expires_at = k.expires_at !== undefined && Date.parse(k.expires_at) < Date.parse(until) ? k.expires_at : until;
+  return { ...k, expires_at };
 }
 
 /**

@@ -57,7 +57,7 @@ describe('defaults', () => {
         identity: 'sluice',
         real_ip: { trusted_proxies: [], recursive: false, header: 'x-forwarded-for' },
       },
-      admin: { enabled: true, addr: '127.0.0.1:3001', admin_keys: ['adm-1'] },
+      admin: { enabled: true, addr: '127.0.0.1:3001', admin_keys: ['adm-1'], write_keys: [] },
       observability: {
         log_level: 'info',
         log_format: 'text',
