@@ -157,7 +157,8 @@ export const RoutingTargetSchema = z.strictObject({
   model: z.string().min(1),
   weight: nonNegInt.default(1),
   priority: z.number().int().min(INT32_MIN).max(INT32_MAX).default(0),
-  tags: z.array(z.string()).optional(),
+  /** Tag routing (docs/routing.md "Tag routing"): `default` marks the target chosen when no tag matches. */
+  tags: z.array(z.string().min(1, 'a tag must not be empty')).optional(),
 });
 export type RoutingTarget = z.infer<typeof RoutingTargetSchema>;
 
