@@ -12,6 +12,7 @@
 import { z } from 'zod';
 import { CapabilitiesSchema } from './capabilities.ts';
 import { BudgetListSchema } from './budget-schema.ts';
+import { isWildcardName } from './wildcard.ts';
 
 const ADAPTERS = ['openai', 'anthropic', 'bedrock', 'vertex', 'azure-openai', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
@@ -237,7 +238,8 @@ function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx:
     }
     return;
   }
-  if (m.model_name === undefined) {
+  // A wildcard row without model_name sends what its `*` bound (docs/routing.md "Wildcard models").
+  if (m.model_name === undefined && !isWildcardName(String(m.display_name))) {
     ctx.addIssue({ code: 'custom', path: ['model_name'], message: 'required for a direct model (or give `routing`)' });
   }
   if (m.provider_key_id === undefined) {
