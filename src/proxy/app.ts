@@ -16,6 +16,7 @@ import type { ModelHealth } from '../routing/health.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
+import { withUrlRewrites } from '../routing/url-rewrite.ts';
 import { admitStep, identifyStep, identityAuth, reserveStep } from './admission.ts';
 import { budgetStep } from './budgets.ts';
 import type { BudgetsSetup } from '../budgets/setup.ts';
@@ -170,6 +171,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
+  // Rewrites run before Hono matches a route, so the rewritten path is served as if the client had sent it.
+  app.fetch = withUrlRewrites(cfg.proxy.url_rewrites, d.log.withTarget('aisix_proxy::rewrite'), app.fetch);
   return app;
 }
 
