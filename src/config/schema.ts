@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
 import { BudgetListSchema } from '../resources/budget-schema.ts';
 import { ClientTypeRulesSchema } from './client-type-rules.ts';
+import { UrlRewritesSchema } from './url-rewrites.ts';
 
 const nonNegInt = z.number().int().nonnegative();
 /** `host:port`, `[v6]:port` or `:port`. Checked again (and resolved) before anything binds. */
@@ -266,6 +267,8 @@ export const ConfigSchema = z.strictObject({
     }).prefault({}),
     /** Sluice-only: the product name callers see (`Server`, `/v1/models` `owned_by`); `aisix` keeps AISIX's. */
     identity: z.enum(['sluice', 'aisix']).default('sluice'),
+    /** AISIX's path rewrites before route matching (docs/routing.md "URL rewrites"). */
+    url_rewrites: UrlRewritesSchema,
     /** AISIX's nginx `set_real_ip_from` + `real_ip_recursive`: the client address behind trusted proxies. */
     real_ip: z.strictObject({
       trusted_proxies: z.array(
@@ -392,7 +395,6 @@ export type Config = z.infer<typeof ConfigSchema>;
 export const IGNORED_KEYS = [
   'proxy.thread_per_core',
   'proxy.workers',
-  'proxy.url_rewrites',
   'observability.service_name',
   'observability.metrics.otlp',
   'observability.metrics.labels',

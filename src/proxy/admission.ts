@@ -8,6 +8,7 @@ import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
 import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
+import { noTagMatch, requestTags, tagEligible } from '../routing/strategy-tag.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { bearerToken } from '../http/auth.ts';
@@ -127,10 +128,14 @@ export function admitStep(
       const resolved = snapshot.resolveModel(name);
       if (!resolved) return errors.unknownModel(name);
       call.rec.resolved(resolved.model, name);
+      // Tags narrow a routing model's targets before allowed_cidrs looks at them (docs/routing.md "Tag routing").
+      const tags = resolved.model.kind === 'routing' ? requestTags(call.headers) : [];
+      const targets = resolved.model.kind === 'routing' ? tagEligible(resolved.model.routing.targets, tags) : [];
+      if (resolved.model.kind === 'routing' && targets.length === 0) return errors.badRequest(noTagMatch(tags));
       const clientIp = clientIpOf(call.c.env?.peer, call.headers);
-      // allowed_cidrs: the requested model's own list, and for a routing model at least one target the caller
-      // may reach; before any upstream is contacted.
-      if (!reachable(snapshot, resolved.model, clientIp)) {
+      // allowed_cidrs: the requested model's own list, and for a routing model at least one eligible target the
+      // caller may reach; before any upstream is contacted.
+      if (!reachable(snapshot, resolved.model, targets, clientIp)) {
         dispatchLog.warn('request rejected: client IP not in model allowed_cidrs', {
           model: resolved.model.display_name,
           source_ip: clientIp,
@@ -198,10 +203,15 @@ export function rateLimitRefusal(r: Extract<RateLimitDecision, { allowed: false 
  * one target's list (AISIX filters targets the caller may not reach before the strategy picks; when none is
  * left the request is refused with the routing model's name).
  */
-function reachable(snapshot: Snapshot, model: Model, ip: string | undefined): boolean {
+function reachable(
+  snapshot: Snapshot,
+  model: Model,
+  targets: readonly { model: string }[],
+  ip: string | undefined,
+): boolean {
   if (!ipAllowed(model.allowed_cidrs, ip)) return false;
   if (model.kind !== 'routing') return true;
-  return model.routing.targets.some((t) => {
+  return targets.some((t) => {
     const tm = snapshot.modelByName(t.model);
     return tm === undefined || ipAllowed(tm.allowed_cidrs, ip);
   });

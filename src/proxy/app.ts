@@ -16,6 +16,7 @@ import type { ModelHealth } from '../routing/health.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
+import { withUrlRewrites } from '../routing/url-rewrite.ts';
 import { admitStep, identifyStep, identityAuth, reserveStep } from './admission.ts';
 import { budgetStep } from './budgets.ts';
 import type { BudgetsSetup } from '../budgets/setup.ts';
@@ -195,6 +196,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   for (const path of PROTECTED_RESOURCE_PATHS) app.all(path, dormantDiscovery);
   app.all('*', handlerOf(handlers, PASSTHROUGH_ROUTE));
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
+  // Rewrites run before Hono matches a route, so the rewritten path is served as if the client had sent it.
+  app.fetch = withUrlRewrites(cfg.proxy.url_rewrites, d.log.withTarget('aisix_proxy::rewrite'), app.fetch);
   return app;
 }
 

@@ -212,8 +212,10 @@ const stripInapplicable: Precheck = (doc, mode, ignored) => {
 
 export const readModel = schemaReader(ModelSchema, (id, data) => {
   const { id: _id, ...rest } = data;
-  const resource =
-    (rest.routing ? { ...rest, id, kind: 'routing', routing: rest.routing } : { ...rest, id, kind: 'direct' }) as Model;
+  // A wildcard row without model_name reads `*`: the capture goes upstream, and `upstream_model` labels `*`.
+  const resource = (rest.routing
+    ? { ...rest, id, kind: 'routing', routing: rest.routing }
+    : { ...rest, id, kind: 'direct', model_name: rest.model_name ?? '*' }) as Model;
   return { ok: true, resource };
 }, stripInapplicable);
 

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { CapabilitiesSchema } from './capabilities.ts';
 import { BudgetListSchema } from './budget-schema.ts';
 import { McpAccessSchema, McpRateLimitsSchema } from './mcp-schema.ts';
+import { isWildcardName } from './wildcard.ts';
 
 const ADAPTERS = ['openai', 'anthropic', 'bedrock', 'vertex', 'azure-openai', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
@@ -158,7 +159,8 @@ export const RoutingTargetSchema = z.strictObject({
   model: z.string().min(1),
   weight: nonNegInt.default(1),
   priority: z.number().int().min(INT32_MIN).max(INT32_MAX).default(0),
-  tags: z.array(z.string()).optional(),
+  /** Tag routing (docs/routing.md "Tag routing"): `default` marks the target chosen when no tag matches. */
+  tags: z.array(z.string().min(1, 'a tag must not be empty')).optional(),
 });
 export type RoutingTarget = z.infer<typeof RoutingTargetSchema>;
 
@@ -237,7 +239,8 @@ function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx:
     }
     return;
   }
-  if (m.model_name === undefined) {
+  // A wildcard row without model_name sends what its `*` bound (docs/routing.md "Wildcard models").
+  if (m.model_name === undefined && !isWildcardName(String(m.display_name))) {
     ctx.addIssue({ code: 'custom', path: ['model_name'], message: 'required for a direct model (or give `routing`)' });
   }
   if (m.provider_key_id === undefined) {

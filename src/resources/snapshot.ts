@@ -13,6 +13,7 @@ import type {
   ProviderKey,
   UsageExporterResource,
 } from './schema.ts';
+import { captureOf, rankWildcards, upstreamModelOf, type WildcardRow, wildcardRow } from './wildcard.ts';
 
 /**
  * The served resources of each kind (src/resources/kinds.ts), in the source's order: the name indexes keep
@@ -24,19 +25,13 @@ export type ResourceSet =
   & { provider_keys: ProviderKey[]; models: Model[]; api_keys: ApiKey[] }
   & { [K in ResourceKind]?: ResourceOf<K>[] };
 
-interface WildcardAlias {
-  prefix: string;
-  suffix: string;
-  model: Model;
-}
-
 /** The lookups of a snapshot, built once from its resources. */
 interface Index {
   providerKeys: Map<string, ProviderKey>;
   models: Map<string, Model>;
   apiKeys: Map<string, ApiKey>;
   modelsByName: Map<string, Model>;
-  wildcards: WildcardAlias[];
+  wildcards: WildcardRow<DirectModel>[];
   apiKeysByHash: Map<string, ApiKey>;
   checked: DirectModel[];
   unverified: ProviderKey[];
@@ -63,24 +58,17 @@ function* indexRows(resources: ResourceSet): Generator<void, Index> {
     if (k.tls?.verify === false) ix.unverified.push(k);
     yield;
   }
-  const wildcards = new Map<string, WildcardAlias>();
+  const wildcards = new Map<string, WildcardRow<DirectModel>>();
   for (const m of resources.models) {
     ix.models.set(m.id, m);
     if (isChecked(m)) ix.checked.push(m);
-    const star = m.display_name.indexOf('*');
-    if (star < 0) ix.modelsByName.set(m.display_name, m);
-    else {
-      wildcards.set(m.display_name, {
-        prefix: m.display_name.slice(0, star),
-        suffix: m.display_name.slice(star + 1),
-        model: m,
-      });
-    }
+    const row = m.kind === 'direct' ? wildcardRow(m) : undefined;
+    if (row === undefined) ix.modelsByName.set(m.display_name, m);
+    else wildcards.set(m.display_name, row);
     yield;
   }
-  ix.wildcards.push(...wildcards.values());
-  // Longest prefix first, so `openai/gpt-*` beats `openai/*`.
-  ix.wildcards.sort((a, b) => b.prefix.length - a.prefix.length);
+  // The most literal characters first, so `*-mini` beats `gpt-*` for `gpt-4o-mini` (AISIX's specificity).
+  ix.wildcards.push(...rankWildcards([...wildcards.values()]));
   // A rotated-out hash first, so any key's current hash wins over another's previous one.
   for (const k of resources.api_keys) {
     for (const p of k.previous_key_hashes ?? []) {
@@ -122,7 +110,7 @@ export class Snapshot {
   readonly models: Map<string, Model>;
   readonly apiKeys: Map<string, ApiKey>;
   private readonly modelsByName: Map<string, Model>;
-  private readonly wildcards: WildcardAlias[];
+  private readonly wildcards: WildcardRow<DirectModel>[];
   private readonly apiKeysByHash: Map<string, ApiKey>;
   /** The direct models the background checker runs for (checks enabled, no wildcard alias), in file order. */
   readonly checkedModels: readonly DirectModel[];
@@ -158,16 +146,13 @@ export class Snapshot {
     return new Snapshot({ provider_keys: [], models: [], api_keys: [] });
   }
 
-  /** Exact name first, then wildcard aliases. `upstreamModel` fills a `*` in the alias's model_name. */
+  /** Exact name first, then the most specific wildcard row. `upstreamModel` fills a `*` in the row's model_name. */
   resolveModel(name: string): { model: Model; upstreamModel?: string } | undefined {
     const exact = this.modelsByName.get(name);
     if (exact) return { model: exact, upstreamModel: exact.kind === 'direct' ? exact.model_name : undefined };
     for (const w of this.wildcards) {
-      if (name.length >= w.prefix.length + w.suffix.length && name.startsWith(w.prefix) && name.endsWith(w.suffix)) {
-        const matched = name.slice(w.prefix.length, name.length - w.suffix.length);
-        const m = w.model;
-        return { model: m, upstreamModel: m.kind === 'direct' ? m.model_name.replace('*', matched) : undefined };
-      }
+      const capture = captureOf(w, name);
+      if (capture !== undefined) return { model: w.model, upstreamModel: upstreamModelOf(w.model.model_name, capture) };
     }
     return undefined;
   }

@@ -18,6 +18,7 @@ import {
 } from './dispatch-types.ts';
 import type { ModelHealth } from './health.ts';
 import { pickTargets, type RoutingState, usableCandidates } from './strategies.ts';
+import { requestTags, tagEligible } from './strategy-tag.ts';
 
 /** What planning reads. */
 export interface PlanDeps {
@@ -59,7 +60,9 @@ export function planTargets(d: PlanDeps, input: DispatchInput): Plan | DispatchF
     return { order: [t] };
   }
   const candidates: Target[] = [];
-  for (const rt of m.routing.targets) {
+  // The request's tags first (docs/routing.md "Tag routing"): the admit step already refused a request they
+  // leave no target for.
+  for (const rt of tagEligible(m.routing.targets, requestTags(input.headers))) {
     const tm = input.snapshot.modelByName(rt.model);
     // AISIX drops a target whose own allowed_cidrs exclude the caller before the strategy picks.
     if (tm?.kind !== 'direct' || !ipAllowed(tm.allowed_cidrs, input.clientIp)) continue;

@@ -53,6 +53,7 @@ describe('defaults', () => {
         max_request_headers: 100,
         max_request_header_bytes: 32768,
         served_by_header: true,
+        url_rewrites: [],
         request_id: { accept_headers: ['x-aisix-request-id'] },
         identity: 'sluice',
         real_ip: { trusted_proxies: [], recursive: false, header: 'x-forwarded-for' },
@@ -302,7 +303,6 @@ proxy:
   thread_per_core: true
   workers: 4
   real_ip: { header: x-forwarded-for, trusted_proxies: [10.0.0.0/8] }
-  url_rewrites: [{ from: /a, to: /b }]
 admin: { admin_keys: [a] }
 observability:
   service_name: aisix
@@ -342,7 +342,6 @@ managed:
       'observability.metrics.otlp',
       'observability.service_name',
       'proxy.thread_per_core',
-      'proxy.url_rewrites',
       'proxy.workers',
       'upstream.pool_max_idle_per_host',
       'upstream.tcp_keepalive_interval_secs',
