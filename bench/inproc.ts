@@ -68,7 +68,7 @@ const upstream: UpstreamFetch = async (req) => {
     return {
       status: 200,
       header: (name) => SSE_HEADERS[name] ?? null,
-      body: sse(req.body?.includes('"include_usage":true') === true),
+      body: sse(typeof req.body === 'string' && req.body.includes('"include_usage":true')),
       text: () => Promise.reject(new Error('a stream is read by its chunks')),
       discard: async () => {},
     };

@@ -65,9 +65,10 @@ export type SignalName = 'SIGTERM' | 'SIGINT' | 'SIGHUP';
 /** A request to an upstream provider. Bodies are already serialised. */
 export interface UpstreamRequest {
   url: string;
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   headers: Record<string, string>;
-  body?: string;
+  /** Bytes for an upload relayed as it came (`/v1/files`). */
+  body?: string | Uint8Array<ArrayBuffer>;
   /** A `Cancel` on the proxy path (not an AbortSignal: see src/util/cancel.ts). */
   signal?: CancelSignal;
   /**

@@ -26,7 +26,11 @@ export type ErrorType =
   /** The identity provider's signing keys cannot be had (503; docs/identity.md). */
   | 'api_error'
   /** A hard budget refused the call (429; docs/budgets.md), AISIX's managed-mode type. */
-  | 'billing_error';
+  | 'billing_error'
+  /** A video id that names no video the caller may see (404; docs/batch-files-endpoints.md). */
+  | 'video_not_found'
+  /** An endpoint the model's vendor is not served on (501; docs/batch-files-endpoints.md). */
+  | 'not_implemented';
 
 export class ProxyError {
   constructor(

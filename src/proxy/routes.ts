@@ -3,10 +3,13 @@
 import type { Wire } from '../http/errors.ts';
 import type { Endpoint } from '../providers/types.ts';
 
+export type RouteMethod = 'GET' | 'POST' | 'DELETE';
+
 interface RouteBase {
   /** The path, which is also the `endpoint` label (AISIX labels by route template). */
   readonly path: string;
-  readonly method: 'GET' | 'POST';
+  /** One method, or the methods one path serves (`GET` and `POST` on `/v1/files`). */
+  readonly method: RouteMethod | readonly RouteMethod[];
   /** The caller's wire: its error envelope, SSE error events and `inbound_protocol` label. */
   readonly wire: Wire;
   /** Counted in the `aisix_llm_*` families too (a model inference). */
@@ -16,7 +19,7 @@ interface RouteBase {
    * the access log's `path`: a path with parameters is labelled by its family), `inbound_protocol`, and one
    * fixed `provider` and `model` label, so no caller-chosen name grows the series.
    */
-  readonly labels?: { readonly endpoint: string; readonly protocol: string; readonly upstream: string };
+  readonly labels?: { readonly endpoint: string; readonly protocol: string; readonly upstream?: string };
 }
 
 /** A route that dispatches a model call through the request pipeline (pipeline.ts). */
@@ -46,10 +49,28 @@ export interface A2aRoute extends RouteBase {
 }
 
 /**
+ * The files, batches and fine-tuning routes: a model row chosen by a routed id, a hint or a default, one upstream
+ * call relayed (src/endpoints/jobs.ts, docs/batch-files-endpoints.md).
+ */
+export interface JobsRoute extends RouteBase {
+  readonly kind: 'jobs';
+  readonly family: 'files' | 'batches' | 'fine_tuning';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
+/** `POST /v1/videos`, its poll and its content (src/endpoints/videos.ts, docs/batch-files-endpoints.md). */
+export interface VideosRoute extends RouteBase {
+  readonly kind: 'videos';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
+/**
  * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
  * passthrough, media) is one more member here and one more entry in the app's handler table.
  */
-export type Route = ModelCallRoute | ModelsListRoute | A2aRoute;
+export type Route = ModelCallRoute | ModelsListRoute | A2aRoute | JobsRoute | VideosRoute;
 
 export type RouteKind = Route['kind'];
 
@@ -80,7 +101,43 @@ export const ROUTES: readonly Route[] = [
     kind: 'a2a-card',
     labels: A2A_LABELS,
   },
+  ...jobs('files', '/v1/files', ['GET', 'POST'], ['GET', 'DELETE'], true),
+  ...jobs('batches', '/v1/batches', ['GET', 'POST'], 'GET', false),
+  ...jobs('fine_tuning', '/v1/fine_tuning/jobs', ['GET', 'POST'], 'GET', false),
+  { path: '/v1/videos', method: 'POST', wire: 'openai', inference: true, kind: 'videos' },
+  { path: '/v1/videos/:id', method: 'GET', wire: 'openai', inference: true, kind: 'videos' },
+  {
+    path: '/v1/videos/:id/content',
+    method: 'GET',
+    wire: 'openai',
+    inference: true,
+    kind: 'videos',
+    labels: { endpoint: '/v1/videos/:id', protocol: 'openai' },
+  },
 ];
+
+/**
+ * A jobs family's rows: the collection, one item, and its content (files) or cancel (batches, fine-tuning).
+ * AISIX labels an item's sub-path by the item's template; `provider` and `model` are the family until a model
+ * row is chosen.
+ */
+function jobs(
+  family: JobsRoute['family'],
+  base: string,
+  collection: readonly RouteMethod[],
+  item: RouteMethod | readonly RouteMethod[],
+  content: boolean,
+): JobsRoute[] {
+  const common = { wire: 'openai', inference: false, kind: 'jobs', family } as const;
+  const labels = (endpoint: string) => ({ endpoint, protocol: 'openai', upstream: family });
+  return [
+    { path: base, method: collection, ...common, labels: labels(base) },
+    { path: `${base}/:id`, method: item, ...common, labels: labels(`${base}/:id`) },
+    content
+      ? { path: `${base}/:id/content`, method: 'GET', ...common, labels: labels(`${base}/:id`) }
+      : { path: `${base}/:id/cancel`, method: 'POST', ...common, labels: labels(`${base}/:id`) },
+  ];
+}
 
 /** The fields of a model-call route dispatched to `call`. */
 function modelCall(call: Endpoint, streams?: true): Pick<ModelCallRoute, 'kind' | 'call' | 'streams'> {

@@ -251,6 +251,9 @@ describe('the route table', () => {
       '/v1/embeddings',
       '/v1/responses',
       '/v1/messages',
+      '/v1/videos',
+      '/v1/videos/:id',
+      '/v1/videos/:id/content',
     ]);
   });
 
@@ -265,6 +268,18 @@ describe('the route table', () => {
       '/v1/models': 'models-list',
       '/a2a/:agent': 'a2a-call',
       '/a2a/:agent/.well-known/agent-card.json': 'a2a-card',
+      '/v1/files': 'jobs',
+      '/v1/files/:id': 'jobs',
+      '/v1/files/:id/content': 'jobs',
+      '/v1/batches': 'jobs',
+      '/v1/batches/:id': 'jobs',
+      '/v1/batches/:id/cancel': 'jobs',
+      '/v1/fine_tuning/jobs': 'jobs',
+      '/v1/fine_tuning/jobs/:id': 'jobs',
+      '/v1/fine_tuning/jobs/:id/cancel': 'jobs',
+      '/v1/videos': 'videos',
+      '/v1/videos/:id': 'videos',
+      '/v1/videos/:id/content': 'videos',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',
