@@ -19,6 +19,8 @@ export interface MockJobs {
   files: Map<string, { filename: string; purpose: string; bytes: Buffer; type: string }>;
   batches: Map<string, Record<string, unknown>>;
   videos: Map<string, Record<string, unknown>>;
+  /** Fine-tuning jobs by id. */
+  jobs: Map<string, Record<string, unknown>>;
   close(): Promise<void>;
 }
 
@@ -41,6 +43,7 @@ export async function mockJobs(): Promise<MockJobs> {
   const files = new Map<string, { filename: string; purpose: string; bytes: Buffer; type: string }>();
   const batches = new Map<string, Record<string, unknown>>();
   const videos = new Map<string, Record<string, unknown>>();
+  const jobs = new Map<string, Record<string, unknown>>();
   let n = 0;
   const server: Server = createServer(async (req, res) => {
     const parts: Buffer[] = [];
@@ -53,6 +56,8 @@ export async function mockJobs(): Promise<MockJobs> {
     if (req.headers.authorization !== `Bearer ${KEY}`) {
       return send(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error' } });
     }
+    const ft = /^\/v1\/fine_tuning\/jobs(?:\/([^/]+))?(?:\/(cancel))?$/.exec(path);
+    if (ft) return fineTuningApi(req.method ?? '', ft[1], ft[2], res, body);
     const m = /^\/v1\/(files|batches|videos)(?:\/([^/]+))?(?:\/(content|cancel))?$/.exec(path);
     if (!m) return send(res, 404, invalid(`Unknown path ${path}`));
     const [, family, id, action] = m;
@@ -161,6 +166,39 @@ export async function mockJobs(): Promise<MockJobs> {
     return send(res, 405, invalid('method not allowed'));
   }
 
+  function fineTuningApi(
+    method: string,
+    id: string | undefined,
+    action: string | undefined,
+    res: import('node:http').ServerResponse,
+    body: Buffer,
+  ) {
+    if (method === 'POST' && !id) {
+      const b = JSON.parse(body.toString()) as Record<string, unknown>;
+      if (typeof b.model !== 'string') return send(res, 400, invalid('model is required', 'model'));
+      for (const f of ['training_file', 'validation_file']) {
+        if (b[f] !== undefined && !files.has(String(b[f]))) return send(res, 400, invalid(`invalid ${f}`, f));
+      }
+      if (b.provider !== undefined) return send(res, 400, invalid('Unrecognized request argument supplied: provider'));
+      const job = {
+        id: `ftjob-${++n}`,
+        object: 'fine_tuning.job',
+        model: b.model,
+        training_file: b.training_file,
+        validation_file: b.validation_file ?? null,
+        result_files: [],
+        status: 'validating_files',
+      };
+      jobs.set(job.id, job);
+      return send(res, 200, job);
+    }
+    if (method === 'GET' && !id) return send(res, 200, { object: 'list', data: [...jobs.values()], has_more: false });
+    const j = id ? jobs.get(id) : undefined;
+    if (!j) return send(res, 404, invalid(`No fine-tuning job ${id}`));
+    if (action === 'cancel') j.status = 'cancelled';
+    return send(res, 200, j);
+  }
+
   function videosApi(
     method: string,
     id: string | undefined,
@@ -217,6 +255,7 @@ export async function mockJobs(): Promise<MockJobs> {
     files,
     batches,
     videos,
+    jobs,
     close: () => new Promise((r) => server.close(() => r())),
   };
 }

@@ -287,6 +287,39 @@ describe('batches', () => {
   });
 });
 
+describe('fine-tuning', () => {
+  test('create routes by training_file; validation_file sent raw; the base model sent; result files routed', async () => {
+    const training = (await (await upload({ purpose: 'fine-tune', model: 'other' })).json()).id;
+    const validation = (await (await upload({ purpose: 'fine-tune', model: 'other' })).json()).id;
+    const res = await rig.post('/v1/fine_tuning/jobs', {
+      model: 'gpt-4o-mini-2024-07-18',
+      training_file: training,
+      validation_file: validation,
+      provider: 'openai',
+    }, 'sk-app');
+    assert.equal(res.status, 200);
+    const job = await res.json();
+    assert.equal(decodeRoutedId(job.id)?.model, 'other');
+    assert.equal(job.training_file, training);
+    assert.equal(job.validation_file, validation);
+    assert.deepEqual(JSON.parse(up.received.at(-1)!.body.toString()), {
+      model: 'gpt-4o-mini-2024-07-18',
+      training_file: decodeRoutedId(training)!.raw,
+      validation_file: decodeRoutedId(validation)!.raw,
+    });
+    const raw = decodeRoutedId(job.id)!.raw;
+    up.jobs.get(raw)!.result_files = ['file-result'];
+    const got = await (await get(`/v1/fine_tuning/jobs/${job.id}`)).json();
+    assert.deepEqual(got.result_files, [encodeRoutedId('file-result', 'other')]);
+    const cancel = await get(`/v1/fine_tuning/jobs/${job.id}/cancel`, 'sk-app', 'POST');
+    assert.equal((await cancel.json()).status, 'cancelled');
+    assert.equal(up.received.at(-1)?.path, `/v1/fine_tuning/jobs/${raw}/cancel`);
+    const noFile = await rig.post('/v1/fine_tuning/jobs', { model: 'x' }, 'sk-app');
+    assert.equal(noFile.status, 400);
+    assert.equal((await noFile.json()).error.message, 'request payload is invalid: `training_file` is required');
+  });
+});
+
 describe('the Azure URL rule', () => {
   test('resource-scoped /openai path, api-version added unless the caller gave one', () => {
     const t = {
