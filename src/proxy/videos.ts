@@ -7,7 +7,7 @@ import { errors, ProxyError } from '../http/errors.ts';
 import { rateLimitRefusal } from './admission.ts';
 import { fail } from './answer.ts';
 import { modelAllowed } from './auth.ts';
-import { INVALID_JSON, readJsonObject } from './body.ts';
+import { INVALID_JSON, readJsonObject, readLimited } from './body.ts';
 import { relayBody } from './body-relay.ts';
 import type { ProxyEnv } from './env.ts';
 import type { JobsDeps } from './jobs.ts';
@@ -18,6 +18,7 @@ import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import { base64UrlDecode, base64UrlEncode, unsafeId } from '../endpoints/routed-id.ts';
 import { deadlineMs, openAiBase, timedFetch, upstreamHeaders } from '../endpoints/upstream.ts';
+import { isMultipart } from '../endpoints/upload.ts';
 import { type VideoAsk, type VideoTask, type VideoVendor, videoVendor } from '../endpoints/video-vendors.ts';
 
 type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
@@ -132,7 +133,9 @@ export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRout
   }
 
   async function submit(c: Context<ProxyEnv>, req: ProxyRequest): Promise<Response> {
-    const body = await readJsonObject(c.req.raw, limit);
+    const body = isMultipart(c.req.header('content-type') ?? null)
+      ? await readFormFields(c.req.raw, limit)
+      : await readJsonObject(c.req.raw, limit);
     if (body instanceof ProxyError) return fail(c, body);
     const { model: asked, prompt, seconds, size } = body;
     if (typeof asked !== 'string' || typeof prompt !== 'string') return fail(c, errors.badRequest(INVALID_JSON));
@@ -324,6 +327,31 @@ function pollAnswer(id: string, asked: string, task: VideoTask) {
       }
       : {}),
   };
+}
+
+/**
+ * The text fields of a multipart submit, which OpenAI's Node SDK always sends (AISIX refuses it). A file part
+ * (`input_reference`) is not sent on: no vendor here takes one.
+ */
+async function readFormFields(req: Request, limit: number): Promise<Record<string, unknown> | ProxyError> {
+  let bytes: Uint8Array | ProxyError;
+  try {
+    bytes = await readLimited(req, limit);
+  } catch {
+    return invalid('failed to read request body');
+  }
+  if (bytes instanceof ProxyError) return bytes;
+  try {
+    // readLimited makes its own buffer: an ArrayBuffer, never a shared one.
+    const form = await new Response(bytes as Uint8Array<ArrayBuffer>, {
+      headers: { 'content-type': req.headers.get('content-type') ?? '' },
+    }).formData();
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of form) if (typeof v === 'string') out[k] = v;
+    return out;
+  } catch {
+    return invalid('invalid multipart form data');
+  }
 }
 
 /** `seconds`: a positive integer, as a number or a string of digits. */

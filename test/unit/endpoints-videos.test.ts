@@ -93,6 +93,21 @@ describe('OpenAI (Sora)', () => {
     assert.equal(up.received.at(-1)?.headers.authorization, 'Bearer sk-upstream');
   });
 
+  test("a multipart submit (OpenAI's Node SDK always sends one) is read for its text fields", async () => {
+    const form = new FormData();
+    form.append('model', 'sora');
+    form.append('prompt', 'a dog');
+    form.append('seconds', '8');
+    const res = await rig.app.request('/v1/videos', { method: 'POST', headers: auth(), body: form });
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).seconds, '8');
+    assert.deepEqual(JSON.parse(up.received.at(-1)!.body.toString()), {
+      model: 'sora-2',
+      prompt: 'a dog',
+      seconds: '8',
+    });
+  });
+
   test('a failed video: the poll names the error, the content is a 400', async () => {
     const v = await (await rig.post('/v1/videos', { model: 'sora', prompt: 'x' }, 'sk-app')).json();
     Object.assign(up.videos.get(decodeVideoId(v.id)!.task)!, {
