@@ -190,14 +190,26 @@ describe('files', () => {
     assert.match((await gone.json()).error.message, /No such File object/);
   });
 
+  test("other methods on the routes are 405, as AISIX's", async () => {
+    assert.equal((await get('/v1/files', 'sk-app', 'PUT')).status, 405);
+    assert.equal((await get('/v1/batches/x', 'sk-app', 'DELETE')).status, 405);
+    assert.equal((await get('/v1/videos', 'sk-app', 'GET')).status, 405);
+  });
+
   test('the records: endpoint labels by family, the row and its provider on success', async () => {
     await get('/v1/files?model=batch-mini');
+    await get('/v1/batches?model=nope');
     const text = await rig.gw.metrics.render();
     assert.match(
       text,
       /aisix_proxy_requests_total\{[^}]*endpoint="\/v1\/files"[^}]*provider="openai"[^}]*model="batch-mini"/,
     );
     assert.match(text, /endpoint="\/v1\/files\/:id"/);
+    // Refused before a row was chosen: the family names provider and model.
+    assert.match(
+      text,
+      /aisix_proxy_requests_total\{[^}]*endpoint="\/v1\/batches"[^}]*provider="batches"[^}]*model="batches"/,
+    );
     assert.doesNotMatch(text, /aisix_llm_requests_total\{[^}]*endpoint="\/v1\/files/);
   });
 });
