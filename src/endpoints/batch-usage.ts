@@ -73,9 +73,6 @@ export class BatchUsage {
     });
   }
 
-  /** The attribution's result, for tests: resolves once the log lines are written. */
-  last: Promise<BilledModel[]> | undefined;
-
   private attribute(
     batchId: string,
     output: string,
@@ -129,7 +126,6 @@ export class BatchUsage {
       }
       return billed;
     };
-    this.last = run();
-    return this.last;
+    return run();
   }
 }

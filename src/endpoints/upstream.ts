@@ -57,7 +57,6 @@ export function upstreamHeaders(
   ctx: CallContext,
   credential: Record<string, string>,
   more: Record<string, string> = {},
-  upstream?: UpstreamFetch,
 ): Record<string, string> {
   const headers: Record<string, string> = { ...credential, 'x-aisix-request-id': ctx.requestId, ...more };
   addKeyHeaders(headers, {
@@ -68,8 +67,8 @@ export function upstreamHeaders(
     callerHeaders: ctx.callerHeaders,
     apiKey: ctx.apiKey,
     model: ctx.model,
-    // Only the header templates read these; nothing is called through them.
-    upstream: upstream ?? (() => Promise.reject(new Error('unused'))),
+    // Only the header templates read this call; nothing is sent through it.
+    upstream: () => Promise.reject(new Error('not a call')),
     requestId: ctx.requestId,
     signal: new Cancel(),
   });
