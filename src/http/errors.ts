@@ -29,7 +29,11 @@ export type ErrorType =
   | 'billing_error'
   /** A passthrough route's upstream exchange ran out of time (504) or failed in transport (502): AISIX's kinds. */
   | 'timeout'
-  | 'transport_error';
+  | 'transport_error'
+  /** A video id that names no video the caller may see (404; docs/batch-files-endpoints.md). */
+  | 'video_not_found'
+  /** An endpoint the model's vendor is not served on (501; docs/batch-files-endpoints.md). */
+  | 'not_implemented';
 
 export class ProxyError {
   constructor(

@@ -21,6 +21,8 @@ import { admitStep, identifyStep, identityAuth, reserveStep } from './admission.
 import { budgetStep } from './budgets.ts';
 import type { BudgetsSetup } from '../budgets/setup.ts';
 import { a2aCall, a2aCard } from './a2a.ts';
+import { jobsCall } from './jobs.ts';
+import { videosCall } from './videos.ts';
 import { Answerer, fail } from './answer.ts';
 import { cacheSteps, embedThrough } from './cache-steps.ts';
 import type { CacheSetup } from '../cache/setup.ts';
@@ -183,8 +185,10 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
       { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf, configSecrets: secrets },
       identify,
     ),
+    'jobs': (route) => jobsCall({ ...d, clientIpOf }, identify, route),
+    'videos': (route) => videosCall({ ...d, clientIpOf }, identify, route),
   };
-  for (const route of ROUTES) app.on(route.method, route.path, handlerOf(handlers, route));
+  for (const route of ROUTES) app.on([route.method].flat(), route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));

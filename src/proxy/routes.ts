@@ -3,11 +3,14 @@
 import type { Wire } from '../http/errors.ts';
 import type { Endpoint, MediaEndpoint } from '../providers/types.ts';
 
+export type RouteMethod = 'GET' | 'POST' | 'DELETE';
+
 interface RouteBase {
   /** The path, which is also the `endpoint` label (AISIX labels by route template). */
   readonly path: string;
-  /** `ALL`: every method reaches the handler, which answers the ones it does not serve. */
-  readonly method: 'GET' | 'POST' | 'ALL';
+  /** One method, the methods one path serves (`GET` and `POST` on `/v1/files`), or `ALL`: every method reaches
+   * the handler, which answers the ones it does not serve. */
+  readonly method: RouteMethod | readonly RouteMethod[] | 'ALL';
   /** The caller's wire: its error envelope, SSE error events and `inbound_protocol` label. */
   readonly wire: Wire;
   /** Counted in the `aisix_llm_*` families too (a model inference). */
@@ -17,7 +20,7 @@ interface RouteBase {
    * template, not the raw path: `/a2a`, `/mcp/{server}`), `inbound_protocol`, and the `provider` and `model`
    * labels, so no caller-chosen name grows the series (AISIX's).
    */
-  readonly labels?: { endpoint: string; protocol: string; provider: string; model: string };
+  readonly labels?: { endpoint: string; protocol: string; provider?: string; model?: string };
   /** The `inbound_protocol` label when it is not the wire's name and the route has no fixed `labels`. */
   readonly protocol?: string;
 }
@@ -74,10 +77,35 @@ export interface PassthroughRouteKind extends RouteBase {
 }
 
 /**
+ * The files, batches and fine-tuning routes: a model row chosen by a routed id, a hint or a default, one upstream
+ * call relayed (src/endpoints/jobs.ts, docs/batch-files-endpoints.md).
+ */
+export interface JobsRoute extends RouteBase {
+  readonly kind: 'jobs';
+  readonly family: 'files' | 'batches' | 'fine_tuning';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
+/** `POST /v1/videos`, its poll and its content (src/endpoints/videos.ts, docs/batch-files-endpoints.md). */
+export interface VideosRoute extends RouteBase {
+  readonly kind: 'videos';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
+/**
  * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
  * passthrough, media) is one more member here and one more entry in the app's handler table.
  */
-export type Route = ModelCallRoute | ModelsListRoute | McpRoute | A2aRoute | PassthroughRouteKind;
+export type Route =
+  | ModelCallRoute
+  | ModelsListRoute
+  | McpRoute
+  | A2aRoute
+  | PassthroughRouteKind
+  | JobsRoute
+  | VideosRoute;
 
 export type RouteKind = Route['kind'];
 
@@ -127,6 +155,19 @@ export const ROUTES: readonly Route[] = [
   },
   { path: '/v1/rerank', method: 'POST', wire: 'openai', inference: true, ...media('rerank') },
   ...mcpRoutes(),
+  ...jobs('files', '/v1/files', ['GET', 'POST'], ['GET', 'DELETE'], true),
+  ...jobs('batches', '/v1/batches', ['GET', 'POST'], 'GET', false),
+  ...jobs('fine_tuning', '/v1/fine_tuning/jobs', ['GET', 'POST'], 'GET', false),
+  { path: '/v1/videos', method: 'POST', wire: 'openai', inference: true, kind: 'videos' },
+  { path: '/v1/videos/:id', method: 'GET', wire: 'openai', inference: true, kind: 'videos' },
+  {
+    path: '/v1/videos/:id/content',
+    method: 'GET',
+    wire: 'openai',
+    inference: true,
+    kind: 'videos',
+    labels: { endpoint: '/v1/videos/:id', protocol: 'openai' },
+  },
 ];
 
 /** Every passthrough route's request: counted as a proxy request, never as a model inference (AISIX's). */
@@ -147,6 +188,29 @@ function mcpRoutes(): McpRoute[] {
     { ...base, path: '/mcp', scoped: false, labels: labels('/mcp') },
     { ...base, path: '/mcp/', scoped: false, labels: labels('/mcp') },
     { ...base, path: '/mcp/:server', scoped: true, labels: labels('/mcp/{server}') },
+  ];
+}
+
+/**
+ * A jobs family's rows: the collection, one item, and its content (files) or cancel (batches, fine-tuning).
+ * AISIX labels an item's sub-path by the item's template; `provider` and `model` are the family until a model
+ * row is chosen.
+ */
+function jobs(
+  family: JobsRoute['family'],
+  base: string,
+  collection: readonly RouteMethod[],
+  item: RouteMethod | readonly RouteMethod[],
+  content: boolean,
+): JobsRoute[] {
+  const common = { wire: 'openai', inference: false, kind: 'jobs', family } as const;
+  const labels = (endpoint: string) => ({ endpoint, protocol: 'openai', provider: family, model: family });
+  return [
+    { path: base, method: collection, ...common, labels: labels(base) },
+    { path: `${base}/:id`, method: item, ...common, labels: labels(`${base}/:id`) },
+    content
+      ? { path: `${base}/:id/content`, method: 'GET', ...common, labels: labels(`${base}/:id`) }
+      : { path: `${base}/:id/cancel`, method: 'POST', ...common, labels: labels(`${base}/:id`) },
   ];
 }
 

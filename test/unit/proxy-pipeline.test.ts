@@ -257,6 +257,9 @@ describe('the route table', () => {
       '/v1/images/generations',
       '/v1/images/edits',
       '/v1/rerank',
+      '/v1/videos',
+      '/v1/videos/:id',
+      '/v1/videos/:id/content',
     ]);
   });
 
@@ -280,6 +283,18 @@ describe('the route table', () => {
       '/mcp': 'mcp',
       '/mcp/': 'mcp',
       '/mcp/:server': 'mcp',
+      '/v1/files': 'jobs',
+      '/v1/files/:id': 'jobs',
+      '/v1/files/:id/content': 'jobs',
+      '/v1/batches': 'jobs',
+      '/v1/batches/:id': 'jobs',
+      '/v1/batches/:id/cancel': 'jobs',
+      '/v1/fine_tuning/jobs': 'jobs',
+      '/v1/fine_tuning/jobs/:id': 'jobs',
+      '/v1/fine_tuning/jobs/:id/cancel': 'jobs',
+      '/v1/videos': 'videos',
+      '/v1/videos/:id': 'videos',
+      '/v1/videos/:id/content': 'videos',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',

@@ -1,0 +1,317 @@
+// The files, batches and fine-tuning routes (docs/batch-files-endpoints.md): identify → parse → pick the model
+// row → the key's and the model's rate limits → one upstream call (no retry) → the answer relayed with its
+// status, the ids it names routed. The pieces that know no proxy (ids, target, URLs, the upload's form, a
+// completed batch's accounting) are src/endpoints/.
+import type { Context } from 'hono';
+import type { Config } from '../config/schema.ts';
+import { errors, ProxyError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { UpstreamFetch } from '../platform.ts';
+import { rateLimitRefusal } from './admission.ts';
+import { fail } from './answer.ts';
+import { readLimited } from './body.ts';
+import type { ProxyEnv } from './env.ts';
+import type { RequestStep } from './pipeline.ts';
+import { ProxyRequest } from './request.ts';
+import type { JobsRoute } from './routes.ts';
+import type { RateLimiter } from '../routing/rate-limit.ts';
+import type { Clock } from '../util/clock.ts';
+import { BatchUsage } from '../endpoints/batch-usage.ts';
+import { explicitModel, resolveJobTarget } from '../endpoints/jobs-target.ts';
+import { urlOf } from '../endpoints/jobs-url.ts';
+import { decodeRoutedId, encodeRoutedId, unsafeId } from '../endpoints/routed-id.ts';
+import { deadlineMs, timedFetch, upstreamHeaders } from '../endpoints/upstream.ts';
+import { INVALID_MULTIPART, isMultipart, parseUpload } from '../endpoints/upload.ts';
+import { modelAllowed } from './auth.ts';
+import { relayBody } from './body-relay.ts';
+
+export interface JobsDeps {
+  readonly config: Config;
+  readonly upstream: UpstreamFetch;
+  readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** The caller's address as `allowed_cidrs` sees it (`proxy.real_ip`). */
+  readonly clientIpOf: (peer: string | undefined, headers: Headers) => string | undefined;
+}
+
+type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
+
+/** Top-level members of an answer that name files or jobs, rewritten to routed ids. */
+const ID_FIELDS = ['id', 'input_file_id', 'output_file_id', 'error_file_id', 'training_file', 'validation_file'];
+
+/** The field a create body routes by, and is required: the file it reads. */
+const CREATE_FILE_FIELD = { batches: 'input_file_id', fine_tuning: 'training_file' } as const;
+
+/** What one call asks the upstream for, once parsed. */
+interface Operation {
+  /** The upstream path under the base (`/files`, `/batches/<raw id>/cancel`). */
+  path: string;
+  method: 'GET' | 'POST' | 'DELETE';
+  /** The model row named by a routed id or the body; undefined: the query, the header, or the default. */
+  routedModel?: string;
+  body?: { bytes: Uint8Array<ArrayBuffer>; contentType: string };
+  /** List routes forward the caller's query (less the routing hints); id routes none. */
+  forwardQuery: boolean;
+  /** Rewrite the answer's ids (create, retrieve, cancel, delete); lists are relayed as they are. */
+  rewrite: boolean;
+  /** Stream the answer as it comes (file content). */
+  raw: boolean;
+  /** The raw id of a retrieved batch, for its usage attribution. */
+  batchId?: string;
+}
+
+export function jobsCall(d: JobsDeps, identify: RequestStep, route: JobsRoute): Handler {
+  const limit = d.config.proxy.request_body_limit_bytes;
+  const log = d.log.withTarget('aisix_proxy::jobs');
+  const batchUsage = new BatchUsage(d.upstream, log);
+  return async function handleJobs(c) {
+    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
+    const refused = await identify.run(req);
+    if (refused instanceof ProxyError) return fail(c, refused);
+    if (refused) return refused;
+    const op = await operationOf(c, route, limit);
+    if (op instanceof ProxyError) return fail(c, op);
+
+    const url = new URL(c.req.url);
+    const wanted = op.routedModel ?? explicitModel(url, c.req.raw.headers);
+    const clientIp = d.clientIpOf(c.env?.peer, c.req.raw.headers);
+    const target = resolveJobTarget(req.caller.snapshot, (m) => modelAllowed(req.caller.key, m), wanted, clientIp);
+    if (target instanceof ProxyError) return fail(c, target);
+    const rec = req.rec;
+    rec.resolved(target.model);
+    rec.dispatching(false, { model: target.model, key: target.key, upstreamModel: target.model.model_name });
+
+    const key = req.caller.key;
+    const decision = await d.rateLimiter.acquire([
+      { scope: 'api_key', id: key.id, limits: key.rate_limit },
+      { scope: 'model', id: target.model.id, name: target.model.display_name, limits: target.model.rate_limit },
+    ]);
+    if (!decision.allowed) return fail(c, rateLimitRefusal(decision));
+    const permit = decision.permit;
+
+    const upstreamUrl = urlOf(target, op, op.forwardQuery ? forwardableQuery(url) : '');
+    if (upstreamUrl instanceof ProxyError) {
+      void permit.end();
+      return fail(c, upstreamUrl);
+    }
+    const credential: Record<string, string> = target.adapter === 'azure-openai'
+      ? { 'api-key': target.secret }
+      : { authorization: `Bearer ${target.secret}` };
+    const headers = upstreamHeaders(
+      { key: target.key, model: target.model, apiKey: key, callerHeaders: c.req.raw.headers, requestId: rec.requestId },
+      credential,
+      op.body ? { 'content-type': op.body.contentType } : {},
+    );
+    const ms = deadlineMs(target.model, d.config);
+    const sent = await timedFetch(
+      d.upstream,
+      {
+        url: upstreamUrl,
+        method: op.method,
+        headers,
+        ...(op.body ? { body: op.body.bytes } : {}),
+        ...(target.key.tls ? { tls: target.key.tls } : {}),
+      },
+      ms,
+      c.env?.closed,
+    );
+    if (sent instanceof ProxyError) {
+      void permit.end();
+      return fail(c, sent);
+    }
+    const { response: r, done } = sent;
+    const contentType = r.header('content-type') ?? 'application/json';
+    rec.firstByte(d.clock());
+    if (op.raw && r.status >= 200 && r.status < 300) {
+      const out: Record<string, string> = { 'content-type': contentType };
+      const length = r.header('content-length');
+      if (length !== null) out['content-length'] = length;
+      return relayBody(c, r.body, r.status, out, () => {
+        done();
+        void permit.end();
+      });
+    }
+    let text: string;
+    try {
+      text = await r.text();
+    } catch (e) {
+      void permit.end();
+      return fail(c, errors.upstream(`upstream answer could not be read: ${e instanceof Error ? e.message : e}`));
+    } finally {
+      done();
+    }
+    void permit.end();
+    // Upstream refusals are relayed as they came (AISIX), the status with them.
+    if (r.status < 200 || r.status > 299) rec.failed('upstream_error', `upstream returned ${r.status}`);
+    const ok = r.status >= 200 && r.status < 300;
+    const json = ok && (op.rewrite || op.batchId) ? parseObject(text) : undefined;
+    if (json && op.batchId !== undefined) batchUsage.observe(op.batchId, json, target, c.req.raw.headers, key);
+    const body = json && op.rewrite ? JSON.stringify(rewriteIds(json, target.model.display_name)) : text;
+    return new Response(body, { status: r.status, headers: { 'content-type': contentType } });
+  };
+}
+
+/** `POST /v1/files`'s form: multipart only, read within the body limit. */
+async function readUpload(req: Request, limit: number) {
+  const type = req.headers.get('content-type');
+  if (!isMultipart(type)) return INVALID_MULTIPART;
+  let bytes: Uint8Array | ProxyError;
+  try {
+    bytes = await readLimited(req, limit);
+  } catch {
+    return errors.badRequest('request payload is invalid: failed to read request body');
+  }
+  if (bytes instanceof ProxyError) return bytes;
+  // readLimited makes its own buffer: an ArrayBuffer, never a shared one.
+  return parseUpload(bytes as Uint8Array<ArrayBuffer>, type ?? '');
+}
+
+/** The path's `:id`, decoded; a malformed percent-encoding is the caller's 400. */
+function idParam(c: Context<ProxyEnv>): string | ProxyError {
+  const parts = new URL(c.req.url).pathname.split('/');
+  // `/v1/<family…>/<id>[/<action>]`: the id is the segment after the family's.
+  const family = parts[2] === 'fine_tuning' ? 4 : 3;
+  try {
+    return decodeURIComponent(parts[family] ?? '');
+  } catch {
+    return errors.badRequest('request payload is invalid: invalid path parameter');
+  }
+}
+
+/** The id an upstream URL names: a routed id's raw part (and its model), else the id as given. */
+function upstreamId(id: string): { raw: string; model?: string } | ProxyError {
+  const routed = decodeRoutedId(id);
+  const raw = routed?.raw ?? id;
+  const bad = unsafeId(raw);
+  if (bad) return bad;
+  return routed ?? { raw };
+}
+
+async function operationOf(c: Context<ProxyEnv>, route: JobsRoute, limit: number): Promise<Operation | ProxyError> {
+  const method = c.req.method;
+  const family = route.family;
+  const base = family === 'fine_tuning' ? '/fine_tuning/jobs' : `/${family}`;
+  const collection = route.path === `/v1${base}`;
+  if (collection && method === 'GET') {
+    return { path: base, method: 'GET', forwardQuery: true, rewrite: false, raw: false };
+  }
+  if (collection && method === 'POST') {
+    if (family === 'files') {
+      const upload = await readUpload(c.req.raw, limit);
+      // The web parser needs the whole form: read within the body limit, as every multipart route's.
+      if (upload instanceof ProxyError) return upload;
+      return {
+        path: base,
+        method: 'POST',
+        ...(upload.model !== undefined ? { routedModel: upload.model } : {}),
+        body: upload.body,
+        forwardQuery: false,
+        rewrite: true,
+        raw: false,
+      };
+    }
+    return createOperation(c, base, family, limit);
+  }
+  const id = idParam(c);
+  if (id instanceof ProxyError) return id;
+  const up = upstreamId(id);
+  if (up instanceof ProxyError) return up;
+  const routed = up.model !== undefined ? { routedModel: up.model } : {};
+  const path = `${base}/${up.raw}`;
+  if (route.path.endsWith('/content')) {
+    return { path: `${path}/content`, method: 'GET', ...routed, forwardQuery: false, rewrite: false, raw: true };
+  }
+  if (route.path.endsWith('/cancel')) {
+    return { path: `${path}/cancel`, method: 'POST', ...routed, forwardQuery: false, rewrite: true, raw: false };
+  }
+  return {
+    path,
+    method: method === 'DELETE' ? 'DELETE' : 'GET',
+    ...routed,
+    forwardQuery: false,
+    rewrite: true,
+    raw: false,
+    ...(family === 'batches' && method === 'GET' ? { batchId: up.raw } : {}),
+  };
+}
+
+/** `POST /v1/batches` and `POST /v1/fine_tuning/jobs`: the body read as bytes, whatever its content type. */
+async function createOperation(
+  c: Context<ProxyEnv>,
+  base: string,
+  family: 'batches' | 'fine_tuning',
+  limit: number,
+): Promise<Operation | ProxyError> {
+  let bytes: Uint8Array | ProxyError;
+  try {
+    bytes = await readLimited(c.req.raw, limit);
+  } catch {
+    return errors.badRequest('request payload is invalid: failed to read request body');
+  }
+  if (bytes instanceof ProxyError) return bytes;
+  let body: unknown;
+  try {
+    body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch (e) {
+    return errors.badRequest(`request payload is invalid: invalid JSON body: ${e instanceof Error ? e.message : e}`);
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return errors.badRequest('request payload is invalid: invalid JSON body: expected an object');
+  }
+  const fields = { ...(body as Record<string, unknown>) };
+  const fileField = CREATE_FILE_FIELD[family];
+  const file = fields[fileField];
+  if (typeof file !== 'string' || file === '') {
+    return errors.badRequest(`request payload is invalid: \`${fileField}\` is required`);
+  }
+  const routed = decodeRoutedId(file);
+  if (routed) fields[fileField] = routed.raw;
+  let routedModel = routed?.model;
+  if (family === 'batches') {
+    // A batch names no model upstream: `model` is a routing hint here; fine-tuning's is the base model to tune.
+    if (routedModel === undefined && typeof fields.model === 'string' && fields.model.trim() !== '') {
+      routedModel = fields.model.trim();
+    }
+    delete fields.model;
+  } else if (typeof fields.validation_file === 'string') {
+    const v = decodeRoutedId(fields.validation_file);
+    if (v) fields.validation_file = v.raw;
+  }
+  delete fields.provider;
+  return {
+    path: base,
+    method: 'POST',
+    ...(routedModel !== undefined ? { routedModel } : {}),
+    body: { bytes: new TextEncoder().encode(JSON.stringify(fields)), contentType: 'application/json' },
+    forwardQuery: false,
+    rewrite: true,
+    raw: false,
+  };
+}
+
+/** The caller's query without the gateway's routing hints (`model`, `provider`). */
+function forwardableQuery(url: URL): string {
+  return url.search.slice(1).split('&').filter((pair) => {
+    const name = pair.split('=')[0];
+    return pair !== '' && name !== 'model' && name !== 'provider';
+  }).join('&');
+}
+
+function parseObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? v as Record<string, unknown> : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The answer with every id it names routed through `model` (ids already routed are left alone). */
+export function rewriteIds(json: Record<string, unknown>, model: string): Record<string, unknown> {
+  const out = { ...json };
+  const route = (v: unknown) => typeof v === 'string' && v !== '' && !decodeRoutedId(v) ? encodeRoutedId(v, model) : v;
+  for (const f of ID_FIELDS) if (f in out) out[f] = route(out[f]);
+  if (Array.isArray(out.result_files)) out.result_files = out.result_files.map(route);
+  return out;
+}
