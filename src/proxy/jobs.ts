@@ -2,6 +2,7 @@
 // row → the key's and the model's rate limits → one upstream call (no retry) → the answer relayed with its
 // status, the ids it names routed. The pieces that know no proxy (ids, target, URLs, the upload's form, a
 // completed batch's accounting) are src/endpoints/.
+import { unscannedRefusal } from './unscanned.ts';
 import type { Context } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { errors, ProxyError } from '../http/errors.ts';
@@ -81,6 +82,11 @@ export function jobsCall(d: JobsDeps, identify: RequestStep, route: JobsRoute): 
     const rec = req.rec;
     rec.resolved(target.model);
     rec.dispatching(false, { model: target.model, key: target.key, upstreamModel: target.model.model_name });
+    // What carries content (an upload, a create, a file's content) is refused where a guardrail applies.
+    if (op.body !== undefined || op.raw) {
+      const unscanned = unscannedRefusal(req.caller.snapshot, target.model, req.caller.key, route.path);
+      if (unscanned) return fail(c, unscanned);
+    }
 
     const key = req.caller.key;
     const decision = await d.rateLimiter.acquire([

@@ -2,6 +2,7 @@
 // "Videos"): one JSON shape over five vendors (video-vendors.ts). Nothing is stored: the video id carries the
 // model row, the caller's model name and the upstream task id. A completed video is a redirect to the vendor's
 // signed URL, or (OpenAI) proxied with the gateway's credential.
+import { unscannedRefusal } from './unscanned.ts';
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
 import { rateLimitRefusal } from './admission.ts';
@@ -144,6 +145,8 @@ export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRout
     if (!resolved) return fail(c, errors.unknownModel(asked));
     const model = resolved.model;
     req.rec.resolved(model, asked);
+    const unscanned = unscannedRefusal(req.caller.snapshot, model, req.caller.key, '/v1/videos');
+    if (unscanned) return fail(c, unscanned);
     if (model.kind !== 'direct') {
       return fail(c, invalid(`model "${asked}" has no provider (routing models can't be dispatched directly)`));
     }
