@@ -49,7 +49,8 @@ function headers(nonce: string): Record<string, string> {
     'content-security-policy': `default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}'; ` +
       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     'x-content-type-options': 'nosniff',
-    'referrer-policy': 'no-referrer',
+    // `no-referrer` would make the browser send `Origin: null` on the page's own form posts.
+    'referrer-policy': 'same-origin',
   };
 }
 
