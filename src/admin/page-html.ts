@@ -219,7 +219,7 @@ export function spendChart(rows: SpendRow[]): Html {
     }`;
   });
   const legend = series.map((r, i) =>
-    html`<text x="${PAD + i * 100}" y="12" style="fill:${COLORS[i]}">${r.id} · ${r.budget}</text>`
+    html`<text x="${PAD + i * 160}" y="12" style="fill:${COLORS[i]}">${r.id} · ${r.budget}</text>`
   );
   return html`
     <svg role="img" aria-label="spend over time" viewBox="0 0 ${W} ${H}" width="100%"
