@@ -15,11 +15,12 @@ import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
 import { modelsStatus } from '../status/app.ts';
 import type { AdminExtension } from './extension.ts';
+import { createAdminPage, PAGE_PATH } from './page.ts';
 
 /** What the admin listener reads; the Gateway is one. */
 export interface AdminView {
   readonly config: {
-    readonly admin: Pick<Config['admin'], 'admin_keys'> & Partial<Pick<Config['admin'], 'write_keys'>>;
+    readonly admin: Pick<Config['admin'], 'admin_keys'> & Partial<Pick<Config['admin'], 'write_keys' | 'tls'>>;
   };
   readonly lifecycle: Lifecycle;
   readonly facts: ConfigFacts;
@@ -248,6 +249,18 @@ export function createAdminApp(
 
   const readKeys = [...gw.config.admin.admin_keys, ...(gw.config.admin.write_keys ?? [])];
   const mounted = extensions.filter((e): e is AdminExtension => e !== undefined);
+  // The HTML page reads and writes through this app's own API, with the signed-in admin key.
+  app.route(
+    PAGE_PATH,
+    createAdminPage({
+      readKeys: gw.config.admin.admin_keys,
+      writeKeys: gw.config.admin.write_keys ?? [],
+      writesEnabled: gw.facts?.sourceType === 'etcd' && (gw.config.admin.write_keys ?? []).length > 0,
+      secure: gw.config.admin.tls !== undefined,
+      api: async (req) => await app.fetch(req, {}),
+      now: () => gw.now?.().getTime() ?? Date.now(),
+    }),
+  );
   app.use('/admin/*', adminRouting(adminKeyCheck(readKeys), mounted));
   app.get('/admin/v1/models/status', () => modelsStatus(gw));
   app.get('/admin/v1/health', (c) => {

@@ -33,7 +33,7 @@ export interface StatusPageView {
 export const REFRESH_SECS = 5;
 
 /** Markup the page built itself; anything else interpolated into `html` is escaped. */
-class Html {
+export class Html {
   constructor(readonly text: string) {}
 }
 
@@ -50,7 +50,7 @@ function piece(v: unknown): string {
   return escapeHtml(String(v));
 }
 
-function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
+export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
   let out = strings[0]!;
   for (let i = 0; i < values.length; i++) out += piece(values[i]) + strings[i + 1]!;
   return new Html(out);
@@ -58,7 +58,7 @@ function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
 
 type Tone = 'good' | 'warn' | 'bad' | 'idle';
 
-const badge = (text: string, tone: Tone): Html => html`<span class="badge ${tone}">${text}</span>`;
+export const badge = (text: string, tone: Tone): Html => html`<span class="badge ${tone}">${text}</span>`;
 
 const PHASE_TONE: Record<string, Tone> = {
   serving: 'good',
@@ -111,7 +111,7 @@ function stat(label: string, value: Html | string | number, note?: Html | string
   }</div>`;
 }
 
-function table(head: string[], rows: Html[], empty: string): Html {
+export function table(head: string[], rows: Html[], empty: string): Html {
   if (rows.length === 0) return html`<p class="muted">${empty}</p>`;
   return html`
     <div class="scroll">
@@ -392,7 +392,7 @@ export const STATUS_PAGE_HEADERS = {
   'x-content-type-options': 'nosniff',
 };
 
-const CSS = `
+export const CSS = `
 :root{--bg:#f5f6f8;--card:#fff;--ink:#1c2430;--muted:#6b7685;--line:#e3e7ec;--good:#1a7f4b;--good-bg:#e3f5ea;
 --warn:#9a6200;--warn-bg:#fff2d6;--bad:#b42318;--bad-bg:#fde7e5;--idle:#4b5563;--idle-bg:#eceff3;--accent:#2f5bd3}
 @media (prefers-color-scheme:dark){:root{--bg:#12161c;--card:#1b2129;--ink:#e6e9ee;--muted:#96a0ad;--line:#2a323d;
