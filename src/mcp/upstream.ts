@@ -10,6 +10,7 @@ import { VERSION } from '../version.ts';
 import { CODE, FALLBACK_VERSION, META_CLIENT_CAPABILITIES, META_VERSION, MODERN_VERSION } from './protocol.ts';
 import { MalformedContent, UpstreamFailure } from './failures.ts';
 import { OAuthTokens } from './oauth.ts';
+import { OpenApiServers } from './openapi-call.ts';
 
 /** A tool as the gateway relays it: AISIX's bridge keeps only these three members. */
 export interface McpTool {
@@ -236,13 +237,23 @@ async function within<T>(
 export class McpUpstreams {
   private readonly warned = new Set<string>();
   readonly tokens: OAuthTokens;
+  private readonly openapi: OpenApiServers;
 
   constructor(private readonly d: UpstreamDeps) {
     this.tokens = new OAuthTokens(d.upstream);
+    this.openapi = new OpenApiServers(d.upstream, this.tokens, MAX_ANSWER_BYTES);
   }
 
   /** The server's tools (the first page), or an `UpstreamFailure`. */
   async listTools(server: McpServer, caller?: CancelSignal): Promise<McpTool[]> {
+    if (server.type === 'openapi') {
+      this.warnCleartext(server);
+      return this.openapi.tools(server).map((t) => ({
+        name: t.name,
+        description: t.description,
+        inputSchema: t.inputSchema,
+      }));
+    }
     const result = await this.operation(server, caller, (s, signal) => s.request('tools/list', {}, signal));
     const tools = Array.isArray(result.tools) ? result.tools : [];
     const out: McpTool[] = [];
@@ -271,6 +282,10 @@ export class McpUpstreams {
     args: Record<string, unknown>,
     caller?: CancelSignal,
   ): Promise<Record<string, unknown>> {
+    if (server.type === 'openapi') {
+      this.warnCleartext(server);
+      return await within(server.timeout_ms, 'operation', caller, (s) => this.openapi.call(server, tool, args, s));
+    }
     const result = await this.operation(
       server,
       caller,
@@ -304,7 +319,6 @@ export class McpUpstreams {
     caller: CancelSignal | undefined,
     op: (s: Session, signal: CancelSignal) => Promise<T>,
   ): Promise<T> {
-    if (server.type !== 'mcp') throw new UpstreamFailure('OpenAPI-backed servers are not served by Sluice');
     this.warnCleartext(server);
     let session: Session | undefined;
     await within(server.timeout_ms, 'connect', caller, async (signal) => {
