@@ -1,7 +1,8 @@
 // The gateway as an MCP client of its upstreams (docs/mcp.md "Upstreams"): Streamable HTTP through the platform's
 // upstream client (no redirect followed), one fresh session per operation as AISIX's ephemeral bridge — connect
 // (`initialize` + `notifications/initialized`, or `server/discover` for a 2026-07-28 upstream), one request, done —
-// so no state outlives a request and any replica serves any call. Only the gateway-held credential is sent.
+// so no state outlives a request and any replica serves any call. Only the gateway-held credential is sent. A
+// `type: openapi` server is no MCP server: its tools and calls are openapi-call.ts's.
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { McpServer } from '../resources/mcp-schema.ts';
