@@ -41,6 +41,7 @@ async function startApi(): Promise<{ url: string; seen: Seen[]; oauthToken: stri
         return;
       }
       const path = (req.url ?? '').split('?')[0];
+      if (path === '/v1/slow') return; // never answers: the gateway's deadline ends the call
       if (path === '/v1/redirect') {
         res.writeHead(302, { location: `${api.url}/v1/items` }).end();
       } else if (path === '/v1/missing') {
@@ -109,6 +110,7 @@ mcp_servers:
   - { name: api, type: openapi, url: "${api.url}/v1/", auth_type: bearer, secret: api-SECRET, spec: ${spec} }
   - { name: keyed, type: openapi, url: "${api.url}/v1", auth_type: api_key, api_key_header: X-Api-Token, secret: key-SECRET, spec: ${spec} }
   - { name: oauthapi, type: openapi, url: "${api.url}/v1", auth_type: oauth2, secret: s1, client_id: c1, token_url: "${tokens.url}", spec: ${spec} }
+  - { name: slow, type: openapi, url: "${api.url}/v1", timeout_ms: 200, spec: { paths: { /slow: { get: { operationId: slow } } } } }
   - { name: broken, type: openapi, url: "${api.url}/v1", spec: { openapi: "3.0.3" } }
 api_keys:
   - { display_name: all, key_env: K_ALL, allowed_models: [], mcp_access: { allow: ["*"], deny: ["keyed__createitem"] } }
@@ -296,6 +298,16 @@ describe('tools/call', () => {
     };
     assert.deepEqual(refused.error, { code: -32602, message: "tool 'keyed__createitem' is not available" });
     assert.equal(api.seen.length, before);
+  });
+
+  test('a call past timeout_ms is -32603, the cause in the WARN', async () => {
+    const res = await rpc('/mcp', 'tools/call', { name: 'slow__slow', arguments: {} });
+    const body = await res.json() as { error: { code: number; message: string } };
+    assert.deepEqual(body.error, { code: -32603, message: "upstream MCP server 'slow' failed to call tool" });
+    assert.equal(last().url, '/v1/slow');
+    const warn = platform.logs.findLast((l) => l.msg === 'upstream tools/call failed');
+    assert.equal(warn?.upstream, 'slow');
+    assert.match(String(warn?.error), /timed out after 200 ms/);
   });
 
   test('an input guardrail blocks before the API is asked', async () => {
