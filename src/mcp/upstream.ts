@@ -1,7 +1,8 @@
 // The gateway as an MCP client of its upstreams (docs/mcp.md "Upstreams"): Streamable HTTP through the platform's
 // upstream client (no redirect followed), one fresh session per operation as AISIX's ephemeral bridge — connect
 // (`initialize` + `notifications/initialized`, or `server/discover` for a 2026-07-28 upstream), one request, done —
-// so no state outlives a request and any replica serves any call. Only the gateway-held credential is sent.
+// so no state outlives a request and any replica serves any call. Only the gateway-held credential is sent. A
+// `type: openapi` server is no MCP server: its tools and calls are openapi-call.ts's.
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { McpServer } from '../resources/mcp-schema.ts';
@@ -10,6 +11,7 @@ import { VERSION } from '../version.ts';
 import { CODE, FALLBACK_VERSION, META_CLIENT_CAPABILITIES, META_VERSION, MODERN_VERSION } from './protocol.ts';
 import { MalformedContent, UpstreamFailure } from './failures.ts';
 import { OAuthTokens } from './oauth.ts';
+import { OpenApiServers } from './openapi-call.ts';
 
 /** A tool as the gateway relays it: AISIX's bridge keeps only these three members. */
 export interface McpTool {
@@ -236,13 +238,23 @@ async function within<T>(
 export class McpUpstreams {
   private readonly warned = new Set<string>();
   readonly tokens: OAuthTokens;
+  private readonly openapi: OpenApiServers;
 
   constructor(private readonly d: UpstreamDeps) {
     this.tokens = new OAuthTokens(d.upstream);
+    this.openapi = new OpenApiServers(d.upstream, this.tokens, MAX_ANSWER_BYTES);
   }
 
   /** The server's tools (the first page), or an `UpstreamFailure`. */
   async listTools(server: McpServer, caller?: CancelSignal): Promise<McpTool[]> {
+    if (server.type === 'openapi') {
+      this.warnCleartext(server);
+      return this.openapi.tools(server).map((t) => ({
+        name: t.name,
+        description: t.description,
+        inputSchema: t.inputSchema,
+      }));
+    }
     const result = await this.operation(server, caller, (s, signal) => s.request('tools/list', {}, signal));
     const tools = Array.isArray(result.tools) ? result.tools : [];
     const out: McpTool[] = [];
@@ -271,6 +283,10 @@ export class McpUpstreams {
     args: Record<string, unknown>,
     caller?: CancelSignal,
   ): Promise<Record<string, unknown>> {
+    if (server.type === 'openapi') {
+      this.warnCleartext(server);
+      return await within(server.timeout_ms, 'operation', caller, (s) => this.openapi.call(server, tool, args, s));
+    }
     const result = await this.operation(
       server,
       caller,
@@ -304,7 +320,6 @@ export class McpUpstreams {
     caller: CancelSignal | undefined,
     op: (s: Session, signal: CancelSignal) => Promise<T>,
   ): Promise<T> {
-    if (server.type !== 'mcp') throw new UpstreamFailure('OpenAPI-backed servers are not served by Sluice');
     this.warnCleartext(server);
     let session: Session | undefined;
     await within(server.timeout_ms, 'connect', caller, async (signal) => {
