@@ -1,11 +1,16 @@
-// Black-box: the official `openai` SDK through a gateway process (Node) against a mock OpenAI with
+// Black-box: the official `openai` SDK through a gateway process on Node, Bun and Deno against a mock OpenAI with
 // files, batches and videos (docs/batch-files-endpoints.md): an upload relayed as multipart with its routing
 // hint removed, a batch routed by its input file's id, a video submitted, polled and downloaded.
+// Run: node build.mjs && node --import tsx --test --test-concurrency=1 test/process/endpoints-jobs.test.ts
+// (SLUICE_JOBS_RUNTIMES=bun,deno picks runtimes).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI, { toFile } from 'openai';
 import { type MockJobs, mockJobs } from '../support/mock-jobs.ts';
 import { baseConfig, CALLER_KEY, type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
+
+const RUNTIMES: RuntimeName[] = (process.env.SLUICE_JOBS_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
+  ['node', 'bun', 'deno'];
 
 const resources = (url: string) =>
   `_format_version: "1"
@@ -18,7 +23,7 @@ api_keys:
   - { display_name: app, key_env: CALLER_KEY, allowed_models: [batch-mini, sora] }
 `;
 
-for (const runtime of ['node'] as RuntimeName[]) {
+for (const runtime of RUNTIMES) {
   describe(`files, batches and videos on ${runtime}`, () => {
     let up: MockJobs;
     let gw: GatewayProcess;
@@ -43,7 +48,7 @@ for (const runtime of ['node'] as RuntimeName[]) {
     test('files.create with a model hint, batches.create by the routed id, batches.retrieve', async () => {
       const lines = '{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{}}\n';
       const file = await client.files.create(
-        { file: await toFile(Buffer.from(lines), 'input.jsonl'), purpose: 'batch' },
+        { file: await toFile(Buffer.from(lines), 'input.jsonl', { type: 'application/jsonl' }), purpose: 'batch' },
         { query: { model: 'batch-mini' } },
       );
       assert.match(file.id, /^aisix-/);

@@ -77,7 +77,10 @@ export async function mockJobs(): Promise<MockJobs> {
     if (method === 'POST' && !id) {
       const type = req.headers['content-type'] ?? '';
       if (!type.startsWith('multipart/form-data')) return send(res, 400, invalid('expected multipart/form-data'));
-      const form = await new Response(new Uint8Array(body), { headers: { 'content-type': type } }).formData();
+      // An unreadable form is a 400, as OpenAI answers it: a thrown parse would leave the request unanswered.
+      const form = await new Response(new Uint8Array(body), { headers: { 'content-type': type } }).formData()
+        .catch(() => undefined);
+      if (!form) return send(res, 400, invalid('Could not parse multipart form'));
       for (const name of form.keys()) {
         if (name !== 'purpose' && name !== 'file') return send(res, 400, invalid(`Unrecognized argument: ${name}`));
       }
