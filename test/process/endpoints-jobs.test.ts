@@ -55,6 +55,7 @@ for (const runtime of RUNTIMES) {
       assert.equal(file.filename, 'input.jsonl');
       const stored = [...up.files.values()].at(-1)!;
       assert.equal(stored.bytes.toString(), lines);
+      assert.equal(stored.type, 'application/jsonl');
       const upload = up.received.find((r) => r.path === '/v1/files')!;
       assert.match(String(upload.headers['content-type']), /^multipart\/form-data; boundary=/);
 
