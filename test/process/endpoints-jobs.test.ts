@@ -1,6 +1,7 @@
 // Black-box: the official `openai` SDK through a gateway process on Node, Bun and Deno against a mock OpenAI with
 // files, batches and videos (docs/batch-files-endpoints.md): an upload relayed as multipart with its routing
-// hint removed, a batch routed by its input file's id, a video submitted, polled and downloaded.
+// hint removed, a batch routed by its input file's id, a file's content streamed and the file deleted, a
+// fine-tuning job on a routed file, a video submitted, polled and downloaded.
 // Run: node build.mjs && node --import tsx --test --test-concurrency=1 test/process/endpoints-jobs.test.ts
 // (SLUICE_JOBS_RUNTIMES=bun,deno picks runtimes).
 import assert from 'node:assert/strict';
@@ -70,6 +71,21 @@ for (const runtime of RUNTIMES) {
       assert.equal(again.status, 'validating');
       const content = await client.files.content(file.id);
       assert.equal(await content.text(), lines);
+      const deleted = await client.files.delete(file.id);
+      assert.deepEqual([deleted.id, deleted.deleted], [file.id, true]);
+      assert.equal(up.received.at(-1)!.method, 'DELETE');
+    });
+
+    test('fine_tuning.jobs.create by the routed training file, cancel and retrieve', async () => {
+      const file = await client.files.create(
+        { file: await toFile(Buffer.from('{"messages":[]}\n'), 'train.jsonl'), purpose: 'fine-tune' },
+        { query: { model: 'batch-mini' } },
+      );
+      const job = await client.fineTuning.jobs.create({ model: 'gpt-4o-mini', training_file: file.id });
+      assert.match(job.id, /^aisix-/);
+      assert.equal(job.training_file, file.id);
+      assert.equal((await client.fineTuning.jobs.cancel(job.id)).status, 'cancelled');
+      assert.equal((await client.fineTuning.jobs.retrieve(job.id)).status, 'cancelled');
     });
 
     test('videos.create, retrieve and downloadContent (proxied)', async () => {

@@ -45,7 +45,12 @@ export async function mockJobs(): Promise<MockJobs> {
   const videos = new Map<string, Record<string, unknown>>();
   const jobs = new Map<string, Record<string, unknown>>();
   let n = 0;
-  const server: Server = createServer(async (req, res) => {
+  // A request the mock cannot handle (a body it cannot parse) is a 500 naming why, not a request left open.
+  const server: Server = createServer((req, res) => {
+    route(req, res).catch((e) => res.headersSent ? res.destroy() : send(res, 500, invalid(`mock-jobs: ${String(e)}`)));
+  });
+
+  async function route(req: IncomingMessage, res: import('node:http').ServerResponse) {
     const parts: Buffer[] = [];
     for await (const p of req) parts.push(p as Buffer);
     const body = Buffer.concat(parts);
@@ -64,7 +69,7 @@ export async function mockJobs(): Promise<MockJobs> {
     if (family === 'files') return filesApi(req.method ?? '', id, action, req, res, body);
     if (family === 'batches') return batchesApi(req.method ?? '', id, action, req, res, body);
     return videosApi(req.method ?? '', id, action, res, body);
-  });
+  }
 
   async function filesApi(
     method: string,
