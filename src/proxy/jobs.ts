@@ -169,8 +169,7 @@ async function readUpload(req: Request, limit: number) {
     return errors.badRequest('request payload is invalid: failed to read request body');
   }
   if (bytes instanceof ProxyError) return bytes;
-  // readLimited makes its own buffer: an ArrayBuffer, never a shared one.
-  return parseUpload(bytes as Uint8Array<ArrayBuffer>, type ?? '');
+  return parseUpload(bytes, type ?? '');
 }
 
 /** The path's `:id`, decoded; a malformed percent-encoding is the caller's 400. */

@@ -1,11 +1,17 @@
-// Black-box: the official `openai` SDK through a gateway process (Node) against a mock OpenAI with
+// Black-box: the official `openai` SDK through a gateway process on Node, Bun and Deno against a mock OpenAI with
 // files, batches and videos (docs/batch-files-endpoints.md): an upload relayed as multipart with its routing
-// hint removed, a batch routed by its input file's id, a video submitted, polled and downloaded.
+// hint removed, a batch routed by its input file's id, a file's content streamed and the file deleted, a
+// fine-tuning job on a routed file, a video submitted, polled and downloaded.
+// Run: node build.mjs && node --import tsx --test --test-concurrency=1 test/process/endpoints-jobs.test.ts
+// (SLUICE_JOBS_RUNTIMES=bun,deno picks runtimes).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI, { toFile } from 'openai';
 import { type MockJobs, mockJobs } from '../support/mock-jobs.ts';
 import { baseConfig, CALLER_KEY, type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
+
+const RUNTIMES: RuntimeName[] = (process.env.SLUICE_JOBS_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
+  ['node', 'bun', 'deno'];
 
 const resources = (url: string) =>
   `_format_version: "1"
@@ -18,7 +24,7 @@ api_keys:
   - { display_name: app, key_env: CALLER_KEY, allowed_models: [batch-mini, sora] }
 `;
 
-for (const runtime of ['node'] as RuntimeName[]) {
+for (const runtime of RUNTIMES) {
   describe(`files, batches and videos on ${runtime}`, () => {
     let up: MockJobs;
     let gw: GatewayProcess;
@@ -43,13 +49,14 @@ for (const runtime of ['node'] as RuntimeName[]) {
     test('files.create with a model hint, batches.create by the routed id, batches.retrieve', async () => {
       const lines = '{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{}}\n';
       const file = await client.files.create(
-        { file: await toFile(Buffer.from(lines), 'input.jsonl'), purpose: 'batch' },
+        { file: await toFile(Buffer.from(lines), 'input.jsonl', { type: 'application/jsonl' }), purpose: 'batch' },
         { query: { model: 'batch-mini' } },
       );
       assert.match(file.id, /^aisix-/);
       assert.equal(file.filename, 'input.jsonl');
       const stored = [...up.files.values()].at(-1)!;
       assert.equal(stored.bytes.toString(), lines);
+      assert.equal(stored.type, 'application/jsonl');
       const upload = up.received.find((r) => r.path === '/v1/files')!;
       assert.match(String(upload.headers['content-type']), /^multipart\/form-data; boundary=/);
 
@@ -64,6 +71,21 @@ for (const runtime of ['node'] as RuntimeName[]) {
       assert.equal(again.status, 'validating');
       const content = await client.files.content(file.id);
       assert.equal(await content.text(), lines);
+      const deleted = await client.files.delete(file.id);
+      assert.deepEqual([deleted.id, deleted.deleted], [file.id, true]);
+      assert.equal(up.received.at(-1)!.method, 'DELETE');
+    });
+
+    test('fine_tuning.jobs.create by the routed training file, cancel and retrieve', async () => {
+      const file = await client.files.create(
+        { file: await toFile(Buffer.from('{"messages":[]}\n'), 'train.jsonl'), purpose: 'fine-tune' },
+        { query: { model: 'batch-mini' } },
+      );
+      const job = await client.fineTuning.jobs.create({ model: 'gpt-4o-mini', training_file: file.id });
+      assert.match(job.id, /^aisix-/);
+      assert.equal(job.training_file, file.id);
+      assert.equal((await client.fineTuning.jobs.cancel(job.id)).status, 'cancelled');
+      assert.equal((await client.fineTuning.jobs.retrieve(job.id)).status, 'cancelled');
     });
 
     test('videos.create, retrieve and downloadContent (proxied)', async () => {

@@ -45,7 +45,12 @@ export async function mockJobs(): Promise<MockJobs> {
   const videos = new Map<string, Record<string, unknown>>();
   const jobs = new Map<string, Record<string, unknown>>();
   let n = 0;
-  const server: Server = createServer(async (req, res) => {
+  // A request the mock cannot handle (a body it cannot parse) is a 500 naming why, not a request left open.
+  const server: Server = createServer((req, res) => {
+    route(req, res).catch((e) => res.headersSent ? res.destroy() : send(res, 500, invalid(`mock-jobs: ${String(e)}`)));
+  });
+
+  async function route(req: IncomingMessage, res: import('node:http').ServerResponse) {
     const parts: Buffer[] = [];
     for await (const p of req) parts.push(p as Buffer);
     const body = Buffer.concat(parts);
@@ -64,7 +69,7 @@ export async function mockJobs(): Promise<MockJobs> {
     if (family === 'files') return filesApi(req.method ?? '', id, action, req, res, body);
     if (family === 'batches') return batchesApi(req.method ?? '', id, action, req, res, body);
     return videosApi(req.method ?? '', id, action, res, body);
-  });
+  }
 
   async function filesApi(
     method: string,
@@ -77,7 +82,10 @@ export async function mockJobs(): Promise<MockJobs> {
     if (method === 'POST' && !id) {
       const type = req.headers['content-type'] ?? '';
       if (!type.startsWith('multipart/form-data')) return send(res, 400, invalid('expected multipart/form-data'));
-      const form = await new Response(new Uint8Array(body), { headers: { 'content-type': type } }).formData();
+      // An unreadable form is a 400, as OpenAI answers it: a thrown parse would leave the request unanswered.
+      const form = await new Response(new Uint8Array(body), { headers: { 'content-type': type } }).formData()
+        .catch(() => undefined);
+      if (!form) return send(res, 400, invalid('Could not parse multipart form'));
       for (const name of form.keys()) {
         if (name !== 'purpose' && name !== 'file') return send(res, 400, invalid(`Unrecognized argument: ${name}`));
       }
