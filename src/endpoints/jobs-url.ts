@@ -2,7 +2,8 @@
 // or Azure OpenAI's resource-scoped `/openai/...` with its data-plane version.
 import { errors, ProxyError } from '../http/errors.ts';
 import type { JobTarget } from './jobs-target.ts';
-import { openAiBase, openAiUrl } from './upstream.ts';
+import { directUrl } from '../providers/direct-url.ts';
+import { openAiBase } from './upstream.ts';
 
 /** Azure's data-plane version for the resource-scoped jobs routes; the caller's `api-version` wins. */
 const AZURE_JOBS_API_VERSION = '2024-10-21';
@@ -12,7 +13,7 @@ export function urlOf(target: JobTarget, op: { path: string }, query: string): s
   if (target.adapter === 'openai') {
     const base = openAiBase(target.key);
     if (base instanceof ProxyError) return base;
-    const url = openAiUrl(base, op.path);
+    const url = directUrl(base, op.path);
     return query === '' ? url : `${url}?${query}`;
   }
   const base = (target.key.api_base ?? '').trim().replace(/\/+$/, '');

@@ -4,43 +4,15 @@
 import type { Config } from '../config/schema.ts';
 import { errors, ProxyError } from '../http/errors.ts';
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
+import { directBase } from '../providers/direct-url.ts';
 import { addKeyHeaders } from '../providers/upstream-headers.ts';
 import type { ApiKey, DirectModel, ProviderKey } from '../resources/schema.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 
-/** Endpoint suffixes a pasted full `api_base` may end with; one is removed (AISIX `resolve_base_url`). */
-const ENDPOINT_SUFFIXES = [
-  '/audio/transcriptions',
-  '/audio/translations',
-  '/audio/speech',
-  '/chat/completions',
-  '/images/generations',
-  '/completions',
-  '/embeddings',
-  '/responses',
-  '/messages',
-  '/rerank',
-];
-
-/** The key's base for the OpenAI wire: its `api_base` (one endpoint suffix removed), OpenAI's for `openai`. */
+/** The key's base for the OpenAI wire (src/providers/direct-url.ts), or the 400 for a key without one. */
 export function openAiBase(key: ProviderKey): string | ProxyError {
-  let base = (key.api_base ?? '').trim();
-  if (base === '') {
-    if (key.provider.trim().toLowerCase() === 'openai') return 'https://api.openai.com/v1';
-    return errors.badRequest(
-      `request payload is invalid: provider_key "${key.display_name}" has no api_base configured`,
-    );
-  }
-  base = base.replace(/\/+$/, '');
-  const suffix = ENDPOINT_SUFFIXES.find((s) => base.endsWith(s));
-  return suffix ? base.slice(0, -suffix.length) : base;
-}
-
-/** `path` under `base`: a base with a path keeps it (`/v2`, `/api/paas/v4`); a bare host gets `/v1`. */
-export function openAiUrl(base: string, path: string): string {
-  const trimmed = base.replace(/\/+$/, '');
-  const hasPath = /^[a-z]+:\/\/[^/]+\/./i.test(trimmed);
-  return hasPath ? trimmed + path : `${trimmed}/v1${path}`;
+  return directBase(key.provider, key.api_base) ??
+    errors.badRequest(`request payload is invalid: provider_key "${key.display_name}" has no api_base configured`);
 }
 
 /** Who calls, for the key's `default_headers` templates and its `forward_client_headers`. */

@@ -1,7 +1,7 @@
 // What each video vendor's API looks like (docs/batch-files-endpoints.md "Videos"): where a task is submitted
 // and polled, how the caller's `{model, prompt, seconds, size}` is written for it, and how its task status
 // reads. One entry per vendor; the handler (videos.ts) knows none of them.
-import { openAiUrl } from './upstream.ts';
+import { directUrl } from '../providers/direct-url.ts';
 
 export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed';
 
@@ -177,7 +177,7 @@ const openaiStatus = (s: unknown): VideoStatus =>
 const openai: VideoVendor = {
   root: (b) => b,
   submit: (root, a) => ({
-    url: openAiUrl(root, '/videos'),
+    url: directUrl(root, '/videos'),
     body: {
       model: a.model,
       prompt: a.prompt,
@@ -189,7 +189,7 @@ const openai: VideoVendor = {
     const id = idOf(j);
     return id ? { id, status: j.status === undefined ? 'queued' : openaiStatus(j.status) } : undefined;
   },
-  poll: (root, id) => ({ url: openAiUrl(root, `/videos/${id}`) }),
+  poll: (root, id) => ({ url: directUrl(root, `/videos/${id}`) }),
   read: (j) => {
     const err = obj(j.error);
     const seconds = str(j.seconds);
@@ -200,7 +200,7 @@ const openai: VideoVendor = {
       error: { code: str(err.code), message: str(err.message) },
     };
   },
-  proxied: (root, id) => openAiUrl(root, `/videos/${id}/content`),
+  proxied: (root, id) => directUrl(root, `/videos/${id}/content`),
 };
 
 /** The vendor of a model's `provider` (case-insensitive), or undefined: not served on `/v1/videos`. */
