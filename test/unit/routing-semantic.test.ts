@@ -10,6 +10,8 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import { ModelSchema } from '../../src/resources/schema.ts';
 import { SemanticSchema } from '../../src/resources/semantic-schema.ts';
 import { bestRoute, lastUserText } from '../../src/routing/semantic.ts';
+import { exportResources } from '../../src/sources/etcd/export.ts';
+import { parse } from 'yaml';
 import { BASE_CONFIG, gatewayWith } from '../support/platform.ts';
 
 const CALLER = 'sk-caller-semantic-SECRET-1';
@@ -366,5 +368,32 @@ describe('the semantic block', () => {
     );
     assert.equal(lastUserText([{ role: 'system', content: 's' }]), '');
     assert.equal(lastUserText(undefined), '');
+  });
+});
+
+describe('export', () => {
+  test('a semantic router is written with its block only, so the file loads again', () => {
+    const semantic = {
+      embedding_model: 'emb',
+      default: 'm',
+      match: { threshold: 0.5, distance_metric: 'cosine', aggregation: 'max' },
+      routes: [{ name: 'a', target: 'm', examples: ['x'] }],
+      on_embedding_failure: 'default',
+    };
+    const rows = [
+      ['provider_keys/pk', { display_name: 'p', provider: 'openai', api_key: 'k' }],
+      ['models/m1', { display_name: 'm', provider_key_id: 'pk', model_name: 'up' }],
+      ['models/e1', { display_name: 'emb', provider_key_id: 'pk', model_name: 'e', embedding: { dimensions: 3 } }],
+      ['models/s1', { display_name: 'sem', semantic }],
+    ].map(([key, doc]) => ({
+      key: `/aisix/${key}`,
+      value: JSON.stringify(doc),
+      modRevision: 1,
+      createRevision: 1,
+      version: 1,
+    }));
+    const r = exportResources(rows, '/aisix', { withSecrets: true, revision: 1, source: 'test' });
+    const doc = parse(r.yaml) as { models: Record<string, unknown>[] };
+    assert.deepEqual(doc.models.find((m) => m.display_name === 'sem'), { display_name: 'sem', semantic });
   });
 });
