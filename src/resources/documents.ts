@@ -199,9 +199,12 @@ export const readProviderKey = schemaReader(ProviderKeySchema, (id, data) => {
   return { ok: true, resource };
 }, secretAlias);
 
-/** An etcd row strips the members a routing model cannot use (AISIX's), reported as `inapplicable:<field>`. */
+/**
+ * An etcd row strips the members a routing or semantic model cannot use (AISIX's), reported as
+ * `inapplicable:<field>`.
+ */
 const stripInapplicable: Precheck = (doc, mode, ignored) => {
-  if (mode === 'lenient' && doc.routing !== undefined && doc.routing !== null) {
+  if (mode === 'lenient' && ((doc.routing !== undefined && doc.routing !== null) || isPresent(doc.semantic))) {
     for (const f of INAPPLICABLE_ON_ROUTING) {
       if (f in doc) {
         delete doc[f];
@@ -221,6 +224,8 @@ function semanticRouting(s: Semantic): Routing {
     when_all_unavailable: 'try_anyway',
   };
 }
+
+const isPresent = (v: unknown): boolean => v !== undefined && v !== null;
 
 export const readModel = schemaReader(ModelSchema, (id, data) => {
   const { id: _id, ...rest } = data;

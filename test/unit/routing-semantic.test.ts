@@ -7,6 +7,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Gateway } from '../../src/gateway.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import { parseDocument } from '../../src/resources/kinds.ts';
 import { ModelSchema } from '../../src/resources/schema.ts';
 import { SemanticSchema } from '../../src/resources/semantic-schema.ts';
 import { bestRoute, lastUserText } from '../../src/routing/semantic.ts';
@@ -343,6 +344,17 @@ describe('the semantic block', () => {
     const withProvider = ModelSchema.safeParse({ display_name: 'r', semantic: block, model_name: 'x' });
     assert.equal(withProvider.success, false);
     assert.equal(ModelSchema.safeParse({ display_name: 'r', semantic: block }).success, true);
+  });
+
+  test('an etcd row drops the members a router cannot use, as for a routing model', () => {
+    const r = parseDocument(
+      'models',
+      's1',
+      { display_name: 'r', semantic: block, cost: { input_per_1k: 1 } },
+      'lenient',
+    );
+    assert.ok(r.ok);
+    assert.deepEqual(r.ignored, ['inapplicable:cost']);
   });
 
   test('the best route at or above its threshold wins; the first on a tie', () => {
