@@ -86,6 +86,7 @@ models:
   - { display_name: m-def, provider_key: p, model_name: up-def, retries: 0 }
   - { display_name: m-safe, provider_key: p, model_name: up-safe, retries: 0 }
   - { display_name: m-flaky, provider_key: p, model_name: up-flaky, retries: 0 }
+  - { display_name: m-limited, provider_key: p, model_name: up-limited, retries: 0, rate_limit: { rpm: 0 } }
   - { display_name: m-private, provider_key: p, model_name: up-private, retries: 0, allowed_cidrs: [10.9.0.0/16] }
   - { display_name: m-def-private, provider_key: p, model_name: up-def-private, retries: 0, allowed_cidrs: [10.9.0.0/16] }
   - display_name: sem
@@ -102,6 +103,13 @@ models:
       routes:
         - { name: private, target: m-private, examples: ["contract"] }
         - { name: flaky, target: m-flaky, examples: ["code"] }
+  - display_name: sem-limited
+    semantic:
+      embedding_model: emb
+      default: m-def
+      match: { threshold: 0.7 }
+      routes:
+        - { name: limited, target: m-limited, examples: ["contract"] }
   - display_name: sem-closed
     semantic:
       embedding_model: emb
@@ -247,6 +255,14 @@ describe('semantic routing through the proxy', () => {
     assert.equal(gw.health.state(gw.snapshot!.modelByName('m-flaky')!), 'cooldown');
     seen.length = 0;
     assert.deepEqual(await served(await chat('sem-gated', 'code')), { to: 'up-def', route: null, by: 'm-def' });
+  });
+
+  test("the chosen target's own rate limit applies, and nothing else is tried", async () => {
+    const res = await chat('sem-limited', 'contract');
+    assert.equal(res.status, 429);
+    const body = await res.json() as { error: { message: string } };
+    assert.match(body.error.message, /^routing target "m-limited" is over its model rate limit/);
+    assert.equal(seen.filter((s) => s.url.endsWith('/chat/completions')).length, 0);
   });
 
   test('a failed embedding: on_embedding_failure picks the default, a named target, or a 503', async () => {
