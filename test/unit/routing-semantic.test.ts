@@ -58,6 +58,12 @@ before(async () => {
         res.end(JSON.stringify({ object: 'list', data, model, usage: { prompt_tokens: 1, total_tokens: 1 } }));
         return;
       }
+      if (json.stream === true) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const chunk = { id: 'c1', object: 'chat.completion.chunk', created: 1, model, choices: [] };
+        res.end(`data: ${JSON.stringify(chunk)}\n\ndata: [DONE]\n\n`);
+        return;
+      }
       res.end(JSON.stringify({
         id: 'c1',
         object: 'chat.completion',
@@ -214,6 +220,20 @@ describe('semantic routing through the proxy', () => {
     // `code` scores 0.894 against its example: over the router's 0.7, under the route's own 0.95.
     assert.deepEqual(await served(await chat('sem', 'code code weather')), { to: 'up-def', route: null, by: 'm-def' });
     assert.deepEqual(await served(await chat('sem', 'code')), { to: 'up-code', route: 'code', by: 'm-code' });
+  });
+
+  test('a stream is routed the same way and carries both headers', async () => {
+    seen.length = 0;
+    const res = await app.request('/v1/chat/completions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sem', stream: true, messages: [{ role: 'user', content: 'a contract' }] }),
+    }, { peer: '127.0.0.1:5555' });
+    assert.equal(res.status, 200);
+    assert.match(await res.text(), /data: \[DONE\]/);
+    assert.equal(res.headers.get('x-aisix-route'), 'legal');
+    assert.equal(res.headers.get('x-aisix-served-by'), 'm-legal');
+    assert.equal(seen.find((s) => s.url.endsWith('/chat/completions'))?.json.model, 'up-legal');
   });
 
   test('no user text: the default serves without an embedding call', async () => {
