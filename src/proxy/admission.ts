@@ -8,6 +8,7 @@ import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
 import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
+import { isSemantic, type SemanticRouter } from '../routing/semantic.ts';
 import { noTagMatch, requestTags, tagEligible } from '../routing/strategy-tag.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
@@ -20,6 +21,7 @@ import { authenticate, authenticateKey, modelAllowed } from './auth.ts';
 import { slotKey } from './call-state.ts';
 import type { RequestStep, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
+import { admitSemantic } from './semantic-route.ts';
 import type { Caller, ProxyRequest } from './request.ts';
 
 /** What identifying a caller reads: the snapshot being served (read per request) and the clock. */
@@ -109,10 +111,11 @@ function identified(call: ProxyRequest, who: Caller | ProxyError): StepResult {
   return undefined;
 }
 
-/** Model permission → existence → `allowed_cidrs`. */
+/** Model permission → existence → `allowed_cidrs` (a semantic router's: its own, then its pick's). */
 export function admitStep(
   log: Logger,
   clientIpOf: (peer: string | undefined, headers: Headers) => string | undefined,
+  semantic?: SemanticRouter,
 ): Step {
   const dispatchLog = log.withTarget('aisix_proxy::dispatch');
   return {
@@ -128,6 +131,10 @@ export function admitStep(
       const resolved = snapshot.resolveModel(name);
       if (!resolved) return errors.unknownModel(name);
       call.rec.resolved(resolved.model, name);
+      if (semantic && isSemantic(resolved.model)) {
+        const ip = clientIpOf(call.c.env?.peer, call.headers);
+        return admitSemantic(call, { ...resolved, model: resolved.model }, ip, semantic, dispatchLog);
+      }
       // Tags narrow a routing model's targets before allowed_cidrs looks at them (docs/routing.md "Tag routing").
       const tags = resolved.model.kind === 'routing' ? requestTags(call.headers) : [];
       const targets = resolved.model.kind === 'routing' ? tagEligible(resolved.model.routing.targets, tags) : [];

@@ -42,6 +42,7 @@ import { CompletionCollector } from '../telemetry/content.ts';
 import { finishReasonOf } from '../telemetry/finish-reason.ts';
 import { capturedAnswer } from '../usage/content.ts';
 import { USAGE_PART } from '../usage/facts.ts';
+import { semanticRouteHeader } from './semantic-route.ts';
 
 /** Whether any target of `m` has limits of its own to reserve: its inline `rate_limit`, or a policy. */
 function targetsLimited(snapshot: Snapshot, m: RoutingModel): boolean {
@@ -138,7 +139,7 @@ export class Answerer implements Answering {
 
   /** `x-aisix-served-by`, unless the operator hides the routing members' names. */
   private servedBy(call: ModelCall, r: DispatchResult): Record<string, string> {
-    return this.d.servedByHeader === false ? {} : servedByHeader(call, r);
+    return { ...(this.d.servedByHeader === false ? {} : servedByHeader(call, r)), ...semanticRouteHeader(call) };
   }
 
   /** A scrubber for this call's answers, built on first use (only error paths need one). */

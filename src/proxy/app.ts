@@ -18,6 +18,7 @@ import type { RoutingState } from '../routing/strategies.ts';
 import type { Clock } from '../util/clock.ts';
 import { withUrlRewrites } from '../routing/url-rewrite.ts';
 import { admitStep, identifyStep, identityAuth, reserveStep } from './admission.ts';
+import { semanticRouter } from './semantic-route.ts';
 import { budgetStep } from './budgets.ts';
 import type { BudgetsSetup } from '../budgets/setup.ts';
 import { a2aCall, a2aCard } from './a2a.ts';
@@ -169,7 +170,11 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const pipelines = new SnapshotPipelines({
     identify,
     readBody: mediaBodyStep(cfg.proxy.request_body_limit_bytes, readBodyStep(cfg.proxy.request_body_limit_bytes)),
-    admit: admitStep(d.log, clientIpOf),
+    admit: admitStep(
+      d.log,
+      clientIpOf,
+      semanticRouter({ log: d.log, health: d.health, upstreamTimeoutMs: cfg.upstream.timeout_ms }, dispatcher),
+    ),
     reserve: reserveStep(d.rateLimiter),
     answer: answerer,
   }, features);

@@ -28,11 +28,13 @@ import {
   OtlpExporterSchema,
   type ProviderKey,
   ProviderKeySchema,
+  type Routing,
   SlsExporterSchema,
   type UsageExporterResource,
 } from './schema.ts';
 import { resolveApiBase } from './api-base.ts';
 import { lenientMcpAccess } from './mcp-schema.ts';
+import { type Semantic, semanticTargets } from './semantic-schema.ts';
 
 /** AISIX caps the ignored paths of one row at 64, then adds this marker. */
 export const MAX_IGNORED_FIELDS = 64;
@@ -197,9 +199,12 @@ export const readProviderKey = schemaReader(ProviderKeySchema, (id, data) => {
   return { ok: true, resource };
 }, secretAlias);
 
-/** An etcd row strips the members a routing model cannot use (AISIX's), reported as `inapplicable:<field>`. */
+/**
+ * An etcd row strips the members a routing or semantic model cannot use (AISIX's), reported as
+ * `inapplicable:<field>`.
+ */
 const stripInapplicable: Precheck = (doc, mode, ignored) => {
-  if (mode === 'lenient' && doc.routing !== undefined && doc.routing !== null) {
+  if (mode === 'lenient' && ((doc.routing !== undefined && doc.routing !== null) || isPresent(doc.semantic))) {
     for (const f of INAPPLICABLE_ON_ROUTING) {
       if (f in doc) {
         delete doc[f];
@@ -210,10 +215,26 @@ const stripInapplicable: Precheck = (doc, mode, ignored) => {
   return undefined;
 };
 
+/** Every model the router can pick, as one-try targets: the health of the one picked never refuses it. */
+function semanticRouting(s: Semantic): Routing {
+  return {
+    strategy: 'failover',
+    targets: semanticTargets(s).map((model) => ({ model, weight: 1, priority: 0 })),
+    retry_on_429: false,
+    when_all_unavailable: 'try_anyway',
+  };
+}
+
+const isPresent = (v: unknown): boolean => v !== undefined && v !== null;
+
 export const readModel = schemaReader(ModelSchema, (id, data) => {
   const { id: _id, ...rest } = data;
   // A wildcard row without model_name reads `*`: the capture goes upstream, and `upstream_model` labels `*`.
-  const resource = (rest.routing
+  // A semantic router is served as a routing model over every model it can pick; the admit step narrows the
+  // targets to the one it chose (docs/routing.md "Semantic routing").
+  const resource = (rest.semantic
+    ? { ...rest, id, kind: 'routing', routing: semanticRouting(rest.semantic) }
+    : rest.routing
     ? { ...rest, id, kind: 'routing', routing: rest.routing }
     : { ...rest, id, kind: 'direct', model_name: rest.model_name ?? '*' }) as Model;
   return { ok: true, resource };

@@ -14,6 +14,7 @@ import { CapabilitiesSchema } from './capabilities.ts';
 import { BudgetListSchema } from './budget-schema.ts';
 import { McpAccessSchema, McpRateLimitsSchema } from './mcp-schema.ts';
 import { isWildcardName } from './wildcard.ts';
+import { SemanticSchema } from './semantic-schema.ts';
 
 const ADAPTERS = ['openai', 'anthropic', 'bedrock', 'vertex', 'azure-openai', 'echo'] as const;
 export type AdapterName = (typeof ADAPTERS)[number];
@@ -228,11 +229,19 @@ export const modelShape = {
    */
   auto_prompt_caching: z.strictObject({ enabled: z.boolean(), ttl: z.enum(['5m', '1h']).optional() }).optional(),
   routing: RoutingSchema.optional(),
+  /** A semantic router (docs/routing.md "Semantic routing"): exclusive with `routing` and the direct fields. */
+  semantic: SemanticSchema.optional(),
   /** Sluice's: spend budgets of every call to this model (docs/budgets.md). */
   budgets: BudgetListSchema.optional(),
 };
 
 function checkModelForm(m: { routing?: unknown } & Record<string, unknown>, ctx: z.RefinementCtx): void {
+  if (m.semantic !== undefined) {
+    for (const f of ['routing', ...DIRECT_ONLY_FIELDS, ...INAPPLICABLE_ON_ROUTING]) {
+      if (m[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: 'not allowed on a semantic model' });
+    }
+    return;
+  }
   if (m.routing !== undefined) {
     for (const f of [...DIRECT_ONLY_FIELDS, ...INAPPLICABLE_ON_ROUTING]) {
       if (m[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: 'not allowed on a routing model' });

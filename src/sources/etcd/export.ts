@@ -259,6 +259,8 @@ function fileEntries(
     let identity = identityOf(row.kind, row.resource) ?? ''; // an api key's is set below
     if (row.kind === 'models') {
       delete entry.kind;
+      // A semantic router's targets are derived from its block when read (src/resources/documents.ts).
+      if (row.resource.semantic !== undefined) delete entry.routing;
       if (row.resource.kind === 'direct') {
         delete entry.provider_key_id;
         entry.provider_key = pkNames.get(row.resource.provider_key_id)!; // non-null: winners have their key
