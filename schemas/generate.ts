@@ -145,8 +145,9 @@ function modelEntry(): Json {
     ...js,
     required: ['display_name'],
     not: required('provider_key', 'provider_key_id'),
-    // A routing model carries no direct-only or kind-inapplicable member; a direct one names its upstream.
-    if: required('routing'),
+    // A routing or semantic model carries no direct-only or kind-inapplicable member; a direct one names its
+    // upstream.
+    if: { anyOf: [required('routing'), required('semantic')] },
     then: noneOf([...DIRECT_ONLY_FIELDS, ...INAPPLICABLE_ON_ROUTING, 'provider_key']),
     else: { ...required('model_name'), anyOf: [required('provider_key'), required('provider_key_id')] },
   };
