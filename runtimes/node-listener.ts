@@ -7,6 +7,7 @@ import * as net from 'node:net';
 import type { Socket } from 'node:net';
 import type { ConnInfo, FetchHandler, Listener, ListenSpec } from '../src/platform.ts';
 import { Cancel } from '../src/util/cancel.ts';
+import { acceptUpgrades } from './node-websocket.ts';
 
 export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
   if (!socket?.remoteAddress) return undefined;
@@ -115,6 +116,10 @@ export async function nodeListen(
     ...(opts.enforceKeepAliveTimeout && idleMs > 0 ? { idle: new IdleHttp1(idleMs) } : {}),
   };
   const servers = createServers(spec, requestHandler(spec, fetch, state));
+  // WebSocket upgrades (the Realtime relay) on the HTTP/1.1 servers; not on the TLS listener.
+  for (const s of [servers.server, servers.h1]) {
+    if (s instanceof http.Server) acceptUpgrades(s, fetch, (socket) => state.requested.add(socket), peerOf);
+  }
   const conns = trackConnections(servers, spec, state);
   const port = await bind(conns.listening, spec);
   return {

@@ -29,7 +29,9 @@ export type ErrorType =
   | 'billing_error'
   /** A passthrough route's upstream exchange ran out of time (504) or failed in transport (502): AISIX's kinds. */
   | 'timeout'
-  | 'transport_error';
+  | 'transport_error'
+  /** `/v1/realtime` asked without a WebSocket upgrade (400; docs/realtime.md), AISIX's kind. */
+  | 'websocket_upgrade_required';
 
 export class ProxyError {
   constructor(

@@ -73,11 +73,18 @@ export interface PassthroughRouteKind extends RouteBase {
   readonly streams?: undefined;
 }
 
+/** `GET /v1/realtime`: a WebSocket session relayed to an OpenAI Realtime upstream (src/realtime/, docs/realtime.md). */
+export interface RealtimeRoute extends RouteBase {
+  readonly kind: 'realtime';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
 /**
  * One caller-facing endpoint; its `kind` chooses its handler (app.ts). A new kind of call (MCP tools, A2A,
  * passthrough, media) is one more member here and one more entry in the app's handler table.
  */
-export type Route = ModelCallRoute | ModelsListRoute | McpRoute | A2aRoute | PassthroughRouteKind;
+export type Route = ModelCallRoute | ModelsListRoute | McpRoute | A2aRoute | PassthroughRouteKind | RealtimeRoute;
 
 export type RouteKind = Route['kind'];
 
@@ -127,6 +134,7 @@ export const ROUTES: readonly Route[] = [
   },
   { path: '/v1/rerank', method: 'POST', wire: 'openai', inference: true, ...media('rerank') },
   ...mcpRoutes(),
+  { path: '/v1/realtime', method: 'GET', wire: 'openai', inference: true, protocol: 'realtime', kind: 'realtime' },
 ];
 
 /** Every passthrough route's request: counted as a proxy request, never as a model inference (AISIX's). */

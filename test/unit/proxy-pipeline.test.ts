@@ -257,6 +257,7 @@ describe('the route table', () => {
       '/v1/images/generations',
       '/v1/images/edits',
       '/v1/rerank',
+      '/v1/realtime',
     ]);
   });
 
@@ -280,6 +281,7 @@ describe('the route table', () => {
       '/mcp': 'mcp',
       '/mcp/': 'mcp',
       '/mcp/:server': 'mcp',
+      '/v1/realtime': 'realtime',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',
