@@ -1,7 +1,7 @@
-// Black-box: the Realtime WebSocket relay through a real gateway process (docs/realtime.md), with the official
-// `openai` SDK's `OpenAIRealtimeWebSocket` client as the caller, against a mock upstream that checks the
-// credential, the subprotocols and the retired beta header; usage from `response.done` committed to the key's
-// tokens-per-minute limit and written to the access log; close codes relayed; the drain window's 1001.
+// Black-box: the Realtime WebSocket relay through a real gateway process on Node, Bun and Deno (docs/realtime.md),
+// with the official `openai` SDK's `OpenAIRealtimeWebSocket` client as the caller, against a mock upstream that
+// checks the credential, the subprotocols and the retired beta header; usage from `response.done` committed to the
+// key's tokens-per-minute limit and written to the access log; close codes relayed; the drain window's 1001.
 // Run: node build.mjs && node --import tsx --test --test-concurrency=1 test/process/realtime-relay.test.ts
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,7 +19,7 @@ import {
 } from '../support/process.ts';
 
 const RUNTIMES: RuntimeName[] = (process.env.SLUICE_REALTIME_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
-  ['node'];
+  ['node', 'bun', 'deno'];
 const LIMITED_KEY = 'sk-limited-realtime-key';
 
 // The SDK's browser-style client needs a global WebSocket (Node 20 has none): ws's has the same event API.
