@@ -15,7 +15,7 @@ function denoPlatform(): Platform {
   const logs = batchedSink((text) => writeAll(Deno.stderr, new TextEncoder().encode(text)));
   return {
     name: 'deno',
-    listen: nodeListen,
+    listen: (spec, fetch) => nodeListen(spec, fetch, { reparseUpgrades: false }),
     onSignal: (signal, handler) => Deno.addSignalListener(signal, handler),
     upstream: (o) => undiciUpstream(o, upstreamCa ? { pem: upstreamCa, inDefaults: false } : undefined),
     files: {

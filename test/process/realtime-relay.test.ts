@@ -5,6 +5,7 @@
 // Run: node build.mjs && node --import tsx --test --test-concurrency=1 test/process/realtime-relay.test.ts
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWebSocket } from 'openai/realtime/websocket';
 import { WebSocket } from 'ws';
@@ -88,6 +89,39 @@ for (const runtime of RUNTIMES) {
       const body = await res.json() as { error: { type: string; message: string } };
       assert.equal(body.error.type, 'websocket_upgrade_required');
       assert.match(body.error.message, /^this endpoint requires a WebSocket upgrade: /);
+    });
+
+    test('an h2c upgrade is still served as a plain request, body included (not on Deno)', async () => {
+      const body = JSON.stringify({ model: 'nope', messages: [{ role: 'user', content: 'hi' }] });
+      const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = httpRequest(gw.url('/v1/chat/completions'), {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${CALLER_KEY}`,
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(body)),
+            connection: 'Upgrade, HTTP2-Settings',
+            upgrade: 'h2c',
+            'http2-settings': 'AAMAAABkAARAAAAAAAIAAAAA',
+          },
+        }, (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => {
+            resolve({ status: res.statusCode!, text });
+          });
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+      if (runtime === 'deno') {
+        // Deno's node:http keeps the body of such a request from the listener: refused, never left hanging.
+        assert.equal(answer.status, 400, answer.text);
+        assert.match(answer.text, /send it without Upgrade/);
+        return;
+      }
+      // The model named in the body was read: 404 for it, not a refused upgrade.
+      assert.equal(answer.status, 404, answer.text);
+      assert.match(answer.text, /model \\"nope\\" not found/);
     });
 
     test('a wrong key, a missing model and a forbidden model are HTTP refusals', async () => {
