@@ -1,4 +1,4 @@
-// Black-box: the Realtime WebSocket relay through a real gateway process on Node, Bun and Deno (docs/realtime.md),
+// Black-box: the Realtime WebSocket relay through a real gateway process on Node and Bun (Deno: docs/realtime.md),
 // with the official `openai` SDK's `OpenAIRealtimeWebSocket` client as the caller, against a mock upstream that
 // checks the credential, the subprotocols and the retired beta header; usage from `response.done` committed to the
 // key's tokens-per-minute limit and written to the access log; close codes relayed; the drain window's 1001.
@@ -13,6 +13,7 @@ import { type MockRealtime, startMockRealtime, UPSTREAM_USAGE } from '../support
 import {
   baseConfig,
   CALLER_KEY,
+  deadEndpoint,
   type GatewayProcess,
   resourcesFor,
   type RuntimeName,
@@ -20,33 +21,43 @@ import {
 } from '../support/process.ts';
 
 const RUNTIMES: RuntimeName[] = (process.env.SLUICE_REALTIME_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
-  ['node', 'bun', 'deno'];
+  ['node', 'bun'];
 const LIMITED_KEY = 'sk-limited-realtime-key';
 
 // The SDK's browser-style client needs a global WebSocket (Node 20 has none): ws's has the same event API.
 (globalThis as { WebSocket?: unknown }).WebSocket ??= WebSocket;
 
-/** Resolves with the first message `ws` receives that `pick` accepts. */
-function nextEvent(ws: WebSocket, type: string): Promise<Record<string, unknown>> {
-  return new Promise((resolve) => {
-    const on = (data: Buffer) => {
-      const e = JSON.parse(data.toString()) as Record<string, unknown>;
-      if (e.type !== type) return;
-      ws.off('message', on);
-      resolve(e);
-    };
-    ws.on('message', on);
-  });
+/** Every frame a caller received, from before `open` resolved (frames can come in the 101's own read). */
+const received = new WeakMap<WebSocket, { frames: Record<string, unknown>[]; waiters: (() => void)[] }>();
+
+/** Resolves with the first frame of `type` `ws` received and no earlier call took. */
+async function nextEvent(ws: WebSocket, type: string): Promise<Record<string, unknown>> {
+  const log = received.get(ws)!;
+  for (;;) {
+    const i = log.frames.findIndex((e) => e.type === type);
+    if (i >= 0) return log.frames.splice(i, 1)[0]!;
+    await new Promise<void>((r) => log.waiters.push(r));
+  }
 }
 
+/** The close `ws` saw, however early (kept from its creation). */
+const closes = new WeakMap<WebSocket, Promise<{ code: number; reason: string }>>();
+
 function closed(ws: WebSocket): Promise<{ code: number; reason: string }> {
-  return new Promise((r) => ws.once('close', (code, reason) => r({ code, reason: reason.toString() })));
+  return closes.get(ws)!;
 }
 
 /** A `ws` caller; resolves once open, or with the HTTP status the gateway refused the upgrade with. */
 function connect(url: string, headers: Record<string, string>, protocols: string[] = []): Promise<WebSocket | number> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, protocols, { headers });
+    const log = { frames: [] as Record<string, unknown>[], waiters: [] as (() => void)[] };
+    received.set(ws, log);
+    closes.set(ws, new Promise((r) => ws.once('close', (code, reason) => r({ code, reason: reason.toString() }))));
+    ws.on('message', (d) => {
+      log.frames.push(JSON.parse(d.toString()) as Record<string, unknown>);
+      for (const w of log.waiters.splice(0)) w();
+    });
     ws.once('open', () => resolve(ws));
     ws.once('unexpected-response', (req, res) => {
       resolve(res.statusCode ?? 0);
@@ -64,6 +75,7 @@ for (const runtime of RUNTIMES) {
 
     before(async () => {
       upstream = await startMockRealtime();
+      const dead = await deadEndpoint();
       gw = await spawnGateway({
         runtime,
         config: baseConfig().replace('min_drain_secs: 0', 'min_drain_secs: 2'),
@@ -71,7 +83,16 @@ for (const runtime of RUNTIMES) {
           'resources.yaml': resourcesFor(
             upstream.base,
             `  - { display_name: limited, key_env: LIMITED_KEY, allowed_models: ["*"], rate_limit: { tpm: 15 } }\n`,
-          ),
+          )
+            // A second provider key where nothing listens, and a model on it.
+            .replace(
+              'provider_keys:\n',
+              `provider_keys:\n  - { display_name: dead, provider: openai, api_key: sk-dead, api_base: "${dead}" }\n`,
+            )
+            .replace(
+              'models:\n',
+              'models:\n  - { display_name: gpt-dead, model_name: gpt-upstream, provider_key: dead }\n',
+            ),
         },
         env: { CALLER_KEY, LIMITED_KEY },
       });
@@ -166,6 +187,16 @@ for (const runtime of RUNTIMES) {
       assert.equal(line.prompt_tokens, 11);
       assert.equal(line.completion_tokens, 7);
       assert.equal(line.total_tokens, 18);
+    });
+
+    test('an upstream that cannot be reached: the error frame, then 1011', async () => {
+      const ws = await connect(`${wsBase}?model=gpt-dead`, { authorization: `Bearer ${CALLER_KEY}` });
+      assert.ok(ws instanceof WebSocket);
+      assert.deepEqual(await closed(ws), { code: 1011, reason: 'upstream connect failed' });
+      assert.deepEqual(received.get(ws)!.frames, [{
+        type: 'error',
+        error: { type: 'upstream_error', message: 'failed to connect to the upstream realtime endpoint' },
+      }]);
     });
 
     test('an upstream close code reaches the caller', async () => {
