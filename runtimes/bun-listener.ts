@@ -2,7 +2,8 @@
 // TLS or HTTP/2 stays on runtimes/node-listener.ts, see runtimes/bun.ts). What it keeps and what is
 // approximate on it: README "Runtimes" and docs/performance.md "`Bun.serve` bound".
 import http from 'node:http';
-import type { ConnInfo, FetchHandler, Listener, ListenSpec } from '../src/platform.ts';
+import type { ConnInfo, FetchHandler, Listener, ListenSpec, RelaySocket } from '../src/platform.ts';
+import { type BunSocketData, bunWebSocketHandlers } from './bun-websocket.ts';
 import { headerCountExcess, PARSER_HEADROOM_BYTES, peerOf } from './node-listener.ts';
 
 /** The longest idle timeout Bun's server takes; a longer `idleTimeoutMs` is served as this. */
@@ -43,6 +44,7 @@ export function bunServeListen(spec: ListenSpec, fetch: FetchHandler): Promise<L
       development: false,
       error: () => new Response(null, { status: 500 }),
       fetch: requestHandler(spec, fetch, state, idleSecs),
+      websocket: bunWebSocketHandlers,
     });
   } catch (e) {
     return Promise.reject(new Error(`${spec.name} listener on ${spec.host}:${spec.port}: ${(e as Error).message}`));
@@ -55,6 +57,28 @@ export function bunServeListen(spec: ListenSpec, fetch: FetchHandler): Promise<L
     openConnections: () => undefined,
     close: () => closeGracefully(server),
   });
+}
+
+/** The handler's answer, or nothing when it accepted the upgrade (Bun then writes the 101 itself). */
+async function upgradeOrAnswer(
+  req: Request,
+  server: BunServer,
+  conn: ConnInfo,
+  fetch: FetchHandler,
+): Promise<Response | undefined> {
+  let accept: { protocol: string | undefined; data: BunSocketData } | undefined;
+  conn.upgradeWebSocket = (protocol) => {
+    let data!: BunSocketData;
+    const socket = new Promise<RelaySocket>((resolve, reject) => (data = { accepted: resolve, refused: reject }));
+    accept = { protocol, data };
+    return { response: new Response(null), socket };
+  };
+  const res = await fetch(req, conn);
+  if (!accept) return res;
+  const headers = accept.protocol ? { 'sec-websocket-protocol': accept.protocol } : undefined;
+  if (server.upgrade(req, { data: accept.data, ...(headers ? { headers } : {}) })) return undefined;
+  accept.data.refused(new Error('Bun refused the upgrade'));
+  return new Response(null, { status: 400 });
 }
 
 /** `idleTimeoutMs` in whole seconds as Bun takes it: 0 = never, at most `MAX_IDLE_TIMEOUT_SECS`. */
@@ -82,7 +106,7 @@ function requestHandler(
   fetch: FetchHandler,
   state: { draining: boolean },
   idleSecs: number,
-): (req: Request, server: BunServer) => Response | Promise<Response> {
+): (req: Request, server: BunServer) => Response | undefined | Promise<Response | undefined> {
   const limits = spec.headerLimits;
   return (req, server) => {
     const ip = server.requestIP(req);
@@ -94,6 +118,8 @@ function requestHandler(
     // Bun's idle timer also runs while a request waits for its answer: off until the answer is handed over.
     if (idleSecs > 0) server.timeout(req, 0);
     const conn: ConnInfo = { peer, httpVersion: '1.1' };
+    // A WebSocket upgrade (the Realtime relay) is answered by Bun once the handler accepted it.
+    if (req.headers.get('upgrade')?.toLowerCase() === 'websocket') return upgradeOrAnswer(req, server, conn, fetch);
     if (state.draining) {
       spec.onDrainAccept?.(peer, undefined);
       return then(fetch(req, conn), (res) => withHeader(res, 'connection', 'close'));

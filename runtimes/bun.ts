@@ -14,6 +14,7 @@ import { fetchUpstream, type KeyFetch, KeyTlsPools } from '../src/upstream-fetch
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
 import { bunServeListen } from './bun-listener.ts';
+import { bunConnectWebSocket } from './bun-websocket.ts';
 import { nodeListen } from './node-listener.ts';
 import { yamlThread } from './yaml-thread.ts';
 
@@ -30,6 +31,7 @@ export function bunPlatform(): Platform {
     files: nodeFiles,
     parseYamlOffThread: yamlThread({ keepWorker: false }),
     redis: lazyRedisClient,
+    connectWebSocket: bunConnectWebSocket,
     env: process.env,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void process.stdout.write(text),

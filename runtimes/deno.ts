@@ -7,6 +7,7 @@ import { lazyRedisClient } from './redis-lazy.ts';
 import { undiciUpstream } from './undici-upstream.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeListen } from './node-listener.ts';
+import { connectWebSocket } from './node-websocket.ts';
 import { yamlThread } from './yaml-thread.ts';
 
 function denoPlatform(): Platform {
@@ -14,7 +15,7 @@ function denoPlatform(): Platform {
   const logs = batchedSink((text) => writeAll(Deno.stderr, new TextEncoder().encode(text)));
   return {
     name: 'deno',
-    listen: nodeListen,
+    listen: (spec, fetch) => nodeListen(spec, fetch, { reparseUpgrades: false }),
     onSignal: (signal, handler) => Deno.addSignalListener(signal, handler),
     upstream: (o) => undiciUpstream(o, upstreamCa ? { pem: upstreamCa, inDefaults: false } : undefined),
     files: {
@@ -35,6 +36,8 @@ function denoPlatform(): Platform {
     env: Deno.env.toObject(),
     parseYamlOffThread: yamlThread({ keepWorker: true }),
     redis: lazyRedisClient,
+    // Deno's node:http hands upgrades to the listener as Node's does; `ws` opens the upstream with its headers.
+    connectWebSocket,
     writeLog: (line) => logs.write(line),
     writeOut: (text) => void Deno.stdout.writeSync(new TextEncoder().encode(text)),
     // Deno's fetch takes a client carrying the TLS material.

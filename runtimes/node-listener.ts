@@ -7,6 +7,7 @@ import * as net from 'node:net';
 import type { Socket } from 'node:net';
 import type { ConnInfo, FetchHandler, Listener, ListenSpec } from '../src/platform.ts';
 import { Cancel } from '../src/util/cancel.ts';
+import { acceptUpgrades } from './node-websocket.ts';
 
 export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
   if (!socket?.remoteAddress) return undefined;
@@ -61,6 +62,11 @@ export interface NodeListenOptions {
    * `keepAliveTimeout` (`Keep-Alive: timeout=N`) without closing the connection when it runs out (Bun's).
    */
   enforceKeepAliveTimeout?: boolean;
+  /**
+   * Hand an upgrade request that is no WebSocket's (h2c) back to node:http as a plain request (default); false
+   * where the runtime's node:http cannot take a socket back (Deno's): it is then served on the raw socket.
+   */
+  reparseUpgrades?: boolean;
 }
 
 /** What the request handler and the connection tracking share. */
@@ -115,6 +121,13 @@ export async function nodeListen(
     ...(opts.enforceKeepAliveTimeout && idleMs > 0 ? { idle: new IdleHttp1(idleMs) } : {}),
   };
   const servers = createServers(spec, requestHandler(spec, fetch, state));
+  // WebSocket upgrades (the Realtime relay) on the HTTP/1.1 servers; not on the TLS listener.
+  for (const s of [servers.server, servers.h1]) {
+    if (s instanceof http.Server) {
+      const reparse = opts.reparseUpgrades !== false;
+      acceptUpgrades(s, fetch, (socket) => state.requested.add(socket), peerOf, { reparse });
+    }
+  }
   const conns = trackConnections(servers, spec, state);
   const port = await bind(conns.listening, spec);
   return {

@@ -10,6 +10,7 @@ import type { Platform } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
 import { nodeFiles } from './node-files.ts';
 import { nodeListen } from './node-listener.ts';
+import { connectWebSocket } from './node-websocket.ts';
 import { yamlThread } from './yaml-thread.ts';
 import { type ExtraCa, undiciUpstream } from './undici-upstream.ts';
 
@@ -28,6 +29,7 @@ export function nodePlatform(): Platform {
     writeOut: (text) => void process.stdout.write(text),
     fetchWithTls: nodeFetchWithTls,
     redis: lazyRedisClient,
+    connectWebSocket,
     exit: (code) => {
       logs.flush();
       process.exit(code);

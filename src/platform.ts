@@ -14,6 +14,45 @@ export interface ConnInfo {
    * request); without it the core follows `request.signal`.
    */
   closed?: CancelSignal;
+  /**
+   * Accept this request as a WebSocket (docs/realtime.md "Runtimes"), selecting `protocol` when given. Called at
+   * most once, as the handler's last step: the listener then answers the upgrade itself and ignores the
+   * handler's `Response` (return `response`). Absent where the runtime cannot accept an upgrade.
+   */
+  upgradeWebSocket?(protocol: string | undefined): WebSocketUpgrade;
+}
+
+/** A WebSocket message: text as a string, binary as bytes. */
+export type WsFrame = string | Uint8Array;
+
+/** What a `RelaySocket` tells its one listener. */
+export interface WsHandlers {
+  message(frame: WsFrame): void;
+  /** The close handshake ended or the connection dropped (`code` 1006 then); called once. */
+  close(code: number, reason: string): void;
+}
+
+/** An open WebSocket, either side of a relay. Frames that arrive before `listen` are kept and delivered by it. */
+export interface RelaySocket {
+  send(frame: WsFrame): void;
+  /** Start the close handshake; without `code`, a close frame with no status. */
+  close(code?: number, reason?: string): void;
+  listen(handlers: WsHandlers): void;
+}
+
+/** An accepted upgrade: the response the handler returns, and the socket once the handshake completed. */
+export interface WebSocketUpgrade {
+  response: Response;
+  socket: Promise<RelaySocket>;
+}
+
+/** Opening a WebSocket to an upstream, with headers (the standard `WebSocket` constructor sets none). */
+export interface WebSocketConnect {
+  url: string;
+  headers: Record<string, string>;
+  protocols?: string[];
+  /** Bound on the opening handshake. */
+  timeoutMs: number;
 }
 
 export type FetchHandler = (req: Request, conn: ConnInfo) => Response | Promise<Response>;
@@ -209,6 +248,11 @@ export interface Platform {
    * source. Absent where the runtime cannot (the global fetch is used, which trusts the system CAs).
    */
   fetchWithTls?(tls: { ca?: Uint8Array; cert?: Uint8Array; key?: Uint8Array }): typeof fetch;
+  /**
+   * Open a WebSocket to an upstream (the Realtime relay, docs/realtime.md); rejects when the handshake fails.
+   * Absent where the runtime has no client that can send an `Authorization` header.
+   */
+  connectWebSocket?(req: WebSocketConnect): Promise<RelaySocket>;
   /** A Redis client for shared rate limits (`ratelimit.backend: redis`); absent where there are no TCP sockets. */
   redis?(opts: RedisClientOptions): RedisClient;
   env: Record<string, string | undefined>;

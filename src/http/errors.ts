@@ -33,7 +33,9 @@ export type ErrorType =
   /** A video id that names no video the caller may see (404; docs/batch-files-endpoints.md). */
   | 'video_not_found'
   /** An endpoint the model's vendor is not served on (501; docs/batch-files-endpoints.md). */
-  | 'not_implemented';
+  | 'not_implemented'
+  /** `/v1/realtime` asked without a WebSocket upgrade (400; docs/realtime.md), AISIX's kind. */
+  | 'websocket_upgrade_required';
 
 export class ProxyError {
   constructor(

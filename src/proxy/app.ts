@@ -9,7 +9,7 @@ import { livez, methodNotAllowed, type ReadinessChecks, readyz } from '../lifecy
 import type { Lifecycle } from '../lifecycle/state.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { UpstreamFetch } from '../platform.ts';
+import type { Platform, UpstreamFetch } from '../platform.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { Dispatcher } from '../routing/dispatch.ts';
 import type { ModelHealth } from '../routing/health.ts';
@@ -51,6 +51,7 @@ import {
   wireOf,
 } from './routes.ts';
 import { passthroughHandler } from './passthrough.ts';
+import { REALTIME_NOT_SERVED, realtimeHandler } from './realtime.ts';
 import { trackRequests } from './track.ts';
 import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
@@ -80,6 +81,8 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly budgets?: Pick<BudgetsSetup, 'budgets'>;
   /** The usage-event exporters (src/usage); absent or inactive: events are counted, never built. */
   readonly usage?: Pick<UsageSinks, 'active' | 'offer' | 'captureBytes'>;
+  /** The runtime's WebSocket client, for the Realtime relay (docs/realtime.md); absent: realtime is not served. */
+  readonly platform?: Pick<Platform, 'connectWebSocket'>;
 }
 
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
@@ -185,6 +188,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     'a2a-call': () => a2aCall(d, identify),
     'a2a-card': () => a2aCard(d, identify),
     passthrough: () => passthrough.fallback,
+    realtime: () => realtimeHandler(d, identify, clientIpOf),
     mcp: mcpHandlers(
       d,
       { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf, configSecrets: secrets },
@@ -193,6 +197,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     'jobs': (route) => jobsCall({ ...d, clientIpOf }, identify, route),
     'videos': (route) => videosCall({ ...d, clientIpOf }, identify, route),
   };
+  // Said once at boot, so an operator knows before a caller finds out (docs/realtime.md "Runtimes").
+  if (!d.platform?.connectWebSocket) d.log.info(REALTIME_NOT_SERVED);
   for (const route of ROUTES) app.on([route.method].flat(), route.path, handlerOf(handlers, route));
   app.all('/v1/*', (c) => {
     const known = routeOf(c.req.path);

@@ -76,6 +76,13 @@ export interface PassthroughRouteKind extends RouteBase {
   readonly streams?: undefined;
 }
 
+/** `GET /v1/realtime`: a WebSocket session relayed to an OpenAI Realtime upstream (src/realtime/, docs/realtime.md). */
+export interface RealtimeRoute extends RouteBase {
+  readonly kind: 'realtime';
+  readonly call?: undefined;
+  readonly streams?: undefined;
+}
+
 /**
  * The files, batches and fine-tuning routes: a model row chosen by a routed id, a hint or a default, one upstream
  * call relayed (src/endpoints/jobs.ts, docs/batch-files-endpoints.md).
@@ -105,7 +112,8 @@ export type Route =
   | A2aRoute
   | PassthroughRouteKind
   | JobsRoute
-  | VideosRoute;
+  | VideosRoute
+  | RealtimeRoute;
 
 export type RouteKind = Route['kind'];
 
@@ -168,6 +176,7 @@ export const ROUTES: readonly Route[] = [
     kind: 'videos',
     labels: { endpoint: '/v1/videos/:id', protocol: 'openai' },
   },
+  { path: '/v1/realtime', method: 'GET', wire: 'openai', inference: true, protocol: 'realtime', kind: 'realtime' },
 ];
 
 /** Every passthrough route's request: counted as a proxy request, never as a model inference (AISIX's). */

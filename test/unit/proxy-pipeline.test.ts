@@ -260,6 +260,7 @@ describe('the route table', () => {
       '/v1/videos',
       '/v1/videos/:id',
       '/v1/videos/:id/content',
+      '/v1/realtime',
     ]);
   });
 
@@ -295,6 +296,7 @@ describe('the route table', () => {
       '/v1/videos': 'videos',
       '/v1/videos/:id': 'videos',
       '/v1/videos/:id/content': 'videos',
+      '/v1/realtime': 'realtime',
     });
     assert.deepEqual(ROUTES.filter((r) => r.streams).map((r) => r.call), [
       'chat',

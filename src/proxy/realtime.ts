@@ -1,0 +1,236 @@
+// `GET /v1/realtime?model=…` (docs/realtime.md): the upgrade checked, the caller identified (its key from
+// `Authorization`, `x-api-key` or the `openai-insecure-api-key.<key>` subprotocol), the model admitted, the
+// rate limits reserved for the session; then the 101, the upstream socket opened with the provider key's
+// credential, and the relay (src/realtime/relay.ts) until either side closes, the idle cap or the drain ends it.
+import type { Context } from 'hono';
+import { errors, ProxyError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Platform, RelaySocket } from '../platform.ts';
+import type { DirectModel, ProviderKey } from '../resources/schema.ts';
+import type { RateLimiter } from '../routing/rate-limit.ts';
+import type { Clock } from '../util/clock.ts';
+import { ipAllowed } from '../util/cidr.ts';
+import { modelAllowed } from './auth.ts';
+import { fail } from './answer.ts';
+import type { ProxyEnv, StreamTracker } from './env.ts';
+import type { RequestStep } from './pipeline.ts';
+import { rateLimitRefusal } from './admission.ts';
+import { ProxyRequest } from './request.ts';
+import { type RealtimeUsage, type SessionEnd, startRelay } from '../realtime/relay.ts';
+import { upstreamTarget } from '../realtime/upstream.ts';
+
+/** The boot line of a runtime without WebSockets, and the 501's message. */
+export const REALTIME_NOT_SERVED = 'realtime is not served on this runtime (GET /v1/realtime answers 501)';
+
+/** The subprotocol OpenAI's Realtime clients offer, selected in the 101 when offered. */
+export const REALTIME_PROTOCOL = 'realtime';
+/** The browser form of the caller's key: a subprotocol `openai-insecure-api-key.<key>`. */
+const KEY_PROTOCOL = 'openai-insecure-api-key.';
+
+export interface RealtimeDeps {
+  readonly config: {
+    readonly upstream: { readonly timeout_ms: number; readonly stream_timeout_ms: number; connect_timeout_ms: number };
+    readonly shutdown: { readonly min_drain_secs: number };
+  };
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly lifecycle: { readonly draining: boolean; readonly drain?: { signalAt: number } | undefined };
+  readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+  readonly platform?: Pick<Platform, 'connectWebSocket'>;
+}
+
+/** A request whose headers carry the key a subprotocol gave, so `identify` reads it as a bearer. */
+class RealtimeRequest extends ProxyRequest {
+  constructor(c: Context<ProxyEnv>, private readonly withKey: Headers) {
+    super(c, c.get('rec'), c.get('state'));
+  }
+  override get headers(): Headers {
+    return this.withKey;
+  }
+}
+
+export function realtimeHandler(d: RealtimeDeps, identify: RequestStep, clientIpOf: ClientIpOf) {
+  return async function handleRealtime(c: Context<ProxyEnv>): Promise<Response> {
+    const raw = c.req.raw.headers;
+    // AISIX checks the upgrade before the caller (an unauthenticated plain GET is a 400).
+    const notUpgrade = upgradeProblem(raw);
+    if (notUpgrade) return fail(c, notUpgrade);
+    const upgrade = c.env?.upgradeWebSocket;
+    const connect = d.platform?.connectWebSocket;
+    if (!upgrade || !connect) {
+      return fail(
+        c,
+        new ProxyError(501, 'invalid_request_error', 'realtime is not served on this runtime'),
+      );
+    }
+    const offered = protocolsOf(raw);
+    const req = new RealtimeRequest(c, withSubprotocolKey(raw, offered));
+    const refused = await identify.run(req);
+    if (refused instanceof ProxyError) return fail(c, refused);
+    if (refused) return refused;
+    const admitted = admit(req, c.req.query('model'), clientIpOf(c.env?.peer, raw));
+    if (admitted instanceof ProxyError) return fail(c, admitted);
+    const { model, key, name } = admitted;
+    const target = upstreamTarget(key, model);
+    if (target instanceof ProxyError) return fail(c, target);
+    const { key: apiKey } = req.caller;
+    const decision = await d.rateLimiter.acquire([
+      { scope: 'api_key', id: apiKey.id, limits: apiKey.rate_limit },
+      { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
+    ]);
+    if (!decision.allowed) return fail(c, rateLimitRefusal(decision));
+    const rec = c.get('rec');
+    rec.resolved(model, name);
+    rec.dispatching(true, { model, key, upstreamModel: model.model_name });
+    // The session holds the request's in-flight slot and its record until it ends (track.ts).
+    const tracker: StreamTracker = { onEnd: undefined };
+    c.set('stream', tracker);
+    const accepted = upgrade(offered.includes(REALTIME_PROTOCOL) ? REALTIME_PROTOCOL : undefined);
+    void accepted.socket.then(
+      async (client) => {
+        const ended = await runSession(
+          d,
+          client,
+          () => connect({ ...target, timeoutMs: connectMs(d) }),
+          idleMs(d, model),
+        );
+        rec.read(usageOf(ended.usage), undefined);
+        if (ended.status !== 200) rec.failed(ended.by === 'idle' ? 'timeout' : 'upstream_error', closeMessage(ended));
+        await decision.permit.end(ended.usage.input + ended.usage.output);
+        tracker.onEnd?.(ended.status === 200 ? 'complete' : 'upstream_error');
+      },
+      async () => {
+        // The caller left during the handshake.
+        await decision.permit.end(0);
+        tracker.onEnd?.('client_closed');
+      },
+    );
+    return accepted.response;
+  };
+}
+
+type ClientIpOf = (peer: string | undefined, headers: Headers) => string | undefined;
+
+/** Open the upstream, then relay until the session ends; a failed connect closes the caller with 1011. */
+async function runSession(
+  d: RealtimeDeps,
+  client: RelaySocket,
+  open: () => Promise<RelaySocket>,
+  idle: number,
+): Promise<SessionEnd> {
+  let upstream: RelaySocket;
+  try {
+    upstream = await open();
+  } catch (e) {
+    d.log.warn('realtime upstream connect failed', { error: String(e) });
+    client.send(CONNECT_FAILED_FRAME);
+    client.close(1011, 'upstream connect failed');
+    return { usage: { input: 0, output: 0, cached: 0 }, status: 502, by: 'upstream' };
+  }
+  const relay = startRelay(client, upstream, { idleMs: idle });
+  const stopWatch = watchDrain(d, relay.goAway);
+  const ended = await relay.end;
+  stopWatch();
+  return ended;
+}
+
+const CONNECT_FAILED_FRAME = JSON.stringify({
+  type: 'error',
+  error: { type: 'upstream_error', message: 'failed to connect to the upstream realtime endpoint' },
+});
+
+/** How often an open session looks whether a drain began (the lifecycle has no event for it). */
+const DRAIN_POLL_MS = 500;
+
+/**
+ * Close the session with 1001 when the drain window (`shutdown.min_drain_secs` from the signal) has passed:
+ * an open session may finish within it, and the drain waits for it, never past it.
+ */
+function watchDrain(d: RealtimeDeps, goAway: () => void): () => void {
+  let closeTimer: ReturnType<typeof setTimeout> | undefined;
+  const poll = setInterval(() => {
+    if (!d.lifecycle.draining || closeTimer !== undefined) return;
+    clearInterval(poll);
+    const since = d.lifecycle.drain?.signalAt ?? d.clock();
+    const left = Math.max(0, since + d.config.shutdown.min_drain_secs * 1000 - d.clock());
+    closeTimer = setTimeout(goAway, left);
+  }, DRAIN_POLL_MS);
+  return () => {
+    clearInterval(poll);
+    if (closeTimer !== undefined) clearTimeout(closeTimer);
+  };
+}
+
+/** The idle cap: the model's `stream_timeout`, its `timeout`, then the deployment's (AISIX's order); 0 = none. */
+function idleMs(d: RealtimeDeps, model: DirectModel): number {
+  if (model.stream_timeout) return model.stream_timeout;
+  if (model.timeout !== undefined) return model.timeout;
+  return d.config.upstream.stream_timeout_ms || d.config.upstream.timeout_ms;
+}
+
+function connectMs(d: RealtimeDeps): number {
+  return d.config.upstream.connect_timeout_ms || 10_000;
+}
+
+function closeMessage(ended: SessionEnd): string {
+  if (ended.by === 'idle') return 'idle timeout';
+  if (ended.by === 'drain') return 'closed by the drain';
+  return 'upstream error';
+}
+
+function usageOf(u: RealtimeUsage) {
+  return { input: u.input, output: u.output, total: u.input + u.output, cachedPrompt: u.cached };
+}
+
+/** Model permission, existence, a direct model, the caller's address (AISIX's order). */
+function admit(
+  req: ProxyRequest,
+  asked: string | undefined,
+  clientIp: string | undefined,
+): { model: DirectModel; key: ProviderKey; name: string } | ProxyError {
+  const name = asked?.trim();
+  if (!name) {
+    return errors.badRequest('request payload is invalid: `model` query parameter is required on /v1/realtime');
+  }
+  const { key, snapshot } = req.caller;
+  if (!modelAllowed(key, name)) return errors.modelNotAllowed(name);
+  const resolved = snapshot.resolveModel(name);
+  if (!resolved) return errors.unknownModel(name);
+  const model = resolved.model;
+  if (model.kind !== 'direct') {
+    return errors.badRequest(
+      `request payload is invalid: model "${name}" is a virtual router; /v1/realtime requires a direct model`,
+    );
+  }
+  if (!ipAllowed(model.allowed_cidrs, clientIp)) return errors.ipRestricted();
+  const pk = snapshot.providerKeys.get(model.provider_key_id);
+  if (!pk) return errors.unknownModel(name);
+  return { model, key: pk, name };
+}
+
+/** AISIX's `websocket_upgrade_required` refusal of a request that is no WebSocket upgrade, or undefined. */
+export function upgradeProblem(h: Headers): ProxyError | undefined {
+  const tokens = (name: string) => (h.get(name) ?? '').toLowerCase().split(',').map((s) => s.trim());
+  let detail: string | undefined;
+  if (!tokens('connection').includes('upgrade')) detail = "Connection header did not include 'upgrade'";
+  else if (!tokens('upgrade').includes('websocket')) detail = "`Upgrade` header did not include 'websocket'";
+  else if (h.get('sec-websocket-version')?.trim() !== '13') {
+    detail = "`Sec-WebSocket-Version` header did not include '13'";
+  } else if (!h.get('sec-websocket-key')) detail = '`Sec-WebSocket-Key` header missing';
+  if (detail === undefined) return undefined;
+  return new ProxyError(400, 'websocket_upgrade_required', `this endpoint requires a WebSocket upgrade: ${detail}`);
+}
+
+function protocolsOf(h: Headers): string[] {
+  return (h.get('sec-websocket-protocol') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+}
+
+/** The headers `identify` reads: as sent, or with the subprotocol's key as a bearer when no header has one. */
+function withSubprotocolKey(h: Headers, offered: readonly string[]): Headers {
+  if (h.has('authorization') || h.has('x-api-key')) return h;
+  const given = offered.find((p) => p.startsWith(KEY_PROTOCOL));
+  if (!given) return h;
+  const out = new Headers(h);
+  out.set('authorization', `Bearer ${given.slice(KEY_PROTOCOL.length)}`);
+  return out;
+}

@@ -1,0 +1,133 @@
+// The Realtime relay between the caller's WebSocket and the upstream's (docs/realtime.md "Relay"): frames both
+// ways unchanged, usage summed from the upstream's events, the idle cap, close codes relayed, the drain's end.
+import type { RelaySocket, WsFrame } from '../platform.ts';
+
+/** Tokens the upstream reported over a session. */
+export interface RealtimeUsage {
+  input: number;
+  output: number;
+  cached: number;
+}
+
+/** How a session ended, for its accounting and its access-log status. */
+export interface SessionEnd {
+  usage: RealtimeUsage;
+  /** 200 closed by either side; 502 upstream error; 504 idle timeout; 503 closed by the drain. */
+  status: number;
+  /** Who closed: `client`, `upstream`, `idle`, `drain`. */
+  by: 'client' | 'upstream' | 'idle' | 'drain';
+}
+
+export interface RelayOptions {
+  /** No frame either way for this long closes both sides with 1001 `idle timeout`; 0 = no cap. */
+  idleMs: number;
+  /** Timers (a test gives its own). */
+  setTimer?: (fn: () => void, ms: number) => unknown;
+  clearTimer?: (t: unknown) => void;
+}
+
+/** A running relay: `end` resolves once both sides are closed (or given up on). */
+export interface Relay {
+  readonly usage: RealtimeUsage;
+  readonly end: Promise<SessionEnd>;
+  /** Close both sides with 1001 (the drain window ended). */
+  goAway(): void;
+}
+
+/** Close codes that may not be sent in a close frame: relayed as a close without status. */
+const UNSENDABLE = new Set([1005, 1006, 1015]);
+
+export function startRelay(client: RelaySocket, upstream: RelaySocket, opts: RelayOptions): Relay {
+  const setTimer = opts.setTimer ?? ((fn, ms) => setTimeout(fn, ms));
+  const clearTimer = opts.clearTimer ?? ((t) => clearTimeout(t as ReturnType<typeof setTimeout>));
+  const usage: RealtimeUsage = { input: 0, output: 0, cached: 0 };
+  let finish!: (e: SessionEnd) => void;
+  const end = new Promise<SessionEnd>((r) => (finish = r));
+  let done = false;
+  let idle: unknown;
+  const settle = (status: number, by: SessionEnd['by']) => {
+    if (done) return;
+    done = true;
+    if (idle !== undefined) clearTimer(idle);
+    finish({ usage, status, by });
+  };
+  const closeBoth = (code: number, reason: string, status: number, by: SessionEnd['by']) => {
+    client.close(code, reason);
+    upstream.close(code, reason);
+    settle(status, by);
+  };
+  const touch = () => {
+    if (opts.idleMs <= 0 || done) return;
+    if (idle !== undefined) clearTimer(idle);
+    idle = setTimer(() => closeBoth(1001, 'idle timeout', 504, 'idle'), opts.idleMs);
+  };
+  touch();
+  client.listen({
+    message(frame) {
+      if (done) return;
+      touch();
+      upstream.send(frame);
+    },
+    close() {
+      // AISIX sends the upstream a close without a code when the caller leaves.
+      upstream.close();
+      settle(200, 'client');
+    },
+  });
+  upstream.listen({
+    message(frame) {
+      if (done) return;
+      touch();
+      addUsage(usage, frame);
+      client.send(frame);
+    },
+    close(code, reason) {
+      if (code === 1006) client.close(1011, 'upstream error');
+      else if (UNSENDABLE.has(code)) client.close();
+      else client.close(code, reason);
+      settle(code === 1006 ? 502 : 200, 'upstream');
+    },
+  });
+  return { usage, end, goAway: () => closeBoth(1001, 'server shutting down', 503, 'drain') };
+}
+
+/**
+ * Adds a frame's reported tokens: `response.done` (`response.usage`), and an input transcription's when its
+ * `usage.type` is `tokens`. Other frames cost one prefix check, not a parse.
+ */
+export function addUsage(usage: RealtimeUsage, frame: WsFrame): void {
+  if (typeof frame !== 'string') return;
+  const head = frame.slice(0, 120);
+  const done = head.includes('"response.done"');
+  const transcribed = !done && head.includes('"conversation.item.input_audio_transcription.completed"');
+  if (!done && !transcribed) return;
+  let event: unknown;
+  try {
+    event = JSON.parse(frame);
+  } catch {
+    return;
+  }
+  if (!isObject(event)) return;
+  if (done && event.type === 'response.done' && isObject(event.response)) {
+    const u = event.response.usage;
+    if (!isObject(u)) return;
+    usage.input += count(u.input_tokens);
+    usage.output += count(u.output_tokens);
+    const details = u.input_token_details;
+    if (isObject(details)) usage.cached += count(details.cached_tokens);
+    return;
+  }
+  if (event.type === 'conversation.item.input_audio_transcription.completed' && isObject(event.usage)) {
+    if (event.usage.type !== 'tokens') return;
+    usage.input += count(event.usage.input_tokens);
+    usage.output += count(event.usage.output_tokens);
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function count(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
+}

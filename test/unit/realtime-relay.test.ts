@@ -1,0 +1,164 @@
+// The Realtime relay (src/realtime/relay.ts, docs/realtime.md "Relay") over a fake socket pair: frames both ways
+// unchanged, usage summed from `response.done` and token transcriptions, close codes relayed, the idle cap and
+// the drain's 1001; and the upstream URL and credential (src/realtime/upstream.ts).
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { RelaySocket, WsFrame, WsHandlers } from '../../src/platform.ts';
+import { addUsage, type RealtimeUsage, startRelay } from '../../src/realtime/relay.ts';
+import { upstreamTarget } from '../../src/realtime/upstream.ts';
+import { ProxyError } from '../../src/http/errors.ts';
+import type { DirectModel, ProviderKey } from '../../src/resources/schema.ts';
+
+/** One side of the relay: what the relay sent it and how it was closed; `peer` plays the other end. */
+class FakeSocket implements RelaySocket {
+  sent: WsFrame[] = [];
+  closedWith: { code?: number; reason?: string } | undefined;
+  private h: WsHandlers | undefined;
+  send(f: WsFrame) {
+    this.sent.push(f);
+  }
+  close(code?: number, reason?: string) {
+    this.closedWith ??= code === undefined ? {} : { code, reason };
+  }
+  listen(h: WsHandlers) {
+    this.h = h;
+  }
+  peerSends(f: WsFrame) {
+    this.h!.message(f);
+  }
+  peerCloses(code: number, reason = '') {
+    this.h!.close(code, reason);
+  }
+}
+
+/** Timers the test fires by hand. */
+function manualTimers() {
+  const pending = new Map<number, () => void>();
+  let next = 0;
+  return {
+    setTimer: (fn: () => void) => {
+      pending.set(++next, fn);
+      return next;
+    },
+    clearTimer: (t: unknown) => void pending.delete(t as number),
+    fireAll: () => [...pending.values()].forEach((f) => f()),
+    get count() {
+      return pending.size;
+    },
+  };
+}
+
+const done = (usage: object) => JSON.stringify({ type: 'response.done', event_id: 'e1', response: { usage } });
+
+describe('realtime relay', () => {
+  test('frames are relayed both ways unchanged, text and binary', () => {
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    startRelay(client, upstream, { idleMs: 0 });
+    const bytes = new Uint8Array([1, 2, 3]);
+    client.peerSends('{"type":"session.update","session":{}}');
+    client.peerSends(bytes);
+    upstream.peerSends('{"type":"session.updated"}');
+    assert.deepEqual(upstream.sent, ['{"type":"session.update","session":{}}', bytes]);
+    assert.deepEqual(client.sent, ['{"type":"session.updated"}']);
+  });
+
+  test('usage is the sum of the response.done events', async () => {
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    const relay = startRelay(client, upstream, { idleMs: 0 });
+    upstream.peerSends(done({ input_tokens: 10, output_tokens: 4, input_token_details: { cached_tokens: 2 } }));
+    upstream.peerSends(done({ input_tokens: 5, output_tokens: 1 }));
+    // A client frame that looks like one is never counted: only the upstream reports usage.
+    client.peerSends(done({ input_tokens: 1000, output_tokens: 1000 }));
+    client.peerCloses(1000);
+    const end = await relay.end;
+    assert.deepEqual(end, { usage: { input: 15, output: 5, cached: 2 }, status: 200, by: 'client' });
+    assert.deepEqual(upstream.closedWith, {}, 'the upstream gets a close without a code');
+  });
+
+  test('token transcriptions count; duration-billed ones and other events do not', () => {
+    const u: RealtimeUsage = { input: 0, output: 0, cached: 0 };
+    const t = (usage: object) =>
+      JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', usage });
+    addUsage(u, t({ type: 'tokens', input_tokens: 3, output_tokens: 2 }));
+    addUsage(u, t({ type: 'duration', seconds: 4 }));
+    addUsage(u, JSON.stringify({ type: 'response.created', response: { usage: { input_tokens: 9 } } }));
+    addUsage(u, '{"type":"response.done", broken');
+    addUsage(u, new TextEncoder().encode(done({ input_tokens: 9 })));
+    assert.deepEqual(u, { input: 3, output: 2, cached: 0 });
+  });
+
+  test("the upstream's close code and reason reach the caller; a dropped upstream is 1011", async () => {
+    for (
+      const [code, expected, status] of [
+        [4001, { code: 4001, reason: 'bye' }, 200],
+        [1005, {}, 200],
+        [1006, { code: 1011, reason: 'upstream error' }, 502],
+      ] as const
+    ) {
+      const client = new FakeSocket();
+      const upstream = new FakeSocket();
+      const relay = startRelay(client, upstream, { idleMs: 0 });
+      upstream.peerCloses(code, 'bye');
+      assert.deepEqual(client.closedWith, expected);
+      assert.equal((await relay.end).status, status);
+    }
+  });
+
+  test('no frame for the idle cap closes both sides with 1001; each frame restarts it', async () => {
+    const timers = manualTimers();
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    const relay = startRelay(client, upstream, { idleMs: 1000, ...timers });
+    client.peerSends('{}');
+    upstream.peerSends('{}');
+    assert.equal(timers.count, 1, 'one timer, restarted by each frame');
+    timers.fireAll();
+    assert.deepEqual(client.closedWith, { code: 1001, reason: 'idle timeout' });
+    assert.deepEqual(upstream.closedWith, { code: 1001, reason: 'idle timeout' });
+    assert.deepEqual((await relay.end).status, 504);
+  });
+
+  test('goAway (the drain window ended) closes both sides with 1001', async () => {
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    const relay = startRelay(client, upstream, { idleMs: 0 });
+    relay.goAway();
+    assert.equal(client.closedWith?.code, 1001);
+    assert.equal(upstream.closedWith?.code, 1001);
+    assert.deepEqual(await relay.end, { usage: { input: 0, output: 0, cached: 0 }, status: 503, by: 'drain' });
+  });
+});
+
+describe('realtime upstream', () => {
+  const model = { display_name: 'rt', model_name: 'gpt-realtime' } as DirectModel;
+  const key = (k: Partial<ProviderKey>) => ({ id: 'k', display_name: 'pk', provider: 'openai', ...k }) as ProviderKey;
+
+  test("OpenAI: ws(s) URL under the key's base, the provider key's bearer, no beta header", () => {
+    assert.deepEqual(upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up' }), model), {
+      url: 'wss://api.openai.com/v1/realtime?model=gpt-realtime',
+      headers: { authorization: 'Bearer sk-up' },
+    });
+    const local = upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up', api_base: 'http://127.0.0.1:9' }), model);
+    assert.equal((local as { url: string }).url, 'ws://127.0.0.1:9/v1/realtime?model=gpt-realtime');
+  });
+
+  test("Azure: AISIX's deployment URL with api-key", () => {
+    const t = upstreamTarget(
+      key({ adapter: 'azure-openai', api_key: 'az', api_base: 'https://r.openai.azure.com/' }),
+      model,
+    );
+    assert.deepEqual(t, {
+      url: 'wss://r.openai.azure.com/openai/realtime?api-version=2024-10-01-preview&deployment=gpt-realtime',
+      headers: { 'api-key': 'az' },
+    });
+  });
+
+  test('another adapter is refused with a 400 naming the provider', () => {
+    const t = upstreamTarget(key({ adapter: 'anthropic', provider: 'anthropic', api_key: 'x' }), model);
+    assert.ok(t instanceof ProxyError);
+    assert.equal(t.status, 400);
+    assert.match(t.message, /uses provider "anthropic" which does not speak the OpenAI Realtime protocol/);
+  });
+});
