@@ -18,6 +18,8 @@ import {
   type TimedCall,
   timedCall,
 } from '../a2a/upstream.ts';
+import type { Budgets } from '../budgets/budgets.ts';
+import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
 import { ProxyError } from '../http/errors.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
@@ -43,6 +45,8 @@ export interface A2aDeps {
   readonly clock: Clock;
   readonly log: Logger;
   readonly metrics: GatewayMetrics;
+  /** Spend budgets: a call by a key whose budget has no room left is refused (docs/budgets.md). */
+  readonly budgets?: { readonly budgets: Budgets };
 }
 
 type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
@@ -106,8 +110,13 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     const count = (status: number) =>
       d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
 
-    // The caller's rate limits: the key's own, held for a stream's whole life.
+    // The caller's budgets, then its rate limits: the key's own, held for a stream's whole life.
     const key = req.caller.key;
+    const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, req.caller.snapshot);
+    if (spent) {
+      count(spent.status);
+      return fail(c, spent);
+    }
     const decision = await d.rateLimiter.acquire([{ scope: 'api_key', id: key.id, limits: key.rate_limit }]);
     if (!decision.allowed) {
       count(429);

@@ -8,6 +8,8 @@ import { errors, ProxyError } from '../http/errors.ts';
 import { resolveAcl } from '../mcp/acl.ts';
 import { type McpAnswer, McpGateway, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
 import { guardArguments, guardResult } from '../mcp/guard.ts';
+import type { Budgets } from '../budgets/budgets.ts';
+import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
 import { AttachmentIndex } from '../guardrails/attachments.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
@@ -48,6 +50,8 @@ export interface McpDeps {
   readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
   readonly config: Pick<Config, 'bedrock_endpoint_url'>;
   readonly metrics: { readonly registry: Registry };
+  /** Spend budgets: a tool call by a key whose budget has no room left is refused (docs/budgets.md). */
+  readonly budgets?: { readonly budgets: Budgets };
 }
 
 /** How the proxy reads a request: its body limit and the client address (`proxy.real_ip`). */
@@ -145,6 +149,8 @@ function mcpEndpoint(
     });
     let permit: Permit | undefined;
     const govern = async (t: ToolTarget): Promise<Response | undefined> => {
+      const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
+      if (spent) return fail(c, spent);
       const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
       const admitted = await d.rateLimiter.acquire(subjects);
       if (!admitted.allowed) return fail(c, rateLimited(admitted));
