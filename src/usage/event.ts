@@ -47,6 +47,9 @@ export interface UsageEvent {
   error_message?: string;
   client_source_ip?: string;
   client_user_agent?: string;
+  jwt_subject?: string;
+  jwt_provider?: string;
+  jwt_claim_mapping?: string;
 }
 
 /** The handlers AISIX emits one event per upstream attempt on; every other one emits one per request. */
@@ -127,6 +130,9 @@ function common(f: UsageFacts, part: UsagePart, now: number) {
     inbound_protocol: f.protocol,
     client_source_ip: part.clientIp || undefined,
     client_user_agent: part.userAgent || undefined,
+    jwt_subject: f.jwt ? cleanText(f.jwt.subject, ID_MAX) : undefined,
+    jwt_provider: f.jwt ? cleanText(f.jwt.provider, ID_MAX) : undefined,
+    jwt_claim_mapping: f.jwt?.claimMapping !== undefined ? cleanText(f.jwt.claimMapping, ID_MAX) : undefined,
   };
 }
 
@@ -263,6 +269,9 @@ const ORDER: readonly (keyof UsageEvent)[] = [
   'error_message',
   'client_source_ip',
   'client_user_agent',
+  'jwt_subject',
+  'jwt_provider',
+  'jwt_claim_mapping',
 ];
 
 function monitorHit(h: Hit): Hit {

@@ -35,6 +35,14 @@ export interface CacheFacts {
   saved: { input: number; output: number } | undefined;
 }
 
+/** Who a JWT-authenticated caller's token named (src/identity/authenticate.ts `JwtIdentity`). */
+export interface JwtFacts {
+  readonly subject: string;
+  readonly provider: string;
+  /** Absent for a key the subject is bound to directly. */
+  readonly claimMapping?: string;
+}
+
 /** One finished request as the record saw it. Times are the gateway clock's milliseconds. */
 export interface UsageFacts {
   readonly requestId: string;
@@ -64,6 +72,8 @@ export interface UsageFacts {
   readonly guardrails: GuardrailFacts | undefined;
   readonly cache: CacheFacts | undefined;
   readonly traceId: string | undefined;
+  /** The JWT that selected the caller's key; undefined for a plaintext key. */
+  readonly jwt?: JwtFacts;
 }
 
 /**
