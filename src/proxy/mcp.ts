@@ -6,7 +6,7 @@
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
 import { resolveAcl } from '../mcp/acl.ts';
-import { type McpAnswer, McpGateway, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
+import { type McpAnswer, McpGateway, resolveTarget, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
 import { guardArguments, guardResult } from '../mcp/guard.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import { refuseWhenSpent } from '../budgets/spend.ts';
@@ -34,6 +34,7 @@ import { toolCallSubjects } from '../policies/reserve.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
+import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
 import type { ProxyEnv } from './env.ts';
@@ -148,13 +149,18 @@ function mcpEndpoint(
       ...(anonymous ? { anonymousServers: anonymous } : {}),
     });
     let permit: Permit | undefined;
+    const usage = toolCallUsage(msg, { servers: all, scoped }, anonymous !== undefined);
+    if (usage) req.rec.facet(USAGE_PART).call = usage;
+    let began: number | undefined;
     const govern = async (t: ToolTarget): Promise<Response | undefined> => {
+      if (usage) usage.fields = { ...usage.fields, mcp_server_name: t.server.name, mcp_tool_name: t.tool };
       const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
       if (spent) return fail(c, spent);
       const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
       const admitted = await d.rateLimiter.acquire(subjects);
       if (!admitted.allowed) return fail(c, rateLimited(admitted));
       permit = admitted.permit;
+      began = d.clock();
       return undefined;
     };
     let answer: McpAnswer | Response;
@@ -176,10 +182,33 @@ function mcpEndpoint(
       );
     } finally {
       await permit?.end();
+      if (usage && began !== undefined) usage.upstreamMs = d.clock() - began;
     }
     if (answer instanceof Response) return answer;
     if (answer.body === undefined) return new Response(null, { status: answer.status });
     return json(answer.status, answer.body);
+  };
+}
+
+/**
+ * The usage record of a `tools/call` (AISIX's, docs/usage-events.md "Tool and agent calls"): one for every outcome,
+ * with the server and the tool (without its prefix) as the message names them; undefined for other methods.
+ */
+function toolCallUsage(
+  msg: unknown,
+  servers: Parameters<typeof resolveTarget>[0],
+  anonymous: boolean,
+): CallUsage | undefined {
+  const m = msg as { method?: unknown; params?: { name?: unknown } } | null;
+  if (typeof m !== 'object' || m === null || m.method !== 'tools/call') return undefined;
+  const name = typeof m.params?.name === 'string' ? m.params.name : '';
+  const target = resolveTarget(servers, name);
+  const [server, tool] = 'message' in target ? [servers.scoped?.name, name] : [target.server, target.tool];
+  return {
+    handler: 'mcp',
+    protocol: 'mcp',
+    fields: { auth_type: anonymous ? 'anonymous' : undefined, mcp_server_name: server, mcp_tool_name: tool },
+    upstreamMs: 0,
   };
 }
 

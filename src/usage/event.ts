@@ -4,7 +4,7 @@
 import type { Hit } from '../guardrails/chain.ts';
 import type { AttemptFact } from '../routing/dispatch-types.ts';
 import { cleanText } from './client-type.ts';
-import type { UsageFacts, UsagePart } from './facts.ts';
+import type { CallUsage, UsageFacts, UsagePart } from './facts.ts';
 
 export interface UsageEvent {
   request_id: string;
@@ -47,6 +47,17 @@ export interface UsageEvent {
   error_message?: string;
   client_source_ip?: string;
   client_user_agent?: string;
+  auth_type?: string;
+  mcp_server_name?: string;
+  mcp_tool_name?: string;
+  a2a_agent_name?: string;
+  a2a_method?: string;
+  a2a_operation?: string;
+  a2a_protocol_version?: string;
+  a2a_task_id?: string;
+  a2a_context_id?: string;
+  a2a_task_state?: string;
+  a2a_stream_event_count?: number;
   jwt_subject?: string;
   jwt_provider?: string;
   jwt_claim_mapping?: string;
@@ -210,6 +221,29 @@ function terminalEvent(
   });
 }
 
+/**
+ * The one event of a tool or agent call (docs/usage-events.md "Tool and agent calls"): no model, no provider,
+ * cost 0; the surface's own fields and the caller's status.
+ */
+export function callEvent(f: UsageFacts, part: UsagePart, call: CallUsage, status: number, now: number): UsageEvent {
+  const t = call.tokens;
+  const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
+  return shape(common(f, part, now), {
+    model_id: '',
+    prompt_tokens: t?.input ?? 0,
+    completion_tokens: t?.output ?? 0,
+    usage_estimated: t?.estimated ? true : undefined,
+    upstream_latency_ms: ms(call.upstreamMs),
+    downstream_latency_ms: nonZero(ms(call.downstreamMs ?? call.upstreamMs)),
+    status_code: status,
+    cost_usd: 0,
+    guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
+    inbound_protocol: call.protocol,
+    attempt_index: 0,
+    ...call.fields,
+  });
+}
+
 /** The status the caller got; a stream the caller left before its end is AISIX's 499. */
 function callerStatus(f: UsageFacts, status: number): number {
   return f.stream && f.errorKind === 'client_closed' ? 499 : status;
@@ -267,8 +301,19 @@ const ORDER: readonly (keyof UsageEvent)[] = [
   'attempt_model',
   'error_class',
   'error_message',
+  'auth_type',
   'client_source_ip',
   'client_user_agent',
+  'mcp_server_name',
+  'mcp_tool_name',
+  'a2a_agent_name',
+  'a2a_method',
+  'a2a_operation',
+  'a2a_protocol_version',
+  'a2a_task_id',
+  'a2a_context_id',
+  'a2a_task_state',
+  'a2a_stream_event_count',
   'jwt_subject',
   'jwt_provider',
   'jwt_claim_mapping',

@@ -77,6 +77,27 @@ export interface UsageFacts {
 }
 
 /**
+ * A call that is no model call and still leaves a usage record (an MCP tool call, an A2A call): its handler says
+ * what it was, and the usage hooks build its one event (docs/usage-events.md "Tool and agent calls").
+ */
+export interface CallUsage {
+  /** `aisix_usage_events_emitted_total`'s `handler` label (`mcp`, `a2a`). */
+  readonly handler: string;
+  /** The event's `inbound_protocol`. */
+  readonly protocol: string;
+  /** The counters' `inbound_protocol` label, when AISIX's bounded set lacks the protocol (`other`). */
+  readonly protocolLabel?: string;
+  /** The surface's own fields (`mcp_server_name`, `a2a_agent_name`, …), in AISIX's order; undefined: omitted. */
+  fields: Record<string, string | number | undefined>;
+  /** Time spent on the upstream (0 when refused before it). */
+  upstreamMs: number;
+  /** Request receipt to the answer's end, when it is not `upstreamMs`. */
+  downstreamMs?: number;
+  /** The tokens, when the surface estimates some (A2A); a tool call has none. */
+  tokens?: { input: number; output: number; estimated: boolean };
+}
+
+/**
  * The usage events' part of a request's record (a `RecordFacet` of src/proxy/record-facet.ts, structurally): made
  * when the request's record is, by the usage hooks. No access-log fields of its own.
  */
@@ -97,6 +118,8 @@ export class UsagePart {
   exporting = false;
   /** Why the model stopped, as the answer said; read only while `exporting`. */
   finishReason: string | undefined = undefined;
+  /** Set by the handler of a tool or agent call that leaves a usage record; undefined elsewhere. */
+  call: CallUsage | undefined = undefined;
   /** Dispatch's per-attempt callback (`DispatchInput.onAttempt`); undefined when nothing keeps attempts. */
   attempt: ((a: AttemptFact) => void) | undefined = undefined;
 

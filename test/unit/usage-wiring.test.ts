@@ -1,22 +1,26 @@
 // Usage events of the callers and kinds of call the first event builder did not know (docs/usage-events.md): a
-// JWT-authenticated request's `jwt_subject`, `jwt_provider` and `jwt_claim_mapping`, as a real Datadog intake on
-// 127.0.0.1 receives them from a gateway trusting a real OIDC issuer on 127.0.0.1.
+// JWT-authenticated request's `jwt_subject`, `jwt_provider` and `jwt_claim_mapping`, and an MCP tool call's one
+// record, as a real Datadog intake on 127.0.0.1 receives them from a gateway trusting a real OIDC issuer and
+// fronting a real MCP server, both on 127.0.0.1.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Gateway } from '../../src/gateway.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
+import { type McpUpstream, startSdkUpstream } from '../support/mcp-upstream.ts';
 import { type MockOidc, startMockOidc } from '../support/mock-oidc.ts';
 import { gatewayWith } from '../support/platform.ts';
 
 const KEY = 'sk-plain-usage-wiring';
 let oidc: MockOidc;
+let tools: McpUpstream;
 let intake: DatadogIntake;
 let gw: Gateway;
 let app: ReturnType<typeof createProxyApp>;
 
 before(async () => {
   oidc = await startMockOidc();
+  tools = await startSdkUpstream('tools', { json: true });
   intake = await startDatadogIntake();
   ({ gw } = await gatewayWith(
     `_format_version: "1"
@@ -26,7 +30,8 @@ models:
 api_keys:
   - { display_name: alice, key_hash: h-alice, allowed_models: ["*"], jwt_subject: alice, jwt_provider: corp }
   - { display_name: eng, key_hash: h-eng, allowed_models: ["*"] }
-  - { display_name: plain, key_env: KEY, allowed_models: ["*"] }
+  - { display_name: plain, key_env: KEY, allowed_models: ["*"], mcp_access: { allow: ["*"] } }
+mcp_servers: [{ name: tools, url: "${tools.url}" }]
 oidc_providers:
   - { name: corp, issuer: "${oidc.issuer}", audiences: [sluice] }
 claim_mappings:
@@ -46,6 +51,7 @@ after(async () => {
   await gw.usage.close(1000);
   gw.stop();
   await oidc.close();
+  await tools.close();
   await intake.close();
 });
 
@@ -96,5 +102,69 @@ describe('JWT callers', () => {
     const [log] = await logsOf(res);
     assert.ok(log);
     assert.deepEqual(jwtFields(log), {});
+  });
+});
+
+describe('MCP tool calls', () => {
+  const call = (name: string) =>
+    Promise.resolve(app.request('/mcp', {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { text: 'x' } } }),
+    }, { peer: '127.0.0.1:1' }));
+
+  test('one record per tools/call: caller, server, tool, outcome, latency; zero tokens and cost', async () => {
+    const res = await call('tools__echo');
+    assert.equal(res.status, 200);
+    const [log, ...rest] = await logsOf(res);
+    assert.deepEqual(rest, []);
+    assert.ok(log);
+    const key = [...gw.snapshot!.apiKeys.values()].find((k) => k.display_name === 'plain')!.id;
+    assert.equal(typeof log['aisix.upstream_latency_ms'], 'number');
+    const { 'aisix.occurred_at': _o, 'aisix.upstream_latency_ms': _u, 'aisix.downstream_latency_ms': _d, ...fixed } =
+      log;
+    const id = res.headers.get('x-aisix-request-id')!;
+    assert.deepEqual(fixed, {
+      ddsource: 'aisix-ai-gateway',
+      service: 'gw',
+      message: `ai-gateway request ${id} model=- status=200`,
+      schema_version: '1.0',
+      'aisix.request_id': id,
+      'aisix.api_key_id': key,
+      'gen_ai.usage.input_tokens': 0,
+      'gen_ai.usage.output_tokens': 0,
+      'http.response.status_code': 200,
+      'aisix.cost_usd': 0,
+      'aisix.guardrail_blocked': false,
+      'aisix.inbound_protocol': 'mcp',
+      'aisix.attempt_index': 0,
+      'aisix.client_source_ip': '127.0.0.1',
+      'aisix.mcp_server_name': 'tools',
+      'aisix.mcp_tool_name': 'echo',
+    });
+    const emitted = gw.metrics.registry.render().split('\n').filter((l) => l.includes('handler="mcp"'));
+    assert.ok(
+      emitted.some((l) => l.startsWith('aisix_usage_events_emitted_total{') && l.includes('inbound_protocol="mcp"')),
+    );
+  });
+
+  test('a tool call the ACL refuses still leaves its record; other methods leave none', async () => {
+    const refused = await call('nowhere__echo');
+    const [log] = await logsOf(refused);
+    assert.equal(log?.['aisix.mcp_server_name'], 'nowhere');
+    const list = await app.request('/mcp', {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+    }, { peer: '127.0.0.1:1' });
+    assert.deepEqual(await logsOf(list), []);
   });
 });
