@@ -235,7 +235,7 @@ export function callEvent(f: UsageFacts, part: UsagePart, call: CallUsage, statu
     usage_estimated: t?.estimated ? true : undefined,
     upstream_latency_ms: ms(call.upstreamMs),
     downstream_latency_ms: nonZero(ms(call.downstreamMs ?? call.upstreamMs)),
-    status_code: status,
+    status_code: call.status ?? status,
     cost_usd: 0,
     guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
     inbound_protocol: call.protocol,

@@ -93,6 +93,8 @@ export interface CallUsage {
   upstreamMs: number;
   /** Request receipt to the answer's end, when it is not `upstreamMs`. */
   downstreamMs?: number;
+  /** The status the call's record states, when it is not the HTTP status (an abandoned A2A stream's 499). */
+  status?: number;
   /** The tokens, when the surface estimates some (A2A); a tool call has none. */
   tokens?: { input: number; output: number; estimated: boolean };
 }

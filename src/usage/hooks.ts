@@ -37,7 +37,7 @@ export function usageHooks(d: UsageHooksDeps) {
   const m = d.metrics;
   /** A tool or agent call's one event: no model or provider key to label it with (AISIX's `unknown`). */
   const emitCall = (f: UsageFacts, part: UsagePart, call: CallUsage, status: number): void => {
-    const labels = [call.handler, statusClass(status), call.protocolLabel ?? call.protocol, ...UNKNOWN];
+    const labels = [call.handler, statusClass(call.status ?? status), call.protocolLabel ?? call.protocol, ...UNKNOWN];
     d.emitted.inc(labels);
     const sinks = d.sinks;
     if (!sinks?.active) return m.drops.inc(['sink_disabled', ...UNKNOWN]);

@@ -1,12 +1,13 @@
 // Usage events of the callers and kinds of call the first event builder did not know (docs/usage-events.md): a
-// JWT-authenticated request's `jwt_subject`, `jwt_provider` and `jwt_claim_mapping`, and an MCP tool call's one
-// record, as a real Datadog intake on 127.0.0.1 receives them from a gateway trusting a real OIDC issuer and
-// fronting a real MCP server, both on 127.0.0.1.
+// JWT-authenticated request's `jwt_subject`, `jwt_provider` and `jwt_claim_mapping`, an MCP tool call's and an A2A
+// call's one record, as a real Datadog intake on 127.0.0.1 receives them from a gateway trusting a real OIDC
+// issuer and fronting a real MCP server and A2A agent, all on 127.0.0.1.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Gateway } from '../../src/gateway.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
+import { type MockA2a, mockA2a } from '../support/mock-a2a.ts';
 import { type McpUpstream, startSdkUpstream } from '../support/mcp-upstream.ts';
 import { type MockOidc, startMockOidc } from '../support/mock-oidc.ts';
 import { gatewayWith } from '../support/platform.ts';
@@ -14,6 +15,7 @@ import { gatewayWith } from '../support/platform.ts';
 const KEY = 'sk-plain-usage-wiring';
 let oidc: MockOidc;
 let tools: McpUpstream;
+let agent: MockA2a;
 let intake: DatadogIntake;
 let gw: Gateway;
 let app: ReturnType<typeof createProxyApp>;
@@ -21,6 +23,7 @@ let app: ReturnType<typeof createProxyApp>;
 before(async () => {
   oidc = await startMockOidc();
   tools = await startSdkUpstream('tools', { json: true });
+  agent = await mockA2a();
   intake = await startDatadogIntake();
   ({ gw } = await gatewayWith(
     `_format_version: "1"
@@ -30,8 +33,9 @@ models:
 api_keys:
   - { display_name: alice, key_hash: h-alice, allowed_models: ["*"], jwt_subject: alice, jwt_provider: corp }
   - { display_name: eng, key_hash: h-eng, allowed_models: ["*"] }
-  - { display_name: plain, key_env: KEY, allowed_models: ["*"], mcp_access: { allow: ["*"] } }
+  - { display_name: plain, key_env: KEY, allowed_models: ["*"], mcp_access: { allow: ["*"] }, allowed_agents: ["*"] }
 mcp_servers: [{ name: tools, url: "${tools.url}" }]
+a2a_agents: [{ name: echo, url: "${agent.url}" }]
 oidc_providers:
   - { name: corp, issuer: "${oidc.issuer}", audiences: [sluice] }
 claim_mappings:
@@ -52,6 +56,7 @@ after(async () => {
   gw.stop();
   await oidc.close();
   await tools.close();
+  await agent.close();
   await intake.close();
 });
 
@@ -166,5 +171,39 @@ describe('MCP tool calls', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
     }, { peer: '127.0.0.1:1' });
     assert.deepEqual(await logsOf(list), []);
+  });
+});
+
+describe('A2A calls', () => {
+  test('one record per call: the agent, its method and operation, the task state, the outcome', async () => {
+    const res = await app.request('/a2a/echo', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'message/send',
+        params: { message: { role: 'user', parts: [{ kind: 'text', text: 'hi' }] } },
+      }),
+    }, { peer: '127.0.0.1:1' });
+    assert.equal(res.status, 200);
+    const [log, ...rest] = await logsOf(res);
+    assert.deepEqual(rest, []);
+    assert.ok(log);
+    const surface = Object.fromEntries(
+      Object.entries(log).filter(([k]) => k.startsWith('aisix.a2a_') || k === 'aisix.inbound_protocol'),
+    );
+    assert.deepEqual(surface, {
+      'aisix.inbound_protocol': 'a2a',
+      'aisix.a2a_agent_name': 'echo',
+      'aisix.a2a_method': 'message/send',
+      'aisix.a2a_operation': 'message/send',
+      'aisix.a2a_protocol_version': '1.0',
+      'aisix.a2a_task_state': 'completed',
+    });
+    assert.equal(log['http.response.status_code'], 200);
+    assert.equal(log['aisix.cost_usd'], 0);
+    const text = gw.metrics.registry.render();
+    assert.match(text, /aisix_usage_events_emitted_total\{handler="a2a",status_code="2xx",inbound_protocol="other"/);
   });
 });
