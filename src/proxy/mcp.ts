@@ -8,6 +8,7 @@ import { errors, ProxyError } from '../http/errors.ts';
 import { resolveAcl } from '../mcp/acl.ts';
 import { type McpAnswer, McpGateway, resolveTarget, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
 import { guardArguments, guardResult } from '../mcp/guard.ts';
+import { challengeFor, discoveryOf } from '../mcp/discovery.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
@@ -108,7 +109,7 @@ function mcpEndpoint(
       return json(403, rpcError(null, -32600, 'Forbidden: the Origin header does not match this endpoint'));
     }
     const anonymous = await admitCaller(d, rules, identify, req, named);
-    if (anonymous instanceof ProxyError) return fail(c, anonymous);
+    if (anonymous instanceof ProxyError) return challenged(d, fail(c, anonymous), anonymous);
     if (anonymous instanceof Response) return anonymous;
     const { key, snapshot } = req.caller;
     const all = per.servers.of(snapshot);
@@ -355,8 +356,10 @@ class ServerIndex {
       this.log.warn(MCP_AUTH_MSG[line], fields);
     };
     if (settings.length > 1) once('multipleRows', { count: settings.length });
-    else if (settings[0]?.resource_url !== undefined) {
-      once('discoveryDormant', { resource_url: settings[0].resource_url });
+    else {
+      const surface = discoveryOf(snapshot);
+      if (surface === 'invalid_resource_url') once('invalidResourceUrl', { resource_url: settings[0]!.resource_url });
+      if (surface === 'no_oidc_provider') once('discoveryDormant', { resource_url: settings[0]!.resource_url });
     }
   }
 }
@@ -366,21 +369,41 @@ export const MCP_AUTH_MSG = {
   multipleRows: 'multiple mcp_auth_settings rows in snapshot; both the OAuth discovery surface and anonymous MCP ' +
     'access stay dormant until exactly one remains',
   discoveryDormant: 'mcp_auth_settings.resource_url is set, but the OAuth discovery surface needs an enabled ' +
-    'oidc_providers row, which Sluice does not implement: it stays dormant (no metadata document, no challenge)',
+    'oidc_providers row: it stays dormant (no metadata document, no challenge)',
+  invalidResourceUrl: 'mcp_auth_settings.resource_url is not an absolute http(s) URL with path exactly /mcp and no ' +
+    'query or fragment; the OAuth discovery surface stays dormant',
 } as const;
 
 /**
- * The RFC 9728 metadata paths (docs/mcp.md "Inbound authentication"). The surface is active only with an enabled
- * `oidc_providers` row, a kind Sluice refuses, so it is always dormant: a bare 404, every method, as AISIX's
- * dormant surface answers.
+ * The RFC 9728 metadata paths (docs/mcp.md "Inbound authentication"), unauthenticated. Active (src/mcp/discovery.ts):
+ * GET and HEAD answer the document, other methods 405; dormant: a bare 404, every method, as AISIX's.
  */
 export const PROTECTED_RESOURCE_PATHS = [
   '/.well-known/oauth-protected-resource',
   '/.well-known/oauth-protected-resource/mcp',
 ];
 
-export function dormantDiscovery(): Response {
-  return new Response(null, { status: 404 });
+export function protectedResource(d: Pick<McpDeps, 'snapshot'>) {
+  return function serveProtectedResource(c: Context<ProxyEnv>): Response {
+    const surface = d.snapshot ? discoveryOf(d.snapshot) : undefined;
+    if (typeof surface !== 'object') return new Response(null, { status: 404 });
+    const method = c.req.method;
+    if (method !== 'GET' && method !== 'HEAD') {
+      return new Response(null, { status: 405, headers: { allow: 'GET, HEAD' } });
+    }
+    const body = new TextEncoder().encode(surface.document);
+    const headers = { 'content-type': 'application/json', 'content-length': String(body.byteLength) };
+    return new Response(method === 'HEAD' ? null : body, { status: 200, headers });
+  };
+}
+
+/** A refused `/mcp` caller's answer with the active surface's `WWW-Authenticate` challenge. */
+function challenged(d: McpDeps, res: Response, e: ProxyError): Response {
+  const surface = d.snapshot ? discoveryOf(d.snapshot) : undefined;
+  if (typeof surface !== 'object') return res;
+  const challenge = challengeFor(surface, e.status, e.message === errors.missingAuth().message);
+  if (challenge !== undefined) res.headers.set('www-authenticate', challenge);
+  return res;
 }
 
 /**
