@@ -16,6 +16,7 @@ import type { RelayLabels } from './record.ts';
 import type { PassthroughRouteKind } from './routes.ts';
 import { type RequestHooks, type TrackDeps, trackRequests } from './track.ts';
 import { spendMicroUsd } from './record.ts';
+import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
 import { totalOf, type Usage } from './usage.ts';
 import type { PassthroughRoute } from '../resources/passthrough-route-schema.ts';
 import type { ProviderKey } from '../resources/schema.ts';
@@ -219,9 +220,19 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     const key = await authenticateRoute(route, headers, snapshot, d.clock());
     if (key instanceof ProxyError) return refuse(key);
     rec.identified(key);
+    // AISIX's usage record of an authenticated route request (docs/usage-events.md "Tool and agent calls").
+    const callUsage: CallUsage = {
+      handler: 'passthrough_route',
+      protocol: 'passthrough',
+      protocolLabel: 'other',
+      fields: { passthrough_route_name: route.name },
+      upstreamMs: 0,
+    };
+    rec.facet(USAGE_PART).call = callUsage;
     if (route.identity_header) {
       const who = clientIdentity(headers.get(route.identity_header));
       if (who !== undefined) rec.facet(PASSTHROUGH_RECORD).clientIdentity = who;
+      if (who !== undefined) callUsage.fields = { ...callUsage.fields, client_identity: who };
     }
     if (!routeAllowed(key, route.name)) return refuse(routeNotAllowed(route.name));
 
@@ -272,9 +283,13 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
       return refuse(hold);
     }
     /** Ends the permit and settles the budget hold at what the answer reported (nothing for no answer). */
-    const end = (usage?: Usage) => {
-      void permit.end(totalOf(usage)).catch(() => {});
-      const spent = usage ? { microUsd: spendMicroUsd(model?.cost, usage), tokens: totalOf(usage) ?? 0 } : NOTHING;
+    let began: number | undefined;
+    const end = (used?: Usage) => {
+      void permit.end(totalOf(used)).catch(() => {});
+      if (began !== undefined) callUsage.upstreamMs = d.clock() - began;
+      callUsage.downstreamMs = d.clock() - rec.start;
+      if (used) callUsage.tokens = { input: used.input ?? 0, output: used.output ?? 0, estimated: false };
+      const spent = used ? { microUsd: spendMicroUsd(model?.cost, used), tokens: totalOf(used) ?? 0 } : NOTHING;
       void hold?.commit(spent).catch(() => {});
     };
     const found = guards?.chainFor(snapshot, key, route.id);
@@ -305,6 +320,7 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     };
 
     let res: UpstreamResponse;
+    began = d.clock();
     try {
       res = await d.upstream({
         url: target.url,
@@ -377,6 +393,7 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
         rec.read(usage, undefined);
         settle(usage);
         if (end !== 'complete') {
+          if (end === 'client_closed') callUsage.status = 499;
           rec.streamFailed(end, detail);
           if (end !== 'client_closed') log.warn(PASSTHROUGH_MSG.streamFailed, { route: route.name, error: detail });
         }

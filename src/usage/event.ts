@@ -58,6 +58,8 @@ export interface UsageEvent {
   a2a_context_id?: string;
   a2a_task_state?: string;
   a2a_stream_event_count?: number;
+  passthrough_route_name?: string;
+  client_identity?: string;
   jwt_subject?: string;
   jwt_provider?: string;
   jwt_claim_mapping?: string;
@@ -314,6 +316,8 @@ const ORDER: readonly (keyof UsageEvent)[] = [
   'a2a_context_id',
   'a2a_task_state',
   'a2a_stream_event_count',
+  'passthrough_route_name',
+  'client_identity',
   'jwt_subject',
   'jwt_provider',
   'jwt_claim_mapping',

@@ -8,6 +8,7 @@ import type { Gateway } from '../../src/gateway.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
 import { type MockA2a, mockA2a } from '../support/mock-a2a.ts';
+import { MEDIA_KEY, type MockMedia, startMockMedia } from '../support/mock-media.ts';
 import { type McpUpstream, startSdkUpstream } from '../support/mcp-upstream.ts';
 import { type MockOidc, startMockOidc } from '../support/mock-oidc.ts';
 import { gatewayWith } from '../support/platform.ts';
@@ -16,6 +17,7 @@ const KEY = 'sk-plain-usage-wiring';
 let oidc: MockOidc;
 let tools: McpUpstream;
 let agent: MockA2a;
+let media: MockMedia;
 let intake: DatadogIntake;
 let gw: Gateway;
 let app: ReturnType<typeof createProxyApp>;
@@ -24,16 +26,21 @@ before(async () => {
   oidc = await startMockOidc();
   tools = await startSdkUpstream('tools', { json: true });
   agent = await mockA2a();
+  media = await startMockMedia();
   intake = await startDatadogIntake();
   ({ gw } = await gatewayWith(
     `_format_version: "1"
-provider_keys: [{ display_name: offline, provider: echo }]
+provider_keys:
+  - { display_name: offline, provider: echo }
+  - { display_name: media, provider: openai, api_key: ${MEDIA_KEY}, api_base: "${media.base}" }
+passthrough_routes:
+  - { name: raw, path_prefix: /raw, target_url: "${media.base}", provider_key: media, identity_header: x-end-user }
 models:
   - { display_name: echo, provider: echo, model_name: echo, provider_key: offline }
 api_keys:
   - { display_name: alice, key_hash: h-alice, allowed_models: ["*"], jwt_subject: alice, jwt_provider: corp }
   - { display_name: eng, key_hash: h-eng, allowed_models: ["*"] }
-  - { display_name: plain, key_env: KEY, allowed_models: ["*"], mcp_access: { allow: ["*"] }, allowed_agents: ["*"] }
+  - { display_name: plain, key_env: KEY, allowed_models: ["*"], mcp_access: { allow: ["*"] }, allowed_agents: ["*"], allowed_routes: [raw] }
 mcp_servers: [{ name: tools, url: "${tools.url}" }]
 a2a_agents: [{ name: echo, url: "${agent.url}" }]
 oidc_providers:
@@ -57,6 +64,7 @@ after(async () => {
   await oidc.close();
   await tools.close();
   await agent.close();
+  await media.close();
   await intake.close();
 });
 
@@ -205,5 +213,30 @@ describe('A2A calls', () => {
     assert.equal(log['aisix.cost_usd'], 0);
     const text = gw.metrics.registry.render();
     assert.match(text, /aisix_usage_events_emitted_total\{handler="a2a",status_code="2xx",inbound_protocol="other"/);
+  });
+});
+
+describe('passthrough requests', () => {
+  test('one record per request: the route, the client identity, the reported tokens', async () => {
+    const res = await app.request('/raw/images/generations', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'x-end-user': 'u-42' },
+      body: JSON.stringify({ model: 'gpt-image-1', prompt: 'a lighthouse' }),
+    }, { peer: '127.0.0.1:1' });
+    assert.equal(res.status, 200);
+    const [log, ...rest] = await logsOf(res);
+    assert.deepEqual(rest, []);
+    assert.ok(log);
+    assert.equal(log['aisix.inbound_protocol'], 'passthrough');
+    assert.equal(log['aisix.passthrough_route_name'], 'raw');
+    assert.equal(log['aisix.client_identity'], 'u-42');
+    assert.equal(log['gen_ai.usage.input_tokens'], 11);
+    assert.equal(log['gen_ai.usage.output_tokens'], 1056);
+    assert.equal(log['http.response.status_code'], 200);
+    const text = gw.metrics.registry.render();
+    assert.match(
+      text,
+      /aisix_usage_events_emitted_total\{handler="passthrough_route",status_code="2xx",inbound_protocol="other"/,
+    );
   });
 });
