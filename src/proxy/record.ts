@@ -12,7 +12,7 @@ import type { RequestOutcome } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { CACHE_RECORD, type CacheRecord } from './cache-record.ts';
 import { GUARDRAIL_RECORD, type GuardrailRecord } from './guardrail-record.ts';
-import { MEDIA_RECORD } from './media-usage.ts';
+import { MEDIA_RECORD, type MediaRecord } from './media-usage.ts';
 import type { RecordFacet, RecordPart } from './record-facet.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { DROPPED_RECORD } from './translation-record.ts';
@@ -299,6 +299,7 @@ export class RequestRecord {
       cache: this.facets?.get(CACHE_RECORD) as CacheRecord | undefined,
       traceId: undefined,
       jwt: this.jwt,
+      audioSeconds: (this.facets?.get(MEDIA_RECORD) as MediaRecord | undefined)?.audioSeconds,
     };
   }
 

@@ -20,6 +20,7 @@ export interface UsageEvent {
   cache_creation_tokens?: number;
   cache_read_tokens?: number;
   usage_estimated?: true;
+  audio_duration_seconds?: number;
   upstream_latency_ms: number;
   upstream_ttft_ms?: number;
   downstream_latency_ms?: number;
@@ -67,8 +68,29 @@ export interface UsageEvent {
 
 /** The handlers AISIX emits one event per upstream attempt on; every other one emits one per request. */
 const PER_ATTEMPT = new Set(['chat', 'messages', 'responses']);
+/** The media endpoints' calls: one event per request, labelled by family (`audio`, `images`, `rerank`). */
+const MEDIA_HANDLERS = [
+  'audio_speech',
+  'audio_transcriptions',
+  'audio_translations',
+  'images_generations',
+  'images_edits',
+  'rerank',
+];
 /** The model calls that emit events at all (count_tokens is not a usage AISIX records). */
-export const EVENT_HANDLERS = new Set(['chat', 'messages', 'responses', 'completions', 'embeddings']);
+export const EVENT_HANDLERS = new Set([
+  'chat',
+  'messages',
+  'responses',
+  'completions',
+  'embeddings',
+  ...MEDIA_HANDLERS,
+]);
+
+/** `aisix_usage_events_emitted_total`'s `handler`: a media call's family, else the call. */
+export function handlerLabel(handler: string): string {
+  return handler.startsWith('audio_') ? 'audio' : handler.startsWith('images_') ? 'images' : handler;
+}
 
 /** AISIX's cap on `error_message` and on the ids it records. */
 const ERROR_MESSAGE_MAX = 2048;
@@ -201,6 +223,7 @@ function terminalEvent(
     cache_creation_tokens: nonZero(u?.cacheCreation),
     cache_read_tokens: nonZero(u?.cacheRead),
     usage_estimated: u?.estimated ? true : undefined,
+    audio_duration_seconds: nonZero(f.audioSeconds),
     upstream_latency_ms: ms(upstreamMs),
     upstream_ttft_ms: f.stream && !hit ? nonZero(ms(f.upstreamTtftMs ?? 0)) : undefined,
     downstream_latency_ms: downstream !== undefined ? nonZero(ms(downstream)) : undefined,
@@ -278,6 +301,7 @@ const ORDER: readonly (keyof UsageEvent)[] = [
   'cache_creation_tokens',
   'cache_read_tokens',
   'usage_estimated',
+  'audio_duration_seconds',
   'upstream_latency_ms',
   'upstream_ttft_ms',
   'downstream_latency_ms',

@@ -72,6 +72,8 @@ export interface UsageFacts {
   readonly guardrails: GuardrailFacts | undefined;
   readonly cache: CacheFacts | undefined;
   readonly traceId: string | undefined;
+  /** The audio a transcription or translation covered (the media part of the record). */
+  readonly audioSeconds?: number;
   /** The JWT that selected the caller's key; undefined for a plaintext key. */
   readonly jwt?: JwtFacts;
 }

@@ -5,7 +5,7 @@
 // series) without being built.
 import type { Counter } from '../observability/metrics.ts';
 import { cleanUserAgent, ClientTypeClassifier, type ClientTypeRule } from './client-type.ts';
-import { buildEvents, callEvent, EVENT_HANDLERS, type EventLabels, eventLabels } from './event.ts';
+import { buildEvents, callEvent, EVENT_HANDLERS, type EventLabels, eventLabels, handlerLabel } from './event.ts';
 import { type CallUsage, USAGE_PART, type UsageFacts, type UsagePart } from './facts.ts';
 import type { UsageMetrics } from './metrics.ts';
 import type { UsageSinks } from './sinks.ts';
@@ -95,7 +95,14 @@ const UNKNOWN = ['unknown', 'unknown', 'unknown'] as const;
 
 /** `aisix_usage_events_emitted_total`'s labels: handler, status class, inbound protocol, model, provider key. */
 function emittedLabels(f: UsageFacts, l: EventLabels): string[] {
-  return [f.handler ?? 'other', statusClass(l.status), f.protocol, l.model, l.providerKeyId, l.providerKeyName];
+  return [
+    handlerLabel(f.handler ?? 'other'),
+    statusClass(l.status),
+    f.protocol,
+    l.model,
+    l.providerKeyId,
+    l.providerKeyName,
+  ];
 }
 
 /** AISIX's `status_code` label: 2xx|3xx|4xx|5xx|other. */

@@ -37,6 +37,7 @@ passthrough_routes:
   - { name: raw, path_prefix: /raw, target_url: "${media.base}", provider_key: media, identity_header: x-end-user }
 models:
   - { display_name: echo, provider: echo, model_name: echo, provider_key: offline }
+  - { display_name: whisper, provider_key: media, model_name: whisper-1, retries: 0 }
 api_keys:
   - { display_name: alice, key_hash: h-alice, allowed_models: ["*"], jwt_subject: alice, jwt_provider: corp }
   - { display_name: eng, key_hash: h-eng, allowed_models: ["*"] }
@@ -238,5 +239,25 @@ describe('passthrough requests', () => {
       text,
       /aisix_usage_events_emitted_total\{handler="passthrough_route",status_code="2xx",inbound_protocol="other"/,
     );
+  });
+});
+
+describe('media calls', () => {
+  test('a transcription leaves one event with the audio it covered, counted as handler audio', async () => {
+    const form = new FormData();
+    form.append('file', new File([new Uint8Array(2_000).fill(7)], 'call.wav', { type: 'audio/wav' }));
+    form.append('model', 'whisper');
+    const res = await app.request('/v1/audio/transcriptions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}` },
+      body: form,
+    }, { peer: '127.0.0.1:1' });
+    assert.equal(res.status, 200);
+    const [log, ...rest] = await logsOf(res);
+    assert.deepEqual(rest, []);
+    assert.equal(log?.['aisix.audio_duration_seconds'], 3, 'the mock whisper-1 answer states usage.seconds 3');
+    assert.equal(log?.['aisix.model_id'], gw.snapshot!.modelByName('whisper')!.id);
+    const text = gw.metrics.registry.render();
+    assert.match(text, /aisix_usage_events_emitted_total\{handler="audio",status_code="2xx",inbound_protocol="openai"/);
   });
 });
