@@ -225,7 +225,10 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
       handler: 'passthrough_route',
       protocol: 'passthrough',
       protocolLabel: 'other',
-      fields: { passthrough_route_name: route.name },
+      fields: {
+        auth_type: route.auth_mode === 'anonymous' ? 'anonymous' : undefined,
+        passthrough_route_name: route.name,
+      },
       upstreamMs: 0,
     };
     rec.facet(USAGE_PART).call = callUsage;

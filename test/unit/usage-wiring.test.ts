@@ -35,13 +35,14 @@ provider_keys:
   - { display_name: media, provider: openai, api_key: ${MEDIA_KEY}, api_base: "${media.base}" }
 passthrough_routes:
   - { name: raw, path_prefix: /raw, target_url: "${media.base}", provider_key: media, identity_header: x-end-user }
+  - { name: open, path_prefix: /open, target_url: "${media.base}", provider_key: media, auth_mode: anonymous, anonymous_key: plain, source_cidrs: [127.0.0.0/8] }
 models:
   - { display_name: echo, provider: echo, model_name: echo, provider_key: offline }
   - { display_name: whisper, provider_key: media, model_name: whisper-1, retries: 0 }
 api_keys:
   - { display_name: alice, key_hash: h-alice, allowed_models: ["*"], jwt_subject: alice, jwt_provider: corp }
   - { display_name: eng, key_hash: h-eng, allowed_models: ["*"] }
-  - { display_name: plain, key_env: KEY, allowed_models: ["*"], mcp_access: { allow: ["*"] }, allowed_agents: ["*"], allowed_routes: [raw] }
+  - { display_name: plain, key_env: KEY, allowed_models: ["*"], mcp_access: { allow: ["*"] }, allowed_agents: ["*"], allowed_routes: [raw, open] }
 mcp_servers: [{ name: tools, url: "${tools.url}" }]
 a2a_agents: [{ name: echo, url: "${agent.url}" }]
 oidc_providers:
@@ -239,6 +240,19 @@ describe('passthrough requests', () => {
       text,
       /aisix_usage_events_emitted_total\{handler="passthrough_route",status_code="2xx",inbound_protocol="other"/,
     );
+    assert.equal(log['aisix.auth_type'], undefined);
+  });
+
+  test('an anonymous route records auth_type anonymous', async () => {
+    const res = await app.request('/open/images/generations', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-image-1', prompt: 'a lighthouse' }),
+    }, { peer: '127.0.0.1:1' });
+    assert.equal(res.status, 200);
+    const [log] = await logsOf(res);
+    assert.equal(log?.['aisix.auth_type'], 'anonymous');
+    assert.equal(log?.['aisix.passthrough_route_name'], 'open');
   });
 });
 
