@@ -47,3 +47,25 @@ export async function reserveSpend(
   if (a.kind === 'unavailable') return budgetUnavailable();
   return { commit: (actual) => a.hold.commit(actual), prompt: estimate.prompt };
 }
+
+/** The least a reservation can hold: what a budget with no room left refuses. */
+const LEAST: Amount = { microUsd: 1, tokens: 1 };
+
+/**
+ * For a call that spends nothing itself (an MCP tool call, an A2A call): the caller's error when a hard budget
+ * of its key, team or user has no room left, so a spent key does not keep using the gateway; it is charged 0.
+ */
+export async function refuseWhenSpent(
+  budgets: Budgets,
+  nowMs: () => number,
+  key: ApiKey,
+  snapshot: Snapshot,
+): Promise<ProxyError | undefined> {
+  const hold = await reserveSpend(budgets, nowMs, { key, snapshot, call: 'none', body: {}, amount: LEAST });
+  if (hold === undefined) return undefined;
+  if ('commit' in hold) {
+    await hold.commit({ microUsd: 0, tokens: 0 });
+    return undefined;
+  }
+  return hold;
+}

@@ -18,6 +18,8 @@ import {
   type TimedCall,
   timedCall,
 } from '../a2a/upstream.ts';
+import type { Budgets } from '../budgets/budgets.ts';
+import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
 import { ProxyError } from '../http/errors.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
@@ -34,6 +36,7 @@ import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
 import { pumpSse, type StreamEnd } from './stream.ts';
+import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
 
 /** What the A2A handlers read. */
 export interface A2aDeps {
@@ -43,6 +46,8 @@ export interface A2aDeps {
   readonly clock: Clock;
   readonly log: Logger;
   readonly metrics: GatewayMetrics;
+  /** Spend budgets: a call by a key whose budget has no room left is refused (docs/budgets.md). */
+  readonly budgets?: { readonly budgets: Budgets };
 }
 
 type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
@@ -103,11 +108,32 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     const operation = operationOf(rpc.method);
     const stream = streams(operation);
     rec.dispatching(stream, undefined);
-    const count = (status: number) =>
+    // AISIX's usage record of a call that reached its quota: refused there, or forwarded.
+    const usage: CallUsage = {
+      handler: 'a2a',
+      protocol: 'a2a',
+      protocolLabel: 'other', // AISIX's counters have no `a2a` protocol label
+      fields: {
+        a2a_agent_name: agent.name,
+        a2a_method: typeof rpc.method === 'string' ? rpc.method : undefined,
+        a2a_operation: operation,
+        a2a_protocol_version: agent.protocol_version,
+      },
+      upstreamMs: 0,
+    };
+    rec.facet(USAGE_PART).call = usage;
+    const count = (status: number) => {
+      usage.status = status;
       d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
+    };
 
-    // The caller's rate limits: the key's own, held for a stream's whole life.
+    // The caller's budgets, then its rate limits: the key's own, held for a stream's whole life.
     const key = req.caller.key;
+    const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, req.caller.snapshot);
+    if (spent) {
+      count(spent.status);
+      return fail(c, spent);
+    }
     const decision = await d.rateLimiter.acquire([{ scope: 'api_key', id: key.id, limits: key.rate_limit }]);
     if (!decision.allowed) {
       count(429);
@@ -117,9 +143,17 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
 
     warnCleartext(agent);
     const facts = new AnswerFacts(d.clock);
+    const began = d.clock();
     const finish = (status: number) => {
       void permit.end();
       count(status);
+      usage.upstreamMs = d.clock() - began;
+      usage.downstreamMs = d.clock() - rec.start;
+      usage.fields = {
+        ...usage.fields,
+        a2a_task_state: facts.state,
+        a2a_stream_event_count: stream ? facts.events : undefined,
+      };
       const labels = [agent.name, operation] as const;
       if (facts.events > 0) d.metrics.a2aStreamEvents.inc(labels, facts.events);
       if (facts.firstResultAt !== undefined) {

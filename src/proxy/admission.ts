@@ -87,7 +87,7 @@ export function authenticateCaller(
     };
     return auth.jwt.authenticate(token, snapshot, ctx).then((who) => {
       if (who instanceof ProxyError) return who;
-      rec.identified(who.key);
+      rec.identified(who.key, who.jwt);
       return { key: who.key, snapshot, jwt: who.jwt };
     });
   }

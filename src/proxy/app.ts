@@ -36,7 +36,7 @@ import { guardrails } from './guardrails.ts';
 import { mediaBodyStep, relayAnswer } from './media.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
-import { dormantDiscovery, mcpHandlers, PROTECTED_RESOURCE_PATHS } from './mcp.ts';
+import { mcpHandlers, PROTECTED_RESOURCE_PATHS, protectedResource } from './mcp.ts';
 import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
@@ -208,7 +208,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     const known = routeOf(c.req.path);
     return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
   });
-  for (const path of PROTECTED_RESOURCE_PATHS) app.all(path, dormantDiscovery);
+  for (const path of PROTECTED_RESOURCE_PATHS) app.all(path, protectedResource(d));
   app.all('*', handlerOf(handlers, PASSTHROUGH_ROUTE));
   app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
   // Rewrites run before Hono matches a route, so the rewritten path is served as if the client had sent it.

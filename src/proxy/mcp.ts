@@ -6,8 +6,11 @@
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
 import { resolveAcl } from '../mcp/acl.ts';
-import { type McpAnswer, McpGateway, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
+import { type McpAnswer, McpGateway, resolveTarget, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
 import { guardArguments, guardResult } from '../mcp/guard.ts';
+import { challengeFor, discoveryOf } from '../mcp/discovery.ts';
+import type { Budgets } from '../budgets/budgets.ts';
+import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
 import { AttachmentIndex } from '../guardrails/attachments.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
@@ -32,6 +35,7 @@ import { toolCallSubjects } from '../policies/reserve.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
+import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
 import type { ProxyEnv } from './env.ts';
@@ -48,6 +52,8 @@ export interface McpDeps {
   readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
   readonly config: Pick<Config, 'bedrock_endpoint_url'>;
   readonly metrics: { readonly registry: Registry };
+  /** Spend budgets: a tool call by a key whose budget has no room left is refused (docs/budgets.md). */
+  readonly budgets?: { readonly budgets: Budgets };
 }
 
 /** How the proxy reads a request: its body limit and the client address (`proxy.real_ip`). */
@@ -103,7 +109,7 @@ function mcpEndpoint(
       return json(403, rpcError(null, -32600, 'Forbidden: the Origin header does not match this endpoint'));
     }
     const anonymous = await admitCaller(d, rules, identify, req, named);
-    if (anonymous instanceof ProxyError) return fail(c, anonymous);
+    if (anonymous instanceof ProxyError) return challenged(d, fail(c, anonymous), anonymous);
     if (anonymous instanceof Response) return anonymous;
     const { key, snapshot } = req.caller;
     const all = per.servers.of(snapshot);
@@ -144,11 +150,18 @@ function mcpEndpoint(
       ...(anonymous ? { anonymousServers: anonymous } : {}),
     });
     let permit: Permit | undefined;
+    const usage = toolCallUsage(msg, { servers: all, scoped }, anonymous !== undefined);
+    if (usage) req.rec.facet(USAGE_PART).call = usage;
+    let began: number | undefined;
     const govern = async (t: ToolTarget): Promise<Response | undefined> => {
+      if (usage) usage.fields = { ...usage.fields, mcp_server_name: t.server.name, mcp_tool_name: t.tool };
+      const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
+      if (spent) return fail(c, spent);
       const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
       const admitted = await d.rateLimiter.acquire(subjects);
       if (!admitted.allowed) return fail(c, rateLimited(admitted));
       permit = admitted.permit;
+      began = d.clock();
       return undefined;
     };
     let answer: McpAnswer | Response;
@@ -170,10 +183,33 @@ function mcpEndpoint(
       );
     } finally {
       await permit?.end();
+      if (usage && began !== undefined) usage.upstreamMs = d.clock() - began;
     }
     if (answer instanceof Response) return answer;
     if (answer.body === undefined) return new Response(null, { status: answer.status });
     return json(answer.status, answer.body);
+  };
+}
+
+/**
+ * The usage record of a `tools/call` (AISIX's, docs/usage-events.md "Tool and agent calls"): one for every outcome,
+ * with the server and the tool (without its prefix) as the message names them; undefined for other methods.
+ */
+function toolCallUsage(
+  msg: unknown,
+  servers: Parameters<typeof resolveTarget>[0],
+  anonymous: boolean,
+): CallUsage | undefined {
+  const m = msg as { method?: unknown; params?: { name?: unknown } } | null;
+  if (typeof m !== 'object' || m === null || m.method !== 'tools/call') return undefined;
+  const name = typeof m.params?.name === 'string' ? m.params.name : '';
+  const target = resolveTarget(servers, name);
+  const [server, tool] = 'message' in target ? [servers.scoped?.name, name] : [target.server, target.tool];
+  return {
+    handler: 'mcp',
+    protocol: 'mcp',
+    fields: { auth_type: anonymous ? 'anonymous' : undefined, mcp_server_name: server, mcp_tool_name: tool },
+    upstreamMs: 0,
   };
 }
 
@@ -320,8 +356,10 @@ class ServerIndex {
       this.log.warn(MCP_AUTH_MSG[line], fields);
     };
     if (settings.length > 1) once('multipleRows', { count: settings.length });
-    else if (settings[0]?.resource_url !== undefined) {
-      once('discoveryDormant', { resource_url: settings[0].resource_url });
+    else {
+      const surface = discoveryOf(snapshot);
+      if (surface === 'invalid_resource_url') once('invalidResourceUrl', { resource_url: settings[0]!.resource_url });
+      if (surface === 'no_oidc_provider') once('discoveryDormant', { resource_url: settings[0]!.resource_url });
     }
   }
 }
@@ -331,21 +369,41 @@ export const MCP_AUTH_MSG = {
   multipleRows: 'multiple mcp_auth_settings rows in snapshot; both the OAuth discovery surface and anonymous MCP ' +
     'access stay dormant until exactly one remains',
   discoveryDormant: 'mcp_auth_settings.resource_url is set, but the OAuth discovery surface needs an enabled ' +
-    'oidc_providers row, which Sluice does not implement: it stays dormant (no metadata document, no challenge)',
+    'oidc_providers row: it stays dormant (no metadata document, no challenge)',
+  invalidResourceUrl: 'mcp_auth_settings.resource_url is not an absolute http(s) URL with path exactly /mcp and no ' +
+    'query or fragment; the OAuth discovery surface stays dormant',
 } as const;
 
 /**
- * The RFC 9728 metadata paths (docs/mcp.md "Inbound authentication"). The surface is active only with an enabled
- * `oidc_providers` row, a kind Sluice refuses, so it is always dormant: a bare 404, every method, as AISIX's
- * dormant surface answers.
+ * The RFC 9728 metadata paths (docs/mcp.md "Inbound authentication"), unauthenticated. Active (src/mcp/discovery.ts):
+ * GET and HEAD answer the document, other methods 405; dormant: a bare 404, every method, as AISIX's.
  */
 export const PROTECTED_RESOURCE_PATHS = [
   '/.well-known/oauth-protected-resource',
   '/.well-known/oauth-protected-resource/mcp',
 ];
 
-export function dormantDiscovery(): Response {
-  return new Response(null, { status: 404 });
+export function protectedResource(d: Pick<McpDeps, 'snapshot'>) {
+  return function serveProtectedResource(c: Context<ProxyEnv>): Response {
+    const surface = d.snapshot ? discoveryOf(d.snapshot) : undefined;
+    if (typeof surface !== 'object') return new Response(null, { status: 404 });
+    const method = c.req.method;
+    if (method !== 'GET' && method !== 'HEAD') {
+      return new Response(null, { status: 405, headers: { allow: 'GET, HEAD' } });
+    }
+    const body = new TextEncoder().encode(surface.document);
+    const headers = { 'content-type': 'application/json', 'content-length': String(body.byteLength) };
+    return new Response(method === 'HEAD' ? null : body, { status: 200, headers });
+  };
+}
+
+/** A refused `/mcp` caller's answer with the active surface's `WWW-Authenticate` challenge. */
+function challenged(d: McpDeps, res: Response, e: ProxyError): Response {
+  const surface = d.snapshot ? discoveryOf(d.snapshot) : undefined;
+  if (typeof surface !== 'object') return res;
+  const challenge = challengeFor(surface, e.status, e.message === errors.missingAuth().message);
+  if (challenge !== undefined) res.headers.set('www-authenticate', challenge);
+  return res;
 }
 
 /**

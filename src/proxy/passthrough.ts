@@ -4,6 +4,8 @@
 // answer ends), one upstream attempt, and the answer relayed as it arrives. Errors are OpenAI's envelope
 // whatever the upstream speaks; the upstream's own statuses and bodies pass through unchanged.
 import type { Context } from 'hono';
+import type { Budgets } from '../budgets/budgets.ts';
+import { reserveSpend } from '../budgets/spend.ts';
 import { errorResponse, errors, ProxyError } from '../http/errors.ts';
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import { rateLimitRefusal } from './admission.ts';
@@ -13,7 +15,9 @@ import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { RelayLabels } from './record.ts';
 import type { PassthroughRouteKind } from './routes.ts';
 import { type RequestHooks, type TrackDeps, trackRequests } from './track.ts';
-import { totalOf } from './usage.ts';
+import { spendMicroUsd } from './record.ts';
+import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
+import { totalOf, type Usage } from './usage.ts';
 import type { PassthroughRoute } from '../resources/passthrough-route-schema.ts';
 import type { ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
@@ -62,6 +66,8 @@ export interface PassthroughDeps extends TrackDeps {
   readonly snapshot: Snapshot | undefined;
   readonly upstream: UpstreamFetch;
   readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
+  /** Spend budgets (docs/budgets.md "Joining budgets"): reserved after the rate limits, charged at the end. */
+  readonly budgets?: { readonly budgets: Budgets };
 }
 
 type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
@@ -178,6 +184,8 @@ function authenticateRoute(
   return key;
 }
 
+const NOTHING = { microUsd: 0, tokens: 0 };
+
 /** Statuses whose answer has no body. */
 const NO_BODY = new Set([101, 204, 205, 304]);
 
@@ -212,9 +220,22 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     const key = await authenticateRoute(route, headers, snapshot, d.clock());
     if (key instanceof ProxyError) return refuse(key);
     rec.identified(key);
+    // AISIX's usage record of an authenticated route request (docs/usage-events.md "Tool and agent calls").
+    const callUsage: CallUsage = {
+      handler: 'passthrough_route',
+      protocol: 'passthrough',
+      protocolLabel: 'other',
+      fields: {
+        auth_type: route.auth_mode === 'anonymous' ? 'anonymous' : undefined,
+        passthrough_route_name: route.name,
+      },
+      upstreamMs: 0,
+    };
+    rec.facet(USAGE_PART).call = callUsage;
     if (route.identity_header) {
       const who = clientIdentity(headers.get(route.identity_header));
       if (who !== undefined) rec.facet(PASSTHROUGH_RECORD).clientIdentity = who;
+      if (who !== undefined) callUsage.fields = { ...callUsage.fields, client_identity: who };
     }
     if (!routeAllowed(key, route.name)) return refuse(routeNotAllowed(route.name));
 
@@ -250,12 +271,36 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     const admitted = await d.rateLimiter.acquire(subjects);
     if (!admitted.allowed) return refuse(rateLimitRefusal(admitted));
     const permit = admitted.permit;
+    // Priced at the model the body names, when it is one of the injected key's; else its tokens only.
+    const hold = d.budgets
+      ? await reserveSpend(d.budgets.budgets, d.clock, {
+        key,
+        snapshot,
+        ...(model ? { model } : {}),
+        call: envelope,
+        body: (parsed ?? {}) as Record<string, unknown>,
+      })
+      : undefined;
+    if (hold instanceof ProxyError) {
+      void permit.end().catch(() => {});
+      return refuse(hold);
+    }
+    /** Ends the permit and settles the budget hold at what the answer reported (nothing for no answer). */
+    let began: number | undefined;
+    const end = (used?: Usage) => {
+      void permit.end(totalOf(used)).catch(() => {});
+      if (began !== undefined) callUsage.upstreamMs = d.clock() - began;
+      callUsage.downstreamMs = d.clock() - rec.start;
+      if (used) callUsage.tokens = { input: used.input ?? 0, output: used.output ?? 0, estimated: false };
+      const spent = used ? { microUsd: spendMicroUsd(model?.cost, used), tokens: totalOf(used) ?? 0 } : NOTHING;
+      void hold?.commit(spent).catch(() => {});
+    };
     const found = guards?.chainFor(snapshot, key, route.id);
     const guard = found ? relayGuard(found, envelope, m.remainder, route.name) : undefined;
     if (guard) {
       const refused = await checkRelayedRequest(guard, parsed, body, rec);
       if (refused) {
-        void permit.end().catch(() => {});
+        end();
         return refuse(refused);
       }
     }
@@ -271,13 +316,14 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
       : undefined;
     const callerLeft = () => cancel.abort(new Error('the caller went away'));
     c.env?.closed?.addEventListener('abort', callerLeft, { once: true });
-    const settle = (tokens?: number) => {
+    const settle = (usage?: Usage) => {
       clearTimeout(timer);
       c.env?.closed?.removeEventListener('abort', callerLeft);
-      void permit.end(tokens).catch(() => {});
+      end(usage);
     };
 
     let res: UpstreamResponse;
+    began = d.clock();
     try {
       res = await d.upstream({
         url: target.url,
@@ -330,7 +376,7 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
         for (const chunk of held) reader.push(chunk);
         const usage = reader.finish();
         rec.read(usage, undefined);
-        settle(totalOf(usage));
+        settle(usage);
         const refused = await checkWholeAnswer(guard, held, rec);
         if (refused) return refuse(refused);
         return new Response(new Blob(held as Uint8Array<ArrayBuffer>[]), { status: res.status, headers: answered });
@@ -348,8 +394,9 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
       onEnd(end, detail) {
         const usage = reader.finish();
         rec.read(usage, undefined);
-        settle(totalOf(usage));
+        settle(usage);
         if (end !== 'complete') {
+          if (end === 'client_closed') callUsage.status = 499;
           rec.streamFailed(end, detail);
           if (end !== 'client_closed') log.warn(PASSTHROUGH_MSG.streamFailed, { route: route.name, error: detail });
         }

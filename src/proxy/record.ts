@@ -12,13 +12,13 @@ import type { RequestOutcome } from '../telemetry/trace.ts';
 import { VERSION } from '../version.ts';
 import { CACHE_RECORD, type CacheRecord } from './cache-record.ts';
 import { GUARDRAIL_RECORD, type GuardrailRecord } from './guardrail-record.ts';
-import { MEDIA_RECORD } from './media-usage.ts';
+import { MEDIA_RECORD, type MediaRecord } from './media-usage.ts';
 import type { RecordFacet, RecordPart } from './record-facet.ts';
 import { OTHER_ENDPOINT, type Route, routeOf } from './routes.ts';
 import { DROPPED_RECORD } from './translation-record.ts';
 import { PASSTHROUGH_RECORD } from './passthrough-record.ts';
 import { totalOf, type Usage } from './usage.ts';
-import { USAGE_PART, type UsageFacts, type UsagePart } from '../usage/facts.ts';
+import { type JwtFacts, USAGE_PART, type UsageFacts, type UsagePart } from '../usage/facts.ts';
 
 /** The upstream a request went to: the part of `ServedBy` the labels read. */
 type Upstream = Pick<ServedBy, 'model' | 'key' | 'upstreamModel'>;
@@ -42,6 +42,8 @@ export class RequestRecord {
   /** Whether `model` is a routing model (then `served_by_model` names the target). */
   private routing = false;
   private key: ApiKey | undefined = undefined;
+  /** Who the caller's JWT named (docs/identity.md), for the usage events. */
+  private jwt: JwtFacts | undefined = undefined;
   private stream = false;
   /** The dispatcher's answer: its `served` says which upstream served it (or failed it last). */
   private result: DispatchResult | undefined = undefined;
@@ -92,9 +94,10 @@ export class RequestRecord {
     this.relay = labels;
   }
 
-  /** The caller's key was accepted. */
-  identified(key: ApiKey): void {
+  /** The caller's key was accepted (selected by `jwt`, when the caller came with one). */
+  identified(key: ApiKey, jwt?: JwtFacts): void {
     this.key = key;
+    this.jwt = jwt;
   }
 
   /** The body named a model that exists (and the key may use); `asked` is its name as the caller wrote it. */
@@ -295,6 +298,8 @@ export class RequestRecord {
       guardrails: g,
       cache: this.facets?.get(CACHE_RECORD) as CacheRecord | undefined,
       traceId: undefined,
+      jwt: this.jwt,
+      audioSeconds: (this.facets?.get(MEDIA_RECORD) as MediaRecord | undefined)?.audioSeconds,
     };
   }
 

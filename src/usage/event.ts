@@ -4,7 +4,7 @@
 import type { Hit } from '../guardrails/chain.ts';
 import type { AttemptFact } from '../routing/dispatch-types.ts';
 import { cleanText } from './client-type.ts';
-import type { UsageFacts, UsagePart } from './facts.ts';
+import type { CallUsage, UsageFacts, UsagePart } from './facts.ts';
 
 export interface UsageEvent {
   request_id: string;
@@ -20,6 +20,7 @@ export interface UsageEvent {
   cache_creation_tokens?: number;
   cache_read_tokens?: number;
   usage_estimated?: true;
+  audio_duration_seconds?: number;
   upstream_latency_ms: number;
   upstream_ttft_ms?: number;
   downstream_latency_ms?: number;
@@ -47,12 +48,49 @@ export interface UsageEvent {
   error_message?: string;
   client_source_ip?: string;
   client_user_agent?: string;
+  auth_type?: string;
+  mcp_server_name?: string;
+  mcp_tool_name?: string;
+  a2a_agent_name?: string;
+  a2a_method?: string;
+  a2a_operation?: string;
+  a2a_protocol_version?: string;
+  a2a_task_id?: string;
+  a2a_context_id?: string;
+  a2a_task_state?: string;
+  a2a_stream_event_count?: number;
+  passthrough_route_name?: string;
+  client_identity?: string;
+  jwt_subject?: string;
+  jwt_provider?: string;
+  jwt_claim_mapping?: string;
 }
 
 /** The handlers AISIX emits one event per upstream attempt on; every other one emits one per request. */
 const PER_ATTEMPT = new Set(['chat', 'messages', 'responses']);
+/** The media endpoints' calls: one event per request, labelled by family (`audio`, `images`, `rerank`). */
+const MEDIA_HANDLERS = [
+  'audio_speech',
+  'audio_transcriptions',
+  'audio_translations',
+  'images_generations',
+  'images_edits',
+  'rerank',
+];
 /** The model calls that emit events at all (count_tokens is not a usage AISIX records). */
-export const EVENT_HANDLERS = new Set(['chat', 'messages', 'responses', 'completions', 'embeddings']);
+export const EVENT_HANDLERS = new Set([
+  'chat',
+  'messages',
+  'responses',
+  'completions',
+  'embeddings',
+  ...MEDIA_HANDLERS,
+]);
+
+/** `aisix_usage_events_emitted_total`'s `handler`: a media call's family, else the call. */
+export function handlerLabel(handler: string): string {
+  return handler.startsWith('audio_') ? 'audio' : handler.startsWith('images_') ? 'images' : handler;
+}
 
 /** AISIX's cap on `error_message` and on the ids it records. */
 const ERROR_MESSAGE_MAX = 2048;
@@ -127,6 +165,9 @@ function common(f: UsageFacts, part: UsagePart, now: number) {
     inbound_protocol: f.protocol,
     client_source_ip: part.clientIp || undefined,
     client_user_agent: part.userAgent || undefined,
+    jwt_subject: f.jwt ? cleanText(f.jwt.subject, ID_MAX) : undefined,
+    jwt_provider: f.jwt ? cleanText(f.jwt.provider, ID_MAX) : undefined,
+    jwt_claim_mapping: f.jwt?.claimMapping !== undefined ? cleanText(f.jwt.claimMapping, ID_MAX) : undefined,
   };
 }
 
@@ -182,6 +223,7 @@ function terminalEvent(
     cache_creation_tokens: nonZero(u?.cacheCreation),
     cache_read_tokens: nonZero(u?.cacheRead),
     usage_estimated: u?.estimated ? true : undefined,
+    audio_duration_seconds: nonZero(f.audioSeconds),
     upstream_latency_ms: ms(upstreamMs),
     upstream_ttft_ms: f.stream && !hit ? nonZero(ms(f.upstreamTtftMs ?? 0)) : undefined,
     downstream_latency_ms: downstream !== undefined ? nonZero(ms(downstream)) : undefined,
@@ -201,6 +243,29 @@ function terminalEvent(
     attempt_model: f.routing && s && !hit ? s.model.display_name : undefined,
     error_class: failedKind,
     error_message: failedKind !== undefined && failedText !== undefined ? errorText(failedText) : undefined,
+  });
+}
+
+/**
+ * The one event of a tool or agent call (docs/usage-events.md "Tool and agent calls"): no model, no provider,
+ * cost 0; the surface's own fields and the caller's status.
+ */
+export function callEvent(f: UsageFacts, part: UsagePart, call: CallUsage, status: number, now: number): UsageEvent {
+  const t = call.tokens;
+  const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
+  return shape(common(f, part, now), {
+    model_id: '',
+    prompt_tokens: t?.input ?? 0,
+    completion_tokens: t?.output ?? 0,
+    usage_estimated: t?.estimated ? true : undefined,
+    upstream_latency_ms: ms(call.upstreamMs),
+    downstream_latency_ms: nonZero(ms(call.downstreamMs ?? call.upstreamMs)),
+    status_code: call.status ?? status,
+    cost_usd: 0,
+    guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
+    inbound_protocol: call.protocol,
+    attempt_index: 0,
+    ...call.fields,
   });
 }
 
@@ -236,6 +301,7 @@ const ORDER: readonly (keyof UsageEvent)[] = [
   'cache_creation_tokens',
   'cache_read_tokens',
   'usage_estimated',
+  'audio_duration_seconds',
   'upstream_latency_ms',
   'upstream_ttft_ms',
   'downstream_latency_ms',
@@ -261,8 +327,24 @@ const ORDER: readonly (keyof UsageEvent)[] = [
   'attempt_model',
   'error_class',
   'error_message',
+  'auth_type',
   'client_source_ip',
   'client_user_agent',
+  'mcp_server_name',
+  'mcp_tool_name',
+  'a2a_agent_name',
+  'a2a_method',
+  'a2a_operation',
+  'a2a_protocol_version',
+  'a2a_task_id',
+  'a2a_context_id',
+  'a2a_task_state',
+  'a2a_stream_event_count',
+  'passthrough_route_name',
+  'client_identity',
+  'jwt_subject',
+  'jwt_provider',
+  'jwt_claim_mapping',
 ];
 
 function monitorHit(h: Hit): Hit {

@@ -35,6 +35,14 @@ export interface CacheFacts {
   saved: { input: number; output: number } | undefined;
 }
 
+/** Who a JWT-authenticated caller's token named (src/identity/authenticate.ts `JwtIdentity`). */
+export interface JwtFacts {
+  readonly subject: string;
+  readonly provider: string;
+  /** Absent for a key the subject is bound to directly. */
+  readonly claimMapping?: string;
+}
+
 /** One finished request as the record saw it. Times are the gateway clock's milliseconds. */
 export interface UsageFacts {
   readonly requestId: string;
@@ -64,6 +72,33 @@ export interface UsageFacts {
   readonly guardrails: GuardrailFacts | undefined;
   readonly cache: CacheFacts | undefined;
   readonly traceId: string | undefined;
+  /** The audio a transcription or translation covered (the media part of the record). */
+  readonly audioSeconds?: number;
+  /** The JWT that selected the caller's key; undefined for a plaintext key. */
+  readonly jwt?: JwtFacts;
+}
+
+/**
+ * A call that is no model call and still leaves a usage record (an MCP tool call, an A2A call): its handler says
+ * what it was, and the usage hooks build its one event (docs/usage-events.md "Tool and agent calls").
+ */
+export interface CallUsage {
+  /** `aisix_usage_events_emitted_total`'s `handler` label (`mcp`, `a2a`). */
+  readonly handler: string;
+  /** The event's `inbound_protocol`. */
+  readonly protocol: string;
+  /** The counters' `inbound_protocol` label, when AISIX's bounded set lacks the protocol (`other`). */
+  readonly protocolLabel?: string;
+  /** The surface's own fields (`mcp_server_name`, `a2a_agent_name`, …), in AISIX's order; undefined: omitted. */
+  fields: Record<string, string | number | undefined>;
+  /** Time spent on the upstream (0 when refused before it). */
+  upstreamMs: number;
+  /** Request receipt to the answer's end, when it is not `upstreamMs`. */
+  downstreamMs?: number;
+  /** The status the call's record states, when it is not the HTTP status (an abandoned A2A stream's 499). */
+  status?: number;
+  /** The tokens, when the surface estimates some (A2A); a tool call has none. */
+  tokens?: { input: number; output: number; estimated: boolean };
 }
 
 /**
@@ -87,6 +122,8 @@ export class UsagePart {
   exporting = false;
   /** Why the model stopped, as the answer said; read only while `exporting`. */
   finishReason: string | undefined = undefined;
+  /** Set by the handler of a tool or agent call that leaves a usage record; undefined elsewhere. */
+  call: CallUsage | undefined = undefined;
   /** Dispatch's per-attempt callback (`DispatchInput.onAttempt`); undefined when nothing keeps attempts. */
   attempt: ((a: AttemptFact) => void) | undefined = undefined;
 

@@ -5,8 +5,8 @@
 // series) without being built.
 import type { Counter } from '../observability/metrics.ts';
 import { cleanUserAgent, ClientTypeClassifier, type ClientTypeRule } from './client-type.ts';
-import { buildEvents, EVENT_HANDLERS, type EventLabels, eventLabels } from './event.ts';
-import { USAGE_PART, type UsageFacts, type UsagePart } from './facts.ts';
+import { buildEvents, callEvent, EVENT_HANDLERS, type EventLabels, eventLabels, handlerLabel } from './event.ts';
+import { type CallUsage, USAGE_PART, type UsageFacts, type UsagePart } from './facts.ts';
 import type { UsageMetrics } from './metrics.ts';
 import type { UsageSinks } from './sinks.ts';
 
@@ -35,6 +35,16 @@ export interface UsageHooksDeps {
 export function usageHooks(d: UsageHooksDeps) {
   const classifier = new ClientTypeClassifier(d.clientTypeRules);
   const m = d.metrics;
+  /** A tool or agent call's one event: no model or provider key to label it with (AISIX's `unknown`). */
+  const emitCall = (f: UsageFacts, part: UsagePart, call: CallUsage, status: number): void => {
+    const labels = [call.handler, statusClass(call.status ?? status), call.protocolLabel ?? call.protocol, ...UNKNOWN];
+    d.emitted.inc(labels);
+    const sinks = d.sinks;
+    if (!sinks?.active) return m.drops.inc(['sink_disabled', ...UNKNOWN]);
+    for (const reason of sinks.offer(callEvent(f, part, call, status, d.clock()), undefined)) {
+      m.drops.inc([reason, ...UNKNOWN]);
+    }
+  };
   return {
     begin(rec: UsageRecordView, headers: Headers): void {
       const part = rec.facet(USAGE_PART);
@@ -50,6 +60,8 @@ export function usageHooks(d: UsageHooksDeps) {
     },
     end(rec: UsageRecordView, status: number, watch: { readonly traceId?: string } | undefined): void {
       const f = { ...rec.usageFacts(), traceId: watch?.traceId };
+      const call = rec.facet(USAGE_PART).call;
+      if (call && f.apiKeyId !== undefined) return emitCall(f, rec.facet(USAGE_PART), call, status);
       // Authentication failures and paths that are no model call leave no usage behind (AISIX's).
       if (f.apiKeyId === undefined || f.handler === undefined || !EVENT_HANDLERS.has(f.handler)) return;
       const part = rec.facet(USAGE_PART);
@@ -79,9 +91,18 @@ export function usageHooks(d: UsageHooksDeps) {
   };
 }
 
+const UNKNOWN = ['unknown', 'unknown', 'unknown'] as const;
+
 /** `aisix_usage_events_emitted_total`'s labels: handler, status class, inbound protocol, model, provider key. */
 function emittedLabels(f: UsageFacts, l: EventLabels): string[] {
-  return [f.handler ?? 'other', statusClass(l.status), f.protocol, l.model, l.providerKeyId, l.providerKeyName];
+  return [
+    handlerLabel(f.handler ?? 'other'),
+    statusClass(l.status),
+    f.protocol,
+    l.model,
+    l.providerKeyId,
+    l.providerKeyName,
+  ];
 }
 
 /** AISIX's `status_code` label: 2xx|3xx|4xx|5xx|other. */
