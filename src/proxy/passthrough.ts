@@ -286,10 +286,11 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
       return refuse(hold);
     }
     /** Ends the permit and settles the budget hold at what the answer reported (nothing for no answer). */
-    let began: number | undefined;
+    /** When the upstream call began (its time is the event's upstream latency). */
+    const upstream: { began?: number } = {};
     const end = (used?: Usage) => {
       void permit.end(totalOf(used)).catch(() => {});
-      if (began !== undefined) callUsage.upstreamMs = d.clock() - began;
+      if (upstream.began !== undefined) callUsage.upstreamMs = d.clock() - upstream.began;
       callUsage.downstreamMs = d.clock() - rec.start;
       if (used) callUsage.tokens = { input: used.input ?? 0, output: used.output ?? 0, estimated: false };
       const spent = used ? { microUsd: spendMicroUsd(model?.cost, used), tokens: totalOf(used) ?? 0 } : NOTHING;
@@ -323,7 +324,7 @@ function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor
     };
 
     let res: UpstreamResponse;
-    began = d.clock();
+    upstream.began = d.clock();
     try {
       res = await d.upstream({
         url: target.url,
