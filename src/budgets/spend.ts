@@ -52,6 +52,19 @@ export async function reserveSpend(
 const LEAST: Amount = { microUsd: 1, tokens: 1 };
 
 /**
+ * For a session whose cost is known only when it ends (a Realtime session): admitted while every budget it meets
+ * has room, then settled at what it spent. One session may pass the limit by its own spend
+ * (docs/budgets.md "Joining budgets").
+ */
+export function reserveSession(
+  budgets: Budgets,
+  nowMs: () => number,
+  r: Pick<SpendRequest, 'key' | 'snapshot' | 'model'>,
+): Promise<SpendHold | ProxyError | undefined> {
+  return reserveSpend(budgets, nowMs, { ...r, call: 'none', body: {}, amount: LEAST });
+}
+
+/**
  * For a call that spends nothing itself (an MCP tool call, an A2A call): the caller's error when a hard budget
  * of its key, team or user has no room left, so a spent key does not keep using the gateway; it is charged 0.
  */

@@ -2,6 +2,9 @@
 // `Authorization`, `x-api-key` or the `openai-insecure-api-key.<key>` subprotocol), the model admitted, the
 // rate limits reserved for the session; then the 101, the upstream socket opened with the provider key's
 // credential, and the relay (src/realtime/relay.ts) until either side closes, the idle cap or the drain ends it.
+import type { BudgetsSetup } from '../budgets/setup.ts';
+import { reserveSession } from '../budgets/spend.ts';
+import type { Amount } from '../budgets/store.ts';
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -26,6 +29,8 @@ export const REALTIME_NOT_SERVED = 'realtime is not served on this runtime (GET 
 export const REALTIME_PROTOCOL = 'realtime';
 /** The browser form of the caller's key: a subprotocol `openai-insecure-api-key.<key>`. */
 const KEY_PROTOCOL = 'openai-insecure-api-key.';
+/** A session that ended before it spent anything. */
+const NOTHING: Amount = { microUsd: 0, tokens: 0 };
 
 export interface RealtimeDeps {
   readonly config: {
@@ -37,6 +42,8 @@ export interface RealtimeDeps {
   readonly lifecycle: { readonly draining: boolean; readonly drain?: { signalAt: number } | undefined };
   readonly rateLimiter: Pick<RateLimiter, 'acquire'>;
   readonly platform?: Pick<Platform, 'connectWebSocket'>;
+  /** Spend budgets (docs/budgets.md): a session is admitted while its budgets have room, charged at its end. */
+  readonly budgets?: Pick<BudgetsSetup, 'budgets'>;
 }
 
 /** A request whose headers carry the key a subprotocol gave, so `identify` reads it as a bearer. */
@@ -79,6 +86,12 @@ export function realtimeHandler(d: RealtimeDeps, identify: RequestStep, clientIp
       { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
     ]);
     if (!decision.allowed) return fail(c, rateLimitRefusal(decision));
+    const snapshot = req.caller.snapshot;
+    const hold = d.budgets && await reserveSession(d.budgets.budgets, d.clock, { key: apiKey, snapshot, model });
+    if (hold instanceof ProxyError) {
+      await decision.permit.end(0);
+      return fail(c, hold);
+    }
     const rec = c.get('rec');
     rec.resolved(model, name);
     rec.dispatching(true, { model, key, upstreamModel: model.model_name });
@@ -97,11 +110,13 @@ export function realtimeHandler(d: RealtimeDeps, identify: RequestStep, clientIp
         rec.read(usageOf(ended.usage), undefined);
         if (ended.status !== 200) rec.failed(ended.by === 'idle' ? 'timeout' : 'upstream_error', closeMessage(ended));
         await decision.permit.end(ended.usage.input + ended.usage.output);
+        await hold?.commit(rec.spent() ?? NOTHING);
         tracker.onEnd?.(ended.status === 200 ? 'complete' : 'upstream_error');
       },
       async () => {
         // The caller left during the handshake.
         await decision.permit.end(0);
+        await hold?.commit(NOTHING);
         tracker.onEnd?.('client_closed');
       },
     );

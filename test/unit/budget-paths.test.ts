@@ -1,7 +1,7 @@
 // Budgets on the paths outside the chat family (docs/budgets.md "Joining budgets"): a media call reserved and
 // charged at its model's cost, a passthrough request charged the tokens its upstream reported at the price of the
-// model its body names and refused at a hard budget, and an MCP tool call and an A2A call refused once their key's
-// budget has no room left.
+// model its body names and refused at a hard budget, and an MCP tool call, an A2A call and a Realtime session
+// refused once their key's budget has no room left.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Gateway } from '../../src/gateway.ts';
@@ -114,5 +114,38 @@ describe('calls that spend nothing themselves', () => {
       params: { message: { role: 'user', parts: [{ kind: 'text', text: 'hi' }] } },
     }, KEYS.SPENT);
     await assertBudgetRefusal(agent);
+    // A Realtime session is admitted only while its budgets have room: refused before the upgrade, and before
+    // any upstream socket is opened.
+    let opened = 0;
+    const platform = gw.platform;
+    const withSockets = gw as unknown as { platform: typeof platform };
+    withSockets.platform = {
+      ...platform,
+      connectWebSocket: () => {
+        opened++;
+        throw new Error('no upstream for a refused session');
+      },
+    };
+    const realtime = createProxyApp(gw);
+    let upgraded = 0;
+    const session = await realtime.request('/v1/realtime?model=image', {
+      headers: {
+        authorization: `Bearer ${KEYS.SPENT}`,
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      },
+    }, {
+      peer: '127.0.0.1:1',
+      upgradeWebSocket: () => {
+        upgraded++;
+        throw new Error('a refused session is never upgraded');
+      },
+    });
+    withSockets.platform = platform;
+    await assertBudgetRefusal(session);
+    assert.equal(upgraded, 0);
+    assert.equal(opened, 0);
   });
 });
