@@ -326,6 +326,7 @@ export class RequestRecord {
       clientIp: this.peer?.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1'),
       errorType: this.errorKind,
       downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
+      upstreamTtftMs: this.stream ? this.upstreamTtftMs : undefined,
     };
     if (this.facets) { for (const f of this.facets.values()) f.traced?.(o); }
     return o;

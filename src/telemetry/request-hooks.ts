@@ -33,6 +33,8 @@ export function traceHooks(t: Pick<Telemetry, 'active' | 'begin' | 'end' | 'capt
       const trace = watch.trace;
       if (rec.streamed) trace.serving?.extend(); // the winning stream's span lasts to the stream's end
       const outcome = rec.traceOutcome(status);
+      // The span and the log line state one figure: the record's, from the serving attempt's own clock.
+      if (outcome.upstreamTtftMs !== undefined && trace.serving) trace.serving.ttftMs = outcome.upstreamTtftMs;
       outcome.finishReason = trace.finishReason;
       // A 429 before any attempt is the gateway's own rate limit, not an upstream's.
       outcome.rateLimited = status === 429 && trace.attempts.length === 0;

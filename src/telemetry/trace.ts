@@ -97,6 +97,8 @@ export interface RequestOutcome {
   errorType?: string;
   /** Arrival → first byte sent to the caller. */
   downstreamTtftMs?: number;
+  /** The serving attempt's time to its first chunk as the request's log line states it (a stream's). */
+  upstreamTtftMs?: number;
   /** Whether the request was refused by a rate limit (`aisix.error_class` `rate_limit_exceeded`). */
   rateLimited?: boolean;
   /** Captured content (content_mode `full`), already free of credentials. */
