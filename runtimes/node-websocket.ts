@@ -79,6 +79,9 @@ export function acceptUpgrades(
     handleProtocols: (_offered, req) => chosen.get(req) ?? false,
   });
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    // node:http leaves an upgraded socket without its error listener: a peer that hangs up while its refusal is
+    // written (EPIPE, ECONNRESET) would otherwise be an uncaught error that ends the process.
+    socket.on('error', () => socket.destroy());
     // With an `upgrade` listener node:http hands it every upgrade (h2c from `curl --http2` too), where it served
     // them as plain requests before: any other than a WebSocket's goes back to the server as one.
     if (req.headers.upgrade?.toLowerCase() !== 'websocket') {

@@ -21,7 +21,7 @@ import {
 } from '../support/process.ts';
 
 const RUNTIMES: RuntimeName[] = (process.env.SLUICE_REALTIME_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
-  ['node', 'bun'];
+  ['node', 'bun', 'deno'];
 const LIMITED_KEY = 'sk-limited-realtime-key';
 
 // The SDK's browser-style client needs a global WebSocket (Node 20 has none): ws's has the same event API.
