@@ -76,3 +76,29 @@ export class OAuthTokens {
     return { token: body.access_token, expiresInSecs: Math.min(given, MAX_EXPIRES_SECS) };
   }
 }
+
+/**
+ * The credential an upstream request carries for `server` (never the caller's): its bearer secret, its API key
+ * under `apiKeyHeader`, or a token minted for it; none for `auth_type: none`.
+ */
+export async function credentialHeaders(
+  server: McpServer,
+  tokens: OAuthTokens,
+  signal: CancelSignal,
+  apiKeyHeader: string,
+): Promise<Record<string, string>> {
+  const secret = server.secret ?? '';
+  switch (server.auth_type) {
+    case 'none':
+      return {};
+    case 'bearer':
+      return { authorization: `Bearer ${secret}` };
+    case 'api_key':
+      if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(secret)) {
+        throw new UpstreamFailure('upstream API key is not a valid HTTP header value');
+      }
+      return { [apiKeyHeader.toLowerCase()]: secret };
+    case 'oauth2':
+      return { authorization: `Bearer ${await tokens.token(server, signal)}` };
+  }
+}

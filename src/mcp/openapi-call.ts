@@ -7,7 +7,7 @@ import type { McpServer } from '../resources/mcp-schema.ts';
 import { UpstreamRedirected } from '../upstream-fetch.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 import { UpstreamFailure } from './failures.ts';
-import type { OAuthTokens } from './oauth.ts';
+import { credentialHeaders, type OAuthTokens } from './oauth.ts';
 import { buildUrl, coerceBody, generateTools, type OpenApiTool } from './openapi.ts';
 
 const DEFAULT_API_KEY_HEADER = 'x-api-key';
@@ -49,7 +49,10 @@ export class OpenApiServers {
     // A bad argument is the agent's to correct: a tool error, as a non-2xx answer is.
     const target = buildUrl(server.url, tool, args);
     if ('error' in target) return toolResult(target.error, true);
-    const headers: Record<string, string> = { accept: '*/*', ...await this.auth(server, signal) };
+    const headers: Record<string, string> = {
+      accept: '*/*',
+      ...await credentialHeaders(server, this.tokens, signal, server.api_key_header || DEFAULT_API_KEY_HEADER),
+    };
     const req: Parameters<UpstreamFetch>[0] = { url: target.url, method: tool.method.toUpperCase(), headers, signal };
     const body = tool.hasBody ? coerceBody(args.body) : undefined;
     if (body !== undefined) {
@@ -71,23 +74,6 @@ export class OpenApiServers {
     // A minted token refused before it expired: the next call mints a new one.
     if (status === 401 && server.auth_type === 'oauth2') this.tokens.drop(server);
     return status >= 200 && status < 300 ? toolResult(text, false) : toolResult(`HTTP ${status}: ${text}`, true);
-  }
-
-  private async auth(server: McpServer, signal: CancelSignal): Promise<Record<string, string>> {
-    const secret = server.secret ?? '';
-    switch (server.auth_type) {
-      case 'none':
-        return {};
-      case 'bearer':
-        return { authorization: `Bearer ${secret}` };
-      case 'api_key':
-        if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(secret)) {
-          throw new UpstreamFailure('upstream API key is not a valid HTTP header value');
-        }
-        return { [(server.api_key_header || DEFAULT_API_KEY_HEADER).toLowerCase()]: secret };
-      case 'oauth2':
-        return { authorization: `Bearer ${await this.tokens.token(server, signal)}` };
-    }
   }
 
   private async read(body: AsyncIterable<Uint8Array>): Promise<string> {

@@ -10,7 +10,7 @@ import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import { VERSION } from '../version.ts';
 import { CODE, FALLBACK_VERSION, META_CLIENT_CAPABILITIES, META_VERSION, MODERN_VERSION } from './protocol.ts';
 import { MalformedContent, UpstreamFailure } from './failures.ts';
-import { OAuthTokens } from './oauth.ts';
+import { credentialHeaders, OAuthTokens } from './oauth.ts';
 import { OpenApiServers } from './openapi-call.ts';
 
 /** A tool as the gateway relays it: AISIX's bridge keeps only these three members. */
@@ -323,7 +323,7 @@ export class McpUpstreams {
     this.warnCleartext(server);
     let session: Session | undefined;
     await within(server.timeout_ms, 'connect', caller, async (signal) => {
-      session = new Session(server, this.d.upstream, await this.authHeaders(server, signal));
+      session = new Session(server, this.d.upstream, await credentialHeaders(server, this.tokens, signal, 'x-api-key'));
       try {
         await session.open(signal);
       } catch (e) {
@@ -332,23 +332,6 @@ export class McpUpstreams {
       }
     });
     return await within(server.timeout_ms, 'operation', caller, (signal) => op(session!, signal));
-  }
-
-  private async authHeaders(server: McpServer, signal: CancelSignal): Promise<Record<string, string>> {
-    const secret = server.secret ?? '';
-    switch (server.auth_type) {
-      case 'none':
-        return {};
-      case 'bearer':
-        return { authorization: `Bearer ${secret}` };
-      case 'api_key':
-        if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(secret)) {
-          throw new UpstreamFailure('upstream API key is not a valid HTTP header value');
-        }
-        return { 'x-api-key': secret };
-      case 'oauth2':
-        return { authorization: `Bearer ${await this.tokens.token(server, signal)}` };
-    }
   }
 
   /** AISIX's cleartext findings, each WARNed once per process (server, finding, URL). */
