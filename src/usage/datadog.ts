@@ -6,7 +6,7 @@ import type { DatadogExporterResource } from '../resources/schema.ts';
 import { type CancelSignal, toAbortSignal } from '../util/cancel.ts';
 import type { CappedContent } from './content.ts';
 import type { UsageEvent } from './event.ts';
-import type { Deliver } from './pipeline.ts';
+import type { Deliver } from '../observability/delivery-queue.ts';
 
 /** One POST of bytes: the status and the answer's text (an intake's error detail). Throws on transport failure. */
 export type PostBytes = (
@@ -79,7 +79,7 @@ export function datadogDelivery(
   d: Pick<DatadogExporterResource, 'site' | 'credential_ref'>,
   env: Record<string, string | undefined>,
   post: PostBytes,
-): Deliver {
+): Deliver<string> {
   const url = intakeUrl(d.site);
   // An unresolvable key is sent empty: the intake refuses it (403) and the failure is counted, never skipped.
   const apiKey = env[apiKeyVariable(d.credential_ref)] ?? '';

@@ -4,11 +4,11 @@
 // false and no event is ever built.
 import type { Logger } from '../observability/logger.ts';
 import type { UsageExporterResource } from '../resources/schema.ts';
+import { type Deliver, DeliveryQueue, type QueueDeps } from '../observability/delivery-queue.ts';
 import { datadogDelivery, datadogLog, type PostBytes } from './datadog.ts';
 import { capFor, type CapturedContent } from './content.ts';
 import type { UsageEvent } from './event.ts';
 import type { EventDropReason, UsageMetrics } from './metrics.ts';
-import { type Deliver, type PipelineDeps, UsagePipeline } from './pipeline.ts';
 import { slsDelivery, slsRecord } from './sls.ts';
 
 export interface UsageSinksDeps {
@@ -17,13 +17,13 @@ export interface UsageSinksDeps {
   metrics: UsageMetrics;
   log: Logger;
   keepAlive?: (delivery: Promise<void>) => void;
-  sleep?: PipelineDeps['sleep'];
+  sleep?: QueueDeps['sleep'];
 }
 
 interface Live {
   row: UsageExporterResource;
   fingerprint: string;
-  pipeline: UsagePipeline;
+  pipeline: DeliveryQueue<string>;
 }
 
 /** How long a retired exporter (removed or rebuilt) may keep delivering what it held. */
@@ -32,7 +32,7 @@ const RETIRED_DRAIN_MS = 30_000;
 export class UsageSinks {
   private live = new Map<string, Live>();
   private readonly closing = new Set<Promise<void>>();
-  private readonly pipelineDeps: PipelineDeps;
+  private readonly pipelineDeps: QueueDeps;
   /** Whether some enabled exporter takes events (read once per request). */
   active = false;
   /** The largest `content_max_bytes` of the exporters with `content_mode: full`; undefined: no capture. */
@@ -65,10 +65,11 @@ export class UsageSinks {
         next.set(row.name, { ...old, row });
         continue;
       }
-      const deliver: Deliver = row.kind === 'aliyun_sls'
+      const deliver: Deliver<string> = row.kind === 'aliyun_sls'
         ? slsDelivery(row, this.deps.env, this.deps.post)
         : datadogDelivery(row, this.deps.env, this.deps.post);
-      const pipeline = new UsagePipeline(row.name, deliver, this.pipelineDeps);
+      // Usage drop reasons have no `queue_full`: what a rebuilt exporter cannot take over counts as `shutdown`.
+      const pipeline = new DeliveryQueue(row.name, deliver, this.pipelineDeps, { overflow: 'shutdown' });
       if (old) pipeline.adopt(old.pipeline.handOver());
       next.set(row.name, { row, fingerprint, pipeline });
     }
@@ -98,7 +99,7 @@ export class UsageSinks {
         const capped = own && capFor(own, row.content_max_bytes);
         return row.kind === 'aliyun_sls' ? slsRecord(event, capped) : JSON.stringify(datadogLog(event, row, capped));
       });
-      if (r) refused.push(r);
+      if (r) refused.push(r === 'full' ? 'sink_full' : 'sink_closed');
     }
     return refused;
   }

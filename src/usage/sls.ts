@@ -5,7 +5,7 @@ import type { SlsExporterResource } from '../resources/schema.ts';
 import type { CappedContent } from './content.ts';
 import { type PostBytes, SCHEMA_VERSION } from './datadog.ts';
 import type { UsageEvent } from './event.ts';
-import type { Deliver } from './pipeline.ts';
+import type { Deliver } from '../observability/delivery-queue.ts';
 import { encodeLogGroup, lz4Block, md5Hex, type SlsLog } from './sls-wire.ts';
 
 const DETAIL_MAX = 200;
@@ -100,7 +100,7 @@ export function slsDelivery(
   env: Record<string, string | undefined>,
   post: PostBytes,
   now: () => Date = () => new Date(),
-): Deliver {
+): Deliver<string> {
   const url = putLogsUrl(row);
   const names = slsKeyVariables(row.credential_ref);
   // An unresolvable pair is sent empty: SLS refuses it (401) and the failure is counted, never skipped.

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { parseRow } from '../../src/sources/etcd/rows.ts';
 import { apiKeyVariable, intakeUrl, postBytesThroughFetch } from '../../src/usage/datadog.ts';
-import { MAX_BATCH_RECORDS, MAX_QUEUE_RECORDS } from '../../src/usage/pipeline.ts';
+import { MAX_BATCH_RECORDS, MAX_QUEUE_RECORDS } from '../../src/observability/delivery-queue.ts';
 import { UsageSinks } from '../../src/usage/sinks.ts';
 import { UsageMetrics } from '../../src/usage/metrics.ts';
 import { Registry } from '../../src/observability/metrics.ts';

@@ -1,12 +1,12 @@
-// One usage exporter's delivery, off the request path (docs/usage-events.md "Delivery"): AISIX's pipeline — a
-// queue of 1024 records, batches of at most 100 sent at least once a second, transient failures retried 4
-// times with backoff (200 ms doubling, at most 5 s) — as the OTLP exporter does it (src/telemetry/exporter.ts).
-// `offer` never waits: a full or closed queue refuses the record and says why, and the caller counts it.
-import type { Logger } from '../observability/logger.ts';
-import { MSG } from '../observability/messages.ts';
+// The delivery pipeline every exporter shares, off the request path (docs/operations.md "Tracing",
+// docs/usage-events.md "Delivery"): AISIX's numbers — a bounded queue of 1024 records, batches of at most 100
+// sent at least once a second, transient failures retried 4 times with backoff (200 ms doubling, at most 5 s),
+// everything not delivered counted as dropped. `offer` never waits: a full or closed queue refuses the record
+// without building it and says why.
+import type { Logger } from './logger.ts';
+import { MSG } from './messages.ts';
 import { Cancel, type CancelSignal } from '../util/cancel.ts';
 import { sleep } from '../util/sleep.ts';
-import type { RecordDropReason } from './metrics.ts';
 
 export const MAX_QUEUE_RECORDS = 1024;
 export const MAX_BATCH_RECORDS = 100;
@@ -16,20 +16,24 @@ export const BACKOFF_BASE_MS = 200;
 export const BACKOFF_MAX_MS = 5000;
 export const POST_TIMEOUT_MS = 5000;
 
-/** One batch's delivery: `ok`, or a failure that is worth a retry (`transient`) or not; `error` for the log. */
+/** One batch's delivery: `ok`, or a failure worth a retry (`transient`) or not; `error` for the log. */
 export type DeliveryResult = { ok: true } | { ok: false; transient: boolean; error: string };
 
-/** What a kind of exporter does with one batch of its records (Datadog: a gzipped JSON array). */
-export type Deliver = (records: readonly string[], signal: CancelSignal) => Promise<DeliveryResult>;
+/** What a kind of exporter does with one batch; a throw is a transient failure. */
+export type Deliver<R> = (records: readonly R[], signal: CancelSignal) => Promise<DeliveryResult>;
 
-export interface PipelineMetrics {
-  delivered(exporter: string, records: number): void;
+/** Why queued records were not delivered. */
+export type QueueDropReason = 'queue_full' | 'rejected' | 'retries_exhausted' | 'shutdown';
+
+/** Counts in the queue's unit of weight (records, or an OTLP record's spans). */
+export interface QueueMetrics {
+  delivered(exporter: string, weight: number): void;
   failed(exporter: string): void;
-  dropped(exporter: string, reason: RecordDropReason, records: number): void;
+  dropped(exporter: string, reason: QueueDropReason, weight: number): void;
 }
 
-export interface PipelineDeps {
-  metrics: PipelineMetrics;
+export interface QueueDeps {
+  metrics: QueueMetrics;
   log: Logger;
   /** Workers' `waitUntil`: given, a record is sent as soon as it is queued instead of on the timer. */
   keepAlive?: (delivery: Promise<void>) => void;
@@ -37,15 +41,29 @@ export interface PipelineDeps {
   sleep?: (ms: number, signal: CancelSignal) => Promise<void>;
 }
 
-export class UsagePipeline {
-  private queue: string[] = [];
+export interface QueueShape<R> {
+  /** A record's weight in the metrics (default 1). */
+  weigh?: (record: R) => number;
+  /** How records an adopting queue has no room for are counted (default `queue_full`). */
+  overflow?: QueueDropReason;
+}
+
+export class DeliveryQueue<R> {
+  private queue: R[] = [];
   private running: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  /** Aborted when the queue is closed past its deadline: waits and deliveries stop, the rest is dropped. */
   private readonly stop = new Cancel();
   private closed = false;
+  /** While flushing (drain), partial batches go out at once instead of waiting for the timer. */
   private flushing = false;
 
-  constructor(readonly name: string, private readonly deliver: Deliver, private readonly deps: PipelineDeps) {
+  constructor(
+    readonly name: string,
+    private readonly deliver: Deliver<R>,
+    private readonly deps: QueueDeps,
+    private readonly shape: QueueShape<R> = {},
+  ) {
     deps.log.info(MSG.sinkStarted, {
       sink: name,
       max_batch: MAX_BATCH_RECORDS,
@@ -54,16 +72,17 @@ export class UsagePipeline {
     });
   }
 
+  /** Records waiting (not counting a batch being delivered). */
   get queued(): number {
     return this.queue.length;
   }
 
-  /** Queue one record, built by `build` only when there is room; the reason when it is refused. Never waits. */
-  offer(build: () => string): 'sink_full' | 'sink_closed' | undefined {
-    if (this.closed) return 'sink_closed';
+  /** Queue one record, built by `build` only when there is room; why it was refused otherwise. Never waits. */
+  offer(build: () => R): 'full' | 'closed' | undefined {
+    if (this.closed) return 'closed';
     if (this.queue.length >= MAX_QUEUE_RECORDS) {
       this.deps.log.debug(MSG.sinkQueueFull, { sink: this.name });
-      return 'sink_full';
+      return 'full';
     }
     this.queue.push(build());
     if (this.deps.keepAlive || this.queue.length >= MAX_BATCH_RECORDS) void this.kick();
@@ -72,7 +91,7 @@ export class UsagePipeline {
   }
 
   /** Takes the records still queued (a rebuilt exporter continues them); this one accepts no more. */
-  handOver(): string[] {
+  handOver(): R[] {
     const q = this.queue;
     this.queue = [];
     this.closed = true;
@@ -80,12 +99,12 @@ export class UsagePipeline {
     return q;
   }
 
-  /** Records handed over by the pipeline this one replaces go first; what does not fit is dropped. */
-  adopt(records: string[]): void {
+  /** Records handed over by the queue this one replaces go first; what does not fit is dropped (counted). */
+  adopt(records: R[]): void {
     const room = MAX_QUEUE_RECORDS - this.queue.length;
-    const kept = records.slice(Math.max(0, records.length - room));
-    if (kept.length < records.length) this.deps.metrics.dropped(this.name, 'shutdown', records.length - kept.length);
-    this.queue = [...kept, ...this.queue];
+    const cut = Math.max(0, records.length - room);
+    if (cut > 0) this.drop(this.shape.overflow ?? 'queue_full', records.slice(0, cut));
+    this.queue = [...records.slice(cut), ...this.queue];
     if (this.queue.length > 0) this.deps.keepAlive ? void this.kick() : this.schedule();
   }
 
@@ -110,9 +129,21 @@ export class UsagePipeline {
       clearTimeout(deadline);
     }
     if (this.queue.length > 0) {
-      this.deps.metrics.dropped(this.name, 'shutdown', this.queue.length);
+      this.drop('shutdown', this.queue);
       this.queue = [];
     }
+  }
+
+  private weight(records: readonly R[]): number {
+    const weigh = this.shape.weigh;
+    if (!weigh) return records.length;
+    let n = 0;
+    for (const r of records) n += weigh(r);
+    return n;
+  }
+
+  private drop(reason: QueueDropReason, records: readonly R[]): void {
+    this.deps.metrics.dropped(this.name, reason, this.weight(records));
   }
 
   private schedule(): void {
@@ -121,7 +152,7 @@ export class UsagePipeline {
       this.timer = undefined;
       void this.kick();
     }, FLUSH_INTERVAL_MS);
-    // Never what keeps a process alive: the drain flushes explicitly.
+    // Never what keeps a process alive: the drain flushes explicitly (duck-typed: Node and Bun timers have it).
     (this.timer as { unref?: () => void }).unref?.();
   }
 
@@ -153,14 +184,14 @@ export class UsagePipeline {
     }
   }
 
-  private async send(batch: string[]): Promise<void> {
+  private async send(batch: R[]): Promise<void> {
     const wait = this.deps.sleep ?? sleep;
     const m = this.deps.metrics;
     for (let attempt = 0;; attempt++) {
       const r = await this.once(batch);
-      if (r.ok) return m.delivered(this.name, batch.length);
+      if (r.ok) return m.delivered(this.name, this.weight(batch));
       m.failed(this.name);
-      if (this.stop.aborted) return m.dropped(this.name, 'shutdown', batch.length);
+      if (this.stop.aborted) return this.drop('shutdown', batch);
       if (!r.transient || attempt >= MAX_RETRIES) {
         this.deps.log.warn(MSG.sinkDropped, {
           sink: this.name,
@@ -168,15 +199,15 @@ export class UsagePipeline {
           transient: r.transient,
           error: r.error,
         });
-        return m.dropped(this.name, r.transient ? 'retries_exhausted' : 'rejected', batch.length);
+        return this.drop(r.transient ? 'retries_exhausted' : 'rejected', batch);
       }
       this.deps.log.warn(MSG.sinkRetrying, { sink: this.name, attempt: attempt + 1, error: r.error });
       await wait(Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** attempt), this.stop);
     }
   }
 
-  /** One delivery bounded by the per-POST timeout and by `stop`; a throw is a transient failure. */
-  private async once(batch: string[]): Promise<DeliveryResult> {
+  /** One delivery bounded by the per-POST timeout and by `stop`. */
+  private async once(batch: R[]): Promise<DeliveryResult> {
     const cancel = new Cancel();
     const onStop = () => cancel.abort(this.stop.reason);
     this.stop.addEventListener('abort', onStop);
