@@ -38,9 +38,6 @@ import {
   type Usage,
 } from './usage.ts';
 import type { Clock } from '../util/clock.ts';
-import { CompletionCollector } from '../telemetry/content.ts';
-import { finishReasonOf } from '../telemetry/finish-reason.ts';
-import { capturedAnswer } from '../usage/content.ts';
 import { USAGE_PART } from '../usage/facts.ts';
 import { semanticRouteHeader } from './semantic-route.ts';
 
@@ -100,8 +97,6 @@ export class Answerer implements Answering {
     if (limits) call.permit = limits.with(call.permit);
     const watch = call.state.get(CALL_WATCH);
     if (watch) watch.sending(body, this.scrubber(call));
-    const usage = rec.facet(USAGE_PART);
-    if (usage.captureBytes !== undefined) usage.prompt = this.scrubber(call)()(JSON.stringify(body));
     let r: DispatchResult;
     try {
       r = await this.d.dispatcher.dispatch({
@@ -122,7 +117,7 @@ export class Answerer implements Answering {
         clientIp: call.clientIp,
         ...(limits ? { reserveTarget: limits.reserve } : {}),
         requestId: rec.requestId,
-        onAttempt: usage.attempt,
+        onAttempt: rec.facet(USAGE_PART).attempt,
       });
     } catch (e) {
       void call.permit.end();
@@ -165,9 +160,6 @@ export class Answerer implements Answering {
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
       call.state.get(CALL_WATCH)?.answered(r.body, scrub);
-      const usage = rec.facet(USAGE_PART);
-      if (usage.exporting) usage.finishReason = finishReasonOf(r.body);
-      if (usage.prompt !== undefined) usage.completion = scrub()(capturedAnswer(call.route.call, r.body));
       const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return answerUsage(call, read.usage, () => estimateTokens(answerText(r.body))).then((used) => {
@@ -196,9 +188,8 @@ export class Answerer implements Answering {
     scrub: () => Scrub,
   ): Response {
     const watch = call.state.get(CALL_WATCH);
-    const usagePart = call.rec.facet(USAGE_PART);
-    // The finish reason is read only for a watcher or a usage exporter: nobody else asks for it.
-    const usage = new StreamUsage(this.d.maxSseEventBytes, watch !== undefined || usagePart.exporting);
+    // The finish reason is read only for a watcher: nobody else asks for it.
+    const usage = new StreamUsage(this.d.maxSseEventBytes, watch !== undefined);
     const count = new StreamCount(
       usage,
       r.counted,
@@ -207,14 +198,7 @@ export class Answerer implements Answering {
     );
     const tracker: StreamTracker = { onEnd: undefined };
     call.c.set('stream', tracker);
-    const collector = usagePart.prompt !== undefined ? new CompletionCollector(1_048_576) : undefined;
-    const watching = watch?.streaming();
-    const see = collector
-      ? (chunk: Uint8Array) => {
-        collector.push(chunk);
-        watching?.(chunk);
-      }
-      : watching;
+    const see = watch?.streaming();
     const body = pumpSse({
       chunks: meteredChunks(see ? seen(r.chunks, see) : r.chunks, usage, scrub, count),
       keepaliveMs: this.d.keepaliveMs,
@@ -233,9 +217,7 @@ export class Answerer implements Answering {
         end = streamOutcome(call.rec, call.route, usage, end, detail);
         r.settle(end);
         if (watch) watch.streamEnded(usage.finishReason, scrub);
-        if (usagePart.exporting) usagePart.finishReason = usage.finishReason;
         call.rec.firstToken(r.ttftMs?.());
-        if (collector) usagePart.completion = scrub()(collector.completion);
         // The record is written once, with the usage: at once (a stream that ended by itself was estimated
         // before its end reached the caller), else once the estimate is made. A caller that left frees its
         // slot at once; its record waits on the estimate.

@@ -12,7 +12,7 @@ import { MSG } from '../observability/messages.ts';
 import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import { CallState } from './call-state.ts';
-import { CALL_WATCH, type CallWatch } from './call-watch.ts';
+import { CALL_WATCH, type CallWatch, joinWatches } from './call-watch.ts';
 import type { ProxyEnv } from './env.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import {
@@ -39,13 +39,19 @@ export interface TrackDeps {
  * (traces: src/telemetry/request-hooks.ts).
  */
 export interface RequestHooks {
-  /** The request's record was just made; what the hook returns watches the call (call-watch.ts: one watcher a call). */
+  /** The request's record was just made; what the hook returns watches the call (call-watch.ts). */
   begin(rec: RequestRecord, headers: Headers): CallWatch | undefined | void;
   /**
-   * The request's last byte is out, or it failed; `status` is what the caller got, `watch` what a hook's `begin`
-   * returned for it.
+   * The request's last byte is out, or it failed; `status` is what the caller got, `own` what this hook's
+   * `begin` returned, `call` every hook's watch of the call joined (its `traceId`).
    */
-  end(rec: RequestRecord, status: number, watch: CallWatch | undefined): void;
+  end(rec: RequestRecord, status: number, own: CallWatch | undefined, call: CallWatch | undefined): void;
+}
+
+/** The hooks' watches of one call: each hook's own, by hook, and all of them joined. */
+interface Watches {
+  readonly own: readonly (CallWatch | undefined)[];
+  readonly call: CallWatch;
 }
 
 /**
@@ -55,10 +61,10 @@ export interface RequestHooks {
  */
 function streamEnd(
   rec: RequestRecord,
-  watch: CallWatch | undefined,
+  watch: Watches | undefined,
   status: number,
   release: () => void,
-  telemetry: (rec: RequestRecord, watch: CallWatch | undefined, status: number, latency?: number) => void,
+  telemetry: (rec: RequestRecord, watch: Watches | undefined, status: number, latency?: number) => void,
   clock: Clock,
 ): (end: StreamEnd, recorded?: Promise<void>) => void {
   return (_end, recorded) => {
@@ -69,6 +75,19 @@ function streamEnd(
     const write = () => telemetry(rec, watch, status, latency);
     void recorded.then(write, write);
   };
+}
+
+/** Each hook's `begin`; undefined when no hook watches the call. */
+function beginHooks(hooks: readonly RequestHooks[], rec: RequestRecord, headers: Headers): Watches | undefined {
+  let own: (CallWatch | undefined)[] | undefined;
+  let call: CallWatch | undefined;
+  for (let i = 0; i < hooks.length; i++) {
+    const w = hooks[i]!.begin(rec, headers);
+    if (!w) continue;
+    (own ??= new Array<CallWatch | undefined>(hooks.length))[i] = w;
+    call = call ? joinWatches(call, w) : w;
+  }
+  return call && own ? { own, call } : undefined;
 }
 
 export function trackRequests(
@@ -87,7 +106,7 @@ export function trackRequests(
   /** Telemetry: the request families and the access-log line, once its last byte is out. */
   const telemetry = (
     rec: RequestRecord,
-    watch: CallWatch | undefined,
+    watch: Watches | undefined,
     status: number,
     latency = d.clock() - rec.start,
   ) => {
@@ -98,7 +117,7 @@ export function trackRequests(
     if (accessLogOn) {
       accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
     }
-    for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status, watch);
+    for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status, watch?.own[i], watch?.call);
   };
 
   return async function trackRequest(c, next) {
@@ -116,11 +135,8 @@ export function trackRequests(
     const state = new CallState();
     c.set('state', state);
     // Kept here too: a throw empties the call's slots before the end hooks run.
-    let watch: CallWatch | undefined;
-    for (let i = 0; i < hooks.length; i++) {
-      const w = hooks[i]!.begin(rec, headers);
-      if (w) state.set(CALL_WATCH, watch = w);
-    }
+    const watch = beginHooks(hooks, rec, headers);
+    if (watch) state.set(CALL_WATCH, watch.call);
     const inFlight = [rec.endpoint, rec.inbound] as const;
     d.metrics.proxyInFlight.inc(inFlight);
     if (d.lifecycle.draining) {

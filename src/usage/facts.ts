@@ -118,9 +118,7 @@ export class UsagePart {
   /** The prompt as sent upstream and the text the caller received (only with `captureBytes`). */
   prompt: string | undefined = undefined;
   completion: string | undefined = undefined;
-  /** Some exporter takes this request's events: the answer's finish reason is read for them. */
-  exporting = false;
-  /** Why the model stopped, as the answer said; read only while `exporting`. */
+  /** Why the model stopped, as the answer said; read only while some exporter takes events (src/usage/watch.ts). */
   finishReason: string | undefined = undefined;
   /** Set by the handler of a tool or agent call that leaves a usage record; undefined elsewhere. */
   call: CallUsage | undefined = undefined;

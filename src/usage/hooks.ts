@@ -9,10 +9,13 @@ import { buildEvents, callEvent, EVENT_HANDLERS, type EventLabels, eventLabels, 
 import { type CallUsage, USAGE_PART, type UsageFacts, type UsagePart } from './facts.ts';
 import type { UsageMetrics } from './metrics.ts';
 import type { UsageSinks } from './sinks.ts';
+import { UsageWatch } from './watch.ts';
 
 /** The part of a proxy request's record the usage hooks read (src/proxy/record.ts). */
 export interface UsageRecordView {
   readonly peer: string | undefined;
+  /** The route's kind of call, when the path names a route. */
+  readonly route?: { readonly call?: string };
   facet<F extends { accessLogValues(): readonly unknown[] }>(
     part: { readonly name: string; readonly fields: readonly string[]; create(): F },
   ): F;
@@ -46,19 +49,20 @@ export function usageHooks(d: UsageHooksDeps) {
     }
   };
   return {
-    begin(rec: UsageRecordView, headers: Headers): void {
+    begin(rec: UsageRecordView, headers: Headers): UsageWatch | undefined {
       const part = rec.facet(USAGE_PART);
       part.userAgent = cleanUserAgent(headers.get('user-agent'));
       part.clientType = classifier.classify(part.userAgent);
       // Attempts are kept on every request: each is an event `aisix_usage_events_emitted_total` counts.
       part.keepAttempts();
       if (d.sinks?.active) {
-        part.exporting = true;
         part.captureBytes = d.sinks.captureBytes;
         part.clientIp = d.clientIp(rec.peer, headers);
+        return new UsageWatch(part, rec.route?.call ?? '');
       }
+      return undefined;
     },
-    end(rec: UsageRecordView, status: number, watch: { readonly traceId?: string } | undefined): void {
+    end(rec: UsageRecordView, status: number, _own: unknown, watch: { readonly traceId?: string } | undefined): void {
       const f = { ...rec.usageFacts(), traceId: watch?.traceId };
       const call = rec.facet(USAGE_PART).call;
       if (call && f.apiKeyId !== undefined) return emitCall(f, rec.facet(USAGE_PART), call, status);
