@@ -3,7 +3,12 @@
 // (docs/routing.md "Anthropic Messages").
 import { capabilitiesOfCall } from './capabilities.ts';
 import { parseJsonObject, TranslationError } from './translate/shared.ts';
-import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from './translate/chat-via-messages.ts';
+import {
+  chatAnswerCounts,
+  chatToMessagesRequest,
+  messagesStreamToChat,
+  messagesToChatResponse,
+} from './translate/chat-via-messages.ts';
 import {
   type ProviderAdapter,
   type ProviderCall,
@@ -79,10 +84,12 @@ async function chatViaMessages(c: ProviderCall): Promise<ProviderResult> {
   if (r.kind === 'refused' || r.status < 200 || r.status >= 300) return r;
   const json = parseJsonObject(r.body);
   if (!json) return { ...r, body: '' }; // not JSON: routing's check fails it, whatever its shape
+  const counted = chatAnswerCounts(json, c.forTranslation);
   return {
     ...r,
     body: JSON.stringify(messagesToChatResponse(json, model, c.forTranslation)),
     contentType: 'application/json',
+    ...(counted ? { counted } : {}),
   };
 }
 

@@ -108,6 +108,11 @@ export interface TokenCounts {
   cacheRead?: number;
   /** Of `input`, written to the prompt cache (Anthropic `cache_creation_input_tokens`). */
   cacheCreation?: number;
+  /**
+   * The two cache counts are beside `input`, not part of it: AISIX's accounting of an Anthropic-wire upstream
+   * to a chat caller, whose `input` is Anthropic's `input_tokens` alone.
+   */
+  cacheOutsideInput?: true;
   /** Of `output`, reasoning tokens (`completion_tokens_details.reasoning_tokens`). */
   reasoning?: number;
   /** Some counter was filled by the local estimate (estimate.ts), not reported by the upstream. */
@@ -133,6 +138,11 @@ export type ProviderResult =
     retryAfter: string | null;
     /** Headers the gateway adds to the caller's answer (e.g. `x-sluice-tokens-estimated`). */
     headers?: Record<string, string>;
+    /**
+     * The tokens of a 2xx answer when its body cannot state all of them (Anthropic's cache counts on a chat
+     * answer): the record's usage instead of the body's.
+     */
+    counted?: TokenCounts;
   }
   /**
    * A 2xx stream of SSE bytes in the endpoint's wire shape: OpenAI's `data: …\n\n` ending with

@@ -157,6 +157,8 @@ export class Answerer implements Answering {
     rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
       const read = readBody(r.body);
+      // The adapter's count where the body cannot state all of it (a chat answer's Anthropic cache counts).
+      if (r.counted) read.usage = fromCounts(r.counted);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
       call.state.get(CALL_WATCH)?.answered(r.body, scrub);

@@ -21,9 +21,11 @@ export interface Usage {
   total?: number;
   /** Some counter came from the local estimate, not from the upstream. */
   estimated?: boolean;
-  /** Anthropic's cache counters, already part of `input` (the usage event reports them apart). */
+  /** Anthropic's cache counters, part of `input` unless `cacheOutsideInput` (the usage event reports them apart). */
   cacheCreation?: number;
   cacheRead?: number;
+  /** The cache counters are beside `input` (TokenCounts `cacheOutsideInput`). */
+  cacheOutsideInput?: true;
   /** OpenAI's cached prompt tokens and reasoning tokens: subsets of `input` and `output`. */
   cachedPrompt?: number;
   reasoning?: number;
@@ -37,6 +39,7 @@ export function fromCounts(c: TokenCounts | undefined): Usage | undefined {
   if (c.estimated) u.estimated = true;
   if (c.cacheCreation) u.cacheCreation = c.cacheCreation;
   if (c.cacheRead) u.cacheRead = c.cacheRead;
+  if (c.cacheOutsideInput) u.cacheOutsideInput = true;
   if (c.reasoning) u.reasoning = c.reasoning;
   return u;
 }

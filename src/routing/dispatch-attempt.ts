@@ -154,7 +154,8 @@ async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOu
   if (r.kind === 'response') {
     call.end();
     const answer = wholeAnswer(r.status, r.retryAfter, r.body, r.contentType);
-    return r.headers && answer.kind === 'response' && !answer.live ? { ...answer, headers: r.headers } : answer;
+    if (answer.kind !== 'response' || answer.live) return answer;
+    return { ...answer, ...(r.headers ? { headers: r.headers } : {}), ...(r.counted ? { counted: r.counted } : {}) };
   }
   const rest = r.chunks[Symbol.asyncIterator]();
   const abort = () => call.cancel.abort(CALLER_GONE);

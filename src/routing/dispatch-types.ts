@@ -133,6 +133,8 @@ export type DispatchResult =
     headers: Record<string, string>;
     target: DirectModel;
     served?: ServedBy;
+    /** The adapter's count when the body cannot state all of it (ProviderResult `counted`). */
+    counted?: TokenCounts;
   }
   /**
    * A live SSE body. The caller must run it through the pump and call `settle` exactly once with how it
@@ -237,6 +239,8 @@ export type AttemptOutcome =
     refusalDetail?: string;
     /** Headers the gateway adds to the answer (ProviderResult `headers`). */
     headers?: Record<string, string>;
+    /** The adapter's count of a 2xx answer (ProviderResult `counted`). */
+    counted?: TokenCounts;
     live?: undefined;
   }
   | { kind: 'response'; status: number; retryAfter: null; live: LiveStream }

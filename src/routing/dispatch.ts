@@ -201,6 +201,7 @@ function answerOf(run: Run): Answer {
     headers,
     target: t.model,
     served,
+    ...(o.counted && o.status < 300 ? { counted: o.counted } : {}),
   };
 }
 

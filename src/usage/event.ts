@@ -204,7 +204,7 @@ function terminalEvent(
   const last = attempts.length > 0 ? attempts[attempts.length - 1] : undefined;
   const u = f.usage;
   const hit = f.cache?.status === 'hit';
-  const anthropicCache = (u?.cacheCreation ?? 0) + (u?.cacheRead ?? 0);
+  const anthropicCache = u?.cacheOutsideInput ? 0 : (u?.cacheCreation ?? 0) + (u?.cacheRead ?? 0);
   const upstreamMs = hit || !s || last?.noUpstreamRequest ? 0 : f.stream ? now - s.startedAt : s.durationMs;
   const downstream = f.firstByteAt !== undefined ? f.firstByteAt - f.start : undefined;
   // The deciding attempt's own failure names it best (an unusable credential); else the request's.

@@ -13,6 +13,8 @@ export interface UsedTokens {
   estimated?: boolean;
   cacheCreation?: number;
   cacheRead?: number;
+  /** The two cache counts are beside `input`, not part of it. */
+  cacheOutsideInput?: true;
   cachedPrompt?: number;
   reasoning?: number;
 }

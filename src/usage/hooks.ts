@@ -122,9 +122,10 @@ function countByClient(c: Counter, clientType: string, f: UsageFacts): void {
   const u = f.usage;
   if (!u) return;
   const model = f.model ?? 'unresolved';
-  const input = Math.max(0, (u.input ?? 0) - (u.cacheCreation ?? 0) - (u.cacheRead ?? 0));
+  const cache = (u.cacheCreation ?? 0) + (u.cacheRead ?? 0);
+  const input = u.cacheOutsideInput ? (u.input ?? 0) : Math.max(0, (u.input ?? 0) - cache);
   const output = u.output ?? 0;
-  const total = (u.input ?? 0) + output;
+  const total = input + output + cache;
   if (input > 0) c.inc([clientType, model, 'input'], input);
   if (output > 0) c.inc([clientType, model, 'output'], output);
   if (total > 0) c.inc([clientType, model, 'total'], total);

@@ -171,7 +171,7 @@ export async function startMockVertex(): Promise<MockVertex> {
         model,
         content: [{ type: 'text', text: 'hi from claude on vertex' }],
         stop_reason: 'end_turn',
-        usage: { input_tokens: 5, output_tokens: 4 },
+        usage: { input_tokens: 5, output_tokens: 4, cache_creation_input_tokens: 3 },
       });
     }
     if (publisher === 'anthropic') {

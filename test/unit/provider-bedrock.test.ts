@@ -19,6 +19,7 @@ import {
   textEvents,
 } from '../support/mock-bedrock.ts';
 import { type RecordingGateway, recordingGateway } from '../support/recording-gateway.ts';
+import { sumSamples } from '../support/metrics.ts';
 
 const MESSAGE_START =
   '000000760000005296d5fade0b3a6576656e742d7479706507000c6d65737361676553746172740d3a636f6e74656e742d747970650700106170706c69636174696f6e2f6a736f6e0d3a6d6573736167652d747970650700056576656e747b22726f6c65223a22617373697374616e74227d6fa8c599';
@@ -330,6 +331,10 @@ api_keys:
     assert.equal(sent.json!.max_tokens, 4096);
     assert.equal(sent.headers['x-amz-security-token'], 'sts-session-SECRET-token');
     assert.match(String(sent.headers.authorization), /SignedHeaders=[a-z;-]*x-amz-security-token/);
+    // Claude's cache read (2) is in the cache-inclusive total the chat answer cannot itemise.
+    const byClient = (t: string) =>
+      sumSamples(g.gw.metrics.render(), 'aisix_llm_tokens_by_client_total', { model: 'claude-sts', token_type: t });
+    assert.deepEqual(['input', 'output', 'total'].map(byClient), [6, 5, 13]);
   });
 
   test('ConverseStream: binary frames split across writes become chunks, usage and [DONE]', async () => {

@@ -8,6 +8,7 @@ import { vertexMintWaiters } from '../../src/providers/vertex/auth.ts';
 import { chatToGemini } from '../../src/providers/vertex/gemini.ts';
 import { type MockVertex, PROJECT, startMockVertex, STATIC_TOKEN, vertexError } from '../support/mock-vertex.ts';
 import { type RecordingGateway, recordingGateway } from '../support/recording-gateway.ts';
+import { sumSamples } from '../support/metrics.ts';
 import { until } from '../support/until.ts';
 
 const CALLER = 'sk-caller-vertex-SECRET-1';
@@ -167,6 +168,10 @@ api_keys:
     assert.equal(r.status, 200, JSON.stringify(body));
     assert.equal(body.choices[0]!.message.content, 'hi from claude on vertex');
     assert.match(vx.requests.at(-1)!.path, /publishers\/anthropic\/models\/claude-3-5-sonnet@20241022:rawPredict$/);
+    // Claude's cache write (3) is in the cache-inclusive total the chat answer cannot itemise.
+    const byClient = (t: string) =>
+      sumSamples(g.gw.metrics.render(), 'aisix_llm_tokens_by_client_total', { model: 'claude', token_type: t });
+    assert.deepEqual(['input', 'output', 'total'].map(byClient), [5, 4, 12]);
     const s = await g.post('/v1/chat/completions', { model: 'claude', stream: true, ...chat }, CALLER);
     const text = await s.text();
     assert.match(text, /claude streams/);

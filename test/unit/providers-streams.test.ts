@@ -132,20 +132,20 @@ describe('usage on every Anthropic stream', () => {
     ] as [string, unknown][];
 
   // `counted`: as a chat caller is told (AISIX's accounting: the prompt without the cache counts, a total with
-  // them); `translated`: as a translation restating the answer reads it (OpenAI's meaning, cache parts kept).
+  // them), the cache counts beside it for the usage event; `translated`: as a translation restating the answer reads it (OpenAI's meaning, cache parts kept).
   const CASES: { name: string; start: Json; delta: Json; counted: Json; translated: Json }[] = [
     {
       name: 'cache counts from message_start survive a message_delta that repeats input_tokens',
       start: { input_tokens: 5, cache_read_input_tokens: 100, cache_creation_input_tokens: 20, output_tokens: 1 },
       delta: { input_tokens: 5, output_tokens: 9 },
-      counted: { input: 5, output: 9, total: 134 },
+      counted: { input: 5, output: 9, total: 134, cacheRead: 100, cacheCreation: 20, cacheOutsideInput: true },
       translated: { input: 125, output: 9, cacheRead: 100, cacheCreation: 20 },
     },
     {
       name: 'a relay that reports only at the end is counted',
       start: { input_tokens: 0, output_tokens: 0 },
       delta: { input_tokens: 30, cache_read_input_tokens: 10, output_tokens: 4 },
-      counted: { input: 30, output: 4, total: 44 },
+      counted: { input: 30, output: 4, total: 44, cacheRead: 10, cacheOutsideInput: true },
       translated: { input: 40, output: 4, cacheRead: 10 },
     },
   ];
@@ -165,7 +165,13 @@ describe('usage on every Anthropic stream', () => {
     ant.script({ events: [start({ input_tokens: 50, cache_read_input_tokens: 5 }), ...text] });
     const r = await stream('anthropic', 'chat', { messages: [] });
     await assert.rejects(drain(r), UpstreamStreamError);
-    assert.deepEqual(r.kind === 'stream' ? r.counted?.() : undefined, { input: 50, output: 0, total: 55 });
+    assert.deepEqual(r.kind === 'stream' ? r.counted?.() : undefined, {
+      input: 50,
+      output: 0,
+      total: 55,
+      cacheRead: 5,
+      cacheOutsideInput: true,
+    });
   });
 
   test("chat caller with include_usage: AISIX's usage chunk (a translation's: OpenAI's)", async () => {

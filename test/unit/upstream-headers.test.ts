@@ -201,11 +201,15 @@ api_keys:
     }
   });
 
-  test('translated: /v1/responses to an Anthropic key (through chat, then Messages)', async () => {
-    const from = ant.requests.length;
-    await post('/v1/responses', { model: 'm-ant', input: 'hi', max_output_tokens: 8 });
-    assert.equal(ant.requests[from]!.url, '/v1/messages');
-    assertKeyHeaders(ant.requests[from]!.headers, 'm-ant', 'pk-ant');
+  test('translated: /v1/responses to an Anthropic key (through chat, then Messages), JSON and SSE', async () => {
+    for (const stream of [false, true]) {
+      const from = ant.requests.length;
+      const text = await post('/v1/responses', { model: 'm-ant', input: 'hi', max_output_tokens: 8, stream });
+      assert.equal(text.includes('response.completed'), stream, text);
+      assert.equal(ant.requests[from]!.url, '/v1/messages');
+      assert.equal(ant.requests[from]!.json?.stream, stream || undefined);
+      assertKeyHeaders(ant.requests[from]!.headers, 'm-ant', 'pk-ant');
+    }
   });
 
   test('Bedrock: the headers are signed with the request (the mock recomputes SigV4)', async () => {

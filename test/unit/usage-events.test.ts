@@ -305,6 +305,67 @@ describe('usage events', () => {
     assert.equal(log!['http.response.status_code'], 200);
   });
 
+  test("Anthropic's counts, input stated only on message_delta in data-only events: native and chat, JSON and SSE", async () => {
+    const usage = { input_tokens: 30, cache_read_input_tokens: 10, cache_creation_input_tokens: 2, output_tokens: 4 };
+    const [start, ...rest] = anthropicEvents('claude-up');
+    const opening = {
+      ...(start![1] as Record<string, unknown>),
+      message: { ...anthropicMessage('claude-up'), usage: { output_tokens: 1 } },
+    };
+    const events: [string, unknown][] = [
+      [start![0], opening],
+      ...rest.slice(0, -2),
+      ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage }],
+      rest.at(-1)!,
+    ];
+    const m = () => rig.gw.metrics.render();
+    const byClient = (t: string) =>
+      sumSamples(m(), 'aisix_llm_tokens_by_client_total', { client_type: 'unknown', model: 'claude', token_type: t }) ??
+        0;
+    const got: unknown[] = [];
+    for (
+      const [path, stream] of [
+        ['/v1/messages', true],
+        ['/v1/messages', false],
+        ['/v1/chat/completions', true],
+        ['/v1/chat/completions', false],
+      ] as const
+    ) {
+      if (stream) anth.script({ events, dataOnly: 'spaced' });
+      else anth.script({ body: { ...anthropicMessage('claude-up'), usage } });
+      const before = ['input', 'output', 'total'].map(byClient);
+      const res = await post(path, {
+        model: 'claude',
+        stream,
+        max_tokens: 10,
+        messages: [{ role: 'user', content: 'x' }],
+      });
+      assert.equal(res.status, 200);
+      const [log, ...more] = await logsOf(res);
+      assert.deepEqual(more, []);
+      got.push({
+        path,
+        stream,
+        event: [
+          log!['gen_ai.usage.input_tokens'],
+          log!['gen_ai.usage.output_tokens'],
+          log!['aisix.cache_read_tokens'],
+          log!['aisix.cache_creation_tokens'],
+        ],
+        byClient: ['input', 'output', 'total'].map((t, i) => byClient(t) - before[i]!),
+      });
+    }
+    // AISIX's canonical counters whatever the caller's wire: the prompt without the cache counts, which ride
+    // beside it in the event and in the cache-inclusive total.
+    const want = { event: [30, 4, 10, 2], byClient: [30, 4, 46] };
+    assert.deepEqual(got, [
+      { path: '/v1/messages', stream: true, ...want },
+      { path: '/v1/messages', stream: false, ...want },
+      { path: '/v1/chat/completions', stream: true, ...want },
+      { path: '/v1/chat/completions', stream: false, ...want },
+    ]);
+  });
+
   test('responses: the resp_ id and the handler in the emitted counter', async () => {
     mock.script({
       body: {

@@ -8,7 +8,7 @@ import { cloudClaudeCapabilities } from '../capabilities.ts';
 import { messagesViaChat } from '../translate/via-chat.ts';
 import { credentialJson, stringMember } from '../credential-json.ts';
 import { invalidConfig, invalidCredentials } from '../failures.ts';
-import { chatToMessagesRequest, messagesToChatResponse } from '../translate/chat-via-messages.ts';
+import { chatAnswerCounts, chatToMessagesRequest, messagesToChatResponse } from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, parseJsonObject, translatedId, TranslationError } from '../translate/shared.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts';
 import { chatToConverse, converseToChat } from './converse.ts';
@@ -74,12 +74,14 @@ async function chat(c: ProviderCall, cred: AwsCredentials, id: string): Promise<
   const json = parseJsonObject(await res.text());
   const answer = json &&
     (anthropic ? messagesToChatResponse(json, id, c.forTranslation) : converseToChat(json, id, chatId));
+  const counted = json && anthropic ? chatAnswerCounts(json, c.forTranslation) : undefined;
   return {
     kind: 'response',
     status: res.status,
     body: answer ? JSON.stringify(answer) : '',
     contentType: 'application/json',
     retryAfter: null,
+    ...(counted ? { counted } : {}),
   };
 }
 

@@ -290,6 +290,15 @@ function chatCounts(c: AnthropicCounts, forTranslation: boolean): TokenUsage {
   return forTranslation ? fromAnthropicCounts(c) : chatCallerCounts(c);
 }
 
+/**
+ * What the meter reads of a whole chat answer built by `messagesToChatResponse` when the answer cannot state it
+ * (a chat caller's usage has no place for Anthropic's cache counts); a translation's answer states its own.
+ */
+export function chatAnswerCounts(msg: Json, forTranslation = false): TokenUsage | undefined {
+  const c = anthropicCounts(msg.usage);
+  return forTranslation || (c.cacheRead === 0 && c.cacheCreation === 0) ? undefined : chatCallerCounts(c);
+}
+
 export function messagesToChatResponse(msg: Json, model: string, forTranslation = false): Json {
   let text = '';
   let reasoning = '';

@@ -168,9 +168,13 @@ export function chatCallerUsage(c: AnthropicCounts): Json {
   return { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.total };
 }
 
-/** The same counts as `chatCallerUsage` states them, for the meter. */
+/** The same counts as `chatCallerUsage` states them, for the meter, with the cache counts it cannot state. */
 export function chatCallerCounts(c: AnthropicCounts): TokenUsage {
-  return { input: c.input, output: c.output, total: c.input + c.output + c.cacheCreation + c.cacheRead };
+  const u: TokenUsage = { input: c.input, output: c.output, total: c.input + c.output + c.cacheCreation + c.cacheRead };
+  if (c.cacheRead > 0) u.cacheRead = c.cacheRead;
+  if (c.cacheCreation > 0) u.cacheCreation = c.cacheCreation;
+  if (c.cacheRead > 0 || c.cacheCreation > 0) u.cacheOutsideInput = true;
+  return u;
 }
 
 /**

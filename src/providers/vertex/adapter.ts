@@ -8,7 +8,12 @@ import { messagesViaChat } from '../translate/via-chat.ts';
 import { cannedUpstreamError, errorJson, invalidConfig } from '../failures.ts';
 import { MintFailed } from '../mint.ts';
 import { normaliseChatResult } from '../openai-quirks.ts';
-import { chatToMessagesRequest, messagesStreamToChat, messagesToChatResponse } from '../translate/chat-via-messages.ts';
+import {
+  chatAnswerCounts,
+  chatToMessagesRequest,
+  messagesStreamToChat,
+  messagesToChatResponse,
+} from '../translate/chat-via-messages.ts';
 import { isRecord, type Json, num, parseJsonObject, translatedId, TranslationError } from '../translate/shared.ts';
 import {
   type ProviderAdapter,
@@ -96,10 +101,20 @@ function includeUsage(body: Json): boolean {
 }
 
 /** A translated 2xx JSON answer (or the failure it already is). */
-function translated(r: ProviderResult, to: (json: Json) => Json): ProviderResult {
+function translated(
+  r: ProviderResult,
+  to: (json: Json) => Json,
+  counts?: (json: Json) => TokenCounts | undefined,
+): ProviderResult {
   if (r.kind !== 'response' || r.status < 200 || r.status >= 300) return r;
   const json = parseJsonObject(r.body);
-  return { ...r, body: json ? JSON.stringify(to(json)) : '', contentType: 'application/json' };
+  const counted = json ? counts?.(json) : undefined;
+  return {
+    ...r,
+    body: json ? JSON.stringify(to(json)) : '',
+    contentType: 'application/json',
+    ...(counted ? { counted } : {}),
+  };
 }
 
 async function gemini(c: ProviderCall, cred: VertexCredential, model: string, seg: string): Promise<ProviderResult> {
@@ -139,7 +154,11 @@ async function claude(c: ProviderCall, cred: VertexCredential, model: string, se
     );
     return { ...r, chunks, counted: () => counted };
   }
-  return translated(r, (json) => messagesToChatResponse(json, model, c.forTranslation));
+  return translated(
+    r,
+    (json) => messagesToChatResponse(json, model, c.forTranslation),
+    (json) => chatAnswerCounts(json, c.forTranslation),
+  );
 }
 
 /** `/v1/messages` to Claude on Vertex, natively: the caller's body (cache_control, thinking) with Vertex's version. */
