@@ -4,7 +4,7 @@
 #   static       deno fmt --check and deno lint (deno.json), strict type-checks of every entrypoint (Node's types
 #                for src/, runtimes/node.ts, tests and benches; Bun's for runtimes/bun.ts; `deno check` for
 #                runtimes/deno.ts)
-#   unit         test/unit: in-process, needs nothing beyond `npm ci`
+#   unit         test/unit: in-process, needs nothing beyond `npm ci`; run bundled (test/support/bundle-tests.mjs)
 #   conformance  test/conformance: the AISIX contract tables (one file starts etcd)
 #   integration  test/integration: in-process against real etcd, Redis, openssl, or the CLI (bin/sluice)
 #   process      test/process: real gateway processes of each runtime
@@ -45,14 +45,15 @@ static() {
 }
 
 # Node's runner over the files given; its report goes to the terminal as it would alone (spec on a terminal, TAP
-# otherwise), a second TAP copy to a file for the counts.
-tests() { # kind concurrency file...
+# otherwise), a second TAP copy to a file for the counts. `loader`: the Node flag that reads the files.
+tests() { # kind concurrency loader file...
   kind=$1
   concurrency=$2
-  shift 2
+  loader=$3
+  shift 3
   start=$(date +%s)
   if [ -t 1 ]; then shown=spec; else shown=tap; fi
-  node --import tsx --test --test-concurrency="$concurrency" --test-timeout=300000 \
+  node $loader --test --test-concurrency="$concurrency" --test-timeout=300000 \
     --test-reporter=$shown --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$tmp/$kind.tap" "$@"
   rc=$?
@@ -62,6 +63,16 @@ tests() { # kind concurrency file...
   # A runner that exits non-zero with no failed test (it crashed, or a file failed to load) still fails the kind.
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   tally "$kind" "${p:-0}" "$f" $(($(date +%s) - start))
+}
+
+# The unit files run bundled (test/support/bundle-tests.mjs): no TypeScript loader starts with each file.
+unit() {
+  if node test/support/bundle-tests.mjs test/unit/*.test.ts; then
+    tests unit "${TEST_CONCURRENCY:-6}" --enable-source-maps .test-build/test/unit/*.test.mjs
+  else
+    echo 'the unit files failed to bundle (node test/support/bundle-tests.mjs)'
+    tally unit 0 1 0
+  fi
 }
 
 built=''
@@ -79,9 +90,9 @@ bundled() { # kind: builds the Node bundle once; a kind whose bundle failed to b
 for kind in ${@:-static unit conformance integration process clients}; do
   case $kind in
   static) static ;;
-  unit) tests unit "${TEST_CONCURRENCY:-6}" test/unit/*.test.ts ;;
-  conformance) tests conformance "${TEST_CONCURRENCY:-2}" test/conformance/*.test.ts ;;
-  integration | process | clients) if bundled "$kind"; then tests "$kind" "${TEST_CONCURRENCY:-2}" test/"$kind"/*.test.ts; fi ;;
+  unit) unit ;;
+  conformance) tests conformance "${TEST_CONCURRENCY:-2}" '--import tsx' test/conformance/*.test.ts ;;
+  integration | process | clients) if bundled "$kind"; then tests "$kind" "${TEST_CONCURRENCY:-2}" '--import tsx' test/"$kind"/*.test.ts; fi ;;
   *)
     echo "unknown kind: $kind (static, unit, conformance, integration, process, clients)" >&2
     exit 2
