@@ -5,6 +5,7 @@
 // whatever the upstream speaks; the upstream's own statuses and bodies pass through unchanged.
 import type { Context } from 'hono';
 import type { Budgets } from '../budgets/budgets.ts';
+import type { Logger } from '../observability/logger.ts';
 import { reserveSpend } from '../budgets/spend.ts';
 import { errorResponse, errors, ProxyError } from '../http/errors.ts';
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
@@ -12,7 +13,7 @@ import { rateLimitRefusal } from './admission.ts';
 import { readLimited } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
-import type { RelayLabels } from './record.ts';
+import type { RelayLabels, RequestRecord } from './record.ts';
 import type { PassthroughRouteKind } from './routes.ts';
 import { type RequestHooks, type TrackDeps, trackRequests } from './track.ts';
 import { spendMicroUsd } from './record.ts';
@@ -189,223 +190,347 @@ const NOTHING = { microUsd: 0, tokens: 0 };
 /** Statuses whose answer has no body. */
 const NO_BODY = new Set([101, 204, 205, 304]);
 
+/** An admitted caller of a route: its key, its usage record, the credential to inject and the target URL. */
+interface Admitted {
+  key: ApiKey;
+  callUsage: CallUsage;
+  inject: { key: ProviderKey; secret: string } | undefined;
+  url: string;
+}
+
+/** What one request to a route shares across its steps. */
+interface RouteCall {
+  c: Context<ProxyEnv>;
+  m: MatchedRoute;
+  rec: RequestRecord;
+  snapshot: Snapshot;
+  providerKey: ProviderKey | undefined;
+}
+
+/** What serving a route's requests reads, made once per handler. */
+interface Serving {
+  d: PassthroughDeps;
+  guards: Pick<Guardrails, 'chainFor'> | undefined;
+  log: Logger;
+  clientIpOf: (peer: string | undefined, headers: Headers) => string | undefined;
+  limit: number;
+  keepaliveMs: number;
+}
+
 function servePassthrough(d: PassthroughDeps, guards: Pick<Guardrails, 'chainFor'> | undefined) {
-  const cfg = d.config;
-  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
-  const log = d.log.withTarget('aisix_proxy::passthrough_route');
-  const limit = cfg.proxy.request_body_limit_bytes;
-  const keepaliveMs = cfg.downstream.sse_keepalive_interval_secs * 1000;
+  const s: Serving = {
+    d,
+    guards,
+    log: d.log.withTarget('aisix_proxy::passthrough_route'),
+    clientIpOf: clientIpResolver(d.config.proxy.real_ip),
+    limit: d.config.proxy.request_body_limit_bytes,
+    keepaliveMs: d.config.downstream.sse_keepalive_interval_secs * 1000,
+  };
+  return (c: Context<ProxyEnv>, m: MatchedRoute): Promise<Response> => serveRoute(s, c, m);
+}
 
-  return async function serve(c: Context<ProxyEnv>, m: MatchedRoute): Promise<Response> {
-    const rec = c.get('rec');
-    const route = m.route;
-    const snapshot = d.snapshot!; // a route matched, so there is one
-    const headers = c.req.raw.headers;
-    const refuse = (e: ProxyError): Response => {
-      rec.failed(e.type, e.message);
-      return errorResponse(e);
-    };
-    const providerKey = route.provider_key_id !== undefined
-      ? snapshot.providerKeys.get(route.provider_key_id)
-      : undefined;
-    rec.relayed(labelsOf(route, providerKey, false));
+/** One request a route claims, from its admission to its answer. */
+async function serveRoute(s: Serving, c: Context<ProxyEnv>, m: MatchedRoute): Promise<Response> {
+  const rec = c.get('rec');
+  const route = m.route;
+  const snapshot = s.d.snapshot!; // a route matched, so there is one
+  const refuse = (e: ProxyError): Response => {
+    rec.failed(e.type, e.message);
+    return errorResponse(e);
+  };
+  const providerKey = route.provider_key_id !== undefined
+    ? snapshot.providerKeys.get(route.provider_key_id)
+    : undefined;
+  rec.relayed(labelsOf(route, providerKey, false));
+  const call: RouteCall = { c, m, rec, snapshot, providerKey };
 
-    if (route.source_cidrs?.length) {
-      const ip = clientIpOf(c.env?.peer, headers);
-      if (!ipAllowed(route.source_cidrs, ip)) {
-        log.warn(PASSTHROUGH_MSG.sourceRefused, { route: route.name, source_ip: ip, request_id: rec.requestId });
-        return refuse(sourceRefused());
+  const a = await admitRoute(s, call);
+  if (a instanceof ProxyError) return refuse(a);
+  const body = await readRouteBody(c.req.raw, s.limit);
+  if (body instanceof ProxyError) return refuse(body);
+  const parsed = parseJson(body);
+  const envelope = detectEnvelope(parsed);
+  const quota = await holdQuota(s, call, a, parsed, envelope);
+  if (quota instanceof ProxyError) return refuse(quota);
+  const found = s.guards?.chainFor(snapshot, a.key, route.id);
+  const guard = found ? relayGuard(found, envelope, m.remainder, route.name) : undefined;
+  if (guard) {
+    const refused = await checkRelayedRequest(guard, parsed, body, rec);
+    if (refused) {
+      quota.end();
+      return refuse(refused);
+    }
+  }
+
+  const ex = new Exchange(c, route.timeout_ms ?? s.d.config.upstream.timeout_ms, quota.end);
+  let res: UpstreamResponse;
+  quota.began(s.d.clock());
+  try {
+    res = await s.d.upstream({
+      url: a.url,
+      method: c.req.method,
+      headers: outboundHeaders(route, c.req.raw.headers, rec.requestId, a.inject),
+      ...(body ? { body } : {}),
+      signal: ex.cancel,
+      ...(a.inject?.key.tls ? { tls: a.inject.key.tls } : {}),
+    });
+  } catch (e) {
+    ex.settle();
+    const failure = refuse(ex.failure(e));
+    // The runtime's words go to the access log only.
+    if (!ex.timedOut && !(e instanceof RefusedAnswer)) rec.failed('transport_error', `transport error: ${String(e)}`);
+    return failure;
+  }
+  return relayAnswer(s, call, res, ex, { guard, envelope, inject: a.inject, callUsage: a.callUsage });
+}
+
+/** Source addresses, the caller's key, `allowed_routes`, the credential and the target; or the refusal. */
+async function admitRoute(s: Serving, call: RouteCall): Promise<Admitted | ProxyError> {
+  const { c, m: { route }, rec, snapshot, providerKey } = call;
+  const headers = c.req.raw.headers;
+  if (route.source_cidrs?.length) {
+    const ip = s.clientIpOf(c.env?.peer, headers);
+    if (!ipAllowed(route.source_cidrs, ip)) {
+      s.log.warn(PASSTHROUGH_MSG.sourceRefused, { route: route.name, source_ip: ip, request_id: rec.requestId });
+      return sourceRefused();
+    }
+  }
+  const key = await authenticateRoute(route, headers, snapshot, s.d.clock());
+  if (key instanceof ProxyError) return key;
+  rec.identified(key);
+  const callUsage = routeUsage(route);
+  rec.facet(USAGE_PART).call = callUsage;
+  if (route.identity_header) {
+    const who = clientIdentity(headers.get(route.identity_header));
+    if (who !== undefined) rec.facet(PASSTHROUGH_RECORD).clientIdentity = who;
+    if (who !== undefined) callUsage.fields = { ...callUsage.fields, client_identity: who };
+  }
+  if (!routeAllowed(key, route.name)) return routeNotAllowed(route.name);
+  let inject: Admitted['inject'];
+  if (route.credential_mode === 'inject') {
+    const invalid = (what: string) =>
+      errors.badRequest(`request payload is invalid: passthrough route "${route.name}" ${what}`);
+    if (!providerKey) return invalid('references an unknown provider key');
+    if (!providerKey.api_key) return invalid('provider_key has empty api_key');
+    inject = { key: providerKey, secret: providerKey.api_key };
+  }
+  const target = targetUrl(call.m, rawQuery(c.req.url));
+  if ('refused' in target) return errors.badRequest(`request payload is invalid: ${target.refused}`);
+  return { key, callUsage, inject, url: target.url };
+}
+
+/**
+ * The caller's rate limits (its key's, the body's model's, the policies') and its budgets; what ends them at
+ * the answer's tokens (nothing for no answer), or the refusal.
+ */
+async function holdQuota(
+  s: Serving,
+  call: RouteCall,
+  a: Admitted,
+  parsed: unknown,
+  envelope: ReturnType<typeof detectEnvelope>,
+): Promise<{ end: (used?: Usage) => void; began: (at: number) => void } | ProxyError> {
+  const { rec, snapshot } = call;
+  const { key, callUsage } = a;
+  const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
+  const model = a.inject ? bodyModel(snapshot, a.inject.key, parsed) : undefined;
+  if (model) subjects.push({ scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit });
+  subjects.push(...callerGateSubjects(snapshot, key, model, s.d.clock()));
+  const admitted = await s.d.rateLimiter.acquire(subjects);
+  if (!admitted.allowed) return rateLimitRefusal(admitted);
+  const permit = admitted.permit;
+  // Priced at the model the body names, when it is one of the injected key's; else its tokens only.
+  const hold = s.d.budgets
+    ? await reserveSpend(s.d.budgets.budgets, s.d.clock, {
+      key,
+      snapshot,
+      ...(model ? { model } : {}),
+      call: envelope,
+      body: (parsed ?? {}) as Record<string, unknown>,
+    })
+    : undefined;
+  if (hold instanceof ProxyError) {
+    void permit.end().catch(() => {});
+    return hold;
+  }
+  /** When the upstream call began (its time is the event's upstream latency). */
+  let began: number | undefined;
+  const end = (used?: Usage) => {
+    void permit.end(totalOf(used)).catch(() => {});
+    if (began !== undefined) callUsage.upstreamMs = s.d.clock() - began;
+    callUsage.downstreamMs = s.d.clock() - rec.start;
+    if (used) callUsage.tokens = { input: used.input ?? 0, output: used.output ?? 0, estimated: false };
+    const spent = used ? { microUsd: spendMicroUsd(model?.cost, used), tokens: totalOf(used) ?? 0 } : NOTHING;
+    void hold?.commit(spent).catch(() => {});
+  };
+  return { end, began: (at) => (began = at) };
+}
+
+/** The upstream's answer to the caller: headers filtered, an error scrubbed, guarded, its tokens read. */
+async function relayAnswer(
+  s: Serving,
+  call: RouteCall,
+  res: UpstreamResponse,
+  ex: Exchange,
+  o: {
+    guard: ReturnType<typeof relayGuard> | undefined;
+    envelope: ReturnType<typeof detectEnvelope>;
+    inject: Admitted['inject'];
+    callUsage: CallUsage;
+  },
+): Promise<Response> {
+  const { c, rec, m: { route } } = call;
+  const eventStream = isEventStream(res.header('content-type'));
+  // A healthy event stream is bounded by its upstream or its caller, never by the exchange's time.
+  if (eventStream) ex.untimed();
+  rec.relayed(labelsOf(route, call.providerKey, true));
+  rec.dispatching(eventStream, undefined);
+  const answered = answerHeaders(res.headerList?.() ?? contentTypeOnly(res), eventStream);
+  if (NO_BODY.has(res.status) || c.req.method === 'HEAD') {
+    await res.discard().catch(() => {});
+    ex.settle();
+    return new Response(null, { status: res.status, headers: answered });
+  }
+  let chunks = res.body;
+  if (o.inject && res.status >= 400 && !eventStream && answered.get('content-encoding') === null) {
+    const scrubbed = await scrubbedError(res, o.inject.secret);
+    if ('text' in scrubbed) {
+      ex.settle();
+      rec.failed('upstream_error', `upstream answered ${res.status}`);
+      answered.delete('content-length');
+      return new Response(scrubbed.text, { status: res.status, headers: answered });
+    }
+    chunks = scrubbed.chunks;
+  }
+  const guard = o.guard;
+  if (checksAnswer(guard)) {
+    if (eventStream) chunks = guardRelayedStream(guard, chunks, rec, () => ex.cancel.abort(new Error('blocked')));
+    else if (res.status < 300) return guardedWholeAnswer(guard, chunks, ex, rec, o.envelope, res.status, answered);
+  }
+  const reader = new UsageReader(o.envelope, eventStream);
+  const tracker: StreamTracker = { onEnd: undefined };
+  const stream = relayBody({
+    chunks,
+    eventStream,
+    keepaliveMs: s.keepaliveMs,
+    onChunk: (chunk) => reader.push(chunk),
+    onFirstByte: () => rec.firstByte(s.d.clock()),
+    abortUpstream: () => ex.cancel.abort(new Error('the caller went away')),
+    onEnd(end, detail) {
+      const usage = reader.finish();
+      rec.read(usage, undefined);
+      ex.settle(usage);
+      if (end !== 'complete') {
+        if (end === 'client_closed') o.callUsage.status = 499;
+        rec.streamFailed(end, detail);
+        if (end !== 'client_closed') s.log.warn(PASSTHROUGH_MSG.streamFailed, { route: route.name, error: detail });
       }
-    }
-    const key = await authenticateRoute(route, headers, snapshot, d.clock());
-    if (key instanceof ProxyError) return refuse(key);
-    rec.identified(key);
-    // AISIX's usage record of an authenticated route request (docs/usage-events.md "Tool and agent calls").
-    const callUsage: CallUsage = {
-      handler: 'passthrough_route',
-      protocol: 'passthrough',
-      protocolLabel: 'other',
-      fields: {
-        auth_type: route.auth_mode === 'anonymous' ? 'anonymous' : undefined,
-        passthrough_route_name: route.name,
-      },
-      upstreamMs: 0,
-    };
-    rec.facet(USAGE_PART).call = callUsage;
-    if (route.identity_header) {
-      const who = clientIdentity(headers.get(route.identity_header));
-      if (who !== undefined) rec.facet(PASSTHROUGH_RECORD).clientIdentity = who;
-      if (who !== undefined) callUsage.fields = { ...callUsage.fields, client_identity: who };
-    }
-    if (!routeAllowed(key, route.name)) return refuse(routeNotAllowed(route.name));
+      tracker.onEnd?.(end);
+    },
+  });
+  c.set('stream', tracker);
+  return new Response(stream, { status: res.status, headers: answered });
+}
 
-    let inject: { key: ProviderKey; secret: string } | undefined;
-    if (route.credential_mode === 'inject') {
-      const invalid = (what: string) =>
-        errors.badRequest(`request payload is invalid: passthrough route "${route.name}" ${what}`);
-      if (!providerKey) return refuse(invalid('references an unknown provider key'));
-      if (!providerKey.api_key) return refuse(invalid('provider_key has empty api_key'));
-      inject = { key: providerKey, secret: providerKey.api_key };
-    }
-    const target = targetUrl(m, rawQuery(c.req.url));
-    if ('refused' in target) return refuse(errors.badRequest(`request payload is invalid: ${target.refused}`));
+/** A whole 2xx answer a guardrail checks: held, its tokens read and charged, then checked before it is sent. */
+async function guardedWholeAnswer(
+  guard: NonNullable<ReturnType<typeof relayGuard>>,
+  chunks: AsyncIterable<Uint8Array>,
+  ex: Exchange,
+  rec: RequestRecord,
+  envelope: ReturnType<typeof detectEnvelope>,
+  status: number,
+  answered: Headers,
+): Promise<Response> {
+  const held: Uint8Array[] = [];
+  try {
+    for await (const chunk of chunks) held.push(chunk);
+  } catch (e) {
+    ex.settle();
+    const failure = ex.failure(e);
+    rec.failed(failure.type, failure.message);
+    return errorResponse(failure);
+  }
+  const reader = new UsageReader(envelope, false);
+  for (const chunk of held) reader.push(chunk);
+  const usage = reader.finish();
+  rec.read(usage, undefined);
+  ex.settle(usage);
+  const refused = await checkWholeAnswer(guard, held, rec);
+  if (refused) {
+    rec.failed(refused.type, refused.message);
+    return errorResponse(refused);
+  }
+  return new Response(new Blob(held as Uint8Array<ArrayBuffer>[]), { status, headers: answered });
+}
 
-    let body: Uint8Array<ArrayBuffer> | undefined;
-    if (c.req.raw.body) {
-      let read: Uint8Array<ArrayBuffer> | ProxyError;
-      try {
-        read = await readLimited(c.req.raw, limit);
-      } catch {
-        return refuse(errors.badRequest('request payload is invalid: failed to read request body'));
-      }
-      if (read instanceof ProxyError) return refuse(read);
-      if (read.byteLength > 0) body = read;
-    }
-    const parsed = parseJson(body);
-    const envelope = detectEnvelope(parsed);
+/**
+ * One upstream exchange's bounds: `timeoutMs` (0: none) until an event stream's headers arrive, and the
+ * caller's hang-up; `settle` ends them and hands the answer's tokens to the quota's end.
+ */
+class Exchange {
+  readonly cancel = new Cancel();
+  timedOut = false;
+  private readonly timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly callerLeft = () => this.cancel.abort(new Error('the caller went away'));
 
-    const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
-    const model = inject ? bodyModel(snapshot, inject.key, parsed) : undefined;
-    if (model) subjects.push({ scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit });
-    subjects.push(...callerGateSubjects(snapshot, key, model, d.clock()));
-    const admitted = await d.rateLimiter.acquire(subjects);
-    if (!admitted.allowed) return refuse(rateLimitRefusal(admitted));
-    const permit = admitted.permit;
-    // Priced at the model the body names, when it is one of the injected key's; else its tokens only.
-    const hold = d.budgets
-      ? await reserveSpend(d.budgets.budgets, d.clock, {
-        key,
-        snapshot,
-        ...(model ? { model } : {}),
-        call: envelope,
-        body: (parsed ?? {}) as Record<string, unknown>,
-      })
-      : undefined;
-    if (hold instanceof ProxyError) {
-      void permit.end().catch(() => {});
-      return refuse(hold);
-    }
-    /** Ends the permit and settles the budget hold at what the answer reported (nothing for no answer). */
-    /** When the upstream call began (its time is the event's upstream latency). */
-    const upstream: { began?: number } = {};
-    const end = (used?: Usage) => {
-      void permit.end(totalOf(used)).catch(() => {});
-      if (upstream.began !== undefined) callUsage.upstreamMs = d.clock() - upstream.began;
-      callUsage.downstreamMs = d.clock() - rec.start;
-      if (used) callUsage.tokens = { input: used.input ?? 0, output: used.output ?? 0, estimated: false };
-      const spent = used ? { microUsd: spendMicroUsd(model?.cost, used), tokens: totalOf(used) ?? 0 } : NOTHING;
-      void hold?.commit(spent).catch(() => {});
-    };
-    const found = guards?.chainFor(snapshot, key, route.id);
-    const guard = found ? relayGuard(found, envelope, m.remainder, route.name) : undefined;
-    if (guard) {
-      const refused = await checkRelayedRequest(guard, parsed, body, rec);
-      if (refused) {
-        end();
-        return refuse(refused);
-      }
-    }
-
-    const timeoutMs = route.timeout_ms ?? cfg.upstream.timeout_ms;
-    const cancel = new Cancel();
-    let timedOut = false;
-    const timer = timeoutMs > 0
+  constructor(
+    private readonly c: Context<ProxyEnv>,
+    private readonly timeoutMs: number,
+    private readonly end: (used?: Usage) => void,
+  ) {
+    this.timer = timeoutMs > 0
       ? setTimeout(() => {
-        timedOut = true;
-        cancel.abort(new Error('timed out'));
+        this.timedOut = true;
+        this.cancel.abort(new Error('timed out'));
       }, timeoutMs)
       : undefined;
-    const callerLeft = () => cancel.abort(new Error('the caller went away'));
-    c.env?.closed?.addEventListener('abort', callerLeft, { once: true });
-    const settle = (usage?: Usage) => {
-      clearTimeout(timer);
-      c.env?.closed?.removeEventListener('abort', callerLeft);
-      end(usage);
-    };
+    c.env?.closed?.addEventListener('abort', this.callerLeft, { once: true });
+  }
 
-    let res: UpstreamResponse;
-    upstream.began = d.clock();
-    try {
-      res = await d.upstream({
-        url: target.url,
-        method: c.req.method,
-        headers: outboundHeaders(route, headers, rec.requestId, inject),
-        ...(body ? { body } : {}),
-        signal: cancel,
-        ...(inject?.key.tls ? { tls: inject.key.tls } : {}),
-      });
-    } catch (e) {
-      settle();
-      const failure = refuse(exchangeFailure(e, timedOut, timeoutMs));
-      // The runtime's words go to the access log only.
-      if (!timedOut && !(e instanceof RefusedAnswer)) rec.failed('transport_error', `transport error: ${String(e)}`);
-      return failure;
-    }
-    const eventStream = isEventStream(res.header('content-type'));
-    // A healthy event stream is bounded by its upstream or its caller, never by the exchange's time.
-    if (eventStream) clearTimeout(timer);
-    rec.relayed(labelsOf(route, providerKey, true));
-    rec.dispatching(eventStream, undefined);
-    const answered = answerHeaders(res.headerList?.() ?? contentTypeOnly(res), eventStream);
-    if (NO_BODY.has(res.status) || c.req.method === 'HEAD') {
-      await res.discard().catch(() => {});
-      settle();
-      return new Response(null, { status: res.status, headers: answered });
-    }
-    let chunks = res.body;
-    if (inject && res.status >= 400 && !eventStream && answered.get('content-encoding') === null) {
-      const scrubbed = await scrubbedError(res, inject.secret);
-      if ('text' in scrubbed) {
-        settle();
-        rec.failed('upstream_error', `upstream answered ${res.status}`);
-        answered.delete('content-length');
-        return new Response(scrubbed.text, { status: res.status, headers: answered });
-      }
-      chunks = scrubbed.chunks;
-    }
-    if (checksAnswer(guard)) {
-      if (eventStream) chunks = guardRelayedStream(guard, chunks, rec, () => cancel.abort(new Error('blocked')));
-      else if (res.status < 300) {
-        const held: Uint8Array[] = [];
-        try {
-          for await (const chunk of chunks) held.push(chunk);
-        } catch (e) {
-          settle();
-          return refuse(exchangeFailure(e, timedOut, timeoutMs));
-        }
-        const reader = new UsageReader(envelope, false);
-        for (const chunk of held) reader.push(chunk);
-        const usage = reader.finish();
-        rec.read(usage, undefined);
-        settle(usage);
-        const refused = await checkWholeAnswer(guard, held, rec);
-        if (refused) return refuse(refused);
-        return new Response(new Blob(held as Uint8Array<ArrayBuffer>[]), { status: res.status, headers: answered });
-      }
-    }
-    const reader = new UsageReader(envelope, eventStream);
-    const tracker: StreamTracker = { onEnd: undefined };
-    const stream = relayBody({
-      chunks,
-      eventStream,
-      keepaliveMs,
-      onChunk: (chunk) => reader.push(chunk),
-      onFirstByte: () => rec.firstByte(d.clock()),
-      abortUpstream: () => cancel.abort(new Error('the caller went away')),
-      onEnd(end, detail) {
-        const usage = reader.finish();
-        rec.read(usage, undefined);
-        settle(usage);
-        if (end !== 'complete') {
-          if (end === 'client_closed') callUsage.status = 499;
-          rec.streamFailed(end, detail);
-          if (end !== 'client_closed') log.warn(PASSTHROUGH_MSG.streamFailed, { route: route.name, error: detail });
-        }
-        tracker.onEnd?.(end);
-      },
-    });
-    c.set('stream', tracker);
-    return new Response(stream, { status: res.status, headers: answered });
+  untimed(): void {
+    clearTimeout(this.timer);
+  }
+
+  settle(usage?: Usage): void {
+    clearTimeout(this.timer);
+    this.c.env?.closed?.removeEventListener('abort', this.callerLeft);
+    this.end(usage);
+  }
+
+  /** The caller's error for an exchange that got no answer. */
+  failure(e: unknown): ProxyError {
+    return exchangeFailure(e, this.timedOut, this.timeoutMs);
+  }
+}
+
+/** The caller's body within the limit; undefined when it sent none. */
+async function readRouteBody(
+  raw: Request,
+  limit: number,
+): Promise<Uint8Array<ArrayBuffer> | undefined | ProxyError> {
+  if (!raw.body) return undefined;
+  let read: Uint8Array<ArrayBuffer> | ProxyError;
+  try {
+    read = await readLimited(raw, limit);
+  } catch {
+    return errors.badRequest('request payload is invalid: failed to read request body');
+  }
+  if (read instanceof ProxyError) return read;
+  return read.byteLength > 0 ? read : undefined;
+}
+
+/** AISIX's usage record of an authenticated route request (docs/usage-events.md "Tool and agent calls"). */
+function routeUsage(route: PassthroughRoute): CallUsage {
+  return {
+    handler: 'passthrough_route',
+    protocol: 'passthrough',
+    protocolLabel: 'other',
+    fields: {
+      auth_type: route.auth_mode === 'anonymous' ? 'anonymous' : undefined,
+      passthrough_route_name: route.name,
+    },
+    upstreamMs: 0,
   };
 }
 
