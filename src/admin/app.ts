@@ -123,10 +123,17 @@ function redactDeep(v: unknown, secrets: ReadonlySet<string>): unknown {
   );
 }
 
+/** A row whose one credential is its `secret` (an MCP server's, an A2A agent's), as served. */
+function withSecretRedacted<T extends { id: string; secret?: string }>(
+  row: T,
+): { id: string; value: Record<string, unknown> } {
+  return documentOf(row.secret !== undefined ? { ...row, secret: REDACTED } : row);
+}
+
 /**
- * The kinds Sluice holds, by AISIX's admin path segment (`apikeys` is AISIX's former spelling of
- * `api_keys`). AISIX's `mcp_servers` and `a2a_agents` are not served by Sluice, so
- * their paths are not routes here (docs/aisix-compatibility.md "Endpoints").
+ * The kinds AISIX's read-only admin router serves, by its path segment (`apikeys` is AISIX's former spelling of
+ * `api_keys`). The kinds it has no route for (`oidc_providers`, `claim_mappings`, `mcp_policies`, …) are not
+ * routes here either (docs/aisix-compatibility.md "Endpoints").
  */
 const API_KEYS: AdminKind = {
   kind: 'api_keys',
@@ -159,6 +166,8 @@ const ADMIN_KINDS: Readonly<Record<string, AdminKind>> = {
       ),
   },
   passthrough_routes: { kind: 'passthrough_routes', rows: (s) => s.of('passthrough_routes').map((r) => documentOf(r)) },
+  mcp_servers: { kind: 'mcp_servers', rows: (s) => s.of('mcp_servers').map(withSecretRedacted) },
+  a2a_agents: { kind: 'a2a_agents', rows: (s) => s.of('a2a_agents').map(withSecretRedacted) },
 };
 
 /** The paths AISIX's admin router serves besides the kinds' `/admin/v1/<kind>[/<id>]`; all are reads. */
