@@ -13,7 +13,7 @@ import type { ApiKey, ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
-import { modelsStatus } from '../status/app.ts';
+import { modelsStatus, type StatusView } from '../status/app.ts';
 import type { AdminExtension } from './extension.ts';
 import { createAdminPage, PAGE_PATH } from './page.ts';
 
@@ -237,12 +237,13 @@ function playground(target: PlaygroundTarget | undefined) {
 
 /**
  * `extensions`: the write API (writes.ts; etcd mode with `admin.write_keys`, else the API is read-only) and
- * the spend report (spend-route.ts).
+ * the spend report (spend-route.ts). `status`: what the status page shows, served on the admin page too.
  */
 export function createAdminApp(
   gw: AdminView,
   proxy?: PlaygroundTarget,
   extensions: readonly (AdminExtension | undefined)[] = [],
+  status?: StatusView,
 ): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
   app.get('/livez', livez);
@@ -268,6 +269,7 @@ export function createAdminApp(
       secure: gw.config.admin.tls !== undefined,
       api: async (req) => await app.fetch(req, {}),
       now: () => gw.now?.().getTime() ?? Date.now(),
+      ...(status ? { status } : {}),
     }),
   );
   app.use('/admin/*', adminRouting(adminKeyCheck(readKeys), mounted));
