@@ -240,7 +240,7 @@ export function createGateway(config: Config, platform: Platform, opts: CreateGa
     proxy,
     status: (opts.status ?? config.observability.metrics.prometheus.enabled) ? createStatusApp(gw) : undefined,
     admin: (opts.admin ?? config.admin.enabled)
-      ? createAdminApp(gw, proxy, [adminWritesFor(gw), spendRouteFor(gw)])
+      ? createAdminApp(gw, proxy, [adminWritesFor(gw), spendRouteFor(gw)], gw)
       : undefined,
     source,
   };

@@ -36,6 +36,9 @@ export const USAGE = `usage:
                                          exit 1 if a request failed while /readyz still said 200
   sluice spend --config <file> [--since 7d] [--until <time>] [--by key|team|user|model] [--json]
                                          spend from the budget counters in Redis (budgets.redis)
+  sluice spend --etcd <endpoints> [--prefix /aisix] [--user <name> --password-env <VAR>]
+               (--redis <url> [--env-id <id>] | --config <file>) [--since 7d] [--by team] [--json]
+                                         the same, rows named from the keys and models in etcd
   sluice --version`;
 
 function takeValue(args: string[], i: number, flag: string): string | { error: string } {
@@ -71,6 +74,8 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     '--since': 'since',
     '--until': 'until',
     '--by': 'by',
+    '--redis': 'redis',
+    '--env-id': 'env-id',
   };
   const BOOLEAN_FLAGS: Record<string, string> = {
     '--reveal-secrets': 'reveal-secrets',
@@ -133,10 +138,33 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
       return probeTimelineCommand(opts, flags);
     case 'spend': {
       const configPath = opts.get('config') ?? env.AISIX_CONFIG;
-      if (!configPath) return { kind: 'error', message: `spend needs --config <file>\n${USAGE}` };
+      const etcd = opts.get('etcd');
+      const redis = opts.get('redis');
+      if (!configPath && !etcd) {
+        return { kind: 'error', message: `spend needs --config <file> or --etcd <endpoints> --redis <url>\n${USAGE}` };
+      }
+      if (!configPath && !redis) {
+        return {
+          kind: 'error',
+          message:
+            `spend --etcd needs --redis <url> or --config <file>: the budget counters live in Redis, not in etcd\n${USAGE}`,
+        };
+      }
       return {
         kind: 'spend',
-        configPath,
+        ...(configPath ? { configPath } : {}),
+        ...(etcd
+          ? {
+            etcd: {
+              endpoints: etcd.split(',').map((e) => e.trim()).filter(Boolean),
+              ...(opts.has('prefix') ? { prefix: opts.get('prefix')! } : {}),
+              ...(opts.has('user') ? { user: opts.get('user')! } : {}),
+              ...(opts.has('password-env') ? { passwordEnv: opts.get('password-env')! } : {}),
+            },
+          }
+          : {}),
+        ...(redis ? { redisUrl: redis } : {}),
+        ...(opts.has('env-id') ? { envId: opts.get('env-id')! } : {}),
         ...(opts.has('by') ? { by: opts.get('by')! } : {}),
         ...(opts.has('since') ? { since: opts.get('since')! } : {}),
         ...(opts.has('until') ? { until: opts.get('until')! } : {}),

@@ -13,7 +13,7 @@ import type { ApiKey, ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { ModelHealth } from '../routing/health.ts';
 import { type ConfigFactsView as ConfigFacts, configStatusBody } from '../config-facts.ts';
-import { modelsStatus } from '../status/app.ts';
+import { modelsStatus, type StatusView } from '../status/app.ts';
 import type { AdminExtension } from './extension.ts';
 import { createAdminPage, PAGE_PATH } from './page.ts';
 
@@ -123,10 +123,17 @@ function redactDeep(v: unknown, secrets: ReadonlySet<string>): unknown {
   );
 }
 
+/** A row whose one credential is its `secret` (an MCP server's, an A2A agent's), as served. */
+function withSecretRedacted<T extends { id: string; secret?: string }>(
+  row: T,
+): { id: string; value: Record<string, unknown> } {
+  return documentOf(row.secret !== undefined ? { ...row, secret: REDACTED } : row);
+}
+
 /**
- * The kinds Sluice holds, by AISIX's admin path segment (`apikeys` is AISIX's former spelling of
- * `api_keys`). AISIX's `mcp_servers` and `a2a_agents` are not served by Sluice, so
- * their paths are not routes here (docs/aisix-compatibility.md "Endpoints").
+ * The kinds AISIX's read-only admin router serves, by its path segment (`apikeys` is AISIX's former spelling of
+ * `api_keys`). The kinds it has no route for (`oidc_providers`, `claim_mappings`, `mcp_policies`, …) are not
+ * routes here either (docs/aisix-compatibility.md "Endpoints").
  */
 const API_KEYS: AdminKind = {
   kind: 'api_keys',
@@ -159,6 +166,8 @@ const ADMIN_KINDS: Readonly<Record<string, AdminKind>> = {
       ),
   },
   passthrough_routes: { kind: 'passthrough_routes', rows: (s) => s.of('passthrough_routes').map((r) => documentOf(r)) },
+  mcp_servers: { kind: 'mcp_servers', rows: (s) => s.of('mcp_servers').map(withSecretRedacted) },
+  a2a_agents: { kind: 'a2a_agents', rows: (s) => s.of('a2a_agents').map(withSecretRedacted) },
 };
 
 /** The paths AISIX's admin router serves besides the kinds' `/admin/v1/<kind>[/<id>]`; all are reads. */
@@ -228,12 +237,13 @@ function playground(target: PlaygroundTarget | undefined) {
 
 /**
  * `extensions`: the write API (writes.ts; etcd mode with `admin.write_keys`, else the API is read-only) and
- * the spend report (spend-route.ts).
+ * the spend report (spend-route.ts). `status`: what the status page shows, served on the admin page too.
  */
 export function createAdminApp(
   gw: AdminView,
   proxy?: PlaygroundTarget,
   extensions: readonly (AdminExtension | undefined)[] = [],
+  status?: StatusView,
 ): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
   app.get('/livez', livez);
@@ -259,6 +269,7 @@ export function createAdminApp(
       secure: gw.config.admin.tls !== undefined,
       api: async (req) => await app.fetch(req, {}),
       now: () => gw.now?.().getTime() ?? Date.now(),
+      ...(status ? { status } : {}),
     }),
   );
   app.use('/admin/*', adminRouting(adminKeyCheck(readKeys), mounted));

@@ -70,6 +70,9 @@ export function layout(title: string, body: Html, nonce: string, csrf?: string, 
       <body>
         <header>
           <div class="brand">Sluice <span class="muted">admin</span></div>
+          ${csrf === undefined
+            ? ''
+            : html`<nav class="muted"><strong>Admin page</strong> · <a href="/admin/page/status">Status</a></nav>`}
           <div>${csrf === undefined ? '' : html`${badge(scope === 'write' ? 'read and write' : 'read only', 'idle')}
             <form class="inline" method="post" action="/admin/page/sign-out">
               <input type="hidden" name="csrf" value="${csrf}"><button class="quiet" type="submit">Sign out</button>

@@ -24,7 +24,8 @@ import {
   sessionCookie,
   sessionIdOf,
 } from './page-session.ts';
-import type { Html } from '../status/page.ts';
+import { createStatusApp, type StatusView } from '../status/app.ts';
+import { type Html, html, statusPageHtml, type StatusPagePlace } from '../status/page.ts';
 
 export const PAGE_PATH = '/admin/page';
 
@@ -38,7 +39,17 @@ export interface AdminPageDeps {
   /** The admin app itself: the page's every read and write is one of its API requests. */
   api(req: Request): Promise<Response>;
   now(): number;
+  /** What the status listener shows (the gateway): its live page and JSON reads, behind the session. */
+  status?: StatusView;
 }
+
+/** The status listener's JSON reads the status view links to, served here behind the session. */
+const STATUS_READS = new Set(['config', 'models', 'drain', 'ready']);
+
+const STATUS_PLACE: StatusPagePlace = {
+  json: `${PAGE_PATH}/status`,
+  nav: html`<nav class="muted"><a href="${PAGE_PATH}">Admin page</a> · <strong>Status</strong></nav>`,
+};
 
 type Env = { Variables: { session: PageSession; nonce: string } };
 
@@ -143,6 +154,29 @@ export function createAdminPage(deps: AdminPageDeps): Hono<Env> {
     if (r.status === 200 && Array.isArray(r.json?.rows)) return { rows: r.json.rows as [] };
     return { unavailable: r.status === 501 ? 'No spend report: it reads budgets.backend: redis.' : message(r.json) };
   }
+
+  // The status page's live view (it refreshes itself), for whoever may read the admin API: the status listener
+  // is often reachable only inside the cluster, the admin listener from an operator's browser.
+  const statusApp = deps.status ? createStatusApp(deps.status) : undefined;
+  app.get('/status', (c) => {
+    const s = c.get('session');
+    if (!s) return page(c, 'sign in', signInBody('Sign in to see the status page.'), 401);
+    if (!deps.status) return page(c, 'no status', errorBody(404, 'this gateway has no status view'), 404, s);
+    return c.body(statusPageHtml(deps.status, undefined, STATUS_PLACE), 200, headers(c.get('nonce')));
+  });
+  app.get('/status/:read', async (c) => {
+    const read = c.req.param('read');
+    if (!c.get('session')) {
+      return c.json({ error: { message: `sign in at ${PAGE_PATH} first`, type: 'authentication_error' } }, 401);
+    }
+    if (!statusApp || !STATUS_READS.has(read)) {
+      return c.json({ error: { message: `no status read "${read}"`, type: 'not_found' } }, 404);
+    }
+    const res = await statusApp.request(`/status/${read}`);
+    const out = new Response(res.body, res);
+    out.headers.set('cache-control', 'no-store');
+    return out;
+  });
 
   app.post('/sign-in', async (c) => {
     const form = await c.req.parseBody();

@@ -30,6 +30,11 @@ export interface SpendPeriod {
 /** One subject's one budget over the range. */
 export interface SpendRow {
   id: string;
+  /** A key's or model's `display_name`, from the resources the report was named with (`nameRows`). */
+  name?: string;
+  /** A key's team and user, likewise. */
+  team_id?: string;
+  user_id?: string;
   budget: string;
   spent_usd: number;
   spent_tokens: number;
@@ -127,4 +132,32 @@ export async function spendQuery(
   if (typeof until === 'string') return `until: ${until}`;
   if (until <= since) return 'until: must be after since';
   return spendReport(await source.counters(), by as SpendBy, since, until);
+}
+
+/** The rows that name a report's keys and models: the served snapshot's, or etcd's for the command. */
+export interface SpendNames {
+  readonly api_keys: readonly { id: string; display_name?: string; team_id?: string; user_id?: string }[];
+  readonly models: readonly { id: string; display_name?: string }[];
+}
+
+/**
+ * The report with each key row's `name`, `team_id` and `user_id` and each model row's `name`, where a resource
+ * has the row's id. Teams and users are ids in config.yaml with nothing more to show.
+ */
+export function nameRows(report: SpendReport, names: SpendNames): SpendReport {
+  if (report.by !== 'key' && report.by !== 'model') return report;
+  const found = new Map<string, { display_name?: string; team_id?: string; user_id?: string }>(
+    (report.by === 'key' ? names.api_keys : names.models).map((r) => [r.id, r]),
+  );
+  const rows = report.rows.map(({ id, ...rest }) => {
+    const r = found.get(id);
+    return {
+      id,
+      ...(r?.display_name !== undefined ? { name: r.display_name } : {}),
+      ...(r?.team_id !== undefined ? { team_id: r.team_id } : {}),
+      ...(r?.user_id !== undefined ? { user_id: r.user_id } : {}),
+      ...rest,
+    };
+  });
+  return { ...report, rows };
 }

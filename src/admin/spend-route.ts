@@ -8,7 +8,7 @@ import { errorResponse, errors, ProxyError } from '../http/errors.ts';
 import type { Platform } from '../platform.ts';
 import type { AdminExtension } from './extension.ts';
 import { RedisSpendSource } from './spend-redis.ts';
-import { spendQuery, type SpendSource } from './spend-report.ts';
+import { nameRows, type SpendNames, spendQuery, type SpendSource } from './spend-report.ts';
 
 export const SPEND_PATH = '/admin/v1/spend';
 
@@ -18,6 +18,8 @@ export interface SpendRouteDeps {
   /** Every admin key (read or write): a report is a read. */
   keys: readonly string[];
   now(): number;
+  /** The served keys and models, to name the rows; undefined before a configuration applied. */
+  names?(): SpendNames | undefined;
 }
 
 export function createSpendRoute(deps: SpendRouteDeps): AdminExtension {
@@ -53,14 +55,15 @@ export function createSpendRoute(deps: SpendRouteDeps): AdminExtension {
         );
       }
       if (typeof report === 'string') return errorResponse(new ProxyError(400, 'invalid_request_error', report));
-      return Response.json(report);
+      const names = deps.names?.();
+      return Response.json(names ? nameRows(report, names) : report);
     },
   };
 }
 
 /** The Redis the budgets count in, opened at the first report; undefined when budgets do not use Redis. */
 export function spendSourceFor(
-  config: Pick<Config, 'budgets' | 'etcd'>,
+  config: { budgets: Pick<Config['budgets'], 'backend' | 'redis'>; etcd: Pick<Config['etcd'], 'env_id'> },
   platform: Pick<Platform, 'redis'>,
 ): SpendSource | undefined {
   const c = config.budgets;
@@ -83,6 +86,7 @@ export function spendRouteFor(
   host: {
     config: Pick<Config, 'budgets' | 'etcd' | 'admin'>;
     platform: Pick<Platform, 'redis'>;
+    readonly snapshot?: { readonly resources: SpendNames } | undefined;
   },
   now: () => number = Date.now,
 ): AdminExtension {
@@ -91,5 +95,6 @@ export function spendRouteFor(
     source: spendSourceFor(host.config, host.platform),
     keys: [...a.admin_keys, ...a.write_keys],
     now,
+    names: () => host.snapshot?.resources,
   });
 }

@@ -20,7 +20,7 @@ const redisAddr = z.string().regex(
   'must be redis://host:port, rediss://host:port or host:port',
 );
 /** A Redis connection (AISIX's `RedisConnConfig`): `ratelimit.redis` and `cache.redis` share the shape. */
-const RedisConnSchema = z.strictObject({
+export const RedisConnSchema = z.strictObject({
   mode: z.enum(['single', 'cluster', 'sentinel']).default('single'),
   url: redisUrl.optional(),
   nodes: z.array(redisAddr).default([]),

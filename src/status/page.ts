@@ -251,8 +251,21 @@ function cacheSection(rows: { policy: string; lookups: number; hits: number }[])
   }</section>`;
 }
 
+/** Where the page is served: the base of its JSON reads, and links to the pages beside it. */
+export interface StatusPagePlace {
+  /** `/status` on the status listener; the admin page serves the same reads behind its session. */
+  readonly json: string;
+  readonly nav?: Html;
+}
+
+const STATUS_LISTENER: StatusPagePlace = { json: '/status' };
+
 /** The page's bytes for the gateway's state at `now`. */
-export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): string {
+export function statusPageHtml(
+  gw: StatusPageView,
+  now = gw.now().getTime(),
+  place: StatusPagePlace = STATUS_LISTENER,
+): string {
   const phase = gw.lifecycle.phase;
   const checks = gw.checks();
   const ready = checks.every(([, failure]) => failure === undefined);
@@ -284,6 +297,7 @@ export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): st
       <body>
         <header>
           <div class="brand">Sluice <span class="muted">${VERSION} on ${gw.platform.name}</span></div>
+          ${place.nav ?? ''}
           <div>${badge(phase, PHASE_TONE[phase] ?? 'idle')} ${badge(
             ready ? 'ready' : 'not ready',
             ready ? 'good' : 'bad',
@@ -377,7 +391,10 @@ export function statusPageHtml(gw: StatusPageView, now = gw.now().getTime()): st
           ${cacheSection(gw.cache?.hitRatios() ?? [])}
         </main>
         <footer>Generated ${new Date(now)
-          .toISOString()} · refreshes every ${REFRESH_SECS} s · JSON: <a href="/status/config">/status/config</a> · <a href="/status/models">/status/models</a> · <a href="/status/drain">/status/drain</a> · <a href="/status/ready">/status/ready</a></footer>
+          .toISOString()} · refreshes every ${REFRESH_SECS} s · JSON: ${['config', 'models', 'drain', 'ready'].map((
+            r,
+            i,
+          ) => html`${i > 0 ? ' · ' : ''}<a href="${place.json}/${r}">${place.json}/${r}</a>`)}</footer>
       </body>
     </html>
   `;

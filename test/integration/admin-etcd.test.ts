@@ -60,3 +60,61 @@ test('lists carry mod_revision; health has the config block with the applied rev
   assert.ok(config.snapshot_age_seconds! >= 0 && config.snapshot_age_seconds! < 60);
   assert.equal((health.config_status as { state: string }).state, 'synced');
 });
+
+test('mcp_servers and a2a_agents from etcd: the rows as served, their mod_revision, the secret redacted', async () => {
+  const s = seeder(etcd.endpoint);
+  const P = '/adm-kinds';
+  const mcpRev = await s.put(`${P}/mcp_servers/srv1`, {
+    display_name: 'tools',
+    url: 'http://127.0.0.1:9/mcp',
+    auth_type: 'api_key',
+    secret: 'mcp-SECRET-etcd-1',
+    timeout_ms: 700,
+  });
+  const agentRev = await s.put(`${P}/a2a_agents/ag1`, {
+    name: 'helper',
+    url: 'http://127.0.0.1:9/a2a',
+    protocol_version: '0.3',
+    auth_type: 'bearer',
+    secret: 'agent-SECRET-etcd-2',
+  });
+  await t?.stop();
+  t = startEtcdGateway({ endpoint: etcd.endpoint, prefix: P });
+  await t.until(() => t!.gw.snapshot?.of('a2a_agents').length === 1, 'the agent served');
+  await t.until(() => t!.gw.snapshot?.of('mcp_servers').length === 1, 'the MCP server served');
+  const admin = createAdminApp(t.gw);
+
+  const servers = await admin.request('/admin/v1/mcp_servers', AUTH);
+  const serversText = await servers.text();
+  assert.equal(servers.status, 200, serversText);
+  assert.deepEqual(JSON.parse(serversText), [{
+    id: 'srv1',
+    value: {
+      name: 'tools',
+      type: 'mcp',
+      url: 'http://127.0.0.1:9/mcp',
+      transport: 'streamable_http',
+      auth_type: 'api_key',
+      secret: '[redacted]',
+      timeout_ms: 700,
+      enabled: true,
+    },
+    revision: mcpRev,
+  }]);
+  const agent = await admin.request('/admin/v1/a2a_agents/ag1', AUTH);
+  const agentText = await agent.text();
+  assert.deepEqual(JSON.parse(agentText), {
+    id: 'ag1',
+    value: {
+      name: 'helper',
+      url: 'http://127.0.0.1:9/a2a',
+      protocol_version: '0.3',
+      auth_type: 'bearer',
+      secret: '[redacted]',
+      enabled: true,
+    },
+    revision: agentRev,
+  });
+  for (const text of [serversText, agentText]) assert.equal(/SECRET-etcd/.test(text), false, text);
+  assert.equal((await admin.request('/admin/v1/mcp_servers/nope', AUTH)).status, 404);
+});

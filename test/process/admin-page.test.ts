@@ -4,6 +4,7 @@
 // a chart, revoke it (the proxy answers 401). The audit lines are the API's. `SLUICE_UPDATE_SCREENSHOT=1` writes docs/img/admin-page.png; otherwise it goes to a temporary dir.
 // Run: node build.mjs && node --import tsx --test test/process/admin-page.test.ts
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -20,6 +21,7 @@ const ROOT = resolve(import.meta.dirname, '..', '..');
 const P = '/adminpage';
 const READ_KEY = 'admin-read-SECRET-page';
 const WRITE_KEY = 'admin-write-SECRET-page';
+const CALLER_KEY = 'sk-caller-SECRET-page';
 
 let etcd: EtcdServer;
 let redis: RedisServer;
@@ -39,6 +41,24 @@ before(async () => {
     model_name: 'gpt-upstream',
     provider_key_id: 'pk1',
     budgets: [{ limit_usd: 50, window: 'monthly' }],
+  });
+  // Nothing listens on port 9: a call to this model fails and starts its cooldown, which the status view shows.
+  await s.put(`${P}/provider_keys/pk2`, {
+    display_name: 'dead',
+    provider: 'openai',
+    api_key: 'sk-unused',
+    api_base: 'http://127.0.0.1:9/v1',
+  });
+  await s.put(`${P}/models/m2`, {
+    display_name: 'dead-model',
+    model_name: 'gpt-upstream',
+    provider_key_id: 'pk2',
+    cooldown: { default_seconds: 600 },
+  });
+  await s.put(`${P}/api_keys/k1`, {
+    display_name: 'caller',
+    key_hash: createHash('sha256').update(CALLER_KEY).digest('hex'),
+    allowed_models: ['dead-model'],
   });
   gw = await spawnGateway({
     config: `etcd: { endpoints: ["${etcd.endpoint}"], prefix: ${P} }
@@ -146,5 +166,49 @@ test('sign in, issue a key, see it listed, revoke it', async () => {
     : mkdtempSync(join(tmpdir(), 'sluice-admin-page-'));
   mkdirSync(dir, { recursive: true });
   await page.screenshot({ path: join(dir, 'admin-page.png'), fullPage: true });
+  await page.close();
+});
+
+test("the status page's live view on the admin page: behind the session, model health as it changes", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(gw.url('/admin/page/status', 'admin'));
+  assert.equal(await page.locator('input[name="key"]').count(), 1, 'without a session: the sign-in form');
+  assert.equal(await page.locator('#models').count(), 0);
+  await page.fill('input[name="key"]', READ_KEY);
+  await page.click('button:has-text("Sign in")');
+  await page.waitForSelector('#keys');
+  await page.click('nav a:has-text("Status")');
+  await page.waitForSelector('#models');
+  assert.match(await page.locator('#models').innerText(), /dead-model[\s\S]*healthy/);
+  let loads = 0;
+  page.on('load', () => loads++);
+
+  const r = await fetch(gw.url('/v1/chat/completions'), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'dead-model', messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  await r.body?.cancel();
+  assert.equal(r.status, 502);
+
+  // No navigation by the test: the view refreshes itself and shows the cooldown.
+  await until(
+    async () => {
+      const text = await page.locator('#models').innerText().catch(() => '');
+      return /dead-model[\s\S]*cooldown[\s\S]*transport_error/.test(text);
+    },
+    15_000,
+    'the live view showing the cooldown',
+  );
+  assert.ok(loads >= 1, 'the page reloaded itself');
+  assert.match(page.url(), /\/admin\/page\/status$/);
+
+  // Its JSON reads, behind the same session.
+  await page.click('footer a:has-text("/admin/page/status/models")');
+  const rows = JSON.parse(await page.locator('body').innerText()) as { display_name: string; status: string }[];
+  assert.equal(rows.find((m) => m.display_name === 'dead-model')?.status, 'cooldown');
+  const anonymous = await fetch(gw.url('/admin/page/status/models', 'admin'));
+  assert.equal(anonymous.status, 401);
+  assert.ok(!(await anonymous.text()).includes('dead-model'));
   await page.close();
 });

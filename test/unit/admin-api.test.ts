@@ -21,8 +21,19 @@ const CALLER_KEY = 'sk-caller-SECRET-admin-api-2';
 const MODERATION_KEY = 'sk-moderation-SECRET-admin-api-3';
 const OTLP_TOKEN = 'otlp-SECRET-admin-api-4';
 const ALIYUN_SECRET = 'aliyun-SECRET-admin-api-5';
-const SECRETS = [ADMIN_KEY, UPSTREAM_KEY, CALLER_KEY, MODERATION_KEY, OTLP_TOKEN, ALIYUN_SECRET];
-const ENV = { UPSTREAM_KEY, CALLER_KEY, MODERATION_KEY, OTLP_TOKEN, ALIYUN_SECRET };
+const MCP_SECRET = 'mcp-SECRET-admin-api-6';
+const AGENT_SECRET = 'agent-SECRET-admin-api-7';
+const SECRETS = [
+  ADMIN_KEY,
+  UPSTREAM_KEY,
+  CALLER_KEY,
+  MODERATION_KEY,
+  OTLP_TOKEN,
+  ALIYUN_SECRET,
+  MCP_SECRET,
+  AGENT_SECRET,
+];
+const ENV = { UPSTREAM_KEY, CALLER_KEY, MODERATION_KEY, OTLP_TOKEN, ALIYUN_SECRET, MCP_SECRET, AGENT_SECRET };
 const PEER = { peer: '127.0.0.1:4444' };
 
 const CONFIG = `
@@ -59,6 +70,11 @@ observability_exporters:
     enabled: false
     endpoint: http://127.0.0.1:9/v1/traces
     headers: { authorization: "Bearer \${OTLP_TOKEN}" }
+mcp_servers:
+  - { name: tools, url: "http://127.0.0.1:9/mcp", auth_type: bearer, secret: "\${MCP_SECRET}" }
+  - { display_name: open, url: "http://127.0.0.1:9/open", timeout_ms: 500, enabled: false }
+a2a_agents:
+  - { name: helper, url: "http://127.0.0.1:9/a2a", auth_type: api_key, secret: "\${AGENT_SECRET}" }
 `;
 }
 
@@ -71,6 +87,8 @@ const KINDS: Record<string, number> = {
   guardrails: 3,
   cache_policies: 1,
   observability_exporters: 1,
+  mcp_servers: 2,
+  a2a_agents: 1,
 };
 
 type Entry = { id: string; value: Record<string, unknown>; revision: number };
@@ -144,6 +162,37 @@ describe('reads: every kind Sluice holds, AISIX shape', () => {
     const [exporter] = await list('observability_exporters');
     assert.equal(exporter!.value.kind, 'otlp_http');
     assert.deepEqual(exporter!.value.headers, { authorization: '[redacted]' });
+    assert.deepEqual((await list('mcp_servers')).map((e) => e.value), [
+      {
+        name: 'tools',
+        type: 'mcp',
+        url: 'http://127.0.0.1:9/mcp',
+        transport: 'streamable_http',
+        auth_type: 'bearer',
+        secret: '[redacted]',
+        timeout_ms: 30000,
+        enabled: true,
+      },
+      {
+        name: 'open',
+        type: 'mcp',
+        url: 'http://127.0.0.1:9/open',
+        transport: 'streamable_http',
+        auth_type: 'none',
+        timeout_ms: 500,
+        enabled: false,
+      },
+    ]);
+    assert.deepEqual((await list('a2a_agents')).map((e) => e.value), [
+      {
+        name: 'helper',
+        url: 'http://127.0.0.1:9/a2a',
+        protocol_version: '1.0',
+        auth_type: 'api_key',
+        secret: '[redacted]',
+        enabled: true,
+      },
+    ]);
   });
 
   test('GET /admin/v1/<kind>/<id>: the list entry itself; an unknown id is 404', async () => {
@@ -172,8 +221,10 @@ describe('reads: every kind Sluice holds, AISIX shape', () => {
   test('kinds Sluice does not serve, the OpenAPI pages and anything deeper are 404 with or without a key', async () => {
     for (
       const path of [
-        '/admin/v1/mcp_servers',
-        '/admin/v1/a2a_agents/x',
+        '/admin/v1/oidc_providers',
+        '/admin/v1/claim_mappings/x',
+        '/admin/v1/mcp_policies',
+        '/admin/v1/mcp_auth_settings',
         '/admin/openapi.json',
         '/admin/v1/models/x/y',
         '/admin/v1/models/',

@@ -11,6 +11,8 @@ import { SESSION_COOKIE, SESSION_TTL_SECS } from '../../src/admin/page-session.t
 import { createSpendRoute } from '../../src/admin/spend-route.ts';
 import { type ApiKey, ApiKeySchema } from '../../src/resources/schema.ts';
 import { Snapshot } from '../../src/resources/snapshot.ts';
+import { createStatusApp } from '../../src/status/app.ts';
+import { gatewayWith } from '../support/platform.ts';
 
 const READ_KEY = 'admin-read-SECRET-1';
 const WRITE_KEY = 'admin-write-SECRET-2';
@@ -219,4 +221,88 @@ test('spend: the report per key as a table and an inline SVG chart', async () =>
   assert.match(page, /<svg role="img" aria-label="spend over time"/);
   assert.match(page, /<polyline [^>]*points="[\d.]+,[\d.]+ [\d.]+,[\d.]+"/);
   assert.match(page, /<td class="mono">k1<\/td>\s*<td>daily<\/td>\s*<td>3\.7500<\/td>/);
+});
+
+describe("the status page's live view behind the session", () => {
+  const config = `
+resources_file: resources.yaml
+proxy: { addr: "127.0.0.1:0" }
+admin: { addr: "127.0.0.1:0", admin_keys: [${READ_KEY}] }
+observability: { metrics: { prometheus: { addr: "127.0.0.1:0" } } }
+shutdown: { min_drain_secs: 0 }
+`;
+  const resources = `_format_version: "1"
+provider_keys: [{ display_name: echo, provider: echo }]
+models: [{ display_name: status-view-model, provider_key: echo, model_name: m }]
+`;
+
+  async function gatewayAdmin() {
+    const { gw } = await gatewayWith(resources, { config });
+    const f = { app: createAdminApp(gw, undefined, [], gw) } as unknown as F;
+    return { gw, f };
+  }
+
+  test('without a session: 401 and neither the page nor its JSON reads show the gateway', async () => {
+    const { gw, f } = await gatewayAdmin();
+    try {
+      const page = await f.app.request('/admin/page/status');
+      assert.equal(page.status, 401);
+      const text = await page.text();
+      assert.match(text, /action="\/admin\/page\/sign-in"/);
+      assert.ok(!text.includes('status-view-model'));
+      for (const read of ['config', 'models', 'drain', 'ready']) {
+        const res = await f.app.request(`/admin/page/status/${read}`, {
+          headers: { cookie: `${SESSION_COOKIE}=not-a-session` },
+        });
+        assert.equal(res.status, 401, read);
+        const body = await res.text();
+        assert.ok(!body.includes('status-view-model'), read);
+        assert.equal(JSON.parse(body).error.type, 'authentication_error');
+      }
+      // The admin API key is not a session: the page is for a signed-in browser.
+      const bearer = await f.app.request('/admin/page/status', { headers: { authorization: `Bearer ${READ_KEY}` } });
+      assert.equal(bearer.status, 401);
+    } finally {
+      gw.stop();
+    }
+  });
+
+  test('signed in: the status page with its refresh, the nonce CSP, links to its JSON reads here', async () => {
+    const { gw, f } = await gatewayAdmin();
+    try {
+      const { cookie } = await signIn(f, READ_KEY);
+      const dashboard = await (await f.app.request('/admin/page', { headers: { cookie } })).text();
+      assert.match(dashboard, /<a href="\/admin\/page\/status">Status<\/a>/, "linked from the page's navigation");
+      const res = await f.app.request('/admin/page/status', { headers: { cookie } });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('cache-control'), 'no-store');
+      assert.match(res.headers.get('content-security-policy')!, /script-src 'nonce-[A-Za-z0-9_-]{43}'/);
+      const text = await res.text();
+      assert.match(text, /<meta http-equiv="refresh" content="5">/);
+      assert.match(text, /status-view-model[\s\S]*healthy/);
+      assert.match(text, /<a href="\/admin\/page">Admin page<\/a>/);
+      for (const read of ['config', 'models', 'drain', 'ready']) {
+        assert.ok(text.includes(`<a href="/admin/page/status/${read}">`), read);
+      }
+      assert.ok(!text.includes('href="/status/'), "no link to the status listener's paths");
+
+      // Each JSON read is the status listener's own answer.
+      const status = createStatusApp(gw);
+      for (const read of ['config', 'models', 'drain', 'ready']) {
+        const here = await f.app.request(`/admin/page/status/${read}`, { headers: { cookie } });
+        const there = await status.request(`/status/${read}`);
+        assert.equal(here.status, there.status, read);
+        assert.equal(here.headers.get('content-type'), there.headers.get('content-type'), read);
+        assert.equal(here.headers.get('cache-control'), 'no-store', read);
+        const [a, b] = [await here.text(), await there.text()];
+        if (read === 'config') {
+          const strip = (t: string) => ({ ...JSON.parse(t), generated_at: undefined });
+          assert.deepEqual(strip(a), strip(b));
+        } else assert.equal(a, b, read);
+      }
+      assert.equal((await f.app.request('/admin/page/status/metrics', { headers: { cookie } })).status, 404);
+    } finally {
+      gw.stop();
+    }
+  });
 });

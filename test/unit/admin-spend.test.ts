@@ -4,7 +4,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type AdminView, createAdminApp } from '../../src/admin/app.ts';
-import { type CounterTotal, parseTimeBound, spendReport } from '../../src/admin/spend-report.ts';
+import { type CounterTotal, nameRows, parseTimeBound, spendReport } from '../../src/admin/spend-report.ts';
 import { createSpendRoute, SPEND_PATH } from '../../src/admin/spend-route.ts';
 import { parseCli } from '../../src/cli.ts';
 import { table } from '../../src/tools/spend.ts';
@@ -112,4 +112,90 @@ test('sluice spend: flags', () => {
     json: true,
   });
   assert.equal(parseCli(['spend'], {}).kind, 'error');
+});
+
+const NAMES = {
+  api_keys: [{ id: 'k:1', display_name: 'CI key', team_id: 'platform', user_id: 'u7' }, { id: 'other' }],
+  models: [{ id: 'm1', display_name: 'gpt-test' }],
+};
+
+describe('rows named from the resources', () => {
+  test("a key's row gets its name, team and user; a model's its name; teams and users stay ids", () => {
+    const keys = nameRows(spendReport(COUNTERS, 'key', NOW - 7 * DAY, NOW), NAMES);
+    assert.deepEqual(Object.keys(keys.rows[0]!), [
+      'id',
+      'name',
+      'team_id',
+      'user_id',
+      'budget',
+      'spent_usd',
+      'spent_tokens',
+      'periods',
+    ]);
+    assert.deepEqual([keys.rows[0]!.name, keys.rows[0]!.team_id, keys.rows[0]!.user_id], ['CI key', 'platform', 'u7']);
+    const models = nameRows(spendReport(COUNTERS, 'model', NOW - 7 * DAY, NOW), NAMES);
+    assert.equal(models.rows[0]!.name, 'gpt-test');
+    assert.equal('team_id' in models.rows[0]!, false);
+    const teams = spendReport(COUNTERS, 'team', NOW - 7 * DAY, NOW);
+    assert.deepEqual(nameRows(teams, NAMES), teams);
+    const unknown = nameRows(spendReport(COUNTERS, 'key', NOW - 7 * DAY, NOW), { api_keys: [], models: [] });
+    assert.equal('name' in unknown.rows[0]!, false, 'a key no resource holds keeps its id only');
+  });
+
+  test('the API names the rows from the served resources', async () => {
+    const KEY = 'admin-read-SECRET-names';
+    const view = { config: { admin: { admin_keys: [KEY] } } } as unknown as AdminView;
+    const route = createSpendRoute({
+      source: { counters: () => Promise.resolve(COUNTERS) },
+      keys: [KEY],
+      now: () => NOW,
+      names: () => NAMES,
+    });
+    const res = await createAdminApp(view, undefined, [route]).request(`${SPEND_PATH}?by=key&since=7d`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    const body = await res.json() as { rows: { id: string; name?: string; team_id?: string }[] };
+    assert.deepEqual(body.rows.map((r) => [r.id, r.name, r.team_id]), [['k:1', 'CI key', 'platform']]);
+  });
+
+  test('the CLI table adds name and team columns when a row has one', () => {
+    const lines = table(nameRows(spendReport(COUNTERS, 'key', NOW - 7 * DAY, NOW), NAMES));
+    assert.match(lines[1]!, /^key\s+name\s+team\s+budget\s+spent_usd\s+tokens\s+periods$/);
+    assert.match(lines[2]!, /^k:1\s+CI key\s+platform\s+daily\s+7\.000000\s+700\s+1$/);
+  });
+});
+
+test('sluice spend --etcd: flags, and the Redis it needs', () => {
+  assert.deepEqual(
+    parseCli(
+      [
+        'spend',
+        '--etcd',
+        'http://e1:2379,http://e2:2379',
+        '--prefix',
+        '/gw',
+        '--redis',
+        'redis://r:6379',
+        '--env-id',
+        'prod',
+        '--by',
+        'team',
+      ],
+      {},
+    ),
+    {
+      kind: 'spend',
+      etcd: { endpoints: ['http://e1:2379', 'http://e2:2379'], prefix: '/gw' },
+      redisUrl: 'redis://r:6379',
+      envId: 'prod',
+      by: 'team',
+      json: false,
+    },
+  );
+  const withConfig = parseCli(['spend', '--etcd', 'http://e1:2379', '--config', 'c.yaml'], {});
+  assert.equal(withConfig.kind, 'spend');
+  const noRedis = parseCli(['spend', '--etcd', 'http://e1:2379', '--since', '7d'], {});
+  assert.equal(noRedis.kind, 'error');
+  assert.match((noRedis as { message: string }).message, /spend --etcd needs --redis <url> or --config <file>/);
+  assert.match((parseCli(['spend'], {}) as { message: string }).message, /--config <file> or --etcd <endpoints>/);
 });
