@@ -35,7 +35,7 @@ before(async () => {
   etcd = await startEtcd();
   redis = await startRedis();
   const s = seeder(etcd.endpoint);
-  await s.put(`${P}/provider_keys/pk1`, { provider: 'echo' });
+  await s.put(`${P}/provider_keys/pk1`, { display_name: 'echo', provider: 'echo' });
   await s.put(`${P}/models/m1`, {
     display_name: 'gpt-test',
     model_name: 'gpt-upstream',
