@@ -92,6 +92,10 @@ for (const runtime of RUNTIMES) {
             .replace(
               'models:\n',
               'models:\n  - { display_name: gpt-dead, model_name: gpt-upstream, provider_key: dead }\n',
+            )
+            // A guardrail on every model: a frame naming the word ends the session.
+            .concat(
+              'guardrails:\n  - { name: words, kind: keyword, patterns: [{ kind: literal, value: forbidden }] }\n',
             ),
         },
         env: { CALLER_KEY, LIMITED_KEY },
@@ -187,6 +191,34 @@ for (const runtime of RUNTIMES) {
       assert.equal(line.prompt_tokens, 11);
       assert.equal(line.completion_tokens, 7);
       assert.equal(line.total_tokens, 18);
+    });
+
+    test("the SDK client: a frame a guardrail blocks is AISIX's error event and 1011, never relayed", async () => {
+      const sentBefore = upstream.received.length;
+      const client = new OpenAI({ apiKey: CALLER_KEY, baseURL: gw.url('/v1') });
+      const rt = new OpenAIRealtimeWebSocket(
+        { model: 'gpt-test', onURL: (url) => void (url.protocol = 'ws:') },
+        client,
+      );
+      const refused = new Promise<{ error?: unknown }>((r) => rt.on('error', (e) => r(e as { error?: unknown })));
+      const closedWith = new Promise<{ code: number; reason: string }>((r) =>
+        rt.socket.addEventListener('close', (e) => r({ code: e.code, reason: e.reason }))
+      );
+      await new Promise<void>((r) => rt.socket.addEventListener('open', () => r()));
+      rt.send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'a forbidden plan' }] },
+      });
+      assert.deepEqual((await refused).error, {
+        type: 'invalid_request_error',
+        code: 'content_filtered',
+        message: "request blocked by content policy (guardrail 'words')",
+      });
+      assert.deepEqual(await closedWith, { code: 1011, reason: 'content policy' });
+      assert.ok(!upstream.received.slice(sentBefore).some((f) => f.includes('forbidden')), 'never sent upstream');
+      const line = await gw.waitForLog((l) => l.path === '/v1/realtime' && l.error_kind === 'content_filter', 10_000);
+      assert.equal(line.status, 400);
+      assert.equal(line.guardrail_blocked, true);
     });
 
     test('an upstream that cannot be reached: the error frame, then 1011', async () => {

@@ -4,7 +4,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RelaySocket, WsFrame, WsHandlers } from '../../src/platform.ts';
-import { addUsage, type RealtimeUsage, startRelay } from '../../src/realtime/relay.ts';
+import { addUsage, CHECK_FAILED_FRAME, type RealtimeUsage, startRelay } from '../../src/realtime/relay.ts';
 import { upstreamTarget } from '../../src/realtime/upstream.ts';
 import { ProxyError } from '../../src/http/errors.ts';
 import type { DirectModel, ProviderKey } from '../../src/resources/schema.ts';
@@ -118,6 +118,40 @@ describe('realtime relay', () => {
     assert.deepEqual(client.closedWith, { code: 1001, reason: 'idle timeout' });
     assert.deepEqual(upstream.closedWith, { code: 1001, reason: 'idle timeout' });
     assert.deepEqual((await relay.end).status, 504);
+  });
+
+  test('a checked frame holds the frames behind it; a refused one ends the session with 1011 and status 400', async () => {
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    let release!: (v: string | undefined) => void;
+    const held = new Promise<string | undefined>((r) => (release = r));
+    const checks = {
+      input: (t: string) => (t === 'slow' ? held : Promise.resolve(t === 'bad' ? 'refused' : undefined)),
+    };
+    const relay = startRelay(client, upstream, { idleMs: 0, checks });
+    client.peerSends('slow');
+    client.peerSends(new Uint8Array([7]));
+    client.peerSends('bad');
+    client.peerSends('after');
+    upstream.peerSends('unchecked way');
+    assert.deepEqual(upstream.sent, [], 'nothing passes the frame waiting for its verdict');
+    assert.deepEqual(client.sent, ['unchecked way'], 'the other direction has no check and does not wait');
+    release(undefined);
+    const end = await relay.end;
+    assert.deepEqual(upstream.sent, ['slow', new Uint8Array([7])]);
+    assert.deepEqual(client.sent, ['unchecked way', 'refused']);
+    assert.deepEqual(client.closedWith, { code: 1011, reason: 'content policy' });
+    assert.deepEqual(upstream.closedWith, {});
+    assert.deepEqual(end, { usage: { input: 0, output: 0, cached: 0 }, status: 400, by: 'policy' });
+  });
+
+  test('a check that throws fails closed', async () => {
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    const relay = startRelay(client, upstream, { idleMs: 0, checks: { output: () => Promise.reject(new Error('x')) } });
+    upstream.peerSends('{"type":"response.text.delta"}');
+    assert.equal((await relay.end).status, 400);
+    assert.deepEqual(client.sent, [CHECK_FAILED_FRAME]);
   });
 
   test('goAway (the drain window ended) closes both sides with 1001', async () => {
