@@ -97,8 +97,8 @@ export function realtimeHandler(
     rec.facet(USAGE_PART).call = session;
     const admitted = admit(req, c.req.query('model'), clientIpOf(c.env?.peer, raw));
     if (admitted instanceof ProxyError) return fail(c, admitted);
-    const { model, key, name } = admitted;
-    const target = upstreamTarget(key, model);
+    const { model, key, name, upstreamModel } = admitted;
+    const target = upstreamTarget(key, model, upstreamModel);
     if (target instanceof ProxyError) return fail(c, target);
     const { key: apiKey, snapshot } = req.caller;
     const decision = await d.rateLimiter.acquire([
@@ -113,7 +113,7 @@ export function realtimeHandler(
       return fail(c, hold);
     }
     rec.resolved(model, name);
-    rec.dispatching(true, { model, key, upstreamModel: model.model_name });
+    rec.dispatching(true, { model, key, upstreamModel });
     const found = guards?.modelChain(snapshot, apiKey, model.id);
     const checks = found && frameChecks(found.chain, found.deps, model.display_name, rec);
     // The session holds the request's in-flight slot and its record until it ends (track.ts).
@@ -229,7 +229,7 @@ function admit(
   req: ProxyRequest,
   asked: string | undefined,
   clientIp: string | undefined,
-): { model: DirectModel; key: ProviderKey; name: string } | ProxyError {
+): { model: DirectModel; key: ProviderKey; name: string; upstreamModel: string } | ProxyError {
   const name = asked?.trim();
   if (!name) {
     return errors.badRequest('request payload is invalid: `model` query parameter is required on /v1/realtime');
@@ -247,7 +247,8 @@ function admit(
   if (!ipAllowed(model.allowed_cidrs, clientIp)) return errors.ipRestricted();
   const pk = snapshot.providerKeys.get(model.provider_key_id);
   if (!pk) return errors.unknownModel(name);
-  return { model, key: pk, name };
+  // Through a wildcard alias the upstream model is the caller's capture, as on every other endpoint.
+  return { model, key: pk, name, upstreamModel: resolved.upstreamModel ?? model.model_name };
 }
 
 /** AISIX's `websocket_upgrade_required` refusal of a request that is no WebSocket upgrade, or undefined. */

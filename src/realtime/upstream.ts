@@ -2,6 +2,7 @@
 // never the caller's; nothing else of the caller's request (no subprotocols, query or headers) is sent.
 import { errors, type ProxyError } from '../http/errors.ts';
 import { directBase, directUrl } from '../providers/direct-url.ts';
+import { segmentProblem } from '../providers/url-segment.ts';
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import { defaultAdapter } from '../resources/schema.ts';
 
@@ -13,12 +14,29 @@ export interface RealtimeTarget {
   headers: Record<string, string>;
 }
 
+/** Any id without white space: the checks that matter are `segmentProblem`'s (`\`, `..`, escapes). */
+const UPSTREAM_ID = /^\S+$/;
+
 /**
- * OpenAI: `<direct base>/realtime?model=<model_name>` on ws(s), `Authorization: Bearer`. No `OpenAI-Beta`
+ * OpenAI: `<direct base>/realtime?model=<upstream model>` on ws(s), `Authorization: Bearer`. No `OpenAI-Beta`
  * header: OpenAI closes a session opened with `realtime=v1` since the beta interface was retired (AISIX
- * still sends it). Azure: AISIX's deployment URL with `api-key`.
+ * still sends it). Azure: AISIX's deployment URL with `api-key`. The upstream model (`model_name`, or the
+ * caller's name through a wildcard alias) travels encoded in the query, yet one that a server decoding it into a
+ * path would read as a step (`\`, `..`, an escaped `.`, `/` or `\`) is refused before anything is sent.
  */
-export function upstreamTarget(key: ProviderKey, model: DirectModel): RealtimeTarget | ProxyError {
+export function upstreamTarget(
+  key: ProviderKey,
+  model: DirectModel,
+  upstreamModel: string,
+): RealtimeTarget | ProxyError {
+  const problem = segmentProblem(upstreamModel, UPSTREAM_ID);
+  if (problem) {
+    return errors.badRequest(
+      `request payload is invalid: \`model\` query parameter names the upstream model ${
+        JSON.stringify(upstreamModel)
+      }, which ${problem}`,
+    );
+  }
   const adapter = key.adapter ?? defaultAdapter(key.provider ?? '');
   const secret = key.api_key ?? '';
   if (adapter === 'openai') {
@@ -31,7 +49,7 @@ export function upstreamTarget(key: ProviderKey, model: DirectModel): RealtimeTa
     const url = wsUrl(directUrl(base, '/realtime'));
     if (!url) return noScheme(base);
     return {
-      url: `${url}?model=${encodeURIComponent(model.model_name)}`,
+      url: `${url}?model=${encodeURIComponent(upstreamModel)}`,
       headers: { authorization: `Bearer ${secret}` },
     };
   }
@@ -39,7 +57,7 @@ export function upstreamTarget(key: ProviderKey, model: DirectModel): RealtimeTa
     const base = (key.api_base ?? '').trim().replace(/\/+$/, '');
     const url = wsUrl(base);
     if (!url) return noScheme(base);
-    const q = `api-version=${AZURE_REALTIME_API_VERSION}&deployment=${encodeURIComponent(model.model_name)}`;
+    const q = `api-version=${AZURE_REALTIME_API_VERSION}&deployment=${encodeURIComponent(upstreamModel)}`;
     return { url: `${url}/openai/realtime?${q}`, headers: { 'api-key': secret } };
   }
   return errors.badRequest(

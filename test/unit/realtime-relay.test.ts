@@ -170,11 +170,15 @@ describe('realtime upstream', () => {
   const key = (k: Partial<ProviderKey>) => ({ id: 'k', display_name: 'pk', provider: 'openai', ...k }) as ProviderKey;
 
   test("OpenAI: ws(s) URL under the key's base, the provider key's bearer, no beta header", () => {
-    assert.deepEqual(upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up' }), model), {
+    assert.deepEqual(upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up' }), model, 'gpt-realtime'), {
       url: 'wss://api.openai.com/v1/realtime?model=gpt-realtime',
       headers: { authorization: 'Bearer sk-up' },
     });
-    const local = upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up', api_base: 'http://127.0.0.1:9' }), model);
+    const local = upstreamTarget(
+      key({ adapter: 'openai', api_key: 'sk-up', api_base: 'http://127.0.0.1:9' }),
+      model,
+      'gpt-realtime',
+    );
     assert.equal((local as { url: string }).url, 'ws://127.0.0.1:9/v1/realtime?model=gpt-realtime');
   });
 
@@ -182,6 +186,7 @@ describe('realtime upstream', () => {
     const t = upstreamTarget(
       key({ adapter: 'azure-openai', api_key: 'az', api_base: 'https://r.openai.azure.com/' }),
       model,
+      'gpt-realtime',
     );
     assert.deepEqual(t, {
       url: 'wss://r.openai.azure.com/openai/realtime?api-version=2024-10-01-preview&deployment=gpt-realtime',
@@ -189,8 +194,21 @@ describe('realtime upstream', () => {
     });
   });
 
+  test('an upstream model that a server decoding the query could read as a path step is refused', () => {
+    const openai = key({ adapter: 'openai', api_key: 'sk-up' });
+    for (const id of ['..', '../x', 'a\\b', '%2e%2e', 'a%2Fb', '%5c', '%252e%252e', 'a b']) {
+      const t = upstreamTarget(openai, model, id);
+      assert.ok(t instanceof ProxyError, id);
+      assert.equal(t.status, 400);
+      assert.match(t.message, /^request payload is invalid: `model` query parameter names the upstream model /);
+    }
+    // A vendor's namespaced id stays one value in the query.
+    const ok = upstreamTarget(openai, model, 'meta-llama/Llama-3@v1');
+    assert.equal((ok as { url: string }).url, 'wss://api.openai.com/v1/realtime?model=meta-llama%2FLlama-3%40v1');
+  });
+
   test('another adapter is refused with a 400 naming the provider', () => {
-    const t = upstreamTarget(key({ adapter: 'anthropic', provider: 'anthropic', api_key: 'x' }), model);
+    const t = upstreamTarget(key({ adapter: 'anthropic', provider: 'anthropic', api_key: 'x' }), model, 'gpt-realtime');
     assert.ok(t instanceof ProxyError);
     assert.equal(t.status, 400);
     assert.match(t.message, /uses provider "anthropic" which does not speak the OpenAI Realtime protocol/);

@@ -49,6 +49,7 @@ provider_keys:
 models:
   - { display_name: rt, provider_key: oa, model_name: gpt-realtime, cost: { input_per_1k: 1, output_per_1k: 2 } }
   - { display_name: rt-team, provider_key: oa, model_name: gpt-realtime }
+  - { display_name: "wild/*", provider_key: oa, model_name: "*" }
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
   - { display_name: team, key_env: TEAM, allowed_models: ["*"], team_id: t-rt }
@@ -219,6 +220,20 @@ describe('a realtime session', () => {
     const e = await eventOf(s);
     assert.equal(e['http.response.status_code'], 502);
     assert.equal(accessLine(s).status, 502);
+  });
+
+  test("through a wildcard alias the caller's name is the upstream model; one that could be a path step is refused", async () => {
+    const s = await open('wild/gpt-realtime-mini');
+    assert.equal(s.status, 200);
+    assert.equal(opened.at(-1)!.url, 'ws://realtime.test/v1/realtime?model=gpt-realtime-mini');
+    s.client.peerCloses(1000);
+    await eventOf(s);
+    const before = opened.length;
+    for (const bad of ['wild/..', 'wild/..%2Fx', 'wild/a%5Cb', 'wild/%252e%252e', 'wild/a%252Fb']) {
+      const refused = await open(bad);
+      assert.equal(refused.status, 400, bad);
+    }
+    assert.equal(opened.length, before, 'no upstream socket was opened');
   });
 
   test("a rate-limit policy the caller meets is reserved at the handshake: the team's second session is 429", async () => {
