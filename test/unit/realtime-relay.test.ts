@@ -208,9 +208,15 @@ describe('realtime upstream', () => {
   });
 
   test('another adapter is refused with a 400 naming the provider', () => {
-    const t = upstreamTarget(key({ adapter: 'anthropic', provider: 'anthropic', api_key: 'x' }), model, 'gpt-realtime');
-    assert.ok(t instanceof ProxyError);
-    assert.equal(t.status, 400);
-    assert.match(t.message, /uses provider "anthropic" which does not speak the OpenAI Realtime protocol/);
+    // Gemini Live and Bedrock's speech sessions are other protocols (AISIX serves neither).
+    for (const provider of ['anthropic', 'vertex', 'bedrock'] as const) {
+      const t = upstreamTarget(key({ adapter: provider, provider, api_key: 'x' }), model, 'gpt-realtime');
+      assert.ok(t instanceof ProxyError);
+      assert.equal(t.status, 400);
+      assert.match(
+        t.message,
+        new RegExp(`uses provider "${provider}" which does not speak the OpenAI Realtime protocol`),
+      );
+    }
   });
 });
