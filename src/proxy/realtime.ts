@@ -25,7 +25,7 @@ import type { RequestStep } from './pipeline.ts';
 import { rateLimitRefusal } from './admission.ts';
 import { ProxyRequest } from './request.ts';
 import { type RelayOptions, type SessionEnd, startRelay } from '../realtime/relay.ts';
-import { upstreamTarget } from '../realtime/upstream.ts';
+import { callerWantsBeta, upstreamTarget } from '../realtime/upstream.ts';
 
 /** The boot line of a runtime without WebSockets, and the 501's message. */
 export const REALTIME_NOT_SERVED = 'realtime is not served on this runtime (GET /v1/realtime answers 501)';
@@ -98,7 +98,7 @@ export function realtimeHandler(
     const admitted = admit(req, c.req.query('model'), clientIpOf(c.env?.peer, raw));
     if (admitted instanceof ProxyError) return fail(c, admitted);
     const { model, key, name, upstreamModel } = admitted;
-    const target = upstreamTarget(key, model, upstreamModel);
+    const target = upstreamTarget(key, model, upstreamModel, callerWantsBeta(raw, offered));
     if (target instanceof ProxyError) return fail(c, target);
     const { key: apiKey, snapshot } = req.caller;
     const decision = await d.rateLimiter.acquire([

@@ -1,5 +1,6 @@
 // Where a Realtime session goes and with which credential (docs/realtime.md "Upstream"): the provider key's,
-// never the caller's; nothing else of the caller's request (no subprotocols, query or headers) is sent.
+// never the caller's; nothing else of the caller's request (no subprotocols, query or headers) is sent but its own
+// opt-in to the beta event shape.
 import { errors, type ProxyError } from '../http/errors.ts';
 import { directBase, directUrl } from '../providers/direct-url.ts';
 import { segmentProblem } from '../providers/url-segment.ts';
@@ -14,20 +15,34 @@ export interface RealtimeTarget {
   headers: Record<string, string>;
 }
 
+/** The header by which a caller opts into the retired beta event shape, and its subprotocol spelling. */
+export const BETA_HEADER = 'openai-beta';
+const BETA_PROTOCOL = 'openai-beta.realtime-v1';
+
+/**
+ * Whether the caller asked for the beta Realtime shape (`OpenAI-Beta: realtime=v1`, or the browser's subprotocol
+ * `openai-beta.realtime-v1`): the beta and GA event vocabularies differ, so the opt-in is the caller's to make.
+ */
+export function callerWantsBeta(headers: Headers, offered: readonly string[]): boolean {
+  if ((headers.get(BETA_HEADER) ?? '').toLowerCase().includes('realtime=v1')) return true;
+  return offered.some((p) => p.toLowerCase() === BETA_PROTOCOL);
+}
+
 /** Any id without white space: the checks that matter are `segmentProblem`'s (`\`, `..`, escapes). */
 const UPSTREAM_ID = /^\S+$/;
 
 /**
- * OpenAI: `<direct base>/realtime?model=<upstream model>` on ws(s), `Authorization: Bearer`. No `OpenAI-Beta`
- * header: OpenAI closes a session opened with `realtime=v1` since the beta interface was retired (AISIX
- * still sends it). Azure: AISIX's deployment URL with `api-key`. The upstream model (`model_name`, or the
- * caller's name through a wildcard alias) travels encoded in the query, yet one that a server decoding it into a
- * path would read as a step (`\`, `..`, an escaped `.`, `/` or `\`) is refused before anything is sent.
+ * OpenAI: `<direct base>/realtime?model=<upstream model>` on ws(s), `Authorization: Bearer`, and
+ * `OpenAI-Beta: realtime=v1` only when the caller asked for the beta shape (`beta`). Azure: AISIX's deployment
+ * URL with `api-key`. The upstream model (`model_name`, or the caller's name through a wildcard alias) travels
+ * encoded in the query, yet one that a server decoding it into a path would read as a step (`\`, `..`, an
+ * escaped `.`, `/` or `\`) is refused before anything is sent.
  */
 export function upstreamTarget(
   key: ProviderKey,
   model: DirectModel,
   upstreamModel: string,
+  beta = false,
 ): RealtimeTarget | ProxyError {
   const problem = segmentProblem(upstreamModel, UPSTREAM_ID);
   if (problem) {
@@ -50,7 +65,10 @@ export function upstreamTarget(
     if (!url) return noScheme(base);
     return {
       url: `${url}?model=${encodeURIComponent(upstreamModel)}`,
-      headers: { authorization: `Bearer ${secret}` },
+      // Only the caller's own opt-in (AISIX's now): OpenAI's GA endpoint closes a beta session with 4000.
+      headers: beta
+        ? { authorization: `Bearer ${secret}`, [BETA_HEADER]: 'realtime=v1' }
+        : { authorization: `Bearer ${secret}` },
     };
   }
   if (adapter === 'azure-openai') {

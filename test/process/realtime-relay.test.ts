@@ -232,6 +232,17 @@ for (const runtime of RUNTIMES) {
       }]);
     });
 
+    test("a caller's own beta opt-in goes upstream; OpenAI's 4000 for it reaches the caller", async () => {
+      const seenBefore = upstream.handshakes.length;
+      const ws = await connect(`${wsBase}?model=gpt-test`, {
+        authorization: `Bearer ${CALLER_KEY}`,
+        'openai-beta': 'realtime=v1',
+      });
+      assert.ok(ws instanceof WebSocket);
+      assert.deepEqual(await closed(ws), { code: 4000, reason: 'beta_api_shape_disabled' });
+      assert.equal(upstream.handshakes[seenBefore]!.beta, 'realtime=v1');
+    });
+
     test('an upstream close code reaches the caller', async () => {
       const ws = await connect(`${wsBase}?model=gpt-test`, { authorization: `Bearer ${CALLER_KEY}` });
       assert.ok(ws instanceof WebSocket);

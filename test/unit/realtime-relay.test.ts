@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RelaySocket, WsFrame, WsHandlers } from '../../src/platform.ts';
 import { addUsage, CHECK_FAILED_FRAME, type RealtimeUsage, startRelay } from '../../src/realtime/relay.ts';
-import { upstreamTarget } from '../../src/realtime/upstream.ts';
+import { callerWantsBeta, upstreamTarget } from '../../src/realtime/upstream.ts';
 import { ProxyError } from '../../src/http/errors.ts';
 import type { DirectModel, ProviderKey } from '../../src/resources/schema.ts';
 
@@ -180,6 +180,19 @@ describe('realtime upstream', () => {
       'gpt-realtime',
     );
     assert.equal((local as { url: string }).url, 'ws://127.0.0.1:9/v1/realtime?model=gpt-realtime');
+  });
+
+  test("the beta header goes only with the caller's own opt-in (header or browser subprotocol)", () => {
+    const openai = key({ adapter: 'openai', api_key: 'sk-up' });
+    assert.deepEqual((upstreamTarget(openai, model, 'gpt-realtime', true) as { headers: unknown }).headers, {
+      authorization: 'Bearer sk-up',
+      'openai-beta': 'realtime=v1',
+    });
+    const h = (v?: string) => new Headers(v ? { 'openai-beta': v } : {});
+    assert.equal(callerWantsBeta(h('realtime=v1'), []), true);
+    assert.equal(callerWantsBeta(h('assistants=v2, realtime=v1'), []), true);
+    assert.equal(callerWantsBeta(h(), ['realtime', 'openai-beta.realtime-v1']), true);
+    assert.equal(callerWantsBeta(h('assistants=v2'), ['realtime']), false);
   });
 
   test("Azure: AISIX's deployment URL with api-key", () => {
