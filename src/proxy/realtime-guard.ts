@@ -7,7 +7,7 @@ import type { ChainDeps } from '../guardrails/chain.ts';
 import { checkAnswer, checkRequest, runsOn } from '../guardrails/guard.ts';
 import { blockMessage } from '../guardrails/messages.ts';
 import type { Guardrail } from '../guardrails/types.ts';
-import type { FrameCheck } from '../realtime/relay.ts';
+import { CHECK_FAILED_FRAME, type FrameCheck } from '../realtime/relay.ts';
 import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { RequestRecord } from './record.ts';
 
@@ -73,7 +73,19 @@ export function frameChecks(
     if (r.verdict) rec.facet(GUARDRAIL_RECORD).ran(r.verdict);
     return r.refusal ? blocked(rec, 'response', r.refusal.guardrail) : undefined;
   };
-  return { ...(onInput ? { input } : {}), ...(onOutput ? { output } : {}) };
+  return {
+    ...(onInput ? { input: failClosed(input, rec) } : {}),
+    ...(onOutput ? { output: failClosed(output, rec) } : {}),
+  };
+}
+
+/** A check that throws refuses its frame (the relay ends the session), named on the record. */
+function failClosed(check: FrameCheck, rec: RequestRecord): FrameCheck {
+  return (frame) =>
+    check(frame).catch(() => {
+      rec.failed('guardrail_error', 'the content check of a frame failed');
+      return CHECK_FAILED_FRAME;
+    });
 }
 
 function blocked(rec: RequestRecord, side: 'request' | 'response', guardrail: string): string {

@@ -7,7 +7,11 @@ import assert from 'node:assert/strict';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import type { Gateway } from '../../src/gateway.ts';
 import type { RelaySocket, WebSocketConnect, WsFrame, WsHandlers } from '../../src/platform.ts';
-import { scannedText } from '../../src/proxy/realtime-guard.ts';
+import { frameChecks, scannedText } from '../../src/proxy/realtime-guard.ts';
+import { CHECK_FAILED_FRAME } from '../../src/realtime/relay.ts';
+import type { ChainDeps } from '../../src/guardrails/chain.ts';
+import type { Guardrail } from '../../src/guardrails/types.ts';
+import type { RequestRecord } from '../../src/proxy/record.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { until } from '../support/until.ts';
@@ -264,5 +268,28 @@ describe('the text of a frame the guardrails read', () => {
     const smuggled = JSON.stringify({ type: 'input_audio_buffer.append', audio: 'AA', note: 'forbidden' });
     assert.equal(scannedText(smuggled), smuggled);
     assert.equal(scannedText('not json, audio'), 'not json, audio');
+  });
+
+  test('a check that throws refuses the frame, named on the record (fail closed)', async () => {
+    const g = { name: 'g', kind: 'keyword', input: true, output: false, check: () => ({ kind: 'allow' }) };
+    const deps = {
+      ctx: {},
+      log: () => {},
+      now: () => 0,
+      metrics: {
+        observe() {
+          throw new Error('a broken metrics sink');
+        },
+      },
+    } as unknown as ChainDeps;
+    const failed: string[] = [];
+    const rec = {
+      failed: (kind: string) => failed.push(kind),
+      facet: () => ({ ran() {} }),
+    } as unknown as RequestRecord;
+    const checks = frameChecks([g as unknown as Guardrail], deps, 'rt', rec)!;
+    assert.equal(checks.output, undefined, 'no member checks answers');
+    assert.equal(await checks.input!('{"type":"response.create"}'), CHECK_FAILED_FRAME);
+    assert.deepEqual(failed, ['guardrail_error']);
   });
 });
