@@ -86,7 +86,7 @@ export function acceptUpgrades(
     // them as plain requests before: any other than a WebSocket's goes back to the server as one.
     if (req.headers.upgrade?.toLowerCase() !== 'websocket') {
       if (opts.reparse) return reparse(server, req, socket, head);
-      return void serveInPlace(req, socket, head, fetch, peerOf, { bodies: false }).catch(() => socket.destroy());
+      return void serveInPlace(req, socket, fetch, peerOf).catch(() => socket.destroy());
     }
     onRequest(socket);
     const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, {
@@ -132,27 +132,19 @@ function reparse(server: http.Server, req: http.IncomingMessage, socket: Duplex,
 }
 
 /**
- * A request that asked for another upgrade, served on its raw socket: its body (`Content-Length` bytes; a
- * chunked one is refused) streamed to the handler, the answer streamed back and the connection closed after it.
- * Deno's node:http keeps such a request's body from the socket: there a request with a body is refused with 400.
+ * A request that asked for another upgrade, served on its raw socket (Deno, whose node:http cannot take the socket
+ * back): its body streamed to the handler, the answer streamed back and the connection closed after it. Deno's
+ * node:http delivers such a request's body on the request (decoded, chunked too), not on the socket.
  */
 async function serveInPlace(
   req: http.IncomingMessage,
   socket: Duplex,
-  head: Buffer,
   fetch: FetchHandler,
   peerOf: (socket: Socket) => string | undefined,
-  opts: { bodies: boolean },
 ): Promise<void> {
-  const length = Number(req.headers['content-length'] ?? 0);
-  if (req.headers['transfer-encoding'] || (length > 0 && !opts.bodies)) {
-    const message = 'a request with a body and an Upgrade header other than websocket: send it without Upgrade';
-    const refusal = JSON.stringify({ error: { message, type: 'invalid_request_error' } });
-    return writeRaw(socket, new Response(refusal, { status: 400, headers: { 'content-type': 'application/json' } }));
-  }
   const init: RequestInit & { duplex?: 'half' } = { method: req.method ?? 'GET', headers: headersOf(req) };
-  if (length > 0) {
-    init.body = bodyOf(socket, head, length);
+  if (req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0) {
+    init.body = bodyOf(req);
     init.duplex = 'half';
   }
   const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, init);
@@ -165,24 +157,20 @@ function headersOf(req: http.IncomingMessage): Headers {
   return headers;
 }
 
-/** `length` bytes of body: what the parser read past the head, then the socket's. */
-function bodyOf(socket: Duplex, head: Buffer, length: number): ReadableStream<Uint8Array> {
-  let left = length;
+/** The request's body as it arrives, read no faster than the handler takes it. */
+function bodyOf(req: http.IncomingMessage): ReadableStream<Uint8Array> {
   return new ReadableStream({
     start(controller) {
-      const take = (chunk: Buffer) => {
-        const part = chunk.subarray(0, left);
-        left -= part.length;
-        if (part.length > 0) controller.enqueue(new Uint8Array(part));
-        if (left > 0) return;
-        socket.off('data', take);
-        controller.close();
-      };
-      take(head);
-      if (left > 0) {
-        socket.on('data', take);
-        socket.once('close', () => left > 0 && controller.error(new Error('the client closed the connection')));
-      }
+      req.on('data', (chunk: Buffer) => {
+        controller.enqueue(new Uint8Array(chunk));
+        if ((controller.desiredSize ?? 1) <= 0) req.pause();
+      });
+      req.once('end', () => controller.close());
+      req.once('error', (e) => controller.error(e));
+      req.once('aborted', () => controller.error(new Error('the client closed the connection')));
+    },
+    pull() {
+      req.resume();
     },
   });
 }

@@ -12,6 +12,8 @@ import type { RequestRecord } from './record.ts';
  */
 export interface StreamTracker {
   onEnd: ((end: StreamEnd, recorded?: Promise<void>) => void) | undefined;
+  /** The status the request's record states, when it is not the response's (a WebSocket session's outcome). */
+  status?: number;
 }
 
 export type ProxyEnv = {

@@ -58,6 +58,15 @@ export interface Guardrails {
     key: ApiKey,
     routeId: string,
   ): { chain: readonly Guardrail[]; deps: ChainDeps } | undefined;
+  /**
+   * The chain of a model call outside the pipeline (a Realtime session: the environment's, the model's, the key's
+   * and its team's attachments), or undefined when no guardrail applies to it.
+   */
+  modelChain(
+    snapshot: Snapshot,
+    key: ApiKey,
+    modelId: string,
+  ): { chain: readonly Guardrail[]; deps: ChainDeps } | undefined;
 }
 
 export function guardrails(d: GuardrailStepDeps): Guardrails {
@@ -111,7 +120,12 @@ export function guardrails(d: GuardrailStepDeps): Guardrails {
     const chain = indexFor(snapshot).resolve({ modelId: '', apiKeyId: key.id, teamId: key.team_id, routeId });
     return chain.length === 0 ? undefined : { chain, deps: depsOf(snapshot) };
   };
-  return { steps, checkCached, chainFor };
+  const modelChain = (snapshot: Snapshot, key: ApiKey, modelId: string) => {
+    if (snapshot.guardrails.length === 0) return undefined;
+    const chain = indexFor(snapshot).resolve({ modelId, apiKeyId: key.id, teamId: key.team_id });
+    return chain.length === 0 ? undefined : { chain, deps: depsOf(snapshot) };
+  };
+  return { steps, checkCached, chainFor, modelChain };
 }
 
 /** The index of a snapshot, with its build-time lines logged once. */

@@ -6,6 +6,7 @@ import { unscannedRefusal } from './unscanned.ts';
 import type { Context } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { errors, ProxyError } from '../http/errors.ts';
+import { pathParams } from '../http/path-param.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import { rateLimitRefusal } from './admission.ts';
@@ -172,16 +173,11 @@ async function readUpload(req: Request, limit: number) {
   return parseUpload(bytes, type ?? '');
 }
 
-/** The path's `:id`, decoded; a malformed percent-encoding is the caller's 400. */
-function idParam(c: Context<ProxyEnv>): string | ProxyError {
-  const parts = new URL(c.req.url).pathname.split('/');
-  // `/v1/<family…>/<id>[/<action>]`: the id is the segment after the family's.
-  const family = parts[2] === 'fine_tuning' ? 4 : 3;
-  try {
-    return decodeURIComponent(parts[family] ?? '');
-  } catch {
-    return errors.badRequest('request payload is invalid: invalid path parameter');
-  }
+/** The path's `:id`, decoded; a malformed percent-encoding is the caller's 400 (AISIX's). */
+function idParam(c: Context<ProxyEnv>, route: JobsRoute): string | ProxyError {
+  const params = pathParams(route.path, new URL(c.req.url).pathname);
+  if (params === undefined) return errors.notFound(c.req.path);
+  return params instanceof ProxyError ? params : params.id ?? '';
 }
 
 /** The id an upstream URL names: a routed id's raw part (and its model), else the id as given. */
@@ -218,7 +214,7 @@ async function operationOf(c: Context<ProxyEnv>, route: JobsRoute, limit: number
     }
     return createOperation(c, base, family, limit);
   }
-  const id = idParam(c);
+  const id = idParam(c, route);
   if (id instanceof ProxyError) return id;
   const up = upstreamId(id);
   if (up instanceof ProxyError) return up;

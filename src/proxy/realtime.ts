@@ -1,7 +1,8 @@
 // `GET /v1/realtime?model=…` (docs/realtime.md): the upgrade checked, the caller identified (its key from
 // `Authorization`, `x-api-key` or the `openai-insecure-api-key.<key>` subprotocol), the model admitted, the
-// rate limits reserved for the session; then the 101, the upstream socket opened with the provider key's
-// credential, and the relay (src/realtime/relay.ts) until either side closes, the idle cap or the drain ends it.
+// rate limits (the key's, the model's, the policies') reserved for the session; then the 101, the upstream socket
+// opened with the provider key's credential, and the relay (src/realtime/relay.ts) with the session's guardrails
+// until either side closes, a guardrail, the idle cap or the drain ends it; one usage event at its end.
 import type { BudgetsSetup } from '../budgets/setup.ts';
 import { reserveSession } from '../budgets/spend.ts';
 import type { Amount } from '../budgets/store.ts';
@@ -13,14 +14,18 @@ import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import type { RateLimiter } from '../routing/rate-limit.ts';
 import type { Clock } from '../util/clock.ts';
 import { ipAllowed } from '../util/cidr.ts';
+import { requestGateSubjects } from '../policies/reserve.ts';
+import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
+import type { Guardrails } from './guardrails.ts';
+import { frameChecks } from './realtime-guard.ts';
 import { modelAllowed } from './auth.ts';
 import { fail } from './answer.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
 import { rateLimitRefusal } from './admission.ts';
 import { ProxyRequest } from './request.ts';
-import { type RealtimeUsage, type SessionEnd, startRelay } from '../realtime/relay.ts';
-import { upstreamTarget } from '../realtime/upstream.ts';
+import { type RelayOptions, type SessionEnd, startRelay } from '../realtime/relay.ts';
+import { callerWantsBeta, upstreamTarget } from '../realtime/upstream.ts';
 
 /** The boot line of a runtime without WebSockets, and the 501's message. */
 export const REALTIME_NOT_SERVED = 'realtime is not served on this runtime (GET /v1/realtime answers 501)';
@@ -56,7 +61,12 @@ class RealtimeRequest extends ProxyRequest {
   }
 }
 
-export function realtimeHandler(d: RealtimeDeps, identify: RequestStep, clientIpOf: ClientIpOf) {
+export function realtimeHandler(
+  d: RealtimeDeps,
+  identify: RequestStep,
+  clientIpOf: ClientIpOf,
+  guards?: Pick<Guardrails, 'modelChain'>,
+) {
   return async function handleRealtime(c: Context<ProxyEnv>): Promise<Response> {
     const raw = c.req.raw.headers;
     // AISIX checks the upgrade before the caller (an unauthenticated plain GET is a 400).
@@ -75,26 +85,37 @@ export function realtimeHandler(d: RealtimeDeps, identify: RequestStep, clientIp
     const refused = await identify.run(req);
     if (refused instanceof ProxyError) return fail(c, refused);
     if (refused) return refused;
+    const rec = c.get('rec');
+    // AISIX's one event per session, and a zero-token one for a refusal past authentication.
+    const session: CallUsage = {
+      handler: 'realtime',
+      protocol: 'realtime',
+      protocolLabel: 'other',
+      fields: {},
+      upstreamMs: 0,
+    };
+    rec.facet(USAGE_PART).call = session;
     const admitted = admit(req, c.req.query('model'), clientIpOf(c.env?.peer, raw));
     if (admitted instanceof ProxyError) return fail(c, admitted);
-    const { model, key, name } = admitted;
-    const target = upstreamTarget(key, model);
+    const { model, key, name, upstreamModel } = admitted;
+    const target = upstreamTarget(key, model, upstreamModel, callerWantsBeta(raw, offered));
     if (target instanceof ProxyError) return fail(c, target);
-    const { key: apiKey } = req.caller;
+    const { key: apiKey, snapshot } = req.caller;
     const decision = await d.rateLimiter.acquire([
       { scope: 'api_key', id: apiKey.id, limits: apiKey.rate_limit },
       { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
+      ...requestGateSubjects(snapshot, apiKey, model, d.clock()),
     ]);
     if (!decision.allowed) return fail(c, rateLimitRefusal(decision));
-    const snapshot = req.caller.snapshot;
     const hold = d.budgets && await reserveSession(d.budgets.budgets, d.clock, { key: apiKey, snapshot, model });
     if (hold instanceof ProxyError) {
       await decision.permit.end(0);
       return fail(c, hold);
     }
-    const rec = c.get('rec');
     rec.resolved(model, name);
-    rec.dispatching(true, { model, key, upstreamModel: model.model_name });
+    rec.dispatching(true, { model, key, upstreamModel });
+    const found = guards?.modelChain(snapshot, apiKey, model.id);
+    const checks = found && frameChecks(found.chain, found.deps, model.display_name, rec);
     // The session holds the request's in-flight slot and its record until it ends (track.ts).
     const tracker: StreamTracker = { onEnd: undefined };
     c.set('stream', tracker);
@@ -105,12 +126,22 @@ export function realtimeHandler(d: RealtimeDeps, identify: RequestStep, clientIp
           d,
           client,
           () => connect({ ...target, timeoutMs: connectMs(d) }),
-          idleMs(d, model),
+          { idleMs: idleMs(d, model), ...(checks ? { checks } : {}) },
         );
-        rec.read(usageOf(ended.usage), undefined);
-        if (ended.status !== 200) rec.failed(ended.by === 'idle' ? 'timeout' : 'upstream_error', closeMessage(ended));
-        await decision.permit.end(ended.usage.input + ended.usage.output);
+        const u = ended.usage;
+        rec.read({ input: u.input, output: u.output, total: u.input + u.output, cachedPrompt: u.cached }, undefined);
+        // A guardrail's block named itself on the record already.
+        if (ended.status !== 200 && ended.by !== 'policy') {
+          rec.failed(ended.by === 'idle' ? 'timeout' : 'upstream_error', closeMessage(ended));
+        }
+        const elapsed = d.clock() - rec.start;
+        session.upstreamMs = elapsed;
+        session.downstreamMs = elapsed;
+        session.tokens = { input: u.input, output: u.output, estimated: false, cached: u.cached };
+        await decision.permit.end(u.input + u.output);
         await hold?.commit(rec.spent() ?? NOTHING);
+        // The access log, the metrics and the event state how the session ended (AISIX's), not the 101.
+        tracker.status = ended.status;
         tracker.onEnd?.(ended.status === 200 ? 'complete' : 'upstream_error');
       },
       async () => {
@@ -131,7 +162,7 @@ async function runSession(
   d: RealtimeDeps,
   client: RelaySocket,
   open: () => Promise<RelaySocket>,
-  idle: number,
+  opts: RelayOptions,
 ): Promise<SessionEnd> {
   let upstream: RelaySocket;
   try {
@@ -142,7 +173,7 @@ async function runSession(
     client.close(1011, 'upstream connect failed');
     return { usage: { input: 0, output: 0, cached: 0 }, status: 502, by: 'upstream' };
   }
-  const relay = startRelay(client, upstream, { idleMs: idle });
+  const relay = startRelay(client, upstream, opts);
   const stopWatch = watchDrain(d, relay.goAway);
   const ended = await relay.end;
   stopWatch();
@@ -193,16 +224,12 @@ function closeMessage(ended: SessionEnd): string {
   return 'upstream error';
 }
 
-function usageOf(u: RealtimeUsage) {
-  return { input: u.input, output: u.output, total: u.input + u.output, cachedPrompt: u.cached };
-}
-
 /** Model permission, existence, a direct model, the caller's address (AISIX's order). */
 function admit(
   req: ProxyRequest,
   asked: string | undefined,
   clientIp: string | undefined,
-): { model: DirectModel; key: ProviderKey; name: string } | ProxyError {
+): { model: DirectModel; key: ProviderKey; name: string; upstreamModel: string } | ProxyError {
   const name = asked?.trim();
   if (!name) {
     return errors.badRequest('request payload is invalid: `model` query parameter is required on /v1/realtime');
@@ -220,7 +247,8 @@ function admit(
   if (!ipAllowed(model.allowed_cidrs, clientIp)) return errors.ipRestricted();
   const pk = snapshot.providerKeys.get(model.provider_key_id);
   if (!pk) return errors.unknownModel(name);
-  return { model, key: pk, name };
+  // Through a wildcard alias the upstream model is the caller's capture, as on every other endpoint.
+  return { model, key: pk, name, upstreamModel: resolved.upstreamModel ?? model.model_name };
 }
 
 /** AISIX's `websocket_upgrade_required` refusal of a request that is no WebSocket upgrade, or undefined. */

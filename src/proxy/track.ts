@@ -13,7 +13,7 @@ import type { Clock } from '../util/clock.ts';
 import { BodyLimit } from './body-limit.ts';
 import { CallState } from './call-state.ts';
 import { CALL_WATCH, type CallWatch, joinWatches } from './call-watch.ts';
-import type { ProxyEnv } from './env.ts';
+import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import {
   ACCESS_LOG_LAYOUT,
@@ -66,13 +66,15 @@ function streamEnd(
   release: () => void,
   telemetry: (rec: RequestRecord, watch: Watches | undefined, status: number, latency?: number) => void,
   clock: Clock,
+  tracker: StreamTracker,
 ): (end: StreamEnd, recorded?: Promise<void>) => void {
   return (_end, recorded) => {
     release();
-    if (!recorded) return telemetry(rec, watch, status);
+    const stated = tracker.status ?? status;
+    if (!recorded) return telemetry(rec, watch, stated);
     // The latency is the stream's, not the wait for its record.
     const latency = clock() - rec.start;
-    const write = () => telemetry(rec, watch, status, latency);
+    const write = () => telemetry(rec, watch, stated, latency);
     void recorded.then(write, write);
   };
 }
@@ -163,7 +165,7 @@ export function trackRequests(
     if (!c.get('stamped')) res.headers.set('x-aisix-request-id', rec.requestId);
     const stream = c.get('stream');
     // A streamed body holds the slot until its last byte; the pump reports the end.
-    if (stream) stream.onEnd = streamEnd(rec, watch, res.status, release, telemetry, d.clock);
+    if (stream) stream.onEnd = streamEnd(rec, watch, res.status, release, telemetry, d.clock, stream);
     else {
       release();
       telemetry(rec, watch, res.status);

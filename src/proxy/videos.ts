@@ -5,6 +5,7 @@
 import { unscannedRefusal } from './unscanned.ts';
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
+import { pathParams } from '../http/path-param.ts';
 import { rateLimitRefusal } from './admission.ts';
 import { fail } from './answer.ts';
 import { modelAllowed } from './auth.ts';
@@ -206,7 +207,11 @@ export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRout
 
   /** The video a GET names, and its vendor task, or the refusal (every kind of "not yours" is the same 404). */
   async function poll(c: Context<ProxyEnv>, req: ProxyRequest) {
-    const id = c.req.param('id') ?? '';
+    // Hono hands a malformed escape over undecoded: read the raw segment, for AISIX's 400.
+    const params = pathParams(route.path, new URL(c.req.url).pathname);
+    if (params === undefined) return errors.notFound(c.req.path);
+    if (params instanceof ProxyError) return params;
+    const id = params.id ?? '';
     const v = decodeVideoId(id);
     const row = v ? req.caller.snapshot.models.get(v.modelId) : undefined;
     if (!v || !row || row.kind !== 'direct' || !modelAllowed(req.caller.key, v.asked)) return videoNotFound(id);

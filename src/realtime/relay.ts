@@ -1,5 +1,6 @@
 // The Realtime relay between the caller's WebSocket and the upstream's (docs/realtime.md "Relay"): frames both
-// ways unchanged, usage summed from the upstream's events, the idle cap, close codes relayed, the drain's end.
+// ways unchanged, usage summed from the upstream's events, the idle cap, close codes relayed, the drain's end, and
+// the content checks a text frame waits for before it goes on (docs/realtime.md "Guardrails").
 import type { RelaySocket, WsFrame } from '../platform.ts';
 
 /** Tokens the upstream reported over a session. */
@@ -12,11 +13,14 @@ export interface RealtimeUsage {
 /** How a session ended, for its accounting and its access-log status. */
 export interface SessionEnd {
   usage: RealtimeUsage;
-  /** 200 closed by either side; 502 upstream error; 504 idle timeout; 503 closed by the drain. */
+  /** 200 closed by either side; 400 a content check refused a frame; 502 upstream error; 504 idle timeout; 503 drain. */
   status: number;
-  /** Who closed: `client`, `upstream`, `idle`, `drain`. */
-  by: 'client' | 'upstream' | 'idle' | 'drain';
+  /** Who closed: `client`, `upstream`, `idle`, `drain`, `policy` (a content check). */
+  by: 'client' | 'upstream' | 'idle' | 'drain' | 'policy';
 }
+
+/** A text frame's content check: the error frame that refuses it (the session then ends), or undefined. */
+export type FrameCheck = (text: string) => Promise<string | undefined>;
 
 export interface RelayOptions {
   /** No frame either way for this long closes both sides with 1001 `idle timeout`; 0 = no cap. */
@@ -24,6 +28,11 @@ export interface RelayOptions {
   /** Timers (a test gives its own). */
   setTimer?: (fn: () => void, ms: number) => unknown;
   clearTimer?: (t: unknown) => void;
+  /**
+   * Checks on text frames: the caller's (`input`) and the upstream's (`output`). A frame waits for its verdict, and
+   * the frames behind it in its direction wait with it, so order is kept; a refused frame is never relayed.
+   */
+  checks?: { input?: FrameCheck; output?: FrameCheck };
 }
 
 /** A running relay: `end` resolves once both sides are closed (or given up on). */
@@ -36,6 +45,26 @@ export interface Relay {
 
 /** Close codes that may not be sent in a close frame: relayed as a close without status. */
 const UNSENDABLE = new Set([1005, 1006, 1015]);
+
+/** What the caller gets when a check could not decide (it threw): the session ends, nothing is relayed. */
+export const CHECK_FAILED_FRAME = JSON.stringify({
+  type: 'error',
+  error: { type: 'server_error', message: 'the content check of a frame failed; the session is closed' },
+});
+
+type Step = () => void | Promise<void>;
+
+/**
+ * One direction's frames and close, run in arrival order: at once without a check (the common case costs
+ * nothing), else each after the one before it settled.
+ */
+function lane(checked: boolean): (step: Step) => void {
+  if (!checked) return (step) => void step();
+  let tail: Promise<void> = Promise.resolve();
+  return (step) => {
+    tail = tail.then(step).catch(() => {});
+  };
+}
 
 export function startRelay(client: RelaySocket, upstream: RelaySocket, opts: RelayOptions): Relay {
   const setTimer = opts.setTimer ?? ((fn, ms) => setTimeout(fn, ms));
@@ -62,30 +91,62 @@ export function startRelay(client: RelaySocket, upstream: RelaySocket, opts: Rel
     idle = setTimer(() => closeBoth(1001, 'idle timeout', 504, 'idle'), opts.idleMs);
   };
   touch();
+  const input = opts.checks?.input;
+  const output = opts.checks?.output;
+  // AISIX's refusal: the error frame, then 1011 `content policy`; the upstream is let go.
+  const refuse = (errorFrame: string) => {
+    if (done) return;
+    client.send(errorFrame);
+    client.close(1011, 'content policy');
+    upstream.close();
+    settle(400, 'policy');
+  };
+  /** The frame's verdict: undefined to relay it, else the error frame refusing it. */
+  const verdict = (check: FrameCheck | undefined, frame: WsFrame): Promise<string | undefined> | undefined =>
+    check && typeof frame === 'string' ? check(frame).catch(() => CHECK_FAILED_FRAME) : undefined;
+  /** Relays the frame once its verdict says so (at once when it has none to wait for). */
+  const pass = (pending: Promise<string | undefined> | undefined, relay: () => void): Promise<void> | void => {
+    if (!pending) {
+      if (!done) relay();
+      return;
+    }
+    return pending.then((refusal) => {
+      if (done) return;
+      if (refusal !== undefined) refuse(refusal);
+      else relay();
+    });
+  };
+  const fromClient = lane(input !== undefined);
+  const fromUpstream = lane(output !== undefined);
   client.listen({
     message(frame) {
       if (done) return;
       touch();
-      upstream.send(frame);
+      fromClient(() => pass(verdict(input, frame), () => upstream.send(frame)));
     },
     close() {
-      // AISIX sends the upstream a close without a code when the caller leaves.
-      upstream.close();
-      settle(200, 'client');
+      fromClient(() => {
+        // AISIX sends the upstream a close without a code when the caller leaves.
+        upstream.close();
+        settle(200, 'client');
+      });
     },
   });
   upstream.listen({
     message(frame) {
       if (done) return;
       touch();
+      // Counted before its check, as AISIX does: a refused answer was still generated and billed.
       addUsage(usage, frame);
-      client.send(frame);
+      fromUpstream(() => pass(verdict(output, frame), () => client.send(frame)));
     },
     close(code, reason) {
-      if (code === 1006) client.close(1011, 'upstream error');
-      else if (UNSENDABLE.has(code)) client.close();
-      else client.close(code, reason);
-      settle(code === 1006 ? 502 : 200, 'upstream');
+      fromUpstream(() => {
+        if (code === 1006) client.close(1011, 'upstream error');
+        else if (UNSENDABLE.has(code)) client.close();
+        else client.close(code, reason);
+        settle(code === 1006 ? 502 : 200, 'upstream');
+      });
     },
   });
   return { usage, end, goAway: () => closeBoth(1001, 'server shutting down', 503, 'drain') };

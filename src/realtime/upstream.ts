@@ -1,7 +1,9 @@
 // Where a Realtime session goes and with which credential (docs/realtime.md "Upstream"): the provider key's,
-// never the caller's; nothing else of the caller's request (no subprotocols, query or headers) is sent.
+// never the caller's; nothing else of the caller's request (no subprotocols, query or headers) is sent but its own
+// opt-in to the beta event shape.
 import { errors, type ProxyError } from '../http/errors.ts';
 import { directBase, directUrl } from '../providers/direct-url.ts';
+import { segmentProblem } from '../providers/url-segment.ts';
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
 import { defaultAdapter } from '../resources/schema.ts';
 
@@ -13,12 +15,43 @@ export interface RealtimeTarget {
   headers: Record<string, string>;
 }
 
+/** The header by which a caller opts into the retired beta event shape, and its subprotocol spelling. */
+export const BETA_HEADER = 'openai-beta';
+const BETA_PROTOCOL = 'openai-beta.realtime-v1';
+
 /**
- * OpenAI: `<direct base>/realtime?model=<model_name>` on ws(s), `Authorization: Bearer`. No `OpenAI-Beta`
- * header: OpenAI closes a session opened with `realtime=v1` since the beta interface was retired (AISIX
- * still sends it). Azure: AISIX's deployment URL with `api-key`.
+ * Whether the caller asked for the beta Realtime shape (`OpenAI-Beta: realtime=v1`, or the browser's subprotocol
+ * `openai-beta.realtime-v1`): the beta and GA event vocabularies differ, so the opt-in is the caller's to make.
  */
-export function upstreamTarget(key: ProviderKey, model: DirectModel): RealtimeTarget | ProxyError {
+export function callerWantsBeta(headers: Headers, offered: readonly string[]): boolean {
+  if ((headers.get(BETA_HEADER) ?? '').toLowerCase().includes('realtime=v1')) return true;
+  return offered.some((p) => p.toLowerCase() === BETA_PROTOCOL);
+}
+
+/** Any id without white space: the checks that matter are `segmentProblem`'s (`\`, `..`, escapes). */
+const UPSTREAM_ID = /^\S+$/;
+
+/**
+ * OpenAI: `<direct base>/realtime?model=<upstream model>` on ws(s), `Authorization: Bearer`, and
+ * `OpenAI-Beta: realtime=v1` only when the caller asked for the beta shape (`beta`). Azure: AISIX's deployment
+ * URL with `api-key`. The upstream model (`model_name`, or the caller's name through a wildcard alias) travels
+ * encoded in the query, yet one that a server decoding it into a path would read as a step (`\`, `..`, an
+ * escaped `.`, `/` or `\`) is refused before anything is sent.
+ */
+export function upstreamTarget(
+  key: ProviderKey,
+  model: DirectModel,
+  upstreamModel: string,
+  beta = false,
+): RealtimeTarget | ProxyError {
+  const problem = segmentProblem(upstreamModel, UPSTREAM_ID);
+  if (problem) {
+    return errors.badRequest(
+      `request payload is invalid: \`model\` query parameter names the upstream model ${
+        JSON.stringify(upstreamModel)
+      }, which ${problem}`,
+    );
+  }
   const adapter = key.adapter ?? defaultAdapter(key.provider ?? '');
   const secret = key.api_key ?? '';
   if (adapter === 'openai') {
@@ -31,15 +64,18 @@ export function upstreamTarget(key: ProviderKey, model: DirectModel): RealtimeTa
     const url = wsUrl(directUrl(base, '/realtime'));
     if (!url) return noScheme(base);
     return {
-      url: `${url}?model=${encodeURIComponent(model.model_name)}`,
-      headers: { authorization: `Bearer ${secret}` },
+      url: `${url}?model=${encodeURIComponent(upstreamModel)}`,
+      // Only the caller's own opt-in (AISIX's now): OpenAI's GA endpoint closes a beta session with 4000.
+      headers: beta
+        ? { authorization: `Bearer ${secret}`, [BETA_HEADER]: 'realtime=v1' }
+        : { authorization: `Bearer ${secret}` },
     };
   }
   if (adapter === 'azure-openai') {
     const base = (key.api_base ?? '').trim().replace(/\/+$/, '');
     const url = wsUrl(base);
     if (!url) return noScheme(base);
-    const q = `api-version=${AZURE_REALTIME_API_VERSION}&deployment=${encodeURIComponent(model.model_name)}`;
+    const q = `api-version=${AZURE_REALTIME_API_VERSION}&deployment=${encodeURIComponent(upstreamModel)}`;
     return { url: `${url}/openai/realtime?${q}`, headers: { 'api-key': secret } };
   }
   return errors.badRequest(

@@ -248,20 +248,23 @@ function terminalEvent(
 
 /**
  * The one event of a tool or agent call (docs/usage-events.md "Tool and agent calls"): no model, no provider,
- * cost 0; the surface's own fields and the caller's status.
+ * cost 0; the surface's own fields and the caller's status. A call that talks to one model (a Realtime session)
+ * names it and is priced at its `cost`.
  */
 export function callEvent(f: UsageFacts, part: UsagePart, call: CallUsage, status: number, now: number): UsageEvent {
   const t = call.tokens;
   const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
+  const model = f.direct?.model;
   return shape(common(f, part, now), {
-    model_id: '',
+    model_id: model?.id ?? '',
     prompt_tokens: t?.input ?? 0,
     completion_tokens: t?.output ?? 0,
+    cached_prompt_tokens: nonZero(t?.cached),
     usage_estimated: t?.estimated ? true : undefined,
     upstream_latency_ms: ms(call.upstreamMs),
     downstream_latency_ms: nonZero(ms(call.downstreamMs ?? call.upstreamMs)),
     status_code: call.status ?? status,
-    cost_usd: 0,
+    cost_usd: model && t ? costUsd(model.cost, t) : 0,
     guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
     inbound_protocol: call.protocol,
     attempt_index: 0,

@@ -99,8 +99,8 @@ export interface CallUsage {
   downstreamMs?: number;
   /** The status the call's record states, when it is not the HTTP status (an abandoned A2A stream's 499). */
   status?: number;
-  /** The tokens, when the surface estimates some (A2A); a tool call has none. */
-  tokens?: { input: number; output: number; estimated: boolean };
+  /** The tokens, when the surface estimates some (A2A) or its upstream reports them (Realtime); a tool call has none. */
+  tokens?: { input: number; output: number; estimated: boolean; cached?: number };
 }
 
 /**

@@ -38,14 +38,19 @@ export interface UsageHooksDeps {
 export function usageHooks(d: UsageHooksDeps) {
   const classifier = new ClientTypeClassifier(d.clientTypeRules);
   const m = d.metrics;
-  /** A tool or agent call's one event: no model or provider key to label it with (AISIX's `unknown`). */
+  /**
+   * A tool or agent call's one event: no model or provider key to label it with (AISIX's `unknown`), but for a
+   * call that talks to one model (a Realtime session).
+   */
   const emitCall = (f: UsageFacts, part: UsagePart, call: CallUsage, status: number): void => {
-    const labels = [call.handler, statusClass(call.status ?? status), call.protocolLabel ?? call.protocol, ...UNKNOWN];
+    const up = f.direct;
+    const target = up ? [f.model ?? 'unknown', up.model.provider_key_id, up.key.display_name || 'unknown'] : UNKNOWN;
+    const labels = [call.handler, statusClass(call.status ?? status), call.protocolLabel ?? call.protocol, ...target];
     d.emitted.inc(labels);
     const sinks = d.sinks;
-    if (!sinks?.active) return m.drops.inc(['sink_disabled', ...UNKNOWN]);
+    if (!sinks?.active) return m.drops.inc(['sink_disabled', ...target]);
     for (const reason of sinks.offer(callEvent(f, part, call, status, d.clock()), undefined)) {
-      m.drops.inc([reason, ...UNKNOWN]);
+      m.drops.inc([reason, ...target]);
     }
   };
   return {

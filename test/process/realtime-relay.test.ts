@@ -92,6 +92,10 @@ for (const runtime of RUNTIMES) {
             .replace(
               'models:\n',
               'models:\n  - { display_name: gpt-dead, model_name: gpt-upstream, provider_key: dead }\n',
+            )
+            // A guardrail on every model: a frame naming the word ends the session.
+            .concat(
+              'guardrails:\n  - { name: words, kind: keyword, patterns: [{ kind: literal, value: forbidden }] }\n',
             ),
         },
         env: { CALLER_KEY, LIMITED_KEY },
@@ -112,37 +116,38 @@ for (const runtime of RUNTIMES) {
       assert.match(body.error.message, /^this endpoint requires a WebSocket upgrade: /);
     });
 
-    test('an h2c upgrade is still served as a plain request, body included (not on Deno)', async () => {
+    test('an h2c upgrade is still served as a plain request, body included, sized or chunked', async () => {
       const body = JSON.stringify({ model: 'nope', messages: [{ role: 'user', content: 'hi' }] });
-      const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = httpRequest(gw.url('/v1/chat/completions'), {
-          method: 'POST',
-          headers: {
-            authorization: `Bearer ${CALLER_KEY}`,
-            'content-type': 'application/json',
-            'content-length': String(Buffer.byteLength(body)),
-            connection: 'Upgrade, HTTP2-Settings',
-            upgrade: 'h2c',
-            'http2-settings': 'AAMAAABkAARAAAAAAAIAAAAA',
-          },
-        }, (res) => {
-          let text = '';
-          res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => {
-            resolve({ status: res.statusCode!, text });
+      for (const sized of [true, false]) {
+        const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+          const req = httpRequest(gw.url('/v1/chat/completions'), {
+            method: 'POST',
+            headers: {
+              authorization: `Bearer ${CALLER_KEY}`,
+              'content-type': 'application/json',
+              ...(sized ? { 'content-length': String(Buffer.byteLength(body)) } : {}),
+              connection: 'Upgrade, HTTP2-Settings',
+              upgrade: 'h2c',
+              'http2-settings': 'AAMAAABkAARAAAAAAAIAAAAA',
+            },
+          }, (res) => {
+            let text = '';
+            res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => {
+              resolve({ status: res.statusCode!, text });
+            });
           });
+          req.on('error', reject);
+          // Without a length node:http sends the body chunked.
+          if (sized) req.end(body);
+          else {
+            req.write(body.slice(0, 10));
+            req.end(body.slice(10));
+          }
         });
-        req.on('error', reject);
-        req.end(body);
-      });
-      if (runtime === 'deno') {
-        // Deno's node:http keeps the body of such a request from the listener: refused, never left hanging.
-        assert.equal(answer.status, 400, answer.text);
-        assert.match(answer.text, /send it without Upgrade/);
-        return;
+        // The model named in the body was read: 404 for it, not a refused upgrade.
+        assert.equal(answer.status, 404, `${sized ? 'sized' : 'chunked'}: ${answer.text}`);
+        assert.match(answer.text, /model \\"nope\\" not found/);
       }
-      // The model named in the body was read: 404 for it, not a refused upgrade.
-      assert.equal(answer.status, 404, answer.text);
-      assert.match(answer.text, /model \\"nope\\" not found/);
     });
 
     test('a wrong key, a missing model and a forbidden model are HTTP refusals', async () => {
@@ -189,6 +194,34 @@ for (const runtime of RUNTIMES) {
       assert.equal(line.total_tokens, 18);
     });
 
+    test("the SDK client: a frame a guardrail blocks is AISIX's error event and 1011, never relayed", async () => {
+      const sentBefore = upstream.received.length;
+      const client = new OpenAI({ apiKey: CALLER_KEY, baseURL: gw.url('/v1') });
+      const rt = new OpenAIRealtimeWebSocket(
+        { model: 'gpt-test', onURL: (url) => void (url.protocol = 'ws:') },
+        client,
+      );
+      const refused = new Promise<{ error?: unknown }>((r) => rt.on('error', (e) => r(e as { error?: unknown })));
+      const closedWith = new Promise<{ code: number; reason: string }>((r) =>
+        rt.socket.addEventListener('close', (e) => r({ code: e.code, reason: e.reason }))
+      );
+      await new Promise<void>((r) => rt.socket.addEventListener('open', () => r()));
+      rt.send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'a forbidden plan' }] },
+      });
+      assert.deepEqual((await refused).error, {
+        type: 'invalid_request_error',
+        code: 'content_filtered',
+        message: "request blocked by content policy (guardrail 'words')",
+      });
+      assert.deepEqual(await closedWith, { code: 1011, reason: 'content policy' });
+      assert.ok(!upstream.received.slice(sentBefore).some((f) => f.includes('forbidden')), 'never sent upstream');
+      const line = await gw.waitForLog((l) => l.path === '/v1/realtime' && l.error_kind === 'content_filter', 10_000);
+      assert.equal(line.status, 400);
+      assert.equal(line.guardrail_blocked, true);
+    });
+
     test('an upstream that cannot be reached: the error frame, then 1011', async () => {
       const ws = await connect(`${wsBase}?model=gpt-dead`, { authorization: `Bearer ${CALLER_KEY}` });
       assert.ok(ws instanceof WebSocket);
@@ -197,6 +230,17 @@ for (const runtime of RUNTIMES) {
         type: 'error',
         error: { type: 'upstream_error', message: 'failed to connect to the upstream realtime endpoint' },
       }]);
+    });
+
+    test("a caller's own beta opt-in goes upstream; OpenAI's 4000 for it reaches the caller", async () => {
+      const seenBefore = upstream.handshakes.length;
+      const ws = await connect(`${wsBase}?model=gpt-test`, {
+        authorization: `Bearer ${CALLER_KEY}`,
+        'openai-beta': 'realtime=v1',
+      });
+      assert.ok(ws instanceof WebSocket);
+      assert.deepEqual(await closed(ws), { code: 4000, reason: 'beta_api_shape_disabled' });
+      assert.equal(upstream.handshakes[seenBefore]!.beta, 'realtime=v1');
     });
 
     test('an upstream close code reaches the caller', async () => {

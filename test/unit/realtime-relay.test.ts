@@ -4,8 +4,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RelaySocket, WsFrame, WsHandlers } from '../../src/platform.ts';
-import { addUsage, type RealtimeUsage, startRelay } from '../../src/realtime/relay.ts';
-import { upstreamTarget } from '../../src/realtime/upstream.ts';
+import { addUsage, CHECK_FAILED_FRAME, type RealtimeUsage, startRelay } from '../../src/realtime/relay.ts';
+import { callerWantsBeta, upstreamTarget } from '../../src/realtime/upstream.ts';
 import { ProxyError } from '../../src/http/errors.ts';
 import type { DirectModel, ProviderKey } from '../../src/resources/schema.ts';
 
@@ -120,6 +120,40 @@ describe('realtime relay', () => {
     assert.deepEqual((await relay.end).status, 504);
   });
 
+  test('a checked frame holds the frames behind it; a refused one ends the session with 1011 and status 400', async () => {
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    let release!: (v: string | undefined) => void;
+    const held = new Promise<string | undefined>((r) => (release = r));
+    const checks = {
+      input: (t: string) => (t === 'slow' ? held : Promise.resolve(t === 'bad' ? 'refused' : undefined)),
+    };
+    const relay = startRelay(client, upstream, { idleMs: 0, checks });
+    client.peerSends('slow');
+    client.peerSends(new Uint8Array([7]));
+    client.peerSends('bad');
+    client.peerSends('after');
+    upstream.peerSends('unchecked way');
+    assert.deepEqual(upstream.sent, [], 'nothing passes the frame waiting for its verdict');
+    assert.deepEqual(client.sent, ['unchecked way'], 'the other direction has no check and does not wait');
+    release(undefined);
+    const end = await relay.end;
+    assert.deepEqual(upstream.sent, ['slow', new Uint8Array([7])]);
+    assert.deepEqual(client.sent, ['unchecked way', 'refused']);
+    assert.deepEqual(client.closedWith, { code: 1011, reason: 'content policy' });
+    assert.deepEqual(upstream.closedWith, {});
+    assert.deepEqual(end, { usage: { input: 0, output: 0, cached: 0 }, status: 400, by: 'policy' });
+  });
+
+  test('a check that throws fails closed', async () => {
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    const relay = startRelay(client, upstream, { idleMs: 0, checks: { output: () => Promise.reject(new Error('x')) } });
+    upstream.peerSends('{"type":"response.text.delta"}');
+    assert.equal((await relay.end).status, 400);
+    assert.deepEqual(client.sent, [CHECK_FAILED_FRAME]);
+  });
+
   test('goAway (the drain window ended) closes both sides with 1001', async () => {
     const client = new FakeSocket();
     const upstream = new FakeSocket();
@@ -136,18 +170,36 @@ describe('realtime upstream', () => {
   const key = (k: Partial<ProviderKey>) => ({ id: 'k', display_name: 'pk', provider: 'openai', ...k }) as ProviderKey;
 
   test("OpenAI: ws(s) URL under the key's base, the provider key's bearer, no beta header", () => {
-    assert.deepEqual(upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up' }), model), {
+    assert.deepEqual(upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up' }), model, 'gpt-realtime'), {
       url: 'wss://api.openai.com/v1/realtime?model=gpt-realtime',
       headers: { authorization: 'Bearer sk-up' },
     });
-    const local = upstreamTarget(key({ adapter: 'openai', api_key: 'sk-up', api_base: 'http://127.0.0.1:9' }), model);
+    const local = upstreamTarget(
+      key({ adapter: 'openai', api_key: 'sk-up', api_base: 'http://127.0.0.1:9' }),
+      model,
+      'gpt-realtime',
+    );
     assert.equal((local as { url: string }).url, 'ws://127.0.0.1:9/v1/realtime?model=gpt-realtime');
+  });
+
+  test("the beta header goes only with the caller's own opt-in (header or browser subprotocol)", () => {
+    const openai = key({ adapter: 'openai', api_key: 'sk-up' });
+    assert.deepEqual((upstreamTarget(openai, model, 'gpt-realtime', true) as { headers: unknown }).headers, {
+      authorization: 'Bearer sk-up',
+      'openai-beta': 'realtime=v1',
+    });
+    const h = (v?: string) => new Headers(v ? { 'openai-beta': v } : {});
+    assert.equal(callerWantsBeta(h('realtime=v1'), []), true);
+    assert.equal(callerWantsBeta(h('assistants=v2, realtime=v1'), []), true);
+    assert.equal(callerWantsBeta(h(), ['realtime', 'openai-beta.realtime-v1']), true);
+    assert.equal(callerWantsBeta(h('assistants=v2'), ['realtime']), false);
   });
 
   test("Azure: AISIX's deployment URL with api-key", () => {
     const t = upstreamTarget(
       key({ adapter: 'azure-openai', api_key: 'az', api_base: 'https://r.openai.azure.com/' }),
       model,
+      'gpt-realtime',
     );
     assert.deepEqual(t, {
       url: 'wss://r.openai.azure.com/openai/realtime?api-version=2024-10-01-preview&deployment=gpt-realtime',
@@ -155,10 +207,29 @@ describe('realtime upstream', () => {
     });
   });
 
+  test('an upstream model that a server decoding the query could read as a path step is refused', () => {
+    const openai = key({ adapter: 'openai', api_key: 'sk-up' });
+    for (const id of ['..', '../x', 'a\\b', '%2e%2e', 'a%2Fb', '%5c', '%252e%252e', 'a b']) {
+      const t = upstreamTarget(openai, model, id);
+      assert.ok(t instanceof ProxyError, id);
+      assert.equal(t.status, 400);
+      assert.match(t.message, /^request payload is invalid: `model` query parameter names the upstream model /);
+    }
+    // A vendor's namespaced id stays one value in the query.
+    const ok = upstreamTarget(openai, model, 'meta-llama/Llama-3@v1');
+    assert.equal((ok as { url: string }).url, 'wss://api.openai.com/v1/realtime?model=meta-llama%2FLlama-3%40v1');
+  });
+
   test('another adapter is refused with a 400 naming the provider', () => {
-    const t = upstreamTarget(key({ adapter: 'anthropic', provider: 'anthropic', api_key: 'x' }), model);
-    assert.ok(t instanceof ProxyError);
-    assert.equal(t.status, 400);
-    assert.match(t.message, /uses provider "anthropic" which does not speak the OpenAI Realtime protocol/);
+    // Gemini Live and Bedrock's speech sessions are other protocols (AISIX serves neither).
+    for (const provider of ['anthropic', 'vertex', 'bedrock'] as const) {
+      const t = upstreamTarget(key({ adapter: provider, provider, api_key: 'x' }), model, 'gpt-realtime');
+      assert.ok(t instanceof ProxyError);
+      assert.equal(t.status, 400);
+      assert.match(
+        t.message,
+        new RegExp(`uses provider "${provider}" which does not speak the OpenAI Realtime protocol`),
+      );
+    }
   });
 });
