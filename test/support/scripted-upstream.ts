@@ -1,10 +1,11 @@
 // The scripted upstream of the client matrix (test/clients, docs/translation.md "Tested clients"): one real HTTP
 // server speaking OpenAI chat (JSON and SSE, `tool_calls`), OpenAI Responses (JSON and SSE, with a store that
 // resolves `previous_response_id` and `item_reference` as OpenAI does with `store: true`) and Anthropic Messages
-// (JSON and SSE, `tool_use`, `thinking` when asked), refusing what the real APIs refuse (api-rules.ts and
-// `responsesViolation` below). The script: a turn that offers tools and carries no tool result asks for one
-// tool call (after a line of text); once a tool result is in the conversation it answers
-// `FINAL ANSWER. The tool returned: "<result>"`. Every request is recorded with the status it got.
+// (JSON and SSE, `tool_use`, signed `thinking` when asked), refusing what the real APIs refuse (api-rules.ts and
+// `responsesViolation` below; a continued tool turn must lead with a thinking block it signed). The script: a
+// turn that offers tools and carries no tool result asks for one tool call (after a line of text); once a tool
+// result is in the conversation it answers `FINAL ANSWER. The tool returned: "<result>"`. Every request is
+// recorded with the status it got.
 import { anthropicViolation, openaiViolation, type Violation } from './api-rules.ts';
 import { sleep } from './until.ts';
 import * as http from 'node:http';
@@ -90,14 +91,19 @@ function scriptInput(api: ScriptedRequest['api'], body: Json, conversation: Json
   return { tools, result };
 }
 
-/** What the script answers: a tool call (with text before it) or the final text. */
-type Action = { text: string; call?: { name: string; args: string }; reasoning?: string };
+/**
+ * What the script answers: a tool call (with text before it) or the final text; `signature`: the one the
+ * answer's thinking block carries (Messages with thinking on).
+ */
+type Action = { text: string; call?: { name: string; args: string }; reasoning?: string; signature?: string };
 
 export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Promise<ScriptedUpstream> {
   const pace = opts.paceMs ?? 5;
   const requests: ScriptedRequest[] = [];
   const items = new Map<string, Json>();
   const responses = new Map<string, Json[]>();
+  // The thinking signatures given out: Anthropic takes back, on a continued tool turn, only the ones it signed.
+  const issued = new Set<string>();
   let n = 0;
 
   const rig: ScriptedUpstream = {
@@ -168,7 +174,11 @@ export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Pro
     const violation = api === 'chat'
       ? openaiViolation(lenient(json))
       : api === 'messages' || api === 'count_tokens'
-      ? anthropicViolation(withBetas(json, String(req.headers['anthropic-beta'] ?? '')), api === 'count_tokens')
+      ? anthropicViolation(
+        withBetas(json, String(req.headers['anthropic-beta'] ?? '')),
+        api === 'count_tokens',
+        api === 'messages' ? issued : undefined,
+      )
       : undefined;
     if (violation) return refuse(violation);
     const body = json!;
@@ -186,6 +196,10 @@ export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Pro
     const a = act(api, body, conversation);
     rec.action = a.call ? { tool: a.call.name } : { text: a.text };
     const id = ++n;
+    if (api === 'messages' && a.reasoning && isThinking(body)) {
+      a.signature = `sig-${id}-${Math.random().toString(36).slice(2, 10)}`;
+      issued.add(a.signature);
+    }
     const write = async (chunks: string[]) => {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       res.flushHeaders();
@@ -386,9 +400,9 @@ function chatStream(body: Json, a: Action, id: number): string[] {
 
 // --- Anthropic Messages ---
 
-function messagesBlocks(body: Json, a: Action, id: number): Json[] {
+function messagesBlocks(a: Action, id: number): Json[] {
   const blocks: Json[] = [];
-  if (a.reasoning && isThinking(body)) blocks.push({ type: 'thinking', thinking: a.reasoning, signature: `sig-${id}` });
+  if (a.signature) blocks.push({ type: 'thinking', thinking: a.reasoning, signature: a.signature });
   blocks.push({ type: 'text', text: a.text });
   if (a.call) blocks.push({ type: 'tool_use', id: `toolu_${id}`, name: a.call.name, input: JSON.parse(a.call.args) });
   return blocks;
@@ -400,7 +414,7 @@ function messagesJson(body: Json, a: Action, id: number): Json {
     type: 'message',
     role: 'assistant',
     model: body.model,
-    content: messagesBlocks(body, a, id),
+    content: messagesBlocks(a, id),
     stop_reason: a.call ? 'tool_use' : 'end_turn',
     stop_sequence: null,
     usage: { input_tokens: tokens(body.messages), output_tokens: Math.ceil(a.text.length / 4) + 5 },
@@ -420,7 +434,7 @@ function messagesStream(body: Json, a: Action, id: number): string[] {
       },
     }),
   ];
-  messagesBlocks(body, a, id).forEach((b, index) => {
+  messagesBlocks(a, id).forEach((b, index) => {
     if (b.type === 'thinking') {
       out.push(ev('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } }));
       for (const t of halves(String(b.thinking))) {
