@@ -17,7 +17,7 @@ import {
   TARGETS,
   tool,
 } from '../support/client-matrix.ts';
-import { FINAL_ANSWER } from '../support/scripted-upstream.ts';
+import { FINAL_ANSWER, REASONING_TEXT } from '../support/scripted-upstream.ts';
 
 const rig = clientMatrix();
 
@@ -96,13 +96,16 @@ describe('Codex 0.171.0 (codex exec, custom provider, wire_api = "responses")', 
   }
 
   // `model_reasoning_effort` is Responses' `reasoning.effort`: on a translated target it becomes the target's own
-  // knob, and Claude's signed thinking goes back on the tool turn (Codex sends reasoning items whole).
+  // knob, and Claude's signed thinking goes back on the tool turn (Codex sends reasoning items whole). Codex
+  // asks for reasoning summaries and shows only those by default: what the model reasoned is shown.
   for (const target of TARGETS.filter((t) => t.kind !== 'openai')) {
     test(`model_reasoning_effort = "high" on ${target.model}`, async () => {
       const from = rig.upstream.requests.length;
-      assertAnswered(await codex(target, 'high'));
+      const ran = await codex(target, 'high');
+      assertAnswered(ran);
       assertRoundTrip(rig, target, from);
       assertHighEffort(rig, target, from);
+      assert.ok(ran.run.stderr.includes(REASONING_TEXT), `no reasoning shown:\n${ran.run.stderr.slice(-2000)}`);
     });
   }
 });

@@ -15,7 +15,7 @@ import {
   type Target,
   TARGETS,
 } from '../support/client-matrix.ts';
-import { FINAL_ANSWER } from '../support/scripted-upstream.ts';
+import { FINAL_ANSWER, REASONING_TEXT } from '../support/scripted-upstream.ts';
 
 setTracingDisabled(true);
 const rig = clientMatrix();
@@ -24,7 +24,7 @@ interface Mode {
   name: string;
   useResponses: boolean;
   stream: boolean;
-  /** `modelSettings.reasoning.effort`; such a mode runs on the translated targets only. */
+  /** `modelSettings.reasoning` (with a summary); such a mode runs on the translated targets only. */
   effort?: 'high';
 }
 
@@ -47,7 +47,7 @@ async function runAgent(target: Target, mode: Mode): Promise<string> {
     instructions: 'Answer briefly.',
     model: target.model,
     tools: [weather],
-    modelSettings: mode.effort ? { reasoning: { effort: mode.effort } } : {},
+    modelSettings: mode.effort ? { reasoning: { effort: mode.effort, summary: 'auto' } } : {},
   });
   const runner = new Runner({
     modelProvider: new OpenAIProvider({
@@ -63,6 +63,12 @@ async function runAgent(target: Target, mode: Mode): Promise<string> {
     // drain the events; the final output is read once the run completed
   }
   await streamed.completed;
+  if (mode.effort) {
+    // The SDK reads a reasoning item's summary as its content (what an app shows of the reasoning).
+    const reasoning = streamed.newItems.filter((i) => i.type === 'reasoning_item');
+    const shown = reasoning.flatMap((i) => (i.rawItem as { content: { text: string }[] }).content.map((c) => c.text));
+    assert.ok(shown.includes(REASONING_TEXT), `reasoning the agent saw: ${JSON.stringify(shown)}`);
+  }
   return String(streamed.finalOutput);
 }
 
