@@ -1,12 +1,13 @@
 // The official SDKs (`openai`, `@anthropic-ai/sdk`) through a real Sluice process to each target: a streamed
 // two-turn get_weather round trip on chat completions, on Responses (the whole input sent again, and chained by
-// `previous_response_id`) and on Messages (streamed; created with a forced tool), and Messages' token count
-// (docs/translation.md "Tested clients").
+// `previous_response_id`) and on Messages (streamed; created with a forced tool), Messages' token count, and
+// what a stream the caller leaves is charged (docs/translation.md "Tested clients").
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import {
+  accessLines,
   assertRoundTrip,
   bounded,
   CALLER_KEY,
@@ -15,7 +16,7 @@ import {
   type Target,
   TARGETS,
 } from '../support/client-matrix.ts';
-import { FINAL_ANSWER } from '../support/scripted-upstream.ts';
+import { FINAL_ANSWER, SLOW_PROMPT } from '../support/scripted-upstream.ts';
 
 const rig = clientMatrix();
 const PROMPT = 'What is the weather in Paris?';
@@ -186,6 +187,49 @@ describe('@anthropic-ai/sdk 1.14.0 messages.countTokens', () => {
         assert.equal(response.headers.get('x-sluice-tokens-estimated'), 'true');
         assert.equal(counted.length, 0);
       }
+    });
+  }
+});
+
+// A caller that leaves a stream after its first delta has still cost the upstream its prompt: the access log
+// charges it (estimated where the upstream had reported nothing yet: an OpenAI-wire stream reports at its end;
+// Anthropic reports the prompt in message_start, passed through to a Messages caller).
+describe('a stream the caller leaves after its first delta', () => {
+  const PROMPT_SLOW = `${SLOW_PROMPT}: tell me a long story about a lighthouse keeper and the sea`;
+  const leave = async (path: string, model: string, first: (signal: AbortSignal) => Promise<void>) => {
+    const logFrom = rig.gw.logs.length;
+    const controller = new AbortController();
+    await first(controller.signal);
+    controller.abort();
+    const line = () => accessLines(rig, logFrom).find((l) => l.path === path && l.model === model);
+    await bounded(rig.gw.waitForLog((l) => l === line()), 20_000, 'the access-log line');
+    return line()!;
+  };
+  for (const target of TARGETS) {
+    test(`openai chat.completions on ${target.model}`, async () => {
+      const log = await leave('/v1/chat/completions', target.model, async (signal) => {
+        const stream = await openai().chat.completions.create(
+          { model: target.model, messages: [{ role: 'user', content: PROMPT_SLOW }], stream: true },
+          { signal },
+        );
+        for await (const c of stream) if (c.choices[0]?.delta?.content) break;
+      });
+      assert.equal(log.error_kind, 'client_closed', JSON.stringify(log));
+      assert.ok(Number(log.prompt_tokens) > 5, JSON.stringify(log));
+      assert.ok(Number(log.completion_tokens) > 0, JSON.stringify(log));
+      assert.equal(log.usage_estimated, target.kind === 'anthropic' ? undefined : true, JSON.stringify(log));
+    });
+    test(`@anthropic-ai/sdk messages.stream on ${target.model}`, async () => {
+      const log = await leave('/v1/messages', target.model, async (signal) => {
+        const stream = anthropic().messages.stream(
+          { model: target.model, max_tokens: 1024, messages: [{ role: 'user', content: PROMPT_SLOW }] },
+          { signal },
+        );
+        for await (const e of stream) if (e.type === 'content_block_delta') break;
+      });
+      assert.equal(log.error_kind, 'client_closed', JSON.stringify(log));
+      assert.ok(Number(log.prompt_tokens) > 5, JSON.stringify(log));
+      assert.equal(log.usage_estimated, target.kind === 'anthropic' ? undefined : true, JSON.stringify(log));
     });
   }
 });

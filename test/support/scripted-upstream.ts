@@ -50,6 +50,10 @@ export const FINAL_ANSWER = 'FINAL ANSWER. The tool returned:';
 /** What the script streams as reasoning (`reasoning_content`, `thinking`) on a model that reasons. */
 export const REASONING_TEXT = 'The user wants the tool result; I will call the tool.';
 
+/** A request that holds this word is streamed a chunk a second: time for its caller to leave mid-stream. */
+export const SLOW_PROMPT = 'SLOW-STREAM';
+const SLOW_PACE_MS = 1000;
+
 /** Tools the script prefers, in order, when a request offers several. */
 const PREFERRED = ['get_weather', 'Read', 'exec_command', 'shell', 'read_file'];
 
@@ -200,13 +204,14 @@ export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Pro
       a.signature = `sig-${id}-${Math.random().toString(36).slice(2, 10)}`;
       issued.add(a.signature);
     }
+    const delay = JSON.stringify(body).includes(SLOW_PROMPT) ? SLOW_PACE_MS : pace;
     const write = async (chunks: string[]) => {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       res.flushHeaders();
       for (const c of chunks) {
         if (res.destroyed) return;
         res.write(c);
-        if (pace) await sleep(pace);
+        if (delay) await sleep(delay);
       }
       res.end();
     };
