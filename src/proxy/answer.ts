@@ -213,6 +213,9 @@ export class Answerer implements Answering {
         : sseErrorEvent,
       scrub: (text, max) => scrub()(text, max),
       onEnd: (end, detail) => {
+        // A stream committed before its target answered learns what the translation dropped only now.
+        const dropped = r.headers?.[DROPPED_HEADER] ?? r.servedHeaders?.()?.[DROPPED_HEADER];
+        if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
         // Before the outcome: it reads the stream's unfinished last line.
         const left = end === 'client_closed';
         const used = count.final(left);

@@ -43,6 +43,7 @@ export function streamResult(
     settle: (end) => s.settle(end),
     ttftMs: () => s.ttftMs(),
     counted: () => s.counted(),
+    servedHeaders: () => s.servedHeaders(),
   };
 }
 
@@ -92,6 +93,11 @@ class CallerStream implements AsyncIterator<Uint8Array> {
   /** The serving adapter's own token count (ProviderResult `counted`), once the stream ended. */
   counted(): TokenCounts | undefined {
     return this.live?.live.counted?.();
+  }
+
+  /** The serving attempt's headers for the caller's answer, once a target answered. */
+  servedHeaders(): Record<string, string> | undefined {
+    return this.live?.live.headers;
   }
 
   /** The serving attempt's start to its first chunk (ms), once the caller has it. */

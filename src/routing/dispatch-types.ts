@@ -153,6 +153,8 @@ export type DispatchResult =
     counted?(): TokenCounts | undefined;
     /** Headers for the caller's answer from the target known to serve it (ProviderResult `headers`). */
     headers?: Record<string, string>;
+    /** The serving target's headers once one answered: a stream committed before that has no `headers`. */
+    servedHeaders?(): Record<string, string> | undefined;
   }
   | { kind: 'error'; failure: DispatchFailure; target?: DirectModel; served?: ServedBy }
   /** The caller went away before an answer existed. */

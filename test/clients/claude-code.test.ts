@@ -3,12 +3,14 @@
 // (docs/translation.md "Tested clients").
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  accessLines,
   assertRoundTrip,
   CALLER_KEY,
   clientMatrix,
+  received,
   type Run,
   runClient,
   type Target,
@@ -52,7 +54,20 @@ async function claude(target: Target, prompt: string): Promise<{ run: Run; lines
   return { run, lines };
 }
 
-const prompt = () => `Read the file ${rig.upstream.file} and tell me the secret word.`;
+const prompt = (file = rig.upstream.file) => `Read the file ${file} and tell me the secret word.`;
+
+/**
+ * A file Claude Code reads only in part: over its 25,000-token cap for one view (about 115,000 tokens of
+ * one-letter words, 224 KB) and under its 256 KB size limit, the marker on its first line. Claude Code asks
+ * `count_tokens` for the size of such a read.
+ */
+function bigFile(): string {
+  const path = `${rig.upstream.file}.big`;
+  const lines = [`The secret word is ${rig.marker}.`];
+  for (let i = 0; i < 4000; i++) lines.push(`${i} a b c d e f g h i j k l m n o p q r s t u v w x y z`);
+  writeFileSync(path, lines.join('\n'));
+  return path;
+}
 
 describe('Claude Code 2.1.197 (claude -p, stream-json, --allowedTools Read)', () => {
   for (const target of TARGETS) {
@@ -69,6 +84,36 @@ describe('Claude Code 2.1.197 (claude -p, stream-json, --allowedTools Read)', ()
       const usage = lines.filter((l) => l.type === 'assistant').map((l) => l.message?.usage?.input_tokens ?? 0);
       assert.ok(usage.length > 0 && usage.every((n) => n > 0), `input_tokens per assistant message: ${usage}`);
       assertRoundTrip(rig, target, from, { limited: true });
+    });
+  }
+
+  // Off Anthropic the count is the gateway's own estimate (a chat upstream has no count_tokens); a refusal would
+  // leave Claude Code on its own guess without a word.
+  for (const target of TARGETS) {
+    test(`count_tokens for a long Read on ${target.model}`, async () => {
+      const file = bigFile();
+      const from = rig.upstream.requests.length;
+      const logFrom = rig.gw.logs.length;
+      const original = rig.upstream.file;
+      rig.upstream.file = file;
+      let result: StreamLine | undefined;
+      try {
+        const { run, lines } = await claude(target, prompt(file));
+        result = lines.find((l) => l.type === 'result');
+        assert.ok(result, `no result line (exit ${run.code}):\n${run.stdout.slice(-3000)}\n${run.stderr.slice(-2000)}`);
+      } finally {
+        rig.upstream.file = original;
+      }
+      assert.equal(result.is_error, false, `Claude Code failed: ${result.result}`);
+      assert.ok(result.result?.includes(rig.marker), `final answer lacks the file's marker: ${result.result}`);
+      const counts = accessLines(rig, logFrom).filter((l) =>
+        l.path === '/v1/messages/count_tokens' && l.model === target.model
+      );
+      assert.ok(counts.length > 0, 'Claude Code asked no count_tokens');
+      assert.deepEqual(counts.map((l) => l.status), counts.map(() => 200), JSON.stringify(counts));
+      const upstreamCounts = received(rig, target, from).filter((r) => r.api === 'count_tokens');
+      if (target.kind === 'anthropic') assert.ok(upstreamCounts.length > 0, 'Anthropic was not asked to count');
+      else assert.equal(upstreamCounts.length, 0, 'a chat upstream was asked to count');
     });
   }
 

@@ -1,12 +1,22 @@
 // The official SDKs (`openai`, `@anthropic-ai/sdk`) through a real Sluice process to each target: a streamed
 // two-turn get_weather round trip on chat completions, on Responses (the whole input sent again, and chained by
-// `previous_response_id`) and on Messages (docs/translation.md "Tested clients").
+// `previous_response_id`) and on Messages (streamed; created with a forced tool), Messages' token count, and
+// what a stream the caller leaves is charged (docs/translation.md "Tested clients").
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { assertRoundTrip, bounded, CALLER_KEY, clientMatrix, type Target, TARGETS } from '../support/client-matrix.ts';
-import { FINAL_ANSWER } from '../support/scripted-upstream.ts';
+import {
+  accessLines,
+  assertRoundTrip,
+  bounded,
+  CALLER_KEY,
+  clientMatrix,
+  received,
+  type Target,
+  TARGETS,
+} from '../support/client-matrix.ts';
+import { FINAL_ANSWER, SLOW_PROMPT } from '../support/scripted-upstream.ts';
 
 const rig = clientMatrix();
 const PROMPT = 'What is the weather in Paris?';
@@ -94,11 +104,28 @@ async function responsesLoop(target: Target, chained: boolean): Promise<string> 
   return (await turn([...input, ...(first.response.output as OpenAI.Responses.ResponseInput), ...outputs])).text;
 }
 
-async function messagesLoop(target: Target): Promise<string> {
-  const client = new Anthropic({ apiKey: CALLER_KEY, baseURL: rig.gw.url(''), maxRetries: 0 });
+const anthropic = () => new Anthropic({ apiKey: CALLER_KEY, baseURL: rig.gw.url(''), maxRetries: 0 });
+
+/** Two Messages turns; `create`: not streamed, the first turn forcing a tool (`tool_choice: any`). */
+async function messagesLoop(target: Target, create = false): Promise<string> {
+  const client = anthropic();
+  const from = rig.upstream.requests.length;
   const tools: Anthropic.Tool[] = [{ name: 'get_weather', description: 'The weather in a city', input_schema: CITY }];
   const messages: Anthropic.MessageParam[] = [{ role: 'user', content: PROMPT }];
-  const first = await client.messages.stream({ model: target.model, max_tokens: 1024, messages, tools }).finalMessage();
+  const first = create
+    ? await client.messages.create({
+      model: target.model,
+      max_tokens: 1024,
+      messages,
+      tools,
+      tool_choice: { type: 'any' },
+    })
+    : await client.messages.stream({ model: target.model, max_tokens: 1024, messages, tools }).finalMessage();
+  if (create) {
+    // The forced choice in the target's own form: chat's `required`.
+    const sent = received(rig, target, from)[0]!;
+    assert.deepEqual(sent.json!.tool_choice, sent.api === 'chat' ? 'required' : { type: 'any' }, sent.api);
+  }
   const uses = first.content.filter((b) => b.type === 'tool_use');
   assert.equal(uses.length, 1, `no tool_use on the first turn: ${JSON.stringify(first.content)}`);
   messages.push({ role: 'assistant', content: first.content });
@@ -119,7 +146,12 @@ const modes: { name: string; loop: (t: Target) => Promise<string>; limited?: boo
   { name: 'openai 6.30.1 chat.completions, stream', loop: chatLoop },
   { name: 'openai 6.30.1 responses.create, stream, whole input', loop: (t) => responsesLoop(t, false) },
   { name: 'openai 6.30.1 responses.create, stream, previous_response_id', loop: (t) => responsesLoop(t, true) },
-  { name: '@anthropic-ai/sdk 1.14.0 messages.stream', loop: messagesLoop, limited: true },
+  { name: '@anthropic-ai/sdk 1.14.0 messages.stream', loop: (t) => messagesLoop(t), limited: true },
+  {
+    name: '@anthropic-ai/sdk 1.14.0 messages.create, tool_choice any',
+    loop: (t) => messagesLoop(t, true),
+    limited: true,
+  },
 ];
 
 for (const mode of modes) {
@@ -134,3 +166,70 @@ for (const mode of modes) {
     }
   });
 }
+
+// Off Anthropic the gateway counts the prompt itself and says so; an Anthropic target counts as Anthropic does.
+describe('@anthropic-ai/sdk 1.14.0 messages.countTokens', () => {
+  for (const target of TARGETS) {
+    test(`on ${target.model}`, async () => {
+      const from = rig.upstream.requests.length;
+      const { data, response } = await anthropic().messages.countTokens({
+        model: target.model,
+        system: 'Answer briefly.',
+        tools: [{ name: 'get_weather', description: 'The weather in a city', input_schema: CITY }],
+        messages: [{ role: 'user', content: PROMPT }],
+      }).withResponse();
+      assert.ok(data.input_tokens > 10, `input_tokens ${data.input_tokens}`);
+      const counted = received(rig, target, from).filter((r) => r.api === 'count_tokens');
+      if (target.kind === 'anthropic') {
+        assert.equal(response.headers.get('x-sluice-tokens-estimated'), null);
+        assert.equal(counted.length, 1);
+      } else {
+        assert.equal(response.headers.get('x-sluice-tokens-estimated'), 'true');
+        assert.equal(counted.length, 0);
+      }
+    });
+  }
+});
+
+// A caller that leaves a stream after its first delta has still cost the upstream its prompt: the access log
+// charges it (estimated where the upstream had reported nothing yet: an OpenAI-wire stream reports at its end;
+// Anthropic reports the prompt in message_start, passed through to a Messages caller).
+describe('a stream the caller leaves after its first delta', () => {
+  const PROMPT_SLOW = `${SLOW_PROMPT}: tell me a long story about a lighthouse keeper and the sea`;
+  const leave = async (path: string, model: string, first: (signal: AbortSignal) => Promise<void>) => {
+    const logFrom = rig.gw.logs.length;
+    const controller = new AbortController();
+    await first(controller.signal);
+    controller.abort();
+    const line = () => accessLines(rig, logFrom).find((l) => l.path === path && l.model === model);
+    await bounded(rig.gw.waitForLog((l) => l === line()), 20_000, 'the access-log line');
+    return line()!;
+  };
+  for (const target of TARGETS) {
+    test(`openai chat.completions on ${target.model}`, async () => {
+      const log = await leave('/v1/chat/completions', target.model, async (signal) => {
+        const stream = await openai().chat.completions.create(
+          { model: target.model, messages: [{ role: 'user', content: PROMPT_SLOW }], stream: true },
+          { signal },
+        );
+        for await (const c of stream) if (c.choices[0]?.delta?.content) break;
+      });
+      assert.equal(log.error_kind, 'client_closed', JSON.stringify(log));
+      assert.ok(Number(log.prompt_tokens) > 5, JSON.stringify(log));
+      assert.ok(Number(log.completion_tokens) > 0, JSON.stringify(log));
+      assert.equal(log.usage_estimated, target.kind === 'anthropic' ? undefined : true, JSON.stringify(log));
+    });
+    test(`@anthropic-ai/sdk messages.stream on ${target.model}`, async () => {
+      const log = await leave('/v1/messages', target.model, async (signal) => {
+        const stream = anthropic().messages.stream(
+          { model: target.model, max_tokens: 1024, messages: [{ role: 'user', content: PROMPT_SLOW }] },
+          { signal },
+        );
+        for await (const e of stream) if (e.type === 'content_block_delta') break;
+      });
+      assert.equal(log.error_kind, 'client_closed', JSON.stringify(log));
+      assert.ok(Number(log.prompt_tokens) > 5, JSON.stringify(log));
+      assert.equal(log.usage_estimated, target.kind === 'anthropic' ? undefined : true, JSON.stringify(log));
+    });
+  }
+});

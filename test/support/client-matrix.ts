@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { baseConfig, CALLER_KEY, type GatewayProcess, spawnGateway } from './process.ts';
+import { baseConfig, CALLER_KEY, type GatewayProcess, type LogLine, spawnGateway } from './process.ts';
 import {
   FINAL_ANSWER,
   PREAMBLE_TEXT,
@@ -258,5 +258,33 @@ function assertPaired(r: ScriptedRequest): void {
   } else if (r.api === 'responses') {
     // The mock resolved the chain and references and refused an unpaired output; answering is the proof.
     assert.equal(r.status, 200);
+  }
+}
+
+/** The gateway's access-log lines since `from` (an index into `gw.logs`). */
+export function accessLines(rig: ClientMatrix, from: number): LogLine[] {
+  return rig.gw.logs.slice(from).filter((l) => l.msg === 'proxy request completed');
+}
+
+/**
+ * A caller's reasoning effort (`high`) reached a translated target as its own knob on every turn: Claude's
+ * `thinking` budget for that level (docs/translation.md "Reasoning"), with the turn that carries the tool result
+ * led by the thinking block Claude signed (the upstream checks the signature); a chat vendor's
+ * `reasoning_effort`.
+ */
+export function assertHighEffort(rig: ClientMatrix, target: Target, from: number): void {
+  const reqs = received(rig, target, from).filter((r) => r.api !== 'count_tokens');
+  assert.ok(reqs.length >= 2, `expected two or more requests to ${target.upstream}`);
+  for (const r of reqs) {
+    if (target.kind === 'anthropic') {
+      assert.deepEqual(r.json!.thinking, { type: 'enabled', budget_tokens: 4096 }, describe(r));
+    } else {
+      assert.equal(r.json!.reasoning_effort, 'high', describe(r));
+    }
+  }
+  if (target.kind === 'anthropic') {
+    const msgs = list(reqs.at(-1)!.json!.messages);
+    const turn = msgs.findLast((m) => m.role === 'assistant');
+    assert.equal(list(turn?.content)[0]?.type, 'thinking', `the tool turn sent back: ${JSON.stringify(turn)}`);
   }
 }

@@ -1,10 +1,11 @@
 // The scripted upstream of the client matrix (test/clients, docs/translation.md "Tested clients"): one real HTTP
 // server speaking OpenAI chat (JSON and SSE, `tool_calls`), OpenAI Responses (JSON and SSE, with a store that
 // resolves `previous_response_id` and `item_reference` as OpenAI does with `store: true`) and Anthropic Messages
-// (JSON and SSE, `tool_use`, `thinking` when asked), refusing what the real APIs refuse (api-rules.ts and
-// `responsesViolation` below). The script: a turn that offers tools and carries no tool result asks for one
-// tool call (after a line of text); once a tool result is in the conversation it answers
-// `FINAL ANSWER. The tool returned: "<result>"`. Every request is recorded with the status it got.
+// (JSON and SSE, `tool_use`, signed `thinking` when asked), refusing what the real APIs refuse (api-rules.ts and
+// `responsesViolation` below; a continued tool turn must lead with a thinking block it signed). The script: a
+// turn that offers tools and carries no tool result asks for one tool call (after a line of text); once a tool
+// result is in the conversation it answers `FINAL ANSWER. The tool returned: "<result>"`. Every request is
+// recorded with the status it got.
 import { anthropicViolation, openaiViolation, type Violation } from './api-rules.ts';
 import { sleep } from './until.ts';
 import * as http from 'node:http';
@@ -49,6 +50,10 @@ export const FINAL_ANSWER = 'FINAL ANSWER. The tool returned:';
 /** What the script streams as reasoning (`reasoning_content`, `thinking`) on a model that reasons. */
 export const REASONING_TEXT = 'The user wants the tool result; I will call the tool.';
 
+/** A request that holds this word is streamed a chunk a second: time for its caller to leave mid-stream. */
+export const SLOW_PROMPT = 'SLOW-STREAM';
+const SLOW_PACE_MS = 1000;
+
 /** Tools the script prefers, in order, when a request offers several. */
 const PREFERRED = ['get_weather', 'Read', 'exec_command', 'shell', 'read_file'];
 
@@ -90,14 +95,19 @@ function scriptInput(api: ScriptedRequest['api'], body: Json, conversation: Json
   return { tools, result };
 }
 
-/** What the script answers: a tool call (with text before it) or the final text. */
-type Action = { text: string; call?: { name: string; args: string }; reasoning?: string };
+/**
+ * What the script answers: a tool call (with text before it) or the final text; `signature`: the one the
+ * answer's thinking block carries (Messages with thinking on).
+ */
+type Action = { text: string; call?: { name: string; args: string }; reasoning?: string; signature?: string };
 
 export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Promise<ScriptedUpstream> {
   const pace = opts.paceMs ?? 5;
   const requests: ScriptedRequest[] = [];
   const items = new Map<string, Json>();
   const responses = new Map<string, Json[]>();
+  // The thinking signatures given out: Anthropic takes back, on a continued tool turn, only the ones it signed.
+  const issued = new Set<string>();
   let n = 0;
 
   const rig: ScriptedUpstream = {
@@ -168,7 +178,11 @@ export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Pro
     const violation = api === 'chat'
       ? openaiViolation(lenient(json))
       : api === 'messages' || api === 'count_tokens'
-      ? anthropicViolation(withBetas(json, String(req.headers['anthropic-beta'] ?? '')), api === 'count_tokens')
+      ? anthropicViolation(
+        withBetas(json, String(req.headers['anthropic-beta'] ?? '')),
+        api === 'count_tokens',
+        api === 'messages' ? issued : undefined,
+      )
       : undefined;
     if (violation) return refuse(violation);
     const body = json!;
@@ -186,13 +200,18 @@ export async function startScriptedUpstream(opts: { paceMs?: number } = {}): Pro
     const a = act(api, body, conversation);
     rec.action = a.call ? { tool: a.call.name } : { text: a.text };
     const id = ++n;
+    if (api === 'messages' && a.reasoning && isThinking(body)) {
+      a.signature = `sig-${id}-${Math.random().toString(36).slice(2, 10)}`;
+      issued.add(a.signature);
+    }
+    const delay = JSON.stringify(body).includes(SLOW_PROMPT) ? SLOW_PACE_MS : pace;
     const write = async (chunks: string[]) => {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       res.flushHeaders();
       for (const c of chunks) {
         if (res.destroyed) return;
         res.write(c);
-        if (pace) await sleep(pace);
+        if (delay) await sleep(delay);
       }
       res.end();
     };
@@ -386,9 +405,9 @@ function chatStream(body: Json, a: Action, id: number): string[] {
 
 // --- Anthropic Messages ---
 
-function messagesBlocks(body: Json, a: Action, id: number): Json[] {
+function messagesBlocks(a: Action, id: number): Json[] {
   const blocks: Json[] = [];
-  if (a.reasoning && isThinking(body)) blocks.push({ type: 'thinking', thinking: a.reasoning, signature: `sig-${id}` });
+  if (a.signature) blocks.push({ type: 'thinking', thinking: a.reasoning, signature: a.signature });
   blocks.push({ type: 'text', text: a.text });
   if (a.call) blocks.push({ type: 'tool_use', id: `toolu_${id}`, name: a.call.name, input: JSON.parse(a.call.args) });
   return blocks;
@@ -400,7 +419,7 @@ function messagesJson(body: Json, a: Action, id: number): Json {
     type: 'message',
     role: 'assistant',
     model: body.model,
-    content: messagesBlocks(body, a, id),
+    content: messagesBlocks(a, id),
     stop_reason: a.call ? 'tool_use' : 'end_turn',
     stop_sequence: null,
     usage: { input_tokens: tokens(body.messages), output_tokens: Math.ceil(a.text.length / 4) + 5 },
@@ -420,7 +439,7 @@ function messagesStream(body: Json, a: Action, id: number): string[] {
       },
     }),
   ];
-  messagesBlocks(body, a, id).forEach((b, index) => {
+  messagesBlocks(a, id).forEach((b, index) => {
     if (b.type === 'thinking') {
       out.push(ev('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } }));
       for (const t of halves(String(b.thinking))) {

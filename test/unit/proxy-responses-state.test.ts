@@ -9,6 +9,7 @@ import { chatCompletion } from '../support/mock-upstream.ts';
 import { BASE_CONFIG } from '../support/platform.ts';
 import { proxyOverMocks, threeVendors } from '../support/proxy-over-mocks.ts';
 import { TerminalEventReader } from '../../src/responses/state.ts';
+import { until } from '../support/until.ts';
 
 const A = 'sk-state-a';
 const B = 'sk-state-b';
@@ -197,6 +198,28 @@ describe('previous_response_id on a translated target', () => {
     assert.ok(id, text);
     const r = await post({ model: 'deep', input: 'x', previous_response_id: id });
     assert.equal(r.status, 200, JSON.stringify(r.json));
+  });
+
+  // The answer's headers went out before any target answered, so no `x-sluice-dropped`; the access log, written
+  // at the stream's end, still names what the serving target's translation dropped.
+  test('a stream committed before its target answered names the hosted tools it dropped in the access log', async () => {
+    rig.mock.script({ delayMs: 1_500 });
+    const res = await rig.app.request('/v1/responses', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${A}`, 'content-type': 'application/json', 'x-aisix-request-id': 'late-drop' },
+      body: JSON.stringify({
+        model: 'deep',
+        input: 'slow',
+        stream: true,
+        tools: [{ type: 'web_search' }, ...TOOLS],
+      }),
+    });
+    assert.equal(res.headers.get('x-sluice-dropped'), null, 'committed before the target answered');
+    await res.text();
+    const line = () =>
+      rig.platform.logs.find((l) => l.msg === 'proxy request completed' && l.request_id === 'late-drop');
+    await until(() => line() !== undefined, 5_000, 'the access-log line');
+    assert.equal(line()!.dropped, 'web_search');
   });
 
   test("another key's id: the same 400 as an unknown one, naming the id", async () => {

@@ -134,6 +134,54 @@ describe('reasoning_content → Responses reasoning items', () => {
   });
 });
 
+// Codex always asks `reasoning.summary: "auto"` and shows only summaries by default; the Agents SDK reads only
+// `summary`. Asked for one, the reasoning text is also the item's summary.
+describe('reasoning_content → a Responses reasoning summary, when the caller asks for one', () => {
+  test('JSON: the text as the summary too; none without the ask', async () => {
+    rig.mock.script({ body: REASONING_JSON });
+    const r = await openai().responses.create({ model: 'r1', input: 'q', reasoning: { summary: 'auto' } });
+    const reasoning = r.output[0] as OpenAI.Responses.ResponseReasoningItem;
+    assert.deepEqual(reasoning.summary, [{ type: 'summary_text', text: 'Thinking.' }]);
+    assert.deepEqual(reasoning.content, [{ type: 'reasoning_text', text: 'Thinking.' }]);
+    assert.equal(rig.mock.requests.at(-1)!.json!.reasoning, undefined, 'the ask itself is not sent to chat');
+  });
+
+  test("SSE: summary events in OpenAI's order; the openai SDK folds the summary", async () => {
+    rig.mock.script({ sse: REASONING_STREAM });
+    const stream = openai().responses.stream({ model: 'r1', input: 'q', reasoning: { summary: 'detailed' } });
+    const deltas: string[] = [];
+    stream.on('response.reasoning_summary_text.delta', (e) => deltas.push(e.delta));
+    const r = await stream.finalResponse();
+    assert.deepEqual(deltas, ['Think', 'ing.']);
+    const reasoning = r.output[0] as OpenAI.Responses.ResponseReasoningItem;
+    assert.deepEqual(reasoning.summary, [{ type: 'summary_text', text: 'Thinking.' }]);
+    assert.deepEqual(reasoning.content, [{ type: 'reasoning_text', text: 'Thinking.' }]);
+
+    rig.mock.script({ sse: REASONING_STREAM });
+    const events = await responsesEvents({ model: 'r1', input: 'q', reasoning: { summary: 'auto' } });
+    assertOpenAiOrder(events);
+    const types = events.map((e) => String(e.type)).filter((t) => t.includes('reasoning_summary'));
+    assert.deepEqual(types, [
+      'response.reasoning_summary_part.added',
+      'response.reasoning_summary_text.delta',
+      'response.reasoning_summary_text.delta',
+      'response.reasoning_summary_text.done',
+      'response.reasoning_summary_part.done',
+    ]);
+    const done = events.find((e) => e.type === 'response.reasoning_summary_part.done')!;
+    assert.deepEqual(done.part, { type: 'summary_text', text: 'Thinking.' });
+    assert.equal(done.summary_index, 0);
+  });
+
+  test('SSE without the ask: no summary events, an empty summary', async () => {
+    rig.mock.script({ sse: REASONING_STREAM });
+    const events = await responsesEvents({ model: 'r1', input: 'q' });
+    assert.equal(events.filter((e) => String(e.type).includes('reasoning_summary')).length, 0);
+    const item = events.find((e) => e.type === 'response.output_item.done')!.item as Json;
+    assert.deepEqual(item.summary, []);
+  });
+});
+
 describe("Claude's thinking → Responses reasoning items", () => {
   const thinkingMessage = {
     ...anthropicMessage('claude-sonnet-4-5-mock'),

@@ -248,14 +248,15 @@ function messageItem(id: string, text: string, status: string): Json {
 }
 
 /**
- * A `reasoning` item: a chat upstream's reasoning is the model's own text, not a summary, so it is a
- * `reasoning_text` part (as vLLM's Responses API gives it) with an empty `summary`; `text` undefined: none yet.
+ * A `reasoning` item: a chat upstream's reasoning is the model's own text, so it is a `reasoning_text` part (as
+ * vLLM's Responses API gives it); `text` undefined: none yet. `summary`: the caller asked for one, and the same
+ * text is its summary too (Codex and the Agents SDK show only summaries); else the summary is empty.
  */
-function reasoningItem(id: string, text: string | undefined, signed: Json[] = []): Json {
+function reasoningItem(id: string, text: string | undefined, signed: Json[] = [], summary = false): Json {
   const item: Json = {
     type: 'reasoning',
     id,
-    summary: [],
+    summary: summary && text ? [{ type: 'summary_text', text }] : [],
     content: text === undefined ? [] : [{ type: 'reasoning_text', text }],
   };
   // Claude's signed thinking, for the caller to send back (docs/translation.md "Signed thinking on the Responses path").
@@ -271,13 +272,25 @@ function responseObject(id: string, createdAt: number, model: string, rest: Json
   return { id, object: 'response', created_at: createdAt, model, ...rest };
 }
 
-export function chatToResponsesResponse(chat: Json, model: string): Json {
+/**
+ * Whether a Responses request asks for reasoning summaries (`reasoning.summary`: `auto`, `concise` or
+ * `detailed`; Codex always does).
+ */
+export function asksSummary(body: Json): boolean {
+  const summary = isRecord(body.reasoning) ? body.reasoning.summary : undefined;
+  return summary === 'auto' || summary === 'concise' || summary === 'detailed';
+}
+
+/** A chat answer as the Responses answer; `summary`: the caller asked for reasoning summaries. */
+export function chatToResponsesResponse(chat: Json, model: string, summary = false): Json {
   const choice = Array.isArray(chat.choices) && isRecord(chat.choices[0]) ? chat.choices[0] : {};
   const message = isRecord(choice.message) ? choice.message : {};
   const output: Json[] = [];
   const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
   const signed = signedBlocks(message[SIGNED_THINKING]);
-  if (reasoning !== '' || signed.length > 0) output.push(reasoningItem(responsesId('rs_'), reasoning, signed));
+  if (reasoning !== '' || signed.length > 0) {
+    output.push(reasoningItem(responsesId('rs_'), reasoning, signed, summary));
+  }
   const text = typeof message.content === 'string' ? message.content : '';
   if (text !== '') output.push(messageItem(responsesId('msg_'), text, 'completed'));
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
@@ -311,8 +324,18 @@ interface StreamedCall {
 
 /** The output item being streamed: one at a time, closed (its `*.done` events) before the next is added. */
 type OpenItem =
-  | { kind: 'reasoning' | 'message'; id: string; index: number; text: string; signed: Json[] }
+  | TextItem
   | { kind: 'call'; call: AnnouncedCall };
+
+/** A message or reasoning item being streamed; `summarized`: its summary part is open (reasoning, when asked). */
+interface TextItem {
+  kind: 'reasoning' | 'message';
+  id: string;
+  index: number;
+  text: string;
+  signed: Json[];
+  summarized?: boolean;
+}
 
 /** A call once announced: its output index, id and name are set. */
 type AnnouncedCall = StreamedCall & { outputIndex: number; callId: string; name: string };
@@ -332,7 +355,8 @@ class ResponsesEvents {
   private readonly closed: Json[] = [];
   private readonly calls = new Map<number, StreamedCall>();
 
-  constructor(readonly model: string) {}
+  /** `summary`: the caller asked for reasoning summaries, so reasoning text streams as the summary too. */
+  constructor(readonly model: string, private readonly summary = false) {}
 
   event(type: string, data: Json): Uint8Array {
     const payload = { type, sequence_number: this.seq++, ...data };
@@ -361,6 +385,13 @@ class ResponsesEvents {
       content_index: 0,
       delta,
     });
+    if (!this.summary) return;
+    const base = { item_id: item.id, output_index: item.index, summary_index: 0 };
+    if (!item.summarized) {
+      item.summarized = true;
+      yield this.event('response.reasoning_summary_part.added', { ...base, part: { type: 'summary_text', text: '' } });
+    }
+    yield this.event('response.reasoning_summary_text.delta', { ...base, delta });
   }
 
   /** Claude's signed thinking blocks (a translation's private field): the open reasoning item carries them. */
@@ -381,13 +412,11 @@ class ResponsesEvents {
   }
 
   /** The open item of `kind`, or a new one (the open item closed first) with its empty content part. */
-  private *textItem(
-    kind: 'reasoning' | 'message',
-  ): Generator<Uint8Array, { id: string; index: number; text: string; signed: Json[] }> {
+  private *textItem(kind: 'reasoning' | 'message'): Generator<Uint8Array, TextItem> {
     if (this.open?.kind === kind) return this.open;
     yield* this.close();
     const id = responsesId(kind === 'message' ? 'msg_' : 'rs_');
-    const item = { kind, id, index: this.nextIndex++, text: '', signed: [] as Json[] };
+    const item: TextItem = { kind, id, index: this.nextIndex++, text: '', signed: [] };
     this.open = item;
     const added = kind === 'message' ? messageItem(item.id, '', 'in_progress') : reasoningItem(item.id, undefined);
     yield this.event('response.output_item.added', { output_index: item.index, item: added });
@@ -445,13 +474,18 @@ class ResponsesEvents {
       item = functionCallItem(c.itemId, c.callId, c.name, c.args, 'completed');
       index = c.outputIndex;
     } else {
-      const { kind, id, text, signed } = open;
+      const { kind, id, text, signed, summarized } = open;
       index = open.index;
       const base = { item_id: id, output_index: index, content_index: 0 };
       const done = kind === 'message' ? 'response.output_text.done' : 'response.reasoning_text.done';
       yield this.event(done, { ...base, text });
       yield this.event('response.content_part.done', { ...base, part: textPart(kind, text) });
-      item = kind === 'message' ? messageItem(id, text, 'completed') : reasoningItem(id, text, signed);
+      if (summarized) {
+        const summary = { item_id: id, output_index: index, summary_index: 0 };
+        yield this.event('response.reasoning_summary_text.done', { ...summary, text });
+        yield this.event('response.reasoning_summary_part.done', { ...summary, part: { type: 'summary_text', text } });
+      }
+      item = kind === 'message' ? messageItem(id, text, 'completed') : reasoningItem(id, text, signed, summarized);
     }
     yield this.event('response.output_item.done', { output_index: index, item });
     this.closed.push(item);
@@ -483,8 +517,9 @@ export async function* chatStreamToResponses(
   model: string,
   onUsage?: (usage: TokenUsage) => void,
   maxEventBytes?: number,
+  summary = false,
 ): AsyncGenerator<Uint8Array> {
-  const out = new ResponsesEvents(model);
+  const out = new ResponsesEvents(model, summary);
   let finish: unknown;
   let usage: TokenUsage = { input: 0, output: 0 };
   const upstream = { done: false };

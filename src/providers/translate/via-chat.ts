@@ -12,7 +12,12 @@ import {
   messagesToChatRequest,
   translateMessagesRequest,
 } from './messages-via-chat.ts';
-import { chatStreamToResponses, chatToResponsesResponse, responsesToChatRequest } from './responses-via-chat.ts';
+import {
+  asksSummary,
+  chatStreamToResponses,
+  chatToResponsesResponse,
+  responsesToChatRequest,
+} from './responses-via-chat.ts';
 import { isRecord, type Json, parseJsonObject, type TokenUsage, TranslationError } from './shared.ts';
 import { isSluiceEncrypted } from './signed-thinking.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from '../types.ts';
@@ -104,13 +109,15 @@ interface ViaChat {
    * `anthropicWire`: the adapter serves the target on Anthropic's Messages wire.
    */
   request(body: Json, caps: Capabilities, anthropicWire: boolean): { body: Json; dropped: string[] };
-  response(chat: Json, model: string): Json;
+  /** `request`: the caller's body, for what it asked of the answer's shape. */
+  response(chat: Json, model: string, request: Json): Json;
   stream(
     chunks: AsyncIterable<Uint8Array>,
     model: string,
     onUsage: (u: TokenUsage) => void,
-    maxEventBytes?: number,
-    promptTokens?: () => Promise<number>,
+    maxEventBytes: number | undefined,
+    promptTokens: (() => Promise<number>) | undefined,
+    request: Json,
   ): AsyncIterable<Uint8Array>;
   /** Whether the stream states the prompt's size before the upstream does (Messages' `message_start`). */
   countsPromptFirst: boolean;
@@ -132,8 +139,9 @@ const RESPONSES: ViaChat = {
     body: responsesToChatRequest(b, caps, anthropicWire && caps.reasoning === 'thinking'),
     dropped: droppedResponsesTools(b),
   }),
-  response: chatToResponsesResponse,
-  stream: chatStreamToResponses,
+  response: (chat, model, request) => chatToResponsesResponse(chat, model, asksSummary(request)),
+  stream: (chunks, model, onUsage, max, _prompt, request) =>
+    chatStreamToResponses(chunks, model, onUsage, max, asksSummary(request)),
   countsPromptFirst: false,
 };
 
@@ -172,6 +180,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
       },
       call.maxSseEventBytes,
       promptTokens,
+      call.body,
     );
     // Where the stream states a local count first, the bytes are not the upstream's report: until the
     // upstream reports, the count is "nothing", so the answer is estimated as any unreported one is.
@@ -183,7 +192,7 @@ async function viaChat(adapter: ProviderAdapter, call: ProviderCall, wire: ViaCh
   // A 2xx that is not JSON goes back without its body: routing counts it as the upstream failure it is.
   const json = parseJsonObject(r.body);
   if (!json) return { ...r, body: '' };
-  const answer = JSON.stringify(wire.response(json, model));
+  const answer = JSON.stringify(wire.response(json, model, call.body));
   return {
     ...r,
     body: answer,
