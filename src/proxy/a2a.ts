@@ -40,6 +40,7 @@ import { cidrContains, parseCidr, parseIp, stripPort } from '../util/cidr.ts';
 import { rateLimitRefusal } from './admission.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
+import { CALL_SPAN, cutBytes } from './call-span.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { RequestStep } from './pipeline.ts';
@@ -158,6 +159,21 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     const facts = new AnswerFacts(d.clock, metered(operation) ? new ResultText() : undefined);
     facts.request(rpc);
     let began: number | undefined;
+    // AISIX's `invoke_agent <agent>` spans, with the call's own attributes (caller-chosen values cut).
+    const traceCall = () => {
+      const span = rec.facet(CALL_SPAN);
+      span.operation = 'invoke_agent';
+      span.target = agent.name;
+      const a: Record<string, string | number> = { 'gen_ai.agent.name': agent.name };
+      if (facts.contextId) a['gen_ai.conversation.id'] = cutBytes(facts.contextId);
+      if (typeof rpc.method === 'string' && rpc.method !== '') a['aisix.a2a.method'] = cutBytes(rpc.method);
+      a['aisix.a2a.operation'] = operation;
+      a['aisix.a2a.protocol_version'] = agent.protocol_version;
+      if (facts.taskId) a['aisix.a2a.task_id'] = cutBytes(facts.taskId);
+      if (facts.state) a['aisix.a2a.task_state'] = facts.state;
+      if (stream) a['aisix.a2a.stream_event_count'] = facts.events;
+      span.attributes = a;
+    };
     const count = (status: number) => {
       usage.status = status;
       const ttft = stream && began !== undefined && facts.firstResultAt !== undefined
@@ -177,6 +193,7 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
         output: countTokensNow(facts.text?.joined() ?? ''),
         estimated: true,
       };
+      traceCall();
       d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
     };
 
@@ -224,6 +241,7 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
       void permit.end();
       count(status);
       usage.upstreamMs = d.clock() - started;
+      rec.facet(CALL_SPAN).upstream = { start: started - rec.start, end: d.clock() - rec.start };
       usage.downstreamMs = d.clock() - rec.start;
       const labels = [agent.name, operation] as const;
       if (facts.events > 0) d.metrics.a2aStreamEvents.inc(labels, facts.events);

@@ -38,6 +38,7 @@ import type { Clock } from '../util/clock.ts';
 import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
+import { CALL_SPAN, cutBytes } from './call-span.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
@@ -152,9 +153,22 @@ function mcpEndpoint(
     let permit: Permit | undefined;
     const usage = toolCallUsage(msg, { servers: all, scoped }, anonymous !== undefined);
     if (usage) req.rec.facet(USAGE_PART).call = usage;
+    // A tool call's trace: AISIX's `execute_tool <tool>` spans, named by the same (server, tool) as its usage.
+    const span = usage && req.rec.facet(CALL_SPAN);
+    const traceCall = () => {
+      if (!span || !usage) return;
+      const tool = String(usage.fields.mcp_tool_name ?? '');
+      const server = usage.fields.mcp_server_name;
+      span.operation = 'execute_tool';
+      span.target = tool;
+      span.attributes = { 'gen_ai.tool.name': cutBytes(tool) };
+      if (typeof server === 'string' && server !== '') span.attributes['aisix.mcp.server_name'] = server;
+    };
+    traceCall();
     let began: number | undefined;
     const govern = async (t: ToolTarget): Promise<Response | undefined> => {
       if (usage) usage.fields = { ...usage.fields, mcp_server_name: t.server.name, mcp_tool_name: t.tool };
+      traceCall();
       const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
       if (spent) return fail(c, spent);
       const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
@@ -177,6 +191,9 @@ function mcpEndpoint(
           signal: c.env?.closed ?? c.req.raw.signal,
           scrub: scrubberFor(snapshot, rules.configSecrets, undefined),
           ...(guard ? { guard } : {}),
+          ...(span
+            ? { onUpstream: (phase: 'start' | 'end') => span.upstreamAt(phase, d.clock() - req.rec.start) }
+            : {}),
         },
         msg,
         govern,
