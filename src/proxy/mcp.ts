@@ -9,6 +9,7 @@ import { resolveAcl } from '../mcp/acl.ts';
 import { type McpAnswer, McpGateway, resolveTarget, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
 import { guardArguments, guardResult } from '../mcp/guard.ts';
 import { challengeFor, discoveryOf } from '../mcp/discovery.ts';
+import { ScopeRefusal } from '../identity/scope-refusal.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
@@ -418,7 +419,8 @@ export function protectedResource(d: Pick<McpDeps, 'snapshot'>) {
 function challenged(d: McpDeps, res: Response, e: ProxyError): Response {
   const surface = d.snapshot ? discoveryOf(d.snapshot) : undefined;
   if (typeof surface !== 'object') return res;
-  const challenge = challengeFor(surface, e.status, e.message === errors.missingAuth().message);
+  const scopes = e instanceof ScopeRefusal ? e.requiredScopes : undefined;
+  const challenge = challengeFor(surface, e.status, e.message === errors.missingAuth().message, scopes);
   if (challenge !== undefined) res.headers.set('www-authenticate', challenge);
   return res;
 }
