@@ -21,7 +21,7 @@ import type { Registry } from '../observability/metrics.ts';
 import { idOf, rpcError, versionGate } from '../mcp/protocol.ts';
 import { McpUpstreams } from '../mcp/upstream.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { UpstreamFetch } from '../platform.ts';
+import type { Platform, UpstreamFetch } from '../platform.ts';
 import type { McpServer } from '../resources/mcp-schema.ts';
 import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
@@ -56,6 +56,11 @@ export interface McpDeps {
   readonly metrics: { readonly registry: Registry };
   /** Spend budgets: a tool call by a key whose budget has no room left is refused (docs/budgets.md). */
   readonly budgets?: { readonly budgets: Budgets };
+  /**
+   * Workers' `waitUntil`: an upstream session's DELETE outlives the request that opened it. (`connectWebSocket`
+   * is named only so the proxy's narrower view of the platform fits; both members are optional.)
+   */
+  readonly platform?: Pick<Platform, 'waitUntil' | 'connectWebSocket'>;
 }
 
 /** How the proxy reads a request: its body limit and the client address (`proxy.real_ip`). */
@@ -72,7 +77,12 @@ export function mcpHandlers(
   rules: McpRequestRules,
   identify: RequestStep,
 ): (route: McpRoute) => McpHandler {
-  const upstreams = new McpUpstreams({ upstream: d.upstream, log: d.log.withTarget('aisix_mcp') });
+  const waitUntil = d.platform?.waitUntil?.bind(d.platform);
+  const upstreams = new McpUpstreams({
+    upstream: d.upstream,
+    log: d.log.withTarget('aisix_mcp'),
+    ...(waitUntil ? { keepAlive: waitUntil } : {}),
+  });
   const gateway = new McpGateway(upstreams, d.log.withTarget('aisix_mcp'));
   const servers = new ServerIndex(d.log.withTarget('aisix_mcp'));
   const guards = new ToolGuards(d, rules.configSecrets);
