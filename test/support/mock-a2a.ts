@@ -3,8 +3,9 @@
 // event, then waits for `release()` before its `completed` event; the card is an A2A 1.0 card (no top-level
 // `url`) at `/agent/.well-known/agent-card.json`. A message whose text is `hang` waits for `release()` before
 // any answer (a send), one whose text is `break` drops the connection after the first event (a stream), one
-// whose text is `json` is answered with one JSON body (a stream), and a send whose text is `artifact` is answered
-// with a task carrying an artifact and a status message. `tasks/resubscribe` streams like a send.
+// whose text is `json` is answered with one JSON body (a stream), one whose text is `late` waits for `release()`
+// before its headers (a stream), and a send whose text is `artifact` is answered with a task carrying an artifact
+// and a status message. `tasks/resubscribe` streams like a send.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { latch } from './until.ts';
@@ -86,6 +87,7 @@ export async function mockA2a(): Promise<MockA2a> {
         return;
       }
       if (rpc.method === 'message/stream' || rpc.method === 'tasks/resubscribe') {
+        if (body.includes('"text":"late"')) await gate.promise;
         open++;
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const first = `data: ${JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: task('t-1', 'working') })}\n\n`;

@@ -11,11 +11,14 @@ import { uuidV5 } from '../../src/util/crypto.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
 import { type MockA2a, mockA2a } from '../support/mock-a2a.ts';
 import { gatewayWith } from '../support/platform.ts';
+import { until } from '../support/until.ts';
 
 let agent: MockA2a;
 let intake: DatadogIntake;
 let gw: Gateway;
 let app: ReturnType<typeof createProxyApp>;
+/** Added to the gateway's clock: a test moves time on while the agent holds its answer. */
+let skew = 0;
 
 const ENV = { CALLER: 'sk-a2a-caller', POLICED: 'sk-a2a-policed', DD_CRED_TEAM_A_API_KEY: 'dd-key' };
 
@@ -38,7 +41,7 @@ guardrails:
 observability_exporters:
   - { name: dd, kind: datadog, site: "${intake.site}", credential_ref: team-a, service: gw }
 `,
-    { env: ENV },
+    { env: ENV, now: () => new Date(Date.now() + skew) },
   ));
   app = createProxyApp(gw);
   await estimateTokens('warm'); // the table built, so the estimate is the tokenizer's count
@@ -168,7 +171,13 @@ describe('usage records', () => {
   });
 
   test('a stream: the task from its events, the time to its first event as upstream_ttft_ms', async () => {
-    const res = await send(ENV.CALLER, 'stream me', 'u-4', 'message/stream');
+    const asked = agent.received.length;
+    const pending = send(ENV.CALLER, 'late', 'u-4', 'message/stream');
+    // The agent has the call and holds its first event: 1.5 s pass on the gateway's clock before it comes.
+    await until(() => agent.received.length > asked, 5000, 'the stream to reach the agent');
+    skew += 1500;
+    agent.release();
+    const res = await pending;
     assert.equal(res.status, 200);
     const reader = res.body!.getReader();
     await reader.read(); // the working event is here: let the agent finish
@@ -180,9 +189,8 @@ describe('usage records', () => {
     assert.ok(rec);
     assert.equal(rec['aisix.a2a_task_id'], 't-1');
     assert.equal(rec['aisix.a2a_stream_event_count'], 2);
-    assert.equal(rec['gen_ai.usage.input_tokens'], await estimateTokens('stream me'));
-    // Loopback answers in under a millisecond, so the time to the first event may round to 0 (then omitted).
-    const ttft = rec['aisix.upstream_ttft_ms'];
-    assert.ok(ttft === undefined || (typeof ttft === 'number' && ttft <= Number(rec['aisix.upstream_latency_ms'])));
+    assert.equal(rec['gen_ai.usage.input_tokens'], await estimateTokens('late'));
+    const ttft = rec['aisix.upstream_ttft_ms'] as number;
+    assert.ok(ttft >= 1500 && ttft < 1500 + 5000, String(ttft));
   });
 });
