@@ -158,42 +158,9 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     const prompt = metered(operation) ? requestText(rpc) : '';
     const facts = new AnswerFacts(d.clock, metered(operation) ? new ResultText() : undefined);
     facts.request(rpc);
-    let began: number | undefined;
-    // AISIX's `invoke_agent <agent>` spans, with the call's own attributes (caller-chosen values cut).
-    const traceCall = () => {
-      const span = rec.facet(CALL_SPAN);
-      span.operation = 'invoke_agent';
-      span.target = agent.name;
-      const a: Record<string, string | number> = { 'gen_ai.agent.name': agent.name };
-      if (facts.contextId) a['gen_ai.conversation.id'] = cutBytes(facts.contextId);
-      if (typeof rpc.method === 'string' && rpc.method !== '') a['aisix.a2a.method'] = cutBytes(rpc.method);
-      a['aisix.a2a.operation'] = operation;
-      a['aisix.a2a.protocol_version'] = agent.protocol_version;
-      if (facts.taskId) a['aisix.a2a.task_id'] = cutBytes(facts.taskId);
-      if (facts.state) a['aisix.a2a.task_state'] = facts.state;
-      if (stream) a['aisix.a2a.stream_event_count'] = facts.events;
-      span.attributes = a;
-    };
+    const about: CallFacts = { agent, operation, stream, method: rpc.method, facts, prompt, began: undefined };
     const count = (status: number) => {
-      usage.status = status;
-      const ttft = stream && began !== undefined && facts.firstResultAt !== undefined
-        ? Math.round(facts.firstResultAt - began)
-        : undefined;
-      usage.fields = {
-        ...usage.fields,
-        a2a_task_id: facts.taskId,
-        a2a_context_id: facts.contextId,
-        a2a_task_state: facts.state,
-        a2a_stream_event_count: stream ? facts.events : undefined,
-        upstream_ttft_ms: ttft !== undefined && ttft > 0 ? ttft : undefined,
-      };
-      // Estimated, never charged: an agent reports no usage of its own.
-      usage.tokens = {
-        input: countTokensNow(prompt),
-        output: countTokensNow(facts.text?.joined() ?? ''),
-        estimated: true,
-      };
-      traceCall();
+      described(rec, about, usage, status);
       d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
     };
 
@@ -236,7 +203,7 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     }
 
     warnCleartext(agent);
-    const started = began = d.clock();
+    const started = about.began = d.clock();
     const finish = (status: number) => {
       void permit.end();
       count(status);
@@ -310,6 +277,58 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
       },
     });
   };
+}
+
+/** What one call's record is made of, whatever its outcome. */
+interface CallFacts {
+  readonly agent: A2aAgent;
+  readonly operation: string;
+  readonly stream: boolean;
+  readonly method: unknown;
+  readonly facts: AnswerFacts;
+  /** The caller's message text (empty for a call that is not metered). */
+  readonly prompt: string;
+  /** When the forward to the agent began (clock ms); undefined while it has not. */
+  began: number | undefined;
+}
+
+/**
+ * The call's usage record and span as its outcome stands (`status`): AISIX's task and context ids, task state,
+ * event count, a stream's time to its first result, the estimated tokens; the `invoke_agent <agent>` span's
+ * attributes, caller-chosen values cut.
+ */
+function described(rec: ProxyRequest['rec'], c: CallFacts, usage: CallUsage, status: number): void {
+  const { facts, stream } = c;
+  usage.status = status;
+  const ttft = stream && c.began !== undefined && facts.firstResultAt !== undefined
+    ? Math.round(facts.firstResultAt - c.began)
+    : undefined;
+  usage.fields = {
+    ...usage.fields,
+    a2a_task_id: facts.taskId,
+    a2a_context_id: facts.contextId,
+    a2a_task_state: facts.state,
+    a2a_stream_event_count: stream ? facts.events : undefined,
+    upstream_ttft_ms: ttft !== undefined && ttft > 0 ? ttft : undefined,
+  };
+  // Estimated, never charged: an agent reports no usage of its own.
+  usage.tokens = {
+    input: countTokensNow(c.prompt),
+    output: countTokensNow(facts.text?.joined() ?? ''),
+    estimated: true,
+  };
+  const span = rec.facet(CALL_SPAN);
+  span.operation = 'invoke_agent';
+  span.target = c.agent.name;
+  const a: Record<string, string | number> = { 'gen_ai.agent.name': c.agent.name };
+  if (facts.contextId) a['gen_ai.conversation.id'] = cutBytes(facts.contextId);
+  if (typeof c.method === 'string' && c.method !== '') a['aisix.a2a.method'] = cutBytes(c.method);
+  a['aisix.a2a.operation'] = c.operation;
+  a['aisix.a2a.protocol_version'] = c.agent.protocol_version;
+  if (facts.taskId) a['aisix.a2a.task_id'] = cutBytes(facts.taskId);
+  if (facts.state) a['aisix.a2a.task_state'] = facts.state;
+  if (stream) a['aisix.a2a.stream_event_count'] = facts.events;
+  span.attributes = a;
 }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
