@@ -1,6 +1,8 @@
 // What the gateway reads of an A2A answer as it passes (docs/a2a.md "Telemetry"), without changing a byte:
-// how many events carried a `result`, the task state the call ended on, and when the first result came.
-// Both versions' shapes are read: 0.3's `kind`-tagged results and 1.0's `task` / `statusUpdate` wrappers.
+// how many events carried a `result`, the task and context and the task state the call ended on, when the
+// first result came, and (for the calls that make an agent produce) its words. Both versions' shapes are
+// read: 0.3's `kind`-tagged results and 1.0's `task` / `statusUpdate` wrappers.
+import { isRecord, ResultText, unwrapResult } from './text.ts';
 
 const STATES = new Set([
   'submitted',
@@ -44,16 +46,50 @@ export class AnswerFacts {
   state: string | undefined = undefined;
   /** When the first result went by (clock ms). */
   firstResultAt: number | undefined = undefined;
+  /** The task the call named or was answered about, and its context (AISIX's `a2a_task_id`, `a2a_context_id`). */
+  taskId: string | undefined = undefined;
+  contextId: string | undefined = undefined;
   private rest = '';
   private readonly decoder = new TextDecoder();
 
-  constructor(private readonly now: () => number) {}
+  constructor(
+    private readonly now: () => number,
+    /** The agent's words, read when the call is one that makes it produce. */
+    readonly text?: ResultText,
+  ) {}
+
+  /**
+   * What the request already says: the task and context a send continues (`params.message`), or the ones a
+   * task operation names (`params.taskId`, else `params.id`), so a call that fails still names its task.
+   */
+  request(rpc: Record<string, unknown>): void {
+    const params = rpc.params;
+    if (!isRecord(params)) return;
+    for (const from of [params.message, params]) {
+      if (!isRecord(from)) continue;
+      this.taskId = nonEmpty(from.taskId) ?? this.taskId;
+      this.contextId = nonEmpty(from.contextId) ?? this.contextId;
+    }
+    // `params.id` only as a fallback: on 1.0's push-config operations it is the config's id, not the task's.
+    this.taskId ??= nonEmpty(params.id);
+  }
 
   /** One whole JSON-RPC answer (a unary call's). */
   answer(v: unknown): void {
     if (!isObject(v) || !('result' in v)) return;
     this.firstResultAt ??= this.now();
     this.state = stateOf(v.result) ?? this.state;
+    this.ids(v.result);
+    this.text?.observe(v.result);
+  }
+
+  /** A task names itself in `id` (a message's `id` is no task's: only a result with `status` is a task). */
+  private ids(result: unknown): void {
+    const r = unwrapResult(result);
+    if (!r) return;
+    this.contextId = nonEmpty(r.contextId) ?? this.contextId;
+    this.taskId = nonEmpty(r.taskId) ?? this.taskId;
+    if ('status' in r) this.taskId = nonEmpty(r.id) ?? this.taskId;
   }
 
   /** One chunk of an SSE answer, as it goes out. */
@@ -77,6 +113,10 @@ export class AnswerFacts {
     this.events++;
     this.answer(v);
   }
+}
+
+function nonEmpty(v: unknown): string | undefined {
+  return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
 /** The chunks as they are, each shown to `facts` on its way out. */

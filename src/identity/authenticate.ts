@@ -14,6 +14,7 @@ import type { AuthDecisions } from './decisions.ts';
 import { clip, KeySource } from './keys.ts';
 import { ALLOWED_ALGS, joseHeader, looksLikeJwt, unverifiedIssuer } from './token.ts';
 import { candidateKeys, verifyWithKeys } from './verify.ts';
+import { ScopeRefusal } from './scope-refusal.ts';
 
 /** Who a JWT named, for the request's records (never a metric label). */
 export interface JwtIdentity {
@@ -118,6 +119,8 @@ interface Denial {
   kid?: string;
   subject?: string;
   claimMapping?: string;
+  /** `jwt_scope_missing`: the provider's required scopes (the `/mcp` challenge names them). */
+  requiredScopes?: readonly string[];
 }
 
 export class JwtAuthenticator {
@@ -168,7 +171,8 @@ export class JwtAuthenticator {
     const claims = await this.verified(token, p, alg, kid);
     if (typeof claims === 'string') return { reason: claims, ...at };
     const unmet = providerRequirementFailed(claims, p);
-    if (unmet) return { reason: unmet === 'scope' ? 'jwt_scope_missing' : 'jwt_bound_claim_mismatch', ...at };
+    if (unmet === 'scope') return { reason: 'jwt_scope_missing', ...at, requiredScopes: p.required_scopes };
+    if (unmet) return { reason: 'jwt_bound_claim_mismatch', ...at };
     const subject = nestedClaim(claims, p.identity_claim);
     if (typeof subject !== 'string') return { reason: 'jwt_identity_claim_missing', ...at };
     return this.keyFor(snapshot, p, claims, subject, at);
@@ -261,6 +265,7 @@ export class JwtAuthenticator {
         claim_mapping: d.claimMapping,
       });
     }
+    if (d.requiredScopes) return new ScopeRefusal(d.requiredScopes);
     return (ERROR_OF[d.reason] ?? errors.jwtInvalid)();
   }
 }

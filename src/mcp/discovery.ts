@@ -52,11 +52,20 @@ const nqchar = (s: string) => s.replace(/[^\x21\x23-\x5b\x5d-\x7e]/g, '');
 
 /**
  * The challenge of a refused caller: a missing credential names only the metadata; an unusable one adds
- * `error="invalid_token"`. Any other refusal (a 403, an identity provider's outage) carries none: signing in
- * again cannot cure it.
+ * `error="invalid_token"`; a token without its provider's required scopes (`scopes`, a 403) is
+ * `error="insufficient_scope"` naming them, so the client can ask for them. Any other refusal (bound claims, an
+ * identity provider's outage) carries none: signing in again cannot cure it.
  */
-export function challengeFor(d: Discovery, status: number, missing: boolean): string | undefined {
-  if (status !== 401) return undefined;
+export function challengeFor(
+  d: Discovery,
+  status: number,
+  missing: boolean,
+  scopes?: readonly string[],
+): string | undefined {
   const meta = `resource_metadata="${nqchar(d.metadataUrl)}"`;
+  if (status === 403 && scopes) {
+    return `Bearer error="insufficient_scope", scope="${scopes.map(nqchar).join(' ')}", ${meta}`;
+  }
+  if (status !== 401) return undefined;
   return missing ? `Bearer ${meta}` : `Bearer error="invalid_token", ${meta}`;
 }

@@ -77,6 +77,8 @@ export interface McpContext {
   readonly signal?: CancelSignal;
   /** Redacts the configured secrets from what an upstream's failure says before it is logged. */
   readonly scrub?: (text: string, maxChars?: number) => string;
+  /** A permitted tool call's upstream request begins (`start`) and settles (`end`): its trace's CLIENT span. */
+  readonly onUpstream?: (phase: 'start' | 'end') => void;
 }
 
 const LIST_ERROR_MAX = 256;
@@ -223,9 +225,12 @@ export class McpGateway {
       call.args = checked.args;
     }
     let result: Record<string, unknown>;
+    ctx.onUpstream?.('start');
     try {
       result = await this.upstreams.callTool(server, target.tool, call.args, ctx.signal);
+      ctx.onUpstream?.('end');
     } catch (e) {
+      ctx.onUpstream?.('end');
       if (e instanceof MalformedContent) return error(CODE.internal, e.message);
       this.log.warn('upstream tools/call failed', {
         upstream: server.name,

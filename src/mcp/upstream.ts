@@ -1,8 +1,9 @@
 // The gateway as an MCP client of its upstreams (docs/mcp.md "Upstreams"): Streamable HTTP through the platform's
 // upstream client (no redirect followed), one fresh session per operation as AISIX's ephemeral bridge — connect
-// (`initialize` + `notifications/initialized`, or `server/discover` for a 2026-07-28 upstream), one request, done —
-// so no state outlives a request and any replica serves any call. Only the gateway-held credential is sent. A
-// `type: openapi` server is no MCP server: its tools and calls are openapi-call.ts's.
+// (`initialize` + `notifications/initialized`, or `server/discover` for a 2026-07-28 upstream), one request, done,
+// and a session the upstream named (`Mcp-Session-Id`) ended with a DELETE — so no state outlives a request and any
+// replica serves any call. Only the gateway-held credential is sent. A `type: openapi` server is no MCP server:
+// its tools and calls are openapi-call.ts's.
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
 import type { McpServer } from '../resources/mcp-schema.ts';
@@ -27,6 +28,8 @@ const CLIENT_INFO = { name: 'sluice', version: VERSION };
 export interface UpstreamDeps {
   readonly upstream: UpstreamFetch;
   readonly log: Logger;
+  /** Where work that outlives its request goes (Workers: `ctx.waitUntil`); absent, it just runs. */
+  readonly keepAlive?: (work: Promise<unknown>) => void;
 }
 
 /** One session with one upstream, for one operation. */
@@ -60,6 +63,19 @@ class Session {
     const v = (init as { protocolVersion?: unknown }).protocolVersion;
     this.version = typeof v === 'string' ? v : FALLBACK_VERSION;
     await this.send({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', signal);
+  }
+
+  /**
+   * Ends the session the upstream named, as the transport asks of a client done with one: a DELETE carrying its
+   * `Mcp-Session-Id`. A 405 (the upstream keeps sessions to itself) or any failure changes nothing for the caller.
+   */
+  async close(signal: CancelSignal): Promise<void> {
+    if (this.sessionId === undefined) return;
+    const headers: Record<string, string> = { ...this.auth, 'mcp-session-id': this.sessionId };
+    if (this.version !== undefined) headers['mcp-protocol-version'] = this.version;
+    this.sessionId = undefined;
+    const res = await this.fetch({ url: this.server.url, method: 'DELETE', headers, signal });
+    await res.discard().catch(() => {});
   }
 
   /** One request; its `result`, or an `UpstreamFailure` for anything else. */
@@ -237,6 +253,8 @@ async function within<T>(
  */
 export class McpUpstreams {
   private readonly warned = new Set<string>();
+  /** Session DELETEs still on their way (a test, or a drain, can wait for them). */
+  private readonly closing = new Set<Promise<void>>();
   readonly tokens: OAuthTokens;
   private readonly openapi: OpenApiServers;
 
@@ -322,16 +340,42 @@ export class McpUpstreams {
   ): Promise<T> {
     this.warnCleartext(server);
     let session: Session | undefined;
-    await within(server.timeout_ms, 'connect', caller, async (signal) => {
-      session = new Session(server, this.d.upstream, await credentialHeaders(server, this.tokens, signal, 'x-api-key'));
-      try {
-        await session.open(signal);
-      } catch (e) {
-        if (e instanceof UpstreamFailure && e.unauthorized) this.tokens.drop(server);
-        throw e;
-      }
+    try {
+      await within(server.timeout_ms, 'connect', caller, async (signal) => {
+        session = new Session(
+          server,
+          this.d.upstream,
+          await credentialHeaders(server, this.tokens, signal, 'x-api-key'),
+        );
+        try {
+          await session.open(signal);
+        } catch (e) {
+          if (e instanceof UpstreamFailure && e.unauthorized) this.tokens.drop(server);
+          throw e;
+        }
+      });
+      return await within(server.timeout_ms, 'operation', caller, (signal) => op(session!, signal));
+    } finally {
+      if (session) this.end(server, session);
+    }
+  }
+
+  /** Ends `session` after its caller has its answer, under the server's deadline; never fails the call. */
+  private end(server: McpServer, session: Session): void {
+    const work = within(server.timeout_ms, 'close', undefined, (signal) => session.close(signal)).catch((e) => {
+      this.d.log.debug('upstream MCP session DELETE failed', {
+        upstream: server.name,
+        error: e instanceof Error ? e.message : String(e),
+      });
     });
-    return await within(server.timeout_ms, 'operation', caller, (signal) => op(session!, signal));
+    this.closing.add(work);
+    void work.finally(() => this.closing.delete(work));
+    this.d.keepAlive?.(work);
+  }
+
+  /** Resolves once every session DELETE begun so far has settled. */
+  async sessionsClosed(): Promise<void> {
+    await Promise.all([...this.closing]);
   }
 
   /** AISIX's cleartext findings, each WARNed once per process (server, finding, URL). */

@@ -95,6 +95,14 @@ export async function estimateTokens(
   return countText(await counterFor(encoding, counting), text);
 }
 
+/**
+ * Tokens of `text` at once, never waiting for a build: `cl100k_base` when its table is built, else 4 characters
+ * per token (a count made while a record is being closed, the A2A calls' estimate).
+ */
+export function countTokensNow(text: string): number {
+  return text === '' ? 0 : countText(readyTable('cl100k_base'), text);
+}
+
 /** Tokens of `text` with `counter`, or approximated (4 characters per token) without one. */
 function countText(counter: BpeCounter | undefined, text: string): number {
   if (!counter) return Math.ceil(text.length / BYTES_PER_TOKEN);

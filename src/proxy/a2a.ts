@@ -1,12 +1,14 @@
 // The A2A routes' handlers (docs/a2a.md): `POST /a2a/{agent}` relays one JSON-RPC call to the agent, and
 // `GET /a2a/{agent}/.well-known/agent-card.json` serves its card pointing at the gateway. Both run `identify`
 // first, as every route does; then the agent (404), the key's `allowed_agents` (403), and for a call the body,
-// the caller's rate limits (a permit held to the answer's last byte), the relay and its telemetry. The
-// agent-side pieces are src/a2a/.
+// the caller's budget and rate limits (its key's and the policies that need no model; a permit held to the
+// answer's last byte), the input guardrails, the relay and its telemetry. The agent-side pieces are src/a2a/.
 import type { Context } from 'hono';
 import { agentAllowed, servedAgent } from '../a2a/agents.ts';
 import { fetchCard, rewriteCard } from '../a2a/card.ts';
 import { AnswerFacts, observed } from '../a2a/facts.ts';
+import { AgentGuards, guardMessage } from '../a2a/guard.ts';
+import { requestText, ResultText } from '../a2a/text.ts';
 import { operationOf, streams } from '../a2a/operations.ts';
 import {
   A2A_LOG,
@@ -21,7 +23,13 @@ import {
 import type { Budgets } from '../budgets/budgets.ts';
 import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
+import type { ChainDeps } from '../guardrails/chain.ts';
 import { ProxyError } from '../http/errors.ts';
+import { configSecrets, scrubberFor } from '../http/scrub.ts';
+import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
+import { toolCallSubjects } from '../policies/reserve.ts';
+import { countTokensNow } from '../providers/estimate.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch } from '../platform.ts';
@@ -32,7 +40,9 @@ import { cidrContains, parseCidr, parseIp, stripPort } from '../util/cidr.ts';
 import { rateLimitRefusal } from './admission.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
+import { CALL_SPAN, cutBytes } from './call-span.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
+import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { RequestStep } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
 import { pumpSse, type StreamEnd } from './stream.ts';
@@ -90,9 +100,31 @@ function cleartextWarner(log: Logger): (agent: A2aAgent) => void {
   };
 }
 
+/** What a snapshot's guardrail chains call with on A2A calls: the snapshot's secrets are scrubbed from services' words. */
+function chainDeps(d: A2aDeps, log: Logger): (snapshot: Snapshot) => ChainDeps {
+  const secrets = configSecrets(d.config);
+  const metrics = guardrailMetricsFor(d.metrics.registry);
+  return (snapshot) => ({
+    ctx: {
+      fetch: d.upstream,
+      bedrockEndpointUrl: d.config.bedrock_endpoint_url || undefined,
+      scrub: (text, max) => scrubberFor(snapshot, secrets, undefined)(text, max),
+    },
+    metrics,
+    log: (level, msg, fields) => log[level](msg, fields),
+    now: () => performance.now() / 1000,
+  });
+}
+
+/** AISIX meters the calls that make an agent produce; reads of a task (`tasks/get`, a resubscribe) are not. */
+function metered(operation: string): boolean {
+  return operation === 'message/send' || operation === 'message/stream';
+}
+
 export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
   const log = d.log.withTarget('aisix_proxy::a2a');
   const warnCleartext = cleartextWarner(log);
+  const guards = new AgentGuards(chainDeps(d, log));
   const limit = d.config.proxy.request_body_limit_bytes;
   const keepaliveMs = d.config.downstream.sse_keepalive_interval_secs * 1000;
 
@@ -122,38 +154,62 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
       upstreamMs: 0,
     };
     rec.facet(USAGE_PART).call = usage;
+    // The words the estimate counts: the caller's message now, the agent's as its answer goes by.
+    const prompt = metered(operation) ? requestText(rpc) : '';
+    const facts = new AnswerFacts(d.clock, metered(operation) ? new ResultText() : undefined);
+    facts.request(rpc);
+    const about: CallFacts = { agent, operation, stream, method: rpc.method, facts, prompt, began: undefined };
     const count = (status: number) => {
-      usage.status = status;
+      described(rec, about, usage, status);
       d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
     };
 
-    // The caller's budgets, then its rate limits: the key's own, held for a stream's whole life.
+    // The caller's budgets, then its rate limits: the key's own and every policy that needs no model, held for
+    // a stream's whole life.
     const key = req.caller.key;
-    const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, req.caller.snapshot);
+    const snapshot = req.caller.snapshot;
+    const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
     if (spent) {
       count(spent.status);
       return fail(c, spent);
     }
-    const decision = await d.rateLimiter.acquire([{ scope: 'api_key', id: key.id, limits: key.rate_limit }]);
+    const decision = await d.rateLimiter.acquire([
+      { scope: 'api_key', id: key.id, limits: key.rate_limit },
+      ...toolCallSubjects(snapshot, key, d.clock()),
+    ]);
     if (!decision.allowed) {
       count(429);
       return fail(c, rateLimitRefusal(decision));
     }
     const permit = decision.permit;
 
+    // The input guardrails, after the reservation as on every endpoint: a refused message counts against the
+    // request limits and reaches no agent.
+    let body = raw;
+    const guard = guards.of(snapshot, key);
+    const checked = guard && await guardMessage(guard.chain, guard.deps, agent.name, rpc);
+    if (checked) {
+      rec.facet(GUARDRAIL_RECORD).ran(checked.verdict);
+      if (checked.kind === 'blocked') {
+        void permit.end();
+        rec.failed('content_filter', checked.message);
+        count(422);
+        return new Response(rpcFailure(rpc.id, checked.message), {
+          status: 422,
+          headers: { 'content-type': 'application/json' },
+        });
+      }
+      if (checked.kind === 'masked') body = checked.body;
+    }
+
     warnCleartext(agent);
-    const facts = new AnswerFacts(d.clock);
-    const began = d.clock();
+    const started = about.began = d.clock();
     const finish = (status: number) => {
       void permit.end();
       count(status);
-      usage.upstreamMs = d.clock() - began;
+      usage.upstreamMs = d.clock() - started;
+      rec.facet(CALL_SPAN).upstream = { start: started - rec.start, end: d.clock() - rec.start };
       usage.downstreamMs = d.clock() - rec.start;
-      usage.fields = {
-        ...usage.fields,
-        a2a_task_state: facts.state,
-        a2a_stream_event_count: stream ? facts.events : undefined,
-      };
       const labels = [agent.name, operation] as const;
       if (facts.events > 0) d.metrics.a2aStreamEvents.inc(labels, facts.events);
       if (facts.firstResultAt !== undefined) {
@@ -177,7 +233,7 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
         url: agent.url,
         method: 'POST',
         accept: stream ? 'text/event-stream' : 'application/json',
-        body: raw,
+        body,
       }, c.env?.closed ?? c.req.raw.signal);
     } catch (e) {
       return failed(describe(e), stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed);
@@ -221,6 +277,58 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
       },
     });
   };
+}
+
+/** What one call's record is made of, whatever its outcome. */
+interface CallFacts {
+  readonly agent: A2aAgent;
+  readonly operation: string;
+  readonly stream: boolean;
+  readonly method: unknown;
+  readonly facts: AnswerFacts;
+  /** The caller's message text (empty for a call that is not metered). */
+  readonly prompt: string;
+  /** When the forward to the agent began (clock ms); undefined while it has not. */
+  began: number | undefined;
+}
+
+/**
+ * The call's usage record and span as its outcome stands (`status`): AISIX's task and context ids, task state,
+ * event count, a stream's time to its first result, the estimated tokens; the `invoke_agent <agent>` span's
+ * attributes, caller-chosen values cut.
+ */
+function described(rec: ProxyRequest['rec'], c: CallFacts, usage: CallUsage, status: number): void {
+  const { facts, stream } = c;
+  usage.status = status;
+  const ttft = stream && c.began !== undefined && facts.firstResultAt !== undefined
+    ? Math.round(facts.firstResultAt - c.began)
+    : undefined;
+  usage.fields = {
+    ...usage.fields,
+    a2a_task_id: facts.taskId,
+    a2a_context_id: facts.contextId,
+    a2a_task_state: facts.state,
+    a2a_stream_event_count: stream ? facts.events : undefined,
+    upstream_ttft_ms: ttft !== undefined && ttft > 0 ? ttft : undefined,
+  };
+  // Estimated, never charged: an agent reports no usage of its own.
+  usage.tokens = {
+    input: countTokensNow(c.prompt),
+    output: countTokensNow(facts.text?.joined() ?? ''),
+    estimated: true,
+  };
+  const span = rec.facet(CALL_SPAN);
+  span.operation = 'invoke_agent';
+  span.target = c.agent.name;
+  const a: Record<string, string | number> = { 'gen_ai.agent.name': c.agent.name };
+  if (facts.contextId) a['gen_ai.conversation.id'] = cutBytes(facts.contextId);
+  if (typeof c.method === 'string' && c.method !== '') a['aisix.a2a.method'] = cutBytes(c.method);
+  a['aisix.a2a.operation'] = c.operation;
+  a['aisix.a2a.protocol_version'] = c.agent.protocol_version;
+  if (facts.taskId) a['aisix.a2a.task_id'] = cutBytes(facts.taskId);
+  if (facts.state) a['aisix.a2a.task_state'] = facts.state;
+  if (stream) a['aisix.a2a.stream_event_count'] = facts.events;
+  span.attributes = a;
 }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };

@@ -9,6 +9,7 @@ import { resolveAcl } from '../mcp/acl.ts';
 import { type McpAnswer, McpGateway, resolveTarget, type ToolGuard, type ToolTarget } from '../mcp/gateway.ts';
 import { guardArguments, guardResult } from '../mcp/guard.ts';
 import { challengeFor, discoveryOf } from '../mcp/discovery.ts';
+import { ScopeRefusal } from '../identity/scope-refusal.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
@@ -20,7 +21,7 @@ import type { Registry } from '../observability/metrics.ts';
 import { idOf, rpcError, versionGate } from '../mcp/protocol.ts';
 import { McpUpstreams } from '../mcp/upstream.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { UpstreamFetch } from '../platform.ts';
+import type { Platform, UpstreamFetch } from '../platform.ts';
 import type { McpServer } from '../resources/mcp-schema.ts';
 import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
@@ -38,6 +39,7 @@ import type { Clock } from '../util/clock.ts';
 import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
+import { CALL_SPAN, cutBytes } from './call-span.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
@@ -54,6 +56,11 @@ export interface McpDeps {
   readonly metrics: { readonly registry: Registry };
   /** Spend budgets: a tool call by a key whose budget has no room left is refused (docs/budgets.md). */
   readonly budgets?: { readonly budgets: Budgets };
+  /**
+   * Workers' `waitUntil`: an upstream session's DELETE outlives the request that opened it. (`connectWebSocket`
+   * is named only so the proxy's narrower view of the platform fits; both members are optional.)
+   */
+  readonly platform?: Pick<Platform, 'waitUntil' | 'connectWebSocket'>;
 }
 
 /** How the proxy reads a request: its body limit and the client address (`proxy.real_ip`). */
@@ -70,7 +77,12 @@ export function mcpHandlers(
   rules: McpRequestRules,
   identify: RequestStep,
 ): (route: McpRoute) => McpHandler {
-  const upstreams = new McpUpstreams({ upstream: d.upstream, log: d.log.withTarget('aisix_mcp') });
+  const waitUntil = d.platform?.waitUntil?.bind(d.platform);
+  const upstreams = new McpUpstreams({
+    upstream: d.upstream,
+    log: d.log.withTarget('aisix_mcp'),
+    ...(waitUntil ? { keepAlive: waitUntil } : {}),
+  });
   const gateway = new McpGateway(upstreams, d.log.withTarget('aisix_mcp'));
   const servers = new ServerIndex(d.log.withTarget('aisix_mcp'));
   const guards = new ToolGuards(d, rules.configSecrets);
@@ -152,9 +164,22 @@ function mcpEndpoint(
     let permit: Permit | undefined;
     const usage = toolCallUsage(msg, { servers: all, scoped }, anonymous !== undefined);
     if (usage) req.rec.facet(USAGE_PART).call = usage;
+    // A tool call's trace: AISIX's `execute_tool <tool>` spans, named by the same (server, tool) as its usage.
+    const span = usage && req.rec.facet(CALL_SPAN);
+    const traceCall = () => {
+      if (!span || !usage) return;
+      const tool = String(usage.fields.mcp_tool_name ?? '');
+      const server = usage.fields.mcp_server_name;
+      span.operation = 'execute_tool';
+      span.target = tool;
+      span.attributes = { 'gen_ai.tool.name': cutBytes(tool) };
+      if (typeof server === 'string' && server !== '') span.attributes['aisix.mcp.server_name'] = server;
+    };
+    traceCall();
     let began: number | undefined;
     const govern = async (t: ToolTarget): Promise<Response | undefined> => {
       if (usage) usage.fields = { ...usage.fields, mcp_server_name: t.server.name, mcp_tool_name: t.tool };
+      traceCall();
       const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
       if (spent) return fail(c, spent);
       const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
@@ -177,6 +202,9 @@ function mcpEndpoint(
           signal: c.env?.closed ?? c.req.raw.signal,
           scrub: scrubberFor(snapshot, rules.configSecrets, undefined),
           ...(guard ? { guard } : {}),
+          ...(span
+            ? { onUpstream: (phase: 'start' | 'end') => span.upstreamAt(phase, d.clock() - req.rec.start) }
+            : {}),
         },
         msg,
         govern,
@@ -401,7 +429,8 @@ export function protectedResource(d: Pick<McpDeps, 'snapshot'>) {
 function challenged(d: McpDeps, res: Response, e: ProxyError): Response {
   const surface = d.snapshot ? discoveryOf(d.snapshot) : undefined;
   if (typeof surface !== 'object') return res;
-  const challenge = challengeFor(surface, e.status, e.message === errors.missingAuth().message);
+  const scopes = e instanceof ScopeRefusal ? e.requiredScopes : undefined;
+  const challenge = challengeFor(surface, e.status, e.message === errors.missingAuth().message, scopes);
   if (challenge !== undefined) res.headers.set('www-authenticate', challenge);
   return res;
 }

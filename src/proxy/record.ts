@@ -327,6 +327,7 @@ export class RequestRecord {
       errorType: this.errorKind,
       downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
       upstreamTtftMs: this.stream ? this.upstreamTtftMs : undefined,
+      jwt: this.jwt,
     };
     if (this.facets) { for (const f of this.facets.values()) f.traced?.(o); }
     return o;

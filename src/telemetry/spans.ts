@@ -137,6 +137,17 @@ function eventAttributes(
   if (ua) a.push(str('aisix.client_user_agent', ua));
   if (serving && o.cache) a.push(...cacheAttributes(o.cache));
   if (serving) a.push(...contentAttributes(t, o, opts));
+  for (const [k, v] of Object.entries(o.callAttributes ?? {})) a.push(typeof v === 'number' ? int(k, v) : str(k, v));
+  if (o.jwt) a.push(...jwtAttributes(o.jwt));
+  return a;
+}
+
+/** AISIX's JWT identity attributes: control characters removed, at most 256 characters each. */
+function jwtAttributes(j: NonNullable<RequestOutcome['jwt']>): OtlpAttribute[] {
+  // deno-lint-ignore no-control-regex
+  const clean = (v: string) => v.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 256);
+  const a = [str('aisix.jwt_subject', clean(j.subject)), str('aisix.jwt_provider', clean(j.provider))];
+  if (j.claimMapping !== undefined) a.push(str('aisix.jwt_claim_mapping', clean(j.claimMapping)));
   return a;
 }
 
@@ -169,9 +180,13 @@ function contentAttributes(t: RequestTrace, o: RequestOutcome, opts: SpanOptions
   return a;
 }
 
-/** How many spans `buildSpans` makes of `t`: SERVER alone, or with the logical span and one per attempt. */
-export function spanCountOf(t: RequestTrace): number {
-  return t.attempts.length === 0 ? 1 : 2 + t.attempts.length;
+/**
+ * How many spans `buildSpans` makes of `t`: SERVER alone, with a tool or agent call's one CLIENT span, or with
+ * the logical span and one per attempt.
+ */
+export function spanCountOf(t: RequestTrace, o?: RequestOutcome): number {
+  if (t.attempts.length === 0) return o?.upstreamCall ? 2 : 1;
+  return 2 + t.attempts.length;
 }
 
 /**
@@ -183,14 +198,16 @@ export function buildSpans(t: RequestTrace, o: RequestOutcome, opts: SpanOptions
   const end = t.end ?? t.elapsed();
   const remote = t.remote;
   const flags = FLAG_SAMPLED | FLAG_HAS_IS_REMOTE;
+  const name = o.spanName ?? SPAN_NAME;
+  const call = t.attempts.length === 0 ? o.upstreamCall : undefined;
   const server: OtlpSpan = {
     traceId: t.traceId,
     spanId: t.serverSpanId,
-    name: SPAN_NAME,
+    name,
     kind: SPAN_KIND_SERVER,
     startTimeUnixNano: unixNano(t.startWall, 0),
     endTimeUnixNano: unixNano(t.startWall, end),
-    attributes: t.attempts.length === 0
+    attributes: t.attempts.length === 0 && !call
       ? eventAttributes(t, o, opts, undefined, true)
       : structural(t, o, opts, o.status),
     status: statusOf(o.status),
@@ -198,13 +215,29 @@ export function buildSpans(t: RequestTrace, o: RequestOutcome, opts: SpanOptions
   };
   if (remote) server.parentSpanId = remote.parentSpanId;
   if (remote?.traceState) server.traceState = remote.traceState;
+  if (call) {
+    // A tool or agent call: one CLIENT span over its upstream request, carrying the event set (AISIX's shape).
+    const start = Math.min(Math.max(0, call.start), end);
+    return [server, {
+      traceId: t.traceId,
+      spanId: t.logicalSpanId,
+      parentSpanId: t.serverSpanId,
+      name,
+      kind: SPAN_KIND_CLIENT,
+      startTimeUnixNano: unixNano(t.startWall, start),
+      endTimeUnixNano: unixNano(t.startWall, Math.min(Math.max(start, call.end), end)),
+      attributes: eventAttributes(t, o, opts, undefined, true),
+      status: statusOf(o.status),
+      flags,
+    }];
+  }
   if (t.attempts.length === 0) return [server];
   const first = t.attempts[0]!;
   const spans: OtlpSpan[] = [server, {
     traceId: t.traceId,
     spanId: t.logicalSpanId,
     parentSpanId: t.serverSpanId,
-    name: SPAN_NAME,
+    name,
     kind: SPAN_KIND_CLIENT,
     startTimeUnixNano: unixNano(t.startWall, first.start),
     endTimeUnixNano: unixNano(t.startWall, Math.max(...t.attempts.map((a) => a.end ?? end))),
@@ -218,7 +251,7 @@ export function buildSpans(t: RequestTrace, o: RequestOutcome, opts: SpanOptions
       traceId: t.traceId,
       spanId: at.spanId,
       parentSpanId: t.logicalSpanId,
-      name: SPAN_NAME,
+      name,
       kind: SPAN_KIND_CLIENT,
       startTimeUnixNano: unixNano(t.startWall, at.start),
       endTimeUnixNano: unixNano(t.startWall, at.end ?? end),

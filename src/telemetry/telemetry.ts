@@ -146,7 +146,7 @@ export class Telemetry {
       const l = this.live.get(name);
       if (!l) continue; // removed since the request arrived
       const full = l.config.content_mode === 'full';
-      l.exporter.offerBuilt(spanCountOf(trace), () =>
+      l.exporter.offerBuilt(spanCountOf(trace, outcome), () =>
         buildSpans(trace, outcome, {
           exporterName: name,
           contentMaxBytes: full ? l.config.content_max_bytes : undefined,

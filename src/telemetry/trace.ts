@@ -106,6 +106,14 @@ export interface RequestOutcome {
   completion?: string;
   /** The response cache's part when a policy applied (a hit is answered without an upstream attempt). */
   cache?: CacheOutcome;
+  /** A tool or agent call's span name (`execute_tool <tool>`, `invoke_agent <agent>`); absent: `chat.completions`. */
+  spanName?: string;
+  /** Its surface's attributes (`gen_ai.tool.name`, `aisix.mcp.server_name`, …), on the carrier span. */
+  callAttributes?: Readonly<Record<string, string | number>>;
+  /** Its one upstream request (ms since arrival), when it reached one: a CLIENT span under SERVER. */
+  upstreamCall?: { start: number; end: number };
+  /** The JWT that selected the caller's key (`aisix.jwt_*`). */
+  jwt?: { subject: string; provider: string; claimMapping?: string };
 }
 
 /** The response cache's decision for a request, in AISIX's usage-event terms (docs/cache.md). */

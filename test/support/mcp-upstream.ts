@@ -25,6 +25,8 @@ export interface McpUpstream {
   requireAuth: string | undefined;
   /** Requests whose caller hung up before the answer. */
   hungUp: number;
+  /** `sessions`: the sessions opened and not yet ended by a DELETE. */
+  liveSessions(): number;
   close(): Promise<void>;
 }
 
@@ -75,13 +77,15 @@ function buildServer(name: string, seen: Received, hang: AbortSignal | undefined
 
 /**
  * An SDK upstream named `name`; `json`: JSON answers, else SSE (the SDK's default); `hang`: also a tool `hang`
- * that answers only once its caller has gone.
+ * that answers only once its caller has gone; `sessions`: stateful, each `initialize` opening a session the SDK
+ * names in `Mcp-Session-Id` and later requests must carry, ended by the client's DELETE.
  */
 export async function startSdkUpstream(
   name: string,
-  opts: { json?: boolean; hang?: boolean } = {},
+  opts: { json?: boolean; hang?: boolean; sessions?: boolean } = {},
 ): Promise<McpUpstream> {
   const received: Received[] = [];
+  const live = new Map<string, WebStandardStreamableHTTPServerTransport>();
   const up: McpUpstream = {
     url: '',
     received,
@@ -89,6 +93,7 @@ export async function startSdkUpstream(
     failWith: undefined,
     requireAuth: undefined,
     hungUp: 0,
+    liveSessions: () => live.size,
     close: async () => {},
   };
   const l = await listen(async (req) => {
@@ -104,14 +109,29 @@ export async function startSdkUpstream(
     if (up.requireAuth !== undefined && req.headers.get('authorization') !== up.requireAuth) {
       return new Response('unauthorized', { status: 401, headers: { 'www-authenticate': 'Bearer' } });
     }
+    const forward = new Request(req.url, { method: req.method, headers: req.headers, body: text || undefined });
+    if (opts.sessions) {
+      const sid = req.headers.get('mcp-session-id');
+      let transport = sid ? live.get(sid) : undefined;
+      if (sid && !transport) return new Response('unknown session', { status: 404 });
+      if (!transport) {
+        const t = new WebStandardStreamableHTTPServerTransport({
+          sessionIdGenerator: () => crypto.randomUUID(),
+          enableJsonResponse: opts.json === true,
+          onsessioninitialized: (id) => void live.set(id, t),
+          onsessionclosed: (id) => void live.delete(id),
+        });
+        await buildServer(name, seen, undefined).connect(t);
+        transport = t;
+      }
+      return transport.handleRequest(forward);
+    }
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: opts.json === true,
     });
     await buildServer(name, seen, opts.hang ? req.signal : undefined).connect(transport);
-    return transport.handleRequest(
-      new Request(req.url, { method: req.method, headers: req.headers, body: text || undefined }),
-    );
+    return transport.handleRequest(forward);
   });
   up.url = `http://127.0.0.1:${l.port}/mcp`;
   up.close = l.close;
@@ -131,6 +151,7 @@ export async function startModernUpstream(name: string): Promise<McpUpstream> {
     failWith: undefined,
     requireAuth: undefined,
     hungUp: 0,
+    liveSessions: () => 0,
     close: async () => {},
   };
   const l = await listen(async (req) => {

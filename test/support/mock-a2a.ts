@@ -2,8 +2,10 @@
 // gateway's tests (docs/a2a.md): `message/send` answers a completed task, `message/stream` sends a `working`
 // event, then waits for `release()` before its `completed` event; the card is an A2A 1.0 card (no top-level
 // `url`) at `/agent/.well-known/agent-card.json`. A message whose text is `hang` waits for `release()` before
-// any answer (a send), one whose text is `break` drops the connection after the first event (a stream), and one
-// whose text is `json` is answered with one JSON body (a stream). `tasks/resubscribe` streams like a send.
+// any answer (a send), one whose text is `break` drops the connection after the first event (a stream), one
+// whose text is `json` is answered with one JSON body (a stream), one whose text is `late` waits for `release()`
+// before its headers (a stream), and a send whose text is `artifact` is answered with a task carrying an artifact
+// and a status message. `tasks/resubscribe` streams like a send.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { latch } from './until.ts';
@@ -33,6 +35,12 @@ export interface MockA2a {
 function task(id: string, state: string) {
   return { kind: 'task', id, contextId: 'ctx-1', status: { state } };
 }
+
+/** What a send whose text is `artifact` gets besides its task: an artifact and the status's message. */
+export const ARTIFACT = {
+  artifacts: [{ artifactId: 'a-1', parts: [{ kind: 'text', text: 'The answer is forty-two.' }] }],
+  status: { state: 'completed', message: { role: 'agent', parts: [{ kind: 'text', text: 'Done.' }] } },
+};
 
 export async function mockA2a(): Promise<MockA2a> {
   const received: Received[] = [];
@@ -79,6 +87,7 @@ export async function mockA2a(): Promise<MockA2a> {
         return;
       }
       if (rpc.method === 'message/stream' || rpc.method === 'tasks/resubscribe') {
+        if (body.includes('"text":"late"')) await gate.promise;
         open++;
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const first = `data: ${JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: task('t-1', 'working') })}\n\n`;
@@ -103,7 +112,10 @@ export async function mockA2a(): Promise<MockA2a> {
         return;
       }
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: task('t-1', 'completed') }));
+      const result = body.includes('"text":"artifact"')
+        ? { ...task('t-2', 'completed'), ...ARTIFACT }
+        : task('t-1', 'completed');
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result }));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

@@ -209,6 +209,8 @@ describe('A2A calls', () => {
       'aisix.a2a_method': 'message/send',
       'aisix.a2a_operation': 'message/send',
       'aisix.a2a_protocol_version': '1.0',
+      'aisix.a2a_task_id': 't-1',
+      'aisix.a2a_context_id': 'ctx-1',
       'aisix.a2a_task_state': 'completed',
     });
     assert.equal(log['http.response.status_code'], 200);
