@@ -52,11 +52,13 @@ provider_keys:
     adapter: vertex
     api_key: '${vertex({ region: `127.0.0.1:${exfilPort}\\`, access_token: EXFIL_TOKEN })}'
   - { display_name: oai-mock, provider: openai, api_key: "${OPENAI_KEY}", api_base: "${mock}/v1" }
+  - { display_name: oai-drop, provider: openai, api_key: "${OPENAI_KEY}", api_base: "${mock}/v1", drop_body_fields: [models, route, provider] }
 models:
   - { display_name: "vtx/*", provider_key: vertex-mock, model_name: "*", retries: 0 }
   - { display_name: exfil, provider_key: vertex-exfil, model_name: gemini-1.5-flash, retries: 0 }
   - { display_name: "oai/*", provider_key: oai-mock, model_name: "*", retries: 0 }
   - { display_name: gpt-direct, provider_key: oai-mock, model_name: gpt-direct-up, retries: 0 }
+  - { display_name: gpt-drop, provider_key: oai-drop, model_name: gpt-drop-up, retries: 0 }
 api_keys:
   - { display_name: full, key_env: FULL, allowed_models: ["*"] }
   - { display_name: narrow, key_env: NARROW, allowed_models: ["vtx/gemini-1.5-flash*"] }
@@ -228,6 +230,19 @@ for (const runtime of ['node', 'bun'] as RuntimeName[]) {
       }
       assert.deepEqual(statuses, [422, 422, 429, 429, 429, 429]);
       assert.ok(calls() - before <= 2, `${calls() - before} moderation calls`);
+    });
+
+    test("L5: a key's drop_body_fields keeps OpenRouter's routing members from the upstream", async () => {
+      const vendor = { models: ['gpt-secret-model'], route: 'fallback', provider: { order: ['x'] } };
+      const sent = mock.requests.length;
+      for (const model of ['gpt-drop', 'gpt-direct']) {
+        const r = await post(gw, { ...chat(model), ...vendor }, KEYS.FULL);
+        assert.equal(r.status, 200, r.text);
+      }
+      const [dropped, passed] = mock.requests.slice(sent).map((r) => r.json ?? {});
+      assert.deepEqual([dropped!.models, dropped!.route, dropped!.provider], [undefined, undefined, undefined]);
+      // Without the list the members pass, as AISIX passes them (docs/security.md "Security state fails closed").
+      assert.deepEqual(passed!.models, vendor.models);
     });
 
     test('L3: 100,000 levels of nesting are a 400; nothing is sent and the target stays healthy', async () => {
