@@ -258,3 +258,67 @@ describe('no caller text in metric labels on the new routes', () => {
     assert.match(metrics, /model="oai\/\*"/, 'a wildcard row is labelled by its display name');
   });
 });
+
+describe('an upstream that echoes its credential on the newer routes', () => {
+  const SECRET = 'sk-ECHO-SECRET-oai-0123456789+/=';
+  let echo: CloudServer;
+  let e: RecordingGateway;
+
+  before(async () => {
+    echo = await startCloudServer((req, res) => {
+      const cred = String(req.headers.authorization ?? '').replace(/^Bearer /, '');
+      const b64 = Buffer.from(cred).toString('base64');
+      const message = `Incorrect API key provided: ${cred} b64=${b64} url=${encodeURIComponent(cred)} ` +
+        `lower=${cred.toLowerCase()}`;
+      sendJson(res, 401, { error: { message, type: 'invalid_request_error', code: 'invalid_api_key' } });
+    });
+    e = await recordingGateway(
+      `_format_version: "1"
+provider_keys:
+  - { display_name: oai, provider: openai, api_key: "${SECRET}", api_base: "${echo.url}/v1" }
+models:
+  - { display_name: tts, provider_key: oai, model_name: tts-1, retries: 0 }
+  - { display_name: sora, provider: openai, provider_key: oai, model_name: sora-2, retries: 0 }
+  - { display_name: batch, provider: openai, provider_key: oai, model_name: gpt-4o-mini, retries: 0 }
+api_keys:
+  - { display_name: caller, key_env: CALLER, allowed_models: ["*"], allowed_routes: ["*"] }
+passthrough_routes:
+  - { name: pt, path_prefix: /raw, target_url: "${echo.url}/v1", provider_key: oai }
+`,
+      { CALLER },
+    );
+  });
+  after(() => echo.close());
+
+  test('audio, files, batches, fine-tuning, videos and passthrough answer it redacted, and log none of it', async () => {
+    const calls: [string, string, unknown][] = [
+      ['POST', '/v1/audio/speech', { model: 'tts', input: 'x', voice: 'alloy' }],
+      ['GET', '/v1/files?model=batch', undefined],
+      ['GET', '/v1/batches?model=batch', undefined],
+      ['GET', '/v1/fine_tuning/jobs?model=batch', undefined],
+      ['POST', '/v1/batches', {
+        model: 'batch',
+        input_file_id: 'file-1',
+        endpoint: '/v1/chat/completions',
+        completion_window: '24h',
+      }],
+      ['POST', '/v1/videos', { model: 'sora', prompt: 'x' }],
+      ['GET', '/raw/models', undefined],
+    ];
+    const b64 = Buffer.from(SECRET).toString('base64');
+    const copies = [SECRET, SECRET.toLowerCase(), encodeURIComponent(SECRET), b64, 'ECHO-SECRET', 'echo-secret'];
+    for (const [method, path, body] of calls) {
+      const res = await e.app.request(path, {
+        method,
+        headers: { authorization: `Bearer ${CALLER}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }, PEER);
+      const text = await res.text();
+      assert.equal(res.status, 401, `${path}: ${text}`);
+      for (const c of copies) assert.ok(!text.includes(c), `${method} ${path} answered ${c}: ${text}`);
+      assert.match(text, /Incorrect API key provided: \[redacted\]/, path);
+    }
+    const logged = e.platform.logs.map((l) => JSON.stringify(l)).join('\n');
+    for (const c of copies) assert.ok(!logged.includes(c), `a log line holds ${c}`);
+  });
+});
