@@ -205,10 +205,17 @@ for (const runtime of ['node', 'bun'] as RuntimeName[]) {
         assert.equal(r.status, 400, r.text.slice(0, 300));
         assert.equal(messageOf(r.text), '`model` must be at most 256 characters (it has 50005)');
       }
+      const afterTen = await scrape(gw);
       for (let i = 1; i <= 100; i++) {
         assert.equal((await post(gw, chat(`oai/card-${i}-${'a'.repeat(200)}`), KEYS.FULL)).status, 200);
       }
       const afterAll = await scrape(gw);
+      console.log(
+        `${runtime}: /metrics ${before.bytes} bytes, ${before.series.size} series before; after ten 50 KB names ` +
+          `${afterTen.bytes} bytes, ${afterTen.series.size} series; after 100 wildcard names ${afterAll.bytes} ` +
+          `bytes, ${afterAll.series.size} series`,
+      );
+      assert.deepEqual([...afterTen.series].filter((s) => !before.series.has(s)), [], 'no series added');
       assert.deepEqual([...afterAll.series].filter((s) => !before.series.has(s)), [], 'no series added');
       assert.ok(
         Math.abs(afterAll.bytes - before.bytes) < 1_000,

@@ -252,6 +252,8 @@ describe('no caller text in metric labels on the new routes', () => {
     })).text();
     await (await call(`/raw/red/${mark(14)}`)).text();
     await (await call(`/v1/${mark(15)}`)).text();
+    await (await call(`/v1/realtime?model=oai/${mark(16)}`)).text();
+    await (await call(`/v1/realtime?model=${mark(17)}`)).text();
     const metrics = await (await createStatusApp(rig.gw).request('/metrics')).text();
     const found = metrics.split('\n').filter((l) => l.includes('zzmark'));
     assert.deepEqual(found, [], 'no series carries the caller text');
