@@ -1,8 +1,8 @@
-// The security review's reproductions against real gateway processes (docs/security.md): the exact requests
-// of H1, L1, M2, M3, M6 and L3 on Node and Bun, with recording mocks that must receive nothing where nothing
-// may be sent; and the malformed framings the review found refused (its PASS 5.1) on Node, Bun and Deno, whose
-// listeners parse HTTP each their own way. The unit tests hold each finding in detail; these hold the
-// shipped entrypoints.
+// The security review's reproductions against real gateway processes on Node, Bun and Deno (docs/security.md):
+// the exact requests of H1, L1, M2, M3, M6, L3 and L5, with recording mocks that must receive nothing where
+// nothing may be sent; the checks the review found holding (key hash, admin keys, allowed_models on six
+// endpoints, no caller credential upstream, clean logs); and its malformed framings, which each runtime's
+// listener parses its own way. The unit tests hold each finding in detail; these hold the shipped entrypoints.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
@@ -126,7 +126,7 @@ after(async () => {
   await exfil.close();
 });
 
-for (const runtime of ['node', 'bun'] as RuntimeName[]) {
+for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
   describe(`${runtime}: the review's reproductions`, () => {
     let gw: GatewayProcess;
     before(async () => {
@@ -272,7 +272,7 @@ for (const runtime of ['node', 'bun'] as RuntimeName[]) {
   });
 }
 
-for (const runtime of ['node', 'bun'] as RuntimeName[]) {
+for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
   describe(`${runtime}: what the review found holding`, () => {
     let gw: GatewayProcess;
     before(async () => {
