@@ -1,5 +1,5 @@
 // The security review's reproductions against real gateway processes on Node, Bun and Deno (docs/security.md):
-// the exact requests of H1, L1, M2, M3, M6, L3 and L5, with recording mocks that must receive nothing where
+// the exact requests of H1, L1, M2, M3, M6, L3, L5 and L10, with recording mocks that must receive nothing where
 // nothing may be sent; the checks the review found holding (key hash, admin keys, allowed_models on six
 // endpoints, no caller credential upstream, clean logs); and its malformed framings, which each runtime's
 // listener parses its own way. The unit tests hold each finding in detail; these hold the shipped entrypoints.
@@ -39,7 +39,11 @@ function answer(req: { path: string; json: Record<string, unknown> | undefined }
     const message = `${'x'.repeat(Number(trunc[1]))} key=${OPENAI_KEY}`;
     return sendJson(res, 400, { error: { message, type: 'invalid_request_error' } });
   }
-  return sendJson(res, 200, chatCompletion(model));
+  const answer = chatCompletion(model);
+  if (model.includes('reasoning')) {
+    (answer.choices as { message: Record<string, unknown> }[])[0]!.message.reasoning_content = 'a forbiddenword';
+  }
+  return sendJson(res, 200, answer);
 }
 
 function resources(mock: string, guard: string, exfilPort: number): string {
@@ -65,6 +69,7 @@ api_keys:
   - { display_name: rpm2, key_env: RPM2, allowed_models: ["*"], rate_limit: { rpm: 2 } }
 guardrails:
   - { name: mod, kind: openai_moderation, api_key: sk-mod-SECRET-MODERATION-9999, endpoint: "${guard}/v1" }
+  - { name: words, kind: keyword, patterns: [{ kind: literal, value: forbiddenword }] }
 `;
 }
 
@@ -250,6 +255,46 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       assert.deepEqual([dropped!.models, dropped!.route, dropped!.provider], [undefined, undefined, undefined]);
       // Without the list the members pass, as AISIX passes them (docs/security.md "Security state fails closed").
       assert.deepEqual(passed!.models, vendor.models);
+    });
+
+    test('L10: the guardrail reads documents, tool descriptions, predictions, suffixes and reasoning', async () => {
+      const said = 'it says forbiddenword';
+      const sent = mock.requests.length;
+      const user = [{ role: 'user', content: 'hi' }];
+      const cases: [string, string, unknown][] = [
+        ['an Anthropic document', '/v1/messages', {
+          model: 'gpt-direct',
+          max_tokens: 8,
+          messages: [{
+            role: 'user',
+            content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: said } }, {
+              type: 'text',
+              text: 'summarise',
+            }],
+          }],
+        }],
+        ['a tool description', '/v1/chat/completions', {
+          model: 'gpt-direct',
+          messages: user,
+          tools: [{ type: 'function', function: { name: 'f', description: said, parameters: { type: 'object' } } }],
+        }],
+        ['a prediction', '/v1/chat/completions', {
+          model: 'gpt-direct',
+          messages: user,
+          prediction: { type: 'content', content: said },
+        }],
+        ['a completions suffix', '/v1/completions', { model: 'gpt-direct', prompt: 'hi', suffix: said }],
+      ];
+      for (const [name, path, body] of cases) {
+        const r = await post(gw, body, KEYS.FULL, path);
+        assert.equal(r.status, 422, `${name}: ${r.text}`);
+        assert.match(r.text, /request blocked by content policy \(guardrail 'words'\)/, name);
+      }
+      assert.equal(mock.requests.length, sent, 'no input reached the upstream');
+      const out = await post(gw, chat('oai/reasoning-model'), KEYS.FULL);
+      assert.equal(out.status, 422, out.text);
+      assert.match(out.text, /response blocked by content policy/);
+      assert.doesNotMatch(out.text, /forbiddenword/);
     });
 
     test('L3: 100,000 levels of nesting are a 400; nothing is sent and the target stays healthy', async () => {
