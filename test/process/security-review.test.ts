@@ -1,5 +1,5 @@
 // The security review's reproductions against real gateway processes on Node, Bun and Deno (docs/security.md):
-// the exact requests of H1, L1, M2, M3, M6, L3, L5 and L10, with recording mocks that must receive nothing where
+// the exact requests of H1, L1, M2, M3, M6, L3, L4, L5 and L10, with recording mocks that must receive nothing where
 // nothing may be sent; the checks the review found holding (key hash, admin keys, allowed_models on six
 // endpoints, no caller credential upstream, clean logs); and its malformed framings, which each runtime's
 // listener parses its own way. The unit tests hold each finding in detail; these hold the shipped entrypoints.
@@ -17,6 +17,7 @@ const KEYS = {
   FULL: 'sk-full-caller-key-123456',
   NARROW: 'sk-narrow-caller-key-3333',
   RPM2: 'sk-rpm-two-caller-key-4444',
+  GROUPED: 'sk-grouped-caller-key-5555',
 };
 const OPENAI_KEY = 'sk-test-SECRETKEY-0123456789abcdef+/=';
 const VERTEX_TOKEN = 'ya29.VERTEXTOKEN123456';
@@ -63,10 +64,12 @@ models:
   - { display_name: "oai/*", provider_key: oai-mock, model_name: "*", retries: 0 }
   - { display_name: gpt-direct, provider_key: oai-mock, model_name: gpt-direct-up, retries: 0 }
   - { display_name: gpt-drop, provider_key: oai-drop, model_name: gpt-drop-up, retries: 0 }
+  - { display_name: group-open, routing: { targets: [{ model: gpt-direct }] } }
 api_keys:
   - { display_name: full, key_env: FULL, allowed_models: ["*"] }
   - { display_name: narrow, key_env: NARROW, allowed_models: ["vtx/gemini-1.5-flash*"] }
   - { display_name: rpm2, key_env: RPM2, allowed_models: ["*"], rate_limit: { rpm: 2 } }
+  - { display_name: grouped, key_env: GROUPED, allowed_models: [group-open] }
 guardrails:
   - { name: mod, kind: openai_moderation, api_key: sk-mod-SECRET-MODERATION-9999, endpoint: "${guard}/v1" }
   - { name: words, kind: keyword, patterns: [{ kind: literal, value: forbiddenword }] }
@@ -404,6 +407,45 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       const secrets = [...Object.values(KEYS), OPENAI_KEY, VERTEX_TOKEN, EXFIL_TOKEN, 'admin-key-SECRET'];
       for (const secret of [...secrets, 'sk-mod-SECRET-MODERATION-9999', 'caller-cookie-SECRET']) {
         assert.ok(!text.includes(secret), `a log line holds ${secret.slice(0, 8)}…`);
+      }
+    });
+  });
+}
+
+for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
+  describe(`${runtime}: routing groups (L4)`, () => {
+    const spawn = (config: string) =>
+      spawnGateway({
+        runtime,
+        config,
+        env: KEYS,
+        files: { 'resources.yaml': resources(mock.url, guard.url, exfil.port) },
+      });
+    const hidden = baseConfig().replace(
+      'proxy: { addr: "127.0.0.1:{{proxy}}" }',
+      'proxy: { addr: "127.0.0.1:{{proxy}}", served_by_header: false }',
+    );
+    let shown: GatewayProcess;
+    let quiet: GatewayProcess;
+    before(async () => {
+      [shown, quiet] = await Promise.all([spawn(baseConfig()), spawn(hidden)]);
+      await Promise.all([shown.waitReady(), quiet.waitReady()]);
+    });
+    after(() => Promise.all([shown.stop(), quiet.stop()]));
+
+    test('a key allowed the group reaches its member; served_by_header: false hides the name', async () => {
+      const direct = await post(shown, chat('gpt-direct'), KEYS.GROUPED);
+      assert.equal(direct.status, 403, 'the member by its own name is refused');
+      for (const [gw, header] of [[shown, 'gpt-direct'], [quiet, null]] as const) {
+        const res = await fetch(gw.url('/v1/chat/completions'), {
+          method: 'POST',
+          headers: { authorization: `Bearer ${KEYS.GROUPED}`, 'content-type': 'application/json' },
+          body: JSON.stringify(chat('group-open')),
+        });
+        const text = await res.text();
+        assert.equal(res.status, 200, text);
+        assert.equal(res.headers.get('x-aisix-served-by'), header);
+        if (header === null) assert.doesNotMatch(text, /gpt-direct"/);
       }
     });
   });
