@@ -1,5 +1,5 @@
 // The security review's reproductions against real gateway processes on Node, Bun and Deno (docs/security.md):
-// the exact requests of H1, L1, M2, M3, M6, L3, L4, L5 and L10, with recording mocks that must receive nothing where
+// the exact requests of H1, L1, M2, L2, M3, M6, L3, L4, L5 and L10, with recording mocks that must receive nothing where
 // nothing may be sent; the checks the review found holding (key hash, admin keys, allowed_models on six
 // endpoints, no caller credential upstream, clean logs); and its malformed framings, which each runtime's
 // listener parses its own way. The unit tests hold each finding in detail; these hold the shipped entrypoints.
@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { baseConfig, type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
-import { type CloudServer, sendJson, startCloudServer } from '../support/mock-cloud.ts';
+import { type CloudRequest, type CloudServer, sendJson, startCloudServer } from '../support/mock-cloud.ts';
 import { chatCompletion } from '../support/mock-upstream.ts';
 import { geminiAnswer } from '../support/mock-vertex.ts';
 import { type MockGuardrails, startMockGuardrails, TRIGGERS } from '../support/mock-guardrails.ts';
@@ -25,8 +25,15 @@ const EXFIL_TOKEN = 'ya29.VERTEX-TOKEN-EXFIL-777';
 const VERTEX_PATH = '/v1/projects/proj-one/locations/us-central1/publishers/google/models/';
 
 /** The review's mock: Gemini answers, and OpenAI-wire answers by model name (normal, or an error echoing the key). */
-function answer(req: { path: string; json: Record<string, unknown> | undefined }, res: Parameters<typeof sendJson>[0]) {
+function answer(req: CloudRequest, res: Parameters<typeof sendJson>[0]) {
   if (req.path.includes(':generateContent')) return sendJson(res, 200, geminiAnswer('hi from vertex'));
+  if (req.path.endsWith('/echo-mod/v1/moderations')) {
+    // A moderation service refusing its key and quoting it back, as OpenAI's 401 does.
+    const key = String(req.headers.authorization ?? '').replace(/^Bearer /, '');
+    const b64 = Buffer.from(key).toString('base64');
+    const message = `Incorrect API key provided: ${key} url=${encodeURIComponent(key)} b64=${b64}`;
+    return sendJson(res, 401, { error: { message, type: 'invalid_request_error' } });
+  }
   const model = String(req.json?.model ?? '');
   if (model.includes('err-echo')) {
     const b64 = Buffer.from(OPENAI_KEY).toString('base64');
@@ -447,6 +454,36 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
         assert.equal(res.headers.get('x-aisix-served-by'), header);
         if (header === null) assert.doesNotMatch(text, /gpt-direct"/);
       }
+    });
+  });
+}
+
+const MOD_KEY = 'sk-mod-ECHOED-SECRET-0123456789+/=';
+
+for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
+  describe(`${runtime}: a guardrail service that echoes its key (L2)`, () => {
+    let gw: GatewayProcess;
+    before(async () => {
+      const rows = resources(mock.url, guard.url, exfil.port).replace(
+        /guardrails:\n[\s\S]*$/,
+        `guardrails:\n  - { name: echo-mod, kind: openai_moderation, api_key: "${MOD_KEY}", endpoint: "${mock.url}/echo-mod/v1" }\n`,
+      );
+      gw = await spawnGateway({ runtime, config: baseConfig(), env: KEYS, files: { 'resources.yaml': rows } });
+      await gw.waitReady();
+    });
+    after(() => gw.stop());
+
+    test('its 4xx body is logged at ERROR with the key redacted in every form; the input fails closed', async () => {
+      const r = await post(gw, chat('gpt-direct'), KEYS.FULL);
+      assert.equal(r.status, 422, r.text);
+      const line = await gw.waitForLog((l) => l.level === 'ERROR' && JSON.stringify(l).includes('response_body'));
+      const text = JSON.stringify(line);
+      assert.match(text, /Incorrect API key provided: \[redacted\]/);
+      const b64 = Buffer.from(MOD_KEY).toString('base64');
+      for (const copy of [MOD_KEY, encodeURIComponent(MOD_KEY), b64, 'ECHOED-SECRET']) {
+        assert.ok(!gw.logs.some((l) => JSON.stringify(l).includes(copy)), `a log line holds ${copy}`);
+      }
+      assert.ok(!r.text.includes('ECHOED'), r.text);
     });
   });
 }
