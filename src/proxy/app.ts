@@ -194,8 +194,8 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
       { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf, configSecrets: secrets },
       identify,
     ),
-    'jobs': (route) => jobsCall({ ...d, clientIpOf }, identify, route),
-    'videos': (route) => videosCall({ ...d, clientIpOf }, identify, route),
+    'jobs': (route) => jobsCall({ ...d, clientIpOf, configSecrets: secrets }, identify, route),
+    'videos': (route) => videosCall({ ...d, clientIpOf, configSecrets: secrets }, identify, route),
   };
   // Said once at boot, so an operator knows before a caller finds out (docs/realtime.md "Runtimes").
   if (!d.platform?.connectWebSocket) d.log.info(REALTIME_NOT_SERVED);

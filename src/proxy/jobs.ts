@@ -7,6 +7,8 @@ import type { Context } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { errors, ProxyError } from '../http/errors.ts';
 import { pathParams } from '../http/path-param.ts';
+import { bearerToken } from '../http/auth.ts';
+import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import { rateLimitRefusal } from './admission.ts';
@@ -35,6 +37,8 @@ export interface JobsDeps {
   readonly log: Logger;
   /** The caller's address as `allowed_cidrs` sees it (`proxy.real_ip`). */
   readonly clientIpOf: (peer: string | undefined, headers: Headers) => string | undefined;
+  /** config.yaml's secrets (`configSecrets`), scrubbed with the snapshot's from what an upstream answers. */
+  readonly configSecrets?: readonly string[];
 }
 
 type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
@@ -154,7 +158,9 @@ export function jobsCall(d: JobsDeps, identify: RequestStep, route: JobsRoute): 
     const ok = r.status >= 200 && r.status < 300;
     const json = ok && (op.rewrite || op.batchId) ? parseObject(text) : undefined;
     if (json && op.batchId !== undefined) batchUsage.observe(op.batchId, json, target, c.req.raw.headers, key);
-    const body = json && op.rewrite ? JSON.stringify(rewriteIds(json, target.model.display_name)) : text;
+    // A refusal is relayed, but never a credential it echoes (docs/security.md "Secrets in answers and logs").
+    const relayed = ok ? text : scrubFor(req, d)(text);
+    const body = json && op.rewrite ? JSON.stringify(rewriteIds(json, target.model.display_name)) : relayed;
     return new Response(body, { status: r.status, headers: { 'content-type': contentType } });
   };
 }
@@ -315,4 +321,9 @@ export function rewriteIds(json: Record<string, unknown>, model: string): Record
   for (const f of ID_FIELDS) if (f in out) out[f] = route(out[f]);
   if (Array.isArray(out.result_files)) out.result_files = out.result_files.map(route);
   return out;
+}
+
+/** The scrubber of one call: the snapshot's and config.yaml's secrets, and the caller's own token. */
+export function scrubFor(req: ProxyRequest, d: Pick<JobsDeps, 'configSecrets'>): Scrub {
+  return scrubberFor(req.caller.snapshot, d.configSecrets ?? [], bearerToken(req.headers));
 }

@@ -12,7 +12,8 @@ import { modelAllowed } from './auth.ts';
 import { INVALID_JSON, readJsonObject, readLimited } from './body.ts';
 import { relayBody } from './body-relay.ts';
 import type { ProxyEnv } from './env.ts';
-import type { JobsDeps } from './jobs.ts';
+import { type JobsDeps, scrubFor } from './jobs.ts';
+import type { Scrub } from '../http/scrub.ts';
 import type { RequestStep } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
 import type { VideosRoute } from './routes.ts';
@@ -68,16 +69,19 @@ function targetOf(model: DirectModel, key: ProviderKey | undefined): VideoTarget
   return { model, key, vendor, root: vendor.root(base), secret: key.api_key };
 }
 
-/** A vendor's refusal as the caller sees it: a 4xx keeps its status with `<code>: <message>`; a 5xx is a 502. */
-function upstreamRefusal(status: number, text: string, retryAfter: string | null): ProxyError {
+/**
+ * A vendor's refusal as the caller sees it: a 4xx keeps its status with `<code>: <message>`; a 5xx is a 502.
+ * The message is scrubbed before it is cut, so no credential the vendor echoes reaches the caller or the log.
+ */
+function upstreamRefusal(status: number, text: string, retryAfter: string | null, scrub: Scrub): ProxyError {
   if (status >= 500) return errors.upstream(`upstream returned ${status}`);
-  let message = text.slice(0, 1024);
+  let message = scrub(text, 1024);
   try {
     const j = JSON.parse(text) as Record<string, unknown>;
     const e = (typeof j.error === 'object' && j.error !== null ? j.error : j) as Record<string, unknown>;
     const code = e.code ?? e.failureCode;
     const msg = e.message ?? e.failure;
-    if (typeof msg === 'string') message = typeof code === 'string' ? `${code}: ${msg}` : msg;
+    if (typeof msg === 'string') message = scrub(typeof code === 'string' ? `${code}: ${msg}` : msg);
   } catch { /* the raw text stays the message */ }
   const headers = status === 429 && retryAfter && /^\d+$/.test(retryAfter) ? { 'retry-after': retryAfter } : undefined;
   return new ProxyError(status, 'upstream_error', message, undefined, headers);
@@ -126,7 +130,9 @@ export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRout
       sent.done();
     }
     const r = sent.response;
-    if (r.status < 200 || r.status > 299) return upstreamRefusal(r.status, text, r.header('retry-after'));
+    if (r.status < 200 || r.status > 299) {
+      return upstreamRefusal(r.status, text, r.header('retry-after'), scrubFor(req, d));
+    }
     try {
       const v: unknown = JSON.parse(text);
       if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
@@ -294,7 +300,7 @@ export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRout
     if (r.status < 200 || r.status > 299) {
       const text = await r.text().catch(() => '');
       sent.done();
-      return fail(c, upstreamRefusal(r.status, text, r.header('retry-after')));
+      return fail(c, upstreamRefusal(r.status, text, r.header('retry-after'), scrubFor(req, d)));
     }
     const out: Record<string, string> = {
       'content-type': r.header('content-type') ?? 'video/mp4',

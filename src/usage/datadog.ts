@@ -4,6 +4,7 @@
 // `credential_ref` names in the environment. AISIX's wire, field for field.
 import type { DatadogExporterResource } from '../resources/schema.ts';
 import { type CancelSignal, toAbortSignal } from '../util/cancel.ts';
+import { redactSecrets } from '../util/redact.ts';
 import type { CappedContent } from './content.ts';
 import type { UsageEvent } from './event.ts';
 import type { Deliver } from '../observability/delivery-queue.ts';
@@ -93,7 +94,7 @@ export function datadogDelivery(
   };
 }
 
-/** The intake's `{"errors": […]}` in a line, else its text; at most 200 characters, never the key. */
+/** The intake's `{"errors": […]}` in a line, else its text; at most 200 characters, never the key in any form. */
 function errorDetail(status: number, text: string, apiKey: string): string {
   let detail = text;
   try {
@@ -102,9 +103,8 @@ function errorDetail(status: number, text: string, apiKey: string): string {
   } catch {
     // not the JSON envelope: the text as it came
   }
-  let line = `HTTP ${status}: ${detail}`;
-  if (apiKey !== '') line = line.split(apiKey).join('[REDACTED]');
-  return line.slice(0, DETAIL_MAX);
+  // Scrubbed whole (every encoding of the key) before the cut, which then drops a tail that starts one.
+  return redactSecrets(`HTTP ${status}: ${detail}`, apiKey === '' ? [] : [apiKey], DETAIL_MAX);
 }
 
 /** A `PostBytes` over a web `fetch` (redirects are answers, never followed). */

@@ -7,6 +7,7 @@ import { type PostBytes, SCHEMA_VERSION } from './datadog.ts';
 import type { UsageEvent } from './event.ts';
 import type { Deliver } from '../observability/delivery-queue.ts';
 import { encodeLogGroup, lz4Block, md5Hex, type SlsLog } from './sls-wire.ts';
+import { redactSecrets } from '../util/redact.ts';
 
 const DETAIL_MAX = 200;
 const TRANSIENT_CODES = [
@@ -105,6 +106,7 @@ export function slsDelivery(
   const names = slsKeyVariables(row.credential_ref);
   // An unresolvable pair is sent empty: SLS refuses it (401) and the failure is counted, never skipped.
   const keys = { id: env[names.id] ?? '', secret: env[names.secret] ?? '' };
+  const secrets = [keys.id, keys.secret].filter((s) => s !== '');
   return async (records, signal) => {
     const at = now();
     const time = Math.floor(at.getTime() / 1000);
@@ -117,9 +119,9 @@ export function slsDelivery(
     const { code, message } = errorOf(r.text);
     const transient = r.status >= 500 || r.status === 408 || r.status === 429 ||
       TRANSIENT_CODES.some((c) => code.includes(c));
-    let detail = `HTTP ${r.status}: ${code} ${message}`.trim();
-    if (keys.secret !== '') detail = detail.split(keys.secret).join('[REDACTED]');
-    return { ok: false, transient, error: detail.slice(0, DETAIL_MAX) };
+    // Scrubbed whole (every encoding of the pair) before the cut, which then drops a tail that starts one.
+    const detail = redactSecrets(`HTTP ${r.status}: ${code} ${message}`.trim(), secrets, DETAIL_MAX);
+    return { ok: false, transient, error: detail };
   };
 }
 
