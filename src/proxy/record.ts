@@ -322,6 +322,7 @@ export class RequestRecord {
       inputTokens: u?.input,
       outputTokens: u?.output,
       apiKeyId: this.key?.id,
+      jwt: this.jwt,
       modelId: s?.model.id ?? this.direct?.model.id,
       clientIp: this.peer?.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1'),
       errorType: this.errorKind,

@@ -74,6 +74,14 @@ export function cleanErrorMessage(m: string): string {
   return clean.length > MAX_ERROR_MESSAGE ? clean.slice(0, MAX_ERROR_MESSAGE) : clean;
 }
 
+/** A caller-chosen identity value as the usage event writes it: control characters removed, at most 256. */
+function cleanId(v: string): string {
+  // deno-lint-ignore no-control-regex
+  const clean = v.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, '');
+  return clean.length > MAX_ID ? clean.slice(0, MAX_ID) : clean;
+}
+const MAX_ID = 256;
+
 /** The structural set every span carries. */
 function structural(t: RequestTrace, o: RequestOutcome, opts: SpanOptions, status: number): OtlpAttribute[] {
   const a = [
@@ -113,6 +121,10 @@ function eventAttributes(
   if (at?.serverAddress) a.push(str('server.address', at.serverAddress));
   if (at?.serverPort !== undefined) a.push(int('server.port', at.serverPort));
   if (o.apiKeyId) a.push(str('aisix.api_key_id', o.apiKeyId));
+  if (o.jwt) {
+    a.push(str('aisix.jwt_subject', cleanId(o.jwt.subject)), str('aisix.jwt_provider', cleanId(o.jwt.provider)));
+    if (o.jwt.claimMapping !== undefined) a.push(str('aisix.jwt_claim_mapping', cleanId(o.jwt.claimMapping)));
+  }
   // An attempt's own target (each attempt is its own record); the request's model without attempts.
   const modelId = at?.targetId || o.modelId;
   if (modelId) a.push(str('aisix.model_id', modelId));

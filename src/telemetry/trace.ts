@@ -90,6 +90,8 @@ export interface RequestOutcome {
   inputTokens?: number;
   outputTokens?: number;
   apiKeyId?: string;
+  /** Who a JWT caller's token named (`aisix.jwt_*`, docs/identity.md "Usage attribution"). */
+  jwt?: { subject: string; provider: string; claimMapping?: string };
   modelId?: string;
   clientIp?: string;
   userAgent?: string;

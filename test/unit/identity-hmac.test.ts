@@ -2,7 +2,8 @@
 // signed by jose with each provider's secret, a provider an issuer selects and the issuer-less ones tried in turn,
 // the algorithm family pinned per provider (a key-set provider refuses HS* before fetching anything from the real
 // issuer on 127.0.0.1 beside them), which failure a trial reports, the log level of a probe, the row's rules, the
-// export's redaction and the /mcp metadata that names no shared-secret provider.
+// export's redaction, the /mcp metadata that names no shared-secret provider, and the `aisix.jwt_*` span
+// attributes of a JWT caller at a real OTLP receiver.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Hono } from 'hono';
@@ -13,6 +14,7 @@ import type { ProxyEnv } from '../../src/proxy/env.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { exportResources } from '../../src/sources/etcd/export.ts';
 import { type MockOidc, startMockOidc } from '../support/mock-oidc.ts';
+import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import type { Gateway } from '../../src/gateway.ts';
 
@@ -227,5 +229,72 @@ ${providers}`,
     const d = discoveryOf(both.snapshot);
     assert.ok(typeof d === 'object');
     assert.deepEqual(JSON.parse(d.document).authorization_servers, ['https://idp.test']);
+  });
+});
+
+describe("a JWT caller's spans", () => {
+  let rx: OtlpReceiver;
+  let gw: Gateway;
+  let app: Hono<ProxyEnv>;
+  before(async () => {
+    rx = await startOtlpReceiver();
+    ({ gw } = await gatewayWith(
+      `_format_version: "1"
+provider_keys: [{ display_name: offline, provider: echo }]
+models:
+  - { display_name: echo, provider: echo, model_name: echo, provider_key: offline }
+api_keys:
+  - { display_name: sam, key_hash: h-sam, allowed_models: ["*"], jwt_subject: sam, jwt_provider: shared }
+  - { display_name: team, key_hash: h-team, allowed_models: ["*"] }
+  - { display_name: plain, key_env: PLAIN, allowed_models: ["*"] }
+oidc_providers:
+  - { name: shared, hmac_secret: "${SHARED_A}" }
+claim_mappings:
+  - { name: by-team, jwt_provider: shared, match: [{ claim: team, op: exact, values: [t1] }], resolve: { api_key: team } }
+observability_exporters:
+  - { name: t, kind: otlp_http, endpoint: "${rx.url}" }
+`,
+      { env: { PLAIN: 'sk-plain-spans' } },
+    ));
+    app = createProxyApp(gw);
+  });
+  after(async () => {
+    await gw.telemetry.close(1000);
+    gw.stop();
+    await rx.close();
+  });
+
+  /** The `aisix.jwt_*` attributes of the request's spans that carry `aisix.api_key_id`. */
+  const jwtAttrs = async (bearer: string) => {
+    const res = await app.request('/v1/chat/completions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    await res.text();
+    await gw.telemetry.flush();
+    const spans = rx.spans.filter((s) =>
+      s.attrs['aisix.request_id'] === res.headers.get('x-aisix-request-id') && s.attrs['aisix.api_key_id']
+    );
+    assert.ok(spans.length > 0);
+    return spans.map((s) => Object.fromEntries(Object.entries(s.attrs).filter(([k]) => k.startsWith('aisix.jwt_'))));
+  };
+  const token = (claims: Record<string, unknown>) =>
+    new SignJWT({ exp: Math.floor(Date.now() / 1000) + 60, ...claims }).setProtectedHeader({ alg: 'HS256' })
+      .sign(new TextEncoder().encode(SHARED_A));
+
+  test('aisix.jwt_subject and aisix.jwt_provider; aisix.jwt_claim_mapping only when a mapping chose the key', async () => {
+    for (const a of await jwtAttrs(await token({ sub: 'sam' }))) {
+      assert.deepEqual(a, { 'aisix.jwt_subject': 'sam', 'aisix.jwt_provider': 'shared' });
+    }
+    for (const a of await jwtAttrs(await token({ sub: 'carol\u0007', team: 't1' }))) {
+      assert.deepEqual(a, {
+        'aisix.jwt_subject': 'carol',
+        'aisix.jwt_provider': 'shared',
+        'aisix.jwt_claim_mapping': 'by-team',
+      }, 'control characters removed, as on the usage event');
+    }
+    for (const a of await jwtAttrs('sk-plain-spans')) assert.deepEqual(a, {}, 'an api-key caller has none');
   });
 });
