@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigSchema, IGNORED_KEYS, REFUSED_KEYS } from '../src/config/schema.ts';
 import { FILE_COLLECTIONS, type Identity, type KindName, KINDS, roleOf } from '../src/resources/kinds.ts';
-import { ClaimMappingSchema } from '../src/resources/identity-schema.ts';
+import { ClaimMappingSchema, OidcProviderSchema } from '../src/resources/identity-schema.ts';
 import { A2aAgentSchema } from '../src/resources/a2a-agent.ts';
 import {
   apiKeyShape,
@@ -141,6 +141,15 @@ function modelEntry(): Json {
   const js = toJson(z.strictObject({ ...shape, provider_key: z.string().min(1) }), { interpolated: true });
   props(js).display_name = identity;
   props(js).provider_key = { type: 'string', minLength: 1, description: 'a provider key of this file, by name' };
+  // A semantic router's classifier names its key the same two ways.
+  const classifier = props(props(js).semantic as Json).classifier as Json;
+  props(classifier).provider_key = {
+    type: 'string',
+    minLength: 1,
+    description: 'a provider key of this file, by name',
+  };
+  classifier.required = (classifier.required as string[]).filter((n) => n !== 'provider_key_id');
+  classifier.oneOf = [required('provider_key'), required('provider_key_id')];
   return {
     ...js,
     required: ['display_name'],
@@ -197,6 +206,20 @@ function claimMappingEntry(): Json {
   return { ...js, required: ['name', 'jwt_provider', 'match', 'resolve'] };
 }
 
+/** An OIDC provider: the key-set mode needs `issuer` and `audiences`; `hmac_secret` makes both optional, and no `jwks_uri`. */
+function oidcProviderEntry(): Json {
+  const { id: _id, ...shape } = OidcProviderSchema.shape;
+  const js = toJson(z.strictObject(shape), { interpolated: true });
+  props(js).name = identity;
+  return {
+    ...js,
+    required: ['name'],
+    if: required('hmac_secret'),
+    then: { not: required('jwks_uri') },
+    else: { ...required('issuer', 'audiences'), properties: { audiences: { type: 'array', minItems: 1 } } },
+  };
+}
+
 /** AISIX's `a2a_agents` entry: `name` or `display_name`, and a non-empty `secret` for `bearer` and `api_key`. */
 function a2aAgentEntry(): Json {
   const coupling = (auth: string): Json => ({
@@ -225,6 +248,7 @@ const FILE_ENTRIES: Partial<Record<KindName, () => Json>> = {
   observability_exporters: exporterEntry,
   cache_policies: cachePolicyEntry,
   claim_mappings: claimMappingEntry,
+  oidc_providers: oidcProviderEntry,
   a2a_agents: a2aAgentEntry,
 };
 

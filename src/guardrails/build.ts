@@ -109,8 +109,11 @@ function checkOf(
     }
     case 'aliyun_ai_guardrail':
       return { ok: true, check: buildAliyunAiGuardrail(row), inert: false };
-    case 'semantic':
-      return local(buildSemantic(row), false);
+    case 'semantic': {
+      // The only local kind that reads the context: it reports the spans it left unjudged.
+      const b = buildSemantic(row);
+      return b.ok ? { ok: true, check: b.value, inert: false } : b;
+    }
   }
 }
 

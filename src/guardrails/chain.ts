@@ -18,6 +18,8 @@ export interface ChainMetrics {
   ): void;
   readonly blocks: { inc(): void };
   readonly bypasses: { inc(values: readonly string[]): void };
+  /** `aisix_guardrail_semantic_degraded_total{reason}`. */
+  readonly semanticDegraded?: { inc(values: readonly string[]): void };
 }
 
 export interface ChainDeps {
@@ -79,6 +81,7 @@ export async function runChain(
       const r = g.check(v.segments, hook, {
         ...deps.ctx,
         log: (l, m, f) => deps.log(l, m, { ...f, guardrail: g.name }),
+        degraded: (reason) => deps.metrics?.semanticDegraded?.inc([reason]),
       });
       o = r instanceof Promise ? await r : r;
     } catch (e) {

@@ -1,12 +1,13 @@
 // `kind: semantic`, AISIX's local-model kind (docs/guardrails.md "semantic"), without its model: per
 // category, candidate patterns find spans; hotword groups near a span raise its score and negative patterns
 // lower it; a score of 2 or more masks, -1 or less releases. The band between is the embedding model's in
-// AISIX; Sluice loads no model, so a span there is released, and a row that asks for the model is refused.
+// AISIX; Sluice loads no model, so a span there is released and counted as AISIX counts a span its failed
+// engine could not judge; a row that asks for the model is refused.
 import type { Built } from './keyword.ts';
 import { maskToken } from './pii.ts';
 import { compilePattern, type Pattern } from './regex.ts';
 import type { SemanticRow } from './schema.ts';
-import { ALLOW, type Hook, type Outcome, type Segment } from './types.ts';
+import { ALLOW, type CheckContext, type Hook, type Outcome, type Segment } from './types.ts';
 
 /** Characters each side of a span where hotwords count (AISIX's window, also its model's context). */
 const PROXIMITY = 50;
@@ -40,13 +41,18 @@ interface Category {
   candidates: Pattern[];
   groups: Group[];
   negatives: Negative[];
+  /**
+   * Whether a span of this category has reached the model band since the row was built: AISIX then finds its
+   * engine unavailable once (`engine_failed`) and the category's description unembeddable on every span.
+   */
+  engineTried: boolean;
 }
 export interface Span {
   start: number;
   end: number;
 }
 
-export type SemanticCheck = (segments: readonly Segment[], hook: Hook) => Outcome;
+export type SemanticCheck = (segments: readonly Segment[], hook: Hook, ctx?: CheckContext) => Outcome;
 
 export function buildSemantic(row: SemanticRow): Built<SemanticCheck> {
   if (!row.fail_open) return { ok: false, error: 'fail_open: must be true for kind semantic (it masks, never blocks)' };
@@ -84,17 +90,23 @@ export function buildSemantic(row: SemanticRow): Built<SemanticCheck> {
       candidates,
       negatives,
       groups: c.hotword_groups.map((g) => groupOf(g.terms)),
+      engineTried: false,
     });
   }
   return {
     ok: true,
-    value: (segments) => {
+    value: (segments, _hook, ctx) => {
       const counts: Record<string, number> = {};
       let changed = false;
       const texts = segments.map((s) => {
         let t = s.text;
         for (const c of categories) {
-          const spans = candidateSpans(c, t).filter((sp) => score(c, t, sp) >= MASK_SCORE);
+          const spans: Span[] = [];
+          for (const sp of candidateSpans(c, t)) {
+            const n = score(c, t, sp);
+            if (n >= MASK_SCORE) spans.push(sp);
+            else if (n > PASS_SCORE) modelBand(c, ctx);
+          }
           if (spans.length === 0) continue;
           t = rewrite(t, spans, c.token);
           counts[c.name] = (counts[c.name] ?? 0) + spans.length;
@@ -105,6 +117,15 @@ export function buildSemantic(row: SemanticRow): Built<SemanticCheck> {
       return changed ? { kind: 'mask', texts, counts } : ALLOW;
     },
   };
+}
+
+/** A span only the model could decide: released, and counted as AISIX counts it with no engine. */
+function modelBand(c: Category, ctx: CheckContext | undefined): void {
+  if (!c.engineTried) {
+    c.engineTried = true;
+    ctx?.degraded?.('engine_failed');
+  }
+  ctx?.degraded?.('prototype_unavailable');
 }
 
 /**

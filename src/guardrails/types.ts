@@ -69,7 +69,17 @@ export interface CheckContext {
   writeBack?: boolean;
   /** Lines a check writes itself (a remote service's 4xx); `guardrail` and `id` fields are added by the chain. */
   log?: (level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>) => void;
+  /** A span a semantic row could not have its model judge, by AISIX's degrade reason (the chain counts it). */
+  degraded?: (reason: SemanticDegradeReason) => void;
 }
+
+/** AISIX's reasons a semantic span goes without its model judgement (`aisix_guardrail_semantic_degraded_total`). */
+export type SemanticDegradeReason =
+  | 'engine_failed'
+  | 'prototype_unavailable'
+  | 'budget_exhausted'
+  | 'queue_timeout'
+  | 'inference_failed';
 
 export interface Guardrail {
   /** The row id (etcd key id, or the file's derived id). */

@@ -1,7 +1,8 @@
-// A JWT caller's api key (docs/identity.md): the provider its issuer selects, the signature and registered
-// claims against that provider's keys, its required scopes and bound claims, then the key its identity claim is
-// bound to directly, else the first claim mapping that matches. Every failure is final (never retried as an api
-// key), counted on `aisix_auth_decisions_total` and logged without the token.
+// A JWT caller's api key (docs/identity.md): the provider its issuer selects (else the issuer-less
+// shared-secret providers, tried in turn), the signature and registered claims against that provider's keys
+// or secret, its required scopes and bound claims, then the key its identity claim is bound to directly, else
+// the first claim mapping that matches. Every failure is final (never retried as an api key), counted on
+// `aisix_auth_decisions_total` and logged without the token.
 import { errors, type ProxyError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ClaimMapping, OidcProvider } from '../resources/identity-schema.ts';
@@ -12,8 +13,8 @@ import type { Clock } from '../util/clock.ts';
 import { type Claims, mappingsInOrder, matchingMapping, nestedClaim, providerRequirementFailed } from './claims.ts';
 import type { AuthDecisions } from './decisions.ts';
 import { clip, KeySource } from './keys.ts';
-import { ALLOWED_ALGS, joseHeader, looksLikeJwt, unverifiedIssuer } from './token.ts';
-import { candidateKeys, verifyWithKeys } from './verify.ts';
+import { ALLOWED_ALGS, HMAC_ALGS, joseHeader, looksLikeJwt, unverifiedIssuer } from './token.ts';
+import { candidateKeys, verifyWithKeys, verifyWithSecret } from './verify.ts';
 import { ScopeRefusal } from './scope-refusal.ts';
 
 /** Who a JWT named, for the request's records (never a metric label). */
@@ -121,6 +122,20 @@ interface Denial {
   claimMapping?: string;
   /** `jwt_scope_missing`: the provider's required scopes (the `/mcp` challenge names them). */
   requiredScopes?: readonly string[];
+  /** The token named no configured issuer (the shared-secret trial): any bearer gets here, so DEBUG only. */
+  unmatched?: boolean;
+}
+
+/** The reasons a trial candidate refuses a token it does not hold the key for, whatever the token says. */
+const SIGNATURE_CLASS = new Set(['jwt_bad_signature', 'jwt_alg_not_allowed']);
+
+/** Every enabled shared-secret provider that pins no issuer, ordered by name then id (the same on every node). */
+function issuerlessSecretProviders(snapshot: Snapshot): (OidcProvider & { hmac_secret: string })[] {
+  return snapshot.of('oidc_providers')
+    .filter((p): p is OidcProvider & { hmac_secret: string } =>
+      p.enabled && p.issuer === undefined && p.hmac_secret !== undefined
+    )
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
 export class JwtAuthenticator {
@@ -154,28 +169,63 @@ export class JwtAuthenticator {
     if (!header) return { reason: 'jwt_malformed' };
     const { alg, kid } = header;
     const issuer = unverifiedIssuer(token);
-    if (issuer === undefined) return { reason: 'jwt_missing_issuer', kid };
     const at = { issuer, kid };
-    const matches = snapshot.of('oidc_providers').filter((p) => p.enabled && p.issuer === issuer);
-    if (matches.length !== 1) {
-      if (matches.length > 1) {
-        this.log.warn(
-          'two enabled OIDC providers claim this issuer; failing closed — their policies differ and neither can be chosen unambiguously',
-          { issuer: clip(issuer) },
-        );
-      }
+    const matches = issuer === undefined
+      ? []
+      : snapshot.of('oidc_providers').filter((p) => p.enabled && p.issuer === issuer);
+    if (matches.length > 1) {
+      this.log.warn(
+        'two enabled OIDC providers claim this issuer; failing closed — their policies differ and neither can be chosen unambiguously',
+        { issuer: clip(issuer!) },
+      );
       return { reason: 'jwt_untrusted_issuer', ...at };
     }
-    const p = matches[0]!;
-    if (!ALLOWED_ALGS.has(alg)) return { reason: 'jwt_alg_not_allowed', ...at };
-    const claims = await this.verified(token, p, alg, kid);
-    if (typeof claims === 'string') return { reason: claims, ...at };
+    let p: OidcProvider;
+    let claims: Claims;
+    if (matches.length === 1) {
+      // An issuer a provider claims binds the token to it alone, whichever mode it is in: never a fallback.
+      p = matches[0]!;
+      const verified = await this.verified(token, p, alg, kid);
+      if (typeof verified === 'string') return { reason: verified, ...at };
+      claims = verified;
+    } else {
+      const trial = await this.trial(token, snapshot, alg);
+      if ('reason' in trial) {
+        return {
+          reason: trial.reason ?? (issuer === undefined ? 'jwt_missing_issuer' : 'jwt_untrusted_issuer'),
+          ...at,
+          unmatched: true,
+        };
+      }
+      ({ p, claims } = trial);
+    }
     const unmet = providerRequirementFailed(claims, p);
     if (unmet === 'scope') return { reason: 'jwt_scope_missing', ...at, requiredScopes: p.required_scopes };
     if (unmet) return { reason: 'jwt_bound_claim_mismatch', ...at };
     const subject = nestedClaim(claims, p.identity_claim);
     if (typeof subject !== 'string') return { reason: 'jwt_identity_claim_missing', ...at };
     return this.keyFor(snapshot, p, claims, subject, at);
+  }
+
+  /**
+   * A token whose issuer no provider claims: each issuer-less shared-secret provider in turn, the first that
+   * verifies it wins. Refused by all, the reason is the first one that speaks about the token (a claim failure
+   * after a good signature), not a candidate's that merely lacks its key; none configured: no reason.
+   */
+  private async trial(
+    token: string,
+    snapshot: Snapshot,
+    alg: string,
+  ): Promise<{ p: OidcProvider; claims: Claims } | { reason: string | undefined }> {
+    let claimFailure: string | undefined;
+    let anyFailure: string | undefined;
+    for (const p of issuerlessSecretProviders(snapshot)) {
+      const r = await this.verified(token, p, alg, undefined);
+      if (typeof r !== 'string') return { p, claims: r };
+      if (!SIGNATURE_CLASS.has(r)) claimFailure ??= r;
+      else anyFailure ??= r;
+    }
+    return { reason: claimFailure ?? anyFailure };
   }
 
   /** The claims once the signature and the registered claims hold, or the reason they do not. */
@@ -185,6 +235,12 @@ export class JwtAuthenticator {
     alg: string,
     kid: string | undefined,
   ): Promise<Claims | string> {
+    // The algorithm family is the provider's, checked before any key exists: a public key never acts as a secret.
+    if (p.hmac_secret !== undefined) {
+      if (!HMAC_ALGS.has(alg)) return 'jwt_alg_not_allowed';
+      return verifyWithSecret(token, alg, { ...p, hmac_secret: p.hmac_secret }, Math.floor(this.d.clock() / 1000));
+    }
+    if (!ALLOWED_ALGS.has(alg)) return 'jwt_alg_not_allowed';
     let url: string;
     let set;
     try {
@@ -192,7 +248,7 @@ export class JwtAuthenticator {
     } catch (err) {
       this.log.warn("cannot resolve the trust provider's JWKS endpoint", {
         provider: p.name,
-        issuer: clip(p.issuer),
+        issuer: clip(p.issuer ?? ''),
         error: err instanceof Error ? err.message : String(err),
       });
       return 'jwks_unavailable';
@@ -222,7 +278,7 @@ export class JwtAuthenticator {
     p: OidcProvider,
     claims: Claims,
     subject: string,
-    at: { issuer: string; kid?: string },
+    at: { issuer?: string | undefined; kid?: string | undefined },
   ): JwtCaller | Denial {
     const bound = bindings(snapshot).get(`${p.name}\u0000${subject}`);
     if (bound && bound.length > 1) return { reason: 'jwt_binding_ambiguous', ...at, subject };
@@ -257,8 +313,9 @@ export class JwtAuthenticator {
       request_id: ctx.requestId,
       source_ip: ctx.sourceIp?.(),
     };
-    if (PRE_VERIFICATION.has(d.reason)) this.log.debug('rejected inbound JWT (pre-verification)', fields);
-    else {
+    if (d.unmatched || PRE_VERIFICATION.has(d.reason)) {
+      this.log.debug('rejected inbound JWT (pre-verification)', fields);
+    } else {
       this.log.warn('rejected inbound JWT', {
         ...fields,
         subject: d.subject === undefined ? undefined : clip(d.subject),

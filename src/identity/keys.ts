@@ -51,6 +51,8 @@ export class KeySource {
       return p.jwks_uri;
     }
     const issuer = p.issuer;
+    // The schema requires an issuer of every key-set provider; an etcd row that lost it still fails closed.
+    if (issuer === undefined) throw new Error('a provider with no jwks_uri must declare an issuer to discover from');
     const e = entry(this.discovered, issuer);
     const now = this.clock();
     if (e.value && now - e.value.at < JWKS_TTL_MS) return e.value.v;

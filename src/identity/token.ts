@@ -21,7 +21,7 @@ const KNOWN_ALGS = new Set([
   'EdDSA',
 ]);
 
-/** The asymmetric algorithms a provider's key set may verify; HMAC never (a public key is no shared secret). */
+/** The asymmetric algorithms a key-set provider may verify; HMAC never (a public key is no shared secret). */
 export const ALLOWED_ALGS: ReadonlySet<string> = new Set([
   'RS256',
   'RS384',
@@ -33,6 +33,9 @@ export const ALLOWED_ALGS: ReadonlySet<string> = new Set([
   'ES384',
   'EdDSA',
 ]);
+
+/** What a shared-secret provider verifies: HMAC only, disjoint from `ALLOWED_ALGS`, so neither mode's key can act as the other's. */
+export const HMAC_ALGS: ReadonlySet<string> = new Set(['HS256', 'HS384', 'HS512']);
 
 export interface JoseHeader {
   alg: string;

@@ -98,11 +98,15 @@ export async function verifyWithKeys(
 }
 
 /**
- * `exp`, `iss` and `aud` required; `exp + leeway < now` is expired (so `exp == now` is valid), `nbf > now +
- * leeway` not yet valid; `iss` is the provider's; `aud` (string or array) names one of its audiences.
+ * `exp` always required, `iss` and `aud` wherever the provider pins them (a key-set provider always does; a
+ * shared-secret one may not, and then neither claim is consulted); `exp + leeway < now` is expired (so
+ * `exp == now` is valid), `nbf > now + leeway` not yet valid; `iss` is the provider's; `aud` (string or array)
+ * names one of its audiences.
  */
 export function registeredClaims(c: Claims, p: OidcProvider, now: number): VerifyFailure | undefined {
-  for (const name of ['exp', 'iss', 'aud']) if (!(name in c)) return 'jwt_missing_claim';
+  const pinsIssuer = p.issuer !== undefined;
+  const pinsAudience = p.audiences.length > 0;
+  if (!('exp' in c) || (pinsIssuer && !('iss' in c)) || (pinsAudience && !('aud' in c))) return 'jwt_missing_claim';
   const exp = numericDate(c.exp);
   if (exp === undefined) return 'jwt_invalid';
   if (exp + p.leeway_secs < now) return 'jwt_expired';
@@ -111,12 +115,46 @@ export function registeredClaims(c: Claims, p: OidcProvider, now: number): Verif
     if (nbf === undefined) return 'jwt_invalid';
     if (nbf > now + p.leeway_secs) return 'jwt_not_yet_valid';
   }
-  if (typeof c.iss !== 'string') return 'jwt_invalid';
-  if (c.iss !== p.issuer) return 'jwt_issuer_mismatch';
-  const aud = typeof c.aud === 'string' ? [c.aud] : c.aud;
-  if (!Array.isArray(aud) || !aud.every((a) => typeof a === 'string')) return 'jwt_invalid';
-  if (!aud.some((a) => p.audiences.includes(a))) return 'jwt_audience_mismatch';
+  if (pinsIssuer) {
+    if (typeof c.iss !== 'string') return 'jwt_invalid';
+    if (c.iss !== p.issuer) return 'jwt_issuer_mismatch';
+  }
+  if (pinsAudience) {
+    const aud = typeof c.aud === 'string' ? [c.aud] : c.aud;
+    if (!Array.isArray(aud) || !aud.every((a) => typeof a === 'string')) return 'jwt_invalid';
+    if (!aud.some((a) => p.audiences.includes(a))) return 'jwt_audience_mismatch';
+  }
   return undefined;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * A token against a shared-secret provider's one key: `alg` must be HS256/384/512 (checked by the caller), no
+ * `kid` is consulted (the provider has one key), and the claims are checked as for a key set.
+ */
+export async function verifyWithSecret(
+  token: string,
+  alg: string,
+  p: OidcProvider & { hmac_secret: string },
+  nowSecs: number,
+): Promise<Claims | VerifyFailure> {
+  const key = encoder.encode(p.hmac_secret);
+  let payload: Uint8Array;
+  try {
+    ({ payload } = await compactVerify(token, key, { algorithms: [alg] }));
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    return code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' ? 'jwt_bad_signature' : 'jwt_invalid';
+  }
+  let claims: unknown;
+  try {
+    claims = JSON.parse(new TextDecoder().decode(payload));
+  } catch {
+    return 'jwt_invalid';
+  }
+  if (typeof claims !== 'object' || claims === null || Array.isArray(claims)) return 'jwt_invalid';
+  return registeredClaims(claims as Claims, p, nowSecs) ?? (claims as Claims);
 }
 
 /** A NumericDate: a non-negative number of seconds, a fraction rounded. */

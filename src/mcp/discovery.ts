@@ -21,9 +21,10 @@ export function discoveryOf(snapshot: Snapshot): Discovery | DormantReason | und
   if (resource === undefined) return undefined;
   const url = usableResource(resource);
   if (!url) return 'invalid_resource_url';
-  const providers = snapshot.of('oidc_providers').filter((p) => p.enabled);
+  // A shared-secret provider names no authorization server a client could get a token from: not advertised.
+  const providers = snapshot.of('oidc_providers').filter((p) => p.enabled && p.hmac_secret === undefined);
   if (providers.length === 0) return 'no_oidc_provider';
-  const issuers = [...new Set(providers.map((p) => p.issuer))].sort();
+  const issuers = [...new Set(providers.flatMap((p) => p.issuer ?? []))].sort();
   const scopes = [...new Set(providers.flatMap((p) => p.required_scopes))].sort();
   const document = JSON.stringify({
     resource,

@@ -1,5 +1,6 @@
 // AISIX's guardrail families (docs/guardrails.md "Metrics and logs"): one latency sample per chain member per
-// hook, and the per-request block and bypass counters. The chain (src/guardrails/chain.ts) writes them.
+// hook, the per-request block and bypass counters, and the semantic kind's model families (docs/guardrails.md
+// "semantic"). The chain (src/guardrails/chain.ts) writes them.
 import { Counter, Histogram, type Registry } from './metrics.ts';
 
 export const GUARDRAIL_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -13,6 +14,9 @@ export class GuardrailMetrics {
   readonly latency: Histogram;
   readonly blocks: Counter;
   readonly bypasses: Counter;
+  /** Never incremented: Sluice loads no model, so the family stays unrendered, as AISIX's without calls. */
+  readonly semanticModelCalls: Counter;
+  readonly semanticDegraded: Counter;
   /** Per guardrail name: the results seen since start (the status page). */
   readonly perGuardrail = new Map<string, Partial<Record<GuardrailResult, number>>>();
 
@@ -28,6 +32,16 @@ export class GuardrailMetrics {
     this.blocks = registry.register(new Counter('aisix_guardrail_blocks_total', 'Requests blocked by a guardrail.'));
     this.bypasses = registry.register(
       new Counter('aisix_guardrail_bypasses_total', 'Requests a failing guardrail let through, by reason.', ['reason']),
+    );
+    this.semanticModelCalls = registry.register(
+      new Counter('aisix_guardrail_semantic_model_calls_total', 'Embedding-model calls of semantic guardrails.'),
+    );
+    this.semanticDegraded = registry.register(
+      new Counter(
+        'aisix_guardrail_semantic_degraded_total',
+        'Semantic guardrail spans left to the rule layers without a model judgement, by reason.',
+        ['reason'],
+      ),
     );
   }
 

@@ -15,9 +15,10 @@ import type { Clock } from '../util/clock.ts';
 import { bearerToken } from '../http/auth.ts';
 import { isJwtCaller, JwtAuthenticator } from '../identity/authenticate.ts';
 import { type AuthDecisions, authDecisionsFor } from '../identity/decisions.ts';
+import { logKeyRefusal } from '../identity/key-refusals.ts';
 import type { Registry } from '../observability/metrics.ts';
 import type { UpstreamFetch } from '../platform.ts';
-import { authenticate, authenticateKey, modelAllowed } from './auth.ts';
+import { authenticate, authenticateKey, judgedKey, modelAllowed } from './auth.ts';
 import { slotKey } from './call-state.ts';
 import type { RequestStep, Step, StepResult } from './pipeline.ts';
 import type { RequestRecord } from './record.ts';
@@ -36,6 +37,8 @@ export interface IdentityAuth {
   readonly decisions: AuthDecisions;
   /** The client's address for a refused JWT's log line (`proxy.real_ip`). */
   readonly clientIp?: (peer: string | undefined, headers: Headers) => string | undefined;
+  /** Where a refused api key's line goes (target `aisix::auth`). */
+  readonly log?: Logger;
 }
 
 /** The JWT authenticator (its key cache lives as long as the proxy app) and the auth-decision family. */
@@ -47,7 +50,8 @@ export function identityAuth(d: {
 }, clientIp?: IdentityAuth['clientIp']): IdentityAuth {
   const decisions = authDecisionsFor(d.metrics.registry);
   const jwt = new JwtAuthenticator({ upstream: d.upstream, clock: d.clock, log: d.log, decisions });
-  return clientIp ? { jwt, decisions, clientIp } : { jwt, decisions };
+  const log = d.log.withTarget('aisix::auth');
+  return clientIp ? { jwt, decisions, clientIp, log } : { jwt, decisions, log };
 }
 
 /**
@@ -76,23 +80,55 @@ export function authenticateCaller(
   const token = bearerToken(headers);
   if (token === undefined) {
     auth.decisions.denied('none', 'missing_credentials');
+    if (auth.log) logKeyRefusal(auth.log, 'missing_credentials', requestContext(rec, auth, peer, headers));
     return errors.missingAuth();
   }
   if (isJwtCaller(snapshot, token)) {
-    const ctx = {
-      method: rec.method,
-      path: rec.path,
-      requestId: rec.requestId,
-      sourceIp: () => auth.clientIp?.(peer, headers),
-    };
-    return auth.jwt.authenticate(token, snapshot, ctx).then((who) => {
+    return auth.jwt.authenticate(token, snapshot, requestContext(rec, auth, peer, headers)).then((who) => {
       if (who instanceof ProxyError) return who;
       rec.identified(who.key, who.jwt);
       return { key: who.key, snapshot, jwt: who.jwt };
     });
   }
   const key = authenticateKey(token, snapshot, d.clock(), auth.decisions);
-  return key instanceof Promise ? key.then(identified) : identified(key);
+  if (key instanceof Promise) {
+    return key.then((k) => {
+      if (k instanceof ProxyError) logRefusedKey(k, token, snapshot, rec, auth, peer, headers);
+      return identified(k);
+    });
+  }
+  // The refusal's line is built only on the refused path: an accepted key pays nothing for it.
+  if (key instanceof ProxyError) logRefusedKey(key, token, snapshot, rec, auth, peer, headers);
+  return identified(key);
+}
+
+/** What a refusal's log line says about the request. */
+function requestContext(rec: RequestRecord, auth: IdentityAuth, peer: string | undefined, headers: Headers) {
+  return {
+    method: rec.method,
+    path: rec.path,
+    requestId: rec.requestId,
+    sourceIp: () => auth.clientIp?.(peer, headers),
+  };
+}
+
+function logRefusedKey(
+  e: ProxyError,
+  token: string,
+  snapshot: Snapshot,
+  rec: RequestRecord,
+  auth: IdentityAuth,
+  peer: string | undefined,
+  headers: Headers,
+): void {
+  if (!auth.log) return;
+  const reason = e.code === 'api_key_disabled'
+    ? 'key_disabled'
+    : e.code === 'api_key_expired'
+    ? 'key_expired'
+    : 'unknown_key';
+  const keyId = reason === 'unknown_key' ? undefined : judgedKey(token, snapshot)?.id;
+  logKeyRefusal(auth.log, reason, requestContext(rec, auth, peer, headers), keyId);
 }
 
 export function identifyStep(d: IdentifyDeps, auth?: IdentityAuth): RequestStep {

@@ -176,7 +176,10 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     admit: admitStep(
       d.log,
       clientIpOf,
-      semanticRouter({ log: d.log, health: d.health, upstreamTimeoutMs: cfg.upstream.timeout_ms }, dispatcher),
+      semanticRouter(
+        { log: d.log, health: d.health, upstreamTimeoutMs: cfg.upstream.timeout_ms, upstream: d.upstream },
+        dispatcher,
+      ),
     ),
     reserve: reserveStep(d.rateLimiter),
     answer: answerer,

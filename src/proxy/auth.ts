@@ -56,6 +56,12 @@ export function authenticateKey(
   return hashToken(token).then((h) => keyOf(snapshot, h, now, decisions));
 }
 
+/** The key a token judged just now names, if any (its hash is cached by then): for a refusal's log line. */
+export function judgedKey(token: string, snapshot: Snapshot): ApiKey | undefined {
+  const h = hashCache.get(token);
+  return h === undefined ? undefined : snapshot.apiKeyByHash(h);
+}
+
 function keyOf(snapshot: Snapshot, hash: string, now: number, decisions?: KeyDecisions): ApiKey | ProxyError {
   const key = snapshot.apiKeyByHash(hash);
   if (!key) return denied(decisions, 'unknown_key', errors.unknownKey());

@@ -322,12 +322,12 @@ export class RequestRecord {
       inputTokens: u?.input,
       outputTokens: u?.output,
       apiKeyId: this.key?.id,
+      jwt: this.jwt,
       modelId: s?.model.id ?? this.direct?.model.id,
       clientIp: this.peer?.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1'),
       errorType: this.errorKind,
       downstreamTtftMs: this.firstByteAt !== undefined ? this.firstByteAt - this.start : undefined,
       upstreamTtftMs: this.stream ? this.upstreamTtftMs : undefined,
-      jwt: this.jwt,
     };
     if (this.facets) { for (const f of this.facets.values()) f.traced?.(o); }
     return o;

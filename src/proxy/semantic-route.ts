@@ -3,6 +3,7 @@
 // and the `x-aisix-route` header naming the route that served.
 import { errors, ProxyError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { UpstreamFetch } from '../platform.ts';
 import type { Model } from '../resources/schema.ts';
 import type { Dispatcher } from '../routing/dispatch.ts';
 import type { ModelHealth } from '../routing/health.ts';
@@ -12,14 +13,18 @@ import { ipAllowed } from '../util/cidr.ts';
 import { slotKey } from './call-state.ts';
 import type { ModelCall, StepResult } from './pipeline.ts';
 
-/** The router the admit step asks, embedding through the gateway's own dispatch; it costs nothing until used. */
+/**
+ * The router the admit step asks, embedding through the gateway's own dispatch and calling a classifier on
+ * the gateway's upstream transport; it costs nothing until used.
+ */
 export function semanticRouter(
-  d: { log: Logger; health: Pick<ModelHealth, 'state'>; upstreamTimeoutMs: number },
+  d: { log: Logger; health: Pick<ModelHealth, 'state'>; upstreamTimeoutMs: number; upstream: UpstreamFetch },
   dispatcher: Pick<Dispatcher, 'dispatch'>,
 ): SemanticRouter {
   const log = d.log.withTarget('aisix_proxy::semantic');
   return new SemanticRouter({
     embed: embedTextsThrough(dispatcher),
+    upstream: d.upstream,
     health: d.health,
     upstreamTimeoutMs: d.upstreamTimeoutMs,
     warn: (message, fields) => log.warn(message, fields),

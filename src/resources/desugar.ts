@@ -4,11 +4,24 @@
 import { sha256Hex } from '../util/crypto.ts';
 import type { Env } from './interpolate.ts';
 
-/** `models[].provider_key` (a provider key's name) → `provider_key_id`. Returns the error, if any. */
+/**
+ * `models[].provider_key` and a semantic router's `semantic.classifier.provider_key` (a provider key's name)
+ * → `provider_key_id`. Returns the error, if any.
+ */
 export function desugarModel(
   doc: Record<string, unknown>,
   providerKeyIds: ReadonlyMap<string, string>,
 ): string | undefined {
+  const semantic = doc.semantic as { classifier?: unknown } | null | undefined;
+  const classifier = semantic?.classifier;
+  if (classifier !== null && typeof classifier === 'object' && !Array.isArray(classifier)) {
+    const error = providerKeyRef(classifier as Record<string, unknown>, providerKeyIds);
+    if (error !== undefined) return `semantic.classifier: ${error}`;
+  }
+  return providerKeyRef(doc, providerKeyIds);
+}
+
+function providerKeyRef(doc: Record<string, unknown>, providerKeyIds: ReadonlyMap<string, string>): string | undefined {
   if (!('provider_key' in doc)) return undefined;
   const name = doc.provider_key;
   if (typeof name !== 'string') return '`provider_key` must be a string (a provider key display_name)';

@@ -46,7 +46,8 @@ export function checkIdentityReferences(e: IdentityEntries, problems: Problems):
         );
       }
     }
-    if (!r.enabled) continue;
+    // An issuer-less (shared-secret) provider selects nothing by issuer: it cannot collide.
+    if (!r.enabled || r.issuer === undefined) continue;
     const first = issuers.get(r.issuer);
     if (first !== undefined) {
       problems.entry(

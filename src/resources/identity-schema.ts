@@ -10,19 +10,54 @@ const nonEmpty = z.string().min(1, 'must not be empty');
 /** A bound claim's expected value: one string, or a non-empty list matched as any-of. */
 const BoundClaimExpectSchema = z.union([z.string(), z.array(z.string()).min(1, 'needs at least one value')]);
 
+/** An HMAC key shorter than its smallest hash (HS256: 32 bytes) is brute-forceable (RFC 7518 §3.2). */
+export const MIN_HMAC_SECRET_BYTES = 32;
+
+/**
+ * A provider verifies in one of two modes, set by the row: with `hmac_secret` it checks HS256/384/512 against
+ * that shared secret and fetches nothing (`issuer` and `audiences` optional); without, the key-set mode, where
+ * `issuer` and `audiences` are required.
+ */
 export const OidcProviderSchema = z.strictObject({
   id: z.unknown().optional(),
   name: nonEmpty,
-  /** Compared byte for byte with the token's `iss`. */
-  issuer: nonEmpty,
-  audiences: z.array(z.string()).min(1, 'needs at least one audience'),
+  /** Compared byte for byte with the token's `iss`; optional only beside `hmac_secret`. */
+  issuer: nonEmpty.optional(),
+  /** Optional (empty: `aud` not consulted) only beside `hmac_secret`. */
+  audiences: z.array(z.string()).default([]),
   /** Absent: resolved through the issuer's discovery document. */
   jwks_uri: nonEmpty.optional(),
+  /** The shared secret of the HMAC mode (its UTF-8 bytes are the key). */
+  hmac_secret: z.string().refine(
+    (s) => new TextEncoder().encode(s).length >= MIN_HMAC_SECRET_BYTES,
+    `must be at least ${MIN_HMAC_SECRET_BYTES} bytes (an HS256 key shorter than its hash can be brute-forced)`,
+  ).optional(),
   identity_claim: nonEmpty.default('sub'),
   required_scopes: z.array(z.string()).default([]),
   bound_claims: z.record(z.string(), BoundClaimExpectSchema).optional(),
   leeway_secs: z.number().int().min(0).max(300).default(0),
   enabled: z.boolean().default(true),
+}).superRefine((p, ctx) => {
+  if (p.hmac_secret !== undefined) {
+    if (p.jwks_uri !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['jwks_uri'],
+        message: 'not allowed beside hmac_secret: a shared-secret provider fetches no key set — set one of them',
+      });
+    }
+    return;
+  }
+  if (p.issuer === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['issuer'], message: 'required (optional only beside hmac_secret)' });
+  }
+  if (p.audiences.length === 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['audiences'],
+      message: 'needs at least one audience (optional only beside hmac_secret)',
+    });
+  }
 });
 export type OidcProvider = Omit<z.infer<typeof OidcProviderSchema>, 'id'> & { id: string };
 

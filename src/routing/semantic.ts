@@ -2,11 +2,15 @@
 // router's embedding model, score it against each route's examples (max cosine), and pick one target — the
 // best route at or above its threshold, else `default` — through the members' gates. The examples' vectors
 // are embedded on first use and kept per snapshot, so a steady request costs one embedding of its prompt.
+// A router with a `classifier` decides by one call to a hosted decision model instead
+// (src/routing/semantic-classifier.ts); the gates and the failure policy after the pick are the same.
+import type { UpstreamFetch } from '../platform.ts';
 import type { DirectModel, Model, RoutingModel } from '../resources/schema.ts';
 import type { Semantic } from '../resources/semantic-schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { ModelHealth } from './health.ts';
+import { classifyRoute } from './semantic-classifier.ts';
 
 /** The vectors of `input` from `model`, in input order, within `timeoutMs` (0: none); rejects on any failure. */
 export type EmbedTexts = (
@@ -15,10 +19,12 @@ export type EmbedTexts = (
 
 export interface SemanticDeps {
   embed: EmbedTexts;
+  /** The gateway's upstream transport, for the classifier's call. */
+  upstream: UpstreamFetch;
   health: Pick<ModelHealth, 'state'>;
   /** The deployment's deadline when neither the router nor the embedding model sets one. */
   upstreamTimeoutMs: number;
-  /** A failed or unusable embedding, which the router's `on_embedding_failure` then answers. */
+  /** A failed or unusable decision (embedding or classifier), which the router's failure policy then answers. */
   warn(message: string, fields: Record<string, unknown>): void;
 }
 
@@ -30,7 +36,7 @@ export type SemanticChoice =
   /** `route` is set only when a route served (AISIX's `x-aisix-route`), not on a fall-through to a default. */
   | { kind: 'target'; target: string; route?: string }
   | { kind: 'ip_restricted' }
-  /** `on_embedding_failure: fail` after a failed embedding. */
+  /** `on_embedding_failure: fail` after a failed embedding (`classifier.on_failure: fail` after a failed call). */
   | { kind: 'unavailable' }
   | { kind: 'unknown_target'; target: string };
 
@@ -55,19 +61,51 @@ export class SemanticRouter {
     const prompt = lastUserText(body.messages);
     // Nothing to classify: no decision on an empty string, which could match a route by accident.
     if (prompt.trim() === '') return gate(s.default);
-    const scores = await this.scores(snapshot, router, prompt);
-    if (!scores) {
-      const f = s.on_embedding_failure;
+    const decided = s.classifier
+      ? await this.classify(snapshot, router, prompt)
+      : await this.match(snapshot, router, prompt);
+    if (decided === 'failed') {
+      const f = s.classifier ? s.classifier.on_failure : s.on_embedding_failure;
       if (f === 'fail') return { kind: 'unavailable' };
       return gate(f === 'default' ? s.default : f.target);
     }
-    const winner = bestRoute(s, scores);
+    const winner = decided;
     if (winner === undefined) return gate(s.default);
     const route = s.routes[winner]!;
     const chosen = gate(route.target, s.default);
     // A winner displaced by its gates is a fall-through to `default`, not a served route.
     if (chosen.kind !== 'target' || chosen.target !== route.target) return chosen;
     return { ...chosen, route: route.name };
+  }
+
+  /** The embedding match: the winning route, undefined when none clears its threshold, or a failed embedding. */
+  private async match(
+    snapshot: Snapshot,
+    router: SemanticModel,
+    prompt: string,
+  ): Promise<number | undefined | 'failed'> {
+    const scores = await this.scores(snapshot, router, prompt);
+    return scores ? bestRoute(router.semantic, scores) : 'failed';
+  }
+
+  /** The classifier's pick, undefined when its confidence is under `min_confidence`, or a failed call. */
+  private async classify(
+    snapshot: Snapshot,
+    router: SemanticModel,
+    prompt: string,
+  ): Promise<number | undefined | 'failed'> {
+    const s = router.semantic;
+    const classifier = s.classifier!;
+    try {
+      const pick = await classifyRoute(this.d.upstream, snapshot, s.routes, classifier, prompt);
+      return pick.confidence >= classifier.min_confidence ? pick.route : undefined;
+    } catch (err) {
+      this.d.warn('semantic classifier call failed; applying classifier.on_failure', {
+        router: router.display_name,
+        error: String((err as Error)?.message ?? err),
+      });
+      return 'failed';
+    }
   }
 
   /**

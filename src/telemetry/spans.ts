@@ -74,6 +74,14 @@ export function cleanErrorMessage(m: string): string {
   return clean.length > MAX_ERROR_MESSAGE ? clean.slice(0, MAX_ERROR_MESSAGE) : clean;
 }
 
+/** A caller-chosen identity value as the usage event writes it: control characters removed, at most 256. */
+function cleanId(v: string): string {
+  // deno-lint-ignore no-control-regex
+  const clean = v.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, '');
+  return clean.length > MAX_ID ? clean.slice(0, MAX_ID) : clean;
+}
+const MAX_ID = 256;
+
 /** The structural set every span carries. */
 function structural(t: RequestTrace, o: RequestOutcome, opts: SpanOptions, status: number): OtlpAttribute[] {
   const a = [
@@ -113,6 +121,10 @@ function eventAttributes(
   if (at?.serverAddress) a.push(str('server.address', at.serverAddress));
   if (at?.serverPort !== undefined) a.push(int('server.port', at.serverPort));
   if (o.apiKeyId) a.push(str('aisix.api_key_id', o.apiKeyId));
+  if (o.jwt) {
+    a.push(str('aisix.jwt_subject', cleanId(o.jwt.subject)), str('aisix.jwt_provider', cleanId(o.jwt.provider)));
+    if (o.jwt.claimMapping !== undefined) a.push(str('aisix.jwt_claim_mapping', cleanId(o.jwt.claimMapping)));
+  }
   // An attempt's own target (each attempt is its own record); the request's model without attempts.
   const modelId = at?.targetId || o.modelId;
   if (modelId) a.push(str('aisix.model_id', modelId));
@@ -138,16 +150,6 @@ function eventAttributes(
   if (serving && o.cache) a.push(...cacheAttributes(o.cache));
   if (serving) a.push(...contentAttributes(t, o, opts));
   for (const [k, v] of Object.entries(o.callAttributes ?? {})) a.push(typeof v === 'number' ? int(k, v) : str(k, v));
-  if (o.jwt) a.push(...jwtAttributes(o.jwt));
-  return a;
-}
-
-/** AISIX's JWT identity attributes: control characters removed, at most 256 characters each. */
-function jwtAttributes(j: NonNullable<RequestOutcome['jwt']>): OtlpAttribute[] {
-  // deno-lint-ignore no-control-regex
-  const clean = (v: string) => v.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 256);
-  const a = [str('aisix.jwt_subject', clean(j.subject)), str('aisix.jwt_provider', clean(j.provider))];
-  if (j.claimMapping !== undefined) a.push(str('aisix.jwt_claim_mapping', clean(j.claimMapping)));
   return a;
 }
 

@@ -90,6 +90,8 @@ export interface RequestOutcome {
   inputTokens?: number;
   outputTokens?: number;
   apiKeyId?: string;
+  /** Who a JWT caller's token named (`aisix.jwt_*`, docs/identity.md "Usage attribution"). */
+  jwt?: { subject: string; provider: string; claimMapping?: string };
   modelId?: string;
   clientIp?: string;
   userAgent?: string;
@@ -112,8 +114,6 @@ export interface RequestOutcome {
   callAttributes?: Readonly<Record<string, string | number>>;
   /** Its one upstream request (ms since arrival), when it reached one: a CLIENT span under SERVER. */
   upstreamCall?: { start: number; end: number };
-  /** The JWT that selected the caller's key (`aisix.jwt_*`). */
-  jwt?: { subject: string; provider: string; claimMapping?: string };
 }
 
 /** The response cache's decision for a request, in AISIX's usage-event terms (docs/cache.md). */

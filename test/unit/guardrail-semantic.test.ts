@@ -10,6 +10,7 @@ import { refuseLocalModel } from '../../src/guardrails/local-model.ts';
 import { candidateSpans } from '../../src/guardrails/semantic.ts';
 import { compilePattern } from '../../src/guardrails/regex.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import { createStatusApp } from '../../src/status/app.ts';
 import { guardrail } from '../support/guardrails.ts';
 import { chatCompletion, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { BASE_CONFIG, gatewayWith, testPlatform } from '../support/platform.ts';
@@ -60,6 +61,35 @@ describe('the rule layer', () => {
       'allow',
       'distant: weak evidence only',
     );
+  });
+
+  test('a model-band span is counted as AISIX counts one its unavailable engine could not judge', async () => {
+    const gr = g();
+    const seen: string[] = [];
+    const check = (text: string) =>
+      gr.check([{ role: 'user', text }], 'input', {
+        fetch: () => Promise.reject(new Error('no calls')),
+        degraded: (r) => seen.push(r),
+      });
+    await check('版本升级后耗时 12.5s,可以接受');
+    await check('PrimeTime 2022.03');
+    assert.deepEqual(seen, [], 'spans the rules decide (masked or released) need no model');
+    assert.deepEqual(await check('圆周率约等于 3.14159'), { kind: 'allow' });
+    assert.deepEqual(seen, ['engine_failed', 'prototype_unavailable'], 'the first asks the engine once');
+    await check('3.5 and 4.5');
+    assert.deepEqual(seen, [
+      'engine_failed',
+      'prototype_unavailable',
+      'prototype_unavailable',
+      'prototype_unavailable',
+    ]);
+    const fresh = g();
+    const again: string[] = [];
+    await fresh.check([{ role: 'user', text: 'about 3.5' }], 'output', {
+      fetch: () => Promise.reject(new Error('no calls')),
+      degraded: (r) => again.push(r),
+    });
+    assert.deepEqual(again, ['engine_failed', 'prototype_unavailable'], 'each built row asks its engine once');
   });
 
   test('replacement, counts per category, categories in order on the previous output', async () => {
@@ -154,6 +184,50 @@ guardrails:
       );
       const sent = upstream.requests.at(-1)!.json as { messages: { content: string }[] };
       assert.equal(sent.messages[0]!.content, 'PrimeTime [EDA_VERSION_REDACTED] is slow');
+    } finally {
+      gw.stop();
+    }
+  });
+
+  test('/metrics: aisix_guardrail_semantic_degraded_total{reason} counts unjudged spans; no model calls', async () => {
+    const CALLER = 'sk-semantic';
+    const { gw } = await gatewayWith(
+      `_format_version: "1"
+provider_keys:
+  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${upstream.base}" }
+models:
+  - { display_name: gpt, provider_key: oa, model_name: gpt-upstream, retries: 0 }
+api_keys:
+  - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
+guardrails:
+  - ${JSON.stringify({ name: 'sem', kind: 'semantic', categories: [VERSIONS] })}
+`,
+      { env: { CALLER } },
+    );
+    const status = createStatusApp(gw);
+    const chat = (content: string) =>
+      createProxyApp(gw).request('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CALLER}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt', messages: [{ role: 'user', content }] }),
+      });
+    const families = async () =>
+      (await (await status.request('/metrics')).text()).split('\n').filter((l) =>
+        l.includes('aisix_guardrail_semantic_')
+      );
+    try {
+      upstream.script({ body: chatCompletion('gpt-upstream', 'PrimeTime 2022.03 is slow') });
+      assert.equal((await chat('the upgraded 3.2.1 build')).status, 200);
+      assert.deepEqual(await families(), [], 'nothing unjudged yet: neither family is written');
+      upstream.script({ body: chatCompletion('gpt-upstream', 'pi is about 3.14159, e about 2.718') });
+      assert.equal((await chat('the load average was 3.5')).status, 200);
+      assert.deepEqual(await families(), [
+        '# HELP aisix_guardrail_semantic_degraded_total Semantic guardrail spans left to the rule layers without a ' +
+        'model judgement, by reason.',
+        '# TYPE aisix_guardrail_semantic_degraded_total counter',
+        'aisix_guardrail_semantic_degraded_total{reason="engine_failed"} 1',
+        'aisix_guardrail_semantic_degraded_total{reason="prototype_unavailable"} 3',
+      ]);
     } finally {
       gw.stop();
     }

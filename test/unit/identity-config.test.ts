@@ -119,10 +119,13 @@ describe('identity rows from etcd', () => {
       name: 'corp',
       issuer: 'https://idp',
       audiences: ['s'],
-      hmac_secret: 'x',
+      client_secret: 'x',
     }, 'lenient');
     assert.ok(ok.ok);
-    assert.deepEqual(ok.ignored, ['hmac_secret']);
+    assert.deepEqual(ok.ignored, ['client_secret']);
+    // A shared secret too short to be one fails the row closed, never serves it without.
+    const short = parseDocument('oidc_providers', 'o3', { name: 'h', hmac_secret: 'x' }, 'lenient');
+    assert.equal(short.ok, false);
     const bad = parseDocument('oidc_providers', 'o2', {
       name: 'corp',
       issuer: 'https://idp',

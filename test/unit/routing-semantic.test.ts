@@ -1,6 +1,7 @@
 // Semantic routing end to end (docs/routing.md "Semantic routing"): the proxy app through app.request()
 // against one loopback upstream that serves embeddings deterministically (a vector per keyword) and records
-// which target's upstream model each chat call named; plus the schema and the scoring rule.
+// which target's upstream model each chat call named, and a loopback decision API for the classifier mode
+// that refuses a call without the key or in another shape; plus the schema and the scoring rule.
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as http from 'node:http';
@@ -10,13 +11,15 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import { parseDocument } from '../../src/resources/kinds.ts';
 import { ModelSchema } from '../../src/resources/schema.ts';
 import { SemanticSchema } from '../../src/resources/semantic-schema.ts';
+import { loadResourcesFile } from '../../src/resources/pipeline.ts';
+import { CLASSIFIER_INSTRUCTIONS } from '../../src/routing/semantic-classifier.ts';
 import { bestRoute, lastUserText } from '../../src/routing/semantic.ts';
 import { exportResources } from '../../src/sources/etcd/export.ts';
 import { parse } from 'yaml';
 import { BASE_CONFIG, gatewayWith } from '../support/platform.ts';
 
 const CALLER = 'sk-caller-semantic-SECRET-1';
-const ENV = { CALLER, UPSTREAM_KEY: 'sk-upstream-semantic-SECRET-9' };
+const ENV = { CALLER, UPSTREAM_KEY: 'sk-upstream-semantic-SECRET-9', TS_KEY: 'ts-key-semantic-SECRET-3' };
 
 /** A text's vector: how often it says `contract`, `code`, `weather`; a text saying none of them is [0,0,0,1]. */
 function vectorOf(text: string): number[] {
@@ -37,6 +40,29 @@ const seen: Seen[] = [];
 const failNext = new Set<string>();
 let gw: Gateway;
 let app: ReturnType<typeof createProxyApp>;
+let logs: Record<string, unknown>[];
+
+/** The decision API: each call's body as received; the answer depends on the prompt's keyword. */
+let classifier: http.Server;
+const asked: Record<string, unknown>[] = [];
+const TS_KEY = ENV.TS_KEY;
+
+/** The answer to `state`: `contract` → legal (0.9), `code` → code (0.3), others a failure of some kind. */
+function decide(state: string, res: http.ServerResponse): void {
+  const answer = (choice: string, confidence: number): void =>
+    void res.end(JSON.stringify({
+      model: 'jev-1.13.0',
+      answers: { route: { type: 'choice', choice, confidence, probabilities: { [choice]: confidence } } },
+      usage: { input_tokens: 10, output_tokens: 0 },
+    }));
+  if (state.includes('contract')) return answer('legal', 0.9);
+  if (state.includes('code')) return answer('code', 0.3);
+  if (state.includes('weather')) return answer('weather', 0.99);
+  if (state.includes('garbled')) return void res.end('not json');
+  if (state.includes('unanswered')) return void res.end(JSON.stringify({ answers: {} }));
+  if (state.includes('overloaded')) return void res.writeHead(529).end('{}');
+  // `hang`: no answer until the gateway gives up and closes the connection.
+}
 
 before(async () => {
   server = http.createServer((req, res) => {
@@ -76,13 +102,41 @@ before(async () => {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  classifier = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => body += c);
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      if (req.method !== 'POST' || req.url !== '/v1/systemone') return void res.writeHead(404).end('{}');
+      if (req.headers.authorization !== `Bearer ${TS_KEY}`) return void res.writeHead(401).end('{}');
+      if (req.headers['content-type'] !== 'application/json') return void res.writeHead(415).end('{}');
+      const json = JSON.parse(body) as { state: string };
+      asked.push(json);
+      decide(json.state, res);
+    });
+  });
+  await new Promise<void>((r) => classifier.listen(0, '127.0.0.1', r));
+  const tsBase = `http://127.0.0.1:${(classifier.address() as AddressInfo).port}/`;
+  const clsRoutes = `
+        - { name: legal, target: m-legal, description: Contract review, examples: ["x"] }
+        - { name: code, target: m-code, description: Programming help, examples: ["y"] }
+        - { name: plain, target: m-def, examples: ["z"] }`;
+  const cls = (name: string, extra: string) => `
+  - display_name: ${name}
+    semantic:
+      embedding_model: emb
+      default: m-def
+      match: { threshold: 0.7 }
+      classifier: { provider_key: ts, model: jev-latest, min_confidence: 0.5, timeout_ms: 300${extra} }
+      routes:${clsRoutes}`;
   const routes = `
         - { name: legal, target: m-legal, description: Contract review, examples: ["review this contract", "a contract clause"] }
         - { name: code, target: m-code, examples: ["fix my code"], threshold: 0.95 }`;
-  ({ gw } = await gatewayWith(
+  ({ gw, platform: { logs } } = await gatewayWith(
     `_format_version: "1"
 provider_keys:
   - { display_name: p, provider: openai, api_key: "\${UPSTREAM_KEY}", api_base: ${base} }
+  - { display_name: ts, provider: typesafe, api_key: "\${TS_KEY}", api_base: "${tsBase}" }
 models:
   - { display_name: emb, provider_key: p, model_name: up-embed, embedding: { dimensions: 4 } }
   - { display_name: emb-bad, provider_key: p, model_name: up-embed-bad, retries: 0, embedding: { dimensions: 4 } }
@@ -141,6 +195,9 @@ models:
     semantic: { embedding_model: emb-wide, default: m-def, match: { threshold: 0.7 }, routes: [{ name: legal, target: m-legal, examples: ["contract"] }] }
   - display_name: sem-no-embedder
     semantic: { embedding_model: m-code, default: m-def, match: { threshold: 0.7 }, routes: [{ name: legal, target: m-legal, examples: ["contract"] }] }
+${cls('sem-cls', '')}${cls('sem-cls-fail', ', on_failure: fail')}${
+      cls('sem-cls-target', ', on_failure: { target: m-safe }')
+    }${cls('sem-cls-wrong-key', '').replace('provider_key: ts', 'provider_key: p')}
 api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
 `,
@@ -151,6 +208,8 @@ api_keys:
 after(async () => {
   gw.stop();
   await new Promise((r) => server.close(r));
+  classifier.closeAllConnections();
+  await new Promise((r) => classifier.close(r));
 });
 beforeEach(() => {
   seen.length = 0;
@@ -349,6 +408,140 @@ describe('semantic routing through the proxy', () => {
   });
 });
 
+describe('the classifier mode', () => {
+  beforeEach(() => {
+    asked.length = 0;
+  });
+
+  test('the decision model picks the route by its description: one call with the key, no embedding', async () => {
+    assert.deepEqual(await served(await chat('sem-cls', 'please check this contract')), {
+      to: 'up-legal',
+      route: 'legal',
+      by: 'm-legal',
+    });
+    assert.equal(embeddingCalls().length, 0);
+    assert.equal(asked.length, 1);
+    // AISIX's question: the routes in configured order, an absent description sent as an empty one.
+    assert.equal(
+      JSON.stringify(asked[0]),
+      JSON.stringify({
+        state: 'please check this contract',
+        model: 'jev-latest',
+        questions: {
+          route: {
+            type: 'choice',
+            instructions: CLASSIFIER_INSTRUCTIONS,
+            criteria: { legal: 'Contract review', code: 'Programming help', plain: '' },
+          },
+        },
+      }),
+    );
+    assert.equal(CLASSIFIER_INSTRUCTIONS, 'Which route should handle this user request to an AI assistant?');
+  });
+
+  test('a pick under min_confidence serves the default, without x-aisix-route', async () => {
+    assert.deepEqual(await served(await chat('sem-cls', 'fix my code')), { to: 'up-def', route: null, by: 'm-def' });
+    assert.equal(asked.length, 1);
+  });
+
+  test('no user text: the default, with no call', async () => {
+    assert.deepEqual(await served(await chat('sem-cls', undefined)), { to: 'up-def', route: null, by: 'm-def' });
+    assert.equal(asked.length, 0);
+  });
+
+  test('a failed call — a route not offered, not JSON, no answer, 529, no answer in time — applies on_failure', async () => {
+    for (const prompt of ['weather today', 'garbled', 'unanswered', 'overloaded', 'hang']) {
+      logs.length = 0;
+      assert.deepEqual(await served(await chat('sem-cls', prompt)), { to: 'up-def', route: null, by: 'm-def' }, prompt);
+      const warn = logs.find((l) => l.msg === 'semantic classifier call failed; applying classifier.on_failure');
+      assert.ok(warn, `${prompt}: ${JSON.stringify(logs)}`);
+      assert.equal(warn.router, 'sem-cls');
+      assert.ok(!JSON.stringify(logs).includes(TS_KEY), 'the key is never logged');
+    }
+    const reasons = async (prompt: string) => {
+      logs.length = 0;
+      await (await chat('sem-cls', prompt)).body?.cancel();
+      return String(logs.find((l) => String(l.msg).startsWith('semantic classifier'))?.error);
+    };
+    assert.equal(await reasons('weather'), 'classifier picked "weather", which is not one of the offered routes');
+    assert.equal(await reasons('overloaded'), 'classifier returned HTTP 529');
+    assert.equal(await reasons('unanswered'), 'classifier response carries no answer to the routing question');
+    assert.equal(await reasons('hang'), 'classifier timed out after 300 ms');
+    assert.deepEqual(await served(await chat('sem-cls-target', 'garbled')), {
+      to: 'up-safe',
+      route: null,
+      by: 'm-safe',
+    });
+    const res = await chat('sem-cls-fail', 'garbled');
+    assert.equal(res.status, 503);
+    assert.deepEqual(await res.json(), {
+      error: { message: 'no bridge registered for provider', type: 'provider_unavailable' },
+    });
+  });
+
+  test('a key of another provider is never sent to the decision API: on_failure, and no call', async () => {
+    logs.length = 0;
+    assert.deepEqual(await served(await chat('sem-cls-wrong-key', 'contract')), {
+      to: 'up-def',
+      route: null,
+      by: 'm-def',
+    });
+    assert.equal(asked.length, 0);
+    assert.match(
+      String(logs.find((l) => String(l.msg).startsWith('semantic classifier'))?.error),
+      /^classifier provider key "p" has provider "openai", not "typesafe"$/,
+    );
+  });
+
+  test('the block: defaults, ranges, unknown members; in a file the key by name', async () => {
+    const block = {
+      embedding_model: 'emb',
+      default: 'm',
+      match: { threshold: 0.5 },
+      routes: [{ name: 'a', target: 't', examples: ['x'] }],
+    };
+    const c = SemanticSchema.parse({ ...block, classifier: { provider_key_id: 'k', model: 'jev-latest' } }).classifier;
+    assert.deepEqual(c, {
+      provider_key_id: 'k',
+      model: 'jev-latest',
+      min_confidence: 0,
+      timeout_ms: 5000,
+      on_failure: 'default',
+    });
+    for (const bad of [{ min_confidence: 1.5 }, { timeout_ms: 0 }, { extra: 1 }, { model: '' }]) {
+      const r = SemanticSchema.safeParse({ ...block, classifier: { provider_key_id: 'k', model: 'm', ...bad } });
+      assert.equal(r.success, false, JSON.stringify(bad));
+    }
+    const file = (key: string) =>
+      `_format_version: "1"
+provider_keys:
+  - { display_name: ts, provider: typesafe, api_key: k }
+  - { display_name: p, provider: openai, api_key: k }
+models:
+  - { display_name: emb, provider_key: p, model_name: e, embedding: { dimensions: 3 } }
+  - { display_name: m, provider_key: p, model_name: up }
+  - display_name: r
+    semantic:
+      embedding_model: emb
+      default: m
+      match: { threshold: 0.5 }
+      classifier: { ${key}, model: jev-latest }
+      routes: [{ name: a, target: m, examples: ["x"] }]
+`;
+    const ok = await loadResourcesFile('/t/r.yaml', file('provider_key: ts'), {});
+    assert.ok(ok.ok);
+    const ts = ok.snapshot.resources.provider_keys.find((k) => k.display_name === 'ts')!;
+    const r = ok.snapshot.modelByName('r') as { semantic?: { classifier?: { provider_key_id: string } } };
+    assert.equal(r.semantic?.classifier?.provider_key_id, ts.id);
+    const bad = await loadResourcesFile('/t/r.yaml', file('provider_key: nope'), {});
+    assert.ok(!bad.ok);
+    assert.match(
+      bad.report.format(),
+      /semantic\.classifier: `provider_key` references unknown provider key "nope" \(defined provider_keys: p, ts\)/,
+    );
+  });
+});
+
 describe('the semantic block', () => {
   const block = {
     embedding_model: 'emb',
@@ -443,5 +636,46 @@ describe('export', () => {
     const r = exportResources(rows, '/aisix', { withSecrets: true, revision: 1, source: 'test' });
     const doc = parse(r.yaml) as { models: Record<string, unknown>[] };
     assert.deepEqual(doc.models.find((m) => m.display_name === 'sem'), { display_name: 'sem', semantic });
+  });
+
+  test("a classifier's key is written by name, as a file names keys", async () => {
+    const semantic = {
+      embedding_model: 'emb',
+      default: 'm',
+      match: { threshold: 0.5, distance_metric: 'cosine', aggregation: 'max' },
+      routes: [{ name: 'a', target: 'm', description: 'd', examples: ['x'] }],
+      on_embedding_failure: 'default',
+      classifier: {
+        provider_key_id: 'tk',
+        model: 'jev-latest',
+        min_confidence: 0.4,
+        timeout_ms: 900,
+        on_failure: 'fail',
+      },
+    };
+    const rows = [
+      ['provider_keys/pk', { display_name: 'p', provider: 'openai', api_key: 'k' }],
+      ['provider_keys/tk', { display_name: 'ts', provider: 'typesafe', api_key: 'k2' }],
+      ['models/m1', { display_name: 'm', provider_key_id: 'pk', model_name: 'up' }],
+      ['models/e1', { display_name: 'emb', provider_key_id: 'pk', model_name: 'e', embedding: { dimensions: 3 } }],
+      ['models/s1', { display_name: 'sem', semantic }],
+    ].map(([key, doc]) => ({
+      key: `/aisix/${key}`,
+      value: JSON.stringify(doc),
+      modRevision: 1,
+      createRevision: 1,
+      version: 1,
+    }));
+    const r = exportResources(rows, '/aisix', { withSecrets: true, revision: 1, source: 'test' });
+    const doc = parse(r.yaml) as { models: { display_name: string; semantic?: { classifier?: unknown } }[] };
+    assert.deepEqual(doc.models.find((m) => m.display_name === 'sem')?.semantic?.classifier, {
+      model: 'jev-latest',
+      min_confidence: 0.4,
+      timeout_ms: 900,
+      on_failure: 'fail',
+      provider_key: 'ts',
+    });
+    const again = await loadResourcesFile('/t/r.yaml', r.yaml, {});
+    assert.ok(again.ok, again.ok ? '' : again.report.format());
   });
 });

@@ -209,6 +209,16 @@ const RESOURCES: [string, string, boolean][] = [
   ['an unknown collection', '_format_version: "1"\nplugins: []', false],
   ['an empty oidc_providers collection', '_format_version: "1"\noidc_providers: []', true],
   ['an OIDC provider without its issuer', '_format_version: "1"\noidc_providers: [{ name: g }]', false],
+  [
+    'a shared-secret OIDC provider without an issuer',
+    '_format_version: "1"\noidc_providers: [{ name: g, hmac_secret: a-secret-of-at-least-thirty-two-bytes }]',
+    true,
+  ],
+  [
+    'a shared-secret OIDC provider with a jwks_uri',
+    '_format_version: "1"\noidc_providers: [{ name: g, hmac_secret: a-secret-of-at-least-thirty-two-bytes, jwks_uri: "https://i/k" }]',
+    false,
+  ],
   ['a guardrail', '_format_version: "1"\nguardrails: [{ name: g, kind: keyword, patterns: [] }]', true],
   ['a guardrail without its kind', '_format_version: "1"\nguardrails: [{ name: g }]', false],
   ['an mcp_servers entry', '_format_version: "1"\nmcp_servers: [{ display_name: m, url: x }]', true],

@@ -97,6 +97,8 @@ export function redactSecrets(
     new Redactor('MCP_SERVER', kind, identity, out).topLevel(doc, 'secret');
   } else if (kind === 'a2a_agents') {
     new Redactor('A2A_AGENT', kind, identity, out).topLevel(doc, 'secret');
+  } else if (kind === 'oidc_providers') {
+    new Redactor('OIDC_PROVIDER', kind, identity, out).topLevel(doc, 'hmac_secret');
   } else if (kind === 'observability_exporters') {
     new Redactor('OBSERVABILITY_EXPORTER', kind, identity, out).stringMap(doc, 'headers', 'HEADER', 'header');
   }

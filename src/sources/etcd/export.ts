@@ -261,6 +261,15 @@ function fileEntries(
       delete entry.kind;
       // A semantic router's targets are derived from its block when read (src/resources/documents.ts).
       if (row.resource.semantic !== undefined) delete entry.routing;
+      // A classifier's key by name, as a file names keys; an id no key holds stays (it fails at run time).
+      const classifier = (entry.semantic as { [k: string]: Json } | undefined)?.classifier as
+        | { [k: string]: Json }
+        | undefined;
+      const classifierKey = classifier ? pkNames.get(String(classifier.provider_key_id)) : undefined;
+      if (classifier && classifierKey !== undefined) {
+        delete classifier.provider_key_id;
+        classifier.provider_key = classifierKey;
+      }
       if (row.resource.kind === 'direct') {
         delete entry.provider_key_id;
         entry.provider_key = pkNames.get(row.resource.provider_key_id)!; // non-null: winners have their key
