@@ -1605,8 +1605,8 @@ const SAME_PIECES_BARE: Record<Runtime, TargetId> = {
   deno: 'bare-deno-nodehttp',
 };
 
-/** Issue 51's targets (bench/README.md "Issue 51's targets"). */
-const TARGETS51 = {
+/** The targets table's values (bench/README.md "The targets table"). */
+const AIMS = {
   /** 1: Sluice's CPU per request at JSON/50 minus the same runtime's (native) bare proxy's, in µs. */
   ownCpuUs: { node: 35, bun: 20, deno: 50 } as Record<Runtime, number>,
   /** 2: Deno at one caller, p50 over the bare `Deno.serve` proxy's (µs), and JSON/50 req/s ÷ that proxy's. */
@@ -1620,8 +1620,8 @@ const TARGETS51 = {
 };
 
 /**
- * Target 5's rows: a feature configured (`on`) against the same gateway without it (`off`); the four the issue
- * names also against the tree before them (`base`, with --baseline), where off must cost nothing.
+ * Target 5's rows: a feature configured (`on`) against the same gateway without it (`off`); the newer four also
+ * against the tree before them (`base`, with --baseline), where off must cost nothing.
  */
 const FEATURE_ROWS: { on: TargetId; off: TargetId; base?: TargetId; what: string }[] = [
   { on: 'node-responses-store', off: 'node-responses', base: 'node-base-responses', what: 'Responses store (memory)' },
@@ -1666,7 +1666,7 @@ function readConfigScale(): ConfigScaleRun | undefined {
 }
 
 /**
- * Issue 51's targets, one row each: the target, what this run measured, MET/MISS (`—` when a row it needs did
+ * The targets table, one row each: the target, what this run measured, MET/MISS (`—` when a row it needs did
  * not run), then the side-by-side rows with Portkey as reports. Every figure compares cells of this run.
  */
 function goalsReport(cells: Cell[]): string {
@@ -1693,7 +1693,7 @@ function goalsReport(cells: Cell[]): string {
   const label = (sc: ScenarioId, id: TargetId) => get(sc, id)?.t.label ?? id;
   const runtimes = ['node', 'bun', 'deno'] as const;
 
-  // 1. Sluice's own CPU per request: over the bare proxy of the runtime's native pieces, as the issue's table.
+  // 1. Sluice's own CPU per request over the bare proxy of the runtime's native pieces (what the targets were set on).
   for (const rt of runtimes) {
     const bare = `bare-${rt}` as TargetId;
     const own = median(roundDiffs('json50', rt, bare, cpuOf));
@@ -1703,13 +1703,13 @@ function goalsReport(cells: Cell[]): string {
     rows.push([
       '1',
       `Sluice's own CPU per request at JSON/50, ${name(rt)}: Sluice's minus ${label('json50', bare)}'s`,
-      `≤ ${TARGETS51.ownCpuUs[rt]} µs`,
+      `≤ ${AIMS.ownCpuUs[rt]} µs`,
       fin(own)
         ? `${us(own)} (median of per-round differences; ${us(usPerReq(rt))} against ${us(usPerReq(bare))}, ×bare ${
           fmtX(rps('json50', rt) / rps('json50', bare))
         }${pieces})`
         : '—',
-      verdict(fin(own) ? own <= TARGETS51.ownCpuUs[rt] : undefined),
+      verdict(fin(own) ? own <= AIMS.ownCpuUs[rt] : undefined),
     ]);
   }
 
@@ -1719,7 +1719,7 @@ function goalsReport(cells: Cell[]): string {
   rows.push([
     '2',
     `Deno, one caller (JSON/1): p50 over ${label('json1', 'bare-deno')}'s`,
-    `≤ ${TARGETS51.denoP50OverBareUs} µs`,
+    `≤ ${AIMS.denoP50OverBareUs} µs`,
     fin(p50Over)
       ? `${signed(p50Over)} (median of per-round differences${
         fin(directP50)
@@ -1729,13 +1729,13 @@ function goalsReport(cells: Cell[]): string {
           : ''
       })`
       : '—',
-    verdict(fin(p50Over) ? p50Over <= TARGETS51.denoP50OverBareUs : undefined),
+    verdict(fin(p50Over) ? p50Over <= AIMS.denoP50OverBareUs : undefined),
   ]);
   const denoX = rps('json50', 'deno') / rps('json50', 'bare-deno');
   rows.push([
     '2',
     `Deno, JSON/50 req/s ÷ ${label('json50', 'bare-deno')}'s (×bare, native)`,
-    `≥ ${TARGETS51.denoXBare}×`,
+    `≥ ${AIMS.denoXBare}×`,
     fin(denoX)
       ? `${fmtX(denoX)} (${fmtRps(rps('json50', 'deno'))} against ${fmtRps(rps('json50', 'bare-deno'))} req/s${
         get('json50', 'bare-deno-nodehttp')
@@ -1743,7 +1743,7 @@ function goalsReport(cells: Cell[]): string {
           : ''
       })`
       : '—',
-    verdict(fin(denoX) ? denoX >= TARGETS51.denoXBare : undefined),
+    verdict(fin(denoX) ? denoX >= AIMS.denoXBare : undefined),
   ]);
 
   // 3. No stall at 512 streams on any runtime, and memory per open stream; the bare proxies as the floor.
@@ -1784,23 +1784,23 @@ function goalsReport(cells: Cell[]): string {
       '4',
       'configuration at scale: 1,000,000 api keys (bench/config-scale.ts → bench/results/config-scale.json)',
       `ready ≤ ${
-        TARGETS51.configReadyMs / 1000
-      } s, peak RSS ≤ ${TARGETS51.configPeakMiB} MiB, one key applied ≤ ${TARGETS51.configChangeMs} ms, no request over ${TARGETS51.configStallMs} ms`,
+        AIMS.configReadyMs / 1000
+      } s, peak RSS ≤ ${AIMS.configPeakMiB} MiB, one key applied ≤ ${AIMS.configChangeMs} ms, no request over ${AIMS.configStallMs} ms`,
       '— (no run recorded)',
       '—',
     ]);
   }
   for (const r of config?.rows ?? []) {
-    const ok = r.readyMs <= TARGETS51.configReadyMs && r.peakMiB <= TARGETS51.configPeakMiB &&
-      r.updateStallMs <= TARGETS51.configStallMs && (r.source !== 'etcd' || r.changeMs <= TARGETS51.configChangeMs);
+    const ok = r.readyMs <= AIMS.configReadyMs && r.peakMiB <= AIMS.configPeakMiB &&
+      r.updateStallMs <= AIMS.configStallMs && (r.source !== 'etcd' || r.changeMs <= AIMS.configChangeMs);
     rows.push([
       '4',
       `configuration at scale: ${config!.keys.toLocaleString('en-US')} api keys, ${r.runtime}, ${r.source}${
         config!.date ? ` (bench/config-scale.ts, ${config!.date})` : ''
       }`,
-      `ready ≤ ${TARGETS51.configReadyMs / 1000} s, peak RSS ≤ ${TARGETS51.configPeakMiB} MiB, ${
-        r.source === 'etcd' ? `one key applied ≤ ${TARGETS51.configChangeMs} ms, ` : ''
-      }no request over ${TARGETS51.configStallMs} ms`,
+      `ready ≤ ${AIMS.configReadyMs / 1000} s, peak RSS ≤ ${AIMS.configPeakMiB} MiB, ${
+        r.source === 'etcd' ? `one key applied ≤ ${AIMS.configChangeMs} ms, ` : ''
+      }no request over ${AIMS.configStallMs} ms`,
       `ready ${(r.readyMs / 1000).toFixed(1)} s, peak ${r.peakMiB.toFixed(0)} MiB, ${
         r.source === 'etcd' ? 'one key' : 'reload'
       } ${r.changeMs.toFixed(1)} ms, slowest request ${r.updateStallMs.toFixed(1)} ms`,
@@ -1847,7 +1847,7 @@ function goalsReport(cells: Cell[]): string {
       `${f.what}: off ÷ the tree before it; on over off`,
       'off: nothing measurable; on: reported',
       `off: ${offText}; ${onText}`,
-      verdict(offOk),
+      `off: ${verdict(offOk)}`,
     ]);
   }
   for (const rt of ['bun', 'deno'] as const) {
