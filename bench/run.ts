@@ -2156,6 +2156,10 @@ async function main(): Promise<void> {
       `ceilings: "bare Hono proxy" rows are bench/bare-proxy.ts (one POST route forwarding to the same mock: @hono/node-server + undici.request on Node, Bun.serve/Deno.serve + fetch on Bun/Deno), ×bare = Sluice ÷ the bare proxy of its runtime; "via node:http" rows bind the bare proxy through the runtime's node:http layer, as Sluice does on Bun and Deno (on Deno with undici as Sluice's client there); "no framework" is a plain node:http handler with undici.request, the ceiling of any Node proxy made of those two; "undici.request client alone" is bench/undici-client.ts at the mock, no server in between; "direct (mock on node)" is a second mock on node:http`,
       `Sluice: bench/config (auth on, routing model bench-route → bench-direct, metrics listener on, access log to a file; "no access log" rows set observability.access_log=false); Portkey ${PORTKEY_VERSION} with @hono/node-server ${PORTKEY_NODE_SERVER}, x-portkey-provider: openai + x-portkey-custom-host`,
       `load average (uptime) at the start ${loadAtStart}, at the end ${loadAverage()}`,
+      // The gateways inherit it, and it becomes `upstream.tls`'s CA: on Bun a cost on every upstream call.
+      ...(process.env.SSL_CERT_FILE
+        ? [`SSL_CERT_FILE=${process.env.SSL_CERT_FILE} reaches every gateway (docs/performance.md "Current figures")`]
+        : []),
       `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${
         ctx.noisyWaits
           ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)`
