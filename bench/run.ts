@@ -86,9 +86,15 @@ const TARGETS = [
   'node-cache-refresh',
   'node-guardrails',
   'node-otlp',
+  'node-responses',
+  'node-responses-store',
+  'node-budgets',
+  'node-mcp',
+  'node-usage',
   'node-base',
   'bun-base',
   'deno-base',
+  'node-base-responses',
 ] as const;
 type TargetId = (typeof TARGETS)[number];
 /** Ceiling measurements: JSON scenarios only (see scenarioTargets). */
@@ -121,9 +127,15 @@ const JSON_ONLY: readonly TargetId[] = [
   'node-cache-refresh',
   'node-guardrails',
   'node-otlp',
+  'node-responses',
+  'node-responses-store',
+  'node-budgets',
+  'node-mcp',
+  'node-usage',
+  'node-base-responses',
 ];
 /** The targets of another tree (`--baseline DIR`): started only when that option is given. */
-const BASELINE: readonly TargetId[] = ['node-base', 'bun-base', 'deno-base'];
+const BASELINE: readonly TargetId[] = ['node-base', 'bun-base', 'deno-base', 'node-base-responses'];
 /** The default target list: everything but the baseline tree's. */
 const DEFAULT_TARGETS: TargetId[] = TARGETS.filter((t) => !BASELINE.includes(t));
 
@@ -344,6 +356,8 @@ interface Target {
   root?: string;
   /** Portkey: the runtime it runs on (default Node). */
   portkeyRuntime?: 'node' | 'bun';
+  /** Load `/v1/responses` (`input` instead of `messages`) with this `store`, instead of `/v1/chat/completions`. */
+  responsesStore?: boolean;
   port: number;
   proc?: Spawned;
   /** Request headers (besides content-type). */
@@ -682,6 +696,34 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
     },
     // One OTLP exporter at sample ratio 1.0 to bench/otlp-sink.mjs (its endpoint is set at start).
     { ...sluice('node-otlp', 'node', true), label: 'Sluice Node, OTLP exporter (every request)' },
+    // Responses translated to the mock's chat (bench/config/resources-responses.yaml): `store: false` touches no
+    // store; `store: true` keeps every answer in the memory store.
+    ...([['node-responses', false], ['node-responses-store', true]] as const).map(
+      ([id, store]): Omit<Target, 'port' | 'peaks'> => ({
+        ...sluice(id, 'node', true),
+        label: `Sluice Node, /v1/responses translated, store: ${store}`,
+        env: { AISIX_RESOURCES_FILE: 'resources-responses.yaml' },
+        responsesStore: store,
+      }),
+    ),
+    // A token budget on the key and one on the model, in memory (bench/config/resources-budgets.yaml).
+    {
+      ...sluice('node-budgets', 'node', true),
+      label: 'Sluice Node, key + model budgets (memory)',
+      env: { AISIX_RESOURCES_FILE: 'resources-budgets.yaml' },
+    },
+    // MCP servers configured, chat load (bench/config/resources-mcp.yaml).
+    {
+      ...sluice('node-mcp', 'node', true),
+      label: 'Sluice Node, MCP servers configured (chat load)',
+      env: { AISIX_RESOURCES_FILE: 'resources-mcp.yaml' },
+    },
+    // One Datadog-kind usage-event exporter to a local sink (bench/config/resources-usage.yaml).
+    {
+      ...sluice('node-usage', 'node', true),
+      label: 'Sluice Node, usage events (Datadog exporter)',
+      env: { AISIX_RESOURCES_FILE: 'resources-usage.yaml' },
+    },
     // The Sluice of another tree (--baseline DIR), on the same configuration.
     ...(['node', 'bun', 'deno'] as const).map((rt): Omit<Target, 'port' | 'peaks'> => ({
       ...sluice(`${rt}-base`, rt, true),
@@ -690,6 +732,15 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
       })`,
       root: ctx.opt.baseline,
     })),
+    {
+      ...sluice('node-base-responses', 'node', true),
+      label: `Sluice Node (baseline ${
+        ctx.opt.baseline ? baselineRevision(ctx.opt.baseline) : ''
+      }), /v1/responses translated, store: false`,
+      env: { AISIX_RESOURCES_FILE: 'resources-responses.yaml' },
+      responsesStore: false,
+      root: ctx.opt.baseline,
+    },
   ];
 }
 
@@ -699,17 +750,20 @@ function baselineRevision(dir: string): string {
   return r.status === 0 ? r.stdout.trim() : path.basename(dir);
 }
 
-/** bench/otlp-sink.mjs on a fresh port: the collector of the `node-otlp` target; stopped with everything else. */
-async function startOtlpSink(ctx: Ctx): Promise<string> {
+/**
+ * bench/otlp-sink.mjs on a fresh port (it answers every POST 200): the collector of `node-otlp`, the usage-event
+ * intake of `node-usage`; stopped with everything else. Resolves to its port.
+ */
+async function startSink(ctx: Ctx, name: string): Promise<number> {
   const port = await freePort();
-  const logFile = path.join(ctx.runDir, 'otlp-sink.log');
+  const logFile = path.join(ctx.runDir, `${name}.log`);
   launch(process.execPath, [path.join(BENCH, 'otlp-sink.mjs'), String(port)], { cwd: ROOT, env: baseEnv(), logFile });
   const deadline = performance.now() + 10_000;
   while (!(existsSync(logFile) && readFileSync(logFile, 'utf8').includes(`otlp-sink listening ${port}`))) {
-    if (performance.now() > deadline) throw new Error(`otlp-sink not listening after 10 s (log: ${logFile})`);
+    if (performance.now() > deadline) throw new Error(`${name} not listening after 10 s (log: ${logFile})`);
     await sleep(20);
   }
-  return `http://127.0.0.1:${port}/v1/traces`;
+  return port;
 }
 
 /** A local redis-server for the `node-rl-redis` target (no persistence); stopped with everything else. */
@@ -731,11 +785,14 @@ async function startRedisServer(ctx: Ctx): Promise<number> {
 
 /** The process whose CPU and RSS a row reports: the gateway, or for direct rows the mock reached. */
 const pidOf = (ctx: Ctx, t: Target) => (t.kind === 'direct' ? (t.proc ?? ctx.mock).pid : t.proc!.pid);
-const chatUrl = (t: Target) => `http://127.0.0.1:${t.port}/v1/chat/completions`;
+const chatUrl = (t: Target) =>
+  `http://127.0.0.1:${t.port}/v1/${t.responsesStore === undefined ? 'chat/completions' : 'responses'}`;
 const bodyFor = (t: Target, stream: boolean) =>
   JSON.stringify({
     model: t.model,
-    messages: [{ role: 'user', content: 'Say hello.' }],
+    ...(t.responsesStore === undefined
+      ? { messages: [{ role: 'user', content: 'Say hello.' }] }
+      : { input: 'Say hello.', store: t.responsesStore }),
     ...(stream ? { stream: true } : {}),
   });
 
@@ -1228,10 +1285,6 @@ const GOALS = {
   sseRatio: 0.9,
   forwardMs: 1,
   addedTtftP99Ms: 1,
-  xBare: 0.8,
-  denoPeakRssMb: 150,
-  /** Goal 5 with --baseline: the no-feature gateway's CPU per request at most this × the baseline tree's. */
-  offCostVsBaseline: 1.1,
   readyzP99Ms: 10,
   nodeStartupMs: 300,
   idleRssMb: 80,
@@ -1545,139 +1598,263 @@ function report(ctx: Ctx, cells: Cell[], startup: StartupResult[], meta: string[
 
 const memAfter = new Map<TargetId, { after: number; peak: number }>();
 
-/** The bare proxy built from Sluice's own listener and client on each runtime (goal 2's denominator). */
+/** The bare proxy built from Sluice's own listener and client on each runtime. */
 const SAME_PIECES_BARE: Record<Runtime, TargetId> = {
   node: 'bare-node',
   bun: 'bare-bun',
   deno: 'bare-deno-nodehttp',
 };
-/** Goal 5's rows: each feature switched on, against the `node` target (none configured). */
-const FEATURE_ROWS: [TargetId, string][] = [
-  ['node-rl-memory', 'rate limit (memory)'],
-  ['node-rl-redis', 'rate limit (redis)'],
-  ['node-guardrails', 'keyword + pii guardrails'],
-  ['node-cache-miss', 'exact cache, miss (no-store)'],
-  ['node-cache-hit', 'exact cache, hit'],
-  ['node-otlp', 'OTLP exporter, every request'],
+
+/** The targets table's values (bench/README.md "The targets table"). */
+const AIMS = {
+  /** 1: Sluice's CPU per request at JSON/50 minus the same runtime's (native) bare proxy's, in µs. */
+  ownCpuUs: { node: 35, bun: 20, deno: 50 } as Record<Runtime, number>,
+  /** 2: Deno at one caller, p50 over the bare `Deno.serve` proxy's (µs), and JSON/50 req/s ÷ that proxy's. */
+  denoP50OverBareUs: 100,
+  denoXBare: 0.7,
+  /** 4: configuration at scale (bench/config-scale.ts). */
+  configReadyMs: 30_000,
+  configPeakMiB: 1536,
+  configChangeMs: 100,
+  configStallMs: 100,
+};
+
+/**
+ * Target 5's rows: a feature configured (`on`) against the same gateway without it (`off`); the newer four also
+ * against the tree before them (`base`, with --baseline), where off must cost nothing.
+ */
+const FEATURE_ROWS: { on: TargetId; off: TargetId; base?: TargetId; what: string }[] = [
+  { on: 'node-responses-store', off: 'node-responses', base: 'node-base-responses', what: 'Responses store (memory)' },
+  { on: 'node-budgets', off: 'node', base: 'node-base', what: 'budgets (a key and a model budget, memory)' },
+  { on: 'node-mcp', off: 'node', base: 'node-base', what: 'MCP servers configured (chat load)' },
+  { on: 'node-usage', off: 'node', base: 'node-base', what: 'usage events (Datadog exporter, local intake)' },
+  { on: 'node-rl-memory', off: 'node', what: 'rate limit (memory)' },
+  { on: 'node-rl-redis', off: 'node', what: 'rate limit (redis)' },
+  { on: 'node-guardrails', off: 'node', what: 'keyword + pii guardrails' },
+  { on: 'node-cache-miss', off: 'node', what: 'exact cache, miss (no-store)' },
+  { on: 'node-cache-hit', off: 'node', what: 'exact cache, hit' },
+  { on: 'node-otlp', off: 'node', what: 'OTLP exporter, every request' },
 ];
 
 /**
- * The issue's goals, one row each: the target, what this run measured, MET/MISS (`—` when a row it needs
- * did not run). Every ratio is between cells of this run.
+ * What bench/config-scale.ts leaves in bench/results/config-scale.json (target 4): its rows, one per runtime and
+ * source. Absent until that script has run here.
+ */
+interface ConfigScaleRun {
+  keys: number;
+  date?: string;
+  rows: {
+    runtime: string;
+    source: string;
+    readyMs: number;
+    peakMiB: number;
+    /** etcd: one key's put or delete until served (median); file: a reload of the whole file. */
+    changeMs: number;
+    updateStallMs: number;
+  }[];
+}
+
+function readConfigScale(): ConfigScaleRun | undefined {
+  const file = path.join(BENCH, 'results', 'config-scale.json');
+  if (!existsSync(file)) return undefined;
+  try {
+    const run = JSON.parse(readFileSync(file, 'utf8')) as ConfigScaleRun;
+    return Array.isArray(run.rows) ? run : undefined;
+  } catch {
+    return undefined; // a half-written or foreign file: the row reads `—`
+  }
+}
+
+/**
+ * The targets table, one row each: the target, what this run measured, MET/MISS (`—` when a row it needs did
+ * not run), then the side-by-side rows with Portkey as reports. Every figure compares cells of this run.
  */
 function goalsReport(cells: Cell[]): string {
   const get = (sc: ScenarioId, id: TargetId) => cells.find((c) => c.sc === sc && c.t.id === id);
   const rps = (sc: ScenarioId, id: TargetId) => med(get(sc, id), (s) => s.rps);
   const usPerReq = (id: TargetId) => med(get('json50', id), (s) => (1e6 * s.cpuS) / Math.max(1, s.requests));
+  // Per round, so that a round that other processes' load reached differently does not decide a difference.
+  const perRound = (sc: ScenarioId, id: TargetId, f: (s: Sample) => number) => (get(sc, id)?.samples ?? []).map(f);
+  const cpuOf = (s: Sample) => (1e6 * s.cpuS) / Math.max(1, s.requests);
+  const roundDiffs = (sc: ScenarioId, a: TargetId, b: TargetId, f: (s: Sample) => number) => {
+    const bs = perRound(sc, b, f);
+    return perRound(sc, a, f).map((x, i) => x - (bs[i] ?? NaN)).filter(Number.isFinite);
+  };
+  const roundRatios = (a: TargetId, b: TargetId) => {
+    const bs = perRound('json50', b, cpuOf);
+    return perRound('json50', a, cpuOf).map((x, i) => x / (bs[i] ?? NaN)).filter(Number.isFinite);
+  };
   const rows: string[][] = [];
   const verdict = (ok: boolean | undefined) => (ok === undefined ? '—' : ok ? 'MET' : 'MISS');
   const fin = (...xs: number[]) => xs.every(Number.isFinite);
+  const us = (x: number) => (Number.isFinite(x) ? `${x.toFixed(0)} µs` : '—');
+  const signed = (x: number) => (Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${x.toFixed(0)} µs` : '—');
   const name = (rt: string) => `${rt[0]!.toUpperCase()}${rt.slice(1)}`;
+  const label = (sc: ScenarioId, id: TargetId) => get(sc, id)?.t.label ?? id;
   const runtimes = ['node', 'bun', 'deno'] as const;
+
+  // 1. Sluice's own CPU per request over the bare proxy of the runtime's native pieces (what the targets were set on).
   for (const rt of runtimes) {
-    for (const pk of ['portkey', 'portkey-bun'] as const) {
-      const x = rps('json50', rt) / rps('json50', pk);
-      rows.push([
-        '1',
-        `JSON/50 Sluice ${name(rt)} ÷ Portkey on ${pk === 'portkey' ? 'Node' : 'Bun'}`,
-        `≥ ${GOALS.json50VsPortkey}×`,
-        fmtX(x),
-        verdict(fin(x) ? x >= GOALS.json50VsPortkey : undefined),
-      ]);
-    }
-  }
-  // The ceiling of each runtime against Portkey on Bun: a proxy of Sluice's own listener and client that does
-  // nothing else, and the runtime's native pieces; a gateway on them serves less than either.
-  for (const rt of runtimes) {
-    const ceilings = [...new Set([SAME_PIECES_BARE[rt], `bare-${rt}` as TargetId])].filter((id) => get('json50', id));
-    if (ceilings.length === 0 || !get('json50', 'portkey-bun')) continue;
+    const bare = `bare-${rt}` as TargetId;
+    const own = median(roundDiffs('json50', rt, bare, cpuOf));
+    const pieces = SAME_PIECES_BARE[rt] !== bare && get('json50', SAME_PIECES_BARE[rt])
+      ? `; over ${label('json50', SAME_PIECES_BARE[rt])} ${signed(usPerReq(rt) - usPerReq(SAME_PIECES_BARE[rt]))}`
+      : '';
     rows.push([
       '1',
-      `ceiling on ${name(rt)}: the bare proxy ÷ Portkey on Bun`,
-      '(report)',
-      ceilings.map((id) => `${get('json50', id)!.t.label} ${fmtX(rps('json50', id) / rps('json50', 'portkey-bun'))}`)
-        .join('; '),
-      '',
+      `Sluice's own CPU per request at JSON/50, ${name(rt)}: Sluice's minus ${label('json50', bare)}'s`,
+      `≤ ${AIMS.ownCpuUs[rt]} µs`,
+      fin(own)
+        ? `${us(own)} (median of per-round differences; ${us(usPerReq(rt))} against ${us(usPerReq(bare))}, ×bare ${
+          fmtX(rps('json50', rt) / rps('json50', bare))
+        }${pieces})`
+        : '—',
+      verdict(fin(own) ? own <= AIMS.ownCpuUs[rt] : undefined),
     ]);
   }
-  for (const rt of runtimes) {
-    const bare = SAME_PIECES_BARE[rt];
-    const x = rps('json50', rt) / rps('json50', bare);
-    const cpu = usPerReq(rt) / usPerReq(bare);
-    rows.push([
-      '2',
-      `JSON/50 Sluice ${name(rt)} ÷ ${get('json50', bare)?.t.label ?? bare}`,
-      `≥ ${GOALS.xBare}×`,
-      `${fmtX(x)} (CPU per request ${fmtX(cpu)}; ×native bare ${
-        fmtX(rps('json50', rt) / rps('json50', `bare-${rt}`))
-      })`,
-      verdict(fin(x) ? x >= GOALS.xBare : undefined),
-    ]);
-  }
+
+  // 2. Deno on its own footing: one caller's p50 over the bare Deno.serve proxy's, and ×bare against it.
+  const p50Over = median(roundDiffs('json1', 'deno', 'bare-deno', (s) => 1000 * s.p50));
+  const directP50 = med(get('json1', 'direct'), (s) => 1000 * s.p50);
+  rows.push([
+    '2',
+    `Deno, one caller (JSON/1): p50 over ${label('json1', 'bare-deno')}'s`,
+    `≤ ${AIMS.denoP50OverBareUs} µs`,
+    fin(p50Over)
+      ? `${signed(p50Over)} (median of per-round differences${
+        fin(directP50)
+          ? `; added over direct: Sluice ${us(med(get('json1', 'deno'), (s) => 1000 * s.p50) - directP50)}, bare ${
+            us(med(get('json1', 'bare-deno'), (s) => 1000 * s.p50) - directP50)
+          }`
+          : ''
+      })`
+      : '—',
+    verdict(fin(p50Over) ? p50Over <= AIMS.denoP50OverBareUs : undefined),
+  ]);
+  const denoX = rps('json50', 'deno') / rps('json50', 'bare-deno');
+  rows.push([
+    '2',
+    `Deno, JSON/50 req/s ÷ ${label('json50', 'bare-deno')}'s (×bare, native)`,
+    `≥ ${AIMS.denoXBare}×`,
+    fin(denoX)
+      ? `${fmtX(denoX)} (${fmtRps(rps('json50', 'deno'))} against ${fmtRps(rps('json50', 'bare-deno'))} req/s${
+        get('json50', 'bare-deno-nodehttp')
+          ? `; ×bare via node:http + undici ${fmtX(rps('json50', 'deno') / rps('json50', 'bare-deno-nodehttp'))}`
+          : ''
+      })`
+      : '—',
+    verdict(fin(denoX) ? denoX >= AIMS.denoXBare : undefined),
+  ]);
+
+  // 3. No stall at 512 streams on any runtime, and memory per open stream; the bare proxies as the floor.
   const scale = (id: TargetId) => {
     const c = get('sse512', id);
     if (!c) return undefined;
-    const late = c.samples.reduce((a, s) => a + (s.extra.late ?? 0), 0);
-    const errs = c.samples.reduce((a, s) => a + s.errors, 0);
     const x = (k: string) => med(c, (s) => s.extra[k] ?? NaN);
-    const ttfb = x('ttfbP99');
     return {
-      late,
-      errs,
-      lagMax: x('lagMax'),
-      ttfb,
-      kb: x('kbPerStream'),
-      open: x('maxOpen'),
-      rps: med(c, (s) => s.rps),
+      late: c.samples.reduce((a, s) => a + (s.extra.late ?? 0), 0),
+      chunks: c.samples.reduce((a, s) => a + (s.extra.chunks ?? 0), 0),
+      errs: c.samples.reduce((a, s) => a + s.errors, 0),
+      text: `lag max ${fmtMs(x('lagMax'))}, TTFB p99 ${fmtMs(x('ttfbP99'))}, ${x('maxOpen')} open, ${
+        fmtRps(med(c, (s) => s.rps))
+      } streams/s; ${x('kbPerStream').toFixed(0)} KB per open stream (RSS ${fmtMb(x('rssIdleMb'))} idle → ${
+        fmtMb(x('rssOpenMb'))
+      })`,
     };
   };
-  const directTtfb = scale('direct')?.ttfb ?? NaN;
-  for (const id of [...runtimes, 'portkey', 'portkey-bun', 'direct'] as const) {
-    const r = scale(id);
-    if (!r) continue;
-    rows.push([
-      '3',
-      `streams at scale: ${get('sse512', id)!.t.label}`,
-      id === 'direct'
-        ? "(the client's own lag)"
-        : `every chunk ≤ ${STALL_MS} ms, TTFB p99 ≤ direct's + ${STALL_MS} ms, no error`,
-      `${r.late} late, ${r.errs} errors, lag max ${fmtMs(r.lagMax)}, TTFB p99 ${fmtMs(r.ttfb)}, ${r.open} open, ${
-        fmtRps(r.rps)
-      } streams/s; ${r.kb.toFixed(0)} KB per open stream`,
-      id === 'direct' ? '' : verdict(r.late === 0 && r.errs === 0 && !(r.ttfb - directTtfb > STALL_MS)),
-    ]);
-  }
-  // The hop alone (a TCP relay): what any proxy adds on this machine before it parses a byte.
-  const relay = get('sse1', 'tcp-relay');
-  for (const id of [...runtimes, 'portkey', 'portkey-bun'] as const) {
-    const c = get('sse1', id);
-    if (!c) continue;
-    const added = addedTtftP99(c);
-    const bare = id === 'portkey' || id === 'portkey-bun' ? undefined : get('sse1', SAME_PIECES_BARE[id]);
-    const floor = [bare, relay].filter((b) => b !== undefined).map((b) =>
-      `; ${b.t.label} added ${fmtMs(addedTtftP99(b))}`
-    ).join('');
-    rows.push([
-      '3',
-      `added TTFT p99, one caller: ${c.t.label}`,
-      `≤ ${GOALS.addedTtftP99Ms} ms`,
-      `${fmtMs(added)}${floor}`,
-      verdict(fin(added) ? added <= GOALS.addedTtftP99Ms : undefined),
-    ]);
-  }
-  const denoRss = med(get('json50', 'deno'), (s) => s.peakMb);
-  rows.push([
-    '4',
-    'Deno peak RSS at JSON/50',
-    `≤ ${GOALS.denoPeakRssMb} MB`,
-    fmtMb(denoRss),
-    verdict(fin(denoRss) ? denoRss <= GOALS.denoPeakRssMb : undefined),
-  ]);
   for (const rt of runtimes) {
+    const r = scale(rt);
+    rows.push([
+      '3',
+      `${STALL_MS} ms stalls at ${get('sse512', rt)?.t.label ?? `Sluice ${name(rt)}`}'s streams at scale`,
+      `0 chunks later than ${STALL_MS} ms, no error; memory per open stream reported`,
+      r ? `${r.late} of ${r.chunks} chunks late, ${r.errs} errors; ${r.text}` : '—',
+      verdict(r ? r.late === 0 && r.errs === 0 : undefined),
+    ]);
+  }
+  for (const id of ['bare-node', 'bare-bun', 'bare-deno', 'bare-deno-nodehttp', 'tcp-relay', 'direct'] as const) {
+    const r = scale(id);
+    if (r) rows.push(['3', `streams at scale: ${label('sse512', id)}`, '(the floor)', `${r.late} late; ${r.text}`, '']);
+  }
+
+  // 4. Configuration at scale: bench/config-scale.ts's last run, when there is one.
+  const config = readConfigScale();
+  if (!config || config.rows.length === 0) {
+    rows.push([
+      '4',
+      'configuration at scale: 1,000,000 api keys (bench/config-scale.ts → bench/results/config-scale.json)',
+      `ready ≤ ${
+        AIMS.configReadyMs / 1000
+      } s, peak RSS ≤ ${AIMS.configPeakMiB} MiB, one key applied ≤ ${AIMS.configChangeMs} ms, no request over ${AIMS.configStallMs} ms`,
+      '— (no run recorded)',
+      '—',
+    ]);
+  }
+  for (const r of config?.rows ?? []) {
+    const ok = r.readyMs <= AIMS.configReadyMs && r.peakMiB <= AIMS.configPeakMiB &&
+      r.updateStallMs <= AIMS.configStallMs && (r.source !== 'etcd' || r.changeMs <= AIMS.configChangeMs);
+    rows.push([
+      '4',
+      `configuration at scale: ${config!.keys.toLocaleString('en-US')} api keys, ${r.runtime}, ${r.source}${
+        config!.date ? ` (bench/config-scale.ts, ${config!.date})` : ''
+      }`,
+      `ready ≤ ${AIMS.configReadyMs / 1000} s, peak RSS ≤ ${AIMS.configPeakMiB} MiB, ${
+        r.source === 'etcd' ? `one key applied ≤ ${AIMS.configChangeMs} ms, ` : ''
+      }no request over ${AIMS.configStallMs} ms`,
+      `ready ${(r.readyMs / 1000).toFixed(1)} s, peak ${r.peakMiB.toFixed(0)} MiB, ${
+        r.source === 'etcd' ? 'one key' : 'reload'
+      } ${r.changeMs.toFixed(1)} ms, slowest request ${r.updateStallMs.toFixed(1)} ms`,
+      verdict(fin(r.readyMs, r.peakMiB, r.changeMs, r.updateStallMs) ? ok : undefined),
+    ]);
+  }
+
+  // 5. Each new feature off (against the tree before it, --baseline) and on (against off, this tree). Off costs
+  // nothing measurable when the rounds do not agree on a cost: at least one round measured it no dearer.
+  const offRow = (a: TargetId, b: TargetId): [string, boolean | undefined] => {
+    const rs = roundRatios(a, b);
+    if (rs.length === 0) return ['—', undefined];
+    return [
+      `${fmtX(median(rs))} CPU per request (rounds ${rs.map((r) => r.toFixed(2)).join(', ')}; ${
+        us(usPerReq(a))
+      } against ${us(usPerReq(b))}), ${fmtX(rps('json50', a) / rps('json50', b))} req/s`,
+      Math.min(...rs) <= 1,
+    ];
+  };
+  const [noFeature, noFeatureOk] = offRow('node', 'node-base');
+  rows.push([
+    '5',
+    `no feature configured: ${label('json50', 'node')} ÷ ${label('json50', 'node-base')}`,
+    'nothing measurable: not every round dearer',
+    noFeature,
+    verdict(noFeatureOk),
+  ]);
+  for (const f of FEATURE_ROWS) {
+    if (!get('json50', f.on) && !(f.base && f.off !== 'node' && get('json50', f.off))) continue;
+    const on = median(roundDiffs('json50', f.on, f.off, cpuOf));
+    const onText = get('json50', f.on)
+      ? `on: ${signed(on)} CPU per request over off (median of per-round differences; ${us(usPerReq(f.on))} against ${
+        us(usPerReq(f.off))
+      }), ${fmtX(rps('json50', f.on) / rps('json50', f.off))} req/s`
+      : 'on: —';
+    if (!f.base) {
+      rows.push(['5', `feature on: ${f.what}`, '(its cost, reported)', onText, '']);
+      continue;
+    }
+    // Off for budgets, MCP and usage events is the no-feature gateway itself: the row above.
+    const [offText, offOk] = f.off === 'node' ? [`the no-feature row above`, noFeatureOk] : offRow(f.off, f.base);
+    rows.push([
+      '5',
+      `${f.what}: off ÷ the tree before it; on over off`,
+      'off: nothing measurable; on: reported',
+      `off: ${offText}; ${onText}`,
+      `off: ${verdict(offOk)}`,
+    ]);
+  }
+  for (const rt of ['bun', 'deno'] as const) {
     const base = get('json50', `${rt}-base`);
     if (!base) continue;
     rows.push([
-      '4',
+      '5',
       `A/B: Sluice ${name(rt)} ÷ ${base.t.label}`,
       '(report)',
       `${fmtX(rps('json50', rt) / rps('json50', `${rt}-base`))} req/s, ${
@@ -1688,34 +1865,36 @@ function goalsReport(cells: Cell[]): string {
       '',
     ]);
   }
-  const offVsBase = usPerReq('node') / usPerReq('node-base');
-  rows.push([
-    '5',
-    "no feature configured: Sluice Node CPU per request ÷ the baseline tree's (--baseline)",
-    `≤ ${GOALS.offCostVsBaseline}×`,
-    fmtX(offVsBase),
-    verdict(fin(offVsBase) ? offVsBase <= GOALS.offCostVsBaseline : undefined),
-  ]);
-  // A feature's cost: the median over rounds of its CPU per request minus `node`'s in the same round, so that
-  // one round of the two under other processes' load does not decide it.
-  const perRound = (id: TargetId) =>
-    (get('json50', id)?.samples ?? []).map((s) => (1e6 * s.cpuS) / Math.max(1, s.requests));
-  for (const [id, what] of FEATURE_ROWS) {
-    if (!get('json50', id)) continue;
-    const off = perRound('node');
-    const d = median(perRound(id).map((us, i) => us - (off[i] ?? NaN)));
+
+  // Side by side with Portkey (reports): Sluice and each runtime's ceiling against Portkey on Node and on Bun.
+  for (const rt of runtimes) {
+    const xs = (['portkey', 'portkey-bun'] as const).filter((pk) => get('json50', pk) && get('json50', rt));
+    if (xs.length === 0) continue;
     rows.push([
-      '5',
-      `feature on: ${what}`,
-      '(its cost, reported)',
-      `${d >= 0 ? '+' : ''}${d.toFixed(0)} µs CPU per request (median of per-round differences; ${
-        usPerReq(id).toFixed(0)
-      } vs ${usPerReq('node').toFixed(0)}), ${fmtX(rps('json50', id) / rps('json50', 'node'))} req/s`,
+      'beside',
+      `JSON/50 Sluice ${name(rt)} ÷ Portkey`,
+      '(report)',
+      xs.map((pk) => `on ${pk === 'portkey' ? 'Node' : 'Bun'} ${fmtX(rps('json50', rt) / rps('json50', pk))}`).join(
+        '; ',
+      ),
+      '',
+    ]);
+  }
+  for (const rt of runtimes) {
+    const ceilings = [...new Set([SAME_PIECES_BARE[rt], `bare-${rt}` as TargetId])].filter((id) => get('json50', id));
+    if (ceilings.length === 0 || !get('json50', 'portkey-bun')) continue;
+    rows.push([
+      'beside',
+      `ceiling on ${name(rt)}: the bare proxy ÷ Portkey on Bun`,
+      '(report)',
+      ceilings.map((id) => `${label('json50', id)} ${fmtX(rps('json50', id) / rps('json50', 'portkey-bun'))}`).join(
+        '; ',
+      ),
       '',
     ]);
   }
   return [
-    '| goal | row | target | this run | result |',
+    '| target | row | target value | this run | result |',
     '|---|---|---|---|---|',
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ].join('\n');
@@ -1893,8 +2072,14 @@ async function main(): Promise<void> {
         const otlpEnv: Record<string, string> = def.id === 'node-otlp'
           ? {
             AISIX_OBSERVABILITY__TRACING__OTLP__ENABLED: 'true',
-            AISIX_OBSERVABILITY__TRACING__OTLP__ENDPOINT: await startOtlpSink(ctx),
+            AISIX_OBSERVABILITY__TRACING__OTLP__ENDPOINT: `http://127.0.0.1:${await startSink(
+              ctx,
+              'otlp-sink',
+            )}/v1/traces`,
           }
+          : def.id === 'node-usage'
+          // The Datadog exporter's intake (bench/config/resources-usage.yaml): the same sink, any path answered 200.
+          ? { SLUICE_BENCH_DD_SITE: `127.0.0.1:${await startSink(ctx, 'usage-sink')}`, DD_CRED_BENCH_API_KEY: 'bench' }
           : {};
         const s = await startSluice(
           ctx,
@@ -1971,13 +2156,17 @@ async function main(): Promise<void> {
       `ceilings: "bare Hono proxy" rows are bench/bare-proxy.ts (one POST route forwarding to the same mock: @hono/node-server + undici.request on Node, Bun.serve/Deno.serve + fetch on Bun/Deno), ×bare = Sluice ÷ the bare proxy of its runtime; "via node:http" rows bind the bare proxy through the runtime's node:http layer, as Sluice does on Bun and Deno (on Deno with undici as Sluice's client there); "no framework" is a plain node:http handler with undici.request, the ceiling of any Node proxy made of those two; "undici.request client alone" is bench/undici-client.ts at the mock, no server in between; "direct (mock on node)" is a second mock on node:http`,
       `Sluice: bench/config (auth on, routing model bench-route → bench-direct, metrics listener on, access log to a file; "no access log" rows set observability.access_log=false); Portkey ${PORTKEY_VERSION} with @hono/node-server ${PORTKEY_NODE_SERVER}, x-portkey-provider: openai + x-portkey-custom-host`,
       `load average (uptime) at the start ${loadAtStart}, at the end ${loadAverage()}`,
+      // The gateways inherit it, and it becomes `upstream.tls`'s CA: on Bun a cost on every upstream call.
+      ...(process.env.SSL_CERT_FILE
+        ? [`SSL_CERT_FILE=${process.env.SSL_CERT_FILE} reaches every gateway (docs/performance.md "Current figures")`]
+        : []),
       `wall time ${((performance.now() - started) / 1000).toFixed(0)} s${
         ctx.noisyWaits
           ? `; ${ctx.noisyWaits} measurement(s) started while other processes were busy (see ⚠ in detail)`
           : ''
       }`,
     ];
-    const md = `${report(ctx, cells, startup, meta)}\n## Goals (issue 27)\n\n${goalsReport(cells)}\n`;
+    const md = `${report(ctx, cells, startup, meta)}\n## Targets (issue 51)\n\n${goalsReport(cells)}\n`;
     mkdirSync(path.join(BENCH, 'results'), { recursive: true });
     writeFileSync(path.join(BENCH, 'results', 'latest.md'), md);
     writeFileSync(
