@@ -67,6 +67,8 @@ function upstreamTlsFetch(tls: UpstreamTls | undefined): KeyFetch {
   const base = tls ? options() : undefined;
   const keyed = new KeyTlsPools(options);
   return (url, init, key) => {
+    // Bun reads a request's `tls` (a whole CA list under SSL_CERT_FILE) on every fetch: only https needs it.
+    if (!/^https:/i.test(url)) return fetch(url, init);
     const t = key ? keyed.get(key) : base;
     return fetch(url, t ? { ...init, tls: t } as RequestInit : init);
   };
