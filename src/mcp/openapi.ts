@@ -3,6 +3,7 @@
 // `<method>_<path>` sanitized, an input schema of the path and query parameters plus a JSON `body`, local `$ref`s
 // inlined under bounds; and how a call's arguments become the URL, the query and the JSON body. Pure: the HTTP
 // side is openapi-call.ts.
+import { segmentProblem } from '../providers/url-segment.ts';
 
 /** One operation, resolved into a callable tool. */
 export interface OpenApiTool {
@@ -210,10 +211,13 @@ function encodeSegment(s: string): string {
   return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
+/** An OpenAPI path argument has no grammar of its own: only `segmentProblem`'s checks apply. */
+const ANY_TEXT = /^[\s\S]*$/;
+
 /**
  * The request URL: the base without its trailing `/`, then the path with each `{p}` replaced by its argument as
  * one encoded segment. A string is a message for the agent (a tool error): a missing value, a separator, a dot
- * segment or a structured value would change the request's target.
+ * segment, an escape of one at any depth, or a structured value would change the request's target.
  */
 export function buildUrl(base: string, tool: OpenApiTool, args: Json): { url: string } | { error: string } {
   let path = tool.path;
@@ -229,6 +233,9 @@ export function buildUrl(base: string, tool: OpenApiTool, args: Json): { url: st
       return { error: `path parameter '${p}' must not contain path separators` };
     }
     if (raw === '.' || raw === '..') return { error: `path parameter '${p}' cannot be '.' or '..'` };
+    // The shared segment rule: an API, or a proxy before it, that decodes once more would read a step in an escape.
+    const problem = segmentProblem(raw, ANY_TEXT);
+    if (problem) return { error: `path parameter '${p}' ${problem}` };
     path = path.split(`{${p}}`).join(encodeSegment(raw));
   }
   const query = queryString(tool, args);

@@ -26,6 +26,7 @@ import type { Config } from '../config/schema.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
 import { ProxyError } from '../http/errors.ts';
 import { configSecrets, scrubberFor } from '../http/scrub.ts';
+import { decodePathParam } from '../http/path-param.ts';
 import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
 import { toolCallSubjects } from '../policies/reserve.ts';
 import { countTokensNow } from '../providers/estimate.ts';
@@ -70,7 +71,10 @@ function text(c: Context<ProxyEnv>, status: number, body: string, kind: string):
   return new Response(body, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
 }
 
-/** identify → the agent (404 unknown or disabled) → the key's `allowed_agents` (403). */
+/**
+ * identify → the agent named by the path's second segment (`/a2a/{agent}…`; 400 when its percent-encoding does not
+ * decode, 404 unknown or disabled) → the key's `allowed_agents` (403).
+ */
 async function admit(
   c: Context<ProxyEnv>,
   identify: RequestStep,
@@ -79,7 +83,9 @@ async function admit(
   const refused = await identify.run(req);
   if (refused instanceof ProxyError) return fail(c, refused);
   if (refused) return refused;
-  const name = c.req.param('agent') ?? '';
+  // The raw segment, not `c.req.param`: Hono hands a malformed escape over undecoded.
+  const name = decodePathParam(new URL(c.req.url).pathname.split('/')[2] ?? '');
+  if (name instanceof ProxyError) return fail(c, name);
   const agent = servedAgent(req.caller.snapshot.of('a2a_agents'), name);
   if (!agent) return text(c, 404, A2A_REFUSAL.unknownAgent(name), 'not_found');
   if (!agentAllowed(req.caller.key.allowed_agents, agent.name)) {

@@ -191,7 +191,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     'a2a-call': () => a2aCall(d, identify),
     'a2a-card': () => a2aCard(d, identify),
     passthrough: () => passthrough.fallback,
-    realtime: () => realtimeHandler(d, identify, clientIpOf, guards),
+    realtime: () => realtimeHandler({ ...d, configSecrets: secrets }, identify, clientIpOf, guards),
     mcp: mcpHandlers(
       d,
       { bodyLimit: cfg.proxy.request_body_limit_bytes, clientIpOf, configSecrets: secrets },

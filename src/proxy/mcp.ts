@@ -16,6 +16,7 @@ import type { Config } from '../config/schema.ts';
 import { AttachmentIndex } from '../guardrails/attachments.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
 import { scrubberFor } from '../http/scrub.ts';
+import { decodePathParam } from '../http/path-param.ts';
 import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
 import type { Registry } from '../observability/metrics.ts';
 import { idOf, rpcError, versionGate } from '../mcp/protocol.ts';
@@ -109,20 +110,23 @@ function mcpEndpoint(
 ): McpHandler {
   return async function handleMcp(c) {
     const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
+    // The server's name, decoded from the raw segment; one that does not decode is the 400 after authentication.
     let named: string | undefined;
+    let badName: ProxyError | undefined;
     if (route.scoped) {
-      try {
-        named = decodeURIComponent(c.req.path.slice(c.req.path.lastIndexOf('/') + 1));
-      } catch {
-        return fail(c, errors.badRequest('request payload is invalid: invalid path parameter'));
-      }
+      const raw = new URL(c.req.url).pathname.split('/')[2] ?? '';
+      const decoded = decodePathParam(raw);
+      if (decoded instanceof ProxyError) badName = decoded;
+      else named = decoded;
     }
     if (!originAllowed(req.headers, c.req.url)) {
       return json(403, rpcError(null, -32600, 'Forbidden: the Origin header does not match this endpoint'));
     }
-    const anonymous = await admitCaller(d, rules, identify, req, named);
+    // A name that does not decode names no server, so it admits no anonymous caller.
+    const anonymous = badName ? await identify.run(req) : await admitCaller(d, rules, identify, req, named);
     if (anonymous instanceof ProxyError) return challenged(d, fail(c, anonymous), anonymous);
     if (anonymous instanceof Response) return anonymous;
+    if (badName) return fail(c, badName);
     const { key, snapshot } = req.caller;
     const all = per.servers.of(snapshot);
     let scoped: McpServer | undefined;

@@ -8,6 +8,8 @@ import { reserveSession } from '../budgets/spend.ts';
 import type { Amount } from '../budgets/store.ts';
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
+import { bearerToken } from '../http/auth.ts';
+import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Platform, RelaySocket } from '../platform.ts';
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
@@ -49,6 +51,8 @@ export interface RealtimeDeps {
   readonly platform?: Pick<Platform, 'connectWebSocket'>;
   /** Spend budgets (docs/budgets.md): a session is admitted while its budgets have room, charged at its end. */
   readonly budgets?: Pick<BudgetsSetup, 'budgets'>;
+  /** The secrets of config.yaml (`configSecrets`), scrubbed from the upstream's words with the resources'. */
+  readonly configSecrets?: readonly string[];
 }
 
 /** A request whose headers carry the key a subprotocol gave, so `identify` reads it as a bearer. */
@@ -116,6 +120,7 @@ export function realtimeHandler(
     rec.dispatching(true, { model, key, upstreamModel });
     const found = guards?.modelChain(snapshot, apiKey, model.id);
     const checks = found && frameChecks(found.chain, found.deps, model.display_name, rec);
+    const scrub = scrubberFor(snapshot, d.configSecrets ?? [], bearerToken(req.headers));
     // The session holds the request's in-flight slot and its record until it ends (track.ts).
     const tracker: StreamTracker = { onEnd: undefined };
     c.set('stream', tracker);
@@ -126,7 +131,7 @@ export function realtimeHandler(
           d,
           client,
           () => connect({ ...target, timeoutMs: connectMs(d) }),
-          { idleMs: idleMs(d, model), ...(checks ? { checks } : {}) },
+          { idleMs: idleMs(d, model), scrub, ...(checks ? { checks } : {}) },
         );
         const u = ended.usage;
         rec.read({ input: u.input, output: u.output, total: u.input + u.output, cachedPrompt: u.cached }, undefined);
@@ -162,13 +167,14 @@ async function runSession(
   d: RealtimeDeps,
   client: RelaySocket,
   open: () => Promise<RelaySocket>,
-  opts: RelayOptions,
+  opts: RelayOptions & { scrub: Scrub },
 ): Promise<SessionEnd> {
   let upstream: RelaySocket;
   try {
     upstream = await open();
   } catch (e) {
-    d.log.warn('realtime upstream connect failed', { error: String(e) });
+    // A refused handshake's error may quote what the upstream answered.
+    d.log.warn('realtime upstream connect failed', { error: opts.scrub(String(e), MAX_LOGGED_ERROR) });
     client.send(CONNECT_FAILED_FRAME);
     client.close(1011, 'upstream connect failed');
     return { usage: { input: 0, output: 0, cached: 0 }, status: 502, by: 'upstream' };
@@ -179,6 +185,9 @@ async function runSession(
   stopWatch();
   return ended;
 }
+
+/** The longest connect error logged, in characters (cut after it is scrubbed). */
+const MAX_LOGGED_ERROR = 600;
 
 const CONNECT_FAILED_FRAME = JSON.stringify({
   type: 'error',

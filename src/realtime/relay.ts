@@ -1,7 +1,9 @@
 // The Realtime relay between the caller's WebSocket and the upstream's (docs/realtime.md "Relay"): frames both
 // ways unchanged, usage summed from the upstream's events, the idle cap, close codes relayed, the drain's end, and
-// the content checks a text frame waits for before it goes on (docs/realtime.md "Guardrails").
+// the content checks a text frame waits for before it goes on (docs/realtime.md "Guardrails"). The upstream's
+// error frames and close reason pass the secret scrubber first (docs/security.md "Secrets in answers and logs").
 import type { RelaySocket, WsFrame } from '../platform.ts';
+import type { Scrub } from '../http/scrub.ts';
 
 /** Tokens the upstream reported over a session. */
 export interface RealtimeUsage {
@@ -33,6 +35,11 @@ export interface RelayOptions {
    * the frames behind it in its direction wait with it, so order is kept; a refused frame is never relayed.
    */
   checks?: { input?: FrameCheck; output?: FrameCheck };
+  /**
+   * Redacts the configured secrets from the upstream's words (an upstream echoes the key it was sent): its text
+   * frames that carry an error, before their check and the caller, and its close reason.
+   */
+  scrub?: Scrub;
 }
 
 /** A running relay: `end` resolves once both sides are closed (or given up on). */
@@ -93,6 +100,7 @@ export function startRelay(client: RelaySocket, upstream: RelaySocket, opts: Rel
   touch();
   const input = opts.checks?.input;
   const output = opts.checks?.output;
+  const scrub = opts.scrub;
   // AISIX's refusal: the error frame, then 1011 `content policy`; the upstream is let go.
   const refuse = (errorFrame: string) => {
     if (done) return;
@@ -138,18 +146,59 @@ export function startRelay(client: RelaySocket, upstream: RelaySocket, opts: Rel
       touch();
       // Counted before its check, as AISIX does: a refused answer was still generated and billed.
       addUsage(usage, frame);
-      fromUpstream(() => pass(verdict(output, frame), () => client.send(frame)));
+      const out = scrub && typeof frame === 'string' ? scrubbedFrame(frame, scrub) : frame;
+      fromUpstream(() => pass(verdict(output, out), () => client.send(out)));
     },
     close(code, reason) {
       fromUpstream(() => {
         if (code === 1006) client.close(1011, 'upstream error');
         else if (UNSENDABLE.has(code)) client.close();
-        else client.close(code, reason);
+        else client.close(code, scrub && reason !== '' ? scrubbedReason(reason, scrub) : reason);
         settle(code === 1006 ? 502 : 200, 'upstream');
       });
     },
   });
   return { usage, end, goAway: () => closeBoth(1001, 'server shutting down', 503, 'drain') };
+}
+
+/**
+ * An upstream text frame with every secret redacted, when it carries an error (its `type` or a member is the JSON
+ * string `"error"`): OpenAI's `error` event quotes a rejected key. Other frames are returned as they are without
+ * being searched, so audio costs one scan for the marker. A frame is rewritten only when a secret was found, as
+ * JSON with each string (values and names) redacted, so the caller still parses it; text that is not JSON is
+ * redacted as text.
+ */
+export function scrubbedFrame(frame: string, scrub: Scrub): string {
+  if (!frame.includes('"error"')) return frame;
+  const text = scrub(frame);
+  if (text === frame) return frame;
+  let event: unknown;
+  try {
+    event = JSON.parse(frame);
+  } catch {
+    return text;
+  }
+  return JSON.stringify(scrubbedStrings(event, scrub));
+}
+
+function scrubbedStrings(v: unknown, scrub: Scrub): unknown {
+  if (typeof v === 'string') return scrub(v);
+  if (Array.isArray(v)) return v.map((x) => scrubbedStrings(x, scrub));
+  if (typeof v !== 'object' || v === null) return v;
+  // fromEntries defines own members, so a `__proto__` member stays a member.
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [scrub(k), scrubbedStrings(x, scrub)]));
+}
+
+/** The longest close reason a close frame carries, in UTF-8 bytes. */
+const MAX_CLOSE_REASON_BYTES = 123;
+const utf8 = new TextEncoder();
+
+/** An upstream's close reason with every secret redacted, scrubbed whole, then cut to fit a close frame. */
+export function scrubbedReason(reason: string, scrub: Scrub): string {
+  let out = scrub(reason, MAX_CLOSE_REASON_BYTES);
+  // A redaction may lengthen the text, and a character may take several bytes.
+  while (utf8.encode(out).length > MAX_CLOSE_REASON_BYTES) out = scrub(reason, out.length - 1);
+  return out;
 }
 
 /**

@@ -9,16 +9,23 @@ import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWebSocket } from 'openai/realtime/websocket';
 import { WebSocket } from 'ws';
-import { type MockRealtime, startMockRealtime, UPSTREAM_USAGE } from '../support/mock-realtime.ts';
+import {
+  type MockRealtime,
+  REALTIME_UPSTREAM_KEY,
+  startMockRealtime,
+  UPSTREAM_USAGE,
+} from '../support/mock-realtime.ts';
 import {
   baseConfig,
   CALLER_KEY,
   deadEndpoint,
   type GatewayProcess,
+  type LogLine,
   resourcesFor,
   type RuntimeName,
   spawnGateway,
 } from '../support/process.ts';
+import { until } from '../support/until.ts';
 
 const RUNTIMES: RuntimeName[] = (process.env.SLUICE_REALTIME_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
   ['node', 'bun', 'deno'];
@@ -250,6 +257,27 @@ for (const runtime of RUNTIMES) {
       const end = closed(ws);
       ws.send(JSON.stringify({ type: 'test.close' }));
       assert.deepEqual(await end, { code: 4001, reason: 'bye' });
+    });
+
+    test("an upstream's error frame and close reason echoing the provider key reach the caller redacted", async () => {
+      const isSession = (l: LogLine) => l.path === '/v1/realtime';
+      const sessionsBefore = gw.logs.filter(isSession).length;
+      const ws = await connect(`${wsBase}?model=gpt-test`, { authorization: `Bearer ${CALLER_KEY}` });
+      assert.ok(ws instanceof WebSocket);
+      await nextEvent(ws, 'session.created');
+      const end = closed(ws);
+      ws.send(JSON.stringify({ type: 'test.echo_key' }));
+      const error = await nextEvent(ws, 'error');
+      assert.deepEqual(error.error, {
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+        message: 'Incorrect API key provided: [redacted].',
+        param: null,
+      });
+      assert.deepEqual(await end, { code: 4001, reason: 'invalid key [redacted]' });
+      await until(() => gw.logs.filter(isSession).length > sessionsBefore, 10_000, "the session's access log");
+      const output = JSON.stringify(gw.logs) + gw.rawErr.join('\n');
+      assert.ok(!output.includes(REALTIME_UPSTREAM_KEY), 'no log line holds the key');
     });
 
     test("a session's tokens are charged to the key's tokens-per-minute limit", async () => {

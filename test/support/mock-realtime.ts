@@ -1,7 +1,8 @@
 // A mock OpenAI Realtime upstream (docs/realtime.md): checks what OpenAI checks at the handshake (the path, the
 // `model` query, the bearer credential) and refuses a session opened with the retired `OpenAI-Beta: realtime=v1`
 // header with 4000 `beta_api_shape_disabled`, as OpenAI now does. It answers `session.update` and
-// `response.create` with the GA events, `response.done` carrying usage; `test.close` makes it close with 4001.
+// `response.create` with the GA events, `response.done` carrying usage; `test.close` makes it close with 4001;
+// `test.echo_key` answers OpenAI's `error` event quoting the key it was sent, then closes with it in the reason.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
@@ -66,6 +67,18 @@ export async function startMockRealtime(model = 'gpt-upstream'): Promise<MockRea
         send({ type: 'response.done', response: { id: 'resp_1', status: 'completed', usage: UPSTREAM_USAGE } });
       }
       if (event.type === 'test.close') ws.close(4001, 'bye');
+      if (event.type === 'test.echo_key') {
+        send({
+          type: 'error',
+          error: {
+            type: 'invalid_request_error',
+            code: 'invalid_api_key',
+            message: `Incorrect API key provided: ${REALTIME_UPSTREAM_KEY}.`,
+            param: null,
+          },
+        });
+        ws.close(4001, `invalid key ${REALTIME_UPSTREAM_KEY}`);
+      }
     });
     ws.on('close', (code) => closes.push(code));
   });

@@ -116,3 +116,78 @@ describe('an id that could move the upstream URL', () => {
     });
   }
 });
+
+describe('/a2a/{agent} and /mcp/{server}: a name that does not decode', () => {
+  let named: RecordingGateway;
+  before(async () => {
+    named = await recordingGateway(
+      `_format_version: "1"
+a2a_agents:
+  - { name: echo, url: "${up.url}/a2a", auth_type: bearer, secret: agent-secret }
+mcp_servers:
+  - { name: tools, url: "${up.url}/mcp" }
+api_keys:
+  - { display_name: app, key_env: APP, allowed_models: [], allowed_agents: ["*"], mcp_access: { allow: ["*"] } }
+`,
+      { APP: 'sk-app' },
+    );
+  });
+
+  const rpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+  const ROUTES: [string, string, RequestInit][] = [
+    ['POST', '/a2a/NAME', { method: 'POST', headers: { 'content-type': 'application/json' }, body: rpc }],
+    ['GET', '/a2a/NAME/.well-known/agent-card.json', { method: 'GET' }],
+    [
+      'POST',
+      '/mcp/NAME',
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: rpc,
+      },
+    ],
+  ];
+
+  for (const [method, template, init] of ROUTES) {
+    test(`${method} ${template}: 401 unauthenticated, else AISIX's 400; nothing sent`, async () => {
+      const sent = named.sent.length;
+      const received = up.received.length;
+      for (const bad of ['%ff', 'echo%', '%e2%82']) {
+        const path = template.replace('NAME', bad);
+        const send = (key: string | null) =>
+          Promise.resolve(named.app.request(path, {
+            ...init,
+            headers: { ...init.headers as Record<string, string>, ...(key ? { authorization: `Bearer ${key}` } : {}) },
+          }, { peer: '127.0.0.1:5555' }));
+        const anonymous = await send(null);
+        assert.equal(anonymous.status, 401, path);
+        await anonymous.body?.cancel();
+        const res = await send('sk-app');
+        assert.equal(res.status, 400, path);
+        assert.equal(res.headers.get('content-type'), 'application/json', path);
+        assert.deepEqual(await res.json(), INVALID_PARAM, path);
+      }
+      assert.equal(named.sent.length, sent, 'no upstream request');
+      assert.equal(up.received.length, received);
+    });
+  }
+
+  test('a well-formed escape is decoded as the name', async () => {
+    const card = await named.app.request('/a2a/%65cho/.well-known/agent-card.json', {
+      headers: { authorization: 'Bearer sk-app' },
+    }, { peer: '127.0.0.1:5555' });
+    assert.ok(card.status !== 400 && card.status !== 404, `the agent echo was found: ${card.status}`);
+    await card.body?.cancel();
+    const unknown = await named.app.request('/mcp/t%6Fols%2Fx', {
+      method: 'POST',
+      headers: {
+        authorization: 'Bearer sk-app',
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: rpc,
+    }, { peer: '127.0.0.1:5555' });
+    assert.equal(unknown.status, 404);
+    assert.equal(await unknown.text(), 'unknown MCP server: tools/x');
+  });
+});

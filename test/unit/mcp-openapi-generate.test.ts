@@ -105,6 +105,12 @@ describe('arguments', () => {
     assert.deepEqual(buildUrl('http://h', tool!, { id: 'x', n: 'a\\b' }), {
       error: "path parameter 'n' must not contain path separators",
     });
+    // Not the literal `%252e%252e` a decoding API would read as `..`: refused, naming the argument.
+    assert.deepEqual(buildUrl('http://h', tool!, { id: '%2e%2e', n: 1 }), {
+      error: `path parameter 'id' holds a percent-escape of ".", "/" or "\\"`,
+    });
+    // An escape of anything else is sent as the literal text it is.
+    assert.deepEqual(buildUrl('http://h', tool!, { id: 'a%20b', n: 1 }), { url: 'http://h/i/a%2520b/1' });
   });
 
   test('body coercion', () => {

@@ -245,6 +245,13 @@ describe('tools/call', () => {
       const [args, text] of [
         [{ id: 'a/b' }, "path parameter 'id' must not contain path separators"],
         [{ id: '..' }, "path parameter 'id' cannot be '.' or '..'"],
+        // Escapes of a step, at any depth: an API that decodes once more would read one.
+        [{ id: '%2e%2e' }, `path parameter 'id' holds a percent-escape of ".", "/" or "\\"`],
+        [{ id: '%252e%252e' }, `path parameter 'id' holds a percent-escape of ".", "/" or "\\"`],
+        [{ id: 'a%2Fb' }, `path parameter 'id' holds a percent-escape of ".", "/" or "\\"`],
+        [{ id: '%255c' }, `path parameter 'id' holds a percent-escape of ".", "/" or "\\"`],
+        [{ id: 'x..' }, `path parameter 'id' holds ".."`],
+        [{ id: 'x%zz' }, `path parameter 'id' holds a "%" that is not an escape`],
         [{}, "missing required path parameter 'id'"],
         [{ id: { x: 1 } }, "path parameter 'id' must be a string, number, or boolean"],
       ] as const

@@ -4,9 +4,18 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RelaySocket, WsFrame, WsHandlers } from '../../src/platform.ts';
-import { addUsage, CHECK_FAILED_FRAME, type RealtimeUsage, startRelay } from '../../src/realtime/relay.ts';
+import {
+  addUsage,
+  CHECK_FAILED_FRAME,
+  type RealtimeUsage,
+  scrubbedFrame,
+  scrubbedReason,
+  startRelay,
+} from '../../src/realtime/relay.ts';
+import { base64Copies, scrubText } from '../../src/http/scrub.ts';
 import { callerWantsBeta, upstreamTarget } from '../../src/realtime/upstream.ts';
 import { ProxyError } from '../../src/http/errors.ts';
+import { until } from '../support/until.ts';
 import type { DirectModel, ProviderKey } from '../../src/resources/schema.ts';
 
 /** One side of the relay: what the relay sent it and how it was closed; `peer` plays the other end. */
@@ -47,6 +56,9 @@ function manualTimers() {
     },
   };
 }
+
+const SECRET = 'sk-up-echo-0123456789abcdef';
+const SLASHED = 'sk-up/echo/0123456789';
 
 const done = (usage: object) => JSON.stringify({ type: 'response.done', event_id: 'e1', response: { usage } });
 
@@ -152,6 +164,89 @@ describe('realtime relay', () => {
     upstream.peerSends('{"type":"response.text.delta"}');
     assert.equal((await relay.end).status, 400);
     assert.deepEqual(client.sent, [CHECK_FAILED_FRAME]);
+  });
+
+  test("an upstream's error frame echoing the key reaches the caller and its check redacted, still JSON", async () => {
+    const scrub = (t: string, max?: number) => scrubText(t, [SECRET], max);
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    const checked: string[] = [];
+    startRelay(client, upstream, {
+      idleMs: 0,
+      scrub,
+      checks: { output: (t) => (checked.push(t), Promise.resolve(undefined)) },
+    });
+    // OpenAI's realtime `error` event, the key quoted raw, upper-cased, percent-encoded and in base64.
+    const echo = JSON.stringify({
+      type: 'error',
+      event_id: 'evt_1',
+      error: {
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+        message: `Incorrect API key provided: ${SECRET}. ${SECRET.toUpperCase()} ${encodeURIComponent(SECRET)} ${
+          base64Copies(SECRET)[0]
+        }`,
+        param: null,
+      },
+    });
+    upstream.peerSends(echo);
+    await until(() => client.sent.length === 1, 2000, 'the error frame relayed');
+    const sent = client.sent[0] as string;
+    assert.ok(!sent.toLowerCase().includes('sk-up-echo'), sent);
+    assert.ok(!sent.includes(base64Copies(SECRET)[1]!), sent);
+    assert.deepEqual(JSON.parse(sent), {
+      type: 'error',
+      event_id: 'evt_1',
+      error: {
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+        message: 'Incorrect API key provided: [redacted]. [redacted] [redacted] [redacted]',
+        param: null,
+      },
+    });
+    assert.deepEqual(checked, [sent], 'the output check reads the scrubbed frame');
+  });
+
+  test('an error frame whose key was escaped in JSON stays JSON; frames without an error are not rewritten', () => {
+    const scrub = (t: string, max?: number) => scrubText(t, [SLASHED], max);
+    // The key is JSON-escaped in the frame (`\/`): a redaction of the text alone could split an escape.
+    const frame = `{"type":"error","error":{"message":"bad key ${SLASHED.replace(/\//g, '\\/')}"}}`;
+    assert.deepEqual(JSON.parse(scrubbedFrame(frame, scrub)), {
+      type: 'error',
+      error: { message: 'bad key [redacted]' },
+    });
+    // A failed response names its error as a member: scrubbed as well.
+    const failed = JSON.stringify({
+      type: 'response.done',
+      response: { status: 'failed', status_details: { error: { message: SLASHED } } },
+    });
+    assert.ok(!scrubbedFrame(failed, scrub).includes(SLASHED));
+    const same = '{"type":"response.output_text.delta","delta":"an error in the text"}';
+    assert.equal(scrubbedFrame(same, scrub), same);
+    const clean = '{ "type" : "error", "error": {"message":"rate limited"}, "n": 1.0 }';
+    assert.equal(scrubbedFrame(clean, scrub), clean, 'no secret found: the frame as it came');
+    assert.equal(scrubbedFrame(`not json "error" ${SLASHED}`, scrub), 'not json "error" [redacted]');
+    const proto = `{"type":"error","__proto__":{"x":"${SLASHED.replace(/\//g, '\\/')}"}}`;
+    assert.deepEqual(
+      JSON.parse(scrubbedFrame(proto, scrub)),
+      JSON.parse('{"type":"error","__proto__":{"x":"[redacted]"}}'),
+    );
+  });
+
+  test("the upstream's close reason reaches the caller redacted, within a close frame's 123 bytes", async () => {
+    const scrub = (t: string, max?: number) => scrubText(t, [SECRET], max);
+    const client = new FakeSocket();
+    const upstream = new FakeSocket();
+    startRelay(client, upstream, { idleMs: 0, scrub });
+    upstream.peerCloses(4001, `invalid key ${SECRET}`);
+    assert.deepEqual(client.closedWith, { code: 4001, reason: 'invalid key [redacted]' });
+    // A 6-character secret becomes 10: a reason at the limit grows past it and is cut again.
+    const short = (t: string, max?: number) => scrubText(t, ['abcdef'], max);
+    const full = 'é'.repeat(55) + 'abcdef' + 'x'.repeat(7);
+    assert.equal(new TextEncoder().encode(full).length, 123);
+    const out = scrubbedReason(full, short);
+    assert.ok(new TextEncoder().encode(out).length <= 123, out);
+    assert.ok(out.startsWith('é'.repeat(55) + '[redacted]'), out);
   });
 
   test('goAway (the drain window ended) closes both sides with 1001', async () => {

@@ -40,9 +40,9 @@ class FakeSocket implements RelaySocket {
   peerSends(f: WsFrame) {
     this.h!.message(f);
   }
-  peerCloses(code: number) {
+  peerCloses(code: number, reason = '') {
     this.closedWith ??= { code };
-    this.h!.close(code, '');
+    this.h!.close(code, reason);
   }
 }
 
@@ -216,6 +216,51 @@ describe('a realtime session', () => {
       metrics,
       /aisix_usage_events_emitted_total\{handler="realtime",status_code="2xx",inbound_protocol="other",model="rt",/,
     );
+  });
+
+  test("an upstream's error frame and close reason echoing the provider key reach the caller redacted", async () => {
+    const s = await open('rt');
+    s.upstream.peerSends(JSON.stringify({
+      type: 'error',
+      error: {
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+        message: 'Incorrect API key provided: sk-up-realtime.',
+      },
+    }));
+    await until(() => s.client.sent.length === 1, 2000, 'the error frame relayed');
+    assert.deepEqual(JSON.parse(String(s.client.sent[0])), {
+      type: 'error',
+      error: {
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+        message: 'Incorrect API key provided: [redacted].',
+      },
+    });
+    s.upstream.peerCloses(4001, 'key sk-up-realtime refused');
+    await until(() => s.client.closedWith !== undefined, 2000, 'the caller closed');
+    assert.deepEqual(s.client.closedWith, { code: 4001, reason: 'key [redacted] refused' });
+    await eventOf(s);
+  });
+
+  test('a failed upstream connect is logged with the provider key redacted', async () => {
+    const connect = platform.connectWebSocket;
+    platform.connectWebSocket = (spec) => {
+      opened.push(spec);
+      return Promise.reject(new Error('Unexpected server response: 401 Incorrect API key provided: sk-up-realtime'));
+    };
+    try {
+      const s = await open('rt');
+      await until(() => s.client.closedWith !== undefined, 2000, 'the caller closed');
+      const isWarn = (l: Record<string, unknown>) => l.msg === 'realtime upstream connect failed';
+      await until(() => platform.logs.some(isWarn), 2000, 'the WARN');
+      const warn = platform.logs.find(isWarn)!;
+      assert.equal(warn.error, 'Error: Unexpected server response: 401 Incorrect API key provided: [redacted]');
+      assert.ok(!JSON.stringify(platform.logs).includes('sk-up-realtime'), 'no log line holds the key');
+      await eventOf(s);
+    } finally {
+      platform.connectWebSocket = connect;
+    }
   });
 
   test('a dropped upstream: status 502 in the access log and the event', async () => {
