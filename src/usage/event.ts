@@ -214,6 +214,11 @@ function terminalEvent(
   const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
   const c = f.cache;
   const saved = hit ? c?.saved : undefined;
+  // AISIX writes `disabled` on a chat answer its cache gate never opened for (no policy applied, or a stream);
+  // an error before or instead of an upstream answer has no status.
+  const answered = s !== undefined && last?.errorClass === undefined && !last?.noUpstreamRequest &&
+    (status < 400 || f.guardrails?.blocked === true);
+  const cacheStatus = c?.status ?? (f.handler === 'chat' && answered ? 'disabled' : undefined);
   return shape(base, {
     model_id: up?.model.id ?? '',
     prompt_tokens: Math.max(0, (u?.input ?? 0) - anthropicCache),
@@ -233,7 +238,7 @@ function terminalEvent(
     finish_reason: f.finishReason,
     cost_usd: hit || !u ? 0 : costUsd(up?.model.cost, u),
     guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
-    cache_status: c?.status,
+    cache_status: cacheStatus,
     cache_hit_saved_input_tokens: nonZero(saved?.input),
     cache_hit_saved_output_tokens: nonZero(saved?.output),
     cache_hit_layer: hit ? c?.layer : undefined,

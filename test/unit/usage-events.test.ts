@@ -123,6 +123,7 @@ describe('usage events', () => {
       'gen_ai.response.finish_reason': 'stop',
       'aisix.cost_usd': 0.007,
       'aisix.guardrail_blocked': false,
+      'aisix.cache_status': 'disabled',
       'aisix.inbound_protocol': 'openai',
       'aisix.attempt_index': 0,
       'aisix.attempt_kind': 'initial',
@@ -157,6 +158,7 @@ describe('usage events', () => {
     assert.equal(log!['gen_ai.response.id'], 'chatcmpl-mock');
     assert.equal(log!['gen_ai.response.finish_reason'], 'stop');
     assert.equal(log!['aisix.usage_estimated'], undefined);
+    assert.equal(log!['aisix.cache_status'], 'disabled', 'a stream never opens the cache gate');
     const ttft = log!['aisix.upstream_ttft_ms'] as number;
     assert.ok(ttft > 0, `ttft ${ttft}`);
     assert.ok((log!['aisix.upstream_latency_ms'] as number) >= ttft + 30, 'the upstream latency lasts to the end');
@@ -209,6 +211,7 @@ describe('usage events', () => {
     assert.equal(typeof failed!['aisix.error_message'], 'string');
     assert.equal(failed!['gen_ai.usage.input_tokens'], 0);
     assert.equal(failed!['gen_ai.response.id'], undefined);
+    assert.equal(failed!['aisix.cache_status'], undefined, 'a failed attempt has no cache outcome');
     assert.equal(
       failed!['aisix.downstream_latency_ms'],
       undefined,
@@ -221,6 +224,7 @@ describe('usage events', () => {
     assert.equal(served!['aisix.requested_model'], 'pool');
     assert.equal(served!['http.response.status_code'], 200);
     assert.equal(served!['gen_ai.usage.output_tokens'], 3);
+    assert.equal(served!['aisix.cache_status'], 'disabled');
     assert.equal(typeof served!['aisix.downstream_latency_ms'], 'number');
   });
 
@@ -236,6 +240,7 @@ describe('usage events', () => {
     assert.equal(log!['aisix.error_class'], 'invalid_credentials');
     assert.equal(log!['aisix.error_message'], 'invalid upstream credentials: no upstream request was made');
     assert.equal(log!['aisix.upstream_latency_ms'], 0);
+    assert.equal(log!['aisix.cache_status'], undefined, 'no answer, no cache outcome');
     assert.ok(!JSON.stringify(log).includes('secret'), 'the credential is never in the event');
   });
 
@@ -257,6 +262,7 @@ describe('usage events', () => {
     assert.equal(log!['gen_ai.response.id'], undefined);
     assert.equal(log!['aisix.attempt_index'], 0);
     assert.equal(log!['aisix.model_id'], idOf('emb'));
+    assert.equal(log!['aisix.cache_status'], undefined, 'only chat has a cache gate');
   });
 
   test('native messages: the Anthropic protocol, its cache counters apart from the prompt', async () => {
@@ -405,6 +411,7 @@ describe('usage events', () => {
     assert.equal(log!['http.response.status_code'], 404);
     assert.equal(log!['aisix.model_id'], undefined);
     assert.equal(typeof log!['aisix.error_class'], 'string');
+    assert.equal(log!['aisix.cache_status'], undefined, 'an early error has no cache outcome');
     const before = intake.logs.length;
     const anon = await rig.app.request('/v1/chat/completions', { method: 'POST', body: '{}' });
     assert.equal(anon.status, 401);
@@ -503,6 +510,7 @@ observability_exporters:
     const enforced = log!['aisix.guardrail_enforced_hits'] as Record<string, unknown>[];
     assert.deepEqual(enforced.map((h) => [h.guardrail_name, h.action]), [['words', 'blocked']]);
     assert.equal(log!['gen_ai.response.id'], undefined);
+    assert.equal(log!['aisix.cache_status'], undefined, 'refused before the cache gate');
   });
 
   test('content: only the full exporter gets the masked prompt and the answer, cut to its cap', async () => {
