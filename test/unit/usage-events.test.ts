@@ -14,6 +14,7 @@ import {
 } from '../support/mock-anthropic.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
 import { truncateContent } from '../../src/usage/content.ts';
+import { ProviderKeySchema } from '../../src/resources/schema.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { until } from '../support/until.ts';
@@ -29,8 +30,16 @@ function resources(mock: MockUpstream, anth: MockAnthropic, intake?: DatadogInta
     : '';
   return `_format_version: "1"
 provider_keys:
-  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${mock.base}" }
-  - { display_name: dead, provider: openai, api_key: k-dead, api_base: "http://127.0.0.1:9/v1" }
+  - display_name: oa
+    provider: openai
+    api_key: k-oa
+    api_base: "${mock.base}"
+    telemetry_tags: { kind: catalog, featured: true, branded_provider: openai, pk_label: "prod\u0007uction" }
+  - display_name: dead
+    provider: openai
+    api_key: k-dead
+    api_base: "http://127.0.0.1:9/v1"
+    telemetry_tags: { kind: byo, byo_label: team-a }
   - { display_name: bad, provider: openai, api_key: "k-bad\u0007secret", api_base: "${mock.base}" }
   - { display_name: an, provider: anthropic, api_key: k-an, api_base: "${anth.url}" }
 models:
@@ -127,6 +136,10 @@ describe('usage events', () => {
       'aisix.inbound_protocol': 'openai',
       'aisix.attempt_index': 0,
       'aisix.attempt_kind': 'initial',
+      'aisix.provider_kind': 'catalog',
+      'aisix.provider_featured': true,
+      'aisix.branded_provider': 'openai',
+      'aisix.pk_label': 'production',
       'aisix.client_source_ip': '203.0.113.7',
       'aisix.client_user_agent': 'OpenAI/Python 1.40.0',
     });
@@ -212,6 +225,10 @@ describe('usage events', () => {
     assert.equal(failed!['gen_ai.usage.input_tokens'], 0);
     assert.equal(failed!['gen_ai.response.id'], undefined);
     assert.equal(failed!['aisix.cache_status'], undefined, 'a failed attempt has no cache outcome');
+    assert.equal(failed!['aisix.provider_kind'], 'byo', "each attempt carries its own key's tags");
+    assert.equal(failed!['aisix.byo_label'], 'team-a');
+    assert.equal(failed!['aisix.provider_featured'], undefined, 'false is left out');
+    assert.equal(failed!['aisix.pk_label'], undefined);
     assert.equal(
       failed!['aisix.downstream_latency_ms'],
       undefined,
@@ -225,6 +242,8 @@ describe('usage events', () => {
     assert.equal(served!['http.response.status_code'], 200);
     assert.equal(served!['gen_ai.usage.output_tokens'], 3);
     assert.equal(served!['aisix.cache_status'], 'disabled');
+    assert.equal(served!['aisix.provider_kind'], 'catalog');
+    assert.equal(served!['aisix.byo_label'], undefined);
     assert.equal(typeof served!['aisix.downstream_latency_ms'], 'number');
   });
 
@@ -412,6 +431,7 @@ describe('usage events', () => {
     assert.equal(log!['aisix.model_id'], undefined);
     assert.equal(typeof log!['aisix.error_class'], 'string');
     assert.equal(log!['aisix.cache_status'], undefined, 'an early error has no cache outcome');
+    assert.equal(log!['aisix.provider_kind'], undefined, 'no key was chosen');
     const before = intake.logs.length;
     const anon = await rig.app.request('/v1/chat/completions', { method: 'POST', body: '{}' });
     assert.equal(anon.status, 401);
@@ -544,6 +564,26 @@ observability_exporters:
     assert.equal(log!['gen_ai.response.id'], undefined);
     assert.equal(log!['aisix.cost_usd'], 0);
     assert.equal(log!['aisix.attempt_kind'], undefined);
+  });
+});
+
+describe('provider key telemetry_tags', () => {
+  const key = (tags: unknown) =>
+    ProviderKeySchema.safeParse({ display_name: 'k', provider: 'openai', api_key: 'x', telemetry_tags: tags });
+  test("AISIX's members: kind catalog or byo, featured false by default, the three labels", () => {
+    const ok = key({ kind: 'byo', byo_label: 'team' });
+    assert.ok(ok.success);
+    assert.deepEqual(ok.data.telemetry_tags, { kind: 'byo', featured: false, byo_label: 'team' });
+    assert.ok(key({}).success);
+    assert.ok(key(null).success);
+  });
+  test('another kind or an unknown member is refused with its path', () => {
+    const bad = key({ kind: 'vendor' });
+    assert.ok(!bad.success);
+    assert.deepEqual(bad.error.issues[0]!.path, ['telemetry_tags', 'kind']);
+    const extra = key({ label: 'x' });
+    assert.ok(!extra.success);
+    assert.deepEqual(extra.error.issues[0]!.path, ['telemetry_tags']);
   });
 });
 
