@@ -118,6 +118,13 @@ export const providerKeyShape = {
   request: nullOk(z.strictObject({
     default_headers: z.record(z.string(), z.string()).default({}),
     forward_client_headers: z.array(z.string()).default([]),
+  })), /** Attribution copied onto the usage events of this key's calls (docs/usage-events.md "Fields"). */
+  telemetry_tags: nullOk(z.strictObject({
+    kind: nullOk(z.enum(['catalog', 'byo'])),
+    featured: z.boolean().default(false),
+    branded_provider: nullOk(z.string()),
+    pk_label: nullOk(z.string()),
+    byo_label: nullOk(z.string()),
   })),
 };
 

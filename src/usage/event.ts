@@ -2,6 +2,7 @@
 // responses, one per request elsewhere, built from a finished request's facts. Members are declared in
 // AISIX's order and an absent one is left out, so `JSON.stringify` gives AISIX's serialization.
 import type { Hit } from '../guardrails/chain.ts';
+import type { ProviderKey } from '../resources/schema.ts';
 import type { AttemptFact } from '../routing/dispatch-types.ts';
 import { cleanText } from './client-type.ts';
 import type { CallUsage, UsageFacts, UsagePart } from './facts.ts';
@@ -46,6 +47,11 @@ export interface UsageEvent {
   attempt_model?: string;
   error_class?: string;
   error_message?: string;
+  provider_kind?: string;
+  provider_featured?: true;
+  branded_provider?: string;
+  pk_label?: string;
+  byo_label?: string;
   client_source_ip?: string;
   client_user_agent?: string;
   auth_type?: string;
@@ -187,6 +193,7 @@ function attemptEvent(base: Common, f: UsageFacts, a: AttemptFact, index: number
     attempt_model: f.routing ? a.model.display_name : undefined,
     error_class: a.errorClass,
     error_message: a.errorMessage !== undefined ? errorText(a.errorMessage) : undefined,
+    ...keyTags(a.key),
   });
 }
 
@@ -214,6 +221,11 @@ function terminalEvent(
   const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
   const c = f.cache;
   const saved = hit ? c?.saved : undefined;
+  // AISIX writes `disabled` on a chat answer its cache gate never opened for (no policy applied, or a stream);
+  // an error before or instead of an upstream answer has no status.
+  const answered = s !== undefined && last?.errorClass === undefined && !last?.noUpstreamRequest &&
+    (status < 400 || f.guardrails?.blocked === true);
+  const cacheStatus = c?.status ?? (f.handler === 'chat' && answered ? 'disabled' : undefined);
   return shape(base, {
     model_id: up?.model.id ?? '',
     prompt_tokens: Math.max(0, (u?.input ?? 0) - anthropicCache),
@@ -233,7 +245,7 @@ function terminalEvent(
     finish_reason: f.finishReason,
     cost_usd: hit || !u ? 0 : costUsd(up?.model.cost, u),
     guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
-    cache_status: c?.status,
+    cache_status: cacheStatus,
     cache_hit_saved_input_tokens: nonZero(saved?.input),
     cache_hit_saved_output_tokens: nonZero(saved?.output),
     cache_hit_layer: hit ? c?.layer : undefined,
@@ -243,6 +255,7 @@ function terminalEvent(
     attempt_model: f.routing && s && !hit ? s.model.display_name : undefined,
     error_class: failedKind,
     error_message: failedKind !== undefined && failedText !== undefined ? errorText(failedText) : undefined,
+    ...keyTags(up?.key),
   });
 }
 
@@ -330,6 +343,11 @@ const ORDER: readonly (keyof UsageEvent)[] = [
   'attempt_model',
   'error_class',
   'error_message',
+  'provider_kind',
+  'provider_featured',
+  'branded_provider',
+  'pk_label',
+  'byo_label',
   'auth_type',
   'client_source_ip',
   'client_user_agent',
@@ -385,6 +403,20 @@ function costUsd(cost: Record<string, number> | undefined, u: { input?: number; 
   if (!cost) return 0;
   const usd = ((u.input ?? 0) * (cost.input_per_1k ?? 0) + (u.output ?? 0) * (cost.output_per_1k ?? 0)) / 1000;
   return Math.round(usd * 1_000_000) / 1_000_000;
+}
+
+/** The provider key's `telemetry_tags` under the event's names; each text without control characters, capped. */
+function keyTags(key: Pick<ProviderKey, 'telemetry_tags'> | undefined): Partial<UsageEvent> {
+  const t = key?.telemetry_tags;
+  if (!t) return {};
+  const text = (v: string | undefined) => v !== undefined ? cleanText(v, ID_MAX) : undefined;
+  return {
+    provider_kind: t.kind,
+    provider_featured: t.featured ? true : undefined,
+    branded_provider: text(t.branded_provider),
+    pk_label: text(t.pk_label),
+    byo_label: text(t.byo_label),
+  };
 }
 
 function errorText(s: string): string {

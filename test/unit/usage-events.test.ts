@@ -14,6 +14,7 @@ import {
 } from '../support/mock-anthropic.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
 import { truncateContent } from '../../src/usage/content.ts';
+import { ProviderKeySchema } from '../../src/resources/schema.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { until } from '../support/until.ts';
@@ -29,8 +30,16 @@ function resources(mock: MockUpstream, anth: MockAnthropic, intake?: DatadogInta
     : '';
   return `_format_version: "1"
 provider_keys:
-  - { display_name: oa, provider: openai, api_key: k-oa, api_base: "${mock.base}" }
-  - { display_name: dead, provider: openai, api_key: k-dead, api_base: "http://127.0.0.1:9/v1" }
+  - display_name: oa
+    provider: openai
+    api_key: k-oa
+    api_base: "${mock.base}"
+    telemetry_tags: { kind: catalog, featured: true, branded_provider: openai, pk_label: "prod\u0007uction" }
+  - display_name: dead
+    provider: openai
+    api_key: k-dead
+    api_base: "http://127.0.0.1:9/v1"
+    telemetry_tags: { kind: byo, byo_label: team-a }
   - { display_name: bad, provider: openai, api_key: "k-bad\u0007secret", api_base: "${mock.base}" }
   - { display_name: an, provider: anthropic, api_key: k-an, api_base: "${anth.url}" }
 models:
@@ -123,9 +132,14 @@ describe('usage events', () => {
       'gen_ai.response.finish_reason': 'stop',
       'aisix.cost_usd': 0.007,
       'aisix.guardrail_blocked': false,
+      'aisix.cache_status': 'disabled',
       'aisix.inbound_protocol': 'openai',
       'aisix.attempt_index': 0,
       'aisix.attempt_kind': 'initial',
+      'aisix.provider_kind': 'catalog',
+      'aisix.provider_featured': true,
+      'aisix.branded_provider': 'openai',
+      'aisix.pk_label': 'production',
       'aisix.client_source_ip': '203.0.113.7',
       'aisix.client_user_agent': 'OpenAI/Python 1.40.0',
     });
@@ -157,6 +171,7 @@ describe('usage events', () => {
     assert.equal(log!['gen_ai.response.id'], 'chatcmpl-mock');
     assert.equal(log!['gen_ai.response.finish_reason'], 'stop');
     assert.equal(log!['aisix.usage_estimated'], undefined);
+    assert.equal(log!['aisix.cache_status'], 'disabled', 'a stream never opens the cache gate');
     const ttft = log!['aisix.upstream_ttft_ms'] as number;
     assert.ok(ttft > 0, `ttft ${ttft}`);
     assert.ok((log!['aisix.upstream_latency_ms'] as number) >= ttft + 30, 'the upstream latency lasts to the end');
@@ -209,6 +224,11 @@ describe('usage events', () => {
     assert.equal(typeof failed!['aisix.error_message'], 'string');
     assert.equal(failed!['gen_ai.usage.input_tokens'], 0);
     assert.equal(failed!['gen_ai.response.id'], undefined);
+    assert.equal(failed!['aisix.cache_status'], undefined, 'a failed attempt has no cache outcome');
+    assert.equal(failed!['aisix.provider_kind'], 'byo', "each attempt carries its own key's tags");
+    assert.equal(failed!['aisix.byo_label'], 'team-a');
+    assert.equal(failed!['aisix.provider_featured'], undefined, 'false is left out');
+    assert.equal(failed!['aisix.pk_label'], undefined);
     assert.equal(
       failed!['aisix.downstream_latency_ms'],
       undefined,
@@ -221,6 +241,9 @@ describe('usage events', () => {
     assert.equal(served!['aisix.requested_model'], 'pool');
     assert.equal(served!['http.response.status_code'], 200);
     assert.equal(served!['gen_ai.usage.output_tokens'], 3);
+    assert.equal(served!['aisix.cache_status'], 'disabled');
+    assert.equal(served!['aisix.provider_kind'], 'catalog');
+    assert.equal(served!['aisix.byo_label'], undefined);
     assert.equal(typeof served!['aisix.downstream_latency_ms'], 'number');
   });
 
@@ -236,6 +259,7 @@ describe('usage events', () => {
     assert.equal(log!['aisix.error_class'], 'invalid_credentials');
     assert.equal(log!['aisix.error_message'], 'invalid upstream credentials: no upstream request was made');
     assert.equal(log!['aisix.upstream_latency_ms'], 0);
+    assert.equal(log!['aisix.cache_status'], undefined, 'no answer, no cache outcome');
     assert.ok(!JSON.stringify(log).includes('secret'), 'the credential is never in the event');
   });
 
@@ -257,6 +281,7 @@ describe('usage events', () => {
     assert.equal(log!['gen_ai.response.id'], undefined);
     assert.equal(log!['aisix.attempt_index'], 0);
     assert.equal(log!['aisix.model_id'], idOf('emb'));
+    assert.equal(log!['aisix.cache_status'], undefined, 'only chat has a cache gate');
   });
 
   test('native messages: the Anthropic protocol, its cache counters apart from the prompt', async () => {
@@ -405,6 +430,8 @@ describe('usage events', () => {
     assert.equal(log!['http.response.status_code'], 404);
     assert.equal(log!['aisix.model_id'], undefined);
     assert.equal(typeof log!['aisix.error_class'], 'string');
+    assert.equal(log!['aisix.cache_status'], undefined, 'an early error has no cache outcome');
+    assert.equal(log!['aisix.provider_kind'], undefined, 'no key was chosen');
     const before = intake.logs.length;
     const anon = await rig.app.request('/v1/chat/completions', { method: 'POST', body: '{}' });
     assert.equal(anon.status, 401);
@@ -503,6 +530,7 @@ observability_exporters:
     const enforced = log!['aisix.guardrail_enforced_hits'] as Record<string, unknown>[];
     assert.deepEqual(enforced.map((h) => [h.guardrail_name, h.action]), [['words', 'blocked']]);
     assert.equal(log!['gen_ai.response.id'], undefined);
+    assert.equal(log!['aisix.cache_status'], undefined, 'refused before the cache gate');
   });
 
   test('content: only the full exporter gets the masked prompt and the answer, cut to its cap', async () => {
@@ -536,6 +564,26 @@ observability_exporters:
     assert.equal(log!['gen_ai.response.id'], undefined);
     assert.equal(log!['aisix.cost_usd'], 0);
     assert.equal(log!['aisix.attempt_kind'], undefined);
+  });
+});
+
+describe('provider key telemetry_tags', () => {
+  const key = (tags: unknown) =>
+    ProviderKeySchema.safeParse({ display_name: 'k', provider: 'openai', api_key: 'x', telemetry_tags: tags });
+  test("AISIX's members: kind catalog or byo, featured false by default, the three labels", () => {
+    const ok = key({ kind: 'byo', byo_label: 'team' });
+    assert.ok(ok.success);
+    assert.deepEqual(ok.data.telemetry_tags, { kind: 'byo', featured: false, byo_label: 'team' });
+    assert.ok(key({}).success);
+    assert.ok(key(null).success);
+  });
+  test('another kind or an unknown member is refused with its path', () => {
+    const bad = key({ kind: 'vendor' });
+    assert.ok(!bad.success);
+    assert.deepEqual(bad.error.issues[0]!.path, ['telemetry_tags', 'kind']);
+    const extra = key({ label: 'x' });
+    assert.ok(!extra.success);
+    assert.deepEqual(extra.error.issues[0]!.path, ['telemetry_tags']);
   });
 });
 
