@@ -27,7 +27,7 @@ import type { ChainDeps } from '../guardrails/chain.ts';
 import { ProxyError } from '../http/errors.ts';
 import { configSecrets, scrubberFor } from '../http/scrub.ts';
 import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
-import { toolCallSubjects } from '../policies/reserve.ts';
+import { modellessSubjects } from '../policies/reserve.ts';
 import { countTokensNow } from '../providers/estimate.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
@@ -175,7 +175,7 @@ export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
     }
     const decision = await d.rateLimiter.acquire([
       { scope: 'api_key', id: key.id, limits: key.rate_limit },
-      ...toolCallSubjects(snapshot, key, d.clock()),
+      ...modellessSubjects(snapshot, key, d.clock(), 'without_model'),
     ]);
     if (!decision.allowed) {
       count(429);

@@ -32,7 +32,7 @@ import {
   type RateLimiter,
   type RateLimitSubject,
 } from '../routing/rate-limit.ts';
-import { toolCallSubjects } from '../policies/reserve.ts';
+import { modellessSubjects } from '../policies/reserve.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
@@ -182,7 +182,10 @@ function mcpEndpoint(
       traceCall();
       const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
       if (spent) return fail(c, spent);
-      const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
+      const subjects = [
+        ...keySubjects(key, t.server.name),
+        ...modellessSubjects(snapshot, key, d.clock(), 'without_model'),
+      ];
       const admitted = await d.rateLimiter.acquire(subjects);
       if (!admitted.allowed) return fail(c, rateLimited(admitted));
       permit = admitted.permit;
