@@ -246,7 +246,7 @@ async function forward(
   body: string,
 ): Promise<Response> {
   const { d, log } = s;
-  const { agent, stream, facts, rpc } = call;
+  const { agent, stream, rpc } = call;
   s.warnCleartext(agent);
   const started = call.about.began = d.clock();
   const finish = (status: number) => settleCall(s, rec, call, permit, started, status);
@@ -281,28 +281,51 @@ async function forward(
     );
   }
   const eventStream = (r.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream');
-  if (!stream || !eventStream) {
-    // A whole answer: read under the deadline, relayed as it came (one SSE event when a stream was asked for).
-    const answer = await wholeAnswer(sent);
-    if (answer.failed !== undefined) return failed(answer.failed, A2A_LOG.callFailed);
-    facts.answer(answer.json);
-    if (stream) facts.events = facts.firstResultAt !== undefined ? 1 : 0;
-    rec.firstByte(d.clock());
-    finish(200);
-    return stream
-      ? new Response(`data: ${answer.text.replaceAll('\n', '')}\n\n`, { status: 200, headers: SSE_HEADERS })
-      : new Response(answer.text, { status: 200, headers: { 'content-type': 'application/json' } });
-  }
+  if (!stream || !eventStream) return relayWhole(s, rec, call, sent, finish, failed);
   // A live stream: no deadline from here on; the permit and the in-flight slot are held to its end.
   sent.done();
-  return relay(c, r.body, sent, facts, {
+  return relayStream(s, c, rec, call, sent, finish);
+}
+
+/** A whole answer: read under the deadline, relayed as it came (one SSE event when a stream was asked for). */
+async function relayWhole(
+  s: Serving,
+  rec: RequestRecord,
+  call: AgentCall,
+  sent: TimedCall,
+  finish: (status: number) => void,
+  failed: (message: string, logMsg: string) => Response,
+): Promise<Response> {
+  const { stream, facts } = call;
+  const answer = await wholeAnswer(sent);
+  if (answer.failed !== undefined) return failed(answer.failed, A2A_LOG.callFailed);
+  facts.answer(answer.json);
+  if (stream) facts.events = facts.firstResultAt !== undefined ? 1 : 0;
+  rec.firstByte(s.d.clock());
+  finish(200);
+  return stream
+    ? new Response(`data: ${answer.text.replaceAll('\n', '')}\n\n`, { status: 200, headers: SSE_HEADERS })
+    : new Response(answer.text, { status: 200, headers: { 'content-type': 'application/json' } });
+}
+
+/** A live stream relayed to its end, which settles the call (a caller gone before the task ended: 499). */
+function relayStream(
+  s: Serving,
+  c: Context<ProxyEnv>,
+  rec: RequestRecord,
+  call: AgentCall,
+  sent: TimedCall,
+  finish: (status: number) => void,
+): Response {
+  const { agent, facts } = call;
+  return relay(c, sent.response.body, sent, facts, {
     keepaliveMs: s.keepaliveMs,
-    clock: d.clock,
-    rpcId: rpc.id,
+    clock: s.d.clock,
+    rpcId: call.rpc.id,
     onEnd: (end, detail) => {
       if (end !== 'complete') {
         rec.streamFailed(end, detail);
-        if (end !== 'client_closed') log.warn(A2A_LOG.streamFailed, { agent: agent.name, error: detail ?? end });
+        if (end !== 'client_closed') s.log.warn(A2A_LOG.streamFailed, { agent: agent.name, error: detail ?? end });
       }
       // AISIX: a caller that left before the task's end event is a 499 in the A2A family.
       const settled = facts.state !== undefined && facts.state !== 'submitted' && facts.state !== 'working';
