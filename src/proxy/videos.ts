@@ -106,6 +106,26 @@ export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRout
   };
 }
 
+/** The headers of a call to the vendor: the target's credential, the key's templates, then `more`. */
+function videoHeaders(
+  c: Context<ProxyEnv>,
+  req: ProxyRequest,
+  t: VideoTarget,
+  more: Record<string, string> = {},
+): Record<string, string> {
+  return upstreamHeaders(
+    {
+      key: t.key,
+      model: t.model,
+      apiKey: req.caller.key,
+      callerHeaders: c.req.raw.headers,
+      requestId: req.rec.requestId,
+    },
+    { authorization: `Bearer ${t.secret}` },
+    more,
+  );
+}
+
 /** One JSON exchange with the vendor. */
 async function exchange(
   v: Videos,
@@ -115,17 +135,10 @@ async function exchange(
   call: { url: string; body?: unknown; headers?: Record<string, string> },
 ): Promise<Record<string, unknown> | ProxyError> {
   const d = v.d;
-  const headers = upstreamHeaders(
-    {
-      key: t.key,
-      model: t.model,
-      apiKey: req.caller.key,
-      callerHeaders: c.req.raw.headers,
-      requestId: req.rec.requestId,
-    },
-    { authorization: `Bearer ${t.secret}` },
-    { ...(call.body !== undefined ? { 'content-type': 'application/json' } : {}), ...call.headers },
-  );
+  const headers = videoHeaders(c, req, t, {
+    ...(call.body !== undefined ? { 'content-type': 'application/json' } : {}),
+    ...call.headers,
+  });
   const sent = await timedFetch(
     d.upstream,
     {
@@ -307,16 +320,7 @@ async function content(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest): Prom
 
 async function proxyContent(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest, t: VideoTarget, task: string) {
   const d = v.d;
-  const headers = upstreamHeaders(
-    {
-      key: t.key,
-      model: t.model,
-      apiKey: req.caller.key,
-      callerHeaders: c.req.raw.headers,
-      requestId: req.rec.requestId,
-    },
-    { authorization: `Bearer ${t.secret}` },
-  );
+  const headers = videoHeaders(c, req, t);
   // The download is bounded by the stream budget, not the request deadline: a video can be large.
   const ms = t.model.stream_timeout || d.config.upstream.stream_timeout_ms || deadlineMs(t.model, d.config);
   const sent = await timedFetch(
