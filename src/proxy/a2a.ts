@@ -43,6 +43,7 @@ import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { RequestRecord } from './record.ts';
 import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { RequestStep } from './pipeline.ts';
+import { identified } from './identified.ts';
 import { ProxyRequest } from './request.ts';
 import { pumpSse, type StreamEnd } from './stream.ts';
 import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
@@ -74,10 +75,8 @@ async function admit(
   c: Context<ProxyEnv>,
   identify: RequestStep,
 ): Promise<{ req: ProxyRequest; agent: A2aAgent } | Response> {
-  const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-  const refused = await identify.run(req);
-  if (refused instanceof ProxyError) return fail(c, refused);
-  if (refused) return refused;
+  const req = await identified(c, identify);
+  if (req instanceof Response) return req;
   const name = c.req.param('agent') ?? '';
   const agent = servedAgent(req.caller.snapshot.of('a2a_agents'), name);
   if (!agent) return text(c, 404, A2A_REFUSAL.unknownAgent(name), 'not_found');

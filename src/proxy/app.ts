@@ -3,7 +3,7 @@
 // a run of the request pipeline (pipeline.ts) — inside the tracking middleware (track.ts). Errors come from src/http.
 import { type Context, Hono } from 'hono';
 import type { Config } from '../config/schema.ts';
-import { envelopeFor, errorResponse, errors, ProxyError } from '../http/errors.ts';
+import { envelopeFor, errorResponse, errors } from '../http/errors.ts';
 import { configSecrets } from '../http/scrub.ts';
 import { livez, methodNotAllowed, type ReadinessChecks, readyz } from '../lifecycle/probes.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
@@ -35,7 +35,7 @@ import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
 import { mediaBodyStep, relayAnswer } from './media.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
-import { ProxyRequest } from './request.ts';
+import { identified } from './identified.ts';
 import { mcpHandlers, PROTECTED_RESOURCE_PATHS, protectedResource } from './mcp.ts';
 import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
@@ -269,10 +269,8 @@ function modelCall(p: SnapshotPipelines, route: ModelCallRoute) {
 /** `GET /v1/models`: the models the caller's key may use; the request's `identify` first, as a model call's. */
 function listModels(d: ProxyDeps, identify: RequestStep) {
   return async function handleListModels(c: Context<ProxyEnv>): Promise<Response> {
-    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-    const refused = await identify.run(req);
-    if (refused instanceof ProxyError) return fail(c, refused);
-    if (refused) return refused;
+    const req = await identified(c, identify);
+    if (req instanceof Response) return req;
     const who = req.caller;
     // AISIX: `created` is the time of the answer; `owned_by` the model row's provider, else the gateway's name.
     const created = Math.floor(d.clock() / 1000);

@@ -15,6 +15,7 @@ import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
+import { identified } from './identified.ts';
 import { ProxyRequest } from './request.ts';
 import type { JobsRoute } from './routes.ts';
 import type { Permit, RateLimiter } from '../routing/rate-limit.ts';
@@ -80,10 +81,8 @@ export function jobsCall(d: JobsDeps, identify: RequestStep, route: JobsRoute): 
   const log = d.log.withTarget('aisix_proxy::jobs');
   const j: Jobs = { d, route, limit, batchUsage: new BatchUsage(d.upstream, log) };
   return async function handleJobs(c) {
-    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-    const refused = await identify.run(req);
-    if (refused instanceof ProxyError) return fail(c, refused);
-    if (refused) return refused;
+    const req = await identified(c, identify);
+    if (req instanceof Response) return req;
     const op = await operationOf(c, route, limit);
     if (op instanceof ProxyError) return fail(c, op);
     const url = new URL(c.req.url);

@@ -15,6 +15,7 @@ import type { ProxyEnv } from './env.ts';
 import { type JobsDeps, scrubFor } from './jobs.ts';
 import type { Scrub } from '../http/scrub.ts';
 import type { RequestStep } from './pipeline.ts';
+import { identified } from './identified.ts';
 import { ProxyRequest } from './request.ts';
 import type { VideosRoute } from './routes.ts';
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
@@ -98,10 +99,8 @@ export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRout
   const v: Videos = { d, route, limit: d.config.proxy.request_body_limit_bytes };
   const serve = route.path === '/v1/videos' ? submit : route.path.endsWith('/content') ? content : retrieve;
   return async function handleVideos(c) {
-    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-    const refused = await identify.run(req);
-    if (refused instanceof ProxyError) return fail(c, refused);
-    if (refused) return refused;
+    const req = await identified(c, identify);
+    if (req instanceof Response) return req;
     return serve(v, c, req);
   };
 }
