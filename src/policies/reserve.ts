@@ -47,19 +47,26 @@ export function callerGateSubjects(
   nowMs: number,
 ): RateLimitSubject[] {
   if (model) return requestGateSubjects(snapshot, key, model, nowMs);
-  const all = snapshot.policies;
-  if (all.length === 0) return [];
-  return asSubjects(policiesAt(all, 'request', false), { ...caller(key), model: { id: '', name: '' } }, nowMs);
+  return modellessSubjects(snapshot, key, nowMs, 'request_gate');
 }
 
 /**
- * The policies an MCP tool call meets (docs/mcp.md "Governance"): those that need no model, with the call's
- * key, team and member.
+ * Which policies a call without a model counts: those of the request gate (a policy that selects by model then
+ * matches nothing), or only those that need no model (an MCP tool call, an A2A call: docs/mcp.md "Governance").
  */
-export function toolCallSubjects(snapshot: Snapshot, key: ApiKey, nowMs: number): RateLimitSubject[] {
+export type ModellessPolicies = 'request_gate' | 'without_model';
+
+/** The policies a call without a model meets, with the call's key, team and member. */
+export function modellessSubjects(
+  snapshot: Snapshot,
+  key: ApiKey,
+  nowMs: number,
+  which: ModellessPolicies,
+): RateLimitSubject[] {
   const all = snapshot.policies;
   if (all.length === 0) return [];
-  return asSubjects(policiesWithoutModel(all), { ...caller(key), model: { id: '', name: '' } }, nowMs);
+  const policies = which === 'request_gate' ? policiesAt(all, 'request', false) : policiesWithoutModel(all);
+  return asSubjects(policies, { ...caller(key), model: { id: '', name: '' } }, nowMs);
 }
 
 /**

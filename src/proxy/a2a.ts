@@ -21,30 +21,30 @@ import {
   timedCall,
 } from '../a2a/upstream.ts';
 import type { Budgets } from '../budgets/budgets.ts';
-import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
 import { ProxyError } from '../http/errors.ts';
 import { configSecrets, scrubberFor } from '../http/scrub.ts';
 import { decodePathParam } from '../http/path-param.ts';
 import { guardrailMetricsFor } from '../observability/guardrail-metrics.ts';
-import { toolCallSubjects } from '../policies/reserve.ts';
 import { countTokensNow } from '../providers/estimate.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import type { A2aAgent } from '../resources/a2a-agent.ts';
-import type { RateLimiter } from '../routing/rate-limit.ts';
+import type { Permit, RateLimiter } from '../routing/rate-limit.ts';
 import type { Clock } from '../util/clock.ts';
 import { cidrContains, parseCidr, parseIp, stripPort } from '../util/cidr.ts';
-import { rateLimitRefusal } from './admission.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
+import { holdModellessQuota } from './call-quota.ts';
 import { CALL_SPAN, cutBytes } from './call-span.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
+import type { RequestRecord } from './record.ts';
 import { GUARDRAIL_RECORD } from './guardrail-record.ts';
 import type { RequestStep } from './pipeline.ts';
+import { identified } from './identified.ts';
 import { ProxyRequest } from './request.ts';
 import { pumpSse, type StreamEnd } from './stream.ts';
 import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
@@ -79,10 +79,8 @@ async function admit(
   c: Context<ProxyEnv>,
   identify: RequestStep,
 ): Promise<{ req: ProxyRequest; agent: A2aAgent } | Response> {
-  const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-  const refused = await identify.run(req);
-  if (refused instanceof ProxyError) return fail(c, refused);
-  if (refused) return refused;
+  const req = await identified(c, identify);
+  if (req instanceof Response) return req;
   // The raw segment, not `c.req.param`: Hono hands a malformed escape over undecoded.
   const name = decodePathParam(new URL(c.req.url).pathname.split('/')[2] ?? '');
   if (name instanceof ProxyError) return fail(c, name);
@@ -127,162 +125,242 @@ function metered(operation: string): boolean {
   return operation === 'message/send' || operation === 'message/stream';
 }
 
+/** What serving A2A calls reads, made once per handler. */
+interface Serving {
+  readonly d: A2aDeps;
+  readonly log: Logger;
+  readonly warnCleartext: (agent: A2aAgent) => void;
+  readonly guards: AgentGuards;
+  readonly limit: number;
+  readonly keepaliveMs: number;
+}
+
 export function a2aCall(d: A2aDeps, identify: RequestStep): Handler {
   const log = d.log.withTarget('aisix_proxy::a2a');
-  const warnCleartext = cleartextWarner(log);
-  const guards = new AgentGuards(chainDeps(d, log));
-  const limit = d.config.proxy.request_body_limit_bytes;
-  const keepaliveMs = d.config.downstream.sse_keepalive_interval_secs * 1000;
-
+  const s: Serving = {
+    d,
+    log,
+    warnCleartext: cleartextWarner(log),
+    guards: new AgentGuards(chainDeps(d, log)),
+    limit: d.config.proxy.request_body_limit_bytes,
+    keepaliveMs: d.config.downstream.sse_keepalive_interval_secs * 1000,
+  };
   return async function handleA2aCall(c) {
     const admitted = await admit(c, identify);
     if (admitted instanceof Response) return admitted;
-    const { req, agent } = admitted;
-    const rec = req.rec;
+    return serveCall(s, c, admitted.req, admitted.agent);
+  };
+}
 
-    const read = await readCall(c, limit);
-    if (read instanceof Response) return read;
-    const { raw, rpc } = read;
-    const operation = operationOf(rpc.method);
-    const stream = streams(operation);
-    rec.dispatching(stream, undefined);
-    // AISIX's usage record of a call that reached its quota: refused there, or forwarded.
-    const usage: CallUsage = {
-      handler: 'a2a',
-      protocol: 'a2a',
-      protocolLabel: 'other', // AISIX's counters have no `a2a` protocol label
-      fields: {
-        a2a_agent_name: agent.name,
-        a2a_method: typeof rpc.method === 'string' ? rpc.method : undefined,
-        a2a_operation: operation,
-        a2a_protocol_version: agent.protocol_version,
-      },
-      upstreamMs: 0,
-    };
-    rec.facet(USAGE_PART).call = usage;
-    // The words the estimate counts: the caller's message now, the agent's as its answer goes by.
-    const prompt = metered(operation) ? requestText(rpc) : '';
-    const facts = new AnswerFacts(d.clock, metered(operation) ? new ResultText() : undefined);
-    facts.request(rpc);
-    const about: CallFacts = { agent, operation, stream, method: rpc.method, facts, prompt, began: undefined };
-    const count = (status: number) => {
-      described(rec, about, usage, status);
-      d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
-    };
+/** One admitted call: its body, its quota, its input guardrails, then the forward to the agent. */
+async function serveCall(s: Serving, c: Context<ProxyEnv>, req: ProxyRequest, agent: A2aAgent): Promise<Response> {
+  const read = await readCall(c, s.limit);
+  if (read instanceof Response) return read;
+  const call = beginCall(s, req.rec, agent, read.rpc);
+  // The caller's budgets, then its rate limits: the key's own and every policy that needs no model, held for
+  // a stream's whole life.
+  const permit = await holdModellessQuota(s.d, req.caller, []);
+  if (permit instanceof ProxyError) {
+    call.count(permit.status);
+    return fail(c, permit);
+  }
+  const body = await checkInput(s, req, call, permit, read.raw);
+  if (body instanceof Response) return body;
+  return forward(s, c, req.rec, call, permit, body);
+}
 
-    // The caller's budgets, then its rate limits: the key's own and every policy that needs no model, held for
-    // a stream's whole life.
-    const key = req.caller.key;
-    const snapshot = req.caller.snapshot;
-    const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
-    if (spent) {
-      count(spent.status);
-      return fail(c, spent);
-    }
-    const decision = await d.rateLimiter.acquire([
-      { scope: 'api_key', id: key.id, limits: key.rate_limit },
-      ...toolCallSubjects(snapshot, key, d.clock()),
-    ]);
-    if (!decision.allowed) {
-      count(429);
-      return fail(c, rateLimitRefusal(decision));
-    }
-    const permit = decision.permit;
+/** One call as its record, its metrics and its answer see it. */
+interface AgentCall {
+  readonly agent: A2aAgent;
+  readonly rpc: Record<string, unknown>;
+  readonly operation: string;
+  readonly stream: boolean;
+  readonly usage: CallUsage;
+  readonly facts: AnswerFacts;
+  readonly about: CallFacts;
+  /** Describes the call on its record at `status` and counts it in the A2A family. */
+  readonly count: (status: number) => void;
+}
 
-    // The input guardrails, after the reservation as on every endpoint: a refused message counts against the
-    // request limits and reaches no agent.
-    let body = raw;
-    const guard = guards.of(snapshot, key);
-    const checked = guard && await guardMessage(guard.chain, guard.deps, agent.name, rpc);
-    if (checked) {
-      rec.facet(GUARDRAIL_RECORD).ran(checked.verdict);
-      if (checked.kind === 'blocked') {
-        void permit.end();
-        rec.failed('content_filter', checked.message);
-        count(422);
-        return new Response(rpcFailure(rpc.id, checked.message), {
-          status: 422,
-          headers: { 'content-type': 'application/json' },
-        });
-      }
-      if (checked.kind === 'masked') body = checked.body;
-    }
+/** The call's operation, its usage record and the facts its answer will add to. */
+function beginCall(s: Serving, rec: RequestRecord, agent: A2aAgent, rpc: Record<string, unknown>): AgentCall {
+  const operation = operationOf(rpc.method);
+  const stream = streams(operation);
+  rec.dispatching(stream, undefined);
+  // AISIX's usage record of a call that reached its quota: refused there, or forwarded.
+  const usage: CallUsage = {
+    handler: 'a2a',
+    protocol: 'a2a',
+    protocolLabel: 'other', // AISIX's counters have no `a2a` protocol label
+    fields: {
+      a2a_agent_name: agent.name,
+      a2a_method: typeof rpc.method === 'string' ? rpc.method : undefined,
+      a2a_operation: operation,
+      a2a_protocol_version: agent.protocol_version,
+    },
+    upstreamMs: 0,
+  };
+  rec.facet(USAGE_PART).call = usage;
+  // The words the estimate counts: the caller's message now, the agent's as its answer goes by.
+  const prompt = metered(operation) ? requestText(rpc) : '';
+  const facts = new AnswerFacts(s.d.clock, metered(operation) ? new ResultText() : undefined);
+  facts.request(rpc);
+  const about: CallFacts = { agent, operation, stream, method: rpc.method, facts, prompt, began: undefined };
+  const count = (status: number) => {
+    described(rec, about, usage, status);
+    s.d.metrics.a2aRequests.inc([agent.name, operation, `${Math.floor(status / 100)}xx`]);
+  };
+  return { agent, rpc, operation, stream, usage, facts, about, count };
+}
 
-    warnCleartext(agent);
-    const started = about.began = d.clock();
-    const finish = (status: number) => {
-      void permit.end();
-      count(status);
-      usage.upstreamMs = d.clock() - started;
-      rec.facet(CALL_SPAN).upstream = { start: started - rec.start, end: d.clock() - rec.start };
-      usage.downstreamMs = d.clock() - rec.start;
-      const labels = [agent.name, operation] as const;
-      if (facts.events > 0) d.metrics.a2aStreamEvents.inc(labels, facts.events);
-      if (facts.firstResultAt !== undefined) {
-        d.metrics.a2aTtfb.observe(labels, (facts.firstResultAt - rec.start) / 1000);
-      }
-      if (facts.state !== undefined) d.metrics.a2aTaskStates.inc([agent.name, facts.state]);
-    };
-    const failed = (message: string, logMsg: string): Response => {
-      log.warn(logMsg, { agent: agent.name, error: message, request_id: rec.requestId });
-      rec.failed('upstream_error', message);
-      finish(502);
-      return new Response(rpcFailure(rpc.id, message), {
-        status: 502,
-        headers: { 'content-type': 'application/json' },
-      });
-    };
+/**
+ * The input guardrails, after the reservation as on every endpoint: a refused message counts against the
+ * request limits and reaches no agent. The body to forward (masked, or as the caller sent it), or the 422.
+ */
+async function checkInput(
+  s: Serving,
+  req: ProxyRequest,
+  call: AgentCall,
+  permit: Permit,
+  raw: string,
+): Promise<string | Response> {
+  const rec = req.rec;
+  const guard = s.guards.of(req.caller.snapshot, req.caller.key);
+  const checked = guard && await guardMessage(guard.chain, guard.deps, call.agent.name, call.rpc);
+  if (!checked) return raw;
+  rec.facet(GUARDRAIL_RECORD).ran(checked.verdict);
+  if (checked.kind === 'blocked') {
+    void permit.end();
+    rec.failed('content_filter', checked.message);
+    call.count(422);
+    return new Response(rpcFailure(call.rpc.id, checked.message), {
+      status: 422,
+      headers: { 'content-type': 'application/json' },
+    });
+  }
+  return checked.kind === 'masked' ? checked.body : raw;
+}
 
-    let call: TimedCall;
-    try {
-      call = await timedCall(d.upstream, agent, {
-        url: agent.url,
-        method: 'POST',
-        accept: stream ? 'text/event-stream' : 'application/json',
-        body,
-      }, c.env?.closed ?? c.req.raw.signal);
-    } catch (e) {
-      return failed(describe(e), stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed);
-    }
-    const r = call.response;
-    if (r.status < 200 || r.status > 299) {
-      call.done();
-      await r.discard().catch(() => {});
-      return failed(
-        `${FAILED}: upstream returned HTTP ${r.status}`,
-        stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed,
-      );
-    }
-    const eventStream = (r.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream');
-    if (!stream || !eventStream) {
-      // A whole answer: read under the deadline, relayed as it came (one SSE event when a stream was asked for).
-      const answer = await wholeAnswer(call);
-      if (answer.failed !== undefined) return failed(answer.failed, A2A_LOG.callFailed);
-      facts.answer(answer.json);
-      if (stream) facts.events = facts.firstResultAt !== undefined ? 1 : 0;
-      rec.firstByte(d.clock());
-      finish(200);
-      return stream
-        ? new Response(`data: ${answer.text.replaceAll('\n', '')}\n\n`, { status: 200, headers: SSE_HEADERS })
-        : new Response(answer.text, { status: 200, headers: { 'content-type': 'application/json' } });
-    }
-    // A live stream: no deadline from here on; the permit and the in-flight slot are held to its end.
-    call.done();
-    return relay(c, r.body, call, facts, {
-      keepaliveMs,
-      clock: d.clock,
-      rpcId: rpc.id,
-      onEnd: (end, detail) => {
-        if (end !== 'complete') {
-          rec.streamFailed(end, detail);
-          if (end !== 'client_closed') log.warn(A2A_LOG.streamFailed, { agent: agent.name, error: detail ?? end });
-        }
-        // AISIX: a caller that left before the task's end event is a 499 in the A2A family.
-        const settled = facts.state !== undefined && facts.state !== 'submitted' && facts.state !== 'working';
-        finish(end === 'client_closed' && !settled ? 499 : 200);
-      },
+/** The forward to the agent and its answer relayed; the permit ends, and the call is counted, at its end. */
+async function forward(
+  s: Serving,
+  c: Context<ProxyEnv>,
+  rec: RequestRecord,
+  call: AgentCall,
+  permit: Permit,
+  body: string,
+): Promise<Response> {
+  const { d, log } = s;
+  const { agent, stream, rpc } = call;
+  s.warnCleartext(agent);
+  const started = call.about.began = d.clock();
+  const finish = (status: number) => settleCall(s, rec, call, permit, started, status);
+  const failed = (message: string, logMsg: string): Response => {
+    log.warn(logMsg, { agent: agent.name, error: message, request_id: rec.requestId });
+    rec.failed('upstream_error', message);
+    finish(502);
+    return new Response(rpcFailure(rpc.id, message), {
+      status: 502,
+      headers: { 'content-type': 'application/json' },
     });
   };
+
+  let sent: TimedCall;
+  try {
+    sent = await timedCall(d.upstream, agent, {
+      url: agent.url,
+      method: 'POST',
+      accept: stream ? 'text/event-stream' : 'application/json',
+      body,
+    }, c.env?.closed ?? c.req.raw.signal);
+  } catch (e) {
+    return failed(describe(e), stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed);
+  }
+  const r = sent.response;
+  if (r.status < 200 || r.status > 299) {
+    sent.done();
+    await r.discard().catch(() => {});
+    return failed(
+      `${FAILED}: upstream returned HTTP ${r.status}`,
+      stream ? A2A_LOG.streamOpenFailed : A2A_LOG.callFailed,
+    );
+  }
+  const eventStream = (r.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream');
+  if (!stream || !eventStream) return relayWhole(s, rec, call, sent, finish, failed);
+  // A live stream: no deadline from here on; the permit and the in-flight slot are held to its end.
+  sent.done();
+  return relayStream(s, c, rec, call, sent, finish);
+}
+
+/** A whole answer: read under the deadline, relayed as it came (one SSE event when a stream was asked for). */
+async function relayWhole(
+  s: Serving,
+  rec: RequestRecord,
+  call: AgentCall,
+  sent: TimedCall,
+  finish: (status: number) => void,
+  failed: (message: string, logMsg: string) => Response,
+): Promise<Response> {
+  const { stream, facts } = call;
+  const answer = await wholeAnswer(sent);
+  if (answer.failed !== undefined) return failed(answer.failed, A2A_LOG.callFailed);
+  facts.answer(answer.json);
+  if (stream) facts.events = facts.firstResultAt !== undefined ? 1 : 0;
+  rec.firstByte(s.d.clock());
+  finish(200);
+  return stream
+    ? new Response(`data: ${answer.text.replaceAll('\n', '')}\n\n`, { status: 200, headers: SSE_HEADERS })
+    : new Response(answer.text, { status: 200, headers: { 'content-type': 'application/json' } });
+}
+
+/** A live stream relayed to its end, which settles the call (a caller gone before the task ended: 499). */
+function relayStream(
+  s: Serving,
+  c: Context<ProxyEnv>,
+  rec: RequestRecord,
+  call: AgentCall,
+  sent: TimedCall,
+  finish: (status: number) => void,
+): Response {
+  const { agent, facts } = call;
+  return relay(c, sent.response.body, sent, facts, {
+    keepaliveMs: s.keepaliveMs,
+    clock: s.d.clock,
+    rpcId: call.rpc.id,
+    onEnd: (end, detail) => {
+      if (end !== 'complete') {
+        rec.streamFailed(end, detail);
+        if (end !== 'client_closed') s.log.warn(A2A_LOG.streamFailed, { agent: agent.name, error: detail ?? end });
+      }
+      // AISIX: a caller that left before the task's end event is a 499 in the A2A family.
+      const settled = facts.state !== undefined && facts.state !== 'submitted' && facts.state !== 'working';
+      finish(end === 'client_closed' && !settled ? 499 : 200);
+    },
+  });
+}
+
+/** A forwarded call's end at `status`: the permit ended, the call counted, its times and the agent's metrics. */
+function settleCall(
+  s: Serving,
+  rec: RequestRecord,
+  call: AgentCall,
+  permit: Permit,
+  started: number,
+  status: number,
+): void {
+  const { d } = s;
+  const { agent, operation, facts, usage } = call;
+  void permit.end();
+  call.count(status);
+  usage.upstreamMs = d.clock() - started;
+  rec.facet(CALL_SPAN).upstream = { start: started - rec.start, end: d.clock() - rec.start };
+  usage.downstreamMs = d.clock() - rec.start;
+  const labels = [agent.name, operation] as const;
+  if (facts.events > 0) d.metrics.a2aStreamEvents.inc(labels, facts.events);
+  if (facts.firstResultAt !== undefined) {
+    d.metrics.a2aTtfb.observe(labels, (facts.firstResultAt - rec.start) / 1000);
+  }
+  if (facts.state !== undefined) d.metrics.a2aTaskStates.inc([agent.name, facts.state]);
 }
 
 /** What one call's record is made of, whatever its outcome. */

@@ -3,7 +3,7 @@
 // a run of the request pipeline (pipeline.ts) — inside the tracking middleware (track.ts). Errors come from src/http.
 import { type Context, Hono } from 'hono';
 import type { Config } from '../config/schema.ts';
-import { envelopeFor, errorResponse, errors, ProxyError } from '../http/errors.ts';
+import { envelopeFor, errorResponse, errors } from '../http/errors.ts';
 import { configSecrets } from '../http/scrub.ts';
 import { livez, methodNotAllowed, type ReadinessChecks, readyz } from '../lifecycle/probes.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
@@ -35,7 +35,7 @@ import type { ProxyEnv } from './env.ts';
 import { guardrails } from './guardrails.ts';
 import { mediaBodyStep, relayAnswer } from './media.ts';
 import { ModelCall, type RequestStep, type SnapshotFeature, SnapshotPipelines } from './pipeline.ts';
-import { ProxyRequest } from './request.ts';
+import { identified } from './identified.ts';
 import { mcpHandlers, PROTECTED_RESOURCE_PATHS, protectedResource } from './mcp.ts';
 import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
@@ -52,7 +52,7 @@ import {
 } from './routes.ts';
 import { passthroughHandler } from './passthrough.ts';
 import { REALTIME_NOT_SERVED, realtimeHandler } from './realtime.ts';
-import { trackRequests } from './track.ts';
+import { type RequestHooks, trackRequests } from './track.ts';
 import { traceHooks } from '../telemetry/request-hooks.ts';
 import type { Telemetry } from '../telemetry/telemetry.ts';
 import { usageHooks } from '../usage/hooks.ts';
@@ -85,10 +85,12 @@ export interface ProxyDeps extends ReadinessChecks {
   readonly platform?: Pick<Platform, 'connectWebSocket'>;
 }
 
-export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
-  const app = new Hono<ProxyEnv>();
+/**
+ * What every answer of the proxy listener gets: a handler's throw answered with the JSON envelope (and logged),
+ * the `server` header and a request id; then the probes.
+ */
+function answerEveryRequest(app: Hono<ProxyEnv>, d: ProxyDeps): void {
   const cfg = d.config;
-
   // Hono's compose hands a handler's throw to onError (its default answers a plain-text 500 and writes to
   // console.error), so the middleware below never sees it: answer with the JSON envelope and log it here.
   app.onError((e, c) => {
@@ -119,8 +121,11 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     app.get(path, handler);
     app.all(path, methodNotAllowed);
   }
+}
 
-  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
+/** The hooks every tracked request runs: the usage events', and the traces' when telemetry is configured. */
+function requestHooks(d: ProxyDeps, clientIpOf: ReturnType<typeof clientIpResolver>): RequestHooks[] {
+  const cfg = d.config;
   const usage = usageHooks({
     metrics: usageMetricsFor(d.metrics.registry),
     emitted: d.metrics.usageEvents,
@@ -130,17 +135,23 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     clock: d.clock,
   });
   const hooks = d.telemetry ? [usage, traceHooks(d.telemetry)] : [usage];
-  // One list for every scrubber: their cache of compiled patterns is keyed by it.
-  const secrets = configSecrets(cfg);
-  const guards = guardrails({ ...d, configSecrets: secrets });
-  // Passthrough routes (src/passthrough/): a request whose host a route claims is relayed before any typed
-  // route sees it; a path a route's prefix claims is the app's fallback, after them.
-  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks, guards);
-  app.use('*', passthrough.hostDispatch);
-  const track = trackRequests(d, hooks);
-  app.use('/v1/*', track);
-  app.use('/a2a/*', track);
-  app.use('/mcp/*', track); // also `/mcp` itself: a second `use` would track it twice
+  return hooks;
+}
+
+/**
+ * The model calls' pipelines (one per snapshot) and the `identify` step every route runs: built once, with the
+ * features this configuration has.
+ */
+function modelPipelines(
+  d: ProxyDeps,
+  o: {
+    guards: ReturnType<typeof guardrails>;
+    configSecrets: string[];
+    clientIpOf: ReturnType<typeof clientIpResolver>;
+  },
+): { pipelines: SnapshotPipelines; identify: RequestStep } {
+  const cfg = d.config;
+  const { guards, clientIpOf } = o;
   const dispatcher = new Dispatcher({
     config: cfg,
     upstream: d.upstream,
@@ -151,7 +162,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   });
   const answerer = new Answerer({
     dispatcher,
-    configSecrets: secrets,
+    configSecrets: o.configSecrets,
     keepaliveMs: cfg.downstream.sse_keepalive_interval_secs * 1000,
     limiter: d.rateLimiter,
     clock: d.clock,
@@ -184,6 +195,28 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
     reserve: reserveStep(d.rateLimiter),
     answer: answerer,
   }, features);
+  return { pipelines, identify };
+}
+
+export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
+  const app = new Hono<ProxyEnv>();
+  const cfg = d.config;
+  answerEveryRequest(app, d);
+
+  const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
+  const hooks = requestHooks(d, clientIpOf);
+  // One list for every scrubber: their cache of compiled patterns is keyed by it.
+  const secrets = configSecrets(cfg);
+  const guards = guardrails({ ...d, configSecrets: secrets });
+  // Passthrough routes (src/passthrough/): a request whose host a route claims is relayed before any typed
+  // route sees it; a path a route's prefix claims is the app's fallback, after them.
+  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks, guards);
+  app.use('*', passthrough.hostDispatch);
+  const track = trackRequests(d, hooks);
+  app.use('/v1/*', track);
+  app.use('/a2a/*', track);
+  app.use('/mcp/*', track); // also `/mcp` itself: a second `use` would track it twice
+  const { pipelines, identify } = modelPipelines(d, { guards, configSecrets: secrets, clientIpOf });
   // How each kind of route is served (routes.ts `Route`): a new kind of call adds its entry here.
   const handlers: HandlerTable = {
     'model-call': (route) => modelCall(pipelines, route),
@@ -239,10 +272,8 @@ function modelCall(p: SnapshotPipelines, route: ModelCallRoute) {
 /** `GET /v1/models`: the models the caller's key may use; the request's `identify` first, as a model call's. */
 function listModels(d: ProxyDeps, identify: RequestStep) {
   return async function handleListModels(c: Context<ProxyEnv>): Promise<Response> {
-    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-    const refused = await identify.run(req);
-    if (refused instanceof ProxyError) return fail(c, refused);
-    if (refused) return refused;
+    const req = await identified(c, identify);
+    if (req instanceof Response) return req;
     const who = req.caller;
     // AISIX: `created` is the time of the answer; `owned_by` the model row's provider, else the gateway's name.
     const created = Math.floor(d.clock() / 1000);

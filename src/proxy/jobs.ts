@@ -11,23 +11,24 @@ import { bearerToken } from '../http/auth.ts';
 import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { UpstreamFetch } from '../platform.ts';
-import { rateLimitRefusal } from './admission.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
+import { identified } from './identified.ts';
 import { ProxyRequest } from './request.ts';
 import type { JobsRoute } from './routes.ts';
-import type { RateLimiter } from '../routing/rate-limit.ts';
+import type { Permit, RateLimiter } from '../routing/rate-limit.ts';
 import type { Clock } from '../util/clock.ts';
 import { BatchUsage } from '../endpoints/batch-usage.ts';
-import { explicitModel, resolveJobTarget } from '../endpoints/jobs-target.ts';
+import { explicitModel, type JobTarget, resolveJobTarget } from '../endpoints/jobs-target.ts';
 import { urlOf } from '../endpoints/jobs-url.ts';
 import { decodeRoutedId, encodeRoutedId, unsafeId } from '../endpoints/routed-id.ts';
 import { deadlineMs, timedFetch, upstreamHeaders } from '../endpoints/upstream.ts';
 import { INVALID_MULTIPART, isMultipart, parseUpload } from '../endpoints/upload.ts';
 import { modelAllowed } from './auth.ts';
 import { relayBody } from './body-relay.ts';
+import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 
 export interface JobsDeps {
   readonly config: Config;
@@ -67,102 +68,138 @@ interface Operation {
   batchId?: string;
 }
 
+/** What serving one jobs route reads, made once per route. */
+interface Jobs {
+  readonly d: JobsDeps;
+  readonly route: JobsRoute;
+  readonly limit: number;
+  readonly batchUsage: BatchUsage;
+}
+
 export function jobsCall(d: JobsDeps, identify: RequestStep, route: JobsRoute): Handler {
   const limit = d.config.proxy.request_body_limit_bytes;
   const log = d.log.withTarget('aisix_proxy::jobs');
-  const batchUsage = new BatchUsage(d.upstream, log);
+  const j: Jobs = { d, route, limit, batchUsage: new BatchUsage(d.upstream, log) };
   return async function handleJobs(c) {
-    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-    const refused = await identify.run(req);
-    if (refused instanceof ProxyError) return fail(c, refused);
-    if (refused) return refused;
+    const req = await identified(c, identify);
+    if (req instanceof Response) return req;
     const op = await operationOf(c, route, limit);
     if (op instanceof ProxyError) return fail(c, op);
-
     const url = new URL(c.req.url);
-    const wanted = op.routedModel ?? explicitModel(url, c.req.raw.headers);
-    const clientIp = d.clientIpOf(c.env?.peer, c.req.raw.headers);
-    const target = resolveJobTarget(req.caller.snapshot, (m) => modelAllowed(req.caller.key, m), wanted, clientIp);
+    const target = admitJob(j, c, req, op, url);
     if (target instanceof ProxyError) return fail(c, target);
-    const rec = req.rec;
-    rec.resolved(target.model);
-    rec.dispatching(false, { model: target.model, key: target.key, upstreamModel: target.model.model_name });
-    // What carries content (an upload, a create, a file's content) is refused where a guardrail applies.
-    if (op.body !== undefined || op.raw) {
-      const unscanned = unscannedRefusal(req.caller.snapshot, target.model, req.caller.key, route.path);
-      if (unscanned) return fail(c, unscanned);
-    }
-
-    const key = req.caller.key;
-    const decision = await d.rateLimiter.acquire([
-      { scope: 'api_key', id: key.id, limits: key.rate_limit },
-      { scope: 'model', id: target.model.id, name: target.model.display_name, limits: target.model.rate_limit },
-    ]);
-    if (!decision.allowed) return fail(c, rateLimitRefusal(decision));
-    const permit = decision.permit;
-
-    const upstreamUrl = urlOf(target, op, op.forwardQuery ? forwardableQuery(url) : '');
-    if (upstreamUrl instanceof ProxyError) {
-      void permit.end();
-      return fail(c, upstreamUrl);
-    }
-    const credential: Record<string, string> = target.adapter === 'azure-openai'
-      ? { 'api-key': target.secret }
-      : { authorization: `Bearer ${target.secret}` };
-    const headers = upstreamHeaders(
-      { key: target.key, model: target.model, apiKey: key, callerHeaders: c.req.raw.headers, requestId: rec.requestId },
-      credential,
-      op.body ? { 'content-type': op.body.contentType } : {},
-    );
-    const ms = deadlineMs(target.model, d.config);
-    const sent = await timedFetch(
-      d.upstream,
-      {
-        url: upstreamUrl,
-        method: op.method,
-        headers,
-        ...(op.body ? { body: op.body.bytes } : {}),
-        ...(target.key.tls ? { tls: target.key.tls } : {}),
-      },
-      ms,
-      c.env?.closed,
-    );
+    const permit = await acquirePermit(d.rateLimiter, keyAndModelSubjects(req.caller.key, target.model));
+    if (permit instanceof ProxyError) return fail(c, permit);
+    const sent = await sendJob(j, c, req, op, target, url);
     if (sent instanceof ProxyError) {
       void permit.end();
       return fail(c, sent);
     }
-    const { response: r, done } = sent;
-    const contentType = r.header('content-type') ?? 'application/json';
-    rec.firstByte(d.clock());
-    if (op.raw && r.status >= 200 && r.status < 300) {
-      const out: Record<string, string> = { 'content-type': contentType };
-      const length = r.header('content-length');
-      if (length !== null) out['content-length'] = length;
-      return relayBody(c, r.body, r.status, out, () => {
-        done();
-        void permit.end();
-      });
-    }
-    let text: string;
-    try {
-      text = await r.text();
-    } catch (e) {
-      void permit.end();
-      return fail(c, errors.upstream(`upstream answer could not be read: ${e instanceof Error ? e.message : e}`));
-    } finally {
-      done();
-    }
-    void permit.end();
-    // Upstream refusals are relayed as they came (AISIX), the status with them.
-    if (r.status < 200 || r.status > 299) rec.failed('upstream_error', `upstream returned ${r.status}`);
-    const ok = r.status >= 200 && r.status < 300;
-    const json = ok && (op.rewrite || op.batchId) ? parseObject(text) : undefined;
-    if (json && op.batchId !== undefined) batchUsage.observe(op.batchId, json, target, c.req.raw.headers, key);
-    // A refusal is relayed, but never a credential it echoes (docs/security.md "Secrets in answers and logs").
-    const relayed = ok ? text : scrubFor(req, d)(text);
-    const body = json && op.rewrite ? JSON.stringify(rewriteIds(json, target.model.display_name)) : relayed;
-    return new Response(body, { status: r.status, headers: { 'content-type': contentType } });
+    return relayJobAnswer(j, c, req, { op, target, sent, permit });
   };
+}
+
+/** The model row the call goes to (its key's `allowed_models`, `allowed_cidrs`, guardrails), or the refusal. */
+function admitJob(j: Jobs, c: Context<ProxyEnv>, req: ProxyRequest, op: Operation, url: URL): JobTarget | ProxyError {
+  const wanted = op.routedModel ?? explicitModel(url, c.req.raw.headers);
+  const clientIp = j.d.clientIpOf(c.env?.peer, c.req.raw.headers);
+  const target = resolveJobTarget(req.caller.snapshot, (m) => modelAllowed(req.caller.key, m), wanted, clientIp);
+  if (target instanceof ProxyError) return target;
+  const rec = req.rec;
+  rec.resolved(target.model);
+  rec.dispatching(false, { model: target.model, key: target.key, upstreamModel: target.model.model_name });
+  // What carries content (an upload, a create, a file's content) is refused where a guardrail applies.
+  if (op.body !== undefined || op.raw) {
+    const unscanned = unscannedRefusal(req.caller.snapshot, target.model, req.caller.key, j.route.path);
+    if (unscanned) return unscanned;
+  }
+  return target;
+}
+
+/** The one upstream call (no retry), under the model's deadline and the caller's hang-up. */
+async function sendJob(
+  j: Jobs,
+  c: Context<ProxyEnv>,
+  req: ProxyRequest,
+  op: Operation,
+  target: JobTarget,
+  url: URL,
+): Promise<Sent | ProxyError> {
+  const d = j.d;
+  const upstreamUrl = urlOf(target, op, op.forwardQuery ? forwardableQuery(url) : '');
+  if (upstreamUrl instanceof ProxyError) return upstreamUrl;
+  const credential: Record<string, string> = target.adapter === 'azure-openai'
+    ? { 'api-key': target.secret }
+    : { authorization: `Bearer ${target.secret}` };
+  const headers = upstreamHeaders(
+    {
+      key: target.key,
+      model: target.model,
+      apiKey: req.caller.key,
+      callerHeaders: c.req.raw.headers,
+      requestId: req.rec.requestId,
+    },
+    credential,
+    op.body ? { 'content-type': op.body.contentType } : {},
+  );
+  const ms = deadlineMs(target.model, d.config);
+  return await timedFetch(
+    d.upstream,
+    {
+      url: upstreamUrl,
+      method: op.method,
+      headers,
+      ...(op.body ? { body: op.body.bytes } : {}),
+      ...(target.key.tls ? { tls: target.key.tls } : {}),
+    },
+    ms,
+    c.env?.closed,
+  );
+}
+
+type Sent = Exclude<Awaited<ReturnType<typeof timedFetch>>, ProxyError>;
+
+/** The upstream's answer to the caller: raw content streamed, else read whole with its ids routed. */
+async function relayJobAnswer(
+  j: Jobs,
+  c: Context<ProxyEnv>,
+  req: ProxyRequest,
+  { op, target, sent, permit }: { op: Operation; target: JobTarget; sent: Sent; permit: Permit },
+): Promise<Response> {
+  const rec = req.rec;
+  const { response: r, done } = sent;
+  const contentType = r.header('content-type') ?? 'application/json';
+  rec.firstByte(j.d.clock());
+  if (op.raw && r.status >= 200 && r.status < 300) {
+    const out: Record<string, string> = { 'content-type': contentType };
+    const length = r.header('content-length');
+    if (length !== null) out['content-length'] = length;
+    return relayBody(c, r.body, r.status, out, () => {
+      done();
+      void permit.end();
+    });
+  }
+  let text: string;
+  try {
+    text = await r.text();
+  } catch (e) {
+    void permit.end();
+    return fail(c, errors.upstream(`upstream answer could not be read: ${e instanceof Error ? e.message : e}`));
+  } finally {
+    done();
+  }
+  void permit.end();
+  // Upstream refusals are relayed as they came (AISIX), the status with them.
+  if (r.status < 200 || r.status > 299) rec.failed('upstream_error', `upstream returned ${r.status}`);
+  const ok = r.status >= 200 && r.status < 300;
+  const json = ok && (op.rewrite || op.batchId) ? parseObject(text) : undefined;
+  if (json && op.batchId !== undefined) {
+    j.batchUsage.observe(op.batchId, json, target, c.req.raw.headers, req.caller.key);
+  }
+  // A refusal is relayed, but never a credential it echoes (docs/security.md "Secrets in answers and logs").
+  const relayed = ok ? text : scrubFor(req, j.d)(text);
+  const body = json && op.rewrite ? JSON.stringify(rewriteIds(json, target.model.display_name)) : relayed;
+  return new Response(body, { status: r.status, headers: { 'content-type': contentType } });
 }
 
 /** `POST /v1/files`'s form: multipart only, read within the body limit. */

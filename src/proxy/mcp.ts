@@ -11,7 +11,6 @@ import { guardArguments, guardResult } from '../mcp/guard.ts';
 import { challengeFor, discoveryOf } from '../mcp/discovery.ts';
 import { ScopeRefusal } from '../identity/scope-refusal.ts';
 import type { Budgets } from '../budgets/budgets.ts';
-import { refuseWhenSpent } from '../budgets/spend.ts';
 import type { Config } from '../config/schema.ts';
 import { AttachmentIndex } from '../guardrails/attachments.ts';
 import type { ChainDeps } from '../guardrails/chain.ts';
@@ -33,14 +32,14 @@ import {
   type RateLimiter,
   type RateLimitSubject,
 } from '../routing/rate-limit.ts';
-import { toolCallSubjects } from '../policies/reserve.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { type CallUsage, USAGE_PART } from '../usage/facts.ts';
 import { fail } from './answer.ts';
 import { readLimited } from './body.ts';
-import { CALL_SPAN, cutBytes } from './call-span.ts';
+import { holdModellessQuota } from './call-quota.ts';
+import { CALL_SPAN, type CallSpan, cutBytes } from './call-span.ts';
 import type { ProxyEnv } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
 import { ProxyRequest } from './request.ts';
@@ -127,100 +126,152 @@ function mcpEndpoint(
     if (anonymous instanceof ProxyError) return challenged(d, fail(c, anonymous), anonymous);
     if (anonymous instanceof Response) return anonymous;
     if (badName) return fail(c, badName);
-    const { key, snapshot } = req.caller;
-    const all = per.servers.of(snapshot);
+    const all = per.servers.of(req.caller.snapshot);
     let scoped: McpServer | undefined;
     if (named !== undefined) {
       scoped = all.find((s) => s.name === named && s.enabled);
       if (!scoped) return text(404, `unknown MCP server: ${named}`);
     }
-    if (c.req.method !== 'POST') return text(405, 'Method Not Allowed', { allow: 'POST' });
-    const accept = req.headers.get('accept') ?? '';
-    if (!accept.includes('application/json') || !accept.includes('text/event-stream')) {
-      return text(406, 'Not Acceptable: Client must accept both application/json and text/event-stream');
-    }
-    if (!(req.headers.get('content-type') ?? '').toLowerCase().startsWith('application/json')) {
-      return text(415, 'Unsupported Media Type: Content-Type must be application/json');
-    }
-    let bytes: Uint8Array | ProxyError;
-    try {
-      bytes = await readLimited(c.req.raw, rules.bodyLimit);
-    } catch {
-      return text(400, 'invalid request body');
-    }
-    if (bytes instanceof ProxyError) return fail(c, bytes);
-    let msg: unknown;
-    try {
-      msg = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
-    } catch {
-      msg = undefined;
-    }
-    const version = req.headers.get('mcp-protocol-version');
-    const gate = versionGate(version, idOf(msg));
-    if (gate) return json(400, gate);
-    if (msg === undefined) return json(400, rpcError(null, -32700, 'Parse error: the body is not JSON'));
-
-    const acl = resolveAcl(snapshot.of('mcp_policies'), {
-      ...(key.team_id !== undefined ? { team_id: key.team_id } : {}),
-      ...(key.mcp_access ? { mcp_access: key.mcp_access } : {}),
-      ...(anonymous ? { anonymousServers: anonymous } : {}),
-    });
-    let permit: Permit | undefined;
-    const usage = toolCallUsage(msg, { servers: all, scoped }, anonymous !== undefined);
-    if (usage) req.rec.facet(USAGE_PART).call = usage;
-    // A tool call's trace: AISIX's `execute_tool <tool>` spans, named by the same (server, tool) as its usage.
-    const span = usage && req.rec.facet(CALL_SPAN);
-    const traceCall = () => {
-      if (!span || !usage) return;
-      const tool = String(usage.fields.mcp_tool_name ?? '');
-      const server = usage.fields.mcp_server_name;
-      span.operation = 'execute_tool';
-      span.target = tool;
-      span.attributes = { 'gen_ai.tool.name': cutBytes(tool) };
-      if (typeof server === 'string' && server !== '') span.attributes['aisix.mcp.server_name'] = server;
-    };
-    traceCall();
-    let began: number | undefined;
-    const govern = async (t: ToolTarget): Promise<Response | undefined> => {
-      if (usage) usage.fields = { ...usage.fields, mcp_server_name: t.server.name, mcp_tool_name: t.tool };
-      traceCall();
-      const spent = d.budgets && await refuseWhenSpent(d.budgets.budgets, d.clock, key, snapshot);
-      if (spent) return fail(c, spent);
-      const subjects = [...keySubjects(key, t.server.name), ...toolCallSubjects(snapshot, key, d.clock())];
-      const admitted = await d.rateLimiter.acquire(subjects);
-      if (!admitted.allowed) return fail(c, rateLimited(admitted));
-      permit = admitted.permit;
-      began = d.clock();
-      return undefined;
-    };
-    let answer: McpAnswer | Response;
-    try {
-      const guard = per.guards.of(snapshot, key);
-      answer = await gateway.handle(
-        {
-          servers: all,
-          scoped,
-          acl,
-          version,
-          headers: req.headers,
-          signal: c.env?.closed ?? c.req.raw.signal,
-          scrub: scrubberFor(snapshot, rules.configSecrets, undefined),
-          ...(guard ? { guard } : {}),
-          ...(span
-            ? { onUpstream: (phase: 'start' | 'end') => span.upstreamAt(phase, d.clock() - req.rec.start) }
-            : {}),
-        },
-        msg,
-        govern,
-      );
-    } finally {
-      await permit?.end();
-      if (usage && began !== undefined) usage.upstreamMs = d.clock() - began;
-    }
-    if (answer instanceof Response) return answer;
-    if (answer.body === undefined) return new Response(null, { status: answer.status });
-    return json(answer.status, answer.body);
+    const refused = transportRefusal(c.req.method, req.headers);
+    if (refused) return refused;
+    const read = await readMessage(c, req.headers, rules.bodyLimit);
+    if (read instanceof Response) return read;
+    return answerMessage(d, rules, gateway, per.guards, req, { all, scoped, anonymous, ...read });
   };
+}
+
+/** The transport's checks (Streamable HTTP): POST, both answer types accepted, a JSON body. */
+function transportRefusal(method: string, headers: Headers): Response | undefined {
+  if (method !== 'POST') return text(405, 'Method Not Allowed', { allow: 'POST' });
+  const accept = headers.get('accept') ?? '';
+  if (!accept.includes('application/json') || !accept.includes('text/event-stream')) {
+    return text(406, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+  }
+  if (!(headers.get('content-type') ?? '').toLowerCase().startsWith('application/json')) {
+    return text(415, 'Unsupported Media Type: Content-Type must be application/json');
+  }
+  return undefined;
+}
+
+/** The body within the limit, parsed, past the version gate: the message and the version it names. */
+async function readMessage(
+  c: Context<ProxyEnv>,
+  headers: Headers,
+  limit: number,
+): Promise<{ msg: unknown; version: string | null } | Response> {
+  let bytes: Uint8Array | ProxyError;
+  try {
+    bytes = await readLimited(c.req.raw, limit);
+  } catch {
+    return text(400, 'invalid request body');
+  }
+  if (bytes instanceof ProxyError) return fail(c, bytes);
+  let msg: unknown;
+  try {
+    msg = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch {
+    msg = undefined;
+  }
+  const version = headers.get('mcp-protocol-version');
+  const gate = versionGate(version, idOf(msg));
+  if (gate) return json(400, gate);
+  if (msg === undefined) return json(400, rpcError(null, -32700, 'Parse error: the body is not JSON'));
+  return { msg, version };
+}
+
+/** One admitted message answered by the gateway: the caller's ACL, a tool call's usage, trace and quota. */
+async function answerMessage(
+  d: McpDeps,
+  rules: McpRequestRules,
+  gateway: McpGateway,
+  guards: ToolGuards,
+  req: ProxyRequest,
+  m: {
+    all: readonly McpServer[];
+    scoped: McpServer | undefined;
+    anonymous: readonly string[] | undefined;
+    msg: unknown;
+    version: string | null;
+  },
+): Promise<Response> {
+  const { c } = req;
+  const { key, snapshot } = req.caller;
+  const { all, scoped, anonymous } = m;
+  const acl = resolveAcl(snapshot.of('mcp_policies'), {
+    ...(key.team_id !== undefined ? { team_id: key.team_id } : {}),
+    ...(key.mcp_access ? { mcp_access: key.mcp_access } : {}),
+    ...(anonymous ? { anonymousServers: anonymous } : {}),
+  });
+  const usage = toolCallUsage(m.msg, { servers: all, scoped }, anonymous !== undefined);
+  if (usage) req.rec.facet(USAGE_PART).call = usage;
+  // A tool call's trace: AISIX's `execute_tool <tool>` spans, named by the same (server, tool) as its usage.
+  const span = usage && req.rec.facet(CALL_SPAN);
+  traceToolCall(span, usage);
+  const quota = toolQuota(d, req, usage, span);
+  let answer: McpAnswer | Response;
+  try {
+    const guard = guards.of(snapshot, key);
+    answer = await gateway.handle(
+      {
+        servers: all,
+        scoped,
+        acl,
+        version: m.version,
+        headers: req.headers,
+        signal: c.env?.closed ?? c.req.raw.signal,
+        scrub: scrubberFor(snapshot, rules.configSecrets, undefined),
+        ...(guard ? { guard } : {}),
+        ...(span ? { onUpstream: (phase: 'start' | 'end') => span.upstreamAt(phase, d.clock() - req.rec.start) } : {}),
+      },
+      m.msg,
+      quota.govern,
+    );
+  } finally {
+    await quota.end();
+  }
+  if (answer instanceof Response) return answer;
+  if (answer.body === undefined) return new Response(null, { status: answer.status });
+  return json(answer.status, answer.body);
+}
+
+/** Names the call's span after the (server, tool) its usage names; nothing for a call that is no tool call. */
+function traceToolCall(span: CallSpan | undefined, usage: CallUsage | undefined): void {
+  if (!span || !usage) return;
+  const tool = String(usage.fields.mcp_tool_name ?? '');
+  const server = usage.fields.mcp_server_name;
+  span.operation = 'execute_tool';
+  span.target = tool;
+  span.attributes = { 'gen_ai.tool.name': cutBytes(tool) };
+  if (typeof server === 'string' && server !== '') span.attributes['aisix.mcp.server_name'] = server;
+}
+
+/**
+ * A tool call's quota, held from the gateway's `govern` (the target resolved, its ACL passed) to the answer:
+ * the caller's budgets, then the key's, its server bucket's and the modelless policies' rate limits. `end`
+ * releases the permit and records the upstream time.
+ */
+function toolQuota(
+  d: McpDeps,
+  req: ProxyRequest,
+  usage: CallUsage | undefined,
+  span: CallSpan | undefined,
+): { govern: (t: ToolTarget) => Promise<Response | undefined>; end: () => Promise<void> } {
+  let permit: Permit | undefined;
+  let began: number | undefined;
+  const govern = async (t: ToolTarget): Promise<Response | undefined> => {
+    if (usage) usage.fields = { ...usage.fields, mcp_server_name: t.server.name, mcp_tool_name: t.tool };
+    traceToolCall(span, usage);
+    const held = await holdModellessQuota(d, req.caller, serverBucket(req.caller.key, t.server.name), rateLimited);
+    if (held instanceof ProxyError) return fail(req.c, held);
+    permit = held;
+    began = d.clock();
+    return undefined;
+  };
+  const end = async () => {
+    await permit?.end();
+    if (usage && began !== undefined) usage.upstreamMs = d.clock() - began;
+  };
+  return { govern, end };
 }
 
 /**
@@ -315,14 +366,12 @@ function originAllowed(headers: Headers, url: string): boolean {
   }
 }
 
-/** A tool call's own buckets: the key's limits, then the key's limits on that server (`mcp:<key>:<server>`). */
-function keySubjects(key: ApiKey, server: string): RateLimitSubject[] {
-  const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
+/** A tool call's own bucket after the key's: the key's limits on that server (`mcp:<key>:<server>`). */
+function serverBucket(key: ApiKey, server: string): RateLimitSubject[] {
   const limits = key.mcp_rate_limits?.[server];
   const bucket = `mcp:${key.id}:${server}`;
   const spec = bucketSpec(bucket, limits);
-  if (spec) subjects.push({ scope: 'mcp', id: bucket, spec });
-  return subjects;
+  return spec ? [{ scope: 'mcp', id: bucket, spec }] : [];
 }
 
 /**

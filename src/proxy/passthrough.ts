@@ -9,7 +9,7 @@ import type { Logger } from '../observability/logger.ts';
 import { reserveSpend } from '../budgets/spend.ts';
 import { errorResponse, errors, ProxyError } from '../http/errors.ts';
 import type { UpstreamFetch, UpstreamResponse } from '../platform.ts';
-import { rateLimitRefusal } from './admission.ts';
+import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 import { readLimited } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
@@ -22,7 +22,7 @@ import { totalOf, type Usage } from './usage.ts';
 import type { PassthroughRoute } from '../resources/passthrough-route-schema.ts';
 import type { ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
+import type { RateLimiter } from '../routing/rate-limit.ts';
 import { RefusedAnswer } from '../upstream-fetch.ts';
 import { Cancel } from '../util/cancel.ts';
 import { ipAllowed } from '../util/cidr.ts';
@@ -332,13 +332,12 @@ async function holdQuota(
 ): Promise<{ end: (used?: Usage) => void; began: (at: number) => void } | ProxyError> {
   const { rec, snapshot } = call;
   const { key, callUsage } = a;
-  const subjects: RateLimitSubject[] = [{ scope: 'api_key', id: key.id, limits: key.rate_limit }];
   const model = a.inject ? bodyModel(snapshot, a.inject.key, parsed) : undefined;
-  if (model) subjects.push({ scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit });
-  subjects.push(...callerGateSubjects(snapshot, key, model, s.d.clock()));
-  const admitted = await s.d.rateLimiter.acquire(subjects);
-  if (!admitted.allowed) return rateLimitRefusal(admitted);
-  const permit = admitted.permit;
+  const permit = await acquirePermit(s.d.rateLimiter, [
+    ...keyAndModelSubjects(key, model),
+    ...callerGateSubjects(snapshot, key, model, s.d.clock()),
+  ]);
+  if (permit instanceof ProxyError) return permit;
   // Priced at the model the body names, when it is one of the injected key's; else its tokens only.
   const hold = s.d.budgets
     ? await reserveSpend(s.d.budgets.budgets, s.d.clock, {

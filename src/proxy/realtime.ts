@@ -24,7 +24,7 @@ import { modelAllowed } from './auth.ts';
 import { fail } from './answer.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { RequestStep } from './pipeline.ts';
-import { rateLimitRefusal } from './admission.ts';
+import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 import { ProxyRequest } from './request.ts';
 import { type RelayOptions, type SessionEnd, startRelay } from '../realtime/relay.ts';
 import { callerWantsBeta, upstreamTarget } from '../realtime/upstream.ts';
@@ -105,15 +105,14 @@ export function realtimeHandler(
     const target = upstreamTarget(key, model, upstreamModel, callerWantsBeta(raw, offered));
     if (target instanceof ProxyError) return fail(c, target);
     const { key: apiKey, snapshot } = req.caller;
-    const decision = await d.rateLimiter.acquire([
-      { scope: 'api_key', id: apiKey.id, limits: apiKey.rate_limit },
-      { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
+    const permit = await acquirePermit(d.rateLimiter, [
+      ...keyAndModelSubjects(apiKey, model),
       ...requestGateSubjects(snapshot, apiKey, model, d.clock()),
     ]);
-    if (!decision.allowed) return fail(c, rateLimitRefusal(decision));
+    if (permit instanceof ProxyError) return fail(c, permit);
     const hold = d.budgets && await reserveSession(d.budgets.budgets, d.clock, { key: apiKey, snapshot, model });
     if (hold instanceof ProxyError) {
-      await decision.permit.end(0);
+      await permit.end(0);
       return fail(c, hold);
     }
     rec.resolved(model, name);
@@ -143,7 +142,7 @@ export function realtimeHandler(
         session.upstreamMs = elapsed;
         session.downstreamMs = elapsed;
         session.tokens = { input: u.input, output: u.output, estimated: false, cached: u.cached };
-        await decision.permit.end(u.input + u.output);
+        await permit.end(u.input + u.output);
         await hold?.commit(rec.spent() ?? NOTHING);
         // The access log, the metrics and the event state how the session ended (AISIX's), not the 101.
         tracker.status = ended.status;
@@ -151,7 +150,7 @@ export function realtimeHandler(
       },
       async () => {
         // The caller left during the handshake.
-        await decision.permit.end(0);
+        await permit.end(0);
         await hold?.commit(NOTHING);
         tracker.onEnd?.('client_closed');
       },

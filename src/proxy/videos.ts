@@ -6,15 +6,16 @@ import { unscannedRefusal } from './unscanned.ts';
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
 import { pathParams } from '../http/path-param.ts';
-import { rateLimitRefusal } from './admission.ts';
 import { fail } from './answer.ts';
 import { modelAllowed } from './auth.ts';
 import { INVALID_JSON, readJsonObject, readLimited } from './body.ts';
 import { relayBody } from './body-relay.ts';
+import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 import type { ProxyEnv } from './env.ts';
 import { type JobsDeps, scrubFor } from './jobs.ts';
 import type { Scrub } from '../http/scrub.ts';
 import type { RequestStep } from './pipeline.ts';
+import { identified } from './identified.ts';
 import { ProxyRequest } from './request.ts';
 import type { VideosRoute } from './routes.ts';
 import type { DirectModel, ProviderKey } from '../resources/schema.ts';
@@ -87,239 +88,266 @@ function upstreamRefusal(status: number, text: string, retryAfter: string | null
   return new ProxyError(status, 'upstream_error', message, undefined, headers);
 }
 
+/** What serving one video route reads, made once per route. */
+interface Videos {
+  readonly d: JobsDeps;
+  readonly route: VideosRoute;
+  readonly limit: number;
+}
+
 export function videosCall(d: JobsDeps, identify: RequestStep, route: VideosRoute): Handler {
-  const limit = d.config.proxy.request_body_limit_bytes;
-
-  /** One JSON exchange with the vendor. */
-  async function exchange(
-    c: Context<ProxyEnv>,
-    req: ProxyRequest,
-    t: VideoTarget,
-    call: { url: string; body?: unknown; headers?: Record<string, string> },
-  ): Promise<Record<string, unknown> | ProxyError> {
-    const headers = upstreamHeaders(
-      {
-        key: t.key,
-        model: t.model,
-        apiKey: req.caller.key,
-        callerHeaders: c.req.raw.headers,
-        requestId: req.rec.requestId,
-      },
-      { authorization: `Bearer ${t.secret}` },
-      { ...(call.body !== undefined ? { 'content-type': 'application/json' } : {}), ...call.headers },
-    );
-    const sent = await timedFetch(
-      d.upstream,
-      {
-        url: call.url,
-        method: call.body !== undefined ? 'POST' : 'GET',
-        headers,
-        ...(call.body !== undefined ? { body: JSON.stringify(call.body) } : {}),
-        ...(t.key.tls ? { tls: t.key.tls } : {}),
-      },
-      deadlineMs(t.model, d.config),
-      c.env?.closed,
-    );
-    if (sent instanceof ProxyError) return sent;
-    let text: string;
-    try {
-      text = await sent.response.text();
-    } catch (e) {
-      return new ProxyError(502, 'upstream_error', `upstream_decode_error: ${e instanceof Error ? e.message : e}`);
-    } finally {
-      sent.done();
-    }
-    const r = sent.response;
-    if (r.status < 200 || r.status > 299) {
-      return upstreamRefusal(r.status, text, r.header('retry-after'), scrubFor(req, d));
-    }
-    try {
-      const v: unknown = JSON.parse(text);
-      if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
-    } catch { /* below */ }
-    return errors.upstream('upstream returned an unparseable body');
-  }
-
-  async function submit(c: Context<ProxyEnv>, req: ProxyRequest): Promise<Response> {
-    const body = isMultipart(c.req.header('content-type') ?? null)
-      ? await readFormFields(c.req.raw, limit)
-      : await readJsonObject(c.req.raw, limit);
-    if (body instanceof ProxyError) return fail(c, body);
-    const { model: asked, prompt, seconds, size } = body;
-    if (typeof asked !== 'string' || typeof prompt !== 'string') return fail(c, errors.badRequest(INVALID_JSON));
-    if (!modelAllowed(req.caller.key, asked)) return fail(c, errors.modelNotAllowed(asked));
-    const resolved = req.caller.snapshot.resolveModel(asked);
-    if (!resolved) return fail(c, errors.unknownModel(asked));
-    const model = resolved.model;
-    req.rec.resolved(model, asked);
-    const unscanned = unscannedRefusal(req.caller.snapshot, model, req.caller.key, '/v1/videos');
-    if (unscanned) return fail(c, unscanned);
-    if (model.kind !== 'direct') {
-      return fail(c, invalid(`model "${asked}" has no provider (routing models can't be dispatched directly)`));
-    }
-    const secs = secondsOf(seconds);
-    if (secs instanceof ProxyError) return fail(c, secs);
-    if (prompt.trim() === '') return fail(c, invalid('`prompt` must not be empty'));
-    if (!ipAllowed(model.allowed_cidrs, d.clientIpOf(c.env?.peer, c.req.raw.headers))) {
-      return fail(c, errors.ipRestricted());
-    }
-    const key = req.caller.snapshot.providerKeys.get(model.provider_key_id);
-    const t = targetOf(model, key);
-    if (t instanceof ProxyError) return fail(c, t);
-    const upstreamModel = resolved.upstreamModel ?? model.model_name;
-    req.rec.dispatching(false, { model, key: t.key, upstreamModel });
-    const permit = await reserve(req, model);
-    if (permit instanceof ProxyError) return fail(c, permit);
-    try {
-      const dims = sizeOf(size);
-      if (dims instanceof ProxyError) return fail(c, dims);
-      const ask: VideoAsk = {
-        model: upstreamModel,
-        prompt,
-        ...(secs !== undefined ? { seconds: secs } : {}),
-        ...(dims ? { size: dims } : {}),
-      };
-      const answer = await exchange(c, req, t, t.vendor.submit(t.root, ask));
-      if (answer instanceof ProxyError) return fail(c, answer);
-      const task = t.vendor.submitted(answer);
-      if (!task) {
-        return fail(c, errors.upstream('upstream returned an unparseable body: submit response has no task id'));
-      }
-      req.rec.firstByte(d.clock());
-      return c.json({
-        id: encodeVideoId(model.id, asked, task.id),
-        object: 'video',
-        model: asked,
-        status: task.status,
-        progress: task.status === 'completed' ? 100 : 0,
-        created_at: Math.floor(d.clock() / 1000),
-        ...(secs !== undefined ? { seconds: String(secs) } : {}),
-        ...(typeof size === 'string' ? { size } : {}),
-      });
-    } finally {
-      void permit.end();
-    }
-  }
-
-  /** The caller's key layers only: polling never spends the model's requests per minute. */
-  async function reserve(req: ProxyRequest, model?: DirectModel) {
-    const key = req.caller.key;
-    const decision = await d.rateLimiter.acquire([
-      { scope: 'api_key', id: key.id, limits: key.rate_limit },
-      ...(model ? [{ scope: 'model' as const, id: model.id, name: model.display_name, limits: model.rate_limit }] : []),
-    ]);
-    return decision.allowed ? decision.permit : rateLimitRefusal(decision);
-  }
-
-  /** The video a GET names, and its vendor task, or the refusal (every kind of "not yours" is the same 404). */
-  async function poll(c: Context<ProxyEnv>, req: ProxyRequest) {
-    // Hono hands a malformed escape over undecoded: read the raw segment, for AISIX's 400.
-    const params = pathParams(route.path, new URL(c.req.url).pathname);
-    if (params === undefined) return errors.notFound(c.req.path);
-    if (params instanceof ProxyError) return params;
-    const id = params.id ?? '';
-    const v = decodeVideoId(id);
-    const row = v ? req.caller.snapshot.models.get(v.modelId) : undefined;
-    if (!v || !row || row.kind !== 'direct' || !modelAllowed(req.caller.key, v.asked)) return videoNotFound(id);
-    const t = targetOf(row, req.caller.snapshot.providerKeys.get(row.provider_key_id));
-    if (t instanceof ProxyError) return t.status === 501 ? videoNotFound(id) : t;
-    req.rec.resolved(row, v.asked);
-    req.rec.dispatching(false, { model: row, key: t.key, upstreamModel: row.model_name });
-    if (!ipAllowed(row.allowed_cidrs, d.clientIpOf(c.env?.peer, c.req.raw.headers))) return errors.ipRestricted();
-    const bad = unsafeId(v.task);
-    if (bad) return bad;
-    const permit = await reserve(req);
-    if (permit instanceof ProxyError) return permit;
-    try {
-      const answer = await exchange(c, req, t, t.vendor.poll(t.root, v.task));
-      if (answer instanceof ProxyError) return answer;
-      return { id, v, t, task: t.vendor.read(answer) };
-    } finally {
-      void permit.end();
-    }
-  }
-
-  async function retrieve(c: Context<ProxyEnv>, req: ProxyRequest): Promise<Response> {
-    const p = await poll(c, req);
-    if (p instanceof ProxyError) return fail(c, p);
-    req.rec.firstByte(d.clock());
-    return c.json(pollAnswer(p.id, p.v.asked, p.task));
-  }
-
-  async function content(c: Context<ProxyEnv>, req: ProxyRequest): Promise<Response> {
-    const p = await poll(c, req);
-    if (p instanceof ProxyError) return fail(c, p);
-    const { task, t } = p;
-    if (task.status === 'queued' || task.status === 'in_progress') {
-      return fail(
-        c,
-        invalid(
-          `video is not ready for download (status: ${task.status}); poll GET /v1/videos/{video_id} until status is "completed"`,
-        ),
-      );
-    }
-    if (task.status === 'failed') {
-      return fail(c, invalid(`video generation failed: ${task.error?.message ?? task.error?.code ?? 'unknown'}`));
-    }
-    if (!t.vendor.proxied) {
-      if (!task.url || !/^https?:\/\/[^/]/i.test(task.url)) {
-        return fail(c, errors.upstream('upstream returned no valid video URL'));
-      }
-      req.rec.firstByte(d.clock());
-      return new Response(null, { status: 302, headers: { location: task.url } });
-    }
-    return proxyContent(c, req, t, p.v.task);
-  }
-
-  async function proxyContent(c: Context<ProxyEnv>, req: ProxyRequest, t: VideoTarget, task: string) {
-    const headers = upstreamHeaders(
-      {
-        key: t.key,
-        model: t.model,
-        apiKey: req.caller.key,
-        callerHeaders: c.req.raw.headers,
-        requestId: req.rec.requestId,
-      },
-      { authorization: `Bearer ${t.secret}` },
-    );
-    // The download is bounded by the stream budget, not the request deadline: a video can be large.
-    const ms = t.model.stream_timeout || d.config.upstream.stream_timeout_ms || deadlineMs(t.model, d.config);
-    const sent = await timedFetch(
-      d.upstream,
-      {
-        url: t.vendor.proxied!(t.root, task),
-        method: 'GET',
-        headers,
-        ...(t.key.tls ? { tls: t.key.tls } : {}),
-      },
-      ms,
-      c.env?.closed,
-    );
-    if (sent instanceof ProxyError) return fail(c, sent);
-    const r = sent.response;
-    if (r.status < 200 || r.status > 299) {
-      const text = await r.text().catch(() => '');
-      sent.done();
-      return fail(c, upstreamRefusal(r.status, text, r.header('retry-after'), scrubFor(req, d)));
-    }
-    const out: Record<string, string> = {
-      'content-type': r.header('content-type') ?? 'video/mp4',
-      'content-disposition': 'attachment; filename="video.mp4"',
-    };
-    const length = r.header('content-length');
-    if (length !== null) out['content-length'] = length;
-    req.rec.firstByte(d.clock());
-    return relayBody(c, r.body, r.status, out, sent.done);
-  }
-
+  const v: Videos = { d, route, limit: d.config.proxy.request_body_limit_bytes };
   const serve = route.path === '/v1/videos' ? submit : route.path.endsWith('/content') ? content : retrieve;
   return async function handleVideos(c) {
-    const req = new ProxyRequest(c, c.get('rec'), c.get('state'));
-    const refused = await identify.run(req);
-    if (refused instanceof ProxyError) return fail(c, refused);
-    if (refused) return refused;
-    return serve(c, req);
+    const req = await identified(c, identify);
+    if (req instanceof Response) return req;
+    return serve(v, c, req);
   };
+}
+
+/** The headers of a call to the vendor: the target's credential, the key's templates, then `more`. */
+function videoHeaders(
+  c: Context<ProxyEnv>,
+  req: ProxyRequest,
+  t: VideoTarget,
+  more: Record<string, string> = {},
+): Record<string, string> {
+  return upstreamHeaders(
+    {
+      key: t.key,
+      model: t.model,
+      apiKey: req.caller.key,
+      callerHeaders: c.req.raw.headers,
+      requestId: req.rec.requestId,
+    },
+    { authorization: `Bearer ${t.secret}` },
+    more,
+  );
+}
+
+/** One JSON exchange with the vendor. */
+async function exchange(
+  v: Videos,
+  c: Context<ProxyEnv>,
+  req: ProxyRequest,
+  t: VideoTarget,
+  call: { url: string; body?: unknown; headers?: Record<string, string> },
+): Promise<Record<string, unknown> | ProxyError> {
+  const d = v.d;
+  const headers = videoHeaders(c, req, t, {
+    ...(call.body !== undefined ? { 'content-type': 'application/json' } : {}),
+    ...call.headers,
+  });
+  const sent = await timedFetch(
+    d.upstream,
+    {
+      url: call.url,
+      method: call.body !== undefined ? 'POST' : 'GET',
+      headers,
+      ...(call.body !== undefined ? { body: JSON.stringify(call.body) } : {}),
+      ...(t.key.tls ? { tls: t.key.tls } : {}),
+    },
+    deadlineMs(t.model, d.config),
+    c.env?.closed,
+  );
+  if (sent instanceof ProxyError) return sent;
+  let text: string;
+  try {
+    text = await sent.response.text();
+  } catch (e) {
+    return new ProxyError(502, 'upstream_error', `upstream_decode_error: ${e instanceof Error ? e.message : e}`);
+  } finally {
+    sent.done();
+  }
+  const r = sent.response;
+  if (r.status < 200 || r.status > 299) {
+    return upstreamRefusal(r.status, text, r.header('retry-after'), scrubFor(req, d));
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
+      return parsed as Record<string, unknown>;
+    }
+  } catch { /* below */ }
+  return errors.upstream('upstream returned an unparseable body');
+}
+
+/** A submit the gateway may send on: what the caller asked for, and the target it goes to. */
+interface Submission {
+  asked: string;
+  prompt: string;
+  secs: number | undefined;
+  size: unknown;
+  model: DirectModel;
+  t: VideoTarget;
+  upstreamModel: string;
+}
+
+/** The submit's body, the caller's model and its target, in AISIX's order of refusals. */
+async function admitSubmit(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest): Promise<Submission | ProxyError> {
+  const body = isMultipart(c.req.header('content-type') ?? null)
+    ? await readFormFields(c.req.raw, v.limit)
+    : await readJsonObject(c.req.raw, v.limit);
+  if (body instanceof ProxyError) return body;
+  const { model: asked, prompt, seconds, size } = body;
+  if (typeof asked !== 'string' || typeof prompt !== 'string') return errors.badRequest(INVALID_JSON);
+  if (!modelAllowed(req.caller.key, asked)) return errors.modelNotAllowed(asked);
+  const resolved = req.caller.snapshot.resolveModel(asked);
+  if (!resolved) return errors.unknownModel(asked);
+  const model = resolved.model;
+  req.rec.resolved(model, asked);
+  const unscanned = unscannedRefusal(req.caller.snapshot, model, req.caller.key, '/v1/videos');
+  if (unscanned) return unscanned;
+  if (model.kind !== 'direct') {
+    return invalid(`model "${asked}" has no provider (routing models can't be dispatched directly)`);
+  }
+  const secs = secondsOf(seconds);
+  if (secs instanceof ProxyError) return secs;
+  if (prompt.trim() === '') return invalid('`prompt` must not be empty');
+  if (!ipAllowed(model.allowed_cidrs, v.d.clientIpOf(c.env?.peer, c.req.raw.headers))) {
+    return errors.ipRestricted();
+  }
+  const key = req.caller.snapshot.providerKeys.get(model.provider_key_id);
+  const t = targetOf(model, key);
+  if (t instanceof ProxyError) return t;
+  const upstreamModel = resolved.upstreamModel ?? model.model_name;
+  return { asked, prompt, secs, size, model, t, upstreamModel };
+}
+
+async function submit(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest): Promise<Response> {
+  const s = await admitSubmit(v, c, req);
+  if (s instanceof ProxyError) return fail(c, s);
+  const { asked, secs, size, model, t, upstreamModel } = s;
+  req.rec.dispatching(false, { model, key: t.key, upstreamModel });
+  const permit = await reserve(v, req, model);
+  if (permit instanceof ProxyError) return fail(c, permit);
+  try {
+    const dims = sizeOf(size);
+    if (dims instanceof ProxyError) return fail(c, dims);
+    const ask: VideoAsk = {
+      model: upstreamModel,
+      prompt: s.prompt,
+      ...(secs !== undefined ? { seconds: secs } : {}),
+      ...(dims ? { size: dims } : {}),
+    };
+    const answer = await exchange(v, c, req, t, t.vendor.submit(t.root, ask));
+    if (answer instanceof ProxyError) return fail(c, answer);
+    const task = t.vendor.submitted(answer);
+    if (!task) {
+      return fail(c, errors.upstream('upstream returned an unparseable body: submit response has no task id'));
+    }
+    req.rec.firstByte(v.d.clock());
+    return c.json({
+      id: encodeVideoId(model.id, asked, task.id),
+      object: 'video',
+      model: asked,
+      status: task.status,
+      progress: task.status === 'completed' ? 100 : 0,
+      created_at: Math.floor(v.d.clock() / 1000),
+      ...(secs !== undefined ? { seconds: String(secs) } : {}),
+      ...(typeof size === 'string' ? { size } : {}),
+    });
+  } finally {
+    void permit.end();
+  }
+}
+
+/** The caller's key layers only: polling never spends the model's requests per minute. */
+function reserve(v: Videos, req: ProxyRequest, model?: DirectModel) {
+  return acquirePermit(v.d.rateLimiter, keyAndModelSubjects(req.caller.key, model));
+}
+
+/** The video a GET names, and its vendor task, or the refusal (every kind of "not yours" is the same 404). */
+async function poll(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest) {
+  // Hono hands a malformed escape over undecoded: read the raw segment, for AISIX's 400.
+  const params = pathParams(v.route.path, new URL(c.req.url).pathname);
+  if (params === undefined) return errors.notFound(c.req.path);
+  if (params instanceof ProxyError) return params;
+  const id = params.id ?? '';
+  const named = decodeVideoId(id);
+  const row = named ? req.caller.snapshot.models.get(named.modelId) : undefined;
+  if (!named || !row || row.kind !== 'direct' || !modelAllowed(req.caller.key, named.asked)) return videoNotFound(id);
+  const t = targetOf(row, req.caller.snapshot.providerKeys.get(row.provider_key_id));
+  if (t instanceof ProxyError) return t.status === 501 ? videoNotFound(id) : t;
+  req.rec.resolved(row, named.asked);
+  req.rec.dispatching(false, { model: row, key: t.key, upstreamModel: row.model_name });
+  if (!ipAllowed(row.allowed_cidrs, v.d.clientIpOf(c.env?.peer, c.req.raw.headers))) return errors.ipRestricted();
+  const bad = unsafeId(named.task);
+  if (bad) return bad;
+  const permit = await reserve(v, req);
+  if (permit instanceof ProxyError) return permit;
+  try {
+    const answer = await exchange(v, c, req, t, t.vendor.poll(t.root, named.task));
+    if (answer instanceof ProxyError) return answer;
+    return { id, v: named, t, task: t.vendor.read(answer) };
+  } finally {
+    void permit.end();
+  }
+}
+
+async function retrieve(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest): Promise<Response> {
+  const p = await poll(v, c, req);
+  if (p instanceof ProxyError) return fail(c, p);
+  req.rec.firstByte(v.d.clock());
+  return c.json(pollAnswer(p.id, p.v.asked, p.task));
+}
+
+async function content(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest): Promise<Response> {
+  const p = await poll(v, c, req);
+  if (p instanceof ProxyError) return fail(c, p);
+  const { task, t } = p;
+  if (task.status === 'queued' || task.status === 'in_progress') {
+    return fail(
+      c,
+      invalid(
+        `video is not ready for download (status: ${task.status}); poll GET /v1/videos/{video_id} until status is "completed"`,
+      ),
+    );
+  }
+  if (task.status === 'failed') {
+    return fail(c, invalid(`video generation failed: ${task.error?.message ?? task.error?.code ?? 'unknown'}`));
+  }
+  if (!t.vendor.proxied) {
+    if (!task.url || !/^https?:\/\/[^/]/i.test(task.url)) {
+      return fail(c, errors.upstream('upstream returned no valid video URL'));
+    }
+    req.rec.firstByte(v.d.clock());
+    return new Response(null, { status: 302, headers: { location: task.url } });
+  }
+  return proxyContent(v, c, req, t, p.v.task);
+}
+
+async function proxyContent(v: Videos, c: Context<ProxyEnv>, req: ProxyRequest, t: VideoTarget, task: string) {
+  const d = v.d;
+  const headers = videoHeaders(c, req, t);
+  // The download is bounded by the stream budget, not the request deadline: a video can be large.
+  const ms = t.model.stream_timeout || d.config.upstream.stream_timeout_ms || deadlineMs(t.model, d.config);
+  const sent = await timedFetch(
+    d.upstream,
+    {
+      url: t.vendor.proxied!(t.root, task),
+      method: 'GET',
+      headers,
+      ...(t.key.tls ? { tls: t.key.tls } : {}),
+    },
+    ms,
+    c.env?.closed,
+  );
+  if (sent instanceof ProxyError) return fail(c, sent);
+  const r = sent.response;
+  if (r.status < 200 || r.status > 299) {
+    const text = await r.text().catch(() => '');
+    sent.done();
+    return fail(c, upstreamRefusal(r.status, text, r.header('retry-after'), scrubFor(req, d)));
+  }
+  const out: Record<string, string> = {
+    'content-type': r.header('content-type') ?? 'video/mp4',
+    'content-disposition': 'attachment; filename="video.mp4"',
+  };
+  const length = r.header('content-length');
+  if (length !== null) out['content-length'] = length;
+  req.rec.firstByte(d.clock());
+  return relayBody(c, r.body, r.status, out, sent.done);
 }
 
 function pollAnswer(id: string, asked: string, task: VideoTask) {
