@@ -7,7 +7,12 @@ import type { Logger } from '../observability/logger.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
-import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
+import {
+  NO_OP_PERMIT,
+  type RateLimitDecision,
+  type RateLimiter,
+  type RateLimitSubject,
+} from '../routing/rate-limit.ts';
 import { isSemantic, type SemanticRouter } from '../routing/semantic.ts';
 import { noTagMatch, requestTags, tagEligible } from '../routing/strategy-tag.ts';
 import { ipAllowed } from '../util/cidr.ts';
@@ -170,19 +175,26 @@ export const EXTRA_SUBJECTS = slotKey<readonly RateLimitSubject[]>('extra rate-l
 export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
   return {
     name: 'reserve',
-    async run(call) {
+    run(call) {
       const { key } = call.caller;
       const { model } = call.resolved;
+      const extra = call.state.get(EXTRA_SUBJECTS);
+      // Nothing limits the call (the common case): no subjects to build, no promise to wait for.
+      if (!key.rate_limit && !model.rate_limit && extra === undefined) {
+        call.permit = NO_OP_PERMIT;
+        call.limitHeaders = undefined;
+        return undefined;
+      }
       const own: RateLimitSubject[] = [
         { scope: 'api_key', id: key.id, limits: key.rate_limit },
         { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
       ];
-      const extra = call.state.get(EXTRA_SUBJECTS);
-      const admitted = await limiter.acquire(extra === undefined ? own : [...own, ...extra]);
-      if (!admitted.allowed) return rateLimitRefusal(admitted);
-      call.permit = admitted.permit;
-      call.limitHeaders = admitted.headers;
-      return undefined;
+      return limiter.acquire(extra === undefined ? own : [...own, ...extra]).then((admitted) => {
+        if (!admitted.allowed) return rateLimitRefusal(admitted);
+        call.permit = admitted.permit;
+        call.limitHeaders = admitted.headers;
+        return undefined;
+      });
     },
   };
 }
