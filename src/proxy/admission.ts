@@ -14,7 +14,7 @@ import {
   type RateLimitSubject,
 } from '../routing/rate-limit.ts';
 import { isSemantic, type SemanticRouter } from '../routing/semantic.ts';
-import { noTagMatch, requestTags, tagEligible } from '../routing/strategy-tag.ts';
+import { anyTagged, noTagMatch, requestTags, tagEligible } from '../routing/strategy-tag.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { bearerToken } from '../http/auth.ts';
@@ -141,9 +141,15 @@ export function admitStep(
         return admitSemantic(call, { ...resolved, model: resolved.model }, ip, semantic, dispatchLog);
       }
       // Tags narrow a routing model's targets before allowed_cidrs looks at them (docs/routing.md "Tag routing").
-      const tags = resolved.model.kind === 'routing' ? requestTags(call.headers) : [];
-      const targets = resolved.model.kind === 'routing' ? tagEligible(resolved.model.routing.targets, tags) : [];
-      if (resolved.model.kind === 'routing' && targets.length === 0) return errors.badRequest(noTagMatch(tags));
+      const routing = resolved.model.kind === 'routing' ? resolved.model.routing.targets : undefined;
+      const targets = routing === undefined
+        ? []
+        : anyTagged(routing)
+        ? tagEligible(routing, requestTags(call.headers))
+        : routing;
+      if (routing !== undefined && targets.length === 0) {
+        return errors.badRequest(noTagMatch(requestTags(call.headers)));
+      }
       const clientIp = clientIpOf(call.c.env?.peer, call.headers);
       // allowed_cidrs: the requested model's own list, and for a routing model at least one eligible target the
       // caller may reach; before any upstream is contacted.
