@@ -7,9 +7,14 @@ import type { Logger } from '../observability/logger.ts';
 import type { ApiKey, Model } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { limiterMessage } from '../policies/target-gate.ts';
-import type { RateLimitDecision, RateLimiter, RateLimitSubject } from '../routing/rate-limit.ts';
+import {
+  NO_OP_PERMIT,
+  type RateLimitDecision,
+  type RateLimiter,
+  type RateLimitSubject,
+} from '../routing/rate-limit.ts';
 import { isSemantic, type SemanticRouter } from '../routing/semantic.ts';
-import { noTagMatch, requestTags, tagEligible } from '../routing/strategy-tag.ts';
+import { anyTagged, noTagMatch, requestTags, tagEligible } from '../routing/strategy-tag.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import type { Clock } from '../util/clock.ts';
 import { bearerToken } from '../http/auth.ts';
@@ -172,9 +177,15 @@ export function admitStep(
         return admitSemantic(call, { ...resolved, model: resolved.model }, ip, semantic, dispatchLog);
       }
       // Tags narrow a routing model's targets before allowed_cidrs looks at them (docs/routing.md "Tag routing").
-      const tags = resolved.model.kind === 'routing' ? requestTags(call.headers) : [];
-      const targets = resolved.model.kind === 'routing' ? tagEligible(resolved.model.routing.targets, tags) : [];
-      if (resolved.model.kind === 'routing' && targets.length === 0) return errors.badRequest(noTagMatch(tags));
+      const routing = resolved.model.kind === 'routing' ? resolved.model.routing.targets : undefined;
+      const targets = routing === undefined
+        ? []
+        : anyTagged(routing)
+        ? tagEligible(routing, requestTags(call.headers))
+        : routing;
+      if (routing !== undefined && targets.length === 0) {
+        return errors.badRequest(noTagMatch(requestTags(call.headers)));
+      }
       const clientIp = clientIpOf(call.c.env?.peer, call.headers);
       // allowed_cidrs: the requested model's own list, and for a routing model at least one eligible target the
       // caller may reach; before any upstream is contacted.
@@ -206,19 +217,26 @@ export const EXTRA_SUBJECTS = slotKey<readonly RateLimitSubject[]>('extra rate-l
 export function reserveStep(limiter: Pick<RateLimiter, 'acquire'>): Step {
   return {
     name: 'reserve',
-    async run(call) {
+    run(call) {
       const { key } = call.caller;
       const { model } = call.resolved;
+      const extra = call.state.get(EXTRA_SUBJECTS);
+      // Nothing limits the call (the common case): no subjects to build, no promise to wait for.
+      if (!key.rate_limit && !model.rate_limit && extra === undefined) {
+        call.permit = NO_OP_PERMIT;
+        call.limitHeaders = undefined;
+        return undefined;
+      }
       const own: RateLimitSubject[] = [
         { scope: 'api_key', id: key.id, limits: key.rate_limit },
         { scope: 'model', id: model.id, name: model.display_name, limits: model.rate_limit },
       ];
-      const extra = call.state.get(EXTRA_SUBJECTS);
-      const admitted = await limiter.acquire(extra === undefined ? own : [...own, ...extra]);
-      if (!admitted.allowed) return rateLimitRefusal(admitted);
-      call.permit = admitted.permit;
-      call.limitHeaders = admitted.headers;
-      return undefined;
+      return limiter.acquire(extra === undefined ? own : [...own, ...extra]).then((admitted) => {
+        if (!admitted.allowed) return rateLimitRefusal(admitted);
+        call.permit = admitted.permit;
+        call.limitHeaders = admitted.headers;
+        return undefined;
+      });
     },
   };
 }

@@ -18,7 +18,7 @@ import { TargetLimits } from '../policies/target-gate.ts';
 import type { RoutingModel } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
-import type { RateLimiter } from '../routing/rate-limit.ts';
+import { NO_OP_PERMIT, type RateLimiter } from '../routing/rate-limit.ts';
 import { CALL_WATCH } from './call-watch.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
 import type { Answering, ModelCall } from './pipeline.ts';
@@ -163,6 +163,12 @@ export class Answerer implements Answering {
       if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
       call.state.get(CALL_WATCH)?.answered(r.body, scrub);
       const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
+      // The upstream stated its usage and no permit waits for it (the common case): what the chain below would
+      // do, without its promises and turns.
+      if (call.permit === NO_OP_PERMIT && call.route.call !== 'count_tokens' && isReported(read.usage)) {
+        rec.read(read.usage, read.id);
+        return stamped(call, r.body, r.status, headers);
+      }
       // The permit's end is awaited: a tpm limit must see these tokens before the caller can send again.
       return answerUsage(call, read.usage, () => estimateTokens(answerText(r.body))).then((used) => {
         rec.read(used, read.id);

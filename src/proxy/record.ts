@@ -273,8 +273,8 @@ export class RequestRecord {
     ];
   }
 
-  /** What the usage events read of the request, once its last byte is out (src/usage). */
-  usageFacts(): UsageFacts {
+  /** What the usage events read of the request, once its last byte is out (src/usage), with its trace's id. */
+  usageFacts(traceId?: string): UsageFacts {
     const g = this.facets?.get(GUARDRAIL_RECORD) as GuardrailRecord | undefined;
     return {
       requestId: this.requestId,
@@ -297,7 +297,7 @@ export class RequestRecord {
       upstreamTtftMs: this.upstreamTtftMs,
       guardrails: g,
       cache: this.facets?.get(CACHE_RECORD) as CacheRecord | undefined,
-      traceId: undefined,
+      traceId,
       jwt: this.jwt,
       audioSeconds: (this.facets?.get(MEDIA_RECORD) as MediaRecord | undefined)?.audioSeconds,
     };

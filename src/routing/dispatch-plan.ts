@@ -18,7 +18,7 @@ import {
 } from './dispatch-types.ts';
 import type { ModelHealth } from './health.ts';
 import { pickTargets, type RoutingState, usableCandidates } from './strategies.ts';
-import { requestTags, tagEligible } from './strategy-tag.ts';
+import { anyTagged, requestTags, tagEligible } from './strategy-tag.ts';
 
 /** What planning reads. */
 export interface PlanDeps {
@@ -62,7 +62,8 @@ export function planTargets(d: PlanDeps, input: DispatchInput): Plan | DispatchF
   const candidates: Target[] = [];
   // The request's tags first (docs/routing.md "Tag routing"): the admit step already refused a request they
   // leave no target for.
-  for (const rt of tagEligible(m.routing.targets, requestTags(input.headers))) {
+  const routed = m.routing.targets;
+  for (const rt of anyTagged(routed) ? tagEligible(routed, requestTags(input.headers)) : routed) {
     const tm = input.snapshot.modelByName(rt.model);
     // AISIX drops a target whose own allowed_cidrs exclude the caller before the strategy picks.
     if (tm?.kind !== 'direct' || !ipAllowed(tm.allowed_cidrs, input.clientIp)) continue;

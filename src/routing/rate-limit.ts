@@ -224,7 +224,8 @@ export class RateLimiter {
   }
 }
 
-const NO_OP_PERMIT: Permit = { chargesTokens: false, end: async () => {} };
+/** The permit of a request nothing limits: ending it does nothing. */
+export const NO_OP_PERMIT: Permit = { chargesTokens: false, end: async () => {} };
 
 /**
  * AISIX's `x-ratelimit-*` headers (crates/aisix-proxy/src/render.rs `inject_ratelimit_headers`), from the

@@ -17,6 +17,12 @@ export function requestTags(headers: HeaderReader | undefined): string[] {
   return raw.split(',').map((t) => t.trim()).filter((t) => t !== '');
 }
 
+/** Whether any target carries a tag: when none does, every target is eligible and the request's tags are not read. */
+export function anyTagged(targets: readonly Pick<RoutingTarget, 'tags'>[]): boolean {
+  for (const t of targets) if ((t.tags?.length ?? 0) > 0) return true;
+  return false;
+}
+
 /**
  * AISIX's eligibility: no target tagged → every target; tags sent → the targets sharing one, else the
  * `default`-tagged ones; no tags sent → the `default`-tagged ones, else every target. An empty result means the

@@ -19,7 +19,7 @@ export interface UsageRecordView {
   facet<F extends { accessLogValues(): readonly unknown[] }>(
     part: { readonly name: string; readonly fields: readonly string[]; create(): F },
   ): F;
-  usageFacts(): UsageFacts;
+  usageFacts(traceId?: string): UsageFacts;
 }
 
 export interface UsageHooksDeps {
@@ -68,7 +68,7 @@ export function usageHooks(d: UsageHooksDeps) {
       return undefined;
     },
     end(rec: UsageRecordView, status: number, _own: unknown, watch: { readonly traceId?: string } | undefined): void {
-      const f = { ...rec.usageFacts(), traceId: watch?.traceId };
+      const f = rec.usageFacts(watch?.traceId);
       const call = rec.facet(USAGE_PART).call;
       if (call && f.apiKeyId !== undefined) return emitCall(f, rec.facet(USAGE_PART), call, status);
       // Authentication failures and paths that are no model call leave no usage behind (AISIX's).
