@@ -1,18 +1,24 @@
 // The etcd source's per-key state (docs/etcd.md "Per-row validation", "Hashes and status"): every key's
 // latest value and the value it serves (its latest, or a pinned last-known-good). Each row is judged alone,
-// so a delivery re-judges only the keys it touched, then the Snapshot and both hashes are rebuilt from
-// memory and applied as one load. Used by the watch source (source.ts) and by range polling (poll.ts).
+// so a delivery re-judges only the keys it touched. Api keys change in place in the served key index
+// (docs/performance.md "Configuration at scale"): a SaaS has a key per user, and one key's change must not
+// rebuild a million; any other kind's change rebuilds the snapshot's other indexes around the same key
+// index. Both hashes are then recomputed and every fact applied as one load. Used by the watch source
+// (source.ts) and by range polling (poll.ts).
 import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { MSG } from '../../observability/messages.ts';
+import { ApiKeyIndex } from '../../resources/api-key-index.ts';
+import { Pacer } from '../../resources/pace.ts';
+import type { ApiKey } from '../../resources/schema.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
 import type { SourceSink } from '../source.ts';
 import { encodeServed, type RestoredRows } from './cache-rows.ts';
 import type { EtcdKv } from './client.ts';
 import {
   compareKeys,
-  hashLines,
+  hashRows,
   judgeKey,
-  partialCompatibility,
+  PartialCounts,
   type Problem,
   resourceSet,
   type RowValue,
@@ -25,7 +31,8 @@ import type { EtcdEventBatch, EtcdSnapshot } from './supervisor.ts';
 interface PublishOptions {
   touched: ReadonlySet<string>;
   allSeen: boolean;
-  sourceLines?: Uint8Array[];
+  /** Recompute `source_hash` (over every observed row). */
+  hashSource: boolean;
   counted: boolean;
   writeCache: boolean;
   logLevel: 'info' | 'debug';
@@ -43,23 +50,37 @@ function lowerBound(keys: readonly string[], key: string): number {
   return lo;
 }
 
+/** More changed api keys than this in one delivery: the key index is rebuilt rather than changed key by key. */
+const IN_PLACE_MAX = 4096;
+
+/** A full range read a page at a time, all pages at one revision (client.ts `rangePaged`), or one page. */
+export interface PagedRange {
+  revision: number;
+  pages: AsyncIterable<EtcdKv[]> | Iterable<EtcdKv[]>;
+}
+
 export class EtcdRows {
   /** key → latest observed value; `keys` is the same set in etcd key order. */
   private readonly observed = new Map<string, RowValue>();
   /** key → its latest mod_revision (the admin lists' `revision`); entries of deleted keys are never read. */
   private readonly modRevisions = new Map<string, number>();
   private keys: string[] = [];
-  /** key → the value it serves (latest or pinned). */
+  /** key → the value it serves (latest or pinned); changed in place by each commit. */
   private served = new Map<string, ServedValue>();
   /** key → why its latest value does not serve. */
   private problems = new Map<string, Problem>();
+  /** Keys observed to change and not judged yet: kept across a range that failed half way. */
+  private pending = new Set<string>();
   private readonly warnings: PartialWarnings;
-  /** Keys in the order `served` was decided over (equal to `keys` once etcd has been read). */
-  private servedOrder: readonly string[] = [];
+  private partial = new PartialCounts();
   private rejected = new Map<string, RejectedRow>();
   private snapshot: Snapshot | undefined;
   private configHash: string | undefined;
   private appliedRevision = 0;
+  /** Moves with every change of `served`; `published` is its value when the config hash was last computed. */
+  private version = 0;
+  private published = -1;
+  private readonly apiKeysRoot: string;
 
   /** `onPublished(writeCache)`: after every apply, whether what serves should be written to the cache. */
   constructor(
@@ -68,35 +89,45 @@ export class EtcdRows {
     private readonly onPublished: (writeCache: boolean) => void,
   ) {
     this.warnings = new PartialWarnings(sink.log);
+    this.apiKeysRoot = `${prefix}/api_keys/`;
   }
 
   /** A full range: every key not in it is gone. */
   async applyRange(s: EtcdSnapshot): Promise<void> {
+    await this.applyPages({ revision: s.revision, pages: [s.kvs] });
+  }
+
+  /**
+   * A full range, a page at a time: each page's rows are judged as they arrive (a prefix of a million keys
+   * is never held as one response), then every key not seen is gone and one load is applied.
+   */
+  async applyPages(range: PagedRange): Promise<void> {
     const seen = new Set<string>();
-    const touched = new Set<string>();
     const membership: string[] = [];
-    for (const kv of s.kvs) {
-      seen.add(kv.key);
-      const before = this.observed.get(kv.key);
-      if (this.observe(kv)) membership.push(kv.key);
-      if (this.observed.get(kv.key) !== before) touched.add(kv.key);
+    const pacer = new Pacer();
+    for await (const page of range.pages) {
+      for (const kv of page) {
+        seen.add(kv.key);
+        if (this.observe(kv)) membership.push(kv.key);
+        const p = pacer.pace();
+        if (p) await p;
+      }
     }
-    for (const key of [...this.observed.keys()]) {
+    for (const key of this.observed.keys()) {
       if (seen.has(key)) continue;
       this.observed.delete(key);
       membership.push(key);
-      touched.add(key);
+      this.pending.add(key);
     }
     this.reindex(membership);
-    await this.commit(s.revision, touched, true);
+    await this.commit(range.revision, true, pacer);
   }
 
   /** A watch batch: only the keys it names change. */
   async applyEvents(b: EtcdEventBatch): Promise<void> {
-    const touched = new Set<string>();
     const membership: string[] = [];
     for (const ev of b.events) {
-      touched.add(ev.key);
+      this.pending.add(ev.key);
       if (ev.type === 'put') {
         if (this.observe(ev)) membership.push(ev.key);
       } else if (this.observed.delete(ev.key)) {
@@ -104,29 +135,38 @@ export class EtcdRows {
       }
     }
     this.reindex(membership);
-    await this.commit(b.revision, touched, false);
+    await this.commit(b.revision, false, new Pacer());
   }
 
   /** Boot: the rows of a usable snapshot cache serve before etcd is read, with the pins it recorded. */
   async applyRestored(restored: RestoredRows, doc: Parameters<RestoredRows['pins']>[0]): Promise<void> {
     const { problems, rejected } = restored.pins(doc);
     this.rejected = rejected;
-    await this.publish(restored.values, problems, new Set(restored.values.keys()), restored.keys, doc.revision, {
+    this.served = restored.values;
+    this.problems = problems;
+    this.partial = new PartialCounts();
+    for (const v of restored.values.values()) this.partial.add(v);
+    this.version++;
+    const pacer = new Pacer();
+    const snapshot = await this.rebuild(restored.keys, pacer);
+    await this.publish(snapshot, new Set(restored.values.keys()), restored.keys, doc.revision, pacer, {
       touched: new Set(),
       allSeen: false,
+      hashSource: false,
       counted: false,
       writeCache: false,
       logLevel: 'debug',
     });
   }
 
-  /** The snapshot cache's bytes for what serves now. */
-  cacheDocument(): Uint8Array {
+  /** The snapshot cache's bytes for what serves now; undefined while a change is still being applied. */
+  cacheDocument(): Uint8Array | undefined {
+    if (this.published !== this.version) return undefined; // the next apply schedules the write again
     return encodeServed({
       prefix: this.prefix,
       revision: this.appliedRevision,
       configHash: this.configHash,
-      order: this.servedOrder,
+      order: this.keys.length > 0 || this.observed.size > 0 ? this.keys : [...this.served.keys()].sort(compareKeys),
       served: this.served,
       rejected: this.rejected,
       writtenAt: rfc3339(new Date(this.sink.clock())),
@@ -138,6 +178,7 @@ export class EtcdRows {
     this.modRevisions.set(kv.key, kv.modRevision);
     const old = this.observed.get(kv.key);
     if (old && old.raw === kv.value && !kv.invalidUtf8) return false;
+    this.pending.add(kv.key);
     const serving = this.served.get(kv.key);
     const value = serving && serving.raw === kv.value && !kv.invalidUtf8
       ? serving
@@ -163,69 +204,99 @@ export class EtcdRows {
     }
   }
 
-  private async commit(revision: number, touched: ReadonlySet<string>, fullRead: boolean): Promise<void> {
+  private async commit(revision: number, fullRead: boolean, pacer: Pacer): Promise<void> {
     // Each row is judged alone: only the touched keys can change.
-    const served = new Map(this.served);
-    const problems = new Map(this.problems);
-    const changedKeys = new Set<string>();
+    const touched = this.pending;
+    this.pending = new Set();
+    const changed = new Map<string, ServedValue | undefined>();
     for (const key of touched) {
-      const before = served.get(key);
+      const before = this.served.get(key);
       const { served: after, problem } = judgeKey(this.observed.get(key), before);
-      if (after) served.set(key, after);
-      else served.delete(key);
-      if (problem) problems.set(key, problem);
-      else problems.delete(key);
-      if (after !== before) changedKeys.add(key);
+      if (after) this.served.set(key, after);
+      else this.served.delete(key);
+      if (problem) this.problems.set(key, problem);
+      else this.problems.delete(key);
+      if (after !== before) {
+        changed.set(key, before);
+        this.partial.remove(before);
+        this.partial.add(after);
+      }
     }
-    await this.publish(served, problems, changedKeys, this.keys, revision, {
+    if (changed.size > 0) this.version++;
+    const snapshot = await this.serve(changed, pacer);
+    await this.publish(snapshot, new Set(changed.keys()), this.keys, revision, pacer, {
       touched,
       allSeen: fullRead,
-      sourceLines: this.keys.map((k) => this.observed.get(k)!.line), // non-null: keys mirrors observed
+      hashSource: true,
       counted: fullRead,
       writeCache: true,
       logLevel: fullRead ? 'info' : 'debug',
     });
   }
 
-  /** The snapshot and config hash of `served`: rebuilt only when something changed. */
-  private async rebuild(
-    served: ReadonlyMap<string, ServedValue>,
-    order: readonly string[],
-    changed: boolean,
-    sourceLines: Uint8Array[] | undefined,
-  ): Promise<{ snapshot: Snapshot; configHash: string; sourceHash: string | undefined }> {
-    // Both digests run off the main thread where the runtime's Web Crypto does (Node: the libuv pool).
-    const [sourceHash, newConfigHash] = await Promise.all([
-      sourceLines ? hashLines(sourceLines) : undefined,
-      changed ? hashLines(order.filter((k) => served.has(k)).map((k) => served.get(k)!.line)) : undefined,
-    ]);
-    if (!changed && this.snapshot && this.configHash !== undefined) {
-      return { snapshot: this.snapshot, configHash: this.configHash, sourceHash };
+  /**
+   * What serves after `changed` (key → the value it served before): api keys change in place in the served
+   * key index, so requests see a key's change at once; anything else rebuilds the other indexes around it.
+   */
+  private async serve(changed: ReadonlyMap<string, ServedValue | undefined>, pacer: Pacer): Promise<Snapshot> {
+    const current = this.snapshot;
+    if (current === undefined || changed.size > IN_PLACE_MAX) return this.rebuild(this.keys, pacer);
+    if (changed.size === 0) return current;
+    const keys: ServedValue[] = [];
+    let others = false;
+    for (const [key, before] of changed) {
+      if (!key.startsWith(this.apiKeysRoot)) {
+        others = true;
+        continue;
+      }
+      const after = this.served.get(key);
+      if (after) keys.push(after);
+      else if (before) current.apiKeys.remove(before.parsed.id);
     }
-    const snapshot = new Snapshot(resourceSet(order, served));
-    for (const [key, v] of served) {
-      const rev = this.modRevisions.get(key);
-      if (rev !== undefined) snapshot.revisions.set(`${v.parsed.kind}/${v.parsed.id}`, rev);
-    }
-    return { snapshot, configHash: newConfigHash!, sourceHash }; // non-null: computed whenever changed
+    keys.sort((a, b) => a.rev - b.rev); // the index keeps write order: the row written last wins a hash
+    for (const v of keys) current.apiKeys.put(v.parsed.resource as ApiKey);
+    return others ? this.rebuild(this.keys, pacer, current.apiKeys) : current.derive();
   }
 
   /**
-   * Swaps in what serves: hashes first (the only awaits), then every fact and the snapshot in one
-   * synchronous step, so `/status/config` never shows half of an apply.
+   * The snapshot of `served`, built in slices; `apiKeys`: the key index to keep (else one is built). The rows
+   * of the api keys are skipped when the index is kept: they are one block of the sorted keys.
+   */
+  private async rebuild(order: readonly string[], pacer: Pacer, apiKeys?: ApiKeyIndex): Promise<Snapshot> {
+    let rows: readonly string[] = order;
+    if (apiKeys !== undefined) {
+      const from = lowerBound(order, this.apiKeysRoot);
+      const to = lowerBound(order, `${this.prefix}/api_keys0`); // '0' follows '/': past every api key
+      rows = [...order.slice(0, from), ...order.slice(to)];
+    }
+    const set = resourceSet(rows, this.served);
+    const snapshot = await Snapshot.build(set, () => pacer.pace(), apiKeys);
+    snapshot.revisions = {
+      get: (kindAndId) => {
+        const key = `${this.prefix}/${kindAndId}`;
+        return this.served.has(key) ? this.modRevisions.get(key) : undefined;
+      },
+    };
+    return snapshot;
+  }
+
+  /**
+   * Hashes first (the only awaits), then every fact and the snapshot in one synchronous step, so
+   * `/status/config` never shows half of an apply.
    */
   private async publish(
-    served: Map<string, ServedValue>,
-    problems: Map<string, Problem>,
+    snapshot: Snapshot,
     changedKeys: ReadonlySet<string>,
     order: readonly string[],
     revision: number,
+    pacer: Pacer,
     o: PublishOptions,
   ): Promise<void> {
     const changed = !this.snapshot || this.configHash === undefined || changedKeys.size > 0;
-    const { snapshot, configHash, sourceHash } = await this.rebuild(served, order, changed, o.sourceLines);
+    const version = this.version;
+    const { configHash, sourceHash } = await this.hashes(order, changed, o.hashSource, pacer);
     const now = rfc3339(new Date(this.sink.clock()));
-    const rejected = rejectedRows(this.sink.log, problems, this.rejected, {
+    const rejected = rejectedRows(this.sink.log, this.problems, this.rejected, {
       touched: o.touched,
       allSeen: o.allSeen,
       now,
@@ -234,18 +305,16 @@ export class EtcdRows {
     // Synchronous from here on.
     const { record, log } = this.sink;
     if (changed) {
-      const pc = partialCompatibility(served.values());
+      const pc = this.partial.result();
       record.partiallyCompatible(pc.fields, pc.rows);
-      for (const key of changedKeys) this.warnings.warn(served.get(key));
+      for (const key of changedKeys) this.warnings.warn(this.served.get(key));
     }
-    this.served = served;
-    this.problems = problems;
-    this.servedOrder = order;
     this.rejected = rejected;
     record.rejected([...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r));
     if (sourceHash !== undefined) record.observed({ sourceHash, revision, at: now });
     this.snapshot = snapshot;
     this.configHash = configHash;
+    this.published = version;
     this.appliedRevision = revision;
     this.sink.apply(snapshot, { configHash, revision, counted: o.counted });
     log.log(o.logLevel, MSG.etcdApplied, {
@@ -256,5 +325,35 @@ export class EtcdRows {
       config_hash: configHash,
     });
     this.onPublished(o.writeCache);
+  }
+
+  /**
+   * `config_hash` over what serves (recomputed only when it changed) and `source_hash` over every observed
+   * row; one digest serves both when every observed row serves its latest value.
+   */
+  private async hashes(
+    order: readonly string[],
+    changed: boolean,
+    hashSource: boolean,
+    pacer: Pacer,
+  ): Promise<{ configHash: string; sourceHash: string | undefined }> {
+    const pace = () => pacer.pace();
+    const served = this.served;
+    const same = hashSource && this.problems.size === 0 && served.size === this.observed.size;
+    const configHash = changed || this.configHash === undefined
+      ? await hashRows(servedRows(order, served), pace)
+      : this.configHash;
+    if (!hashSource) return { configHash, sourceHash: undefined };
+    if (same) return { configHash, sourceHash: configHash };
+    const observed = this.observed;
+    return { configHash, sourceHash: await hashRows(order.map((k) => observed.get(k)!), pace) };
+  }
+}
+
+/** The serving rows of `order`, in its order. */
+function* servedRows(order: readonly string[], served: ReadonlyMap<string, ServedValue>): Generator<ServedValue> {
+  for (const k of order) {
+    const v = served.get(k);
+    if (v) yield v;
   }
 }

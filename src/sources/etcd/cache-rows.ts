@@ -9,7 +9,7 @@ import {
   type CacheHeader,
   encodeCache,
 } from '../cache.ts';
-import { compareKeys, hashLines, type Problem, rowValue, type ServedValue } from './rows.ts';
+import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
 
 /** What serves now, as the cache holds it. */
 export interface ServedState {
@@ -74,7 +74,7 @@ export class RestoredRows {
       this.values.set(key, v as ServedValue);
     }
     this.keys = [...this.values.keys()].sort(compareKeys);
-    const hash = await hashLines(this.keys.map((k) => this.values.get(k)!.line));
+    const hash = await hashRows(this.keys.map((k) => this.values.get(k)!));
     return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
   }
 

@@ -70,8 +70,11 @@ export interface RowValue {
   key: string;
   /** The value as etcd holds it (UTF-8 decoded). */
   raw: string;
-  /** `key \0 canonical-json(value) \n` (the raw text for a non-JSON value), UTF-8: docs/etcd.md hash input. */
-  line: Uint8Array;
+  /**
+   * The canonical JSON of the value when it differs from `raw` (docs/etcd.md hash input: `key \0
+   * canonical-json(value) \n`, the raw text for a non-JSON value); absent: the hash line holds `raw`.
+   */
+  canon?: string;
   parsed: ParsedRow;
   /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
   rev: number;
@@ -82,6 +85,9 @@ export interface RowValue {
 export type ServedValue = RowValue & { parsed: ValidRow };
 
 const encoder = new TextEncoder();
+
+/** No JSON value was parsed (not JSON, or not looked at). */
+const UNPARSED = Symbol('unparsed');
 
 /** `/aisix/` → `/aisix`: the prefix without trailing slashes; keys live under `prefix + '/'`. */
 export function normalizePrefix(prefix: string): string {
@@ -144,6 +150,17 @@ function scrub(message: string, secrets: string[]): string {
 
 /** Judges one key and its value alone. Pure and synchronous; never puts a secret in a message. */
 export function parseRow(prefix: string, key: string, raw: string, opts: { invalidUtf8?: boolean } = {}): ParsedRow {
+  return judgeRow(prefix, key, raw, opts, UNPARSED);
+}
+
+/** `parseRow`, given the value already parsed from `raw` when it is JSON (`parsed` is consumed). */
+function judgeRow(
+  prefix: string,
+  key: string,
+  raw: string,
+  opts: { invalidUtf8?: boolean },
+  parsed: unknown,
+): ParsedRow {
   const k = splitKey(prefix, key);
   if (!k.ok) return k;
   if (opts.invalidUtf8) {
@@ -162,9 +179,9 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
     errorKind,
     error,
   });
-  let value: unknown;
+  let value: unknown = parsed;
   try {
-    value = JSON.parse(raw);
+    if (value === UNPARSED) value = JSON.parse(raw);
   } catch (e) {
     // The parser's message quotes the input, which may be a secret: keep only the position.
     const at = /position (\d+)/.exec((e as Error).message);
@@ -197,24 +214,25 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
   return { ok: true, kind: k.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
 }
 
-/** The docs/etcd.md hash line of one entry: `key \0 canonical-json(value) \n`, the raw text when not JSON. */
-export function hashLine(key: string, raw: string): Uint8Array {
-  let canonical: string;
-  try {
-    canonical = canonicalJson(JSON.parse(raw));
-  } catch {
-    canonical = raw;
-  }
-  return encoder.encode(`${key}\0${canonical}\n`);
-}
-
 export function rowValue(
   prefix: string,
   key: string,
   raw: string,
   opts: { invalidUtf8?: boolean; rev?: number } = {},
 ): RowValue {
-  return { key, raw, line: hashLine(key, raw), parsed: parseRow(prefix, key, raw, opts), rev: opts.rev ?? 0 };
+  // One JSON parse serves the hash line and the row's judgement: the canonical text is taken first, as
+  // reading the row consumes the value.
+  let value: unknown = UNPARSED;
+  let canon: string | undefined;
+  try {
+    value = JSON.parse(raw);
+    canon = canonicalJson(value);
+  } catch {
+    value = UNPARSED;
+  }
+  const row: RowValue = { key, raw, parsed: judgeRow(prefix, key, raw, opts, value), rev: opts.rev ?? 0 };
+  if (canon !== undefined && canon !== raw) row.canon = canon;
+  return row;
 }
 
 /**
@@ -238,21 +256,33 @@ export function compareKeys(a: string, b: string): number {
   return a.length - b.length;
 }
 
-/** sha256 (hex) over the concatenated lines, in the order given. */
-export async function hashLines(lines: Iterable<Uint8Array>): Promise<string> {
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (const l of lines) {
-    parts.push(l);
-    total += l.length;
-  }
-  const buf = new Uint8Array(total);
+/**
+ * sha256 (hex) over the rows' docs/etcd.md hash lines, in the order given. The lines are written into one
+ * buffer a row at a time, with `pace()` awaited between rows (a large prefix is hundreds of MB); the digest
+ * itself runs where the runtime's Web Crypto runs it (Node: the libuv pool).
+ */
+export async function hashRows(
+  rows: Iterable<RowValue>,
+  pace: () => Promise<void> | undefined = () => undefined,
+): Promise<string> {
+  let buf = new Uint8Array(1 << 16);
   let at = 0;
-  for (const p of parts) {
-    buf.set(p, at);
-    at += p.length;
+  for (const r of rows) {
+    const text = r.canon ?? r.raw;
+    const most = 3 * (r.key.length + text.length) + 2;
+    if (at + most > buf.length) {
+      const bigger = new Uint8Array(Math.max(buf.length * 2, at + most));
+      bigger.set(buf.subarray(0, at));
+      buf = bigger;
+    }
+    at += encoder.encodeInto(r.key, buf.subarray(at)).written;
+    buf[at++] = 0;
+    at += encoder.encodeInto(text, buf.subarray(at)).written;
+    buf[at++] = 0x0a;
+    const p = pace();
+    if (p) await p;
   }
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf.subarray(0, at)));
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
   return hex;
@@ -322,26 +352,47 @@ export interface PartialCompatibility {
   rows: Record<string, number>;
 }
 
-export function partialCompatibility(served: Iterable<ServedValue>): PartialCompatibility {
-  const counts = new Map<string, { resource_kind: string; field: string; count: number }>();
-  const rows: Record<string, number> = {};
-  for (const v of served) {
-    const fields = v.parsed.unknownFields;
-    if (fields.length === 0) continue;
-    rows[v.parsed.kind] = (rows[v.parsed.kind] ?? 0) + 1;
+/**
+ * `partially_compatible[]` kept as rows start and stop serving, so a change of one row costs the fields of
+ * that row, not a pass over every serving row.
+ */
+export class PartialCounts {
+  private readonly counts = new Map<string, { resource_kind: string; field: string; count: number }>();
+  private readonly rows: Record<string, number> = {};
+
+  add(v: ServedValue | undefined): void {
+    this.count(v, 1);
+  }
+
+  remove(v: ServedValue | undefined): void {
+    this.count(v, -1);
+  }
+
+  private count(v: ServedValue | undefined, by: 1 | -1): void {
+    const fields = v?.parsed.unknownFields;
+    if (!v || !fields || fields.length === 0) return;
+    const kind = v.parsed.kind;
+    const n = (this.rows[kind] ?? 0) + by;
+    if (n > 0) this.rows[kind] = n;
+    else delete this.rows[kind];
     for (const field of fields) {
-      const id = `${v.parsed.kind}\0${field}`;
-      const c = counts.get(id);
-      if (c) c.count++;
-      else counts.set(id, { resource_kind: v.parsed.kind, field, count: 1 });
+      const id = `${kind}\0${field}`;
+      const c = this.counts.get(id);
+      if (c === undefined) this.counts.set(id, { resource_kind: kind, field, count: by });
+      else if (c.count + by === 0) this.counts.delete(id);
+      else c.count += by;
     }
   }
-  const fields = [...counts.values()].sort((a, b) =>
-    a.resource_kind === b.resource_kind
-      ? (a.field < b.field ? -1 : a.field > b.field ? 1 : 0)
-      : a.resource_kind < b.resource_kind
-      ? -1
-      : 1
-  );
-  return { fields, rows };
+
+  /** The counts now, sorted by kind then field. */
+  result(): PartialCompatibility {
+    const fields = [...this.counts.values()].map((c) => ({ ...c })).sort((a, b) =>
+      a.resource_kind === b.resource_kind
+        ? (a.field < b.field ? -1 : a.field > b.field ? 1 : 0)
+        : a.resource_kind < b.resource_kind
+        ? -1
+        : 1
+    );
+    return { fields, rows: { ...this.rows } };
+  }
 }
