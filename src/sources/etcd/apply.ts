@@ -28,7 +28,11 @@ import {
 import { PartialWarnings, rejectedRows } from './status.ts';
 import type { EtcdEventBatch, EtcdSnapshot } from './supervisor.ts';
 
-interface PublishOptions {
+/** What one apply of the facts covers. */
+interface Publish {
+  revision: number;
+  /** Keys whose served value changed. */
+  changedKeys: ReadonlySet<string>;
   touched: ReadonlySet<string>;
   allSeen: boolean;
   /** Recompute `source_hash` (over every observed row). */
@@ -74,7 +78,18 @@ export class EtcdRows {
   private readonly warnings: PartialWarnings;
   private partial = new PartialCounts();
   private rejected = new Map<string, RejectedRow>();
+  /** The snapshot last applied to the sink. */
   private snapshot: Snapshot | undefined;
+  /** What serves after the latest delivery (its key index is the applied one's, changed in place). */
+  private serving: Promise<Snapshot> | undefined;
+  /** A key changed in place since the last apply: the next one applies a new snapshot object. */
+  private keysChanged = false;
+  private want: Publish | undefined;
+  private publishing: Promise<void> | undefined;
+  /** A cache restore's keys, in etcd order, until etcd is read. */
+  private restoredOrder: readonly string[] | undefined;
+  /** Why an apply of a watch batch failed, for the next delivery to throw. */
+  private failure: unknown;
   private configHash: string | undefined;
   private appliedRevision = 0;
   /** Moves with every change of `served`; `published` is its value when the config hash was last computed. */
@@ -102,6 +117,7 @@ export class EtcdRows {
    * is never held as one response), then every key not seen is gone and one load is applied.
    */
   async applyPages(range: PagedRange): Promise<void> {
+    this.rethrow();
     const seen = new Set<string>();
     const membership: string[] = [];
     const pacer = new Pacer();
@@ -119,12 +135,19 @@ export class EtcdRows {
       membership.push(key);
       this.pending.add(key);
     }
+    // A restored row the range does not hold is gone as well (it was served, never observed).
+    for (const key of this.served.keys()) if (!seen.has(key)) this.pending.add(key);
+    this.restoredOrder = undefined;
     this.reindex(membership);
     await this.commit(range.revision, true, pacer);
   }
 
-  /** A watch batch: only the keys it names change. */
+  /**
+   * A watch batch: only the keys it names change. Resolves once what serves has changed; the facts and the
+   * hashes follow (`publish`), so a burst of batches is not held behind one digest of every row each.
+   */
   async applyEvents(b: EtcdEventBatch): Promise<void> {
+    this.rethrow();
     const membership: string[] = [];
     for (const ev of b.events) {
       this.pending.add(ev.key);
@@ -135,7 +158,17 @@ export class EtcdRows {
       }
     }
     this.reindex(membership);
-    await this.commit(b.revision, false, new Pacer());
+    this.commit(b.revision, false, new Pacer()).catch((e: unknown) => {
+      // Handed to the next delivery, which fails with it: the supervisor then reads the whole range again.
+      this.failure ??= e;
+    });
+  }
+
+  /** Throws what an apply that nobody awaited failed with, once. */
+  private rethrow(): void {
+    const e = this.failure;
+    this.failure = undefined;
+    if (e !== undefined) throw e;
   }
 
   /** Boot: the rows of a usable snapshot cache serve before etcd is read, with the pins it recorded. */
@@ -147,9 +180,12 @@ export class EtcdRows {
     this.partial = new PartialCounts();
     for (const v of restored.values.values()) this.partial.add(v);
     this.version++;
-    const pacer = new Pacer();
-    const snapshot = await this.rebuild(restored.keys, pacer);
-    await this.publish(snapshot, new Set(restored.values.keys()), restored.keys, doc.revision, pacer, {
+    this.restoredOrder = restored.keys;
+    this.serving = this.rebuild(restored.keys, new Pacer());
+    await this.serving;
+    await this.requestPublish({
+      revision: doc.revision,
+      changedKeys: new Set(restored.values.keys()),
       touched: new Set(),
       allSeen: false,
       hashSource: false,
@@ -166,7 +202,7 @@ export class EtcdRows {
       prefix: this.prefix,
       revision: this.appliedRevision,
       configHash: this.configHash,
-      order: this.keys.length > 0 || this.observed.size > 0 ? this.keys : [...this.served.keys()].sort(compareKeys),
+      order: this.order(),
       served: this.served,
       rejected: this.rejected,
       writtenAt: rfc3339(new Date(this.sink.clock())),
@@ -204,7 +240,16 @@ export class EtcdRows {
     }
   }
 
-  private async commit(revision: number, fullRead: boolean, pacer: Pacer): Promise<void> {
+  /** The keys in etcd order: the observed ones, or a cache restore's before etcd was read. */
+  private order(): readonly string[] {
+    return this.observed.size > 0 || this.restoredOrder === undefined ? this.keys : this.restoredOrder;
+  }
+
+  /**
+   * Judges the touched keys and changes what serves; then the facts follow (`publish`). Resolves once they
+   * have been applied; the part up to the change of what serves runs before any other delivery's.
+   */
+  private commit(revision: number, fullRead: boolean, pacer: Pacer): Promise<void> {
     // Each row is judged alone: only the touched keys can change.
     const touched = this.pending;
     this.pending = new Set();
@@ -222,24 +267,30 @@ export class EtcdRows {
         this.partial.add(after);
       }
     }
-    if (changed.size > 0) this.version++;
-    const snapshot = await this.serve(changed, pacer);
-    await this.publish(snapshot, new Set(changed.keys()), this.keys, revision, pacer, {
-      touched,
-      allSeen: fullRead,
-      hashSource: true,
-      counted: fullRead,
-      writeCache: true,
-      logLevel: fullRead ? 'info' : 'debug',
-    });
+    if (touched.size > 0) this.version++;
+    const served = this.serve(changed, pacer);
+    this.serving = served;
+    return served.then(() =>
+      this.requestPublish({
+        revision,
+        changedKeys: new Set(changed.keys()),
+        touched,
+        allSeen: fullRead,
+        hashSource: true,
+        counted: fullRead,
+        writeCache: true,
+        logLevel: fullRead ? 'info' : 'debug',
+      })
+    );
   }
 
   /**
    * What serves after `changed` (key → the value it served before): api keys change in place in the served
    * key index, so requests see a key's change at once; anything else rebuilds the other indexes around it.
+   * Deliveries are serialised here: each starts from what the one before made.
    */
   private async serve(changed: ReadonlyMap<string, ServedValue | undefined>, pacer: Pacer): Promise<Snapshot> {
-    const current = this.snapshot;
+    const current = await this.serving;
     if (current === undefined || changed.size > IN_PLACE_MAX) return this.rebuild(this.keys, pacer);
     if (changed.size === 0) return current;
     const keys: ServedValue[] = [];
@@ -255,7 +306,8 @@ export class EtcdRows {
     }
     keys.sort((a, b) => a.rev - b.rev); // the index keeps write order: the row written last wins a hash
     for (const v of keys) current.apiKeys.put(v.parsed.resource as ApiKey);
-    return others ? this.rebuild(this.keys, pacer, current.apiKeys) : current.derive();
+    this.keysChanged ||= keys.length > 0 || changed.size > 0;
+    return others ? this.rebuild(this.keys, pacer, current.apiKeys) : current;
   }
 
   /**
@@ -281,20 +333,47 @@ export class EtcdRows {
   }
 
   /**
-   * Hashes first (the only awaits), then every fact and the snapshot in one synchronous step, so
-   * `/status/config` never shows half of an apply.
+   * Asks for the facts of what serves now to be applied; resolves once an apply that includes this request
+   * has. Applies run one at a time, and requests that arrive while one runs are merged into the next.
    */
-  private async publish(
-    snapshot: Snapshot,
-    changedKeys: ReadonlySet<string>,
-    order: readonly string[],
-    revision: number,
-    pacer: Pacer,
-    o: PublishOptions,
-  ): Promise<void> {
-    const changed = !this.snapshot || this.configHash === undefined || changedKeys.size > 0;
-    const version = this.version;
-    const { configHash, sourceHash } = await this.hashes(order, changed, o.hashSource, pacer);
+  private requestPublish(w: Publish): Promise<void> {
+    this.want = this.want === undefined ? w : merged(this.want, w);
+    return this.publishing ??= this.drainPublishes();
+  }
+
+  private async drainPublishes(): Promise<void> {
+    try {
+      while (this.want !== undefined) {
+        const w = this.want;
+        this.want = undefined;
+        await this.publish(w);
+      }
+    } finally {
+      this.publishing = undefined;
+    }
+  }
+
+  /**
+   * Hashes first (the only awaits; redone when what serves changed meanwhile), then every fact and the
+   * snapshot in one synchronous step, so `/status/config` never shows half of an apply.
+   */
+  private async publish(o: Publish): Promise<void> {
+    const pacer = new Pacer();
+    let snapshot = await this.serving!; // set before any publish is requested
+    const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
+    let hashes: { configHash: string; sourceHash: string | undefined };
+    let version: number;
+    do {
+      version = this.version;
+      hashes = await this.hashes(this.order(), changed, o.hashSource, pacer);
+      snapshot = await this.serving!;
+    } while (version !== this.version);
+    const { configHash, sourceHash } = hashes;
+    // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
+    // (e.g. the budgets' and JWT bindings' views) is derived again.
+    if (snapshot === this.snapshot && this.keysChanged) snapshot = snapshot.derive();
+    this.keysChanged = false;
+    this.serving = Promise.resolve(snapshot);
     const now = rfc3339(new Date(this.sink.clock()));
     const rejected = rejectedRows(this.sink.log, this.problems, this.rejected, {
       touched: o.touched,
@@ -307,18 +386,18 @@ export class EtcdRows {
     if (changed) {
       const pc = this.partial.result();
       record.partiallyCompatible(pc.fields, pc.rows);
-      for (const key of changedKeys) this.warnings.warn(this.served.get(key));
+      for (const key of o.changedKeys) this.warnings.warn(this.served.get(key));
     }
     this.rejected = rejected;
     record.rejected([...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r));
-    if (sourceHash !== undefined) record.observed({ sourceHash, revision, at: now });
+    if (sourceHash !== undefined) record.observed({ sourceHash, revision: o.revision, at: now });
     this.snapshot = snapshot;
     this.configHash = configHash;
     this.published = version;
-    this.appliedRevision = revision;
-    this.sink.apply(snapshot, { configHash, revision, counted: o.counted });
+    this.appliedRevision = o.revision;
+    this.sink.apply(snapshot, { configHash, revision: o.revision, counted: o.counted });
     log.log(o.logLevel, MSG.etcdApplied, {
-      revision,
+      revision: o.revision,
       apply_seq: this.sink.facts.applied?.apply_seq,
       resources: snapshot.size,
       rejected: rejected.size,
@@ -345,8 +424,29 @@ export class EtcdRows {
       : this.configHash;
     if (!hashSource) return { configHash, sourceHash: undefined };
     if (same) return { configHash, sourceHash: configHash };
-    const observed = this.observed;
-    return { configHash, sourceHash: await hashRows(order.map((k) => observed.get(k)!), pace) };
+    return { configHash, sourceHash: await hashRows(observedRows(order, this.observed), pace) };
+  }
+}
+
+/** Two requests to publish as one: every key either touched, the latest revision, the stronger of each choice. */
+function merged(a: Publish, b: Publish): Publish {
+  return {
+    revision: Math.max(a.revision, b.revision),
+    changedKeys: new Set([...a.changedKeys, ...b.changedKeys]),
+    touched: new Set([...a.touched, ...b.touched]),
+    allSeen: a.allSeen || b.allSeen,
+    hashSource: a.hashSource || b.hashSource,
+    counted: a.counted || b.counted,
+    writeCache: a.writeCache || b.writeCache,
+    logLevel: a.logLevel === 'info' || b.logLevel === 'info' ? 'info' : 'debug',
+  };
+}
+
+/** The observed rows of `order`, in its order. */
+function* observedRows(order: readonly string[], observed: ReadonlyMap<string, RowValue>): Generator<RowValue> {
+  for (const k of order) {
+    const v = observed.get(k);
+    if (v) yield v;
   }
 }
 

@@ -265,23 +265,29 @@ export async function hashRows(
   rows: Iterable<RowValue>,
   pace: () => Promise<void> | undefined = () => undefined,
 ): Promise<string> {
-  let buf = new Uint8Array(1 << 16);
+  let buf = new Uint8Array(1 << 20);
   let at = 0;
-  for (const r of rows) {
-    const text = r.canon ?? r.raw;
-    const most = 3 * (r.key.length + text.length) + 2;
+  // Lines are joined into text of about 64 KiB and encoded at once: one encode per row would cost more than
+  // the digest.
+  let text = '';
+  const flush = () => {
+    const most = 3 * text.length;
     if (at + most > buf.length) {
       const bigger = new Uint8Array(Math.max(buf.length * 2, at + most));
       bigger.set(buf.subarray(0, at));
       buf = bigger;
     }
-    at += encoder.encodeInto(r.key, buf.subarray(at)).written;
-    buf[at++] = 0;
     at += encoder.encodeInto(text, buf.subarray(at)).written;
-    buf[at++] = 0x0a;
+    text = '';
+  };
+  for (const r of rows) {
+    text += `${r.key}\0${r.canon ?? r.raw}\n`;
+    if (text.length < 65536) continue;
+    flush();
     const p = pace();
     if (p) await p;
   }
+  flush();
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf.subarray(0, at)));
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
