@@ -54,6 +54,15 @@ function lowerBound(keys: readonly string[], key: string): number {
   return lo;
 }
 
+/** A full range is bulk work: it keeps the loop this long between turns (a watch batch: pace.ts's slice). */
+const RANGE_SLICE_MS = 10;
+
+/** Whether `keys` is in etcd order already (a range's keys are). */
+function sortedKeys(keys: readonly string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (compareKeys(keys[i - 1]!, keys[i]!) >= 0) return false;
+  return true;
+}
+
 /** More changed api keys than this in one delivery: the key index is rebuilt rather than changed key by key. */
 const IN_PLACE_MAX = 4096;
 
@@ -66,8 +75,6 @@ export interface PagedRange {
 export class EtcdRows {
   /** key → latest observed value; `keys` is the same set in etcd key order. */
   private readonly observed = new Map<string, RowValue>();
-  /** key → its latest mod_revision (the admin lists' `revision`); entries of deleted keys are never read. */
-  private readonly modRevisions = new Map<string, number>();
   private keys: string[] = [];
   /** key → the value it serves (latest or pinned); changed in place by each commit. */
   private served = new Map<string, ServedValue>();
@@ -88,6 +95,8 @@ export class EtcdRows {
   private publishing: Promise<void> | undefined;
   /** A cache restore's keys, in etcd order, until etcd is read. */
   private restoredOrder: readonly string[] | undefined;
+  /** Full ranges read so far (marks each observed row a range held). */
+  private ranges = 0;
   /** Why an apply of a watch batch failed, for the next delivery to throw. */
   private failure: unknown;
   private configHash: string | undefined;
@@ -118,27 +127,30 @@ export class EtcdRows {
    */
   async applyPages(range: PagedRange): Promise<void> {
     this.rethrow();
-    const seen = new Set<string>();
-    const membership: string[] = [];
-    const pacer = new Pacer();
+    const pass = ++this.ranges;
+    // etcd returns a range in key order, the order `keys` keeps: the range's keys are that list unsorted.
+    const keys: string[] = [];
+    const pacer = new Pacer(RANGE_SLICE_MS);
     for await (const page of range.pages) {
       for (const kv of page) {
-        seen.add(kv.key);
-        if (this.observe(kv)) membership.push(kv.key);
+        keys.push(kv.key);
+        this.observe(kv).seen = pass;
         const p = pacer.pace();
         if (p) await p;
       }
     }
-    for (const key of this.observed.keys()) {
-      if (seen.has(key)) continue;
-      this.observed.delete(key);
-      membership.push(key);
-      this.pending.add(key);
+    for (const [key, v] of this.observed) {
+      if (v.seen !== pass) {
+        this.observed.delete(key);
+        this.pending.add(key);
+      }
+      const p = pacer.pace();
+      if (p) await p;
     }
     // A restored row the range does not hold is gone as well (it was served, never observed).
-    for (const key of this.served.keys()) if (!seen.has(key)) this.pending.add(key);
+    for (const key of this.served.keys()) if (!this.observed.has(key)) this.pending.add(key);
     this.restoredOrder = undefined;
-    this.reindex(membership);
+    this.keys = sortedKeys(keys) ? keys : keys.sort(compareKeys);
     await this.commit(range.revision, true, pacer);
   }
 
@@ -152,7 +164,8 @@ export class EtcdRows {
     for (const ev of b.events) {
       this.pending.add(ev.key);
       if (ev.type === 'put') {
-        if (this.observe(ev)) membership.push(ev.key);
+        if (!this.observed.has(ev.key)) membership.push(ev.key);
+        this.observe(ev);
       } else if (this.observed.delete(ev.key)) {
         membership.push(ev.key);
       }
@@ -209,11 +222,13 @@ export class EtcdRows {
     });
   }
 
-  /** Records a put; parses only when the value changed. Returns whether the key is new. */
-  private observe(kv: EtcdKv): boolean {
-    this.modRevisions.set(kv.key, kv.modRevision);
+  /** Records a put; parses only when the value changed. Returns the key's value now. */
+  private observe(kv: EtcdKv): RowValue {
     const old = this.observed.get(kv.key);
-    if (old && old.raw === kv.value && !kv.invalidUtf8) return false;
+    if (old && old.raw === kv.value && !kv.invalidUtf8) {
+      old.modRev = kv.modRevision;
+      return old;
+    }
     this.pending.add(kv.key);
     const serving = this.served.get(kv.key);
     const value = serving && serving.raw === kv.value && !kv.invalidUtf8
@@ -222,8 +237,9 @@ export class EtcdRows {
         ...(kv.invalidUtf8 ? { invalidUtf8: true } : {}),
         rev: kv.modRevision,
       });
+    value.modRev = kv.modRevision;
     this.observed.set(kv.key, value);
-    return old === undefined;
+    return value;
   }
 
   /** Keeps `keys` sorted after membership changes of `changed` keys. */
@@ -249,7 +265,7 @@ export class EtcdRows {
    * Judges the touched keys and changes what serves; then the facts follow (`publish`). Resolves once they
    * have been applied; the part up to the change of what serves runs before any other delivery's.
    */
-  private commit(revision: number, fullRead: boolean, pacer: Pacer): Promise<void> {
+  private async commit(revision: number, fullRead: boolean, pacer: Pacer): Promise<void> {
     // Each row is judged alone: only the touched keys can change.
     const touched = this.pending;
     this.pending = new Set();
@@ -266,22 +282,25 @@ export class EtcdRows {
         this.partial.remove(before);
         this.partial.add(after);
       }
+      // Only a full range, which no other delivery overlaps, is judged in slices: a batch's change of what
+      // serves must start before the next batch's.
+      const p = fullRead ? pacer.pace() : undefined;
+      if (p) await p;
     }
     if (touched.size > 0) this.version++;
     const served = this.serve(changed, pacer);
     this.serving = served;
-    return served.then(() =>
-      this.requestPublish({
-        revision,
-        changedKeys: new Set(changed.keys()),
-        touched,
-        allSeen: fullRead,
-        hashSource: true,
-        counted: fullRead,
-        writeCache: true,
-        logLevel: fullRead ? 'info' : 'debug',
-      })
-    );
+    await served;
+    await this.requestPublish({
+      revision,
+      changedKeys: new Set(changed.keys()),
+      touched,
+      allSeen: fullRead,
+      hashSource: true,
+      counted: fullRead,
+      writeCache: true,
+      logLevel: fullRead ? 'info' : 'debug',
+    });
   }
 
   /**
@@ -326,7 +345,7 @@ export class EtcdRows {
     snapshot.revisions = {
       get: (kindAndId) => {
         const key = `${this.prefix}/${kindAndId}`;
-        return this.served.has(key) ? this.modRevisions.get(key) : undefined;
+        return this.served.has(key) ? this.observed.get(key)?.modRev : undefined;
       },
     };
     return snapshot;
@@ -419,12 +438,10 @@ export class EtcdRows {
     const pace = () => pacer.pace();
     const served = this.served;
     const same = hashSource && this.problems.size === 0 && served.size === this.observed.size;
-    const configHash = changed || this.configHash === undefined
-      ? await hashRows(servedRows(order, served), pace)
-      : this.configHash;
+    const configHash = changed || this.configHash === undefined ? await hashRows(order, served, pace) : this.configHash;
     if (!hashSource) return { configHash, sourceHash: undefined };
     if (same) return { configHash, sourceHash: configHash };
-    return { configHash, sourceHash: await hashRows(observedRows(order, this.observed), pace) };
+    return { configHash, sourceHash: await hashRows(order, this.observed, pace) };
   }
 }
 
@@ -440,20 +457,4 @@ function merged(a: Publish, b: Publish): Publish {
     writeCache: a.writeCache || b.writeCache,
     logLevel: a.logLevel === 'info' || b.logLevel === 'info' ? 'info' : 'debug',
   };
-}
-
-/** The observed rows of `order`, in its order. */
-function* observedRows(order: readonly string[], observed: ReadonlyMap<string, RowValue>): Generator<RowValue> {
-  for (const k of order) {
-    const v = observed.get(k);
-    if (v) yield v;
-  }
-}
-
-/** The serving rows of `order`, in its order. */
-function* servedRows(order: readonly string[], served: ReadonlyMap<string, ServedValue>): Generator<ServedValue> {
-  for (const k of order) {
-    const v = served.get(k);
-    if (v) yield v;
-  }
 }

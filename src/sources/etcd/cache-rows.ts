@@ -74,7 +74,7 @@ export class RestoredRows {
       this.values.set(key, v as ServedValue);
     }
     this.keys = [...this.values.keys()].sort(compareKeys);
-    const hash = await hashRows(this.keys.map((k) => this.values.get(k)!));
+    const hash = await hashRows(this.keys, this.values);
     return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
   }
 

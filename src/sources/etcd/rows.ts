@@ -78,6 +78,10 @@ export interface RowValue {
   parsed: ParsedRow;
   /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
   rev: number;
+  /** The key's latest `mod_revision` (a put of the same value moves it; the admin lists' `revision`). */
+  modRev?: number;
+  /** The last full range (its count) that held the key. */
+  seen?: number;
   /** `JSON.stringify(raw)`, memoised for the snapshot cache. */
   json?: string;
 }
@@ -257,12 +261,13 @@ export function compareKeys(a: string, b: string): number {
 }
 
 /**
- * sha256 (hex) over the rows' docs/etcd.md hash lines, in the order given. The lines are written into one
+ * sha256 (hex) over the docs/etcd.md hash lines of the rows of `keys` (those `rows` has), in that order. The lines are written into one
  * buffer a row at a time, with `pace()` awaited between rows (a large prefix is hundreds of MB); the digest
  * itself runs where the runtime's Web Crypto runs it (Node: the libuv pool).
  */
 export async function hashRows(
-  rows: Iterable<RowValue>,
+  keys: readonly string[],
+  rows: ReadonlyMap<string, RowValue>,
   pace: () => Promise<void> | undefined = () => undefined,
 ): Promise<string> {
   let buf = new Uint8Array(1 << 20);
@@ -280,7 +285,9 @@ export async function hashRows(
     at += encoder.encodeInto(text, buf.subarray(at)).written;
     text = '';
   };
-  for (const r of rows) {
+  for (let i = 0; i < keys.length; i++) {
+    const r = rows.get(keys[i]!);
+    if (r === undefined) continue;
     text += `${r.key}\0${r.canon ?? r.raw}\n`;
     if (text.length < 65536) continue;
     flush();
@@ -334,7 +341,7 @@ export function judgeKey(
  * order): the Snapshot's name and key-hash indexes keep the last entry of a name, i.e. the row written last.
  */
 export function resourceSet(keys: readonly string[], served: ReadonlyMap<string, ServedValue>): ResourceSet {
-  const rows: ServedValue[] = [];
+  let rows: ServedValue[] = [];
   let ordered = true;
   for (const key of keys) {
     const v = served.get(key);
@@ -342,13 +349,27 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     if (rows.length > 0 && rows[rows.length - 1]!.rev > v.rev) ordered = false;
     rows.push(v);
   }
-  if (!ordered) rows.sort((a, b) => a.rev - b.rev); // stable: key order among equal revisions
+  if (!ordered) rows = byRevision(rows);
   const set: ResourceSet = { provider_keys: [], models: [], api_keys: [] };
   for (const v of rows) {
     const row = v.parsed;
     if (row.resource !== undefined) ((set[row.kind as ResourceKind] ??= []) as unknown[]).push(row.resource);
   }
   return set;
+}
+
+/**
+ * `rows` by revision, key order among equal ones: a numeric sort of `revision · 2^21 + position` (a million
+ * rows sort in a fraction of what a comparator sort of the objects takes); a comparator sort beyond its range.
+ */
+function byRevision(rows: ServedValue[]): ServedValue[] {
+  const span = 2 ** 21;
+  const top = rows.reduce((m, v) => Math.max(m, v.rev), 0);
+  if (rows.length >= span || top >= Number.MAX_SAFE_INTEGER / span) return rows.sort((a, b) => a.rev - b.rev);
+  const order = new Float64Array(rows.length);
+  for (let i = 0; i < rows.length; i++) order[i] = rows[i]!.rev * span + i;
+  order.sort();
+  return Array.from(order, (x) => rows[x % span]!);
 }
 
 export interface PartialCompatibility {
