@@ -52,6 +52,8 @@ export class ApiKeyIndex {
   private readonly current = new HashLookup();
   private readonly previous = new HashLookup();
   private listed: ApiKey[] | undefined;
+  /** How many keys carry budgets (the budgets step stays off a snapshot whose keys have none). */
+  private budgeted = 0;
 
   get size(): number {
     return this.byId.size;
@@ -75,6 +77,11 @@ export class ApiKeyIndex {
     return this.listed ??= [...this.byId.values()];
   }
 
+  /** Whether any key carries a budget, without a pass over every key. */
+  anyBudgets(): boolean {
+    return this.budgeted > 0;
+  }
+
   /** The key a presented credential's hash names: a current hash first, then a rotated-out one. */
   byHash(hash: string): ApiKey | undefined {
     return this.current.get(hash) ?? this.previous.get(hash);
@@ -84,6 +91,7 @@ export class ApiKeyIndex {
   put(k: ApiKey): void {
     this.remove(k.id);
     this.byId.set(k.id, k);
+    if ((k.budgets?.length ?? 0) > 0) this.budgeted++;
     this.current.add(k.key_hash, k);
     for (const p of k.previous_key_hashes ?? []) this.previous.add(p.key_hash, previousKeyOf(k, p.expires_at));
     this.listed = undefined;
@@ -93,6 +101,7 @@ export class ApiKeyIndex {
     const k = this.byId.get(id);
     if (k === undefined) return;
     this.byId.delete(id);
+    if ((k.budgets?.length ?? 0) > 0) this.budgeted--;
     this.listed = undefined;
     this.current.remove(k.key_hash, id, () => this.lastWith((x) => x.key_hash === k.key_hash ? x : undefined));
     for (const p of k.previous_key_hashes ?? []) {

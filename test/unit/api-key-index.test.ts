@@ -43,6 +43,20 @@ describe('api key index', () => {
     assert.equal(ix.size, 2);
   });
 
+  test('whether any key carries a budget follows puts and removes', () => {
+    const ix = new ApiKeyIndex();
+    ix.put(key('a', 'h'));
+    assert.equal(ix.anyBudgets(), false);
+    const budgets = [{ period: 'daily', limit_usd: 1 }] as unknown as ApiKey['budgets'];
+    ix.put(key('b', 'h2', { budgets }));
+    assert.equal(ix.anyBudgets(), true);
+    ix.put(key('b', 'h2'));
+    assert.equal(ix.anyBudgets(), false, 'written again without one');
+    ix.put(key('c', 'h3', { budgets }));
+    ix.remove('c');
+    assert.equal(ix.anyBudgets(), false);
+  });
+
   test("a rotated-out hash authenticates until the earlier expiry; any key's current hash wins over it", () => {
     const ix = new ApiKeyIndex();
     ix.put(key('a', 'new', { previous_key_hashes: [{ key_hash: 'old', expires_at: '2030-01-01T00:00:00Z' }] }));
