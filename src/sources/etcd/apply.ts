@@ -16,6 +16,7 @@ import { encodeServed, type RestoredRows } from './cache-rows.ts';
 import type { EtcdKv } from './client.ts';
 import {
   compareKeys,
+  hashRowList,
   hashRows,
   judgeKey,
   PartialCounts,
@@ -382,11 +383,15 @@ export class EtcdRows {
     const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
     let hashes: { configHash: string; sourceHash: string | undefined };
     let version: number;
-    do {
+    // Hashed as rows stand, redone when they changed meanwhile; after two such tries the rows are taken at one
+    // instant (a pass over the keys without a pause) so that a steady stream of changes cannot keep the facts
+    // from ever being applied.
+    for (let attempt = 0;; attempt++) {
       version = this.version;
-      hashes = await this.hashes(this.order(), changed, o.hashSource, pacer);
+      hashes = await this.hashes(this.order(), changed, o.hashSource, pacer, attempt >= 2);
       snapshot = await this.serving!;
-    } while (version !== this.version);
+      if (version === this.version || attempt >= 2) break;
+    }
     const { configHash, sourceHash } = hashes;
     // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
     // (e.g. the budgets' and JWT bindings' views) is derived again.
@@ -434,14 +439,27 @@ export class EtcdRows {
     changed: boolean,
     hashSource: boolean,
     pacer: Pacer,
+    atOnce: boolean,
   ): Promise<{ configHash: string; sourceHash: string | undefined }> {
     const pace = () => pacer.pace();
-    const served = this.served;
-    const same = hashSource && this.problems.size === 0 && served.size === this.observed.size;
-    const configHash = changed || this.configHash === undefined ? await hashRows(order, served, pace) : this.configHash;
+    const { served, observed } = this;
+    const same = hashSource && this.problems.size === 0 && served.size === observed.size;
+    const hashConfig = changed || this.configHash === undefined;
+    const hashObserved = hashSource && !same;
+    // Taken now, before any pause: the rows themselves never change, only which of them the maps hold.
+    const servedNow = atOnce && hashConfig ? order.map((k) => served.get(k)) : undefined;
+    const observedNow = atOnce && hashObserved ? order.map((k) => observed.get(k)) : undefined;
+    const configHash = !hashConfig
+      ? this.configHash!
+      : servedNow
+      ? await hashRowList(servedNow, pace)
+      : await hashRows(order, served, pace);
     if (!hashSource) return { configHash, sourceHash: undefined };
     if (same) return { configHash, sourceHash: configHash };
-    return { configHash, sourceHash: await hashRows(order, this.observed, pace) };
+    return {
+      configHash,
+      sourceHash: observedNow ? await hashRowList(observedNow, pace) : await hashRows(order, observed, pace),
+    };
   }
 }
 

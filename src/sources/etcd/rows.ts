@@ -265,10 +265,26 @@ export function compareKeys(a: string, b: string): number {
  * buffer a row at a time, with `pace()` awaited between rows (a large prefix is hundreds of MB); the digest
  * itself runs where the runtime's Web Crypto runs it (Node: the libuv pool).
  */
-export async function hashRows(
+export function hashRows(
   keys: readonly string[],
   rows: ReadonlyMap<string, RowValue>,
   pace: () => Promise<void> | undefined = () => undefined,
+): Promise<string> {
+  return hashEach(keys.length, (i) => rows.get(keys[i]!), pace);
+}
+
+/** `hashRows` over a list of rows taken at one instant (absent entries are skipped). */
+export function hashRowList(
+  list: readonly (RowValue | undefined)[],
+  pace: () => Promise<void> | undefined = () => undefined,
+): Promise<string> {
+  return hashEach(list.length, (i) => list[i], pace);
+}
+
+async function hashEach(
+  n: number,
+  row: (i: number) => RowValue | undefined,
+  pace: () => Promise<void> | undefined,
 ): Promise<string> {
   let buf = new Uint8Array(1 << 20);
   let at = 0;
@@ -285,8 +301,8 @@ export async function hashRows(
     at += encoder.encodeInto(text, buf.subarray(at)).written;
     text = '';
   };
-  for (let i = 0; i < keys.length; i++) {
-    const r = rows.get(keys[i]!);
+  for (let i = 0; i < n; i++) {
+    const r = row(i);
     if (r === undefined) continue;
     text += `${r.key}\0${r.canon ?? r.raw}\n`;
     if (text.length < 65536) continue;
