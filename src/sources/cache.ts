@@ -24,7 +24,7 @@ export interface CacheDocument {
   written_at: string;
   /** docs/etcd.md `config_hash` of `rows`; recomputed on restore. */
   config_hash: string;
-  /** key → value text, exactly as served (pinned keys hold their last-known-good value). */
+  /** key → the served value as canonical JSON (pinned keys hold their last-known-good value). */
   rows: Record<string, string>;
   pins: Record<string, CachedPin>;
 }

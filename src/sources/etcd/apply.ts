@@ -24,6 +24,7 @@ import {
   resourceSet,
   type RowValue,
   rowValue,
+  sameValue,
   type ServedValue,
 } from './rows.ts';
 import { PartialWarnings, rejectedRows } from './status.ts';
@@ -226,13 +227,13 @@ export class EtcdRows {
   /** Records a put; parses only when the value changed. Returns the key's value now. */
   private observe(kv: EtcdKv): RowValue {
     const old = this.observed.get(kv.key);
-    if (old && old.raw === kv.value && !kv.invalidUtf8) {
+    if (old && !kv.invalidUtf8 && sameValue(old, kv.value)) {
       old.modRev = kv.modRevision;
       return old;
     }
     this.pending.add(kv.key);
     const serving = this.served.get(kv.key);
-    const value = serving && serving.raw === kv.value && !kv.invalidUtf8
+    const value = serving && !kv.invalidUtf8 && sameValue(serving, kv.value)
       ? serving
       : rowValue(this.prefix, kv.key, kv.value, {
         ...(kv.invalidUtf8 ? { invalidUtf8: true } : {}),

@@ -52,7 +52,7 @@ export function encodeServed(s: ServedState): Uint8Array {
   function* rows(): Generator<[string, string]> {
     for (const key of order) {
       const v = served.get(key);
-      if (v) yield [key, v.json ??= JSON.stringify(v.raw)];
+      if (v) yield [key, v.quoted ??= JSON.stringify(v.text)];
     }
   }
   return encodeCache(header, rows());

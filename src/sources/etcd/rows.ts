@@ -68,13 +68,14 @@ export type ParsedRow = ValidRow | RejectedValue;
 /** One observed value of one key. Objects are reused while the value does not change (identity = same value). */
 export interface RowValue {
   key: string;
-  /** The value as etcd holds it (UTF-8 decoded). */
-  raw: string;
   /**
-   * The canonical JSON of the value when it differs from `raw` (docs/etcd.md hash input: `key \0
-   * canonical-json(value) \n`, the raw text for a non-JSON value); absent: the hash line holds `raw`.
+   * The value: its canonical JSON when it is JSON (docs/etcd.md hash input: `key \0 canonical-json(value) \n`),
+   * else the text etcd holds (UTF-8 decoded). Only the canonical form is kept: a prefix may hold millions of rows,
+   * and the JSON etcd holds means the same.
    */
-  canon?: string;
+  text: string;
+  /** `text` is the value's canonical JSON. */
+  json: boolean;
   parsed: ParsedRow;
   /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
   rev: number;
@@ -82,8 +83,8 @@ export interface RowValue {
   modRev?: number;
   /** The last full range (its count) that held the key. */
   seen?: number;
-  /** `JSON.stringify(raw)`, memoised for the snapshot cache. */
-  json?: string;
+  /** `JSON.stringify(text)`, memoised for the snapshot cache. */
+  quoted?: string;
 }
 
 export type ServedValue = RowValue & { parsed: ValidRow };
@@ -224,8 +225,8 @@ export function rowValue(
   raw: string,
   opts: { invalidUtf8?: boolean; rev?: number } = {},
 ): RowValue {
-  // One JSON parse serves the hash line and the row's judgement: the canonical text is taken first, as
-  // reading the row consumes the value.
+  // One JSON parse serves the canonical text and the row's judgement: the text is taken first, as reading the
+  // row consumes the value.
   let value: unknown = UNPARSED;
   let canon: string | undefined;
   try {
@@ -234,9 +235,19 @@ export function rowValue(
   } catch {
     value = UNPARSED;
   }
-  const row: RowValue = { key, raw, parsed: judgeRow(prefix, key, raw, opts, value), rev: opts.rev ?? 0 };
-  if (canon !== undefined && canon !== raw) row.canon = canon;
-  return row;
+  const parsed = judgeRow(prefix, key, raw, opts, value);
+  return { key, text: canon ?? raw, json: canon !== undefined, parsed, rev: opts.rev ?? 0 };
+}
+
+/** Whether `raw`, as etcd holds it, is the value `v` holds (JSON: the same document, however it is written). */
+export function sameValue(v: RowValue, raw: string): boolean {
+  if (raw === v.text) return true;
+  if (!v.json) return false;
+  try {
+    return canonicalJson(JSON.parse(raw)) === v.text;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -304,7 +315,7 @@ async function hashEach(
   for (let i = 0; i < n; i++) {
     const r = row(i);
     if (r === undefined) continue;
-    text += `${r.key}\0${r.canon ?? r.raw}\n`;
+    text += `${r.key}\0${r.text}\n`;
     if (text.length < 65536) continue;
     flush();
     const p = pace();
