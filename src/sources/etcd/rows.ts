@@ -292,12 +292,15 @@ export function hashRowList(
   return hashEach(list.length, (i) => list[i], pace);
 }
 
+/** The size of the last hash input: the next one is about as large, and growing a buffer of 100s of MB stalls. */
+let lastHashBytes = 1 << 20;
+
 async function hashEach(
   n: number,
   row: (i: number) => RowValue | undefined,
   pace: () => Promise<void> | undefined,
 ): Promise<string> {
-  let buf = new Uint8Array(1 << 20);
+  let buf = new Uint8Array(Math.ceil(lastHashBytes * 1.05) + 65536 * 3);
   let at = 0;
   // Lines are joined into text of about 64 KiB and encoded at once: one encode per row would cost more than
   // the digest.
@@ -322,6 +325,7 @@ async function hashEach(
     if (p) await p;
   }
   flush();
+  lastHashBytes = at;
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf.subarray(0, at)));
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
