@@ -134,6 +134,37 @@ describe('etcd source: one api key changes in place', () => {
     assert.notEqual(s.metas.at(-1)!.configHash, s.metas.at(-2)!.configHash);
   });
 
+  test('changes that arrive while the hashes run end in the hash of what serves last', async () => {
+    const s = sink();
+    const rows = new EtcdRows(s, '/aisix', () => {});
+    const kvs: EtcdKv[] = [];
+    for (let i = 0; i < 20_000; i++) {
+      kvs.push(kv(`/aisix/api_keys/k${i}`, { key_hash: `h${i}`, allowed_models: [] }, 3 + i));
+    }
+    await rows.applyRange({ revision: 30_000, kvs });
+    const final = new Map(kvs.map((x) => [x.key, x]));
+    // A burst: each batch is served at once and its hashes follow, batches overlapping the hash in progress.
+    for (let n = 0; n < 40; n++) {
+      const rev = 30_001 + n;
+      const put = kv(`/aisix/api_keys/k${n * 7}`, { key_hash: `changed${n}`, allowed_models: [] }, rev);
+      final.set(put.key, put);
+      await rows.applyEvents({ revision: rev, events: [{ type: 'put', ...put }] });
+      if (n % 3 === 0) {
+        final.delete(`/aisix/api_keys/k${n * 11 + 1}`);
+        await rows.applyEvents({
+          revision: rev,
+          events: [{ type: 'delete', ...kv(`/aisix/api_keys/k${n * 11 + 1}`, '', rev) }],
+        });
+      }
+      await new Promise((r) => setTimeout(r, n % 5));
+    }
+    await until(() => s.metas.at(-1)!.revision === 30_040, 30_000, 'the last batch applied');
+    const fresh = sink();
+    await new EtcdRows(fresh, '/aisix', () => {}).applyRange({ revision: 30_040, kvs: [...final.values()] });
+    assert.equal(s.metas.at(-1)!.configHash, fresh.metas.at(-1)!.configHash);
+    assert.equal(s.applied.at(-1)!.apiKeys.size, final.size);
+  });
+
   test('a key the range no longer holds is gone, even one only restored and never observed', async () => {
     const s = sink();
     const rows = new EtcdRows(s, '/aisix', () => {});

@@ -16,7 +16,6 @@ import { encodeServed, type RestoredRows } from './cache-rows.ts';
 import type { EtcdKv } from './client.ts';
 import {
   compareKeys,
-  hashRowList,
   hashRows,
   judgeKey,
   PartialCounts,
@@ -99,6 +98,10 @@ export class EtcdRows {
   private restoredOrder: readonly string[] | undefined;
   /** Full ranges read so far (marks each observed row a range held). */
   private ranges = 0;
+  /** While a hash runs: each changed key's values when it began (`keep`). */
+  private frozen:
+    | { observed: Map<string, RowValue | undefined>; served: Map<string, ServedValue | undefined> }
+    | undefined;
   /** Why an apply of a watch batch failed, for the next delivery to throw. */
   private failure: unknown;
   private configHash: string | undefined;
@@ -143,6 +146,7 @@ export class EtcdRows {
     }
     for (const [key, v] of this.observed) {
       if (v.seen !== pass) {
+        this.keep(key);
         this.observed.delete(key);
         this.pending.add(key);
       }
@@ -168,7 +172,7 @@ export class EtcdRows {
       if (ev.type === 'put') {
         if (!this.observed.has(ev.key)) membership.push(ev.key);
         this.observe(ev);
-      } else if (this.observed.delete(ev.key)) {
+      } else if (this.keep(ev.key) && this.observed.delete(ev.key)) {
         membership.push(ev.key);
       }
     }
@@ -240,8 +244,22 @@ export class EtcdRows {
         rev: kv.modRevision,
       });
     value.modRev = kv.modRevision;
+    this.keep(kv.key);
     this.observed.set(kv.key, value);
     return value;
+  }
+
+  /**
+   * Before `key` changes in `observed` or `served`: while a hash runs, the values it had when the hash began are
+   * kept for it (the hash reads rows as they were then, however long it takes). Returns true.
+   */
+  private keep(key: string): boolean {
+    const f = this.frozen;
+    if (f !== undefined && !f.observed.has(key)) {
+      f.observed.set(key, this.observed.get(key));
+      f.served.set(key, this.served.get(key));
+    }
+    return true;
   }
 
   /** Keeps `keys` sorted after membership changes of `changed` keys. */
@@ -250,12 +268,18 @@ export class EtcdRows {
       this.keys = [...this.observed.keys()].sort(compareKeys);
       return;
     }
+    // A new list, never a change of the one a hash in progress reads.
+    let keys: string[] | undefined;
     for (const key of changed) {
-      const i = lowerBound(this.keys, key);
-      const present = this.keys[i] === key;
-      if (this.observed.has(key) && !present) this.keys.splice(i, 0, key);
-      else if (!this.observed.has(key) && present) this.keys.splice(i, 1);
+      const list = keys ?? this.keys;
+      const i = lowerBound(list, key);
+      const present = list[i] === key;
+      if (this.observed.has(key) === present) continue;
+      keys ??= this.keys.slice();
+      if (present) keys.splice(i, 1);
+      else keys.splice(i, 0, key);
     }
+    if (keys) this.keys = keys;
   }
 
   /** The keys in etcd order: the observed ones, or a cache restore's before etcd was read. */
@@ -275,6 +299,7 @@ export class EtcdRows {
     for (const key of touched) {
       const before = this.served.get(key);
       const { served: after, problem } = judgeKey(this.observed.get(key), before);
+      this.keep(key);
       if (after) this.served.set(key, after);
       else this.served.delete(key);
       if (problem) this.problems.set(key, problem);
@@ -382,23 +407,20 @@ export class EtcdRows {
     const pacer = new Pacer();
     let snapshot = await this.serving!; // set before any publish is requested
     const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
-    let hashes: { configHash: string; sourceHash: string | undefined };
-    let version: number;
-    // Hashed as rows stand, redone when they changed meanwhile; after two such tries the rows are taken at one
-    // instant (a pass over the keys without a pause) so that a steady stream of changes cannot keep the facts
-    // from ever being applied.
-    for (let attempt = 0;; attempt++) {
-      version = this.version;
-      hashes = await this.hashes(this.order(), changed, o.hashSource, pacer, attempt >= 2);
-      snapshot = await this.serving!;
-      if (version === this.version || attempt >= 2) break;
-    }
+    // Hashed as the rows were when it began: what changes meanwhile keeps its earlier value for it (`keep`).
+    const version = this.version;
+    const hashes = await this.hashes(this.order(), changed, o.hashSource, pacer);
+    const serving = this.serving!;
+    snapshot = await serving;
     const { configHash, sourceHash } = hashes;
     // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
     // (e.g. the budgets' and JWT bindings' views) is derived again.
-    if (snapshot === this.snapshot && this.keysChanged) snapshot = snapshot.derive();
-    this.keysChanged = false;
-    this.serving = Promise.resolve(snapshot);
+    if (this.keysChanged) {
+      snapshot = snapshot.derive();
+      this.keysChanged = false;
+      // Unless a later delivery already builds on what it serves.
+      if (this.serving === serving) this.serving = Promise.resolve(snapshot);
+    }
     const now = rfc3339(new Date(this.sink.clock()));
     const rejected = rejectedRows(this.sink.log, this.problems, this.rejected, {
       touched: o.touched,
@@ -440,27 +462,28 @@ export class EtcdRows {
     changed: boolean,
     hashSource: boolean,
     pacer: Pacer,
-    atOnce: boolean,
   ): Promise<{ configHash: string; sourceHash: string | undefined }> {
     const pace = () => pacer.pace();
     const { served, observed } = this;
     const same = hashSource && this.problems.size === 0 && served.size === observed.size;
-    const hashConfig = changed || this.configHash === undefined;
-    const hashObserved = hashSource && !same;
-    // Taken now, before any pause: the rows themselves never change, only which of them the maps hold.
-    const servedNow = atOnce && hashConfig ? order.map((k) => served.get(k)) : undefined;
-    const observedNow = atOnce && hashObserved ? order.map((k) => observed.get(k)) : undefined;
-    const configHash = !hashConfig
-      ? this.configHash!
-      : servedNow
-      ? await hashRowList(servedNow, pace)
-      : await hashRows(order, served, pace);
-    if (!hashSource) return { configHash, sourceHash: undefined };
-    if (same) return { configHash, sourceHash: configHash };
-    return {
-      configHash,
-      sourceHash: observedNow ? await hashRowList(observedNow, pace) : await hashRows(order, observed, pace),
+    const frozen = {
+      observed: new Map<string, RowValue | undefined>(),
+      served: new Map<string, ServedValue | undefined>(),
     };
+    const then = <V>(now: ReadonlyMap<string, V>, kept: ReadonlyMap<string, V | undefined>) => ({
+      get: (k: string) => (kept.has(k) ? kept.get(k) : now.get(k)),
+    });
+    this.frozen = frozen;
+    try {
+      const configHash = changed || this.configHash === undefined
+        ? await hashRows(order, then(served, frozen.served), pace)
+        : this.configHash;
+      if (!hashSource) return { configHash, sourceHash: undefined };
+      if (same) return { configHash, sourceHash: configHash };
+      return { configHash, sourceHash: await hashRows(order, then(observed, frozen.observed), pace) };
+    } finally {
+      this.frozen = undefined;
+    }
   }
 }
 

@@ -278,18 +278,10 @@ export function compareKeys(a: string, b: string): number {
  */
 export function hashRows(
   keys: readonly string[],
-  rows: ReadonlyMap<string, RowValue>,
+  rows: { get(key: string): RowValue | undefined },
   pace: () => Promise<void> | undefined = () => undefined,
 ): Promise<string> {
   return hashEach(keys.length, (i) => rows.get(keys[i]!), pace);
-}
-
-/** `hashRows` over a list of rows taken at one instant (absent entries are skipped). */
-export function hashRowList(
-  list: readonly (RowValue | undefined)[],
-  pace: () => Promise<void> | undefined = () => undefined,
-): Promise<string> {
-  return hashEach(list.length, (i) => list[i], pace);
 }
 
 /** The size of the last hash input: the next one is about as large, and growing a buffer of 100s of MB stalls. */
