@@ -31,6 +31,7 @@ import {
   roleOf,
 } from '../../resources/kinds.ts';
 import type { ResourceSet } from '../../resources/snapshot.ts';
+import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson } from '../../util/crypto.ts';
 
 export type RejectKind =
@@ -284,28 +285,31 @@ export function hashRows(
   return hashEach(keys.length, (i) => rows.get(keys[i]!), pace);
 }
 
-/** The size of the last hash input: the next one is about as large, and growing a buffer of 100s of MB stalls. */
-let lastHashBytes = 1 << 20;
+/** Above this many bytes of lines a hash is fed in pieces (below, Web Crypto's one call is cheaper). */
+const STREAMED_HASH_BYTES = 8 * 1024 * 1024;
+/** The size of the last hash input: the next one is about as large. */
+let lastHashBytes = 0;
 
+/**
+ * The lines are joined into text of about 64 KiB and encoded at once (one encode per row would cost more than the
+ * digest). A large input is hashed piece by piece, between pauses: Web Crypto needs the whole input in one buffer,
+ * which it copies in one synchronous step (hundreds of MB and a stalled event loop for a million rows).
+ */
 async function hashEach(
   n: number,
   row: (i: number) => RowValue | undefined,
   pace: () => Promise<void> | undefined,
 ): Promise<string> {
-  let buf = new Uint8Array(Math.ceil(lastHashBytes * 1.05) + 65536 * 3);
-  let at = 0;
-  // Lines are joined into text of about 64 KiB and encoded at once: one encode per row would cost more than
-  // the digest.
+  const streamed = lastHashBytes > STREAMED_HASH_BYTES ? sha256.create() : undefined;
+  const pieces: Uint8Array[] = [];
+  let total = 0;
   let text = '';
   const flush = () => {
-    const most = 3 * text.length;
-    if (at + most > buf.length) {
-      const bigger = new Uint8Array(Math.max(buf.length * 2, at + most));
-      bigger.set(buf.subarray(0, at));
-      buf = bigger;
-    }
-    at += encoder.encodeInto(text, buf.subarray(at)).written;
+    const bytes = encoder.encode(text);
     text = '';
+    total += bytes.length;
+    if (streamed) streamed.update(bytes);
+    else pieces.push(bytes);
   };
   for (let i = 0; i < n; i++) {
     const r = row(i);
@@ -317,8 +321,18 @@ async function hashEach(
     if (p) await p;
   }
   flush();
-  lastHashBytes = at;
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf.subarray(0, at)));
+  lastHashBytes = total;
+  let digest: Uint8Array;
+  if (streamed) digest = streamed.digest();
+  else {
+    const buf = new Uint8Array(total);
+    let at = 0;
+    for (const b of pieces) {
+      buf.set(b, at);
+      at += b.length;
+    }
+    digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
+  }
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
   return hex;
