@@ -113,7 +113,7 @@ export class Budgets {
     if (on === undefined) {
       const s = this.d.settings;
       on = Object.keys(s.teams).length > 0 || Object.keys(s.users).length > 0 ||
-        [...snapshot.apiKeys.values()].some((k) => (k.budgets?.length ?? 0) > 0) ||
+        snapshot.apiKeys.anyBudgets() ||
         [...snapshot.models.values()].some((m) => (m.budgets?.length ?? 0) > 0);
       this.applies.set(snapshot, on);
     }

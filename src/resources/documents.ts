@@ -110,8 +110,12 @@ function parseWith<T>(
   return r.success ? { ok: true, data: r.data } : { ok: false, issues: r.error.issues };
 }
 
+/** The ignored paths of a row that has none: one list for every such row (a prefix may hold millions). */
+const NO_FIELDS: string[] = [];
+
 /** Deduplicated, sorted, capped at 64 (then `...truncated`). */
 function finishIgnored(ignored: string[]): string[] {
+  if (ignored.length === 0) return NO_FIELDS;
   const sorted = [...new Set(ignored)].sort();
   return sorted.length > MAX_IGNORED_FIELDS ? [...sorted.slice(0, MAX_IGNORED_FIELDS), TRUNCATED_MARKER] : sorted;
 }

@@ -12,9 +12,12 @@ export const yieldToLoop = (): Promise<void> => sleep(0);
 export class Pacer {
   private since = performance.now();
 
+  /** `sliceMs`: how long a slice runs before the loop gets a turn (bulk work takes longer ones). */
+  constructor(private readonly sliceMs = SLICE_MS) {}
+
   /** Resolves at once while the slice lasts; otherwise after one turn of the event loop. */
   pace(): Promise<void> | undefined {
-    if (performance.now() - this.since < SLICE_MS) return undefined;
+    if (performance.now() - this.since < this.sliceMs) return undefined;
     return this.yield();
   }
 

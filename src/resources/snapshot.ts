@@ -2,6 +2,7 @@
 // once per applied configuration and swapped atomically; a request reads one snapshot from start to end.
 import type { GuardrailEntry } from '../guardrails/attachments.ts';
 import type { GuardrailAttachment } from '../guardrails/schema.ts';
+import { ApiKeyIndex } from './api-key-index.ts';
 import { KINDS, RESOURCE_KINDS, type ResourceKind, type ResourceOf } from './kinds.ts';
 import type { RateLimitPolicy } from './policy-schema.ts';
 import type {
@@ -29,10 +30,9 @@ export type ResourceSet =
 interface Index {
   providerKeys: Map<string, ProviderKey>;
   models: Map<string, Model>;
-  apiKeys: Map<string, ApiKey>;
+  apiKeys: ApiKeyIndex;
   modelsByName: Map<string, Model>;
   wildcards: WildcardRow<DirectModel>[];
-  apiKeysByHash: Map<string, ApiKey>;
   checked: DirectModel[];
   unverified: ProviderKey[];
 }
@@ -42,14 +42,13 @@ interface Index {
  * Name and key-hash indexes keep the LAST entry of a name (AISIX's name index: the row written last wins);
  * the etcd source lists rows in write order for that reason.
  */
-function* indexRows(resources: ResourceSet): Generator<void, Index> {
+function* indexRows(resources: ResourceSet, apiKeys?: ApiKeyIndex): Generator<void, Index> {
   const ix: Index = {
     providerKeys: new Map(),
     models: new Map(),
-    apiKeys: new Map(),
+    apiKeys: apiKeys ?? new ApiKeyIndex(),
     modelsByName: new Map(),
     wildcards: [],
-    apiKeysByHash: new Map(),
     checked: [],
     unverified: [],
   };
@@ -69,24 +68,13 @@ function* indexRows(resources: ResourceSet): Generator<void, Index> {
   }
   // The most literal characters first, so `*-mini` beats `gpt-*` for `gpt-4o-mini` (AISIX's specificity).
   ix.wildcards.push(...rankWildcards([...wildcards.values()]));
-  // A rotated-out hash first, so any key's current hash wins over another's previous one.
-  for (const k of resources.api_keys) {
-    for (const p of k.previous_key_hashes ?? []) {
-      ix.apiKeysByHash.set(p.key_hash, previousKeyOf(k, p.expires_at));
+  if (apiKeys === undefined) {
+    for (const k of resources.api_keys) {
+      ix.apiKeys.put(k);
+      yield;
     }
   }
-  for (const k of resources.api_keys) {
-    ix.apiKeys.set(k.id, k);
-    ix.apiKeysByHash.set(k.key_hash, k);
-    yield;
-  }
   return ix;
-}
-
-/** The key as its rotated-out hash authenticates it: the same key, expiring at the earlier of the two times. */
-function previousKeyOf(k: ApiKey, until: string): ApiKey {
-  const expires_at = k.expires_at !== undefined && Date.parse(k.expires_at) < Date.parse(until) ? k.expires_at : until;
-  return { ...k, expires_at };
 }
 
 /**
@@ -97,8 +85,8 @@ function isChecked(m: Model): m is DirectModel {
   return m.kind === 'direct' && m.background_model_check?.enabled === true && !m.model_name.includes('*');
 }
 
-function indexAll(resources: ResourceSet): Index {
-  const rows = indexRows(resources);
+function indexAll(resources: ResourceSet, apiKeys?: ApiKeyIndex): Index {
+  const rows = indexRows(resources, apiKeys);
   for (;;) {
     const r = rows.next();
     if (r.done) return r.value;
@@ -108,38 +96,63 @@ function indexAll(resources: ResourceSet): Index {
 export class Snapshot {
   readonly providerKeys: Map<string, ProviderKey>;
   readonly models: Map<string, Model>;
-  readonly apiKeys: Map<string, ApiKey>;
+  /**
+   * The api keys. The etcd source changes one key in place (`ApiKeyIndex.put`): the keys are the one kind
+   * that reaches millions, and a key's change must not rebuild them (docs/performance.md "Configuration at
+   * scale"); every other index is immutable.
+   */
+  readonly apiKeys: ApiKeyIndex;
+  /** The resources of each kind; `api_keys` lists the key index, in write order. */
+  readonly resources: ResourceSet;
   private readonly modelsByName: Map<string, Model>;
   private readonly wildcards: WildcardRow<DirectModel>[];
-  private readonly apiKeysByHash: Map<string, ApiKey>;
+  private readonly index: Index;
   /** The direct models the background checker runs for (checks enabled, no wildcard alias), in file order. */
   readonly checkedModels: readonly DirectModel[];
   /** The provider keys whose `tls.verify` is false (the gateway WARNs about each). */
   readonly unverifiedKeys: readonly ProviderKey[];
   /** `<kind>/<id>` → the etcd mod_revision of the row it came from (etcd source only; the admin lists). */
-  readonly revisions = new Map<string, number>();
+  revisions: { get(kindAndId: string): number | undefined } = new Map<string, number>();
 
-  /** Builds the indexes in one go; `Snapshot.build` builds the same ones in slices. */
-  constructor(readonly resources: ResourceSet, index?: Index) {
-    const ix = index ?? indexAll(resources);
+  /**
+   * Builds the indexes in one go; `Snapshot.build` builds the same ones in slices. `apiKeys`: the key index
+   * to serve instead of one built from `resources.api_keys` (the etcd source keeps its own across applies).
+   */
+  constructor(resources: ResourceSet, index?: Index, apiKeys?: ApiKeyIndex) {
+    const ix = index ?? indexAll(resources, apiKeys);
+    this.index = ix;
+    this.resources = liveKeys(resources, ix.apiKeys);
     this.providerKeys = ix.providerKeys;
     this.models = ix.models;
     this.apiKeys = ix.apiKeys;
     this.modelsByName = ix.modelsByName;
     this.wildcards = ix.wildcards;
-    this.apiKeysByHash = ix.apiKeysByHash;
     this.checkedModels = ix.checked;
     this.unverifiedKeys = ix.unverified;
   }
 
   /** The same snapshot as `new Snapshot(resources)`, its indexes built with `pace()` awaited between rows. */
-  static async build(resources: ResourceSet, pace: () => Promise<void> | undefined): Promise<Snapshot> {
-    const rows = indexRows(resources);
+  static async build(
+    resources: ResourceSet,
+    pace: () => Promise<void> | undefined,
+    apiKeys?: ApiKeyIndex,
+  ): Promise<Snapshot> {
+    const rows = indexRows(resources, apiKeys);
     for (;;) {
       const r = rows.next();
       if (r.done) return new Snapshot(resources, r.value);
       await pace();
     }
+  }
+
+  /**
+   * A new snapshot serving the same indexes (the key index included, as it is now): what the gateway swaps in
+   * after keys changed in place, so what it derives once per snapshot is derived again.
+   */
+  derive(): Snapshot {
+    const s = new Snapshot(this.resources, this.index);
+    s.revisions = this.revisions;
+    return s;
   }
 
   static empty(): Snapshot {
@@ -162,7 +175,7 @@ export class Snapshot {
   }
 
   apiKeyByHash(hash: string): ApiKey | undefined {
-    return this.apiKeysByHash.get(hash);
+    return this.apiKeys.byHash(hash);
   }
 
   /** Models listed by `/v1/models`: wildcard aliases are hidden. */
@@ -174,7 +187,7 @@ export class Snapshot {
   counts(): Partial<Record<ResourceKind, number>> {
     const out: Partial<Record<ResourceKind, number>> = {};
     for (const kind of RESOURCE_KINDS) {
-      const n = this.of(kind).length;
+      const n = this.countOf(kind);
       if (KINDS[kind].counted && n > 0) out[kind] = n;
     }
     return out;
@@ -204,8 +217,12 @@ export class Snapshot {
 
   get size(): number {
     let n = 0;
-    for (const kind of RESOURCE_KINDS) n += this.of(kind).length;
+    for (const kind of RESOURCE_KINDS) n += this.countOf(kind);
     return n;
+  }
+
+  private countOf(kind: ResourceKind): number {
+    return kind === 'api_keys' ? this.apiKeys.size : this.of(kind).length;
   }
 
   /** The trace exporters served (`observability_exporters`, `kind: otlp_http`). */
@@ -222,6 +239,13 @@ export class Snapshot {
 }
 
 const NONE: readonly never[] = [];
+
+/** `resources` with `api_keys` read from the key index, so a key changed in place is listed as it is now. */
+function liveKeys(resources: ResourceSet, keys: ApiKeyIndex): ResourceSet {
+  const out = { ...resources };
+  Object.defineProperty(out, 'api_keys', { get: () => keys.list(), enumerable: true });
+  return out;
+}
 
 /** `*` matches any run of characters; everything else is literal. */
 export function globMatch(pattern: string, name: string): boolean {

@@ -24,7 +24,7 @@ export interface CacheDocument {
   written_at: string;
   /** docs/etcd.md `config_hash` of `rows`; recomputed on restore. */
   config_hash: string;
-  /** key → value text, exactly as served (pinned keys hold their last-known-good value). */
+  /** key → the served value as canonical JSON (pinned keys hold their last-known-good value). */
   rows: Record<string, string>;
   pins: Record<string, CachedPin>;
 }
@@ -123,7 +123,7 @@ export interface CacheWriteReport {
 }
 
 export class SnapshotCache {
-  private pending: (() => Uint8Array) | undefined;
+  private pending: (() => Uint8Array | undefined) | undefined;
   private writing: Promise<void> | undefined;
 
   constructor(
@@ -171,9 +171,10 @@ export class SnapshotCache {
 
   /**
    * Write the latest state soon: `produce` (the encoded document, see `encodeCache`) is called when the
-   * write starts, so a burst of applies while a write waits or runs costs one more write.
+   * write starts, so a burst of applies while a write waits or runs costs one more write. `produce` returns
+   * undefined when what serves is between two applies: the next apply schedules the write again.
    */
-  schedule(produce: () => Uint8Array): void {
+  schedule(produce: () => Uint8Array | undefined): void {
     this.pending = produce;
     this.writing ??= this.drain();
   }
@@ -189,8 +190,10 @@ export class SnapshotCache {
       while (this.pending) {
         const produce = this.pending;
         this.pending = undefined;
+        const bytes = produce();
+        if (bytes === undefined) continue;
         try {
-          await this.files.writeAtomic(this.path, produce());
+          await this.files.writeAtomic(this.path, bytes);
           this.report?.written(this.path);
         } catch (e) {
           this.log.warn(MSG.cacheWriteFailed, { path: this.path, error: (e as Error).message });

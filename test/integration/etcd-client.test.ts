@@ -399,6 +399,20 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     await client.delete('/big/', { prefix: true });
   });
 
+  test('a paged range reads every key once, all pages at the first page revision', async () => {
+    for (const k of ['a', 'b', 'c', 'd', 'e']) await client.put(`/pg/${k}`, k);
+    await client.put('/pg0', 'outside');
+    const range = await client.rangePaged('/pg/', { limit: 2 });
+    // Written after the first page: a later page must not show it (one consistent read).
+    await client.put('/pg/f', 'late');
+    await client.put('/pg/a', 'changed');
+    const pages: string[][] = [];
+    for await (const page of range.pages) pages.push(page.map((kv) => `${kv.key}=${kv.value}`));
+    assert.deepEqual(pages, [['/pg/a=a', '/pg/b=b'], ['/pg/c=c', '/pg/d=d'], ['/pg/e=e']]);
+    assert.equal(range.revision, (await client.range('/pg/')).revision - 2);
+    await client.delete('/pg/', { prefix: true });
+  });
+
   test('watch sees puts and deletes from the start revision, in order', async () => {
     const { revision } = await client.range('/w/');
     const ctrl = new AbortController();

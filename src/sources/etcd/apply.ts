@@ -1,31 +1,43 @@
 // The etcd source's per-key state (docs/etcd.md "Per-row validation", "Hashes and status"): every key's
 // latest value and the value it serves (its latest, or a pinned last-known-good). Each row is judged alone,
-// so a delivery re-judges only the keys it touched, then the Snapshot and both hashes are rebuilt from
-// memory and applied as one load. Used by the watch source (source.ts) and by range polling (poll.ts).
+// so a delivery re-judges only the keys it touched. Api keys change in place in the served key index
+// (docs/performance.md "Configuration at scale"): a SaaS has a key per user, and one key's change must not
+// rebuild a million; any other kind's change rebuilds the snapshot's other indexes around the same key
+// index. Both hashes are then recomputed and every fact applied as one load. Used by the watch source
+// (source.ts) and by range polling (poll.ts).
 import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { MSG } from '../../observability/messages.ts';
+import { ApiKeyIndex } from '../../resources/api-key-index.ts';
+import { Pacer } from '../../resources/pace.ts';
+import type { ApiKey } from '../../resources/schema.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
 import type { SourceSink } from '../source.ts';
 import { encodeServed, type RestoredRows } from './cache-rows.ts';
 import type { EtcdKv } from './client.ts';
 import {
   compareKeys,
-  hashLines,
+  hashRows,
   judgeKey,
-  partialCompatibility,
+  PartialCounts,
   type Problem,
   resourceSet,
   type RowValue,
   rowValue,
+  sameValue,
   type ServedValue,
 } from './rows.ts';
 import { PartialWarnings, rejectedRows } from './status.ts';
 import type { EtcdEventBatch, EtcdSnapshot } from './supervisor.ts';
 
-interface PublishOptions {
+/** What one apply of the facts covers. */
+interface Publish {
+  revision: number;
+  /** Keys whose served value changed. */
+  changedKeys: ReadonlySet<string>;
   touched: ReadonlySet<string>;
   allSeen: boolean;
-  sourceLines?: Uint8Array[];
+  /** Recompute `source_hash` (over every observed row). */
+  hashSource: boolean;
   counted: boolean;
   writeCache: boolean;
   logLevel: 'info' | 'debug';
@@ -43,23 +55,61 @@ function lowerBound(keys: readonly string[], key: string): number {
   return lo;
 }
 
+/** A full range is bulk work: it keeps the loop this long between turns (a watch batch: pace.ts's slice). */
+const RANGE_SLICE_MS = 10;
+
+/** Whether `keys` is in etcd order already (a range's keys are). */
+function sortedKeys(keys: readonly string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (compareKeys(keys[i - 1]!, keys[i]!) >= 0) return false;
+  return true;
+}
+
+/** More changed api keys than this in one delivery: the key index is rebuilt rather than changed key by key. */
+const IN_PLACE_MAX = 4096;
+
+/** A full range read a page at a time, all pages at one revision (client.ts `rangePaged`), or one page. */
+export interface PagedRange {
+  revision: number;
+  pages: AsyncIterable<EtcdKv[]> | Iterable<EtcdKv[]>;
+}
+
 export class EtcdRows {
   /** key → latest observed value; `keys` is the same set in etcd key order. */
   private readonly observed = new Map<string, RowValue>();
-  /** key → its latest mod_revision (the admin lists' `revision`); entries of deleted keys are never read. */
-  private readonly modRevisions = new Map<string, number>();
   private keys: string[] = [];
-  /** key → the value it serves (latest or pinned). */
+  /** key → the value it serves (latest or pinned); changed in place by each commit. */
   private served = new Map<string, ServedValue>();
   /** key → why its latest value does not serve. */
   private problems = new Map<string, Problem>();
+  /** Keys observed to change and not judged yet: kept across a range that failed half way. */
+  private pending = new Set<string>();
   private readonly warnings: PartialWarnings;
-  /** Keys in the order `served` was decided over (equal to `keys` once etcd has been read). */
-  private servedOrder: readonly string[] = [];
+  private partial = new PartialCounts();
   private rejected = new Map<string, RejectedRow>();
+  /** The snapshot last applied to the sink. */
   private snapshot: Snapshot | undefined;
+  /** What serves after the latest delivery (its key index is the applied one's, changed in place). */
+  private serving: Promise<Snapshot> | undefined;
+  /** A key changed in place since the last apply: the next one applies a new snapshot object. */
+  private keysChanged = false;
+  private want: Publish | undefined;
+  private publishing: Promise<void> | undefined;
+  /** A cache restore's keys, in etcd order, until etcd is read. */
+  private restoredOrder: readonly string[] | undefined;
+  /** Full ranges read so far (marks each observed row a range held). */
+  private ranges = 0;
+  /** While a hash runs: each changed key's values when it began (`keep`). */
+  private frozen:
+    | { observed: Map<string, RowValue | undefined>; served: Map<string, ServedValue | undefined> }
+    | undefined;
+  /** Why an apply of a watch batch failed, for the next delivery to throw. */
+  private failure: unknown;
   private configHash: string | undefined;
   private appliedRevision = 0;
+  /** Moves with every change of `served`; `published` is its value when the config hash was last computed. */
+  private version = 0;
+  private published = -1;
+  private readonly apiKeysRoot: string;
 
   /** `onPublished(writeCache)`: after every apply, whether what serves should be written to the cache. */
   constructor(
@@ -68,85 +118,148 @@ export class EtcdRows {
     private readonly onPublished: (writeCache: boolean) => void,
   ) {
     this.warnings = new PartialWarnings(sink.log);
+    this.apiKeysRoot = `${prefix}/api_keys/`;
   }
 
   /** A full range: every key not in it is gone. */
   async applyRange(s: EtcdSnapshot): Promise<void> {
-    const seen = new Set<string>();
-    const touched = new Set<string>();
-    const membership: string[] = [];
-    for (const kv of s.kvs) {
-      seen.add(kv.key);
-      const before = this.observed.get(kv.key);
-      if (this.observe(kv)) membership.push(kv.key);
-      if (this.observed.get(kv.key) !== before) touched.add(kv.key);
-    }
-    for (const key of [...this.observed.keys()]) {
-      if (seen.has(key)) continue;
-      this.observed.delete(key);
-      membership.push(key);
-      touched.add(key);
-    }
-    this.reindex(membership);
-    await this.commit(s.revision, touched, true);
+    await this.applyPages({ revision: s.revision, pages: [s.kvs] });
   }
 
-  /** A watch batch: only the keys it names change. */
+  /**
+   * A full range, a page at a time: each page's rows are judged as they arrive (a prefix of a million keys
+   * is never held as one response), then every key not seen is gone and one load is applied.
+   */
+  async applyPages(range: PagedRange): Promise<void> {
+    this.rethrow();
+    const pass = ++this.ranges;
+    // etcd returns a range in key order, the order `keys` keeps: the range's keys are that list unsorted.
+    const keys: string[] = [];
+    const pacer = new Pacer(RANGE_SLICE_MS);
+    for await (const page of range.pages) {
+      for (const kv of page) {
+        keys.push(kv.key);
+        this.observe(kv).seen = pass;
+        const p = pacer.pace();
+        if (p) await p;
+      }
+    }
+    for (const [key, v] of this.observed) {
+      if (v.seen !== pass) {
+        this.keep(key);
+        this.observed.delete(key);
+        this.pending.add(key);
+      }
+      const p = pacer.pace();
+      if (p) await p;
+    }
+    // A restored row the range does not hold is gone as well (it was served, never observed).
+    for (const key of this.served.keys()) if (!this.observed.has(key)) this.pending.add(key);
+    this.restoredOrder = undefined;
+    this.keys = sortedKeys(keys) ? keys : keys.sort(compareKeys);
+    await this.commit(range.revision, true, pacer);
+  }
+
+  /**
+   * A watch batch: only the keys it names change. Resolves once what serves has changed; the facts and the
+   * hashes follow (`publish`), so a burst of batches is not held behind one digest of every row each.
+   */
   async applyEvents(b: EtcdEventBatch): Promise<void> {
-    const touched = new Set<string>();
+    this.rethrow();
     const membership: string[] = [];
     for (const ev of b.events) {
-      touched.add(ev.key);
+      this.pending.add(ev.key);
       if (ev.type === 'put') {
-        if (this.observe(ev)) membership.push(ev.key);
-      } else if (this.observed.delete(ev.key)) {
+        if (!this.observed.has(ev.key)) membership.push(ev.key);
+        this.observe(ev);
+      } else if (this.keep(ev.key) && this.observed.delete(ev.key)) {
         membership.push(ev.key);
       }
     }
     this.reindex(membership);
-    await this.commit(b.revision, touched, false);
+    this.commit(b.revision, false, new Pacer()).catch((e: unknown) => {
+      // Handed to the next delivery, which fails with it: the supervisor then reads the whole range again.
+      this.failure ??= e;
+    });
+  }
+
+  /** Throws what an apply that nobody awaited failed with, once. */
+  private rethrow(): void {
+    const e = this.failure;
+    this.failure = undefined;
+    if (e !== undefined) throw e;
   }
 
   /** Boot: the rows of a usable snapshot cache serve before etcd is read, with the pins it recorded. */
   async applyRestored(restored: RestoredRows, doc: Parameters<RestoredRows['pins']>[0]): Promise<void> {
     const { problems, rejected } = restored.pins(doc);
     this.rejected = rejected;
-    await this.publish(restored.values, problems, new Set(restored.values.keys()), restored.keys, doc.revision, {
+    this.served = restored.values;
+    this.problems = problems;
+    this.partial = new PartialCounts();
+    for (const v of restored.values.values()) this.partial.add(v);
+    this.version++;
+    this.restoredOrder = restored.keys;
+    this.serving = this.rebuild(restored.keys, new Pacer());
+    await this.serving;
+    await this.requestPublish({
+      revision: doc.revision,
+      changedKeys: new Set(restored.values.keys()),
       touched: new Set(),
       allSeen: false,
+      hashSource: false,
       counted: false,
       writeCache: false,
       logLevel: 'debug',
     });
   }
 
-  /** The snapshot cache's bytes for what serves now. */
-  cacheDocument(): Uint8Array {
+  /** The snapshot cache's bytes for what serves now; undefined while a change is still being applied. */
+  cacheDocument(): Uint8Array | undefined {
+    if (this.published !== this.version) return undefined; // the next apply schedules the write again
     return encodeServed({
       prefix: this.prefix,
       revision: this.appliedRevision,
       configHash: this.configHash,
-      order: this.servedOrder,
+      order: this.order(),
       served: this.served,
       rejected: this.rejected,
       writtenAt: rfc3339(new Date(this.sink.clock())),
     });
   }
 
-  /** Records a put; parses only when the value changed. Returns whether the key is new. */
-  private observe(kv: EtcdKv): boolean {
-    this.modRevisions.set(kv.key, kv.modRevision);
+  /** Records a put; parses only when the value changed. Returns the key's value now. */
+  private observe(kv: EtcdKv): RowValue {
     const old = this.observed.get(kv.key);
-    if (old && old.raw === kv.value && !kv.invalidUtf8) return false;
+    if (old && !kv.invalidUtf8 && sameValue(old, kv.value)) {
+      old.modRev = kv.modRevision;
+      return old;
+    }
+    this.pending.add(kv.key);
     const serving = this.served.get(kv.key);
-    const value = serving && serving.raw === kv.value && !kv.invalidUtf8
+    const value = serving && !kv.invalidUtf8 && sameValue(serving, kv.value)
       ? serving
       : rowValue(this.prefix, kv.key, kv.value, {
         ...(kv.invalidUtf8 ? { invalidUtf8: true } : {}),
         rev: kv.modRevision,
       });
+    value.modRev = kv.modRevision;
+    this.keep(kv.key);
     this.observed.set(kv.key, value);
-    return old === undefined;
+    return value;
+  }
+
+  /**
+   * Before `key` changes in `observed` or `served`: while a hash runs, the values it had when the hash began are
+   * kept for it (the hash reads rows as they were then, however long it takes). Returns true.
+   */
+  private keep(key: string): boolean {
+    const f = this.frozen;
+    if (f !== undefined && !f.observed.has(key)) {
+      f.observed.set(key, this.observed.get(key));
+      f.served.set(key, this.served.get(key));
+    }
+    return true;
   }
 
   /** Keeps `keys` sorted after membership changes of `changed` keys. */
@@ -155,77 +268,161 @@ export class EtcdRows {
       this.keys = [...this.observed.keys()].sort(compareKeys);
       return;
     }
+    // A new list, never a change of the one a hash in progress reads.
+    let keys: string[] | undefined;
     for (const key of changed) {
-      const i = lowerBound(this.keys, key);
-      const present = this.keys[i] === key;
-      if (this.observed.has(key) && !present) this.keys.splice(i, 0, key);
-      else if (!this.observed.has(key) && present) this.keys.splice(i, 1);
+      const list = keys ?? this.keys;
+      const i = lowerBound(list, key);
+      const present = list[i] === key;
+      if (this.observed.has(key) === present) continue;
+      keys ??= this.keys.slice();
+      if (present) keys.splice(i, 1);
+      else keys.splice(i, 0, key);
     }
+    if (keys) this.keys = keys;
   }
 
-  private async commit(revision: number, touched: ReadonlySet<string>, fullRead: boolean): Promise<void> {
+  /** The keys in etcd order: the observed ones, or a cache restore's before etcd was read. */
+  private order(): readonly string[] {
+    return this.observed.size > 0 || this.restoredOrder === undefined ? this.keys : this.restoredOrder;
+  }
+
+  /**
+   * Judges the touched keys and changes what serves; then the facts follow (`publish`). Resolves once they
+   * have been applied; the part up to the change of what serves runs before any other delivery's.
+   */
+  private async commit(revision: number, fullRead: boolean, pacer: Pacer): Promise<void> {
     // Each row is judged alone: only the touched keys can change.
-    const served = new Map(this.served);
-    const problems = new Map(this.problems);
-    const changedKeys = new Set<string>();
+    const touched = this.pending;
+    this.pending = new Set();
+    const changed = new Map<string, ServedValue | undefined>();
     for (const key of touched) {
-      const before = served.get(key);
+      const before = this.served.get(key);
       const { served: after, problem } = judgeKey(this.observed.get(key), before);
-      if (after) served.set(key, after);
-      else served.delete(key);
-      if (problem) problems.set(key, problem);
-      else problems.delete(key);
-      if (after !== before) changedKeys.add(key);
+      this.keep(key);
+      if (after) this.served.set(key, after);
+      else this.served.delete(key);
+      if (problem) this.problems.set(key, problem);
+      else this.problems.delete(key);
+      if (after !== before) {
+        changed.set(key, before);
+        this.partial.remove(before);
+        this.partial.add(after);
+      }
+      // Only a full range, which no other delivery overlaps, is judged in slices: a batch's change of what
+      // serves must start before the next batch's.
+      const p = fullRead ? pacer.pace() : undefined;
+      if (p) await p;
     }
-    await this.publish(served, problems, changedKeys, this.keys, revision, {
+    if (touched.size > 0) this.version++;
+    const served = this.serve(changed, pacer);
+    this.serving = served;
+    await served;
+    await this.requestPublish({
+      revision,
+      changedKeys: new Set(changed.keys()),
       touched,
       allSeen: fullRead,
-      sourceLines: this.keys.map((k) => this.observed.get(k)!.line), // non-null: keys mirrors observed
+      hashSource: true,
       counted: fullRead,
       writeCache: true,
       logLevel: fullRead ? 'info' : 'debug',
     });
   }
 
-  /** The snapshot and config hash of `served`: rebuilt only when something changed. */
-  private async rebuild(
-    served: ReadonlyMap<string, ServedValue>,
-    order: readonly string[],
-    changed: boolean,
-    sourceLines: Uint8Array[] | undefined,
-  ): Promise<{ snapshot: Snapshot; configHash: string; sourceHash: string | undefined }> {
-    // Both digests run off the main thread where the runtime's Web Crypto does (Node: the libuv pool).
-    const [sourceHash, newConfigHash] = await Promise.all([
-      sourceLines ? hashLines(sourceLines) : undefined,
-      changed ? hashLines(order.filter((k) => served.has(k)).map((k) => served.get(k)!.line)) : undefined,
-    ]);
-    if (!changed && this.snapshot && this.configHash !== undefined) {
-      return { snapshot: this.snapshot, configHash: this.configHash, sourceHash };
+  /**
+   * What serves after `changed` (key → the value it served before): api keys change in place in the served
+   * key index, so requests see a key's change at once; anything else rebuilds the other indexes around it.
+   * Deliveries are serialised here: each starts from what the one before made.
+   */
+  private async serve(changed: ReadonlyMap<string, ServedValue | undefined>, pacer: Pacer): Promise<Snapshot> {
+    const current = await this.serving;
+    if (current === undefined || changed.size > IN_PLACE_MAX) return this.rebuild(this.keys, pacer);
+    if (changed.size === 0) return current;
+    const keys: ServedValue[] = [];
+    let others = false;
+    for (const [key, before] of changed) {
+      if (!key.startsWith(this.apiKeysRoot)) {
+        others = true;
+        continue;
+      }
+      const after = this.served.get(key);
+      if (after) keys.push(after);
+      else if (before) current.apiKeys.remove(before.parsed.id);
     }
-    const snapshot = new Snapshot(resourceSet(order, served));
-    for (const [key, v] of served) {
-      const rev = this.modRevisions.get(key);
-      if (rev !== undefined) snapshot.revisions.set(`${v.parsed.kind}/${v.parsed.id}`, rev);
-    }
-    return { snapshot, configHash: newConfigHash!, sourceHash }; // non-null: computed whenever changed
+    keys.sort((a, b) => a.rev - b.rev); // the index keeps write order: the row written last wins a hash
+    for (const v of keys) current.apiKeys.put(v.parsed.resource as ApiKey);
+    this.keysChanged ||= keys.length > 0 || changed.size > 0;
+    return others ? this.rebuild(this.keys, pacer, current.apiKeys) : current;
   }
 
   /**
-   * Swaps in what serves: hashes first (the only awaits), then every fact and the snapshot in one
-   * synchronous step, so `/status/config` never shows half of an apply.
+   * The snapshot of `served`, built in slices; `apiKeys`: the key index to keep (else one is built). The rows
+   * of the api keys are skipped when the index is kept: they are one block of the sorted keys.
    */
-  private async publish(
-    served: Map<string, ServedValue>,
-    problems: Map<string, Problem>,
-    changedKeys: ReadonlySet<string>,
-    order: readonly string[],
-    revision: number,
-    o: PublishOptions,
-  ): Promise<void> {
-    const changed = !this.snapshot || this.configHash === undefined || changedKeys.size > 0;
-    const { snapshot, configHash, sourceHash } = await this.rebuild(served, order, changed, o.sourceLines);
+  private async rebuild(order: readonly string[], pacer: Pacer, apiKeys?: ApiKeyIndex): Promise<Snapshot> {
+    let rows: readonly string[] = order;
+    if (apiKeys !== undefined) {
+      const from = lowerBound(order, this.apiKeysRoot);
+      const to = lowerBound(order, `${this.prefix}/api_keys0`); // '0' follows '/': past every api key
+      rows = [...order.slice(0, from), ...order.slice(to)];
+    }
+    const set = resourceSet(rows, this.served);
+    const snapshot = await Snapshot.build(set, () => pacer.pace(), apiKeys);
+    snapshot.revisions = {
+      get: (kindAndId) => {
+        const key = `${this.prefix}/${kindAndId}`;
+        return this.served.has(key) ? this.observed.get(key)?.modRev : undefined;
+      },
+    };
+    return snapshot;
+  }
+
+  /**
+   * Asks for the facts of what serves now to be applied; resolves once an apply that includes this request
+   * has. Applies run one at a time, and requests that arrive while one runs are merged into the next.
+   */
+  private requestPublish(w: Publish): Promise<void> {
+    this.want = this.want === undefined ? w : merged(this.want, w);
+    return this.publishing ??= this.drainPublishes();
+  }
+
+  private async drainPublishes(): Promise<void> {
+    try {
+      while (this.want !== undefined) {
+        const w = this.want;
+        this.want = undefined;
+        await this.publish(w);
+      }
+    } finally {
+      this.publishing = undefined;
+    }
+  }
+
+  /**
+   * Hashes first (the only awaits; redone when what serves changed meanwhile), then every fact and the
+   * snapshot in one synchronous step, so `/status/config` never shows half of an apply.
+   */
+  private async publish(o: Publish): Promise<void> {
+    const pacer = new Pacer();
+    let snapshot = await this.serving!; // set before any publish is requested
+    const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
+    // Hashed as the rows were when it began: what changes meanwhile keeps its earlier value for it (`keep`).
+    const version = this.version;
+    const hashes = await this.hashes(this.order(), changed, o.hashSource, pacer);
+    const serving = this.serving!;
+    snapshot = await serving;
+    const { configHash, sourceHash } = hashes;
+    // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
+    // (e.g. the budgets' and JWT bindings' views) is derived again.
+    if (this.keysChanged) {
+      snapshot = snapshot.derive();
+      this.keysChanged = false;
+      // Unless a later delivery already builds on what it serves.
+      if (this.serving === serving) this.serving = Promise.resolve(snapshot);
+    }
     const now = rfc3339(new Date(this.sink.clock()));
-    const rejected = rejectedRows(this.sink.log, problems, this.rejected, {
+    const rejected = rejectedRows(this.sink.log, this.problems, this.rejected, {
       touched: o.touched,
       allSeen: o.allSeen,
       now,
@@ -234,22 +431,20 @@ export class EtcdRows {
     // Synchronous from here on.
     const { record, log } = this.sink;
     if (changed) {
-      const pc = partialCompatibility(served.values());
+      const pc = this.partial.result();
       record.partiallyCompatible(pc.fields, pc.rows);
-      for (const key of changedKeys) this.warnings.warn(served.get(key));
+      for (const key of o.changedKeys) this.warnings.warn(this.served.get(key));
     }
-    this.served = served;
-    this.problems = problems;
-    this.servedOrder = order;
     this.rejected = rejected;
     record.rejected([...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r));
-    if (sourceHash !== undefined) record.observed({ sourceHash, revision, at: now });
+    if (sourceHash !== undefined) record.observed({ sourceHash, revision: o.revision, at: now });
     this.snapshot = snapshot;
     this.configHash = configHash;
-    this.appliedRevision = revision;
-    this.sink.apply(snapshot, { configHash, revision, counted: o.counted });
+    this.published = version;
+    this.appliedRevision = o.revision;
+    this.sink.apply(snapshot, { configHash, revision: o.revision, counted: o.counted });
     log.log(o.logLevel, MSG.etcdApplied, {
-      revision,
+      revision: o.revision,
       apply_seq: this.sink.facts.applied?.apply_seq,
       resources: snapshot.size,
       rejected: rejected.size,
@@ -257,4 +452,51 @@ export class EtcdRows {
     });
     this.onPublished(o.writeCache);
   }
+
+  /**
+   * `config_hash` over what serves (recomputed only when it changed) and `source_hash` over every observed
+   * row; one digest serves both when every observed row serves its latest value.
+   */
+  private async hashes(
+    order: readonly string[],
+    changed: boolean,
+    hashSource: boolean,
+    pacer: Pacer,
+  ): Promise<{ configHash: string; sourceHash: string | undefined }> {
+    const pace = () => pacer.pace();
+    const { served, observed } = this;
+    const same = hashSource && this.problems.size === 0 && served.size === observed.size;
+    const frozen = {
+      observed: new Map<string, RowValue | undefined>(),
+      served: new Map<string, ServedValue | undefined>(),
+    };
+    const then = <V>(now: ReadonlyMap<string, V>, kept: ReadonlyMap<string, V | undefined>) => ({
+      get: (k: string) => (kept.has(k) ? kept.get(k) : now.get(k)),
+    });
+    this.frozen = frozen;
+    try {
+      const configHash = changed || this.configHash === undefined
+        ? await hashRows(order, then(served, frozen.served), pace)
+        : this.configHash;
+      if (!hashSource) return { configHash, sourceHash: undefined };
+      if (same) return { configHash, sourceHash: configHash };
+      return { configHash, sourceHash: await hashRows(order, then(observed, frozen.observed), pace) };
+    } finally {
+      this.frozen = undefined;
+    }
+  }
+}
+
+/** Two requests to publish as one: every key either touched, the latest revision, the stronger of each choice. */
+function merged(a: Publish, b: Publish): Publish {
+  return {
+    revision: Math.max(a.revision, b.revision),
+    changedKeys: new Set([...a.changedKeys, ...b.changedKeys]),
+    touched: new Set([...a.touched, ...b.touched]),
+    allSeen: a.allSeen || b.allSeen,
+    hashSource: a.hashSource || b.hashSource,
+    counted: a.counted || b.counted,
+    writeCache: a.writeCache || b.writeCache,
+    logLevel: a.logLevel === 'info' || b.logLevel === 'info' ? 'info' : 'debug',
+  };
 }

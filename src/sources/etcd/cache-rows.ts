@@ -9,7 +9,7 @@ import {
   type CacheHeader,
   encodeCache,
 } from '../cache.ts';
-import { compareKeys, hashLines, type Problem, rowValue, type ServedValue } from './rows.ts';
+import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
 
 /** What serves now, as the cache holds it. */
 export interface ServedState {
@@ -52,7 +52,7 @@ export function encodeServed(s: ServedState): Uint8Array {
   function* rows(): Generator<[string, string]> {
     for (const key of order) {
       const v = served.get(key);
-      if (v) yield [key, v.json ??= JSON.stringify(v.raw)];
+      if (v) yield [key, v.quoted ??= JSON.stringify(v.text)];
     }
   }
   return encodeCache(header, rows());
@@ -74,7 +74,7 @@ export class RestoredRows {
       this.values.set(key, v as ServedValue);
     }
     this.keys = [...this.values.keys()].sort(compareKeys);
-    const hash = await hashLines(this.keys.map((k) => this.values.get(k)!.line));
+    const hash = await hashRows(this.keys, this.values);
     return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
   }
 

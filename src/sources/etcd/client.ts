@@ -90,6 +90,17 @@ export interface EtcdRangeResult {
   kvs: EtcdKv[];
 }
 
+/**
+ * A range read in pages, every page at the revision of the first (one consistent read that is never one
+ * response: a prefix of a million keys is hundreds of MB as one JSON body).
+ */
+export interface EtcdPagedRange {
+  /** Store revision the range is read at (the first page's). */
+  revision: number;
+  /** The pages in key order; iterate once. A page that fails (e.g. compacted meanwhile) throws. */
+  pages: AsyncIterable<EtcdKv[]>;
+}
+
 export interface RequestOptions {
   signal?: AbortSignal;
 }
@@ -310,6 +321,36 @@ export class EtcdClient {
     const body = await this.unary('/v3/kv/range', prefixRange(prefix), opts.signal);
     const kvs = isRecord(body) && Array.isArray(body.kvs) ? body.kvs.map(decodeKv) : [];
     return { revision: headerRevision(body), kvs };
+  }
+
+  /**
+   * Every key under `prefix`, `limit` keys per request: the first page is read before this resolves (its
+   * revision pins the others), the rest as `pages` is iterated, each from just past the last key read.
+   */
+  async rangePaged(prefix: string, opts: RequestOptions & { limit: number }): Promise<EtcdPagedRange> {
+    const { key, range_end } = prefixRange(prefix);
+    const limit = String(opts.limit);
+    const first = await this.unary('/v3/kv/range', { key, range_end, limit }, opts.signal);
+    const revision = headerRevision(first);
+    const read = (body: unknown) => {
+      const raw = isRecord(body) && Array.isArray(body.kvs) ? body.kvs : [];
+      const last: unknown = raw[raw.length - 1];
+      const more = isRecord(body) && body.more === true && isRecord(last) && typeof last.key === 'string';
+      return { kvs: raw.map(decodeKv), next: more ? (last as { key: string }).key : undefined };
+    };
+    const pages = async function* (client: EtcdClient): AsyncGenerator<EtcdKv[]> {
+      let page = read(first);
+      yield page.kvs;
+      while (page.next !== undefined) {
+        const after = etcdBase64(page.next);
+        const from = new Uint8Array(after.length + 1); // the key just past the last one read
+        from.set(after);
+        const req = { key: base64Encode(from), range_end, limit, revision: String(revision) };
+        page = read(await client.unary('/v3/kv/range', req, opts.signal));
+        yield page.kvs;
+      }
+    };
+    return { revision, pages: pages(this) };
   }
 
   async put(key: string, value: string | Uint8Array, opts: RequestOptions = {}): Promise<{ revision: number }> {

@@ -379,7 +379,7 @@ function otherEntries(
       leave(`not expressible in a file: format "1" has no ${kind} collection`);
       continue;
     }
-    const entry = JSON.parse(v.raw) as { [k: string]: Json };
+    const entry = JSON.parse(v.text) as { [k: string]: Json };
     const identity = identityOf(kind, entry);
     if (identity === undefined || seen.has(`${kind}\0${identity}`)) {
       leave(`not expressible in a file: ${identity === undefined ? 'no name' : 'a name another row holds'}`);

@@ -31,6 +31,7 @@ import {
   roleOf,
 } from '../../resources/kinds.ts';
 import type { ResourceSet } from '../../resources/snapshot.ts';
+import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson } from '../../util/crypto.ts';
 
 export type RejectKind =
@@ -68,20 +69,31 @@ export type ParsedRow = ValidRow | RejectedValue;
 /** One observed value of one key. Objects are reused while the value does not change (identity = same value). */
 export interface RowValue {
   key: string;
-  /** The value as etcd holds it (UTF-8 decoded). */
-  raw: string;
-  /** `key \0 canonical-json(value) \n` (the raw text for a non-JSON value), UTF-8: docs/etcd.md hash input. */
-  line: Uint8Array;
+  /**
+   * The value: its canonical JSON when it is JSON (docs/etcd.md hash input: `key \0 canonical-json(value) \n`),
+   * else the text etcd holds (UTF-8 decoded). Only the canonical form is kept: a prefix may hold millions of rows,
+   * and the JSON etcd holds means the same.
+   */
+  text: string;
+  /** `text` is the value's canonical JSON. */
+  json: boolean;
   parsed: ParsedRow;
   /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
   rev: number;
-  /** `JSON.stringify(raw)`, memoised for the snapshot cache. */
-  json?: string;
+  /** The key's latest `mod_revision` (a put of the same value moves it; the admin lists' `revision`). */
+  modRev?: number;
+  /** The last full range (its count) that held the key. */
+  seen?: number;
+  /** `JSON.stringify(text)`, memoised for the snapshot cache. */
+  quoted?: string;
 }
 
 export type ServedValue = RowValue & { parsed: ValidRow };
 
 const encoder = new TextEncoder();
+
+/** No JSON value was parsed (not JSON, or not looked at). */
+const UNPARSED = Symbol('unparsed');
 
 /** `/aisix/` → `/aisix`: the prefix without trailing slashes; keys live under `prefix + '/'`. */
 export function normalizePrefix(prefix: string): string {
@@ -144,6 +156,17 @@ function scrub(message: string, secrets: string[]): string {
 
 /** Judges one key and its value alone. Pure and synchronous; never puts a secret in a message. */
 export function parseRow(prefix: string, key: string, raw: string, opts: { invalidUtf8?: boolean } = {}): ParsedRow {
+  return judgeRow(prefix, key, raw, opts, UNPARSED);
+}
+
+/** `parseRow`, given the value already parsed from `raw` when it is JSON (`parsed` is consumed). */
+function judgeRow(
+  prefix: string,
+  key: string,
+  raw: string,
+  opts: { invalidUtf8?: boolean },
+  parsed: unknown,
+): ParsedRow {
   const k = splitKey(prefix, key);
   if (!k.ok) return k;
   if (opts.invalidUtf8) {
@@ -162,9 +185,9 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
     errorKind,
     error,
   });
-  let value: unknown;
+  let value: unknown = parsed;
   try {
-    value = JSON.parse(raw);
+    if (value === UNPARSED) value = JSON.parse(raw);
   } catch (e) {
     // The parser's message quotes the input, which may be a secret: keep only the position.
     const at = /position (\d+)/.exec((e as Error).message);
@@ -197,24 +220,35 @@ export function parseRow(prefix: string, key: string, raw: string, opts: { inval
   return { ok: true, kind: k.kind, id: k.id, resource: r.resource, unknownFields: r.ignored } as ValidRow;
 }
 
-/** The docs/etcd.md hash line of one entry: `key \0 canonical-json(value) \n`, the raw text when not JSON. */
-export function hashLine(key: string, raw: string): Uint8Array {
-  let canonical: string;
-  try {
-    canonical = canonicalJson(JSON.parse(raw));
-  } catch {
-    canonical = raw;
-  }
-  return encoder.encode(`${key}\0${canonical}\n`);
-}
-
 export function rowValue(
   prefix: string,
   key: string,
   raw: string,
   opts: { invalidUtf8?: boolean; rev?: number } = {},
 ): RowValue {
-  return { key, raw, line: hashLine(key, raw), parsed: parseRow(prefix, key, raw, opts), rev: opts.rev ?? 0 };
+  // One JSON parse serves the canonical text and the row's judgement: the text is taken first, as reading the
+  // row consumes the value.
+  let value: unknown = UNPARSED;
+  let canon: string | undefined;
+  try {
+    value = JSON.parse(raw);
+    canon = canonicalJson(value);
+  } catch {
+    value = UNPARSED;
+  }
+  const parsed = judgeRow(prefix, key, raw, opts, value);
+  return { key, text: canon ?? raw, json: canon !== undefined, parsed, rev: opts.rev ?? 0 };
+}
+
+/** Whether `raw`, as etcd holds it, is the value `v` holds (JSON: the same document, however it is written). */
+export function sameValue(v: RowValue, raw: string): boolean {
+  if (raw === v.text) return true;
+  if (!v.json) return false;
+  try {
+    return canonicalJson(JSON.parse(raw)) === v.text;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -238,21 +272,67 @@ export function compareKeys(a: string, b: string): number {
   return a.length - b.length;
 }
 
-/** sha256 (hex) over the concatenated lines, in the order given. */
-export async function hashLines(lines: Iterable<Uint8Array>): Promise<string> {
-  const parts: Uint8Array[] = [];
+/**
+ * sha256 (hex) over the docs/etcd.md hash lines of the rows of `keys` (those `rows` has), in that order. The lines are written into one
+ * buffer a row at a time, with `pace()` awaited between rows (a large prefix is hundreds of MB); the digest
+ * itself runs where the runtime's Web Crypto runs it (Node: the libuv pool).
+ */
+export function hashRows(
+  keys: readonly string[],
+  rows: { get(key: string): RowValue | undefined },
+  pace: () => Promise<void> | undefined = () => undefined,
+): Promise<string> {
+  return hashEach(keys.length, (i) => rows.get(keys[i]!), pace);
+}
+
+/** Above this many bytes of lines a hash is fed in pieces (below, Web Crypto's one call is cheaper). */
+const STREAMED_HASH_BYTES = 8 * 1024 * 1024;
+/** The size of the last hash input: the next one is about as large. */
+let lastHashBytes = 0;
+
+/**
+ * The lines are joined into text of about 64 KiB and encoded at once (one encode per row would cost more than the
+ * digest). A large input is hashed piece by piece, between pauses: Web Crypto needs the whole input in one buffer,
+ * which it copies in one synchronous step (hundreds of MB and a stalled event loop for a million rows).
+ */
+async function hashEach(
+  n: number,
+  row: (i: number) => RowValue | undefined,
+  pace: () => Promise<void> | undefined,
+): Promise<string> {
+  const streamed = lastHashBytes > STREAMED_HASH_BYTES ? sha256.create() : undefined;
+  const pieces: Uint8Array[] = [];
   let total = 0;
-  for (const l of lines) {
-    parts.push(l);
-    total += l.length;
+  let text = '';
+  const flush = () => {
+    const bytes = encoder.encode(text);
+    text = '';
+    total += bytes.length;
+    if (streamed) streamed.update(bytes);
+    else pieces.push(bytes);
+  };
+  for (let i = 0; i < n; i++) {
+    const r = row(i);
+    if (r === undefined) continue;
+    text += `${r.key}\0${r.text}\n`;
+    if (text.length < 65536) continue;
+    flush();
+    const p = pace();
+    if (p) await p;
   }
-  const buf = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    buf.set(p, at);
-    at += p.length;
+  flush();
+  lastHashBytes = total;
+  let digest: Uint8Array;
+  if (streamed) digest = streamed.digest();
+  else {
+    const buf = new Uint8Array(total);
+    let at = 0;
+    for (const b of pieces) {
+      buf.set(b, at);
+      at += b.length;
+    }
+    digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
   }
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
   return hex;
@@ -298,7 +378,7 @@ export function judgeKey(
  * order): the Snapshot's name and key-hash indexes keep the last entry of a name, i.e. the row written last.
  */
 export function resourceSet(keys: readonly string[], served: ReadonlyMap<string, ServedValue>): ResourceSet {
-  const rows: ServedValue[] = [];
+  let rows: ServedValue[] = [];
   let ordered = true;
   for (const key of keys) {
     const v = served.get(key);
@@ -306,13 +386,27 @@ export function resourceSet(keys: readonly string[], served: ReadonlyMap<string,
     if (rows.length > 0 && rows[rows.length - 1]!.rev > v.rev) ordered = false;
     rows.push(v);
   }
-  if (!ordered) rows.sort((a, b) => a.rev - b.rev); // stable: key order among equal revisions
+  if (!ordered) rows = byRevision(rows);
   const set: ResourceSet = { provider_keys: [], models: [], api_keys: [] };
   for (const v of rows) {
     const row = v.parsed;
     if (row.resource !== undefined) ((set[row.kind as ResourceKind] ??= []) as unknown[]).push(row.resource);
   }
   return set;
+}
+
+/**
+ * `rows` by revision, key order among equal ones: a numeric sort of `revision · 2^21 + position` (a million
+ * rows sort in a fraction of what a comparator sort of the objects takes); a comparator sort beyond its range.
+ */
+function byRevision(rows: ServedValue[]): ServedValue[] {
+  const span = 2 ** 21;
+  const top = rows.reduce((m, v) => Math.max(m, v.rev), 0);
+  if (rows.length >= span || top >= Number.MAX_SAFE_INTEGER / span) return rows.sort((a, b) => a.rev - b.rev);
+  const order = new Float64Array(rows.length);
+  for (let i = 0; i < rows.length; i++) order[i] = rows[i]!.rev * span + i;
+  order.sort();
+  return Array.from(order, (x) => rows[x % span]!);
 }
 
 export interface PartialCompatibility {
@@ -322,26 +416,47 @@ export interface PartialCompatibility {
   rows: Record<string, number>;
 }
 
-export function partialCompatibility(served: Iterable<ServedValue>): PartialCompatibility {
-  const counts = new Map<string, { resource_kind: string; field: string; count: number }>();
-  const rows: Record<string, number> = {};
-  for (const v of served) {
-    const fields = v.parsed.unknownFields;
-    if (fields.length === 0) continue;
-    rows[v.parsed.kind] = (rows[v.parsed.kind] ?? 0) + 1;
+/**
+ * `partially_compatible[]` kept as rows start and stop serving, so a change of one row costs the fields of
+ * that row, not a pass over every serving row.
+ */
+export class PartialCounts {
+  private readonly counts = new Map<string, { resource_kind: string; field: string; count: number }>();
+  private readonly rows: Record<string, number> = {};
+
+  add(v: ServedValue | undefined): void {
+    this.count(v, 1);
+  }
+
+  remove(v: ServedValue | undefined): void {
+    this.count(v, -1);
+  }
+
+  private count(v: ServedValue | undefined, by: 1 | -1): void {
+    const fields = v?.parsed.unknownFields;
+    if (!v || !fields || fields.length === 0) return;
+    const kind = v.parsed.kind;
+    const n = (this.rows[kind] ?? 0) + by;
+    if (n > 0) this.rows[kind] = n;
+    else delete this.rows[kind];
     for (const field of fields) {
-      const id = `${v.parsed.kind}\0${field}`;
-      const c = counts.get(id);
-      if (c) c.count++;
-      else counts.set(id, { resource_kind: v.parsed.kind, field, count: 1 });
+      const id = `${kind}\0${field}`;
+      const c = this.counts.get(id);
+      if (c === undefined) this.counts.set(id, { resource_kind: kind, field, count: by });
+      else if (c.count + by === 0) this.counts.delete(id);
+      else c.count += by;
     }
   }
-  const fields = [...counts.values()].sort((a, b) =>
-    a.resource_kind === b.resource_kind
-      ? (a.field < b.field ? -1 : a.field > b.field ? 1 : 0)
-      : a.resource_kind < b.resource_kind
-      ? -1
-      : 1
-  );
-  return { fields, rows };
+
+  /** The counts now, sorted by kind then field. */
+  result(): PartialCompatibility {
+    const fields = [...this.counts.values()].map((c) => ({ ...c })).sort((a, b) =>
+      a.resource_kind === b.resource_kind
+        ? (a.field < b.field ? -1 : a.field > b.field ? 1 : 0)
+        : a.resource_kind < b.resource_kind
+        ? -1
+        : 1
+    );
+    return { fields, rows: { ...this.rows } };
+  }
 }

@@ -177,6 +177,7 @@ class EtcdSource implements EtcdConfigSource {
       backoff: this.opts.backoff ?? DEFAULT_BACKOFF,
       clock: host.clock,
       onSnapshot: (s) => rows.applyRange(s),
+      onRange: (r) => rows.applyPages(r),
       onEvents: (b) => rows.applyEvents(b),
       onError: (e) => host.recordFailure('fetch', e.message),
       onBackoff: (e, ms) => host.log.warn(MSG.etcdBackoff, { error: e.message, backoff_ms: ms }),

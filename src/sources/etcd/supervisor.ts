@@ -3,7 +3,7 @@
 // `onBackoff`, a wait, and a full range again. While etcd is unreachable a cheap status call is probed
 // during the wait, so the backoff paces the WARN lines and not the recovery. Handlers are awaited (batches
 // in order, never overlapping); messages given to callbacks never hold the password or a token.
-import { EtcdClient, type EtcdClientOptions, EtcdError, type EtcdKv } from './client.ts';
+import { EtcdClient, type EtcdClientOptions, EtcdError, type EtcdKv, type EtcdPagedRange } from './client.ts';
 import { type WatchEvent, watchPrefix } from './watch.ts';
 import { type Clock, systemClock } from '../../util/clock.ts';
 import { sleep } from '../../util/sleep.ts';
@@ -52,6 +52,13 @@ export interface EtcdSupervisorOptions extends EtcdClientOptions {
   /** The gateway's clock, for the backoff's deadline (default the system's). */
   clock?: Clock;
   onSnapshot(snapshot: EtcdSnapshot): void | Promise<void>;
+  /**
+   * Given: each full range is read in pages of `rangePageSize` keys and handed over as it is read, instead of
+   * as one response to `onSnapshot`.
+   */
+  onRange?(range: EtcdPagedRange): Promise<void>;
+  /** Keys per page of a paged range (default 5000). */
+  rangePageSize?: number;
   onEvents(batch: EtcdEventBatch): void | Promise<void>;
   onError?(error: EtcdError): void;
   /** Log WARN `etcd watch failed; backing off before reconnect` with error and backoff_ms. */
@@ -177,14 +184,27 @@ export class EtcdSupervisor {
     }
   }
 
-  /** One full range + watch. Returns after a compaction (caller loops into a new range); throws on error. */
-  private async syncAndWatch(signal: AbortSignal, onHealthy: () => void): Promise<void> {
-    const snapshot = await this.client.range(this.opts.prefix, { signal });
+  /** One full range, handed to `onRange` a page at a time or to `onSnapshot` whole; its revision. */
+  private async fullRange(signal: AbortSignal): Promise<number> {
+    const { onRange, prefix } = this.opts;
+    if (onRange) {
+      const range = await this.client.rangePaged(prefix, { signal, limit: this.opts.rangePageSize ?? 5000 });
+      this.setConnected(true);
+      await onRange(range);
+      return range.revision;
+    }
+    const snapshot = await this.client.range(prefix, { signal });
     this.setConnected(true);
     await this.opts.onSnapshot(snapshot);
+    return snapshot.revision;
+  }
+
+  /** One full range + watch. Returns after a compaction (caller loops into a new range); throws on error. */
+  private async syncAndWatch(signal: AbortSignal, onHealthy: () => void): Promise<void> {
+    const revision = await this.fullRange(signal);
     const watchOpts = {
       prefix: this.opts.prefix,
-      startRevision: snapshot.revision + 1,
+      startRevision: revision + 1,
       signal,
       ...(this.opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: this.opts.idleTimeoutMs } : {}),
       ...(this.opts.keepAliveMs !== undefined ? { keepAliveMs: this.opts.keepAliveMs } : {}),

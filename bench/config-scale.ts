@@ -1,0 +1,374 @@
+// Configuration at internet scale (docs/performance.md "Configuration at scale"): N api keys, through a real etcd
+// and through a resources file, on each runtime named, with real processes. Prints per runtime and source:
+// process start → proxy ready, peak and settled RSS, one key's change (etcd: put → the new key answers 200,
+// delete → it answers 401; file: a SIGHUP reload of the whole file) and the slowest of the requests sent every
+// 20 ms while the load and the update run, each against its target with MET/MISS.
+//
+// Run: node build.mjs && node --import tsx bench/config-scale.ts [--keys 1000000] [--runtimes node,bun,deno]
+//        [--sources etcd,file] [--changes 5]
+import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { encodeUtf8 } from '../src/sources/etcd/client.ts';
+import { base64Encode } from '../src/util/bytes.ts';
+import { startEtcd } from '../test/support/etcd.ts';
+import { startMockUpstream } from '../test/support/mock-upstream.ts';
+import { CALLER_KEY, type GatewayProcess, type RuntimeName, spawnGateway } from '../test/support/process.ts';
+import { readFileSync } from 'node:fs';
+import { rssMiB } from '../test/support/victim.ts';
+import { flag } from './flags.ts';
+
+const KEYS = Number(flag('keys', '1000000'));
+const RUNTIMES = flag('runtimes', 'node,bun,deno').split(',') as RuntimeName[];
+const SOURCES = flag('sources', 'etcd,file').split(',');
+const CHANGES = Number(flag('changes', '5'));
+const PREFIX = '/aisix';
+const TARGET = { readyMs: 30_000, rssMiB: 1536, changeMs: 100, stallMs: 100 };
+
+const hashOf = (plain: string): string => createHash('sha256').update(plain).digest('hex');
+const keyPlain = (i: number): string => `sk-scale-${i}`;
+
+function keyDoc(i: number): string {
+  return JSON.stringify({ display_name: `user-${i}`, key_hash: hashOf(keyPlain(i)), allowed_models: ['gpt-test'] });
+}
+
+async function txn(endpoint: string, puts: [string, string][]): Promise<void> {
+  const success = puts.map(([k, v]) => ({
+    request_put: { key: base64Encode(encodeUtf8(k)), value: base64Encode(encodeUtf8(v)) },
+  }));
+  const res = await fetch(`${endpoint}/v3/kv/txn`, { method: 'POST', body: JSON.stringify({ success }) });
+  if (res.status !== 200) throw new Error(`txn: ${res.status} ${await res.text()}`);
+  await res.arrayBuffer();
+}
+
+async function etcdCall(endpoint: string, path: string, body: unknown): Promise<void> {
+  const res = await fetch(`${endpoint}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
+  await res.arrayBuffer();
+}
+
+/** The mock provider, `gpt-test` and the usual caller key, then `KEYS` keys, 128 puts a txn, 8 txns at once. */
+async function seedEtcd(endpoint: string, upstream: string): Promise<void> {
+  await txn(endpoint, [
+    [
+      `${PREFIX}/provider_keys/pk1`,
+      JSON.stringify({ display_name: 'mock', provider: 'openai', api_key: 'sk-up', api_base: upstream }),
+    ],
+    [
+      `${PREFIX}/models/gpt-test`,
+      JSON.stringify({ display_name: 'gpt-test', model_name: 'gpt-upstream', provider_key_id: 'pk1' }),
+    ],
+    [`${PREFIX}/api_keys/caller`, JSON.stringify({ key_hash: hashOf(CALLER_KEY), allowed_models: ['*'] })],
+  ]);
+  let next = 0;
+  const worker = async () => {
+    for (;;) {
+      const from = next;
+      next += 128;
+      if (from >= KEYS) return;
+      const puts: [string, string][] = [];
+      for (let i = from; i < Math.min(KEYS, from + 128); i++) puts.push([`${PREFIX}/api_keys/k${i}`, keyDoc(i)]);
+      await txn(endpoint, puts);
+    }
+  };
+  await Promise.all([...Array(8)].map(worker));
+}
+
+function resourcesFile(upstream: string, salt: string): string {
+  const out = [
+    `_format_version: "1"`,
+    'provider_keys:',
+    '  - display_name: mock',
+    '    provider: openai',
+    '    api_key: sk-up',
+    `    api_base: ${upstream}`,
+    'models:',
+    '  - display_name: gpt-test',
+    '    model_name: gpt-upstream',
+    '    provider_key: mock',
+    'api_keys:',
+    '  - display_name: caller',
+    '    key_env: CALLER_KEY',
+    '    allowed_models: ["*"]',
+  ];
+  for (let i = 0; i < KEYS; i++) {
+    out.push(
+      `  - display_name: user-${salt}${i}`,
+      `    key_hash: ${hashOf(keyPlain(i))}`,
+      '    allowed_models: [gpt-test]',
+    );
+  }
+  return out.join('\n') + '\n';
+}
+
+/** Requests sent every 20 ms, open loop, until stopped: the slowest answer (or failure) among them. */
+function prober(
+  url: () => string | undefined,
+  init: () => RequestInit,
+): { stop(): Promise<{ max: number; n: number }> } {
+  let stopped = false;
+  const times: Promise<number>[] = [];
+  const loop = (async () => {
+    while (!stopped) {
+      const u = url();
+      if (u !== undefined) {
+        const t = performance.now();
+        times.push(
+          fetch(u, { ...init(), signal: AbortSignal.timeout(120_000) }).then(async (r) => {
+            await r.arrayBuffer();
+            return performance.now() - t;
+          }, () => performance.now() - t),
+        );
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      const xs = await Promise.all(times);
+      return { max: xs.length ? Math.max(...xs) : NaN, n: xs.length };
+    },
+  };
+}
+
+const chatInit = (key: string) => (): RequestInit => ({
+  method: 'POST',
+  headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+  body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }),
+});
+
+async function chatStatus(g: GatewayProcess, key: string): Promise<number> {
+  const r = await fetch(g.url('/v1/chat/completions'), { ...chatInit(key)(), signal: AbortSignal.timeout(60_000) });
+  await r.arrayBuffer();
+  return r.status;
+}
+
+async function untilStatus(g: GatewayProcess, key: string, want: number, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if ((await chatStatus(g, key)) === want) return;
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  throw new Error(`key never answered ${want}`);
+}
+
+async function readyz(g: GatewayProcess): Promise<boolean> {
+  try {
+    const r = await fetch(g.url('/readyz'), { signal: AbortSignal.timeout(1000) });
+    await r.arrayBuffer();
+    return r.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+/** CPU seconds (user + system) the process has used, from /proc: what the load cost on a shared machine. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+interface Row {
+  runtime: string;
+  source: string;
+  readyMs: number;
+  readyCpuS: number;
+  peakMiB: number;
+  settledMiB: number;
+  loadStallMs: number;
+  changeMs: number;
+  changeWhat: string;
+  updateStallMs: number;
+}
+
+/** Spawns the gateway and measures it up to ready: time, RSS (peak sampled every 50 ms), status probe latency. */
+async function boot(
+  runtime: RuntimeName,
+  spawn: () => Promise<GatewayProcess>,
+): Promise<
+  {
+    g: GatewayProcess;
+    readyMs: number;
+    readyCpuS: number;
+    peak: () => number;
+    stopPeak: () => void;
+    loadStallMs: number;
+  }
+> {
+  const t0 = performance.now();
+  const g = await spawn();
+  let peak = 0;
+  const timer = setInterval(() => {
+    try {
+      peak = Math.max(peak, rssMiB(g.proc.pid!));
+    } catch {
+      // exited
+    }
+  }, 50);
+  const probe = prober(() => g.url('/livez', 'status'), () => ({}));
+  for (;;) {
+    if (g.exited) throw new Error(`${runtime}: gateway exited (${g.exitCode}): ${g.rawErr.slice(-5).join(' | ')}`);
+    if (await readyz(g)) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const readyMs = performance.now() - t0;
+  const readyCpuS = cpuSeconds(g.proc.pid!);
+  const { max } = await probe.stop();
+  return { g, readyMs, readyCpuS, peak: () => peak, stopPeak: () => clearInterval(timer), loadStallMs: max };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function etcdRun(runtime: RuntimeName, endpoint: string): Promise<Row> {
+  const config = `etcd: { endpoints: ["${endpoint}"], prefix: ${PREFIX} }
+proxy: { addr: "127.0.0.1:{{proxy}}" }
+admin: { enabled: false }
+observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
+shutdown: { min_drain_secs: 0 }
+`;
+  const b = await boot(runtime, () => spawnGateway({ runtime, config }));
+  const { g } = b;
+  try {
+    await untilStatus(g, keyPlain(KEYS - 1), 200);
+    const probe = prober(() => g.url('/v1/chat/completions'), chatInit(CALLER_KEY));
+    const times: number[] = [];
+    for (let c = 0; c < CHANGES; c++) {
+      const plain = `sk-scale-new-${c}-${Date.now()}`;
+      const key = `${PREFIX}/api_keys/new-${c}`;
+      const value = JSON.stringify({ key_hash: hashOf(plain), allowed_models: ['gpt-test'] });
+      let t = performance.now();
+      await etcdCall(endpoint, '/v3/kv/put', {
+        key: base64Encode(encodeUtf8(key)),
+        value: base64Encode(encodeUtf8(value)),
+      });
+      await untilStatus(g, plain, 200);
+      times.push(performance.now() - t);
+      t = performance.now();
+      await etcdCall(endpoint, '/v3/kv/deleterange', { key: base64Encode(encodeUtf8(key)) });
+      await untilStatus(g, plain, 401);
+      times.push(performance.now() - t);
+    }
+    const { max } = await probe.stop();
+    await new Promise((r) => setTimeout(r, 3000));
+    return {
+      runtime,
+      source: 'etcd',
+      readyMs: b.readyMs,
+      readyCpuS: b.readyCpuS,
+      peakMiB: b.peak(),
+      settledMiB: rssMiB(g.proc.pid!),
+      loadStallMs: b.loadStallMs,
+      changeMs: median(times),
+      changeWhat: `put/delete → served, median of ${times.length} (max ${Math.max(...times).toFixed(1)})`,
+      updateStallMs: max,
+    };
+  } finally {
+    b.stopPeak();
+    await g.stop(60_000);
+  }
+}
+
+async function fileRun(runtime: RuntimeName, upstream: string): Promise<Row> {
+  const b = await boot(runtime, () =>
+    spawnGateway({
+      runtime,
+      config: `resources_file: resources.yaml
+proxy: { addr: "127.0.0.1:{{proxy}}" }
+admin: { enabled: false }
+observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
+shutdown: { min_drain_secs: 0 }
+`,
+      files: { 'resources.yaml': resourcesFile(upstream, 'a') },
+      env: { CALLER_KEY },
+    }));
+  const { g } = b;
+  try {
+    const probe = prober(() => g.url('/v1/chat/completions'), chatInit(CALLER_KEY));
+    writeFileSync(join(g.dir, 'resources.yaml'), resourcesFile(upstream, 'b'));
+    const t = performance.now();
+    g.signal('SIGHUP');
+    await g.waitForLog((l) => /resources file reload/.test(String(l.msg)), 600_000);
+    const reloadMs = performance.now() - t;
+    const { max } = await probe.stop();
+    await new Promise((r) => setTimeout(r, 3000));
+    return {
+      runtime,
+      source: 'file',
+      readyMs: b.readyMs,
+      readyCpuS: b.readyCpuS,
+      peakMiB: b.peak(),
+      settledMiB: rssMiB(g.proc.pid!),
+      loadStallMs: b.loadStallMs,
+      changeMs: reloadMs,
+      changeWhat: 'SIGHUP reload of the whole file',
+      updateStallMs: max,
+    };
+  } finally {
+    b.stopPeak();
+    await g.stop(60_000);
+  }
+}
+
+const verdict = (ok: boolean) => (ok ? 'MET' : 'MISS');
+
+async function main(): Promise<void> {
+  const mock = await startMockUpstream();
+  const rows: Row[] = [];
+  const failures: string[] = [];
+  if (SOURCES.includes('etcd')) {
+    const etcd = await startEtcd({ extraArgs: ['--quota-backend-bytes=8589934592'] });
+    try {
+      const t = performance.now();
+      await seedEtcd(etcd.endpoint, mock.base);
+      console.error(`seeded ${KEYS} keys in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+      for (const runtime of RUNTIMES) {
+        try {
+          rows.push(await etcdRun(runtime, etcd.endpoint));
+        } catch (e) {
+          failures.push(`${runtime} etcd: ${(e as Error).message}`);
+        }
+      }
+    } finally {
+      await etcd.stop();
+    }
+  }
+  if (SOURCES.includes('file')) {
+    for (const runtime of RUNTIMES) {
+      try {
+        rows.push(await fileRun(runtime, mock.base));
+      } catch (e) {
+        failures.push(`${runtime} file: ${(e as Error).message}`);
+      }
+    }
+  }
+  await mock.close();
+  console.log(`\nconfig-scale: ${KEYS} api keys, ${new Date().toISOString().slice(0, 10)}\n`);
+  console.log(
+    '| runtime | source | ready | CPU to ready | peak RSS | settled RSS | max request during load | one key applied | max request during update |',
+  );
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const r of rows) {
+    const change = r.source === 'etcd'
+      ? `${r.changeMs.toFixed(1)} ms ${verdict(r.changeMs <= TARGET.changeMs)} (${r.changeWhat})`
+      : `${(r.changeMs / 1000).toFixed(1)} s (${r.changeWhat}; no per-key change)`;
+    console.log(
+      `| ${r.runtime} | ${r.source} | ${(r.readyMs / 1000).toFixed(1)} s ${verdict(r.readyMs <= TARGET.readyMs)} | ${
+        r.readyCpuS.toFixed(1)
+      } s | ${r.peakMiB.toFixed(0)} MiB ${verdict(r.peakMiB <= TARGET.rssMiB)} | ${r.settledMiB.toFixed(0)} MiB | ${
+        r.loadStallMs.toFixed(1)
+      } ms (status /livez) | ${change} | ${r.updateStallMs.toFixed(1)} ms ${
+        verdict(r.updateStallMs <= TARGET.stallMs)
+      } |`,
+    );
+  }
+  console.log(
+    `\ntargets: ready ≤ ${
+      TARGET.readyMs / 1000
+    } s, peak RSS ≤ ${TARGET.rssMiB} MiB, one key applied ≤ ${TARGET.changeMs} ms, no request slower than ${TARGET.stallMs} ms while it happens`,
+  );
+  for (const f of failures) console.log(`FAILED ${f}`);
+}
+
+await main();

@@ -1,0 +1,122 @@
+// The api keys of a snapshot and their lookups (docs/performance.md "Configuration at scale"): by id, by
+// current key hash, by a rotated-out hash. A SaaS issues a key per user, so this is the one kind that reaches
+// millions of rows: a single key's change is applied in place (`put`, `remove`) in time independent of
+// how many keys there are, and the rest of the snapshot is not rebuilt.
+//
+// The lookups are the snapshot's rules: a hash belongs to the key written LAST that carries it (AISIX's name
+// index), any key's current hash wins over another's rotated-out one, and a rotated-out hash authenticates its
+// key only until the earlier of the two expiries.
+import type { ApiKey } from './schema.ts';
+
+/** The key as its rotated-out hash authenticates it: the same key, expiring at the earlier of the two times. */
+export function previousKeyOf(k: ApiKey, until: string): ApiKey {
+  const expires_at = k.expires_at !== undefined && Date.parse(k.expires_at) < Date.parse(until) ? k.expires_at : until;
+  return { ...k, expires_at };
+}
+
+/** One hash → key lookup where several keys may carry a hash (etcd rows are not checked against each other). */
+class HashLookup {
+  private readonly owner = new Map<string, ApiKey>();
+  /** Hash → how many keys besides its owner carry it; absent for the usual one. */
+  private readonly others = new Map<string, number>();
+
+  get(hash: string): ApiKey | undefined {
+    return this.owner.get(hash);
+  }
+
+  /** `key` carries `hash` and is the latest written of those that do. */
+  add(hash: string, key: ApiKey): void {
+    if (this.owner.has(hash)) this.others.set(hash, (this.others.get(hash) ?? 0) + 1);
+    this.owner.set(hash, key);
+  }
+
+  /**
+   * The key of id `id` no longer carries `hash`. When it owned a hash that others carry too, the owner becomes
+   * the latest written of them (`find`, a scan: only duplicates pay for it).
+   */
+  remove(hash: string, id: string, find: () => ApiKey | undefined): void {
+    const others = this.others.get(hash) ?? 0;
+    if (others > 1) this.others.set(hash, others - 1);
+    else this.others.delete(hash);
+    if (this.owner.get(hash)?.id !== id) return;
+    this.owner.delete(hash);
+    if (others === 0) return;
+    const next = find();
+    if (next !== undefined) this.owner.set(hash, next);
+  }
+}
+
+export class ApiKeyIndex {
+  /** Id → key, in write order (a key written again moves to the end). */
+  private readonly byId = new Map<string, ApiKey>();
+  private readonly current = new HashLookup();
+  private readonly previous = new HashLookup();
+  private listed: ApiKey[] | undefined;
+  /** How many keys carry budgets (the budgets step stays off a snapshot whose keys have none). */
+  private budgeted = 0;
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  get(id: string): ApiKey | undefined {
+    return this.byId.get(id);
+  }
+
+  has(id: string): boolean {
+    return this.byId.has(id);
+  }
+
+  /** The keys in write order. */
+  values(): IterableIterator<ApiKey> {
+    return this.byId.values();
+  }
+
+  /** The keys in write order, as a list (built once per change, for the few callers that list them all). */
+  list(): readonly ApiKey[] {
+    return this.listed ??= [...this.byId.values()];
+  }
+
+  /** Whether any key carries a budget, without a pass over every key. */
+  anyBudgets(): boolean {
+    return this.budgeted > 0;
+  }
+
+  /** The key a presented credential's hash names: a current hash first, then a rotated-out one. */
+  byHash(hash: string): ApiKey | undefined {
+    return this.current.get(hash) ?? this.previous.get(hash);
+  }
+
+  /** `k` as the latest write of its id (a new key, or a new value of one). */
+  put(k: ApiKey): void {
+    this.remove(k.id);
+    this.byId.set(k.id, k);
+    if ((k.budgets?.length ?? 0) > 0) this.budgeted++;
+    this.current.add(k.key_hash, k);
+    for (const p of k.previous_key_hashes ?? []) this.previous.add(p.key_hash, previousKeyOf(k, p.expires_at));
+    this.listed = undefined;
+  }
+
+  remove(id: string): void {
+    const k = this.byId.get(id);
+    if (k === undefined) return;
+    this.byId.delete(id);
+    if ((k.budgets?.length ?? 0) > 0) this.budgeted--;
+    this.listed = undefined;
+    this.current.remove(k.key_hash, id, () => this.lastWith((x) => x.key_hash === k.key_hash ? x : undefined));
+    for (const p of k.previous_key_hashes ?? []) {
+      this.previous.remove(p.key_hash, id, () =>
+        this.lastWith((x) => {
+          const q = x.previous_key_hashes?.findLast((q) => q.key_hash === p.key_hash);
+          return q === undefined ? undefined : previousKeyOf(x, q.expires_at);
+        }));
+    }
+  }
+
+  /** What `pick` makes of the latest written key it accepts. */
+  private lastWith(pick: (k: ApiKey) => ApiKey | undefined): ApiKey | undefined {
+    let found: ApiKey | undefined;
+    for (const k of this.byId.values()) found = pick(k) ?? found;
+    return found;
+  }
+}

@@ -1,0 +1,180 @@
+// The api key index (src/resources/api-key-index.ts) and the etcd source's change of one key in place
+// (src/sources/etcd/apply.ts; docs/performance.md "Configuration at scale"), with the source's row state fed
+// directly: no etcd.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ApiKeyIndex } from '../../src/resources/api-key-index.ts';
+import type { ApiKey } from '../../src/resources/schema.ts';
+import type { Snapshot } from '../../src/resources/snapshot.ts';
+import { ConfigFactsRecorder } from '../../src/config-facts.ts';
+import { createLogger } from '../../src/observability/logger.ts';
+import { EtcdRows } from '../../src/sources/etcd/apply.ts';
+import type { SourceSink } from '../../src/sources/source.ts';
+import type { EtcdKv } from '../../src/sources/etcd/client.ts';
+import type { ApplyMeta } from '../../src/config-facts.ts';
+import { until } from '../support/until.ts';
+
+const key = (id: string, hash: string, extra: Partial<ApiKey> = {}): ApiKey => ({
+  id,
+  key_hash: hash,
+  allowed_models: [],
+  disabled: false,
+  ...extra,
+});
+
+describe('api key index', () => {
+  test('a hash belongs to the key written last; removing it hands the hash back to the one before', () => {
+    const ix = new ApiKeyIndex();
+    ix.put(key('a', 'h'));
+    ix.put(key('b', 'h'));
+    ix.put(key('c', 'other'));
+    assert.equal(ix.byHash('h')?.id, 'b');
+    ix.remove('b');
+    assert.equal(ix.byHash('h')?.id, 'a');
+    ix.put(key('b', 'h'));
+    assert.equal(ix.byHash('h')?.id, 'b', 'written again: last again');
+    ix.put(key('a', 'h2'));
+    assert.equal(ix.byHash('h')?.id, 'b');
+    assert.equal(ix.byHash('h2')?.id, 'a');
+    ix.remove('b');
+    assert.equal(ix.byHash('h'), undefined);
+    assert.deepEqual([...ix.values()].map((k) => k.id), ['c', 'a'], 'write order');
+    assert.deepEqual(ix.list().map((k) => k.id), ['c', 'a']);
+    assert.equal(ix.size, 2);
+  });
+
+  test('whether any key carries a budget follows puts and removes', () => {
+    const ix = new ApiKeyIndex();
+    ix.put(key('a', 'h'));
+    assert.equal(ix.anyBudgets(), false);
+    const budgets = [{ period: 'daily', limit_usd: 1 }] as unknown as ApiKey['budgets'];
+    ix.put(key('b', 'h2', { budgets }));
+    assert.equal(ix.anyBudgets(), true);
+    ix.put(key('b', 'h2'));
+    assert.equal(ix.anyBudgets(), false, 'written again without one');
+    ix.put(key('c', 'h3', { budgets }));
+    ix.remove('c');
+    assert.equal(ix.anyBudgets(), false);
+  });
+
+  test("a rotated-out hash authenticates until the earlier expiry; any key's current hash wins over it", () => {
+    const ix = new ApiKeyIndex();
+    ix.put(key('a', 'new', { previous_key_hashes: [{ key_hash: 'old', expires_at: '2030-01-01T00:00:00Z' }] }));
+    assert.equal(ix.byHash('old')?.id, 'a');
+    assert.equal(ix.byHash('old')?.expires_at, '2030-01-01T00:00:00Z');
+    assert.equal(ix.byHash('new')?.expires_at, undefined);
+    ix.put(key('b', 'old'));
+    assert.equal(ix.byHash('old')?.id, 'b');
+    ix.remove('b');
+    assert.equal(ix.byHash('old')?.id, 'a');
+    ix.remove('a');
+    assert.equal(ix.byHash('old'), undefined);
+    assert.equal(ix.byHash('new'), undefined);
+  });
+});
+
+/** A sink that keeps what was applied, with its facts. */
+function sink(): SourceSink & { applied: Snapshot[]; metas: ApplyMeta[] } {
+  const record = new ConfigFactsRecorder('etcd');
+  const applied: Snapshot[] = [];
+  const metas: ApplyMeta[] = [];
+  return {
+    applied,
+    metas,
+    log: createLogger({ level: 'error', format: 'json', write: () => {} }),
+    clock: Date.now,
+    record,
+    facts: record.view,
+    apply: (s, meta) => {
+      applied.push(s);
+      metas.push(meta);
+    },
+    recordFailure: () => {},
+  };
+}
+
+const kv = (key: string, value: unknown, rev: number): EtcdKv => ({
+  key,
+  value: JSON.stringify(value),
+  modRevision: rev,
+  createRevision: rev,
+  version: 1,
+});
+
+describe('etcd source: one api key changes in place', () => {
+  test('a put and a delete are served at once, without rebuilding the snapshot; the facts follow', async () => {
+    const s = sink();
+    let published = 0;
+    const rows = new EtcdRows(s, '/aisix', () => published++);
+    const kvs = [kv('/aisix/models/m', { display_name: 'm', model_name: 'x', provider_key_id: 'pk' }, 2)];
+    for (let i = 0; i < 100; i++) {
+      kvs.push(kv(`/aisix/api_keys/k${i}`, { key_hash: `h${i}`, allowed_models: [] }, 3 + i));
+    }
+    await rows.applyRange({ revision: 200, kvs });
+    const first = s.applied.at(-1)!;
+    assert.equal(first.apiKeys.size, 100);
+    const hash = s.metas.at(-1)!.configHash;
+
+    await rows.applyEvents({
+      revision: 201,
+      events: [{ type: 'put', ...kv('/aisix/api_keys/new', { key_hash: 'hnew', allowed_models: [] }, 201) }],
+    });
+    // Served before its facts are applied: the key index the gateway reads changed in place.
+    assert.equal(first.apiKeyByHash('hnew')?.id, 'new');
+    await until(() => s.metas.at(-1)!.configHash !== hash, 10_000, 'the put applied');
+    const second = s.applied.at(-1)!;
+    assert.notEqual(second, first, 'a new snapshot object, so per-snapshot views are derived again');
+    assert.equal(second.models, first.models, 'the other indexes are not rebuilt');
+    assert.deepEqual(second.counts(), { models: 1, api_keys: 101 });
+
+    await rows.applyEvents({ revision: 202, events: [{ type: 'delete', ...kv('/aisix/api_keys/k7', '', 202) }] });
+    assert.equal(second.apiKeyByHash('h7'), undefined, 'a revoked key stops at once');
+    await until(() => published === 3, 10_000, 'the delete applied');
+    assert.deepEqual(s.applied.at(-1)!.counts(), { models: 1, api_keys: 100 });
+    assert.notEqual(s.metas.at(-1)!.configHash, s.metas.at(-2)!.configHash);
+  });
+
+  test('changes that arrive while the hashes run end in the hash of what serves last', async () => {
+    const s = sink();
+    const rows = new EtcdRows(s, '/aisix', () => {});
+    const kvs: EtcdKv[] = [];
+    for (let i = 0; i < 20_000; i++) {
+      kvs.push(kv(`/aisix/api_keys/k${i}`, { key_hash: `h${i}`, allowed_models: [] }, 3 + i));
+    }
+    await rows.applyRange({ revision: 30_000, kvs });
+    const final = new Map(kvs.map((x) => [x.key, x]));
+    // A burst: each batch is served at once and its hashes follow, batches overlapping the hash in progress.
+    for (let n = 0; n < 40; n++) {
+      const rev = 30_001 + n;
+      const put = kv(`/aisix/api_keys/k${n * 7}`, { key_hash: `changed${n}`, allowed_models: [] }, rev);
+      final.set(put.key, put);
+      await rows.applyEvents({ revision: rev, events: [{ type: 'put', ...put }] });
+      if (n % 3 === 0) {
+        final.delete(`/aisix/api_keys/k${n * 11 + 1}`);
+        await rows.applyEvents({
+          revision: rev,
+          events: [{ type: 'delete', ...kv(`/aisix/api_keys/k${n * 11 + 1}`, '', rev) }],
+        });
+      }
+      await new Promise((r) => setTimeout(r, n % 5));
+    }
+    await until(() => s.metas.at(-1)!.revision === 30_040, 30_000, 'the last batch applied');
+    const fresh = sink();
+    await new EtcdRows(fresh, '/aisix', () => {}).applyRange({ revision: 30_040, kvs: [...final.values()] });
+    assert.equal(s.metas.at(-1)!.configHash, fresh.metas.at(-1)!.configHash);
+    assert.equal(s.applied.at(-1)!.apiKeys.size, final.size);
+  });
+
+  test('a key the range no longer holds is gone, even one only restored and never observed', async () => {
+    const s = sink();
+    const rows = new EtcdRows(s, '/aisix', () => {});
+    await rows.applyRange({
+      revision: 10,
+      kvs: [kv('/aisix/api_keys/a', { key_hash: 'ha', allowed_models: [] }, 2)],
+    });
+    await rows.applyRange({ revision: 11, kvs: [kv('/aisix/api_keys/b', { key_hash: 'hb', allowed_models: [] }, 11)] });
+    const now = s.applied.at(-1)!;
+    assert.equal(now.apiKeyByHash('ha'), undefined);
+    assert.equal(now.apiKeyByHash('hb')?.id, 'b');
+  });
+});
