@@ -153,7 +153,7 @@ interface Options {
   primeS: number;
   profile: boolean;
   profileSeconds: number;
-  profileLoad: 'json50' | 'sse200';
+  profileLoad: 'json50' | 'json1' | 'sse200';
   profileAccessLog: boolean;
   /** Profile the bare Hono proxy of Sluice's pieces instead of Sluice (the same load): two profiles side by side. */
   profileBare: boolean;
@@ -188,7 +188,7 @@ const HELP = `usage: npm run bench -- [options]
                           as targets node-base, bun-base, deno-base, alternating with this tree's
   --no-build              do not rebuild dist/node.mjs first
   --keep                  keep the run directory (configs, logs) under /tmp
-  --profile [--profile-seconds S] [--profile-load json50|sse200] [--profile-no-access-log] [--profile-bare]
+  --profile [--profile-seconds S] [--profile-load json50|json1|sse200] [--profile-no-access-log] [--profile-bare]
             [--profile-runtime node|deno]
                           instead of the table: the gateway under that load with node --cpu-prof (Deno: through
                           its inspector), then the top self-time functions (bench/profile-summary.ts)`;
@@ -294,7 +294,9 @@ function parseOptions(argv: string[]): Options {
         break;
       case '--profile-load': {
         const v = val();
-        if (v !== 'json50' && v !== 'sse200') throw new Error('--profile-load is json50 or sse200');
+        if (v !== 'json50' && v !== 'json1' && v !== 'sse200') {
+          throw new Error('--profile-load is json50, json1 or sse200');
+        }
         o.profileLoad = v;
         o.profile = true;
         break;
@@ -1917,9 +1919,11 @@ async function profileMode(ctx: Ctx): Promise<void> {
     ? await startBare(ctx, runtime, `profile-bare-${runtime}`, bareArgs, flags)
     : await startSluice(ctx, runtime, accessLog, `profile-${runtime}`, flags);
   const t = profileTarget(runtime, bare, accessLog, s);
-  const connections = load === 'json50' ? 50 : 200;
+  const connections = load === 'json50' ? 50 : load === 'json1' ? 1 : 200;
   const body = bodyFor(t, load === 'sse200');
-  const what = `${load === 'json50' ? 'JSON/50' : 'SSE/200'}${bare ? '' : `, access log ${accessLog ? 'on' : 'off'}`}`;
+  const what = `${load === 'json50' ? 'JSON/50' : load === 'json1' ? 'JSON/1' : 'SSE/200'}${
+    bare ? '' : `, access log ${accessLog ? 'on' : 'off'}`
+  }`;
   log(`profiling ${t.label} (pid ${s.proc.pid}) under ${what} for ${secs} s …`);
   await wrk({ url: chatUrl(t), connections, durationS: 2, body, headers: t.headers });
   const cpu0 = cpuSeconds(s.proc.pid);
@@ -1953,7 +1957,9 @@ async function profileMode(ctx: Ctx): Promise<void> {
     '',
     `- ${fmtRps(w.rps)} req/s while profiling (the profiler costs some throughput), p50 ${
       fmtMs(w.latency_us.p50 / 1000)
-    }, p99 ${fmtMs(w.latency_us.p99 / 1000)}; gateway CPU ${cpu.toFixed(2)} s in ${secs} s`,
+    }, p99 ${fmtMs(w.latency_us.p99 / 1000)}; gateway CPU ${cpu.toFixed(2)} s in ${secs} s (${
+      (1e6 * cpu / Math.max(1, w.requests)).toFixed(0)
+    } µs per request, every thread)`,
     `- profile: bench/results/${name}.cpuprofile (open in Chrome DevTools or speedscope)`,
     '',
     formatSummary(summary),
