@@ -4,7 +4,7 @@
 // opened with the provider key's credential, and the relay (src/realtime/relay.ts) with the session's guardrails
 // until either side closes, a guardrail, the idle cap or the drain ends it; one usage event at its end.
 import type { BudgetsSetup } from '../budgets/setup.ts';
-import { reserveSession } from '../budgets/spend.ts';
+import { reserveSession, type SpendHold } from '../budgets/spend.ts';
 import type { Amount } from '../budgets/store.ts';
 import type { Context } from 'hono';
 import { errors, ProxyError } from '../http/errors.ts';
@@ -12,8 +12,9 @@ import { bearerToken } from '../http/auth.ts';
 import { type Scrub, scrubberFor } from '../http/scrub.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Platform, RelaySocket } from '../platform.ts';
-import type { DirectModel, ProviderKey } from '../resources/schema.ts';
-import type { RateLimiter } from '../routing/rate-limit.ts';
+import type { ApiKey, DirectModel, ProviderKey } from '../resources/schema.ts';
+import type { Snapshot } from '../resources/snapshot.ts';
+import type { Permit, RateLimiter } from '../routing/rate-limit.ts';
 import type { Clock } from '../util/clock.ts';
 import { ipAllowed } from '../util/cidr.ts';
 import { requestGateSubjects } from '../policies/reserve.ts';
@@ -23,6 +24,7 @@ import { frameChecks } from './realtime-guard.ts';
 import { modelAllowed } from './auth.ts';
 import { fail } from './answer.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
+import type { RequestRecord } from './record.ts';
 import type { RequestStep } from './pipeline.ts';
 import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 import { ProxyRequest } from './request.ts';
@@ -85,41 +87,12 @@ export function realtimeHandler(
       );
     }
     const offered = protocolsOf(raw);
-    const req = new RealtimeRequest(c, withSubprotocolKey(raw, offered));
-    const refused = await identify.run(req);
-    if (refused instanceof ProxyError) return fail(c, refused);
-    if (refused) return refused;
-    const rec = c.get('rec');
-    // AISIX's one event per session, and a zero-token one for a refusal past authentication.
-    const session: CallUsage = {
-      handler: 'realtime',
-      protocol: 'realtime',
-      protocolLabel: 'other',
-      fields: {},
-      upstreamMs: 0,
-    };
-    rec.facet(USAGE_PART).call = session;
-    const admitted = admit(req, c.req.query('model'), clientIpOf(c.env?.peer, raw));
-    if (admitted instanceof ProxyError) return fail(c, admitted);
-    const { model, key, name, upstreamModel } = admitted;
-    const target = upstreamTarget(key, model, upstreamModel, callerWantsBeta(raw, offered));
-    if (target instanceof ProxyError) return fail(c, target);
-    const { key: apiKey, snapshot } = req.caller;
-    const permit = await acquirePermit(d.rateLimiter, [
-      ...keyAndModelSubjects(apiKey, model),
-      ...requestGateSubjects(snapshot, apiKey, model, d.clock()),
-    ]);
-    if (permit instanceof ProxyError) return fail(c, permit);
-    const hold = d.budgets && await reserveSession(d.budgets.budgets, d.clock, { key: apiKey, snapshot, model });
-    if (hold instanceof ProxyError) {
-      await permit.end(0);
-      return fail(c, hold);
-    }
-    rec.resolved(model, name);
-    rec.dispatching(true, { model, key, upstreamModel });
+    const s = await admitSession(d, identify, clientIpOf, c, offered);
+    if (s instanceof Response) return s;
+    const { rec, model, apiKey, snapshot } = s;
     const found = guards?.modelChain(snapshot, apiKey, model.id);
     const checks = found && frameChecks(found.chain, found.deps, model.display_name, rec);
-    const scrub = scrubberFor(snapshot, d.configSecrets ?? [], bearerToken(req.headers));
+    const scrub = scrubberFor(snapshot, d.configSecrets ?? [], bearerToken(s.headers));
     // The session holds the request's in-flight slot and its record until it ends (track.ts).
     const tracker: StreamTracker = { onEnd: undefined };
     c.set('stream', tracker);
@@ -129,34 +102,102 @@ export function realtimeHandler(
         const ended = await runSession(
           d,
           client,
-          () => connect({ ...target, timeoutMs: connectMs(d) }),
+          () => connect({ ...s.target, timeoutMs: connectMs(d) }),
           { idleMs: idleMs(d, model), scrub, ...(checks ? { checks } : {}) },
         );
-        const u = ended.usage;
-        rec.read({ input: u.input, output: u.output, total: u.input + u.output, cachedPrompt: u.cached }, undefined);
-        // A guardrail's block named itself on the record already.
-        if (ended.status !== 200 && ended.by !== 'policy') {
-          rec.failed(ended.by === 'idle' ? 'timeout' : 'upstream_error', closeMessage(ended));
-        }
-        const elapsed = d.clock() - rec.start;
-        session.upstreamMs = elapsed;
-        session.downstreamMs = elapsed;
-        session.tokens = { input: u.input, output: u.output, estimated: false, cached: u.cached };
-        await permit.end(u.input + u.output);
-        await hold?.commit(rec.spent() ?? NOTHING);
-        // The access log, the metrics and the event state how the session ended (AISIX's), not the 101.
-        tracker.status = ended.status;
-        tracker.onEnd?.(ended.status === 200 ? 'complete' : 'upstream_error');
+        await settleSession(d, s, ended, tracker);
       },
       async () => {
         // The caller left during the handshake.
-        await permit.end(0);
-        await hold?.commit(NOTHING);
+        await s.permit.end(0);
+        await s.hold?.commit(NOTHING);
         tracker.onEnd?.('client_closed');
       },
     );
     return accepted.response;
   };
+}
+
+/** An admitted session: its caller, model and upstream target, and the quota it holds until it ends. */
+interface AdmittedSession {
+  rec: RequestRecord;
+  headers: Headers;
+  session: CallUsage;
+  model: DirectModel;
+  apiKey: ApiKey;
+  snapshot: Snapshot;
+  target: Exclude<ReturnType<typeof upstreamTarget>, ProxyError>;
+  permit: Permit;
+  hold: SpendHold | undefined;
+}
+
+/** The caller (a subprotocol's key read as a bearer), the model and target, the limits and budgets; or the refusal. */
+async function admitSession(
+  d: RealtimeDeps,
+  identify: RequestStep,
+  clientIpOf: ClientIpOf,
+  c: Context<ProxyEnv>,
+  offered: readonly string[],
+): Promise<AdmittedSession | Response> {
+  const raw = c.req.raw.headers;
+  const req = new RealtimeRequest(c, withSubprotocolKey(raw, offered));
+  const refused = await identify.run(req);
+  if (refused instanceof ProxyError) return fail(c, refused);
+  if (refused) return refused;
+  const rec = c.get('rec');
+  // AISIX's one event per session, and a zero-token one for a refusal past authentication.
+  const session: CallUsage = {
+    handler: 'realtime',
+    protocol: 'realtime',
+    protocolLabel: 'other',
+    fields: {},
+    upstreamMs: 0,
+  };
+  rec.facet(USAGE_PART).call = session;
+  const admitted = admit(req, c.req.query('model'), clientIpOf(c.env?.peer, raw));
+  if (admitted instanceof ProxyError) return fail(c, admitted);
+  const { model, key, name, upstreamModel } = admitted;
+  const target = upstreamTarget(key, model, upstreamModel, callerWantsBeta(raw, offered));
+  if (target instanceof ProxyError) return fail(c, target);
+  const { key: apiKey, snapshot } = req.caller;
+  const permit = await acquirePermit(d.rateLimiter, [
+    ...keyAndModelSubjects(apiKey, model),
+    ...requestGateSubjects(snapshot, apiKey, model, d.clock()),
+  ]);
+  if (permit instanceof ProxyError) return fail(c, permit);
+  const hold = d.budgets && await reserveSession(d.budgets.budgets, d.clock, { key: apiKey, snapshot, model });
+  if (hold instanceof ProxyError) {
+    await permit.end(0);
+    return fail(c, hold);
+  }
+  rec.resolved(model, name);
+  rec.dispatching(true, { model, key, upstreamModel });
+  return { rec, headers: req.headers, session, model, apiKey, snapshot, target, permit, hold: hold || undefined };
+}
+
+/** The ended session on its record, its usage event, its limits and its budget; then its end to tracking. */
+async function settleSession(
+  d: RealtimeDeps,
+  s: AdmittedSession,
+  ended: SessionEnd,
+  tracker: StreamTracker,
+): Promise<void> {
+  const { rec, session } = s;
+  const u = ended.usage;
+  rec.read({ input: u.input, output: u.output, total: u.input + u.output, cachedPrompt: u.cached }, undefined);
+  // A guardrail's block named itself on the record already.
+  if (ended.status !== 200 && ended.by !== 'policy') {
+    rec.failed(ended.by === 'idle' ? 'timeout' : 'upstream_error', closeMessage(ended));
+  }
+  const elapsed = d.clock() - rec.start;
+  session.upstreamMs = elapsed;
+  session.downstreamMs = elapsed;
+  session.tokens = { input: u.input, output: u.output, estimated: false, cached: u.cached };
+  await s.permit.end(u.input + u.output);
+  await s.hold?.commit(rec.spent() ?? NOTHING);
+  // The access log, the metrics and the event state how the session ended (AISIX's), not the 101.
+  tracker.status = ended.status;
+  tracker.onEnd?.(ended.status === 200 ? 'complete' : 'upstream_error');
 }
 
 type ClientIpOf = (peer: string | undefined, headers: Headers) => string | undefined;
