@@ -76,81 +76,101 @@ export async function runChain(
     // A large text takes a while per member even in linear time: let other callers' work run in between.
     if (large) await new Promise((r) => setTimeout(r, 0));
     const t0 = deps.now();
-    let o: Outcome;
-    try {
-      const r = g.check(v.segments, hook, {
-        ...deps.ctx,
-        log: (l, m, f) => deps.log(l, m, { ...f, guardrail: g.name }),
-        degraded: (reason) => deps.metrics?.semanticDegraded?.inc([reason]),
-      });
-      o = r instanceof Promise ? await r : r;
-    } catch (e) {
-      o = { kind: 'unavailable', tag: `${serviceOf(g.kind)}_5xx`, reason: `check failed: ${(e as Error).message}` };
-    }
+    const o = await checkMember(g, v.segments, hook, deps);
     v.applied.push({ name: g.name, kind: g.kind, hook });
-    const done = (result: Parameters<ChainMetrics['observe']>[2], errorType?: string) =>
-      deps.metrics?.observe(g, hook, result, errorType, deps.now() - t0);
-    const us = () => Math.round((deps.now() - t0) * 1_000_000);
-    if (o.kind === 'allow') done('allowed');
-    else if (o.kind === 'block') {
-      if (g.monitor) {
-        done('would_block');
-        deps.log('info', GUARDRAIL_MSG.monitorBlock, { guardrail_name: g.name, hook, reason: o.reason });
-        v.hits.push({ guardrail_name: g.name, hook, action: 'would_block', reason: o.reason });
-        continue;
-      }
-      done('blocked');
-      v.hits.push({ guardrail_name: g.name, hook, action: 'blocked', reason: o.reason, duration_us: us() });
-      v.blocked = { guardrail: g, reason: o.reason };
-      return v;
-    } else if (o.kind === 'mask') {
-      if (g.monitor) {
-        done('would_mask');
-        deps.log('info', GUARDRAIL_MSG.monitorMask, { guardrail_name: g.name, hook, counts: o.counts });
-        v.hits.push({ guardrail_name: g.name, hook, action: 'would_mask', counts: o.counts });
-        continue;
-      }
-      done('masked');
-      v.hits.push({ guardrail_name: g.name, hook, action: 'masked', counts: o.counts, duration_us: us() });
-      v.segments = v.segments.map((s, i) => (o.texts[i] === s.text ? s : { role: s.role, text: o.texts[i] ?? s.text }));
-      v.masked = true;
-      for (const [k, n] of Object.entries(o.counts)) v.counts[k] = (v.counts[k] ?? 0) + n;
-    } else {
-      const failOpen = hook === 'input' ? g.failOpen : g.outputFailOpen;
-      deps.log('warn', (SERVICE_MSG[g.kind] ?? SERVICE_MSG[serviceOf(g.kind)])?.failed ?? 'guardrail call failed', {
-        guardrail: g.name,
-        failure: o.tag,
-        reason: o.reason,
-        fail_open: failOpen,
-        ...o.fields,
-      });
-      if (failOpen && !g.mandatory) {
-        done('bypassed', o.tag);
-        v.bypassTag ??= o.tag;
-        continue;
-      }
-      if (g.monitor) {
-        // A monitor member never blocks, not even for an outage: refusing traffic is enforcement (AISIX's).
-        const reason = `${g.kind} guardrail evaluation unavailable (${o.tag})`;
-        done('would_block', o.tag);
-        deps.log('info', GUARDRAIL_MSG.monitorBlock, { guardrail_name: g.name, hook, reason });
-        v.hits.push({ guardrail_name: g.name, hook, action: 'would_block', reason, error_type: o.tag });
-        continue;
-      }
-      if (g.mandatory) deps.log('warn', GUARDRAIL_MSG.mandatoryBlock, { guardrail: g.name, failure: o.tag });
-      done('blocked', o.tag);
-      v.hits.push({
-        guardrail_name: g.name,
-        hook,
-        action: 'blocked_unavailable',
-        error_type: o.tag,
-        duration_us: us(),
-      });
-      v.blocked = { guardrail: g, reason: o.reason, errorType: o.tag };
-      return v;
-    }
+    if (apply(v, g, hook, o, deps, t0) === 'stop') return v;
   }
   return v;
+}
+
+/** One member's check of the text as the members before it left it; a throw is the service unavailable. */
+async function checkMember(g: Guardrail, segments: readonly Segment[], hook: Hook, deps: ChainDeps): Promise<Outcome> {
+  try {
+    const r = g.check(segments, hook, {
+      ...deps.ctx,
+      log: (l, m, f) => deps.log(l, m, { ...f, guardrail: g.name }),
+      degraded: (reason) => deps.metrics?.semanticDegraded?.inc([reason]),
+    });
+    return r instanceof Promise ? await r : r;
+  } catch (e) {
+    return { kind: 'unavailable', tag: `${serviceOf(g.kind)}_5xx`, reason: `check failed: ${(e as Error).message}` };
+  }
+}
+
+/** A member's outcome on the verdict, its metric and its log lines; `stop` when the call is refused. */
+function apply(v: Verdict, g: Guardrail, hook: Hook, o: Outcome, deps: ChainDeps, t0: number): 'stop' | 'next' {
+  const done = (result: Parameters<ChainMetrics['observe']>[2], errorType?: string) =>
+    deps.metrics?.observe(g, hook, result, errorType, deps.now() - t0);
+  const us = () => Math.round((deps.now() - t0) * 1_000_000);
+  if (o.kind === 'allow') {
+    done('allowed');
+    return 'next';
+  }
+  if (o.kind === 'block') {
+    if (g.monitor) {
+      done('would_block');
+      deps.log('info', GUARDRAIL_MSG.monitorBlock, { guardrail_name: g.name, hook, reason: o.reason });
+      v.hits.push({ guardrail_name: g.name, hook, action: 'would_block', reason: o.reason });
+      return 'next';
+    }
+    done('blocked');
+    v.hits.push({ guardrail_name: g.name, hook, action: 'blocked', reason: o.reason, duration_us: us() });
+    v.blocked = { guardrail: g, reason: o.reason };
+    return 'stop';
+  }
+  if (o.kind === 'mask') {
+    if (g.monitor) {
+      done('would_mask');
+      deps.log('info', GUARDRAIL_MSG.monitorMask, { guardrail_name: g.name, hook, counts: o.counts });
+      v.hits.push({ guardrail_name: g.name, hook, action: 'would_mask', counts: o.counts });
+      return 'next';
+    }
+    done('masked');
+    v.hits.push({ guardrail_name: g.name, hook, action: 'masked', counts: o.counts, duration_us: us() });
+    v.segments = v.segments.map((s, i) => (o.texts[i] === s.text ? s : { role: s.role, text: o.texts[i] ?? s.text }));
+    v.masked = true;
+    for (const [k, n] of Object.entries(o.counts)) v.counts[k] = (v.counts[k] ?? 0) + n;
+    return 'next';
+  }
+  return applyUnavailable(v, g, hook, o, deps, done, us);
+}
+
+/** A member whose service failed: bypassed where it fails open, a monitor's would-block, else a refusal. */
+function applyUnavailable(
+  v: Verdict,
+  g: Guardrail,
+  hook: Hook,
+  o: Extract<Outcome, { kind: 'unavailable' }>,
+  deps: ChainDeps,
+  done: (result: Parameters<ChainMetrics['observe']>[2], errorType?: string) => void,
+  us: () => number,
+): 'stop' | 'next' {
+  const failOpen = hook === 'input' ? g.failOpen : g.outputFailOpen;
+  deps.log('warn', (SERVICE_MSG[g.kind] ?? SERVICE_MSG[serviceOf(g.kind)])?.failed ?? 'guardrail call failed', {
+    guardrail: g.name,
+    failure: o.tag,
+    reason: o.reason,
+    fail_open: failOpen,
+    ...o.fields,
+  });
+  if (failOpen && !g.mandatory) {
+    done('bypassed', o.tag);
+    v.bypassTag ??= o.tag;
+    return 'next';
+  }
+  if (g.monitor) {
+    // A monitor member never blocks, not even for an outage: refusing traffic is enforcement (AISIX's).
+    const reason = `${g.kind} guardrail evaluation unavailable (${o.tag})`;
+    done('would_block', o.tag);
+    deps.log('info', GUARDRAIL_MSG.monitorBlock, { guardrail_name: g.name, hook, reason });
+    v.hits.push({ guardrail_name: g.name, hook, action: 'would_block', reason, error_type: o.tag });
+    return 'next';
+  }
+  if (g.mandatory) deps.log('warn', GUARDRAIL_MSG.mandatoryBlock, { guardrail: g.name, failure: o.tag });
+  done('blocked', o.tag);
+  v.hits.push({ guardrail_name: g.name, hook, action: 'blocked_unavailable', error_type: o.tag, duration_us: us() });
+  v.blocked = { guardrail: g, reason: o.reason, errorType: o.tag };
+  return 'stop';
 }
 
 /** Over this many characters, the chain gives the event loop a turn before each member. */
