@@ -18,106 +18,131 @@ export function serviceCode(level: 'pro' | 'basic', hook: Hook): string {
   return level === 'basic' ? base : `${base}_pro`;
 }
 
+/** One row's calls to the service, its log line and its refusal. */
+interface AiRow {
+  call(service: string, content: string, ctx: CheckContext, sessionId?: string): ReturnType<typeof callAliyun>;
+  logged(r: Reply, service: string, msg: string, ctx: CheckContext): void;
+  block(why: string): Outcome;
+}
+
+function aiRow(row: AliyunAiGuardrailRow): AiRow {
+  return {
+    call: (service, content, ctx, sessionId) =>
+      callAliyun(row, {
+        action: 'MultiModalGuard',
+        service,
+        serviceParameters: sessionId === undefined ? { content } : { content, sessionId, chatId: sessionId },
+        configError: ALIYUN_MSG.aiConfigError,
+        notActivated: ALIYUN_MSG.aiNotActivated,
+      }, ctx),
+    logged: (r, service, msg, ctx) =>
+      ctx.log?.('info', msg, {
+        service,
+        aliyun_request_id: r.requestId,
+        aliyun_code: r.code,
+        aliyun_suggestion: suggestionOf(r),
+        aliyun_labels: labelsOf(r).join(','),
+      }),
+    block: (why) => ({ kind: 'block', reason: `aliyun AI guardrail: ${why} (row: ${row.name})` }),
+  };
+}
+
 export function buildAliyunAiGuardrail(row: AliyunAiGuardrailRow): Check {
-  const block = (why: string): Outcome => ({ kind: 'block', reason: `aliyun AI guardrail: ${why} (row: ${row.name})` });
-  const call = (service: string, content: string, ctx: CheckContext, sessionId?: string) =>
-    callAliyun(row, {
-      action: 'MultiModalGuard',
-      service,
-      serviceParameters: sessionId === undefined ? { content } : { content, sessionId, chatId: sessionId },
-      configError: ALIYUN_MSG.aiConfigError,
-      notActivated: ALIYUN_MSG.aiNotActivated,
-    }, ctx);
-  const logged = (r: Reply, service: string, msg: string, ctx: CheckContext) =>
-    ctx.log?.('info', msg, {
-      service,
-      aliyun_request_id: r.requestId,
-      aliyun_code: r.code,
-      aliyun_suggestion: suggestionOf(r),
-      aliyun_labels: labelsOf(r).join(','),
-    });
-
-  /** Every piece of `text` checked; a `mask` piece takes Aliyun's desensitized text. */
-  async function maskText(text: string, service: string, ctx: CheckContext): Promise<Masked> {
-    let out = '';
-    const labels: string[] = [];
-    for (const piece of pieces(text)) {
-      const r = await call(service, piece, ctx);
-      if (!r.ok) return { end: r.outcome };
-      const s = suggestionOf(r);
-      if (s === 'block') {
-        logged(r, service, ALIYUN_MSG.aiBlocked, ctx);
-        return { end: block('suggestion block') };
-      }
-      if (s !== 'mask') {
-        out += piece;
-        continue;
-      }
-      const masked = desensitizedOf(r);
-      logged(r, service, ALIYUN_MSG.aiMasking, ctx);
-      // Masking asked and nothing to mask with: the text must not go out as it is.
-      if (masked === undefined) return { end: block('content requires masking and no desensitized text was given') };
-      out += masked;
-      const found = labelsOf(r);
-      // A mask is counted even when Aliyun names no label for it.
-      labels.push(...(found.length > 0 ? found : ['aliyun_ai_guardrail']));
-    }
-    return { text: out, labels };
-  }
-
+  const a = aiRow(row);
   return async (segments, hook, ctx) => {
     const service = serviceCode(row.service_level, hook);
     const text = joined(segments);
     if (text.trim() === '') return ALLOW;
-    if (ctx.writeBack === false) {
-      // A streamed window: what is sent cannot be rewritten, so `mask` refuses.
-      const sessionId = hook === 'output' ? ctx.responseId || crypto.randomUUID() : undefined;
-      for (const piece of pieces(text)) {
-        const r = await call(service, piece, ctx, sessionId);
-        if (!r.ok) return r.outcome;
-        const s = suggestionOf(r);
-        if (s !== 'block' && s !== 'mask') continue;
-        logged(r, service, ALIYUN_MSG.aiBlocked, ctx);
-        return block(s === 'block' ? 'suggestion block' : 'content requires masking');
-      }
-      return ALLOW;
-    }
-    const filled = segments.filter((s) => s.text !== '');
-    // One segment: the joined text is that segment, so its pieces' answers are its masks.
-    if (filled.length === 1) {
-      const m = await maskText(text, service, ctx);
-      if ('end' in m) return m.end;
-      if (m.labels.length === 0) return ALLOW;
-      return { kind: 'mask', texts: segments.map((s) => (s.text === '' ? s.text : m.text)), counts: countOf(m.labels) };
-    }
-    // Several: one verdict on the joined text first; only a `mask` pays a call per segment, which keeps each
-    // desensitized text in its place.
-    let needsMask = false;
-    for (const piece of pieces(text)) {
-      const r = await call(service, piece, ctx);
-      if (!r.ok) return r.outcome;
-      const s = suggestionOf(r);
-      if (s === 'block') {
-        logged(r, service, ALIYUN_MSG.aiBlocked, ctx);
-        return block('suggestion block');
-      }
-      if (s === 'mask') needsMask = true;
-    }
-    if (!needsMask) return ALLOW;
-    const texts: string[] = [];
-    const labels: string[] = [];
-    for (const s of segments) {
-      if (s.text.trim() === '') {
-        texts.push(s.text);
-        continue;
-      }
-      const m = await maskText(s.text, service, ctx);
-      if ('end' in m) return m.end;
-      texts.push(m.text);
-      labels.push(...m.labels);
-    }
-    return { kind: 'mask', texts, counts: countOf(labels) };
+    if (ctx.writeBack === false) return checkWindow(a, text, service, hook, ctx);
+    return checkAndMask(a, segments, text, service, ctx);
   };
+}
+
+/** A streamed window: what is sent cannot be rewritten, so `mask` refuses. */
+async function checkWindow(a: AiRow, text: string, service: string, hook: Hook, ctx: CheckContext): Promise<Outcome> {
+  const sessionId = hook === 'output' ? ctx.responseId || crypto.randomUUID() : undefined;
+  for (const piece of pieces(text)) {
+    const r = await a.call(service, piece, ctx, sessionId);
+    if (!r.ok) return r.outcome;
+    const s = suggestionOf(r);
+    if (s !== 'block' && s !== 'mask') continue;
+    a.logged(r, service, ALIYUN_MSG.aiBlocked, ctx);
+    return a.block(s === 'block' ? 'suggestion block' : 'content requires masking');
+  }
+  return ALLOW;
+}
+
+/** Text that can be rewritten: a verdict, and where Aliyun masks, each segment's desensitized text in its place. */
+async function checkAndMask(
+  a: AiRow,
+  segments: readonly Segment[],
+  text: string,
+  service: string,
+  ctx: CheckContext,
+): Promise<Outcome> {
+  const filled = segments.filter((s) => s.text !== '');
+  // One segment: the joined text is that segment, so its pieces' answers are its masks.
+  if (filled.length === 1) {
+    const m = await maskText(a, text, service, ctx);
+    if ('end' in m) return m.end;
+    if (m.labels.length === 0) return ALLOW;
+    return { kind: 'mask', texts: segments.map((s) => (s.text === '' ? s.text : m.text)), counts: countOf(m.labels) };
+  }
+  // Several: one verdict on the joined text first; only a `mask` pays a call per segment, which keeps each
+  // desensitized text in its place.
+  let needsMask = false;
+  for (const piece of pieces(text)) {
+    const r = await a.call(service, piece, ctx);
+    if (!r.ok) return r.outcome;
+    const s = suggestionOf(r);
+    if (s === 'block') {
+      a.logged(r, service, ALIYUN_MSG.aiBlocked, ctx);
+      return a.block('suggestion block');
+    }
+    if (s === 'mask') needsMask = true;
+  }
+  if (!needsMask) return ALLOW;
+  const texts: string[] = [];
+  const labels: string[] = [];
+  for (const s of segments) {
+    if (s.text.trim() === '') {
+      texts.push(s.text);
+      continue;
+    }
+    const m = await maskText(a, s.text, service, ctx);
+    if ('end' in m) return m.end;
+    texts.push(m.text);
+    labels.push(...m.labels);
+  }
+  return { kind: 'mask', texts, counts: countOf(labels) };
+}
+
+/** Every piece of `text` checked; a `mask` piece takes Aliyun's desensitized text. */
+async function maskText(a: AiRow, text: string, service: string, ctx: CheckContext): Promise<Masked> {
+  let out = '';
+  const labels: string[] = [];
+  for (const piece of pieces(text)) {
+    const r = await a.call(service, piece, ctx);
+    if (!r.ok) return { end: r.outcome };
+    const s = suggestionOf(r);
+    if (s === 'block') {
+      a.logged(r, service, ALIYUN_MSG.aiBlocked, ctx);
+      return { end: a.block('suggestion block') };
+    }
+    if (s !== 'mask') {
+      out += piece;
+      continue;
+    }
+    const masked = desensitizedOf(r);
+    a.logged(r, service, ALIYUN_MSG.aiMasking, ctx);
+    // Masking asked and nothing to mask with: the text must not go out as it is.
+    if (masked === undefined) return { end: a.block('content requires masking and no desensitized text was given') };
+    out += masked;
+    const found = labelsOf(r);
+    // A mask is counted even when Aliyun names no label for it.
+    labels.push(...(found.length > 0 ? found : ['aliyun_ai_guardrail']));
+  }
+  return { text: out, labels };
 }
 
 /** `Data.Suggestion`, lower-cased; missing is `pass`. */
