@@ -66,22 +66,7 @@ export function endpointOf(row: AliyunRow): string {
  * only its `Code` and the request id.
  */
 export async function callAliyun(row: AliyunRow, call: RpcCall, ctx: CheckContext): Promise<RpcResult> {
-  const params: Record<string, string> = {
-    AccessKeyId: row.access_key_id,
-    Action: call.action,
-    Format: 'JSON',
-    RegionId: row.region,
-    Service: call.service,
-    ServiceParameters: JSON.stringify(call.serviceParameters),
-    SignatureMethod: 'HMAC-SHA1',
-    SignatureNonce: crypto.randomUUID(),
-    SignatureVersion: '1.0',
-    Timestamp: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
-    Version: '2022-03-02',
-  };
-  const signature = await signV1(params, row.access_key_secret);
-  const form = Object.keys(params).sort().map((k) => `${k}=${percentEncode(params[k]!)}`).join('&') +
-    `&Signature=${percentEncode(signature)}`;
+  const form = await signedForm(row, call);
   const ac = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {
@@ -91,15 +76,6 @@ export async function callAliyun(row: AliyunRow, call: RpcCall, ctx: CheckContex
   const onCallerGone = () => ac.abort();
   ctx.signal?.addEventListener('abort', onCallerGone, { once: true });
   let requestId = '';
-  const fail = (kind: string, reason: string): RpcResult => ({
-    ok: false,
-    outcome: {
-      kind: 'unavailable',
-      tag: `aliyun_${kind}`,
-      reason,
-      fields: { aliyun_request_id: requestId },
-    },
-  });
   try {
     if (row.timeout_ms === 0) throw new Error('timeout_ms is 0');
     const res = await ctx.fetch({
@@ -118,39 +94,68 @@ export async function callAliyun(row: AliyunRow, call: RpcCall, ctx: CheckContex
       body = undefined;
     }
     if (requestId === '' && isRecord(body) && typeof body.RequestId === 'string') requestId = body.RequestId;
-    const code = isRecord(body) ? body.Code : undefined;
-    if (res.status === 429) return fail('throttled', 'HTTP 429');
-    if (res.status >= 500) return fail('5xx', `HTTP ${res.status}`);
-    if (res.status < 200 || res.status >= 300) {
-      ctx.log?.('error', call.configError, {
-        aliyun_request_id: requestId,
-        http_status: res.status,
-        aliyun_code: typeof code === 'string' || typeof code === 'number' ? code : '',
-      });
-      return fail('config_error', `HTTP ${res.status}`);
-    }
-    if (!isRecord(body) || typeof code !== 'number') {
-      return fail('bad_response', 'a 2xx answer without a numeric `Code`');
-    }
-    if (code === 408 && call.notActivated !== undefined) {
-      ctx.log?.('error', call.notActivated, { aliyun_request_id: requestId, aliyun_code: code, service: call.service });
-      return fail('config_error', `Code ${code}`);
-    }
-    if (code === 400 || code === 401 || code === 403 || code === 408) {
-      ctx.log?.('error', call.configError, {
-        aliyun_request_id: requestId,
-        http_status: res.status,
-        aliyun_code: code,
-      });
-      return fail('config_error', `Code ${code}`);
-    }
-    if (code !== 200) return fail('5xx', `Code ${code}`);
-    return { ok: true, data: isRecord(body.Data) ? body.Data : {}, requestId, code };
+    return readReply(res.status, body, requestId, call, ctx);
   } catch (e) {
-    if (timedOut || row.timeout_ms === 0) return fail('timeout', `no answer within ${row.timeout_ms} ms`);
-    return fail('5xx', `transport: ${(e as Error).message}`);
+    if (timedOut || row.timeout_ms === 0) return failed(requestId, 'timeout', `no answer within ${row.timeout_ms} ms`);
+    return failed(requestId, '5xx', `transport: ${(e as Error).message}`);
   } finally {
     clearTimeout(timer);
     ctx.signal?.removeEventListener('abort', onCallerGone);
   }
+}
+
+/** The call's form body, signed with the row's secret (Aliyun's RPC signature, version 1.0). */
+async function signedForm(row: AliyunRow, call: RpcCall): Promise<string> {
+  const params: Record<string, string> = {
+    AccessKeyId: row.access_key_id,
+    Action: call.action,
+    Format: 'JSON',
+    RegionId: row.region,
+    Service: call.service,
+    ServiceParameters: JSON.stringify(call.serviceParameters),
+    SignatureMethod: 'HMAC-SHA1',
+    SignatureNonce: crypto.randomUUID(),
+    SignatureVersion: '1.0',
+    Timestamp: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    Version: '2022-03-02',
+  };
+  const signature = await signV1(params, row.access_key_secret);
+  return Object.keys(params).sort().map((k) => `${k}=${percentEncode(params[k]!)}`).join('&') +
+    `&Signature=${percentEncode(signature)}`;
+}
+
+/** The service unavailable, tagged by `kind` (`aisix_guardrail_bypasses_total`, the service logs). */
+function failed(requestId: string, kind: string, reason: string): RpcResult {
+  return {
+    ok: false,
+    outcome: { kind: 'unavailable', tag: `aliyun_${kind}`, reason, fields: { aliyun_request_id: requestId } },
+  };
+}
+
+/** An answer's status and `Code` as a reply or the failure they name; a configuration error is logged. */
+function readReply(status: number, body: unknown, requestId: string, call: RpcCall, ctx: CheckContext): RpcResult {
+  const code = isRecord(body) ? body.Code : undefined;
+  if (status === 429) return failed(requestId, 'throttled', 'HTTP 429');
+  if (status >= 500) return failed(requestId, '5xx', `HTTP ${status}`);
+  if (status < 200 || status >= 300) {
+    ctx.log?.('error', call.configError, {
+      aliyun_request_id: requestId,
+      http_status: status,
+      aliyun_code: typeof code === 'string' || typeof code === 'number' ? code : '',
+    });
+    return failed(requestId, 'config_error', `HTTP ${status}`);
+  }
+  if (!isRecord(body) || typeof code !== 'number') {
+    return failed(requestId, 'bad_response', 'a 2xx answer without a numeric `Code`');
+  }
+  if (code === 408 && call.notActivated !== undefined) {
+    ctx.log?.('error', call.notActivated, { aliyun_request_id: requestId, aliyun_code: code, service: call.service });
+    return failed(requestId, 'config_error', `Code ${code}`);
+  }
+  if (code === 400 || code === 401 || code === 403 || code === 408) {
+    ctx.log?.('error', call.configError, { aliyun_request_id: requestId, http_status: status, aliyun_code: code });
+    return failed(requestId, 'config_error', `Code ${code}`);
+  }
+  if (code !== 200) return failed(requestId, '5xx', `Code ${code}`);
+  return { ok: true, data: isRecord(body.Data) ? body.Data : {}, requestId, code };
 }
