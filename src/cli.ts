@@ -49,41 +49,71 @@ function takeValue(args: string[], i: number, flag: string): string | { error: s
   return v;
 }
 
+const VALUE_FLAGS: Record<string, string> = {
+  '--config': 'config',
+  '-c': 'config',
+  '--resources': 'resources',
+  '--etcd': 'etcd',
+  '--prefix': 'prefix',
+  '-o': 'output',
+  '--output': 'output',
+  '--user': 'user',
+  '--password-env': 'password-env',
+  '--proxy': 'proxy',
+  '--status': 'status',
+  '--route': 'route',
+  '--key': 'key',
+  '--interval-ms': 'interval-ms',
+  '--timeout-ms': 'timeout-ms',
+  '--duration': 'duration',
+  '--since': 'since',
+  '--until': 'until',
+  '--by': 'by',
+  '--redis': 'redis',
+  '--env-id': 'env-id',
+};
+const BOOLEAN_FLAGS: Record<string, string> = {
+  '--reveal-secrets': 'reveal-secrets',
+  // Sluice's first spelling of --reveal-secrets, kept working.
+  '--with-secrets': 'reveal-secrets',
+  '--json': 'json',
+  '--until-exit': 'until-exit',
+};
+
+type Opts = Map<string, string>;
+type Flags = Set<string>;
+
 export function parseCli(argv: readonly string[], env: Record<string, string | undefined>): Command {
   const args = [...argv];
   const sub = args[0] && !args[0].startsWith('-') ? args.shift()! : 'serve';
-  const opts = new Map<string, string>();
-  const flags = new Set<string>();
-  const VALUE_FLAGS: Record<string, string> = {
-    '--config': 'config',
-    '-c': 'config',
-    '--resources': 'resources',
-    '--etcd': 'etcd',
-    '--prefix': 'prefix',
-    '-o': 'output',
-    '--output': 'output',
-    '--user': 'user',
-    '--password-env': 'password-env',
-    '--proxy': 'proxy',
-    '--status': 'status',
-    '--route': 'route',
-    '--key': 'key',
-    '--interval-ms': 'interval-ms',
-    '--timeout-ms': 'timeout-ms',
-    '--duration': 'duration',
-    '--since': 'since',
-    '--until': 'until',
-    '--by': 'by',
-    '--redis': 'redis',
-    '--env-id': 'env-id',
-  };
-  const BOOLEAN_FLAGS: Record<string, string> = {
-    '--reveal-secrets': 'reveal-secrets',
-    // Sluice's first spelling of --reveal-secrets, kept working.
-    '--with-secrets': 'reveal-secrets',
-    '--json': 'json',
-    '--until-exit': 'until-exit',
-  };
+  const parsed = parseFlags(args);
+  if (!('opts' in parsed)) return parsed;
+  const { opts, flags } = parsed;
+  switch (sub) {
+    case 'serve': {
+      const configPath = opts.get('config') ?? env.AISIX_CONFIG;
+      if (!configPath) {
+        return { kind: 'error', message: `no configuration file: pass --config <path> or set AISIX_CONFIG\n${USAGE}` };
+      }
+      return { kind: 'serve', configPath };
+    }
+    case 'validate':
+      return validateCommand(opts);
+    case 'export':
+      return exportCommand(opts, flags);
+    case 'probe-timeline':
+      return probeTimelineCommand(opts, flags);
+    case 'spend':
+      return spendCommand(opts, flags, env);
+    default:
+      return { kind: 'error', message: `unknown command "${sub}"\n${USAGE}` };
+  }
+}
+
+/** The flags after the subcommand; `--help`, `--version` or a refusal end the parse as a command. */
+function parseFlags(args: string[]): { opts: Opts; flags: Flags } | Command {
+  const opts: Opts = new Map();
+  const flags: Flags = new Set();
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     const name = a.includes('=') ? a.slice(0, a.indexOf('=')) : a;
@@ -101,79 +131,70 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
     opts.set(key, key === 'etcd' && opts.has('etcd') ? `${opts.get('etcd')},${v}` : v);
     if (!a.includes('=')) i++;
   }
-  switch (sub) {
-    case 'serve': {
-      const configPath = opts.get('config') ?? env.AISIX_CONFIG;
-      if (!configPath) {
-        return { kind: 'error', message: `no configuration file: pass --config <path> or set AISIX_CONFIG\n${USAGE}` };
-      }
-      return { kind: 'serve', configPath };
-    }
-    case 'validate': {
-      const resourcesPath = opts.get('resources');
-      const configPath = opts.get('config');
-      if (configPath && resourcesPath) {
-        return { kind: 'error', message: `validate takes --resources or --config, not both\n${USAGE}` };
-      }
-      if (configPath) return { kind: 'validate-config', configPath };
-      if (!resourcesPath) {
-        return { kind: 'error', message: `validate needs --resources <file> or --config <file>\n${USAGE}` };
-      }
-      return { kind: 'validate', resourcesPath };
-    }
-    case 'export': {
-      const etcd = opts.get('etcd');
-      if (!etcd) return { kind: 'error', message: `export needs --etcd <endpoints>\n${USAGE}` };
-      return {
-        kind: 'export',
-        endpoints: etcd.split(',').map((s) => s.trim()).filter(Boolean),
-        prefix: opts.get('prefix') ?? '/aisix',
-        output: opts.get('output'),
-        withSecrets: flags.has('reveal-secrets'),
-        user: opts.get('user'),
-        passwordEnv: opts.get('password-env'),
-      };
-    }
-    case 'probe-timeline':
-      return probeTimelineCommand(opts, flags);
-    case 'spend': {
-      const configPath = opts.get('config') ?? env.AISIX_CONFIG;
-      const etcd = opts.get('etcd');
-      const redis = opts.get('redis');
-      if (!configPath && !etcd) {
-        return { kind: 'error', message: `spend needs --config <file> or --etcd <endpoints> --redis <url>\n${USAGE}` };
-      }
-      if (!configPath && !redis) {
-        return {
-          kind: 'error',
-          message:
-            `spend --etcd needs --redis <url> or --config <file>: the budget counters live in Redis, not in etcd\n${USAGE}`,
-        };
-      }
-      return {
-        kind: 'spend',
-        ...(configPath ? { configPath } : {}),
-        ...(etcd
-          ? {
-            etcd: {
-              endpoints: etcd.split(',').map((e) => e.trim()).filter(Boolean),
-              ...(opts.has('prefix') ? { prefix: opts.get('prefix')! } : {}),
-              ...(opts.has('user') ? { user: opts.get('user')! } : {}),
-              ...(opts.has('password-env') ? { passwordEnv: opts.get('password-env')! } : {}),
-            },
-          }
-          : {}),
-        ...(redis ? { redisUrl: redis } : {}),
-        ...(opts.has('env-id') ? { envId: opts.get('env-id')! } : {}),
-        ...(opts.has('by') ? { by: opts.get('by')! } : {}),
-        ...(opts.has('since') ? { since: opts.get('since')! } : {}),
-        ...(opts.has('until') ? { until: opts.get('until')! } : {}),
-        json: flags.has('json'),
-      };
-    }
-    default:
-      return { kind: 'error', message: `unknown command "${sub}"\n${USAGE}` };
+  return { opts, flags };
+}
+
+function validateCommand(opts: Opts): Command {
+  const resourcesPath = opts.get('resources');
+  const configPath = opts.get('config');
+  if (configPath && resourcesPath) {
+    return { kind: 'error', message: `validate takes --resources or --config, not both\n${USAGE}` };
   }
+  if (configPath) return { kind: 'validate-config', configPath };
+  if (!resourcesPath) {
+    return { kind: 'error', message: `validate needs --resources <file> or --config <file>\n${USAGE}` };
+  }
+  return { kind: 'validate', resourcesPath };
+}
+
+function exportCommand(opts: Opts, flags: Flags): Command {
+  const etcd = opts.get('etcd');
+  if (!etcd) return { kind: 'error', message: `export needs --etcd <endpoints>\n${USAGE}` };
+  return {
+    kind: 'export',
+    endpoints: etcd.split(',').map((s) => s.trim()).filter(Boolean),
+    prefix: opts.get('prefix') ?? '/aisix',
+    output: opts.get('output'),
+    withSecrets: flags.has('reveal-secrets'),
+    user: opts.get('user'),
+    passwordEnv: opts.get('password-env'),
+  };
+}
+
+function spendCommand(opts: Opts, flags: Flags, env: Record<string, string | undefined>): Command {
+  const configPath = opts.get('config') ?? env.AISIX_CONFIG;
+  const etcd = opts.get('etcd');
+  const redis = opts.get('redis');
+  if (!configPath && !etcd) {
+    return { kind: 'error', message: `spend needs --config <file> or --etcd <endpoints> --redis <url>\n${USAGE}` };
+  }
+  if (!configPath && !redis) {
+    return {
+      kind: 'error',
+      message:
+        `spend --etcd needs --redis <url> or --config <file>: the budget counters live in Redis, not in etcd\n${USAGE}`,
+    };
+  }
+  return {
+    kind: 'spend',
+    ...(configPath ? { configPath } : {}),
+    ...(etcd
+      ? {
+        etcd: {
+          endpoints: etcd.split(',').map((e) => e.trim()).filter(Boolean),
+          ...(opts.has('prefix') ? { prefix: opts.get('prefix')! } : {}),
+          ...(opts.has('user') ? { user: opts.get('user')! } : {}),
+          ...(opts.has('password-env') ? { passwordEnv: opts.get('password-env')! } : {}),
+        },
+      }
+      : {}),
+    ...(redis ? { redisUrl: redis } : {}),
+    ...(opts.has('env-id') ? { envId: opts.get('env-id')! } : {}),
+    ...(opts.has('by') ? { by: opts.get('by')! } : {}),
+    ...(opts.has('since') ? { since: opts.get('since')! } : {}),
+    ...(opts.has('until') ? { until: opts.get('until')! } : {}),
+    json: flags.has('json'),
+  };
 }
 
 function probeTimelineCommand(opts: Map<string, string>, flags: Set<string>): Command {
