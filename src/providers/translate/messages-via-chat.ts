@@ -341,45 +341,14 @@ export async function* chatStreamToMessages(
   promptTokens?: () => Promise<number>,
 ): AsyncGenerator<Uint8Array> {
   let started = false;
-  /** The open content block (Anthropic blocks are sequential: one open at a time). */
-  let open: { index: number; kind: BlockKind } | undefined;
-  let nextIndex = 0;
-  /** OpenAI tool-call index → Anthropic block index. */
-  const toolBlocks = new Map<number, number>();
+  const blocks = new MessageBlocks();
   let stopReason: string | null = null;
   let usage: TokenUsage = { input: 0, output: 0 };
-
-  const close = function* (): Generator<Uint8Array> {
-    if (!open) return;
-    yield namedEvent('content_block_stop', { type: 'content_block_stop', index: open.index });
-    open = undefined;
-  };
-  const start = function* (block: Json, kind: BlockKind): Generator<Uint8Array, number> {
-    yield* close();
-    const index = nextIndex++;
-    open = { index, kind };
-    yield namedEvent('content_block_start', { type: 'content_block_start', index, content_block: block });
-    return index;
-  };
-
   const upstream = { done: false };
   for await (const j of chatStreamChunks(chunks, maxEventBytes, upstream)) {
     if (!started) {
       started = true;
-      const input = promptTokens ? await promptTokens().catch(() => 0) : 0;
-      yield namedEvent('message_start', {
-        type: 'message_start',
-        message: {
-          id: translatedId('msg_'),
-          type: 'message',
-          role: 'assistant',
-          model,
-          content: [],
-          stop_reason: null,
-          stop_sequence: null,
-          usage: anthropicUsage({ input, output: 0 }),
-        },
-      });
+      yield messageStart(model, promptTokens ? await promptTokens().catch(() => 0) : 0);
     }
     const reported = usageFromOpenai(j.usage);
     if (reported) {
@@ -388,48 +357,7 @@ export async function* chatStreamToMessages(
     }
     const choice = Array.isArray(j.choices) && isRecord(j.choices[0]) ? j.choices[0] : undefined;
     if (!choice) continue;
-    const delta = isRecord(choice.delta) ? choice.delta : {};
-    const reasoning = reasoningOf(delta);
-    if (reasoning !== '') {
-      const index = open?.kind === 'thinking'
-        ? open.index
-        : yield* start({ type: 'thinking', thinking: '', signature: '' }, 'thinking');
-      yield namedEvent('content_block_delta', {
-        type: 'content_block_delta',
-        index,
-        delta: { type: 'thinking_delta', thinking: reasoning },
-      });
-    }
-    if (typeof delta.content === 'string' && delta.content !== '') {
-      const index = open?.kind === 'text' ? open.index : yield* start({ type: 'text', text: '' }, 'text');
-      yield namedEvent('content_block_delta', {
-        type: 'content_block_delta',
-        index,
-        delta: { type: 'text_delta', text: delta.content },
-      });
-    }
-    for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
-      if (!isRecord(call)) continue;
-      const toolIndex = num(call.index) ?? 0;
-      const fn = isRecord(call.function) ? call.function : {};
-      let index = toolBlocks.get(toolIndex);
-      if (index === undefined) {
-        index = yield* start({
-          type: 'tool_use',
-          id: str(call.id) ?? translatedId('toolu_'),
-          name: str(fn.name) ?? '',
-          input: {},
-        }, 'tool_use');
-        toolBlocks.set(toolIndex, index);
-      }
-      if (typeof fn.arguments === 'string' && fn.arguments !== '') {
-        yield namedEvent('content_block_delta', {
-          type: 'content_block_delta',
-          index,
-          delta: { type: 'input_json_delta', partial_json: fn.arguments },
-        });
-      }
-    }
+    yield* blocks.delta(isRecord(choice.delta) ? choice.delta : {});
     if (choice.finish_reason !== null && choice.finish_reason !== undefined) {
       stopReason = toStopReason(choice.finish_reason);
     }
@@ -438,11 +366,88 @@ export async function* chatStreamToMessages(
   // A cut stream is not a whole answer: no `message_stop` for it, an error event instead (as the other
   // direction does when `message_stop` never came).
   if (!upstream.done) throw new UpstreamStreamError('upstream_error', 'upstream stream ended before data: [DONE]');
-  yield* close();
+  yield* blocks.close();
   yield namedEvent('message_delta', {
     type: 'message_delta',
     delta: { stop_reason: stopReason ?? 'end_turn', stop_sequence: null },
     usage: anthropicUsage(usage),
   });
   yield namedEvent('message_stop', { type: 'message_stop' });
+}
+
+function messageStart(model: string, input: number): Uint8Array {
+  return namedEvent('message_start', {
+    type: 'message_start',
+    message: {
+      id: translatedId('msg_'),
+      type: 'message',
+      role: 'assistant',
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: anthropicUsage({ input, output: 0 }),
+    },
+  });
+}
+
+/** The content blocks of one translated stream: one open at a time (Anthropic's), tool calls by OpenAI index. */
+class MessageBlocks {
+  private open: { index: number; kind: BlockKind } | undefined = undefined;
+  private nextIndex = 0;
+  /** OpenAI tool-call index → Anthropic block index. */
+  private readonly toolBlocks = new Map<number, number>();
+
+  *close(): Generator<Uint8Array> {
+    if (!this.open) return;
+    yield namedEvent('content_block_stop', { type: 'content_block_stop', index: this.open.index });
+    this.open = undefined;
+  }
+
+  /** One chat delta's reasoning, text and tool-call pieces, each in its block (opened when it is new). */
+  *delta(delta: Record<string, unknown>): Generator<Uint8Array> {
+    const reasoning = reasoningOf(delta);
+    if (reasoning !== '') {
+      const index = this.open?.kind === 'thinking'
+        ? this.open.index
+        : yield* this.start({ type: 'thinking', thinking: '', signature: '' }, 'thinking');
+      yield blockDelta(index, { type: 'thinking_delta', thinking: reasoning });
+    }
+    if (typeof delta.content === 'string' && delta.content !== '') {
+      const index = this.open?.kind === 'text'
+        ? this.open.index
+        : yield* this.start({ type: 'text', text: '' }, 'text');
+      yield blockDelta(index, { type: 'text_delta', text: delta.content });
+    }
+    for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
+      if (!isRecord(call)) continue;
+      const toolIndex = num(call.index) ?? 0;
+      const fn = isRecord(call.function) ? call.function : {};
+      let index = this.toolBlocks.get(toolIndex);
+      if (index === undefined) {
+        index = yield* this.start({
+          type: 'tool_use',
+          id: str(call.id) ?? translatedId('toolu_'),
+          name: str(fn.name) ?? '',
+          input: {},
+        }, 'tool_use');
+        this.toolBlocks.set(toolIndex, index);
+      }
+      if (typeof fn.arguments === 'string' && fn.arguments !== '') {
+        yield blockDelta(index, { type: 'input_json_delta', partial_json: fn.arguments });
+      }
+    }
+  }
+
+  private *start(block: Json, kind: BlockKind): Generator<Uint8Array, number> {
+    yield* this.close();
+    const index = this.nextIndex++;
+    this.open = { index, kind };
+    yield namedEvent('content_block_start', { type: 'content_block_start', index, content_block: block });
+    return index;
+  }
+}
+
+function blockDelta(index: number, delta: Json): Uint8Array {
+  return namedEvent('content_block_delta', { type: 'content_block_delta', index, delta });
 }
