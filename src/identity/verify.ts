@@ -85,14 +85,7 @@ export async function verifyWithKeys(
       }
       return 'jwt_invalid';
     }
-    let claims: unknown;
-    try {
-      claims = JSON.parse(new TextDecoder().decode(payload));
-    } catch {
-      return 'jwt_invalid';
-    }
-    if (typeof claims !== 'object' || claims === null || Array.isArray(claims)) return 'jwt_invalid';
-    return registeredClaims(claims as Claims, p, nowSecs) ?? (claims as Claims);
+    return payloadClaims(payload, p, nowSecs);
   }
   return last;
 }
@@ -147,6 +140,11 @@ export async function verifyWithSecret(
     const code = (err as { code?: unknown }).code;
     return code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' ? 'jwt_bad_signature' : 'jwt_invalid';
   }
+  return payloadClaims(payload, p, nowSecs);
+}
+
+/** A verified payload's claims, if it is a JSON object whose registered claims hold for the provider. */
+function payloadClaims(payload: Uint8Array, p: OidcProvider, nowSecs: number): Claims | VerifyFailure {
   let claims: unknown;
   try {
     claims = JSON.parse(new TextDecoder().decode(payload));
