@@ -28,6 +28,7 @@ import type { RequestRecord } from './record.ts';
 import type { RequestStep } from './pipeline.ts';
 import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 import { ProxyRequest } from './request.ts';
+import { MAX_MODEL_NAME } from './validate.ts';
 import { type RelayOptions, type SessionEnd, startRelay } from '../realtime/relay.ts';
 import { callerWantsBeta, upstreamTarget } from '../realtime/upstream.ts';
 
@@ -154,9 +155,15 @@ async function admitSession(
     upstreamMs: 0,
   };
   rec.facet(USAGE_PART).call = session;
-  const admitted = admit(req, c.req.query('model'), clientIpOf(c.env?.peer, raw));
-  if (admitted instanceof ProxyError) return fail(c, admitted);
+  const asked = c.req.query('model');
+  const admitted = admit(req, asked, clientIpOf(c.env?.peer, raw));
+  if (admitted instanceof ProxyError) {
+    // AISIX's event names the model the caller asked for even when it was refused (the admission cap bounds it).
+    if (asked && asked.length <= MAX_MODEL_NAME) session.fields = { ...session.fields, requested_model: asked };
+    return fail(c, admitted);
+  }
   const { model, key, name, upstreamModel } = admitted;
+  rec.resolved(model, name);
   const target = upstreamTarget(key, model, upstreamModel, callerWantsBeta(raw, offered));
   if (target instanceof ProxyError) return fail(c, target);
   const { key: apiKey, snapshot } = req.caller;
@@ -170,7 +177,6 @@ async function admitSession(
     await permit.end(0);
     return fail(c, hold);
   }
-  rec.resolved(model, name);
   rec.dispatching(true, { model, key, upstreamModel });
   return { rec, headers: req.headers, session, model, apiKey, snapshot, target, permit, hold: hold || undefined };
 }

@@ -295,6 +295,15 @@ describe('a realtime session', () => {
     const e = await eventOf(second);
     assert.equal(e['http.response.status_code'], 429);
     assert.equal(e['aisix.inbound_protocol'], 'realtime');
+    assert.equal(e['aisix.requested_model'], 'rt-team');
+  });
+
+  test('a session refused before its model resolves names the model the caller asked for', async () => {
+    const missing = await open('no-such-realtime-model');
+    assert.equal(missing.status, 404);
+    const e = await eventOf(missing);
+    assert.equal(e['http.response.status_code'], 404);
+    assert.equal(e['aisix.requested_model'], 'no-such-realtime-model');
   });
 });
 
