@@ -3,7 +3,7 @@
 // `upstream.max_response_bytes` per answer and `upstream.max_buffered_response_bytes` over all the answers
 // being read whole at once (docs/operations.md "Limits and failure behaviour").
 import type { KeyTls, UpstreamFetch, UpstreamResponse } from './platform.ts';
-import { CHUNKS_DONE } from './util/bytes.ts';
+import { CHUNKS_DONE, joinBytes } from './util/bytes.ts';
 import { toAbortSignal } from './util/cancel.ts';
 
 const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
@@ -253,12 +253,7 @@ export async function bufferedText(
       parts.push(chunk);
     }
     if (parts.length === 1) return new TextDecoder().decode(parts[0]);
-    const all = new Uint8Array(held);
-    let off = 0;
-    for (const p of parts) {
-      all.set(p, off);
-      off += p.byteLength;
-    }
+    const all = joinBytes(parts, held);
     parts.length = 0; // the pieces can go while the whole is decoded
     return new TextDecoder().decode(all);
   } finally {

@@ -2,6 +2,7 @@
 // constant memory, with a copy of a small textual answer kept for its usage. Audio has no in-band error: a
 // failure after the head cuts the body short, as AISIX's relay does.
 import { type StreamEnd, UpstreamStreamError } from '../providers/types.ts';
+import { joinBytes } from '../util/bytes.ts';
 
 /** The most of a textual answer kept to read its usage (a transcript is far smaller; audio is never kept). */
 export const MAX_KEPT_ANSWER_BYTES = 4_194_304;
@@ -44,7 +45,7 @@ export function relayBody(
   const end = (why: StreamEnd, detail?: string) => {
     if (ended) return;
     ended = true;
-    const text = kept && !overflow ? new TextDecoder().decode(joined(kept, keptBytes)) : undefined;
+    const text = kept && !overflow ? new TextDecoder().decode(joinBytes(kept, keptBytes)) : undefined;
     hooks.onEnd(why, text, detail);
   };
   return new ReadableStream<Uint8Array>({
@@ -76,14 +77,4 @@ export function relayBody(
       end('client_closed');
     },
   });
-}
-
-function joined(parts: readonly Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
 }

@@ -1,6 +1,7 @@
 // What the audio, image and rerank answers say they used, on AISIX's basis (docs/media-endpoints.md
 // "Accounting"): rerank's input tokens in any of its vendors' shapes, a transcription's audio seconds (from the
 // answer, else from a WAV upload's header), a speech request's characters. Pure: bytes and strings in, numbers out.
+import { joinBytes } from '../util/bytes.ts';
 
 /** `n` when it is a non-negative finite number. */
 function count(n: unknown): number | undefined {
@@ -82,11 +83,5 @@ export function headOf(chunks: readonly Uint8Array[]): Uint8Array {
     parts.push(piece);
     size += piece.byteLength;
   }
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
+  return joinBytes(parts, size);
 }

@@ -2,6 +2,7 @@
 // bytes pass unchanged: AISIX's union of the OpenAI, Responses and Anthropic usage members, a stream's frames
 // merged by the largest value of each field. Bounded: a whole answer is read only up to `MAX_READ_BYTES`, an
 // event stream's frame only up to `MAX_FRAME_BYTES` (past it, the frame is skipped).
+import { joinBytes } from '../util/bytes.ts';
 /** Tokens an answer reported (the proxy's `Usage` shape). */
 export interface Usage {
   input?: number;
@@ -70,12 +71,7 @@ export class UsageReader {
   /** What the answer reported (undefined: nothing). */
   finish(): Usage | undefined {
     if (!this.eventStream && !this.overflow && this.held.length > 0) {
-      const all = new Uint8Array(this.heldBytes);
-      let at = 0;
-      for (const c of this.held) {
-        all.set(c, at);
-        at += c.byteLength;
-      }
+      const all = joinBytes(this.held, this.heldBytes);
       this.held = [];
       try {
         this.usage = usageOf((JSON.parse(utf8.decode(all)) as Record<string, unknown>)?.usage);

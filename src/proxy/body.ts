@@ -6,6 +6,7 @@
 import { errors, ProxyError } from '../http/errors.ts';
 import type { Step } from './pipeline.ts';
 import { validateBody } from './validate.ts';
+import { joinBytes } from '../util/bytes.ts';
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
@@ -63,13 +64,7 @@ export async function readLimited(req: Request, limit: number): Promise<Uint8Arr
     }
     parts.push(value);
   }
-  const all = new Uint8Array(size);
-  let off = 0;
-  for (const p of parts) {
-    all.set(p, off);
-    off += p.byteLength;
-  }
-  return all;
+  return joinBytes(parts, size);
 }
 
 export async function readJsonObject(req: Request, limit: number): Promise<Record<string, unknown> | ProxyError> {

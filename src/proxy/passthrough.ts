@@ -38,6 +38,7 @@ import { callerGateSubjects } from '../policies/reserve.ts';
 import { authenticate } from './auth.ts';
 import type { Guardrails } from './guardrails.ts';
 import { clientIdentity, PASSTHROUGH_RECORD } from './passthrough-record.ts';
+import { joinBytes } from '../util/bytes.ts';
 import {
   checkRelayedRequest,
   checksAnswer,
@@ -560,13 +561,7 @@ async function scrubbedError(
     size += r.value.byteLength;
     if (size > MAX_SCRUBBED_BYTES) return { chunks: rest(read, it) };
   }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const c of read) {
-    all.set(c, at);
-    at += c.byteLength;
-  }
-  return { text: redactSecrets(new TextDecoder().decode(all), [secret]) };
+  return { text: redactSecrets(new TextDecoder().decode(joinBytes(read, size)), [secret]) };
 }
 
 async function* rest(read: Uint8Array[], it: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {

@@ -60,6 +60,22 @@ export function concatBytes(...parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
+/**
+ * `parts` joined into one array of its own (never pooled: a body or a whole answer is kept, sent or handed to a
+ * `Blob`); `size`, when the caller counted it, saves a pass.
+ */
+export function joinBytes(parts: readonly Uint8Array[], size?: number): Uint8Array<ArrayBuffer> {
+  let length = size ?? 0;
+  if (size === undefined) { for (const p of parts) length += p.byteLength; }
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
 const encoder = new TextEncoder();
 
 /** `text` as UTF-8, pooled when small. */
