@@ -9,7 +9,7 @@ import { ProxyError } from '../http/errors.ts';
 import type { ProviderKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Dispatcher } from '../routing/dispatch.ts';
-import { Cancel } from '../util/cancel.ts';
+import { embeddingsThrough } from '../routing/semantic-embed.ts';
 import { commitUsage, stamped } from './answer.ts';
 import { CACHE_RECORD } from './cache-record.ts';
 import { slotKey } from './call-state.ts';
@@ -121,25 +121,13 @@ function firstUpstream(
  */
 export function embedThrough(dispatcher: Pick<Dispatcher, 'dispatch'>): Embed {
   return async ({ snapshot, model, input, timeoutMs }) => {
-    const cancel = new Cancel();
-    const timer = timeoutMs > 0 ? setTimeout(() => cancel.abort(new Error('embedding timeout')), timeoutMs) : undefined;
-    try {
-      const r = await dispatcher.dispatch({
-        snapshot,
-        model,
-        endpoint: 'embeddings',
-        body: { model: model.display_name, input },
-        stream: false,
-        signal: cancel,
-      });
-      if (r.kind !== 'response' || r.status >= 300) {
-        throw new Error(r.kind === 'response' ? `the embedding model answered ${r.status}` : `embedding ${r.kind}`);
-      }
-      const v = (JSON.parse(r.body) as { data?: { embedding?: unknown }[] }).data?.[0]?.embedding;
-      if (!Array.isArray(v) || !v.every((x) => typeof x === 'number')) throw new Error('no embedding in the answer');
-      return v as number[];
-    } finally {
-      clearTimeout(timer);
-    }
+    const [v] = await embeddingsThrough(dispatcher, {
+      snapshot,
+      model,
+      timeoutMs,
+      body: { model: model.display_name, input },
+    });
+    if (!v) throw new Error('no embedding in the answer');
+    return v;
   };
 }
