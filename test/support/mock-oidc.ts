@@ -4,7 +4,8 @@
 // counted so a test can wait on it.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
+import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
+import rsaKeys from './fixtures/rsa-test-keys.json' with { type: 'json' };
 
 export interface SigningKey {
   kid: string | undefined;
@@ -36,9 +37,21 @@ export interface MockOidc {
   close(): Promise<void>;
 }
 
-export async function newKey(alg = 'RS256', kid: string | null = null): Promise<SigningKey> {
+let rsaTaken = 0;
+
+/** A key pair for `alg`. RSA keys come from a fixed set, each handed out once per process while it lasts, since
+ *  generating one takes about half a second; the other families are generated. */
+async function keyPair(alg: string): Promise<{ privateKey: CryptoKey; jwk: JWK }> {
+  const fixed = /^(RS|PS)/.test(alg) ? (rsaKeys as JWK[])[rsaTaken++] : undefined;
+  if (fixed !== undefined) {
+    return { privateKey: await importJWK(fixed, alg) as CryptoKey, jwk: { kty: 'RSA', n: fixed.n, e: fixed.e } };
+  }
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  const jwk = await exportJWK(publicKey);
+  return { privateKey, jwk: await exportJWK(publicKey) };
+}
+
+export async function newKey(alg = 'RS256', kid: string | null = null): Promise<SigningKey> {
+  const { privateKey, jwk } = await keyPair(alg);
   const id = kid === null ? `k-${Math.random().toString(36).slice(2, 10)}` : kid;
   if (id !== '') jwk.kid = id;
   jwk.use = 'sig';
