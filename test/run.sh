@@ -4,7 +4,8 @@
 #   static       deno fmt --check and deno lint (deno.json), strict type-checks of every entrypoint (Node's types
 #                for src/, runtimes/node.ts, tests and benches; Bun's for runtimes/bun.ts; `deno check` for
 #                runtimes/deno.ts)
-#   unit         test/unit: in-process, needs nothing beyond `npm ci`; run bundled (test/support/bundle-tests.mjs)
+#   unit         test/unit: in-process, needs nothing beyond `npm ci`; run bundled, several files to a process
+#                (test/support/bundle-tests.mjs)
 #   conformance  test/conformance: the AISIX contract tables (one file starts etcd)
 #   integration  test/integration: in-process against real etcd, Redis, openssl, or the CLI (bin/sluice)
 #   process      test/process: real gateway processes of each runtime
@@ -65,10 +66,14 @@ tests() { # kind concurrency loader file...
   tally "$kind" "${p:-0}" "$f" $(($(date +%s) - start))
 }
 
-# The unit files run bundled (test/support/bundle-tests.mjs): no TypeScript loader starts with each file.
+# The unit files run bundled (test/support/bundle-tests.mjs), UNIT_GROUPS of them to a process (10 by default;
+# 0 runs each file in its own process, as the other kinds do): no TypeScript loader starts with each file, and a
+# group loads the gateway's modules once.
 unit() {
-  if node test/support/bundle-tests.mjs test/unit/*.test.ts; then
-    tests unit "${TEST_CONCURRENCY:-6}" --enable-source-maps .test-build/test/unit/*.test.mjs
+  groups=${UNIT_GROUPS:-10}
+  if node test/support/bundle-tests.mjs --groups "$groups" test/unit/*.test.ts; then
+    if [ "$groups" -gt 0 ]; then set -- .test-build/*.test.mjs; else set -- .test-build/test/unit/*.test.mjs; fi
+    tests unit "${TEST_CONCURRENCY:-6}" --enable-source-maps "$@"
   else
     echo 'the unit files failed to bundle (node test/support/bundle-tests.mjs)'
     tally unit 0 1 0

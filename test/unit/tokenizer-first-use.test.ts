@@ -2,6 +2,7 @@
 // translated `/v1/messages` stream and count_tokens on an `o200k_base` model, in a process that has built no
 // table yet, while other requests are timed; and once the table is built, the counts are the tokenizer's.
 // Its own file: the table must not exist before the first test starts. Then: the counts are js-tiktoken's.
+// Runs alone: in a process shared with other files, one of them may have built the table first.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Tiktoken } from 'js-tiktoken/lite';
