@@ -25,7 +25,7 @@ api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: [], allowed_agents: ["*"] }
   - { display_name: one, key_env: ONE, allowed_models: [], allowed_agents: ["*"], rate_limit: { concurrency: 1 } }
 a2a_agents:
-  - { name: quick, url: "${url}", timeout_ms: 300, auth_type: bearer, secret: quick-secret }
+  - { name: quick, url: "${url}", timeout_ms: 1000, auth_type: bearer, secret: quick-secret }
   - { name: nocard, url: "${url.replace('/agent', '/elsewhere')}" }
   - { name: patient, url: "${url}", timeout_ms: 60000 }
 `;
@@ -59,13 +59,13 @@ describe('deadlines', () => {
     const reader = stream.body!.getReader();
     assert.match(new TextDecoder().decode((await reader.read()).value), /"working"/);
 
-    // The same agent, the same 300 ms: a send that gets no answer is cut there.
+    // The same agent, the same 1000 ms: a send that gets no answer is cut there.
     const hung = await rig.post('/a2a/quick', text('message/send', 'hang', 'u'), 'sk-caller');
     assert.equal(hung.status, 502);
     assert.deepEqual(await hung.json(), {
       jsonrpc: '2.0',
       id: 'u',
-      error: { code: -32000, message: 'failed to reach upstream A2A agent: timed out after 300 ms' },
+      error: { code: -32000, message: 'failed to reach upstream A2A agent: timed out after 1000 ms' },
     });
     assert.equal(agent.openStreams(), 1, 'the stream, opened first, is still open past the deadline');
     agent.release();

@@ -169,7 +169,7 @@ test('aliyun: a signed form per hook (the documented v1 vector), content capped,
 
 describe('remote kinds: failing services', () => {
   const faults: [string, Fault, string][] = [
-    ['slow', { kind: 'slow', ms: 4000 }, 'timeout'],
+    ['slow', { kind: 'slow', ms: 6000 }, 'timeout'],
     ['429', { kind: 'status', status: 429 }, 'throttled'],
     ['503', { kind: 'status', status: 503 }, '5xx'],
     ['401', { kind: 'status', status: 401 }, 'config_error'],
@@ -192,7 +192,7 @@ describe('remote kinds: failing services', () => {
         const own = await startMockGuardrails();
         t.after(() => own.close());
         // Thirty calls at once on a loaded machine: a quick fault's answer needs room under the bound.
-        const at = (over: Record<string, unknown>) => g(kind, { timeout_ms: 1500, ...over }, own.url);
+        const at = (over: Record<string, unknown>) => g(kind, { timeout_ms: 2500, ...over }, own.url);
         const chain = (gr: Guardrail, hook: 'input' | 'output', text: string, metrics?: GuardrailMetrics) =>
           runChain([gr], hook, [user(text)], deps(metrics, []));
         for (const [label, fault, tag] of faults) {
@@ -205,7 +205,7 @@ describe('remote kinds: failing services', () => {
           const t0 = performance.now();
           const [input, output, open, closed, mandatory] = await Promise.all([
             chain(at({ fail_open: true }), 'input', 'hello a@b.io', metrics).then((v) => {
-              assert.ok(performance.now() - t0 < 3500, `${label}: bounded by timeout_ms`);
+              assert.ok(performance.now() - t0 < 5000, `${label}: bounded by timeout_ms`);
               return v;
             }),
             chain(at({}), 'output', 'hi'),
