@@ -46,6 +46,15 @@ export class Cancel implements CancelSignal {
   }
 }
 
+// One Cancel aborted as the module loads, with two listeners: every Cancel shares its map, whose `aborted`,
+// `reason` and `listeners` fields V8 takes as constant (or of one type) until some Cancel changes them. Left to
+// the first caller who hangs up, that change throws away the request path's code optimised around them
+// (docs/performance.md "Decisions on the hot path").
+const first = new Cancel();
+first.addEventListener('abort', () => {});
+first.addEventListener('abort', () => {});
+first.abort('loaded');
+
 /** A real AbortSignal following `s`, for APIs that need one (the web `fetch`). */
 export function toAbortSignal(s: CancelSignal): AbortSignal {
   if (s instanceof AbortSignal) return s;

@@ -116,3 +116,47 @@ test("the launch flags free Maglev's finished compilations, whose memory piles u
     `the resident set grew ${(freed / MB).toFixed(1)} MB with the flags, ${(byDefault / MB).toFixed(1)} MB without`,
   );
 });
+
+/**
+ * The lines V8's memory reducer traced while a probe under `flags` filled the old generation and then idled: the
+ * start delay and the reducer's own timer are shortened so that it would act within the probe's second of idling.
+ */
+function memoryReducerLines(flags: readonly string[]): number {
+  const knobs = ',--trace-memory-reducer,--gc-memory-reducer-start-delay-ms=1,--memory-reducer-delay-ms=100';
+  const traced = flags.map((f) => (f.startsWith('--v8-flags=') ? f + knobs : f));
+  assert.notDeepEqual(traced, flags, 'the launch flags have no --v8-flags to add the trace to');
+  const bin = resolve(ROOT, 'node_modules/.bin/deno');
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-deno-launch-'));
+  try {
+    const script = join(dir, 'probe.ts');
+    writeFileSync(
+      script,
+      `let keep = [];
+for (let k = 0; k < 40; k++) {
+  const batch = [];
+  for (let i = 0; i < 20000; i++) batch.push({ k, i, s: 'x' + i });
+  keep.push(batch);
+  if (keep.length > 20) keep.shift();
+}
+keep = [];
+setTimeout(() => console.log('idled'), 1000);`,
+    );
+    const r = spawnSync(bin, ['run', ...traced, '--quiet', script], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /idled/);
+    return r.stdout.split('\n').filter((l) => l.includes('Memory reducer:')).length;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("the launch flags turn V8's memory reducer off, which acts on an idle Deno by default", () => {
+  const flag = ',--no-memory-reducer';
+  const without = DENO_RUN_FLAGS.map((f) => f.replace(flag, ''));
+  assert.notDeepEqual(without, DENO_RUN_FLAGS, `the launch flags lack ${flag.slice(1)}`);
+  assert.equal(memoryReducerLines(DENO_RUN_FLAGS), 0, 'the memory reducer acted under the launch flags');
+  assert.ok(
+    memoryReducerLines(without) > 0,
+    'without the flag the memory reducer traced nothing (the probe proves nothing)',
+  );
+});
