@@ -1,5 +1,6 @@
 // The first Cancel aborted after the request path is optimised must not throw that code away (src/util/cancel.ts:
 // the module aborts one as it loads). Its own file: no other Cancel may be aborted in this process before the test.
+// Runs alone: other files' tests abort Cancels, which would make this one pass without the fix.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import v8 from 'node:v8';
