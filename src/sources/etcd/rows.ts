@@ -33,6 +33,7 @@ import {
 import type { ResourceSet } from '../../resources/snapshot.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson } from '../../util/crypto.ts';
+import { isPlainApiKey, plainApiKeyText } from '../../resources/plain-api-key.ts';
 
 export type RejectKind =
   | 'bad_key'
@@ -232,12 +233,22 @@ export function rowValue(
   let canon: string | undefined;
   try {
     value = JSON.parse(raw);
-    canon = canonicalJson(value);
+    canon = isRecord(value) && isPlainApiKey(value) ? plainApiKeyText(value) : canonicalJson(value);
   } catch {
     value = UNPARSED;
   }
   const parsed = judgeRow(prefix, key, raw, opts, value);
-  return { key, text: canon ?? raw, json: canon !== undefined, parsed, rev: opts.rev ?? 0 };
+  // Every member set here, so that no row needs a second store for the members set later.
+  return {
+    key,
+    text: canon ?? raw,
+    json: canon !== undefined,
+    parsed,
+    rev: opts.rev ?? 0,
+    modRev: undefined,
+    seen: undefined,
+    quoted: undefined,
+  };
 }
 
 /** Whether `raw`, as etcd holds it, is the value `v` holds (JSON: the same document, however it is written). */
