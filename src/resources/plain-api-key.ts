@@ -46,12 +46,16 @@ export function plainApiKey(id: string, doc: Record<string, unknown>): ApiKey {
 
 /**
  * `canonicalJson(doc)` of a plain document (`isPlainApiKey`), as one flat string: built by a join, not by
- * concatenation, whose rope of pieces would outweigh the text a million times over.
+ * concatenation, whose rope of pieces would outweigh the text a million times over. Also the text of a resource
+ * read from one (`plainApiKey`), whose `disabled` is in the text only when the document had it (`withDisabled`).
  */
-export function plainApiKeyText(doc: Record<string, unknown>): string {
+export function plainApiKeyText(
+  doc: { allowed_models?: unknown; disabled?: unknown; display_name?: unknown; key_hash?: unknown },
+  withDisabled = doc.disabled !== undefined,
+): string {
   // canonicalJson's member order: allowed_models, disabled, display_name, key_hash.
   const parts = ['{"allowed_models":', JSON.stringify(doc.allowed_models)];
-  if (doc.disabled !== undefined) parts.push(',"disabled":', String(doc.disabled));
+  if (withDisabled) parts.push(',"disabled":', String(doc.disabled));
   if (doc.display_name !== undefined) parts.push(',"display_name":', JSON.stringify(doc.display_name));
   parts.push(',"key_hash":', JSON.stringify(doc.key_hash), '}');
   return parts.join('');

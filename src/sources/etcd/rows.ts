@@ -31,6 +31,7 @@ import {
   roleOf,
 } from '../../resources/kinds.ts';
 import type { ResourceSet } from '../../resources/snapshot.ts';
+import type { ApiKey } from '../../resources/schema.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson } from '../../util/crypto.ts';
 import { isPlainApiKey, plainApiKeyText } from '../../resources/plain-api-key.ts';
@@ -67,26 +68,47 @@ export interface RejectedValue {
 
 export type ParsedRow = ValidRow | RejectedValue;
 
-/** One observed value of one key. Objects are reused while the value does not change (identity = same value). */
-export interface RowValue {
-  key: string;
+/**
+ * One observed value of one key. Objects are reused while the value does not change (identity = same value).
+ * Every member is set by the constructor, so that no row needs a second store for the members set later.
+ */
+export class RowValue {
+  /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
+  rev: number;
+  /** The key's latest `mod_revision` (a put of the same value moves it; the admin lists' `revision`). */
+  modRev: number | undefined = undefined;
+  /** The last full range (its count) that held the key. */
+  seen: number | undefined = undefined;
+  /** `JSON.stringify(text)`, memoised for the snapshot cache. */
+  quoted: string | undefined = undefined;
+  /**
+   * The text, or how a plain api key's text is made again from its resource (`true`: its document has a
+   * `disabled` member): a prefix may hold millions of them, and the resource holds every member of the text.
+   */
+  private readonly own: string | boolean;
+
+  constructor(
+    readonly key: string,
+    text: string | { plain: boolean },
+    /** `text` is the value's canonical JSON. */
+    readonly json: boolean,
+    readonly parsed: ParsedRow,
+    rev: number,
+  ) {
+    this.own = typeof text === 'string' ? text : text.plain;
+    this.rev = rev;
+  }
+
   /**
    * The value: its canonical JSON when it is JSON (docs/etcd.md hash input: `key \0 canonical-json(value) \n`),
    * else the text etcd holds (UTF-8 decoded). Only the canonical form is kept: a prefix may hold millions of rows,
    * and the JSON etcd holds means the same.
    */
-  text: string;
-  /** `text` is the value's canonical JSON. */
-  json: boolean;
-  parsed: ParsedRow;
-  /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
-  rev: number;
-  /** The key's latest `mod_revision` (a put of the same value moves it; the admin lists' `revision`). */
-  modRev?: number;
-  /** The last full range (its count) that held the key. */
-  seen?: number;
-  /** `JSON.stringify(text)`, memoised for the snapshot cache. */
-  quoted?: string;
+  get text(): string {
+    const own = this.own;
+    if (typeof own === 'string') return own;
+    return plainApiKeyText((this.parsed as { resource: ApiKey }).resource, own);
+  }
 }
 
 export type ServedValue = RowValue & { parsed: ValidRow };
@@ -231,24 +253,23 @@ export function rowValue(
   // row consumes the value.
   let value: unknown = UNPARSED;
   let canon: string | undefined;
+  // A plain api key keeps no text: it is made again from its resource when read.
+  let plain: { plain: boolean } | undefined;
   try {
     value = JSON.parse(raw);
-    canon = isRecord(value) && isPlainApiKey(value) ? plainApiKeyText(value) : canonicalJson(value);
+    if (!isRecord(value) || !isPlainApiKey(value)) canon = canonicalJson(value);
+    else if (!key.startsWith(`${prefix}/api_keys/`) || opts.invalidUtf8) canon = plainApiKeyText(value);
+    else plain = { plain: value.disabled !== undefined };
   } catch {
     value = UNPARSED;
   }
   const parsed = judgeRow(prefix, key, raw, opts, value);
-  // Every member set here, so that no row needs a second store for the members set later.
-  return {
-    key,
-    text: canon ?? raw,
-    json: canon !== undefined,
-    parsed,
-    rev: opts.rev ?? 0,
-    modRev: undefined,
-    seen: undefined,
-    quoted: undefined,
-  };
+  if (plain !== undefined) {
+    if (parsed.ok) return new RowValue(key, plain, true, parsed, opts.rev ?? 0);
+    // Refused before its document was read (a key without an id), so the document is as parsed.
+    canon = plainApiKeyText(value as Record<string, unknown>);
+  }
+  return new RowValue(key, canon ?? raw, canon !== undefined, parsed, opts.rev ?? 0);
 }
 
 /** Whether `raw`, as etcd holds it, is the value `v` holds (JSON: the same document, however it is written). */
