@@ -20,14 +20,18 @@ export function isPlainApiKey(doc: Record<string, unknown>): boolean {
   return true;
 }
 
-/** Equal `allowed_models` lists, one array each (most keys of a prefix name the same few models). */
+/** Equal `allowed_models` lists, one array each (most keys of a prefix name the same few models), and their JSON. */
 const lists = new Map<string, string[]>();
+const listJson = new WeakMap<readonly string[], string>();
 const MAX_LISTS = 1024;
 
 function sharedList(list: string[], json: string): string[] {
   const known = lists.get(json);
   if (known !== undefined) return known;
-  if (lists.size < MAX_LISTS && list.length <= 16) lists.set(json, list);
+  if (lists.size < MAX_LISTS && list.length <= 16) {
+    lists.set(json, list);
+    listJson.set(list, json);
+  }
   return list;
 }
 
@@ -45,18 +49,18 @@ export function plainApiKey(id: string, doc: Record<string, unknown>): ApiKey {
 }
 
 /**
- * `canonicalJson(doc)` of a plain document (`isPlainApiKey`), as one flat string: built by a join, not by
- * concatenation, whose rope of pieces would outweigh the text a million times over. Also the text of a resource
- * read from one (`plainApiKey`), whose `disabled` is in the text only when the document had it (`withDisabled`).
+ * `canonicalJson(doc)` of a plain document (`isPlainApiKey`); also the text of a resource read from one
+ * (`plainApiKey`), whose `disabled` is in the text only when the document had it (`withDisabled`). Made for each
+ * pass of the hashes over every row, so the JSON of a shared model list is not made again.
  */
 export function plainApiKeyText(
   doc: { allowed_models?: unknown; disabled?: unknown; display_name?: unknown; key_hash?: unknown },
   withDisabled = doc.disabled !== undefined,
 ): string {
+  const list = doc.allowed_models as string[];
+  const models = listJson.get(list) ?? JSON.stringify(list);
   // canonicalJson's member order: allowed_models, disabled, display_name, key_hash.
-  const parts = ['{"allowed_models":', JSON.stringify(doc.allowed_models)];
-  if (withDisabled) parts.push(',"disabled":', String(doc.disabled));
-  if (doc.display_name !== undefined) parts.push(',"display_name":', JSON.stringify(doc.display_name));
-  parts.push(',"key_hash":', JSON.stringify(doc.key_hash), '}');
-  return parts.join('');
+  const disabled = withDisabled ? `,"disabled":${doc.disabled}` : '';
+  const name = doc.display_name === undefined ? '' : `,"display_name":${JSON.stringify(doc.display_name)}`;
+  return `{"allowed_models":${models}${disabled}${name},"key_hash":${JSON.stringify(doc.key_hash)}}`;
 }
