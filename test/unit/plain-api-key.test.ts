@@ -6,7 +6,8 @@ import { describe, test } from 'node:test';
 import { readApiKey, withId } from '../../src/resources/documents.ts';
 import { isPlainApiKey, plainApiKey, plainApiKeyText } from '../../src/resources/plain-api-key.ts';
 import { ApiKeySchema } from '../../src/resources/schema.ts';
-import { parseRow, rowValue } from '../../src/sources/etcd/rows.ts';
+import { hashRows, parseRow, type RowValue, rowValue } from '../../src/sources/etcd/rows.ts';
+import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../src/util/crypto.ts';
 
 const HASH = 'a'.repeat(64);
@@ -89,5 +90,24 @@ describe('plain api key documents', () => {
       errorKind: 'schema_failed',
       error: 'key_hash: must not be empty; allowed_models[0]: Too small: expected string to have >=1 characters',
     });
+  });
+
+  test('the hashes read the text made again: SHA-256 over the docs/etcd.md lines, whatever the input size', async () => {
+    for (const n of [3, 5000]) {
+      const rows = new Map<string, RowValue>();
+      const keys: string[] = [];
+      const lines: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const key = `/aisix/api_keys/k${String(i).padStart(6, '0')}`;
+        const doc = { display_name: `user-\u00e9-${i}`, key_hash: `${HASH}${i}`, allowed_models: ['gpt-test'] };
+        if (i % 7 === 0) Object.assign(doc, { disabled: i % 2 === 0 });
+        const raw = JSON.stringify(doc);
+        keys.push(key);
+        rows.set(key, rowValue('/aisix', key, raw, { rev: i + 1 }));
+        lines.push(`${key}\0${canonicalJson(JSON.parse(raw))}\n`);
+      }
+      const want = createHash('sha256').update(lines.join('')).digest('hex');
+      assert.equal(await hashRows(keys, rows), want, `${n} rows`);
+    }
   });
 });

@@ -325,7 +325,9 @@ let lastHashBytes = 0;
 /**
  * The lines are joined into text of about 64 KiB and encoded at once (one encode per row would cost more than the
  * digest). A large input is hashed piece by piece, between pauses: Web Crypto needs the whole input in one buffer,
- * which it copies in one synchronous step (hundreds of MB and a stalled event loop for a million rows).
+ * which it copies in one synchronous step (hundreds of MB and a stalled event loop for a million rows). A smaller
+ * one (or the first, whose size is not known) is encoded into one buffer sized from its first lines, not into
+ * pieces joined at the end: the pieces and their join were twice the input at once.
  */
 async function hashEach(
   n: number,
@@ -333,38 +335,42 @@ async function hashEach(
   pace: () => Promise<void> | undefined,
 ): Promise<string> {
   const streamed = lastHashBytes > STREAMED_HASH_BYTES ? sha256.create() : undefined;
-  const pieces: Uint8Array[] = [];
-  let total = 0;
+  let buf = new Uint8Array(0);
+  let at = 0;
   let text = '';
-  const flush = () => {
-    const bytes = encoder.encode(text);
+  const flush = (rows: number) => {
+    if (streamed) {
+      const bytes = encoder.encode(text);
+      at += bytes.length;
+      streamed.update(bytes);
+      text = '';
+      return;
+    }
+    const need = at + text.length * 3; // UTF-8 takes at most 3 bytes per UTF-16 unit
+    if (need > buf.length) {
+      // The rows so far tell the size of the rest; a runtime maps a large buffer's pages only as they are written.
+      const guess = Math.ceil(((at + text.length) / Math.max(1, rows)) * n * 1.1) + text.length * 3;
+      const grown = new Uint8Array(Math.max(need, guess, lastHashBytes + need, Math.ceil(buf.length * 1.5)));
+      grown.set(buf.subarray(0, at));
+      buf = grown;
+    }
+    at += encoder.encodeInto(text, buf.subarray(at)).written;
     text = '';
-    total += bytes.length;
-    if (streamed) streamed.update(bytes);
-    else pieces.push(bytes);
   };
   for (let i = 0; i < n; i++) {
     const r = row(i);
     if (r === undefined) continue;
     text += `${r.key}\0${r.text}\n`;
     if (text.length < 65536) continue;
-    flush();
+    flush(i + 1);
     const p = pace();
     if (p) await p;
   }
-  flush();
-  lastHashBytes = total;
-  let digest: Uint8Array;
-  if (streamed) digest = streamed.digest();
-  else {
-    const buf = new Uint8Array(total);
-    let at = 0;
-    for (const b of pieces) {
-      buf.set(b, at);
-      at += b.length;
-    }
-    digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
-  }
+  flush(n);
+  lastHashBytes = at;
+  const digest = streamed
+    ? streamed.digest()
+    : new Uint8Array(await crypto.subtle.digest('SHA-256', buf.subarray(0, at)));
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
   return hex;
