@@ -86,17 +86,27 @@ export class RowValue {
    * `disabled` member): a prefix may hold millions of them, and the resource holds every member of the text.
    */
   private readonly own: string | boolean;
+  /** The judgement; of a plain api key, only its resource (`parsed` wraps it when read). */
+  private readonly judged: ParsedRow | ApiKey;
 
   constructor(
     readonly key: string,
     text: string | { plain: boolean },
     /** `text` is the value's canonical JSON. */
     readonly json: boolean,
-    readonly parsed: ParsedRow,
+    parsed: ParsedRow,
     rev: number,
   ) {
     this.own = typeof text === 'string' ? text : text.plain;
+    this.judged = typeof text === 'string' ? parsed : (parsed as { resource: ApiKey }).resource;
     this.rev = rev;
+  }
+
+  /** The row's judgement (a plain api key's is made when read: one object less for each of millions). */
+  get parsed(): ParsedRow {
+    if (typeof this.own === 'string') return this.judged as ParsedRow;
+    const resource = this.judged as ApiKey;
+    return { ok: true, kind: 'api_keys', id: resource.id, resource, unknownFields: NO_FIELDS };
   }
 
   /**
@@ -107,13 +117,16 @@ export class RowValue {
   get text(): string {
     const own = this.own;
     if (typeof own === 'string') return own;
-    return plainApiKeyText((this.parsed as { resource: ApiKey }).resource, own);
+    return plainApiKeyText(this.judged as ApiKey, own);
   }
 }
 
 export type ServedValue = RowValue & { parsed: ValidRow };
 
 const encoder = new TextEncoder();
+
+/** The ignored fields of a plain api key row: none. */
+const NO_FIELDS: string[] = [];
 
 /** No JSON value was parsed (not JSON, or not looked at). */
 const UNPARSED = Symbol('unparsed');
