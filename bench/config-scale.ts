@@ -5,10 +5,14 @@
 // 20 ms while the load and the update run, each against its target with MET/MISS.
 //
 // Run: node build.mjs && node --import tsx bench/config-scale.ts [--keys 1000000] [--runtimes node,bun,deno]
-//        [--sources etcd,file] [--changes 5]
+//        [--sources etcd,file] [--changes 5] [--etcd http://127.0.0.1:2379]
+// `--etcd`: an etcd already running, seeded only when it holds fewer keys (seeding a million takes minutes).
+// The rows also go to bench/results/config-scale.json, which `npm run bench` reads for its target 4.
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { encodeUtf8 } from '../src/sources/etcd/client.ts';
 import { base64Encode } from '../src/util/bytes.ts';
 import { startEtcd } from '../test/support/etcd.ts';
@@ -22,6 +26,8 @@ const KEYS = Number(flag('keys', '1000000'));
 const RUNTIMES = flag('runtimes', 'node,bun,deno').split(',') as RuntimeName[];
 const SOURCES = flag('sources', 'etcd,file').split(',');
 const CHANGES = Number(flag('changes', '5'));
+const ETCD = flag('etcd', '');
+const RESULTS = join(dirname(fileURLToPath(import.meta.url)), 'results', 'config-scale.json');
 const PREFIX = '/aisix';
 const TARGET = { readyMs: 30_000, rssMiB: 1536, changeMs: 100, stallMs: 100 };
 
@@ -47,8 +53,29 @@ async function etcdCall(endpoint: string, path: string, body: unknown): Promise<
   await res.arrayBuffer();
 }
 
-/** The mock provider, `gpt-test` and the usual caller key, then `KEYS` keys, 128 puts a txn, 8 txns at once. */
+/** How many keys etcd holds under the prefix. */
+async function keyCount(endpoint: string): Promise<number> {
+  const prefix = encodeUtf8(`${PREFIX}/`);
+  const end = prefix.slice();
+  end[end.length - 1]! += 1;
+  const res = await fetch(`${endpoint}/v3/kv/range`, {
+    method: 'POST',
+    body: JSON.stringify({ key: base64Encode(prefix), range_end: base64Encode(end), count_only: true }),
+  });
+  const body = (await res.json()) as { count?: string };
+  return Number(body.count ?? 0);
+}
+
+/**
+ * The mock provider, `gpt-test` and the usual caller key, then `KEYS` keys, 128 puts a txn, 8 txns at once
+ * (the provider's `api_base` is written every time: a reused etcd has the last run's upstream).
+ */
 async function seedEtcd(endpoint: string, upstream: string): Promise<void> {
+  const held = await keyCount(endpoint);
+  if (held > KEYS + 3) {
+    throw new Error(`etcd holds ${held} keys under ${PREFIX}/, more than --keys ${KEYS}: use a fresh one`);
+  }
+  const seeded = held === KEYS + 3;
   await txn(endpoint, [
     [
       `${PREFIX}/provider_keys/pk1`,
@@ -60,6 +87,7 @@ async function seedEtcd(endpoint: string, upstream: string): Promise<void> {
     ],
     [`${PREFIX}/api_keys/caller`, JSON.stringify({ key_hash: hashOf(CALLER_KEY), allowed_models: ['*'] })],
   ]);
+  if (seeded) return;
   let next = 0;
   const worker = async () => {
     for (;;) {
@@ -164,6 +192,12 @@ async function readyz(g: GatewayProcess): Promise<boolean> {
   }
 }
 
+/** The process's peak RSS so far (VmHWM), in MiB. */
+function hwmMiB(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m?.[1] ?? 0) / 1024;
+}
+
 /** CPU seconds (user + system) the process has used, from /proc: what the load cost on a shared machine. */
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -200,13 +234,15 @@ async function boot(
   const t0 = performance.now();
   const g = await spawn();
   let peak = 0;
-  const timer = setInterval(() => {
+  // Sampled, and the kernel's high-water mark, which a sample between two peaks would miss.
+  const sample = () => {
     try {
-      peak = Math.max(peak, rssMiB(g.proc.pid!));
+      peak = Math.max(peak, rssMiB(g.proc.pid!), hwmMiB(g.proc.pid!));
     } catch {
       // exited
     }
-  }, 50);
+  };
+  const timer = setInterval(sample, 50);
   const probe = prober(() => g.url('/livez', 'status'), () => ({}));
   for (;;) {
     if (g.exited) throw new Error(`${runtime}: gateway exited (${g.exitCode}): ${g.rawErr.slice(-5).join(' | ')}`);
@@ -216,7 +252,11 @@ async function boot(
   const readyMs = performance.now() - t0;
   const readyCpuS = cpuSeconds(g.proc.pid!);
   const { max } = await probe.stop();
-  return { g, readyMs, readyCpuS, peak: () => peak, stopPeak: () => clearInterval(timer), loadStallMs: max };
+  const peakNow = () => {
+    sample();
+    return peak;
+  };
+  return { g, readyMs, readyCpuS, peak: peakNow, stopPeak: () => clearInterval(timer), loadStallMs: max };
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -318,7 +358,9 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const failures: string[] = [];
   if (SOURCES.includes('etcd')) {
-    const etcd = await startEtcd({ extraArgs: ['--quota-backend-bytes=8589934592'] });
+    const etcd = ETCD === ''
+      ? await startEtcd({ extraArgs: ['--quota-backend-bytes=8589934592'] })
+      : { endpoint: ETCD, stop: async () => {} };
     try {
       const t = performance.now();
       await seedEtcd(etcd.endpoint, mock.base);
@@ -369,6 +411,36 @@ async function main(): Promise<void> {
     } s, peak RSS ≤ ${TARGET.rssMiB} MiB, one key applied ≤ ${TARGET.changeMs} ms, no request slower than ${TARGET.stallMs} ms while it happens`,
   );
   for (const f of failures) console.log(`FAILED ${f}`);
+  writeResults(rows);
+}
+
+/** What `npm run bench` reads (bench/run.ts, target 4). */
+interface Results {
+  keys: number;
+  date: string;
+  rows: (Row & { date: string; loadAverage: number })[];
+}
+
+/**
+ * This run's rows into bench/results/config-scale.json; the rows of another runtime or source that an earlier
+ * run of as many keys left there are kept (each row has its date and the load average it ran at).
+ */
+function writeResults(rows: Row[]): void {
+  const date = new Date().toISOString().slice(0, 10);
+  const loadAverage = Number(loadavg()[0]!.toFixed(1));
+  let earlier: Results | undefined;
+  try {
+    earlier = existsSync(RESULTS) ? JSON.parse(readFileSync(RESULTS, 'utf8')) as Results : undefined;
+  } catch {
+    earlier = undefined; // a half-written file: replaced
+  }
+  const fresh = rows.map((r) => ({ ...r, date, loadAverage }));
+  const kept = earlier?.keys === KEYS && Array.isArray(earlier.rows)
+    ? earlier.rows.filter((o) => !fresh.some((r) => r.runtime === o.runtime && r.source === o.source))
+    : [];
+  const out: Results = { keys: KEYS, date, rows: [...fresh, ...kept] };
+  writeFileSync(RESULTS, JSON.stringify(out, null, 2) + '\n');
+  console.log(`\n${RESULTS}: ${out.rows.length} rows`);
 }
 
 await main();

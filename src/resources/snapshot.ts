@@ -141,7 +141,8 @@ export class Snapshot {
     for (;;) {
       const r = rows.next();
       if (r.done) return new Snapshot(resources, r.value);
-      await pace();
+      const p = pace();
+      if (p) await p;
     }
   }
 

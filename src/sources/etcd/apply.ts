@@ -33,7 +33,7 @@ import type { EtcdEventBatch, EtcdSnapshot } from './supervisor.ts';
 interface Publish {
   revision: number;
   /** Keys whose served value changed. */
-  changedKeys: ReadonlySet<string>;
+  changedKeys: { readonly size: number; keys(): Iterable<string> };
   touched: ReadonlySet<string>;
   allSeen: boolean;
   /** Recompute `source_hash` (over every observed row). */
@@ -57,6 +57,8 @@ function lowerBound(keys: readonly string[], key: string): number {
 
 /** A full range is bulk work: it keeps the loop this long between turns (a watch batch: pace.ts's slice). */
 const RANGE_SLICE_MS = 10;
+/** A range's rows are cheaper than reading the clock: it is read once per this many. */
+const RANGE_CLOCK_EVERY = 32;
 
 /** Whether `keys` is in etcd order already (a range's keys are). */
 function sortedKeys(keys: readonly string[]): boolean {
@@ -135,7 +137,7 @@ export class EtcdRows {
     const pass = ++this.ranges;
     // etcd returns a range in key order, the order `keys` keeps: the range's keys are that list unsorted.
     const keys: string[] = [];
-    const pacer = new Pacer(RANGE_SLICE_MS);
+    const pacer = new Pacer(RANGE_SLICE_MS, RANGE_CLOCK_EVERY);
     for await (const page of range.pages) {
       for (const kv of page) {
         keys.push(kv.key);
@@ -320,7 +322,7 @@ export class EtcdRows {
     await served;
     await this.requestPublish({
       revision,
-      changedKeys: new Set(changed.keys()),
+      changedKeys: changed, // its keys: not copied, a full range's are every key
       touched,
       allSeen: fullRead,
       hashSource: true,
@@ -433,7 +435,7 @@ export class EtcdRows {
     if (changed) {
       const pc = this.partial.result();
       record.partiallyCompatible(pc.fields, pc.rows);
-      for (const key of o.changedKeys) this.warnings.warn(this.served.get(key));
+      for (const key of o.changedKeys.keys()) this.warnings.warn(this.served.get(key));
     }
     this.rejected = rejected;
     record.rejected([...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r));
@@ -491,7 +493,7 @@ export class EtcdRows {
 function merged(a: Publish, b: Publish): Publish {
   return {
     revision: Math.max(a.revision, b.revision),
-    changedKeys: new Set([...a.changedKeys, ...b.changedKeys]),
+    changedKeys: new Set([...a.changedKeys.keys(), ...b.changedKeys.keys()]),
     touched: new Set([...a.touched, ...b.touched]),
     allSeen: a.allSeen || b.allSeen,
     hashSource: a.hashSource || b.hashSource,

@@ -325,7 +325,8 @@ export class EtcdClient {
 
   /**
    * Every key under `prefix`, `limit` keys per request: the first page is read before this resolves (its
-   * revision pins the others), the rest as `pages` is iterated, each from just past the last key read.
+   * revision pins the others), the rest as `pages` is iterated, each from just past the last key read and
+   * asked for one page ahead.
    */
   async rangePaged(prefix: string, opts: RequestOptions & { limit: number }): Promise<EtcdPagedRange> {
     const { key, range_end } = prefixRange(prefix);
@@ -338,16 +339,22 @@ export class EtcdClient {
       const more = isRecord(body) && body.more === true && isRecord(last) && typeof last.key === 'string';
       return { kvs: raw.map(decodeKv), next: more ? (last as { key: string }).key : undefined };
     };
+    const fetchAfter = async (client: EtcdClient, last: string) => {
+      const after = etcdBase64(last);
+      const from = new Uint8Array(after.length + 1); // the key just past the last one read
+      from.set(after);
+      const req = { key: base64Encode(from), range_end, limit, revision: String(revision) };
+      return read(await client.unary('/v3/kv/range', req, opts.signal));
+    };
+    // The next page is asked for while the caller judges this one, so etcd's work and the caller's overlap.
     const pages = async function* (client: EtcdClient): AsyncGenerator<EtcdKv[]> {
       let page = read(first);
-      yield page.kvs;
-      while (page.next !== undefined) {
-        const after = etcdBase64(page.next);
-        const from = new Uint8Array(after.length + 1); // the key just past the last one read
-        from.set(after);
-        const req = { key: base64Encode(from), range_end, limit, revision: String(revision) };
-        page = read(await client.unary('/v3/kv/range', req, opts.signal));
+      for (;;) {
+        const next = page.next === undefined ? undefined : fetchAfter(client, page.next);
+        next?.catch(() => {}); // a caller that stops early never awaits it
         yield page.kvs;
+        if (next === undefined) return;
+        page = await next;
       }
     };
     return { revision, pages: pages(this) };

@@ -31,8 +31,10 @@ import {
   roleOf,
 } from '../../resources/kinds.ts';
 import type { ResourceSet } from '../../resources/snapshot.ts';
+import type { ApiKey } from '../../resources/schema.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson } from '../../util/crypto.ts';
+import { isPlainApiKey, plainApiKeyText } from '../../resources/plain-api-key.ts';
 
 export type RejectKind =
   | 'bad_key'
@@ -66,31 +68,65 @@ export interface RejectedValue {
 
 export type ParsedRow = ValidRow | RejectedValue;
 
-/** One observed value of one key. Objects are reused while the value does not change (identity = same value). */
-export interface RowValue {
-  key: string;
+/**
+ * One observed value of one key. Objects are reused while the value does not change (identity = same value).
+ * Every member is set by the constructor, so that no row needs a second store for the members set later.
+ */
+export class RowValue {
+  /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
+  rev: number;
+  /** The key's latest `mod_revision` (a put of the same value moves it; the admin lists' `revision`). */
+  modRev: number | undefined = undefined;
+  /** The last full range (its count) that held the key. */
+  seen: number | undefined = undefined;
+  /** `JSON.stringify(text)`, memoised for the snapshot cache. */
+  quoted: string | undefined = undefined;
+  /**
+   * The text, or how a plain api key's text is made again from its resource (`true`: its document has a
+   * `disabled` member): a prefix may hold millions of them, and the resource holds every member of the text.
+   */
+  private readonly own: string | boolean;
+  /** The judgement; of a plain api key, only its resource (`parsed` wraps it when read). */
+  private readonly judged: ParsedRow | ApiKey;
+
+  constructor(
+    readonly key: string,
+    text: string | { plain: boolean },
+    /** `text` is the value's canonical JSON. */
+    readonly json: boolean,
+    parsed: ParsedRow,
+    rev: number,
+  ) {
+    this.own = typeof text === 'string' ? text : text.plain;
+    this.judged = typeof text === 'string' ? parsed : (parsed as { resource: ApiKey }).resource;
+    this.rev = rev;
+  }
+
+  /** The row's judgement (a plain api key's is made when read: one object less for each of millions). */
+  get parsed(): ParsedRow {
+    if (typeof this.own === 'string') return this.judged as ParsedRow;
+    const resource = this.judged as ApiKey;
+    return { ok: true, kind: 'api_keys', id: resource.id, resource, unknownFields: NO_FIELDS };
+  }
+
   /**
    * The value: its canonical JSON when it is JSON (docs/etcd.md hash input: `key \0 canonical-json(value) \n`),
    * else the text etcd holds (UTF-8 decoded). Only the canonical form is kept: a prefix may hold millions of rows,
    * and the JSON etcd holds means the same.
    */
-  text: string;
-  /** `text` is the value's canonical JSON. */
-  json: boolean;
-  parsed: ParsedRow;
-  /** etcd `mod_revision` of the value (0 when unknown: a cache restore). Orders the name indexes. */
-  rev: number;
-  /** The key's latest `mod_revision` (a put of the same value moves it; the admin lists' `revision`). */
-  modRev?: number;
-  /** The last full range (its count) that held the key. */
-  seen?: number;
-  /** `JSON.stringify(text)`, memoised for the snapshot cache. */
-  quoted?: string;
+  get text(): string {
+    const own = this.own;
+    if (typeof own === 'string') return own;
+    return plainApiKeyText(this.judged as ApiKey, own);
+  }
 }
 
 export type ServedValue = RowValue & { parsed: ValidRow };
 
 const encoder = new TextEncoder();
+
+/** The ignored fields of a plain api key row: none. */
+const NO_FIELDS: string[] = [];
 
 /** No JSON value was parsed (not JSON, or not looked at). */
 const UNPARSED = Symbol('unparsed');
@@ -230,14 +266,23 @@ export function rowValue(
   // row consumes the value.
   let value: unknown = UNPARSED;
   let canon: string | undefined;
+  // A plain api key keeps no text: it is made again from its resource when read.
+  let plain: { plain: boolean } | undefined;
   try {
     value = JSON.parse(raw);
-    canon = canonicalJson(value);
+    if (!isRecord(value) || !isPlainApiKey(value)) canon = canonicalJson(value);
+    else if (!key.startsWith(`${prefix}/api_keys/`) || opts.invalidUtf8) canon = plainApiKeyText(value);
+    else plain = { plain: value.disabled !== undefined };
   } catch {
     value = UNPARSED;
   }
   const parsed = judgeRow(prefix, key, raw, opts, value);
-  return { key, text: canon ?? raw, json: canon !== undefined, parsed, rev: opts.rev ?? 0 };
+  if (plain !== undefined) {
+    if (parsed.ok) return new RowValue(key, plain, true, parsed, opts.rev ?? 0);
+    // Refused before its document was read (a key without an id), so the document is as parsed.
+    canon = plainApiKeyText(value as Record<string, unknown>);
+  }
+  return new RowValue(key, canon ?? raw, canon !== undefined, parsed, opts.rev ?? 0);
 }
 
 /** Whether `raw`, as etcd holds it, is the value `v` holds (JSON: the same document, however it is written). */
@@ -293,7 +338,9 @@ let lastHashBytes = 0;
 /**
  * The lines are joined into text of about 64 KiB and encoded at once (one encode per row would cost more than the
  * digest). A large input is hashed piece by piece, between pauses: Web Crypto needs the whole input in one buffer,
- * which it copies in one synchronous step (hundreds of MB and a stalled event loop for a million rows).
+ * which it copies in one synchronous step (hundreds of MB and a stalled event loop for a million rows). A smaller
+ * one (or the first, whose size is not known) is encoded into one buffer sized from its first lines, not into
+ * pieces joined at the end: the pieces and their join were twice the input at once.
  */
 async function hashEach(
   n: number,
@@ -301,38 +348,42 @@ async function hashEach(
   pace: () => Promise<void> | undefined,
 ): Promise<string> {
   const streamed = lastHashBytes > STREAMED_HASH_BYTES ? sha256.create() : undefined;
-  const pieces: Uint8Array[] = [];
-  let total = 0;
+  let buf = new Uint8Array(0);
+  let at = 0;
   let text = '';
-  const flush = () => {
-    const bytes = encoder.encode(text);
+  const flush = (rows: number) => {
+    if (streamed) {
+      const bytes = encoder.encode(text);
+      at += bytes.length;
+      streamed.update(bytes);
+      text = '';
+      return;
+    }
+    const need = at + text.length * 3; // UTF-8 takes at most 3 bytes per UTF-16 unit
+    if (need > buf.length) {
+      // The rows so far tell the size of the rest; a runtime maps a large buffer's pages only as they are written.
+      const guess = Math.ceil(((at + text.length) / Math.max(1, rows)) * n * 1.1) + text.length * 3;
+      const grown = new Uint8Array(Math.max(need, guess, lastHashBytes + need, Math.ceil(buf.length * 1.5)));
+      grown.set(buf.subarray(0, at));
+      buf = grown;
+    }
+    at += encoder.encodeInto(text, buf.subarray(at)).written;
     text = '';
-    total += bytes.length;
-    if (streamed) streamed.update(bytes);
-    else pieces.push(bytes);
   };
   for (let i = 0; i < n; i++) {
     const r = row(i);
     if (r === undefined) continue;
     text += `${r.key}\0${r.text}\n`;
     if (text.length < 65536) continue;
-    flush();
+    flush(i + 1);
     const p = pace();
     if (p) await p;
   }
-  flush();
-  lastHashBytes = total;
-  let digest: Uint8Array;
-  if (streamed) digest = streamed.digest();
-  else {
-    const buf = new Uint8Array(total);
-    let at = 0;
-    for (const b of pieces) {
-      buf.set(b, at);
-      at += b.length;
-    }
-    digest = new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
-  }
+  flush(n);
+  lastHashBytes = at;
+  const digest = streamed
+    ? streamed.digest()
+    : new Uint8Array(await crypto.subtle.digest('SHA-256', buf.subarray(0, at)));
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
   return hex;

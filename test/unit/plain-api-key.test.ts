@@ -1,0 +1,113 @@
+// The plain api key document read without the schema (src/resources/plain-api-key.ts; docs/performance.md
+// "Configuration at scale"): every document it takes must read exactly as the schema reads it (the resource, its
+// members' order, the canonical text), and every other document must still reach the schema.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { readApiKey, withId } from '../../src/resources/documents.ts';
+import { isPlainApiKey, plainApiKey, plainApiKeyText } from '../../src/resources/plain-api-key.ts';
+import { ApiKeySchema } from '../../src/resources/schema.ts';
+import { hashRows, parseRow, type RowValue, rowValue } from '../../src/sources/etcd/rows.ts';
+import { createHash } from 'node:crypto';
+import { canonicalJson } from '../../src/util/crypto.ts';
+
+const HASH = 'a'.repeat(64);
+
+const PLAIN: Record<string, unknown>[] = [
+  { display_name: 'user-1', key_hash: HASH, allowed_models: ['gpt-test'] },
+  { key_hash: HASH, allowed_models: [] },
+  { allowed_models: ['b', 'a*'], key_hash: 'x', display_name: '' },
+  { key_hash: HASH, allowed_models: ['m'], disabled: true },
+  {
+    disabled: false,
+    display_name: 'quote " and \u00e9 and \ud83d\ude00',
+    key_hash: HASH,
+    allowed_models: ['m\u0000n'],
+  },
+];
+
+/** What the schema makes of a document, as `readApiKey` did before it had a plain path. */
+function bySchema(id: string, doc: Record<string, unknown>) {
+  return withId(id, ApiKeySchema.parse(structuredClone(doc))).resource;
+}
+
+describe('plain api key documents', () => {
+  test('read as the schema reads them: the same resource, members in the same order, the same canonical text', () => {
+    for (const doc of PLAIN) {
+      assert.equal(isPlainApiKey(doc), true, JSON.stringify(doc));
+      const want = bySchema('k1', doc);
+      const got = plainApiKey('k1', structuredClone(doc));
+      assert.deepEqual(got, want);
+      assert.deepEqual(Object.keys(got), Object.keys(want), 'member order');
+      assert.equal(plainApiKeyText(doc), canonicalJson(doc));
+      const read = readApiKey('k1', structuredClone(doc), 'lenient');
+      assert.deepEqual(read, { ok: true, resource: want, ignored: [] });
+    }
+  });
+
+  test('an etcd row of the plain shape keeps the canonical text and judgement the schema path gave', () => {
+    const raw = '{ "key_hash": "h", "display_name": "d", "allowed_models": ["m"], "disabled": false }';
+    const v = rowValue('/aisix', '/aisix/api_keys/k', raw, { rev: 3 });
+    assert.equal(v.text, canonicalJson(JSON.parse(raw)));
+    assert.deepEqual(v.parsed, parseRow('/aisix', '/aisix/api_keys/k', raw));
+    assert.deepEqual(v.parsed, {
+      ok: true,
+      kind: 'api_keys',
+      id: 'k',
+      resource: { display_name: 'd', key_hash: 'h', allowed_models: ['m'], disabled: false, id: 'k' },
+      unknownFields: [],
+    });
+  });
+
+  test('equal model lists are one array; a different list is its own', () => {
+    const a = plainApiKey('a', { key_hash: 'h1', allowed_models: ['gpt-test'] });
+    const b = plainApiKey('b', { key_hash: 'h2', allowed_models: ['gpt-test'] });
+    const c = plainApiKey('c', { key_hash: 'h3', allowed_models: ['gpt-test', 'other'] });
+    assert.equal(a.allowed_models, b.allowed_models);
+    assert.notEqual(a.allowed_models, c.allowed_models);
+  });
+
+  test('every other document goes to the schema, its verdict and message unchanged', () => {
+    const others: Record<string, unknown>[] = [
+      { key_hash: '', allowed_models: [] },
+      { key_hash: HASH },
+      { key_hash: HASH, allowed_models: [''] },
+      { key_hash: HASH, allowed_models: [1] },
+      { key_hash: HASH, allowed_models: 'gpt' },
+      { key_hash: 7, allowed_models: [] },
+      { key_hash: HASH, allowed_models: [], display_name: null },
+      { key_hash: HASH, allowed_models: [], display_name: 5 },
+      { key_hash: HASH, allowed_models: [], disabled: 'yes' },
+      { key_hash: HASH, allowed_models: [], id: 'other' },
+      { key_hash: HASH, allowed_models: [], expires_at: '2030-01-01T00:00:00Z' },
+      { key_hash: HASH, allowed_models: [], extra: 1 },
+      { key_hash: HASH, allowed_models: [], mcp_access: { mode: 'x', allow: null } },
+      JSON.parse('{"key_hash":"h","allowed_models":[],"__proto__":{"disabled":true}}'),
+    ];
+    for (const doc of others) assert.equal(isPlainApiKey(doc), false, JSON.stringify(doc));
+    const r = readApiKey('k', { key_hash: '', allowed_models: [''] }, 'lenient');
+    assert.deepEqual(r, {
+      ok: false,
+      errorKind: 'schema_failed',
+      error: 'key_hash: must not be empty; allowed_models[0]: Too small: expected string to have >=1 characters',
+    });
+  });
+
+  test('the hashes read the text made again: SHA-256 over the docs/etcd.md lines, whatever the input size', async () => {
+    for (const n of [3, 5000]) {
+      const rows = new Map<string, RowValue>();
+      const keys: string[] = [];
+      const lines: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const key = `/aisix/api_keys/k${String(i).padStart(6, '0')}`;
+        const doc = { display_name: `user-\u00e9-${i}`, key_hash: `${HASH}${i}`, allowed_models: ['gpt-test'] };
+        if (i % 7 === 0) Object.assign(doc, { disabled: i % 2 === 0 });
+        const raw = JSON.stringify(doc);
+        keys.push(key);
+        rows.set(key, rowValue('/aisix', key, raw, { rev: i + 1 }));
+        lines.push(`${key}\0${canonicalJson(JSON.parse(raw))}\n`);
+      }
+      const want = createHash('sha256').update(lines.join('')).digest('hex');
+      assert.equal(await hashRows(keys, rows), want, `${n} rows`);
+    }
+  });
+});
