@@ -48,7 +48,8 @@ function forbidden(v: string): boolean {
 /** What `get` found: the joined value, null for none, or `INVALID` when only a real `Headers` can answer. */
 const INVALID = Symbol('invalid');
 
-export class RawRequestHeaders implements Headers {
+/** A `Headers` in all but name (its prototype is `Headers.prototype`, so `instanceof Headers` holds). */
+export class RawRequestHeaders {
   readonly #raw: readonly string[];
   #native: Headers | undefined;
 
@@ -109,7 +110,7 @@ export class RawRequestHeaders implements Headers {
     return this.#headers().getSetCookie();
   }
   forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
-    this.#headers().forEach((value, key) => callback.call(thisArg, value, key, this));
+    this.#headers().forEach((value, key) => callback.call(thisArg, value, key, this as unknown as Headers));
   }
   entries(): HeadersIterator<[string, string]> {
     return this.#headers().entries();
