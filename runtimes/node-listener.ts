@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { ConnInfo, FetchHandler, Listener, ListenSpec } from '../src/platform.ts';
 import { Cancel } from '../src/util/cancel.ts';
 import { acceptUpgrades } from './node-websocket.ts';
-import { RawRequestHeaders } from './node-request-headers.ts';
+import { readHeadersRaw } from './node-request-headers.ts';
 
 export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
   if (!socket?.remoteAddress) return undefined;
@@ -164,7 +164,7 @@ function requestHandler(
       });
       const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion, closed };
       // The core reads a handful of headers per request: from the raw fields, not through the lazy header object.
-      Object.defineProperty(req, 'headers', { value: new RawRequestHeaders(env.incoming.rawHeaders) });
+      readHeadersRaw(req, env.incoming.rawHeaders);
       return fetch(req, conn);
     },
   );

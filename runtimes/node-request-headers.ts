@@ -128,3 +128,40 @@ export class RawRequestHeaders {
 
 // `instanceof Headers` holds, as for @hono/node-server's own lazy headers; every method above is its own.
 Object.setPrototypeOf(RawRequestHeaders.prototype, Headers.prototype);
+
+/** Where a request of the node listener keeps its reader (a property of its own, set once per request). */
+const READER = Symbol('rawRequestHeaders');
+/** The request prototype whose `headers` getter answers from `READER` (@hono/node-server's, the same for all). */
+let patched: object | undefined;
+/** Every prototype patched, so that none is wrapped twice. */
+const patchedAll = new WeakSet<object>();
+
+/**
+ * Makes `req.headers` answer from `raw`. The reader is set as an ordinary property and the prototype's `headers`
+ * getter, replaced once, returns it: defining an own `headers` property on each request instead cost a
+ * microsecond and left the request an object of a slower kind. A request without a reader (one this module
+ * never saw) gets the prototype's own headers, as before.
+ */
+export function readHeadersRaw(req: Request, raw: readonly string[]): void {
+  (req as unknown as Record<symbol, unknown>)[READER] = new RawRequestHeaders(raw);
+  const proto = Object.getPrototypeOf(req) as object;
+  if (proto !== patched) {
+    if (!patchedAll.has(proto)) patchHeaders(proto);
+    patched = proto;
+  }
+}
+
+function patchHeaders(proto: object): void {
+  const own = Object.getOwnPropertyDescriptor(proto, 'headers');
+  const original = own?.get ?? function (this: object) {
+    return Reflect.get(Object.getPrototypeOf(proto) as object, 'headers', this);
+  };
+  Object.defineProperty(proto, 'headers', {
+    configurable: true,
+    enumerable: own?.enumerable ?? false,
+    get(this: Record<symbol, unknown>) {
+      return this[READER] ?? original.call(this);
+    },
+  });
+  patchedAll.add(proto);
+}

@@ -2,7 +2,7 @@
 // same fields would: case, duplicates, cookies, whitespace, HTTP/2 pseudo-headers, refused names and values.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RawRequestHeaders } from '../../runtimes/node-request-headers.ts';
+import { RawRequestHeaders, readHeadersRaw } from '../../runtimes/node-request-headers.ts';
 
 /** A `Headers` of the same fields, the reference. */
 function reference(raw: string[]): Headers {
@@ -89,4 +89,23 @@ test('a value Headers refuses is refused the same way, not handed on', () => {
   const h = new RawRequestHeaders(raw);
   assert.throws(() => reference(raw), TypeError);
   assert.throws(() => h.get('x-bad'), TypeError);
+});
+
+test("readHeadersRaw: the request's headers are the raw reader; a request it never saw keeps its own", () => {
+  const proto = {
+    get headers(): unknown {
+      return 'its own';
+    },
+  };
+  const [seen, other, again] = [Object.create(proto), Object.create(proto), Object.create(proto)] as Request[];
+  readHeadersRaw(seen!, RAW);
+  readHeadersRaw(again!, ['x-a', '1']);
+  assert.ok(seen!.headers instanceof RawRequestHeaders);
+  assert.equal(seen!.headers.get('authorization'), 'Bearer sk-1');
+  assert.equal(again!.headers.get('X-A'), '1');
+  assert.equal(other!.headers, 'its own' as unknown);
+  const sub = Object.create(Object.create(proto)) as Request;
+  readHeadersRaw(sub, ['x-b', '2']);
+  assert.equal(sub.headers.get('x-b'), '2');
+  assert.equal((Object.create(proto) as Request).headers, 'its own' as unknown);
 });
