@@ -119,20 +119,6 @@ function clock(nowMs: () => number, suffix: string): () => string {
 const JSON_ESCAPED = /["\\\x00-\x1f\ud800-\udfff]/;
 
 /**
- * Whether `JSON.stringify` escapes a character of `s` (a quote, a backslash, a control character, a surrogate). The
- * access log's values are short: a loop over their characters costs less than a call of the regular expression,
- * which stays for long ones.
- */
-function jsonEscapes(s: string): boolean {
-  if (s.length > 64) return JSON_ESCAPED.test(s);
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return true;
-  }
-  return false;
-}
-
-/**
  * `head` (an object's opening without its closing brace) followed by the members of `JSON.stringify(fields)`, byte
  * for byte, for the plain objects of primitives callers pass: strings without a character JSON escapes (the usual
  * case) are quoted as they are, finite numbers printed with `String`. A string JSON escapes (or with a surrogate)
@@ -176,7 +162,7 @@ const SKIP = 0;
 const WHOLE = 1;
 /** A member value as `JSON.stringify` writes it, for the primitives callers pass. */
 function jsonValue(v: unknown): string | typeof SKIP | typeof WHOLE {
-  if (typeof v === 'string') return jsonEscapes(v) ? JSON.stringify(v) : `"${v}"`;
+  if (typeof v === 'string') return JSON_ESCAPED.test(v) ? JSON.stringify(v) : `"${v}"`;
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
   if (typeof v === 'boolean') return v ? 'true' : 'false';
   if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return SKIP;
