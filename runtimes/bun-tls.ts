@@ -1,6 +1,6 @@
 // Which configured CA certificates Bun's fetch must be handed per request, and which it trusts already. Bun reads
 // a request's `tls.ca` on every fetch, and a `ca` replaces its roots, so handing it the roots and a whole bundle
-// costs a parse of them all per request (docs/performance.md "Bun's fetch and `SSL_CERT_FILE`").
+// costs a parse of them all per request (docs/performance.md "Current figures", on Bun's fetch and `SSL_CERT_FILE`).
 
 const CERTIFICATE = /-----BEGIN CERTIFICATE-----([A-Za-z0-9+/=\s]*)-----END CERTIFICATE-----/g;
 

@@ -1,7 +1,8 @@
-// A request's headers for the core, read straight from node:http's raw header array (docs/performance.md
-// "Sluice's own work per request"): `get` and `has` scan the few raw fields for the one asked, without the two
-// regular-expression tests and the lowercasing that each `get` of @hono/node-server's lazy headers costs. Any other
-// use, or a value a `Headers` would refuse, builds a real `Headers` from the same fields and answers from it.
+// A request's headers for the core, read straight from node:http's raw header array
+// (docs/performance.md "Decisions on the hot path, and their measured reasons"): `get` and `has` scan the few raw
+// fields for the one asked, without the two regular-expression tests and the lowercasing that each `get` of
+// @hono/node-server's lazy headers costs. Any other use, or a value a `Headers` would refuse, builds a real `Headers`
+// from the same fields and answers from it.
 
 /** Header names asked for, lowercased; null for a name that is no HTTP token (bounded: callers ask a few constants). */
 const NAMES = new Map<string, string | null>();
