@@ -6,6 +6,7 @@
 // lifts Bun's cap on fetch requests in flight before anything else runs (it may restart the process).
 import './bun-upstream-cap.ts';
 import { readFileSync } from 'node:fs';
+import * as tlsModule from 'node:tls';
 import { rootCertificates } from 'node:tls';
 import { main } from '../src/main.ts';
 import type { KeyTls, Platform, UpstreamTls } from '../src/platform.ts';
@@ -14,6 +15,7 @@ import { fetchUpstream, type KeyFetch, KeyTlsPools } from '../src/upstream-fetch
 import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeFiles } from './node-files.ts';
 import { bunServeListen } from './bun-listener.ts';
+import { caBeyond, ownIds } from './bun-tls.ts';
 import { bunConnectWebSocket } from './bun-websocket.ts';
 import { nodeListen } from './node-listener.ts';
 import { yamlThread } from './yaml-thread.ts';
@@ -52,14 +54,20 @@ export function bunPlatform(): Platform {
 /**
  * Bun's fetch with `upstream.tls` and a provider key's `tls` on top of it, which it takes per request (the
  * options built once per distinct key TLS). A `ca` replaces Bun's roots, so the default roots and
- * NODE_EXTRA_CA_CERTS (which Bun reads into its roots only) go in with the configured CAs.
+ * NODE_EXTRA_CA_CERTS (which Bun reads into its roots only) go in with the configured CAs; and since Bun parses
+ * a request's `ca` on every fetch, it is handed one only for certificates its own roots lack (`SSL_CERT_FILE`
+ * naming the bundle NODE_EXTRA_CA_CERTS names too, as on Debian images, adds none).
  */
 function upstreamTlsFetch(tls: UpstreamTls | undefined): KeyFetch {
+  const roots = bunRoots();
+  const own = ownIds(roots);
+  const trusted = roots.length > 0 ? roots : [...rootCertificates, ...nodeExtraCa()];
   const options = (key?: KeyTls) => {
     const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
     const configured = [pem(tls?.ca), key?.ca_cert?.trim() || undefined].filter((p): p is string => !!p);
+    const extra = caBeyond(own, configured);
     return {
-      ...(configured.length > 0 ? { ca: [...rootCertificates, ...nodeExtraCa(), ...configured] } : {}),
+      ...(extra.length > 0 ? { ca: [...trusted, ...extra] } : {}),
       ...(tls?.cert ? { cert: pem(tls.cert), key: pem(tls.key) } : {}),
       rejectUnauthorized: tls?.verify !== false && key?.verify !== false,
     };
@@ -72,6 +80,19 @@ function upstreamTlsFetch(tls: UpstreamTls | undefined): KeyFetch {
     const t = key ? keyed.get(key) : base;
     return fetch(url, t ? { ...init, tls: t } as RequestInit : init);
   };
+}
+
+/**
+ * The certificates Bun's fetch verifies with when it is handed no `ca` (its bundled roots, NODE_EXTRA_CA_CERTS,
+ * the system's under `--use-system-ca`); none where this Bun cannot list them, so every configured CA is handed on.
+ */
+function bunRoots(): string[] {
+  const list = (tlsModule as { getCACertificates?: (kind: string) => string[] }).getCACertificates;
+  try {
+    return list ? list.call(tlsModule, 'default') : [];
+  } catch {
+    return [];
+  }
 }
 
 /** The NODE_EXTRA_CA_CERTS file's text, if set and readable (Bun warned at start otherwise). */

@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import type { ConnInfo, FetchHandler, Listener, ListenSpec } from '../src/platform.ts';
 import { Cancel } from '../src/util/cancel.ts';
 import { acceptUpgrades } from './node-websocket.ts';
+import { readHeadersRaw } from './node-request-headers.ts';
 
 export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
   if (!socket?.remoteAddress) return undefined;
@@ -162,6 +163,8 @@ function requestHandler(
         if (env.incoming.errored || !res.writableFinished) closed.abort(new Error('the client closed the connection'));
       });
       const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion, closed };
+      // The core reads a handful of headers per request: from the raw fields, not through the lazy header object.
+      readHeadersRaw(req, env.incoming.rawHeaders);
       return fetch(req, conn);
     },
   );

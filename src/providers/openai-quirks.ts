@@ -35,7 +35,18 @@ export function normaliseAnswer(j: Json): Json {
   return j;
 }
 
-const mentionsQuirk = (text: string) => QUIRK_KEYS.some((k) => text.includes(k));
+/** Each quirk key without its opening quote: JSON is full of quotes, so a search starting from one is slow. */
+const QUIRK_TAILS = QUIRK_KEYS.map((k) => k.slice(1));
+
+/** Whether `text` holds `"` + `tail` (a quirk key, quoted). */
+function mentions(text: string, tail: string): boolean {
+  for (let at = text.indexOf(tail, 1); at !== -1; at = text.indexOf(tail, at + 1)) {
+    if (text.charCodeAt(at - 1) === 0x22 /* " */) return true;
+  }
+  return false;
+}
+
+const mentionsQuirk = (text: string) => mentions(text, QUIRK_TAILS[0]!) || mentions(text, QUIRK_TAILS[1]!);
 
 function normaliseJson(r: Extract<ProviderResult, { kind: 'response' }>): ProviderResult {
   if (r.status < 200 || r.status >= 300 || !mentionsQuirk(r.body)) return r;

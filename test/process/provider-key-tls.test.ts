@@ -4,7 +4,8 @@
 //   key without it is refused there with a 502 naming the certificate (the CA is the key's, not the gateway's);
 // - `tls.verify: false` reaches a self-signed endpoint (a WARN names the key); the same endpoint refuses a key
 //   that verifies;
-// - `SSL_CERT_FILE` naming the CA makes the endpoint trusted for every key.
+// - `SSL_CERT_FILE` naming the CA makes the endpoint trusted for every key, also where NODE_EXTRA_CA_CERTS names it
+//   too (on Bun the configured CAs are then in fetch's own roots, runtimes/bun-tls.ts).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import * as https from 'node:https';
@@ -173,6 +174,19 @@ for (const runtime of ['node', 'bun', 'deno'] as const) {
       try {
         const r = await chat(g.url('/v1/chat/completions'), 'plain');
         assert.equal(r.status, 200, r.text);
+        assertCertificate502(await chat(g.url('/v1/chat/completions'), 'verifying'));
+      } finally {
+        assert.equal(await g.stop(), 0);
+      }
+    });
+
+    test('SSL_CERT_FILE naming the bundle NODE_EXTRA_CA_CERTS names (Bun then hands fetch no CA): as above', async () => {
+      const g = await gateway(runtime, { SSL_CERT_FILE: pki.caFile, NODE_EXTRA_CA_CERTS: pki.caFile });
+      try {
+        for (const model of ['plain', 'with-ca']) {
+          const r = await chat(g.url('/v1/chat/completions'), model);
+          assert.equal(r.status, 200, r.text);
+        }
         assertCertificate502(await chat(g.url('/v1/chat/completions'), 'verifying'));
       } finally {
         assert.equal(await g.stop(), 0);

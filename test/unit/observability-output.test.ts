@@ -45,6 +45,9 @@ const FIELD_SETS: (Fields | undefined)[] = [
   { 'we"ird\nkey': 1, 'é': 'v', '': 'empty key', 10: 'int key', 2: 'int key first' },
   Object.assign(Object.create(null), { nullProto: 'yes' }) as Fields,
   { toJSON: () => ({ replaced: true }), hidden: 1 },
+  // Each escaped character alone in a short value, and long values with and without one at their end.
+  { q: 'a"', bs: 'a\\', us: '\x1f', sp: ' ~\x7f', hi: 'x\ud83d', lo: '\udfff', ok: 'é€😀', long: `${'x'.repeat(80)}"` },
+  { longPlain: 'y'.repeat(80), at64: `${'z'.repeat(63)}\n`, at65: `${'z'.repeat(64)}\\` },
 ];
 
 describe('the JSON log line is JSON.stringify byte for byte', () => {

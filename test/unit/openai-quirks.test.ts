@@ -3,7 +3,7 @@
 // them pass through as the same bytes.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { normaliseAnswer, normalisedStream } from '../../src/providers/openai-quirks.ts';
+import { normaliseAnswer, normaliseChatResult, normalisedStream } from '../../src/providers/openai-quirks.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { type RecordingGateway, recordingGateway } from '../support/recording-gateway.ts';
 
@@ -128,4 +128,22 @@ test('through the proxy: JSON and SSE answers carry reasoning_content, never rea
   const text = await s.text();
   assert.match(text, /"reasoning_content":"hmm"/);
   assert.equal(text.includes('"reasoning":'), false);
+});
+
+test('a JSON answer is parsed only when a quirk key appears quoted; a bare word or a key at the start passes as is', () => {
+  const answer = (body: string) => ({
+    kind: 'response' as const,
+    status: 200,
+    body,
+    contentType: 'application/json',
+    retryAfter: null,
+  });
+  for (const body of ['reasoning"', '{"content":"the reasoning\\" is","x":"prompt_cache_hit_tokens\\""}', '{"a":1}']) {
+    const r = answer(body);
+    assert.equal(normaliseChatResult(r), r, body);
+  }
+  const lifted = normaliseChatResult(answer('{"choices":[{"message":{"reasoning":"r"}}]}'));
+  assert.equal(lifted.kind === 'response' && lifted.body, '{"choices":[{"message":{"reasoning_content":"r"}}]}');
+  const mirrored = normaliseChatResult(answer('{"usage":{"prompt_cache_hit_tokens":3}}'));
+  assert.match(mirrored.kind === 'response' ? mirrored.body : '', /"cached_tokens":3/);
 });
