@@ -1,6 +1,7 @@
 // /mcp through the Workers fetch handler (runtimes/workers-handler.ts, in-process on Node; docs/mcp.md "The
 // endpoint"): the configuration bundled, the caller key from the Worker's bindings, a real upstream MCP server on
 // loopback reached through the Worker's fetch. Stateless, so no isolate keeps anything between requests.
+// Runs alone: a Worker turns the process's token counts to the approximation, as it does in an isolate.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createWorker, type WorkerEnv } from '../../runtimes/workers-handler.ts';

@@ -1,6 +1,7 @@
 // The `ratelimit` section of config.yaml (AISIX's keys and defaults, AISIX_* overrides, what each mode needs),
 // the Workers boot WARN for `backend: redis`, and what callers see through the proxy app: the 429 envelope per
 // endpoint, Retry-After, the x-ratelimit-* headers and the rejection counter.
+// Runs alone: a Worker turns the process's token counts to the approximation, as it does in an isolate.
 import { parseLogLine } from '../support/log-line.ts';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
