@@ -168,6 +168,9 @@ interface Pending {
 
 const isSeqItem = (c: string): boolean => c[0] === '-' && (c.length === 1 || c[1] === ' ');
 
+/** Characters scanned for `OUTSIDE` between two calls of `between`: a few milliseconds of work. */
+const SCAN_CHARS = 1 << 20;
+
 /** Lines read between two calls of `between`. */
 const LINES_PER_SLICE = 2048;
 
@@ -180,7 +183,11 @@ export async function parsePlainYaml(
   text: string,
   between?: () => Promise<void> | undefined,
 ): Promise<Record<string, unknown> | undefined> {
-  if (OUTSIDE.test(text)) return undefined;
+  for (let from = 0; from < text.length; from += SCAN_CHARS) {
+    if (OUTSIDE.test(text.slice(from, from + SCAN_CHARS))) return undefined;
+    const p = between?.();
+    if (p) await p;
+  }
   try {
     const root: Record<string, unknown> = {};
     const stack: Frame[] = [{ map: root, indent: 0 }];
