@@ -1,7 +1,7 @@
 // Hashing through Web Crypto, which every runtime (Node, Bun, Deno, Workers) provides as `crypto.subtle`;
-// the ids' SHA-1 through @noble/hashes, synchronous and pure JavaScript.
+// the ids' SHA-1 in src/util/sha1.ts, synchronous and pure JavaScript.
 
-import { sha1 } from '@noble/hashes/legacy.js';
+import { sha1Into } from './sha1.ts';
 
 const encoder = new TextEncoder();
 /** Each byte's two hex digits. */
@@ -36,6 +36,8 @@ const SCRATCH_NAME = SCRATCH.subarray(16);
 const DIGITS = Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
 /** Where each of the 16 bytes' two hex digits go in the 36 characters; the rest are dashes. */
 const SLOTS = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+/** The digest of the id being formatted: one buffer serves every call, like `CODES`. */
+const DIGEST = new Uint8Array(20);
 /** The id being formatted, as character codes: one buffer serves every call, since uuidV5 never yields. */
 const CODES = new Array<number>(36).fill(45);
 
@@ -57,7 +59,7 @@ export function uuidV5(name: string, namespace = RESOURCE_ID_NAMESPACE): string 
     input.set(ns, 0);
     input.set(nameBytes, 16);
   }
-  const hash = sha1(input);
+  const hash = sha1Into(input, DIGEST);
   hash[6] = (hash[6]! & 0x0f) | 0x50;
   hash[8] = (hash[8]! & 0x3f) | 0x80;
   for (let i = 0; i < 16; i++) {
