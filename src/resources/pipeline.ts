@@ -25,6 +25,7 @@ import {
   type ResourceOf,
 } from './kinds.ts';
 import { Pacer } from './pace.ts';
+import { plainApiKey } from './plain-api-key.ts';
 import { checkReferences } from './references.ts';
 import { checkIdentityReferences } from './identity-references.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
@@ -251,6 +252,16 @@ function checkFileLevel(value: unknown, problems: Problems): Record<string, unkn
   return value;
 }
 
+/** Whether any string in `v` holds a `$`: the rows that do not (most, in a large file) skip interpolation's walk. */
+function holdsDollar(v: unknown): boolean {
+  if (typeof v === 'string') return v.includes('$');
+  if (Array.isArray(v)) return v.some(holdsDollar);
+  if (v !== null && typeof v === 'object') {
+    for (const k in v) if (holdsDollar((v as Record<string, unknown>)[k])) return true;
+  }
+  return false;
+}
+
 /** An entry that passed interpolation, with its identity. */
 interface Prepared {
   at: EntryRef & { identity: string };
@@ -296,7 +307,7 @@ function interpolateEntry(
     return undefined;
   }
   let firstError: string | undefined;
-  const entry = interpolate(item, env, (path, msg) => {
+  const entry = !holdsDollar(item) ? item : interpolate(item, env, (path, msg) => {
     firstError ??= `field \`${dotted(path)}\`: ${msg}`;
   }) as Record<string, unknown>;
   if (firstError !== undefined) {
@@ -359,6 +370,11 @@ async function validateEntries(
       continue;
     }
     const id = knownId(kind, e.at.identity, providerKeyIds, fileIds) ?? uuidV5(`${kind}/${e.at.identity}`);
+    const plain = kind === 'api_keys' ? plainApiKey(id, e.doc) : undefined;
+    if (plain !== undefined) {
+      (accepted.api_keys ??= []).push({ at: e.at, r: plain });
+      continue;
+    }
     const parsed = parseDocument(kind, id, e.doc, 'strict');
     if (!parsed.ok) {
       problems.entry(
