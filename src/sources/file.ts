@@ -6,7 +6,9 @@ import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Platform } from '../platform.ts';
 import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
-import { sha256Hex, uuidV5 } from '../util/crypto.ts';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { Pacer } from '../resources/pace.ts';
+import { hexOf, sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
 
@@ -88,7 +90,7 @@ export class FileSource implements ConfigSource {
     host.record.observed({ sourceHash: hash, at: this.now() });
     let text: string;
     try {
-      text = decoder.decode(bytes);
+      text = await decodeInSlices(bytes);
     } catch {
       return this.fail('parse', `resources file ${path}: not valid UTF-8`);
     }
@@ -210,12 +212,41 @@ interface Read {
 
 /**
  * The file's bytes and their digest. Reads are compared by digest, not byte by byte: the digest is needed
- * anyway, and Web Crypto computes it off the event loop (only copying the bytes on it), where a byte loop
- * over a large file would hold the loop for the whole comparison.
+ * anyway. Web Crypto computes it off the event loop but copies the bytes on it first, which held the loop
+ * for a few hundred milliseconds over a file of a million api keys: a file of `SLICED_BYTES` or more is
+ * hashed here instead, a slice at a time with the loop's turn between.
  */
 async function hashedRead(files: NonNullable<Platform['files']>, path: string): Promise<Read> {
   const bytes = await files.read(path);
-  return { bytes, hash: await sha256Hex(bytes) };
+  if (bytes.length < SLICED_BYTES) return { bytes, hash: await sha256Hex(bytes) };
+  const h = sha256.create();
+  const pacer = new Pacer(SLICE_MS);
+  for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
+    h.update(bytes.subarray(at, at + SLICE_BYTES));
+    await pacer.pace();
+  }
+  return { bytes, hash: hexOf(h.digest()) };
+}
+
+/** From this size on, a file is hashed and decoded a slice at a time. */
+export const SLICED_BYTES = 8 << 20;
+/** What one slice of hashing or decoding takes on: a few milliseconds of work. */
+const SLICE_BYTES = 1 << 20;
+/** The event loop's turn comes after at most this long (the pipeline's bulk slice). */
+const SLICE_MS = 10;
+
+/** The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time. */
+async function decodeInSlices(bytes: Uint8Array): Promise<string> {
+  if (bytes.length < SLICED_BYTES) return decoder.decode(bytes);
+  const stream = new TextDecoder('utf-8', { fatal: true });
+  const parts: string[] = [];
+  const pacer = new Pacer(SLICE_MS);
+  for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
+    parts.push(stream.decode(bytes.subarray(at, at + SLICE_BYTES), { stream: true }));
+    await pacer.pace();
+  }
+  parts.push(stream.decode());
+  return parts.join('');
 }
 
 function truncatedMessage(path: string, missing: [string, number][]): string {
