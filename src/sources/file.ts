@@ -77,27 +77,13 @@ export class FileSource implements ConfigSource {
     const { path, host } = this;
     const files = host.platform.files;
     if (!files) return { ok: false, message: `resources file ${path}: this runtime has no file access` };
-    let read: Read;
-    try {
-      read = opts.reload ? await this.readStable(() => hashedRead(files, path)) : await hashedRead(files, path);
-    } catch (e) {
-      const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
-      host.record.latestLoadFailed(true);
-      host.recordFailure('fetch', message);
-      return { ok: false, message };
-    }
-    const { bytes, hash } = read;
-    host.record.observed({ sourceHash: hash, at: this.now() });
-    let text: string;
-    try {
-      text = await decodeInSlices(bytes);
-    } catch {
-      return this.fail('parse', `resources file ${path}: not valid UTF-8`);
-    }
+    const read = await this.readText(files, opts);
+    if (!read.ok) return read;
+    const { text, size, hash } = read;
     const parseOffThread = host.platform.parseYamlOffThread;
     const r = await loadResourcesFile(path, text, host.platform.env, {
       ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
-      onParsed: (where) => this.logParsed(where, bytes.length),
+      onParsed: (where) => this.logParsed(where, size),
     });
     if (!r.ok) {
       await this.recordRejected(r.entryErrors);
@@ -112,6 +98,33 @@ export class FileSource implements ConfigSource {
     host.apply(r.snapshot, { configHash: hash });
     this.first.resolve();
     return { ok: true, resources: r.resourceCount };
+  }
+
+  /**
+   * The file's text, its size and digest, recording what was observed. The bytes stay in here: nothing the
+   * pipeline holds keeps them (at a million api keys they are 140 MB beside the text).
+   */
+  private async readText(
+    files: NonNullable<Platform['files']>,
+    opts: ReadOptions,
+  ): Promise<{ ok: true; text: string; size: number; hash: string } | { ok: false; message: string }> {
+    const { path, host } = this;
+    let read: Read;
+    try {
+      read = opts.reload ? await this.readStable(() => hashedRead(files, path)) : await hashedRead(files, path);
+    } catch (e) {
+      const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
+      host.record.latestLoadFailed(true);
+      host.recordFailure('fetch', message);
+      return { ok: false, message };
+    }
+    const { bytes, hash } = read;
+    host.record.observed({ sourceHash: hash, at: this.now() });
+    try {
+      return { ok: true, text: await decodeInSlices(bytes), size: bytes.length, hash };
+    } catch {
+      return this.fail('parse', `resources file ${path}: not valid UTF-8`);
+    }
   }
 
   /** Where the YAML stage ran (DEBUG); a worker that failed and left the parse to the event loop is a WARN. */
@@ -140,13 +153,14 @@ export class FileSource implements ConfigSource {
 
   /** Read until two reads `STABLE_MS` apart agree; throws when the file keeps changing for `MAX_READS` reads. */
   private async readStable(read: () => Promise<Read>): Promise<Read> {
-    let prev = await read();
+    // Only the digest of the previous read is kept: two large files' bytes are never held at once.
+    let prev = (await read()).hash;
     for (let i = 1; i < MAX_READS; i++) {
       await sleep(STABLE_MS);
       const next = await read();
-      if (next.hash === prev.hash) return next;
+      if (next.hash === prev) return next;
       if (i === 1) this.host.log.info(LOG.unsettled, { file: this.path });
-      prev = next;
+      prev = next.hash;
     }
     throw new Error(`it was still changing after ${MAX_READS} reads ${STABLE_MS} ms apart`);
   }
@@ -172,7 +186,7 @@ export class FileSource implements ConfigSource {
     }
   }
 
-  private fail(kind: 'parse' | 'validate', message: string): SourceLoad {
+  private fail(kind: 'parse' | 'validate', message: string): { ok: false; message: string } {
     this.host.record.latestLoadFailed(true);
     this.host.recordFailure(kind, message);
     return { ok: false, message };
