@@ -14,8 +14,20 @@ const giveUp = (): never => {
 /** Characters the subset never has: tabs, CR, control characters, and the line breaks YAML 1.1 knew. */
 // deno-lint-ignore no-control-regex -- control characters are what this looks for
 const OUTSIDE = /[\u0000-\u0008\u000b-\u001f\u007f\t\r\u0085\u2028\u2029\ufeff]/;
-/** A plain key: a word, then `:` and a space or the line's end. */
-const KEY = /^([A-Za-z_][A-Za-z0-9_.\-/]*):(?: +|$)/;
+/**
+ * A plain key at the start of `line` (a word, then `:` and a space or the line's end): where its `:` is, or -1.
+ * A scan rather than a regular expression: it runs once a line and allocates nothing.
+ */
+function keyEnd(line: string): number {
+  const c0 = line.charCodeAt(0);
+  if (!((c0 >= 65 && c0 <= 90) || (c0 >= 97 && c0 <= 122) || c0 === 95)) return -1;
+  for (let i = 1; i < line.length; i++) {
+    const c = line.charCodeAt(i);
+    if ((c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 45 && c <= 57) || c === 95) continue; // `-./0-9`
+    return c === 58 && (i + 1 === line.length || line.charCodeAt(i + 1) === 32) ? i : -1;
+  }
+  return -1;
+}
 /** Keys `yaml` reads as something other than the string itself, or that a plain object cannot hold. */
 const SPECIAL_KEY = /^(?:[Nn]ull|NULL|[Tt]rue|TRUE|[Ff]alse|FALSE|__proto__)$/;
 /** First characters a plain scalar never has (YAML's indicators); `-` only before a number. */
@@ -278,7 +290,7 @@ function readLine(stack: Frame[], top: Frame, line: string): Pending | undefined
     const i = seq.push(null) - 1;
     return { set: (v) => (seq[i] = v), indent: top.indent, seqAtSameColumn: false };
   }
-  if (KEY.test(rest)) {
+  if (keyEnd(rest) > 0) {
     // `- key: value`: a mapping whose column is its first key's.
     const map: Record<string, unknown> = {};
     seq.push(map);
@@ -292,10 +304,13 @@ function readLine(stack: Frame[], top: Frame, line: string): Pending | undefined
 
 /** `key: value` or `key:` in `map`. */
 function readEntry(map: Record<string, unknown>, indent: number, line: string): Pending | undefined {
-  const m = KEY.exec(line) ?? giveUp();
-  const key = m[1]!;
+  const colon = keyEnd(line);
+  if (colon < 0) giveUp();
+  const key = line.slice(0, colon);
   if (key.length > 1000 || SPECIAL_KEY.test(key) || Object.hasOwn(map, key)) giveUp(); // a duplicate is `yaml`'s error to word
-  const rest = line.slice(m[0].length);
+  let from = colon + 1;
+  while (line.charCodeAt(from) === 32) from++;
+  const rest = line.slice(from);
   if (rest === '' || rest[0] === '#') {
     map[key] = null;
     return { set: (v) => (map[key] = v), indent, seqAtSameColumn: true };
