@@ -34,6 +34,7 @@ import {
 } from './schema.ts';
 import { resolveApiBase } from './api-base.ts';
 import { lenientMcpAccess } from './mcp-schema.ts';
+import { plainApiKey } from './plain-api-key.ts';
 import { type Semantic, semanticTargets } from './semantic-schema.ts';
 
 /** AISIX caps the ignored paths of one row at 64, then adds this marker. */
@@ -244,11 +245,17 @@ export const readModel = schemaReader(ModelSchema, (id, data) => {
   return { ok: true, resource };
 }, stripInapplicable);
 
-export const readApiKey = schemaReader(
+const readApiKeyBySchema = schemaReader(
   ApiKeySchema,
   (id, data): { ok: true; resource: ApiKey } => withId(id, data),
   lenientMcpAccess,
 );
+
+/** A resources file's usual key row is read without the schema (src/resources/plain-api-key.ts), to the same key. */
+export const readApiKey = (id: string, doc: Record<string, unknown>, mode: Mode): Read<ApiKey> => {
+  const plain = mode === 'strict' ? plainApiKey(id, doc) : undefined;
+  return plain !== undefined ? { ok: true, resource: plain, ignored: NO_FIELDS } : readApiKeyBySchema(id, doc, mode);
+};
 
 /** Built here, once per row value: a row that cannot be built is rejected like a schema failure. */
 export const readGuardrail = schemaReader(GuardrailSchema, (id, data) => {

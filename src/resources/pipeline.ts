@@ -25,7 +25,6 @@ import {
   type ResourceOf,
 } from './kinds.ts';
 import { Pacer } from './pace.ts';
-import { plainApiKey } from './plain-api-key.ts';
 import { checkReferences } from './references.ts';
 import { checkIdentityReferences } from './identity-references.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
@@ -370,11 +369,6 @@ async function validateEntries(
       continue;
     }
     const id = knownId(kind, e.at.identity, providerKeyIds, fileIds) ?? uuidV5(`${kind}/${e.at.identity}`);
-    const plain = kind === 'api_keys' ? plainApiKey(id, e.doc) : undefined;
-    if (plain !== undefined) {
-      (accepted.api_keys ??= []).push({ at: e.at, r: plain });
-      continue;
-    }
     const parsed = parseDocument(kind, id, e.doc, 'strict');
     if (!parsed.ok) {
       problems.entry(

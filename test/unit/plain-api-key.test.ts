@@ -2,8 +2,10 @@
 // same resource, members in the same order, as the strict schema; every other row is left to the schema.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { withId } from '../../src/resources/documents.ts';
 import { parseDocument } from '../../src/resources/kinds.ts';
 import { plainApiKey } from '../../src/resources/plain-api-key.ts';
+import { ApiKeySchema } from '../../src/resources/schema.ts';
 
 const CHOICES: Record<string, unknown[]> = {
   display_name: [undefined, 'user-1', '', null, 5],
@@ -37,10 +39,25 @@ test('every row it reads: what the strict schema reads, members in order; the re
     const plain = plainApiKey('ID', structuredClone(row));
     if (plain === undefined) continue;
     read++;
-    const schema = parseDocument('api_keys', 'ID', structuredClone(row), 'strict');
-    assert.ok(schema.ok, `${JSON.stringify(row)}: the schema refuses what the plain read accepted`);
-    assert.equal(JSON.stringify(plain), JSON.stringify(schema.resource), JSON.stringify(row));
-    assert.deepEqual(plain, schema.resource);
+    const schema = ApiKeySchema.safeParse(structuredClone(row));
+    assert.ok(schema.success, `${JSON.stringify(row)}: the schema refuses what the plain read accepted`);
+    const resource = withId('ID', schema.data).resource;
+    assert.equal(JSON.stringify(plain), JSON.stringify(resource), JSON.stringify(row));
+    assert.deepEqual(plain, resource);
   }
   assert.ok(read >= 8 && read < total, `${read} of ${total} rows read without the schema`);
+});
+
+test("the registry's strict read takes it, and a row it leaves gets the schema's error", () => {
+  const row = { display_name: 'u', key_hash: 'h', allowed_models: ['m'] };
+  assert.deepEqual(parseDocument('api_keys', 'ID', { ...row }, 'strict'), {
+    ok: true,
+    resource: plainApiKey('ID', { ...row }),
+    ignored: [],
+  });
+  assert.deepEqual(parseDocument('api_keys', 'ID', { ...row, disabled: 'no' }, 'strict'), {
+    ok: false,
+    errorKind: 'schema_failed',
+    error: 'disabled: Invalid input: expected boolean, received string',
+  });
 });
