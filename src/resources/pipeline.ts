@@ -85,19 +85,36 @@ export async function loadResourcesFile(
 ): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
   const pacer = new Pacer(LOAD_SLICE_MS);
+  const built = await parseAndCheck(text, env, opts, problems, pacer);
+  if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
+  const snapshot = await Snapshot.build(built.set, () => pacer.pace());
+  return snapshotOf(snapshot, built);
+}
+
+/**
+ * The YAML stage and every check: what to index and the file's collections, or undefined with the problems
+ * reported. The parsed document stays in here, so it is garbage before the indexes are built (at a million
+ * api keys, a million rows that would otherwise live beside the snapshot being built).
+ */
+async function parseAndCheck(
+  text: string,
+  env: Env,
+  opts: LoadOptions,
+  problems: Problems,
+  pacer: Pacer,
+): Promise<(Built & { collections: Record<string, number> }) | undefined> {
   const parsed = await parseText(text, opts, pacer);
   opts.onParsed?.(parsed.on);
   if (!parsed.ok) {
     for (const e of parsed.errors) {
       problems.file(`YAML parse error: ${e.message}${e.line ? ` at line ${e.line}` : ''}`);
     }
-    return { ok: false, report: problems.report, entryErrors: problems.entries };
+    return undefined;
   }
   await pacer.yield();
   const built = await buildResourceSet(parsed.value, env, problems, pacer);
-  if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
-  const snapshot = await Snapshot.build(built.set, () => pacer.pace());
-  return snapshotOf(snapshot, built, parsed.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
+  // A mapping: buildResourceSet checked it.
+  return built && { ...built, collections: collectionsOf(parsed.value as Record<string, unknown>) };
 }
 
 /**
@@ -130,21 +147,26 @@ interface Built {
 }
 
 /** The last stage: the served snapshot, and what the file source compares across reloads. */
-function snapshotOf(snapshot: Snapshot, built: Built, doc: Record<string, unknown>): LoadResult {
+function snapshotOf(snapshot: Snapshot, built: Built & { collections: Record<string, number> }): LoadResult {
   let notServedCount = 0;
   for (const n of Object.values(built.notServed)) notServedCount += n;
-  const collections: Record<string, number> = {};
-  for (const kind of FILE_COLLECTIONS) {
-    const entries = doc[kind];
-    if (Array.isArray(entries)) collections[kind] = entries.length;
-  }
   return {
     ok: true,
     snapshot,
     resourceCount: snapshot.size + notServedCount,
     notServed: built.notServed,
-    collections,
+    collections: built.collections,
   };
+}
+
+/** The collections the file writes as a sequence (`models: []` included), with their entry counts. */
+function collectionsOf(doc: Record<string, unknown>): Record<string, number> {
+  const collections: Record<string, number> = {};
+  for (const kind of FILE_COLLECTIONS) {
+    const entries = doc[kind];
+    if (Array.isArray(entries)) collections[kind] = entries.length;
+  }
+  return collections;
 }
 
 async function buildResourceSet(
