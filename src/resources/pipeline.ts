@@ -10,6 +10,7 @@
 // Every error of the file is collected into one report; nothing is half-applied.
 import type { FileIds } from './policy-document.ts';
 import { uuidV5 } from '../util/crypto.ts';
+import { parsePlainYaml } from '../util/plain-yaml.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
@@ -52,6 +53,12 @@ export type LoadResult =
 
 const FORMAT_VERSION = '1';
 
+/**
+ * How long the pipeline keeps the event loop before it yields: the etcd source's range slice. Each yield
+ * costs a timer turn (a millisecond or more), so shorter slices spend a large file's load mostly waiting.
+ */
+const LOAD_SLICE_MS = 10;
+
 /** Below this many bytes a file is parsed on the event loop: starting a worker would take longer than the parse. */
 export const OFF_THREAD_MIN_BYTES = 256 * 1024;
 
@@ -77,24 +84,46 @@ export async function loadResourcesFile(
   opts: LoadOptions = {},
 ): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
-  const pacer = new Pacer();
+  const pacer = new Pacer(LOAD_SLICE_MS);
+  const built = await parseAndCheck(text, env, opts, problems, pacer);
+  if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
+  const snapshot = await Snapshot.build(built.set, () => pacer.pace());
+  return snapshotOf(snapshot, built);
+}
+
+/**
+ * The YAML stage and every check: what to index and the file's collections, or undefined with the problems
+ * reported. The parsed document stays in here, so it is garbage before the indexes are built (at a million
+ * api keys, a million rows that would otherwise live beside the snapshot being built).
+ */
+async function parseAndCheck(
+  text: string,
+  env: Env,
+  opts: LoadOptions,
+  problems: Problems,
+  pacer: Pacer,
+): Promise<(Built & { collections: Record<string, number> }) | undefined> {
   const parsed = await parseText(text, opts, pacer);
   opts.onParsed?.(parsed.on);
   if (!parsed.ok) {
     for (const e of parsed.errors) {
       problems.file(`YAML parse error: ${e.message}${e.line ? ` at line ${e.line}` : ''}`);
     }
-    return { ok: false, report: problems.report, entryErrors: problems.entries };
+    return undefined;
   }
   await pacer.yield();
   const built = await buildResourceSet(parsed.value, env, problems, pacer);
-  if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
-  const snapshot = await Snapshot.build(built.set, () => pacer.pace());
-  return snapshotOf(snapshot, built, parsed.value as Record<string, unknown>); // a mapping: buildResourceSet checked it
+  // A mapping: buildResourceSet checked it.
+  return built && { ...built, collections: collectionsOf(parsed.value as Record<string, unknown>) };
 }
 
-/** The YAML stage: off the event loop when the platform can and the file is large, else here. */
+/**
+ * The YAML stage: the fast path for the usual subset here, in slices; outside it (or on any error) `yaml`,
+ * off the event loop when the platform can and the file is large, else here.
+ */
 async function parseText(text: string, opts: LoadOptions, pacer: Pacer): Promise<Assembled & { on: ParsedOn }> {
+  const plain = await parsePlainYaml(text, () => pacer.pace());
+  if (plain !== undefined) return { ok: true, value: plain, on: { on: 'event loop' } };
   let workerError: string | undefined;
   if (opts.parseOffThread && text.length >= OFF_THREAD_MIN_BYTES) {
     try {
@@ -118,21 +147,26 @@ interface Built {
 }
 
 /** The last stage: the served snapshot, and what the file source compares across reloads. */
-function snapshotOf(snapshot: Snapshot, built: Built, doc: Record<string, unknown>): LoadResult {
+function snapshotOf(snapshot: Snapshot, built: Built & { collections: Record<string, number> }): LoadResult {
   let notServedCount = 0;
   for (const n of Object.values(built.notServed)) notServedCount += n;
-  const collections: Record<string, number> = {};
-  for (const kind of FILE_COLLECTIONS) {
-    const entries = doc[kind];
-    if (Array.isArray(entries)) collections[kind] = entries.length;
-  }
   return {
     ok: true,
     snapshot,
     resourceCount: snapshot.size + notServedCount,
     notServed: built.notServed,
-    collections,
+    collections: built.collections,
   };
+}
+
+/** The collections the file writes as a sequence (`models: []` included), with their entry counts. */
+function collectionsOf(doc: Record<string, unknown>): Record<string, number> {
+  const collections: Record<string, number> = {};
+  for (const kind of FILE_COLLECTIONS) {
+    const entries = doc[kind];
+    if (Array.isArray(entries)) collections[kind] = entries.length;
+  }
+  return collections;
 }
 
 async function buildResourceSet(
@@ -239,6 +273,16 @@ function checkFileLevel(value: unknown, problems: Problems): Record<string, unkn
   return value;
 }
 
+/** Whether any string in `v` holds a `$`: the rows that do not (most, in a large file) skip interpolation's walk. */
+function holdsDollar(v: unknown): boolean {
+  if (typeof v === 'string') return v.includes('$');
+  if (Array.isArray(v)) return v.some(holdsDollar);
+  if (v !== null && typeof v === 'object') {
+    for (const k in v) if (holdsDollar((v as Record<string, unknown>)[k])) return true;
+  }
+  return false;
+}
+
 /** An entry that passed interpolation, with its identity. */
 interface Prepared {
   at: EntryRef & { identity: string };
@@ -284,7 +328,7 @@ function interpolateEntry(
     return undefined;
   }
   let firstError: string | undefined;
-  const entry = interpolate(item, env, (path, msg) => {
+  const entry = !holdsDollar(item) ? item : interpolate(item, env, (path, msg) => {
     firstError ??= `field \`${dotted(path)}\`: ${msg}`;
   }) as Record<string, unknown>;
   if (firstError !== undefined) {

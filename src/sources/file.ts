@@ -6,7 +6,9 @@ import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Platform } from '../platform.ts';
 import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
-import { sha256Hex, uuidV5 } from '../util/crypto.ts';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { Pacer } from '../resources/pace.ts';
+import { hexOf, sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
 
@@ -75,27 +77,13 @@ export class FileSource implements ConfigSource {
     const { path, host } = this;
     const files = host.platform.files;
     if (!files) return { ok: false, message: `resources file ${path}: this runtime has no file access` };
-    let read: Read;
-    try {
-      read = opts.reload ? await this.readStable(() => hashedRead(files, path)) : await hashedRead(files, path);
-    } catch (e) {
-      const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
-      host.record.latestLoadFailed(true);
-      host.recordFailure('fetch', message);
-      return { ok: false, message };
-    }
-    const { bytes, hash } = read;
-    host.record.observed({ sourceHash: hash, at: this.now() });
-    let text: string;
-    try {
-      text = decoder.decode(bytes);
-    } catch {
-      return this.fail('parse', `resources file ${path}: not valid UTF-8`);
-    }
+    const read = await this.readText(files, opts);
+    if (!read.ok) return read;
+    const { text, size, hash } = read;
     const parseOffThread = host.platform.parseYamlOffThread;
     const r = await loadResourcesFile(path, text, host.platform.env, {
       ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
-      onParsed: (where) => this.logParsed(where, bytes.length),
+      onParsed: (where) => this.logParsed(where, size),
     });
     if (!r.ok) {
       await this.recordRejected(r.entryErrors);
@@ -110,6 +98,33 @@ export class FileSource implements ConfigSource {
     host.apply(r.snapshot, { configHash: hash });
     this.first.resolve();
     return { ok: true, resources: r.resourceCount };
+  }
+
+  /**
+   * The file's text, its size and digest, recording what was observed. The bytes stay in here: nothing the
+   * pipeline holds keeps them (at a million api keys they are 140 MB beside the text).
+   */
+  private async readText(
+    files: NonNullable<Platform['files']>,
+    opts: ReadOptions,
+  ): Promise<{ ok: true; text: string; size: number; hash: string } | { ok: false; message: string }> {
+    const { path, host } = this;
+    let read: Read;
+    try {
+      read = opts.reload ? await this.readStable(() => hashedRead(files, path)) : await hashedRead(files, path);
+    } catch (e) {
+      const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
+      host.record.latestLoadFailed(true);
+      host.recordFailure('fetch', message);
+      return { ok: false, message };
+    }
+    const { bytes, hash } = read;
+    host.record.observed({ sourceHash: hash, at: this.now() });
+    try {
+      return { ok: true, text: await decodeInSlices(bytes), size: bytes.length, hash };
+    } catch {
+      return this.fail('parse', `resources file ${path}: not valid UTF-8`);
+    }
   }
 
   /** Where the YAML stage ran (DEBUG); a worker that failed and left the parse to the event loop is a WARN. */
@@ -138,13 +153,14 @@ export class FileSource implements ConfigSource {
 
   /** Read until two reads `STABLE_MS` apart agree; throws when the file keeps changing for `MAX_READS` reads. */
   private async readStable(read: () => Promise<Read>): Promise<Read> {
-    let prev = await read();
+    // Only the digest of the previous read is kept: two large files' bytes are never held at once.
+    let prev = (await read()).hash;
     for (let i = 1; i < MAX_READS; i++) {
       await sleep(STABLE_MS);
       const next = await read();
-      if (next.hash === prev.hash) return next;
+      if (next.hash === prev) return next;
       if (i === 1) this.host.log.info(LOG.unsettled, { file: this.path });
-      prev = next;
+      prev = next.hash;
     }
     throw new Error(`it was still changing after ${MAX_READS} reads ${STABLE_MS} ms apart`);
   }
@@ -170,7 +186,7 @@ export class FileSource implements ConfigSource {
     }
   }
 
-  private fail(kind: 'parse' | 'validate', message: string): SourceLoad {
+  private fail(kind: 'parse' | 'validate', message: string): { ok: false; message: string } {
     this.host.record.latestLoadFailed(true);
     this.host.recordFailure(kind, message);
     return { ok: false, message };
@@ -210,12 +226,41 @@ interface Read {
 
 /**
  * The file's bytes and their digest. Reads are compared by digest, not byte by byte: the digest is needed
- * anyway, and Web Crypto computes it off the event loop (only copying the bytes on it), where a byte loop
- * over a large file would hold the loop for the whole comparison.
+ * anyway. Web Crypto computes it off the event loop but copies the bytes on it first, which held the loop
+ * for a few hundred milliseconds over a file of a million api keys: a file of `SLICED_BYTES` or more is
+ * hashed here instead, a slice at a time with the loop's turn between.
  */
 async function hashedRead(files: NonNullable<Platform['files']>, path: string): Promise<Read> {
   const bytes = await files.read(path);
-  return { bytes, hash: await sha256Hex(bytes) };
+  if (bytes.length < SLICED_BYTES) return { bytes, hash: await sha256Hex(bytes) };
+  const h = sha256.create();
+  const pacer = new Pacer(SLICE_MS);
+  for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
+    h.update(bytes.subarray(at, at + SLICE_BYTES));
+    await pacer.pace();
+  }
+  return { bytes, hash: hexOf(h.digest()) };
+}
+
+/** From this size on, a file is hashed and decoded a slice at a time. */
+export const SLICED_BYTES = 8 << 20;
+/** What one slice of hashing or decoding takes on: a few milliseconds of work. */
+const SLICE_BYTES = 1 << 20;
+/** The event loop's turn comes after at most this long (the pipeline's bulk slice). */
+const SLICE_MS = 10;
+
+/** The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time. */
+async function decodeInSlices(bytes: Uint8Array): Promise<string> {
+  if (bytes.length < SLICED_BYTES) return decoder.decode(bytes);
+  const stream = new TextDecoder('utf-8', { fatal: true });
+  const parts: string[] = [];
+  const pacer = new Pacer(SLICE_MS);
+  for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
+    parts.push(stream.decode(bytes.subarray(at, at + SLICE_BYTES), { stream: true }));
+    await pacer.pace();
+  }
+  parts.push(stream.decode());
+  return parts.join('');
 }
 
 function truncatedMessage(path: string, missing: [string, number][]): string {

@@ -8,7 +8,11 @@ const encoder = new TextEncoder();
 const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
 
 function toHex(buf: ArrayBuffer): string {
-  const bytes = new Uint8Array(buf);
+  return hexOf(new Uint8Array(buf));
+}
+
+/** Lowercase hex of `bytes`, two digits a byte. */
+export function hexOf(bytes: Uint8Array): string {
   let out = '';
   for (let i = 0; i < bytes.length; i++) out += HEX[bytes[i]!];
   return out;

@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import { MSG } from '../../src/observability/messages.ts';
 import { OFF_THREAD_MIN_BYTES } from '../../src/resources/pipeline.ts';
 import { VERSION } from '../../src/version.ts';
-import { bigResources } from '../support/big-resources.ts';
+import { bigResources, withYamlStage } from '../support/big-resources.ts';
 import { seeder } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { baseConfig, CALLER_KEY, deadEndpoint, type GatewayProcess, spawnGateway } from '../support/process.ts';
@@ -144,7 +144,7 @@ describe('the standalone executable parsing a large resources file', () => {
   const PARSED = 'resources file parsed';
 
   test('a SIGHUP reload of a file over the worker threshold is parsed on the embedded worker thread', async () => {
-    const big = bigResources(await deadEndpoint(), 3000, 'b');
+    const big = withYamlStage(bigResources(await deadEndpoint(), 3000, 'b'));
     assert.ok(big.length >= OFF_THREAD_MIN_BYTES, 'the file is large enough to be parsed off the event loop');
     const g = await spawnGateway({
       executable: bin,

@@ -32,3 +32,9 @@ export function bigResources(base: string, rows: number, salt: string): string {
 
 /** The plaintext of api key `k-<salt>-<i>`. */
 export const bigResourcesKey = (salt: string, i: number): string => `sk-bench-${salt}-${i}`;
+
+/**
+ * `text` behind a document marker: outside the fast path's YAML subset (src/util/plain-yaml.ts), so its YAML
+ * stage is the `yaml` package's, on a worker thread when the file is large. For tests of that stage.
+ */
+export const withYamlStage = (text: string): string => `---\n${text}`;

@@ -9,7 +9,7 @@ import { MSG } from '../../src/observability/messages.ts';
 import { OFF_THREAD_MIN_BYTES } from '../../src/resources/pipeline.ts';
 import { FileSource } from '../../src/sources/file.ts';
 import { uuidV5 } from '../../src/util/crypto.ts';
-import { bigResources } from '../support/big-resources.ts';
+import { bigResources, withYamlStage } from '../support/big-resources.ts';
 import { type TestPlatform, testPlatform } from '../support/platform.ts';
 
 const RES = '/srv/resources.yaml';
@@ -156,7 +156,7 @@ describe('FileSource as the ConfigSource of file mode', () => {
 });
 
 describe('FileSource: where a large file was parsed', () => {
-  const big = bigResources('http://127.0.0.1:9', 1400, 'a');
+  const big = withYamlStage(bigResources('http://127.0.0.1:9', 1400, 'a'));
   const gatewayOn = (platform: TestPlatform, logLevel: string) => {
     platform.fileMap.set(RES, big);
     const c = loadConfig(

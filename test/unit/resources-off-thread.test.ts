@@ -12,6 +12,7 @@ import {
   type ParsedOn,
 } from '../../src/resources/pipeline.ts';
 import { type YamlPiece, type YamlPieces, yamlPieces } from '../../src/resources/yaml-pieces.ts';
+import { withYamlStage } from '../support/big-resources.ts';
 
 const FILE = '/etc/sluice/resources.yaml';
 
@@ -24,7 +25,7 @@ function bigFile(rows: number, tail = ''): string {
     const hash = createHash('sha256').update(`k-${i}`).digest('hex');
     out.push(`  - display_name: k-${i}`, `    key_hash: ${hash}`, '    allowed_models: [m-0]');
   }
-  const text = out.join('\n') + '\n' + tail;
+  const text = withYamlStage(out.join('\n') + '\n' + tail);
   assert.ok(text.length >= OFF_THREAD_MIN_BYTES);
   return text;
 }

@@ -1,0 +1,61 @@
+// A resources file past SLICED_BYTES through the file source (src/sources/file.ts): hashed and decoded a slice
+// at a time, to the digest and the text a single pass gives, multi-byte characters across slices included, and
+// a malformed byte anywhere still refused as not UTF-8.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { test } from 'node:test';
+import { createGateway } from '../../src/boot.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { SLICED_BYTES } from '../../src/sources/file.ts';
+import { testPlatform } from '../support/platform.ts';
+
+const RES = '/srv/resources.yaml';
+
+/** A file of api keys whose names hold two-, three- and four-byte characters, past `SLICED_BYTES`. */
+function largeFile(): string {
+  const out = ['_format_version: "1"', 'models:', '  - { display_name: m, provider_key: pk, model_name: up }'];
+  out.push(
+    'provider_keys:',
+    '  - { display_name: pk, provider: openai, api_key: sk-x, api_base: "http://127.0.0.1:9" }',
+  );
+  out.push('api_keys:');
+  // Each row is some 1,100 bytes (few rows, so the test is quick): enough to pass the threshold by a fifth.
+  const pad = 'é€😀'.repeat(100);
+  for (let i = 0; i < (SLICED_BYTES * 1.2) / 1100; i++) {
+    const hash = createHash('sha256').update(`k${i}`).digest('hex');
+    out.push(`  - display_name: "${pad}-${i}"`, `    key_hash: ${hash}`, '    allowed_models: [m]');
+  }
+  return out.join('\n') + '\n';
+}
+
+function gateway(bytes: Uint8Array) {
+  const platform = testPlatform({});
+  platform.files = { ...platform.files!, read: async () => bytes };
+  const c = loadConfig(
+    '/srv/config.yaml',
+    `resources_file: ${RES}\nproxy: { addr: "127.0.0.1:0" }\nadmin: { enabled: false }\n`,
+    {},
+  );
+  if (!c.ok) throw new Error(c.report.format());
+  return createGateway(c.config, platform);
+}
+
+test('a large file: the digest of its bytes, and every multi-byte name whole', async () => {
+  const text = largeFile();
+  const bytes = new TextEncoder().encode(text);
+  assert.ok(bytes.length >= SLICED_BYTES, 'past the size hashed and decoded in slices');
+  const g = gateway(bytes);
+  const r = await g.source.load!();
+  assert.equal(r.ok, true, r.ok ? '' : r.message);
+  assert.equal(g.gw.facts.applied?.config_hash, createHash('sha256').update(bytes).digest('hex'));
+  const names = g.gw.snapshot!.resources.api_keys.map((k) => k.display_name);
+  const want = [...text.matchAll(/display_name: "((?:é€😀)+-\d+)"/g)].map((m) => m[1]);
+  assert.deepEqual(names, want);
+});
+
+test('a large file with a malformed byte past the first slice: refused as not UTF-8', async () => {
+  const bytes = new TextEncoder().encode(largeFile());
+  bytes[SLICED_BYTES - 3] = 0xff;
+  const r = await gateway(bytes).source.load!();
+  assert.deepEqual(r, { ok: false, message: `resources file ${RES}: not valid UTF-8` });
+});
