@@ -76,10 +76,13 @@ export interface ParsedOn {
   workerError?: string;
 }
 
-/** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
+/**
+ * Run the whole pipeline over the text of a resources file, whole or as pieces each ending just after a line
+ * break (a large file's, never joined unless `yaml` must read it). `file` is used in messages only.
+ */
 export async function loadResourcesFile(
   file: string,
-  text: string,
+  text: string | readonly string[],
   env: Env,
   opts: LoadOptions = {},
 ): Promise<LoadResult> {
@@ -97,7 +100,7 @@ export async function loadResourcesFile(
  * api keys, a million rows that would otherwise live beside the snapshot being built).
  */
 async function parseAndCheck(
-  text: string,
+  text: string | readonly string[],
   env: Env,
   opts: LoadOptions,
   problems: Problems,
@@ -121,9 +124,14 @@ async function parseAndCheck(
  * The YAML stage: the fast path for the usual subset here, in slices; outside it (or on any error) `yaml`,
  * off the event loop when the platform can and the file is large, else here.
  */
-async function parseText(text: string, opts: LoadOptions, pacer: Pacer): Promise<Assembled & { on: ParsedOn }> {
-  const plain = await parsePlainYaml(text, () => pacer.pace());
+async function parseText(
+  pieces: string | readonly string[],
+  opts: LoadOptions,
+  pacer: Pacer,
+): Promise<Assembled & { on: ParsedOn }> {
+  const plain = await parsePlainYaml(pieces, () => pacer.pace());
   if (plain !== undefined) return { ok: true, value: plain, on: { on: 'event loop' } };
+  const text = typeof pieces === 'string' ? pieces : pieces.join('');
   let workerError: string | undefined;
   if (opts.parseOffThread && text.length >= OFF_THREAD_MIN_BYTES) {
     try {
