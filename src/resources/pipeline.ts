@@ -206,7 +206,7 @@ async function buildResourceSet(
   const routeNames = [...(identities.get('passthrough_routes')?.keys() ?? [])];
   await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace(), routeNames);
   checkIdentityReferences({
-    api_keys: typed.api_keys,
+    api_keys: await jwtBound(typed.api_keys, pacer),
     oidc_providers: accepted.oidc_providers ?? [],
     claim_mappings: accepted.claim_mappings ?? [],
   }, problems);
@@ -214,13 +214,38 @@ async function buildResourceSet(
   const set: ResourceSet = {
     provider_keys: typed.provider_keys.map((x) => x.r),
     models: typed.models.map((x) => x.r),
-    api_keys: typed.api_keys.map((x) => x.r),
+    api_keys: await resourcesOf(typed.api_keys, pacer),
   };
   for (const kind of RESOURCE_KINDS) {
     const list = accepted[kind];
     if (list !== undefined && set[kind] === undefined) (set as Record<string, unknown>)[kind] = list.map((x) => x.r);
   }
   return { set, notServed };
+}
+
+/**
+ * The api keys that name a `jwt_subject`: the only ones the identity checks read, found in slices (a file of a
+ * million keys has few or none, and a pass over all of them at once held the loop for tens of milliseconds).
+ */
+async function jwtBound<T extends { r: { jwt_subject?: unknown } }>(keys: readonly T[], pacer: Pacer): Promise<T[]> {
+  const bound: T[] = [];
+  for (const k of keys) {
+    const p = pacer.pace();
+    if (p) await p;
+    if (k.r.jwt_subject !== undefined) bound.push(k);
+  }
+  return bound;
+}
+
+/** The accepted rows' resources, in order, in slices. */
+async function resourcesOf<R>(rows: readonly { r: R }[], pacer: Pacer): Promise<R[]> {
+  const out: R[] = [];
+  for (const row of rows) {
+    const p = pacer.pace();
+    if (p) await p;
+    out.push(row.r);
+  }
+  return out;
 }
 
 /** Each entry name of `kind` → the id derived from it. */
