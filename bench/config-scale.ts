@@ -129,18 +129,24 @@ function resourcesFile(upstream: string, salt: string): string {
   return out.join('\n') + '\n';
 }
 
-/** Requests sent every 20 ms, open loop, until stopped: the slowest answer (or failure) among them. */
+/**
+ * Requests sent every 20 ms, open loop, until stopped: the slowest answer (or failure) among them, and when it
+ * was sent (ms after the probe began: where in a reload the gateway held its loop).
+ */
 function prober(
   url: () => string | undefined,
   init: () => RequestInit,
-): { stop(): Promise<{ max: number; n: number }> } {
+): { stop(): Promise<{ max: number; maxAt: number; n: number }> } {
   let stopped = false;
+  const began = performance.now();
   const times: Promise<number>[] = [];
+  const sentAt: number[] = [];
   const loop = (async () => {
     while (!stopped) {
       const u = url();
       if (u !== undefined) {
         const t = performance.now();
+        sentAt.push(t - began);
         times.push(
           fetch(u, { ...init(), signal: AbortSignal.timeout(120_000) }).then(async (r) => {
             await r.arrayBuffer();
@@ -156,7 +162,8 @@ function prober(
       stopped = true;
       await loop;
       const xs = await Promise.all(times);
-      return { max: xs.length ? Math.max(...xs) : NaN, n: xs.length };
+      const max = xs.length ? Math.max(...xs) : NaN;
+      return { max, maxAt: sentAt[xs.indexOf(max)] ?? NaN, n: xs.length };
     },
   };
 }
@@ -290,7 +297,7 @@ shutdown: { min_drain_secs: 0 }
       await untilStatus(g, plain, 401);
       times.push(performance.now() - t);
     }
-    const { max } = await probe.stop();
+    const { max, maxAt } = await probe.stop();
     await new Promise((r) => setTimeout(r, 3000));
     return {
       runtime,
@@ -335,7 +342,7 @@ shutdown: { min_drain_secs: 0 }
     g.signal('SIGHUP');
     await g.waitForLog((l) => /resources file reload/.test(String(l.msg)), 600_000);
     const reloadMs = performance.now() - t;
-    const { max } = await probe.stop();
+    const { max, maxAt } = await probe.stop();
     await new Promise((r) => setTimeout(r, 3000));
     return {
       runtime,
@@ -346,7 +353,7 @@ shutdown: { min_drain_secs: 0 }
       settledMiB: rssMiB(g.proc.pid!),
       loadStallMs: b.loadStallMs,
       changeMs: reloadMs,
-      changeWhat: 'SIGHUP reload of the whole file',
+      changeWhat: `SIGHUP reload of the whole file, the slowest request sent at ${(maxAt / 1000).toFixed(1)} s`,
       updateStallMs: max,
     };
   } finally {

@@ -76,10 +76,13 @@ export interface ParsedOn {
   workerError?: string;
 }
 
-/** Run the whole pipeline over the bytes of a resources file. `file` is used in messages only. */
+/**
+ * Run the whole pipeline over the text of a resources file, whole or as pieces each ending just after a line
+ * break (a large file's, never joined unless `yaml` must read it). `file` is used in messages only.
+ */
 export async function loadResourcesFile(
   file: string,
-  text: string,
+  text: string | readonly string[],
   env: Env,
   opts: LoadOptions = {},
 ): Promise<LoadResult> {
@@ -97,7 +100,7 @@ export async function loadResourcesFile(
  * api keys, a million rows that would otherwise live beside the snapshot being built).
  */
 async function parseAndCheck(
-  text: string,
+  text: string | readonly string[],
   env: Env,
   opts: LoadOptions,
   problems: Problems,
@@ -121,9 +124,14 @@ async function parseAndCheck(
  * The YAML stage: the fast path for the usual subset here, in slices; outside it (or on any error) `yaml`,
  * off the event loop when the platform can and the file is large, else here.
  */
-async function parseText(text: string, opts: LoadOptions, pacer: Pacer): Promise<Assembled & { on: ParsedOn }> {
-  const plain = await parsePlainYaml(text, () => pacer.pace());
+async function parseText(
+  pieces: string | readonly string[],
+  opts: LoadOptions,
+  pacer: Pacer,
+): Promise<Assembled & { on: ParsedOn }> {
+  const plain = await parsePlainYaml(pieces, () => pacer.pace());
   if (plain !== undefined) return { ok: true, value: plain, on: { on: 'event loop' } };
+  const text = typeof pieces === 'string' ? pieces : pieces.join('');
   let workerError: string | undefined;
   if (opts.parseOffThread && text.length >= OFF_THREAD_MIN_BYTES) {
     try {
@@ -198,7 +206,7 @@ async function buildResourceSet(
   const routeNames = [...(identities.get('passthrough_routes')?.keys() ?? [])];
   await checkReferences(typed, modelNames, new Set(providerKeyIds.values()), problems, () => pacer.pace(), routeNames);
   checkIdentityReferences({
-    api_keys: typed.api_keys,
+    api_keys: await jwtBound(typed.api_keys, pacer),
     oidc_providers: accepted.oidc_providers ?? [],
     claim_mappings: accepted.claim_mappings ?? [],
   }, problems);
@@ -206,13 +214,38 @@ async function buildResourceSet(
   const set: ResourceSet = {
     provider_keys: typed.provider_keys.map((x) => x.r),
     models: typed.models.map((x) => x.r),
-    api_keys: typed.api_keys.map((x) => x.r),
+    api_keys: await resourcesOf(typed.api_keys, pacer),
   };
   for (const kind of RESOURCE_KINDS) {
     const list = accepted[kind];
     if (list !== undefined && set[kind] === undefined) (set as Record<string, unknown>)[kind] = list.map((x) => x.r);
   }
   return { set, notServed };
+}
+
+/**
+ * The api keys that name a `jwt_subject`: the only ones the identity checks read, found in slices (a file of a
+ * million keys has few or none, and a pass over all of them at once held the loop for tens of milliseconds).
+ */
+async function jwtBound<T extends { r: { jwt_subject?: unknown } }>(keys: readonly T[], pacer: Pacer): Promise<T[]> {
+  const bound: T[] = [];
+  for (const k of keys) {
+    const p = pacer.pace();
+    if (p) await p;
+    if (k.r.jwt_subject !== undefined) bound.push(k);
+  }
+  return bound;
+}
+
+/** The accepted rows' resources, in order, in slices. */
+async function resourcesOf<R>(rows: readonly { r: R }[], pacer: Pacer): Promise<R[]> {
+  const out: R[] = [];
+  for (const row of rows) {
+    const p = pacer.pace();
+    if (p) await p;
+    out.push(row.r);
+  }
+  return out;
 }
 
 /** Each entry name of `kind` → the id derived from it. */

@@ -107,7 +107,7 @@ export class FileSource implements ConfigSource {
   private async readText(
     files: NonNullable<Platform['files']>,
     opts: ReadOptions,
-  ): Promise<{ ok: true; text: string; size: number; hash: string } | { ok: false; message: string }> {
+  ): Promise<{ ok: true; text: string | string[]; size: number; hash: string } | { ok: false; message: string }> {
     const { path, host } = this;
     let read: Read;
     try {
@@ -249,18 +249,26 @@ const SLICE_BYTES = 1 << 20;
 /** The event loop's turn comes after at most this long (the pipeline's bulk slice). */
 const SLICE_MS = 10;
 
-/** The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time. */
-async function decodeInSlices(bytes: Uint8Array): Promise<string> {
+/**
+ * The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time, as pieces that each
+ * end just after a line break (but the last): joining them would hold the loop for hundreds of milliseconds.
+ */
+async function decodeInSlices(bytes: Uint8Array): Promise<string | string[]> {
   if (bytes.length < SLICED_BYTES) return decoder.decode(bytes);
   const stream = new TextDecoder('utf-8', { fatal: true });
-  const parts: string[] = [];
+  const pieces: string[] = [];
+  let partial = '';
   const pacer = new Pacer(SLICE_MS);
-  for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
-    parts.push(stream.decode(bytes.subarray(at, at + SLICE_BYTES), { stream: true }));
+  for (let at = 0;; at += SLICE_BYTES) {
+    const more = at < bytes.length;
+    const s = partial +
+      (more ? stream.decode(bytes.subarray(at, at + SLICE_BYTES), { stream: true }) : stream.decode());
+    const cut = more ? s.lastIndexOf('\n') + 1 : s.length;
+    if (cut > 0) pieces.push(s.slice(0, cut));
+    if (!more) return pieces;
+    partial = s.slice(cut);
     await pacer.pace();
   }
-  parts.push(stream.decode());
-  return parts.join('');
 }
 
 function truncatedMessage(path: string, missing: [string, number][]): string {

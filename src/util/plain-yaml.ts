@@ -205,27 +205,46 @@ const LINES_PER_SLICE = 2048;
 
 /**
  * The text's value, or `undefined` when it is outside the subset (or not valid YAML): parse it with `yaml`
- * then. `between` is awaited every few thousand lines when it returns a promise, so a caller can let other
- * work run during a large parse.
+ * then. `text` may come as pieces, each ending just after a line break but the last (a large file's text is
+ * never joined: one string of 140 MB takes the event loop for hundreds of milliseconds to build).
+ * `between` is awaited every few thousand lines when it returns a promise, so a caller can let other work
+ * run during a large parse.
  */
 export async function parsePlainYaml(
-  text: string,
+  text: string | readonly string[],
   between?: () => Promise<void> | undefined,
 ): Promise<Record<string, unknown> | undefined> {
-  for (let from = 0; from < text.length; from += SCAN_CHARS) {
-    if (OUTSIDE.test(text.slice(from, from + SCAN_CHARS))) return undefined;
-    const p = between?.();
-    if (p) await p;
+  const pieces = typeof text === 'string' ? [text] : text;
+  for (const piece of pieces) {
+    for (let from = 0; from < piece.length; from += SCAN_CHARS) {
+      if (OUTSIDE.test(piece.slice(from, from + SCAN_CHARS))) return undefined;
+      const p = between?.();
+      if (p) await p;
+    }
   }
   try {
-    const root: Record<string, unknown> = {};
-    const stack: Frame[] = [{ map: root, indent: 0 }];
-    let pending: Pending | undefined;
+    const lines = new PlainLines();
+    for (const piece of pieces) await lines.read(piece, between);
+    return lines.end();
+  } catch (e) {
+    if (e instanceof GiveUp) return undefined;
+    throw e;
+  }
+}
+
+/** The parse's state across the pieces of a text, each read whole lines at a time. */
+class PlainLines {
+  private readonly root: Record<string, unknown> = {};
+  private readonly stack: Frame[] = [{ map: this.root, indent: 0 }];
+  private pending: Pending | undefined;
+  private lines = 0;
+  private first = true;
+
+  async read(text: string, between?: () => Promise<void> | undefined): Promise<void> {
+    const { stack } = this;
     let pos = 0;
-    let lines = 0;
-    let first = true;
     while (pos < text.length) {
-      if (++lines % LINES_PER_SLICE === 0) {
+      if (++this.lines % LINES_PER_SLICE === 0) {
         const p = between?.();
         if (p) await p;
       }
@@ -237,14 +256,14 @@ export async function parsePlainYaml(
       indent -= pos;
       pos = end + 1;
       if (line === '' || line[0] === '#') continue;
-      if (first) {
+      if (this.first) {
         // A document marker, a directive or a top level that is not a mapping at column 0: left to `yaml`.
         if (indent !== 0 || line.startsWith('---') || isSeqItem(line)) giveUp();
-        first = false;
+        this.first = false;
       }
-      if (pending) {
-        const p = pending;
-        pending = undefined;
+      if (this.pending) {
+        const p = this.pending;
+        this.pending = undefined;
         if (indent > p.indent || (indent === p.indent && p.seqAtSameColumn && isSeqItem(line))) {
           const frame: Frame = isSeqItem(line) ? { seq: [], indent, set: p.set } : { map: {}, indent };
           p.set(frame.seq ?? frame.map);
@@ -262,14 +281,15 @@ export async function parsePlainYaml(
         top = stack[stack.length - 1] ?? giveUp();
       }
       if (top.indent !== indent) giveUp();
-      pending = readLine(stack, top, line);
+      this.pending = readLine(stack, top, line);
     }
-    pending?.set(null);
-    while (stack.length > 0) finish(stack.pop()!);
-    return first ? undefined : root;
-  } catch (e) {
-    if (e instanceof GiveUp) return undefined;
-    throw e;
+  }
+
+  /** The value once every piece is read; `undefined` for a text of no lines but blank ones and comments. */
+  end(): Record<string, unknown> | undefined {
+    this.pending?.set(null);
+    while (this.stack.length > 0) finish(this.stack.pop()!);
+    return this.first ? undefined : this.root;
   }
 }
 

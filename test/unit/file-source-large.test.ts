@@ -59,3 +59,13 @@ test('a large file with a malformed byte past the first slice: refused as not UT
   const r = await gateway(bytes).source.load!();
   assert.deepEqual(r, { ok: false, message: `resources file ${RES}: not valid UTF-8` });
 });
+
+test('a large file with a line longer than a slice: read whole, every name kept', async () => {
+  // A comment of 2.5 MiB: a line that spans three of the decoder's slices.
+  const text = largeFile().replace('api_keys:\n', `api_keys:\n# ${'x'.repeat(5 << 19)}\n`);
+  const g = gateway(new TextEncoder().encode(text));
+  const r = await g.source.load!();
+  assert.equal(r.ok, true, r.ok ? '' : r.message);
+  const names = g.gw.snapshot!.resources.api_keys.map((k) => k.display_name);
+  assert.equal(names.length, [...text.matchAll(/display_name: "/g)].length);
+});

@@ -245,6 +245,33 @@ test('generated texts: the same value as `yaml`, or left to it', async () => {
   assert.ok(accepted > N / 10, `${accepted} of ${N} taken by the fast path`);
 });
 
+/** `text` as pieces that each end just after a line break (the last one may not): how a large file arrives. */
+function piecesOf(text: string, next: () => number): string[] {
+  const pieces: string[] = [];
+  let from = 0;
+  for (let at = text.indexOf('\n'); at >= 0; at = text.indexOf('\n', at + 1)) {
+    if (next() < 0.5) continue;
+    pieces.push(text.slice(from, at + 1));
+    from = at + 1;
+  }
+  if (from < text.length) pieces.push(text.slice(from));
+  return pieces;
+}
+
+test('a text in pieces split after line breaks: the same verdict and value as the whole text', async () => {
+  const next = random(7);
+  const texts = [...EDGES, ...Array.from({ length: 5_000 }, () => generated(next))];
+  for (const text of texts) {
+    const whole = await parsePlainYaml(text);
+    const pieces = piecesOf(text, next);
+    const split = await parsePlainYaml(pieces);
+    assert.ok(
+      whole === undefined ? split === undefined : same(whole, split),
+      `${JSON.stringify(pieces)}: ${JSON.stringify(split)} ≠ ${JSON.stringify(whole)}`,
+    );
+  }
+});
+
 test('a large file: the same value, with `between` awaited as it goes', async () => {
   const lines = ['_format_version: "1"', 'api_keys:'];
   for (let i = 0; i < 8_000; i++) {
