@@ -297,7 +297,7 @@ shutdown: { min_drain_secs: 0 }
       await untilStatus(g, plain, 401);
       times.push(performance.now() - t);
     }
-    const { max, maxAt } = await probe.stop();
+    const { max } = await probe.stop();
     await new Promise((r) => setTimeout(r, 3000));
     return {
       runtime,
