@@ -24,7 +24,7 @@ import {
   type ResourceKind,
   type ResourceOf,
 } from './kinds.ts';
-import { Pacer } from './pace.ts';
+import { Pacer, SLICE_MS } from './pace.ts';
 import { checkReferences } from './references.ts';
 import { checkIdentityReferences } from './identity-references.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
@@ -54,8 +54,9 @@ export type LoadResult =
 const FORMAT_VERSION = '1';
 
 /**
- * How long the pipeline keeps the event loop before it yields: the etcd source's range slice. Each yield
- * costs a timer turn (a millisecond or more), so shorter slices spend a large file's load mostly waiting.
+ * How long a first load keeps the event loop before it yields: the etcd source's range slice. Each yield costs
+ * a timer turn (a millisecond or more), so shorter slices spend a large file's load mostly waiting; a reload,
+ * which requests wait on up to a slice, takes the short ones (`SLICE_MS`).
  */
 const LOAD_SLICE_MS = 10;
 
@@ -67,6 +68,8 @@ export interface LoadOptions {
   parseOffThread?: (text: string) => YamlPieces;
   /** Told once per load, as soon as the YAML stage has ended, where it ran. */
   onParsed?: (where: ParsedOn) => void;
+  /** A snapshot serves requests while this load runs (a reload): short slices keep their latency. */
+  serving?: boolean;
 }
 
 /** Where the YAML stage of a load ran. */
@@ -87,7 +90,7 @@ export async function loadResourcesFile(
   opts: LoadOptions = {},
 ): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
-  const pacer = new Pacer(LOAD_SLICE_MS);
+  const pacer = new Pacer(opts.serving ? SLICE_MS : LOAD_SLICE_MS);
   const built = await parseAndCheck(text, env, opts, problems, pacer);
   if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
   const snapshot = await Snapshot.build(built.set, () => pacer.pace());

@@ -84,6 +84,7 @@ export class FileSource implements ConfigSource {
     const r = await loadResourcesFile(path, text, host.platform.env, {
       ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
       onParsed: (where) => this.logParsed(where, size),
+      serving: opts.reload === true,
     });
     if (!r.ok) {
       await this.recordRejected(r.entryErrors);
