@@ -63,6 +63,13 @@ const LOAD_SLICE_MS = 10;
 /** Below this many bytes a file is parsed on the event loop: starting a worker would take longer than the parse. */
 export const OFF_THREAD_MIN_BYTES = 256 * 1024;
 
+/**
+ * From this many bytes the usual YAML subset is read on the event loop (in slices) even where a worker could
+ * parse it: `yaml`'s syntax tree then costs hundreds of MB. Below it, from `OFF_THREAD_MIN_BYTES`, the worker
+ * keeps the event loop free for the requests a reload serves meanwhile.
+ */
+export const ON_LOOP_MIN_BYTES = 8 * 1024 * 1024;
+
 export interface LoadOptions {
   /** Parse on another thread (`Platform.parseYamlOffThread`) when the file is large; absent: on this one. */
   parseOffThread?: (text: string) => YamlPieces;
@@ -124,15 +131,18 @@ async function parseAndCheck(
 }
 
 /**
- * The YAML stage: the fast path for the usual subset here, in slices; outside it (or on any error) `yaml`,
- * off the event loop when the platform can and the file is large, else here.
+ * The YAML stage: a file a worker should parse (`ON_LOOP_MIN_BYTES`) goes to it; otherwise the fast path for the
+ * usual subset here, in slices; outside it (or on any error) `yaml`, off the event loop when the platform can and
+ * the file is large, else here.
  */
 async function parseText(
   pieces: string | readonly string[],
   opts: LoadOptions,
   pacer: Pacer,
 ): Promise<Assembled & { on: ParsedOn }> {
-  const plain = await parsePlainYaml(pieces, () => pacer.pace());
+  const size = typeof pieces === 'string' ? pieces.length : pieces.reduce((n, p) => n + p.length, 0);
+  const toWorker = opts.parseOffThread !== undefined && size >= OFF_THREAD_MIN_BYTES && size < ON_LOOP_MIN_BYTES;
+  const plain = toWorker ? undefined : await parsePlainYaml(pieces, () => pacer.pace());
   if (plain !== undefined) return { ok: true, value: plain, on: { on: 'event loop' } };
   const text = typeof pieces === 'string' ? pieces : pieces.join('');
   let workerError: string | undefined;
