@@ -175,7 +175,7 @@ export function schemaReader<T, R>(
 /**
  * The row as the resource: the key's id replaces any `id` member. `data` (the schema's own output) is
  * completed in place when it has no `id`: a rest-and-spread copy gives every object a hidden class of its
- * own in V8, some 300 bytes per row, and a prefix may hold millions of api keys.
+ * own in V8, paid in every row, and a prefix may hold millions of api keys.
  */
 export function withId<T extends { id?: unknown }>(
   id: string,

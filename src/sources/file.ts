@@ -103,7 +103,7 @@ export class FileSource implements ConfigSource {
 
   /**
    * The file's text, its size and digest, recording what was observed. The bytes stay in here: nothing the
-   * pipeline holds keeps them (at a million api keys they are 140 MB beside the text).
+   * pipeline holds keeps them (at a million api keys they are as large as the text beside it).
    */
   private async readText(
     files: NonNullable<Platform['files']>,

@@ -62,7 +62,7 @@ const SHARED_FROM = 13;
 
 /**
  * `s` as a string of its own: a value that outlives the load (a key's hash) would otherwise keep the whole
- * file's text alive with it, 140 MB at a million api keys.
+ * file's text alive with it.
  */
 const detach = (s: string): string => (s.length < SHARED_FROM ? s : JSON.parse(JSON.stringify(s)) as string);
 
@@ -101,8 +101,8 @@ function quoted(s: string): [string, string] {
 }
 
 /**
- * `seq` in an array of its own length: an array grown by `push` keeps room for 17 elements, some 136 bytes a
- * row in a file of a million rows of `allowed_models: [one]`.
+ * `seq` in an array of its own length: an array grown by `push` keeps room for 17 elements, which a file of a
+ * million rows of `allowed_models: [one]` pays in every row.
  */
 const exactSize = (seq: unknown[]): unknown[] => (seq.length < 64 ? seq.slice() : seq);
 
@@ -206,7 +206,7 @@ const LINES_PER_SLICE = 2048;
 /**
  * The text's value, or `undefined` when it is outside the subset (or not valid YAML): parse it with `yaml`
  * then. `text` may come as pieces, each ending just after a line break but the last (a large file's text is
- * never joined: one string of 140 MB takes the event loop for hundreds of milliseconds to build).
+ * never joined: building one string of a large file holds the event loop).
  * `between` is awaited every few thousand lines when it returns a promise, so a caller can let other work
  * run during a large parse.
  */
