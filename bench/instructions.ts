@@ -12,6 +12,8 @@
 //   node --import tsx bench/instructions.ts --baseline /tmp/ab-old --stream --requests 1000 --warmup 3000
 // `--keep` leaves callgrind's dumps in the run directory it names, for `callgrind_annotate` (docs/performance.md
 // "How the figures are measured": the optimising compiler's and the collector's part, apart from the rest).
+// `--perf-map` also has V8 write /tmp/perf-<pid>.map (`--perf-basic-prof`), whose addresses name the JIT code
+// callgrind shows as `???:0x…` (bench/results/pipeline-2026-12-05.md "Naming the JIT code").
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -28,6 +30,7 @@ const WARMUP = Number(flag('warmup', '10000'));
 const ROUNDS = Number(flag('rounds', '3'));
 const STREAM = has('stream');
 const KEEP = has('keep');
+const PERF_MAP = has('perf-map');
 const IN_FLIGHT = STREAM ? 16 : 4;
 const UNIT = STREAM ? 'stream' : 'request';
 const BODY = STREAM
@@ -104,6 +107,7 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
       '--smc-check=all-non-file', // V8 writes the code it runs
       `--callgrind-out-file=${path.join(work, out)}`,
       process.execPath,
+      ...(PERF_MAP ? ['--perf-basic-prof'] : []),
       path.join(tree, 'bin/sluice'),
       '--config',
       path.join(ROOT, 'bench/config/config.yaml'),
@@ -121,6 +125,7 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
   gw.kill('SIGKILL');
   await exited;
   children.delete(gw);
+  if (PERF_MAP) console.error(`instructions: ${label}: dump ${out}, V8's code map /tmp/perf-${gw.pid}.map`);
   return instructionsOf(out) / REQUESTS;
 }
 

@@ -26,16 +26,59 @@ export interface Logger {
   withTarget(target: string): Logger;
 }
 
-/** A line's field names, fixed, with each member's head preformatted for both formats. */
+/**
+ * A line's field names, fixed, with each member's head preformatted for both formats. A string member's head
+ * carries its opening quote and the next head the closing one (`","next":`), so a plain string adds one piece to
+ * the line instead of three: flattening a line of many small pieces was most of a log write's cost.
+ */
 export class LineLayout {
   /** `,"name":` per field. */
   readonly json: readonly string[];
   /** ` name=` per field. */
   readonly text: readonly string[];
+  /** Per field: the head after an open string (`","name":`), for a string (`,"name":"`), and both (`","name":"`). */
+  readonly jsonQ: readonly string[];
+  readonly jsonS: readonly string[];
+  readonly jsonQS: readonly string[];
+  /** The same for the text line (`" name=`, ` name="`, `" name="`). */
+  readonly textQ: readonly string[];
+  readonly textS: readonly string[];
+  readonly textQS: readonly string[];
+  /** Each field's slot in `PLAIN`, shared by every layout with that field name. */
+  readonly slots: readonly number[];
   constructor(readonly names: readonly string[]) {
     this.json = names.map((k) => `,${JSON.stringify(k)}:`);
     this.text = names.map((k) => ` ${k}=`);
+    this.jsonQ = this.json.map((h) => `"${h}`);
+    this.jsonS = this.json.map((h) => `${h}"`);
+    this.jsonQS = this.json.map((h) => `"${h}"`);
+    this.textQ = this.text.map((h) => `"${h}`);
+    this.textS = this.text.map((h) => `${h}"`);
+    this.textQS = this.text.map((h) => `"${h}"`);
+    this.slots = names.map((k) => {
+      let slot = PLAIN_SLOTS.get(k);
+      if (slot === undefined) PLAIN_SLOTS.set(k, slot = PLAIN_SLOTS.size);
+      return slot;
+    });
   }
+}
+
+/** A slot per field name of any layout (a few constants). */
+const PLAIN_SLOTS = new Map<string, number>();
+/**
+ * Per slot, the last string found to need no escape in either format: a line's values are mostly the same
+ * strings request after request (method, model, key id), and the two lines of a request share their ids.
+ */
+const PLAIN: (string | undefined)[] = [];
+// deno-lint-ignore no-control-regex
+const ESCAPED_IN_EITHER = /["\\\x00-\x1f\x7f\ud800-\udfff]/;
+
+/** Whether `v`, a layout's value in slot `slot`, is written between quotes as it is in both formats. */
+function plain(v: string, slot: number): boolean {
+  if (v === PLAIN[slot]) return true;
+  if (ESCAPED_IN_EITHER.test(v)) return false;
+  PLAIN[slot] = v;
+  return true;
 }
 
 export interface LoggerOptions {
@@ -99,6 +142,7 @@ function clock(nowMs: () => number, suffix: string): () => string {
   let last = '';
   let second = NaN;
   let prefix = ''; // `2026-01-02T03:04:05.`
+  const millis = millisWith(suffix);
   return () => {
     const ms = nowMs();
     if (ms !== lastMs) {
@@ -108,11 +152,20 @@ function clock(nowMs: () => number, suffix: string): () => string {
         second = s;
         prefix = new Date(s).toISOString().slice(0, -4); // a NaN time throws here, as toISOString does
       }
-      const f = ms - s;
-      last = `${prefix}${f < 10 ? '00' : f < 100 ? '0' : ''}${f}${suffix}`;
+      last = prefix + millis[ms - s]!;
     }
     return last;
   };
+}
+
+/** `000${suffix}` to `999${suffix}`, made once per suffix: a time string is then two pieces, not five. */
+const MILLIS = new Map<string, readonly string[]>();
+function millisWith(suffix: string): readonly string[] {
+  let m = MILLIS.get(suffix);
+  if (m === undefined) {
+    MILLIS.set(suffix, m = Array.from({ length: 1000 }, (_, f) => `${String(f).padStart(3, '0')}${suffix}`));
+  }
+  return m;
 }
 
 // deno-lint-ignore no-control-regex
@@ -141,13 +194,38 @@ function jsonLine(head: string, fields: Fields): string {
 /** `jsonLine` for a layout's values: the same bytes as for the object of those names and values. */
 function jsonLayoutLine(head: string, layout: LineLayout, values: readonly unknown[]): string {
   let out = head;
+  let open = false; // the last member is a string whose closing quote the next piece carries
   for (let i = 0; i < values.length; i++) {
-    const s = jsonValue(values[i]);
+    const v = values[i];
+    if (typeof v === 'string' && plain(v, layout.slots[i]!)) {
+      out += (open ? layout.jsonQS[i]! : layout.jsonS[i]!) + v;
+      open = true;
+      continue;
+    }
+    const s = jsonValue(v);
     if (s === SKIP) continue;
     if (s === WHOLE) return spliced(head, layoutObject(layout, values));
-    out += layout.json[i]! + s;
+    out += (open ? layout.jsonQ[i]! : layout.json[i]!) + s;
+    open = false;
   }
-  return `${out}}`;
+  return out + (open ? '"}' : '}');
+}
+
+/** The text line's fields for a layout's values, as `log` writes them for the object of those names and values. */
+function textLayoutFields(line: string, layout: LineLayout, values: readonly unknown[]): string {
+  let open = false;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v === undefined || v === null) continue;
+    if (typeof v === 'string' && plain(v, layout.slots[i]!)) {
+      line += (open ? layout.textQS[i]! : layout.textS[i]!) + v;
+      open = true;
+    } else {
+      line += (open ? layout.textQ[i]! : layout.text[i]!) + textValue(v);
+      open = false;
+    }
+  }
+  return open ? `${line}"` : line;
 }
 
 function layoutObject(layout: LineLayout, values: readonly unknown[]): Fields {
@@ -215,9 +293,27 @@ export function createLogger(opts: LoggerOptions): Logger {
   const time = clock(now ? () => now().getTime() : Date.now, opts.format === 'json' ? 'Z' : '000Z');
   const make = (target: string): Logger => {
     const jsonTarget = JSON.stringify(target);
-    const jsonHead = (level: Level, msg: string) =>
-      `{"time":"${time()}","level":"${UPPER[level]}","target":${jsonTarget},"msg":${quotedMsg(msg)}`;
-    const textHead = (level: Level, msg: string) => `${time()} ${PADDED[level]} ${target}: ${msg}`;
+    // What follows the time, per level and message (constants: bounded as `quotedMsg`), made once.
+    const tails: Record<Level, Map<string, string>> = {
+      trace: new Map(),
+      debug: new Map(),
+      info: new Map(),
+      warn: new Map(),
+      error: new Map(),
+    };
+    const tail = (level: Level, msg: string): string => {
+      const byMsg = tails[level];
+      let t = byMsg.get(msg);
+      if (t === undefined) {
+        t = opts.format === 'json'
+          ? `","level":"${UPPER[level]}","target":${jsonTarget},"msg":${quotedMsg(msg)}`
+          : ` ${PADDED[level]} ${target}: ${msg}`;
+        if (byMsg.size < 256) byMsg.set(msg, t);
+      }
+      return t;
+    };
+    const jsonHead = (level: Level, msg: string) => '{"time":"' + time() + tail(level, msg);
+    const textHead = (level: Level, msg: string) => time() + tail(level, msg);
     const log = (level: Level, msg: string, fields?: Fields): void => {
       if (RANK[level] < min) return;
       let line: string;
@@ -238,16 +334,11 @@ export function createLogger(opts: LoggerOptions): Logger {
     };
     const logLine = (level: Level, msg: string, layout: LineLayout, values: readonly unknown[]): void => {
       if (RANK[level] < min) return;
-      let line: string;
-      if (opts.format === 'json') line = jsonLayoutLine(jsonHead(level, msg), layout, values);
-      else {
-        line = textHead(level, msg);
-        for (let i = 0; i < values.length; i++) {
-          const v = values[i];
-          if (v !== undefined && v !== null) line += layout.text[i]! + textValue(v);
-        }
-      }
-      write(line);
+      write(
+        opts.format === 'json'
+          ? jsonLayoutLine(jsonHead(level, msg), layout, values)
+          : textLayoutFields(textHead(level, msg), layout, values),
+      );
     };
     return {
       enabled: (level) => RANK[level] >= min,

@@ -42,12 +42,15 @@ function topLevelValue(text: string, key: string, from: number): number | undefi
   return undefined;
 }
 
-/** The index of the quote closing the string opened at `open`, or -1. */
+/**
+ * The index of the quote closing the string opened at `open`, or -1: the first quote after an even run of
+ * backslashes. Found with `indexOf` (native) rather than a loop over every character of the string.
+ */
 function stringEnd(text: string, open: number): number {
-  for (let j = open + 1; j < text.length; j++) {
-    const c = text.charCodeAt(j);
-    if (c === 92 /* \ */) j++;
-    else if (c === 34) return j;
+  for (let j = text.indexOf('"', open + 1); j >= 0; j = text.indexOf('"', j + 1)) {
+    let k = j - 1;
+    while (k > open && text.charCodeAt(k) === 92 /* \ */) k--;
+    if ((j - k) % 2 === 1) return j;
   }
   return -1;
 }

@@ -3,7 +3,7 @@
 // compares against the straightforward construction the fast path replaced, or against a literal.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createLogger, type Fields } from '../../src/observability/logger.ts';
+import { createLogger, debugQuote, type Fields, LineLayout } from '../../src/observability/logger.ts';
 import { Counter, Gauge, Histogram, Registry } from '../../src/observability/metrics.ts';
 
 /** The JSON line as `JSON.stringify` builds it: the head, then the members of the fields object. */
@@ -69,6 +69,68 @@ describe('the JSON log line is JSON.stringify byte for byte', () => {
     const log = createLogger({ level: 'info', format: 'json', write: () => {} });
     assert.throws(() => log.info('m', { n: 1n }), TypeError);
   });
+});
+
+/** The text line as the reference builds it: the head, then ` name=value` per field that is not undefined or null. */
+function referenceText(time: Date, level: string, target: string, msg: string, fields: Fields): string {
+  let line = `${time.toISOString().slice(0, -1)}000Z ${level.padStart(5)} ${target}: ${msg}`;
+  for (const [k, v] of Object.entries(fields)) {
+    if (v === undefined || v === null) continue;
+    const s = typeof v === 'string'
+      ? debugQuote(v)
+      : typeof v === 'number'
+      ? Number.isFinite(v) ? String(v) : debugQuote(String(v))
+      : typeof v === 'boolean'
+      ? String(v)
+      : JSON.stringify(v) ?? debugQuote(String(v));
+    line += ` ${k}=${s}`;
+  }
+  return line;
+}
+
+describe("a layout's line (logLine) is the fields object's line byte for byte", () => {
+  const at = new Date('2026-03-04T05:06:07.089Z');
+  // A layout's names are fixed field names: no integer-like keys (an object orders those first) and no toJSON.
+  const sets = FIELD_SETS.filter((f): f is Fields =>
+    f !== undefined && Object.getPrototypeOf(f) === Object.prototype && !('toJSON' in f) &&
+    !Object.keys(f).some((k) => /^\d+$/.test(k))
+  );
+  // The same names with other values, so each slot's last plain string meets escaped, equal and new strings.
+  const variants = (f: Fields): Fields[] => [
+    f,
+    Object.fromEntries(Object.keys(f).map((k) => [k, 'plain'])),
+    Object.fromEntries(Object.keys(f).map((k) => [k, 'pla"in'])),
+    Object.fromEntries(Object.keys(f).map((k) => [k, ['pl', 'ain'].join('')])),
+    Object.fromEntries(Object.keys(f).map((k, i) => [k, i % 2 ? 7 : 'x\x7f'])),
+    f,
+  ];
+  for (const [i, fields] of sets.entries()) {
+    const layout = new LineLayout(Object.keys(fields));
+    for (const format of ['json', 'text'] as const) {
+      test(`field set ${i}, ${format}`, () => {
+        const out: string[] = [];
+        const log = createLogger({ level: 'info', format, write: (l) => out.push(l), now: () => at });
+        const target = log.withTarget('aisix_obs::usage');
+        for (const v of variants(fields)) {
+          out.length = 0;
+          target.logLine('info', 'provider call completed', layout, Object.values(v));
+          log.logLine('warn', 'plain', layout, Object.values(v));
+          assert.deepEqual(
+            out,
+            format === 'json'
+              ? [
+                referenceJson(at, 'INFO', 'aisix_obs::usage', 'provider call completed', v),
+                referenceJson(at, 'WARN', 'sluice', 'plain', v),
+              ]
+              : [
+                referenceText(at, 'INFO', 'aisix_obs::usage', 'provider call completed', v),
+                referenceText(at, 'WARN', 'sluice', 'plain', v),
+              ],
+          );
+        }
+      });
+    }
+  }
 });
 
 describe('timestamps (cached per millisecond and per second) equal toISOString', () => {

@@ -68,6 +68,11 @@ describe("the caller's model name in answers", () => {
       body: `{"pad":"${'x'.repeat(2000)}","meta":{"model":"inner"},"model":"up"}`,
       want: `{"pad":"${'x'.repeat(2000)}","meta":{"model":"inner"},"model":"alias"}`,
     },
+    {
+      name: 'runs of backslashes before a quote: an even run ends the string, an odd one does not',
+      body: '{"a":"x\\\\","b":"y\\\\\\"\\"model\\":\\"no","model":"up"}',
+      want: '{"a":"x\\\\","b":"y\\\\\\"\\"model\\":\\"no","model":"alias"}',
+    },
     { name: 'no model member: added', body: '{"id":"c"}', want: '{"id":"c","model":"alias"}' },
     { name: 'not JSON: unchanged', body: 'oops', want: 'oops' },
   ];
