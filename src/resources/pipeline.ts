@@ -472,6 +472,9 @@ async function validateEntries(
       (accepted.api_keys ??= []).push({ at: e.at, r: kept });
       continue;
     }
+    if (kind === 'api_keys' && typeof e.doc.display_name === 'string') {
+      e.doc.display_name = ownString(e.doc.display_name);
+    }
     const parsed = parseDocument(kind, id, e.doc, 'strict');
     if (!parsed.ok) {
       problems.entry(
@@ -485,6 +488,13 @@ async function validateEntries(
   }
   return { accepted, notServed };
 }
+
+/**
+ * `s` as a string of its own. JavaScriptCore (Bun) keeps the whole text alive behind a slice of any length, where V8
+ * copies short ones: a key's name cut from a piece of a large file kept that piece for the snapshot's life, so a
+ * million keys kept the file's text.
+ */
+const ownString = (s: string): string => JSON.parse(JSON.stringify(s)) as string;
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */
 function refusedKind(e: Prepared): string | undefined {

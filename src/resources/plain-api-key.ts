@@ -38,16 +38,9 @@ function sharedList(list: string[], json: string): string[] {
   return list;
 }
 
-/**
- * `s` as a string of its own. JavaScriptCore (Bun) keeps the whole text alive behind a slice of any length, where
- * V8 copies short ones: a key's name sliced from a piece of a large file would keep that piece for the snapshot's
- * life, so a million keys kept the file's text.
- */
-const own = (s: string): string => JSON.parse(JSON.stringify(s)) as string;
-
 /** The resource the schema reads from a plain document (`isPlainApiKey`), `id` last as `withId` sets it. */
 export function plainApiKey(id: string, doc: Record<string, unknown>): ApiKey {
-  const display_name = doc.display_name === undefined ? undefined : own(doc.display_name as string);
+  const display_name = doc.display_name as string | undefined;
   const key_hash = doc.key_hash as string;
   const list = doc.allowed_models as string[];
   const allowed_models = sharedList(list, JSON.stringify(list));
