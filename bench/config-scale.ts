@@ -5,8 +5,9 @@
 // 20 ms while the load and the update run, each against its target with MET/MISS.
 //
 // Run: node build.mjs && node --import tsx bench/config-scale.ts [--keys 1000000] [--runtimes node,bun,deno]
-//        [--sources etcd,file] [--changes 5] [--etcd http://127.0.0.1:2379]
+//        [--sources etcd,file] [--changes 5] [--etcd http://127.0.0.1:2379] [--reload-changed 1]
 // `--etcd`: an etcd already running, seeded only when it holds fewer keys (seeding a million takes minutes).
+// `--reload-changed`: the share of the file's keys its reload renames (1: every key, 0.01: one in a hundred).
 // The rows also go to bench/results/config-scale.json, which `npm run bench` reads for its target 4.
 import { createHash } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
@@ -27,6 +28,8 @@ const RUNTIMES = flag('runtimes', 'node,bun,deno').split(',') as RuntimeName[];
 const SOURCES = flag('sources', 'etcd,file').split(',');
 const CHANGES = Number(flag('changes', '5'));
 const ETCD = flag('etcd', '');
+/** The share of the file's keys a reload changes (renamed); the rest are left as they were. */
+const RELOAD_CHANGED = Number(flag('reload-changed', '1'));
 const RESULTS = join(dirname(fileURLToPath(import.meta.url)), 'results', 'config-scale.json');
 const PREFIX = '/aisix';
 const TARGET = { readyMs: 30_000, rssMiB: 1536, changeMs: 100, stallMs: 100 };
@@ -102,7 +105,7 @@ async function seedEtcd(endpoint: string, upstream: string): Promise<void> {
   await Promise.all([...Array(8)].map(worker));
 }
 
-function resourcesFile(upstream: string, salt: string): string {
+function resourcesFile(upstream: string, salt: string, changed = KEYS): string {
   const out = [
     `_format_version: "1"`,
     'provider_keys:',
@@ -121,7 +124,7 @@ function resourcesFile(upstream: string, salt: string): string {
   ];
   for (let i = 0; i < KEYS; i++) {
     out.push(
-      `  - display_name: user-${salt}${i}`,
+      `  - display_name: user-${i < changed ? salt : 'a'}${i}`,
       `    key_hash: ${hashOf(keyPlain(i))}`,
       '    allowed_models: [gpt-test]',
     );
@@ -321,7 +324,7 @@ async function fileRun(runtime: RuntimeName, upstream: string): Promise<Row> {
   // Both files are written out before anything is timed: generating a million keys' hashes holds this
   // process's event loop (the mock upstream's and the probes') for seconds.
   const first = resourcesFile(upstream, 'a');
-  const next = resourcesFile(upstream, 'b');
+  const next = resourcesFile(upstream, 'b', Math.round(KEYS * RELOAD_CHANGED));
   const b = await boot(runtime, () =>
     spawnGateway({
       runtime,

@@ -8,7 +8,9 @@
 //   → cross references over the identities interpolate declared; duplicate `key_hash`
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
+import type { ApiKeyIndex } from './api-key-index.ts';
 import type { FileIds } from './policy-document.ts';
+import { isSamePlainApiKey } from './plain-api-key.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { parsePlainYaml } from '../util/plain-yaml.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
@@ -77,6 +79,11 @@ export interface LoadOptions {
   onParsed?: (where: ParsedOn) => void;
   /** A snapshot serves requests while this load runs (a reload): short slices keep their latency. */
   serving?: boolean;
+  /**
+   * The serving snapshot's api keys (a reload): a plain key row that did not change keeps its resource, so the
+   * new snapshot allocates only for the rows that changed and the old one is not garbage all at once.
+   */
+  previousKeys?: ApiKeyIndex;
 }
 
 /** Where the YAML stage of a load ran. */
@@ -88,11 +95,13 @@ export interface ParsedOn {
 
 /**
  * Run the whole pipeline over the text of a resources file, whole or as pieces each ending just after a line
- * break (a large file's, never joined unless `yaml` must read it). `file` is used in messages only.
+ * break (a large file's, never joined unless `yaml` must read it). Pieces are consumed: the array is emptied
+ * once they are parsed, so a large file's text is not held while its snapshot is built. `file` is used in
+ * messages only.
  */
 export async function loadResourcesFile(
   file: string,
-  text: string | readonly string[],
+  text: string | string[],
   env: Env,
   opts: LoadOptions = {},
 ): Promise<LoadResult> {
@@ -110,7 +119,7 @@ export async function loadResourcesFile(
  * api keys, a million rows that would otherwise live beside the snapshot being built).
  */
 async function parseAndCheck(
-  text: string | readonly string[],
+  text: string | string[],
   env: Env,
   opts: LoadOptions,
   problems: Problems,
@@ -125,9 +134,10 @@ async function parseAndCheck(
     return undefined;
   }
   await pacer.yield();
-  const built = await buildResourceSet(parsed.value, env, problems, pacer);
-  // A mapping: buildResourceSet checked it.
-  return built && { ...built, collections: collectionsOf(parsed.value as Record<string, unknown>) };
+  // Counted before the pipeline consumes the collections (a mapping, or buildResourceSet refuses it).
+  const collections = isRecord(parsed.value) ? collectionsOf(parsed.value) : {};
+  const built = await buildResourceSet(parsed.value, env, problems, pacer, opts.previousKeys);
+  return built && { ...built, collections };
 }
 
 /**
@@ -136,15 +146,19 @@ async function parseAndCheck(
  * the file is large, else here.
  */
 async function parseText(
-  pieces: string | readonly string[],
+  pieces: string | string[],
   opts: LoadOptions,
   pacer: Pacer,
 ): Promise<Assembled & { on: ParsedOn }> {
   const size = typeof pieces === 'string' ? pieces.length : pieces.reduce((n, p) => n + p.length, 0);
   const toWorker = opts.parseOffThread !== undefined && size >= OFF_THREAD_MIN_BYTES && size < ON_LOOP_MIN_BYTES;
   const plain = toWorker ? undefined : await parsePlainYaml(pieces, () => pacer.pace());
-  if (plain !== undefined) return { ok: true, value: plain, on: { on: 'event loop' } };
+  if (plain !== undefined) {
+    if (typeof pieces !== 'string') pieces.length = 0;
+    return { ok: true, value: plain, on: { on: 'event loop' } };
+  }
   const text = typeof pieces === 'string' ? pieces : pieces.join('');
+  if (typeof pieces !== 'string') pieces.length = 0;
   let workerError: string | undefined;
   if (opts.parseOffThread && text.length >= OFF_THREAD_MIN_BYTES) {
     try {
@@ -195,10 +209,13 @@ async function buildResourceSet(
   env: Env,
   problems: Problems,
   pacer: Pacer,
+  previousKeys: ApiKeyIndex | undefined,
 ): Promise<Built | undefined> {
   const doc = checkFileLevel(value, problems);
   if (!doc) return undefined;
   const { prepared, identities } = await interpolateEntries(doc, env, problems, pacer);
+  // From here `prepared` holds the entries: validation drops each once read, and the rows die with it.
+  for (const kind of FILE_COLLECTIONS) if (Array.isArray(doc[kind])) (doc[kind] as unknown[]).length = 0;
   const providerKeyIds = new Map<string, string>();
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     await pacer.pace();
@@ -208,7 +225,9 @@ async function buildResourceSet(
     api_keys: await idsOf(identities, 'api_keys', pacer),
     models: await idsOf(identities, 'models', pacer),
   };
-  const { accepted, notServed } = await validateEntries(prepared, env, providerKeyIds, fileIds, problems, pacer);
+  identities.delete('api_keys'); // a name per key, read only for the ids above
+  const context = { env, providerKeyIds, fileIds, previousKeys };
+  const { accepted, notServed } = await validateEntries(prepared, context, problems, pacer);
   await pacer.pace();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   const typed = {
@@ -407,20 +426,31 @@ function interpolateEntry(
 /** The entries of each served kind that passed their schema, with where they are. */
 type Accepted = { [K in ResourceKind]?: { at: EntryRef; r: ResourceOf<K> }[] };
 
-/** Per entry: no `id`, kinds Sluice does not implement or serve, desugar, then the strict schema. */
+/** What validation reads besides the entries. */
+interface ValidateContext {
+  env: Env;
+  providerKeyIds: ReadonlyMap<string, string>;
+  fileIds: FileIds;
+  previousKeys: ApiKeyIndex | undefined;
+}
+
+/**
+ * Per entry: no `id`, kinds Sluice does not implement or serve, desugar, then the strict schema. `prepared` is
+ * consumed: each entry is dropped once read, so the parsed rows become garbage a slice at a time.
+ */
 async function validateEntries(
-  prepared: readonly Prepared[],
-  env: Env,
-  providerKeyIds: ReadonlyMap<string, string>,
-  fileIds: FileIds,
+  prepared: (Prepared | undefined)[],
+  context: ValidateContext,
   problems: Problems,
   pacer: Pacer,
 ): Promise<{ accepted: Accepted; notServed: Record<string, number> }> {
   const accepted: Accepted = {};
   const notServed: Record<string, number> = {};
-  const context = { env, providerKeyIds, fileIds };
-  for (const e of prepared) {
+  const { providerKeyIds, fileIds, previousKeys } = context;
+  for (let i = 0; i < prepared.length; i++) {
     await pacer.pace();
+    const e = prepared[i]!;
+    prepared[i] = undefined;
     const refusal = refusedKind(e);
     if (refusal !== undefined) {
       problems.entry(e.at, refusal);
@@ -437,6 +467,14 @@ async function validateEntries(
       continue;
     }
     const id = knownId(kind, e.at.identity, providerKeyIds, fileIds) ?? uuidV5(`${kind}/${e.at.identity}`);
+    const kept = kind === 'api_keys' ? previousKeys?.get(id) : undefined;
+    if (kept !== undefined && isSamePlainApiKey(kept, e.doc)) {
+      (accepted.api_keys ??= []).push({ at: e.at, r: kept });
+      continue;
+    }
+    if (kind === 'api_keys' && typeof e.doc.display_name === 'string') {
+      e.doc.display_name = ownString(e.doc.display_name);
+    }
     const parsed = parseDocument(kind, id, e.doc, 'strict');
     if (!parsed.ok) {
       problems.entry(
@@ -450,6 +488,13 @@ async function validateEntries(
   }
   return { accepted, notServed };
 }
+
+/**
+ * `s` as a string of its own. JavaScriptCore (Bun) keeps the whole text alive behind a slice of any length, where V8
+ * copies short ones: a key's name cut from a piece of a large file kept that piece for the snapshot's life, so a
+ * million keys kept the file's text.
+ */
+const ownString = (s: string): string => JSON.parse(JSON.stringify(s)) as string;
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */
 function refusedKind(e: Prepared): string | undefined {

@@ -29,8 +29,11 @@ function sharedList(list: string[], json: string): string[] {
   const known = lists.get(json);
   if (known !== undefined) return known;
   if (lists.size < MAX_LISTS && list.length <= 16) {
-    lists.set(json, list);
-    listJson.set(list, json);
+    // Read back from its JSON: names of their own, not slices of the text they were parsed from (below).
+    const own = JSON.parse(json) as string[];
+    lists.set(json, own);
+    listJson.set(own, json);
+    return own;
   }
   return list;
 }
@@ -63,4 +66,22 @@ export function plainApiKeyText(
   const disabled = withDisabled ? `,"disabled":${doc.disabled}` : '';
   const name = doc.display_name === undefined ? '' : `,"display_name":${JSON.stringify(doc.display_name)}`;
   return `{"allowed_models":${models}${disabled}${name},"key_hash":${JSON.stringify(doc.key_hash)}}`;
+}
+
+/**
+ * Whether `k` is the resource `plainApiKey(k.id, doc)` would make: a reload keeps the serving snapshot's resource
+ * for a row that did not change, so the new snapshot allocates only for the rows that did. `k`'s members are
+ * counted too: a resource the schema read from a richer document never stands for a plain one.
+ */
+export function isSamePlainApiKey(k: ApiKey, doc: Record<string, unknown>): boolean {
+  if (!isPlainApiKey(doc)) return false;
+  if (k.key_hash !== doc.key_hash || k.display_name !== doc.display_name) return false;
+  if (k.disabled !== ((doc.disabled as boolean | undefined) ?? false)) return false;
+  const list = doc.allowed_models as string[];
+  const kept = k.allowed_models;
+  if (kept === undefined || kept.length !== list.length) return false;
+  for (let i = 0; i < list.length; i++) if (kept[i] !== list[i]) return false;
+  let members = 0;
+  for (const _ in k) members++;
+  return members === (doc.display_name === undefined ? 4 : 5);
 }

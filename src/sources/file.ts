@@ -5,6 +5,7 @@
 import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Platform } from '../platform.ts';
+import type { ApiKeyIndex } from '../resources/api-key-index.ts';
 import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { Pacer } from '../resources/pace.ts';
@@ -46,6 +47,8 @@ export class FileSource implements ConfigSource {
   private readonly warnedKinds = new Set<string>();
   /** The collections of the last applied file and their entry counts. */
   private appliedCollections: Record<string, number> | undefined;
+  /** The api keys of the snapshot this source applied last: a reload keeps those of its rows that did not change. */
+  private appliedKeys: ApiKeyIndex | undefined;
   /** The reload chain: reloads run one after another, never overlapping. */
   private reloading: Promise<void> = Promise.resolve();
 
@@ -85,6 +88,7 @@ export class FileSource implements ConfigSource {
       ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
       onParsed: (where) => this.logParsed(where, size),
       serving: opts.reload === true,
+      ...(opts.reload && this.appliedKeys ? { previousKeys: this.appliedKeys } : {}),
     });
     if (!r.ok) {
       await this.recordRejected(r.entryErrors);
@@ -93,6 +97,7 @@ export class FileSource implements ConfigSource {
     const missing = opts.reload ? this.missingCollections(r.collections) : [];
     if (missing.length > 0) return this.fail('validate', truncatedMessage(path, missing));
     this.appliedCollections = r.collections;
+    this.appliedKeys = r.snapshot.apiKeys;
     host.record.latestLoadFailed(false);
     host.record.rejected([]);
     this.reportNotServed(r.notServed);

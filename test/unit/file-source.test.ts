@@ -6,7 +6,7 @@ import { createGateway } from '../../src/boot.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { configStatusBody } from '../../src/config-facts.ts';
 import { MSG } from '../../src/observability/messages.ts';
-import { OFF_THREAD_MIN_BYTES } from '../../src/resources/pipeline.ts';
+import { loadResourcesFile, OFF_THREAD_MIN_BYTES } from '../../src/resources/pipeline.ts';
 import { FileSource } from '../../src/sources/file.ts';
 import { uuidV5 } from '../../src/util/crypto.ts';
 import { bigResources, withYamlStage } from '../support/big-resources.ts';
@@ -206,6 +206,77 @@ describe('FileSource: where a large file was parsed', () => {
         'WARN',
       ],
     );
+  });
+});
+
+describe('FileSource: a reload keeps what did not change', () => {
+  const hash = (c: string) => c.repeat(64);
+  const keysFile = (rows: string[]) => GOOD.replace(/api_keys:\n.*\n/, `api_keys:\n${rows.join('\n')}\n`);
+  const same = `  - { display_name: same, key_hash: "${hash('b')}", allowed_models: [gpt-4o] }`;
+  const named = `  - { display_name: renamed, key_hash: "${hash('c')}", allowed_models: [gpt-4o] }`;
+  const limited = `  - { display_name: limited, key_hash: "${hash('d')}", allowed_models: [gpt-4o] }`;
+
+  test('an unchanged plain key row keeps its resource; a changed or richer one is read anew, equal to a fresh load', async () => {
+    const before = [same, named, limited];
+    const after = [
+      same,
+      named.replace('[gpt-4o]', '[gpt-4o, "*"]'),
+      limited.replace(' }', ', team_id: a }'),
+    ];
+    const { source, gw, platform } = fileGateway(keysFile(before));
+    assert.equal((await source.load!()).ok, true);
+    const old = new Map(gw.snapshot!.apiKeys.list().map((k) => [k.display_name, k]));
+    platform.fileMap.set(RES, keysFile(after));
+    await source.reload();
+    assert.equal(platform.logs.at(-1)?.msg, MSG.fileReloaded);
+    const now = new Map(gw.snapshot!.apiKeys.list().map((k) => [k.display_name, k]));
+    assert.equal(now.get('same'), old.get('same'), 'the unchanged row keeps the serving resource');
+    assert.notEqual(now.get('renamed'), old.get('renamed'));
+    assert.notEqual(now.get('limited'), old.get('limited'));
+    const fresh = fileGateway(keysFile(after));
+    await fresh.source.load!();
+    assert.deepEqual(gw.snapshot!.resources.api_keys, fresh.gw.snapshot!.resources.api_keys);
+    assert.equal(JSON.stringify(gw.snapshot!.resources), JSON.stringify(fresh.gw.snapshot!.resources));
+  });
+
+  test("a row that goes from the schema's reading to a plain one is read anew", async () => {
+    const rich = same.replace(' }', ', team_id: a }');
+    const { source, gw, platform } = fileGateway(keysFile([rich]));
+    await source.load!();
+    const old = gw.snapshot!.apiKeys.list()[0]!;
+    platform.fileMap.set(RES, keysFile([same]));
+    await source.reload();
+    const now = gw.snapshot!.apiKeys.list()[0]!;
+    assert.notEqual(now, old);
+    const fresh = fileGateway(keysFile([same]));
+    await fresh.source.load!();
+    assert.deepEqual(now, fresh.gw.snapshot!.apiKeys.list()[0]);
+    assert.deepEqual(Object.keys(now), Object.keys(fresh.gw.snapshot!.apiKeys.list()[0]!));
+  });
+
+  test('a reload that fails keeps the serving resources for the next one', async () => {
+    const { source, gw, platform } = fileGateway(keysFile([same]));
+    await source.load!();
+    const old = gw.snapshot!.apiKeys.list()[0];
+    platform.fileMap.set(RES, BAD_MODEL);
+    await source.reload();
+    platform.fileMap.set(RES, keysFile([same]));
+    await source.reload();
+    assert.equal(platform.logs.at(-1)?.msg, MSG.fileReloaded);
+    assert.equal(gw.snapshot!.apiKeys.list()[0], old);
+  });
+});
+
+describe("loadResourcesFile: a large file's pieces are consumed", () => {
+  test('the pieces array is emptied once parsed, and the snapshot is the one the whole text gives', async () => {
+    const pieces = GOOD.split(/(?<=\n)/);
+    assert.ok(pieces.length > 3);
+    const r = await loadResourcesFile(RES, pieces, {});
+    assert.equal(r.ok, true);
+    assert.deepEqual(pieces, []);
+    const whole = await loadResourcesFile(RES, GOOD, {});
+    assert.ok(r.ok && whole.ok);
+    assert.equal(JSON.stringify(r.snapshot.resources), JSON.stringify(whole.snapshot.resources));
   });
 });
 

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { readApiKey, withId } from '../../src/resources/documents.ts';
-import { isPlainApiKey, plainApiKey, plainApiKeyText } from '../../src/resources/plain-api-key.ts';
+import { isPlainApiKey, isSamePlainApiKey, plainApiKey, plainApiKeyText } from '../../src/resources/plain-api-key.ts';
 import { ApiKeySchema } from '../../src/resources/schema.ts';
 import { parseDocument } from '../../src/resources/kinds.ts';
 import { hashRows, parseRow, type RowValue, rowValue } from '../../src/sources/etcd/rows.ts';
@@ -167,5 +167,28 @@ describe('plain api key documents, every combination of members', () => {
       errorKind: 'schema_failed',
       error: 'disabled: Invalid input: expected boolean, received string',
     });
+  });
+
+  test('isSamePlainApiKey: true only where plainApiKey would make an equal resource', () => {
+    for (const doc of PLAIN) {
+      const kept = plainApiKey('k1', structuredClone(doc));
+      assert.equal(isSamePlainApiKey(kept, structuredClone(doc)), true, JSON.stringify(doc));
+      assert.equal(isSamePlainApiKey(bySchema('k1', doc), structuredClone(doc)), true, JSON.stringify(doc));
+    }
+    const doc = { display_name: 'u', key_hash: HASH, allowed_models: ['a', 'b'] };
+    const kept = plainApiKey('k1', { ...doc });
+    const differs: Record<string, unknown>[] = [
+      { ...doc, display_name: 'v' },
+      { key_hash: HASH, allowed_models: ['a', 'b'] },
+      { ...doc, key_hash: 'b'.repeat(64) },
+      { ...doc, allowed_models: ['a'] },
+      { ...doc, allowed_models: ['b', 'a'] },
+      { ...doc, disabled: true },
+      { ...doc, team_id: 't' },
+    ];
+    for (const d of differs) assert.equal(isSamePlainApiKey(kept, d), false, JSON.stringify(d));
+    assert.equal(isSamePlainApiKey(kept, { ...doc, disabled: false }), true, 'disabled: false is the default');
+    const richer = bySchema('k1', { ...doc, team_id: 't' });
+    assert.equal(isSamePlainApiKey(richer, { ...doc }), false, 'a resource with more members');
   });
 });
