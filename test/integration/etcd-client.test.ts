@@ -413,6 +413,28 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     await client.delete('/pg/', { prefix: true });
   });
 
+  test('a paged range whose revision is compacted during the read fails, and a new read sees the keys again', async () => {
+    const keys = Array.from({ length: 60 }, (_, i) => `/pc/${String(i).padStart(2, '0')}`);
+    for (const k of keys) await client.put(k, 'v');
+    const range = await client.rangePaged('/pc/', { limit: 10 });
+    const it = range.pages[Symbol.asyncIterator]();
+    assert.equal((await it.next()).value?.length, 10);
+    const { revision } = await client.put('/pc/late', 'v');
+    await client.compact(revision);
+    // The page asked ahead may have been answered before the compaction: one of the next two fails.
+    await assert.rejects(
+      (async () => {
+        for (let r = await it.next(); !r.done; r = await it.next());
+      })(),
+      (e: unknown) => e instanceof EtcdError && e.kind === 'server' && /compacted/.test(e.message),
+    );
+    const again = await client.rangePaged('/pc/', { limit: 10 });
+    const seen: string[] = [];
+    for await (const page of again.pages) seen.push(...page.map((kv) => kv.key));
+    assert.deepEqual(seen, [...keys, '/pc/late']);
+    await client.delete('/pc/', { prefix: true });
+  });
+
   test('watch sees puts and deletes from the start revision, in order', async () => {
     const { revision } = await client.range('/w/');
     const ctrl = new AbortController();
