@@ -353,7 +353,7 @@ export class EtcdClient {
       if (raw.length > 1) sample.push(keyBytes(raw.length - 1));
       const next = plan.next(a, {
         n: raw.length,
-        ...(raw.length > 0 ? { first: sample[0]!, last: sample[sample.length - 1]! } : {}),
+        ...(raw.length > 0 ? { last: sample[sample.length - 1]! } : {}),
         sample,
         count: parseInt64(isRecord(body) ? body.count : undefined, 'count'),
         more: isRecord(body) && body.more === true,

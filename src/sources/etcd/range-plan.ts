@@ -29,8 +29,7 @@ export interface RangeAsk {
 export interface RangeAnswer {
   /** Keys in the answer. */
   n: number;
-  /** Its first and last keys (absent when it held none). */
-  first?: Uint8Array;
+  /** Its last key (absent when it held none). */
   last?: Uint8Array;
   /** Its keys 0, `SAMPLE_EVERY`, 2·`SAMPLE_EVERY` … and its last: the alphabet, and the density near its end. */
   sample: readonly Uint8Array[];
