@@ -7,9 +7,10 @@
 // Run: node build.mjs && node --import tsx bench/config-scale.ts [--keys 1000000] [--runtimes node,bun,deno]
 //        [--sources etcd,file] [--changes 5] [--etcd http://127.0.0.1:2379]
 // `--etcd`: an etcd already running, seeded only when it holds fewer keys (seeding a million takes minutes).
-// `--read-only planned,whole [--pages 20000,50000] [--rounds 2] [--etcd-pid PID]`: no gateway, only the etcd
-// source's initial read of the prefix, timed: `planned` as the source reads it (client.ts `rangePaged`),
-// `whole` as it did before, each page asked over the whole rest of the prefix; with etcd's CPU seconds.
+// `--etcd-pid PID`: etcd's CPU seconds to ready too (stderr).
+// `--read-only planned,whole [--pages 20000,50000] [--rounds 2]`: no gateway, only the etcd source's initial read
+// of the prefix, timed: `planned` as the source reads it (client.ts `rangePaged`), `whole` as it did before, each
+// page asked over the whole rest of the prefix; with etcd's CPU seconds.
 // The rows also go to bench/results/config-scale.json, which `npm run bench` reads for its target 4.
 import { createHash } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
@@ -282,7 +283,11 @@ admin: { enabled: false }
 observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
 shutdown: { min_drain_secs: 0 }
 `;
+  const etcdCpu0 = ETCD_PID ? cpuSeconds(Number(ETCD_PID)) : NaN;
   const b = await boot(runtime, () => spawnGateway({ runtime, config }));
+  if (ETCD_PID) {
+    console.error(`${runtime}: etcd used ${(cpuSeconds(Number(ETCD_PID)) - etcdCpu0).toFixed(1)} s of CPU to ready`);
+  }
   const { g } = b;
   try {
     await untilStatus(g, keyPlain(KEYS - 1), 200);
