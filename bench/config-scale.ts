@@ -8,13 +8,17 @@
 //        [--sources etcd,file] [--changes 5] [--etcd http://127.0.0.1:2379] [--reload-changed 1]
 // `--etcd`: an etcd already running, seeded only when it holds fewer keys (seeding a million takes minutes).
 // `--reload-changed`: the share of the file's keys its reload renames (1: every key, 0.01: one in a hundred).
+// `--etcd-pid PID`: etcd's CPU seconds to ready too (stderr).
+// `--read-only planned,whole [--pages 20000,50000] [--rounds 2]`: no gateway, only the etcd source's initial read
+// of the prefix, timed: `planned` as the source reads it (client.ts `rangePaged`), `whole` as it did before, each
+// page asked over the whole rest of the prefix; with etcd's CPU seconds.
 // The rows also go to bench/results/config-scale.json, which `npm run bench` reads for its target 4.
 import { createHash } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { encodeUtf8 } from '../src/sources/etcd/client.ts';
+import { encodeUtf8, EtcdClient, type EtcdFetch, prefixRange } from '../src/sources/etcd/client.ts';
 import { base64Encode } from '../src/util/bytes.ts';
 import { startEtcd } from '../test/support/etcd.ts';
 import { startMockUpstream } from '../test/support/mock-upstream.ts';
@@ -30,6 +34,10 @@ const CHANGES = Number(flag('changes', '5'));
 const ETCD = flag('etcd', '');
 /** The share of the file's keys a reload changes (renamed); the rest are left as they were. */
 const RELOAD_CHANGED = Number(flag('reload-changed', '1'));
+const READ_ONLY = flag('read-only', '').split(',').filter(Boolean);
+const PAGES = flag('pages', '20000').split(',').map(Number);
+const ROUNDS = Number(flag('rounds', '1'));
+const ETCD_PID = flag('etcd-pid', '');
 const RESULTS = join(dirname(fileURLToPath(import.meta.url)), 'results', 'config-scale.json');
 const PREFIX = '/aisix';
 const TARGET = { readyMs: 30_000, rssMiB: 1536, changeMs: 100, stallMs: 100 };
@@ -278,7 +286,11 @@ admin: { enabled: false }
 observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
 shutdown: { min_drain_secs: 0 }
 `;
+  const etcdCpu0 = ETCD_PID ? cpuSeconds(Number(ETCD_PID)) : NaN;
   const b = await boot(runtime, () => spawnGateway({ runtime, config }));
+  if (ETCD_PID) {
+    console.error(`${runtime}: etcd used ${(cpuSeconds(Number(ETCD_PID)) - etcdCpu0).toFixed(1)} s of CPU to ready`);
+  }
   const { g } = b;
   try {
     await untilStatus(g, keyPlain(KEYS - 1), 200);
@@ -367,7 +379,77 @@ shutdown: { min_drain_secs: 0 }
 
 const verdict = (ok: boolean) => (ok ? 'MET' : 'MISS');
 
+/** The read as it was before range-plan.ts: each page from just past the last key to the prefix's end. */
+async function readWhole(client: EtcdClient, limit: number): Promise<number> {
+  const { key, range_end } = prefixRange(`${PREFIX}/`);
+  type Page = { kvs: { key: string }[]; more?: boolean; header: { revision: string } };
+  const ask = (from: string, revision?: string) =>
+    client.unary('/v3/kv/range', {
+      key: from,
+      range_end,
+      limit: String(limit),
+      ...(revision ? { revision } : {}),
+    }) as Promise<Page>;
+  let page = await ask(key);
+  const revision = page.header.revision;
+  let keys = 0;
+  for (;;) {
+    const last = page.kvs[page.kvs.length - 1];
+    const next = page.more && last
+      ? ask(base64Encode(new Uint8Array([...Buffer.from(last.key, 'base64'), 0])), revision)
+      : undefined;
+    keys += page.kvs.length;
+    if (!next) return keys;
+    page = await next;
+  }
+}
+
+async function readPlanned(client: EtcdClient, limit: number): Promise<number> {
+  const range = await client.rangePaged(`${PREFIX}/`, { limit });
+  let keys = 0;
+  for await (const page of range.pages) keys += page.length;
+  return keys;
+}
+
+/** `--read-only`: the initial read alone, each way and page size, round by round. */
+async function readOnly(endpoint: string): Promise<void> {
+  let requests = 0;
+  const counting: EtcdFetch = (url, init) => {
+    requests++;
+    return fetch(url, init);
+  };
+  const client = new EtcdClient({ endpoints: [endpoint], fetch: counting, requestTimeoutMs: 600_000 });
+  const etcdCpu = () => (ETCD_PID ? cpuSeconds(Number(ETCD_PID)) : NaN);
+  console.log(`load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log('| round | read | page | keys | requests | time | etcd CPU | reader CPU |');
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|');
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const limit of PAGES) {
+      for (const how of READ_ONLY) {
+        requests = 0;
+        const cpu0 = etcdCpu();
+        const own0 = process.cpuUsage();
+        const t = performance.now();
+        const keys = how === 'whole' ? await readWhole(client, limit) : await readPlanned(client, limit);
+        const s = (performance.now() - t) / 1000;
+        const own = process.cpuUsage(own0);
+        console.log(
+          `| ${round} | ${how} | ${limit} | ${keys} | ${requests} | ${s.toFixed(1)} s | ${
+            (etcdCpu() - cpu0).toFixed(1)
+          } s | ${((own.user + own.system) / 1e6).toFixed(1)} s |`,
+        );
+      }
+    }
+  }
+  console.log(`load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+}
+
 async function main(): Promise<void> {
+  if (READ_ONLY.length > 0) {
+    if (ETCD === '') throw new Error('--read-only reads an etcd seeded before: pass --etcd http://127.0.0.1:PORT');
+    await readOnly(ETCD);
+    return;
+  }
   const mock = await startMockUpstream();
   const rows: Row[] = [];
   const failures: string[] = [];

@@ -38,18 +38,13 @@ export function nodePlatform(): Platform {
 }
 
 /**
- * The V8 flags the gateway sets on itself, for the V8 of `v8Version` (`process.versions.v8`). The old generation
- * grows to at most twice what survived the last full collection, as on Deno: a reload of a large resources file
- * otherwise let it grow to four times that with both snapshots alive (docs/performance.md "Configuration at
- * scale"). From V8 12 (Node 22 and later), Maglev's finished compilations are freed on the main thread: left to
- * V8's background threads, which the compilations themselves keep busy, their memory piles up while the gateway
- * warms (docs/performance.md "Node 24"). Node refuses both in NODE_OPTIONS, so the process sets them; Node 20's V8
- * does not know the second.
+ * The V8 flags the gateway sets on itself, for the V8 of `v8Version` (`process.versions.v8`). From V8 12 (Node
+ * 22 and later), Maglev's finished compilations are freed on the main thread: left to V8's background threads,
+ * which the compilations themselves keep busy, their memory piles up while the gateway warms (docs/performance.md
+ * "Node 24"). Node refuses the flag in NODE_OPTIONS, so the process sets it; Node 20's V8 does not know it.
  */
 export function selfV8Flags(v8Version: string): string[] {
-  const flags = ['--heap-growing-percent=100'];
-  if (Number.parseInt(v8Version, 10) >= 12) flags.push('--no-maglev-destroy-on-background');
-  return flags;
+  return Number.parseInt(v8Version, 10) >= 12 ? ['--no-maglev-destroy-on-background'] : [];
 }
 
 /** Set `selfV8Flags` on this process's V8. */

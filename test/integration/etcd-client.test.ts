@@ -30,7 +30,7 @@ import {
 } from '../../src/sources/etcd/supervisor.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { deadEndpoint } from '../support/process.ts';
-import { latch, within } from '../support/until.ts';
+import { latch, until, within } from '../support/until.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // helpers
@@ -411,6 +411,66 @@ describe('etcd client, watch and supervisor (real etcd)', { timeout: 180_000 }, 
     assert.deepEqual(pages, [['/pg/a=a', '/pg/b=b'], ['/pg/c=c', '/pg/d=d'], ['/pg/e=e']]);
     assert.equal(range.revision, (await client.range('/pg/')).revision - 2);
     await client.delete('/pg/', { prefix: true });
+  });
+
+  test('a paged range whose revision is compacted during the read fails, and a new read sees the keys again', async () => {
+    const keys = Array.from({ length: 60 }, (_, i) => `/pc/${String(i).padStart(2, '0')}`);
+    for (const k of keys) await client.put(k, 'v');
+    const range = await client.rangePaged('/pc/', { limit: 10 });
+    const it = range.pages[Symbol.asyncIterator]();
+    assert.equal((await it.next()).value?.length, 10);
+    const { revision } = await client.put('/pc/late', 'v');
+    await client.compact(revision);
+    // The page asked ahead may have been answered before the compaction: one of the next two fails.
+    await assert.rejects(
+      (async () => {
+        for (let r = await it.next(); !r.done; r = await it.next());
+      })(),
+      (e: unknown) => e instanceof EtcdError && e.kind === 'server' && /compacted/.test(e.message),
+    );
+    const again = await client.rangePaged('/pc/', { limit: 10 });
+    const seen: string[] = [];
+    for await (const page of again.pages) seen.push(...page.map((kv) => kv.key));
+    assert.deepEqual(seen, [...keys, '/pc/late']);
+    await client.delete('/pc/', { prefix: true });
+  });
+
+  test('supervisor: a compaction during a paged range fails it, and the range is read again', async () => {
+    const P = '/rc/';
+    for (let i = 0; i < 30; i++) await client.put(`${P}${String(i).padStart(2, '0')}`, 'v');
+    const gate = gatedFetch('/v3/kv/range', 2);
+    const ranges: { revision: number; keys: string[] }[] = [];
+    const errors: EtcdError[] = [];
+    const sup = new EtcdSupervisor({
+      endpoints: [etcd.endpoint],
+      prefix: P,
+      fetch: gate.fetch,
+      rangePageSize: 10,
+      backoff: { initialMs: 50, maxMs: 100 },
+      probeIntervalMs: 0,
+      onSnapshot: () => {},
+      onEvents: () => {},
+      onError: (e) => errors.push(e),
+      onRange: async (range) => {
+        const keys: string[] = [];
+        for await (const page of range.pages) keys.push(...page.map((kv) => kv.key));
+        ranges.push({ revision: range.revision, keys });
+      },
+    });
+    sup.start();
+    try {
+      await within(gate.reached, 10_000, 'the second page asked for');
+      const { revision } = await client.put(`${P}late`, 'v');
+      await client.compact(revision);
+      gate.release();
+      await until(() => ranges.length === 1, 10_000, 'the range read again');
+      assert.match(errors[0]?.message ?? '', /compacted/);
+      assert.equal(ranges[0]!.keys.length, 31);
+      assert.ok(ranges[0]!.revision >= revision);
+    } finally {
+      await sup.stop();
+      await client.delete(P, { prefix: true });
+    }
   });
 
   test('watch sees puts and deletes from the start revision, in order', async () => {

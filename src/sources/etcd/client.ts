@@ -24,6 +24,7 @@
 // Secrets: no error message built here contains the password or a token (they are never interpolated,
 // and every message goes through `redact` as a second line of defence).
 import { base64Decode, base64Encode } from '../../util/bytes.ts';
+import { type RangeAsk, RangePlan, SAMPLE_EVERY } from './range-plan.ts';
 
 /**
  * A 3xx: etcd's gateway never sends one, so it is a proxy or an impostor asking for the token, password or
@@ -324,35 +325,53 @@ export class EtcdClient {
   }
 
   /**
-   * Every key under `prefix`, `limit` keys per request: the first page is read before this resolves (its
-   * revision pins the others), the rest as `pages` is iterated, each from just past the last key read and
-   * asked for one page ahead.
+   * Every key under `prefix`, at most `limit` keys per request: the first page is read before this resolves (its
+   * revision pins the others), the rest as `pages` is iterated, each request planned from the answers so far
+   * (range-plan.ts bounds what each one makes etcd walk) and asked for one page ahead.
    */
   async rangePaged(prefix: string, opts: RequestOptions & { limit: number }): Promise<EtcdPagedRange> {
-    const { key, range_end } = prefixRange(prefix);
+    const whole = prefixRange(prefix);
+    const plan = new RangePlan(etcdBase64(whole.key), etcdBase64(whole.range_end), opts.limit);
     const limit = String(opts.limit);
-    const first = await this.unary('/v3/kv/range', { key, range_end, limit }, opts.signal);
+    const ask = (client: EtcdClient, a: RangeAsk, revision?: number) => {
+      const req = { key: base64Encode(a.key), range_end: base64Encode(a.end), limit };
+      return client.unary(
+        '/v3/kv/range',
+        revision === undefined ? req : { ...req, revision: String(revision) },
+        opts.signal,
+      );
+    };
+    const firstAsk = plan.first();
+    const first = await ask(this, firstAsk);
     const revision = headerRevision(first);
-    const read = (body: unknown) => {
+    const read = (a: RangeAsk, body: unknown) => {
       const raw = isRecord(body) && Array.isArray(body.kvs) ? body.kvs : [];
-      const last: unknown = raw[raw.length - 1];
-      const more = isRecord(body) && body.more === true && isRecord(last) && typeof last.key === 'string';
-      return { kvs: raw.map(decodeKv), next: more ? (last as { key: string }).key : undefined };
+      const kvs = raw.map(decodeKv); // checks every kv has a key
+      const keyBytes = (i: number) => etcdBase64((raw[i] as { key: string }).key);
+      const sample: Uint8Array[] = [];
+      for (let i = 0; i < raw.length; i += SAMPLE_EVERY) sample.push(keyBytes(i));
+      if (raw.length > 1) sample.push(keyBytes(raw.length - 1));
+      const next = plan.next(a, {
+        n: raw.length,
+        ...(raw.length > 0 ? { last: sample[sample.length - 1]! } : {}),
+        sample,
+        count: parseInt64(isRecord(body) ? body.count : undefined, 'count'),
+        more: isRecord(body) && body.more === true,
+      });
+      return { kvs, next };
     };
-    const fetchAfter = async (client: EtcdClient, last: string) => {
-      const after = etcdBase64(last);
-      const from = new Uint8Array(after.length + 1); // the key just past the last one read
-      from.set(after);
-      const req = { key: base64Encode(from), range_end, limit, revision: String(revision) };
-      return read(await client.unary('/v3/kv/range', req, opts.signal));
-    };
+    const fetchNext = async (client: EtcdClient, a: RangeAsk) => read(a, await ask(client, a, revision));
     // The next page is asked for while the caller judges this one, so etcd's work and the caller's overlap.
     const pages = async function* (client: EtcdClient): AsyncGenerator<EtcdKv[]> {
-      let page = read(first);
+      let page = read(firstAsk, first);
+      let handed = false;
       for (;;) {
-        const next = page.next === undefined ? undefined : fetchAfter(client, page.next);
+        const next = page.next === undefined ? undefined : fetchNext(client, page.next);
         next?.catch(() => {}); // a caller that stops early never awaits it
-        yield page.kvs;
+        if (page.kvs.length > 0 || !handed) {
+          handed = true;
+          yield page.kvs;
+        }
         if (next === undefined) return;
         page = await next;
       }

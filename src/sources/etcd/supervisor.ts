@@ -61,8 +61,8 @@ export interface EtcdSupervisorOptions extends EtcdClientOptions {
    */
   onRange?(range: EtcdPagedRange): Promise<void>;
   /**
-   * Keys per page of a paged range (default 20,000). A page of etcd 3.4 costs more the more keys are left in the
-   * range, so fewer, larger pages read a large prefix sooner; a page stays a few MB of JSON.
+   * Keys per page of a paged range (default 20,000): a page stays a few MB of JSON. What each request makes etcd
+   * walk is bounded by the range's plan (range-plan.ts) whatever the page size.
    */
   rangePageSize?: number;
   onEvents(batch: EtcdEventBatch): void | Promise<void>;
