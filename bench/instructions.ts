@@ -9,6 +9,7 @@
 //
 //   apt-get install -y valgrind
 //   node --import tsx bench/instructions.ts --baseline /tmp/ab-old [--requests 3000] [--warmup 10000] [--rounds 3]
+//     [--in-flight 4]
 //   node --import tsx bench/instructions.ts --baseline /tmp/ab-old --stream --requests 1000 --warmup 3000
 // `--keep` leaves callgrind's dumps in the run directory it names, for `callgrind_annotate` (docs/performance.md
 // "How the figures are measured": the optimising compiler's and the collector's part, apart from the rest).
@@ -31,7 +32,7 @@ const ROUNDS = Number(flag('rounds', '3'));
 const STREAM = has('stream');
 const KEEP = has('keep');
 const PERF_MAP = has('perf-map');
-const IN_FLIGHT = STREAM ? 16 : 4;
+const IN_FLIGHT = Number(flag('in-flight', STREAM ? '16' : '4'));
 const UNIT = STREAM ? 'stream' : 'request';
 const BODY = STREAM
   ? '{"model":"bench-route","stream":true,"user":"bench-scale:1:20","messages":[{"role":"user","content":"hi"}]}'
