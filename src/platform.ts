@@ -244,6 +244,12 @@ export interface Platform {
    */
   parseYamlOffThread?(text: string): YamlPieces;
   /**
+   * Keep the heap within about 1.5 times what survives while a large resources file loads (`on`), then leave its
+   * growth to the runtime again (`off`): such a load holds two snapshots at once, and a runtime that grows its
+   * heap freely then peaks far above what is live. Absent where the runtime has no such setting.
+   */
+  boundHeapGrowth?(on: boolean): void;
+  /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd
    * source. Absent where the runtime cannot (the global fetch is used, which trusts the system CAs).
    */

@@ -6,7 +6,7 @@ import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Platform } from '../platform.ts';
 import type { ApiKeyIndex } from '../resources/api-key-index.ts';
-import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
+import { type EntryError, loadResourcesFile, ON_LOOP_MIN_BYTES, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { Pacer } from '../resources/pace.ts';
 import { hexOf, sha256Hex, uuidV5 } from '../util/crypto.ts';
@@ -29,7 +29,7 @@ const LOG = {
 
 /** What the file source needs: the sink it writes to, and the platform's files and environment. */
 export interface FileSourceHost extends SourceSink {
-  readonly platform: Pick<Platform, 'files' | 'env' | 'parseYamlOffThread'>;
+  readonly platform: Pick<Platform, 'files' | 'env' | 'parseYamlOffThread' | 'boundHeapGrowth'>;
 }
 
 export interface ReadOptions {
@@ -84,11 +84,15 @@ export class FileSource implements ConfigSource {
     if (!read.ok) return read;
     const { text, size, hash } = read;
     const parseOffThread = host.platform.parseYamlOffThread;
+    const large = size >= ON_LOOP_MIN_BYTES;
+    if (large) host.platform.boundHeapGrowth?.(true);
     const r = await loadResourcesFile(path, text, host.platform.env, {
       ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
       onParsed: (where) => this.logParsed(where, size),
       serving: opts.reload === true,
       ...(opts.reload && this.appliedKeys ? { previousKeys: this.appliedKeys } : {}),
+    }).finally(() => {
+      if (large) host.platform.boundHeapGrowth?.(false);
     });
     if (!r.ok) {
       await this.recordRejected(r.entryErrors);

@@ -28,9 +28,10 @@ function largeFile(): string {
   return out.join('\n') + '\n';
 }
 
-function gateway(bytes: Uint8Array) {
+function gateway(bytes: Uint8Array, heap?: boolean[]) {
   const platform = testPlatform({});
   platform.files = { ...platform.files!, read: async () => bytes };
+  if (heap) platform.boundHeapGrowth = (on) => void heap.push(on);
   const c = loadConfig(
     '/srv/config.yaml',
     `resources_file: ${RES}\nproxy: { addr: "127.0.0.1:0" }\nadmin: { enabled: false }\n`,
@@ -68,4 +69,24 @@ test('a large file with a line longer than a slice: read whole, every name kept'
   assert.equal(r.ok, true, r.ok ? '' : r.message);
   const names = g.gw.snapshot!.resources.api_keys.map((k) => k.display_name);
   assert.equal(names.length, [...text.matchAll(/display_name: "/g)].length);
+});
+
+test("a large file's load bounds the heap's growth while it runs, a failed one too; a small file's does not", async () => {
+  const bytes = new TextEncoder().encode(largeFile());
+  const heap: boolean[] = [];
+  const g = gateway(bytes, heap);
+  assert.equal((await g.source.load!()).ok, true);
+  assert.deepEqual(heap, [true, false]);
+
+  // A row the schema refuses: the load fails after the file was read.
+  const bad = new TextEncoder().encode(largeFile() + '  - { display_name: no-hash, allowed_models: [m] }\n');
+  const failed: boolean[] = [];
+  assert.equal((await gateway(bad, failed).source.load!()).ok, false);
+  assert.deepEqual(failed, [true, false]);
+
+  const small: boolean[] = [];
+  const text = '_format_version: "1"\napi_keys:\n  - { display_name: a, key_hash: ' + 'a'.repeat(64) +
+    ', allowed_models: [] }\n';
+  assert.equal((await gateway(new TextEncoder().encode(text), small).source.load!()).ok, true);
+  assert.deepEqual(small, []);
 });
