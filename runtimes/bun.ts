@@ -7,7 +7,6 @@
 import './bun-upstream-cap.ts';
 import { readFileSync } from 'node:fs';
 import * as tlsModule from 'node:tls';
-import { rootCertificates } from 'node:tls';
 import { main } from '../src/main.ts';
 import type { KeyTls, Platform, UpstreamTls } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
@@ -61,7 +60,7 @@ export function bunPlatform(): Platform {
 function upstreamTlsFetch(tls: UpstreamTls | undefined): KeyFetch {
   const roots = bunRoots();
   const own = ownIds(roots);
-  const trusted = roots.length > 0 ? roots : [...rootCertificates, ...nodeExtraCa()];
+  const trusted = roots.length > 0 ? roots : [...tlsModule.rootCertificates, ...nodeExtraCa()];
   const options = (key?: KeyTls) => {
     const pem = (b: Uint8Array | undefined) => (b ? new TextDecoder().decode(b) : undefined);
     const configured = [pem(tls?.ca), key?.ca_cert?.trim() || undefined].filter((p): p is string => !!p);

@@ -5,6 +5,12 @@ import { sleep } from '../util/sleep.ts';
 /** The longest the pipeline keeps the event loop before it lets requests run. */
 export const SLICE_MS = 2;
 
+/**
+ * The slice of bulk work (a first load, a full etcd range, hashing and decoding a large file): each yield costs a
+ * timer turn (a millisecond or more), so with `SLICE_MS` such work would spend most of its time waiting.
+ */
+export const BULK_SLICE_MS = 10;
+
 /** A macrotask turn: requests waiting on I/O run before the pipeline goes on (a microtask would not let them). */
 export const yieldToLoop = (): Promise<void> => sleep(0);
 

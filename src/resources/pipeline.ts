@@ -26,7 +26,7 @@ import {
   type ResourceKind,
   type ResourceOf,
 } from './kinds.ts';
-import { Pacer, SLICE_MS } from './pace.ts';
+import { BULK_SLICE_MS, Pacer, SLICE_MS } from './pace.ts';
 import { checkReferences } from './references.ts';
 import { checkIdentityReferences } from './identity-references.ts';
 import { type ResourceSet, Snapshot } from './snapshot.ts';
@@ -54,13 +54,6 @@ export type LoadResult =
   };
 
 const FORMAT_VERSION = '1';
-
-/**
- * How long a first load keeps the event loop before it yields: the etcd source's range slice. Each yield costs
- * a timer turn (a millisecond or more), so shorter slices spend a large file's load mostly waiting; a reload,
- * which requests wait on up to a slice, takes the short ones (`SLICE_MS`).
- */
-const LOAD_SLICE_MS = 10;
 
 /** Below this many bytes a file is parsed on the event loop: starting a worker would take longer than the parse. */
 export const OFF_THREAD_MIN_BYTES = 256 * 1024;
@@ -106,7 +99,8 @@ export async function loadResourcesFile(
   opts: LoadOptions = {},
 ): Promise<LoadResult> {
   const problems = new Problems(new FileReport('resources file', file));
-  const pacer = new Pacer(opts.serving ? SLICE_MS : LOAD_SLICE_MS);
+  // A reload's requests wait up to a slice: the short ones; a first load serves none yet.
+  const pacer = new Pacer(opts.serving ? SLICE_MS : BULK_SLICE_MS);
   const built = await parseAndCheck(text, env, opts, problems, pacer);
   if (!built || !problems.ok) return { ok: false, report: problems.report, entryErrors: problems.entries };
   const snapshot = await Snapshot.build(built.set, () => pacer.pace());

@@ -6,9 +6,9 @@ import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
 import type { Platform } from '../platform.ts';
 import type { ApiKeyIndex } from '../resources/api-key-index.ts';
-import { type EntryError, loadResourcesFile, ON_LOOP_MIN_BYTES, type ParsedOn } from '../resources/pipeline.ts';
+import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { Pacer } from '../resources/pace.ts';
+import { BULK_SLICE_MS, Pacer } from '../resources/pace.ts';
 import { hexOf, sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
@@ -84,7 +84,7 @@ export class FileSource implements ConfigSource {
     if (!read.ok) return read;
     const { text, size, hash } = read;
     const parseOffThread = host.platform.parseYamlOffThread;
-    const large = size >= ON_LOOP_MIN_BYTES;
+    const large = size >= SLICED_BYTES;
     if (large) host.platform.boundHeapGrowth?.(true);
     const r = await loadResourcesFile(path, text, host.platform.env, {
       ...(parseOffThread ? { parseOffThread: (t: string) => parseOffThread.call(host.platform, t) } : {}),
@@ -244,7 +244,7 @@ async function hashedRead(files: NonNullable<Platform['files']>, path: string): 
   const bytes = await files.read(path);
   if (bytes.length < SLICED_BYTES) return { bytes, hash: await sha256Hex(bytes) };
   const h = sha256.create();
-  const pacer = new Pacer(SLICE_MS);
+  const pacer = new Pacer(BULK_SLICE_MS);
   for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
     h.update(bytes.subarray(at, at + SLICE_BYTES));
     await pacer.pace();
@@ -256,8 +256,6 @@ async function hashedRead(files: NonNullable<Platform['files']>, path: string): 
 export const SLICED_BYTES = 8 << 20;
 /** What one slice of hashing or decoding takes on: a few milliseconds of work. */
 const SLICE_BYTES = 1 << 20;
-/** The event loop's turn comes after at most this long (the pipeline's bulk slice). */
-const SLICE_MS = 10;
 
 /**
  * The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time, as pieces that each
@@ -268,7 +266,7 @@ async function decodeInSlices(bytes: Uint8Array): Promise<string | string[]> {
   const stream = new TextDecoder('utf-8', { fatal: true });
   const pieces: string[] = [];
   let partial = '';
-  const pacer = new Pacer(SLICE_MS);
+  const pacer = new Pacer(BULK_SLICE_MS);
   for (let at = 0;; at += SLICE_BYTES) {
     const more = at < bytes.length;
     const s = partial +

@@ -8,7 +8,7 @@
 import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { MSG } from '../../observability/messages.ts';
 import { ApiKeyIndex } from '../../resources/api-key-index.ts';
-import { Pacer } from '../../resources/pace.ts';
+import { BULK_SLICE_MS, Pacer } from '../../resources/pace.ts';
 import type { ApiKey } from '../../resources/schema.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
 import type { SourceSink } from '../source.ts';
@@ -55,8 +55,6 @@ function lowerBound(keys: readonly string[], key: string): number {
   return lo;
 }
 
-/** A full range is bulk work: it keeps the loop this long between turns (a watch batch: pace.ts's slice). */
-const RANGE_SLICE_MS = 10;
 /** A range's rows are cheaper than reading the clock: it is read once per this many. */
 const RANGE_CLOCK_EVERY = 32;
 
@@ -137,7 +135,7 @@ export class EtcdRows {
     const pass = ++this.ranges;
     // etcd returns a range in key order, the order `keys` keeps: the range's keys are that list unsorted.
     const keys: string[] = [];
-    const pacer = new Pacer(RANGE_SLICE_MS, RANGE_CLOCK_EVERY);
+    const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
     for await (const page of range.pages) {
       for (const kv of page) {
         keys.push(kv.key);
