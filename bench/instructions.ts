@@ -15,6 +15,8 @@
 // "How the figures are measured": the optimising compiler's and the collector's part, apart from the rest).
 // `--perf-map` also has V8 write /tmp/perf-<pid>.map (`--perf-basic-prof`), whose addresses name the JIT code
 // callgrind shows as `???:0x…` (bench/results/pipeline-2026-12-05.md "Naming the JIT code").
+// `--bare` adds the bare Hono proxy on Node (bench/bare-proxy.ts) as one more tree: its count is the ceiling's, so
+// this tree's less the bare proxy's is the work Sluice adds per request.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -32,6 +34,7 @@ const ROUNDS = Number(flag('rounds', '3'));
 const STREAM = has('stream');
 const KEEP = has('keep');
 const PERF_MAP = has('perf-map');
+const BARE = has('bare');
 const IN_FLIGHT = Number(flag('in-flight', STREAM ? '16' : '4'));
 const UNIT = STREAM ? 'stream' : 'request';
 const BODY = STREAM
@@ -90,6 +93,15 @@ function instructionsOf(prefix: string): number {
   return total;
 }
 
+/** What runs under callgrind for `tree` (`bare`: the bare Hono proxy) on `port`. */
+function gatewayArgs(tree: string, port: number, mockPort: number): string[] {
+  if (tree === 'bare') {
+    const up = `http://127.0.0.1:${mockPort}`;
+    return ['--import', 'tsx', path.join(ROOT, 'bench/bare-proxy.ts'), '--port', String(port), '--upstream', up];
+  }
+  return [path.join(tree, 'bin/sluice'), '--config', path.join(ROOT, 'bench/config/config.yaml')];
+}
+
 /** One run: the tree's gateway under callgrind; instructions per counted request. */
 async function run(tree: string, label: string, mockPort: number): Promise<number> {
   const port = await freePort();
@@ -109,12 +121,10 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
       `--callgrind-out-file=${path.join(work, out)}`,
       process.execPath,
       ...(PERF_MAP ? ['--perf-basic-prof'] : []),
-      path.join(tree, 'bin/sluice'),
-      '--config',
-      path.join(ROOT, 'bench/config/config.yaml'),
+      ...gatewayArgs(tree, port, mockPort),
     ],
     env,
-    /"listening"|listening on/,
+    /"listening"|listening on|bare-proxy listening/,
   );
   await send(port, WARMUP);
   const control = (...args: string[]) => spawnSync('callgrind_control', [...args, String(gw.pid)], { stdio: 'ignore' });
@@ -142,6 +152,7 @@ await start(
 const trees: [string, string][] = [
   ['this tree', ROOT],
   ...(BASELINE ? [['baseline', path.resolve(BASELINE)] as [string, string]] : []),
+  ...(BARE ? [['bare proxy', 'bare'] as [string, string]] : []),
 ];
 const runs = new Map<string, number[]>(trees.map(([l]) => [l, []]));
 for (let round = 0; round < ROUNDS; round++) {
@@ -160,7 +171,9 @@ console.log(`| tree | instructions per ${UNIT}, by run | median |`);
 console.log('| --- | --- | ---: |');
 for (const [label, tree] of trees) {
   const xs = runs.get(label)!;
-  const rev = spawnSync('git', ['-C', tree, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
+  const rev = tree === 'bare'
+    ? 'bench/bare-proxy.ts'
+    : spawnSync('git', ['-C', tree, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
   console.log(
     `| ${label} (${rev}) | ${xs.map((x) => Math.round(x).toLocaleString('en')).join(', ')} | ${
       Math.round(median(xs)).toLocaleString('en')
@@ -170,5 +183,9 @@ for (const [label, tree] of trees) {
 if (BASELINE) {
   const ratio = median(runs.get('this tree')!) / median(runs.get('baseline')!);
   console.log(`\nthis tree ÷ baseline: ${ratio.toFixed(3)}× instructions per ${UNIT}`);
+}
+if (BARE) {
+  const added = median(runs.get('this tree')!) - median(runs.get('bare proxy')!);
+  console.log(`\nthis tree less the bare proxy: ${Math.round(added).toLocaleString('en')} instructions per ${UNIT}`);
 }
 process.exit(0);
