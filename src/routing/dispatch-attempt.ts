@@ -3,7 +3,7 @@
 import type { Config } from '../config/schema.ts';
 import type { UpstreamFetch } from '../platform.ts';
 import { callProvider } from '../providers/call.ts';
-import type { ProviderResult } from '../providers/types.ts';
+import type { ProviderCall, ProviderResult } from '../providers/types.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
 import { certificateProblem, RefusedAnswer, UnsendableHeader } from '../upstream-fetch.ts';
 import { invalidCredentials } from '../providers/failures.ts';
@@ -55,31 +55,47 @@ export async function attemptUpstream(
     watched?.firstByte();
   };
   try {
-    const r = await callProvider(t.adapter, {
-      endpoint: input.endpoint,
-      body: upstreamBody(input.body, t),
-      ...(input.form ? { form: input.form } : {}),
-      stream: input.stream,
-      key: t.key,
-      upstream: a.call.upstream,
-      maxSseEventBytes: d.config.upstream.max_sse_event_bytes,
-      signal: a.call.cancel,
-      callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
-      provider: t.model.provider ?? t.key.provider,
-      ...(t.model.capabilities ? { capabilities: t.model.capabilities } : {}),
-      ...(t.model.auto_prompt_caching?.enabled ? { promptCacheTtl: t.model.auto_prompt_caching.ttl ?? '5m' } : {}),
-      ...(input.headers ? { callerHeaders: input.headers } : {}),
-      traceparent: watched?.traceparent, // undefined when unwatched: no header, and no object to spread
-      ...(input.requestId ? { requestId: input.requestId } : {}),
-      ...(input.stream ? { firstUpstreamChunk } : {}),
-      apiKey: input.apiKey,
-      model: t.model,
-    });
+    const r = await callProvider(t.adapter, providerCall(d, input, t, a, firstUpstreamChunk));
     return await outcomeOfResult(r, a);
   } catch (e) {
     a.call.end();
     return outcomeOfError(e, a.call);
   }
+}
+
+/**
+ * The adapter's call: every member in one order, an absent one `undefined`, so each call has one shape (spreads
+ * of optional members gave it one per combination, and every reader of a call a megamorphic load).
+ */
+function providerCall(
+  d: AttemptDeps,
+  input: DispatchInput,
+  t: Target,
+  a: Attempt,
+  firstUpstreamChunk: () => void,
+): ProviderCall {
+  const caching = t.model.auto_prompt_caching;
+  return {
+    endpoint: input.endpoint,
+    body: upstreamBody(input.body, t),
+    form: input.form,
+    stream: input.stream,
+    key: t.key,
+    upstream: a.call.upstream,
+    maxSseEventBytes: d.config.upstream.max_sse_event_bytes,
+    signal: a.call.cancel,
+    callerModel: typeof input.body.model === 'string' ? input.body.model : t.model.display_name,
+    provider: t.model.provider ?? t.key.provider,
+    capabilities: t.model.capabilities,
+    promptCacheTtl: caching?.enabled ? caching.ttl ?? '5m' : undefined,
+    callerHeaders: input.headers,
+    traceparent: a.watched?.traceparent,
+    requestId: input.requestId || undefined,
+    firstUpstreamChunk: input.stream ? firstUpstreamChunk : undefined,
+    apiKey: input.apiKey,
+    model: t.model,
+    forTranslation: undefined,
+  };
 }
 
 /** One attempt in progress: its target, its clock readings and the call under its deadline. */
