@@ -9,7 +9,8 @@ import {
   type CacheHeader,
   encodeCache,
 } from '../cache.ts';
-import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
+import { hashRowSet } from './row-hash.ts';
+import { compareKeys, type Problem, rowValue, type ServedValue } from './rows.ts';
 
 /** What serves now, as the cache holds it. */
 export interface ServedState {
@@ -17,7 +18,7 @@ export interface ServedState {
   revision: number;
   configHash: string | undefined;
   /** Keys in etcd order. */
-  order: readonly string[];
+  order: Iterable<string>;
   served: ReadonlyMap<string, ServedValue>;
   rejected: ReadonlyMap<string, RejectedRow>;
   writtenAt: string;
@@ -66,7 +67,7 @@ export class RestoredRows {
   constructor(private readonly prefix: string) {}
 
   /** Why the document cannot be trusted (a row that does not validate, a hash that does not match), or undefined. */
-  async verify(d: CacheDocument): Promise<string | undefined> {
+  verify(d: CacheDocument): string | undefined {
     this.values = new Map();
     for (const [key, raw] of Object.entries(d.rows)) {
       const v = rowValue(this.prefix, key, raw);
@@ -74,7 +75,8 @@ export class RestoredRows {
       this.values.set(key, v as ServedValue);
     }
     this.keys = [...this.values.keys()].sort(compareKeys);
-    const hash = await hashRows(this.keys, this.values);
+    const values = this.values;
+    const hash = hashRowSet(this.keys, (k) => values.get(k));
     return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
   }
 
