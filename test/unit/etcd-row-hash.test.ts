@@ -8,7 +8,9 @@ import { ConfigFactsRecorder } from '../../src/config-facts.ts';
 import type { ApplyMeta } from '../../src/config-facts.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import type { Snapshot } from '../../src/resources/snapshot.ts';
+import type { CacheDocument } from '../../src/sources/cache.ts';
 import { EtcdRows } from '../../src/sources/etcd/apply.ts';
+import { RestoredRows } from '../../src/sources/etcd/cache-rows.ts';
 import type { EtcdKv } from '../../src/sources/etcd/client.ts';
 import { BucketHashes, bucketOf, BUCKETS, hashRowSet } from '../../src/sources/etcd/row-hash.ts';
 import { compareKeys, type RowValue, rowValue } from '../../src/sources/etcd/rows.ts';
@@ -290,5 +292,26 @@ describe('BucketHashes alone', () => {
     assert.notEqual(h.hash(1), h.hash(0));
     assert.equal(h.hash(0), hashRowSet([...served.keys()].sort(compareKeys), (k) => served.get(k)));
     assert.equal(h.hash(1), hashRowSet([...observed.keys()].sort(compareKeys), (k) => observed.get(k)));
+  });
+});
+
+describe('the snapshot cache and the hash by bucket', () => {
+  test('a cache whose config_hash is of the earlier definition (every row in key order) still restores', () => {
+    const rows: Record<string, string> = {};
+    for (let i = 0; i < 50; i++) {
+      rows[`${P}/api_keys/k${i}`] = JSON.stringify({ key_hash: `h${i}`, allowed_models: [] });
+    }
+    const keys = Object.keys(rows).sort(compareKeys);
+    const lines = keys.map((k) => `${k}\0${rowValue(P, k, rows[k]!).text}\n`).join('');
+    const earlier = createHash('sha256').update(lines).digest('hex');
+    const doc = (config_hash: string) => ({ rows, config_hash }) as unknown as CacheDocument;
+    const restored = new RestoredRows(P);
+    assert.equal(restored.verify(doc(earlier)), undefined, 'the earlier definition');
+    const now = hashRowSet(keys, (k) => restored.values.get(k));
+    assert.notEqual(now, earlier);
+    assert.equal(restored.verify(doc(now)), undefined, 'the bucket definition');
+    rows[keys[3]!] = JSON.stringify({ key_hash: 'tampered', allowed_models: [] });
+    assert.match(String(new RestoredRows(P).verify(doc(earlier))), /config_hash does not match/);
+    assert.match(String(new RestoredRows(P).verify(doc(now))), /config_hash does not match/);
   });
 });

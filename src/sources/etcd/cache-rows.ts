@@ -10,7 +10,7 @@ import {
   encodeCache,
 } from '../cache.ts';
 import { hashRowSet } from './row-hash.ts';
-import { compareKeys, type Problem, rowValue, type ServedValue } from './rows.ts';
+import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
 
 /** What serves now, as the cache holds it. */
 export interface ServedState {
@@ -76,8 +76,10 @@ export class RestoredRows {
     }
     this.keys = [...this.values.keys()].sort(compareKeys);
     const values = this.values;
-    const hash = hashRowSet(this.keys, (k) => values.get(k));
-    return hash === d.config_hash ? undefined : 'corrupt: config_hash does not match its rows';
+    if (hashRowSet(this.keys, (k) => values.get(k)) === d.config_hash) return undefined;
+    // A cache written before `config_hash` was taken by bucket: its rows are as trustworthy under that definition.
+    if (hashRows(this.keys, values) === d.config_hash) return undefined;
+    return 'corrupt: config_hash does not match its rows';
   }
 
   /** A pinned key's latest value was rejected: it serves its cached value, with what the cache says about it. */
