@@ -95,8 +95,8 @@ describe('etcd hashes by bucket', () => {
     assert.ok(Math.max(...counts) < 3 * (100_000 / BUCKETS), `keys spread over the buckets (${Math.max(...counts)})`);
   });
 
-  test('the hash is SHA-256 over the non-empty buckets’ digests, each over its rows in code point order', () => {
-    assert.equal(hashRowSet([], () => undefined), sha256('').toString('hex'), 'no rows: the digest of nothing');
+  test('the hash is SHA-256 over the non-empty buckets’ digests, each over its rows in code point order', async () => {
+    assert.equal(await hashRowSet([], () => undefined), sha256('').toString('hex'), 'no rows: the digest of nothing');
     // Two keys in one bucket whose order by code point differs from their order by UTF-16 unit.
     const a = `${P}/models/\uFF21`;
     let b = '';
@@ -116,7 +116,7 @@ describe('etcd hashes by bucket', () => {
       .map((keys) => sha256(keys.map((k) => `${k}\0${rows.get(k)!.text}\n`).join('')));
     assert.equal(rows.get(a)!.text, '{"a":[2],"b":1}', 'canonical JSON');
     const want = sha256(Buffer.concat(digests)).toString('hex');
-    assert.equal(hashRowSet([a, b, c], (k) => rows.get(k)), want);
+    assert.equal(await hashRowSet([a, b, c], (k) => rows.get(k)), want);
   });
 
   test('one set of rows has one hash, whatever order its keys were put and deleted in', async () => {
@@ -273,10 +273,14 @@ describe('etcd keys in order, in chunks', () => {
 });
 
 describe('BucketHashes alone', () => {
-  test('a view whose rows are the first view’s shares its digests; one that differs is digested on its own', () => {
+  test('a view whose rows are the first view’s shares its digests; a bucket changed while digested is digested again', async () => {
     const served = new Map<string, RowValue>();
     const observed = new Map<string, RowValue>();
     const h = new BucketHashes([(k) => served.get(k), (k) => observed.get(k)]);
+    const settle = async () => {
+      while (h.pending > 0) await h.digestSome();
+      return h.hashes([0, 1]);
+    };
     for (let i = 0; i < 100; i++) {
       const key = `${P}/api_keys/k${i}`;
       const v = rowValue(P, key, JSON.stringify({ key_hash: `h${i}`, allowed_models: [] }));
@@ -284,19 +288,33 @@ describe('BucketHashes alone', () => {
       observed.set(key, v);
       h.touch(key, true);
     }
-    assert.equal(h.hash(1), h.hash(0));
-    assert.equal(h.rowsDigested, 100);
+    let [config, source] = await settle();
+    assert.equal(source, config);
+    assert.equal(h.rowsDigested, 100, 'each row once: the second view is the first');
     const bad = `${P}/api_keys/k5`;
     observed.set(bad, rowValue(P, bad, 'nope'));
     h.touch(bad, true);
-    assert.notEqual(h.hash(1), h.hash(0));
-    assert.equal(h.hash(0), hashRowSet([...served.keys()].sort(compareKeys), (k) => served.get(k)));
-    assert.equal(h.hash(1), hashRowSet([...observed.keys()].sort(compareKeys), (k) => observed.get(k)));
+    // A change while the bucket's digest is in flight: that digest is dropped, the bucket digested again.
+    const inFlight = h.digestSome();
+    let other = '';
+    for (let i = 0; !other; i++) if (bucketOf(`${P}/api_keys/x${i}`) === bucketOf(bad)) other = `${P}/api_keys/x${i}`;
+    observed.set(other, rowValue(P, other, 'nope either'));
+    h.touch(other, true);
+    await inFlight;
+    assert.equal(h.pending, 1, 'the bucket is changed again');
+    [config, source] = await settle();
+    assert.notEqual(source, config);
+    assert.equal(config, await hashRowSet([...served.keys()].sort(compareKeys), (k) => served.get(k)));
+    assert.equal(source, await hashRowSet([...observed.keys()].sort(compareKeys), (k) => observed.get(k)));
+    assert.throws(() => {
+      h.touch(bad, true);
+      return h.hashes([0]);
+    }, /changed and not digested/);
   });
 });
 
 describe('the snapshot cache and the hash by bucket', () => {
-  test('a cache whose config_hash is of the earlier definition (every row in key order) still restores', () => {
+  test('a cache whose config_hash is of the earlier definition (every row in key order) still restores', async () => {
     const rows: Record<string, string> = {};
     for (let i = 0; i < 50; i++) {
       rows[`${P}/api_keys/k${i}`] = JSON.stringify({ key_hash: `h${i}`, allowed_models: [] });
@@ -306,12 +324,12 @@ describe('the snapshot cache and the hash by bucket', () => {
     const earlier = createHash('sha256').update(lines).digest('hex');
     const doc = (config_hash: string) => ({ rows, config_hash }) as unknown as CacheDocument;
     const restored = new RestoredRows(P);
-    assert.equal(restored.verify(doc(earlier)), undefined, 'the earlier definition');
-    const now = hashRowSet(keys, (k) => restored.values.get(k));
+    assert.equal(await restored.verify(doc(earlier)), undefined, 'the earlier definition');
+    const now = await hashRowSet(keys, (k) => restored.values.get(k));
     assert.notEqual(now, earlier);
-    assert.equal(restored.verify(doc(now)), undefined, 'the bucket definition');
+    assert.equal(await restored.verify(doc(now)), undefined, 'the bucket definition');
     rows[keys[3]!] = JSON.stringify({ key_hash: 'tampered', allowed_models: [] });
-    assert.match(String(new RestoredRows(P).verify(doc(earlier))), /config_hash does not match/);
-    assert.match(String(new RestoredRows(P).verify(doc(now))), /config_hash does not match/);
+    assert.match(String(await new RestoredRows(P).verify(doc(earlier))), /config_hash does not match/);
+    assert.match(String(await new RestoredRows(P).verify(doc(now))), /config_hash does not match/);
   });
 });

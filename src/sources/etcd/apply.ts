@@ -409,11 +409,10 @@ export class EtcdRows {
   private async publish(o: Publish): Promise<void> {
     let snapshot = await this.serving!; // set before any publish is requested
     const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
-    await this.digestChanged(new Pacer());
+    await this.digestChanged();
     // The hashes of the rows as they are now: every changed bucket is digested and no range is half applied.
     const version = this.version;
-    const configHash = this.buckets.hash(0);
-    const sourceHash = o.hashSource ? this.buckets.hash(1) : undefined;
+    const [configHash, sourceHash] = await this.buckets.hashes(o.hashSource ? [0, 1] : [0]) as [string, string?];
     const serving = this.serving!;
     snapshot = await serving;
     // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
@@ -457,20 +456,14 @@ export class EtcdRows {
   }
 
   /**
-   * Digests the buckets whose rows changed, in slices, until none is left and no range or restore is changing
-   * rows; a bucket that changes meanwhile is digested again.
+   * Digests the buckets whose rows changed, a batch at a time, until none is left and no range or restore is
+   * changing rows; a bucket that changes meanwhile is digested again.
    */
-  private async digestChanged(pacer: Pacer): Promise<void> {
+  private async digestChanged(): Promise<void> {
     for (;;) {
       while (this.judging !== undefined) await this.judging;
-      while (this.buckets.digestNext()) {
-        const p = pacer.pace();
-        if (p) {
-          await p;
-          break;
-        }
-      }
-      if (this.judging === undefined && this.buckets.pending === 0) return;
+      if (this.buckets.pending === 0) return;
+      await this.buckets.digestSome();
     }
   }
 

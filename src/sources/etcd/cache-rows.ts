@@ -67,7 +67,7 @@ export class RestoredRows {
   constructor(private readonly prefix: string) {}
 
   /** Why the document cannot be trusted (a row that does not validate, a hash that does not match), or undefined. */
-  verify(d: CacheDocument): string | undefined {
+  async verify(d: CacheDocument): Promise<string | undefined> {
     this.values = new Map();
     for (const [key, raw] of Object.entries(d.rows)) {
       const v = rowValue(this.prefix, key, raw);
@@ -76,7 +76,7 @@ export class RestoredRows {
     }
     this.keys = [...this.values.keys()].sort(compareKeys);
     const values = this.values;
-    if (hashRowSet(this.keys, (k) => values.get(k)) === d.config_hash) return undefined;
+    if (await hashRowSet(this.keys, (k) => values.get(k)) === d.config_hash) return undefined;
     // A cache written before `config_hash` was taken by bucket: its rows are as trustworthy under that definition.
     if (hashRows(this.keys, values) === d.config_hash) return undefined;
     return 'corrupt: config_hash does not match its rows';

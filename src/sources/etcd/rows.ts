@@ -318,14 +318,13 @@ export function compareKeys(a: string, b: string): number {
 }
 
 /**
- * SHA-256 over the docs/etcd.md hash lines (`key \0 text \n`) of the rows of `keys` that `row` has, in that order,
- * and how many there were; undefined when it has none. One bucket's rows (row-hash.ts): small enough to digest at
- * once.
+ * The docs/etcd.md hash lines (`key \0 text \n`) of the rows of `keys` that `row` has, in that order, as UTF-8, and
+ * how many there were; undefined when it has none. One bucket's rows (row-hash.ts): small enough to encode at once.
  */
-export function digestRows(
+export function rowLines(
   keys: readonly string[],
   row: (key: string) => RowValue | undefined,
-): { digest: Uint8Array; rows: number } | undefined {
+): { bytes: Uint8Array<ArrayBuffer>; rows: number } | undefined {
   let text = '';
   let rows = 0;
   for (const key of keys) {
@@ -334,7 +333,7 @@ export function digestRows(
     text += `${r.key}\0${r.text}\n`;
     rows++;
   }
-  return rows === 0 ? undefined : { digest: sha256(encoder.encode(text)), rows };
+  return rows === 0 ? undefined : { bytes: encoder.encode(text), rows };
 }
 
 /**

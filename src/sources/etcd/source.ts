@@ -135,7 +135,7 @@ class EtcdSource implements EtcdConfigSource {
   private async restoreCache(): Promise<void> {
     if (!this.cache) return;
     const restored = new RestoredRows(this.rows.prefix);
-    const doc = await this.cache.read(this.rows.prefix, (d) => Promise.resolve(restored.verify(d)));
+    const doc = await this.cache.read(this.rows.prefix, (d) => restored.verify(d));
     if (!doc || this.ctrl.signal.aborted) return;
     this.host.log.info(MSG.cacheRestored, {
       path: this.cache.path,
