@@ -333,3 +333,32 @@ describe('the snapshot cache and the hash by bucket', () => {
     assert.match(String(await new RestoredRows(P).verify(doc(now))), /config_hash does not match/);
   });
 });
+
+describe('hashes while batches keep arriving', () => {
+  test('a batch applied at any point of a publish, down to one microtask, never fails a delivery', async () => {
+    const s = sink();
+    const rows = new EtcdRows(s, P, () => {});
+    const kvs = [...Array(2000).keys()].map((i) => apiKey(i, 10 + i));
+    await rows.applyRange({ revision: 5000, kvs });
+    const final = new Map(kvs.map((x) => [x.key, x]));
+    let rev = 5000;
+    const deliveries: Promise<void>[] = [];
+    const deliver = (x: EtcdKv) =>
+      deliveries.push(rows.applyEvents({ revision: x.modRevision, events: [{ type: 'put', ...x }] }));
+    for (let n = 0; n < 200; n++) {
+      const x = apiKey(n % 50, ++rev, `m${n}`);
+      final.set(x.key, x);
+      // After 0 to 40 microtasks, or a macrotask: somewhere inside the publish the previous batch started.
+      const depth = n % 41;
+      if (depth === 40) await new Promise((r) => setTimeout(r, 0));
+      else for (let i = 0; i < depth; i++) await Promise.resolve();
+      deliver(x);
+    }
+    await Promise.all(deliveries);
+    await until(() => s.metas.at(-1)?.revision === rev, 10_000, 'the last batch applied');
+    // A delivery after a failed apply throws that failure: none did.
+    await rows.applyEvents({ revision: rev + 1, events: [] });
+    const want = await freshHashes([...final.values()].sort((x, y) => compareKeys(x.key, y.key)), 1);
+    await until(() => s.metas.at(-1)?.configHash === want.config, 10_000, 'the hash of what serves last');
+  });
+});

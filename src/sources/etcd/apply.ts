@@ -409,10 +409,8 @@ export class EtcdRows {
   private async publish(o: Publish): Promise<void> {
     let snapshot = await this.serving!; // set before any publish is requested
     const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
-    await this.digestChanged();
-    // The hashes of the rows as they are now: every changed bucket is digested and no range is half applied.
-    const version = this.version;
-    const [configHash, sourceHash] = await this.buckets.hashes(o.hashSource ? [0, 1] : [0]) as [string, string?];
+    const { version, hashes } = await this.settledHashes(o.hashSource ? [0, 1] : [0]);
+    const [configHash, sourceHash] = hashes as [string, string?];
     const serving = this.serving!;
     snapshot = await serving;
     // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
@@ -456,13 +454,18 @@ export class EtcdRows {
   }
 
   /**
-   * Digests the buckets whose rows changed, a batch at a time, until none is left and no range or restore is
-   * changing rows; a bucket that changes meanwhile is digested again.
+   * The hashes of `views` (0: what serves, 1: every observed row) and the `version` of the rows they are of:
+   * the buckets whose rows changed are digested a batch at a time (again if they change meanwhile) until none is
+   * left and no range or restore is changing rows; then the hashes' input is taken in the same step.
    */
-  private async digestChanged(): Promise<void> {
+  private async settledHashes(views: number[]): Promise<{ version: number; hashes: string[] }> {
     for (;;) {
       while (this.judging !== undefined) await this.judging;
-      if (this.buckets.pending === 0) return;
+      if (this.buckets.pending === 0) {
+        const version = this.version;
+        const hashes = this.buckets.hashes(views);
+        return { version, hashes: await hashes };
+      }
       await this.buckets.digestSome();
     }
   }
