@@ -2,7 +2,8 @@
 // and through a resources file, on each runtime named, with real processes. Prints per runtime and source:
 // process start → proxy ready, peak and settled RSS, one key's change (etcd: put → the new key answers 200,
 // delete → it answers 401; file: a SIGHUP reload of the whole file) and the slowest of the requests sent every
-// 20 ms while the load and the update run, each against its target with MET/MISS.
+// 20 ms while the load and the update run, each against its target with MET/MISS. etcd also: how long after the
+// change `/status/config` shows it applied (its hashes follow), and the gateway's CPU per change until then.
 //
 // Run: node build.mjs && node --import tsx bench/config-scale.ts [--keys 1000000] [--runtimes node,bun,deno]
 //        [--sources etcd,file] [--changes 5] [--etcd http://127.0.0.1:2379] [--reload-changed 1]
@@ -58,10 +59,23 @@ async function txn(endpoint: string, puts: [string, string][]): Promise<void> {
   await res.arrayBuffer();
 }
 
-async function etcdCall(endpoint: string, path: string, body: unknown): Promise<void> {
+/** The call's etcd revision. */
+async function etcdCall(endpoint: string, path: string, body: unknown): Promise<number> {
   const res = await fetch(`${endpoint}${path}`, { method: 'POST', body: JSON.stringify(body) });
   if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
-  await res.arrayBuffer();
+  return Number(((await res.json()) as { header?: { revision?: string } }).header?.revision ?? 0);
+}
+
+/** Until `/status/config` shows revision `rev` applied (its hashes computed): the facts follow a served change. */
+async function untilApplied(g: GatewayProcess, rev: number, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const r = await fetch(g.url('/status/config', 'status'), { signal: AbortSignal.timeout(60_000) });
+    const body = (await r.json()) as { applied?: { applied_revision?: number } };
+    if ((body.applied?.applied_revision ?? 0) >= rev) return;
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  throw new Error(`revision ${rev} never applied`);
 }
 
 /** How many keys etcd holds under the prefix. */
@@ -233,6 +247,10 @@ interface Row {
   changeMs: number;
   changeWhat: string;
   updateStallMs: number;
+  /** etcd: put or delete → `/status/config` shows it applied, median (the hashes follow the served change). */
+  factsMs?: number;
+  /** etcd: the gateway's CPU over the changes until each was applied, per change. */
+  cpuMsPerChange?: number;
 }
 
 /** Spawns the gateway and measures it up to ready: time, RSS (peak sampled every 50 ms), status probe latency. */
@@ -296,22 +314,29 @@ shutdown: { min_drain_secs: 0 }
     await untilStatus(g, keyPlain(KEYS - 1), 200);
     const probe = prober(() => g.url('/v1/chat/completions'), chatInit(CALLER_KEY));
     const times: number[] = [];
+    const facts: number[] = [];
+    const cpu0 = cpuSeconds(g.proc.pid!);
     for (let c = 0; c < CHANGES; c++) {
       const plain = `sk-scale-new-${c}-${Date.now()}`;
       const key = `${PREFIX}/api_keys/new-${c}`;
       const value = JSON.stringify({ key_hash: hashOf(plain), allowed_models: ['gpt-test'] });
       let t = performance.now();
-      await etcdCall(endpoint, '/v3/kv/put', {
+      let rev = await etcdCall(endpoint, '/v3/kv/put', {
         key: base64Encode(encodeUtf8(key)),
         value: base64Encode(encodeUtf8(value)),
       });
       await untilStatus(g, plain, 200);
       times.push(performance.now() - t);
+      await untilApplied(g, rev);
+      facts.push(performance.now() - t);
       t = performance.now();
-      await etcdCall(endpoint, '/v3/kv/deleterange', { key: base64Encode(encodeUtf8(key)) });
+      rev = await etcdCall(endpoint, '/v3/kv/deleterange', { key: base64Encode(encodeUtf8(key)) });
       await untilStatus(g, plain, 401);
       times.push(performance.now() - t);
+      await untilApplied(g, rev);
+      facts.push(performance.now() - t);
     }
+    const cpuMsPerChange = ((cpuSeconds(g.proc.pid!) - cpu0) * 1000) / times.length;
     const { max } = await probe.stop();
     await new Promise((r) => setTimeout(r, 3000));
     return {
@@ -325,6 +350,8 @@ shutdown: { min_drain_secs: 0 }
       changeMs: median(times),
       changeWhat: `put/delete → served, median of ${times.length} (max ${Math.max(...times).toFixed(1)})`,
       updateStallMs: max,
+      factsMs: median(facts),
+      cpuMsPerChange,
     };
   } finally {
     b.stopPeak();
@@ -484,9 +511,9 @@ async function main(): Promise<void> {
   await mock.close();
   console.log(`\nconfig-scale: ${KEYS} api keys, ${new Date().toISOString().slice(0, 10)}\n`);
   console.log(
-    '| runtime | source | ready | CPU to ready | peak RSS | settled RSS | max request during load | one key applied | max request during update |',
+    '| runtime | source | ready | CPU to ready | peak RSS | settled RSS | max request during load | one key applied | max request during update | status follows | CPU per change |',
   );
-  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
     const change = r.source === 'etcd'
       ? `${r.changeMs.toFixed(1)} ms ${verdict(r.changeMs <= TARGET.changeMs)} (${r.changeWhat})`
@@ -498,6 +525,8 @@ async function main(): Promise<void> {
         r.loadStallMs.toFixed(1)
       } ms (status /livez) | ${change} | ${r.updateStallMs.toFixed(1)} ms ${
         verdict(r.updateStallMs <= TARGET.stallMs)
+      } | ${r.factsMs === undefined ? '' : `${r.factsMs.toFixed(1)} ms`} | ${
+        r.cpuMsPerChange === undefined ? '' : `${r.cpuMsPerChange.toFixed(0)} ms`
       } |`,
     );
   }

@@ -243,7 +243,9 @@ const NONE: readonly never[] = [];
 
 /** `resources` with `api_keys` read from the key index, so a key changed in place is listed as it is now. */
 function liveKeys(resources: ResourceSet, keys: ApiKeyIndex): ResourceSet {
-  const out = { ...resources };
+  // Copied by descriptor: a spread would read a live `api_keys` and list every key (a million, per key changed).
+  const { api_keys: _, ...others } = Object.getOwnPropertyDescriptors(resources);
+  const out = Object.defineProperties({}, others) as ResourceSet;
   Object.defineProperty(out, 'api_keys', { get: () => keys.list(), enumerable: true });
   return out;
 }

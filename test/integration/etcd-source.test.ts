@@ -29,20 +29,40 @@ function canonical(v: unknown): string {
   return JSON.stringify(v);
 }
 
-/** sha256 over entries sorted by key bytes, each `key \0 canonical-json(value) \n` (raw text when not JSON). */
+/** FNV-1a (32-bit) of `bytes`. */
+function fnv1a(bytes: Uint8Array): number {
+  let h = 0x811c9dc5;
+  for (const b of bytes) h = Math.imul(h ^ b, 0x01000193);
+  return h >>> 0;
+}
+
+/**
+ * docs/etcd.md "Hashes and status": an entry's bucket is the top 12 bits of FNV-1a-32 of its key's UTF-8 bytes; a
+ * bucket's digest is sha256 over its entries sorted by key bytes, each `key \0 canonical-json(value) \n` (raw text
+ * when not JSON); the hash is sha256 over the digests of the non-empty buckets in bucket order.
+ */
 function expectedHash(entries: [string, string][]): string {
-  const sorted = [...entries].sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-  const h = createHash('sha256');
-  for (const [k, raw] of sorted) {
-    let value: string;
-    try {
-      value = canonical(JSON.parse(raw));
-    } catch {
-      value = raw;
-    }
-    h.update(`${k}\0${value}\n`);
+  const buckets = new Map<number, [string, string][]>();
+  for (const e of entries) {
+    const b = fnv1a(Buffer.from(e[0])) >>> 20;
+    buckets.set(b, [...(buckets.get(b) ?? []), e]);
   }
-  return h.digest('hex');
+  const top = createHash('sha256');
+  for (const b of [...buckets.keys()].sort((x, y) => x - y)) {
+    const sorted = buckets.get(b)!.sort(([x], [y]) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+    const h = createHash('sha256');
+    for (const [k, raw] of sorted) {
+      let value: string;
+      try {
+        value = canonical(JSON.parse(raw));
+      } catch {
+        value = raw;
+      }
+      h.update(`${k}\0${value}\n`);
+    }
+    top.update(h.digest());
+  }
+  return top.digest('hex');
 }
 
 // -- helpers ---------------------------------------------------------------------------------------

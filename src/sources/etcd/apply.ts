@@ -3,8 +3,8 @@
 // so a delivery re-judges only the keys it touched. Api keys change in place in the served key index
 // (docs/performance.md "Configuration at scale"): a SaaS has a key per user, and one key's change must not
 // rebuild a million; any other kind's change rebuilds the snapshot's other indexes around the same key
-// index. Both hashes are then recomputed and every fact applied as one load. Used by the watch source
-// (source.ts) and by range polling (poll.ts).
+// index. The hashes then re-digest the buckets of the keys that changed (row-hash.ts) and every fact is
+// applied as one load. Used by the watch source (source.ts) and by range polling (poll.ts).
 import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { MSG } from '../../observability/messages.ts';
 import { ApiKeyIndex } from '../../resources/api-key-index.ts';
@@ -14,9 +14,9 @@ import { Snapshot } from '../../resources/snapshot.ts';
 import type { SourceSink } from '../source.ts';
 import { encodeServed, type RestoredRows } from './cache-rows.ts';
 import type { EtcdKv } from './client.ts';
+import { BucketHashes } from './row-hash.ts';
 import {
   compareKeys,
-  hashRows,
   judgeKey,
   PartialCounts,
   type Problem,
@@ -26,6 +26,7 @@ import {
   sameValue,
   type ServedValue,
 } from './rows.ts';
+import { SortedKeys } from './sorted-keys.ts';
 import { PartialWarnings, rejectedRows } from './status.ts';
 import type { EtcdEventBatch, EtcdSnapshot } from './supervisor.ts';
 
@@ -41,18 +42,6 @@ interface Publish {
   counted: boolean;
   writeCache: boolean;
   logLevel: 'info' | 'debug';
-}
-
-/** Index of `key` in sorted `keys`, or of where it would be inserted. */
-function lowerBound(keys: readonly string[], key: string): number {
-  let lo = 0;
-  let hi = keys.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareKeys(keys[mid]!, key) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /** A range's rows are cheaper than reading the clock: it is read once per this many. */
@@ -74,9 +63,10 @@ export interface PagedRange {
 }
 
 export class EtcdRows {
-  /** key → latest observed value; `keys` is the same set in etcd key order. */
+  /** key → latest observed value. */
   private readonly observed = new Map<string, RowValue>();
-  private keys: string[] = [];
+  /** The keys `observed` or `served` hold, in etcd order. */
+  private keys = new SortedKeys();
   /** key → the value it serves (latest or pinned); changed in place by each commit. */
   private served = new Map<string, ServedValue>();
   /** key → why its latest value does not serve. */
@@ -94,14 +84,12 @@ export class EtcdRows {
   private keysChanged = false;
   private want: Publish | undefined;
   private publishing: Promise<void> | undefined;
-  /** A cache restore's keys, in etcd order, until etcd is read. */
-  private restoredOrder: readonly string[] | undefined;
   /** Full ranges read so far (marks each observed row a range held). */
   private ranges = 0;
-  /** While a hash runs: each changed key's values when it began (`keep`). */
-  private frozen:
-    | { observed: Map<string, RowValue | undefined>; served: Map<string, ServedValue | undefined> }
-    | undefined;
+  /** `config_hash` (over `served`) and `source_hash` (over `observed`) by bucket of keys. */
+  private readonly buckets = new BucketHashes([(k) => this.served.get(k), (k) => this.observed.get(k)]);
+  /** While a range or a restore changes rows in slices: the hashes wait for it, never taking half of one. */
+  private judging: Promise<void> | undefined;
   /** Why an apply of a watch batch failed, for the next delivery to throw. */
   private failure: unknown;
   private configHash: string | undefined;
@@ -132,32 +120,43 @@ export class EtcdRows {
    */
   async applyPages(range: PagedRange): Promise<void> {
     this.rethrow();
-    const pass = ++this.ranges;
-    // etcd returns a range in key order, the order `keys` keeps: the range's keys are that list unsorted.
-    const keys: string[] = [];
-    const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
-    for await (const page of range.pages) {
-      for (const kv of page) {
-        keys.push(kv.key);
-        this.observe(kv).seen = pass;
+    const release = this.hold();
+    try {
+      const pass = ++this.ranges;
+      // etcd returns a range in key order: the range's keys are the order `keys` keeps, unsorted.
+      const keys: string[] = [];
+      const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
+      for await (const page of range.pages) {
+        for (const kv of page) {
+          keys.push(kv.key);
+          this.observe(kv).seen = pass;
+          const p = pacer.pace();
+          if (p) await p;
+        }
+      }
+      for (const [key, v] of this.observed) {
+        if (v.seen !== pass) {
+          this.observed.delete(key);
+          this.pending.add(key);
+        }
         const p = pacer.pace();
         if (p) await p;
       }
-    }
-    for (const [key, v] of this.observed) {
-      if (v.seen !== pass) {
-        this.keep(key);
-        this.observed.delete(key);
-        this.pending.add(key);
+      // A restored row the range does not hold is gone as well (it was served, never observed).
+      for (const key of this.served.keys()) if (!this.observed.has(key)) this.pending.add(key);
+      await this.commit(range.revision, { keys: sortedKeys(keys) ? keys : keys.sort(compareKeys), release }, pacer);
+    } catch (e) {
+      // What a range that failed half way changed is observed now: those keys' buckets are digested again.
+      const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
+      for (const key of this.pending) {
+        this.member(key);
+        const p = pacer.pace();
+        if (p) await p;
       }
-      const p = pacer.pace();
-      if (p) await p;
+      throw e;
+    } finally {
+      release();
     }
-    // A restored row the range does not hold is gone as well (it was served, never observed).
-    for (const key of this.served.keys()) if (!this.observed.has(key)) this.pending.add(key);
-    this.restoredOrder = undefined;
-    this.keys = sortedKeys(keys) ? keys : keys.sort(compareKeys);
-    await this.commit(range.revision, true, pacer);
   }
 
   /**
@@ -166,18 +165,12 @@ export class EtcdRows {
    */
   async applyEvents(b: EtcdEventBatch): Promise<void> {
     this.rethrow();
-    const membership: string[] = [];
     for (const ev of b.events) {
       this.pending.add(ev.key);
-      if (ev.type === 'put') {
-        if (!this.observed.has(ev.key)) membership.push(ev.key);
-        this.observe(ev);
-      } else if (this.keep(ev.key) && this.observed.delete(ev.key)) {
-        membership.push(ev.key);
-      }
+      if (ev.type === 'put') this.observe(ev);
+      else this.observed.delete(ev.key);
     }
-    this.reindex(membership);
-    this.commit(b.revision, false, new Pacer()).catch((e: unknown) => {
+    this.commit(b.revision, undefined, new Pacer()).catch((e: unknown) => {
       // Handed to the next delivery, which fails with it: the supervisor then reads the whole range again.
       this.failure ??= e;
     });
@@ -199,8 +192,14 @@ export class EtcdRows {
     this.partial = new PartialCounts();
     for (const v of restored.values.values()) this.partial.add(v);
     this.version++;
-    this.restoredOrder = restored.keys;
-    this.serving = this.rebuild(restored.keys, new Pacer());
+    const release = this.hold();
+    try {
+      this.keys = SortedKeys.from(restored.keys);
+      await this.rebucket(restored.keys, new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY));
+    } finally {
+      release();
+    }
+    this.serving = this.rebuild(new Pacer());
     await this.serving;
     await this.requestPublish({
       revision: doc.revision,
@@ -221,7 +220,7 @@ export class EtcdRows {
       prefix: this.prefix,
       revision: this.appliedRevision,
       configHash: this.configHash,
-      order: this.order(),
+      order: this.keys,
       served: this.served,
       rejected: this.rejected,
       writtenAt: rfc3339(new Date(this.sink.clock())),
@@ -244,62 +243,59 @@ export class EtcdRows {
         rev: kv.modRevision,
       });
     value.modRev = kv.modRevision;
-    this.keep(kv.key);
     this.observed.set(kv.key, value);
     return value;
   }
 
-  /**
-   * Before `key` changes in `observed` or `served`: while a hash runs, the values it had when the hash began are
-   * kept for it (the hash reads rows as they were then, however long it takes). Returns true.
-   */
-  private keep(key: string): boolean {
-    const f = this.frozen;
-    if (f !== undefined && !f.observed.has(key)) {
-      f.observed.set(key, this.observed.get(key));
-      f.served.set(key, this.served.get(key));
-    }
-    return true;
+  /** While the returned function is not called, the hashes wait (rows change in slices meanwhile). */
+  private hold(): () => void {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    this.judging = held;
+    return () => {
+      if (this.judging === held) this.judging = undefined;
+      release();
+    };
   }
 
-  /** Keeps `keys` sorted after membership changes of `changed` keys. */
-  private reindex(changed: readonly string[]): void {
-    if (changed.length > 64) {
-      this.keys = [...this.observed.keys()].sort(compareKeys);
-      return;
-    }
-    // A new list, never a change of the one a hash in progress reads.
-    let keys: string[] | undefined;
-    for (const key of changed) {
-      const list = keys ?? this.keys;
-      const i = lowerBound(list, key);
-      const present = list[i] === key;
-      if (this.observed.has(key) === present) continue;
-      keys ??= this.keys.slice();
-      if (present) keys.splice(i, 1);
-      else keys.splice(i, 0, key);
-    }
-    if (keys) this.keys = keys;
+  /** After `key` changed in `observed` or `served`: its place in `keys` and in the hash buckets. */
+  private member(key: string): void {
+    const present = this.observed.has(key) || this.served.has(key);
+    if (present) this.keys.add(key);
+    else this.keys.delete(key);
+    this.buckets.touch(key, present);
   }
 
-  /** The keys in etcd order: the observed ones, or a cache restore's before etcd was read. */
-  private order(): readonly string[] {
-    return this.observed.size > 0 || this.restoredOrder === undefined ? this.keys : this.restoredOrder;
+  /** Every key of the buckets anew, from `keys` in etcd order (a range or a restore changes most rows). */
+  private async rebucket(keys: readonly string[], pacer: Pacer): Promise<void> {
+    this.buckets.clear();
+    for (const key of keys) {
+      this.buckets.append(key);
+      const p = pacer.pace();
+      if (p) await p;
+    }
   }
 
   /**
    * Judges the touched keys and changes what serves; then the facts follow (`publish`). Resolves once they
    * have been applied; the part up to the change of what serves runs before any other delivery's.
    */
-  private async commit(revision: number, fullRead: boolean, pacer: Pacer): Promise<void> {
+  private async commit(
+    revision: number,
+    full: { keys: readonly string[]; release: () => void } | undefined,
+    pacer: Pacer,
+  ): Promise<void> {
+    const fullRead = full !== undefined;
     // Each row is judged alone: only the touched keys can change.
     const touched = this.pending;
     this.pending = new Set();
     const changed = new Map<string, ServedValue | undefined>();
+    // A range that touched most keys puts every key in the buckets anew: cheaper than one key at a time.
+    const oneByOne = !fullRead || touched.size <= IN_PLACE_MAX;
     for (const key of touched) {
       const before = this.served.get(key);
       const { served: after, problem } = judgeKey(this.observed.get(key), before);
-      this.keep(key);
+      this.version++;
       if (after) this.served.set(key, after);
       else this.served.delete(key);
       if (problem) this.problems.set(key, problem);
@@ -309,12 +305,20 @@ export class EtcdRows {
         this.partial.remove(before);
         this.partial.add(after);
       }
+      if (oneByOne) this.member(key);
       // Only a full range, which no other delivery overlaps, is judged in slices: a batch's change of what
       // serves must start before the next batch's.
       const p = fullRead ? pacer.pace() : undefined;
       if (p) await p;
     }
-    if (touched.size > 0) this.version++;
+    if (full !== undefined) {
+      if (!oneByOne) {
+        // What a range leaves: the keys it held (every other one is gone, restored ones included).
+        this.keys = SortedKeys.from(full.keys);
+        await this.rebucket(full.keys, pacer);
+      }
+      full.release();
+    }
     const served = this.serve(changed, pacer);
     this.serving = served;
     await served;
@@ -337,7 +341,7 @@ export class EtcdRows {
    */
   private async serve(changed: ReadonlyMap<string, ServedValue | undefined>, pacer: Pacer): Promise<Snapshot> {
     const current = await this.serving;
-    if (current === undefined || changed.size > IN_PLACE_MAX) return this.rebuild(this.keys, pacer);
+    if (current === undefined || changed.size > IN_PLACE_MAX) return this.rebuild(pacer);
     if (changed.size === 0) return current;
     const keys: ServedValue[] = [];
     let others = false;
@@ -353,20 +357,19 @@ export class EtcdRows {
     keys.sort((a, b) => a.rev - b.rev); // the index keeps write order: the row written last wins a hash
     for (const v of keys) current.apiKeys.put(v.parsed.resource as ApiKey);
     this.keysChanged ||= keys.length > 0 || changed.size > 0;
-    return others ? this.rebuild(this.keys, pacer, current.apiKeys) : current;
+    return others ? this.rebuild(pacer, current.apiKeys) : current;
   }
 
   /**
    * The snapshot of `served`, built in slices; `apiKeys`: the key index to keep (else one is built). The rows
    * of the api keys are skipped when the index is kept: they are one block of the sorted keys.
    */
-  private async rebuild(order: readonly string[], pacer: Pacer, apiKeys?: ApiKeyIndex): Promise<Snapshot> {
-    let rows: readonly string[] = order;
-    if (apiKeys !== undefined) {
-      const from = lowerBound(order, this.apiKeysRoot);
-      const to = lowerBound(order, `${this.prefix}/api_keys0`); // '0' follows '/': past every api key
-      rows = [...order.slice(0, from), ...order.slice(to)];
-    }
+  private async rebuild(pacer: Pacer, apiKeys?: ApiKeyIndex): Promise<Snapshot> {
+    const keys = this.keys;
+    const rows: Iterable<string> = apiKeys === undefined ? keys : [
+      ...keys.between(undefined, this.apiKeysRoot),
+      ...keys.between(`${this.prefix}/api_keys0`), // '0' follows '/': past every api key
+    ];
     const set = resourceSet(rows, this.served);
     const snapshot = await Snapshot.build(set, () => pacer.pace(), apiKeys);
     snapshot.revisions = {
@@ -400,19 +403,16 @@ export class EtcdRows {
   }
 
   /**
-   * Hashes first (the only awaits; redone when what serves changed meanwhile), then every fact and the
-   * snapshot in one synchronous step, so `/status/config` never shows half of an apply.
+   * Hashes first (the only awaits), then every fact and the snapshot in one synchronous step, so
+   * `/status/config` never shows half of an apply.
    */
   private async publish(o: Publish): Promise<void> {
-    const pacer = new Pacer();
     let snapshot = await this.serving!; // set before any publish is requested
     const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
-    // Hashed as the rows were when it began: what changes meanwhile keeps its earlier value for it (`keep`).
-    const version = this.version;
-    const hashes = await this.hashes(this.order(), changed, o.hashSource, pacer);
+    const { version, hashes } = await this.settledHashes(o.hashSource ? [0, 1] : [0]);
+    const [configHash, sourceHash] = hashes as [string, string?];
     const serving = this.serving!;
     snapshot = await serving;
-    const { configHash, sourceHash } = hashes;
     // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
     // (e.g. the budgets' and JWT bindings' views) is derived again.
     if (this.keysChanged) {
@@ -454,36 +454,25 @@ export class EtcdRows {
   }
 
   /**
-   * `config_hash` over what serves (recomputed only when it changed) and `source_hash` over every observed
-   * row; one digest serves both when every observed row serves its latest value.
+   * The hashes of `views` (0: what serves, 1: every observed row) and the `version` of the rows they are of:
+   * the buckets whose rows changed are digested a batch at a time (again if they change meanwhile) until none is
+   * left and no range or restore is changing rows; then the hashes' input is taken in the same step.
    */
-  private async hashes(
-    order: readonly string[],
-    changed: boolean,
-    hashSource: boolean,
-    pacer: Pacer,
-  ): Promise<{ configHash: string; sourceHash: string | undefined }> {
-    const pace = () => pacer.pace();
-    const { served, observed } = this;
-    const same = hashSource && this.problems.size === 0 && served.size === observed.size;
-    const frozen = {
-      observed: new Map<string, RowValue | undefined>(),
-      served: new Map<string, ServedValue | undefined>(),
-    };
-    const then = <V>(now: ReadonlyMap<string, V>, kept: ReadonlyMap<string, V | undefined>) => ({
-      get: (k: string) => (kept.has(k) ? kept.get(k) : now.get(k)),
-    });
-    this.frozen = frozen;
-    try {
-      const configHash = changed || this.configHash === undefined
-        ? await hashRows(order, then(served, frozen.served), pace)
-        : this.configHash;
-      if (!hashSource) return { configHash, sourceHash: undefined };
-      if (same) return { configHash, sourceHash: configHash };
-      return { configHash, sourceHash: await hashRows(order, then(observed, frozen.observed), pace) };
-    } finally {
-      this.frozen = undefined;
+  private async settledHashes(views: number[]): Promise<{ version: number; hashes: string[] }> {
+    for (;;) {
+      while (this.judging !== undefined) await this.judging;
+      if (this.buckets.pending === 0) {
+        const version = this.version;
+        const hashes = this.buckets.hashes(views);
+        return { version, hashes: await hashes };
+      }
+      await this.buckets.digestSome();
     }
+  }
+
+  /** Rows digested for the hashes so far: one key's change costs its bucket's rows, not every row's. */
+  get rowsDigested(): number {
+    return this.buckets.rowsDigested;
   }
 }
 

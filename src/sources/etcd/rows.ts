@@ -318,72 +318,40 @@ export function compareKeys(a: string, b: string): number {
 }
 
 /**
- * sha256 (hex) over the docs/etcd.md hash lines of the rows of `keys` (those `rows` has), in that order. The lines are written into one
- * buffer a row at a time, with `pace()` awaited between rows (a large prefix is hundreds of MB); the digest
- * itself runs where the runtime's Web Crypto runs it (Node: the libuv pool).
+ * The docs/etcd.md hash lines (`key \0 text \n`) of the rows of `keys` that `row` has, in that order, as UTF-8, and
+ * how many there were; undefined when it has none. One bucket's rows (row-hash.ts): small enough to encode at once.
  */
-export function hashRows(
+export function rowLines(
   keys: readonly string[],
-  rows: { get(key: string): RowValue | undefined },
-  pace: () => Promise<void> | undefined = () => undefined,
-): Promise<string> {
-  return hashEach(keys.length, (i) => rows.get(keys[i]!), pace);
+  row: (key: string) => RowValue | undefined,
+): { bytes: Uint8Array<ArrayBuffer>; rows: number } | undefined {
+  let text = '';
+  let rows = 0;
+  for (const key of keys) {
+    const r = row(key);
+    if (r === undefined) continue;
+    text += `${r.key}\0${r.text}\n`;
+    rows++;
+  }
+  return rows === 0 ? undefined : { bytes: encoder.encode(text), rows };
 }
 
-/** Above this many bytes of lines a hash is fed in pieces (below, Web Crypto's one call is cheaper). */
-const STREAMED_HASH_BYTES = 8 * 1024 * 1024;
-/** The size of the last hash input: the next one is about as large. */
-let lastHashBytes = 0;
-
 /**
- * The lines are joined into text of about 64 KiB and encoded at once (one encode per row would cost more than the
- * digest). A large input is hashed piece by piece, between pauses: Web Crypto needs the whole input in one buffer,
- * which it copies in one synchronous step (hundreds of MB and a stalled event loop for a million rows). A smaller
- * one (or the first, whose size is not known) is encoded into one buffer sized from its first lines, not into
- * pieces joined at the end: the pieces and their join were twice the input at once.
+ * SHA-256 (hex) over the hash lines of the rows of `keys` (those `rows` has), in that order, fed a piece at a time:
+ * `config_hash` before it was taken by bucket (docs/etcd.md "The snapshot cache": an older cache still restores).
  */
-async function hashEach(
-  n: number,
-  row: (i: number) => RowValue | undefined,
-  pace: () => Promise<void> | undefined,
-): Promise<string> {
-  const streamed = lastHashBytes > STREAMED_HASH_BYTES ? sha256.create() : undefined;
-  let buf = new Uint8Array(0);
-  let at = 0;
+export function hashRows(keys: Iterable<string>, rows: { get(key: string): RowValue | undefined }): string {
+  const h = sha256.create();
   let text = '';
-  const flush = (rows: number) => {
-    if (streamed) {
-      const bytes = encoder.encode(text);
-      at += bytes.length;
-      streamed.update(bytes);
-      text = '';
-      return;
-    }
-    const need = at + text.length * 3; // UTF-8 takes at most 3 bytes per UTF-16 unit
-    if (need > buf.length) {
-      // The rows so far tell the size of the rest; a runtime maps a large buffer's pages only as they are written.
-      const guess = Math.ceil(((at + text.length) / Math.max(1, rows)) * n * 1.1) + text.length * 3;
-      const grown = new Uint8Array(Math.max(need, guess, lastHashBytes + need, Math.ceil(buf.length * 1.5)));
-      grown.set(buf.subarray(0, at));
-      buf = grown;
-    }
-    at += encoder.encodeInto(text, buf.subarray(at)).written;
-    text = '';
-  };
-  for (let i = 0; i < n; i++) {
-    const r = row(i);
+  for (const key of keys) {
+    const r = rows.get(key);
     if (r === undefined) continue;
     text += `${r.key}\0${r.text}\n`;
     if (text.length < 65536) continue;
-    flush(i + 1);
-    const p = pace();
-    if (p) await p;
+    h.update(encoder.encode(text));
+    text = '';
   }
-  flush(n);
-  lastHashBytes = at;
-  const digest = streamed
-    ? streamed.digest()
-    : new Uint8Array(await crypto.subtle.digest('SHA-256', buf.subarray(0, at)));
+  const digest = h.update(encoder.encode(text)).digest();
   let hex = '';
   for (let i = 0; i < digest.length; i++) hex += digest[i]!.toString(16).padStart(2, '0');
   return hex;
@@ -428,7 +396,7 @@ export function judgeKey(
  * The served rows as the resource lists a Snapshot is built from, in write order (`mod_revision`, then key
  * order): the Snapshot's name and key-hash indexes keep the last entry of a name, i.e. the row written last.
  */
-export function resourceSet(keys: readonly string[], served: ReadonlyMap<string, ServedValue>): ResourceSet {
+export function resourceSet(keys: Iterable<string>, served: ReadonlyMap<string, ServedValue>): ResourceSet {
   let rows: ServedValue[] = [];
   let ordered = true;
   for (const key of keys) {
