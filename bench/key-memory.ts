@@ -58,6 +58,12 @@ setInterval(() => {
   }
 }, 5).unref?.();
 
+const cpuSeconds = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+let cpuAt = cpuSeconds();
+
 /** After a full collection: heap in use, per key, RSS, the peak since the last stage and, on Bun, what grew. */
 function stage(name: string, base: number): number {
   collect();
@@ -69,10 +75,12 @@ function stage(name: string, base: number): number {
     `rss ${(rss / MiB).toFixed(0)} MiB`,
     `peak rss ${(Math.max(peak, rss) / MiB).toFixed(0)} MiB (heap then ${(peakHeap / MiB).toFixed(0)})`,
     `longest timer gap ${maxGap.toFixed(0)} ms`,
+    `cpu ${(cpuSeconds() - cpuAt).toFixed(1)} s`,
     ...(jsc ? [`capacity ${(jsc.heapStats().heapCapacity / MiB).toFixed(0)} MiB`] : []),
   ];
   console.log(line.join(', '));
   peak = 0;
+  cpuAt = cpuSeconds();
   maxGap = 0;
   lastTick = performance.now();
   if (jsc) {
