@@ -62,11 +62,25 @@ export function plainApiKeyText(
 ): string {
   const list = doc.allowed_models as string[];
   const models = listJson.get(list) ?? JSON.stringify(list);
-  // canonicalJson's member order: allowed_models, disabled, display_name, key_hash.
+  // canonicalJson's member order: allowed_models, disabled, display_name, key_hash. One template, each string
+  // quoted in place when JSON would write it as it is: the hashes make this text for every row on each pass.
   const disabled = withDisabled ? `,"disabled":${doc.disabled}` : '';
-  const name = doc.display_name === undefined ? '' : `,"display_name":${JSON.stringify(doc.display_name)}`;
-  return `{"allowed_models":${models}${disabled}${name},"key_hash":${JSON.stringify(doc.key_hash)}}`;
+  const name = doc.display_name as string | undefined;
+  const hash = doc.key_hash as string;
+  if (name === undefined) {
+    return AS_IS.test(hash)
+      ? `{"allowed_models":${models}${disabled},"key_hash":"${hash}"}`
+      : `{"allowed_models":${models}${disabled},"key_hash":${JSON.stringify(hash)}}`;
+  }
+  return AS_IS.test(name) && AS_IS.test(hash)
+    ? `{"allowed_models":${models}${disabled},"display_name":"${name}","key_hash":"${hash}"}`
+    : `{"allowed_models":${models}${disabled},"display_name":${JSON.stringify(name)},"key_hash":${
+      JSON.stringify(hash)
+    }}`;
 }
+
+/** Strings JSON writes as they are between its quotes: printable ASCII but `"` and `\`. */
+const AS_IS = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
 /**
  * Whether `k` is the resource `plainApiKey(k.id, doc)` would make: a reload keeps the serving snapshot's resource

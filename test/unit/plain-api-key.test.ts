@@ -24,6 +24,9 @@ const PLAIN: Record<string, unknown>[] = [
     key_hash: HASH,
     allowed_models: ['m\u0000n'],
   },
+  { display_name: 'back\\slash, tab\t, ~ and \u007f', key_hash: 'lone \ud800', allowed_models: ['m'] },
+  { display_name: 'user-2', key_hash: 'quote"', allowed_models: ['m'] },
+  { key_hash: '\u001f', allowed_models: ['m'] },
 ];
 
 /** What the schema makes of a document, as `readApiKey` did before it had a plain path. */

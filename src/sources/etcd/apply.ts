@@ -395,7 +395,7 @@ export class EtcdRows {
       while (this.want !== undefined) {
         const w = this.want;
         this.want = undefined;
-        await this.publish(w);
+        await this.publish(w).finally(() => letGo(w));
       }
     } finally {
       this.publishing = undefined;
@@ -475,6 +475,18 @@ export class EtcdRows {
     return this.buckets.rowsDigested;
   }
 }
+
+/**
+ * Drops what an applied request names. A full read's are every key (a set and a map of a million entries), and
+ * on JavaScriptCore (Bun) the compiled code of an apply keeps its closures' scope, and the request in it, alive
+ * after the apply ends.
+ */
+function letGo(w: Publish): void {
+  w.changedKeys = NO_KEYS;
+  w.touched = NO_KEYS;
+}
+
+const NO_KEYS: ReadonlySet<string> = new Set();
 
 /** Two requests to publish as one: every key either touched, the latest revision, the stronger of each choice. */
 function merged(a: Publish, b: Publish): Publish {
