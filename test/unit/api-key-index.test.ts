@@ -5,13 +5,9 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiKeyIndex } from '../../src/resources/api-key-index.ts';
 import type { ApiKey } from '../../src/resources/schema.ts';
-import type { Snapshot } from '../../src/resources/snapshot.ts';
-import { ConfigFactsRecorder } from '../../src/config-facts.ts';
-import { createLogger } from '../../src/observability/logger.ts';
 import { EtcdRows } from '../../src/sources/etcd/apply.ts';
-import type { SourceSink } from '../../src/sources/source.ts';
 import type { EtcdKv } from '../../src/sources/etcd/client.ts';
-import type { ApplyMeta } from '../../src/config-facts.ts';
+import { recordingSink } from '../support/recording-sink.ts';
 import { until } from '../support/until.ts';
 
 const key = (id: string, hash: string, extra: Partial<ApiKey> = {}): ApiKey => ({
@@ -73,25 +69,7 @@ describe('api key index', () => {
   });
 });
 
-/** A sink that keeps what was applied, with its facts. */
-function sink(): SourceSink & { applied: Snapshot[]; metas: ApplyMeta[] } {
-  const record = new ConfigFactsRecorder('etcd');
-  const applied: Snapshot[] = [];
-  const metas: ApplyMeta[] = [];
-  return {
-    applied,
-    metas,
-    log: createLogger({ level: 'error', format: 'json', write: () => {} }),
-    clock: Date.now,
-    record,
-    facts: record.view,
-    apply: (s, meta) => {
-      applied.push(s);
-      metas.push(meta);
-    },
-    recordFailure: () => {},
-  };
-}
+const sink = recordingSink;
 
 const kv = (key: string, value: unknown, rev: number): EtcdKv => ({
   key,

@@ -4,10 +4,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { ConfigFactsRecorder } from '../../src/config-facts.ts';
-import type { ApplyMeta } from '../../src/config-facts.ts';
-import { createLogger } from '../../src/observability/logger.ts';
-import type { Snapshot } from '../../src/resources/snapshot.ts';
 import type { CacheDocument } from '../../src/sources/cache.ts';
 import { EtcdRows } from '../../src/sources/etcd/apply.ts';
 import { RestoredRows } from '../../src/sources/etcd/cache-rows.ts';
@@ -15,30 +11,12 @@ import type { EtcdKv } from '../../src/sources/etcd/client.ts';
 import { BucketHashes, bucketOf, BUCKETS, hashRowSet } from '../../src/sources/etcd/row-hash.ts';
 import { compareKeys, type RowValue, rowValue } from '../../src/sources/etcd/rows.ts';
 import { SortedKeys } from '../../src/sources/etcd/sorted-keys.ts';
-import type { SourceSink } from '../../src/sources/source.ts';
+import { recordingSink } from '../support/recording-sink.ts';
 import { until } from '../support/until.ts';
 
 const P = '/aisix';
 
-/** A sink that keeps what was applied, with its facts. */
-function sink(): SourceSink & { applied: Snapshot[]; metas: ApplyMeta[] } {
-  const record = new ConfigFactsRecorder('etcd');
-  const applied: Snapshot[] = [];
-  const metas: ApplyMeta[] = [];
-  return {
-    applied,
-    metas,
-    log: createLogger({ level: 'error', format: 'json', write: () => {} }),
-    clock: Date.now,
-    record,
-    facts: record.view,
-    apply: (s, meta) => {
-      applied.push(s);
-      metas.push(meta);
-    },
-    recordFailure: () => {},
-  };
-}
+const sink = recordingSink;
 
 const kv = (key: string, value: unknown, rev: number): EtcdKv => ({
   key,
