@@ -5,15 +5,14 @@
 // through its source map. Allocation does not depend on the machine's load (bench/results/own-work-2026-12-06.md).
 //
 //   node --import tsx bench/alloc-profile.ts [--bare] [--tree DIR] [--requests 10000] [--warmup 20000] [--top 40]
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import http from 'node:http';
 import { SourceMap } from 'node:module';
 import path from 'node:path';
 import { WebSocket } from 'undici';
 import { freePort } from '../test/support/process.ts';
-import { postChat } from './chat-post.ts';
+import { sendChats } from './chat-post.ts';
 import { flag, has } from './flags.ts';
+import { startUntil } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BARE = has('bare');
@@ -33,39 +32,6 @@ interface SampleNode {
   callFrame: CallFrame;
   selfSize: number;
   children: SampleNode[];
-}
-
-const children = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of children) c.kill('SIGKILL');
-});
-
-/** Starts `args` under Node and resolves once a line of its output matches `ready`. */
-function start(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<ChildProcess> {
-  const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(p);
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const look = (d: Buffer) => {
-      seen = (seen + d.toString()).slice(-4096);
-      if (ready.test(seen)) resolve(p);
-    };
-    p.stdout!.on('data', look);
-    p.stderr!.on('data', look);
-    p.once('exit', (code) => reject(new Error(`${cmd} exited (${code}) before it was ready: ${seen}`)));
-  });
-}
-
-/** `n` chat requests, four at a time; every answer must be a 200. */
-async function send(port: number, n: number): Promise<void> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
-  const headers = { authorization: 'Bearer sk-sluice-bench', 'content-type': 'application/json' };
-  const body = '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}';
-  let left = n;
-  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
-    while (left-- > 0) await postChat(agent, port, body, headers);
-  }));
-  agent.destroy();
 }
 
 /** One inspector session: `call` sends a method and resolves with its result. */
@@ -91,7 +57,7 @@ async function inspector(port: number) {
 }
 
 const mockPort = await freePort();
-await start(
+await startUntil(
   path.join(ROOT, 'node_modules/.bin/bun'),
   [path.join(ROOT, 'bench/mock-upstream.mjs'), '--port', String(mockPort)],
   process.env,
@@ -101,7 +67,7 @@ const port = await freePort();
 const inspectPort = await freePort();
 const inspect = `--inspect=127.0.0.1:${inspectPort}`;
 const upstream = `http://127.0.0.1:${mockPort}`;
-await start(
+await startUntil(
   process.execPath,
   BARE
     ? [
@@ -123,7 +89,7 @@ await start(
   },
   /"listener":"proxy"|bare-proxy listening/, // not the inspector's own "Debugger listening"
 );
-await send(port, WARMUP);
+await sendChats(port, WARMUP, IN_FLIGHT);
 const session = await inspector(inspectPort);
 await session.call('HeapProfiler.enable');
 await session.call('HeapProfiler.startSampling', {
@@ -131,7 +97,7 @@ await session.call('HeapProfiler.startSampling', {
   includeObjectsCollectedByMajorGC: true,
   includeObjectsCollectedByMinorGC: true,
 });
-await send(port, REQUESTS);
+await sendChats(port, REQUESTS, IN_FLIGHT);
 const { profile } = await session.call<{ profile: { head: SampleNode } }>('HeapProfiler.stopSampling');
 session.close();
 

@@ -17,14 +17,14 @@
 // callgrind shows as `???:0x…` (bench/results/pipeline-2026-12-05.md "Naming the JIT code").
 // `--bare` adds the bare Hono proxy on Node (bench/bare-proxy.ts) as one more tree: its count is the ceiling's, so
 // this tree's less the bare proxy's is the work Sluice adds per request.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
-import { postChat } from './chat-post.ts';
+import { BENCH_CHAT, sendChats } from './chat-post.ts';
 import { flag, has } from './flags.ts';
+import { startUntil } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BASELINE = flag('baseline', '');
@@ -39,7 +39,7 @@ const IN_FLIGHT = Number(flag('in-flight', STREAM ? '16' : '4'));
 const UNIT = STREAM ? 'stream' : 'request';
 const BODY = STREAM
   ? '{"model":"bench-route","stream":true,"user":"bench-scale:1:20","messages":[{"role":"user","content":"hi"}]}'
-  : '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}';
+  : BENCH_CHAT;
 
 if (spawnSync('valgrind', ['--version']).error) {
   console.error('bench/instructions.ts needs valgrind: apt-get install -y valgrind');
@@ -47,40 +47,10 @@ if (spawnSync('valgrind', ['--version']).error) {
 }
 
 const work = mkdtempSync(path.join(tmpdir(), 'sluice-instructions-'));
-const children = new Set<ChildProcess>();
 process.on('exit', () => {
-  for (const c of children) c.kill('SIGKILL');
   if (KEEP) console.error(`instructions: callgrind's dumps kept in ${work}`);
   else rmSync(work, { recursive: true, force: true });
 });
-
-/** Starts `cmd` and resolves once a line of its output matches `ready`. */
-function start(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<ChildProcess> {
-  const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(p);
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const look = (d: Buffer) => {
-      seen = (seen + d.toString()).slice(-4096);
-      if (ready.test(seen)) resolve(p);
-    };
-    p.stdout!.on('data', look);
-    p.stderr!.on('data', look);
-    p.once('exit', (code) => reject(new Error(`${cmd} exited (${code}) before it was ready: ${seen}`)));
-  });
-}
-
-/** `n` chat requests, `IN_FLIGHT` at a time; every answer must be a 200. */
-async function send(port: number, n: number): Promise<void> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
-  const headers = { authorization: 'Bearer sk-sluice-bench', 'content-type': 'application/json' };
-  const one = () => postChat(agent, port, BODY, headers);
-  let left = n;
-  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
-    while (left-- > 0) await one();
-  }));
-  agent.destroy();
-}
 
 /** The total of `summary:` lines of callgrind's dumps named `prefix*` (the exit dump after `-i off` is left out). */
 function instructionsOf(prefix: string): number {
@@ -112,7 +82,7 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
     AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
     AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
   };
-  const gw = await start(
+  const gw = await startUntil(
     'valgrind',
     [
       '--tool=callgrind',
@@ -126,16 +96,15 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
     env,
     /"listening"|listening on|bare-proxy listening/,
   );
-  await send(port, WARMUP);
+  await sendChats(port, WARMUP, IN_FLIGHT, BODY);
   const control = (...args: string[]) => spawnSync('callgrind_control', [...args, String(gw.pid)], { stdio: 'ignore' });
   control('-i', 'on');
-  await send(port, REQUESTS);
+  await sendChats(port, REQUESTS, IN_FLIGHT, BODY);
   control('-d');
   control('-i', 'off');
   const exited = new Promise((r) => gw.once('exit', r));
   gw.kill('SIGKILL');
   await exited;
-  children.delete(gw);
   if (PERF_MAP) console.error(`instructions: ${label}: dump ${out}, V8's code map /tmp/perf-${gw.pid}.map`);
   return instructionsOf(out) / REQUESTS;
 }
@@ -143,7 +112,7 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
 const mockPort = await freePort();
-await start(
+await startUntil(
   path.join(ROOT, 'node_modules/.bin/bun'),
   [path.join(ROOT, 'bench/mock-upstream.mjs'), '--port', String(mockPort)],
   process.env,

@@ -83,6 +83,27 @@ export function launch(
   return { child, pid: child.pid, exited };
 }
 
+/**
+ * Spawn a child the harness owns with its output piped, and resolve once a line of that output (stdout or stderr)
+ * matches `ready`; reject if it exits first.
+ */
+export function startUntil(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<ChildProcess> {
+  installCleanup();
+  const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(p);
+  p.once('exit', () => children.delete(p));
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const look = (d: Buffer) => {
+      seen = (seen + d.toString()).slice(-4096);
+      if (ready.test(seen)) resolve(p);
+    };
+    p.stdout!.on('data', look);
+    p.stderr!.on('data', look);
+    p.once('exit', (code) => reject(new Error(`${cmd} exited (${code}) before it was ready: ${seen}`)));
+  });
+}
+
 /** SIGTERM, wait up to `graceMs`, then SIGKILL. Only ever signals this one child, by its pid. */
 export async function stop(c: ChildProcess | Spawned, graceMs = 3000): Promise<void> {
   const child = 'child' in c ? c.child : c;
