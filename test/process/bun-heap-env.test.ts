@@ -2,23 +2,12 @@
 // docs/performance.md "Configuration at scale"), set by the restart the entrypoint makes as it starts, and an
 // operator's own value is kept. Run: node --import tsx --test test/process/bun-heap-env.test.ts
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { describe, test } from 'node:test';
 import { startMockUpstream } from '../support/mock-upstream.ts';
-import { baseConfig, CALLER_KEY, resourcesFor, spawnGateway } from '../support/process.ts';
+import { baseConfig, CALLER_KEY, environOf, resourcesFor, spawnGateway } from '../support/process.ts';
 
 const VAR = 'BUN_JSC_forceRAMSize';
-
-/** The environment the kernel holds for `pid` (what the process was started or re-executed with). */
-function environOf(pid: number): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
-    const eq = entry.indexOf('=');
-    if (eq > 0) out[entry.slice(0, eq)] = entry.slice(eq + 1);
-  }
-  return out;
-}
 
 async function environOfGateway(env: Record<string, string>): Promise<Record<string, string>> {
   const mock = await startMockUpstream();

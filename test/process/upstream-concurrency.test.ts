@@ -5,23 +5,12 @@
 // operator's own value is kept.
 // Run: node build.mjs && node --import tsx --test test/process/upstream-concurrency.test.ts
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import { startMockUpstream } from '../support/mock-upstream.ts';
-import { baseConfig, CALLER_KEY, resourcesFor, type RuntimeName, spawnGateway } from '../support/process.ts';
+import { baseConfig, CALLER_KEY, environOf, resourcesFor, type RuntimeName, spawnGateway } from '../support/process.ts';
 
 const CALLERS = 300;
 const VAR = 'BUN_CONFIG_MAX_HTTP_REQUESTS';
-
-/** The environment the kernel holds for `pid` (what the process was started or re-executed with). */
-function environOf(pid: number): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
-    const eq = entry.indexOf('=');
-    if (eq > 0) out[entry.slice(0, eq)] = entry.slice(eq + 1);
-  }
-  return out;
-}
 
 for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
   describe(`upstream requests in flight on ${runtime}`, () => {

@@ -1,7 +1,7 @@
 // Black-box gateway processes: write a config folder, spawn a runtime's entrypoint as a real process,
 // read its log lines (text or JSON) as they come, poll its ports, send it real signals.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -58,6 +58,16 @@ function bindable(port: number): Promise<boolean> {
 /** `http://127.0.0.1:<port>` where nothing listens (a port that was free a moment ago). */
 export async function deadEndpoint(): Promise<string> {
   return `http://127.0.0.1:${await freePort()}`;
+}
+
+/** The environment the kernel holds for `pid` (what the process was started or re-executed with; Linux). */
+export function environOf(pid: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
+    const eq = entry.indexOf('=');
+    if (eq > 0) out[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return out;
 }
 
 export function runtimeCommand(runtime: RuntimeName, args: string[]): [string, string[]] {
