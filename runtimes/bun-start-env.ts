@@ -11,8 +11,9 @@ export const HEAP_RAM_VAR = 'BUN_JSC_forceRAMSize';
 /**
  * The machine's memory as JavaScriptCore's collector is told it. A heap under a quarter of that memory grows to
  * twice what survived the last full collection before the next one, under half of it to 1.5 times, above that to
- * 1.24 times; told the real memory of a large machine, the heap of a million api keys peaked at about twice what
- * lived. Told this, by the same rule a heap under 256 MiB (the request path of a usual configuration) grows as it did.
+ * 1.24 times: told a large machine's real memory, a large configuration's heap grows to about twice what it holds,
+ * while a usual configuration's heap stays under a quarter of this and grows as before (docs/performance.md
+ * "Configuration at scale").
  */
 export const HEAP_RAM_BYTES = 1 << 30;
 

@@ -1,6 +1,6 @@
 // The etcd source's keys in etcd order (docs/performance.md "Configuration at scale"): what a snapshot is built
 // from and the cache written in. Held as sorted chunks, so one key's arrival or removal moves a chunk's worth of
-// entries, never the whole list (a million keys were an 8 MB copy per new key).
+// entries, never the whole list.
 import { compareKeys } from './rows.ts';
 
 /** Entries of a chunk once split: small enough that an insert's move is cheap, few enough chunks to search. */
