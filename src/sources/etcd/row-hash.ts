@@ -3,6 +3,7 @@
 // changes, and the hash is SHA-256 over the bucket digests in bucket order. One key's change re-digests its
 // bucket (about n / 4096 rows) and the top, not every row; the value depends only on the set of rows.
 // Digests run on Web Crypto: several times faster than SHA-256 in JavaScript, and off the event loop on Node.
+import { sha256Hex } from '../../util/crypto.ts';
 import { rowLines, type RowValue } from './rows.ts';
 import { lowerBound } from './sorted-keys.ts';
 
@@ -56,12 +57,6 @@ export type RowView = (key: string) => RowValue | undefined;
 /** SHA-256 where the runtime runs it: Web Crypto, off the event loop where the runtime can (Node: the libuv pool). */
 async function sha256(bytes: Uint8Array<ArrayBuffer>): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
-}
-
-function hex(bytes: Uint8Array): string {
-  let out = '';
-  for (let i = 0; i < bytes.length; i++) out += bytes[i]!.toString(16).padStart(2, '0');
-  return out;
 }
 
 /** Buckets whose rows are encoded before their digests are awaited, at most, and for at most this long. */
@@ -168,7 +163,7 @@ export class BucketHashes {
       at += 32;
     }
     // Kept in the array of when it began: `changed` replaces it.
-    return tops[view] = hex(await sha256(all));
+    return tops[view] = await sha256Hex(all);
   }
 
   private changed(b: number): void {
