@@ -3,7 +3,6 @@
 // approximate on it: README "Runtimes" and docs/performance.md "`Bun.serve` bound".
 import http from 'node:http';
 import type { ConnInfo, FetchHandler, Listener, ListenSpec, RelaySocket } from '../src/platform.ts';
-import { RequestClosed } from './bun-request-closed.ts';
 import { type BunSocketData, bunWebSocketHandlers } from './bun-websocket.ts';
 import { headerCountExcess, PARSER_HEADROOM_BYTES, peerOf } from './node-listener.ts';
 
@@ -100,7 +99,7 @@ function raiseHeaderSize(bytes: number): void {
 /**
  * The fetch handler Bun calls: the header limits' 431 before the gateway sees the request, then the gateway
  * with the connection's facts. The caller-closed signal is the request's own (`request.signal`, which Bun
- * aborts when the caller leaves first), handed to the core as `ConnInfo.closed` through `RequestClosed`.
+ * aborts when the caller leaves first): `ConnInfo.closed` is left out, so the core follows it.
  */
 function requestHandler(
   spec: ListenSpec,
@@ -118,7 +117,7 @@ function requestHandler(
     }
     // Bun's idle timer also runs while a request waits for its answer: off until the answer is handed over.
     if (idleSecs > 0) server.timeout(req, 0);
-    const conn: ConnInfo = { peer, httpVersion: '1.1', closed: new RequestClosed(req) };
+    const conn: ConnInfo = { peer, httpVersion: '1.1' };
     // A WebSocket upgrade (the Realtime relay) is answered by Bun once the handler accepted it.
     if (req.headers.get('upgrade')?.toLowerCase() === 'websocket') return upgradeOrAnswer(req, server, conn, fetch);
     if (state.draining) {
