@@ -94,8 +94,8 @@ app.post('/v1/chat/completions', async (c) => {
 });
 
 const ready = () => console.log(`bare-proxy listening ${PORT} ${runtime}`);
-// A normal exit on SIGTERM, so `node --cpu-prof` writes its profile (`npm run bench -- --profile-bare`).
-if (runtime === 'node') process.once('SIGTERM', () => process.exit(0));
+// A normal exit on SIGTERM, so `--cpu-prof` writes its profile (`npm run bench -- --profile-bare`).
+if (runtime !== 'deno') process.once('SIGTERM', () => process.exit(0));
 if (flag('framework', 'hono') === 'relay') {
   const net = await import('node:net');
   const to = new URL(flag('upstream'));

@@ -157,8 +157,8 @@ interface Options {
   profileAccessLog: boolean;
   /** Profile the bare Hono proxy of Sluice's pieces instead of Sluice (the same load): two profiles side by side. */
   profileBare: boolean;
-  /** The runtime profiled: Node through `--cpu-prof`, Deno through its inspector. */
-  profileRuntime: 'node' | 'deno';
+  /** The runtime profiled: Node and Bun through `--cpu-prof`, Deno through its inspector. */
+  profileRuntime: 'node' | 'deno' | 'bun';
   /** Another tree (a git worktree, built) whose Sluice runs as the `*-base` targets: an A/B in one run. */
   baseline?: string;
   /** sse512: streams open at once, the delay between their chunks and how many each has. */
@@ -189,9 +189,10 @@ const HELP = `usage: npm run bench -- [options]
   --no-build              do not rebuild dist/node.mjs first
   --keep                  keep the run directory (configs, logs) under /tmp
   --profile [--profile-seconds S] [--profile-load json50|json1|sse200] [--profile-no-access-log] [--profile-bare]
-            [--profile-runtime node|deno]
+            [--profile-runtime node|deno|bun]
                           instead of the table: the gateway under that load with node --cpu-prof (Deno: through
-                          its inspector), then the top self-time functions (bench/profile-summary.ts)`;
+                          its inspector; Bun: bun --cpu-prof), then the top self-time functions
+                          (bench/profile-summary.ts)`;
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
@@ -311,7 +312,7 @@ function parseOptions(argv: string[]): Options {
         break;
       case '--profile-runtime': {
         const v = val();
-        if (v !== 'node' && v !== 'deno') throw new Error('--profile-runtime is node or deno');
+        if (v !== 'node' && v !== 'deno' && v !== 'bun') throw new Error('--profile-runtime is node, deno or bun');
         o.profileRuntime = v;
         o.profile = true;
         break;
@@ -392,7 +393,7 @@ async function sluiceCommand(runtime: Runtime, runtimeFlags: string[], root: str
     case 'node':
       return [process.execPath, [...runtimeFlags, path.join(root, 'bin', 'sluice'), '--config', config]];
     case 'bun':
-      return [path.join(BIN, 'bun'), [path.join(root, 'runtimes', 'bun.ts'), '--config', config]];
+      return [path.join(BIN, 'bun'), [...runtimeFlags, path.join(root, 'runtimes', 'bun.ts'), '--config', config]];
     case 'deno':
       return [path.join(BIN, 'deno'), [
         'run',
@@ -545,7 +546,7 @@ async function startBare(
     : runtime === 'bun'
     // With Bun's fetch cap lifted as Sluice lifts it (runtimes/bun-upstream-cap.ts): the ceiling of a proxy on Bun,
     // not of the queue Bun's fetch keeps past 256 requests in flight.
-    ? launch(path.join(BIN, 'bun'), args, {
+    ? launch(path.join(BIN, 'bun'), [...runtimeFlags, ...args], {
       cwd: ROOT,
       env: { ...baseEnv(), BUN_CONFIG_MAX_HTTP_REQUESTS: '65535' },
       logFile,
@@ -1917,7 +1918,7 @@ async function profileMode(ctx: Ctx): Promise<void> {
   const dir = path.join(ctx.runDir, 'prof');
   mkdirSync(dir, { recursive: true });
   const inspectPort = runtime === 'deno' ? await freePort() : 0;
-  const flags = runtime === 'node'
+  const flags = runtime !== 'deno'
     ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-interval=250']
     : [`--inspect=127.0.0.1:${inspectPort}`];
   // The bare proxy of Sluice's own pieces: on Deno its node:http listener and undici.
@@ -1978,15 +1979,15 @@ async function profileMode(ctx: Ctx): Promise<void> {
 
 /** The target a profile run loads: Sluice, or the bare proxy of its pieces, on `runtime`. */
 function profileTarget(
-  runtime: 'node' | 'deno',
+  runtime: 'node' | 'deno' | 'bun',
   bare: boolean,
   accessLog: boolean,
   s: { proc: Spawned; port: number },
 ): Target {
-  const label = runtime === 'node' ? 'Node' : 'Deno';
+  const label = runtime === 'node' ? 'Node' : runtime === 'bun' ? 'Bun' : 'Deno';
   return bare
     ? {
-      id: runtime === 'node' ? 'bare-node' : 'bare-deno-nodehttp',
+      id: runtime === 'node' ? 'bare-node' : runtime === 'bun' ? 'bare-bun' : 'bare-deno-nodehttp',
       label: `bare Hono proxy ${label}${runtime === 'deno' ? ' via node:http + undici' : ''}`,
       kind: 'bare',
       runtime,

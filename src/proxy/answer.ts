@@ -99,6 +99,8 @@ export class Answerer implements Answering {
     if (watch) watch.sending(body, this.scrubber(call));
     let r: DispatchResult;
     try {
+      // Every member present, an absent one undefined: conditional spreads are copied through a slow path on
+      // JavaScriptCore, and gave the input one shape per combination.
       r = await this.d.dispatcher.dispatch({
         attempts: watch?.attempts, // undefined when unwatched
         snapshot: caller.snapshot,
@@ -107,15 +109,15 @@ export class Answerer implements Answering {
         endpoint: route.call,
         wire: route.wire,
         body,
-        ...(call.form ? { form: call.form } : {}),
+        form: call.form,
         stream: stream || relay,
-        ...(relay ? { relay } : {}),
+        relay: relay || undefined,
         signal: call.c.env?.closed ?? call.c.req.raw.signal,
         headers: call.headers,
         apiKeyId: caller.key.id,
         apiKey: caller.key,
         clientIp: call.clientIp,
-        ...(limits ? { reserveTarget: limits.reserve } : {}),
+        reserveTarget: limits?.reserve,
         requestId: rec.requestId,
         onAttempt: rec.facet(USAGE_PART).attempt,
       });
@@ -132,9 +134,22 @@ export class Answerer implements Answering {
     return fail(call.c, e);
   }
 
-  /** `x-aisix-served-by`, unless the operator hides the routing members' names. */
-  private servedBy(call: ModelCall, r: DispatchResult): Record<string, string> {
-    return { ...(this.d.servedByHeader === false ? {} : servedByHeader(call, r)), ...semanticRouteHeader(call) };
+  /**
+   * An answer's headers: `head`, then `upstream`, `x-aisix-served-by` (unless the operator hides the routing
+   * members' names), the semantic route and the limit headers, a later one winning. Set on `head` one by one,
+   * not spread into copies: JavaScriptCore copies a spread through a slow path, on every answer.
+   */
+  private answerHeaders(
+    head: Record<string, string>,
+    upstream: Record<string, string> | undefined,
+    call: ModelCall,
+    r: DispatchResult,
+  ): Record<string, string> {
+    putAll(head, upstream);
+    if (this.d.servedByHeader !== false) putServedBy(head, call, r);
+    putAll(head, semanticRouteHeader(call));
+    putAll(head, call.limitHeaders);
+    return head;
   }
 
   /** A scrubber for this call's answers, built on first use (only error paths need one). */
@@ -149,7 +164,7 @@ export class Answerer implements Answering {
     const dropped = (r.kind === 'stream' || r.kind === 'response') ? r.headers?.[DROPPED_HEADER] : undefined;
     if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
     if (r.kind === 'stream' && call.route.relay && this.d.relay) {
-      const headers = { ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
+      const headers = this.answerHeaders({}, r.headers, call, r);
       return this.d.relay(call, r, { clock: this.d.clock, scrub, headers });
     }
     if (r.kind === 'stream') return this.respondStream(call, r, scrub);
@@ -162,7 +177,7 @@ export class Answerer implements Answering {
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
       call.state.get(CALL_WATCH)?.answered(r.body, scrub);
-      const headers = { 'content-type': r.contentType, ...r.headers, ...this.servedBy(call, r), ...call.limitHeaders };
+      const headers = this.answerHeaders({ 'content-type': r.contentType }, r.headers, call, r);
       // The upstream stated its usage and no permit waits for it (the common case): what the chain below would
       // do, without its promises and turns.
       if (call.permit === NO_OP_PERMIT && call.route.call !== 'count_tokens' && isReported(read.usage)) {
@@ -243,13 +258,8 @@ export class Answerer implements Answering {
         else void used.then((u) => (read(u), tracker.onEnd?.(end)));
       },
     });
-    return stamped(call, body, 200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache',
-      ...r.headers,
-      ...this.servedBy(call, r),
-      ...call.limitHeaders,
-    });
+    const head = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+    return stamped(call, body, 200, this.answerHeaders(head, r.headers, call, r));
   }
 }
 
@@ -293,9 +303,14 @@ function terminatorOf(route: ModelCallRoute): string {
 }
 
 /** `x-aisix-served-by` on a routing model's answer: the display name of the target that served it. */
-function servedByHeader(call: ModelCall, r: DispatchResult): Record<string, string> {
-  if (call.resolved.model.kind !== 'routing' || r.kind === 'aborted' || !r.served) return {};
-  return { 'x-aisix-served-by': r.served.model.display_name };
+function putServedBy(headers: Record<string, string>, call: ModelCall, r: DispatchResult): void {
+  if (call.resolved.model.kind !== 'routing' || r.kind === 'aborted' || !r.served) return;
+  headers['x-aisix-served-by'] = r.served.model.display_name;
+}
+
+/** Every member of `from` set on `into`, in order. */
+function putAll(into: Record<string, string>, from: Record<string, string> | undefined): void {
+  if (from) { for (const k in from) into[k] = from[k]!; }
 }
 
 /**

@@ -126,7 +126,9 @@ interface UnderDeadline {
 function callUnderDeadline(d: AttemptDeps, input: DispatchInput, t: Target, signal: CancelSignal): UnderDeadline {
   const cancel = new Cancel();
   const onCallerGone = () => cancel.abort(CALLER_GONE);
-  signal.addEventListener('abort', onCallerGone, { once: true });
+  // No `once`: `end()` removes it, and a native AbortSignal (Bun's `request.signal`) reads an options object
+  // on every call (docs/performance.md "Decisions on the hot path").
+  signal.addEventListener('abort', onCallerGone);
   const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
   const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
   d.metrics.deploymentRequests.inc(t.labels);
@@ -171,7 +173,10 @@ async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOu
     call.end();
     const answer = wholeAnswer(r.status, r.retryAfter, r.body, r.contentType);
     if (answer.kind !== 'response' || answer.live) return answer;
-    return { ...answer, ...(r.headers ? { headers: r.headers } : {}), ...(r.counted ? { counted: r.counted } : {}) };
+    // wholeAnswer's object is this call's own: set on it, not spread into a copy (a slow path on JavaScriptCore).
+    if (r.headers) answer.headers = r.headers;
+    if (r.counted) answer.counted = r.counted;
+    return answer;
   }
   const rest = r.chunks[Symbol.asyncIterator]();
   const abort = () => call.cancel.abort(CALLER_GONE);

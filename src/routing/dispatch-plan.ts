@@ -105,6 +105,7 @@ function target(
   const key = snapshot.providerKeys.get(model.provider_key_id);
   const adapter = key ? adapterFor(key.adapter) : undefined;
   if (!key || !adapter) return undefined;
+  const budget = timeoutBudget(model, group, d.upstream);
   return {
     modelId: model.id,
     weight: rt?.weight ?? 1,
@@ -116,7 +117,10 @@ function target(
     key,
     adapter,
     labels: deploymentLabels(model, key),
-    ...timeoutBudget(model, group, d.upstream),
+    // Its members, not a spread: JavaScriptCore copies a spread through a slow path, on every request.
+    timeoutMs: budget.timeoutMs,
+    silenceMs: budget.silenceMs,
+    streamConfigured: budget.streamConfigured,
   };
 }
 

@@ -117,7 +117,7 @@ export class Dispatcher {
         retryBudget({ model: t.model, routing: plan.routing, upstreamRetries, queuedBehind }),
       classify: classifyOptions(plan.routing),
       signal,
-      ...(this.d.clock ? { now: this.d.clock } : {}),
+      now: this.d.clock, // undefined: runAttempts' own
       onAttempt: (r) => {
         const moved = previous !== undefined && previous.model.id !== r.target.model.id;
         if (input.onAttempt) {
@@ -192,8 +192,11 @@ function answerOf(run: Run): Answer {
   if (o.status >= 500) {
     return { kind: 'error', failure: upstreamFailure(`upstream answered ${o.status}`), target: t.model, served };
   }
-  const headers: Record<string, string> = { ...o.headers, ...(o.retryAfter ? { 'retry-after': o.retryAfter } : {}) };
-  return {
+  // Members set one by one, not spread: JavaScriptCore copies a spread through a slow path, on every answer.
+  const headers: Record<string, string> = {};
+  if (o.headers) { for (const k in o.headers) headers[k] = o.headers[k]!; }
+  if (o.retryAfter) headers['retry-after'] = o.retryAfter;
+  const answer: Answer = {
     kind: 'response',
     status: o.status,
     body: o.body,
@@ -201,8 +204,9 @@ function answerOf(run: Run): Answer {
     headers,
     target: t.model,
     served,
-    ...(o.counted && o.status < 300 ? { counted: o.counted } : {}),
   };
+  if (o.counted && o.status < 300) answer.counted = o.counted;
+  return answer;
 }
 
 /** The `ServedBy` of a finished loop: the deciding attempt's target and the request's attempt counts. */
