@@ -95,7 +95,7 @@ export class Gateway implements ReadinessChecks {
       level: config.observability.log_level,
       format: config.observability.log_format,
       write: platform.writeLog,
-      now: this.now,
+      clock,
     });
     this.record = new ConfigFactsRecorder(config.resources_file ? 'file' : 'etcd');
     this.health = new ModelHealth({ now: clock });

@@ -85,7 +85,8 @@ export interface LoggerOptions {
   level: Level;
   format: 'json' | 'text';
   write: (line: string) => void;
-  now?: () => Date;
+  /** The time lines carry, in ms since the epoch (`Date.now` when absent). */
+  clock?: () => number;
   target?: string;
 }
 
@@ -289,8 +290,7 @@ export function createLogger(opts: LoggerOptions): Logger {
       // A closed stderr must not take a request down with it.
     }
   };
-  const now = opts.now;
-  const time = clock(now ? () => now().getTime() : Date.now, opts.format === 'json' ? 'Z' : '000Z');
+  const time = clock(opts.clock ?? Date.now, opts.format === 'json' ? 'Z' : '000Z');
   const make = (target: string): Logger => {
     const jsonTarget = JSON.stringify(target);
     // What follows the time, per level and message (constants: bounded as `quotedMsg`), made once.

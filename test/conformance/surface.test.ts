@@ -77,7 +77,7 @@ const MESSAGES = [{ role: 'user', content: 'hello there' }];
 describe('the text log line (golden)', () => {
   const at = new Date('2026-03-04T05:06:07.089Z');
   const lines: string[] = [];
-  const log = createLogger({ level: 'info', format: 'text', write: (l) => lines.push(l), now: () => at });
+  const log = createLogger({ level: 'info', format: 'text', write: (l) => lines.push(l), clock: () => at.getTime() });
 
   test("AISIX's shape: µs timestamp, padded level, target, message, Debug-quoted strings, bare numbers", () => {
     lines.length = 0;
@@ -118,7 +118,7 @@ describe('the text log line (golden)', () => {
 
   test('json stays an opt-in with the same fields', () => {
     const out: string[] = [];
-    const j = createLogger({ level: 'info', format: 'json', write: (l) => out.push(l), now: () => at });
+    const j = createLogger({ level: 'info', format: 'json', write: (l) => out.push(l), clock: () => at.getTime() });
     j.withTarget('aisix_obs::access_log').info('proxy request completed', { status: 200, path: '/v1/models' });
     assert.deepEqual(JSON.parse(out[0]!), {
       time: '2026-03-04T05:06:07.089Z',

@@ -407,7 +407,7 @@ describe('the provider-call line (golden)', () => {
   test("AISIX's text shape: target, message, fields in its order, then the attempt's latency figures", () => {
     const lines: string[] = [];
     const at = new Date('2026-03-04T05:06:07.089Z');
-    const log = createLogger({ level: 'info', format: 'text', write: (l) => lines.push(l), now: () => at });
+    const log = createLogger({ level: 'info', format: 'text', write: (l) => lines.push(l), clock: () => at.getTime() });
     log.withTarget(PROVIDER_CALL_TARGET).logLine('info', 'provider call completed', PROVIDER_CALL_LAYOUT, [
       'req-1',
       'chatcmpl-abc',
