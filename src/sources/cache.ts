@@ -39,15 +39,24 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 export type CacheHeader = Omit<CacheDocument, 'rows'>;
 
-/** Text gathered before it is encoded: large enough that a piece's overhead is nothing, small enough to encode at once. */
-const PIECE_CHARS = 1 << 20;
+/**
+ * Text gathered before it is encoded: its strings die young (a megabyte of them outlived the young generation and
+ * cost the old one a full collection every few hundred thousand rows), and a call's overhead is still nothing.
+ */
+const PIECE_CHARS = 1 << 16;
+
+/** The first block of bytes; each next one is twice the last, up to `MAX_BLOCK` (few allocations, little waste). */
+const FIRST_BLOCK = 1 << 16;
+const MAX_BLOCK = 1 << 23;
 
 /**
- * A cache document's bytes a row at a time: the header, then `"key":"value"` per row, in pieces of UTF-8
- * (a row's text is never split, so the pieces are the encoding of the whole text).
+ * A cache document's bytes a row at a time: the header, then `"key":"value"` per row, encoded a piece of text at
+ * a time into blocks (a row's text is never split, so the blocks are the encoding of the whole text).
  */
 class CacheBytes {
-  private readonly pieces: Uint8Array[] = [];
+  private readonly blocks: Uint8Array[] = [];
+  private block = new Uint8Array(FIRST_BLOCK);
+  private used = 0;
   private text: string[];
   private chars = 0;
   private first = true;
@@ -66,20 +75,29 @@ class CacheBytes {
     if (this.chars >= PIECE_CHARS) this.cut();
   }
 
+  /** The document's bytes, block by block. */
   end(): Uint8Array[] {
     this.text.push('}}');
     this.cut();
-    return this.pieces;
+    this.blocks.push(this.block.subarray(0, this.used));
+    return this.blocks;
   }
 
   private cut(): void {
-    this.pieces.push(encoder.encode(this.text.join('')));
+    const piece = this.text.join('');
     this.text = [];
     this.chars = 0;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit.
+    if (this.block.length - this.used < 3 * piece.length) {
+      this.blocks.push(this.block.subarray(0, this.used));
+      this.block = new Uint8Array(Math.max(Math.min(2 * this.block.length, MAX_BLOCK), 3 * piece.length));
+      this.used = 0;
+    }
+    this.used += encoder.encodeInto(piece, this.block.subarray(this.used)).written;
   }
 }
 
-/** The pieces as one array; `pace()` is awaited between pieces (each copy is a megabyte or so). */
+/** The blocks as one array; `pace()` is awaited between blocks (each copy is at most a few milliseconds). */
 async function joined(pieces: Uint8Array[], pace: () => Promise<void> | undefined): Promise<Uint8Array> {
   let size = 0;
   for (const p of pieces) size += p.length;
