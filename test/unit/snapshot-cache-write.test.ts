@@ -54,6 +54,11 @@ describe('the cache document in slices', () => {
       const want = asBefore(header, rows);
       assert.deepEqual(Buffer.from(sliced), Buffer.from(want), `${n} rows`);
       assert.deepEqual(Buffer.from(encodeCache(header, rows)), Buffer.from(want), `${n} rows, at once`);
+      // The size of the last document as a hint: the same bytes when it is right, short or far too long.
+      for (const hint of [want.length, Math.floor(want.length / 3), 70_000, 4 * want.length]) {
+        const hinted = await encodeCacheSliced(header, rows, () => undefined, hint);
+        assert.deepEqual(Buffer.from(hinted), Buffer.from(want), `${n} rows, size hint ${hint}`);
+      }
       assert.ok(paced >= n, 'paced between rows');
       if (n > 0) assert.equal(JSON.parse(new TextDecoder().decode(sliced)).rows[rows[0]![0]], JSON.parse(rows[0]![1]));
     }

@@ -8,7 +8,7 @@
 import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { MSG } from '../../observability/messages.ts';
 import { ApiKeyIndex } from '../../resources/api-key-index.ts';
-import { BULK_SLICE_MS, Pacer } from '../../resources/pace.ts';
+import { BULK_SLICE_MS, Pacer, SLICE_MS } from '../../resources/pace.ts';
 import type { ApiKey } from '../../resources/schema.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
 import type { SourceSink } from '../source.ts';
@@ -109,6 +109,8 @@ export class EtcdRows {
   private readonly apiKeysRoot: string;
   /** The cache documents being made (one at a time in practice: the cache serialises its writes). */
   private readonly views = new Set<ServedView>();
+  /** The size of the last cache document: the next one is about as large. */
+  private cacheBytes = 0;
 
   /** `onPublished(writeCache)`: after every apply, whether what serves should be written to the cache. */
   constructor(
@@ -236,21 +238,29 @@ export class EtcdRows {
     const view: ServedView = { served: this.served, before: new Map() };
     this.views.add(view);
     const { served, before } = view;
-    const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
+    // Short slices, unlike a range's: the document is background work while the gateway serves, and every
+    // request and key change that arrives meanwhile waits for the slice to end.
+    const pacer = new Pacer(SLICE_MS, RANGE_CLOCK_EVERY);
     pace ??= () => pacer.pace();
     try {
-      return await encodeServed({
-        prefix: this.prefix,
-        revision: this.appliedRevision,
-        configHash: this.configHash,
-        order: this.keys.view(),
-        served: {
-          get: (key) => before.has(key) ? before.get(key) : served.get(key),
-          has: (key) => before.has(key) ? before.get(key) !== undefined : served.has(key),
+      const bytes = await encodeServed(
+        {
+          prefix: this.prefix,
+          revision: this.appliedRevision,
+          configHash: this.configHash,
+          order: this.keys.view(),
+          served: {
+            get: (key) => before.has(key) ? before.get(key) : served.get(key),
+            has: (key) => before.has(key) ? before.get(key) !== undefined : served.has(key),
+          },
+          rejected: this.rejected,
+          writtenAt: rfc3339(new Date(this.sink.clock())),
         },
-        rejected: this.rejected,
-        writtenAt: rfc3339(new Date(this.sink.clock())),
-      }, pace);
+        pace,
+        this.cacheBytes,
+      );
+      this.cacheBytes = bytes.length;
+      return bytes;
     } finally {
       this.views.delete(view);
     }

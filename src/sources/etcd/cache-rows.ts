@@ -29,7 +29,11 @@ export interface ServedState {
  * meanwhile. A row's JSON text is made anew each time, not kept: a million rows' texts would hold hundreds of
  * megabytes for good, and writes are spaced by their own duration (../cache.ts).
  */
-export function encodeServed(s: ServedState, pace: () => Promise<void> | undefined): Promise<Uint8Array> {
+export function encodeServed(
+  s: ServedState,
+  pace: () => Promise<void> | undefined,
+  sizeHint?: number,
+): Promise<Uint8Array> {
   const pins: Record<string, CachedPin> = {};
   const served = s.served;
   for (const [key, r] of s.rejected) {
@@ -60,7 +64,7 @@ export function encodeServed(s: ServedState, pace: () => Promise<void> | undefin
       if (v) yield [key, JSON.stringify(v.text)];
     }
   }
-  return encodeCacheSliced(header, rows(), pace);
+  return encodeCacheSliced(header, rows(), pace, sizeHint);
 }
 
 /** A cache document's rows, parsed and sorted; filled by `verify` as the cache reader checks the document. */
