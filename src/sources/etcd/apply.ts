@@ -459,7 +459,7 @@ export class EtcdRows {
     const serving = this.serving!;
     snapshot = await serving;
     // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
-    // (e.g. the budgets' and JWT bindings' views) is derived again.
+    // (e.g. the budgets' view) is derived again.
     if (this.keysChanged) {
       snapshot = snapshot.derive();
       this.keysChanged = false;
