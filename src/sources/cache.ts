@@ -39,10 +39,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 export type CacheHeader = Omit<CacheDocument, 'rows'>;
 
-/**
- * Text gathered before it is encoded: its strings die young (a megabyte of them outlived the young generation and
- * cost the old one a full collection every few hundred thousand rows), and a call's overhead is still nothing.
- */
+/** Text gathered before it is encoded: small enough that its strings die young, large enough that a call is cheap. */
 const PIECE_CHARS = 1 << 16;
 
 /** The first block of bytes; each next one is twice the last, up to `MAX_BLOCK` (few allocations, little waste). */
@@ -99,18 +96,21 @@ class CacheBytes {
   }
 }
 
-/** The blocks as one array; `pace()` is awaited between blocks (each copy is at most a few milliseconds). */
-async function joined(pieces: Uint8Array[], pace: () => Promise<void> | undefined): Promise<Uint8Array> {
+/**
+ * Copies the blocks into one array, yielding after each block (the async caller paces there); each block is
+ * dropped once copied, so the document is not held twice over.
+ */
+function* joinBlocks(blocks: Uint8Array[]): Generator<void, Uint8Array> {
+  if (blocks.length === 1) return blocks[0]!;
   let size = 0;
-  for (const p of pieces) size += p.length;
+  for (const b of blocks) size += b.length;
   const out = new Uint8Array(size);
   let at = 0;
-  for (let i = 0; i < pieces.length; i++) {
-    out.set(pieces[i]!, at);
-    at += pieces[i]!.length;
-    pieces[i] = EMPTY; // dropped as copied: the document is not held twice over
-    const p = pace();
-    if (p) await p;
+  for (let i = 0; i < blocks.length; i++) {
+    out.set(blocks[i]!, at);
+    at += blocks[i]!.length;
+    blocks[i] = EMPTY;
+    yield;
   }
   return out;
 }
@@ -121,17 +121,11 @@ const EMPTY = new Uint8Array(0);
 export function encodeCache(header: CacheHeader, rows: Iterable<[string, string]>): Uint8Array {
   const bytes = new CacheBytes(header);
   for (const [key, json] of rows) bytes.row(key, json);
-  const pieces = bytes.end();
-  if (pieces.length === 1) return pieces[0]!;
-  let size = 0;
-  for (const p of pieces) size += p.length;
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const p of pieces) {
-    out.set(p, at);
-    at += p.length;
+  const join = joinBlocks(bytes.end());
+  for (;;) {
+    const r = join.next();
+    if (r.done) return r.value;
   }
-  return out;
 }
 
 /**
@@ -152,8 +146,13 @@ export async function encodeCacheSliced(
     const p = pace();
     if (p) await p;
   }
-  const pieces = bytes.end();
-  return pieces.length === 1 ? pieces[0]! : await joined(pieces, pace);
+  const join = joinBlocks(bytes.end());
+  for (;;) {
+    const r = join.next();
+    if (r.done) return r.value;
+    const p = pace();
+    if (p) await p;
+  }
 }
 
 /** Parses and checks a cache file's bytes. Returns the document or why it cannot be used. Pure. */
