@@ -10,11 +10,15 @@
 // `--etcd`: an etcd already running, seeded only when it holds fewer keys (seeding a million takes minutes).
 // `--reload-changed`: the share of the file's keys its reload renames (1: every key, 0.01: one in a hundred).
 // `--etcd-pid PID`: etcd's CPU seconds to ready too (stderr).
+// `--cache`: the etcd runs write a snapshot cache file (docs/etcd.md "The snapshot cache") in their temp dir.
+// `--jwt`: etcd also holds a shared-secret OIDC provider and a key bound to a JWT subject; the requests sent during
+// the changes present that JWT instead of an api key (the bindings are read after every change).
 // `--read-only planned,whole [--pages 20000,50000] [--rounds 2]`: no gateway, only the etcd source's initial read
 // of the prefix, timed: `planned` as the source reads it (client.ts `rangePaged`), `whole` as it did before, each
 // page asked over the whole rest of the prefix; with etcd's CPU seconds.
-// The rows also go to bench/results/config-scale.json, which `npm run bench` reads for its target 4.
-import { createHash } from 'node:crypto';
+// The rows also go to bench/results/config-scale.json, which `npm run bench` reads for its target 4 (not those of a
+// run with `--cache` or `--jwt`: printed as `etcd+cache`, `etcd+jwt`, they would replace the plain etcd row).
+import { createHash, createHmac } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -39,11 +43,38 @@ const READ_ONLY = flag('read-only', '').split(',').filter(Boolean);
 const PAGES = flag('pages', '20000').split(',').map(Number);
 const ROUNDS = Number(flag('rounds', '1'));
 const ETCD_PID = flag('etcd-pid', '');
+const CACHE = process.argv.includes('--cache');
+const JWT = process.argv.includes('--jwt');
+/** The shared secret of `--jwt`'s provider (HS256: at least 32 bytes). */
+const JWT_SECRET = 'config-scale-bench-shared-secret-0123456789';
 const RESULTS = join(dirname(fileURLToPath(import.meta.url)), 'results', 'config-scale.json');
 const PREFIX = '/aisix';
 const TARGET = { readyMs: 30_000, rssMiB: 1536, changeMs: 100, stallMs: 100 };
 
 const hashOf = (plain: string): string => createHash('sha256').update(plain).digest('hex');
+const b64url = (s: string | Buffer): string => Buffer.from(s).toString('base64url');
+
+/** An HS256 token for `--jwt`'s provider, naming the bound subject, valid for a day. */
+function jwtToken(): string {
+  const head = `${b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }))}.${
+    b64url(JSON.stringify({ sub: 'bench-caller', exp: Math.floor(Date.now() / 1000) + 86_400 }))
+  }`;
+  return `${head}.${b64url(createHmac('sha256', JWT_SECRET).update(head).digest())}`;
+}
+
+/** `--jwt`'s rows (written with `--jwt`, deleted without): a provider and the key its subject is bound to. */
+const JWT_ROWS: [string, string][] = [
+  [`${PREFIX}/oidc_providers/bench`, JSON.stringify({ name: 'bench', hmac_secret: JWT_SECRET })],
+  [
+    `${PREFIX}/api_keys/jwt-caller`,
+    JSON.stringify({
+      key_hash: hashOf('sk-jwt-caller-unused'),
+      allowed_models: ['*'],
+      jwt_provider: 'bench',
+      jwt_subject: 'bench-caller',
+    }),
+  ],
+];
 const keyPlain = (i: number): string => `sk-scale-${i}`;
 
 function keyDoc(i: number): string {
@@ -97,10 +128,14 @@ async function keyCount(endpoint: string): Promise<number> {
  */
 async function seedEtcd(endpoint: string, upstream: string): Promise<void> {
   const held = await keyCount(endpoint);
-  if (held > KEYS + 3) {
+  if (held > KEYS + 3 + JWT_ROWS.length) {
     throw new Error(`etcd holds ${held} keys under ${PREFIX}/, more than --keys ${KEYS}: use a fresh one`);
   }
-  const seeded = held === KEYS + 3;
+  const seeded = held >= KEYS + 3;
+  if (JWT) await txn(endpoint, JWT_ROWS);
+  else {for (const [key] of JWT_ROWS) {
+      await etcdCall(endpoint, '/v3/kv/deleterange', { key: base64Encode(encodeUtf8(key)) });
+    }}
   await txn(endpoint, [
     [
       `${PREFIX}/provider_keys/pk1`,
@@ -251,6 +286,8 @@ interface Row {
   factsMs?: number;
   /** etcd: the gateway's CPU over the changes until each was applied, per change. */
   cpuMsPerChange?: number;
+  /** `--cache`, `--jwt`: what the etcd run configured besides the keys. */
+  variant?: string;
 }
 
 /** Spawns the gateway and measures it up to ready: time, RSS (peak sampled every 50 ms), status probe latency. */
@@ -303,7 +340,7 @@ proxy: { addr: "127.0.0.1:{{proxy}}" }
 admin: { enabled: false }
 observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
 shutdown: { min_drain_secs: 0 }
-`;
+${CACHE ? 'managed: { snapshot_cache_path: snapshot-cache.json }\n' : ''}`;
   const etcdCpu0 = ETCD_PID ? cpuSeconds(Number(ETCD_PID)) : NaN;
   const b = await boot(runtime, () => spawnGateway({ runtime, config }));
   if (ETCD_PID) {
@@ -312,7 +349,7 @@ shutdown: { min_drain_secs: 0 }
   const { g } = b;
   try {
     await untilStatus(g, keyPlain(KEYS - 1), 200);
-    const probe = prober(() => g.url('/v1/chat/completions'), chatInit(CALLER_KEY));
+    const probe = prober(() => g.url('/v1/chat/completions'), chatInit(JWT ? jwtToken() : CALLER_KEY));
     const times: number[] = [];
     const facts: number[] = [];
     const cpu0 = cpuSeconds(g.proc.pid!);
@@ -342,6 +379,7 @@ shutdown: { min_drain_secs: 0 }
     return {
       runtime,
       source: 'etcd',
+      ...(CACHE || JWT ? { variant: [CACHE ? 'cache' : '', JWT ? 'jwt' : ''].filter(Boolean).join('+') } : {}),
       readyMs: b.readyMs,
       readyCpuS: b.readyCpuS,
       peakMiB: b.peak(),
@@ -519,17 +557,18 @@ async function main(): Promise<void> {
       ? `${r.changeMs.toFixed(1)} ms ${verdict(r.changeMs <= TARGET.changeMs)} (${r.changeWhat})`
       : `${(r.changeMs / 1000).toFixed(1)} s (${r.changeWhat}; no per-key change)`;
     console.log(
-      `| ${r.runtime} | ${r.source} | ${(r.readyMs / 1000).toFixed(1)} s ${verdict(r.readyMs <= TARGET.readyMs)} | ${
-        r.readyCpuS.toFixed(1)
-      } s | ${r.peakMiB.toFixed(0)} MiB ${verdict(r.peakMiB <= TARGET.rssMiB)} | ${r.settledMiB.toFixed(0)} MiB | ${
-        r.loadStallMs.toFixed(1)
-      } ms (status /livez) | ${change} | ${r.updateStallMs.toFixed(1)} ms ${
+      `| ${r.runtime} | ${r.source}${r.variant ? `+${r.variant}` : ''} | ${(r.readyMs / 1000).toFixed(1)} s ${
+        verdict(r.readyMs <= TARGET.readyMs)
+      } | ${r.readyCpuS.toFixed(1)} s | ${r.peakMiB.toFixed(0)} MiB ${verdict(r.peakMiB <= TARGET.rssMiB)} | ${
+        r.settledMiB.toFixed(0)
+      } MiB | ${r.loadStallMs.toFixed(1)} ms (status /livez) | ${change} | ${r.updateStallMs.toFixed(1)} ms ${
         verdict(r.updateStallMs <= TARGET.stallMs)
       } | ${r.factsMs === undefined ? '' : `${r.factsMs.toFixed(1)} ms`} | ${
         r.cpuMsPerChange === undefined ? '' : `${r.cpuMsPerChange.toFixed(0)} ms`
       } |`,
     );
   }
+  console.log(`load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   console.log(
     `\ntargets: ready ≤ ${
       TARGET.readyMs / 1000
@@ -559,7 +598,8 @@ function writeResults(rows: Row[]): void {
   } catch {
     earlier = undefined; // a half-written file: replaced
   }
-  const fresh = rows.map((r) => ({ ...r, date, loadAverage }));
+  const fresh = rows.filter((r) => r.variant === undefined).map((r) => ({ ...r, date, loadAverage }));
+  if (fresh.length === 0) return;
   const kept = earlier?.keys === KEYS && Array.isArray(earlier.rows)
     ? earlier.rows.filter((o) => !fresh.some((r) => r.runtime === o.runtime && r.source === o.source))
     : [];

@@ -69,25 +69,6 @@ const ERROR_OF: Record<string, () => ProxyError> = {
   key_expired: errors.expiredKey,
 };
 
-/** Direct bindings of one snapshot: `provider`␀`subject` → the keys bound to it. */
-const bindingsOf = new WeakMap<Snapshot, Map<string, ApiKey[]>>();
-
-function bindings(snapshot: Snapshot): Map<string, ApiKey[]> {
-  let m = bindingsOf.get(snapshot);
-  if (!m) {
-    m = new Map();
-    for (const k of snapshot.apiKeys.values()) {
-      if (k.jwt_subject === undefined || k.jwt_provider === undefined) continue;
-      const id = `${k.jwt_provider}\u0000${k.jwt_subject}`;
-      const list = m.get(id);
-      if (list) list.push(k);
-      else m.set(id, [k]);
-    }
-    bindingsOf.set(snapshot, m);
-  }
-  return m;
-}
-
 /** Each snapshot's mappings per provider in evaluation order, sorted once. */
 const mappingsOf = new WeakMap<Snapshot, Map<string, ClaimMapping[]>>();
 
@@ -280,7 +261,8 @@ export class JwtAuthenticator {
     subject: string,
     at: { issuer?: string | undefined; kid?: string | undefined },
   ): JwtCaller | Denial {
-    const bound = bindings(snapshot).get(`${p.name}\u0000${subject}`);
+    // Kept by the key index as keys change (src/resources/api-key-index.ts): no pass over every key here.
+    const bound = snapshot.apiKeys.boundTo(p.name, subject);
     if (bound && bound.length > 1) return { reason: 'jwt_binding_ambiguous', ...at, subject };
     let key = bound?.[0];
     let claimMapping: string | undefined;

@@ -5,7 +5,8 @@
 //
 // The lookups are the snapshot's rules: a hash belongs to the key written LAST that carries it (AISIX's name
 // index), any key's current hash wins over another's rotated-out one, and a rotated-out hash authenticates its
-// key only until the earlier of the two expiries.
+// key only until the earlier of the two expiries. The JWT bindings (`jwt_provider` + `jwt_subject`, docs/identity.md)
+// are kept here too, so a JWT caller after a key's change finds its key without a pass over every key.
 import type { ApiKey } from './schema.ts';
 
 /** The key as its rotated-out hash authenticates it: the same key, expiring at the earlier of the two times. */
@@ -46,12 +47,21 @@ class HashLookup {
   }
 }
 
+/** The binding a key names, or undefined when it names none (both fields are needed). */
+function bindingOf(k: ApiKey): string | undefined {
+  return k.jwt_subject === undefined || k.jwt_provider === undefined
+    ? undefined
+    : `${k.jwt_provider}\u0000${k.jwt_subject}`;
+}
+
 export class ApiKeyIndex {
   /** Id → key, in write order (a key written again moves to the end). */
   private readonly byId = new Map<string, ApiKey>();
   private readonly current = new HashLookup();
   private readonly previous = new HashLookup();
   private listed: ApiKey[] | undefined;
+  /** `provider`␀`subject` → the keys bound to it, in write order (more than one is an ambiguous binding). */
+  private readonly bound = new Map<string, ApiKey[]>();
   /** How many keys carry budgets (the budgets step stays off a snapshot whose keys have none). */
   private budgeted = 0;
 
@@ -87,11 +97,22 @@ export class ApiKeyIndex {
     return this.current.get(hash) ?? this.previous.get(hash);
   }
 
+  /** The keys bound to `subject` of the provider named `provider`, in write order; undefined when none is. */
+  boundTo(provider: string, subject: string): readonly ApiKey[] | undefined {
+    return this.bound.get(`${provider}\u0000${subject}`);
+  }
+
   /** `k` as the latest write of its id (a new key, or a new value of one). */
   put(k: ApiKey): void {
     this.remove(k.id);
     this.byId.set(k.id, k);
     if ((k.budgets?.length ?? 0) > 0) this.budgeted++;
+    const binding = bindingOf(k);
+    if (binding !== undefined) {
+      const list = this.bound.get(binding);
+      if (list) list.push(k);
+      else this.bound.set(binding, [k]);
+    }
     this.current.add(k.key_hash, k);
     for (const p of k.previous_key_hashes ?? []) this.previous.add(p.key_hash, previousKeyOf(k, p.expires_at));
     this.listed = undefined;
@@ -103,6 +124,13 @@ export class ApiKeyIndex {
     this.byId.delete(id);
     if ((k.budgets?.length ?? 0) > 0) this.budgeted--;
     this.listed = undefined;
+    const binding = bindingOf(k);
+    const list = binding === undefined ? undefined : this.bound.get(binding);
+    if (list !== undefined) {
+      // A list is one key but for an ambiguous binding: the search is over the few keys that share it.
+      list.splice(list.indexOf(k), 1);
+      if (list.length === 0) this.bound.delete(binding!);
+    }
     this.current.remove(k.key_hash, id, () => this.lastWith((x) => x.key_hash === k.key_hash ? x : undefined));
     for (const p of k.previous_key_hashes ?? []) {
       this.previous.remove(p.key_hash, id, () =>

@@ -1,8 +1,9 @@
 // The snapshot cache file (docs/etcd.md "The snapshot cache"): what the gateway serves, so a restart while
 // etcd is unreachable binds the proxy at once. Written after every apply by the platform's atomic write,
-// serialised and coalesced; read once at boot and trusted only when its format, version, prefix and
-// recomputed `config_hash` agree (anything else: a WARN naming the path and the reason). It holds provider
-// keys as stored, so the platform writes it with mode 0600; without file access there is no cache.
+// serialised and coalesced, a large document encoded in slices and rewritten at a bounded rate
+// (docs/performance.md "Configuration at scale"); read once at boot and trusted only when its format, version,
+// prefix and recomputed `config_hash` agree (anything else: a WARN naming the path and the reason). It holds
+// provider keys as stored, so the platform writes it with mode 0600; without file access there is no cache.
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { PlatformFiles } from '../platform.ts';
@@ -38,15 +39,120 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 export type CacheHeader = Omit<CacheDocument, 'rows'>;
 
+/** Text gathered before it is encoded: small enough that its strings die young, large enough that a call is cheap. */
+const PIECE_CHARS = 1 << 16;
+
+/** The first block of bytes; each next one is twice the last, up to `MAX_BLOCK` (few allocations, little waste). */
+const FIRST_BLOCK = 1 << 16;
+const MAX_BLOCK = 1 << 23;
+
 /**
- * Serialises a cache document. `rows` yields `[key, JSON text of the value string]`: the caller
- * memoises each row's JSON text, so a write of a large prefix does not re-escape the unchanged rows.
+ * A cache document's bytes a row at a time: the header, then `"key":"value"` per row, encoded a piece of text at
+ * a time into blocks (a row's text is never split, so the blocks are the encoding of the whole text).
  */
+class CacheBytes {
+  private readonly blocks: Uint8Array[] = [];
+  private block: Uint8Array = new Uint8Array(FIRST_BLOCK);
+  private used = 0;
+  private text: string[];
+  private chars = 0;
+  private first = true;
+
+  /** `sizeHint`: about how many bytes the document will have (the last one's size): one block of that. */
+  constructor(header: CacheHeader, sizeHint = 0) {
+    const head = JSON.stringify(header);
+    this.text = [`${head.slice(0, -1)},"rows":{`];
+    if (sizeHint > FIRST_BLOCK) this.block = new Uint8Array(sizeHint + (sizeHint >>> 4));
+  }
+
+  /** `json`: the JSON text of the row's value string. */
+  row(key: string, json: string): void {
+    const t = `${this.first ? '' : ','}${JSON.stringify(key)}:${json}`;
+    this.first = false;
+    this.text.push(t);
+    this.chars += t.length;
+    if (this.chars >= PIECE_CHARS) this.cut();
+  }
+
+  /** The document's bytes, block by block. */
+  end(): Uint8Array[] {
+    this.text.push('}}');
+    this.cut();
+    this.blocks.push(this.block.subarray(0, this.used));
+    return this.blocks;
+  }
+
+  private cut(): void {
+    const piece = this.text.join('');
+    this.text = [];
+    this.chars = 0;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit.
+    if (this.block.length - this.used < 3 * piece.length) {
+      this.blocks.push(this.block.subarray(0, this.used));
+      this.block = new Uint8Array(Math.max(Math.min(2 * this.block.length, MAX_BLOCK), 3 * piece.length));
+      this.used = 0;
+    }
+    this.used += encoder.encodeInto(piece, this.block.subarray(this.used)).written;
+  }
+}
+
+/**
+ * Copies the blocks into one array, yielding after each block (the async caller paces there); each block is
+ * dropped once copied, so the document is not held twice over.
+ */
+function* joinBlocks(blocks: Uint8Array[]): Generator<void, Uint8Array> {
+  if (blocks.length === 1) return blocks[0]!;
+  let size = 0;
+  for (const b of blocks) size += b.length;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (let i = 0; i < blocks.length; i++) {
+    out.set(blocks[i]!, at);
+    at += blocks[i]!.length;
+    blocks[i] = EMPTY;
+    yield;
+  }
+  return out;
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** Serialises a cache document. `rows` yields `[key, JSON text of the value string]`. */
 export function encodeCache(header: CacheHeader, rows: Iterable<[string, string]>): Uint8Array {
-  const parts: string[] = [];
-  for (const [key, json] of rows) parts.push(`${JSON.stringify(key)}:${json}`);
-  const head = JSON.stringify(header);
-  return encoder.encode(`${head.slice(0, -1)},"rows":{${parts.join(',')}}}`);
+  const bytes = new CacheBytes(header);
+  for (const [key, json] of rows) bytes.row(key, json);
+  const join = joinBlocks(bytes.end());
+  for (;;) {
+    const r = join.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * The bytes of `encodeCache`, with `pace()` awaited between rows and pieces: a document of a million rows is
+ * hundreds of megabytes, and made at once it would hold the event loop (and every request) for seconds.
+ * `sizeHint`: the size of the last document, so that the bytes are one allocation, not blocks and their copy
+ * (each allocation of that size asks the collector for a full collection of the heap).
+ */
+export async function encodeCacheSliced(
+  header: CacheHeader,
+  rows: Iterable<[string, string]>,
+  pace: () => Promise<void> | undefined,
+  sizeHint = 0,
+): Promise<Uint8Array> {
+  const bytes = new CacheBytes(header, sizeHint);
+  for (const [key, json] of rows) {
+    bytes.row(key, json);
+    const p = pace();
+    if (p) await p;
+  }
+  const join = joinBlocks(bytes.end());
+  for (;;) {
+    const r = join.next();
+    if (r.done) return r.value;
+    const p = pace();
+    if (p) await p;
+  }
 }
 
 /** Parses and checks a cache file's bytes. Returns the document or why it cannot be used. Pure. */
@@ -116,6 +222,19 @@ function isMissingFile(e: unknown): boolean {
 /** How long a write waits for more applies to coalesce with (a watch burst arrives as many batches). */
 const COALESCE_MS = 50;
 
+/**
+ * The next write starts no sooner than this many times the last one's duration after it ended: a steady stream
+ * of changes spends at most about a fifth of the time rewriting a large document, and a small one still follows
+ * every burst within `COALESCE_MS`.
+ */
+const GAP_PER_WRITE_MS = 4;
+
+/** The longest the cache lags behind what serves because of that rule (a restart from it is that much older). */
+const MAX_GAP_MS = 60_000;
+
+/** What `schedule` takes: the document's bytes, or undefined between two applies (see `schedule`). */
+export type CacheProducer = () => Promise<Uint8Array | undefined> | Uint8Array | undefined;
+
 /** Where each write's outcome goes (the gateway's config facts: `/status/config` and a metric). */
 export interface CacheWriteReport {
   written(path: string): void;
@@ -123,8 +242,14 @@ export interface CacheWriteReport {
 }
 
 export class SnapshotCache {
-  private pending: (() => Uint8Array | undefined) | undefined;
+  private pending: CacheProducer | undefined;
   private writing: Promise<void> | undefined;
+  /** When the last write ended (performance.now()) and the wait it asks of the next one. */
+  private lastEnd = -Infinity;
+  private gap = 0;
+  /** While a flush runs: every wait ends at once (shutdown writes the latest state now). */
+  private flushing = 0;
+  private wake: (() => void) | undefined;
 
   constructor(
     private readonly files: PlatformFiles,
@@ -172,25 +297,35 @@ export class SnapshotCache {
   /**
    * Write the latest state soon: `produce` (the encoded document, see `encodeCache`) is called when the
    * write starts, so a burst of applies while a write waits or runs costs one more write. `produce` returns
-   * undefined when what serves is between two applies: the next apply schedules the write again.
+   * undefined when what serves is between two applies: the next apply schedules the write again. A write
+   * starts `COALESCE_MS` after it is scheduled at the soonest, and `GAP_PER_WRITE_MS` times the last write's
+   * duration after that one ended.
    */
-  schedule(produce: () => Uint8Array | undefined): void {
+  schedule(produce: CacheProducer): void {
     this.pending = produce;
     this.writing ??= this.drain();
   }
 
-  /** Resolves once every scheduled write has finished (shutdown, tests). */
+  /** Resolves once every scheduled write has finished, none of them waiting (shutdown, tests). */
   async flush(): Promise<void> {
-    while (this.writing) await this.writing;
+    this.flushing++;
+    this.wake?.();
+    try {
+      while (this.writing) await this.writing;
+    } finally {
+      this.flushing--;
+    }
   }
 
   private async drain(): Promise<void> {
     try {
-      await new Promise((r) => setTimeout(r, COALESCE_MS));
+      await this.wait(COALESCE_MS);
       while (this.pending) {
+        await this.wait(this.lastEnd + this.gap - performance.now());
         const produce = this.pending;
         this.pending = undefined;
-        const bytes = produce();
+        const started = performance.now();
+        const bytes = await produce();
         if (bytes === undefined) continue;
         try {
           await this.files.writeAtomic(this.path, bytes);
@@ -199,9 +334,25 @@ export class SnapshotCache {
           this.log.warn(MSG.cacheWriteFailed, { path: this.path, error: (e as Error).message });
           this.report?.writeFailed(this.path, (e as Error).message);
         }
+        this.lastEnd = performance.now();
+        this.gap = Math.min(MAX_GAP_MS, GAP_PER_WRITE_MS * (this.lastEnd - started));
       }
     } finally {
       this.writing = undefined;
     }
+  }
+
+  /** `ms` (none when not positive), or until a flush begins. */
+  private async wait(ms: number): Promise<void> {
+    if (ms <= 0 || this.flushing > 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+    this.wake = undefined;
   }
 }

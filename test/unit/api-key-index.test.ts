@@ -181,3 +181,69 @@ describe('etcd source: one api key changes in place', () => {
     assert.equal(now.apiKeyByHash('hb')?.id, 'b');
   });
 });
+
+describe('jwt bindings in the api key index', () => {
+  /** The bindings as authenticate.ts built them before the index kept them: one pass over every key. */
+  const scanned = (ix: ApiKeyIndex): Map<string, string[]> => {
+    const m = new Map<string, string[]>();
+    for (const k of ix.values()) {
+      if (k.jwt_subject === undefined || k.jwt_provider === undefined) continue;
+      const id = `${k.jwt_provider}\u0000${k.jwt_subject}`;
+      m.set(id, [...(m.get(id) ?? []), k.id]);
+    }
+    return m;
+  };
+  const PROVIDERS = ['p', 'q'];
+  const SUBJECTS = ['s1', 's2', 's3'];
+  /** What `boundTo` answers for every pair, as ids: the same shape as `scanned`. */
+  const answers = (ix: ApiKeyIndex): Map<string, string[]> => {
+    const m = new Map<string, string[]>();
+    for (const p of PROVIDERS) {
+      for (const s of SUBJECTS) {
+        const ks = ix.boundTo(p, s);
+        if (ks !== undefined) m.set(`${p}\u0000${s}`, ks.map((k) => k.id));
+      }
+    }
+    return m;
+  };
+
+  test('put, remove and rebind give the answers of a fresh build and of a scan, in write order', () => {
+    const ix = new ApiKeyIndex();
+    // A small deterministic generator: every op mixes ids, bindings, half bindings and disabled keys.
+    let seed = 7;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let step = 0; step < 2000; step++) {
+      const id = `k${next(8)}`;
+      const op = next(5);
+      if (op === 0) ix.remove(id);
+      else {
+        const extra: Partial<ApiKey> = { disabled: next(3) === 0 };
+        if (op !== 1) extra.jwt_provider = PROVIDERS[next(2)]!;
+        if (op !== 2) extra.jwt_subject = SUBJECTS[next(3)]!;
+        ix.put(key(id, `h${next(4)}`, extra));
+      }
+      const fresh = new ApiKeyIndex();
+      for (const k of ix.values()) fresh.put(k);
+      assert.deepEqual(answers(ix), scanned(ix), `step ${step}: against a scan`);
+      assert.deepEqual(answers(ix), answers(fresh), `step ${step}: against a fresh build`);
+    }
+  });
+
+  test('an ambiguous binding lists both keys; removing one leaves the other, a rebind moves the key', () => {
+    const ix = new ApiKeyIndex();
+    ix.put(key('a', 'ha', { jwt_provider: 'p', jwt_subject: 's', disabled: true }));
+    ix.put(key('b', 'hb', { jwt_provider: 'p', jwt_subject: 's' }));
+    assert.deepEqual(ix.boundTo('p', 's')?.map((k) => k.id), ['a', 'b']);
+    ix.put(key('a', 'ha', { jwt_provider: 'p', jwt_subject: 's' }));
+    assert.deepEqual(ix.boundTo('p', 's')?.map((k) => k.id), ['b', 'a'], 'written again: last again');
+    ix.put(key('b', 'hb', { jwt_provider: 'p', jwt_subject: 't' }));
+    assert.deepEqual(ix.boundTo('p', 's')?.map((k) => k.id), ['a']);
+    assert.deepEqual(ix.boundTo('p', 't')?.map((k) => k.id), ['b']);
+    ix.remove('a');
+    assert.equal(ix.boundTo('p', 's'), undefined);
+    assert.equal(ix.boundTo('q', 't'), undefined, 'another provider');
+  });
+});

@@ -8,7 +8,7 @@
 import { type RejectedRow, rfc3339 } from '../../config-facts.ts';
 import { MSG } from '../../observability/messages.ts';
 import { ApiKeyIndex } from '../../resources/api-key-index.ts';
-import { BULK_SLICE_MS, Pacer } from '../../resources/pace.ts';
+import { BULK_SLICE_MS, Pacer, SLICE_MS } from '../../resources/pace.ts';
 import type { ApiKey } from '../../resources/schema.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
 import type { SourceSink } from '../source.ts';
@@ -42,6 +42,15 @@ interface Publish {
   counted: boolean;
   writeCache: boolean;
   logLevel: 'info' | 'debug';
+}
+
+/**
+ * What served when a cache document began, for the document made in slices while rows change: `before`
+ * holds each key's value from then, for the keys changed since (undefined: it served nothing).
+ */
+interface ServedView {
+  served: ReadonlyMap<string, ServedValue>;
+  before: Map<string, ServedValue | undefined>;
 }
 
 /** A range's rows are cheaper than reading the clock: it is read once per this many. */
@@ -98,6 +107,10 @@ export class EtcdRows {
   private version = 0;
   private published = -1;
   private readonly apiKeysRoot: string;
+  /** The cache documents being made (one at a time in practice: the cache serialises its writes). */
+  private readonly views = new Set<ServedView>();
+  /** The size of the last cache document: the next one is about as large. */
+  private cacheBytes = 0;
 
   /** `onPublished(writeCache)`: after every apply, whether what serves should be written to the cache. */
   constructor(
@@ -213,18 +226,49 @@ export class EtcdRows {
     });
   }
 
-  /** The snapshot cache's bytes for what serves now; undefined while a change is still being applied. */
-  cacheDocument(): Uint8Array | undefined {
+  /**
+   * The snapshot cache's bytes for what serves now (undefined while a change is still being applied), made in
+   * slices: the rows are those of this moment, however they change before the document is done. `pace`: what
+   * is awaited between rows (tests change rows there).
+   */
+  async cacheDocument(
+    pace?: () => Promise<void> | undefined,
+  ): Promise<Uint8Array | undefined> {
     if (this.published !== this.version) return undefined; // the next apply schedules the write again
-    return encodeServed({
-      prefix: this.prefix,
-      revision: this.appliedRevision,
-      configHash: this.configHash,
-      order: this.keys,
-      served: this.served,
-      rejected: this.rejected,
-      writtenAt: rfc3339(new Date(this.sink.clock())),
-    });
+    const view: ServedView = { served: this.served, before: new Map() };
+    this.views.add(view);
+    const { served, before } = view;
+    // Short slices, unlike a range's: the document is background work while the gateway serves, and every
+    // request and key change that arrives meanwhile waits for the slice to end.
+    const pacer = new Pacer(SLICE_MS, RANGE_CLOCK_EVERY);
+    pace ??= () => pacer.pace();
+    try {
+      const bytes = await encodeServed(
+        {
+          prefix: this.prefix,
+          revision: this.appliedRevision,
+          configHash: this.configHash,
+          order: this.keys.view(),
+          served: {
+            get: (key) => before.has(key) ? before.get(key) : served.get(key),
+            has: (key) => before.has(key) ? before.get(key) !== undefined : served.has(key),
+          },
+          rejected: this.rejected,
+          writtenAt: rfc3339(new Date(this.sink.clock())),
+        },
+        pace,
+        this.cacheBytes,
+      );
+      this.cacheBytes = bytes.length;
+      return bytes;
+    } finally {
+      this.views.delete(view);
+    }
+  }
+
+  /** `key` is about to serve another value than `before`: the cache documents being made keep `before`. */
+  private keepForViews(key: string, before: ServedValue | undefined): void {
+    for (const v of this.views) if (v.served === this.served && !v.before.has(key)) v.before.set(key, before);
   }
 
   /** Records a put; parses only when the value changed. Returns the key's value now. */
@@ -296,6 +340,7 @@ export class EtcdRows {
       const before = this.served.get(key);
       const { served: after, problem } = judgeKey(this.observed.get(key), before);
       this.version++;
+      if (after !== before) this.keepForViews(key, before);
       if (after) this.served.set(key, after);
       else this.served.delete(key);
       if (problem) this.problems.set(key, problem);
@@ -414,7 +459,7 @@ export class EtcdRows {
     const serving = this.serving!;
     snapshot = await serving;
     // A snapshot whose keys changed in place is served as a new one: what is derived once per snapshot
-    // (e.g. the budgets' and JWT bindings' views) is derived again.
+    // (e.g. the budgets' view) is derived again.
     if (this.keysChanged) {
       snapshot = snapshot.derive();
       this.keysChanged = false;

@@ -7,7 +7,7 @@ import {
   type CacheDocument,
   type CachedPin,
   type CacheHeader,
-  encodeCache,
+  encodeCacheSliced,
 } from '../cache.ts';
 import { hashRowSet } from './row-hash.ts';
 import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
@@ -17,15 +17,23 @@ export interface ServedState {
   prefix: string;
   revision: number;
   configHash: string | undefined;
-  /** Keys in etcd order. */
+  /** Keys in etcd order (those that serve nothing are skipped). */
   order: Iterable<string>;
-  served: ReadonlyMap<string, ServedValue>;
+  served: { get(key: string): ServedValue | undefined; has(key: string): boolean };
   rejected: ReadonlyMap<string, RejectedRow>;
   writtenAt: string;
 }
 
-/** The cache file's bytes; each row's JSON text is memoised on its value. */
-export function encodeServed(s: ServedState): Uint8Array {
+/**
+ * The cache file's bytes, made in slices (`pace()` awaited between rows): `order` and `served` must not change
+ * meanwhile. A row's JSON text is made anew each time, not kept: a million rows' texts would hold hundreds of
+ * megabytes for good, and writes are spaced by their own duration (../cache.ts).
+ */
+export function encodeServed(
+  s: ServedState,
+  pace: () => Promise<void> | undefined,
+  sizeHint?: number,
+): Promise<Uint8Array> {
   const pins: Record<string, CachedPin> = {};
   const served = s.served;
   for (const [key, r] of s.rejected) {
@@ -53,10 +61,10 @@ export function encodeServed(s: ServedState): Uint8Array {
   function* rows(): Generator<[string, string]> {
     for (const key of order) {
       const v = served.get(key);
-      if (v) yield [key, v.quoted ??= JSON.stringify(v.text)];
+      if (v) yield [key, JSON.stringify(v.text)];
     }
   }
-  return encodeCache(header, rows());
+  return encodeCacheSliced(header, rows(), pace, sizeHint);
 }
 
 /** A cache document's rows, parsed and sorted; filled by `verify` as the cache reader checks the document. */

@@ -79,8 +79,6 @@ export class RowValue {
   modRev: number | undefined = undefined;
   /** The last full range (its count) that held the key. */
   seen: number | undefined = undefined;
-  /** `JSON.stringify(text)`, memoised for the snapshot cache. */
-  quoted: string | undefined = undefined;
   /**
    * The text, or how a plain api key's text is made again from its resource (`true`: its document has a
    * `disabled` member): a prefix may hold millions of them, and the resource holds every member of the text.

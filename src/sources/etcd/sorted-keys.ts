@@ -1,6 +1,7 @@
 // The etcd source's keys in etcd order (docs/performance.md "Configuration at scale"): what a snapshot is built
 // from and the cache written in. Held as sorted chunks, so one key's arrival or removal moves a chunk's worth of
-// entries, never the whole list.
+// entries, never the whole list. A view (`view`) keeps the keys of one moment while they change: a chunk a view
+// holds is copied before its first change, so taking one costs a copy of the list of chunks.
 import { compareKeys } from './rows.ts';
 
 /** Entries of a chunk once split: small enough that an insert's move is cheap, few enough chunks to search. */
@@ -22,6 +23,8 @@ export class SortedKeys implements Iterable<string> {
   /** Non-empty chunks, each sorted, every key of one before every key of the next. */
   private chunks: string[][] = [];
   private count = 0;
+  /** Chunks some view holds: changed only as a copy. */
+  private readonly shared = new WeakSet<string[]>();
 
   /** `sorted` must be in etcd order without repeats (a range's keys are); it is not kept. */
   static from(sorted: readonly string[]): SortedKeys {
@@ -35,6 +38,17 @@ export class SortedKeys implements Iterable<string> {
     return this.count;
   }
 
+  /** The keys as they are now, in order, whatever changes later (see the file's header). */
+  view(): Iterable<string> {
+    const chunks = this.chunks.slice();
+    for (const chunk of chunks) this.shared.add(chunk);
+    return {
+      *[Symbol.iterator]() {
+        for (const chunk of chunks) yield* chunk;
+      },
+    };
+  }
+
   /** Adds `key`; false when it was there. */
   add(key: string): boolean {
     if (this.chunks.length === 0) {
@@ -43,9 +57,9 @@ export class SortedKeys implements Iterable<string> {
       return true;
     }
     const c = Math.min(this.chunkOf(key), this.chunks.length - 1);
-    const chunk = this.chunks[c]!;
-    const i = lowerBound(chunk, key);
-    if (chunk[i] === key) return false;
+    const i = lowerBound(this.chunks[c]!, key);
+    if (this.chunks[c]![i] === key) return false;
+    const chunk = this.own(c);
     chunk.splice(i, 0, key);
     this.count++;
     if (chunk.length > 2 * CHUNK) this.chunks.splice(c + 1, 0, chunk.splice(CHUNK));
@@ -59,10 +73,19 @@ export class SortedKeys implements Iterable<string> {
     if (chunk === undefined) return false;
     const i = lowerBound(chunk, key);
     if (chunk[i] !== key) return false;
-    chunk.splice(i, 1);
+    this.own(c).splice(i, 1);
     this.count--;
-    if (chunk.length === 0) this.chunks.splice(c, 1);
+    if (this.chunks[c]!.length === 0) this.chunks.splice(c, 1);
     return true;
+  }
+
+  /** Chunk `c`, to change: a copy in its place when a view holds it. */
+  private own(c: number): string[] {
+    const chunk = this.chunks[c]!;
+    if (!this.shared.has(chunk)) return chunk;
+    const copy = chunk.slice();
+    this.chunks[c] = copy;
+    return copy;
   }
 
   *[Symbol.iterator](): Iterator<string> {
