@@ -99,10 +99,12 @@ describe('a stalled shared store (gateway processes on node, bun, deno)', { time
       assert.equal(await gauge(g), '0', `${RUNTIMES[i]}: sluice_ratelimit_shared_store_up`);
       const warn = g.logs.find((l) => l.msg === SHARED_STORE_DOWN_WARNING)!;
       assert.match(String(warn.error), /timed out/i, `${RUNTIMES[i]}: the WARN names the timeout`);
-      // While it is down, requests do not wait for it.
+      // While it is down, requests do not wait for it: one that did would take the whole budget, so most of ten
+      // take less (on a loaded machine one request alone can take as long: the baseline's max above).
       const during: number[] = [];
       for (let j = 0; j < 10; j++) during.push(await timedChat(g));
-      assert.ok(Math.max(...during) < BUDGET_MS, `${RUNTIMES[i]}: while down ${during.map((w) => w.toFixed(0))}`);
+      const median = [...during].sort((a, b) => a - b)[5]!;
+      assert.ok(median < BUDGET_MS, `${RUNTIMES[i]}: while down ${during.map((w) => w.toFixed(0))}`);
     }
     // No request from here on: only the background probe can notice that Redis answers again.
     await sleeping;
