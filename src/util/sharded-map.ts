@@ -6,12 +6,11 @@
 /** How many Maps the entries are spread over. */
 const SHARDS = 64;
 
-/** The shard of `key`: the last characters (a hash's or a UUID's vary most there) and the length, mixed. */
+/** The shard of `key`: its last eight characters (a hash's, a UUID's or a numbered name's vary most there), mixed. */
 function shardOf(key: string): number {
-  const n = key.length;
-  if (n === 0) return 0;
-  const h = key.charCodeAt(n - 1) + 31 * key.charCodeAt(n >> 1) + 131 * (n > 1 ? key.charCodeAt(n - 2) : 0) + n;
-  return (h ^ (h >>> 6)) & (SHARDS - 1);
+  let h = key.length;
+  for (let i = Math.max(0, key.length - 8); i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return (h ^ (h >>> 15) ^ (h >>> 23)) & (SHARDS - 1);
 }
 
 export class ShardedMap<V> implements ReadonlyMap<string, V> {
