@@ -37,6 +37,29 @@ describe('sharded map', () => {
     assert.deepEqual(sorted(m.values()), sorted(ref.values()));
     assert.deepEqual(sorted([...m].map(([k, v]) => `${k}=${v}`)), sorted([...ref].map(([k, v]) => `${k}=${v}`)));
   });
+  test('spreads numbered names, hashes and UUIDs evenly over its shards', () => {
+    const kinds: [string, (i: number) => string][] = [
+      ['names', (i) => `user-b${i}`],
+      ['hashes', (i) => createHash('sha256').update(String(i)).digest('hex')],
+      [
+        'uuids',
+        (i) =>
+          createHash('sha1').update(String(i)).digest('hex').replace(
+            /^(.{8})(.{4})(.{4})(.{4})(.{12}).*$/,
+            '$1-$2-$3-$4-$5',
+          ),
+      ],
+    ];
+    for (const [what, gen] of kinds) {
+      const m = new ShardedMap<number>();
+      for (let i = 0; i < 64_000; i++) m.set(gen(i), i);
+      // Private: the shards are what this test is about.
+      const shards = (m as unknown as { shards: (Map<string, number> | undefined)[] }).shards;
+      const sizes = Array.from({ length: shards.length }, (_, i) => shards[i]?.size ?? 0);
+      const even = 64_000 / shards.length;
+      assert.ok(Math.min(...sizes) > even * 0.8 && Math.max(...sizes) < even * 1.2, `${what}: ${sizes.join(' ')}`);
+    }
+  });
 });
 
 describe('api key index write order', () => {
