@@ -410,6 +410,15 @@ shutdown: { min_drain_secs: 0 }
     const { max, maxAt, all } = await probe.stop();
     if (STALLS > 0) {
       const since = t - spawnedAt;
+      const sorted = all.map((r) => r.ms).sort((a, b) => a - b);
+      const p99 = sorted[Math.floor(sorted.length * 0.99)] ?? NaN;
+      console.error(
+        `${runtime}: ${
+          sorted.filter((ms) => ms > STALLS).length
+        } of ${sorted.length} requests slower than ${STALLS} ms, p99 ${p99.toFixed(1)} ms, median ${
+          (sorted[sorted.length >> 1] ?? NaN).toFixed(1)
+        } ms`,
+      );
       console.error(`${runtime}: SIGHUP ${since.toFixed(0)} ms after the spawn; requests slower than ${STALLS} ms:`);
       // The probe began just before the SIGHUP: its times are the reload's.
       for (const r of all.filter((r) => r.ms > STALLS)) {
