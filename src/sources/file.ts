@@ -133,7 +133,12 @@ export class FileSource implements ConfigSource {
     const { bytes, hash } = read;
     host.record.observed({ sourceHash: hash, at: this.now() });
     try {
-      return { ok: true, text: await decodeInSlices(bytes, opts.reload ? SERVING : BULK), size: bytes.length, hash };
+      return {
+        ok: true,
+        text: await decodeInSlices(bytes, (opts.reload ? SERVING : BULK).ms),
+        size: bytes.length,
+        hash,
+      };
     } catch {
       return this.fail('parse', `resources file ${path}: not valid UTF-8`);
     }
@@ -256,7 +261,7 @@ async function hashedRead(files: NonNullable<Platform['files']>, path: string, s
 
 /** From this size on, a file is hashed and decoded a slice at a time. */
 export const SLICED_BYTES = 8 << 20;
-/** How long a slice of hashing or decoding runs, and the bytes it takes on at a time. */
+/** How long a slice of hashing runs, and the bytes it takes on at a time. */
 interface Slices {
   ms: number;
   bytes: number;
@@ -266,24 +271,29 @@ interface Slices {
 const BULK: Slices = { ms: BULK_SLICE_MS, bytes: 1 << 20 };
 /**
  * A reload serves requests meanwhile, each waiting for a slice at every turn of the loop it needs: short slices,
- * as the pipeline's (a megabyte took 10–20 ms to hash in JavaScript on a busy machine).
+ * as the pipeline's (a megabyte took 10-20 ms to hash in JavaScript on a busy machine).
  */
 const SERVING: Slices = { ms: SLICE_MS, bytes: 64 << 10 };
+/**
+ * What one slice of decoding takes on, whatever the slice's time: a megabyte is decoded natively in a millisecond
+ * or two, and a piece that large is allocated outside the young generation, which would copy a smaller one twice.
+ */
+const DECODE_BYTES = 1 << 20;
 
 /**
  * The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time, as pieces that each
  * end just after a line break (but the last): joining them would hold the loop for hundreds of milliseconds.
  */
-async function decodeInSlices(bytes: Uint8Array, slices: Slices): Promise<string | string[]> {
+async function decodeInSlices(bytes: Uint8Array, sliceMs: number): Promise<string | string[]> {
   if (bytes.length < SLICED_BYTES) return decoder.decode(bytes);
   const stream = new TextDecoder('utf-8', { fatal: true });
   const pieces: string[] = [];
   let partial = '';
-  const pacer = new Pacer(slices.ms);
-  for (let at = 0;; at += slices.bytes) {
+  const pacer = new Pacer(sliceMs);
+  for (let at = 0;; at += DECODE_BYTES) {
     const more = at < bytes.length;
     const s = partial +
-      (more ? stream.decode(bytes.subarray(at, at + slices.bytes), { stream: true }) : stream.decode());
+      (more ? stream.decode(bytes.subarray(at, at + DECODE_BYTES), { stream: true }) : stream.decode());
     const cut = more ? s.lastIndexOf('\n') + 1 : s.length;
     if (cut > 0) pieces.push(s.slice(0, cut));
     if (!more) return pieces;
