@@ -271,12 +271,12 @@ interface Slices {
 const BULK: Slices = { ms: BULK_SLICE_MS, bytes: 1 << 20 };
 /**
  * A reload serves requests meanwhile, each waiting for a slice at every turn of the loop it needs: short slices,
- * as the pipeline's (a megabyte took 10-20 ms to hash in JavaScript on a busy machine).
+ * as the pipeline's (a megabyte of SHA-256 in JavaScript is a long slice on a busy machine).
  */
 const SERVING: Slices = { ms: SLICE_MS, bytes: 64 << 10 };
 /**
- * What one slice of decoding takes on, whatever the slice's time: a megabyte is decoded natively in a millisecond
- * or two, and a piece that large is allocated outside the young generation, which would copy a smaller one twice.
+ * What one slice of decoding takes on, whatever the slice's time: a megabyte is decoded natively and quickly, and
+ * a piece that large is allocated outside the young generation, which would copy a smaller one twice.
  */
 const DECODE_BYTES = 1 << 20;
 
