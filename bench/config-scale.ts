@@ -13,6 +13,12 @@
 // `--cache`: the etcd runs write a snapshot cache file (docs/etcd.md "The snapshot cache") in their temp dir.
 // `--jwt`: etcd also holds a shared-secret OIDC provider and a key bound to a JWT subject; the requests sent during
 // the changes present that JWT instead of an api key (the bindings are read after every change).
+// `--stalls MS`: every request slower than MS during the file's reload, with when it was sent (after the SIGHUP
+// and after the spawn, to set beside a collector's trace); `--gateway-env K=V,K=V`: the gateway's environment only
+// (`NODE_OPTIONS=--trace-gc`, `DENO_V8_FLAGS=--trace-gc`, `BUN_JSC_logGC=1`); `--gateway-out FILE`: the
+// gateway's stdout and the stderr lines that are not log lines, where such traces go; `--gateway-exec FILE`: an
+// executable run in place of the runtime's command, given the gateway's arguments (Node refuses `--trace-gc` and
+// `--cpu-prof` in NODE_OPTIONS: a script that runs `node --trace-gc … bin/sluice "$@"`).
 // `--read-only planned,whole [--pages 20000,50000] [--rounds 2]`: no gateway, only the etcd source's initial read
 // of the prefix, timed: `planned` as the source reads it (client.ts `rangePaged`), `whole` as it did before, each
 // page asked over the whole rest of the prefix; with etcd's CPU seconds.
@@ -47,6 +53,14 @@ const CACHE = process.argv.includes('--cache');
 const JWT = process.argv.includes('--jwt');
 /** The shared secret of `--jwt`'s provider (HS256: at least 32 bytes). */
 const JWT_SECRET = 'config-scale-bench-shared-secret-0123456789';
+const STALLS = Number(flag('stalls', '0'));
+const GATEWAY_ENV: Record<string, string> = Object.fromEntries(
+  flag('gateway-env', '').split(',').filter(Boolean).map((
+    kv,
+  ) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
+const GATEWAY_OUT = flag('gateway-out', '');
+const GATEWAY_EXEC = flag('gateway-exec', '');
 const RESULTS = join(dirname(fileURLToPath(import.meta.url)), 'results', 'config-scale.json');
 const PREFIX = '/aisix';
 const TARGET = { readyMs: 30_000, rssMiB: 1536, changeMs: 100, stallMs: 100 };
@@ -196,7 +210,7 @@ function resourcesFile(upstream: string, salt: string, changed = KEYS): string {
 function prober(
   url: () => string | undefined,
   init: () => RequestInit,
-): { stop(): Promise<{ max: number; maxAt: number; n: number }> } {
+): { stop(): Promise<{ max: number; maxAt: number; n: number; all: { at: number; ms: number }[] }> } {
   let stopped = false;
   const began = performance.now();
   const times: Promise<number>[] = [];
@@ -223,7 +237,8 @@ function prober(
       await loop;
       const xs = await Promise.all(times);
       const max = xs.length ? Math.max(...xs) : NaN;
-      return { max, maxAt: sentAt[xs.indexOf(max)] ?? NaN, n: xs.length };
+      const all = xs.map((ms, i) => ({ at: sentAt[i]!, ms }));
+      return { max, maxAt: sentAt[xs.indexOf(max)] ?? NaN, n: xs.length, all };
     },
   };
 }
@@ -402,8 +417,10 @@ async function fileRun(runtime: RuntimeName, upstream: string): Promise<Row> {
   // process's event loop (the mock upstream's and the probes') for seconds.
   const first = resourcesFile(upstream, 'a');
   const next = resourcesFile(upstream, 'b', Math.round(KEYS * RELOAD_CHANGED));
-  const b = await boot(runtime, () =>
-    spawnGateway({
+  let spawnedAt = 0;
+  const b = await boot(runtime, () => {
+    spawnedAt = performance.now();
+    return spawnGateway({
       runtime,
       config: `resources_file: resources.yaml
 proxy: { addr: "127.0.0.1:{{proxy}}" }
@@ -412,17 +429,45 @@ observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{
 shutdown: { min_drain_secs: 0 }
 `,
       files: { 'resources.yaml': first },
-      env: { CALLER_KEY },
-    }));
+      env: { CALLER_KEY, ...GATEWAY_ENV },
+      ...(GATEWAY_EXEC ? { executable: GATEWAY_EXEC } : {}),
+    });
+  });
   const { g } = b;
+  const out: string[] = [];
+  if (GATEWAY_OUT) g.proc.stdout!.on('data', (d: Buffer) => out.push(d.toString('utf8')));
   try {
+    // The gateway's first requests compile its path and open the upstream's connections: not the reload's doing.
+    for (let i = 0; i < 50; i++) await chatStatus(g, CALLER_KEY);
     writeFileSync(join(g.dir, 'resources.yaml'), next);
     const probe = prober(() => g.url('/v1/chat/completions'), chatInit(CALLER_KEY));
     const t = performance.now();
     g.signal('SIGHUP');
     await g.waitForLog((l) => /resources file reload/.test(String(l.msg)), 600_000);
     const reloadMs = performance.now() - t;
-    const { max, maxAt } = await probe.stop();
+    const { max, maxAt, all } = await probe.stop();
+    if (STALLS > 0) {
+      const since = t - spawnedAt;
+      const sorted = all.map((r) => r.ms).sort((a, b) => a - b);
+      const p99 = sorted[Math.floor(sorted.length * 0.99)] ?? NaN;
+      console.error(
+        `${runtime}: ${
+          sorted.filter((ms) => ms > STALLS).length
+        } of ${sorted.length} requests slower than ${STALLS} ms, p99 ${p99.toFixed(1)} ms, median ${
+          (sorted[sorted.length >> 1] ?? NaN).toFixed(1)
+        } ms`,
+      );
+      console.error(`${runtime}: SIGHUP ${since.toFixed(0)} ms after the spawn; requests slower than ${STALLS} ms:`);
+      // The probe began just before the SIGHUP: its times are the reload's.
+      for (const r of all.filter((r) => r.ms > STALLS)) {
+        console.error(
+          `  sent ${(r.at / 1000).toFixed(3)} s after the SIGHUP (${
+            ((r.at + since) / 1000).toFixed(3)
+          } s after the spawn), took ${r.ms.toFixed(1)} ms`,
+        );
+      }
+    }
+    if (GATEWAY_OUT) writeFileSync(GATEWAY_OUT, out.join('') + g.rawErr.join('\n'));
     await new Promise((r) => setTimeout(r, 3000));
     return {
       runtime,

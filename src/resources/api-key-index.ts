@@ -7,6 +7,7 @@
 // index), any key's current hash wins over another's rotated-out one, and a rotated-out hash authenticates its
 // key only until the earlier of the two expiries. The JWT bindings (`jwt_provider` + `jwt_subject`, docs/identity.md)
 // are kept here too, so a JWT caller after a key's change finds its key without a pass over every key.
+import { ShardedMap } from '../util/sharded-map.ts';
 import type { ApiKey } from './schema.ts';
 
 /** The key as its rotated-out hash authenticates it: the same key, expiring at the earlier of the two times. */
@@ -17,9 +18,9 @@ export function previousKeyOf(k: ApiKey, until: string): ApiKey {
 
 /** One hash → key lookup where several keys may carry a hash (etcd rows are not checked against each other). */
 class HashLookup {
-  private readonly owner = new Map<string, ApiKey>();
+  private readonly owner = new ShardedMap<ApiKey>();
   /** Hash → how many keys besides its owner carry it; absent for the usual one. */
-  private readonly others = new Map<string, number>();
+  private readonly others = new ShardedMap<number>();
 
   get(hash: string): ApiKey | undefined {
     return this.owner.get(hash);
@@ -54,14 +55,25 @@ function bindingOf(k: ApiKey): string | undefined {
     : `${k.jwt_provider}\u0000${k.jwt_subject}`;
 }
 
+/** Keys per chunk of the write order (a power of two): a chunk is appended to, never copied whole as it grows. */
+const CHUNK_BITS = 13;
+const CHUNK = 1 << CHUNK_BITS;
+
 export class ApiKeyIndex {
-  /** Id → key, in write order (a key written again moves to the end). */
-  private readonly byId = new Map<string, ApiKey>();
+  /**
+   * Id → the key's place in the write order (`chunks`). Sharded, and the order kept in chunks: one Map or array
+   * of a million keys grows by a copy of all of them in one call, which held the loop while a reload built the
+   * index (docs/performance.md "Configuration at scale"). A place is a number: no object per key.
+   */
+  private readonly byId = new ShardedMap<number>();
+  /** The keys in write order, a removed key's place left empty (`holes` of them) until the order is compacted. */
+  private chunks: (ApiKey | undefined)[][] = [];
+  private holes = 0;
   private readonly current = new HashLookup();
   private readonly previous = new HashLookup();
   private listed: ApiKey[] | undefined;
   /** `provider`␀`subject` → the keys bound to it, in write order (more than one is an ambiguous binding). */
-  private readonly bound = new Map<string, ApiKey[]>();
+  private readonly bound = new ShardedMap<ApiKey[]>();
   /** How many keys carry budgets (the budgets step stays off a snapshot whose keys have none). */
   private budgeted = 0;
 
@@ -70,7 +82,8 @@ export class ApiKeyIndex {
   }
 
   get(id: string): ApiKey | undefined {
-    return this.byId.get(id);
+    const at = this.byId.get(id);
+    return at === undefined ? undefined : this.chunks[at >>> CHUNK_BITS]![at & (CHUNK - 1)];
   }
 
   has(id: string): boolean {
@@ -78,13 +91,15 @@ export class ApiKeyIndex {
   }
 
   /** The keys in write order. */
-  values(): IterableIterator<ApiKey> {
-    return this.byId.values();
+  *values(): Generator<ApiKey, undefined> {
+    for (const chunk of this.chunks) {
+      for (const k of chunk) if (k !== undefined) yield k;
+    }
   }
 
   /** The keys in write order, as a list (built once per change, for the few callers that list them all). */
   list(): readonly ApiKey[] {
-    return this.listed ??= [...this.byId.values()];
+    return this.listed ??= [...this.values()];
   }
 
   /** Whether any key carries a budget, without a pass over every key. */
@@ -105,7 +120,7 @@ export class ApiKeyIndex {
   /** `k` as the latest write of its id (a new key, or a new value of one). */
   put(k: ApiKey): void {
     this.remove(k.id);
-    this.byId.set(k.id, k);
+    this.byId.set(k.id, this.append(k));
     if ((k.budgets?.length ?? 0) > 0) this.budgeted++;
     const binding = bindingOf(k);
     if (binding !== undefined) {
@@ -119,9 +134,13 @@ export class ApiKeyIndex {
   }
 
   remove(id: string): void {
-    const k = this.byId.get(id);
-    if (k === undefined) return;
+    const at = this.byId.get(id);
+    if (at === undefined) return;
+    const chunk = this.chunks[at >>> CHUNK_BITS]!;
+    const k = chunk[at & (CHUNK - 1)]!;
     this.byId.delete(id);
+    chunk[at & (CHUNK - 1)] = undefined;
+    if (++this.holes > CHUNK && this.holes > this.byId.size) this.compact();
     if ((k.budgets?.length ?? 0) > 0) this.budgeted--;
     this.listed = undefined;
     const binding = bindingOf(k);
@@ -144,7 +163,26 @@ export class ApiKeyIndex {
   /** What `pick` makes of the latest written key it accepts. */
   private lastWith(pick: (k: ApiKey) => ApiKey | undefined): ApiKey | undefined {
     let found: ApiKey | undefined;
-    for (const k of this.byId.values()) found = pick(k) ?? found;
+    for (const k of this.values()) found = pick(k) ?? found;
     return found;
+  }
+
+  /** `k` at the end of the write order: its place. */
+  private append(k: ApiKey): number {
+    let chunk = this.chunks[this.chunks.length - 1];
+    if (chunk === undefined || chunk.length === CHUNK) this.chunks.push(chunk = []);
+    chunk.push(k);
+    return ((this.chunks.length - 1) << CHUNK_BITS) + chunk.length - 1;
+  }
+
+  /**
+   * The write order without its holes, once there are more holes than keys: the order's memory stays within
+   * twice the keys', and the pass over every key is paid once per as many removals.
+   */
+  private compact(): void {
+    const keys = [...this.values()];
+    this.chunks = [];
+    this.holes = 0;
+    for (const k of keys) this.byId.set(k.id, this.append(k));
   }
 }

@@ -13,6 +13,7 @@ import type { FileIds } from './policy-document.ts';
 import { isSamePlainApiKey } from './plain-api-key.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { parsePlainYaml } from '../util/plain-yaml.ts';
+import { ShardedMap } from '../util/sharded-map.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
@@ -276,11 +277,11 @@ async function resourcesOf<R>(rows: readonly { r: R }[], pacer: Pacer): Promise<
 
 /** Each entry name of `kind` → the id derived from it. */
 async function idsOf(
-  identities: Map<string, Map<string, number>>,
+  identities: Map<string, ShardedMap<number>>,
   kind: string,
   pacer: Pacer,
-): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
+): Promise<ShardedMap<string>> {
+  const out = new ShardedMap<string>();
   for (const name of identities.get(kind)?.keys() ?? []) {
     await pacer.pace();
     out.set(name, uuidV5(`${kind}/${name}`));
@@ -354,9 +355,9 @@ async function interpolateEntries(
   env: Env,
   problems: Problems,
   pacer: Pacer,
-): Promise<{ prepared: Prepared[]; identities: Map<string, Map<string, number>> }> {
+): Promise<{ prepared: Prepared[]; identities: Map<string, ShardedMap<number>> }> {
   const prepared: Prepared[] = [];
-  const identities = new Map<string, Map<string, number>>();
+  const identities = new Map<string, ShardedMap<number>>();
   for (const kind of FILE_COLLECTIONS) {
     const entries = doc[kind];
     if (entries === undefined || entries === null) continue;
@@ -364,7 +365,7 @@ async function interpolateEntries(
       problems.file(`\`${kind}\` must be a sequence of maps`);
       continue;
     }
-    const seen = new Map<string, number>();
+    const seen = new ShardedMap<number>();
     identities.set(kind, seen);
     for (let index = 0; index < entries.length; index++) {
       await pacer.pace();
@@ -379,7 +380,7 @@ function interpolateEntry(
   at: EntryRef,
   item: unknown,
   env: Env,
-  seen: Map<string, number>,
+  seen: ShardedMap<number>,
   problems: Problems,
 ): Prepared | undefined {
   if (!isRecord(item)) {

@@ -1,6 +1,7 @@
 // The cross-reference stage of the resources-file pipeline (docs/configuration.md "resources.yaml"), over
 // the identities pass 1 declared: an entry whose own schema failed still counts as defined, so one typo
 // is reported once, where it is.
+import { ShardedMap } from '../util/sharded-map.ts';
 import { type EntryRef, type Problems, scopeOf } from './entries.ts';
 import type { ApiKey, Model, ProviderKey } from './schema.ts';
 
@@ -83,8 +84,8 @@ async function checkRouteRefs(
 
 /** Two api keys with one plaintext would be one caller under two names. */
 async function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems, pace: Pace) {
-  // Where each was first seen; its scope is spelled out only for a message.
-  const seen = new Map<string, EntryRef>();
+  // Where each was first seen; its scope is spelled out only for a message. Sharded: a million keys.
+  const seen = new ShardedMap<EntryRef>();
   for (const { at, r } of apiKeys) {
     await pace();
     const first = seen.get(r.key_hash);

@@ -8,7 +8,7 @@ import type { Platform } from '../platform.ts';
 import type { ApiKeyIndex } from '../resources/api-key-index.ts';
 import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { BULK_SLICE_MS, Pacer } from '../resources/pace.ts';
+import { BULK_SLICE_MS, Pacer, SLICE_MS } from '../resources/pace.ts';
 import { hexOf, sha256Hex, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
@@ -121,7 +121,9 @@ export class FileSource implements ConfigSource {
     const { path, host } = this;
     let read: Read;
     try {
-      read = opts.reload ? await this.readStable(() => hashedRead(files, path)) : await hashedRead(files, path);
+      read = opts.reload
+        ? await this.readStable(() => hashedRead(files, path, SERVING))
+        : await hashedRead(files, path, BULK);
     } catch (e) {
       const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
       host.record.latestLoadFailed(true);
@@ -131,7 +133,12 @@ export class FileSource implements ConfigSource {
     const { bytes, hash } = read;
     host.record.observed({ sourceHash: hash, at: this.now() });
     try {
-      return { ok: true, text: await decodeInSlices(bytes), size: bytes.length, hash };
+      return {
+        ok: true,
+        text: await decodeInSlices(bytes, (opts.reload ? SERVING : BULK).ms),
+        size: bytes.length,
+        hash,
+      };
     } catch {
       return this.fail('parse', `resources file ${path}: not valid UTF-8`);
     }
@@ -240,13 +247,13 @@ interface Read {
  * for a few hundred milliseconds over a file of a million api keys: a file of `SLICED_BYTES` or more is
  * hashed here instead, a slice at a time with the loop's turn between.
  */
-async function hashedRead(files: NonNullable<Platform['files']>, path: string): Promise<Read> {
+async function hashedRead(files: NonNullable<Platform['files']>, path: string, slices: Slices): Promise<Read> {
   const bytes = await files.read(path);
   if (bytes.length < SLICED_BYTES) return { bytes, hash: await sha256Hex(bytes) };
   const h = sha256.create();
-  const pacer = new Pacer(BULK_SLICE_MS);
-  for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
-    h.update(bytes.subarray(at, at + SLICE_BYTES));
+  const pacer = new Pacer(slices.ms);
+  for (let at = 0; at < bytes.length; at += slices.bytes) {
+    h.update(bytes.subarray(at, at + slices.bytes));
     await pacer.pace();
   }
   return { bytes, hash: hexOf(h.digest()) };
@@ -254,23 +261,39 @@ async function hashedRead(files: NonNullable<Platform['files']>, path: string): 
 
 /** From this size on, a file is hashed and decoded a slice at a time. */
 export const SLICED_BYTES = 8 << 20;
-/** What one slice of hashing or decoding takes on: a few milliseconds of work. */
-const SLICE_BYTES = 1 << 20;
+/** How long a slice of hashing runs, and the bytes it takes on at a time. */
+interface Slices {
+  ms: number;
+  bytes: number;
+}
+
+/** A first load serves nothing yet: a megabyte at a time, a few milliseconds of work. */
+const BULK: Slices = { ms: BULK_SLICE_MS, bytes: 1 << 20 };
+/**
+ * A reload serves requests meanwhile, each waiting for a slice at every turn of the loop it needs: short slices,
+ * as the pipeline's (a megabyte of SHA-256 in JavaScript is a long slice on a busy machine).
+ */
+const SERVING: Slices = { ms: SLICE_MS, bytes: 64 << 10 };
+/**
+ * What one slice of decoding takes on, whatever the slice's time: a megabyte is decoded natively and quickly, and
+ * a piece that large is allocated outside the young generation, which would copy a smaller one twice.
+ */
+const DECODE_BYTES = 1 << 20;
 
 /**
  * The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time, as pieces that each
  * end just after a line break (but the last): joining them would hold the loop for hundreds of milliseconds.
  */
-async function decodeInSlices(bytes: Uint8Array): Promise<string | string[]> {
+async function decodeInSlices(bytes: Uint8Array, sliceMs: number): Promise<string | string[]> {
   if (bytes.length < SLICED_BYTES) return decoder.decode(bytes);
   const stream = new TextDecoder('utf-8', { fatal: true });
   const pieces: string[] = [];
   let partial = '';
-  const pacer = new Pacer(BULK_SLICE_MS);
-  for (let at = 0;; at += SLICE_BYTES) {
+  const pacer = new Pacer(sliceMs);
+  for (let at = 0;; at += DECODE_BYTES) {
     const more = at < bytes.length;
     const s = partial +
-      (more ? stream.decode(bytes.subarray(at, at + SLICE_BYTES), { stream: true }) : stream.decode());
+      (more ? stream.decode(bytes.subarray(at, at + DECODE_BYTES), { stream: true }) : stream.decode());
     const cut = more ? s.lastIndexOf('\n') + 1 : s.length;
     if (cut > 0) pieces.push(s.slice(0, cut));
     if (!more) return pieces;

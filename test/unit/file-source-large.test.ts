@@ -90,3 +90,25 @@ test("a large file's load bounds the heap's growth while it runs, a failed one t
   assert.equal((await gateway(new TextEncoder().encode(text), small).source.load!()).ok, true);
   assert.deepEqual(small, []);
 });
+
+test('a reload of a large file, hashed and decoded in the short slices of a serving gateway: the same digest and names', async () => {
+  const first = new TextEncoder().encode(largeFile());
+  const text = largeFile().replaceAll('😀-', '😀€-');
+  const next = new TextEncoder().encode(text);
+  let bytes = first;
+  const platform = testPlatform({});
+  platform.files = { ...platform.files!, read: async () => bytes };
+  const c = loadConfig(
+    '/srv/config.yaml',
+    `resources_file: ${RES}\nproxy: { addr: "127.0.0.1:0" }\nadmin: { enabled: false }\n`,
+    {},
+  );
+  if (!c.ok) throw new Error(c.report.format());
+  const g = createGateway(c.config, platform);
+  assert.equal((await g.source.load!()).ok, true);
+  bytes = next;
+  await g.source.reload!();
+  assert.equal(g.gw.facts.applied?.config_hash, createHash('sha256').update(next).digest('hex'));
+  const names = g.gw.snapshot!.resources.api_keys.map((k) => k.display_name);
+  assert.deepEqual(names, [...text.matchAll(/display_name: "((?:é€😀)+€-\d+)"/g)].map((m) => m[1]));
+});

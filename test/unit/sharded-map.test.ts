@@ -1,0 +1,125 @@
+// The sharded Map (src/util/sharded-map.ts) and the api key index's write order kept in chunks beside it
+// (src/resources/api-key-index.ts): what a million-key reload builds without a Map that grows by copying a
+// million entries in one call (docs/performance.md "Configuration at scale").
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { ApiKeyIndex } from '../../src/resources/api-key-index.ts';
+import { loadResourcesFile } from '../../src/resources/pipeline.ts';
+import type { ApiKey } from '../../src/resources/schema.ts';
+import { ShardedMap } from '../../src/util/sharded-map.ts';
+
+const key = (id: string, hash = `h-${id}`): ApiKey => ({ id, key_hash: hash, allowed_models: [], disabled: false });
+
+describe('sharded map', () => {
+  test('holds, replaces, deletes and lists what a Map would', () => {
+    const m = new ShardedMap<number>();
+    const ref = new Map<string, number>();
+    const names = ['', 'a', 'ab', 'user-1', 'user-10', '0f'.repeat(32), 'ümlaut', '😀'];
+    for (let i = 0; i < 5000; i++) names.push(`k${i}`, createHash('sha256').update(String(i)).digest('hex'));
+    names.forEach((n, i) => {
+      m.set(n, i);
+      ref.set(n, i);
+    });
+    m.set('a', -1);
+    ref.set('a', -1);
+    for (const n of names.slice(0, 3000)) {
+      assert.equal(m.delete(n), ref.delete(n));
+      assert.equal(m.delete(n), false, 'deleted once');
+    }
+    assert.equal(m.size, ref.size);
+    for (const n of names) {
+      assert.equal(m.get(n), ref.get(n));
+      assert.equal(m.has(n), ref.has(n));
+    }
+    const sorted = <T>(xs: Iterable<T>) => [...xs].sort();
+    assert.deepEqual(sorted(m.keys()), sorted(ref.keys()));
+    assert.deepEqual(sorted(m.values()), sorted(ref.values()));
+    assert.deepEqual(sorted([...m].map(([k, v]) => `${k}=${v}`)), sorted([...ref].map(([k, v]) => `${k}=${v}`)));
+  });
+  test('spreads numbered names, hashes and UUIDs evenly over its shards', () => {
+    const kinds: [string, (i: number) => string][] = [
+      ['names', (i) => `user-b${i}`],
+      ['hashes', (i) => createHash('sha256').update(String(i)).digest('hex')],
+      [
+        'uuids',
+        (i) =>
+          createHash('sha1').update(String(i)).digest('hex').replace(
+            /^(.{8})(.{4})(.{4})(.{4})(.{12}).*$/,
+            '$1-$2-$3-$4-$5',
+          ),
+      ],
+    ];
+    for (const [what, gen] of kinds) {
+      const m = new ShardedMap<number>();
+      for (let i = 0; i < 64_000; i++) m.set(gen(i), i);
+      // Private: the shards are what this test is about.
+      const shards = (m as unknown as { shards: (Map<string, number> | undefined)[] }).shards;
+      const sizes = Array.from({ length: shards.length }, (_, i) => shards[i]?.size ?? 0);
+      const even = 64_000 / shards.length;
+      assert.ok(Math.min(...sizes) > even * 0.8 && Math.max(...sizes) < even * 1.2, `${what}: ${sizes.join(' ')}`);
+    }
+  });
+});
+
+describe('api key index write order', () => {
+  test('survives removals and rewrites past the compaction of its order', () => {
+    const ix = new ApiKeyIndex();
+    const n = 30_000;
+    for (let i = 0; i < n; i++) ix.put(key(`k${i}`));
+    // Every even key removed and every third rewritten: more holes than keys, so the order is compacted.
+    const want: string[] = [];
+    for (let i = 0; i < n; i++) if (i % 2 === 0) ix.remove(`k${i}`);
+    for (let i = 0; i < n; i++) if (i % 2 === 1 && i % 3 !== 0) want.push(`k${i}`);
+    for (let i = 0; i < n; i++) {
+      if (i % 2 === 1 && i % 3 === 0) {
+        ix.put(key(`k${i}`, `new-${i}`));
+        want.push(`k${i}`);
+      }
+    }
+    for (let i = 0; i < n; i += 2) ix.put(key(`k${i}`)), ix.remove(`k${i}`);
+    assert.equal(ix.size, want.length);
+    assert.deepEqual([...ix.values()].map((k) => k.id), want);
+    assert.deepEqual(ix.list().map((k) => k.id), want);
+    assert.equal(ix.get('k3')?.key_hash, 'new-3');
+    assert.equal(ix.byHash('new-3')?.id, 'k3');
+    assert.equal(ix.byHash('h-k3'), undefined, 'the rewritten key no longer carries its old hash');
+    assert.equal(ix.get('k2'), undefined);
+    assert.equal(ix.byHash('h-k1')?.id, 'k1');
+  });
+});
+
+test('a load of 100,000 api keys grows no Map past a sixth of them', async () => {
+  const lines = [
+    '_format_version: "1"',
+    'provider_keys:',
+    '  - { display_name: pk, provider: openai, api_key: sk-x, api_base: "http://127.0.0.1:9" }',
+    'models:',
+    '  - { display_name: m, provider_key: pk, model_name: up }',
+    'api_keys:',
+  ];
+  const n = 100_000;
+  for (let i = 0; i < n; i++) {
+    const hash = createHash('sha256').update(`k${i}`).digest('hex');
+    lines.push(`  - display_name: user-${i}`, `    key_hash: ${hash}`, '    allowed_models: [m]');
+  }
+  const text = lines.join('\n') + '\n';
+  // Every Map the pipeline and the snapshot create while this load runs, by its largest size.
+  const Native = globalThis.Map;
+  let largest = 0;
+  globalThis.Map = class extends Native<unknown, unknown> {
+    override set(k: unknown, v: unknown): this {
+      super.set(k, v);
+      if (this.size > largest) largest = this.size;
+      return this;
+    }
+  } as MapConstructor;
+  try {
+    const r = await loadResourcesFile('resources.yaml', text, {});
+    assert.equal(r.ok, true);
+    assert.equal(r.ok && r.snapshot.apiKeys.size, n);
+  } finally {
+    globalThis.Map = Native;
+  }
+  assert.ok(largest <= 16_000, `the largest Map held ${largest} entries`);
+});
