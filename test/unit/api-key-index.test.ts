@@ -7,6 +7,7 @@ import { ApiKeyIndex } from '../../src/resources/api-key-index.ts';
 import type { ApiKey } from '../../src/resources/schema.ts';
 import { EtcdRows } from '../../src/sources/etcd/apply.ts';
 import type { EtcdKv } from '../../src/sources/etcd/client.ts';
+import { etcdKv } from '../support/etcd-kv.ts';
 import { recordingSink } from '../support/recording-sink.ts';
 import { until } from '../support/until.ts';
 
@@ -71,13 +72,7 @@ describe('api key index', () => {
 
 const sink = recordingSink;
 
-const kv = (key: string, value: unknown, rev: number): EtcdKv => ({
-  key,
-  value: JSON.stringify(value),
-  modRevision: rev,
-  createRevision: rev,
-  version: 1,
-});
+const kv = etcdKv;
 
 describe('etcd source: one api key changes in place', () => {
   test('a put and a delete are served at once, without rebuilding the snapshot; the facts follow', async () => {

@@ -8,6 +8,7 @@ import type { CacheDocument } from '../../src/sources/cache.ts';
 import { EtcdRows } from '../../src/sources/etcd/apply.ts';
 import { RestoredRows } from '../../src/sources/etcd/cache-rows.ts';
 import type { EtcdKv } from '../../src/sources/etcd/client.ts';
+import { etcdKv } from '../support/etcd-kv.ts';
 import { BucketHashes, bucketOf, BUCKETS, hashRowSet } from '../../src/sources/etcd/row-hash.ts';
 import { compareKeys, type RowValue, rowValue } from '../../src/sources/etcd/rows.ts';
 import { SortedKeys } from '../../src/sources/etcd/sorted-keys.ts';
@@ -18,13 +19,7 @@ const P = '/aisix';
 
 const sink = recordingSink;
 
-const kv = (key: string, value: unknown, rev: number): EtcdKv => ({
-  key,
-  value: typeof value === 'string' ? value : JSON.stringify(value),
-  modRevision: rev,
-  createRevision: rev,
-  version: 1,
-});
+const kv = etcdKv;
 
 const apiKey = (i: number | string, rev: number, hash = `h${i}`) =>
   kv(`${P}/api_keys/k${i}`, { key_hash: hash, allowed_models: [] }, rev);

@@ -15,7 +15,7 @@ import {
   SnapshotCache,
 } from '../../src/sources/cache.ts';
 import { EtcdRows } from '../../src/sources/etcd/apply.ts';
-import type { EtcdKv } from '../../src/sources/etcd/client.ts';
+import { etcdKv } from '../support/etcd-kv.ts';
 import { SortedKeys } from '../../src/sources/etcd/sorted-keys.ts';
 import { recordingSink } from '../support/recording-sink.ts';
 import { until } from '../support/until.ts';
@@ -82,13 +82,7 @@ describe('the cache document in slices', () => {
   });
 });
 
-const kv = (key: string, value: unknown, rev: number): EtcdKv => ({
-  key,
-  value: JSON.stringify(value),
-  modRevision: rev,
-  createRevision: rev,
-  version: 1,
-});
+const kv = etcdKv;
 const apiKey = (i: number, rev: number, hash = `h${i}`) =>
   kv(`/p/api_keys/k${String(i).padStart(5, '0')}`, { key_hash: hash, allowed_models: [] }, rev);
 
