@@ -28,9 +28,10 @@ function largeFile(): string {
   return out.join('\n') + '\n';
 }
 
-function gateway(bytes: Uint8Array, heap?: boolean[]) {
+/** A gateway over a resources file of `bytes` (a function: what each read finds, for a reload). */
+function gateway(bytes: Uint8Array | (() => Uint8Array), heap?: boolean[]) {
   const platform = testPlatform({});
-  platform.files = { ...platform.files!, read: async () => bytes };
+  platform.files = { ...platform.files!, read: async () => typeof bytes === 'function' ? bytes() : bytes };
   if (heap) platform.boundHeapGrowth = (on) => void heap.push(on);
   const c = loadConfig(
     '/srv/config.yaml',
@@ -96,15 +97,7 @@ test('a reload of a large file, hashed and decoded in the short slices of a serv
   const text = largeFile().replaceAll('😀-', '😀€-');
   const next = new TextEncoder().encode(text);
   let bytes = first;
-  const platform = testPlatform({});
-  platform.files = { ...platform.files!, read: async () => bytes };
-  const c = loadConfig(
-    '/srv/config.yaml',
-    `resources_file: ${RES}\nproxy: { addr: "127.0.0.1:0" }\nadmin: { enabled: false }\n`,
-    {},
-  );
-  if (!c.ok) throw new Error(c.report.format());
-  const g = createGateway(c.config, platform);
+  const g = gateway(() => bytes);
   assert.equal((await g.source.load!()).ok, true);
   bytes = next;
   await g.source.reload!();
