@@ -12,7 +12,7 @@ import { WebSocket } from 'undici';
 import { freePort } from '../test/support/process.ts';
 import { sendChats } from './chat-post.ts';
 import { flag, has } from './flags.ts';
-import { startUntil } from './proc.ts';
+import { startBenchMock, startUntil } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BARE = has('bare');
@@ -56,13 +56,7 @@ async function inspector(port: number) {
   return { call, close: () => ws.close() };
 }
 
-const mockPort = await freePort();
-await startUntil(
-  path.join(ROOT, 'node_modules/.bin/bun'),
-  [path.join(ROOT, 'bench/mock-upstream.mjs'), '--port', String(mockPort)],
-  process.env,
-  /listening/,
-);
+const mockPort = await startBenchMock();
 const port = await freePort();
 const inspectPort = await freePort();
 const inspect = `--inspect=127.0.0.1:${inspectPort}`;

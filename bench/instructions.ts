@@ -24,7 +24,7 @@ import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
 import { BENCH_CHAT, sendChats } from './chat-post.ts';
 import { flag, has } from './flags.ts';
-import { startUntil } from './proc.ts';
+import { startBenchMock, startUntil } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BASELINE = flag('baseline', '');
@@ -111,13 +111,7 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
-const mockPort = await freePort();
-await startUntil(
-  path.join(ROOT, 'node_modules/.bin/bun'),
-  [path.join(ROOT, 'bench/mock-upstream.mjs'), '--port', String(mockPort)],
-  process.env,
-  /listening/,
-);
+const mockPort = await startBenchMock();
 const trees: [string, string][] = [
   ['this tree', ROOT],
   ...(BASELINE ? [['baseline', path.resolve(BASELINE)] as [string, string]] : []),

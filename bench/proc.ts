@@ -4,6 +4,7 @@ import { type ChildProcess, spawn, type SpawnOptions } from 'node:child_process'
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
+import * as path from 'node:path';
 
 const children = new Set<ChildProcess>();
 let cleanupInstalled = false;
@@ -230,4 +231,17 @@ export function resetPeakRss(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** The bench's mock OpenAI upstream (bench/mock-upstream.mjs) on Bun, on a free port: its port once it listens. */
+export async function startBenchMock(): Promise<number> {
+  const root = path.resolve(import.meta.dirname, '..');
+  const port = await freePort();
+  await startUntil(
+    path.join(root, 'node_modules/.bin/bun'),
+    [path.join(root, 'bench/mock-upstream.mjs'), '--port', String(port)],
+    process.env,
+    /listening/,
+  );
+  return port;
 }
