@@ -15,7 +15,8 @@ export const CACHE_VERSION = 1 as const;
 /** A last-known-good pin: the key serves its cached row while its current value is rejected. */
 export type CachedPin = Omit<RejectedRow, 'serving_stale_since'> & { since: string };
 
-export interface CacheDocument {
+/** The document's members; its rows (`"rows": { key: value JSON }`) follow them, last. */
+export interface CacheHeader {
   format: typeof CACHE_FORMAT;
   version: typeof CACHE_VERSION;
   /** The etcd prefix the rows were read under (normalised, no trailing slash). */
@@ -23,10 +24,8 @@ export interface CacheDocument {
   /** etcd revision of the configuration served when written. */
   revision: number;
   written_at: string;
-  /** docs/etcd.md `config_hash` of `rows`; recomputed on restore. */
+  /** docs/etcd.md `config_hash` of the rows; recomputed on restore. */
   config_hash: string;
-  /** key → the served value as canonical JSON (pinned keys hold their last-known-good value). */
-  rows: Record<string, string>;
   pins: Record<string, CachedPin>;
 }
 
@@ -36,8 +35,6 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
-
-export type CacheHeader = Omit<CacheDocument, 'rows'>;
 
 /** Text gathered before it is encoded: small enough that its strings die young, large enough that a call is cheap. */
 const PIECE_CHARS = 1 << 16;
@@ -155,61 +152,215 @@ export async function encodeCacheSliced(
   }
 }
 
-/** Parses and checks a cache file's bytes. Returns the document or why it cannot be used. Pure. */
-export function decodeCache(
-  bytes: Uint8Array,
-  prefix: string,
-): { ok: true; doc: CacheDocument } | { ok: false; reason: string } {
+/** A cache document found malformed while its rows are taken: the message is the WARN's reason. */
+export class CacheCorrupt extends Error {}
+
+/** What `decodeCache` returns: the document's header, checked, and its rows, parsed as they are taken. */
+export interface CacheDocument extends CacheHeader {
+  /**
+   * `[key, the served value's JSON text]` in the document's order, each key under the prefix; to be taken once.
+   * Throws `CacheCorrupt` where the document turns out not to be one (a bad row, a pin without its row).
+   */
+  rows: Iterable<[string, string]>;
+}
+
+type Decoded = { ok: true; doc: CacheDocument } | { ok: false; reason: string };
+
+/** Where a document as `CacheBytes` writes it opens its rows (a `"` inside a JSON string is escaped). */
+const ROWS_OPEN = encoder.encode(',"rows":{');
+
+/**
+ * Parses and checks a cache file's header; its rows are parsed as they are taken (`rows`), a piece of the bytes
+ * at a time, so a document of a million rows is never one string nor one object and its reader can yield
+ * between rows. A document laid out otherwise (rows before the pins) is parsed whole.
+ */
+export function decodeCache(bytes: Uint8Array, prefix: string): Decoded {
+  const open = rowsOpen(bytes);
+  let head: unknown;
+  try {
+    head = open < 0 ? undefined : JSON.parse(`${decoder.decode(bytes.subarray(0, open))}}`);
+  } catch {
+    head = undefined;
+  }
+  if (!isRecord(head) || !isRecord(head.pins)) return decodeWhole(bytes, prefix);
+  const reason = headerProblem(head, prefix);
+  if (reason !== undefined) return { ok: false, reason };
+  const doc = head as unknown as CacheDocument;
+  doc.rows = rowsAt(bytes, open + ROWS_OPEN.length, prefix, Object.keys(doc.pins));
+  return { ok: true, doc };
+}
+
+function rowsOpen(bytes: Uint8Array): number {
+  for (let i = bytes.indexOf(0x2c); i >= 0; i = bytes.indexOf(0x2c, i + 1)) {
+    let j = 1;
+    while (j < ROWS_OPEN.length && bytes[i + j] === ROWS_OPEN[j]) j++;
+    if (j === ROWS_OPEN.length) return i;
+  }
+  return -1;
+}
+
+/** The whole document in one parse: any layout JSON allows. */
+function decodeWhole(bytes: Uint8Array, prefix: string): Decoded {
   let value: unknown;
   try {
     value = JSON.parse(decoder.decode(bytes));
   } catch {
-    return { ok: false, reason: 'corrupt: not a JSON document' };
+    return { ok: false, reason: NOT_JSON };
   }
-  if (!isRecord(value) || value.format !== CACHE_FORMAT) {
-    return { ok: false, reason: `corrupt: not a Sluice snapshot cache (format is not "${CACHE_FORMAT}")` };
-  }
-  if (value.version !== CACHE_VERSION) {
-    return {
-      ok: false,
-      reason: `unknown version ${JSON.stringify(value.version)} (this Sluice reads version ${CACHE_VERSION})`,
-    };
-  }
-  if (typeof value.prefix !== 'string') return { ok: false, reason: 'corrupt: no prefix' };
-  if (value.prefix !== prefix) {
-    return { ok: false, reason: `foreign: written for etcd prefix "${value.prefix}", this gateway reads "${prefix}"` };
-  }
-  if (!Number.isSafeInteger(value.revision) || (value.revision as number) < 0) {
-    return { ok: false, reason: 'corrupt: bad revision' };
-  }
-  if (typeof value.config_hash !== 'string' || !/^[0-9a-f]{64}$/.test(value.config_hash)) {
-    return { ok: false, reason: 'corrupt: bad config_hash' };
-  }
-  if (typeof value.written_at !== 'string') return { ok: false, reason: 'corrupt: bad written_at' };
-  const rows = value.rows;
+  const reason = headerProblem(value, prefix);
+  if (reason !== undefined) return { ok: false, reason };
+  const doc = value as Record<string, unknown>;
+  const rows = doc.rows;
   if (!isRecord(rows)) return { ok: false, reason: 'corrupt: no rows' };
   for (const [k, v] of Object.entries(rows)) {
-    if (typeof v !== 'string' || !k.startsWith(`${prefix}/`)) return { ok: false, reason: 'corrupt: bad row' };
+    if (typeof v !== 'string' || !k.startsWith(`${prefix}/`)) return { ok: false, reason: BAD_ROW };
   }
+  for (const k of Object.keys(doc.pins as object)) {
+    if (!(k in rows)) return { ok: false, reason: PIN_WITHOUT_ROW };
+  }
+  doc.rows = Object.entries(rows);
+  return { ok: true, doc: doc as unknown as CacheDocument };
+}
+
+const NOT_JSON = 'corrupt: not a JSON document';
+const BAD_ROW = 'corrupt: bad row';
+const PIN_WITHOUT_ROW = 'corrupt: a pin without its row';
+const PIN_FIELDS = [
+  'since',
+  'resource_kind',
+  'resource_id',
+  'last_error_kind',
+  'last_error',
+  'first_seen_at',
+  'last_seen_at',
+];
+
+/** Why a document's members other than its rows make it unusable, or undefined. */
+function headerProblem(value: unknown, prefix: string): string | undefined {
+  if (!isRecord(value) || value.format !== CACHE_FORMAT) {
+    return `corrupt: not a Sluice snapshot cache (format is not "${CACHE_FORMAT}")`;
+  }
+  if (value.version !== CACHE_VERSION) {
+    return `unknown version ${JSON.stringify(value.version)} (this Sluice reads version ${CACHE_VERSION})`;
+  }
+  if (typeof value.prefix !== 'string') return 'corrupt: no prefix';
+  if (value.prefix !== prefix) {
+    return `foreign: written for etcd prefix "${value.prefix}", this gateway reads "${prefix}"`;
+  }
+  if (!Number.isSafeInteger(value.revision) || (value.revision as number) < 0) return 'corrupt: bad revision';
+  if (typeof value.config_hash !== 'string' || !/^[0-9a-f]{64}$/.test(value.config_hash)) {
+    return 'corrupt: bad config_hash';
+  }
+  if (typeof value.written_at !== 'string') return 'corrupt: bad written_at';
   const pins = value.pins;
-  if (!isRecord(pins)) return { ok: false, reason: 'corrupt: no pins' };
-  for (const [k, p] of Object.entries(pins)) {
-    if (!(k in rows) || !isRecord(p)) return { ok: false, reason: 'corrupt: a pin without its row' };
-    for (
-      const f of [
-        'since',
-        'resource_kind',
-        'resource_id',
-        'last_error_kind',
-        'last_error',
-        'first_seen_at',
-        'last_seen_at',
-      ]
-    ) {
-      if (typeof p[f] !== 'string') return { ok: false, reason: `corrupt: pin without ${f}` };
+  if (!isRecord(pins)) return 'corrupt: no pins';
+  for (const p of Object.values(pins)) {
+    if (!isRecord(p)) return PIN_WITHOUT_ROW;
+    for (const f of PIN_FIELDS) if (typeof p[f] !== 'string') return `corrupt: pin without ${f}`;
+  }
+  return undefined;
+}
+
+/** The bytes decoded per piece of the rows. */
+const ROW_PIECE_BYTES = 1 << 16;
+
+/**
+ * The rows of a document from byte `at` (just inside its `"rows":{`): `"key":"value"` pairs, then the
+ * document's end. A piece of the bytes is decoded when the text in hand holds no whole row.
+ */
+function* rowsAt(bytes: Uint8Array, at: number, prefix: string, pins: string[]): Generator<[string, string]> {
+  const pinned = new Set(pins);
+  let text = '';
+  let p = 0;
+  let next = at;
+  /** More text, keeping what is not taken yet; false at the end of the bytes. */
+  const more = (): boolean => {
+    if (next >= bytes.length) return false;
+    let end = Math.min(bytes.length, next + ROW_PIECE_BYTES);
+    while (end < bytes.length && (bytes[end]! & 0xc0) === 0x80) end++; // a piece ends between characters
+    let piece: string;
+    try {
+      piece = decoder.decode(bytes.subarray(next, end));
+    } catch {
+      throw new CacheCorrupt(NOT_JSON);
+    }
+    text = text.slice(p) + piece;
+    p = 0;
+    next = end;
+    return true;
+  };
+  /** The next character that is not JSON whitespace (`p` moved to it), reading more as needed. */
+  const token = (): string => {
+    for (;;) {
+      while (p < text.length && isSpace(text.charCodeAt(p))) p++;
+      if (p < text.length) return text[p]!;
+      if (!more()) throw new CacheCorrupt(NOT_JSON);
+    }
+  };
+  /** The JSON string that starts at `p`. */
+  const string = (): string => {
+    if (token() !== '"') throw new CacheCorrupt(BAD_ROW);
+    let q = p + 1;
+    for (;;) {
+      q = text.indexOf('"', q);
+      if (q < 0) {
+        q = text.length - p; // where the search goes on once `more` has cut the text at `p`
+        if (!more()) throw new CacheCorrupt(NOT_JSON);
+        continue;
+      }
+      let escapes = 0;
+      while (text.charCodeAt(q - 1 - escapes) === 0x5c) escapes++;
+      if (escapes % 2 === 0) break;
+      q++;
+    }
+    let s: string;
+    try {
+      s = JSON.parse(text.slice(p, q + 1)) as string;
+    } catch {
+      throw new CacheCorrupt(NOT_JSON);
+    }
+    p = q + 1;
+    return s;
+  };
+  const expect = (c: string): void => {
+    if (token() !== c) throw new CacheCorrupt(NOT_JSON);
+    p++;
+  };
+  if (token() !== '}') {
+    for (;;) {
+      const key = string();
+      expect(':');
+      const value = string();
+      if (!key.startsWith(`${prefix}/`)) throw new CacheCorrupt(BAD_ROW);
+      pinned.delete(key);
+      yield [key, value];
+      if (token() === '}') break;
+      expect(',');
     }
   }
-  return { ok: true, doc: value as unknown as CacheDocument };
+  p++;
+  // The document's other members, after its rows: valid JSON, not read.
+  if (token() === ',') {
+    while (more());
+    let tail: unknown;
+    try {
+      tail = JSON.parse(`{${text.slice(p + 1)}`);
+    } catch {
+      throw new CacheCorrupt(NOT_JSON);
+    }
+    if (!isRecord(tail)) throw new CacheCorrupt(NOT_JSON);
+  } else {
+    expect('}');
+    while (p < text.length || more()) {
+      if (!isSpace(text.charCodeAt(p))) throw new CacheCorrupt(NOT_JSON);
+      p++;
+    }
+  }
+  if (pinned.size > 0) throw new CacheCorrupt(PIN_WITHOUT_ROW);
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 function isMissingFile(e: unknown): boolean {
@@ -269,8 +420,9 @@ export class SnapshotCache {
   }
 
   /**
-   * The cached document, or undefined (no file yet, or unusable: WARN with path and reason). `verify`
-   * recomputes what the document claims (rows valid, config_hash) and returns a reason when it does not hold.
+   * The cached document, or undefined (no file yet, or unusable: WARN with path and reason). `verify` takes
+   * the rows (once) and recomputes what the document claims (rows valid, config_hash); it returns a reason when
+   * that does not hold. The document it is given is returned, its rows taken.
    */
   async read(
     prefix: string,
@@ -286,7 +438,13 @@ export class SnapshotCache {
       return undefined;
     }
     const r = decodeCache(bytes, prefix);
-    const reason = r.ok ? await verify(r.doc) : r.reason;
+    let reason: string | undefined;
+    try {
+      reason = r.ok ? await verify(r.doc) : r.reason;
+    } catch (e) {
+      if (!(e instanceof CacheCorrupt)) throw e;
+      reason = e.message;
+    }
     if (reason !== undefined || !r.ok) {
       this.log.warn(MSG.cacheIgnored, { path: this.path, reason: reason ?? 'unusable' });
       return undefined;

@@ -295,7 +295,7 @@ describe('the snapshot cache and the hash by bucket', () => {
     const keys = Object.keys(rows).sort(compareKeys);
     const lines = keys.map((k) => `${k}\0${rowValue(P, k, rows[k]!).text}\n`).join('');
     const earlier = createHash('sha256').update(lines).digest('hex');
-    const doc = (config_hash: string) => ({ rows, config_hash }) as unknown as CacheDocument;
+    const doc = (config_hash: string) => ({ rows: Object.entries(rows), config_hash }) as unknown as CacheDocument;
     const restored = new RestoredRows(P);
     assert.equal(await restored.verify(doc(earlier)), undefined, 'the earlier definition');
     const now = await hashRowSet(keys, (k) => restored.values.get(k));

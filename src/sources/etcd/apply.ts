@@ -216,7 +216,7 @@ export class EtcdRows {
     await this.serving;
     await this.requestPublish({
       revision: doc.revision,
-      changedKeys: new Set(restored.values.keys()),
+      changedKeys: restored.values, // every key: a copy of a million would hold the loop
       touched: new Set(),
       allSeen: false,
       hashSource: false,

@@ -9,8 +9,12 @@ import {
   type CacheHeader,
   encodeCacheSliced,
 } from '../cache.ts';
+import { BULK_SLICE_MS, Pacer } from '../../resources/pace.ts';
 import { hashRowSet } from './row-hash.ts';
 import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
+
+/** A restore's rows are cheaper than reading the clock: it is read once per this many. */
+const ROWS_PER_CLOCK = 32;
 
 /** What serves now, as the cache holds it. */
 export interface ServedState {
@@ -72,19 +76,31 @@ export class RestoredRows {
   values = new Map<string, ServedValue>();
   keys: string[] = [];
 
-  constructor(private readonly prefix: string) {}
+  /** `pacer`: a million rows are validated and hashed in slices, the status listener answering meanwhile. */
+  constructor(private readonly prefix: string, private readonly pacer = new Pacer(BULK_SLICE_MS, ROWS_PER_CLOCK)) {}
 
   /** Why the document cannot be trusted (a row that does not validate, a hash that does not match), or undefined. */
   async verify(d: CacheDocument): Promise<string | undefined> {
-    this.values = new Map();
-    for (const [key, raw] of Object.entries(d.rows)) {
+    const values = this.values = new Map();
+    const keys: string[] = [];
+    let sorted = true;
+    for (const [key, raw] of d.rows) {
       const v = rowValue(this.prefix, key, raw);
       if (!v.parsed.ok) return `corrupt: row ${key} does not validate (${v.parsed.error})`;
-      this.values.set(key, v as ServedValue);
+      // A key twice: JSON's last value wins, in the first one's place.
+      if (values.has(key)) sorted = false;
+      else {
+        if (sorted && keys.length > 0 && compareKeys(keys[keys.length - 1]!, key) >= 0) sorted = false;
+        keys.push(key);
+      }
+      values.set(key, v as ServedValue);
+      const p = this.pacer.pace();
+      if (p) await p;
     }
-    this.keys = [...this.values.keys()].sort(compareKeys);
-    const values = this.values;
-    if (await hashRowSet(this.keys, (k) => values.get(k)) === d.config_hash) return undefined;
+    // The cache writes its rows in etcd order: sorted again only when a document was written otherwise.
+    this.keys = sorted ? keys : [...values.keys()].sort(compareKeys);
+    const pace = () => this.pacer.pace();
+    if (await hashRowSet(this.keys, (k) => values.get(k), pace) === d.config_hash) return undefined;
     // A cache written before `config_hash` was taken by bucket: its rows are as trustworthy under that definition.
     if (hashRows(this.keys, values) === d.config_hash) return undefined;
     return 'corrupt: config_hash does not match its rows';

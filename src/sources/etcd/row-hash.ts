@@ -189,11 +189,22 @@ export class BucketHashes {
   }
 }
 
-/** The hash of one set of rows at once, `keys` in etcd order (a cache restore checks its document with it). */
-export async function hashRowSet(keys: Iterable<string>, row: RowView): Promise<string> {
+/**
+ * The hash of one set of rows at once, `keys` in etcd order (a cache restore checks its document with it), with
+ * `pace()` awaited between keys.
+ */
+export async function hashRowSet(
+  keys: Iterable<string>,
+  row: RowView,
+  pace: () => Promise<void> | undefined = () => undefined,
+): Promise<string> {
   const h = new BucketHashes([row]);
   h.clear();
-  for (const key of keys) h.append(key);
+  for (const key of keys) {
+    h.append(key);
+    const p = pace();
+    if (p) await p;
+  }
   while (h.pending > 0) await h.digestSome();
   return (await h.hashes([0]))[0]!;
 }
