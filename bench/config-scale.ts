@@ -11,6 +11,9 @@
 // `--reload-changed`: the share of the file's keys its reload renames (1: every key, 0.01: one in a hundred).
 // `--etcd-pid PID`: etcd's CPU seconds to ready too (stderr).
 // `--cache`: the etcd runs write a snapshot cache file (docs/etcd.md "The snapshot cache") in their temp dir.
+// `--restore` (with `--cache`): after each etcd run, a gateway boots from the cache file that run left, its etcd
+// unreachable: ready, peak RSS and the slowest `/livez` while it restores (printed as `cache restore`; with
+// `--gateway-exec`, that gateway is the executable's). `--cache-out FILE`: a copy of that cache file.
 // `--jwt`: etcd also holds a shared-secret OIDC provider and a key bound to a JWT subject; the requests sent during
 // the changes present that JWT instead of an api key (the bindings are read after every change).
 // `--stalls MS`: every request slower than MS during the file's reload, with when it was sent (after the SIGHUP
@@ -25,7 +28,7 @@
 // The rows also go to bench/results/config-scale.json, which `npm run bench` reads for its target 4 (not those of a
 // run with `--cache` or `--jwt`: printed as `etcd+cache`, `etcd+jwt`, they would replace the plain etcd row).
 import { createHash, createHmac } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -51,6 +54,8 @@ const ROUNDS = Number(flag('rounds', '1'));
 const ETCD_PID = flag('etcd-pid', '');
 const CACHE = process.argv.includes('--cache');
 const JWT = process.argv.includes('--jwt');
+const RESTORE = CACHE && process.argv.includes('--restore');
+const CACHE_OUT = flag('cache-out', '');
 /** The shared secret of `--jwt`'s provider (HS256: at least 32 bytes). */
 const JWT_SECRET = 'config-scale-bench-shared-secret-0123456789';
 const STALLS = Number(flag('stalls', '0'));
@@ -409,6 +414,46 @@ ${CACHE ? 'managed: { snapshot_cache_path: snapshot-cache.json }\n' : ''}`;
   } finally {
     b.stopPeak();
     await g.stop(60_000);
+    lastCache = join(g.dir, 'snapshot-cache.json');
+    if (CACHE_OUT) copyFileSync(lastCache, CACHE_OUT);
+  }
+}
+
+/** The cache file the last etcd run's gateway wrote (it flushes it as it stops). */
+let lastCache = '';
+
+/** `--restore`: a gateway boots from `cache` with its etcd unreachable; one of the million keys must answer. */
+async function restoreRun(runtime: RuntimeName, cache: string): Promise<Row> {
+  const config = `etcd: { endpoints: ["http://127.0.0.1:1"], prefix: ${PREFIX} }
+proxy: { addr: "127.0.0.1:{{proxy}}" }
+admin: { enabled: false }
+observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
+shutdown: { min_drain_secs: 0 }
+managed: { snapshot_cache_path: "${cache}" }
+`;
+  const b = await boot(
+    runtime,
+    () => spawnGateway({ runtime, config, ...(GATEWAY_EXEC ? { executable: GATEWAY_EXEC } : {}) }),
+  );
+  try {
+    const status = await chatStatus(b.g, keyPlain(KEYS - 1));
+    if (status !== 200) throw new Error(`a restored key answered ${status}`);
+    return {
+      runtime,
+      source: 'cache restore',
+      variant: 'etcd down',
+      readyMs: b.readyMs,
+      readyCpuS: b.readyCpuS,
+      peakMiB: b.peak(),
+      settledMiB: rssMiB(b.g.proc.pid!),
+      loadStallMs: b.loadStallMs,
+      changeMs: NaN,
+      changeWhat: 'none',
+      updateStallMs: NaN,
+    };
+  } finally {
+    b.stopPeak();
+    await b.g.stop(60_000);
   }
 }
 
@@ -574,6 +619,7 @@ async function main(): Promise<void> {
       for (const runtime of RUNTIMES) {
         try {
           rows.push(await etcdRun(runtime, etcd.endpoint));
+          if (RESTORE) rows.push(await restoreRun(runtime, lastCache));
         } catch (e) {
           failures.push(`${runtime} etcd: ${(e as Error).message}`);
         }
@@ -598,7 +644,9 @@ async function main(): Promise<void> {
   );
   console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    const change = r.source === 'etcd'
+    const change = r.source === 'cache restore'
+      ? ''
+      : r.source === 'etcd'
       ? `${r.changeMs.toFixed(1)} ms ${verdict(r.changeMs <= TARGET.changeMs)} (${r.changeWhat})`
       : `${(r.changeMs / 1000).toFixed(1)} s (${r.changeWhat}; no per-key change)`;
     console.log(
@@ -606,8 +654,10 @@ async function main(): Promise<void> {
         verdict(r.readyMs <= TARGET.readyMs)
       } | ${r.readyCpuS.toFixed(1)} s | ${r.peakMiB.toFixed(0)} MiB ${verdict(r.peakMiB <= TARGET.rssMiB)} | ${
         r.settledMiB.toFixed(0)
-      } MiB | ${r.loadStallMs.toFixed(1)} ms (status /livez) | ${change} | ${r.updateStallMs.toFixed(1)} ms ${
-        verdict(r.updateStallMs <= TARGET.stallMs)
+      } MiB | ${r.loadStallMs.toFixed(1)} ms (status /livez) | ${change} | ${
+        Number.isNaN(r.updateStallMs)
+          ? ''
+          : `${r.updateStallMs.toFixed(1)} ms ${verdict(r.updateStallMs <= TARGET.stallMs)}`
       } | ${r.factsMs === undefined ? '' : `${r.factsMs.toFixed(1)} ms`} | ${
         r.cpuMsPerChange === undefined ? '' : `${r.cpuMsPerChange.toFixed(0)} ms`
       } |`,
