@@ -21,7 +21,8 @@
 // (`NODE_OPTIONS=--trace-gc`, `DENO_V8_FLAGS=--trace-gc`, `BUN_JSC_logGC=1`); `--gateway-out FILE`: the
 // gateway's stdout and the stderr lines that are not log lines, where such traces go; `--gateway-exec FILE`: an
 // executable run in place of the runtime's command, given the gateway's arguments (Node refuses `--trace-gc` and
-// `--cpu-prof` in NODE_OPTIONS: a script that runs `node --trace-gc … bin/sluice "$@"`).
+// `--cpu-prof` in NODE_OPTIONS: a script that runs `node --trace-gc … bin/sluice "$@"`); the three apply to the etcd
+// runs too. stderr names the status probes during the load slower than 100 ms and when the slowest were sent.
 // `--read-only planned,whole [--pages 20000,50000] [--rounds 2]`: no gateway, only the etcd source's initial read
 // of the prefix, timed: `planned` as the source reads it (client.ts `rangePaged`), `whole` as it did before, each
 // page asked over the whole rest of the prefix; with etcd's CPU seconds.
@@ -344,7 +345,11 @@ async function boot(
   }
   const readyMs = performance.now() - t0;
   const readyCpuS = cpuSeconds(g.proc.pid!);
-  const { max } = await probe.stop();
+  const { max, all } = await probe.stop();
+  // Which part of the load held the loop: the slowest probes, with when they were sent.
+  const slow = all.filter((p) => p.ms > 100).sort((a, b) => b.ms - a.ms);
+  const worst = slow.slice(0, 3).map((p) => `${p.ms.toFixed(0)} ms sent at ${(p.at / 1000).toFixed(1)} s`);
+  console.error(`${runtime}: ${slow.length} of ${all.length} status probes over 100 ms; ${worst.join(', ')}`);
   const peakNow = () => {
     sample();
     return peak;
@@ -362,7 +367,16 @@ observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{
 shutdown: { min_drain_secs: 0 }
 ${CACHE ? 'managed: { snapshot_cache_path: snapshot-cache.json }\n' : ''}`;
   const etcdCpu0 = ETCD_PID ? cpuSeconds(Number(ETCD_PID)) : NaN;
-  const b = await boot(runtime, () => spawnGateway({ runtime, config }));
+  const b = await boot(
+    runtime,
+    () =>
+      spawnGateway({
+        runtime,
+        config,
+        env: GATEWAY_ENV,
+        ...(GATEWAY_EXEC ? { executable: GATEWAY_EXEC } : {}),
+      }),
+  );
   if (ETCD_PID) {
     console.error(`${runtime}: etcd used ${(cpuSeconds(Number(ETCD_PID)) - etcdCpu0).toFixed(1)} s of CPU to ready`);
   }
@@ -394,7 +408,11 @@ ${CACHE ? 'managed: { snapshot_cache_path: snapshot-cache.json }\n' : ''}`;
       facts.push(performance.now() - t);
     }
     const cpuMsPerChange = ((cpuSeconds(g.proc.pid!) - cpu0) * 1000) / times.length;
-    const { max } = await probe.stop();
+    const { max, all } = await probe.stop();
+    // Which part of the load held the loop: the slowest probes, with when they were sent.
+    const slow = all.filter((p) => p.ms > 100).sort((a, b) => b.ms - a.ms);
+    const worst = slow.slice(0, 3).map((p) => `${p.ms.toFixed(0)} ms sent at ${(p.at / 1000).toFixed(1)} s`);
+    console.error(`${runtime}: ${slow.length} of ${all.length} status probes over 100 ms; ${worst.join(', ')}`);
     await new Promise((r) => setTimeout(r, 3000));
     return {
       runtime,

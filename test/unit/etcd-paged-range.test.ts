@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { EtcdClient } from '../../src/sources/etcd/client.ts';
+import { DECODED_KVS, EtcdClient } from '../../src/sources/etcd/client.ts';
 import { until } from '../support/until.ts';
 
 interface Asked {
@@ -150,6 +150,16 @@ describe('etcd paged range', () => {
     const none = await readAll('/aisix/', 500);
     assert.deepEqual(none, { keys: [], pages: 1 });
     assert.equal(etcd.asked.length, 1);
+  });
+
+  test('a page is handed in pieces of at most DECODED_KVS rows: no decode of a whole page holds the loop', async () => {
+    const n = 2 * DECODED_KVS + 100;
+    etcd.load(Array.from({ length: n }, (_, i) => `/aisix/api_keys/${pad(i, 5)}`));
+    const range = await new EtcdClient({ endpoints: [url] }).rangePaged('/aisix/', { limit: 4 * DECODED_KVS });
+    const sizes: number[] = [];
+    for await (const piece of range.pages) sizes.push(piece.length);
+    assert.deepEqual(sizes, [DECODED_KVS, DECODED_KVS, 100]);
+    assert.equal(etcd.asked.length, 1, 'one page');
   });
 
   for (const [shape, key] of Object.entries(SHAPES)) {

@@ -11,6 +11,7 @@ import { ApiKeyIndex } from '../../resources/api-key-index.ts';
 import { BULK_SLICE_MS, Pacer, SLICE_MS } from '../../resources/pace.ts';
 import type { ApiKey } from '../../resources/schema.ts';
 import { Snapshot } from '../../resources/snapshot.ts';
+import { ShardedMap } from '../../util/sharded-map.ts';
 import type { SourceSink } from '../source.ts';
 import { encodeServed, type RestoredRows } from './cache-rows.ts';
 import type { EtcdKv } from './client.ts';
@@ -20,7 +21,7 @@ import {
   judgeKey,
   PartialCounts,
   type Problem,
-  resourceSet,
+  resourceSetPaced,
   type RowValue,
   rowValue,
   sameValue,
@@ -33,9 +34,9 @@ import type { EtcdEventBatch, EtcdSnapshot } from './supervisor.ts';
 /** What one apply of the facts covers. */
 interface Publish {
   revision: number;
-  /** Keys whose served value changed. */
-  changedKeys: { readonly size: number; keys(): Iterable<string> };
-  touched: ReadonlySet<string>;
+  /** How many keys' served value changed (their partial-compatibility WARNs are logged as they change). */
+  changed: number;
+  touched: { has(key: string): boolean };
   allSeen: boolean;
   /** Recompute `source_hash` (over every observed row). */
   hashSource: boolean;
@@ -53,14 +54,34 @@ interface ServedView {
   before: Map<string, ServedValue | undefined>;
 }
 
+/**
+ * key → a row's value. Sharded (`ShardedMap`) for a range's rows: a Map of a million keys grows by copying
+ * every entry in one `set`, which held the loop as a range was read; a restored one is the cache's Map.
+ */
+interface RowMap<V> extends ReadonlyMap<string, V> {
+  set(key: string, value: V): unknown;
+  delete(key: string): boolean;
+}
+
+/** A set of keys that grows without copying all of them at once (see `RowMap`). */
+class KeySet implements Iterable<string> {
+  private readonly map = new ShardedMap<true>();
+  get size(): number {
+    return this.map.size;
+  }
+  add(key: string): void {
+    this.map.set(key, true);
+  }
+  has(key: string): boolean {
+    return this.map.has(key);
+  }
+  [Symbol.iterator](): Iterator<string> {
+    return this.map.keys();
+  }
+}
+
 /** A range's rows are cheaper than reading the clock: it is read once per this many. */
 const RANGE_CLOCK_EVERY = 32;
-
-/** Whether `keys` is in etcd order already (a range's keys are). */
-function sortedKeys(keys: readonly string[]): boolean {
-  for (let i = 1; i < keys.length; i++) if (compareKeys(keys[i - 1]!, keys[i]!) >= 0) return false;
-  return true;
-}
 
 /** More changed api keys than this in one delivery: the key index is rebuilt rather than changed key by key. */
 const IN_PLACE_MAX = 4096;
@@ -73,15 +94,15 @@ export interface PagedRange {
 
 export class EtcdRows {
   /** key → latest observed value. */
-  private readonly observed = new Map<string, RowValue>();
+  private readonly observed: RowMap<RowValue> = new ShardedMap();
   /** The keys `observed` or `served` hold, in etcd order. */
   private keys = new SortedKeys();
   /** key → the value it serves (latest or pinned); changed in place by each commit. */
-  private served = new Map<string, ServedValue>();
+  private served: RowMap<ServedValue> = new ShardedMap();
   /** key → why its latest value does not serve. */
   private problems = new Map<string, Problem>();
   /** Keys observed to change and not judged yet: kept across a range that failed half way. */
-  private pending = new Set<string>();
+  private pending = new KeySet();
   private readonly warnings: PartialWarnings;
   private partial = new PartialCounts();
   private rejected = new Map<string, RejectedRow>();
@@ -136,11 +157,14 @@ export class EtcdRows {
     const release = this.hold();
     try {
       const pass = ++this.ranges;
-      // etcd returns a range in key order: the range's keys are the order `keys` keeps, unsorted.
+      // etcd returns a range in key order: the range's keys are the order `keys` keeps, unsorted (checked as
+      // they arrive: a pass over a million keys afterwards held the loop).
       const keys: string[] = [];
+      let ordered = true;
       const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
       for await (const page of range.pages) {
         for (const kv of page) {
+          if (ordered && keys.length > 0 && compareKeys(keys[keys.length - 1]!, kv.key) >= 0) ordered = false;
           keys.push(kv.key);
           this.observe(kv).seen = pass;
           const p = pacer.pace();
@@ -156,8 +180,12 @@ export class EtcdRows {
         if (p) await p;
       }
       // A restored row the range does not hold is gone as well (it was served, never observed).
-      for (const key of this.served.keys()) if (!this.observed.has(key)) this.pending.add(key);
-      await this.commit(range.revision, { keys: sortedKeys(keys) ? keys : keys.sort(compareKeys), release }, pacer);
+      for (const key of this.served.keys()) {
+        if (!this.observed.has(key)) this.pending.add(key);
+        const p = pacer.pace();
+        if (p) await p;
+      }
+      await this.commit(range.revision, { keys: ordered ? keys : keys.sort(compareKeys), release }, pacer);
     } catch (e) {
       // What a range that failed half way changed is observed now: those keys' buckets are digested again.
       const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
@@ -203,7 +231,10 @@ export class EtcdRows {
     this.served = restored.values;
     this.problems = problems;
     this.partial = new PartialCounts();
-    for (const v of restored.values.values()) this.partial.add(v);
+    for (const v of restored.values.values()) {
+      this.partial.add(v);
+      this.warnings.warn(v);
+    }
     this.version++;
     const release = this.hold();
     try {
@@ -216,8 +247,8 @@ export class EtcdRows {
     await this.serving;
     await this.requestPublish({
       revision: doc.revision,
-      changedKeys: restored.values, // every key: a copy of a million would hold the loop
-      touched: new Set(),
+      changed: restored.values.size,
+      touched: NO_KEYS,
       allSeen: false,
       hashSource: false,
       counted: false,
@@ -332,8 +363,11 @@ export class EtcdRows {
     const fullRead = full !== undefined;
     // Each row is judged alone: only the touched keys can change.
     const touched = this.pending;
-    this.pending = new Set();
+    this.pending = new KeySet();
+    // Key → the value it served before, for the first `IN_PLACE_MAX` + 1 changes: beyond, the snapshot is
+    // rebuilt (`serve`) and only their count matters.
     const changed = new Map<string, ServedValue | undefined>();
+    let changes = 0;
     // A range that touched most keys puts every key in the buckets anew: cheaper than one key at a time.
     const oneByOne = !fullRead || touched.size <= IN_PLACE_MAX;
     for (const key of touched) {
@@ -346,9 +380,10 @@ export class EtcdRows {
       if (problem) this.problems.set(key, problem);
       else this.problems.delete(key);
       if (after !== before) {
-        changed.set(key, before);
+        if (changes++ <= IN_PLACE_MAX) changed.set(key, before);
         this.partial.remove(before);
         this.partial.add(after);
+        this.warnings.warn(after);
       }
       if (oneByOne) this.member(key);
       // Only a full range, which no other delivery overlaps, is judged in slices: a batch's change of what
@@ -364,12 +399,12 @@ export class EtcdRows {
       }
       full.release();
     }
-    const served = this.serve(changed, pacer);
+    const served = this.serve(changed, changes, pacer);
     this.serving = served;
     await served;
     await this.requestPublish({
       revision,
-      changedKeys: changed, // its keys: not copied, a full range's are every key
+      changed: changes,
       touched,
       allSeen: fullRead,
       hashSource: true,
@@ -384,10 +419,14 @@ export class EtcdRows {
    * key index, so requests see a key's change at once; anything else rebuilds the other indexes around it.
    * Deliveries are serialised here: each starts from what the one before made.
    */
-  private async serve(changed: ReadonlyMap<string, ServedValue | undefined>, pacer: Pacer): Promise<Snapshot> {
+  private async serve(
+    changed: ReadonlyMap<string, ServedValue | undefined>,
+    changes: number,
+    pacer: Pacer,
+  ): Promise<Snapshot> {
     const current = await this.serving;
-    if (current === undefined || changed.size > IN_PLACE_MAX) return this.rebuild(pacer);
-    if (changed.size === 0) return current;
+    if (current === undefined || changes > IN_PLACE_MAX) return this.rebuild(pacer);
+    if (changes === 0) return current;
     const keys: ServedValue[] = [];
     let others = false;
     for (const [key, before] of changed) {
@@ -415,7 +454,7 @@ export class EtcdRows {
       ...keys.between(undefined, this.apiKeysRoot),
       ...keys.between(`${this.prefix}/api_keys0`), // '0' follows '/': past every api key
     ];
-    const set = resourceSet(rows, this.served);
+    const set = await resourceSetPaced(rows, this.served, () => pacer.pace());
     const snapshot = await Snapshot.build(set, () => pacer.pace(), apiKeys);
     snapshot.revisions = {
       get: (kindAndId) => {
@@ -453,7 +492,7 @@ export class EtcdRows {
    */
   private async publish(o: Publish): Promise<void> {
     let snapshot = await this.serving!; // set before any publish is requested
-    const changed = !this.snapshot || this.configHash === undefined || o.changedKeys.size > 0;
+    const changed = !this.snapshot || this.configHash === undefined || o.changed > 0;
     const { version, hashes } = await this.settledHashes(o.hashSource ? [0, 1] : [0]);
     const [configHash, sourceHash] = hashes as [string, string?];
     const serving = this.serving!;
@@ -478,7 +517,6 @@ export class EtcdRows {
     if (changed) {
       const pc = this.partial.result();
       record.partiallyCompatible(pc.fields, pc.rows);
-      for (const key of o.changedKeys.keys()) this.warnings.warn(this.served.get(key));
     }
     this.rejected = rejected;
     record.rejected([...rejected].sort(([a], [b]) => compareKeys(a, b)).map(([, r]) => r));
@@ -522,12 +560,11 @@ export class EtcdRows {
 }
 
 /**
- * Drops what an applied request names. A full read's are every key (a set and a map of a million entries), and
- * on JavaScriptCore (Bun) the compiled code of an apply keeps its closures' scope, and the request in it, alive
+ * Drops what an applied request names. A full read's are every key (a set of a million entries), and on
+ * JavaScriptCore (Bun) the compiled code of an apply keeps its closures' scope, and the request in it, alive
  * after the apply ends.
  */
 function letGo(w: Publish): void {
-  w.changedKeys = NO_KEYS;
   w.touched = NO_KEYS;
 }
 
@@ -537,8 +574,9 @@ const NO_KEYS: ReadonlySet<string> = new Set();
 function merged(a: Publish, b: Publish): Publish {
   return {
     revision: Math.max(a.revision, b.revision),
-    changedKeys: new Set([...a.changedKeys.keys(), ...b.changedKeys.keys()]),
-    touched: new Set([...a.touched, ...b.touched]),
+    changed: a.changed + b.changed,
+    // Not copied: a full range's are every key, and a copy of a million held the loop.
+    touched: { has: (key) => a.touched.has(key) || b.touched.has(key) },
     allSeen: a.allSeen || b.allSeen,
     hashSource: a.hashSource || b.hashSource,
     counted: a.counted || b.counted,

@@ -91,6 +91,9 @@ export interface EtcdRangeResult {
   kvs: EtcdKv[];
 }
 
+/** A paged range's rows are handed this many at a time, each piece decoded (base64, UTF-8) as it is handed. */
+export const DECODED_KVS = 512;
+
 /**
  * A range read in pages, every page at the revision of the first (one consistent read that is never one
  * response: a prefix of a million keys is hundreds of MB as one JSON body).
@@ -98,7 +101,10 @@ export interface EtcdRangeResult {
 export interface EtcdPagedRange {
   /** Store revision the range is read at (the first page's). */
   revision: number;
-  /** The pages in key order; iterate once. A page that fails (e.g. compacted meanwhile) throws. */
+  /**
+   * The pages in key order, each in pieces of at most `DECODED_KVS` rows; iterate once. A page that fails (e.g.
+   * compacted meanwhile) throws.
+   */
   pages: AsyncIterable<EtcdKv[]>;
 }
 
@@ -345,9 +351,11 @@ export class EtcdClient {
     const first = await ask(this, firstAsk);
     const revision = headerRevision(first);
     const read = (a: RangeAsk, body: unknown) => {
-      const raw = isRecord(body) && Array.isArray(body.kvs) ? body.kvs : [];
-      const kvs = raw.map(decodeKv); // checks every kv has a key
-      const keyBytes = (i: number) => etcdBase64((raw[i] as { key: string }).key);
+      const raw: unknown[] = isRecord(body) && Array.isArray(body.kvs) ? body.kvs : [];
+      const keyBytes = (i: number) => {
+        const kv = raw[i];
+        return etcdBase64(isRecord(kv) && typeof kv.key === 'string' ? kv.key : decodeKv(kv).key); // throws
+      };
       const sample: Uint8Array[] = [];
       for (let i = 0; i < raw.length; i += SAMPLE_EVERY) sample.push(keyBytes(i));
       if (raw.length > 1) sample.push(keyBytes(raw.length - 1));
@@ -358,7 +366,7 @@ export class EtcdClient {
         count: parseInt64(isRecord(body) ? body.count : undefined, 'count'),
         more: isRecord(body) && body.more === true,
       });
-      return { kvs, next };
+      return { raw, next };
     };
     const fetchNext = async (client: EtcdClient, a: RangeAsk) => read(a, await ask(client, a, revision));
     // The next page is asked for while the caller judges this one, so etcd's work and the caller's overlap.
@@ -368,9 +376,13 @@ export class EtcdClient {
       for (;;) {
         const next = page.next === undefined ? undefined : fetchNext(client, page.next);
         next?.catch(() => {}); // a caller that stops early never awaits it
-        if (page.kvs.length > 0 || !handed) {
+        if (page.raw.length > 0 || !handed) {
           handed = true;
-          yield page.kvs;
+          // Decoded a piece at a time: the caller paces between rows, and a whole page's decode held the loop.
+          if (page.raw.length === 0) yield [];
+          for (let i = 0; i < page.raw.length; i += DECODED_KVS) {
+            yield page.raw.slice(i, i + DECODED_KVS).map(decodeKv); // checks every kv has a key
+          }
         }
         if (next === undefined) return;
         page = await next;

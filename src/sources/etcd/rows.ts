@@ -395,19 +395,51 @@ export function judgeKey(
  * order): the Snapshot's name and key-hash indexes keep the last entry of a name, i.e. the row written last.
  */
 export function resourceSet(keys: Iterable<string>, served: ReadonlyMap<string, ServedValue>): ResourceSet {
+  const steps = resourceSetSteps(keys, served);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * `resourceSet` in slices, `pace` awaited between rows: at a million keys the one pass over them and its sort
+ * held the loop for most of a second (docs/performance.md "Configuration at scale").
+ */
+export async function resourceSetPaced(
+  keys: Iterable<string>,
+  served: ReadonlyMap<string, ServedValue>,
+  pace: () => Promise<void> | undefined,
+): Promise<ResourceSet> {
+  const steps = resourceSetSteps(keys, served);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+    const p = pace();
+    if (p) await p;
+  }
+}
+
+/** `resourceSet`'s work, yielding after every row and every few entries of its sort. */
+function* resourceSetSteps(
+  keys: Iterable<string>,
+  served: ReadonlyMap<string, ServedValue>,
+): Generator<void, ResourceSet> {
   let rows: ServedValue[] = [];
   let ordered = true;
   for (const key of keys) {
     const v = served.get(key);
+    yield;
     if (!v || v.parsed.resource === undefined) continue;
     if (rows.length > 0 && rows[rows.length - 1]!.rev > v.rev) ordered = false;
     rows.push(v);
   }
-  if (!ordered) rows = byRevision(rows);
+  if (!ordered) rows = yield* byRevision(rows);
   const set: ResourceSet = { provider_keys: [], models: [], api_keys: [] };
   for (const v of rows) {
     const row = v.parsed;
     if (row.resource !== undefined) ((set[row.kind as ResourceKind] ??= []) as unknown[]).push(row.resource);
+    yield;
   }
   return set;
 }
@@ -416,14 +448,58 @@ export function resourceSet(keys: Iterable<string>, served: ReadonlyMap<string, 
  * `rows` by revision, key order among equal ones: a numeric sort of `revision · 2^21 + position` (a million
  * rows sort in a fraction of what a comparator sort of the objects takes); a comparator sort beyond its range.
  */
-function byRevision(rows: ServedValue[]): ServedValue[] {
+function* byRevision(rows: ServedValue[]): Generator<void, ServedValue[]> {
   const span = 2 ** 21;
-  const top = rows.reduce((m, v) => Math.max(m, v.rev), 0);
+  let top = 0;
+  for (const v of rows) {
+    if (v.rev > top) top = v.rev;
+    yield;
+  }
   if (rows.length >= span || top >= Number.MAX_SAFE_INTEGER / span) return rows.sort((a, b) => a.rev - b.rev);
   const order = new Float64Array(rows.length);
-  for (let i = 0; i < rows.length; i++) order[i] = rows[i]!.rev * span + i;
-  order.sort();
-  return Array.from(order, (x) => rows[x % span]!);
+  for (let i = 0; i < rows.length; i++) {
+    order[i] = rows[i]!.rev * span + i;
+    yield;
+  }
+  const sorted = yield* sortSteps(order);
+  const out: ServedValue[] = new Array(rows.length);
+  for (let i = 0; i < sorted.length; i++) {
+    out[i] = rows[sorted[i]! % span]!;
+    yield;
+  }
+  return out;
+}
+
+/** Entries `sortSteps` sorts natively in one step, and merges between two yields. */
+const SORT_RUN = 4096;
+
+/**
+ * `a` (distinct values) in ascending order, yielding every `SORT_RUN` entries: runs sorted natively, then merged
+ * pass by pass (one native sort of a million entries held the loop some 150 ms). The result is `a` or a new array.
+ */
+export function* sortSteps(a: Float64Array): Generator<void, Float64Array> {
+  const n = a.length;
+  for (let i = 0; i < n; i += SORT_RUN) {
+    a.subarray(i, Math.min(n, i + SORT_RUN)).sort();
+    yield;
+  }
+  if (n <= SORT_RUN) return a;
+  let src = a;
+  let dst: Float64Array = new Float64Array(n);
+  for (let width = SORT_RUN; width < n; width *= 2) {
+    for (let lo = 0; lo < n; lo += 2 * width) {
+      const mid = Math.min(lo + width, n);
+      const hi = Math.min(lo + 2 * width, n);
+      let i = lo;
+      let j = mid;
+      for (let k = lo; k < hi; k++) {
+        dst[k] = j >= hi || (i < mid && src[i]! < src[j]!) ? src[i++]! : src[j++]!;
+        if (k % SORT_RUN === 0) yield;
+      }
+    }
+    [src, dst] = [dst, src];
+  }
+  return src;
 }
 
 export interface PartialCompatibility {

@@ -37,7 +37,7 @@ export function rejectedRows(
   log: Logger,
   problems: ReadonlyMap<string, Problem>,
   before: ReadonlyMap<string, RejectedRow>,
-  o: { touched: ReadonlySet<string>; allSeen: boolean; now: string },
+  o: { touched: { has(key: string): boolean }; allSeen: boolean; now: string },
 ): Map<string, RejectedRow> {
   const out = new Map<string, RejectedRow>();
   const { now } = o;
