@@ -231,15 +231,18 @@ export class EtcdRows {
     this.served = restored.values;
     this.problems = problems;
     this.partial = new PartialCounts();
-    for (const v of restored.values.values()) {
-      this.partial.add(v);
-      this.warnings.warn(v);
-    }
     this.version++;
     const release = this.hold();
+    const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
     try {
+      for (const v of restored.values.values()) {
+        this.partial.add(v);
+        this.warnings.warn(v);
+        const p = pacer.pace();
+        if (p) await p;
+      }
       this.keys = SortedKeys.from(restored.keys);
-      await this.rebucket(restored.keys, new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY));
+      await this.rebucket(restored.keys, pacer);
     } finally {
       release();
     }

@@ -10,6 +10,7 @@ import {
   encodeCacheSliced,
 } from '../cache.ts';
 import { BULK_SLICE_MS, Pacer } from '../../resources/pace.ts';
+import { ShardedMap } from '../../util/sharded-map.ts';
 import { hashRowSet } from './row-hash.ts';
 import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
 
@@ -73,7 +74,8 @@ export function encodeServed(
 
 /** A cache document's rows, parsed and sorted; filled by `verify` as the cache reader checks the document. */
 export class RestoredRows {
-  values = new Map<string, ServedValue>();
+  /** Sharded: one Map of a million rows holds the loop each time it doubles. */
+  values = new ShardedMap<ServedValue>();
   keys: string[] = [];
 
   /** `pacer`: a million rows are validated and hashed in slices, the status listener answering meanwhile. */
@@ -81,7 +83,7 @@ export class RestoredRows {
 
   /** Why the document cannot be trusted (a row that does not validate, a hash that does not match), or undefined. */
   async verify(d: CacheDocument): Promise<string | undefined> {
-    const values = this.values = new Map();
+    const values = this.values = new ShardedMap<ServedValue>();
     const keys: string[] = [];
     let sorted = true;
     for (const [key, raw] of d.rows) {
