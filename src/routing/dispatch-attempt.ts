@@ -48,15 +48,11 @@ export async function attemptUpstream(
 ): Promise<AttemptOutcome> {
   const now = d.clock ?? systemClock;
   const a: Attempt = { t, now, startedAt: now(), first: {}, call: callUnderDeadline(d, input, t, signal), watched };
-  // A translation that writes nothing until later says when its upstream's first chunk came.
-  const firstUpstreamChunk = () => {
-    a.first.at ??= now();
-    if (a.first.live) a.first.live.firstAt ??= a.first.at;
-    watched?.firstByte();
-  };
   try {
-    const r = await callProvider(t.adapter, providerCall(d, input, t, a, firstUpstreamChunk));
-    return await outcomeOfResult(r, a);
+    const r = await callProvider(t.adapter, providerCall(d, input, t, a));
+    // A whole answer is an outcome at once: no second turn for it.
+    const o = outcomeOfResult(r, a);
+    return o instanceof Promise ? await o : o;
   } catch (e) {
     a.call.end();
     return outcomeOfError(e, a.call);
@@ -67,13 +63,7 @@ export async function attemptUpstream(
  * The adapter's call: every member in one order, an absent one `undefined`, so each call has one shape (spreads
  * of optional members gave it one per combination, and every reader of a call a megamorphic load).
  */
-function providerCall(
-  d: AttemptDeps,
-  input: DispatchInput,
-  t: Target,
-  a: Attempt,
-  firstUpstreamChunk: () => void,
-): ProviderCall {
+function providerCall(d: AttemptDeps, input: DispatchInput, t: Target, a: Attempt): ProviderCall {
   const caching = t.model.auto_prompt_caching;
   return {
     endpoint: input.endpoint,
@@ -91,10 +81,19 @@ function providerCall(
     callerHeaders: input.headers,
     traceparent: a.watched?.traceparent,
     requestId: input.requestId || undefined,
-    firstUpstreamChunk: input.stream ? firstUpstreamChunk : undefined,
+    firstUpstreamChunk: input.stream ? firstUpstreamChunkOf(a) : undefined,
     apiKey: input.apiKey,
     model: t.model,
     forTranslation: undefined,
+  };
+}
+
+/** What a translation that writes nothing until later calls when its upstream's first chunk came. */
+function firstUpstreamChunkOf(a: Attempt): () => void {
+  return () => {
+    a.first.at ??= a.now();
+    if (a.first.live) a.first.live.firstAt ??= a.first.at;
+    a.watched?.firstByte();
   };
 }
 
@@ -154,8 +153,11 @@ function callUnderDeadline(d: AttemptDeps, input: DispatchInput, t: Target, sign
   };
 }
 
-/** A provider's result as an outcome: a refusal, a whole answer, or a live stream (its first chunk read when configured). */
-async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOutcome> {
+/**
+ * A provider's result as an outcome: a refusal, a whole answer, or a live stream; a promise only when the stream's
+ * first chunk is read under the deadline (a stream the resources configured).
+ */
+function outcomeOfResult(r: ProviderResult, a: Attempt): AttemptOutcome | Promise<AttemptOutcome> {
   const { t, call } = a;
   if (r.kind === 'refused') {
     call.end();
@@ -191,7 +193,20 @@ async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOu
     if (a.first.at !== undefined) live.firstAt = a.first.at;
     return { kind: 'response', status: 200, retryAfter: null, live };
   }
-  const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
+  return firstChunkOutcome(r, a, rest, abort);
+}
+
+/** A configured stream's outcome once its first chunk came, read still under the deadline (none in time is a timeout). */
+async function firstChunkOutcome(
+  r: Extract<ProviderResult, { kind: 'stream' }>,
+  a: Attempt,
+  rest: AsyncIterator<Uint8Array>,
+  abort: () => void,
+): Promise<AttemptOutcome> {
+  const { call, startedAt } = a;
+  const { end } = call;
+  const { counted, headers } = r;
+  const first = await rest.next();
   if (first.done) {
     end();
     void r.cancel().catch(() => {});
