@@ -47,7 +47,7 @@ export async function attemptUpstream(
   watched?: WatchedAttempt,
 ): Promise<AttemptOutcome> {
   const now = d.clock ?? systemClock;
-  const a: Attempt = { t, now, startedAt: now(), first: {}, call: callUnderDeadline(d, input, t, signal), watched };
+  const a: Attempt = { t, now, startedAt: now(), first: {}, call: new UnderDeadline(d, input, t, signal), watched };
   try {
     const r = await callProvider(t.adapter, providerCall(d, input, t, a));
     // A whole answer is an outcome at once: no second turn for it.
@@ -108,49 +108,51 @@ interface Attempt {
   watched: WatchedAttempt | undefined;
 }
 
-/** What holds a call to its deadline: the cancel both the timer and the caller abort, and what to release. */
-interface UnderDeadline {
-  cancel: Cancel;
-  deadlineMs: number;
+/**
+ * What holds a call to its deadline: the cancel both the timer and the caller abort, and what to release. A
+ * class: its reads are methods of one object, not closures made per attempt.
+ */
+class UnderDeadline {
+  readonly cancel = new Cancel();
+  readonly deadlineMs: number;
   /** The adapter's fetch: it marks the request as sent. */
-  upstream: UpstreamFetch;
+  readonly upstream: UpstreamFetch;
   /** Whether the request left: a throw before it did (translation, serialisation) is about the body. */
-  sent(): boolean;
-  stopTimer(): void;
-  /** Release the timer, the caller-gone listener and the in-flight count. Idempotent. */
-  end(): void;
-}
+  sent = false;
+  private ended = false;
+  private readonly timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly onCallerGone: () => void;
+  private readonly releaseInFlight: () => void;
 
-/** Start the deadline, listen for the caller leaving and count the attempt in flight. */
-function callUnderDeadline(d: AttemptDeps, input: DispatchInput, t: Target, signal: CancelSignal): UnderDeadline {
-  const cancel = new Cancel();
-  const onCallerGone = () => cancel.abort(CALLER_GONE);
-  // No `once`: `end()` removes it, and a native AbortSignal (Bun's `request.signal`) reads an options object
-  // on every call (docs/performance.md "Decisions on the hot path").
-  signal.addEventListener('abort', onCallerGone);
-  const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
-  const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
-  d.metrics.deploymentRequests.inc(t.labels);
-  const releaseInFlight = d.routing.begin(t.model.id);
-  let sent = false;
-  let ended = false;
-  return {
-    cancel,
-    deadlineMs,
-    upstream: (req) => {
-      sent = true;
+  /** Start the deadline, listen for the caller leaving and count the attempt in flight. */
+  constructor(d: AttemptDeps, input: DispatchInput, t: Target, private readonly signal: CancelSignal) {
+    const cancel = this.cancel;
+    this.onCallerGone = () => cancel.abort(CALLER_GONE);
+    // No `once`: `end()` removes it, and a native AbortSignal (Bun's `request.signal`) reads an options object
+    // on every call (docs/performance.md "Decisions on the hot path").
+    signal.addEventListener('abort', this.onCallerGone);
+    this.deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
+    this.timer = this.deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), this.deadlineMs) : undefined;
+    d.metrics.deploymentRequests.inc(t.labels);
+    this.releaseInFlight = d.routing.begin(t.model.id);
+    this.upstream = (req) => {
+      this.sent = true;
       return d.upstream(req);
-    },
-    sent: () => sent,
-    stopTimer: () => clearTimeout(timer),
-    end: () => {
-      if (ended) return;
-      ended = true;
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onCallerGone);
-      releaseInFlight();
-    },
-  };
+    };
+  }
+
+  stopTimer(): void {
+    clearTimeout(this.timer);
+  }
+
+  /** Release the timer, the caller-gone listener and the in-flight count. Idempotent. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearTimeout(this.timer);
+    this.signal.removeEventListener('abort', this.onCallerGone);
+    this.releaseInFlight();
+  }
 }
 
 /**
@@ -182,7 +184,7 @@ function outcomeOfResult(r: ProviderResult, a: Attempt): AttemptOutcome | Promis
   }
   const rest = r.chunks[Symbol.asyncIterator]();
   const abort = () => call.cancel.abort(CALLER_GONE);
-  const { end } = call;
+  const end = () => call.end(); // a live stream's, called on its own
   const { startedAt } = a;
   const { counted, headers } = r;
   if (!t.streamConfigured) {
@@ -204,7 +206,7 @@ async function firstChunkOutcome(
   abort: () => void,
 ): Promise<AttemptOutcome> {
   const { call, startedAt } = a;
-  const { end } = call;
+  const end = () => call.end(); // a live stream's, called on its own
   const { counted, headers } = r;
   const first = await rest.next();
   if (first.done) {
@@ -233,7 +235,7 @@ function outcomeOfError(e: unknown, call: UnderDeadline): AttemptOutcome {
     return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
   }
   const message = (e as Error)?.message ?? String(e);
-  if (!call.sent()) return unpreparable(message);
+  if (!call.sent) return unpreparable(message);
   const certificate = certificateProblem(e);
   // The same certificate would come back on a retry: fail over instead, and tell the caller why.
   if (certificate) {
