@@ -75,22 +75,32 @@ async function readCounted(
   return joinBytes(parts, size);
 }
 
+/** What a body that could not be read (the caller hung up, a broken chunked encoding) is answered. */
+const UNREADABLE = 'request payload is invalid: failed to read request body';
+
 /**
- * The body as a JSON object, or the caller's 400 (413 over the limit). `readLimited`'s steps inline: the
- * declared body, the usual one, is decoded from the runtime's buffer without a view or another promise.
+ * The body's bytes under the limit: a declared one, the usual case, straight from the runtime's buffer (no view,
+ * no promise of its own); a declared length over the limit refused before reading.
  */
-export async function readJsonObject(req: Request, limit: number): Promise<Record<string, unknown> | ProxyError> {
+function limitedBytes(req: Request, limit: number): Promise<ArrayBuffer | Uint8Array | ProxyError> | ProxyError {
   const declared = req.headers.get('content-length');
   if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
+  return limit === 0 || declared !== null || !req.body ? req.arrayBuffer() : readCounted(req.body, limit);
+}
+
+/** The body as a JSON object, or the caller's 400 (413 over the limit). */
+export async function readJsonObject(req: Request, limit: number): Promise<Record<string, unknown> | ProxyError> {
   let bytes: ArrayBuffer | Uint8Array | ProxyError;
   try {
-    bytes = limit === 0 || declared !== null || !req.body
-      ? await req.arrayBuffer()
-      : await readCounted(req.body, limit);
+    bytes = await limitedBytes(req, limit);
   } catch {
-    return errors.badRequest('request payload is invalid: failed to read request body');
+    return errors.badRequest(UNREADABLE);
   }
-  if (bytes instanceof ProxyError) return bytes;
+  return bytes instanceof ProxyError ? bytes : jsonObjectOf(req, bytes);
+}
+
+/** The read body's JSON object, or the caller's 400 in AISIX's words. */
+function jsonObjectOf(req: Request, bytes: ArrayBuffer | Uint8Array): Record<string, unknown> | ProxyError {
   if (!declaredJson(req)) return errors.badRequest(INVALID_JSON);
   let value: unknown;
   try {
@@ -105,11 +115,19 @@ export async function readJsonObject(req: Request, limit: number): Promise<Recor
   return value as Record<string, unknown>;
 }
 
+/** The JSON body step: read, parse and check in one async function, awaiting only the body's bytes. */
 export function readBodyStep(limit: number): Step {
   return {
     name: 'read body',
     async run(call) {
-      const body = await readJsonObject(call.c.req.raw, limit);
+      const req = call.c.req.raw;
+      let bytes: ArrayBuffer | Uint8Array | ProxyError;
+      try {
+        bytes = await limitedBytes(req, limit);
+      } catch {
+        return errors.badRequest(UNREADABLE);
+      }
+      const body = bytes instanceof ProxyError ? bytes : jsonObjectOf(req, bytes);
       if (body instanceof ProxyError) return body;
       const invalid = validateBody(call.route.call, body);
       if (invalid) return errors.badRequest(invalid);
