@@ -47,16 +47,16 @@ export interface DispatcherDeps {
 
 export class Dispatcher {
   private readonly recorder: AttemptRecorder;
+  /** What planning reads, made once rather than per request. */
+  private readonly planDeps: Parameters<typeof planTargets>[0];
 
   constructor(private readonly d: DispatcherDeps) {
     this.recorder = new AttemptRecorder(d);
+    this.planDeps = { upstream: d.config.upstream, health: d.health, routing: d.routing };
   }
 
   async dispatch(input: DispatchInput): Promise<DispatchResult> {
-    const plan = planTargets(
-      { upstream: this.d.config.upstream, health: this.d.health, routing: this.d.routing },
-      input,
-    );
+    const plan = planTargets(this.planDeps, input);
     if (!('order' in plan)) return { kind: 'error', failure: plan };
     if (!input.stream) {
       // JSON: the caller's own signal is the only one the loop needs (the runtime aborts it when the
