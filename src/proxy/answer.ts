@@ -160,14 +160,13 @@ export class Answerer implements Answering {
 
   /** The caller's answer for a dispatch result, in the caller's wire. */
   respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
-    const scrub = this.scrubber(call);
     const dropped = (r.kind === 'stream' || r.kind === 'response') ? r.headers?.[DROPPED_HEADER] : undefined;
     if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
     if (r.kind === 'stream' && call.route.relay && this.d.relay) {
       const headers = this.answerHeaders({}, r.headers, call, r);
-      return this.d.relay(call, r, { clock: this.d.clock, scrub, headers });
+      return this.d.relay(call, r, { clock: this.d.clock, scrub: this.scrubber(call), headers });
     }
-    if (r.kind === 'stream') return this.respondStream(call, r, scrub);
+    if (r.kind === 'stream') return this.respondStream(call, r, this.scrubber(call));
     const { rec } = call;
     rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
@@ -176,7 +175,9 @@ export class Answerer implements Answering {
       if (r.counted) read.usage = fromCounts(r.counted);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
-      call.state.get(CALL_WATCH)?.answered(r.body, scrub);
+      // The scrubber is made for a watcher only: a plain answer needs none.
+      const watch = call.state.get(CALL_WATCH);
+      if (watch) watch.answered(r.body, this.scrubber(call));
       const headers = this.answerHeaders({ 'content-type': r.contentType }, r.headers, call, r);
       // The upstream stated its usage and no permit waits for it (the common case): what the chain below would
       // do, without its promises and turns.
@@ -195,6 +196,7 @@ export class Answerer implements Answering {
       rec.failed('client_closed', 'the caller closed the connection before the answer');
       return new Response(null, { status: 499 }); // nginx's "client closed request": nobody reads it
     }
+    const scrub = this.scrubber(call);
     if (r.kind === 'error') {
       const e = fromFailure(r.failure);
       const res = fail(call.c, new ProxyError(e.status, e.type, scrub()(e.message), e.code, e.headers));
