@@ -3,8 +3,12 @@
 // allocated, not what survived). Per run: the bench configuration, the mock upstream on Bun, `--warmup` requests
 // uncounted, then `--requests` sampled, four in flight over keep-alive connections. The bundle's frames are named
 // through its source map. Allocation does not depend on the machine's load (bench/results/own-work-2026-12-06.md).
+// A sample names the outermost function of optimised code, so what the compilers inlined counts as its caller's;
+// `--no-inline` turns their inlining off to name each allocating function (it allocates more: escape analysis
+// needs inlining, so its totals are for attribution, not for comparing trees).
 //
 //   node --import tsx bench/alloc-profile.ts [--bare] [--tree DIR] [--requests 10000] [--warmup 20000] [--top 40]
+//     [--no-inline]
 import { readFileSync } from 'node:fs';
 import { SourceMap } from 'node:module';
 import path from 'node:path';
@@ -60,12 +64,14 @@ const mockPort = await startBenchMock();
 const port = await freePort();
 const inspectPort = await freePort();
 const inspect = `--inspect=127.0.0.1:${inspectPort}`;
+const v8Flags = has('no-inline') ? ['--no-turbo-inlining', '--no-maglev-inlining'] : [];
 const upstream = `http://127.0.0.1:${mockPort}`;
 await startUntil(
   process.execPath,
   BARE
     ? [
       inspect,
+      ...v8Flags,
       '--import',
       'tsx',
       path.join(ROOT, 'bench/bare-proxy.ts'),
@@ -74,7 +80,7 @@ await startUntil(
       '--upstream',
       upstream,
     ]
-    : [inspect, path.join(TREE, 'bin/sluice'), '--config', path.join(ROOT, 'bench/config/config.yaml')],
+    : [inspect, ...v8Flags, path.join(TREE, 'bin/sluice'), '--config', path.join(ROOT, 'bench/config/config.yaml')],
   {
     ...process.env,
     SLUICE_BENCH_UPSTREAM: `${upstream}/v1`,

@@ -2,7 +2,7 @@
 // the global fetch on Node, and on Deno it takes the core's `Cancel` as its signal directly where Deno's
 // fetch needs an AbortController per attempt (docs/performance.md "Decisions on the hot path").
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { Agent, buildConnector, request } from 'undici';
+import { Agent, buildConnector, type Dispatcher, request } from 'undici';
 import type { KeyTls, UpstreamFetch, UpstreamOptions, UpstreamResponse, UpstreamTls } from '../src/platform.ts';
 import {
   AnswerBudget,
@@ -61,26 +61,8 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
       signal,
       dispatcher: r.tls ? keyAgents.get(r.tls) : agent,
     });
-    const header = (name: string): string | null => {
-      const v = res.headers[name];
-      return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
-    };
-    // undici's `request` does not decode the body: every header describes it as delivered.
-    const headerList = () =>
-      Object.entries(res.headers).flatMap(([k, v]): [string, string][] =>
-        v === undefined ? [] : Array.isArray(v) ? v.map((x): [string, string] => [k, x]) : [[k, v]]
-      );
     const body = res.body;
-    if (unbounded) {
-      return {
-        status: res.statusCode,
-        header,
-        headerList,
-        body,
-        text: () => body.text(),
-        discard: () => body.dump().then(() => {}),
-      };
-    }
+    if (unbounded) return new UndiciAnswer(res.statusCode, res.headers, body, body, undefined, 0, undefined);
     const h = res.headers['content-length'];
     const declared = Array.isArray(h) ? h[0] : h;
     if (declaresTooMuch(declared, maxBytes)) {
@@ -88,22 +70,51 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
       throw new UpstreamTooLarge(maxBytes);
     }
     // A declared length within the limit bounds the body already (undici fails a body longer than declared;
-    // its `request` does not decompress).
-    const length = declaredLength(declared);
-    // On a limit, the throw ends the `for await` over `body`, which destroys it.
-    const out: UpstreamResponse = {
-      status: res.statusCode,
-      header,
-      headerList,
-      body: maxBytes ? boundedChunks(body, maxBytes) : body,
-      text: () =>
-        length === undefined
-          ? bufferedText(body, maxBytes, budget)
-          : declaredText(length, budget, () => body.text(), body, () => body.destroy()),
-      discard: () => body.dump().then(() => {}),
-    };
-    return out;
+    // its `request` does not decompress). On a limit, the throw ends the `for await` over `body`, which destroys it.
+    const chunks = maxBytes ? boundedChunks(body, maxBytes) : body;
+    return new UndiciAnswer(res.statusCode, res.headers, chunks, body, declaredLength(declared), maxBytes, budget);
   };
+}
+
+/**
+ * An undici answer as the core's `UpstreamResponse`: its reads are methods of one object, not closures made per
+ * answer. Without a `budget` the body is unbounded (no `max_response_bytes`, no buffered-bytes budget).
+ */
+class UndiciAnswer implements UpstreamResponse {
+  constructor(
+    readonly status: number,
+    private readonly headers: Dispatcher.ResponseData['headers'],
+    readonly body: AsyncIterable<Uint8Array>,
+    private readonly raw: Dispatcher.ResponseData['body'],
+    /** The declared length, when it bounds the body (`declaredLength`). */
+    private readonly length: number | undefined,
+    private readonly maxBytes: number,
+    private readonly budget: AnswerBudget | undefined,
+  ) {}
+
+  header(name: string): string | null {
+    const v = this.headers[name];
+    return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+  }
+
+  /** undici's `request` does not decode the body: every header describes it as delivered. */
+  headerList(): [string, string][] {
+    return Object.entries(this.headers).flatMap(([k, v]): [string, string][] =>
+      v === undefined ? [] : Array.isArray(v) ? v.map((x): [string, string] => [k, x]) : [[k, v]]
+    );
+  }
+
+  text(): Promise<string> {
+    const { raw, budget, length } = this;
+    if (budget === undefined) return raw.text();
+    return length === undefined
+      ? bufferedText(raw, this.maxBytes, budget)
+      : declaredText(length, budget, () => raw.text(), raw, () => raw.destroy());
+  }
+
+  discard(): Promise<void> {
+    return this.raw.dump().then(() => {});
+  }
 }
 
 /**

@@ -11,13 +11,23 @@ import { isMediaEndpoint } from './media.ts';
 import { translatedCall } from './translate/via-chat.ts';
 import type { ProviderAdapter, ProviderCall, ProviderResult } from './types.ts';
 
-export async function callProvider(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> {
-  const translated = translatedCall(adapter, call);
-  if (translated) return translated;
-  if (!adapter.supports(call.endpoint)) {
-    return { kind: 'refused', message: `this model (adapter "${adapter.name}") does not serve ${call.endpoint}` };
+/** Not an async function: the adapter's answer is edited in one `then`, without a frame and an await around it. */
+export function callProvider(adapter: ProviderAdapter, call: ProviderCall): Promise<ProviderResult> {
+  try {
+    const translated = translatedCall(adapter, call);
+    if (translated) return translated;
+    if (!adapter.supports(call.endpoint)) {
+      const message = `this model (adapter "${adapter.name}") does not serve ${call.endpoint}`;
+      return Promise.resolve({ kind: 'refused', message });
+    }
+    return adapter.call(call).then((r) => answerOf(r, call));
+  } catch (e) {
+    return Promise.reject(e);
   }
-  const r = await adapter.call(call);
+}
+
+/** The adapter's answer as the caller gets it: usage stated, the caller's model named. */
+function answerOf(r: ProviderResult, call: ProviderCall): ProviderResult {
   const answered = call.endpoint === 'embeddings' ? withEmbeddingUsage(r) : r;
   // Legacy completions pass through as AISIX passes them (test/conformance/surface.test.ts).
   if (call.endpoint === 'count_tokens' || call.endpoint === 'completions' || call.callerModel === undefined) {

@@ -99,9 +99,15 @@ export function withVendorQuirks(adapter: ProviderAdapter): ProviderAdapter {
   return {
     name: adapter.name,
     supports: adapter.supports,
-    async call(c) {
-      const r = await adapter.call(c);
-      return c.endpoint === 'chat' ? normaliseChatResult(r, c.maxSseEventBytes) : r;
+    // Not an async function: another endpoint's answer is the adapter's own promise, a chat answer one `then`.
+    call(c) {
+      try {
+        if (c.endpoint !== 'chat') return adapter.call(c);
+        const maxEventBytes = c.maxSseEventBytes;
+        return adapter.call(c).then((r) => normaliseChatResult(r, maxEventBytes));
+      } catch (e) {
+        return Promise.reject(e);
+      }
     },
   };
 }

@@ -14,6 +14,7 @@ import {
   upstreamResult,
 } from './types.ts';
 import { addKeyHeaders } from './upstream-headers.ts';
+import type { ProviderKey } from '../resources/schema.ts';
 
 const PATHS = {
   chat: '/chat/completions',
@@ -24,6 +25,28 @@ const PATHS = {
 
 function served(endpoint: string): endpoint is keyof typeof PATHS {
   return endpoint in PATHS;
+}
+
+/**
+ * A key's strings every call sends, joined once per key rather than on every call; made again if the key's
+ * secret or base is not the one they were made from.
+ */
+interface KeyStrings {
+  apiKey: string | undefined;
+  apiBase: string | undefined;
+  authorization: string | undefined;
+  urls: { -readonly [E in keyof typeof PATHS]?: string };
+}
+const KEY_STRINGS = new WeakMap<ProviderKey, KeyStrings>();
+
+function keyStrings(key: ProviderKey): KeyStrings {
+  let s = KEY_STRINGS.get(key);
+  if (s === undefined || s.apiKey !== key.api_key || s.apiBase !== key.api_base) {
+    const authorization = key.api_key ? `Bearer ${key.api_key}` : undefined;
+    s = { apiKey: key.api_key, apiBase: key.api_base, authorization, urls: {} };
+    KEY_STRINGS.set(key, s);
+  }
+  return s;
 }
 
 export const openaiAdapter: ProviderAdapter = {
@@ -37,11 +60,12 @@ export const openaiAdapter: ProviderAdapter = {
         c.key.api_key ? { authorization: `Bearer ${c.key.api_key}` } : {},
       );
     }
+    const strings = keyStrings(c.key);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: c.stream ? 'text/event-stream' : 'application/json',
     };
-    if (c.key.api_key) headers.authorization = `Bearer ${c.key.api_key}`;
+    if (strings.authorization) headers.authorization = strings.authorization;
     if (c.traceparent) headers.traceparent = c.traceparent;
     if (c.requestId) headers['x-aisix-request-id'] = c.requestId;
     addKeyHeaders(headers, c);
@@ -50,7 +74,7 @@ export const openaiAdapter: ProviderAdapter = {
     const body = inject ? { ...c.body, stream_options: INJECTED_STREAM_OPTIONS } : c.body;
     const res = await c.upstream({
       // Native Responses joins as AISIX's direct-HTTP families do (a bare host gets `/v1`); chat keeps the base.
-      url: c.endpoint === 'responses'
+      url: strings.urls[c.endpoint as keyof typeof PATHS] ??= c.endpoint === 'responses'
         ? directUrl(c.key.api_base ?? '', PATHS.responses)
         : `${c.key.api_base}${PATHS[c.endpoint as keyof typeof PATHS]}`,
       method: 'POST',

@@ -212,19 +212,28 @@ export function isEventStream(contentType: string | null): boolean {
  * An HTTP adapter's answer: a 2xx stream passes through as it arrives; anything else is read whole. Throws
  * `UpstreamNotEventStream` (its body discarded unread) for a 2xx to a stream request that is not SSE.
  */
-export async function upstreamResult(res: UpstreamResponse, stream: boolean): Promise<ProviderResult> {
-  if (stream && res.status >= 200 && res.status < 300) {
-    const contentType = res.header('content-type');
-    if (!isEventStream(contentType)) {
-      void res.discard().catch(() => {});
-      throw new UpstreamNotEventStream(res.status, contentType);
+export function upstreamResult(res: UpstreamResponse, stream: boolean): Promise<ProviderResult> {
+  try {
+    if (stream && res.status >= 200 && res.status < 300) {
+      const contentType = res.header('content-type');
+      if (!isEventStream(contentType)) {
+        void res.discard().catch(() => {});
+        throw new UpstreamNotEventStream(res.status, contentType);
+      }
+      return Promise.resolve({ kind: 'stream', chunks: res.body, cancel: () => res.discard() });
     }
-    return { kind: 'stream', chunks: res.body, cancel: () => res.discard() };
+    // Not an async function: the whole answer is one `then` on its text, without a frame and an await around it.
+    return res.text().then((body) => wholeResult(res, body));
+  } catch (e) {
+    return Promise.reject(e);
   }
+}
+
+function wholeResult(res: UpstreamResponse, body: string): ProviderResult {
   return {
     kind: 'response',
     status: res.status,
-    body: await res.text(),
+    body,
     contentType: res.header('content-type') ?? 'application/json',
     retryAfter: res.header('retry-after'),
   };

@@ -17,7 +17,7 @@ import type { StreamEnd } from '../providers/types.ts';
 import { TargetLimits } from '../policies/target-gate.ts';
 import type { RoutingModel } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
-import type { Dispatcher, DispatchResult } from '../routing/dispatch.ts';
+import type { Dispatcher, DispatchInput, DispatchResult } from '../routing/dispatch.ts';
 import { NO_OP_PERMIT, type RateLimiter } from '../routing/rate-limit.ts';
 import { CALL_WATCH } from './call-watch.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
@@ -80,15 +80,40 @@ export interface AnswerDeps {
 export class Answerer implements Answering {
   constructor(private readonly d: AnswerDeps) {}
 
-  /** Dispatch with its attempts; the permit is released if dispatch throws. */
-  async dispatch(call: ModelCall): Promise<DispatchResult> {
+  /**
+   * Dispatch with its attempts; the permit is released if dispatch throws. Not an async function: the dispatcher's
+   * promise is followed by one `then`, without a frame and an await around it.
+   */
+  dispatch(call: ModelCall): Promise<DispatchResult> {
+    let limits: TargetLimits | undefined;
+    try {
+      limits = this.prepare(call);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    let sent: Promise<DispatchResult>;
+    try {
+      sent = this.d.dispatcher.dispatch(this.inputOf(call, limits));
+    } catch (e) {
+      void call.permit.end();
+      return Promise.reject(e);
+    }
+    return sent.then((r) => {
+      call.rec.answered(r);
+      return r;
+    }, (e) => {
+      void call.permit.end();
+      throw e;
+    });
+  }
+
+  /** The call's record told what is dispatched, its targets' limits joined to its permit (returned), a watcher told. */
+  private prepare(call: ModelCall): TargetLimits | undefined {
     const { resolved, caller, body, rec, route } = call;
-    const stream = route.streams === true && body.stream === true;
-    const relay = route.relay === true; // media: the answer's bytes pass as they come (src/media/relay.ts)
     const m = resolved.model;
     const key = m.kind === 'direct' ? caller.snapshot.providerKeys.get(m.provider_key_id) : undefined;
     rec.dispatching(
-      stream,
+      route.streams === true && body.stream === true,
       m.kind === 'direct' && key ? { model: m, key, upstreamModel: resolved.upstreamModel ?? m.model_name } : undefined,
     );
     const limits = m.kind === 'routing' && targetsLimited(caller.snapshot, m)
@@ -97,36 +122,38 @@ export class Answerer implements Answering {
     if (limits) call.permit = limits.with(call.permit);
     const watch = call.state.get(CALL_WATCH);
     if (watch) watch.sending(body, this.scrubber(call));
-    let r: DispatchResult;
-    try {
-      // Every member present, an absent one undefined: conditional spreads are copied through a slow path on
-      // JavaScriptCore, and gave the input one shape per combination.
-      r = await this.d.dispatcher.dispatch({
-        attempts: watch?.attempts, // undefined when unwatched
-        snapshot: caller.snapshot,
-        model: m,
-        upstreamModel: resolved.upstreamModel,
-        endpoint: route.call,
-        wire: route.wire,
-        body,
-        form: call.form,
-        stream: stream || relay,
-        relay: relay || undefined,
-        signal: call.c.env?.closed ?? call.c.req.raw.signal,
-        headers: call.headers,
-        apiKeyId: caller.key.id,
-        apiKey: caller.key,
-        clientIp: call.clientIp,
-        reserveTarget: limits?.reserve,
-        requestId: rec.requestId,
-        onAttempt: rec.facet(USAGE_PART).attempt,
-      });
-    } catch (e) {
-      void call.permit.end();
-      throw e;
-    }
-    rec.answered(r);
-    return r;
+    return limits;
+  }
+
+  /** The dispatcher's input for `call`. */
+  private inputOf(call: ModelCall, limits: TargetLimits | undefined): DispatchInput {
+    const { resolved, caller, body, rec, route } = call;
+    const stream = route.streams === true && body.stream === true;
+    const relay = route.relay === true; // media: the answer's bytes pass as they come (src/media/relay.ts)
+    const m = resolved.model;
+    const watch = call.state.get(CALL_WATCH);
+    // Every member present, an absent one undefined: conditional spreads are copied through a slow path on
+    // JavaScriptCore, and gave the input one shape per combination.
+    return {
+      attempts: watch?.attempts, // undefined when unwatched
+      snapshot: caller.snapshot,
+      model: m,
+      upstreamModel: resolved.upstreamModel,
+      endpoint: route.call,
+      wire: route.wire,
+      body,
+      form: call.form,
+      stream: stream || relay,
+      relay: relay || undefined,
+      signal: call.c.env?.closed ?? call.c.req.raw.signal,
+      headers: call.headers,
+      apiKeyId: caller.key.id,
+      apiKey: caller.key,
+      clientIp: call.clientIp,
+      reserveTarget: limits?.reserve,
+      requestId: rec.requestId,
+      onAttempt: rec.facet(USAGE_PART).attempt,
+    };
   }
 
   /** A step's refusal, recorded and answered in the caller's wire. */
@@ -160,14 +187,13 @@ export class Answerer implements Answering {
 
   /** The caller's answer for a dispatch result, in the caller's wire. */
   respond(call: ModelCall, r: DispatchResult): Response | Promise<Response> {
-    const scrub = this.scrubber(call);
     const dropped = (r.kind === 'stream' || r.kind === 'response') ? r.headers?.[DROPPED_HEADER] : undefined;
     if (dropped !== undefined) call.rec.facet(DROPPED_RECORD).items = dropped;
     if (r.kind === 'stream' && call.route.relay && this.d.relay) {
       const headers = this.answerHeaders({}, r.headers, call, r);
-      return this.d.relay(call, r, { clock: this.d.clock, scrub, headers });
+      return this.d.relay(call, r, { clock: this.d.clock, scrub: this.scrubber(call), headers });
     }
-    if (r.kind === 'stream') return this.respondStream(call, r, scrub);
+    if (r.kind === 'stream') return this.respondStream(call, r, this.scrubber(call));
     const { rec } = call;
     rec.firstByte(this.d.clock());
     if (r.kind === 'response' && r.status < 300) {
@@ -176,7 +202,9 @@ export class Answerer implements Answering {
       if (r.counted) read.usage = fromCounts(r.counted);
       if (call.route.call === 'embeddings') read.usage = embeddingsUsage(read.usage);
       if (call.route.call === 'rerank') read.usage = rerankUsage(r.body);
-      call.state.get(CALL_WATCH)?.answered(r.body, scrub);
+      // The scrubber is made for a watcher only: a plain answer needs none.
+      const watch = call.state.get(CALL_WATCH);
+      if (watch) watch.answered(r.body, this.scrubber(call));
       const headers = this.answerHeaders({ 'content-type': r.contentType }, r.headers, call, r);
       // The upstream stated its usage and no permit waits for it (the common case): what the chain below would
       // do, without its promises and turns.
@@ -195,6 +223,7 @@ export class Answerer implements Answering {
       rec.failed('client_closed', 'the caller closed the connection before the answer');
       return new Response(null, { status: 499 }); // nginx's "client closed request": nobody reads it
     }
+    const scrub = this.scrubber(call);
     if (r.kind === 'error') {
       const e = fromFailure(r.failure);
       const res = fail(call.c, new ProxyError(e.status, e.type, scrub()(e.message), e.code, e.headers));

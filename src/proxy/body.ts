@@ -51,7 +51,15 @@ export async function readLimited(req: Request, limit: number): Promise<Uint8Arr
   const declared = req.headers.get('content-length');
   if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
   if (limit === 0 || declared !== null || !req.body) return new Uint8Array(await req.arrayBuffer());
-  const reader = req.body.getReader();
+  return await readCounted(req.body, limit);
+}
+
+/** An undeclared body, counted as it streams in and refused (413) once over `limit`. */
+async function readCounted(
+  body: ReadableStream<Uint8Array>,
+  limit: number,
+): Promise<Uint8Array<ArrayBuffer> | ProxyError> {
+  const reader = body.getReader();
   const parts: Uint8Array[] = [];
   let size = 0;
   for (;;) {
@@ -67,14 +75,32 @@ export async function readLimited(req: Request, limit: number): Promise<Uint8Arr
   return joinBytes(parts, size);
 }
 
+/** What a body that could not be read (the caller hung up, a broken chunked encoding) is answered. */
+const UNREADABLE = 'request payload is invalid: failed to read request body';
+
+/**
+ * The body's bytes under the limit: a declared one, the usual case, straight from the runtime's buffer (no view,
+ * no promise of its own); a declared length over the limit refused before reading.
+ */
+function limitedBytes(req: Request, limit: number): Promise<ArrayBuffer | Uint8Array | ProxyError> | ProxyError {
+  const declared = req.headers.get('content-length');
+  if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
+  return limit === 0 || declared !== null || !req.body ? req.arrayBuffer() : readCounted(req.body, limit);
+}
+
+/** The body as a JSON object, or the caller's 400 (413 over the limit). */
 export async function readJsonObject(req: Request, limit: number): Promise<Record<string, unknown> | ProxyError> {
-  let bytes: Uint8Array | ProxyError;
+  let bytes: ArrayBuffer | Uint8Array | ProxyError;
   try {
-    bytes = await readLimited(req, limit);
+    bytes = await limitedBytes(req, limit);
   } catch {
-    return errors.badRequest('request payload is invalid: failed to read request body');
+    return errors.badRequest(UNREADABLE);
   }
-  if (bytes instanceof ProxyError) return bytes;
+  return bytes instanceof ProxyError ? bytes : jsonObjectOf(req, bytes);
+}
+
+/** The read body's JSON object, or the caller's 400 in AISIX's words. */
+function jsonObjectOf(req: Request, bytes: ArrayBuffer | Uint8Array): Record<string, unknown> | ProxyError {
   if (!declaredJson(req)) return errors.badRequest(INVALID_JSON);
   let value: unknown;
   try {
@@ -89,11 +115,19 @@ export async function readJsonObject(req: Request, limit: number): Promise<Recor
   return value as Record<string, unknown>;
 }
 
+/** The JSON body step: read, parse and check in one async function, awaiting only the body's bytes. */
 export function readBodyStep(limit: number): Step {
   return {
     name: 'read body',
     async run(call) {
-      const body = await readJsonObject(call.c.req.raw, limit);
+      const req = call.c.req.raw;
+      let bytes: ArrayBuffer | Uint8Array | ProxyError;
+      try {
+        bytes = await limitedBytes(req, limit);
+      } catch {
+        return errors.badRequest(UNREADABLE);
+      }
+      const body = bytes instanceof ProxyError ? bytes : jsonObjectOf(req, bytes);
       if (body instanceof ProxyError) return body;
       const invalid = validateBody(call.route.call, body);
       if (invalid) return errors.badRequest(invalid);

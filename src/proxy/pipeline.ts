@@ -237,11 +237,21 @@ export class SnapshotPipelines {
     return pipeline;
   }
 
-  /** One model call: `identify`, then the rest of its snapshot's pipeline. */
-  async run(call: ModelCall): Promise<Response> {
-    let r = this.core.identify.run(call);
-    if (r instanceof Promise) r = await r;
-    if (r !== undefined) return r instanceof ProxyError ? this.core.answer.refuse(call, r) : r;
+  /**
+   * One model call: `identify`, then the rest of its snapshot's pipeline. Not an async function: when `identify`
+   * decides at once, the pipeline's own promise is the call's, without a frame and a turn wrapped around it.
+   */
+  run(call: ModelCall): Promise<Response> {
+    try {
+      const r = this.core.identify.run(call);
+      return r instanceof Promise ? r.then((v) => this.identified(call, v)) : this.identified(call, r);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  private identified(call: ModelCall, r: StepResult): Promise<Response> {
+    if (r !== undefined) return Promise.resolve(r instanceof ProxyError ? this.core.answer.refuse(call, r) : r);
     return runModelCall(this.of(call.caller.snapshot), call);
   }
 }

@@ -152,10 +152,6 @@ export function trackRequests(
       });
     }
     const releaseSlot = d.lifecycle.acquire();
-    const release = () => {
-      releaseSlot();
-      d.metrics.proxyInFlight.inc(inFlight, -1);
-    };
     // A declared length over the limit: refused before authentication, the body drained so the caller reads
     // the answer (body-limit.ts).
     const declaredOver = bodyLimit.over(c.req.raw);
@@ -165,9 +161,16 @@ export function trackRequests(
     if (!c.get('stamped')) res.headers.set('x-aisix-request-id', rec.requestId);
     const stream = c.get('stream');
     // A streamed body holds the slot until its last byte; the pump reports the end.
-    if (stream) stream.onEnd = streamEnd(rec, watch, res.status, release, telemetry, d.clock, stream);
-    else {
-      release();
+    if (stream) {
+      const release = () => {
+        releaseSlot();
+        d.metrics.proxyInFlight.inc(inFlight, -1);
+      };
+      stream.onEnd = streamEnd(rec, watch, res.status, release, telemetry, d.clock, stream);
+    } else {
+      // A whole answer is released here and now: no closure for it.
+      releaseSlot();
+      d.metrics.proxyInFlight.inc(inFlight, -1);
       telemetry(rec, watch, res.status);
     }
   };

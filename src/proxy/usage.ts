@@ -76,7 +76,9 @@ function fold(into: Usage, usage: unknown, parts?: AnthropicInput): void {
   if (typeof usage !== 'object' || usage === null) return;
   const u = usage as Record<string, unknown>;
   const prompt = n(u.prompt_tokens);
-  const [input, creation, read] = [n(u.input_tokens), n(u.cache_creation_input_tokens), n(u.cache_read_input_tokens)];
+  const input = n(u.input_tokens);
+  const creation = n(u.cache_creation_input_tokens);
+  const read = n(u.cache_read_input_tokens);
   if (prompt !== undefined) into.input = prompt;
   else if (input !== undefined || creation !== undefined || read !== undefined) {
     const p = parts ?? { input: 0, cacheCreation: 0, cacheRead: 0 };
@@ -87,15 +89,20 @@ function fold(into: Usage, usage: unknown, parts?: AnthropicInput): void {
     if (p.cacheCreation > 0) into.cacheCreation = p.cacheCreation;
     if (p.cacheRead > 0) into.cacheRead = p.cacheRead;
   }
-  const details = (k: string, field: string) => n((u[k] as Record<string, unknown> | null | undefined)?.[field]);
-  const cached = details('prompt_tokens_details', 'cached_tokens') ?? details('input_tokens_details', 'cached_tokens');
+  const cached = details(u, 'prompt_tokens_details', 'cached_tokens') ??
+    details(u, 'input_tokens_details', 'cached_tokens');
   if (cached) into.cachedPrompt = cached;
-  const reasoning = details('completion_tokens_details', 'reasoning_tokens') ??
-    details('output_tokens_details', 'reasoning_tokens');
+  const reasoning = details(u, 'completion_tokens_details', 'reasoning_tokens') ??
+    details(u, 'output_tokens_details', 'reasoning_tokens');
   if (reasoning) into.reasoning = reasoning;
   const output = n(u.completion_tokens) ?? n(u.output_tokens);
   if (output !== undefined) into.output = output;
   if (n(u.total_tokens) !== undefined) into.total = n(u.total_tokens);
+}
+
+/** A count inside one of a usage's detail objects (`prompt_tokens_details.cached_tokens`). */
+function details(u: Record<string, unknown>, k: string, field: string): number | undefined {
+  return n((u[k] as Record<string, unknown> | null | undefined)?.[field]);
 }
 
 /**

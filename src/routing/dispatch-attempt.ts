@@ -47,16 +47,12 @@ export async function attemptUpstream(
   watched?: WatchedAttempt,
 ): Promise<AttemptOutcome> {
   const now = d.clock ?? systemClock;
-  const a: Attempt = { t, now, startedAt: now(), first: {}, call: callUnderDeadline(d, input, t, signal), watched };
-  // A translation that writes nothing until later says when its upstream's first chunk came.
-  const firstUpstreamChunk = () => {
-    a.first.at ??= now();
-    if (a.first.live) a.first.live.firstAt ??= a.first.at;
-    watched?.firstByte();
-  };
+  const a: Attempt = { t, now, startedAt: now(), first: {}, call: new UnderDeadline(d, input, t, signal), watched };
   try {
-    const r = await callProvider(t.adapter, providerCall(d, input, t, a, firstUpstreamChunk));
-    return await outcomeOfResult(r, a);
+    const r = await callProvider(t.adapter, providerCall(d, input, t, a));
+    // A whole answer is an outcome at once: no second turn for it.
+    const o = outcomeOfResult(r, a);
+    return o instanceof Promise ? await o : o;
   } catch (e) {
     a.call.end();
     return outcomeOfError(e, a.call);
@@ -67,13 +63,7 @@ export async function attemptUpstream(
  * The adapter's call: every member in one order, an absent one `undefined`, so each call has one shape (spreads
  * of optional members gave it one per combination, and every reader of a call a megamorphic load).
  */
-function providerCall(
-  d: AttemptDeps,
-  input: DispatchInput,
-  t: Target,
-  a: Attempt,
-  firstUpstreamChunk: () => void,
-): ProviderCall {
+function providerCall(d: AttemptDeps, input: DispatchInput, t: Target, a: Attempt): ProviderCall {
   const caching = t.model.auto_prompt_caching;
   return {
     endpoint: input.endpoint,
@@ -91,10 +81,19 @@ function providerCall(
     callerHeaders: input.headers,
     traceparent: a.watched?.traceparent,
     requestId: input.requestId || undefined,
-    firstUpstreamChunk: input.stream ? firstUpstreamChunk : undefined,
+    firstUpstreamChunk: input.stream ? firstUpstreamChunkOf(a) : undefined,
     apiKey: input.apiKey,
     model: t.model,
     forTranslation: undefined,
+  };
+}
+
+/** What a translation that writes nothing until later calls when its upstream's first chunk came. */
+function firstUpstreamChunkOf(a: Attempt): () => void {
+  return () => {
+    a.first.at ??= a.now();
+    if (a.first.live) a.first.live.firstAt ??= a.first.at;
+    a.watched?.firstByte();
   };
 }
 
@@ -109,53 +108,58 @@ interface Attempt {
   watched: WatchedAttempt | undefined;
 }
 
-/** What holds a call to its deadline: the cancel both the timer and the caller abort, and what to release. */
-interface UnderDeadline {
-  cancel: Cancel;
-  deadlineMs: number;
+/**
+ * What holds a call to its deadline: the cancel both the timer and the caller abort, and what to release. A
+ * class: its reads are methods of one object, not closures made per attempt.
+ */
+class UnderDeadline {
+  readonly cancel = new Cancel();
+  readonly deadlineMs: number;
   /** The adapter's fetch: it marks the request as sent. */
-  upstream: UpstreamFetch;
+  readonly upstream: UpstreamFetch;
   /** Whether the request left: a throw before it did (translation, serialisation) is about the body. */
-  sent(): boolean;
-  stopTimer(): void;
-  /** Release the timer, the caller-gone listener and the in-flight count. Idempotent. */
-  end(): void;
-}
+  sent = false;
+  private ended = false;
+  private readonly timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly onCallerGone: () => void;
+  private readonly releaseInFlight: () => void;
 
-/** Start the deadline, listen for the caller leaving and count the attempt in flight. */
-function callUnderDeadline(d: AttemptDeps, input: DispatchInput, t: Target, signal: CancelSignal): UnderDeadline {
-  const cancel = new Cancel();
-  const onCallerGone = () => cancel.abort(CALLER_GONE);
-  // No `once`: `end()` removes it, and a native AbortSignal (Bun's `request.signal`) reads an options object
-  // on every call (docs/performance.md "Decisions on the hot path").
-  signal.addEventListener('abort', onCallerGone);
-  const deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
-  const timer = deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), deadlineMs) : undefined;
-  d.metrics.deploymentRequests.inc(t.labels);
-  const releaseInFlight = d.routing.begin(t.model.id);
-  let sent = false;
-  let ended = false;
-  return {
-    cancel,
-    deadlineMs,
-    upstream: (req) => {
-      sent = true;
+  /** Start the deadline, listen for the caller leaving and count the attempt in flight. */
+  constructor(d: AttemptDeps, input: DispatchInput, t: Target, private readonly signal: CancelSignal) {
+    const cancel = this.cancel;
+    this.onCallerGone = () => cancel.abort(CALLER_GONE);
+    // No `once`: `end()` removes it, and a native AbortSignal (Bun's `request.signal`) reads an options object
+    // on every call (docs/performance.md "Decisions on the hot path").
+    signal.addEventListener('abort', this.onCallerGone);
+    this.deadlineMs = input.stream ? t.silenceMs : t.timeoutMs;
+    this.timer = this.deadlineMs > 0 ? setTimeout(() => cancel.abort(TIMED_OUT), this.deadlineMs) : undefined;
+    d.metrics.deploymentRequests.inc(t.labels);
+    this.releaseInFlight = d.routing.begin(t.model.id);
+    this.upstream = (req) => {
+      this.sent = true;
       return d.upstream(req);
-    },
-    sent: () => sent,
-    stopTimer: () => clearTimeout(timer),
-    end: () => {
-      if (ended) return;
-      ended = true;
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onCallerGone);
-      releaseInFlight();
-    },
-  };
+    };
+  }
+
+  stopTimer(): void {
+    clearTimeout(this.timer);
+  }
+
+  /** Release the timer, the caller-gone listener and the in-flight count. Idempotent. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearTimeout(this.timer);
+    this.signal.removeEventListener('abort', this.onCallerGone);
+    this.releaseInFlight();
+  }
 }
 
-/** A provider's result as an outcome: a refusal, a whole answer, or a live stream (its first chunk read when configured). */
-async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOutcome> {
+/**
+ * A provider's result as an outcome: a refusal, a whole answer, or a live stream; a promise only when the stream's
+ * first chunk is read under the deadline (a stream the resources configured).
+ */
+function outcomeOfResult(r: ProviderResult, a: Attempt): AttemptOutcome | Promise<AttemptOutcome> {
   const { t, call } = a;
   if (r.kind === 'refused') {
     call.end();
@@ -180,7 +184,7 @@ async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOu
   }
   const rest = r.chunks[Symbol.asyncIterator]();
   const abort = () => call.cancel.abort(CALLER_GONE);
-  const { end } = call;
+  const end = () => call.end(); // a live stream's, called on its own
   const { startedAt } = a;
   const { counted, headers } = r;
   if (!t.streamConfigured) {
@@ -191,7 +195,20 @@ async function outcomeOfResult(r: ProviderResult, a: Attempt): Promise<AttemptOu
     if (a.first.at !== undefined) live.firstAt = a.first.at;
     return { kind: 'response', status: 200, retryAfter: null, live };
   }
-  const first = await rest.next(); // still under the deadline: no first chunk in time is a timeout
+  return firstChunkOutcome(r, a, rest, abort);
+}
+
+/** A configured stream's outcome once its first chunk came, read still under the deadline (none in time is a timeout). */
+async function firstChunkOutcome(
+  r: Extract<ProviderResult, { kind: 'stream' }>,
+  a: Attempt,
+  rest: AsyncIterator<Uint8Array>,
+  abort: () => void,
+): Promise<AttemptOutcome> {
+  const { call, startedAt } = a;
+  const end = () => call.end(); // a live stream's, called on its own
+  const { counted, headers } = r;
+  const first = await rest.next();
   if (first.done) {
     end();
     void r.cancel().catch(() => {});
@@ -218,7 +235,7 @@ function outcomeOfError(e: unknown, call: UnderDeadline): AttemptOutcome {
     return e.upstreamAtFault ? refused : { ...refused, notUpstream: true };
   }
   const message = (e as Error)?.message ?? String(e);
-  if (!call.sent()) return unpreparable(message);
+  if (!call.sent) return unpreparable(message);
   const certificate = certificateProblem(e);
   // The same certificate would come back on a retry: fail over instead, and tell the caller why.
   if (certificate) {

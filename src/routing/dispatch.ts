@@ -47,24 +47,29 @@ export interface DispatcherDeps {
 
 export class Dispatcher {
   private readonly recorder: AttemptRecorder;
+  /** What planning reads, made once rather than per request. */
+  private readonly planDeps: Parameters<typeof planTargets>[0];
 
   constructor(private readonly d: DispatcherDeps) {
     this.recorder = new AttemptRecorder(d);
+    this.planDeps = { upstream: d.config.upstream, health: d.health, routing: d.routing };
   }
 
-  async dispatch(input: DispatchInput): Promise<DispatchResult> {
-    const plan = planTargets(
-      { upstream: this.d.config.upstream, health: this.d.health, routing: this.d.routing },
-      input,
-    );
-    if (!('order' in plan)) return { kind: 'error', failure: plan };
-    if (!input.stream) {
+  /** Not an async function: a JSON request's answer is one `then` on the loop, without a frame around it. */
+  dispatch(input: DispatchInput): Promise<DispatchResult> {
+    try {
+      const plan = planTargets(this.planDeps, input);
+      if (!('order' in plan)) return Promise.resolve({ kind: 'error', failure: plan });
       // JSON: the caller's own signal is the only one the loop needs (the runtime aborts it when the
       // connection closes before the response finished).
-      const a = answerOf(await this.run(input, plan, input.signal));
-      if (a.kind === 'live') throw new Error('unreachable: only a streamed request produces a live stream');
-      return a;
+      if (!input.stream) return this.run(input, plan, input.signal).then(wholeAnswerOf);
+      return this.dispatchStream(input, plan);
+    } catch (e) {
+      return Promise.reject(e);
     }
+  }
+
+  private async dispatchStream(input: DispatchInput, plan: Plan): Promise<DispatchResult> {
     // A stream's consumer can also stop the loop (the caller left while it was still failing over).
     const controller = new Cancel();
     if (input.signal.aborted) controller.abort();
@@ -131,6 +136,13 @@ export class Dispatcher {
       },
     });
   }
+}
+
+/** A JSON request's answer from the loop's result. */
+function wholeAnswerOf(run: Run): DispatchResult {
+  const a = answerOf(run);
+  if (a.kind === 'live') throw new Error('unreachable: only a streamed request produces a live stream');
+  return a;
 }
 
 /** The caller's answer from the loop's result; a stream that started comes back as `live`. */

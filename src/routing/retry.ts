@@ -201,8 +201,9 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
         startedAt,
         durationMs: now() - startedAt,
         next,
-        ...(retryAfterSecs === undefined ? {} : { retryAfterSecs }),
       };
+      // Set when there is one, not spread in: no empty object per attempt.
+      if (retryAfterSecs !== undefined) report.retryAfterSecs = retryAfterSecs;
       attempts.push(report);
       opts.onAttempt?.(report);
       if (signal?.aborted) return { kind: 'aborted', attempts };
