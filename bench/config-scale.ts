@@ -357,15 +357,18 @@ async function boot(
   return { g, readyMs, readyCpuS, peak: peakNow, stopPeak: () => clearInterval(timer), loadStallMs: max };
 }
 
+/** Every run's gateway: the proxy and the status listener, no admin, no access log, no drain wait. */
+const LISTENERS = `proxy: { addr: "127.0.0.1:{{proxy}}" }
+admin: { enabled: false }
+observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
+shutdown: { min_drain_secs: 0 }
+`;
+
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function etcdRun(runtime: RuntimeName, endpoint: string): Promise<Row> {
   const config = `etcd: { endpoints: ["${endpoint}"], prefix: ${PREFIX} }
-proxy: { addr: "127.0.0.1:{{proxy}}" }
-admin: { enabled: false }
-observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
-shutdown: { min_drain_secs: 0 }
-${CACHE ? 'managed: { snapshot_cache_path: snapshot-cache.json }\n' : ''}`;
+${LISTENERS}${CACHE ? 'managed: { snapshot_cache_path: snapshot-cache.json }\n' : ''}`;
   const etcdCpu0 = ETCD_PID ? cpuSeconds(Number(ETCD_PID)) : NaN;
   const b = await boot(
     runtime,
@@ -443,11 +446,7 @@ let lastCache = '';
 /** `--restore`: a gateway boots from `cache` with its etcd unreachable; one of the million keys must answer. */
 async function restoreRun(runtime: RuntimeName, cache: string): Promise<Row> {
   const config = `etcd: { endpoints: ["http://127.0.0.1:1"], prefix: ${PREFIX} }
-proxy: { addr: "127.0.0.1:{{proxy}}" }
-admin: { enabled: false }
-observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
-shutdown: { min_drain_secs: 0 }
-managed: { snapshot_cache_path: "${cache}" }
+${LISTENERS}managed: { snapshot_cache_path: "${cache}" }
 `;
   const b = await boot(
     runtime,
@@ -485,12 +484,7 @@ async function fileRun(runtime: RuntimeName, upstream: string): Promise<Row> {
     spawnedAt = performance.now();
     return spawnGateway({
       runtime,
-      config: `resources_file: resources.yaml
-proxy: { addr: "127.0.0.1:{{proxy}}" }
-admin: { enabled: false }
-observability: { access_log: false, metrics: { prometheus: { addr: "127.0.0.1:{{status}}" } } }
-shutdown: { min_drain_secs: 0 }
-`,
+      config: `resources_file: resources.yaml\n${LISTENERS}`,
       files: { 'resources.yaml': first },
       env: { CALLER_KEY, ...GATEWAY_ENV },
       ...(GATEWAY_EXEC ? { executable: GATEWAY_EXEC } : {}),
