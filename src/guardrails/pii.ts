@@ -5,6 +5,7 @@ import type { Built } from './keyword.ts';
 import { compilePattern, type Match, type Pattern } from './regex.ts';
 import type { PiiDetectorType, PiiRow } from './schema.ts';
 import { ALLOW, type Hook, joined, type Outcome, type Segment } from './types.ts';
+import { paceSteps, runSteps } from '../util/steps.ts';
 
 interface Rule {
   name: string;
@@ -119,27 +120,13 @@ export function buildPii(row: PiiRow): Built<PiiCheck> {
       let size = 0;
       for (const s of segments) size += s.text.length;
       const steps = evaluate(blocks, masks, segments, hook);
-      return size > LARGE_TEXT ? drive(steps) : finish(steps);
+      return size > LARGE_TEXT ? paceSteps(steps, turn) : runSteps(steps);
     },
   };
 }
 
-/** Runs the check to its end without pausing (small texts). */
-function finish(steps: Generator<void, Outcome>): Outcome {
-  let r = steps.next();
-  while (!r.done) r = steps.next();
-  return r.value;
-}
-
-/** Runs the check giving the event loop a turn at each pause (large texts). */
-async function drive(steps: Generator<void, Outcome>): Promise<Outcome> {
-  let r = steps.next();
-  while (!r.done) {
-    await new Promise((res) => setTimeout(res, 0));
-    r = steps.next();
-  }
-  return r.value;
-}
+/** A turn of the event loop at each of the check's pauses (large texts). */
+const turn = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
 
 /** The check, pausing (`yield`) between pieces of work. */
 function* evaluate(

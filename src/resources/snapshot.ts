@@ -15,6 +15,7 @@ import type {
   UsageExporterResource,
 } from './schema.ts';
 import { captureOf, rankWildcards, upstreamModelOf, type WildcardRow, wildcardRow } from './wildcard.ts';
+import { paceSteps, runSteps } from '../util/steps.ts';
 
 /**
  * The served resources of each kind (src/resources/kinds.ts), in the source's order: the name indexes keep
@@ -86,11 +87,7 @@ function isChecked(m: Model): m is DirectModel {
 }
 
 function indexAll(resources: ResourceSet, apiKeys?: ApiKeyIndex): Index {
-  const rows = indexRows(resources, apiKeys);
-  for (;;) {
-    const r = rows.next();
-    if (r.done) return r.value;
-  }
+  return runSteps(indexRows(resources, apiKeys));
 }
 
 export class Snapshot {
@@ -137,13 +134,7 @@ export class Snapshot {
     pace: () => Promise<void> | undefined,
     apiKeys?: ApiKeyIndex,
   ): Promise<Snapshot> {
-    const rows = indexRows(resources, apiKeys);
-    for (;;) {
-      const r = rows.next();
-      if (r.done) return new Snapshot(resources, r.value);
-      const p = pace();
-      if (p) await p;
-    }
+    return new Snapshot(resources, await paceSteps(indexRows(resources, apiKeys), pace));
   }
 
   /**

@@ -7,6 +7,7 @@
 import type { Logger } from '../observability/logger.ts';
 import { MSG } from '../observability/messages.ts';
 import type { PlatformFiles } from '../platform.ts';
+import { paceSteps, runSteps } from '../util/steps.ts';
 import type { RejectedRow } from '../config-facts.ts';
 
 export const CACHE_FORMAT = 'sluice-etcd-snapshot-cache' as const;
@@ -118,11 +119,7 @@ const EMPTY = new Uint8Array(0);
 export function encodeCache(header: CacheHeader, rows: Iterable<[string, string]>): Uint8Array {
   const bytes = new CacheBytes(header);
   for (const [key, json] of rows) bytes.row(key, json);
-  const join = joinBlocks(bytes.end());
-  for (;;) {
-    const r = join.next();
-    if (r.done) return r.value;
-  }
+  return runSteps(joinBlocks(bytes.end()));
 }
 
 /**
@@ -143,13 +140,7 @@ export async function encodeCacheSliced(
     const p = pace();
     if (p) await p;
   }
-  const join = joinBlocks(bytes.end());
-  for (;;) {
-    const r = join.next();
-    if (r.done) return r.value;
-    const p = pace();
-    if (p) await p;
-  }
+  return await paceSteps(joinBlocks(bytes.end()), pace);
 }
 
 /** A cache document found malformed while its rows are taken: the message is the WARN's reason. */

@@ -35,6 +35,7 @@ import type { ApiKey } from '../../resources/schema.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson } from '../../util/crypto.ts';
 import { isPlainApiKey, plainApiKeyText } from '../../resources/plain-api-key.ts';
+import { paceSteps, runSteps } from '../../util/steps.ts';
 
 export type RejectKind =
   | 'bad_key'
@@ -395,11 +396,7 @@ export function judgeKey(
  * order): the Snapshot's name and key-hash indexes keep the last entry of a name, i.e. the row written last.
  */
 export function resourceSet(keys: Iterable<string>, served: ReadonlyMap<string, ServedValue>): ResourceSet {
-  const steps = resourceSetSteps(keys, served);
-  for (;;) {
-    const r = steps.next();
-    if (r.done) return r.value;
-  }
+  return runSteps(resourceSetSteps(keys, served));
 }
 
 /**
@@ -411,13 +408,7 @@ export async function resourceSetPaced(
   served: ReadonlyMap<string, ServedValue>,
   pace: () => Promise<void> | undefined,
 ): Promise<ResourceSet> {
-  const steps = resourceSetSteps(keys, served);
-  for (;;) {
-    const r = steps.next();
-    if (r.done) return r.value;
-    const p = pace();
-    if (p) await p;
-  }
+  return await paceSteps(resourceSetSteps(keys, served), pace);
 }
 
 /** `resourceSet`'s work, yielding after every row and every few entries of its sort. */
