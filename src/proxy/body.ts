@@ -48,10 +48,8 @@ function declaredJson(req: Request): boolean {
 
 /** The body, refused (413) as soon as it is over `limit` bytes (0 = no limit): never held past it. */
 export async function readLimited(req: Request, limit: number): Promise<Uint8Array<ArrayBuffer> | ProxyError> {
-  const declared = req.headers.get('content-length');
-  if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
-  if (limit === 0 || declared !== null || !req.body) return new Uint8Array(await req.arrayBuffer());
-  return await readCounted(req.body, limit);
+  const bytes = await limitedBytes(req, limit);
+  return bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : bytes;
 }
 
 /** An undeclared body, counted as it streams in and refused (413) once over `limit`. */
@@ -82,7 +80,10 @@ const UNREADABLE = 'request payload is invalid: failed to read request body';
  * The body's bytes under the limit: a declared one, the usual case, straight from the runtime's buffer (no view,
  * no promise of its own); a declared length over the limit refused before reading.
  */
-function limitedBytes(req: Request, limit: number): Promise<ArrayBuffer | Uint8Array | ProxyError> | ProxyError {
+function limitedBytes(
+  req: Request,
+  limit: number,
+): Promise<ArrayBuffer | Uint8Array<ArrayBuffer> | ProxyError> | ProxyError {
   const declared = req.headers.get('content-length');
   if (limit > 0 && declared !== null && Number(declared) > limit) return errors.tooLarge(limit);
   return limit === 0 || declared !== null || !req.body ? req.arrayBuffer() : readCounted(req.body, limit);

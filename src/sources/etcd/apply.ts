@@ -56,7 +56,7 @@ interface ServedView {
 
 /**
  * key → a row's value. Sharded (`ShardedMap`) for a range's rows: a Map of a million keys grows by copying
- * every entry in one `set`, which held the loop as a range was read; a restored one is the cache's Map.
+ * every entry in one `set`, which held the loop as a range was read; a restored one is the cache's, sharded too.
  */
 interface RowMap<V> extends ReadonlyMap<string, V> {
   set(key: string, value: V): unknown;
