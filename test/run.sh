@@ -12,8 +12,9 @@
 #   clients      test/clients: the real client programs from npm (Claude Code, Codex, the AI SDK, LangChain, the
 #                Agents SDK, the official SDKs) through a gateway process to a scripted upstream (about a minute)
 # The last three build the Node bundle first (once), since bin/sluice and the process tests run it.
-# A kind prints Node's test report, then `<kind>: N passed, M failed`. The last lines repeat each kind's result
-# and end with one line summing them all, `N passed, M failed` (a static check counts as one), which CI reads.
+# A kind prints Node's test report, then `<kind>: N passed, M failed` and each failed test's name, place and error.
+# The last lines repeat each kind's result and failures, and end with one line summing them all, `N passed, M
+# failed` (a static check counts as one), which CI reads.
 # The exit status is non-zero when any check or test failed. TEST_CONCURRENCY sets the files run at once: 6 for
 # unit (its files mostly wait on in-process sockets and timers, so six overlap well on two cores), 2 for the rest.
 set -u
@@ -64,6 +65,13 @@ tests() { # kind concurrency loader file...
   # A runner that exits non-zero with no failed test (it crashed, or a file failed to load) still fails the kind.
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   tally "$kind" "${p:-0}" "$f" $(($(date +%s) - start))
+  # The failed tests' names join the closing summary, since a CI log may keep only its tail.
+  if [ "$f" -gt 0 ]; then
+    failures=$(awk -v root="$PWD/" -f test/support/tap-failures.awk "$tmp/$kind.tap")
+    echo "$failures"
+    results="$results$failures
+"
+  fi
 }
 
 # The unit files run bundled (test/support/bundle-tests.mjs), UNIT_GROUPS of them to a process (10 by default;
