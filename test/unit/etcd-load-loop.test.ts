@@ -1,9 +1,9 @@
 // The event loop while the etcd source applies a large range or restores a large snapshot cache
 // (src/sources/etcd/apply.ts, rows.ts, cache-rows.ts, ../cache.ts; docs/performance.md "Configuration at scale"):
 // every pass over the rows runs in slices, so `/livez` answers during a load. The hold
-// between two turns of the loop is taken as the lesser of its wall time and the CPU the process spent in it, less
-// the collector's pauses: a machine busy with other work stretches the first, the collector's helper threads the
-// second, and neither stretches both, so a pass over every row is told from a slice on a loaded machine too.
+// between two turns of the loop is taken as the lesser of its wall time and the CPU the main thread spent in it,
+// less the collector's pauses: a machine busy with other work stretches the first, and the second is the main
+// thread's alone (test/support/thread-cpu.ts), so a pass over every row is told from a slice on a loaded machine.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { PerformanceObserver } from 'node:perf_hooks';
@@ -14,6 +14,7 @@ import { RestoredRows } from '../../src/sources/etcd/cache-rows.ts';
 import type { EtcdKv } from '../../src/sources/etcd/client.ts';
 import { etcdKv } from '../support/etcd-kv.ts';
 import { recordingSink } from '../support/recording-sink.ts';
+import { mainThreadCpuMs } from '../support/thread-cpu.ts';
 
 const KEYS = 200_000;
 /** A piece of a page, as the client hands them. */
@@ -47,7 +48,7 @@ async function* pieces(kvs: EtcdKv[]): AsyncGenerator<EtcdKv[]> {
 
 /**
  * The longest hold of the loop while `work` runs (ms): between two turns, the lesser of the wall time and the
- * process's CPU time, less the collector's pauses in it (its work, not Sluice's).
+ * main thread's CPU time, less the collector's pauses in it (its work, not Sluice's).
  */
 async function longestHold(work: () => Promise<void>): Promise<{ holdMs: number; turns: number }> {
   const gcs: { start: number; ms: number }[] = [];
@@ -58,11 +59,11 @@ async function longestHold(work: () => Promise<void>): Promise<{ holdMs: number;
   const gaps: { from: number; to: number; cpuMs: number }[] = [];
   let stop = false;
   let wall = performance.now();
-  let cpu = process.cpuUsage();
+  let cpu = mainThreadCpuMs();
   const tick = (): void => {
     const w = performance.now();
-    const c = process.cpuUsage();
-    gaps.push({ from: wall, to: w, cpuMs: (c.user + c.system - cpu.user - cpu.system) / 1000 });
+    const c = mainThreadCpuMs();
+    gaps.push({ from: wall, to: w, cpuMs: c - cpu });
     wall = w;
     cpu = c;
     if (!stop) setTimeout(tick, 0);
