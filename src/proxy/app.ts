@@ -1,6 +1,7 @@
 // The caller-facing app on the proxy listener (docs/architecture.md "A request"): probes, then every route of
 // the route table (routes.ts), each served by the handler of its kind — `/v1/models`, and the model calls, each
-// a run of the request pipeline (pipeline.ts) — inside the tracking middleware (track.ts). Errors come from src/http.
+// a run of the request pipeline (pipeline.ts) — inside its frame (frame.ts: the tracking, track.ts). Errors come
+// from src/http.
 import { type Context, Hono } from 'hono';
 import type { Config } from '../config/schema.ts';
 import { envelopeFor, errorResponse, errors } from '../http/errors.ts';
@@ -39,7 +40,7 @@ import { identified } from './identified.ts';
 import { mcpHandlers, PROTECTED_RESOURCE_PATHS, protectedResource } from './mcp.ts';
 import { policiesStep } from './policies.ts';
 import { serverHeader } from './identity.ts';
-import { requestIdFrom } from './request-id.ts';
+import { type AnyHandler, Framing, type Handler, type ThrowAnswer, under } from './frame.ts';
 import { responsesStateSteps } from './responses-state.ts';
 import {
   type ModelCallRoute,
@@ -86,14 +87,12 @@ export interface ProxyDeps extends ReadinessChecks {
 }
 
 /**
- * What every answer of the proxy listener gets: a handler's throw answered with the JSON envelope (and logged),
- * the `server` header and a request id; then the probes.
+ * What every answer of the proxy listener gets (frame.ts): a handler's throw answered with the JSON envelope
+ * (and logged), the `server` header and a request id; then the probes.
  */
-function answerEveryRequest(app: Hono<ProxyEnv>, d: ProxyDeps): void {
+function answerEveryRequest(app: Hono<ProxyEnv>, d: ProxyDeps): Framing {
   const cfg = d.config;
-  // Hono's compose hands a handler's throw to onError (its default answers a plain-text 500 and writes to
-  // console.error), so the middleware below never sees it: answer with the JSON envelope and log it here.
-  app.onError((e, c) => {
+  const thrown: ThrowAnswer = (e, c) => {
     const rec = c.get('rec');
     d.log.error('unhandled error while serving a request', { request_id: rec?.requestId, error: String(e) });
     rec?.failed('internal_error', String(e));
@@ -102,25 +101,23 @@ function answerEveryRequest(app: Hono<ProxyEnv>, d: ProxyDeps): void {
     c.set('stamped', false);
     c.set('stream', undefined);
     return errorResponse(errors.internal(), envelopeFor(wireOf(c.req.path)));
+  };
+  // Hono's own handler answers a plain-text 500 and writes to console.error: a throw outside a route's frame.
+  app.onError(thrown);
+  const framing = new Framing({
+    server: serverHeader(cfg.proxy.identity),
+    acceptHeaders: cfg.proxy.request_id.accept_headers,
+    thrown,
   });
-
-  const server = serverHeader(cfg.proxy.identity);
-  app.use('*', async function servedBySluice(c, next) {
-    c.set('server', server);
-    await next();
-    if (c.get('stamped')) return;
-    c.res.headers.set('server', server);
-    // Every proxy response has a request id; `/v1/*` set theirs already (track.ts).
-    if (!c.res.headers.has('x-aisix-request-id')) {
-      c.res.headers.set('x-aisix-request-id', requestIdFrom(c.req.raw.headers, cfg.proxy.request_id.accept_headers));
-    }
-  });
-
   const counted = (c: Context) => d.lifecycle.recordReadyz(readyz(c, d)); // a 503 while draining counts
-  for (const [path, handler] of [['/livez', livez], ['/readyz', counted]] as const) {
-    app.get(path, handler);
-    app.all(path, methodNotAllowed);
+  for (const [path, probe] of [['/livez', livez], ['/readyz', counted]] as const) {
+    // HEAD is served as GET (Hono); one handler per path, so a request matches one.
+    app.all(
+      path,
+      framing.untracked((c) => c.req.method === 'GET' || c.req.method === 'HEAD' ? probe(c) : methodNotAllowed(c)),
+    );
   }
+  return framing;
 }
 
 /** The hooks every tracked request runs: the usage events', and the traces' when telemetry is configured. */
@@ -201,7 +198,7 @@ function modelPipelines(
 export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const app = new Hono<ProxyEnv>();
   const cfg = d.config;
-  answerEveryRequest(app, d);
+  const framing = answerEveryRequest(app, d);
 
   const clientIpOf = clientIpResolver(cfg.proxy.real_ip);
   const hooks = requestHooks(d, clientIpOf);
@@ -210,12 +207,13 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   const guards = guardrails({ ...d, configSecrets: secrets });
   // Passthrough routes (src/passthrough/): a request whose host a route claims is relayed before any typed
   // route sees it; a path a route's prefix claims is the app's fallback, after them.
-  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks, guards);
-  app.use('*', passthrough.hostDispatch);
+  const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks, framing.thrown, guards);
+  const claim = passthrough.claimHost;
   const track = trackRequests(d, hooks);
-  app.use('/v1/*', track);
-  app.use('/a2a/*', track);
-  app.use('/mcp/*', track); // also `/mcp` itself: a second `use` would track it twice
+  // `/v1`, `/a2a` and `/mcp` requests are tracked, `/mcp` itself too, whatever route answers them.
+  const tracks = (path: string) => under('/v1', path) || under('/a2a', path) || under('/mcp', path);
+  const framed = (path: string, h: AnyHandler) =>
+    tracks(path) ? framing.tracked(h, track, claim) : framing.untracked(h, claim);
   const { pipelines, identify } = modelPipelines(d, { guards, configSecrets: secrets, clientIpOf });
   // How each kind of route is served (routes.ts `Route`): a new kind of call adds its entry here.
   const handlers: HandlerTable = {
@@ -235,24 +233,30 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   };
   // Said once at boot, so an operator knows before a caller finds out (docs/realtime.md "Runtimes").
   if (!d.platform?.connectWebSocket) d.log.info(REALTIME_NOT_SERVED);
-  for (const route of ROUTES) app.on([route.method].flat(), route.path, handlerOf(handlers, route));
-  app.all('/v1/*', (c) => {
-    const known = routeOf(c.req.path);
-    return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
+  for (const route of ROUTES) {
+    app.on([route.method].flat(), route.path, framed(route.path, handlerOf(handlers, route)));
+  }
+  for (const path of PROTECTED_RESOURCE_PATHS) app.all(path, framed(path, protectedResource(d)));
+  // What no route matched, in `notFound` rather than as catch-all routes that every request would match too.
+  const unrouted = framing.tracked(notRouted, track, claim);
+  const passthroughFallback = handlerOf(handlers, PASSTHROUGH_ROUTE);
+  const passedTracked = framing.tracked(passthroughFallback, track, claim);
+  const passed = framing.untracked(passthroughFallback, claim);
+  app.notFound((c) => {
+    const path = c.req.path;
+    if (under('/v1', path) || under('/a2a', path)) return unrouted(c);
+    return under('/mcp', path) ? passedTracked(c) : passed(c);
   });
-  app.all('/a2a/*', (c) => {
-    const known = routeOf(c.req.path);
-    return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
-  });
-  for (const path of PROTECTED_RESOURCE_PATHS) app.all(path, protectedResource(d));
-  app.all('*', handlerOf(handlers, PASSTHROUGH_ROUTE));
-  app.notFound((c) => errorResponse(errors.notFound(c.req.path)));
   // Rewrites run before Hono matches a route, so the rewritten path is served as if the client had sent it.
   app.fetch = withUrlRewrites(cfg.proxy.url_rewrites, d.log.withTarget('aisix_proxy::rewrite'), app.fetch);
   return app;
 }
 
-type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
+/** A `/v1` or `/a2a` path no route serves: a 405 for a known path, else a 404. */
+function notRouted(c: Context<ProxyEnv>): Response {
+  const known = routeOf(c.req.path);
+  return fail(c, known ? errors.methodNotAllowed(c.req.method, c.req.path) : errors.notFound(c.req.path));
+}
 
 /** One handler maker per kind of route, each given the routes of its kind. */
 type HandlerTable = { readonly [K in RouteKind]: (route: Extract<Route, { kind: K }>) => Handler };

@@ -1,4 +1,4 @@
-// What the proxy's middlewares and handlers share through Hono's context, instead of hidden side tables.
+// What the proxy's frames and handlers share through Hono's context, instead of hidden side tables.
 import type { ConnInfo } from '../platform.ts';
 import type { StreamEnd } from '../providers/types.ts';
 import type { CallState } from './call-state.ts';
@@ -24,7 +24,7 @@ export type ProxyEnv = {
     state: CallState;
     /** Set by a handler that answered with a stream (track.ts waits for its end). */
     stream: StreamTracker | undefined;
-    /** The response already carries `Server` and the request id (the middlewares leave its headers alone). */
+    /** The response already carries `Server` and the request id (the frames leave its headers alone). */
     stamped: boolean | undefined;
     /** The `Server` header of this app's answers (`proxy.identity`). */
     server: string;

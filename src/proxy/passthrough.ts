@@ -13,6 +13,7 @@ import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 import { readLimited } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
+import { guarded, type Handler, type HostClaim, type ThrowAnswer } from './frame.ts';
 import type { RelayLabels, RequestRecord } from './record.ts';
 import type { PassthroughRouteKind } from './routes.ts';
 import { type RequestHooks, type TrackDeps, trackRequests } from './track.ts';
@@ -72,12 +73,10 @@ export interface PassthroughDeps extends TrackDeps {
   readonly budgets?: { readonly budgets: Budgets };
 }
 
-type Handler = (c: Context<ProxyEnv>) => Promise<Response>;
-
 /** The two mounts of the passthrough handler: before the typed routes (a claimed host) and after them. */
 export interface PassthroughMounts {
-  /** Middleware: a request whose host an enabled route lists is relayed, whatever its path. */
-  hostDispatch(c: Context<ProxyEnv>, next: () => Promise<void>): Promise<Response | void>;
+  /** A request whose host an enabled route lists is relayed, whatever its path: its answer, else undefined. */
+  claimHost: HostClaim;
   /** The app's fallback: a path a route's prefix claims, the legacy tunnel's 410, else the JSON 404. */
   fallback: Handler;
 }
@@ -86,18 +85,15 @@ export function passthroughHandler(
   d: PassthroughDeps,
   route: PassthroughRouteKind,
   hooks: readonly RequestHooks[],
+  thrown: ThrowAnswer,
   guards?: Pick<Guardrails, 'chainFor'>,
 ): PassthroughMounts {
   const track = trackRequests(d, hooks, route);
   const serve = servePassthrough(d, guards);
   const log = d.log.withTarget('aisix_proxy::passthrough_route');
-  /** Runs `answer` inside the tracking middleware (in-flight slot, request id, record, telemetry). */
-  const tracked = async (c: Context<ProxyEnv>, answer: () => Promise<Response>): Promise<Response> => {
-    await track(c, async () => {
-      c.res = await answer();
-    });
-    return c.res;
-  };
+  /** Runs `answer` inside the tracking (in-flight slot, request id, record, telemetry); a throw is answered. */
+  const tracked = (c: Context<ProxyEnv>, answer: () => Promise<Response>): Promise<Response> =>
+    track(c, guarded(answer, thrown));
   const relay = (c: Context<ProxyEnv>, host: string | undefined): Promise<Response> => {
     const url = c.req.url;
     const path = rawPath(url);
@@ -115,12 +111,12 @@ export function passthroughHandler(
   };
   const hostOf = (c: Context<ProxyEnv>) => inboundHost(c.req.header('host') ?? null, c.req.url);
   return {
-    hostDispatch(c, next) {
-      // On every request: no promise of its own when no route lists a host.
+    claimHost(c) {
+      // On every request: nothing but a lookup when no route lists a host.
       const routes = d.snapshot?.of('passthrough_routes');
-      if (!routes?.length) return next();
+      if (!routes?.length) return undefined;
       const host = hostOf(c);
-      if (!claimsHost(routes, host)) return next();
+      if (!claimsHost(routes, host)) return undefined;
       return relay(c, host);
     },
     fallback: (c) => relay(c, hostOf(c)),

@@ -3,7 +3,7 @@
 // every request family, refusals before dispatch included (docs/aisix-compatibility.md "Metrics") — and the
 // hooks that joined (traces: begin and end). A body whose declared length is over
 // `proxy.request_body_limit_bytes` is refused here, before authentication (body-limit.ts).
-import type { Context, Next } from 'hono';
+import type { Context } from 'hono';
 import type { Config } from '../config/schema.ts';
 import type { Lifecycle } from '../lifecycle/state.ts';
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
@@ -22,6 +22,8 @@ import {
   PROVIDER_CALL_TARGET,
   RequestRecord,
 } from './record.ts';
+import type { Handler } from './frame.ts';
+import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import type { Route } from './routes.ts';
 
@@ -97,8 +99,9 @@ export function trackRequests(
   hooks: readonly RequestHooks[] = [],
   /** The route of every request tracked, when the path does not name it (passthrough routes). */
   route?: Route,
-): (c: Context<ProxyEnv>, next: Next) => Promise<void> {
+): (c: Context<ProxyEnv>, inner: Handler) => Promise<Response> {
   const cfg = d.config;
+  const server = serverHeader(cfg.proxy.identity);
   const accessLog = d.log.withTarget(ACCESS_LOG_TARGET);
   const providerCallLog = d.log.withTarget(PROVIDER_CALL_TARGET);
   const bodyLimit = new BodyLimit(d, cfg.proxy.request_body_limit_bytes);
@@ -122,7 +125,8 @@ export function trackRequests(
     for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status, watch?.own[i], watch?.call);
   };
 
-  return async function trackRequest(c, next) {
+  // `inner` answers a throw itself (frame.ts `guarded`).
+  return async function trackRequest(c, inner) {
     const headers = c.req.raw.headers;
     const rec = new RequestRecord(
       d.clock(),
@@ -155,10 +159,11 @@ export function trackRequests(
     // A declared length over the limit: refused before authentication, the body drained so the caller reads
     // the answer (body-limit.ts).
     const declaredOver = bodyLimit.over(c.req.raw);
-    if (declaredOver !== undefined) c.res = await bodyLimit.refuse(c.req.raw, rec, declaredOver);
-    else await next(); // a throw below is turned into a response by onError before next() returns
-    const res = c.res;
-    if (!c.get('stamped')) res.headers.set('x-aisix-request-id', rec.requestId);
+    const res = declaredOver !== undefined ? await bodyLimit.refuse(c.req.raw, rec, declaredOver) : await inner(c);
+    if (!c.get('stamped')) {
+      res.headers.set('x-aisix-request-id', rec.requestId);
+      res.headers.set('server', server);
+    }
     const stream = c.get('stream');
     // A streamed body holds the slot until its last byte; the pump reports the end.
     if (stream) {
@@ -173,5 +178,6 @@ export function trackRequests(
       d.metrics.proxyInFlight.inc(inFlight, -1);
       telemetry(rec, watch, res.status);
     }
+    return res;
   };
 }

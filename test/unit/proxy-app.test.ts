@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { createProxyApp } from '../../src/proxy/app.ts';
+import { ROUTES } from '../../src/proxy/routes.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { ConfigSchema } from '../../src/config/schema.ts';
@@ -150,6 +151,21 @@ function assertCommonHeaders(res: Response): void {
 
 const completedLog = (requestId: string) =>
   platform.logs.find((l) => l.msg === 'proxy request completed' && l.request_id === requestId);
+
+describe('the route table in Hono', () => {
+  test('a request to a route matches one handler, so Hono composes no chain; an unrouted path none', () => {
+    for (const route of ROUTES) {
+      const path = route.path.replace(/:[a-z]+/g, 'x');
+      for (const method of route.method === 'ALL' ? ['GET', 'POST'] : [route.method].flat()) {
+        assert.equal(app.router.match(method, path)[0].length, 1, `${method} ${route.path}`);
+      }
+    }
+    for (const path of ['/livez', '/readyz']) assert.equal(app.router.match('GET', path)[0].length, 1, path);
+    for (const path of ['/v1/nope', '/a2a', '/mcp/x/y', '/elsewhere']) {
+      assert.equal(app.router.match('POST', path)[0].length, 0, `${path}: answered by notFound`);
+    }
+  });
+});
 
 describe('/livez', () => {
   test('200 ok, plain text, nosniff', async () => {
