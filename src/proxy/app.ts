@@ -209,7 +209,7 @@ export function createProxyApp(d: ProxyDeps): Hono<ProxyEnv> {
   // route sees it; a path a route's prefix claims is the app's fallback, after them.
   const passthrough = passthroughHandler(d, PASSTHROUGH_ROUTE, hooks, framing.thrown, guards);
   const claim = passthrough.claimHost;
-  const track = trackRequests(d, hooks);
+  const track = trackRequests(d, hooks, framing.thrown);
   // `/v1`, `/a2a` and `/mcp` requests are tracked, `/mcp` itself too, whatever route answers them.
   const tracks = (path: string) => under('/v1', path) || under('/a2a', path) || under('/mcp', path);
   const framed = (path: string, h: AnyHandler) =>

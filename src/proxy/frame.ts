@@ -16,7 +16,7 @@ export type ThrowAnswer = (e: unknown, c: Context<ProxyEnv>) => Response;
 export type HostClaim = (c: Context<ProxyEnv>) => Promise<Response> | undefined;
 
 /** The tracking of a request (track.ts) around its handler. */
-export type Tracker = (c: Context<ProxyEnv>, inner: Handler) => Promise<Response>;
+export type Tracker = (c: Context<ProxyEnv>, inner: AnyHandler) => Promise<Response>;
 
 export interface FrameDeps {
   /** The `Server` header of this app's answers. */
@@ -27,7 +27,7 @@ export interface FrameDeps {
 }
 
 /** `h`, with a throw answered by `thrown` (where Hono's compose called the app's error handler). */
-export function guarded(h: AnyHandler, thrown: ThrowAnswer): Handler {
+function guarded(h: AnyHandler, thrown: ThrowAnswer): Handler {
   return async function guardedHandler(c) {
     try {
       return await h(c);
@@ -46,14 +46,13 @@ export class Framing {
     this.thrown = d.thrown;
   }
 
-  /** A tracked route: a claimed host is relayed, anything else tracked (which stamps the answer). */
+  /** A tracked route: a claimed host is relayed, anything else tracked (which answers a throw and stamps). */
   tracked(h: AnyHandler, track: Tracker, claim: HostClaim): Handler {
     const server = this.d.server;
-    const inner = guarded(h, this.d.thrown);
     const claimed = this.claimed(claim);
     return function trackedRoute(c) {
       c.set('server', server);
-      return claimed(c) ?? track(c, inner);
+      return claimed(c) ?? track(c, h);
     };
   }
 

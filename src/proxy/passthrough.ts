@@ -13,7 +13,7 @@ import { acquirePermit, keyAndModelSubjects } from './call-quota.ts';
 import { readLimited } from './body.ts';
 import { clientIpResolver } from './client-ip.ts';
 import type { ProxyEnv, StreamTracker } from './env.ts';
-import { guarded, type Handler, type HostClaim, type ThrowAnswer } from './frame.ts';
+import type { Handler, HostClaim, ThrowAnswer } from './frame.ts';
 import type { RelayLabels, RequestRecord } from './record.ts';
 import type { PassthroughRouteKind } from './routes.ts';
 import { type RequestHooks, type TrackDeps, trackRequests } from './track.ts';
@@ -88,19 +88,16 @@ export function passthroughHandler(
   thrown: ThrowAnswer,
   guards?: Pick<Guardrails, 'chainFor'>,
 ): PassthroughMounts {
-  const track = trackRequests(d, hooks, route);
+  const track = trackRequests(d, hooks, thrown, route);
   const serve = servePassthrough(d, guards);
   const log = d.log.withTarget('aisix_proxy::passthrough_route');
-  /** Runs `answer` inside the tracking (in-flight slot, request id, record, telemetry); a throw is answered. */
-  const tracked = (c: Context<ProxyEnv>, answer: () => Promise<Response>): Promise<Response> =>
-    track(c, guarded(answer, thrown));
   const relay = (c: Context<ProxyEnv>, host: string | undefined): Promise<Response> => {
     const url = c.req.url;
     const path = rawPath(url);
     const matched = matchRoute(d.snapshot?.of('passthrough_routes') ?? [], host, path);
-    if (matched) return tracked(c, () => serve(c, matched));
+    if (matched) return track(c, () => serve(c, matched));
     if (!path.startsWith('/passthrough/')) return Promise.resolve(errorResponse(errors.notFound(c.req.path)));
-    return tracked(c, () => {
+    return track(c, () => {
       log.warn(PASSTHROUGH_MSG.legacyTunnel, { path });
       const rec = c.get('rec');
       rec.relayed({ logProvider: 'unresolved', provider: 'unresolved', model: 'passthrough' });

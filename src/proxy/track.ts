@@ -22,7 +22,7 @@ import {
   PROVIDER_CALL_TARGET,
   RequestRecord,
 } from './record.ts';
-import type { Handler } from './frame.ts';
+import type { AnyHandler, ThrowAnswer } from './frame.ts';
 import { serverHeader } from './identity.ts';
 import { requestIdFrom } from './request-id.ts';
 import type { Route } from './routes.ts';
@@ -96,10 +96,12 @@ function beginHooks(hooks: readonly RequestHooks[], rec: RequestRecord, headers:
 
 export function trackRequests(
   d: TrackDeps,
-  hooks: readonly RequestHooks[] = [],
+  hooks: readonly RequestHooks[],
+  /** Answers a throw of the handler tracked (app.ts). */
+  thrown: ThrowAnswer,
   /** The route of every request tracked, when the path does not name it (passthrough routes). */
   route?: Route,
-): (c: Context<ProxyEnv>, inner: Handler) => Promise<Response> {
+): (c: Context<ProxyEnv>, inner: AnyHandler) => Promise<Response> {
   const cfg = d.config;
   const server = serverHeader(cfg.proxy.identity);
   const accessLog = d.log.withTarget(ACCESS_LOG_TARGET);
@@ -125,7 +127,6 @@ export function trackRequests(
     for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status, watch?.own[i], watch?.call);
   };
 
-  // `inner` answers a throw itself (frame.ts `guarded`).
   return async function trackRequest(c, inner) {
     const headers = c.req.raw.headers;
     const rec = new RequestRecord(
@@ -159,7 +160,15 @@ export function trackRequests(
     // A declared length over the limit: refused before authentication, the body drained so the caller reads
     // the answer (body-limit.ts).
     const declaredOver = bodyLimit.over(c.req.raw);
-    const res = declaredOver !== undefined ? await bodyLimit.refuse(c.req.raw, rec, declaredOver) : await inner(c);
+    let res: Response;
+    if (declaredOver !== undefined) res = await bodyLimit.refuse(c.req.raw, rec, declaredOver);
+    else {
+      try {
+        res = await inner(c);
+      } catch (e) {
+        res = thrown(e, c); // the record says why before telemetry writes it
+      }
+    }
     if (!c.get('stamped')) {
       res.headers.set('x-aisix-request-id', rec.requestId);
       res.headers.set('server', server);
