@@ -8,7 +8,7 @@
 // needs inlining, so its totals are for attribution, not for comparing trees).
 //
 //   node --import tsx bench/alloc-profile.ts [--bare] [--tree DIR] [--requests 10000] [--warmup 20000] [--top 40]
-//     [--no-inline]
+//     [--no-inline] [--callers NAME [--depth 3]]
 import { readFileSync } from 'node:fs';
 import { SourceMap } from 'node:module';
 import path from 'node:path';
@@ -114,15 +114,25 @@ function where(f: CallFrame): string {
 }
 const byFunction = new Map<string, number>();
 let total = 0;
-const walk = (n: SampleNode) => {
+/** `--callers NAME`: the bytes of functions whose frame names NAME, by their `--depth` (3) nearest callers. */
+const CALLERS = flag('callers', '');
+const DEPTH = Number(flag('depth', '3'));
+const byCallers = new Map<string, number>();
+const walk = (n: SampleNode, stack: string[]) => {
+  const w = where(n.callFrame);
   if (n.selfSize) {
-    const w = where(n.callFrame);
     byFunction.set(w, (byFunction.get(w) ?? 0) + n.selfSize);
     total += n.selfSize;
+    if (CALLERS && w.includes(CALLERS)) {
+      const key = [w, ...stack.slice(-DEPTH).reverse()].join(' ← ');
+      byCallers.set(key, (byCallers.get(key) ?? 0) + n.selfSize);
+    }
   }
-  for (const c of n.children) walk(c);
+  stack.push(w);
+  for (const c of n.children) walk(c, stack);
+  stack.pop();
 };
-walk(profile.head);
+walk(profile.head, []);
 const perRequest = (bytes: number) => Math.round(bytes / REQUESTS).toLocaleString('en');
 console.log(
   `\n${BARE ? 'bare Hono proxy' : `Sluice (${TREE})`}: ${perRequest(total)} bytes allocated per request ` +
@@ -131,5 +141,11 @@ console.log(
 console.log('| bytes per request | function (source:line of its start) |\n| ---: | --- |');
 for (const [w, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
   console.log(`| ${perRequest(bytes)} | \`${w}\` |`);
+}
+if (CALLERS) {
+  console.log(`\n| bytes per request | \`${CALLERS}\` ← its callers |\n| ---: | --- |`);
+  for (const [w, bytes] of [...byCallers].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
+    console.log(`| ${perRequest(bytes)} | ${w} |`);
+  }
 }
 process.exit(0);
