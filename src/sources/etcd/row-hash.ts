@@ -80,7 +80,11 @@ export class BucketHashes {
   /** Rows encoded for digests so far (what a change costs, counted rather than timed). */
   rowsDigested = 0;
 
-  constructor(private readonly views: readonly RowView[]) {
+  /**
+   * `same`: whether every view holds the first view's rows now (e.g. every observed row serves), known without
+   * a look at each row; the views are then compared row by row only when it says no.
+   */
+  constructor(private readonly views: readonly RowView[], private readonly same: () => boolean = () => false) {
     this.digests = views.map(() => new Array<Uint8Array | undefined>(BUCKETS).fill(undefined));
     this.tops = views.map(() => undefined);
   }
@@ -101,6 +105,22 @@ export class BucketHashes {
       list.splice(i, 0, key);
     }
     this.changed(b);
+  }
+
+  /**
+   * Takes the keys and the first view's digests from `from` (over the same rows: a restore's check of its
+   * document), so they are not digested again; every other view must hold no row (nothing observed yet).
+   */
+  adopt(from: BucketHashes): void {
+    if (from.dirty.size > 0) throw new Error('BucketHashes.adopt: buckets changed and not digested');
+    for (let b = 0; b < BUCKETS; b++) {
+      this.members[b] = from.members[b]!;
+      this.generation[b]!++;
+      this.digests[0]![b] = from.digests[0]![b];
+      for (let v = 1; v < this.views.length; v++) this.digests[v]![b] = undefined;
+    }
+    this.dirty.clear();
+    this.tops = this.views.map((_, v) => v === 0 ? from.tops[0] : undefined);
   }
 
   /** Forgets every key: `append` then gives every key again; each bucket is digested again. */
@@ -176,9 +196,15 @@ export class BucketHashes {
     const generation = this.generation[b];
     const keys = this.members[b]!;
     const first = this.views[0]!;
+    const same = this.views.length > 1 && this.same();
+    const rows = keys.map(first);
     // A view with the same rows as the first (the same objects) has the same digest: not computed again.
     const inputs = this.views.map((view, v) =>
-      v > 0 && keys.every((k) => view(k) === first(k)) ? 'first' as const : rowLines(keys, view)
+      v === 0
+        ? rowLines(rows)
+        : same || keys.every((k, i) => view(k) === rows[i])
+        ? 'first' as const
+        : rowLines(keys.map(view))
     );
     for (const i of inputs) if (typeof i === 'object') this.rowsDigested += i.rows;
     const digests = await Promise.all(inputs.map((i) => typeof i === 'object' ? sha256(i.bytes) : undefined));
@@ -198,6 +224,15 @@ export async function hashRowSet(
   row: RowView,
   pace: () => Promise<void> | undefined = () => undefined,
 ): Promise<string> {
+  return (await rowSetHashes(keys, row, pace)).hash;
+}
+
+/** `hashRowSet`, with the buckets it digested (a restore keeps them: `BucketHashes.adopt`). */
+export async function rowSetHashes(
+  keys: Iterable<string>,
+  row: RowView,
+  pace: () => Promise<void> | undefined = () => undefined,
+): Promise<{ hash: string; buckets: BucketHashes }> {
   const h = new BucketHashes([row]);
   h.clear();
   for (const key of keys) {
@@ -206,5 +241,5 @@ export async function hashRowSet(
     if (p) await p;
   }
   while (h.pending > 0) await h.digestSome();
-  return (await h.hashes([0]))[0]!;
+  return { hash: (await h.hashes([0]))[0]!, buckets: h };
 }
