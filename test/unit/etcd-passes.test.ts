@@ -99,6 +99,16 @@ describe('the passes over a large etcd load', () => {
     assert.equal(sink.metas.at(-1)!.configHash, fresh.metas.at(-1)!.configHash);
     assert.equal(sink.facts.sourceHash, fresh.facts.sourceHash);
     assert.notEqual(sink.facts.sourceHash, sink.metas.at(-1)!.configHash, 'a refused row: the hashes differ');
+    // A model refused keeps serving its last value (pinned): source_hash is of what etcd holds, config_hash moves
+    // only by the row the fresh load refused.
+    const before = sink.metas.at(-1)!.configHash;
+    const pinned = next.map((x) => (x.key === `${P}/models/m` ? etcdKv(x.key, '{"display_name": 1}', 20_005) : x));
+    await applied.applyPages({ revision: 20_005, pages: [pinned] });
+    const again = recordingSink();
+    await new EtcdRows(again, P, () => {}).applyPages({ revision: 20_005, pages: [pinned] });
+    assert.equal(sink.facts.sourceHash, again.facts.sourceHash);
+    assert.equal(sink.metas.at(-1)!.configHash, before, 'the pinned model serves as before');
+    assert.notEqual(again.metas.at(-1)!.configHash, before, 'a fresh load serves no model');
   });
 });
 
