@@ -192,7 +192,7 @@ export class EtcdRows {
     this.rethrow();
     const release = this.hold();
     // The rows whose value the range changed, in its order: carried to the judging and the snapshot beside their
-    // keys, not looked up again in Maps of a million keys (a lookup per row per pass was a fifth of a load's CPU).
+    // keys, not looked up again in Maps of a million keys (docs/performance.md "Configuration at scale").
     const changed: RowValue[] = [];
     let full: FullRange | undefined;
     try {
