@@ -184,8 +184,8 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Characters below U+0080 only. */
-const ASCII = /^[\x00-\x7f]*$/;
+/** A character of `atob`'s string (one per byte) that is not ASCII. */
+const NOT_ASCII = /[\x80-\xff]/;
 
 /**
  * etcd's base64 of a UTF-8 text, decoded (`lossy`: the bytes were not UTF-8). `atob` gives a character per byte:
@@ -198,7 +198,7 @@ function etcdText(b64: string): { text: string; lossy: boolean } {
   } catch {
     throw new EtcdError('etcd returned invalid base64', 'protocol');
   }
-  if (ASCII.test(bin)) return { text: bin, lossy: false };
+  if (!NOT_ASCII.test(bin)) return { text: bin, lossy: false };
   const bytes = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
   return decodeUtf8(bytes);
