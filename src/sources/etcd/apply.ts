@@ -424,11 +424,19 @@ export class EtcdRows {
     this.buckets.touch(key, present);
   }
 
-  /** Every key of the buckets anew, from `keys` in etcd order (a range or a restore changes most rows). */
-  private async rebucket(keys: readonly string[], pacer: Pacer): Promise<void> {
+  /**
+   * Every key of the buckets anew, from `keys` in etcd order (a range or a restore changes most rows); `values`:
+   * what each serves, when known (the digests then do not look it up).
+   */
+  private async rebucket(
+    keys: readonly string[],
+    pacer: Pacer,
+    values?: readonly (ServedValue | undefined)[],
+  ): Promise<void> {
     this.buckets.clear();
-    for (const key of keys) {
-      this.buckets.append(key);
+    for (let i = 0; i < keys.length; i++) {
+      if (values !== undefined) this.buckets.appendWith(keys[i]!, values[i]);
+      else this.buckets.append(keys[i]!);
       const p = pacer.pace();
       if (p) await p;
     }
@@ -479,7 +487,7 @@ export class EtcdRows {
       if (!j.oneByOne) {
         // What a range leaves: the keys it held (every other one is gone, restored ones included).
         this.keys = SortedKeys.from(full.keys);
-        await this.rebucket(full.keys, pacer);
+        await this.rebucket(full.keys, pacer, values);
         if (values !== undefined) this.inOrder = { keys: this.keys, version: this.version, values };
       }
       full.release();

@@ -112,7 +112,7 @@ export class RestoredRows {
     this.keys = sorted ? keys : [...values.keys()].sort(compareKeys);
     const pace = () => this.pacer.pace();
     // Digested by bucket as what serves is (row-hash.ts): the restore keeps these digests for `config_hash`.
-    const { hash, buckets } = await rowSetHashes(this.keys, (k) => values.get(k), pace);
+    const { hash, buckets } = await rowSetHashes(this.keys, (k) => values.get(k), pace, sorted ? rows : undefined);
     if (sorted) this.rows = rows;
     this.buckets = buckets;
     if (hash === d.config_hash) return undefined;

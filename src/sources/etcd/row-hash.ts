@@ -72,6 +72,11 @@ export class BucketHashes {
   private readonly members: string[][] = Array.from({ length: BUCKETS }, () => []);
   /** Per view, per bucket: the SHA-256 of its rows in that view (undefined: it has none). */
   private readonly digests: (Uint8Array | undefined)[][];
+  /**
+   * Per bucket, the first view's row of each of its keys as `appendWith` gave them, for its next digest only (a
+   * lookup per row in a Map of a million misses the processor's caches); any change of the bucket drops them.
+   */
+  private readonly given: ((RowValue | undefined)[] | undefined)[] = new Array(BUCKETS);
   /** Per bucket, moved by each change: a digest taken before the latest change is not kept. */
   private readonly generation = new Uint32Array(BUCKETS);
   private readonly dirty = new Set<number>();
@@ -133,7 +138,19 @@ export class BucketHashes {
 
   /** After `clear`: adds `key`, which comes after every key appended before it in etcd order. */
   append(key: string): void {
-    this.members[bucketOf(key)]!.push(key);
+    const b = bucketOf(key);
+    this.members[b]!.push(key);
+    this.given[b] = undefined;
+  }
+
+  /** `append`, with the first view's row of `key` now (the bucket's next digest does not look it up). */
+  appendWith(key: string, row: RowValue | undefined): void {
+    const b = bucketOf(key);
+    const keys = this.members[b]!;
+    const rows = this.given[b];
+    if (rows !== undefined && rows.length === keys.length) rows.push(row);
+    else if (keys.length === 0) this.given[b] = [row];
+    keys.push(key);
   }
 
   /**
@@ -187,6 +204,7 @@ export class BucketHashes {
   }
 
   private changed(b: number): void {
+    this.given[b] = undefined;
     this.dirty.add(b);
     this.generation[b]!++;
     this.tops = this.views.map(() => undefined);
@@ -197,7 +215,9 @@ export class BucketHashes {
     const keys = this.members[b]!;
     const first = this.views[0]!;
     const same = this.views.length > 1 && this.same();
-    const rows = keys.map(first);
+    const given = this.given[b];
+    this.given[b] = undefined;
+    const rows = given !== undefined && given.length === keys.length ? given : keys.map(first);
     // A view with the same rows as the first (the same objects) has the same digest: not computed again.
     const inputs = this.views.map((view, v) =>
       v === 0
@@ -224,19 +244,24 @@ export async function hashRowSet(
   row: RowView,
   pace: () => Promise<void> | undefined = () => undefined,
 ): Promise<string> {
-  return (await rowSetHashes(keys, row, pace)).hash;
+  return (await rowSetHashes(Array.isArray(keys) ? keys : [...keys], row, pace)).hash;
 }
 
-/** `hashRowSet`, with the buckets it digested (a restore keeps them: `BucketHashes.adopt`). */
+/**
+ * `hashRowSet`, with the buckets it digested (a restore keeps them: `BucketHashes.adopt`); `rows`: the row of each
+ * of `keys`, in their order, when the caller has them.
+ */
 export async function rowSetHashes(
-  keys: Iterable<string>,
+  keys: readonly string[],
   row: RowView,
   pace: () => Promise<void> | undefined = () => undefined,
+  rows?: readonly (RowValue | undefined)[],
 ): Promise<{ hash: string; buckets: BucketHashes }> {
   const h = new BucketHashes([row]);
   h.clear();
-  for (const key of keys) {
-    h.append(key);
+  for (let i = 0; i < keys.length; i++) {
+    if (rows !== undefined) h.appendWith(keys[i]!, rows[i]);
+    else h.append(keys[i]!);
     const p = pace();
     if (p) await p;
   }
