@@ -28,8 +28,10 @@ class HashLookup {
 
   /** `key` carries `hash` and is the latest written of those that do. */
   add(hash: string, key: ApiKey): void {
-    if (this.owner.has(hash)) this.others.set(hash, (this.others.get(hash) ?? 0) + 1);
+    // One lookup, not two: the hash was carried already when the Map did not grow.
+    const size = this.owner.size;
     this.owner.set(hash, key);
+    if (this.owner.size === size) this.others.set(hash, (this.others.get(hash) ?? 0) + 1);
   }
 
   /**

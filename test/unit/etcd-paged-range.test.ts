@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { DECODED_KVS, EtcdClient } from '../../src/sources/etcd/client.ts';
+import { DECODED_KVS, decodeKv, EtcdClient, EtcdError } from '../../src/sources/etcd/client.ts';
 import { until } from '../support/until.ts';
 
 interface Asked {
@@ -185,4 +185,31 @@ describe('etcd paged range', () => {
       assert.deepEqual(far, [], 'no request but the first walks more than 8 pages');
     });
   }
+});
+
+describe('a kv as etcd sends it', () => {
+  test('decodes as its UTF-8 bytes read, ASCII or not; bytes that are not UTF-8 are marked; bad base64 is refused', () => {
+    const b64 = (x: string | Buffer) => Buffer.from(x).toString('base64');
+    const utf8 = new TextDecoder('utf-8');
+    const texts = [
+      '',
+      '/aisix/api_keys/k1',
+      '{"a":"\u007f\u0000"}',
+      '\u00e9t\u00e9',
+      '\u{1F600} and \uFF21',
+      'a\u0080',
+    ];
+    for (const t of texts) {
+      const kv = decodeKv({ key: b64(`/k/${t}`), value: b64(t), mod_revision: '7' });
+      assert.deepEqual([kv.key, kv.value, kv.modRevision, kv.invalidUtf8], [`/k/${t}`, t, 7, undefined], t);
+    }
+    const bad = Buffer.from([0x61, 0xff, 0x62]);
+    const kv = decodeKv({ key: b64('/k/x'), value: b64(bad) });
+    assert.equal(kv.value, utf8.decode(bad));
+    assert.equal(kv.invalidUtf8, true);
+    assert.throws(
+      () => decodeKv({ key: '!!not base64' }),
+      (e: Error) => e instanceof EtcdError && e.kind === 'protocol',
+    );
+  });
 });

@@ -286,6 +286,27 @@ describe('BucketHashes alone', () => {
   });
 });
 
+describe('BucketHashes given the rows', () => {
+  test('rows given as keys are appended are digested as looked up; a change of the bucket drops them', async () => {
+    const rows = new Map<string, RowValue>();
+    const keys = [...Array(300).keys()].map((i) => `${P}/api_keys/k${String(i).padStart(3, '0')}`);
+    for (const key of keys) rows.set(key, rowValue(P, key, JSON.stringify({ key_hash: key, allowed_models: [] })));
+    let lookups = 0;
+    const h = new BucketHashes([(k) => (lookups++, rows.get(k))]);
+    h.clear();
+    for (const key of keys) h.appendWith(key, rows.get(key));
+    // A row changed after it was given: its bucket is touched, as every change of the source's rows is.
+    const changed = keys[7]!;
+    rows.set(changed, rowValue(P, changed, JSON.stringify({ key_hash: 'new', allowed_models: [] })));
+    h.touch(changed, true);
+    while (h.pending > 0) await h.digestSome();
+    const [hash] = await h.hashes([0]);
+    assert.equal(hash, await hashRowSet(keys, (k) => rows.get(k)));
+    const bucket = keys.filter((k) => bucketOf(k) === bucketOf(changed)).length;
+    assert.equal(lookups, bucket, 'only the changed bucket looked its rows up');
+  });
+});
+
 describe('the snapshot cache and the hash by bucket', () => {
   test('a cache whose config_hash is of the earlier definition (every row in key order) still restores', async () => {
     const rows: Record<string, string> = {};

@@ -62,6 +62,26 @@ describe('plain api key documents', () => {
     });
   });
 
+  test("a row's verdict, kind, resource and ignored fields read as its judgement's, without making one", () => {
+    const rows: [string, string][] = [
+      ['/aisix/api_keys/plain', JSON.stringify({ key_hash: 'h', allowed_models: ['m'] })],
+      ['/aisix/api_keys/extra', JSON.stringify({ key_hash: 'h', allowed_models: ['m'], future: 1 })],
+      ['/aisix/models/m', JSON.stringify({ display_name: 'm', model_name: 'x', provider_key_id: 'pk', later: true })],
+      ['/aisix/api_keys/bad', 'not json'],
+      ['/aisix/api_keys/closed', JSON.stringify({ allowed_models: ['m'] })],
+      ['/aisix/nonsense/x', JSON.stringify({})],
+    ];
+    for (const [key, raw] of rows) {
+      const v = rowValue('/aisix', key, raw);
+      const p = v.parsed;
+      assert.equal(v.ok, p.ok, key);
+      assert.equal(v.kind, p.kind, key);
+      assert.equal(v.resource, p.ok ? p.resource : undefined, key);
+      assert.deepEqual(v.unknownFields, p.ok ? p.unknownFields : [], key);
+    }
+    assert.deepEqual(rowValue('/aisix', rows[1]![0], rows[1]![1]).unknownFields, ['future']);
+  });
+
   test('equal model lists are one array; a different list is its own', () => {
     const a = plainApiKey('a', { key_hash: 'h1', allowed_models: ['gpt-test'] });
     const b = plainApiKey('b', { key_hash: 'h2', allowed_models: ['gpt-test'] });

@@ -25,6 +25,7 @@ import {
   type RowValue,
   rowValue,
   sameValue,
+  servedOf,
   type ServedValue,
 } from './rows.ts';
 import { SortedKeys } from './sorted-keys.ts';
@@ -86,6 +87,28 @@ const RANGE_CLOCK_EVERY = 32;
 /** More changed api keys than this in one delivery: the key index is rebuilt rather than changed key by key. */
 const IN_PLACE_MAX = 4096;
 
+/** A full range as judged: its keys in etcd order and the rows it changed, in the order they came. */
+interface FullRange {
+  keys: readonly string[];
+  rows: readonly RowValue[];
+  /** The rows came in etcd order (each key once). */
+  ordered: boolean;
+  /** No row was observed or served before the range. */
+  fresh: boolean;
+  release: () => void;
+  /** Set once every row has been judged. */
+  judged?: boolean;
+}
+
+/** The changes of what serves, as a commit judges its keys. */
+interface Judging {
+  /** Key → the value it served before, for the first `IN_PLACE_MAX` + 1 changes. */
+  changed: Map<string, ServedValue | undefined>;
+  changes: number;
+  /** Each key's buckets are touched as it is judged (else every key is put in them anew). */
+  oneByOne: boolean;
+}
+
 /** A full range read a page at a time, all pages at one revision (client.ts `rangePaged`), or one page. */
 export interface PagedRange {
   revision: number;
@@ -117,9 +140,22 @@ export class EtcdRows {
   /** Full ranges read so far (marks each observed row a range held). */
   private ranges = 0;
   /** `config_hash` (over `served`) and `source_hash` (over `observed`) by bucket of keys. */
-  private readonly buckets = new BucketHashes([(k) => this.served.get(k), (k) => this.observed.get(k)]);
+  private readonly buckets = new BucketHashes(
+    [(k) => this.served.get(k), (k) => this.observed.get(k)],
+    () => this.differing === 0,
+  );
   /** While a range or a restore changes rows in slices: the hashes wait for it, never taking half of one. */
   private judging: Promise<void> | undefined;
+  /**
+   * How many keys serve another value than their latest observed one (or only one of the two): none, and the
+   * hashes take `source_hash` to be `config_hash` without comparing the rows bucket by bucket.
+   */
+  private differing = 0;
+  /**
+   * What each key of `keys` serves, in its order, while neither has changed since (`version`): the snapshot of a
+   * range or a restore is built from it, without a lookup per row.
+   */
+  private inOrder: { keys: SortedKeys; version: number; values: readonly (ServedValue | undefined)[] } | undefined;
   /** Why an apply of a watch batch failed, for the next delivery to throw. */
   private failure: unknown;
   private configHash: string | undefined;
@@ -155,39 +191,55 @@ export class EtcdRows {
   async applyPages(range: PagedRange): Promise<void> {
     this.rethrow();
     const release = this.hold();
+    // The rows whose value the range changed, in its order: carried to the judging and the snapshot beside their
+    // keys, not looked up again in Maps of a million keys (docs/performance.md "Configuration at scale").
+    const changed: RowValue[] = [];
+    let full: FullRange | undefined;
     try {
       const pass = ++this.ranges;
       // etcd returns a range in key order: the range's keys are the order `keys` keeps, unsorted (checked as
       // they arrive: a pass over a million keys afterwards held the loop).
       const keys: string[] = [];
       let ordered = true;
+      // The first range (nothing observed or served): while its keys arrive in order, none is in either Map.
+      const fresh = this.observed.size === 0 && this.served.size === 0;
       const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
       for await (const page of range.pages) {
         for (const kv of page) {
           if (ordered && keys.length > 0 && compareKeys(keys[keys.length - 1]!, kv.key) >= 0) ordered = false;
           keys.push(kv.key);
-          this.observe(kv).seen = pass;
+          this.observe(kv, changed, fresh && ordered).seen = pass;
           const p = pacer.pace();
           if (p) await p;
         }
       }
-      for (const [key, v] of this.observed) {
-        if (v.seen !== pass) {
-          this.observed.delete(key);
-          this.pending.add(key);
+      // Keys in order are distinct, and each is observed: when there are as many as observed keys, none vanished.
+      if (!ordered || this.observed.size !== keys.length) {
+        for (const [key, v] of this.observed) {
+          if (v.seen !== pass) this.unobserve(key, v);
+          const p = pacer.pace();
+          if (p) await p;
         }
-        const p = pacer.pace();
-        if (p) await p;
       }
       // A restored row the range does not hold is gone as well (it was served, never observed).
-      for (const key of this.served.keys()) {
-        if (!this.observed.has(key)) this.pending.add(key);
-        const p = pacer.pace();
-        if (p) await p;
+      if (this.served.size > 0) {
+        for (const key of this.served.keys()) {
+          if (!this.observed.has(key)) this.pending.add(key);
+          const p = pacer.pace();
+          if (p) await p;
+        }
       }
-      await this.commit(range.revision, { keys: ordered ? keys : keys.sort(compareKeys), release }, pacer);
+      full = {
+        keys: ordered ? keys : keys.sort(compareKeys),
+        rows: changed,
+        ordered,
+        fresh: fresh && ordered,
+        release,
+      };
+      await this.commit(range.revision, full, pacer);
     } catch (e) {
       // What a range that failed half way changed is observed now: those keys' buckets are digested again.
+      if (full?.judged !== true) { for (const v of changed) this.pending.add(v.key); }
       const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
       for (const key of this.pending) {
         this.member(key);
@@ -209,7 +261,10 @@ export class EtcdRows {
     for (const ev of b.events) {
       this.pending.add(ev.key);
       if (ev.type === 'put') this.observe(ev);
-      else this.observed.delete(ev.key);
+      else {
+        const v = this.observed.get(ev.key);
+        if (v !== undefined) this.unobserve(ev.key, v);
+      }
     }
     this.commit(b.revision, undefined, new Pacer()).catch((e: unknown) => {
       // Handed to the next delivery, which fails with it: the supervisor then reads the whole range again.
@@ -229,23 +284,27 @@ export class EtcdRows {
     const { problems, rejected } = restored.pins(doc);
     this.rejected = rejected;
     this.served = restored.values;
+    this.differing = this.observed.size === 0 ? restored.values.size : this.countDiffering();
     this.problems = problems;
     this.partial = new PartialCounts();
     this.version++;
     const release = this.hold();
     const pacer = new Pacer(BULK_SLICE_MS, RANGE_CLOCK_EVERY);
     try {
-      for (const v of restored.values.values()) {
+      for (const v of restored.rows ?? restored.values.values()) {
         this.partial.add(v);
         this.warnings.warn(v);
         const p = pacer.pace();
         if (p) await p;
       }
       this.keys = SortedKeys.from(restored.keys);
-      await this.rebucket(restored.keys, pacer);
+      // The rows were digested by bucket to check the document: `config_hash` is not taken over them again.
+      if (restored.buckets !== undefined && this.observed.size === 0) this.buckets.adopt(restored.buckets);
+      else await this.rebucket(restored.keys, pacer);
     } finally {
       release();
     }
+    if (restored.rows !== undefined) this.inOrder = { keys: this.keys, version: this.version, values: restored.rows };
     this.serving = this.rebuild(new Pacer());
     await this.serving;
     await this.requestPublish({
@@ -305,15 +364,18 @@ export class EtcdRows {
     for (const v of this.views) if (v.served === this.served && !v.before.has(key)) v.before.set(key, before);
   }
 
-  /** Records a put; parses only when the value changed. Returns the key's value now. */
-  private observe(kv: EtcdKv): RowValue {
-    const old = this.observed.get(kv.key);
+  /**
+   * Records a put; parses only when the value changed. Returns the key's value now. `changed`: where a changed
+   * value goes (else its key goes to `pending`); `absent`: the caller knows the key is in neither Map.
+   */
+  private observe(kv: EtcdKv, changed?: RowValue[], absent = false): RowValue {
+    const old = absent ? undefined : this.observed.get(kv.key);
     if (old && !kv.invalidUtf8 && sameValue(old, kv.value)) {
       old.modRev = kv.modRevision;
       return old;
     }
-    this.pending.add(kv.key);
-    const serving = this.served.get(kv.key);
+    if (changed === undefined) this.pending.add(kv.key);
+    const serving = absent ? undefined : this.served.get(kv.key);
     const value = serving && !kv.invalidUtf8 && sameValue(serving, kv.value)
       ? serving
       : rowValue(this.prefix, kv.key, kv.value, {
@@ -322,7 +384,25 @@ export class EtcdRows {
       });
     value.modRev = kv.modRevision;
     this.observed.set(kv.key, value);
+    this.differing += Number(value !== serving) - Number(old !== serving);
+    changed?.push(value);
     return value;
+  }
+
+  /** `key` (observed as `v`) is gone from etcd: its judging is pending. */
+  private unobserve(key: string, v: RowValue): void {
+    const serving = this.served.get(key);
+    this.observed.delete(key);
+    this.pending.add(key);
+    this.differing += Number(serving !== undefined) - Number(v !== serving);
+  }
+
+  /** `differing` counted over every row (a restore's rows replace what served). */
+  private countDiffering(): number {
+    let n = 0;
+    for (const [key, v] of this.served) if (this.observed.get(key) !== v) n++;
+    for (const key of this.observed.keys()) if (!this.served.has(key)) n++;
+    return n;
   }
 
   /** While the returned function is not called, the hashes wait (rows change in slices meanwhile). */
@@ -344,11 +424,19 @@ export class EtcdRows {
     this.buckets.touch(key, present);
   }
 
-  /** Every key of the buckets anew, from `keys` in etcd order (a range or a restore changes most rows). */
-  private async rebucket(keys: readonly string[], pacer: Pacer): Promise<void> {
+  /**
+   * Every key of the buckets anew, from `keys` in etcd order (a range or a restore changes most rows); `values`:
+   * what each serves, when known (the digests then do not look it up).
+   */
+  private async rebucket(
+    keys: readonly string[],
+    pacer: Pacer,
+    values?: readonly (ServedValue | undefined)[],
+  ): Promise<void> {
     this.buckets.clear();
-    for (const key of keys) {
-      this.buckets.append(key);
+    for (let i = 0; i < keys.length; i++) {
+      if (values !== undefined) this.buckets.appendWith(keys[i]!, values[i]);
+      else this.buckets.append(keys[i]!);
       const p = pacer.pace();
       if (p) await p;
     }
@@ -356,58 +444,60 @@ export class EtcdRows {
 
   /**
    * Judges the touched keys and changes what serves; then the facts follow (`publish`). Resolves once they
-   * have been applied; the part up to the change of what serves runs before any other delivery's.
+   * have been applied; the part up to the change of what serves runs before any other delivery's. `full`: a
+   * full range.
    */
   private async commit(
     revision: number,
-    full: { keys: readonly string[]; release: () => void } | undefined,
+    full: FullRange | undefined,
     pacer: Pacer,
   ): Promise<void> {
     const fullRead = full !== undefined;
     // Each row is judged alone: only the touched keys can change.
     const touched = this.pending;
     this.pending = new KeySet();
-    // Key → the value it served before, for the first `IN_PLACE_MAX` + 1 changes: beyond, the snapshot is
-    // rebuilt (`serve`) and only their count matters.
-    const changed = new Map<string, ServedValue | undefined>();
-    let changes = 0;
-    // A range that touched most keys puts every key in the buckets anew: cheaper than one key at a time.
-    const oneByOne = !fullRead || touched.size <= IN_PLACE_MAX;
+    const rows = full?.rows ?? [];
+    const j: Judging = {
+      changed: new Map(),
+      changes: 0,
+      // A range that touched most keys puts every key in the buckets anew: cheaper than one key at a time.
+      oneByOne: !fullRead || touched.size + rows.length <= IN_PLACE_MAX,
+    };
+    // What each key of a range that changed every key serves, in its order: the snapshot is built from it.
+    const values: (ServedValue | undefined)[] | undefined = full?.ordered === true && rows.length === full.keys.length
+      ? new Array(rows.length)
+      : undefined;
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
+      const after = this.judge(row.key, row, full!.fresh ? undefined : this.served.get(row.key), j);
+      if (values !== undefined) values[i] = after;
+      // Only a full range, which no other delivery overlaps, is judged in slices.
+      const p = pacer.pace();
+      if (p) await p;
+    }
+    // A key a failed range left pending may be among the rows: judged again, it keeps what it serves.
     for (const key of touched) {
-      const before = this.served.get(key);
-      const { served: after, problem } = judgeKey(this.observed.get(key), before);
-      this.version++;
-      if (after !== before) this.keepForViews(key, before);
-      if (after) this.served.set(key, after);
-      else this.served.delete(key);
-      if (problem) this.problems.set(key, problem);
-      else this.problems.delete(key);
-      if (after !== before) {
-        if (changes++ <= IN_PLACE_MAX) changed.set(key, before);
-        this.partial.remove(before);
-        this.partial.add(after);
-        this.warnings.warn(after);
-      }
-      if (oneByOne) this.member(key);
-      // Only a full range, which no other delivery overlaps, is judged in slices: a batch's change of what
-      // serves must start before the next batch's.
+      this.judge(key, this.observed.get(key), this.served.get(key), j);
+      // A batch's change of what serves must start before the next batch's: judged at once.
       const p = fullRead ? pacer.pace() : undefined;
       if (p) await p;
     }
     if (full !== undefined) {
-      if (!oneByOne) {
+      full.judged = true;
+      if (!j.oneByOne) {
         // What a range leaves: the keys it held (every other one is gone, restored ones included).
         this.keys = SortedKeys.from(full.keys);
-        await this.rebucket(full.keys, pacer);
+        await this.rebucket(full.keys, pacer, values);
+        if (values !== undefined) this.inOrder = { keys: this.keys, version: this.version, values };
       }
       full.release();
     }
-    const served = this.serve(changed, changes, pacer);
+    const served = this.serve(j.changed, j.changes, pacer);
     this.serving = served;
     await served;
     await this.requestPublish({
       revision,
-      changed: changes,
+      changed: j.changes,
       touched,
       allSeen: fullRead,
       hashSource: true,
@@ -415,6 +505,33 @@ export class EtcdRows {
       writeCache: true,
       logLevel: fullRead ? 'info' : 'debug',
     });
+  }
+
+  /** Judges `key`, observed as `now`, serving `before`: changes what it serves, its problem and its facts. */
+  private judge(
+    key: string,
+    now: RowValue | undefined,
+    before: ServedValue | undefined,
+    j: Judging,
+  ): ServedValue | undefined {
+    const { served: after, problem } = judgeKey(now, before);
+    this.version++;
+    if (after !== before) {
+      this.keepForViews(key, before);
+      if (after) this.served.set(key, after);
+      else this.served.delete(key);
+      this.differing += Number(after !== now) - Number(before !== now);
+      // Key → the value it served before, for the first `IN_PLACE_MAX` + 1 changes: beyond, the snapshot is
+      // rebuilt (`serve`) and only their count matters.
+      if (j.changes++ <= IN_PLACE_MAX) j.changed.set(key, before);
+      this.partial.remove(before);
+      this.partial.add(after);
+      this.warnings.warn(after);
+    }
+    if (problem) this.problems.set(key, problem);
+    else if (this.problems.size > 0) this.problems.delete(key);
+    if (j.oneByOne) this.member(key);
+    return after;
   }
 
   /**
@@ -453,11 +570,17 @@ export class EtcdRows {
    */
   private async rebuild(pacer: Pacer, apiKeys?: ApiKeyIndex): Promise<Snapshot> {
     const keys = this.keys;
-    const rows: Iterable<string> = apiKeys === undefined ? keys : [
-      ...keys.between(undefined, this.apiKeysRoot),
-      ...keys.between(`${this.prefix}/api_keys0`), // '0' follows '/': past every api key
-    ];
-    const set = await resourceSetPaced(rows, this.served, () => pacer.pace());
+    const known = this.inOrder;
+    this.inOrder = undefined;
+    const rows: Iterable<ServedValue | undefined> =
+      apiKeys === undefined && known?.keys === keys && known.version === this.version ? known.values : servedOf(
+        apiKeys === undefined ? keys : [
+          ...keys.between(undefined, this.apiKeysRoot),
+          ...keys.between(`${this.prefix}/api_keys0`), // '0' follows '/': past every api key
+        ],
+        this.served,
+      );
+    const set = await resourceSetPaced(rows, () => pacer.pace());
     const snapshot = await Snapshot.build(set, () => pacer.pace(), apiKeys);
     snapshot.revisions = {
       get: (kindAndId) => {

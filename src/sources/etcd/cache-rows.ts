@@ -11,7 +11,7 @@ import {
 } from '../cache.ts';
 import { BULK_SLICE_MS, Pacer } from '../../resources/pace.ts';
 import { ShardedMap } from '../../util/sharded-map.ts';
-import { hashRowSet } from './row-hash.ts';
+import { type BucketHashes, rowSetHashes } from './row-hash.ts';
 import { compareKeys, hashRows, type Problem, rowValue, type ServedValue } from './rows.ts';
 
 /** A restore's rows are cheaper than reading the clock: it is read once per this many. */
@@ -77,6 +77,10 @@ export class RestoredRows {
   /** Sharded: one Map of a million rows holds the loop each time it doubles. */
   values = new ShardedMap<ServedValue>();
   keys: string[] = [];
+  /** The value of each of `keys`, in their order (undefined when the document had to be sorted). */
+  rows: ServedValue[] | undefined;
+  /** The digests the check of `config_hash` took of the rows, by bucket: what serves is not digested again. */
+  buckets: BucketHashes | undefined;
 
   /** `pacer`: a million rows are validated and hashed in slices, the status listener answering meanwhile. */
   constructor(private readonly prefix: string, private readonly pacer = new Pacer(BULK_SLICE_MS, ROWS_PER_CLOCK)) {}
@@ -85,24 +89,33 @@ export class RestoredRows {
   async verify(d: CacheDocument): Promise<string | undefined> {
     const values = this.values = new ShardedMap<ServedValue>();
     const keys: string[] = [];
+    const rows: ServedValue[] = [];
+    this.rows = undefined;
+    this.buckets = undefined;
     let sorted = true;
     for (const [key, raw] of d.rows) {
       const v = rowValue(this.prefix, key, raw);
       if (!v.parsed.ok) return `corrupt: row ${key} does not validate (${v.parsed.error})`;
-      // A key twice: JSON's last value wins, in the first one's place.
-      if (values.has(key)) sorted = false;
+      // A key twice: JSON's last value wins, in the first one's place (a key is new when the Map grew).
+      const size = values.size;
+      values.set(key, v as ServedValue);
+      if (values.size === size) sorted = false;
       else {
         if (sorted && keys.length > 0 && compareKeys(keys[keys.length - 1]!, key) >= 0) sorted = false;
         keys.push(key);
+        rows.push(v as ServedValue);
       }
-      values.set(key, v as ServedValue);
       const p = this.pacer.pace();
       if (p) await p;
     }
     // The cache writes its rows in etcd order: sorted again only when a document was written otherwise.
     this.keys = sorted ? keys : [...values.keys()].sort(compareKeys);
     const pace = () => this.pacer.pace();
-    if (await hashRowSet(this.keys, (k) => values.get(k), pace) === d.config_hash) return undefined;
+    // Digested by bucket as what serves is (row-hash.ts): the restore keeps these digests for `config_hash`.
+    const { hash, buckets } = await rowSetHashes(this.keys, (k) => values.get(k), pace, sorted ? rows : undefined);
+    if (sorted) this.rows = rows;
+    this.buckets = buckets;
+    if (hash === d.config_hash) return undefined;
     // A cache written before `config_hash` was taken by bucket: its rows are as trustworthy under that definition.
     if (hashRows(this.keys, values) === d.config_hash) return undefined;
     return 'corrupt: config_hash does not match its rows';

@@ -184,15 +184,33 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** A character of `atob`'s string (one per byte) that is not ASCII. */
+const NOT_ASCII = /[\x80-\xff]/;
+
+/**
+ * etcd's base64 of a UTF-8 text, decoded (`lossy`: the bytes were not UTF-8). `atob` gives a character per byte:
+ * when every byte is below 0x80 (keys and most values), that is the text, without the bytes or a decoder.
+ */
+function etcdText(b64: string): { text: string; lossy: boolean } {
+  let bin: string;
+  try {
+    bin = atob(b64);
+  } catch {
+    throw new EtcdError('etcd returned invalid base64', 'protocol');
+  }
+  if (!NOT_ASCII.test(bin)) return { text: bin, lossy: false };
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return decodeUtf8(bytes);
+}
+
 /** Decodes one gateway `mvccpb.KeyValue`. */
 export function decodeKv(raw: unknown): EtcdKv {
   if (!isRecord(raw) || typeof raw.key !== 'string') {
     throw new EtcdError('etcd returned a kv without a key', 'protocol');
   }
-  const key = decodeUtf8(etcdBase64(raw.key));
-  const value = typeof raw.value === 'string' && raw.value !== ''
-    ? decodeUtf8(etcdBase64(raw.value))
-    : { text: '', lossy: false };
+  const key = etcdText(raw.key);
+  const value = typeof raw.value === 'string' && raw.value !== '' ? etcdText(raw.value) : { text: '', lossy: false };
   const kv: EtcdKv = {
     key: key.text,
     value: value.text,

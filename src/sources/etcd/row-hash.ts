@@ -72,6 +72,11 @@ export class BucketHashes {
   private readonly members: string[][] = Array.from({ length: BUCKETS }, () => []);
   /** Per view, per bucket: the SHA-256 of its rows in that view (undefined: it has none). */
   private readonly digests: (Uint8Array | undefined)[][];
+  /**
+   * Per bucket, the first view's row of each of its keys as `appendWith` gave them, for its next digest only (a
+   * lookup per row in a Map of a million misses the processor's caches); any change of the bucket drops them.
+   */
+  private readonly given: ((RowValue | undefined)[] | undefined)[] = new Array(BUCKETS);
   /** Per bucket, moved by each change: a digest taken before the latest change is not kept. */
   private readonly generation = new Uint32Array(BUCKETS);
   private readonly dirty = new Set<number>();
@@ -80,7 +85,11 @@ export class BucketHashes {
   /** Rows encoded for digests so far (what a change costs, counted rather than timed). */
   rowsDigested = 0;
 
-  constructor(private readonly views: readonly RowView[]) {
+  /**
+   * `same`: whether every view holds the first view's rows now (e.g. every observed row serves), known without
+   * a look at each row; the views are then compared row by row only when it says no.
+   */
+  constructor(private readonly views: readonly RowView[], private readonly same: () => boolean = () => false) {
     this.digests = views.map(() => new Array<Uint8Array | undefined>(BUCKETS).fill(undefined));
     this.tops = views.map(() => undefined);
   }
@@ -103,6 +112,22 @@ export class BucketHashes {
     this.changed(b);
   }
 
+  /**
+   * Takes the keys and the first view's digests from `from` (over the same rows: a restore's check of its
+   * document), so they are not digested again; every other view must hold no row (nothing observed yet).
+   */
+  adopt(from: BucketHashes): void {
+    if (from.dirty.size > 0) throw new Error('BucketHashes.adopt: buckets changed and not digested');
+    for (let b = 0; b < BUCKETS; b++) {
+      this.members[b] = from.members[b]!;
+      this.generation[b]!++;
+      this.digests[0]![b] = from.digests[0]![b];
+      for (let v = 1; v < this.views.length; v++) this.digests[v]![b] = undefined;
+    }
+    this.dirty.clear();
+    this.tops = this.views.map((_, v) => v === 0 ? from.tops[0] : undefined);
+  }
+
   /** Forgets every key: `append` then gives every key again; each bucket is digested again. */
   clear(): void {
     for (let b = 0; b < BUCKETS; b++) {
@@ -113,7 +138,19 @@ export class BucketHashes {
 
   /** After `clear`: adds `key`, which comes after every key appended before it in etcd order. */
   append(key: string): void {
-    this.members[bucketOf(key)]!.push(key);
+    const b = bucketOf(key);
+    this.members[b]!.push(key);
+    this.given[b] = undefined;
+  }
+
+  /** `append`, with the first view's row of `key` now (the bucket's next digest does not look it up). */
+  appendWith(key: string, row: RowValue | undefined): void {
+    const b = bucketOf(key);
+    const keys = this.members[b]!;
+    const rows = this.given[b];
+    if (rows !== undefined && rows.length === keys.length) rows.push(row);
+    else if (keys.length === 0) this.given[b] = [row];
+    keys.push(key);
   }
 
   /**
@@ -167,6 +204,7 @@ export class BucketHashes {
   }
 
   private changed(b: number): void {
+    this.given[b] = undefined;
     this.dirty.add(b);
     this.generation[b]!++;
     this.tops = this.views.map(() => undefined);
@@ -176,9 +214,17 @@ export class BucketHashes {
     const generation = this.generation[b];
     const keys = this.members[b]!;
     const first = this.views[0]!;
+    const same = this.views.length > 1 && this.same();
+    const given = this.given[b];
+    this.given[b] = undefined;
+    const rows = given !== undefined && given.length === keys.length ? given : keys.map(first);
     // A view with the same rows as the first (the same objects) has the same digest: not computed again.
     const inputs = this.views.map((view, v) =>
-      v > 0 && keys.every((k) => view(k) === first(k)) ? 'first' as const : rowLines(keys, view)
+      v === 0
+        ? rowLines(rows)
+        : same || keys.every((k, i) => view(k) === rows[i])
+        ? 'first' as const
+        : rowLines(keys.map(view))
     );
     for (const i of inputs) if (typeof i === 'object') this.rowsDigested += i.rows;
     const digests = await Promise.all(inputs.map((i) => typeof i === 'object' ? sha256(i.bytes) : undefined));
@@ -198,13 +244,27 @@ export async function hashRowSet(
   row: RowView,
   pace: () => Promise<void> | undefined = () => undefined,
 ): Promise<string> {
+  return (await rowSetHashes(Array.isArray(keys) ? keys : [...keys], row, pace)).hash;
+}
+
+/**
+ * `hashRowSet`, with the buckets it digested (a restore keeps them: `BucketHashes.adopt`); `rows`: the row of each
+ * of `keys`, in their order, when the caller has them.
+ */
+export async function rowSetHashes(
+  keys: readonly string[],
+  row: RowView,
+  pace: () => Promise<void> | undefined = () => undefined,
+  rows?: readonly (RowValue | undefined)[],
+): Promise<{ hash: string; buckets: BucketHashes }> {
   const h = new BucketHashes([row]);
   h.clear();
-  for (const key of keys) {
-    h.append(key);
+  for (let i = 0; i < keys.length; i++) {
+    if (rows !== undefined) h.appendWith(keys[i]!, rows[i]);
+    else h.append(keys[i]!);
     const p = pace();
     if (p) await p;
   }
   while (h.pending > 0) await h.digestSome();
-  return (await h.hashes([0]))[0]!;
+  return { hash: (await h.hashes([0]))[0]!, buckets: h };
 }

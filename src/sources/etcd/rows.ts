@@ -108,6 +108,30 @@ export class RowValue {
     return { ok: true, kind: 'api_keys', id: resource.id, resource, unknownFields: NO_FIELDS };
   }
 
+  /** `parsed.ok`, read without making a plain api key's judgement (a load reads it of a million rows). */
+  get ok(): boolean {
+    return typeof this.own !== 'string' || (this.judged as ParsedRow).ok;
+  }
+
+  /** `parsed.kind`, likewise. */
+  get kind(): string {
+    return typeof this.own === 'string' ? (this.judged as ParsedRow).kind : 'api_keys';
+  }
+
+  /** `parsed.resource` of a valid row (undefined for any other), likewise. */
+  get resource(): ValidRow['resource'] {
+    if (typeof this.own !== 'string') return this.judged as ApiKey;
+    const p = this.judged as ParsedRow;
+    return p.ok ? p.resource : undefined;
+  }
+
+  /** `parsed.unknownFields` of a valid row (none for any other), likewise. */
+  get unknownFields(): readonly string[] {
+    if (typeof this.own !== 'string') return NO_FIELDS;
+    const p = this.judged as ParsedRow;
+    return p.ok ? p.unknownFields : NO_FIELDS;
+  }
+
   /**
    * The value: its canonical JSON when it is JSON (docs/etcd.md hash input: `key \0 canonical-json(value) \n`),
    * else the text etcd holds (UTF-8 decoded). Only the canonical form is kept: a prefix may hold millions of rows,
@@ -317,22 +341,21 @@ export function compareKeys(a: string, b: string): number {
 }
 
 /**
- * The docs/etcd.md hash lines (`key \0 text \n`) of the rows of `keys` that `row` has, in that order, as UTF-8, and
- * how many there were; undefined when it has none. One bucket's rows (row-hash.ts): small enough to encode at once.
+ * The docs/etcd.md hash lines (`key \0 text \n`) of `rows` (a bucket's, in etcd order; undefined: a key without
+ * one), as UTF-8, and how many there were; undefined when there are none. One bucket's rows (row-hash.ts): small
+ * enough to encode at once.
  */
 export function rowLines(
-  keys: readonly string[],
-  row: (key: string) => RowValue | undefined,
+  rows: readonly (RowValue | undefined)[],
 ): { bytes: Uint8Array<ArrayBuffer>; rows: number } | undefined {
   let text = '';
-  let rows = 0;
-  for (const key of keys) {
-    const r = row(key);
+  let n = 0;
+  for (const r of rows) {
     if (r === undefined) continue;
     text += `${r.key}\0${r.text}\n`;
-    rows++;
+    n++;
   }
-  return rows === 0 ? undefined : { bytes: encoder.encode(text), rows };
+  return n === 0 ? undefined : { bytes: encoder.encode(text), rows: n };
 }
 
 /**
@@ -382,8 +405,8 @@ export function judgeKey(
   prev: ServedValue | undefined,
 ): { served: ServedValue | undefined; problem: Problem | undefined } {
   if (!now) return { served: undefined, problem: undefined };
-  if (now.parsed.ok) return { served: now as ServedValue, problem: undefined };
-  const p = now.parsed;
+  if (now.ok) return { served: now as ServedValue, problem: undefined };
+  const p = now.parsed as RejectedValue;
   const kept = failsClosed(p.kind) ? undefined : prev;
   return {
     served: kept,
@@ -396,67 +419,73 @@ export function judgeKey(
  * order): the Snapshot's name and key-hash indexes keep the last entry of a name, i.e. the row written last.
  */
 export function resourceSet(keys: Iterable<string>, served: ReadonlyMap<string, ServedValue>): ResourceSet {
-  return runSteps(resourceSetSteps(keys, served));
+  return runSteps(resourceSetSteps(servedOf(keys, served)));
+}
+
+/** What each of `keys` serves, in their order. */
+export function* servedOf(
+  keys: Iterable<string>,
+  served: ReadonlyMap<string, ServedValue>,
+): Generator<ServedValue | undefined, undefined> {
+  for (const key of keys) yield served.get(key);
 }
 
 /**
- * `resourceSet` in slices, `pace` awaited between rows: at a million keys the one pass over them and its sort
- * held the loop for most of a second (docs/performance.md "Configuration at scale").
+ * `resourceSet` in slices, of what each key serves in etcd order (`values`), `pace` awaited between rows: at a
+ * million keys the one pass over them and its sort held the loop for most of a second (docs/performance.md
+ * "Configuration at scale").
  */
 export async function resourceSetPaced(
-  keys: Iterable<string>,
-  served: ReadonlyMap<string, ServedValue>,
+  values: Iterable<ServedValue | undefined>,
   pace: () => Promise<void> | undefined,
 ): Promise<ResourceSet> {
-  return await paceSteps(resourceSetSteps(keys, served), pace);
+  return await paceSteps(resourceSetSteps(values), pace);
 }
 
-/** `resourceSet`'s work, yielding after every row and every few entries of its sort. */
-function* resourceSetSteps(
-  keys: Iterable<string>,
-  served: ReadonlyMap<string, ServedValue>,
-): Generator<void, ResourceSet> {
+/** Rows the lists' work handles between two yields: a yield per row cost about as much as the row. */
+const ROWS_PER_STEP = 16;
+
+/** `resourceSet`'s work, yielding every `ROWS_PER_STEP` rows and every few entries of its sort. */
+function* resourceSetSteps(values: Iterable<ServedValue | undefined>): Generator<void, ResourceSet> {
   let rows: ServedValue[] = [];
   let ordered = true;
-  for (const key of keys) {
-    const v = served.get(key);
-    yield;
-    if (!v || v.parsed.resource === undefined) continue;
+  let top = 0;
+  let n = 0;
+  for (const v of values) {
+    if (++n % ROWS_PER_STEP === 0) yield;
+    if (!v || v.resource === undefined) continue;
     if (rows.length > 0 && rows[rows.length - 1]!.rev > v.rev) ordered = false;
+    if (v.rev > top) top = v.rev;
     rows.push(v);
   }
-  if (!ordered) rows = yield* byRevision(rows);
+  if (!ordered) rows = yield* byRevision(rows, top);
   const set: ResourceSet = { provider_keys: [], models: [], api_keys: [] };
-  for (const v of rows) {
-    const row = v.parsed;
-    if (row.resource !== undefined) ((set[row.kind as ResourceKind] ??= []) as unknown[]).push(row.resource);
-    yield;
+  for (let i = 0; i < rows.length; i++) {
+    const v = rows[i]!;
+    ((set[v.kind as ResourceKind] ??= []) as unknown[]).push(v.resource);
+    if (i % ROWS_PER_STEP === 0) yield;
   }
   return set;
 }
 
 /**
- * `rows` by revision, key order among equal ones: a numeric sort of `revision · 2^21 + position` (a million
- * rows sort in a fraction of what a comparator sort of the objects takes); a comparator sort beyond its range.
+ * `rows` (revisions up to `top`) by revision, key order among equal ones: a numeric sort of `revision · 2^21 +
+ * position` (a million rows sort in a fraction of what a comparator sort of the objects takes); a comparator sort
+ * beyond its range.
  */
-function* byRevision(rows: ServedValue[]): Generator<void, ServedValue[]> {
+function* byRevision(rows: ServedValue[], top: number): Generator<void, ServedValue[]> {
   const span = 2 ** 21;
-  let top = 0;
-  for (const v of rows) {
-    if (v.rev > top) top = v.rev;
-    yield;
-  }
   if (rows.length >= span || top >= Number.MAX_SAFE_INTEGER / span) return rows.sort((a, b) => a.rev - b.rev);
   const order = new Float64Array(rows.length);
   for (let i = 0; i < rows.length; i++) {
     order[i] = rows[i]!.rev * span + i;
-    yield;
+    if (i % ROWS_PER_STEP === 0) yield;
   }
   const sorted = yield* sortSteps(order);
   const out: ServedValue[] = new Array(rows.length);
   for (let i = 0; i < sorted.length; i++) {
     out[i] = rows[sorted[i]! % span]!;
-    yield;
+    if (i % ROWS_PER_STEP === 0) yield;
   }
   return out;
 }
@@ -517,9 +546,9 @@ export class PartialCounts {
   }
 
   private count(v: ServedValue | undefined, by: 1 | -1): void {
-    const fields = v?.parsed.unknownFields;
+    const fields = v?.unknownFields;
     if (!v || !fields || fields.length === 0) return;
-    const kind = v.parsed.kind;
+    const kind = v.kind;
     const n = (this.rows[kind] ?? 0) + by;
     if (n > 0) this.rows[kind] = n;
     else delete this.rows[kind];

@@ -13,7 +13,7 @@ export class PartialWarnings {
 
   /** AISIX's WARN for a row loaded with ignored fields, once per (kind, field set); once per kind not served. */
   warn(v: ServedValue | undefined): void {
-    if (!v || v.parsed.unknownFields.length === 0) return;
+    if (!v || v.unknownFields.length === 0) return;
     const p = v.parsed;
     if (p.resource === undefined) {
       if (this.warned.has(p.kind)) return;
