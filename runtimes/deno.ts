@@ -20,6 +20,13 @@ function denoPlatform(): Platform {
     upstream: (o) => undiciUpstream(o, upstreamCa ? { pem: upstreamCa, inDefaults: false } : undefined),
     files: {
       read: (p) => Deno.readFile(p),
+      async openRead(p) {
+        const f = await Deno.open(p);
+        return {
+          read: async (into) => (await f.read(into)) ?? 0,
+          close: async () => f.close(),
+        };
+      },
       async writeAtomic(p, data) {
         const tmp = `${p}.tmp-${Deno.pid}`;
         const f = await Deno.open(tmp, { write: true, create: true, truncate: true, mode: 0o600 });

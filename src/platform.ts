@@ -174,8 +174,20 @@ export interface UpstreamOptions {
 
 export interface PlatformFiles {
   read(path: string): Promise<Uint8Array>;
+  /**
+   * The file open for reading a piece at a time into the caller's buffer, so a large file is never held whole
+   * (a resources file of a million api keys is some 180 MB). Absent: the file source reads it whole (`read`).
+   */
+  openRead?(path: string): Promise<FileReader>;
   /** Write-temp, fsync, rename: a reader sees the old file or the new one, never a mix. */
   writeAtomic(path: string, data: Uint8Array): Promise<void>;
+}
+
+/** A file open for reading (`PlatformFiles.openRead`). */
+export interface FileReader {
+  /** Fills `into` from where the last read ended: how many bytes it read, 0 at the end of the file. */
+  read(into: Uint8Array): Promise<number>;
+  close(): Promise<void>;
 }
 
 /** The Redis connection settings of `ratelimit.redis` or `cache.redis` (TLS paths resolved against the config file). */

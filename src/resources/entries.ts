@@ -13,6 +13,14 @@ export interface EntryRef {
   identity?: string;
 }
 
+/**
+ * An entry that passed its schema: where it is and its resource, one object (a file may hold a million rows, each
+ * of them live until the snapshot is built).
+ */
+export interface AcceptedRow<R> extends EntryRef {
+  r: R;
+}
+
 /** One problem of one entry, in report order. */
 export interface EntryError extends EntryRef {
   message: string;
@@ -67,6 +75,9 @@ export class Problems {
 
   entry(ref: EntryRef, message: string): void {
     this.report.add(scopeOf(ref), message);
-    this.entries.push({ ...ref, message });
+    // The reference's own fields: `ref` may be a row carrying its resource.
+    const e: EntryError = { kind: ref.kind, index: ref.index, message };
+    if ('identity' in ref) e.identity = ref.identity;
+    this.entries.push(e);
   }
 }

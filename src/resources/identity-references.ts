@@ -1,19 +1,20 @@
 // The resources file's checks between identity entries (docs/identity.md "Configuration"): a JWT binding names
 // one key, an enabled issuer one provider, a claim mapping a provider of the file; no URL embeds a credential.
 // The etcd path runs none of them (AISIX's): the authenticator fails closed on what they would have refused.
-import { type EntryRef, type Problems, scopeOf } from './entries.ts';
+import { type AcceptedRow, type EntryRef, type Problems, scopeOf } from './entries.ts';
 import { type ClaimMapping, type OidcProvider, urlHasCredentials } from './identity-schema.ts';
 import type { ApiKey } from './schema.ts';
 
 export interface IdentityEntries {
-  api_keys: readonly { at: EntryRef; r: ApiKey }[];
-  oidc_providers: readonly { at: EntryRef; r: OidcProvider }[];
-  claim_mappings: readonly { at: EntryRef; r: ClaimMapping }[];
+  api_keys: readonly AcceptedRow<ApiKey>[];
+  oidc_providers: readonly AcceptedRow<OidcProvider>[];
+  claim_mappings: readonly AcceptedRow<ClaimMapping>[];
 }
 
 export function checkIdentityReferences(e: IdentityEntries, problems: Problems): void {
   const bindings = new Map<string, EntryRef>();
-  for (const { at, r } of e.api_keys) {
+  for (const at of e.api_keys) {
+    const { r } = at;
     if (r.jwt_subject === undefined) continue;
     if (r.jwt_provider === undefined) {
       problems.entry(
@@ -36,7 +37,8 @@ export function checkIdentityReferences(e: IdentityEntries, problems: Problems):
     } else bindings.set(pair, at);
   }
   const issuers = new Map<string, EntryRef>();
-  for (const { at, r } of e.oidc_providers) {
+  for (const at of e.oidc_providers) {
+    const { r } = at;
     for (const field of ['issuer', 'jwks_uri'] as const) {
       const url = r[field];
       if (url !== undefined && urlHasCredentials(url)) {
@@ -59,7 +61,8 @@ export function checkIdentityReferences(e: IdentityEntries, problems: Problems):
     } else issuers.set(r.issuer, at);
   }
   const providers = e.oidc_providers.map((p) => p.r.name);
-  for (const { at, r } of e.claim_mappings) {
+  for (const at of e.claim_mappings) {
+    const { r } = at;
     if (providers.includes(r.jwt_provider)) continue;
     const defined = providers.length === 0 ? 'none' : [...new Set(providers)].sort().join(', ');
     problems.entry(

@@ -15,7 +15,7 @@ import { uuidV5 } from '../util/crypto.ts';
 import { parsePlainYaml } from '../util/plain-yaml.ts';
 import { ShardedMap } from '../util/sharded-map.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
-import { type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
+import { type AcceptedRow, type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
 import {
   FILE_COLLECTIONS,
@@ -208,21 +208,21 @@ async function buildResourceSet(
 ): Promise<Built | undefined> {
   const doc = checkFileLevel(value, problems);
   if (!doc) return undefined;
-  const { prepared, identities } = await interpolateEntries(doc, env, problems, pacer);
-  // From here `prepared` holds the entries: validation drops each once read, and the rows die with it.
-  for (const kind of FILE_COLLECTIONS) if (Array.isArray(doc[kind])) (doc[kind] as unknown[]).length = 0;
+  // The rows stay in the document's collections: interpolation replaces or drops each in place, and validation
+  // takes each out as it reads it, so a row lives as one object until its resource is made.
+  const identities = await interpolateEntries(doc, env, problems, pacer);
   const providerKeyIds = new Map<string, string>();
   for (const name of identities.get('provider_keys')?.keys() ?? []) {
     await pacer.pace();
     providerKeyIds.set(name, uuidV5(`provider_keys/${name}`));
   }
-  const fileIds: FileIds = {
-    api_keys: await idsOf(identities, 'api_keys', pacer),
-    models: await idsOf(identities, 'models', pacer),
-  };
-  identities.delete('api_keys'); // a name per key, read only for the ids above
-  const context = { env, providerKeyIds, fileIds, previousKeys };
-  const { accepted, notServed } = await validateEntries(prepared, context, problems, pacer);
+  const { accepted, notServed } = await validateEntries(
+    doc,
+    identities,
+    { env, providerKeyIds, previousKeys },
+    problems,
+    pacer,
+  );
   await pacer.pace();
   const modelNames = [...(identities.get('models')?.keys() ?? [])];
   const typed = {
@@ -275,21 +275,47 @@ async function resourcesOf<R>(rows: readonly { r: R }[], pacer: Pacer): Promise<
   return out;
 }
 
-/** Each entry name of `kind` → the id derived from it. */
-async function idsOf(
-  identities: Map<string, ShardedMap<number>>,
-  kind: string,
-  pacer: Pacer,
-): Promise<ShardedMap<string>> {
-  const out = new ShardedMap<string>();
-  for (const name of identities.get(kind)?.keys() ?? []) {
-    await pacer.pace();
-    out.set(name, uuidV5(`${kind}/${name}`));
+/**
+ * Each entry name of `kind` → the id derived from it, made when asked: a Map of them held a million ids beside the
+ * rows, each made again by the row that owns it.
+ */
+class IdsByName implements ReadonlyMap<string, string> {
+  constructor(private readonly kind: string, private readonly names: ReadonlyMap<string, number> | undefined) {}
+
+  get size(): number {
+    return this.names?.size ?? 0;
   }
-  return out;
+
+  get(name: string): string | undefined {
+    return this.names?.has(name) ? uuidV5(`${this.kind}/${name}`) : undefined;
+  }
+
+  has(name: string): boolean {
+    return this.names?.has(name) ?? false;
+  }
+
+  *keys(): MapIterator<string> {
+    if (this.names) yield* this.names.keys();
+  }
+
+  *values(): MapIterator<string> {
+    for (const name of this.keys()) yield uuidV5(`${this.kind}/${name}`);
+  }
+
+  *entries(): MapIterator<[string, string]> {
+    for (const name of this.keys()) yield [name, uuidV5(`${this.kind}/${name}`)];
+  }
+
+  [Symbol.iterator](): MapIterator<[string, string]> {
+    return this.entries();
+  }
+
+  forEach(fn: (value: string, key: string, map: ReadonlyMap<string, string>) => void, thisArg?: unknown): void {
+    for (const [k, v] of this.entries()) fn.call(thisArg, v, k, this);
+  }
 }
 
-/** The id already derived for a row other rows refer to (provider keys, models, api keys); the same UUIDv5. */
+/** The id of a row other rows refer to (provider keys, models, api keys); the same UUIDv5. */
 function knownId(
   kind: ResourceKind,
   identity: string,
@@ -343,37 +369,38 @@ function holdsDollar(v: unknown): boolean {
   return false;
 }
 
-/** An entry that passed interpolation, with its identity. */
-interface Prepared {
-  at: EntryRef & { identity: string };
-  doc: Record<string, unknown>;
-}
-
-/** Per entry: `${VAR}`, identity present, duplicate identity. `identities`: kind → identity → index. */
+/**
+ * Per entry: `${VAR}`, identity present, duplicate identity; each entry is replaced in its collection by what
+ * interpolation made of it, or by `undefined` when refused. `identities`: kind → identity → index.
+ */
 async function interpolateEntries(
   doc: Record<string, unknown>,
   env: Env,
   problems: Problems,
   pacer: Pacer,
-): Promise<{ prepared: Prepared[]; identities: Map<string, ShardedMap<number>> }> {
-  const prepared: Prepared[] = [];
+): Promise<Map<string, ShardedMap<number>>> {
   const identities = new Map<string, ShardedMap<number>>();
+  const lists = new Set<unknown[]>();
   for (const kind of FILE_COLLECTIONS) {
-    const entries = doc[kind];
-    if (entries === undefined || entries === null) continue;
-    if (!Array.isArray(entries)) {
+    const value = doc[kind];
+    if (value === undefined || value === null) continue;
+    if (!Array.isArray(value)) {
       problems.file(`\`${kind}\` must be a sequence of maps`);
       continue;
     }
+    let entries: unknown[] = value;
+    // One list under two collections (a YAML alias): each is changed in place, so the second gets a copy.
+    if (lists.has(entries)) doc[kind] = entries = entries.slice();
+    lists.add(entries);
     const seen = new ShardedMap<number>();
     identities.set(kind, seen);
     for (let index = 0; index < entries.length; index++) {
-      await pacer.pace();
-      const p = interpolateEntry({ kind, index }, entries[index], env, seen, problems);
-      if (p) prepared.push(p);
+      const p = pacer.pace();
+      if (p) await p;
+      entries[index] = interpolateEntry({ kind, index }, entries[index], env, seen, problems);
     }
   }
-  return { prepared, identities };
+  return identities;
 }
 
 function interpolateEntry(
@@ -382,7 +409,7 @@ function interpolateEntry(
   env: Env,
   seen: ShardedMap<number>,
   problems: Problems,
-): Prepared | undefined {
+): Record<string, unknown> | undefined {
   if (!isRecord(item)) {
     problems.entry(at, 'entry must be a mapping');
     return undefined;
@@ -415,11 +442,11 @@ function interpolateEntry(
     return undefined;
   }
   seen.set(identity, index);
-  return { at: { kind, index, identity }, doc: entry };
+  return entry;
 }
 
 /** The entries of each served kind that passed their schema, with where they are. */
-type Accepted = { [K in ResourceKind]?: { at: EntryRef; r: ResourceOf<K> }[] };
+type Accepted = { [K in ResourceKind]?: AcceptedRow<ResourceOf<K>>[] };
 
 /** What validation reads besides the entries. */
 interface ValidateContext {
@@ -430,58 +457,108 @@ interface ValidateContext {
 }
 
 /**
- * Per entry: no `id`, kinds Sluice does not implement or serve, desugar, then the strict schema. `prepared` is
- * consumed: each entry is dropped once read, so the parsed rows become garbage a slice at a time.
+ * Per entry that passed interpolation: no `id`, kinds Sluice does not implement or serve, desugar, then the strict
+ * schema. The collections are consumed: each entry is taken out once read, so the parsed rows become garbage a
+ * slice at a time.
  */
 async function validateEntries(
-  prepared: (Prepared | undefined)[],
-  context: ValidateContext,
+  doc: Record<string, unknown>,
+  identities: Map<string, ShardedMap<number>>,
+  base: Omit<ValidateContext, 'fileIds'>,
   problems: Problems,
   pacer: Pacer,
 ): Promise<{ accepted: Accepted; notServed: Record<string, number> }> {
-  const accepted: Accepted = {};
-  const notServed: Record<string, number> = {};
-  const { providerKeyIds, fileIds, previousKeys } = context;
-  for (let i = 0; i < prepared.length; i++) {
-    await pacer.pace();
-    const e = prepared[i]!;
-    prepared[i] = undefined;
-    const refusal = refusedKind(e);
-    if (refusal !== undefined) {
-      problems.entry(e.at, refusal);
-      continue;
+  const fileIds: FileIds = {
+    api_keys: new IdsByName('api_keys', identities.get('api_keys')),
+    models: new IdsByName('models', identities.get('models')),
+  };
+  const context: ValidateContext = { ...base, fileIds };
+  const out: Validated = { problems, accepted: {}, notServed: {} };
+  for (const kind of FILE_COLLECTIONS) {
+    const entries = doc[kind];
+    if (!Array.isArray(entries)) continue;
+    for (let index = 0; index < entries.length; index++) {
+      const p = pacer.pace();
+      if (p) await p;
+      const entry = entries[index] as Record<string, unknown> | undefined;
+      entries[index] = undefined;
+      const waiting = entry === undefined ? undefined : validateEntry(kind, index, entry, context, out);
+      if (waiting) await waiting;
     }
-    const kind = e.at.kind;
-    if (!isResourceKind(kind)) {
-      notServed[kind] = (notServed[kind] ?? 0) + 1;
-      continue;
-    }
-    const sugar = await KINDS[kind].desugar?.(e.doc, context);
-    if (sugar !== undefined) {
-      problems.entry(e.at, sugar);
-      continue;
-    }
-    const id = knownId(kind, e.at.identity, providerKeyIds, fileIds) ?? uuidV5(`${kind}/${e.at.identity}`);
-    const kept = kind === 'api_keys' ? previousKeys?.get(id) : undefined;
-    if (kept !== undefined && isSamePlainApiKey(kept, e.doc)) {
-      (accepted.api_keys ??= []).push({ at: e.at, r: kept });
-      continue;
-    }
-    if (kind === 'api_keys' && typeof e.doc.display_name === 'string') {
-      e.doc.display_name = ownString(e.doc.display_name);
-    }
-    const parsed = parseDocument(kind, id, e.doc, 'strict');
-    if (!parsed.ok) {
-      problems.entry(
-        e.at,
-        parsed.errorKind === 'parse_failed' ? `cannot decode canonical document: ${parsed.error}` : parsed.error,
-      );
-      continue;
-    }
-    if (parsed.resource === undefined) notServed[kind] = (notServed[kind] ?? 0) + 1;
-    else ((accepted[kind] ??= []) as { at: EntryRef; r: unknown }[]).push({ at: e.at, r: parsed.resource });
+    entries.length = 0;
   }
-  return { accepted, notServed };
+  identities.delete('api_keys'); // a name per key, read only for the ids
+  return { accepted: out.accepted, notServed: out.notServed };
+}
+
+/**
+ * One entry that passed interpolation: into `accepted`, `notServed` or `problems`. A promise only when its desugar
+ * must wait (a `key_env` to hash): the usual row of a large file allocates none.
+ */
+function validateEntry(
+  kind: string,
+  index: number,
+  entry: Record<string, unknown>,
+  context: ValidateContext,
+  out: Validated,
+): Promise<void> | undefined {
+  const identity = identityOf(kind, entry)!;
+  const refusal = refusedKind(kind, entry);
+  if (refusal !== undefined) {
+    out.problems.entry({ kind, index, identity }, refusal);
+    return undefined;
+  }
+  if (!isResourceKind(kind)) {
+    out.notServed[kind] = (out.notServed[kind] ?? 0) + 1;
+    return undefined;
+  }
+  const sugar = KINDS[kind].desugar?.(entry, context);
+  if (sugar instanceof Promise) {
+    return sugar.then((s) => acceptEntry(kind, index, identity, entry, s, context, out));
+  }
+  acceptEntry(kind, index, identity, entry, sugar, context, out);
+  return undefined;
+}
+
+/** What validation has found so far. */
+interface Validated {
+  problems: Problems;
+  accepted: Accepted;
+  notServed: Record<string, number>;
+}
+
+/** An entry after its desugar (`sugar`: why it refused): its schema, and where it goes. */
+function acceptEntry(
+  kind: ResourceKind,
+  index: number,
+  name: string,
+  entry: Record<string, unknown>,
+  sugar: string | undefined,
+  context: ValidateContext,
+  { problems, accepted, notServed }: Validated,
+): void {
+  let identity = name;
+  if (sugar !== undefined) return problems.entry({ kind, index, identity }, sugar);
+  const { providerKeyIds, fileIds, previousKeys } = context;
+  const id = knownId(kind, identity, providerKeyIds, fileIds) ?? uuidV5(`${kind}/${identity}`);
+  const kept = kind === 'api_keys' ? previousKeys?.get(id) : undefined;
+  if (kept !== undefined && isSamePlainApiKey(kept, entry)) {
+    // The serving key's own name: the one just parsed is garbage with its row.
+    (accepted.api_keys ??= []).push({ kind, index, identity: kept.display_name ?? identity, r: kept });
+    return;
+  }
+  if (kind === 'api_keys' && typeof entry.display_name === 'string') {
+    identity = entry.display_name = ownString(entry.display_name);
+  }
+  const parsed = parseDocument(kind, id, entry, 'strict');
+  if (!parsed.ok) {
+    return problems.entry(
+      { kind, index, identity },
+      parsed.errorKind === 'parse_failed' ? `cannot decode canonical document: ${parsed.error}` : parsed.error,
+    );
+  }
+  if (parsed.resource === undefined) notServed[kind] = (notServed[kind] ?? 0) + 1;
+  else ((accepted[kind] ??= []) as AcceptedRow<unknown>[]).push({ kind, index, identity, r: parsed.resource });
 }
 
 /**
@@ -492,11 +569,11 @@ async function validateEntries(
 const ownString = (s: string): string => JSON.parse(JSON.stringify(s)) as string;
 
 /** Why an entry is refused before its schema: a kind that would gate traffic, or an `id` of its own. */
-function refusedKind(e: Prepared): string | undefined {
-  if (isGatingKind(e.at.kind)) {
-    return `Sluice does not implement ${e.at.kind}: an entry of this kind would gate traffic, so the file is refused rather than served without it`;
+function refusedKind(kind: string, entry: Record<string, unknown>): string | undefined {
+  if (isGatingKind(kind)) {
+    return `Sluice does not implement ${kind}: an entry of this kind would gate traffic, so the file is refused rather than served without it`;
   }
-  if ('id' in e.doc) {
+  if ('id' in entry) {
     return "the resources file does not accept `id` — ids are derived deterministically from the entry's name";
   }
   return undefined;

@@ -25,7 +25,13 @@ const lists = new Map<string, string[]>();
 const listJson = new WeakMap<readonly string[], string>();
 const MAX_LISTS = 1024;
 
-function sharedList(list: string[], json: string): string[] {
+/** The shared one-model lists by their model: most keys name one, and a lookup by it makes no JSON. */
+const singles = new Map<string, string[]>();
+
+function sharedList(list: string[]): string[] {
+  const single = list.length === 1 ? singles.get(list[0]!) : undefined;
+  if (single !== undefined) return single;
+  const json = JSON.stringify(list);
   const known = lists.get(json);
   if (known !== undefined) return known;
   if (lists.size < MAX_LISTS && list.length <= 16) {
@@ -33,6 +39,7 @@ function sharedList(list: string[], json: string): string[] {
     const own = JSON.parse(json) as string[];
     lists.set(json, own);
     listJson.set(own, json);
+    if (own.length === 1) singles.set(own[0]!, own);
     return own;
   }
   return list;
@@ -43,7 +50,7 @@ export function plainApiKey(id: string, doc: Record<string, unknown>): ApiKey {
   const display_name = doc.display_name as string | undefined;
   const key_hash = doc.key_hash as string;
   const list = doc.allowed_models as string[];
-  const allowed_models = sharedList(list, JSON.stringify(list));
+  const allowed_models = sharedList(list);
   const disabled = (doc.disabled as boolean | undefined) ?? false;
   // Two literals, so every key has one of two hidden classes and no out-of-object members.
   return display_name === undefined

@@ -2,14 +2,14 @@
 // the identities pass 1 declared: an entry whose own schema failed still counts as defined, so one typo
 // is reported once, where it is.
 import { ShardedMap } from '../util/sharded-map.ts';
-import { type EntryRef, type Problems, scopeOf } from './entries.ts';
+import { type AcceptedRow, type EntryRef, type Problems, scopeOf } from './entries.ts';
 import type { ApiKey, Model, ProviderKey } from './schema.ts';
 
 /** The entries that passed their schema, with where they are, of the kinds that hold references. */
 export interface Typed {
-  provider_keys: { at: EntryRef; r: ProviderKey }[];
-  models: { at: EntryRef; r: Model }[];
-  api_keys: { at: EntryRef; r: ApiKey }[];
+  provider_keys: AcceptedRow<ProviderKey>[];
+  models: AcceptedRow<Model>[];
+  api_keys: AcceptedRow<ApiKey>[];
 }
 
 /** Between rows: a promise when the pipeline's slice is up and requests must run first (pace.ts). */
@@ -26,8 +26,10 @@ export async function checkReferences(
   await checkModelRefs(typed, modelNames, problems, pace);
   await checkRouteRefs(typed.api_keys, routeNames, problems, pace);
   await checkKeyHashes(typed.api_keys, problems, pace);
-  for (const { at, r } of typed.models) {
-    await pace();
+  for (const at of typed.models) {
+    const { r } = at;
+    const paced = pace();
+    if (paced) await paced;
     if (r.kind === 'direct' && !providerKeyIds.has(r.provider_key_id)) {
       problems.entry(
         at,
@@ -49,12 +51,16 @@ async function checkModelRefs(typed: Typed, modelNames: readonly string[], probl
     if (ref.includes('*') || modelSet.has(ref)) return;
     problems.entry(at, `${field} references unknown model ${JSON.stringify(ref)} (defined models: ${definedModels()})`);
   };
-  for (const { at, r } of typed.api_keys) {
-    await pace();
+  for (const at of typed.api_keys) {
+    const { r } = at;
+    const paced = pace();
+    if (paced) await paced;
     for (const m of r.allowed_models) check(at, 'allowed_models entry', m);
   }
-  for (const { at, r } of typed.models) {
-    await pace();
+  for (const at of typed.models) {
+    const { r } = at;
+    const paced = pace();
+    if (paced) await paced;
     if (r.kind === 'routing') { for (const t of r.routing.targets) check(at, 'routing target', t.model); }
   }
 }
@@ -67,8 +73,10 @@ async function checkRouteRefs(
   pace: Pace,
 ) {
   const known = new Set(routeNames);
-  for (const { at, r } of apiKeys) {
-    await pace();
+  for (const at of apiKeys) {
+    const { r } = at;
+    const paced = pace();
+    if (paced) await paced;
     for (const name of r.allowed_routes ?? []) {
       if (name.includes('*') || known.has(name)) continue;
       const defined = routeNames.length === 0 ? 'none' : [...routeNames].sort().join(', ');
@@ -86,8 +94,10 @@ async function checkRouteRefs(
 async function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems, pace: Pace) {
   // Where each was first seen; its scope is spelled out only for a message. Sharded: a million keys.
   const seen = new ShardedMap<EntryRef>();
-  for (const { at, r } of apiKeys) {
-    await pace();
+  for (const at of apiKeys) {
+    const { r } = at;
+    const paced = pace();
+    if (paced) await paced;
     const first = seen.get(r.key_hash);
     if (first !== undefined) {
       problems.entry(

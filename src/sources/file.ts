@@ -4,16 +4,14 @@
 // a collection that served entries before and is absent from the new file is refused as truncated.
 import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
-import type { Platform } from '../platform.ts';
+import type { FileReader, Platform } from '../platform.ts';
 import type { ApiKeyIndex } from '../resources/api-key-index.ts';
 import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { BULK_SLICE_MS, Pacer, SLICE_MS } from '../resources/pace.ts';
-import { hexOf, sha256Hex, uuidV5 } from '../util/crypto.ts';
+import { hexOf, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
-
-const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** A reload reads the file until two reads this far apart agree. */
 export const STABLE_MS = 150;
@@ -111,8 +109,9 @@ export class FileSource implements ConfigSource {
   }
 
   /**
-   * The file's text, its size and digest, recording what was observed. The bytes stay in here: nothing the
-   * pipeline holds keeps them (at a million api keys they are as large as the text beside it).
+   * The file's text, its size and digest, recording what was observed. The bytes are read a piece at a time into
+   * one buffer, hashed and decoded as they come: nothing holds them whole (at a million api keys they are as
+   * large as the text beside them).
    */
   private async readText(
     files: NonNullable<Platform['files']>,
@@ -122,26 +121,20 @@ export class FileSource implements ConfigSource {
     let read: Read;
     try {
       read = opts.reload
-        ? await this.readStable(() => hashedRead(files, path, SERVING))
-        : await hashedRead(files, path, BULK);
+        ? await this.readStable((decode) => readPass(files, path, SERVING, decode))
+        : await readPass(files, path, BULK, true);
     } catch (e) {
       const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
       host.record.latestLoadFailed(true);
       host.recordFailure('fetch', message);
       return { ok: false, message };
     }
-    const { bytes, hash } = read;
+    const { text, size, hash } = read;
     host.record.observed({ sourceHash: hash, at: this.now() });
-    try {
-      return {
-        ok: true,
-        text: await decodeInSlices(bytes, (opts.reload ? SERVING : BULK).ms),
-        size: bytes.length,
-        hash,
-      };
-    } catch {
+    if (typeof text !== 'string' && !Array.isArray(text)) {
       return this.fail('parse', `resources file ${path}: not valid UTF-8`);
     }
+    return { ok: true, text, size, hash };
   }
 
   /** Where the YAML stage ran (DEBUG); a worker that failed and left the parse to the event loop is a WARN. */
@@ -168,13 +161,16 @@ export class FileSource implements ConfigSource {
     } else log.warn(MSG.fileReloadFailed, { file: this.path, error: r.message });
   }
 
-  /** Read until two reads `STABLE_MS` apart agree; throws when the file keeps changing for `MAX_READS` reads. */
-  private async readStable(read: () => Promise<Read>): Promise<Read> {
-    // Only the digest of the previous read is kept: two large files' bytes are never held at once.
-    let prev = (await read()).hash;
+  /**
+   * Read until two reads `STABLE_MS` apart agree; throws when the file keeps changing for `MAX_READS` reads. Every
+   * read but the first decodes its bytes as it goes: the one that agrees with the last is the text.
+   */
+  private async readStable(read: (decode: boolean) => Promise<Read>): Promise<Read> {
+    // Only the digest of the previous read is kept: two large files' texts are never held at once.
+    let prev = (await read(false)).hash;
     for (let i = 1; i < MAX_READS; i++) {
       await sleep(STABLE_MS);
-      const next = await read();
+      const next = await read(true);
       if (next.hash === prev) return next;
       if (i === 1) this.host.log.info(LOG.unsettled, { file: this.path });
       prev = next.hash;
@@ -235,31 +231,16 @@ export class FileSource implements ConfigSource {
   }
 }
 
-/** One read of the file and its SHA-256 (hex): the source hash, and what tells two reads apart. */
+/** One read of the file. */
 interface Read {
-  bytes: Uint8Array;
+  /** SHA-256 (hex) of the bytes: the source hash, and what tells two reads apart. */
   hash: string;
+  size: number;
+  /** The text, when the read was asked to decode it; `null` when the bytes are not UTF-8. */
+  text?: string | string[] | null;
 }
 
-/**
- * The file's bytes and their digest. Reads are compared by digest, not byte by byte: the digest is needed
- * anyway. Web Crypto computes it off the event loop but copies the bytes on it first, which held the loop
- * for a few hundred milliseconds over a file of a million api keys: a file of `SLICED_BYTES` or more is
- * hashed here instead, a slice at a time with the loop's turn between.
- */
-async function hashedRead(files: NonNullable<Platform['files']>, path: string, slices: Slices): Promise<Read> {
-  const bytes = await files.read(path);
-  if (bytes.length < SLICED_BYTES) return { bytes, hash: await sha256Hex(bytes) };
-  const h = sha256.create();
-  const pacer = new Pacer(slices.ms);
-  for (let at = 0; at < bytes.length; at += slices.bytes) {
-    h.update(bytes.subarray(at, at + slices.bytes));
-    await pacer.pace();
-  }
-  return { bytes, hash: hexOf(h.digest()) };
-}
-
-/** From this size on, a file is hashed and decoded a slice at a time. */
+/** From this size on, a file's text is handed on as pieces, each ending just after a line break (but the last). */
 export const SLICED_BYTES = 8 << 20;
 /** How long a slice of hashing runs, and the bytes it takes on at a time. */
 interface Slices {
@@ -275,30 +256,111 @@ const BULK: Slices = { ms: BULK_SLICE_MS, bytes: 1 << 20 };
  */
 const SERVING: Slices = { ms: SLICE_MS, bytes: 64 << 10 };
 /**
- * What one slice of decoding takes on, whatever the slice's time: a megabyte is decoded natively and quickly, and
- * a piece that large is allocated outside the young generation, which would copy a smaller one twice.
+ * The bytes read, and decoded, at a time: a megabyte is decoded natively and quickly, and a piece that large is
+ * allocated outside the young generation, which would copy a smaller one twice.
  */
-const DECODE_BYTES = 1 << 20;
+const PIECE_BYTES = 1 << 20;
 
 /**
- * The bytes as UTF-8 text (throws on a malformed sequence); a large file a slice at a time, as pieces that each
- * end just after a line break (but the last): joining them would hold the loop for hundreds of milliseconds.
+ * One pass over the file, a piece at a time into one buffer: its digest and size, and with `decode` its text.
+ * Hashed here, a slice at a time with the loop's turn between (Web Crypto computes a digest off the event loop
+ * but copies the bytes on it first: a few hundred milliseconds over a file of a million api keys); the whole
+ * file was read into one buffer before, which on Deno held the loop for seconds as a reload began.
  */
-async function decodeInSlices(bytes: Uint8Array, sliceMs: number): Promise<string | string[]> {
-  if (bytes.length < SLICED_BYTES) return decoder.decode(bytes);
-  const stream = new TextDecoder('utf-8', { fatal: true });
-  const pieces: string[] = [];
-  let partial = '';
-  const pacer = new Pacer(sliceMs);
-  for (let at = 0;; at += DECODE_BYTES) {
-    const more = at < bytes.length;
-    const s = partial +
-      (more ? stream.decode(bytes.subarray(at, at + DECODE_BYTES), { stream: true }) : stream.decode());
-    const cut = more ? s.lastIndexOf('\n') + 1 : s.length;
-    if (cut > 0) pieces.push(s.slice(0, cut));
-    if (!more) return pieces;
-    partial = s.slice(cut);
-    await pacer.pace();
+async function readPass(
+  files: NonNullable<Platform['files']>,
+  path: string,
+  slices: Slices,
+  decode: boolean,
+): Promise<Read> {
+  const reader = await openReader(files, path);
+  const buf = new Uint8Array(PIECE_BYTES);
+  const h = sha256.create();
+  const pacer = new Pacer(slices.ms);
+  let text: TextPieces | undefined = decode ? new TextPieces() : undefined;
+  let size = 0;
+  let utf8 = true;
+  try {
+    for (let n; (n = await fill(reader, buf)) > 0;) {
+      size += n;
+      for (let at = 0; at < n; at += slices.bytes) {
+        h.update(buf.subarray(at, Math.min(n, at + slices.bytes)));
+        await pacer.pace();
+      }
+      if (text === undefined) continue;
+      try {
+        text.add(buf.subarray(0, n));
+      } catch {
+        // Not UTF-8: the digest is still wanted (what was observed), the text no longer.
+        text = undefined;
+        utf8 = false;
+      }
+      await pacer.pace();
+    }
+  } finally {
+    await reader.close();
+  }
+  const hash = hexOf(h.digest());
+  if (!decode) return { hash, size };
+  if (!utf8 || text === undefined) return { hash, size, text: null };
+  try {
+    return { hash, size, text: text.end(size < SLICED_BYTES) };
+  } catch {
+    return { hash, size, text: null };
+  }
+}
+
+/** `into` filled from `reader` (less only at the file's end): how many bytes. */
+async function fill(reader: FileReader, into: Uint8Array): Promise<number> {
+  let n = 0;
+  while (n < into.length) {
+    const got = await reader.read(into.subarray(n));
+    if (got === 0) break;
+    n += got;
+  }
+  return n;
+}
+
+/** The platform's reader, or one over the whole file where the platform can only read it whole. */
+async function openReader(files: NonNullable<Platform['files']>, path: string): Promise<FileReader> {
+  if (files.openRead) return files.openRead(path);
+  let bytes: Uint8Array | undefined = await files.read(path);
+  let at = 0;
+  return {
+    read: (into) => {
+      const piece = bytes!.subarray(at, at + into.length);
+      into.set(piece);
+      at += piece.length;
+      return Promise.resolve(piece.length);
+    },
+    close: () => {
+      bytes = undefined;
+      return Promise.resolve();
+    },
+  };
+}
+
+/**
+ * UTF-8 bytes decoded (throwing on a malformed sequence) into pieces that each end just after a line break (but
+ * the last): joining a large file's would hold the loop for hundreds of milliseconds.
+ */
+class TextPieces {
+  private readonly stream = new TextDecoder('utf-8', { fatal: true });
+  private readonly pieces: string[] = [];
+  private partial = '';
+
+  add(bytes: Uint8Array): void {
+    const s = this.partial + this.stream.decode(bytes, { stream: true });
+    const cut = s.lastIndexOf('\n') + 1;
+    if (cut > 0) this.pieces.push(s.slice(0, cut));
+    this.partial = s.slice(cut);
+  }
+
+  /** The text: one string (`whole`), or its pieces. */
+  end(whole: boolean): string | string[] {
+    const last = this.partial + this.stream.decode();
+    if (last.length > 0) this.pieces.push(last);
+    return whole ? this.pieces.join('') : this.pieces;
   }
 }
 

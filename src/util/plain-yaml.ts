@@ -106,6 +106,10 @@ function quoted(s: string): [string, string] {
  */
 const exactSize = (seq: unknown[]): unknown[] => (seq.length < 64 ? seq.slice() : seq);
 
+/** What `flowCollection` holds in place of the kind of collection it is not reading (never written to). */
+const NO_SEQ = Object.freeze([]) as unknown as unknown[];
+const NO_MAP: Record<string, unknown> = Object.freeze({});
+
 /** A flow key: a word, then `:` and a space. */
 const FLOW_KEY = /^([A-Za-z_][A-Za-z0-9_.\-/]*): +/;
 
@@ -116,8 +120,9 @@ const FLOW_KEY = /^([A-Za-z_][A-Za-z0-9_.\-/]*): +/;
  */
 function flowCollection(s: string): [unknown, string] {
   const close = s[0] === '[' ? ']' : '}';
-  const seq: unknown[] = [];
-  const map: Record<string, unknown> = {};
+  // Only the one this is: a file of a million rows of `[model]` would make a million empty maps.
+  const seq: unknown[] = close === ']' ? [] : NO_SEQ;
+  const map: Record<string, unknown> = close === '}' ? {} : NO_MAP;
   let rest = trimSpacesStart(s.slice(1));
   if (rest[0] === close) return [close === ']' ? seq : map, rest.slice(1)];
   for (;;) {

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { createGateway } from '../../src/boot.ts';
 import { loadConfig } from '../../src/config/load.ts';
-import { SLICED_BYTES } from '../../src/sources/file.ts';
+import { type FileSource, SLICED_BYTES } from '../../src/sources/file.ts';
 import { testPlatform } from '../support/platform.ts';
 
 const RES = '/srv/resources.yaml';
@@ -104,4 +104,63 @@ test('a reload of a large file, hashed and decoded in the short slices of a serv
   assert.equal(g.gw.facts.applied?.config_hash, createHash('sha256').update(next).digest('hex'));
   const names = g.gw.snapshot!.resources.api_keys.map((k) => k.display_name);
   assert.deepEqual(names, [...text.matchAll(/display_name: "((?:é€😀)+€-\d+)"/g)].map((m) => m[1]));
+});
+
+/**
+ * A platform that reads a file a piece at a time (`openRead`), its whole-file `read` refusing: each piece asked
+ * for is recorded (its size), and `files()` answers what the file holds at each open.
+ */
+function piecewiseGateway(files: () => Uint8Array) {
+  const asked: number[] = [];
+  let open = 0;
+  const g = gateway(() => assert.fail('read whole'));
+  g.gw.platform.files!.openRead = async () => {
+    const bytes = files();
+    let at = 0;
+    open++;
+    return {
+      read: async (into: Uint8Array) => {
+        // Less than asked at times, as a runtime may answer: the source reads on until its piece is full.
+        const n = Math.min(into.length, bytes.length - at, 300_000);
+        asked.push(into.length);
+        into.set(bytes.subarray(at, at + n));
+        at += n;
+        return n;
+      },
+      close: async () => void open--,
+    };
+  };
+  return { g, asked, isClosed: () => open === 0 };
+}
+
+test('a platform that reads in pieces: never read whole, into one buffer of a megabyte, the same digest and names', async () => {
+  const text = largeFile();
+  const bytes = new TextEncoder().encode(text);
+  const { g, asked, isClosed } = piecewiseGateway(() => bytes);
+  const r = await g.source.load!();
+  assert.equal(r.ok, true, r.ok ? '' : r.message);
+  assert.ok(isClosed(), 'the file is closed once read');
+  assert.ok(Math.max(...asked) <= 1 << 20, `no piece over a megabyte (${Math.max(...asked)})`);
+  assert.equal(g.gw.facts.applied?.config_hash, createHash('sha256').update(bytes).digest('hex'));
+  const names = g.gw.snapshot!.resources.api_keys.map((k) => k.display_name);
+  assert.deepEqual(names, [...text.matchAll(/display_name: "((?:é€😀)+-\d+)"/g)].map((m) => m[1]));
+});
+
+test('a platform that reads in pieces: a reload waits for the file to settle, a malformed byte is refused', async () => {
+  const first = new TextEncoder().encode(largeFile());
+  const changed = new TextEncoder().encode(largeFile().replaceAll('😀-', '😀€-'));
+  let reads: Uint8Array[] = [first];
+  const { g, isClosed } = piecewiseGateway(() => reads.length > 1 ? reads.shift()! : reads[0]!);
+  assert.equal((await g.source.load!()).ok, true);
+  // The file changes under the reload's first read: the text applied is the one two reads agreed on.
+  reads = [first, changed, changed];
+  await g.source.reload!();
+  assert.ok(isClosed());
+  assert.equal(g.gw.facts.applied?.config_hash, createHash('sha256').update(changed).digest('hex'));
+  assert.equal(g.gw.snapshot!.resources.api_keys[0]!.display_name!.endsWith('€-0'), true);
+  const bad = changed.slice();
+  bad[SLICED_BYTES + 5] = 0xff;
+  reads = [bad];
+  const r = await (g.source as FileSource).read({ reload: true });
+  assert.deepEqual(r, { ok: false, message: `resources file ${RES}: not valid UTF-8` });
 });

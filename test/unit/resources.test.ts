@@ -856,3 +856,18 @@ describe('globMatch', () => {
     });
   }
 });
+
+describe('one list under two collections', () => {
+  test('a YAML alias: each collection reads its own rows and words its own errors', async () => {
+    // The pipeline replaces and takes out rows in place: the second collection must not see the first's doing.
+    const text = `${PK}models: &rows
+  - display_name: m1
+    provider_key: nope
+    model_name: up
+api_keys: *rows
+`;
+    const r = await report(text);
+    assert.match(r, /models\[0\] \("m1"\)/);
+    assert.match(r, /api_keys\[0\] \("m1"\)/);
+  });
+});
