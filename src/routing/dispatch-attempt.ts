@@ -183,19 +183,20 @@ function outcomeOfResult(r: ProviderResult, a: Attempt): AttemptOutcome | Promis
     return answer;
   }
   const rest = r.chunks[Symbol.asyncIterator]();
-  const abort = () => call.cancel.abort(CALLER_GONE);
-  const end = () => call.end(); // a live stream's, called on its own
-  const { startedAt } = a;
-  const { counted, headers } = r;
-  if (!t.streamConfigured) {
-    // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
-    call.stopTimer();
-    const live: LiveStream = { rest, abort, end, startedAt, counted, headers };
-    a.first.live = live;
-    if (a.first.at !== undefined) live.firstAt = a.first.at;
-    return { kind: 'response', status: 200, retryAfter: null, live };
-  }
-  return firstChunkOutcome(r, a, rest, abort);
+  if (t.streamConfigured) return firstChunkOutcome(r, a, rest);
+  // The deployment default commits at the 2xx head; the first chunk is read under the silence limit.
+  call.stopTimer();
+  const live: LiveStream = {
+    rest,
+    abort: () => call.cancel.abort(CALLER_GONE),
+    end: () => call.end(), // a live stream's, called on its own
+    startedAt: a.startedAt,
+    counted: r.counted,
+    headers: r.headers,
+  };
+  a.first.live = live;
+  if (a.first.at !== undefined) live.firstAt = a.first.at;
+  return { kind: 'response', status: 200, retryAfter: null, live };
 }
 
 /** A configured stream's outcome once its first chunk came, read still under the deadline (none in time is a timeout). */
@@ -203,9 +204,9 @@ async function firstChunkOutcome(
   r: Extract<ProviderResult, { kind: 'stream' }>,
   a: Attempt,
   rest: AsyncIterator<Uint8Array>,
-  abort: () => void,
 ): Promise<AttemptOutcome> {
   const { call, startedAt } = a;
+  const abort = () => call.cancel.abort(CALLER_GONE);
   const end = () => call.end(); // a live stream's, called on its own
   const { counted, headers } = r;
   const first = await rest.next();
