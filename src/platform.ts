@@ -175,8 +175,8 @@ export interface UpstreamOptions {
 export interface PlatformFiles {
   read(path: string): Promise<Uint8Array>;
   /**
-   * The file open for reading a piece at a time into the caller's buffer, so a large file is never held whole
-   * (a resources file of a million api keys is some 180 MB). Absent: the file source reads it whole (`read`).
+   * The file open for reading a piece at a time into the caller's buffer, so a large file (a resources file of a
+   * million api keys) is never held whole. Absent: the file source reads it whole (`read`).
    */
   openRead?(path: string): Promise<FileReader>;
   /** Write-temp, fsync, rename: a reader sees the old file or the new one, never a mix. */

@@ -279,7 +279,6 @@ async function readPass(
   const pacer = new Pacer(slices.ms);
   let text: TextPieces | undefined = decode ? new TextPieces() : undefined;
   let size = 0;
-  let utf8 = true;
   try {
     for (let n; (n = await fill(reader, buf)) > 0;) {
       size += n;
@@ -291,9 +290,8 @@ async function readPass(
       try {
         text.add(buf.subarray(0, n));
       } catch {
-        // Not UTF-8: the digest is still wanted (what was observed), the text no longer.
+        // Not UTF-8 (decode asked, no text left): the digest is still wanted (what was observed), the text no longer.
         text = undefined;
-        utf8 = false;
       }
       await pacer.pace();
     }
@@ -302,7 +300,7 @@ async function readPass(
   }
   const hash = hexOf(h.digest());
   if (!decode) return { hash, size };
-  if (!utf8 || text === undefined) return { hash, size, text: null };
+  if (text === undefined) return { hash, size, text: null };
   try {
     return { hash, size, text: text.end(size < SLICED_BYTES) };
   } catch {
