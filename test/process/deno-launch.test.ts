@@ -117,21 +117,37 @@ test("the launch flags free Maglev's finished compilations, whose memory piles u
   );
 });
 
+/** Run `source` on Deno under `flags` with `knobs` added to their `--v8-flags`; its standard output. */
+function tracedRun(flags: readonly string[], knobs: string, source: string): string {
+  const traced = flags.map((f) => (f.startsWith('--v8-flags=') ? f + knobs : f));
+  assert.notDeepEqual(traced, flags, 'the launch flags have no --v8-flags to add the trace to');
+  const bin = resolve(ROOT, 'node_modules/.bin/deno');
+  if (!existsSync(bin)) throw new Error('deno is not installed: run `npm ci` (deno is a devDependency)');
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-deno-launch-'));
+  try {
+    const script = join(dir, 'probe.ts');
+    writeFileSync(script, source);
+    const r = spawnSync(bin, ['run', ...traced, '--quiet', script], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * The lines V8's memory reducer traced while a probe under `flags` filled the old generation and then idled: the
  * start delay and the reducer's own timer are shortened so that it would act within the probe's second of idling.
  */
 function memoryReducerLines(flags: readonly string[]): number {
-  const knobs = ',--trace-memory-reducer,--gc-memory-reducer-start-delay-ms=1,--memory-reducer-delay-ms=100';
-  const traced = flags.map((f) => (f.startsWith('--v8-flags=') ? f + knobs : f));
-  assert.notDeepEqual(traced, flags, 'the launch flags have no --v8-flags to add the trace to');
-  const bin = resolve(ROOT, 'node_modules/.bin/deno');
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-deno-launch-'));
-  try {
-    const script = join(dir, 'probe.ts');
-    writeFileSync(
-      script,
-      `let keep = [];
+  const out = tracedRun(
+    flags,
+    ',--trace-memory-reducer,--gc-memory-reducer-start-delay-ms=1,--memory-reducer-delay-ms=100',
+    `let keep = [];
 for (let k = 0; k < 40; k++) {
   const batch = [];
   for (let i = 0; i < 20000; i++) batch.push({ k, i, s: 'x' + i });
@@ -140,14 +156,9 @@ for (let k = 0; k < 40; k++) {
 }
 keep = [];
 setTimeout(() => console.log('idled'), 1000);`,
-    );
-    const r = spawnSync(bin, ['run', ...traced, '--quiet', script], { encoding: 'utf8', timeout: 30_000 });
-    assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /idled/);
-    return r.stdout.split('\n').filter((l) => l.includes('Memory reducer:')).length;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  );
+  assert.match(out, /idled/);
+  return out.split('\n').filter((l) => l.includes('Memory reducer:')).length;
 }
 
 test("the launch flags turn V8's memory reducer off, which acts on an idle Deno by default", () => {
@@ -158,5 +169,45 @@ test("the launch flags turn V8's memory reducer off, which acts on an idle Deno 
   assert.ok(
     memoryReducerLines(without) > 0,
     'without the flag the memory reducer traced nothing (the probe proves nothing)',
+  );
+});
+
+/**
+ * The incremental marking steps V8 ran as tasks of their own while a probe under `flags` built a second large live
+ * set beside a first, yielding to the event loop every 2 ms as a reload does: the old generation's marking starts
+ * and runs during the build.
+ */
+function markingTaskSteps(flags: readonly string[]): { task: number; all: number } {
+  const out = tracedRun(
+    flags,
+    ',--trace-incremental-marking',
+    `const live = [];
+for (let i = 0; i < 600000; i++) live.push({ id: 'k' + i, n: i });
+const next = [];
+let since = performance.now();
+for (let i = 0; i < 1200000; i++) {
+  next.push({ id: 'n' + i, n: i, more: [i, i] });
+  if ((i & 255) === 0 && performance.now() - since > 2) {
+    await new Promise((r) => setTimeout(r, 0));
+    since = performance.now();
+  }
+}
+console.log('built', live.length + next.length);`,
+  );
+  assert.match(out, /built 1800000/);
+  const steps = out.split('\n').filter((l) => l.includes('[IncrementalMarking] Step:'));
+  return { task: steps.filter((l) => l.includes('origin: task')).length, all: steps.length };
+}
+
+test("the launch flags run V8's incremental marking without tasks of its own, which it posts by default", () => {
+  const flag = ',--no-incremental-marking-task';
+  const without = DENO_RUN_FLAGS.map((f) => f.replace(flag, ''));
+  assert.notDeepEqual(without, DENO_RUN_FLAGS, `the launch flags lack ${flag.slice(1)}`);
+  const flagged = markingTaskSteps(DENO_RUN_FLAGS);
+  assert.equal(flagged.task, 0, 'incremental marking ran steps as tasks under the launch flags');
+  assert.ok(flagged.all > 0, 'no incremental marking step under the launch flags: the probe proves nothing');
+  assert.ok(
+    markingTaskSteps(without).task > 0,
+    'without the flag no marking step ran as a task (the probe proves nothing)',
   );
 });
