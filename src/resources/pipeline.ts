@@ -280,6 +280,9 @@ async function resourcesOf<R>(rows: readonly { r: R }[], pacer: Pacer): Promise<
  * rows, each made again by the row that owns it.
  */
 class IdsByName implements ReadonlyMap<string, string> {
+  /** Every id, made on the first walk of the values and kept: a row checking an id against them walks them all. */
+  private ids: string[] | undefined;
+
   constructor(private readonly kind: string, private readonly names: ReadonlyMap<string, number> | undefined) {}
 
   get size(): number {
@@ -299,7 +302,8 @@ class IdsByName implements ReadonlyMap<string, string> {
   }
 
   *values(): MapIterator<string> {
-    for (const name of this.keys()) yield uuidV5(`${this.kind}/${name}`);
+    this.ids ??= [...this.keys()].map((name) => uuidV5(`${this.kind}/${name}`));
+    yield* this.ids;
   }
 
   *entries(): MapIterator<[string, string]> {

@@ -263,9 +263,9 @@ const PIECE_BYTES = 1 << 20;
 
 /**
  * One pass over the file, a piece at a time into one buffer: its digest and size, and with `decode` its text.
- * Hashed here, a slice at a time with the loop's turn between (Web Crypto computes a digest off the event loop
- * but copies the bytes on it first: a few hundred milliseconds over a file of a million api keys); the whole
- * file was read into one buffer before, which on Deno held the loop for seconds as a reload began.
+ * Hashed here, a slice at a time with the loop's turn between, since Web Crypto copies the bytes on the event loop
+ * before it digests them off it; never read whole, since a buffer the size of a large file held Deno's loop as a
+ * reload began (docs/performance.md "Configuration at scale").
  */
 async function readPass(
   files: NonNullable<Platform['files']>,

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { parseDocument } from '../../src/resources/kinds.ts';
+import { uuidV5 } from '../../src/util/crypto.ts';
 
 const HEAD = `_format_version: "1"
 api_keys:
@@ -46,6 +47,24 @@ claim_mappings: [{ name: m, jwt_provider: corp, match: [{ claim: g, op: exact, v
     assert.deepEqual(m!.resolve, { api_key_id: b.id });
     assert.equal(m!.priority, 0);
     assert.deepEqual(r.snapshot.counts(), { api_keys: 2, oidc_providers: 1, claim_mappings: 1 });
+  });
+
+  test('resolve.api_key_id naming a key of the file is kept, in each of several mappings', async () => {
+    const id = uuidV5('api_keys/b');
+    const r = await loadResourcesFile(
+      '/t/resources.yaml',
+      `${HEAD}oidc_providers: [{ name: corp, issuer: "https://idp", audiences: [s] }]
+claim_mappings:
+  - { name: m1, jwt_provider: corp, match: [{ claim: g, op: exact, values: [x] }], resolve: { api_key_id: ${id} } }
+  - { name: m2, jwt_provider: corp, match: [{ claim: g, op: exact, values: [y] }], resolve: { api_key_id: ${id} } }
+`,
+      {},
+    );
+    assert.ok(r.ok, r.ok ? '' : r.report.format());
+    const b = [...r.snapshot.apiKeys.values()].find((k) => k.display_name === 'b')!;
+    assert.deepEqual(r.snapshot.of('claim_mappings').map((m) => m.resolve), [{ api_key_id: b.id }, {
+      api_key_id: b.id,
+    }]);
   });
 
   const cases: [string, string, string][] = [
