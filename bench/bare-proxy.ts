@@ -41,15 +41,18 @@ type Forward = (
 ) => Promise<{ status: number; body: ArrayBuffer | ReadableStream<Uint8Array> }>;
 
 async function nodeForward(): Promise<Forward> {
-  // The same client and Agent settings as Sluice's Node runtime (runtimes/undici-upstream.ts).
-  const { Agent, request } = await import('undici');
+  // The same client and Agent settings as Sluice's Node runtime (runtimes/undici-upstream.ts), and its call:
+  // the pool's own `request` (undici's top-level one copies the options into an object of a new shape each time).
+  const { Agent } = await import('undici');
   const agent = new Agent({ keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
+  const { origin, pathname } = new URL(UPSTREAM);
   return async (body, authorization, stream) => {
-    const res = await request(UPSTREAM, {
+    const res = await agent.request({
+      origin,
+      path: pathname,
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization },
       body: Buffer.from(body),
-      dispatcher: agent,
     });
     if (!stream) return { status: res.statusCode, body: await res.body.arrayBuffer() };
     // Pulled chunk by chunk, as Sluice's pump does.

@@ -1,4 +1,4 @@
-// The Node upstream client's own ceiling: undici.request (one keep-alive Agent, as runtimes/node.ts has)
+// The Node upstream client's own ceiling: undici's Agent `request` (one keep-alive Agent, as runtimes/node.ts has)
 // driving N concurrent non-streamed chat completions at the mock upstream, with no server in between.
 //
 //   node --import tsx bench/undici-client.ts --url http://127.0.0.1:M/v1/chat/completions --connections 50 \
@@ -8,10 +8,11 @@
 // `BENCH_CLIENT {"requests","errors","elapsedMs","p50","p99","cpuS","maxRssMb"}` (latencies in ms; CPU and
 // RSS of this process over the measured seconds / its life).
 import { performance } from 'node:perf_hooks';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { flag } from './flags.ts';
 
 const url = flag('url');
+const { origin, pathname: path } = new URL(url);
 const connections = Number(flag('connections', '50'));
 const warmupS = Number(flag('warmup', '1'));
 const durationS = Number(flag('duration', '5'));
@@ -29,7 +30,7 @@ async function drive(ms: number, lat?: number[]): Promise<{ requests: number; er
     while (performance.now() < end) {
       const s = performance.now();
       try {
-        const res = await request(url, { method: 'POST', headers, body, dispatcher: agent });
+        const res = await agent.request({ origin, path, method: 'POST', headers, body });
         await res.body.arrayBuffer();
         if (res.statusCode === 200) requests++;
         else errors++;

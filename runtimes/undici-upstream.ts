@@ -2,7 +2,7 @@
 // the global fetch on Node, and on Deno it takes the core's `Cancel` as its signal directly where Deno's
 // fetch needs an AbortController per attempt (docs/performance.md "Decisions on the hot path").
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { Agent, buildConnector, type Dispatcher, request } from 'undici';
+import { Agent, buildConnector, type Dispatcher } from 'undici';
 import type { KeyTls, UpstreamFetch, UpstreamOptions, UpstreamResponse, UpstreamTls } from '../src/platform.ts';
 import {
   AnswerBudget,
@@ -54,12 +54,17 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
     // undici duck-types `signal` (reads `aborted`/`reason`, calls add/removeEventListener: lib/api/abort-signal.js,
     // lib/core/util.js addAbortListener), so the core's `Cancel` goes in as it is; its types only name AbortSignal.
     const signal = r.signal as AbortSignal | undefined;
-    const res = await request(r.url, {
-      method: r.method,
+    const url = new URL(r.url);
+    // The pool's own `request`, not undici's top-level one: that one copies these options into a new object per
+    // request, and once V8 has optimised the copy, every copy has a map of its own, so each of undici's reads of
+    // the options misses V8's caches (about twenty per request).
+    const res = await (r.tls ? keyAgents.get(r.tls) : agent).request({
+      origin: url.origin,
+      path: url.search ? url.pathname + url.search : url.pathname,
+      method: r.method as Dispatcher.HttpMethod,
       headers: r.headers,
       body: r.body,
       signal,
-      dispatcher: r.tls ? keyAgents.get(r.tls) : agent,
     });
     const body = res.body;
     if (unbounded) return new UndiciAnswer(res.statusCode, res.headers, body, body, undefined, 0, undefined);
