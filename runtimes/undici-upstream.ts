@@ -56,8 +56,8 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
     const signal = r.signal as AbortSignal | undefined;
     const url = new URL(r.url);
     // The pool's own `request`, not undici's top-level one: that one copies these options into a new object per
-    // request, and once V8 has optimised the copy, every copy has a map of its own, so each of undici's reads of
-    // the options misses V8's caches (docs/performance.md "Decisions on the hot path").
+    // request, and once Node 20's V8 has optimised the copy, every copy has a map of its own, so each of undici's
+    // reads of the options misses V8's caches (docs/performance.md "Decisions on the hot path").
     const res = await (r.tls ? keyAgents.get(r.tls) : agent).request({
       origin: url.origin,
       path: url.search ? url.pathname + url.search : url.pathname,
