@@ -129,7 +129,7 @@ export function desugarClaimMapping(doc: Record<string, unknown>, ids: FileIds):
     r.api_key_id = id;
     return undefined;
   }
-  if (typeof r.api_key_id === 'string' && ![...ids.api_keys.values()].includes(r.api_key_id)) {
+  if (typeof r.api_key_id === 'string' && !ids.api_keys.hasId(r.api_key_id)) {
     return `resolve.api_key_id ${
       JSON.stringify(r.api_key_id)
     } does not match any api key defined in this file — reference the key by name via \`resolve.api_key\` instead`;

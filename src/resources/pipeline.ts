@@ -9,7 +9,7 @@
 //   → snapshot.
 // Every error of the file is collected into one report; nothing is half-applied.
 import type { ApiKeyIndex } from './api-key-index.ts';
-import type { FileIds } from './policy-document.ts';
+import type { FileIds, NameIds } from './policy-document.ts';
 import { isSamePlainApiKey } from './plain-api-key.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { parsePlainYaml } from '../util/plain-yaml.ts';
@@ -279,9 +279,9 @@ async function resourcesOf<R>(rows: readonly { r: R }[], pacer: Pacer): Promise<
  * Each entry name of `kind` → the id derived from it, made when asked: a Map of them held a million ids beside the
  * rows, each made again by the row that owns it.
  */
-class IdsByName implements ReadonlyMap<string, string> {
-  /** Every id, made on the first walk of the values and kept: a row checking an id against them walks them all. */
-  private ids: string[] | undefined;
+class IdsByName implements NameIds {
+  /** Every id, made on the first `hasId` and kept: each row that names an id directly asks. */
+  private ids: Set<string> | undefined;
 
   constructor(private readonly kind: string, private readonly names: ReadonlyMap<string, number> | undefined) {}
 
@@ -301,9 +301,13 @@ class IdsByName implements ReadonlyMap<string, string> {
     if (this.names) yield* this.names.keys();
   }
 
+  hasId(id: string): boolean {
+    this.ids ??= new Set(this.values());
+    return this.ids.has(id);
+  }
+
   *values(): MapIterator<string> {
-    this.ids ??= [...this.keys()].map((name) => uuidV5(`${this.kind}/${name}`));
-    yield* this.ids;
+    for (const name of this.keys()) yield uuidV5(`${this.kind}/${name}`);
   }
 
   *entries(): MapIterator<[string, string]> {

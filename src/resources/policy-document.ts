@@ -18,10 +18,15 @@ export function parsePolicyDocument(
   return { ok: true, resource: toPolicy(id, r.data), ignored: r.ignored };
 }
 
+/** Names → ids of one kind of the file's entries; `hasId`: whether `id` is one of those ids. */
+export interface NameIds extends ReadonlyMap<string, string> {
+  hasId(id: string): boolean;
+}
+
 /** Names → ids of the file's api keys and models. */
 export interface FileIds {
-  api_keys: ReadonlyMap<string, string>;
-  models: ReadonlyMap<string, string>;
+  api_keys: NameIds;
+  models: NameIds;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
