@@ -4,6 +4,7 @@
 // field's UTF-8 is judged on them, not on a decoder's replacement characters) and their filename and type.
 import { errors, ProxyError } from '../http/errors.ts';
 import type { FormPart } from '../providers/form.ts';
+import { discardRest } from '../http/discard.ts';
 
 /** AISIX's answer to a body that is not `multipart/form-data` with a boundary. */
 export const INVALID_MULTIPART = 'request payload is invalid: invalid multipart form data';
@@ -190,7 +191,7 @@ function openPart(headers: string): OpenPart {
 
 /**
  * The parts of a `multipart/form-data` request read under `limit` bytes (0 = none): 400
- * `invalid multipart form data` for another content type, 413 past the limit (the rest never read), 400
+ * `invalid multipart form data` for another content type, 413 past the limit (the rest read and dropped), 400
  * `multipart read error: …` for a body that breaks the grammar.
  */
 export async function readMultipart(req: Request, limit: number): Promise<FormPart[] | ProxyError> {
@@ -213,7 +214,7 @@ export async function readMultipart(req: Request, limit: number): Promise<FormPa
       if (r.done) break;
       size += r.value.byteLength;
       if (limit > 0 && size > limit) {
-        await reader!.cancel().catch(() => {});
+        void discardRest(reader!);
         return errors.tooLarge(limit);
       }
       parser.push(r.value);

@@ -5,6 +5,7 @@
 // (docs/aisix-compatibility.md "Request bodies (edge rules)").
 import { errors, ProxyError } from '../http/errors.ts';
 import type { Step } from './pipeline.ts';
+import { discardRest } from '../http/discard.ts';
 import { validateBody } from './validate.ts';
 import { joinBytes } from '../util/bytes.ts';
 
@@ -65,7 +66,7 @@ async function readCounted(
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
-      await reader.cancel().catch(() => {});
+      void discardRest(reader);
       return errors.tooLarge(limit);
     }
     parts.push(value);
