@@ -4,8 +4,10 @@
 // run: the bench configuration (bench/config), the mock upstream on Bun, `--warmup` requests uncounted (long
 // enough for the optimising compiler to finish: its work counts too), then `--requests` counted, four in
 // flight over keep-alive connections. The trees alternate run by run; the table gives every run and the
-// ratio of the medians. `--stream` asks for streams instead: 20 chunks 1 ms apart each (the mock's
-// `bench-scale` body), 16 in flight, so the count is per stream.
+// ratio of the medians, of the total and of the work: the total less the optimising compiler's and the
+// collector's functions (classed by name from `callgrind_annotate`), which move by far more than a change.
+// `--stream` asks for streams instead: 20 chunks 1 ms apart each (the mock's `bench-scale` body), 16 in
+// flight, so the count is per stream.
 //
 //   apt-get install -y valgrind
 //   node --import tsx bench/instructions.ts --baseline /tmp/ab-old [--requests 3000] [--warmup 10000] [--rounds 3]
@@ -52,15 +54,51 @@ process.on('exit', () => {
   else rmSync(work, { recursive: true, force: true });
 });
 
-/** The total of `summary:` lines of callgrind's dumps named `prefix*` (the exit dump after `-i off` is left out). */
-function instructionsOf(prefix: string): number {
-  let total = 0;
+/** One run's instructions: the total, and the optimising compiler's and the collector's parts of it. */
+interface Count {
+  total: number;
+  compiler: number;
+  gc: number;
+}
+
+/** Functions of V8's optimising compilers (TurboFan, Maglev, Turboshaft) and their zones, by callgrind's name. */
+const COMPILER =
+  /v8::internal::compiler::|maglev|Maglev|turboshaft|Turboshaft|RegisterAllocator|InstructionSelector|v8::internal::Zone/;
+/** Functions of V8's collector: marking, scavenging, sweeping, compaction and the heap's own bookkeeping. */
+const GC =
+  /Heap|Marking|Marker|Scavenge|Sweep|Evacuat|MemoryChunk|ActiveSystemPages|SlotSet|RememberedSet|IterateObjectCache|Visitor|Compactor|GCTracer|MarkCompact|MinorMC|Worklist|CppHeap|cppgc|SizeFromMap/;
+
+/** A dump's self counts by function (`callgrind_annotate`), classed as the compiler's, the collector's or the rest. */
+function classed(file: string): Count {
+  const r = spawnSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', file], {
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+  });
+  const count: Count = { total: 0, compiler: 0, gc: 0 };
+  for (const line of r.stdout.split('\n')) {
+    const m = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.+)$/.exec(line);
+    if (!m) continue;
+    const n = Number(m[1]!.replaceAll(',', ''));
+    if (m[2] === 'PROGRAM TOTALS') count.total = n;
+    else if (COMPILER.test(m[2]!)) count.compiler += n;
+    else if (GC.test(m[2]!)) count.gc += n;
+  }
+  return count;
+}
+
+/** The counts of callgrind's dumps named `prefix*`, each part summed (the exit dump after `-i off` is left out). */
+function instructionsOf(prefix: string): Count {
+  const sum: Count = { total: 0, compiler: 0, gc: 0 };
   for (const f of readdirSync(work).filter((f) => f.startsWith(prefix))) {
     const m = /^summary: (\d+)$/m.exec(readFileSync(path.join(work, f), 'utf8'));
     const n = m ? Number(m[1]) : 0;
-    if (n < 1e15) total += n; // callgrind writes the exit dump as the negated last count
+    if (n === 0 || n >= 1e15) continue; // callgrind writes the exit dump as the negated last count
+    const c = classed(path.join(work, f));
+    sum.total += n;
+    sum.compiler += c.compiler;
+    sum.gc += c.gc;
   }
-  return total;
+  return sum;
 }
 
 /** What runs under callgrind for `tree` (`bare`: the bare Hono proxy) on `port`. */
@@ -72,8 +110,8 @@ function gatewayArgs(tree: string, port: number, mockPort: number): string[] {
   return [path.join(tree, 'bin/sluice'), '--config', path.join(ROOT, 'bench/config/config.yaml')];
 }
 
-/** One run: the tree's gateway under callgrind; instructions per counted request. */
-async function run(tree: string, label: string, mockPort: number): Promise<number> {
+/** One run: the tree's gateway under callgrind; its counts per counted request. */
+async function run(tree: string, label: string, mockPort: number): Promise<Count> {
   const port = await freePort();
   const out = `cg-${label}-${Date.now()}`;
   const env = {
@@ -106,10 +144,13 @@ async function run(tree: string, label: string, mockPort: number): Promise<numbe
   gw.kill('SIGKILL');
   await exited;
   if (PERF_MAP) console.error(`instructions: ${label}: dump ${out}, V8's code map /tmp/perf-${gw.pid}.map`);
-  return instructionsOf(out) / REQUESTS;
+  const c = instructionsOf(out);
+  return { total: c.total / REQUESTS, compiler: c.compiler / REQUESTS, gc: c.gc / REQUESTS };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const n = (x: number) => Math.round(x).toLocaleString('en');
+const workOf = (c: Count) => c.total - c.compiler - c.gc;
 
 const mockPort = await startBenchMock();
 const trees: [string, string][] = [
@@ -117,38 +158,54 @@ const trees: [string, string][] = [
   ...(BASELINE ? [['baseline', path.resolve(BASELINE)] as [string, string]] : []),
   ...(BARE ? [['bare proxy', 'bare'] as [string, string]] : []),
 ];
-const runs = new Map<string, number[]>(trees.map(([l]) => [l, []]));
+const runs = new Map<string, Count[]>(trees.map(([l]) => [l, []]));
 for (let round = 0; round < ROUNDS; round++) {
   for (const [label, tree] of round % 2 ? [...trees].reverse() : trees) {
-    const ir = await run(tree, label.replace(' ', '-'), mockPort);
-    runs.get(label)!.push(ir);
+    const c = await run(tree, label.replace(' ', '-'), mockPort);
+    runs.get(label)!.push(c);
     console.error(
-      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${Math.round(ir).toLocaleString('en')} per ${UNIT}`,
+      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${n(c.total)} per ${UNIT}, work ${n(workOf(c))}`,
     );
   }
 }
 console.log(
-  `\n${REQUESTS} counted ${UNIT}s per run after ${WARMUP} uncounted, ${IN_FLIGHT} in flight; Node gateway under callgrind\n`,
+  `\n${REQUESTS} counted ${UNIT}s per run after ${WARMUP} uncounted, ${IN_FLIGHT} in flight; Node gateway under callgrind.`,
 );
-console.log(`| tree | instructions per ${UNIT}, by run | median |`);
-console.log('| --- | --- | ---: |');
+console.log(
+  'Work: the total less the optimising compiler and the collector, which move by far more than a change does.\n',
+);
+console.log(`| tree | instructions per ${UNIT}, by run | median | work, by run | median | compiler | collector |`);
+console.log('| --- | --- | ---: | --- | ---: | ---: | ---: |');
 for (const [label, tree] of trees) {
-  const xs = runs.get(label)!;
+  const cs = runs.get(label)!;
   const rev = tree === 'bare'
     ? 'bench/bare-proxy.ts'
     : spawnSync('git', ['-C', tree, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
+  const totals = cs.map((c) => c.total);
+  const works = cs.map(workOf);
   console.log(
-    `| ${label} (${rev}) | ${xs.map((x) => Math.round(x).toLocaleString('en')).join(', ')} | ${
-      Math.round(median(xs)).toLocaleString('en')
-    } |`,
+    `| ${label} (${rev}) | ${totals.map(n).join(', ')} | ${n(median(totals))} | ${works.map(n).join(', ')} | ${
+      n(median(works))
+    } | ${n(median(cs.map((c) => c.compiler)))} | ${n(median(cs.map((c) => c.gc)))} |`,
   );
 }
+/** The medians of `label`'s totals and work. */
+const medians = (label: string) => {
+  const cs = runs.get(label)!;
+  return { total: median(cs.map((c) => c.total)), work: median(cs.map(workOf)) };
+};
 if (BASELINE) {
-  const ratio = median(runs.get('this tree')!) / median(runs.get('baseline')!);
-  console.log(`\nthis tree ÷ baseline: ${ratio.toFixed(3)}× instructions per ${UNIT}`);
+  const [a, b] = [medians('this tree'), medians('baseline')];
+  console.log(
+    `\nthis tree ÷ baseline: ${(a.total / b.total).toFixed(3)}× instructions per ${UNIT}, ${
+      (a.work / b.work).toFixed(3)
+    }× work`,
+  );
 }
 if (BARE) {
-  const added = median(runs.get('this tree')!) - median(runs.get('bare proxy')!);
-  console.log(`\nthis tree less the bare proxy: ${Math.round(added).toLocaleString('en')} instructions per ${UNIT}`);
+  const [a, b] = [medians('this tree'), medians('bare proxy')];
+  console.log(
+    `\nthis tree less the bare proxy: ${n(a.total - b.total)} instructions per ${UNIT}, ${n(a.work - b.work)} of work`,
+  );
 }
 process.exit(0);
