@@ -108,6 +108,8 @@ function requestHandler(
   idleSecs: number,
 ): (req: Request, server: BunServer) => Response | undefined | Promise<Response | undefined> {
   const limits = spec.headerLimits;
+  const keepAlive = `timeout=${idleSecs}`;
+  const armSecs = idleSecs + TIMER_TICK_SECS;
   return (req, server) => {
     const ip = server.requestIP(req);
     const peer = ip ? peerOf({ remoteAddress: ip.address, remotePort: ip.port }) : undefined;
@@ -125,7 +127,7 @@ function requestHandler(
       return then(fetch(req, conn), (res) => withHeader(res, 'connection', 'close'));
     }
     if (idleSecs === 0) return fetch(req, conn);
-    return then(fetch(req, conn), (res) => rearmIdle(res, req, server, idleSecs, idleSecs + TIMER_TICK_SECS));
+    return then(fetch(req, conn), (res) => rearmIdle(res, req, server, keepAlive, armSecs));
   };
 }
 
@@ -177,8 +179,8 @@ function withHeader(res: Response, name: string, value: string): Response {
  * event stream is handed over chunk by chunk, so its timer comes back on after its last chunk: a stream that
  * is silent for longer than the timeout is never cut.
  */
-function rearmIdle(res: Response, req: Request, server: BunServer, idleSecs: number, armSecs: number): Response {
-  const out = withHeader(res, 'keep-alive', `timeout=${idleSecs}`);
+function rearmIdle(res: Response, req: Request, server: BunServer, keepAlive: string, armSecs: number): Response {
+  const out = withHeader(res, 'keep-alive', keepAlive);
   if (!out.body || !isEventStream(out.headers.get('content-type'))) {
     server.timeout(req, armSecs);
     return out;

@@ -26,6 +26,29 @@ export interface ExtraCa {
   inDefaults: boolean;
 }
 
+/** How many distinct upstream URLs `ParsedUrls` keeps; past it, it starts again. */
+export const MAX_PARSED_URLS = 512;
+
+/**
+ * An upstream URL as undici's `request` takes it, parsed once per distinct URL: a provider key's URL is the same
+ * string request after request. At most `MAX_PARSED_URLS` are kept, so URLs that differ per request (a passthrough
+ * path, a query) cost one parse each, as without it.
+ */
+export class ParsedUrls {
+  private readonly parsed = new Map<string, { origin: string; path: string }>();
+
+  partsOf(url: string): { origin: string; path: string } {
+    let parts = this.parsed.get(url);
+    if (parts === undefined) {
+      const u = new URL(url);
+      parts = { origin: u.origin, path: u.search ? u.pathname + u.search : u.pathname };
+      if (this.parsed.size >= MAX_PARSED_URLS) this.parsed.clear();
+      this.parsed.set(url, parts);
+    }
+    return parts;
+  }
+}
+
 /**
  * `opts.maxResponseBytes` and `maxBufferedBytes` bound answers as src/upstream-fetch.ts describes; a refused
  * body is destroyed, which makes undici close its connection instead of pooling it. A request carrying a
@@ -50,17 +73,18 @@ export function undiciUpstream(opts: UpstreamOptions, extraCa?: ExtraCa): Upstre
   const maxBytes = opts.maxResponseBytes ?? 0;
   const budget = new AnswerBudget(opts.maxBufferedBytes ?? 0);
   const unbounded = !maxBytes && !budget.limitBytes;
+  const urls = new ParsedUrls();
   return async (r) => {
     // undici duck-types `signal` (reads `aborted`/`reason`, calls add/removeEventListener: lib/api/abort-signal.js,
     // lib/core/util.js addAbortListener), so the core's `Cancel` goes in as it is; its types only name AbortSignal.
     const signal = r.signal as AbortSignal | undefined;
-    const url = new URL(r.url);
+    const url = urls.partsOf(r.url);
     // The pool's own `request`, not undici's top-level one: that one copies these options into a new object per
     // request, and once Node 20's V8 has optimised the copy, every copy has a map of its own, so each of undici's
     // reads of the options misses V8's caches (docs/performance.md "Decisions on the hot path").
     const res = await (r.tls ? keyAgents.get(r.tls) : agent).request({
       origin: url.origin,
-      path: url.search ? url.pathname + url.search : url.pathname,
+      path: url.path,
       method: r.method as Dispatcher.HttpMethod,
       headers: r.headers,
       body: r.body,
