@@ -11,9 +11,23 @@ import { acceptUpgrades } from './node-websocket.ts';
 import { readHeadersRaw } from './node-request-headers.ts';
 
 export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
-  if (!socket?.remoteAddress) return undefined;
-  const a = socket.remoteAddress;
-  return a.includes(':') ? `[${a}]:${socket.remotePort}` : `${a}:${socket.remotePort}`;
+  const a = socket?.remoteAddress;
+  if (!a) return undefined;
+  return a.includes(':') ? `[${a}]:${socket!.remotePort}` : `${a}:${socket!.remotePort}`;
+}
+
+/** Each open connection's peer: node:net's address getters cost several property lookups per read. */
+const connectionPeers = new WeakMap<object, string>();
+
+/** `peerOf` a node:http request's connection, made once per connection (its address does not change). */
+function connectionPeer(socket: { remoteAddress?: string; remotePort?: number } | undefined): string | undefined {
+  if (!socket) return undefined;
+  let peer = connectionPeers.get(socket);
+  if (peer === undefined) {
+    peer = peerOf(socket);
+    if (peer !== undefined) connectionPeers.set(socket, peer);
+  }
+  return peer;
 }
 
 type AnyServer = http.Server | http2.Http2SecureServer | http2.Http2Server;
@@ -162,7 +176,11 @@ function requestHandler(
         // The same test as @hono/node-server's own close handler (an HTTP/2 response has no writableFinished).
         if (env.incoming.errored || !res.writableFinished) closed.abort(new Error('the client closed the connection'));
       });
-      const conn: ConnInfo = { peer: peerOf(env.incoming.socket), httpVersion: env.incoming.httpVersion, closed };
+      const conn: ConnInfo = {
+        peer: connectionPeer(env.incoming.socket),
+        httpVersion: env.incoming.httpVersion,
+        closed,
+      };
       // The core reads a handful of headers per request: from the raw fields, not through the lazy header object.
       readHeadersRaw(req, env.incoming.rawHeaders);
       return fetch(req, conn);
