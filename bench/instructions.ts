@@ -68,20 +68,19 @@ const COMPILER =
 const GC =
   /Heap|Marking|Marker|Scavenge|Sweep|Evacuat|MemoryChunk|ActiveSystemPages|SlotSet|RememberedSet|IterateObjectCache|Visitor|Compactor|GCTracer|MarkCompact|MinorMC|Worklist|CppHeap|cppgc|SizeFromMap/;
 
-/** A dump's self counts by function (`callgrind_annotate`), classed as the compiler's, the collector's or the rest. */
-function classed(file: string): Count {
+/** A dump's self counts by function (`callgrind_annotate`): the compiler's and the collector's sums. */
+function classed(file: string): Omit<Count, 'total'> {
   const r = spawnSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', file], {
     encoding: 'utf8',
     maxBuffer: 256 * 1024 * 1024,
   });
-  const count: Count = { total: 0, compiler: 0, gc: 0 };
+  const count = { compiler: 0, gc: 0 };
   for (const line of r.stdout.split('\n')) {
     const m = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.+)$/.exec(line);
-    if (!m) continue;
-    const n = Number(m[1]!.replaceAll(',', ''));
-    if (m[2] === 'PROGRAM TOTALS') count.total = n;
-    else if (COMPILER.test(m[2]!)) count.compiler += n;
-    else if (GC.test(m[2]!)) count.gc += n;
+    if (!m || m[2] === 'PROGRAM TOTALS') continue;
+    const self = Number(m[1]!.replaceAll(',', ''));
+    if (COMPILER.test(m[2]!)) count.compiler += self;
+    else if (GC.test(m[2]!)) count.gc += self;
   }
   return count;
 }
@@ -91,10 +90,10 @@ function instructionsOf(prefix: string): Count {
   const sum: Count = { total: 0, compiler: 0, gc: 0 };
   for (const f of readdirSync(work).filter((f) => f.startsWith(prefix))) {
     const m = /^summary: (\d+)$/m.exec(readFileSync(path.join(work, f), 'utf8'));
-    const n = m ? Number(m[1]) : 0;
-    if (n === 0 || n >= 1e15) continue; // callgrind writes the exit dump as the negated last count
+    const total = m ? Number(m[1]) : 0;
+    if (total === 0 || total >= 1e15) continue; // callgrind writes the exit dump as the negated last count
     const c = classed(path.join(work, f));
-    sum.total += n;
+    sum.total += total;
     sum.compiler += c.compiler;
     sum.gc += c.gc;
   }
@@ -149,7 +148,7 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
-const n = (x: number) => Math.round(x).toLocaleString('en');
+const fmt = (x: number) => Math.round(x).toLocaleString('en');
 const workOf = (c: Count) => c.total - c.compiler - c.gc;
 
 const mockPort = await startBenchMock();
@@ -164,7 +163,7 @@ for (let round = 0; round < ROUNDS; round++) {
     const c = await run(tree, label.replace(' ', '-'), mockPort);
     runs.get(label)!.push(c);
     console.error(
-      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${n(c.total)} per ${UNIT}, work ${n(workOf(c))}`,
+      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${fmt(c.total)} per ${UNIT}, work ${fmt(workOf(c))}`,
     );
   }
 }
@@ -184,9 +183,9 @@ for (const [label, tree] of trees) {
   const totals = cs.map((c) => c.total);
   const works = cs.map(workOf);
   console.log(
-    `| ${label} (${rev}) | ${totals.map(n).join(', ')} | ${n(median(totals))} | ${works.map(n).join(', ')} | ${
-      n(median(works))
-    } | ${n(median(cs.map((c) => c.compiler)))} | ${n(median(cs.map((c) => c.gc)))} |`,
+    `| ${label} (${rev}) | ${totals.map(fmt).join(', ')} | ${fmt(median(totals))} | ${works.map(fmt).join(', ')} | ${
+      fmt(median(works))
+    } | ${fmt(median(cs.map((c) => c.compiler)))} | ${fmt(median(cs.map((c) => c.gc)))} |`,
   );
 }
 /** The medians of `label`'s totals and work. */
@@ -205,7 +204,9 @@ if (BASELINE) {
 if (BARE) {
   const [a, b] = [medians('this tree'), medians('bare proxy')];
   console.log(
-    `\nthis tree less the bare proxy: ${n(a.total - b.total)} instructions per ${UNIT}, ${n(a.work - b.work)} of work`,
+    `\nthis tree less the bare proxy: ${fmt(a.total - b.total)} instructions per ${UNIT}, ${
+      fmt(a.work - b.work)
+    } of work`,
   );
 }
 process.exit(0);

@@ -15,22 +15,21 @@ type Reader = ReadableStreamDefaultReader<Uint8Array>;
  */
 export async function discardRest(reader: Reader, idleMs = DISCARD_IDLE_MS, maxMs = DISCARD_MAX_MS): Promise<void> {
   const stop = () => void reader.cancel().catch(() => {});
-  // The end is also checked per chunk: a body that is always ready resolves its reads without a turn for timers.
   const end = Date.now() + maxMs;
-  const overall = setTimeout(stop, maxMs);
-  let idle: ReturnType<typeof setTimeout> | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     for (;;) {
-      idle = setTimeout(stop, idleMs);
+      // The end is checked per chunk too: a body that is always ready resolves its reads without a turn for timers.
+      const left = end - Date.now();
+      if (left <= 0) return stop();
+      timer = setTimeout(stop, Math.min(idleMs, left));
       const r = await reader.read();
-      clearTimeout(idle);
+      clearTimeout(timer);
       if (r.done) return;
-      if (Date.now() >= end) return stop();
     }
   } catch {
     // The caller broke the body or left: the runtime closes the connection.
   } finally {
-    clearTimeout(idle);
-    clearTimeout(overall);
+    clearTimeout(timer);
   }
 }

@@ -126,6 +126,22 @@ async function refusedThenReused(
   return { statuses, ...(error ? { error } : {}) };
 }
 
+/** A gateway on `runtime` with `request_body_limit_bytes: limit`, ready (stopped after the file). */
+async function readyWithLimit(runtime: RuntimeName, limit: number): Promise<GatewayProcess> {
+  const gw = await spawnGateway({
+    runtime,
+    config: baseConfig().replace(
+      'proxy: { addr: "127.0.0.1:{{proxy}}" }',
+      `proxy: { addr: "127.0.0.1:{{proxy}}", request_body_limit_bytes: ${limit} }`,
+    ),
+    env: { CALLER_KEY },
+    files: { 'resources.yaml': RESOURCES },
+  });
+  running.push(gw);
+  await gw.waitReady();
+  return gw;
+}
+
 after(async () => {
   await Promise.all(running.map((g) => g.stop()));
 });
@@ -133,17 +149,7 @@ after(async () => {
 for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
   describe(`${runtime}: request body limit`, () => {
     test('a 2 MiB body over a 1 KiB limit: 413 read by the caller, drained, logged', async () => {
-      const gw = await spawnGateway({
-        runtime,
-        config: baseConfig().replace(
-          'proxy: { addr: "127.0.0.1:{{proxy}}" }',
-          'proxy: { addr: "127.0.0.1:{{proxy}}", request_body_limit_bytes: 1024 }',
-        ),
-        env: { CALLER_KEY },
-        files: { 'resources.yaml': RESOURCES },
-      });
-      running.push(gw);
-      await gw.waitReady();
+      const gw = await readyWithLimit(runtime, 1024);
       const big = 'x'.repeat(2 * 1024 * 1024);
       const res = await fetch(gw.url('/v1/chat/completions'), {
         method: 'POST',
@@ -177,17 +183,7 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
       await ok.text();
     });
     test('a caller that sends all of a refused body reads the 413 and reuses the connection', async () => {
-      const gw = await spawnGateway({
-        runtime,
-        config: baseConfig().replace(
-          'proxy: { addr: "127.0.0.1:{{proxy}}" }',
-          'proxy: { addr: "127.0.0.1:{{proxy}}", request_body_limit_bytes: 1024 }',
-        ),
-        env: { CALLER_KEY },
-        files: { 'resources.yaml': RESOURCES },
-      });
-      running.push(gw);
-      await gw.waitReady();
+      const gw = await readyWithLimit(runtime, 1024);
       const declared = await refusedThenReused(gw.ports.proxy, DRAIN_CAP_BYTES + 8 * 1024 * 1024, false);
       assert.deepEqual(declared, { statuses: [413, 200] });
       const line = await gw.waitForLog((l) => l.target === 'aisix::body_limit');
