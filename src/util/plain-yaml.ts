@@ -205,8 +205,11 @@ const isSeqItem = (c: string): boolean => c[0] === '-' && (c.length === 1 || c[1
 /** Characters scanned for `OUTSIDE` between two calls of `between`: a few milliseconds of work. */
 const SCAN_CHARS = 1 << 20;
 
-/** Lines read between two calls of `between`. */
-const LINES_PER_SLICE = 2048;
+/**
+ * Lines read between two calls of `between`: few enough that a slice ends near its time even while the
+ * collector's marking slows every line (docs/performance.md "Configuration at scale").
+ */
+const LINES_PER_SLICE = 256;
 
 /**
  * The text's value, or `undefined` when it is outside the subset (or not valid YAML): parse it with `yaml`
