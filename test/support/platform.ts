@@ -50,6 +50,17 @@ observability: { metrics: { prometheus: { addr: "127.0.0.1:0" } } }
 shutdown: { min_drain_secs: 0 }
 `;
 
+/**
+ * A clock that reads the middle of a minute when made and runs at real speed, for tests whose requests share a
+ * per-minute rate-limit window (`rpm`, `tpm`, a minute policy): the gateway's fixed windows start on the
+ * minute, so with the real clock two requests of one test could fall either side of a boundary. A file's
+ * requests take seconds, far less than the half minute left.
+ */
+export function midMinute(): () => Date {
+  const shift = 30_000 - (Date.now() % 60_000);
+  return () => new Date(Date.now() + shift);
+}
+
 /** A Gateway with `resources` applied, ready for app.request(). */
 export async function gatewayWith(
   resources: string,

@@ -23,6 +23,7 @@ export async function recordingGateway(
   resources: string,
   env: Record<string, string> = {},
   config = BASE_CONFIG,
+  now?: () => Date,
 ): Promise<RecordingGateway> {
   const platform = testPlatform(env);
   const sent: UpstreamRequest[] = [];
@@ -35,7 +36,7 @@ export async function recordingGateway(
   };
   const c = loadConfig('/t/config.yaml', config, platform.env);
   if (!c.ok) throw new Error(c.report.format());
-  const gw = new Gateway(c.config, platform);
+  const gw = new Gateway(c.config, platform, now ? { clock: () => now().getTime() } : {});
   const r = await loadResourcesFile('/t/resources.yaml', resources, platform.env);
   if (!r.ok) throw new Error(r.report.format());
   gw.apply(r.snapshot, { configHash: await sha256Hex(resources) });

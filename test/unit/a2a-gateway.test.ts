@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type MockA2a, mockA2a } from '../support/mock-a2a.ts';
 import { type RecordingGateway, recordingGateway } from '../support/recording-gateway.ts';
+import { BASE_CONFIG, midMinute } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
 import { until } from '../support/until.ts';
 
@@ -31,7 +32,7 @@ function rpc(method: string, id: unknown = 1) {
 
 before(async () => {
   agent = await mockA2a();
-  rig = await recordingGateway(resources(agent.url), ENV);
+  rig = await recordingGateway(resources(agent.url), ENV, BASE_CONFIG, midMinute());
 });
 after(() => agent.close());
 

@@ -9,7 +9,7 @@ import type { Gateway } from '../../src/gateway.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { chatCompletion, chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { gatewayWith, midMinute, type TestPlatform } from '../support/platform.ts';
 import { until, within } from '../support/until.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
@@ -59,7 +59,11 @@ let app: ReturnType<typeof createProxyApp>;
 
 before(async () => {
   mock = await startMockUpstream();
-  ({ gw, platform } = await gatewayWith(resources(mock.base), { config: CONFIG, env: { CALLER, ONE_RPM } }));
+  ({ gw, platform } = await gatewayWith(resources(mock.base), {
+    config: CONFIG,
+    env: { CALLER, ONE_RPM },
+    now: midMinute(),
+  }));
   app = createProxyApp(gw);
 });
 after(() => mock.close());

@@ -7,7 +7,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { type MockGuardrails, startMockGuardrails, TRIGGERS } from '../support/mock-guardrails.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { BASE_CONFIG, gatewayWith } from '../support/platform.ts';
+import { BASE_CONFIG, gatewayWith, midMinute } from '../support/platform.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
 const KEYS = { RPM2: 'sk-rpm-two', TEAM: 'sk-team-one', ONE: 'sk-one-slot', ALL: 'sk-all' };
@@ -37,7 +37,7 @@ guardrails:
 before(async () => {
   upstream = await startMockUpstream();
   guard = await startMockGuardrails();
-  const { gw } = await gatewayWith(resources(), { config: BASE_CONFIG, env: KEYS });
+  const { gw } = await gatewayWith(resources(), { config: BASE_CONFIG, env: KEYS, now: midMinute() });
   app = createProxyApp(gw);
 });
 after(async () => {

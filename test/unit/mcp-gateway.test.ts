@@ -14,7 +14,7 @@ import {
   startTokenEndpoint,
   type TokenEndpoint,
 } from '../support/mcp-upstream.ts';
-import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { gatewayWith, midMinute, type TestPlatform } from '../support/platform.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
 const KEYS = {
@@ -78,6 +78,7 @@ before(async () => {
   oauth.requireAuth = 'Bearer token-1';
   ({ gw, platform } = await gatewayWith(resources(), {
     env: { K_ALL: KEYS.all, K_ECHO: KEYS.echo, K_NONE: KEYS.none, K_LIMITED: KEYS.limited },
+    now: midMinute(),
   }));
   app = createProxyApp(gw);
 });

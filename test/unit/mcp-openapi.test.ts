@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Gateway } from '../../src/gateway.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { startTokenEndpoint, type TokenEndpoint } from '../support/mcp-upstream.ts';
-import { gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { gatewayWith, midMinute, type TestPlatform } from '../support/platform.ts';
 
 const PEER = { peer: '127.0.0.1:5555' };
 const KEY = 'sk-openapi-caller-SECRET';
@@ -126,7 +126,7 @@ guardrails:
 
 before(async () => {
   [api, tokens] = await Promise.all([startApi(), startTokenEndpoint()]);
-  ({ gw, platform } = await gatewayWith(resources(), { env: { K_ALL: KEY, K_LIMITED: LIMITED } }));
+  ({ gw, platform } = await gatewayWith(resources(), { env: { K_ALL: KEY, K_LIMITED: LIMITED }, now: midMinute() }));
   app = createProxyApp(gw);
 });
 

@@ -9,7 +9,7 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import type { Gateway } from '../../src/gateway.ts';
 import { MEDIA_KEY, type MockMedia, startMockMedia, wavHeader } from '../support/mock-media.ts';
 import { sumSamples } from '../support/metrics.ts';
-import { BASE_CONFIG, gatewayWith, type TestPlatform } from '../support/platform.ts';
+import { BASE_CONFIG, gatewayWith, midMinute, type TestPlatform } from '../support/platform.ts';
 import { until } from '../support/until.ts';
 
 const KEY = 'sk-media-caller';
@@ -65,6 +65,7 @@ before(async () => {
       `proxy: { addr: "127.0.0.1:0", request_body_limit_bytes: ${LIMIT} }`,
     ),
     env: { CALLER: KEY, LIMITED, TPM, ONE },
+    now: midMinute(),
   }));
   app = createProxyApp(gw);
 });

@@ -8,7 +8,7 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import { policiesStep } from '../../src/proxy/policies.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { gatewayWith } from '../support/platform.ts';
+import { gatewayWith, midMinute } from '../support/platform.ts';
 
 const KEY = 'sk-policy-caller';
 const CHAT = (model: string) => JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] });
@@ -33,7 +33,7 @@ describe('policies through the proxy', () => {
   after(() => mock.close());
 
   async function app(extra: string) {
-    const { gw } = await gatewayWith(resources(mock.base, extra), { env: { CALLER_KEY: KEY } });
+    const { gw } = await gatewayWith(resources(mock.base, extra), { env: { CALLER_KEY: KEY }, now: midMinute() });
     const proxy = createProxyApp(gw);
     const chat = (model: string) =>
       proxy.request('/v1/chat/completions', {
@@ -100,7 +100,7 @@ api_keys:
   - { display_name: caller, key_env: CALLER_KEY, allowed_models: ["*"], team_id: t-1 }
 ${extra}`;
     async function groupApp(text: string) {
-      const { gw } = await gatewayWith(text, { env: { CALLER_KEY: KEY } });
+      const { gw } = await gatewayWith(text, { env: { CALLER_KEY: KEY }, now: midMinute() });
       const proxy = createProxyApp(gw);
       const from = mock.requests.length;
       return {

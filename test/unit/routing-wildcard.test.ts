@@ -8,7 +8,7 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import { createStatusApp } from '../../src/status/app.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
-import { BASE_CONFIG, gatewayWith } from '../support/platform.ts';
+import { BASE_CONFIG, gatewayWith, midMinute } from '../support/platform.ts';
 
 const CALLER = 'sk-caller-wild-SECRET-1';
 const SCOPED = 'sk-caller-wild-scoped-SECRET-2';
@@ -37,7 +37,7 @@ api_keys:
   - { display_name: caller, key_env: CALLER, allowed_models: ["*"] }
   - { display_name: scoped, key_env: SCOPED, allowed_models: ["openai/*"] }
 `,
-    { env: ENV, config: BASE_CONFIG },
+    { env: ENV, config: BASE_CONFIG, now: midMinute() },
   ));
   app = createProxyApp(gw);
   status = createStatusApp(gw);
