@@ -46,20 +46,26 @@ interface BigPost {
   error?: string;
 }
 
+/** A raw connection to the gateway: what it has received so far, its socket error's code, its close. */
+async function rawConnection(port: number) {
+  const s = net.connect(port, '127.0.0.1');
+  await new Promise((r) => s.once('connect', r));
+  let received = '';
+  s.setEncoding('latin1');
+  s.on('data', (d: string) => (received += d));
+  let error: string | undefined;
+  s.on('error', (e: NodeJS.ErrnoException) => (error = e.code));
+  const closed = new Promise((r) => s.once('close', r));
+  return { s, closed, received: () => received, error: () => error };
+}
+
 /**
  * POST `total` bytes of a JSON chat body (never closed, so a gateway that read it all could not parse it) over a raw
  * connection, declared (`Content-Length`) or chunked, 1 MiB at a time, as long as the gateway reads and has not
  * answered: a caller that keeps sending.
  */
 async function postBig(port: number, total: number, o: { chunked: boolean; key?: string }): Promise<BigPost> {
-  const s = net.connect(port, '127.0.0.1');
-  await new Promise((r) => s.once('connect', r));
-  let answer = '';
-  s.setEncoding('latin1');
-  s.on('data', (d: string) => (answer += d));
-  let error: string | undefined;
-  s.on('error', (e: NodeJS.ErrnoException) => (error = e.code));
-  const closed = new Promise((r) => s.once('close', r));
+  const { s, closed, received, error } = await rawConnection(port);
   const framing = o.chunked ? 'transfer-encoding: chunked' : `content-length: ${total}`;
   s.write(
     `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n${framing}\r\n` +
@@ -68,7 +74,7 @@ async function postBig(port: number, total: number, o: { chunked: boolean; key?:
   const prefix = Buffer.from('{"model":"echo","messages":[{"role":"user","content":"');
   const mib = Buffer.alloc(1024 * 1024, 'x');
   let sent = 0;
-  while (sent < total && !s.destroyed && !answer.includes('\r\n\r\n')) {
+  while (sent < total && !s.destroyed && !received().includes('\r\n\r\n')) {
     let piece = sent === 0 ? Buffer.concat([prefix, mib.subarray(prefix.length)]) : mib;
     if (total - sent < piece.length) piece = piece.subarray(0, total - sent);
     const framed = o.chunked ? [Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')] : [piece];
@@ -78,10 +84,12 @@ async function postBig(port: number, total: number, o: { chunked: boolean; key?:
     if (!ok) await Promise.race([new Promise((r) => s.once('drain', r)), closed]);
   }
   if (o.chunked && sent >= total && !s.destroyed) s.write('0\r\n\r\n');
-  await until(() => answer.includes('\r\n\r\n') || s.destroyed, 60_000, 'an answer or the connection closed');
+  await until(() => received().includes('\r\n\r\n') || s.destroyed, 60_000, 'an answer or the connection closed');
   s.destroy();
+  const answer = received();
   const head = answer.slice(0, Math.max(0, answer.indexOf('\r\n\r\n')));
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, sent, ...(error ? { error } : {}) };
+  const code = error();
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, sent, ...(code ? { error: code } : {}) };
 }
 
 /**
@@ -93,14 +101,7 @@ async function refusedThenReused(
   total: number,
   chunked: boolean,
 ): Promise<{ statuses: number[]; error?: string }> {
-  const s = net.connect(port, '127.0.0.1');
-  await new Promise((r) => s.once('connect', r));
-  let got = '';
-  s.setEncoding('latin1');
-  s.on('data', (d: string) => (got += d));
-  let error: string | undefined;
-  s.on('error', (e: NodeJS.ErrnoException) => (error = e.code));
-  const closed = new Promise((r) => s.once('close', r));
+  const { s, closed, received, error } = await rawConnection(port);
   const framing = chunked
     ? `transfer-encoding: chunked\r\nauthorization: Bearer ${CALLER_KEY}`
     : `content-length: ${total}`;
@@ -120,10 +121,11 @@ async function refusedThenReused(
         `authorization: Bearer ${CALLER_KEY}\r\ncontent-length: ${Buffer.byteLength(chat)}\r\n\r\n${chat}`,
     );
   }
-  await until(() => got.includes('chat.completion') || s.destroyed, 30_000, 'the second answer or the close');
+  await until(() => received().includes('chat.completion') || s.destroyed, 30_000, 'the second answer or the close');
   s.destroy();
-  const statuses = [...got.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
-  return { statuses, ...(error ? { error } : {}) };
+  const statuses = [...received().matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+  const code = error();
+  return { statuses, ...(code ? { error: code } : {}) };
 }
 
 /** A gateway on `runtime` with `request_body_limit_bytes: limit`, ready (stopped after the file). */
