@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { chatCompletion, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { type MockEmbeddings, startMockEmbeddings } from '../support/mock-embeddings.ts';
 import { type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
-import { latch, until } from '../support/until.ts';
+import { latch, roomInMinute, until } from '../support/until.ts';
 
 const KEYS = { A: 'sk-cache-a', B: 'sk-cache-b', LIMITED: 'sk-cache-rpm3' };
 
@@ -172,6 +172,7 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
     });
 
     test('a hit takes a request slot: the limited key gets 429 on its fourth request, cached or not', async () => {
+      await roomInMinute();
       const prompt = fresh('limited');
       const statuses: (string | number)[] = [];
       for (let i = 0; i < 4; i++) {

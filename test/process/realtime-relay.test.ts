@@ -25,7 +25,7 @@ import {
   type RuntimeName,
   spawnGateway,
 } from '../support/process.ts';
-import { until } from '../support/until.ts';
+import { roomInMinute, until } from '../support/until.ts';
 
 const RUNTIMES: RuntimeName[] = (process.env.SLUICE_REALTIME_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
   ['node', 'bun', 'deno'];
@@ -281,6 +281,7 @@ for (const runtime of RUNTIMES) {
     });
 
     test("a session's tokens are charged to the key's tokens-per-minute limit", async () => {
+      await roomInMinute();
       const auth = { authorization: `Bearer ${LIMITED_KEY}` };
       const ws = await connect(`${wsBase}?model=gpt-test`, auth);
       assert.ok(ws instanceof WebSocket);

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { baseConfig, CALLER_KEY, type GatewayProcess, resourcesFor, spawnGateway } from '../support/process.ts';
+import { roomInMinute } from '../support/until.ts';
 
 let up: MockUpstream;
 let gw: GatewayProcess;
@@ -35,6 +36,7 @@ async function chat(model: string): Promise<Response> {
 }
 
 test("caller-minted aliases share the wildcard row's bucket and its metric labels", async () => {
+  await roomInMinute();
   for (const alias of ['openai/first-alias', 'openai/second-alias']) {
     const res = await chat(alias);
     const body = await res.json() as { model: string };

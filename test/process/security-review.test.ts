@@ -12,6 +12,7 @@ import { chatCompletion } from '../support/mock-upstream.ts';
 import { geminiAnswer } from '../support/mock-vertex.ts';
 import { type MockGuardrails, startMockGuardrails, TRIGGERS } from '../support/mock-guardrails.ts';
 import { labelsOf } from '../support/metrics.ts';
+import { roomInMinute } from '../support/until.ts';
 
 const KEYS = {
   FULL: 'sk-full-caller-key-123456',
@@ -244,6 +245,7 @@ for (const runtime of ['node', 'bun', 'deno'] as RuntimeName[]) {
     });
 
     test('M6: a key with rpm 2 sends six flagged prompts; the moderation service is called at most twice', async () => {
+      await roomInMinute();
       const calls = () => guard.requests.filter((r) => r.path.endsWith('/moderations')).length;
       const before = calls();
       const statuses: number[] = [];

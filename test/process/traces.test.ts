@@ -9,7 +9,7 @@ import { chunk, type MockUpstream, startMockUpstream } from '../support/mock-ups
 import { CALLER_KEY, type GatewayProcess, type RuntimeName, spawnGateway } from '../support/process.ts';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { sumSamples } from '../support/metrics.ts';
-import { until } from '../support/until.ts';
+import { roomInMinute, until } from '../support/until.ts';
 
 const RUNTIMES: RuntimeName[] = (process.env.SLUICE_TRACE_RUNTIMES?.split(',') as RuntimeName[] | undefined) ??
   ['node', 'bun', 'deno'];
@@ -164,6 +164,7 @@ for (const runtime of RUNTIMES) {
     });
 
     test('a rate-limited refusal is a SERVER span with rate_limit_exceeded', async () => {
+      await roomInMinute();
       assert.equal((await chat('direct', { key: LIMITED_KEY })).status, 200);
       const r = await chat('direct', { key: LIMITED_KEY });
       assert.equal(r.status, 429);

@@ -51,3 +51,13 @@ export function latch<T = void>(): Latch<T> {
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
 }
+
+/**
+ * Waits, if it must, until at least `secs` of the current minute are left on this machine's clock, so requests a
+ * test counts against an `rpm`/`tpm` limit fall in one of the gateway's fixed minute windows. A process gateway
+ * reads the same clock; a unit gateway is given `midMinute()` instead (test/support/platform.ts).
+ */
+export async function roomInMinute(secs = 20): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < secs * 1000) await sleep(left + 200);
+}

@@ -10,7 +10,7 @@ import { createProxyApp } from '../../src/proxy/app.ts';
 import { uuidV5 } from '../../src/util/crypto.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
 import { type MockA2a, mockA2a } from '../support/mock-a2a.ts';
-import { gatewayWith } from '../support/platform.ts';
+import { gatewayWith, midMinute } from '../support/platform.ts';
 import { until } from '../support/until.ts';
 
 let agent: MockA2a;
@@ -19,6 +19,8 @@ let gw: Gateway;
 let app: ReturnType<typeof createProxyApp>;
 /** Added to the gateway's clock: a test moves time on while the agent holds its answer. */
 let skew = 0;
+/** The policies' minute windows start on the minute: the clock starts mid-minute so a count cannot straddle one. */
+const mid = midMinute();
 
 const ENV = { CALLER: 'sk-a2a-caller', POLICED: 'sk-a2a-policed', DD_CRED_TEAM_A_API_KEY: 'dd-key' };
 
@@ -41,7 +43,7 @@ guardrails:
 observability_exporters:
   - { name: dd, kind: datadog, site: "${intake.site}", credential_ref: team-a, service: gw }
 `,
-    { env: ENV, now: () => new Date(Date.now() + skew) },
+    { env: ENV, now: () => new Date(mid().getTime() + skew) },
   ));
   app = createProxyApp(gw);
   await estimateTokens('warm'); // the table built, so the estimate is the tokenizer's count
