@@ -7,7 +7,7 @@
 // index), any key's current hash wins over another's rotated-out one, and a rotated-out hash authenticates its
 // key only until the earlier of the two expiries. The JWT bindings (`jwt_provider` + `jwt_subject`, docs/identity.md)
 // are kept here too, so a JWT caller after a key's change finds its key without a pass over every key.
-import { ShardedMap } from '../util/sharded-map.ts';
+import { HashKeyedMap, ShardedMap } from '../util/sharded-map.ts';
 import type { ApiKey } from './schema.ts';
 
 /** The key as its rotated-out hash authenticates it: the same key, expiring at the earlier of the two times. */
@@ -16,9 +16,18 @@ export function previousKeyOf(k: ApiKey, until: string): ApiKey {
   return { ...k, expires_at };
 }
 
+/** What a lookup needs of its Map: a current hash's names its key (`HashKeyedMap`), a rotated-out one's does not. */
+interface KeyMap {
+  readonly size: number;
+  get(hash: string): ApiKey | undefined;
+  set(hash: string, key: ApiKey): unknown;
+  delete(hash: string): boolean;
+}
+
 /** One hash → key lookup where several keys may carry a hash (etcd rows are not checked against each other). */
 class HashLookup {
-  private readonly owner = new ShardedMap<ApiKey>();
+  constructor(private readonly owner: KeyMap) {}
+
   /** Hash → how many keys besides its owner carry it; absent for the usual one. */
   private readonly others = new ShardedMap<number>();
 
@@ -67,12 +76,13 @@ export class ApiKeyIndex {
    * of a million keys grows by a copy of all of them in one call, which held the loop while a reload built the
    * index (docs/performance.md "Configuration at scale"). A place is a number: no object per key.
    */
-  private readonly byId = new ShardedMap<number>();
+  private byId = this.places();
   /** The keys in write order, a removed key's place left empty (`holes` of them) until the order is compacted. */
   private chunks: (ApiKey | undefined)[][] = [];
   private holes = 0;
-  private readonly current = new HashLookup();
-  private readonly previous = new HashLookup();
+  private readonly current = new HashLookup(new HashKeyedMap<ApiKey>((k) => k.key_hash));
+  /** Rotated-out hashes are few, and the key a lookup returns carries its current hash. */
+  private readonly previous = new HashLookup(new ShardedMap<ApiKey>());
   private listed: ApiKey[] | undefined;
   /** `provider`␀`subject` → the keys bound to it, in write order (more than one is an ambiguous binding). */
   private readonly bound = new ShardedMap<ApiKey[]>();
@@ -85,7 +95,17 @@ export class ApiKeyIndex {
 
   get(id: string): ApiKey | undefined {
     const at = this.byId.get(id);
-    return at === undefined ? undefined : this.chunks[at >>> CHUNK_BITS]![at & (CHUNK - 1)];
+    return at === undefined ? undefined : this.at(at);
+  }
+
+  /** The key at place `at` of the write order (a place `byId` holds is never a hole). */
+  private at(at: number): ApiKey {
+    return this.chunks[at >>> CHUNK_BITS]![at & (CHUNK - 1)]!;
+  }
+
+  /** Id → place, each place naming its key's id through the write order. */
+  private places(): HashKeyedMap<number> {
+    return new HashKeyedMap((at) => this.at(at).id);
   }
 
   has(id: string): boolean {
@@ -185,6 +205,8 @@ export class ApiKeyIndex {
     const keys = [...this.values()];
     this.chunks = [];
     this.holes = 0;
+    // Made anew: the places the old one holds name other keys in the new order.
+    this.byId = this.places();
     for (const k of keys) this.byId.set(k.id, this.append(k));
   }
 }

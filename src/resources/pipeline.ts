@@ -13,7 +13,7 @@ import type { FileIds, NameIds } from './policy-document.ts';
 import { isSamePlainApiKey } from './plain-api-key.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { parsePlainYaml } from '../util/plain-yaml.ts';
-import { ShardedMap } from '../util/sharded-map.ts';
+import { HashKeyedMap } from '../util/sharded-map.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { type AcceptedRow, type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
@@ -386,8 +386,8 @@ async function interpolateEntries(
   env: Env,
   problems: Problems,
   pacer: Pacer,
-): Promise<Map<string, ShardedMap<number>>> {
-  const identities = new Map<string, ShardedMap<number>>();
+): Promise<Map<string, HashKeyedMap<number>>> {
+  const identities = new Map<string, HashKeyedMap<number>>();
   const lists = new Set<unknown[]>();
   for (const kind of FILE_COLLECTIONS) {
     const value = doc[kind];
@@ -400,12 +400,14 @@ async function interpolateEntries(
     // One list under two collections (a YAML alias): each is changed in place, so the second gets a copy.
     if (lists.has(entries)) doc[kind] = entries = entries.slice();
     lists.add(entries);
-    const seen = new ShardedMap<number>();
+    // Identity → index, each index naming its identity through `names` (the entries are consumed later).
+    const names: string[] = [];
+    const seen = new HashKeyedMap<number>((index) => names[index]!);
     identities.set(kind, seen);
     for (let index = 0; index < entries.length; index++) {
       const p = pacer.pace();
       if (p) await p;
-      entries[index] = interpolateEntry({ kind, index }, entries[index], env, seen, problems);
+      entries[index] = interpolateEntry({ kind, index }, entries[index], env, seen, names, problems);
     }
   }
   return identities;
@@ -415,7 +417,8 @@ function interpolateEntry(
   at: EntryRef,
   item: unknown,
   env: Env,
-  seen: ShardedMap<number>,
+  seen: HashKeyedMap<number>,
+  names: string[],
   problems: Problems,
 ): Record<string, unknown> | undefined {
   if (!isRecord(item)) {
@@ -449,6 +452,7 @@ function interpolateEntry(
     );
     return undefined;
   }
+  names[index] = identity;
   seen.set(identity, index);
   return entry;
 }
@@ -471,7 +475,7 @@ interface ValidateContext {
  */
 async function validateEntries(
   doc: Record<string, unknown>,
-  identities: Map<string, ShardedMap<number>>,
+  identities: Map<string, HashKeyedMap<number>>,
   base: Omit<ValidateContext, 'fileIds'>,
   problems: Problems,
   pacer: Pacer,

@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import { ApiKeyIndex } from '../../src/resources/api-key-index.ts';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import type { ApiKey } from '../../src/resources/schema.ts';
-import { ShardedMap } from '../../src/util/sharded-map.ts';
+import { HashKeyedMap, hashOf, ShardedMap } from '../../src/util/sharded-map.ts';
 
 const key = (id: string, hash = `h-${id}`): ApiKey => ({ id, key_hash: hash, allowed_models: [], disabled: false });
 
@@ -59,6 +59,55 @@ describe('sharded map', () => {
       const even = 64_000 / shards.length;
       assert.ok(Math.min(...sizes) > even * 0.8 && Math.max(...sizes) < even * 1.2, `${what}: ${sizes.join(' ')}`);
     }
+  });
+
+  test('a hash-keyed map: keys whose numbers collide are held apart, through deletions and re-adds', () => {
+    // Among 300,000 hashes a few share their number with another key (the second set goes to the `spill`).
+    type Row = { key: string; n: number };
+    const m = new HashKeyedMap<Row>((r) => r.key);
+    const ref = new Map<string, Row>();
+    const put = (key: string, n: number) => (m.set(key, { key, n }), ref.set(key, { key, n }));
+    const names = Array.from({ length: 300_000 }, (_, i) => createHash('sha256').update(`c${i}`).digest('hex'));
+    names.forEach((n, i) => put(n, i));
+    const spilled = [...(m as unknown as { spill: Map<string, Row> }).spill.keys()];
+    assert.ok(spilled.length > 0, 'no two of 300,000 keys shared a number: the test needs more keys');
+    const holders = spilled.map((s) => names.find((n) => n !== s && hashOf(n) === hashOf(s)));
+    assert.ok(holders.every((h) => h !== undefined));
+    // The holder gone, its number is free; the spilled key is still found once, set where it is, and counted once.
+    for (const [i, h] of holders.entries()) {
+      assert.equal(m.delete(h!), ref.delete(h!));
+      put(spilled[i]!, -i);
+      assert.equal(m.get(spilled[i]!)?.n, -i);
+      assert.equal(m.size, ref.size);
+      put(h!, i);
+    }
+    for (const s of spilled) assert.equal(m.delete(s), ref.delete(s)), assert.equal(m.delete(s), false);
+    for (const n of names.slice(0, 1000)) assert.equal(m.delete(n), ref.delete(n));
+    for (const s of spilled) put(s, 9);
+    assert.equal(m.size, ref.size);
+    for (const n of names) assert.deepEqual(m.get(n), ref.get(n)), assert.equal(m.has(n), ref.has(n));
+    assert.deepEqual([...m.keys()].sort(), [...ref.keys()].sort());
+    assert.deepEqual([...m].map(([k, r]) => `${k}=${r.n}`).sort(), [...ref].map(([k, r]) => `${k}=${r.n}`).sort());
+    // What it is for: no string keys a shard's Map (V8 puts such strings in its string table), and every number is
+    // small enough to be held unboxed (a 31-bit small integer).
+    const shards = (m as unknown as { shards: ({ values: Map<unknown, Row> } | undefined)[] }).shards;
+    for (const shard of shards) {
+      for (const k of shard!.values.keys()) assert.ok(typeof k === 'number' && k >= 0 && k < 2 ** 30, String(k));
+    }
+  });
+
+  test('a hash-keyed map hashes names that differ only at either end, or in a long middle, apart', () => {
+    const m = new HashKeyedMap<string>((k) => k);
+    const keys: string[] = [];
+    for (let i = 0; i < 20_000; i++) {
+      keys.push(`${i}@a-rather-long-company-domain.example.com`, `user-${i}`, `${'x'.repeat(40)}${i}${'y'.repeat(40)}`);
+    }
+    for (const k of keys) m.set(k, k);
+    const spill = (m as unknown as { spill: Map<string, string> }).spill.size;
+    assert.equal(m.size, keys.length);
+    // A long middle is not hashed: those 20,000 share one number, the rest spread.
+    assert.ok(spill < 20_000 + 100, `${spill} keys spilled`);
+    for (const k of keys) assert.equal(m.get(k), k);
   });
 });
 
