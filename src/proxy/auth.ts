@@ -5,19 +5,27 @@ import type { ApiKey } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import { globMatch } from '../resources/snapshot.ts';
 import { sha256Hex } from '../util/crypto.ts';
+import { hashOf } from '../util/sharded-map.ts';
 import { bearerToken } from '../http/auth.ts';
 import { errors, type ProxyError } from '../http/errors.ts';
 import type { AuthDecisions } from '../identity/decisions.ts';
 
+/** A token's SHA-256 hex, and that text's number in the key index (`hashOf`), both made once per token. */
+interface TokenHash {
+  hex: string;
+  n: number;
+}
+
 /**
- * token → SHA-256 hex. A hash is a pure function of the token, so caching it is safe across reloads; the
+ * token → its hash. A hash is a pure function of the token, so caching it is safe across reloads; the
  * cache is bounded and simply cleared when full (a caller population larger than this just re-hashes).
  */
-const hashCache = new Map<string, string>();
+const hashCache = new Map<string, TokenHash>();
 const HASH_CACHE_MAX = 10_000;
 
-async function hashToken(token: string): Promise<string> {
-  const h = await sha256Hex(token);
+async function hashToken(token: string): Promise<TokenHash> {
+  const hex = await sha256Hex(token);
+  const h = { hex, n: hashOf(hex) };
   if (hashCache.size >= HASH_CACHE_MAX) hashCache.clear();
   hashCache.set(token, h);
   return h;
@@ -59,11 +67,11 @@ export function authenticateKey(
 /** The key a token judged just now names, if any (its hash is cached by then): for a refusal's log line. */
 export function judgedKey(token: string, snapshot: Snapshot): ApiKey | undefined {
   const h = hashCache.get(token);
-  return h === undefined ? undefined : snapshot.apiKeyByHash(h);
+  return h === undefined ? undefined : snapshot.apiKeyByHash(h.hex, h.n);
 }
 
-function keyOf(snapshot: Snapshot, hash: string, now: number, decisions?: KeyDecisions): ApiKey | ProxyError {
-  const key = snapshot.apiKeyByHash(hash);
+function keyOf(snapshot: Snapshot, hash: TokenHash, now: number, decisions?: KeyDecisions): ApiKey | ProxyError {
+  const key = snapshot.apiKeyByHash(hash.hex, hash.n);
   if (!key) return denied(decisions, 'unknown_key', errors.unknownKey());
   if (key.disabled) return denied(decisions, 'key_disabled', errors.disabledKey());
   if (key.expires_at !== undefined && Date.parse(key.expires_at) <= now) {

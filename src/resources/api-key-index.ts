@@ -19,7 +19,7 @@ export function previousKeyOf(k: ApiKey, until: string): ApiKey {
 /** What a lookup needs of its Map: a current hash's names its key (`HashKeyedMap`), a rotated-out one's does not. */
 interface KeyMap {
   readonly size: number;
-  get(hash: string): ApiKey | undefined;
+  get(hash: string, h?: number): ApiKey | undefined;
   set(hash: string, key: ApiKey): unknown;
   delete(hash: string): boolean;
 }
@@ -31,8 +31,8 @@ class HashLookup {
   /** Hash → how many keys besides its owner carry it; absent for the usual one. */
   private readonly others = new ShardedMap<number>();
 
-  get(hash: string): ApiKey | undefined {
-    return this.owner.get(hash);
+  get(hash: string, h?: number): ApiKey | undefined {
+    return this.owner.get(hash, h);
   }
 
   /** `key` carries `hash` and is the latest written of those that do. */
@@ -129,9 +129,12 @@ export class ApiKeyIndex {
     return this.budgeted > 0;
   }
 
-  /** The key a presented credential's hash names: a current hash first, then a rotated-out one. */
-  byHash(hash: string): ApiKey | undefined {
-    return this.current.get(hash) ?? this.previous.get(hash);
+  /**
+   * The key a presented credential's hash names: a current hash first, then a rotated-out one. `h`:
+   * `hashOf(hash)` (src/util/sharded-map.ts), which a caller that keeps it need not have computed again.
+   */
+  byHash(hash: string, h?: number): ApiKey | undefined {
+    return this.current.get(hash, h) ?? this.previous.get(hash);
   }
 
   /** The keys bound to `subject` of the provider named `provider`, in write order; undefined when none is. */

@@ -166,8 +166,9 @@ export class Snapshot {
     return this.modelsByName.get(name);
   }
 
-  apiKeyByHash(hash: string): ApiKey | undefined {
-    return this.apiKeys.byHash(hash);
+  /** `h`: `hashOf(hash)`, if the caller keeps it (src/util/sharded-map.ts). */
+  apiKeyByHash(hash: string, h?: number): ApiKey | undefined {
+    return this.apiKeys.byHash(hash, h);
   }
 
   /** Models listed by `/v1/models`: wildcard aliases are hidden. */

@@ -113,8 +113,8 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
     return this.count;
   }
 
-  get(key: string): V | undefined {
-    const h = hashOf(key);
+  /** `h`: `hashOf(key)`, when the caller keeps it (a key looked up on every request). */
+  get(key: string, h: number = hashOf(key)): V | undefined {
     const shard = this.shards[h & (SHARDS - 1)];
     if (shard === undefined) return undefined;
     const n = h >>> SHARD_BITS;
