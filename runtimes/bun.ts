@@ -8,6 +8,7 @@ import './bun-upstream-cap.ts';
 import { readFileSync } from 'node:fs';
 import * as tlsModule from 'node:tls';
 import { main } from '../src/main.ts';
+import { keyMapsByString } from '../src/util/sharded-map.ts';
 import type { KeyTls, Platform, UpstreamTls } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
 import { fetchUpstream, type KeyFetch, KeyTlsPools } from '../src/upstream-fetch.ts';
@@ -104,6 +105,8 @@ function nodeExtraCa(): string[] {
   }
 }
 
+// JavaScriptCore has no string table a collection walks; string keys are what Bun's reloads were measured with.
+keyMapsByString();
 const platform = bunPlatform();
 main(platform, process.argv.slice(2)).then((code) => platform.exit(code), (e) => {
   process.stderr.write(`sluice: fatal: ${(e as Error)?.stack ?? String(e)}\n`);

@@ -5,6 +5,7 @@ import { setFlagsFromString } from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { main } from '../src/main.ts';
+import { keyMapsByString } from '../src/util/sharded-map.ts';
 import { batchedSink } from '../src/observability/log-sink.ts';
 import type { Platform } from '../src/platform.ts';
 import { lazyRedisClient } from './redis-lazy.ts';
@@ -57,6 +58,8 @@ export function applySelfV8Flags(): void {
 /** Run the CLI with this process's arguments; bin/sluice calls this from the bundle. */
 export function start(): void {
   applySelfV8Flags();
+  // Node 20's V8 keeps a Map's string keys out of its string table (docs/performance.md "Configuration at scale").
+  if (Number.parseInt(process.versions.v8, 10) < 12) keyMapsByString();
   const platform = nodePlatform();
   main(platform, process.argv.slice(2)).then((code) => platform.exit(code), (e) => {
     process.stderr.write(`sluice: fatal: ${(e as Error)?.stack ?? String(e)}\n`);

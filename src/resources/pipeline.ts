@@ -401,8 +401,8 @@ async function interpolateEntries(
     if (lists.has(entries)) doc[kind] = entries = entries.slice();
     lists.add(entries);
     // Identity → index, each index naming its identity through `names` (the entries are consumed later).
-    const names: string[] = [];
-    const seen = new HashKeyedMap<number>((index) => names[index]!);
+    const names = new Names();
+    const seen = new HashKeyedMap<number>((index) => names.at(index));
     identities.set(kind, seen);
     for (let index = 0; index < entries.length; index++) {
       const p = pacer.pace();
@@ -413,12 +413,25 @@ async function interpolateEntries(
   return identities;
 }
 
+/** Index → identity, in chunks: one array of a million grows by copying all of them at once. */
+class Names {
+  private readonly chunks: string[][] = [];
+
+  at(index: number): string {
+    return this.chunks[index >>> 13]![index & 8191]!;
+  }
+
+  put(index: number, name: string): void {
+    (this.chunks[index >>> 13] ??= [])[index & 8191] = name;
+  }
+}
+
 function interpolateEntry(
   at: EntryRef,
   item: unknown,
   env: Env,
   seen: HashKeyedMap<number>,
-  names: string[],
+  names: Names,
   problems: Problems,
 ): Record<string, unknown> | undefined {
   if (!isRecord(item)) {
@@ -452,7 +465,7 @@ function interpolateEntry(
     );
     return undefined;
   }
-  names[index] = identity;
+  names.put(index, identity);
   seen.set(identity, index);
   return entry;
 }

@@ -91,6 +91,18 @@ export function hashOf(key: string): number {
   return h ^ (h >>> 16);
 }
 
+/** Whether a HashKeyedMap made from now on keys its shards by number (`keyMapsByString`). */
+let byNumberDefault = true;
+
+/**
+ * HashKeyedMaps made from now on are keyed by the string, as a ShardedMap is: for an engine measured to keep a
+ * Map's string keys out of a table its collections walk (Node 20's V8), where the hash computed in JavaScript made
+ * a reload's requests wait longer (docs/performance.md "Configuration at scale"). Called once, at start.
+ */
+export function keyMapsByString(): void {
+  byNumberDefault = false;
+}
+
 /** One shard of a `HashKeyedMap`: number → value, and the numbers whose first key was not the only one. */
 interface Shard<V> {
   readonly values: Map<number, V>;
@@ -106,15 +118,21 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
   private readonly shards: (Shard<V> | undefined)[] = new Array(SHARDS);
   private readonly spill = new Map<string, V>();
   private count = 0;
+  /** Set when keyed by the string (`keyMapsByString`): every call goes to it. */
+  private readonly strings: ShardedMap<V> | undefined;
 
-  constructor(private readonly keyOf: (value: V) => string) {}
+  constructor(private readonly keyOf: (value: V) => string, byNumber = byNumberDefault) {
+    if (!byNumber) this.strings = new ShardedMap();
+  }
 
   get size(): number {
-    return this.count;
+    return this.strings?.size ?? this.count;
   }
 
   /** `h`: `hashOf(key)`, when the caller keeps it (a key looked up on every request). */
-  get(key: string, h: number = hashOf(key)): V | undefined {
+  get(key: string, h?: number): V | undefined {
+    if (this.strings) return this.strings.get(key);
+    h ??= hashOf(key);
     const shard = this.shards[h & (SHARDS - 1)];
     if (shard === undefined) return undefined;
     const n = h >>> SHARD_BITS;
@@ -129,6 +147,10 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
 
   /** `value` must name `key` (`keyOf(value) === key`). */
   set(key: string, value: V): this {
+    if (this.strings) {
+      this.strings.set(key, value);
+      return this;
+    }
     const h = hashOf(key);
     const shard = this.shards[h & (SHARDS - 1)] ??= { values: new Map(), spilled: undefined };
     const n = h >>> SHARD_BITS;
@@ -148,6 +170,7 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
   }
 
   delete(key: string): boolean {
+    if (this.strings) return this.strings.delete(key);
     const h = hashOf(key);
     const shard = this.shards[h & (SHARDS - 1)];
     if (shard === undefined) return false;
@@ -160,6 +183,7 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
   }
 
   *values(): Generator<V, undefined> {
+    if (this.strings) return yield* this.strings.values();
     for (const shard of this.shards) if (shard) yield* shard.values.values();
     yield* this.spill.values();
   }

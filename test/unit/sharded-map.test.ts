@@ -96,6 +96,26 @@ describe('sharded map', () => {
     }
   });
 
+  test('a hash-keyed map keyed by the string (keyMapsByString) holds, replaces and deletes what a Map would', () => {
+    for (const byNumber of [true, false]) {
+      type Row = { key: string; n: number };
+      const m = new HashKeyedMap<Row>((r) => r.key, byNumber);
+      const ref = new Map<string, Row>();
+      const keys = Array.from(
+        { length: 20_000 },
+        (_, i) => (i % 2 ? `user-${i}` : createHash('md5').update(`${i}`).digest('hex')),
+      );
+      keys.forEach((key, n) => (m.set(key, { key, n }), ref.set(key, { key, n })));
+      for (const key of keys.slice(0, 5000)) assert.equal(m.delete(key), ref.delete(key));
+      for (const key of keys.slice(0, 2500)) m.set(key, { key, n: -1 }), ref.set(key, { key, n: -1 });
+      assert.equal(m.size, ref.size);
+      for (const key of keys) assert.deepEqual(m.get(key, hashOf(key)), ref.get(key));
+      assert.deepEqual([...m.keys()].sort(), [...ref.keys()].sort());
+      const strings = (m as unknown as { strings?: ShardedMap<Row> }).strings;
+      assert.equal(strings === undefined, byNumber, 'keyed by number unless told otherwise');
+    }
+  });
+
   test('a hash-keyed map hashes names that differ only at either end, or in a long middle, apart', () => {
     const m = new HashKeyedMap<string>((k) => k);
     const keys: string[] = [];
