@@ -105,7 +105,7 @@ function nodeExtraCa(): string[] {
   }
 }
 
-// JavaScriptCore has no string table a collection walks; string keys are what Bun's reloads were measured with.
+// The string table that number keys keep Map keys out of is V8's (docs/performance.md "Configuration at scale").
 keyMapsByString();
 const platform = bunPlatform();
 main(platform, process.argv.slice(2)).then((code) => platform.exit(code), (e) => {

@@ -413,16 +413,20 @@ async function interpolateEntries(
   return identities;
 }
 
+/** Names per chunk of `Names` (a power of two). */
+const NAMES_CHUNK_BITS = 13;
+const NAMES_CHUNK = 1 << NAMES_CHUNK_BITS;
+
 /** Index → identity, in chunks: one array of a million grows by copying all of them at once. */
 class Names {
   private readonly chunks: string[][] = [];
 
   at(index: number): string {
-    return this.chunks[index >>> 13]![index & 8191]!;
+    return this.chunks[index >>> NAMES_CHUNK_BITS]![index & (NAMES_CHUNK - 1)]!;
   }
 
   put(index: number, name: string): void {
-    (this.chunks[index >>> 13] ??= [])[index & 8191] = name;
+    (this.chunks[index >>> NAMES_CHUNK_BITS] ??= [])[index & (NAMES_CHUNK - 1)] = name;
   }
 }
 

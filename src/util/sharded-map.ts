@@ -95,9 +95,9 @@ export function hashOf(key: string): number {
 let byNumberDefault = true;
 
 /**
- * HashKeyedMaps made from now on are keyed by the string, as a ShardedMap is: for an engine measured to keep a
- * Map's string keys out of a table its collections walk (Node 20's V8), where the hash computed in JavaScript made
- * a reload's requests wait longer (docs/performance.md "Configuration at scale"). Called once, at start.
+ * HashKeyedMaps made from now on are keyed by the string, as a ShardedMap is: for an engine whose collections do
+ * not walk a table of a Map's string keys as Deno's V8 does (Node 20's V8; Bun's JavaScriptCore, whose string
+ * handling is its own), where the numbers only add the hash computed in JavaScript (docs/performance.md "Configuration at scale"). Called once, at start.
  */
 export function keyMapsByString(): void {
   byNumberDefault = false;
@@ -111,8 +111,8 @@ interface Shard<V> {
 
 /**
  * A ShardedMap whose values name their key (`keyOf`, read at every lookup, so a value's key must not change
- * while it is held): each shard is keyed by the key's number, no string held as a key. A key whose number another
- * key holds goes to `spill`, the one Map looked up by string (a few hundred keys in a million).
+ * while it is held) and are never undefined: each shard is keyed by the key's number, no string held as a key. A
+ * key whose number another key holds goes to `spill`, the one Map looked up by string (rare: 29 bits per shard).
  */
 export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
   private readonly shards: (Shard<V> | undefined)[] = new Array(SHARDS);
