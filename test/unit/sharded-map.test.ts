@@ -96,7 +96,7 @@ describe('sharded map', () => {
     }
   });
 
-  test('a hash-keyed map keyed by the string (keyMapsByString) holds, replaces and deletes what a Map would', () => {
+  test('a hash-keyed map, keyed by number or by the string (keyMapsByString), holds what a Map would', () => {
     for (const byNumber of [true, false]) {
       type Row = { key: string; n: number };
       const m = new HashKeyedMap<Row>((r) => r.key, byNumber);
@@ -116,7 +116,7 @@ describe('sharded map', () => {
     }
   });
 
-  test('a hash-keyed map hashes names that differ only at either end, or in a long middle, apart', () => {
+  test('a hash-keyed map hashes names that differ at either end apart; a long middle is not hashed', () => {
     const m = new HashKeyedMap<string>((k) => k);
     const keys: string[] = [];
     for (let i = 0; i < 20_000; i++) {
