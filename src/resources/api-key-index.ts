@@ -7,7 +7,7 @@
 // index), any key's current hash wins over another's rotated-out one, and a rotated-out hash authenticates its
 // key only until the earlier of the two expiries. The JWT bindings (`jwt_provider` + `jwt_subject`, docs/identity.md)
 // are kept here too, so a JWT caller after a key's change finds its key without a pass over every key.
-import { HashKeyedMap, ShardedMap } from '../util/sharded-map.ts';
+import { type KeyedMap, keyedMap, ShardedMap } from '../util/sharded-map.ts';
 import type { ApiKey } from './schema.ts';
 
 /** The key as its rotated-out hash authenticates it: the same key, expiring at the earlier of the two times. */
@@ -16,17 +16,9 @@ export function previousKeyOf(k: ApiKey, until: string): ApiKey {
   return { ...k, expires_at };
 }
 
-/** What a lookup needs of its Map: a current hash's names its key (`HashKeyedMap`), a rotated-out one's does not. */
-interface KeyMap {
-  readonly size: number;
-  get(hash: string, h?: number): ApiKey | undefined;
-  set(hash: string, key: ApiKey): unknown;
-  delete(hash: string): boolean;
-}
-
 /** One hash → key lookup where several keys may carry a hash (etcd rows are not checked against each other). */
 class HashLookup {
-  constructor(private readonly owner: KeyMap) {}
+  constructor(private readonly owner: KeyedMap<ApiKey>) {}
 
   /** Hash → how many keys besides its owner carry it; absent for the usual one. */
   private readonly others = new ShardedMap<number>();
@@ -80,8 +72,8 @@ export class ApiKeyIndex {
   /** The keys in write order, a removed key's place left empty (`holes` of them) until the order is compacted. */
   private chunks: (ApiKey | undefined)[][] = [];
   private holes = 0;
-  private readonly current = new HashLookup(new HashKeyedMap<ApiKey>((k) => k.key_hash));
-  /** Rotated-out hashes are few, and the key a lookup returns carries its current hash. */
+  private readonly current = new HashLookup(keyedMap<ApiKey>((k) => k.key_hash));
+  /** Rotated-out hashes are few, and the key a lookup returns carries its current hash, not the one looked up. */
   private readonly previous = new HashLookup(new ShardedMap<ApiKey>());
   private listed: ApiKey[] | undefined;
   /** `provider`␀`subject` → the keys bound to it, in write order (more than one is an ambiguous binding). */
@@ -104,8 +96,8 @@ export class ApiKeyIndex {
   }
 
   /** Id → place, each place naming its key's id through the write order. */
-  private places(): HashKeyedMap<number> {
-    return new HashKeyedMap((at) => this.at(at).id);
+  private places(): KeyedMap<number> {
+    return keyedMap((at) => this.at(at).id);
   }
 
   has(id: string): boolean {

@@ -13,7 +13,7 @@ import type { FileIds, NameIds } from './policy-document.ts';
 import { isSamePlainApiKey } from './plain-api-key.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { parsePlainYaml } from '../util/plain-yaml.ts';
-import { HashKeyedMap } from '../util/sharded-map.ts';
+import { type KeyedMap, keyedMap } from '../util/sharded-map.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { type AcceptedRow, type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
 import { dotted, type Env, interpolate } from './interpolate.ts';
@@ -386,8 +386,8 @@ async function interpolateEntries(
   env: Env,
   problems: Problems,
   pacer: Pacer,
-): Promise<Map<string, HashKeyedMap<number>>> {
-  const identities = new Map<string, HashKeyedMap<number>>();
+): Promise<Map<string, KeyedMap<number>>> {
+  const identities = new Map<string, KeyedMap<number>>();
   const lists = new Set<unknown[]>();
   for (const kind of FILE_COLLECTIONS) {
     const value = doc[kind];
@@ -402,7 +402,7 @@ async function interpolateEntries(
     lists.add(entries);
     // Identity → index, each index naming its identity through `names` (the entries are consumed later).
     const names = new Names();
-    const seen = new HashKeyedMap<number>((index) => names.at(index));
+    const seen = keyedMap<number>((index) => names.at(index));
     identities.set(kind, seen);
     for (let index = 0; index < entries.length; index++) {
       const p = pacer.pace();
@@ -434,7 +434,7 @@ function interpolateEntry(
   at: EntryRef,
   item: unknown,
   env: Env,
-  seen: HashKeyedMap<number>,
+  seen: KeyedMap<number>,
   names: Names,
   problems: Problems,
 ): Record<string, unknown> | undefined {
@@ -492,7 +492,7 @@ interface ValidateContext {
  */
 async function validateEntries(
   doc: Record<string, unknown>,
-  identities: Map<string, HashKeyedMap<number>>,
+  identities: Map<string, KeyedMap<number>>,
   base: Omit<ValidateContext, 'fileIds'>,
   problems: Problems,
   pacer: Pacer,

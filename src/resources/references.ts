@@ -1,7 +1,7 @@
 // The cross-reference stage of the resources-file pipeline (docs/configuration.md "resources.yaml"), over
 // the identities pass 1 declared: an entry whose own schema failed still counts as defined, so one typo
 // is reported once, where it is.
-import { HashKeyedMap } from '../util/sharded-map.ts';
+import { keyedMap } from '../util/sharded-map.ts';
 import { type AcceptedRow, type EntryRef, type Problems, scopeOf } from './entries.ts';
 import type { ApiKey, Model, ProviderKey } from './schema.ts';
 
@@ -93,7 +93,7 @@ async function checkRouteRefs(
 /** Two api keys with one plaintext would be one caller under two names. */
 async function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems, pace: Pace) {
   // Where each was first seen; its scope is spelled out only for a message. Sharded: a million keys.
-  const seen = new HashKeyedMap<Typed['api_keys'][number]>((at) => at.r.key_hash);
+  const seen = keyedMap<Typed['api_keys'][number]>((at) => at.r.key_hash);
   for (const at of apiKeys) {
     const { r } = at;
     const paced = pace();

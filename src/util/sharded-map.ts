@@ -91,16 +91,31 @@ export function hashOf(key: string): number {
   return h ^ (h >>> 16);
 }
 
-/** Whether a HashKeyedMap made from now on keys its shards by number (`keyMapsByString`). */
+/** Whether `keyedMap` makes HashKeyedMaps (`keyMapsByString`). */
 let byNumberDefault = true;
 
 /**
- * HashKeyedMaps made from now on are keyed by the string, as a ShardedMap is: for an engine whose collections do
- * not walk a table of a Map's string keys as Deno's V8 does (Node 20's V8; Bun's JavaScriptCore, whose string
- * handling is its own), where the numbers only add the hash computed in JavaScript (docs/performance.md "Configuration at scale"). Called once, at start.
+ * `keyedMap` makes ShardedMaps from now on: for an engine whose collections do not walk a table of a Map's string
+ * keys as Deno's V8 does (Node 20's V8; Bun's JavaScriptCore, whose string handling is its own), where the numbers
+ * only add the hash computed in JavaScript (docs/performance.md "Configuration at scale"). Called once, at start.
  */
 export function keyMapsByString(): void {
   byNumberDefault = false;
+}
+
+/** What a map of a million string keys offers; `h`, where given, is `hashOf(key)` (a ShardedMap ignores it). */
+export interface KeyedMap<V> extends ReadonlyMap<string, V> {
+  get(key: string, h?: number): V | undefined;
+  set(key: string, value: V): unknown;
+  delete(key: string): boolean;
+}
+
+/**
+ * A map for a million string keys whose values name them (`keyOf`): a HashKeyedMap, or a ShardedMap where
+ * `keyMapsByString` was called.
+ */
+export function keyedMap<V>(keyOf: (value: V) => string, byNumber = byNumberDefault): KeyedMap<V> {
+  return byNumber ? new HashKeyedMap(keyOf) : new ShardedMap<V>();
 }
 
 /** One shard of a `HashKeyedMap`: number → value, and the numbers whose first key was not the only one. */
@@ -114,25 +129,19 @@ interface Shard<V> {
  * while it is held) and are never undefined: each shard is keyed by the key's number, no string held as a key. A
  * key whose number another key holds goes to `spill`, the one Map looked up by string (rare: 29 bits per shard).
  */
-export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
+export class HashKeyedMap<V> implements KeyedMap<V> {
   private readonly shards: (Shard<V> | undefined)[] = new Array(SHARDS);
   private readonly spill = new Map<string, V>();
   private count = 0;
-  /** Set when keyed by the string (`keyMapsByString`): every call goes to it. */
-  private readonly strings: ShardedMap<V> | undefined;
 
-  constructor(private readonly keyOf: (value: V) => string, byNumber = byNumberDefault) {
-    if (!byNumber) this.strings = new ShardedMap();
-  }
+  constructor(private readonly keyOf: (value: V) => string) {}
 
   get size(): number {
-    return this.strings?.size ?? this.count;
+    return this.count;
   }
 
   /** `h`: `hashOf(key)`, when the caller keeps it (a key looked up on every request). */
-  get(key: string, h?: number): V | undefined {
-    if (this.strings) return this.strings.get(key);
-    h ??= hashOf(key);
+  get(key: string, h: number = hashOf(key)): V | undefined {
     const shard = this.shards[h & (SHARDS - 1)];
     if (shard === undefined) return undefined;
     const n = h >>> SHARD_BITS;
@@ -147,10 +156,6 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
 
   /** `value` must name `key` (`keyOf(value) === key`). */
   set(key: string, value: V): this {
-    if (this.strings) {
-      this.strings.set(key, value);
-      return this;
-    }
     const h = hashOf(key);
     const shard = this.shards[h & (SHARDS - 1)] ??= { values: new Map(), spilled: undefined };
     const n = h >>> SHARD_BITS;
@@ -170,7 +175,6 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
   }
 
   delete(key: string): boolean {
-    if (this.strings) return this.strings.delete(key);
     const h = hashOf(key);
     const shard = this.shards[h & (SHARDS - 1)];
     if (shard === undefined) return false;
@@ -183,7 +187,6 @@ export class HashKeyedMap<V> implements ReadonlyMap<string, V> {
   }
 
   *values(): Generator<V, undefined> {
-    if (this.strings) return yield* this.strings.values();
     for (const shard of this.shards) if (shard) yield* shard.values.values();
     yield* this.spill.values();
   }
