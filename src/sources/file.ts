@@ -9,6 +9,7 @@ import type { ApiKeyIndex } from '../resources/api-key-index.ts';
 import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { BULK_SLICE_MS, Pacer, SLICE_MS } from '../resources/pace.ts';
+import { concatBytes } from '../util/bytes.ts';
 import { hexOf, uuidV5 } from '../util/crypto.ts';
 import { sleep } from '../util/sleep.ts';
 import { type ConfigSource, deferred, type SourceLoad, type SourceSink } from './source.ts';
@@ -340,25 +341,43 @@ async function openReader(files: NonNullable<Platform['files']>, path: string): 
 
 /**
  * UTF-8 bytes decoded (throwing on a malformed sequence) into pieces that each end just after a line break (but
- * the last): joining a large file's would hold the loop for hundreds of milliseconds.
+ * the last): joining a large file's would hold the loop for hundreds of milliseconds. Not in `TextDecoder`'s
+ * streaming mode: on Node that mode hands back a piece of a megabyte as an external two-byte string, twice the
+ * text's size and outside the heap, where every 64 MB of it starts a full collection (docs/performance.md
+ * "Configuration at scale"). Each piece is cut at its last line break instead, which no UTF-8 character
+ * contains, so every decode is of whole characters.
  */
-class TextPieces {
-  private readonly stream = new TextDecoder('utf-8', { fatal: true });
+export class TextPieces {
+  /** The file's first bytes may open with a byte order mark, dropped as the streaming decoder did. */
+  private readonly first = new TextDecoder('utf-8', { fatal: true });
+  private readonly rest = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   private readonly pieces: string[] = [];
-  private partial = '';
+  /** The bytes read since the last line break (copies: the reader reuses its buffer). */
+  private held: Uint8Array[] = [];
 
   add(bytes: Uint8Array): void {
-    const s = this.partial + this.stream.decode(bytes, { stream: true });
-    const cut = s.lastIndexOf('\n') + 1;
-    if (cut > 0) this.pieces.push(s.slice(0, cut));
-    this.partial = s.slice(cut);
+    const last = bytes.lastIndexOf(0x0a) + 1;
+    if (last === 0) {
+      this.held.push(bytes.slice());
+      return;
+    }
+    // The line the held bytes began is a piece of its own: the rest is decoded from the reader's buffer, uncopied.
+    const from = this.held.length === 0 ? 0 : bytes.indexOf(0x0a) + 1;
+    if (from > 0) this.push(concatBytes(...this.held, bytes.subarray(0, from)));
+    if (from < last) this.push(bytes.subarray(from, last));
+    this.held = last < bytes.length ? [bytes.slice(last)] : [];
   }
 
   /** The text: one string (`whole`), or its pieces. */
   end(whole: boolean): string | string[] {
-    const last = this.partial + this.stream.decode();
-    if (last.length > 0) this.pieces.push(last);
+    if (this.held.length > 0) this.push(concatBytes(...this.held));
+    this.held = [];
     return whole ? this.pieces.join('') : this.pieces;
+  }
+
+  private push(bytes: Uint8Array): void {
+    const text = (this.pieces.length === 0 ? this.first : this.rest).decode(bytes);
+    if (text.length > 0) this.pieces.push(text);
   }
 }
 
