@@ -7,6 +7,7 @@
 // index), any key's current hash wins over another's rotated-out one, and a rotated-out hash authenticates its
 // key only until the earlier of the two expiries. The JWT bindings (`jwt_provider` + `jwt_subject`, docs/identity.md)
 // are kept here too, so a JWT caller after a key's change finds its key without a pass over every key.
+import { CHUNK, ChunkedList } from '../util/chunked-list.ts';
 import { type KeyedMap, keyedMap, ShardedMap } from '../util/sharded-map.ts';
 import type { ApiKey } from './schema.ts';
 
@@ -58,19 +59,15 @@ function bindingOf(k: ApiKey): string | undefined {
     : `${k.jwt_provider}\u0000${k.jwt_subject}`;
 }
 
-/** Keys per chunk of the write order (a power of two): a chunk is appended to, never copied whole as it grows. */
-const CHUNK_BITS = 13;
-const CHUNK = 1 << CHUNK_BITS;
-
 export class ApiKeyIndex {
   /**
-   * Id → the key's place in the write order (`chunks`). Sharded, and the order kept in chunks: one Map or array
+   * Id → the key's place in the write order (`order`). Sharded, and the order kept in chunks: one Map or array
    * of a million keys grows by a copy of all of them in one call, which held the loop while a reload built the
    * index (docs/performance.md "Configuration at scale"). A place is a number: no object per key.
    */
   private byId = this.places();
   /** The keys in write order, a removed key's place left empty (`holes` of them) until the order is compacted. */
-  private chunks: (ApiKey | undefined)[][] = [];
+  private order = new ChunkedList<ApiKey | undefined>();
   private holes = 0;
   private readonly current = new HashLookup(keyedMap<ApiKey>((k) => k.key_hash));
   /** Rotated-out hashes are few, and the key a lookup returns carries its current hash, not the one looked up. */
@@ -92,7 +89,7 @@ export class ApiKeyIndex {
 
   /** The key at place `at` of the write order (a place `byId` holds is never a hole). */
   private at(at: number): ApiKey {
-    return this.chunks[at >>> CHUNK_BITS]![at & (CHUNK - 1)]!;
+    return this.order.at(at)!;
   }
 
   /** Id → place, each place naming its key's id through the write order. */
@@ -106,9 +103,7 @@ export class ApiKeyIndex {
 
   /** The keys in write order. */
   *values(): Generator<ApiKey, undefined> {
-    for (const chunk of this.chunks) {
-      for (const k of chunk) if (k !== undefined) yield k;
-    }
+    for (const k of this.order.values()) if (k !== undefined) yield k;
   }
 
   /** The keys in write order, as a list (built once per change, for the few callers that list them all). */
@@ -137,7 +132,7 @@ export class ApiKeyIndex {
   /** `k` as the latest write of its id (a new key, or a new value of one). */
   put(k: ApiKey): void {
     this.remove(k.id);
-    this.byId.set(k.id, this.append(k));
+    this.byId.set(k.id, this.order.push(k));
     if ((k.budgets?.length ?? 0) > 0) this.budgeted++;
     const binding = bindingOf(k);
     if (binding !== undefined) {
@@ -153,10 +148,9 @@ export class ApiKeyIndex {
   remove(id: string): void {
     const at = this.byId.get(id);
     if (at === undefined) return;
-    const chunk = this.chunks[at >>> CHUNK_BITS]!;
-    const k = chunk[at & (CHUNK - 1)]!;
+    const k = this.at(at);
     this.byId.delete(id);
-    chunk[at & (CHUNK - 1)] = undefined;
+    this.order.set(at, undefined);
     if (++this.holes > CHUNK && this.holes > this.byId.size) this.compact();
     if ((k.budgets?.length ?? 0) > 0) this.budgeted--;
     this.listed = undefined;
@@ -184,24 +178,16 @@ export class ApiKeyIndex {
     return found;
   }
 
-  /** `k` at the end of the write order: its place. */
-  private append(k: ApiKey): number {
-    let chunk = this.chunks[this.chunks.length - 1];
-    if (chunk === undefined || chunk.length === CHUNK) this.chunks.push(chunk = []);
-    chunk.push(k);
-    return ((this.chunks.length - 1) << CHUNK_BITS) + chunk.length - 1;
-  }
-
   /**
    * The write order without its holes, once there are more holes than keys: the order's memory stays within
    * twice the keys', and the pass over every key is paid once per as many removals.
    */
   private compact(): void {
     const keys = [...this.values()];
-    this.chunks = [];
+    this.order = new ChunkedList();
     this.holes = 0;
     // Made anew: the places the old one holds name other keys in the new order.
     this.byId = this.places();
-    for (const k of keys) this.byId.set(k.id, this.append(k));
+    for (const k of keys) this.byId.set(k.id, this.order.push(k));
   }
 }

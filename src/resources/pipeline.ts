@@ -13,6 +13,7 @@ import type { FileIds, NameIds } from './policy-document.ts';
 import { isSamePlainApiKey } from './plain-api-key.ts';
 import { uuidV5 } from '../util/crypto.ts';
 import { parsePlainYaml } from '../util/plain-yaml.ts';
+import { ChunkedList } from '../util/chunked-list.ts';
 import { type KeyedMap, keyedMap } from '../util/sharded-map.ts';
 import { FileReport, parseYaml } from '../util/report.ts';
 import { type AcceptedRow, type EntryError, type EntryRef, identityField, identityOf, Problems } from './entries.ts';
@@ -401,8 +402,8 @@ async function interpolateEntries(
     if (lists.has(entries)) doc[kind] = entries = entries.slice();
     lists.add(entries);
     // Identity → index, each index naming its identity through `names` (the entries are consumed later).
-    const names = new Names();
-    const seen = keyedMap<number>((index) => names.at(index));
+    const names = new ChunkedList<string>();
+    const seen = keyedMap<number>((index) => names.at(index)!);
     identities.set(kind, seen);
     for (let index = 0; index < entries.length; index++) {
       const p = pacer.pace();
@@ -413,29 +414,12 @@ async function interpolateEntries(
   return identities;
 }
 
-/** Names per chunk of `Names` (a power of two). */
-const NAMES_CHUNK_BITS = 13;
-const NAMES_CHUNK = 1 << NAMES_CHUNK_BITS;
-
-/** Index → identity, in chunks: one array of a million grows by copying all of them at once. */
-class Names {
-  private readonly chunks: string[][] = [];
-
-  at(index: number): string {
-    return this.chunks[index >>> NAMES_CHUNK_BITS]![index & (NAMES_CHUNK - 1)]!;
-  }
-
-  put(index: number, name: string): void {
-    (this.chunks[index >>> NAMES_CHUNK_BITS] ??= [])[index & (NAMES_CHUNK - 1)] = name;
-  }
-}
-
 function interpolateEntry(
   at: EntryRef,
   item: unknown,
   env: Env,
   seen: KeyedMap<number>,
-  names: Names,
+  names: ChunkedList<string>,
   problems: Problems,
 ): Record<string, unknown> | undefined {
   if (!isRecord(item)) {
@@ -469,7 +453,7 @@ function interpolateEntry(
     );
     return undefined;
   }
-  names.put(index, identity);
+  names.set(index, identity);
   seen.set(identity, index);
   return entry;
 }

@@ -342,10 +342,10 @@ async function openReader(files: NonNullable<Platform['files']>, path: string): 
 /**
  * UTF-8 bytes decoded (throwing on a malformed sequence) into pieces that each end just after a line break (but
  * the last): joining a large file's would hold the loop for hundreds of milliseconds. Not in `TextDecoder`'s
- * streaming mode: on Node that mode hands back a piece of a megabyte as an external two-byte string, twice the
- * text's size and outside the heap, where every 64 MB of it starts a full collection (docs/performance.md
- * "Configuration at scale"). Each piece is cut at its last line break instead, which no UTF-8 character
- * contains, so every decode is of whole characters.
+ * streaming mode: on Node that mode hands back a large piece as an external two-byte string, outside the heap,
+ * where V8 counts it toward its next full collection (docs/performance.md "Configuration at scale"). Each piece
+ * is cut at its last line break instead, which no UTF-8 character contains, so every decode is of whole
+ * characters.
  */
 export class TextPieces {
   /** The file's first bytes may open with a byte order mark, dropped as the streaming decoder did. */
