@@ -38,6 +38,14 @@ const DEFAULT_NAMESPACE = uuidBytes(RESOURCE_ID_NAMESPACE);
 const SCRATCH = new Uint8Array(512);
 const SCRATCH_NAME = SCRATCH.subarray(16);
 const DIGITS = Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
+/**
+ * A SHA-1 hasher in its initial state, copied into `HASHER` before each id (noble's `_cloneInto`, what its
+ * `clone()` is made of), and the digest's bytes: an id makes no hasher, buffer or view of its own, and a load
+ * derives one id per row (docs/performance.md "Configuration at scale").
+ */
+const PRISTINE = sha1.create();
+const HASHER = sha1.create();
+const DIGEST = new Uint8Array(20);
 /** Where each of the 16 bytes' two hex digits go in the 36 characters; the rest are dashes. */
 const SLOTS = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
 /** The id being formatted, as character codes: one buffer serves every call, since uuidV5 never yields. */
@@ -61,7 +69,9 @@ export function uuidV5(name: string, namespace = RESOURCE_ID_NAMESPACE): string 
     input.set(ns, 0);
     input.set(nameBytes, 16);
   }
-  const hash = sha1(input);
+  PRISTINE._cloneInto(HASHER);
+  HASHER.update(input).digestInto(DIGEST);
+  const hash = DIGEST;
   hash[6] = (hash[6]! & 0x0f) | 0x50;
   hash[8] = (hash[8]! & 0x3f) | 0x80;
   for (let i = 0; i < 16; i++) {
