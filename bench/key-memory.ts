@@ -16,6 +16,7 @@ import { decodeKv, encodeUtf8, type EtcdKv } from '../src/sources/etcd/client.ts
 import type { SourceSink } from '../src/sources/source.ts';
 import { base64Encode } from '../src/util/bytes.ts';
 import { testPlatform } from '../test/support/platform.ts';
+import { nodeSha256Stream } from '../runtimes/node-sha256.ts';
 import { flag } from './flags.ts';
 
 const KEYS = Number(flag('keys', '300000'));
@@ -212,6 +213,7 @@ async function fileSource(): Promise<void> {
   stage('file generated', base);
   const platform = testPlatform({});
   platform.files = { ...platform.files!, read: async () => bytes! };
+  platform.sha256Stream = nodeSha256Stream; // as the runtimes' platforms hash the file
   const c = loadConfig(
     '/srv/config.yaml',
     'resources_file: /srv/resources.yaml\nproxy: { addr: "127.0.0.1:0" }\nadmin: { enabled: false }\n',

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { createGateway } from '../src/boot.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { testPlatform } from '../test/support/platform.ts';
+import { nodeSha256Stream } from '../runtimes/node-sha256.ts';
 import { flag } from './flags.ts';
 
 const KEYS = Number(flag('keys', '1000000'));
@@ -34,6 +35,7 @@ let bytes = file(() => 'a');
 let next: Uint8Array | undefined = file((i) => (i < KEYS * SAME ? 'a' : 'b'));
 const platform = testPlatform({});
 platform.files = { ...platform.files!, read: async () => bytes };
+platform.sha256Stream = nodeSha256Stream; // as the runtimes' platforms hash the file
 const c = loadConfig(
   '/srv/config.yaml',
   `resources_file: ${RES}\nproxy: { addr: "127.0.0.1:0" }\nadmin: { enabled: false }\n`,

@@ -19,6 +19,7 @@ import { caBeyond, ownIds } from './bun-tls.ts';
 import { bunConnectWebSocket } from './bun-websocket.ts';
 import { nodeListen } from './node-listener.ts';
 import { yamlThread } from './yaml-thread.ts';
+import { nodeSha256Stream } from './node-sha256.ts';
 
 export function bunPlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));
@@ -32,6 +33,7 @@ export function bunPlatform(): Platform {
     upstream: (o) => fetchUpstream(upstreamTlsFetch(o.tls), o),
     files: nodeFiles,
     parseYamlOffThread: yamlThread({ keepWorker: false }),
+    sha256Stream: nodeSha256Stream,
     redis: lazyRedisClient,
     connectWebSocket: bunConnectWebSocket,
     env: process.env,

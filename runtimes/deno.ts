@@ -9,6 +9,7 @@ import { batchedSink } from '../src/observability/log-sink.ts';
 import { nodeListen } from './node-listener.ts';
 import { connectWebSocket } from './node-websocket.ts';
 import { yamlThread } from './yaml-thread.ts';
+import { nodeSha256Stream } from './node-sha256.ts';
 
 function denoPlatform(): Platform {
   const upstreamCa = extraCa();
@@ -42,6 +43,7 @@ function denoPlatform(): Platform {
     },
     env: Deno.env.toObject(),
     parseYamlOffThread: yamlThread({ keepWorker: true }),
+    sha256Stream: nodeSha256Stream,
     redis: lazyRedisClient,
     // Deno's node:http hands upgrades to the listener as Node's does; `ws` opens the upstream with its headers.
     connectWebSocket,

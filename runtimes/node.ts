@@ -14,6 +14,7 @@ import { nodeListen } from './node-listener.ts';
 import { connectWebSocket } from './node-websocket.ts';
 import { yamlThread } from './yaml-thread.ts';
 import { type ExtraCa, undiciUpstream } from './undici-upstream.ts';
+import { nodeSha256Stream } from './node-sha256.ts';
 
 export function nodePlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));
@@ -25,6 +26,7 @@ export function nodePlatform(): Platform {
     upstream: (o) => undiciUpstream(o, nodeExtraCa()),
     files: nodeFiles,
     parseYamlOffThread: yamlThread({ keepWorker: false }),
+    sha256Stream: nodeSha256Stream,
     // 0 is V8's own growth rule; the bound is not kept for good, as it costs every request a little.
     boundHeapGrowth: (on) => setFlagsFromString(`--heap-growing-percent=${on ? 50 : 0}`),
     env: process.env,

@@ -183,6 +183,13 @@ export interface PlatformFiles {
   writeAtomic(path: string, data: Uint8Array): Promise<void>;
 }
 
+/** An incremental SHA-256 (`Platform.sha256Stream`). */
+export interface Sha256Stream {
+  update(bytes: Uint8Array): void;
+  /** The 32 bytes of the digest; the stream is spent. */
+  digest(): Uint8Array;
+}
+
 /** A file open for reading (`PlatformFiles.openRead`). */
 export interface FileReader {
   /** Fills `into` from where the last read ended: how many bytes it read, 0 at the end of the file. */
@@ -261,6 +268,11 @@ export interface Platform {
    * heap freely then peaks far above what is live. Absent where the runtime has no such setting.
    */
   boundHeapGrowth?(on: boolean): void;
+  /**
+   * A SHA-256 fed a piece at a time, in native code: the file source hashes every byte of the resources file it
+   * reads (a reload reads it twice). Absent: the pure-JavaScript one of @noble/hashes, several times slower.
+   */
+  sha256Stream?(): Sha256Stream;
   /**
    * A `fetch` that speaks TLS with these PEM materials (private CA, client certificate), for the etcd
    * source. Absent where the runtime cannot (the global fetch is used, which trusts the system CAs).

@@ -4,7 +4,7 @@
 // a collection that served entries before and is absent from the new file is refused as truncated.
 import { type RejectedRow, rfc3339 } from '../config-facts.ts';
 import { MSG } from '../observability/messages.ts';
-import type { FileReader, Platform } from '../platform.ts';
+import type { FileReader, Platform, Sha256Stream } from '../platform.ts';
 import type { ApiKeyIndex } from '../resources/api-key-index.ts';
 import { type EntryError, loadResourcesFile, type ParsedOn } from '../resources/pipeline.ts';
 import { sha256 } from '@noble/hashes/sha2.js';
@@ -28,7 +28,7 @@ const LOG = {
 
 /** What the file source needs: the sink it writes to, and the platform's files and environment. */
 export interface FileSourceHost extends SourceSink {
-  readonly platform: Pick<Platform, 'files' | 'env' | 'parseYamlOffThread' | 'boundHeapGrowth'>;
+  readonly platform: Pick<Platform, 'files' | 'env' | 'parseYamlOffThread' | 'boundHeapGrowth' | 'sha256Stream'>;
 }
 
 export interface ReadOptions {
@@ -119,11 +119,13 @@ export class FileSource implements ConfigSource {
     opts: ReadOptions,
   ): Promise<{ ok: true; text: string | string[]; size: number; hash: string } | { ok: false; message: string }> {
     const { path, host } = this;
+    const platform = host.platform;
+    const hasher = platform.sha256Stream ? () => platform.sha256Stream!() : () => sha256.create();
     let read: Read;
     try {
       read = opts.reload
-        ? await this.readStable((decode) => readPass(files, path, SERVING, decode))
-        : await readPass(files, path, BULK, true);
+        ? await this.readStable((decode) => readPass(files, path, SERVING, decode, hasher))
+        : await readPass(files, path, BULK, true, hasher);
     } catch (e) {
       const message = `resources file ${path}: cannot read it: ${(e as Error).message}`;
       host.record.latestLoadFailed(true);
@@ -264,8 +266,8 @@ const PIECE_BYTES = 1 << 20;
 
 /**
  * One pass over the file, a piece at a time into one buffer: its digest and size, and with `decode` its text.
- * Hashed here, a slice at a time with the loop's turn between, since Web Crypto copies the bytes on the event loop
- * before it digests them off it; never read whole, since a buffer the size of a large file held Deno's loop as a
+ * Hashed here by `hasher` (the platform's native SHA-256 where it has one), a slice at a time with the loop's turn
+ * between, since Web Crypto copies the bytes on the event loop before it digests them off it; never read whole, since a buffer the size of a large file held Deno's loop as a
  * reload began (docs/performance.md "Configuration at scale").
  */
 async function readPass(
@@ -273,10 +275,11 @@ async function readPass(
   path: string,
   slices: Slices,
   decode: boolean,
+  hasher: () => Sha256Stream,
 ): Promise<Read> {
   const reader = await openReader(files, path);
   const buf = new Uint8Array(PIECE_BYTES);
-  const h = sha256.create();
+  const h = hasher();
   const pacer = new Pacer(slices.ms);
   let text: TextPieces | undefined = decode ? new TextPieces() : undefined;
   let size = 0;

@@ -106,6 +106,32 @@ test('a reload of a large file, hashed and decoded in the short slices of a serv
   assert.deepEqual(names, [...text.matchAll(/display_name: "((?:é€😀)+€-\d+)"/g)].map((m) => m[1]));
 });
 
+test("the platform's SHA-256 hashes every byte of each read, to the digest of the file", async () => {
+  const first = new TextEncoder().encode(largeFile());
+  const next = new TextEncoder().encode(largeFile().replaceAll('😀-', '😀€-'));
+  let bytes = first;
+  const g = gateway(() => bytes);
+  const hashed: number[] = [];
+  g.gw.platform.sha256Stream = () => {
+    const h = createHash('sha256');
+    hashed.push(0);
+    return {
+      update: (b) => {
+        hashed[hashed.length - 1]! += b.length;
+        h.update(b);
+      },
+      digest: () => h.digest(),
+    };
+  };
+  assert.equal((await g.source.load!()).ok, true);
+  assert.equal(g.gw.facts.applied?.config_hash, createHash('sha256').update(first).digest('hex'));
+  bytes = next;
+  await g.source.reload!();
+  assert.equal(g.gw.facts.applied?.config_hash, createHash('sha256').update(next).digest('hex'));
+  // The load's one read, then the reload's two that agreed.
+  assert.deepEqual(hashed, [first.length, next.length, next.length]);
+});
+
 /**
  * A platform that reads a file a piece at a time (`openRead`), its whole-file `read` refusing: each piece asked
  * for is recorded (its size), and `files()` answers what the file holds at each open.
