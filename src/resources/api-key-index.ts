@@ -133,6 +133,34 @@ export class ApiKeyIndex {
   put(k: ApiKey): void {
     this.remove(k.id);
     this.byId.set(k.id, this.order.push(k));
+    this.lookupsOf(k);
+  }
+
+  /**
+   * `k` as the latest write of its id, in an index being filled from a list of keys (a snapshot's build): one
+   * lookup of its id where `put` makes two. An id already held is written over, which leaves the size as it was;
+   * its earlier place is then found by a pass over the order (a file's ids are distinct) and `put` replaces it.
+   */
+  append(k: ApiKey): void {
+    const size = this.byId.size;
+    const at = this.order.push(k);
+    this.byId.set(k.id, at);
+    if (this.byId.size !== size) return this.lookupsOf(k);
+    // The earlier place first: a map keyed by hash reads the key of the place it holds.
+    this.byId.set(k.id, this.placeBefore(at, k.id));
+    this.order.set(at, undefined);
+    this.holes++;
+    this.put(k);
+  }
+
+  /** The place before `end` of the key of id `id` (one there is: an id `byId` held). */
+  private placeBefore(end: number, id: string): number {
+    for (let at = end - 1; at >= 0; at--) if (this.order.at(at)?.id === id) return at;
+    throw new Error(`api key ${id} is in no place`);
+  }
+
+  /** `k`'s budgets, binding and hashes, as the key of its id. */
+  private lookupsOf(k: ApiKey): void {
     if ((k.budgets?.length ?? 0) > 0) this.budgeted++;
     const binding = bindingOf(k);
     if (binding !== undefined) {

@@ -324,17 +324,6 @@ class IdsByName implements NameIds {
   }
 }
 
-/** The id of a row other rows refer to (provider keys, models, api keys); the same UUIDv5. */
-function knownId(
-  kind: ResourceKind,
-  identity: string,
-  providerKeyIds: ReadonlyMap<string, string>,
-  fileIds: FileIds,
-): string | undefined {
-  if (kind === 'provider_keys') return providerKeyIds.get(identity);
-  return kind === 'models' || kind === 'api_keys' ? fileIds[kind].get(identity) : undefined;
-}
-
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -552,8 +541,9 @@ function acceptEntry(
 ): void {
   let identity = name;
   if (sugar !== undefined) return problems.entry({ kind, index, identity }, sugar);
-  const { providerKeyIds, fileIds, previousKeys } = context;
-  const id = knownId(kind, identity, providerKeyIds, fileIds) ?? uuidV5(`${kind}/${identity}`);
+  // The id other rows refer to it by (`providerKeyIds`, `fileIds`) is this same UUIDv5 of its identity.
+  const id = uuidV5(`${kind}/${identity}`);
+  const { previousKeys } = context;
   const kept = kind === 'api_keys' ? previousKeys?.get(id) : undefined;
   if (kept !== undefined && isSamePlainApiKey(kept, entry)) {
     // The serving key's own name: the one just parsed is garbage with its row.

@@ -92,20 +92,34 @@ async function checkRouteRefs(
 
 /** Two api keys with one plaintext would be one caller under two names. */
 async function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems, pace: Pace) {
-  // Where each was first seen; its scope is spelled out only for a message. Sharded: a million keys.
+  // Each hash's key, one lookup per key: a hash already held is overwritten, which leaves the map's size as it
+  // was, and named among `repeats`. Sharded: a million keys.
   const seen = keyedMap<Typed['api_keys'][number]>((at) => at.r.key_hash);
+  const repeats: Typed['api_keys'] = [];
   for (const at of apiKeys) {
-    const { r } = at;
     const paced = pace();
     if (paced) await paced;
-    const first = seen.get(r.key_hash);
-    if (first !== undefined) {
-      problems.entry(
-        at,
-        `duplicate api key credential: this entry's key resolves to the same key_hash as ${
-          scopeOf(first)
-        } — every api key must have a distinct plaintext`,
-      );
-    } else seen.set(r.key_hash, at);
+    const size = seen.size;
+    seen.set(at.r.key_hash, at);
+    if (seen.size === size) repeats.push(at);
+  }
+  if (repeats.length === 0) return;
+  // Where each repeated hash was first seen (a message's scope), in one more pass; then each repeat, in order.
+  const firsts = new Map<string, Typed['api_keys'][number] | undefined>(
+    repeats.map((at) => [at.r.key_hash, undefined]),
+  );
+  for (const at of apiKeys) {
+    const paced = pace();
+    if (paced) await paced;
+    const hash = at.r.key_hash;
+    if (firsts.has(hash) && firsts.get(hash) === undefined) firsts.set(hash, at);
+  }
+  for (const at of repeats) {
+    problems.entry(
+      at,
+      `duplicate api key credential: this entry's key resolves to the same key_hash as ${
+        scopeOf(firsts.get(at.r.key_hash)!)
+      } — every api key must have a distinct plaintext`,
+    );
   }
 }

@@ -71,7 +71,7 @@ function* indexRows(resources: ResourceSet, apiKeys?: ApiKeyIndex): Generator<vo
   ix.wildcards.push(...rankWildcards([...wildcards.values()]));
   if (apiKeys === undefined) {
     for (const k of resources.api_keys) {
-      ix.apiKeys.put(k);
+      ix.apiKeys.append(k);
       yield;
     }
   }

@@ -20,6 +20,40 @@ const key = (id: string, hash: string, extra: Partial<ApiKey> = {}): ApiKey => (
 });
 
 describe('api key index', () => {
+  test('append, filling an index from a list, leaves what put leaves, an id written again included', () => {
+    // 9,000 ids written three times each, a hash shared by pairs, bindings and budgets: enough repeats that the
+    // order is compacted while the index fills.
+    const list: ApiKey[] = [];
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 9000; i++) {
+        list.push(key(`k${i}`, `h${(i >> 1) + round}`, {
+          display_name: `r${round}`,
+          ...(i % 7 === 0 ? { jwt_provider: 'p', jwt_subject: `s${i % 3}` } : {}),
+          ...(i % 5 === round
+            ? {
+              budgets: [{ window: 'daily', limit_tokens: 1, time_zone: 'UTC', alert_thresholds: [], action: 'refuse' }],
+            }
+            : {}),
+        }));
+      }
+    }
+    list.push(key('solo', 'h-solo'));
+    const put = new ApiKeyIndex();
+    const appended = new ApiKeyIndex();
+    for (const k of list) put.put(k);
+    for (const k of list) appended.append(k);
+    assert.equal(appended.size, 9001);
+    assert.deepEqual(appended.list(), put.list());
+    for (const id of ['k0', 'k1', 'k8999', 'solo']) assert.equal(appended.get(id), put.get(id));
+    for (let h = 0; h < 4503; h++) assert.equal(appended.byHash(`h${h}`), put.byHash(`h${h}`), `h${h}`);
+    for (const s of ['s0', 's1', 's2']) assert.deepEqual(appended.boundTo('p', s), put.boundTo('p', s));
+    assert.equal(appended.anyBudgets(), put.anyBudgets());
+    // Distinct ids: each appended at once, in list order.
+    const fresh = new ApiKeyIndex();
+    for (const k of list.slice(0, 9000)) fresh.append(k);
+    assert.deepEqual(fresh.list(), list.slice(0, 9000));
+  });
+
   test('a hash belongs to the key written last; removing it hands the hash back to the one before', () => {
     const ix = new ApiKeyIndex();
     ix.put(key('a', 'h'));

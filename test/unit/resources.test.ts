@@ -585,6 +585,28 @@ api_keys:
     );
   });
 
+  test('each repeat of a key_hash names where that hash was first seen, in file order', async () => {
+    const out = await report(`_format_version: "1"
+api_keys:
+  - { display_name: a, key_hash: h1, allowed_models: [] }
+  - { display_name: b, key_hash: h2, allowed_models: [] }
+  - { display_name: c, key_hash: h1, allowed_models: [] }
+  - { display_name: d, key_hash: h1, allowed_models: [] }
+  - { display_name: e, key_hash: h2, allowed_models: [] }
+`);
+    const dup = (row: string, first: string) =>
+      `  - ${row}: duplicate api key credential: this entry's key resolves to the same key_hash as ${first} — every api key must have a distinct plaintext`;
+    assert.equal(
+      out,
+      [
+        `resources file ${FILE}: 3 error(s):`,
+        dup('api_keys[2] ("c")', 'api_keys[0] ("a")'),
+        dup('api_keys[3] ("d")', 'api_keys[0] ("a")'),
+        dup('api_keys[4] ("e")', 'api_keys[1] ("b")'),
+      ].join('\n'),
+    );
+  });
+
   test('key_env unset or empty; neither key_env nor key_hash; both', async () => {
     const base = '_format_version: "1"\napi_keys:\n';
     assert.equal(
