@@ -105,14 +105,13 @@ async function checkKeyHashes(apiKeys: Typed['api_keys'], problems: Problems, pa
   }
   if (repeats.length === 0) return;
   // Where each repeated hash was first seen (a message's scope), in one more pass; then each repeat, in order.
-  const firsts = new Map<string, Typed['api_keys'][number] | undefined>(
-    repeats.map((at) => [at.r.key_hash, undefined]),
-  );
+  const repeated = new Set(repeats.map((at) => at.r.key_hash));
+  const firsts = new Map<string, Typed['api_keys'][number]>();
   for (const at of apiKeys) {
     const paced = pace();
     if (paced) await paced;
     const hash = at.r.key_hash;
-    if (firsts.has(hash) && firsts.get(hash) === undefined) firsts.set(hash, at);
+    if (repeated.has(hash) && !firsts.has(hash)) firsts.set(hash, at);
   }
   for (const at of repeats) {
     problems.entry(

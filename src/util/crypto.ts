@@ -71,12 +71,11 @@ export function uuidV5(name: string, namespace = RESOURCE_ID_NAMESPACE): string 
   }
   PRISTINE._cloneInto(HASHER);
   HASHER.update(input).digestInto(DIGEST);
-  const hash = DIGEST;
-  hash[6] = (hash[6]! & 0x0f) | 0x50;
-  hash[8] = (hash[8]! & 0x3f) | 0x80;
+  DIGEST[6] = (DIGEST[6]! & 0x0f) | 0x50;
+  DIGEST[8] = (DIGEST[8]! & 0x3f) | 0x80;
   for (let i = 0; i < 16; i++) {
-    CODES[SLOTS[i]!] = DIGITS[hash[i]! >> 4]!;
-    CODES[SLOTS[i]! + 1] = DIGITS[hash[i]! & 15]!;
+    CODES[SLOTS[i]!] = DIGITS[DIGEST[i]! >> 4]!;
+    CODES[SLOTS[i]! + 1] = DIGITS[DIGEST[i]! & 15]!;
   }
   return String.fromCharCode.apply(null, CODES);
 }
