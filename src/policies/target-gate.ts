@@ -42,20 +42,36 @@ export class TargetLimits {
 
   /** `base` (the request's permit) together with the answering target's. */
   with(base: Permit): Permit {
-    const held = () => this.held;
-    const release = () => {
-      const h = this.held;
-      this.held = undefined;
-      return h;
-    };
-    return {
-      get chargesTokens() {
-        return base.chargesTokens || (held()?.chargesTokens ?? false);
-      },
-      async end(tokens) {
-        await Promise.all([base.end(tokens), release()?.end(tokens)]);
-      },
-    };
+    return new JoinedPermit(base, this);
+  }
+
+  /** The answering target's permit, taken: the joined permit's `end` ends it once. */
+  takeHeld(): Permit | undefined {
+    const h = this.held;
+    this.held = undefined;
+    return h;
+  }
+
+  /** Whether the answering target's permit wants the answer's tokens. */
+  get heldChargesTokens(): boolean {
+    return this.held?.chargesTokens ?? false;
+  }
+}
+
+/**
+ * The request's permit and its answering target's, ended together. A class: an object literal with a getter
+ * gets a hidden class of its own per call, which keeps the call alive until a full collection
+ * (docs/performance.md "Budgets on the request path").
+ */
+class JoinedPermit implements Permit {
+  constructor(private readonly base: Permit, private readonly limits: TargetLimits) {}
+
+  get chargesTokens(): boolean {
+    return this.base.chargesTokens || this.limits.heldChargesTokens;
+  }
+
+  async end(tokens?: number): Promise<void> {
+    await Promise.all([this.base.end(tokens), this.limits.takeHeld()?.end(tokens)]);
   }
 }
 

@@ -27,7 +27,7 @@ export function budgetStep(budgets: Budgets, clock: Clock): SnapshotFeature {
         body: call.body,
       });
       if (hold === undefined || hold instanceof ProxyError) return hold;
-      call.permit = charging(call, hold);
+      call.permit = new ChargingPermit(call.permit, call, hold);
       return undefined;
     },
   };
@@ -36,17 +36,20 @@ export function budgetStep(budgets: Budgets, clock: Clock): SnapshotFeature {
 
 /**
  * The call's permit, which also settles the budget hold when it ends: at the record's spend (the usage read or
- * estimated before every `end`), the prompt's reservation for a caller who left before any answer, else 0.
+ * estimated before every `end`), the prompt's reservation for a caller who left before any answer, else 0. A
+ * class: an object literal with a getter gets a hidden class of its own per call, which keeps the call alive
+ * until a full collection (docs/performance.md "Budgets on the request path").
  */
-function charging(call: ModelCall, hold: SpendHold): Permit {
-  const inner = call.permit;
-  return {
-    get chargesTokens() {
-      return inner.chargesTokens;
-    },
-    async end(tokens) {
-      await inner.end(tokens);
-      await hold.commit(call.rec.spent() ?? (call.rec.abandoned ? hold.prompt : NOTHING));
-    },
-  };
+class ChargingPermit implements Permit {
+  constructor(private readonly inner: Permit, private readonly call: ModelCall, private readonly hold: SpendHold) {}
+
+  get chargesTokens(): boolean {
+    return this.inner.chargesTokens;
+  }
+
+  async end(tokens?: number): Promise<void> {
+    await this.inner.end(tokens);
+    const rec = this.call.rec;
+    await this.hold.commit(rec.spent() ?? (rec.abandoned ? this.hold.prompt : NOTHING));
+  }
 }
