@@ -60,6 +60,12 @@ export function fits(line: BudgetLine, s: LineState, amount: Amount): boolean {
 
 interface Counter extends LineState {
   held: Map<string, Amount & { untilMs: number }>;
+  /**
+   * No reservation in `held` expires before this (a lower bound: a settled one may have set it), so the
+   * reservations are looked over once one can have expired, not on every call: a look is as long as the calls
+   * in flight.
+   */
+  nextExpiryMs: number;
   expiresAtMs: number;
 }
 
@@ -88,7 +94,9 @@ export class MemoryBudgetStore implements BudgetStore {
     for (const c of counters) {
       c.reservedMicroUsd += amount.microUsd;
       c.reservedTokens += amount.tokens;
-      c.held.set(id, { ...amount, untilMs: now + ttlMs });
+      const untilMs = now + ttlMs;
+      c.held.set(id, { microUsd: amount.microUsd, tokens: amount.tokens, untilMs });
+      if (untilMs < c.nextExpiryMs) c.nextExpiryMs = untilMs;
     }
     return { states: counters.map(stateOf) };
   }
@@ -123,16 +131,12 @@ export class MemoryBudgetStore implements BudgetStore {
         reservedMicroUsd: 0,
         reservedTokens: 0,
         held: new Map(),
+        nextExpiryMs: Infinity,
         expiresAtMs: line.expiresAtMs,
       };
       this.counters.set(line.counter, c);
     }
-    for (const [id, h] of c.held) {
-      if (h.untilMs > now) continue;
-      c.held.delete(id);
-      c.reservedMicroUsd -= h.microUsd;
-      c.reservedTokens -= h.tokens;
-    }
+    if (c.nextExpiryMs <= now) releaseExpired(c, now);
     return c;
   }
 
@@ -141,6 +145,21 @@ export class MemoryBudgetStore implements BudgetStore {
     this.opsSinceSweep = 0;
     for (const [k, c] of this.counters) if (c.expiresAtMs <= now) this.counters.delete(k);
   }
+}
+
+/** Release `c`'s reservations expired at `now`, and note when the next of those left expires. */
+function releaseExpired(c: Counter, now: number): void {
+  let next = Infinity;
+  for (const [id, h] of c.held) {
+    if (h.untilMs > now) {
+      if (h.untilMs < next) next = h.untilMs;
+      continue;
+    }
+    c.held.delete(id);
+    c.reservedMicroUsd -= h.microUsd;
+    c.reservedTokens -= h.tokens;
+  }
+  c.nextExpiryMs = next;
 }
 
 function stateOf(c: LineState): LineState {

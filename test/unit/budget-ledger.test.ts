@@ -213,3 +213,42 @@ describe('reservation of a call', () => {
     assert.equal(out('completions', {}), 4096);
   });
 });
+
+describe('the memory store', () => {
+  const line = {
+    counter: 'team:red:b:0',
+    limitMicroUsd: 10,
+    limitTokens: undefined,
+    hard: true,
+    expiresAtMs: Infinity,
+  };
+  const one = { microUsd: 1, tokens: 0 };
+
+  test('each reservation is released at its own expiry, whatever order they were made in', () => {
+    let now = 1_000_000;
+    const store = new MemoryBudgetStore({ now: () => now });
+    // Settling an id never reserved, for nothing: the counter as it is now, with nothing held or spent.
+    const reserved = () => store.commitSync([line], 'none', { microUsd: 0, tokens: 0 })[0]!.reservedMicroUsd;
+    store.reserveSync([line], 'long', one, 60_000);
+    store.reserveSync([line], 'short', one, 10_000); // made later, expires first
+    now += 9_999;
+    assert.equal(reserved(), 2);
+    now += 1;
+    assert.equal(reserved(), 1, 'the later, shorter reservation expired on time');
+    now += 49_999;
+    assert.equal(reserved(), 1);
+    now += 1;
+    assert.equal(reserved(), 0, 'the first, longer one expired on time');
+  });
+
+  test('a settled reservation is not released twice when its expiry passes', () => {
+    let now = 0;
+    const store = new MemoryBudgetStore({ now: () => now });
+    store.reserveSync([line], 'a', one, 1_000);
+    store.reserveSync([line], 'b', one, 5_000);
+    store.commitSync([line], 'a', one);
+    now += 1_000;
+    const s = store.reserveSync([line], 'c', one, 1_000).states[0]!;
+    assert.deepEqual([s.spentMicroUsd, s.reservedMicroUsd], [1, 2]); // b and c held, a spent once
+  });
+});
