@@ -31,11 +31,25 @@ export interface MemoryStoreOptions {
   clock: Clock;
 }
 
-/** Per replica, in-process. `get` and `set` never fail. */
+/** An entry of the memory store, linked in recency order (`prev` toward the least recently used). */
+interface Held extends StoredAnswer {
+  readonly key: string;
+  bytes: number;
+  prev: Held | undefined;
+  next: Held | undefined;
+}
+
+/**
+ * Per replica, in-process. `get` and `set` never fail. Recency is a linked list beside the map, so a read's move
+ * and an eviction cost the same at any size: taking the oldest from a `Map`'s front walks every entry deleted
+ * before it, as many as the store holds (docs/performance.md "The memory stores' recency").
+ */
 export class MemoryExactStore implements ExactStore {
   readonly kind = 'memory';
-  /** Insertion order is recency order: a read moves its entry to the end, eviction takes from the front. */
-  private readonly entries = new Map<string, StoredAnswer & { bytes: number }>();
+  private readonly entries = new Map<string, Held>();
+  /** The least and the most recently used entries. */
+  private oldest: Held | undefined;
+  private newest: Held | undefined;
   private used = 0;
 
   constructor(private readonly o: MemoryStoreOptions) {}
@@ -53,11 +67,11 @@ export class MemoryExactStore implements ExactStore {
     const e = this.entries.get(key);
     if (!e) return undefined;
     if (e.expiresAt <= this.o.clock()) {
-      this.remove(key, e.bytes);
+      this.remove(e);
       return undefined;
     }
-    this.entries.delete(key);
-    this.entries.set(key, e);
+    this.unlink(e);
+    this.append(e);
     return e;
   }
 
@@ -69,10 +83,12 @@ export class MemoryExactStore implements ExactStore {
   setSync(key: string, body: string, ttlMs: number): void {
     const bytes = entryBytes(key, body);
     const old = this.entries.get(key);
-    if (old) this.remove(key, old.bytes);
+    if (old) this.remove(old);
     if (bytes > this.o.maxBytes) return;
     this.evict(bytes);
-    this.entries.set(key, { body, expiresAt: this.o.clock() + ttlMs, bytes });
+    const e: Held = { key, body, expiresAt: this.o.clock() + ttlMs, bytes, prev: undefined, next: undefined };
+    this.entries.set(key, e);
+    this.append(e);
     this.used += bytes;
   }
 
@@ -83,14 +99,30 @@ export class MemoryExactStore implements ExactStore {
 
   /** Makes room for `incoming` bytes and one entry, taking the least recently used first. */
   private evict(incoming: number): void {
-    for (const [k, e] of this.entries) {
-      if (this.entries.size < this.o.maxEntries && this.used + incoming <= this.o.maxBytes) return;
-      this.remove(k, e.bytes);
+    while (this.oldest && (this.entries.size >= this.o.maxEntries || this.used + incoming > this.o.maxBytes)) {
+      this.remove(this.oldest);
     }
   }
 
-  private remove(key: string, bytes: number): void {
-    this.entries.delete(key);
-    this.used -= bytes;
+  private remove(e: Held): void {
+    this.entries.delete(e.key);
+    this.unlink(e);
+    this.used -= e.bytes;
+  }
+
+  private append(e: Held): void {
+    e.prev = this.newest;
+    e.next = undefined;
+    if (this.newest) this.newest.next = e;
+    else this.oldest = e;
+    this.newest = e;
+  }
+
+  private unlink(e: Held): void {
+    if (e.prev) e.prev.next = e.next;
+    else this.oldest = e.next;
+    if (e.next) e.next.prev = e.prev;
+    else this.newest = e.prev;
+    e.prev = e.next = undefined;
   }
 }

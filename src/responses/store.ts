@@ -37,7 +37,12 @@ export interface ResponsesStoreOptions {
   maxEntryBytes: number;
 }
 
+/** Owners kept by key id: past this many the map starts again. */
+const MAX_OWNERS = 4096;
+
 export class ResponsesStore {
+  private readonly owners = new Map<string, string>();
+
   constructor(private readonly o: ResponsesStoreOptions) {}
 
   get kind(): 'memory' | 'redis' {
@@ -54,7 +59,14 @@ export class ResponsesStore {
    * memory write is done before the answer's last byte reaches the caller.
    */
   owner(keyId: string): string {
-    return bytesToHex(sha256(encoder.encode(`responses\0${keyId}`))).slice(0, 32);
+    let o = this.owners.get(keyId);
+    if (o === undefined) {
+      o = bytesToHex(sha256(encoder.encode(`responses\0${keyId}`))).slice(0, 32);
+      // The callers' keys, hashed once each rather than on every call; bounded, as keys come and go.
+      if (this.owners.size >= MAX_OWNERS) this.owners.clear();
+      this.owners.set(keyId, o);
+    }
+    return o;
   }
 
   async response(owner: string, id: string): Promise<StoredResponse | undefined> {

@@ -176,6 +176,41 @@ describe('memory store', () => {
     s.setSync('c', '3', 10);
     assert.equal(s.getSync('b'), undefined);
     assert.ok(s.getSync('a') && s.getSync('c'));
+    // The most recent read again, then two writes: the read one stays newest until both pass it.
+    s.getSync('c');
+    s.setSync('d', '4', 10);
+    s.setSync('e', '5', 10);
+    assert.equal(s.size, 2);
+    assert.deepEqual(['a', 'c', 'd', 'e'].map((k) => s.getSync(k)?.body), [undefined, undefined, '4', '5']);
+  });
+  test('20,000 random writes, reads and rewrites keep what a plain recency list keeps', () => {
+    let seed = 7;
+    const rand = (n: number) => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % n;
+    let now = 0;
+    const s = new MemoryExactStore({ maxEntries: 50, maxBytes: 40_000, clock: () => now });
+    // The model: entries from the least to the most recently used.
+    let model: { key: string; body: string; expiresAt: number }[] = [];
+    const bytesOf = () => model.reduce((n, e) => n + entryBytes(e.key, e.body), 0);
+    for (let i = 0; i < 20_000; i++) {
+      const key = `k${rand(120)}`;
+      now += rand(3);
+      if (rand(3) === 0) {
+        const at = model.findIndex((e) => e.key === key);
+        const e = at >= 0 ? model.splice(at, 1)[0]! : undefined;
+        const live = e && e.expiresAt > now ? e : undefined;
+        if (live) model.push(live);
+        assert.equal(s.getSync(key)?.body, live?.body, `read ${key} at step ${i}`);
+      } else {
+        const body = 'x'.repeat(rand(400));
+        const ttl = 1 + rand(2_000);
+        s.setSync(key, body, ttl);
+        model = model.filter((e) => e.key !== key);
+        while (model.length >= 50 || bytesOf() + entryBytes(key, body) > 40_000) model.shift();
+        model.push({ key, body, expiresAt: now + ttl });
+      }
+      assert.equal(s.size, model.length, `size at step ${i}`);
+      assert.equal(s.bytes, bytesOf(), `bytes at step ${i}`);
+    }
   });
   test('bounded by bytes: many large answers never exceed max_bytes; a too-large one is not kept', () => {
     const big = 'x'.repeat(100_000);

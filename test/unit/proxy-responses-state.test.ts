@@ -8,7 +8,9 @@ import { anthropicMessage } from '../support/mock-anthropic.ts';
 import { chatCompletion } from '../support/mock-upstream.ts';
 import { BASE_CONFIG } from '../support/platform.ts';
 import { proxyOverMocks, threeVendors } from '../support/proxy-over-mocks.ts';
+import { MemoryExactStore } from '../../src/cache/store.ts';
 import { TerminalEventReader } from '../../src/responses/state.ts';
+import { ResponsesStore } from '../../src/responses/store.ts';
 import { until } from '../support/until.ts';
 
 const A = 'sk-state-a';
@@ -311,5 +313,21 @@ describe('TerminalEventReader', () => {
       for (let i = 0; i < bytes.length; i += size) reader.push(bytes.subarray(i, i + size));
       assert.deepEqual(reader.response, response, `cut every ${size} bytes`);
     }
+  });
+});
+
+describe("the store's owner of a key's entries", () => {
+  test('the first 32 hex digits of SHA-256 of `responses\\0` and the key id, the same call after call', async () => {
+    const store = new ResponsesStore({
+      store: new MemoryExactStore({ maxEntries: 10, maxBytes: 1 << 20, clock: () => 0 }),
+      ttlMs: 1_000,
+      maxEntryBytes: 1 << 20,
+    });
+    const { createHash } = await import('node:crypto');
+    for (const id of ['key-1', 'key-2', 'key-1']) {
+      const want = createHash('sha256').update(`responses\0${id}`).digest('hex').slice(0, 32);
+      assert.equal(store.owner(id), want, id);
+    }
+    assert.notEqual(store.owner('key-1'), store.owner('key-2'));
   });
 });
