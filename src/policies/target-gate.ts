@@ -59,9 +59,9 @@ export class TargetLimits {
 }
 
 /**
- * The request's permit and its answering target's, ended together. A class: an object literal with a getter
- * gets a hidden class of its own per call, which keeps the call alive until a full collection
- * (docs/performance.md "Budgets on the request path").
+ * The request's permit and its answering target's, ended together. A class: an object literal with a getter is
+ * made in dictionary mode, and what its getter reached (the whole call) outlived every young collection until a
+ * full one (docs/performance.md "Budgets on the request path").
  */
 class JoinedPermit implements Permit {
   constructor(private readonly base: Permit, private readonly limits: TargetLimits) {}

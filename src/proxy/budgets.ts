@@ -37,8 +37,8 @@ export function budgetStep(budgets: Budgets, clock: Clock): SnapshotFeature {
 /**
  * The call's permit, which also settles the budget hold when it ends: at the record's spend (the usage read or
  * estimated before every `end`), the prompt's reservation for a caller who left before any answer, else 0. A
- * class: an object literal with a getter gets a hidden class of its own per call, which keeps the call alive
- * until a full collection (docs/performance.md "Budgets on the request path").
+ * class: an object literal with a getter is made in dictionary mode, and what its getter reached (the whole call)
+ * outlived every young collection until a full one (docs/performance.md "Budgets on the request path").
  */
 class ChargingPermit implements Permit {
   constructor(private readonly inner: Permit, private readonly call: ModelCall, private readonly hold: SpendHold) {}
