@@ -31,6 +31,18 @@ const RENAMED: Record<string, string> = {
   status_code: 'http.response.status_code',
 };
 
+/** Each event field's attribute name, made once per field: `aisix.<field>` unless renamed. */
+const ATTRIBUTES = new Map<string, string>();
+function attributeOf(field: string): string {
+  let a = ATTRIBUTES.get(field);
+  if (a === undefined) {
+    a = RENAMED[field] ?? `aisix.${field}`;
+    // The event's fields are a fixed set; bounded all the same.
+    if (ATTRIBUTES.size < 256) ATTRIBUTES.set(field, a);
+  }
+  return a;
+}
+
 /** The intake URL of a `site`: Datadog's over https, a local mock intake over plain http. */
 export function intakeUrl(site: string): string {
   const s = site.trim().replace(/\/+$/, '');
@@ -57,9 +69,11 @@ export function datadogLog(
   const model = e.provider_model_version || e.model_id || '-';
   log.message = `ai-gateway request ${e.request_id} model=${model} status=${e.status_code}`;
   log.schema_version = SCHEMA_VERSION;
-  for (const [k, v] of Object.entries(e)) {
+  const fields = e as unknown as Record<string, unknown>;
+  for (const k in fields) {
+    const v = fields[k];
     if (v === undefined || v === null || v === '') continue;
-    log[RENAMED[k] ?? `aisix.${k}`] = v;
+    log[attributeOf(k)] = v;
   }
   if (content) {
     log['gen_ai.prompt'] = content.prompt;

@@ -104,8 +104,16 @@ const ID_MAX = 256;
 
 /** `2026-05-01T12:00:00Z`: RFC 3339 UTC, whole seconds. */
 export function occurredAt(ms: number): string {
-  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+  const second = Math.floor(ms / 1000);
+  // Events come many per second: the string is made once per second, not per event.
+  if (second !== lastSecond) {
+    lastSecond = second;
+    lastOccurredAt = new Date(second * 1000).toISOString().replace('.000Z', 'Z');
+  }
+  return lastOccurredAt;
 }
+let lastSecond = NaN;
+let lastOccurredAt = '';
 
 /** What the labels of `aisix_usage_events_emitted_total` / `_drops_total` read of an event. */
 export interface EventLabels {

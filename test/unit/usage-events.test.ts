@@ -14,6 +14,7 @@ import {
 } from '../support/mock-anthropic.ts';
 import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intake.ts';
 import { truncateContent } from '../../src/usage/content.ts';
+import { occurredAt } from '../../src/usage/event.ts';
 import { ProviderKeySchema } from '../../src/resources/schema.ts';
 import { gatewayWith, type TestPlatform } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
@@ -106,6 +107,39 @@ describe('usage events', () => {
     const [log, ...rest] = await logsOf(res);
     assert.deepEqual(rest, []);
     assert.ok(log);
+    // The reserved attributes, then the event's members in AISIX's order (src/usage/event.ts `ORDER`).
+    assert.deepEqual(Object.keys(log), [
+      'ddsource',
+      'ddtags',
+      'service',
+      'message',
+      'schema_version',
+      'aisix.request_id',
+      'aisix.occurred_at',
+      'aisix.model_id',
+      'aisix.api_key_id',
+      'aisix.requested_model',
+      'gen_ai.usage.input_tokens',
+      'gen_ai.usage.output_tokens',
+      'aisix.upstream_latency_ms',
+      'aisix.downstream_latency_ms',
+      'http.response.status_code',
+      'gen_ai.response.id',
+      'gen_ai.response.model',
+      'gen_ai.response.finish_reason',
+      'aisix.cost_usd',
+      'aisix.guardrail_blocked',
+      'aisix.cache_status',
+      'aisix.inbound_protocol',
+      'aisix.attempt_index',
+      'aisix.attempt_kind',
+      'aisix.provider_kind',
+      'aisix.provider_featured',
+      'aisix.branded_provider',
+      'aisix.pk_label',
+      'aisix.client_source_ip',
+      'aisix.client_user_agent',
+    ]);
     const id = res.headers.get('x-aisix-request-id')!;
     const key = [...rig.gw.snapshot!.apiKeys.values()][0]!.id;
     const model = rig.gw.snapshot!.modelByName('gpt')!;
@@ -615,5 +649,16 @@ describe('content capture', () => {
     assert.ok(new TextEncoder().encode(r.text).length <= 1200);
     const plain = truncateContent('é'.repeat(100), 11);
     assert.deepEqual(plain, { text: 'é'.repeat(5), truncated: true });
+  });
+});
+
+describe('occurred_at', () => {
+  test('whole seconds in RFC 3339 UTC, for times in any order within and across seconds', () => {
+    const at = Date.UTC(2026, 11, 7, 5, 30, 0);
+    for (const ms of [at + 999, at, at + 1000, at + 1, at - 1, at + 86_400_000, at + 999]) {
+      assert.equal(occurredAt(ms), new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z'), `${ms}`);
+    }
+    assert.equal(occurredAt(at + 500), '2026-12-07T05:30:00Z');
+    assert.equal(occurredAt(at - 500), '2026-12-07T05:29:59Z');
   });
 });
