@@ -2,8 +2,7 @@
 // AISIX's rules (`aisix-cache` key.rs) — model as sent, messages by role and content, `temperature`/`top_p`
 // quantised to thousandths, every other body member canonical — under the matched policy's scope. The hash
 // is Sluice's own (AISIX's is Rust's SipHash, not a cross-language format): SHA-256, 16 hex characters.
-import { sha256Hex } from '../util/crypto.ts';
-import { canonicalJson } from '../util/crypto.ts';
+import { canonicalJson, type Sha256Hasher, sha256HexSync } from '../util/crypto.ts';
 import type { CachePolicy } from '../resources/schema.ts';
 
 /** Body members the fingerprint reads on their own; every other member joins it canonically. */
@@ -60,14 +59,21 @@ function paramsOf(body: Record<string, unknown>): unknown[] {
   ];
 }
 
-async function hash16(parts: unknown[]): Promise<string> {
-  return (await sha256Hex(JSON.stringify(parts))).slice(0, 16);
+function hash16(parts: unknown[], native: (() => Sha256Hasher) | undefined): string {
+  return sha256HexSync(JSON.stringify(parts), native).slice(0, 16);
 }
 
-/** The exact-match key of a chat completions body under a policy scope: 16 lowercase hex characters. */
-export function exactFingerprint(body: Record<string, unknown>, scope: readonly string[]): Promise<string> {
+/**
+ * The exact-match key of a chat completions body under a policy scope: 16 lowercase hex characters. `native` is
+ * the platform's SHA-256 (the same digest, in native code).
+ */
+export function exactFingerprint(
+  body: Record<string, unknown>,
+  scope: readonly string[],
+  native?: () => Sha256Hasher,
+): string {
   const messages = Array.isArray(body.messages) ? body.messages.map(messagePart) : [];
-  return hash16(['exact', scope, paramsOf(body), messages]);
+  return hash16(['exact', scope, paramsOf(body), messages], native);
 }
 
 /**
@@ -78,8 +84,9 @@ export function partitionFingerprint(
   body: Record<string, unknown>,
   scope: readonly string[],
   embedder: { id: string; modelName: string; dimensions: number },
-): Promise<string> {
-  return hash16(['partition', scope, paramsOf(body), embedder.id, embedder.modelName, embedder.dimensions]);
+  native?: () => Sha256Hasher,
+): string {
+  return hash16(['partition', scope, paramsOf(body), embedder.id, embedder.modelName, embedder.dimensions], native);
 }
 
 /**

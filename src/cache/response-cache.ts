@@ -7,6 +7,7 @@ import type { CacheMetrics } from '../observability/cache-metrics.ts';
 import type { CachePolicy } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Clock } from '../util/clock.ts';
+import type { Sha256Hasher } from '../util/crypto.ts';
 import { exactFingerprint, scopeOf } from './fingerprint.ts';
 import { CACHE_MSG } from './messages.ts';
 import { type Directives, parseDirectives, policyTable } from './policy.ts';
@@ -68,6 +69,8 @@ export interface ResponseCacheOptions {
   embed?: Embed;
   /** `upstream.timeout_ms`: the embedding deadline when neither the policy nor the model sets one. */
   upstreamTimeoutMs: number;
+  /** The platform's native SHA-256, for the fingerprints; absent: @noble/hashes'. */
+  sha256?: () => Sha256Hasher;
   warn(msg: string, fields: Record<string, unknown>): void;
 }
 
@@ -88,6 +91,7 @@ export class ResponseCache {
       metrics: o.metrics,
       embed: o.embed,
       upstreamTimeoutMs: o.upstreamTimeoutMs,
+      sha256: o.sha256,
       warn: o.warn,
     });
   }
@@ -120,7 +124,7 @@ export class ResponseCache {
     if (!store) return undefined;
     const directives = parseDirectives(req.cacheControl);
     const scope = scopeOf(policy, req.apiKeyId);
-    const key = await exactFingerprint(req.body, scope);
+    const key = exactFingerprint(req.body, scope, this.o.sha256);
     const name = policy.name;
     if (directives.noCache) {
       this.o.metrics.outcome(name, 'bypass');

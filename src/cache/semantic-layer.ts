@@ -7,6 +7,7 @@ import type { CacheMetrics } from '../observability/cache-metrics.ts';
 import type { CachePolicy, DirectModel } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Clock } from '../util/clock.ts';
+import type { Sha256Hasher } from '../util/crypto.ts';
 import { partitionFingerprint, semanticText } from './fingerprint.ts';
 import { CACHE_MSG } from './messages.ts';
 import { type Embed, SemanticIndex, unit } from './semantic.ts';
@@ -25,6 +26,8 @@ export interface SemanticLayerOptions {
   metrics: CacheMetrics;
   embed?: Embed;
   upstreamTimeoutMs: number;
+  /** The platform's native SHA-256, for the partition's fingerprint; absent: @noble/hashes'. */
+  sha256?: () => Sha256Hasher;
   warn(msg: string, fields: Record<string, unknown>): void;
 }
 
@@ -58,11 +61,11 @@ export class SemanticLayer {
     if (!embedder) return undefined;
     const vector = await this.embed(snapshot, policy, embedder, text, sem.embedding_timeout_ms);
     if (!vector) return undefined;
-    const partition = await partitionFingerprint(body, scope, {
+    const partition = partitionFingerprint(body, scope, {
       id: embedder.model.id,
       modelName: embedder.model.model_name,
       dimensions: embedder.dimensions,
-    });
+    }, this.o.sha256);
     const found = this.index.search(policy.id, partition, vector, sem.threshold);
     if (!found) return { vector, partition };
     const answer = this.o.memory.getSync(found.key);

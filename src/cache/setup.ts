@@ -35,7 +35,7 @@ export interface CacheSetup {
 
 export function createResponseCache(
   config: Config,
-  platform: Pick<Platform, 'redis' | 'name'>,
+  platform: Pick<Platform, 'redis' | 'name' | 'sha256Stream'>,
   log: Logger,
   registry: Registry,
   opts: { clock: Clock },
@@ -71,6 +71,7 @@ export function createResponseCache(
         metrics,
         embed,
         upstreamTimeoutMs: config.upstream.timeout_ms,
+        sha256: platform.sha256Stream ? () => platform.sha256Stream!() : undefined,
         warn: (m, f) => log.warn(m, f),
       }),
     memory,

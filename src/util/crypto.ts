@@ -1,7 +1,9 @@
 // Hashing through Web Crypto, which every runtime (Node, Bun, Deno, Workers) provides as `crypto.subtle`;
-// the ids' SHA-1 through @noble/hashes, synchronous and pure JavaScript.
+// the ids' SHA-1 through @noble/hashes, synchronous and pure JavaScript; a request's own SHA-256 synchronously,
+// through the platform's native hasher where it has one.
 
 import { sha1 } from '@noble/hashes/legacy.js';
+import { sha256 } from '@noble/hashes/sha2.js';
 
 const encoder = new TextEncoder();
 /** Each byte's two hex digits. */
@@ -16,6 +18,25 @@ export function hexOf(bytes: Uint8Array): string {
   let out = '';
   for (let i = 0; i < bytes.length; i++) out += HEX[bytes[i]!];
   return out;
+}
+
+/** A SHA-256 fed in pieces: the platform's `sha256Stream` (native), or @noble/hashes' `sha256.create()`. */
+export interface Sha256Hasher {
+  update(bytes: Uint8Array): void;
+  digest(): Uint8Array;
+}
+
+/**
+ * The SHA-256 hex of `text`, synchronously: through `native` (the platform's) when given, else @noble/hashes. For
+ * a value hashed on the request path, where Web Crypto's `digest` costs tens of microseconds of CPU per call on
+ * every runtime, whatever the length (docs/performance.md "The cache's fingerprints").
+ */
+export function sha256HexSync(text: string, native?: () => Sha256Hasher): string {
+  const bytes = encoder.encode(text);
+  if (!native) return hexOf(sha256(bytes));
+  const h = native();
+  h.update(bytes);
+  return hexOf(h.digest());
 }
 
 export async function sha256Hex(data: string | Uint8Array): Promise<string> {
