@@ -25,6 +25,7 @@ import { loadConfig } from '../src/config/load.ts';
 import type { Platform, UpstreamFetch } from '../src/platform.ts';
 import { loadResourcesFile } from '../src/resources/pipeline.ts';
 import { sha256Hex } from '../src/util/crypto.ts';
+import { nodeSha256Stream } from '../runtimes/node-sha256.ts';
 import { flag, has } from './flags.ts';
 import { CHAT_COMPLETION, chunkJson, USAGE_CHUNK } from './mock-answer.mjs';
 
@@ -110,6 +111,7 @@ async function sluiceApp(resourcesFile = 'resources.yaml', tracing = false): Pro
     upstream: () => upstream,
     env,
     writeLog: () => {},
+    sha256Stream: nodeSha256Stream, // as the runtimes' platforms hash (the cache's fingerprints)
     exit: () => {},
   };
   const configText = (await readText('./config/config.yaml')).replace(

@@ -69,7 +69,7 @@ export interface ResponseCacheOptions {
   embed?: Embed;
   /** `upstream.timeout_ms`: the embedding deadline when neither the policy nor the model sets one. */
   upstreamTimeoutMs: number;
-  /** The platform's native SHA-256, for the fingerprints; absent: @noble/hashes'. */
+  /** The platform's native SHA-256, for the fingerprints; absent: Web Crypto's. */
   sha256?: () => Sha256Hasher;
   warn(msg: string, fields: Record<string, unknown>): void;
 }
@@ -124,7 +124,7 @@ export class ResponseCache {
     if (!store) return undefined;
     const directives = parseDirectives(req.cacheControl);
     const scope = scopeOf(policy, req.apiKeyId);
-    const key = exactFingerprint(req.body, scope, this.o.sha256);
+    const key = await exactFingerprint(req.body, scope, this.o.sha256);
     const name = policy.name;
     if (directives.noCache) {
       this.o.metrics.outcome(name, 'bypass');

@@ -26,7 +26,7 @@ export interface SemanticLayerOptions {
   metrics: CacheMetrics;
   embed?: Embed;
   upstreamTimeoutMs: number;
-  /** The platform's native SHA-256, for the partition's fingerprint; absent: @noble/hashes'. */
+  /** The platform's native SHA-256, for the partition's fingerprint; absent: Web Crypto's. */
   sha256?: () => Sha256Hasher;
   warn(msg: string, fields: Record<string, unknown>): void;
 }
@@ -61,7 +61,7 @@ export class SemanticLayer {
     if (!embedder) return undefined;
     const vector = await this.embed(snapshot, policy, embedder, text, sem.embedding_timeout_ms);
     if (!vector) return undefined;
-    const partition = partitionFingerprint(body, scope, {
+    const partition = await partitionFingerprint(body, scope, {
       id: embedder.model.id,
       modelName: embedder.model.model_name,
       dimensions: embedder.dimensions,

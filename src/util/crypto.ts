@@ -1,9 +1,8 @@
-// Hashing through Web Crypto, which every runtime (Node, Bun, Deno, Workers) provides as `crypto.subtle`;
-// the ids' SHA-1 through @noble/hashes, synchronous and pure JavaScript; a request's own SHA-256 synchronously,
-// through the platform's native hasher where it has one.
+// Hashing through Web Crypto, which every runtime (Node, Bun, Deno, Workers) provides as `crypto.subtle`, or
+// through the platform's native hasher where a request hashes a short text and has one; the ids' SHA-1 through
+// @noble/hashes, synchronous and pure JavaScript.
 
 import { sha1 } from '@noble/hashes/legacy.js';
-import { sha256 } from '@noble/hashes/sha2.js';
 
 const encoder = new TextEncoder();
 /** Each byte's two hex digits. */
@@ -20,22 +19,21 @@ export function hexOf(bytes: Uint8Array): string {
   return out;
 }
 
-/** A SHA-256 fed in pieces: the platform's `sha256Stream` (native), or @noble/hashes' `sha256.create()`. */
+/** A SHA-256 fed in pieces (the platform's `sha256Stream`). */
 export interface Sha256Hasher {
   update(bytes: Uint8Array): void;
   digest(): Uint8Array;
 }
 
 /**
- * The SHA-256 hex of `text`, synchronously: through `native` (the platform's) when given, else @noble/hashes. For
- * a value hashed on the request path, where Web Crypto's `digest` costs tens of microseconds of CPU per call on
- * every runtime, whatever the length (docs/performance.md "The cache's fingerprints").
+ * The SHA-256 hex of `text`: synchronously through `native` (the platform's hasher) when given, else Web Crypto's.
+ * For a short text hashed on the request path, where Web Crypto's `digest` cost tens of microseconds of CPU per
+ * call on Node, Bun and Deno (docs/performance.md "The cache's fingerprints").
  */
-export function sha256HexSync(text: string, native?: () => Sha256Hasher): string {
-  const bytes = encoder.encode(text);
-  if (!native) return hexOf(sha256(bytes));
+export function sha256HexOf(text: string, native: (() => Sha256Hasher) | undefined): string | Promise<string> {
+  if (!native) return sha256Hex(text);
   const h = native();
-  h.update(bytes);
+  h.update(encoder.encode(text));
   return hexOf(h.digest());
 }
 
