@@ -1,6 +1,9 @@
 // The contract a runtime gives the core (docs/architecture.md "Who owns which question"): nothing else
 // crosses the line between `src/` (identical on every runtime) and `runtimes/<platform>.ts`.
 import type { CancelSignal } from './util/cancel.ts';
+import type { Sha256Stream } from './util/crypto.ts';
+
+export type { Sha256Stream };
 
 /** What the core knows about the downstream connection a request arrived on. */
 export interface ConnInfo {
@@ -183,13 +186,6 @@ export interface PlatformFiles {
   writeAtomic(path: string, data: Uint8Array): Promise<void>;
 }
 
-/** An incremental SHA-256 (`Platform.sha256Stream`). */
-export interface Sha256Stream {
-  update(bytes: Uint8Array): void;
-  /** The 32 bytes of the digest; the stream is spent. */
-  digest(): Uint8Array;
-}
-
 /** A file open for reading (`PlatformFiles.openRead`). */
 export interface FileReader {
   /** Fills `into` from where the last read ended: how many bytes it read, 0 at the end of the file. */
@@ -270,7 +266,8 @@ export interface Platform {
   boundHeapGrowth?(on: boolean): void;
   /**
    * A SHA-256 fed a piece at a time, in native code: the file source hashes every byte of the resources file it
-   * reads (a reload reads it twice). Absent: the pure-JavaScript one of @noble/hashes, several times slower.
+   * reads (a reload reads it twice), the response cache a fingerprint per request. Absent: the file source uses
+   * the pure-JavaScript one of @noble/hashes (several times slower), the cache Web Crypto's `digest`.
    */
   sha256Stream?(): Sha256Stream;
   /**

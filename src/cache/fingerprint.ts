@@ -2,7 +2,7 @@
 // AISIX's rules (`aisix-cache` key.rs) — model as sent, messages by role and content, `temperature`/`top_p`
 // quantised to thousandths, every other body member canonical — under the matched policy's scope. The hash
 // is Sluice's own (AISIX's is Rust's SipHash, not a cross-language format): SHA-256, 16 hex characters.
-import { canonicalJson, type Sha256Hasher, sha256HexOf } from '../util/crypto.ts';
+import { canonicalJson, sha256HexOf, type Sha256Stream } from '../util/crypto.ts';
 import type { CachePolicy } from '../resources/schema.ts';
 
 /** Body members the fingerprint reads on their own; every other member joins it canonically. */
@@ -59,7 +59,7 @@ function paramsOf(body: Record<string, unknown>): unknown[] {
   ];
 }
 
-function hash16(parts: unknown[], native: (() => Sha256Hasher) | undefined): string | Promise<string> {
+function hash16(parts: unknown[], native: (() => Sha256Stream) | undefined): string | Promise<string> {
   const hex = sha256HexOf(JSON.stringify(parts), native);
   return typeof hex === 'string' ? hex.slice(0, 16) : hex.then((h) => h.slice(0, 16));
 }
@@ -71,7 +71,7 @@ function hash16(parts: unknown[], native: (() => Sha256Hasher) | undefined): str
 export function exactFingerprint(
   body: Record<string, unknown>,
   scope: readonly string[],
-  native?: () => Sha256Hasher,
+  native?: () => Sha256Stream,
 ): string | Promise<string> {
   const messages = Array.isArray(body.messages) ? body.messages.map(messagePart) : [];
   return hash16(['exact', scope, paramsOf(body), messages], native);
@@ -85,7 +85,7 @@ export function partitionFingerprint(
   body: Record<string, unknown>,
   scope: readonly string[],
   embedder: { id: string; modelName: string; dimensions: number },
-  native?: () => Sha256Hasher,
+  native?: () => Sha256Stream,
 ): string | Promise<string> {
   return hash16(['partition', scope, paramsOf(body), embedder.id, embedder.modelName, embedder.dimensions], native);
 }

@@ -7,7 +7,7 @@ import type { CacheMetrics } from '../observability/cache-metrics.ts';
 import type { CachePolicy } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Clock } from '../util/clock.ts';
-import type { Sha256Hasher } from '../util/crypto.ts';
+import type { Sha256Stream } from '../util/crypto.ts';
 import { exactFingerprint, scopeOf } from './fingerprint.ts';
 import { CACHE_MSG } from './messages.ts';
 import { type Directives, parseDirectives, policyTable } from './policy.ts';
@@ -70,7 +70,7 @@ export interface ResponseCacheOptions {
   /** `upstream.timeout_ms`: the embedding deadline when neither the policy nor the model sets one. */
   upstreamTimeoutMs: number;
   /** The platform's native SHA-256, for the fingerprints; absent: Web Crypto's. */
-  sha256?: () => Sha256Hasher;
+  sha256?: () => Sha256Stream;
   warn(msg: string, fields: Record<string, unknown>): void;
 }
 

@@ -7,7 +7,7 @@ import type { CacheMetrics } from '../observability/cache-metrics.ts';
 import type { CachePolicy, DirectModel } from '../resources/schema.ts';
 import type { Snapshot } from '../resources/snapshot.ts';
 import type { Clock } from '../util/clock.ts';
-import type { Sha256Hasher } from '../util/crypto.ts';
+import type { Sha256Stream } from '../util/crypto.ts';
 import { partitionFingerprint, semanticText } from './fingerprint.ts';
 import { CACHE_MSG } from './messages.ts';
 import { type Embed, SemanticIndex, unit } from './semantic.ts';
@@ -27,7 +27,7 @@ export interface SemanticLayerOptions {
   embed?: Embed;
   upstreamTimeoutMs: number;
   /** The platform's native SHA-256, for the partition's fingerprint; absent: Web Crypto's. */
-  sha256?: () => Sha256Hasher;
+  sha256?: () => Sha256Stream;
   warn(msg: string, fields: Record<string, unknown>): void;
 }
 

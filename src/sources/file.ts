@@ -266,9 +266,8 @@ const PIECE_BYTES = 1 << 20;
 /**
  * One pass over the file, a piece at a time into one buffer: its digest and size, and with `decode` its text.
  * Hashed here by `hasher` (the platform's native SHA-256 where it has one), a slice at a time with the loop's turn
- * between, since Web Crypto copies the bytes on the event loop before it digests them off it; never read whole,
- * since a buffer the size of a large file held Deno's loop as a reload began (docs/performance.md "Configuration at
- * scale").
+ * between, so a large file's hashing never holds the loop; never read whole, since a buffer the size of a large
+ * file held Deno's loop as a reload began (docs/performance.md "Configuration at scale").
  */
 async function readPass(
   files: NonNullable<Platform['files']>,

@@ -19,9 +19,10 @@ export function hexOf(bytes: Uint8Array): string {
   return out;
 }
 
-/** A SHA-256 fed in pieces (the platform's `sha256Stream`). */
-export interface Sha256Hasher {
+/** An incremental SHA-256 (`Platform.sha256Stream`, @noble/hashes' `sha256.create()`). */
+export interface Sha256Stream {
   update(bytes: Uint8Array): void;
+  /** The 32 bytes of the digest; the stream is spent. */
   digest(): Uint8Array;
 }
 
@@ -30,7 +31,7 @@ export interface Sha256Hasher {
  * For a short text hashed on the request path, where Web Crypto's `digest` cost tens of microseconds of CPU per
  * call on Node, Bun and Deno (docs/performance.md "The cache's fingerprints").
  */
-export function sha256HexOf(text: string, native: (() => Sha256Hasher) | undefined): string | Promise<string> {
+export function sha256HexOf(text: string, native: (() => Sha256Stream) | undefined): string | Promise<string> {
   if (!native) return sha256Hex(text);
   const h = native();
   h.update(encoder.encode(text));
