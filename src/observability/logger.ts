@@ -1,6 +1,7 @@
 // One line per event to stderr: AISIX's text line by default, JSON as an opt-in (docs/configuration.md
 // `observability.log_format`, docs/aisix-compatibility.md "Logs"). Logging never throws into the caller and
 // never blocks on I/O beyond the platform's write.
+import { JSON_ESCAPED } from '../util/json-text.ts';
 
 export type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 const RANK: Record<Level, number> = { trace: 0, debug: 1, info: 2, warn: 3, error: 4 };
@@ -168,9 +169,6 @@ function millisWith(suffix: string): readonly string[] {
   }
   return m;
 }
-
-// deno-lint-ignore no-control-regex
-const JSON_ESCAPED = /["\\\x00-\x1f\ud800-\udfff]/;
 
 /**
  * `head` (an object's opening without its closing brace) followed by the members of `JSON.stringify(fields)`, byte

@@ -4,9 +4,10 @@
 // `credential_ref` names in the environment. AISIX's wire, field for field.
 import type { DatadogExporterResource } from '../resources/schema.ts';
 import { type CancelSignal, toAbortSignal } from '../util/cancel.ts';
+import { JSON_ESCAPED, jsonText } from '../util/json-text.ts';
 import { redactSecrets } from '../util/redact.ts';
 import type { CappedContent } from './content.ts';
-import type { UsageEvent } from './event.ts';
+import { EVENT_MEMBERS, memberValues, type UsageEvent } from './event.ts';
 import type { Deliver } from '../observability/delivery-queue.ts';
 
 /** One POST of bytes: the status and the answer's text (an intake's error detail). Throws on transport failure. */
@@ -57,33 +58,60 @@ export function apiKeyVariable(ref: string): string {
   return `DD_CRED_${ref.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY`;
 }
 
-/** The Datadog log of one event: reserved attributes first, then the event's fields renamed. */
-export function datadogLog(
+/** Each member's `,"<attribute>":`, in the event's order. */
+const HEADS = EVENT_MEMBERS.map((k) => `,${JSON.stringify(attributeOf(k))}:`);
+
+/**
+ * The Datadog log of one event, as JSON text: the reserved attributes first, then the event's members set (not
+ * undefined, null or empty) under their attribute names, in the event's order, then the captured content.
+ */
+export function datadogRecord(
   e: UsageEvent,
   d: Pick<DatadogExporterResource, 'ddsource' | 'tags' | 'service'>,
   content?: CappedContent,
-): Record<string, unknown> {
-  const log: Record<string, unknown> = { ddsource: d.ddsource };
-  if (d.tags.length > 0) log.ddtags = d.tags.join(',');
-  log.service = d.service;
+): string {
+  let out = '{';
   const model = e.provider_model_version || e.model_id || '-';
-  log.message = `ai-gateway request ${e.request_id} model=${model} status=${e.status_code}`;
-  log.schema_version = SCHEMA_VERSION;
-  const fields = e as unknown as Record<string, unknown>;
-  for (const k in fields) {
-    const v = fields[k];
+  out = reserved(out, 'ddsource', d.ddsource);
+  if (d.tags.length > 0) out = reserved(out, 'ddtags', d.tags.join(','));
+  out = reserved(out, 'service', d.service);
+  out = reserved(out, 'message', `ai-gateway request ${e.request_id} model=${model} status=${e.status_code}`);
+  out = reserved(out, 'schema_version', SCHEMA_VERSION);
+  const values = memberValues(e);
+  for (let i = 0; i < HEADS.length; i++) {
+    const v = values[i];
     if (v === undefined || v === null || v === '') continue;
-    log[attributeOf(k)] = v;
+    const text = typeof v === 'string' && plain(v, i) ? `"${v}"` : jsonText(v);
+    if (text !== undefined) out += HEADS[i]! + text;
   }
   if (content) {
-    log['gen_ai.prompt'] = content.prompt;
-    log['gen_ai.completion'] = content.response;
-    if (content.truncated) log.content_truncated = true;
+    out += `,"gen_ai.prompt":${jsonText(content.prompt)},"gen_ai.completion":${jsonText(content.response)}`;
+    if (content.truncated) out += ',"content_truncated":true';
   }
-  return log;
+  return `${out}}`;
 }
 
-/** gzip (RFC 1952) through the web platform's CompressionStream, which every runtime has. */
+/**
+ * Per member, the last string found to need no escape: most members hold the same strings event after event (the
+ * model, the key, the protocol), so the test runs once per new value.
+ */
+const PLAIN: (string | undefined)[] = [];
+
+/** Whether `v`, the value of member `i`, is written between quotes as it is. */
+function plain(v: string, i: number): boolean {
+  if (v === PLAIN[i]) return true;
+  if (JSON_ESCAPED.test(v)) return false;
+  PLAIN[i] = v;
+  return true;
+}
+
+/** `out` and one reserved attribute (left out when undefined, as `JSON.stringify` does). */
+function reserved(out: string, name: string, v: string | undefined): string {
+  if (v === undefined) return out;
+  return `${out}${out.length > 1 ? ',' : ''}"${name}":${jsonText(v)}`;
+}
+
+/** gzip (RFC 1952) through the web platform's CompressionStream, which every runtime has (Workers: the only one). */
 export async function gzip(text: string): Promise<Uint8Array<ArrayBuffer>> {
   const stream = new Blob([text]).stream().pipeThrough(new CompressionStream('gzip'));
   return new Uint8Array(await new Response(stream).arrayBuffer());
@@ -94,13 +122,14 @@ export function datadogDelivery(
   d: Pick<DatadogExporterResource, 'site' | 'credential_ref'>,
   env: Record<string, string | undefined>,
   post: PostBytes,
+  zip: (text: string) => Promise<Uint8Array<ArrayBuffer>> = gzip,
 ): Deliver<string> {
   const url = intakeUrl(d.site);
   // An unresolvable key is sent empty: the intake refuses it (403) and the failure is counted, never skipped.
   const apiKey = env[apiKeyVariable(d.credential_ref)] ?? '';
   const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip', 'dd-api-key': apiKey };
   return async (records, signal) => {
-    const body = await gzip(`[${records.join(',')}]`);
+    const body = await zip(`[${records.join(',')}]`);
     const r = await post(url, headers, body, signal);
     if (r.status >= 200 && r.status < 300) return { ok: true };
     const transient = r.status >= 500 || r.status === 429;

@@ -1,75 +1,79 @@
 // AISIX's usage event (docs/usage-events.md "Fields"): one per upstream attempt on chat, messages and
-// responses, one per request elsewhere, built from a finished request's facts. Members are declared in
-// AISIX's order and an absent one is left out, so `JSON.stringify` gives AISIX's serialization.
+// responses, one per request elsewhere, built from a finished request's facts. Every event has every member,
+// declared in AISIX's order; the exporters write those set, in that order (src/usage/datadog.ts, sls.ts).
 import type { Hit } from '../guardrails/chain.ts';
 import type { ProviderKey } from '../resources/schema.ts';
 import type { AttemptFact } from '../routing/dispatch-types.ts';
 import { cleanText } from './client-type.ts';
 import type { CallUsage, UsageFacts, UsagePart } from './facts.ts';
 
-export interface UsageEvent {
-  request_id: string;
-  trace_id?: string;
-  occurred_at: string;
-  model_id: string;
-  api_key_id: string;
-  requested_model?: string;
-  prompt_tokens: number;
-  completion_tokens: number;
-  cached_prompt_tokens?: number;
-  reasoning_tokens?: number;
-  cache_creation_tokens?: number;
-  cache_read_tokens?: number;
-  usage_estimated?: true;
-  audio_duration_seconds?: number;
-  upstream_latency_ms: number;
-  upstream_ttft_ms?: number;
-  downstream_latency_ms?: number;
-  status_code: number;
-  provider_request_id?: string;
-  provider_model_version?: string;
-  finish_reason?: string;
-  cost_usd: number;
-  guardrail_blocked: boolean;
-  guardrail_bypassed_reason?: string;
-  applied_guardrails?: { kind: string; hook: string }[];
-  redacted_entity_counts?: Record<string, number>;
-  guardrail_monitor_hits?: Hit[];
-  guardrail_enforced_hits?: Hit[];
-  cache_status?: string;
-  cache_hit_saved_input_tokens?: number;
-  cache_hit_saved_output_tokens?: number;
-  cache_hit_layer?: string;
-  cache_similarity?: number;
-  inbound_protocol?: string;
-  attempt_index: number;
-  attempt_kind?: string;
-  attempt_model?: string;
-  error_class?: string;
-  error_message?: string;
-  provider_kind?: string;
-  provider_featured?: true;
-  branded_provider?: string;
-  pk_label?: string;
-  byo_label?: string;
-  client_source_ip?: string;
-  client_user_agent?: string;
-  auth_type?: string;
-  mcp_server_name?: string;
-  mcp_tool_name?: string;
-  a2a_agent_name?: string;
-  a2a_method?: string;
-  a2a_operation?: string;
-  a2a_protocol_version?: string;
-  a2a_task_id?: string;
-  a2a_context_id?: string;
-  a2a_task_state?: string;
-  a2a_stream_event_count?: number;
-  passthrough_route_name?: string;
-  client_identity?: string;
-  jwt_subject?: string;
-  jwt_provider?: string;
-  jwt_claim_mapping?: string;
+/**
+ * One event. Every member is declared here, in AISIX's order (`EVENT_MEMBERS`), so every event has one shape; a member
+ * left undefined (or empty) is absent from what the exporters write.
+ */
+export class UsageEvent {
+  request_id: string = '';
+  trace_id?: string = undefined;
+  occurred_at: string = '';
+  model_id: string = '';
+  api_key_id: string = '';
+  requested_model?: string = undefined;
+  prompt_tokens: number = 0;
+  completion_tokens: number = 0;
+  cached_prompt_tokens?: number = undefined;
+  reasoning_tokens?: number = undefined;
+  cache_creation_tokens?: number = undefined;
+  cache_read_tokens?: number = undefined;
+  usage_estimated?: true = undefined;
+  audio_duration_seconds?: number = undefined;
+  upstream_latency_ms: number = 0;
+  upstream_ttft_ms?: number = undefined;
+  downstream_latency_ms?: number = undefined;
+  status_code: number = 0;
+  provider_request_id?: string = undefined;
+  provider_model_version?: string = undefined;
+  finish_reason?: string = undefined;
+  cost_usd: number = 0;
+  guardrail_blocked: boolean = false;
+  guardrail_bypassed_reason?: string = undefined;
+  applied_guardrails?: { kind: string; hook: string }[] = undefined;
+  redacted_entity_counts?: Record<string, number> = undefined;
+  guardrail_monitor_hits?: Hit[] = undefined;
+  guardrail_enforced_hits?: Hit[] = undefined;
+  cache_status?: string = undefined;
+  cache_hit_saved_input_tokens?: number = undefined;
+  cache_hit_saved_output_tokens?: number = undefined;
+  cache_hit_layer?: string = undefined;
+  cache_similarity?: number = undefined;
+  inbound_protocol?: string = undefined;
+  attempt_index: number = 0;
+  attempt_kind?: string = undefined;
+  attempt_model?: string = undefined;
+  error_class?: string = undefined;
+  error_message?: string = undefined;
+  provider_kind?: string = undefined;
+  provider_featured?: true = undefined;
+  branded_provider?: string = undefined;
+  pk_label?: string = undefined;
+  byo_label?: string = undefined;
+  auth_type?: string = undefined;
+  client_source_ip?: string = undefined;
+  client_user_agent?: string = undefined;
+  mcp_server_name?: string = undefined;
+  mcp_tool_name?: string = undefined;
+  a2a_agent_name?: string = undefined;
+  a2a_method?: string = undefined;
+  a2a_operation?: string = undefined;
+  a2a_protocol_version?: string = undefined;
+  a2a_task_id?: string = undefined;
+  a2a_context_id?: string = undefined;
+  a2a_task_state?: string = undefined;
+  a2a_stream_event_count?: number = undefined;
+  passthrough_route_name?: string = undefined;
+  client_identity?: string = undefined;
+  jwt_subject?: string = undefined;
+  jwt_provider?: string = undefined;
+  jwt_claim_mapping?: string = undefined;
 }
 
 /** The handlers AISIX emits one event per upstream attempt on; every other one emits one per request. */
@@ -125,14 +129,14 @@ export interface EventLabels {
 
 /** One request's events, terminal last. `now` is the gateway clock at the request's last byte. */
 export function buildEvents(f: UsageFacts, part: UsagePart, status: number, now: number): UsageEvent[] {
-  const base = common(f, part, now);
   const attempts = part.attempts ?? [];
   const perAttempt = f.handler !== undefined && PER_ATTEMPT.has(f.handler);
   const events: UsageEvent[] = [];
   if (perAttempt) {
-    for (let i = 0; i < attempts.length - 1; i++) events.push(attemptEvent(base, f, attempts[i]!, i));
+    for (let i = 0; i < attempts.length - 1; i++) events.push(attemptEvent(common(f, part, now), f, attempts[i]!, i));
   }
-  events.push(terminalEvent(base, f, status, now, perAttempt ? attempts.length - 1 : undefined, attempts));
+  const index = perAttempt ? attempts.length - 1 : undefined;
+  events.push(terminalEvent(common(f, part, now), f, status, now, index, attempts));
   return events;
 }
 
@@ -162,52 +166,50 @@ export function eventLabels(f: UsageFacts, part: UsagePart, status: number): Eve
   return out;
 }
 
-/** The members every event of the request shares. */
-function common(f: UsageFacts, part: UsagePart, now: number) {
+/** A new event with the members every event of the request shares. */
+function common(f: UsageFacts, part: UsagePart, now: number): UsageEvent {
   const g = f.guardrails;
-  return {
-    request_id: f.requestId,
-    trace_id: f.traceId,
-    occurred_at: occurredAt(now),
-    api_key_id: f.apiKeyId ?? '',
-    requested_model: f.asked ?? f.model,
-    guardrail_blocked: g?.blocked ?? false,
-    guardrail_bypassed_reason: g?.bypassed,
-    applied_guardrails: g && g.applied.length > 0 ? [...g.applied] : undefined,
-    redacted_entity_counts: g && Object.keys(g.counts).length > 0 ? { ...g.counts } : undefined,
-    guardrail_monitor_hits: g && g.monitor.length > 0 ? g.monitor.map(monitorHit) : undefined,
-    inbound_protocol: f.protocol,
-    client_source_ip: part.clientIp || undefined,
-    client_user_agent: part.userAgent || undefined,
-    jwt_subject: f.jwt ? cleanText(f.jwt.subject, ID_MAX) : undefined,
-    jwt_provider: f.jwt ? cleanText(f.jwt.provider, ID_MAX) : undefined,
-    jwt_claim_mapping: f.jwt?.claimMapping !== undefined ? cleanText(f.jwt.claimMapping, ID_MAX) : undefined,
-  };
+  const e = new UsageEvent();
+  e.request_id = f.requestId;
+  e.trace_id = f.traceId;
+  e.occurred_at = occurredAt(now);
+  e.api_key_id = f.apiKeyId ?? '';
+  e.requested_model = f.asked ?? f.model;
+  e.guardrail_blocked = g?.blocked ?? false;
+  e.guardrail_bypassed_reason = g?.bypassed;
+  if (g) {
+    if (g.applied.length > 0) e.applied_guardrails = [...g.applied];
+    if (Object.keys(g.counts).length > 0) e.redacted_entity_counts = { ...g.counts };
+    if (g.monitor.length > 0) e.guardrail_monitor_hits = g.monitor.map(monitorHit);
+  }
+  e.inbound_protocol = f.protocol;
+  e.client_source_ip = part.clientIp || undefined;
+  e.client_user_agent = part.userAgent || undefined;
+  if (f.jwt) {
+    e.jwt_subject = cleanText(f.jwt.subject, ID_MAX);
+    e.jwt_provider = cleanText(f.jwt.provider, ID_MAX);
+    if (f.jwt.claimMapping !== undefined) e.jwt_claim_mapping = cleanText(f.jwt.claimMapping, ID_MAX);
+  }
+  return e;
 }
 
-type Common = ReturnType<typeof common>;
-
 /** A failed (or superseded) attempt before the terminal one: its own status, no tokens. */
-function attemptEvent(base: Common, f: UsageFacts, a: AttemptFact, index: number): UsageEvent {
-  return shape(base, {
-    model_id: a.model.id,
-    prompt_tokens: 0,
-    completion_tokens: 0,
-    upstream_latency_ms: ms(a.durationMs),
-    status_code: a.status,
-    cost_usd: 0,
-    attempt_index: index,
-    attempt_kind: a.kind,
-    attempt_model: f.routing ? a.model.display_name : undefined,
-    error_class: a.errorClass,
-    error_message: a.errorMessage !== undefined ? errorText(a.errorMessage) : undefined,
-    ...keyTags(a.key),
-  });
+function attemptEvent(e: UsageEvent, f: UsageFacts, a: AttemptFact, index: number): UsageEvent {
+  e.model_id = a.model.id;
+  e.upstream_latency_ms = ms(a.durationMs);
+  e.status_code = a.status;
+  e.attempt_index = index;
+  e.attempt_kind = a.kind;
+  if (f.routing) e.attempt_model = a.model.display_name;
+  e.error_class = a.errorClass;
+  if (a.errorMessage !== undefined) e.error_message = errorText(a.errorMessage);
+  keyTags(e, a.key);
+  return e;
 }
 
 /** The event that ends the request: the answer's tokens and ids, what the caller waited, the enforced hits. */
 function terminalEvent(
-  base: Common,
+  e: UsageEvent,
   f: UsageFacts,
   status: number,
   now: number,
@@ -226,45 +228,44 @@ function terminalEvent(
   const failedKind = last?.errorClass ??
     (f.errorKind !== undefined && f.errorKind !== 'client_closed' ? f.errorKind : undefined);
   const failedText = last?.errorClass !== undefined ? last.errorMessage : f.error;
-  const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
   const c = f.cache;
   const saved = hit ? c?.saved : undefined;
   // AISIX writes `disabled` on a chat answer its cache gate never opened for (no policy applied, or a stream);
   // an error before or instead of an upstream answer has no status.
   const answered = s !== undefined && last?.errorClass === undefined && !last?.noUpstreamRequest &&
     (status < 400 || f.guardrails?.blocked === true);
-  const cacheStatus = c?.status ?? (f.handler === 'chat' && answered ? 'disabled' : undefined);
-  return shape(base, {
-    model_id: up?.model.id ?? '',
-    prompt_tokens: Math.max(0, (u?.input ?? 0) - anthropicCache),
-    completion_tokens: u?.output ?? 0,
-    cached_prompt_tokens: nonZero(u?.cachedPrompt),
-    reasoning_tokens: nonZero(u?.reasoning),
-    cache_creation_tokens: nonZero(u?.cacheCreation),
-    cache_read_tokens: nonZero(u?.cacheRead),
-    usage_estimated: u?.estimated ? true : undefined,
-    audio_duration_seconds: nonZero(f.audioSeconds),
-    upstream_latency_ms: ms(upstreamMs),
-    upstream_ttft_ms: f.stream && !hit ? nonZero(ms(f.upstreamTtftMs ?? 0)) : undefined,
-    downstream_latency_ms: downstream !== undefined ? nonZero(ms(downstream)) : undefined,
-    status_code: callerStatus(f, status),
-    provider_request_id: hit || !f.providerRequestId ? undefined : cleanText(f.providerRequestId, ID_MAX),
-    provider_model_version: hit ? undefined : s?.upstreamModel,
-    finish_reason: f.finishReason,
-    cost_usd: hit || !u ? 0 : costUsd(up?.model.cost, u),
-    guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
-    cache_status: cacheStatus,
-    cache_hit_saved_input_tokens: nonZero(saved?.input),
-    cache_hit_saved_output_tokens: nonZero(saved?.output),
-    cache_hit_layer: hit ? c?.layer : undefined,
-    cache_similarity: hit ? c?.similarity : undefined,
-    attempt_index: index ?? (s ? s.attempts - 1 : 0),
-    attempt_kind: hit ? undefined : last?.kind ?? s?.kind,
-    attempt_model: f.routing && s && !hit ? s.model.display_name : undefined,
-    error_class: failedKind,
-    error_message: failedKind !== undefined && failedText !== undefined ? errorText(failedText) : undefined,
-    ...keyTags(up?.key),
-  });
+  e.model_id = up?.model.id ?? '';
+  e.prompt_tokens = Math.max(0, (u?.input ?? 0) - anthropicCache);
+  e.completion_tokens = u?.output ?? 0;
+  e.cached_prompt_tokens = nonZero(u?.cachedPrompt);
+  e.reasoning_tokens = nonZero(u?.reasoning);
+  e.cache_creation_tokens = nonZero(u?.cacheCreation);
+  e.cache_read_tokens = nonZero(u?.cacheRead);
+  if (u?.estimated) e.usage_estimated = true;
+  e.audio_duration_seconds = nonZero(f.audioSeconds);
+  e.upstream_latency_ms = ms(upstreamMs);
+  if (f.stream && !hit) e.upstream_ttft_ms = nonZero(ms(f.upstreamTtftMs ?? 0));
+  if (downstream !== undefined) e.downstream_latency_ms = nonZero(ms(downstream));
+  e.status_code = callerStatus(f, status);
+  if (!hit && f.providerRequestId) e.provider_request_id = cleanText(f.providerRequestId, ID_MAX);
+  if (!hit) e.provider_model_version = s?.upstreamModel;
+  e.finish_reason = f.finishReason;
+  e.cost_usd = hit || !u ? 0 : costUsd(up?.model.cost, u);
+  enforcedHits(e, f);
+  e.cache_status = c?.status ?? (f.handler === 'chat' && answered ? 'disabled' : undefined);
+  e.cache_hit_saved_input_tokens = nonZero(saved?.input);
+  e.cache_hit_saved_output_tokens = nonZero(saved?.output);
+  if (hit) {
+    e.cache_hit_layer = c?.layer;
+    e.cache_similarity = c?.similarity;
+  }
+  e.attempt_index = index ?? (s ? s.attempts - 1 : 0);
+  if (!hit) e.attempt_kind = last?.kind ?? s?.kind;
+  if (f.routing && s && !hit) e.attempt_model = s.model.display_name;
+  e.error_class = failedKind;
+  if (failedKind !== undefined && failedText !== undefined) e.error_message = errorText(failedText);
+  keyTags(e, up?.key);
+  return e;
 }
 
 /**
@@ -274,23 +275,30 @@ function terminalEvent(
  */
 export function callEvent(f: UsageFacts, part: UsagePart, call: CallUsage, status: number, now: number): UsageEvent {
   const t = call.tokens;
-  const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
   const model = f.direct?.model;
-  return shape(common(f, part, now), {
-    model_id: model?.id ?? '',
-    prompt_tokens: t?.input ?? 0,
-    completion_tokens: t?.output ?? 0,
-    cached_prompt_tokens: nonZero(t?.cached),
-    usage_estimated: t?.estimated ? true : undefined,
-    upstream_latency_ms: ms(call.upstreamMs),
-    downstream_latency_ms: nonZero(ms(call.downstreamMs ?? call.upstreamMs)),
-    status_code: call.status ?? status,
-    cost_usd: model && t ? costUsd(model.cost, t) : 0,
-    guardrail_enforced_hits: enforced.length > 0 ? enforced : undefined,
-    inbound_protocol: call.protocol,
-    attempt_index: 0,
-    ...call.fields,
-  });
+  const e = common(f, part, now);
+  e.model_id = model?.id ?? '';
+  e.prompt_tokens = t?.input ?? 0;
+  e.completion_tokens = t?.output ?? 0;
+  e.cached_prompt_tokens = nonZero(t?.cached);
+  if (t?.estimated) e.usage_estimated = true;
+  e.upstream_latency_ms = ms(call.upstreamMs);
+  e.downstream_latency_ms = nonZero(ms(call.downstreamMs ?? call.upstreamMs));
+  e.status_code = call.status ?? status;
+  e.cost_usd = model && t ? costUsd(model.cost, t) : 0;
+  enforcedHits(e, f);
+  e.inbound_protocol = call.protocol;
+  e.attempt_index = 0;
+  // The surface's own members (mcp_*, a2a_*, …), set last as they name themselves.
+  const to = e as unknown as Record<string, unknown>;
+  for (const [k, v] of Object.entries(call.fields)) to[k] = v;
+  return e;
+}
+
+/** The guardrails' enforced hits, merged, when there are any. */
+function enforcedHits(e: UsageEvent, f: UsageFacts): void {
+  const enforced = f.guardrails ? mergeEnforced(f.guardrails.enforced) : [];
+  if (enforced.length > 0) e.guardrail_enforced_hits = enforced;
 }
 
 /** The status the caller got; a stream the caller left before its end is AISIX's 499. */
@@ -298,83 +306,13 @@ function callerStatus(f: UsageFacts, status: number): number {
   return f.stream && f.errorKind === 'client_closed' ? 499 : status;
 }
 
-/** The shared and the event's own members, in AISIX's order; absent ones left out. */
-function shape(base: Common, own: Partial<UsageEvent>): UsageEvent {
-  const e: Record<string, unknown> = {};
-  for (const k of ORDER) {
-    const v = k in own ? own[k] : (base as Record<string, unknown>)[k];
-    if (v !== undefined && v !== '') e[k] = v;
-  }
-  // Always present (AISIX serializes them even when empty).
-  e.model_id ??= '';
-  e.api_key_id ??= '';
-  return e as unknown as UsageEvent;
-}
+/** The members of an event, in AISIX's order: the order the exporters write them in. */
+export const EVENT_MEMBERS: readonly (keyof UsageEvent)[] = Object.keys(new UsageEvent()) as (keyof UsageEvent)[];
 
-const ORDER: readonly (keyof UsageEvent)[] = [
-  'request_id',
-  'trace_id',
-  'occurred_at',
-  'model_id',
-  'api_key_id',
-  'requested_model',
-  'prompt_tokens',
-  'completion_tokens',
-  'cached_prompt_tokens',
-  'reasoning_tokens',
-  'cache_creation_tokens',
-  'cache_read_tokens',
-  'usage_estimated',
-  'audio_duration_seconds',
-  'upstream_latency_ms',
-  'upstream_ttft_ms',
-  'downstream_latency_ms',
-  'status_code',
-  'provider_request_id',
-  'provider_model_version',
-  'finish_reason',
-  'cost_usd',
-  'guardrail_blocked',
-  'guardrail_bypassed_reason',
-  'applied_guardrails',
-  'redacted_entity_counts',
-  'guardrail_monitor_hits',
-  'guardrail_enforced_hits',
-  'cache_status',
-  'cache_hit_saved_input_tokens',
-  'cache_hit_saved_output_tokens',
-  'cache_hit_layer',
-  'cache_similarity',
-  'inbound_protocol',
-  'attempt_index',
-  'attempt_kind',
-  'attempt_model',
-  'error_class',
-  'error_message',
-  'provider_kind',
-  'provider_featured',
-  'branded_provider',
-  'pk_label',
-  'byo_label',
-  'auth_type',
-  'client_source_ip',
-  'client_user_agent',
-  'mcp_server_name',
-  'mcp_tool_name',
-  'a2a_agent_name',
-  'a2a_method',
-  'a2a_operation',
-  'a2a_protocol_version',
-  'a2a_task_id',
-  'a2a_context_id',
-  'a2a_task_state',
-  'a2a_stream_event_count',
-  'passthrough_route_name',
-  'client_identity',
-  'jwt_subject',
-  'jwt_provider',
-  'jwt_claim_mapping',
-];
+/** `e`'s values in `EVENT_MEMBERS`' order (one pass over its one shape; no lookup by name). */
+export function memberValues(e: UsageEvent): unknown[] {
+  return Object.values(e instanceof UsageEvent ? e : Object.assign(new UsageEvent(), e));
+}
 
 function monitorHit(h: Hit): Hit {
   const out: Hit = { guardrail_name: h.guardrail_name, hook: h.hook, action: h.action };
@@ -414,17 +352,15 @@ function costUsd(cost: Record<string, number> | undefined, u: { input?: number; 
 }
 
 /** The provider key's `telemetry_tags` under the event's names; each text without control characters, capped. */
-function keyTags(key: Pick<ProviderKey, 'telemetry_tags'> | undefined): Partial<UsageEvent> {
+function keyTags(e: UsageEvent, key: Pick<ProviderKey, 'telemetry_tags'> | undefined): void {
   const t = key?.telemetry_tags;
-  if (!t) return {};
+  if (!t) return;
   const text = (v: string | undefined) => v !== undefined ? cleanText(v, ID_MAX) : undefined;
-  return {
-    provider_kind: t.kind,
-    provider_featured: t.featured ? true : undefined,
-    branded_provider: text(t.branded_provider),
-    pk_label: text(t.pk_label),
-    byo_label: text(t.byo_label),
-  };
+  e.provider_kind = t.kind;
+  if (t.featured) e.provider_featured = true;
+  e.branded_provider = text(t.branded_provider);
+  e.pk_label = text(t.pk_label);
+  e.byo_label = text(t.byo_label);
 }
 
 function errorText(s: string): string {

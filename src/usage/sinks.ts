@@ -5,7 +5,7 @@
 import type { Logger } from '../observability/logger.ts';
 import type { UsageExporterResource } from '../resources/schema.ts';
 import { type Deliver, DeliveryQueue, type QueueDeps } from '../observability/delivery-queue.ts';
-import { datadogDelivery, datadogLog, type PostBytes } from './datadog.ts';
+import { datadogDelivery, datadogRecord, type PostBytes } from './datadog.ts';
 import { capFor, type CapturedContent } from './content.ts';
 import type { UsageEvent } from './event.ts';
 import type { EventDropReason, UsageMetrics } from './metrics.ts';
@@ -13,6 +13,8 @@ import { slsDelivery, slsRecord } from './sls.ts';
 
 export interface UsageSinksDeps {
   post: PostBytes;
+  /** The runtime's gzip (`Platform.gzip`); absent: `CompressionStream`. */
+  gzip?: (text: string) => Promise<Uint8Array<ArrayBuffer>>;
   env: Record<string, string | undefined>;
   metrics: UsageMetrics;
   log: Logger;
@@ -67,7 +69,7 @@ export class UsageSinks {
       }
       const deliver: Deliver<string> = row.kind === 'aliyun_sls'
         ? slsDelivery(row, this.deps.env, this.deps.post)
-        : datadogDelivery(row, this.deps.env, this.deps.post);
+        : datadogDelivery(row, this.deps.env, this.deps.post, this.deps.gzip);
       // Usage drop reasons have no `queue_full`: what a rebuilt exporter cannot take over counts as `shutdown`.
       const pipeline = new DeliveryQueue(row.name, deliver, this.pipelineDeps, { overflow: 'shutdown' });
       if (old) pipeline.adopt(old.pipeline.handOver());
@@ -97,7 +99,7 @@ export class UsageSinks {
       const row = l.row;
       const r = l.pipeline.offer(() => {
         const capped = own && capFor(own, row.content_max_bytes);
-        return row.kind === 'aliyun_sls' ? slsRecord(event, capped) : JSON.stringify(datadogLog(event, row, capped));
+        return row.kind === 'aliyun_sls' ? slsRecord(event, capped) : datadogRecord(event, row, capped);
       });
       if (r) refused.push(r === 'full' ? 'sink_full' : 'sink_closed');
     }

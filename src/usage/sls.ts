@@ -4,7 +4,7 @@
 import type { SlsExporterResource } from '../resources/schema.ts';
 import type { CappedContent } from './content.ts';
 import { type PostBytes, SCHEMA_VERSION } from './datadog.ts';
-import type { UsageEvent } from './event.ts';
+import { EVENT_MEMBERS, memberValues, type UsageEvent } from './event.ts';
 import type { Deliver } from '../observability/delivery-queue.ts';
 import { encodeLogGroup, lz4Block, md5Hex, type SlsLog } from './sls-wire.ts';
 import { redactSecrets } from '../util/redact.ts';
@@ -44,7 +44,10 @@ function resourceOf(logstore: string): string {
  */
 export function slsRecord(e: UsageEvent, content?: CappedContent): string {
   const pairs: [string, string][] = [['schema_version', SCHEMA_VERSION]];
-  for (const [k, v] of Object.entries(e)) {
+  const values = memberValues(e);
+  for (let i = 0; i < EVENT_MEMBERS.length; i++) {
+    const k = EVENT_MEMBERS[i]!;
+    const v = values[i];
     if (v === undefined || v === null || v === '') continue;
     pairs.push([k, typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v)]);
   }

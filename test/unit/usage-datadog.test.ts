@@ -5,12 +5,13 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { parseRow } from '../../src/sources/etcd/rows.ts';
-import { apiKeyVariable, intakeUrl, postBytesThroughFetch } from '../../src/usage/datadog.ts';
+import { apiKeyVariable, datadogRecord, intakeUrl, postBytesThroughFetch } from '../../src/usage/datadog.ts';
 import { MAX_BATCH_RECORDS, MAX_QUEUE_RECORDS } from '../../src/observability/delivery-queue.ts';
 import { UsageSinks } from '../../src/usage/sinks.ts';
 import { UsageMetrics } from '../../src/usage/metrics.ts';
 import { Registry } from '../../src/observability/metrics.ts';
-import type { UsageEvent } from '../../src/usage/event.ts';
+import { EVENT_MEMBERS, UsageEvent } from '../../src/usage/event.ts';
+import type { CappedContent } from '../../src/usage/content.ts';
 import type { DatadogExporterResource } from '../../src/resources/schema.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { chatCompletion, type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
@@ -106,6 +107,74 @@ observability_exporters:
     assert.equal(intakeUrl('127.0.0.1:9000'), 'http://127.0.0.1:9000/api/v2/logs');
     assert.equal(intakeUrl('mock-datadog'), 'http://mock-datadog/api/v2/logs');
     assert.equal(apiKeyVariable('ops.main-1'), 'DD_CRED_OPS_MAIN_1_API_KEY');
+  });
+});
+
+describe('the record', () => {
+  /** The record as `JSON.stringify` of the log object writes it: the members set, renamed, in the event's order. */
+  function viaObject(e: UsageEvent, d: DatadogExporterResource, content?: CappedContent): string {
+    const renamed: Record<string, string> = {
+      provider_model_version: 'gen_ai.response.model',
+      provider_request_id: 'gen_ai.response.id',
+      finish_reason: 'gen_ai.response.finish_reason',
+      prompt_tokens: 'gen_ai.usage.input_tokens',
+      completion_tokens: 'gen_ai.usage.output_tokens',
+      status_code: 'http.response.status_code',
+    };
+    const log: Record<string, unknown> = { ddsource: d.ddsource };
+    if (d.tags.length > 0) log.ddtags = d.tags.join(',');
+    log.service = d.service;
+    log.message = `ai-gateway request ${e.request_id} model=${
+      e.provider_model_version || e.model_id || '-'
+    } status=${e.status_code}`;
+    log.schema_version = '1.0';
+    for (const k of EVENT_MEMBERS) {
+      const v = (e as unknown as Record<string, unknown>)[k];
+      if (v !== undefined && v !== null && v !== '') log[renamed[k] ?? `aisix.${k}`] = v;
+    }
+    if (content) {
+      log['gen_ai.prompt'] = content.prompt;
+      log['gen_ai.completion'] = content.response;
+      if (content.truncated) log.content_truncated = true;
+    }
+    return JSON.stringify(log);
+  }
+
+  test("byte for byte JSON.stringify's, whatever the values hold", () => {
+    const awkward = Object.assign(new UsageEvent(), event('r"1\\\n\u0001'), {
+      trace_id: '',
+      requested_model: 'm\u2028x\ud800y\udc00\ud83d\ude00é',
+      provider_model_version: '',
+      finish_reason: 'stop\t',
+      cost_usd: 0.1 + 0.2,
+      upstream_ttft_ms: -0,
+      usage_estimated: true as const,
+      applied_guardrails: [{ kind: 'pii', hook: 'input' }],
+      redacted_entity_counts: { 'e"mail': 2 },
+      guardrail_monitor_hits: [{ guardrail_name: 'g\n', hook: 'input', action: 'would_block', reason: '\u007f' }],
+      error_message: 'a\\b',
+      client_user_agent: '\ud83e',
+    });
+    const cases: [UsageEvent, DatadogExporterResource, CappedContent | undefined][] = [
+      [event('r1'), row('s'), undefined],
+      [Object.assign(new UsageEvent(), event('r2')), row('s', { tags: ['env:a', 'team:"b"'] }), undefined],
+      [awkward, row('s', { tags: ['x'], service: 'sv\n' }), { prompt: 'p"\n', response: '', truncated: true }],
+      [awkward, row('s'), { prompt: 'p', response: 'r\ud800', truncated: false }],
+    ];
+    for (const [e, d, content] of cases) assert.equal(datadogRecord(e, d, content), viaObject(e, d, content));
+  });
+
+  test("every member AISIX's event has, in its order", () => {
+    assert.equal(EVENT_MEMBERS.length, 62);
+    assert.deepEqual(EVENT_MEMBERS.slice(0, 6), [
+      'request_id',
+      'trace_id',
+      'occurred_at',
+      'model_id',
+      'api_key_id',
+      'requested_model',
+    ]);
+    assert.deepEqual(EVENT_MEMBERS.slice(-4), ['client_identity', 'jwt_subject', 'jwt_provider', 'jwt_claim_mapping']);
   });
 });
 

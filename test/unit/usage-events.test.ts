@@ -107,7 +107,7 @@ describe('usage events', () => {
     const [log, ...rest] = await logsOf(res);
     assert.deepEqual(rest, []);
     assert.ok(log);
-    // The reserved attributes, then the event's members in AISIX's order (src/usage/event.ts `ORDER`).
+    // The reserved attributes, then the event's members in AISIX's order (src/usage/event.ts `EVENT_MEMBERS`).
     assert.deepEqual(Object.keys(log), [
       'ddsource',
       'ddtags',
