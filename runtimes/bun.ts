@@ -20,6 +20,7 @@ import { bunConnectWebSocket } from './bun-websocket.ts';
 import { nodeListen } from './node-listener.ts';
 import { yamlThread } from './yaml-thread.ts';
 import { nodeSha256Stream } from './node-sha256.ts';
+import { nodeGzip } from './node-gzip.ts';
 
 export function bunPlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));
@@ -34,6 +35,7 @@ export function bunPlatform(): Platform {
     files: nodeFiles,
     parseYamlOffThread: yamlThread({ keepWorker: false }),
     sha256Stream: nodeSha256Stream,
+    gzip: nodeGzip,
     redis: lazyRedisClient,
     connectWebSocket: bunConnectWebSocket,
     env: process.env,

@@ -10,6 +10,7 @@ import { nodeListen } from './node-listener.ts';
 import { connectWebSocket } from './node-websocket.ts';
 import { yamlThread } from './yaml-thread.ts';
 import { nodeSha256Stream } from './node-sha256.ts';
+import { nodeGzip } from './node-gzip.ts';
 
 function denoPlatform(): Platform {
   const upstreamCa = extraCa();
@@ -44,6 +45,7 @@ function denoPlatform(): Platform {
     env: Deno.env.toObject(),
     parseYamlOffThread: yamlThread({ keepWorker: true }),
     sha256Stream: nodeSha256Stream,
+    gzip: nodeGzip,
     redis: lazyRedisClient,
     // Deno's node:http hands upgrades to the listener as Node's does; `ws` opens the upstream with its headers.
     connectWebSocket,

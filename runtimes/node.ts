@@ -15,6 +15,7 @@ import { connectWebSocket } from './node-websocket.ts';
 import { yamlThread } from './yaml-thread.ts';
 import { type ExtraCa, undiciUpstream } from './undici-upstream.ts';
 import { nodeSha256Stream } from './node-sha256.ts';
+import { nodeGzip } from './node-gzip.ts';
 
 export function nodePlatform(): Platform {
   const logs = batchedSink((text) => void process.stderr.write(text));
@@ -27,6 +28,7 @@ export function nodePlatform(): Platform {
     files: nodeFiles,
     parseYamlOffThread: yamlThread({ keepWorker: false }),
     sha256Stream: nodeSha256Stream,
+    gzip: nodeGzip,
     // 0 is V8's own growth rule; the bound is not kept for good, as it costs every request a little.
     boundHeapGrowth: (on) => setFlagsFromString(`--heap-growing-percent=${on ? 50 : 0}`),
     env: process.env,

@@ -129,6 +129,7 @@ export class Gateway implements ReadinessChecks {
     });
     this.usage = new UsageSinks({
       post: postBytesThroughFetch(),
+      gzip: platform.gzip,
       env: platform.env,
       metrics: usageMetricsFor(this.metrics.registry),
       log: this.log,
