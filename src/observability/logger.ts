@@ -203,11 +203,21 @@ function jsonLayoutLine(head: string, layout: LineLayout, values: readonly unkno
     }
     const s = jsonValue(v);
     if (s === SKIP) continue;
-    if (s === WHOLE) return spliced(head, layoutObject(layout, values));
-    out += (open ? layout.jsonQ[i]! : layout.json[i]!) + s;
+    const text = s === WHOLE ? memberText(layout.names[i]!, v) : s;
+    if (text === undefined) continue;
+    out += (open ? layout.jsonQ[i]! : layout.json[i]!) + text;
     open = false;
   }
   return out + (open ? '"}' : '}');
+}
+
+/**
+ * `JSON.stringify`'s text of member `name` holding `v` (an array, an object…) as it is inside an object, a `toJSON`
+ * given its key; undefined where the member is left out. One member's object, not the line's whole object.
+ */
+function memberText(name: string, v: unknown): string | undefined {
+  const whole = JSON.stringify({ [name]: v });
+  return whole.length > 2 ? whole.slice(JSON.stringify(name).length + 2, -1) : undefined;
 }
 
 /** The text line's fields for a layout's values, as `log` writes them for the object of those names and values. */
@@ -227,15 +237,9 @@ function textLayoutFields(line: string, layout: LineLayout, values: readonly unk
   return open ? `${line}"` : line;
 }
 
-function layoutObject(layout: LineLayout, values: readonly unknown[]): Fields {
-  const o: Fields = {};
-  for (let i = 0; i < values.length; i++) o[layout.names[i]!] = values[i];
-  return o;
-}
-
 /** A member `JSON.stringify` leaves out. */
 const SKIP = 0;
-/** A value only `JSON.stringify` of the whole object writes right. */
+/** A value only `JSON.stringify` writes right (an array, an object, a non-finite number…). */
 const WHOLE = 1;
 /** A member value as `JSON.stringify` writes it, for the primitives callers pass. */
 function jsonValue(v: unknown): string | typeof SKIP | typeof WHOLE {
