@@ -10,7 +10,14 @@ export interface LineSink {
 /** Past this many pending bytes the batch is written at once, so a burst cannot grow memory unbounded. */
 const MAX_PENDING = 64 * 1024;
 
-export function batchedSink(writeText: (text: string) => void): LineSink {
+/**
+ * `schedule` runs the write once the turn's work is done: the runtime's `setImmediate` where it has one (a timer
+ * costs more to arm each time than the write saves), else a zero-delay timer.
+ */
+export function batchedSink(
+  writeText: (text: string) => void,
+  schedule: (run: () => void) => void = (run) => void setTimeout(run, 0),
+): LineSink {
   let pending = '';
   let scheduled = false;
   const flush = () => {
@@ -26,7 +33,7 @@ export function batchedSink(writeText: (text: string) => void): LineSink {
       if (pending.length >= MAX_PENDING) flush();
       else if (!scheduled) {
         scheduled = true;
-        setTimeout(flush, 0);
+        schedule(flush);
       }
     },
     flush,

@@ -4,13 +4,13 @@ import { test } from 'node:test';
 import { batchedSink } from '../../src/observability/log-sink.ts';
 
 /** A sink whose writes are kept, and a promise of the next one. */
-function kept() {
+function kept(schedule?: (run: () => void) => void) {
   const writes: string[] = [];
   let wrote: () => void = () => {};
   const sink = batchedSink((t) => {
     writes.push(t);
     wrote();
-  });
+  }, schedule);
   const next = () => new Promise<void>((resolve) => wrote = resolve);
   return { sink, writes, next };
 }
@@ -47,4 +47,17 @@ test('a batch past 64 KiB is written without waiting for the turn to end', () =>
   for (let i = 0; i < 64; i++) k.sink.write(line);
   assert.equal(k.writes.length, 1);
   assert.equal(k.writes[0]!.length, 64 * 1024);
+});
+
+test("with the runtime's setImmediate: the turn's lines in one write once its callbacks and promises are done", async () => {
+  const k = kept(setImmediate);
+  const written = k.next();
+  k.sink.write('a');
+  await Promise.resolve();
+  k.sink.write('b');
+  setTimeout(() => k.sink.write('next turn'), 0);
+  await written;
+  assert.deepEqual(k.writes, ['a\nb\n']);
+  await k.next();
+  assert.deepEqual(k.writes, ['a\nb\n', 'next turn\n']);
 });
