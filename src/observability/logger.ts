@@ -1,7 +1,7 @@
 // One line per event to stderr: AISIX's text line by default, JSON as an opt-in (docs/configuration.md
 // `observability.log_format`, docs/aisix-compatibility.md "Logs"). Logging never throws into the caller and
 // never blocks on I/O beyond the platform's write.
-import { JSON_ESCAPED } from '../util/json-text.ts';
+import { jsonText } from '../util/json-text.ts';
 
 export type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 const RANK: Record<Level, number> = { trace: 0, debug: 1, info: 2, warn: 3, error: 4 };
@@ -239,16 +239,13 @@ function textLayoutFields(line: string, layout: LineLayout, values: readonly unk
 
 /** A member `JSON.stringify` leaves out. */
 const SKIP = 0;
-/** A value only `JSON.stringify` writes right (an array, an object, a non-finite number…). */
+/** A value only `JSON.stringify` writes right (an array, an object, a bigint…). */
 const WHOLE = 1;
 /** A member value as `JSON.stringify` writes it, for the primitives callers pass. */
 function jsonValue(v: unknown): string | typeof SKIP | typeof WHOLE {
-  if (typeof v === 'string') return JSON_ESCAPED.test(v) ? JSON.stringify(v) : `"${v}"`;
-  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-  if (typeof v === 'boolean') return v ? 'true' : 'false';
   if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return SKIP;
-  if (v === null) return 'null';
-  return WHOLE;
+  if ((typeof v === 'object' && v !== null) || typeof v === 'bigint') return WHOLE;
+  return jsonText(v)!;
 }
 
 /** Field names are a few constants: `,"name":` is built once per name (bounded: a caller's odd names are not kept). */

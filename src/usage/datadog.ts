@@ -4,7 +4,7 @@
 // `credential_ref` names in the environment. AISIX's wire, field for field.
 import type { DatadogExporterResource } from '../resources/schema.ts';
 import { type CancelSignal, toAbortSignal } from '../util/cancel.ts';
-import { JSON_ESCAPED, jsonText } from '../util/json-text.ts';
+import { jsonText } from '../util/json-text.ts';
 import { redactSecrets } from '../util/redact.ts';
 import type { CappedContent } from './content.ts';
 import { EVENT_MEMBERS, memberValues, type UsageEvent } from './event.ts';
@@ -34,7 +34,7 @@ const RENAMED: Record<string, string> = {
 
 /** Each event field's attribute name, made once per field: `aisix.<field>` unless renamed. */
 const ATTRIBUTES = new Map<string, string>();
-function attributeOf(field: string): string {
+export function attributeOf(field: string): string {
   let a = ATTRIBUTES.get(field);
   if (a === undefined) {
     a = RENAMED[field] ?? `aisix.${field}`;
@@ -81,7 +81,7 @@ export function datadogRecord(
   for (let i = 0; i < HEADS.length; i++) {
     const v = values[i];
     if (v === undefined || v === null || v === '') continue;
-    const text = typeof v === 'string' && plain(v, i) ? `"${v}"` : jsonText(v);
+    const text = jsonText(v);
     if (text !== undefined) out += HEADS[i]! + text;
   }
   if (content) {
@@ -89,20 +89,6 @@ export function datadogRecord(
     if (content.truncated) out += ',"content_truncated":true';
   }
   return `${out}}`;
-}
-
-/**
- * Per member, the last string found to need no escape: most members hold the same strings event after event (the
- * model, the key, the protocol), so the test runs once per new value.
- */
-const PLAIN: (string | undefined)[] = [];
-
-/** Whether `v`, the value of member `i`, is written between quotes as it is. */
-function plain(v: string, i: number): boolean {
-  if (v === PLAIN[i]) return true;
-  if (JSON_ESCAPED.test(v)) return false;
-  PLAIN[i] = v;
-  return true;
 }
 
 /** `out` and one reserved attribute (left out when undefined, as `JSON.stringify` does). */

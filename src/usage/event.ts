@@ -309,7 +309,10 @@ function callerStatus(f: UsageFacts, status: number): number {
 /** The members of an event, in AISIX's order: the order the exporters write them in. */
 export const EVENT_MEMBERS: readonly (keyof UsageEvent)[] = Object.keys(new UsageEvent()) as (keyof UsageEvent)[];
 
-/** `e`'s values in `EVENT_MEMBERS`' order (one pass over its one shape; no lookup by name). */
+/**
+ * `e`'s values in `EVENT_MEMBERS`' order (one pass over its one shape; no lookup by name). An object of the type
+ * that is no `UsageEvent` (its members in another order, some absent) is laid out as one first.
+ */
 export function memberValues(e: UsageEvent): unknown[] {
   return Object.values(e instanceof UsageEvent ? e : Object.assign(new UsageEvent(), e));
 }

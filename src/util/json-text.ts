@@ -3,7 +3,7 @@
 
 /** A character `JSON.stringify` escapes in a string (a surrogate is tested whole, lone or not). */
 // deno-lint-ignore no-control-regex
-export const JSON_ESCAPED = /["\\\x00-\x1f\ud800-\udfff]/;
+const JSON_ESCAPED = /["\\\x00-\x1f\ud800-\udfff]/;
 
 /** `JSON.stringify(v)` for a member's value: undefined where it would leave the member out. */
 export function jsonText(v: unknown): string | undefined {

@@ -5,7 +5,13 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import { parseRow } from '../../src/sources/etcd/rows.ts';
-import { apiKeyVariable, datadogRecord, intakeUrl, postBytesThroughFetch } from '../../src/usage/datadog.ts';
+import {
+  apiKeyVariable,
+  attributeOf,
+  datadogRecord,
+  intakeUrl,
+  postBytesThroughFetch,
+} from '../../src/usage/datadog.ts';
 import { MAX_BATCH_RECORDS, MAX_QUEUE_RECORDS } from '../../src/observability/delivery-queue.ts';
 import { UsageSinks } from '../../src/usage/sinks.ts';
 import { UsageMetrics } from '../../src/usage/metrics.ts';
@@ -35,19 +41,20 @@ const row = (site: string, more: Partial<DatadogExporterResource> = {}): Datadog
   ...more,
 });
 
-const event = (id: string): UsageEvent => ({
-  request_id: id,
-  occurred_at: '2026-01-01T00:00:00Z',
-  model_id: 'm1',
-  api_key_id: 'k1',
-  prompt_tokens: 1,
-  completion_tokens: 2,
-  upstream_latency_ms: 3,
-  status_code: 200,
-  cost_usd: 0,
-  guardrail_blocked: false,
-  attempt_index: 0,
-});
+const event = (id: string): UsageEvent =>
+  Object.assign(new UsageEvent(), {
+    request_id: id,
+    occurred_at: '2026-01-01T00:00:00Z',
+    model_id: 'm1',
+    api_key_id: 'k1',
+    prompt_tokens: 1,
+    completion_tokens: 2,
+    upstream_latency_ms: 3,
+    status_code: 200,
+    cost_usd: 0,
+    guardrail_blocked: false,
+    attempt_index: 0,
+  });
 
 describe('the datadog exporter resource', () => {
   test('defaults applied and served; the site and the required members checked', async () => {
@@ -113,14 +120,6 @@ observability_exporters:
 describe('the record', () => {
   /** The record as `JSON.stringify` of the log object writes it: the members set, renamed, in the event's order. */
   function viaObject(e: UsageEvent, d: DatadogExporterResource, content?: CappedContent): string {
-    const renamed: Record<string, string> = {
-      provider_model_version: 'gen_ai.response.model',
-      provider_request_id: 'gen_ai.response.id',
-      finish_reason: 'gen_ai.response.finish_reason',
-      prompt_tokens: 'gen_ai.usage.input_tokens',
-      completion_tokens: 'gen_ai.usage.output_tokens',
-      status_code: 'http.response.status_code',
-    };
     const log: Record<string, unknown> = { ddsource: d.ddsource };
     if (d.tags.length > 0) log.ddtags = d.tags.join(',');
     log.service = d.service;
@@ -130,7 +129,7 @@ describe('the record', () => {
     log.schema_version = '1.0';
     for (const k of EVENT_MEMBERS) {
       const v = (e as unknown as Record<string, unknown>)[k];
-      if (v !== undefined && v !== null && v !== '') log[renamed[k] ?? `aisix.${k}`] = v;
+      if (v !== undefined && v !== null && v !== '') log[attributeOf(k)] = v;
     }
     if (content) {
       log['gen_ai.prompt'] = content.prompt;
@@ -157,7 +156,7 @@ describe('the record', () => {
     });
     const cases: [UsageEvent, DatadogExporterResource, CappedContent | undefined][] = [
       [event('r1'), row('s'), undefined],
-      [Object.assign(new UsageEvent(), event('r2')), row('s', { tags: ['env:a', 'team:"b"'] }), undefined],
+      [event('r2'), row('s', { tags: ['env:a', 'team:"b"'] }), undefined],
       [awkward, row('s', { tags: ['x'], service: 'sv\n' }), { prompt: 'p"\n', response: '', truncated: true }],
       [awkward, row('s'), { prompt: 'p', response: 'r\ud800', truncated: false }],
     ];
