@@ -13,9 +13,12 @@
 //                       Node proxy built on these two here
 //   … --framework relay on Node: a TCP relay to the upstream (node:net, no HTTP parsed): the cost of the hop
 //                       itself, the floor of any proxy on this machine
+//   … --burden kind:n   synthetic work per request on the Hono route (bench/burden.ts), its time served at
+//                       GET /burden
 //
 // Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.
 import { Hono } from 'hono';
+import { burden, timed } from './burden.ts';
 import { flag } from './flags.ts';
 
 declare const Bun: {
@@ -84,11 +87,16 @@ const isStream = (body: ArrayBuffer) => new TextDecoder().decode(body).includes(
 
 const forward = runtime === 'node' || flag('client', 'fetch') === 'undici' ? await nodeForward() : fetchForward;
 
+const extra = flag('burden', '') === '' ? undefined : timed(burden(flag('burden')));
+
 const app = new Hono();
 app.get('/readyz', (c) => c.text('ok')); // for the /readyz-under-load scenario
+app.get('/burden', (c) => c.json(extra?.spent ?? null)); // bench/burden-socket.ts reads it around each run
 app.post('/v1/chat/completions', async (c) => {
   const body = await c.req.arrayBuffer();
+  const held = extra === undefined ? undefined : await extra.before();
   const r = await forward(body, c.req.header('authorization') ?? '', isStream(body));
+  if (extra !== undefined) extra.after(held);
   if (r.body instanceof ReadableStream) return c.body(r.body, r.status as 200, { 'content-type': 'text/event-stream' });
   // A Uint8Array, not the ArrayBuffer: @hono/node-server writes string and Uint8Array bodies straight to the
   // socket but turns anything else into a full web Response and a ReadableStream (~40% of this proxy's

@@ -185,11 +185,17 @@ const CLK_TCK = 100; // getconf CLK_TCK on Linux x86-64/arm64
 
 /** utime + stime of the whole process (every thread), in seconds. */
 export function cpuSeconds(pid: number): number {
+  const { user, system } = userSystemSeconds(pid);
+  return user + system;
+}
+
+/** utime and stime of the whole process (every thread), in seconds. */
+export function userSystemSeconds(pid: number): { user: number; system: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // Field 2 (comm) may contain spaces and parentheses: split after the last ')'.
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // rest[0] is field 3 (state); utime is field 14, stime field 15.
-  return (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+  return { user: Number(rest[11]) / CLK_TCK, system: Number(rest[12]) / CLK_TCK };
 }
 
 function statusKb(pid: number, key: 'VmRSS' | 'VmHWM'): number {
