@@ -12,6 +12,8 @@ import type { CallUsage, UsageFacts, UsagePart } from './facts.ts';
  * left undefined (or empty) is absent from what the exporters write.
  */
 export class UsageEvent {
+  /** No value at run time; it makes the type nominal, so only a `UsageEvent` (one shape, AISIX's order) passes. */
+  declare private readonly nominal: never;
   request_id: string = '';
   trace_id?: string = undefined;
   occurred_at: string = '';
@@ -309,12 +311,9 @@ function callerStatus(f: UsageFacts, status: number): number {
 /** The members of an event, in AISIX's order: the order the exporters write them in. */
 export const EVENT_MEMBERS: readonly (keyof UsageEvent)[] = Object.keys(new UsageEvent()) as (keyof UsageEvent)[];
 
-/**
- * `e`'s values in `EVENT_MEMBERS`' order (one pass over its one shape; no lookup by name). An object of the type
- * that is no `UsageEvent` (its members in another order, some absent) is laid out as one first.
- */
+/** `e`'s values in `EVENT_MEMBERS`' order (one pass over its one shape; no lookup by name). */
 export function memberValues(e: UsageEvent): unknown[] {
-  return Object.values(e instanceof UsageEvent ? e : Object.assign(new UsageEvent(), e));
+  return Object.values(e);
 }
 
 function monitorHit(h: Hit): Hit {

@@ -25,6 +25,7 @@ import { type DatadogIntake, startDatadogIntake } from '../support/datadog-intak
 import { gatewayWith } from '../support/platform.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { sumSamples } from '../support/metrics.ts';
+import { sampleUsageEvent as event } from '../support/usage-event.ts';
 
 const row = (site: string, more: Partial<DatadogExporterResource> = {}): DatadogExporterResource => ({
   id: 'x',
@@ -40,21 +41,6 @@ const row = (site: string, more: Partial<DatadogExporterResource> = {}): Datadog
   content_max_bytes: 131072,
   ...more,
 });
-
-const event = (id: string): UsageEvent =>
-  Object.assign(new UsageEvent(), {
-    request_id: id,
-    occurred_at: '2026-01-01T00:00:00Z',
-    model_id: 'm1',
-    api_key_id: 'k1',
-    prompt_tokens: 1,
-    completion_tokens: 2,
-    upstream_latency_ms: 3,
-    status_code: 200,
-    cost_usd: 0,
-    guardrail_blocked: false,
-    attempt_index: 0,
-  });
 
 describe('the datadog exporter resource', () => {
   test('defaults applied and served; the site and the required members checked', async () => {

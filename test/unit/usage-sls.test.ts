@@ -9,7 +9,6 @@ import { createHash } from 'node:crypto';
 import { loadResourcesFile } from '../../src/resources/pipeline.ts';
 import type { SlsExporterResource } from '../../src/resources/schema.ts';
 import { postBytesThroughFetch } from '../../src/usage/datadog.ts';
-import type { UsageEvent } from '../../src/usage/event.ts';
 import { UsageMetrics } from '../../src/usage/metrics.ts';
 import { UsageSinks } from '../../src/usage/sinks.ts';
 import { putLogsUrl, slsKeyVariables } from '../../src/usage/sls.ts';
@@ -21,6 +20,7 @@ import { chatCompletion, type MockUpstream, startMockUpstream } from '../support
 import { lz4Decompress, SLS_KEY_ID, SLS_SECRET, type SlsIntake, startSlsIntake } from '../support/sls-intake.ts';
 import { gatewayWith } from '../support/platform.ts';
 import { sumSamples } from '../support/metrics.ts';
+import { sampleUsageEvent as event } from '../support/usage-event.ts';
 
 const row = (endpoint: string, more: Partial<SlsExporterResource> = {}): SlsExporterResource => ({
   id: 'x',
@@ -36,20 +36,6 @@ const row = (endpoint: string, more: Partial<SlsExporterResource> = {}): SlsExpo
   ...more,
 });
 const ENV = { SLS_CRED_OPS_MAIN_AK_ID: SLS_KEY_ID, SLS_CRED_OPS_MAIN_AK_SECRET: SLS_SECRET };
-
-const event = (id: string): UsageEvent => ({
-  request_id: id,
-  occurred_at: '2026-01-01T00:00:00Z',
-  model_id: 'm1',
-  api_key_id: 'k1',
-  prompt_tokens: 1,
-  completion_tokens: 2,
-  upstream_latency_ms: 3,
-  status_code: 200,
-  cost_usd: 0,
-  guardrail_blocked: false,
-  attempt_index: 0,
-});
 
 describe('the aliyun_sls exporter resource', () => {
   test('defaults applied and served as a usage exporter; the endpoint and required members checked', async () => {
@@ -144,7 +130,12 @@ describe('delivery', () => {
 
   test('each event is one log: schema_version, then every field as text under its own name', async () => {
     const { s } = sinks();
-    s.offer({ ...event('r-fields'), applied_guardrails: [{ kind: 'pii', hook: 'input' }], provider_request_id: '' });
+    s.offer(
+      Object.assign(event('r-fields'), {
+        applied_guardrails: [{ kind: 'pii', hook: 'input' }],
+        provider_request_id: '',
+      }),
+    );
     await s.flush();
     assert.deepEqual(intake.invalid, []);
     const log = intake.logs.find((l) => l.request_id === 'r-fields');
