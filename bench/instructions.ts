@@ -19,6 +19,9 @@
 // callgrind shows as `???:0x…` (bench/results/pipeline-2026-12-05.md "Naming the JIT code").
 // `--bare` adds the bare Hono proxy on Node (bench/bare-proxy.ts) as one more tree: its count is the ceiling's, so
 // this tree's less the bare proxy's is the work Sluice adds per request.
+// `--cache-sim` also has callgrind simulate the caches (32 KiB 8-way L1 for code and for data, the 512 KiB 8-way L2 of
+// this machine's cores as the last level) and prints their misses per request: what an instruction count cannot
+// show of a request's cost, on a machine without hardware counters (bench/README.md "Instructions per request, against another tree").
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,6 +40,9 @@ const STREAM = has('stream');
 const KEEP = has('keep');
 const PERF_MAP = has('perf-map');
 const BARE = has('bare');
+const CACHE_SIM = has('cache-sim');
+/** V8 or Node flags for the gateway's `node` (not the bare proxy's), e.g. an inlining limit to try. */
+const GATEWAY_FLAGS = flag('gateway-flags', '').split(' ').filter(Boolean);
 const IN_FLIGHT = Number(flag('in-flight', STREAM ? '16' : '4'));
 const UNIT = STREAM ? 'stream' : 'request';
 const BODY = STREAM
@@ -59,7 +65,14 @@ interface Count {
   total: number;
   compiler: number;
   gc: number;
+  /** `--cache-sim`: misses per event name (`I1mr`, `D1mr`, `D1mw`, `ILmr`, `DLmr`, `DLmw`). */
+  misses: Record<string, number>;
 }
+
+/** The cache events `--cache-sim` adds to callgrind's `Ir`. */
+const MISS_EVENTS = ['I1mr', 'D1mr', 'D1mw', 'ILmr', 'DLmr', 'DLmw'] as const;
+/** The simulated caches: this machine's cores' L1s, and their L2 as callgrind's last level. */
+const CACHES = ['--cache-sim=yes', '--I1=32768,8,64', '--D1=32768,8,64', '--LL=524288,8,64'];
 
 /** Functions of V8's optimising compilers (TurboFan, Maglev, Turboshaft) and their zones, by callgrind's name. */
 const COMPILER =
@@ -69,8 +82,8 @@ const GC =
   /Heap|Marking|Marker|Scavenge|Sweep|Evacuat|MemoryChunk|ActiveSystemPages|SlotSet|RememberedSet|IterateObjectCache|Visitor|Compactor|GCTracer|MarkCompact|MinorMC|Worklist|CppHeap|cppgc|SizeFromMap/;
 
 /** A dump's self counts by function (`callgrind_annotate`): the compiler's and the collector's sums. */
-function classed(file: string): Omit<Count, 'total'> {
-  const r = spawnSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', file], {
+function classed(file: string): Omit<Count, 'total' | 'misses'> {
+  const r = spawnSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', '--show=Ir', file], {
     encoding: 'utf8',
     maxBuffer: 256 * 1024 * 1024,
   });
@@ -87,17 +100,25 @@ function classed(file: string): Omit<Count, 'total'> {
 
 /** The counts of callgrind's dumps named `prefix*`, each part summed (the exit dump after `-i off` is left out). */
 function instructionsOf(prefix: string): Count {
-  const sum: Count = { total: 0, compiler: 0, gc: 0 };
+  const sum: Count = { total: 0, compiler: 0, gc: 0, misses: {} };
   for (const f of readdirSync(work).filter((f) => f.startsWith(prefix))) {
-    const m = /^summary: (\d+)$/m.exec(readFileSync(path.join(work, f), 'utf8'));
-    const total = m ? Number(m[1]) : 0;
+    const events = summaryOf(readFileSync(path.join(work, f), 'utf8'));
+    const total = events.Ir ?? 0;
     if (total === 0 || total >= 1e15) continue; // callgrind writes the exit dump as the negated last count
     const c = classed(path.join(work, f));
     sum.total += total;
     sum.compiler += c.compiler;
     sum.gc += c.gc;
+    for (const e of MISS_EVENTS) if (events[e] !== undefined) sum.misses[e] = (sum.misses[e] ?? 0) + events[e];
   }
   return sum;
+}
+
+/** A dump's totals by event name, from its `events:` and `summary:` lines. */
+function summaryOf(dump: string): Record<string, number> {
+  const names = /^events: (.+)$/m.exec(dump)?.[1]?.trim().split(/\s+/) ?? [];
+  const values = /^summary: (.+)$/m.exec(dump)?.[1]?.trim().split(/\s+/).map(Number) ?? [];
+  return Object.fromEntries(names.map((n, i) => [n, values[i] ?? 0]));
 }
 
 /** What runs under callgrind for `tree` (`bare`: the bare Hono proxy) on `port`. */
@@ -125,9 +146,11 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
       '--tool=callgrind',
       '--instr-atstart=no',
       '--smc-check=all-non-file', // V8 writes the code it runs
+      ...(CACHE_SIM ? CACHES : []),
       `--callgrind-out-file=${path.join(work, out)}`,
       process.execPath,
       ...(PERF_MAP ? ['--perf-basic-prof'] : []),
+      ...(tree === 'bare' ? [] : GATEWAY_FLAGS),
       ...gatewayArgs(tree, port, mockPort),
     ],
     env,
@@ -144,7 +167,8 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
   await exited;
   if (PERF_MAP) console.error(`instructions: ${label}: dump ${out}, V8's code map /tmp/perf-${gw.pid}.map`);
   const c = instructionsOf(out);
-  return { total: c.total / REQUESTS, compiler: c.compiler / REQUESTS, gc: c.gc / REQUESTS };
+  const misses = Object.fromEntries(Object.entries(c.misses).map(([e, n]) => [e, n / REQUESTS]));
+  return { total: c.total / REQUESTS, compiler: c.compiler / REQUESTS, gc: c.gc / REQUESTS, misses };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
@@ -187,6 +211,15 @@ for (const [label, tree] of trees) {
       fmt(median(works))
     } | ${fmt(median(cs.map((c) => c.compiler)))} | ${fmt(median(cs.map((c) => c.gc)))} |`,
   );
+}
+if (CACHE_SIM) {
+  console.log(`\nSimulated cache misses per ${UNIT} (medians of the runs): ${CACHES.slice(1).join(' ')}.\n`);
+  console.log(`| tree | ${MISS_EVENTS.join(' | ')} |`);
+  console.log(`| --- | ${MISS_EVENTS.map(() => '---:').join(' | ')} |`);
+  for (const [label] of trees) {
+    const cs = runs.get(label)!;
+    console.log(`| ${label} | ${MISS_EVENTS.map((e) => fmt(median(cs.map((c) => c.misses[e] ?? 0)))).join(' | ')} |`);
+  }
 }
 /** The medians of `label`'s totals and work. */
 const medians = (label: string) => {
