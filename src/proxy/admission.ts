@@ -30,10 +30,12 @@ import type { RequestRecord } from './record.ts';
 import { admitSemantic } from './semantic-route.ts';
 import type { Caller, ProxyRequest } from './request.ts';
 
-/** What identifying a caller reads: the snapshot being served (read per request) and the clock. */
+/**
+ * What identifying a caller reads: the snapshot being served (read per request). A key's expiry is judged at the
+ * request's arrival (its record's start).
+ */
 export interface IdentifyDeps {
   readonly snapshot: Snapshot | undefined;
-  readonly clock: Clock;
 }
 
 /** What identifying a JWT caller adds (docs/identity.md); absent, every bearer is an api key. */
@@ -79,7 +81,7 @@ export function authenticateCaller(
     return { key, snapshot };
   };
   if (auth === undefined) {
-    const key = authenticate(headers, snapshot, d.clock());
+    const key = authenticate(headers, snapshot, rec.start);
     return key instanceof Promise ? key.then(identified) : identified(key);
   }
   const token = bearerToken(headers);
@@ -95,7 +97,7 @@ export function authenticateCaller(
       return { key: who.key, snapshot, jwt: who.jwt };
     });
   }
-  const key = authenticateKey(token, snapshot, d.clock(), auth.decisions);
+  const key = authenticateKey(token, snapshot, rec.start, auth.decisions);
   if (key instanceof Promise) {
     return key.then((k) => {
       if (k instanceof ProxyError) logRefusedKey(k, token, snapshot, rec, auth, peer, headers);

@@ -111,15 +111,12 @@ export function trackRequests(
   const accessLogOn = cfg.observability.access_log;
 
   /** Telemetry: the request families and the access-log line, once its last byte is out. */
-  const telemetry = (
-    rec: RequestRecord,
-    watch: Watches | undefined,
-    status: number,
-    latency = d.clock() - rec.start,
-  ) => {
+  const telemetry = (rec: RequestRecord, watch: Watches | undefined, status: number, latency?: number) => {
+    const now = d.clock();
+    latency ??= now - rec.start;
     rec.recordMetrics(d.metrics, status, latency / 1000);
     // AISIX writes its provider-call line whatever `access_log` says, and before the access log.
-    const call = rec.providerCallValues(status, d.clock());
+    const call = rec.providerCallValues(status, now);
     if (call) providerCallLog.logLine('info', MSG.providerCallCompleted, PROVIDER_CALL_LAYOUT, call);
     if (accessLogOn) {
       accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
