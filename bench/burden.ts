@@ -8,6 +8,8 @@
 //   garbage:n the same objects, read and dropped before the upstream call (they die young)
 //   funcs:n   one call each to n distinct functions (made at start), each reading fields of an object of its own
 //             shape: the code a request runs spread over many functions, as a gateway's layers are
+//   code:n    the same with n large functions (24 statements each, about a kilobyte of machine code): more code
+//             per request than a core's L2 holds beside the proxy's own, for the same instructions as a spin
 //
 // `burden(spec)` returns the per-request work as `before` (before the upstream call; what it returns is handed to
 // `after`) and `after` (once the answer is in); `timed` counts the time spent inside them, in the process that
@@ -59,11 +61,15 @@ export function burden(spec: string): Burden {
     case 'garbage':
       return { before: () => readAll(alloc(n)), after: sink };
     case 'funcs': {
-      const fns = distinctFunctions(n);
+      const fns = distinctFunctions(n, 1);
+      return { before: () => callAll(fns), after: sink };
+    }
+    case 'code': {
+      const fns = distinctFunctions(n, 24);
       return { before: () => callAll(fns), after: sink };
     }
     default:
-      throw new Error(`--burden ${spec}: the kind is spin, await, alloc, garbage or funcs`);
+      throw new Error(`--burden ${spec}: the kind is spin, await, alloc, garbage, funcs or code`);
   }
 }
 
@@ -105,16 +111,16 @@ function readAll(held: Held[]): number {
 
 type Fn = (o: Record<string, number>) => number;
 
-/** n functions with distinct bodies, each paired with an object of a shape of its own. */
-function distinctFunctions(n: number): { fn: Fn; arg: Record<string, number> }[] {
+/** n functions with distinct bodies of `size` statements each, each paired with an object of a shape of its own. */
+function distinctFunctions(n: number, size: number): { fn: Fn; arg: Record<string, number> }[] {
   const out: { fn: Fn; arg: Record<string, number> }[] = [];
   for (let i = 0; i < n; i++) {
     const a = `a${i}`;
     const b = `b${i}`;
-    const fn = new Function(
-      'o',
-      `let x = o.${a} + ${i}; if (x > ${i * 7}) x -= o.${b}; return (x * ${i + 3}) | 0;`,
-    ) as Fn;
+    let body = `let x = o.${a} + ${i}; if (x > ${i * 7}) x -= o.${b};`;
+    // Statements that cannot fold into one another: each reads a field and mixes it in.
+    for (let k = 1; k < size; k++) body += ` x = (x * ${31 + k} + o.${k % 2 ? a : b} + ${i * k}) | 0;`;
+    const fn = new Function('o', `${body} return (x * ${i + 3}) | 0;`) as Fn;
     out.push({ fn, arg: { [a]: i, [b]: i + 1 } });
   }
   return out;
