@@ -19,9 +19,10 @@
 // callgrind shows as `???:0x…` (bench/results/pipeline-2026-12-05.md "Naming the JIT code").
 // `--bare` adds the bare Hono proxy on Node (bench/bare-proxy.ts) as one more tree: its count is the ceiling's, so
 // this tree's less the bare proxy's is the work Sluice adds per request.
-// `--cache-sim` also has callgrind simulate the caches (32 KiB 8-way L1 for code and for data, the 512 KiB 8-way L2 of
-// this machine's cores as the last level) and prints their misses per request: what an instruction count cannot
-// show of a request's cost, on a machine without hardware counters (bench/README.md "Instructions per request, against another tree").
+// `--cache-sim` also has callgrind simulate the caches (32 KiB 8-way L1s for code and data, a 512 KiB 8-way L2 as
+// the last level: an EPYC core's, as this VM shows no cache sizes) and prints their misses per request, what an
+// instruction count cannot show on a machine without hardware counters (bench/README.md "Instructions per request,
+// against another tree"). `--gateway-flags "<flags>"` passes V8 or Node flags to the gateway's `node`.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -71,7 +72,7 @@ interface Count {
 
 /** The cache events `--cache-sim` adds to callgrind's `Ir`. */
 const MISS_EVENTS = ['I1mr', 'D1mr', 'D1mw', 'ILmr', 'DLmr', 'DLmw'] as const;
-/** The simulated caches: this machine's cores' L1s, and their L2 as callgrind's last level. */
+/** The simulated caches: an EPYC core's L1s, and its L2 as callgrind's last level. */
 const CACHES = ['--cache-sim=yes', '--I1=32768,8,64', '--D1=32768,8,64', '--LL=524288,8,64'];
 
 /** Functions of V8's optimising compilers (TurboFan, Maglev, Turboshaft) and their zones, by callgrind's name. */
