@@ -23,12 +23,18 @@
 // the last level: an EPYC core's, as this VM shows no cache sizes) and prints their misses per request, what an
 // instruction count cannot show on a machine without hardware counters (bench/README.md "Instructions per request,
 // against another tree"). `--gateway-flags "<flags>"` passes V8 or Node flags to the gateway's `node`.
+// `--runtime deno` runs Sluice (and with `--bare`, the bare proxy) on Deno instead, each thread counted apart
+// (`--separate-threads`): Deno's binary carries no symbols to class the compiler's and the collector's functions
+// by, so the work is the main thread's count, the other threads' (compilers, helpers) apart. `--bare-flags
+// "<flags>"` passes bench/bare-proxy.ts its own (`--listener node --client undici`: Sluice's pieces on Deno). Bun
+// does not run under Debian's valgrind 3.19, which lacks its event loop's `epoll_pwait2`.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
 import { BENCH_CHAT, sendChats } from './chat-post.ts';
+import { denoRunFlags } from './deno-flags.ts';
 import { flag, has } from './flags.ts';
 import { startBenchMock, startUntil } from './proc.ts';
 
@@ -44,6 +50,23 @@ const BARE = has('bare');
 const CACHE_SIM = has('cache-sim');
 /** V8 or Node flags for the gateway's `node` (not the bare proxy's), e.g. an inlining limit to try. */
 const GATEWAY_FLAGS = flag('gateway-flags', '').split(' ').filter(Boolean);
+/** bench/bare-proxy.ts's own flags, e.g. `--listener node --client undici`: Sluice's pieces on Deno. */
+const BARE_FLAGS = flag('bare-flags', '').split(' ').filter(Boolean);
+const RUNTIME = flag('runtime', 'node');
+if (RUNTIME !== 'node' && RUNTIME !== 'deno') {
+  console.error(
+    `bench/instructions.ts: --runtime is node or deno, not "${RUNTIME}"` +
+      (RUNTIME === 'bun' ? " (Bun's event loop needs epoll_pwait2, which valgrind 3.19 does not have)" : ''),
+  );
+  process.exit(2);
+}
+if (RUNTIME !== 'node' && GATEWAY_FLAGS.length) {
+  console.error('bench/instructions.ts: --gateway-flags is for --runtime node');
+  process.exit(2);
+}
+/** Node's binary has symbols: its compiler and collector are classed by function name; Deno's by thread. */
+const BY_THREAD = RUNTIME === 'deno';
+const BIN = path.join(ROOT, 'node_modules', '.bin');
 const IN_FLIGHT = Number(flag('in-flight', STREAM ? '16' : '4'));
 const UNIT = STREAM ? 'stream' : 'request';
 const BODY = STREAM
@@ -64,6 +87,9 @@ process.on('exit', () => {
 /** One run's instructions: the total, and the optimising compiler's and the collector's parts of it. */
 interface Count {
   total: number;
+  /** The total less the optimising compiler and the collector (Node), or the main thread's count (Deno). */
+  work: number;
+  /** Node: the compiler's and the collector's functions; Deno: `compiler` is every other thread's count. */
   compiler: number;
   gc: number;
   /** `--cache-sim`: misses per event name (`I1mr`, `D1mr`, `D1mw`, `ILmr`, `DLmr`, `DLmw`). */
@@ -83,7 +109,7 @@ const GC =
   /Heap|Marking|Marker|Scavenge|Sweep|Evacuat|MemoryChunk|ActiveSystemPages|SlotSet|RememberedSet|IterateObjectCache|Visitor|Compactor|GCTracer|MarkCompact|MinorMC|Worklist|CppHeap|cppgc|SizeFromMap/;
 
 /** A dump's self counts by function (`callgrind_annotate`): the compiler's and the collector's sums. */
-function classed(file: string): Omit<Count, 'total' | 'misses'> {
+function classed(file: string): Pick<Count, 'compiler' | 'gc'> {
   const r = spawnSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', '--show=Ir', file], {
     encoding: 'utf8',
     maxBuffer: 256 * 1024 * 1024,
@@ -99,17 +125,26 @@ function classed(file: string): Omit<Count, 'total' | 'misses'> {
   return count;
 }
 
-/** The counts of callgrind's dumps named `prefix*`, each part summed (the exit dump after `-i off` is left out). */
+/**
+ * The counts of callgrind's dumps named `prefix*`, each part summed (the exit dump after `-i off` is left out).
+ * By thread (`--separate-threads`, dumps `prefix.1-01…`), thread 01 is the main thread: the work.
+ */
 function instructionsOf(prefix: string): Count {
-  const sum: Count = { total: 0, compiler: 0, gc: 0, misses: {} };
+  const sum: Count = { total: 0, work: 0, compiler: 0, gc: 0, misses: {} };
   for (const f of readdirSync(work).filter((f) => f.startsWith(prefix))) {
     const events = summaryOf(readFileSync(path.join(work, f), 'utf8'));
     const total = events.Ir ?? 0;
     if (total === 0 || total >= 1e15) continue; // callgrind writes the exit dump as the negated last count
-    const c = classed(path.join(work, f));
     sum.total += total;
-    sum.compiler += c.compiler;
-    sum.gc += c.gc;
+    if (BY_THREAD) {
+      if (f.endsWith('-01')) sum.work += total;
+      else sum.compiler += total;
+    } else {
+      const c = classed(path.join(work, f));
+      sum.compiler += c.compiler;
+      sum.gc += c.gc;
+      sum.work += total - c.compiler - c.gc;
+    }
     for (const e of MISS_EVENTS) if (events[e] !== undefined) sum.misses[e] = (sum.misses[e] ?? 0) + events[e];
   }
   return sum;
@@ -122,13 +157,38 @@ function summaryOf(dump: string): Record<string, number> {
   return Object.fromEntries(names.map((n, i) => [n, values[i] ?? 0]));
 }
 
-/** What runs under callgrind for `tree` (`bare`: the bare Hono proxy) on `port`. */
-function gatewayArgs(tree: string, port: number, mockPort: number): string[] {
-  if (tree === 'bare') {
-    const up = `http://127.0.0.1:${mockPort}`;
-    return ['--import', 'tsx', path.join(ROOT, 'bench/bare-proxy.ts'), '--port', String(port), '--upstream', up];
+/** Deno's launch flags with `--perf-map`'s V8 flag added to their one `--v8-flags` (Deno reads a single one). */
+function withV8Flags(flags: readonly string[]): string[] {
+  if (!PERF_MAP) return [...flags];
+  const at = flags.findIndex((f) => f.startsWith('--v8-flags='));
+  if (at < 0) return [...flags, '--v8-flags=--perf-basic-prof'];
+  return flags.map((f, i) => (i === at ? `${f},--perf-basic-prof` : f));
+}
+
+/** What runs under callgrind for `tree` (`bare`: the bare Hono proxy) on `port`, on `RUNTIME`: command and arguments. */
+async function gatewayCommand(tree: string, port: number, mockPort: number): Promise<[string, string[]]> {
+  const up = `http://127.0.0.1:${mockPort}`;
+  const bare = [path.join(ROOT, 'bench/bare-proxy.ts'), '--port', String(port), '--upstream', up, ...BARE_FLAGS];
+  const config = ['--config', path.join(ROOT, 'bench/config/config.yaml')];
+  switch (RUNTIME) {
+    case 'deno':
+      return [
+        path.join(BIN, 'deno'),
+        tree === 'bare'
+          ? ['run', ...withV8Flags(['-A']), ...bare]
+          : ['run', ...withV8Flags(await denoRunFlags(tree)), path.join(tree, 'runtimes/deno.ts'), ...config],
+      ];
+    default:
+      return [
+        process.execPath,
+        [
+          ...(PERF_MAP ? ['--perf-basic-prof'] : []),
+          ...(tree === 'bare'
+            ? ['--import', 'tsx', ...bare]
+            : [...GATEWAY_FLAGS, path.join(tree, 'bin/sluice'), ...config]),
+        ],
+      ];
   }
-  return [path.join(tree, 'bin/sluice'), '--config', path.join(ROOT, 'bench/config/config.yaml')];
 }
 
 /** One run: the tree's gateway under callgrind; its counts per counted request. */
@@ -141,18 +201,18 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
     AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
     AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
   };
+  const [cmd, args] = await gatewayCommand(tree, port, mockPort);
   const gw = await startUntil(
     'valgrind',
     [
       '--tool=callgrind',
       '--instr-atstart=no',
-      '--smc-check=all-non-file', // V8 writes the code it runs
+      '--smc-check=all-non-file', // the JIT writes the code it runs
       ...(CACHE_SIM ? CACHES : []),
+      ...(BY_THREAD ? ['--separate-threads=yes'] : []),
       `--callgrind-out-file=${path.join(work, out)}`,
-      process.execPath,
-      ...(PERF_MAP ? ['--perf-basic-prof'] : []),
-      ...(tree === 'bare' ? [] : GATEWAY_FLAGS),
-      ...gatewayArgs(tree, port, mockPort),
+      cmd,
+      ...args,
     ],
     env,
     /"listening"|listening on|bare-proxy listening/,
@@ -169,12 +229,12 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
   if (PERF_MAP) console.error(`instructions: ${label}: dump ${out}, V8's code map /tmp/perf-${gw.pid}.map`);
   const c = instructionsOf(out);
   const misses = Object.fromEntries(Object.entries(c.misses).map(([e, n]) => [e, n / REQUESTS]));
-  return { total: c.total / REQUESTS, compiler: c.compiler / REQUESTS, gc: c.gc / REQUESTS, misses };
+  const per = (n: number) => n / REQUESTS;
+  return { total: per(c.total), work: per(c.work), compiler: per(c.compiler), gc: per(c.gc), misses };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const fmt = (x: number) => Math.round(x).toLocaleString('en');
-const workOf = (c: Count) => c.total - c.compiler - c.gc;
 
 const mockPort = await startBenchMock();
 const trees: [string, string][] = [
@@ -188,17 +248,25 @@ for (let round = 0; round < ROUNDS; round++) {
     const c = await run(tree, label.replace(' ', '-'), mockPort);
     runs.get(label)!.push(c);
     console.error(
-      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${fmt(c.total)} per ${UNIT}, work ${fmt(workOf(c))}`,
+      `instructions: round ${round + 1}/${ROUNDS} ${label}: ${fmt(c.total)} per ${UNIT}, work ${fmt(c.work)}`,
     );
   }
 }
 console.log(
-  `\n${REQUESTS} counted ${UNIT}s per run after ${WARMUP} uncounted, ${IN_FLIGHT} in flight; Node gateway under callgrind.`,
+  `\n${REQUESTS} counted ${UNIT}s per run after ${WARMUP} uncounted, ${IN_FLIGHT} in flight; ${
+    RUNTIME === 'deno' ? 'Deno' : 'Node'
+  } gateway under callgrind.`,
 );
 console.log(
-  'Work: the total less the optimising compiler and the collector, which move by far more than a change does.\n',
+  BY_THREAD
+    ? "Work: the main thread's instructions; the other threads (the compilers, the collector's helpers) apart.\n"
+    : 'Work: the total less the optimising compiler and the collector, which move by far more than a change does.\n',
 );
-console.log(`| tree | instructions per ${UNIT}, by run | median | work, by run | median | compiler | collector |`);
+console.log(
+  `| tree | instructions per ${UNIT}, by run | median | work, by run | median | ${
+    BY_THREAD ? 'other threads | — |' : 'compiler | collector |'
+  }`,
+);
 console.log('| --- | --- | ---: | --- | ---: | ---: | ---: |');
 for (const [label, tree] of trees) {
   const cs = runs.get(label)!;
@@ -206,11 +274,11 @@ for (const [label, tree] of trees) {
     ? 'bench/bare-proxy.ts'
     : spawnSync('git', ['-C', tree, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
   const totals = cs.map((c) => c.total);
-  const works = cs.map(workOf);
+  const works = cs.map((c) => c.work);
   console.log(
     `| ${label} (${rev}) | ${totals.map(fmt).join(', ')} | ${fmt(median(totals))} | ${works.map(fmt).join(', ')} | ${
       fmt(median(works))
-    } | ${fmt(median(cs.map((c) => c.compiler)))} | ${fmt(median(cs.map((c) => c.gc)))} |`,
+    } | ${fmt(median(cs.map((c) => c.compiler)))} | ${BY_THREAD ? '—' : fmt(median(cs.map((c) => c.gc)))} |`,
   );
 }
 if (CACHE_SIM) {
@@ -225,7 +293,7 @@ if (CACHE_SIM) {
 /** The medians of `label`'s totals and work. */
 const medians = (label: string) => {
   const cs = runs.get(label)!;
-  return { total: median(cs.map((c) => c.total)), work: median(cs.map(workOf)) };
+  return { total: median(cs.map((c) => c.total)), work: median(cs.map((c) => c.work)) };
 };
 if (BASELINE) {
   const [a, b] = [medians('this tree'), medians('baseline')];
