@@ -23,7 +23,7 @@ import { nodeSha256Stream } from './node-sha256.ts';
 import { nodeGzip } from './node-gzip.ts';
 
 export function bunPlatform(): Platform {
-  const logs = batchedSink((text) => void process.stderr.write(text));
+  const logs = batchedSink((text) => void process.stderr.write(text), setImmediate);
   process.on('exit', () => logs.flush());
   return {
     name: 'bun',

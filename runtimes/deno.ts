@@ -14,7 +14,7 @@ import { nodeGzip } from './node-gzip.ts';
 
 function denoPlatform(): Platform {
   const upstreamCa = extraCa();
-  const logs = batchedSink((text) => writeAll(Deno.stderr, new TextEncoder().encode(text)));
+  const logs = batchedSink((text) => writeAll(Deno.stderr, new TextEncoder().encode(text)), setImmediate);
   return {
     name: 'deno',
     listen: (spec, fetch) => nodeListen(spec, fetch, { reparseUpgrades: false }),
