@@ -119,6 +119,7 @@ export class Gateway implements ReadinessChecks {
       draining: () => this.lifecycle.draining,
       deploymentStates: () => this.deploymentStates(),
       buckets: config.observability.metrics.buckets,
+      now: clock,
     });
     this.telemetry = createTelemetry({
       config,

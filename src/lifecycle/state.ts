@@ -126,10 +126,12 @@ export class Lifecycle {
     return answer;
   }
 
-  /** Take an in-flight slot; the returned release is idempotent (safe from close, error and cancel). */
-  acquire(): () => void {
+  /**
+   * Take an in-flight slot; the returned release is idempotent (safe from close, error and cancel). `start`:
+   * when the request arrived, on this lifecycle's clock, when the caller has just read it; else read here.
+   */
+  acquire(start = this.clock()): () => void {
     this.inFlight++;
-    const start = this.clock();
     let released = false;
     return () => {
       if (released) return;

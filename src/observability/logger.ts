@@ -20,9 +20,10 @@ export interface Logger {
   error(msg: string, fields?: Fields): void;
   /**
    * The line `log` writes for the object of `layout`'s names and `values` (in that order, `undefined` for an
-   * absent field), byte for byte, without the object: for a line written with the same fields every time.
+   * absent field), byte for byte, without the object: for a line written with the same fields every time. `at`:
+   * the line's time, when the caller has just read the logger's clock; else read here.
    */
-  logLine(level: Level, msg: string, layout: LineLayout, values: readonly unknown[]): void;
+  logLine(level: Level, msg: string, layout: LineLayout, values: readonly unknown[], at?: number): void;
   /** The same sink and level, writing lines under another target (e.g. `aisix_obs::access_log`). */
   withTarget(target: string): Logger;
 }
@@ -139,14 +140,14 @@ function textValue(v: unknown): string {
  * log writes many lines per ms), and the part up to the seconds once per second: a new millisecond only puts
  * three digits after the cached prefix instead of allocating a `Date` and formatting it all again.
  */
-function clock(nowMs: () => number, suffix: string): () => string {
+function clock(nowMs: () => number, suffix: string): (at?: number) => string {
   let lastMs = NaN;
   let last = '';
   let second = NaN;
   let prefix = ''; // `2026-01-02T03:04:05.`
   const millis = millisWith(suffix);
-  return () => {
-    const ms = nowMs();
+  return (at) => {
+    const ms = at ?? nowMs();
     if (ms !== lastMs) {
       lastMs = ms;
       const s = Math.floor(ms / 1000) * 1000;
@@ -311,8 +312,8 @@ export function createLogger(opts: LoggerOptions): Logger {
       }
       return t;
     };
-    const jsonHead = (level: Level, msg: string) => '{"time":"' + time() + tail(level, msg);
-    const textHead = (level: Level, msg: string) => time() + tail(level, msg);
+    const jsonHead = (level: Level, msg: string, at?: number) => '{"time":"' + time(at) + tail(level, msg);
+    const textHead = (level: Level, msg: string, at?: number) => time(at) + tail(level, msg);
     const log = (level: Level, msg: string, fields?: Fields): void => {
       if (RANK[level] < min) return;
       let line: string;
@@ -331,12 +332,12 @@ export function createLogger(opts: LoggerOptions): Logger {
       }
       write(line);
     };
-    const logLine = (level: Level, msg: string, layout: LineLayout, values: readonly unknown[]): void => {
+    const logLine = (level: Level, msg: string, layout: LineLayout, values: readonly unknown[], at?: number) => {
       if (RANK[level] < min) return;
       write(
         opts.format === 'json'
-          ? jsonLayoutLine(jsonHead(level, msg), layout, values)
-          : textLayoutFields(textHead(level, msg), layout, values),
+          ? jsonLayoutLine(jsonHead(level, msg, at), layout, values)
+          : textLayoutFields(textHead(level, msg, at), layout, values),
       );
     };
     return {

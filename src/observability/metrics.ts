@@ -151,7 +151,8 @@ export interface BoundCounter {
 
 /** One summary or histogram series, bound: observes into it without finding it. */
 export interface BoundObserver {
-  observe(v: number): void;
+  /** `at`: the gateway clock's reading when the caller has just taken one (a summary's window); else read here. */
+  observe(v: number, at?: number): void;
 }
 
 export class Counter extends Family<{ v: number }> {
@@ -321,17 +322,17 @@ export class Summary extends Family<SummaryData> {
     return { windows, sum: 0, count: 0 };
   }
   observe(values: LabelValues, v: number): void {
-    this.observeInto(this.entry(values), v);
+    this.observeInto(this.entry(values), v, this.now());
   }
   /** The series of `values`, created now as the first `observe` would create it. */
   bind(values: LabelValues): BoundObserver {
     const d = this.entry(values);
-    return { observe: (v) => this.observeInto(d, v) };
+    return { observe: (v, at) => this.observeInto(d, v, at ?? this.now()) };
   }
-  private observeInto(d: SummaryData, v: number): void {
+  private observeInto(d: SummaryData, v: number, at: number): void {
     d.sum += v;
     d.count += 1;
-    const epoch = Math.floor(this.now() / SUMMARY_SUB_WINDOW_MS);
+    const epoch = Math.floor(at / SUMMARY_SUB_WINDOW_MS);
     const w = d.windows[epoch % SUMMARY_WINDOWS]!;
     if (w.epoch !== epoch) {
       w.epoch = epoch;
@@ -348,8 +349,8 @@ export class Summary extends Family<SummaryData> {
       w.samples[w.held++] = v;
       return;
     }
-    const at = Math.floor(Math.random() * w.seen);
-    if (at < SUMMARY_CAPACITY) w.samples[at] = v;
+    const slot = Math.floor(Math.random() * w.seen);
+    if (slot < SUMMARY_CAPACITY) w.samples[slot] = v;
   }
   /** The quantiles of the rolling window, in `SUMMARY_QUANTILES` order; undefined when it is empty. */
   quantiles(values: LabelValues): number[] | undefined {

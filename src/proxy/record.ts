@@ -333,8 +333,11 @@ export class RequestRecord {
     return o;
   }
 
-  /** This request in every request family (docs/aisix-compatibility.md "Metrics"); missing identity labels are `unknown`. */
-  recordMetrics(m: GatewayMetrics, status: number, seconds: number): void {
+  /**
+   * This request in every request family (docs/aisix-compatibility.md "Metrics"); missing identity labels are
+   * `unknown`. `at`: the gateway clock's reading at its end, when the caller has one (the summaries' window).
+   */
+  recordMetrics(m: GatewayMetrics, status: number, seconds: number, at?: number): void {
     // The duration summaries see the response start (a stream: its first byte out), AISIX's timing.
     const started = this.firstByteAt !== undefined ? (this.firstByteAt - this.start) / 1000 : seconds;
     const s = this.served;
@@ -366,13 +369,13 @@ export class RequestRecord {
       outcome,
     ]);
     b.legacyRequests.inc();
-    b.legacyDuration.observe(started);
+    b.legacyDuration.observe(started, at);
     b.proxyRequests.inc();
     if (outcome !== 'success') b.proxyFailedRequests.inc();
-    b.proxyDuration.observe(started);
+    b.proxyDuration.observe(started, at);
     if (this.route?.inference) {
       b.llmRequests.inc();
-      b.llmDuration.observe(started);
+      b.llmDuration.observe(started, at);
     }
     this.recordSlo(b, seconds);
     const u = this.usage;

@@ -33,6 +33,7 @@ export interface TrackDeps {
   readonly log: Logger;
   readonly metrics: GatewayMetrics;
   readonly lifecycle: Pick<Lifecycle, 'draining' | 'acquire' | 'recordArrival'>;
+  /** The clock of `log`, of `metrics`' summaries and of `lifecycle`: one reading serves all three. */
   readonly clock: Clock;
 }
 
@@ -114,12 +115,13 @@ export function trackRequests(
   const telemetry = (rec: RequestRecord, watch: Watches | undefined, status: number, latency?: number) => {
     const now = d.clock();
     latency ??= now - rec.start;
-    rec.recordMetrics(d.metrics, status, latency / 1000);
+    // One reading of the clock for the summaries' window and both lines' time (each a call into the runtime).
+    rec.recordMetrics(d.metrics, status, latency / 1000, now);
     // AISIX writes its provider-call line whatever `access_log` says, and before the access log.
     const call = rec.providerCallValues(status, now);
-    if (call) providerCallLog.logLine('info', MSG.providerCallCompleted, PROVIDER_CALL_LAYOUT, call);
+    if (call) providerCallLog.logLine('info', MSG.providerCallCompleted, PROVIDER_CALL_LAYOUT, call, now);
     if (accessLogOn) {
-      accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency));
+      accessLog.logLine('info', MSG.requestCompleted, ACCESS_LOG_LAYOUT, rec.accessLogValues(status, latency), now);
     }
     for (let i = 0; i < hooks.length; i++) hooks[i]!.end(rec, status, watch?.own[i], watch?.call);
   };
@@ -153,7 +155,7 @@ export function trackRequests(
         downstream_request_id: rec.downstreamRequestId,
       });
     }
-    const releaseSlot = d.lifecycle.acquire();
+    const releaseSlot = d.lifecycle.acquire(rec.start);
     // A declared length over the limit: refused before authentication, the body drained so the caller reads
     // the answer (body-limit.ts).
     const declaredOver = bodyLimit.over(c.req.raw);

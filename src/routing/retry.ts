@@ -189,7 +189,10 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
         throw err;
       }
       const verdict = classify(outcome, opts.classify);
-      const retryAfterSecs = outcome.kind === 'response' ? parseRetryAfter(outcome.retryAfter, now()) : undefined;
+      // The clock is read only for a Retry-After to judge (a date's distance): most answers carry none.
+      const retryAfterSecs = outcome.kind === 'response' && outcome.retryAfter != null
+        ? parseRetryAfter(outcome.retryAfter, now())
+        : undefined;
       const budgetLeft = retry < budget.retries && budgetCovers(budget, outcome);
       const next = nextStep(verdict, budgetLeft, retryAfterSecs, isLastTarget, signal?.aborted === true);
       const report: AttemptReport<T, O> = {

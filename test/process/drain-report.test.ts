@@ -125,6 +125,17 @@ describe('drain report derivation', () => {
       longestInFlightMs: 1600, // the request in flight at the signal, arrival to release
     });
   });
+
+  test("a slot taken with the caller's reading of the clock counts from that arrival", () => {
+    let now = T0;
+    const l = new Lifecycle(() => now);
+    l.serve();
+    const release = l.acquire(T0 - 2000); // arrived two seconds before the slot was taken
+    l.beginDrain(5);
+    now += 500;
+    release();
+    assert.equal(l.drain?.longestInFlightMs, 2500);
+  });
 });
 
 // -- black-box ------------------------------------------------------------------------------------------

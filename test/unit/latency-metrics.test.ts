@@ -46,6 +46,20 @@ describe('summary', () => {
     assert.deepEqual(s.quantiles(['m']), [7, 7, 7, 7, 7, 7, 7]);
   });
 
+  test("a bound series given the caller's clock reading windows by it, and reads no clock of its own", () => {
+    const now = 1_000_000;
+    let reads = 0;
+    const s = new Summary('x_seconds', 'help', ['model'], () => (reads++, now));
+    const bound = s.bind(['m']);
+    bound.observe(0.25, now - 3 * SUMMARY_SUB_WINDOW_MS); // read three sub-windows ago: out of the window now
+    bound.observe(0.5, now);
+    assert.equal(reads, 0);
+    assert.deepEqual(s.quantiles(['m']), [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]);
+    bound.observe(1); // without a reading, its own clock
+    assert.deepEqual(s.quantiles(['m'])?.at(-1), 1);
+    assert.equal(reads, 3); // the observe's and the two quantiles'
+  });
+
   test('memory is bounded: beyond the capacity a sub-window keeps a uniform sample', () => {
     const s = new Summary('y', 'h', [], () => 0);
     for (let i = 0; i < 100_000; i++) s.observe([], i);

@@ -181,6 +181,31 @@ describe('timestamps (cached per millisecond and per second) equal toISOString',
     }
   });
 
+  test("a layout's line given the time the caller read takes it, and reads no clock", () => {
+    let reads = 0;
+    const out: string[] = [];
+    const layout = new LineLayout(['k']);
+    for (const format of ['json', 'text'] as const) {
+      const log = createLogger({ level: 'info', format, write: (l) => out.push(l), clock: () => (reads++, 0) });
+      for (const t of times) {
+        out.length = 0;
+        log.logLine('info', 'm', layout, ['v'], t);
+        assert.ok(
+          out[0]!.startsWith(
+            format === 'json' ? `{"time":"${new Date(t).toISOString()}"` : new Date(t).toISOString().slice(0, -1),
+          ),
+        );
+      }
+      log.logLine('info', 'm', layout, ['v']); // without one, the logger's clock
+      assert.ok(
+        out.at(-1)!.startsWith(
+          format === 'json' ? '{"time":"1970-01-01T00:00:00.000Z"' : '1970-01-01T00:00:00.000000Z',
+        ),
+      );
+    }
+    assert.equal(reads, 2);
+  });
+
   test('the default clock is the system clock', () => {
     const out: string[] = [];
     const log = createLogger({ level: 'info', format: 'json', write: (l) => out.push(l) });
