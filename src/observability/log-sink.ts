@@ -11,13 +11,10 @@ export interface LineSink {
 const MAX_PENDING = 64 * 1024;
 
 /**
- * `schedule` runs the write once the turn's work is done: the runtime's `setImmediate` where it has one (a timer
- * costs more to arm each time than the write saves), else a zero-delay timer.
+ * `schedule` runs the write once the turn's work is done: the runtime's `setImmediate` (a zero-delay timer costs
+ * more to arm each time than the write saves).
  */
-export function batchedSink(
-  writeText: (text: string) => void,
-  schedule: (run: () => void) => void = (run) => void setTimeout(run, 0),
-): LineSink {
+export function batchedSink(writeText: (text: string) => void, schedule: (run: () => void) => void): LineSink {
   let pending = '';
   let scheduled = false;
   const flush = () => {

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchedSink } from '../../src/observability/log-sink.ts';
 
-/** A sink whose writes are kept, and a promise of the next one. */
-function kept(schedule?: (run: () => void) => void) {
+/** A sink whose writes are kept, and a promise of the next one; by default written from a zero-delay timer. */
+function kept(schedule: (run: () => void) => void = (run) => void setTimeout(run, 0)) {
   const writes: string[] = [];
   let wrote: () => void = () => {};
   const sink = batchedSink((t) => {
