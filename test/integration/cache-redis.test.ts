@@ -22,6 +22,7 @@ import {
   startRedisSentinel,
 } from '../support/redis.ts';
 import { testPlatform } from '../support/platform.ts';
+import { until } from '../support/until.ts';
 
 const ANSWER = JSON.stringify({
   id: 'chatcmpl-r',
@@ -173,6 +174,9 @@ describe('response cache on Redis (real servers)', { timeout: 120_000 }, () => {
       assert.equal(s.failing, true);
       await own.start();
       assert.ok(await c.waitReady(10_000));
+      // The client can still hold the dead connection, half closed, until its close event (ioredis's status
+      // "ready", every command refused): what is tested here is the store's probe once Redis answers again.
+      await until(() => c.evalScript('return 1', [], []).then(() => true, () => false), 10_000, 'Redis answering');
       now += REDIS_RETRY_EVERY_MS;
       assert.equal(await s.get('k'), undefined, 'an empty server after the restart: a clean miss');
       assert.equal(s.failing, false);
