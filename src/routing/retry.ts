@@ -94,13 +94,13 @@ export function budgetCovers(budget: RetryBudget, outcome: Outcome): boolean {
 /**
  * Wait before retry number `attempt` (1 = the first retry) of the same target: an upstream Retry-After of
  * at most 5 s exactly; otherwise 250 ms doubling to a 2 s cap, plus up to 25 % jitter from `random()`
- * (in [0, 1)). `now` (ms) resolves an HTTP-date Retry-After.
+ * (in [0, 1)). `now` (ms) resolves an HTTP-date Retry-After, read only for one.
  */
 export function backoffMs(
   attempt: number,
   retryAfterHeader: string | null | undefined,
   random: () => number,
-  now: number,
+  now: () => number,
 ): number {
   const retryAfter = parseRetryAfter(retryAfterHeader, now);
   if (retryAfter !== undefined && retryAfter <= MAX_HONOURED_RETRY_AFTER_SECS) return Math.ceil(retryAfter * 1000);
@@ -110,17 +110,17 @@ export function backoffMs(
 
 /**
  * A Retry-After value in seconds (≥ 0, fractional for dates): delta-seconds (`120`) or an HTTP-date
- * (`Wed, 21 Oct 2015 07:28:00 GMT`, relative to `now` in ms; a past date is 0). Undefined when absent or
- * unreadable.
+ * (`Wed, 21 Oct 2015 07:28:00 GMT`, relative to `now()` in ms, read only for a date: most answers carry no
+ * Retry-After; a past date is 0). Undefined when absent or unreadable.
  */
-export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
+export function parseRetryAfter(value: string | null | undefined, now: () => number): number | undefined {
   if (value === null || value === undefined) return undefined;
   const text = value.trim();
   if (/^\d+(\.\d+)?$/.test(text)) return Number(text);
   if (!/[a-z]/i.test(text)) return undefined;
   const at = Date.parse(text);
   if (Number.isNaN(at)) return undefined;
-  return Math.max(0, (at - now) / 1000);
+  return Math.max(0, (at - now()) / 1000);
 }
 
 // ---- the loop ---------------------------------------------------------------------------------------------
@@ -189,10 +189,7 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
         throw err;
       }
       const verdict = classify(outcome, opts.classify);
-      // The clock is read only for a Retry-After to judge (a date's distance): most answers carry none.
-      const retryAfterSecs = outcome.kind === 'response' && outcome.retryAfter != null
-        ? parseRetryAfter(outcome.retryAfter, now())
-        : undefined;
+      const retryAfterSecs = outcome.kind === 'response' ? parseRetryAfter(outcome.retryAfter, now) : undefined;
       const budgetLeft = retry < budget.retries && budgetCovers(budget, outcome);
       const next = nextStep(verdict, budgetLeft, retryAfterSecs, isLastTarget, signal?.aborted === true);
       const report: AttemptReport<T, O> = {
@@ -213,7 +210,7 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
       if (next === 'done') return { kind: 'finished', outcome, target, verdict, attempts };
       if (next === 'fallback') break;
       const retryAfter = outcome.kind === 'response' ? outcome.retryAfter : undefined;
-      await sleep(backoffMs(retry + 1, retryAfter, random, now()), signal);
+      await sleep(backoffMs(retry + 1, retryAfter, random, now), signal);
     }
   }
   // Unreachable: the last target always ends in `done`.

@@ -90,34 +90,45 @@ test('budgetCovers: a default budget is never spent on a timeout; a configured o
 
 test('parseRetryAfter: seconds, HTTP-date, garbage', () => {
   const now = Date.parse('2025-01-01T00:00:00Z');
-  assert.equal(parseRetryAfter('180', now), 180);
-  assert.equal(parseRetryAfter(' 2 ', now), 2);
-  assert.equal(parseRetryAfter('1.5', now), 1.5);
-  assert.equal(parseRetryAfter('Wed, 01 Jan 2025 00:00:30 GMT', now), 30);
-  assert.equal(parseRetryAfter('Tue, 31 Dec 2024 23:59:00 GMT', now), 0);
-  assert.equal(parseRetryAfter('soon', now), undefined);
-  assert.equal(parseRetryAfter('-5', now), undefined);
-  assert.equal(parseRetryAfter('', now), undefined);
-  assert.equal(parseRetryAfter(null, now), undefined);
-  assert.equal(parseRetryAfter(undefined, now), undefined);
+  assert.equal(parseRetryAfter('180', () => now), 180);
+  assert.equal(parseRetryAfter(' 2 ', () => now), 2);
+  assert.equal(parseRetryAfter('1.5', () => now), 1.5);
+  assert.equal(parseRetryAfter('Wed, 01 Jan 2025 00:00:30 GMT', () => now), 30);
+  assert.equal(parseRetryAfter('Tue, 31 Dec 2024 23:59:00 GMT', () => now), 0);
+  assert.equal(parseRetryAfter('soon', () => now), undefined);
+  assert.equal(parseRetryAfter('-5', () => now), undefined);
+  assert.equal(parseRetryAfter('', () => now), undefined);
+  assert.equal(parseRetryAfter(null, () => now), undefined);
+  assert.equal(parseRetryAfter(undefined, () => now), undefined);
+  // The clock is read for a date only: most answers carry no Retry-After, or seconds.
+  const unread = (): number => assert.fail('the clock was read');
+  assert.equal(parseRetryAfter('180', unread), 180);
+  assert.equal(parseRetryAfter(null, unread), undefined);
 });
 
 test('backoff: 250 ms doubling to a 2 s cap, plus up to 25 % jitter', () => {
   const none = (): number => 0;
   const most = (): number => 0.999;
-  assert.deepEqual([1, 2, 3, 4, 5, 9].map((n) => backoffMs(n, undefined, none, 0)), [250, 500, 1000, 2000, 2000, 2000]);
-  assert.equal(backoffMs(1, undefined, most, 0), 312);
-  assert.equal(backoffMs(4, undefined, most, 0), 2499);
+  assert.deepEqual([1, 2, 3, 4, 5, 9].map((n) => backoffMs(n, undefined, none, () => 0)), [
+    250,
+    500,
+    1000,
+    2000,
+    2000,
+    2000,
+  ]);
+  assert.equal(backoffMs(1, undefined, most, () => 0), 312);
+  assert.equal(backoffMs(4, undefined, most, () => 0), 2499);
 });
 
 test('backoff honours Retry-After ≤ 5 s (seconds or date), not a longer one', () => {
   const now = Date.parse('2025-01-01T00:00:00Z');
   const r = (): number => 0;
-  assert.equal(backoffMs(1, '3', r, now), 3000);
-  assert.equal(backoffMs(1, '5', r, now), 5000);
-  assert.equal(backoffMs(1, 'Wed, 01 Jan 2025 00:00:04 GMT', r, now), 4000);
-  assert.equal(backoffMs(1, '6', r, now), 250);
-  assert.equal(backoffMs(2, '120', r, now), 500);
+  assert.equal(backoffMs(1, '3', r, () => now), 3000);
+  assert.equal(backoffMs(1, '5', r, () => now), 5000);
+  assert.equal(backoffMs(1, 'Wed, 01 Jan 2025 00:00:04 GMT', r, () => now), 4000);
+  assert.equal(backoffMs(1, '6', r, () => now), 250);
+  assert.equal(backoffMs(2, '120', r, () => now), 500);
 });
 
 // ---- runAttempts ------------------------------------------------------------------------------------------
