@@ -15,6 +15,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  benchGatewayEnv,
   cpuSeconds,
   freePort,
   launch,
@@ -173,12 +174,7 @@ async function main(): Promise<void> {
   for (const v of o.variants) {
     const port = await freePort();
     const flags = variantFlags(v.v8);
-    const env = {
-      ...process.env,
-      SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${mockPort}/v1`,
-      AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
-      AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
-    };
+    const env = await benchGatewayEnv(mockPort, port);
     const args = ['run', ...flags, 'runtimes/deno.ts', '--config', 'bench/config/config.yaml'];
     const proc = launch(path.join(BIN, 'deno'), args, { cwd: ROOT, env, logFile: path.join(runDir, `${v.name}.log`) });
     await waitFor200(`http://127.0.0.1:${port}/readyz`, performance.now(), { exited: proc.exited, timeoutMs: 60_000 });

@@ -13,7 +13,7 @@ import { freePort } from '../test/support/process.ts';
 import { BENCH_CHAT, sendChats } from './chat-post.ts';
 import { denoRunFlags } from './deno-flags.ts';
 import { flag } from './flags.ts';
-import { startBenchMock, startUntil, stopAll } from './proc.ts';
+import { benchGatewayEnv, startBenchMock, startUntil, stopAll } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const DENO = path.join(ROOT, 'node_modules/.bin/deno');
@@ -73,12 +73,7 @@ async function count(which: 'sluice' | 'bare', mockPort: number): Promise<Map<st
       `http://127.0.0.1:${mockPort}`,
       ...BARE_FLAGS,
     ];
-  const env = {
-    ...process.env,
-    SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${mockPort}/v1`,
-    AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
-    AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
-  };
+  const env = await benchGatewayEnv(mockPort, port);
   const p = await startUntil(DENO, args, env, /"listening"|listening on|bare-proxy listening/);
   const ops = new OpCounter();
   ops.attach(p);

@@ -36,7 +36,7 @@ import { freePort } from '../test/support/process.ts';
 import { BENCH_CHAT, sendChats } from './chat-post.ts';
 import { denoRunFlags } from './deno-flags.ts';
 import { flag, has } from './flags.ts';
-import { startBenchMock, startUntil } from './proc.ts';
+import { benchGatewayEnv, startBenchMock, startUntil } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BASELINE = flag('baseline', '');
@@ -194,12 +194,7 @@ async function gatewayCommand(tree: string, port: number, mockPort: number): Pro
 async function run(tree: string, label: string, mockPort: number): Promise<Count> {
   const port = await freePort();
   const out = `cg-${label}-${Date.now()}`;
-  const env = {
-    ...process.env,
-    SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${mockPort}/v1`,
-    AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
-    AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
-  };
+  const env = await benchGatewayEnv(mockPort, port);
   const [cmd, args] = await gatewayCommand(tree, port, mockPort);
   const gw = await startUntil(
     'valgrind',

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
 import { flag } from './flags.ts';
-import { cpuSeconds, launch, startBenchMock, stopAll } from './proc.ts';
+import { benchGatewayEnv, cpuSeconds, launch, startBenchMock, stopAll } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const TREES = [path.resolve(flag('a')), path.resolve(flag('b'))] as const;
@@ -38,12 +38,7 @@ interface Gateway {
 async function start(tree: string, mockPort: number, name: string): Promise<Gateway> {
   const port = await freePort();
   const log = path.join(tmpdir(), `sluice-pair-${process.pid}-${name}.log`);
-  const env = {
-    ...process.env,
-    SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${mockPort}/v1`,
-    AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
-    AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
-  };
+  const env = await benchGatewayEnv(mockPort, port);
   const p = launch(process.execPath, [
     path.join(tree, 'bin/sluice'),
     '--config',

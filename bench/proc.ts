@@ -251,3 +251,16 @@ export async function startBenchMock(): Promise<number> {
   );
   return port;
 }
+
+/**
+ * The environment of a Sluice gateway on bench/config/config.yaml: this process's, with the mock at `mockPort` as
+ * its upstream, its proxy on `port` and its status listener on a free port.
+ */
+export async function benchGatewayEnv(mockPort: number, port: number): Promise<NodeJS.ProcessEnv> {
+  return {
+    ...process.env,
+    SLUICE_BENCH_UPSTREAM: `http://127.0.0.1:${mockPort}/v1`,
+    AISIX_PROXY__ADDR: `127.0.0.1:${port}`,
+    AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
+  };
+}
