@@ -15,11 +15,14 @@
 //                       itself, the floor of any proxy on this machine
 //   … --burden kind:n   synthetic work per request on the Hono route (bench/burden.ts), its time served at
 //                       GET /burden
+//   … --contract        the Hono route does the least AISIX's per-request contract asks (bench/contract-floor.ts):
+//                       the contract's floor, called with Sluice's bench key and model
 //
 // Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { burden, timed } from './burden.ts';
-import { flag } from './flags.ts';
+import { contractCall } from './contract-floor.ts';
+import { flag, has } from './flags.ts';
 
 declare const Bun: {
   serve(o: { port: number; hostname: string; fetch: (r: Request) => Response | Promise<Response> }): unknown;
@@ -38,7 +41,7 @@ const runtime = typeof Bun !== 'undefined' ? 'bun' : typeof Deno !== 'undefined'
 
 /** `stream`: hand back the upstream's body as it arrives (SSE) instead of reading it whole. */
 type Forward = (
-  body: ArrayBuffer,
+  body: ArrayBuffer | string,
   authorization: string,
   stream: boolean,
 ) => Promise<{ status: number; body: ArrayBuffer | ReadableStream<Uint8Array> }>;
@@ -55,7 +58,7 @@ async function nodeForward(): Promise<Forward> {
       path: pathname,
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization },
-      body: Buffer.from(body),
+      body: typeof body === 'string' ? body : Buffer.from(body),
     });
     if (!stream) return { status: res.statusCode, body: await res.body.arrayBuffer() };
     // Pulled chunk by chunk, as Sluice's pump does.
@@ -89,20 +92,36 @@ const forward = runtime === 'node' || flag('client', 'fetch') === 'undici' ? awa
 
 const extra = flag('burden', '') === '' ? undefined : timed(burden(flag('burden')));
 
+async function contractRoute(c: Context): Promise<Response> {
+  const a = await contractCall(
+    c.req.header('authorization') ?? '',
+    c.req.header('user-agent') ?? '',
+    await c.req.text(),
+    (body, authorization) => forward(body, authorization, false) as Promise<{ status: number; body: ArrayBuffer }>,
+  );
+  return c.body(a.text, a.status as 200, a.headers);
+}
+
 const app = new Hono();
 app.get('/readyz', (c) => c.text('ok')); // for the /readyz-under-load scenario
 app.get('/burden', (c) => c.json(extra?.spent ?? null)); // bench/burden-socket.ts reads it around each run
-app.post('/v1/chat/completions', async (c) => {
-  const body = await c.req.arrayBuffer();
-  const held = extra === undefined ? undefined : await extra.before();
-  const r = await forward(body, c.req.header('authorization') ?? '', isStream(body));
-  if (extra !== undefined) extra.after(held);
-  if (r.body instanceof ReadableStream) return c.body(r.body, r.status as 200, { 'content-type': 'text/event-stream' });
-  // A Uint8Array, not the ArrayBuffer: @hono/node-server writes string and Uint8Array bodies straight to the
-  // socket but turns anything else into a full web Response and a ReadableStream (~40% of this proxy's
-  // throughput on Node, measured: 14.1k -> ~20k req/s at JSON/50).
-  return c.body(new Uint8Array(r.body), r.status as 200, { 'content-type': 'application/json' });
-});
+// One route either way: two handlers on one path would take Hono off its one-handler path.
+app.post(
+  '/v1/chat/completions',
+  has('contract') ? contractRoute : async (c) => {
+    const body = await c.req.arrayBuffer();
+    const held = extra === undefined ? undefined : await extra.before();
+    const r = await forward(body, c.req.header('authorization') ?? '', isStream(body));
+    if (extra !== undefined) extra.after(held);
+    if (r.body instanceof ReadableStream) {
+      return c.body(r.body, r.status as 200, { 'content-type': 'text/event-stream' });
+    }
+    // A Uint8Array, not the ArrayBuffer: @hono/node-server writes string and Uint8Array bodies straight to the
+    // socket but turns anything else into a full web Response and a ReadableStream (~40% of this proxy's
+    // throughput on Node, measured: 14.1k -> ~20k req/s at JSON/50).
+    return c.body(new Uint8Array(r.body), r.status as 200, { 'content-type': 'application/json' });
+  },
+);
 
 const ready = () => console.log(`bare-proxy listening ${PORT} ${runtime}`);
 // A normal exit on SIGTERM, so `--cpu-prof` writes its profile (`npm run bench -- --profile-bare`).

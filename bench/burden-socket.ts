@@ -7,6 +7,11 @@
 //   node --import tsx bench/burden-socket.ts [--burdens spin:0,spin:8000,await:200,funcs:550,garbage:300,alloc:300]
 //     [--seconds 5] [--rounds 3] [--warmup 12]
 //
+// The burden `contract` is the contract's floor instead (bench/contract-floor.ts), and `contract-no:logs+metrics`
+// the floor without those parts, to price each part of the contract at the socket:
+//
+//   node --import tsx bench/burden-socket.ts --burdens spin:0,contract,contract-no:logs,contract-no:metrics
+//
 // Talks only to 127.0.0.1. Needs wrk (apt-get install -y wrk).
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
@@ -20,7 +25,17 @@ const BURDENS = flag('burdens', 'spin:0,spin:8000,await:200,funcs:550,garbage:30
 const SECONDS = Number(flag('seconds', '5'));
 const ROUNDS = Number(flag('rounds', '3'));
 const WARMUP_S = Number(flag('warmup', '12'));
-const BODY = JSON.stringify({ model: 'mock-model', messages: [{ role: 'user', content: 'Say hello.' }] });
+// Sluice's bench key and model: the contract's floor checks them, the bare proxy forwards them to the mock as they are.
+const BODY = JSON.stringify({ model: 'bench-route', messages: [{ role: 'user', content: 'Say hello.' }] });
+
+/** The bare-proxy.ts flags of a spec: a burden, or the contract's floor less the parts after `contract-no:`. */
+function proxyFlags(spec: string): string[] {
+  if (spec === 'contract') return ['--contract'];
+  if (spec.startsWith('contract-no:')) return ['--contract', '--contract-skip', spec.slice(12).replaceAll('+', ',')];
+  burden(spec); // a malformed spec fails here, before anything starts
+  return ['--burden', spec];
+}
+const isContract = (spec: string) => spec === 'contract' || spec.startsWith('contract-no:');
 
 if (spawnSync('wrk', ['--version']).error) {
   console.error('bench/burden-socket.ts needs wrk: apt-get install -y wrk');
@@ -41,7 +56,7 @@ async function load(port: number, seconds: number): Promise<number> {
     env: {
       ...process.env,
       BENCH_WRK_DIR: path.join(BENCH, 'wrk'),
-      BENCH_HEADERS: 'authorization: Bearer sk-bench-upstream',
+      BENCH_HEADERS: 'authorization: Bearer sk-sluice-bench',
       BENCH_BODY: BODY,
     },
     stdout: 'pipe',
@@ -57,10 +72,10 @@ async function load(port: number, seconds: number): Promise<number> {
   return r.requests;
 }
 
-/** What the proxy's burden has cost it so far, timed around each of its calls. */
+/** What the proxy's burden has cost it so far, timed around each of its calls (the contract's floor: not timed). */
 async function spent(port: number): Promise<Spent> {
   const r = await getOnce(`http://127.0.0.1:${port}/burden`);
-  return JSON.parse(r.body) as Spent;
+  return (JSON.parse(r.body) as Spent | null) ?? { micros: NaN, calls: 1 };
 }
 
 /** A bare proxy with the burden on a free port, once it listens. */
@@ -76,8 +91,7 @@ async function startProxy(mockPort: number, spec: string): Promise<{ pid: number
       String(port),
       '--upstream',
       `http://127.0.0.1:${mockPort}`,
-      '--burden',
-      spec,
+      ...proxyFlags(spec),
     ],
     process.env,
     /bare-proxy listening/,
@@ -86,7 +100,7 @@ async function startProxy(mockPort: number, spec: string): Promise<{ pid: number
 }
 
 async function main(): Promise<void> {
-  for (const spec of BURDENS) burden(spec); // a malformed spec fails here, before anything starts
+  for (const spec of BURDENS) proxyFlags(spec); // a malformed spec fails here, before anything starts
   const mockPort = await startBenchMock();
   const proxies = [];
   for (const spec of BURDENS) {
@@ -133,12 +147,12 @@ async function main(): Promise<void> {
       added.toFixed(1),
       diff(p.user, base.user).toFixed(1),
       diff(p.system, base.system).toFixed(1),
-      (added / inside).toFixed(2),
+      isContract(p.spec) ? '—' : (added / inside).toFixed(2),
     ];
     console.log(
-      `| ${p.spec} | ${median(p.inside).toFixed(2)} | ${p.perRequest.map((v) => v.toFixed(1)).join(', ')} | ${
-        median(p.perRequest).toFixed(1)
-      } | ${cells.join(' | ')} |`,
+      `| ${p.spec} | ${isContract(p.spec) ? '—' : median(p.inside).toFixed(2)} | ${
+        p.perRequest.map((v) => v.toFixed(1)).join(', ')
+      } | ${median(p.perRequest).toFixed(1)} | ${cells.join(' | ')} |`,
     );
   }
 }

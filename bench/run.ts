@@ -74,6 +74,9 @@ const TARGETS = [
   'bare-deno-nodehttp',
   'raw-node',
   'tcp-relay',
+  'floor-node',
+  'floor-bun',
+  'floor-deno',
   'portkey',
   'portkey-bun',
   'node-nolog',
@@ -109,6 +112,9 @@ const SSE_CEILINGS: readonly TargetId[] = [
 ];
 const JSON_ONLY: readonly TargetId[] = [
   'direct-node',
+  'floor-node',
+  'floor-bun',
+  'floor-deno',
   'undici',
   'bare-node',
   'bare-bun',
@@ -136,8 +142,10 @@ const JSON_ONLY: readonly TargetId[] = [
 ];
 /** The targets of another tree (`--baseline DIR`): started only when that option is given. */
 const BASELINE: readonly TargetId[] = ['node-base', 'bun-base', 'deno-base', 'node-base-responses'];
-/** The default target list: everything but the baseline tree's. */
-const DEFAULT_TARGETS: TargetId[] = TARGETS.filter((t) => !BASELINE.includes(t));
+/** The contract's floor per runtime (bench/contract-floor.ts): a reference for target 1, asked for by name. */
+const FLOORS: readonly TargetId[] = ['floor-node', 'floor-bun', 'floor-deno'];
+/** The default target list: everything but the baseline tree's and the floors. */
+const DEFAULT_TARGETS: TargetId[] = TARGETS.filter((t) => !BASELINE.includes(t) && !FLOORS.includes(t));
 
 interface Options {
   rounds: number;
@@ -351,6 +359,8 @@ interface Target {
   accessLog?: boolean;
   /** bare proxies only: extra bench/bare-proxy.ts flags (node:http listener, undici client, no framework). */
   bareArgs?: string[];
+  /** bare proxies only: run under the runtime flags Sluice runs under (Deno's V8 flags, runtimes/deno-launch.ts). */
+  sluiceFlags?: boolean;
   /** Sluice with the rate-limited key: where the counters live (`ratelimit.backend`). */
   rateLimit?: 'memory' | 'redis';
   /** Sluice: environment overrides of its own (e.g. another resources file). */
@@ -648,6 +658,18 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
       headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
       model: 'mock-model',
     },
+    // The contract's floor: the bare proxy doing the least AISIX's per-request contract asks, on the pieces Sluice
+    // runs on each runtime (on Deno node:http and undici), called as Sluice is.
+    ...(['node', 'bun', 'deno'] as const).map((rt): Omit<Target, 'port' | 'peaks'> => ({
+      id: `floor-${rt}`,
+      kind: 'bare',
+      runtime: rt,
+      bareArgs: rt === 'deno' ? ['--contract', '--listener', 'node', '--client', 'undici'] : ['--contract'],
+      sluiceFlags: true,
+      label: `the contract's floor ${rt[0]!.toUpperCase()}${rt.slice(1)}`,
+      headers: { authorization: `Bearer ${SLUICE_KEY}` },
+      model: 'bench-route',
+    })),
     {
       id: 'portkey',
       kind: 'portkey',
@@ -1706,6 +1728,9 @@ function goalsReport(cells: Cell[]): string {
     const pieces = SAME_PIECES_BARE[rt] !== bare && get('json50', SAME_PIECES_BARE[rt])
       ? `; over ${label('json50', SAME_PIECES_BARE[rt])} ${signed(usPerReq(rt) - usPerReq(SAME_PIECES_BARE[rt]))}`
       : '';
+    const floor = `floor-${rt}` as TargetId;
+    const floorOwn = median(roundDiffs('json50', floor, bare, cpuOf));
+    const floorText = fin(floorOwn) ? `; ${label('json50', floor)}'s own ${us(floorOwn)}` : '';
     rows.push([
       '1',
       `Sluice's own CPU per request at JSON/50, ${name(rt)}: Sluice's minus ${label('json50', bare)}'s`,
@@ -1713,7 +1738,7 @@ function goalsReport(cells: Cell[]): string {
       fin(own)
         ? `${us(own)} (median of per-round differences; ${us(usPerReq(rt))} against ${us(usPerReq(bare))}, ×bare ${
           fmtX(rps('json50', rt) / rps('json50', bare))
-        }${pieces})`
+        }${pieces}${floorText})`
         : '—',
       verdict(fin(own) ? own <= AIMS.ownCpuUs[rt] : undefined),
     ]);
@@ -2073,7 +2098,10 @@ async function main(): Promise<void> {
         t.proc = m.proc;
         t.port = m.port;
       } else if (def.kind === 'bare') {
-        const s = await startBare(ctx, def.runtime!, def.id, def.bareArgs ?? []);
+        const flags = def.sluiceFlags && def.runtime === 'deno'
+          ? (await denoRunFlags(ROOT)).filter((f) => f !== '-A')
+          : [];
+        const s = await startBare(ctx, def.runtime!, def.id, def.bareArgs ?? [], flags);
         t.proc = s.proc;
         t.port = s.port;
       } else if (def.kind === 'sluice') {
