@@ -23,6 +23,9 @@
 // the last level: an EPYC core's, as this VM shows no cache sizes) and prints their misses per request, what an
 // instruction count cannot show on a machine without hardware counters (bench/README.md "Instructions per request,
 // against another tree"). `--gateway-flags "<flags>"` passes V8 or Node flags to the gateway's `node`.
+// `--footprint` also counts the distinct 64-byte lines of machine code the work ran in the counted window (callgrind's
+// `--dump-instr`): the code a request's path is spread over, which an instruction count does not show
+// (docs/performance.md "The contract's floor").
 // `--runtime deno` runs Sluice (and with `--bare`, the bare proxy) on Deno instead, each thread counted apart
 // (`--separate-threads`): Deno's binary carries no symbols to class the compiler's and the collector's functions
 // by, so the work is the main thread's count, the other threads' (compilers, helpers) apart. `--bare-flags
@@ -48,6 +51,7 @@ const KEEP = has('keep');
 const PERF_MAP = has('perf-map');
 const BARE = has('bare');
 const CACHE_SIM = has('cache-sim');
+const FOOTPRINT = has('footprint');
 /** V8 or Node flags for the gateway's `node` (not the bare proxy's), e.g. an inlining limit to try. */
 const GATEWAY_FLAGS = flag('gateway-flags', '').split(' ').filter(Boolean);
 /** bench/bare-proxy.ts's own flags, e.g. `--listener node --client undici`: Sluice's pieces on Deno. */
@@ -94,6 +98,10 @@ interface Count {
   gc: number;
   /** `--cache-sim`: misses per event name (`I1mr`, `D1mr`, `D1mw`, `ILmr`, `DLmr`, `DLmw`). */
   misses: Record<string, number>;
+  /** `--footprint`: distinct 64-byte code lines the work ran in the window (not per request). */
+  lines: number;
+  /** `--footprint`: of those, the lines that ran at least as many instructions as requests were counted. */
+  hotLines: number;
 }
 
 /** The cache events `--cache-sim` adds to callgrind's `Ir`. */
@@ -107,6 +115,31 @@ const COMPILER =
 /** Functions of V8's collector: marking, scavenging, sweeping, compaction and the heap's own bookkeeping. */
 const GC =
   /Heap|Marking|Marker|Scavenge|Sweep|Evacuat|MemoryChunk|ActiveSystemPages|SlotSet|RememberedSet|IterateObjectCache|Visitor|Compactor|GCTracer|MarkCompact|MinorMC|Worklist|CppHeap|cppgc|SizeFromMap/;
+
+/**
+ * The 64-byte code lines a dump ran, each with its instructions, into `into` (the dump written with
+ * `--dump-instr=yes --compress-pos=no --compress-strings=no`: every position an address within its object `ob=`, every
+ * name in full). `byName`: the compiler's and the collector's functions left out (Node); else all of them (the main
+ * thread's dump on Deno). The line after `calls=` is a call's inclusive cost, not code run at its address: skipped.
+ */
+function codeLines(dump: string, into: Map<string, number>, byName: boolean): void {
+  let ob = '';
+  let fn = '';
+  let skipNext = false;
+  for (const line of dump.split('\n')) {
+    if (line.startsWith('ob=')) ob = line.slice(3);
+    else if (line.startsWith('fn=')) fn = line.slice(3);
+    else if (line.startsWith('calls=')) skipNext = true;
+    else if (line.startsWith('0x')) {
+      if (skipNext) skipNext = false;
+      else if (!byName || !(COMPILER.test(fn) || GC.test(fn))) {
+        const [addr, ir] = line.split(' ');
+        const at = `${ob} ${Math.floor(Number.parseInt(addr!, 16) / 64)}`;
+        if (Number(ir) > 0) into.set(at, (into.get(at) ?? 0) + Number(ir));
+      }
+    }
+  }
+}
 
 /** A dump's self counts by function (`callgrind_annotate`): the compiler's and the collector's sums. */
 function classed(file: string): Pick<Count, 'compiler' | 'gc'> {
@@ -130,12 +163,15 @@ function classed(file: string): Pick<Count, 'compiler' | 'gc'> {
  * By thread (`--separate-threads`, dumps `prefix.1-01…`), thread 01 is the main thread: the work.
  */
 function instructionsOf(prefix: string): Count {
-  const sum: Count = { total: 0, work: 0, compiler: 0, gc: 0, misses: {} };
+  const sum: Count = { total: 0, work: 0, compiler: 0, gc: 0, misses: {}, lines: 0, hotLines: 0 };
+  const lines = new Map<string, number>();
   for (const f of readdirSync(work).filter((f) => f.startsWith(prefix))) {
-    const events = summaryOf(readFileSync(path.join(work, f), 'utf8'));
+    const dump = readFileSync(path.join(work, f), 'utf8');
+    const events = summaryOf(dump);
     const total = events.Ir ?? 0;
     if (total === 0 || total >= 1e15) continue; // callgrind writes the exit dump as the negated last count
     sum.total += total;
+    if (FOOTPRINT && (!BY_THREAD || f.endsWith('-01'))) codeLines(dump, lines, !BY_THREAD);
     if (BY_THREAD) {
       if (f.endsWith('-01')) sum.work += total;
     } else {
@@ -146,6 +182,8 @@ function instructionsOf(prefix: string): Count {
     }
     for (const e of MISS_EVENTS) if (events[e] !== undefined) sum.misses[e] = (sum.misses[e] ?? 0) + events[e];
   }
+  sum.lines = lines.size;
+  for (const ir of lines.values()) if (ir >= REQUESTS) sum.hotLines++;
   return sum;
 }
 
@@ -203,6 +241,7 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
       '--instr-atstart=no',
       '--smc-check=all-non-file', // the JIT writes the code it runs
       ...(CACHE_SIM ? CACHES : []),
+      ...(FOOTPRINT ? ['--dump-instr=yes', '--dump-line=no', '--compress-pos=no', '--compress-strings=no'] : []),
       ...(BY_THREAD ? ['--separate-threads=yes'] : []),
       `--callgrind-out-file=${path.join(work, out)}`,
       cmd,
@@ -224,7 +263,15 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
   const c = instructionsOf(out);
   const misses = Object.fromEntries(Object.entries(c.misses).map(([e, n]) => [e, n / REQUESTS]));
   const per = (n: number) => n / REQUESTS;
-  return { total: per(c.total), work: per(c.work), compiler: per(c.compiler), gc: per(c.gc), misses };
+  return {
+    total: per(c.total),
+    work: per(c.work),
+    compiler: per(c.compiler),
+    gc: per(c.gc),
+    misses,
+    lines: c.lines,
+    hotLines: c.hotLines,
+  };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
@@ -286,6 +333,24 @@ if (CACHE_SIM) {
   for (const [label] of trees) {
     const cs = runs.get(label)!;
     console.log(`| ${label} | ${MISS_EVENTS.map((e) => fmt(median(cs.map((c) => c.misses[e] ?? 0)))).join(' | ')} |`);
+  }
+}
+if (FOOTPRINT) {
+  console.log(
+    `\nCode the work ran in the ${REQUESTS} counted ${UNIT}s: distinct 64-byte lines, and of them the lines that ran ` +
+      `at least ${REQUESTS} instructions (about once per ${UNIT} or more), by run; medians in KiB.\n`,
+  );
+  console.log('| tree | lines, by run | KiB | run about once per request or more, by run | KiB |');
+  console.log('| --- | --- | ---: | --- | ---: |');
+  const kib = (n: number) => fmt(n * 64 / 1024);
+  for (const [label] of trees) {
+    const all = runs.get(label)!.map((c) => c.lines);
+    const hot = runs.get(label)!.map((c) => c.hotLines);
+    console.log(
+      `| ${label} | ${all.map(fmt).join(', ')} | ${kib(median(all))} | ${hot.map(fmt).join(', ')} | ${
+        kib(median(hot))
+      } |`,
+    );
   }
 }
 /** The medians of `label`'s totals and work. */
