@@ -15,7 +15,7 @@
 //                       itself, the floor of any proxy on this machine
 //   … --burden kind:n   synthetic work per request on the Hono route (bench/burden.ts), its time served at
 //                       GET /burden
-//   … --contract        the Hono route does the least AISIX's per-request contract asks (bench/contract-floor.ts):
+//   … --contract        the Hono route does what AISIX's per-request contract asks (bench/contract-floor.ts):
 //                       the contract's floor, called with Sluice's bench key and model
 //
 // Prints `bare-proxy listening <port> <runtime>` once bound. Talks only to 127.0.0.1.

@@ -658,7 +658,7 @@ function targetDefs(ctx: Ctx): Omit<Target, 'port' | 'peaks'>[] {
       headers: { authorization: `Bearer ${UPSTREAM_KEY}` },
       model: 'mock-model',
     },
-    // The contract's floor: the bare proxy doing the least AISIX's per-request contract asks, on the pieces Sluice
+    // The contract's floor: the bare proxy doing what AISIX's per-request contract asks, on the pieces Sluice
     // runs on each runtime (on Deno node:http and undici), called as Sluice is.
     ...(['node', 'bun', 'deno'] as const).map((rt): Omit<Target, 'port' | 'peaks'> => ({
       id: `floor-${rt}`,
