@@ -92,18 +92,14 @@ export function budgetCovers(budget: RetryBudget, outcome: Outcome): boolean {
 }
 
 /**
- * Wait before retry number `attempt` (1 = the first retry) of the same target: an upstream Retry-After of
- * at most 5 s exactly; otherwise 250 ms doubling to a 2 s cap, plus up to 25 % jitter from `random()`
- * (in [0, 1)). `now` (ms) resolves an HTTP-date Retry-After, read only for one.
+ * Wait before retry number `attempt` (1 = the first retry) of the same target: an upstream Retry-After
+ * (`retryAfterSecs`, as `parseRetryAfter` reads it) of at most 5 s exactly; otherwise 250 ms doubling to a 2 s
+ * cap, plus up to 25 % jitter from `random()` (in [0, 1)).
  */
-export function backoffMs(
-  attempt: number,
-  retryAfterHeader: string | null | undefined,
-  random: () => number,
-  now: () => number,
-): number {
-  const retryAfter = parseRetryAfter(retryAfterHeader, now);
-  if (retryAfter !== undefined && retryAfter <= MAX_HONOURED_RETRY_AFTER_SECS) return Math.ceil(retryAfter * 1000);
+export function backoffMs(attempt: number, retryAfterSecs: number | undefined, random: () => number): number {
+  if (retryAfterSecs !== undefined && retryAfterSecs <= MAX_HONOURED_RETRY_AFTER_SECS) {
+    return Math.ceil(retryAfterSecs * 1000);
+  }
   const base = Math.min(BACKOFF_BASE_MS * 2 ** Math.max(0, attempt - 1), BACKOFF_CAP_MS);
   return base + Math.floor(random() * base * BACKOFF_JITTER);
 }
@@ -209,8 +205,7 @@ export async function runAttempts<T, O extends Outcome>(opts: RunOptions<T, O>):
       if (signal?.aborted) return { kind: 'aborted', attempts };
       if (next === 'done') return { kind: 'finished', outcome, target, verdict, attempts };
       if (next === 'fallback') break;
-      const retryAfter = outcome.kind === 'response' ? outcome.retryAfter : undefined;
-      await sleep(backoffMs(retry + 1, retryAfter, random, now), signal);
+      await sleep(backoffMs(retry + 1, retryAfterSecs, random), signal);
     }
   }
   // Unreachable: the last target always ends in `done`.
