@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { burden, type Spent } from './burden.ts';
 import { flag } from './flags.ts';
-import { freePort, getOnce, launch, startBenchMock, startUntil, stopAll, userSystemSeconds } from './proc.ts';
+import { freePort, getOnce, startBenchMock, startUntil, stopAll, userSystemSeconds, wrkPost } from './proc.ts';
 import { median } from './stats.ts';
 
 const BENCH = path.dirname(new URL(import.meta.url).pathname);
@@ -45,28 +45,12 @@ if (BURDENS[0] !== 'spin:0') BURDENS.unshift('spin:0');
 
 /** One wrk run at 50 connections: the requests it completed; throws on any error or non-2xx answer. */
 async function load(port: number, seconds: number): Promise<number> {
-  const p = launch('wrk', [
-    '-t1',
-    '-c50',
-    `-d${seconds}s`,
-    '-s',
-    path.join(BENCH, 'wrk', 'post.lua'),
-    `http://127.0.0.1:${port}/v1/chat/completions`,
-  ], {
-    env: {
-      ...process.env,
-      BENCH_WRK_DIR: path.join(BENCH, 'wrk'),
-      BENCH_HEADERS: 'authorization: Bearer sk-sluice-bench',
-      BENCH_BODY: BODY,
-    },
-    stdout: 'pipe',
+  const r = await wrkPost(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    connections: 50,
+    seconds,
+    headers: 'authorization: Bearer sk-sluice-bench',
+    body: BODY,
   });
-  let out = '';
-  p.child.stdout!.setEncoding('utf8').on('data', (d: string) => out += d);
-  await p.exited;
-  const line = out.split('\n').find((l) => l.startsWith('BENCH_WRK '));
-  if (!line) throw new Error(`wrk printed no summary: ${out.slice(0, 300)}`);
-  const r = JSON.parse(line.slice('BENCH_WRK '.length)) as { requests: number; errors: Record<string, number> };
   const errors = Object.values(r.errors).reduce((a, b) => a + b, 0);
   if (errors > 0) throw new Error(`wrk saw ${errors} errors or non-2xx answers: ${JSON.stringify(r.errors)}`);
   return r.requests;

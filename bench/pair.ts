@@ -8,26 +8,19 @@
 // method's own spread; run each pair both ways round, since the first gateway started can fare differently.
 // Prints each window and the median ratio A/B. Talks only to 127.0.0.1. Figures: bench/results/own-work-2026-12-07.md
 // "Telemetry batched per event-loop turn, a prototype".
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
 import { flag } from './flags.ts';
-import { benchGatewayEnv, cpuSeconds, launch, startBenchMock, stopAll } from './proc.ts';
+import { benchGatewayEnv, cpuSeconds, launch, startBenchMock, stopAll, wrkPost } from './proc.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const TREES = [path.resolve(flag('a')), path.resolve(flag('b'))] as const;
 const WINDOWS = Number(flag('windows', '10'));
 const SECONDS = Number(flag('seconds', '8'));
 const WARMUP = Number(flag('warmup', '15'));
-const CONNECTIONS = flag('connections', '25');
-const WRK_ENV = {
-  ...process.env,
-  BENCH_WRK_DIR: path.join(ROOT, 'bench/wrk'),
-  BENCH_HEADERS: 'authorization: Bearer sk-sluice-bench',
-  BENCH_BODY: '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}',
-};
+const CONNECTIONS = Number(flag('connections', '25'));
 
 interface Gateway {
   pid: number;
@@ -56,27 +49,15 @@ async function start(tree: string, mockPort: number, name: string): Promise<Gate
 }
 
 /** One wrk run at `port`; resolves with the requests it completed (every one a 200, or it throws). */
-function wrk(port: number, seconds: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const w = spawn('wrk', [
-      '-t1',
-      `-c${CONNECTIONS}`,
-      `-d${seconds}s`,
-      '-s',
-      path.join(ROOT, 'bench/wrk/post.lua'),
-      `http://127.0.0.1:${port}/v1/chat/completions`,
-    ], { env: WRK_ENV });
-    let out = '';
-    w.stdout.on('data', (d) => (out += d));
-    w.on('error', reject);
-    w.on('close', () => {
-      const line = out.split('\n').find((l) => l.startsWith('BENCH_WRK '));
-      if (!line) return reject(new Error(`wrk printed no summary: ${out.slice(0, 300)}`));
-      const r = JSON.parse(line.slice('BENCH_WRK '.length)) as { requests: number; errors: { status: number } };
-      if (r.errors.status) return reject(new Error(`${r.errors.status} answers were not 200`));
-      resolve(r.requests);
-    });
+async function wrk(port: number, seconds: number): Promise<number> {
+  const r = await wrkPost(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    connections: CONNECTIONS,
+    seconds,
+    headers: 'authorization: Bearer sk-sluice-bench',
+    body: '{"model":"bench-route","messages":[{"role":"user","content":"hi"}]}',
   });
+  if (r.errors.status) throw new Error(`${r.errors.status} answers were not 200`);
+  return r.requests;
 }
 
 const mockPort = await startBenchMock();

@@ -264,3 +264,32 @@ export async function benchGatewayEnv(mockPort: number, port: number): Promise<N
     AISIX_OBSERVABILITY__METRICS__PROMETHEUS__ADDR: `127.0.0.1:${await freePort()}`,
   };
 }
+
+/** What `bench/wrk/post.lua` prints as its `BENCH_WRK` line. */
+export interface WrkSummary {
+  requests: number;
+  duration_us: number;
+  latency_us: { p50: number; p99: number };
+  errors: Record<string, number>;
+}
+
+/**
+ * One `wrk -t1` run of `bench/wrk/post.lua` POSTing `body` with `headers` (`name: value`, `|` between) to `url`;
+ * throws when wrk fails or prints no summary. Its errors are the caller's to judge.
+ */
+export async function wrkPost(
+  url: string,
+  o: { connections: number; seconds: number; headers: string; body: string },
+): Promise<WrkSummary> {
+  const wrkDir = path.join(import.meta.dirname, 'wrk');
+  const p = launch('wrk', ['-t1', `-c${o.connections}`, `-d${o.seconds}s`, '-s', path.join(wrkDir, 'post.lua'), url], {
+    env: { ...process.env, BENCH_WRK_DIR: wrkDir, BENCH_HEADERS: o.headers, BENCH_BODY: o.body },
+    stdout: 'pipe',
+  });
+  let out = '';
+  p.child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  const code = await p.exited;
+  const line = out.split('\n').find((l) => l.startsWith('BENCH_WRK '));
+  if (code !== 0 || !line) throw new Error(`wrk failed (exit ${code}): ${out.slice(0, 300)}`);
+  return JSON.parse(line.slice('BENCH_WRK '.length)) as WrkSummary;
+}
