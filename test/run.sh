@@ -8,7 +8,9 @@
 #                (test/support/bundle-tests.mjs)
 #   conformance  test/conformance: the AISIX contract tables (one file starts etcd)
 #   integration  test/integration: in-process against real etcd, Redis, openssl, or the CLI (bin/sluice)
-#   process      test/process: real gateway processes of each runtime
+#   process      test/process: real gateway processes of each runtime; the files that measure a victim's latency
+#                against its baseline (test/support/victim.ts) run after the others, one at a time, so that no
+#                other file's processes share the cores while they measure (`process, alone`)
 #   clients      test/clients: the real client programs from npm (Claude Code, Codex, the AI SDK, LangChain, the
 #                Agents SDK, the official SDKs) through a gateway process to a scripted upstream (about a minute)
 # The last three build the Node bundle first (once), since bin/sluice and the process tests run it.
@@ -88,6 +90,17 @@ unit() {
   fi
 }
 
+# The latency-measuring files (those using test/support/victim.ts) apart from the rest, then alone.
+process() {
+  alone=$(grep -l "support/victim.ts'" test/process/*.test.ts)
+  set --
+  for f in test/process/*.test.ts; do
+    case " $(echo $alone) " in *" $f "*) ;; *) set -- "$@" "$f" ;; esac
+  done
+  tests process "${TEST_CONCURRENCY:-2}" '--import tsx' "$@"
+  tests 'process, alone' 1 '--import tsx' $alone
+}
+
 built=''
 bundled() { # kind: builds the Node bundle once; a kind whose bundle failed to build fails
   if [ -z "$built" ]; then
@@ -105,7 +118,8 @@ for kind in ${@:-static unit conformance integration process clients}; do
   static) static ;;
   unit) unit ;;
   conformance) tests conformance "${TEST_CONCURRENCY:-2}" '--import tsx' test/conformance/*.test.ts ;;
-  integration | process | clients) if bundled "$kind"; then tests "$kind" "${TEST_CONCURRENCY:-2}" '--import tsx' test/"$kind"/*.test.ts; fi ;;
+  integration | clients) if bundled "$kind"; then tests "$kind" "${TEST_CONCURRENCY:-2}" '--import tsx' test/"$kind"/*.test.ts; fi ;;
+  process) if bundled "$kind"; then process; fi ;;
   *)
     echo "unknown kind: $kind (static, unit, conformance, integration, process, clients)" >&2
     exit 2
