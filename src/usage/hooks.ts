@@ -3,7 +3,7 @@
 // and its attempts recorded); once its last byte is out its tokens are counted by client and its events are
 // counted, then handed to the exporters or, with none, counted as dropped (`sink_disabled`, AISIX's standalone
 // series) without being built.
-import type { Counter } from '../observability/metrics.ts';
+import { type BoundCounter, type Counter, LabelIndex } from '../observability/metrics.ts';
 import { cleanUserAgent, ClientTypeClassifier, type ClientTypeRule } from './client-type.ts';
 import { buildEvents, callEvent, EVENT_HANDLERS, type EventLabels, eventLabels, handlerLabel } from './event.ts';
 import { type CallUsage, USAGE_PART, type UsageFacts, type UsagePart } from './facts.ts';
@@ -38,6 +38,7 @@ export interface UsageHooksDeps {
 export function usageHooks(d: UsageHooksDeps) {
   const classifier = new ClientTypeClassifier(d.clientTypeRules);
   const m = d.metrics;
+  const byClient = new LabelIndex((l) => new ClientTokens(m.tokensByClient, [...l]));
   /**
    * A tool or agent call's one event: no model or provider key to label it with (AISIX's `unknown`), but for a
    * call that talks to one model (a Realtime session).
@@ -74,7 +75,7 @@ export function usageHooks(d: UsageHooksDeps) {
       // Authentication failures and paths that are no model call leave no usage behind (AISIX's).
       if (f.apiKeyId === undefined || f.handler === undefined || !EVENT_HANDLERS.has(f.handler)) return;
       const part = rec.facet(USAGE_PART);
-      countByClient(m.tokensByClient, part.clientType, f);
+      countByClient(byClient, part.clientType, f);
       const sinks = d.sinks;
       if (!sinks?.active) {
         for (const l of eventLabels(f, part, status)) {
@@ -123,17 +124,29 @@ export function statusClass(status: number): string {
  * `aisix_llm_tokens_by_client_total`: input (the prompt without Anthropic's cache counters), output, and the
  * cache-inclusive total; a zero is not counted. The model is the configured name the request resolved to.
  */
-function countByClient(c: Counter, clientType: string, f: UsageFacts): void {
+function countByClient(byClient: LabelIndex<ClientTokens>, clientType: string, f: UsageFacts): void {
   const u = f.usage;
   if (!u) return;
-  const model = f.model ?? 'unresolved';
   const cache = (u.cacheCreation ?? 0) + (u.cacheRead ?? 0);
   const input = u.cacheOutsideInput ? (u.input ?? 0) : Math.max(0, (u.input ?? 0) - cache);
   const output = u.output ?? 0;
-  const total = input + output + cache;
-  if (input > 0) c.inc([clientType, model, 'input'], input);
-  if (output > 0) c.inc([clientType, model, 'output'], output);
-  if (total > 0) c.inc([clientType, model, 'total'], total);
+  byClient.get([clientType, f.model ?? 'unresolved']).count(input, output, input + output + cache);
+}
+
+/**
+ * One client type's and model's three series, found by one lookup: each bound (so created, as an `inc` would
+ * create it) on its first count above zero.
+ */
+class ClientTokens {
+  #input?: BoundCounter;
+  #output?: BoundCounter;
+  #total?: BoundCounter;
+  constructor(private readonly c: Counter, private readonly l: readonly string[]) {}
+  count(input: number, output: number, total: number): void {
+    if (input > 0) (this.#input ??= this.c.bind([...this.l, 'input'])).inc(input);
+    if (output > 0) (this.#output ??= this.c.bind([...this.l, 'output'])).inc(output);
+    if (total > 0) (this.#total ??= this.c.bind([...this.l, 'total'])).inc(total);
+  }
 }
 
 export type { UsagePart };
