@@ -26,17 +26,21 @@
 // `--footprint` also counts the distinct 64-byte lines of machine code the work ran in the counted window (callgrind's
 // `--dump-instr`): the code a request's path is spread over, which an instruction count does not show
 // (docs/performance.md "The contract's floor").
+// `--by-function [N]` (implies `--footprint`) names the hot lines: each binary's, and the JIT code's by V8's code map
+// and the bundle's source map (bench/code-owners.ts): a table by whose code, and the N JavaScript functions with the
+// most (30).
 // `--runtime deno` runs Sluice (and with `--bare`, the bare proxy) on Deno instead, each thread counted apart
 // (`--separate-threads`): Deno's binary carries no symbols to class the compiler's and the collector's functions
 // by, so the work is the main thread's count, the other threads' (compilers, helpers) apart. `--bare-flags
 // "<flags>"` passes bench/bare-proxy.ts its own (`--listener node --client undici`: Sluice's pieces on Deno). Bun
 // does not run under Debian's valgrind 3.19, which lacks its event loop's `epoll_pwait2`.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/support/process.ts';
 import { BENCH_CHAT, sendChats } from './chat-post.ts';
+import { codeOwners, type HotLine, type OwnedFunction } from './code-owners.ts';
 import { denoRunFlags } from './deno-flags.ts';
 import { flag, has } from './flags.ts';
 import { benchGatewayEnv, startBenchMock, startUntil } from './proc.ts';
@@ -48,10 +52,12 @@ const WARMUP = Number(flag('warmup', '10000'));
 const ROUNDS = Number(flag('rounds', '3'));
 const STREAM = has('stream');
 const KEEP = has('keep');
-const PERF_MAP = has('perf-map');
+const PERF_MAP = has('perf-map') || has('by-function');
 const BARE = has('bare');
 const CACHE_SIM = has('cache-sim');
-const FOOTPRINT = has('footprint');
+/** `--by-function [N]`: the hot lines named by function (bench/code-owners.ts); N functions printed (30). */
+const BY_FUNCTION = has('by-function') ? Number(flag('by-function', '30')) || 30 : 0;
+const FOOTPRINT = has('footprint') || BY_FUNCTION > 0;
 /** V8 or Node flags for the gateway's `node` (not the bare proxy's), e.g. an inlining limit to try. */
 const GATEWAY_FLAGS = flag('gateway-flags', '').split(' ').filter(Boolean);
 /** bench/bare-proxy.ts's own flags, e.g. `--listener node --client undici`: Sluice's pieces on Deno. */
@@ -102,6 +108,10 @@ interface Count {
   lines: number;
   /** `--footprint`: of those, the lines that ran at least as many instructions as requests were counted. */
   hotLines: number;
+  /** `--by-function`: the hot lines, each with the function callgrind names its first address by. */
+  hot: HotLine[];
+  /** `--by-function`: the functions that hold the hot lines, most first. */
+  owners?: OwnedFunction[];
 }
 
 /** The cache events `--cache-sim` adds to callgrind's `Ir`. */
@@ -122,7 +132,7 @@ const GC =
  * name in full). `byName`: the compiler's and the collector's functions left out (Node); else all of them (the main
  * thread's dump on Deno). The line after `calls=` is a call's inclusive cost, not code run at its address: skipped.
  */
-function codeLines(dump: string, into: Map<string, number>, byName: boolean): void {
+function codeLines(dump: string, into: Map<string, number>, byName: boolean, names?: Map<string, string>): void {
   let ob = '';
   let fn = '';
   let skipNext = false;
@@ -136,6 +146,7 @@ function codeLines(dump: string, into: Map<string, number>, byName: boolean): vo
         const [addr, ir] = line.split(' ');
         const at = `${ob} ${Math.floor(Number.parseInt(addr!, 16) / 64)}`;
         if (Number(ir) > 0) into.set(at, (into.get(at) ?? 0) + Number(ir));
+        if (names && !names.has(at)) names.set(at, fn);
       }
     }
   }
@@ -163,15 +174,16 @@ function classed(file: string): Pick<Count, 'compiler' | 'gc'> {
  * By thread (`--separate-threads`, dumps `prefix.1-01…`), thread 01 is the main thread: the work.
  */
 function instructionsOf(prefix: string): Count {
-  const sum: Count = { total: 0, work: 0, compiler: 0, gc: 0, misses: {}, lines: 0, hotLines: 0 };
+  const sum: Count = { total: 0, work: 0, compiler: 0, gc: 0, misses: {}, lines: 0, hotLines: 0, hot: [] };
   const lines = new Map<string, number>();
+  const names = BY_FUNCTION ? new Map<string, string>() : undefined;
   for (const f of readdirSync(work).filter((f) => f.startsWith(prefix))) {
     const dump = readFileSync(path.join(work, f), 'utf8');
     const events = summaryOf(dump);
     const total = events.Ir ?? 0;
     if (total === 0 || total >= 1e15) continue; // callgrind writes the exit dump as the negated last count
     sum.total += total;
-    if (FOOTPRINT && (!BY_THREAD || f.endsWith('-01'))) codeLines(dump, lines, !BY_THREAD);
+    if (FOOTPRINT && (!BY_THREAD || f.endsWith('-01'))) codeLines(dump, lines, !BY_THREAD, names);
     if (BY_THREAD) {
       if (f.endsWith('-01')) sum.work += total;
     } else {
@@ -183,7 +195,11 @@ function instructionsOf(prefix: string): Count {
     for (const e of MISS_EVENTS) if (events[e] !== undefined) sum.misses[e] = (sum.misses[e] ?? 0) + events[e];
   }
   sum.lines = lines.size;
-  for (const ir of lines.values()) if (ir >= REQUESTS) sum.hotLines++;
+  for (const [at, ir] of lines) {
+    if (ir < REQUESTS) continue;
+    sum.hotLines++;
+    if (names) sum.hot.push({ at, fn: names.get(at)! });
+  }
   return sum;
 }
 
@@ -259,8 +275,11 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
   const exited = new Promise((r) => gw.once('exit', r));
   gw.kill('SIGKILL');
   await exited;
-  if (PERF_MAP) console.error(`instructions: ${label}: dump ${out}, V8's code map /tmp/perf-${gw.pid}.map`);
+  const perfMap = `/tmp/perf-${gw.pid}.map`;
+  if (PERF_MAP) console.error(`instructions: ${label}: dump ${out}, V8's code map ${perfMap}`);
   const c = instructionsOf(out);
+  const owners = BY_FUNCTION && existsSync(perfMap) ? codeOwners(c.hot, perfMap) : undefined;
+  if (BY_FUNCTION && !has('perf-map')) rmSync(perfMap, { force: true });
   const misses = Object.fromEntries(Object.entries(c.misses).map(([e, n]) => [e, n / REQUESTS]));
   const per = (n: number) => n / REQUESTS;
   return {
@@ -271,6 +290,8 @@ async function run(tree: string, label: string, mockPort: number): Promise<Count
     misses,
     lines: c.lines,
     hotLines: c.hotLines,
+    hot: [],
+    owners,
   };
 }
 
@@ -351,6 +372,40 @@ if (FOOTPRINT) {
         kib(median(hot))
       } |`,
     );
+  }
+}
+if (BY_FUNCTION) {
+  for (const [label] of trees) {
+    const owners = runs.get(label)!.at(-1)!.owners;
+    if (!owners) {
+      console.log(`\n${label}: no code map to name its hot lines by (V8's /tmp/perf-<pid>.map)`);
+      continue;
+    }
+    const groups = new Map<string, number>();
+    for (const o of owners) groups.set(o.group, (groups.get(o.group) ?? 0) + o.lines);
+    console.log(`\n${label}, its last run's hot lines by whose code they are:\n`);
+    console.log('| code | hot lines |\n| --- | ---: |');
+    for (const [g, n] of [...groups].sort((a, b) => b[1] - a[1])) console.log(`| ${g} | ${fmt(n)} |`);
+    console.log(`\n${label}, the ${BY_FUNCTION} functions with the most hot lines:\n`);
+    console.log('| function | code | hot lines |\n| --- | --- | ---: |');
+    for (const o of owners.slice(0, BY_FUNCTION)) console.log(`| ${o.name} | ${o.group} | ${o.lines} |`);
+  }
+}
+if (BY_FUNCTION && trees.length > 1) {
+  const [mine, other] = [runs.get('this tree')!.at(-1)!.owners, runs.get(trees.at(-1)![0])!.at(-1)!.owners];
+  if (mine && other) {
+    const key = (o: OwnedFunction) => `${o.group}\0${o.name}`;
+    const theirs = new Map(other.map((o) => [key(o), o.lines]));
+    const rows = mine.map((o) => ({ o, d: o.lines - (theirs.get(key(o)) ?? 0) }));
+    for (const o of other) if (!mine.some((m) => key(m) === key(o))) rows.push({ o: { ...o, lines: 0 }, d: -o.lines });
+    rows.sort((a, b) => Math.abs(b.d) - Math.abs(a.d));
+    console.log(`\nthis tree against ${trees.at(-1)![0]}: the ${BY_FUNCTION} functions whose hot lines differ most:\n`);
+    console.log(
+      `| function | code | this tree | ${trees.at(-1)![0]} | difference |\n| --- | --- | ---: | ---: | ---: |`,
+    );
+    for (const { o, d } of rows.slice(0, BY_FUNCTION)) {
+      console.log(`| ${o.name} | ${o.group} | ${o.lines} | ${o.lines - d} | ${d > 0 ? '+' : ''}${d} |`);
+    }
   }
 }
 /** The medians of `label`'s totals and work. */
