@@ -3,6 +3,7 @@
 // neighbours move one gateway's cost by half between two runs, both gateways then see the same neighbours.
 //
 //   node --import tsx bench/pair.ts --a DIR --b DIR [--windows 10] [--seconds 8] [--warmup 15] [--connections 25]
+//     [--a-flags "NODE FLAGS"] [--b-flags "NODE FLAGS"]
 //
 // Each DIR is a tree with `dist/node.mjs` built (`node build.mjs`). The same tree as --a and --b gives the
 // method's own spread; run each pair both ways round, since the first gateway started can fare differently.
@@ -21,6 +22,8 @@ const WINDOWS = Number(flag('windows', '10'));
 const SECONDS = Number(flag('seconds', '8'));
 const WARMUP = Number(flag('warmup', '15'));
 const CONNECTIONS = Number(flag('connections', '25'));
+/** Node flags each gateway runs under (V8's among them), space-separated: the same tree under two sets of flags. */
+const FLAGS = [flag('a-flags', ''), flag('b-flags', '')].map((f) => f.split(/\s+/).filter(Boolean));
 
 interface Gateway {
   pid: number;
@@ -28,11 +31,12 @@ interface Gateway {
   log: string;
 }
 
-async function start(tree: string, mockPort: number, name: string): Promise<Gateway> {
+async function start(tree: string, flags: string[], mockPort: number, name: string): Promise<Gateway> {
   const port = await freePort();
   const log = path.join(tmpdir(), `sluice-pair-${process.pid}-${name}.log`);
   const env = await benchGatewayEnv(mockPort, port);
   const p = launch(process.execPath, [
+    ...flags,
     path.join(tree, 'bin/sluice'),
     '--config',
     path.join(ROOT, 'bench/config/config.yaml'),
@@ -63,9 +67,9 @@ async function wrk(port: number, seconds: number): Promise<number> {
 const mockPort = await startBenchMock();
 const gateways: Gateway[] = [];
 try {
-  gateways.push(await start(TREES[0], mockPort, 'a'), await start(TREES[1], mockPort, 'b'));
+  gateways.push(await start(TREES[0], FLAGS[0]!, mockPort, 'a'), await start(TREES[1], FLAGS[1]!, mockPort, 'b'));
   await Promise.all(gateways.map((g) => wrk(g.port, WARMUP)));
-  console.log(`A ${TREES[0]}\nB ${TREES[1]}\n`);
+  console.log(`A ${TREES[0]} ${FLAGS[0]!.join(' ')}\nB ${TREES[1]} ${FLAGS[1]!.join(' ')}\n`);
   console.log('| window | A µs/request (requests) | B µs/request (requests) | A/B |\n| ---: | ---: | ---: | ---: |');
   const ratios: number[] = [];
   for (let w = 1; w <= WINDOWS; w++) {
