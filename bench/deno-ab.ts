@@ -26,6 +26,8 @@ import {
   type Spawned,
   stopAll,
   waitFor200,
+  wrkPost,
+  type WrkSummary,
 } from './proc.ts';
 import { DENO_RUN_FLAGS } from '../runtimes/deno-launch.ts';
 import { median } from './stats.ts';
@@ -78,32 +80,16 @@ interface Target {
   lastLoad: number;
 }
 
-interface Wrk {
-  requests: number;
-  duration_us: number;
-  latency_us: { p50: number; p99: number };
-  errors: Record<string, number>;
-}
-
-async function wrk(t: Target, connections: number, durationS: number): Promise<Wrk> {
-  const body = JSON.stringify({ model: t.model, messages: [{ role: 'user', content: 'Say hello.' }] });
-  const env = {
-    ...process.env,
-    BENCH_WRK_DIR: path.join(BENCH, 'wrk'),
-    BENCH_HEADERS: Object.entries(t.headers).map(([k, v]) => `${k}: ${v}`).join('|'),
-    BENCH_BODY: body,
-  };
-  const url = `http://127.0.0.1:${t.port}/v1/chat/completions`;
-  const args = ['-t1', `-c${connections}`, `-d${durationS}s`, '--timeout', '10s', '-s', 'bench/wrk/post.lua', url];
-  const p = launch('wrk', args, { cwd: ROOT, env, stdout: 'pipe' });
-  let out = '';
-  p.child.stdout!.setEncoding('utf8');
-  p.child.stdout!.on('data', (d: string) => (out += d));
-  const code = await p.exited;
-  const line = out.split('\n').find((l) => l.startsWith('BENCH_WRK '));
-  if (code !== 0 || !line) throw new Error(`wrk failed (exit ${code}): ${out.slice(0, 300)}`);
+async function wrk(t: Target, connections: number, durationS: number): Promise<WrkSummary> {
+  const r = await wrkPost(`http://127.0.0.1:${t.port}/v1/chat/completions`, {
+    connections,
+    seconds: durationS,
+    timeoutS: 10,
+    headers: Object.entries(t.headers).map(([k, v]) => `${k}: ${v}`).join('|'),
+    body: JSON.stringify({ model: t.model, messages: [{ role: 'user', content: 'Say hello.' }] }),
+  });
   t.lastLoad = performance.now();
-  return JSON.parse(line.slice('BENCH_WRK '.length)) as Wrk;
+  return r;
 }
 
 interface Sample {

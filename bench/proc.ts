@@ -274,15 +274,18 @@ export interface WrkSummary {
 }
 
 /**
- * One `wrk -t1` run of `bench/wrk/post.lua` POSTing `body` with `headers` (`name: value`, `|` between) to `url`;
- * throws when wrk fails or prints no summary. Its errors are the caller's to judge.
+ * One `wrk -t1` run of `bench/wrk/post.lua` POSTing `body` with `headers` (`name: value`, `|` between) to `url`
+ * (`timeoutS`: wrk's per-request timeout, else its 2 s); throws when wrk fails or prints no summary. Its errors are
+ * the caller's to judge.
  */
 export async function wrkPost(
   url: string,
-  o: { connections: number; seconds: number; headers: string; body: string },
+  o: { connections: number; seconds: number; headers: string; body: string; timeoutS?: number },
 ): Promise<WrkSummary> {
   const wrkDir = path.join(import.meta.dirname, 'wrk');
-  const p = launch('wrk', ['-t1', `-c${o.connections}`, `-d${o.seconds}s`, '-s', path.join(wrkDir, 'post.lua'), url], {
+  const timeout = o.timeoutS ? ['--timeout', `${o.timeoutS}s`] : [];
+  const args = ['-t1', `-c${o.connections}`, `-d${o.seconds}s`, ...timeout, '-s', path.join(wrkDir, 'post.lua'), url];
+  const p = launch('wrk', args, {
     env: { ...process.env, BENCH_WRK_DIR: wrkDir, BENCH_HEADERS: o.headers, BENCH_BODY: o.body },
     stdout: 'pipe',
   });
