@@ -24,22 +24,31 @@ interface CodeEntry {
   start: number;
   end: number;
   name: string;
+  /** Its line in the map: code written later over the same addresses (V8 reuses freed code space) is later. */
+  order: number;
 }
 
-/** V8's code map, sorted by start; an address reused by later code takes the later entry. */
-function readPerfMap(file: string): CodeEntry[] {
-  const byStart = new Map<number, CodeEntry>();
+/** V8's code map, sorted by start, and its largest entry's size (how far back a lookup must look). */
+function readPerfMap(file: string): { entries: CodeEntry[]; maxSize: number } {
+  const entries: CodeEntry[] = [];
+  let maxSize = 0;
   for (const line of readFileSync(file, 'utf8').split('\n')) {
     const m = /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line);
     if (!m) continue;
     const start = Number.parseInt(m[1]!, 16);
-    byStart.set(start, { start, end: start + Number.parseInt(m[2]!, 16), name: m[3]! });
+    const size = Number.parseInt(m[2]!, 16);
+    maxSize = Math.max(maxSize, size);
+    entries.push({ start, end: start + size, name: m[3]!, order: entries.length });
   }
-  return [...byStart.values()].sort((a, b) => a.start - b.start);
+  return { entries: entries.sort((a, b) => a.start - b.start), maxSize };
 }
 
-/** The entry whose code holds `addr`, by binary search. */
-function entryAt(entries: CodeEntry[], addr: number): CodeEntry | undefined {
+/**
+ * The code at `addr` when the run ended: of the entries that hold it, the one written last (an earlier one was freed
+ * and its space reused). By binary search, then back over the entries that start within `maxSize` before it.
+ */
+function entryAt(map: { entries: CodeEntry[]; maxSize: number }, addr: number): CodeEntry | undefined {
+  const { entries, maxSize } = map;
   let lo = 0;
   let hi = entries.length - 1;
   while (lo <= hi) {
@@ -47,8 +56,12 @@ function entryAt(entries: CodeEntry[], addr: number): CodeEntry | undefined {
     if (entries[mid]!.start <= addr) lo = mid + 1;
     else hi = mid - 1;
   }
-  const e = entries[hi];
-  return e && addr < e.end ? e : undefined;
+  let found: CodeEntry | undefined;
+  for (let i = hi; i >= 0 && entries[i]!.start > addr - maxSize; i--) {
+    const e = entries[i]!;
+    if (addr < e.end && (!found || e.order > found.order)) found = e;
+  }
+  return found;
 }
 
 /** The group of a source path the bundle's map gives (`../src/proxy/record.ts`, `../node_modules/undici/…`). */
@@ -99,7 +112,7 @@ function jitOwner(name: string, maps: Map<string, SourceMap | null>): { group: s
  * code map, a binary's by callgrind's name, within the binary's group.
  */
 export function codeOwners(hot: Iterable<HotLine>, perfMap: string): OwnedFunction[] {
-  const entries = readPerfMap(perfMap);
+  const map = readPerfMap(perfMap);
   const maps = new Map<string, SourceMap | null>();
   const byFn = new Map<string, OwnedFunction>();
   for (const { at: key, fn: native } of hot) {
@@ -110,7 +123,7 @@ export function codeOwners(hot: Iterable<HotLine>, perfMap: string): OwnedFuncti
     let fn: string;
     if (ob.includes('???')) {
       // A line may start in the padding before its function: its last byte is then in it.
-      const e = entryAt(entries, addr) ?? entryAt(entries, addr + 63);
+      const e = entryAt(map, addr) ?? entryAt(map, addr + 63);
       ({ group, fn } = e ? jitOwner(e.name, maps) : { group: 'JIT code no map names', fn: '?' });
     } else {
       group = path.basename(ob.replace(/^\(\d+\) /, ''));
