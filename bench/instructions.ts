@@ -26,9 +26,9 @@
 // `--footprint` also counts the distinct 64-byte lines of machine code the work ran in the counted window (callgrind's
 // `--dump-instr`): the code a request's path is spread over, which an instruction count does not show
 // (docs/performance.md "The contract's floor").
-// `--by-function [N]` (implies `--footprint`) names the hot lines: each binary's, and the JIT code's by V8's code map
-// and the bundle's source map (bench/code-owners.ts): a table by whose code, and the N JavaScript functions with the
-// most (30).
+// `--by-function [N]` (implies `--footprint`) names the hot lines: a binary's by callgrind's function, the JIT code's
+// by V8's code map and the bundle's source map (bench/code-owners.ts). Per tree a table by whose code and the N
+// functions with the most (30); with a second tree, the N functions whose lines differ most.
 // `--runtime deno` runs Sluice (and with `--bare`, the bare proxy) on Deno instead, each thread counted apart
 // (`--separate-threads`): Deno's binary carries no symbols to class the compiler's and the collector's functions
 // by, so the work is the main thread's count, the other threads' (compilers, helpers) apart. `--bare-flags
