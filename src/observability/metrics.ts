@@ -3,6 +3,14 @@
 
 type LabelValues = readonly string[];
 
+/** The classes `statusClass` names: one constant string each, so a label lookup meets the string it holds, not a copy. */
+const STATUS_CLASSES = ['other', 'other', '2xx', '3xx', '4xx', '5xx'] as const;
+
+/** AISIX's status class label of an HTTP status: `2xx`, `3xx`, `4xx` or `5xx`; `other` for anything else. */
+export function statusClass(status: number): string {
+  return status >= 200 && status < 600 ? STATUS_CLASSES[Math.floor(status / 100)]! : 'other';
+}
+
 function escapeLabel(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
 }

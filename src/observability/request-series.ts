@@ -2,7 +2,7 @@
 // hot path"): every family's labels are a part of the fifteen `REQUEST_LABELS` values, so one lookup of those
 // values finds every series the request updates. A series is bound (and so created) on its first use, as the
 // family's own `inc`/`observe` would create it: the exposition's series and their order stay the same.
-import { type BoundCounter, type BoundObserver, LabelIndex } from './metrics.ts';
+import { type BoundCounter, type BoundObserver, LabelIndex, statusClass } from './metrics.ts';
 
 // Positions in the `REQUEST_LABELS` values.
 const ENDPOINT = 0;
@@ -12,12 +12,6 @@ const IDENT_END = 11; // endpoint … user_name: the token families' labels
 const STREAM = 11;
 const STATUS = 13;
 const OUTCOME = 14;
-
-/** AISIX's `status_class` of a status code's string. */
-function statusClass(code: string): string {
-  const status = Number(code);
-  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
-}
 
 type Counts = { bind(values: readonly string[]): BoundCounter };
 type Observes = { bind(values: readonly string[]): BoundObserver };
@@ -72,7 +66,7 @@ export class BoundRequest {
   /** The SLO histograms' labels: `env_id`, endpoint, model, provider, status class, streaming. */
   private slo(): string[] {
     const l = this.l;
-    return ['unknown', l[ENDPOINT]!, l[MODEL]!, l[PROVIDER]!, statusClass(l[STATUS]!), l[STREAM]!];
+    return ['unknown', l[ENDPOINT]!, l[MODEL]!, l[PROVIDER]!, statusClass(Number(l[STATUS]!)), l[STREAM]!];
   }
 
   get legacyRequests(): BoundCounter {

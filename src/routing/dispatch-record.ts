@@ -1,6 +1,7 @@
 // What every finished attempt leaves behind (docs/routing.md "Model health", "Metrics of this path"): model
 // health, the deployment families, the routing state and the fallback counters (usage events: src/usage).
 import type { GatewayMetrics } from '../observability/gateway-metrics.ts';
+import { statusClass } from '../observability/metrics.ts';
 import type { CancelSignal } from '../util/cancel.ts';
 import type { AttemptOutcome, DispatchInput, Target } from './dispatch-types.ts';
 import type { ModelHealth, UpstreamFailure } from './health.ts';
@@ -18,7 +19,7 @@ export interface RecordDeps {
  *  a transport error as the 502 the caller would get (AISIX maps them to those statuses before bucketing). */
 export function statusBucket(outcome: Outcome): string {
   const status = outcome.kind === 'response' ? outcome.status : outcome.kind === 'timeout' ? 504 : 502;
-  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+  return statusClass(status);
 }
 
 export class AttemptRecorder {

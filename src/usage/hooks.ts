@@ -3,7 +3,7 @@
 // and its attempts recorded); once its last byte is out its tokens are counted by client and its events are
 // counted, then handed to the exporters or, with none, counted as dropped (`sink_disabled`, AISIX's standalone
 // series) without being built.
-import { type BoundCounter, type Counter, LabelIndex } from '../observability/metrics.ts';
+import { type BoundCounter, type Counter, LabelIndex, statusClass } from '../observability/metrics.ts';
 import { cleanUserAgent, ClientTypeClassifier, type ClientTypeRule } from './client-type.ts';
 import { buildEvents, callEvent, EVENT_HANDLERS, type EventLabels, eventLabels, handlerLabel } from './event.ts';
 import { type CallUsage, USAGE_PART, type UsageFacts, type UsagePart } from './facts.ts';
@@ -113,11 +113,6 @@ function emittedLabels(f: UsageFacts, l: EventLabels): string[] {
     l.providerKeyId,
     l.providerKeyName,
   ];
-}
-
-/** AISIX's `status_code` label: 2xx|3xx|4xx|5xx|other. */
-export function statusClass(status: number): string {
-  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
 }
 
 /**

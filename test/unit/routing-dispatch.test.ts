@@ -59,6 +59,15 @@ test('usage-event status_code buckets: 2xx|3xx|4xx|5xx|other; timeout 504, trans
   assert.equal(statusBucket(res(503)), '5xx');
   assert.equal(statusBucket(res(101)), 'other');
   assert.equal(statusBucket(res(799)), 'other');
+  // The edges of each class.
+  for (
+    const [status, want] of [[199, 'other'], [299, '2xx'], [300, '3xx'], [499, '4xx'], [500, '5xx'], [599, '5xx'], [
+      600,
+      'other',
+    ], [0, 'other']] as const
+  ) {
+    assert.equal(statusBucket(res(status)), want, String(status));
+  }
   assert.equal(statusBucket({ kind: 'timeout' }), '5xx');
   assert.equal(statusBucket({ kind: 'transport', message: 'reset' }), '5xx');
 });
