@@ -5,13 +5,12 @@
 // Run: node build.mjs && node --import tsx --test test/clients/mcp-claude-code.test.ts
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { type McpUpstream, startSdkUpstream } from '../support/mcp-upstream.ts';
 import { baseConfig, CALLER_KEY, type GatewayProcess, spawnGateway } from '../support/process.ts';
 import { FINAL_ANSWER, type ScriptedUpstream, startScriptedUpstream } from '../support/scripted-upstream.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 const CLAUDE = join(import.meta.dirname, '../../node_modules/.bin/claude');
 /** A key whose ACL lists one tool, so the script's one tool call (the first offered) is to it. */
@@ -71,7 +70,7 @@ function claude(
 }
 
 test('claude mcp add --transport http, then get: connected through the gateway', async () => {
-  const home = mkdtempSync(join(tmpdir(), 'sluice-claude-mcp-'));
+  const home = scratchDir('sluice-claude-mcp');
   const add = await claude(home, [
     'mcp',
     'add',
@@ -98,7 +97,7 @@ test('claude mcp add --transport http, then get: connected through the gateway',
 });
 
 test('claude -p calls a gateway tool: the tool ran upstream and its result reached the model', async () => {
-  const home = mkdtempSync(join(tmpdir(), 'sluice-claude-mcp-'));
+  const home = scratchDir('sluice-claude-mcp');
   const marker = `MARKER-${Math.random().toString(36).slice(2, 10)}`;
   model.toolArgs = () => ({ text: marker });
   const config = {

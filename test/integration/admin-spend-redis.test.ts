@@ -4,8 +4,7 @@
 // Run: node --import tsx --test test/integration/admin-spend-redis.test.ts
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { ioredisClient } from '../../runtimes/redis-ioredis.ts';
@@ -15,6 +14,7 @@ import type { BudgetLine } from '../../src/budgets/store.ts';
 import { RedisBudgetStore } from '../../src/budgets/store-redis.ts';
 import { runtimeCommand } from '../support/process.ts';
 import { type RedisServer, startRedis } from '../support/redis.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 let redis: RedisServer;
 before(async () => {
@@ -61,7 +61,7 @@ test('counters the budget store wrote, read back and summed; the CLI prints the 
   assert.deepEqual(otherRows.map((r) => r.spent_usd), [7]);
   await c.quit();
 
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-spend-'));
+  const dir = scratchDir('sluice-spend');
   const config = join(dir, 'config.yaml');
   writeFileSync(
     config,

@@ -2,12 +2,12 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseCli, USAGE } from '../../src/cli.ts';
 import { VERSION } from '../../src/version.ts';
 import { GOOD, MALFORMED, MALFORMED_REPORT } from '../support/aisix-fixtures.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 describe('serve', () => {
   test('--config, -c, --config=, -c=', () => {
@@ -204,7 +204,7 @@ describe('sluice validate (the real binary; AISIX golden output, docs/aisix-comp
   const BIN = join(ROOT, 'bin/sluice');
   const run = (file: string) =>
     spawnSync(BIN, ['validate', '--resources', file], { encoding: 'utf8', timeout: 20_000 });
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-validate-'));
+  const dir = scratchDir('sluice-validate');
 
   test('a good file: exit 0, exactly the OK line on stdout, nothing on stderr', () => {
     const file = join(dir, 'good.yaml');

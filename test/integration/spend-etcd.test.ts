@@ -6,8 +6,7 @@
 // Run: node build.mjs && node --import tsx --test test/integration/spend-etcd.test.ts
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { ioredisClient } from '../../runtimes/redis-ioredis.ts';
@@ -20,6 +19,7 @@ import { seeder, startEtcdGateway } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { runtimeCommand } from '../support/process.ts';
 import { type RedisServer, startRedis } from '../support/redis.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 const HOUR = 3_600_000;
 const P = '/spend';
@@ -108,7 +108,7 @@ test("--env-id: that environment's counters and rows", () => {
 });
 
 test('--etcd with --config: Redis from budgets.redis, the prefix from etcd.prefix', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-spend-etcd-'));
+  const dir = scratchDir('sluice-spend-etcd');
   const config = join(dir, 'config.yaml');
   writeFileSync(
     config,

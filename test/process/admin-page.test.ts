@@ -5,14 +5,14 @@
 // Run: node build.mjs && node --import tsx --test test/process/admin-page.test.ts
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { type Browser, chromium } from 'playwright-core';
 import { seeder } from '../support/etcd-gateway.ts';
 import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { type GatewayProcess, spawnGateway } from '../support/process.ts';
+import { scratchDir } from '../support/scratch.ts';
 import { redisCli, type RedisServer, startRedis } from '../support/redis.ts';
 import { until } from '../support/until.ts';
 
@@ -161,9 +161,7 @@ test('sign in, issue a key, see it listed, revoke it', async () => {
   ]);
   assert.ok(!JSON.stringify([gw.logs, gw.rawErr]).includes(key));
 
-  const dir = process.env.SLUICE_UPDATE_SCREENSHOT === '1'
-    ? join(ROOT, 'docs/img')
-    : mkdtempSync(join(tmpdir(), 'sluice-admin-page-'));
+  const dir = process.env.SLUICE_UPDATE_SCREENSHOT === '1' ? join(ROOT, 'docs/img') : scratchDir('sluice-admin-page');
   mkdirSync(dir, { recursive: true });
   await page.screenshot({ path: join(dir, 'admin-page.png'), fullPage: true });
   await page.close();

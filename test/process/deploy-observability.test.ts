@@ -10,8 +10,7 @@ import { type RedisServer, startRedis } from '../support/redis.ts';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
@@ -20,6 +19,7 @@ import { type EtcdServer, startEtcd } from '../support/etcd.ts';
 import { type MockUpstream, startMockUpstream } from '../support/mock-upstream.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from '../support/process.ts';
 import { until } from '../support/until.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 /**
  * Metric families the dashboard and rules are written against that this branch does not expose yet: AISIX's
@@ -176,7 +176,7 @@ describe('grafana dashboard', () => {
       (p.targets ?? []).map((t) => ({ record: `dashboard:panel_${p.id}_${t.refId}`, expr: concrete(t.expr) }))
     );
     assert.ok(rules.length >= 20, `only ${rules.length} expressions`);
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-dashboard-'));
+    const dir = scratchDir('sluice-dashboard');
     writeFileSync(join(dir, 'dashboard.rules.yaml'), toYaml({ groups: [{ name: 'dashboard', rules }] }));
     assert.match(
       promtool(['check', 'rules', 'dashboard.rules.yaml'], dir),

@@ -6,8 +6,7 @@
 // Run: node build.mjs && node --import tsx --test test/process/status-page.test.ts
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type Browser, chromium } from 'playwright-core';
@@ -18,6 +17,7 @@ import { loadConfig } from '../../src/config/load.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { BASE_CONFIG, gatewayWith, testPlatform } from '../support/platform.ts';
 import { CALLER_KEY, type GatewayProcess, spawnGateway } from '../support/process.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 const UPSTREAM_KEY = 'sk-upstream-SECRET-page-41c9';
 const SECRETS = [UPSTREAM_KEY, CALLER_KEY, createHash('sha256').update(CALLER_KEY).digest('hex')];
@@ -219,7 +219,7 @@ shutdown: { min_drain_secs: 20 }
     assert.match(header, /not ready/);
     const dir = process.env.SLUICE_UPDATE_SCREENSHOT === '1'
       ? join(ROOT, 'docs/img')
-      : mkdtempSync(join(tmpdir(), 'sluice-status-page-'));
+      : scratchDir('sluice-status-page');
     mkdirSync(dir, { recursive: true });
     await page.screenshot({ path: join(dir, 'status-page.png'), fullPage: true });
     await page.close();

@@ -1,9 +1,9 @@
 // A private certificate authority made with openssl for one test run: a CA, a server certificate for
 // 127.0.0.1 / localhost signed by it, and a client certificate for mutual TLS. PEM text and file paths.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { scratchDir } from './scratch.ts';
 
 export interface Pki {
   dir: string;
@@ -29,7 +29,7 @@ function openssl(args: string[], cwd: string): void {
 
 /** Makes a CA and two leaf certificates in a fresh temporary directory (a few hundred ms of openssl). */
 export function makePki(): Pki {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-pki-'));
+  const dir = scratchDir('sluice-pki');
   const key = (name: string) => openssl(['genrsa', '-out', `${name}.key`, '2048'], dir);
   key('ca');
   openssl(
