@@ -64,9 +64,13 @@ function entryAt(map: { entries: CodeEntry[]; maxSize: number }, addr: number): 
   return found;
 }
 
-/** The group of a source path the bundle's map gives (`../src/proxy/record.ts`, `../node_modules/undici/…`). */
-function sourceGroup(source: string): string {
-  const rel = source.replace(/^(?:.*?\/)?(src|runtimes|node_modules)\//, '$1/');
+/** A source path from `src/`, `runtimes/` or `node_modules/` on (`../src/proxy/record.ts` → `src/proxy/record.ts`). */
+function ownPath(source: string): string | undefined {
+  return /(?:^|\/)((?:src|runtimes|node_modules)\/.*)$/.exec(source)?.[1];
+}
+
+/** The group of such a path: `src/<dir>`, `runtimes`, a package; else the path itself. */
+function sourceGroup(rel: string): string {
   const parts = rel.split('/');
   if (parts[0] === 'node_modules') return parts[1]!.startsWith('@') ? `${parts[1]}/${parts[2]}` : parts[1]!;
   if (parts[0] === 'src') return parts.length > 2 ? `src/${parts[1]}` : rel;
@@ -98,11 +102,11 @@ function jitOwner(name: string, maps: Map<string, SourceMap | null>): { group: s
   }
   const at = map?.findEntry(Number(line) - 1, Number(col) - 1);
   if (at && 'originalSource' in at && at.originalSource) {
-    const src = at.originalSource.replace(/^.*?\/((src|runtimes|node_modules)\/)/, '$1');
-    return { group: sourceGroup(at.originalSource), fn: `${fn || '(anonymous)'} ${src}:${at.originalLine + 1}` };
+    const src = ownPath(at.originalSource) ?? at.originalSource;
+    return { group: sourceGroup(src), fn: `${fn || '(anonymous)'} ${src}:${at.originalLine + 1}` };
   }
   // No map (Deno runs the sources themselves): the place is the source's.
-  const own = /\/((?:src|runtimes|node_modules)\/.*)$/.exec(file!)?.[1];
+  const own = ownPath(file!);
   if (own) return { group: sourceGroup(own), fn: `${fn || '(anonymous)'} ${own}:${line}` };
   return { group: path.basename(file!), fn: `${fn || '(anonymous)'} ${path.basename(file!)}:${line}` };
 }

@@ -397,7 +397,8 @@ if (BY_FUNCTION && trees.length > 1) {
     const key = (o: OwnedFunction) => `${o.group}\0${o.name}`;
     const theirs = new Map(other.map((o) => [key(o), o.lines]));
     const rows = mine.map((o) => ({ o, d: o.lines - (theirs.get(key(o)) ?? 0) }));
-    for (const o of other) if (!mine.some((m) => key(m) === key(o))) rows.push({ o: { ...o, lines: 0 }, d: -o.lines });
+    const ours = new Set(mine.map(key));
+    for (const o of other) if (!ours.has(key(o))) rows.push({ o: { ...o, lines: 0 }, d: -o.lines });
     rows.sort((a, b) => Math.abs(b.d) - Math.abs(a.d));
     console.log(`\nthis tree against ${trees.at(-1)![0]}: the ${BY_FUNCTION} functions whose hot lines differ most:\n`);
     console.log(
